@@ -1,0 +1,132 @@
+internal import FriensoProtoC
+import Glibc
+
+/// Owns the C memory that an encode borrows: strings, arrays and nested messages.
+/// Everything is freed when the arena goes away, after `pack` has copied it into the output.
+final class ProtoArena {
+    private var allocations: [UnsafeMutableRawPointer] = []
+
+    deinit {
+        for pointer in allocations { free(pointer) }
+    }
+
+    private func allocate<T>(_ type: T.Type, count: Int) -> UnsafeMutablePointer<T> {
+        let size = max(1, MemoryLayout<T>.stride * count)
+        guard let raw = calloc(1, size) else { preconditionFailure("out of memory") }
+        allocations.append(raw)
+        return raw.bindMemory(to: T.self, capacity: max(1, count))
+    }
+
+    func string(_ value: String) -> UnsafeMutablePointer<CChar> {
+        var utf8 = Array(value.utf8)
+        utf8.append(0)
+        let pointer = allocate(CChar.self, count: utf8.count)
+        utf8.withUnsafeBytes { UnsafeMutableRawPointer(pointer).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        return pointer
+    }
+
+    func strings(_ values: [String]) -> UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? {
+        values.isEmpty ? nil : array(values.map { Optional(string($0)) })
+    }
+
+    func binary(_ value: [UInt8]) -> ProtobufCBinaryData {
+        guard !value.isEmpty else { return ProtobufCBinaryData(len: 0, data: nil) }
+        let pointer = allocate(UInt8.self, count: value.count)
+        value.withUnsafeBufferPointer { pointer.update(from: $0.baseAddress!, count: $0.count) }
+        return ProtobufCBinaryData(len: value.count, data: pointer)
+    }
+
+    func array<T>(_ values: [T]) -> UnsafeMutablePointer<T>? {
+        guard !values.isEmpty else { return nil }
+        let pointer = allocate(T.self, count: values.count)
+        values.withUnsafeBufferPointer { pointer.initialize(from: $0.baseAddress!, count: $0.count) }
+        return pointer
+    }
+
+    func message<T>(of type: T.Type, _ fill: (UnsafeMutablePointer<T>) -> Void) -> UnsafeMutablePointer<T> {
+        let pointer = allocate(T.self, count: 1)
+        fill(pointer)
+        return pointer
+    }
+}
+
+/// The few generic steps the generated glue shares.
+enum ProtoRuntime {
+    static func pack<C>(
+        _ message: inout C,
+        size: (UnsafePointer<C>?) -> Int,
+        pack: (UnsafePointer<C>?, UnsafeMutablePointer<UInt8>?) -> Int
+    ) -> [UInt8] {
+        withUnsafePointer(to: &message) { pointer in
+            let count = size(pointer)
+            guard count > 0 else { return [] }
+            return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                initialized = pack(pointer, buffer.baseAddress)
+            }
+        }
+    }
+
+    static func unpack<C, M>(
+        _ bytes: [UInt8],
+        _ name: String,
+        unpack: (UnsafeMutablePointer<ProtobufCAllocator>?, Int, UnsafePointer<UInt8>?) -> UnsafeMutablePointer<C>?,
+        free: (UnsafeMutablePointer<C>?, UnsafeMutablePointer<ProtobufCAllocator>?) -> Void,
+        convert: (UnsafeMutablePointer<C>) -> M
+    ) throws(ProtoDecodingError) -> M {
+        let decoded: M? = bytes.withUnsafeBufferPointer { buffer in
+            // protobuf-c wants a valid pointer even for zero bytes.
+            var empty: UInt8 = 0
+            let base = buffer.baseAddress ?? withUnsafePointer(to: &empty) { $0 }
+            guard let message = unpack(nil, buffer.count, base) else { return nil }
+            defer { free(message, nil) }
+            return convert(message)
+        }
+        guard let decoded else { throw ProtoDecodingError(messageName: name, byteCount: bytes.count) }
+        return decoded
+    }
+
+    static func string(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
+        guard let pointer else { return "" }
+        return String(decoding: UnsafeRawBufferPointer(start: pointer, count: strlen(pointer)), as: UTF8.self)
+    }
+
+    static func bytes(_ data: ProtobufCBinaryData) -> [UInt8] {
+        guard data.len > 0, let base = data.data else { return [] }
+        return Array(UnsafeBufferPointer(start: base, count: data.len))
+    }
+
+    static func array<T, R>(_ pointer: UnsafeMutablePointer<T>?, count: Int, _ transform: (T) -> R) -> [R] {
+        guard let pointer, count > 0 else { return [] }
+        return UnsafeBufferPointer(start: pointer, count: count).map(transform)
+    }
+}
+
+/// Deterministic field values for the generated `sample(seed:)` (codec tests).
+@_spi(Testing) public enum ProtoSample {
+    public static func int32(_ seed: UInt64, _ field: Int) -> Int32 {
+        switch seed % 4 {
+        case 0: return .min
+        case 1: return .max
+        case 2: return -1
+        default: return Int32(truncatingIfNeeded: seed &* 2_654_435_761 &+ UInt64(field))
+        }
+    }
+    public static func int64(_ seed: UInt64, _ field: Int) -> Int64 {
+        seed % 5 == 0 ? Int64.min : seed % 5 == 1 ? Int64.max : Int64(bitPattern: seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(field))
+    }
+    public static func uint32(_ seed: UInt64, _ field: Int) -> UInt32 {
+        seed % 3 == 0 ? UInt32.max : UInt32(truncatingIfNeeded: seed &* 2_654_435_761 &+ UInt64(field))
+    }
+    public static func uint64(_ seed: UInt64, _ field: Int) -> UInt64 {
+        seed % 3 == 0 ? UInt64.max : seed &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(field)
+    }
+    public static func string(_ seed: UInt64, _ field: String) -> String {
+        seed % 4 == 0 ? "" : "\(field)-\(seed)-ünïcødé-🙂"
+    }
+    public static func bytes(_ seed: UInt64, _ field: Int) -> [UInt8] {
+        (0..<Int((seed &+ UInt64(field)) % 7)).map { UInt8(truncatingIfNeeded: seed &+ UInt64($0 &* 37)) } + [0, 255]
+    }
+    public static func enumValue<E: ProtoEnum>(_ seed: UInt64, _ type: E.Type) -> E {
+        seed % 7 == 6 ? E(rawValue: 999) : E.allKnownCases[Int(seed % UInt64(E.allKnownCases.count))]
+    }
+}

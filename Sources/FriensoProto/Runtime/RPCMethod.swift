@@ -1,0 +1,43 @@
+/// Who may call a method, as declared in the contract (`// frienso:public`, `// frienso:internal`).
+public enum MethodAccess: String, Sendable, Hashable {
+    /// Callable by a client without a session (register, login, ping).
+    case `public`
+    /// Callable by a client with a valid session.
+    case authenticated
+    /// Callable only on internal sockets; the gateway refuses it from clients.
+    case `internal`
+}
+
+/// A typed handle on one rpc: its wire name (`accounts.Login`) and its request and response types.
+public struct RPCMethod<Request: ProtoMessage, Response: ProtoMessage>: Sendable, Hashable {
+    public let service: String
+    public let name: String
+    public let access: MethodAccess
+
+    public init(service: String, name: String, access: MethodAccess) {
+        self.service = service
+        self.name = name
+        self.access = access
+    }
+
+    /// The method string carried in `Envelope.method`.
+    public var fullName: String { "\(service).\(name)" }
+
+    public var erased: AnyRPCMethod { AnyRPCMethod(service: service, name: name, access: access) }
+}
+
+/// An rpc without its types, for tables (the gateway's allow-list, docs).
+public struct AnyRPCMethod: Sendable, Hashable {
+    public let service: String
+    public let name: String
+    public let access: MethodAccess
+
+    public var fullName: String { "\(service).\(name)" }
+}
+
+/// Methods every service host answers itself, whatever its contract.
+public enum CommonMethods {
+    public static func ping(_ service: String) -> RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse> {
+        RPCMethod(service: service, name: "Ping", access: .public)
+    }
+}

@@ -1,0 +1,248 @@
+import CZeroMQ
+public import FriensoProto
+import Logging
+
+enum ClientCommand: Sendable {
+    case call(ClientLoop.Pending)
+    case cancel(UInt64)
+    case stop
+}
+
+/// Something the peer sent that was not a reply, or a change of connection.
+public enum ClientEvent: Sendable {
+    case event(Envelope)
+    /// The socket was reopened after the peer went silent: subscriptions must be renewed.
+    case reconnected
+}
+
+/// The socket thread of a `WireClient`. Created on that thread and never leaves it.
+final class ClientLoop {
+    struct Pending: Sendable {
+        var envelope: Envelope
+        var deadline: ContinuousClock.Instant
+        var retryable: Bool
+        var continuation: CheckedContinuation<Envelope, Never>
+        var attempts = 0
+        var sent = false
+    }
+
+    private let endpoint: String
+    private let options: ClientOptions
+    private let context: ZMQContext
+    private let commands: Mailbox<ClientCommand>
+    private let events: AsyncStream<ClientEvent>.Continuation
+    private let logger: Logger
+    private var socket: ZMQSocket?
+    private var pending: [UInt64: Pending] = [:]
+    private var lastHeard: ContinuousClock.Instant
+    private var lastSent: ContinuousClock.Instant
+    private var peerDown = false
+    private var deadWindow: Duration
+    private var stopping = false
+
+    init(endpoint: String, options: ClientOptions, context: ZMQContext, commands: Mailbox<ClientCommand>,
+         events: AsyncStream<ClientEvent>.Continuation, logger: Logger) {
+        self.endpoint = endpoint
+        self.options = options
+        self.context = context
+        self.commands = commands
+        self.events = events
+        self.logger = logger
+        lastHeard = .now
+        lastSent = .now
+        deadWindow = options.deadAfter
+    }
+
+    func run() {
+        openSocket()
+        while !stopping {
+            guard let socket else {
+                // Could not even create a socket (e.g. bad endpoint): fail everything that comes.
+                for command in waitForCommands() { fail(command, RPCError.unavailable("cannot connect to \(endpoint)")) }
+                continue
+            }
+            var items = [socket.pollItem(), commands.pollItem]
+            do {
+                _ = try ZMQPoller.poll(&items, timeoutMilliseconds: pollTimeout())
+                if items[1].revents & Int16(ZMQ_POLLIN) != 0 { handleCommands() }
+                if items[0].revents & Int16(ZMQ_POLLIN) != 0 { try receive(socket) }
+            } catch {
+                if error.contextTerminated { break }
+                logger.error("client loop error", metadata: ["error": "\(error)", "endpoint": "\(endpoint)"])
+            }
+            tick()
+        }
+        for (id, request) in pending {
+            request.continuation.resume(returning: request.envelope.reply(error: .unavailable("client closed")))
+            pending[id] = nil
+        }
+        socket = nil
+        events.finish()
+    }
+
+    private func waitForCommands() -> [ClientCommand] {
+        var items = [commands.pollItem]
+        _ = try? ZMQPoller.poll(&items, timeoutMilliseconds: 1_000)
+        return commands.drain()
+    }
+
+    private func fail(_ command: ClientCommand, _ error: RPCError) {
+        switch command {
+        case .call(let request): request.continuation.resume(returning: request.envelope.reply(error: error))
+        case .cancel: break
+        case .stop: stopping = true
+        }
+    }
+
+    // MARK: Connection
+
+    private func openSocket() {
+        do {
+            let socket = try ZMQSocket(context, .dealer)
+            try socket.configure(highWaterMark: options.highWaterMark, maxMessageSize: options.maxMessageSize)
+            try socket.set(ZMQ_IMMEDIATE, 1) // queue nothing for a peer that is not connected
+            try socket.set(ZMQ_RECONNECT_IVL, 100)
+            try socket.set(ZMQ_RECONNECT_IVL_MAX, 2_000)
+            if let key = options.curveServerKey { try CurveKeys.configureClient(socket, serverPublicKey: key) }
+            try socket.connect(endpoint)
+            self.socket = socket
+        } catch {
+            logger.error("cannot open a socket", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+            socket = nil
+        }
+        lastHeard = .now
+        sendHeartbeat()
+    }
+
+    /// Lazy Pirate: the peer went silent. Close, reopen, and resend what may be resent.
+    private func reconnect() {
+        logger.info("peer silent, reopening the socket", metadata: ["endpoint": "\(endpoint)", "pending": "\(pending.count)"])
+        socket = nil
+        peerDown = true
+        // Back off: each silent window is longer, up to 8 × the base.
+        deadWindow = min(deadWindow * 2, options.deadAfter * 8)
+        openSocket()
+        for (id, request) in pending where request.sent {
+            if request.retryable && request.attempts < options.maxAttempts {
+                pending[id]?.sent = false
+            } else {
+                pending[id] = nil
+                request.continuation.resume(returning: request.envelope.reply(
+                    error: .unavailable("lost the connection to \(endpoint) while waiting for the reply")))
+            }
+        }
+        events.yield(.reconnected)
+        flushUnsent()
+    }
+
+    // MARK: Outbound
+
+    private func handleCommands() {
+        for command in commands.drain() {
+            switch command {
+            case .call(var request):
+                if peerDown && options.failFastWhenPeerDown {
+                    request.continuation.resume(returning: request.envelope.reply(error: .unavailable("\(endpoint) is not answering")))
+                    continue
+                }
+                request.sent = false
+                pending[request.envelope.requestId] = request
+            case .cancel(let id):
+                if let request = pending.removeValue(forKey: id) {
+                    request.continuation.resume(returning: request.envelope.reply(error: .unavailable("call cancelled")))
+                }
+            case .stop:
+                stopping = true
+            }
+        }
+        flushUnsent()
+    }
+
+    private func flushUnsent() {
+        guard let socket else { return }
+        let now = ContinuousClock.now
+        for (id, request) in pending where !request.sent {
+            var envelope = request.envelope
+            envelope.deadlineMs = Self.milliseconds(now.duration(to: request.deadline))
+            guard envelope.deadlineMs > 0 else { continue } // tick() will expire it
+            do {
+                if try socket.send([envelope.serializedBytes()], dontWait: true) {
+                    pending[id]?.sent = true
+                    pending[id]?.attempts += 1
+                    lastSent = now
+                }
+            } catch {
+                logger.debug("send failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    private func sendHeartbeat() {
+        guard let socket else { return }
+        let beat = Envelope(version: WireProtocol.version, kind: .heartbeat)
+        if (try? socket.send([beat.serializedBytes()], dontWait: true)) == true { lastSent = .now }
+    }
+
+    // MARK: Inbound
+
+    private func receive(_ socket: ZMQSocket) throws(ZMQError) {
+        for _ in 0..<256 {
+            guard let message = try socket.receive(dontWait: true) else { return }
+            lastHeard = .now
+            if peerDown {
+                peerDown = false
+                deadWindow = options.deadAfter
+                logger.info("peer answering again", metadata: ["endpoint": "\(endpoint)"])
+                flushUnsent()
+            }
+            guard let payload = message.frames.last, let envelope = try? Envelope(serializedBytes: payload) else {
+                logger.debug("dropped an undecodable frame from the peer")
+                continue
+            }
+            switch envelope.kind {
+            case .reply:
+                if let request = pending.removeValue(forKey: envelope.requestId) {
+                    request.continuation.resume(returning: envelope)
+                }
+            case .event:
+                events.yield(.event(envelope))
+            default:
+                break // heartbeats only refresh liveness
+            }
+        }
+    }
+
+    // MARK: Timers
+
+    private func tick() {
+        let now = ContinuousClock.now
+        let silent = lastHeard.duration(to: now)
+        for (id, request) in pending where request.deadline <= now {
+            pending[id] = nil
+            let error: RPCError = !request.sent || silent >= options.deadAfter
+                ? .unavailable("no answer from \(endpoint) within the deadline")
+                : .deadlineExceeded("\(request.envelope.method) did not finish within its deadline")
+            request.continuation.resume(returning: request.envelope.reply(error: error))
+        }
+        if silent >= deadWindow {
+            reconnect()
+        } else if lastSent.duration(to: now) >= options.heartbeatInterval {
+            sendHeartbeat() // the host answers every heartbeat, which keeps `lastHeard` fresh
+        }
+        if !pending.isEmpty { flushUnsent() }
+    }
+
+    private func pollTimeout() -> Int {
+        let now = ContinuousClock.now
+        var next = lastSent.advanced(by: options.heartbeatInterval)
+        next = min(next, lastHeard.advanced(by: deadWindow))
+        for request in pending.values where request.deadline < next { next = request.deadline }
+        if pending.values.contains(where: { !$0.sent }) { next = min(next, now.advanced(by: .milliseconds(10))) }
+        return max(0, Int(Self.milliseconds(now.duration(to: next))) + 1)
+    }
+
+    static func milliseconds(_ duration: Duration) -> UInt32 {
+        let c = duration.components
+        return UInt32(clamping: max(0, c.seconds * 1000 + c.attoseconds / 1_000_000_000_000_000))
+    }
+}

@@ -1,0 +1,47 @@
+/// How a `WireClient` times out, retries and watches its peer.
+public struct ClientOptions: Sendable {
+    /// Deadline for a call that names none.
+    public var defaultDeadline: Duration = .seconds(5)
+    /// A heartbeat goes out when nothing else was sent for this long.
+    public var heartbeatInterval: Duration = .milliseconds(500)
+    /// The peer is dead after this many intervals without hearing anything from it; the socket is
+    /// then closed and reopened, and retryable requests are sent again.
+    public var liveness: Int = 3
+    /// How many times a retryable request is sent at most (first send included).
+    public var maxAttempts: Int = 3
+    public var highWaterMark: Int32 = 10_000
+    /// Frames larger than this from the peer are refused.
+    public var maxMessageSize: Int64 = 64 << 20
+    /// When the peer is known to be down, fail new calls at once with UNAVAILABLE instead of
+    /// waiting for the deadline.
+    public var failFastWhenPeerDown = true
+    /// CurveZMQ: the server's public key (Z85, 40 characters) to trust; nil for plain TCP.
+    public var curveServerKey: String?
+
+    public init() {}
+
+    var deadAfter: Duration { heartbeatInterval * liveness }
+}
+
+/// Per-call choices.
+public struct CallOptions: Sendable {
+    public var deadline: Duration?
+    public var sessionToken: String = ""
+    /// Set on mutations: the server replays its stored reply on a retry, so the call may be resent.
+    public var idempotencyKey: String = ""
+    /// Internal hops only.
+    public var callerUserID: UInt64 = 0
+    public var clientAddress: String = ""
+    /// A read that may safely be sent again after a reconnect. Implied by an idempotency key.
+    public var idempotent = false
+
+    public init(deadline: Duration? = nil, sessionToken: String = "", idempotencyKey: String = "",
+                callerUserID: UInt64 = 0, clientAddress: String = "", idempotent: Bool = false) {
+        self.deadline = deadline
+        self.sessionToken = sessionToken
+        self.idempotencyKey = idempotencyKey
+        self.callerUserID = callerUserID
+        self.clientAddress = clientAddress
+        self.idempotent = idempotent
+    }
+}

@@ -1,0 +1,83 @@
+public import FriensoProto
+import Foundation
+public import Logging
+import Synchronization
+
+/// A Lazy Pirate client for one peer: a DEALER socket on its own thread, any number of calls in
+/// flight, a deadline on every call, heartbeats, and a reopened socket when the peer goes silent.
+/// A call never hangs: it ends with the reply, DEADLINE_EXCEEDED (peer alive but slow) or
+/// UNAVAILABLE (peer silent or down) by its deadline.
+public final class WireClient: Sendable {
+    public let endpoint: String
+    public let options: ClientOptions
+    /// Events the peer pushed, and reconnections (after which subscriptions must be renewed).
+    public let events: AsyncStream<ClientEvent>
+    private let commands = Mailbox<ClientCommand>()
+    private let nextRequestID = Atomic<UInt64>(0)
+    private let finished = OneShot<Void>()
+
+    /// Connects (in the background: the first call waits for the connection within its deadline).
+    public init(endpoint: String, options: ClientOptions = ClientOptions(), logger: Logger, context: ZMQContext = .shared) {
+        self.endpoint = endpoint
+        self.options = options
+        let (events, continuation) = AsyncStream.makeStream(of: ClientEvent.self, bufferingPolicy: .bufferingNewest(10_000))
+        self.events = events
+        let commands = commands, finished = finished
+        let thread = Thread {
+            let loop = ClientLoop(endpoint: endpoint, options: options, context: context, commands: commands,
+                                  events: continuation, logger: logger)
+            loop.run()
+            finished.fulfil(())
+        }
+        thread.name = "client-\(endpoint)"
+        thread.start()
+    }
+
+    deinit {
+        commands.post(.stop)
+    }
+
+    /// Stops the socket thread; calls in flight end with UNAVAILABLE.
+    public func close() async {
+        commands.post(.stop)
+        await finished.value
+    }
+
+    /// Sends a request envelope and returns the reply envelope (whose status may be an error).
+    /// The request id is assigned here.
+    public func send(_ request: Envelope, deadline: Duration? = nil, retryable: Bool = false) async -> Envelope {
+        var request = request
+        request.version = WireProtocol.version
+        request.kind = .request
+        request.requestId = nextRequestID.add(1, ordering: .relaxed).newValue
+        let id = request.requestId
+        if Task.isCancelled { return request.reply(error: .unavailable("call cancelled")) }
+        let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
+        let commands = commands
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                commands.post(.call(ClientLoop.Pending(envelope: request, deadline: until, retryable: retryable,
+                                                       continuation: continuation)))
+            }
+        } onCancel: {
+            commands.post(.cancel(id))
+        }
+    }
+
+    /// Calls a typed method.
+    /// - Throws: `RPCError` with the reply's status, or UNAVAILABLE / DEADLINE_EXCEEDED from the client.
+    public func call<Request, Response>(
+        _ method: RPCMethod<Request, Response>, _ request: Request, options call: CallOptions = CallOptions()
+    ) async throws(RPCError) -> Response {
+        let envelope = Envelope(
+            method: method.fullName, callerUserId: call.callerUserID, sessionToken: call.sessionToken,
+            idempotencyKey: call.idempotencyKey, payload: request.serializedBytes(), clientAddress: call.clientAddress)
+        let reply = await send(envelope, deadline: call.deadline, retryable: call.idempotent || !call.idempotencyKey.isEmpty)
+        return try reply.decodeReply(Response.self)
+    }
+
+    /// Pings `<service>.Ping` on the peer.
+    public func ping(service: String, deadline: Duration? = nil) async throws(RPCError) -> CommonV1.PingResponse {
+        try await call(CommonMethods.ping(service), CommonV1.PingRequest(), options: CallOptions(deadline: deadline, idempotent: true))
+    }
+}

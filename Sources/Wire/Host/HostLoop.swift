@@ -1,0 +1,217 @@
+import CZeroMQ
+import FriensoProto
+import Logging
+public import Synchronization
+
+/// Messages from async code to the host's socket thread.
+enum HostCommand: Sendable {
+    /// The reply to the request the host knows as `key`.
+    case reply(key: UInt64, envelope: Envelope)
+    /// An unsolicited message to a peer (gateway events).
+    case push(PeerIdentity, [UInt8])
+    /// Stop taking requests: answer new ones UNAVAILABLE and end the request stream.
+    case drain
+    /// Send what is queued, close the socket and end the thread.
+    case stop
+}
+
+/// Counters the socket thread keeps, readable from anywhere.
+public final class HostCounters: Sendable {
+    public let received = Atomic<Int>(0)
+    public let replied = Atomic<Int>(0)
+    /// Frames that were not a decodable envelope of a known version (answered when possible).
+    public let malformed = Atomic<Int>(0)
+    /// Messages dropped without a reply (no identity, wrong kind, reply after the deadline).
+    public let dropped = Atomic<Int>(0)
+    public let deadlineExceeded = Atomic<Int>(0)
+
+    public init() {}
+}
+
+/// The socket thread of a `ServiceHost`. Created on that thread and never leaves it.
+final class HostLoop {
+    private struct InFlight {
+        var peer: PeerIdentity
+        var requestID: UInt64
+        var method: String
+        var deadline: ContinuousClock.Instant
+    }
+
+    private let options: HostOptions
+    private let socket: ZMQSocket
+    private let commands: Mailbox<HostCommand>
+    private let requests: AsyncStream<IncomingRequest>.Continuation
+    private let counters: HostCounters
+    private let logger: Logger
+    private var inFlight: [UInt64: InFlight] = [:]
+    private var nextKey: UInt64 = 0
+    private var draining = false
+    private var stopping = false
+    private var nextDeadline: ContinuousClock.Instant?
+
+    /// Binds the ROUTER socket. - Returns: the loop and the bound endpoint.
+    init(
+        options: HostOptions, context: ZMQContext, commands: Mailbox<HostCommand>,
+        requests: AsyncStream<IncomingRequest>.Continuation, counters: HostCounters, logger: Logger
+    ) throws(ZMQError) {
+        self.options = options
+        self.commands = commands
+        self.requests = requests
+        self.counters = counters
+        self.logger = logger
+        socket = try ZMQSocket(context, .router)
+        try socket.configure(highWaterMark: options.highWaterMark, maxMessageSize: options.maxMessageSize)
+        try socket.set(ZMQ_ROUTER_HANDOVER, 1)
+        if let key = options.curveSecretKey { try CurveKeys.configureServer(socket, secretKey: key) }
+    }
+
+    func bind() throws(ZMQError) -> String {
+        try socket.bind(options.endpoint)
+    }
+
+    func run() {
+        var items = [socket.pollItem(), commands.pollItem]
+        while !stopping {
+            let timeout = pollTimeout()
+            do {
+                _ = try ZMQPoller.poll(&items, timeoutMilliseconds: timeout)
+                if items[1].revents & Int16(ZMQ_POLLIN) != 0 { try handleCommands() }
+                if items[0].revents & Int16(ZMQ_POLLIN) != 0 { try receiveBatch() }
+                expireDeadlines()
+            } catch {
+                if error.contextTerminated { break }
+                logger.error("socket loop error", metadata: ["error": "\(error)"])
+            }
+        }
+        requests.finish()
+    }
+
+    private func pollTimeout() -> Int {
+        guard let nextDeadline else { return 1_000 }
+        let left = ContinuousClock.now.duration(to: nextDeadline)
+        let ms = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1
+        return Int(max(0, min(ms, 1_000)))
+    }
+
+    // MARK: Inbound
+
+    private func receiveBatch() throws(ZMQError) {
+        // Take what is queued, but yield to the command side now and then.
+        for _ in 0..<256 {
+            guard let message = try socket.receive(dontWait: true) else { return }
+            counters.received.add(1, ordering: .relaxed)
+            handleInbound(message.frames, address: message.peerAddress)
+        }
+    }
+
+    private func handleInbound(_ frames: [[UInt8]], address: String) {
+        guard frames.count == 2 || (frames.count == 3 && frames[1].isEmpty) else {
+            // No way to tell identity from payload: nothing to answer.
+            counters.malformed.add(1, ordering: .relaxed)
+            counters.dropped.add(1, ordering: .relaxed)
+            logger.debug("dropped a message with \(frames.count) frames")
+            return
+        }
+        let peer = PeerIdentity(routingID: frames[0], hasDelimiter: frames.count == 3)
+        let envelope: Envelope
+        do {
+            envelope = try Envelope(serializedBytes: frames[frames.count - 1])
+        } catch {
+            counters.malformed.add(1, ordering: .relaxed)
+            send(to: peer, Envelope(version: WireProtocol.version, kind: .reply, status: .invalidArgument,
+                                    statusMessage: "malformed envelope: not a frienso.common.v1.Envelope"))
+            return
+        }
+        guard envelope.version == WireProtocol.version else {
+            counters.malformed.add(1, ordering: .relaxed)
+            send(to: peer, envelope.reply(status: .invalidArgument,
+                                         message: "unsupported protocol version \(envelope.version); this host speaks \(WireProtocol.version)"))
+            return
+        }
+        switch envelope.kind {
+        case .heartbeat:
+            send(to: peer, Envelope(version: WireProtocol.version, kind: .heartbeat, requestId: envelope.requestId))
+        case .request:
+            accept(envelope, from: peer, address: address)
+        default:
+            counters.dropped.add(1, ordering: .relaxed)
+            logger.debug("dropped an envelope of kind \(envelope.kind.protoName)")
+        }
+    }
+
+    private func accept(_ envelope: Envelope, from peer: PeerIdentity, address: String) {
+        if draining {
+            send(to: peer, envelope.reply(status: .unavailable, message: "\(options.name) is shutting down"))
+            return
+        }
+        if inFlight.count >= options.maxInFlight {
+            send(to: peer, envelope.reply(status: .resourceExhausted, message: "\(options.name) is busy: \(inFlight.count) requests in flight"))
+            return
+        }
+        let budget = envelope.deadlineMs == 0 ? WireProtocol.defaultDeadlineMilliseconds : min(envelope.deadlineMs, WireProtocol.maxDeadlineMilliseconds)
+        let deadline = ContinuousClock.now.advanced(by: .milliseconds(budget))
+        nextKey &+= 1
+        inFlight[nextKey] = InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, deadline: deadline)
+        if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
+        requests.yield(IncomingRequest(envelope: envelope, peer: peer, peerAddress: address, deadline: deadline, key: nextKey))
+    }
+
+    // MARK: Outbound
+
+    private func handleCommands() throws(ZMQError) {
+        for command in commands.drain() {
+            switch command {
+            case .reply(let key, var envelope):
+                guard let request = inFlight.removeValue(forKey: key) else {
+                    counters.dropped.add(1, ordering: .relaxed) // answered DEADLINE_EXCEEDED already
+                    continue
+                }
+                envelope.requestId = request.requestID
+                envelope.method = request.method
+                send(to: request.peer, envelope)
+                counters.replied.add(1, ordering: .relaxed)
+            case .push(let peer, let bytes):
+                sendFrames(peer.frames(bytes))
+            case .drain:
+                draining = true
+                requests.finish()
+            case .stop:
+                stopping = true
+            }
+        }
+    }
+
+    private func expireDeadlines() {
+        guard let next = nextDeadline, ContinuousClock.now >= next else { return }
+        let now = ContinuousClock.now
+        var earliest: ContinuousClock.Instant?
+        for (key, request) in inFlight {
+            if request.deadline <= now {
+                inFlight[key] = nil
+                counters.deadlineExceeded.add(1, ordering: .relaxed)
+                send(to: request.peer, Envelope(
+                    version: WireProtocol.version, kind: .reply, requestId: request.requestID, method: request.method,
+                    status: .deadlineExceeded, statusMessage: "\(request.method) did not finish within its deadline"))
+            } else if earliest.map({ request.deadline < $0 }) ?? true {
+                earliest = request.deadline
+            }
+        }
+        nextDeadline = earliest
+    }
+
+    private func send(to peer: PeerIdentity, _ envelope: Envelope) {
+        sendFrames(peer.frames(envelope.serializedBytes()))
+    }
+
+    private func sendFrames(_ frames: [[UInt8]]) {
+        do {
+            if try !socket.send(frames, dontWait: true) {
+                counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
+            }
+        } catch {
+            // EHOSTUNREACH: the peer disconnected. Nothing to do but count it.
+            counters.dropped.add(1, ordering: .relaxed)
+            logger.debug("send failed", metadata: ["error": "\(error)"])
+        }
+    }
+}

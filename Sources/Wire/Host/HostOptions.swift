@@ -1,0 +1,22 @@
+/// How a `ServiceHost` binds and behaves.
+public struct HostOptions: Sendable {
+    /// The service name: `Ping` is answered as `<name>.Ping`, and logs carry it.
+    public var name: String
+    /// e.g. `tcp://127.0.0.1:7101`, or `tcp://127.0.0.1:*` for an ephemeral port.
+    public var endpoint: String
+    public var highWaterMark: Int32 = 10_000
+    /// Frames larger than this are refused by libzmq (the peer is disconnected).
+    public var maxMessageSize: Int64 = 4 << 20
+    /// Requests being handled at once; past it new requests get RESOURCE_EXHAUSTED.
+    public var maxInFlight: Int = 4_096
+    /// How long a graceful shutdown waits for handlers before it stops anyway.
+    public var drainTimeout: Duration = .seconds(10)
+    public var version: String = "0.1.0"
+    /// CurveZMQ: the server's secret key (Z85); nil for plain TCP. Clients must then trust its public key.
+    public var curveSecretKey: String?
+
+    public init(name: String, endpoint: String) {
+        self.name = name
+        self.endpoint = endpoint
+    }
+}

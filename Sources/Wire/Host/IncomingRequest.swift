@@ -1,0 +1,64 @@
+public import FriensoProto
+public import Logging
+
+/// Where a request came from on a ROUTER socket: enough to address the reply or a later push.
+public struct PeerIdentity: Sendable, Hashable {
+    public var routingID: [UInt8]
+    /// REQ peers put an empty frame between identity and payload; the reply must carry it too.
+    public var hasDelimiter: Bool
+
+    public init(routingID: [UInt8], hasDelimiter: Bool) {
+        self.routingID = routingID
+        self.hasDelimiter = hasDelimiter
+    }
+
+    func frames(_ payload: [UInt8]) -> [[UInt8]] {
+        hasDelimiter ? [routingID, [], payload] : [routingID, payload]
+    }
+}
+
+/// A decoded request as the socket thread hands it to the handlers.
+public struct IncomingRequest: Sendable {
+    public var envelope: Envelope
+    public var peer: PeerIdentity
+    /// The TCP peer's address as libzmq reports it (empty for inproc/ipc).
+    public var peerAddress: String
+    public var deadline: ContinuousClock.Instant
+    /// The host's own key for this request (unique per host run).
+    var key: UInt64
+
+    /// The budget left, in milliseconds, for passing the deadline on to the next hop.
+    public var remainingMilliseconds: UInt32 {
+        let left = ContinuousClock.now.duration(to: deadline)
+        let ms = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000
+        return UInt32(clamping: max(1, ms))
+    }
+}
+
+/// What a handler sees of a request besides its payload.
+public struct RequestContext: Sendable {
+    public var requestID: UInt64
+    public var method: String
+    /// The authenticated caller, stamped by the gateway; 0 when there is none.
+    public var callerUserID: UInt64
+    public var idempotencyKey: String
+    public var deadline: ContinuousClock.Instant
+    /// The client's address as the gateway saw it, for throttling.
+    public var clientAddress: String
+    /// A logger carrying `request-id` and `method` metadata.
+    public var logger: Logger
+
+    public var isExpired: Bool { ContinuousClock.now >= deadline }
+
+    /// The caller's id, or UNAUTHENTICATED when the request carries none.
+    public func requireCaller() throws(RPCError) -> UInt64 {
+        guard callerUserID != 0 else { throw RPCError.unauthenticated("this method needs a session") }
+        return callerUserID
+    }
+}
+
+/// Turns a request into a reply. `MethodRouter` is the usual one; the gateway has its own.
+public protocol RequestHandler: Sendable {
+    /// - Returns: the reply envelope (its request id and method are set by the host).
+    func handle(_ request: IncomingRequest, logger: Logger) async -> Envelope
+}

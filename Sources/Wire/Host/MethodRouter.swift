@@ -1,0 +1,58 @@
+public import FriensoProto
+public import Logging
+
+/// The usual `RequestHandler`: a table from method name to a typed handler.
+/// Decodes the request (INVALID_ARGUMENT when it cannot), refuses authenticated methods without a
+/// caller (UNAUTHENTICATED), maps a thrown `RPCError` to its status and anything else to INTERNAL
+/// (logged, never shown to the caller).
+public struct MethodRouter: RequestHandler {
+    public typealias Route = @Sendable (IncomingRequest, Logger) async -> Envelope
+
+    private var routes: [String: Route] = [:]
+
+    public init() {}
+
+    public var methods: [String] { routes.keys.sorted() }
+
+    public mutating func register<Request, Response>(
+        _ method: RPCMethod<Request, Response>,
+        _ handler: @escaping @Sendable (Request, RequestContext) async throws -> Response
+    ) {
+        precondition(routes[method.fullName] == nil, "\(method.fullName) registered twice")
+        routes[method.fullName] = { incoming, logger in
+            let envelope = incoming.envelope
+            let request: Request
+            do {
+                request = try Request(serializedBytes: envelope.payload)
+            } catch {
+                return envelope.reply(error: .invalidArgument("payload is not a valid \(Request.protoName)"))
+            }
+            if method.access == .authenticated && envelope.callerUserId == 0 {
+                return envelope.reply(error: .unauthenticated("\(method.fullName) needs a session"))
+            }
+            let context = RequestContext(
+                requestID: envelope.requestId, method: envelope.method, callerUserID: envelope.callerUserId,
+                idempotencyKey: envelope.idempotencyKey, deadline: incoming.deadline,
+                clientAddress: envelope.clientAddress, logger: logger)
+            do {
+                let response = try await handler(request, context)
+                return envelope.reply(payload: response.serializedBytes())
+            } catch let error as RPCError {
+                logger.debug("request failed", metadata: ["status": "\(error.code.name)", "detail": "\(error.message)"])
+                return envelope.reply(error: error)
+            } catch is CancellationError {
+                return envelope.reply(error: .unavailable("the service is shutting down"))
+            } catch {
+                logger.error("handler threw", metadata: ["error": "\(error)"])
+                return envelope.reply(error: .internal("internal error in \(method.fullName)"))
+            }
+        }
+    }
+
+    public func handle(_ request: IncomingRequest, logger: Logger) async -> Envelope {
+        guard let route = routes[request.envelope.method] else {
+            return request.envelope.reply(error: .invalidArgument("unknown method \"\(request.envelope.method)\""))
+        }
+        return await route(request, logger)
+    }
+}

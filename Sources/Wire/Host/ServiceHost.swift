@@ -1,0 +1,146 @@
+public import FriensoProto
+public import Logging
+public import ServiceLifecycle
+import Synchronization
+
+/// Serves one ROUTER endpoint: decodes envelopes, enforces deadlines, answers `<name>.Ping` and
+/// heartbeats, replays idempotent replies, and hands every other request to a `RequestHandler`
+/// in a structured task group. On graceful shutdown it stops taking requests (new ones get
+/// UNAVAILABLE), lets the running ones finish, sends their replies and closes.
+public final class ServiceHost: Service, Sendable {
+    public let options: HostOptions
+    public let counters = HostCounters()
+    private let handler: any RequestHandler
+    private let replyCache: ReplyCache
+    private let logger: Logger
+    private let context: ZMQContext
+    private let commands = Mailbox<HostCommand>()
+    private let bound = OneShot<Result<String, ZMQError>>()
+    private let started = ContinuousClock.now
+
+    /// - Parameters:
+    ///   - replyCache: where replies to idempotent requests are kept; pass one with a durable store
+    ///     for mutations that must not happen twice across a restart.
+    public init(
+        options: HostOptions, handler: some RequestHandler, logger: Logger,
+        replyCache: ReplyCache = ReplyCache(), context: ZMQContext = .shared
+    ) {
+        self.options = options
+        self.handler = handler
+        self.replyCache = replyCache
+        self.context = context
+        var logger = logger
+        logger[metadataKey: "service"] = "\(options.name)"
+        self.logger = logger
+    }
+
+    /// The endpoint actually bound (ephemeral port resolved), once `run` has bound it.
+    /// - Throws: the bind error if binding failed.
+    public func boundEndpoint() async throws(ZMQError) -> String {
+        try await bound.value.get()
+    }
+
+    /// Sends an unsolicited envelope (an event) to a peer that reached this host.
+    public func push(_ envelope: Envelope, to peer: PeerIdentity) {
+        commands.post(.push(peer, envelope.serializedBytes()))
+    }
+
+    public func run() async throws {
+        let (requests, continuation) = AsyncStream.makeStream(of: IncomingRequest.self)
+        let options = options, commands = commands, counters = counters, logger = logger
+        let context = context, bound = bound
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await SocketThread.run(name: "host-\(options.name)") {
+                    do throws(ZMQError) {
+                        let loop = try HostLoop(options: options, context: context, commands: commands,
+                                                requests: continuation, counters: counters, logger: logger)
+                        bound.fulfil(.success(try loop.bind()))
+                        loop.run()
+                    } catch {
+                        continuation.finish()
+                        bound.fulfil(.failure(error))
+                    }
+                }
+            }
+            let endpoint = try await bound.value.get()
+            logger.info("listening", metadata: ["endpoint": "\(endpoint)"])
+            let draining = OneShot<Void>()
+            await withGracefulShutdownHandler {
+                await self.dispatch(requests, draining: draining)
+            } onGracefulShutdown: {
+                commands.post(.drain)
+                draining.fulfil(())
+            }
+            commands.post(.stop)
+            try await group.waitForAll()
+            logger.info("stopped", metadata: ["served": "\(counters.replied.load(ordering: .relaxed))"])
+        }
+    }
+
+    /// Runs a handler task per request until the request stream ends; once draining has begun,
+    /// handlers still running after `drainTimeout` are cancelled.
+    private func dispatch(_ requests: AsyncStream<IncomingRequest>, draining: OneShot<Void>) async {
+        let drainTimeout = options.drainTimeout
+        await withTaskGroup(of: Void.self) { race in
+            race.addTask {
+                await withDiscardingTaskGroup { group in
+                    for await request in requests {
+                        group.addTask { await self.serve(request) }
+                    }
+                }
+            }
+            race.addTask {
+                await draining.value
+                try? await Task.sleep(for: drainTimeout)
+            }
+            _ = await race.next()
+            draining.fulfil(())
+            race.cancelAll()
+        }
+    }
+
+    private func serve(_ request: IncomingRequest) async {
+        let envelope = request.envelope
+        var logger = logger
+        logger[metadataKey: "request-id"] = "\(envelope.requestId)"
+        logger[metadataKey: "method"] = "\(envelope.method)"
+        logger.trace("request")
+        if envelope.method == "\(options.name).Ping" {
+            return reply(request.key, ping(envelope))
+        }
+        guard !envelope.idempotencyKey.isEmpty else {
+            return reply(request.key, await handler.handle(request, logger: logger))
+        }
+        let key = ReplyCache.key(caller: envelope.callerUserId, method: envelope.method, idempotencyKey: envelope.idempotencyKey)
+        switch await replyCache.begin(key, waiter: request.key) {
+        case .replay(let stored):
+            logger.debug("replayed an idempotent reply")
+            reply(request.key, stored)
+        case .wait:
+            logger.debug("waiting for the same idempotent request in flight")
+        case .execute(let previous):
+            let result: Envelope
+            if let previous {
+                result = previous
+            } else {
+                result = await handler.handle(request, logger: logger)
+            }
+            for waiter in await replyCache.finish(key, result) { reply(waiter, result) }
+            reply(request.key, result)
+        }
+    }
+
+    private func reply(_ key: UInt64, _ envelope: Envelope) {
+        commands.post(.reply(key: key, envelope: envelope))
+    }
+
+    private func ping(_ request: Envelope) -> Envelope {
+        let echo = (try? CommonV1.PingRequest(serializedBytes: request.payload))?.echo ?? []
+        let uptime = started.duration(to: .now).components
+        let response = CommonV1.PingResponse(
+            service: options.name, echo: echo, version: options.version,
+            uptimeMs: UInt64(max(0, uptime.seconds * 1000 + uptime.attoseconds / 1_000_000_000_000_000)))
+        return request.reply(payload: response.serializedBytes())
+    }
+}

@@ -1,0 +1,164 @@
+import CZeroMQ
+import Glibc
+
+/// A libzmq socket with exactly one owner: it is not `Sendable`, so the compiler keeps it on the
+/// thread that made it. The raw handle never leaves this type; the socket closes in `deinit`.
+public final class ZMQSocket {
+    public enum Kind: Sendable {
+        case router, dealer, pub, sub, req, rep
+
+        var raw: Int32 {
+            switch self {
+            case .router: ZMQ_ROUTER
+            case .dealer: ZMQ_DEALER
+            case .pub: ZMQ_PUB
+            case .sub: ZMQ_SUB
+            case .req: ZMQ_REQ
+            case .rep: ZMQ_REP
+            }
+        }
+    }
+
+    private let handle: UnsafeMutableRawPointer
+    public let kind: Kind
+
+    /// Creates a socket with `LINGER 0`: closing never blocks on unsent messages.
+    public init(_ context: ZMQContext, _ kind: Kind) throws(ZMQError) {
+        guard let handle = zmq_socket(context.handle, kind.raw) else { throw ZMQError("zmq_socket") }
+        self.handle = handle
+        self.kind = kind
+        try set(ZMQ_LINGER, 0)
+    }
+
+    deinit {
+        zmq_close(handle)
+    }
+
+    // MARK: Options
+
+    public func set(_ option: Int32, _ value: Int32) throws(ZMQError) {
+        var v = value
+        guard zmq_setsockopt(handle, option, &v, MemoryLayout<Int32>.size) == 0 else { throw ZMQError("zmq_setsockopt(\(option))") }
+    }
+
+    public func set(_ option: Int32, int64 value: Int64) throws(ZMQError) {
+        var v = value
+        guard zmq_setsockopt(handle, option, &v, MemoryLayout<Int64>.size) == 0 else { throw ZMQError("zmq_setsockopt(\(option))") }
+    }
+
+    public func set(_ option: Int32, bytes: [UInt8]) throws(ZMQError) {
+        let rc = bytes.withUnsafeBytes { zmq_setsockopt(handle, option, $0.baseAddress, $0.count) }
+        guard rc == 0 else { throw ZMQError("zmq_setsockopt(\(option))") }
+    }
+
+    /// Sets the options every Frienso socket wants: high-water marks and, on bound sockets,
+    /// a message size cap so an oversized frame is refused by libzmq before it is buffered.
+    public func configure(highWaterMark: Int32, maxMessageSize: Int64? = nil) throws(ZMQError) {
+        try set(ZMQ_SNDHWM, highWaterMark)
+        try set(ZMQ_RCVHWM, highWaterMark)
+        if let maxMessageSize { try set(ZMQ_MAXMSGSIZE, int64: maxMessageSize) }
+    }
+
+    public func subscribe(_ prefix: String) throws(ZMQError) {
+        try set(ZMQ_SUBSCRIBE, bytes: Array(prefix.utf8))
+    }
+
+    public func unsubscribe(_ prefix: String) throws(ZMQError) {
+        try set(ZMQ_UNSUBSCRIBE, bytes: Array(prefix.utf8))
+    }
+
+    /// The endpoint actually bound, e.g. `tcp://127.0.0.1:41234` after binding `tcp://127.0.0.1:*`.
+    public func lastEndpoint() throws(ZMQError) -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        var size = buffer.count
+        guard zmq_getsockopt(handle, ZMQ_LAST_ENDPOINT, &buffer, &size) == 0 else { throw ZMQError("ZMQ_LAST_ENDPOINT") }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    // MARK: Connections
+
+    /// - Returns: the endpoint actually bound (ephemeral ports resolved).
+    @discardableResult
+    public func bind(_ endpoint: String) throws(ZMQError) -> String {
+        guard zmq_bind(handle, endpoint) == 0 else { throw ZMQError("zmq_bind(\(endpoint))") }
+        return try lastEndpoint()
+    }
+
+    public func connect(_ endpoint: String) throws(ZMQError) {
+        guard zmq_connect(handle, endpoint) == 0 else { throw ZMQError("zmq_connect(\(endpoint))") }
+    }
+
+    // MARK: Messages
+
+    /// Sends a multipart message.
+    /// - Returns: `false` when `dontWait` was set and the message could not be queued (HWM reached,
+    ///   or no peer on a socket with `ZMQ_IMMEDIATE`). Nothing of the message was sent then.
+    /// - Throws: `ZMQError` for any other failure.
+    @discardableResult
+    public func send(_ frames: [[UInt8]], dontWait: Bool = true) throws(ZMQError) -> Bool {
+        var dummy: UInt8 = 0
+        for (index, frame) in frames.enumerated() {
+            var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
+            if index < frames.count - 1 { flags |= ZMQ_SNDMORE }
+            let rc = frame.withUnsafeBytes { buffer in
+                zmq_send(handle, buffer.baseAddress ?? UnsafeRawPointer(withUnsafeMutablePointer(to: &dummy) { $0 }), buffer.count, flags)
+            }
+            if rc < 0 {
+                let error = ZMQError("zmq_send")
+                // libzmq sends a multipart message atomically: EAGAIN can only come on the first frame.
+                if error.wouldBlock && index == 0 { return false }
+                throw error
+            }
+        }
+        return true
+    }
+
+    /// Receives one multipart message.
+    /// - Returns: the frames and the peer's address (from the first frame), or `nil` when `dontWait`
+    ///   is set and nothing is queued.
+    public func receive(dontWait: Bool = true) throws(ZMQError) -> (frames: [[UInt8]], peerAddress: String)? {
+        var frames: [[UInt8]] = []
+        var peerAddress = ""
+        while true {
+            var message = zmq_msg_t()
+            zmq_msg_init(&message)
+            defer { zmq_msg_close(&message) }
+            let rc = zmq_msg_recv(&message, handle, dontWait && frames.isEmpty ? ZMQ_DONTWAIT : 0)
+            if rc < 0 {
+                let error = ZMQError("zmq_msg_recv")
+                if error.wouldBlock && frames.isEmpty { return nil }
+                throw error
+            }
+            let size = zmq_msg_size(&message)
+            if size > 0, let data = zmq_msg_data(&message) {
+                frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
+            } else {
+                frames.append([])
+            }
+            if frames.count == 1, let address = zmq_msg_gets(&message, "Peer-Address") {
+                peerAddress = String(cString: address)
+            }
+            if zmq_msg_more(&message) == 0 { return (frames, peerAddress) }
+        }
+    }
+
+    /// A poll item for this socket, valid while the socket lives.
+    func pollItem() -> zmq_pollitem_t {
+        zmq_pollitem_t(socket: handle, fd: -1, events: Int16(ZMQ_POLLIN), revents: 0)
+    }
+}
+
+/// Waits on sockets and file descriptors.
+enum ZMQPoller {
+    /// - Parameter timeoutMilliseconds: -1 waits forever (never used by Frienso loops).
+    /// - Returns: the number of ready items; 0 on timeout or a signal interruption.
+    static func poll(_ items: inout [zmq_pollitem_t], timeoutMilliseconds: Int) throws(ZMQError) -> Int {
+        let rc = zmq_poll(&items, Int32(items.count), timeoutMilliseconds)
+        if rc < 0 {
+            let error = ZMQError("zmq_poll")
+            if error.interrupted { return 0 }
+            throw error
+        }
+        return Int(rc)
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import Synchronization
+
+/// Real executables started by a test: each with its own log file; stopped by the PID it
+/// recorded, never by name. `logs()` gathers every log for a failure message.
+public final class ProcessHarness: Sendable {
+    public struct Handle: Sendable {
+        public let name: String
+        public let pid: Int32
+        public let logPath: String
+    }
+
+    private let directory: TemporaryDirectory
+    private let handles = Mutex<[String: (Process, Handle)]>([:])
+
+    public init() throws {
+        directory = try TemporaryDirectory("frienso-procs")
+    }
+
+    public var workDirectory: String { directory.path }
+
+    /// Starts `executable` (a name in `Repository.binaries`, or a path).
+    @discardableResult
+    public func start(_ name: String, executable: String, arguments: [String], environment: [String: String] = [:]) throws -> Handle {
+        let process = Process()
+        process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : Repository.binaries.appendingPathComponent(executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env.merge(environment) { $1 }
+        process.environment = env
+        let logPath = "\(directory.path)/\(name).log"
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        log.seekToEndOfFile()
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let handle = Handle(name: name, pid: process.processIdentifier, logPath: logPath)
+        handles.withLock { $0[name] = (process, handle) }
+        return handle
+    }
+
+    /// `kill -9` by PID, and reap it.
+    public func kill9(_ name: String) {
+        guard let (process, handle) = handles.withLock({ $0.removeValue(forKey: name) }) else { return }
+        kill(handle.pid, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    /// SIGTERM by PID and wait for the exit. - Returns: the exit status.
+    @discardableResult
+    public func terminate(_ name: String) -> Int32 {
+        guard let (process, handle) = handles.withLock({ $0.removeValue(forKey: name) }) else { return -1 }
+        kill(handle.pid, SIGTERM)
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    public func isRunning(_ name: String) -> Bool {
+        handles.withLock { $0[name]?.0.isRunning ?? false }
+    }
+
+    /// Every started process's log, for a failure message.
+    public func logs() -> String {
+        let paths = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return paths.sorted().filter { $0.hasSuffix(".log") }.map { name in
+            let text = (try? String(contentsOfFile: "\(directory.path)/\(name)", encoding: .utf8)) ?? ""
+            return "----- \(name) -----\n\(text.suffix(20_000))"
+        }.joined(separator: "\n")
+    }
+
+    /// Stops what is still running (SIGTERM, then SIGKILL) and removes the work directory.
+    public func shutdown() {
+        let all = handles.withLock { state in
+            defer { state.removeAll() }
+            return Array(state.values)
+        }
+        for (process, handle) in all where process.isRunning {
+            kill(handle.pid, SIGTERM)
+        }
+        for (process, handle) in all {
+            let until = Date().addingTimeInterval(5)
+            while process.isRunning && Date() < until { usleep(10_000) }
+            if process.isRunning { kill(handle.pid, SIGKILL) }
+            process.waitUntilExit()
+        }
+        directory.remove()
+    }
+
+    /// Runs a command to completion. - Returns: exit status and combined output.
+    public static func run(_ executable: String, _ arguments: [String], stdin: String? = nil,
+                           environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : Repository.binaries.appendingPathComponent(executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env.merge(environment) { $1 }
+        process.environment = env
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        let input = Pipe()
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}

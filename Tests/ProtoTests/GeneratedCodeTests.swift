@@ -1,0 +1,46 @@
+import FriensoProto
+import FriensoTesting
+import Foundation
+import Testing
+
+@Suite("generated code")
+struct GeneratedCodeTests {
+    @Test("the committed protobuf-c and Swift glue is what proto/generate produces",
+          .enabled(if: Repository.which("protoc-c") != nil,
+                   "protoc-c is not installed (apt-get install protobuf-c-compiler): cannot check the generated code"))
+    func committedCodeIsFresh() throws {
+        let scratch = try TemporaryDirectory("frienso-generate")
+        defer { scratch.remove() }
+        let result = try ProcessHarness.run(Repository.root.appendingPathComponent("proto/generate").path, ["--out", scratch.path])
+        #expect(result.status == 0, "proto/generate failed: \(result.output)")
+        for dir in ["Sources/FriensoProtoC", "Sources/FriensoProto/Generated"] {
+            let fresh = try files(under: scratch.url.appendingPathComponent(dir))
+            let committed = try files(under: Repository.root.appendingPathComponent(dir))
+            #expect(fresh.keys.sorted() == committed.keys.sorted(), "\(dir): file lists differ; run proto/generate and commit")
+            for (path, content) in fresh where committed[path] != content {
+                Issue.record("\(dir)/\(path) is stale: run proto/generate and commit the result")
+            }
+        }
+    }
+
+    @Test("every rpc has a unique wire name and Ping is never declared by a contract")
+    func methodTable() {
+        let names = ProtoIndex.methods.map(\.fullName)
+        #expect(Set(names).count == names.count)
+        #expect(!names.contains { $0.hasSuffix(".Ping") })
+        #expect(ProtoIndex.methods.first { $0.fullName == "accounts.ValidateSession" }?.access == .internal)
+        #expect(ProtoIndex.methods.first { $0.fullName == "accounts.Login" }?.access == .public)
+        #expect(ProtoIndex.methods.first { $0.fullName == "accounts.WhoAmI" }?.access == .authenticated)
+    }
+
+    private func files(under url: URL) throws -> [String: Data] {
+        var result: [String: Data] = [:]
+        let base = url.standardizedFileURL.path
+        guard let walker = FileManager.default.enumerator(at: url, includingPropertiesForKeys: [.isRegularFileKey]) else { return [:] }
+        for case let file as URL in walker where (try file.resourceValues(forKeys: [.isRegularFileKey])).isRegularFile == true {
+            let path = String(file.standardizedFileURL.path.dropFirst(base.count + 1))
+            result[path] = try Data(contentsOf: file)
+        }
+        return result
+    }
+}

@@ -1,0 +1,143 @@
+import CZeroMQ
+import FriensoProto
+import FriensoTesting
+import Foundation
+import Logging
+import Synchronization
+import Testing
+@testable import Wire
+
+@Suite("Lazy Pirate client", .timeLimit(.minutes(1)))
+struct ClientTests {
+    @Test func slowHandler_yieldsDeadlineExceeded_whilePeerIsAlive() async throws {
+        var router = MethodRouter()
+        router.register(slow) { _, _ in
+            try await Task.sleep(for: .seconds(30))
+            return CommonV1.PingResponse()
+        }
+        try await withHost(router, logs: CapturedLogs(), options: { $0.drainTimeout = .milliseconds(50) }) { _, client in
+            let reply = await client.send(Envelope(method: "test.Slow"), deadline: .milliseconds(300))
+            #expect(reply.status == .deadlineExceeded, "\(reply.statusMessage)")
+            // Other calls are not blocked behind the slow one.
+            let pong = try await client.call(echoRoute, CommonV1.PingRequest(echo: [4]))
+            #expect(pong.echo == [4])
+        }
+    }
+
+    let echoRoute = CommonMethods.ping("test")
+
+    @Test func deadService_yieldsUnavailable_notAHang() async throws {
+        // Bind a port, then free it: nothing listens there.
+        let endpoint: String = try {
+            let socket = try ZMQSocket(.shared, .router)
+            return try socket.bind("tcp://127.0.0.1:*")
+        }()
+        let client = WireClient(endpoint: endpoint, options: fastClient(), logger: CapturedLogs().logger("client"))
+        let reply = await client.send(Envelope(method: "test.Ping"), deadline: .milliseconds(400))
+        #expect(reply.status == .unavailable)
+        await client.close()
+    }
+
+    @Test func silentPeer_yieldsUnavailable_andRetryableRequestIsResentAfterReopen_boundedByMaxAttempts() async throws {
+        // A peer that reads requests but never answers anything, heartbeats included.
+        let blackHole = try await BlackHole.start()
+        var options = fastClient()
+        options.maxAttempts = 3
+        options.failFastWhenPeerDown = false
+        let client = WireClient(endpoint: blackHole.endpoint, options: options, logger: CapturedLogs().logger("client"))
+        let retryable = await client.send(Envelope(method: "test.Echo", idempotencyKey: "k1"), deadline: .seconds(5), retryable: true)
+        #expect(retryable.status == .unavailable)
+        try await eventually("the black hole saw every attempt") { blackHole.requests("k1") == 3 }
+        let once = await client.send(Envelope(method: "test.Echo", idempotencyKey: "k2"), deadline: .seconds(5), retryable: false)
+        #expect(once.status == .unavailable)
+        #expect(blackHole.requests("k2") == 1, "a request that is not retryable is sent once")
+        await client.close()
+        await blackHole.stop()
+    }
+
+    @Test func callBeforeServiceStarts_isDeliveredOnceItListens() async throws {
+        // Reserve a port, free it, then start the host on it while the call waits.
+        let endpoint: String = try {
+            let socket = try ZMQSocket(.shared, .router)
+            return try socket.bind("tcp://127.0.0.1:*")
+        }()
+        let logs = CapturedLogs()
+        var options = fastClient()
+        options.failFastWhenPeerDown = false
+        let client = WireClient(endpoint: endpoint, options: options, logger: logs.logger("client"))
+        let reply = Task { await client.send(Envelope(method: "test.Ping"), deadline: .seconds(8), retryable: true) }
+        let host = ServiceHost(options: HostOptions(name: "test", endpoint: endpoint), handler: MethodRouter(), logger: logs.logger("host"))
+        try await withRunningServices([host], logger: logs.logger("group")) {
+            let result = await reply.value
+            #expect(result.status == .ok, "\(result.statusMessage)\n\(logs.dump())")
+        }
+        await client.close()
+    }
+
+    @Test func manyCallsInFlight_allComplete() async throws {
+        var router = MethodRouter()
+        router.register(echo) { request, _ in CommonV1.PingResponse(echo: request.echo) }
+        try await withHost(router, logs: CapturedLogs()) { _, client in
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                for i in 0..<500 {
+                    group.addTask {
+                        let bytes = Array(String(i).utf8)
+                        return try await client.call(echo, CommonV1.PingRequest(echo: bytes)).echo == bytes
+                    }
+                }
+                var ok = 0
+                for try await matched in group where matched { ok += 1 }
+                #expect(ok == 500)
+            }
+        }
+    }
+}
+
+/// A ROUTER that swallows everything and counts requests by idempotency key.
+final class BlackHole: Sendable {
+    let endpoint: String
+    private let done: OneShot<Void>
+
+    static func start() async throws -> BlackHole {
+        let bound = OneShot<String>()
+        let done = OneShot<Void>()
+        let state = State()
+        let thread = Thread {
+            defer { done.fulfil(()) }
+            guard let peer = try? RawPeer(bind: "tcp://127.0.0.1:*"), let endpoint = try? peer.socket.lastEndpoint() else {
+                bound.fulfil("")
+                return
+            }
+            bound.fulfil(endpoint)
+            while !state.stop.load(ordering: .relaxed) {
+                if let envelope = try? peer.receiveEnvelope(), envelope.kind == .request {
+                    state.seen.withLock { $0[envelope.idempotencyKey, default: 0] += 1 }
+                }
+            }
+        }
+        thread.start()
+        let endpoint = await bound.value
+        guard !endpoint.isEmpty else { throw TimedOut(description: "black hole could not bind") }
+        return BlackHole(endpoint: endpoint, state: state, done: done)
+    }
+
+    final class State: Sendable {
+        let seen = Mutex<[String: Int]>([:])
+        let stop = Atomic<Bool>(false)
+    }
+
+    private let state: State
+
+    private init(endpoint: String, state: State, done: OneShot<Void>) {
+        self.endpoint = endpoint
+        self.state = state
+        self.done = done
+    }
+
+    func requests(_ key: String) -> Int { state.seen.withLock { $0[key] ?? 0 } }
+
+    func stop() async {
+        state.stop.store(true, ordering: .relaxed)
+        await done.value
+    }
+}

@@ -1,0 +1,89 @@
+import FriensoProto
+import FriensoTesting
+import Synchronization
+import Testing
+@testable import Wire
+
+@Suite("idempotent retries", .timeLimit(.minutes(1)))
+struct IdempotencyTests {
+    func countingRouter(_ counter: Counter) -> MethodRouter {
+        var router = MethodRouter()
+        router.register(echo) { _, _ in
+            let n = counter.increment()
+            return CommonV1.PingResponse(service: "applied \(n)")
+        }
+        return router
+    }
+
+    @Test func retriedMutation_withSameKey_isAppliedOnce_andGetsTheSameReply() async throws {
+        let counter = Counter()
+        try await withHost(countingRouter(counter), logs: CapturedLogs()) { _, client in
+            let options = CallOptions(idempotencyKey: "raise-1", callerUserID: 7)
+            let first = try await client.call(echo, CommonV1.PingRequest(), options: options)
+            let second = try await client.call(echo, CommonV1.PingRequest(), options: options)
+            #expect(first == second)
+            #expect(counter.count == 1)
+            // Another caller with the same key is another request.
+            _ = try await client.call(echo, CommonV1.PingRequest(), options: CallOptions(idempotencyKey: "raise-1", callerUserID: 8))
+            #expect(counter.count == 2)
+        }
+    }
+
+    @Test func concurrentDuplicates_areAppliedOnce() async throws {
+        let counter = Counter()
+        let gate = OneShot<Void>()
+        var router = MethodRouter()
+        router.register(echo) { _, _ in
+            let n = counter.increment()
+            await gate.value
+            return CommonV1.PingResponse(service: "applied \(n)")
+        }
+        try await withHost(router, logs: CapturedLogs()) { _, client in
+            try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<5 {
+                    group.addTask { try await client.call(echo, CommonV1.PingRequest(), options: CallOptions(idempotencyKey: "same")).service }
+                }
+                try await eventually("the first copy is running") { counter.count == 1 }
+                gate.fulfil(())
+                var replies: [String] = []
+                for try await reply in group { replies.append(reply) }
+                #expect(replies == Array(repeating: "applied 1", count: 5))
+            }
+            #expect(counter.count == 1)
+        }
+    }
+
+    @Test func durableStore_replaysAfterRestart() async throws {
+        let store = MemoryStore()
+        let counter = Counter()
+        for _ in 0..<2 {
+            // A fresh host and cache each time, as after a restart; only the store survives.
+            try await withHost(countingRouter(counter), logs: CapturedLogs(), replyCache: ReplyCache(store: store)) { _, client in
+                let reply = try await client.call(echo, CommonV1.PingRequest(), options: CallOptions(idempotencyKey: "k"))
+                #expect(reply.service == "applied 1")
+            }
+        }
+        #expect(counter.count == 1)
+    }
+
+    @Test func transientFailure_isNotRemembered() async throws {
+        let counter = Counter()
+        var router = MethodRouter()
+        router.register(echo) { _, _ in
+            if counter.increment() == 1 { throw RPCError.unavailable("try later") }
+            return CommonV1.PingResponse(service: "ok")
+        }
+        try await withHost(router, logs: CapturedLogs()) { _, client in
+            let options = CallOptions(idempotencyKey: "k")
+            await #expect(throws: RPCError.self) { try await client.call(echo, CommonV1.PingRequest(), options: options) }
+            let retried = try await client.call(echo, CommonV1.PingRequest(), options: options)
+            #expect(retried.service == "ok")
+        }
+    }
+}
+
+final class MemoryStore: ReplyStore {
+    private let replies = Mutex<[String: Envelope]>([:])
+    func load(_ key: String) async -> Envelope? { replies.withLock { $0[key] } }
+    func save(_ key: String, _ reply: Envelope) async { replies.withLock { $0[key] = reply } }
+}

@@ -1,0 +1,159 @@
+import CZeroMQ
+import FriensoProto
+import FriensoTesting
+import Logging
+import Testing
+@testable import Wire
+
+@Suite("service host", .timeLimit(.minutes(1)))
+struct ServiceHostTests {
+    func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(echo) { request, _ in CommonV1.PingResponse(service: "test", echo: request.echo) }
+        router.register(needsSession) { _, context in CommonV1.PingResponse(service: "caller \(context.callerUserID)") }
+        return router
+    }
+
+    @Test func typedCall_roundTripsThroughRouter() async throws {
+        let logs = CapturedLogs()
+        try await withHost(router(), logs: logs) { _, client in
+            let reply = try await client.call(echo, CommonV1.PingRequest(echo: [1, 2, 3]))
+            #expect(reply.echo == [1, 2, 3])
+        }
+    }
+
+    @Test func ping_isAnsweredByEveryHost() async throws {
+        try await withHost(MethodRouter(), logs: CapturedLogs()) { _, client in
+            let pong = try await client.ping(service: "test")
+            #expect(pong.service == "test")
+        }
+    }
+
+    @Test func unknownMethod_getsInvalidArgument_andHostKeepsServing() async throws {
+        try await withHost(router(), logs: CapturedLogs()) { _, client in
+            let reply = await client.send(Envelope(method: "test.Nope"))
+            #expect(reply.status == .invalidArgument)
+            #expect(reply.statusMessage.contains("unknown method"))
+            _ = try await client.ping(service: "test")
+        }
+    }
+
+    @Test func authenticatedMethod_withoutCaller_isUnauthenticated() async throws {
+        try await withHost(router(), logs: CapturedLogs()) { _, client in
+            await #expect(throws: RPCError(.unauthenticated, "test.Private needs a session")) {
+                try await client.call(needsSession, CommonV1.PingRequest())
+            }
+            let ok = try await client.call(needsSession, CommonV1.PingRequest(), options: CallOptions(callerUserID: 42))
+            #expect(ok.service == "caller 42")
+        }
+    }
+
+    @Test func malformedPayload_getsInvalidArgument() async throws {
+        try await withHost(router(), logs: CapturedLogs()) { _, client in
+            let reply = await client.send(Envelope(method: "test.Echo", payload: [0xFF, 0xFF, 0xFF]))
+            #expect(reply.status == .invalidArgument)
+        }
+    }
+
+    @Test func malformedFrames_getErrorRepliesOrAreDropped_andHostKeepsServing() async throws {
+        let logs = CapturedLogs()
+        try await withHost(router(), logs: logs) { host, client in
+            let endpoint = try await host.boundEndpoint()
+            let raw = try RawPeer(.dealer, connect: endpoint)
+            // Not an envelope at all.
+            try raw.send([[0xFF, 0x00, 0x13, 0x37, 0x99]])
+            let garbage = try raw.receiveEnvelope()
+            #expect(garbage?.status == .invalidArgument)
+            // An envelope from a future protocol version.
+            try raw.send([Envelope(version: 99, kind: .request, requestId: 5, method: "test.Echo").serializedBytes()])
+            let future = try raw.receiveEnvelope()
+            #expect(future?.status == .invalidArgument)
+            #expect(future?.requestId == 5)
+            // Too many frames: no way to answer, dropped and counted.
+            try raw.send([[1], [2], [3], [4]])
+            // Random frames of random sizes.
+            for size in [0, 1, 2, 7, 64, 513] {
+                try raw.send([(0..<size).map { _ in UInt8.random(in: 0...255) }])
+            }
+            try await eventually("the host counted the bad frames") { host.counters.malformed.load(ordering: .relaxed) >= 3 }
+            // The host still serves.
+            let reply = try await client.call(echo, CommonV1.PingRequest(echo: [7]))
+            #expect(reply.echo == [7])
+            #expect(host.counters.dropped.load(ordering: .relaxed) >= 1)
+        }
+    }
+
+    @Test func heartbeat_isAnsweredWithHeartbeat() async throws {
+        try await withHost(router(), logs: CapturedLogs()) { host, _ in
+            let raw = try RawPeer(.dealer, connect: try await host.boundEndpoint())
+            try raw.send([Envelope(version: 1, kind: .heartbeat, requestId: 9).serializedBytes()])
+            let beat = try raw.receiveEnvelope()
+            #expect(beat?.kind == .heartbeat)
+            #expect(beat?.requestId == 9)
+        }
+    }
+
+    @Test func reqSocketPeers_withDelimiterFrame_areServed() async throws {
+        try await withHost(router(), logs: CapturedLogs()) { host, _ in
+            let raw = try RawPeer(.req, connect: try await host.boundEndpoint())
+            try raw.send([Envelope.request(method: "test.Ping", payload: [], requestID: 3).serializedBytes()])
+            let reply = try raw.receiveEnvelope()
+            #expect(reply?.status == .ok)
+            #expect(reply?.requestId == 3)
+        }
+    }
+
+    @Test func oversizedFrame_isRefused_andHostKeepsServing() async throws {
+        try await withHost(router(), logs: CapturedLogs(), options: { $0.maxMessageSize = 64 << 10 }) { host, client in
+            let raw = try RawPeer(.dealer, connect: try await host.boundEndpoint())
+            try raw.socket.set(ZMQ_RCVTIMEO, 300)
+            try raw.send([Envelope.request(method: "test.Echo", payload: CommonV1.PingRequest(echo: Array(repeating: 1, count: 200 << 10)).serializedBytes()).serializedBytes()])
+            #expect(try raw.receiveEnvelope() == nil, "an oversized frame must not be answered")
+            let reply = try await client.call(echo, CommonV1.PingRequest(echo: [1]))
+            #expect(reply.echo == [1])
+        }
+    }
+
+    @Test func handlerError_isMappedToItsStatus_andUnexpectedErrorsToInternal() async throws {
+        struct Boom: Error {}
+        var router = MethodRouter()
+        router.register(echo) { request, _ in
+            if request.echo == [1] { throw RPCError.notFound("no such thing") }
+            throw Boom()
+        }
+        let logs = CapturedLogs()
+        try await withHost(router, logs: logs) { _, client in
+            await #expect(throws: RPCError(.notFound, "no such thing")) { try await client.call(echo, CommonV1.PingRequest(echo: [1])) }
+            await #expect(throws: RPCError(.internal, "internal error in test.Echo")) { try await client.call(echo, CommonV1.PingRequest(echo: [2])) }
+        }
+        #expect(logs.contains("handler threw"))
+    }
+
+    @Test func gracefulShutdown_finishesRequestInFlight() async throws {
+        let release = OneShot<Void>()
+        let started = OneShot<Void>()
+        var router = MethodRouter()
+        router.register(slow) { _, _ in
+            started.fulfil(())
+            await release.value
+            return CommonV1.PingResponse(service: "finished")
+        }
+        let logs = CapturedLogs()
+        let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router, logger: logs.logger("host"))
+        let group = ServiceGroup(configuration: .init(services: [.init(service: host)], logger: logs.logger("group")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            let client = WireClient(endpoint: try await host.boundEndpoint(), options: fastClient(), logger: logs.logger("client"))
+            let reply = Task { try await client.call(slow, CommonV1.PingRequest()) }
+            await started.value
+            await group.triggerGracefulShutdown()
+            release.fulfil(())
+            let finished = try await reply.value
+            #expect(finished.service == "finished")
+            try await tasks.waitForAll()
+            await client.close()
+        }
+    }
+}
+
+import ServiceLifecycle

@@ -1,0 +1,69 @@
+import CZeroMQ
+import FriensoProto
+import FriensoTesting
+import Logging
+import Synchronization
+@testable import Wire
+
+/// A test-only method: echoes the ping payload.
+let echo = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(service: "test", name: "Echo", access: .public)
+let slow = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(service: "test", name: "Slow", access: .public)
+let needsSession = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(service: "test", name: "Private", access: .authenticated)
+
+/// Runs a host with `router` on an ephemeral port and gives `body` a client to it.
+func withHost<T: Sendable>(
+    _ router: MethodRouter, logs: CapturedLogs, options: (inout HostOptions) -> Void = { _ in },
+    clientOptions: ClientOptions = fastClient(), replyCache: ReplyCache = ReplyCache(),
+    _ body: @Sendable (ServiceHost, WireClient) async throws -> T
+) async throws -> T {
+    var hostOptions = HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*")
+    options(&hostOptions)
+    let host = ServiceHost(options: hostOptions, handler: router, logger: logs.logger("host"), replyCache: replyCache)
+    return try await withRunningServices([host], logger: logs.logger("group")) {
+        let endpoint = try await host.boundEndpoint()
+        let client = WireClient(endpoint: endpoint, options: clientOptions, logger: logs.logger("client"))
+        defer { Task { await client.close() } }
+        return try await body(host, client)
+    }
+}
+
+func fastClient() -> ClientOptions {
+    var options = ClientOptions()
+    options.heartbeatInterval = .milliseconds(50)
+    options.defaultDeadline = .seconds(5)
+    return options
+}
+
+/// Counts how many times a handler really ran.
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+    func increment() -> Int { value.add(1, ordering: .relaxed).newValue }
+    var count: Int { value.load(ordering: .relaxed) }
+}
+
+/// A raw socket for sending what a well-behaved client never would.
+final class RawPeer {
+    let socket: ZMQSocket
+
+    init(_ kind: ZMQSocket.Kind, connect endpoint: String) throws {
+        socket = try ZMQSocket(.shared, kind)
+        try socket.set(ZMQ_RCVTIMEO, 5_000)
+        try socket.connect(endpoint)
+    }
+
+    init(bind endpoint: String) throws {
+        socket = try ZMQSocket(.shared, .router)
+        try socket.set(ZMQ_RCVTIMEO, 100)
+        try socket.bind(endpoint)
+    }
+
+    func send(_ frames: [[UInt8]]) throws {
+        try socket.send(frames, dontWait: false)
+    }
+
+    /// The next envelope from the host (the last frame), or nil after the receive timeout.
+    func receiveEnvelope() throws -> Envelope? {
+        guard let message = try? socket.receive(dontWait: false), let last = message.frames.last else { return nil }
+        return try Envelope(serializedBytes: last)
+    }
+}

@@ -1,0 +1,544 @@
+#!/usr/bin/env python3
+"""Generate the Swift glue over protobuf-c for every .proto under proto/.
+
+The glue converts between plain Swift value types and the C structs that protoc-c generates, and
+calls protobuf-c's pack/unpack. Nothing per message is written by hand: this script reads the
+contracts (a strict subset of proto3, below) and writes one Swift file per .proto.
+
+Supported: syntax proto3, package, import, top-level `message` and `enum`, scalar fields, `repeated`,
+fields typed by a message or enum of any imported package, `reserved`, `service` with `rpc`, and the
+method annotations `// frienso:public` and `// frienso:internal` on the line above an rpc.
+Anything else (nested types, oneof, map, optional, field options, streams) stops the script with an
+error naming the file and line, so the contracts and the glue can never silently disagree.
+
+Usage: swiftgen.py PROTO_ROOT OUT_DIR
+"""
+import os
+import re
+import sys
+
+SCALARS = {
+    # proto type: (Swift type, default literal, C-to-Swift, Swift-to-C)
+    "double": ("Double", "0", "{}", "{}"),
+    "float": ("Float", "0", "{}", "{}"),
+    "int32": ("Int32", "0", "{}", "{}"),
+    "sint32": ("Int32", "0", "{}", "{}"),
+    "sfixed32": ("Int32", "0", "{}", "{}"),
+    "int64": ("Int64", "0", "{}", "{}"),
+    "sint64": ("Int64", "0", "{}", "{}"),
+    "sfixed64": ("Int64", "0", "{}", "{}"),
+    "uint32": ("UInt32", "0", "{}", "{}"),
+    "fixed32": ("UInt32", "0", "{}", "{}"),
+    "uint64": ("UInt64", "0", "{}", "{}"),
+    "fixed64": ("UInt64", "0", "{}", "{}"),
+    "bool": ("Bool", "false", "({} != 0)", "({} ? 1 : 0)"),
+}
+
+SWIFT_KEYWORDS = {
+    "associatedtype", "class", "deinit", "enum", "extension", "fileprivate", "func", "import", "init",
+    "inout", "internal", "let", "open", "operator", "private", "protocol", "public", "rethrows",
+    "static", "struct", "subscript", "typealias", "var", "break", "case", "continue", "default",
+    "defer", "do", "else", "fallthrough", "for", "guard", "if", "in", "repeat", "return", "switch",
+    "where", "while", "as", "catch", "false", "is", "nil", "super", "self", "Self", "throw", "throws",
+    "true", "try", "Type", "some", "any",
+}
+
+
+class ProtoError(Exception):
+    pass
+
+
+def camel_to_lower(name):
+    """protoc-c's CamelToLower: '_' before an upper-case letter that follows a non-upper one."""
+    out = name[:1].lower()
+    for i in range(1, len(name)):
+        if name[i].isupper() and not name[i - 1].isupper():
+            out += "_"
+        out += name[i].lower()
+    return out
+
+
+def lower_camel(snake):
+    parts = snake.split("_")
+    name = parts[0] + "".join(p[:1].upper() + p[1:] for p in parts[1:])
+    return f"`{name}`" if name in SWIFT_KEYWORDS else name
+
+
+def upper_camel(snake):
+    return "".join(p[:1].upper() + p[1:].lower() for p in snake.split("_") if p)
+
+
+class File:
+    def __init__(self, path, rel):
+        self.path, self.rel = path, rel
+        self.package = None
+        self.imports = []
+        self.messages = []  # (name, [fields])
+        self.enums = []     # (name, [(value_name, number)])
+        self.services = []  # (name, [(rpc, req, resp, access)])
+
+    @property
+    def namespace(self):
+        # frienso.accounts.v1 -> AccountsV1
+        parts = self.package.split(".")
+        return "".join(p[:1].upper() + p[1:] for p in parts[1:])
+
+    @property
+    def service_short_name(self):
+        return self.package.split(".")[1]
+
+    def c_prefix(self):
+        return "".join(p[:1].upper() + p[1:] + "__" for p in self.package.split("."))
+
+    def c_func_prefix(self):
+        return "".join(p.lower() + "__" for p in self.package.split("."))
+
+
+def tokenize(text, path):
+    """Yields (line, token) pairs; comments are dropped except frienso annotations."""
+    tokens = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        comment = line.find("//")
+        if comment >= 0:
+            ann = re.match(r"\s*//\s*frienso:(\w+)\s*$", line[comment:])
+            if ann and line[:comment].strip() == "":
+                tokens.append((lineno, "@" + ann.group(1)))
+            line = line[:comment]
+        if "/*" in line:
+            raise ProtoError(f"{path}:{lineno}: block comments are not supported")
+        for tok in re.findall(r'"[^"]*"|[A-Za-z_][A-Za-z0-9_.]*|-?\d+|[{}();=\[\],<>]', line):
+            tokens.append((lineno, tok))
+    return tokens
+
+
+def parse(path, rel):
+    f = File(path, rel)
+    with open(path, encoding="utf-8") as fh:
+        toks = tokenize(fh.read(), rel)
+    i = 0
+
+    def fail(msg):
+        line = toks[i][0] if i < len(toks) else "EOF"
+        raise ProtoError(f"{rel}:{line}: {msg}")
+
+    def take(expected=None):
+        nonlocal i
+        if i >= len(toks):
+            fail("unexpected end of file")
+        tok = toks[i][1]
+        if expected is not None and tok != expected:
+            fail(f"expected '{expected}', found '{tok}'")
+        i += 1
+        return tok
+
+    while i < len(toks):
+        tok = take()
+        if tok == "syntax":
+            take("=")
+            if take() != '"proto3"':
+                fail("only proto3 is supported")
+            take(";")
+        elif tok == "package":
+            f.package = take()
+            take(";")
+        elif tok == "import":
+            f.imports.append(take().strip('"'))
+            take(";")
+        elif tok == "option":
+            while take() != ";":
+                pass
+        elif tok == "enum":
+            name = take()
+            take("{")
+            values = []
+            while toks[i][1] != "}":
+                vname = take()
+                if vname in ("option", "reserved"):
+                    fail(f"'{vname}' inside an enum is not supported")
+                take("=")
+                values.append((vname, int(take())))
+                take(";")
+            take("}")
+            if not values or values[0][1] != 0:
+                fail(f"enum {name} must start with a zero value")
+            f.enums.append((name, values))
+        elif tok == "message":
+            name = take()
+            take("{")
+            fields = []
+            while toks[i][1] != "}":
+                word = take()
+                if word == "reserved":
+                    while take() != ";":
+                        pass
+                    continue
+                if word in ("message", "enum", "oneof", "map", "optional", "extensions", "option"):
+                    fail(f"'{word}' is not supported by proto/swiftgen.py (see its docstring)")
+                repeated = word == "repeated"
+                ftype = take() if repeated else word
+                fname = take()
+                take("=")
+                number = int(take())
+                if toks[i][1] == "[":
+                    fail("field options are not supported")
+                take(";")
+                fields.append({"type": ftype, "name": fname, "number": number, "repeated": repeated})
+            take("}")
+            f.messages.append((name, fields))
+        elif tok == "service":
+            name = take()
+            take("{")
+            rpcs = []
+            access = "authenticated"
+            while toks[i][1] != "}":
+                word = take()
+                if word.startswith("@"):
+                    if word not in ("@public", "@internal"):
+                        fail(f"unknown annotation frienso:{word[1:]}")
+                    access = word[1:]
+                    continue
+                if word != "rpc":
+                    fail(f"expected 'rpc', found '{word}'")
+                rpc = take()
+                take("(")
+                req = take()
+                if req == "stream":
+                    fail("streaming rpcs are not supported")
+                take(")")
+                take("returns")
+                take("(")
+                resp = take()
+                take(")")
+                take(";")
+                rpcs.append((rpc, req, resp, access))
+                access = "authenticated"
+            take("}")
+            f.services.append((name, rpcs))
+        elif tok.startswith("@"):
+            fail("a frienso annotation must stand directly above an rpc")
+        else:
+            fail(f"unexpected '{tok}'")
+    if not f.package:
+        raise ProtoError(f"{rel}: no package")
+    return f
+
+
+class Registry:
+    """Resolves type names across files: name -> (kind, File, short name)."""
+
+    def __init__(self, files):
+        self.types = {}
+        for f in files:
+            for name, _ in f.messages:
+                self.types[f"{f.package}.{name}"] = ("message", f, name)
+            for name, _ in f.enums:
+                self.types[f"{f.package}.{name}"] = ("enum", f, name)
+
+    def resolve(self, f, tname):
+        if tname.startswith("."):
+            tname = tname[1:]
+        for candidate in (f"{f.package}.{tname}", tname):
+            if candidate in self.types:
+                return self.types[candidate]
+        raise ProtoError(f"{f.rel}: unknown type '{tname}'")
+
+
+def swift_type_name(f, name):
+    return f"{f.namespace}.{name}"
+
+
+def c_type_name(f, name):
+    return f.c_prefix() + name
+
+
+def c_func(f, name, suffix):
+    return f.c_func_prefix() + camel_to_lower(name) + "__" + suffix
+
+
+def gen_enum(f, name, values, out):
+    ns_prefix = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper() + "_"
+    cases = []
+    for vname, number in values:
+        short = vname[len(ns_prefix):] if vname.startswith(ns_prefix) else vname
+        cases.append((lower_camel(short.lower()), number, vname))
+    out.append(f"extension {f.namespace} {{")
+    out.append(f"    /// `{f.package}.{name}`: an open enum, as in proto3; unknown numbers survive a round trip.")
+    out.append(f"    public enum {name}: ProtoEnum {{")
+    for case, _, vname in cases:
+        out.append(f"        case {case} // {vname}")
+    out.append("        case unrecognized(Int32)")
+    out.append("")
+    out.append(f"        public static let allKnownCases: [{name}] = [{', '.join('.' + c for c, _, _ in cases)}]")
+    out.append("")
+    out.append("        public init(rawValue: Int32) {")
+    out.append("            switch rawValue {")
+    for case, number, _ in cases:
+        out.append(f"            case {number}: self = .{case}")
+    out.append("            default: self = .unrecognized(rawValue)")
+    out.append("            }")
+    out.append("        }")
+    out.append("")
+    out.append("        public var rawValue: Int32 {")
+    out.append("            switch self {")
+    for case, number, _ in cases:
+        out.append(f"            case .{case}: return {number}")
+    out.append("            case .unrecognized(let value): return value")
+    out.append("            }")
+    out.append("        }")
+    out.append("")
+    out.append(f'        public var protoName: String {{')
+    out.append("            switch self {")
+    for case, _, vname in cases:
+        out.append(f'            case .{case}: return "{vname}"')
+    out.append('            case .unrecognized(let value): return "\\(value)"')
+    out.append("            }")
+    out.append("        }")
+    out.append("    }")
+    out.append("}")
+    out.append("")
+
+
+def field_info(reg, f, field):
+    """Returns a dict describing how to declare, read and write the field."""
+    t = field["type"]
+    cname = field["name"]
+    info = {"c": cname, "swift": lower_camel(cname), "repeated": field["repeated"], "proto": t}
+    if t in SCALARS:
+        swift, default, from_c, to_c = SCALARS[t]
+        info.update(kind="scalar", swift_type=swift, default=default, from_c=from_c, to_c=to_c)
+    elif t == "string":
+        info.update(kind="string", swift_type="String", default='""')
+    elif t == "bytes":
+        info.update(kind="bytes", swift_type="[UInt8]", default="[]")
+    else:
+        kind, tf, tname = reg.resolve(f, t)
+        info.update(kind=kind, swift_type=swift_type_name(tf, tname), file=tf, tname=tname)
+        if kind == "enum":
+            info.update(default=".init(rawValue: 0)", c_type=c_type_name(tf, tname))
+        else:
+            info.update(default="nil", c_type=c_type_name(tf, tname), init=c_func(tf, tname, "init"))
+    return info
+
+
+def decl_type(info):
+    if info["repeated"]:
+        return f"[{info['swift_type']}]"
+    if info["kind"] == "message":
+        return f"{info['swift_type']}?"
+    return info["swift_type"]
+
+
+def decl_default(info):
+    return "[]" if info["repeated"] else info["default"]
+
+
+def gen_to_c(info):
+    """Lines that copy self.<field> into the C struct `c` (inout), allocating from `arena`."""
+    s, c, kind = f"self.{info['swift']}", info["c"], info["kind"]
+    if not info["repeated"]:
+        if kind == "scalar":
+            return [f"c.{c} = " + info["to_c"].format(s)]
+        if kind == "string":
+            return [f"if !{s}.isEmpty {{ c.{c} = arena.string({s}) }}"]
+        if kind == "bytes":
+            return [f"c.{c} = arena.binary({s})"]
+        if kind == "enum":
+            return [f"c.{c} = {info['c_type']}(rawValue: .init(truncatingIfNeeded: {s}.rawValue))"]
+        return [f"if let value = {s} {{",
+                f"    c.{c} = arena.message(of: {info['c_type']}.self) {{ {info['init']}($0); value.copy(into: &$0.pointee, arena: arena) }}",
+                "}"]
+    lines = [f"c.n_{c} = {s}.count"]
+    if kind == "scalar":
+        conv = info["to_c"].format("$0")
+        lines.append(f"c.{c} = arena.array({s}.map {{ {conv} }})" if conv != "$0" else f"c.{c} = arena.array({s})")
+    elif kind == "string":
+        lines.append(f"c.{c} = arena.strings({s})")
+    elif kind == "bytes":
+        lines.append(f"c.{c} = arena.array({s}.map {{ arena.binary($0) }})")
+    elif kind == "enum":
+        lines.append(f"c.{c} = arena.array({s}.map {{ {info['c_type']}(rawValue: .init(truncatingIfNeeded: $0.rawValue)) }})")
+    else:
+        lines.append(f"c.{c} = arena.array({s}.map {{ value in arena.message(of: {info['c_type']}.self) {{ {info['init']}($0); value.copy(into: &$0.pointee, arena: arena) }} }})")
+    return lines
+
+
+def gen_from_c(info):
+    """An expression that reads the field from the C struct `c`."""
+    c, kind = f"c.{info['c']}", info["kind"]
+    if not info["repeated"]:
+        if kind == "scalar":
+            return info["from_c"].format(c)
+        if kind == "string":
+            return f"ProtoRuntime.string({c})"
+        if kind == "bytes":
+            return f"ProtoRuntime.bytes({c})"
+        if kind == "enum":
+            return f"{info['swift_type']}(rawValue: Int32(truncatingIfNeeded: {c}.rawValue))"
+        return f"{c}.map {{ {info['swift_type']}(c: $0.pointee) }}"
+    each = {
+        "scalar": info.get("from_c", "{}").format("$0"),
+        "string": "ProtoRuntime.string($0)",
+        "bytes": "ProtoRuntime.bytes($0)",
+        "enum": f"{info['swift_type']}(rawValue: Int32(truncatingIfNeeded: $0.rawValue))",
+        "message": f"{info['swift_type']}(c: $0!.pointee)",
+    }[kind]
+    return f"ProtoRuntime.array({c}, count: c.n_{info['c']}) {{ {each} }}"
+
+
+def gen_sample(info, index, seed="seed"):
+    """An expression building a deterministic non-default value from `seed` (tests only)."""
+    kind, n = info["kind"], index + 1
+    one = {
+        "scalar": {
+            "Bool": f"{seed} % 2 == 0",
+            "Double": f"Double({seed}) * 1.5 - {n}.25",
+            "Float": f"Float({seed}) * 0.5 + {n}",
+            "Int32": f"ProtoSample.int32({seed}, {n})",
+            "Int64": f"ProtoSample.int64({seed}, {n})",
+            "UInt32": f"ProtoSample.uint32({seed}, {n})",
+            "UInt64": f"ProtoSample.uint64({seed}, {n})",
+        }.get(info["swift_type"]),
+        "string": f'ProtoSample.string({seed}, "{info["c"]}")',
+        "bytes": f"ProtoSample.bytes({seed}, {n})",
+        "enum": f"ProtoSample.enumValue({seed}, {info['swift_type']}.self)",
+        "message": f"(depth < 3 ? {info['swift_type']}.sample(seed: seed &+ {n}, depth: depth + 1) : {info['swift_type']}())",
+    }[kind]
+    if info["repeated"]:
+        if kind == "message":
+            return f"depth < 3 ? (0..<Int(seed % 3)).map {{ i in {info['swift_type']}.sample(seed: seed &+ UInt64(i) &+ {n}, depth: depth + 1) }} : []"
+        each = gen_sample(dict(info, repeated=False), index, seed="(seed &+ UInt64(i))")
+        return f"(0..<Int((seed &+ {n}) % 4)).map {{ i in {each} }}"
+    if kind == "message":
+        return f"seed % 4 == 3 ? nil : {one}"
+    return one
+
+
+def gen_message(reg, f, name, fields, out):
+    infos = [field_info(reg, f, fd) for fd in fields]
+    ctype = c_type_name(f, name)
+    out.append(f"extension {f.namespace} {{")
+    out.append(f"    /// `{f.package}.{name}`")
+    out.append(f"    public struct {name}: ProtoMessage {{")
+    for info in infos:
+        out.append(f"        public var {info['swift']}: {decl_type(info)} = {decl_default(info)}")
+    out.append("")
+    out.append("        public init() {}")
+    if infos:
+        out.append("")
+        params = ", ".join(f"{i['swift'].strip('`')}: {decl_type(i)} = {decl_default(i)}" for i in infos)
+        out.append(f"        public init({params}) {{")
+        for i in infos:
+            out.append(f"        self.{i['swift']} = {i['swift']}")
+        out.append("        }")
+    out.append("    }")
+    out.append("}")
+    out.append("")
+    out.append(f"extension {f.namespace}.{name} {{")
+    out.append(f'    public static let protoName = "{f.package}.{name}"')
+    out.append("")
+    out.append("    public func serializedBytes() -> [UInt8] {")
+    out.append("        let arena = ProtoArena()")
+    out.append(f"        var c = {ctype}()")
+    out.append(f"        {c_func(f, name, 'init')}(&c)")
+    out.append("        copy(into: &c, arena: arena)")
+    out.append(f"        return ProtoRuntime.pack(&c, size: {c_func(f, name, 'get_packed_size')}, pack: {c_func(f, name, 'pack')})")
+    out.append("    }")
+    out.append("")
+    out.append("    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {")
+    out.append(f"        let c = try ProtoRuntime.unpack(bytes, \"{f.package}.{name}\", unpack: {c_func(f, name, 'unpack')}, free: {c_func(f, name, 'free_unpacked')}) {{ Self(c: $0.pointee) }}")
+    out.append("        self = c")
+    out.append("    }")
+    out.append("")
+    arena_used = any(i["kind"] in ("string", "bytes", "message") or i["repeated"] for i in infos)
+    arena_param = "arena" if arena_used else "arena _"
+    c_param = "into c" if infos else "into _"
+    out.append(f"    func copy({c_param}: inout {ctype}, {arena_param}: ProtoArena) {{")
+    for info in infos:
+        for line in gen_to_c(info):
+            out.append("        " + line)
+    out.append("    }")
+    out.append("")
+    c_param = "c" if infos else "c _"
+    out.append(f"    init({c_param}: {ctype}) {{")
+    if infos:
+        args = ", ".join(f"{i['swift'].strip('`')}: {gen_from_c(i)}" for i in infos)
+        out.append(f"        self.init({args})")
+    else:
+        out.append("        self.init()")
+    out.append("    }")
+    out.append("")
+    out.append("    /// A deterministic value with every field set, for codec tests.")
+    out.append("    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {")
+    if infos:
+        args = ", ".join(f"{i['swift'].strip('`')}: {gen_sample(i, k)}" for k, i in enumerate(infos))
+        out.append(f"        Self({args})")
+    else:
+        out.append("        Self()")
+    out.append("    }")
+    out.append("}")
+    out.append("")
+
+
+def gen_service(f, name, rpcs, out):
+    out.append(f"extension {f.namespace} {{")
+    out.append(f"    /// The methods of `{f.package}.{name}`, with the access the contract declares.")
+    out.append(f"    public enum {name} {{")
+    for rpc, req, resp, access in rpcs:
+        out.append(f"        public static let {lower_camel(camel_to_lower(rpc))} = RPCMethod<{req}, {resp}>("
+                   f'service: "{f.service_short_name}", name: "{rpc}", access: .{access})')
+    names = ", ".join(lower_camel(camel_to_lower(r[0])) + ".erased" for r in rpcs)
+    out.append("")
+    out.append(f"        public static let all: [AnyRPCMethod] = [{names}]")
+    out.append("    }")
+    out.append("}")
+    out.append("")
+
+
+def generate(root, out_dir):
+    files = []
+    for dirpath, _, names in os.walk(root):
+        for n in sorted(names):
+            if n.endswith(".proto"):
+                path = os.path.join(dirpath, n)
+                files.append(parse(path, os.path.relpath(path, root)))
+    files.sort(key=lambda f: f.rel)
+    reg = Registry(files)
+    os.makedirs(out_dir, exist_ok=True)
+    namespaces = sorted({f.namespace for f in files})
+    all_messages, all_methods = [], []
+    for f in files:
+        out = [f"// Generated by proto/generate from {f.rel}. Do not edit.", "",
+               "internal import FriensoProtoC", ""]
+        for name, values in f.enums:
+            gen_enum(f, name, values, out)
+        for name, fields in f.messages:
+            gen_message(reg, f, name, fields, out)
+            all_messages.append(f"{f.namespace}.{name}.self")
+        for name, rpcs in f.services:
+            gen_service(f, name, rpcs, out)
+            all_methods.append(f"{f.namespace}.{name}.all")
+        base = os.path.splitext(os.path.basename(f.rel))[0]
+        with open(os.path.join(out_dir, f"{base}.pb.swift"), "w", encoding="utf-8") as fh:
+            fh.write("\n".join(out).rstrip() + "\n")
+    index = ["// Generated by proto/generate. Do not edit.", ""]
+    for ns in namespaces:
+        index.append(f"public enum {ns} {{}}")
+    index += ["", "public enum ProtoIndex {",
+              "    /// Every message type in proto/, for codec tests and tooling.",
+              "    public static let messageTypes: [any ProtoMessage.Type] = [",
+              *[f"        {m}," for m in all_messages],
+              "    ]", "",
+              "    /// Every rpc in proto/, with its declared access.",
+              f"    public static let methods: [AnyRPCMethod] = [{', '.join(all_methods)}].flatMap {{ $0 }}",
+              "}"]
+    with open(os.path.join(out_dir, "ProtoIndex.pb.swift"), "w", encoding="utf-8") as fh:
+        fh.write("\n".join(index) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    try:
+        generate(sys.argv[1], sys.argv[2])
+    except ProtoError as e:
+        sys.exit(f"swiftgen: {e}")
