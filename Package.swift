@@ -71,7 +71,8 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "Wire", "FriensoProto",
+                "Wire", "FriensoProto", "ServiceKit",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -82,7 +83,8 @@ let package = Package(
         .target(
             name: "Launcher",
             dependencies: [
-                "Wire", "FriensoProto",
+                "Wire", "FriensoProto", "ServiceKit",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -92,18 +94,27 @@ let package = Package(
         // Executables: thin.
         .executableTarget(
             name: "frienso-accounts",
-            dependencies: ["Accounts", "ServiceKit", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "Accounts", "ServiceKit", "Wire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "frienso-gateway",
-            dependencies: ["Gateway", "ServiceKit", "Wire", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "Gateway", "ServiceKit", "Wire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "frienso-launch",
             dependencies: [
                 "Launcher", "ServiceKit",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

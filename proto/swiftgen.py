@@ -413,6 +413,31 @@ def gen_sample(info, index, seed="seed"):
     return one
 
 
+def gen_json(info):
+    """An expression giving the field's canonical proto3 JSON value."""
+    def one(kind, expr):
+        if kind == "scalar":
+            t = info["swift_type"]
+            if t == "Bool":
+                return f".bool({expr})"
+            if t in ("Int64", "UInt64"):
+                return f".string(String({expr}))"
+            return f".number(Double({expr}))"
+        if kind == "string":
+            return f".string({expr})"
+        if kind == "bytes":
+            return f".bytes({expr})"
+        if kind == "enum":
+            return f".string({expr}.protoName)"
+        return f"{expr}.jsonValue"
+    s = f"self.{info['swift']}"
+    if info["repeated"]:
+        return f".array({s}.map {{ {one(info['kind'], '$0')} }})"
+    if info["kind"] == "message":
+        return f"{s}.map {{ $0.jsonValue }} ?? .null"
+    return one(info["kind"], s)
+
+
 def gen_message(reg, f, name, fields, out):
     infos = [field_info(reg, f, fd) for fd in fields]
     ctype = c_type_name(f, name)
@@ -465,6 +490,12 @@ def gen_message(reg, f, name, fields, out):
         out.append(f"        self.init({args})")
     else:
         out.append("        self.init()")
+    out.append("    }")
+    out.append("")
+    out.append("    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).")
+    out.append("    public var jsonValue: JSONValue {")
+    pairs = ", ".join(f'("{lower_camel(i["c"]).strip("`")}", {gen_json(i)})' for i in infos)
+    out.append(f"        .object([{pairs}])" if infos else "        .object([])")
     out.append("    }")
     out.append("")
     out.append("    /// A deterministic value with every field set, for codec tests.")

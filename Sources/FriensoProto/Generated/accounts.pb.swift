@@ -54,6 +54,11 @@ extension AccountsV1.Profile {
         self.init(userId: c.user_id, username: ProtoRuntime.string(c.username), firstName: ProtoRuntime.string(c.first_name), lastName: ProtoRuntime.string(c.last_name), profilePictureMediaId: ProtoRuntime.string(c.profile_picture_media_id), createdAtMs: c.created_at_ms)
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName)), ("profilePictureMediaId", .string(self.profilePictureMediaId)), ("createdAtMs", .string(String(self.createdAtMs)))])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"), firstName: ProtoSample.string(seed, "first_name"), lastName: ProtoSample.string(seed, "last_name"), profilePictureMediaId: ProtoSample.string(seed, "profile_picture_media_id"), createdAtMs: ProtoSample.int64(seed, 6))
@@ -103,6 +108,11 @@ extension AccountsV1.Account {
 
     init(c: Frienso__Accounts__V1__Account) {
         self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) }, email: ProtoRuntime.string(c.email), phone: ProtoRuntime.string(c.phone))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("email", .string(self.email)), ("phone", .string(self.phone))])
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -163,6 +173,11 @@ extension AccountsV1.RegisterRequest {
         self.init(username: ProtoRuntime.string(c.username), email: ProtoRuntime.string(c.email), phone: ProtoRuntime.string(c.phone), password: ProtoRuntime.string(c.password), firstName: ProtoRuntime.string(c.first_name), lastName: ProtoRuntime.string(c.last_name))
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("username", .string(self.username)), ("email", .string(self.email)), ("phone", .string(self.phone)), ("password", .string(self.password)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName))])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(username: ProtoSample.string(seed, "username"), email: ProtoSample.string(seed, "email"), phone: ProtoSample.string(seed, "phone"), password: ProtoSample.string(seed, "password"), firstName: ProtoSample.string(seed, "first_name"), lastName: ProtoSample.string(seed, "last_name"))
@@ -206,6 +221,11 @@ extension AccountsV1.RegisterResponse {
 
     init(c: Frienso__Accounts__V1__RegisterResponse) {
         self.init(account: c.account.map { AccountsV1.Account(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("account", self.account.map { $0.jsonValue } ?? .null)])
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -252,6 +272,11 @@ extension AccountsV1.LoginRequest {
 
     init(c: Frienso__Accounts__V1__LoginRequest) {
         self.init(login: ProtoRuntime.string(c.login), password: ProtoRuntime.string(c.password))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("login", .string(self.login)), ("password", .string(self.password))])
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -305,6 +330,11 @@ extension AccountsV1.LoginResponse {
         self.init(sessionToken: ProtoRuntime.string(c.session_token), expiresAtMs: c.expires_at_ms, account: c.account.map { AccountsV1.Account(c: $0.pointee) })
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("sessionToken", .string(self.sessionToken)), ("expiresAtMs", .string(String(self.expiresAtMs))), ("account", self.account.map { $0.jsonValue } ?? .null)])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(sessionToken: ProtoSample.string(seed, "session_token"), expiresAtMs: ProtoSample.int64(seed, 2), account: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Account.sample(seed: seed &+ 3, depth: depth + 1) : AccountsV1.Account()))
@@ -340,6 +370,11 @@ extension AccountsV1.LogoutRequest {
 
     init(c _: Frienso__Accounts__V1__LogoutRequest) {
         self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -379,6 +414,11 @@ extension AccountsV1.LogoutResponse {
         self.init()
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self()
@@ -414,6 +454,11 @@ extension AccountsV1.WhoAmIRequest {
 
     init(c _: Frienso__Accounts__V1__WhoAmIRequest) {
         self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -464,6 +509,11 @@ extension AccountsV1.WhoAmIResponse {
         self.init(account: c.account.map { AccountsV1.Account(c: $0.pointee) }, sessionExpiresAtMs: c.session_expires_at_ms)
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("account", self.account.map { $0.jsonValue } ?? .null), ("sessionExpiresAtMs", .string(String(self.sessionExpiresAtMs)))])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(account: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Account.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Account()), sessionExpiresAtMs: ProtoSample.int64(seed, 2))
@@ -510,6 +560,11 @@ extension AccountsV1.ChangeEmailRequest {
         self.init(newEmail: ProtoRuntime.string(c.new_email), password: ProtoRuntime.string(c.password))
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("newEmail", .string(self.newEmail)), ("password", .string(self.password))])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(newEmail: ProtoSample.string(seed, "new_email"), password: ProtoSample.string(seed, "password"))
@@ -553,6 +608,11 @@ extension AccountsV1.ChangeEmailResponse {
 
     init(c: Frienso__Accounts__V1__ChangeEmailResponse) {
         self.init(account: c.account.map { AccountsV1.Account(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("account", self.account.map { $0.jsonValue } ?? .null)])
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -601,6 +661,11 @@ extension AccountsV1.ChangePasswordRequest {
         self.init(currentPassword: ProtoRuntime.string(c.current_password), newPassword: ProtoRuntime.string(c.new_password))
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("currentPassword", .string(self.currentPassword)), ("newPassword", .string(self.newPassword))])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(currentPassword: ProtoSample.string(seed, "current_password"), newPassword: ProtoSample.string(seed, "new_password"))
@@ -642,6 +707,11 @@ extension AccountsV1.ChangePasswordResponse {
 
     init(c: Frienso__Accounts__V1__ChangePasswordResponse) {
         self.init(revokedSessions: c.revoked_sessions)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("revokedSessions", .number(Double(self.revokedSessions)))])
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -687,6 +757,11 @@ extension AccountsV1.GetProfileRequest {
         self.init(userId: c.user_id)
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId)))])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1))
@@ -730,6 +805,11 @@ extension AccountsV1.GetProfileResponse {
 
     init(c: Frienso__Accounts__V1__GetProfileResponse) {
         self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("profile", self.profile.map { $0.jsonValue } ?? .null)])
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -785,6 +865,11 @@ extension AccountsV1.EditProfileRequest {
         self.init(fields: ProtoRuntime.array(c.fields, count: c.n_fields) { ProtoRuntime.string($0) }, firstName: ProtoRuntime.string(c.first_name), lastName: ProtoRuntime.string(c.last_name), profilePictureMediaId: ProtoRuntime.string(c.profile_picture_media_id))
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("fields", .array(self.fields.map { .string($0) })), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName)), ("profilePictureMediaId", .string(self.profilePictureMediaId))])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(fields: (0..<Int((seed &+ 1) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "fields") }, firstName: ProtoSample.string(seed, "first_name"), lastName: ProtoSample.string(seed, "last_name"), profilePictureMediaId: ProtoSample.string(seed, "profile_picture_media_id"))
@@ -830,6 +915,11 @@ extension AccountsV1.EditProfileResponse {
         self.init(account: c.account.map { AccountsV1.Account(c: $0.pointee) })
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("account", self.account.map { $0.jsonValue } ?? .null)])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(account: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Account.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Account()))
@@ -871,6 +961,11 @@ extension AccountsV1.ValidateSessionRequest {
 
     init(c: Frienso__Accounts__V1__ValidateSessionRequest) {
         self.init(sessionToken: ProtoRuntime.string(c.session_token))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("sessionToken", .string(self.sessionToken))])
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -922,6 +1017,11 @@ extension AccountsV1.ValidateSessionResponse {
         self.init(userId: c.user_id, expiresAtMs: c.expires_at_ms, sessionId: ProtoRuntime.bytes(c.session_id))
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("sessionId", .bytes(self.sessionId))])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), expiresAtMs: ProtoSample.int64(seed, 2), sessionId: ProtoSample.bytes(seed, 3))
@@ -966,6 +1066,11 @@ extension AccountsV1.GetProfilesRequest {
         self.init(userIds: ProtoRuntime.array(c.user_ids, count: c.n_user_ids) { $0 })
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userIds", .array(self.userIds.map { .string(String($0)) }))])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userIds: (0..<Int((seed &+ 1) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 1) })
@@ -1008,6 +1113,11 @@ extension AccountsV1.GetProfilesResponse {
 
     init(c: Frienso__Accounts__V1__GetProfilesResponse) {
         self.init(profiles: ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("profiles", .array(self.profiles.map { $0.jsonValue }))])
     }
 
     /// A deterministic value with every field set, for codec tests.

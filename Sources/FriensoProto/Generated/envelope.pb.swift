@@ -141,10 +141,11 @@ extension CommonV1 {
         public var sequence: UInt64 = 0
         public var epoch: UInt64 = 0
         public var clientAddress: String = ""
+        public var sessionId: [UInt8] = []
 
         public init() {}
 
-        public init(version: UInt32 = 0, kind: CommonV1.Kind = .init(rawValue: 0), requestId: UInt64 = 0, method: String = "", callerUserId: UInt64 = 0, sessionToken: String = "", idempotencyKey: String = "", deadlineMs: UInt32 = 0, status: CommonV1.StatusCode = .init(rawValue: 0), statusMessage: String = "", payload: [UInt8] = [], sequence: UInt64 = 0, epoch: UInt64 = 0, clientAddress: String = "") {
+        public init(version: UInt32 = 0, kind: CommonV1.Kind = .init(rawValue: 0), requestId: UInt64 = 0, method: String = "", callerUserId: UInt64 = 0, sessionToken: String = "", idempotencyKey: String = "", deadlineMs: UInt32 = 0, status: CommonV1.StatusCode = .init(rawValue: 0), statusMessage: String = "", payload: [UInt8] = [], sequence: UInt64 = 0, epoch: UInt64 = 0, clientAddress: String = "", sessionId: [UInt8] = []) {
         self.version = version
         self.kind = kind
         self.requestId = requestId
@@ -159,6 +160,7 @@ extension CommonV1 {
         self.sequence = sequence
         self.epoch = epoch
         self.clientAddress = clientAddress
+        self.sessionId = sessionId
         }
     }
 }
@@ -194,15 +196,21 @@ extension CommonV1.Envelope {
         c.sequence = self.sequence
         c.epoch = self.epoch
         if !self.clientAddress.isEmpty { c.client_address = arena.string(self.clientAddress) }
+        c.session_id = arena.binary(self.sessionId)
     }
 
     init(c: Frienso__Common__V1__Envelope) {
-        self.init(version: c.version, kind: CommonV1.Kind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), requestId: c.request_id, method: ProtoRuntime.string(c.method), callerUserId: c.caller_user_id, sessionToken: ProtoRuntime.string(c.session_token), idempotencyKey: ProtoRuntime.string(c.idempotency_key), deadlineMs: c.deadline_ms, status: CommonV1.StatusCode(rawValue: Int32(truncatingIfNeeded: c.status.rawValue)), statusMessage: ProtoRuntime.string(c.status_message), payload: ProtoRuntime.bytes(c.payload), sequence: c.sequence, epoch: c.epoch, clientAddress: ProtoRuntime.string(c.client_address))
+        self.init(version: c.version, kind: CommonV1.Kind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), requestId: c.request_id, method: ProtoRuntime.string(c.method), callerUserId: c.caller_user_id, sessionToken: ProtoRuntime.string(c.session_token), idempotencyKey: ProtoRuntime.string(c.idempotency_key), deadlineMs: c.deadline_ms, status: CommonV1.StatusCode(rawValue: Int32(truncatingIfNeeded: c.status.rawValue)), statusMessage: ProtoRuntime.string(c.status_message), payload: ProtoRuntime.bytes(c.payload), sequence: c.sequence, epoch: c.epoch, clientAddress: ProtoRuntime.string(c.client_address), sessionId: ProtoRuntime.bytes(c.session_id))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("version", .number(Double(self.version))), ("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("method", .string(self.method)), ("callerUserId", .string(String(self.callerUserId))), ("sessionToken", .string(self.sessionToken)), ("idempotencyKey", .string(self.idempotencyKey)), ("deadlineMs", .number(Double(self.deadlineMs))), ("status", .string(self.status.protoName)), ("statusMessage", .string(self.statusMessage)), ("payload", .bytes(self.payload)), ("sequence", .string(String(self.sequence))), ("epoch", .string(String(self.epoch))), ("clientAddress", .string(self.clientAddress)), ("sessionId", .bytes(self.sessionId))])
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(version: ProtoSample.uint32(seed, 1), kind: ProtoSample.enumValue(seed, CommonV1.Kind.self), requestId: ProtoSample.uint64(seed, 3), method: ProtoSample.string(seed, "method"), callerUserId: ProtoSample.uint64(seed, 5), sessionToken: ProtoSample.string(seed, "session_token"), idempotencyKey: ProtoSample.string(seed, "idempotency_key"), deadlineMs: ProtoSample.uint32(seed, 8), status: ProtoSample.enumValue(seed, CommonV1.StatusCode.self), statusMessage: ProtoSample.string(seed, "status_message"), payload: ProtoSample.bytes(seed, 11), sequence: ProtoSample.uint64(seed, 12), epoch: ProtoSample.uint64(seed, 13), clientAddress: ProtoSample.string(seed, "client_address"))
+        Self(version: ProtoSample.uint32(seed, 1), kind: ProtoSample.enumValue(seed, CommonV1.Kind.self), requestId: ProtoSample.uint64(seed, 3), method: ProtoSample.string(seed, "method"), callerUserId: ProtoSample.uint64(seed, 5), sessionToken: ProtoSample.string(seed, "session_token"), idempotencyKey: ProtoSample.string(seed, "idempotency_key"), deadlineMs: ProtoSample.uint32(seed, 8), status: ProtoSample.enumValue(seed, CommonV1.StatusCode.self), statusMessage: ProtoSample.string(seed, "status_message"), payload: ProtoSample.bytes(seed, 11), sequence: ProtoSample.uint64(seed, 12), epoch: ProtoSample.uint64(seed, 13), clientAddress: ProtoSample.string(seed, "client_address"), sessionId: ProtoSample.bytes(seed, 15))
     }
 }
 
@@ -241,6 +249,11 @@ extension CommonV1.PingRequest {
 
     init(c: Frienso__Common__V1__PingRequest) {
         self.init(echo: ProtoRuntime.bytes(c.echo))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("echo", .bytes(self.echo))])
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -295,6 +308,11 @@ extension CommonV1.PingResponse {
         self.init(service: ProtoRuntime.string(c.service), echo: ProtoRuntime.bytes(c.echo), version: ProtoRuntime.string(c.version), uptimeMs: c.uptime_ms)
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("service", .string(self.service)), ("echo", .bytes(self.echo)), ("version", .string(self.version)), ("uptimeMs", .string(String(self.uptimeMs)))])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(service: ProtoSample.string(seed, "service"), echo: ProtoSample.bytes(seed, 2), version: ProtoSample.string(seed, "version"), uptimeMs: ProtoSample.uint64(seed, 4))
@@ -330,6 +348,11 @@ extension CommonV1.SubscribeRequest {
 
     init(c _: Frienso__Common__V1__SubscribeRequest) {
         self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -375,6 +398,11 @@ extension CommonV1.SubscribeResponse {
         self.init(heartbeatIntervalMs: c.heartbeat_interval_ms)
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("heartbeatIntervalMs", .number(Double(self.heartbeatIntervalMs)))])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(heartbeatIntervalMs: ProtoSample.uint32(seed, 1))
@@ -412,6 +440,11 @@ extension CommonV1.UnsubscribeRequest {
         self.init()
     }
 
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self()
@@ -447,6 +480,11 @@ extension CommonV1.UnsubscribeResponse {
 
     init(c _: Frienso__Common__V1__UnsubscribeResponse) {
         self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
     }
 
     /// A deterministic value with every field set, for codec tests.

@@ -35,9 +35,15 @@ public struct AnyRPCMethod: Sendable, Hashable {
     public var fullName: String { "\(service).\(name)" }
 }
 
-/// Methods every service host answers itself, whatever its contract.
+/// Methods outside the service contracts: every host's Ping, and the gateway's own.
 public enum CommonMethods {
     public static func ping(_ service: String) -> RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse> {
         RPCMethod(service: service, name: "Ping", access: .public)
     }
+
+    /// Push this connection the caller's live events (renew as the reply says).
+    public static let subscribe = RPCMethod<CommonV1.SubscribeRequest, CommonV1.SubscribeResponse>(
+        service: "gateway", name: "Subscribe", access: .authenticated)
+    public static let unsubscribe = RPCMethod<CommonV1.UnsubscribeRequest, CommonV1.UnsubscribeResponse>(
+        service: "gateway", name: "Unsubscribe", access: .authenticated)
 }

@@ -32,11 +32,14 @@ public struct CallOptions: Sendable {
     /// Internal hops only.
     public var callerUserID: UInt64 = 0
     public var clientAddress: String = ""
+    /// Internal hops only: the caller's session as resolved by the gateway.
+    public var sessionID: [UInt8] = []
     /// A read that may safely be sent again after a reconnect. Implied by an idempotency key.
     public var idempotent = false
 
     public init(deadline: Duration? = nil, sessionToken: String = "", idempotencyKey: String = "",
-                callerUserID: UInt64 = 0, clientAddress: String = "", idempotent: Bool = false) {
+                callerUserID: UInt64 = 0, clientAddress: String = "", sessionID: [UInt8] = [], idempotent: Bool = false) {
+        self.sessionID = sessionID
         self.deadline = deadline
         self.sessionToken = sessionToken
         self.idempotencyKey = idempotencyKey

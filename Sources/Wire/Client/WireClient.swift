@@ -71,7 +71,8 @@ public final class WireClient: Sendable {
     ) async throws(RPCError) -> Response {
         let envelope = Envelope(
             method: method.fullName, callerUserId: call.callerUserID, sessionToken: call.sessionToken,
-            idempotencyKey: call.idempotencyKey, payload: request.serializedBytes(), clientAddress: call.clientAddress)
+            idempotencyKey: call.idempotencyKey, payload: request.serializedBytes(), clientAddress: call.clientAddress,
+            sessionId: call.sessionID)
         let reply = await send(envelope, deadline: call.deadline, retryable: call.idempotent || !call.idempotencyKey.isEmpty)
         return try reply.decodeReply(Response.self)
     }

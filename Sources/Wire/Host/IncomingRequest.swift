@@ -45,6 +45,8 @@ public struct RequestContext: Sendable {
     public var deadline: ContinuousClock.Instant
     /// The client's address as the gateway saw it, for throttling.
     public var clientAddress: String
+    /// The caller's session as the gateway resolved it (empty when there is none).
+    public var sessionID: [UInt8]
     /// A logger carrying `request-id` and `method` metadata.
     public var logger: Logger
 

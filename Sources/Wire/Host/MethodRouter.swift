@@ -33,7 +33,7 @@ public struct MethodRouter: RequestHandler {
             let context = RequestContext(
                 requestID: envelope.requestId, method: envelope.method, callerUserID: envelope.callerUserId,
                 idempotencyKey: envelope.idempotencyKey, deadline: incoming.deadline,
-                clientAddress: envelope.clientAddress, logger: logger)
+                clientAddress: envelope.clientAddress, sessionID: envelope.sessionId, logger: logger)
             do {
                 let response = try await handler(request, context)
                 return envelope.reply(payload: response.serializedBytes())

@@ -62,6 +62,11 @@ public final class Subscriber: Sendable {
         control.post(true)
     }
 
+    /// Asks the socket thread to stop; `events` then finishes.
+    public func stop() {
+        control.post(true)
+    }
+
     public func close() async {
         control.post(true)
         await finished.value

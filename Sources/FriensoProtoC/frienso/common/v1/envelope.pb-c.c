@@ -322,7 +322,7 @@ void   frienso__common__v1__unsubscribe_response__free_unpacked
   assert(message->base.descriptor == &frienso__common__v1__unsubscribe_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor frienso__common__v1__envelope__field_descriptors[14] =
+static const ProtobufCFieldDescriptor frienso__common__v1__envelope__field_descriptors[15] =
 {
   {
     "version",
@@ -492,6 +492,18 @@ static const ProtobufCFieldDescriptor frienso__common__v1__envelope__field_descr
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "session_id",
+    15,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Common__V1__Envelope, session_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__common__v1__envelope__field_indices_by_name[] = {
   4,   /* field[4] = caller_user_id */
@@ -504,6 +516,7 @@ static const unsigned frienso__common__v1__envelope__field_indices_by_name[] = {
   10,   /* field[10] = payload */
   2,   /* field[2] = request_id */
   11,   /* field[11] = sequence */
+  14,   /* field[14] = session_id */
   5,   /* field[5] = session_token */
   8,   /* field[8] = status */
   9,   /* field[9] = status_message */
@@ -512,7 +525,7 @@ static const unsigned frienso__common__v1__envelope__field_indices_by_name[] = {
 static const ProtobufCIntRange frienso__common__v1__envelope__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 14 }
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor frienso__common__v1__envelope__descriptor =
 {
@@ -522,7 +535,7 @@ const ProtobufCMessageDescriptor frienso__common__v1__envelope__descriptor =
   "Frienso__Common__V1__Envelope",
   "frienso.common.v1",
   sizeof(Frienso__Common__V1__Envelope),
-  14,
+  15,
   frienso__common__v1__envelope__field_descriptors,
   frienso__common__v1__envelope__field_indices_by_name,
   1,  frienso__common__v1__envelope__number_ranges,

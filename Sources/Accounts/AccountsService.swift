@@ -1,0 +1,211 @@
+public import FriensoProto
+import Foundation
+public import Logging
+public import ServiceKit
+import Synchronization
+public import Wire
+
+/// Tunables of the accounts service.
+public struct AccountsConfig: Sendable {
+    public var sessionTTL: Double = 30 * 86_400
+    public var hasher: PasswordHasher = .owasp
+    /// Failed logins per account before it is throttled, and per client address.
+    public var accountThrottle = LoginThrottle.Policy(maxFailures: 5)
+    public var clientThrottle = LoginThrottle.Policy(maxFailures: 20)
+    /// Milliseconds since 1970; injectable so tests can move time.
+    public var now: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    public init() {}
+
+    public init(resolved: ResolvedOptions) {
+        let section = resolved.config.accounts
+        if let ttl = section?.sessionTTLSeconds { sessionTTL = Double(ttl) }
+        if let n = section?.maxFailedLoginsPerAccount { accountThrottle.maxFailures = n }
+        if let n = section?.maxFailedLoginsPerClient { clientThrottle.maxFailures = n }
+    }
+}
+
+/// Users, credentials, sessions and profiles.
+public final class AccountsService: Sendable {
+    public typealias API = AccountsV1.AccountsService
+
+    private let store: AccountsStore
+    private let config: AccountsConfig
+    private let accountThrottle: Mutex<LoginThrottle>
+    private let clientThrottle: Mutex<LoginThrottle>
+    public let replyStore: SQLiteReplyStore
+
+    /// Opens (or creates) `<directory>/accounts.sqlite`.
+    public init(directory: String, config: AccountsConfig = AccountsConfig()) throws {
+        store = try AccountsStore(path: "\(directory)/accounts.sqlite")
+        self.config = config
+        accountThrottle = Mutex(LoginThrottle(policy: config.accountThrottle))
+        clientThrottle = Mutex(LoginThrottle(policy: config.clientThrottle))
+        replyStore = SQLiteReplyStore(database: store.database)
+    }
+
+    /// A host serving this service on `options.endpoint`.
+    public func makeHost(options: HostOptions, logger: Logger) -> ServiceHost {
+        ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore))
+    }
+
+    public func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(API.register) { try await self.register($0, $1) }
+        router.register(API.login) { try await self.login($0, $1) }
+        router.register(API.logout) { try await self.logout($0, $1) }
+        router.register(API.whoAmI) { try await self.whoAmI($0, $1) }
+        router.register(API.changeEmail) { try await self.changeEmail($0, $1) }
+        router.register(API.changePassword) { try await self.changePassword($0, $1) }
+        router.register(API.getProfile) { try await self.getProfile($0, $1) }
+        router.register(API.editProfile) { try await self.editProfile($0, $1) }
+        router.register(API.validateSession) { try await self.validateSession($0, $1) }
+        router.register(API.getProfiles) { try await self.getProfiles($0, $1) }
+        return router
+    }
+
+    // MARK: Registration and login
+
+    func register(_ request: AccountsV1.RegisterRequest, _ context: RequestContext) async throws -> AccountsV1.RegisterResponse {
+        let username = try Validation.username(request.username)
+        let email = try Validation.email(request.email)
+        let phone = try Validation.phone(request.phone)
+        let password = try Validation.password(request.password)
+        let first = try Validation.name(request.firstName, field: "first_name")
+        let last = try Validation.name(request.lastName, field: "last_name")
+        let hash = try await config.hasher.hash(password)
+        let user = try await store.insertUser(username: username, email: email, phone: phone, passwordHash: hash,
+                                              firstName: first, lastName: last, now: config.now())
+        context.logger.info("registered", metadata: ["user-id": "\(user.id)"])
+        return AccountsV1.RegisterResponse(account: user.account)
+    }
+
+    func login(_ request: AccountsV1.LoginRequest, _ context: RequestContext) async throws -> AccountsV1.LoginResponse {
+        let name = try Validation.login(request.login)
+        guard !request.password.isEmpty else { throw RPCError.invalidArgument("password: required") }
+        let now = Double(config.now()) / 1000
+        let accountKey = "\(name)"
+        let clientKey = context.clientAddress
+        if let wait = accountThrottle.withLock({ $0.retryAfter(accountKey, now: now) })
+            ?? (clientKey.isEmpty ? nil : clientThrottle.withLock({ $0.retryAfter(clientKey, now: now) })) {
+            throw RPCError.resourceExhausted("too many failed logins: try again in \(Int(wait.rounded(.up))) s")
+        }
+        let user = try await store.user(login: name)
+        let valid = await config.hasher.verify(request.password, against: user?.passwordHash ?? PasswordHasher.decoy)
+        guard let user, valid else {
+            accountThrottle.withLock { $0.recordFailure(accountKey, now: now) }
+            if !clientKey.isEmpty { clientThrottle.withLock { $0.recordFailure(clientKey, now: now) } }
+            context.logger.notice("failed login", metadata: ["client": "\(clientKey)"])
+            throw RPCError.unauthenticated("wrong login or password")
+        }
+        accountThrottle.withLock { $0.recordSuccess(accountKey) }
+        let (token, hash) = SessionToken.generate()
+        let nowMs = config.now()
+        let expires = nowMs + Int64(config.sessionTTL * 1000)
+        let sessionID = try await store.createSession(userID: user.id, tokenHash: hash, now: nowMs, expiresAt: expires)
+        context.logger.info("logged in", metadata: ["user-id": "\(user.id)", "session": "\(sessionID)"])
+        return AccountsV1.LoginResponse(sessionToken: token, expiresAtMs: expires, account: user.account)
+    }
+
+    // MARK: Sessions
+
+    func validateSession(_ request: AccountsV1.ValidateSessionRequest, _ context: RequestContext) async throws -> AccountsV1.ValidateSessionResponse {
+        guard let hash = SessionToken.hashIfWellFormed(request.sessionToken) else {
+            throw RPCError.unauthenticated("not a session token: log in again")
+        }
+        guard let session = try await store.session(tokenHash: hash) else { throw RPCError.unauthenticated("unknown session: log in again") }
+        guard !session.revoked else { throw RPCError.unauthenticated("session was revoked: log in again") }
+        guard session.expiresAtMs > config.now() else { throw RPCError.unauthenticated("session expired: log in again") }
+        return AccountsV1.ValidateSessionResponse(userId: session.userID, expiresAtMs: session.expiresAtMs,
+                                                  sessionId: Self.encodeSessionID(session.id))
+    }
+
+    func logout(_ request: AccountsV1.LogoutRequest, _ context: RequestContext) async throws -> AccountsV1.LogoutResponse {
+        let caller = try context.requireCaller()
+        let session = try await currentSession(context, caller: caller)
+        try await store.revokeSession(id: session.id, now: config.now())
+        return AccountsV1.LogoutResponse()
+    }
+
+    func whoAmI(_ request: AccountsV1.WhoAmIRequest, _ context: RequestContext) async throws -> AccountsV1.WhoAmIResponse {
+        let caller = try context.requireCaller()
+        let session = try await currentSession(context, caller: caller)
+        guard let user = try await store.user(id: caller) else { throw RPCError.notFound("account no longer exists") }
+        return AccountsV1.WhoAmIResponse(account: user.account, sessionExpiresAtMs: session.expiresAtMs)
+    }
+
+    /// The session the gateway says the caller is using; it must belong to the caller and be live.
+    private func currentSession(_ context: RequestContext, caller: UInt64) async throws -> SessionRecord {
+        guard let id = Self.decodeSessionID(context.sessionID), let session = try await store.session(id: id),
+              session.userID == caller, !session.revoked, session.expiresAtMs > config.now()
+        else { throw RPCError.unauthenticated("no live session for this call: log in again") }
+        return session
+    }
+
+    static func encodeSessionID(_ id: UInt64) -> [UInt8] {
+        withUnsafeBytes(of: id.bigEndian, Array.init)
+    }
+
+    static func decodeSessionID(_ bytes: [UInt8]) -> UInt64? {
+        guard bytes.count == 8 else { return nil }
+        return bytes.reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    // MARK: Credentials
+
+    func changePassword(_ request: AccountsV1.ChangePasswordRequest, _ context: RequestContext) async throws -> AccountsV1.ChangePasswordResponse {
+        let caller = try context.requireCaller()
+        let session = try await currentSession(context, caller: caller)
+        let newPassword = try Validation.password(request.newPassword, field: "new_password")
+        guard let user = try await store.user(id: caller) else { throw RPCError.notFound("account no longer exists") }
+        guard await config.hasher.verify(request.currentPassword, against: user.passwordHash) else {
+            throw RPCError.permissionDenied("current_password is wrong")
+        }
+        guard request.currentPassword != newPassword else { throw RPCError.invalidArgument("new_password: must differ from the current one") }
+        let hash = try await config.hasher.hash(newPassword)
+        let revoked = try await store.changePassword(userID: caller, hash: hash, keepSession: session.id, now: config.now())
+        context.logger.info("password changed", metadata: ["user-id": "\(caller)", "revoked": "\(revoked)"])
+        return AccountsV1.ChangePasswordResponse(revokedSessions: UInt32(revoked))
+    }
+
+    func changeEmail(_ request: AccountsV1.ChangeEmailRequest, _ context: RequestContext) async throws -> AccountsV1.ChangeEmailResponse {
+        let caller = try context.requireCaller()
+        let email = try Validation.email(request.newEmail)
+        guard let user = try await store.user(id: caller) else { throw RPCError.notFound("account no longer exists") }
+        guard await config.hasher.verify(request.password, against: user.passwordHash) else {
+            throw RPCError.permissionDenied("password is wrong")
+        }
+        guard email != user.email else { return AccountsV1.ChangeEmailResponse(account: user.account) }
+        let updated = try await store.changeEmail(userID: caller, email: email)
+        return AccountsV1.ChangeEmailResponse(account: updated.account)
+    }
+
+    // MARK: Profiles
+
+    func getProfile(_ request: AccountsV1.GetProfileRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfileResponse {
+        let caller = try context.requireCaller()
+        let id = request.userId == 0 ? caller : request.userId
+        guard let user = try await store.user(id: id) else { throw RPCError.notFound("no user \(id)") }
+        return AccountsV1.GetProfileResponse(profile: user.profile)
+    }
+
+    func editProfile(_ request: AccountsV1.EditProfileRequest, _ context: RequestContext) async throws -> AccountsV1.EditProfileResponse {
+        let caller = try context.requireCaller()
+        let known: Set = ["first_name", "last_name", "profile_picture_media_id"]
+        guard !request.fields.isEmpty else { throw RPCError.invalidArgument("fields: name at least one of \(known.sorted().joined(separator: ", "))") }
+        if let unknown = request.fields.first(where: { !known.contains($0) }) {
+            throw RPCError.invalidArgument("fields: unknown field \"\(unknown)\"")
+        }
+        let fields = Set(request.fields)
+        let first = fields.contains("first_name") ? try Validation.name(request.firstName, field: "first_name") : nil
+        let last = fields.contains("last_name") ? try Validation.name(request.lastName, field: "last_name") : nil
+        let media = fields.contains("profile_picture_media_id") ? try Validation.mediaID(request.profilePictureMediaId) : nil
+        let user = try await store.updateProfile(userID: caller, firstName: first, lastName: last, mediaID: media)
+        return AccountsV1.EditProfileResponse(account: user.account)
+    }
+
+    func getProfiles(_ request: AccountsV1.GetProfilesRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfilesResponse {
+        guard request.userIds.count <= 500 else { throw RPCError.invalidArgument("user_ids: at most 500") }
+        return AccountsV1.GetProfilesResponse(profiles: try await store.users(ids: request.userIds).map(\.profile))
+    }
+}

@@ -1,0 +1,203 @@
+import FriensoProto
+import Foundation
+import GRDB
+import ServiceKit
+import Wire
+
+/// A user row.
+struct UserRecord: Sendable {
+    var id: UInt64
+    var username: String
+    var email: String
+    var phone: String
+    var passwordHash: String
+    var firstName: String
+    var lastName: String
+    var profilePictureMediaID: String
+    var createdAtMs: Int64
+
+    init(row: Row) {
+        id = row["id"]
+        username = row["username"]
+        email = row["email"]
+        phone = row["phone"]
+        passwordHash = row["password_hash"]
+        firstName = row["first_name"]
+        lastName = row["last_name"]
+        profilePictureMediaID = row["profile_picture_media_id"]
+        createdAtMs = row["created_at_ms"]
+    }
+
+    var profile: AccountsV1.Profile {
+        AccountsV1.Profile(userId: id, username: username, firstName: firstName, lastName: lastName,
+                           profilePictureMediaId: profilePictureMediaID, createdAtMs: createdAtMs)
+    }
+
+    var account: AccountsV1.Account {
+        AccountsV1.Account(profile: profile, email: email, phone: phone)
+    }
+}
+
+struct SessionRecord: Sendable {
+    var id: UInt64
+    var userID: UInt64
+    var expiresAtMs: Int64
+    var revoked: Bool
+}
+
+/// The accounts database: users and sessions. Every write is one transaction, committed
+/// (synchronous = FULL) before the reply goes out.
+final class AccountsStore: Sendable {
+    let database: DatabasePool
+
+    init(path: String) throws {
+        database = try ServiceDatabase.open(path)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "users") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("username", .text).notNull().unique()
+                t.column("email", .text).notNull().unique()
+                t.column("phone", .text).notNull().unique()
+                t.column("password_hash", .text).notNull()
+                t.column("first_name", .text).notNull()
+                t.column("last_name", .text).notNull()
+                t.column("profile_picture_media_id", .text).notNull().defaults(to: "")
+                t.column("created_at_ms", .integer).notNull()
+            }
+            try db.create(table: "sessions") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("user_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                t.column("token_hash", .blob).notNull().unique()
+                t.column("created_at_ms", .integer).notNull()
+                t.column("expires_at_ms", .integer).notNull()
+                t.column("revoked_at_ms", .integer)
+            }
+        }
+        SQLiteReplyStore.migrate(&migrator)
+        try migrator.migrate(database)
+    }
+
+    /// - Throws: ALREADY_EXISTS naming the field that is taken.
+    func insertUser(username: String, email: String, phone: String, passwordHash: String,
+                    firstName: String, lastName: String, now: Int64) async throws -> UserRecord {
+        do {
+            return try await database.write { db in
+                try db.execute(sql: """
+                    INSERT INTO users (username, email, phone, password_hash, first_name, last_name, created_at_ms)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [username, email, phone, passwordHash, firstName, lastName, now])
+                return try Self.fetchUser(db, id: UInt64(db.lastInsertedRowID))
+            }
+        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
+            throw Self.uniqueViolation(error)
+        }
+    }
+
+    static func uniqueViolation(_ error: DatabaseError) -> RPCError {
+        let message = error.message ?? ""
+        for field in ["username", "email", "phone"] where message.contains("users.\(field)") {
+            return .alreadyExists("\(field): already registered")
+        }
+        return .alreadyExists("already registered")
+    }
+
+    func user(id: UInt64) async throws -> UserRecord? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM users WHERE id = ?", arguments: [id]).map(UserRecord.init)
+        }
+    }
+
+    func users(ids: [UInt64]) async throws -> [UserRecord] {
+        guard !ids.isEmpty else { return [] }
+        return try await database.read { db in
+            let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
+            return try Row.fetchAll(db, sql: "SELECT * FROM users WHERE id IN (\(marks)) ORDER BY id", arguments: StatementArguments(ids))
+                .map(UserRecord.init)
+        }
+    }
+
+    func user(login: Validation.LoginName) async throws -> UserRecord? {
+        let (column, value): (String, String) = switch login {
+        case .username(let v): ("username", v)
+        case .email(let v): ("email", v)
+        case .phone(let v): ("phone", v)
+        }
+        return try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM users WHERE \(column) = ?", arguments: [value]).map(UserRecord.init)
+        }
+    }
+
+    func createSession(userID: UInt64, tokenHash: [UInt8], now: Int64, expiresAt: Int64) async throws -> UInt64 {
+        try await database.write { db in
+            try db.execute(sql: "INSERT INTO sessions (user_id, token_hash, created_at_ms, expires_at_ms) VALUES (?, ?, ?, ?)",
+                           arguments: [userID, Data(tokenHash), now, expiresAt])
+            return UInt64(db.lastInsertedRowID)
+        }
+    }
+
+    func session(tokenHash: [UInt8]) async throws -> SessionRecord? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE token_hash = ?",
+                             arguments: [Data(tokenHash)]).map(Self.session)
+        }
+    }
+
+    func session(id: UInt64) async throws -> SessionRecord? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE id = ?",
+                             arguments: [id]).map(Self.session)
+        }
+    }
+
+    private static func session(_ row: Row) -> SessionRecord {
+        SessionRecord(id: row["id"], userID: row["user_id"], expiresAtMs: row["expires_at_ms"],
+                      revoked: (row["revoked_at_ms"] as Int64?) != nil)
+    }
+
+    func revokeSession(id: UInt64, now: Int64) async throws {
+        try await database.write { db in
+            try db.execute(sql: "UPDATE sessions SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms IS NULL", arguments: [now, id])
+        }
+    }
+
+    /// Sets a new password hash and revokes every session of the user but `keep`.
+    /// - Returns: how many sessions were revoked.
+    func changePassword(userID: UInt64, hash: String, keepSession keep: UInt64, now: Int64) async throws -> Int {
+        try await database.write { db in
+            try db.execute(sql: "UPDATE users SET password_hash = ? WHERE id = ?", arguments: [hash, userID])
+            try db.execute(sql: """
+                UPDATE sessions SET revoked_at_ms = ?
+                WHERE user_id = ? AND id != ? AND revoked_at_ms IS NULL AND expires_at_ms > ?
+                """, arguments: [now, userID, keep, now])
+            return db.changesCount
+        }
+    }
+
+    func changeEmail(userID: UInt64, email: String) async throws -> UserRecord {
+        do {
+            return try await database.write { db in
+                try db.execute(sql: "UPDATE users SET email = ? WHERE id = ?", arguments: [email, userID])
+                return try Self.fetchUser(db, id: userID)
+            }
+        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
+            throw Self.uniqueViolation(error)
+        }
+    }
+
+    func updateProfile(userID: UInt64, firstName: String?, lastName: String?, mediaID: String?) async throws -> UserRecord {
+        try await database.write { db in
+            if let firstName { try db.execute(sql: "UPDATE users SET first_name = ? WHERE id = ?", arguments: [firstName, userID]) }
+            if let lastName { try db.execute(sql: "UPDATE users SET last_name = ? WHERE id = ?", arguments: [lastName, userID]) }
+            if let mediaID { try db.execute(sql: "UPDATE users SET profile_picture_media_id = ? WHERE id = ?", arguments: [mediaID, userID]) }
+            return try Self.fetchUser(db, id: userID)
+        }
+    }
+
+    private static func fetchUser(_ db: Database, id: UInt64) throws -> UserRecord {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM users WHERE id = ?", arguments: [id]) else {
+            throw RPCError.notFound("no user \(id)")
+        }
+        return UserRecord(row: row)
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import FriensoProto
+public import Logging
+public import ServiceLifecycle
+public import Wire
+
+/// The one endpoint clients reach: authenticates, enforces the allow-list and rate limits,
+/// forwards to the services with many requests in flight, and relays live events to clients.
+public final class Gateway: Service, Sendable {
+    public let config: GatewayConfig
+    private let host: ServiceHost
+    private let clients: [String: WireClient]
+    private let subscriptions: Subscriptions
+    private let logger: Logger
+
+    public init(config: GatewayConfig, logger: Logger, clientOptions: ClientOptions = ClientOptions()) {
+        self.config = config
+        self.logger = logger
+        var clients: [String: WireClient] = [:]
+        // Only services with a contract can be called; the others are not built yet.
+        let contracted = Set(ProtoIndex.methods.map(\.service))
+        for (name, endpoint) in config.services where !endpoint.isEmpty && contracted.contains(name) {
+            clients[name] = WireClient(endpoint: endpoint, options: clientOptions, logger: logger.with("peer", name))
+        }
+        self.clients = clients
+        subscriptions = Subscriptions(ttl: config.subscriptionTTL)
+        let handler = GatewayHandler(
+            config: config, clients: clients, sessions: SessionCache(ttl: config.sessionCacheTTL),
+            limiter: RateLimiter(rate: config.requestsPerSecond, burst: config.burst),
+            subscriptions: subscriptions, nowMs: { Int64(Date().timeIntervalSince1970 * 1000) })
+        var options = HostOptions(name: "gateway", endpoint: config.endpoint)
+        options.maxMessageSize = config.maxMessageSize
+        options.curveSecretKey = config.curveSecretKey
+        host = ServiceHost(options: options, handler: handler, logger: logger)
+    }
+
+    public func boundEndpoint() async throws(ZMQError) -> String {
+        try await host.boundEndpoint()
+    }
+
+    public var counters: HostCounters { host.counters }
+
+    /// Connections subscribed to live events.
+    public var subscriptionCount: Int { subscriptions.count }
+
+    public func run() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            for (name, endpoint) in config.eventSources where !endpoint.isEmpty {
+                group.addTask { await self.relay(from: name, endpoint: endpoint) }
+            }
+            try await host.run()
+            group.cancelAll()
+        }
+        for client in clients.values { await client.close() }
+    }
+
+    /// Forwards `viewer.<id>` events from one publisher to that user's connections.
+    private func relay(from name: String, endpoint: String) async {
+        let subscriber = Subscriber(endpoint: endpoint, prefixes: ["viewer."], logger: logger.with("source", name))
+        await withTaskCancellationHandler {
+            for await event in subscriber.events {
+                guard let user = UInt64(event.topic.dropFirst("viewer.".count)) else { continue }
+                for peer in subscriptions.peers(of: user) {
+                    host.push(event.envelope, to: peer)
+                }
+            }
+        } onCancel: {
+            subscriber.stop()
+        }
+    }
+}
+
+extension Logger {
+    func with(_ key: String, _ value: String) -> Logger {
+        var copy = self
+        copy[metadataKey: key] = "\(value)"
+        return copy
+    }
+}

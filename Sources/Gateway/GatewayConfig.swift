@@ -1,0 +1,28 @@
+/// How the gateway binds, where the services are, and how hard it limits clients.
+public struct GatewayConfig: Sendable {
+    /// The client-facing endpoint.
+    public var endpoint: String
+    /// Request endpoints of the services, by name (`accounts`, `social`, …). A service missing
+    /// here answers UNAVAILABLE.
+    public var services: [String: String]
+    /// PUB endpoints whose `viewer.<id>` events are relayed to connected clients.
+    public var eventSources: [String: String] = [:]
+    /// Sustained requests per second per session (or per client address before login), and burst.
+    public var requestsPerSecond: Double = 50
+    public var burst: Double = 100
+    /// How long a resolved session is trusted before accounts is asked again.
+    public var sessionCacheTTL: Duration = .seconds(5)
+    /// A subscription lapses when the client has not renewed it for this long.
+    public var subscriptionTTL: Duration = .seconds(30)
+    /// How often clients are told to renew.
+    public var subscriptionRenewal: Duration = .seconds(10)
+    /// Largest frame a client may send.
+    public var maxMessageSize: Int64 = 16 << 20
+    /// CurveZMQ secret key for the client socket (Z85); nil for plain TCP.
+    public var curveSecretKey: String?
+
+    public init(endpoint: String, services: [String: String]) {
+        self.endpoint = endpoint
+        self.services = services
+    }
+}

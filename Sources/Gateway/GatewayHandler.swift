@@ -1,0 +1,111 @@
+import Foundation
+import FriensoProto
+import Logging
+import Wire
+
+/// The gateway's request path: allow-list, session, rate limit, forward, relay.
+struct GatewayHandler: RequestHandler {
+    static let subscribe = CommonMethods.subscribe
+    static let unsubscribe = CommonMethods.unsubscribe
+    static let validate = AccountsV1.AccountsService.validateSession
+
+    /// Every method a client may name, from the contracts, plus each service's Ping and the
+    /// gateway's own methods.
+    static let methodTable: [String: AnyRPCMethod] = {
+        var table = Dictionary(uniqueKeysWithValues: ProtoIndex.methods.map { ($0.fullName, $0) })
+        for service in Set(ProtoIndex.methods.map(\.service)).union(GatewayConfig.serviceNames) {
+            table["\(service).Ping"] = CommonMethods.ping(service).erased
+        }
+        table[subscribe.fullName] = subscribe.erased
+        table[unsubscribe.fullName] = unsubscribe.erased
+        return table
+    }()
+
+    let config: GatewayConfig
+    let clients: [String: WireClient]
+    let sessions: SessionCache
+    let limiter: RateLimiter
+    let subscriptions: Subscriptions
+    let nowMs: @Sendable () -> Int64
+
+    func handle(_ request: IncomingRequest, logger: Logger) async -> Envelope {
+        let envelope = request.envelope
+        do {
+            guard let method = Self.methodTable[envelope.method] else {
+                throw RPCError.invalidArgument("unknown method \"\(envelope.method)\"")
+            }
+            guard method.access != .internal else {
+                throw RPCError.permissionDenied("\(method.fullName) is internal and cannot be called by clients")
+            }
+            var session: ResolvedSession?
+            if method.access == .authenticated {
+                session = try await resolve(envelope.sessionToken, deadline: request.deadline)
+            }
+            let limitKey = session.map { "s:\($0.userID):\($0.sessionID)" } ?? "a:\(Self.host(of: request.peerAddress))"
+            guard limiter.allow(limitKey, now: Date().timeIntervalSince1970) else {
+                throw RPCError.resourceExhausted("rate limit: at most \(Int(config.requestsPerSecond)) requests a second (burst \(Int(config.burst)))")
+            }
+            if method.service == "gateway" {
+                return try local(method, envelope, request.peer, session)
+            }
+            return try await forward(request, method: method, session: session, logger: logger)
+        } catch let error as RPCError {
+            return envelope.reply(error: error)
+        } catch {
+            logger.error("gateway error", metadata: ["error": "\(error)"])
+            return envelope.reply(error: .internal("gateway error"))
+        }
+    }
+
+    /// "tcp://1.2.3.4:5678"-like peer addresses name a connection; throttling wants the host.
+    static func host(of address: String) -> String {
+        guard let colon = address.lastIndex(of: ":") else { return address }
+        return String(address[..<colon])
+    }
+
+    private func resolve(_ token: String, deadline: ContinuousClock.Instant) async throws(RPCError) -> ResolvedSession {
+        guard !token.isEmpty else { throw .unauthenticated("no session: log in first") }
+        if let cached = sessions.get(token, nowMs: nowMs()) { return cached }
+        guard let accounts = clients["accounts"] else { throw .unavailable("accounts is not deployed") }
+        let left = ContinuousClock.now.duration(to: deadline)
+        let reply = try await accounts.call(Self.validate, AccountsV1.ValidateSessionRequest(sessionToken: token),
+                                            options: CallOptions(deadline: left, idempotent: true))
+        let session = ResolvedSession(userID: reply.userId, sessionID: reply.sessionId, expiresAtMs: reply.expiresAtMs)
+        sessions.put(token, session)
+        return session
+    }
+
+    private func forward(_ request: IncomingRequest, method: AnyRPCMethod, session: ResolvedSession?, logger: Logger) async throws -> Envelope {
+        guard let client = clients[method.service] else { throw RPCError.unavailable("\(method.service) is not deployed here") }
+        let incoming = request.envelope
+        let outgoing = Envelope(
+            method: incoming.method, callerUserId: session?.userID ?? 0, idempotencyKey: incoming.idempotencyKey,
+            payload: incoming.payload, clientAddress: Self.host(of: request.peerAddress), sessionId: session?.sessionID ?? [])
+        let left = ContinuousClock.now.duration(to: request.deadline)
+        let reply = await client.send(outgoing, deadline: left, retryable: !incoming.idempotencyKey.isEmpty)
+        if reply.status == .ok, let session {
+            switch incoming.method {
+            case AccountsV1.AccountsService.logout.fullName: sessions.invalidate(token: incoming.sessionToken)
+            case AccountsV1.AccountsService.changePassword.fullName: sessions.invalidate(userID: session.userID)
+            default: break
+            }
+        }
+        return incoming.reply(status: reply.status, message: reply.statusMessage, payload: reply.payload)
+    }
+
+    private func local(_ method: AnyRPCMethod, _ envelope: Envelope, _ peer: PeerIdentity, _ session: ResolvedSession?) throws -> Envelope {
+        guard let session else { throw RPCError.unauthenticated("no session: log in first") }
+        switch method.fullName {
+        case Self.subscribe.fullName:
+            subscriptions.subscribe(peer, user: session.userID)
+            let renewal = config.subscriptionRenewal.components
+            let response = CommonV1.SubscribeResponse(heartbeatIntervalMs: UInt32(renewal.seconds * 1000 + renewal.attoseconds / 1_000_000_000_000_000))
+            return envelope.reply(payload: response.serializedBytes())
+        case Self.unsubscribe.fullName:
+            subscriptions.unsubscribe(peer, user: session.userID)
+            return envelope.reply(payload: CommonV1.UnsubscribeResponse().serializedBytes())
+        default:
+            throw RPCError.invalidArgument("unknown method \"\(method.fullName)\"")
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Synchronization
+
+/// What a session token resolved to.
+struct ResolvedSession: Sendable {
+    var userID: UInt64
+    var sessionID: [UInt8]
+    var expiresAtMs: Int64
+}
+
+/// Session tokens resolved recently, trusted for a short TTL. Logout and password changes
+/// that pass through the gateway invalidate entries at once; the TTL bounds what other paths leave.
+final class SessionCache: Sendable {
+    private struct Entry {
+        var session: ResolvedSession
+        var until: ContinuousClock.Instant
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+    private let ttl: Duration
+    private let capacity: Int
+
+    init(ttl: Duration, capacity: Int = 100_000) {
+        self.ttl = ttl
+        self.capacity = capacity
+    }
+
+    func get(_ token: String, nowMs: Int64) -> ResolvedSession? {
+        entries.withLock { entries in
+            guard let entry = entries[token] else { return nil }
+            guard entry.until > .now, entry.session.expiresAtMs > nowMs else {
+                entries[token] = nil
+                return nil
+            }
+            return entry.session
+        }
+    }
+
+    func put(_ token: String, _ session: ResolvedSession) {
+        entries.withLock { entries in
+            if entries.count >= capacity {
+                let now = ContinuousClock.now
+                entries = entries.filter { $0.value.until > now }
+                if entries.count >= capacity { entries.removeAll() }
+            }
+            entries[token] = Entry(session: session, until: .now.advanced(by: ttl))
+        }
+    }
+
+    func invalidate(token: String) {
+        _ = entries.withLock { $0.removeValue(forKey: token) }
+    }
+
+    func invalidate(userID: UInt64) {
+        entries.withLock { $0 = $0.filter { $0.value.session.userID != userID } }
+    }
+}
+
+/// Token buckets by key (session, or client address before login).
+final class RateLimiter: Sendable {
+    private let buckets = Mutex<[String: TokenBucket]>([:])
+    private let rate: Double
+    private let burst: Double
+
+    init(rate: Double, burst: Double) {
+        self.rate = rate
+        self.burst = burst
+    }
+
+    func allow(_ key: String, now: Double) -> Bool {
+        buckets.withLock { buckets in
+            if buckets.count > 100_000 { buckets = buckets.filter { !$0.value.isFull(now: now) } }
+            var bucket = buckets[key] ?? TokenBucket(rate: rate, burst: burst, now: now)
+            let allowed = bucket.take(now: now)
+            buckets[key] = bucket
+            return allowed
+        }
+    }
+}

@@ -1,0 +1,198 @@
+import Foundation
+public import Logging
+public import ServiceLifecycle
+import Synchronization
+import Wire
+
+/// One process the launcher keeps running.
+public struct ChildSpec: Sendable {
+    public var name: String
+    public var executable: String
+    public var arguments: [String]
+    /// The request endpoint answering `<name>.Ping`, for readiness.
+    public var endpoint: String
+
+    public init(name: String, executable: String, arguments: [String], endpoint: String) {
+        self.name = name
+        self.executable = executable
+        self.arguments = arguments
+        self.endpoint = endpoint
+    }
+}
+
+/// Restart pacing: doubles from `initial` up to `maximum`; forgets after the child stayed up `stable`.
+public struct Backoff: Sendable {
+    public var initial: Duration = .milliseconds(500)
+    public var maximum: Duration = .seconds(30)
+    public var stable: Duration = .seconds(60)
+
+    public init() {}
+
+    public func delay(afterFailures failures: Int) -> Duration {
+        guard failures > 0 else { return .zero }
+        let factor = 1 << min(failures - 1, 16)
+        return min(maximum, initial * factor)
+    }
+}
+
+/// Starts children in order, waits until each answers Ping, restarts one that dies (with
+/// backoff), and on graceful shutdown stops them in reverse order: SIGTERM, then SIGKILL after
+/// `stopTimeout`. Logs go to `<runDir>/logs/<name>.log`, PIDs to `<runDir>/pids/<name>.pid`.
+public final class Supervisor: Service, Sendable {
+    public let children: [ChildSpec]
+    public let runDirectory: String
+    public let readyTimeout: Duration
+    public let stopTimeout: Duration
+    public let backoff: Backoff
+    private let logger: Logger
+    private let running = Mutex<[String: Process]>([:])
+    private let restarts = Mutex<[String: Int]>([:])
+    private let ready = OneShot<Result<Void, SupervisorError>>()
+    private let shuttingDown = Atomic<Bool>(false)
+
+    public init(children: [ChildSpec], runDirectory: String, logger: Logger, readyTimeout: Duration = .seconds(60),
+                stopTimeout: Duration = .seconds(10), backoff: Backoff = Backoff()) {
+        self.children = children
+        self.runDirectory = runDirectory
+        self.logger = logger
+        self.readyTimeout = readyTimeout
+        self.stopTimeout = stopTimeout
+        self.backoff = backoff
+    }
+
+    /// Resolves when every child has answered Ping once (or one could not be started).
+    public func allReady() async throws(SupervisorError) {
+        try await ready.value.get()
+    }
+
+    /// How many times `name` was restarted after dying.
+    public func restartCount(_ name: String) -> Int { restarts.withLock { $0[name] ?? 0 } }
+
+    /// The PID `name` runs as now.
+    public func pid(of name: String) -> Int32? { running.withLock { $0[name]?.processIdentifier } }
+
+    public func run() async throws {
+        for dir in ["logs", "pids"] {
+            try FileManager.default.createDirectory(atPath: "\(runDirectory)/\(dir)", withIntermediateDirectories: true)
+        }
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                for child in children {
+                    do {
+                        try start(child)
+                        try await waitUntilAnswering(child)
+                        logger.info("ready", metadata: ["service": "\(child.name)", "pid": "\(pid(of: child.name) ?? 0)"])
+                    } catch {
+                        logger.error("could not start", metadata: ["service": "\(child.name)", "error": "\(error)"])
+                        ready.fulfil(.failure(error as? SupervisorError ?? SupervisorError("\(child.name): \(error)")))
+                        stopAll()
+                        return
+                    }
+                    group.addTask { await self.supervise(child) }
+                }
+                ready.fulfil(.success(()))
+                logger.info("all services ready", metadata: ["run-dir": "\(runDirectory)"])
+            }
+        } onGracefulShutdown: {
+            self.shuttingDown.store(true, ordering: .sequentiallyConsistent)
+            self.stopAll()
+        }
+        stopAll()
+    }
+
+    private func start(_ child: ChildSpec) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: child.executable)
+        process.arguments = child.arguments
+        let logPath = "\(runDirectory)/logs/\(child.name).log"
+        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        log.seekToEndOfFile()
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        try "\(process.processIdentifier)\n".write(toFile: "\(runDirectory)/pids/\(child.name).pid", atomically: true, encoding: .utf8)
+        running.withLock { $0[child.name] = process }
+    }
+
+    /// Pings the child with a bounded number of tries until it answers.
+    private func waitUntilAnswering(_ child: ChildSpec) async throws {
+        let client = WireClient(endpoint: child.endpoint, options: Self.probeOptions, logger: logger)
+        defer { Task { await client.close() } }
+        let until = ContinuousClock.now.advanced(by: readyTimeout)
+        while ContinuousClock.now < until {
+            guard running.withLock({ $0[child.name]?.isRunning ?? false }) else {
+                throw SupervisorError("\(child.name) exited during start-up: see \(runDirectory)/logs/\(child.name).log")
+            }
+            if (try? await client.ping(service: child.name, deadline: .milliseconds(500))) != nil { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw SupervisorError("\(child.name) did not answer Ping at \(child.endpoint) within \(readyTimeout)")
+    }
+
+    static let probeOptions: ClientOptions = {
+        var options = ClientOptions()
+        options.failFastWhenPeerDown = false
+        options.heartbeatInterval = .milliseconds(200)
+        return options
+    }()
+
+    /// Waits for the child to exit; restarts it unless the launcher is shutting down.
+    private func supervise(_ child: ChildSpec) async {
+        var failures = 0
+        while true {
+            guard let process = running.withLock({ $0[child.name] }) else { return }
+            let started = ContinuousClock.now
+            await Self.waitForExit(process)
+            if shuttingDown.load(ordering: .sequentiallyConsistent) || Task.isCancelled { return }
+            if started.duration(to: .now) >= backoff.stable { failures = 0 }
+            failures += 1
+            let delay = backoff.delay(afterFailures: failures)
+            logger.warning("exited; restarting", metadata: [
+                "service": "\(child.name)", "status": "\(process.terminationStatus)", "in": "\(delay)"])
+            try? await Task.sleep(for: delay)
+            if shuttingDown.load(ordering: .sequentiallyConsistent) { return }
+            do {
+                try start(child)
+                restarts.withLock { $0[child.name, default: 0] += 1 }
+                try await waitUntilAnswering(child)
+                logger.info("restarted", metadata: ["service": "\(child.name)", "pid": "\(pid(of: child.name) ?? 0)"])
+            } catch {
+                logger.error("restart failed", metadata: ["service": "\(child.name)", "error": "\(error)"])
+            }
+        }
+    }
+
+    private static func waitForExit(_ process: Process) async {
+        let exited = OneShot<Void>()
+        process.terminationHandler = { _ in exited.fulfil(()) }
+        if !process.isRunning { exited.fulfil(()) }
+        await exited.value
+    }
+
+    /// SIGTERM to every child in reverse start order, then SIGKILL to what is left after `stopTimeout`.
+    private func stopAll() {
+        let processes = running.withLock { state in
+            defer { state.removeAll() }
+            return children.reversed().compactMap { child in state[child.name].map { (child.name, $0) } }
+        }
+        for (name, process) in processes where process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+            let until = Date().addingTimeInterval(Double(stopTimeout.components.seconds))
+            while process.isRunning && Date() < until { usleep(20_000) }
+            if process.isRunning {
+                logger.warning("did not stop in time; killing", metadata: ["service": "\(name)"])
+                kill(process.processIdentifier, SIGKILL)
+            }
+            process.waitUntilExit()
+            try? FileManager.default.removeItem(atPath: "\(runDirectory)/pids/\(name).pid")
+            logger.info("stopped", metadata: ["service": "\(name)", "status": "\(process.terminationStatus)"])
+        }
+    }
+}
+
+public struct SupervisorError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

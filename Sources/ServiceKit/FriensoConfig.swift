@@ -1,0 +1,70 @@
+import Foundation
+
+/// The deployment's configuration file (JSON). Every field is optional: what is missing falls back
+/// to the environment, then to the embedded defaults. Flags override everything.
+public struct FriensoConfig: Codable, Sendable {
+    public var dataDir: String?
+    public var logLevel: String?
+    /// Request endpoints by service name: `gateway`, `accounts`, `social`, `geo`, `alerts`, `media`.
+    public var endpoints: [String: String]?
+    /// Event (PUB) endpoints by service name.
+    public var eventEndpoints: [String: String]?
+    public var accounts: AccountsSection?
+    public var gateway: GatewaySection?
+    /// What the launcher starts, in order (default: accounts, then the gateway).
+    public var launch: [String]?
+
+    public struct AccountsSection: Codable, Sendable {
+        public var sessionTTLSeconds: Int?
+        public var maxFailedLoginsPerAccount: Int?
+        public var maxFailedLoginsPerClient: Int?
+    }
+
+    public struct GatewaySection: Codable, Sendable {
+        public var requestsPerSecond: Double?
+        public var burst: Double?
+        public var sessionCacheSeconds: Double?
+        /// A file holding the gateway's CurveZMQ secret key (Z85); clients then need its public key.
+        public var curveSecretKeyFile: String?
+    }
+
+    public init() {}
+
+    /// Loads `path`. - Throws: a readable error naming the file and the problem.
+    public static func load(_ path: String) throws -> FriensoConfig {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw ConfigError("cannot read config file \(path): \(error.localizedDescription)")
+        }
+        do {
+            return try JSONDecoder().decode(FriensoConfig.self, from: data)
+        } catch {
+            throw ConfigError("config file \(path) is not valid: \(error)")
+        }
+    }
+}
+
+public struct ConfigError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// The embedded defaults: loopback TCP with fixed ports.
+public enum Defaults {
+    public static let endpoints: [String: String] = [
+        "gateway": "tcp://127.0.0.1:7100",
+        "accounts": "tcp://127.0.0.1:7101",
+        "social": "tcp://127.0.0.1:7102",
+        "geo": "tcp://127.0.0.1:7103",
+        "alerts": "tcp://127.0.0.1:7104",
+        "media": "tcp://127.0.0.1:7105",
+    ]
+    public static let eventEndpoints: [String: String] = [
+        "social": "tcp://127.0.0.1:7112",
+        "geo": "tcp://127.0.0.1:7113",
+        "alerts": "tcp://127.0.0.1:7114",
+    ]
+    public static let dataDir = "./run/data"
+}

@@ -1,0 +1,39 @@
+import Foundation
+public import Logging
+public import ServiceLifecycle
+import Wire
+
+/// What every service executable does after building its services.
+public enum ServiceRunner {
+    /// Chooses the log handler (executables only): lines on stderr with metadata.
+    public static func bootstrapLogging(level: Logger.Level) -> Logger {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        var logger = Logger(label: "frienso")
+        logger.logLevel = level
+        return logger
+    }
+
+    /// Runs `services` until SIGTERM or SIGINT, then shuts them down gracefully in reverse order.
+    /// When `endpointFile` is set, writes the bound endpoint there once it listens.
+    public static func run(
+        _ services: [any Service], endpointFile: String?, logger: Logger,
+        boundEndpoint: @escaping @Sendable () async throws -> String
+    ) async throws {
+        let group = ServiceGroup(configuration: .init(
+            services: services.map { .init(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            if let endpointFile {
+                let endpoint = try await boundEndpoint()
+                try Data((endpoint + "\n").utf8).write(to: URL(fileURLWithPath: endpointFile), options: .atomic)
+            }
+            try await tasks.waitForAll()
+        }
+    }
+}

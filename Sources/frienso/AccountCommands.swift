@@ -1,0 +1,209 @@
+import ArgumentParser
+import FriensoClient
+import FriensoProto
+import Wire
+
+typealias Accounts = AccountsV1.AccountsService
+
+struct Register: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Create an account.")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var password: PasswordOptions
+    @Option(help: "3-30 of a-z, 0-9, '.', '_'; starts with a letter.") var username: String
+    @Option var email: String
+    @Option(help: "International format, e.g. +15625551234.") var phone: String
+    @Option var firstName: String
+    @Option var lastName: String
+
+    func run() async throws {
+        try await perform(global) {
+            let secret = try password.read("Choose a password")
+            let client = try global.client()
+            defer { Task { await client.close() } }
+            let request = AccountsV1.RegisterRequest(username: username, email: email, phone: phone, password: secret,
+                                                     firstName: firstName, lastName: lastName)
+            let response = try await client.call(Accounts.register, request, mutation: true)
+            let account = response.account ?? AccountsV1.Account()
+            return ("registered \(account.profile?.username ?? username); now run `frienso login \(account.profile?.username ?? username)`",
+                    response.jsonValue)
+        }
+    }
+}
+
+struct Login: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Log in and keep the session for later commands.")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var password: PasswordOptions
+    @Argument(help: "Username, email or phone number.") var login: String
+
+    func run() async throws {
+        try await perform(global) {
+            let secret = try password.read("Password")
+            let client = try global.client()
+            defer { Task { await client.close() } }
+            let response = try await client.login(login, password: secret)
+            let profile = response.account?.profile ?? AccountsV1.Profile()
+            try global.sessionFile.save(.init(gateway: client.gateway, token: response.sessionToken, userId: String(profile.userId),
+                                              username: profile.username, expiresAtMs: response.expiresAtMs))
+            var json = response
+            json.sessionToken = "(stored in \(global.sessionFile.path))"
+            return ("logged in as \(profile.username) until \(formatExpiry(response.expiresAtMs))", json.jsonValue)
+        }
+    }
+}
+
+struct Logout: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "End the stored session.")
+
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        try await perform(global) {
+            let client = try global.client(requireSession: true)
+            defer { Task { await client.close() } }
+            do {
+                _ = try await client.call(Accounts.logout, AccountsV1.LogoutRequest())
+            } catch let error as RPCError where error.code == .unauthenticated {
+                // Already over on the server: forgetting it here is all that is left.
+            }
+            global.sessionFile.remove()
+            return ("logged out", .object([("loggedOut", .bool(true))]))
+        }
+    }
+}
+
+struct WhoAmI: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "whoami", abstract: "Show the logged-in account.")
+
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        try await perform(global) {
+            let client = try global.client(requireSession: true)
+            defer { Task { await client.close() } }
+            let response = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest())
+            let account = response.account ?? AccountsV1.Account()
+            return (account.text + "\nsession   until \(formatExpiry(response.sessionExpiresAtMs))", response.jsonValue)
+        }
+    }
+}
+
+struct ChangePassword: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "password", abstract: "Change the password; other sessions are logged out.")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var password: PasswordOptions
+
+    func run() async throws {
+        try await perform(global) {
+            let current = try password.read("Current password")
+            let new = try password.read("New password", environment: "FRIENSO_NEW_PASSWORD")
+            let client = try global.client(requireSession: true)
+            defer { Task { await client.close() } }
+            let response = try await client.call(Accounts.changePassword,
+                                                 AccountsV1.ChangePasswordRequest(currentPassword: current, newPassword: new), mutation: true)
+            return ("password changed; \(response.revokedSessions) other session(s) logged out", response.jsonValue)
+        }
+    }
+}
+
+struct ChangeEmail: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "email", abstract: "Change the email address (asks for the password).")
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var password: PasswordOptions
+    @Argument var newEmail: String
+
+    func run() async throws {
+        try await perform(global) {
+            let secret = try password.read("Password")
+            let client = try global.client(requireSession: true)
+            defer { Task { await client.close() } }
+            let response = try await client.call(Accounts.changeEmail,
+                                                 AccountsV1.ChangeEmailRequest(newEmail: newEmail, password: secret), mutation: true)
+            return ("email is now \(response.account?.email ?? newEmail)", response.jsonValue)
+        }
+    }
+}
+
+struct Profile: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show or edit a profile.", subcommands: [Show.self, Edit.self])
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show your profile, or another user's by id.")
+        @OptionGroup var global: GlobalOptions
+        @Option(help: "A user id; yours when left out.") var user: UInt64?
+
+        func run() async throws {
+            try await perform(global) {
+                let client = try global.client(requireSession: true)
+                defer { Task { await client.close() } }
+                let response = try await client.call(Accounts.getProfile, AccountsV1.GetProfileRequest(userId: user ?? 0))
+                return ((response.profile ?? AccountsV1.Profile()).text, response.jsonValue)
+            }
+        }
+    }
+
+    struct Edit: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Change your name or profile picture.")
+        @OptionGroup var global: GlobalOptions
+        @Option var firstName: String?
+        @Option var lastName: String?
+        @Option(help: "A media id from `frienso photo upload`; \"\" removes the picture.") var picture: String?
+
+        func validate() throws {
+            guard firstName != nil || lastName != nil || picture != nil else {
+                throw ValidationError("give at least one of --first-name, --last-name, --picture")
+            }
+        }
+
+        func run() async throws {
+            try await perform(global) {
+                let client = try global.client(requireSession: true)
+                defer { Task { await client.close() } }
+                var request = AccountsV1.EditProfileRequest()
+                if let firstName { request.fields.append("first_name"); request.firstName = firstName }
+                if let lastName { request.fields.append("last_name"); request.lastName = lastName }
+                if let picture { request.fields.append("profile_picture_media_id"); request.profilePictureMediaId = picture }
+                let response = try await client.call(Accounts.editProfile, request, mutation: true)
+                return ((response.account ?? AccountsV1.Account()).text, response.jsonValue)
+            }
+        }
+    }
+}
+
+struct Ping: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Ping the gateway and each service through it.")
+
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "Services to ping (default: the gateway and every service).") var services: [String] = []
+
+    func run() async throws {
+        try await perform(global) {
+            let client = try global.client()
+            defer { Task { await client.close() } }
+            let names = services.isEmpty ? ["gateway", "accounts", "social", "geo", "alerts", "media"] : services
+            var lines: [String] = [], json: [JSONValue] = [], failures = 0
+            for name in names {
+                let start = ContinuousClock.now
+                do throws(RPCError) {
+                    let pong = try await client.ping(name, deadline: .seconds(min(global.timeout, 3)))
+                    let ms = Double(start.duration(to: .now).components.attoseconds) / 1e15
+                    lines.append("\(name.padding(toLength: 9, withPad: " ", startingAt: 0)) ok    \(String(format: "%.2f", ms)) ms  v\(pong.version)  up \(pong.uptimeMs / 1000) s")
+                    json.append(.object([("service", .string(name)), ("ok", .bool(true)), ("pong", pong.jsonValue)]))
+                } catch {
+                    failures += 1
+                    lines.append("\(name.padding(toLength: 9, withPad: " ", startingAt: 0)) \(error.code.name): \(error.message)")
+                    json.append(.object([("service", .string(name)), ("ok", .bool(false)), ("code", .string(error.code.name)), ("message", .string(error.message))]))
+                }
+            }
+            if failures == names.count {
+                print(global.json ? JSONValue.array(json).rendered(indent: 2) : lines.joined(separator: "\n"))
+                throw RPCError.unavailable("nothing answered")
+            }
+            return (lines.joined(separator: "\n"), .array(json))
+        }
+    }
+}

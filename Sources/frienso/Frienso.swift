@@ -1,0 +1,16 @@
+import ArgumentParser
+
+@main
+struct Frienso: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "frienso",
+        abstract: "Frienso: find friends and keep each other safe.",
+        discussion: """
+            Talks to the Frienso gateway (--gateway, or FRIENSO_GATEWAY; default \(defaultGateway)).
+            Errors print their status code; the exit code is 10 + the code's number (see docs/protocol.md).
+            """,
+        subcommands: [
+            Register.self, Login.self, Logout.self, WhoAmI.self, Profile.self,
+            ChangePassword.self, ChangeEmail.self, Ping.self,
+        ])
+}

@@ -1,0 +1,210 @@
+@testable import Accounts
+import FriensoProto
+import FriensoTesting
+import Testing
+import Wire
+
+@Suite("accounts: login, sessions, credentials", .timeLimit(.minutes(2)))
+struct SessionTests {
+    @Test("login works by username, email or phone")
+    func loginByAnyIdentifier() async throws {
+        try await withAccounts { accounts in
+            try await accounts.register("multi", email: "multi@example.org", phone: "+15625552222")
+            for login in ["multi", "MULTI", "multi@example.org", "+1 562 555 2222"] {
+                let token = try await accounts.login(login)
+                #expect(token.hasPrefix("fs1_"))
+                #expect(token.utf8.count == 47)
+            }
+        }
+    }
+
+    @Test func wrongPassword_andUnknownUser_lookTheSame() async throws {
+        try await withAccounts { accounts in
+            try await accounts.register("known")
+            await expectError(.unauthenticated, containing: "wrong login or password") { _ = try await accounts.login("known", password: "nope nope") }
+            await expectError(.unauthenticated, containing: "wrong login or password") { _ = try await accounts.login("unknown") }
+            await expectError(.invalidArgument, containing: "password") { _ = try await accounts.login("known", password: "") }
+            await expectError(.invalidArgument, containing: "login") { _ = try await accounts.login("") }
+        }
+    }
+
+    @Test func throttling_afterRepeatedFailures_refusesEvenTheRightPassword_untilTheLockoutPasses() async throws {
+        try await withAccounts { accounts in
+            try await accounts.register("target")
+            for _ in 0..<5 {
+                await expectError(.unauthenticated) { _ = try await accounts.login("target", password: "guess guess") }
+            }
+            await expectError(.resourceExhausted, containing: "try again in") { _ = try await accounts.login("target") }
+            accounts.clock.advance(seconds: 31)
+            _ = try await accounts.login("target")
+        }
+    }
+
+    @Test func throttling_perClient_spansAccounts() async throws {
+        try await withAccounts(configure: { $0.clientThrottle.maxFailures = 3 }) { accounts in
+            try await accounts.register("victim")
+            for name in ["a1", "a2", "a3"] {
+                await expectError(.unauthenticated) { _ = try await accounts.login(name, password: "guess guess", from: "203.0.113.9") }
+            }
+            await expectError(.resourceExhausted) { _ = try await accounts.login("victim", from: "203.0.113.9") }
+            // Another client is not affected.
+            _ = try await accounts.login("victim", from: "198.51.100.1")
+        }
+    }
+
+    @Test func session_expires() async throws {
+        try await withAccounts(configure: { $0.sessionTTL = 3_600 }) { accounts in
+            try await accounts.register("mortal")
+            let token = try await accounts.login("mortal")
+            _ = try await accounts.caller(token)
+            accounts.clock.advance(seconds: 3_601)
+            await expectError(.unauthenticated, containing: "expired") { _ = try await accounts.caller(token) }
+        }
+    }
+
+    @Test func logout_revokesOnlyThatSession() async throws {
+        try await withAccounts { accounts in
+            try await accounts.register("leaver")
+            let phone = try await accounts.login("leaver")
+            let laptop = try await accounts.login("leaver")
+            _ = try await accounts.client.call(API.logout, AccountsV1.LogoutRequest(), options: try await accounts.caller(phone))
+            await expectError(.unauthenticated, containing: "revoked") { _ = try await accounts.caller(phone) }
+            let me = try await accounts.client.call(API.whoAmI, AccountsV1.WhoAmIRequest(), options: try await accounts.caller(laptop))
+            #expect(me.account?.profile?.username == "leaver")
+        }
+    }
+
+    @Test func malformedOrUnknownTokens_areUnauthenticated() async throws {
+        try await withAccounts { accounts in
+            for token in ["", "garbage", "fs1_" + String(repeating: "A", count: 43), String(repeating: "x", count: 10_000)] {
+                await expectError(.unauthenticated) { _ = try await accounts.caller(token) }
+            }
+        }
+    }
+
+    @Test func whoAmI_withoutALiveSession_isRefused() async throws {
+        try await withAccounts { accounts in
+            let account = try await accounts.register("nosession")
+            // A caller id with no session id, as a confused internal caller might send.
+            let options = CallOptions(callerUserID: account.profile?.userId ?? 0)
+            await expectError(.unauthenticated) { _ = try await accounts.client.call(API.whoAmI, AccountsV1.WhoAmIRequest(), options: options) }
+        }
+    }
+
+    @Test func changePassword_revokesOtherSessions_keepsThisOne_andSwapsTheCredential() async throws {
+        try await withAccounts { accounts in
+            try await accounts.register("changer", password: "old password 1")
+            let other = try await accounts.login("changer", password: "old password 1")
+            let this = try await accounts.login("changer", password: "old password 1")
+            let me = try await accounts.caller(this)
+            await expectError(.permissionDenied) {
+                _ = try await accounts.client.call(API.changePassword, AccountsV1.ChangePasswordRequest(currentPassword: "wrong one!", newPassword: "new password 2"), options: me)
+            }
+            await expectError(.invalidArgument, containing: "new_password") {
+                _ = try await accounts.client.call(API.changePassword, AccountsV1.ChangePasswordRequest(currentPassword: "old password 1", newPassword: "short"), options: me)
+            }
+            let reply = try await accounts.client.call(API.changePassword,
+                                                       AccountsV1.ChangePasswordRequest(currentPassword: "old password 1", newPassword: "new password 2"), options: me)
+            #expect(reply.revokedSessions == 1)
+            await expectError(.unauthenticated, containing: "revoked") { _ = try await accounts.caller(other) }
+            _ = try await accounts.caller(this)
+            await expectError(.unauthenticated) { _ = try await accounts.login("changer", password: "old password 1") }
+            _ = try await accounts.login("changer", password: "new password 2")
+        }
+    }
+
+    @Test func changeEmail_needsThePassword_andAFreeAddress() async throws {
+        try await withAccounts { accounts in
+            try await accounts.register("mover", email: "old@example.org", phone: "+15625553333")
+            try await accounts.register("squatter", email: "taken@example.org", phone: "+15625554444")
+            let me = try await accounts.caller(try await accounts.login("mover"))
+            await expectError(.permissionDenied) {
+                _ = try await accounts.client.call(API.changeEmail, AccountsV1.ChangeEmailRequest(newEmail: "new@example.org", password: "wrong wrong"), options: me)
+            }
+            await expectError(.alreadyExists, containing: "email") {
+                _ = try await accounts.client.call(API.changeEmail, AccountsV1.ChangeEmailRequest(newEmail: "TAKEN@example.org", password: "correct horse 1"), options: me)
+            }
+            await expectError(.invalidArgument, containing: "email") {
+                _ = try await accounts.client.call(API.changeEmail, AccountsV1.ChangeEmailRequest(newEmail: "nope", password: "correct horse 1"), options: me)
+            }
+            let moved = try await accounts.client.call(API.changeEmail, AccountsV1.ChangeEmailRequest(newEmail: "New@Example.org", password: "correct horse 1"), options: me)
+            #expect(moved.account?.email == "new@example.org")
+            _ = try await accounts.login("new@example.org")
+        }
+    }
+
+    @Test func editProfile_changesOnlyTheNamedFields_andRejectsUnknownOnes() async throws {
+        try await withAccounts { accounts in
+            try await accounts.register("editor")
+            let me = try await accounts.caller(try await accounts.login("editor"))
+            let edited = try await accounts.client.call(API.editProfile, AccountsV1.EditProfileRequest(
+                fields: ["first_name", "profile_picture_media_id"], firstName: "Edith", lastName: "ignored", profilePictureMediaId: "m_123-abc"), options: me)
+            #expect(edited.account?.profile?.firstName == "Edith")
+            #expect(edited.account?.profile?.lastName == "Last")
+            #expect(edited.account?.profile?.profilePictureMediaId == "m_123-abc")
+            await expectError(.invalidArgument, containing: "unknown field") {
+                _ = try await accounts.client.call(API.editProfile, AccountsV1.EditProfileRequest(fields: ["email"]), options: me)
+            }
+            await expectError(.invalidArgument, containing: "fields") {
+                _ = try await accounts.client.call(API.editProfile, AccountsV1.EditProfileRequest(), options: me)
+            }
+            await expectError(.invalidArgument, containing: "profile_picture_media_id") {
+                _ = try await accounts.client.call(API.editProfile, AccountsV1.EditProfileRequest(fields: ["profile_picture_media_id"], profilePictureMediaId: "../etc/passwd"), options: me)
+            }
+            await expectError(.notFound) {
+                _ = try await accounts.client.call(API.getProfile, AccountsV1.GetProfileRequest(userId: 999_999), options: me)
+            }
+        }
+    }
+
+    @Test func data_andSessions_surviveARestart() async throws {
+        let dir = try TemporaryDirectory("frienso-accounts")
+        defer { dir.remove() }
+        let clock = TestClock()
+        let token = try await withAccounts(directory: dir.path, clock: clock) { accounts in
+            try await accounts.register("durable")
+            return try await accounts.login("durable")
+        }
+        try await withAccounts(directory: dir.path, clock: clock) { accounts in
+            let me = try await accounts.caller(token)
+            let who = try await accounts.client.call(API.whoAmI, AccountsV1.WhoAmIRequest(), options: me)
+            #expect(who.account?.profile?.username == "durable")
+            _ = try await accounts.login("durable")
+        }
+    }
+
+    @Test func getProfiles_returnsKnownUsers_andCapsTheBatch() async throws {
+        try await withAccounts { accounts in
+            let a = try await accounts.register("batch_a")
+            let b = try await accounts.register("batch_b")
+            let ids = [a.profile?.userId ?? 0, 424_242, b.profile?.userId ?? 0]
+            let reply = try await accounts.client.call(API.getProfiles, AccountsV1.GetProfilesRequest(userIds: ids))
+            #expect(reply.profiles.map(\.username) == ["batch_a", "batch_b"])
+            await expectError(.invalidArgument) {
+                _ = try await accounts.client.call(API.getProfiles, AccountsV1.GetProfilesRequest(userIds: Array(1...501)))
+            }
+        }
+    }
+}
+
+@Suite("login throttle (pure)")
+struct LoginThrottleTests {
+    @Test func lockoutDoubles_andTheWindowForgets() {
+        var throttle = LoginThrottle(policy: .init(maxFailures: 3, window: 100, baseLockout: 10, maxLockout: 35))
+        for t in 0..<2 { throttle.recordFailure("k", now: Double(t)) }
+        #expect(throttle.retryAfter("k", now: 2) == nil)
+        throttle.recordFailure("k", now: 2)
+        #expect(throttle.retryAfter("k", now: 2) == 10)
+        throttle.recordFailure("k", now: 12)
+        #expect(throttle.retryAfter("k", now: 12) == 20)
+        throttle.recordFailure("k", now: 32)
+        #expect(throttle.retryAfter("k", now: 32) == 35, "capped at maxLockout")
+        throttle.recordSuccess("k")
+        #expect(throttle.retryAfter("k", now: 33) == nil)
+        // Failures older than the window do not count.
+        throttle.recordFailure("old", now: 0)
+        throttle.recordFailure("old", now: 1)
+        throttle.recordFailure("old", now: 500)
+        #expect(throttle.retryAfter("old", now: 500) == nil)
+    }
+}

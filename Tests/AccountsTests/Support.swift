@@ -1,0 +1,84 @@
+@testable import Accounts
+import Foundation
+import FriensoProto
+import FriensoTesting
+import Logging
+import Synchronization
+import Wire
+
+typealias API = AccountsV1.AccountsService
+
+/// Time the tests move by hand (milliseconds since 1970).
+final class TestClock: Sendable {
+    private let ms = Atomic<Int64>(1_800_000_000_000)
+    var now: Int64 { ms.load(ordering: .relaxed) }
+    func advance(seconds: Double) { ms.add(Int64(seconds * 1000), ordering: .relaxed) }
+}
+
+/// A running accounts service on an ephemeral port, with a client that can act as the gateway.
+struct AccountsHarness: Sendable {
+    let client: WireClient
+    let clock: TestClock
+    let directory: String
+
+    /// What the gateway would stamp for a token.
+    func caller(_ token: String) async throws -> CallOptions {
+        let session = try await client.call(API.validateSession, AccountsV1.ValidateSessionRequest(sessionToken: token))
+        return CallOptions(callerUserID: session.userId, sessionID: session.sessionId)
+    }
+
+    @discardableResult
+    func register(_ username: String, email: String? = nil, phone: String? = nil, password: String = "correct horse 1") async throws -> AccountsV1.Account {
+        let request = AccountsV1.RegisterRequest(
+            username: username, email: email ?? "\(username)@example.org",
+            phone: phone ?? "+1562555\(String(format: "%04d", abs(username.hashValue) % 10_000))",
+            password: password, firstName: "First", lastName: "Last")
+        return try await client.call(API.register, request).account ?? AccountsV1.Account()
+    }
+
+    func login(_ login: String, password: String = "correct horse 1", from address: String = "10.0.0.1") async throws -> String {
+        try await client.call(API.login, AccountsV1.LoginRequest(login: login, password: password),
+                              options: CallOptions(clientAddress: address)).sessionToken
+    }
+}
+
+func testConfig(_ clock: TestClock) -> AccountsConfig {
+    var config = AccountsConfig()
+    config.now = { clock.now }
+    return config
+}
+
+/// Runs an accounts service in `directory` (a fresh one unless given) for `body`.
+func withAccounts<T: Sendable>(
+    directory: String? = nil, clock: TestClock = TestClock(), configure: (inout AccountsConfig) -> Void = { _ in },
+    _ body: @Sendable (AccountsHarness) async throws -> T
+) async throws -> T {
+    let temp = try TemporaryDirectory("frienso-accounts")
+    let dir = directory ?? temp.path
+    defer { if directory == nil { temp.remove() } }
+    let logs = CapturedLogs()
+    var config = testConfig(clock)
+    configure(&config)
+    let service = try AccountsService(directory: dir, config: config)
+    let host = service.makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
+    return try await withRunningServices([host], logger: logs.logger("group")) {
+        let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+        defer { Task { await client.close() } }
+        return try await body(AccountsHarness(client: client, clock: clock, directory: dir))
+    }
+}
+
+func expectError(_ code: StatusCode, containing text: String = "", _ body: () async throws -> Void,
+                 sourceLocation: SourceLocation = #_sourceLocation) async {
+    do {
+        try await body()
+        Issue.record("expected \(code.name), got success", sourceLocation: sourceLocation)
+    } catch let error as RPCError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        #expect(text.isEmpty || error.message.contains(text), "\"\(error.message)\" should mention \"\(text)\"", sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("unexpected error \(error)", sourceLocation: sourceLocation)
+    }
+}
+
+import Testing
