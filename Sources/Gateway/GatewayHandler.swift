@@ -39,7 +39,7 @@ struct GatewayHandler: RequestHandler {
             }
             var session: ResolvedSession?
             if method.access == .authenticated {
-                session = try await resolve(envelope.sessionToken, deadline: request.deadline)
+                session = try await resolve(envelope.sessionToken, budget: request.downstreamBudget)
             }
             let limitKey = session.map { "s:\($0.userID):\($0.sessionID)" } ?? "a:\(Self.host(of: request.peerAddress))"
             guard limiter.allow(limitKey, now: Date().timeIntervalSince1970) else {
@@ -63,13 +63,12 @@ struct GatewayHandler: RequestHandler {
         return String(address[..<colon])
     }
 
-    private func resolve(_ token: String, deadline: ContinuousClock.Instant) async throws(RPCError) -> ResolvedSession {
+    private func resolve(_ token: String, budget: Duration) async throws(RPCError) -> ResolvedSession {
         guard !token.isEmpty else { throw .unauthenticated("no session: log in first") }
         if let cached = sessions.get(token, nowMs: nowMs()) { return cached }
         guard let accounts = clients["accounts"] else { throw .unavailable("accounts is not deployed") }
-        let left = ContinuousClock.now.duration(to: deadline)
         let reply = try await accounts.call(Self.validate, AccountsV1.ValidateSessionRequest(sessionToken: token),
-                                            options: CallOptions(deadline: left, idempotent: true))
+                                            options: CallOptions(deadline: budget, idempotent: true))
         let session = ResolvedSession(userID: reply.userId, sessionID: reply.sessionId, expiresAtMs: reply.expiresAtMs)
         sessions.put(token, session)
         return session
@@ -81,8 +80,7 @@ struct GatewayHandler: RequestHandler {
         let outgoing = Envelope(
             method: incoming.method, callerUserId: session?.userID ?? 0, idempotencyKey: incoming.idempotencyKey,
             payload: incoming.payload, clientAddress: Self.host(of: request.peerAddress), sessionId: session?.sessionID ?? [])
-        let left = ContinuousClock.now.duration(to: request.deadline)
-        let reply = await client.send(outgoing, deadline: left, retryable: !incoming.idempotencyKey.isEmpty)
+        let reply = await client.send(outgoing, deadline: request.downstreamBudget, retryable: !incoming.idempotencyKey.isEmpty)
         if reply.status == .ok, let session {
             switch incoming.method {
             case AccountsV1.AccountsService.logout.fullName: sessions.invalidate(token: incoming.sessionToken)

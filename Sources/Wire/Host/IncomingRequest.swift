@@ -27,11 +27,12 @@ public struct IncomingRequest: Sendable {
     /// The host's own key for this request (unique per host run).
     var key: UInt64
 
-    /// The budget left, in milliseconds, for passing the deadline on to the next hop.
-    public var remainingMilliseconds: UInt32 {
+    /// The deadline to give a call this request makes to another service: what is left, less a
+    /// margin (a tenth, at most 100 ms) so that the downstream outcome (UNAVAILABLE, say) reaches
+    /// this host before its own deadline fires and answers DEADLINE_EXCEEDED instead.
+    public var downstreamBudget: Duration {
         let left = ContinuousClock.now.duration(to: deadline)
-        let ms = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000
-        return UInt32(clamping: max(1, ms))
+        return max(.milliseconds(1), left - min(left / 10, .milliseconds(100)))
     }
 }
 

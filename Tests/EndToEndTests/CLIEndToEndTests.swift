@@ -1,0 +1,109 @@
+import Foundation
+import FriensoTesting
+import Testing
+import Wire
+
+@Suite("end to end: real processes and the CLI", .serialized, .timeLimit(.minutes(3)))
+struct CLIEndToEndTests {
+    @Test func register_login_whoami_logout_andTheAccountSurvivesKill9OfAccounts() async throws {
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let data = "\(procs.workDirectory)/data"
+        let logs = { procs.logs() }
+
+        try procs.start("accounts", executable: "frienso-accounts", arguments: [
+            "--data-dir", data, "--endpoint", "tcp://127.0.0.1:*", "--endpoint-file", "\(procs.workDirectory)/accounts.endpoint"])
+        let accounts = try await endpoint(in: "\(procs.workDirectory)/accounts.endpoint")
+        try procs.start("gateway", executable: "frienso-gateway", arguments: [
+            "--endpoint", "tcp://127.0.0.1:*", "--endpoint-file", "\(procs.workDirectory)/gateway.endpoint"],
+            environment: ["FRIENSO_ACCOUNTS_ENDPOINT": accounts])
+        let gateway = try await endpoint(in: "\(procs.workDirectory)/gateway.endpoint")
+        let cli = CLI(gateway: gateway, configDir: "\(procs.workDirectory)/cli")
+
+        let register = try cli.run(["register", "--username", "dana", "--email", "dana@example.org", "--phone", "+15625557777",
+                                    "--first-name", "Dana", "--last-name", "Scully", "--password-stdin"], stdin: "trust no one 1\n")
+        #expect(register.status == 0, "\(register.output)\n\(logs())")
+
+        let bad = try cli.run(["register", "--username", "x", "--email", "x", "--phone", "1", "--first-name", "", "--last-name", "", "--password-stdin"], stdin: "short\n")
+        #expect(bad.status == 12, "INVALID_ARGUMENT exits 12: \(bad.output)")
+        #expect(bad.output.contains("INVALID_ARGUMENT"))
+
+        let login = try cli.run(["login", "dana", "--password-stdin"], stdin: "trust no one 1\n")
+        #expect(login.status == 0, "\(login.output)\n\(logs())")
+        let attributes = try FileManager.default.attributesOfItem(atPath: "\(cli.configDir)/session.json")
+        #expect((attributes[.posixPermissions] as? Int) == 0o600, "the session file is private")
+
+        let whoami = try cli.run(["whoami"])
+        #expect(whoami.status == 0, "\(whoami.output)\n\(logs())")
+        #expect(whoami.output.contains("dana"))
+        let json = try cli.run(["whoami", "--json"])
+        #expect(json.output.contains("\"username\": \"dana\""), "\(json.output)")
+
+        // accounts dies: the CLI gets UNAVAILABLE (exit 19) within its deadline, not a hang.
+        procs.kill9("accounts")
+        let down = try cli.run(["whoami", "--timeout", "2"])
+        #expect(down.status == 19, "\(down.output)\n\(logs())")
+        #expect(down.output.contains("UNAVAILABLE"))
+
+        // It comes back on the same endpoint with the same data: the account and session are there.
+        try procs.start("accounts", executable: "frienso-accounts", arguments: ["--data-dir", data, "--endpoint", accounts])
+        try await eventually("accounts answers through the gateway", timeout: .seconds(30)) {
+            try cli.run(["ping", "accounts", "--timeout", "2"]).status == 0
+        }
+        let again = try cli.run(["whoami"])
+        #expect(again.status == 0, "\(again.output)\n\(logs())")
+        #expect(again.output.contains("dana@example.org"))
+
+        let logout = try cli.run(["logout"])
+        #expect(logout.status == 0, "\(logout.output)")
+        let after = try cli.run(["whoami"])
+        #expect(after.status == 13, "UNAUTHENTICATED exits 13: \(after.output)")
+        #expect(!FileManager.default.fileExists(atPath: "\(cli.configDir)/session.json"))
+
+        let wrong = try cli.run(["login", "dana", "--password-stdin"], stdin: "not the password\n")
+        #expect(wrong.status == 13, "\(wrong.output)")
+        #expect(!procs.logs().contains("trust no one 1"), "passwords never reach a log")
+    }
+
+    @Test func launcher_startsEverything_restartsAKilledService_andStopsAllOnSIGTERM() async throws {
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let gateway = try freeLoopbackEndpoint(), accounts = try freeLoopbackEndpoint()
+        let config = "\(procs.workDirectory)/frienso.json"
+        try """
+            {"endpoints": {"gateway": "\(gateway)", "accounts": "\(accounts)"}, "launch": ["accounts", "gateway"]}
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let run = "\(procs.workDirectory)/run"
+        let launcher = try procs.start("launcher", executable: "frienso-launch", arguments: [
+            "--config", config, "--run-dir", run, "--data-dir", "\(procs.workDirectory)/data", "--bin-dir", Repository.binaries.path])
+        let cli = CLI(gateway: gateway, configDir: "\(procs.workDirectory)/cli")
+
+        try await eventually("the stack answers", timeout: .seconds(60)) { try cli.run(["ping", "accounts", "--timeout", "2"]).status == 0 }
+        let register = try cli.run(["register", "--username", "lena", "--email", "lena@example.org", "--phone", "+15625558888",
+                                    "--first-name", "Lena", "--last-name", "K", "--password-stdin"], stdin: "launcher pw 1\n")
+        #expect(register.status == 0, "\(register.output)\n\(procs.logs())")
+
+        let pidFile = "\(run)/pids/accounts.pid"
+        let firstPID = try #require(Int32(String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        kill(firstPID, SIGKILL)
+        try await eventually("the launcher restarted accounts", timeout: .seconds(60)) {
+            let pid = Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "")
+            guard let pid, pid != firstPID else { return false }
+            return try cli.run(["ping", "accounts", "--timeout", "2"]).status == 0
+        }
+        let login = try cli.run(["login", "lena", "--password-stdin"], stdin: "launcher pw 1\n")
+        #expect(login.status == 0, "data survived the kill: \(login.output)\n\(procs.logs())")
+
+        let children = try ["accounts", "gateway"].map { name in
+            try #require(Int32(String(contentsOfFile: "\(run)/pids/\(name).pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        }
+        let status = procs.terminate(launcher.name)
+        #expect(status == 0, "\(procs.logs())")
+        for pid in children {
+            #expect(kill(pid, 0) != 0, "child \(pid) was stopped")
+        }
+        #expect(!FileManager.default.fileExists(atPath: pidFile))
+        let launcherLog = try String(contentsOfFile: launcher.logPath, encoding: .utf8)
+        #expect(launcherLog.contains("restarted"), "\(launcherLog)")
+    }
+}

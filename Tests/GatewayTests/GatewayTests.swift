@@ -1,0 +1,194 @@
+import Accounts
+import FriensoClient
+import FriensoProto
+import FriensoTesting
+import Gateway
+import Logging
+import Synchronization
+import Testing
+import Wire
+
+@Suite("gateway", .timeLimit(.minutes(2)))
+struct GatewayTests {
+    @Test func authenticatedMethods_withoutSession_areUnauthenticated() async throws {
+        try await withStack { stack in
+            let anonymous = stack.client()
+            await expectError(.unauthenticated, containing: "log in") { _ = try await anonymous.call(API.whoAmI, AccountsV1.WhoAmIRequest()) }
+            let forged = stack.client(token: "fs1_" + String(repeating: "B", count: 43))
+            await expectError(.unauthenticated) { _ = try await forged.call(API.whoAmI, AccountsV1.WhoAmIRequest()) }
+        }
+    }
+
+    @Test("internal methods cannot be reached from the client socket, even with a session",
+          arguments: ProtoIndex.methods.filter { $0.access == .internal }.map(\.fullName))
+    func internalMethods_areUnreachable(_ method: String) async throws {
+        try await withStack { stack in
+            let alice = try await stack.user("alice", phone: "+15625550001")
+            let wire = WireClient(endpoint: stack.endpoint, logger: stack.logs.logger("raw"))
+            let reply = await wire.send(Envelope(method: method, sessionToken: alice.token, payload: []))
+            #expect(reply.status == .permissionDenied, "\(reply.statusMessage)")
+            #expect(reply.statusMessage.contains("internal"))
+            await wire.close()
+        }
+    }
+
+    @Test func unknownMethods_areInvalidArgument() async throws {
+        try await withStack { stack in
+            let wire = WireClient(endpoint: stack.endpoint, logger: stack.logs.logger("raw"))
+            for method in ["", "accounts", "accounts.DropTables", "nosuch.Ping.Extra", "gateway.Nope"] {
+                let reply = await wire.send(Envelope(method: method))
+                #expect(reply.status == .invalidArgument, "\(method): \(reply.statusMessage)")
+            }
+            await wire.close()
+        }
+    }
+
+    @Test func callerID_isStampedByTheGateway_notTakenFromTheClient() async throws {
+        try await withStack { stack in
+            let victim = try await stack.user("victim", phone: "+15625550002")
+            let attacker = try await stack.user("attacker", phone: "+15625550003")
+            let victimID = try await victim.call(API.whoAmI, AccountsV1.WhoAmIRequest()).account?.profile?.userId ?? 0
+            let wire = WireClient(endpoint: stack.endpoint, logger: stack.logs.logger("raw"))
+            // Claims to be the victim, without and with the attacker's own session.
+            let noSession = await wire.send(Envelope(method: API.whoAmI.fullName, callerUserId: victimID))
+            #expect(noSession.status == .unauthenticated)
+            let spoofed = await wire.send(Envelope(method: API.whoAmI.fullName, callerUserId: victimID, sessionToken: attacker.token))
+            let who = try spoofed.decodeReply(AccountsV1.WhoAmIResponse.self)
+            #expect(who.account?.profile?.username == "attacker")
+            await wire.close()
+        }
+    }
+
+    @Test func rateLimit_perSession_givesResourceExhausted() async throws {
+        try await withStack(configure: { $0.requestsPerSecond = 0.001; $0.burst = 3 }) { stack in
+            let client = stack.client()
+            // Before login the limit is per client address: register + login use 2 of 3.
+            _ = try await client.call(API.register, AccountsV1.RegisterRequest(
+                username: "hasty", email: "hasty@example.org", phone: "+15625550004", password: "password hasty", firstName: "F", lastName: "L"))
+            _ = try await client.login("hasty", password: "password hasty")
+            // The session has its own bucket of 3.
+            for _ in 0..<3 { _ = try await client.call(API.whoAmI, AccountsV1.WhoAmIRequest()) }
+            await expectError(.resourceExhausted, containing: "rate limit") { _ = try await client.call(API.whoAmI, AccountsV1.WhoAmIRequest()) }
+        }
+    }
+
+    @Test func logout_invalidatesTheCachedSession_atOnce() async throws {
+        try await withStack(configure: { $0.sessionCacheTTL = .seconds(600) }) { stack in
+            let client = try await stack.user("bye", phone: "+15625550005")
+            _ = try await client.call(API.whoAmI, AccountsV1.WhoAmIRequest()) // cached now
+            _ = try await client.call(API.logout, AccountsV1.LogoutRequest())
+            await expectError(.unauthenticated) { _ = try await client.call(API.whoAmI, AccountsV1.WhoAmIRequest()) }
+        }
+    }
+
+    @Test func passwordChange_locksOutOtherSessions_atOnce() async throws {
+        try await withStack(configure: { $0.sessionCacheTTL = .seconds(600) }) { stack in
+            let phone = try await stack.user("twice", phone: "+15625550006")
+            let laptop = stack.client()
+            _ = try await laptop.login("twice", password: "password twice")
+            _ = try await laptop.call(API.whoAmI, AccountsV1.WhoAmIRequest()) // cached now
+            _ = try await phone.call(API.changePassword, AccountsV1.ChangePasswordRequest(currentPassword: "password twice", newPassword: "password thrice"))
+            await expectError(.unauthenticated) { _ = try await laptop.call(API.whoAmI, AccountsV1.WhoAmIRequest()) }
+            _ = try await phone.call(API.whoAmI, AccountsV1.WhoAmIRequest())
+        }
+    }
+
+    @Test func ping_eachServiceThroughTheGateway() async throws {
+        try await withStack { stack in
+            let client = stack.client()
+            let gatewayPong = try await client.ping("gateway")
+            let accountsPong = try await client.ping("accounts")
+            #expect(gatewayPong.service == "gateway")
+            #expect(accountsPong.service == "accounts")
+            await expectError(.unavailable, containing: "not deployed") { _ = try await client.ping("social") }
+        }
+    }
+
+    @Test func serviceDown_givesUnavailable_withinTheDeadline() async throws {
+        // Point the gateway at a port where nothing listens.
+        let dead: String = try {
+            let socket = try ZMQSocket(.shared, .router)
+            return try socket.bind("tcp://127.0.0.1:*")
+        }()
+        try await withStack(configure: { $0.services["accounts"] = dead }) { stack in
+            let client = stack.client()
+            await expectError(.unavailable) {
+                _ = try await client.call(API.login, AccountsV1.LoginRequest(login: "x", password: "y"), deadline: .seconds(1))
+            }
+            // The gateway itself still answers.
+            let pong = try await client.ping("gateway")
+            #expect(pong.service == "gateway")
+        }
+    }
+
+    @Test func slowRequest_doesNotBlockOthers() async throws {
+        let gate = OneShot<Void>()
+        let slowStarted = OneShot<Void>()
+        var fake = MethodRouter()
+        fake.register(API.validateSession) { _, _ in AccountsV1.ValidateSessionResponse(userId: 1, expiresAtMs: .max, sessionId: [1]) }
+        fake.register(API.getProfile) { _, _ in
+            slowStarted.fulfil(())
+            await gate.value
+            return AccountsV1.GetProfileResponse(profile: AccountsV1.Profile(username: "slow"))
+        }
+        fake.register(API.whoAmI) { _, _ in AccountsV1.WhoAmIResponse(account: AccountsV1.Account(email: "fast")) }
+        try await withStack(accountsHandler: fake) { stack in
+            let client = stack.client(token: "fs1_" + String(repeating: "C", count: 43))
+            let slow = Task { try await client.call(API.getProfile, AccountsV1.GetProfileRequest()) }
+            await slowStarted.value
+            // While the slow call is held open, a fast one goes through.
+            let fast = try await client.call(API.whoAmI, AccountsV1.WhoAmIRequest())
+            #expect(fast.account?.email == "fast")
+            gate.fulfil(())
+            let slowReply = try await slow.value
+            #expect(slowReply.profile?.username == "slow")
+        }
+    }
+
+    @Test func events_areRelayedToTheSubscribedUser_only() async throws {
+        let publisher = Publisher(name: "geo", endpoint: "tcp://127.0.0.1:*", logger: CapturedLogs().logger("pub"))
+        try await withStack(extraServices: [publisher], configure: { $0.eventSources = ["geo": try await publisher.boundEndpoint()] }) { stack in
+            let alice = try await stack.user("eve_a", phone: "+15625550007")
+            let bob = try await stack.user("eve_b", phone: "+15625550008")
+            let aliceID = try await alice.call(API.whoAmI, AccountsV1.WhoAmIRequest()).account?.profile?.userId ?? 0
+            let bobID = try await bob.call(API.whoAmI, AccountsV1.WhoAmIRequest()).account?.profile?.userId ?? 0
+            let events = try await alice.events()
+            try await eventually("the gateway knows the subscription") { stack.gateway.subscriptionCount == 1 }
+            var iterator = events.makeAsyncIterator()
+            // PUB/SUB joins asynchronously: publish until the first event reaches Alice.
+            let publishing = Task {
+                while !Task.isCancelled {
+                    publisher.publish(topic: "viewer.\(bobID)", method: "geo.FriendNearby", payload: [2])
+                    publisher.publish(topic: "viewer.\(aliceID)", method: "geo.FriendNearby", payload: [1])
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            let first = await iterator.next()
+            publishing.cancel()
+            #expect(first?.kind == .event)
+            #expect(first?.method == "geo.FriendNearby")
+            #expect(first?.payload == [1], "Alice only gets her own events")
+        }
+    }
+
+    @Test func curve_refusesPlainAndWrongKeyClients() async throws {
+        let server = try CurveKeys.generate()
+        let stranger = try CurveKeys.generate()
+        try await withStack(configure: { $0.curveSecretKey = server.secretKey }) { stack in
+            func client(_ key: String?) -> WireClient {
+                var options = ClientOptions()
+                options.curveServerKey = key
+                options.failFastWhenPeerDown = false
+                return WireClient(endpoint: stack.endpoint, options: options, logger: stack.logs.logger("curve"))
+            }
+            let trusted = client(server.publicKey)
+            let pong = try await trusted.ping(service: "gateway")
+            #expect(pong.service == "gateway")
+            for refused in [client(nil), client(stranger.publicKey)] {
+                await expectError(.unavailable) { _ = try await refused.ping(service: "gateway", deadline: .milliseconds(700)) }
+                await refused.close()
+            }
+            await trusted.close()
+        }
+    }
+}
