@@ -80,6 +80,18 @@ let package = Package(
         ),
         // Typed client API over the gateway: used by the CLI, the tests and the benchmark.
         .target(name: "FriensoClient", dependencies: ["Wire", "FriensoProto"], swiftSettings: swiftSettings),
+        // Benchmark scenarios (frienso-bench): load generation and HdrHistogram percentiles.
+        .target(
+            name: "Bench",
+            dependencies: [
+                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "ServiceKit", "CZeroMQ",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "Launcher",
             dependencies: [
@@ -132,11 +144,9 @@ let package = Package(
         .executableTarget(
             name: "frienso-bench",
             dependencies: [
-                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "ServiceKit", "CZeroMQ",
+                "Bench",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

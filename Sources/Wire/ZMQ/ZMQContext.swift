@@ -2,7 +2,8 @@ import CZeroMQ
 
 /// A libzmq context. Thread-safe, so it is `Sendable`; sockets made from it are not.
 public final class ZMQContext: @unchecked Sendable {
-    let handle: UnsafeMutableRawPointer
+    /// The raw context, for code that calls libzmq directly (the benchmark's baseline).
+    public let handle: UnsafeMutableRawPointer
 
     /// - Parameter ioThreads: libzmq I/O threads (one is plenty below a few Gb/s).
     public init(ioThreads: Int32 = 1) {

@@ -1,0 +1,87 @@
+import Accounts
+import Foundation
+import FriensoClient
+import FriensoProto
+import Gateway
+public import Logging
+import ServiceLifecycle
+import Wire
+
+/// `wire`: raw libzmq vs the Wire library vs the full gateway path, same payload, one run.
+public enum WireScenario {
+    public struct Options: Sendable {
+        public var requests: Int
+        public var warmup: Int
+        public var inFlight: [Int]
+
+        public init(requests: Int, warmup: Int, inFlight: [Int]) {
+            self.requests = requests
+            self.warmup = warmup
+            self.inFlight = inFlight
+        }
+    }
+
+    public static func run(_ options: Options, logger: Logger) async throws -> String {
+        let ping = CommonV1.PingRequest(echo: Array("frienso-bench".utf8))
+        let payload = Envelope.request(method: "accounts.Ping", payload: ping.serializedBytes(), requestID: 1).serializedBytes()
+        var rows: [LatencyStats] = []
+
+        // 1. libzmq alone.
+        rows.append(RawZMQ.reqRep(payload: payload, count: options.requests, warmup: options.warmup))
+        for n in options.inFlight where n > 1 {
+            rows.append(RawZMQ.pipelined(payload: payload, count: options.requests, window: n))
+        }
+
+        // 2 and 3. Accounts host in process; a Wire client straight to it, and a client through a gateway.
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("frienso-bench-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var quiet = logger
+        quiet.logLevel = .warning
+        let accounts = try AccountsService(directory: dir).makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet)
+        let group = ServiceGroup(configuration: .init(services: [.init(service: accounts)], logger: quiet))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            let accountsEndpoint = try await accounts.boundEndpoint()
+            var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: ["accounts": accountsEndpoint])
+            config.requestsPerSecond = 1e9
+            config.burst = 1e9
+            let gateway = Gateway(config: config, logger: quiet)
+            let gatewayGroup = ServiceGroup(configuration: .init(services: [.init(service: gateway)], logger: quiet))
+            tasks.addTask { try await gatewayGroup.run() }
+            let gatewayEndpoint = try await gateway.boundEndpoint()
+
+            let direct = WireClient(endpoint: accountsEndpoint, logger: quiet)
+            let viaGateway = FriensoClient(gateway: gatewayEndpoint, logger: quiet)
+            for n in options.inFlight {
+                rows.append(await drive(name: "Wire client → host Ping", inFlight: n, count: options.requests, warmup: options.warmup) {
+                    (try? await direct.call(CommonMethods.ping("accounts"), ping)) != nil
+                })
+                rows.append(await drive(name: "client → gateway → accounts Ping", inFlight: n, count: options.requests, warmup: options.warmup) {
+                    (try? await viaGateway.call(CommonMethods.ping("accounts"), ping)) != nil
+                })
+            }
+            await direct.close()
+            await viaGateway.close()
+            await gatewayGroup.triggerGracefulShutdown()
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        return report(rows)
+    }
+
+    static func report(_ rows: [LatencyStats]) -> String {
+        var out = [Report.table(rows), ""]
+        func row(_ prefix: String, _ n: Int) -> LatencyStats? { rows.first { $0.name.hasPrefix(prefix) && $0.inFlight == n } }
+        for n in Set(rows.map(\.inFlight)).sorted() {
+            guard let wire = row("Wire", n), let gateway = row("client", n) else { continue }
+            let raw = row("raw", n)
+            if let raw {
+                out.append("- \(n) in flight: Wire / raw libzmq p50 \(ratio(wire.micros(50), raw.micros(50)))×, p99 \(ratio(wire.micros(99), raw.micros(99)))× (target p50 ≤ 1.3×)")
+            }
+            out.append("- \(n) in flight: gateway path / Wire p50 \(ratio(gateway.micros(50), wire.micros(50)))× (target ≤ 3×), p99 \(ratio(gateway.micros(99), wire.micros(99)))× (target ≤ 5×)")
+        }
+        return out.joined(separator: "\n")
+    }
+
+    static func ratio(_ a: Double, _ b: Double) -> String { b > 0 ? String(format: "%.2f", a / b) : "-" }
+}

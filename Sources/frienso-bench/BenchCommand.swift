@@ -1,0 +1,34 @@
+import ArgumentParser
+import Bench
+import Foundation
+import Logging
+
+@main
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "frienso-bench",
+        abstract: "Frienso benchmarks. Build with -c release before measuring.",
+        subcommands: [WireBench.self])
+}
+
+struct WireBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wire",
+        abstract: "Raw libzmq vs the Wire library vs client → gateway → accounts Ping, in one run.")
+
+    @Option(help: "Measured requests per row.") var requests = 20_000
+    @Option(help: "Unmeasured requests first.") var warmup = 2_000
+    @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
+
+    func validate() throws {
+        guard requests > 0, warmup >= 0 else { throw ValidationError("--requests must be positive and --warmup not negative") }
+        guard !levels.isEmpty, levels.allSatisfy({ (1...4096).contains($0) }) else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
+    }
+
+    var levels: [Int] { inFlight.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+
+    func run() async throws {
+        let logger = Logger(label: "bench")
+        print(try await WireScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels), logger: logger))
+    }
+}
