@@ -45,8 +45,8 @@ public final class AccountsService: Sendable {
     }
 
     /// A host serving this service on `options.endpoint`.
-    public func makeHost(options: HostOptions, logger: Logger) -> ServiceHost {
-        ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore))
+    public func makeHost(options: HostOptions, logger: Logger, reactor: Reactor = .shared) -> ServiceHost {
+        ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore), reactor: reactor)
     }
 
     public func router() -> MethodRouter {
@@ -91,7 +91,7 @@ public final class AccountsService: Sendable {
             throw RPCError.resourceExhausted("too many failed logins: try again in \(Int(wait.rounded(.up))) s")
         }
         let user = try await store.user(login: name)
-        let valid = await config.hasher.verify(request.password, against: user?.passwordHash ?? PasswordHasher.decoy)
+        let valid = await config.hasher.verify(request.password, against: user?.passwordHash)
         guard let user, valid else {
             accountThrottle.withLock { $0.recordFailure(accountKey, now: now) }
             if !clientKey.isEmpty { clientThrottle.withLock { $0.recordFailure(clientKey, now: now) } }

@@ -35,13 +35,16 @@ public struct PasswordHasher: Sendable {
         return result
     }
 
-    public func verify(_ password: String, against stored: String) async -> Bool {
+    /// - Parameter stored: the account's hash; nil when the login names no account, in which case
+    ///   a decoy hash is checked instead, so both cases take the same time (and always fail).
+    public func verify(_ password: String, against stored: String?) async -> Bool {
         await withCheckedContinuation { continuation in
             Self.queue.async {
+                let hash = stored ?? Self.decoy
                 let ok = password.withCString { chars in
-                    crypto_pwhash_str_verify(stored, chars, UInt64(password.utf8.count)) == 0
+                    crypto_pwhash_str_verify(hash, chars, UInt64(password.utf8.count)) == 0
                 }
-                continuation.resume(returning: ok)
+                continuation.resume(returning: ok && stored != nil)
             }
         }
     }

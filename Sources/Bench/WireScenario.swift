@@ -37,7 +37,10 @@ public enum WireScenario {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var quiet = logger
         quiet.logLevel = .warning
-        let accounts = try AccountsService(directory: dir).makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet)
+        // One reactor per would-be process: client, gateway, accounts.
+        let clientReactor = Reactor(name: "bench-client"), gatewayReactor = Reactor(name: "bench-gateway")
+        let accounts = try AccountsService(directory: dir).makeHost(
+            options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet, reactor: Reactor(name: "bench-accounts"))
         let group = ServiceGroup(configuration: .init(services: [.init(service: accounts)], logger: quiet))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -45,20 +48,23 @@ public enum WireScenario {
             var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: ["accounts": accountsEndpoint])
             config.requestsPerSecond = 1e9
             config.burst = 1e9
-            let gateway = Gateway(config: config, logger: quiet)
+            let gateway = Gateway(config: config, logger: quiet, reactor: gatewayReactor)
             let gatewayGroup = ServiceGroup(configuration: .init(services: [.init(service: gateway)], logger: quiet))
             tasks.addTask { try await gatewayGroup.run() }
             let gatewayEndpoint = try await gateway.boundEndpoint()
 
-            let direct = WireClient(endpoint: accountsEndpoint, logger: quiet)
-            let viaGateway = FriensoClient(gateway: gatewayEndpoint, logger: quiet)
-            for n in options.inFlight {
-                rows.append(await drive(name: "Wire client → host Ping", inFlight: n, count: options.requests, warmup: options.warmup) {
-                    (try? await direct.call(CommonMethods.ping("accounts"), ping)) != nil
-                })
-                rows.append(await drive(name: "client → gateway → accounts Ping", inFlight: n, count: options.requests, warmup: options.warmup) {
-                    (try? await viaGateway.call(CommonMethods.ping("accounts"), ping)) != nil
-                })
+            let direct = WireClient(endpoint: accountsEndpoint, logger: quiet, reactor: clientReactor)
+            let viaGateway = FriensoClient(gateway: gatewayEndpoint, logger: quiet, reactor: clientReactor)
+            // The load loops run on the client's reactor, as a client built on Wire would.
+            await withTaskExecutorPreference(clientReactor) {
+                for n in options.inFlight {
+                    rows.append(await drive(name: "Wire client → host Ping", inFlight: n, count: options.requests, warmup: options.warmup) {
+                        (try? await direct.call(CommonMethods.ping("accounts"), ping)) != nil
+                    })
+                    rows.append(await drive(name: "client → gateway → accounts Ping", inFlight: n, count: options.requests, warmup: options.warmup) {
+                        (try? await viaGateway.call(CommonMethods.ping("accounts"), ping)) != nil
+                    })
+                }
             }
             await direct.close()
             await viaGateway.close()

@@ -14,9 +14,10 @@ public final class FriensoClient: Sendable {
 
     /// - Parameters:
     ///   - token: a session token from an earlier login, if any.
-    public init(gateway: String = FriensoClient.defaultGateway, token: String = "", options: ClientOptions = ClientOptions(), logger: Logger) {
+    public init(gateway: String = FriensoClient.defaultGateway, token: String = "", options: ClientOptions = ClientOptions(),
+                logger: Logger, reactor: Reactor = .shared) {
         self.gateway = gateway
-        wire = WireClient(endpoint: gateway, options: options, logger: logger)
+        wire = WireClient(endpoint: gateway, options: options, logger: logger, reactor: reactor)
         tokenBox = Mutex(token)
     }
 

@@ -13,14 +13,16 @@ public final class Gateway: Service, Sendable {
     private let subscriptions: Subscriptions
     private let logger: Logger
 
-    public init(config: GatewayConfig, logger: Logger, clientOptions: ClientOptions = ClientOptions()) {
+    /// - Parameter reactor: the event loop for the client socket and for the clients to the
+    ///   services; sharing one means forwarding a request crosses no thread.
+    public init(config: GatewayConfig, logger: Logger, clientOptions: ClientOptions = ClientOptions(), reactor: Reactor = .shared) {
         self.config = config
         self.logger = logger
         var clients: [String: WireClient] = [:]
         // Only services with a contract can be called; the others are not built yet.
         let contracted = Set(ProtoIndex.methods.map(\.service))
         for (name, endpoint) in config.services where !endpoint.isEmpty && contracted.contains(name) {
-            clients[name] = WireClient(endpoint: endpoint, options: clientOptions, logger: logger.with("peer", name))
+            clients[name] = WireClient(endpoint: endpoint, options: clientOptions, logger: logger.with("peer", name), reactor: reactor)
         }
         self.clients = clients
         subscriptions = Subscriptions(ttl: config.subscriptionTTL)
@@ -31,7 +33,7 @@ public final class Gateway: Service, Sendable {
         var options = HostOptions(name: "gateway", endpoint: config.endpoint)
         options.maxMessageSize = config.maxMessageSize
         options.curveSecretKey = config.curveSecretKey
-        host = ServiceHost(options: options, handler: handler, logger: logger)
+        host = ServiceHost(options: options, handler: handler, logger: logger, reactor: reactor)
     }
 
     public func boundEndpoint() async throws(ZMQError) -> String {

@@ -68,12 +68,15 @@ struct CLIEndToEndTests {
     @Test func launcher_startsEverything_restartsAKilledService_andStopsAllOnSIGTERM() async throws {
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
-        let gateway = try freeLoopbackEndpoint(), accounts = try freeLoopbackEndpoint()
+        // Hold two ports until the launcher is about to bind them.
+        var reserved = [try DeadPort(), try DeadPort()]
+        let gateway = reserved[0].endpoint, accounts = reserved[1].endpoint
         let config = "\(procs.workDirectory)/frienso.json"
         try """
             {"endpoints": {"gateway": "\(gateway)", "accounts": "\(accounts)"}, "launch": ["accounts", "gateway"]}
             """.write(toFile: config, atomically: true, encoding: .utf8)
         let run = "\(procs.workDirectory)/run"
+        reserved.removeAll()
         let launcher = try procs.start("launcher", executable: "frienso-launch", arguments: [
             "--config", config, "--run-dir", run, "--data-dir", "\(procs.workDirectory)/data", "--bin-dir", Repository.binaries.path])
         let cli = CLI(gateway: gateway, configDir: "\(procs.workDirectory)/cli")

@@ -3,11 +3,6 @@ import FriensoTesting
 import Testing
 import Wire
 
-/// A free TCP port on loopback (bound then released).
-func freeLoopbackEndpoint() throws -> String {
-    let socket = try ZMQSocket(.shared, .router)
-    return try socket.bind("tcp://127.0.0.1:*")
-}
 
 /// Runs the real `frienso` CLI against `gateway` with its own config dir.
 struct CLI {

@@ -106,11 +106,8 @@ struct GatewayTests {
 
     @Test func serviceDown_givesUnavailable_withinTheDeadline() async throws {
         // Point the gateway at a port where nothing listens.
-        let dead: String = try {
-            let socket = try ZMQSocket(.shared, .router)
-            return try socket.bind("tcp://127.0.0.1:*")
-        }()
-        try await withStack(configure: { $0.services["accounts"] = dead }) { stack in
+        let dead = try DeadPort()
+        try await withStack(configure: { $0.services["accounts"] = dead.endpoint }) { stack in
             let client = stack.client()
             await expectError(.unavailable) {
                 _ = try await client.call(API.login, AccountsV1.LoginRequest(login: "x", password: "y"), deadline: .seconds(1))

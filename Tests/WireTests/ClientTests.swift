@@ -15,8 +15,9 @@ struct ClientTests {
             try await Task.sleep(for: .seconds(30))
             return CommonV1.PingResponse()
         }
+        // The peer answers heartbeats while the handler sleeps.
         try await withHost(router, logs: CapturedLogs(), options: { $0.drainTimeout = .milliseconds(50) }) { _, client in
-            let reply = await client.send(Envelope(method: "test.Slow"), deadline: .milliseconds(300))
+            let reply = await client.send(Envelope(method: "test.Slow"), deadline: .milliseconds(800))
             #expect(reply.status == .deadlineExceeded, "\(reply.statusMessage)")
             // Other calls are not blocked behind the slow one.
             let pong = try await client.call(echoRoute, CommonV1.PingRequest(echo: [4]))
@@ -27,12 +28,8 @@ struct ClientTests {
     let echoRoute = CommonMethods.ping("test")
 
     @Test func deadService_yieldsUnavailable_notAHang() async throws {
-        // Bind a port, then free it: nothing listens there.
-        let endpoint: String = try {
-            let socket = try ZMQSocket(.shared, .router)
-            return try socket.bind("tcp://127.0.0.1:*")
-        }()
-        let client = WireClient(endpoint: endpoint, options: fastClient(), logger: CapturedLogs().logger("client"))
+        let dead = try DeadPort()
+        let client = WireClient(endpoint: dead.endpoint, options: fastClient(), logger: CapturedLogs().logger("client"))
         let reply = await client.send(Envelope(method: "test.Ping"), deadline: .milliseconds(400))
         #expect(reply.status == .unavailable)
         await client.close()
@@ -56,16 +53,16 @@ struct ClientTests {
     }
 
     @Test func callBeforeServiceStarts_isDeliveredOnceItListens() async throws {
-        // Reserve a port, free it, then start the host on it while the call waits.
-        let endpoint: String = try {
-            let socket = try ZMQSocket(.shared, .router)
-            return try socket.bind("tcp://127.0.0.1:*")
-        }()
+        // Hold a port nobody listens on, then start the host on it while the call waits.
+        let reserved = try DeadPort()
+        let endpoint = reserved.endpoint
         let logs = CapturedLogs()
         var options = fastClient()
         options.failFastWhenPeerDown = false
         let client = WireClient(endpoint: endpoint, options: options, logger: logs.logger("client"))
         let reply = Task { await client.send(Envelope(method: "test.Ping"), deadline: .seconds(8), retryable: true) }
+        // Free the port only now, just before the host binds it.
+        _ = consume reserved
         let host = ServiceHost(options: HostOptions(name: "test", endpoint: endpoint), handler: MethodRouter(), logger: logs.logger("host"))
         try await withRunningServices([host], logger: logs.logger("group")) {
             let result = await reply.value

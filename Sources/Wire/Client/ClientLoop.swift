@@ -15,8 +15,9 @@ public enum ClientEvent: Sendable {
     case reconnected
 }
 
-/// The socket thread of a `WireClient`. Created on that thread and never leaves it.
-final class ClientLoop {
+/// The DEALER socket of a `WireClient`, as a component of its reactor: created on the reactor
+/// thread and never leaving it.
+final class ClientLoop: ReactorComponent {
     struct Pending: Sendable {
         var envelope: Envelope
         var deadline: ContinuousClock.Instant
@@ -29,7 +30,8 @@ final class ClientLoop {
     private let endpoint: String
     private let options: ClientOptions
     private let context: ZMQContext
-    private let commands: Mailbox<ClientCommand>
+    private let commands: CommandQueue<ClientCommand>
+    private let finished: OneShot<Void>
     private let events: AsyncStream<ClientEvent>.Continuation
     private let logger: Logger
     private var socket: ZMQSocket?
@@ -40,9 +42,10 @@ final class ClientLoop {
     private var deadWindow: Duration
     private var stopping = false
 
-    init(endpoint: String, options: ClientOptions, context: ZMQContext, commands: Mailbox<ClientCommand>,
-         events: AsyncStream<ClientEvent>.Continuation, logger: Logger) {
+    init(endpoint: String, options: ClientOptions, context: ZMQContext, commands: CommandQueue<ClientCommand>,
+         events: AsyncStream<ClientEvent>.Continuation, logger: Logger, finished: OneShot<Void>) {
         self.endpoint = endpoint
+        self.finished = finished
         self.options = options
         self.context = context
         self.commands = commands
@@ -51,47 +54,47 @@ final class ClientLoop {
         lastHeard = .now
         lastSent = .now
         deadWindow = options.deadAfter
+        openSocket()
     }
 
-    func run() {
-        openSocket()
-        while !stopping {
-            guard let socket else {
-                // Could not even create a socket (e.g. bad endpoint): fail everything that comes.
-                for command in waitForCommands() { fail(command, RPCError.unavailable("cannot connect to \(endpoint)")) }
-                continue
-            }
-            var items = [socket.pollItem(), commands.pollItem]
-            do {
-                _ = try ZMQPoller.poll(&items, timeoutMilliseconds: pollTimeout())
-                if items[1].revents & Int16(ZMQ_POLLIN) != 0 { handleCommands() }
-                if items[0].revents & Int16(ZMQ_POLLIN) != 0 { try receive(socket) }
-            } catch {
-                if error.contextTerminated { break }
-                logger.error("client loop error", metadata: ["error": "\(error)", "endpoint": "\(endpoint)"])
-            }
-            tick()
+    // MARK: ReactorComponent
+
+    func pollItems() -> [zmq_pollitem_t] {
+        socket.map { [$0.pollItem()] } ?? []
+    }
+
+    func readable(_ index: Int) {
+        guard let socket else { return }
+        do {
+            try receive(socket)
+        } catch {
+            logger.error("receive failed", metadata: ["error": "\(error)", "endpoint": "\(endpoint)"])
         }
+    }
+
+    func tick(now: ContinuousClock.Instant) {
+        handleCommands()
+        guard socket != nil else {
+            // No socket could be made (e.g. a malformed endpoint): nothing can be sent.
+            for (id, request) in pending {
+                pending[id] = nil
+                request.continuation.resume(returning: request.envelope.reply(error: .unavailable("cannot connect to \(endpoint)")))
+            }
+            return
+        }
+        timers(now)
+    }
+
+    var isFinished: Bool { stopping }
+
+    func close() {
         for (id, request) in pending {
             request.continuation.resume(returning: request.envelope.reply(error: .unavailable("client closed")))
             pending[id] = nil
         }
         socket = nil
         events.finish()
-    }
-
-    private func waitForCommands() -> [ClientCommand] {
-        var items = [commands.pollItem]
-        _ = try? ZMQPoller.poll(&items, timeoutMilliseconds: 1_000)
-        return commands.drain()
-    }
-
-    private func fail(_ command: ClientCommand, _ error: RPCError) {
-        switch command {
-        case .call(let request): request.continuation.resume(returning: request.envelope.reply(error: error))
-        case .cancel: break
-        case .stop: stopping = true
-        }
+        finished.fulfil(())
     }
 
     // MARK: Connection
@@ -214,8 +217,7 @@ final class ClientLoop {
 
     // MARK: Timers
 
-    private func tick() {
-        let now = ContinuousClock.now
+    private func timers(_ now: ContinuousClock.Instant) {
         let silent = lastHeard.duration(to: now)
         for (id, request) in pending where request.deadline <= now {
             pending[id] = nil
@@ -232,13 +234,13 @@ final class ClientLoop {
         if !pending.isEmpty { flushUnsent() }
     }
 
-    private func pollTimeout() -> Int {
-        let now = ContinuousClock.now
+    func nextWakeup() -> ContinuousClock.Instant? {
+        guard socket != nil else { return nil }
         var next = lastSent.advanced(by: options.heartbeatInterval)
         next = min(next, lastHeard.advanced(by: deadWindow))
         for request in pending.values where request.deadline < next { next = request.deadline }
-        if pending.values.contains(where: { !$0.sent }) { next = min(next, now.advanced(by: .milliseconds(10))) }
-        return max(0, Int(Self.milliseconds(now.duration(to: next))) + 1)
+        if pending.values.contains(where: { !$0.sent }) { next = min(next, .now.advanced(by: .milliseconds(10))) }
+        return next
     }
 
     static func milliseconds(_ duration: Duration) -> UInt32 {

@@ -12,25 +12,28 @@ public final class WireClient: Sendable {
     public let options: ClientOptions
     /// Events the peer pushed, and reconnections (after which subscriptions must be renewed).
     public let events: AsyncStream<ClientEvent>
-    private let commands = Mailbox<ClientCommand>()
+    public let reactor: Reactor
+    private let commands: CommandQueue<ClientCommand>
     private let nextRequestID = Atomic<UInt64>(0)
     private let finished = OneShot<Void>()
 
     /// Connects (in the background: the first call waits for the connection within its deadline).
-    public init(endpoint: String, options: ClientOptions = ClientOptions(), logger: Logger, context: ZMQContext = .shared) {
+    /// - Parameter reactor: the event loop that owns the socket. Callers running on it (as
+    ///   handlers of a host on the same reactor do) send and resume without a thread hop.
+    public init(endpoint: String, options: ClientOptions = ClientOptions(), logger: Logger,
+                context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.endpoint = endpoint
         self.options = options
+        self.reactor = reactor
+        let commands = CommandQueue<ClientCommand>(reactor: reactor)
+        self.commands = commands
         let (events, continuation) = AsyncStream.makeStream(of: ClientEvent.self, bufferingPolicy: .bufferingNewest(10_000))
         self.events = events
-        let commands = commands, finished = finished
-        let thread = Thread {
-            let loop = ClientLoop(endpoint: endpoint, options: options, context: context, commands: commands,
-                                  events: continuation, logger: logger)
-            loop.run()
-            finished.fulfil(())
+        let finished = finished
+        reactor.execute {
+            reactor.register(ClientLoop(endpoint: endpoint, options: options, context: context, commands: commands,
+                                        events: continuation, logger: logger, finished: finished))
         }
-        thread.name = "client-\(endpoint)"
-        thread.start()
     }
 
     deinit {

@@ -28,8 +28,9 @@ public final class HostCounters: Sendable {
     public init() {}
 }
 
-/// The socket thread of a `ServiceHost`. Created on that thread and never leaves it.
-final class HostLoop {
+/// The ROUTER socket of a `ServiceHost`, as a component of its reactor: created on the reactor
+/// thread and never leaving it.
+final class HostLoop: ReactorComponent {
     private struct InFlight {
         var peer: PeerIdentity
         var requestID: UInt64
@@ -39,7 +40,8 @@ final class HostLoop {
 
     private let options: HostOptions
     private let socket: ZMQSocket
-    private let commands: Mailbox<HostCommand>
+    private let commands: CommandQueue<HostCommand>
+    private let finished: OneShot<Void>
     private let requests: AsyncStream<IncomingRequest>.Continuation
     private let counters: HostCounters
     private let logger: Logger
@@ -51,11 +53,13 @@ final class HostLoop {
 
     /// Binds the ROUTER socket. - Returns: the loop and the bound endpoint.
     init(
-        options: HostOptions, context: ZMQContext, commands: Mailbox<HostCommand>,
-        requests: AsyncStream<IncomingRequest>.Continuation, counters: HostCounters, logger: Logger
+        options: HostOptions, context: ZMQContext, commands: CommandQueue<HostCommand>,
+        requests: AsyncStream<IncomingRequest>.Continuation, counters: HostCounters, logger: Logger,
+        finished: OneShot<Void>
     ) throws(ZMQError) {
         self.options = options
         self.commands = commands
+        self.finished = finished
         self.requests = requests
         self.counters = counters
         self.logger = logger
@@ -69,28 +73,30 @@ final class HostLoop {
         try socket.bind(options.endpoint)
     }
 
-    func run() {
-        var items = [socket.pollItem(), commands.pollItem]
-        while !stopping {
-            let timeout = pollTimeout()
-            do {
-                _ = try ZMQPoller.poll(&items, timeoutMilliseconds: timeout)
-                if items[1].revents & Int16(ZMQ_POLLIN) != 0 { try handleCommands() }
-                if items[0].revents & Int16(ZMQ_POLLIN) != 0 { try receiveBatch() }
-                expireDeadlines()
-            } catch {
-                if error.contextTerminated { break }
-                logger.error("socket loop error", metadata: ["error": "\(error)"])
-            }
+    // MARK: ReactorComponent
+
+    func pollItems() -> [zmq_pollitem_t] { [socket.pollItem()] }
+
+    func readable(_ index: Int) {
+        do {
+            try receiveBatch()
+        } catch {
+            logger.error("receive failed", metadata: ["error": "\(error)"])
         }
-        requests.finish()
     }
 
-    private func pollTimeout() -> Int {
-        guard let nextDeadline else { return 1_000 }
-        let left = ContinuousClock.now.duration(to: nextDeadline)
-        let ms = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1
-        return Int(max(0, min(ms, 1_000)))
+    func tick(now: ContinuousClock.Instant) {
+        handleCommands()
+        expireDeadlines(now)
+    }
+
+    func nextWakeup() -> ContinuousClock.Instant? { nextDeadline }
+
+    var isFinished: Bool { stopping }
+
+    func close() {
+        requests.finish()
+        finished.fulfil(())
     }
 
     // MARK: Inbound
@@ -158,7 +164,7 @@ final class HostLoop {
 
     // MARK: Outbound
 
-    private func handleCommands() throws(ZMQError) {
+    private func handleCommands() {
         for command in commands.drain() {
             switch command {
             case .reply(let key, var envelope):
@@ -181,9 +187,8 @@ final class HostLoop {
         }
     }
 
-    private func expireDeadlines() {
-        guard let next = nextDeadline, ContinuousClock.now >= next else { return }
-        let now = ContinuousClock.now
+    private func expireDeadlines(_ now: ContinuousClock.Instant) {
+        guard let next = nextDeadline, now >= next else { return }
         var earliest: ContinuousClock.Instant?
         for (key, request) in inFlight {
             if request.deadline <= now {

@@ -1,3 +1,8 @@
+public enum HandlerExecution: Sendable {
+    case reactor
+    case pool
+}
+
 /// How a `ServiceHost` binds and behaves.
 public struct HostOptions: Sendable {
     /// The service name: `Ping` is answered as `<name>.Ping`, and logs carry it.
@@ -12,6 +17,10 @@ public struct HostOptions: Sendable {
     /// How long a graceful shutdown waits for handlers before it stops anyway.
     public var drainTimeout: Duration = .seconds(10)
     public var version: String = "0.1.0"
+    /// Where handlers run. `.reactor` (the default) runs them on the host's reactor thread: no
+    /// thread hop per request, but handlers share that one thread, so they must not block it.
+    /// `.pool` runs them on Swift's global pool: for CPU-heavy handlers that should use every core.
+    public var handlerExecution: HandlerExecution = .reactor
     /// CurveZMQ: the server's secret key (Z85); nil for plain TCP. Clients must then trust its public key.
     public var curveSecretKey: String?
 

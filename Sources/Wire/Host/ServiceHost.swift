@@ -14,18 +14,23 @@ public final class ServiceHost: Service, Sendable {
     private let replyCache: ReplyCache
     private let logger: Logger
     private let context: ZMQContext
-    private let commands = Mailbox<HostCommand>()
+    public let reactor: Reactor
+    private let commands: CommandQueue<HostCommand>
     private let bound = OneShot<Result<String, ZMQError>>()
+    private let loopFinished = OneShot<Void>()
     private let started = ContinuousClock.now
 
     /// - Parameters:
     ///   - replyCache: where replies to idempotent requests are kept; pass one with a durable store
     ///     for mutations that must not happen twice across a restart.
+    ///   - reactor: the event loop that owns the socket (and runs handlers, see `HostOptions.handlerExecution`).
     public init(
         options: HostOptions, handler: some RequestHandler, logger: Logger,
-        replyCache: ReplyCache = ReplyCache(), context: ZMQContext = .shared
+        replyCache: ReplyCache = ReplyCache(), context: ZMQContext = .shared, reactor: Reactor = .shared
     ) {
         self.options = options
+        self.reactor = reactor
+        commands = CommandQueue(reactor: reactor)
         self.handler = handler
         self.replyCache = replyCache
         self.context = context
@@ -48,34 +53,33 @@ public final class ServiceHost: Service, Sendable {
     public func run() async throws {
         let (requests, continuation) = AsyncStream.makeStream(of: IncomingRequest.self)
         let options = options, commands = commands, counters = counters, logger = logger
-        let context = context, bound = bound
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                await SocketThread.run(name: "host-\(options.name)") {
-                    do throws(ZMQError) {
-                        let loop = try HostLoop(options: options, context: context, commands: commands,
-                                                requests: continuation, counters: counters, logger: logger)
-                        bound.fulfil(.success(try loop.bind()))
-                        loop.run()
-                    } catch {
-                        continuation.finish()
-                        bound.fulfil(.failure(error))
-                    }
-                }
+        let context = context, bound = bound, reactor = reactor, loopFinished = loopFinished
+        reactor.execute {
+            do throws(ZMQError) {
+                let loop = try HostLoop(options: options, context: context, commands: commands, requests: continuation,
+                                        counters: counters, logger: logger, finished: loopFinished)
+                bound.fulfil(.success(try loop.bind()))
+                reactor.register(loop)
+            } catch {
+                continuation.finish()
+                loopFinished.fulfil(())
+                bound.fulfil(.failure(error))
             }
-            let endpoint = try await bound.value.get()
-            logger.info("listening", metadata: ["endpoint": "\(endpoint)"])
-            let draining = OneShot<Void>()
+        }
+        let endpoint = try await bound.value.get()
+        logger.info("listening", metadata: ["endpoint": "\(endpoint)"])
+        let draining = OneShot<Void>()
+        await withTaskExecutorPreference(reactor) {
             await withGracefulShutdownHandler {
                 await self.dispatch(requests, draining: draining)
             } onGracefulShutdown: {
                 commands.post(.drain)
                 draining.fulfil(())
             }
-            commands.post(.stop)
-            try await group.waitForAll()
-            logger.info("stopped", metadata: ["served": "\(counters.replied.load(ordering: .relaxed))"])
         }
+        commands.post(.stop)
+        await loopFinished.value
+        logger.info("stopped", metadata: ["served": "\(counters.replied.load(ordering: .relaxed))"])
     }
 
     /// Runs a handler task per request until the request stream ends; once draining has begun,
@@ -84,9 +88,14 @@ public final class ServiceHost: Service, Sendable {
         let drainTimeout = options.drainTimeout
         await withTaskGroup(of: Void.self) { race in
             race.addTask {
+                let onPool = self.options.handlerExecution == .pool
                 await withDiscardingTaskGroup { group in
                     for await request in requests {
-                        group.addTask { await self.serve(request) }
+                        if onPool {
+                            group.addTask(executorPreference: globalConcurrentExecutor) { await self.serve(request) }
+                        } else {
+                            group.addTask { await self.serve(request) }
+                        }
                     }
                 }
             }

@@ -16,18 +16,23 @@ public final class Publisher: Service, Sendable {
     private let logger: Logger
     private let context: ZMQContext
     private let highWaterMark: Int32
-    private let outbox = Mailbox<Outgoing>()
+    private let outbox: CommandQueue<Outgoing>
+    private let reactor: Reactor
+    private let finished = OneShot<Void>()
     private let sequences = Mutex<[String: UInt64]>([:])
     private let bound = OneShot<Result<String, ZMQError>>()
 
-    private enum Outgoing: Sendable {
+    enum Outgoing: Sendable {
         case event(topic: [UInt8], envelope: [UInt8])
         case stop
     }
 
     /// - Parameter highWaterMark: events queued per subscriber before PUB drops (silently, by design).
-    public init(name: String, endpoint: String, logger: Logger, highWaterMark: Int32 = 100_000, context: ZMQContext = .shared) {
+    public init(name: String, endpoint: String, logger: Logger, highWaterMark: Int32 = 100_000,
+                context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.name = name
+        self.reactor = reactor
+        outbox = CommandQueue(reactor: reactor)
         self.endpoint = endpoint
         self.logger = logger
         self.highWaterMark = highWaterMark
@@ -65,42 +70,68 @@ public final class Publisher: Service, Sendable {
     }
 
     public func run() async throws {
-        let outbox = outbox, bound = bound, context = context, endpoint = endpoint, hwm = highWaterMark, logger = logger
-        await withGracefulShutdownHandler {
-            await SocketThread.run(name: "pub-\(name)") {
-                let socket: ZMQSocket
-                do throws(ZMQError) {
-                    socket = try ZMQSocket(context, .pub)
-                    try socket.configure(highWaterMark: hwm)
-                    bound.fulfil(.success(try socket.bind(endpoint)))
-                } catch {
-                    bound.fulfil(.failure(error))
-                    return
-                }
-                var items = [outbox.pollItem]
-                while true {
-                    _ = try? ZMQPoller.poll(&items, timeoutMilliseconds: 1_000)
-                    for item in outbox.drain() {
-                        switch item {
-                        case .event(let topic, let envelope):
-                            do {
-                                try socket.send([topic, envelope], dontWait: true)
-                            } catch {
-                                logger.warning("publish failed", metadata: ["error": "\(error)"])
-                            }
-                        case .stop:
-                            return
-                        }
-                    }
-                }
+        let outbox = outbox, bound = bound, context = context, endpoint = endpoint, hwm = highWaterMark
+        let logger = logger, reactor = reactor, finished = finished
+        reactor.execute {
+            do throws(ZMQError) {
+                let socket = try ZMQSocket(context, .pub)
+                try socket.configure(highWaterMark: hwm)
+                bound.fulfil(.success(try socket.bind(endpoint)))
+                reactor.register(PublisherLoop(socket: socket, outbox: outbox, logger: logger, finished: finished))
+            } catch {
+                bound.fulfil(.failure(error))
+                finished.fulfil(())
             }
+        }
+        _ = try await boundEndpoint()
+        await withGracefulShutdownHandler {
+            await finished.value
         } onGracefulShutdown: {
             outbox.post(.stop)
         }
-        _ = try await boundEndpoint()
     }
 
     public func stop() {
         outbox.post(.stop)
+    }
+}
+
+/// The PUB socket on its reactor.
+private final class PublisherLoop: ReactorComponent {
+    private let socket: ZMQSocket
+    private let outbox: CommandQueue<Publisher.Outgoing>
+    private let logger: Logger
+    private let finished: OneShot<Void>
+    private(set) var isFinished = false
+
+    init(socket: ZMQSocket, outbox: CommandQueue<Publisher.Outgoing>, logger: Logger, finished: OneShot<Void>) {
+        self.socket = socket
+        self.outbox = outbox
+        self.logger = logger
+        self.finished = finished
+    }
+
+    func pollItems() -> [zmq_pollitem_t] { [] }
+    func readable(_ index: Int) {}
+    func nextWakeup() -> ContinuousClock.Instant? { nil }
+
+    func tick(now: ContinuousClock.Instant) {
+        for item in outbox.drain() {
+            switch item {
+            case .event(let topic, let envelope):
+                do {
+                    try socket.send([topic, envelope], dontWait: true)
+                } catch {
+                    logger.warning("publish failed", metadata: ["error": "\(error)"])
+                }
+            case .stop:
+                isFinished = true
+                return
+            }
+        }
+    }
+
+    func close() {
+        finished.fulfil(())
     }
 }

@@ -9,60 +9,43 @@ public struct PublishedEvent: Sendable {
     public var envelope: Envelope
 }
 
-/// A SUB socket on its own thread, delivering decoded events in order.
+/// A SUB socket on a reactor, delivering decoded events in order.
 /// Undecodable frames are dropped and counted, never fatal.
 public final class Subscriber: Sendable {
     public let endpoint: String
     public let events: AsyncStream<PublishedEvent>
-    private let control = Mailbox<Bool>()
+    private let control: CommandQueue<Bool>
     private let finished = OneShot<Void>()
 
     /// - Parameter prefixes: topic prefixes to receive (`""` for all).
-    public init(endpoint: String, prefixes: [String], logger: Logger, highWaterMark: Int32 = 100_000, context: ZMQContext = .shared) {
+    public init(endpoint: String, prefixes: [String], logger: Logger, highWaterMark: Int32 = 100_000,
+                context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.endpoint = endpoint
         let (events, continuation) = AsyncStream.makeStream(of: PublishedEvent.self, bufferingPolicy: .unbounded)
         self.events = events
-        let control = control, finished = finished
-        let thread = Thread {
-            defer {
-                continuation.finish()
-                finished.fulfil(())
-            }
-            let socket: ZMQSocket
-            do {
-                socket = try ZMQSocket(context, .sub)
+        let control = CommandQueue<Bool>(reactor: reactor)
+        self.control = control
+        let finished = finished
+        reactor.execute {
+            do throws(ZMQError) {
+                let socket = try ZMQSocket(context, .sub)
                 try socket.configure(highWaterMark: highWaterMark, maxMessageSize: 16 << 20)
                 for prefix in prefixes { try socket.subscribe(prefix) }
                 try socket.connect(endpoint)
+                reactor.register(SubscriberLoop(socket: socket, control: control, events: continuation, logger: logger, finished: finished))
             } catch {
                 logger.error("cannot subscribe", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
-                return
-            }
-            var items = [socket.pollItem(), control.pollItem]
-            while true {
-                _ = try? ZMQPoller.poll(&items, timeoutMilliseconds: 1_000)
-                if items[1].revents != 0, control.drain().contains(true) { return }
-                while let message = try? socket.receive(dontWait: true) {
-                    guard message.frames.count == 2,
-                          let envelope = try? Envelope(serializedBytes: message.frames[1]),
-                          envelope.kind == .event
-                    else {
-                        logger.debug("dropped a malformed event frame")
-                        continue
-                    }
-                    continuation.yield(PublishedEvent(topic: String(decoding: message.frames[0], as: UTF8.self), envelope: envelope))
-                }
+                continuation.finish()
+                finished.fulfil(())
             }
         }
-        thread.name = "sub-\(endpoint)"
-        thread.start()
     }
 
     deinit {
         control.post(true)
     }
 
-    /// Asks the socket thread to stop; `events` then finishes.
+    /// Asks the reactor to close the socket; `events` then finishes.
     public func stop() {
         control.post(true)
     }
@@ -70,6 +53,50 @@ public final class Subscriber: Sendable {
     public func close() async {
         control.post(true)
         await finished.value
+    }
+}
+
+private final class SubscriberLoop: ReactorComponent {
+    private let socket: ZMQSocket
+    private let control: CommandQueue<Bool>
+    private let events: AsyncStream<PublishedEvent>.Continuation
+    private let logger: Logger
+    private let finished: OneShot<Void>
+    private(set) var isFinished = false
+
+    init(socket: ZMQSocket, control: CommandQueue<Bool>, events: AsyncStream<PublishedEvent>.Continuation,
+         logger: Logger, finished: OneShot<Void>) {
+        self.socket = socket
+        self.control = control
+        self.events = events
+        self.logger = logger
+        self.finished = finished
+    }
+
+    func pollItems() -> [zmq_pollitem_t] { [socket.pollItem()] }
+    func nextWakeup() -> ContinuousClock.Instant? { nil }
+
+    func tick(now: ContinuousClock.Instant) {
+        if control.drain().contains(true) { isFinished = true }
+    }
+
+    func readable(_ index: Int) {
+        for _ in 0..<1_024 {
+            guard let message = try? socket.receive(dontWait: true) else { return }
+            guard message.frames.count == 2,
+                  let envelope = try? Envelope(serializedBytes: message.frames[1]),
+                  envelope.kind == .event
+            else {
+                logger.debug("dropped a malformed event frame")
+                continue
+            }
+            events.yield(PublishedEvent(topic: String(decoding: message.frames[0], as: UTF8.self), envelope: envelope))
+        }
+    }
+
+    func close() {
+        events.finish()
+        finished.fulfil(())
     }
 }
 

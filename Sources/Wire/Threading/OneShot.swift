@@ -1,24 +1,6 @@
 import Foundation
 import Synchronization
 
-/// Runs a blocking socket loop on a dedicated thread, so no libzmq call ever blocks Swift's
-/// cooperative pool (two threads on a two-core machine).
-public enum SocketThread {
-    /// Starts `body` on a new thread and returns when it has finished.
-    /// `body` builds its sockets itself, so they never cross threads.
-    public static func run(name: String, _ body: @escaping @Sendable () -> Void) async {
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let thread = Thread {
-                body()
-                done.resume()
-            }
-            thread.name = name
-            thread.stackSize = 1 << 20
-            thread.start()
-        }
-    }
-}
-
 /// A one-shot value handed from a socket thread to async code (e.g. "bound to this endpoint").
 /// Any number of tasks may await it.
 public final class OneShot<Value: Sendable>: Sendable {

@@ -1,0 +1,179 @@
+import CZeroMQ
+import Foundation
+import Glibc
+public import Synchronization
+
+/// Something that lives on a reactor thread: it owns sockets (created on that thread, never
+/// leaving it), reacts when they are readable, and does timed work in `tick`.
+protocol ReactorComponent: AnyObject {
+    /// Sockets to poll for input, in a fixed order; `readable(_:)` gets the index.
+    func pollItems() -> [zmq_pollitem_t]
+    func readable(_ index: Int)
+    /// Called on every loop turn: drain commands, expire timers, flush queues.
+    func tick(now: ContinuousClock.Instant)
+    /// When the component next needs a `tick` even without input (nil: only on input).
+    func nextWakeup() -> ContinuousClock.Instant?
+    /// Done: the reactor calls `close()` and forgets it.
+    var isFinished: Bool { get }
+    func close()
+}
+
+/// One thread that owns sockets and runs Swift tasks: an event loop, in the manner of NIO's.
+///
+/// Hosts run their request dispatch and handlers on it (as a `TaskExecutor` preference), and
+/// clients made on the same reactor send and resume on it, so a request crosses no thread
+/// inside Frienso code: libzmq's own I/O thread is the only hop. Work posted from another
+/// thread wakes the loop through a pipe; work posted from the loop itself needs no wake.
+public final class Reactor: TaskExecutor, @unchecked Sendable {
+    /// The process's reactor, used unless another one is named.
+    public static let shared = Reactor(name: "frienso-reactor")
+
+    public let name: String
+    private let readEnd: Int32
+    private let writeEnd: Int32
+    private let jobs = Mutex<[UnownedJob]>([])
+    private let actions = Mutex<[@Sendable () -> Void]>([])
+    private let threadID = Atomic<UInt>(0)
+    private let stopped = Atomic<Bool>(false)
+    /// Loop turns that spent longer than `slowTurn` running jobs and timers: each one delayed
+    /// every socket on this reactor. A handler that blocks shows here first.
+    public let slowTurns = Atomic<Int>(0)
+    public static let slowTurn = Duration.milliseconds(20)
+    // Touched on the reactor thread only.
+    private var components: [any ReactorComponent] = []
+
+    public init(name: String) {
+        self.name = name
+        var fds: [Int32] = [-1, -1]
+        // Running out of descriptors here means the process cannot do any I/O at all.
+        precondition(pipe(&fds) == 0, "pipe failed: errno \(errno)")
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        readEnd = fds[0]
+        writeEnd = fds[1]
+        let thread = Thread { [self] in loop() }
+        thread.name = name
+        thread.stackSize = 4 << 20
+        thread.start()
+    }
+
+    /// Whether the caller runs on this reactor's thread.
+    public var isCurrent: Bool { threadID.load(ordering: .acquiring) == UInt(bitPattern: Int(bitPattern: pthread_self())) }
+
+    /// Stops the loop once its components are closed (for reactors made by tests and benchmarks).
+    public func stop() {
+        stopped.store(true, ordering: .releasing)
+        wake()
+    }
+
+    // MARK: TaskExecutor
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        jobs.withLock { $0.append(unowned) }
+        if !isCurrent { wake() }
+    }
+
+    // MARK: Scheduling from other threads
+
+    /// Runs `action` on the reactor thread.
+    func execute(_ action: @escaping @Sendable () -> Void) {
+        actions.withLock { $0.append(action) }
+        if !isCurrent { wake() }
+    }
+
+    /// Makes the loop look at its queues and components soon.
+    func wake() {
+        var one: UInt8 = 1
+        _ = write(writeEnd, &one, 1) // a full pipe already means "wake up"
+    }
+
+    /// Adds a component; call on the reactor thread only.
+    func register(_ component: any ReactorComponent) {
+        precondition(isCurrent, "components are registered on their reactor's thread")
+        components.append(component)
+    }
+
+    // MARK: The loop
+
+    private func loop() {
+        threadID.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .releasing)
+        var sink = [UInt8](repeating: 0, count: 512)
+        while true {
+            while read(readEnd, &sink, sink.count) > 0 {}
+            let started = ContinuousClock.now
+            for action in actions.withLock({ q in defer { q.removeAll(keepingCapacity: true) }; return q }) { action() }
+            runJobs()
+            let now = ContinuousClock.now
+            for component in components { component.tick(now: now) }
+            if started.duration(to: .now) > Self.slowTurn { slowTurns.add(1, ordering: .relaxed) }
+            if components.contains(where: \.isFinished) {
+                for component in components where component.isFinished { component.close() }
+                components.removeAll { $0.isFinished }
+            }
+            if stopped.load(ordering: .acquiring) && components.isEmpty { break }
+            poll(timeout: pollTimeout(now))
+        }
+        close(readEnd)
+        close(writeEnd)
+    }
+
+    /// Runs queued jobs; jobs they enqueue run in the same turn, up to a bound so I/O is not starved.
+    private func runJobs() {
+        var budget = 4_096
+        while budget > 0 {
+            let batch = jobs.withLock { q in defer { q.removeAll(keepingCapacity: true) }; return q }
+            if batch.isEmpty { return }
+            for job in batch { job.runSynchronously(on: asUnownedTaskExecutor()) }
+            budget -= batch.count
+        }
+    }
+
+    private func pollTimeout(_ now: ContinuousClock.Instant) -> Int {
+        if !jobs.withLock({ $0.isEmpty }) || !actions.withLock({ $0.isEmpty }) { return 0 }
+        var next = now.advanced(by: .seconds(1))
+        for component in components {
+            if let wakeup = component.nextWakeup(), wakeup < next { next = wakeup }
+        }
+        let c = now.duration(to: next).components
+        return max(0, Int(c.seconds * 1000 + c.attoseconds / 1_000_000_000_000_000) + 1)
+    }
+
+    private func poll(timeout: Int) {
+        var items = [zmq_pollitem_t(socket: nil, fd: readEnd, events: Int16(ZMQ_POLLIN), revents: 0)]
+        var owners: [(component: any ReactorComponent, index: Int)] = []
+        for component in components {
+            for (index, item) in component.pollItems().enumerated() {
+                items.append(item)
+                owners.append((component, index))
+            }
+        }
+        guard (try? ZMQPoller.poll(&items, timeoutMilliseconds: timeout)) ?? 0 > 0 else { return }
+        for (slot, item) in items.enumerated().dropFirst() where item.revents & Int16(ZMQ_POLLIN) != 0 {
+            let owner = owners[slot - 1]
+            owner.component.readable(owner.index)
+        }
+    }
+}
+
+/// Commands from any thread to one component on a reactor.
+final class CommandQueue<Command: Sendable>: Sendable {
+    private let queue = Mutex<[Command]>([])
+    private let reactor: Reactor
+
+    init(reactor: Reactor) {
+        self.reactor = reactor
+    }
+
+    func post(_ command: Command) {
+        queue.withLock { $0.append(command) }
+        if !reactor.isCurrent { reactor.wake() }
+    }
+
+    /// Takes everything queued; on the reactor thread.
+    func drain() -> [Command] {
+        queue.withLock { q in defer { q.removeAll(keepingCapacity: true) }; return q }
+    }
+}
