@@ -18,13 +18,22 @@ public enum ClientEvent: Sendable {
 /// The DEALER socket of a `WireClient`, as a component of its reactor: created on the reactor
 /// thread and never leaving it.
 final class ClientLoop: ReactorComponent {
-    struct Pending: Sendable {
-        var envelope: Envelope
-        var deadline: ContinuousClock.Instant
-        var retryable: Bool
-        var continuation: CheckedContinuation<Envelope, Never>
+    /// A call in flight. A class: the loop updates it in place, never copying the envelope.
+    final class Pending: @unchecked Sendable {
+        let envelope: Envelope
+        let deadline: ContinuousClock.Instant
+        let retryable: Bool
+        let continuation: CheckedContinuation<Envelope, Never>
+        // Touched on the reactor thread only (after the hand-over through the command queue).
         var attempts = 0
         var sent = false
+
+        init(envelope: Envelope, deadline: ContinuousClock.Instant, retryable: Bool, continuation: CheckedContinuation<Envelope, Never>) {
+            self.envelope = envelope
+            self.deadline = deadline
+            self.retryable = retryable
+            self.continuation = continuation
+        }
     }
 
     private let endpoint: String
@@ -36,6 +45,8 @@ final class ClientLoop: ReactorComponent {
     private let logger: Logger
     private var socket: ZMQSocket?
     private var pending: [UInt64: Pending] = [:]
+    /// Ids of pending calls not yet handed to libzmq, oldest first.
+    private var unsent: [UInt64] = []
     private var lastHeard: ContinuousClock.Instant
     private var lastSent: ContinuousClock.Instant
     private var peerDown = false
@@ -127,7 +138,8 @@ final class ClientLoop: ReactorComponent {
         openSocket()
         for (id, request) in pending where request.sent {
             if request.retryable && request.attempts < options.maxAttempts {
-                pending[id]?.sent = false
+                request.sent = false
+                unsent.append(id)
             } else {
                 pending[id] = nil
                 request.continuation.resume(returning: request.envelope.reply(
@@ -143,13 +155,13 @@ final class ClientLoop: ReactorComponent {
     private func handleCommands() {
         for command in commands.drain() {
             switch command {
-            case .call(var request):
+            case .call(let request):
                 if peerDown && options.failFastWhenPeerDown {
                     request.continuation.resume(returning: request.envelope.reply(error: .unavailable("\(endpoint) is not answering")))
                     continue
                 }
-                request.sent = false
                 pending[request.envelope.requestId] = request
+                unsent.append(request.envelope.requestId)
             case .cancel(let id):
                 if let request = pending.removeValue(forKey: id) {
                     request.continuation.resume(returning: request.envelope.reply(error: .unavailable("call cancelled")))
@@ -162,22 +174,30 @@ final class ClientLoop: ReactorComponent {
     }
 
     private func flushUnsent() {
-        guard let socket else { return }
+        guard let socket, !unsent.isEmpty else { return }
         let now = ContinuousClock.now
-        for (id, request) in pending where !request.sent {
+        var kept: [UInt64] = []
+        for (index, id) in unsent.enumerated() {
+            guard let request = pending[id], !request.sent else { continue } // answered, failed or cancelled
             var envelope = request.envelope
             envelope.deadlineMs = Self.milliseconds(now.duration(to: request.deadline))
-            guard envelope.deadlineMs > 0 else { continue } // tick() will expire it
+            guard envelope.deadlineMs > 0 else { continue } // the timers expire it
             do {
                 if try socket.send([envelope.serializedBytes()], dontWait: true) {
-                    pending[id]?.sent = true
-                    pending[id]?.attempts += 1
+                    request.sent = true
+                    request.attempts += 1
                     lastSent = now
+                } else {
+                    // No peer or queue full: keep this and everything after it, in order.
+                    kept.append(contentsOf: unsent[index...])
+                    break
                 }
             } catch {
                 logger.debug("send failed", metadata: ["error": "\(error)"])
+                kept.append(id)
             }
         }
+        unsent = kept
     }
 
     private func sendHeartbeat() {
@@ -231,7 +251,7 @@ final class ClientLoop: ReactorComponent {
         } else if lastSent.duration(to: now) >= options.heartbeatInterval {
             sendHeartbeat() // the host answers every heartbeat, which keeps `lastHeard` fresh
         }
-        if !pending.isEmpty { flushUnsent() }
+        flushUnsent()
     }
 
     func nextWakeup() -> ContinuousClock.Instant? {
@@ -239,7 +259,7 @@ final class ClientLoop: ReactorComponent {
         var next = lastSent.advanced(by: options.heartbeatInterval)
         next = min(next, lastHeard.advanced(by: deadWindow))
         for request in pending.values where request.deadline < next { next = request.deadline }
-        if pending.values.contains(where: { !$0.sent }) { next = min(next, .now.advanced(by: .milliseconds(10))) }
+        if !unsent.isEmpty { next = min(next, .now.advanced(by: .milliseconds(10))) }
         return next
     }
 

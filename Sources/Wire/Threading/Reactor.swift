@@ -100,9 +100,7 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
 
     private func loop() {
         threadID.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .releasing)
-        var sink = [UInt8](repeating: 0, count: 512)
         while true {
-            while read(readEnd, &sink, sink.count) > 0 {}
             let started = ContinuousClock.now
             for action in actions.withLock({ q in defer { q.removeAll(keepingCapacity: true) }; return q }) { action() }
             runJobs()
@@ -151,6 +149,11 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
             }
         }
         guard (try? ZMQPoller.poll(&items, timeoutMilliseconds: timeout)) ?? 0 > 0 else { return }
+        if items[0].revents & Int16(ZMQ_POLLIN) != 0 {
+            // Woken from another thread: empty the pipe (what was posted is picked up next turn).
+            var sink = [UInt8](repeating: 0, count: 512)
+            while read(readEnd, &sink, sink.count) > 0 {}
+        }
         for (slot, item) in items.enumerated().dropFirst() where item.revents & Int16(ZMQ_POLLIN) != 0 {
             let owner = owners[slot - 1]
             owner.component.readable(owner.index)
