@@ -11,13 +11,13 @@ struct PasswordOptions: ParsableArguments {
     func read(_ prompt: String, environment key: String = "FRIENSO_PASSWORD") throws -> String {
         if passwordStdin {
             guard let line = Swift.readLine(strippingNewline: true) else {
-                throw CLIError(message: "expected a password on standard input", exitCode: 2)
+                throw CLIError(message: "expected a password on standard input", exitCode: 64)
             }
             return line
         }
         if let value = ProcessInfo.processInfo.environment[key] { return value }
         guard isatty(STDIN_FILENO) == 1, let entered = getpass("\(prompt): ") else {
-            throw CLIError(message: "no password: use --password-stdin or \(key)", exitCode: 2)
+            throw CLIError(message: "no password: use --password-stdin or \(key)", exitCode: 64)
         }
         return String(cString: entered)
     }
