@@ -54,6 +54,26 @@ struct CLIEndToEndTests {
         #expect(again.status == 0, "\(again.output)\n\(logs())")
         #expect(again.output.contains("dana@example.org"))
 
+        // Profile, email and password through the CLI.
+        let edit = try cli.run(["profile", "edit", "--last-name", "Mulder-Scully"])
+        #expect(edit.status == 0 && edit.output.contains("Mulder-Scully"), "\(edit.output)")
+        let noFields = try cli.run(["profile", "edit"])
+        #expect(noFields.status == 64, "a usage error: \(noFields.output)")
+        let email = try cli.run(["email", "dana@fbi.example.org", "--password-stdin"], stdin: "trust no one 1\n")
+        #expect(email.status == 0 && email.output.contains("dana@fbi.example.org"), "\(email.output)")
+        let badEmail = try cli.run(["email", "not-an-address", "--password-stdin"], stdin: "trust no one 1\n")
+        #expect(badEmail.status == 12 && badEmail.output.contains("email:"), "\(badEmail.output)")
+        let token = try String(contentsOfFile: "\(cli.configDir)/session.json", encoding: .utf8)
+            .split(separator: "\"").first { $0.hasPrefix("fs1_") }.map(String.init) ?? ""
+        #expect(!token.isEmpty)
+        let password = try cli.run(["password", "--password-stdin"], stdin: "trust no one 1\nthe truth is out there\n")
+        #expect(password.status == 0, "\(password.output)")
+        let oldPassword = try cli.run(["login", "dana", "--password-stdin"], stdin: "trust no one 1\n")
+        #expect(oldPassword.status == 13, "the old password no longer works: \(oldPassword.output)")
+        let relogin = try cli.run(["login", "dana@fbi.example.org", "--password-stdin"], stdin: "the truth is out there\n")
+        #expect(relogin.status == 0, "\(relogin.output)")
+        #expect(!procs.logs().contains(token), "session tokens never reach a log")
+
         let logout = try cli.run(["logout"])
         #expect(logout.status == 0, "\(logout.output)")
         let after = try cli.run(["whoami"])
@@ -63,6 +83,7 @@ struct CLIEndToEndTests {
         let wrong = try cli.run(["login", "dana", "--password-stdin"], stdin: "not the password\n")
         #expect(wrong.status == 13, "\(wrong.output)")
         #expect(!procs.logs().contains("trust no one 1"), "passwords never reach a log")
+        #expect(!procs.logs().contains("the truth is out there"), "passwords never reach a log")
     }
 
     @Test func launcher_startsEverything_restartsAKilledService_andStopsAllOnSIGTERM() async throws {

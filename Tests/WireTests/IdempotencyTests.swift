@@ -29,6 +29,19 @@ struct IdempotencyTests {
         }
     }
 
+    @Test func sameKey_onADifferentRequest_orFromAnotherAnonymousClient_isNotReplayed() async throws {
+        let counter = Counter()
+        try await withHost(countingRouter(counter), logs: CapturedLogs()) { _, client in
+            _ = try await client.call(echo, CommonV1.PingRequest(echo: [1]), options: CallOptions(idempotencyKey: "k", clientAddress: "10.0.0.1"))
+            _ = try await client.call(echo, CommonV1.PingRequest(echo: [2]), options: CallOptions(idempotencyKey: "k", clientAddress: "10.0.0.1"))
+            #expect(counter.count == 2, "a different payload is a different request")
+            _ = try await client.call(echo, CommonV1.PingRequest(echo: [1]), options: CallOptions(idempotencyKey: "k", clientAddress: "10.0.0.2"))
+            #expect(counter.count == 3, "another anonymous client does not get the first one's reply")
+            _ = try await client.call(echo, CommonV1.PingRequest(echo: [1]), options: CallOptions(idempotencyKey: "k", clientAddress: "10.0.0.1"))
+            #expect(counter.count == 3, "the same request from the same client is replayed")
+        }
+    }
+
     @Test func concurrentDuplicates_areAppliedOnce() async throws {
         let counter = Counter()
         let gate = OneShot<Void>()

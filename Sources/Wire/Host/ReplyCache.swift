@@ -38,8 +38,23 @@ public final class ReplyCache: Sendable {
         self.store = store
     }
 
-    public static func key(caller: UInt64, method: String, idempotencyKey: String) -> String {
-        "\(caller)|\(method)|\(idempotencyKey)"
+    /// What identifies "the same request": the caller (and, for anonymous calls, the client's
+    /// address), the method, the key, and a digest of the payload. So one client's key can never
+    /// replay another client's reply, and a key reused for a different request runs that request.
+    public static func key(for envelope: Envelope) -> String {
+        let who = envelope.callerUserId != 0 ? "u\(envelope.callerUserId)" : "a\(envelope.clientAddress)"
+        return "\(who)|\(envelope.method)|\(envelope.idempotencyKey)|\(String(fnv1a(envelope.payload), radix: 16))"
+    }
+
+    /// FNV-1a, 64 bits: stable across processes (Swift's `Hasher` is seeded per run), so the
+    /// durable store's keys survive a restart.
+    static func fnv1a(_ bytes: [UInt8]) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        return hash
     }
 
     func begin(_ key: String, waiter: UInt64) async -> Begin {

@@ -121,7 +121,7 @@ public final class ServiceHost: Service, Sendable {
         guard !envelope.idempotencyKey.isEmpty else {
             return reply(request.key, await handler.handle(request, logger: logger))
         }
-        let key = ReplyCache.key(caller: envelope.callerUserId, method: envelope.method, idempotencyKey: envelope.idempotencyKey)
+        let key = ReplyCache.key(for: envelope)
         switch await replyCache.begin(key, waiter: request.key) {
         case .replay(let stored):
             logger.debug("replayed an idempotent reply")
