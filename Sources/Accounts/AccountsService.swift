@@ -45,8 +45,9 @@ public final class AccountsService: Sendable {
     }
 
     /// A host serving this service on `options.endpoint`.
-    public func makeHost(options: HostOptions, logger: Logger, reactor: Reactor = .shared) -> ServiceHost {
-        ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore), reactor: reactor)
+    public func makeHost(options: HostOptions, logger: Logger, context: ZMQContext = .shared, reactor: Reactor = .shared) -> ServiceHost {
+        ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore),
+                    context: context, reactor: reactor)
     }
 
     public func router() -> MethodRouter {

@@ -5,9 +5,9 @@ import Wire
 /// The baseline: libzmq called directly from C, no Swift layer at all beyond the loop.
 enum RawZMQ {
     /// REQ/REP, one request in flight, `count` round trips of `payload`.
-    static func reqRep(payload: [UInt8], count: Int, warmup: Int) -> LatencyStats {
+    static func reqRep(payload: [UInt8], count: Int, warmup: Int, contexts: (server: ZMQContext, client: ZMQContext)) -> LatencyStats {
         var stats = LatencyStats(name: "raw libzmq REQ/REP", inFlight: 1)
-        let context = ZMQContext.shared
+        let (context, clientContext) = contexts
         let server = OneShotEndpoint()
         let serverThread = Thread {
             let rep = RawSocket(context, ZMQ_REP)
@@ -20,7 +20,7 @@ enum RawZMQ {
             }
         }
         serverThread.start()
-        let req = RawSocket(context, ZMQ_REQ)
+        let req = RawSocket(clientContext, ZMQ_REQ)
         req.connect(server.wait())
         var buffer = [UInt8](repeating: 0, count: 65_536)
         let started = ContinuousClock.now
@@ -34,10 +34,28 @@ enum RawZMQ {
         return stats
     }
 
+    /// A raw REQ client (C calls, one in flight) against any endpoint: against a Wire host it
+    /// isolates the host's share of the Wire overhead.
+    static func reqClient(name: String, endpoint: String, payload: [UInt8], count: Int, warmup: Int, context: ZMQContext) -> LatencyStats {
+        var stats = LatencyStats(name: name, inFlight: 1)
+        let req = RawSocket(context, ZMQ_REQ)
+        req.connect(endpoint)
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        let started = ContinuousClock.now
+        for i in 0..<(count + warmup) {
+            let t0 = ContinuousClock.now
+            _ = zmq_send(req.handle, payload, payload.count, 0)
+            guard zmq_recv(req.handle, &buffer, buffer.count, 0) >= 0 else { stats.errors += 1; break }
+            if i >= warmup { stats.record(t0.duration(to: .now)) }
+        }
+        stats.elapsed = started.duration(to: .now) * (Double(count) / Double(count + warmup))
+        return stats
+    }
+
     /// DEALER → ROUTER echo with `window` requests outstanding (the raw ceiling at N in flight).
-    static func pipelined(payload: [UInt8], count: Int, window: Int) -> LatencyStats {
+    static func pipelined(payload: [UInt8], count: Int, window: Int, contexts: (server: ZMQContext, client: ZMQContext)) -> LatencyStats {
         var stats = LatencyStats(name: "raw libzmq DEALER/ROUTER", inFlight: window)
-        let context = ZMQContext.shared
+        let (context, clientContext) = contexts
         let server = OneShotEndpoint()
         let serverThread = Thread {
             let router = RawSocket(context, ZMQ_ROUTER)
@@ -52,7 +70,7 @@ enum RawZMQ {
             }
         }
         serverThread.start()
-        let dealer = RawSocket(context, ZMQ_DEALER)
+        let dealer = RawSocket(clientContext, ZMQ_DEALER)
         dealer.connect(server.wait())
         var sentAt = [ContinuousClock.Instant](repeating: .now, count: count)
         var message = [UInt8](repeating: 0, count: 8) + payload
@@ -80,8 +98,10 @@ enum RawZMQ {
 /// A bare libzmq socket for the baseline (the Wire wrapper is what is being measured against).
 final class RawSocket {
     let handle: UnsafeMutableRawPointer
+    private let context: ZMQContext // outlives the socket, as in ZMQSocket
 
     init(_ context: ZMQContext, _ type: Int32) {
+        self.context = context
         guard let handle = zmq_socket(context.handle, type) else { preconditionFailure("zmq_socket failed") }
         self.handle = handle
         var linger: Int32 = 0

@@ -13,11 +13,15 @@ public enum WireScenario {
         public var requests: Int
         public var warmup: Int
         public var inFlight: [Int]
+        /// One libzmq context (and I/O thread) per simulated process, as in a deployment; or one
+        /// shared by all, as one process would.
+        public var separateContexts: Bool
 
-        public init(requests: Int, warmup: Int, inFlight: [Int]) {
+        public init(requests: Int, warmup: Int, inFlight: [Int], separateContexts: Bool) {
             self.requests = requests
             self.warmup = warmup
             self.inFlight = inFlight
+            self.separateContexts = separateContexts
         }
     }
 
@@ -27,9 +31,11 @@ public enum WireScenario {
         var rows: [LatencyStats] = []
 
         // 1. libzmq alone.
-        rows.append(RawZMQ.reqRep(payload: payload, count: options.requests, warmup: options.warmup))
+        func context() -> ZMQContext { options.separateContexts ? ZMQContext() : .shared }
+        rows.append(RawZMQ.reqRep(payload: payload, count: options.requests, warmup: options.warmup,
+                                  contexts: (context(), context())))
         for n in options.inFlight where n > 1 {
-            rows.append(RawZMQ.pipelined(payload: payload, count: options.requests, window: n))
+            rows.append(RawZMQ.pipelined(payload: payload, count: options.requests, window: n, contexts: (context(), context())))
         }
 
         // 2 and 3. Accounts host in process; a Wire client straight to it, and a client through a gateway.
@@ -37,10 +43,12 @@ public enum WireScenario {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var quiet = logger
         quiet.logLevel = .warning
-        // One reactor per would-be process: client, gateway, accounts.
+        // One reactor and one libzmq context (own I/O thread) per would-be process: client, gateway, accounts.
         let clientReactor = Reactor(name: "bench-client"), gatewayReactor = Reactor(name: "bench-gateway")
+        let clientContext = context(), gatewayContext = context()
         let accounts = try AccountsService(directory: dir).makeHost(
-            options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet, reactor: Reactor(name: "bench-accounts"))
+            options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet,
+            context: context(), reactor: Reactor(name: "bench-accounts"))
         let group = ServiceGroup(configuration: .init(services: [.init(service: accounts)], logger: quiet))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
@@ -48,13 +56,19 @@ public enum WireScenario {
             var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: ["accounts": accountsEndpoint])
             config.requestsPerSecond = 1e9
             config.burst = 1e9
-            let gateway = Gateway(config: config, logger: quiet, reactor: gatewayReactor)
+            let gateway = Gateway(config: config, logger: quiet, context: gatewayContext, reactor: gatewayReactor)
             let gatewayGroup = ServiceGroup(configuration: .init(services: [.init(service: gateway)], logger: quiet))
             tasks.addTask { try await gatewayGroup.run() }
             let gatewayEndpoint = try await gateway.boundEndpoint()
 
-            let direct = WireClient(endpoint: accountsEndpoint, logger: quiet, reactor: clientReactor)
-            let viaGateway = FriensoClient(gateway: gatewayEndpoint, logger: quiet, reactor: clientReactor)
+            // The host's share: a raw C REQ client against the Wire host (runs on its own thread).
+            let rawToHost = await Task.detached {
+                RawZMQ.reqClient(name: "raw REQ → Wire host Ping", endpoint: accountsEndpoint, payload: payload,
+                                 count: options.requests, warmup: options.warmup, context: clientContext)
+            }.value
+            rows.append(rawToHost)
+            let direct = WireClient(endpoint: accountsEndpoint, logger: quiet, context: clientContext, reactor: clientReactor)
+            let viaGateway = FriensoClient(gateway: gatewayEndpoint, logger: quiet, context: clientContext, reactor: clientReactor)
             // The load loops run on the client's reactor, as a client built on Wire would.
             await withTaskExecutorPreference(clientReactor) {
                 for n in options.inFlight {

@@ -15,9 +15,9 @@ public final class FriensoClient: Sendable {
     /// - Parameters:
     ///   - token: a session token from an earlier login, if any.
     public init(gateway: String = FriensoClient.defaultGateway, token: String = "", options: ClientOptions = ClientOptions(),
-                logger: Logger, reactor: Reactor = .shared) {
+                logger: Logger, context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.gateway = gateway
-        wire = WireClient(endpoint: gateway, options: options, logger: logger, reactor: reactor)
+        wire = WireClient(endpoint: gateway, options: options, logger: logger, context: context, reactor: reactor)
         tokenBox = Mutex(token)
     }
 

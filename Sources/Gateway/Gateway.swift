@@ -12,17 +12,21 @@ public final class Gateway: Service, Sendable {
     private let clients: [String: WireClient]
     private let subscriptions: Subscriptions
     private let logger: Logger
+    private let context: ZMQContext
 
     /// - Parameter reactor: the event loop for the client socket and for the clients to the
     ///   services; sharing one means forwarding a request crosses no thread.
-    public init(config: GatewayConfig, logger: Logger, clientOptions: ClientOptions = ClientOptions(), reactor: Reactor = .shared) {
+    public init(config: GatewayConfig, logger: Logger, clientOptions: ClientOptions = ClientOptions(),
+                context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.config = config
         self.logger = logger
+        self.context = context
         var clients: [String: WireClient] = [:]
         // Only services with a contract can be called; the others are not built yet.
         let contracted = Set(ProtoIndex.methods.map(\.service))
         for (name, endpoint) in config.services where !endpoint.isEmpty && contracted.contains(name) {
-            clients[name] = WireClient(endpoint: endpoint, options: clientOptions, logger: logger.with("peer", name), reactor: reactor)
+            clients[name] = WireClient(endpoint: endpoint, options: clientOptions, logger: logger.with("peer", name),
+                                       context: context, reactor: reactor)
         }
         self.clients = clients
         subscriptions = Subscriptions(ttl: config.subscriptionTTL)
@@ -33,7 +37,7 @@ public final class Gateway: Service, Sendable {
         var options = HostOptions(name: "gateway", endpoint: config.endpoint)
         options.maxMessageSize = config.maxMessageSize
         options.curveSecretKey = config.curveSecretKey
-        host = ServiceHost(options: options, handler: handler, logger: logger, reactor: reactor)
+        host = ServiceHost(options: options, handler: handler, logger: logger, context: context, reactor: reactor)
     }
 
     public func boundEndpoint() async throws(ZMQError) -> String {
@@ -58,7 +62,8 @@ public final class Gateway: Service, Sendable {
 
     /// Forwards `viewer.<id>` events from one publisher to that user's connections.
     private func relay(from name: String, endpoint: String) async {
-        let subscriber = Subscriber(endpoint: endpoint, prefixes: ["viewer."], logger: logger.with("source", name))
+        let subscriber = Subscriber(endpoint: endpoint, prefixes: ["viewer."], logger: logger.with("source", name),
+                                    context: context, reactor: host.reactor)
         await withTaskCancellationHandler {
             for await event in subscriber.events {
                 guard let user = UInt64(event.topic.dropFirst("viewer.".count)) else { continue }

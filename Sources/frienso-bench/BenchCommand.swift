@@ -19,9 +19,12 @@ struct WireBench: AsyncParsableCommand {
     @Option(help: "Measured requests per row.") var requests = 20_000
     @Option(help: "Unmeasured requests first.") var warmup = 2_000
     @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
+    @Option(help: "separate: a libzmq context (I/O thread) per simulated process, as deployed; shared: one for all.")
+    var contexts = "separate"
 
     func validate() throws {
         guard requests > 0, warmup >= 0 else { throw ValidationError("--requests must be positive and --warmup not negative") }
+        guard ["separate", "shared"].contains(contexts) else { throw ValidationError("--contexts is separate or shared") }
         guard !levels.isEmpty, levels.allSatisfy({ (1...4096).contains($0) }) else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
     }
 
@@ -29,6 +32,7 @@ struct WireBench: AsyncParsableCommand {
 
     func run() async throws {
         let logger = Logger(label: "bench")
-        print(try await WireScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels), logger: logger))
+        print(try await WireScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels,
+                                               separateContexts: contexts == "separate"), logger: logger))
     }
 }

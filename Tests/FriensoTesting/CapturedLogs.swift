@@ -29,6 +29,7 @@ struct CapturingHandler: LogHandler {
     let label: String
     let sink: CapturedLogs
     var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
     var logLevel: Logger.Level = .debug
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -37,7 +38,8 @@ struct CapturingHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        let provided = metadataProvider?.get() ?? [:]
+        let all = metadata.merging(provided) { $1 }.merging(event.metadata ?? [:]) { $1 }
         let meta = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         sink.append("\(event.level) [\(label)] \(event.message) \(meta)")
     }

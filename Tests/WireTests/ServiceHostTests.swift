@@ -126,7 +126,33 @@ struct ServiceHostTests {
             await #expect(throws: RPCError(.notFound, "no such thing")) { try await client.call(echo, CommonV1.PingRequest(echo: [1])) }
             await #expect(throws: RPCError(.internal, "internal error in test.Echo")) { try await client.call(echo, CommonV1.PingRequest(echo: [2])) }
         }
-        #expect(logs.contains("handler threw"))
+        #expect(logs.all.contains { $0.contains("handler threw") && $0.contains("request-id=") && $0.contains("method=test.Echo") },
+                "log lines carry the request's id and method: \(logs.dump())")
+    }
+
+    @Test("handlers run on the host's reactor by default, and on the global pool when asked",
+          arguments: [HandlerExecution.reactor, .pool])
+    func handlerExecution(_ mode: HandlerExecution) async throws {
+        let reactor = Reactor(name: "test-reactor")
+        let onReactor = Counter()
+        var router = MethodRouter()
+        router.register(echo) { _, _ in
+            if reactor.isCurrent { _ = onReactor.increment() }
+            try await Task.sleep(for: .milliseconds(1)) // and after a suspension
+            if reactor.isCurrent { _ = onReactor.increment() }
+            return CommonV1.PingResponse()
+        }
+        let logs = CapturedLogs()
+        var options = HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*")
+        options.handlerExecution = mode
+        let host = ServiceHost(options: options, handler: router, logger: logs.logger("host"), reactor: reactor)
+        try await withRunningServices([host], logger: logs.logger("group")) {
+            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+            _ = try await client.call(echo, CommonV1.PingRequest())
+            await client.close()
+        }
+        #expect(onReactor.count == (mode == .reactor ? 2 : 0))
+        reactor.stop()
     }
 
     @Test func gracefulShutdown_finishesRequestInFlight() async throws {

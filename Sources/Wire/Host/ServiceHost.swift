@@ -34,7 +34,7 @@ public final class ServiceHost: Service, Sendable {
         self.handler = handler
         self.replyCache = replyCache
         self.context = context
-        var logger = logger
+        var logger = RequestScope.attach(to: logger)
         logger[metadataKey: "service"] = "\(options.name)"
         self.logger = logger
     }
@@ -110,10 +110,12 @@ public final class ServiceHost: Service, Sendable {
     }
 
     private func serve(_ request: IncomingRequest) async {
+        let label = RequestScope.Label(requestID: request.envelope.requestId, method: request.envelope.method)
+        await RequestScope.$current.withValue(label) { await serveInScope(request) }
+    }
+
+    private func serveInScope(_ request: IncomingRequest) async {
         let envelope = request.envelope
-        var logger = logger
-        logger[metadataKey: "request-id"] = "\(envelope.requestId)"
-        logger[metadataKey: "method"] = "\(envelope.method)"
         logger.trace("request")
         if envelope.method == "\(options.name).Ping" {
             return reply(request.key, ping(envelope))

@@ -1,3 +1,4 @@
+import CLinuxShims
 import CZeroMQ
 import Foundation
 import Glibc
@@ -100,6 +101,8 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
 
     private func loop() {
         threadID.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .releasing)
+        // The OS name (15 characters at most) is what `top -H`, `perf` and debuggers show.
+        _ = frienso_set_thread_name(String(name.prefix(15)))
         while true {
             let started = ContinuousClock.now
             for action in actions.withLock({ q in defer { q.removeAll(keepingCapacity: true) }; return q }) { action() }

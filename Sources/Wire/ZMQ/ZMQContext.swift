@@ -17,6 +17,8 @@ public final class ZMQContext: @unchecked Sendable {
     /// One context for the whole process, as libzmq recommends.
     public static let shared = ZMQContext()
 
+    /// Runs once every socket made from this context is gone (each holds its context), so
+    /// terminating cannot wait on an open socket.
     deinit {
         zmq_ctx_term(handle)
     }

@@ -21,12 +21,15 @@ public final class ZMQSocket {
 
     private let handle: UnsafeMutableRawPointer
     public let kind: Kind
+    /// Held so the context outlives its sockets: terminating a context waits for them to close.
+    private let context: ZMQContext
 
     /// Creates a socket with `LINGER 0`: closing never blocks on unsent messages.
     public init(_ context: ZMQContext, _ kind: Kind) throws(ZMQError) {
         guard let handle = zmq_socket(context.handle, kind.raw) else { throw ZMQError("zmq_socket") }
         self.handle = handle
         self.kind = kind
+        self.context = context
         try set(ZMQ_LINGER, 0)
     }
 
