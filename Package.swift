@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "frienso", targets: ["frienso"]),
         .executable(name: "frienso-accounts", targets: ["frienso-accounts"]),
         .executable(name: "frienso-gateway", targets: ["frienso-gateway"]),
+        .executable(name: "frienso-social", targets: ["frienso-social"]),
         .executable(name: "frienso-launch", targets: ["frienso-launch"]),
         .executable(name: "frienso-bench", targets: ["frienso-bench"]),
     ],
@@ -70,6 +71,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "Social",
+            dependencies: [
+                "Wire", "FriensoProto", "ServiceKit",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "Gateway",
             dependencies: [
                 "Wire", "FriensoProto", "ServiceKit",
@@ -109,6 +119,15 @@ let package = Package(
             name: "frienso-accounts",
             dependencies: [
                 "Accounts", "ServiceKit", "Wire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "frienso-social",
+            dependencies: [
+                "Social", "ServiceKit", "Wire",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -178,6 +197,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "SocialTests",
+            dependencies: ["Social", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",
+                           .product(name: "GRDB", package: "GRDB.swift"),
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "GatewayTests",
             dependencies: ["Gateway", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",
                            .product(name: "Logging", package: "swift-log")],
@@ -186,7 +212,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher",
-                           "frienso", "frienso-accounts", "frienso-gateway", "frienso-launch"],
+                           "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-launch"],
             swiftSettings: swiftSettings
         ),
     ]

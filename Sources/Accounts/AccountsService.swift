@@ -62,6 +62,7 @@ public final class AccountsService: Sendable {
         router.register(API.editProfile) { try await self.editProfile($0, $1) }
         router.register(API.validateSession) { try await self.validateSession($0, $1) }
         router.register(API.getProfiles) { try await self.getProfiles($0, $1) }
+        router.register(API.findUsers) { try await self.findUsers($0, $1) }
         return router
     }
 
@@ -208,5 +209,11 @@ public final class AccountsService: Sendable {
     func getProfiles(_ request: AccountsV1.GetProfilesRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfilesResponse {
         guard request.userIds.count <= 500 else { throw RPCError.invalidArgument("user_ids: at most 500") }
         return AccountsV1.GetProfilesResponse(profiles: try await store.users(ids: request.userIds).map(\.profile))
+    }
+
+    func findUsers(_ request: AccountsV1.FindUsersRequest, _ context: RequestContext) async throws -> AccountsV1.FindUsersResponse {
+        guard request.usernames.count <= 500 else { throw RPCError.invalidArgument("usernames: at most 500") }
+        let names = Array(Set(request.usernames.map { $0.trimmingWhitespace().lowercased() }))
+        return AccountsV1.FindUsersResponse(profiles: try await store.users(usernames: names).map(\.profile))
     }
 }

@@ -117,6 +117,15 @@ final class AccountsStore: Sendable {
         }
     }
 
+    func users(usernames: [String]) async throws -> [UserRecord] {
+        guard !usernames.isEmpty else { return [] }
+        return try await database.read { db in
+            let marks = Array(repeating: "?", count: usernames.count).joined(separator: ",")
+            return try Row.fetchAll(db, sql: "SELECT * FROM users WHERE username IN (\(marks)) ORDER BY username",
+                                    arguments: StatementArguments(usernames)).map(UserRecord.init)
+        }
+    }
+
     func user(login: Validation.LoginName) async throws -> UserRecord? {
         let (column, value): (String, String) = switch login {
         case .username(let v): ("username", v)

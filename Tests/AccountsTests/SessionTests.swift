@@ -173,6 +173,18 @@ struct SessionTests {
         }
     }
 
+    @Test func findUsers_byUsername_caseInsensitive_andCapsTheBatch() async throws {
+        try await withAccounts { accounts in
+            try await accounts.register("finder_a")
+            try await accounts.register("finder_b")
+            let reply = try await accounts.client.call(API.findUsers, AccountsV1.FindUsersRequest(usernames: ["FINDER_B", " finder_a ", "nobody"]))
+            #expect(reply.profiles.map(\.username) == ["finder_a", "finder_b"])
+            await expectError(.invalidArgument) {
+                _ = try await accounts.client.call(API.findUsers, AccountsV1.FindUsersRequest(usernames: (0...500).map { "u\($0)" }))
+            }
+        }
+    }
+
     @Test func getProfiles_returnsKnownUsers_andCapsTheBatch() async throws {
         try await withAccounts { accounts in
             let a = try await accounts.register("batch_a")

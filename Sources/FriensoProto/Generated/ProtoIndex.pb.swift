@@ -2,6 +2,7 @@
 
 public enum AccountsV1 {}
 public enum CommonV1 {}
+public enum SocialV1 {}
 
 public enum ProtoIndex {
     /// Every message type in proto/, for codec tests and tooling.
@@ -28,6 +29,8 @@ public enum ProtoIndex {
         AccountsV1.ValidateSessionResponse.self,
         AccountsV1.GetProfilesRequest.self,
         AccountsV1.GetProfilesResponse.self,
+        AccountsV1.FindUsersRequest.self,
+        AccountsV1.FindUsersResponse.self,
         CommonV1.Envelope.self,
         CommonV1.PingRequest.self,
         CommonV1.PingResponse.self,
@@ -35,8 +38,29 @@ public enum ProtoIndex {
         CommonV1.SubscribeResponse.self,
         CommonV1.UnsubscribeRequest.self,
         CommonV1.UnsubscribeResponse.self,
+        SocialV1.UserRef.self,
+        SocialV1.FriendRequest.self,
+        SocialV1.Friend.self,
+        SocialV1.SendFriendRequestRequest.self,
+        SocialV1.SendFriendRequestResponse.self,
+        SocialV1.RespondToFriendRequestRequest.self,
+        SocialV1.RespondToFriendRequestResponse.self,
+        SocialV1.CancelFriendRequestRequest.self,
+        SocialV1.CancelFriendRequestResponse.self,
+        SocialV1.ListFriendRequestsRequest.self,
+        SocialV1.ListFriendRequestsResponse.self,
+        SocialV1.ListFriendsRequest.self,
+        SocialV1.ListFriendsResponse.self,
+        SocialV1.RemoveFriendRequest.self,
+        SocialV1.RemoveFriendResponse.self,
+        SocialV1.BlockRequest.self,
+        SocialV1.BlockResponse.self,
+        SocialV1.UnblockRequest.self,
+        SocialV1.UnblockResponse.self,
+        SocialV1.ListBlockedRequest.self,
+        SocialV1.ListBlockedResponse.self,
     ]
 
     /// Every rpc in proto/, with its declared access.
-    public static let methods: [AnyRPCMethod] = [AccountsV1.AccountsService.all].flatMap { $0 }
+    public static let methods: [AnyRPCMethod] = [AccountsV1.AccountsService.all, SocialV1.SocialService.all].flatMap { $0 }
 }

@@ -1127,6 +1127,104 @@ extension AccountsV1.GetProfilesResponse {
 }
 
 extension AccountsV1 {
+    /// `frienso.accounts.v1.FindUsersRequest`
+    public struct FindUsersRequest: ProtoMessage {
+        public var usernames: [String] = []
+
+        public init() {}
+
+        public init(usernames: [String] = []) {
+        self.usernames = usernames
+        }
+    }
+}
+
+extension AccountsV1.FindUsersRequest {
+    public static let protoName = "frienso.accounts.v1.FindUsersRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__FindUsersRequest()
+        frienso__accounts__v1__find_users_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_request__get_packed_size, pack: frienso__accounts__v1__find_users_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.FindUsersRequest", unpack: frienso__accounts__v1__find_users_request__unpack, free: frienso__accounts__v1__find_users_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__FindUsersRequest, arena: ProtoArena) {
+        c.n_usernames = self.usernames.count
+        c.usernames = arena.strings(self.usernames)
+    }
+
+    init(c: Frienso__Accounts__V1__FindUsersRequest) {
+        self.init(usernames: ProtoRuntime.array(c.usernames, count: c.n_usernames) { ProtoRuntime.string($0) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("usernames", .array(self.usernames.map { .string($0) }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(usernames: (0..<Int((seed &+ 1) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "usernames") })
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.FindUsersResponse`
+    public struct FindUsersResponse: ProtoMessage {
+        public var profiles: [AccountsV1.Profile] = []
+
+        public init() {}
+
+        public init(profiles: [AccountsV1.Profile] = []) {
+        self.profiles = profiles
+        }
+    }
+}
+
+extension AccountsV1.FindUsersResponse {
+    public static let protoName = "frienso.accounts.v1.FindUsersResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__FindUsersResponse()
+        frienso__accounts__v1__find_users_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_response__get_packed_size, pack: frienso__accounts__v1__find_users_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.FindUsersResponse", unpack: frienso__accounts__v1__find_users_response__unpack, free: frienso__accounts__v1__find_users_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__FindUsersResponse, arena: ProtoArena) {
+        c.n_profiles = self.profiles.count
+        c.profiles = arena.array(self.profiles.map { value in arena.message(of: Frienso__Accounts__V1__Profile.self) { frienso__accounts__v1__profile__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Accounts__V1__FindUsersResponse) {
+        self.init(profiles: ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("profiles", .array(self.profiles.map { $0.jsonValue }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(profiles: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.Profile.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension AccountsV1 {
     /// The methods of `frienso.accounts.v1.AccountsService`, with the access the contract declares.
     public enum AccountsService {
         public static let register = RPCMethod<RegisterRequest, RegisterResponse>(service: "accounts", name: "Register", access: .public)
@@ -1139,7 +1237,8 @@ extension AccountsV1 {
         public static let editProfile = RPCMethod<EditProfileRequest, EditProfileResponse>(service: "accounts", name: "EditProfile", access: .authenticated)
         public static let validateSession = RPCMethod<ValidateSessionRequest, ValidateSessionResponse>(service: "accounts", name: "ValidateSession", access: .internal)
         public static let getProfiles = RPCMethod<GetProfilesRequest, GetProfilesResponse>(service: "accounts", name: "GetProfiles", access: .internal)
+        public static let findUsers = RPCMethod<FindUsersRequest, FindUsersResponse>(service: "accounts", name: "FindUsers", access: .internal)
 
-        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased]
+        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, findUsers.erased]
     }
 }

@@ -30,7 +30,11 @@ public struct IncomingRequest: Sendable {
     /// The deadline to give a call this request makes to another service: what is left, less a
     /// margin (a tenth, at most 100 ms) so that the downstream outcome (UNAVAILABLE, say) reaches
     /// this host before its own deadline fires and answers DEADLINE_EXCEEDED instead.
-    public var downstreamBudget: Duration {
+    public var downstreamBudget: Duration { Deadlines.downstreamBudget(until: deadline) }
+}
+
+enum Deadlines {
+    static func downstreamBudget(until deadline: ContinuousClock.Instant) -> Duration {
         let left = ContinuousClock.now.duration(to: deadline)
         return max(.milliseconds(1), left - min(left / 10, .milliseconds(100)))
     }
@@ -52,6 +56,9 @@ public struct RequestContext: Sendable {
     public var logger: Logger
 
     public var isExpired: Bool { ContinuousClock.now >= deadline }
+
+    /// The deadline for a call this handler makes to another service (see `IncomingRequest.downstreamBudget`).
+    public var downstreamBudget: Duration { Deadlines.downstreamBudget(until: deadline) }
 
     /// The caller's id, or UNAUTHENTICATED when the request carries none.
     public func requireCaller() throws(RPCError) -> UInt64 {

@@ -997,6 +997,96 @@ void   frienso__accounts__v1__get_profiles_response__free_unpacked
   assert(message->base.descriptor == &frienso__accounts__v1__get_profiles_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__accounts__v1__find_users_request__init
+                     (Frienso__Accounts__V1__FindUsersRequest         *message)
+{
+  static const Frienso__Accounts__V1__FindUsersRequest init_value = FRIENSO__ACCOUNTS__V1__FIND_USERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__find_users_request__get_packed_size
+                     (const Frienso__Accounts__V1__FindUsersRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__find_users_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__find_users_request__pack
+                     (const Frienso__Accounts__V1__FindUsersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__find_users_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__find_users_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__FindUsersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__find_users_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__FindUsersRequest *
+       frienso__accounts__v1__find_users_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__FindUsersRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__find_users_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__find_users_request__free_unpacked
+                     (Frienso__Accounts__V1__FindUsersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__find_users_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__find_users_response__init
+                     (Frienso__Accounts__V1__FindUsersResponse         *message)
+{
+  static const Frienso__Accounts__V1__FindUsersResponse init_value = FRIENSO__ACCOUNTS__V1__FIND_USERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__find_users_response__get_packed_size
+                     (const Frienso__Accounts__V1__FindUsersResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__find_users_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__find_users_response__pack
+                     (const Frienso__Accounts__V1__FindUsersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__find_users_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__find_users_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__FindUsersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__find_users_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__FindUsersResponse *
+       frienso__accounts__v1__find_users_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__FindUsersResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__find_users_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__find_users_response__free_unpacked
+                     (Frienso__Accounts__V1__FindUsersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__find_users_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__accounts__v1__profile__field_descriptors[6] =
 {
   {
@@ -2070,5 +2160,81 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__get_profiles_response__d
   frienso__accounts__v1__get_profiles_response__field_indices_by_name,
   1,  frienso__accounts__v1__get_profiles_response__number_ranges,
   (ProtobufCMessageInit) frienso__accounts__v1__get_profiles_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__find_users_request__field_descriptors[1] =
+{
+  {
+    "usernames",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Frienso__Accounts__V1__FindUsersRequest, n_usernames),
+    offsetof(Frienso__Accounts__V1__FindUsersRequest, usernames),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__find_users_request__field_indices_by_name[] = {
+  0,   /* field[0] = usernames */
+};
+static const ProtobufCIntRange frienso__accounts__v1__find_users_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__find_users_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.FindUsersRequest",
+  "FindUsersRequest",
+  "Frienso__Accounts__V1__FindUsersRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__FindUsersRequest),
+  1,
+  frienso__accounts__v1__find_users_request__field_descriptors,
+  frienso__accounts__v1__find_users_request__field_indices_by_name,
+  1,  frienso__accounts__v1__find_users_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__find_users_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__find_users_response__field_descriptors[1] =
+{
+  {
+    "profiles",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__FindUsersResponse, n_profiles),
+    offsetof(Frienso__Accounts__V1__FindUsersResponse, profiles),
+    &frienso__accounts__v1__profile__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__find_users_response__field_indices_by_name[] = {
+  0,   /* field[0] = profiles */
+};
+static const ProtobufCIntRange frienso__accounts__v1__find_users_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__find_users_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.FindUsersResponse",
+  "FindUsersResponse",
+  "Frienso__Accounts__V1__FindUsersResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__FindUsersResponse),
+  1,
+  frienso__accounts__v1__find_users_response__field_descriptors,
+  frienso__accounts__v1__find_users_response__field_indices_by_name,
+  1,  frienso__accounts__v1__find_users_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__find_users_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

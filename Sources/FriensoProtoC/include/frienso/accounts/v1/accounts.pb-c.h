@@ -37,6 +37,8 @@ typedef struct Frienso__Accounts__V1__ValidateSessionRequest Frienso__Accounts__
 typedef struct Frienso__Accounts__V1__ValidateSessionResponse Frienso__Accounts__V1__ValidateSessionResponse;
 typedef struct Frienso__Accounts__V1__GetProfilesRequest Frienso__Accounts__V1__GetProfilesRequest;
 typedef struct Frienso__Accounts__V1__GetProfilesResponse Frienso__Accounts__V1__GetProfilesResponse;
+typedef struct Frienso__Accounts__V1__FindUsersRequest Frienso__Accounts__V1__FindUsersRequest;
+typedef struct Frienso__Accounts__V1__FindUsersResponse Frienso__Accounts__V1__FindUsersResponse;
 
 
 /* --- enums --- */
@@ -326,6 +328,34 @@ struct  Frienso__Accounts__V1__GetProfilesResponse
 };
 #define FRIENSO__ACCOUNTS__V1__GET_PROFILES_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__get_profiles_response__descriptor) \
+    , 0,NULL }
+
+
+struct  Frienso__Accounts__V1__FindUsersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * at most 500; case-insensitive
+   */
+  size_t n_usernames;
+  char **usernames;
+};
+#define FRIENSO__ACCOUNTS__V1__FIND_USERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__find_users_request__descriptor) \
+    , 0,NULL }
+
+
+struct  Frienso__Accounts__V1__FindUsersResponse
+{
+  ProtobufCMessage base;
+  /*
+   * unknown usernames are left out
+   */
+  size_t n_profiles;
+  Frienso__Accounts__V1__Profile **profiles;
+};
+#define FRIENSO__ACCOUNTS__V1__FIND_USERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__find_users_response__descriptor) \
     , 0,NULL }
 
 
@@ -747,6 +777,44 @@ Frienso__Accounts__V1__GetProfilesResponse *
 void   frienso__accounts__v1__get_profiles_response__free_unpacked
                      (Frienso__Accounts__V1__GetProfilesResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__FindUsersRequest methods */
+void   frienso__accounts__v1__find_users_request__init
+                     (Frienso__Accounts__V1__FindUsersRequest         *message);
+size_t frienso__accounts__v1__find_users_request__get_packed_size
+                     (const Frienso__Accounts__V1__FindUsersRequest   *message);
+size_t frienso__accounts__v1__find_users_request__pack
+                     (const Frienso__Accounts__V1__FindUsersRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__find_users_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__FindUsersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__FindUsersRequest *
+       frienso__accounts__v1__find_users_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__find_users_request__free_unpacked
+                     (Frienso__Accounts__V1__FindUsersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__FindUsersResponse methods */
+void   frienso__accounts__v1__find_users_response__init
+                     (Frienso__Accounts__V1__FindUsersResponse         *message);
+size_t frienso__accounts__v1__find_users_response__get_packed_size
+                     (const Frienso__Accounts__V1__FindUsersResponse   *message);
+size_t frienso__accounts__v1__find_users_response__pack
+                     (const Frienso__Accounts__V1__FindUsersResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__find_users_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__FindUsersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__FindUsersResponse *
+       frienso__accounts__v1__find_users_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__find_users_response__free_unpacked
+                     (Frienso__Accounts__V1__FindUsersResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Accounts__V1__Profile_Closure)
@@ -815,6 +883,12 @@ typedef void (*Frienso__Accounts__V1__GetProfilesRequest_Closure)
 typedef void (*Frienso__Accounts__V1__GetProfilesResponse_Closure)
                  (const Frienso__Accounts__V1__GetProfilesResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Accounts__V1__FindUsersRequest_Closure)
+                 (const Frienso__Accounts__V1__FindUsersRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__FindUsersResponse_Closure)
+                 (const Frienso__Accounts__V1__FindUsersResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -843,6 +917,8 @@ extern const ProtobufCMessageDescriptor frienso__accounts__v1__validate_session_
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__validate_session_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__get_profiles_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__get_profiles_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__find_users_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__find_users_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

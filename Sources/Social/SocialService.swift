@@ -1,0 +1,168 @@
+import Foundation
+public import FriensoProto
+public import Logging
+public import ServiceKit
+public import Wire
+
+/// Friend requests, friendships and blocks. Profiles come from accounts (internal methods).
+public final class SocialService: Sendable {
+    public typealias API = SocialV1.SocialService
+    typealias AccountsAPI = AccountsV1.AccountsService
+
+    private let store: SocialStore
+    private let accounts: WireClient
+    private let now: @Sendable () -> Int64
+    public let replyStore: SQLiteReplyStore
+
+    /// Opens (or creates) `<directory>/social.sqlite`.
+    /// - Parameter accounts: a client to the accounts service, for profiles and usernames.
+    public init(directory: String, accounts: WireClient, now: (@Sendable () -> Int64)? = nil) throws {
+        store = try SocialStore(path: "\(directory)/social.sqlite")
+        self.accounts = accounts
+        self.now = now ?? { Int64(Date().timeIntervalSince1970 * 1000) }
+        replyStore = SQLiteReplyStore(database: store.database)
+    }
+
+    public func makeHost(options: HostOptions, logger: Logger, context: ZMQContext = .shared, reactor: Reactor = .shared) -> ServiceHost {
+        ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore),
+                    context: context, reactor: reactor)
+    }
+
+    public func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(API.sendFriendRequest) { try await self.send($0, $1) }
+        router.register(API.respondToFriendRequest) { try await self.respond($0, $1) }
+        router.register(API.cancelFriendRequest) { try await self.cancel($0, $1) }
+        router.register(API.listFriendRequests) { try await self.listRequests($0, $1) }
+        router.register(API.listFriends) { try await self.listFriends($0, $1) }
+        router.register(API.removeFriend) { try await self.removeFriend($0, $1) }
+        router.register(API.block) { try await self.block($0, $1) }
+        router.register(API.unblock) { try await self.unblock($0, $1) }
+        router.register(API.listBlocked) { try await self.listBlocked($0, $1) }
+        return router
+    }
+
+    // MARK: Requests
+
+    func send(_ request: SocialV1.SendFriendRequestRequest, _ context: RequestContext) async throws -> SocialV1.SendFriendRequestResponse {
+        let caller = try context.requireCaller()
+        let target = try await resolve(userID: request.userId, username: request.username, context)
+        switch try await store.send(from: caller, to: target, now: now()) {
+        case .created(let record), .existing(let record):
+            return SocialV1.SendFriendRequestResponse(request: try await view(record, context))
+        case .collapsed(let record):
+            context.logger.info("mutual requests collapsed into a friendship", metadata: ["users": "\(caller),\(target)"])
+            return SocialV1.SendFriendRequestResponse(request: try await view(record, context), becameFriends: true)
+        }
+    }
+
+    func respond(_ request: SocialV1.RespondToFriendRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToFriendRequestResponse {
+        let caller = try context.requireCaller()
+        guard request.requestId != 0 else { throw RPCError.invalidArgument("request_id: required") }
+        guard [.accept, .reject, .dismiss].contains(request.action) else { throw RPCError.invalidArgument("action: accept, reject or dismiss") }
+        let record = try await store.respond(caller: caller, requestID: request.requestId, action: request.action, now: now())
+        return SocialV1.RespondToFriendRequestResponse(request: try await view(record, context))
+    }
+
+    func cancel(_ request: SocialV1.CancelFriendRequestRequest, _ context: RequestContext) async throws -> SocialV1.CancelFriendRequestResponse {
+        let caller = try context.requireCaller()
+        guard request.requestId != 0 else { throw RPCError.invalidArgument("request_id: required") }
+        let record = try await store.cancel(caller: caller, requestID: request.requestId, now: now())
+        return SocialV1.CancelFriendRequestResponse(request: try await view(record, context))
+    }
+
+    func listRequests(_ request: SocialV1.ListFriendRequestsRequest, _ context: RequestContext) async throws -> SocialV1.ListFriendRequestsResponse {
+        let caller = try context.requireCaller()
+        let (incoming, outgoing) = try await store.pendingRequests(of: caller, includeDismissed: request.includeDismissed)
+        let users = try await profiles(Set((incoming + outgoing).flatMap { [$0.from, $0.to] }), context)
+        return SocialV1.ListFriendRequestsResponse(
+            incoming: incoming.map { Self.view($0, users) }, outgoing: outgoing.map { Self.view($0, users) })
+    }
+
+    // MARK: Friends
+
+    func listFriends(_ request: SocialV1.ListFriendsRequest, _ context: RequestContext) async throws -> SocialV1.ListFriendsResponse {
+        let caller = try context.requireCaller()
+        let edges = try await store.friends(of: caller)
+        let users = try await profiles(Set(edges.map(\.id)), context)
+        let friends = edges.map { SocialV1.Friend(user: users[$0.id] ?? SocialV1.UserRef(userId: $0.id), sinceMs: $0.since) }
+        return SocialV1.ListFriendsResponse(friends: friends.sorted { ($0.user?.username ?? "") < ($1.user?.username ?? "") })
+    }
+
+    func removeFriend(_ request: SocialV1.RemoveFriendRequest, _ context: RequestContext) async throws -> SocialV1.RemoveFriendResponse {
+        let caller = try context.requireCaller()
+        let other = try await resolve(userID: request.userId, username: request.username, context)
+        try await store.removeFriend(caller, other)
+        return SocialV1.RemoveFriendResponse()
+    }
+
+    // MARK: Blocks
+
+    func block(_ request: SocialV1.BlockRequest, _ context: RequestContext) async throws -> SocialV1.BlockResponse {
+        let caller = try context.requireCaller()
+        let other = try await resolve(userID: request.userId, username: request.username, context)
+        let result = try await store.block(caller, other, now: now())
+        return SocialV1.BlockResponse(removedFriendship: result.removedFriendship, removedRequests: UInt32(result.removedRequests))
+    }
+
+    func unblock(_ request: SocialV1.UnblockRequest, _ context: RequestContext) async throws -> SocialV1.UnblockResponse {
+        let caller = try context.requireCaller()
+        let other = try await resolve(userID: request.userId, username: request.username, context)
+        try await store.unblock(caller, other)
+        return SocialV1.UnblockResponse()
+    }
+
+    func listBlocked(_ request: SocialV1.ListBlockedRequest, _ context: RequestContext) async throws -> SocialV1.ListBlockedResponse {
+        let caller = try context.requireCaller()
+        let ids = try await store.blocked(by: caller)
+        let users = try await profiles(Set(ids), context)
+        return SocialV1.ListBlockedResponse(users: ids.map { users[$0] ?? SocialV1.UserRef(userId: $0) })
+    }
+
+    // MARK: Users, through accounts
+
+    /// The id of the user named by id or username; NOT_FOUND when there is none.
+    private func resolve(userID: UInt64, username: String, _ context: RequestContext) async throws -> UInt64 {
+        switch (userID, username.isEmpty) {
+        case (0, true): throw RPCError.invalidArgument("name the user by user_id or username")
+        case (let id, true):
+            guard try await profiles([id], context)[id] != nil else { throw RPCError.notFound("no user \(id)") }
+            return id
+        case (0, false):
+            guard username.count <= 64 else { throw RPCError.invalidArgument("username: too long") }
+            let found = try await accounts.call(AccountsAPI.findUsers, AccountsV1.FindUsersRequest(usernames: [username]),
+                                                options: CallOptions(deadline: context.downstreamBudget, idempotent: true))
+            guard let profile = found.profiles.first else { throw RPCError.notFound("no user named \"\(username)\"") }
+            return profile.userId
+        default:
+            throw RPCError.invalidArgument("give user_id or username, not both")
+        }
+    }
+
+    private func profiles(_ ids: Set<UInt64>, _ context: RequestContext) async throws -> [UInt64: SocialV1.UserRef] {
+        guard !ids.isEmpty else { return [:] }
+        var result: [UInt64: SocialV1.UserRef] = [:]
+        let all = Array(ids)
+        for start in stride(from: 0, to: all.count, by: 500) {
+            let batch = Array(all[start..<min(start + 500, all.count)])
+            let reply = try await accounts.call(AccountsAPI.getProfiles, AccountsV1.GetProfilesRequest(userIds: batch),
+                                                options: CallOptions(deadline: context.downstreamBudget, idempotent: true))
+            for p in reply.profiles {
+                result[p.userId] = SocialV1.UserRef(userId: p.userId, username: p.username, firstName: p.firstName,
+                                                    lastName: p.lastName, profilePictureMediaId: p.profilePictureMediaId)
+            }
+        }
+        return result
+    }
+
+    private func view(_ record: RequestRecord, _ context: RequestContext) async throws -> SocialV1.FriendRequest {
+        Self.view(record, try await profiles([record.from, record.to], context))
+    }
+
+    private static func view(_ record: RequestRecord, _ users: [UInt64: SocialV1.UserRef]) -> SocialV1.FriendRequest {
+        SocialV1.FriendRequest(
+            requestId: record.id, from: users[record.from] ?? SocialV1.UserRef(userId: record.from),
+            to: users[record.to] ?? SocialV1.UserRef(userId: record.to), state: record.state, dismissed: record.dismissed,
+            createdAtMs: record.createdAtMs, updatedAtMs: record.updatedAtMs)
+    }
+}

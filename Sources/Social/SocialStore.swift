@@ -1,0 +1,223 @@
+import Foundation
+import FriensoProto
+import GRDB
+import ServiceKit
+import Wire
+
+/// A friend request row.
+struct RequestRecord: Sendable {
+    var id: UInt64
+    var from: UInt64
+    var to: UInt64
+    var state: SocialV1.RequestState
+    var dismissed: Bool
+    var createdAtMs: Int64
+    var updatedAtMs: Int64
+
+    init(row: Row) {
+        id = row["id"]
+        from = row["from_user"]
+        to = row["to_user"]
+        state = SocialV1.RequestState(rawValue: row["state"])
+        dismissed = row["dismissed"]
+        createdAtMs = row["created_at_ms"]
+        updatedAtMs = row["updated_at_ms"]
+    }
+}
+
+/// What sending a request did.
+enum SendOutcome: Sendable {
+    case created(RequestRecord)
+    /// The same request was already pending.
+    case existing(RequestRecord)
+    /// The other user had already asked: their request is now accepted and you are friends.
+    case collapsed(RequestRecord)
+}
+
+/// The social database. Each operation is one write transaction, so every rule is checked
+/// against the state it changes (two people asking each other at once make one friendship).
+final class SocialStore: Sendable {
+    let database: DatabasePool
+
+    init(path: String) throws {
+        database = try ServiceDatabase.open(path)
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "friend_requests") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("from_user", .integer).notNull()
+                t.column("to_user", .integer).notNull()
+                t.column("state", .integer).notNull()
+                t.column("dismissed", .boolean).notNull().defaults(to: false)
+                t.column("created_at_ms", .integer).notNull()
+                t.column("updated_at_ms", .integer).notNull()
+            }
+            try db.execute(sql: "CREATE INDEX friend_requests_to ON friend_requests(to_user, state)")
+            try db.execute(sql: "CREATE INDEX friend_requests_from ON friend_requests(from_user, state)")
+            // At most one pending request per ordered pair.
+            try db.execute(sql: "CREATE UNIQUE INDEX friend_requests_pending ON friend_requests(from_user, to_user) WHERE state = 1")
+            // One canonical edge per pair: the smaller id first.
+            try db.create(table: "friendships") { t in
+                t.column("user_a", .integer).notNull()
+                t.column("user_b", .integer).notNull().indexed()
+                t.column("since_ms", .integer).notNull()
+                t.primaryKey(["user_a", "user_b"])
+                t.check(sql: "user_a < user_b")
+            }
+            try db.create(table: "blocks") { t in
+                t.column("blocker", .integer).notNull()
+                t.column("blocked", .integer).notNull().indexed()
+                t.column("created_at_ms", .integer).notNull()
+                t.primaryKey(["blocker", "blocked"])
+            }
+        }
+        SQLiteReplyStore.migrate(&migrator)
+        try migrator.migrate(database)
+    }
+
+    private static let pending = SocialV1.RequestState.pending.rawValue
+
+    private static func edge(_ x: UInt64, _ y: UInt64) -> (UInt64, UInt64) { x < y ? (x, y) : (y, x) }
+
+    private static func areFriends(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> Bool {
+        let (a, b) = edge(x, y)
+        return try Bool.fetchOne(db, sql: "SELECT 1 FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b]) ?? false
+    }
+
+    private static func blocked(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT 1 FROM blocks WHERE (blocker = ? AND blocked = ?) OR (blocker = ? AND blocked = ?)",
+                          arguments: [x, y, y, x]) ?? false
+    }
+
+    private static func request(_ db: Database, id: UInt64) throws -> RequestRecord? {
+        try Row.fetchOne(db, sql: "SELECT * FROM friend_requests WHERE id = ?", arguments: [id]).map(RequestRecord.init)
+    }
+
+    private static func pendingRequest(_ db: Database, from: UInt64, to: UInt64) throws -> RequestRecord? {
+        try Row.fetchOne(db, sql: "SELECT * FROM friend_requests WHERE from_user = ? AND to_user = ? AND state = ?",
+                         arguments: [from, to, pending]).map(RequestRecord.init)
+    }
+
+    private static func befriend(_ db: Database, _ x: UInt64, _ y: UInt64, now: Int64) throws {
+        let (a, b) = edge(x, y)
+        try db.execute(sql: "INSERT OR IGNORE INTO friendships (user_a, user_b, since_ms) VALUES (?, ?, ?)", arguments: [a, b, now])
+    }
+
+    func send(from: UInt64, to: UInt64, now: Int64) async throws -> SendOutcome {
+        try await database.write { db in
+            guard from != to else { throw RPCError.failedPrecondition("you cannot send a friend request to yourself") }
+            guard try !Self.blocked(db, from, to) else { throw RPCError.failedPrecondition("you cannot send a friend request to this user") }
+            guard try !Self.areFriends(db, from, to) else { throw RPCError.failedPrecondition("you are already friends") }
+            if let theirs = try Self.pendingRequest(db, from: to, to: from) {
+                try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
+                               arguments: [SocialV1.RequestState.accepted.rawValue, now, theirs.id])
+                try Self.befriend(db, from, to, now: now)
+                return .collapsed(try Self.request(db, id: theirs.id) ?? theirs)
+            }
+            if let mine = try Self.pendingRequest(db, from: from, to: to) { return .existing(mine) }
+            try db.execute(sql: """
+                INSERT INTO friend_requests (from_user, to_user, state, created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?)
+                """, arguments: [from, to, Self.pending, now, now])
+            guard let created = try Self.request(db, id: UInt64(db.lastInsertedRowID)) else { throw RPCError.internal("request vanished") }
+            return .created(created)
+        }
+    }
+
+    /// Accept, reject or dismiss a request addressed to `caller`.
+    func respond(caller: UInt64, requestID: UInt64, action: SocialV1.RequestAction, now: Int64) async throws -> RequestRecord {
+        try await database.write { db in
+            guard let request = try Self.request(db, id: requestID) else { throw RPCError.notFound("no friend request \(requestID)") }
+            guard request.to == caller else { throw RPCError.permissionDenied("friend request \(requestID) is not addressed to you") }
+            guard request.state == .pending else {
+                throw RPCError.failedPrecondition("friend request \(requestID) is \(request.state.protoName.dropFirst("REQUEST_STATE_".count).lowercased()) already")
+            }
+            switch action {
+            case .accept:
+                try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
+                               arguments: [SocialV1.RequestState.accepted.rawValue, now, requestID])
+                try Self.befriend(db, request.from, request.to, now: now)
+            case .reject:
+                try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
+                               arguments: [SocialV1.RequestState.rejected.rawValue, now, requestID])
+            case .dismiss:
+                try db.execute(sql: "UPDATE friend_requests SET dismissed = 1, updated_at_ms = ? WHERE id = ?", arguments: [now, requestID])
+            default:
+                throw RPCError.invalidArgument("action: accept, reject or dismiss")
+            }
+            guard let updated = try Self.request(db, id: requestID) else { throw RPCError.internal("request vanished") }
+            return updated
+        }
+    }
+
+    func cancel(caller: UInt64, requestID: UInt64, now: Int64) async throws -> RequestRecord {
+        try await database.write { db in
+            guard let request = try Self.request(db, id: requestID) else { throw RPCError.notFound("no friend request \(requestID)") }
+            guard request.from == caller else { throw RPCError.permissionDenied("only the sender can cancel friend request \(requestID)") }
+            guard request.state == .pending else { throw RPCError.failedPrecondition("friend request \(requestID) is no longer pending") }
+            try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
+                           arguments: [SocialV1.RequestState.cancelled.rawValue, now, requestID])
+            guard let updated = try Self.request(db, id: requestID) else { throw RPCError.internal("request vanished") }
+            return updated
+        }
+    }
+
+    func pendingRequests(of user: UInt64, includeDismissed: Bool) async throws -> (incoming: [RequestRecord], outgoing: [RequestRecord]) {
+        try await database.read { db in
+            let incoming = try Row.fetchAll(db, sql: """
+                SELECT * FROM friend_requests WHERE to_user = ? AND state = ? \(includeDismissed ? "" : "AND dismissed = 0")
+                ORDER BY created_at_ms DESC, id DESC
+                """, arguments: [user, Self.pending]).map(RequestRecord.init)
+            let outgoing = try Row.fetchAll(db, sql: """
+                SELECT * FROM friend_requests WHERE from_user = ? AND state = ? ORDER BY created_at_ms DESC, id DESC
+                """, arguments: [user, Self.pending]).map(RequestRecord.init)
+            return (incoming, outgoing)
+        }
+    }
+
+    /// - Returns: each friend's id and the time the friendship began.
+    func friends(of user: UInt64) async throws -> [(id: UInt64, since: Int64)] {
+        try await database.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT user_b AS other, since_ms FROM friendships WHERE user_a = ?
+                UNION ALL SELECT user_a AS other, since_ms FROM friendships WHERE user_b = ?
+                """, arguments: [user, user]).map { (id: $0["other"], since: $0["since_ms"]) }
+        }
+    }
+
+    func removeFriend(_ user: UInt64, _ other: UInt64) async throws {
+        try await database.write { db in
+            let (a, b) = Self.edge(user, other)
+            try db.execute(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
+            guard db.changesCount == 1 else { throw RPCError.notFound("you are not friends with user \(other)") }
+        }
+    }
+
+    /// Blocks `other`: ends the friendship and cancels pending requests both ways.
+    func block(_ user: UInt64, _ other: UInt64, now: Int64) async throws -> (removedFriendship: Bool, removedRequests: Int) {
+        try await database.write { db in
+            guard user != other else { throw RPCError.failedPrecondition("you cannot block yourself") }
+            try db.execute(sql: "INSERT OR IGNORE INTO blocks (blocker, blocked, created_at_ms) VALUES (?, ?, ?)", arguments: [user, other, now])
+            let (a, b) = Self.edge(user, other)
+            try db.execute(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
+            let removedFriendship = db.changesCount == 1
+            try db.execute(sql: """
+                UPDATE friend_requests SET state = ?, updated_at_ms = ?
+                WHERE state = ? AND ((from_user = ? AND to_user = ?) OR (from_user = ? AND to_user = ?))
+                """, arguments: [SocialV1.RequestState.cancelled.rawValue, now, Self.pending, user, other, other, user])
+            return (removedFriendship, db.changesCount)
+        }
+    }
+
+    func unblock(_ user: UInt64, _ other: UInt64) async throws {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM blocks WHERE blocker = ? AND blocked = ?", arguments: [user, other])
+            guard db.changesCount == 1 else { throw RPCError.notFound("user \(other) is not blocked") }
+        }
+    }
+
+    func blocked(by user: UInt64) async throws -> [UInt64] {
+        try await database.read { db in
+            try UInt64.fetchAll(db, sql: "SELECT blocked FROM blocks WHERE blocker = ? ORDER BY created_at_ms", arguments: [user])
+        }
+    }
+}

@@ -1,0 +1,59 @@
+import Accounts
+import FriensoClient
+import FriensoProto
+import FriensoTesting
+import Gateway
+import Logging
+import ServiceLifecycle
+import Social
+import Wire
+
+typealias API = SocialV1.SocialService
+
+/// Accounts, social and a gateway, in process; `user(_:)` registers and logs someone in.
+struct SocialStack: Sendable {
+    let endpoint: String
+    let logs: CapturedLogs
+
+    func user(_ name: String) async throws -> (client: FriensoClient, id: UInt64) {
+        let client = FriensoClient(gateway: endpoint, logger: logs.logger("client-\(name)"))
+        let phone = "+1562\(String(format: "%07d", abs(name.hashValue) % 10_000_000))"
+        _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
+            username: name, email: "\(name)@example.org", phone: phone, password: "password \(name)", firstName: name.capitalized, lastName: "Test"))
+        let login = try await client.login(name, password: "password \(name)")
+        return (client, login.account?.profile?.userId ?? 0)
+    }
+}
+
+/// Runs the stack; `socialDirectory` lets a test restart social on the same data.
+func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: String? = nil,
+                             _ body: @Sendable (SocialStack) async throws -> T) async throws -> T {
+    let logs = CapturedLogs()
+    let temp = try TemporaryDirectory("frienso-social")
+    defer { temp.remove() }
+    let accountsDir = accountsDirectory ?? "\(temp.path)/accounts"
+    let socialDir = socialDirectory ?? "\(temp.path)/social"
+    for dir in [accountsDir, socialDir] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+    let accounts = try AccountsService(directory: accountsDir)
+        .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
+    return try await withRunningServices([accounts], logger: logs.logger("group")) {
+        let accountsEndpoint = try await accounts.boundEndpoint()
+        let toAccounts = WireClient(endpoint: accountsEndpoint, logger: logs.logger("social→accounts"))
+        let social = try SocialService(directory: socialDir, accounts: toAccounts)
+            .makeHost(options: HostOptions(name: "social", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("social"))
+        return try await withRunningServices([social], logger: logs.logger("group")) {
+            var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: [
+                "accounts": accountsEndpoint, "social": try await social.boundEndpoint()])
+            config.requestsPerSecond = 10_000
+            config.burst = 10_000
+            let gateway = Gateway(config: config, logger: logs.logger("gateway"))
+            let result = try await withRunningServices([gateway], logger: logs.logger("group")) {
+                try await body(SocialStack(endpoint: try await gateway.boundEndpoint(), logs: logs))
+            }
+            await toAccounts.close()
+            return result
+        }
+    }
+}
+
+import Foundation
