@@ -1,29 +1,35 @@
 import CSodium
 import Foundation
+import Synchronization
 public import Wire
 
 /// argon2id through libsodium's `crypto_pwhash_str`. Hashing is deliberately slow (tens of ms and
-/// 19 MiB), so it runs on its own queue, never on Swift's cooperative pool.
+/// 19 MiB), so it runs on its own lanes, never on a reactor or Swift's cooperative pool, and at
+/// most `lanes` at once: a burst of logins must not take every core from the threads that serve
+/// requests and answer heartbeats (it did, in the test suite: peers were declared dead).
 public struct PasswordHasher: Sendable {
     /// OWASP's argon2id recommendation: m = 19 MiB, t = 2, p = 1.
     public static let owasp = PasswordHasher(opsLimit: 2, memLimit: 19 * 1024 * 1024)
 
     public let opsLimit: UInt64
     public let memLimit: Int
+    private let lanes: HashingLanes
 
-    private static let queue = DispatchQueue(label: "frienso.password-hashing", attributes: .concurrent)
-
-    public init(opsLimit: UInt64, memLimit: Int) {
+    /// - Parameter lanes: hashes run at once; by default one per core but one (at least one).
+    public init(opsLimit: UInt64, memLimit: Int, lanes: Int? = nil) {
         Sodium.initialize()
         self.opsLimit = opsLimit
         self.memLimit = memLimit
+        self.lanes = HashingLanes(count: lanes ?? max(1, ProcessInfo.processInfo.activeProcessorCount - 1))
     }
+
+    private var queue: DispatchQueue { lanes.next() }
 
     /// - Returns: the PHC string (`$argon2id$v=19$m=…`), which carries its own salt and parameters.
     public func hash(_ password: String) async throws(RPCError) -> String {
         let (opsLimit, memLimit) = (opsLimit, memLimit)
         let result: String? = await withCheckedContinuation { continuation in
-            Self.queue.async {
+            queue.async {
                 var out = [CChar](repeating: 0, count: Int(crypto_pwhash_STRBYTES))
                 let rc = password.withCString { chars in
                     crypto_pwhash_str_alg(&out, chars, UInt64(password.utf8.count), opsLimit, memLimit, crypto_pwhash_ALG_ARGON2ID13)
@@ -39,7 +45,7 @@ public struct PasswordHasher: Sendable {
     ///   a decoy hash is checked instead, so both cases take the same time (and always fail).
     public func verify(_ password: String, against stored: String?) async -> Bool {
         await withCheckedContinuation { continuation in
-            Self.queue.async {
+            queue.async {
                 let hash = stored ?? Self.decoy
                 let ok = password.withCString { chars in
                     crypto_pwhash_str_verify(hash, chars, UInt64(password.utf8.count)) == 0
@@ -58,6 +64,20 @@ public struct PasswordHasher: Sendable {
         _ = crypto_pwhash_str_alg(&out, bytes.map { CChar(bitPattern: $0 | 0x41) }, 16, 2, 19 * 1024 * 1024, crypto_pwhash_ALG_ARGON2ID13)
         return Sodium.string(out)
     }()
+}
+
+/// Serial queues used in turn: at most `count` hashes at once.
+final class HashingLanes: Sendable {
+    private let queues: [DispatchQueue]
+    private let counter = Atomic<Int>(0)
+
+    init(count: Int) {
+        queues = (0..<max(1, count)).map { DispatchQueue(label: "frienso.password-hashing.\($0)") }
+    }
+
+    func next() -> DispatchQueue {
+        queues[counter.add(1, ordering: .relaxed).oldValue % queues.count]
+    }
 }
 
 /// Session tokens: 256 random bits, shown once to the client as `fs1_` + base64url, stored only

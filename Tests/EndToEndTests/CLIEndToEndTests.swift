@@ -20,67 +20,67 @@ struct CLIEndToEndTests {
         let gateway = try await endpoint(in: "\(procs.workDirectory)/gateway.endpoint")
         let cli = CLI(gateway: gateway, configDir: "\(procs.workDirectory)/cli")
 
-        let register = try cli.run(["register", "--username", "dana", "--email", "dana@example.org", "--phone", "+15625557777",
+        let register = try await cli.run(["register", "--username", "dana", "--email", "dana@example.org", "--phone", "+15625557777",
                                     "--first-name", "Dana", "--last-name", "Scully", "--password-stdin"], stdin: "trust no one 1\n")
         #expect(register.status == 0, "\(register.output)\n\(logs())")
 
-        let bad = try cli.run(["register", "--username", "x", "--email", "x", "--phone", "1", "--first-name", "", "--last-name", "", "--password-stdin"], stdin: "short\n")
+        let bad = try await cli.run(["register", "--username", "x", "--email", "x", "--phone", "1", "--first-name", "", "--last-name", "", "--password-stdin"], stdin: "short\n")
         #expect(bad.status == 12, "INVALID_ARGUMENT exits 12: \(bad.output)")
         #expect(bad.output.contains("INVALID_ARGUMENT"))
 
-        let login = try cli.run(["login", "dana", "--password-stdin"], stdin: "trust no one 1\n")
+        let login = try await cli.run(["login", "dana", "--password-stdin"], stdin: "trust no one 1\n")
         #expect(login.status == 0, "\(login.output)\n\(logs())")
         let attributes = try FileManager.default.attributesOfItem(atPath: "\(cli.configDir)/session.json")
         #expect((attributes[.posixPermissions] as? Int) == 0o600, "the session file is private")
 
-        let whoami = try cli.run(["whoami"])
+        let whoami = try await cli.run(["whoami"])
         #expect(whoami.status == 0, "\(whoami.output)\n\(logs())")
         #expect(whoami.output.contains("dana"))
-        let json = try cli.run(["whoami", "--json"])
+        let json = try await cli.run(["whoami", "--json"])
         #expect(json.output.contains("\"username\": \"dana\""), "\(json.output)")
 
         // accounts dies: the CLI gets UNAVAILABLE (exit 19) within its deadline, not a hang.
         procs.kill9("accounts")
-        let down = try cli.run(["whoami", "--timeout", "2"])
+        let down = try await cli.run(["whoami", "--timeout", "2"])
         #expect(down.status == 19, "\(down.output)\n\(logs())")
         #expect(down.output.contains("UNAVAILABLE"))
 
         // It comes back on the same endpoint with the same data: the account and session are there.
         try procs.start("accounts", executable: "frienso-accounts", arguments: ["--data-dir", data, "--endpoint", accounts])
         try await eventually("accounts answers through the gateway", timeout: .seconds(30)) {
-            try cli.run(["ping", "accounts", "--timeout", "2"]).status == 0
+            try await cli.run(["ping", "accounts", "--timeout", "2"]).status == 0
         }
-        let again = try cli.run(["whoami"])
+        let again = try await cli.run(["whoami"])
         #expect(again.status == 0, "\(again.output)\n\(logs())")
         #expect(again.output.contains("dana@example.org"))
 
         // Profile, email and password through the CLI.
-        let edit = try cli.run(["profile", "edit", "--last-name", "Mulder-Scully"])
+        let edit = try await cli.run(["profile", "edit", "--last-name", "Mulder-Scully"])
         #expect(edit.status == 0 && edit.output.contains("Mulder-Scully"), "\(edit.output)")
-        let noFields = try cli.run(["profile", "edit"])
+        let noFields = try await cli.run(["profile", "edit"])
         #expect(noFields.status == 64, "a usage error: \(noFields.output)")
-        let email = try cli.run(["email", "dana@fbi.example.org", "--password-stdin"], stdin: "trust no one 1\n")
+        let email = try await cli.run(["email", "dana@fbi.example.org", "--password-stdin"], stdin: "trust no one 1\n")
         #expect(email.status == 0 && email.output.contains("dana@fbi.example.org"), "\(email.output)")
-        let badEmail = try cli.run(["email", "not-an-address", "--password-stdin"], stdin: "trust no one 1\n")
+        let badEmail = try await cli.run(["email", "not-an-address", "--password-stdin"], stdin: "trust no one 1\n")
         #expect(badEmail.status == 12 && badEmail.output.contains("email:"), "\(badEmail.output)")
         let token = try String(contentsOfFile: "\(cli.configDir)/session.json", encoding: .utf8)
             .split(separator: "\"").first { $0.hasPrefix("fs1_") }.map(String.init) ?? ""
         #expect(!token.isEmpty)
-        let password = try cli.run(["password", "--password-stdin"], stdin: "trust no one 1\nthe truth is out there\n")
+        let password = try await cli.run(["password", "--password-stdin"], stdin: "trust no one 1\nthe truth is out there\n")
         #expect(password.status == 0, "\(password.output)")
-        let oldPassword = try cli.run(["login", "dana", "--password-stdin"], stdin: "trust no one 1\n")
+        let oldPassword = try await cli.run(["login", "dana", "--password-stdin"], stdin: "trust no one 1\n")
         #expect(oldPassword.status == 13, "the old password no longer works: \(oldPassword.output)")
-        let relogin = try cli.run(["login", "dana@fbi.example.org", "--password-stdin"], stdin: "the truth is out there\n")
+        let relogin = try await cli.run(["login", "dana@fbi.example.org", "--password-stdin"], stdin: "the truth is out there\n")
         #expect(relogin.status == 0, "\(relogin.output)")
         #expect(!procs.logs().contains(token), "session tokens never reach a log")
 
-        let logout = try cli.run(["logout"])
+        let logout = try await cli.run(["logout"])
         #expect(logout.status == 0, "\(logout.output)")
-        let after = try cli.run(["whoami"])
+        let after = try await cli.run(["whoami"])
         #expect(after.status == 13, "UNAUTHENTICATED exits 13: \(after.output)")
         #expect(!FileManager.default.fileExists(atPath: "\(cli.configDir)/session.json"))
 
-        let wrong = try cli.run(["login", "dana", "--password-stdin"], stdin: "not the password\n")
+        let wrong = try await cli.run(["login", "dana", "--password-stdin"], stdin: "not the password\n")
         #expect(wrong.status == 13, "\(wrong.output)")
         #expect(!procs.logs().contains("trust no one 1"), "passwords never reach a log")
         #expect(!procs.logs().contains("the truth is out there"), "passwords never reach a log")
@@ -102,8 +102,8 @@ struct CLIEndToEndTests {
             "--config", config, "--run-dir", run, "--data-dir", "\(procs.workDirectory)/data", "--bin-dir", Repository.binaries.path])
         let cli = CLI(gateway: gateway, configDir: "\(procs.workDirectory)/cli")
 
-        try await eventually("the stack answers", timeout: .seconds(60)) { try cli.run(["ping", "accounts", "--timeout", "2"]).status == 0 }
-        let register = try cli.run(["register", "--username", "lena", "--email", "lena@example.org", "--phone", "+15625558888",
+        try await eventually("the stack answers", timeout: .seconds(60)) { try await cli.run(["ping", "accounts", "--timeout", "2"]).status == 0 }
+        let register = try await cli.run(["register", "--username", "lena", "--email", "lena@example.org", "--phone", "+15625558888",
                                     "--first-name", "Lena", "--last-name", "K", "--password-stdin"], stdin: "launcher pw 1\n")
         #expect(register.status == 0, "\(register.output)\n\(procs.logs())")
 
@@ -113,15 +113,15 @@ struct CLIEndToEndTests {
         try await eventually("the launcher restarted accounts", timeout: .seconds(60)) {
             let pid = Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "")
             guard let pid, pid != firstPID else { return false }
-            return try cli.run(["ping", "accounts", "--timeout", "2"]).status == 0
+            return try await cli.run(["ping", "accounts", "--timeout", "2"]).status == 0
         }
-        let login = try cli.run(["login", "lena", "--password-stdin"], stdin: "launcher pw 1\n")
+        let login = try await cli.run(["login", "lena", "--password-stdin"], stdin: "launcher pw 1\n")
         #expect(login.status == 0, "data survived the kill: \(login.output)\n\(procs.logs())")
 
         let children = try ["accounts", "gateway"].map { name in
             try #require(Int32(String(contentsOfFile: "\(run)/pids/\(name).pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         }
-        let status = procs.terminate(launcher.name)
+        let status = await procs.terminate(launcher.name)
         #expect(status == 0, "\(procs.logs())")
         for pid in children {
             #expect(kill(pid, 0) != 0, "child \(pid) was stopped")

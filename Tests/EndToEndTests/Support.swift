@@ -9,8 +9,8 @@ struct CLI {
     let gateway: String
     let configDir: String
 
-    func run(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, output: String) {
-        try ProcessHarness.run("frienso", arguments, stdin: stdin,
+    func run(_ arguments: [String], stdin: String? = nil) async throws -> (status: Int32, output: String) {
+        try await ProcessHarness.run("frienso", arguments, stdin: stdin,
                                environment: ["FRIENSO_GATEWAY": gateway, "FRIENSO_CONFIG_DIR": configDir])
     }
 }

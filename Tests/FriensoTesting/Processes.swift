@@ -48,13 +48,25 @@ public final class ProcessHarness: Sendable {
         process.waitUntilExit()
     }
 
-    /// SIGTERM by PID and wait for the exit. - Returns: the exit status.
+    /// SIGTERM by PID and wait for the exit (on its own thread: never block the cooperative pool).
+    /// - Returns: the exit status.
     @discardableResult
-    public func terminate(_ name: String) -> Int32 {
+    public func terminate(_ name: String) async -> Int32 {
         guard let (process, handle) = handles.withLock({ $0.removeValue(forKey: name) }) else { return -1 }
         kill(handle.pid, SIGTERM)
-        process.waitUntilExit()
-        return process.terminationStatus
+        return await Self.offPool {
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+    }
+
+    /// Runs blocking work on a thread of its own. Test code that waits on processes must not
+    /// hold one of the cooperative pool's threads (two, on two cores): the services under test
+    /// need them.
+    public static func offPool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: work()) }.start()
+        }
     }
 
     public func isRunning(_ name: String) -> Bool {
@@ -70,27 +82,30 @@ public final class ProcessHarness: Sendable {
         }.joined(separator: "\n")
     }
 
-    /// Stops what is still running (SIGTERM, then SIGKILL) and removes the work directory.
+    /// Kills what is still running (SIGKILL by PID: a test's processes keep nothing that needs a
+    /// clean stop) and removes the work directory.
     public func shutdown() {
         let all = handles.withLock { state in
             defer { state.removeAll() }
             return Array(state.values)
         }
         for (process, handle) in all where process.isRunning {
-            kill(handle.pid, SIGTERM)
+            kill(handle.pid, SIGKILL)
         }
-        for (process, handle) in all {
-            let until = Date().addingTimeInterval(5)
-            while process.isRunning && Date() < until { usleep(10_000) }
-            if process.isRunning { kill(handle.pid, SIGKILL) }
-            process.waitUntilExit()
-        }
+        for (process, _) in all { process.waitUntilExit() }
         directory.remove()
     }
 
-    /// Runs a command to completion. - Returns: exit status and combined output.
+    /// Runs a command to completion, waiting on a thread of its own.
+    /// - Returns: exit status and combined output.
     public static func run(_ executable: String, _ arguments: [String], stdin: String? = nil,
-                           environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+                           environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+        let result = await offPool { Result { try runBlocking(executable, arguments, stdin: stdin, environment: environment) } }
+        return try result.get()
+    }
+
+    private static func runBlocking(_ executable: String, _ arguments: [String], stdin: String?,
+                                     environment: [String: String]) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : Repository.binaries.appendingPathComponent(executable)
         process.arguments = arguments

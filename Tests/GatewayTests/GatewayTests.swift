@@ -110,7 +110,8 @@ struct GatewayTests {
         try await withStack(configure: { $0.services["accounts"] = dead.endpoint }) { stack in
             let client = stack.client()
             await expectError(.unavailable) {
-                _ = try await client.call(API.login, AccountsV1.LoginRequest(login: "x", password: "y"), deadline: .seconds(1))
+                // The gateway declares accounts down after 3 silent heartbeats (1.5 s) and answers at once.
+                _ = try await client.call(API.login, AccountsV1.LoginRequest(login: "x", password: "y"), deadline: .seconds(3))
             }
             // The gateway itself still answers.
             let pong = try await client.ping("gateway")

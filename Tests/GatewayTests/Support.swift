@@ -16,9 +16,7 @@ struct Stack: Sendable {
     let logs: CapturedLogs
 
     func client(token: String = "") -> FriensoClient {
-        var options = ClientOptions()
-        options.heartbeatInterval = .milliseconds(100)
-        return FriensoClient(gateway: endpoint, token: token, options: options, logger: logs.logger("client"))
+        FriensoClient(gateway: endpoint, token: token, logger: logs.logger("client"))
     }
 
     /// Registers and logs in `name`, returning a client that carries the session.
@@ -46,14 +44,14 @@ func withStack<T: Sendable>(
     if let accountsHandler {
         accountsHost = ServiceHost(options: hostOptions, handler: accountsHandler, logger: logs.logger("accounts"))
     } else {
-        accountsHost = try AccountsService(directory: dir.path).makeHost(options: hostOptions, logger: logs.logger("accounts"))
+        var config = AccountsConfig()
+        config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
+        accountsHost = try AccountsService(directory: dir.path, config: config).makeHost(options: hostOptions, logger: logs.logger("accounts"))
     }
     return try await withRunningServices([accountsHost] + extraServices, logger: logs.logger("group")) {
         var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: ["accounts": try await accountsHost.boundEndpoint()])
         try await configure(&config)
-        var clientOptions = ClientOptions()
-        clientOptions.heartbeatInterval = .milliseconds(100)
-        let gateway = Gateway(config: config, logger: logs.logger("gateway"), clientOptions: clientOptions)
+        let gateway = Gateway(config: config, logger: logs.logger("gateway"))
         return try await withRunningServices([gateway], logger: logs.logger("group")) {
             try await body(Stack(gateway: gateway, endpoint: try await gateway.boundEndpoint(), logs: logs))
         }

@@ -8,10 +8,10 @@ struct GeneratedCodeTests {
     @Test("the committed protobuf-c and Swift glue is what proto/generate produces",
           .enabled(if: Repository.which("protoc-c") != nil,
                    "protoc-c is not installed (apt-get install protobuf-c-compiler): cannot check the generated code"))
-    func committedCodeIsFresh() throws {
+    func committedCodeIsFresh() async throws {
         let scratch = try TemporaryDirectory("frienso-generate")
         defer { scratch.remove() }
-        let result = try ProcessHarness.run(Repository.root.appendingPathComponent("proto/generate").path, ["--out", scratch.path])
+        let result = try await ProcessHarness.run(Repository.root.appendingPathComponent("proto/generate").path, ["--out", scratch.path])
         #expect(result.status == 0, "proto/generate failed: \(result.output)")
         for dir in ["Sources/FriensoProtoC", "Sources/FriensoProto/Generated"] {
             let fresh = try files(under: scratch.url.appendingPathComponent(dir))

@@ -34,7 +34,9 @@ func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: 
     let accountsDir = accountsDirectory ?? "\(temp.path)/accounts"
     let socialDir = socialDirectory ?? "\(temp.path)/social"
     for dir in [accountsDir, socialDir] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
-    let accounts = try AccountsService(directory: accountsDir)
+    var config = AccountsConfig()
+    config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
+    let accounts = try AccountsService(directory: accountsDir, config: config)
         .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
     return try await withRunningServices([accounts], logger: logs.logger("group")) {
         let accountsEndpoint = try await accounts.boundEndpoint()

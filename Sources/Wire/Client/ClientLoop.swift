@@ -146,6 +146,13 @@ final class ClientLoop: ReactorComponent {
                     error: .unavailable("lost the connection to \(endpoint) while waiting for the reply")))
             }
         }
+        if options.failFastWhenPeerDown {
+            // Calls that never reached the peer will not now: say so at once, not at their deadline.
+            for (id, request) in pending where !request.sent {
+                pending[id] = nil
+                request.continuation.resume(returning: request.envelope.reply(error: .unavailable("\(endpoint) is not answering")))
+            }
+        }
         events.yield(.reconnected)
         flushUnsent()
     }

@@ -95,6 +95,9 @@ final class HostLoop: ReactorComponent {
     var isFinished: Bool { stopping }
 
     func close() {
+        // Replies sent in the last turn may still sit in libzmq's queue: let them go out.
+        let linger = options.closeLinger.components
+        try? socket.set(ZMQ_LINGER, Int32(clamping: linger.seconds * 1000 + linger.attoseconds / 1_000_000_000_000_000))
         requests.finish()
         finished.fulfil(())
     }

@@ -16,6 +16,9 @@ public struct HostOptions: Sendable {
     public var maxInFlight: Int = 4_096
     /// How long a graceful shutdown waits for handlers before it stops anyway.
     public var drainTimeout: Duration = .seconds(10)
+    /// How long the closed socket may keep sending replies still queued in libzmq (LINGER on
+    /// close; every socket runs with LINGER 0 otherwise, which would drop the last replies).
+    public var closeLinger: Duration = .seconds(1)
     public var version: String = "0.1.0"
     /// Where handlers run. `.reactor` (the default) runs them on the host's reactor thread: no
     /// thread hop per request, but handlers share that one thread, so they must not block it.

@@ -132,6 +132,7 @@ private final class PublisherLoop: ReactorComponent {
     }
 
     func close() {
+        try? socket.set(ZMQ_LINGER, Int32(500)) // let the last events go out
         finished.fulfil(())
     }
 }

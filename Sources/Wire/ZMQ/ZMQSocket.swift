@@ -2,7 +2,9 @@ import CZeroMQ
 import Glibc
 
 /// A libzmq socket with exactly one owner: it is not `Sendable`, so the compiler keeps it on the
-/// thread that made it. The raw handle never leaves this type; the socket closes in `deinit`.
+/// thread that made it. The raw handle never leaves this type; the socket closes in `deinit`,
+/// with `LINGER 0` unless its owner raised it before letting go (a stopping host does, so its
+/// last replies are not dropped).
 public final class ZMQSocket {
     public enum Kind: Sendable {
         case router, dealer, pub, sub, req, rep
