@@ -1,3 +1,4 @@
+import ServiceKit
 public import Wire
 
 /// The rules for what an account may hold. Each check returns the normalised value or throws
@@ -27,10 +28,7 @@ public enum Validation {
     /// Phone numbers are kept in E.164: `+` and 8-15 digits. Spaces, dashes, dots and parentheses
     /// are dropped; a leading `00` becomes `+`.
     public static func phone(_ raw: String) throws(RPCError) -> String {
-        var value = raw.filter { !" -.()\t".contains($0) }
-        if value.hasPrefix("00") { value = "+" + value.dropFirst(2) }
-        let digits = value.dropFirst()
-        guard value.hasPrefix("+"), (8...15).contains(digits.count), digits.allSatisfy({ $0.isASCII && $0.isNumber }), digits.first != "0" else {
+        guard let value = PhoneNumber.normalize(raw) else {
             throw .invalidArgument("phone: use international format, e.g. +15625551234")
         }
         return value

@@ -11,6 +11,7 @@ public struct FriensoConfig: Codable, Sendable {
     public var eventEndpoints: [String: String]?
     public var accounts: AccountsSection?
     public var gateway: GatewaySection?
+    public var social: SocialSection?
     /// What the launcher starts, in order (default: accounts, then the gateway).
     public var launch: [String]?
 
@@ -18,6 +19,11 @@ public struct FriensoConfig: Codable, Sendable {
         public var sessionTTLSeconds: Int?
         public var maxFailedLoginsPerAccount: Int?
         public var maxFailedLoginsPerClient: Int?
+    }
+
+    public struct SocialSection: Codable, Sendable {
+        /// How many people a core circle holds (default 3).
+        public var circleLimit: Int?
     }
 
     public struct GatewaySection: Codable, Sendable {

@@ -12,11 +12,14 @@ public final class SocialService: Sendable {
     private let store: SocialStore
     private let accounts: WireClient
     private let now: @Sendable () -> Int64
+    private let circleLimit: Int
     public let replyStore: SQLiteReplyStore
 
     /// Opens (or creates) `<directory>/social.sqlite`.
     /// - Parameter accounts: a client to the accounts service, for profiles and usernames.
-    public init(directory: String, accounts: WireClient, now: (@Sendable () -> Int64)? = nil) throws {
+    /// - Parameter circleLimit: how many people a core circle holds.
+    public init(directory: String, accounts: WireClient, circleLimit: Int = 3, now: (@Sendable () -> Int64)? = nil) throws {
+        self.circleLimit = max(1, circleLimit)
         store = try SocialStore(path: "\(directory)/social.sqlite")
         self.accounts = accounts
         self.now = now ?? { Int64(Date().timeIntervalSince1970 * 1000) }
@@ -39,6 +42,11 @@ public final class SocialService: Sendable {
         router.register(API.block) { try await self.block($0, $1) }
         router.register(API.unblock) { try await self.unblock($0, $1) }
         router.register(API.listBlocked) { try await self.listBlocked($0, $1) }
+        router.register(API.showCircle) { try await self.showCircle($0, $1) }
+        router.register(API.addToCircle) { try await self.addToCircle($0, $1) }
+        router.register(API.removeFromCircle) { try await self.removeFromCircle($0, $1) }
+        router.register(API.listCircleRequests) { try await self.listCircleRequests($0, $1) }
+        router.register(API.respondToCircleRequest) { try await self.respondToCircleRequest($0, $1) }
         return router
     }
 
@@ -117,6 +125,66 @@ public final class SocialService: Sendable {
         let ids = try await store.blocked(by: caller)
         let users = try await profiles(Set(ids), context)
         return SocialV1.ListBlockedResponse(users: ids.map { users[$0] ?? SocialV1.UserRef(userId: $0) })
+    }
+
+    // MARK: Core circle
+
+    func showCircle(_ request: SocialV1.ShowCircleRequest, _ context: RequestContext) async throws -> SocialV1.ShowCircleResponse {
+        let caller = try context.requireCaller()
+        let members = try await store.circle(of: caller)
+        let memberOf = try await store.circles(containing: caller, state: .accepted)
+        let users = try await profiles(Set(members.map(\.member).filter { $0 != 0 } + memberOf.map(\.owner)), context)
+        return SocialV1.ShowCircleResponse(members: members.map { Self.view($0, users) }, limit: UInt32(circleLimit),
+                                           memberOf: memberOf.map { users[$0.owner] ?? SocialV1.UserRef(userId: $0.owner) })
+    }
+
+    func addToCircle(_ request: SocialV1.AddToCircleRequest, _ context: RequestContext) async throws -> SocialV1.AddToCircleResponse {
+        let caller = try context.requireCaller()
+        let (member, phone) = try await circleTarget(userID: request.userId, username: request.username, phone: request.phone, context)
+        let record = try await store.addToCircle(owner: caller, member: member, phone: phone, limit: circleLimit, now: now())
+        if record.state == .invited {
+            context.logger.info("core circle invitation recorded for a non-user; the alerts service sends the SMS")
+        }
+        return SocialV1.AddToCircleResponse(member: Self.view(record, try await profiles(member == 0 ? [] : [member], context)))
+    }
+
+    func removeFromCircle(_ request: SocialV1.RemoveFromCircleRequest, _ context: RequestContext) async throws -> SocialV1.RemoveFromCircleResponse {
+        let caller = try context.requireCaller()
+        let (member, phone) = try await circleTarget(userID: request.userId, username: request.username, phone: request.phone, context)
+        try await store.removeFromCircle(owner: caller, member: member, phone: phone)
+        return SocialV1.RemoveFromCircleResponse()
+    }
+
+    func listCircleRequests(_ request: SocialV1.ListCircleRequestsRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse {
+        let caller = try context.requireCaller()
+        let pending = try await store.circles(containing: caller, state: .pending)
+        let users = try await profiles(Set(pending.map(\.owner)), context)
+        return SocialV1.ListCircleRequestsResponse(requests: pending.map {
+            SocialV1.CircleRequest(owner: users[$0.owner] ?? SocialV1.UserRef(userId: $0.owner), addedAtMs: $0.addedAtMs)
+        })
+    }
+
+    func respondToCircleRequest(_ request: SocialV1.RespondToCircleRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToCircleRequestResponse {
+        let caller = try context.requireCaller()
+        guard request.action == .accept || request.action == .reject else { throw RPCError.invalidArgument("action: accept or reject") }
+        let owner = try await resolve(userID: request.ownerUserId, username: request.ownerUsername, context)
+        let record = try await store.respondToCircle(owner: owner, member: caller, accept: request.action == .accept, now: now())
+        return SocialV1.RespondToCircleRequestResponse(member: Self.view(record, try await profiles([caller], context)))
+    }
+
+    /// A circle member named by user (id or username) or by phone number, exactly one of them.
+    private func circleTarget(userID: UInt64, username: String, phone: String, _ context: RequestContext) async throws -> (UInt64, String) {
+        guard !phone.isEmpty else { return (try await resolve(userID: userID, username: username, context), "") }
+        guard userID == 0, username.isEmpty else { throw RPCError.invalidArgument("name a user or a phone number, not both") }
+        guard let normalized = PhoneNumber.normalize(phone) else {
+            throw RPCError.invalidArgument("phone: use international format, e.g. +15625551234")
+        }
+        return (0, normalized)
+    }
+
+    private static func view(_ record: CircleRecord, _ users: [UInt64: SocialV1.UserRef]) -> SocialV1.CircleMember {
+        SocialV1.CircleMember(user: record.member == 0 ? nil : users[record.member] ?? SocialV1.UserRef(userId: record.member),
+                              phone: record.phone, state: record.state, addedAtMs: record.addedAtMs)
     }
 
     // MARK: Users, through accounts

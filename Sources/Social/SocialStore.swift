@@ -71,6 +71,7 @@ final class SocialStore: Sendable {
                 t.primaryKey(["blocker", "blocked"])
             }
         }
+        Self.migrateCircle(&migrator)
         SQLiteReplyStore.migrate(&migrator)
         try migrator.migrate(database)
     }
@@ -79,7 +80,7 @@ final class SocialStore: Sendable {
 
     private static func edge(_ x: UInt64, _ y: UInt64) -> (UInt64, UInt64) { x < y ? (x, y) : (y, x) }
 
-    private static func areFriends(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> Bool {
+    static func areFriends(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> Bool {
         let (a, b) = edge(x, y)
         return try Bool.fetchOne(db, sql: "SELECT 1 FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b]) ?? false
     }
@@ -189,6 +190,7 @@ final class SocialStore: Sendable {
             let (a, b) = Self.edge(user, other)
             try db.execute(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
             guard db.changesCount == 1 else { throw RPCError.notFound("you are not friends with user \(other)") }
+            try Self.dropCircle(db, user, other)
         }
     }
 
@@ -200,6 +202,7 @@ final class SocialStore: Sendable {
             let (a, b) = Self.edge(user, other)
             try db.execute(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
             let removedFriendship = db.changesCount == 1
+            try Self.dropCircle(db, user, other)
             try db.execute(sql: """
                 UPDATE friend_requests SET state = ?, updated_at_ms = ?
                 WHERE state = ? AND ((from_user = ? AND to_user = ?) OR (from_user = ? AND to_user = ?))

@@ -59,6 +59,18 @@ public enum ProtoIndex {
         SocialV1.UnblockResponse.self,
         SocialV1.ListBlockedRequest.self,
         SocialV1.ListBlockedResponse.self,
+        SocialV1.CircleMember.self,
+        SocialV1.ShowCircleRequest.self,
+        SocialV1.ShowCircleResponse.self,
+        SocialV1.AddToCircleRequest.self,
+        SocialV1.AddToCircleResponse.self,
+        SocialV1.RemoveFromCircleRequest.self,
+        SocialV1.RemoveFromCircleResponse.self,
+        SocialV1.CircleRequest.self,
+        SocialV1.ListCircleRequestsRequest.self,
+        SocialV1.ListCircleRequestsResponse.self,
+        SocialV1.RespondToCircleRequestRequest.self,
+        SocialV1.RespondToCircleRequestResponse.self,
     ]
 
     /// Every rpc in proto/, with its declared access.

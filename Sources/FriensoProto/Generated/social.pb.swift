@@ -93,6 +93,53 @@ extension SocialV1 {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.CircleState`: an open enum, as in proto3; unknown numbers survive a round trip.
+    public enum CircleState: ProtoEnum {
+        case unspecified // CIRCLE_STATE_UNSPECIFIED
+        case pending // CIRCLE_STATE_PENDING
+        case accepted // CIRCLE_STATE_ACCEPTED
+        case rejected // CIRCLE_STATE_REJECTED
+        case invited // CIRCLE_STATE_INVITED
+        case unrecognized(Int32)
+
+        public static let allKnownCases: [CircleState] = [.unspecified, .pending, .accepted, .rejected, .invited]
+
+        public init(rawValue: Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .pending
+            case 2: self = .accepted
+            case 3: self = .rejected
+            case 4: self = .invited
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Int32 {
+            switch self {
+            case .unspecified: return 0
+            case .pending: return 1
+            case .accepted: return 2
+            case .rejected: return 3
+            case .invited: return 4
+            case .unrecognized(let value): return value
+            }
+        }
+
+        public var protoName: String {
+            switch self {
+            case .unspecified: return "CIRCLE_STATE_UNSPECIFIED"
+            case .pending: return "CIRCLE_STATE_PENDING"
+            case .accepted: return "CIRCLE_STATE_ACCEPTED"
+            case .rejected: return "CIRCLE_STATE_REJECTED"
+            case .invited: return "CIRCLE_STATE_INVITED"
+            case .unrecognized(let value): return "\(value)"
+            }
+        }
+    }
+}
+
+extension SocialV1 {
     /// `frienso.social.v1.UserRef`
     public struct UserRef: ProtoMessage {
         public var userId: UInt64 = 0
@@ -1150,6 +1197,611 @@ extension SocialV1.ListBlockedResponse {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.CircleMember`
+    public struct CircleMember: ProtoMessage {
+        public var user: SocialV1.UserRef? = nil
+        public var phone: String = ""
+        public var state: SocialV1.CircleState = .init(rawValue: 0)
+        public var addedAtMs: Int64 = 0
+
+        public init() {}
+
+        public init(user: SocialV1.UserRef? = nil, phone: String = "", state: SocialV1.CircleState = .init(rawValue: 0), addedAtMs: Int64 = 0) {
+        self.user = user
+        self.phone = phone
+        self.state = state
+        self.addedAtMs = addedAtMs
+        }
+    }
+}
+
+extension SocialV1.CircleMember {
+    public static let protoName = "frienso.social.v1.CircleMember"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__CircleMember()
+        frienso__social__v1__circle_member__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_member__get_packed_size, pack: frienso__social__v1__circle_member__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleMember", unpack: frienso__social__v1__circle_member__unpack, free: frienso__social__v1__circle_member__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__CircleMember, arena: ProtoArena) {
+        if let value = self.user {
+            c.user = arena.message(of: Frienso__Social__V1__UserRef.self) { frienso__social__v1__user_ref__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        if !self.phone.isEmpty { c.phone = arena.string(self.phone) }
+        c.state = Frienso__Social__V1__CircleState(rawValue: .init(truncatingIfNeeded: self.state.rawValue))
+        c.added_at_ms = self.addedAtMs
+    }
+
+    init(c: Frienso__Social__V1__CircleMember) {
+        self.init(user: c.user.map { SocialV1.UserRef(c: $0.pointee) }, phone: ProtoRuntime.string(c.phone), state: SocialV1.CircleState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue)), addedAtMs: c.added_at_ms)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("user", self.user.map { $0.jsonValue } ?? .null), ("phone", .string(self.phone)), ("state", .string(self.state.protoName)), ("addedAtMs", .string(String(self.addedAtMs)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(user: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.UserRef()), phone: ProtoSample.string(seed, "phone"), state: ProtoSample.enumValue(seed, SocialV1.CircleState.self), addedAtMs: ProtoSample.int64(seed, 4))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.ShowCircleRequest`
+    public struct ShowCircleRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension SocialV1.ShowCircleRequest {
+    public static let protoName = "frienso.social.v1.ShowCircleRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ShowCircleRequest()
+        frienso__social__v1__show_circle_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_request__get_packed_size, pack: frienso__social__v1__show_circle_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ShowCircleRequest", unpack: frienso__social__v1__show_circle_request__unpack, free: frienso__social__v1__show_circle_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Social__V1__ShowCircleRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Social__V1__ShowCircleRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.ShowCircleResponse`
+    public struct ShowCircleResponse: ProtoMessage {
+        public var members: [SocialV1.CircleMember] = []
+        public var limit: UInt32 = 0
+        public var memberOf: [SocialV1.UserRef] = []
+
+        public init() {}
+
+        public init(members: [SocialV1.CircleMember] = [], limit: UInt32 = 0, memberOf: [SocialV1.UserRef] = []) {
+        self.members = members
+        self.limit = limit
+        self.memberOf = memberOf
+        }
+    }
+}
+
+extension SocialV1.ShowCircleResponse {
+    public static let protoName = "frienso.social.v1.ShowCircleResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ShowCircleResponse()
+        frienso__social__v1__show_circle_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_response__get_packed_size, pack: frienso__social__v1__show_circle_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ShowCircleResponse", unpack: frienso__social__v1__show_circle_response__unpack, free: frienso__social__v1__show_circle_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__ShowCircleResponse, arena: ProtoArena) {
+        c.n_members = self.members.count
+        c.members = arena.array(self.members.map { value in arena.message(of: Frienso__Social__V1__CircleMember.self) { frienso__social__v1__circle_member__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.limit = self.limit
+        c.n_member_of = self.memberOf.count
+        c.member_of = arena.array(self.memberOf.map { value in arena.message(of: Frienso__Social__V1__UserRef.self) { frienso__social__v1__user_ref__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Social__V1__ShowCircleResponse) {
+        self.init(members: ProtoRuntime.array(c.members, count: c.n_members) { SocialV1.CircleMember(c: $0!.pointee) }, limit: c.limit, memberOf: ProtoRuntime.array(c.member_of, count: c.n_member_of) { SocialV1.UserRef(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("members", .array(self.members.map { $0.jsonValue })), ("limit", .number(Double(self.limit))), ("memberOf", .array(self.memberOf.map { $0.jsonValue }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(members: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.CircleMember.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], limit: ProtoSample.uint32(seed, 2), memberOf: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.UserRef.sample(seed: seed &+ UInt64(i) &+ 3, depth: depth + 1) } : [])
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.AddToCircleRequest`
+    public struct AddToCircleRequest: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var username: String = ""
+        public var phone: String = ""
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, username: String = "", phone: String = "") {
+        self.userId = userId
+        self.username = username
+        self.phone = phone
+        }
+    }
+}
+
+extension SocialV1.AddToCircleRequest {
+    public static let protoName = "frienso.social.v1.AddToCircleRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__AddToCircleRequest()
+        frienso__social__v1__add_to_circle_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_request__get_packed_size, pack: frienso__social__v1__add_to_circle_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddToCircleRequest", unpack: frienso__social__v1__add_to_circle_request__unpack, free: frienso__social__v1__add_to_circle_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__AddToCircleRequest, arena: ProtoArena) {
+        c.user_id = self.userId
+        if !self.username.isEmpty { c.username = arena.string(self.username) }
+        if !self.phone.isEmpty { c.phone = arena.string(self.phone) }
+    }
+
+    init(c: Frienso__Social__V1__AddToCircleRequest) {
+        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username), phone: ProtoRuntime.string(c.phone))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("phone", .string(self.phone))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"), phone: ProtoSample.string(seed, "phone"))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.AddToCircleResponse`
+    public struct AddToCircleResponse: ProtoMessage {
+        public var member: SocialV1.CircleMember? = nil
+
+        public init() {}
+
+        public init(member: SocialV1.CircleMember? = nil) {
+        self.member = member
+        }
+    }
+}
+
+extension SocialV1.AddToCircleResponse {
+    public static let protoName = "frienso.social.v1.AddToCircleResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__AddToCircleResponse()
+        frienso__social__v1__add_to_circle_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_response__get_packed_size, pack: frienso__social__v1__add_to_circle_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddToCircleResponse", unpack: frienso__social__v1__add_to_circle_response__unpack, free: frienso__social__v1__add_to_circle_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__AddToCircleResponse, arena: ProtoArena) {
+        if let value = self.member {
+            c.member = arena.message(of: Frienso__Social__V1__CircleMember.self) { frienso__social__v1__circle_member__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Social__V1__AddToCircleResponse) {
+        self.init(member: c.member.map { SocialV1.CircleMember(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("member", self.member.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(member: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.CircleMember.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.CircleMember()))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.RemoveFromCircleRequest`
+    public struct RemoveFromCircleRequest: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var username: String = ""
+        public var phone: String = ""
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, username: String = "", phone: String = "") {
+        self.userId = userId
+        self.username = username
+        self.phone = phone
+        }
+    }
+}
+
+extension SocialV1.RemoveFromCircleRequest {
+    public static let protoName = "frienso.social.v1.RemoveFromCircleRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RemoveFromCircleRequest()
+        frienso__social__v1__remove_from_circle_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_request__get_packed_size, pack: frienso__social__v1__remove_from_circle_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFromCircleRequest", unpack: frienso__social__v1__remove_from_circle_request__unpack, free: frienso__social__v1__remove_from_circle_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__RemoveFromCircleRequest, arena: ProtoArena) {
+        c.user_id = self.userId
+        if !self.username.isEmpty { c.username = arena.string(self.username) }
+        if !self.phone.isEmpty { c.phone = arena.string(self.phone) }
+    }
+
+    init(c: Frienso__Social__V1__RemoveFromCircleRequest) {
+        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username), phone: ProtoRuntime.string(c.phone))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("phone", .string(self.phone))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"), phone: ProtoSample.string(seed, "phone"))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.RemoveFromCircleResponse`
+    public struct RemoveFromCircleResponse: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension SocialV1.RemoveFromCircleResponse {
+    public static let protoName = "frienso.social.v1.RemoveFromCircleResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RemoveFromCircleResponse()
+        frienso__social__v1__remove_from_circle_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_response__get_packed_size, pack: frienso__social__v1__remove_from_circle_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFromCircleResponse", unpack: frienso__social__v1__remove_from_circle_response__unpack, free: frienso__social__v1__remove_from_circle_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Social__V1__RemoveFromCircleResponse, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Social__V1__RemoveFromCircleResponse) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.CircleRequest`
+    public struct CircleRequest: ProtoMessage {
+        public var owner: SocialV1.UserRef? = nil
+        public var addedAtMs: Int64 = 0
+
+        public init() {}
+
+        public init(owner: SocialV1.UserRef? = nil, addedAtMs: Int64 = 0) {
+        self.owner = owner
+        self.addedAtMs = addedAtMs
+        }
+    }
+}
+
+extension SocialV1.CircleRequest {
+    public static let protoName = "frienso.social.v1.CircleRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__CircleRequest()
+        frienso__social__v1__circle_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_request__get_packed_size, pack: frienso__social__v1__circle_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleRequest", unpack: frienso__social__v1__circle_request__unpack, free: frienso__social__v1__circle_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__CircleRequest, arena: ProtoArena) {
+        if let value = self.owner {
+            c.owner = arena.message(of: Frienso__Social__V1__UserRef.self) { frienso__social__v1__user_ref__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.added_at_ms = self.addedAtMs
+    }
+
+    init(c: Frienso__Social__V1__CircleRequest) {
+        self.init(owner: c.owner.map { SocialV1.UserRef(c: $0.pointee) }, addedAtMs: c.added_at_ms)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("owner", self.owner.map { $0.jsonValue } ?? .null), ("addedAtMs", .string(String(self.addedAtMs)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(owner: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.UserRef()), addedAtMs: ProtoSample.int64(seed, 2))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.ListCircleRequestsRequest`
+    public struct ListCircleRequestsRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension SocialV1.ListCircleRequestsRequest {
+    public static let protoName = "frienso.social.v1.ListCircleRequestsRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListCircleRequestsRequest()
+        frienso__social__v1__list_circle_requests_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_request__get_packed_size, pack: frienso__social__v1__list_circle_requests_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListCircleRequestsRequest", unpack: frienso__social__v1__list_circle_requests_request__unpack, free: frienso__social__v1__list_circle_requests_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Social__V1__ListCircleRequestsRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Social__V1__ListCircleRequestsRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.ListCircleRequestsResponse`
+    public struct ListCircleRequestsResponse: ProtoMessage {
+        public var requests: [SocialV1.CircleRequest] = []
+
+        public init() {}
+
+        public init(requests: [SocialV1.CircleRequest] = []) {
+        self.requests = requests
+        }
+    }
+}
+
+extension SocialV1.ListCircleRequestsResponse {
+    public static let protoName = "frienso.social.v1.ListCircleRequestsResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListCircleRequestsResponse()
+        frienso__social__v1__list_circle_requests_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_response__get_packed_size, pack: frienso__social__v1__list_circle_requests_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListCircleRequestsResponse", unpack: frienso__social__v1__list_circle_requests_response__unpack, free: frienso__social__v1__list_circle_requests_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__ListCircleRequestsResponse, arena: ProtoArena) {
+        c.n_requests = self.requests.count
+        c.requests = arena.array(self.requests.map { value in arena.message(of: Frienso__Social__V1__CircleRequest.self) { frienso__social__v1__circle_request__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Social__V1__ListCircleRequestsResponse) {
+        self.init(requests: ProtoRuntime.array(c.requests, count: c.n_requests) { SocialV1.CircleRequest(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("requests", .array(self.requests.map { $0.jsonValue }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(requests: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.CircleRequest.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.RespondToCircleRequestRequest`
+    public struct RespondToCircleRequestRequest: ProtoMessage {
+        public var ownerUserId: UInt64 = 0
+        public var ownerUsername: String = ""
+        public var action: SocialV1.RequestAction = .init(rawValue: 0)
+
+        public init() {}
+
+        public init(ownerUserId: UInt64 = 0, ownerUsername: String = "", action: SocialV1.RequestAction = .init(rawValue: 0)) {
+        self.ownerUserId = ownerUserId
+        self.ownerUsername = ownerUsername
+        self.action = action
+        }
+    }
+}
+
+extension SocialV1.RespondToCircleRequestRequest {
+    public static let protoName = "frienso.social.v1.RespondToCircleRequestRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RespondToCircleRequestRequest()
+        frienso__social__v1__respond_to_circle_request_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_request__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToCircleRequestRequest", unpack: frienso__social__v1__respond_to_circle_request_request__unpack, free: frienso__social__v1__respond_to_circle_request_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__RespondToCircleRequestRequest, arena: ProtoArena) {
+        c.owner_user_id = self.ownerUserId
+        if !self.ownerUsername.isEmpty { c.owner_username = arena.string(self.ownerUsername) }
+        c.action = Frienso__Social__V1__RequestAction(rawValue: .init(truncatingIfNeeded: self.action.rawValue))
+    }
+
+    init(c: Frienso__Social__V1__RespondToCircleRequestRequest) {
+        self.init(ownerUserId: c.owner_user_id, ownerUsername: ProtoRuntime.string(c.owner_username), action: SocialV1.RequestAction(rawValue: Int32(truncatingIfNeeded: c.action.rawValue)))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("ownerUserId", .string(String(self.ownerUserId))), ("ownerUsername", .string(self.ownerUsername)), ("action", .string(self.action.protoName))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(ownerUserId: ProtoSample.uint64(seed, 1), ownerUsername: ProtoSample.string(seed, "owner_username"), action: ProtoSample.enumValue(seed, SocialV1.RequestAction.self))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.RespondToCircleRequestResponse`
+    public struct RespondToCircleRequestResponse: ProtoMessage {
+        public var member: SocialV1.CircleMember? = nil
+
+        public init() {}
+
+        public init(member: SocialV1.CircleMember? = nil) {
+        self.member = member
+        }
+    }
+}
+
+extension SocialV1.RespondToCircleRequestResponse {
+    public static let protoName = "frienso.social.v1.RespondToCircleRequestResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RespondToCircleRequestResponse()
+        frienso__social__v1__respond_to_circle_request_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_response__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToCircleRequestResponse", unpack: frienso__social__v1__respond_to_circle_request_response__unpack, free: frienso__social__v1__respond_to_circle_request_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__RespondToCircleRequestResponse, arena: ProtoArena) {
+        if let value = self.member {
+            c.member = arena.message(of: Frienso__Social__V1__CircleMember.self) { frienso__social__v1__circle_member__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Social__V1__RespondToCircleRequestResponse) {
+        self.init(member: c.member.map { SocialV1.CircleMember(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("member", self.member.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(member: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.CircleMember.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.CircleMember()))
+    }
+}
+
+extension SocialV1 {
     /// The methods of `frienso.social.v1.SocialService`, with the access the contract declares.
     public enum SocialService {
         public static let sendFriendRequest = RPCMethod<SendFriendRequestRequest, SendFriendRequestResponse>(service: "social", name: "SendFriendRequest", access: .authenticated)
@@ -1161,7 +1813,12 @@ extension SocialV1 {
         public static let block = RPCMethod<BlockRequest, BlockResponse>(service: "social", name: "Block", access: .authenticated)
         public static let unblock = RPCMethod<UnblockRequest, UnblockResponse>(service: "social", name: "Unblock", access: .authenticated)
         public static let listBlocked = RPCMethod<ListBlockedRequest, ListBlockedResponse>(service: "social", name: "ListBlocked", access: .authenticated)
+        public static let showCircle = RPCMethod<ShowCircleRequest, ShowCircleResponse>(service: "social", name: "ShowCircle", access: .authenticated)
+        public static let addToCircle = RPCMethod<AddToCircleRequest, AddToCircleResponse>(service: "social", name: "AddToCircle", access: .authenticated)
+        public static let removeFromCircle = RPCMethod<RemoveFromCircleRequest, RemoveFromCircleResponse>(service: "social", name: "RemoveFromCircle", access: .authenticated)
+        public static let listCircleRequests = RPCMethod<ListCircleRequestsRequest, ListCircleRequestsResponse>(service: "social", name: "ListCircleRequests", access: .authenticated)
+        public static let respondToCircleRequest = RPCMethod<RespondToCircleRequestRequest, RespondToCircleRequestResponse>(service: "social", name: "RespondToCircleRequest", access: .authenticated)
 
-        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased]
+        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased]
     }
 }

@@ -952,6 +952,546 @@ void   frienso__social__v1__list_blocked_response__free_unpacked
   assert(message->base.descriptor == &frienso__social__v1__list_blocked_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__social__v1__circle_member__init
+                     (Frienso__Social__V1__CircleMember         *message)
+{
+  static const Frienso__Social__V1__CircleMember init_value = FRIENSO__SOCIAL__V1__CIRCLE_MEMBER__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__circle_member__get_packed_size
+                     (const Frienso__Social__V1__CircleMember *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_member__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__circle_member__pack
+                     (const Frienso__Social__V1__CircleMember *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_member__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__circle_member__pack_to_buffer
+                     (const Frienso__Social__V1__CircleMember *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_member__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__CircleMember *
+       frienso__social__v1__circle_member__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__CircleMember *)
+     protobuf_c_message_unpack (&frienso__social__v1__circle_member__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__circle_member__free_unpacked
+                     (Frienso__Social__V1__CircleMember *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__circle_member__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__show_circle_request__init
+                     (Frienso__Social__V1__ShowCircleRequest         *message)
+{
+  static const Frienso__Social__V1__ShowCircleRequest init_value = FRIENSO__SOCIAL__V1__SHOW_CIRCLE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__show_circle_request__get_packed_size
+                     (const Frienso__Social__V1__ShowCircleRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__show_circle_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__show_circle_request__pack
+                     (const Frienso__Social__V1__ShowCircleRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__show_circle_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__show_circle_request__pack_to_buffer
+                     (const Frienso__Social__V1__ShowCircleRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__show_circle_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__ShowCircleRequest *
+       frienso__social__v1__show_circle_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__ShowCircleRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__show_circle_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__show_circle_request__free_unpacked
+                     (Frienso__Social__V1__ShowCircleRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__show_circle_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__show_circle_response__init
+                     (Frienso__Social__V1__ShowCircleResponse         *message)
+{
+  static const Frienso__Social__V1__ShowCircleResponse init_value = FRIENSO__SOCIAL__V1__SHOW_CIRCLE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__show_circle_response__get_packed_size
+                     (const Frienso__Social__V1__ShowCircleResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__show_circle_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__show_circle_response__pack
+                     (const Frienso__Social__V1__ShowCircleResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__show_circle_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__show_circle_response__pack_to_buffer
+                     (const Frienso__Social__V1__ShowCircleResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__show_circle_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__ShowCircleResponse *
+       frienso__social__v1__show_circle_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__ShowCircleResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__show_circle_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__show_circle_response__free_unpacked
+                     (Frienso__Social__V1__ShowCircleResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__show_circle_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__add_to_circle_request__init
+                     (Frienso__Social__V1__AddToCircleRequest         *message)
+{
+  static const Frienso__Social__V1__AddToCircleRequest init_value = FRIENSO__SOCIAL__V1__ADD_TO_CIRCLE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__add_to_circle_request__get_packed_size
+                     (const Frienso__Social__V1__AddToCircleRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_to_circle_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__add_to_circle_request__pack
+                     (const Frienso__Social__V1__AddToCircleRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_to_circle_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__add_to_circle_request__pack_to_buffer
+                     (const Frienso__Social__V1__AddToCircleRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_to_circle_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__AddToCircleRequest *
+       frienso__social__v1__add_to_circle_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__AddToCircleRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__add_to_circle_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__add_to_circle_request__free_unpacked
+                     (Frienso__Social__V1__AddToCircleRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__add_to_circle_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__add_to_circle_response__init
+                     (Frienso__Social__V1__AddToCircleResponse         *message)
+{
+  static const Frienso__Social__V1__AddToCircleResponse init_value = FRIENSO__SOCIAL__V1__ADD_TO_CIRCLE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__add_to_circle_response__get_packed_size
+                     (const Frienso__Social__V1__AddToCircleResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_to_circle_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__add_to_circle_response__pack
+                     (const Frienso__Social__V1__AddToCircleResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_to_circle_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__add_to_circle_response__pack_to_buffer
+                     (const Frienso__Social__V1__AddToCircleResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_to_circle_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__AddToCircleResponse *
+       frienso__social__v1__add_to_circle_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__AddToCircleResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__add_to_circle_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__add_to_circle_response__free_unpacked
+                     (Frienso__Social__V1__AddToCircleResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__add_to_circle_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__remove_from_circle_request__init
+                     (Frienso__Social__V1__RemoveFromCircleRequest         *message)
+{
+  static const Frienso__Social__V1__RemoveFromCircleRequest init_value = FRIENSO__SOCIAL__V1__REMOVE_FROM_CIRCLE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__remove_from_circle_request__get_packed_size
+                     (const Frienso__Social__V1__RemoveFromCircleRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__remove_from_circle_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__remove_from_circle_request__pack
+                     (const Frienso__Social__V1__RemoveFromCircleRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__remove_from_circle_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__remove_from_circle_request__pack_to_buffer
+                     (const Frienso__Social__V1__RemoveFromCircleRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__remove_from_circle_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__RemoveFromCircleRequest *
+       frienso__social__v1__remove_from_circle_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__RemoveFromCircleRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__remove_from_circle_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__remove_from_circle_request__free_unpacked
+                     (Frienso__Social__V1__RemoveFromCircleRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__remove_from_circle_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__remove_from_circle_response__init
+                     (Frienso__Social__V1__RemoveFromCircleResponse         *message)
+{
+  static const Frienso__Social__V1__RemoveFromCircleResponse init_value = FRIENSO__SOCIAL__V1__REMOVE_FROM_CIRCLE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__remove_from_circle_response__get_packed_size
+                     (const Frienso__Social__V1__RemoveFromCircleResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__remove_from_circle_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__remove_from_circle_response__pack
+                     (const Frienso__Social__V1__RemoveFromCircleResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__remove_from_circle_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__remove_from_circle_response__pack_to_buffer
+                     (const Frienso__Social__V1__RemoveFromCircleResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__remove_from_circle_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__RemoveFromCircleResponse *
+       frienso__social__v1__remove_from_circle_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__RemoveFromCircleResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__remove_from_circle_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__remove_from_circle_response__free_unpacked
+                     (Frienso__Social__V1__RemoveFromCircleResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__remove_from_circle_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__circle_request__init
+                     (Frienso__Social__V1__CircleRequest         *message)
+{
+  static const Frienso__Social__V1__CircleRequest init_value = FRIENSO__SOCIAL__V1__CIRCLE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__circle_request__get_packed_size
+                     (const Frienso__Social__V1__CircleRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__circle_request__pack
+                     (const Frienso__Social__V1__CircleRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__circle_request__pack_to_buffer
+                     (const Frienso__Social__V1__CircleRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__CircleRequest *
+       frienso__social__v1__circle_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__CircleRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__circle_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__circle_request__free_unpacked
+                     (Frienso__Social__V1__CircleRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__circle_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__list_circle_requests_request__init
+                     (Frienso__Social__V1__ListCircleRequestsRequest         *message)
+{
+  static const Frienso__Social__V1__ListCircleRequestsRequest init_value = FRIENSO__SOCIAL__V1__LIST_CIRCLE_REQUESTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__list_circle_requests_request__get_packed_size
+                     (const Frienso__Social__V1__ListCircleRequestsRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_circle_requests_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__list_circle_requests_request__pack
+                     (const Frienso__Social__V1__ListCircleRequestsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_circle_requests_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__list_circle_requests_request__pack_to_buffer
+                     (const Frienso__Social__V1__ListCircleRequestsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_circle_requests_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__ListCircleRequestsRequest *
+       frienso__social__v1__list_circle_requests_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__ListCircleRequestsRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__list_circle_requests_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__list_circle_requests_request__free_unpacked
+                     (Frienso__Social__V1__ListCircleRequestsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__list_circle_requests_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__list_circle_requests_response__init
+                     (Frienso__Social__V1__ListCircleRequestsResponse         *message)
+{
+  static const Frienso__Social__V1__ListCircleRequestsResponse init_value = FRIENSO__SOCIAL__V1__LIST_CIRCLE_REQUESTS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__list_circle_requests_response__get_packed_size
+                     (const Frienso__Social__V1__ListCircleRequestsResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_circle_requests_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__list_circle_requests_response__pack
+                     (const Frienso__Social__V1__ListCircleRequestsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_circle_requests_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__list_circle_requests_response__pack_to_buffer
+                     (const Frienso__Social__V1__ListCircleRequestsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_circle_requests_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__ListCircleRequestsResponse *
+       frienso__social__v1__list_circle_requests_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__ListCircleRequestsResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__list_circle_requests_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__list_circle_requests_response__free_unpacked
+                     (Frienso__Social__V1__ListCircleRequestsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__list_circle_requests_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__respond_to_circle_request_request__init
+                     (Frienso__Social__V1__RespondToCircleRequestRequest         *message)
+{
+  static const Frienso__Social__V1__RespondToCircleRequestRequest init_value = FRIENSO__SOCIAL__V1__RESPOND_TO_CIRCLE_REQUEST_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__respond_to_circle_request_request__get_packed_size
+                     (const Frienso__Social__V1__RespondToCircleRequestRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__respond_to_circle_request_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__respond_to_circle_request_request__pack
+                     (const Frienso__Social__V1__RespondToCircleRequestRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__respond_to_circle_request_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__respond_to_circle_request_request__pack_to_buffer
+                     (const Frienso__Social__V1__RespondToCircleRequestRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__respond_to_circle_request_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__RespondToCircleRequestRequest *
+       frienso__social__v1__respond_to_circle_request_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__RespondToCircleRequestRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__respond_to_circle_request_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__respond_to_circle_request_request__free_unpacked
+                     (Frienso__Social__V1__RespondToCircleRequestRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__respond_to_circle_request_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__respond_to_circle_request_response__init
+                     (Frienso__Social__V1__RespondToCircleRequestResponse         *message)
+{
+  static const Frienso__Social__V1__RespondToCircleRequestResponse init_value = FRIENSO__SOCIAL__V1__RESPOND_TO_CIRCLE_REQUEST_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__respond_to_circle_request_response__get_packed_size
+                     (const Frienso__Social__V1__RespondToCircleRequestResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__respond_to_circle_request_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__respond_to_circle_request_response__pack
+                     (const Frienso__Social__V1__RespondToCircleRequestResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__respond_to_circle_request_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__respond_to_circle_request_response__pack_to_buffer
+                     (const Frienso__Social__V1__RespondToCircleRequestResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__respond_to_circle_request_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__RespondToCircleRequestResponse *
+       frienso__social__v1__respond_to_circle_request_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__RespondToCircleRequestResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__respond_to_circle_request_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__respond_to_circle_request_response__free_unpacked
+                     (Frienso__Social__V1__RespondToCircleRequestResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__respond_to_circle_request_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__social__v1__user_ref__field_descriptors[5] =
 {
   {
@@ -1917,6 +2457,558 @@ const ProtobufCMessageDescriptor frienso__social__v1__list_blocked_response__des
   (ProtobufCMessageInit) frienso__social__v1__list_blocked_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor frienso__social__v1__circle_member__field_descriptors[4] =
+{
+  {
+    "user",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleMember, user),
+    &frienso__social__v1__user_ref__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "phone",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleMember, phone),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "state",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleMember, state),
+    &frienso__social__v1__circle_state__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "added_at_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleMember, added_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__circle_member__field_indices_by_name[] = {
+  3,   /* field[3] = added_at_ms */
+  1,   /* field[1] = phone */
+  2,   /* field[2] = state */
+  0,   /* field[0] = user */
+};
+static const ProtobufCIntRange frienso__social__v1__circle_member__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__circle_member__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.CircleMember",
+  "CircleMember",
+  "Frienso__Social__V1__CircleMember",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__CircleMember),
+  4,
+  frienso__social__v1__circle_member__field_descriptors,
+  frienso__social__v1__circle_member__field_indices_by_name,
+  1,  frienso__social__v1__circle_member__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__circle_member__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__social__v1__show_circle_request__field_descriptors NULL
+#define frienso__social__v1__show_circle_request__field_indices_by_name NULL
+#define frienso__social__v1__show_circle_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__social__v1__show_circle_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ShowCircleRequest",
+  "ShowCircleRequest",
+  "Frienso__Social__V1__ShowCircleRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__ShowCircleRequest),
+  0,
+  frienso__social__v1__show_circle_request__field_descriptors,
+  frienso__social__v1__show_circle_request__field_indices_by_name,
+  0,  frienso__social__v1__show_circle_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__show_circle_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__show_circle_response__field_descriptors[3] =
+{
+  {
+    "members",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ShowCircleResponse, n_members),
+    offsetof(Frienso__Social__V1__ShowCircleResponse, members),
+    &frienso__social__v1__circle_member__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__ShowCircleResponse, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "member_of",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ShowCircleResponse, n_member_of),
+    offsetof(Frienso__Social__V1__ShowCircleResponse, member_of),
+    &frienso__social__v1__user_ref__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__show_circle_response__field_indices_by_name[] = {
+  1,   /* field[1] = limit */
+  2,   /* field[2] = member_of */
+  0,   /* field[0] = members */
+};
+static const ProtobufCIntRange frienso__social__v1__show_circle_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__show_circle_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ShowCircleResponse",
+  "ShowCircleResponse",
+  "Frienso__Social__V1__ShowCircleResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__ShowCircleResponse),
+  3,
+  frienso__social__v1__show_circle_response__field_descriptors,
+  frienso__social__v1__show_circle_response__field_indices_by_name,
+  1,  frienso__social__v1__show_circle_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__show_circle_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__add_to_circle_request__field_descriptors[3] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddToCircleRequest, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "username",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddToCircleRequest, username),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "phone",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddToCircleRequest, phone),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__add_to_circle_request__field_indices_by_name[] = {
+  2,   /* field[2] = phone */
+  0,   /* field[0] = user_id */
+  1,   /* field[1] = username */
+};
+static const ProtobufCIntRange frienso__social__v1__add_to_circle_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__add_to_circle_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.AddToCircleRequest",
+  "AddToCircleRequest",
+  "Frienso__Social__V1__AddToCircleRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__AddToCircleRequest),
+  3,
+  frienso__social__v1__add_to_circle_request__field_descriptors,
+  frienso__social__v1__add_to_circle_request__field_indices_by_name,
+  1,  frienso__social__v1__add_to_circle_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__add_to_circle_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__add_to_circle_response__field_descriptors[1] =
+{
+  {
+    "member",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddToCircleResponse, member),
+    &frienso__social__v1__circle_member__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__add_to_circle_response__field_indices_by_name[] = {
+  0,   /* field[0] = member */
+};
+static const ProtobufCIntRange frienso__social__v1__add_to_circle_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__add_to_circle_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.AddToCircleResponse",
+  "AddToCircleResponse",
+  "Frienso__Social__V1__AddToCircleResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__AddToCircleResponse),
+  1,
+  frienso__social__v1__add_to_circle_response__field_descriptors,
+  frienso__social__v1__add_to_circle_response__field_indices_by_name,
+  1,  frienso__social__v1__add_to_circle_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__add_to_circle_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__remove_from_circle_request__field_descriptors[3] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__RemoveFromCircleRequest, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "username",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__RemoveFromCircleRequest, username),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "phone",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__RemoveFromCircleRequest, phone),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__remove_from_circle_request__field_indices_by_name[] = {
+  2,   /* field[2] = phone */
+  0,   /* field[0] = user_id */
+  1,   /* field[1] = username */
+};
+static const ProtobufCIntRange frienso__social__v1__remove_from_circle_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__remove_from_circle_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.RemoveFromCircleRequest",
+  "RemoveFromCircleRequest",
+  "Frienso__Social__V1__RemoveFromCircleRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__RemoveFromCircleRequest),
+  3,
+  frienso__social__v1__remove_from_circle_request__field_descriptors,
+  frienso__social__v1__remove_from_circle_request__field_indices_by_name,
+  1,  frienso__social__v1__remove_from_circle_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__remove_from_circle_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__social__v1__remove_from_circle_response__field_descriptors NULL
+#define frienso__social__v1__remove_from_circle_response__field_indices_by_name NULL
+#define frienso__social__v1__remove_from_circle_response__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__social__v1__remove_from_circle_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.RemoveFromCircleResponse",
+  "RemoveFromCircleResponse",
+  "Frienso__Social__V1__RemoveFromCircleResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__RemoveFromCircleResponse),
+  0,
+  frienso__social__v1__remove_from_circle_response__field_descriptors,
+  frienso__social__v1__remove_from_circle_response__field_indices_by_name,
+  0,  frienso__social__v1__remove_from_circle_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__remove_from_circle_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__circle_request__field_descriptors[2] =
+{
+  {
+    "owner",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleRequest, owner),
+    &frienso__social__v1__user_ref__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "added_at_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleRequest, added_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__circle_request__field_indices_by_name[] = {
+  1,   /* field[1] = added_at_ms */
+  0,   /* field[0] = owner */
+};
+static const ProtobufCIntRange frienso__social__v1__circle_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__circle_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.CircleRequest",
+  "CircleRequest",
+  "Frienso__Social__V1__CircleRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__CircleRequest),
+  2,
+  frienso__social__v1__circle_request__field_descriptors,
+  frienso__social__v1__circle_request__field_indices_by_name,
+  1,  frienso__social__v1__circle_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__circle_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__social__v1__list_circle_requests_request__field_descriptors NULL
+#define frienso__social__v1__list_circle_requests_request__field_indices_by_name NULL
+#define frienso__social__v1__list_circle_requests_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__social__v1__list_circle_requests_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ListCircleRequestsRequest",
+  "ListCircleRequestsRequest",
+  "Frienso__Social__V1__ListCircleRequestsRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__ListCircleRequestsRequest),
+  0,
+  frienso__social__v1__list_circle_requests_request__field_descriptors,
+  frienso__social__v1__list_circle_requests_request__field_indices_by_name,
+  0,  frienso__social__v1__list_circle_requests_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__list_circle_requests_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__list_circle_requests_response__field_descriptors[1] =
+{
+  {
+    "requests",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ListCircleRequestsResponse, n_requests),
+    offsetof(Frienso__Social__V1__ListCircleRequestsResponse, requests),
+    &frienso__social__v1__circle_request__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__list_circle_requests_response__field_indices_by_name[] = {
+  0,   /* field[0] = requests */
+};
+static const ProtobufCIntRange frienso__social__v1__list_circle_requests_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__list_circle_requests_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ListCircleRequestsResponse",
+  "ListCircleRequestsResponse",
+  "Frienso__Social__V1__ListCircleRequestsResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__ListCircleRequestsResponse),
+  1,
+  frienso__social__v1__list_circle_requests_response__field_descriptors,
+  frienso__social__v1__list_circle_requests_response__field_indices_by_name,
+  1,  frienso__social__v1__list_circle_requests_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__list_circle_requests_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__respond_to_circle_request_request__field_descriptors[3] =
+{
+  {
+    "owner_user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__RespondToCircleRequestRequest, owner_user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "owner_username",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__RespondToCircleRequestRequest, owner_username),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "action",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__RespondToCircleRequestRequest, action),
+    &frienso__social__v1__request_action__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__respond_to_circle_request_request__field_indices_by_name[] = {
+  2,   /* field[2] = action */
+  0,   /* field[0] = owner_user_id */
+  1,   /* field[1] = owner_username */
+};
+static const ProtobufCIntRange frienso__social__v1__respond_to_circle_request_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__respond_to_circle_request_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.RespondToCircleRequestRequest",
+  "RespondToCircleRequestRequest",
+  "Frienso__Social__V1__RespondToCircleRequestRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__RespondToCircleRequestRequest),
+  3,
+  frienso__social__v1__respond_to_circle_request_request__field_descriptors,
+  frienso__social__v1__respond_to_circle_request_request__field_indices_by_name,
+  1,  frienso__social__v1__respond_to_circle_request_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__respond_to_circle_request_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__respond_to_circle_request_response__field_descriptors[1] =
+{
+  {
+    "member",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__RespondToCircleRequestResponse, member),
+    &frienso__social__v1__circle_member__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__respond_to_circle_request_response__field_indices_by_name[] = {
+  0,   /* field[0] = member */
+};
+static const ProtobufCIntRange frienso__social__v1__respond_to_circle_request_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__respond_to_circle_request_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.RespondToCircleRequestResponse",
+  "RespondToCircleRequestResponse",
+  "Frienso__Social__V1__RespondToCircleRequestResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__RespondToCircleRequestResponse),
+  1,
+  frienso__social__v1__respond_to_circle_request_response__field_descriptors,
+  frienso__social__v1__respond_to_circle_request_response__field_indices_by_name,
+  1,  frienso__social__v1__respond_to_circle_request_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__respond_to_circle_request_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue frienso__social__v1__request_state__enum_values_by_number[5] =
 {
   { "REQUEST_STATE_UNSPECIFIED", "FRIENSO__SOCIAL__V1__REQUEST_STATE__REQUEST_STATE_UNSPECIFIED", 0 },
@@ -1981,5 +3073,39 @@ const ProtobufCEnumDescriptor frienso__social__v1__request_action__descriptor =
   frienso__social__v1__request_action__enum_values_by_name,
   1,
   frienso__social__v1__request_action__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue frienso__social__v1__circle_state__enum_values_by_number[5] =
+{
+  { "CIRCLE_STATE_UNSPECIFIED", "FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_UNSPECIFIED", 0 },
+  { "CIRCLE_STATE_PENDING", "FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_PENDING", 1 },
+  { "CIRCLE_STATE_ACCEPTED", "FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_ACCEPTED", 2 },
+  { "CIRCLE_STATE_REJECTED", "FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_REJECTED", 3 },
+  { "CIRCLE_STATE_INVITED", "FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_INVITED", 4 },
+};
+static const ProtobufCIntRange frienso__social__v1__circle_state__value_ranges[] = {
+{0, 0},{0, 5}
+};
+static const ProtobufCEnumValueIndex frienso__social__v1__circle_state__enum_values_by_name[5] =
+{
+  { "CIRCLE_STATE_ACCEPTED", 2 },
+  { "CIRCLE_STATE_INVITED", 4 },
+  { "CIRCLE_STATE_PENDING", 1 },
+  { "CIRCLE_STATE_REJECTED", 3 },
+  { "CIRCLE_STATE_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor frienso__social__v1__circle_state__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.CircleState",
+  "CircleState",
+  "Frienso__Social__V1__CircleState",
+  "frienso.social.v1",
+  5,
+  frienso__social__v1__circle_state__enum_values_by_number,
+  5,
+  frienso__social__v1__circle_state__enum_values_by_name,
+  1,
+  frienso__social__v1__circle_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

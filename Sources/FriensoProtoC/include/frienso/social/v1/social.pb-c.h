@@ -36,6 +36,18 @@ typedef struct Frienso__Social__V1__UnblockRequest Frienso__Social__V1__UnblockR
 typedef struct Frienso__Social__V1__UnblockResponse Frienso__Social__V1__UnblockResponse;
 typedef struct Frienso__Social__V1__ListBlockedRequest Frienso__Social__V1__ListBlockedRequest;
 typedef struct Frienso__Social__V1__ListBlockedResponse Frienso__Social__V1__ListBlockedResponse;
+typedef struct Frienso__Social__V1__CircleMember Frienso__Social__V1__CircleMember;
+typedef struct Frienso__Social__V1__ShowCircleRequest Frienso__Social__V1__ShowCircleRequest;
+typedef struct Frienso__Social__V1__ShowCircleResponse Frienso__Social__V1__ShowCircleResponse;
+typedef struct Frienso__Social__V1__AddToCircleRequest Frienso__Social__V1__AddToCircleRequest;
+typedef struct Frienso__Social__V1__AddToCircleResponse Frienso__Social__V1__AddToCircleResponse;
+typedef struct Frienso__Social__V1__RemoveFromCircleRequest Frienso__Social__V1__RemoveFromCircleRequest;
+typedef struct Frienso__Social__V1__RemoveFromCircleResponse Frienso__Social__V1__RemoveFromCircleResponse;
+typedef struct Frienso__Social__V1__CircleRequest Frienso__Social__V1__CircleRequest;
+typedef struct Frienso__Social__V1__ListCircleRequestsRequest Frienso__Social__V1__ListCircleRequestsRequest;
+typedef struct Frienso__Social__V1__ListCircleRequestsResponse Frienso__Social__V1__ListCircleRequestsResponse;
+typedef struct Frienso__Social__V1__RespondToCircleRequestRequest Frienso__Social__V1__RespondToCircleRequestRequest;
+typedef struct Frienso__Social__V1__RespondToCircleRequestResponse Frienso__Social__V1__RespondToCircleRequestResponse;
 
 
 /* --- enums --- */
@@ -55,6 +67,23 @@ typedef enum _Frienso__Social__V1__RequestAction {
   FRIENSO__SOCIAL__V1__REQUEST_ACTION__REQUEST_ACTION_DISMISS = 3
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__SOCIAL__V1__REQUEST_ACTION)
 } Frienso__Social__V1__RequestAction;
+/*
+ * Core circle: the trusted friends who receive your alerts.
+ */
+typedef enum _Frienso__Social__V1__CircleState {
+  FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_UNSPECIFIED = 0,
+  /*
+   * a coreFriend request waits for their answer
+   */
+  FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_PENDING = 1,
+  FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_ACCEPTED = 2,
+  FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_REJECTED = 3,
+  /*
+   * not a Frienso user: an SMS invitation is pending
+   */
+  FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_INVITED = 4
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__SOCIAL__V1__CIRCLE_STATE)
+} Frienso__Social__V1__CircleState;
 
 /* --- messages --- */
 
@@ -306,6 +335,162 @@ struct  Frienso__Social__V1__ListBlockedResponse
 #define FRIENSO__SOCIAL__V1__LIST_BLOCKED_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__list_blocked_response__descriptor) \
     , 0,NULL }
+
+
+struct  Frienso__Social__V1__CircleMember
+{
+  ProtobufCMessage base;
+  /*
+   * absent for an invited phone number
+   */
+  Frienso__Social__V1__UserRef *user;
+  /*
+   * set for an invited phone number (E.164)
+   */
+  char *phone;
+  Frienso__Social__V1__CircleState state;
+  int64_t added_at_ms;
+};
+#define FRIENSO__SOCIAL__V1__CIRCLE_MEMBER__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__circle_member__descriptor) \
+    , NULL, (char *)protobuf_c_empty_string, FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_UNSPECIFIED, 0 }
+
+
+struct  Frienso__Social__V1__ShowCircleRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__SOCIAL__V1__SHOW_CIRCLE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__show_circle_request__descriptor) \
+     }
+
+
+struct  Frienso__Social__V1__ShowCircleResponse
+{
+  ProtobufCMessage base;
+  /*
+   * your circle, oldest first
+   */
+  size_t n_members;
+  Frienso__Social__V1__CircleMember **members;
+  uint32_t limit;
+  /*
+   * people whose circle you accepted to be in
+   */
+  size_t n_member_of;
+  Frienso__Social__V1__UserRef **member_of;
+};
+#define FRIENSO__SOCIAL__V1__SHOW_CIRCLE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__show_circle_response__descriptor) \
+    , 0,NULL, 0, 0,NULL }
+
+
+/*
+ * Name a friend by id or username, or a non-user by phone number.
+ */
+struct  Frienso__Social__V1__AddToCircleRequest
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  char *username;
+  char *phone;
+};
+#define FRIENSO__SOCIAL__V1__ADD_TO_CIRCLE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__add_to_circle_request__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Social__V1__AddToCircleResponse
+{
+  ProtobufCMessage base;
+  Frienso__Social__V1__CircleMember *member;
+};
+#define FRIENSO__SOCIAL__V1__ADD_TO_CIRCLE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__add_to_circle_response__descriptor) \
+    , NULL }
+
+
+struct  Frienso__Social__V1__RemoveFromCircleRequest
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  char *username;
+  char *phone;
+};
+#define FRIENSO__SOCIAL__V1__REMOVE_FROM_CIRCLE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__remove_from_circle_request__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Social__V1__RemoveFromCircleResponse
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__SOCIAL__V1__REMOVE_FROM_CIRCLE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__remove_from_circle_response__descriptor) \
+     }
+
+
+struct  Frienso__Social__V1__CircleRequest
+{
+  ProtobufCMessage base;
+  /*
+   * who asked you to be in their circle
+   */
+  Frienso__Social__V1__UserRef *owner;
+  int64_t added_at_ms;
+};
+#define FRIENSO__SOCIAL__V1__CIRCLE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__circle_request__descriptor) \
+    , NULL, 0 }
+
+
+struct  Frienso__Social__V1__ListCircleRequestsRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__SOCIAL__V1__LIST_CIRCLE_REQUESTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__list_circle_requests_request__descriptor) \
+     }
+
+
+struct  Frienso__Social__V1__ListCircleRequestsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * pending, newest first
+   */
+  size_t n_requests;
+  Frienso__Social__V1__CircleRequest **requests;
+};
+#define FRIENSO__SOCIAL__V1__LIST_CIRCLE_REQUESTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__list_circle_requests_response__descriptor) \
+    , 0,NULL }
+
+
+struct  Frienso__Social__V1__RespondToCircleRequestRequest
+{
+  ProtobufCMessage base;
+  uint64_t owner_user_id;
+  char *owner_username;
+  /*
+   * accept or reject
+   */
+  Frienso__Social__V1__RequestAction action;
+};
+#define FRIENSO__SOCIAL__V1__RESPOND_TO_CIRCLE_REQUEST_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__respond_to_circle_request_request__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, FRIENSO__SOCIAL__V1__REQUEST_ACTION__REQUEST_ACTION_UNSPECIFIED }
+
+
+struct  Frienso__Social__V1__RespondToCircleRequestResponse
+{
+  ProtobufCMessage base;
+  Frienso__Social__V1__CircleMember *member;
+};
+#define FRIENSO__SOCIAL__V1__RESPOND_TO_CIRCLE_REQUEST_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__respond_to_circle_request_response__descriptor) \
+    , NULL }
 
 
 /* Frienso__Social__V1__UserRef methods */
@@ -707,6 +892,234 @@ Frienso__Social__V1__ListBlockedResponse *
 void   frienso__social__v1__list_blocked_response__free_unpacked
                      (Frienso__Social__V1__ListBlockedResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__CircleMember methods */
+void   frienso__social__v1__circle_member__init
+                     (Frienso__Social__V1__CircleMember         *message);
+size_t frienso__social__v1__circle_member__get_packed_size
+                     (const Frienso__Social__V1__CircleMember   *message);
+size_t frienso__social__v1__circle_member__pack
+                     (const Frienso__Social__V1__CircleMember   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__circle_member__pack_to_buffer
+                     (const Frienso__Social__V1__CircleMember   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__CircleMember *
+       frienso__social__v1__circle_member__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__circle_member__free_unpacked
+                     (Frienso__Social__V1__CircleMember *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__ShowCircleRequest methods */
+void   frienso__social__v1__show_circle_request__init
+                     (Frienso__Social__V1__ShowCircleRequest         *message);
+size_t frienso__social__v1__show_circle_request__get_packed_size
+                     (const Frienso__Social__V1__ShowCircleRequest   *message);
+size_t frienso__social__v1__show_circle_request__pack
+                     (const Frienso__Social__V1__ShowCircleRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__show_circle_request__pack_to_buffer
+                     (const Frienso__Social__V1__ShowCircleRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__ShowCircleRequest *
+       frienso__social__v1__show_circle_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__show_circle_request__free_unpacked
+                     (Frienso__Social__V1__ShowCircleRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__ShowCircleResponse methods */
+void   frienso__social__v1__show_circle_response__init
+                     (Frienso__Social__V1__ShowCircleResponse         *message);
+size_t frienso__social__v1__show_circle_response__get_packed_size
+                     (const Frienso__Social__V1__ShowCircleResponse   *message);
+size_t frienso__social__v1__show_circle_response__pack
+                     (const Frienso__Social__V1__ShowCircleResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__show_circle_response__pack_to_buffer
+                     (const Frienso__Social__V1__ShowCircleResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__ShowCircleResponse *
+       frienso__social__v1__show_circle_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__show_circle_response__free_unpacked
+                     (Frienso__Social__V1__ShowCircleResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__AddToCircleRequest methods */
+void   frienso__social__v1__add_to_circle_request__init
+                     (Frienso__Social__V1__AddToCircleRequest         *message);
+size_t frienso__social__v1__add_to_circle_request__get_packed_size
+                     (const Frienso__Social__V1__AddToCircleRequest   *message);
+size_t frienso__social__v1__add_to_circle_request__pack
+                     (const Frienso__Social__V1__AddToCircleRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__add_to_circle_request__pack_to_buffer
+                     (const Frienso__Social__V1__AddToCircleRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__AddToCircleRequest *
+       frienso__social__v1__add_to_circle_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__add_to_circle_request__free_unpacked
+                     (Frienso__Social__V1__AddToCircleRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__AddToCircleResponse methods */
+void   frienso__social__v1__add_to_circle_response__init
+                     (Frienso__Social__V1__AddToCircleResponse         *message);
+size_t frienso__social__v1__add_to_circle_response__get_packed_size
+                     (const Frienso__Social__V1__AddToCircleResponse   *message);
+size_t frienso__social__v1__add_to_circle_response__pack
+                     (const Frienso__Social__V1__AddToCircleResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__add_to_circle_response__pack_to_buffer
+                     (const Frienso__Social__V1__AddToCircleResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__AddToCircleResponse *
+       frienso__social__v1__add_to_circle_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__add_to_circle_response__free_unpacked
+                     (Frienso__Social__V1__AddToCircleResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__RemoveFromCircleRequest methods */
+void   frienso__social__v1__remove_from_circle_request__init
+                     (Frienso__Social__V1__RemoveFromCircleRequest         *message);
+size_t frienso__social__v1__remove_from_circle_request__get_packed_size
+                     (const Frienso__Social__V1__RemoveFromCircleRequest   *message);
+size_t frienso__social__v1__remove_from_circle_request__pack
+                     (const Frienso__Social__V1__RemoveFromCircleRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__remove_from_circle_request__pack_to_buffer
+                     (const Frienso__Social__V1__RemoveFromCircleRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__RemoveFromCircleRequest *
+       frienso__social__v1__remove_from_circle_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__remove_from_circle_request__free_unpacked
+                     (Frienso__Social__V1__RemoveFromCircleRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__RemoveFromCircleResponse methods */
+void   frienso__social__v1__remove_from_circle_response__init
+                     (Frienso__Social__V1__RemoveFromCircleResponse         *message);
+size_t frienso__social__v1__remove_from_circle_response__get_packed_size
+                     (const Frienso__Social__V1__RemoveFromCircleResponse   *message);
+size_t frienso__social__v1__remove_from_circle_response__pack
+                     (const Frienso__Social__V1__RemoveFromCircleResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__remove_from_circle_response__pack_to_buffer
+                     (const Frienso__Social__V1__RemoveFromCircleResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__RemoveFromCircleResponse *
+       frienso__social__v1__remove_from_circle_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__remove_from_circle_response__free_unpacked
+                     (Frienso__Social__V1__RemoveFromCircleResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__CircleRequest methods */
+void   frienso__social__v1__circle_request__init
+                     (Frienso__Social__V1__CircleRequest         *message);
+size_t frienso__social__v1__circle_request__get_packed_size
+                     (const Frienso__Social__V1__CircleRequest   *message);
+size_t frienso__social__v1__circle_request__pack
+                     (const Frienso__Social__V1__CircleRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__circle_request__pack_to_buffer
+                     (const Frienso__Social__V1__CircleRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__CircleRequest *
+       frienso__social__v1__circle_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__circle_request__free_unpacked
+                     (Frienso__Social__V1__CircleRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__ListCircleRequestsRequest methods */
+void   frienso__social__v1__list_circle_requests_request__init
+                     (Frienso__Social__V1__ListCircleRequestsRequest         *message);
+size_t frienso__social__v1__list_circle_requests_request__get_packed_size
+                     (const Frienso__Social__V1__ListCircleRequestsRequest   *message);
+size_t frienso__social__v1__list_circle_requests_request__pack
+                     (const Frienso__Social__V1__ListCircleRequestsRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__list_circle_requests_request__pack_to_buffer
+                     (const Frienso__Social__V1__ListCircleRequestsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__ListCircleRequestsRequest *
+       frienso__social__v1__list_circle_requests_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__list_circle_requests_request__free_unpacked
+                     (Frienso__Social__V1__ListCircleRequestsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__ListCircleRequestsResponse methods */
+void   frienso__social__v1__list_circle_requests_response__init
+                     (Frienso__Social__V1__ListCircleRequestsResponse         *message);
+size_t frienso__social__v1__list_circle_requests_response__get_packed_size
+                     (const Frienso__Social__V1__ListCircleRequestsResponse   *message);
+size_t frienso__social__v1__list_circle_requests_response__pack
+                     (const Frienso__Social__V1__ListCircleRequestsResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__list_circle_requests_response__pack_to_buffer
+                     (const Frienso__Social__V1__ListCircleRequestsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__ListCircleRequestsResponse *
+       frienso__social__v1__list_circle_requests_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__list_circle_requests_response__free_unpacked
+                     (Frienso__Social__V1__ListCircleRequestsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__RespondToCircleRequestRequest methods */
+void   frienso__social__v1__respond_to_circle_request_request__init
+                     (Frienso__Social__V1__RespondToCircleRequestRequest         *message);
+size_t frienso__social__v1__respond_to_circle_request_request__get_packed_size
+                     (const Frienso__Social__V1__RespondToCircleRequestRequest   *message);
+size_t frienso__social__v1__respond_to_circle_request_request__pack
+                     (const Frienso__Social__V1__RespondToCircleRequestRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__respond_to_circle_request_request__pack_to_buffer
+                     (const Frienso__Social__V1__RespondToCircleRequestRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__RespondToCircleRequestRequest *
+       frienso__social__v1__respond_to_circle_request_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__respond_to_circle_request_request__free_unpacked
+                     (Frienso__Social__V1__RespondToCircleRequestRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__RespondToCircleRequestResponse methods */
+void   frienso__social__v1__respond_to_circle_request_response__init
+                     (Frienso__Social__V1__RespondToCircleRequestResponse         *message);
+size_t frienso__social__v1__respond_to_circle_request_response__get_packed_size
+                     (const Frienso__Social__V1__RespondToCircleRequestResponse   *message);
+size_t frienso__social__v1__respond_to_circle_request_response__pack
+                     (const Frienso__Social__V1__RespondToCircleRequestResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__respond_to_circle_request_response__pack_to_buffer
+                     (const Frienso__Social__V1__RespondToCircleRequestResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__RespondToCircleRequestResponse *
+       frienso__social__v1__respond_to_circle_request_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__respond_to_circle_request_response__free_unpacked
+                     (Frienso__Social__V1__RespondToCircleRequestResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Social__V1__UserRef_Closure)
@@ -772,6 +1185,42 @@ typedef void (*Frienso__Social__V1__ListBlockedRequest_Closure)
 typedef void (*Frienso__Social__V1__ListBlockedResponse_Closure)
                  (const Frienso__Social__V1__ListBlockedResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Social__V1__CircleMember_Closure)
+                 (const Frienso__Social__V1__CircleMember *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__ShowCircleRequest_Closure)
+                 (const Frienso__Social__V1__ShowCircleRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__ShowCircleResponse_Closure)
+                 (const Frienso__Social__V1__ShowCircleResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__AddToCircleRequest_Closure)
+                 (const Frienso__Social__V1__AddToCircleRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__AddToCircleResponse_Closure)
+                 (const Frienso__Social__V1__AddToCircleResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__RemoveFromCircleRequest_Closure)
+                 (const Frienso__Social__V1__RemoveFromCircleRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__RemoveFromCircleResponse_Closure)
+                 (const Frienso__Social__V1__RemoveFromCircleResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__CircleRequest_Closure)
+                 (const Frienso__Social__V1__CircleRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__ListCircleRequestsRequest_Closure)
+                 (const Frienso__Social__V1__ListCircleRequestsRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__ListCircleRequestsResponse_Closure)
+                 (const Frienso__Social__V1__ListCircleRequestsResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__RespondToCircleRequestRequest_Closure)
+                 (const Frienso__Social__V1__RespondToCircleRequestRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__RespondToCircleRequestResponse_Closure)
+                 (const Frienso__Social__V1__RespondToCircleRequestResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -780,6 +1229,7 @@ typedef void (*Frienso__Social__V1__ListBlockedResponse_Closure)
 
 extern const ProtobufCEnumDescriptor    frienso__social__v1__request_state__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__social__v1__request_action__descriptor;
+extern const ProtobufCEnumDescriptor    frienso__social__v1__circle_state__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__user_ref__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__friend_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__friend__descriptor;
@@ -801,6 +1251,18 @@ extern const ProtobufCMessageDescriptor frienso__social__v1__unblock_request__de
 extern const ProtobufCMessageDescriptor frienso__social__v1__unblock_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__list_blocked_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__list_blocked_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__circle_member__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__show_circle_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__show_circle_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__add_to_circle_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__add_to_circle_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__remove_from_circle_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__remove_from_circle_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__circle_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__list_circle_requests_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__list_circle_requests_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__respond_to_circle_request_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__respond_to_circle_request_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -1,0 +1,112 @@
+import FriensoProto
+import GRDB
+import ServiceKit
+import Wire
+
+/// A row of someone's core circle: a user, or an invited phone number.
+struct CircleRecord: Sendable {
+    var owner: UInt64
+    var member: UInt64   // 0 for an invited phone number
+    var phone: String    // "" for a user
+    var state: SocialV1.CircleState
+    var addedAtMs: Int64
+
+    init(row: Row) {
+        owner = row["owner"]
+        member = row["member"]
+        phone = row["phone"]
+        state = SocialV1.CircleState(rawValue: row["state"])
+        addedAtMs = row["added_at_ms"]
+    }
+}
+
+extension SocialStore {
+    static func migrateCircle(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("circle") { db in
+            // member = 0 and phone set: an invitation to a non-user; member set and phone "": a user.
+            try db.create(table: "circle") { t in
+                t.column("owner", .integer).notNull()
+                t.column("member", .integer).notNull()
+                t.column("phone", .text).notNull()
+                t.column("state", .integer).notNull()
+                t.column("added_at_ms", .integer).notNull()
+                t.column("updated_at_ms", .integer).notNull()
+                t.primaryKey(["owner", "member", "phone"])
+            }
+            try db.execute(sql: "CREATE INDEX circle_member ON circle(member, state)")
+        }
+    }
+
+    /// Adds a friend (state pending: a coreFriend request) or a phone number (state invited).
+    func addToCircle(owner: UInt64, member: UInt64, phone: String, limit: Int, now: Int64) async throws -> CircleRecord {
+        try await database.write { db in
+            if member != 0 {
+                guard member != owner else { throw RPCError.failedPrecondition("you cannot add yourself to your core circle") }
+                guard try Self.areFriends(db, owner, member) else {
+                    throw RPCError.failedPrecondition("only friends can be in your core circle: send a friend request first")
+                }
+            }
+            if try Row.fetchOne(db, sql: "SELECT 1 FROM circle WHERE owner = ? AND member = ? AND phone = ? AND state != ?",
+                                arguments: [owner, member, phone, SocialV1.CircleState.rejected.rawValue]) != nil {
+                throw RPCError.alreadyExists("already in your core circle")
+            }
+            let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM circle WHERE owner = ? AND state != ?",
+                                         arguments: [owner, SocialV1.CircleState.rejected.rawValue]) ?? 0
+            guard count < limit else {
+                throw RPCError.failedPrecondition("your core circle is full (\(limit) people): remove someone first")
+            }
+            let state: SocialV1.CircleState = member == 0 ? .invited : .pending
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO circle (owner, member, phone, state, added_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?)
+                """, arguments: [owner, member, phone, state.rawValue, now, now])
+            return try Self.circleRow(db, owner: owner, member: member, phone: phone)
+        }
+    }
+
+    func removeFromCircle(owner: UInt64, member: UInt64, phone: String) async throws {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM circle WHERE owner = ? AND member = ? AND phone = ?", arguments: [owner, member, phone])
+            guard db.changesCount == 1 else { throw RPCError.notFound("not in your core circle") }
+        }
+    }
+
+    /// The member answers the owner's coreFriend request.
+    func respondToCircle(owner: UInt64, member: UInt64, accept: Bool, now: Int64) async throws -> CircleRecord {
+        try await database.write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ''",
+                                             arguments: [owner, member]).map(CircleRecord.init),
+                  row.state == .pending
+            else { throw RPCError.notFound("no pending core circle request from user \(owner)") }
+            let state: SocialV1.CircleState = accept ? .accepted : .rejected
+            try db.execute(sql: "UPDATE circle SET state = ?, updated_at_ms = ? WHERE owner = ? AND member = ? AND phone = ''",
+                           arguments: [state.rawValue, now, owner, member])
+            return try Self.circleRow(db, owner: owner, member: member, phone: "")
+        }
+    }
+
+    func circle(of owner: UInt64) async throws -> [CircleRecord] {
+        try await database.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM circle WHERE owner = ? ORDER BY added_at_ms, member, phone", arguments: [owner])
+                .map(CircleRecord.init)
+        }
+    }
+
+    /// Circles `member` is in (accepted), or asked to join (pending).
+    func circles(containing member: UInt64, state: SocialV1.CircleState) async throws -> [CircleRecord] {
+        try await database.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM circle WHERE member = ? AND state = ? ORDER BY added_at_ms DESC",
+                             arguments: [member, state.rawValue]).map(CircleRecord.init)
+        }
+    }
+
+    /// Called inside the transactions that end a friendship: neither stays in the other's circle.
+    static func dropCircle(_ db: Database, _ x: UInt64, _ y: UInt64) throws {
+        try db.execute(sql: "DELETE FROM circle WHERE (owner = ? AND member = ?) OR (owner = ? AND member = ?)", arguments: [x, y, y, x])
+    }
+
+    private static func circleRow(_ db: Database, owner: UInt64, member: UInt64, phone: String) throws -> CircleRecord {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ?",
+                                         arguments: [owner, member, phone]) else { throw RPCError.internal("circle row vanished") }
+        return CircleRecord(row: row)
+    }
+}

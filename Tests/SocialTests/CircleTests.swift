@@ -1,0 +1,129 @@
+import FriensoClient
+import FriensoProto
+import FriensoTesting
+import Testing
+import Wire
+
+@Suite("social: core circle", .timeLimit(.minutes(2)))
+struct CircleTests {
+    /// Makes `a` and `b` friends.
+    func befriend(_ a: FriensoClient, _ b: FriensoClient, _ bName: String, _ aName: String) async throws {
+        _ = try await a.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: bName))
+        _ = try await b.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: aName))
+    }
+
+    func circle(_ client: FriensoClient) async throws -> SocialV1.ShowCircleResponse {
+        try await client.call(API.showCircle, SocialV1.ShowCircleRequest())
+    }
+
+    @Test func addingAFriend_sendsACoreFriendRequest_theyAccept() async throws {
+        try await withSocial { stack in
+            let (amy, _) = try await stack.user("amy")
+            let (bo, _) = try await stack.user("bo_c")
+            try await befriend(amy, bo, "bo_c", "amy")
+            let added = try await amy.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "bo_c"))
+            #expect(added.member?.state == .pending)
+            let asks = try await bo.call(API.listCircleRequests, SocialV1.ListCircleRequestsRequest())
+            #expect(asks.requests.map { $0.owner?.username } == ["amy"])
+            let accepted = try await bo.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "amy", action: .accept))
+            #expect(accepted.member?.state == .accepted)
+            let mine = try await circle(amy)
+            #expect(mine.members.map { $0.user?.username } == ["bo_c"])
+            #expect(mine.members.first?.state == .accepted)
+            #expect(mine.limit == 3)
+            #expect(try await circle(bo).memberOf.map(\.username) == ["amy"])
+        }
+    }
+
+    @Test func circleLimit_isEnforced_withAClearError_andPhoneInvitationsCount() async throws {
+        try await withSocial { stack in
+            let (owner, _) = try await stack.user("owner_c")
+            for name in ["c_one", "c_two", "c_three"] {
+                let (friend, _) = try await stack.user(name)
+                try await befriend(owner, friend, name, "owner_c")
+            }
+            _ = try await owner.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "c_one"))
+            _ = try await owner.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "c_two"))
+            let invited = try await owner.call(API.addToCircle, SocialV1.AddToCircleRequest(phone: "+1 (562) 555-0199"))
+            #expect(invited.member?.state == .invited)
+            #expect(invited.member?.phone == "+15625550199")
+            await expectError(.failedPrecondition, containing: "full (3 people)") {
+                _ = try await owner.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "c_three"))
+            }
+            _ = try await owner.call(API.removeFromCircle, SocialV1.RemoveFromCircleRequest(phone: "+15625550199"))
+            _ = try await owner.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "c_three"))
+            #expect(try await circle(owner).members.count == 3)
+        }
+    }
+
+    @Test func onlyFriends_noDuplicates_notYourself_andBadInputs() async throws {
+        try await withSocial { stack in
+            let (dee, _) = try await stack.user("dee")
+            let (eli, _) = try await stack.user("eli")
+            _ = try await stack.user("fox")
+            await expectError(.failedPrecondition, containing: "only friends") {
+                _ = try await dee.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "fox"))
+            }
+            await expectError(.failedPrecondition, containing: "yourself") {
+                _ = try await dee.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "dee"))
+            }
+            try await befriend(dee, eli, "eli", "dee")
+            _ = try await dee.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "eli"))
+            await expectError(.alreadyExists) { _ = try await dee.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "eli")) }
+            await expectError(.invalidArgument, containing: "phone") { _ = try await dee.call(API.addToCircle, SocialV1.AddToCircleRequest(phone: "12345")) }
+            await expectError(.invalidArgument) { _ = try await dee.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "eli", phone: "+15625550100")) }
+            await expectError(.invalidArgument) { _ = try await dee.call(API.addToCircle, SocialV1.AddToCircleRequest()) }
+            await expectError(.notFound) { _ = try await dee.call(API.removeFromCircle, SocialV1.RemoveFromCircleRequest(phone: "+15625550100")) }
+            // Nobody answers a circle request addressed to someone else.
+            await expectError(.notFound) {
+                _ = try await dee.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "dee", action: .accept))
+            }
+            await expectError(.invalidArgument, containing: "action") {
+                _ = try await eli.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "dee", action: .dismiss))
+            }
+        }
+    }
+
+    @Test func bidirectionalCircles_keepOneFriendship_andRemovingTheFriendClearsBoth() async throws {
+        try await withSocial { stack in
+            let (gia, _) = try await stack.user("gia")
+            let (hux, _) = try await stack.user("hux")
+            try await befriend(gia, hux, "hux", "gia")
+            _ = try await gia.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "hux"))
+            _ = try await hux.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "gia"))
+            _ = try await hux.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "gia", action: .accept))
+            _ = try await gia.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "hux", action: .accept))
+            let giaFriends = try await gia.call(API.listFriends, SocialV1.ListFriendsRequest()).friends
+            #expect(giaFriends.map { $0.user?.username } == ["hux"], "each appears once in the other's friends")
+            _ = try await gia.call(API.removeFriend, SocialV1.RemoveFriendRequest(username: "hux"))
+            #expect(try await circle(gia).members.isEmpty)
+            #expect(try await circle(hux).members.isEmpty)
+            #expect(try await circle(gia).memberOf.isEmpty)
+        }
+    }
+
+    @Test func blocking_clearsCircleMembership() async throws {
+        try await withSocial { stack in
+            let (ike, _) = try await stack.user("ike")
+            let (jo, _) = try await stack.user("jo_c")
+            try await befriend(ike, jo, "jo_c", "ike")
+            _ = try await ike.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "jo_c"))
+            _ = try await jo.call(API.block, SocialV1.BlockRequest(username: "ike"))
+            #expect(try await circle(ike).members.isEmpty)
+            #expect(try await jo.call(API.listCircleRequests, SocialV1.ListCircleRequestsRequest()).requests.isEmpty)
+        }
+    }
+
+    @Test func rejected_canBeAskedAgain() async throws {
+        try await withSocial { stack in
+            let (kai, _) = try await stack.user("kai")
+            let (lu, _) = try await stack.user("lu_c")
+            try await befriend(kai, lu, "lu_c", "kai")
+            _ = try await kai.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "lu_c"))
+            let no = try await lu.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "kai", action: .reject))
+            #expect(no.member?.state == .rejected)
+            let again = try await kai.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "lu_c"))
+            #expect(again.member?.state == .pending)
+        }
+    }
+}
