@@ -17,10 +17,8 @@ struct Register: AsyncParsableCommand {
     @Option var lastName: String
 
     func run() async throws {
-        try await perform(global) {
+        try await performCall(global, requireSession: false) { client in
             let secret = try password.read("Choose a password")
-            let client = try global.client()
-            defer { Task { await client.close() } }
             let request = AccountsV1.RegisterRequest(username: username, email: email, phone: phone, password: secret,
                                                      firstName: firstName, lastName: lastName)
             let response = try await client.call(Accounts.register, request, mutation: true)
@@ -39,10 +37,8 @@ struct Login: AsyncParsableCommand {
     @Argument(help: "Username, email or phone number.") var login: String
 
     func run() async throws {
-        try await perform(global) {
+        try await performCall(global, requireSession: false) { client in
             let secret = try password.read("Password")
-            let client = try global.client()
-            defer { Task { await client.close() } }
             let response = try await client.login(login, password: secret)
             let profile = response.account?.profile ?? AccountsV1.Profile()
             try global.sessionFile.save(.init(gateway: client.gateway, token: response.sessionToken, userId: String(profile.userId),
@@ -60,9 +56,7 @@ struct Logout: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
-        try await perform(global) {
-            let client = try global.client(requireSession: true)
-            defer { Task { await client.close() } }
+        try await performCall(global) { client in
             do {
                 _ = try await client.call(Accounts.logout, AccountsV1.LogoutRequest())
             } catch let error as RPCError where error.code == .unauthenticated {
@@ -80,9 +74,7 @@ struct WhoAmI: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
-        try await perform(global) {
-            let client = try global.client(requireSession: true)
-            defer { Task { await client.close() } }
+        try await performCall(global) { client in
             let response = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest())
             let account = response.account ?? AccountsV1.Account()
             return (account.text + "\nsession   until \(formatExpiry(response.sessionExpiresAtMs))", response.jsonValue)
@@ -97,11 +89,9 @@ struct ChangePassword: AsyncParsableCommand {
     @OptionGroup var password: PasswordOptions
 
     func run() async throws {
-        try await perform(global) {
+        try await performCall(global) { client in
             let current = try password.read("Current password")
             let new = try password.read("New password", environment: "FRIENSO_NEW_PASSWORD")
-            let client = try global.client(requireSession: true)
-            defer { Task { await client.close() } }
             let response = try await client.call(Accounts.changePassword,
                                                  AccountsV1.ChangePasswordRequest(currentPassword: current, newPassword: new), mutation: true)
             return ("password changed; \(response.revokedSessions) other session(s) logged out", response.jsonValue)
@@ -117,10 +107,8 @@ struct ChangeEmail: AsyncParsableCommand {
     @Argument var newEmail: String
 
     func run() async throws {
-        try await perform(global) {
+        try await performCall(global) { client in
             let secret = try password.read("Password")
-            let client = try global.client(requireSession: true)
-            defer { Task { await client.close() } }
             let response = try await client.call(Accounts.changeEmail,
                                                  AccountsV1.ChangeEmailRequest(newEmail: newEmail, password: secret), mutation: true)
             return ("email is now \(response.account?.email ?? newEmail)", response.jsonValue)
@@ -137,9 +125,7 @@ struct Profile: AsyncParsableCommand {
         @Option(help: "A user id; yours when left out.") var user: UInt64?
 
         func run() async throws {
-            try await perform(global) {
-                let client = try global.client(requireSession: true)
-                defer { Task { await client.close() } }
+            try await performCall(global) { client in
                 let response = try await client.call(Accounts.getProfile, AccountsV1.GetProfileRequest(userId: user ?? 0))
                 return ((response.profile ?? AccountsV1.Profile()).text, response.jsonValue)
             }
@@ -160,9 +146,7 @@ struct Profile: AsyncParsableCommand {
         }
 
         func run() async throws {
-            try await perform(global) {
-                let client = try global.client(requireSession: true)
-                defer { Task { await client.close() } }
+            try await performCall(global) { client in
                 var request = AccountsV1.EditProfileRequest()
                 if let firstName { request.fields.append("first_name"); request.firstName = firstName }
                 if let lastName { request.fields.append("last_name"); request.lastName = lastName }
@@ -181,9 +165,7 @@ struct Ping: AsyncParsableCommand {
     @Argument(help: "Services to ping (default: the gateway and every service).") var services: [String] = []
 
     func run() async throws {
-        try await perform(global) {
-            let client = try global.client()
-            defer { Task { await client.close() } }
+        try await performCall(global, requireSession: false) { client in
             let names = services.isEmpty ? ["gateway", "accounts", "social", "geo", "alerts", "media"] : services
             var lines: [String] = [], json: [JSONValue] = [], failures = 0
             for name in names {

@@ -37,9 +37,7 @@ struct Circle: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            try await perform(global) {
-                let client = try global.client(requireSession: true)
-                defer { Task { await client.close() } }
+            try await performCall(global) { client in
                 let reply = try await client.call(SocialAPI.showCircle, SocialV1.ShowCircleRequest())
                 var lines = ["your circle (\(reply.members.count) of \(reply.limit)):"]
                 lines += reply.members.isEmpty ? ["  nobody yet: `frienso circle add FRIEND`"] : reply.members.map { "  " + $0.line }
@@ -55,9 +53,7 @@ struct Circle: AsyncParsableCommand {
         @Argument var member: CircleTarget
 
         func run() async throws {
-            try await perform(global) {
-                let client = try global.client(requireSession: true)
-                defer { Task { await client.close() } }
+            try await performCall(global) { client in
                 let request = SocialV1.AddToCircleRequest(userId: member.user.id, username: member.phone.isEmpty ? member.user.username : "",
                                                           phone: member.phone)
                 let reply = try await client.call(SocialAPI.addToCircle, request, mutation: true)
@@ -75,9 +71,7 @@ struct Circle: AsyncParsableCommand {
         @Argument var member: CircleTarget
 
         func run() async throws {
-            try await perform(global) {
-                let client = try global.client(requireSession: true)
-                defer { Task { await client.close() } }
+            try await performCall(global) { client in
                 let request = SocialV1.RemoveFromCircleRequest(userId: member.user.id, username: member.phone.isEmpty ? member.user.username : "",
                                                                phone: member.phone)
                 let reply = try await client.call(SocialAPI.removeFromCircle, request, mutation: true)
@@ -91,9 +85,7 @@ struct Circle: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            try await perform(global) {
-                let client = try global.client(requireSession: true)
-                defer { Task { await client.close() } }
+            try await performCall(global) { client in
                 let reply = try await client.call(SocialAPI.listCircleRequests, SocialV1.ListCircleRequestsRequest())
                 let lines = reply.requests.map { "\($0.owner?.label ?? "?")  asked \(formatExpiry($0.addedAtMs))" }
                 return (lines.isEmpty ? "no circle requests" : lines.joined(separator: "\n"), reply.jsonValue)
@@ -117,9 +109,7 @@ struct Circle: AsyncParsableCommand {
 }
 
 private func answer(_ global: GlobalOptions, _ owner: UserArgument, _ action: SocialV1.RequestAction) async throws {
-    try await perform(global) {
-        let client = try global.client(requireSession: true)
-        defer { Task { await client.close() } }
+    try await performCall(global) { client in
         let reply = try await client.call(SocialAPI.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(
             ownerUserId: owner.id, ownerUsername: owner.username, action: action), mutation: true)
         return (action == .accept ? "you are now in \(owner.username.isEmpty ? "their" : owner.username + "'s") core circle" : "declined", reply.jsonValue)

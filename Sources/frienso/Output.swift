@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import FriensoClient
 import FriensoProto
 import Wire
 
@@ -30,6 +31,25 @@ func perform(_ global: GlobalOptions, _ body: () async throws -> (text: String, 
         try fail(global, CLIError(error))
     } catch let error as CLIError {
         try fail(global, error)
+    }
+}
+
+/// `perform` with a client to the gateway, closed afterwards (also when the call fails).
+/// - Parameter requireSession: fail with UNAUTHENTICATED before calling when no session is stored.
+func performCall(
+    _ global: GlobalOptions, requireSession: Bool = true,
+    _ body: (FriensoClient) async throws -> (text: String, json: JSONValue)
+) async throws {
+    try await perform(global) {
+        let client = try global.client(requireSession: requireSession)
+        do {
+            let result = try await body(client)
+            await client.close()
+            return result
+        } catch {
+            await client.close()
+            throw error
+        }
     }
 }
 

@@ -36,9 +36,7 @@ struct Friends: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            try await perform(global) {
-                let client = try global.client(requireSession: true)
-                defer { Task { await client.close() } }
+            try await performCall(global) { client in
                 let reply = try await client.call(SocialAPI.listFriends, SocialV1.ListFriendsRequest())
                 let lines = reply.friends.map { "\($0.user?.label ?? "?")  since \(formatExpiry($0.sinceMs))" }
                 return (lines.isEmpty ? "no friends yet: `frienso friends add USERNAME`" : lines.joined(separator: "\n"), reply.jsonValue)
@@ -52,9 +50,7 @@ struct Friends: AsyncParsableCommand {
         @Argument var user: UserArgument
 
         func run() async throws {
-            try await perform(global) {
-                let client = try global.client(requireSession: true)
-                defer { Task { await client.close() } }
+            try await performCall(global) { client in
                 let reply = try await client.call(SocialAPI.sendFriendRequest,
                                                   SocialV1.SendFriendRequestRequest(userId: user.id, username: user.username), mutation: true)
                 let who = reply.request?.to?.username ?? user.username
@@ -71,9 +67,7 @@ struct Friends: AsyncParsableCommand {
         @Flag(help: "Also show requests you dismissed.") var all = false
 
         func run() async throws {
-            try await perform(global) {
-                let client = try global.client(requireSession: true)
-                defer { Task { await client.close() } }
+            try await performCall(global) { client in
                 let reply = try await client.call(SocialAPI.listFriendRequests, SocialV1.ListFriendRequestsRequest(includeDismissed: all))
                 let text = ["incoming:"] + (reply.incoming.isEmpty ? ["  none"] : reply.incoming.map { "  " + $0.line })
                     + ["outgoing:"] + (reply.outgoing.isEmpty ? ["  none"] : reply.outgoing.map { "  " + $0.line })
@@ -109,9 +103,7 @@ struct Friends: AsyncParsableCommand {
         @Argument var requestID: UInt64
 
         func run() async throws {
-            try await perform(global) {
-                let client = try global.client(requireSession: true)
-                defer { Task { await client.close() } }
+            try await performCall(global) { client in
                 let reply = try await client.call(SocialAPI.cancelFriendRequest, SocialV1.CancelFriendRequestRequest(requestId: requestID), mutation: true)
                 return ("friend request #\(requestID) cancelled", reply.jsonValue)
             }
@@ -124,9 +116,7 @@ struct Friends: AsyncParsableCommand {
         @Argument var user: UserArgument
 
         func run() async throws {
-            try await perform(global) {
-                let client = try global.client(requireSession: true)
-                defer { Task { await client.close() } }
+            try await performCall(global) { client in
                 let reply = try await client.call(SocialAPI.removeFriend, SocialV1.RemoveFriendRequest(userId: user.id, username: user.username), mutation: true)
                 return ("removed", reply.jsonValue)
             }
@@ -135,9 +125,7 @@ struct Friends: AsyncParsableCommand {
 }
 
 private func respond(_ global: GlobalOptions, _ id: UInt64, _ action: SocialV1.RequestAction, _ done: String) async throws {
-    try await perform(global) {
-        let client = try global.client(requireSession: true)
-        defer { Task { await client.close() } }
+    try await performCall(global) { client in
         let reply = try await client.call(SocialAPI.respondToFriendRequest,
                                           SocialV1.RespondToFriendRequestRequest(requestId: id, action: action), mutation: true)
         return ("friend request #\(id) \(done)", reply.jsonValue)
@@ -150,9 +138,7 @@ struct Block: AsyncParsableCommand {
     @Argument var user: UserArgument
 
     func run() async throws {
-        try await perform(global) {
-            let client = try global.client(requireSession: true)
-            defer { Task { await client.close() } }
+        try await performCall(global) { client in
             let reply = try await client.call(SocialAPI.block, SocialV1.BlockRequest(userId: user.id, username: user.username), mutation: true)
             return ("blocked\(reply.removedFriendship ? "; friendship ended" : "")\(reply.removedRequests > 0 ? "; \(reply.removedRequests) request(s) cancelled" : "")", reply.jsonValue)
         }
@@ -165,9 +151,7 @@ struct Unblock: AsyncParsableCommand {
     @Argument var user: UserArgument
 
     func run() async throws {
-        try await perform(global) {
-            let client = try global.client(requireSession: true)
-            defer { Task { await client.close() } }
+        try await performCall(global) { client in
             let reply = try await client.call(SocialAPI.unblock, SocialV1.UnblockRequest(userId: user.id, username: user.username), mutation: true)
             return ("unblocked", reply.jsonValue)
         }
@@ -179,9 +163,7 @@ struct Blocked: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
-        try await perform(global) {
-            let client = try global.client(requireSession: true)
-            defer { Task { await client.close() } }
+        try await performCall(global) { client in
             let reply = try await client.call(SocialAPI.listBlocked, SocialV1.ListBlockedRequest())
             return (reply.users.isEmpty ? "nobody" : reply.users.map(\.label).joined(separator: "\n"), reply.jsonValue)
         }
