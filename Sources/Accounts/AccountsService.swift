@@ -63,6 +63,7 @@ public final class AccountsService: Sendable {
         router.register(API.validateSession) { try await self.validateSession($0, $1) }
         router.register(API.getProfiles) { try await self.getProfiles($0, $1) }
         router.register(API.findUsers) { try await self.findUsers($0, $1) }
+        router.register(API.searchUsers) { try await self.searchUsers($0, $1) }
         return router
     }
 
@@ -209,6 +210,14 @@ public final class AccountsService: Sendable {
     func getProfiles(_ request: AccountsV1.GetProfilesRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfilesResponse {
         guard request.userIds.count <= 500 else { throw RPCError.invalidArgument("user_ids: at most 500") }
         return AccountsV1.GetProfilesResponse(profiles: try await store.users(ids: request.userIds).map(\.profile))
+    }
+
+    func searchUsers(_ request: AccountsV1.SearchUsersRequest, _ context: RequestContext) async throws -> AccountsV1.SearchUsersResponse {
+        let prefix = request.prefix.trimmingWhitespace()
+        guard (1...50).contains(prefix.count) else { throw RPCError.invalidArgument("prefix: 1-50 characters") }
+        guard (1...200).contains(request.limit) else { throw RPCError.invalidArgument("limit: 1-200") }
+        let found = try await store.search(prefix: prefix, after: request.afterUsername.lowercased(), limit: Int(request.limit) + 1)
+        return AccountsV1.SearchUsersResponse(profiles: found.prefix(Int(request.limit)).map(\.profile), more: found.count > Int(request.limit))
     }
 
     func findUsers(_ request: AccountsV1.FindUsersRequest, _ context: RequestContext) async throws -> AccountsV1.FindUsersResponse {

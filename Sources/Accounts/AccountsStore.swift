@@ -126,6 +126,20 @@ final class AccountsStore: Sendable {
         }
     }
 
+    /// Prefix search on username, first and last name (ASCII case-insensitive), by username.
+    func search(prefix: String, after: String, limit: Int) async throws -> [UserRecord] {
+        let escaped = prefix.lowercased().replacingOccurrences(of: "\\", with: "\\\\")
+            .replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + "%"
+        return try await database.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT * FROM users
+                WHERE (username LIKE ?1 ESCAPE '\\' OR lower(first_name) LIKE ?1 ESCAPE '\\' OR lower(last_name) LIKE ?1 ESCAPE '\\')
+                  AND username > ?2
+                ORDER BY username LIMIT ?3
+                """, arguments: [escaped, after, limit]).map(UserRecord.init)
+        }
+    }
+
     func user(login: Validation.LoginName) async throws -> UserRecord? {
         let (column, value): (String, String) = switch login {
         case .username(let v): ("username", v)

@@ -47,6 +47,7 @@ public final class SocialService: Sendable {
         router.register(API.removeFromCircle) { try await self.removeFromCircle($0, $1) }
         router.register(API.listCircleRequests) { try await self.listCircleRequests($0, $1) }
         router.register(API.respondToCircleRequest) { try await self.respondToCircleRequest($0, $1) }
+        router.register(API.searchUsers) { try await self.search($0, $1) }
         return router
     }
 
@@ -185,6 +186,41 @@ public final class SocialService: Sendable {
     private static func view(_ record: CircleRecord, _ users: [UInt64: SocialV1.UserRef]) -> SocialV1.CircleMember {
         SocialV1.CircleMember(user: record.member == 0 ? nil : users[record.member] ?? SocialV1.UserRef(userId: record.member),
                               phone: record.phone, state: record.state, addedAtMs: record.addedAtMs)
+    }
+
+    // MARK: Search
+
+    func search(_ request: SocialV1.SearchUsersRequest, _ context: RequestContext) async throws -> SocialV1.SearchUsersResponse {
+        let caller = try context.requireCaller()
+        let query = request.query.trimmingCharacters(in: .whitespaces)
+        guard (1...50).contains(query.count) else { throw RPCError.invalidArgument("query: 1-50 characters") }
+        let pageSize = request.pageSize == 0 ? 20 : Int(request.pageSize)
+        guard pageSize <= 50 else { throw RPCError.invalidArgument("page_size: at most 50") }
+        guard request.pageToken.isEmpty || (request.pageToken.hasPrefix("u:") && request.pageToken.count <= 66) else {
+            throw RPCError.invalidArgument("page_token: not a token from a previous page")
+        }
+        var after = String(request.pageToken.dropFirst(2))
+        var excluded = try await store.excludedFromDiscovery(for: caller)
+        excluded.insert(caller)
+        var users: [SocialV1.UserRef] = []
+        var exhausted = false
+        // Filtering can empty a batch; a few rounds fill the page (bounded, so a pathological
+        // prefix cannot keep the handler busy).
+        for _ in 0..<10 where users.count < pageSize && !exhausted {
+            let batch = try await accounts.call(AccountsAPI.searchUsers,
+                                                AccountsV1.SearchUsersRequest(prefix: query, afterUsername: after, limit: 100),
+                                                options: CallOptions(deadline: context.downstreamBudget, idempotent: true))
+            for profile in batch.profiles {
+                after = profile.username
+                if excluded.contains(profile.userId) { continue }
+                users.append(SocialV1.UserRef(userId: profile.userId, username: profile.username, firstName: profile.firstName,
+                                              lastName: profile.lastName, profilePictureMediaId: profile.profilePictureMediaId))
+                if users.count == pageSize { break }
+            }
+            exhausted = !batch.more && (users.count < pageSize || after == batch.profiles.last?.username)
+        }
+        let next = exhausted ? "" : "u:\(after)"
+        return SocialV1.SearchUsersResponse(users: users, nextPageToken: next)
     }
 
     // MARK: Users, through accounts

@@ -218,6 +218,19 @@ final class SocialStore: Sendable {
         }
     }
 
+    /// Users `user` must not be offered: friends, and anyone blocked either way.
+    func excludedFromDiscovery(for user: UInt64) async throws -> Set<UInt64> {
+        try await database.read { db in
+            let ids = try UInt64.fetchAll(db, sql: """
+                SELECT user_b FROM friendships WHERE user_a = ?1
+                UNION SELECT user_a FROM friendships WHERE user_b = ?1
+                UNION SELECT blocked FROM blocks WHERE blocker = ?1
+                UNION SELECT blocker FROM blocks WHERE blocked = ?1
+                """, arguments: [user])
+            return Set(ids)
+        }
+    }
+
     func blocked(by user: UInt64) async throws -> [UInt64] {
         try await database.read { db in
             try UInt64.fetchAll(db, sql: "SELECT blocked FROM blocks WHERE blocker = ? ORDER BY created_at_ms", arguments: [user])

@@ -132,6 +132,23 @@ private func respond(_ global: GlobalOptions, _ id: UInt64, _ action: SocialV1.R
     }
 }
 
+struct Search: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Find people to add by username or name (friends and blocked users are left out).")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The start of a username, first or last name.") var query: String
+    @Option(help: "Results per page (at most 50).") var limit: UInt32 = 20
+    @Option(help: "The next-page token printed by the previous page.") var page: String?
+
+    func run() async throws {
+        try await performCall(global) { client in
+            let reply = try await client.call(SocialAPI.searchUsers, SocialV1.SearchUsersRequest(query: query, pageSize: limit, pageToken: page ?? ""))
+            var lines = reply.users.isEmpty ? ["nobody found"] : reply.users.map(\.label)
+            if !reply.nextPageToken.isEmpty { lines.append("more: frienso search \(query) --page \(reply.nextPageToken)") }
+            return (lines.joined(separator: "\n"), reply.jsonValue)
+        }
+    }
+}
+
 struct Block: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Block a user: ends a friendship and pending requests, and hides you from each other.")
     @OptionGroup var global: GlobalOptions

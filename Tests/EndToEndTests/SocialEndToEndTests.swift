@@ -27,6 +27,8 @@ struct SocialEndToEndTests {
             let l = try await cli.run(["login", name, "--password-stdin"], stdin: "password \(name)\n")
             #expect(l.status == 0, "\(l.output)")
         }
+        let found = try await alice.run(["search", "bo"])
+        #expect(found.status == 0 && found.output.contains("bob (Bob E2E"), "\(found.output)")
         let add = try await alice.run(["friends", "add", "bob"])
         #expect(add.status == 0 && add.output.contains("sent to bob"), "\(add.output)\n\(procs.logs())")
         let requests = try await bob.run(["friends", "requests"])
@@ -36,6 +38,8 @@ struct SocialEndToEndTests {
         #expect(stranger.status == 14, "PERMISSION_DENIED for the sender: \(stranger.output)")
         let accept = try await bob.run(["friends", "accept", String(id)])
         #expect(accept.status == 0, "\(accept.output)")
+        let notAgain = try await alice.run(["search", "bo"])
+        #expect(notAgain.output.contains("nobody found"), "friends are not offered: \(notAgain.output)")
         let list = try await alice.run(["friends"])
         #expect(list.output.contains("bob (Bob E2E"), "\(list.output)")
         let json = try await bob.run(["friends", "list", "--json"])

@@ -31,6 +31,8 @@ public enum ProtoIndex {
         AccountsV1.GetProfilesResponse.self,
         AccountsV1.FindUsersRequest.self,
         AccountsV1.FindUsersResponse.self,
+        AccountsV1.SearchUsersRequest.self,
+        AccountsV1.SearchUsersResponse.self,
         CommonV1.Envelope.self,
         CommonV1.PingRequest.self,
         CommonV1.PingResponse.self,
@@ -71,6 +73,8 @@ public enum ProtoIndex {
         SocialV1.ListCircleRequestsResponse.self,
         SocialV1.RespondToCircleRequestRequest.self,
         SocialV1.RespondToCircleRequestResponse.self,
+        SocialV1.SearchUsersRequest.self,
+        SocialV1.SearchUsersResponse.self,
     ]
 
     /// Every rpc in proto/, with its declared access.

@@ -1225,6 +1225,112 @@ extension AccountsV1.FindUsersResponse {
 }
 
 extension AccountsV1 {
+    /// `frienso.accounts.v1.SearchUsersRequest`
+    public struct SearchUsersRequest: ProtoMessage {
+        public var prefix: String = ""
+        public var afterUsername: String = ""
+        public var limit: UInt32 = 0
+
+        public init() {}
+
+        public init(prefix: String = "", afterUsername: String = "", limit: UInt32 = 0) {
+        self.prefix = prefix
+        self.afterUsername = afterUsername
+        self.limit = limit
+        }
+    }
+}
+
+extension AccountsV1.SearchUsersRequest {
+    public static let protoName = "frienso.accounts.v1.SearchUsersRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__SearchUsersRequest()
+        frienso__accounts__v1__search_users_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_request__get_packed_size, pack: frienso__accounts__v1__search_users_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SearchUsersRequest", unpack: frienso__accounts__v1__search_users_request__unpack, free: frienso__accounts__v1__search_users_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__SearchUsersRequest, arena: ProtoArena) {
+        if !self.prefix.isEmpty { c.prefix = arena.string(self.prefix) }
+        if !self.afterUsername.isEmpty { c.after_username = arena.string(self.afterUsername) }
+        c.limit = self.limit
+    }
+
+    init(c: Frienso__Accounts__V1__SearchUsersRequest) {
+        self.init(prefix: ProtoRuntime.string(c.prefix), afterUsername: ProtoRuntime.string(c.after_username), limit: c.limit)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("prefix", .string(self.prefix)), ("afterUsername", .string(self.afterUsername)), ("limit", .number(Double(self.limit)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(prefix: ProtoSample.string(seed, "prefix"), afterUsername: ProtoSample.string(seed, "after_username"), limit: ProtoSample.uint32(seed, 3))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.SearchUsersResponse`
+    public struct SearchUsersResponse: ProtoMessage {
+        public var profiles: [AccountsV1.Profile] = []
+        public var more: Bool = false
+
+        public init() {}
+
+        public init(profiles: [AccountsV1.Profile] = [], more: Bool = false) {
+        self.profiles = profiles
+        self.more = more
+        }
+    }
+}
+
+extension AccountsV1.SearchUsersResponse {
+    public static let protoName = "frienso.accounts.v1.SearchUsersResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__SearchUsersResponse()
+        frienso__accounts__v1__search_users_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_response__get_packed_size, pack: frienso__accounts__v1__search_users_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SearchUsersResponse", unpack: frienso__accounts__v1__search_users_response__unpack, free: frienso__accounts__v1__search_users_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__SearchUsersResponse, arena: ProtoArena) {
+        c.n_profiles = self.profiles.count
+        c.profiles = arena.array(self.profiles.map { value in arena.message(of: Frienso__Accounts__V1__Profile.self) { frienso__accounts__v1__profile__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.more = (self.more ? 1 : 0)
+    }
+
+    init(c: Frienso__Accounts__V1__SearchUsersResponse) {
+        self.init(profiles: ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) }, more: (c.more != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("profiles", .array(self.profiles.map { $0.jsonValue })), ("more", .bool(self.more))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(profiles: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.Profile.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], more: seed % 2 == 0)
+    }
+}
+
+extension AccountsV1 {
     /// The methods of `frienso.accounts.v1.AccountsService`, with the access the contract declares.
     public enum AccountsService {
         public static let register = RPCMethod<RegisterRequest, RegisterResponse>(service: "accounts", name: "Register", access: .public)
@@ -1238,7 +1344,8 @@ extension AccountsV1 {
         public static let validateSession = RPCMethod<ValidateSessionRequest, ValidateSessionResponse>(service: "accounts", name: "ValidateSession", access: .internal)
         public static let getProfiles = RPCMethod<GetProfilesRequest, GetProfilesResponse>(service: "accounts", name: "GetProfiles", access: .internal)
         public static let findUsers = RPCMethod<FindUsersRequest, FindUsersResponse>(service: "accounts", name: "FindUsers", access: .internal)
+        public static let searchUsers = RPCMethod<SearchUsersRequest, SearchUsersResponse>(service: "accounts", name: "SearchUsers", access: .internal)
 
-        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, findUsers.erased]
+        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, findUsers.erased, searchUsers.erased]
     }
 }

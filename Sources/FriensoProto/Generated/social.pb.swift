@@ -1802,6 +1802,112 @@ extension SocialV1.RespondToCircleRequestResponse {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.SearchUsersRequest`
+    public struct SearchUsersRequest: ProtoMessage {
+        public var query: String = ""
+        public var pageSize: UInt32 = 0
+        public var pageToken: String = ""
+
+        public init() {}
+
+        public init(query: String = "", pageSize: UInt32 = 0, pageToken: String = "") {
+        self.query = query
+        self.pageSize = pageSize
+        self.pageToken = pageToken
+        }
+    }
+}
+
+extension SocialV1.SearchUsersRequest {
+    public static let protoName = "frienso.social.v1.SearchUsersRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__SearchUsersRequest()
+        frienso__social__v1__search_users_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_request__get_packed_size, pack: frienso__social__v1__search_users_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SearchUsersRequest", unpack: frienso__social__v1__search_users_request__unpack, free: frienso__social__v1__search_users_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__SearchUsersRequest, arena: ProtoArena) {
+        if !self.query.isEmpty { c.query = arena.string(self.query) }
+        c.page_size = self.pageSize
+        if !self.pageToken.isEmpty { c.page_token = arena.string(self.pageToken) }
+    }
+
+    init(c: Frienso__Social__V1__SearchUsersRequest) {
+        self.init(query: ProtoRuntime.string(c.query), pageSize: c.page_size, pageToken: ProtoRuntime.string(c.page_token))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("query", .string(self.query)), ("pageSize", .number(Double(self.pageSize))), ("pageToken", .string(self.pageToken))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(query: ProtoSample.string(seed, "query"), pageSize: ProtoSample.uint32(seed, 2), pageToken: ProtoSample.string(seed, "page_token"))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.SearchUsersResponse`
+    public struct SearchUsersResponse: ProtoMessage {
+        public var users: [SocialV1.UserRef] = []
+        public var nextPageToken: String = ""
+
+        public init() {}
+
+        public init(users: [SocialV1.UserRef] = [], nextPageToken: String = "") {
+        self.users = users
+        self.nextPageToken = nextPageToken
+        }
+    }
+}
+
+extension SocialV1.SearchUsersResponse {
+    public static let protoName = "frienso.social.v1.SearchUsersResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__SearchUsersResponse()
+        frienso__social__v1__search_users_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_response__get_packed_size, pack: frienso__social__v1__search_users_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SearchUsersResponse", unpack: frienso__social__v1__search_users_response__unpack, free: frienso__social__v1__search_users_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__SearchUsersResponse, arena: ProtoArena) {
+        c.n_users = self.users.count
+        c.users = arena.array(self.users.map { value in arena.message(of: Frienso__Social__V1__UserRef.self) { frienso__social__v1__user_ref__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        if !self.nextPageToken.isEmpty { c.next_page_token = arena.string(self.nextPageToken) }
+    }
+
+    init(c: Frienso__Social__V1__SearchUsersResponse) {
+        self.init(users: ProtoRuntime.array(c.users, count: c.n_users) { SocialV1.UserRef(c: $0!.pointee) }, nextPageToken: ProtoRuntime.string(c.next_page_token))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("users", .array(self.users.map { $0.jsonValue })), ("nextPageToken", .string(self.nextPageToken))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(users: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.UserRef.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], nextPageToken: ProtoSample.string(seed, "next_page_token"))
+    }
+}
+
+extension SocialV1 {
     /// The methods of `frienso.social.v1.SocialService`, with the access the contract declares.
     public enum SocialService {
         public static let sendFriendRequest = RPCMethod<SendFriendRequestRequest, SendFriendRequestResponse>(service: "social", name: "SendFriendRequest", access: .authenticated)
@@ -1818,7 +1924,8 @@ extension SocialV1 {
         public static let removeFromCircle = RPCMethod<RemoveFromCircleRequest, RemoveFromCircleResponse>(service: "social", name: "RemoveFromCircle", access: .authenticated)
         public static let listCircleRequests = RPCMethod<ListCircleRequestsRequest, ListCircleRequestsResponse>(service: "social", name: "ListCircleRequests", access: .authenticated)
         public static let respondToCircleRequest = RPCMethod<RespondToCircleRequestRequest, RespondToCircleRequestResponse>(service: "social", name: "RespondToCircleRequest", access: .authenticated)
+        public static let searchUsers = RPCMethod<SearchUsersRequest, SearchUsersResponse>(service: "social", name: "SearchUsers", access: .authenticated)
 
-        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased]
+        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased]
     }
 }

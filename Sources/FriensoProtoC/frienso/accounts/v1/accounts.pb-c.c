@@ -1087,6 +1087,96 @@ void   frienso__accounts__v1__find_users_response__free_unpacked
   assert(message->base.descriptor == &frienso__accounts__v1__find_users_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__accounts__v1__search_users_request__init
+                     (Frienso__Accounts__V1__SearchUsersRequest         *message)
+{
+  static const Frienso__Accounts__V1__SearchUsersRequest init_value = FRIENSO__ACCOUNTS__V1__SEARCH_USERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__search_users_request__get_packed_size
+                     (const Frienso__Accounts__V1__SearchUsersRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__search_users_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__search_users_request__pack
+                     (const Frienso__Accounts__V1__SearchUsersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__search_users_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__search_users_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__SearchUsersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__search_users_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__SearchUsersRequest *
+       frienso__accounts__v1__search_users_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__SearchUsersRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__search_users_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__search_users_request__free_unpacked
+                     (Frienso__Accounts__V1__SearchUsersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__search_users_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__search_users_response__init
+                     (Frienso__Accounts__V1__SearchUsersResponse         *message)
+{
+  static const Frienso__Accounts__V1__SearchUsersResponse init_value = FRIENSO__ACCOUNTS__V1__SEARCH_USERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__search_users_response__get_packed_size
+                     (const Frienso__Accounts__V1__SearchUsersResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__search_users_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__search_users_response__pack
+                     (const Frienso__Accounts__V1__SearchUsersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__search_users_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__search_users_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__SearchUsersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__search_users_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__SearchUsersResponse *
+       frienso__accounts__v1__search_users_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__SearchUsersResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__search_users_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__search_users_response__free_unpacked
+                     (Frienso__Accounts__V1__SearchUsersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__search_users_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__accounts__v1__profile__field_descriptors[6] =
 {
   {
@@ -2236,5 +2326,120 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__find_users_response__des
   frienso__accounts__v1__find_users_response__field_indices_by_name,
   1,  frienso__accounts__v1__find_users_response__number_ranges,
   (ProtobufCMessageInit) frienso__accounts__v1__find_users_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__search_users_request__field_descriptors[3] =
+{
+  {
+    "prefix",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__SearchUsersRequest, prefix),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "after_username",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__SearchUsersRequest, after_username),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__SearchUsersRequest, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__search_users_request__field_indices_by_name[] = {
+  1,   /* field[1] = after_username */
+  2,   /* field[2] = limit */
+  0,   /* field[0] = prefix */
+};
+static const ProtobufCIntRange frienso__accounts__v1__search_users_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__search_users_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.SearchUsersRequest",
+  "SearchUsersRequest",
+  "Frienso__Accounts__V1__SearchUsersRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__SearchUsersRequest),
+  3,
+  frienso__accounts__v1__search_users_request__field_descriptors,
+  frienso__accounts__v1__search_users_request__field_indices_by_name,
+  1,  frienso__accounts__v1__search_users_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__search_users_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__search_users_response__field_descriptors[2] =
+{
+  {
+    "profiles",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__SearchUsersResponse, n_profiles),
+    offsetof(Frienso__Accounts__V1__SearchUsersResponse, profiles),
+    &frienso__accounts__v1__profile__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "more",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__SearchUsersResponse, more),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__search_users_response__field_indices_by_name[] = {
+  1,   /* field[1] = more */
+  0,   /* field[0] = profiles */
+};
+static const ProtobufCIntRange frienso__accounts__v1__search_users_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__search_users_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.SearchUsersResponse",
+  "SearchUsersResponse",
+  "Frienso__Accounts__V1__SearchUsersResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__SearchUsersResponse),
+  2,
+  frienso__accounts__v1__search_users_response__field_descriptors,
+  frienso__accounts__v1__search_users_response__field_indices_by_name,
+  1,  frienso__accounts__v1__search_users_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__search_users_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

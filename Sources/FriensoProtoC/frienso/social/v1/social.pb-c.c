@@ -1492,6 +1492,96 @@ void   frienso__social__v1__respond_to_circle_request_response__free_unpacked
   assert(message->base.descriptor == &frienso__social__v1__respond_to_circle_request_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__social__v1__search_users_request__init
+                     (Frienso__Social__V1__SearchUsersRequest         *message)
+{
+  static const Frienso__Social__V1__SearchUsersRequest init_value = FRIENSO__SOCIAL__V1__SEARCH_USERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__search_users_request__get_packed_size
+                     (const Frienso__Social__V1__SearchUsersRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__search_users_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__search_users_request__pack
+                     (const Frienso__Social__V1__SearchUsersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__search_users_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__search_users_request__pack_to_buffer
+                     (const Frienso__Social__V1__SearchUsersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__search_users_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__SearchUsersRequest *
+       frienso__social__v1__search_users_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__SearchUsersRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__search_users_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__search_users_request__free_unpacked
+                     (Frienso__Social__V1__SearchUsersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__search_users_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__search_users_response__init
+                     (Frienso__Social__V1__SearchUsersResponse         *message)
+{
+  static const Frienso__Social__V1__SearchUsersResponse init_value = FRIENSO__SOCIAL__V1__SEARCH_USERS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__search_users_response__get_packed_size
+                     (const Frienso__Social__V1__SearchUsersResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__search_users_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__search_users_response__pack
+                     (const Frienso__Social__V1__SearchUsersResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__search_users_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__search_users_response__pack_to_buffer
+                     (const Frienso__Social__V1__SearchUsersResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__search_users_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__SearchUsersResponse *
+       frienso__social__v1__search_users_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__SearchUsersResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__search_users_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__search_users_response__free_unpacked
+                     (Frienso__Social__V1__SearchUsersResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__search_users_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__social__v1__user_ref__field_descriptors[5] =
 {
   {
@@ -3007,6 +3097,121 @@ const ProtobufCMessageDescriptor frienso__social__v1__respond_to_circle_request_
   frienso__social__v1__respond_to_circle_request_response__field_indices_by_name,
   1,  frienso__social__v1__respond_to_circle_request_response__number_ranges,
   (ProtobufCMessageInit) frienso__social__v1__respond_to_circle_request_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__search_users_request__field_descriptors[3] =
+{
+  {
+    "query",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__SearchUsersRequest, query),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_size",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__SearchUsersRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__SearchUsersRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__search_users_request__field_indices_by_name[] = {
+  1,   /* field[1] = page_size */
+  2,   /* field[2] = page_token */
+  0,   /* field[0] = query */
+};
+static const ProtobufCIntRange frienso__social__v1__search_users_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__search_users_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.SearchUsersRequest",
+  "SearchUsersRequest",
+  "Frienso__Social__V1__SearchUsersRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__SearchUsersRequest),
+  3,
+  frienso__social__v1__search_users_request__field_descriptors,
+  frienso__social__v1__search_users_request__field_indices_by_name,
+  1,  frienso__social__v1__search_users_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__search_users_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__search_users_response__field_descriptors[2] =
+{
+  {
+    "users",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__SearchUsersResponse, n_users),
+    offsetof(Frienso__Social__V1__SearchUsersResponse, users),
+    &frienso__social__v1__user_ref__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__SearchUsersResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__search_users_response__field_indices_by_name[] = {
+  1,   /* field[1] = next_page_token */
+  0,   /* field[0] = users */
+};
+static const ProtobufCIntRange frienso__social__v1__search_users_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__search_users_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.SearchUsersResponse",
+  "SearchUsersResponse",
+  "Frienso__Social__V1__SearchUsersResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__SearchUsersResponse),
+  2,
+  frienso__social__v1__search_users_response__field_descriptors,
+  frienso__social__v1__search_users_response__field_indices_by_name,
+  1,  frienso__social__v1__search_users_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__search_users_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue frienso__social__v1__request_state__enum_values_by_number[5] =

@@ -39,6 +39,8 @@ typedef struct Frienso__Accounts__V1__GetProfilesRequest Frienso__Accounts__V1__
 typedef struct Frienso__Accounts__V1__GetProfilesResponse Frienso__Accounts__V1__GetProfilesResponse;
 typedef struct Frienso__Accounts__V1__FindUsersRequest Frienso__Accounts__V1__FindUsersRequest;
 typedef struct Frienso__Accounts__V1__FindUsersResponse Frienso__Accounts__V1__FindUsersResponse;
+typedef struct Frienso__Accounts__V1__SearchUsersRequest Frienso__Accounts__V1__SearchUsersRequest;
+typedef struct Frienso__Accounts__V1__SearchUsersResponse Frienso__Accounts__V1__SearchUsersResponse;
 
 
 /* --- enums --- */
@@ -357,6 +359,40 @@ struct  Frienso__Accounts__V1__FindUsersResponse
 #define FRIENSO__ACCOUNTS__V1__FIND_USERS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__find_users_response__descriptor) \
     , 0,NULL }
+
+
+/*
+ * Users whose username, first name or last name starts with `prefix` (case-insensitive),
+ * ordered by username, after `after_username`.
+ */
+struct  Frienso__Accounts__V1__SearchUsersRequest
+{
+  ProtobufCMessage base;
+  char *prefix;
+  char *after_username;
+  /*
+   * at most 200
+   */
+  uint32_t limit;
+};
+#define FRIENSO__ACCOUNTS__V1__SEARCH_USERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__search_users_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Frienso__Accounts__V1__SearchUsersResponse
+{
+  ProtobufCMessage base;
+  size_t n_profiles;
+  Frienso__Accounts__V1__Profile **profiles;
+  /*
+   * more matches follow the last one
+   */
+  protobuf_c_boolean more;
+};
+#define FRIENSO__ACCOUNTS__V1__SEARCH_USERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__search_users_response__descriptor) \
+    , 0,NULL, 0 }
 
 
 /* Frienso__Accounts__V1__Profile methods */
@@ -815,6 +851,44 @@ Frienso__Accounts__V1__FindUsersResponse *
 void   frienso__accounts__v1__find_users_response__free_unpacked
                      (Frienso__Accounts__V1__FindUsersResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__SearchUsersRequest methods */
+void   frienso__accounts__v1__search_users_request__init
+                     (Frienso__Accounts__V1__SearchUsersRequest         *message);
+size_t frienso__accounts__v1__search_users_request__get_packed_size
+                     (const Frienso__Accounts__V1__SearchUsersRequest   *message);
+size_t frienso__accounts__v1__search_users_request__pack
+                     (const Frienso__Accounts__V1__SearchUsersRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__search_users_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__SearchUsersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__SearchUsersRequest *
+       frienso__accounts__v1__search_users_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__search_users_request__free_unpacked
+                     (Frienso__Accounts__V1__SearchUsersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__SearchUsersResponse methods */
+void   frienso__accounts__v1__search_users_response__init
+                     (Frienso__Accounts__V1__SearchUsersResponse         *message);
+size_t frienso__accounts__v1__search_users_response__get_packed_size
+                     (const Frienso__Accounts__V1__SearchUsersResponse   *message);
+size_t frienso__accounts__v1__search_users_response__pack
+                     (const Frienso__Accounts__V1__SearchUsersResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__search_users_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__SearchUsersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__SearchUsersResponse *
+       frienso__accounts__v1__search_users_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__search_users_response__free_unpacked
+                     (Frienso__Accounts__V1__SearchUsersResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Accounts__V1__Profile_Closure)
@@ -889,6 +963,12 @@ typedef void (*Frienso__Accounts__V1__FindUsersRequest_Closure)
 typedef void (*Frienso__Accounts__V1__FindUsersResponse_Closure)
                  (const Frienso__Accounts__V1__FindUsersResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Accounts__V1__SearchUsersRequest_Closure)
+                 (const Frienso__Accounts__V1__SearchUsersRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__SearchUsersResponse_Closure)
+                 (const Frienso__Accounts__V1__SearchUsersResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -919,6 +999,8 @@ extern const ProtobufCMessageDescriptor frienso__accounts__v1__get_profiles_requ
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__get_profiles_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__find_users_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__find_users_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__search_users_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__search_users_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

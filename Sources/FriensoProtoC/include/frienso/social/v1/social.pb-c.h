@@ -48,6 +48,8 @@ typedef struct Frienso__Social__V1__ListCircleRequestsRequest Frienso__Social__V
 typedef struct Frienso__Social__V1__ListCircleRequestsResponse Frienso__Social__V1__ListCircleRequestsResponse;
 typedef struct Frienso__Social__V1__RespondToCircleRequestRequest Frienso__Social__V1__RespondToCircleRequestRequest;
 typedef struct Frienso__Social__V1__RespondToCircleRequestResponse Frienso__Social__V1__RespondToCircleRequestResponse;
+typedef struct Frienso__Social__V1__SearchUsersRequest Frienso__Social__V1__SearchUsersRequest;
+typedef struct Frienso__Social__V1__SearchUsersResponse Frienso__Social__V1__SearchUsersResponse;
 
 
 /* --- enums --- */
@@ -491,6 +493,45 @@ struct  Frienso__Social__V1__RespondToCircleRequestResponse
 #define FRIENSO__SOCIAL__V1__RESPOND_TO_CIRCLE_REQUEST_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__respond_to_circle_request_response__descriptor) \
     , NULL }
+
+
+/*
+ * People to add: username or name prefix; leaves out you, your friends and blocked users.
+ */
+struct  Frienso__Social__V1__SearchUsersRequest
+{
+  ProtobufCMessage base;
+  /*
+   * 1-50 characters
+   */
+  char *query;
+  /*
+   * default 20, at most 50
+   */
+  uint32_t page_size;
+  /*
+   * from the previous page's next_page_token
+   */
+  char *page_token;
+};
+#define FRIENSO__SOCIAL__V1__SEARCH_USERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__search_users_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Social__V1__SearchUsersResponse
+{
+  ProtobufCMessage base;
+  size_t n_users;
+  Frienso__Social__V1__UserRef **users;
+  /*
+   * empty on the last page
+   */
+  char *next_page_token;
+};
+#define FRIENSO__SOCIAL__V1__SEARCH_USERS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__search_users_response__descriptor) \
+    , 0,NULL, (char *)protobuf_c_empty_string }
 
 
 /* Frienso__Social__V1__UserRef methods */
@@ -1120,6 +1161,44 @@ Frienso__Social__V1__RespondToCircleRequestResponse *
 void   frienso__social__v1__respond_to_circle_request_response__free_unpacked
                      (Frienso__Social__V1__RespondToCircleRequestResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__SearchUsersRequest methods */
+void   frienso__social__v1__search_users_request__init
+                     (Frienso__Social__V1__SearchUsersRequest         *message);
+size_t frienso__social__v1__search_users_request__get_packed_size
+                     (const Frienso__Social__V1__SearchUsersRequest   *message);
+size_t frienso__social__v1__search_users_request__pack
+                     (const Frienso__Social__V1__SearchUsersRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__search_users_request__pack_to_buffer
+                     (const Frienso__Social__V1__SearchUsersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__SearchUsersRequest *
+       frienso__social__v1__search_users_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__search_users_request__free_unpacked
+                     (Frienso__Social__V1__SearchUsersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__SearchUsersResponse methods */
+void   frienso__social__v1__search_users_response__init
+                     (Frienso__Social__V1__SearchUsersResponse         *message);
+size_t frienso__social__v1__search_users_response__get_packed_size
+                     (const Frienso__Social__V1__SearchUsersResponse   *message);
+size_t frienso__social__v1__search_users_response__pack
+                     (const Frienso__Social__V1__SearchUsersResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__search_users_response__pack_to_buffer
+                     (const Frienso__Social__V1__SearchUsersResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__SearchUsersResponse *
+       frienso__social__v1__search_users_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__search_users_response__free_unpacked
+                     (Frienso__Social__V1__SearchUsersResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Social__V1__UserRef_Closure)
@@ -1221,6 +1300,12 @@ typedef void (*Frienso__Social__V1__RespondToCircleRequestRequest_Closure)
 typedef void (*Frienso__Social__V1__RespondToCircleRequestResponse_Closure)
                  (const Frienso__Social__V1__RespondToCircleRequestResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Social__V1__SearchUsersRequest_Closure)
+                 (const Frienso__Social__V1__SearchUsersRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__SearchUsersResponse_Closure)
+                 (const Frienso__Social__V1__SearchUsersResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1263,6 +1348,8 @@ extern const ProtobufCMessageDescriptor frienso__social__v1__list_circle_request
 extern const ProtobufCMessageDescriptor frienso__social__v1__list_circle_requests_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__respond_to_circle_request_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__respond_to_circle_request_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__search_users_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__search_users_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 
