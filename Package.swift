@@ -79,6 +79,16 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // A Clone replica of the social graph for the services that need it (geo, alerts, gateway).
+        .target(
+            name: "SocialReplica",
+            dependencies: [
+                "Wire", "FriensoProto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "Gateway",
             dependencies: [
@@ -198,7 +208,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SocialTests",
-            dependencies: ["Social", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",
+            dependencies: ["Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",
                            .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings

@@ -64,15 +64,18 @@ extension SocialStore {
     }
 
     func removeFromCircle(owner: UInt64, member: UInt64, phone: String) async throws {
-        try await database.write { db in
+        try await mutate { db, events in
+            let wasAccepted = try Int32.fetchOne(db, sql: "SELECT state FROM circle WHERE owner = ? AND member = ? AND phone = ?",
+                                               arguments: [owner, member, phone]) == SocialV1.CircleState.accepted.rawValue
             try db.execute(sql: "DELETE FROM circle WHERE owner = ? AND member = ? AND phone = ?", arguments: [owner, member, phone])
             guard db.changesCount == 1 else { throw RPCError.notFound("not in your core circle") }
+            if wasAccepted { events.append(Self.event(.circleMemberRemoved, owner, member)) }
         }
     }
 
     /// The member answers the owner's coreFriend request.
     func respondToCircle(owner: UInt64, member: UInt64, accept: Bool, now: Int64) async throws -> CircleRecord {
-        try await database.write { db in
+        try await mutate { db, events in
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ''",
                                              arguments: [owner, member]).map(CircleRecord.init),
                   row.state == .pending
@@ -80,6 +83,7 @@ extension SocialStore {
             let state: SocialV1.CircleState = accept ? .accepted : .rejected
             try db.execute(sql: "UPDATE circle SET state = ?, updated_at_ms = ? WHERE owner = ? AND member = ? AND phone = ''",
                            arguments: [state.rawValue, now, owner, member])
+            if accept { events.append(Self.event(.circleMemberAdded, owner, member)) }
             return try Self.circleRow(db, owner: owner, member: member, phone: "")
         }
     }
@@ -100,8 +104,13 @@ extension SocialStore {
     }
 
     /// Called inside the transactions that end a friendship: neither stays in the other's circle.
-    static func dropCircle(_ db: Database, _ x: UInt64, _ y: UInt64) throws {
+    /// - Returns: the graph events for accepted memberships that ended.
+    static func dropCircle(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> [SocialV1.GraphEvent] {
+        let accepted = try Row.fetchAll(db, sql: """
+            SELECT owner, member FROM circle WHERE state = ? AND ((owner = ? AND member = ?) OR (owner = ? AND member = ?))
+            """, arguments: [SocialV1.CircleState.accepted.rawValue, x, y, y, x])
         try db.execute(sql: "DELETE FROM circle WHERE (owner = ? AND member = ?) OR (owner = ? AND member = ?)", arguments: [x, y, y, x])
+        return accepted.map { event(.circleMemberRemoved, $0["owner"], $0["member"]) }
     }
 
     private static func circleRow(_ db: Database, owner: UInt64, member: UInt64, phone: String) throws -> CircleRecord {

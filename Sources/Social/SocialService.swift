@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 public import FriensoProto
 public import Logging
 public import ServiceKit
@@ -13,14 +14,27 @@ public final class SocialService: Sendable {
     private let accounts: WireClient
     private let now: @Sendable () -> Int64
     private let circleLimit: Int
+    private let publisher: Publisher
     public let replyStore: SQLiteReplyStore
+
+    /// The stream graph events are numbered in.
+    public static let graphStream = "graph"
 
     /// Opens (or creates) `<directory>/social.sqlite`.
     /// - Parameter accounts: a client to the accounts service, for profiles and usernames.
-    /// - Parameter circleLimit: how many people a core circle holds.
-    public init(directory: String, accounts: WireClient, circleLimit: Int = 3, now: (@Sendable () -> Int64)? = nil) throws {
+    /// - Parameters:
+    ///   - publisher: where graph events go (run it next to the host); its epoch and numbering
+    ///     are what `GraphSnapshot` reports.
+    ///   - circleLimit: how many people a core circle holds.
+    public init(directory: String, accounts: WireClient, publisher: Publisher, circleLimit: Int = 3,
+                now: (@Sendable () -> Int64)? = nil) throws {
         self.circleLimit = max(1, circleLimit)
-        store = try SocialStore(path: "\(directory)/social.sqlite")
+        self.publisher = publisher
+        store = try SocialStore(path: "\(directory)/social.sqlite") { events in
+            for event in events {
+                publisher.publish(topic: Self.graphStream, method: "social.GraphEvent", payload: event.serializedBytes())
+            }
+        }
         self.accounts = accounts
         self.now = now ?? { Int64(Date().timeIntervalSince1970 * 1000) }
         replyStore = SQLiteReplyStore(database: store.database)
@@ -48,6 +62,7 @@ public final class SocialService: Sendable {
         router.register(API.listCircleRequests) { try await self.listCircleRequests($0, $1) }
         router.register(API.respondToCircleRequest) { try await self.respondToCircleRequest($0, $1) }
         router.register(API.searchUsers) { try await self.search($0, $1) }
+        router.register(API.graphSnapshot) { try await self.snapshot($0, $1) }
         return router
     }
 
@@ -186,6 +201,32 @@ public final class SocialService: Sendable {
     private static func view(_ record: CircleRecord, _ users: [UInt64: SocialV1.UserRef]) -> SocialV1.CircleMember {
         SocialV1.CircleMember(user: record.member == 0 ? nil : users[record.member] ?? SocialV1.UserRef(userId: record.member),
                               phone: record.phone, state: record.state, addedAtMs: record.addedAtMs)
+    }
+
+    // MARK: Replication
+
+    /// The graph and the number of the last event it includes, read on the writer queue, where
+    /// every committed change has already been published: consistent by construction.
+    func snapshot(_ request: SocialV1.GraphSnapshotRequest, _ context: RequestContext) async throws -> SocialV1.GraphSnapshotResponse {
+        let publisher = publisher, sequenceOnly = request.sequenceOnly
+        return try await store.onWriterQueue { db in
+            var response = SocialV1.GraphSnapshotResponse(epoch: publisher.epoch, sequence: publisher.lastSequence(stream: Self.graphStream))
+            guard !sequenceOnly else { return response }
+            for row in try Row.fetchAll(db, sql: "SELECT user_a, user_b FROM friendships") {
+                response.friendsA.append(row[0])
+                response.friendsB.append(row[1])
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT blocker, blocked FROM blocks") {
+                response.blockers.append(row[0])
+                response.blocked.append(row[1])
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT owner, member FROM circle WHERE state = ?",
+                                           arguments: [SocialV1.CircleState.accepted.rawValue]) {
+                response.circleOwners.append(row[0])
+                response.circleMembers.append(row[1])
+            }
+            return response
+        }
     }
 
     // MARK: Search

@@ -25,6 +25,11 @@ struct RequestRecord: Sendable {
     }
 }
 
+struct BlockOutcome: Sendable {
+    var removedFriendship: Bool
+    var removedRequests: Int
+}
+
 /// What sending a request did.
 enum SendOutcome: Sendable {
     case created(RequestRecord)
@@ -38,8 +43,12 @@ enum SendOutcome: Sendable {
 /// against the state it changes (two people asking each other at once make one friendship).
 final class SocialStore: Sendable {
     let database: DatabasePool
+    /// Called after each commit, still on the writer queue, with the graph changes it made:
+    /// so events are numbered in commit order and a snapshot taken on the same queue is exact.
+    private let onCommit: @Sendable ([SocialV1.GraphEvent]) -> Void
 
-    init(path: String) throws {
+    init(path: String, onCommit: @escaping @Sendable ([SocialV1.GraphEvent]) -> Void = { _ in }) throws {
+        self.onCommit = onCommit
         database = try ServiceDatabase.open(path)
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
@@ -78,6 +87,31 @@ final class SocialStore: Sendable {
 
     private static let pending = SocialV1.RequestState.pending.rawValue
 
+    /// One write transaction; `events` collects the graph changes, published once it committed.
+    func mutate<T: Sendable>(_ body: @escaping @Sendable (Database, inout [SocialV1.GraphEvent]) throws -> T) async throws -> T {
+        let onCommit = onCommit
+        return try await database.writeWithoutTransaction { db in
+            var events: [SocialV1.GraphEvent] = []
+            var result: T?
+            try db.inTransaction {
+                result = try body(db, &events)
+                return .commit
+            }
+            if !events.isEmpty { onCommit(events) }
+            guard let result else { throw RPCError.internal("transaction produced no result") }
+            return result
+        }
+    }
+
+    /// Runs `body` on the writer queue (after every committed change has been published).
+    func onWriterQueue<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await database.writeWithoutTransaction { db in try body(db) }
+    }
+
+    static func event(_ change: SocialV1.GraphChange, _ a: UInt64, _ b: UInt64) -> SocialV1.GraphEvent {
+        SocialV1.GraphEvent(change: change, userA: a, userB: b)
+    }
+
     private static func edge(_ x: UInt64, _ y: UInt64) -> (UInt64, UInt64) { x < y ? (x, y) : (y, x) }
 
     static func areFriends(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> Bool {
@@ -105,7 +139,7 @@ final class SocialStore: Sendable {
     }
 
     func send(from: UInt64, to: UInt64, now: Int64) async throws -> SendOutcome {
-        try await database.write { db in
+        try await mutate { db, events in
             guard from != to else { throw RPCError.failedPrecondition("you cannot send a friend request to yourself") }
             guard try !Self.blocked(db, from, to) else { throw RPCError.failedPrecondition("you cannot send a friend request to this user") }
             guard try !Self.areFriends(db, from, to) else { throw RPCError.failedPrecondition("you are already friends") }
@@ -113,6 +147,8 @@ final class SocialStore: Sendable {
                 try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
                                arguments: [SocialV1.RequestState.accepted.rawValue, now, theirs.id])
                 try Self.befriend(db, from, to, now: now)
+                let (a, b) = Self.edge(from, to)
+                events.append(Self.event(.friendshipAdded, a, b))
                 return .collapsed(try Self.request(db, id: theirs.id) ?? theirs)
             }
             if let mine = try Self.pendingRequest(db, from: from, to: to) { return .existing(mine) }
@@ -126,7 +162,7 @@ final class SocialStore: Sendable {
 
     /// Accept, reject or dismiss a request addressed to `caller`.
     func respond(caller: UInt64, requestID: UInt64, action: SocialV1.RequestAction, now: Int64) async throws -> RequestRecord {
-        try await database.write { db in
+        try await mutate { db, events in
             guard let request = try Self.request(db, id: requestID) else { throw RPCError.notFound("no friend request \(requestID)") }
             guard request.to == caller else { throw RPCError.permissionDenied("friend request \(requestID) is not addressed to you") }
             guard request.state == .pending else {
@@ -137,6 +173,8 @@ final class SocialStore: Sendable {
                 try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
                                arguments: [SocialV1.RequestState.accepted.rawValue, now, requestID])
                 try Self.befriend(db, request.from, request.to, now: now)
+                let (a, b) = Self.edge(request.from, request.to)
+                events.append(Self.event(.friendshipAdded, a, b))
             case .reject:
                 try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
                                arguments: [SocialV1.RequestState.rejected.rawValue, now, requestID])
@@ -186,35 +224,39 @@ final class SocialStore: Sendable {
     }
 
     func removeFriend(_ user: UInt64, _ other: UInt64) async throws {
-        try await database.write { db in
+        try await mutate { db, events in
             let (a, b) = Self.edge(user, other)
             try db.execute(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
             guard db.changesCount == 1 else { throw RPCError.notFound("you are not friends with user \(other)") }
-            try Self.dropCircle(db, user, other)
+            events.append(Self.event(.friendshipRemoved, a, b))
+            events += try Self.dropCircle(db, user, other)
         }
     }
 
     /// Blocks `other`: ends the friendship and cancels pending requests both ways.
-    func block(_ user: UInt64, _ other: UInt64, now: Int64) async throws -> (removedFriendship: Bool, removedRequests: Int) {
-        try await database.write { db in
+    func block(_ user: UInt64, _ other: UInt64, now: Int64) async throws -> BlockOutcome {
+        try await mutate { db, events in
             guard user != other else { throw RPCError.failedPrecondition("you cannot block yourself") }
             try db.execute(sql: "INSERT OR IGNORE INTO blocks (blocker, blocked, created_at_ms) VALUES (?, ?, ?)", arguments: [user, other, now])
+            if db.changesCount == 1 { events.append(Self.event(.blockAdded, user, other)) }
             let (a, b) = Self.edge(user, other)
             try db.execute(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
             let removedFriendship = db.changesCount == 1
-            try Self.dropCircle(db, user, other)
+            if removedFriendship { events.append(Self.event(.friendshipRemoved, a, b)) }
+            events += try Self.dropCircle(db, user, other)
             try db.execute(sql: """
                 UPDATE friend_requests SET state = ?, updated_at_ms = ?
                 WHERE state = ? AND ((from_user = ? AND to_user = ?) OR (from_user = ? AND to_user = ?))
                 """, arguments: [SocialV1.RequestState.cancelled.rawValue, now, Self.pending, user, other, other, user])
-            return (removedFriendship, db.changesCount)
+            return BlockOutcome(removedFriendship: removedFriendship, removedRequests: db.changesCount)
         }
     }
 
     func unblock(_ user: UInt64, _ other: UInt64) async throws {
-        try await database.write { db in
+        try await mutate { db, events in
             try db.execute(sql: "DELETE FROM blocks WHERE blocker = ? AND blocked = ?", arguments: [user, other])
             guard db.changesCount == 1 else { throw RPCError.notFound("user \(other) is not blocked") }
+            events.append(Self.event(.blockRemoved, user, other))
         }
     }
 

@@ -16,9 +16,10 @@ struct SocialCommand: AsyncParsableCommand {
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
         try resolved.createDataDirectory()
         let accounts = WireClient(endpoint: resolved.endpoint(of: "accounts"), logger: logger)
-        let service = try SocialService(directory: resolved.dataDirectory, accounts: accounts,
+        let publisher = Publisher(name: "social", endpoint: resolved.eventEndpoint(of: "social"), logger: logger)
+        let service = try SocialService(directory: resolved.dataDirectory, accounts: accounts, publisher: publisher,
                                         circleLimit: resolved.config.social?.circleLimit ?? 3)
         let host = service.makeHost(options: HostOptions(name: "social", endpoint: resolved.endpoint), logger: logger)
-        try await ServiceRunner.run([host], endpointFile: resolved.endpointFile, logger: logger) { try await host.boundEndpoint() }
+        try await ServiceRunner.run([publisher, host], endpointFile: resolved.endpointFile, logger: logger) { try await host.boundEndpoint() }
     }
 }

@@ -14,6 +14,9 @@ typealias API = SocialV1.SocialService
 struct SocialStack: Sendable {
     let endpoint: String
     let logs: CapturedLogs
+    /// Social's own request and event endpoints (for replicas, which use internal methods).
+    let socialEndpoint: String
+    let socialEvents: String
 
     func user(_ name: String) async throws -> (client: FriensoClient, id: UInt64) {
         let client = FriensoClient(gateway: endpoint, logger: logs.logger("client-\(name)"))
@@ -25,8 +28,10 @@ struct SocialStack: Sendable {
     }
 }
 
-/// Runs the stack; `socialDirectory` lets a test restart social on the same data.
+/// Runs the stack; `socialDirectory` lets a test restart social on the same data, and
+/// `socialEndpoints` on the same request and event endpoints.
 func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: String? = nil,
+                             socialEndpoints: (requests: String, events: String)? = nil,
                              _ body: @Sendable (SocialStack) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
     let temp = try TemporaryDirectory("frienso-social")
@@ -41,16 +46,18 @@ func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: 
     return try await withRunningServices([accounts], logger: logs.logger("group")) {
         let accountsEndpoint = try await accounts.boundEndpoint()
         let toAccounts = WireClient(endpoint: accountsEndpoint, logger: logs.logger("social→accounts"))
-        let social = try SocialService(directory: socialDir, accounts: toAccounts)
-            .makeHost(options: HostOptions(name: "social", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("social"))
-        return try await withRunningServices([social], logger: logs.logger("group")) {
+        let publisher = Publisher(name: "social", endpoint: socialEndpoints?.events ?? "tcp://127.0.0.1:*", logger: logs.logger("social-pub"))
+        let social = try SocialService(directory: socialDir, accounts: toAccounts, publisher: publisher)
+            .makeHost(options: HostOptions(name: "social", endpoint: socialEndpoints?.requests ?? "tcp://127.0.0.1:*"), logger: logs.logger("social"))
+        return try await withRunningServices([publisher, social], logger: logs.logger("group")) {
             var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: [
                 "accounts": accountsEndpoint, "social": try await social.boundEndpoint()])
             config.requestsPerSecond = 10_000
             config.burst = 10_000
             let gateway = Gateway(config: config, logger: logs.logger("gateway"))
             let result = try await withRunningServices([gateway], logger: logs.logger("group")) {
-                try await body(SocialStack(endpoint: try await gateway.boundEndpoint(), logs: logs))
+                try await body(SocialStack(endpoint: try await gateway.boundEndpoint(), logs: logs,
+                                           socialEndpoint: try await social.boundEndpoint(), socialEvents: try await publisher.boundEndpoint()))
             }
             await toAccounts.close()
             return result

@@ -75,6 +75,9 @@ public enum ProtoIndex {
         SocialV1.RespondToCircleRequestResponse.self,
         SocialV1.SearchUsersRequest.self,
         SocialV1.SearchUsersResponse.self,
+        SocialV1.GraphEvent.self,
+        SocialV1.GraphSnapshotRequest.self,
+        SocialV1.GraphSnapshotResponse.self,
     ]
 
     /// Every rpc in proto/, with its declared access.

@@ -140,6 +140,61 @@ extension SocialV1 {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.GraphChange`: an open enum, as in proto3; unknown numbers survive a round trip.
+    public enum GraphChange: ProtoEnum {
+        case unspecified // GRAPH_CHANGE_UNSPECIFIED
+        case friendshipAdded // GRAPH_CHANGE_FRIENDSHIP_ADDED
+        case friendshipRemoved // GRAPH_CHANGE_FRIENDSHIP_REMOVED
+        case blockAdded // GRAPH_CHANGE_BLOCK_ADDED
+        case blockRemoved // GRAPH_CHANGE_BLOCK_REMOVED
+        case circleMemberAdded // GRAPH_CHANGE_CIRCLE_MEMBER_ADDED
+        case circleMemberRemoved // GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED
+        case unrecognized(Int32)
+
+        public static let allKnownCases: [GraphChange] = [.unspecified, .friendshipAdded, .friendshipRemoved, .blockAdded, .blockRemoved, .circleMemberAdded, .circleMemberRemoved]
+
+        public init(rawValue: Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .friendshipAdded
+            case 2: self = .friendshipRemoved
+            case 3: self = .blockAdded
+            case 4: self = .blockRemoved
+            case 5: self = .circleMemberAdded
+            case 6: self = .circleMemberRemoved
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Int32 {
+            switch self {
+            case .unspecified: return 0
+            case .friendshipAdded: return 1
+            case .friendshipRemoved: return 2
+            case .blockAdded: return 3
+            case .blockRemoved: return 4
+            case .circleMemberAdded: return 5
+            case .circleMemberRemoved: return 6
+            case .unrecognized(let value): return value
+            }
+        }
+
+        public var protoName: String {
+            switch self {
+            case .unspecified: return "GRAPH_CHANGE_UNSPECIFIED"
+            case .friendshipAdded: return "GRAPH_CHANGE_FRIENDSHIP_ADDED"
+            case .friendshipRemoved: return "GRAPH_CHANGE_FRIENDSHIP_REMOVED"
+            case .blockAdded: return "GRAPH_CHANGE_BLOCK_ADDED"
+            case .blockRemoved: return "GRAPH_CHANGE_BLOCK_REMOVED"
+            case .circleMemberAdded: return "GRAPH_CHANGE_CIRCLE_MEMBER_ADDED"
+            case .circleMemberRemoved: return "GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED"
+            case .unrecognized(let value): return "\(value)"
+            }
+        }
+    }
+}
+
+extension SocialV1 {
     /// `frienso.social.v1.UserRef`
     public struct UserRef: ProtoMessage {
         public var userId: UInt64 = 0
@@ -1908,6 +1963,183 @@ extension SocialV1.SearchUsersResponse {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.GraphEvent`
+    public struct GraphEvent: ProtoMessage {
+        public var change: SocialV1.GraphChange = .init(rawValue: 0)
+        public var userA: UInt64 = 0
+        public var userB: UInt64 = 0
+
+        public init() {}
+
+        public init(change: SocialV1.GraphChange = .init(rawValue: 0), userA: UInt64 = 0, userB: UInt64 = 0) {
+        self.change = change
+        self.userA = userA
+        self.userB = userB
+        }
+    }
+}
+
+extension SocialV1.GraphEvent {
+    public static let protoName = "frienso.social.v1.GraphEvent"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__GraphEvent()
+        frienso__social__v1__graph_event__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_event__get_packed_size, pack: frienso__social__v1__graph_event__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphEvent", unpack: frienso__social__v1__graph_event__unpack, free: frienso__social__v1__graph_event__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__GraphEvent, arena _: ProtoArena) {
+        c.change = Frienso__Social__V1__GraphChange(rawValue: .init(truncatingIfNeeded: self.change.rawValue))
+        c.user_a = self.userA
+        c.user_b = self.userB
+    }
+
+    init(c: Frienso__Social__V1__GraphEvent) {
+        self.init(change: SocialV1.GraphChange(rawValue: Int32(truncatingIfNeeded: c.change.rawValue)), userA: c.user_a, userB: c.user_b)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("change", .string(self.change.protoName)), ("userA", .string(String(self.userA))), ("userB", .string(String(self.userB)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(change: ProtoSample.enumValue(seed, SocialV1.GraphChange.self), userA: ProtoSample.uint64(seed, 2), userB: ProtoSample.uint64(seed, 3))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.GraphSnapshotRequest`
+    public struct GraphSnapshotRequest: ProtoMessage {
+        public var sequenceOnly: Bool = false
+
+        public init() {}
+
+        public init(sequenceOnly: Bool = false) {
+        self.sequenceOnly = sequenceOnly
+        }
+    }
+}
+
+extension SocialV1.GraphSnapshotRequest {
+    public static let protoName = "frienso.social.v1.GraphSnapshotRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__GraphSnapshotRequest()
+        frienso__social__v1__graph_snapshot_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_request__get_packed_size, pack: frienso__social__v1__graph_snapshot_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphSnapshotRequest", unpack: frienso__social__v1__graph_snapshot_request__unpack, free: frienso__social__v1__graph_snapshot_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__GraphSnapshotRequest, arena _: ProtoArena) {
+        c.sequence_only = (self.sequenceOnly ? 1 : 0)
+    }
+
+    init(c: Frienso__Social__V1__GraphSnapshotRequest) {
+        self.init(sequenceOnly: (c.sequence_only != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("sequenceOnly", .bool(self.sequenceOnly))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(sequenceOnly: seed % 2 == 0)
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.GraphSnapshotResponse`
+    public struct GraphSnapshotResponse: ProtoMessage {
+        public var epoch: UInt64 = 0
+        public var sequence: UInt64 = 0
+        public var friendsA: [UInt64] = []
+        public var friendsB: [UInt64] = []
+        public var blockers: [UInt64] = []
+        public var blocked: [UInt64] = []
+        public var circleOwners: [UInt64] = []
+        public var circleMembers: [UInt64] = []
+
+        public init() {}
+
+        public init(epoch: UInt64 = 0, sequence: UInt64 = 0, friendsA: [UInt64] = [], friendsB: [UInt64] = [], blockers: [UInt64] = [], blocked: [UInt64] = [], circleOwners: [UInt64] = [], circleMembers: [UInt64] = []) {
+        self.epoch = epoch
+        self.sequence = sequence
+        self.friendsA = friendsA
+        self.friendsB = friendsB
+        self.blockers = blockers
+        self.blocked = blocked
+        self.circleOwners = circleOwners
+        self.circleMembers = circleMembers
+        }
+    }
+}
+
+extension SocialV1.GraphSnapshotResponse {
+    public static let protoName = "frienso.social.v1.GraphSnapshotResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__GraphSnapshotResponse()
+        frienso__social__v1__graph_snapshot_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_response__get_packed_size, pack: frienso__social__v1__graph_snapshot_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphSnapshotResponse", unpack: frienso__social__v1__graph_snapshot_response__unpack, free: frienso__social__v1__graph_snapshot_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__GraphSnapshotResponse, arena: ProtoArena) {
+        c.epoch = self.epoch
+        c.sequence = self.sequence
+        c.n_friends_a = self.friendsA.count
+        c.friends_a = arena.array(self.friendsA)
+        c.n_friends_b = self.friendsB.count
+        c.friends_b = arena.array(self.friendsB)
+        c.n_blockers = self.blockers.count
+        c.blockers = arena.array(self.blockers)
+        c.n_blocked = self.blocked.count
+        c.blocked = arena.array(self.blocked)
+        c.n_circle_owners = self.circleOwners.count
+        c.circle_owners = arena.array(self.circleOwners)
+        c.n_circle_members = self.circleMembers.count
+        c.circle_members = arena.array(self.circleMembers)
+    }
+
+    init(c: Frienso__Social__V1__GraphSnapshotResponse) {
+        self.init(epoch: c.epoch, sequence: c.sequence, friendsA: ProtoRuntime.array(c.friends_a, count: c.n_friends_a) { $0 }, friendsB: ProtoRuntime.array(c.friends_b, count: c.n_friends_b) { $0 }, blockers: ProtoRuntime.array(c.blockers, count: c.n_blockers) { $0 }, blocked: ProtoRuntime.array(c.blocked, count: c.n_blocked) { $0 }, circleOwners: ProtoRuntime.array(c.circle_owners, count: c.n_circle_owners) { $0 }, circleMembers: ProtoRuntime.array(c.circle_members, count: c.n_circle_members) { $0 })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("epoch", .string(String(self.epoch))), ("sequence", .string(String(self.sequence))), ("friendsA", .array(self.friendsA.map { .string(String($0)) })), ("friendsB", .array(self.friendsB.map { .string(String($0)) })), ("blockers", .array(self.blockers.map { .string(String($0)) })), ("blocked", .array(self.blocked.map { .string(String($0)) })), ("circleOwners", .array(self.circleOwners.map { .string(String($0)) })), ("circleMembers", .array(self.circleMembers.map { .string(String($0)) }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(epoch: ProtoSample.uint64(seed, 1), sequence: ProtoSample.uint64(seed, 2), friendsA: (0..<Int((seed &+ 3) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 3) }, friendsB: (0..<Int((seed &+ 4) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 4) }, blockers: (0..<Int((seed &+ 5) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 5) }, blocked: (0..<Int((seed &+ 6) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 6) }, circleOwners: (0..<Int((seed &+ 7) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 7) }, circleMembers: (0..<Int((seed &+ 8) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 8) })
+    }
+}
+
+extension SocialV1 {
     /// The methods of `frienso.social.v1.SocialService`, with the access the contract declares.
     public enum SocialService {
         public static let sendFriendRequest = RPCMethod<SendFriendRequestRequest, SendFriendRequestResponse>(service: "social", name: "SendFriendRequest", access: .authenticated)
@@ -1925,7 +2157,8 @@ extension SocialV1 {
         public static let listCircleRequests = RPCMethod<ListCircleRequestsRequest, ListCircleRequestsResponse>(service: "social", name: "ListCircleRequests", access: .authenticated)
         public static let respondToCircleRequest = RPCMethod<RespondToCircleRequestRequest, RespondToCircleRequestResponse>(service: "social", name: "RespondToCircleRequest", access: .authenticated)
         public static let searchUsers = RPCMethod<SearchUsersRequest, SearchUsersResponse>(service: "social", name: "SearchUsers", access: .authenticated)
+        public static let graphSnapshot = RPCMethod<GraphSnapshotRequest, GraphSnapshotResponse>(service: "social", name: "GraphSnapshot", access: .internal)
 
-        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased]
+        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, graphSnapshot.erased]
     }
 }

@@ -7,6 +7,11 @@ import Foundation
 public struct PublishedEvent: Sendable {
     public var topic: String
     public var envelope: Envelope
+
+    public init(topic: String, envelope: Envelope) {
+        self.topic = topic
+        self.envelope = envelope
+    }
 }
 
 /// A SUB socket on a reactor, delivering decoded events in order.

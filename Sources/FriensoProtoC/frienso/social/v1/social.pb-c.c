@@ -1582,6 +1582,141 @@ void   frienso__social__v1__search_users_response__free_unpacked
   assert(message->base.descriptor == &frienso__social__v1__search_users_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__social__v1__graph_event__init
+                     (Frienso__Social__V1__GraphEvent         *message)
+{
+  static const Frienso__Social__V1__GraphEvent init_value = FRIENSO__SOCIAL__V1__GRAPH_EVENT__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__graph_event__get_packed_size
+                     (const Frienso__Social__V1__GraphEvent *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__graph_event__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__graph_event__pack
+                     (const Frienso__Social__V1__GraphEvent *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__graph_event__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__graph_event__pack_to_buffer
+                     (const Frienso__Social__V1__GraphEvent *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__graph_event__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__GraphEvent *
+       frienso__social__v1__graph_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__GraphEvent *)
+     protobuf_c_message_unpack (&frienso__social__v1__graph_event__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__graph_event__free_unpacked
+                     (Frienso__Social__V1__GraphEvent *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__graph_event__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__graph_snapshot_request__init
+                     (Frienso__Social__V1__GraphSnapshotRequest         *message)
+{
+  static const Frienso__Social__V1__GraphSnapshotRequest init_value = FRIENSO__SOCIAL__V1__GRAPH_SNAPSHOT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__graph_snapshot_request__get_packed_size
+                     (const Frienso__Social__V1__GraphSnapshotRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__graph_snapshot_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__graph_snapshot_request__pack
+                     (const Frienso__Social__V1__GraphSnapshotRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__graph_snapshot_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__graph_snapshot_request__pack_to_buffer
+                     (const Frienso__Social__V1__GraphSnapshotRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__graph_snapshot_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__GraphSnapshotRequest *
+       frienso__social__v1__graph_snapshot_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__GraphSnapshotRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__graph_snapshot_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__graph_snapshot_request__free_unpacked
+                     (Frienso__Social__V1__GraphSnapshotRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__graph_snapshot_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__graph_snapshot_response__init
+                     (Frienso__Social__V1__GraphSnapshotResponse         *message)
+{
+  static const Frienso__Social__V1__GraphSnapshotResponse init_value = FRIENSO__SOCIAL__V1__GRAPH_SNAPSHOT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__graph_snapshot_response__get_packed_size
+                     (const Frienso__Social__V1__GraphSnapshotResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__graph_snapshot_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__graph_snapshot_response__pack
+                     (const Frienso__Social__V1__GraphSnapshotResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__graph_snapshot_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__graph_snapshot_response__pack_to_buffer
+                     (const Frienso__Social__V1__GraphSnapshotResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__graph_snapshot_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__GraphSnapshotResponse *
+       frienso__social__v1__graph_snapshot_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__GraphSnapshotResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__graph_snapshot_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__graph_snapshot_response__free_unpacked
+                     (Frienso__Social__V1__GraphSnapshotResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__graph_snapshot_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__social__v1__user_ref__field_descriptors[5] =
 {
   {
@@ -3214,6 +3349,237 @@ const ProtobufCMessageDescriptor frienso__social__v1__search_users_response__des
   (ProtobufCMessageInit) frienso__social__v1__search_users_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor frienso__social__v1__graph_event__field_descriptors[3] =
+{
+  {
+    "change",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__GraphEvent, change),
+    &frienso__social__v1__graph_change__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_a",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__GraphEvent, user_a),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user_b",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__GraphEvent, user_b),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__graph_event__field_indices_by_name[] = {
+  0,   /* field[0] = change */
+  1,   /* field[1] = user_a */
+  2,   /* field[2] = user_b */
+};
+static const ProtobufCIntRange frienso__social__v1__graph_event__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__graph_event__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.GraphEvent",
+  "GraphEvent",
+  "Frienso__Social__V1__GraphEvent",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__GraphEvent),
+  3,
+  frienso__social__v1__graph_event__field_descriptors,
+  frienso__social__v1__graph_event__field_indices_by_name,
+  1,  frienso__social__v1__graph_event__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__graph_event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__graph_snapshot_request__field_descriptors[1] =
+{
+  {
+    "sequence_only",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__GraphSnapshotRequest, sequence_only),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__graph_snapshot_request__field_indices_by_name[] = {
+  0,   /* field[0] = sequence_only */
+};
+static const ProtobufCIntRange frienso__social__v1__graph_snapshot_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.GraphSnapshotRequest",
+  "GraphSnapshotRequest",
+  "Frienso__Social__V1__GraphSnapshotRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__GraphSnapshotRequest),
+  1,
+  frienso__social__v1__graph_snapshot_request__field_descriptors,
+  frienso__social__v1__graph_snapshot_request__field_indices_by_name,
+  1,  frienso__social__v1__graph_snapshot_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__graph_snapshot_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__graph_snapshot_response__field_descriptors[8] =
+{
+  {
+    "epoch",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "friends_a",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, n_friends_a),
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, friends_a),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "friends_b",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, n_friends_b),
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, friends_b),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "blockers",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, n_blockers),
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, blockers),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "blocked",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, n_blocked),
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, blocked),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "circle_owners",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, n_circle_owners),
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, circle_owners),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "circle_members",
+    8,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, n_circle_members),
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, circle_members),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__graph_snapshot_response__field_indices_by_name[] = {
+  5,   /* field[5] = blocked */
+  4,   /* field[4] = blockers */
+  7,   /* field[7] = circle_members */
+  6,   /* field[6] = circle_owners */
+  0,   /* field[0] = epoch */
+  2,   /* field[2] = friends_a */
+  3,   /* field[3] = friends_b */
+  1,   /* field[1] = sequence */
+};
+static const ProtobufCIntRange frienso__social__v1__graph_snapshot_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.GraphSnapshotResponse",
+  "GraphSnapshotResponse",
+  "Frienso__Social__V1__GraphSnapshotResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__GraphSnapshotResponse),
+  8,
+  frienso__social__v1__graph_snapshot_response__field_descriptors,
+  frienso__social__v1__graph_snapshot_response__field_indices_by_name,
+  1,  frienso__social__v1__graph_snapshot_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__graph_snapshot_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue frienso__social__v1__request_state__enum_values_by_number[5] =
 {
   { "REQUEST_STATE_UNSPECIFIED", "FRIENSO__SOCIAL__V1__REQUEST_STATE__REQUEST_STATE_UNSPECIFIED", 0 },
@@ -3312,5 +3678,43 @@ const ProtobufCEnumDescriptor frienso__social__v1__circle_state__descriptor =
   frienso__social__v1__circle_state__enum_values_by_name,
   1,
   frienso__social__v1__circle_state__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue frienso__social__v1__graph_change__enum_values_by_number[7] =
+{
+  { "GRAPH_CHANGE_UNSPECIFIED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_UNSPECIFIED", 0 },
+  { "GRAPH_CHANGE_FRIENDSHIP_ADDED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FRIENDSHIP_ADDED", 1 },
+  { "GRAPH_CHANGE_FRIENDSHIP_REMOVED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FRIENDSHIP_REMOVED", 2 },
+  { "GRAPH_CHANGE_BLOCK_ADDED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_BLOCK_ADDED", 3 },
+  { "GRAPH_CHANGE_BLOCK_REMOVED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_BLOCK_REMOVED", 4 },
+  { "GRAPH_CHANGE_CIRCLE_MEMBER_ADDED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_CIRCLE_MEMBER_ADDED", 5 },
+  { "GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED", 6 },
+};
+static const ProtobufCIntRange frienso__social__v1__graph_change__value_ranges[] = {
+{0, 0},{0, 7}
+};
+static const ProtobufCEnumValueIndex frienso__social__v1__graph_change__enum_values_by_name[7] =
+{
+  { "GRAPH_CHANGE_BLOCK_ADDED", 3 },
+  { "GRAPH_CHANGE_BLOCK_REMOVED", 4 },
+  { "GRAPH_CHANGE_CIRCLE_MEMBER_ADDED", 5 },
+  { "GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED", 6 },
+  { "GRAPH_CHANGE_FRIENDSHIP_ADDED", 1 },
+  { "GRAPH_CHANGE_FRIENDSHIP_REMOVED", 2 },
+  { "GRAPH_CHANGE_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor frienso__social__v1__graph_change__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.GraphChange",
+  "GraphChange",
+  "Frienso__Social__V1__GraphChange",
+  "frienso.social.v1",
+  7,
+  frienso__social__v1__graph_change__enum_values_by_number,
+  7,
+  frienso__social__v1__graph_change__enum_values_by_name,
+  1,
+  frienso__social__v1__graph_change__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

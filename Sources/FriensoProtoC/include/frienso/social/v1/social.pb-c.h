@@ -50,6 +50,9 @@ typedef struct Frienso__Social__V1__RespondToCircleRequestRequest Frienso__Socia
 typedef struct Frienso__Social__V1__RespondToCircleRequestResponse Frienso__Social__V1__RespondToCircleRequestResponse;
 typedef struct Frienso__Social__V1__SearchUsersRequest Frienso__Social__V1__SearchUsersRequest;
 typedef struct Frienso__Social__V1__SearchUsersResponse Frienso__Social__V1__SearchUsersResponse;
+typedef struct Frienso__Social__V1__GraphEvent Frienso__Social__V1__GraphEvent;
+typedef struct Frienso__Social__V1__GraphSnapshotRequest Frienso__Social__V1__GraphSnapshotRequest;
+typedef struct Frienso__Social__V1__GraphSnapshotResponse Frienso__Social__V1__GraphSnapshotResponse;
 
 
 /* --- enums --- */
@@ -86,6 +89,32 @@ typedef enum _Frienso__Social__V1__CircleState {
   FRIENSO__SOCIAL__V1__CIRCLE_STATE__CIRCLE_STATE_INVITED = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__SOCIAL__V1__CIRCLE_STATE)
 } Frienso__Social__V1__CircleState;
+/*
+ * The graph as replicas see it: published on the "graph" stream of social's PUB socket
+ * (method "social.GraphEvent"), numbered; GraphSnapshot returns the state with its number.
+ */
+typedef enum _Frienso__Social__V1__GraphChange {
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_UNSPECIFIED = 0,
+  /*
+   * user_a < user_b
+   */
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FRIENDSHIP_ADDED = 1,
+  /*
+   * user_a < user_b
+   */
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FRIENDSHIP_REMOVED = 2,
+  /*
+   * user_a blocks user_b
+   */
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_BLOCK_ADDED = 3,
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_BLOCK_REMOVED = 4,
+  /*
+   * user_b accepted to be in user_a's core circle
+   */
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_CIRCLE_MEMBER_ADDED = 5,
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED = 6
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__SOCIAL__V1__GRAPH_CHANGE)
+} Frienso__Social__V1__GraphChange;
 
 /* --- messages --- */
 
@@ -532,6 +561,66 @@ struct  Frienso__Social__V1__SearchUsersResponse
 #define FRIENSO__SOCIAL__V1__SEARCH_USERS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__search_users_response__descriptor) \
     , 0,NULL, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Social__V1__GraphEvent
+{
+  ProtobufCMessage base;
+  Frienso__Social__V1__GraphChange change;
+  uint64_t user_a;
+  uint64_t user_b;
+};
+#define FRIENSO__SOCIAL__V1__GRAPH_EVENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__graph_event__descriptor) \
+    , FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_UNSPECIFIED, 0, 0 }
+
+
+struct  Frienso__Social__V1__GraphSnapshotRequest
+{
+  ProtobufCMessage base;
+  /*
+   * just epoch and sequence (a replica's cheap liveness check)
+   */
+  protobuf_c_boolean sequence_only;
+};
+#define FRIENSO__SOCIAL__V1__GRAPH_SNAPSHOT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__graph_snapshot_request__descriptor) \
+    , 0 }
+
+
+struct  Frienso__Social__V1__GraphSnapshotResponse
+{
+  ProtobufCMessage base;
+  uint64_t epoch;
+  /*
+   * the state below includes every event up to this number
+   */
+  uint64_t sequence;
+  /*
+   * pairs: friends_a[i] < friends_b[i]
+   */
+  size_t n_friends_a;
+  uint64_t *friends_a;
+  size_t n_friends_b;
+  uint64_t *friends_b;
+  /*
+   * pairs: blockers[i] blocks blocked[i]
+   */
+  size_t n_blockers;
+  uint64_t *blockers;
+  size_t n_blocked;
+  uint64_t *blocked;
+  /*
+   * pairs: accepted core circle members
+   */
+  size_t n_circle_owners;
+  uint64_t *circle_owners;
+  size_t n_circle_members;
+  uint64_t *circle_members;
+};
+#define FRIENSO__SOCIAL__V1__GRAPH_SNAPSHOT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__graph_snapshot_response__descriptor) \
+    , 0, 0, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
 
 
 /* Frienso__Social__V1__UserRef methods */
@@ -1199,6 +1288,63 @@ Frienso__Social__V1__SearchUsersResponse *
 void   frienso__social__v1__search_users_response__free_unpacked
                      (Frienso__Social__V1__SearchUsersResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__GraphEvent methods */
+void   frienso__social__v1__graph_event__init
+                     (Frienso__Social__V1__GraphEvent         *message);
+size_t frienso__social__v1__graph_event__get_packed_size
+                     (const Frienso__Social__V1__GraphEvent   *message);
+size_t frienso__social__v1__graph_event__pack
+                     (const Frienso__Social__V1__GraphEvent   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__graph_event__pack_to_buffer
+                     (const Frienso__Social__V1__GraphEvent   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__GraphEvent *
+       frienso__social__v1__graph_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__graph_event__free_unpacked
+                     (Frienso__Social__V1__GraphEvent *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__GraphSnapshotRequest methods */
+void   frienso__social__v1__graph_snapshot_request__init
+                     (Frienso__Social__V1__GraphSnapshotRequest         *message);
+size_t frienso__social__v1__graph_snapshot_request__get_packed_size
+                     (const Frienso__Social__V1__GraphSnapshotRequest   *message);
+size_t frienso__social__v1__graph_snapshot_request__pack
+                     (const Frienso__Social__V1__GraphSnapshotRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__graph_snapshot_request__pack_to_buffer
+                     (const Frienso__Social__V1__GraphSnapshotRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__GraphSnapshotRequest *
+       frienso__social__v1__graph_snapshot_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__graph_snapshot_request__free_unpacked
+                     (Frienso__Social__V1__GraphSnapshotRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__GraphSnapshotResponse methods */
+void   frienso__social__v1__graph_snapshot_response__init
+                     (Frienso__Social__V1__GraphSnapshotResponse         *message);
+size_t frienso__social__v1__graph_snapshot_response__get_packed_size
+                     (const Frienso__Social__V1__GraphSnapshotResponse   *message);
+size_t frienso__social__v1__graph_snapshot_response__pack
+                     (const Frienso__Social__V1__GraphSnapshotResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__graph_snapshot_response__pack_to_buffer
+                     (const Frienso__Social__V1__GraphSnapshotResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__GraphSnapshotResponse *
+       frienso__social__v1__graph_snapshot_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__graph_snapshot_response__free_unpacked
+                     (Frienso__Social__V1__GraphSnapshotResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Social__V1__UserRef_Closure)
@@ -1306,6 +1452,15 @@ typedef void (*Frienso__Social__V1__SearchUsersRequest_Closure)
 typedef void (*Frienso__Social__V1__SearchUsersResponse_Closure)
                  (const Frienso__Social__V1__SearchUsersResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Social__V1__GraphEvent_Closure)
+                 (const Frienso__Social__V1__GraphEvent *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__GraphSnapshotRequest_Closure)
+                 (const Frienso__Social__V1__GraphSnapshotRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__GraphSnapshotResponse_Closure)
+                 (const Frienso__Social__V1__GraphSnapshotResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1315,6 +1470,7 @@ typedef void (*Frienso__Social__V1__SearchUsersResponse_Closure)
 extern const ProtobufCEnumDescriptor    frienso__social__v1__request_state__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__social__v1__request_action__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__social__v1__circle_state__descriptor;
+extern const ProtobufCEnumDescriptor    frienso__social__v1__graph_change__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__user_ref__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__friend_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__friend__descriptor;
@@ -1350,6 +1506,9 @@ extern const ProtobufCMessageDescriptor frienso__social__v1__respond_to_circle_r
 extern const ProtobufCMessageDescriptor frienso__social__v1__respond_to_circle_request_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__search_users_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__search_users_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__graph_event__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -1,0 +1,108 @@
+import FriensoClient
+import FriensoProto
+import FriensoTesting
+import Foundation
+import Testing
+import Wire
+@testable import SocialReplica
+
+@Suite("social graph replica (Clone)", .timeLimit(.minutes(2)))
+struct ReplicaTests {
+    /// Runs a replica of the stack's social service during `body`.
+    func withReplica<T: Sendable>(_ stack: SocialStack, _ body: @Sendable (SocialGraphReplica) async throws -> T) async throws -> T {
+        let client = WireClient(endpoint: stack.socialEndpoint, logger: stack.logs.logger("replica→social"))
+        let replica = SocialGraphReplica(social: client, eventsEndpoint: stack.socialEvents, logger: stack.logs.logger("replica"),
+                                         checkInterval: .milliseconds(200))
+        let result = try await withRunningServices([replica], logger: stack.logs.logger("group")) {
+            await replica.ready()
+            return try await body(replica)
+        }
+        await client.close()
+        return result
+    }
+
+    @Test func replica_followsFriendshipsBlocksAndCircles() async throws {
+        try await withSocial { stack in
+            let (ann, annID) = try await stack.user("r_ann")
+            let (bob, bobID) = try await stack.user("r_bob")
+            let (cal, calID) = try await stack.user("r_cal")
+            // A friendship before the replica starts arrives in its snapshot.
+            _ = try await ann.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_bob"))
+            _ = try await bob.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_ann"))
+            try await withReplica(stack) { replica in
+                #expect(replica.areFriends(annID, bobID))
+                // Later changes arrive as events.
+                _ = try await ann.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_cal"))
+                _ = try await cal.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_ann"))
+                _ = try await ann.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "r_cal"))
+                _ = try await cal.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "r_ann", action: .accept))
+                try await eventually("friendship and circle replicated") {
+                    replica.areFriends(annID, calID) && replica.circle(of: annID) == [calID]
+                }
+                _ = try await bob.call(API.block, SocialV1.BlockRequest(username: "r_ann"))
+                _ = try await ann.call(API.removeFriend, SocialV1.RemoveFriendRequest(username: "r_cal"))
+                try await eventually("block and removals replicated") {
+                    !replica.areFriends(annID, bobID) && replica.blocked(annID, bobID) && !replica.areFriends(annID, calID)
+                        && replica.circle(of: annID).isEmpty
+                }
+                #expect(replica.status.snapshots == 1, "no resync needed on an unbroken stream")
+            }
+        }
+    }
+
+    @Test func gap_inTheStream_triggersAResync_andTheStateStaysRight() async throws {
+        try await withSocial { stack in
+            let (dee, deeID) = try await stack.user("r_dee")
+            let (eli, eliID) = try await stack.user("r_eli")
+            try await withReplica(stack) { replica in
+                let before = replica.status
+                // An event numbered past the next one: the replica has missed some.
+                let skipped = SocialV1.GraphEvent(change: .friendshipAdded, userA: 999_998, userB: 999_999)
+                replica.inject(PublishedEvent(topic: "graph", envelope: Envelope(
+                    version: 1, kind: .event, method: "social.GraphEvent", payload: skipped.serializedBytes(),
+                    sequence: before.sequence + 5, epoch: before.epoch)))
+                try await eventually("a new snapshot was loaded") { replica.status.snapshots == before.snapshots + 1 }
+                #expect(!replica.areFriends(999_998, 999_999), "the gap's event is not applied; the snapshot rules")
+                _ = try await dee.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_eli"))
+                _ = try await eli.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_dee"))
+                try await eventually("events apply again after the resync") { replica.areFriends(deeID, eliID) }
+            }
+        }
+    }
+
+    @Test func restartOfSocial_newEpoch_triggersAResync() async throws {
+        let dir = try TemporaryDirectory("frienso-replica")
+        defer { dir.remove() }
+        let accountsDir = "\(dir.path)/accounts", socialDir = "\(dir.path)/social"
+        let requests = try DeadPort(), events = try DeadPort()
+        let endpoints = (requests: requests.endpoint, events: events.endpoint)
+        _ = consume requests
+        _ = consume events
+        let client = WireClient(endpoint: endpoints.requests, logger: CapturedLogs().logger("replica→social"))
+        let logs = CapturedLogs()
+        let replica = SocialGraphReplica(social: client, eventsEndpoint: endpoints.events, logger: logs.logger("replica"),
+                                         checkInterval: .milliseconds(200))
+        try await withRunningServices([replica], logger: logs.logger("group")) {
+            let (firstEpoch, ids) = try await withSocial(socialDirectory: socialDir, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
+                let (fay, fayID) = try await stack.user("r_fay")
+                let (gus, gusID) = try await stack.user("r_gus")
+                _ = try await fay.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_gus"))
+                _ = try await gus.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_fay"))
+                await replica.ready()
+                try await eventually("replicated before the restart") { replica.areFriends(fayID, gusID) }
+                return (replica.status.epoch, (fayID, gusID))
+            }
+            // Social is down now; it comes back on the same endpoints and data, with a new epoch.
+            try await withSocial(socialDirectory: socialDir, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
+                let fay = FriensoClient(gateway: stack.endpoint, logger: stack.logs.logger("fay"))
+                _ = try await fay.login("r_fay", password: "password r_fay")
+                _ = try await fay.call(API.removeFriend, SocialV1.RemoveFriendRequest(username: "r_gus"))
+                try await eventually("resynced to the new epoch and applying its events", timeout: .seconds(20)) {
+                    replica.status.epoch != firstEpoch && !replica.areFriends(ids.0, ids.1)
+                }
+                #expect(replica.status.snapshots >= 2)
+            }
+        }
+        await client.close()
+    }
+}
