@@ -15,6 +15,7 @@ public final class SocialService: Sendable {
     private let now: @Sendable () -> Int64
     private let circleLimit: Int
     private let publisher: Publisher
+    private let pokeInterval: Int64
     public let replyStore: SQLiteReplyStore
 
     /// The stream graph events are numbered in.
@@ -26,9 +27,12 @@ public final class SocialService: Sendable {
     ///   - publisher: where graph events go (run it next to the host); its epoch and numbering
     ///     are what `GraphSnapshot` reports.
     ///   - circleLimit: how many people a core circle holds.
+    ///   - pokeInterval: the least time between two pokes of the same pair.
     public init(directory: String, accounts: WireClient, publisher: Publisher, circleLimit: Int = 3,
-                now: (@Sendable () -> Int64)? = nil) throws {
+                pokeInterval: Duration = .seconds(60), now: (@Sendable () -> Int64)? = nil) throws {
         self.circleLimit = max(1, circleLimit)
+        let c = pokeInterval.components
+        self.pokeInterval = c.seconds * 1000 + c.attoseconds / 1_000_000_000_000_000
         self.publisher = publisher
         store = try SocialStore(path: "\(directory)/social.sqlite") { events in
             for event in events {
@@ -63,6 +67,7 @@ public final class SocialService: Sendable {
         router.register(API.respondToCircleRequest) { try await self.respondToCircleRequest($0, $1) }
         router.register(API.searchUsers) { try await self.search($0, $1) }
         router.register(API.graphSnapshot) { try await self.snapshot($0, $1) }
+        router.register(API.poke) { try await self.poke($0, $1) }
         return router
     }
 
@@ -201,6 +206,21 @@ public final class SocialService: Sendable {
     private static func view(_ record: CircleRecord, _ users: [UInt64: SocialV1.UserRef]) -> SocialV1.CircleMember {
         SocialV1.CircleMember(user: record.member == 0 ? nil : users[record.member] ?? SocialV1.UserRef(userId: record.member),
                               phone: record.phone, state: record.state, addedAtMs: record.addedAtMs)
+    }
+
+    // MARK: Pokes
+
+    func poke(_ request: SocialV1.PokeRequest, _ context: RequestContext) async throws -> SocialV1.PokeResponse {
+        let caller = try context.requireCaller()
+        let target = try await resolve(userID: request.userId, username: request.username, context)
+        let at = now()
+        let id = try await store.poke(from: caller, to: target, now: at, interval: pokeInterval)
+        let me = try await profiles([caller], context)[caller] ?? SocialV1.UserRef(userId: caller)
+        let poke = SocialV1.Poke(pokeId: id, from: me, toUserId: target, createdAtMs: at)
+        let payload = poke.serializedBytes()
+        publisher.publish(topic: "pokes", method: "social.Poke", payload: payload)         // for delivery (alerts)
+        publisher.publish(topic: "viewer.\(target)", method: "social.Poke", payload: payload) // live, through the gateway
+        return SocialV1.PokeResponse(poke: poke)
     }
 
     // MARK: Replication

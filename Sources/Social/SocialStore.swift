@@ -81,6 +81,15 @@ final class SocialStore: Sendable {
             }
         }
         Self.migrateCircle(&migrator)
+        migrator.registerMigration("pokes") { db in
+            try db.create(table: "pokes") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("from_user", .integer).notNull()
+                t.column("to_user", .integer).notNull()
+                t.column("created_at_ms", .integer).notNull()
+            }
+            try db.execute(sql: "CREATE INDEX pokes_pair ON pokes(from_user, to_user, created_at_ms)")
+        }
         SQLiteReplyStore.migrate(&migrator)
         try migrator.migrate(database)
     }
@@ -257,6 +266,22 @@ final class SocialStore: Sendable {
             try db.execute(sql: "DELETE FROM blocks WHERE blocker = ? AND blocked = ?", arguments: [user, other])
             guard db.changesCount == 1 else { throw RPCError.notFound("user \(other) is not blocked") }
             events.append(Self.event(.blockRemoved, user, other))
+        }
+    }
+
+    /// Records a poke from `from` to a friend, at most one per pair per `interval` milliseconds
+    /// (checked in the same transaction, so it holds across restarts and concurrent calls).
+    /// - Returns: the poke's id.
+    func poke(from: UInt64, to: UInt64, now: Int64, interval: Int64) async throws -> UInt64 {
+        try await mutate { db, _ in
+            guard from != to else { throw RPCError.failedPrecondition("you cannot poke yourself") }
+            guard try Self.areFriends(db, from, to) else { throw RPCError.failedPrecondition("you can only poke friends") }
+            if let last = try Int64.fetchOne(db, sql: "SELECT MAX(created_at_ms) FROM pokes WHERE from_user = ? AND to_user = ?",
+                                             arguments: [from, to]), now - last < interval {
+                throw RPCError.resourceExhausted("you poked them \((now - last) / 1000) s ago: wait \((interval - (now - last) + 999) / 1000) s")
+            }
+            try db.execute(sql: "INSERT INTO pokes (from_user, to_user, created_at_ms) VALUES (?, ?, ?)", arguments: [from, to, now])
+            return UInt64(db.lastInsertedRowID)
         }
     }
 

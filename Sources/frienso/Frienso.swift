@@ -12,6 +12,6 @@ struct Frienso: AsyncParsableCommand {
         subcommands: [
             Register.self, Login.self, Logout.self, WhoAmI.self, Profile.self,
             ChangePassword.self, ChangeEmail.self, Ping.self,
-            Friends.self, Circle.self, Search.self, Block.self, Unblock.self, Blocked.self,
+            Friends.self, Circle.self, Search.self, PokeCommand.self, Block.self, Unblock.self, Blocked.self,
         ])
 }

@@ -149,6 +149,19 @@ struct Search: AsyncParsableCommand {
     }
 }
 
+struct PokeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "poke", abstract: "Poke a friend (once a minute at most).")
+    @OptionGroup var global: GlobalOptions
+    @Argument var user: UserArgument
+
+    func run() async throws {
+        try await performCall(global) { client in
+            let reply = try await client.call(SocialAPI.poke, SocialV1.PokeRequest(userId: user.id, username: user.username), mutation: true)
+            return ("poked \(user.username.isEmpty ? "user \(user.id)" : user.username)", reply.jsonValue)
+        }
+    }
+}
+
 struct Block: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Block a user: ends a friendship and pending requests, and hides you from each other.")
     @OptionGroup var global: GlobalOptions

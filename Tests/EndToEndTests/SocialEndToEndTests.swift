@@ -46,6 +46,11 @@ struct SocialEndToEndTests {
         #expect(json.output.contains("\"username\": \"alice\""), "\(json.output)")
         let missing = try await alice.run(["friends", "add", "nobody_at_all"])
         #expect(missing.status == 15, "NOT_FOUND: \(missing.output)")
+        let poke = try await alice.run(["poke", "bob"])
+        #expect(poke.status == 0 && poke.output.contains("poked bob"), "\(poke.output)")
+        let tooSoon = try await alice.run(["poke", "bob"])
+        #expect(tooSoon.status == 18, "RESOURCE_EXHAUSTED within the minute: \(tooSoon.output)")
+
         // Core circle through the CLI.
         let circleAdd = try await alice.run(["circle", "add", "bob"])
         #expect(circleAdd.status == 0 && circleAdd.output.contains("asked bob"), "\(circleAdd.output)")

@@ -52,6 +52,7 @@ func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: 
         return try await withRunningServices([publisher, social], logger: logs.logger("group")) {
             var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: [
                 "accounts": accountsEndpoint, "social": try await social.boundEndpoint()])
+            config.eventSources = ["social": try await publisher.boundEndpoint()]
             config.requestsPerSecond = 10_000
             config.burst = 10_000
             let gateway = Gateway(config: config, logger: logs.logger("gateway"))

@@ -78,6 +78,9 @@ public enum ProtoIndex {
         SocialV1.GraphEvent.self,
         SocialV1.GraphSnapshotRequest.self,
         SocialV1.GraphSnapshotResponse.self,
+        SocialV1.PokeRequest.self,
+        SocialV1.Poke.self,
+        SocialV1.PokeResponse.self,
     ]
 
     /// Every rpc in proto/, with its declared access.

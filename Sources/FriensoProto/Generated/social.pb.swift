@@ -2140,6 +2140,166 @@ extension SocialV1.GraphSnapshotResponse {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.PokeRequest`
+    public struct PokeRequest: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var username: String = ""
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, username: String = "") {
+        self.userId = userId
+        self.username = username
+        }
+    }
+}
+
+extension SocialV1.PokeRequest {
+    public static let protoName = "frienso.social.v1.PokeRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__PokeRequest()
+        frienso__social__v1__poke_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_request__get_packed_size, pack: frienso__social__v1__poke_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.PokeRequest", unpack: frienso__social__v1__poke_request__unpack, free: frienso__social__v1__poke_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__PokeRequest, arena: ProtoArena) {
+        c.user_id = self.userId
+        if !self.username.isEmpty { c.username = arena.string(self.username) }
+    }
+
+    init(c: Frienso__Social__V1__PokeRequest) {
+        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.Poke`
+    public struct Poke: ProtoMessage {
+        public var pokeId: UInt64 = 0
+        public var from: SocialV1.UserRef? = nil
+        public var toUserId: UInt64 = 0
+        public var createdAtMs: Int64 = 0
+
+        public init() {}
+
+        public init(pokeId: UInt64 = 0, from: SocialV1.UserRef? = nil, toUserId: UInt64 = 0, createdAtMs: Int64 = 0) {
+        self.pokeId = pokeId
+        self.from = from
+        self.toUserId = toUserId
+        self.createdAtMs = createdAtMs
+        }
+    }
+}
+
+extension SocialV1.Poke {
+    public static let protoName = "frienso.social.v1.Poke"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__Poke()
+        frienso__social__v1__poke__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke__get_packed_size, pack: frienso__social__v1__poke__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Poke", unpack: frienso__social__v1__poke__unpack, free: frienso__social__v1__poke__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__Poke, arena: ProtoArena) {
+        c.poke_id = self.pokeId
+        if let value = self.from {
+            c.from = arena.message(of: Frienso__Social__V1__UserRef.self) { frienso__social__v1__user_ref__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.to_user_id = self.toUserId
+        c.created_at_ms = self.createdAtMs
+    }
+
+    init(c: Frienso__Social__V1__Poke) {
+        self.init(pokeId: c.poke_id, from: c.from.map { SocialV1.UserRef(c: $0.pointee) }, toUserId: c.to_user_id, createdAtMs: c.created_at_ms)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("pokeId", .string(String(self.pokeId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("toUserId", .string(String(self.toUserId))), ("createdAtMs", .string(String(self.createdAtMs)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(pokeId: ProtoSample.uint64(seed, 1), from: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 2, depth: depth + 1) : SocialV1.UserRef()), toUserId: ProtoSample.uint64(seed, 3), createdAtMs: ProtoSample.int64(seed, 4))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.PokeResponse`
+    public struct PokeResponse: ProtoMessage {
+        public var poke: SocialV1.Poke? = nil
+
+        public init() {}
+
+        public init(poke: SocialV1.Poke? = nil) {
+        self.poke = poke
+        }
+    }
+}
+
+extension SocialV1.PokeResponse {
+    public static let protoName = "frienso.social.v1.PokeResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__PokeResponse()
+        frienso__social__v1__poke_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_response__get_packed_size, pack: frienso__social__v1__poke_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.PokeResponse", unpack: frienso__social__v1__poke_response__unpack, free: frienso__social__v1__poke_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__PokeResponse, arena: ProtoArena) {
+        if let value = self.poke {
+            c.poke = arena.message(of: Frienso__Social__V1__Poke.self) { frienso__social__v1__poke__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Social__V1__PokeResponse) {
+        self.init(poke: c.poke.map { SocialV1.Poke(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("poke", self.poke.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(poke: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.Poke.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.Poke()))
+    }
+}
+
+extension SocialV1 {
     /// The methods of `frienso.social.v1.SocialService`, with the access the contract declares.
     public enum SocialService {
         public static let sendFriendRequest = RPCMethod<SendFriendRequestRequest, SendFriendRequestResponse>(service: "social", name: "SendFriendRequest", access: .authenticated)
@@ -2157,8 +2317,9 @@ extension SocialV1 {
         public static let listCircleRequests = RPCMethod<ListCircleRequestsRequest, ListCircleRequestsResponse>(service: "social", name: "ListCircleRequests", access: .authenticated)
         public static let respondToCircleRequest = RPCMethod<RespondToCircleRequestRequest, RespondToCircleRequestResponse>(service: "social", name: "RespondToCircleRequest", access: .authenticated)
         public static let searchUsers = RPCMethod<SearchUsersRequest, SearchUsersResponse>(service: "social", name: "SearchUsers", access: .authenticated)
+        public static let poke = RPCMethod<PokeRequest, PokeResponse>(service: "social", name: "Poke", access: .authenticated)
         public static let graphSnapshot = RPCMethod<GraphSnapshotRequest, GraphSnapshotResponse>(service: "social", name: "GraphSnapshot", access: .internal)
 
-        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, graphSnapshot.erased]
+        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, graphSnapshot.erased]
     }
 }

@@ -1717,6 +1717,141 @@ void   frienso__social__v1__graph_snapshot_response__free_unpacked
   assert(message->base.descriptor == &frienso__social__v1__graph_snapshot_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__social__v1__poke_request__init
+                     (Frienso__Social__V1__PokeRequest         *message)
+{
+  static const Frienso__Social__V1__PokeRequest init_value = FRIENSO__SOCIAL__V1__POKE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__poke_request__get_packed_size
+                     (const Frienso__Social__V1__PokeRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__poke_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__poke_request__pack
+                     (const Frienso__Social__V1__PokeRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__poke_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__poke_request__pack_to_buffer
+                     (const Frienso__Social__V1__PokeRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__poke_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__PokeRequest *
+       frienso__social__v1__poke_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__PokeRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__poke_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__poke_request__free_unpacked
+                     (Frienso__Social__V1__PokeRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__poke_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__poke__init
+                     (Frienso__Social__V1__Poke         *message)
+{
+  static const Frienso__Social__V1__Poke init_value = FRIENSO__SOCIAL__V1__POKE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__poke__get_packed_size
+                     (const Frienso__Social__V1__Poke *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__poke__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__poke__pack
+                     (const Frienso__Social__V1__Poke *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__poke__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__poke__pack_to_buffer
+                     (const Frienso__Social__V1__Poke *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__poke__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__Poke *
+       frienso__social__v1__poke__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__Poke *)
+     protobuf_c_message_unpack (&frienso__social__v1__poke__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__poke__free_unpacked
+                     (Frienso__Social__V1__Poke *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__poke__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__poke_response__init
+                     (Frienso__Social__V1__PokeResponse         *message)
+{
+  static const Frienso__Social__V1__PokeResponse init_value = FRIENSO__SOCIAL__V1__POKE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__poke_response__get_packed_size
+                     (const Frienso__Social__V1__PokeResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__poke_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__poke_response__pack
+                     (const Frienso__Social__V1__PokeResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__poke_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__poke_response__pack_to_buffer
+                     (const Frienso__Social__V1__PokeResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__poke_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__PokeResponse *
+       frienso__social__v1__poke_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__PokeResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__poke_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__poke_response__free_unpacked
+                     (Frienso__Social__V1__PokeResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__poke_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__social__v1__user_ref__field_descriptors[5] =
 {
   {
@@ -3578,6 +3713,172 @@ const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_response__d
   frienso__social__v1__graph_snapshot_response__field_indices_by_name,
   1,  frienso__social__v1__graph_snapshot_response__number_ranges,
   (ProtobufCMessageInit) frienso__social__v1__graph_snapshot_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__poke_request__field_descriptors[2] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__PokeRequest, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "username",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__PokeRequest, username),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__poke_request__field_indices_by_name[] = {
+  0,   /* field[0] = user_id */
+  1,   /* field[1] = username */
+};
+static const ProtobufCIntRange frienso__social__v1__poke_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__poke_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.PokeRequest",
+  "PokeRequest",
+  "Frienso__Social__V1__PokeRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__PokeRequest),
+  2,
+  frienso__social__v1__poke_request__field_descriptors,
+  frienso__social__v1__poke_request__field_indices_by_name,
+  1,  frienso__social__v1__poke_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__poke_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__poke__field_descriptors[4] =
+{
+  {
+    "poke_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Poke, poke_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "from",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Poke, from),
+    &frienso__social__v1__user_ref__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "to_user_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Poke, to_user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "created_at_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Poke, created_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__poke__field_indices_by_name[] = {
+  3,   /* field[3] = created_at_ms */
+  1,   /* field[1] = from */
+  0,   /* field[0] = poke_id */
+  2,   /* field[2] = to_user_id */
+};
+static const ProtobufCIntRange frienso__social__v1__poke__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__poke__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.Poke",
+  "Poke",
+  "Frienso__Social__V1__Poke",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__Poke),
+  4,
+  frienso__social__v1__poke__field_descriptors,
+  frienso__social__v1__poke__field_indices_by_name,
+  1,  frienso__social__v1__poke__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__poke__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__poke_response__field_descriptors[1] =
+{
+  {
+    "poke",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__PokeResponse, poke),
+    &frienso__social__v1__poke__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__poke_response__field_indices_by_name[] = {
+  0,   /* field[0] = poke */
+};
+static const ProtobufCIntRange frienso__social__v1__poke_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__poke_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.PokeResponse",
+  "PokeResponse",
+  "Frienso__Social__V1__PokeResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__PokeResponse),
+  1,
+  frienso__social__v1__poke_response__field_descriptors,
+  frienso__social__v1__poke_response__field_indices_by_name,
+  1,  frienso__social__v1__poke_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__poke_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue frienso__social__v1__request_state__enum_values_by_number[5] =

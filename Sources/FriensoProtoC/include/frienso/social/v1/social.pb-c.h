@@ -53,6 +53,9 @@ typedef struct Frienso__Social__V1__SearchUsersResponse Frienso__Social__V1__Sea
 typedef struct Frienso__Social__V1__GraphEvent Frienso__Social__V1__GraphEvent;
 typedef struct Frienso__Social__V1__GraphSnapshotRequest Frienso__Social__V1__GraphSnapshotRequest;
 typedef struct Frienso__Social__V1__GraphSnapshotResponse Frienso__Social__V1__GraphSnapshotResponse;
+typedef struct Frienso__Social__V1__PokeRequest Frienso__Social__V1__PokeRequest;
+typedef struct Frienso__Social__V1__Poke Frienso__Social__V1__Poke;
+typedef struct Frienso__Social__V1__PokeResponse Frienso__Social__V1__PokeResponse;
 
 
 /* --- enums --- */
@@ -621,6 +624,44 @@ struct  Frienso__Social__V1__GraphSnapshotResponse
 #define FRIENSO__SOCIAL__V1__GRAPH_SNAPSHOT_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__graph_snapshot_response__descriptor) \
     , 0, 0, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
+
+
+/*
+ * A nudge to a friend. Rate-limited per pair. Published as an event (method "social.Poke", payload
+ * Poke) on the "pokes" stream, for the alerts service to deliver, and on "viewer.<to>".
+ */
+struct  Frienso__Social__V1__PokeRequest
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  char *username;
+};
+#define FRIENSO__SOCIAL__V1__POKE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__poke_request__descriptor) \
+    , 0, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Social__V1__Poke
+{
+  ProtobufCMessage base;
+  uint64_t poke_id;
+  Frienso__Social__V1__UserRef *from;
+  uint64_t to_user_id;
+  int64_t created_at_ms;
+};
+#define FRIENSO__SOCIAL__V1__POKE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__poke__descriptor) \
+    , 0, NULL, 0, 0 }
+
+
+struct  Frienso__Social__V1__PokeResponse
+{
+  ProtobufCMessage base;
+  Frienso__Social__V1__Poke *poke;
+};
+#define FRIENSO__SOCIAL__V1__POKE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__poke_response__descriptor) \
+    , NULL }
 
 
 /* Frienso__Social__V1__UserRef methods */
@@ -1345,6 +1386,63 @@ Frienso__Social__V1__GraphSnapshotResponse *
 void   frienso__social__v1__graph_snapshot_response__free_unpacked
                      (Frienso__Social__V1__GraphSnapshotResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__PokeRequest methods */
+void   frienso__social__v1__poke_request__init
+                     (Frienso__Social__V1__PokeRequest         *message);
+size_t frienso__social__v1__poke_request__get_packed_size
+                     (const Frienso__Social__V1__PokeRequest   *message);
+size_t frienso__social__v1__poke_request__pack
+                     (const Frienso__Social__V1__PokeRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__poke_request__pack_to_buffer
+                     (const Frienso__Social__V1__PokeRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__PokeRequest *
+       frienso__social__v1__poke_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__poke_request__free_unpacked
+                     (Frienso__Social__V1__PokeRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__Poke methods */
+void   frienso__social__v1__poke__init
+                     (Frienso__Social__V1__Poke         *message);
+size_t frienso__social__v1__poke__get_packed_size
+                     (const Frienso__Social__V1__Poke   *message);
+size_t frienso__social__v1__poke__pack
+                     (const Frienso__Social__V1__Poke   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__poke__pack_to_buffer
+                     (const Frienso__Social__V1__Poke   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__Poke *
+       frienso__social__v1__poke__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__poke__free_unpacked
+                     (Frienso__Social__V1__Poke *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__PokeResponse methods */
+void   frienso__social__v1__poke_response__init
+                     (Frienso__Social__V1__PokeResponse         *message);
+size_t frienso__social__v1__poke_response__get_packed_size
+                     (const Frienso__Social__V1__PokeResponse   *message);
+size_t frienso__social__v1__poke_response__pack
+                     (const Frienso__Social__V1__PokeResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__poke_response__pack_to_buffer
+                     (const Frienso__Social__V1__PokeResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__PokeResponse *
+       frienso__social__v1__poke_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__poke_response__free_unpacked
+                     (Frienso__Social__V1__PokeResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Social__V1__UserRef_Closure)
@@ -1461,6 +1559,15 @@ typedef void (*Frienso__Social__V1__GraphSnapshotRequest_Closure)
 typedef void (*Frienso__Social__V1__GraphSnapshotResponse_Closure)
                  (const Frienso__Social__V1__GraphSnapshotResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Social__V1__PokeRequest_Closure)
+                 (const Frienso__Social__V1__PokeRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__Poke_Closure)
+                 (const Frienso__Social__V1__Poke *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__PokeResponse_Closure)
+                 (const Frienso__Social__V1__PokeResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1509,6 +1616,9 @@ extern const ProtobufCMessageDescriptor frienso__social__v1__search_users_respon
 extern const ProtobufCMessageDescriptor frienso__social__v1__graph_event__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__poke_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__poke__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__poke_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 
