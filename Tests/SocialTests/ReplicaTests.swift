@@ -31,6 +31,13 @@ struct ReplicaTests {
             _ = try await bob.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_ann"))
             try await withReplica(stack) { replica in
                 #expect(replica.areFriends(annID, bobID))
+                // The SUB socket joins asynchronously (ZeroMQ's slow joiner): an event published before
+                // the join is missed and the replica resyncs, correctly. Warm up until a change has
+                // arrived; from then on the stream is unbroken and every change must come as an event.
+                _ = try await bob.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "r_ann"))
+                _ = try await ann.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "r_bob", action: .accept))
+                try await eventually("the warm-up change arrived") { replica.circle(of: bobID) == [annID] }
+                let joined = replica.status.snapshots
                 // Later changes arrive as events.
                 _ = try await ann.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_cal"))
                 _ = try await cal.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_ann"))
@@ -45,7 +52,7 @@ struct ReplicaTests {
                     !replica.areFriends(annID, bobID) && replica.blocked(annID, bobID) && !replica.areFriends(annID, calID)
                         && replica.circle(of: annID).isEmpty
                 }
-                #expect(replica.status.snapshots == 1, "no resync needed on an unbroken stream")
+                #expect(replica.status.snapshots == joined, "no resync once the stream is joined")
             }
         }
     }
