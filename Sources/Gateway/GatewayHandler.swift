@@ -96,8 +96,7 @@ struct GatewayHandler: RequestHandler {
         switch method.fullName {
         case Self.subscribe.fullName:
             subscriptions.subscribe(peer, user: session.userID)
-            let renewal = config.subscriptionRenewal.components
-            let response = CommonV1.SubscribeResponse(heartbeatIntervalMs: UInt32(renewal.seconds * 1000 + renewal.attoseconds / 1_000_000_000_000_000))
+            let response = CommonV1.SubscribeResponse(heartbeatIntervalMs: UInt32(clamping: config.subscriptionRenewal.wholeMilliseconds))
             return envelope.reply(payload: response.serializedBytes())
         case Self.unsubscribe.fullName:
             subscriptions.unsubscribe(peer, user: session.userID)

@@ -31,8 +31,7 @@ public final class SocialService: Sendable {
     public init(directory: String, accounts: WireClient, publisher: Publisher, circleLimit: Int = 3,
                 pokeInterval: Duration = .seconds(60), now: (@Sendable () -> Int64)? = nil) throws {
         self.circleLimit = max(1, circleLimit)
-        let c = pokeInterval.components
-        self.pokeInterval = c.seconds * 1000 + c.attoseconds / 1_000_000_000_000_000
+        self.pokeInterval = pokeInterval.wholeMilliseconds
         self.publisher = publisher
         store = try SocialStore(path: "\(directory)/social.sqlite") { events in
             for event in events {

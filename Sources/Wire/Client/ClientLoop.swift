@@ -187,7 +187,7 @@ final class ClientLoop: ReactorComponent {
         for (index, id) in unsent.enumerated() {
             guard let request = pending[id], !request.sent else { continue } // answered, failed or cancelled
             var envelope = request.envelope
-            envelope.deadlineMs = Self.milliseconds(now.duration(to: request.deadline))
+            envelope.deadlineMs = UInt32(clamping: max(0, now.duration(to: request.deadline).wholeMilliseconds))
             guard envelope.deadlineMs > 0 else { continue } // the timers expire it
             do {
                 if try socket.send([envelope.serializedBytes()], dontWait: true) {
@@ -268,10 +268,5 @@ final class ClientLoop: ReactorComponent {
         for request in pending.values where request.deadline < next { next = request.deadline }
         if !unsent.isEmpty { next = min(next, .now.advanced(by: .milliseconds(10))) }
         return next
-    }
-
-    static func milliseconds(_ duration: Duration) -> UInt32 {
-        let c = duration.components
-        return UInt32(clamping: max(0, c.seconds * 1000 + c.attoseconds / 1_000_000_000_000_000))
     }
 }

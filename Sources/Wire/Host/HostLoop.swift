@@ -96,8 +96,7 @@ final class HostLoop: ReactorComponent {
 
     func close() {
         // Replies sent in the last turn may still sit in libzmq's queue: let them go out.
-        let linger = options.closeLinger.components
-        try? socket.set(ZMQ_LINGER, Int32(clamping: linger.seconds * 1000 + linger.attoseconds / 1_000_000_000_000_000))
+        try? socket.set(ZMQ_LINGER, Int32(clamping: options.closeLinger.wholeMilliseconds))
         requests.finish()
         finished.fulfil(())
     }

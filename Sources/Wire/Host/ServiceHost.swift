@@ -148,10 +148,9 @@ public final class ServiceHost: Service, Sendable {
 
     private func ping(_ request: Envelope) -> Envelope {
         let echo = (try? CommonV1.PingRequest(serializedBytes: request.payload))?.echo ?? []
-        let uptime = started.duration(to: .now).components
         let response = CommonV1.PingResponse(
             service: options.name, echo: echo, version: options.version,
-            uptimeMs: UInt64(max(0, uptime.seconds * 1000 + uptime.attoseconds / 1_000_000_000_000_000)))
+            uptimeMs: UInt64(max(0, started.duration(to: .now).wholeMilliseconds)))
         return request.reply(payload: response.serializedBytes())
     }
 }

@@ -138,8 +138,7 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
         for component in components {
             if let wakeup = component.nextWakeup(), wakeup < next { next = wakeup }
         }
-        let c = now.duration(to: next).components
-        return max(0, Int(c.seconds * 1000 + c.attoseconds / 1_000_000_000_000_000) + 1)
+        return max(0, Int(now.duration(to: next).wholeMilliseconds) + 1)
     }
 
     private func poll(timeout: Int) {
