@@ -8,6 +8,13 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// Library products, named once.
+let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
+let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+let grdb: Target.Dependency = .product(name: "GRDB", package: "GRDB.swift")
+let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
+
 let package = Package(
     name: "frienso",
     platforms: [.macOS(.v15)],
@@ -44,8 +51,8 @@ let package = Package(
             name: "Wire",
             dependencies: [
                 "CZeroMQ", "CLinuxShims", "FriensoProto",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                logging,
+                serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),
@@ -54,10 +61,10 @@ let package = Package(
             name: "ServiceKit",
             dependencies: [
                 "Wire", "FriensoProto",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                argumentParser,
+                logging,
+                serviceLifecycle,
+                grdb,
             ],
             swiftSettings: swiftSettings
         ),
@@ -65,8 +72,8 @@ let package = Package(
             name: "Accounts",
             dependencies: [
                 "Wire", "FriensoProto", "ServiceKit", "CSodium",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
+                grdb,
+                logging,
             ],
             swiftSettings: swiftSettings
         ),
@@ -74,8 +81,8 @@ let package = Package(
             name: "Social",
             dependencies: [
                 "Wire", "FriensoProto", "ServiceKit",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
+                grdb,
+                logging,
             ],
             swiftSettings: swiftSettings
         ),
@@ -84,8 +91,8 @@ let package = Package(
             name: "SocialReplica",
             dependencies: [
                 "Wire", "FriensoProto",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                logging,
+                serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),
@@ -93,9 +100,9 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "Wire", "FriensoProto", "ServiceKit",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                grdb,
+                logging,
+                serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),
@@ -106,10 +113,10 @@ let package = Package(
             name: "Bench",
             dependencies: [
                 "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "ServiceKit", "CZeroMQ",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                grdb,
+                histogram,
+                logging,
+                serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),
@@ -117,9 +124,9 @@ let package = Package(
             name: "Launcher",
             dependencies: [
                 "Wire", "FriensoProto", "ServiceKit",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                grdb,
+                logging,
+                serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),
@@ -129,8 +136,8 @@ let package = Package(
             name: "frienso-accounts",
             dependencies: [
                 "Accounts", "ServiceKit", "Wire",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                argumentParser,
+                grdb,
             ],
             swiftSettings: swiftSettings
         ),
@@ -138,8 +145,8 @@ let package = Package(
             name: "frienso-social",
             dependencies: [
                 "Social", "ServiceKit", "Wire",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                argumentParser,
+                grdb,
             ],
             swiftSettings: swiftSettings
         ),
@@ -147,8 +154,8 @@ let package = Package(
             name: "frienso-gateway",
             dependencies: [
                 "Gateway", "ServiceKit", "Wire",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                argumentParser,
+                grdb,
             ],
             swiftSettings: swiftSettings
         ),
@@ -156,10 +163,10 @@ let package = Package(
             name: "frienso-launch",
             dependencies: [
                 "Launcher", "ServiceKit",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                grdb,
+                argumentParser,
+                logging,
+                serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),
@@ -167,7 +174,7 @@ let package = Package(
             name: "frienso",
             dependencies: [
                 "FriensoClient", "FriensoProto", "Wire",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                argumentParser,
             ],
             swiftSettings: swiftSettings
         ),
@@ -175,8 +182,8 @@ let package = Package(
             name: "frienso-bench",
             dependencies: [
                 "Bench",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
+                argumentParser,
+                logging,
             ],
             swiftSettings: swiftSettings
         ),
@@ -186,8 +193,8 @@ let package = Package(
             name: "FriensoTesting",
             dependencies: [
                 "Wire", "FriensoProto",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                logging,
+                serviceLifecycle,
             ],
             path: "Tests/FriensoTesting",
             swiftSettings: swiftSettings
@@ -196,27 +203,27 @@ let package = Package(
         .testTarget(
             name: "WireTests",
             dependencies: ["Wire", "FriensoProto", "FriensoTesting", "CZeroMQ",
-                           .product(name: "Logging", package: "swift-log"),
-                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+                           logging,
+                           serviceLifecycle],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "AccountsTests",
             dependencies: ["Accounts", "Wire", "FriensoProto", "FriensoTesting", "ServiceKit",
-                           .product(name: "Logging", package: "swift-log")],
+                           logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SocialTests",
             dependencies: ["Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",
-                           .product(name: "GRDB", package: "GRDB.swift"),
-                           .product(name: "Logging", package: "swift-log")],
+                           grdb,
+                           logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "GatewayTests",
             dependencies: ["Gateway", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",
-                           .product(name: "Logging", package: "swift-log")],
+                           logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(
