@@ -87,7 +87,8 @@ public final class SocialGraphReplica: Service, Sendable {
     /// The one place that changes the tracker and the state.
     private func consume() async {
         var tracker = SequenceTracker()
-        var lagging = false
+        // The sequence we had at the last check that found us behind.
+        var behindAt: UInt64?
         await resync(&tracker)
         for await input in inputs {
             switch input {
@@ -115,11 +116,16 @@ public final class SocialGraphReplica: Service, Sendable {
                     logger.info("social restarted: resyncing")
                     await resync(&tracker)
                 } else if head.sequence > current.sequence {
-                    // Behind: events may be on their way. Behind at two checks in a row: they were lost.
-                    if lagging { await resync(&tracker) }
-                    lagging = !lagging
+                    // Behind: events may be on their way. Behind with no progress for a whole
+                    // interval: they were lost. (Behind but advancing is a busy stream, not a loss.)
+                    if behindAt == current.sequence {
+                        await resync(&tracker)
+                        behindAt = nil
+                    } else {
+                        behindAt = current.sequence
+                    }
                 } else {
-                    lagging = false
+                    behindAt = nil
                 }
             }
             if Task.isCancelled { return }
