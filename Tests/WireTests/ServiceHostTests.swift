@@ -169,7 +169,7 @@ struct ServiceHostTests {
         let group = ServiceGroup(configuration: .init(services: [.init(service: host)], logger: logs.logger("group")))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            let client = WireClient(endpoint: try await host.boundEndpoint(), options: fastClient(), logger: logs.logger("client"))
+            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
             let reply = Task { try await client.call(slow, CommonV1.PingRequest()) }
             await started.value
             await group.triggerGracefulShutdown()

@@ -13,7 +13,7 @@ let needsSession = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(servic
 /// Runs a host with `router` on an ephemeral port and gives `body` a client to it.
 func withHost<T: Sendable>(
     _ router: MethodRouter, logs: CapturedLogs, options: (inout HostOptions) -> Void = { _ in },
-    clientOptions: ClientOptions = fastClient(), replyCache: ReplyCache = ReplyCache(),
+    clientOptions: ClientOptions = ClientOptions(), replyCache: ReplyCache = ReplyCache(),
     _ body: @Sendable (ServiceHost, WireClient) async throws -> T
 ) async throws -> T {
     var hostOptions = HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*")
@@ -27,8 +27,9 @@ func withHost<T: Sendable>(
     }
 }
 
-/// Quicker than production (500 ms × 3) so dead-peer tests stay short, but with room for a
-/// loaded two-core machine running the whole suite in parallel.
+/// For the dead-peer tests only: quicker than production (500 ms × 3) so they stay short. Every
+/// other test uses the production settings: on a freshly built two-core machine running the whole
+/// suite, a 600 ms silence window was occasionally exceeded at start-up (seen in CI runs).
 func fastClient() -> ClientOptions {
     var options = ClientOptions()
     options.heartbeatInterval = .milliseconds(200)
