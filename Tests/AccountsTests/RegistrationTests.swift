@@ -89,8 +89,8 @@ struct RegistrationTests {
         #expect(first == again)
     }
 
-    @Test func password_isStoredAsArgon2id_neverInClear() async throws {
-        try await withAccounts { accounts in
+    @Test func password_isStoredAsArgon2id_withOWASPParameters_neverInClear() async throws {
+        try await withAccounts(configure: { $0.hasher = .owasp }) { accounts in
             try await accounts.register("secretive", password: "plain text secret 42")
             let bytes = try Data(contentsOf: URL(fileURLWithPath: "\(accounts.directory)/accounts.sqlite"))
                 + ((try? Data(contentsOf: URL(fileURLWithPath: "\(accounts.directory)/accounts.sqlite-wal"))) ?? Data())

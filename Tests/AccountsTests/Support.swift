@@ -42,8 +42,12 @@ struct AccountsHarness: Sendable {
     }
 }
 
+/// Cheap argon2 (see `TestHashing`): the production hasher has one lane on two cores, and the
+/// whole suite's registrations queued behind it past the 5 s deadline in a fresh-clone CI run.
+/// The test of the stored parameters uses `.owasp` explicitly.
 func testConfig(_ clock: TestClock) -> AccountsConfig {
     var config = AccountsConfig()
+    config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
     config.now = { clock.now }
     return config
 }
