@@ -60,7 +60,7 @@ let package = Package(
         .target(
             name: "ServiceKit",
             dependencies: [
-                "Wire", "FriensoProto",
+                "Wire", "FriensoProto", "CSodium",
                 argumentParser,
                 logging,
                 serviceLifecycle,

@@ -64,6 +64,9 @@ public final class AccountsService: Sendable {
         router.register(API.getProfiles) { try await self.getProfiles($0, $1) }
         router.register(API.findUsers) { try await self.findUsers($0, $1) }
         router.register(API.searchUsers) { try await self.searchUsers($0, $1) }
+        router.register(API.linkExternalId) { try await self.linkExternalID($0, $1) }
+        router.register(API.unlinkExternalId) { try await self.unlinkExternalID($0, $1) }
+        router.register(API.matchContacts) { try await self.matchContacts($0, $1) }
         return router
     }
 
@@ -224,5 +227,41 @@ public final class AccountsService: Sendable {
         guard request.usernames.count <= 500 else { throw RPCError.invalidArgument("usernames: at most 500") }
         let names = Array(Set(request.usernames.map { $0.trimmingWhitespace().lowercased() }))
         return AccountsV1.FindUsersResponse(profiles: try await store.users(usernames: names).map(\.profile))
+    }
+
+    // MARK: Contact matching
+
+    func linkExternalID(_ request: AccountsV1.LinkExternalIdRequest, _ context: RequestContext) async throws -> AccountsV1.LinkExternalIdResponse {
+        let caller = try context.requireCaller()
+        let link = try Self.externalID(request.externalId)
+        let linked = try await store.link(userID: caller, link, now: config.now())
+        return AccountsV1.LinkExternalIdResponse(linked: linked.map(\.proto))
+    }
+
+    func unlinkExternalID(_ request: AccountsV1.UnlinkExternalIdRequest, _ context: RequestContext) async throws -> AccountsV1.UnlinkExternalIdResponse {
+        let caller = try context.requireCaller()
+        let link = try Self.externalID(request.externalId)
+        let linked = try await store.unlink(userID: caller, link)
+        return AccountsV1.UnlinkExternalIdResponse(linked: linked.map(\.proto))
+    }
+
+    private static func externalID(_ value: AccountsV1.ExternalId?) throws -> ExternalID {
+        guard let value else { throw RPCError.invalidArgument("external_id: required") }
+        let (provider, id) = try ContactIdentifier.externalID(provider: value.provider, id: value.externalId)
+        return ExternalID(provider: provider, id: id)
+    }
+
+    func matchContacts(_ request: AccountsV1.MatchContactsRequest, _ context: RequestContext) async throws -> AccountsV1.MatchContactsResponse {
+        guard request.hashes.count <= 5_000, request.externalIds.count <= 5_000 else {
+            throw RPCError.invalidArgument("at most 5,000 hashes and 5,000 external ids")
+        }
+        if let bad = request.hashes.firstIndex(where: { $0.count != ContactIdentifier.hashLength }) {
+            throw RPCError.invalidArgument("hashes[\(bad)]: a SHA-256 hash is 32 bytes")
+        }
+        let links = try request.externalIds.map(Self.externalID)
+        let matches = try await store.matchContacts(hashes: Array(Set(request.hashes)), externalIDs: Array(Set(links)))
+        return AccountsV1.MatchContactsResponse(matches: matches.map {
+            AccountsV1.ContactMatch(profile: $0.user.profile, byPhone: $0.phone, byEmail: $0.email, byExternalId: $0.external)
+        })
     }
 }

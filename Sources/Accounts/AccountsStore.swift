@@ -38,6 +38,14 @@ struct UserRecord: Sendable {
     }
 }
 
+/// An account on another service that a user linked (validated).
+struct ExternalID: Sendable, Hashable {
+    var provider: String
+    var id: String
+
+    var proto: AccountsV1.ExternalId { AccountsV1.ExternalId(provider: provider, externalId: id) }
+}
+
 struct SessionRecord: Sendable {
     var id: UInt64
     var userID: UInt64
@@ -74,8 +82,97 @@ final class AccountsStore: Sendable {
                 t.column("revoked_at_ms", .integer)
             }
         }
+        // Contact matching (recommendations): hashes of each user's phone and email, and the
+        // external accounts they linked.
+        migrator.registerMigration("contacts") { db in
+            try db.alter(table: "users") { t in
+                t.add(column: "phone_sha256", .blob)
+                t.add(column: "email_sha256", .blob)
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT id, phone, email FROM users") {
+                try db.execute(sql: "UPDATE users SET phone_sha256 = ?, email_sha256 = ? WHERE id = ?", arguments: [
+                    Data(ContactIdentifier.hash(row["phone"])), Data(ContactIdentifier.hash(row["email"])), row["id"] as Int64])
+            }
+            try db.execute(sql: "CREATE INDEX users_phone_sha256 ON users(phone_sha256)")
+            try db.execute(sql: "CREATE INDEX users_email_sha256 ON users(email_sha256)")
+            try db.create(table: "external_ids") { t in
+                t.column("provider", .text).notNull()
+                t.column("external_id", .text).notNull()
+                t.column("user_id", .integer).notNull().indexed().references("users", onDelete: .cascade)
+                t.column("linked_at_ms", .integer).notNull()
+                t.primaryKey(["provider", "external_id"])
+            }
+        }
         SQLiteReplyStore.migrate(&migrator)
         try migrator.migrate(database)
+    }
+
+    // MARK: Contact matching
+
+    struct ContactMatch: Sendable {
+        var user: UserRecord
+        var phone = false
+        var email = false
+        var external = false
+    }
+
+    /// Users whose phone or email hash is among `hashes`, or who linked one of `externalIDs`; by id.
+    func matchContacts(hashes: [[UInt8]], externalIDs: [ExternalID]) async throws -> [ContactMatch] {
+        try await database.read { db in
+            var found: [UInt64: ContactMatch] = [:]
+            for chunk in stride(from: 0, to: hashes.count, by: 400) {
+                let part = hashes[chunk..<min(chunk + 400, hashes.count)].map { Data($0) }
+                let marks = Array(repeating: "?", count: part.count).joined(separator: ",")
+                let wanted = Set(part)
+                for row in try Row.fetchAll(db, sql: "SELECT * FROM users WHERE phone_sha256 IN (\(marks)) OR email_sha256 IN (\(marks))",
+                                            arguments: StatementArguments(part + part)) {
+                    let user = UserRecord(row: row)
+                    var entry = found[user.id] ?? ContactMatch(user: user)
+                    if let h = row["phone_sha256"] as Data?, wanted.contains(h) { entry.phone = true }
+                    if let h = row["email_sha256"] as Data?, wanted.contains(h) { entry.email = true }
+                    found[user.id] = entry
+                }
+            }
+            for link in externalIDs {
+                guard let row = try Row.fetchOne(db, sql: """
+                    SELECT users.* FROM external_ids JOIN users ON users.id = external_ids.user_id
+                    WHERE provider = ? AND external_id = ?
+                    """, arguments: [link.provider, link.id]) else { continue }
+                let user = UserRecord(row: row)
+                var entry = found[user.id] ?? ContactMatch(user: user)
+                entry.external = true
+                found[user.id] = entry
+            }
+            return found.values.sorted { $0.user.id < $1.user.id }
+        }
+    }
+
+    /// Links an external id to `userID`. - Throws: ALREADY_EXISTS when another user linked it.
+    func link(userID: UInt64, _ link: ExternalID, now: Int64) async throws -> [ExternalID] {
+        try await database.write { db in
+            if let owner = try UInt64.fetchOne(db, sql: "SELECT user_id FROM external_ids WHERE provider = ? AND external_id = ?",
+                                               arguments: [link.provider, link.id]), owner != userID {
+                throw RPCError.alreadyExists("external_id: \(link.provider) \(link.id) is linked to another account")
+            }
+            try db.execute(sql: "INSERT OR IGNORE INTO external_ids (provider, external_id, user_id, linked_at_ms) VALUES (?, ?, ?, ?)",
+                           arguments: [link.provider, link.id, userID, now])
+            return try Self.links(db, userID: userID)
+        }
+    }
+
+    /// - Throws: NOT_FOUND when the caller has not linked it.
+    func unlink(userID: UInt64, _ link: ExternalID) async throws -> [ExternalID] {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM external_ids WHERE provider = ? AND external_id = ? AND user_id = ?",
+                           arguments: [link.provider, link.id, userID])
+            guard db.changesCount == 1 else { throw RPCError.notFound("external_id: \(link.provider) \(link.id) is not linked to your account") }
+            return try Self.links(db, userID: userID)
+        }
+    }
+
+    private static func links(_ db: Database, userID: UInt64) throws -> [ExternalID] {
+        try Row.fetchAll(db, sql: "SELECT provider, external_id FROM external_ids WHERE user_id = ? ORDER BY provider, external_id",
+                         arguments: [userID]).map { ExternalID(provider: $0["provider"], id: $0["external_id"]) }
     }
 
     /// - Throws: ALREADY_EXISTS naming the field that is taken.
@@ -84,9 +181,11 @@ final class AccountsStore: Sendable {
         do {
             return try await database.write { db in
                 try db.execute(sql: """
-                    INSERT INTO users (username, email, phone, password_hash, first_name, last_name, created_at_ms)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [username, email, phone, passwordHash, firstName, lastName, now])
+                    INSERT INTO users (username, email, phone, password_hash, first_name, last_name, created_at_ms,
+                                       phone_sha256, email_sha256)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [username, email, phone, passwordHash, firstName, lastName, now,
+                                     Data(ContactIdentifier.hash(phone)), Data(ContactIdentifier.hash(email))])
                 return try Self.fetchUser(db, id: UInt64(db.lastInsertedRowID))
             }
         } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
@@ -200,7 +299,8 @@ final class AccountsStore: Sendable {
     func changeEmail(userID: UInt64, email: String) async throws -> UserRecord {
         do {
             return try await database.write { db in
-                try db.execute(sql: "UPDATE users SET email = ? WHERE id = ?", arguments: [email, userID])
+                try db.execute(sql: "UPDATE users SET email = ?, email_sha256 = ? WHERE id = ?",
+                               arguments: [email, Data(ContactIdentifier.hash(email)), userID])
                 return try Self.fetchUser(db, id: userID)
             }
         } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {

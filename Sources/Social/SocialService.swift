@@ -10,12 +10,13 @@ public final class SocialService: Sendable {
     public typealias API = SocialV1.SocialService
     typealias AccountsAPI = AccountsV1.AccountsService
 
-    private let store: SocialStore
-    private let accounts: WireClient
-    private let now: @Sendable () -> Int64
+    let store: SocialStore
+    let accounts: WireClient
+    let now: @Sendable () -> Int64
     private let circleLimit: Int
     private let publisher: Publisher
     private let pokeInterval: Int64
+    private let snapshotPageSize: Int
     public let replyStore: SQLiteReplyStore
 
     /// The stream graph events are numbered in.
@@ -28,8 +29,11 @@ public final class SocialService: Sendable {
     ///     are what `GraphSnapshot` reports.
     ///   - circleLimit: how many people a core circle holds.
     ///   - pokeInterval: the least time between two pokes of the same pair.
+    ///   - snapshotPageSize: facts per `GraphSnapshot` page (100,000 fit well under a 4 MiB frame).
     public init(directory: String, accounts: WireClient, publisher: Publisher, circleLimit: Int = 3,
-                pokeInterval: Duration = .seconds(60), now: (@Sendable () -> Int64)? = nil) throws {
+                pokeInterval: Duration = .seconds(60), snapshotPageSize: Int = 100_000,
+                now: (@Sendable () -> Int64)? = nil) throws {
+        self.snapshotPageSize = max(1, snapshotPageSize)
         self.circleLimit = max(1, circleLimit)
         self.pokeInterval = pokeInterval.wholeMilliseconds
         self.publisher = publisher
@@ -67,6 +71,11 @@ public final class SocialService: Sendable {
         router.register(API.searchUsers) { try await self.search($0, $1) }
         router.register(API.graphSnapshot) { try await self.snapshot($0, $1) }
         router.register(API.poke) { try await self.poke($0, $1) }
+        router.register(API.getDiscoverySettings) { try await self.discoverySettings($0, $1) }
+        router.register(API.setFindable) { try await self.setFindable($0, $1) }
+        router.register(API.recommendFriends) { try await self.recommend($0, $1) }
+        router.register(API.addExchange) { try await self.addExchange($0, $1) }
+        router.register(API.listExchanges) { try await self.listExchanges($0, $1) }
         return router
     }
 
@@ -224,27 +233,17 @@ public final class SocialService: Sendable {
 
     // MARK: Replication
 
-    /// The graph and the number of the last event it includes, read on the writer queue, where
-    /// every committed change has already been published: consistent by construction.
+    /// A page of the graph. The first page is read on the writer queue, where every committed
+    /// change has already been published, so its sequence number is exact; later pages may
+    /// include later events, which the replica's replay makes harmless (see the proto).
     func snapshot(_ request: SocialV1.GraphSnapshotRequest, _ context: RequestContext) async throws -> SocialV1.GraphSnapshotResponse {
-        let publisher = publisher, sequenceOnly = request.sequenceOnly
+        let publisher = publisher, sequenceOnly = request.sequenceOnly, limit = snapshotPageSize
+        let cursor = try SocialStore.SnapshotCursor(request.cursor)
         return try await store.onWriterQueue { db in
-            var response = SocialV1.GraphSnapshotResponse(epoch: publisher.epoch, sequence: publisher.lastSequence(stream: Self.graphStream))
-            guard !sequenceOnly else { return response }
-            for row in try Row.fetchAll(db, sql: "SELECT user_a, user_b FROM friendships") {
-                response.friendsA.append(row[0])
-                response.friendsB.append(row[1])
-            }
-            for row in try Row.fetchAll(db, sql: "SELECT blocker, blocked FROM blocks") {
-                response.blockers.append(row[0])
-                response.blocked.append(row[1])
-            }
-            for row in try Row.fetchAll(db, sql: "SELECT owner, member FROM circle WHERE state = ?",
-                                           arguments: [SocialV1.CircleState.accepted.rawValue]) {
-                response.circleOwners.append(row[0])
-                response.circleMembers.append(row[1])
-            }
-            return response
+            var page = SocialV1.GraphSnapshotResponse(epoch: publisher.epoch, sequence: publisher.lastSequence(stream: Self.graphStream))
+            guard !sequenceOnly else { return page }
+            page.nextCursor = try SocialStore.snapshotPage(db, after: cursor, limit: limit, into: &page)?.text ?? ""
+            return page
         }
     }
 
@@ -286,7 +285,7 @@ public final class SocialService: Sendable {
     // MARK: Users, through accounts
 
     /// The id of the user named by id or username; NOT_FOUND when there is none.
-    private func resolve(userID: UInt64, username: String, _ context: RequestContext) async throws -> UInt64 {
+    func resolve(userID: UInt64, username: String, _ context: RequestContext) async throws -> UInt64 {
         switch (userID, username.isEmpty) {
         case (0, true): throw RPCError.invalidArgument("name the user by user_id or username")
         case (let id, true):
@@ -303,7 +302,7 @@ public final class SocialService: Sendable {
         }
     }
 
-    private func profiles(_ ids: Set<UInt64>, _ context: RequestContext) async throws -> [UInt64: SocialV1.UserRef] {
+    func profiles(_ ids: Set<UInt64>, _ context: RequestContext) async throws -> [UInt64: SocialV1.UserRef] {
         guard !ids.isEmpty else { return [:] }
         var result: [UInt64: SocialV1.UserRef] = [:]
         let all = Array(ids)

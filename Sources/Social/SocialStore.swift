@@ -81,6 +81,7 @@ final class SocialStore: Sendable {
             }
         }
         Self.migrateCircle(&migrator)
+        Self.migrateDiscovery(&migrator)
         migrator.registerMigration("pokes") { db in
             try db.create(table: "pokes") { t in
                 t.autoIncrementedPrimaryKey("id")
@@ -128,7 +129,7 @@ final class SocialStore: Sendable {
         return try Bool.fetchOne(db, sql: "SELECT 1 FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b]) ?? false
     }
 
-    private static func blocked(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> Bool {
+    static func blocked(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> Bool {
         try Bool.fetchOne(db, sql: "SELECT 1 FROM blocks WHERE (blocker = ? AND blocked = ?) OR (blocker = ? AND blocked = ?)",
                           arguments: [x, y, y, x]) ?? false
     }
@@ -257,7 +258,10 @@ final class SocialStore: Sendable {
                 UPDATE friend_requests SET state = ?, updated_at_ms = ?
                 WHERE state = ? AND ((from_user = ? AND to_user = ?) OR (from_user = ? AND to_user = ?))
                 """, arguments: [SocialV1.RequestState.cancelled.rawValue, now, Self.pending, user, other, other, user])
-            return BlockOutcome(removedFriendship: removedFriendship, removedRequests: db.changesCount)
+            let removedRequests = db.changesCount
+            try db.execute(sql: "DELETE FROM exchange_intents WHERE (from_user = ?1 AND to_user = ?2) OR (from_user = ?2 AND to_user = ?1)",
+                           arguments: [user, other])
+            return BlockOutcome(removedFriendship: removedFriendship, removedRequests: removedRequests)
         }
     }
 

@@ -1,54 +1,64 @@
 public import FriensoProto
 
-/// The social graph as a replica holds it. A value type: built from a snapshot, changed by events.
+/// The social graph as a replica holds it. A value type: built from snapshot pages, changed by
+/// events. Every event sets a fact (a pair present or absent, a flag on or off), so applying one
+/// the state already reflects changes nothing: what lets snapshot pages be read at different times.
 public struct GraphState: Sendable {
-    private(set) var friends: [UInt64: Set<UInt64>] = [:]
-    private(set) var blocks: Set<Pair> = []
-    private(set) var circles: [UInt64: Set<UInt64>] = [:]
-
-    struct Pair: Hashable, Sendable {
-        var from: UInt64
-        var to: UInt64
-    }
+    private var friends = Adjacency()    // both directions
+    private var blocks = Adjacency()     // blocker → blocked
+    private var circles = Adjacency()    // owner → accepted member
+    private var exchanges = Adjacency()  // both directions
+    private var findableUsers: Set<UInt64> = []
 
     public init() {}
 
+    /// A state from one page (tests, and a graph that fits one page).
     public init(snapshot: SocialV1.GraphSnapshotResponse) {
-        for (a, b) in zip(snapshot.friendsA, snapshot.friendsB) { link(a, b) }
-        for (a, b) in zip(snapshot.blockers, snapshot.blocked) { blocks.insert(Pair(from: a, to: b)) }
-        for (a, b) in zip(snapshot.circleOwners, snapshot.circleMembers) { circles[a, default: []].insert(b) }
+        load(snapshot)
+        seal()
+    }
+
+    /// Adds a snapshot page. Call `seal()` after the last one.
+    public mutating func load(_ page: SocialV1.GraphSnapshotResponse) {
+        for (a, b) in zip(page.friendsA, page.friendsB) { friends.append(a, b); friends.append(b, a) }
+        for (a, b) in zip(page.blockers, page.blocked) { blocks.append(a, b) }
+        for (a, b) in zip(page.circleOwners, page.circleMembers) { circles.append(a, b) }
+        for (a, b) in zip(page.exchangesA, page.exchangesB) { exchanges.append(a, b); exchanges.append(b, a) }
+        findableUsers.formUnion(page.findable)
+    }
+
+    /// Sorts and trims what `load` appended.
+    public mutating func seal() {
+        friends.seal()
+        blocks.seal()
+        circles.seal()
+        exchanges.seal()
     }
 
     public mutating func apply(_ event: SocialV1.GraphEvent) {
         let (a, b) = (event.userA, event.userB)
         switch event.change {
-        case .friendshipAdded: link(a, b)
-        case .friendshipRemoved:
-            friends[a]?.remove(b)
-            friends[b]?.remove(a)
-            if friends[a]?.isEmpty == true { friends[a] = nil }
-            if friends[b]?.isEmpty == true { friends[b] = nil }
-        case .blockAdded: blocks.insert(Pair(from: a, to: b))
-        case .blockRemoved: blocks.remove(Pair(from: a, to: b))
-        case .circleMemberAdded: circles[a, default: []].insert(b)
-        case .circleMemberRemoved:
-            circles[a]?.remove(b)
-            if circles[a]?.isEmpty == true { circles[a] = nil }
+        case .friendshipAdded: friends.insert(a, b); friends.insert(b, a)
+        case .friendshipRemoved: friends.remove(a, b); friends.remove(b, a)
+        case .blockAdded: blocks.insert(a, b)
+        case .blockRemoved: blocks.remove(a, b)
+        case .circleMemberAdded: circles.insert(a, b)
+        case .circleMemberRemoved: circles.remove(a, b)
+        case .findableOn: findableUsers.insert(a)
+        case .findableOff: findableUsers.remove(a)
+        case .exchangeAdded: exchanges.insert(a, b); exchanges.insert(b, a)
         default: break // a change this build does not know: nothing to apply
         }
     }
 
-    private mutating func link(_ a: UInt64, _ b: UInt64) {
-        friends[a, default: []].insert(b)
-        friends[b, default: []].insert(a)
-    }
-
-    public func areFriends(_ a: UInt64, _ b: UInt64) -> Bool { friends[a]?.contains(b) ?? false }
-    public func friends(of user: UInt64) -> Set<UInt64> { friends[user] ?? [] }
+    public func areFriends(_ a: UInt64, _ b: UInt64) -> Bool { friends.contains(a, b) }
+    public func friends(of user: UInt64) -> [UInt64] { friends.neighbours(of: user) }
+    public func friendCount(of user: UInt64) -> Int { friends.degree(of: user) }
     /// Whether either blocked the other.
-    public func blocked(_ a: UInt64, _ b: UInt64) -> Bool {
-        blocks.contains(Pair(from: a, to: b)) || blocks.contains(Pair(from: b, to: a))
-    }
-    public func circle(of owner: UInt64) -> Set<UInt64> { circles[owner] ?? [] }
-    public var friendshipCount: Int { friends.values.reduce(0) { $0 + $1.count } / 2 }
+    public func blocked(_ a: UInt64, _ b: UInt64) -> Bool { blocks.contains(a, b) || blocks.contains(b, a) }
+    /// Accepted members of `owner`'s core circle, by id.
+    public func circle(of owner: UInt64) -> [UInt64] { circles.neighbours(of: owner) }
+    public func isFindable(_ user: UInt64) -> Bool { findableUsers.contains(user) }
+    public func exchanged(_ a: UInt64, _ b: UInt64) -> Bool { exchanges.contains(a, b) }
+    public var friendshipCount: Int { friends.entryCount / 2 }
 }

@@ -54,9 +54,11 @@ public final class SocialGraphReplica: Service, Sendable {
     /// Reads the current state (a copy-free borrow).
     public func read<T>(_ body: (GraphState) -> T) -> T { state.withLock { body($0) } }
     public func areFriends(_ a: UInt64, _ b: UInt64) -> Bool { read { $0.areFriends(a, b) } }
-    public func friends(of user: UInt64) -> Set<UInt64> { read { $0.friends(of: user) } }
+    public func friends(of user: UInt64) -> [UInt64] { read { $0.friends(of: user) } }
     public func blocked(_ a: UInt64, _ b: UInt64) -> Bool { read { $0.blocked(a, b) } }
-    public func circle(of owner: UInt64) -> Set<UInt64> { read { $0.circle(of: owner) } }
+    public func circle(of owner: UInt64) -> [UInt64] { read { $0.circle(of: owner) } }
+    public func isFindable(_ user: UInt64) -> Bool { read { $0.isFindable(user) } }
+    public func exchanged(_ a: UInt64, _ b: UInt64) -> Bool { read { $0.exchanged(a, b) } }
     public var status: Status { statusBox.withLock { $0 } }
 
     /// Returns once the first snapshot is loaded.
@@ -137,14 +139,12 @@ public final class SocialGraphReplica: Service, Sendable {
         var pause = Duration.milliseconds(100)
         while !Task.isCancelled {
             do {
-                let snapshot = try await social.call(SocialV1.SocialService.graphSnapshot, SocialV1.GraphSnapshotRequest(),
-                                                     options: CallOptions(deadline: .seconds(30), idempotent: true))
-                let fresh = GraphState(snapshot: snapshot)
+                let (fresh, head) = try await Self.fetchSnapshot(from: social)
                 state.withLock { $0 = fresh }
-                statusBox.withLock { $0 = Status(epoch: snapshot.epoch, sequence: snapshot.sequence, snapshots: $0.snapshots + 1) }
-                tracker.reset(epoch: snapshot.epoch, stream: "graph", sequence: snapshot.sequence)
+                statusBox.withLock { $0 = Status(epoch: head.epoch, sequence: head.sequence, snapshots: $0.snapshots + 1) }
+                tracker.reset(epoch: head.epoch, stream: "graph", sequence: head.sequence)
                 logger.info("graph snapshot loaded", metadata: [
-                    "epoch": "\(snapshot.epoch)", "sequence": "\(snapshot.sequence)", "friendships": "\(fresh.friendshipCount)"])
+                    "epoch": "\(head.epoch)", "sequence": "\(head.sequence)", "friendships": "\(fresh.friendshipCount)"])
                 loaded.fulfil(())
                 return
             } catch {
@@ -152,6 +152,31 @@ public final class SocialGraphReplica: Service, Sendable {
                 try? await Task.sleep(for: pause)
                 pause = min(pause * 2, .seconds(5))
             }
+        }
+    }
+
+    struct SnapshotHead: Sendable {
+        var epoch: UInt64
+        var sequence: UInt64
+    }
+
+    /// Every page of a snapshot, loaded into a new state. The first page's epoch and sequence
+    /// are the state's; a page from another epoch (social restarted mid-way) starts over.
+    static func fetchSnapshot(from social: WireClient) async throws -> (GraphState, SnapshotHead) {
+        let options = CallOptions(deadline: .seconds(30), idempotent: true)
+        restart: while true {
+            var page = try await social.call(SocialV1.SocialService.graphSnapshot, SocialV1.GraphSnapshotRequest(), options: options)
+            let head = SnapshotHead(epoch: page.epoch, sequence: page.sequence)
+            var fresh = GraphState()
+            while true {
+                fresh.load(page)
+                guard !page.nextCursor.isEmpty else { break }
+                page = try await social.call(SocialV1.SocialService.graphSnapshot, SocialV1.GraphSnapshotRequest(cursor: page.nextCursor),
+                                             options: options)
+                if page.epoch != head.epoch { continue restart }
+            }
+            fresh.seal()
+            return (fresh, head)
         }
     }
 

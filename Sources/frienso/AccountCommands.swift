@@ -117,7 +117,7 @@ struct ChangeEmail: AsyncParsableCommand {
 }
 
 struct Profile: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show or edit a profile.", subcommands: [Show.self, Edit.self])
+    static let configuration = CommandConfiguration(abstract: "Show or edit a profile.", subcommands: [Show.self, Edit.self, Link.self, Unlink.self])
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show your profile, or another user's by id.")
@@ -155,6 +155,40 @@ struct Profile: AsyncParsableCommand {
                 return ((response.account ?? AccountsV1.Account()).text, response.jsonValue)
             }
         }
+    }
+
+    struct Link: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Link an account on another service, so friends who know it find you.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The service, e.g. instagram or csulb.") var provider: String
+        @Argument(help: "Your id there.") var id: String
+
+        func run() async throws {
+            try await performCall(global) { client in
+                let reply = try await client.call(Accounts.linkExternalId, AccountsV1.LinkExternalIdRequest(
+                    externalId: AccountsV1.ExternalId(provider: provider, externalId: id)), mutation: true)
+                return (linkedText(reply.linked), reply.jsonValue)
+            }
+        }
+    }
+
+    struct Unlink: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Unlink an account on another service.")
+        @OptionGroup var global: GlobalOptions
+        @Argument var provider: String
+        @Argument var id: String
+
+        func run() async throws {
+            try await performCall(global) { client in
+                let reply = try await client.call(Accounts.unlinkExternalId, AccountsV1.UnlinkExternalIdRequest(
+                    externalId: AccountsV1.ExternalId(provider: provider, externalId: id)), mutation: true)
+                return (linkedText(reply.linked), reply.jsonValue)
+            }
+        }
+    }
+
+    static func linkedText(_ links: [AccountsV1.ExternalId]) -> String {
+        links.isEmpty ? "no linked accounts" : "linked: " + links.map { "\($0.provider):\($0.externalId)" }.joined(separator: ", ")
     }
 }
 

@@ -13,5 +13,6 @@ struct Frienso: AsyncParsableCommand {
             Register.self, Login.self, Logout.self, WhoAmI.self, Profile.self,
             ChangePassword.self, ChangeEmail.self, Ping.self,
             Friends.self, Circle.self, Search.self, PokeCommand.self, Block.self, Unblock.self, Blocked.self,
+            Recommend.self, Findable.self, ExchangeCommand.self,
         ])
 }

@@ -4,9 +4,8 @@ import Testing
 
 @Suite("end to end: friends through the CLI", .serialized, .timeLimit(.minutes(3)))
 struct SocialEndToEndTests {
-    @Test func friends_add_requests_accept_list_block_throughTheRealProcesses() async throws {
-        let procs = try ProcessHarness()
-        defer { procs.shutdown() }
+    /// Accounts, social and a gateway as real processes; returns the gateway's endpoint.
+    func startStack(_ procs: ProcessHarness) async throws -> String {
         let dir = procs.workDirectory
         try procs.start("accounts", executable: "frienso-accounts", arguments: [
             "--data-dir", "\(dir)/data", "--endpoint", "tcp://127.0.0.1:*", "--endpoint-file", "\(dir)/accounts.endpoint"])
@@ -18,15 +17,27 @@ struct SocialEndToEndTests {
         try procs.start("gateway", executable: "frienso-gateway", arguments: [
             "--endpoint", "tcp://127.0.0.1:*", "--endpoint-file", "\(dir)/gateway.endpoint"],
             environment: ["FRIENSO_ACCOUNTS_ENDPOINT": accounts, "FRIENSO_SOCIAL_ENDPOINT": social])
-        let gateway = try await endpoint(in: "\(dir)/gateway.endpoint")
-        let alice = CLI(gateway: gateway, configDir: "\(dir)/alice"), bob = CLI(gateway: gateway, configDir: "\(dir)/bob")
-        for (cli, name, phone) in [(alice, "alice", "+15625550201"), (bob, "bob", "+15625550202")] {
+        return try await endpoint(in: "\(dir)/gateway.endpoint")
+    }
+
+    /// Registers and logs in each of `users` (name, phone) through the CLI.
+    func register(_ users: [(CLI, String, String)], _ procs: ProcessHarness) async throws {
+        for (cli, name, phone) in users {
             let r = try await cli.run(["register", "--username", name, "--email", "\(name)@example.org", "--phone", phone,
                                  "--first-name", name.capitalized, "--last-name", "E2E", "--password-stdin"], stdin: "password \(name)\n")
             #expect(r.status == 0, "\(r.output)\n\(procs.logs())")
             let l = try await cli.run(["login", name, "--password-stdin"], stdin: "password \(name)\n")
             #expect(l.status == 0, "\(l.output)")
         }
+    }
+
+    @Test func friends_add_requests_accept_list_block_throughTheRealProcesses() async throws {
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let dir = procs.workDirectory
+        let gateway = try await startStack(procs)
+        let alice = CLI(gateway: gateway, configDir: "\(dir)/alice"), bob = CLI(gateway: gateway, configDir: "\(dir)/bob")
+        try await register([(alice, "alice", "+15625550201"), (bob, "bob", "+15625550202")], procs)
         let found = try await alice.run(["search", "bo"])
         #expect(found.status == 0 && found.output.contains("bob (Bob E2E"), "\(found.output)")
         let add = try await alice.run(["friends", "add", "bob"])
@@ -73,5 +84,36 @@ struct SocialEndToEndTests {
         #expect(blocked.output.contains("alice"), "\(blocked.output)")
         let ping = try await alice.run(["ping", "social"])
         #expect(ping.status == 0, "\(ping.output)")
+    }
+
+    @Test func recommend_link_findable_exchange_throughTheRealProcesses() async throws {
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let dir = procs.workDirectory
+        let gateway = try await startStack(procs)
+        let cat = CLI(gateway: gateway, configDir: "\(dir)/cat"), dan = CLI(gateway: gateway, configDir: "\(dir)/dan")
+        try await register([(cat, "cat", "+15625550301"), (dan, "dan", "+15625550302")], procs)
+        let link = try await dan.run(["profile", "link", "campus", "0123"])
+        #expect(link.status == 0 && link.output.contains("campus:0123"), "\(link.output)")
+        let contacts = "\(dir)/contacts.txt"
+        try "# my phone's contacts\n+1 (562) 555-0302\ncampus:0123\nsha256:\(String(repeating: "ab", count: 32))\nHome\n"
+            .write(toFile: contacts, atomically: true, encoding: .utf8)
+        let rec = try await cat.run(["recommend", "--contacts", contacts])
+        #expect(rec.status == 0 && rec.output.contains("dan (Dan E2E") && rec.output.contains("by phone, linked account"), "\(rec.output)")
+        #expect(rec.output.contains("1 entries were not"), "\(rec.output)")
+        try "sha256:nothex\n".write(toFile: contacts, atomically: true, encoding: .utf8)
+        #expect(try await cat.run(["recommend", "--contacts", contacts]).status == 64, "a malformed hash is a usage error")
+        try "sha256:abcd\n".write(toFile: contacts, atomically: true, encoding: .utf8)
+        #expect(try await cat.run(["recommend", "--contacts", contacts]).status == 12, "a 2-byte hash is INVALID_ARGUMENT")
+
+        let refused = try await cat.run(["exchange", "add", "dan"])
+        #expect(refused.status == 17 && refused.output.contains("findable"), "\(refused.output)")
+        for cli in [cat, dan] { #expect(try await cli.run(["findable", "on"]).output.contains("findable: on")) }
+        let first = try await cat.run(["exchange", "add", "dan", "--lat", "33.7838", "--lon", "-118.1141", "--place", "Library steps"])
+        #expect(first.status == 0 && first.output.contains("recorded when dan adds you"), "\(first.output)")
+        let second = try await dan.run(["exchange", "add", "cat"])
+        #expect(second.status == 0 && second.output.contains("contacts exchanged") && second.output.contains("Library steps"), "\(second.output)")
+        let history = try await cat.run(["exchange", "history"])
+        #expect(history.output.contains("dan (Dan E2E") && history.output.contains("33.78380"), "\(history.output)")
     }
 }

@@ -112,4 +112,94 @@ struct ReplicaTests {
         }
         await client.close()
     }
+
+    @Test func pagedSnapshot_givesTheWholeGraph_includingFindableAndExchanges() async throws {
+        try await withSocial(snapshotPageSize: 2) { stack in
+            var made: [(client: FriensoClient, id: UInt64)] = []
+            for i in 0..<5 { made.append(try await stack.user("rp_\(i)")) }
+            let users = made
+            let ids = users.map(\.id)
+            // A ring of friendships, two blocks, findable users, an exchange: more facts than two pages.
+            for i in 0..<5 {
+                let j = (i + 1) % 5
+                _ = try await users[i].client.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(userId: ids[j]))
+                _ = try await users[j].client.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(userId: ids[i]))
+            }
+            _ = try await users[0].client.call(API.block, SocialV1.BlockRequest(userId: ids[2]))
+            _ = try await users[3].client.call(API.block, SocialV1.BlockRequest(userId: ids[1]))
+            for i in [1, 3, 4] { _ = try await users[i].client.call(API.setFindable, SocialV1.SetFindableRequest(findable: true)) }
+            _ = try await users[3].client.call(API.addExchange, SocialV1.AddExchangeRequest(userId: ids[4]))
+            _ = try await users[4].client.call(API.addExchange, SocialV1.AddExchangeRequest(userId: ids[3]))
+            try await withReplica(stack) { replica in
+                for i in 0..<5 {
+                    #expect(replica.areFriends(ids[i], ids[(i + 1) % 5]))
+                    #expect(!replica.areFriends(ids[i], ids[(i + 2) % 5]))
+                }
+                #expect(replica.blocked(ids[0], ids[2]) && replica.blocked(ids[2], ids[0]) && replica.blocked(ids[1], ids[3]))
+                #expect(!replica.blocked(ids[0], ids[1]))
+                #expect([1, 3, 4].allSatisfy { replica.isFindable(ids[$0]) } && !replica.isFindable(ids[0]))
+                #expect(replica.exchanged(ids[3], ids[4]) && replica.exchanged(ids[4], ids[3]) && !replica.exchanged(ids[1], ids[3]))
+                // Later changes to the new facts arrive as events.
+                _ = try await users[1].client.call(API.setFindable, SocialV1.SetFindableRequest(findable: false))
+                _ = try await users[0].client.call(API.setFindable, SocialV1.SetFindableRequest(findable: true))
+                try await eventually("findable changes replicated") { !replica.isFindable(ids[1]) && replica.isFindable(ids[0]) }
+            }
+        }
+    }
+}
+
+@Suite("graph state")
+struct GraphStateTests {
+    /// Random changes applied to the compact state and to plain sets agree, through bulk loads and events.
+    @Test func compactState_matchesAReferenceModel() {
+        var rng = SplitMix(seed: 7)
+        var reference: Set<[UInt64]> = []
+        var snapshot = SocialV1.GraphSnapshotResponse()
+        let big = UInt64(UInt32.max) + 10 // ids past 32 bits take the overflow path
+        let pool: [UInt64] = Array(1...40) + [big, big + 1]
+        for _ in 0..<300 {
+            let a = pool[Int(rng.next() % UInt64(pool.count))], b = pool[Int(rng.next() % UInt64(pool.count))]
+            guard a < b, reference.insert([a, b]).inserted else { continue }
+            snapshot.friendsA.append(a)
+            snapshot.friendsB.append(b)
+        }
+        var state = GraphState()
+        // Two pages, the second repeating part of the first (pages may overlap): the same state.
+        state.load(snapshot)
+        var overlap = SocialV1.GraphSnapshotResponse()
+        overlap.friendsA = Array(snapshot.friendsA.prefix(20))
+        overlap.friendsB = Array(snapshot.friendsB.prefix(20))
+        state.load(overlap)
+        state.seal()
+        for _ in 0..<2_000 {
+            let a = pool[Int(rng.next() % UInt64(pool.count))], b = pool[Int(rng.next() % UInt64(pool.count))]
+            guard a != b else { continue }
+            let (x, y) = (min(a, b), max(a, b))
+            if rng.next() % 2 == 0 {
+                state.apply(SocialV1.GraphEvent(change: .friendshipAdded, userA: x, userB: y))
+                reference.insert([x, y])
+            } else {
+                state.apply(SocialV1.GraphEvent(change: .friendshipRemoved, userA: x, userB: y))
+                reference.remove([x, y])
+            }
+        }
+        for a in pool {
+            let expected = pool.filter { b in reference.contains([min(a, b), max(a, b)]) }
+            #expect(state.friends(of: a) == expected, "friends of \(a)")
+            for b in pool { #expect(state.areFriends(a, b) == reference.contains([min(a, b), max(a, b)])) }
+        }
+        #expect(state.friendshipCount == reference.count)
+    }
+}
+
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 }

@@ -18,9 +18,9 @@ struct SocialStack: Sendable {
     let socialEndpoint: String
     let socialEvents: String
 
-    func user(_ name: String) async throws -> (client: FriensoClient, id: UInt64) {
+    func user(_ name: String, phone explicitPhone: String? = nil) async throws -> (client: FriensoClient, id: UInt64) {
         let client = FriensoClient(gateway: endpoint, logger: logs.logger("client-\(name)"))
-        let phone = "+1562\(String(format: "%07d", abs(name.hashValue) % 10_000_000))"
+        let phone = explicitPhone ?? "+1562\(String(format: "%07d", abs(name.hashValue) % 10_000_000))"
         _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
             username: name, email: "\(name)@example.org", phone: phone, password: "password \(name)", firstName: name.capitalized, lastName: "Test"))
         let login = try await client.login(name, password: "password \(name)")
@@ -31,7 +31,7 @@ struct SocialStack: Sendable {
 /// Runs the stack; `socialDirectory` lets a test restart social on the same data, and
 /// `socialEndpoints` on the same request and event endpoints.
 func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: String? = nil,
-                             socialEndpoints: (requests: String, events: String)? = nil,
+                             socialEndpoints: (requests: String, events: String)? = nil, snapshotPageSize: Int = 100_000,
                              _ body: @Sendable (SocialStack) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
     let temp = try TemporaryDirectory("frienso-social")
@@ -47,7 +47,8 @@ func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: 
         let accountsEndpoint = try await accounts.boundEndpoint()
         let toAccounts = WireClient(endpoint: accountsEndpoint, logger: logs.logger("social→accounts"))
         let publisher = Publisher(name: "social", endpoint: socialEndpoints?.events ?? "tcp://127.0.0.1:*", logger: logs.logger("social-pub"))
-        let social = try SocialService(directory: socialDir, accounts: toAccounts, publisher: publisher)
+        let social = try SocialService(directory: socialDir, accounts: toAccounts, publisher: publisher,
+                                   snapshotPageSize: snapshotPageSize)
             .makeHost(options: HostOptions(name: "social", endpoint: socialEndpoints?.requests ?? "tcp://127.0.0.1:*"), logger: logs.logger("social"))
         return try await withRunningServices([publisher, social], logger: logs.logger("group")) {
             var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: [

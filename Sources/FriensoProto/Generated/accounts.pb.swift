@@ -1331,6 +1331,416 @@ extension AccountsV1.SearchUsersResponse {
 }
 
 extension AccountsV1 {
+    /// `frienso.accounts.v1.ExternalId`
+    public struct ExternalId: ProtoMessage {
+        public var provider: String = ""
+        public var externalId: String = ""
+
+        public init() {}
+
+        public init(provider: String = "", externalId: String = "") {
+        self.provider = provider
+        self.externalId = externalId
+        }
+    }
+}
+
+extension AccountsV1.ExternalId {
+    public static let protoName = "frienso.accounts.v1.ExternalId"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ExternalId()
+        frienso__accounts__v1__external_id__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__external_id__get_packed_size, pack: frienso__accounts__v1__external_id__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ExternalId", unpack: frienso__accounts__v1__external_id__unpack, free: frienso__accounts__v1__external_id__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ExternalId, arena: ProtoArena) {
+        if !self.provider.isEmpty { c.provider = arena.string(self.provider) }
+        if !self.externalId.isEmpty { c.external_id = arena.string(self.externalId) }
+    }
+
+    init(c: Frienso__Accounts__V1__ExternalId) {
+        self.init(provider: ProtoRuntime.string(c.provider), externalId: ProtoRuntime.string(c.external_id))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("provider", .string(self.provider)), ("externalId", .string(self.externalId))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(provider: ProtoSample.string(seed, "provider"), externalId: ProtoSample.string(seed, "external_id"))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.LinkExternalIdRequest`
+    public struct LinkExternalIdRequest: ProtoMessage {
+        public var externalId: AccountsV1.ExternalId? = nil
+
+        public init() {}
+
+        public init(externalId: AccountsV1.ExternalId? = nil) {
+        self.externalId = externalId
+        }
+    }
+}
+
+extension AccountsV1.LinkExternalIdRequest {
+    public static let protoName = "frienso.accounts.v1.LinkExternalIdRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__LinkExternalIdRequest()
+        frienso__accounts__v1__link_external_id_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_request__get_packed_size, pack: frienso__accounts__v1__link_external_id_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LinkExternalIdRequest", unpack: frienso__accounts__v1__link_external_id_request__unpack, free: frienso__accounts__v1__link_external_id_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__LinkExternalIdRequest, arena: ProtoArena) {
+        if let value = self.externalId {
+            c.external_id = arena.message(of: Frienso__Accounts__V1__ExternalId.self) { frienso__accounts__v1__external_id__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Accounts__V1__LinkExternalIdRequest) {
+        self.init(externalId: c.external_id.map { AccountsV1.ExternalId(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("externalId", self.externalId.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(externalId: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.ExternalId.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.ExternalId()))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.LinkExternalIdResponse`
+    public struct LinkExternalIdResponse: ProtoMessage {
+        public var linked: [AccountsV1.ExternalId] = []
+
+        public init() {}
+
+        public init(linked: [AccountsV1.ExternalId] = []) {
+        self.linked = linked
+        }
+    }
+}
+
+extension AccountsV1.LinkExternalIdResponse {
+    public static let protoName = "frienso.accounts.v1.LinkExternalIdResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__LinkExternalIdResponse()
+        frienso__accounts__v1__link_external_id_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_response__get_packed_size, pack: frienso__accounts__v1__link_external_id_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LinkExternalIdResponse", unpack: frienso__accounts__v1__link_external_id_response__unpack, free: frienso__accounts__v1__link_external_id_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__LinkExternalIdResponse, arena: ProtoArena) {
+        c.n_linked = self.linked.count
+        c.linked = arena.array(self.linked.map { value in arena.message(of: Frienso__Accounts__V1__ExternalId.self) { frienso__accounts__v1__external_id__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Accounts__V1__LinkExternalIdResponse) {
+        self.init(linked: ProtoRuntime.array(c.linked, count: c.n_linked) { AccountsV1.ExternalId(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("linked", .array(self.linked.map { $0.jsonValue }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(linked: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.ExternalId.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.UnlinkExternalIdRequest`
+    public struct UnlinkExternalIdRequest: ProtoMessage {
+        public var externalId: AccountsV1.ExternalId? = nil
+
+        public init() {}
+
+        public init(externalId: AccountsV1.ExternalId? = nil) {
+        self.externalId = externalId
+        }
+    }
+}
+
+extension AccountsV1.UnlinkExternalIdRequest {
+    public static let protoName = "frienso.accounts.v1.UnlinkExternalIdRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__UnlinkExternalIdRequest()
+        frienso__accounts__v1__unlink_external_id_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_request__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.UnlinkExternalIdRequest", unpack: frienso__accounts__v1__unlink_external_id_request__unpack, free: frienso__accounts__v1__unlink_external_id_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__UnlinkExternalIdRequest, arena: ProtoArena) {
+        if let value = self.externalId {
+            c.external_id = arena.message(of: Frienso__Accounts__V1__ExternalId.self) { frienso__accounts__v1__external_id__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Accounts__V1__UnlinkExternalIdRequest) {
+        self.init(externalId: c.external_id.map { AccountsV1.ExternalId(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("externalId", self.externalId.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(externalId: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.ExternalId.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.ExternalId()))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.UnlinkExternalIdResponse`
+    public struct UnlinkExternalIdResponse: ProtoMessage {
+        public var linked: [AccountsV1.ExternalId] = []
+
+        public init() {}
+
+        public init(linked: [AccountsV1.ExternalId] = []) {
+        self.linked = linked
+        }
+    }
+}
+
+extension AccountsV1.UnlinkExternalIdResponse {
+    public static let protoName = "frienso.accounts.v1.UnlinkExternalIdResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__UnlinkExternalIdResponse()
+        frienso__accounts__v1__unlink_external_id_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_response__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.UnlinkExternalIdResponse", unpack: frienso__accounts__v1__unlink_external_id_response__unpack, free: frienso__accounts__v1__unlink_external_id_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__UnlinkExternalIdResponse, arena: ProtoArena) {
+        c.n_linked = self.linked.count
+        c.linked = arena.array(self.linked.map { value in arena.message(of: Frienso__Accounts__V1__ExternalId.self) { frienso__accounts__v1__external_id__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Accounts__V1__UnlinkExternalIdResponse) {
+        self.init(linked: ProtoRuntime.array(c.linked, count: c.n_linked) { AccountsV1.ExternalId(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("linked", .array(self.linked.map { $0.jsonValue }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(linked: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.ExternalId.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.MatchContactsRequest`
+    public struct MatchContactsRequest: ProtoMessage {
+        public var hashes: [[UInt8]] = []
+        public var externalIds: [AccountsV1.ExternalId] = []
+
+        public init() {}
+
+        public init(hashes: [[UInt8]] = [], externalIds: [AccountsV1.ExternalId] = []) {
+        self.hashes = hashes
+        self.externalIds = externalIds
+        }
+    }
+}
+
+extension AccountsV1.MatchContactsRequest {
+    public static let protoName = "frienso.accounts.v1.MatchContactsRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__MatchContactsRequest()
+        frienso__accounts__v1__match_contacts_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_request__get_packed_size, pack: frienso__accounts__v1__match_contacts_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.MatchContactsRequest", unpack: frienso__accounts__v1__match_contacts_request__unpack, free: frienso__accounts__v1__match_contacts_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__MatchContactsRequest, arena: ProtoArena) {
+        c.n_hashes = self.hashes.count
+        c.hashes = arena.array(self.hashes.map { arena.binary($0) })
+        c.n_external_ids = self.externalIds.count
+        c.external_ids = arena.array(self.externalIds.map { value in arena.message(of: Frienso__Accounts__V1__ExternalId.self) { frienso__accounts__v1__external_id__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Accounts__V1__MatchContactsRequest) {
+        self.init(hashes: ProtoRuntime.array(c.hashes, count: c.n_hashes) { ProtoRuntime.bytes($0) }, externalIds: ProtoRuntime.array(c.external_ids, count: c.n_external_ids) { AccountsV1.ExternalId(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("hashes", .array(self.hashes.map { .bytes($0) })), ("externalIds", .array(self.externalIds.map { $0.jsonValue }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(hashes: (0..<Int((seed &+ 1) % 4)).map { i in ProtoSample.bytes((seed &+ UInt64(i)), 1) }, externalIds: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.ExternalId.sample(seed: seed &+ UInt64(i) &+ 2, depth: depth + 1) } : [])
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.ContactMatch`
+    public struct ContactMatch: ProtoMessage {
+        public var profile: AccountsV1.Profile? = nil
+        public var byPhone: Bool = false
+        public var byEmail: Bool = false
+        public var byExternalId: Bool = false
+
+        public init() {}
+
+        public init(profile: AccountsV1.Profile? = nil, byPhone: Bool = false, byEmail: Bool = false, byExternalId: Bool = false) {
+        self.profile = profile
+        self.byPhone = byPhone
+        self.byEmail = byEmail
+        self.byExternalId = byExternalId
+        }
+    }
+}
+
+extension AccountsV1.ContactMatch {
+    public static let protoName = "frienso.accounts.v1.ContactMatch"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ContactMatch()
+        frienso__accounts__v1__contact_match__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_match__get_packed_size, pack: frienso__accounts__v1__contact_match__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactMatch", unpack: frienso__accounts__v1__contact_match__unpack, free: frienso__accounts__v1__contact_match__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ContactMatch, arena: ProtoArena) {
+        if let value = self.profile {
+            c.profile = arena.message(of: Frienso__Accounts__V1__Profile.self) { frienso__accounts__v1__profile__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.by_phone = (self.byPhone ? 1 : 0)
+        c.by_email = (self.byEmail ? 1 : 0)
+        c.by_external_id = (self.byExternalId ? 1 : 0)
+    }
+
+    init(c: Frienso__Accounts__V1__ContactMatch) {
+        self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) }, byPhone: (c.by_phone != 0), byEmail: (c.by_email != 0), byExternalId: (c.by_external_id != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("byPhone", .bool(self.byPhone)), ("byEmail", .bool(self.byEmail)), ("byExternalId", .bool(self.byExternalId))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(profile: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Profile.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Profile()), byPhone: seed % 2 == 0, byEmail: seed % 2 == 0, byExternalId: seed % 2 == 0)
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.MatchContactsResponse`
+    public struct MatchContactsResponse: ProtoMessage {
+        public var matches: [AccountsV1.ContactMatch] = []
+
+        public init() {}
+
+        public init(matches: [AccountsV1.ContactMatch] = []) {
+        self.matches = matches
+        }
+    }
+}
+
+extension AccountsV1.MatchContactsResponse {
+    public static let protoName = "frienso.accounts.v1.MatchContactsResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__MatchContactsResponse()
+        frienso__accounts__v1__match_contacts_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_response__get_packed_size, pack: frienso__accounts__v1__match_contacts_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.MatchContactsResponse", unpack: frienso__accounts__v1__match_contacts_response__unpack, free: frienso__accounts__v1__match_contacts_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__MatchContactsResponse, arena: ProtoArena) {
+        c.n_matches = self.matches.count
+        c.matches = arena.array(self.matches.map { value in arena.message(of: Frienso__Accounts__V1__ContactMatch.self) { frienso__accounts__v1__contact_match__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Accounts__V1__MatchContactsResponse) {
+        self.init(matches: ProtoRuntime.array(c.matches, count: c.n_matches) { AccountsV1.ContactMatch(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("matches", .array(self.matches.map { $0.jsonValue }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(matches: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.ContactMatch.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension AccountsV1 {
     /// The methods of `frienso.accounts.v1.AccountsService`, with the access the contract declares.
     public enum AccountsService {
         public static let register = RPCMethod<RegisterRequest, RegisterResponse>(service: "accounts", name: "Register", access: .public)
@@ -1345,7 +1755,10 @@ extension AccountsV1 {
         public static let getProfiles = RPCMethod<GetProfilesRequest, GetProfilesResponse>(service: "accounts", name: "GetProfiles", access: .internal)
         public static let findUsers = RPCMethod<FindUsersRequest, FindUsersResponse>(service: "accounts", name: "FindUsers", access: .internal)
         public static let searchUsers = RPCMethod<SearchUsersRequest, SearchUsersResponse>(service: "accounts", name: "SearchUsers", access: .internal)
+        public static let linkExternalId = RPCMethod<LinkExternalIdRequest, LinkExternalIdResponse>(service: "accounts", name: "LinkExternalId", access: .authenticated)
+        public static let unlinkExternalId = RPCMethod<UnlinkExternalIdRequest, UnlinkExternalIdResponse>(service: "accounts", name: "UnlinkExternalId", access: .authenticated)
+        public static let matchContacts = RPCMethod<MatchContactsRequest, MatchContactsResponse>(service: "accounts", name: "MatchContacts", access: .internal)
 
-        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, findUsers.erased, searchUsers.erased]
+        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased]
     }
 }

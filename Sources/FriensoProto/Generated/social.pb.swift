@@ -149,9 +149,12 @@ extension SocialV1 {
         case blockRemoved // GRAPH_CHANGE_BLOCK_REMOVED
         case circleMemberAdded // GRAPH_CHANGE_CIRCLE_MEMBER_ADDED
         case circleMemberRemoved // GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED
+        case findableOn // GRAPH_CHANGE_FINDABLE_ON
+        case findableOff // GRAPH_CHANGE_FINDABLE_OFF
+        case exchangeAdded // GRAPH_CHANGE_EXCHANGE_ADDED
         case unrecognized(Int32)
 
-        public static let allKnownCases: [GraphChange] = [.unspecified, .friendshipAdded, .friendshipRemoved, .blockAdded, .blockRemoved, .circleMemberAdded, .circleMemberRemoved]
+        public static let allKnownCases: [GraphChange] = [.unspecified, .friendshipAdded, .friendshipRemoved, .blockAdded, .blockRemoved, .circleMemberAdded, .circleMemberRemoved, .findableOn, .findableOff, .exchangeAdded]
 
         public init(rawValue: Int32) {
             switch rawValue {
@@ -162,6 +165,9 @@ extension SocialV1 {
             case 4: self = .blockRemoved
             case 5: self = .circleMemberAdded
             case 6: self = .circleMemberRemoved
+            case 7: self = .findableOn
+            case 8: self = .findableOff
+            case 9: self = .exchangeAdded
             default: self = .unrecognized(rawValue)
             }
         }
@@ -175,6 +181,9 @@ extension SocialV1 {
             case .blockRemoved: return 4
             case .circleMemberAdded: return 5
             case .circleMemberRemoved: return 6
+            case .findableOn: return 7
+            case .findableOff: return 8
+            case .exchangeAdded: return 9
             case .unrecognized(let value): return value
             }
         }
@@ -188,6 +197,48 @@ extension SocialV1 {
             case .blockRemoved: return "GRAPH_CHANGE_BLOCK_REMOVED"
             case .circleMemberAdded: return "GRAPH_CHANGE_CIRCLE_MEMBER_ADDED"
             case .circleMemberRemoved: return "GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED"
+            case .findableOn: return "GRAPH_CHANGE_FINDABLE_ON"
+            case .findableOff: return "GRAPH_CHANGE_FINDABLE_OFF"
+            case .exchangeAdded: return "GRAPH_CHANGE_EXCHANGE_ADDED"
+            case .unrecognized(let value): return "\(value)"
+            }
+        }
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.ExchangeState`: an open enum, as in proto3; unknown numbers survive a round trip.
+    public enum ExchangeState: ProtoEnum {
+        case unspecified // EXCHANGE_STATE_UNSPECIFIED
+        case waiting // EXCHANGE_STATE_WAITING
+        case recorded // EXCHANGE_STATE_RECORDED
+        case unrecognized(Int32)
+
+        public static let allKnownCases: [ExchangeState] = [.unspecified, .waiting, .recorded]
+
+        public init(rawValue: Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .waiting
+            case 2: self = .recorded
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Int32 {
+            switch self {
+            case .unspecified: return 0
+            case .waiting: return 1
+            case .recorded: return 2
+            case .unrecognized(let value): return value
+            }
+        }
+
+        public var protoName: String {
+            switch self {
+            case .unspecified: return "EXCHANGE_STATE_UNSPECIFIED"
+            case .waiting: return "EXCHANGE_STATE_WAITING"
+            case .recorded: return "EXCHANGE_STATE_RECORDED"
             case .unrecognized(let value): return "\(value)"
             }
         }
@@ -2020,11 +2071,13 @@ extension SocialV1 {
     /// `frienso.social.v1.GraphSnapshotRequest`
     public struct GraphSnapshotRequest: ProtoMessage {
         public var sequenceOnly: Bool = false
+        public var cursor: String = ""
 
         public init() {}
 
-        public init(sequenceOnly: Bool = false) {
+        public init(sequenceOnly: Bool = false, cursor: String = "") {
         self.sequenceOnly = sequenceOnly
+        self.cursor = cursor
         }
     }
 }
@@ -2045,22 +2098,23 @@ extension SocialV1.GraphSnapshotRequest {
         self = c
     }
 
-    func copy(into c: inout Frienso__Social__V1__GraphSnapshotRequest, arena _: ProtoArena) {
+    func copy(into c: inout Frienso__Social__V1__GraphSnapshotRequest, arena: ProtoArena) {
         c.sequence_only = (self.sequenceOnly ? 1 : 0)
+        if !self.cursor.isEmpty { c.cursor = arena.string(self.cursor) }
     }
 
     init(c: Frienso__Social__V1__GraphSnapshotRequest) {
-        self.init(sequenceOnly: (c.sequence_only != 0))
+        self.init(sequenceOnly: (c.sequence_only != 0), cursor: ProtoRuntime.string(c.cursor))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("sequenceOnly", .bool(self.sequenceOnly))])
+        .object([("sequenceOnly", .bool(self.sequenceOnly)), ("cursor", .string(self.cursor))])
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(sequenceOnly: seed % 2 == 0)
+        Self(sequenceOnly: seed % 2 == 0, cursor: ProtoSample.string(seed, "cursor"))
     }
 }
 
@@ -2075,10 +2129,14 @@ extension SocialV1 {
         public var blocked: [UInt64] = []
         public var circleOwners: [UInt64] = []
         public var circleMembers: [UInt64] = []
+        public var findable: [UInt64] = []
+        public var exchangesA: [UInt64] = []
+        public var exchangesB: [UInt64] = []
+        public var nextCursor: String = ""
 
         public init() {}
 
-        public init(epoch: UInt64 = 0, sequence: UInt64 = 0, friendsA: [UInt64] = [], friendsB: [UInt64] = [], blockers: [UInt64] = [], blocked: [UInt64] = [], circleOwners: [UInt64] = [], circleMembers: [UInt64] = []) {
+        public init(epoch: UInt64 = 0, sequence: UInt64 = 0, friendsA: [UInt64] = [], friendsB: [UInt64] = [], blockers: [UInt64] = [], blocked: [UInt64] = [], circleOwners: [UInt64] = [], circleMembers: [UInt64] = [], findable: [UInt64] = [], exchangesA: [UInt64] = [], exchangesB: [UInt64] = [], nextCursor: String = "") {
         self.epoch = epoch
         self.sequence = sequence
         self.friendsA = friendsA
@@ -2087,6 +2145,10 @@ extension SocialV1 {
         self.blocked = blocked
         self.circleOwners = circleOwners
         self.circleMembers = circleMembers
+        self.findable = findable
+        self.exchangesA = exchangesA
+        self.exchangesB = exchangesB
+        self.nextCursor = nextCursor
         }
     }
 }
@@ -2122,20 +2184,778 @@ extension SocialV1.GraphSnapshotResponse {
         c.circle_owners = arena.array(self.circleOwners)
         c.n_circle_members = self.circleMembers.count
         c.circle_members = arena.array(self.circleMembers)
+        c.n_findable = self.findable.count
+        c.findable = arena.array(self.findable)
+        c.n_exchanges_a = self.exchangesA.count
+        c.exchanges_a = arena.array(self.exchangesA)
+        c.n_exchanges_b = self.exchangesB.count
+        c.exchanges_b = arena.array(self.exchangesB)
+        if !self.nextCursor.isEmpty { c.next_cursor = arena.string(self.nextCursor) }
     }
 
     init(c: Frienso__Social__V1__GraphSnapshotResponse) {
-        self.init(epoch: c.epoch, sequence: c.sequence, friendsA: ProtoRuntime.array(c.friends_a, count: c.n_friends_a) { $0 }, friendsB: ProtoRuntime.array(c.friends_b, count: c.n_friends_b) { $0 }, blockers: ProtoRuntime.array(c.blockers, count: c.n_blockers) { $0 }, blocked: ProtoRuntime.array(c.blocked, count: c.n_blocked) { $0 }, circleOwners: ProtoRuntime.array(c.circle_owners, count: c.n_circle_owners) { $0 }, circleMembers: ProtoRuntime.array(c.circle_members, count: c.n_circle_members) { $0 })
+        self.init(epoch: c.epoch, sequence: c.sequence, friendsA: ProtoRuntime.array(c.friends_a, count: c.n_friends_a) { $0 }, friendsB: ProtoRuntime.array(c.friends_b, count: c.n_friends_b) { $0 }, blockers: ProtoRuntime.array(c.blockers, count: c.n_blockers) { $0 }, blocked: ProtoRuntime.array(c.blocked, count: c.n_blocked) { $0 }, circleOwners: ProtoRuntime.array(c.circle_owners, count: c.n_circle_owners) { $0 }, circleMembers: ProtoRuntime.array(c.circle_members, count: c.n_circle_members) { $0 }, findable: ProtoRuntime.array(c.findable, count: c.n_findable) { $0 }, exchangesA: ProtoRuntime.array(c.exchanges_a, count: c.n_exchanges_a) { $0 }, exchangesB: ProtoRuntime.array(c.exchanges_b, count: c.n_exchanges_b) { $0 }, nextCursor: ProtoRuntime.string(c.next_cursor))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("epoch", .string(String(self.epoch))), ("sequence", .string(String(self.sequence))), ("friendsA", .array(self.friendsA.map { .string(String($0)) })), ("friendsB", .array(self.friendsB.map { .string(String($0)) })), ("blockers", .array(self.blockers.map { .string(String($0)) })), ("blocked", .array(self.blocked.map { .string(String($0)) })), ("circleOwners", .array(self.circleOwners.map { .string(String($0)) })), ("circleMembers", .array(self.circleMembers.map { .string(String($0)) }))])
+        .object([("epoch", .string(String(self.epoch))), ("sequence", .string(String(self.sequence))), ("friendsA", .array(self.friendsA.map { .string(String($0)) })), ("friendsB", .array(self.friendsB.map { .string(String($0)) })), ("blockers", .array(self.blockers.map { .string(String($0)) })), ("blocked", .array(self.blocked.map { .string(String($0)) })), ("circleOwners", .array(self.circleOwners.map { .string(String($0)) })), ("circleMembers", .array(self.circleMembers.map { .string(String($0)) })), ("findable", .array(self.findable.map { .string(String($0)) })), ("exchangesA", .array(self.exchangesA.map { .string(String($0)) })), ("exchangesB", .array(self.exchangesB.map { .string(String($0)) })), ("nextCursor", .string(self.nextCursor))])
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(epoch: ProtoSample.uint64(seed, 1), sequence: ProtoSample.uint64(seed, 2), friendsA: (0..<Int((seed &+ 3) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 3) }, friendsB: (0..<Int((seed &+ 4) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 4) }, blockers: (0..<Int((seed &+ 5) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 5) }, blocked: (0..<Int((seed &+ 6) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 6) }, circleOwners: (0..<Int((seed &+ 7) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 7) }, circleMembers: (0..<Int((seed &+ 8) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 8) })
+        Self(epoch: ProtoSample.uint64(seed, 1), sequence: ProtoSample.uint64(seed, 2), friendsA: (0..<Int((seed &+ 3) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 3) }, friendsB: (0..<Int((seed &+ 4) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 4) }, blockers: (0..<Int((seed &+ 5) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 5) }, blocked: (0..<Int((seed &+ 6) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 6) }, circleOwners: (0..<Int((seed &+ 7) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 7) }, circleMembers: (0..<Int((seed &+ 8) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 8) }, findable: (0..<Int((seed &+ 9) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 9) }, exchangesA: (0..<Int((seed &+ 10) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 10) }, exchangesB: (0..<Int((seed &+ 11) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 11) }, nextCursor: ProtoSample.string(seed, "next_cursor"))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.DiscoverySettings`
+    public struct DiscoverySettings: ProtoMessage {
+        public var findable: Bool = false
+
+        public init() {}
+
+        public init(findable: Bool = false) {
+        self.findable = findable
+        }
+    }
+}
+
+extension SocialV1.DiscoverySettings {
+    public static let protoName = "frienso.social.v1.DiscoverySettings"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__DiscoverySettings()
+        frienso__social__v1__discovery_settings__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__discovery_settings__get_packed_size, pack: frienso__social__v1__discovery_settings__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.DiscoverySettings", unpack: frienso__social__v1__discovery_settings__unpack, free: frienso__social__v1__discovery_settings__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__DiscoverySettings, arena _: ProtoArena) {
+        c.findable = (self.findable ? 1 : 0)
+    }
+
+    init(c: Frienso__Social__V1__DiscoverySettings) {
+        self.init(findable: (c.findable != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("findable", .bool(self.findable))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(findable: seed % 2 == 0)
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.GetDiscoverySettingsRequest`
+    public struct GetDiscoverySettingsRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension SocialV1.GetDiscoverySettingsRequest {
+    public static let protoName = "frienso.social.v1.GetDiscoverySettingsRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__GetDiscoverySettingsRequest()
+        frienso__social__v1__get_discovery_settings_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_request__get_packed_size, pack: frienso__social__v1__get_discovery_settings_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GetDiscoverySettingsRequest", unpack: frienso__social__v1__get_discovery_settings_request__unpack, free: frienso__social__v1__get_discovery_settings_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Social__V1__GetDiscoverySettingsRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Social__V1__GetDiscoverySettingsRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.GetDiscoverySettingsResponse`
+    public struct GetDiscoverySettingsResponse: ProtoMessage {
+        public var settings: SocialV1.DiscoverySettings? = nil
+
+        public init() {}
+
+        public init(settings: SocialV1.DiscoverySettings? = nil) {
+        self.settings = settings
+        }
+    }
+}
+
+extension SocialV1.GetDiscoverySettingsResponse {
+    public static let protoName = "frienso.social.v1.GetDiscoverySettingsResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__GetDiscoverySettingsResponse()
+        frienso__social__v1__get_discovery_settings_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_response__get_packed_size, pack: frienso__social__v1__get_discovery_settings_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GetDiscoverySettingsResponse", unpack: frienso__social__v1__get_discovery_settings_response__unpack, free: frienso__social__v1__get_discovery_settings_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__GetDiscoverySettingsResponse, arena: ProtoArena) {
+        if let value = self.settings {
+            c.settings = arena.message(of: Frienso__Social__V1__DiscoverySettings.self) { frienso__social__v1__discovery_settings__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Social__V1__GetDiscoverySettingsResponse) {
+        self.init(settings: c.settings.map { SocialV1.DiscoverySettings(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(settings: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.DiscoverySettings.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.DiscoverySettings()))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.SetFindableRequest`
+    public struct SetFindableRequest: ProtoMessage {
+        public var findable: Bool = false
+
+        public init() {}
+
+        public init(findable: Bool = false) {
+        self.findable = findable
+        }
+    }
+}
+
+extension SocialV1.SetFindableRequest {
+    public static let protoName = "frienso.social.v1.SetFindableRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__SetFindableRequest()
+        frienso__social__v1__set_findable_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_request__get_packed_size, pack: frienso__social__v1__set_findable_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SetFindableRequest", unpack: frienso__social__v1__set_findable_request__unpack, free: frienso__social__v1__set_findable_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__SetFindableRequest, arena _: ProtoArena) {
+        c.findable = (self.findable ? 1 : 0)
+    }
+
+    init(c: Frienso__Social__V1__SetFindableRequest) {
+        self.init(findable: (c.findable != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("findable", .bool(self.findable))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(findable: seed % 2 == 0)
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.SetFindableResponse`
+    public struct SetFindableResponse: ProtoMessage {
+        public var settings: SocialV1.DiscoverySettings? = nil
+
+        public init() {}
+
+        public init(settings: SocialV1.DiscoverySettings? = nil) {
+        self.settings = settings
+        }
+    }
+}
+
+extension SocialV1.SetFindableResponse {
+    public static let protoName = "frienso.social.v1.SetFindableResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__SetFindableResponse()
+        frienso__social__v1__set_findable_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_response__get_packed_size, pack: frienso__social__v1__set_findable_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SetFindableResponse", unpack: frienso__social__v1__set_findable_response__unpack, free: frienso__social__v1__set_findable_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__SetFindableResponse, arena: ProtoArena) {
+        if let value = self.settings {
+            c.settings = arena.message(of: Frienso__Social__V1__DiscoverySettings.self) { frienso__social__v1__discovery_settings__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Social__V1__SetFindableResponse) {
+        self.init(settings: c.settings.map { SocialV1.DiscoverySettings(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(settings: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.DiscoverySettings.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.DiscoverySettings()))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.ExternalId`
+    public struct ExternalId: ProtoMessage {
+        public var provider: String = ""
+        public var externalId: String = ""
+
+        public init() {}
+
+        public init(provider: String = "", externalId: String = "") {
+        self.provider = provider
+        self.externalId = externalId
+        }
+    }
+}
+
+extension SocialV1.ExternalId {
+    public static let protoName = "frienso.social.v1.ExternalId"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ExternalId()
+        frienso__social__v1__external_id__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__external_id__get_packed_size, pack: frienso__social__v1__external_id__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ExternalId", unpack: frienso__social__v1__external_id__unpack, free: frienso__social__v1__external_id__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__ExternalId, arena: ProtoArena) {
+        if !self.provider.isEmpty { c.provider = arena.string(self.provider) }
+        if !self.externalId.isEmpty { c.external_id = arena.string(self.externalId) }
+    }
+
+    init(c: Frienso__Social__V1__ExternalId) {
+        self.init(provider: ProtoRuntime.string(c.provider), externalId: ProtoRuntime.string(c.external_id))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("provider", .string(self.provider)), ("externalId", .string(self.externalId))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(provider: ProtoSample.string(seed, "provider"), externalId: ProtoSample.string(seed, "external_id"))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.RecommendFriendsRequest`
+    public struct RecommendFriendsRequest: ProtoMessage {
+        public var phones: [String] = []
+        public var emails: [String] = []
+        public var contactHashes: [[UInt8]] = []
+        public var externalIds: [SocialV1.ExternalId] = []
+
+        public init() {}
+
+        public init(phones: [String] = [], emails: [String] = [], contactHashes: [[UInt8]] = [], externalIds: [SocialV1.ExternalId] = []) {
+        self.phones = phones
+        self.emails = emails
+        self.contactHashes = contactHashes
+        self.externalIds = externalIds
+        }
+    }
+}
+
+extension SocialV1.RecommendFriendsRequest {
+    public static let protoName = "frienso.social.v1.RecommendFriendsRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RecommendFriendsRequest()
+        frienso__social__v1__recommend_friends_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_request__get_packed_size, pack: frienso__social__v1__recommend_friends_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RecommendFriendsRequest", unpack: frienso__social__v1__recommend_friends_request__unpack, free: frienso__social__v1__recommend_friends_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__RecommendFriendsRequest, arena: ProtoArena) {
+        c.n_phones = self.phones.count
+        c.phones = arena.strings(self.phones)
+        c.n_emails = self.emails.count
+        c.emails = arena.strings(self.emails)
+        c.n_contact_hashes = self.contactHashes.count
+        c.contact_hashes = arena.array(self.contactHashes.map { arena.binary($0) })
+        c.n_external_ids = self.externalIds.count
+        c.external_ids = arena.array(self.externalIds.map { value in arena.message(of: Frienso__Social__V1__ExternalId.self) { frienso__social__v1__external_id__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Social__V1__RecommendFriendsRequest) {
+        self.init(phones: ProtoRuntime.array(c.phones, count: c.n_phones) { ProtoRuntime.string($0) }, emails: ProtoRuntime.array(c.emails, count: c.n_emails) { ProtoRuntime.string($0) }, contactHashes: ProtoRuntime.array(c.contact_hashes, count: c.n_contact_hashes) { ProtoRuntime.bytes($0) }, externalIds: ProtoRuntime.array(c.external_ids, count: c.n_external_ids) { SocialV1.ExternalId(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("phones", .array(self.phones.map { .string($0) })), ("emails", .array(self.emails.map { .string($0) })), ("contactHashes", .array(self.contactHashes.map { .bytes($0) })), ("externalIds", .array(self.externalIds.map { $0.jsonValue }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(phones: (0..<Int((seed &+ 1) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "phones") }, emails: (0..<Int((seed &+ 2) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "emails") }, contactHashes: (0..<Int((seed &+ 3) % 4)).map { i in ProtoSample.bytes((seed &+ UInt64(i)), 3) }, externalIds: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.ExternalId.sample(seed: seed &+ UInt64(i) &+ 4, depth: depth + 1) } : [])
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.Recommendation`
+    public struct Recommendation: ProtoMessage {
+        public var user: SocialV1.UserRef? = nil
+        public var byPhone: Bool = false
+        public var byEmail: Bool = false
+        public var byExternalId: Bool = false
+        public var requestPending: Bool = false
+
+        public init() {}
+
+        public init(user: SocialV1.UserRef? = nil, byPhone: Bool = false, byEmail: Bool = false, byExternalId: Bool = false, requestPending: Bool = false) {
+        self.user = user
+        self.byPhone = byPhone
+        self.byEmail = byEmail
+        self.byExternalId = byExternalId
+        self.requestPending = requestPending
+        }
+    }
+}
+
+extension SocialV1.Recommendation {
+    public static let protoName = "frienso.social.v1.Recommendation"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__Recommendation()
+        frienso__social__v1__recommendation__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommendation__get_packed_size, pack: frienso__social__v1__recommendation__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Recommendation", unpack: frienso__social__v1__recommendation__unpack, free: frienso__social__v1__recommendation__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__Recommendation, arena: ProtoArena) {
+        if let value = self.user {
+            c.user = arena.message(of: Frienso__Social__V1__UserRef.self) { frienso__social__v1__user_ref__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.by_phone = (self.byPhone ? 1 : 0)
+        c.by_email = (self.byEmail ? 1 : 0)
+        c.by_external_id = (self.byExternalId ? 1 : 0)
+        c.request_pending = (self.requestPending ? 1 : 0)
+    }
+
+    init(c: Frienso__Social__V1__Recommendation) {
+        self.init(user: c.user.map { SocialV1.UserRef(c: $0.pointee) }, byPhone: (c.by_phone != 0), byEmail: (c.by_email != 0), byExternalId: (c.by_external_id != 0), requestPending: (c.request_pending != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("user", self.user.map { $0.jsonValue } ?? .null), ("byPhone", .bool(self.byPhone)), ("byEmail", .bool(self.byEmail)), ("byExternalId", .bool(self.byExternalId)), ("requestPending", .bool(self.requestPending))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(user: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.UserRef()), byPhone: seed % 2 == 0, byEmail: seed % 2 == 0, byExternalId: seed % 2 == 0, requestPending: seed % 2 == 0)
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.RecommendFriendsResponse`
+    public struct RecommendFriendsResponse: ProtoMessage {
+        public var recommendations: [SocialV1.Recommendation] = []
+        public var unusable: UInt32 = 0
+
+        public init() {}
+
+        public init(recommendations: [SocialV1.Recommendation] = [], unusable: UInt32 = 0) {
+        self.recommendations = recommendations
+        self.unusable = unusable
+        }
+    }
+}
+
+extension SocialV1.RecommendFriendsResponse {
+    public static let protoName = "frienso.social.v1.RecommendFriendsResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RecommendFriendsResponse()
+        frienso__social__v1__recommend_friends_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_response__get_packed_size, pack: frienso__social__v1__recommend_friends_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RecommendFriendsResponse", unpack: frienso__social__v1__recommend_friends_response__unpack, free: frienso__social__v1__recommend_friends_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__RecommendFriendsResponse, arena: ProtoArena) {
+        c.n_recommendations = self.recommendations.count
+        c.recommendations = arena.array(self.recommendations.map { value in arena.message(of: Frienso__Social__V1__Recommendation.self) { frienso__social__v1__recommendation__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.unusable = self.unusable
+    }
+
+    init(c: Frienso__Social__V1__RecommendFriendsResponse) {
+        self.init(recommendations: ProtoRuntime.array(c.recommendations, count: c.n_recommendations) { SocialV1.Recommendation(c: $0!.pointee) }, unusable: c.unusable)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("recommendations", .array(self.recommendations.map { $0.jsonValue })), ("unusable", .number(Double(self.unusable)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(recommendations: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.Recommendation.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], unusable: ProtoSample.uint32(seed, 2))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.Exchange`
+    public struct Exchange: ProtoMessage {
+        public var exchangeId: UInt64 = 0
+        public var user: SocialV1.UserRef? = nil
+        public var exchangedAtMs: Int64 = 0
+        public var latitude: Double = 0
+        public var longitude: Double = 0
+        public var placeLabel: String = ""
+        public var hasLocation: Bool = false
+
+        public init() {}
+
+        public init(exchangeId: UInt64 = 0, user: SocialV1.UserRef? = nil, exchangedAtMs: Int64 = 0, latitude: Double = 0, longitude: Double = 0, placeLabel: String = "", hasLocation: Bool = false) {
+        self.exchangeId = exchangeId
+        self.user = user
+        self.exchangedAtMs = exchangedAtMs
+        self.latitude = latitude
+        self.longitude = longitude
+        self.placeLabel = placeLabel
+        self.hasLocation = hasLocation
+        }
+    }
+}
+
+extension SocialV1.Exchange {
+    public static let protoName = "frienso.social.v1.Exchange"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__Exchange()
+        frienso__social__v1__exchange__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__exchange__get_packed_size, pack: frienso__social__v1__exchange__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Exchange", unpack: frienso__social__v1__exchange__unpack, free: frienso__social__v1__exchange__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__Exchange, arena: ProtoArena) {
+        c.exchange_id = self.exchangeId
+        if let value = self.user {
+            c.user = arena.message(of: Frienso__Social__V1__UserRef.self) { frienso__social__v1__user_ref__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.exchanged_at_ms = self.exchangedAtMs
+        c.latitude = self.latitude
+        c.longitude = self.longitude
+        if !self.placeLabel.isEmpty { c.place_label = arena.string(self.placeLabel) }
+        c.has_location = (self.hasLocation ? 1 : 0)
+    }
+
+    init(c: Frienso__Social__V1__Exchange) {
+        self.init(exchangeId: c.exchange_id, user: c.user.map { SocialV1.UserRef(c: $0.pointee) }, exchangedAtMs: c.exchanged_at_ms, latitude: c.latitude, longitude: c.longitude, placeLabel: ProtoRuntime.string(c.place_label), hasLocation: (c.has_location != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("exchangeId", .string(String(self.exchangeId))), ("user", self.user.map { $0.jsonValue } ?? .null), ("exchangedAtMs", .string(String(self.exchangedAtMs))), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("placeLabel", .string(self.placeLabel)), ("hasLocation", .bool(self.hasLocation))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(exchangeId: ProtoSample.uint64(seed, 1), user: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 2, depth: depth + 1) : SocialV1.UserRef()), exchangedAtMs: ProtoSample.int64(seed, 3), latitude: Double(seed) * 1.5 - 4.25, longitude: Double(seed) * 1.5 - 5.25, placeLabel: ProtoSample.string(seed, "place_label"), hasLocation: seed % 2 == 0)
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.AddExchangeRequest`
+    public struct AddExchangeRequest: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var username: String = ""
+        public var hasLocation: Bool = false
+        public var latitude: Double = 0
+        public var longitude: Double = 0
+        public var placeLabel: String = ""
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, username: String = "", hasLocation: Bool = false, latitude: Double = 0, longitude: Double = 0, placeLabel: String = "") {
+        self.userId = userId
+        self.username = username
+        self.hasLocation = hasLocation
+        self.latitude = latitude
+        self.longitude = longitude
+        self.placeLabel = placeLabel
+        }
+    }
+}
+
+extension SocialV1.AddExchangeRequest {
+    public static let protoName = "frienso.social.v1.AddExchangeRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__AddExchangeRequest()
+        frienso__social__v1__add_exchange_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_request__get_packed_size, pack: frienso__social__v1__add_exchange_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddExchangeRequest", unpack: frienso__social__v1__add_exchange_request__unpack, free: frienso__social__v1__add_exchange_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__AddExchangeRequest, arena: ProtoArena) {
+        c.user_id = self.userId
+        if !self.username.isEmpty { c.username = arena.string(self.username) }
+        c.has_location = (self.hasLocation ? 1 : 0)
+        c.latitude = self.latitude
+        c.longitude = self.longitude
+        if !self.placeLabel.isEmpty { c.place_label = arena.string(self.placeLabel) }
+    }
+
+    init(c: Frienso__Social__V1__AddExchangeRequest) {
+        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username), hasLocation: (c.has_location != 0), latitude: c.latitude, longitude: c.longitude, placeLabel: ProtoRuntime.string(c.place_label))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("hasLocation", .bool(self.hasLocation)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("placeLabel", .string(self.placeLabel))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"), hasLocation: seed % 2 == 0, latitude: Double(seed) * 1.5 - 4.25, longitude: Double(seed) * 1.5 - 5.25, placeLabel: ProtoSample.string(seed, "place_label"))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.AddExchangeResponse`
+    public struct AddExchangeResponse: ProtoMessage {
+        public var state: SocialV1.ExchangeState = .init(rawValue: 0)
+        public var exchange: SocialV1.Exchange? = nil
+
+        public init() {}
+
+        public init(state: SocialV1.ExchangeState = .init(rawValue: 0), exchange: SocialV1.Exchange? = nil) {
+        self.state = state
+        self.exchange = exchange
+        }
+    }
+}
+
+extension SocialV1.AddExchangeResponse {
+    public static let protoName = "frienso.social.v1.AddExchangeResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__AddExchangeResponse()
+        frienso__social__v1__add_exchange_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_response__get_packed_size, pack: frienso__social__v1__add_exchange_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddExchangeResponse", unpack: frienso__social__v1__add_exchange_response__unpack, free: frienso__social__v1__add_exchange_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__AddExchangeResponse, arena: ProtoArena) {
+        c.state = Frienso__Social__V1__ExchangeState(rawValue: .init(truncatingIfNeeded: self.state.rawValue))
+        if let value = self.exchange {
+            c.exchange = arena.message(of: Frienso__Social__V1__Exchange.self) { frienso__social__v1__exchange__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Social__V1__AddExchangeResponse) {
+        self.init(state: SocialV1.ExchangeState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue)), exchange: c.exchange.map { SocialV1.Exchange(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("state", .string(self.state.protoName)), ("exchange", self.exchange.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(state: ProtoSample.enumValue(seed, SocialV1.ExchangeState.self), exchange: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.Exchange.sample(seed: seed &+ 2, depth: depth + 1) : SocialV1.Exchange()))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.ListExchangesRequest`
+    public struct ListExchangesRequest: ProtoMessage {
+        public var pageSize: UInt32 = 0
+        public var pageToken: String = ""
+
+        public init() {}
+
+        public init(pageSize: UInt32 = 0, pageToken: String = "") {
+        self.pageSize = pageSize
+        self.pageToken = pageToken
+        }
+    }
+}
+
+extension SocialV1.ListExchangesRequest {
+    public static let protoName = "frienso.social.v1.ListExchangesRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListExchangesRequest()
+        frienso__social__v1__list_exchanges_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_request__get_packed_size, pack: frienso__social__v1__list_exchanges_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListExchangesRequest", unpack: frienso__social__v1__list_exchanges_request__unpack, free: frienso__social__v1__list_exchanges_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__ListExchangesRequest, arena: ProtoArena) {
+        c.page_size = self.pageSize
+        if !self.pageToken.isEmpty { c.page_token = arena.string(self.pageToken) }
+    }
+
+    init(c: Frienso__Social__V1__ListExchangesRequest) {
+        self.init(pageSize: c.page_size, pageToken: ProtoRuntime.string(c.page_token))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("pageSize", .number(Double(self.pageSize))), ("pageToken", .string(self.pageToken))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(pageSize: ProtoSample.uint32(seed, 1), pageToken: ProtoSample.string(seed, "page_token"))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.ListExchangesResponse`
+    public struct ListExchangesResponse: ProtoMessage {
+        public var exchanges: [SocialV1.Exchange] = []
+        public var nextPageToken: String = ""
+
+        public init() {}
+
+        public init(exchanges: [SocialV1.Exchange] = [], nextPageToken: String = "") {
+        self.exchanges = exchanges
+        self.nextPageToken = nextPageToken
+        }
+    }
+}
+
+extension SocialV1.ListExchangesResponse {
+    public static let protoName = "frienso.social.v1.ListExchangesResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListExchangesResponse()
+        frienso__social__v1__list_exchanges_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_response__get_packed_size, pack: frienso__social__v1__list_exchanges_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListExchangesResponse", unpack: frienso__social__v1__list_exchanges_response__unpack, free: frienso__social__v1__list_exchanges_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__ListExchangesResponse, arena: ProtoArena) {
+        c.n_exchanges = self.exchanges.count
+        c.exchanges = arena.array(self.exchanges.map { value in arena.message(of: Frienso__Social__V1__Exchange.self) { frienso__social__v1__exchange__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        if !self.nextPageToken.isEmpty { c.next_page_token = arena.string(self.nextPageToken) }
+    }
+
+    init(c: Frienso__Social__V1__ListExchangesResponse) {
+        self.init(exchanges: ProtoRuntime.array(c.exchanges, count: c.n_exchanges) { SocialV1.Exchange(c: $0!.pointee) }, nextPageToken: ProtoRuntime.string(c.next_page_token))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("exchanges", .array(self.exchanges.map { $0.jsonValue })), ("nextPageToken", .string(self.nextPageToken))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(exchanges: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.Exchange.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], nextPageToken: ProtoSample.string(seed, "next_page_token"))
     }
 }
 
@@ -2318,8 +3138,13 @@ extension SocialV1 {
         public static let respondToCircleRequest = RPCMethod<RespondToCircleRequestRequest, RespondToCircleRequestResponse>(service: "social", name: "RespondToCircleRequest", access: .authenticated)
         public static let searchUsers = RPCMethod<SearchUsersRequest, SearchUsersResponse>(service: "social", name: "SearchUsers", access: .authenticated)
         public static let poke = RPCMethod<PokeRequest, PokeResponse>(service: "social", name: "Poke", access: .authenticated)
+        public static let getDiscoverySettings = RPCMethod<GetDiscoverySettingsRequest, GetDiscoverySettingsResponse>(service: "social", name: "GetDiscoverySettings", access: .authenticated)
+        public static let setFindable = RPCMethod<SetFindableRequest, SetFindableResponse>(service: "social", name: "SetFindable", access: .authenticated)
+        public static let recommendFriends = RPCMethod<RecommendFriendsRequest, RecommendFriendsResponse>(service: "social", name: "RecommendFriends", access: .authenticated)
+        public static let addExchange = RPCMethod<AddExchangeRequest, AddExchangeResponse>(service: "social", name: "AddExchange", access: .authenticated)
+        public static let listExchanges = RPCMethod<ListExchangesRequest, ListExchangesResponse>(service: "social", name: "ListExchanges", access: .authenticated)
         public static let graphSnapshot = RPCMethod<GraphSnapshotRequest, GraphSnapshotResponse>(service: "social", name: "GraphSnapshot", access: .internal)
 
-        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, graphSnapshot.erased]
+        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, graphSnapshot.erased]
     }
 }

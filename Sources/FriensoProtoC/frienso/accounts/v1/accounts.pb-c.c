@@ -1177,6 +1177,366 @@ void   frienso__accounts__v1__search_users_response__free_unpacked
   assert(message->base.descriptor == &frienso__accounts__v1__search_users_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__accounts__v1__external_id__init
+                     (Frienso__Accounts__V1__ExternalId         *message)
+{
+  static const Frienso__Accounts__V1__ExternalId init_value = FRIENSO__ACCOUNTS__V1__EXTERNAL_ID__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__external_id__get_packed_size
+                     (const Frienso__Accounts__V1__ExternalId *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__external_id__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__external_id__pack
+                     (const Frienso__Accounts__V1__ExternalId *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__external_id__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__external_id__pack_to_buffer
+                     (const Frienso__Accounts__V1__ExternalId *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__external_id__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ExternalId *
+       frienso__accounts__v1__external_id__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ExternalId *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__external_id__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__external_id__free_unpacked
+                     (Frienso__Accounts__V1__ExternalId *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__external_id__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__link_external_id_request__init
+                     (Frienso__Accounts__V1__LinkExternalIdRequest         *message)
+{
+  static const Frienso__Accounts__V1__LinkExternalIdRequest init_value = FRIENSO__ACCOUNTS__V1__LINK_EXTERNAL_ID_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__link_external_id_request__get_packed_size
+                     (const Frienso__Accounts__V1__LinkExternalIdRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__link_external_id_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__link_external_id_request__pack
+                     (const Frienso__Accounts__V1__LinkExternalIdRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__link_external_id_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__link_external_id_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__LinkExternalIdRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__link_external_id_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__LinkExternalIdRequest *
+       frienso__accounts__v1__link_external_id_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__LinkExternalIdRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__link_external_id_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__link_external_id_request__free_unpacked
+                     (Frienso__Accounts__V1__LinkExternalIdRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__link_external_id_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__link_external_id_response__init
+                     (Frienso__Accounts__V1__LinkExternalIdResponse         *message)
+{
+  static const Frienso__Accounts__V1__LinkExternalIdResponse init_value = FRIENSO__ACCOUNTS__V1__LINK_EXTERNAL_ID_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__link_external_id_response__get_packed_size
+                     (const Frienso__Accounts__V1__LinkExternalIdResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__link_external_id_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__link_external_id_response__pack
+                     (const Frienso__Accounts__V1__LinkExternalIdResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__link_external_id_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__link_external_id_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__LinkExternalIdResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__link_external_id_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__LinkExternalIdResponse *
+       frienso__accounts__v1__link_external_id_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__LinkExternalIdResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__link_external_id_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__link_external_id_response__free_unpacked
+                     (Frienso__Accounts__V1__LinkExternalIdResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__link_external_id_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__unlink_external_id_request__init
+                     (Frienso__Accounts__V1__UnlinkExternalIdRequest         *message)
+{
+  static const Frienso__Accounts__V1__UnlinkExternalIdRequest init_value = FRIENSO__ACCOUNTS__V1__UNLINK_EXTERNAL_ID_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__unlink_external_id_request__get_packed_size
+                     (const Frienso__Accounts__V1__UnlinkExternalIdRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__unlink_external_id_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__unlink_external_id_request__pack
+                     (const Frienso__Accounts__V1__UnlinkExternalIdRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__unlink_external_id_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__unlink_external_id_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__UnlinkExternalIdRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__unlink_external_id_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__UnlinkExternalIdRequest *
+       frienso__accounts__v1__unlink_external_id_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__UnlinkExternalIdRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__unlink_external_id_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__unlink_external_id_request__free_unpacked
+                     (Frienso__Accounts__V1__UnlinkExternalIdRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__unlink_external_id_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__unlink_external_id_response__init
+                     (Frienso__Accounts__V1__UnlinkExternalIdResponse         *message)
+{
+  static const Frienso__Accounts__V1__UnlinkExternalIdResponse init_value = FRIENSO__ACCOUNTS__V1__UNLINK_EXTERNAL_ID_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__unlink_external_id_response__get_packed_size
+                     (const Frienso__Accounts__V1__UnlinkExternalIdResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__unlink_external_id_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__unlink_external_id_response__pack
+                     (const Frienso__Accounts__V1__UnlinkExternalIdResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__unlink_external_id_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__unlink_external_id_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__UnlinkExternalIdResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__unlink_external_id_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__UnlinkExternalIdResponse *
+       frienso__accounts__v1__unlink_external_id_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__UnlinkExternalIdResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__unlink_external_id_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__unlink_external_id_response__free_unpacked
+                     (Frienso__Accounts__V1__UnlinkExternalIdResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__unlink_external_id_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__match_contacts_request__init
+                     (Frienso__Accounts__V1__MatchContactsRequest         *message)
+{
+  static const Frienso__Accounts__V1__MatchContactsRequest init_value = FRIENSO__ACCOUNTS__V1__MATCH_CONTACTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__match_contacts_request__get_packed_size
+                     (const Frienso__Accounts__V1__MatchContactsRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__match_contacts_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__match_contacts_request__pack
+                     (const Frienso__Accounts__V1__MatchContactsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__match_contacts_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__match_contacts_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__MatchContactsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__match_contacts_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__MatchContactsRequest *
+       frienso__accounts__v1__match_contacts_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__MatchContactsRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__match_contacts_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__match_contacts_request__free_unpacked
+                     (Frienso__Accounts__V1__MatchContactsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__match_contacts_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__contact_match__init
+                     (Frienso__Accounts__V1__ContactMatch         *message)
+{
+  static const Frienso__Accounts__V1__ContactMatch init_value = FRIENSO__ACCOUNTS__V1__CONTACT_MATCH__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__contact_match__get_packed_size
+                     (const Frienso__Accounts__V1__ContactMatch *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_match__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__contact_match__pack
+                     (const Frienso__Accounts__V1__ContactMatch *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_match__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__contact_match__pack_to_buffer
+                     (const Frienso__Accounts__V1__ContactMatch *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_match__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ContactMatch *
+       frienso__accounts__v1__contact_match__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ContactMatch *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__contact_match__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__contact_match__free_unpacked
+                     (Frienso__Accounts__V1__ContactMatch *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_match__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__match_contacts_response__init
+                     (Frienso__Accounts__V1__MatchContactsResponse         *message)
+{
+  static const Frienso__Accounts__V1__MatchContactsResponse init_value = FRIENSO__ACCOUNTS__V1__MATCH_CONTACTS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__match_contacts_response__get_packed_size
+                     (const Frienso__Accounts__V1__MatchContactsResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__match_contacts_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__match_contacts_response__pack
+                     (const Frienso__Accounts__V1__MatchContactsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__match_contacts_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__match_contacts_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__MatchContactsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__match_contacts_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__MatchContactsResponse *
+       frienso__accounts__v1__match_contacts_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__MatchContactsResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__match_contacts_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__match_contacts_response__free_unpacked
+                     (Frienso__Accounts__V1__MatchContactsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__match_contacts_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__accounts__v1__profile__field_descriptors[6] =
 {
   {
@@ -2441,5 +2801,374 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__search_users_response__d
   frienso__accounts__v1__search_users_response__field_indices_by_name,
   1,  frienso__accounts__v1__search_users_response__number_ranges,
   (ProtobufCMessageInit) frienso__accounts__v1__search_users_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__external_id__field_descriptors[2] =
+{
+  {
+    "provider",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ExternalId, provider),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "external_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ExternalId, external_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__external_id__field_indices_by_name[] = {
+  1,   /* field[1] = external_id */
+  0,   /* field[0] = provider */
+};
+static const ProtobufCIntRange frienso__accounts__v1__external_id__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__external_id__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ExternalId",
+  "ExternalId",
+  "Frienso__Accounts__V1__ExternalId",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ExternalId),
+  2,
+  frienso__accounts__v1__external_id__field_descriptors,
+  frienso__accounts__v1__external_id__field_indices_by_name,
+  1,  frienso__accounts__v1__external_id__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__external_id__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__link_external_id_request__field_descriptors[1] =
+{
+  {
+    "external_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__LinkExternalIdRequest, external_id),
+    &frienso__accounts__v1__external_id__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__link_external_id_request__field_indices_by_name[] = {
+  0,   /* field[0] = external_id */
+};
+static const ProtobufCIntRange frienso__accounts__v1__link_external_id_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__link_external_id_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.LinkExternalIdRequest",
+  "LinkExternalIdRequest",
+  "Frienso__Accounts__V1__LinkExternalIdRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__LinkExternalIdRequest),
+  1,
+  frienso__accounts__v1__link_external_id_request__field_descriptors,
+  frienso__accounts__v1__link_external_id_request__field_indices_by_name,
+  1,  frienso__accounts__v1__link_external_id_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__link_external_id_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__link_external_id_response__field_descriptors[1] =
+{
+  {
+    "linked",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__LinkExternalIdResponse, n_linked),
+    offsetof(Frienso__Accounts__V1__LinkExternalIdResponse, linked),
+    &frienso__accounts__v1__external_id__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__link_external_id_response__field_indices_by_name[] = {
+  0,   /* field[0] = linked */
+};
+static const ProtobufCIntRange frienso__accounts__v1__link_external_id_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__link_external_id_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.LinkExternalIdResponse",
+  "LinkExternalIdResponse",
+  "Frienso__Accounts__V1__LinkExternalIdResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__LinkExternalIdResponse),
+  1,
+  frienso__accounts__v1__link_external_id_response__field_descriptors,
+  frienso__accounts__v1__link_external_id_response__field_indices_by_name,
+  1,  frienso__accounts__v1__link_external_id_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__link_external_id_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__unlink_external_id_request__field_descriptors[1] =
+{
+  {
+    "external_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__UnlinkExternalIdRequest, external_id),
+    &frienso__accounts__v1__external_id__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__unlink_external_id_request__field_indices_by_name[] = {
+  0,   /* field[0] = external_id */
+};
+static const ProtobufCIntRange frienso__accounts__v1__unlink_external_id_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__unlink_external_id_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.UnlinkExternalIdRequest",
+  "UnlinkExternalIdRequest",
+  "Frienso__Accounts__V1__UnlinkExternalIdRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__UnlinkExternalIdRequest),
+  1,
+  frienso__accounts__v1__unlink_external_id_request__field_descriptors,
+  frienso__accounts__v1__unlink_external_id_request__field_indices_by_name,
+  1,  frienso__accounts__v1__unlink_external_id_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__unlink_external_id_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__unlink_external_id_response__field_descriptors[1] =
+{
+  {
+    "linked",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__UnlinkExternalIdResponse, n_linked),
+    offsetof(Frienso__Accounts__V1__UnlinkExternalIdResponse, linked),
+    &frienso__accounts__v1__external_id__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__unlink_external_id_response__field_indices_by_name[] = {
+  0,   /* field[0] = linked */
+};
+static const ProtobufCIntRange frienso__accounts__v1__unlink_external_id_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__unlink_external_id_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.UnlinkExternalIdResponse",
+  "UnlinkExternalIdResponse",
+  "Frienso__Accounts__V1__UnlinkExternalIdResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__UnlinkExternalIdResponse),
+  1,
+  frienso__accounts__v1__unlink_external_id_response__field_descriptors,
+  frienso__accounts__v1__unlink_external_id_response__field_indices_by_name,
+  1,  frienso__accounts__v1__unlink_external_id_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__unlink_external_id_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__match_contacts_request__field_descriptors[2] =
+{
+  {
+    "hashes",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_BYTES,
+    offsetof(Frienso__Accounts__V1__MatchContactsRequest, n_hashes),
+    offsetof(Frienso__Accounts__V1__MatchContactsRequest, hashes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "external_ids",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__MatchContactsRequest, n_external_ids),
+    offsetof(Frienso__Accounts__V1__MatchContactsRequest, external_ids),
+    &frienso__accounts__v1__external_id__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__match_contacts_request__field_indices_by_name[] = {
+  1,   /* field[1] = external_ids */
+  0,   /* field[0] = hashes */
+};
+static const ProtobufCIntRange frienso__accounts__v1__match_contacts_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__match_contacts_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.MatchContactsRequest",
+  "MatchContactsRequest",
+  "Frienso__Accounts__V1__MatchContactsRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__MatchContactsRequest),
+  2,
+  frienso__accounts__v1__match_contacts_request__field_descriptors,
+  frienso__accounts__v1__match_contacts_request__field_indices_by_name,
+  1,  frienso__accounts__v1__match_contacts_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__match_contacts_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__contact_match__field_descriptors[4] =
+{
+  {
+    "profile",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ContactMatch, profile),
+    &frienso__accounts__v1__profile__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "by_phone",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ContactMatch, by_phone),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "by_email",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ContactMatch, by_email),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "by_external_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ContactMatch, by_external_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__contact_match__field_indices_by_name[] = {
+  2,   /* field[2] = by_email */
+  3,   /* field[3] = by_external_id */
+  1,   /* field[1] = by_phone */
+  0,   /* field[0] = profile */
+};
+static const ProtobufCIntRange frienso__accounts__v1__contact_match__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__contact_match__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ContactMatch",
+  "ContactMatch",
+  "Frienso__Accounts__V1__ContactMatch",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ContactMatch),
+  4,
+  frienso__accounts__v1__contact_match__field_descriptors,
+  frienso__accounts__v1__contact_match__field_indices_by_name,
+  1,  frienso__accounts__v1__contact_match__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__contact_match__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__match_contacts_response__field_descriptors[1] =
+{
+  {
+    "matches",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__MatchContactsResponse, n_matches),
+    offsetof(Frienso__Accounts__V1__MatchContactsResponse, matches),
+    &frienso__accounts__v1__contact_match__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__match_contacts_response__field_indices_by_name[] = {
+  0,   /* field[0] = matches */
+};
+static const ProtobufCIntRange frienso__accounts__v1__match_contacts_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__match_contacts_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.MatchContactsResponse",
+  "MatchContactsResponse",
+  "Frienso__Accounts__V1__MatchContactsResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__MatchContactsResponse),
+  1,
+  frienso__accounts__v1__match_contacts_response__field_descriptors,
+  frienso__accounts__v1__match_contacts_response__field_indices_by_name,
+  1,  frienso__accounts__v1__match_contacts_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__match_contacts_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

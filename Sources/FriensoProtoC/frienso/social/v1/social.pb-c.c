@@ -1717,6 +1717,636 @@ void   frienso__social__v1__graph_snapshot_response__free_unpacked
   assert(message->base.descriptor == &frienso__social__v1__graph_snapshot_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__social__v1__discovery_settings__init
+                     (Frienso__Social__V1__DiscoverySettings         *message)
+{
+  static const Frienso__Social__V1__DiscoverySettings init_value = FRIENSO__SOCIAL__V1__DISCOVERY_SETTINGS__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__discovery_settings__get_packed_size
+                     (const Frienso__Social__V1__DiscoverySettings *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__discovery_settings__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__discovery_settings__pack
+                     (const Frienso__Social__V1__DiscoverySettings *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__discovery_settings__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__discovery_settings__pack_to_buffer
+                     (const Frienso__Social__V1__DiscoverySettings *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__discovery_settings__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__DiscoverySettings *
+       frienso__social__v1__discovery_settings__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__DiscoverySettings *)
+     protobuf_c_message_unpack (&frienso__social__v1__discovery_settings__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__discovery_settings__free_unpacked
+                     (Frienso__Social__V1__DiscoverySettings *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__discovery_settings__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__get_discovery_settings_request__init
+                     (Frienso__Social__V1__GetDiscoverySettingsRequest         *message)
+{
+  static const Frienso__Social__V1__GetDiscoverySettingsRequest init_value = FRIENSO__SOCIAL__V1__GET_DISCOVERY_SETTINGS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__get_discovery_settings_request__get_packed_size
+                     (const Frienso__Social__V1__GetDiscoverySettingsRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__get_discovery_settings_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__get_discovery_settings_request__pack
+                     (const Frienso__Social__V1__GetDiscoverySettingsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__get_discovery_settings_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__get_discovery_settings_request__pack_to_buffer
+                     (const Frienso__Social__V1__GetDiscoverySettingsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__get_discovery_settings_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__GetDiscoverySettingsRequest *
+       frienso__social__v1__get_discovery_settings_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__GetDiscoverySettingsRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__get_discovery_settings_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__get_discovery_settings_request__free_unpacked
+                     (Frienso__Social__V1__GetDiscoverySettingsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__get_discovery_settings_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__get_discovery_settings_response__init
+                     (Frienso__Social__V1__GetDiscoverySettingsResponse         *message)
+{
+  static const Frienso__Social__V1__GetDiscoverySettingsResponse init_value = FRIENSO__SOCIAL__V1__GET_DISCOVERY_SETTINGS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__get_discovery_settings_response__get_packed_size
+                     (const Frienso__Social__V1__GetDiscoverySettingsResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__get_discovery_settings_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__get_discovery_settings_response__pack
+                     (const Frienso__Social__V1__GetDiscoverySettingsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__get_discovery_settings_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__get_discovery_settings_response__pack_to_buffer
+                     (const Frienso__Social__V1__GetDiscoverySettingsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__get_discovery_settings_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__GetDiscoverySettingsResponse *
+       frienso__social__v1__get_discovery_settings_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__GetDiscoverySettingsResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__get_discovery_settings_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__get_discovery_settings_response__free_unpacked
+                     (Frienso__Social__V1__GetDiscoverySettingsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__get_discovery_settings_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__set_findable_request__init
+                     (Frienso__Social__V1__SetFindableRequest         *message)
+{
+  static const Frienso__Social__V1__SetFindableRequest init_value = FRIENSO__SOCIAL__V1__SET_FINDABLE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__set_findable_request__get_packed_size
+                     (const Frienso__Social__V1__SetFindableRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__set_findable_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__set_findable_request__pack
+                     (const Frienso__Social__V1__SetFindableRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__set_findable_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__set_findable_request__pack_to_buffer
+                     (const Frienso__Social__V1__SetFindableRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__set_findable_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__SetFindableRequest *
+       frienso__social__v1__set_findable_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__SetFindableRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__set_findable_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__set_findable_request__free_unpacked
+                     (Frienso__Social__V1__SetFindableRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__set_findable_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__set_findable_response__init
+                     (Frienso__Social__V1__SetFindableResponse         *message)
+{
+  static const Frienso__Social__V1__SetFindableResponse init_value = FRIENSO__SOCIAL__V1__SET_FINDABLE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__set_findable_response__get_packed_size
+                     (const Frienso__Social__V1__SetFindableResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__set_findable_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__set_findable_response__pack
+                     (const Frienso__Social__V1__SetFindableResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__set_findable_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__set_findable_response__pack_to_buffer
+                     (const Frienso__Social__V1__SetFindableResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__set_findable_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__SetFindableResponse *
+       frienso__social__v1__set_findable_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__SetFindableResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__set_findable_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__set_findable_response__free_unpacked
+                     (Frienso__Social__V1__SetFindableResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__set_findable_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__external_id__init
+                     (Frienso__Social__V1__ExternalId         *message)
+{
+  static const Frienso__Social__V1__ExternalId init_value = FRIENSO__SOCIAL__V1__EXTERNAL_ID__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__external_id__get_packed_size
+                     (const Frienso__Social__V1__ExternalId *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__external_id__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__external_id__pack
+                     (const Frienso__Social__V1__ExternalId *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__external_id__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__external_id__pack_to_buffer
+                     (const Frienso__Social__V1__ExternalId *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__external_id__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__ExternalId *
+       frienso__social__v1__external_id__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__ExternalId *)
+     protobuf_c_message_unpack (&frienso__social__v1__external_id__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__external_id__free_unpacked
+                     (Frienso__Social__V1__ExternalId *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__external_id__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__recommend_friends_request__init
+                     (Frienso__Social__V1__RecommendFriendsRequest         *message)
+{
+  static const Frienso__Social__V1__RecommendFriendsRequest init_value = FRIENSO__SOCIAL__V1__RECOMMEND_FRIENDS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__recommend_friends_request__get_packed_size
+                     (const Frienso__Social__V1__RecommendFriendsRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__recommend_friends_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__recommend_friends_request__pack
+                     (const Frienso__Social__V1__RecommendFriendsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__recommend_friends_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__recommend_friends_request__pack_to_buffer
+                     (const Frienso__Social__V1__RecommendFriendsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__recommend_friends_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__RecommendFriendsRequest *
+       frienso__social__v1__recommend_friends_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__RecommendFriendsRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__recommend_friends_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__recommend_friends_request__free_unpacked
+                     (Frienso__Social__V1__RecommendFriendsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__recommend_friends_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__recommendation__init
+                     (Frienso__Social__V1__Recommendation         *message)
+{
+  static const Frienso__Social__V1__Recommendation init_value = FRIENSO__SOCIAL__V1__RECOMMENDATION__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__recommendation__get_packed_size
+                     (const Frienso__Social__V1__Recommendation *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__recommendation__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__recommendation__pack
+                     (const Frienso__Social__V1__Recommendation *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__recommendation__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__recommendation__pack_to_buffer
+                     (const Frienso__Social__V1__Recommendation *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__recommendation__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__Recommendation *
+       frienso__social__v1__recommendation__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__Recommendation *)
+     protobuf_c_message_unpack (&frienso__social__v1__recommendation__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__recommendation__free_unpacked
+                     (Frienso__Social__V1__Recommendation *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__recommendation__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__recommend_friends_response__init
+                     (Frienso__Social__V1__RecommendFriendsResponse         *message)
+{
+  static const Frienso__Social__V1__RecommendFriendsResponse init_value = FRIENSO__SOCIAL__V1__RECOMMEND_FRIENDS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__recommend_friends_response__get_packed_size
+                     (const Frienso__Social__V1__RecommendFriendsResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__recommend_friends_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__recommend_friends_response__pack
+                     (const Frienso__Social__V1__RecommendFriendsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__recommend_friends_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__recommend_friends_response__pack_to_buffer
+                     (const Frienso__Social__V1__RecommendFriendsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__recommend_friends_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__RecommendFriendsResponse *
+       frienso__social__v1__recommend_friends_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__RecommendFriendsResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__recommend_friends_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__recommend_friends_response__free_unpacked
+                     (Frienso__Social__V1__RecommendFriendsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__recommend_friends_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__exchange__init
+                     (Frienso__Social__V1__Exchange         *message)
+{
+  static const Frienso__Social__V1__Exchange init_value = FRIENSO__SOCIAL__V1__EXCHANGE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__exchange__get_packed_size
+                     (const Frienso__Social__V1__Exchange *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__exchange__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__exchange__pack
+                     (const Frienso__Social__V1__Exchange *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__exchange__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__exchange__pack_to_buffer
+                     (const Frienso__Social__V1__Exchange *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__exchange__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__Exchange *
+       frienso__social__v1__exchange__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__Exchange *)
+     protobuf_c_message_unpack (&frienso__social__v1__exchange__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__exchange__free_unpacked
+                     (Frienso__Social__V1__Exchange *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__exchange__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__add_exchange_request__init
+                     (Frienso__Social__V1__AddExchangeRequest         *message)
+{
+  static const Frienso__Social__V1__AddExchangeRequest init_value = FRIENSO__SOCIAL__V1__ADD_EXCHANGE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__add_exchange_request__get_packed_size
+                     (const Frienso__Social__V1__AddExchangeRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_exchange_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__add_exchange_request__pack
+                     (const Frienso__Social__V1__AddExchangeRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_exchange_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__add_exchange_request__pack_to_buffer
+                     (const Frienso__Social__V1__AddExchangeRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_exchange_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__AddExchangeRequest *
+       frienso__social__v1__add_exchange_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__AddExchangeRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__add_exchange_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__add_exchange_request__free_unpacked
+                     (Frienso__Social__V1__AddExchangeRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__add_exchange_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__add_exchange_response__init
+                     (Frienso__Social__V1__AddExchangeResponse         *message)
+{
+  static const Frienso__Social__V1__AddExchangeResponse init_value = FRIENSO__SOCIAL__V1__ADD_EXCHANGE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__add_exchange_response__get_packed_size
+                     (const Frienso__Social__V1__AddExchangeResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_exchange_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__add_exchange_response__pack
+                     (const Frienso__Social__V1__AddExchangeResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_exchange_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__add_exchange_response__pack_to_buffer
+                     (const Frienso__Social__V1__AddExchangeResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__add_exchange_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__AddExchangeResponse *
+       frienso__social__v1__add_exchange_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__AddExchangeResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__add_exchange_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__add_exchange_response__free_unpacked
+                     (Frienso__Social__V1__AddExchangeResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__add_exchange_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__list_exchanges_request__init
+                     (Frienso__Social__V1__ListExchangesRequest         *message)
+{
+  static const Frienso__Social__V1__ListExchangesRequest init_value = FRIENSO__SOCIAL__V1__LIST_EXCHANGES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__list_exchanges_request__get_packed_size
+                     (const Frienso__Social__V1__ListExchangesRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_exchanges_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__list_exchanges_request__pack
+                     (const Frienso__Social__V1__ListExchangesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_exchanges_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__list_exchanges_request__pack_to_buffer
+                     (const Frienso__Social__V1__ListExchangesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_exchanges_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__ListExchangesRequest *
+       frienso__social__v1__list_exchanges_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__ListExchangesRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__list_exchanges_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__list_exchanges_request__free_unpacked
+                     (Frienso__Social__V1__ListExchangesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__list_exchanges_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__list_exchanges_response__init
+                     (Frienso__Social__V1__ListExchangesResponse         *message)
+{
+  static const Frienso__Social__V1__ListExchangesResponse init_value = FRIENSO__SOCIAL__V1__LIST_EXCHANGES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__list_exchanges_response__get_packed_size
+                     (const Frienso__Social__V1__ListExchangesResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_exchanges_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__list_exchanges_response__pack
+                     (const Frienso__Social__V1__ListExchangesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_exchanges_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__list_exchanges_response__pack_to_buffer
+                     (const Frienso__Social__V1__ListExchangesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_exchanges_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__ListExchangesResponse *
+       frienso__social__v1__list_exchanges_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__ListExchangesResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__list_exchanges_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__list_exchanges_response__free_unpacked
+                     (Frienso__Social__V1__ListExchangesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__list_exchanges_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__social__v1__poke_request__init
                      (Frienso__Social__V1__PokeRequest         *message)
 {
@@ -3548,7 +4178,7 @@ const ProtobufCMessageDescriptor frienso__social__v1__graph_event__descriptor =
   (ProtobufCMessageInit) frienso__social__v1__graph_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__social__v1__graph_snapshot_request__field_descriptors[1] =
+static const ProtobufCFieldDescriptor frienso__social__v1__graph_snapshot_request__field_descriptors[2] =
 {
   {
     "sequence_only",
@@ -3562,14 +4192,27 @@ static const ProtobufCFieldDescriptor frienso__social__v1__graph_snapshot_reques
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "cursor",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__GraphSnapshotRequest, cursor),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__social__v1__graph_snapshot_request__field_indices_by_name[] = {
+  1,   /* field[1] = cursor */
   0,   /* field[0] = sequence_only */
 };
 static const ProtobufCIntRange frienso__social__v1__graph_snapshot_request__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_request__descriptor =
 {
@@ -3579,14 +4222,14 @@ const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_request__de
   "Frienso__Social__V1__GraphSnapshotRequest",
   "frienso.social.v1",
   sizeof(Frienso__Social__V1__GraphSnapshotRequest),
-  1,
+  2,
   frienso__social__v1__graph_snapshot_request__field_descriptors,
   frienso__social__v1__graph_snapshot_request__field_indices_by_name,
   1,  frienso__social__v1__graph_snapshot_request__number_ranges,
   (ProtobufCMessageInit) frienso__social__v1__graph_snapshot_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__social__v1__graph_snapshot_response__field_descriptors[8] =
+static const ProtobufCFieldDescriptor frienso__social__v1__graph_snapshot_response__field_descriptors[12] =
 {
   {
     "epoch",
@@ -3684,6 +4327,54 @@ static const ProtobufCFieldDescriptor frienso__social__v1__graph_snapshot_respon
     0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "findable",
+    9,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, n_findable),
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, findable),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exchanges_a",
+    10,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, n_exchanges_a),
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, exchanges_a),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exchanges_b",
+    11,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, n_exchanges_b),
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, exchanges_b),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_cursor",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__GraphSnapshotResponse, next_cursor),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__social__v1__graph_snapshot_response__field_indices_by_name[] = {
   5,   /* field[5] = blocked */
@@ -3691,14 +4382,18 @@ static const unsigned frienso__social__v1__graph_snapshot_response__field_indice
   7,   /* field[7] = circle_members */
   6,   /* field[6] = circle_owners */
   0,   /* field[0] = epoch */
+  9,   /* field[9] = exchanges_a */
+  10,   /* field[10] = exchanges_b */
+  8,   /* field[8] = findable */
   2,   /* field[2] = friends_a */
   3,   /* field[3] = friends_b */
+  11,   /* field[11] = next_cursor */
   1,   /* field[1] = sequence */
 };
 static const ProtobufCIntRange frienso__social__v1__graph_snapshot_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_response__descriptor =
 {
@@ -3708,11 +4403,822 @@ const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_response__d
   "Frienso__Social__V1__GraphSnapshotResponse",
   "frienso.social.v1",
   sizeof(Frienso__Social__V1__GraphSnapshotResponse),
-  8,
+  12,
   frienso__social__v1__graph_snapshot_response__field_descriptors,
   frienso__social__v1__graph_snapshot_response__field_indices_by_name,
   1,  frienso__social__v1__graph_snapshot_response__number_ranges,
   (ProtobufCMessageInit) frienso__social__v1__graph_snapshot_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__discovery_settings__field_descriptors[1] =
+{
+  {
+    "findable",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__DiscoverySettings, findable),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__discovery_settings__field_indices_by_name[] = {
+  0,   /* field[0] = findable */
+};
+static const ProtobufCIntRange frienso__social__v1__discovery_settings__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__discovery_settings__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.DiscoverySettings",
+  "DiscoverySettings",
+  "Frienso__Social__V1__DiscoverySettings",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__DiscoverySettings),
+  1,
+  frienso__social__v1__discovery_settings__field_descriptors,
+  frienso__social__v1__discovery_settings__field_indices_by_name,
+  1,  frienso__social__v1__discovery_settings__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__discovery_settings__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__social__v1__get_discovery_settings_request__field_descriptors NULL
+#define frienso__social__v1__get_discovery_settings_request__field_indices_by_name NULL
+#define frienso__social__v1__get_discovery_settings_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__social__v1__get_discovery_settings_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.GetDiscoverySettingsRequest",
+  "GetDiscoverySettingsRequest",
+  "Frienso__Social__V1__GetDiscoverySettingsRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__GetDiscoverySettingsRequest),
+  0,
+  frienso__social__v1__get_discovery_settings_request__field_descriptors,
+  frienso__social__v1__get_discovery_settings_request__field_indices_by_name,
+  0,  frienso__social__v1__get_discovery_settings_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__get_discovery_settings_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__get_discovery_settings_response__field_descriptors[1] =
+{
+  {
+    "settings",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__GetDiscoverySettingsResponse, settings),
+    &frienso__social__v1__discovery_settings__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__get_discovery_settings_response__field_indices_by_name[] = {
+  0,   /* field[0] = settings */
+};
+static const ProtobufCIntRange frienso__social__v1__get_discovery_settings_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__get_discovery_settings_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.GetDiscoverySettingsResponse",
+  "GetDiscoverySettingsResponse",
+  "Frienso__Social__V1__GetDiscoverySettingsResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__GetDiscoverySettingsResponse),
+  1,
+  frienso__social__v1__get_discovery_settings_response__field_descriptors,
+  frienso__social__v1__get_discovery_settings_response__field_indices_by_name,
+  1,  frienso__social__v1__get_discovery_settings_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__get_discovery_settings_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__set_findable_request__field_descriptors[1] =
+{
+  {
+    "findable",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__SetFindableRequest, findable),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__set_findable_request__field_indices_by_name[] = {
+  0,   /* field[0] = findable */
+};
+static const ProtobufCIntRange frienso__social__v1__set_findable_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__set_findable_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.SetFindableRequest",
+  "SetFindableRequest",
+  "Frienso__Social__V1__SetFindableRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__SetFindableRequest),
+  1,
+  frienso__social__v1__set_findable_request__field_descriptors,
+  frienso__social__v1__set_findable_request__field_indices_by_name,
+  1,  frienso__social__v1__set_findable_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__set_findable_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__set_findable_response__field_descriptors[1] =
+{
+  {
+    "settings",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__SetFindableResponse, settings),
+    &frienso__social__v1__discovery_settings__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__set_findable_response__field_indices_by_name[] = {
+  0,   /* field[0] = settings */
+};
+static const ProtobufCIntRange frienso__social__v1__set_findable_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__set_findable_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.SetFindableResponse",
+  "SetFindableResponse",
+  "Frienso__Social__V1__SetFindableResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__SetFindableResponse),
+  1,
+  frienso__social__v1__set_findable_response__field_descriptors,
+  frienso__social__v1__set_findable_response__field_indices_by_name,
+  1,  frienso__social__v1__set_findable_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__set_findable_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__external_id__field_descriptors[2] =
+{
+  {
+    "provider",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__ExternalId, provider),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "external_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__ExternalId, external_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__external_id__field_indices_by_name[] = {
+  1,   /* field[1] = external_id */
+  0,   /* field[0] = provider */
+};
+static const ProtobufCIntRange frienso__social__v1__external_id__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__external_id__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ExternalId",
+  "ExternalId",
+  "Frienso__Social__V1__ExternalId",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__ExternalId),
+  2,
+  frienso__social__v1__external_id__field_descriptors,
+  frienso__social__v1__external_id__field_indices_by_name,
+  1,  frienso__social__v1__external_id__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__external_id__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__recommend_friends_request__field_descriptors[4] =
+{
+  {
+    "phones",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Frienso__Social__V1__RecommendFriendsRequest, n_phones),
+    offsetof(Frienso__Social__V1__RecommendFriendsRequest, phones),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "emails",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Frienso__Social__V1__RecommendFriendsRequest, n_emails),
+    offsetof(Frienso__Social__V1__RecommendFriendsRequest, emails),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "contact_hashes",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_BYTES,
+    offsetof(Frienso__Social__V1__RecommendFriendsRequest, n_contact_hashes),
+    offsetof(Frienso__Social__V1__RecommendFriendsRequest, contact_hashes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "external_ids",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__RecommendFriendsRequest, n_external_ids),
+    offsetof(Frienso__Social__V1__RecommendFriendsRequest, external_ids),
+    &frienso__social__v1__external_id__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__recommend_friends_request__field_indices_by_name[] = {
+  2,   /* field[2] = contact_hashes */
+  1,   /* field[1] = emails */
+  3,   /* field[3] = external_ids */
+  0,   /* field[0] = phones */
+};
+static const ProtobufCIntRange frienso__social__v1__recommend_friends_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__recommend_friends_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.RecommendFriendsRequest",
+  "RecommendFriendsRequest",
+  "Frienso__Social__V1__RecommendFriendsRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__RecommendFriendsRequest),
+  4,
+  frienso__social__v1__recommend_friends_request__field_descriptors,
+  frienso__social__v1__recommend_friends_request__field_indices_by_name,
+  1,  frienso__social__v1__recommend_friends_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__recommend_friends_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__recommendation__field_descriptors[5] =
+{
+  {
+    "user",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Recommendation, user),
+    &frienso__social__v1__user_ref__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "by_phone",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Recommendation, by_phone),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "by_email",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Recommendation, by_email),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "by_external_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Recommendation, by_external_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "request_pending",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Recommendation, request_pending),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__recommendation__field_indices_by_name[] = {
+  2,   /* field[2] = by_email */
+  3,   /* field[3] = by_external_id */
+  1,   /* field[1] = by_phone */
+  4,   /* field[4] = request_pending */
+  0,   /* field[0] = user */
+};
+static const ProtobufCIntRange frienso__social__v1__recommendation__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__recommendation__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.Recommendation",
+  "Recommendation",
+  "Frienso__Social__V1__Recommendation",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__Recommendation),
+  5,
+  frienso__social__v1__recommendation__field_descriptors,
+  frienso__social__v1__recommendation__field_indices_by_name,
+  1,  frienso__social__v1__recommendation__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__recommendation__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__recommend_friends_response__field_descriptors[2] =
+{
+  {
+    "recommendations",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__RecommendFriendsResponse, n_recommendations),
+    offsetof(Frienso__Social__V1__RecommendFriendsResponse, recommendations),
+    &frienso__social__v1__recommendation__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unusable",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__RecommendFriendsResponse, unusable),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__recommend_friends_response__field_indices_by_name[] = {
+  0,   /* field[0] = recommendations */
+  1,   /* field[1] = unusable */
+};
+static const ProtobufCIntRange frienso__social__v1__recommend_friends_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__recommend_friends_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.RecommendFriendsResponse",
+  "RecommendFriendsResponse",
+  "Frienso__Social__V1__RecommendFriendsResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__RecommendFriendsResponse),
+  2,
+  frienso__social__v1__recommend_friends_response__field_descriptors,
+  frienso__social__v1__recommend_friends_response__field_indices_by_name,
+  1,  frienso__social__v1__recommend_friends_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__recommend_friends_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__exchange__field_descriptors[7] =
+{
+  {
+    "exchange_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Exchange, exchange_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "user",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Exchange, user),
+    &frienso__social__v1__user_ref__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exchanged_at_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Exchange, exchanged_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "latitude",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Exchange, latitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "longitude",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Exchange, longitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "place_label",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Exchange, place_label),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "has_location",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Exchange, has_location),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__exchange__field_indices_by_name[] = {
+  0,   /* field[0] = exchange_id */
+  2,   /* field[2] = exchanged_at_ms */
+  6,   /* field[6] = has_location */
+  3,   /* field[3] = latitude */
+  4,   /* field[4] = longitude */
+  5,   /* field[5] = place_label */
+  1,   /* field[1] = user */
+};
+static const ProtobufCIntRange frienso__social__v1__exchange__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__exchange__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.Exchange",
+  "Exchange",
+  "Frienso__Social__V1__Exchange",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__Exchange),
+  7,
+  frienso__social__v1__exchange__field_descriptors,
+  frienso__social__v1__exchange__field_indices_by_name,
+  1,  frienso__social__v1__exchange__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__exchange__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__add_exchange_request__field_descriptors[6] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddExchangeRequest, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "username",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddExchangeRequest, username),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "has_location",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddExchangeRequest, has_location),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "latitude",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddExchangeRequest, latitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "longitude",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddExchangeRequest, longitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "place_label",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddExchangeRequest, place_label),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__add_exchange_request__field_indices_by_name[] = {
+  2,   /* field[2] = has_location */
+  3,   /* field[3] = latitude */
+  4,   /* field[4] = longitude */
+  5,   /* field[5] = place_label */
+  0,   /* field[0] = user_id */
+  1,   /* field[1] = username */
+};
+static const ProtobufCIntRange frienso__social__v1__add_exchange_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__add_exchange_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.AddExchangeRequest",
+  "AddExchangeRequest",
+  "Frienso__Social__V1__AddExchangeRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__AddExchangeRequest),
+  6,
+  frienso__social__v1__add_exchange_request__field_descriptors,
+  frienso__social__v1__add_exchange_request__field_indices_by_name,
+  1,  frienso__social__v1__add_exchange_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__add_exchange_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__add_exchange_response__field_descriptors[2] =
+{
+  {
+    "state",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddExchangeResponse, state),
+    &frienso__social__v1__exchange_state__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exchange",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AddExchangeResponse, exchange),
+    &frienso__social__v1__exchange__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__add_exchange_response__field_indices_by_name[] = {
+  1,   /* field[1] = exchange */
+  0,   /* field[0] = state */
+};
+static const ProtobufCIntRange frienso__social__v1__add_exchange_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__add_exchange_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.AddExchangeResponse",
+  "AddExchangeResponse",
+  "Frienso__Social__V1__AddExchangeResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__AddExchangeResponse),
+  2,
+  frienso__social__v1__add_exchange_response__field_descriptors,
+  frienso__social__v1__add_exchange_response__field_indices_by_name,
+  1,  frienso__social__v1__add_exchange_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__add_exchange_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__list_exchanges_request__field_descriptors[2] =
+{
+  {
+    "page_size",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__ListExchangesRequest, page_size),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "page_token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__ListExchangesRequest, page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__list_exchanges_request__field_indices_by_name[] = {
+  0,   /* field[0] = page_size */
+  1,   /* field[1] = page_token */
+};
+static const ProtobufCIntRange frienso__social__v1__list_exchanges_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__list_exchanges_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ListExchangesRequest",
+  "ListExchangesRequest",
+  "Frienso__Social__V1__ListExchangesRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__ListExchangesRequest),
+  2,
+  frienso__social__v1__list_exchanges_request__field_descriptors,
+  frienso__social__v1__list_exchanges_request__field_indices_by_name,
+  1,  frienso__social__v1__list_exchanges_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__list_exchanges_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__list_exchanges_response__field_descriptors[2] =
+{
+  {
+    "exchanges",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ListExchangesResponse, n_exchanges),
+    offsetof(Frienso__Social__V1__ListExchangesResponse, exchanges),
+    &frienso__social__v1__exchange__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "next_page_token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__ListExchangesResponse, next_page_token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__list_exchanges_response__field_indices_by_name[] = {
+  0,   /* field[0] = exchanges */
+  1,   /* field[1] = next_page_token */
+};
+static const ProtobufCIntRange frienso__social__v1__list_exchanges_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__list_exchanges_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ListExchangesResponse",
+  "ListExchangesResponse",
+  "Frienso__Social__V1__ListExchangesResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__ListExchangesResponse),
+  2,
+  frienso__social__v1__list_exchanges_response__field_descriptors,
+  frienso__social__v1__list_exchanges_response__field_indices_by_name,
+  1,  frienso__social__v1__list_exchanges_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__list_exchanges_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor frienso__social__v1__poke_request__field_descriptors[2] =
@@ -3981,7 +5487,7 @@ const ProtobufCEnumDescriptor frienso__social__v1__circle_state__descriptor =
   frienso__social__v1__circle_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue frienso__social__v1__graph_change__enum_values_by_number[7] =
+static const ProtobufCEnumValue frienso__social__v1__graph_change__enum_values_by_number[10] =
 {
   { "GRAPH_CHANGE_UNSPECIFIED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_UNSPECIFIED", 0 },
   { "GRAPH_CHANGE_FRIENDSHIP_ADDED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FRIENDSHIP_ADDED", 1 },
@@ -3990,16 +5496,22 @@ static const ProtobufCEnumValue frienso__social__v1__graph_change__enum_values_b
   { "GRAPH_CHANGE_BLOCK_REMOVED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_BLOCK_REMOVED", 4 },
   { "GRAPH_CHANGE_CIRCLE_MEMBER_ADDED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_CIRCLE_MEMBER_ADDED", 5 },
   { "GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED", 6 },
+  { "GRAPH_CHANGE_FINDABLE_ON", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FINDABLE_ON", 7 },
+  { "GRAPH_CHANGE_FINDABLE_OFF", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FINDABLE_OFF", 8 },
+  { "GRAPH_CHANGE_EXCHANGE_ADDED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_EXCHANGE_ADDED", 9 },
 };
 static const ProtobufCIntRange frienso__social__v1__graph_change__value_ranges[] = {
-{0, 0},{0, 7}
+{0, 0},{0, 10}
 };
-static const ProtobufCEnumValueIndex frienso__social__v1__graph_change__enum_values_by_name[7] =
+static const ProtobufCEnumValueIndex frienso__social__v1__graph_change__enum_values_by_name[10] =
 {
   { "GRAPH_CHANGE_BLOCK_ADDED", 3 },
   { "GRAPH_CHANGE_BLOCK_REMOVED", 4 },
   { "GRAPH_CHANGE_CIRCLE_MEMBER_ADDED", 5 },
   { "GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED", 6 },
+  { "GRAPH_CHANGE_EXCHANGE_ADDED", 9 },
+  { "GRAPH_CHANGE_FINDABLE_OFF", 8 },
+  { "GRAPH_CHANGE_FINDABLE_ON", 7 },
   { "GRAPH_CHANGE_FRIENDSHIP_ADDED", 1 },
   { "GRAPH_CHANGE_FRIENDSHIP_REMOVED", 2 },
   { "GRAPH_CHANGE_UNSPECIFIED", 0 },
@@ -4011,11 +5523,41 @@ const ProtobufCEnumDescriptor frienso__social__v1__graph_change__descriptor =
   "GraphChange",
   "Frienso__Social__V1__GraphChange",
   "frienso.social.v1",
-  7,
+  10,
   frienso__social__v1__graph_change__enum_values_by_number,
-  7,
+  10,
   frienso__social__v1__graph_change__enum_values_by_name,
   1,
   frienso__social__v1__graph_change__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue frienso__social__v1__exchange_state__enum_values_by_number[3] =
+{
+  { "EXCHANGE_STATE_UNSPECIFIED", "FRIENSO__SOCIAL__V1__EXCHANGE_STATE__EXCHANGE_STATE_UNSPECIFIED", 0 },
+  { "EXCHANGE_STATE_WAITING", "FRIENSO__SOCIAL__V1__EXCHANGE_STATE__EXCHANGE_STATE_WAITING", 1 },
+  { "EXCHANGE_STATE_RECORDED", "FRIENSO__SOCIAL__V1__EXCHANGE_STATE__EXCHANGE_STATE_RECORDED", 2 },
+};
+static const ProtobufCIntRange frienso__social__v1__exchange_state__value_ranges[] = {
+{0, 0},{0, 3}
+};
+static const ProtobufCEnumValueIndex frienso__social__v1__exchange_state__enum_values_by_name[3] =
+{
+  { "EXCHANGE_STATE_RECORDED", 2 },
+  { "EXCHANGE_STATE_UNSPECIFIED", 0 },
+  { "EXCHANGE_STATE_WAITING", 1 },
+};
+const ProtobufCEnumDescriptor frienso__social__v1__exchange_state__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ExchangeState",
+  "ExchangeState",
+  "Frienso__Social__V1__ExchangeState",
+  "frienso.social.v1",
+  3,
+  frienso__social__v1__exchange_state__enum_values_by_number,
+  3,
+  frienso__social__v1__exchange_state__enum_values_by_name,
+  1,
+  frienso__social__v1__exchange_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

@@ -41,6 +41,14 @@ typedef struct Frienso__Accounts__V1__FindUsersRequest Frienso__Accounts__V1__Fi
 typedef struct Frienso__Accounts__V1__FindUsersResponse Frienso__Accounts__V1__FindUsersResponse;
 typedef struct Frienso__Accounts__V1__SearchUsersRequest Frienso__Accounts__V1__SearchUsersRequest;
 typedef struct Frienso__Accounts__V1__SearchUsersResponse Frienso__Accounts__V1__SearchUsersResponse;
+typedef struct Frienso__Accounts__V1__ExternalId Frienso__Accounts__V1__ExternalId;
+typedef struct Frienso__Accounts__V1__LinkExternalIdRequest Frienso__Accounts__V1__LinkExternalIdRequest;
+typedef struct Frienso__Accounts__V1__LinkExternalIdResponse Frienso__Accounts__V1__LinkExternalIdResponse;
+typedef struct Frienso__Accounts__V1__UnlinkExternalIdRequest Frienso__Accounts__V1__UnlinkExternalIdRequest;
+typedef struct Frienso__Accounts__V1__UnlinkExternalIdResponse Frienso__Accounts__V1__UnlinkExternalIdResponse;
+typedef struct Frienso__Accounts__V1__MatchContactsRequest Frienso__Accounts__V1__MatchContactsRequest;
+typedef struct Frienso__Accounts__V1__ContactMatch Frienso__Accounts__V1__ContactMatch;
+typedef struct Frienso__Accounts__V1__MatchContactsResponse Frienso__Accounts__V1__MatchContactsResponse;
 
 
 /* --- enums --- */
@@ -393,6 +401,116 @@ struct  Frienso__Accounts__V1__SearchUsersResponse
 #define FRIENSO__ACCOUNTS__V1__SEARCH_USERS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__search_users_response__descriptor) \
     , 0,NULL, 0 }
+
+
+/*
+ * An account on another service (a social network, a campus directory) that the user linked,
+ * so friends who know it can find them. provider: 1-32 of [a-z0-9_.-]; external_id: 1-128 characters.
+ */
+struct  Frienso__Accounts__V1__ExternalId
+{
+  ProtobufCMessage base;
+  char *provider;
+  char *external_id;
+};
+#define FRIENSO__ACCOUNTS__V1__EXTERNAL_ID__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__external_id__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Accounts__V1__LinkExternalIdRequest
+{
+  ProtobufCMessage base;
+  Frienso__Accounts__V1__ExternalId *external_id;
+};
+#define FRIENSO__ACCOUNTS__V1__LINK_EXTERNAL_ID_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__link_external_id_request__descriptor) \
+    , NULL }
+
+
+struct  Frienso__Accounts__V1__LinkExternalIdResponse
+{
+  ProtobufCMessage base;
+  /*
+   * every id the caller has linked now
+   */
+  size_t n_linked;
+  Frienso__Accounts__V1__ExternalId **linked;
+};
+#define FRIENSO__ACCOUNTS__V1__LINK_EXTERNAL_ID_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__link_external_id_response__descriptor) \
+    , 0,NULL }
+
+
+struct  Frienso__Accounts__V1__UnlinkExternalIdRequest
+{
+  ProtobufCMessage base;
+  Frienso__Accounts__V1__ExternalId *external_id;
+};
+#define FRIENSO__ACCOUNTS__V1__UNLINK_EXTERNAL_ID_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__unlink_external_id_request__descriptor) \
+    , NULL }
+
+
+struct  Frienso__Accounts__V1__UnlinkExternalIdResponse
+{
+  ProtobufCMessage base;
+  size_t n_linked;
+  Frienso__Accounts__V1__ExternalId **linked;
+};
+#define FRIENSO__ACCOUNTS__V1__UNLINK_EXTERNAL_ID_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__unlink_external_id_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * Registered users who match contact identifiers. A hash is SHA-256 of the normalised identifier's
+ * UTF-8 bytes: a phone in E.164 ("+15625551234"), an email trimmed and lower-cased.
+ */
+struct  Frienso__Accounts__V1__MatchContactsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * 32 bytes each; at most 5,000
+   */
+  size_t n_hashes;
+  ProtobufCBinaryData *hashes;
+  /*
+   * at most 5,000
+   */
+  size_t n_external_ids;
+  Frienso__Accounts__V1__ExternalId **external_ids;
+};
+#define FRIENSO__ACCOUNTS__V1__MATCH_CONTACTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__match_contacts_request__descriptor) \
+    , 0,NULL, 0,NULL }
+
+
+struct  Frienso__Accounts__V1__ContactMatch
+{
+  ProtobufCMessage base;
+  Frienso__Accounts__V1__Profile *profile;
+  protobuf_c_boolean by_phone;
+  protobuf_c_boolean by_email;
+  protobuf_c_boolean by_external_id;
+};
+#define FRIENSO__ACCOUNTS__V1__CONTACT_MATCH__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__contact_match__descriptor) \
+    , NULL, 0, 0, 0 }
+
+
+struct  Frienso__Accounts__V1__MatchContactsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * by user id
+   */
+  size_t n_matches;
+  Frienso__Accounts__V1__ContactMatch **matches;
+};
+#define FRIENSO__ACCOUNTS__V1__MATCH_CONTACTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__match_contacts_response__descriptor) \
+    , 0,NULL }
 
 
 /* Frienso__Accounts__V1__Profile methods */
@@ -889,6 +1007,158 @@ Frienso__Accounts__V1__SearchUsersResponse *
 void   frienso__accounts__v1__search_users_response__free_unpacked
                      (Frienso__Accounts__V1__SearchUsersResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ExternalId methods */
+void   frienso__accounts__v1__external_id__init
+                     (Frienso__Accounts__V1__ExternalId         *message);
+size_t frienso__accounts__v1__external_id__get_packed_size
+                     (const Frienso__Accounts__V1__ExternalId   *message);
+size_t frienso__accounts__v1__external_id__pack
+                     (const Frienso__Accounts__V1__ExternalId   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__external_id__pack_to_buffer
+                     (const Frienso__Accounts__V1__ExternalId   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ExternalId *
+       frienso__accounts__v1__external_id__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__external_id__free_unpacked
+                     (Frienso__Accounts__V1__ExternalId *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__LinkExternalIdRequest methods */
+void   frienso__accounts__v1__link_external_id_request__init
+                     (Frienso__Accounts__V1__LinkExternalIdRequest         *message);
+size_t frienso__accounts__v1__link_external_id_request__get_packed_size
+                     (const Frienso__Accounts__V1__LinkExternalIdRequest   *message);
+size_t frienso__accounts__v1__link_external_id_request__pack
+                     (const Frienso__Accounts__V1__LinkExternalIdRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__link_external_id_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__LinkExternalIdRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__LinkExternalIdRequest *
+       frienso__accounts__v1__link_external_id_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__link_external_id_request__free_unpacked
+                     (Frienso__Accounts__V1__LinkExternalIdRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__LinkExternalIdResponse methods */
+void   frienso__accounts__v1__link_external_id_response__init
+                     (Frienso__Accounts__V1__LinkExternalIdResponse         *message);
+size_t frienso__accounts__v1__link_external_id_response__get_packed_size
+                     (const Frienso__Accounts__V1__LinkExternalIdResponse   *message);
+size_t frienso__accounts__v1__link_external_id_response__pack
+                     (const Frienso__Accounts__V1__LinkExternalIdResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__link_external_id_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__LinkExternalIdResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__LinkExternalIdResponse *
+       frienso__accounts__v1__link_external_id_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__link_external_id_response__free_unpacked
+                     (Frienso__Accounts__V1__LinkExternalIdResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__UnlinkExternalIdRequest methods */
+void   frienso__accounts__v1__unlink_external_id_request__init
+                     (Frienso__Accounts__V1__UnlinkExternalIdRequest         *message);
+size_t frienso__accounts__v1__unlink_external_id_request__get_packed_size
+                     (const Frienso__Accounts__V1__UnlinkExternalIdRequest   *message);
+size_t frienso__accounts__v1__unlink_external_id_request__pack
+                     (const Frienso__Accounts__V1__UnlinkExternalIdRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__unlink_external_id_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__UnlinkExternalIdRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__UnlinkExternalIdRequest *
+       frienso__accounts__v1__unlink_external_id_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__unlink_external_id_request__free_unpacked
+                     (Frienso__Accounts__V1__UnlinkExternalIdRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__UnlinkExternalIdResponse methods */
+void   frienso__accounts__v1__unlink_external_id_response__init
+                     (Frienso__Accounts__V1__UnlinkExternalIdResponse         *message);
+size_t frienso__accounts__v1__unlink_external_id_response__get_packed_size
+                     (const Frienso__Accounts__V1__UnlinkExternalIdResponse   *message);
+size_t frienso__accounts__v1__unlink_external_id_response__pack
+                     (const Frienso__Accounts__V1__UnlinkExternalIdResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__unlink_external_id_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__UnlinkExternalIdResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__UnlinkExternalIdResponse *
+       frienso__accounts__v1__unlink_external_id_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__unlink_external_id_response__free_unpacked
+                     (Frienso__Accounts__V1__UnlinkExternalIdResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__MatchContactsRequest methods */
+void   frienso__accounts__v1__match_contacts_request__init
+                     (Frienso__Accounts__V1__MatchContactsRequest         *message);
+size_t frienso__accounts__v1__match_contacts_request__get_packed_size
+                     (const Frienso__Accounts__V1__MatchContactsRequest   *message);
+size_t frienso__accounts__v1__match_contacts_request__pack
+                     (const Frienso__Accounts__V1__MatchContactsRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__match_contacts_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__MatchContactsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__MatchContactsRequest *
+       frienso__accounts__v1__match_contacts_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__match_contacts_request__free_unpacked
+                     (Frienso__Accounts__V1__MatchContactsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ContactMatch methods */
+void   frienso__accounts__v1__contact_match__init
+                     (Frienso__Accounts__V1__ContactMatch         *message);
+size_t frienso__accounts__v1__contact_match__get_packed_size
+                     (const Frienso__Accounts__V1__ContactMatch   *message);
+size_t frienso__accounts__v1__contact_match__pack
+                     (const Frienso__Accounts__V1__ContactMatch   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__contact_match__pack_to_buffer
+                     (const Frienso__Accounts__V1__ContactMatch   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ContactMatch *
+       frienso__accounts__v1__contact_match__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__contact_match__free_unpacked
+                     (Frienso__Accounts__V1__ContactMatch *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__MatchContactsResponse methods */
+void   frienso__accounts__v1__match_contacts_response__init
+                     (Frienso__Accounts__V1__MatchContactsResponse         *message);
+size_t frienso__accounts__v1__match_contacts_response__get_packed_size
+                     (const Frienso__Accounts__V1__MatchContactsResponse   *message);
+size_t frienso__accounts__v1__match_contacts_response__pack
+                     (const Frienso__Accounts__V1__MatchContactsResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__match_contacts_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__MatchContactsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__MatchContactsResponse *
+       frienso__accounts__v1__match_contacts_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__match_contacts_response__free_unpacked
+                     (Frienso__Accounts__V1__MatchContactsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Accounts__V1__Profile_Closure)
@@ -969,6 +1239,30 @@ typedef void (*Frienso__Accounts__V1__SearchUsersRequest_Closure)
 typedef void (*Frienso__Accounts__V1__SearchUsersResponse_Closure)
                  (const Frienso__Accounts__V1__SearchUsersResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Accounts__V1__ExternalId_Closure)
+                 (const Frienso__Accounts__V1__ExternalId *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__LinkExternalIdRequest_Closure)
+                 (const Frienso__Accounts__V1__LinkExternalIdRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__LinkExternalIdResponse_Closure)
+                 (const Frienso__Accounts__V1__LinkExternalIdResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__UnlinkExternalIdRequest_Closure)
+                 (const Frienso__Accounts__V1__UnlinkExternalIdRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__UnlinkExternalIdResponse_Closure)
+                 (const Frienso__Accounts__V1__UnlinkExternalIdResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__MatchContactsRequest_Closure)
+                 (const Frienso__Accounts__V1__MatchContactsRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__ContactMatch_Closure)
+                 (const Frienso__Accounts__V1__ContactMatch *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__MatchContactsResponse_Closure)
+                 (const Frienso__Accounts__V1__MatchContactsResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1001,6 +1295,14 @@ extern const ProtobufCMessageDescriptor frienso__accounts__v1__find_users_reques
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__find_users_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__search_users_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__search_users_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__external_id__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__link_external_id_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__link_external_id_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__unlink_external_id_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__unlink_external_id_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__match_contacts_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__contact_match__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__match_contacts_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -53,6 +53,20 @@ typedef struct Frienso__Social__V1__SearchUsersResponse Frienso__Social__V1__Sea
 typedef struct Frienso__Social__V1__GraphEvent Frienso__Social__V1__GraphEvent;
 typedef struct Frienso__Social__V1__GraphSnapshotRequest Frienso__Social__V1__GraphSnapshotRequest;
 typedef struct Frienso__Social__V1__GraphSnapshotResponse Frienso__Social__V1__GraphSnapshotResponse;
+typedef struct Frienso__Social__V1__DiscoverySettings Frienso__Social__V1__DiscoverySettings;
+typedef struct Frienso__Social__V1__GetDiscoverySettingsRequest Frienso__Social__V1__GetDiscoverySettingsRequest;
+typedef struct Frienso__Social__V1__GetDiscoverySettingsResponse Frienso__Social__V1__GetDiscoverySettingsResponse;
+typedef struct Frienso__Social__V1__SetFindableRequest Frienso__Social__V1__SetFindableRequest;
+typedef struct Frienso__Social__V1__SetFindableResponse Frienso__Social__V1__SetFindableResponse;
+typedef struct Frienso__Social__V1__ExternalId Frienso__Social__V1__ExternalId;
+typedef struct Frienso__Social__V1__RecommendFriendsRequest Frienso__Social__V1__RecommendFriendsRequest;
+typedef struct Frienso__Social__V1__Recommendation Frienso__Social__V1__Recommendation;
+typedef struct Frienso__Social__V1__RecommendFriendsResponse Frienso__Social__V1__RecommendFriendsResponse;
+typedef struct Frienso__Social__V1__Exchange Frienso__Social__V1__Exchange;
+typedef struct Frienso__Social__V1__AddExchangeRequest Frienso__Social__V1__AddExchangeRequest;
+typedef struct Frienso__Social__V1__AddExchangeResponse Frienso__Social__V1__AddExchangeResponse;
+typedef struct Frienso__Social__V1__ListExchangesRequest Frienso__Social__V1__ListExchangesRequest;
+typedef struct Frienso__Social__V1__ListExchangesResponse Frienso__Social__V1__ListExchangesResponse;
 typedef struct Frienso__Social__V1__PokeRequest Frienso__Social__V1__PokeRequest;
 typedef struct Frienso__Social__V1__Poke Frienso__Social__V1__Poke;
 typedef struct Frienso__Social__V1__PokeResponse Frienso__Social__V1__PokeResponse;
@@ -115,9 +129,30 @@ typedef enum _Frienso__Social__V1__GraphChange {
    * user_b accepted to be in user_a's core circle
    */
   FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_CIRCLE_MEMBER_ADDED = 5,
-  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED = 6
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED = 6,
+  /*
+   * user_a turned findable on (user_b is 0)
+   */
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FINDABLE_ON = 7,
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FINDABLE_OFF = 8,
+  /*
+   * user_a < user_b exchanged contacts
+   */
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_EXCHANGE_ADDED = 9
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__SOCIAL__V1__GRAPH_CHANGE)
 } Frienso__Social__V1__GraphChange;
+typedef enum _Frienso__Social__V1__ExchangeState {
+  FRIENSO__SOCIAL__V1__EXCHANGE_STATE__EXCHANGE_STATE_UNSPECIFIED = 0,
+  /*
+   * your side is recorded; waiting for them to add you
+   */
+  FRIENSO__SOCIAL__V1__EXCHANGE_STATE__EXCHANGE_STATE_WAITING = 1,
+  /*
+   * both added each other
+   */
+  FRIENSO__SOCIAL__V1__EXCHANGE_STATE__EXCHANGE_STATE_RECORDED = 2
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__SOCIAL__V1__EXCHANGE_STATE)
+} Frienso__Social__V1__ExchangeState;
 
 /* --- messages --- */
 
@@ -578,6 +613,12 @@ struct  Frienso__Social__V1__GraphEvent
     , FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_UNSPECIFIED, 0, 0 }
 
 
+/*
+ * The snapshot comes in pages (a 1M-edge graph is larger than one frame). The first page (empty
+ * cursor) carries the epoch and sequence; the replica applies every event after that sequence on
+ * top of all the pages. Pages read later may already include some of those events: every event
+ * sets a fact (present or absent) rather than changing a count, so replaying it is harmless.
+ */
 struct  Frienso__Social__V1__GraphSnapshotRequest
 {
   ProtobufCMessage base;
@@ -585,10 +626,14 @@ struct  Frienso__Social__V1__GraphSnapshotRequest
    * just epoch and sequence (a replica's cheap liveness check)
    */
   protobuf_c_boolean sequence_only;
+  /*
+   * from the previous page's next_cursor; empty for the first page
+   */
+  char *cursor;
 };
 #define FRIENSO__SOCIAL__V1__GRAPH_SNAPSHOT_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__graph_snapshot_request__descriptor) \
-    , 0 }
+    , 0, (char *)protobuf_c_empty_string }
 
 
 struct  Frienso__Social__V1__GraphSnapshotResponse
@@ -596,7 +641,7 @@ struct  Frienso__Social__V1__GraphSnapshotResponse
   ProtobufCMessage base;
   uint64_t epoch;
   /*
-   * the state below includes every event up to this number
+   * the first page includes every event up to this number
    */
   uint64_t sequence;
   /*
@@ -620,10 +665,249 @@ struct  Frienso__Social__V1__GraphSnapshotResponse
   uint64_t *circle_owners;
   size_t n_circle_members;
   uint64_t *circle_members;
+  /*
+   * users who can be found (nearby, exchange)
+   */
+  size_t n_findable;
+  uint64_t *findable;
+  /*
+   * pairs: exchanges_a[i] < exchanges_b[i]
+   */
+  size_t n_exchanges_a;
+  uint64_t *exchanges_a;
+  size_t n_exchanges_b;
+  uint64_t *exchanges_b;
+  /*
+   * empty on the last page
+   */
+  char *next_cursor;
 };
 #define FRIENSO__SOCIAL__V1__GRAPH_SNAPSHOT_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__graph_snapshot_response__descriptor) \
-    , 0, 0, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
+    , 0, 0, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Discovery: whether other people can find you nearby and exchange contacts with you. Off until
+ * you turn it on.
+ */
+struct  Frienso__Social__V1__DiscoverySettings
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean findable;
+};
+#define FRIENSO__SOCIAL__V1__DISCOVERY_SETTINGS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__discovery_settings__descriptor) \
+    , 0 }
+
+
+struct  Frienso__Social__V1__GetDiscoverySettingsRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__SOCIAL__V1__GET_DISCOVERY_SETTINGS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__get_discovery_settings_request__descriptor) \
+     }
+
+
+struct  Frienso__Social__V1__GetDiscoverySettingsResponse
+{
+  ProtobufCMessage base;
+  Frienso__Social__V1__DiscoverySettings *settings;
+};
+#define FRIENSO__SOCIAL__V1__GET_DISCOVERY_SETTINGS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__get_discovery_settings_response__descriptor) \
+    , NULL }
+
+
+struct  Frienso__Social__V1__SetFindableRequest
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean findable;
+};
+#define FRIENSO__SOCIAL__V1__SET_FINDABLE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__set_findable_request__descriptor) \
+    , 0 }
+
+
+struct  Frienso__Social__V1__SetFindableResponse
+{
+  ProtobufCMessage base;
+  Frienso__Social__V1__DiscoverySettings *settings;
+};
+#define FRIENSO__SOCIAL__V1__SET_FINDABLE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__set_findable_response__descriptor) \
+    , NULL }
+
+
+/*
+ * Recommended friends from the caller's address book. Raw identifiers are normalised (phones to
+ * E.164, emails lower-cased); hashes are SHA-256 of a normalised identifier's UTF-8 bytes, so raw
+ * contacts need not leave the phone. At most 5,000 identifiers in all.
+ */
+struct  Frienso__Social__V1__ExternalId
+{
+  ProtobufCMessage base;
+  char *provider;
+  char *external_id;
+};
+#define FRIENSO__SOCIAL__V1__EXTERNAL_ID__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__external_id__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Social__V1__RecommendFriendsRequest
+{
+  ProtobufCMessage base;
+  size_t n_phones;
+  char **phones;
+  size_t n_emails;
+  char **emails;
+  /*
+   * 32 bytes each
+   */
+  size_t n_contact_hashes;
+  ProtobufCBinaryData *contact_hashes;
+  size_t n_external_ids;
+  Frienso__Social__V1__ExternalId **external_ids;
+};
+#define FRIENSO__SOCIAL__V1__RECOMMEND_FRIENDS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__recommend_friends_request__descriptor) \
+    , 0,NULL, 0,NULL, 0,NULL, 0,NULL }
+
+
+struct  Frienso__Social__V1__Recommendation
+{
+  ProtobufCMessage base;
+  Frienso__Social__V1__UserRef *user;
+  protobuf_c_boolean by_phone;
+  protobuf_c_boolean by_email;
+  protobuf_c_boolean by_external_id;
+  /*
+   * a friend request between you is waiting
+   */
+  protobuf_c_boolean request_pending;
+};
+#define FRIENSO__SOCIAL__V1__RECOMMENDATION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__recommendation__descriptor) \
+    , NULL, 0, 0, 0, 0 }
+
+
+struct  Frienso__Social__V1__RecommendFriendsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * by username; not you, not friends, not blocked
+   */
+  size_t n_recommendations;
+  Frienso__Social__V1__Recommendation **recommendations;
+  /*
+   * raw phones or emails that could not be normalised
+   */
+  uint32_t unusable;
+};
+#define FRIENSO__SOCIAL__V1__RECOMMEND_FRIENDS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__recommend_friends_response__descriptor) \
+    , 0,NULL, 0 }
+
+
+/*
+ * Contact exchange (numo): A adds B and B adds A, in either order and any time apart; the exchange
+ * is recorded once, when the second add arrives. Both must be findable.
+ */
+struct  Frienso__Social__V1__Exchange
+{
+  ProtobufCMessage base;
+  uint64_t exchange_id;
+  /*
+   * the other person
+   */
+  Frienso__Social__V1__UserRef *user;
+  int64_t exchanged_at_ms;
+  /*
+   * where the completing add was made (or the first, if it had none)
+   */
+  double latitude;
+  double longitude;
+  char *place_label;
+  /*
+   * whether latitude/longitude are known
+   */
+  protobuf_c_boolean has_location;
+};
+#define FRIENSO__SOCIAL__V1__EXCHANGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__exchange__descriptor) \
+    , 0, NULL, 0, 0, 0, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Frienso__Social__V1__AddExchangeRequest
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  char *username;
+  /*
+   * whether latitude/longitude are given
+   */
+  protobuf_c_boolean has_location;
+  /*
+   * -90..90
+   */
+  double latitude;
+  /*
+   * -180..180
+   */
+  double longitude;
+  /*
+   * at most 80 characters
+   */
+  char *place_label;
+};
+#define FRIENSO__SOCIAL__V1__ADD_EXCHANGE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__add_exchange_request__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Social__V1__AddExchangeResponse
+{
+  ProtobufCMessage base;
+  Frienso__Social__V1__ExchangeState state;
+  /*
+   * set when recorded (now or earlier)
+   */
+  Frienso__Social__V1__Exchange *exchange;
+};
+#define FRIENSO__SOCIAL__V1__ADD_EXCHANGE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__add_exchange_response__descriptor) \
+    , FRIENSO__SOCIAL__V1__EXCHANGE_STATE__EXCHANGE_STATE_UNSPECIFIED, NULL }
+
+
+struct  Frienso__Social__V1__ListExchangesRequest
+{
+  ProtobufCMessage base;
+  /*
+   * default 20, at most 100
+   */
+  uint32_t page_size;
+  char *page_token;
+};
+#define FRIENSO__SOCIAL__V1__LIST_EXCHANGES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__list_exchanges_request__descriptor) \
+    , 0, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Social__V1__ListExchangesResponse
+{
+  ProtobufCMessage base;
+  /*
+   * newest first
+   */
+  size_t n_exchanges;
+  Frienso__Social__V1__Exchange **exchanges;
+  char *next_page_token;
+};
+#define FRIENSO__SOCIAL__V1__LIST_EXCHANGES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__list_exchanges_response__descriptor) \
+    , 0,NULL, (char *)protobuf_c_empty_string }
 
 
 /*
@@ -1386,6 +1670,272 @@ Frienso__Social__V1__GraphSnapshotResponse *
 void   frienso__social__v1__graph_snapshot_response__free_unpacked
                      (Frienso__Social__V1__GraphSnapshotResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__DiscoverySettings methods */
+void   frienso__social__v1__discovery_settings__init
+                     (Frienso__Social__V1__DiscoverySettings         *message);
+size_t frienso__social__v1__discovery_settings__get_packed_size
+                     (const Frienso__Social__V1__DiscoverySettings   *message);
+size_t frienso__social__v1__discovery_settings__pack
+                     (const Frienso__Social__V1__DiscoverySettings   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__discovery_settings__pack_to_buffer
+                     (const Frienso__Social__V1__DiscoverySettings   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__DiscoverySettings *
+       frienso__social__v1__discovery_settings__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__discovery_settings__free_unpacked
+                     (Frienso__Social__V1__DiscoverySettings *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__GetDiscoverySettingsRequest methods */
+void   frienso__social__v1__get_discovery_settings_request__init
+                     (Frienso__Social__V1__GetDiscoverySettingsRequest         *message);
+size_t frienso__social__v1__get_discovery_settings_request__get_packed_size
+                     (const Frienso__Social__V1__GetDiscoverySettingsRequest   *message);
+size_t frienso__social__v1__get_discovery_settings_request__pack
+                     (const Frienso__Social__V1__GetDiscoverySettingsRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__get_discovery_settings_request__pack_to_buffer
+                     (const Frienso__Social__V1__GetDiscoverySettingsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__GetDiscoverySettingsRequest *
+       frienso__social__v1__get_discovery_settings_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__get_discovery_settings_request__free_unpacked
+                     (Frienso__Social__V1__GetDiscoverySettingsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__GetDiscoverySettingsResponse methods */
+void   frienso__social__v1__get_discovery_settings_response__init
+                     (Frienso__Social__V1__GetDiscoverySettingsResponse         *message);
+size_t frienso__social__v1__get_discovery_settings_response__get_packed_size
+                     (const Frienso__Social__V1__GetDiscoverySettingsResponse   *message);
+size_t frienso__social__v1__get_discovery_settings_response__pack
+                     (const Frienso__Social__V1__GetDiscoverySettingsResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__get_discovery_settings_response__pack_to_buffer
+                     (const Frienso__Social__V1__GetDiscoverySettingsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__GetDiscoverySettingsResponse *
+       frienso__social__v1__get_discovery_settings_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__get_discovery_settings_response__free_unpacked
+                     (Frienso__Social__V1__GetDiscoverySettingsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__SetFindableRequest methods */
+void   frienso__social__v1__set_findable_request__init
+                     (Frienso__Social__V1__SetFindableRequest         *message);
+size_t frienso__social__v1__set_findable_request__get_packed_size
+                     (const Frienso__Social__V1__SetFindableRequest   *message);
+size_t frienso__social__v1__set_findable_request__pack
+                     (const Frienso__Social__V1__SetFindableRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__set_findable_request__pack_to_buffer
+                     (const Frienso__Social__V1__SetFindableRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__SetFindableRequest *
+       frienso__social__v1__set_findable_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__set_findable_request__free_unpacked
+                     (Frienso__Social__V1__SetFindableRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__SetFindableResponse methods */
+void   frienso__social__v1__set_findable_response__init
+                     (Frienso__Social__V1__SetFindableResponse         *message);
+size_t frienso__social__v1__set_findable_response__get_packed_size
+                     (const Frienso__Social__V1__SetFindableResponse   *message);
+size_t frienso__social__v1__set_findable_response__pack
+                     (const Frienso__Social__V1__SetFindableResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__set_findable_response__pack_to_buffer
+                     (const Frienso__Social__V1__SetFindableResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__SetFindableResponse *
+       frienso__social__v1__set_findable_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__set_findable_response__free_unpacked
+                     (Frienso__Social__V1__SetFindableResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__ExternalId methods */
+void   frienso__social__v1__external_id__init
+                     (Frienso__Social__V1__ExternalId         *message);
+size_t frienso__social__v1__external_id__get_packed_size
+                     (const Frienso__Social__V1__ExternalId   *message);
+size_t frienso__social__v1__external_id__pack
+                     (const Frienso__Social__V1__ExternalId   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__external_id__pack_to_buffer
+                     (const Frienso__Social__V1__ExternalId   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__ExternalId *
+       frienso__social__v1__external_id__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__external_id__free_unpacked
+                     (Frienso__Social__V1__ExternalId *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__RecommendFriendsRequest methods */
+void   frienso__social__v1__recommend_friends_request__init
+                     (Frienso__Social__V1__RecommendFriendsRequest         *message);
+size_t frienso__social__v1__recommend_friends_request__get_packed_size
+                     (const Frienso__Social__V1__RecommendFriendsRequest   *message);
+size_t frienso__social__v1__recommend_friends_request__pack
+                     (const Frienso__Social__V1__RecommendFriendsRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__recommend_friends_request__pack_to_buffer
+                     (const Frienso__Social__V1__RecommendFriendsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__RecommendFriendsRequest *
+       frienso__social__v1__recommend_friends_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__recommend_friends_request__free_unpacked
+                     (Frienso__Social__V1__RecommendFriendsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__Recommendation methods */
+void   frienso__social__v1__recommendation__init
+                     (Frienso__Social__V1__Recommendation         *message);
+size_t frienso__social__v1__recommendation__get_packed_size
+                     (const Frienso__Social__V1__Recommendation   *message);
+size_t frienso__social__v1__recommendation__pack
+                     (const Frienso__Social__V1__Recommendation   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__recommendation__pack_to_buffer
+                     (const Frienso__Social__V1__Recommendation   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__Recommendation *
+       frienso__social__v1__recommendation__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__recommendation__free_unpacked
+                     (Frienso__Social__V1__Recommendation *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__RecommendFriendsResponse methods */
+void   frienso__social__v1__recommend_friends_response__init
+                     (Frienso__Social__V1__RecommendFriendsResponse         *message);
+size_t frienso__social__v1__recommend_friends_response__get_packed_size
+                     (const Frienso__Social__V1__RecommendFriendsResponse   *message);
+size_t frienso__social__v1__recommend_friends_response__pack
+                     (const Frienso__Social__V1__RecommendFriendsResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__recommend_friends_response__pack_to_buffer
+                     (const Frienso__Social__V1__RecommendFriendsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__RecommendFriendsResponse *
+       frienso__social__v1__recommend_friends_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__recommend_friends_response__free_unpacked
+                     (Frienso__Social__V1__RecommendFriendsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__Exchange methods */
+void   frienso__social__v1__exchange__init
+                     (Frienso__Social__V1__Exchange         *message);
+size_t frienso__social__v1__exchange__get_packed_size
+                     (const Frienso__Social__V1__Exchange   *message);
+size_t frienso__social__v1__exchange__pack
+                     (const Frienso__Social__V1__Exchange   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__exchange__pack_to_buffer
+                     (const Frienso__Social__V1__Exchange   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__Exchange *
+       frienso__social__v1__exchange__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__exchange__free_unpacked
+                     (Frienso__Social__V1__Exchange *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__AddExchangeRequest methods */
+void   frienso__social__v1__add_exchange_request__init
+                     (Frienso__Social__V1__AddExchangeRequest         *message);
+size_t frienso__social__v1__add_exchange_request__get_packed_size
+                     (const Frienso__Social__V1__AddExchangeRequest   *message);
+size_t frienso__social__v1__add_exchange_request__pack
+                     (const Frienso__Social__V1__AddExchangeRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__add_exchange_request__pack_to_buffer
+                     (const Frienso__Social__V1__AddExchangeRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__AddExchangeRequest *
+       frienso__social__v1__add_exchange_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__add_exchange_request__free_unpacked
+                     (Frienso__Social__V1__AddExchangeRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__AddExchangeResponse methods */
+void   frienso__social__v1__add_exchange_response__init
+                     (Frienso__Social__V1__AddExchangeResponse         *message);
+size_t frienso__social__v1__add_exchange_response__get_packed_size
+                     (const Frienso__Social__V1__AddExchangeResponse   *message);
+size_t frienso__social__v1__add_exchange_response__pack
+                     (const Frienso__Social__V1__AddExchangeResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__add_exchange_response__pack_to_buffer
+                     (const Frienso__Social__V1__AddExchangeResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__AddExchangeResponse *
+       frienso__social__v1__add_exchange_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__add_exchange_response__free_unpacked
+                     (Frienso__Social__V1__AddExchangeResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__ListExchangesRequest methods */
+void   frienso__social__v1__list_exchanges_request__init
+                     (Frienso__Social__V1__ListExchangesRequest         *message);
+size_t frienso__social__v1__list_exchanges_request__get_packed_size
+                     (const Frienso__Social__V1__ListExchangesRequest   *message);
+size_t frienso__social__v1__list_exchanges_request__pack
+                     (const Frienso__Social__V1__ListExchangesRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__list_exchanges_request__pack_to_buffer
+                     (const Frienso__Social__V1__ListExchangesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__ListExchangesRequest *
+       frienso__social__v1__list_exchanges_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__list_exchanges_request__free_unpacked
+                     (Frienso__Social__V1__ListExchangesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__ListExchangesResponse methods */
+void   frienso__social__v1__list_exchanges_response__init
+                     (Frienso__Social__V1__ListExchangesResponse         *message);
+size_t frienso__social__v1__list_exchanges_response__get_packed_size
+                     (const Frienso__Social__V1__ListExchangesResponse   *message);
+size_t frienso__social__v1__list_exchanges_response__pack
+                     (const Frienso__Social__V1__ListExchangesResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__list_exchanges_response__pack_to_buffer
+                     (const Frienso__Social__V1__ListExchangesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__ListExchangesResponse *
+       frienso__social__v1__list_exchanges_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__list_exchanges_response__free_unpacked
+                     (Frienso__Social__V1__ListExchangesResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Social__V1__PokeRequest methods */
 void   frienso__social__v1__poke_request__init
                      (Frienso__Social__V1__PokeRequest         *message);
@@ -1559,6 +2109,48 @@ typedef void (*Frienso__Social__V1__GraphSnapshotRequest_Closure)
 typedef void (*Frienso__Social__V1__GraphSnapshotResponse_Closure)
                  (const Frienso__Social__V1__GraphSnapshotResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Social__V1__DiscoverySettings_Closure)
+                 (const Frienso__Social__V1__DiscoverySettings *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__GetDiscoverySettingsRequest_Closure)
+                 (const Frienso__Social__V1__GetDiscoverySettingsRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__GetDiscoverySettingsResponse_Closure)
+                 (const Frienso__Social__V1__GetDiscoverySettingsResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__SetFindableRequest_Closure)
+                 (const Frienso__Social__V1__SetFindableRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__SetFindableResponse_Closure)
+                 (const Frienso__Social__V1__SetFindableResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__ExternalId_Closure)
+                 (const Frienso__Social__V1__ExternalId *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__RecommendFriendsRequest_Closure)
+                 (const Frienso__Social__V1__RecommendFriendsRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__Recommendation_Closure)
+                 (const Frienso__Social__V1__Recommendation *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__RecommendFriendsResponse_Closure)
+                 (const Frienso__Social__V1__RecommendFriendsResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__Exchange_Closure)
+                 (const Frienso__Social__V1__Exchange *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__AddExchangeRequest_Closure)
+                 (const Frienso__Social__V1__AddExchangeRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__AddExchangeResponse_Closure)
+                 (const Frienso__Social__V1__AddExchangeResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__ListExchangesRequest_Closure)
+                 (const Frienso__Social__V1__ListExchangesRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__ListExchangesResponse_Closure)
+                 (const Frienso__Social__V1__ListExchangesResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Social__V1__PokeRequest_Closure)
                  (const Frienso__Social__V1__PokeRequest *message,
                   void *closure_data);
@@ -1578,6 +2170,7 @@ extern const ProtobufCEnumDescriptor    frienso__social__v1__request_state__desc
 extern const ProtobufCEnumDescriptor    frienso__social__v1__request_action__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__social__v1__circle_state__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__social__v1__graph_change__descriptor;
+extern const ProtobufCEnumDescriptor    frienso__social__v1__exchange_state__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__user_ref__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__friend_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__friend__descriptor;
@@ -1616,6 +2209,20 @@ extern const ProtobufCMessageDescriptor frienso__social__v1__search_users_respon
 extern const ProtobufCMessageDescriptor frienso__social__v1__graph_event__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__graph_snapshot_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__discovery_settings__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__get_discovery_settings_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__get_discovery_settings_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__set_findable_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__set_findable_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__external_id__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__recommend_friends_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__recommendation__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__recommend_friends_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__exchange__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__add_exchange_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__add_exchange_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__list_exchanges_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__list_exchanges_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__poke_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__poke__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__poke_response__descriptor;
