@@ -112,7 +112,7 @@ let package = Package(
         .target(
             name: "Bench",
             dependencies: [
-                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "ServiceKit", "CZeroMQ",
+                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "ServiceKit", "CZeroMQ", "CLinuxShims",
                 grdb,
                 histogram,
                 logging,

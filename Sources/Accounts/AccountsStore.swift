@@ -16,16 +16,21 @@ struct UserRecord: Sendable {
     var profilePictureMediaID: String
     var createdAtMs: Int64
 
+    /// The columns `init(row:)` reads, in its order: select exactly these. (Reading by position:
+    /// GRDB's by-name lookup lower-cases names on every access, which made a 200-profile read
+    /// cost milliseconds.)
+    static let columns = "users.id, users.username, users.email, users.phone, users.password_hash, users.first_name, users.last_name, users.profile_picture_media_id, users.created_at_ms"
+
     init(row: Row) {
-        id = row["id"]
-        username = row["username"]
-        email = row["email"]
-        phone = row["phone"]
-        passwordHash = row["password_hash"]
-        firstName = row["first_name"]
-        lastName = row["last_name"]
-        profilePictureMediaID = row["profile_picture_media_id"]
-        createdAtMs = row["created_at_ms"]
+        id = row[0]
+        username = row[1]
+        email = row[2]
+        phone = row[3]
+        passwordHash = row[4]
+        firstName = row[5]
+        lastName = row[6]
+        profilePictureMediaID = row[7]
+        createdAtMs = row[8]
     }
 
     var profile: AccountsV1.Profile {
@@ -124,18 +129,18 @@ final class AccountsStore: Sendable {
                 let part = hashes[chunk..<min(chunk + 400, hashes.count)].map { Data($0) }
                 let marks = Array(repeating: "?", count: part.count).joined(separator: ",")
                 let wanted = Set(part)
-                for row in try Row.fetchAll(db, sql: "SELECT * FROM users WHERE phone_sha256 IN (\(marks)) OR email_sha256 IN (\(marks))",
+                for row in try Row.fetchAll(db, sql: "SELECT \(UserRecord.columns), phone_sha256, email_sha256 FROM users WHERE phone_sha256 IN (\(marks)) OR email_sha256 IN (\(marks))",
                                             arguments: StatementArguments(part + part)) {
                     let user = UserRecord(row: row)
                     var entry = found[user.id] ?? ContactMatch(user: user)
-                    if let h = row["phone_sha256"] as Data?, wanted.contains(h) { entry.phone = true }
-                    if let h = row["email_sha256"] as Data?, wanted.contains(h) { entry.email = true }
+                    if let h = row[9] as Data?, wanted.contains(h) { entry.phone = true }
+                    if let h = row[10] as Data?, wanted.contains(h) { entry.email = true }
                     found[user.id] = entry
                 }
             }
             for link in externalIDs {
                 guard let row = try Row.fetchOne(db, sql: """
-                    SELECT users.* FROM external_ids JOIN users ON users.id = external_ids.user_id
+                    SELECT \(UserRecord.columns) FROM external_ids JOIN users ON users.id = external_ids.user_id
                     WHERE provider = ? AND external_id = ?
                     """, arguments: [link.provider, link.id]) else { continue }
                 let user = UserRecord(row: row)
@@ -203,16 +208,23 @@ final class AccountsStore: Sendable {
 
     func user(id: UInt64) async throws -> UserRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM users WHERE id = ?", arguments: [id]).map(UserRecord.init)
+            try Row.fetchOne(db, sql: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", arguments: [id]).map(UserRecord.init)
         }
     }
 
     func users(ids: [UInt64]) async throws -> [UserRecord] {
         guard !ids.isEmpty else { return [] }
+        // One cached statement whatever the count: the ids go in as one JSON array.
+        let list = "[" + ids.map(String.init).joined(separator: ",") + "]"
         return try await database.read { db in
-            let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
-            return try Row.fetchAll(db, sql: "SELECT * FROM users WHERE id IN (\(marks)) ORDER BY id", arguments: StatementArguments(ids))
-                .map(UserRecord.init)
+            let statement = try db.cachedStatement(sql: """
+                SELECT \(UserRecord.columns) FROM users WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id
+                """)
+            let rows = try Row.fetchCursor(statement, arguments: [list])
+            var users: [UserRecord] = []
+            users.reserveCapacity(ids.count)
+            while let row = try rows.next() { users.append(UserRecord(row: row)) }
+            return users
         }
     }
 
@@ -220,7 +232,7 @@ final class AccountsStore: Sendable {
         guard !usernames.isEmpty else { return [] }
         return try await database.read { db in
             let marks = Array(repeating: "?", count: usernames.count).joined(separator: ",")
-            return try Row.fetchAll(db, sql: "SELECT * FROM users WHERE username IN (\(marks)) ORDER BY username",
+            return try Row.fetchAll(db, sql: "SELECT \(UserRecord.columns) FROM users WHERE username IN (\(marks)) ORDER BY username",
                                     arguments: StatementArguments(usernames)).map(UserRecord.init)
         }
     }
@@ -231,7 +243,7 @@ final class AccountsStore: Sendable {
             .replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + "%"
         return try await database.read { db in
             try Row.fetchAll(db, sql: """
-                SELECT * FROM users
+                SELECT \(UserRecord.columns) FROM users
                 WHERE (username LIKE ?1 ESCAPE '\\' OR lower(first_name) LIKE ?1 ESCAPE '\\' OR lower(last_name) LIKE ?1 ESCAPE '\\')
                   AND username > ?2
                 ORDER BY username LIMIT ?3
@@ -246,7 +258,7 @@ final class AccountsStore: Sendable {
         case .phone(let v): ("phone", v)
         }
         return try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM users WHERE \(column) = ?", arguments: [value]).map(UserRecord.init)
+            try Row.fetchOne(db, sql: "SELECT \(UserRecord.columns) FROM users WHERE \(column) = ?", arguments: [value]).map(UserRecord.init)
         }
     }
 
@@ -318,7 +330,7 @@ final class AccountsStore: Sendable {
     }
 
     private static func fetchUser(_ db: Database, id: UInt64) throws -> UserRecord {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM users WHERE id = ?", arguments: [id]) else {
+        guard let row = try Row.fetchOne(db, sql: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", arguments: [id]) else {
             throw RPCError.notFound("no user \(id)")
         }
         return UserRecord(row: row)

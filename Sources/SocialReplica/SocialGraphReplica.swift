@@ -155,14 +155,14 @@ public final class SocialGraphReplica: Service, Sendable {
         }
     }
 
-    struct SnapshotHead: Sendable {
-        var epoch: UInt64
-        var sequence: UInt64
+    public struct SnapshotHead: Sendable {
+        public var epoch: UInt64
+        public var sequence: UInt64
     }
 
     /// Every page of a snapshot, loaded into a new state. The first page's epoch and sequence
     /// are the state's; a page from another epoch (social restarted mid-way) starts over.
-    static func fetchSnapshot(from social: WireClient) async throws -> (GraphState, SnapshotHead) {
+    public static func fetchSnapshot(from social: WireClient) async throws -> (GraphState, SnapshotHead) {
         let options = CallOptions(deadline: .seconds(30), idempotent: true)
         restart: while true {
             var page = try await social.call(SocialV1.SocialService.graphSnapshot, SocialV1.GraphSnapshotRequest(), options: options)

@@ -8,7 +8,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frienso-bench",
         abstract: "Frienso benchmarks. Build with -c release before measuring.",
-        subcommands: [WireBench.self])
+        subcommands: [WireBench.self, SocialBench.self])
 }
 
 struct WireBench: AsyncParsableCommand {
@@ -34,5 +34,31 @@ struct WireBench: AsyncParsableCommand {
         let logger = Logger(label: "bench")
         print(try await WireScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels,
                                                separateContexts: contexts == "separate"), logger: logger))
+    }
+}
+
+struct SocialBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "social",
+        abstract: "ListFriends of a 200-friend user through the gateway; a large graph snapshot loaded by a replica.")
+
+    @Option(help: "Measured requests per row.") var requests = 20_000
+    @Option(help: "Unmeasured requests first.") var warmup = 1_000
+    @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
+    @Option(help: "Friends of the listed user.") var friends = 200
+    @Option(help: "Friendships in the snapshot graph.") var edges = 1_000_000
+    @Option(help: "Users the snapshot graph's friendships are spread over.") var users = 100_000
+
+    func validate() throws {
+        guard requests > 0, warmup >= 0, friends > 0, friends <= 1_000 else { throw ValidationError("--requests > 0, --warmup ≥ 0, --friends 1-1000") }
+        guard users > 1, edges > 0, edges <= users * (users - 1) / 4 else { throw ValidationError("--edges must be well under users² / 2") }
+        guard !levels.isEmpty, levels.allSatisfy({ (1...4096).contains($0) }) else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
+    }
+
+    var levels: [Int] { inFlight.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+
+    func run() async throws {
+        print(try await SocialScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels, friends: friends,
+                                                 edges: edges, users: users), logger: Logger(label: "bench")))
     }
 }
