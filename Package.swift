@@ -23,6 +23,7 @@ let package = Package(
         .executable(name: "frienso-accounts", targets: ["frienso-accounts"]),
         .executable(name: "frienso-gateway", targets: ["frienso-gateway"]),
         .executable(name: "frienso-social", targets: ["frienso-social"]),
+        .executable(name: "frienso-geo", targets: ["frienso-geo"]),
         .executable(name: "frienso-launch", targets: ["frienso-launch"]),
         .executable(name: "frienso-bench", targets: ["frienso-bench"]),
     ],
@@ -86,6 +87,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Live locations, visibility, the spatial index, nearby.
+        .target(
+            name: "Geo",
+            dependencies: [
+                "Wire", "FriensoProto", "ServiceKit", "SocialReplica",
+                grdb,
+                logging,
+                serviceLifecycle,
+            ],
+            swiftSettings: swiftSettings
+        ),
         // A Clone replica of the social graph for the services that need it (geo, alerts, gateway).
         .target(
             name: "SocialReplica",
@@ -112,7 +124,7 @@ let package = Package(
         .target(
             name: "Bench",
             dependencies: [
-                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "ServiceKit", "CZeroMQ", "CLinuxShims",
+                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "Geo", "ServiceKit", "CZeroMQ", "CLinuxShims",
                 grdb,
                 histogram,
                 logging,
@@ -147,6 +159,17 @@ let package = Package(
                 "Social", "ServiceKit", "Wire",
                 argumentParser,
                 grdb,
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "frienso-geo",
+            dependencies: [
+                "Geo", "SocialReplica", "ServiceKit", "Wire", "FriensoProto",
+                argumentParser,
+                grdb,
+                logging,
+                serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),
@@ -221,6 +244,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "GeoTests",
+            dependencies: ["Geo", "Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting",
+                           "ServiceKit",
+                           grdb,
+                           logging],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "GatewayTests",
             dependencies: ["Gateway", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",
                            logging],
@@ -229,7 +260,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher",
-                           "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-launch"],
+                           "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-geo", "frienso-launch"],
             swiftSettings: swiftSettings
         ),
     ]

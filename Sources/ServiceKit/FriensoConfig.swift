@@ -12,7 +12,8 @@ public struct FriensoConfig: Codable, Sendable {
     public var accounts: AccountsSection?
     public var gateway: GatewaySection?
     public var social: SocialSection?
-    /// What the launcher starts, in order (default: accounts, then the gateway).
+    public var geo: GeoSection?
+    /// What the launcher starts, in order (default: accounts, social, geo, then the gateway).
     public var launch: [String]?
 
     public struct AccountsSection: Codable, Sendable {
@@ -24,6 +25,12 @@ public struct FriensoConfig: Codable, Sendable {
     public struct SocialSection: Codable, Sendable {
         /// How many people a core circle holds (default 3).
         public var circleLimit: Int?
+    }
+
+    public struct GeoSection: Codable, Sendable {
+        public var nearbyDefaultRadiusMetres: Double?
+        public var nearbyMaxRadiusMetres: Double?
+        public var historyRetentionDays: Int?
     }
 
     public struct GatewaySection: Codable, Sendable {

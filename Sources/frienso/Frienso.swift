@@ -14,5 +14,6 @@ struct Frienso: AsyncParsableCommand {
             ChangePassword.self, ChangeEmail.self, Ping.self,
             Friends.self, Circle.self, Search.self, PokeCommand.self, Block.self, Unblock.self, Blocked.self,
             Recommend.self, Findable.self, ExchangeCommand.self,
+            Locate.self, Nearby.self, Navigate.self, Sharing.self, Ghost.self, Proximity.self, History.self, Events.self,
         ])
 }

@@ -26,7 +26,10 @@ struct CLIError: Error {
 func perform(_ global: GlobalOptions, _ body: () async throws -> (text: String, json: JSONValue)) async throws {
     do {
         let result = try await body()
-        print(global.json ? result.json.rendered(indent: 2) : result.text)
+        // A streaming command prints as it goes and returns nothing more to print.
+        if !(result.text.isEmpty && result.json == .null) {
+            print(global.json ? result.json.rendered(indent: 2) : result.text)
+        }
     } catch let error as RPCError {
         try fail(global, CLIError(error))
     } catch let error as CLIError {

@@ -28,7 +28,7 @@ extension SocialV1.FriendRequest {
 struct Friends: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Friends and friend requests.",
-        subcommands: [List.self, Add.self, Requests.self, Accept.self, Reject.self, Dismiss.self, Cancel.self, Remove.self],
+        subcommands: [List.self, Add.self, Requests.self, Accept.self, Reject.self, Dismiss.self, Cancel.self, Remove.self, Where.self],
         defaultSubcommand: List.self)
 
     struct List: AsyncParsableCommand {

@@ -2,6 +2,7 @@
 
 public enum AccountsV1 {}
 public enum CommonV1 {}
+public enum GeoV1 {}
 public enum SocialV1 {}
 
 public enum ProtoIndex {
@@ -48,6 +49,29 @@ public enum ProtoIndex {
         CommonV1.SubscribeResponse.self,
         CommonV1.UnsubscribeRequest.self,
         CommonV1.UnsubscribeResponse.self,
+        GeoV1.Fix.self,
+        GeoV1.UpdateLocationRequest.self,
+        GeoV1.UpdateLocationResponse.self,
+        GeoV1.SharingSettings.self,
+        GeoV1.GetSharingRequest.self,
+        GeoV1.GetSharingResponse.self,
+        GeoV1.UpdateSharingRequest.self,
+        GeoV1.UpdateSharingResponse.self,
+        GeoV1.FriendLocation.self,
+        GeoV1.FriendsLocationsRequest.self,
+        GeoV1.FriendsLocationsResponse.self,
+        GeoV1.NearbyRequest.self,
+        GeoV1.NearbyUser.self,
+        GeoV1.NearbyResponse.self,
+        GeoV1.NavigateRequest.self,
+        GeoV1.NavigateResponse.self,
+        GeoV1.DeleteHistoryRequest.self,
+        GeoV1.DeleteHistoryResponse.self,
+        GeoV1.LatestLocationRequest.self,
+        GeoV1.LatestLocationResponse.self,
+        GeoV1.LocationEvent.self,
+        GeoV1.FriendNearbyEvent.self,
+        GeoV1.LocationGrant.self,
         SocialV1.UserRef.self,
         SocialV1.FriendRequest.self,
         SocialV1.Friend.self,
@@ -106,5 +130,5 @@ public enum ProtoIndex {
     ]
 
     /// Every rpc in proto/, with its declared access.
-    public static let methods: [AnyRPCMethod] = [AccountsV1.AccountsService.all, SocialV1.SocialService.all].flatMap { $0 }
+    public static let methods: [AnyRPCMethod] = [AccountsV1.AccountsService.all, GeoV1.GeoService.all, SocialV1.SocialService.all].flatMap { $0 }
 }

@@ -1,0 +1,62 @@
+import FriensoProto
+public import Logging
+public import ServiceKit
+public import ServiceLifecycle
+public import Wire
+
+extension GeoConfig {
+    /// The `geo` section of the deployment config over the defaults.
+    public init(resolved: ResolvedOptions) {
+        self.init()
+        let section = resolved.config.geo
+        if let v = section?.nearbyDefaultRadiusMetres { nearbyDefaultRadius = v }
+        if let v = section?.nearbyMaxRadiusMetres { nearbyMaxRadius = v }
+        if let v = section?.historyRetentionDays { historyRetention = .seconds(v * 24 * 3600) }
+    }
+}
+
+/// Follows the alerts service's `grants` stream and applies each grant to geo. Grants are kept
+/// in geo's database too, so a restart of geo keeps the live ones; alerts republishes a grant
+/// whenever it changes.
+public final class GrantConsumer: Service, Sendable {
+    private let service: GeoService
+    private let endpoint: String
+    private let logger: Logger
+    private let context: ZMQContext
+    private let reactor: Reactor
+
+    public init(service: GeoService, endpoint: String, logger: Logger, context: ZMQContext = .shared, reactor: Reactor = .shared) {
+        self.service = service
+        self.endpoint = endpoint
+        self.logger = logger
+        self.context = context
+        self.reactor = reactor
+    }
+
+    public func run() async throws {
+        let subscriber = Subscriber(endpoint: endpoint, prefixes: ["grants"], logger: logger, context: context, reactor: reactor)
+        let service = service, logger = logger
+        await cancelWhenGracefulShutdown {
+            // Also prunes history past its retention, hourly.
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    while !Task.isCancelled {
+                        if let pruned = try? await service.pruneHistory(), pruned > 0 {
+                            logger.info("history pruned", metadata: ["rows": "\(pruned)"])
+                        }
+                        try? await Task.sleep(for: .seconds(3600))
+                    }
+                }
+                for await event in subscriber.events {
+                    guard let grant = try? GeoV1.LocationGrant(serializedBytes: event.envelope.payload) else {
+                        logger.warning("undecodable grant event")
+                        continue
+                    }
+                    do { try await service.apply(grant) } catch { logger.error("grant not applied", metadata: ["error": "\(error)"]) }
+                }
+                group.cancelAll()
+            }
+        }
+        subscriber.stop()
+    }
+}

@@ -1,0 +1,63 @@
+import Dispatch
+import Synchronization
+
+/// Group commit: callers submit items and wait; one serial queue writes everything waiting as a
+/// single batch (one transaction, one fsync), then answers all of them. Under load, batches
+/// grow by themselves to whatever arrived during the previous commit.
+///
+/// The commit runs on its own dispatch queue, never on Swift's cooperative pool (it blocks on
+/// SQLite and fsync).
+final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
+    private struct Waiter: @unchecked Sendable {
+        var item: Item
+        var continuation: CheckedContinuation<Result, any Error>
+    }
+
+    private struct State {
+        var waiting: [Waiter] = []
+        var draining = false
+    }
+
+    private let state = Mutex(State())
+    private let queue: DispatchQueue
+    private let maxBatch: Int
+    private let commit: @Sendable ([Item]) throws -> [Result]
+
+    /// - Parameter commit: writes a batch and returns one result per item, in order; a throw
+    ///   fails every item of the batch (none of them is acknowledged).
+    init(label: String, maxBatch: Int = 4_096, commit: @escaping @Sendable ([Item]) throws -> [Result]) {
+        queue = DispatchQueue(label: label)
+        self.maxBatch = maxBatch
+        self.commit = commit
+    }
+
+    func submit(_ item: Item) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            let start = state.withLock { s -> Bool in
+                s.waiting.append(Waiter(item: item, continuation: continuation))
+                guard !s.draining else { return false }
+                s.draining = true
+                return true
+            }
+            if start { queue.async { self.drain() } }
+        }
+    }
+
+    private func drain() {
+        while true {
+            let batch = state.withLock { s -> [Waiter] in
+                let take = Array(s.waiting.prefix(maxBatch))
+                s.waiting.removeFirst(take.count)
+                if take.isEmpty { s.draining = false }
+                return take
+            }
+            if batch.isEmpty { return }
+            do {
+                let results = try commit(batch.map(\.item))
+                for (waiter, result) in zip(batch, results) { waiter.continuation.resume(returning: result) }
+            } catch {
+                for waiter in batch { waiter.continuation.resume(throwing: error) }
+            }
+        }
+    }
+}

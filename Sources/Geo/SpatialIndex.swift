@@ -1,0 +1,199 @@
+import Foundation
+
+/// The in-memory index of every user's latest position: a grid of cells of `cellDegrees` ×
+/// `cellDegrees` (lat × lon), each holding a compact array of the users inside.
+///
+/// - Memory: per user, 12 bytes in its cell (slot, lat, lon as `Float`: ~1 m resolution), 16 in
+///   the slot tables (user id, cell, position in the cell) and one id → slot dictionary entry.
+/// - k-nearest: list the cells whose bounding box meets the radius, each with a lower bound on
+///   the distance of anything inside it; visit them nearest-bound first, keep the best k, and stop
+///   at the first cell whose bound is beyond the current k-th distance. A dense area answers from
+///   a few cells; it never scans every point within the radius when only k are wanted.
+/// - Antimeridian: column indices wrap. Poles: a query box touching a pole takes every column.
+public struct SpatialIndex: Sendable {
+    struct Entry: Sendable {
+        var slot: UInt32
+        var lat: Float
+        var lon: Float
+    }
+
+    public let cellDegrees: Double
+    private let columns: Int
+    private let rows: Int
+    private var cells: [Int: [Entry]] = [:]
+    private var slotOf: [UInt64: UInt32] = [:]
+    private var userOf: [UInt64] = []        // slot → user id
+    private var cellOf: [UInt32] = []        // slot → cell key (rows × columns fits 32 bits at ≥ 0.005°)
+    private var positionOf: [UInt32] = []    // slot → index in its cell
+    private var freeSlots: [UInt32] = []
+
+    /// - Parameter cellDegrees: cell size (default and least 0.005°: ~556 m north-south).
+    public init(cellDegrees: Double = 0.005) {
+        let step = max(0.005, min(cellDegrees, 10))
+        self.cellDegrees = step
+        columns = Int((360 / step).rounded(.up))
+        rows = Int((180 / step).rounded(.up)) + 1
+    }
+
+    public var count: Int { slotOf.count }
+
+    private func row(_ lat: Double) -> Int { min(rows - 1, max(0, Int(((lat + 90) / cellDegrees).rounded(.down)))) }
+    private func column(_ lon: Double) -> Int {
+        let c = Int(((lon + 180) / cellDegrees).rounded(.down)) % columns
+        return c < 0 ? c + columns : c
+    }
+    private func key(_ row: Int, _ column: Int) -> Int { row * columns + column }
+
+    // MARK: Changing
+
+    /// Puts `user` at (lat, lon), moving them if they were elsewhere.
+    public mutating func upsert(_ user: UInt64, lat: Double, lon: Double) {
+        let entryLat = Float(lat), entryLon = Float(lon)
+        let cell = key(row(lat), column(lon))
+        if let slot = slotOf[user] {
+            let s = Int(slot)
+            if Int(cellOf[s]) == cell {
+                cells[cell]![Int(positionOf[s])] = Entry(slot: slot, lat: entryLat, lon: entryLon)
+                return
+            }
+            detach(slot)
+            attach(slot, cell: cell, lat: entryLat, lon: entryLon)
+            return
+        }
+        let slot: UInt32
+        if let free = freeSlots.popLast() {
+            slot = free
+            userOf[Int(slot)] = user
+        } else {
+            slot = UInt32(userOf.count)
+            userOf.append(user)
+            cellOf.append(0)
+            positionOf.append(0)
+        }
+        slotOf[user] = slot
+        attach(slot, cell: cell, lat: entryLat, lon: entryLon)
+    }
+
+    public mutating func remove(_ user: UInt64) {
+        guard let slot = slotOf.removeValue(forKey: user) else { return }
+        detach(slot)
+        userOf[Int(slot)] = 0
+        freeSlots.append(slot)
+    }
+
+    private mutating func attach(_ slot: UInt32, cell: Int, lat: Float, lon: Float) {
+        cellOf[Int(slot)] = UInt32(cell)
+        positionOf[Int(slot)] = UInt32(cells[cell, default: []].count)
+        cells[cell, default: []].append(Entry(slot: slot, lat: lat, lon: lon))
+    }
+
+    /// Removes the slot from its cell by moving the cell's last entry into its place.
+    private mutating func detach(_ slot: UInt32) {
+        let cell = Int(cellOf[Int(slot)]), position = Int(positionOf[Int(slot)])
+        var entries = cells.removeValue(forKey: cell)!
+        let last = entries.removeLast()
+        if position < entries.count {
+            entries[position] = last
+            positionOf[Int(last.slot)] = UInt32(position)
+        }
+        if !entries.isEmpty { cells[cell] = entries }
+    }
+
+    /// Where the index has `user` (as stored: `Float` precision).
+    public func position(of user: UInt64) -> (lat: Double, lon: Double)? {
+        guard let slot = slotOf[user] else { return nil }
+        let e = cells[Int(cellOf[Int(slot)])]![Int(positionOf[Int(slot)])]
+        return (Double(e.lat), Double(e.lon))
+    }
+
+    // MARK: Queries
+
+    /// Cells that may hold points within `radius` of (lat, lon), with the haversine term of a lower
+    /// bound on their distance, nearest bound first.
+    private func candidateCells(lat: Double, lon: Double, radius: Double) -> [(bound: Double, key: Int)] {
+        let dLat = radius / GeoMath.metresPerDegree
+        let latMin = max(-90, lat - dLat), latMax = min(90, lat + dLat)
+        var allColumns = latMin <= -90 || latMax >= 90
+        var dLon = 180.0
+        if !allColumns {
+            let widest = cos(GeoMath.radians(max(abs(latMin), abs(latMax))))
+            dLon = radius / (GeoMath.metresPerDegree * widest)
+            allColumns = dLon >= 180
+        }
+        let firstColumn = allColumns ? 0 : Int(((lon - dLon + 180) / cellDegrees).rounded(.down))
+        let lastColumn = allColumns ? columns - 1 : Int(((lon + dLon + 180) / cellDegrees).rounded(.down))
+        let span = min(columns, lastColumn - firstColumn + 1)
+        let cosLat = cos(GeoMath.radians(lat))
+        let limit = GeoMath.term(forDistance: radius)
+        var result: [(bound: Double, key: Int)] = []
+        for r in row(latMin)...row(latMax) {
+            let cellLatMin = Double(r) * cellDegrees - 90, cellLatMax = cellLatMin + cellDegrees
+            // Latitude part of the bound: the nearest latitude of the cell.
+            let nearestLat = min(max(lat, cellLatMin), cellLatMax)
+            let a = sin(GeoMath.radians(nearestLat - lat) / 2)
+            // cos of the cell's latitude farthest from the equator: the smallest in the cell.
+            let cosMin = cos(GeoMath.radians(min(90, max(abs(cellLatMin), abs(cellLatMax)))))
+            for offset in 0..<span {
+                var c = (firstColumn + offset) % columns
+                if c < 0 { c += columns }
+                guard cells[key(r, c)] != nil else { continue }
+                let cellLonMin = Double(c) * cellDegrees - 180
+                // Smallest longitude difference from the query to the cell's interval, across the antimeridian.
+                var dl = 0.0
+                let rel = (lon - cellLonMin).truncatingRemainder(dividingBy: 360)
+                let inside = rel < 0 ? rel + 360 : rel
+                if inside > cellDegrees { dl = min(inside - cellDegrees, 360 - inside) }
+                let b = sin(GeoMath.radians(min(dl, 180)) / 2)
+                let bound = a * a + cosLat * cosMin * b * b
+                if bound <= limit { result.append((bound, key(r, c))) }
+            }
+        }
+        result.sort { $0.bound < $1.bound }
+        return result
+    }
+
+    /// The `limit` nearest users within `radius` metres that pass `include`, nearest first (ties by
+    /// id), with their distances.
+    public func nearest(lat: Double, lon: Double, radius: Double, limit: Int,
+                        include: (UInt64) -> Bool) -> [(user: UInt64, distance: Double)] {
+        guard limit > 0 else { return [] }
+        let cosLat = cos(GeoMath.radians(lat))
+        let radiusTerm = GeoMath.term(forDistance: radius)
+        // The best so far as (term, user), sorted; `worst` is the k-th term once full.
+        var best: [(term: Double, user: UInt64)] = []
+        best.reserveCapacity(limit + 1)
+        for cell in candidateCells(lat: lat, lon: lon, radius: radius) {
+            if best.count == limit, cell.bound > best[limit - 1].term { break }
+            for entry in cells[cell.key]! {
+                let h = GeoMath.haversineTerm(lat1: lat, lon1: lon, cosLat1: cosLat, lat2: Double(entry.lat), lon2: Double(entry.lon))
+                guard h <= radiusTerm else { continue }
+                if best.count == limit, h > best[limit - 1].term { continue }
+                let user = userOf[Int(entry.slot)]
+                if best.count == limit, h == best[limit - 1].term, user > best[limit - 1].user { continue }
+                guard include(user) else { continue }
+                var i = best.count
+                while i > 0, best[i - 1].term > h || (best[i - 1].term == h && best[i - 1].user > user) { i -= 1 }
+                best.insert((h, user), at: i)
+                if best.count > limit { best.removeLast() }
+            }
+        }
+        return best.map { ($0.user, GeoMath.distance(fromTerm: $0.term)) }
+    }
+
+    /// Calls `visit` for every user within `radius` metres, with the distance (any order).
+    public func forEach(within radius: Double, ofLat lat: Double, lon: Double, _ visit: (UInt64, Double) -> Void) {
+        let cosLat = cos(GeoMath.radians(lat))
+        let radiusTerm = GeoMath.term(forDistance: radius)
+        for cell in candidateCells(lat: lat, lon: lon, radius: radius) {
+            for entry in cells[cell.key]! {
+                let h = GeoMath.haversineTerm(lat1: lat, lon1: lon, cosLat1: cosLat, lat2: Double(entry.lat), lon2: Double(entry.lon))
+                if h <= radiusTerm { visit(userOf[Int(entry.slot)], GeoMath.distance(fromTerm: h)) }
+            }
+        }
+    }
+
+    /// Every user and stored position (tests and the brute-force reference).
+    public func allPositions() -> [(user: UInt64, lat: Double, lon: Double)] {
+        cells.values.flatMap { $0.map { (userOf[Int($0.slot)], Double($0.lat), Double($0.lon)) } }
+    }
+}
