@@ -1,0 +1,116 @@
+import Foundation
+@testable import Geo
+import Testing
+
+/// A deterministic random source (tests are repeatable).
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// The reference: every stored point, exact distance, sorted by (distance, id).
+func bruteForce(_ index: SpatialIndex, lat: Double, lon: Double, radius: Double, limit: Int,
+                include: (UInt64) -> Bool = { _ in true }) -> [UInt64] {
+    index.allPositions()
+        .map { ($0.user, GeoMath.distance(lat1: lat, lon1: lon, lat2: $0.lat, lon2: $0.lon)) }
+        .filter { $0.1 <= radius && include($0.0) }
+        .sorted { ($0.1, $0.0) < ($1.1, $1.0) }
+        .prefix(limit).map(\.0)
+}
+
+@Suite("geo: spatial index")
+struct IndexTests {
+    @Test(arguments: [
+        (name: "uniform city", latRange: 40.6...40.9, lonRange: -74.1 ... -73.8),
+        (name: "antimeridian", latRange: -17.0 ... -16.0, lonRange: 179.5...180.0),
+        (name: "near the north pole", latRange: 89.9...90.0, lonRange: -180.0...180.0),
+    ])
+    func nearest_matchesBruteForce(_ area: (name: String, latRange: ClosedRange<Double>, lonRange: ClosedRange<Double>)) {
+        var rng = SplitMix(seed: 42)
+        var index = SpatialIndex()
+        for user in 1...5_000 as ClosedRange<UInt64> {
+            var lon = Double.random(in: area.lonRange, using: &rng)
+            // Across the antimeridian: half the points on the other side.
+            if area.name == "antimeridian", user % 2 == 0 { lon = -180 + (lon - 179.5) }
+            index.upsert(user, lat: Double.random(in: area.latRange, using: &rng), lon: lon)
+        }
+        // Moves and removals too: the index must follow them.
+        for user in stride(from: UInt64(1), through: 500, by: 7) {
+            index.upsert(user, lat: Double.random(in: area.latRange, using: &rng), lon: Double.random(in: area.lonRange, using: &rng))
+        }
+        for user in stride(from: UInt64(2), through: 500, by: 11) { index.remove(user) }
+        let odd: (UInt64) -> Bool = { $0 % 3 != 0 }
+        for _ in 0..<60 {
+            let lat = Double.random(in: area.latRange, using: &rng)
+            var lon = Double.random(in: area.lonRange, using: &rng)
+            if area.name == "antimeridian" { lon = Bool.random(using: &rng) ? 179.999 : -179.999 }
+            let radius = [300.0, 1_500, 5_000][Int.random(in: 0..<3, using: &rng)]
+            let limit = [1, 20, 50, 100][Int.random(in: 0..<4, using: &rng)]
+            let got = index.nearest(lat: lat, lon: lon, radius: radius, limit: limit, include: odd).map(\.user)
+            #expect(got == bruteForce(index, lat: lat, lon: lon, radius: radius, limit: limit, include: odd),
+                    "\(area.name): \(lat), \(lon) r \(radius) k \(limit)")
+        }
+    }
+
+    @Test func radiusBoundary_isInclusive_andDistancesAreReported() {
+        var index = SpatialIndex()
+        let metresPerDegree = GeoMath.metresPerDegree
+        // Points due north at 999, 1000 and 1001 metres.
+        index.upsert(1, lat: 999 / metresPerDegree, lon: 0)
+        index.upsert(2, lat: 1_000 / metresPerDegree, lon: 0)
+        index.upsert(3, lat: 1_001 / metresPerDegree, lon: 0)
+        let got = index.nearest(lat: 0, lon: 0, radius: 1_000.05, limit: 10) { _ in true }
+        #expect(got.map(\.user) == [1, 2])
+        #expect(abs(got[1].distance - 1_000) < 0.2, "Float storage keeps ~0.1 m here")
+        #expect(index.nearest(lat: 0, lon: 0, radius: 1_000.05, limit: 1) { _ in true }.map(\.user) == [1])
+        #expect(index.nearest(lat: 0, lon: 0, radius: 1_000.05, limit: 0) { _ in true }.isEmpty)
+    }
+
+    @Test func poleAndEdgeInputs_doNotTrap() {
+        var index = SpatialIndex()
+        for (i, point) in [(90.0, 0.0), (-90.0, 180.0), (0.0, -180.0), (0.0, 180.0), (89.99999, 179.99999)].enumerated() {
+            index.upsert(UInt64(i + 1), lat: point.0, lon: point.1)
+        }
+        #expect(index.count == 5)
+        let nearPole = index.nearest(lat: 90, lon: 45, radius: 5_000, limit: 10) { _ in true }.map(\.user)
+        #expect(nearPole == bruteForce(index, lat: 90, lon: 45, radius: 5_000, limit: 10))
+        #expect(nearPole.contains(1) && nearPole.contains(5))
+        let dateline = index.nearest(lat: 0, lon: 179.9999, radius: 100, limit: 10) { _ in true }.map(\.user)
+        #expect(Set(dateline) == [3, 4], "-180 and 180 are the same meridian")
+    }
+}
+
+@Suite("geo: visibility")
+struct VisibilityTests {
+    /// One row a rule: (friends, blocked, sharing, grant expiry, visible, reason).
+    @Test(arguments: [
+        (true, false, Sharing(), nil as Int64?, true, Visibility.Reason.friend),
+        (false, false, Sharing(), nil, false, .notFriends),
+        (true, true, Sharing(), nil, false, .blocked),
+        (true, false, Sharing(ghost: true), nil, false, .ghost),
+        (true, false, Sharing(shareWithFriends: false), nil, false, .notShared),
+        (false, false, Sharing(), 2_000, true, .grant),              // grant active: a stranger in the circle's alert
+        (true, false, Sharing(ghost: true), 2_000, true, .grant),     // grant beats ghost (helpNow)
+        (false, false, Sharing(), 1_000, false, .notFriends),        // grant expired exactly now
+        (false, false, Sharing(), 500, false, .notFriends),          // grant expired
+        (true, false, Sharing(ghost: true), 999, false, .ghost),     // expired grant, ghost again
+    ])
+    func table(_ row: (Bool, Bool, Sharing, Int64?, Bool, Visibility.Reason)) {
+        let facts = Visibility.Facts(friends: row.0, blocked: row.1, subject: row.2, grantExpiresAtMs: row.3)
+        let decision = Visibility.decide(viewer: 1, subject: 2, facts, nowMs: 1_000)
+        #expect(decision.visible == row.4)
+        #expect(decision.reason == row.5)
+    }
+
+    @Test func yourself_alwaysVisible() {
+        let facts = Visibility.Facts(friends: false, blocked: false, subject: Sharing(shareWithFriends: false, ghost: true))
+        #expect(Visibility.decide(viewer: 7, subject: 7, facts, nowMs: 0) == (true, .yourself))
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import FriensoProto
+import FriensoTesting
+@testable import Geo
+import Logging
+import SocialReplica
+import Synchronization
+import Wire
+
+/// Records what geo publishes.
+final class Recorder: EventSink {
+    private let events = Mutex<[(topic: String, method: String, payload: [UInt8])]>([])
+    func publish(topic: String, method: String, payload: [UInt8]) { events.withLock { $0.append((topic, method, payload)) } }
+    func take() -> [(topic: String, method: String, payload: [UInt8])] { events.withLock { e in defer { e.removeAll() }; return e } }
+    func nearby() -> [(viewer: String, event: GeoV1.FriendNearbyEvent)] {
+        take().filter { $0.method == "geo.FriendNearby" }.compactMap { e in
+            (try? GeoV1.FriendNearbyEvent(serializedBytes: e.payload)).map { (e.topic, $0) }
+        }
+    }
+}
+
+/// A clock the test moves.
+final class TestClock: Sendable {
+    private let ms = Atomic<Int64>(1_800_000_000_000)
+    var now: Int64 { ms.load(ordering: .relaxed) }
+    func advance(_ by: Int64) { ms.add(by, ordering: .relaxed) }
+}
+
+struct GeoHarness: Sendable {
+    let service: GeoService
+    let client: WireClient
+    let graph: StaticGraph
+    let recorder: Recorder
+    let clock: TestClock
+    let logs: CapturedLogs
+
+    func call<Q, R>(_ user: UInt64, _ method: RPCMethod<Q, R>, _ request: Q) async throws -> R {
+        try await client.call(method, request, options: CallOptions(callerUserID: user))
+    }
+
+    /// A location update at the test clock's time (minus `ago` ms).
+    @discardableResult
+    func locate(_ user: UInt64, _ lat: Double, _ lon: Double, ago: Int64 = 0, status: String? = nil) async throws -> Bool {
+        try await call(user, GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
+            latitude: lat, longitude: lon, accuracyM: 5, deviceTimeMs: clock.now - ago, setStatus: status != nil, status: status ?? "")).becameLatest
+    }
+
+    func befriend(_ a: UInt64, _ b: UInt64) { graph.apply(SocialV1.GraphEvent(change: .friendshipAdded, userA: min(a, b), userB: max(a, b))) }
+    func findable(_ users: UInt64...) { for u in users { graph.apply(SocialV1.GraphEvent(change: .findableOn, userA: u)) } }
+}
+
+/// Runs a geo host on `directory` (a new one unless given) with a graph the test controls.
+func withGeo<T: Sendable>(directory: String? = nil, graph: StaticGraph = StaticGraph(), clock: TestClock = TestClock(),
+                          _ body: @Sendable (GeoHarness) async throws -> T) async throws -> T {
+    let logs = CapturedLogs()
+    let temp = try TemporaryDirectory("frienso-geo")
+    defer { temp.remove() }
+    let dir = directory ?? temp.path
+    let recorder = Recorder()
+    let service = try GeoService(directory: dir, graph: graph, publisher: recorder, logger: logs.logger("geo"), now: { clock.now })
+    let host = service.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"))
+    return try await withRunningServices([host], logger: logs.logger("group")) {
+        let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+        defer { Task { await client.close() } }
+        return try await body(GeoHarness(service: service, client: client, graph: graph, recorder: recorder, clock: clock, logs: logs))
+    }
+}
