@@ -18,9 +18,12 @@ public enum ServiceRunner {
     }
 
     /// Runs `services` until SIGTERM or SIGINT, then shuts them down gracefully in reverse order.
-    /// When `endpointFile` is set, writes the bound endpoint there once it listens.
+    /// When `endpointFile` is set, writes the bound endpoint there once it listens, and the
+    /// event (PUB) endpoint, if `boundEventsEndpoint` is given, to `<endpointFile>.events` (so tests
+    /// and tools can bind port 0 and still find both).
     public static func run(
         _ services: [any Service], endpointFile: String?, logger: Logger,
+        boundEventsEndpoint: (@Sendable () async throws -> String)? = nil,
         boundEndpoint: @escaping @Sendable () async throws -> String
     ) async throws {
         let group = ServiceGroup(configuration: .init(
@@ -30,6 +33,10 @@ public enum ServiceRunner {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             if let endpointFile {
+                if let boundEventsEndpoint {
+                    let events = try await boundEventsEndpoint()
+                    try Data((events + "\n").utf8).write(to: URL(fileURLWithPath: endpointFile + ".events"), options: .atomic)
+                }
                 let endpoint = try await boundEndpoint()
                 try Data((endpoint + "\n").utf8).write(to: URL(fileURLWithPath: endpointFile), options: .atomic)
             }

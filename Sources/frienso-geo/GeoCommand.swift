@@ -26,7 +26,8 @@ struct GeoCommand: AsyncParsableCommand {
                                      config: GeoConfig(resolved: resolved), logger: logger)
         let grants = GrantConsumer(service: service, endpoint: resolved.eventEndpoint(of: "alerts"), logger: logger)
         let host = service.makeHost(options: HostOptions(name: "geo", endpoint: resolved.endpoint))
-        try await ServiceRunner.run([replica, publisher, grants, host], endpointFile: resolved.endpointFile, logger: logger) {
+        try await ServiceRunner.run([replica, publisher, grants, host], endpointFile: resolved.endpointFile, logger: logger,
+                                  boundEventsEndpoint: { try await publisher.boundEndpoint() }) {
             try await host.boundEndpoint()
         }
     }

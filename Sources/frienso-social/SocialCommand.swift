@@ -20,6 +20,7 @@ struct SocialCommand: AsyncParsableCommand {
         let service = try SocialService(directory: resolved.dataDirectory, accounts: accounts, publisher: publisher,
                                         circleLimit: resolved.config.social?.circleLimit ?? 3)
         let host = service.makeHost(options: HostOptions(name: "social", endpoint: resolved.endpoint), logger: logger)
-        try await ServiceRunner.run([publisher, host], endpointFile: resolved.endpointFile, logger: logger) { try await host.boundEndpoint() }
+        try await ServiceRunner.run([publisher, host], endpointFile: resolved.endpointFile, logger: logger,
+                                  boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }
     }
 }

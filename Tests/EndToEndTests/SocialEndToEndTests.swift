@@ -4,20 +4,42 @@ import Testing
 
 @Suite("end to end: friends through the CLI", .serialized, .timeLimit(.minutes(3)))
 struct SocialEndToEndTests {
-    /// Accounts, social and a gateway as real processes; returns the gateway's endpoint.
+    /// Accounts, social, geo and a gateway as real processes, every port ephemeral; returns the
+    /// gateway's endpoint.
     func startStack(_ procs: ProcessHarness) async throws -> String {
         let dir = procs.workDirectory
+        let any = "tcp://127.0.0.1:*"
         try procs.start("accounts", executable: "frienso-accounts", arguments: [
-            "--data-dir", "\(dir)/data", "--endpoint", "tcp://127.0.0.1:*", "--endpoint-file", "\(dir)/accounts.endpoint"])
+            "--data-dir", "\(dir)/data", "--endpoint", any, "--endpoint-file", "\(dir)/accounts.endpoint"])
         let accounts = try await endpoint(in: "\(dir)/accounts.endpoint")
         try procs.start("social", executable: "frienso-social", arguments: [
-            "--data-dir", "\(dir)/data", "--endpoint", "tcp://127.0.0.1:*", "--endpoint-file", "\(dir)/social.endpoint"],
-            environment: ["FRIENSO_ACCOUNTS_ENDPOINT": accounts])
+            "--data-dir", "\(dir)/data", "--endpoint", any, "--endpoint-file", "\(dir)/social.endpoint"],
+            environment: ["FRIENSO_ACCOUNTS_ENDPOINT": accounts, "FRIENSO_SOCIAL_EVENTS": any])
         let social = try await endpoint(in: "\(dir)/social.endpoint")
+        let socialEvents = try await endpoint(in: "\(dir)/social.endpoint.events")
+        let geo = try await startGeo(procs, social: social, socialEvents: socialEvents)
         try procs.start("gateway", executable: "frienso-gateway", arguments: [
-            "--endpoint", "tcp://127.0.0.1:*", "--endpoint-file", "\(dir)/gateway.endpoint"],
-            environment: ["FRIENSO_ACCOUNTS_ENDPOINT": accounts, "FRIENSO_SOCIAL_ENDPOINT": social])
+            "--endpoint", any, "--endpoint-file", "\(dir)/gateway.endpoint"],
+            environment: ["FRIENSO_ACCOUNTS_ENDPOINT": accounts, "FRIENSO_SOCIAL_ENDPOINT": social, "FRIENSO_SOCIAL_EVENTS": socialEvents,
+                          "FRIENSO_GEO_ENDPOINT": geo.requests, "FRIENSO_GEO_EVENTS": geo.events,
+                          "FRIENSO_ALERTS_EVENTS": alertsEvents.endpoint])
         return try await endpoint(in: "\(dir)/gateway.endpoint")
+    }
+
+    /// Nothing listens there: the alerts service is not part of these tests.
+    let alertsEvents = try! DeadPort()
+
+    /// Starts geo (again, after a crash, on the same endpoints when given).
+    @discardableResult
+    func startGeo(_ procs: ProcessHarness, social: String, socialEvents: String,
+                  at fixed: (requests: String, events: String)? = nil) async throws -> (requests: String, events: String) {
+        let dir = procs.workDirectory
+        try? FileManager.default.removeItem(atPath: "\(dir)/geo.endpoint")
+        try procs.start("geo", executable: "frienso-geo", arguments: [
+            "--data-dir", "\(dir)/data", "--endpoint", fixed?.requests ?? "tcp://127.0.0.1:*", "--endpoint-file", "\(dir)/geo.endpoint"],
+            environment: ["FRIENSO_SOCIAL_ENDPOINT": social, "FRIENSO_SOCIAL_EVENTS": socialEvents,
+                          "FRIENSO_GEO_EVENTS": fixed?.events ?? "tcp://127.0.0.1:*", "FRIENSO_ALERTS_EVENTS": alertsEvents.endpoint])
+        return (try await endpoint(in: "\(dir)/geo.endpoint"), try await endpoint(in: "\(dir)/geo.endpoint.events"))
     }
 
     /// Registers and logs in each of `users` (name, phone) through the CLI.
@@ -115,5 +137,52 @@ struct SocialEndToEndTests {
         #expect(second.status == 0 && second.output.contains("contacts exchanged") && second.output.contains("Library steps"), "\(second.output)")
         let history = try await cat.run(["exchange", "history"])
         #expect(history.output.contains("dan (Dan E2E") && history.output.contains("33.78380"), "\(history.output)")
+    }
+
+    @Test func locate_where_nearby_navigate_andLocationsSurviveKill9OfGeo() async throws {
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let dir = procs.workDirectory
+        let gateway = try await startStack(procs)
+        let eve = CLI(gateway: gateway, configDir: "\(dir)/eve"), fin = CLI(gateway: gateway, configDir: "\(dir)/fin")
+        try await register([(eve, "eve", "+15625550401"), (fin, "fin", "+15625550402")], procs)
+        _ = try await eve.run(["friends", "add", "fin"])
+        _ = try await fin.run(["friends", "add", "eve"])
+        for cli in [eve, fin] { _ = try await cli.run(["findable", "on"]) }
+        let bad = try await eve.run(["locate", "91", "0"])
+        #expect(bad.status == 12, "INVALID_ARGUMENT: \(bad.output)")
+        let here = try await eve.run(["locate", "40.7506", "-73.9935", "--status", "at the Garden"])
+        #expect(here.status == 0 && here.output.contains("location shared"), "\(here.output)\n\(procs.logs())")
+        #expect(try await fin.run(["locate", "40.7520", "-73.9935"]).status == 0)
+        // The friendship reaches geo through its social replica: wait for it, bounded.
+        let finID = try await eventuallyValue("eve sees fin") {
+            let r = try await eve.run(["friends", "where"])
+            return r.output.contains("user ") ? r.output : nil
+        }
+        #expect(finID.contains("40.75200"), "\(finID)")
+        let near = try await eventuallyValue("fin is nearby") {
+            let r = try await eve.run(["nearby"])
+            return r.output.contains("156 m") ? r.output : nil
+        }
+        #expect(near.contains("user "), "\(near)")
+        let id = try #require(near.split(separator: " ").dropFirst().first.map(String.init))
+        let nav = try await eve.run(["navigate", id])
+        #expect(nav.status == 0 && nav.output.contains("156 m N"), "\(nav.output)")
+        let ghost = try await fin.run(["ghost", "on"])
+        #expect(ghost.output.contains("ghost mode: on"), "\(ghost.output)")
+        #expect(try await eve.run(["navigate", id]).status == 15, "NOT_FOUND while fin is a ghost")
+        _ = try await fin.run(["ghost", "off"])
+
+        // kill -9 geo right after an acknowledged update: it is there after the restart.
+        #expect(try await eve.run(["locate", "40.7600", "-73.9800"]).status == 0)
+        let endpoints = (requests: try await endpoint(in: "\(dir)/geo.endpoint"), events: try await endpoint(in: "\(dir)/geo.endpoint.events"))
+        procs.kill9("geo")
+        try await startGeo(procs, social: try await endpoint(in: "\(dir)/social.endpoint"),
+                           socialEvents: try await endpoint(in: "\(dir)/social.endpoint.events"), at: endpoints)
+        let after = try await eventuallyValue("geo answers again with eve's last fix", timeout: .seconds(20)) {
+            let r = try await fin.run(["friends", "where"])
+            return r.output.contains("40.76000") ? r.output : nil
+        }
+        #expect(after.contains("-73.98000"), "\(after)\n\(procs.logs())")
     }
 }

@@ -25,6 +25,21 @@ public func eventually(
     }
 }
 
+/// Like `eventually`, for a condition that produces a value once it holds (nil until then).
+public func eventuallyValue<T: Sendable>(
+    _ what: String, timeout: Duration = .seconds(10),
+    _ produce: @Sendable () async throws -> T?
+) async throws -> T {
+    let until = ContinuousClock.now.advanced(by: timeout)
+    var pause = Duration.milliseconds(5)
+    while true {
+        if let value = try? await produce() { return value }
+        if ContinuousClock.now >= until { throw TimedOut(description: "timed out after \(timeout) waiting for \(what)") }
+        try await Task.sleep(for: pause)
+        pause = min(pause * 2, .milliseconds(200))
+    }
+}
+
 /// A fresh directory under the system temp dir, removed by `remove()`.
 public struct TemporaryDirectory: Sendable {
     public let url: URL
