@@ -194,6 +194,18 @@ public final class GeoService: Sendable {
                               deviceMs: request.deviceTimeMs, receivedMs: received, status: status)
     }
 
+    /// Group-commit figures so far: batches, updates, mean commit time in µs.
+    public var commitStats: (batches: Int, updates: Int, meanCommitMicros: Double) {
+        let b = writer.batches.load(ordering: .relaxed), n = writer.items.load(ordering: .relaxed)
+        return (b, n, b == 0 ? 0 : Double(writer.commitNanos.load(ordering: .relaxed)) / Double(b) / 1_000)
+    }
+
+    /// Validates and records an update for `user` (what the RPC does, for in-process callers:
+    /// the benchmark). Durable once this returns.
+    public func record(_ request: GeoV1.UpdateLocationRequest, user: UInt64) async throws -> Bool {
+        try await submit(try validate(request, user: user))
+    }
+
     /// Durable once this returns: the batch holding it has committed.
     func submit(_ update: LocationUpdate) async throws -> Bool {
         do {

@@ -19,6 +19,8 @@ final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Batches committed, items in them, time spent committing (nanoseconds): for the benchmark.
+    let batches = Atomic<Int>(0), items = Atomic<Int>(0), commitNanos = Atomic<Int>(0)
     private let queue: DispatchQueue
     private let maxBatch: Int
     private let commit: @Sendable ([Item]) throws -> [Result]
@@ -53,7 +55,12 @@ final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
             }
             if batch.isEmpty { return }
             do {
+                let started = ContinuousClock.now
                 let results = try commit(batch.map(\.item))
+                let took = started.duration(to: .now).components
+                batches.add(1, ordering: .relaxed)
+                items.add(batch.count, ordering: .relaxed)
+                commitNanos.add(Int(took.seconds) * 1_000_000_000 + Int(took.attoseconds / 1_000_000_000), ordering: .relaxed)
                 for (waiter, result) in zip(batch, results) { waiter.continuation.resume(returning: result) }
             } catch {
                 for waiter in batch { waiter.continuation.resume(throwing: error) }

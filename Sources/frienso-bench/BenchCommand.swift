@@ -8,7 +8,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frienso-bench",
         abstract: "Frienso benchmarks. Build with -c release before measuring.",
-        subcommands: [WireBench.self, SocialBench.self])
+        subcommands: [WireBench.self, SocialBench.self, GeoBench.self])
 }
 
 struct WireBench: AsyncParsableCommand {
@@ -60,5 +60,27 @@ struct SocialBench: AsyncParsableCommand {
     func run() async throws {
         print(try await SocialScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels, friends: friends,
                                                  edges: edges, users: users), logger: Logger(label: "bench")))
+    }
+}
+
+struct GeoBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "geo",
+        abstract: "Spatial index, nearby and durable location updates in service and through the gateway, beside Redis GEO.")
+
+    @Option(help: "Users in the data set.") var users = 1_000_000
+    @Option(help: "Measured nearby queries per row.") var queries = 20_000
+    @Option(help: "Measured location updates per row.") var updates = 200_000
+    @Option(help: "Requests in flight (threads for Redis), comma-separated.") var inFlight = "1,64"
+
+    func validate() throws {
+        guard users >= 1_000, queries > 0, updates > 0 else { throw ValidationError("--users ≥ 1000, --queries and --updates > 0") }
+        guard !levels.isEmpty, levels.allSatisfy({ (1...1024).contains($0) }) else { throw ValidationError("--in-flight takes numbers from 1 to 1024") }
+    }
+
+    var levels: [Int] { inFlight.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+
+    func run() async throws {
+        print(try await GeoScenario.run(.init(users: users, queries: queries, updates: updates, inFlight: levels), logger: Logger(label: "bench")))
     }
 }

@@ -1,0 +1,311 @@
+import Accounts
+import Foundation
+import FriensoClient
+import FriensoProto
+import Gateway
+import Geo
+import GRDB
+public import Logging
+import ServiceLifecycle
+import SocialReplica
+import Synchronization
+import Wire
+
+/// `geo`: the spatial index (memory, scaling), nearby and durable location updates in service
+/// and through the gateway, and Redis GEOSEARCH/GEOADD on the same data in the same run.
+public enum GeoScenario {
+    public struct Options: Sendable {
+        public var users: Int
+        public var queries: Int
+        public var updates: Int
+        public var inFlight: [Int]
+        public init(users: Int, queries: Int, updates: Int, inFlight: [Int]) {
+            self.users = users
+            self.queries = queries
+            self.updates = updates
+            self.inFlight = inFlight
+        }
+    }
+
+    /// The issue's box: lat 40.6–40.9, lon −74.1…−73.8.
+    static let box = (lat: 40.6...40.9, lon: -74.1 ... -73.8)
+
+    struct Points: Sendable {
+        var lat: [Double] = []
+        var lon: [Double] = []
+    }
+
+    static func uniform(_ n: Int, seed: UInt64, scale: Double = 1) -> Points {
+        var rng = BenchRandom(seed: seed)
+        var p = Points()
+        let latSpan = (box.lat.upperBound - box.lat.lowerBound) * scale, lonSpan = (box.lon.upperBound - box.lon.lowerBound) * scale
+        for _ in 0..<n {
+            p.lat.append(box.lat.lowerBound + rng.unit() * latSpan)
+            p.lon.append(box.lon.lowerBound + rng.unit() * lonSpan)
+        }
+        return p
+    }
+
+    /// 40 hot spots (campus, stadium, station…), Gaussian with σ ≈ 400 m, inside the same box.
+    static func clustered(_ n: Int, seed: UInt64) -> Points {
+        var rng = BenchRandom(seed: seed)
+        let centres = (0..<40).map { _ in (box.lat.lowerBound + 0.03 + rng.unit() * 0.24, box.lon.lowerBound + 0.03 + rng.unit() * 0.24) }
+        var p = Points()
+        let sigma = 400 / GeoMath.metresPerDegree
+        for i in 0..<n {
+            let c = centres[i % centres.count]
+            p.lat.append(c.0 + rng.gaussian() * sigma)
+            p.lon.append(c.1 + rng.gaussian() * sigma / cos(c.0 * .pi / 180))
+        }
+        return p
+    }
+
+    public static func run(_ options: Options, logger: Logger) async throws -> String {
+        var out: [String] = []
+        var quiet = logger
+        quiet.logLevel = .warning
+        let n = options.users
+
+        // 1. The index alone: memory, one-core k-nearest, scaling from 10k to n at the same density.
+        var indexRows: [String] = ["| data | users | index B/user | build s | k-nearest q/s (1 core) | p50 µs | p99 µs |",
+                                   "|---|---:|---:|---:|---:|---:|---:|"]
+        var p50s: [String: Double] = [:]
+        for (name, points) in [("uniform", uniform(n, seed: 1)), ("uniform, same density", uniform(max(1, n / 100), seed: 2, scale: 0.1)),
+                               ("clustered", clustered(n, seed: 3))] {
+            let before = SocialScenario.heapInUse()
+            let start = ContinuousClock.now
+            var index = SpatialIndex()
+            for i in 0..<points.lat.count { index.upsert(UInt64(i + 1), lat: points.lat[i], lon: points.lon[i]) }
+            let build = SocialScenario.seconds(start.duration(to: .now))
+            let bytes = Double(SocialScenario.heapInUse() - before) / Double(points.lat.count)
+            let frozen = index
+            let stats = await offPool {
+                threadLoad(name: name, threads: 1, count: options.queries, warmup: 1_000) { _, i in
+                    let u = (i &* 7_919) % points.lat.count
+                    return !frozen.nearest(lat: points.lat[u], lon: points.lon[u], radius: 1_500, limit: 50) { _ in true }.isEmpty
+                }
+            }
+            p50s[name] = stats.micros(50)
+            indexRows.append("| \(name) | \(points.lat.count) | \(String(format: "%.1f", bytes)) | \(String(format: "%.2f", build)) | \(Int(stats.throughput)) | \(Report.f(stats.micros(50))) | \(Report.f(stats.micros(99))) |")
+            withExtendedLifetime(index) {}
+        }
+        out += ["### Spatial index (1,500 m, 50 nearest)", ""] + indexRows
+        report(&out)
+        if let small = p50s["uniform, same density"], let big = p50s["uniform"] {
+            out.append("- p50 at \(n) users / p50 at \(n / 100) users, same density: \(String(format: "%.2f", big / small))× (target ≤ 2×)")
+        }
+        out.append("")
+
+        // 2. The service: n users seeded in geo's database, all findable; the state rebuilt at start.
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("frienso-bench-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for sub in ["accounts", "geo"] { try FileManager.default.createDirectory(atPath: "\(dir)/\(sub)", withIntermediateDirectories: true) }
+        let points = uniform(n, seed: 1)
+        var graphState = GraphState()
+        for i in 0..<n { graphState.apply(SocialV1.GraphEvent(change: .findableOn, userA: UInt64(i + 1))) }
+        let graph = StaticGraph(graphState)
+        _ = try GeoService(directory: "\(dir)/geo", graph: graph, publisher: nil, logger: quiet) // creates the schema
+        try seedLatest(path: "\(dir)/geo/geo.sqlite", points)
+        let loadStart = ContinuousClock.now
+        let geo = try GeoService(directory: "\(dir)/geo", graph: graph, publisher: nil, logger: quiet)
+        let rebuild = SocialScenario.seconds(loadStart.duration(to: .now))
+        var rows: [LatencyStats] = []
+        rows.append(await offPool {
+            threadLoad(name: "in-service nearby (GeoService.nearest)", threads: 1, count: options.queries, warmup: 1_000) { _, i in
+                let caller = UInt64((i &* 7_919) % n + 1)
+                return (try? geo.nearest(to: caller, radius: 1_500, limit: 50, excludeExchanged: false))?.isEmpty == false
+            }
+        })
+        // Durable updates: many writers, group commit (one transaction and fsync per batch).
+        let clock = Atomic<Int64>(Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000)
+        var commitLines: [String] = []
+        for writers in [64, 256] {
+            let before = geo.commitStats
+            defer {
+                let after = geo.commitStats
+                let batches = after.batches - before.batches, updates = after.updates - before.updates
+                commitLines.append("- \(writers) writers: \(batches) commits, \(String(format: "%.1f", Double(updates) / Double(max(1, batches)))) updates per commit, mean commit \(String(format: "%.0f", after.meanCommitMicros)) µs (cumulative mean)")
+            }
+            rows.append(await drive(name: "in-service location updates, durable ack", inFlight: writers, count: options.updates, warmup: 0) {
+                let i = Int.random(in: 0..<n)
+                let request = GeoV1.UpdateLocationRequest(latitude: points.lat[i], longitude: points.lon[i], accuracyM: 5,
+                                                          deviceTimeMs: clock.add(1, ordering: .relaxed).newValue)
+                return (try? await geo.record(request, user: UInt64(i + 1))) != nil
+            })
+        }
+
+        // 3. Through the gateway: accounts, geo and a gateway, each with its own reactor and context.
+        var accountsConfig = AccountsConfig()
+        accountsConfig.hasher = PasswordHasher(opsLimit: 1, memLimit: 8_192, lanes: 1)
+        let accounts = try AccountsService(directory: "\(dir)/accounts", config: accountsConfig).makeHost(
+            options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet, context: ZMQContext(), reactor: Reactor(name: "bench-accounts"))
+        let geoHost = geo.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), context: ZMQContext(), reactor: Reactor(name: "bench-geo"))
+        let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client")
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            let backends = ServiceGroup(configuration: .init(services: [.init(service: accounts), .init(service: geoHost)], logger: quiet))
+            tasks.addTask { try await backends.run() }
+            var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: [
+                "accounts": try await accounts.boundEndpoint(), "geo": try await geoHost.boundEndpoint()])
+            config.requestsPerSecond = 1e9
+            config.burst = 1e9
+            let gateway = Gateway(config: config, logger: quiet, context: ZMQContext(), reactor: Reactor(name: "bench-gateway"))
+            let front = ServiceGroup(configuration: .init(services: [.init(service: gateway)], logger: quiet))
+            tasks.addTask { try await front.run() }
+            let gatewayEndpoint = try await gateway.boundEndpoint()
+            // 64 users, each placed at a random point among the others.
+            var clients: [FriensoClient] = []
+            var rng = BenchRandom(seed: 5)
+            for k in 0..<64 {
+                let client = FriensoClient(gateway: gatewayEndpoint, logger: quiet, context: clientContext, reactor: clientReactor)
+                let name = "geo_bench_\(k)"
+                _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
+                    username: name, email: "\(name)@bench.example", phone: "+1555\(String(format: "%07d", 1_000_000 + k))",
+                    password: "bench password", firstName: "Bench", lastName: "Geo"))
+                let login = try await client.login(name, password: "bench password")
+                let id = login.account?.profile?.userId ?? 0
+                graph.apply(SocialV1.GraphEvent(change: .findableOn, userA: id))
+                let u = Int(rng.unit() * Double(n))
+                _ = try await client.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
+                    latitude: points.lat[u], longitude: points.lon[u], accuracyM: 5, deviceTimeMs: Int64(Date().timeIntervalSince1970 * 1000)))
+                clients.append(client)
+            }
+            let all = clients
+            await withTaskExecutorPreference(clientReactor) {
+                for inFlight in options.inFlight {
+                    rows.append(await drive(name: "nearby via gateway", inFlight: inFlight, count: options.queries, warmup: 500) {
+                        let reply = try? await all[Int.random(in: 0..<all.count)].call(GeoV1.GeoService.nearby, GeoV1.NearbyRequest(limit: 50))
+                        return reply?.users.count == 50
+                    })
+                }
+                rows.append(await drive(name: "location updates via gateway, durable ack", inFlight: 64, count: options.updates / 2, warmup: 0) {
+                    let request = GeoV1.UpdateLocationRequest(latitude: 40.75, longitude: -73.99, accuracyM: 5,
+                                                              deviceTimeMs: Int64(Date().timeIntervalSince1970 * 1000))
+                    return (try? await all[Int.random(in: 0..<all.count)].call(GeoV1.GeoService.updateLocation, request)) != nil
+                })
+            }
+            for client in clients { await client.close() }
+            await front.triggerGracefulShutdown()
+            await backends.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        out += ["### Geo service (\(n) users, all findable; state rebuilt from SQLite in \(String(format: "%.1f", rebuild)) s)", "",
+                Report.table(rows), ""] + commitLines + [""]
+        report(&out)
+
+        // 4. Redis, same points, same queries.
+        guard let redis = RedisServer.start() else {
+            out.append("Redis: `redis-server` not installed (apt-get install redis-server): no baseline in this run.")
+            report(&out)
+            return ""
+        }
+        defer { redis.stop() }
+        var redisRows: [LatencyStats] = []
+        let loaded = await offPool { () -> Bool in
+            guard let client = RedisClient(port: redis.port) else { return false }
+            for start in stride(from: 0, to: n, by: 10_000) {
+                var commands: [[String]] = []
+                for batch in stride(from: start, to: min(start + 10_000, n), by: 1_000) {
+                    var command = ["GEOADD", "users"]
+                    for i in batch..<min(batch + 1_000, n) { command += [String(points.lon[i]), String(points.lat[i]), String(i + 1)] }
+                    commands.append(command)
+                }
+                guard (try? client.pipeline(commands)) != nil else { return false }
+            }
+            return true
+        }
+        guard loaded else {
+            out.append("Redis: loading failed")
+            report(&out)
+            return ""
+        }
+        let redisMemory = await offPool { () -> String in
+            guard let client = RedisClient(port: redis.port), case .integer(let bytes)? = try? client.command(["MEMORY", "USAGE", "users", "SAMPLES", "0"]) else { return "?" }
+            return String(format: "%.1f", Double(bytes) / Double(n))
+        }
+        for threads in options.inFlight {
+            let port = redis.port
+            redisRows.append(await offPool {
+                let conns = Mutex<[Int: RedisClient]>([:])
+                return threadLoad(name: "Redis GEOSEARCH FROMLONLAT BYRADIUS 1.5 km ASC COUNT 50", threads: threads,
+                                  count: min(options.queries, 20_000), warmup: 10) { t, i in
+                    let client = conns.withLock { $0[t] } ?? {
+                        let c = RedisClient(port: port)!
+                        conns.withLock { $0[t] = c }
+                        return c
+                    }()
+                    let u = (i &* 7_919 &+ t &* 104_729) % n
+                    guard case .array(let items?)? = try? client.command(["GEOSEARCH", "users", "FROMLONLAT", String(points.lon[u]), String(points.lat[u]),
+                                                                          "BYRADIUS", "1.5", "km", "ASC", "COUNT", "50"]) else { return false }
+                    return items.count == 50
+                }
+            })
+        }
+        let port = redis.port
+        redisRows.append(await offPool {
+            let conns = Mutex<[Int: RedisClient]>([:])
+            return threadLoad(name: "Redis GEOADD (no durability: appendonly off)", threads: 50, count: options.updates, warmup: 0) { t, i in
+                let client = conns.withLock { $0[t] } ?? {
+                    let c = RedisClient(port: port)!
+                    conns.withLock { $0[t] = c }
+                    return c
+                }()
+                let u = (i &* 7_919 &+ t) % n
+                return (try? client.command(["GEOADD", "users", String(points.lon[u]), String(points.lat[u]), String(u + 1)])) != nil
+            }
+        })
+        out += ["### Redis \(redisVersion(port: redis.port)) on the same points (MEMORY USAGE: \(redisMemory) B per member)", "", Report.table(redisRows), ""]
+        func row(_ prefix: String, _ k: Int? = nil) -> LatencyStats? {
+            (rows + redisRows).first { $0.name.hasPrefix(prefix) && (k == nil || $0.inFlight == k) }
+        }
+        for k in options.inFlight {
+            if let ours = row("nearby via gateway", k), let theirs = row("Redis GEOSEARCH", k) {
+                out.append("- \(k) in flight: nearby via gateway \(Int(ours.throughput)) q/s vs Redis GEOSEARCH \(Int(theirs.throughput)) q/s: \(String(format: "%.1f", ours.throughput / max(1, theirs.throughput)))× (target ≥ 50× at 64), gateway p99 \(Report.f(ours.micros(99))) µs (target ≤ 2,000)")
+            }
+        }
+        if let ours = row("in-service location updates"), let theirs = row("Redis GEOADD") {
+            out.append("- durable updates in service \(Int(ours.throughput))/s vs Redis GEOADD (not durable) at 50 clients \(Int(theirs.throughput))/s (target ≥ 50,000/s and ≥ GEOADD)")
+        }
+        return out.joined(separator: "\n")
+    }
+
+    /// Prints what is ready (a long run keeps its first sections if stopped).
+    static func report(_ lines: inout [String]) {
+        FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        lines.removeAll()
+    }
+
+    static func seedLatest(path: String, _ points: Points) throws {
+        let db = try DatabaseQueue(path: path)
+        let now = Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000
+        try db.write { db in
+            let insert = try db.makeStatement(sql: "INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms) VALUES (?, ?, ?, 10, ?, ?)")
+            for i in 0..<points.lat.count {
+                try insert.execute(arguments: [i + 1, points.lat[i], points.lon[i], now, now])
+            }
+        }
+    }
+
+    static func redisVersion(port: Int) -> String {
+        guard let client = RedisClient(port: port), case .bulk(let bytes?)? = try? client.command(["INFO", "server"]) else { return "" }
+        let info = String(decoding: bytes, as: UTF8.self)
+        return info.split(separator: "\r\n").first { $0.hasPrefix("redis_version:") }.map { String($0.dropFirst(14)) } ?? ""
+    }
+}
+
+/// SplitMix64 with uniform and Gaussian draws (repeatable data).
+struct BenchRandom {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+    mutating func gaussian() -> Double {
+        let u = max(unit(), 1e-12), v = unit()
+        return (-2 * log(u)).squareRoot() * cos(2 * .pi * v)
+    }
+}
