@@ -14,6 +14,7 @@ let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
 let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 let grdb: Target.Dependency = .product(name: "GRDB", package: "GRDB.swift")
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
+let csv: Target.Dependency = .product(name: "SwiftCSV", package: "SwiftCSV")
 
 let package = Package(
     name: "frienso",
@@ -33,6 +34,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/swiftcsv/SwiftCSV", from: "0.10.0"),
     ],
     targets: [
         // C libraries from Debian.
@@ -92,6 +94,7 @@ let package = Package(
             name: "Geo",
             dependencies: [
                 "Wire", "FriensoProto", "ServiceKit", "SocialReplica",
+                csv,
                 grdb,
                 logging,
                 serviceLifecycle,

@@ -12,6 +12,10 @@ extension GeoConfig {
         if let v = section?.nearbyDefaultRadiusMetres { nearbyDefaultRadius = v }
         if let v = section?.nearbyMaxRadiusMetres { nearbyMaxRadius = v }
         if let v = section?.historyRetentionDays { historyRetention = .seconds(v * 24 * 3600) }
+        if let v = section?.aroundMetres { aroundDistance = v }
+        if let v = section?.venueFreshMinutes { venueFreshness = .seconds(v * 60) }
+        if let v = section?.checkInHours { checkInLifetime = .seconds(v * 3600) }
+        operatorKey = resolved.environment["FRIENSO_OPERATOR_KEY"] ?? section?.operatorKey ?? ""
     }
 }
 

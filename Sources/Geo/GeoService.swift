@@ -40,6 +40,15 @@ public struct GeoConfig: Sendable {
     /// How far ahead of the server's clock a device timestamp may be.
     public var maxClockSkew: Duration = .seconds(300)
     public var cellDegrees = 0.005
+    /// Authorises `ImportPlaces`; imports are refused when it is empty.
+    public var operatorKey = ""
+    /// "Around <place>" names the nearest place within this distance.
+    public var aroundDistance = 150.0
+    /// Venue attendance counts fixes younger than this.
+    public var venueFreshness: Duration = .seconds(15 * 60)
+    public var checkInLifetime: Duration = .seconds(3 * 3600)
+    public var checkInRadius = 1_500.0
+    public var feedRadius = 10_000.0
     public init() {}
 }
 
@@ -52,6 +61,29 @@ struct GeoState: Sendable {
     /// Pairs (smaller id first) currently within their proximity distance: not told again until
     /// they have moved apart beyond 1.5 × that distance.
     var near: Set<Pair> = []
+    var places: [PlaceRecord] = []
+    var checkIns: [UInt64: CheckInRecord] = [:]
+
+    /// The nearest place of `kind` to a point, with its distance. Unspecified: buildings and
+    /// venues (a campus outline contains everything on campus; `on_campus` says that). Between
+    /// places that both contain the point, the smaller wins.
+    func closestPlace(lat: Double, lon: Double, kind: GeoV1.PlaceKind = .unspecified) -> (PlaceRecord, Double)? {
+        var best: (PlaceRecord, Double)?
+        for place in places where kind == .unspecified ? place.kind != .campus : place.kind == kind {
+            let d = place.distance(lat: lat, lon: lon)
+            if let current = best, d > current.1 || (d == current.1 && place.reach >= current.0.reach) { continue }
+            best = (place, d)
+        }
+        return best
+    }
+
+    func around(lat: Double, lon: Double, within: Double) -> String {
+        // Campus outlines are too large to say where someone is: buildings and venues only.
+        let candidates = places.lazy.filter { $0.kind != .campus }
+        guard let best = candidates.min(by: { $0.distance(lat: lat, lon: lon) < $1.distance(lat: lat, lon: lon) }),
+              best.distance(lat: lat, lon: lon) <= within else { return "" }
+        return "Around \(best.name)"
+    }
 
     struct Pair: Hashable, Sendable {
         var a: UInt64
@@ -114,6 +146,8 @@ public final class GeoService: Sendable {
         for (user, fix) in initial.latest { initial.index.upsert(user, lat: fix.lat, lon: fix.lon) }
         initial.sharing = try store.loadSharing()
         initial.grants = try store.loadGrants(now: clock())
+        initial.places = try store.loadPlaces()
+        initial.checkIns = try store.loadCheckIns(now: clock())
         let state = SharedState(initial)
         self.store = store
         self.graph = graph
@@ -158,6 +192,11 @@ public final class GeoService: Sendable {
         router.register(API.navigate) { try await self.navigate($0, $1) }
         router.register(API.deleteHistory) { try await self.deleteHistory($0, $1) }
         router.register(API.latestLocation) { try await self.latestLocation($0, $1) }
+        router.register(API.importPlaces) { try await self.importPlaces($0, $1) }
+        router.register(API.closestPlace) { try await self.closestPlace($0, $1) }
+        router.register(API.listVenues) { try await self.listVenues($0, $1) }
+        router.register(API.checkIn) { try await self.checkIn($0, $1) }
+        router.register(API.listCheckIns) { try await self.listCheckIns($0, $1) }
         return router
     }
 
@@ -297,7 +336,8 @@ public final class GeoService: Sendable {
                     guard let fix = s.latest[subject], s.visible(viewer: caller, subject: subject, graph: g, now: at) else { return nil }
                     let distance = mine.map { GeoMath.distance(lat1: $0.lat, lon1: $0.lon, lat2: fix.lat, lon2: fix.lon) } ?? 0
                     return GeoV1.FriendLocation(userId: subject, fix: Self.proto(fix), ageMs: max(0, at - fix.receivedMs),
-                                                status: fix.status, around: "", distanceM: distance)
+                                                status: fix.status, around: s.around(lat: fix.lat, lon: fix.lon, within: config.aroundDistance),
+                                                distanceM: distance)
                 }
             }
         }

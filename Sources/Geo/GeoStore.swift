@@ -1,4 +1,5 @@
 import Foundation
+import FriensoProto
 import GRDB
 import ServiceKit
 import Wire
@@ -68,6 +69,26 @@ final class GeoStore: Sendable {
                 t.primaryKey(["subject", "viewer", "reason"])
             }
         }
+        migrator.registerMigration("places") { db in
+            try db.create(table: "places") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("name", .text).notNull()
+                t.column("kind", .integer).notNull()
+                t.column("lat", .double).notNull()
+                t.column("lon", .double).notNull()
+                t.column("radius_m", .double).notNull()
+                t.column("ring", .text).notNull() // JSON [[lat, lon], ...]; "[]" for a point
+            }
+            try db.create(table: "check_ins") { t in
+                t.primaryKey("user_id", .integer)
+                t.column("place_name", .text).notNull()
+                t.column("lat", .double).notNull()
+                t.column("lon", .double).notNull()
+                t.column("media_id", .text).notNull()
+                t.column("created_ms", .integer).notNull()
+                t.column("expires_ms", .integer).notNull()
+            }
+        }
         SQLiteReplyStore.migrate(&migrator)
         try migrator.migrate(database)
     }
@@ -103,6 +124,55 @@ final class GeoStore: Sendable {
                 result[GrantKey(subject: row[0], viewer: row[1], reason: row[2])] = row[3]
             }
             return result
+        }
+    }
+
+    func loadPlaces() throws -> [PlaceRecord] {
+        try database.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, name, kind, lat, lon, radius_m, ring FROM places ORDER BY id").map { row in
+                let pairs = (try? JSONSerialization.jsonObject(with: Data((row[6] as String).utf8))) as? [[Double]] ?? []
+                return PlaceRecord(id: row[0], name: row[1], kind: GeoV1.PlaceKind(rawValue: row[2]), lat: row[3], lon: row[4],
+                                   radius: row[5], ring: pairs.map { (lat: $0[0], lon: $0[1]) })
+            }
+        }
+    }
+
+    /// Adds `places` (after deleting every place when `replace`). - Returns: them with their ids.
+    func importPlaces(_ places: [PlaceRecord], replace: Bool) async throws -> [PlaceRecord] {
+        try await database.write { db in
+            if replace { try db.execute(sql: "DELETE FROM places") }
+            return try places.map { place in
+                let ring = "[" + place.ring.map { "[\($0.lat),\($0.lon)]" }.joined(separator: ",") + "]"
+                try db.execute(sql: "INSERT INTO places (name, kind, lat, lon, radius_m, ring) VALUES (?, ?, ?, ?, ?, ?)",
+                               arguments: [place.name, place.kind.rawValue, place.lat, place.lon, place.radius, ring])
+                var stored = place
+                stored.id = UInt64(db.lastInsertedRowID)
+                return stored
+            }
+        }
+    }
+
+    func loadCheckIns(now: Int64) throws -> [UInt64: CheckInRecord] {
+        try database.write { db in
+            try db.execute(sql: "DELETE FROM check_ins WHERE expires_ms <= ?", arguments: [now])
+            var result: [UInt64: CheckInRecord] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT user_id, place_name, lat, lon, media_id, created_ms, expires_ms FROM check_ins") {
+                result[row[0]] = CheckInRecord(user: row[0], placeName: row[1], lat: row[2], lon: row[3], mediaID: row[4],
+                                               createdMs: row[5], expiresMs: row[6])
+            }
+            return result
+        }
+    }
+
+    /// - Returns: whether an active check-in was replaced.
+    func saveCheckIn(_ c: CheckInRecord, now: Int64) async throws -> Bool {
+        try await database.write { db in
+            let replaced = try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM check_ins WHERE user_id = ? AND expires_ms > ?)",
+                                             arguments: [c.user, now]) ?? false
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO check_ins (user_id, place_name, lat, lon, media_id, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [c.user, c.placeName, c.lat, c.lon, c.mediaID, c.createdMs, c.expiresMs])
+            return replaced
         }
     }
 
@@ -174,6 +244,16 @@ final class GeoStore: Sendable {
             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM history WHERE user_id = ?", arguments: [user]) ?? 0
         }
     }
+}
+
+struct CheckInRecord: Sendable {
+    var user: UInt64
+    var placeName: String
+    var lat: Double
+    var lon: Double
+    var mediaID: String
+    var createdMs: Int64
+    var expiresMs: Int64
 }
 
 /// One grant: `viewer` may see `subject` for `reason` (watch, help_now).

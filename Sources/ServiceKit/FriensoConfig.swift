@@ -31,6 +31,11 @@ public struct FriensoConfig: Codable, Sendable {
         public var nearbyDefaultRadiusMetres: Double?
         public var nearbyMaxRadiusMetres: Double?
         public var historyRetentionDays: Int?
+        public var aroundMetres: Double?
+        public var venueFreshMinutes: Int?
+        public var checkInHours: Int?
+        /// Authorises operator imports (places). Or FRIENSO_OPERATOR_KEY.
+        public var operatorKey: String?
     }
 
     public struct GatewaySection: Codable, Sendable {

@@ -15,5 +15,6 @@ struct Frienso: AsyncParsableCommand {
             Friends.self, Circle.self, Search.self, PokeCommand.self, Block.self, Unblock.self, Blocked.self,
             Recommend.self, Findable.self, ExchangeCommand.self,
             Locate.self, Nearby.self, Navigate.self, Sharing.self, Ghost.self, Proximity.self, History.self, Events.self,
+            Places.self, Venues.self, CheckInCommand.self, CheckIns.self,
         ])
 }

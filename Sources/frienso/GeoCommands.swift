@@ -201,3 +201,122 @@ struct Events: AsyncParsableCommand {
         return "event     \(e.method) (\(e.payload.count) bytes)"
     }
 }
+
+extension GeoV1.PlaceKind {
+    var label: String { protoName.dropFirst("PLACE_KIND_".count).lowercased() }
+}
+
+struct Places: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Campus buildings, venues and outlines.", subcommands: [Closest.self, Import.self], defaultSubcommand: Closest.self)
+
+    struct Closest: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The place nearest to you (or to --lat/--lon), and whether you are on campus.")
+        @OptionGroup var global: GlobalOptions
+        @Option(parsing: .unconditional) var lat: Double?
+        @Option(parsing: .unconditional) var lon: Double?
+        @Option(help: "building, venue or campus.") var kind: String?
+
+        func validate() throws {
+            guard (lat == nil) == (lon == nil) else { throw ValidationError("give --lat and --lon together") }
+            if let kind, !["building", "venue", "campus"].contains(kind) { throw ValidationError("--kind is building, venue or campus") }
+        }
+
+        func run() async throws {
+            let kinds: [String: GeoV1.PlaceKind] = ["building": .building, "venue": .venue, "campus": .campus]
+            try await performCall(global) { client in
+                let reply = try await client.call(GeoAPI.closestPlace, GeoV1.ClosestPlaceRequest(
+                    hasPoint: lat != nil, latitude: lat ?? 0, longitude: lon ?? 0, kind: kind.flatMap { kinds[$0] } ?? .unspecified))
+                var text = reply.found ? "\(reply.place?.name ?? "?") (\(reply.place?.kind.label ?? "")), \(reply.distanceM == 0 ? "you are in it" : metres(reply.distanceM) + " away")"
+                                       : "no places known: an operator imports them (frienso places import)"
+                text += reply.onCampus ? "\non campus" : "\nnot on campus"
+                return (text, reply.jsonValue)
+            }
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Operator: import places from GeoJSON or CSV (name,kind,lat,lon,radius_m).",
+            discussion: "Authorised by the deployment's operator key (FRIENSO_OPERATOR_KEY or --operator-key), not by a login.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "A .geojson or .csv file.") var file: String
+        @Option(help: "geojson or csv (default: from the file name).") var format: String?
+        @Flag(help: "Replace every place instead of adding.") var replace = false
+        @Option(help: "The operator key (default: $FRIENSO_OPERATOR_KEY).") var operatorKey: String?
+
+        func run() async throws {
+            guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read \(file)") }
+            let key = operatorKey ?? ProcessInfo.processInfo.environment["FRIENSO_OPERATOR_KEY"] ?? ""
+            let kind = format ?? (file.lowercased().hasSuffix(".csv") ? "csv" : "geojson")
+            try await performCall(global, requireSession: false) { client in
+                let reply = try await client.call(GeoAPI.importPlaces, GeoV1.ImportPlacesRequest(
+                    operatorKey: key, format: kind, data: Array(data), replace: replace), mutation: true)
+                let lines = ["imported \(reply.imported) places"] + reply.problems.map { "skipped: \($0)" }
+                return (lines.joined(separator: "\n"), reply.jsonValue)
+            }
+        }
+    }
+}
+
+struct Venues: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "How many people, and how many of your friends, are at each venue now.")
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        try await performCall(global) { client in
+            let reply = try await client.call(GeoAPI.listVenues, GeoV1.ListVenuesRequest())
+            let lines = reply.venues.map { "\($0.venue?.name ?? "?")  \($0.people) people, \($0.friends) friends" }
+            return (lines.isEmpty ? "no venues known" : (lines + ["(fixes from the last \(reply.freshMinutes) minutes)"]).joined(separator: "\n"), reply.jsonValue)
+        }
+    }
+}
+
+struct CheckInCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "checkin", abstract: "Check in at a place (replaces your previous check-in).")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: "The place's name, up to 80 characters.") var place: String
+    @Option(help: "A photo's media id (from the media service).") var mediaId = ""
+    @Option(parsing: .unconditional, help: "Where (default: your latest location).") var lat: Double?
+    @Option(parsing: .unconditional) var lon: Double?
+
+    func validate() throws {
+        guard (lat == nil) == (lon == nil) else { throw ValidationError("give --lat and --lon together") }
+    }
+
+    func run() async throws {
+        try await performCall(global) { client in
+            let reply = try await client.call(GeoAPI.checkIn, GeoV1.CheckInRequest(
+                placeName: place, hasPoint: lat != nil, latitude: lat ?? 0, longitude: lon ?? 0, mediaId: mediaId), mutation: true)
+            let text = "checked in at \(reply.checkIn?.placeName ?? place) until \(formatExpiry(reply.checkIn?.expiresAtMs ?? 0))\(reply.replaced ? " (replaced your previous check-in)" : "")"
+            return (text, reply.jsonValue)
+        }
+    }
+}
+
+struct CheckIns: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "checkins", abstract: "Check-ins around you.", subcommands: [NearbyList.self, Feed.self], defaultSubcommand: NearbyList.self)
+
+    struct NearbyList: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "nearby", abstract: "Check-ins within 1.5 km, nearest first.")
+        @OptionGroup var global: GlobalOptions
+        @Option var limit: UInt32 = 0
+        func run() async throws { try await CheckIns.list(global, feed: false, limit: limit) }
+    }
+
+    struct Feed: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The posts feed: check-ins within 10 km, newest first.")
+        @OptionGroup var global: GlobalOptions
+        @Option var limit: UInt32 = 0
+        func run() async throws { try await CheckIns.list(global, feed: true, limit: limit) }
+    }
+
+    static func list(_ global: GlobalOptions, feed: Bool, limit: UInt32) async throws {
+        try await performCall(global) { client in
+            let reply = try await client.call(GeoAPI.listCheckIns, GeoV1.ListCheckInsRequest(feed: feed, limit: limit))
+            let lines = reply.checkIns.map { "user \($0.userId) at \($0.placeName)  \(metres($0.distanceM))  \(formatExpiry($0.createdAtMs))\($0.mediaId.isEmpty ? "" : "  photo \($0.mediaId)")" }
+            return (lines.isEmpty ? "no check-ins around you" : lines.joined(separator: "\n"), reply.jsonValue)
+        }
+    }
+}

@@ -51,13 +51,15 @@ struct GeoHarness: Sendable {
 
 /// Runs a geo host on `directory` (a new one unless given) with a graph the test controls.
 func withGeo<T: Sendable>(directory: String? = nil, graph: StaticGraph = StaticGraph(), clock: TestClock = TestClock(),
-                          _ body: @Sendable (GeoHarness) async throws -> T) async throws -> T {
+                          operatorKey: String = "", _ body: @Sendable (GeoHarness) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
     let temp = try TemporaryDirectory("frienso-geo")
     defer { temp.remove() }
     let dir = directory ?? temp.path
     let recorder = Recorder()
-    let service = try GeoService(directory: dir, graph: graph, publisher: recorder, logger: logs.logger("geo"), now: { clock.now })
+    var config = GeoConfig()
+    config.operatorKey = operatorKey
+    let service = try GeoService(directory: dir, graph: graph, publisher: recorder, config: config, logger: logs.logger("geo"), now: { clock.now })
     let host = service.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"))
     return try await withRunningServices([host], logger: logs.logger("group")) {
         let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))

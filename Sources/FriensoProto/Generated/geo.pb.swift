@@ -3,6 +3,49 @@
 internal import FriensoProtoC
 
 extension GeoV1 {
+    /// `frienso.geo.v1.PlaceKind`: an open enum, as in proto3; unknown numbers survive a round trip.
+    public enum PlaceKind: ProtoEnum {
+        case unspecified // PLACE_KIND_UNSPECIFIED
+        case building // PLACE_KIND_BUILDING
+        case venue // PLACE_KIND_VENUE
+        case campus // PLACE_KIND_CAMPUS
+        case unrecognized(Int32)
+
+        public static let allKnownCases: [PlaceKind] = [.unspecified, .building, .venue, .campus]
+
+        public init(rawValue: Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .building
+            case 2: self = .venue
+            case 3: self = .campus
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Int32 {
+            switch self {
+            case .unspecified: return 0
+            case .building: return 1
+            case .venue: return 2
+            case .campus: return 3
+            case .unrecognized(let value): return value
+            }
+        }
+
+        public var protoName: String {
+            switch self {
+            case .unspecified: return "PLACE_KIND_UNSPECIFIED"
+            case .building: return "PLACE_KIND_BUILDING"
+            case .venue: return "PLACE_KIND_VENUE"
+            case .campus: return "PLACE_KIND_CAMPUS"
+            case .unrecognized(let value): return "\(value)"
+            }
+        }
+    }
+}
+
+extension GeoV1 {
     /// `frienso.geo.v1.Fix`
     public struct Fix: ProtoMessage {
         public var latitude: Double = 0
@@ -1147,6 +1190,737 @@ extension GeoV1.FriendNearbyEvent {
 }
 
 extension GeoV1 {
+    /// `frienso.geo.v1.Place`
+    public struct Place: ProtoMessage {
+        public var placeId: UInt64 = 0
+        public var name: String = ""
+        public var kind: GeoV1.PlaceKind = .init(rawValue: 0)
+        public var latitude: Double = 0
+        public var longitude: Double = 0
+        public var radiusM: Double = 0
+        public var polygonLat: [Double] = []
+        public var polygonLon: [Double] = []
+
+        public init() {}
+
+        public init(placeId: UInt64 = 0, name: String = "", kind: GeoV1.PlaceKind = .init(rawValue: 0), latitude: Double = 0, longitude: Double = 0, radiusM: Double = 0, polygonLat: [Double] = [], polygonLon: [Double] = []) {
+        self.placeId = placeId
+        self.name = name
+        self.kind = kind
+        self.latitude = latitude
+        self.longitude = longitude
+        self.radiusM = radiusM
+        self.polygonLat = polygonLat
+        self.polygonLon = polygonLon
+        }
+    }
+}
+
+extension GeoV1.Place {
+    public static let protoName = "frienso.geo.v1.Place"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__Place()
+        frienso__geo__v1__place__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place__get_packed_size, pack: frienso__geo__v1__place__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.Place", unpack: frienso__geo__v1__place__unpack, free: frienso__geo__v1__place__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__Place, arena: ProtoArena) {
+        c.place_id = self.placeId
+        if !self.name.isEmpty { c.name = arena.string(self.name) }
+        c.kind = Frienso__Geo__V1__PlaceKind(rawValue: .init(truncatingIfNeeded: self.kind.rawValue))
+        c.latitude = self.latitude
+        c.longitude = self.longitude
+        c.radius_m = self.radiusM
+        c.n_polygon_lat = self.polygonLat.count
+        c.polygon_lat = arena.array(self.polygonLat)
+        c.n_polygon_lon = self.polygonLon.count
+        c.polygon_lon = arena.array(self.polygonLon)
+    }
+
+    init(c: Frienso__Geo__V1__Place) {
+        self.init(placeId: c.place_id, name: ProtoRuntime.string(c.name), kind: GeoV1.PlaceKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), latitude: c.latitude, longitude: c.longitude, radiusM: c.radius_m, polygonLat: ProtoRuntime.array(c.polygon_lat, count: c.n_polygon_lat) { $0 }, polygonLon: ProtoRuntime.array(c.polygon_lon, count: c.n_polygon_lon) { $0 })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("placeId", .string(String(self.placeId))), ("name", .string(self.name)), ("kind", .string(self.kind.protoName)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("radiusM", .number(Double(self.radiusM))), ("polygonLat", .array(self.polygonLat.map { .number(Double($0)) })), ("polygonLon", .array(self.polygonLon.map { .number(Double($0)) }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(placeId: ProtoSample.uint64(seed, 1), name: ProtoSample.string(seed, "name"), kind: ProtoSample.enumValue(seed, GeoV1.PlaceKind.self), latitude: Double(seed) * 1.5 - 4.25, longitude: Double(seed) * 1.5 - 5.25, radiusM: Double(seed) * 1.5 - 6.25, polygonLat: (0..<Int((seed &+ 7) % 4)).map { i in Double((seed &+ UInt64(i))) * 1.5 - 7.25 }, polygonLon: (0..<Int((seed &+ 8) % 4)).map { i in Double((seed &+ UInt64(i))) * 1.5 - 8.25 })
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ImportPlacesRequest`
+    public struct ImportPlacesRequest: ProtoMessage {
+        public var operatorKey: String = ""
+        public var format: String = ""
+        public var data: [UInt8] = []
+        public var replace: Bool = false
+
+        public init() {}
+
+        public init(operatorKey: String = "", format: String = "", data: [UInt8] = [], replace: Bool = false) {
+        self.operatorKey = operatorKey
+        self.format = format
+        self.data = data
+        self.replace = replace
+        }
+    }
+}
+
+extension GeoV1.ImportPlacesRequest {
+    public static let protoName = "frienso.geo.v1.ImportPlacesRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ImportPlacesRequest()
+        frienso__geo__v1__import_places_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_request__get_packed_size, pack: frienso__geo__v1__import_places_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ImportPlacesRequest", unpack: frienso__geo__v1__import_places_request__unpack, free: frienso__geo__v1__import_places_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ImportPlacesRequest, arena: ProtoArena) {
+        if !self.operatorKey.isEmpty { c.operator_key = arena.string(self.operatorKey) }
+        if !self.format.isEmpty { c.format = arena.string(self.format) }
+        c.data = arena.binary(self.data)
+        c.replace = (self.replace ? 1 : 0)
+    }
+
+    init(c: Frienso__Geo__V1__ImportPlacesRequest) {
+        self.init(operatorKey: ProtoRuntime.string(c.operator_key), format: ProtoRuntime.string(c.format), data: ProtoRuntime.bytes(c.data), replace: (c.replace != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("operatorKey", .string(self.operatorKey)), ("format", .string(self.format)), ("data", .bytes(self.data)), ("replace", .bool(self.replace))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(operatorKey: ProtoSample.string(seed, "operator_key"), format: ProtoSample.string(seed, "format"), data: ProtoSample.bytes(seed, 3), replace: seed % 2 == 0)
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ImportPlacesResponse`
+    public struct ImportPlacesResponse: ProtoMessage {
+        public var imported: UInt32 = 0
+        public var problems: [String] = []
+
+        public init() {}
+
+        public init(imported: UInt32 = 0, problems: [String] = []) {
+        self.imported = imported
+        self.problems = problems
+        }
+    }
+}
+
+extension GeoV1.ImportPlacesResponse {
+    public static let protoName = "frienso.geo.v1.ImportPlacesResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ImportPlacesResponse()
+        frienso__geo__v1__import_places_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_response__get_packed_size, pack: frienso__geo__v1__import_places_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ImportPlacesResponse", unpack: frienso__geo__v1__import_places_response__unpack, free: frienso__geo__v1__import_places_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ImportPlacesResponse, arena: ProtoArena) {
+        c.imported = self.imported
+        c.n_problems = self.problems.count
+        c.problems = arena.strings(self.problems)
+    }
+
+    init(c: Frienso__Geo__V1__ImportPlacesResponse) {
+        self.init(imported: c.imported, problems: ProtoRuntime.array(c.problems, count: c.n_problems) { ProtoRuntime.string($0) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("imported", .number(Double(self.imported))), ("problems", .array(self.problems.map { .string($0) }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(imported: ProtoSample.uint32(seed, 1), problems: (0..<Int((seed &+ 2) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "problems") })
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ClosestPlaceRequest`
+    public struct ClosestPlaceRequest: ProtoMessage {
+        public var hasPoint: Bool = false
+        public var latitude: Double = 0
+        public var longitude: Double = 0
+        public var kind: GeoV1.PlaceKind = .init(rawValue: 0)
+
+        public init() {}
+
+        public init(hasPoint: Bool = false, latitude: Double = 0, longitude: Double = 0, kind: GeoV1.PlaceKind = .init(rawValue: 0)) {
+        self.hasPoint = hasPoint
+        self.latitude = latitude
+        self.longitude = longitude
+        self.kind = kind
+        }
+    }
+}
+
+extension GeoV1.ClosestPlaceRequest {
+    public static let protoName = "frienso.geo.v1.ClosestPlaceRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ClosestPlaceRequest()
+        frienso__geo__v1__closest_place_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_request__get_packed_size, pack: frienso__geo__v1__closest_place_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ClosestPlaceRequest", unpack: frienso__geo__v1__closest_place_request__unpack, free: frienso__geo__v1__closest_place_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ClosestPlaceRequest, arena _: ProtoArena) {
+        c.has_point = (self.hasPoint ? 1 : 0)
+        c.latitude = self.latitude
+        c.longitude = self.longitude
+        c.kind = Frienso__Geo__V1__PlaceKind(rawValue: .init(truncatingIfNeeded: self.kind.rawValue))
+    }
+
+    init(c: Frienso__Geo__V1__ClosestPlaceRequest) {
+        self.init(hasPoint: (c.has_point != 0), latitude: c.latitude, longitude: c.longitude, kind: GeoV1.PlaceKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("hasPoint", .bool(self.hasPoint)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("kind", .string(self.kind.protoName))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(hasPoint: seed % 2 == 0, latitude: Double(seed) * 1.5 - 2.25, longitude: Double(seed) * 1.5 - 3.25, kind: ProtoSample.enumValue(seed, GeoV1.PlaceKind.self))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ClosestPlaceResponse`
+    public struct ClosestPlaceResponse: ProtoMessage {
+        public var found: Bool = false
+        public var place: GeoV1.Place? = nil
+        public var distanceM: Double = 0
+        public var onCampus: Bool = false
+
+        public init() {}
+
+        public init(found: Bool = false, place: GeoV1.Place? = nil, distanceM: Double = 0, onCampus: Bool = false) {
+        self.found = found
+        self.place = place
+        self.distanceM = distanceM
+        self.onCampus = onCampus
+        }
+    }
+}
+
+extension GeoV1.ClosestPlaceResponse {
+    public static let protoName = "frienso.geo.v1.ClosestPlaceResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ClosestPlaceResponse()
+        frienso__geo__v1__closest_place_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_response__get_packed_size, pack: frienso__geo__v1__closest_place_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ClosestPlaceResponse", unpack: frienso__geo__v1__closest_place_response__unpack, free: frienso__geo__v1__closest_place_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ClosestPlaceResponse, arena: ProtoArena) {
+        c.found = (self.found ? 1 : 0)
+        if let value = self.place {
+            c.place = arena.message(of: Frienso__Geo__V1__Place.self) { frienso__geo__v1__place__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.distance_m = self.distanceM
+        c.on_campus = (self.onCampus ? 1 : 0)
+    }
+
+    init(c: Frienso__Geo__V1__ClosestPlaceResponse) {
+        self.init(found: (c.found != 0), place: c.place.map { GeoV1.Place(c: $0.pointee) }, distanceM: c.distance_m, onCampus: (c.on_campus != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("found", .bool(self.found)), ("place", self.place.map { $0.jsonValue } ?? .null), ("distanceM", .number(Double(self.distanceM))), ("onCampus", .bool(self.onCampus))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(found: seed % 2 == 0, place: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Place.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Place()), distanceM: Double(seed) * 1.5 - 3.25, onCampus: seed % 2 == 0)
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.VenueAttendance`
+    public struct VenueAttendance: ProtoMessage {
+        public var venue: GeoV1.Place? = nil
+        public var people: UInt32 = 0
+        public var friends: UInt32 = 0
+
+        public init() {}
+
+        public init(venue: GeoV1.Place? = nil, people: UInt32 = 0, friends: UInt32 = 0) {
+        self.venue = venue
+        self.people = people
+        self.friends = friends
+        }
+    }
+}
+
+extension GeoV1.VenueAttendance {
+    public static let protoName = "frienso.geo.v1.VenueAttendance"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__VenueAttendance()
+        frienso__geo__v1__venue_attendance__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__venue_attendance__get_packed_size, pack: frienso__geo__v1__venue_attendance__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.VenueAttendance", unpack: frienso__geo__v1__venue_attendance__unpack, free: frienso__geo__v1__venue_attendance__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__VenueAttendance, arena: ProtoArena) {
+        if let value = self.venue {
+            c.venue = arena.message(of: Frienso__Geo__V1__Place.self) { frienso__geo__v1__place__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.people = self.people
+        c.friends = self.friends
+    }
+
+    init(c: Frienso__Geo__V1__VenueAttendance) {
+        self.init(venue: c.venue.map { GeoV1.Place(c: $0.pointee) }, people: c.people, friends: c.friends)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("venue", self.venue.map { $0.jsonValue } ?? .null), ("people", .number(Double(self.people))), ("friends", .number(Double(self.friends)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(venue: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Place.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.Place()), people: ProtoSample.uint32(seed, 2), friends: ProtoSample.uint32(seed, 3))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListVenuesRequest`
+    public struct ListVenuesRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension GeoV1.ListVenuesRequest {
+    public static let protoName = "frienso.geo.v1.ListVenuesRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListVenuesRequest()
+        frienso__geo__v1__list_venues_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_request__get_packed_size, pack: frienso__geo__v1__list_venues_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListVenuesRequest", unpack: frienso__geo__v1__list_venues_request__unpack, free: frienso__geo__v1__list_venues_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Geo__V1__ListVenuesRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Geo__V1__ListVenuesRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListVenuesResponse`
+    public struct ListVenuesResponse: ProtoMessage {
+        public var venues: [GeoV1.VenueAttendance] = []
+        public var freshMinutes: UInt32 = 0
+
+        public init() {}
+
+        public init(venues: [GeoV1.VenueAttendance] = [], freshMinutes: UInt32 = 0) {
+        self.venues = venues
+        self.freshMinutes = freshMinutes
+        }
+    }
+}
+
+extension GeoV1.ListVenuesResponse {
+    public static let protoName = "frienso.geo.v1.ListVenuesResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListVenuesResponse()
+        frienso__geo__v1__list_venues_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_response__get_packed_size, pack: frienso__geo__v1__list_venues_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListVenuesResponse", unpack: frienso__geo__v1__list_venues_response__unpack, free: frienso__geo__v1__list_venues_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListVenuesResponse, arena: ProtoArena) {
+        c.n_venues = self.venues.count
+        c.venues = arena.array(self.venues.map { value in arena.message(of: Frienso__Geo__V1__VenueAttendance.self) { frienso__geo__v1__venue_attendance__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.fresh_minutes = self.freshMinutes
+    }
+
+    init(c: Frienso__Geo__V1__ListVenuesResponse) {
+        self.init(venues: ProtoRuntime.array(c.venues, count: c.n_venues) { GeoV1.VenueAttendance(c: $0!.pointee) }, freshMinutes: c.fresh_minutes)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("venues", .array(self.venues.map { $0.jsonValue })), ("freshMinutes", .number(Double(self.freshMinutes)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(venues: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.VenueAttendance.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], freshMinutes: ProtoSample.uint32(seed, 2))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.CheckIn`
+    public struct CheckIn: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var placeName: String = ""
+        public var latitude: Double = 0
+        public var longitude: Double = 0
+        public var mediaId: String = ""
+        public var createdAtMs: Int64 = 0
+        public var expiresAtMs: Int64 = 0
+        public var distanceM: Double = 0
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, placeName: String = "", latitude: Double = 0, longitude: Double = 0, mediaId: String = "", createdAtMs: Int64 = 0, expiresAtMs: Int64 = 0, distanceM: Double = 0) {
+        self.userId = userId
+        self.placeName = placeName
+        self.latitude = latitude
+        self.longitude = longitude
+        self.mediaId = mediaId
+        self.createdAtMs = createdAtMs
+        self.expiresAtMs = expiresAtMs
+        self.distanceM = distanceM
+        }
+    }
+}
+
+extension GeoV1.CheckIn {
+    public static let protoName = "frienso.geo.v1.CheckIn"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CheckIn()
+        frienso__geo__v1__check_in__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in__get_packed_size, pack: frienso__geo__v1__check_in__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckIn", unpack: frienso__geo__v1__check_in__unpack, free: frienso__geo__v1__check_in__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__CheckIn, arena: ProtoArena) {
+        c.user_id = self.userId
+        if !self.placeName.isEmpty { c.place_name = arena.string(self.placeName) }
+        c.latitude = self.latitude
+        c.longitude = self.longitude
+        if !self.mediaId.isEmpty { c.media_id = arena.string(self.mediaId) }
+        c.created_at_ms = self.createdAtMs
+        c.expires_at_ms = self.expiresAtMs
+        c.distance_m = self.distanceM
+    }
+
+    init(c: Frienso__Geo__V1__CheckIn) {
+        self.init(userId: c.user_id, placeName: ProtoRuntime.string(c.place_name), latitude: c.latitude, longitude: c.longitude, mediaId: ProtoRuntime.string(c.media_id), createdAtMs: c.created_at_ms, expiresAtMs: c.expires_at_ms, distanceM: c.distance_m)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("placeName", .string(self.placeName)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("mediaId", .string(self.mediaId)), ("createdAtMs", .string(String(self.createdAtMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("distanceM", .number(Double(self.distanceM)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), placeName: ProtoSample.string(seed, "place_name"), latitude: Double(seed) * 1.5 - 3.25, longitude: Double(seed) * 1.5 - 4.25, mediaId: ProtoSample.string(seed, "media_id"), createdAtMs: ProtoSample.int64(seed, 6), expiresAtMs: ProtoSample.int64(seed, 7), distanceM: Double(seed) * 1.5 - 8.25)
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.CheckInRequest`
+    public struct CheckInRequest: ProtoMessage {
+        public var placeName: String = ""
+        public var hasPoint: Bool = false
+        public var latitude: Double = 0
+        public var longitude: Double = 0
+        public var mediaId: String = ""
+
+        public init() {}
+
+        public init(placeName: String = "", hasPoint: Bool = false, latitude: Double = 0, longitude: Double = 0, mediaId: String = "") {
+        self.placeName = placeName
+        self.hasPoint = hasPoint
+        self.latitude = latitude
+        self.longitude = longitude
+        self.mediaId = mediaId
+        }
+    }
+}
+
+extension GeoV1.CheckInRequest {
+    public static let protoName = "frienso.geo.v1.CheckInRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CheckInRequest()
+        frienso__geo__v1__check_in_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_request__get_packed_size, pack: frienso__geo__v1__check_in_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInRequest", unpack: frienso__geo__v1__check_in_request__unpack, free: frienso__geo__v1__check_in_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__CheckInRequest, arena: ProtoArena) {
+        if !self.placeName.isEmpty { c.place_name = arena.string(self.placeName) }
+        c.has_point = (self.hasPoint ? 1 : 0)
+        c.latitude = self.latitude
+        c.longitude = self.longitude
+        if !self.mediaId.isEmpty { c.media_id = arena.string(self.mediaId) }
+    }
+
+    init(c: Frienso__Geo__V1__CheckInRequest) {
+        self.init(placeName: ProtoRuntime.string(c.place_name), hasPoint: (c.has_point != 0), latitude: c.latitude, longitude: c.longitude, mediaId: ProtoRuntime.string(c.media_id))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("placeName", .string(self.placeName)), ("hasPoint", .bool(self.hasPoint)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("mediaId", .string(self.mediaId))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(placeName: ProtoSample.string(seed, "place_name"), hasPoint: seed % 2 == 0, latitude: Double(seed) * 1.5 - 3.25, longitude: Double(seed) * 1.5 - 4.25, mediaId: ProtoSample.string(seed, "media_id"))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.CheckInResponse`
+    public struct CheckInResponse: ProtoMessage {
+        public var checkIn: GeoV1.CheckIn? = nil
+        public var replaced: Bool = false
+
+        public init() {}
+
+        public init(checkIn: GeoV1.CheckIn? = nil, replaced: Bool = false) {
+        self.checkIn = checkIn
+        self.replaced = replaced
+        }
+    }
+}
+
+extension GeoV1.CheckInResponse {
+    public static let protoName = "frienso.geo.v1.CheckInResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CheckInResponse()
+        frienso__geo__v1__check_in_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_response__get_packed_size, pack: frienso__geo__v1__check_in_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInResponse", unpack: frienso__geo__v1__check_in_response__unpack, free: frienso__geo__v1__check_in_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__CheckInResponse, arena: ProtoArena) {
+        if let value = self.checkIn {
+            c.check_in = arena.message(of: Frienso__Geo__V1__CheckIn.self) { frienso__geo__v1__check_in__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.replaced = (self.replaced ? 1 : 0)
+    }
+
+    init(c: Frienso__Geo__V1__CheckInResponse) {
+        self.init(checkIn: c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }, replaced: (c.replaced != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("checkIn", self.checkIn.map { $0.jsonValue } ?? .null), ("replaced", .bool(self.replaced))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(checkIn: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.CheckIn.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.CheckIn()), replaced: seed % 2 == 0)
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListCheckInsRequest`
+    public struct ListCheckInsRequest: ProtoMessage {
+        public var feed: Bool = false
+        public var radiusM: Double = 0
+        public var limit: UInt32 = 0
+
+        public init() {}
+
+        public init(feed: Bool = false, radiusM: Double = 0, limit: UInt32 = 0) {
+        self.feed = feed
+        self.radiusM = radiusM
+        self.limit = limit
+        }
+    }
+}
+
+extension GeoV1.ListCheckInsRequest {
+    public static let protoName = "frienso.geo.v1.ListCheckInsRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListCheckInsRequest()
+        frienso__geo__v1__list_check_ins_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_request__get_packed_size, pack: frienso__geo__v1__list_check_ins_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListCheckInsRequest", unpack: frienso__geo__v1__list_check_ins_request__unpack, free: frienso__geo__v1__list_check_ins_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListCheckInsRequest, arena _: ProtoArena) {
+        c.feed = (self.feed ? 1 : 0)
+        c.radius_m = self.radiusM
+        c.limit = self.limit
+    }
+
+    init(c: Frienso__Geo__V1__ListCheckInsRequest) {
+        self.init(feed: (c.feed != 0), radiusM: c.radius_m, limit: c.limit)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("feed", .bool(self.feed)), ("radiusM", .number(Double(self.radiusM))), ("limit", .number(Double(self.limit)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(feed: seed % 2 == 0, radiusM: Double(seed) * 1.5 - 2.25, limit: ProtoSample.uint32(seed, 3))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListCheckInsResponse`
+    public struct ListCheckInsResponse: ProtoMessage {
+        public var checkIns: [GeoV1.CheckIn] = []
+
+        public init() {}
+
+        public init(checkIns: [GeoV1.CheckIn] = []) {
+        self.checkIns = checkIns
+        }
+    }
+}
+
+extension GeoV1.ListCheckInsResponse {
+    public static let protoName = "frienso.geo.v1.ListCheckInsResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListCheckInsResponse()
+        frienso__geo__v1__list_check_ins_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_response__get_packed_size, pack: frienso__geo__v1__list_check_ins_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListCheckInsResponse", unpack: frienso__geo__v1__list_check_ins_response__unpack, free: frienso__geo__v1__list_check_ins_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListCheckInsResponse, arena: ProtoArena) {
+        c.n_check_ins = self.checkIns.count
+        c.check_ins = arena.array(self.checkIns.map { value in arena.message(of: Frienso__Geo__V1__CheckIn.self) { frienso__geo__v1__check_in__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Geo__V1__ListCheckInsResponse) {
+        self.init(checkIns: ProtoRuntime.array(c.check_ins, count: c.n_check_ins) { GeoV1.CheckIn(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("checkIns", .array(self.checkIns.map { $0.jsonValue }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(checkIns: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.CheckIn.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension GeoV1 {
     /// `frienso.geo.v1.LocationGrant`
     public struct LocationGrant: ProtoMessage {
         public var subjectId: UInt64 = 0
@@ -1213,8 +1987,13 @@ extension GeoV1 {
         public static let nearby = RPCMethod<NearbyRequest, NearbyResponse>(service: "geo", name: "Nearby", access: .authenticated)
         public static let navigate = RPCMethod<NavigateRequest, NavigateResponse>(service: "geo", name: "Navigate", access: .authenticated)
         public static let deleteHistory = RPCMethod<DeleteHistoryRequest, DeleteHistoryResponse>(service: "geo", name: "DeleteHistory", access: .authenticated)
+        public static let importPlaces = RPCMethod<ImportPlacesRequest, ImportPlacesResponse>(service: "geo", name: "ImportPlaces", access: .public)
+        public static let closestPlace = RPCMethod<ClosestPlaceRequest, ClosestPlaceResponse>(service: "geo", name: "ClosestPlace", access: .authenticated)
+        public static let listVenues = RPCMethod<ListVenuesRequest, ListVenuesResponse>(service: "geo", name: "ListVenues", access: .authenticated)
+        public static let checkIn = RPCMethod<CheckInRequest, CheckInResponse>(service: "geo", name: "CheckIn", access: .authenticated)
+        public static let listCheckIns = RPCMethod<ListCheckInsRequest, ListCheckInsResponse>(service: "geo", name: "ListCheckIns", access: .authenticated)
         public static let latestLocation = RPCMethod<LatestLocationRequest, LatestLocationResponse>(service: "geo", name: "LatestLocation", access: .internal)
 
-        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, latestLocation.erased]
+        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased]
     }
 }

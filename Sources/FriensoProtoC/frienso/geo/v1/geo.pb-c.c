@@ -997,6 +997,591 @@ void   frienso__geo__v1__friend_nearby_event__free_unpacked
   assert(message->base.descriptor == &frienso__geo__v1__friend_nearby_event__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__geo__v1__place__init
+                     (Frienso__Geo__V1__Place         *message)
+{
+  static const Frienso__Geo__V1__Place init_value = FRIENSO__GEO__V1__PLACE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__place__get_packed_size
+                     (const Frienso__Geo__V1__Place *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__place__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__place__pack
+                     (const Frienso__Geo__V1__Place *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__place__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__place__pack_to_buffer
+                     (const Frienso__Geo__V1__Place *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__place__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__Place *
+       frienso__geo__v1__place__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__Place *)
+     protobuf_c_message_unpack (&frienso__geo__v1__place__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__place__free_unpacked
+                     (Frienso__Geo__V1__Place *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__place__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__import_places_request__init
+                     (Frienso__Geo__V1__ImportPlacesRequest         *message)
+{
+  static const Frienso__Geo__V1__ImportPlacesRequest init_value = FRIENSO__GEO__V1__IMPORT_PLACES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__import_places_request__get_packed_size
+                     (const Frienso__Geo__V1__ImportPlacesRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__import_places_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__import_places_request__pack
+                     (const Frienso__Geo__V1__ImportPlacesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__import_places_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__import_places_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ImportPlacesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__import_places_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ImportPlacesRequest *
+       frienso__geo__v1__import_places_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ImportPlacesRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__import_places_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__import_places_request__free_unpacked
+                     (Frienso__Geo__V1__ImportPlacesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__import_places_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__import_places_response__init
+                     (Frienso__Geo__V1__ImportPlacesResponse         *message)
+{
+  static const Frienso__Geo__V1__ImportPlacesResponse init_value = FRIENSO__GEO__V1__IMPORT_PLACES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__import_places_response__get_packed_size
+                     (const Frienso__Geo__V1__ImportPlacesResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__import_places_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__import_places_response__pack
+                     (const Frienso__Geo__V1__ImportPlacesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__import_places_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__import_places_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ImportPlacesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__import_places_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ImportPlacesResponse *
+       frienso__geo__v1__import_places_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ImportPlacesResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__import_places_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__import_places_response__free_unpacked
+                     (Frienso__Geo__V1__ImportPlacesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__import_places_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__closest_place_request__init
+                     (Frienso__Geo__V1__ClosestPlaceRequest         *message)
+{
+  static const Frienso__Geo__V1__ClosestPlaceRequest init_value = FRIENSO__GEO__V1__CLOSEST_PLACE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__closest_place_request__get_packed_size
+                     (const Frienso__Geo__V1__ClosestPlaceRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__closest_place_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__closest_place_request__pack
+                     (const Frienso__Geo__V1__ClosestPlaceRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__closest_place_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__closest_place_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ClosestPlaceRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__closest_place_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ClosestPlaceRequest *
+       frienso__geo__v1__closest_place_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ClosestPlaceRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__closest_place_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__closest_place_request__free_unpacked
+                     (Frienso__Geo__V1__ClosestPlaceRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__closest_place_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__closest_place_response__init
+                     (Frienso__Geo__V1__ClosestPlaceResponse         *message)
+{
+  static const Frienso__Geo__V1__ClosestPlaceResponse init_value = FRIENSO__GEO__V1__CLOSEST_PLACE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__closest_place_response__get_packed_size
+                     (const Frienso__Geo__V1__ClosestPlaceResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__closest_place_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__closest_place_response__pack
+                     (const Frienso__Geo__V1__ClosestPlaceResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__closest_place_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__closest_place_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ClosestPlaceResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__closest_place_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ClosestPlaceResponse *
+       frienso__geo__v1__closest_place_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ClosestPlaceResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__closest_place_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__closest_place_response__free_unpacked
+                     (Frienso__Geo__V1__ClosestPlaceResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__closest_place_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__venue_attendance__init
+                     (Frienso__Geo__V1__VenueAttendance         *message)
+{
+  static const Frienso__Geo__V1__VenueAttendance init_value = FRIENSO__GEO__V1__VENUE_ATTENDANCE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__venue_attendance__get_packed_size
+                     (const Frienso__Geo__V1__VenueAttendance *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__venue_attendance__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__venue_attendance__pack
+                     (const Frienso__Geo__V1__VenueAttendance *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__venue_attendance__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__venue_attendance__pack_to_buffer
+                     (const Frienso__Geo__V1__VenueAttendance *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__venue_attendance__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__VenueAttendance *
+       frienso__geo__v1__venue_attendance__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__VenueAttendance *)
+     protobuf_c_message_unpack (&frienso__geo__v1__venue_attendance__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__venue_attendance__free_unpacked
+                     (Frienso__Geo__V1__VenueAttendance *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__venue_attendance__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_venues_request__init
+                     (Frienso__Geo__V1__ListVenuesRequest         *message)
+{
+  static const Frienso__Geo__V1__ListVenuesRequest init_value = FRIENSO__GEO__V1__LIST_VENUES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_venues_request__get_packed_size
+                     (const Frienso__Geo__V1__ListVenuesRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_venues_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_venues_request__pack
+                     (const Frienso__Geo__V1__ListVenuesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_venues_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_venues_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListVenuesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_venues_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListVenuesRequest *
+       frienso__geo__v1__list_venues_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListVenuesRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_venues_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_venues_request__free_unpacked
+                     (Frienso__Geo__V1__ListVenuesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_venues_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_venues_response__init
+                     (Frienso__Geo__V1__ListVenuesResponse         *message)
+{
+  static const Frienso__Geo__V1__ListVenuesResponse init_value = FRIENSO__GEO__V1__LIST_VENUES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_venues_response__get_packed_size
+                     (const Frienso__Geo__V1__ListVenuesResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_venues_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_venues_response__pack
+                     (const Frienso__Geo__V1__ListVenuesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_venues_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_venues_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListVenuesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_venues_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListVenuesResponse *
+       frienso__geo__v1__list_venues_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListVenuesResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_venues_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_venues_response__free_unpacked
+                     (Frienso__Geo__V1__ListVenuesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_venues_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__check_in__init
+                     (Frienso__Geo__V1__CheckIn         *message)
+{
+  static const Frienso__Geo__V1__CheckIn init_value = FRIENSO__GEO__V1__CHECK_IN__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__check_in__get_packed_size
+                     (const Frienso__Geo__V1__CheckIn *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__check_in__pack
+                     (const Frienso__Geo__V1__CheckIn *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__check_in__pack_to_buffer
+                     (const Frienso__Geo__V1__CheckIn *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__CheckIn *
+       frienso__geo__v1__check_in__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__CheckIn *)
+     protobuf_c_message_unpack (&frienso__geo__v1__check_in__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__check_in__free_unpacked
+                     (Frienso__Geo__V1__CheckIn *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__check_in__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__check_in_request__init
+                     (Frienso__Geo__V1__CheckInRequest         *message)
+{
+  static const Frienso__Geo__V1__CheckInRequest init_value = FRIENSO__GEO__V1__CHECK_IN_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__check_in_request__get_packed_size
+                     (const Frienso__Geo__V1__CheckInRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__check_in_request__pack
+                     (const Frienso__Geo__V1__CheckInRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__check_in_request__pack_to_buffer
+                     (const Frienso__Geo__V1__CheckInRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__CheckInRequest *
+       frienso__geo__v1__check_in_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__CheckInRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__check_in_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__check_in_request__free_unpacked
+                     (Frienso__Geo__V1__CheckInRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__check_in_response__init
+                     (Frienso__Geo__V1__CheckInResponse         *message)
+{
+  static const Frienso__Geo__V1__CheckInResponse init_value = FRIENSO__GEO__V1__CHECK_IN_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__check_in_response__get_packed_size
+                     (const Frienso__Geo__V1__CheckInResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__check_in_response__pack
+                     (const Frienso__Geo__V1__CheckInResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__check_in_response__pack_to_buffer
+                     (const Frienso__Geo__V1__CheckInResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__CheckInResponse *
+       frienso__geo__v1__check_in_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__CheckInResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__check_in_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__check_in_response__free_unpacked
+                     (Frienso__Geo__V1__CheckInResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_check_ins_request__init
+                     (Frienso__Geo__V1__ListCheckInsRequest         *message)
+{
+  static const Frienso__Geo__V1__ListCheckInsRequest init_value = FRIENSO__GEO__V1__LIST_CHECK_INS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_check_ins_request__get_packed_size
+                     (const Frienso__Geo__V1__ListCheckInsRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_check_ins_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_check_ins_request__pack
+                     (const Frienso__Geo__V1__ListCheckInsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_check_ins_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_check_ins_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListCheckInsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_check_ins_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListCheckInsRequest *
+       frienso__geo__v1__list_check_ins_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListCheckInsRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_check_ins_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_check_ins_request__free_unpacked
+                     (Frienso__Geo__V1__ListCheckInsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_check_ins_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_check_ins_response__init
+                     (Frienso__Geo__V1__ListCheckInsResponse         *message)
+{
+  static const Frienso__Geo__V1__ListCheckInsResponse init_value = FRIENSO__GEO__V1__LIST_CHECK_INS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_check_ins_response__get_packed_size
+                     (const Frienso__Geo__V1__ListCheckInsResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_check_ins_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_check_ins_response__pack
+                     (const Frienso__Geo__V1__ListCheckInsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_check_ins_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_check_ins_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListCheckInsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_check_ins_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListCheckInsResponse *
+       frienso__geo__v1__list_check_ins_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListCheckInsResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_check_ins_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_check_ins_response__free_unpacked
+                     (Frienso__Geo__V1__ListCheckInsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_check_ins_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__geo__v1__location_grant__init
                      (Frienso__Geo__V1__LocationGrant         *message)
 {
@@ -2195,6 +2780,922 @@ const ProtobufCMessageDescriptor frienso__geo__v1__friend_nearby_event__descript
   (ProtobufCMessageInit) frienso__geo__v1__friend_nearby_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor frienso__geo__v1__place__field_descriptors[8] =
+{
+  {
+    "place_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Place, place_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "name",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Place, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "kind",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Place, kind),
+    &frienso__geo__v1__place_kind__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "latitude",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Place, latitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "longitude",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Place, longitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "radius_m",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Place, radius_m),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "polygon_lat",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_DOUBLE,
+    offsetof(Frienso__Geo__V1__Place, n_polygon_lat),
+    offsetof(Frienso__Geo__V1__Place, polygon_lat),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "polygon_lon",
+    8,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_DOUBLE,
+    offsetof(Frienso__Geo__V1__Place, n_polygon_lon),
+    offsetof(Frienso__Geo__V1__Place, polygon_lon),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__place__field_indices_by_name[] = {
+  2,   /* field[2] = kind */
+  3,   /* field[3] = latitude */
+  4,   /* field[4] = longitude */
+  1,   /* field[1] = name */
+  0,   /* field[0] = place_id */
+  6,   /* field[6] = polygon_lat */
+  7,   /* field[7] = polygon_lon */
+  5,   /* field[5] = radius_m */
+};
+static const ProtobufCIntRange frienso__geo__v1__place__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__place__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.Place",
+  "Place",
+  "Frienso__Geo__V1__Place",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__Place),
+  8,
+  frienso__geo__v1__place__field_descriptors,
+  frienso__geo__v1__place__field_indices_by_name,
+  1,  frienso__geo__v1__place__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__place__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__import_places_request__field_descriptors[4] =
+{
+  {
+    "operator_key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ImportPlacesRequest, operator_key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "format",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ImportPlacesRequest, format),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "data",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ImportPlacesRequest, data),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "replace",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ImportPlacesRequest, replace),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__import_places_request__field_indices_by_name[] = {
+  2,   /* field[2] = data */
+  1,   /* field[1] = format */
+  0,   /* field[0] = operator_key */
+  3,   /* field[3] = replace */
+};
+static const ProtobufCIntRange frienso__geo__v1__import_places_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__import_places_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ImportPlacesRequest",
+  "ImportPlacesRequest",
+  "Frienso__Geo__V1__ImportPlacesRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ImportPlacesRequest),
+  4,
+  frienso__geo__v1__import_places_request__field_descriptors,
+  frienso__geo__v1__import_places_request__field_indices_by_name,
+  1,  frienso__geo__v1__import_places_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__import_places_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__import_places_response__field_descriptors[2] =
+{
+  {
+    "imported",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ImportPlacesResponse, imported),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "problems",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Frienso__Geo__V1__ImportPlacesResponse, n_problems),
+    offsetof(Frienso__Geo__V1__ImportPlacesResponse, problems),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__import_places_response__field_indices_by_name[] = {
+  0,   /* field[0] = imported */
+  1,   /* field[1] = problems */
+};
+static const ProtobufCIntRange frienso__geo__v1__import_places_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__import_places_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ImportPlacesResponse",
+  "ImportPlacesResponse",
+  "Frienso__Geo__V1__ImportPlacesResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ImportPlacesResponse),
+  2,
+  frienso__geo__v1__import_places_response__field_descriptors,
+  frienso__geo__v1__import_places_response__field_indices_by_name,
+  1,  frienso__geo__v1__import_places_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__import_places_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__closest_place_request__field_descriptors[4] =
+{
+  {
+    "has_point",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ClosestPlaceRequest, has_point),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "latitude",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ClosestPlaceRequest, latitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "longitude",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ClosestPlaceRequest, longitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "kind",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ClosestPlaceRequest, kind),
+    &frienso__geo__v1__place_kind__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__closest_place_request__field_indices_by_name[] = {
+  0,   /* field[0] = has_point */
+  3,   /* field[3] = kind */
+  1,   /* field[1] = latitude */
+  2,   /* field[2] = longitude */
+};
+static const ProtobufCIntRange frienso__geo__v1__closest_place_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__closest_place_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ClosestPlaceRequest",
+  "ClosestPlaceRequest",
+  "Frienso__Geo__V1__ClosestPlaceRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ClosestPlaceRequest),
+  4,
+  frienso__geo__v1__closest_place_request__field_descriptors,
+  frienso__geo__v1__closest_place_request__field_indices_by_name,
+  1,  frienso__geo__v1__closest_place_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__closest_place_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__closest_place_response__field_descriptors[4] =
+{
+  {
+    "found",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ClosestPlaceResponse, found),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "place",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ClosestPlaceResponse, place),
+    &frienso__geo__v1__place__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "distance_m",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ClosestPlaceResponse, distance_m),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "on_campus",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ClosestPlaceResponse, on_campus),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__closest_place_response__field_indices_by_name[] = {
+  2,   /* field[2] = distance_m */
+  0,   /* field[0] = found */
+  3,   /* field[3] = on_campus */
+  1,   /* field[1] = place */
+};
+static const ProtobufCIntRange frienso__geo__v1__closest_place_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__closest_place_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ClosestPlaceResponse",
+  "ClosestPlaceResponse",
+  "Frienso__Geo__V1__ClosestPlaceResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ClosestPlaceResponse),
+  4,
+  frienso__geo__v1__closest_place_response__field_descriptors,
+  frienso__geo__v1__closest_place_response__field_indices_by_name,
+  1,  frienso__geo__v1__closest_place_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__closest_place_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__venue_attendance__field_descriptors[3] =
+{
+  {
+    "venue",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__VenueAttendance, venue),
+    &frienso__geo__v1__place__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "people",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__VenueAttendance, people),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "friends",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__VenueAttendance, friends),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__venue_attendance__field_indices_by_name[] = {
+  2,   /* field[2] = friends */
+  1,   /* field[1] = people */
+  0,   /* field[0] = venue */
+};
+static const ProtobufCIntRange frienso__geo__v1__venue_attendance__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__venue_attendance__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.VenueAttendance",
+  "VenueAttendance",
+  "Frienso__Geo__V1__VenueAttendance",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__VenueAttendance),
+  3,
+  frienso__geo__v1__venue_attendance__field_descriptors,
+  frienso__geo__v1__venue_attendance__field_indices_by_name,
+  1,  frienso__geo__v1__venue_attendance__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__venue_attendance__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__geo__v1__list_venues_request__field_descriptors NULL
+#define frienso__geo__v1__list_venues_request__field_indices_by_name NULL
+#define frienso__geo__v1__list_venues_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__geo__v1__list_venues_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListVenuesRequest",
+  "ListVenuesRequest",
+  "Frienso__Geo__V1__ListVenuesRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListVenuesRequest),
+  0,
+  frienso__geo__v1__list_venues_request__field_descriptors,
+  frienso__geo__v1__list_venues_request__field_indices_by_name,
+  0,  frienso__geo__v1__list_venues_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_venues_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_venues_response__field_descriptors[2] =
+{
+  {
+    "venues",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ListVenuesResponse, n_venues),
+    offsetof(Frienso__Geo__V1__ListVenuesResponse, venues),
+    &frienso__geo__v1__venue_attendance__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fresh_minutes",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListVenuesResponse, fresh_minutes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_venues_response__field_indices_by_name[] = {
+  1,   /* field[1] = fresh_minutes */
+  0,   /* field[0] = venues */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_venues_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_venues_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListVenuesResponse",
+  "ListVenuesResponse",
+  "Frienso__Geo__V1__ListVenuesResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListVenuesResponse),
+  2,
+  frienso__geo__v1__list_venues_response__field_descriptors,
+  frienso__geo__v1__list_venues_response__field_indices_by_name,
+  1,  frienso__geo__v1__list_venues_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_venues_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__check_in__field_descriptors[8] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckIn, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "place_name",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckIn, place_name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "latitude",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckIn, latitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "longitude",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckIn, longitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "media_id",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckIn, media_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "created_at_ms",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckIn, created_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_at_ms",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckIn, expires_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "distance_m",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckIn, distance_m),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__check_in__field_indices_by_name[] = {
+  5,   /* field[5] = created_at_ms */
+  7,   /* field[7] = distance_m */
+  6,   /* field[6] = expires_at_ms */
+  2,   /* field[2] = latitude */
+  3,   /* field[3] = longitude */
+  4,   /* field[4] = media_id */
+  1,   /* field[1] = place_name */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__check_in__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__check_in__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.CheckIn",
+  "CheckIn",
+  "Frienso__Geo__V1__CheckIn",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__CheckIn),
+  8,
+  frienso__geo__v1__check_in__field_descriptors,
+  frienso__geo__v1__check_in__field_indices_by_name,
+  1,  frienso__geo__v1__check_in__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__check_in__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__check_in_request__field_descriptors[5] =
+{
+  {
+    "place_name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckInRequest, place_name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "has_point",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckInRequest, has_point),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "latitude",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckInRequest, latitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "longitude",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckInRequest, longitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "media_id",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckInRequest, media_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__check_in_request__field_indices_by_name[] = {
+  1,   /* field[1] = has_point */
+  2,   /* field[2] = latitude */
+  3,   /* field[3] = longitude */
+  4,   /* field[4] = media_id */
+  0,   /* field[0] = place_name */
+};
+static const ProtobufCIntRange frienso__geo__v1__check_in_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__check_in_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.CheckInRequest",
+  "CheckInRequest",
+  "Frienso__Geo__V1__CheckInRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__CheckInRequest),
+  5,
+  frienso__geo__v1__check_in_request__field_descriptors,
+  frienso__geo__v1__check_in_request__field_indices_by_name,
+  1,  frienso__geo__v1__check_in_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__check_in_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__check_in_response__field_descriptors[2] =
+{
+  {
+    "check_in",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckInResponse, check_in),
+    &frienso__geo__v1__check_in__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "replaced",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckInResponse, replaced),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__check_in_response__field_indices_by_name[] = {
+  0,   /* field[0] = check_in */
+  1,   /* field[1] = replaced */
+};
+static const ProtobufCIntRange frienso__geo__v1__check_in_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__check_in_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.CheckInResponse",
+  "CheckInResponse",
+  "Frienso__Geo__V1__CheckInResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__CheckInResponse),
+  2,
+  frienso__geo__v1__check_in_response__field_descriptors,
+  frienso__geo__v1__check_in_response__field_indices_by_name,
+  1,  frienso__geo__v1__check_in_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__check_in_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_check_ins_request__field_descriptors[3] =
+{
+  {
+    "feed",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListCheckInsRequest, feed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "radius_m",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListCheckInsRequest, radius_m),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListCheckInsRequest, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_check_ins_request__field_indices_by_name[] = {
+  0,   /* field[0] = feed */
+  2,   /* field[2] = limit */
+  1,   /* field[1] = radius_m */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_check_ins_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_check_ins_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListCheckInsRequest",
+  "ListCheckInsRequest",
+  "Frienso__Geo__V1__ListCheckInsRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListCheckInsRequest),
+  3,
+  frienso__geo__v1__list_check_ins_request__field_descriptors,
+  frienso__geo__v1__list_check_ins_request__field_indices_by_name,
+  1,  frienso__geo__v1__list_check_ins_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_check_ins_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_check_ins_response__field_descriptors[1] =
+{
+  {
+    "check_ins",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ListCheckInsResponse, n_check_ins),
+    offsetof(Frienso__Geo__V1__ListCheckInsResponse, check_ins),
+    &frienso__geo__v1__check_in__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_check_ins_response__field_indices_by_name[] = {
+  0,   /* field[0] = check_ins */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_check_ins_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_check_ins_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListCheckInsResponse",
+  "ListCheckInsResponse",
+  "Frienso__Geo__V1__ListCheckInsResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListCheckInsResponse),
+  1,
+  frienso__geo__v1__list_check_ins_response__field_descriptors,
+  frienso__geo__v1__list_check_ins_response__field_indices_by_name,
+  1,  frienso__geo__v1__list_check_ins_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_check_ins_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor frienso__geo__v1__location_grant__field_descriptors[4] =
 {
   {
@@ -2271,4 +3772,36 @@ const ProtobufCMessageDescriptor frienso__geo__v1__location_grant__descriptor =
   1,  frienso__geo__v1__location_grant__number_ranges,
   (ProtobufCMessageInit) frienso__geo__v1__location_grant__init,
   NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCEnumValue frienso__geo__v1__place_kind__enum_values_by_number[4] =
+{
+  { "PLACE_KIND_UNSPECIFIED", "FRIENSO__GEO__V1__PLACE_KIND__PLACE_KIND_UNSPECIFIED", 0 },
+  { "PLACE_KIND_BUILDING", "FRIENSO__GEO__V1__PLACE_KIND__PLACE_KIND_BUILDING", 1 },
+  { "PLACE_KIND_VENUE", "FRIENSO__GEO__V1__PLACE_KIND__PLACE_KIND_VENUE", 2 },
+  { "PLACE_KIND_CAMPUS", "FRIENSO__GEO__V1__PLACE_KIND__PLACE_KIND_CAMPUS", 3 },
+};
+static const ProtobufCIntRange frienso__geo__v1__place_kind__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex frienso__geo__v1__place_kind__enum_values_by_name[4] =
+{
+  { "PLACE_KIND_BUILDING", 1 },
+  { "PLACE_KIND_CAMPUS", 3 },
+  { "PLACE_KIND_UNSPECIFIED", 0 },
+  { "PLACE_KIND_VENUE", 2 },
+};
+const ProtobufCEnumDescriptor frienso__geo__v1__place_kind__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.PlaceKind",
+  "PlaceKind",
+  "Frienso__Geo__V1__PlaceKind",
+  "frienso.geo.v1",
+  4,
+  frienso__geo__v1__place_kind__enum_values_by_number,
+  4,
+  frienso__geo__v1__place_kind__enum_values_by_name,
+  1,
+  frienso__geo__v1__place_kind__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

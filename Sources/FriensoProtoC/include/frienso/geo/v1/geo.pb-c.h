@@ -37,11 +37,37 @@ typedef struct Frienso__Geo__V1__LatestLocationRequest Frienso__Geo__V1__LatestL
 typedef struct Frienso__Geo__V1__LatestLocationResponse Frienso__Geo__V1__LatestLocationResponse;
 typedef struct Frienso__Geo__V1__LocationEvent Frienso__Geo__V1__LocationEvent;
 typedef struct Frienso__Geo__V1__FriendNearbyEvent Frienso__Geo__V1__FriendNearbyEvent;
+typedef struct Frienso__Geo__V1__Place Frienso__Geo__V1__Place;
+typedef struct Frienso__Geo__V1__ImportPlacesRequest Frienso__Geo__V1__ImportPlacesRequest;
+typedef struct Frienso__Geo__V1__ImportPlacesResponse Frienso__Geo__V1__ImportPlacesResponse;
+typedef struct Frienso__Geo__V1__ClosestPlaceRequest Frienso__Geo__V1__ClosestPlaceRequest;
+typedef struct Frienso__Geo__V1__ClosestPlaceResponse Frienso__Geo__V1__ClosestPlaceResponse;
+typedef struct Frienso__Geo__V1__VenueAttendance Frienso__Geo__V1__VenueAttendance;
+typedef struct Frienso__Geo__V1__ListVenuesRequest Frienso__Geo__V1__ListVenuesRequest;
+typedef struct Frienso__Geo__V1__ListVenuesResponse Frienso__Geo__V1__ListVenuesResponse;
+typedef struct Frienso__Geo__V1__CheckIn Frienso__Geo__V1__CheckIn;
+typedef struct Frienso__Geo__V1__CheckInRequest Frienso__Geo__V1__CheckInRequest;
+typedef struct Frienso__Geo__V1__CheckInResponse Frienso__Geo__V1__CheckInResponse;
+typedef struct Frienso__Geo__V1__ListCheckInsRequest Frienso__Geo__V1__ListCheckInsRequest;
+typedef struct Frienso__Geo__V1__ListCheckInsResponse Frienso__Geo__V1__ListCheckInsResponse;
 typedef struct Frienso__Geo__V1__LocationGrant Frienso__Geo__V1__LocationGrant;
 
 
 /* --- enums --- */
 
+/*
+ * Places: campus buildings, venues and campus outlines, imported by an operator.
+ */
+typedef enum _Frienso__Geo__V1__PlaceKind {
+  FRIENSO__GEO__V1__PLACE_KIND__PLACE_KIND_UNSPECIFIED = 0,
+  FRIENSO__GEO__V1__PLACE_KIND__PLACE_KIND_BUILDING = 1,
+  FRIENSO__GEO__V1__PLACE_KIND__PLACE_KIND_VENUE = 2,
+  /*
+   * an outline: "is on campus" means inside one
+   */
+  FRIENSO__GEO__V1__PLACE_KIND__PLACE_KIND_CAMPUS = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__GEO__V1__PLACE_KIND)
+} Frienso__Geo__V1__PlaceKind;
 
 /* --- messages --- */
 
@@ -371,6 +397,252 @@ struct  Frienso__Geo__V1__FriendNearbyEvent
 #define FRIENSO__GEO__V1__FRIEND_NEARBY_EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__friend_nearby_event__descriptor) \
     , 0, 0, 0 }
+
+
+struct  Frienso__Geo__V1__Place
+{
+  ProtobufCMessage base;
+  uint64_t place_id;
+  char *name;
+  Frienso__Geo__V1__PlaceKind kind;
+  /*
+   * the point, or the polygon's centroid
+   */
+  double latitude;
+  double longitude;
+  /*
+   * for a point: how far counts as "at" it (default 50)
+   */
+  double radius_m;
+  /*
+   * outer ring, when the place is a polygon
+   */
+  size_t n_polygon_lat;
+  double *polygon_lat;
+  size_t n_polygon_lon;
+  double *polygon_lon;
+};
+#define FRIENSO__GEO__V1__PLACE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__place__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, FRIENSO__GEO__V1__PLACE_KIND__PLACE_KIND_UNSPECIFIED, 0, 0, 0, 0,NULL, 0,NULL }
+
+
+/*
+ * Operator only: authorised by the operator key from the deployment config, not by a session.
+ */
+struct  Frienso__Geo__V1__ImportPlacesRequest
+{
+  ProtobufCMessage base;
+  char *operator_key;
+  /*
+   * "geojson" or "csv" (header: name,kind,lat,lon,radius_m)
+   */
+  char *format;
+  /*
+   * at most 4 MB
+   */
+  ProtobufCBinaryData data;
+  /*
+   * drop every place first
+   */
+  protobuf_c_boolean replace;
+};
+#define FRIENSO__GEO__V1__IMPORT_PLACES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__import_places_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+
+
+struct  Frienso__Geo__V1__ImportPlacesResponse
+{
+  ProtobufCMessage base;
+  uint32_t imported;
+  /*
+   * one line per skipped feature or row
+   */
+  size_t n_problems;
+  char **problems;
+};
+#define FRIENSO__GEO__V1__IMPORT_PLACES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__import_places_response__descriptor) \
+    , 0, 0,NULL }
+
+
+/*
+ * The place nearest to the caller's latest fix (or the given point).
+ */
+struct  Frienso__Geo__V1__ClosestPlaceRequest
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean has_point;
+  double latitude;
+  double longitude;
+  /*
+   * unspecified: any
+   */
+  Frienso__Geo__V1__PlaceKind kind;
+};
+#define FRIENSO__GEO__V1__CLOSEST_PLACE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__closest_place_request__descriptor) \
+    , 0, 0, 0, FRIENSO__GEO__V1__PLACE_KIND__PLACE_KIND_UNSPECIFIED }
+
+
+struct  Frienso__Geo__V1__ClosestPlaceResponse
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean found;
+  Frienso__Geo__V1__Place *place;
+  /*
+   * 0 when inside its polygon
+   */
+  double distance_m;
+  /*
+   * the point is inside a campus outline
+   */
+  protobuf_c_boolean on_campus;
+};
+#define FRIENSO__GEO__V1__CLOSEST_PLACE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__closest_place_response__descriptor) \
+    , 0, NULL, 0, 0 }
+
+
+/*
+ * Venue attendance (Flock): counted from live locations when asked.
+ */
+struct  Frienso__Geo__V1__VenueAttendance
+{
+  ProtobufCMessage base;
+  Frienso__Geo__V1__Place *venue;
+  /*
+   * users inside with a fix younger than the freshness window
+   */
+  uint32_t people;
+  /*
+   * of whom the caller's friends
+   */
+  uint32_t friends;
+};
+#define FRIENSO__GEO__V1__VENUE_ATTENDANCE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__venue_attendance__descriptor) \
+    , NULL, 0, 0 }
+
+
+struct  Frienso__Geo__V1__ListVenuesRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__GEO__V1__LIST_VENUES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_venues_request__descriptor) \
+     }
+
+
+struct  Frienso__Geo__V1__ListVenuesResponse
+{
+  ProtobufCMessage base;
+  /*
+   * busiest first
+   */
+  size_t n_venues;
+  Frienso__Geo__V1__VenueAttendance **venues;
+  uint32_t fresh_minutes;
+};
+#define FRIENSO__GEO__V1__LIST_VENUES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_venues_response__descriptor) \
+    , 0,NULL, 0 }
+
+
+/*
+ * Check-ins: one active per user; a new one replaces it; each expires.
+ */
+struct  Frienso__Geo__V1__CheckIn
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  char *place_name;
+  double latitude;
+  double longitude;
+  char *media_id;
+  int64_t created_at_ms;
+  int64_t expires_at_ms;
+  /*
+   * from the caller, in listings
+   */
+  double distance_m;
+};
+#define FRIENSO__GEO__V1__CHECK_IN__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__check_in__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0 }
+
+
+struct  Frienso__Geo__V1__CheckInRequest
+{
+  ProtobufCMessage base;
+  /*
+   * required, at most 80 characters
+   */
+  char *place_name;
+  /*
+   * else the caller's latest fix
+   */
+  protobuf_c_boolean has_point;
+  double latitude;
+  double longitude;
+  /*
+   * a photo from the media service (optional)
+   */
+  char *media_id;
+};
+#define FRIENSO__GEO__V1__CHECK_IN_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__check_in_request__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Geo__V1__CheckInResponse
+{
+  ProtobufCMessage base;
+  Frienso__Geo__V1__CheckIn *check_in;
+  /*
+   * an earlier active check-in was replaced
+   */
+  protobuf_c_boolean replaced;
+};
+#define FRIENSO__GEO__V1__CHECK_IN_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__check_in_response__descriptor) \
+    , NULL, 0 }
+
+
+struct  Frienso__Geo__V1__ListCheckInsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * the posts feed: the wider radius
+   */
+  protobuf_c_boolean feed;
+  /*
+   * default 1,500 (feed: 10,000)
+   */
+  double radius_m;
+  /*
+   * default 20, at most 100
+   */
+  uint32_t limit;
+};
+#define FRIENSO__GEO__V1__LIST_CHECK_INS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_check_ins_request__descriptor) \
+    , 0, 0, 0 }
+
+
+struct  Frienso__Geo__V1__ListCheckInsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * nearby: nearest first; feed: newest first
+   */
+  size_t n_check_ins;
+  Frienso__Geo__V1__CheckIn **check_ins;
+};
+#define FRIENSO__GEO__V1__LIST_CHECK_INS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_check_ins_response__descriptor) \
+    , 0,NULL }
 
 
 /*
@@ -812,6 +1084,253 @@ Frienso__Geo__V1__FriendNearbyEvent *
 void   frienso__geo__v1__friend_nearby_event__free_unpacked
                      (Frienso__Geo__V1__FriendNearbyEvent *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__Place methods */
+void   frienso__geo__v1__place__init
+                     (Frienso__Geo__V1__Place         *message);
+size_t frienso__geo__v1__place__get_packed_size
+                     (const Frienso__Geo__V1__Place   *message);
+size_t frienso__geo__v1__place__pack
+                     (const Frienso__Geo__V1__Place   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__place__pack_to_buffer
+                     (const Frienso__Geo__V1__Place   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__Place *
+       frienso__geo__v1__place__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__place__free_unpacked
+                     (Frienso__Geo__V1__Place *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ImportPlacesRequest methods */
+void   frienso__geo__v1__import_places_request__init
+                     (Frienso__Geo__V1__ImportPlacesRequest         *message);
+size_t frienso__geo__v1__import_places_request__get_packed_size
+                     (const Frienso__Geo__V1__ImportPlacesRequest   *message);
+size_t frienso__geo__v1__import_places_request__pack
+                     (const Frienso__Geo__V1__ImportPlacesRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__import_places_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ImportPlacesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ImportPlacesRequest *
+       frienso__geo__v1__import_places_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__import_places_request__free_unpacked
+                     (Frienso__Geo__V1__ImportPlacesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ImportPlacesResponse methods */
+void   frienso__geo__v1__import_places_response__init
+                     (Frienso__Geo__V1__ImportPlacesResponse         *message);
+size_t frienso__geo__v1__import_places_response__get_packed_size
+                     (const Frienso__Geo__V1__ImportPlacesResponse   *message);
+size_t frienso__geo__v1__import_places_response__pack
+                     (const Frienso__Geo__V1__ImportPlacesResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__import_places_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ImportPlacesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ImportPlacesResponse *
+       frienso__geo__v1__import_places_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__import_places_response__free_unpacked
+                     (Frienso__Geo__V1__ImportPlacesResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ClosestPlaceRequest methods */
+void   frienso__geo__v1__closest_place_request__init
+                     (Frienso__Geo__V1__ClosestPlaceRequest         *message);
+size_t frienso__geo__v1__closest_place_request__get_packed_size
+                     (const Frienso__Geo__V1__ClosestPlaceRequest   *message);
+size_t frienso__geo__v1__closest_place_request__pack
+                     (const Frienso__Geo__V1__ClosestPlaceRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__closest_place_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ClosestPlaceRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ClosestPlaceRequest *
+       frienso__geo__v1__closest_place_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__closest_place_request__free_unpacked
+                     (Frienso__Geo__V1__ClosestPlaceRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ClosestPlaceResponse methods */
+void   frienso__geo__v1__closest_place_response__init
+                     (Frienso__Geo__V1__ClosestPlaceResponse         *message);
+size_t frienso__geo__v1__closest_place_response__get_packed_size
+                     (const Frienso__Geo__V1__ClosestPlaceResponse   *message);
+size_t frienso__geo__v1__closest_place_response__pack
+                     (const Frienso__Geo__V1__ClosestPlaceResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__closest_place_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ClosestPlaceResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ClosestPlaceResponse *
+       frienso__geo__v1__closest_place_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__closest_place_response__free_unpacked
+                     (Frienso__Geo__V1__ClosestPlaceResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__VenueAttendance methods */
+void   frienso__geo__v1__venue_attendance__init
+                     (Frienso__Geo__V1__VenueAttendance         *message);
+size_t frienso__geo__v1__venue_attendance__get_packed_size
+                     (const Frienso__Geo__V1__VenueAttendance   *message);
+size_t frienso__geo__v1__venue_attendance__pack
+                     (const Frienso__Geo__V1__VenueAttendance   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__venue_attendance__pack_to_buffer
+                     (const Frienso__Geo__V1__VenueAttendance   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__VenueAttendance *
+       frienso__geo__v1__venue_attendance__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__venue_attendance__free_unpacked
+                     (Frienso__Geo__V1__VenueAttendance *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListVenuesRequest methods */
+void   frienso__geo__v1__list_venues_request__init
+                     (Frienso__Geo__V1__ListVenuesRequest         *message);
+size_t frienso__geo__v1__list_venues_request__get_packed_size
+                     (const Frienso__Geo__V1__ListVenuesRequest   *message);
+size_t frienso__geo__v1__list_venues_request__pack
+                     (const Frienso__Geo__V1__ListVenuesRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_venues_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListVenuesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListVenuesRequest *
+       frienso__geo__v1__list_venues_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_venues_request__free_unpacked
+                     (Frienso__Geo__V1__ListVenuesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListVenuesResponse methods */
+void   frienso__geo__v1__list_venues_response__init
+                     (Frienso__Geo__V1__ListVenuesResponse         *message);
+size_t frienso__geo__v1__list_venues_response__get_packed_size
+                     (const Frienso__Geo__V1__ListVenuesResponse   *message);
+size_t frienso__geo__v1__list_venues_response__pack
+                     (const Frienso__Geo__V1__ListVenuesResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_venues_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListVenuesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListVenuesResponse *
+       frienso__geo__v1__list_venues_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_venues_response__free_unpacked
+                     (Frienso__Geo__V1__ListVenuesResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__CheckIn methods */
+void   frienso__geo__v1__check_in__init
+                     (Frienso__Geo__V1__CheckIn         *message);
+size_t frienso__geo__v1__check_in__get_packed_size
+                     (const Frienso__Geo__V1__CheckIn   *message);
+size_t frienso__geo__v1__check_in__pack
+                     (const Frienso__Geo__V1__CheckIn   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__check_in__pack_to_buffer
+                     (const Frienso__Geo__V1__CheckIn   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__CheckIn *
+       frienso__geo__v1__check_in__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__check_in__free_unpacked
+                     (Frienso__Geo__V1__CheckIn *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__CheckInRequest methods */
+void   frienso__geo__v1__check_in_request__init
+                     (Frienso__Geo__V1__CheckInRequest         *message);
+size_t frienso__geo__v1__check_in_request__get_packed_size
+                     (const Frienso__Geo__V1__CheckInRequest   *message);
+size_t frienso__geo__v1__check_in_request__pack
+                     (const Frienso__Geo__V1__CheckInRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__check_in_request__pack_to_buffer
+                     (const Frienso__Geo__V1__CheckInRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__CheckInRequest *
+       frienso__geo__v1__check_in_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__check_in_request__free_unpacked
+                     (Frienso__Geo__V1__CheckInRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__CheckInResponse methods */
+void   frienso__geo__v1__check_in_response__init
+                     (Frienso__Geo__V1__CheckInResponse         *message);
+size_t frienso__geo__v1__check_in_response__get_packed_size
+                     (const Frienso__Geo__V1__CheckInResponse   *message);
+size_t frienso__geo__v1__check_in_response__pack
+                     (const Frienso__Geo__V1__CheckInResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__check_in_response__pack_to_buffer
+                     (const Frienso__Geo__V1__CheckInResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__CheckInResponse *
+       frienso__geo__v1__check_in_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__check_in_response__free_unpacked
+                     (Frienso__Geo__V1__CheckInResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListCheckInsRequest methods */
+void   frienso__geo__v1__list_check_ins_request__init
+                     (Frienso__Geo__V1__ListCheckInsRequest         *message);
+size_t frienso__geo__v1__list_check_ins_request__get_packed_size
+                     (const Frienso__Geo__V1__ListCheckInsRequest   *message);
+size_t frienso__geo__v1__list_check_ins_request__pack
+                     (const Frienso__Geo__V1__ListCheckInsRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_check_ins_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListCheckInsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListCheckInsRequest *
+       frienso__geo__v1__list_check_ins_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_check_ins_request__free_unpacked
+                     (Frienso__Geo__V1__ListCheckInsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListCheckInsResponse methods */
+void   frienso__geo__v1__list_check_ins_response__init
+                     (Frienso__Geo__V1__ListCheckInsResponse         *message);
+size_t frienso__geo__v1__list_check_ins_response__get_packed_size
+                     (const Frienso__Geo__V1__ListCheckInsResponse   *message);
+size_t frienso__geo__v1__list_check_ins_response__pack
+                     (const Frienso__Geo__V1__ListCheckInsResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_check_ins_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListCheckInsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListCheckInsResponse *
+       frienso__geo__v1__list_check_ins_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_check_ins_response__free_unpacked
+                     (Frienso__Geo__V1__ListCheckInsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Geo__V1__LocationGrant methods */
 void   frienso__geo__v1__location_grant__init
                      (Frienso__Geo__V1__LocationGrant         *message);
@@ -899,6 +1418,45 @@ typedef void (*Frienso__Geo__V1__LocationEvent_Closure)
 typedef void (*Frienso__Geo__V1__FriendNearbyEvent_Closure)
                  (const Frienso__Geo__V1__FriendNearbyEvent *message,
                   void *closure_data);
+typedef void (*Frienso__Geo__V1__Place_Closure)
+                 (const Frienso__Geo__V1__Place *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ImportPlacesRequest_Closure)
+                 (const Frienso__Geo__V1__ImportPlacesRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ImportPlacesResponse_Closure)
+                 (const Frienso__Geo__V1__ImportPlacesResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ClosestPlaceRequest_Closure)
+                 (const Frienso__Geo__V1__ClosestPlaceRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ClosestPlaceResponse_Closure)
+                 (const Frienso__Geo__V1__ClosestPlaceResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__VenueAttendance_Closure)
+                 (const Frienso__Geo__V1__VenueAttendance *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListVenuesRequest_Closure)
+                 (const Frienso__Geo__V1__ListVenuesRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListVenuesResponse_Closure)
+                 (const Frienso__Geo__V1__ListVenuesResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__CheckIn_Closure)
+                 (const Frienso__Geo__V1__CheckIn *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__CheckInRequest_Closure)
+                 (const Frienso__Geo__V1__CheckInRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__CheckInResponse_Closure)
+                 (const Frienso__Geo__V1__CheckInResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListCheckInsRequest_Closure)
+                 (const Frienso__Geo__V1__ListCheckInsRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListCheckInsResponse_Closure)
+                 (const Frienso__Geo__V1__ListCheckInsResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Geo__V1__LocationGrant_Closure)
                  (const Frienso__Geo__V1__LocationGrant *message,
                   void *closure_data);
@@ -908,6 +1466,7 @@ typedef void (*Frienso__Geo__V1__LocationGrant_Closure)
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    frienso__geo__v1__place_kind__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__fix__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__update_location_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__update_location_response__descriptor;
@@ -930,6 +1489,19 @@ extern const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_reques
 extern const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__location_event__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__friend_nearby_event__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__place__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__import_places_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__import_places_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__closest_place_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__closest_place_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__venue_attendance__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_venues_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_venues_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__check_in__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__check_in_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__check_in_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_check_ins_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_check_ins_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__location_grant__descriptor;
 
 PROTOBUF_C__END_DECLS

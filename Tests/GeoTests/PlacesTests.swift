@@ -1,0 +1,109 @@
+import Foundation
+import FriensoProto
+import FriensoTesting
+@testable import Geo
+import Testing
+import Wire
+
+@Suite("geo: places, venues, check-ins", .timeLimit(.minutes(2)))
+struct PlacesTests {
+    static let sample = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("deploy/data/campus.geojson")
+
+    func importSample(_ geo: GeoHarness) async throws {
+        let data = try Array(Data(contentsOf: Self.sample))
+        let reply = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "geojson", data: data))
+        #expect(reply.imported == 6 && reply.problems.isEmpty, "\(reply.problems)")
+    }
+
+    @Test func imports_needTheOperatorKey_andReportBadRows() async throws {
+        try await withGeo(operatorKey: "op-secret") { geo async throws in
+            let csv = Array("name,kind,lat,lon,radius_m\nCafe,venue,33.78,-118.11,30\n,venue,1,1,1\nBad,castle,1,1,1\nFar,venue,95,0,10\n".utf8)
+            await expectError(.permissionDenied) {
+                _ = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "wrong", format: "csv", data: csv))
+            }
+            await expectError(.permissionDenied) {
+                _ = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(format: "csv", data: csv))
+            }
+            let reply = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "csv", data: csv))
+            #expect(reply.imported == 1)
+            #expect(reply.problems.count == 3, "\(reply.problems)")
+            for bad in [GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "xml", data: csv),
+                        GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "geojson", data: Array("{}".utf8)),
+                        GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "csv", data: [])] {
+                await expectError(.invalidArgument) { _ = try await geo.call(0, API.importPlaces, bad) }
+            }
+        }
+        try await withGeo { geo async throws in // no key configured: imports are off
+            await expectError(.permissionDenied, containing: "no operator key") {
+                _ = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "", format: "csv", data: Array("x".utf8)))
+            }
+        }
+    }
+
+    @Test func closestPlace_onCampus_andAroundLabel() async throws {
+        try await withGeo(operatorKey: "op-secret") { geo async throws in
+            try await importSample(geo)
+            let inLibrary = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest(hasPoint: true, latitude: 33.7774, longitude: -118.1145))
+            #expect(inLibrary.place?.name == "University Library" && inLibrary.distanceM == 0 && inLibrary.onCampus)
+            let offCampus = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest(hasPoint: true, latitude: 33.7746, longitude: -118.1204))
+            #expect(offCampus.place?.name == "Harbor Coffee" && !offCampus.onCampus)
+            let building = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest(
+                hasPoint: true, latitude: 33.7811, longitude: -118.1131, kind: .building))
+            #expect(building.place?.kind == .building)
+            await expectError(.failedPrecondition) { _ = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest()) }
+            // A friend by the Student Union is "Around Student Union".
+            geo.befriend(1, 2)
+            try await geo.locate(2, 33.7811, -118.1131)
+            let seen = try await geo.call(1, API.friendsLocations, GeoV1.FriendsLocationsRequest())
+            #expect(seen.friends.first?.around == "Around Student Union")
+        }
+    }
+
+    @Test func venueAttendance_countsFreshFixesInside_andFriends() async throws {
+        try await withGeo(operatorKey: "op-secret") { geo async throws in
+            try await importSample(geo)
+            geo.befriend(1, 2)
+            let fresh: [(UInt64, Double, Double)] = [
+                (2, 33.7810, -118.1130),    // in the Student Union, a friend
+                (3, 33.78105, -118.11305),  // in it too
+                (4, 33.7790, -118.1094),    // inside the arena polygon
+                (5, 33.7830, -118.1130),    // 220 m away: not in the union
+            ]
+            try await geo.locate(6, 33.7810, -118.1130)  // in it, but its fix goes stale
+            geo.clock.advance(16 * 60_000)
+            for (u, lat, lon) in fresh { try await geo.locate(u, lat, lon) }
+            let venues = try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest())
+            let by = Dictionary(uniqueKeysWithValues: venues.venues.map { ($0.venue?.name ?? "", ($0.people, $0.friends)) })
+            #expect(by["Student Union"]! == (2, 1))
+            #expect(by["Pyramid Arena"]! == (1, 0))
+            #expect(by["Harbor Coffee"]! == (0, 0))
+            #expect(venues.venues.first?.venue?.name == "Student Union", "busiest first")
+        }
+    }
+
+    @Test func checkIns_replace_expire_andRespectVisibility() async throws {
+        try await withGeo { geo async throws in
+            geo.befriend(1, 2)
+            geo.findable(3)
+            for u in 1...4 as ClosedRange<UInt64> { try await geo.locate(u, 33.78 + Double(u) * 0.001, -118.11) }
+            let first = try await geo.call(2, API.checkIn, GeoV1.CheckInRequest(placeName: "Library"))
+            #expect(!first.replaced)
+            geo.clock.advance(1_000)
+            let second = try await geo.call(2, API.checkIn, GeoV1.CheckInRequest(placeName: "Student Union", mediaId: "m_abc123"))
+            #expect(second.replaced)
+            _ = try await geo.call(3, API.checkIn, GeoV1.CheckInRequest(placeName: "Arena"))   // a findable stranger
+            _ = try await geo.call(4, API.checkIn, GeoV1.CheckInRequest(placeName: "Secret"))  // a stranger, not findable
+            let nearby = try await geo.call(1, API.listCheckIns, GeoV1.ListCheckInsRequest())
+            #expect(nearby.checkIns.map(\.placeName) == ["Student Union", "Arena"], "one per user, nearest first, visible only")
+            let feed = try await geo.call(1, API.listCheckIns, GeoV1.ListCheckInsRequest(feed: true))
+            #expect(feed.checkIns.map(\.userId) == [3, 2], "newest first")
+            for bad in [GeoV1.CheckInRequest(placeName: ""), GeoV1.CheckInRequest(placeName: String(repeating: "x", count: 81)),
+                        GeoV1.CheckInRequest(placeName: "x", mediaId: "../etc"), GeoV1.CheckInRequest(placeName: "x", hasPoint: true, latitude: 100)] {
+                await expectError(.invalidArgument) { _ = try await geo.call(1, API.checkIn, bad) }
+            }
+            geo.clock.advance(3 * 3_600_000)
+            #expect(try await geo.call(1, API.listCheckIns, GeoV1.ListCheckInsRequest(feed: true)).checkIns.isEmpty, "expired")
+        }
+    }
+}
