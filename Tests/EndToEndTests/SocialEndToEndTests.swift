@@ -37,7 +37,7 @@ struct SocialEndToEndTests {
         try? FileManager.default.removeItem(atPath: "\(dir)/geo.endpoint")
         try procs.start("geo", executable: "frienso-geo", arguments: [
             "--data-dir", "\(dir)/data", "--endpoint", fixed?.requests ?? "tcp://127.0.0.1:*", "--endpoint-file", "\(dir)/geo.endpoint"],
-            environment: ["FRIENSO_SOCIAL_ENDPOINT": social, "FRIENSO_SOCIAL_EVENTS": socialEvents,
+            environment: ["FRIENSO_SOCIAL_ENDPOINT": social, "FRIENSO_SOCIAL_EVENTS": socialEvents, "FRIENSO_OPERATOR_KEY": "e2e-operator",
                           "FRIENSO_GEO_EVENTS": fixed?.events ?? "tcp://127.0.0.1:*", "FRIENSO_ALERTS_EVENTS": alertsEvents.endpoint])
         return (try await endpoint(in: "\(dir)/geo.endpoint"), try await endpoint(in: "\(dir)/geo.endpoint.events"))
     }
@@ -172,6 +172,34 @@ struct SocialEndToEndTests {
         #expect(ghost.output.contains("ghost mode: on"), "\(ghost.output)")
         #expect(try await eve.run(["navigate", id]).status == 15, "NOT_FOUND while fin is a ghost")
         _ = try await fin.run(["ghost", "off"])
+
+        // Live events: eve streams; fin's moves reach her through geo → gateway.
+        let events = try procs.start("eve-events", executable: "frienso", arguments: ["events", "--count", "1"],
+                                     environment: ["FRIENSO_GATEWAY": gateway, "FRIENSO_CONFIG_DIR": "\(dir)/eve"])
+        let streamed = try await eventuallyValue("eve's stream shows fin's location") {
+            // The subscription joins asynchronously: keep moving until one event has come through.
+            _ = try await fin.run(["locate", "40.7521", "-73.9935"])
+            let text = (try? String(contentsOfFile: events.logPath, encoding: .utf8)) ?? ""
+            return text.contains("location  user") ? text : nil
+        }
+        #expect(streamed.contains("40.75210"), "\(streamed)")
+
+        // Places, venues and check-ins through the CLI, with the demo data.
+        let sample = Repository.root.appendingPathComponent("deploy/data/campus.geojson").path
+        let refused = try await eve.run(["places", "import", sample, "--operator-key", "guess"])
+        #expect(refused.status == 14, "PERMISSION_DENIED: \(refused.output)")
+        let imported = try await eve.run(["places", "import", sample, "--operator-key", "e2e-operator"])
+        #expect(imported.output.contains("imported 6 places"), "\(imported.output)")
+        let closest = try await eve.run(["places", "closest", "--lat", "33.7774", "--lon", "-118.1145"])
+        #expect(closest.output.contains("University Library") && closest.output.contains("on campus"), "\(closest.output)")
+        _ = try await fin.run(["locate", "33.7810", "-118.1130"])
+        let venues = try await eve.run(["venues"])
+        #expect(venues.output.contains("Student Union  1 people, 1 friends"), "\(venues.output)")
+        let checkin = try await fin.run(["checkin", "Student Union"])
+        #expect(checkin.status == 0 && checkin.output.contains("checked in at Student Union"), "\(checkin.output)")
+        _ = try await eve.run(["locate", "33.7800", "-118.1130"])
+        let checkins = try await eve.run(["checkins", "nearby"])
+        #expect(checkins.output.contains("at Student Union"), "\(checkins.output)")
 
         // kill -9 geo right after an acknowledged update: it is there after the restart.
         #expect(try await eve.run(["locate", "40.7600", "-73.9800"]).status == 0)
