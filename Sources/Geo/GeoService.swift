@@ -394,7 +394,10 @@ public final class GeoService: Sendable {
     }
 
     func latestLocation(_ request: GeoV1.LatestLocationRequest, _ context: RequestContext) async throws -> GeoV1.LatestLocationResponse {
-        guard let fix = state.mutex.withLock({ $0.latest[request.userId] }) else { return GeoV1.LatestLocationResponse(found: false) }
-        return GeoV1.LatestLocationResponse(found: true, fix: Self.proto(fix))
+        let around = config.aroundDistance
+        return state.mutex.withLock { s in
+            guard let fix = s.latest[request.userId] else { return GeoV1.LatestLocationResponse(found: false) }
+            return GeoV1.LatestLocationResponse(found: true, fix: Self.proto(fix), around: s.around(lat: fix.lat, lon: fix.lon, within: around))
+        }
     }
 }

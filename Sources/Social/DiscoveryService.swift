@@ -68,7 +68,7 @@ extension SocialService {
 
     func addExchange(_ request: SocialV1.AddExchangeRequest, _ context: RequestContext) async throws -> SocialV1.AddExchangeResponse {
         let caller = try context.requireCaller()
-        let label = request.placeLabel.trimmingCharacters(in: .whitespacesAndNewlines)
+        var label = request.placeLabel.trimmingCharacters(in: .whitespacesAndNewlines)
         guard label.count <= 80 else { throw RPCError.invalidArgument("place_label: at most 80 characters") }
         var location: ExchangeLocation?
         if request.hasLocation {
@@ -79,6 +79,18 @@ extension SocialService {
                 throw RPCError.invalidArgument("longitude: a number from -180 to 180")
             }
             location = ExchangeLocation(latitude: request.latitude, longitude: request.longitude)
+        } else if let geo {
+            // Where the caller is now, from geo; an exchange without coordinates if geo cannot say.
+            do {
+                let latest = try await geo.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: caller),
+                                                options: CallOptions(deadline: min(context.downstreamBudget, .seconds(1)), idempotent: true))
+                if latest.found, let fix = latest.fix {
+                    location = ExchangeLocation(latitude: fix.latitude, longitude: fix.longitude)
+                    if label.isEmpty { label = String(latest.around.dropFirst(latest.around.hasPrefix("Around ") ? 7 : 0)) }
+                }
+            } catch {
+                context.logger.warning("no location from geo for the exchange", metadata: ["error": "\(error)"])
+            }
         }
         let other = try await resolve(userID: request.userId, username: request.username, context)
         switch try await store.addExchange(from: caller, to: other, location: location, placeLabel: label, now: now()) {

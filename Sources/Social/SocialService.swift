@@ -12,6 +12,9 @@ public final class SocialService: Sendable {
 
     let store: SocialStore
     let accounts: WireClient
+    /// Geo, for the caller's latest fix when an exchange is added without a location (optional:
+    /// without it, or when geo does not answer, the exchange is recorded without coordinates).
+    let geo: WireClient?
     let now: @Sendable () -> Int64
     private let circleLimit: Int
     private let publisher: Publisher
@@ -31,8 +34,9 @@ public final class SocialService: Sendable {
     ///   - pokeInterval: the least time between two pokes of the same pair.
     ///   - snapshotPageSize: facts per `GraphSnapshot` page (100,000 fit well under a 4 MiB frame).
     public init(directory: String, accounts: WireClient, publisher: Publisher, circleLimit: Int = 3,
-                pokeInterval: Duration = .seconds(60), snapshotPageSize: Int = 100_000,
+                pokeInterval: Duration = .seconds(60), snapshotPageSize: Int = 100_000, geo: WireClient? = nil,
                 now: (@Sendable () -> Int64)? = nil) throws {
+        self.geo = geo
         self.snapshotPageSize = max(1, snapshotPageSize)
         self.circleLimit = max(1, circleLimit)
         self.pokeInterval = pokeInterval.wholeMilliseconds

@@ -17,8 +17,9 @@ struct SocialCommand: AsyncParsableCommand {
         try resolved.createDataDirectory()
         let accounts = WireClient(endpoint: resolved.endpoint(of: "accounts"), logger: logger)
         let publisher = Publisher(name: "social", endpoint: resolved.eventEndpoint(of: "social"), logger: logger)
+        let geo = WireClient(endpoint: resolved.endpoint(of: "geo"), logger: logger)
         let service = try SocialService(directory: resolved.dataDirectory, accounts: accounts, publisher: publisher,
-                                        circleLimit: resolved.config.social?.circleLimit ?? 3)
+                                        circleLimit: resolved.config.social?.circleLimit ?? 3, geo: geo)
         let host = service.makeHost(options: HostOptions(name: "social", endpoint: resolved.endpoint), logger: logger)
         try await ServiceRunner.run([publisher, host], endpointFile: resolved.endpointFile, logger: logger,
                                   boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }

@@ -6,6 +6,14 @@ import Wire
 
 typealias GeoAPI = GeoV1.GeoService
 
+/// Your friends' usernames by id (one ListFriends call), to show names instead of ids.
+func friendNames(_ client: FriensoClient) async throws -> [UInt64: String] {
+    let reply = try await client.call(SocialAPI.listFriends, SocialV1.ListFriendsRequest())
+    return Dictionary(reply.friends.compactMap { f in f.user.map { ($0.userId, $0.username) } }, uniquingKeysWith: { a, _ in a })
+}
+
+func label(_ id: UInt64, _ names: [UInt64: String]) -> String { names[id].map { "\($0) (id \(id))" } ?? "user \(id)" }
+
 func metres(_ m: Double) -> String { m >= 1_000 ? String(format: "%.2f km", m / 1_000) : "\(Int(m.rounded())) m" }
 
 func age(_ ms: Int64) -> String {
@@ -50,7 +58,8 @@ struct Nearby: AsyncParsableCommand {
     func run() async throws {
         try await performCall(global) { client in
             let reply = try await client.call(GeoAPI.nearby, GeoV1.NearbyRequest(radiusM: radius, limit: limit, excludeExchanged: new))
-            let lines = reply.users.map { "user \($0.userId)  \(metres($0.distanceM))" }
+            let names = reply.users.isEmpty ? [:] : try await friendNames(client)
+            let lines = reply.users.map { "\(label($0.userId, names))  \(metres($0.distanceM))" }
             return (lines.isEmpty ? "nobody findable nearby" : lines.joined(separator: "\n"), reply.jsonValue)
         }
     }
@@ -59,11 +68,18 @@ struct Nearby: AsyncParsableCommand {
 struct Navigate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Distance and direction to a friend whose location you can see.")
     @OptionGroup var global: GlobalOptions
-    @Argument(help: "The friend's user id.") var user: UInt64
+    @Argument(help: "The friend: username or user id.") var user: UserArgument
 
     func run() async throws {
         try await performCall(global) { client in
-            let reply = try await client.call(GeoAPI.navigate, GeoV1.NavigateRequest(userId: user))
+            var id = user.id
+            if id == 0 {
+                guard let match = try await friendNames(client).first(where: { $0.value == user.username.lowercased() }) else {
+                    throw CLIError(message: "\(user.username) is not one of your friends", exitCode: StatusCode.notFound.exitCode)
+                }
+                id = match.key
+            }
+            let reply = try await client.call(GeoAPI.navigate, GeoV1.NavigateRequest(userId: id))
             let compass = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"][Int(((reply.bearingDeg + 22.5) / 45).rounded(.down)) % 8]
             return ("\(metres(reply.distanceM)) \(compass) (bearing \(Int(reply.bearingDeg.rounded()))°)", reply.jsonValue)
         }
@@ -153,8 +169,9 @@ struct Where: AsyncParsableCommand {
     func run() async throws {
         try await performCall(global) { client in
             let reply = try await client.call(GeoAPI.friendsLocations, GeoV1.FriendsLocationsRequest())
+            let names = reply.friends.isEmpty ? [:] : try await friendNames(client)
             let lines = reply.friends.map { f -> String in
-                var line = "user \(f.userId)  \(String(format: "%.5f, %.5f", f.fix?.latitude ?? 0, f.fix?.longitude ?? 0))  ±\(metres(f.fix?.accuracyM ?? 0))  \(age(f.ageMs))"
+                var line = "\(label(f.userId, names))  \(String(format: "%.5f, %.5f", f.fix?.latitude ?? 0, f.fix?.longitude ?? 0))  ±\(metres(f.fix?.accuracyM ?? 0))  \(age(f.ageMs))"
                 if f.distanceM > 0 { line += "  \(metres(f.distanceM)) away" }
                 if !f.around.isEmpty { line += "  \(f.around)" }
                 if !f.status.isEmpty { line += "  “\(f.status)”" }

@@ -157,20 +157,20 @@ struct SocialEndToEndTests {
         // The friendship reaches geo through its social replica: wait for it, bounded.
         let finID = try await eventuallyValue("eve sees fin") {
             let r = try await eve.run(["friends", "where"])
-            return r.output.contains("user ") ? r.output : nil
+            return r.output.contains("fin (id ") ? r.output : nil
         }
-        #expect(finID.contains("40.75200"), "\(finID)")
+        #expect(finID.contains("40.75200") && finID.contains("“") == false, "\(finID)")
         let near = try await eventuallyValue("fin is nearby") {
             let r = try await eve.run(["nearby"])
             return r.output.contains("156 m") ? r.output : nil
         }
-        #expect(near.contains("user "), "\(near)")
-        let id = try #require(near.split(separator: " ").dropFirst().first.map(String.init))
-        let nav = try await eve.run(["navigate", id])
+        #expect(near.contains("fin (id "), "\(near)")
+        let id = try #require(near.components(separatedBy: "(id ").dropFirst().first?.prefix { $0.isNumber }).description
+        let nav = try await eve.run(["navigate", "fin"])
         #expect(nav.status == 0 && nav.output.contains("156 m N"), "\(nav.output)")
         let ghost = try await fin.run(["ghost", "on"])
         #expect(ghost.output.contains("ghost mode: on"), "\(ghost.output)")
-        #expect(try await eve.run(["navigate", id]).status == 15, "NOT_FOUND while fin is a ghost")
+        #expect(try await eve.run(["navigate", id]).status == 15, "NOT_FOUND while fin is a ghost (by id too)")
         _ = try await fin.run(["ghost", "off"])
 
         // Live events: eve streams; fin's moves reach her through geo → gateway.

@@ -32,6 +32,7 @@ struct SocialStack: Sendable {
 /// `socialEndpoints` on the same request and event endpoints.
 func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: String? = nil,
                              socialEndpoints: (requests: String, events: String)? = nil, snapshotPageSize: Int = 100_000,
+                             geoEndpoint: String? = nil,
                              _ body: @Sendable (SocialStack) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
     let temp = try TemporaryDirectory("frienso-social")
@@ -48,7 +49,8 @@ func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: 
         let toAccounts = WireClient(endpoint: accountsEndpoint, logger: logs.logger("social→accounts"))
         let publisher = Publisher(name: "social", endpoint: socialEndpoints?.events ?? "tcp://127.0.0.1:*", logger: logs.logger("social-pub"))
         let social = try SocialService(directory: socialDir, accounts: toAccounts, publisher: publisher,
-                                   snapshotPageSize: snapshotPageSize)
+                                   snapshotPageSize: snapshotPageSize,
+                                   geo: geoEndpoint.map { WireClient(endpoint: $0, logger: logs.logger("social→geo")) })
             .makeHost(options: HostOptions(name: "social", endpoint: socialEndpoints?.requests ?? "tcp://127.0.0.1:*"), logger: logs.logger("social"))
         return try await withRunningServices([publisher, social], logger: logs.logger("group")) {
             var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: [

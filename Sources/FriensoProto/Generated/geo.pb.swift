@@ -1031,12 +1031,14 @@ extension GeoV1 {
     public struct LatestLocationResponse: ProtoMessage {
         public var found: Bool = false
         public var fix: GeoV1.Fix? = nil
+        public var around: String = ""
 
         public init() {}
 
-        public init(found: Bool = false, fix: GeoV1.Fix? = nil) {
+        public init(found: Bool = false, fix: GeoV1.Fix? = nil, around: String = "") {
         self.found = found
         self.fix = fix
+        self.around = around
         }
     }
 }
@@ -1062,20 +1064,21 @@ extension GeoV1.LatestLocationResponse {
         if let value = self.fix {
             c.fix = arena.message(of: Frienso__Geo__V1__Fix.self) { frienso__geo__v1__fix__init($0); value.copy(into: &$0.pointee, arena: arena) }
         }
+        if !self.around.isEmpty { c.around = arena.string(self.around) }
     }
 
     init(c: Frienso__Geo__V1__LatestLocationResponse) {
-        self.init(found: (c.found != 0), fix: c.fix.map { GeoV1.Fix(c: $0.pointee) })
+        self.init(found: (c.found != 0), fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, around: ProtoRuntime.string(c.around))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("found", .bool(self.found)), ("fix", self.fix.map { $0.jsonValue } ?? .null)])
+        .object([("found", .bool(self.found)), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("around", .string(self.around))])
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(found: seed % 2 == 0, fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()))
+        Self(found: seed % 2 == 0, fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), around: ProtoSample.string(seed, "around"))
     }
 }
 

@@ -2601,7 +2601,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_request__desc
   (ProtobufCMessageInit) frienso__geo__v1__latest_location_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__geo__v1__latest_location_response__field_descriptors[2] =
+static const ProtobufCFieldDescriptor frienso__geo__v1__latest_location_response__field_descriptors[3] =
 {
   {
     "found",
@@ -2627,15 +2627,28 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__latest_location_response
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "around",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__LatestLocationResponse, around),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__geo__v1__latest_location_response__field_indices_by_name[] = {
+  2,   /* field[2] = around */
   1,   /* field[1] = fix */
   0,   /* field[0] = found */
 };
 static const ProtobufCIntRange frienso__geo__v1__latest_location_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_response__descriptor =
 {
@@ -2645,7 +2658,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_response__des
   "Frienso__Geo__V1__LatestLocationResponse",
   "frienso.geo.v1",
   sizeof(Frienso__Geo__V1__LatestLocationResponse),
-  2,
+  3,
   frienso__geo__v1__latest_location_response__field_descriptors,
   frienso__geo__v1__latest_location_response__field_indices_by_name,
   1,  frienso__geo__v1__latest_location_response__number_ranges,

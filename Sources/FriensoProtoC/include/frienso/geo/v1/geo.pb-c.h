@@ -360,10 +360,14 @@ struct  Frienso__Geo__V1__LatestLocationResponse
   ProtobufCMessage base;
   protobuf_c_boolean found;
   Frienso__Geo__V1__Fix *fix;
+  /*
+   * "Around <place>" when a place is near
+   */
+  char *around;
 };
 #define FRIENSO__GEO__V1__LATEST_LOCATION_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__latest_location_response__descriptor) \
-    , 0, NULL }
+    , 0, NULL, (char *)protobuf_c_empty_string }
 
 
 /*
