@@ -19,6 +19,8 @@ public enum GeoScenario {
         public var queries: Int
         public var updates: Int
         public var inFlight: [Int]
+        /// Which parts to run: index, service (in service and through the gateway), redis.
+        public var parts: Set<String> = ["index", "service", "redis"]
         public init(users: Int, queries: Int, updates: Int, inFlight: [Int]) {
             self.users = users
             self.queries = queries
@@ -67,6 +69,7 @@ public enum GeoScenario {
         let n = options.users
 
         // 1. The index alone: memory, one-core k-nearest, scaling from 10k to n at the same density.
+        if options.parts.contains("index") {
         var indexRows: [String] = ["| data | users | index B/user | build s | k-nearest q/s (1 core) | p50 µs | p99 µs |",
                                    "|---|---:|---:|---:|---:|---:|---:|"]
         var p50s: [String: Double] = [:]
@@ -86,7 +89,9 @@ public enum GeoScenario {
                 }
             }
             p50s[name] = stats.micros(50)
-            indexRows.append("| \(name) | \(points.lat.count) | \(String(format: "%.1f", bytes)) | \(String(format: "%.2f", build)) | \(Int(stats.throughput)) | \(Report.f(stats.micros(50))) | \(Report.f(stats.micros(99))) |")
+            // Below ~100k users the heap's own churn is larger than the index: no figure.
+            let memory = points.lat.count >= 100_000 ? String(format: "%.1f", bytes) : "-"
+            indexRows.append("| \(name) | \(points.lat.count) | \(memory) | \(String(format: "%.2f", build)) | \(Int(stats.throughput)) | \(Report.f(stats.micros(50))) | \(Report.f(stats.micros(99))) |")
             withExtendedLifetime(index) {}
         }
         out += ["### Spatial index (1,500 m, 50 nearest)", ""] + indexRows
@@ -95,6 +100,8 @@ public enum GeoScenario {
             out.append("- p50 at \(n) users / p50 at \(n / 100) users, same density: \(String(format: "%.2f", big / small))× (target ≤ 2×)")
         }
         out.append("")
+        }
+        guard options.parts.contains("service") || options.parts.contains("redis") else { report(&out); return "" }
 
         // 2. The service: n users seeded in geo's database, all findable; the state rebuilt at start.
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("frienso-bench-\(UUID().uuidString)").path
@@ -110,6 +117,8 @@ public enum GeoScenario {
         let geo = try GeoService(directory: "\(dir)/geo", graph: graph, publisher: nil, logger: quiet)
         let rebuild = SocialScenario.seconds(loadStart.duration(to: .now))
         var rows: [LatencyStats] = []
+        var commitLines: [String] = []
+        if options.parts.contains("service") {
         rows.append(await offPool {
             threadLoad(name: "in-service nearby (GeoService.nearest)", threads: 1, count: options.queries, warmup: 1_000) { _, i in
                 let caller = UInt64((i &* 7_919) % n + 1)
@@ -118,7 +127,6 @@ public enum GeoScenario {
         })
         // Durable updates: many writers, group commit (one transaction and fsync per batch).
         let clock = Atomic<Int64>(Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000)
-        var commitLines: [String] = []
         for writers in [64, 256] {
             let before = geo.commitStats
             defer {
@@ -188,11 +196,13 @@ public enum GeoScenario {
             await backends.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
+        }
         out += ["### Geo service (\(n) users, all findable; state rebuilt from SQLite in \(String(format: "%.1f", rebuild)) s)", "",
                 Report.table(rows), ""] + commitLines + [""]
         report(&out)
 
         // 4. Redis, same points, same queries.
+        guard options.parts.contains("redis") else { report(&out); return "" }
         guard let redis = RedisServer.start() else {
             out.append("Redis: `redis-server` not installed (apt-get install redis-server): no baseline in this run.")
             report(&out)

@@ -39,7 +39,7 @@ public struct GeoConfig: Sendable {
     public var historyRetention: Duration = .seconds(30 * 24 * 3600)
     /// How far ahead of the server's clock a device timestamp may be.
     public var maxClockSkew: Duration = .seconds(300)
-    public var cellDegrees = 0.005
+    public var cellDegrees = 0.0025
     /// Authorises `ImportPlaces`; imports are refused when it is empty.
     public var operatorKey = ""
     /// "Around <place>" names the nearest place within this distance.

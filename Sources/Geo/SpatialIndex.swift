@@ -23,13 +23,13 @@ public struct SpatialIndex: Sendable {
     private var cells: [Int: [Entry]] = [:]
     private var slotOf: [UInt64: UInt32] = [:]
     private var userOf: [UInt64] = []        // slot → user id
-    private var cellOf: [UInt32] = []        // slot → cell key (rows × columns fits 32 bits at ≥ 0.005°)
+    private var cellOf: [Int] = []           // slot → cell key
     private var positionOf: [UInt32] = []    // slot → index in its cell
     private var freeSlots: [UInt32] = []
 
-    /// - Parameter cellDegrees: cell size (default and least 0.005°: ~556 m north-south).
-    public init(cellDegrees: Double = 0.005) {
-        let step = max(0.005, min(cellDegrees, 10))
+    /// - Parameter cellDegrees: cell size (default 0.0025°: ~278 m north-south; at least 0.001°).
+    public init(cellDegrees: Double = 0.0025) {
+        let step = max(0.001, min(cellDegrees, 10))
         self.cellDegrees = step
         columns = Int((360 / step).rounded(.up))
         rows = Int((180 / step).rounded(.up)) + 1
@@ -82,7 +82,7 @@ public struct SpatialIndex: Sendable {
     }
 
     private mutating func attach(_ slot: UInt32, cell: Int, lat: Float, lon: Float) {
-        cellOf[Int(slot)] = UInt32(cell)
+        cellOf[Int(slot)] = cell
         positionOf[Int(slot)] = UInt32(cells[cell, default: []].count)
         cells[cell, default: []].append(Entry(slot: slot, lat: lat, lon: lon))
     }
@@ -110,7 +110,7 @@ public struct SpatialIndex: Sendable {
 
     /// Cells that may hold points within `radius` of (lat, lon), with the haversine term of a lower
     /// bound on their distance, nearest bound first.
-    private func candidateCells(lat: Double, lon: Double, radius: Double) -> [(bound: Double, key: Int)] {
+    private func candidateCells(lat: Double, lon: Double, radius: Double) -> [(bound: Double, key: Int, cosMin: Double)] {
         let dLat = radius / GeoMath.metresPerDegree
         let latMin = max(-90, lat - dLat), latMax = min(90, lat + dLat)
         var allColumns = latMin <= -90 || latMax >= 90
@@ -125,7 +125,7 @@ public struct SpatialIndex: Sendable {
         let span = min(columns, lastColumn - firstColumn + 1)
         let cosLat = cos(GeoMath.radians(lat))
         let limit = GeoMath.term(forDistance: radius)
-        var result: [(bound: Double, key: Int)] = []
+        var result: [(bound: Double, key: Int, cosMin: Double)] = []
         for r in row(latMin)...row(latMax) {
             let cellLatMin = Double(r) * cellDegrees - 90, cellLatMax = cellLatMin + cellDegrees
             // Latitude part of the bound: the nearest latitude of the cell.
@@ -145,7 +145,7 @@ public struct SpatialIndex: Sendable {
                 if inside > cellDegrees { dl = min(inside - cellDegrees, 360 - inside) }
                 let b = sin(GeoMath.radians(min(dl, 180)) / 2)
                 let bound = a * a + cosLat * cosMin * b * b
-                if bound <= limit { result.append((bound, key(r, c))) }
+                if bound <= limit { result.append((bound, key(r, c), cosMin)) }
             }
         }
         result.sort { $0.bound < $1.bound }
@@ -154,30 +154,118 @@ public struct SpatialIndex: Sendable {
 
     /// The `limit` nearest users within `radius` metres that pass `include`, nearest first (ties by
     /// id), with their distances.
+    ///
+    /// Most points are rejected without trigonometry: the haversine term is at least
+    /// sin²(Δlat/2), and at least cos(lat)·cos(lat_min of the cell)·sin²(Δlon/2), so a point whose
+    /// latitude or longitude difference alone exceeds what the current k-th term allows is skipped
+    /// with two subtractions and two comparisons.
     public func nearest(lat: Double, lon: Double, radius: Double, limit: Int,
                         include: (UInt64) -> Bool) -> [(user: UInt64, distance: Double)] {
         guard limit > 0 else { return [] }
-        let cosLat = cos(GeoMath.radians(lat))
-        let radiusTerm = GeoMath.term(forDistance: radius)
-        // The best so far as (term, user), sorted; `worst` is the k-th term once full.
+        var search = Search(lat: lat, lon: lon, radius: radius, limit: limit)
+        // Rings of cells around the query's cell, nearest ring first, stopping once a whole ring
+        // is beyond the k-th distance. Near a pole (or for a huge radius) a ring would wrap
+        // around every column: there, the bounding-box list of cells, sorted by bound.
+        let dLat = radius / GeoMath.metresPerDegree
+        let latMin = max(-90, lat - dLat), latMax = min(90, lat + dLat)
+        let cosMinRange = cos(GeoMath.radians(min(90, max(abs(latMin), abs(latMax)))))
+        let dLon = cosMinRange > 1e-9 ? radius / (GeoMath.metresPerDegree * cosMinRange) : 360
+        let columnSpan = Int((dLon / cellDegrees).rounded(.up)) + 1
+        let lastRing = max(Int((dLat / cellDegrees).rounded(.up)) + 1, columnSpan)
+        if latMin <= -90 || latMax >= 90 || columnSpan > 256 || 2 * lastRing + 1 > columns {
+            for cell in candidateCells(lat: lat, lon: lon, radius: radius) {
+                if search.full, cell.bound > search.worst { break }
+                search.scan(cells[cell.key]!, cosMin: cell.cosMin, userOf: userOf, include: include)
+            }
+            return search.result()
+        }
+        let r0 = row(lat), c0 = column(lon)
+        let stepRadians = GeoMath.radians(cellDegrees)
+        for k in 0...lastRing {
+            if k >= 2 {
+                // Everything on ring k is at least k-1 whole cells away in latitude or longitude.
+                let s = sin(Double(k - 1) * stepRadians / 2)
+                let ringBound = min(s * s, search.cosLat * cosMinRange * s * s)
+                if ringBound > search.radiusTerm || (search.full && ringBound > search.worst) { break }
+            }
+            for r in max(0, r0 - k)...min(rows - 1, r0 + k) {
+                let edgeRow = abs(r - r0) == k
+                var c = c0 - k
+                while c <= c0 + k {
+                    var wrapped = c % columns
+                    if wrapped < 0 { wrapped += columns }
+                    if let entries = cells[key(r, wrapped)] {
+                        let cellLatMin = Double(r) * cellDegrees - 90, cellLatMax = cellLatMin + cellDegrees
+                        let cosMin = cos(GeoMath.radians(min(90, max(abs(cellLatMin), abs(cellLatMax)))))
+                        search.scan(entries, cosMin: cosMin, userOf: userOf, include: include)
+                    }
+                    // Inner rows of the ring have only its two edge columns.
+                    c += edgeRow || k == 0 ? 1 : 2 * k
+                }
+            }
+        }
+        return search.result()
+    }
+
+    /// The running state of one k-nearest search.
+    private struct Search {
+        let lat: Double, lon: Double, cosLat: Double, radiusTerm: Double, limit: Int
+        /// The best so far as (term, user), sorted; once full, the k-th term bounds the search.
         var best: [(term: Double, user: UInt64)] = []
-        best.reserveCapacity(limit + 1)
-        for cell in candidateCells(lat: lat, lon: lon, radius: radius) {
-            if best.count == limit, cell.bound > best[limit - 1].term { break }
-            for entry in cells[cell.key]! {
-                let h = GeoMath.haversineTerm(lat1: lat, lon1: lon, cosLat1: cosLat, lat2: Double(entry.lat), lon2: Double(entry.lon))
+        var worst: Double
+        var maxDLat: Double
+
+        init(lat: Double, lon: Double, radius: Double, limit: Int) {
+            self.lat = lat
+            self.lon = lon
+            self.limit = limit
+            cosLat = cos(GeoMath.radians(lat))
+            radiusTerm = GeoMath.term(forDistance: radius)
+            worst = radiusTerm
+            maxDLat = Self.angle(radiusTerm)
+            best.reserveCapacity(limit + 1)
+        }
+
+        var full: Bool { best.count == limit }
+
+        /// The largest angle (degrees) whose half-angle sine squared stays within `term`, widened a
+        /// little so rounding (and `Float` storage) can never skip a point the exact test accepts.
+        static func angle(_ term: Double) -> Double { 2 * asin(min(1, max(0, term).squareRoot())) * 180 / .pi * (1 + 1e-6) + 1e-9 }
+
+        /// Most points are rejected without trigonometry: the haversine term is at least
+        /// sin²(Δlat/2), and at least cos(lat)·cos(lat_min of the cell)·sin²(Δlon/2).
+        mutating func scan(_ entries: [Entry], cosMin: Double, userOf: [UInt64], include: (UInt64) -> Bool) {
+            let lonFactor = cosLat * cosMin
+            var cellWorst = worst
+            var maxDLon = lonFactor > 1e-12 ? Self.angle(worst / lonFactor) : 360
+            for entry in entries {
+                if cellWorst != worst {
+                    cellWorst = worst
+                    maxDLon = lonFactor > 1e-12 ? Self.angle(worst / lonFactor) : 360
+                }
+                let entryLat = Double(entry.lat), entryLon = Double(entry.lon)
+                if abs(entryLat - lat) > maxDLat { continue }
+                var dLon = abs(entryLon - lon)
+                if dLon > 180 { dLon = 360 - dLon }
+                if dLon > maxDLon { continue }
+                let h = GeoMath.haversineTerm(lat1: lat, lon1: lon, cosLat1: cosLat, lat2: entryLat, lon2: entryLon)
                 guard h <= radiusTerm else { continue }
-                if best.count == limit, h > best[limit - 1].term { continue }
+                if full, h > best[limit - 1].term { continue }
                 let user = userOf[Int(entry.slot)]
-                if best.count == limit, h == best[limit - 1].term, user > best[limit - 1].user { continue }
+                if full, h == best[limit - 1].term, user > best[limit - 1].user { continue }
                 guard include(user) else { continue }
                 var i = best.count
                 while i > 0, best[i - 1].term > h || (best[i - 1].term == h && best[i - 1].user > user) { i -= 1 }
                 best.insert((h, user), at: i)
                 if best.count > limit { best.removeLast() }
+                if full, best[limit - 1].term != worst {
+                    worst = best[limit - 1].term
+                    maxDLat = Self.angle(worst)
+                }
             }
         }
-        return best.map { ($0.user, GeoMath.distance(fromTerm: $0.term)) }
+
+        func result() -> [(user: UInt64, distance: Double)] { best.map { ($0.user, GeoMath.distance(fromTerm: $0.term)) } }
     }
 
     /// Calls `visit` for every user within `radius` metres, with the distance (any order).

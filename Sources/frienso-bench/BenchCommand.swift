@@ -72,8 +72,12 @@ struct GeoBench: AsyncParsableCommand {
     @Option(help: "Measured nearby queries per row.") var queries = 20_000
     @Option(help: "Measured location updates per row.") var updates = 200_000
     @Option(help: "Requests in flight (threads for Redis), comma-separated.") var inFlight = "1,64"
+    @Option(help: "Parts to run, comma-separated: index, service, redis.") var parts = "index,service,redis"
 
     func validate() throws {
+        guard Set(parts.split(separator: ",").map(String.init)).isSubset(of: ["index", "service", "redis"]) else {
+            throw ValidationError("--parts takes index, service, redis")
+        }
         guard users >= 1_000, queries > 0, updates > 0 else { throw ValidationError("--users ≥ 1000, --queries and --updates > 0") }
         guard !levels.isEmpty, levels.allSatisfy({ (1...1024).contains($0) }) else { throw ValidationError("--in-flight takes numbers from 1 to 1024") }
     }
@@ -81,6 +85,8 @@ struct GeoBench: AsyncParsableCommand {
     var levels: [Int] { inFlight.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
 
     func run() async throws {
-        print(try await GeoScenario.run(.init(users: users, queries: queries, updates: updates, inFlight: levels), logger: Logger(label: "bench")))
+        var options = GeoScenario.Options(users: users, queries: queries, updates: updates, inFlight: levels)
+        options.parts = Set(parts.split(separator: ",").map(String.init))
+        print(try await GeoScenario.run(options, logger: Logger(label: "bench")))
     }
 }
