@@ -332,7 +332,8 @@ struct CheckIns: AsyncParsableCommand {
     static func list(_ global: GlobalOptions, feed: Bool, limit: UInt32) async throws {
         try await performCall(global) { client in
             let reply = try await client.call(GeoAPI.listCheckIns, GeoV1.ListCheckInsRequest(feed: feed, limit: limit))
-            let lines = reply.checkIns.map { "user \($0.userId) at \($0.placeName)  \(metres($0.distanceM))  \(formatExpiry($0.createdAtMs))\($0.mediaId.isEmpty ? "" : "  photo \($0.mediaId)")" }
+            let names = reply.checkIns.isEmpty ? [:] : try await friendNames(client)
+            let lines = reply.checkIns.map { "\(label($0.userId, names)) at \($0.placeName)  \(metres($0.distanceM))  \(formatExpiry($0.createdAtMs))\($0.mediaId.isEmpty ? "" : "  photo \($0.mediaId)")" }
             return (lines.isEmpty ? "no check-ins around you" : lines.joined(separator: "\n"), reply.jsonValue)
         }
     }
