@@ -126,26 +126,38 @@ public struct SpatialIndex: Sendable {
         let cosLat = cos(GeoMath.radians(lat))
         let limit = GeoMath.term(forDistance: radius)
         var result: [(bound: Double, key: Int, cosMin: Double)] = []
-        for r in row(latMin)...row(latMax) {
+        let firstRow = row(latMin), lastRow = row(latMax)
+        func consider(_ r: Int, _ c: Int) {
             let cellLatMin = Double(r) * cellDegrees - 90, cellLatMax = cellLatMin + cellDegrees
             // Latitude part of the bound: the nearest latitude of the cell.
             let nearestLat = min(max(lat, cellLatMin), cellLatMax)
             let a = sin(GeoMath.radians(nearestLat - lat) / 2)
             // cos of the cell's latitude farthest from the equator: the smallest in the cell.
             let cosMin = cos(GeoMath.radians(min(90, max(abs(cellLatMin), abs(cellLatMax)))))
-            for offset in 0..<span {
-                var c = (firstColumn + offset) % columns
-                if c < 0 { c += columns }
-                guard cells[key(r, c)] != nil else { continue }
-                let cellLonMin = Double(c) * cellDegrees - 180
-                // Smallest longitude difference from the query to the cell's interval, across the antimeridian.
-                var dl = 0.0
-                let rel = (lon - cellLonMin).truncatingRemainder(dividingBy: 360)
-                let inside = rel < 0 ? rel + 360 : rel
-                if inside > cellDegrees { dl = min(inside - cellDegrees, 360 - inside) }
-                let b = sin(GeoMath.radians(min(dl, 180)) / 2)
-                let bound = a * a + cosLat * cosMin * b * b
-                if bound <= limit { result.append((bound, key(r, c), cosMin)) }
+            let cellLonMin = Double(c) * cellDegrees - 180
+            // Smallest longitude difference from the query to the cell's interval, across the antimeridian.
+            var dl = 0.0
+            let rel = (lon - cellLonMin).truncatingRemainder(dividingBy: 360)
+            let inside = rel < 0 ? rel + 360 : rel
+            if inside > cellDegrees { dl = min(inside - cellDegrees, 360 - inside) }
+            let b = sin(GeoMath.radians(min(dl, 180)) / 2)
+            let bound = a * a + cosLat * cosMin * b * b
+            if bound <= limit { result.append((bound, key(r, c), cosMin)) }
+        }
+        if (lastRow - firstRow + 1) * span > cells.count {
+            // Near a pole a box spans every column (144,000 at 0.0025°): walking the occupied
+            // cells is cheaper than walking the box, and costs the same whatever the query.
+            for cellKey in cells.keys {
+                let r = cellKey / columns
+                if r >= firstRow, r <= lastRow { consider(r, cellKey % columns) }
+            }
+        } else {
+            for r in firstRow...lastRow {
+                for offset in 0..<span {
+                    var c = (firstColumn + offset) % columns
+                    if c < 0 { c += columns }
+                    if cells[key(r, c)] != nil { consider(r, c) }
+                }
             }
         }
         result.sort { $0.bound < $1.bound }
