@@ -118,9 +118,9 @@ public final class ProcessHarness: Sendable {
         let input = Pipe()
         process.standardInput = input
         try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        if let stdin { POSIXIO.writeAll(input.fileHandleForWriting, Data(stdin.utf8)) }
         try input.fileHandleForWriting.close()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
+        let data = POSIXIO.readAll(out.fileHandleForReading)
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }

@@ -112,9 +112,9 @@ struct ReferenceEncoderTests {
         process.standardInput = stdin
         process.standardOutput = stdout
         try process.run()
-        stdin.fileHandleForWriting.write(input)
+        POSIXIO.writeAll(stdin.fileHandleForWriting, input)
         try stdin.fileHandleForWriting.close()
-        let data = stdout.fileHandleForReading.readDataToEndOfFile()
+        let data = POSIXIO.readAll(stdout.fileHandleForReading)
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw TimedOut(description: "protoc-c \(arguments) failed") }
         return data
