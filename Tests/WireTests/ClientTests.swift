@@ -35,6 +35,25 @@ struct ClientTests {
         await client.close()
     }
 
+    /// A client whose peer is down must wait for its timers, not spin: the heartbeat that the
+    /// socket refuses still counts as sent. (It spun its reactor at full CPU before, which is
+    /// what a gateway with alerts and media not deployed did all day.) The bound is a count of
+    /// loop turns over a second of heartbeats at 500 ms: a few are expected, a spin makes
+    /// hundreds of thousands.
+    @Test func clientOfADeadPeer_doesNotSpinItsReactor() async throws {
+        let dead = try DeadPort()
+        let reactor = Reactor(name: "spin-test")
+        let client = WireClient(endpoint: dead.endpoint, logger: CapturedLogs().logger("client"), reactor: reactor)
+        let reply = await client.send(Envelope(method: "test.Ping"), deadline: .milliseconds(300))
+        #expect(reply.status == .unavailable)
+        let before = reactor.turns.load(ordering: .relaxed)
+        try await Task.sleep(for: .seconds(1)) // a measuring window, not synchronisation
+        let turns = reactor.turns.load(ordering: .relaxed) - before
+        #expect(turns < 1_000, "\(turns) reactor turns in a second while idle")
+        await client.close()
+        reactor.stop()
+    }
+
     @Test func silentPeer_yieldsUnavailable_andRetryableRequestIsResentAfterReopen_boundedByMaxAttempts() async throws {
         // A peer that reads requests but never answers anything, heartbeats included.
         let blackHole = try await BlackHole.start()

@@ -210,7 +210,11 @@ final class ClientLoop: ReactorComponent {
     private func sendHeartbeat() {
         guard let socket else { return }
         let beat = Envelope(version: WireProtocol.version, kind: .heartbeat)
-        if (try? socket.send([beat.serializedBytes()], dontWait: true)) == true { lastSent = .now }
+        _ = try? socket.send([beat.serializedBytes()], dontWait: true)
+        // Counted as sent even when the socket refused it (no peer connected): the next try is
+        // one interval later. Left at its old value, `nextWakeup` stayed in the past and the
+        // reactor spun at full CPU for as long as a peer was down.
+        lastSent = .now
     }
 
     // MARK: Inbound

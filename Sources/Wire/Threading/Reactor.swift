@@ -39,6 +39,9 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
     /// Loop turns that spent longer than `slowTurn` running jobs and timers: each one delayed
     /// every socket on this reactor. A handler that blocks shows here first.
     public let slowTurns = Atomic<Int>(0)
+    /// Loop turns so far: an idle reactor turns a few times a second (heartbeats); thousands
+    /// a second with nothing to do means a component asks to be woken in the past.
+    public let turns = Atomic<Int>(0)
     public static let slowTurn = Duration.milliseconds(20)
     // Touched on the reactor thread only.
     private var components: [any ReactorComponent] = []
@@ -104,6 +107,7 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
         // The OS name (15 characters at most) is what `top -H`, `perf` and debuggers show.
         _ = frienso_set_thread_name(String(name.prefix(15)))
         while true {
+            turns.add(1, ordering: .relaxed)
             let started = ContinuousClock.now
             for action in actions.withLock({ q in defer { q.removeAll(keepingCapacity: true) }; return q }) { action() }
             runJobs()
