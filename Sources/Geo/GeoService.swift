@@ -367,8 +367,13 @@ public final class GeoService: Sendable {
                 throw RPCError.failedPrecondition("share a location first (frienso locate LAT LON)")
             }
             return graph.read { g in
-                s.index.nearest(lat: me.lat, lon: me.lon, radius: radius, limit: limit) { user in
-                    user != caller && g.isFindable(user) && !g.blocked(caller, user) && !(s.sharing[user]?.ghost ?? false)
+                // Per query, not per candidate: whom the caller must not see (usually nobody),
+                // and whether anyone is a ghost at all.
+                let hidden = g.blockedEitherWay(caller)
+                let anyGhost = !s.sharing.isEmpty
+                return s.index.nearest(lat: me.lat, lon: me.lon, radius: radius, limit: limit) { user in
+                    user != caller && g.isFindable(user) && (hidden.isEmpty || !hidden.contains(user))
+                        && !(anyGhost && s.sharing[user]?.ghost == true)
                         && !(excludeExchanged && g.exchanged(caller, user))
                 }
             }

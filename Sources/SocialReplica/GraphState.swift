@@ -6,6 +6,7 @@ public import FriensoProto
 public struct GraphState: Sendable {
     private var friends = Adjacency()    // both directions
     private var blocks = Adjacency()     // blocker → blocked
+    private var blockedBy = Adjacency()  // blocked → blocker (to list "blocked either way" at once)
     private var circles = Adjacency()    // owner → accepted member
     private var exchanges = Adjacency()  // both directions
     private var findableUsers: Set<UInt64> = []
@@ -21,7 +22,7 @@ public struct GraphState: Sendable {
     /// Adds a snapshot page. Call `seal()` after the last one.
     public mutating func load(_ page: SocialV1.GraphSnapshotResponse) {
         for (a, b) in zip(page.friendsA, page.friendsB) { friends.append(a, b); friends.append(b, a) }
-        for (a, b) in zip(page.blockers, page.blocked) { blocks.append(a, b) }
+        for (a, b) in zip(page.blockers, page.blocked) { blocks.append(a, b); blockedBy.append(b, a) }
         for (a, b) in zip(page.circleOwners, page.circleMembers) { circles.append(a, b) }
         for (a, b) in zip(page.exchangesA, page.exchangesB) { exchanges.append(a, b); exchanges.append(b, a) }
         findableUsers.formUnion(page.findable)
@@ -31,6 +32,7 @@ public struct GraphState: Sendable {
     public mutating func seal() {
         friends.seal()
         blocks.seal()
+        blockedBy.seal()
         circles.seal()
         exchanges.seal()
     }
@@ -40,8 +42,8 @@ public struct GraphState: Sendable {
         switch event.change {
         case .friendshipAdded: friends.insert(a, b); friends.insert(b, a)
         case .friendshipRemoved: friends.remove(a, b); friends.remove(b, a)
-        case .blockAdded: blocks.insert(a, b)
-        case .blockRemoved: blocks.remove(a, b)
+        case .blockAdded: blocks.insert(a, b); blockedBy.insert(b, a)
+        case .blockRemoved: blocks.remove(a, b); blockedBy.remove(b, a)
         case .circleMemberAdded: circles.insert(a, b)
         case .circleMemberRemoved: circles.remove(a, b)
         case .findableOn: findableUsers.insert(a)
@@ -56,6 +58,11 @@ public struct GraphState: Sendable {
     public func friendCount(of user: UInt64) -> Int { friends.degree(of: user) }
     /// Whether either blocked the other.
     public func blocked(_ a: UInt64, _ b: UInt64) -> Bool { blocks.contains(a, b) || blocks.contains(b, a) }
+    /// Everyone `user` blocked or was blocked by (usually nobody: one set per query beats a
+    /// lookup per candidate).
+    public func blockedEitherWay(_ user: UInt64) -> Set<UInt64> {
+        Set(blocks.neighbours(of: user)).union(blockedBy.neighbours(of: user))
+    }
     /// Accepted members of `owner`'s core circle, by id.
     public func circle(of owner: UInt64) -> [UInt64] { circles.neighbours(of: owner) }
     public func isFindable(_ user: UInt64) -> Bool { findableUsers.contains(user) }
