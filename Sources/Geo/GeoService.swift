@@ -52,75 +52,6 @@ public struct GeoConfig: Sendable {
     public init() {}
 }
 
-/// Everything geo answers from memory. One lock; every read is short.
-struct GeoState: Sendable {
-    var index: SpatialIndex
-    var latest: [UInt64: LatestFix] = [:]
-    var sharing: [UInt64: Sharing] = [:]
-    var grants: [GrantKey: Int64] = [:]
-    /// Pairs (smaller id first) currently within their proximity distance: not told again until
-    /// they have moved apart beyond 1.5 × that distance.
-    var near: Set<Pair> = []
-    var places: [PlaceRecord] = []
-    var checkIns: [UInt64: CheckInRecord] = [:]
-
-    /// The nearest place of `kind` to a point, with its distance. Unspecified: buildings and
-    /// venues (a campus outline contains everything on campus; `on_campus` says that). Between
-    /// places that both contain the point, the smaller wins.
-    func closestPlace(lat: Double, lon: Double, kind: GeoV1.PlaceKind = .unspecified) -> (PlaceRecord, Double)? {
-        var best: (PlaceRecord, Double)?
-        for place in places where kind == .unspecified ? place.kind != .campus : place.kind == kind {
-            let d = place.distance(lat: lat, lon: lon)
-            if let current = best, d > current.1 || (d == current.1 && place.reach >= current.0.reach) { continue }
-            best = (place, d)
-        }
-        return best
-    }
-
-    func around(lat: Double, lon: Double, within: Double) -> String {
-        // Campus outlines are too large to say where someone is: buildings and venues only.
-        let candidates = places.lazy.filter { $0.kind != .campus }
-        guard let best = candidates.min(by: { $0.distance(lat: lat, lon: lon) < $1.distance(lat: lat, lon: lon) }),
-              best.distance(lat: lat, lon: lon) <= within else { return "" }
-        return "Around \(best.name)"
-    }
-
-    struct Pair: Hashable, Sendable {
-        var a: UInt64
-        var b: UInt64
-        init(_ x: UInt64, _ y: UInt64) { (a, b) = x < y ? (x, y) : (y, x) }
-    }
-
-    func settings(of user: UInt64) -> Sharing { sharing[user] ?? Sharing() }
-
-    func grantExpiry(subject: UInt64, viewer: UInt64) -> Int64? {
-        let w = grants[GrantKey(subject: subject, viewer: viewer, reason: "watch")]
-        let h = grants[GrantKey(subject: subject, viewer: viewer, reason: "help_now")]
-        switch (w, h) {
-        case (nil, nil): return nil
-        case (let x?, nil), (nil, let x?): return x
-        case (let x?, let y?): return max(x, y)
-        }
-    }
-
-    func visible(viewer: UInt64, subject: UInt64, graph: GraphState, now: Int64) -> Bool {
-        Visibility.decide(viewer: viewer, subject: subject, Visibility.Facts(
-            friends: graph.areFriends(viewer, subject), blocked: graph.blocked(viewer, subject),
-            subject: settings(of: subject), grantExpiresAtMs: grantExpiry(subject: subject, viewer: viewer)), nowMs: now).visible
-    }
-
-    /// Viewers who hold a live grant on `subject`.
-    func grantViewers(of subject: UInt64, now: Int64) -> [UInt64] {
-        grants.compactMap { $0.key.subject == subject && $0.value > now ? $0.key.viewer : nil }
-    }
-}
-
-/// The state shared by the handlers and the location writer.
-final class SharedState: Sendable {
-    let mutex: Mutex<GeoState>
-    init(_ state: GeoState) { mutex = Mutex(state) }
-}
-
 /// Live locations, sharing and visibility, friends' locations, nearby, navigation.
 public final class GeoService: Sendable {
     public typealias API = GeoV1.GeoService
@@ -145,7 +76,7 @@ public final class GeoService: Sendable {
         initial.latest = try store.loadLatest()
         for (user, fix) in initial.latest { initial.index.upsert(user, lat: fix.lat, lon: fix.lon) }
         initial.sharing = try store.loadSharing()
-        initial.grants = try store.loadGrants(now: clock())
+        initial.grants = Grants(try store.loadGrants(now: clock()))
         initial.places = try store.loadPlaces()
         initial.checkIns = try store.loadCheckIns(now: clock())
         let state = SharedState(initial)
@@ -316,7 +247,7 @@ public final class GeoService: Sendable {
         let at = now()
         try await store.saveGrant(key, expiresMs: grant.expiresAtMs, now: at)
         state.mutex.withLock { s in
-            if grant.expiresAtMs > at { s.grants[key] = grant.expiresAtMs } else { s.grants[key] = nil }
+            s.grants.set(key, expiresMs: grant.expiresAtMs > at ? grant.expiresAtMs : nil)
         }
     }
 
@@ -330,7 +261,7 @@ public final class GeoService: Sendable {
             let mine = s.latest[caller]
             // Friends, and anyone who granted the caller a view (a watchMe or helpNow).
             var subjects = Set(friends)
-            for (key, expiry) in s.grants where key.viewer == caller && expiry > at { subjects.insert(key.subject) }
+            subjects.formUnion(s.grants.subjects(visibleTo: caller, now: at))
             return graph.read { g in
                 subjects.compactMap { subject -> GeoV1.FriendLocation? in
                     guard let fix = s.latest[subject], s.visible(viewer: caller, subject: subject, graph: g, now: at) else { return nil }
@@ -402,7 +333,8 @@ public final class GeoService: Sendable {
         let around = config.aroundDistance
         return state.mutex.withLock { s in
             guard let fix = s.latest[request.userId] else { return GeoV1.LatestLocationResponse(found: false) }
-            return GeoV1.LatestLocationResponse(found: true, fix: Self.proto(fix), around: s.around(lat: fix.lat, lon: fix.lon, within: around))
+            return GeoV1.LatestLocationResponse(found: true, fix: Self.proto(fix),
+                                                placeName: s.placeNear(lat: fix.lat, lon: fix.lon, within: around)?.name ?? "")
         }
     }
 }

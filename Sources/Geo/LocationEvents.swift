@@ -42,7 +42,7 @@ struct LocationEvents: Sendable {
     private func locationEvents(for subject: UInt64, fix: LatestFix, _ s: GeoState, _ g: GraphState, _ at: Int64)
         -> [(topic: String, method: String, payload: [UInt8])] {
         var viewers = Set(g.friends(of: subject))
-        viewers.formUnion(s.grantViewers(of: subject, now: at))
+        viewers.formUnion(s.grants.viewers(of: subject, now: at))
         let permitted = viewers.filter { s.visible(viewer: $0, subject: subject, graph: g, now: at) }
         guard !permitted.isEmpty else { return [] }
         let payload = GeoV1.LocationEvent(userId: subject, fix: GeoService.proto(fix), status: fix.status).serializedBytes()

@@ -86,7 +86,7 @@ extension SocialService {
                                                 options: CallOptions(deadline: min(context.downstreamBudget, .seconds(1)), idempotent: true))
                 if latest.found, let fix = latest.fix {
                     location = ExchangeLocation(latitude: fix.latitude, longitude: fix.longitude)
-                    if label.isEmpty { label = String(latest.around.dropFirst(latest.around.hasPrefix("Around ") ? 7 : 0)) }
+                    if label.isEmpty { label = latest.placeName }
                 }
             } catch {
                 context.logger.warning("no location from geo for the exchange", metadata: ["error": "\(error)"])

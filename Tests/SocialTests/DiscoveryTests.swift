@@ -134,7 +134,7 @@ struct ExchangeTests {
         // A stand-in for geo's internal LatestLocation: everyone is at the library steps.
         var router = MethodRouter()
         router.register(GeoV1.GeoService.latestLocation) { _, _ in
-            GeoV1.LatestLocationResponse(found: true, fix: GeoV1.Fix(latitude: 33.7774, longitude: -118.1145), around: "Around University Library")
+            GeoV1.LatestLocationResponse(found: true, fix: GeoV1.Fix(latitude: 33.7774, longitude: -118.1145), placeName: "University Library")
         }
         let logs = CapturedLogs()
         let geo = ServiceHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), handler: router, logger: logs.logger("geo"))

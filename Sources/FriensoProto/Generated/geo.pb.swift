@@ -1031,14 +1031,14 @@ extension GeoV1 {
     public struct LatestLocationResponse: ProtoMessage {
         public var found: Bool = false
         public var fix: GeoV1.Fix? = nil
-        public var around: String = ""
+        public var placeName: String = ""
 
         public init() {}
 
-        public init(found: Bool = false, fix: GeoV1.Fix? = nil, around: String = "") {
+        public init(found: Bool = false, fix: GeoV1.Fix? = nil, placeName: String = "") {
         self.found = found
         self.fix = fix
-        self.around = around
+        self.placeName = placeName
         }
     }
 }
@@ -1064,21 +1064,21 @@ extension GeoV1.LatestLocationResponse {
         if let value = self.fix {
             c.fix = arena.message(of: Frienso__Geo__V1__Fix.self) { frienso__geo__v1__fix__init($0); value.copy(into: &$0.pointee, arena: arena) }
         }
-        if !self.around.isEmpty { c.around = arena.string(self.around) }
+        if !self.placeName.isEmpty { c.place_name = arena.string(self.placeName) }
     }
 
     init(c: Frienso__Geo__V1__LatestLocationResponse) {
-        self.init(found: (c.found != 0), fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, around: ProtoRuntime.string(c.around))
+        self.init(found: (c.found != 0), fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, placeName: ProtoRuntime.string(c.place_name))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("found", .bool(self.found)), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("around", .string(self.around))])
+        .object([("found", .bool(self.found)), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("placeName", .string(self.placeName))])
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(found: seed % 2 == 0, fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), around: ProtoSample.string(seed, "around"))
+        Self(found: seed % 2 == 0, fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), placeName: ProtoSample.string(seed, "place_name"))
     }
 }
 

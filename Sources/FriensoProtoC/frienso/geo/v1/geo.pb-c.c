@@ -2628,12 +2628,12 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__latest_location_response
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
-    "around",
+    "place_name",
     3,
     PROTOBUF_C_LABEL_NONE,
     PROTOBUF_C_TYPE_STRING,
     0,   /* quantifier_offset */
-    offsetof(Frienso__Geo__V1__LatestLocationResponse, around),
+    offsetof(Frienso__Geo__V1__LatestLocationResponse, place_name),
     NULL,
     &protobuf_c_empty_string,
     0,             /* flags */
@@ -2641,9 +2641,9 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__latest_location_response
   },
 };
 static const unsigned frienso__geo__v1__latest_location_response__field_indices_by_name[] = {
-  2,   /* field[2] = around */
   1,   /* field[1] = fix */
   0,   /* field[0] = found */
+  2,   /* field[2] = place_name */
 };
 static const ProtobufCIntRange frienso__geo__v1__latest_location_response__number_ranges[1 + 1] =
 {

@@ -361,9 +361,9 @@ struct  Frienso__Geo__V1__LatestLocationResponse
   protobuf_c_boolean found;
   Frienso__Geo__V1__Fix *fix;
   /*
-   * "Around <place>" when a place is near
+   * the building or venue the fix is at or near ("" when none)
    */
-  char *around;
+  char *place_name;
 };
 #define FRIENSO__GEO__V1__LATEST_LOCATION_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__latest_location_response__descriptor) \

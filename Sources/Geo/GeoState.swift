@@ -1,0 +1,108 @@
+import FriensoProto
+import SocialReplica
+import Synchronization
+
+/// Everything geo answers from memory. One lock; every read is short.
+struct GeoState: Sendable {
+    var index: SpatialIndex
+    var latest: [UInt64: LatestFix] = [:]
+    var sharing: [UInt64: Sharing] = [:]
+    var grants = Grants()
+    /// Pairs (smaller id first) currently within their proximity distance: not told again until
+    /// they have moved apart beyond 1.5 × that distance.
+    var near: Set<Pair> = []
+    var places: [PlaceRecord] = []
+    var checkIns: [UInt64: CheckInRecord] = [:]
+
+    /// The nearest place of `kind` to a point, with its distance. Unspecified: buildings and
+    /// venues (a campus outline contains everything on campus; `on_campus` says that). Between
+    /// places that both contain the point, the smaller wins.
+    func closestPlace(lat: Double, lon: Double, kind: GeoV1.PlaceKind = .unspecified) -> (PlaceRecord, Double)? {
+        var best: (PlaceRecord, Double)?
+        for place in places where kind == .unspecified ? place.kind != .campus : place.kind == kind {
+            let d = place.distance(lat: lat, lon: lon)
+            if let current = best, d > current.1 || (d == current.1 && place.reach >= current.0.reach) { continue }
+            best = (place, d)
+        }
+        return best
+    }
+
+    /// The building or venue someone at (lat, lon) is at or near, within `within` metres.
+    func placeNear(lat: Double, lon: Double, within: Double) -> PlaceRecord? {
+        guard let (place, distance) = closestPlace(lat: lat, lon: lon), distance <= within else { return nil }
+        return place
+    }
+
+    /// "Around <place>", or "" when no place is near.
+    func around(lat: Double, lon: Double, within: Double) -> String {
+        placeNear(lat: lat, lon: lon, within: within).map { "Around \($0.name)" } ?? ""
+    }
+
+    struct Pair: Hashable, Sendable {
+        var a: UInt64
+        var b: UInt64
+        init(_ x: UInt64, _ y: UInt64) { (a, b) = x < y ? (x, y) : (y, x) }
+    }
+
+    func settings(of user: UInt64) -> Sharing { sharing[user] ?? Sharing() }
+
+    func visible(viewer: UInt64, subject: UInt64, graph: GraphState, now: Int64) -> Bool {
+        Visibility.decide(viewer: viewer, subject: subject, Visibility.Facts(
+            friends: graph.areFriends(viewer, subject), blocked: graph.blocked(viewer, subject),
+            subject: settings(of: subject), grantExpiresAtMs: grants.expiry(subject: subject, viewer: viewer)), nowMs: now).visible
+    }
+}
+
+/// Live location grants (watchMe/helpNow), indexed both ways: by subject, for the viewers of
+/// each location update (a hot path), and by viewer, for "whose location may I see".
+struct Grants: Sendable {
+    /// subject → viewer → reason → expiry (ms).
+    private var bySubject: [UInt64: [UInt64: [String: Int64]]] = [:]
+    /// viewer → subjects who granted them a view.
+    private var byViewer: [UInt64: Set<UInt64>] = [:]
+    private(set) var count = 0
+
+    init() {}
+
+    init(_ loaded: [GrantKey: Int64]) {
+        for (key, expiry) in loaded { set(key, expiresMs: expiry) }
+    }
+
+    /// Grants (or extends) `key` until `expiresMs`; nil revokes it.
+    mutating func set(_ key: GrantKey, expiresMs: Int64?) {
+        var reasons = bySubject[key.subject]?[key.viewer] ?? [:]
+        let had = reasons[key.reason] != nil
+        reasons[key.reason] = expiresMs
+        count += (expiresMs != nil ? 1 : 0) - (had ? 1 : 0)
+        if reasons.isEmpty {
+            bySubject[key.subject]?[key.viewer] = nil
+            if bySubject[key.subject]?.isEmpty == true { bySubject[key.subject] = nil }
+            byViewer[key.viewer]?.remove(key.subject)
+            if byViewer[key.viewer]?.isEmpty == true { byViewer[key.viewer] = nil }
+        } else {
+            bySubject[key.subject, default: [:]][key.viewer] = reasons
+            byViewer[key.viewer, default: []].insert(key.subject)
+        }
+    }
+
+    /// The latest expiry of any grant from `subject` to `viewer`.
+    func expiry(subject: UInt64, viewer: UInt64) -> Int64? {
+        bySubject[subject]?[viewer]?.values.max()
+    }
+
+    /// Viewers holding a live grant on `subject`.
+    func viewers(of subject: UInt64, now: Int64) -> [UInt64] {
+        (bySubject[subject] ?? [:]).compactMap { viewer, reasons in (reasons.values.max() ?? 0) > now ? viewer : nil }
+    }
+
+    /// Subjects whose location `viewer` holds a live grant on.
+    func subjects(visibleTo viewer: UInt64, now: Int64) -> [UInt64] {
+        (byViewer[viewer] ?? []).filter { (expiry(subject: $0, viewer: viewer) ?? 0) > now }
+    }
+}
+
+/// The state shared by the handlers and the location writer.
+final class SharedState: Sendable {
+    let mutex: Mutex<GeoState>
+    init(_ state: GeoState) { mutex = Mutex(state) }
+}
