@@ -243,12 +243,15 @@ public final class SocialService: Sendable {
     func snapshot(_ request: SocialV1.GraphSnapshotRequest, _ context: RequestContext) async throws -> SocialV1.GraphSnapshotResponse {
         let publisher = publisher, sequenceOnly = request.sequenceOnly, limit = snapshotPageSize
         let cursor = try SocialStore.SnapshotCursor(request.cursor)
-        return try await store.onWriterQueue { db in
+        let read: @Sendable (Database) throws -> SocialV1.GraphSnapshotResponse = { db in
             var page = SocialV1.GraphSnapshotResponse(epoch: publisher.epoch, sequence: publisher.lastSequence(stream: Self.graphStream))
             guard !sequenceOnly else { return page }
             page.nextCursor = try SocialStore.snapshotPage(db, after: cursor, limit: limit, into: &page)?.text ?? ""
             return page
         }
+        // Only the first page's number must match its data exactly; later pages are read from
+        // the reader pool so a large snapshot does not hold up writes.
+        return cursor == .start ? try await store.onWriterQueue(read) : try await store.database.read(read)
     }
 
     // MARK: Search
