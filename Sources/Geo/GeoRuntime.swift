@@ -41,26 +41,40 @@ public final class GrantConsumer: Service, Sendable {
         let subscriber = Subscriber(endpoint: endpoint, prefixes: ["grants"], logger: logger, context: context, reactor: reactor)
         let service = service, logger = logger
         await cancelWhenGracefulShutdown {
-            // Also prunes history past its retention, hourly.
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    while !Task.isCancelled {
-                        if let pruned = try? await service.pruneHistory(), pruned > 0 {
-                            logger.info("history pruned", metadata: ["rows": "\(pruned)"])
-                        }
-                        try? await Task.sleep(for: .seconds(3600))
-                    }
+            for await event in subscriber.events {
+                guard let grant = try? GeoV1.LocationGrant(serializedBytes: event.envelope.payload) else {
+                    logger.warning("undecodable grant event")
+                    continue
                 }
-                for await event in subscriber.events {
-                    guard let grant = try? GeoV1.LocationGrant(serializedBytes: event.envelope.payload) else {
-                        logger.warning("undecodable grant event")
-                        continue
-                    }
-                    do { try await service.apply(grant) } catch { logger.error("grant not applied", metadata: ["error": "\(error)"]) }
-                }
-                group.cancelAll()
+                do { try await service.apply(grant) } catch { logger.error("grant not applied", metadata: ["error": "\(error)"]) }
             }
         }
         subscriber.stop()
+    }
+}
+
+/// Drops location history past its retention, at start and then hourly.
+public final class HistoryPruner: Service, Sendable {
+    private let service: GeoService
+    private let logger: Logger
+
+    public init(service: GeoService, logger: Logger) {
+        self.service = service
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let service = service, logger = logger
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    let pruned = try await service.pruneHistory()
+                    if pruned > 0 { logger.info("history pruned", metadata: ["rows": "\(pruned)"]) }
+                } catch {
+                    logger.error("history pruning failed", metadata: ["error": "\(error)"])
+                }
+                try? await Task.sleep(for: .seconds(3600))
+            }
+        }
     }
 }

@@ -25,8 +25,9 @@ struct GeoCommand: AsyncParsableCommand {
         let service = try GeoService(directory: resolved.dataDirectory, graph: replica, publisher: publisher,
                                      config: GeoConfig(resolved: resolved), logger: logger)
         let grants = GrantConsumer(service: service, endpoint: resolved.eventEndpoint(of: "alerts"), logger: logger)
+        let pruner = HistoryPruner(service: service, logger: logger)
         let host = service.makeHost(options: HostOptions(name: "geo", endpoint: resolved.endpoint))
-        try await ServiceRunner.run([replica, publisher, grants, host], endpointFile: resolved.endpointFile, logger: logger,
+        try await ServiceRunner.run([replica, publisher, grants, pruner, host], endpointFile: resolved.endpointFile, logger: logger,
                                   boundEventsEndpoint: { try await publisher.boundEndpoint() }) {
             try await host.boundEndpoint()
         }
