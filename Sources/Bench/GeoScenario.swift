@@ -143,34 +143,23 @@ public enum GeoScenario {
         }
 
         // 3. Through the gateway: accounts, geo and a gateway, each with its own reactor and context.
-        var accountsConfig = AccountsConfig()
-        accountsConfig.hasher = PasswordHasher(opsLimit: 1, memLimit: 8_192, lanes: 1)
-        let accounts = try AccountsService(directory: "\(dir)/accounts", config: accountsConfig).makeHost(
+        let accounts = try AccountsService(directory: "\(dir)/accounts", config: BenchStack.accountsConfig()).makeHost(
             options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet, context: ZMQContext(), reactor: Reactor(name: "bench-accounts"))
         let geoHost = geo.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), context: ZMQContext(), reactor: Reactor(name: "bench-geo"))
         let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client")
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             let backends = ServiceGroup(configuration: .init(services: [.init(service: accounts), .init(service: geoHost)], logger: quiet))
             tasks.addTask { try await backends.run() }
-            var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: [
-                "accounts": try await accounts.boundEndpoint(), "geo": try await geoHost.boundEndpoint()])
-            config.requestsPerSecond = 1e9
-            config.burst = 1e9
-            let gateway = Gateway(config: config, logger: quiet, context: ZMQContext(), reactor: Reactor(name: "bench-gateway"))
-            let front = ServiceGroup(configuration: .init(services: [.init(service: gateway)], logger: quiet))
+            let (gateway, front) = BenchStack.gateway(services: [
+                "accounts": try await accounts.boundEndpoint(), "geo": try await geoHost.boundEndpoint()], logger: quiet)
             tasks.addTask { try await front.run() }
             let gatewayEndpoint = try await gateway.boundEndpoint()
             // 64 users, each placed at a random point among the others.
             var clients: [FriensoClient] = []
             var rng = BenchRandom(seed: 5)
             for k in 0..<64 {
-                let client = FriensoClient(gateway: gatewayEndpoint, logger: quiet, context: clientContext, reactor: clientReactor)
-                let name = "geo_bench_\(k)"
-                _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
-                    username: name, email: "\(name)@bench.example", phone: "+1555\(String(format: "%07d", 1_000_000 + k))",
-                    password: "bench password", firstName: "Bench", lastName: "Geo"))
-                let login = try await client.login(name, password: "bench password")
-                let id = login.account?.profile?.userId ?? 0
+                let (client, id) = try await BenchStack.user("geo_bench_\(k)", number: k, gateway: gatewayEndpoint, logger: quiet,
+                                                             context: clientContext, reactor: clientReactor)
                 graph.apply(SocialV1.GraphEvent(change: .findableOn, userA: id))
                 let u = Int(rng.unit() * Double(n))
                 _ = try await client.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(

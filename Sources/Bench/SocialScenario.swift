@@ -40,10 +40,7 @@ public enum SocialScenario {
         var out: [String] = []
 
         // Each would-be process gets its own reactor and libzmq context, as deployed.
-        var accountsConfig = AccountsConfig()
-        // Registration is setup here, not measured: cheap hashing keeps it quick.
-        accountsConfig.hasher = PasswordHasher(opsLimit: 1, memLimit: 8_192, lanes: 1)
-        let accounts = try AccountsService(directory: "\(dir)/accounts", config: accountsConfig).makeHost(
+        let accounts = try AccountsService(directory: "\(dir)/accounts", config: BenchStack.accountsConfig()).makeHost(
             options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet,
             context: ZMQContext(), reactor: Reactor(name: "bench-accounts"))
         let socialContext = ZMQContext(), socialReactor = Reactor(name: "bench-social")
@@ -61,26 +58,18 @@ public enum SocialScenario {
             let socialGroup = ServiceGroup(configuration: .init(services: [.init(service: publisher), .init(service: social)], logger: quiet))
             tasks.addTask { try await socialGroup.run() }
             let socialEndpoint = try await social.boundEndpoint()
-            var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: ["accounts": accountsEndpoint, "social": socialEndpoint])
-            config.requestsPerSecond = 1e9
-            config.burst = 1e9
-            let gateway = Gateway(config: config, logger: quiet, context: ZMQContext(), reactor: Reactor(name: "bench-gateway"))
-            let gatewayGroup = ServiceGroup(configuration: .init(services: [.init(service: gateway)], logger: quiet))
+            let (gateway, gatewayGroup) = BenchStack.gateway(services: ["accounts": accountsEndpoint, "social": socialEndpoint], logger: quiet)
             tasks.addTask { try await gatewayGroup.run() }
             let gatewayEndpoint = try await gateway.boundEndpoint()
 
             // 1. A user with `friends` friends, made through the gateway like real users.
-            func user(_ name: String) async throws -> FriensoClient {
-                let client = FriensoClient(gateway: gatewayEndpoint, logger: quiet, context: clientContext, reactor: clientReactor)
-                let phone = "+1555\(String(format: "%07d", abs(name.hashValue) % 10_000_000))"
-                _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
-                    username: name, email: "\(name)@bench.example", phone: phone, password: "bench password", firstName: "Bench", lastName: name))
-                _ = try await client.login(name, password: "bench password")
-                return client
+            func user(_ name: String, _ number: Int) async throws -> FriensoClient {
+                try await BenchStack.user(name, number: number, gateway: gatewayEndpoint, logger: quiet,
+                                          context: clientContext, reactor: clientReactor).client
             }
-            let main = try await user("bench_main")
+            let main = try await user("bench_main", 0)
             for i in 0..<options.friends {
-                let friend = try await user("bench_f\(i)")
+                let friend = try await user("bench_f\(i)", i + 1)
                 _ = try await main.call(SocialV1.SocialService.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "bench_f\(i)"))
                 _ = try await friend.call(SocialV1.SocialService.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "bench_main"))
                 await friend.close()

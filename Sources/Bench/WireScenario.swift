@@ -53,11 +53,8 @@ public enum WireScenario {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             let accountsEndpoint = try await accounts.boundEndpoint()
-            var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: ["accounts": accountsEndpoint])
-            config.requestsPerSecond = 1e9
-            config.burst = 1e9
-            let gateway = Gateway(config: config, logger: quiet, context: gatewayContext, reactor: gatewayReactor)
-            let gatewayGroup = ServiceGroup(configuration: .init(services: [.init(service: gateway)], logger: quiet))
+            let (gateway, gatewayGroup) = BenchStack.gateway(services: ["accounts": accountsEndpoint], logger: quiet,
+                                                             context: gatewayContext, reactor: gatewayReactor)
             tasks.addTask { try await gatewayGroup.run() }
             let gatewayEndpoint = try await gateway.boundEndpoint()
 

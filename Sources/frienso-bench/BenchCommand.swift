@@ -25,10 +25,10 @@ struct WireBench: AsyncParsableCommand {
     func validate() throws {
         guard requests > 0, warmup >= 0 else { throw ValidationError("--requests must be positive and --warmup not negative") }
         guard ["separate", "shared"].contains(contexts) else { throw ValidationError("--contexts is separate or shared") }
-        guard !levels.isEmpty, levels.allSatisfy({ (1...4096).contains($0) }) else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
+        guard LoadLevels.parse(inFlight) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
     }
 
-    var levels: [Int] { inFlight.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+    var levels: [Int] { LoadLevels.parse(inFlight) ?? [] }
 
     func run() async throws {
         let logger = Logger(label: "bench")
@@ -52,10 +52,10 @@ struct SocialBench: AsyncParsableCommand {
     func validate() throws {
         guard requests > 0, warmup >= 0, friends > 0, friends <= 1_000 else { throw ValidationError("--requests > 0, --warmup ≥ 0, --friends 1-1000") }
         guard users > 1, edges > 0, edges <= users * (users - 1) / 4 else { throw ValidationError("--edges must be well under users² / 2") }
-        guard !levels.isEmpty, levels.allSatisfy({ (1...4096).contains($0) }) else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
+        guard LoadLevels.parse(inFlight) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
     }
 
-    var levels: [Int] { inFlight.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+    var levels: [Int] { LoadLevels.parse(inFlight) ?? [] }
 
     func run() async throws {
         print(try await SocialScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels, friends: friends,
@@ -79,10 +79,10 @@ struct GeoBench: AsyncParsableCommand {
             throw ValidationError("--parts takes index, service, redis")
         }
         guard users >= 1_000, queries > 0, updates > 0 else { throw ValidationError("--users ≥ 1000, --queries and --updates > 0") }
-        guard !levels.isEmpty, levels.allSatisfy({ (1...1024).contains($0) }) else { throw ValidationError("--in-flight takes numbers from 1 to 1024") }
+        guard LoadLevels.parse(inFlight, max: 1_024) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 1024") }
     }
 
-    var levels: [Int] { inFlight.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+    var levels: [Int] { LoadLevels.parse(inFlight) ?? [] }
 
     func run() async throws {
         var options = GeoScenario.Options(users: users, queries: queries, updates: updates, inFlight: levels)

@@ -1,0 +1,49 @@
+import Accounts
+import FriensoClient
+import FriensoProto
+import Gateway
+import Logging
+import ServiceLifecycle
+import Wire
+
+/// What the scenarios set up the same way: accounts with cheap hashing, an unthrottled
+/// gateway, users registered and logged in through it.
+enum BenchStack {
+    /// Registration is setup, not measured: cheap hashing keeps it quick.
+    static func accountsConfig() -> AccountsConfig {
+        var config = AccountsConfig()
+        config.hasher = PasswordHasher(opsLimit: 1, memLimit: 8_192, lanes: 1)
+        return config
+    }
+
+    /// A gateway over `services` with no rate limit, and the group that runs it.
+    static func gateway(services: [String: String], logger: Logger, context: ZMQContext = ZMQContext(),
+                        reactor: Reactor = Reactor(name: "bench-gateway")) -> (gateway: Gateway, group: ServiceGroup) {
+        var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: services)
+        config.requestsPerSecond = 1e9
+        config.burst = 1e9
+        let gateway = Gateway(config: config, logger: logger, context: context, reactor: reactor)
+        return (gateway, ServiceGroup(configuration: .init(services: [.init(service: gateway)], logger: logger)))
+    }
+
+    /// Registers `name` through the gateway and logs in. `number` makes the phone unique in the run.
+    static func user(_ name: String, number: Int, gateway: String, logger: Logger, context: ZMQContext,
+                     reactor: Reactor) async throws -> (client: FriensoClient, id: UInt64) {
+        let client = FriensoClient(gateway: gateway, logger: logger, context: context, reactor: reactor)
+        _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
+            username: name, email: "\(name)@bench.example", phone: "+1555\(String(format: "%07d", 1_000_000 + number))",
+            password: "bench password", firstName: "Bench", lastName: name))
+        let login = try await client.login(name, password: "bench password")
+        return (client, login.account?.profile?.userId ?? 0)
+    }
+}
+
+/// Requests in flight as the commands take them: "1,64".
+public enum LoadLevels {
+    /// nil unless every item is a number from 1 to `max`.
+    public static func parse(_ text: String, max: Int = 4_096) -> [Int]? {
+        let items = text.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !items.isEmpty, items.allSatisfy({ $0.map { (1...max).contains($0) } ?? false }) else { return nil }
+        return items.compactMap { $0 }
+    }
+}
