@@ -7,13 +7,19 @@ import Wire
 /// live `geo.Location` event, and friends who both asked for proximity alerts get
 /// `geo.FriendNearby` (with hysteresis).
 struct LocationEvents: Sendable {
+    /// An event decided under the state lock; encoded and published after it is released.
+    enum Outgoing {
+        case location(viewers: [UInt64], GeoV1.LocationEvent)
+        case nearby(viewer: UInt64, GeoV1.FriendNearbyEvent)
+    }
+
     let graph: any GraphSource
     let publisher: (any EventSink)?
     let state: SharedState
     let now: @Sendable () -> Int64
 
     func applied(_ batch: [LocationUpdate], replaces: [Bool]) {
-        var outgoing: [(topic: String, method: String, payload: [UInt8])] = []
+        var outgoing: [Outgoing] = []
         let at = now()
         state.mutex.withLock { s in
             for (update, replace) in zip(batch, replaces) {
@@ -36,26 +42,31 @@ struct LocationEvents: Sendable {
             }
         }
         guard let publisher else { return }
-        for event in outgoing { publisher.publish(topic: event.topic, method: event.method, payload: event.payload) }
+        for event in outgoing {
+            switch event {
+            case .location(let viewers, let message):
+                let payload = message.serializedBytes() // once, however many viewers
+                for viewer in viewers { publisher.publish(topic: "viewer.\(viewer)", method: "geo.Location", payload: payload) }
+            case .nearby(let viewer, let message):
+                publisher.publish(topic: "viewer.\(viewer)", method: "geo.FriendNearby", payload: message.serializedBytes())
+            }
+        }
     }
 
-    private func locationEvents(for subject: UInt64, fix: LatestFix, _ s: GeoState, _ g: GraphState, _ at: Int64)
-        -> [(topic: String, method: String, payload: [UInt8])] {
+    private func locationEvents(for subject: UInt64, fix: LatestFix, _ s: GeoState, _ g: GraphState, _ at: Int64) -> [Outgoing] {
         var viewers = Set(g.friends(of: subject))
         viewers.formUnion(s.grants.viewers(of: subject, now: at))
         let permitted = viewers.filter { s.visible(viewer: $0, subject: subject, graph: g, now: at) }
         guard !permitted.isEmpty else { return [] }
-        let payload = GeoV1.LocationEvent(userId: subject, fix: GeoService.proto(fix), status: fix.status).serializedBytes()
-        return permitted.sorted().map { ("viewer.\($0)", "geo.Location", payload) }
+        return [.location(viewers: permitted.sorted(), GeoV1.LocationEvent(userId: subject, fix: GeoService.proto(fix), status: fix.status))]
     }
 
     /// Pairs re-arm only after moving apart beyond 1.5 × their distance, so a pair hovering at
     /// the boundary is told once.
-    private func proximityEvents(for user: UInt64, fix: LatestFix, _ s: inout GeoState, _ g: GraphState, _ at: Int64)
-        -> [(topic: String, method: String, payload: [UInt8])] {
+    private func proximityEvents(for user: UInt64, fix: LatestFix, _ s: inout GeoState, _ g: GraphState, _ at: Int64) -> [Outgoing] {
         let mine = s.settings(of: user)
         guard mine.proximityAlerts else { return [] }
-        var out: [(topic: String, method: String, payload: [UInt8])] = []
+        var out: [Outgoing] = []
         for friend in g.friends(of: user) {
             let theirs = s.settings(of: friend)
             guard theirs.proximityAlerts, let other = s.latest[friend],
@@ -66,10 +77,8 @@ struct LocationEvents: Sendable {
             let pair = GeoState.Pair(user, friend)
             if distance <= threshold, !s.near.contains(pair) {
                 s.near.insert(pair)
-                out.append(("viewer.\(user)", "geo.FriendNearby",
-                            GeoV1.FriendNearbyEvent(userId: friend, distanceM: distance, atMs: at).serializedBytes()))
-                out.append(("viewer.\(friend)", "geo.FriendNearby",
-                            GeoV1.FriendNearbyEvent(userId: user, distanceM: distance, atMs: at).serializedBytes()))
+                out.append(.nearby(viewer: user, GeoV1.FriendNearbyEvent(userId: friend, distanceM: distance, atMs: at)))
+                out.append(.nearby(viewer: friend, GeoV1.FriendNearbyEvent(userId: user, distanceM: distance, atMs: at)))
             } else if distance > threshold * 1.5 {
                 s.near.remove(pair)
             }
