@@ -3,13 +3,13 @@ import Foundation
 /// The in-memory index of every user's latest position: a grid of cells of `cellDegrees` ×
 /// `cellDegrees` (lat × lon), each holding a compact array of the users inside.
 ///
-/// - Memory: per user, 12 bytes in its cell (slot, lat, lon as `Float`: ~1 m resolution), 16 in
+/// - Memory: per user, 12 bytes in its cell (slot, lat, lon as `Float`: ~1 m resolution), 20 in
 ///   the slot tables (user id, cell, position in the cell) and one id → slot dictionary entry.
-/// - k-nearest: list the cells whose bounding box meets the radius, each with a lower bound on
-///   the distance of anything inside it; visit them nearest-bound first, keep the best k, and stop
-///   at the first cell whose bound is beyond the current k-th distance. A dense area answers from
-///   a few cells; it never scans every point within the radius when only k are wanted.
-/// - Antimeridian: column indices wrap. Poles: a query box touching a pole takes every column.
+/// - k-nearest: rings of cells around the query's cell, nearest ring first, keeping the best k
+///   and stopping at the first ring whose lower bound is beyond the k-th distance: a dense area
+///   answers from a few cells, never scanning every point within the radius when only k are
+///   wanted. Near a pole, the candidate cells are listed with a bound each and scanned in order.
+/// - Antimeridian: column indices wrap.
 public struct SpatialIndex: Sendable {
     struct Entry: Sendable {
         var slot: UInt32
@@ -43,6 +43,11 @@ public struct SpatialIndex: Sendable {
         return c < 0 ? c + columns : c
     }
     private func key(_ row: Int, _ column: Int) -> Int { row * columns + column }
+    /// cos of the latitude of row `r` farthest from the equator: the smallest cos in the row.
+    private func cosMin(row r: Int) -> Double {
+        let low = Double(r) * cellDegrees - 90
+        return cos(GeoMath.radians(min(90, max(abs(low), abs(low + cellDegrees)))))
+    }
 
     // MARK: Changing
 
@@ -132,8 +137,7 @@ public struct SpatialIndex: Sendable {
             // Latitude part of the bound: the nearest latitude of the cell.
             let nearestLat = min(max(lat, cellLatMin), cellLatMax)
             let a = sin(GeoMath.radians(nearestLat - lat) / 2)
-            // cos of the cell's latitude farthest from the equator: the smallest in the cell.
-            let cosMin = cos(GeoMath.radians(min(90, max(abs(cellLatMin), abs(cellLatMax)))))
+            let cosMin = cosMin(row: r)
             let cellLonMin = Double(c) * cellDegrees - 180
             // Smallest longitude difference from the query to the cell's interval, across the antimeridian.
             var dl = 0.0
@@ -202,14 +206,13 @@ public struct SpatialIndex: Sendable {
             }
             for r in max(0, r0 - k)...min(rows - 1, r0 + k) {
                 let edgeRow = abs(r - r0) == k
+                let rowCos = cosMin(row: r)
                 var c = c0 - k
                 while c <= c0 + k {
                     var wrapped = c % columns
                     if wrapped < 0 { wrapped += columns }
                     if let entries = cells[key(r, wrapped)] {
-                        let cellLatMin = Double(r) * cellDegrees - 90, cellLatMax = cellLatMin + cellDegrees
-                        let cosMin = cos(GeoMath.radians(min(90, max(abs(cellLatMin), abs(cellLatMax)))))
-                        search.scan(entries, cosMin: cosMin, userOf: userOf, include: include)
+                        search.scan(entries, cosMin: rowCos, userOf: userOf, include: include)
                     }
                     // Inner rows of the ring have only its two edge columns.
                     c += edgeRow || k == 0 ? 1 : 2 * k
