@@ -13,7 +13,7 @@ public struct AccountsConfig: Sendable {
     public var accountThrottle = LoginThrottle.Policy(maxFailures: 5)
     public var clientThrottle = LoginThrottle.Policy(maxFailures: 20)
     /// Milliseconds since 1970; injectable so tests can move time.
-    public var now: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
+    public var now: @Sendable () -> Int64 = { WallClock.milliseconds() }
 
     public init() {}
 

@@ -126,7 +126,7 @@ public enum GeoScenario {
             }
         })
         // Durable updates: many writers, group commit (one transaction and fsync per batch).
-        let clock = Atomic<Int64>(Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000)
+        let clock = Atomic<Int64>(WallClock.milliseconds() - 3_600_000)
         for writers in [64, 256] {
             let before = geo.commitStats
             defer {
@@ -163,7 +163,7 @@ public enum GeoScenario {
                 graph.apply(SocialV1.GraphEvent(change: .findableOn, userA: id))
                 let u = Int(rng.unit() * Double(n))
                 _ = try await client.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
-                    latitude: points.lat[u], longitude: points.lon[u], accuracyM: 5, deviceTimeMs: Int64(Date().timeIntervalSince1970 * 1000)))
+                    latitude: points.lat[u], longitude: points.lon[u], accuracyM: 5, deviceTimeMs: WallClock.milliseconds()))
                 clients.append(client)
             }
             let all = clients
@@ -176,7 +176,7 @@ public enum GeoScenario {
                 }
                 rows.append(await drive(name: "location updates via gateway, durable ack", inFlight: 64, count: options.updates / 2, warmup: 0) {
                     let request = GeoV1.UpdateLocationRequest(latitude: 40.75, longitude: -73.99, accuracyM: 5,
-                                                              deviceTimeMs: Int64(Date().timeIntervalSince1970 * 1000))
+                                                              deviceTimeMs: WallClock.milliseconds())
                     return (try? await all[Int.random(in: 0..<all.count)].call(GeoV1.GeoService.updateLocation, request)) != nil
                 })
             }
@@ -275,7 +275,7 @@ public enum GeoScenario {
 
     static func seedLatest(path: String, _ points: Points) throws {
         let db = try DatabaseQueue(path: path)
-        let now = Int64(Date().timeIntervalSince1970 * 1000) - 3_600_000
+        let now = WallClock.milliseconds() - 3_600_000
         try db.write { db in
             let insert = try db.makeStatement(sql: "INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms) VALUES (?, ?, ?, 10, ?, ?)")
             for i in 0..<points.lat.count {

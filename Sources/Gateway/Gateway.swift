@@ -33,7 +33,7 @@ public final class Gateway: Service, Sendable {
         let handler = GatewayHandler(
             config: config, clients: clients, sessions: SessionCache(ttl: config.sessionCacheTTL),
             limiter: RateLimiter(rate: config.requestsPerSecond, burst: config.burst),
-            subscriptions: subscriptions, nowMs: { Int64(Date().timeIntervalSince1970 * 1000) })
+            subscriptions: subscriptions, nowMs: { WallClock.milliseconds() })
         var options = HostOptions(name: "gateway", endpoint: config.endpoint)
         options.maxMessageSize = config.maxMessageSize
         options.curveSecretKey = config.curveSecretKey

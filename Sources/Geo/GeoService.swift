@@ -70,7 +70,7 @@ public final class GeoService: Sendable {
     /// settings, grants) from it.
     public init(directory: String, graph: any GraphSource, publisher: (any EventSink)?, config: GeoConfig = GeoConfig(),
                 logger: Logger, now: (@Sendable () -> Int64)? = nil) throws {
-        let clock = now ?? { Int64(Date().timeIntervalSince1970 * 1000) }
+        let clock = now ?? { WallClock.milliseconds() }
         let store = try GeoStore(path: "\(directory)/geo.sqlite")
         var initial = GeoState(index: SpatialIndex(cellDegrees: config.cellDegrees))
         initial.latest = try store.loadLatest()

@@ -47,7 +47,7 @@ public final class SocialService: Sendable {
             }
         }
         self.accounts = accounts
-        self.now = now ?? { Int64(Date().timeIntervalSince1970 * 1000) }
+        self.now = now ?? { WallClock.milliseconds() }
         replyStore = SQLiteReplyStore(database: store.database)
     }
 

@@ -45,7 +45,7 @@ struct Login: AsyncParsableCommand {
                                               username: profile.username, expiresAtMs: response.expiresAtMs))
             var json = response
             json.sessionToken = "(stored in \(global.sessionFile.path))"
-            return ("logged in as \(profile.username) until \(formatExpiry(response.expiresAtMs))", json.jsonValue)
+            return ("logged in as \(profile.username) until \(formatTime(response.expiresAtMs))", json.jsonValue)
         }
     }
 }
@@ -77,7 +77,7 @@ struct WhoAmI: AsyncParsableCommand {
         try await performCall(global) { client in
             let response = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest())
             let account = response.account ?? AccountsV1.Account()
-            return (account.text + "\nsession   until \(formatExpiry(response.sessionExpiresAtMs))", response.jsonValue)
+            return (account.text + "\nsession   until \(formatTime(response.sessionExpiresAtMs))", response.jsonValue)
         }
     }
 }

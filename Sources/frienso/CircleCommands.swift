@@ -87,7 +87,7 @@ struct Circle: AsyncParsableCommand {
         func run() async throws {
             try await performCall(global) { client in
                 let reply = try await client.call(SocialAPI.listCircleRequests, SocialV1.ListCircleRequestsRequest())
-                let lines = reply.requests.map { "\($0.owner?.label ?? "?")  asked \(formatExpiry($0.addedAtMs))" }
+                let lines = reply.requests.map { "\($0.owner?.label ?? "?")  asked \(formatTime($0.addedAtMs))" }
                 return (lines.isEmpty ? "no circle requests" : lines.joined(separator: "\n"), reply.jsonValue)
             }
         }

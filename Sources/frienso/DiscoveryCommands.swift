@@ -110,7 +110,7 @@ struct Findable: AsyncParsableCommand {
 
 extension SocialV1.Exchange {
     var line: String {
-        var text = "\(user?.label ?? "?")  \(formatExpiry(exchangedAtMs))"
+        var text = "\(user?.label ?? "?")  \(formatTime(exchangedAtMs))"
         if !placeLabel.isEmpty { text += "  at \(placeLabel)" }
         if hasLocation { text += String(format: "  (%.5f, %.5f)", latitude, longitude) }
         return text

@@ -40,7 +40,7 @@ struct Locate: AsyncParsableCommand {
         let lat = Double(coordinates[0])!, lon = Double(coordinates[1])!
         try await performCall(global) { client in
             let request = GeoV1.UpdateLocationRequest(latitude: lat, longitude: lon, accuracyM: accuracy,
-                                                      deviceTimeMs: Int64(Date().timeIntervalSince1970 * 1000),
+                                                      deviceTimeMs: WallClock.milliseconds(),
                                                       setStatus: status != nil, status: status ?? "")
             let reply = try await client.call(GeoAPI.updateLocation, request, mutation: true)
             return (reply.becameLatest ? "location shared" : "stored in history (a newer fix is already your latest)", reply.jsonValue)
@@ -305,7 +305,7 @@ struct CheckInCommand: AsyncParsableCommand {
         try await performCall(global) { client in
             let reply = try await client.call(GeoAPI.checkIn, GeoV1.CheckInRequest(
                 placeName: place, hasPoint: lat != nil, latitude: lat ?? 0, longitude: lon ?? 0, mediaId: mediaId), mutation: true)
-            let text = "checked in at \(reply.checkIn?.placeName ?? place) until \(formatExpiry(reply.checkIn?.expiresAtMs ?? 0))\(reply.replaced ? " (replaced your previous check-in)" : "")"
+            let text = "checked in at \(reply.checkIn?.placeName ?? place) until \(formatTime(reply.checkIn?.expiresAtMs ?? 0))\(reply.replaced ? " (replaced your previous check-in)" : "")"
             return (text, reply.jsonValue)
         }
     }
@@ -333,7 +333,7 @@ struct CheckIns: AsyncParsableCommand {
         try await performCall(global) { client in
             let reply = try await client.call(GeoAPI.listCheckIns, GeoV1.ListCheckInsRequest(feed: feed, limit: limit))
             let names = reply.checkIns.isEmpty ? [:] : try await friendNames(client)
-            let lines = reply.checkIns.map { "\(label($0.userId, names)) at \($0.placeName)  \(metres($0.distanceM))  \(formatExpiry($0.createdAtMs))\($0.mediaId.isEmpty ? "" : "  photo \($0.mediaId)")" }
+            let lines = reply.checkIns.map { "\(label($0.userId, names)) at \($0.placeName)  \(metres($0.distanceM))  \(formatTime($0.createdAtMs))\($0.mediaId.isEmpty ? "" : "  photo \($0.mediaId)")" }
             return (lines.isEmpty ? "no check-ins around you" : lines.joined(separator: "\n"), reply.jsonValue)
         }
     }

@@ -89,11 +89,12 @@ extension AccountsV1.Profile {
         user      \(username) (id \(userId))
         name      \(firstName) \(lastName)
         picture   \(profilePictureMediaId.isEmpty ? "-" : profilePictureMediaId)
-        since     \(Date(timeIntervalSince1970: Double(createdAtMs) / 1000).formatted(.iso8601))
+        since     \(formatTime(createdAtMs))
         """
     }
 }
 
-func formatExpiry(_ ms: Int64) -> String {
+/// A `*_ms` timestamp as ISO 8601 (UTC).
+func formatTime(_ ms: Int64) -> String {
     Date(timeIntervalSince1970: Double(ms) / 1000).formatted(.iso8601)
 }

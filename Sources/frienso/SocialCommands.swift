@@ -21,7 +21,7 @@ extension SocialV1.UserRef {
 
 extension SocialV1.FriendRequest {
     var line: String {
-        "#\(requestId)  \(from?.username ?? "?") → \(to?.username ?? "?")  \(state.protoName.dropFirst("REQUEST_STATE_".count).lowercased())\(dismissed ? " (dismissed)" : "")  \(formatExpiry(createdAtMs))"
+        "#\(requestId)  \(from?.username ?? "?") → \(to?.username ?? "?")  \(state.protoName.dropFirst("REQUEST_STATE_".count).lowercased())\(dismissed ? " (dismissed)" : "")  \(formatTime(createdAtMs))"
     }
 }
 
@@ -38,7 +38,7 @@ struct Friends: AsyncParsableCommand {
         func run() async throws {
             try await performCall(global) { client in
                 let reply = try await client.call(SocialAPI.listFriends, SocialV1.ListFriendsRequest())
-                let lines = reply.friends.map { "\($0.user?.label ?? "?")  since \(formatExpiry($0.sinceMs))" }
+                let lines = reply.friends.map { "\($0.user?.label ?? "?")  since \(formatTime($0.sinceMs))" }
                 return (lines.isEmpty ? "no friends yet: `frienso friends add USERNAME`" : lines.joined(separator: "\n"), reply.jsonValue)
             }
         }
