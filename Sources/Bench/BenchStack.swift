@@ -1,4 +1,6 @@
 import Accounts
+import CLinuxShims
+import Foundation
 import FriensoClient
 import FriensoProto
 import Gateway
@@ -9,6 +11,18 @@ import Wire
 /// What the scenarios set up the same way: accounts with cheap hashing, an unthrottled
 /// gateway, users registered and logged in through it.
 enum BenchStack {
+    /// A new folder for a run's databases (the caller removes it).
+    static func scratchDirectory() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("frienso-bench-\(UUID().uuidString)").path
+    }
+
+    /// Bytes the heap has handed out (glibc `mallinfo2`): before and after building a structure.
+    static func heapInUse() -> Int { Int(frienso_heap_in_use()) }
+
+    static func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
     /// Registration is setup, not measured: cheap hashing keeps it quick.
     static func accountsConfig() -> AccountsConfig {
         var config = AccountsConfig()

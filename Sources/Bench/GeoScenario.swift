@@ -75,12 +75,12 @@ public enum GeoScenario {
         var p50s: [String: Double] = [:]
         for (name, points) in [("uniform", uniform(n, seed: 1)), ("uniform, same density", uniform(max(1, n / 100), seed: 2, scale: 0.1)),
                                ("clustered", clustered(n, seed: 3))] {
-            let before = SocialScenario.heapInUse()
+            let before = BenchStack.heapInUse()
             let start = ContinuousClock.now
             var index = SpatialIndex()
             for i in 0..<points.lat.count { index.upsert(UInt64(i + 1), lat: points.lat[i], lon: points.lon[i]) }
-            let build = SocialScenario.seconds(start.duration(to: .now))
-            let bytes = Double(SocialScenario.heapInUse() - before) / Double(points.lat.count)
+            let build = BenchStack.seconds(start.duration(to: .now))
+            let bytes = Double(BenchStack.heapInUse() - before) / Double(points.lat.count)
             let frozen = index
             let stats = await offPool {
                 threadLoad(name: name, threads: 1, count: options.queries, warmup: 1_000) { _, i in
@@ -104,7 +104,7 @@ public enum GeoScenario {
         guard options.parts.contains("service") || options.parts.contains("redis") else { report(&out); return "" }
 
         // 2. The service: n users seeded in geo's database, all findable; the state rebuilt at start.
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("frienso-bench-\(UUID().uuidString)").path
+        let dir = BenchStack.scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         for sub in ["accounts", "geo"] { try FileManager.default.createDirectory(atPath: "\(dir)/\(sub)", withIntermediateDirectories: true) }
         let points = uniform(n, seed: 1)
@@ -115,7 +115,7 @@ public enum GeoScenario {
         try seedLatest(path: "\(dir)/geo/geo.sqlite", points)
         let loadStart = ContinuousClock.now
         let geo = try GeoService(directory: "\(dir)/geo", graph: graph, publisher: nil, logger: quiet)
-        let rebuild = SocialScenario.seconds(loadStart.duration(to: .now))
+        let rebuild = BenchStack.seconds(loadStart.duration(to: .now))
         var rows: [LatencyStats] = []
         var commitLines: [String] = []
         if options.parts.contains("service") {

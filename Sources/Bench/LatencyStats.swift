@@ -29,7 +29,7 @@ public struct LatencyStats: Sendable {
     public var count: UInt64 { histogram.totalCount }
     public func micros(_ percentile: Double) -> Double { Double(histogram.valueAtPercentile(percentile)) / 1_000 }
     public var throughput: Double {
-        let s = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let s = BenchStack.seconds(elapsed)
         return s > 0 ? Double(count) / s : 0
     }
 }

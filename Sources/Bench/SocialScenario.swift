@@ -32,7 +32,7 @@ public enum SocialScenario {
     }
 
     public static func run(_ options: Options, logger: Logger) async throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("frienso-bench-\(UUID().uuidString)").path
+        let dir = BenchStack.scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         for sub in ["accounts", "social"] { try FileManager.default.createDirectory(atPath: "\(dir)/\(sub)", withIntermediateDirectories: true) }
         var quiet = logger
@@ -115,11 +115,11 @@ public enum SocialScenario {
             var bytesPerEdge = 0.0
             var friendships = 0
             for _ in 0..<3 {
-                let before = heapInUse()
+                let before = BenchStack.heapInUse()
                 let start = ContinuousClock.now
                 let (state, _) = try await SocialGraphReplica.fetchSnapshot(from: toSocial)
-                loads.append(seconds(start.duration(to: .now)))
-                let after = heapInUse()
+                loads.append(BenchStack.seconds(start.duration(to: .now)))
+                let after = BenchStack.heapInUse()
                 friendships = state.friendshipCount
                 bytesPerEdge = Double(after - before) / Double(friendships)
                 withExtendedLifetime(state) {}
@@ -158,11 +158,5 @@ public enum SocialScenario {
             }
         }
         return (made.count, users)
-    }
-
-    static func heapInUse() -> Int { Int(frienso_heap_in_use()) }
-
-    static func seconds(_ d: Duration) -> Double {
-        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
     }
 }

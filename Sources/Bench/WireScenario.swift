@@ -39,7 +39,7 @@ public enum WireScenario {
         }
 
         // 2 and 3. Accounts host in process; a Wire client straight to it, and a client through a gateway.
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("frienso-bench-\(UUID().uuidString)").path
+        let dir = BenchStack.scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var quiet = logger
         quiet.logLevel = .warning
