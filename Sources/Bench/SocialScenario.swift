@@ -3,7 +3,6 @@ import Foundation
 import FriensoClient
 import FriensoProto
 import Gateway
-import CLinuxShims
 import GRDB
 public import Logging
 import ServiceLifecycle

@@ -63,7 +63,13 @@ func withGeo<T: Sendable>(directory: String? = nil, graph: StaticGraph = StaticG
     let host = service.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"))
     return try await withRunningServices([host], logger: logs.logger("group")) {
         let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
-        defer { Task { await client.close() } }
-        return try await body(GeoHarness(service: service, client: client, graph: graph, recorder: recorder, clock: clock, logs: logs))
+        do {
+            let result = try await body(GeoHarness(service: service, client: client, graph: graph, recorder: recorder, clock: clock, logs: logs))
+            await client.close()
+            return result
+        } catch {
+            await client.close()
+            throw error
+        }
     }
 }
