@@ -154,3 +154,33 @@ struct GeoServiceTests {
         #expect(after == before)
     }
 }
+
+@Suite("geo: bad inputs", .timeLimit(.minutes(1)))
+struct GeoBadInputTests {
+    @Test func sharingNavigatePlacesAndCheckIns_refuseBadInputs() async throws {
+        try await withGeo { geo async throws in
+            try await geo.locate(1, 40.0, -73.0)
+            for bad in [
+                GeoV1.UpdateSharingRequest(settings: GeoV1.SharingSettings(ghost: true)),                        // no fields named
+                GeoV1.UpdateSharingRequest(settings: GeoV1.SharingSettings(), fields: ["visible_to_all"]),       // unknown field
+                GeoV1.UpdateSharingRequest(settings: GeoV1.SharingSettings(proximityM: 5), fields: ["proximity_m"]),
+                GeoV1.UpdateSharingRequest(settings: GeoV1.SharingSettings(proximityM: .nan), fields: ["proximity_m"]),
+                GeoV1.UpdateSharingRequest(settings: GeoV1.SharingSettings(proximityM: 20_000), fields: ["proximity_m"]),
+            ] {
+                await expectError(.invalidArgument) { _ = try await geo.call(1, API.updateSharing, bad) }
+            }
+            #expect(try await geo.call(1, API.getSharing, GeoV1.GetSharingRequest()).settings?.proximityM == 200, "nothing was changed")
+            await expectError(.invalidArgument) { _ = try await geo.call(1, API.navigate, GeoV1.NavigateRequest()) }
+            await expectError(.notFound) { _ = try await geo.call(1, API.navigate, GeoV1.NavigateRequest(userId: 999)) }
+            await expectError(.invalidArgument) {
+                _ = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest(hasPoint: true, latitude: 0, longitude: 181))
+            }
+            for bad in [GeoV1.ListCheckInsRequest(radiusM: -5), GeoV1.ListCheckInsRequest(radiusM: 50_000),
+                        GeoV1.ListCheckInsRequest(limit: 101)] {
+                await expectError(.invalidArgument) { _ = try await geo.call(1, API.listCheckIns, bad) }
+            }
+            await expectError(.failedPrecondition) { _ = try await geo.call(2, API.listCheckIns, GeoV1.ListCheckInsRequest()) } // no fix yet
+            await expectError(.unauthenticated) { _ = try await geo.call(0, API.listVenues, GeoV1.ListVenuesRequest()) }
+        }
+    }
+}
