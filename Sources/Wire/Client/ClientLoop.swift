@@ -210,11 +210,14 @@ final class ClientLoop: ReactorComponent {
     private func sendHeartbeat() {
         guard let socket else { return }
         let beat = Envelope(version: WireProtocol.version, kind: .heartbeat)
-        _ = try? socket.send([beat.serializedBytes()], dontWait: true)
-        // Counted as sent even when the socket refused it (no peer connected): the next try is
-        // one interval later. Left at its old value, `nextWakeup` stayed in the past and the
-        // reactor spun at full CPU for as long as a peer was down.
-        lastSent = .now
+        if (try? socket.send([beat.serializedBytes()], dontWait: true)) == true {
+            lastSent = .now
+        } else {
+            // Refused (no peer connected, or its queue full): try again in 50 ms. Left at its old
+            // value, `nextWakeup` stayed in the past and the reactor spun at full CPU for as long
+            // as the peer was down; a whole interval later would let a brief refusal cost liveness.
+            lastSent = ContinuousClock.now.advanced(by: .milliseconds(50) - options.heartbeatInterval)
+        }
     }
 
     // MARK: Inbound
