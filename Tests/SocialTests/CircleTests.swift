@@ -4,7 +4,7 @@ import FriensoTesting
 import Testing
 import Wire
 
-@Suite("social: core circle", .timeLimit(.minutes(2)))
+@Suite("social: core circle", .serialized, .timeLimit(.minutes(2)))
 struct CircleTests {
     /// Makes `a` and `b` friends.
     func befriend(_ a: FriensoClient, _ b: FriensoClient, _ bName: String, _ aName: String) async throws {

@@ -6,7 +6,7 @@ import ServiceKit
 import Testing
 import Wire
 
-@Suite("social: recommendations", .timeLimit(.minutes(2)))
+@Suite("social: recommendations", .serialized, .timeLimit(.minutes(2)))
 struct RecommendationTests {
     @Test func contacts_matchByPhoneEmailHashAndLinkedAccount_minusMeFriendsAndBlocked() async throws {
         try await withSocial { stack in
@@ -91,7 +91,7 @@ struct RecommendationTests {
     }
 }
 
-@Suite("social: contact exchange", .timeLimit(.minutes(2)))
+@Suite("social: contact exchange", .serialized, .timeLimit(.minutes(2)))
 struct ExchangeTests {
     @Test func exchange_isRecordedOnce_whateverTheOrder() async throws {
         try await withSocial { stack in

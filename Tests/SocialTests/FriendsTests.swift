@@ -5,7 +5,7 @@ import Foundation
 import Testing
 import Wire
 
-@Suite("social: friend requests, friendships, blocks", .timeLimit(.minutes(2)))
+@Suite("social: friend requests, friendships, blocks", .serialized, .timeLimit(.minutes(2)))
 struct FriendsTests {
     func friends(_ client: FriensoClient) async throws -> [String] {
         try await client.call(API.listFriends, SocialV1.ListFriendsRequest()).friends.compactMap { $0.user?.username }

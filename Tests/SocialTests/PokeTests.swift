@@ -4,7 +4,7 @@ import FriensoTesting
 import Testing
 import Wire
 
-@Suite("social: pokes", .timeLimit(.minutes(2)))
+@Suite("social: pokes", .serialized, .timeLimit(.minutes(2)))
 struct PokeTests {
     @Test func poke_aFriend_isPublishedForDelivery_andReachesTheirLiveConnection() async throws {
         try await withSocial { stack in

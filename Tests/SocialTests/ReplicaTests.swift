@@ -6,7 +6,7 @@ import Testing
 import Wire
 @testable import SocialReplica
 
-@Suite("social graph replica (Clone)", .timeLimit(.minutes(2)))
+@Suite("social graph replica (Clone)", .serialized, .timeLimit(.minutes(2)))
 struct ReplicaTests {
     /// Runs a replica of the stack's social service during `body`.
     func withReplica<T: Sendable>(_ stack: SocialStack, _ body: @Sendable (SocialGraphReplica) async throws -> T) async throws -> T {

@@ -4,7 +4,7 @@ import FriensoTesting
 import Testing
 import Wire
 
-@Suite("social: search", .timeLimit(.minutes(2)))
+@Suite("social: search", .serialized, .timeLimit(.minutes(2)))
 struct SearchTests {
     @Test func search_byPrefix_leavesOutYouFriendsAndBlocked_andPages() async throws {
         try await withSocial { stack in
