@@ -25,6 +25,7 @@ let package = Package(
         .executable(name: "frienso-gateway", targets: ["frienso-gateway"]),
         .executable(name: "frienso-social", targets: ["frienso-social"]),
         .executable(name: "frienso-geo", targets: ["frienso-geo"]),
+        .executable(name: "frienso-alerts", targets: ["frienso-alerts"]),
         .executable(name: "frienso-launch", targets: ["frienso-launch"]),
         .executable(name: "frienso-bench", targets: ["frienso-bench"]),
     ],
@@ -101,6 +102,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // watchMe, helpNow, the inbox, delivery through the outbox, emergency prompts, resources.
+        .target(
+            name: "Alerts",
+            dependencies: [
+                "Wire", "FriensoProto", "ServiceKit",
+                grdb,
+                logging,
+                serviceLifecycle,
+            ],
+            swiftSettings: swiftSettings
+        ),
         // A Clone replica of the social graph for the services that need it (geo, alerts, gateway).
         .target(
             name: "SocialReplica",
@@ -127,7 +139,7 @@ let package = Package(
         .target(
             name: "Bench",
             dependencies: [
-                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "Geo", "ServiceKit", "CZeroMQ", "CLinuxShims",
+                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "Geo", "Alerts", "ServiceKit", "CZeroMQ", "CLinuxShims",
                 grdb,
                 histogram,
                 logging,
@@ -171,6 +183,16 @@ let package = Package(
                 "Geo", "SocialReplica", "ServiceKit", "Wire", "FriensoProto",
                 argumentParser,
                 grdb,
+                logging,
+                serviceLifecycle,
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "frienso-alerts",
+            dependencies: [
+                "Alerts", "SocialReplica", "ServiceKit", "Wire",
+                argumentParser,
                 logging,
                 serviceLifecycle,
             ],
@@ -255,6 +277,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "AlertsTests",
+            dependencies: ["Alerts", "Geo", "Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting",
+                           "ServiceKit",
+                           grdb,
+                           logging,
+                           serviceLifecycle],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "GatewayTests",
             dependencies: ["Gateway", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",
                            logging],
@@ -263,7 +294,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher",
-                           "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-geo", "frienso-launch"],
+                           "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-launch"],
             swiftSettings: swiftSettings
         ),
     ]

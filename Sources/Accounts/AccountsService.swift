@@ -62,6 +62,7 @@ public final class AccountsService: Sendable {
         router.register(API.editProfile) { try await self.editProfile($0, $1) }
         router.register(API.validateSession) { try await self.validateSession($0, $1) }
         router.register(API.getProfiles) { try await self.getProfiles($0, $1) }
+        router.register(API.contactDetails) { try await self.contactDetails($0, $1) }
         router.register(API.findUsers) { try await self.findUsers($0, $1) }
         router.register(API.searchUsers) { try await self.searchUsers($0, $1) }
         router.register(API.linkExternalId) { try await self.linkExternalID($0, $1) }
@@ -213,6 +214,13 @@ public final class AccountsService: Sendable {
     func getProfiles(_ request: AccountsV1.GetProfilesRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfilesResponse {
         guard request.userIds.count <= 500 else { throw RPCError.invalidArgument("user_ids: at most 500") }
         return AccountsV1.GetProfilesResponse(profiles: try await store.users(ids: request.userIds).map(\.profile))
+    }
+
+    func contactDetails(_ request: AccountsV1.ContactDetailsRequest, _ context: RequestContext) async throws -> AccountsV1.ContactDetailsResponse {
+        guard request.userIds.count <= 500 else { throw RPCError.invalidArgument("user_ids: at most 500") }
+        return AccountsV1.ContactDetailsResponse(contacts: try await store.users(ids: request.userIds).map {
+            AccountsV1.ContactDetails(profile: $0.profile, phone: $0.phone)
+        })
     }
 
     func searchUsers(_ request: AccountsV1.SearchUsersRequest, _ context: RequestContext) async throws -> AccountsV1.SearchUsersResponse {

@@ -40,6 +40,11 @@ struct GatewayHandler: RequestHandler {
             var session: ResolvedSession?
             if method.access == .authenticated {
                 session = try await resolve(envelope.sessionToken, budget: request.downstreamBudget)
+            } else if !envelope.sessionToken.isEmpty {
+                // A public method called with a session (alerts.ResolveHelpNow: the initiator, or an
+                // operator's key without one): the caller is stamped when the session is valid, and
+                // the call goes on anonymously when it is not (a stale token must not block a login).
+                session = try? await resolve(envelope.sessionToken, budget: request.downstreamBudget)
             }
             let limitKey = session.map { "s:\($0.userID):\($0.sessionID)" } ?? "a:\(Self.host(of: request.peerAddress))"
             guard limiter.allow(limitKey, now: Date().timeIntervalSince1970) else {

@@ -14,17 +14,6 @@ public protocol GraphSource: Sendable {
 
 extension SocialGraphReplica: GraphSource {}
 
-/// Where geo's live events go: the PUB socket in production, a recorder in tests.
-public protocol EventSink: Sendable {
-    func publish(topic: String, method: String, payload: [UInt8])
-}
-
-extension Publisher: EventSink {
-    public func publish(topic: String, method: String, payload: [UInt8]) {
-        let _: UInt64 = publish(topic: topic, method: method, payload: payload)
-    }
-}
-
 /// A graph that changes only when told (tests, benchmarks).
 public final class StaticGraph: GraphSource {
     private let state: Mutex<GraphState>

@@ -46,9 +46,9 @@ struct LocationEvents: Sendable {
             switch event {
             case .location(let viewers, let message):
                 let payload = message.serializedBytes() // once, however many viewers
-                for viewer in viewers { publisher.publish(topic: "viewer.\(viewer)", method: "geo.Location", payload: payload) }
+                for viewer in viewers { publisher.emit(topic: "viewer.\(viewer)", method: "geo.Location", payload: payload) }
             case .nearby(let viewer, let message):
-                publisher.publish(topic: "viewer.\(viewer)", method: "geo.FriendNearby", payload: message.serializedBytes())
+                publisher.emit(topic: "viewer.\(viewer)", method: "geo.FriendNearby", payload: message.serializedBytes())
             }
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import FriensoProto
+import ServiceKit
 import Wire
 
 /// Places (operator imports, closest, on campus), venue attendance and check-ins.
@@ -8,11 +9,7 @@ extension GeoService {
         guard !config.operatorKey.isEmpty else {
             throw RPCError.permissionDenied("place imports are disabled: no operator key is configured (geo.operatorKey)")
         }
-        // Constant-time comparison: the key is a password.
-        let given = Array(request.operatorKey.utf8), expected = Array(config.operatorKey.utf8)
-        var difference = UInt8(given.count == expected.count ? 0 : 1)
-        for (i, byte) in expected.enumerated() { difference |= byte ^ (i < given.count ? given[i] : 0) }
-        guard difference == 0 else {
+        guard OperatorKey.matches(request.operatorKey, config.operatorKey) else {
             context.logger.warning("place import with a wrong operator key", metadata: ["client": "\(context.clientAddress)"])
             throw RPCError.permissionDenied("operator_key is wrong")
         }

@@ -13,7 +13,8 @@ public struct FriensoConfig: Codable, Sendable {
     public var gateway: GatewaySection?
     public var social: SocialSection?
     public var geo: GeoSection?
-    /// What the launcher starts, in order (default: accounts, social, geo, then the gateway).
+    public var alerts: AlertsSection?
+    /// What the launcher starts, in order (default: accounts, social, geo, alerts, then the gateway).
     public var launch: [String]?
 
     public struct AccountsSection: Codable, Sendable {
@@ -35,6 +36,22 @@ public struct FriensoConfig: Codable, Sendable {
         public var venueFreshMinutes: Int?
         public var checkInHours: Int?
         /// Authorises operator imports (places). Or FRIENSO_OPERATOR_KEY.
+        public var operatorKey: String?
+    }
+
+    public struct AlertsSection: Codable, Sendable {
+        /// Bounds of a watch session (default 300 s to 12 h).
+        public var minWatchSeconds: Int?
+        public var maxWatchSeconds: Int?
+        /// The number a helpNow suggests (default 911), and campus police's, suggested instead
+        /// when the caller's last fix is at a campus place.
+        public var emergencyNumber: String?
+        public var campusPoliceNumber: String?
+        public var campusPoliceLabel: String?
+        /// Attempts per delivery before it is marked failed (default 6).
+        public var deliveryMaxAttempts: Int?
+        public var inviteLink: String?
+        /// Authorises operator methods (outbox, resource imports, resolving any alert). Or FRIENSO_OPERATOR_KEY.
         public var operatorKey: String?
     }
 

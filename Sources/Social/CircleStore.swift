@@ -59,6 +59,7 @@ extension SocialStore {
             try db.execute(sql: """
                 INSERT OR REPLACE INTO circle (owner, member, phone, state, added_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?)
                 """, arguments: [owner, member, phone, state.rawValue, now, now])
+            try Self.addNotice(db, member == 0 ? .circleInvite : .circleRequest, from: owner, toUser: member, toPhone: phone, now: now)
             return try Self.circleRow(db, owner: owner, member: member, phone: phone)
         }
     }

@@ -74,6 +74,7 @@ public final class SocialService: Sendable {
         router.register(API.respondToCircleRequest) { try await self.respondToCircleRequest($0, $1) }
         router.register(API.searchUsers) { try await self.search($0, $1) }
         router.register(API.graphSnapshot) { try await self.snapshot($0, $1) }
+        router.register(API.listNotices) { try await self.listNotices($0, $1) }
         router.register(API.poke) { try await self.poke($0, $1) }
         router.register(API.getDiscoverySettings) { try await self.discoverySettings($0, $1) }
         router.register(API.setFindable) { try await self.setFindable($0, $1) }
@@ -175,9 +176,7 @@ public final class SocialService: Sendable {
         let caller = try context.requireCaller()
         let (member, phone) = try await circleTarget(userID: request.userId, username: request.username, phone: request.phone, context)
         let record = try await store.addToCircle(owner: caller, member: member, phone: phone, limit: circleLimit, now: now())
-        if record.state == .invited {
-            context.logger.info("core circle invitation recorded for a non-user; the alerts service sends the SMS")
-        }
+        wakeNoticeReaders()
         return SocialV1.AddToCircleResponse(member: Self.view(record, try await profiles(member == 0 ? [] : [member], context)))
     }
 
@@ -230,9 +229,30 @@ public final class SocialService: Sendable {
         let me = try await profiles([caller], context)[caller] ?? SocialV1.UserRef(userId: caller)
         let poke = SocialV1.Poke(pokeId: id, from: me, toUserId: target, createdAtMs: at)
         let payload = poke.serializedBytes()
-        publisher.publish(topic: "pokes", method: "social.Poke", payload: payload)         // for delivery (alerts)
         publisher.publish(topic: "viewer.\(target)", method: "social.Poke", payload: payload) // live, through the gateway
+        wakeNoticeReaders()
         return SocialV1.PokeResponse(poke: poke)
+    }
+
+    // MARK: Notices (delivered by the alerts service)
+
+    /// The stream that tells notice readers (alerts) to pull: the notices themselves are in the
+    /// database, so a reader that missed this event still gets them on its next pull.
+    public static let noticeStream = "notices"
+
+    private func wakeNoticeReaders() {
+        publisher.publish(topic: Self.noticeStream, method: "social.Notice", payload: [])
+    }
+
+    func listNotices(_ request: SocialV1.ListNoticesRequest, _ context: RequestContext) async throws -> SocialV1.ListNoticesResponse {
+        let limit = request.limit == 0 ? 500 : Int(request.limit)
+        guard (1...1000).contains(limit) else { throw RPCError.invalidArgument("limit: 1-1000") }
+        var notices = try await store.notices(after: request.afterId, limit: limit)
+        let users = try await profiles(Set(notices.compactMap { $0.from?.userId }), context)
+        for i in notices.indices {
+            if let id = notices[i].from?.userId, let user = users[id] { notices[i].from = user }
+        }
+        return SocialV1.ListNoticesResponse(notices: notices)
     }
 
     // MARK: Replication

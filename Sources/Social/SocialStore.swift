@@ -92,6 +92,7 @@ final class SocialStore: Sendable {
             try db.execute(sql: "CREATE INDEX pokes_pair ON pokes(from_user, to_user, created_at_ms)")
         }
         SQLiteReplyStore.migrate(&migrator)
+        Self.migrateNotices(&migrator)
         try migrator.migrate(database)
     }
 
@@ -285,7 +286,9 @@ final class SocialStore: Sendable {
                 throw RPCError.resourceExhausted("you poked them \((now - last) / 1000) s ago: wait \((interval - (now - last) + 999) / 1000) s")
             }
             try db.execute(sql: "INSERT INTO pokes (from_user, to_user, created_at_ms) VALUES (?, ?, ?)", arguments: [from, to, now])
-            return UInt64(db.lastInsertedRowID)
+            let id = UInt64(db.lastInsertedRowID)
+            try Self.addNotice(db, .poke, from: from, toUser: to, toPhone: "", now: now)
+            return id
         }
     }
 

@@ -183,7 +183,8 @@ struct Where: AsyncParsableCommand {
 }
 
 struct Events: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Stream live events (pokes, friends' locations, friends nearby) until interrupted.")
+    static let configuration = CommandConfiguration(
+        abstract: "Stream live events (pokes, friends' locations, friends nearby, watch and helpNow alerts, requests) until interrupted.")
     @OptionGroup var global: GlobalOptions
     @Option(help: "Stop after this many events (default: run until interrupted).") var count: Int?
 
@@ -213,6 +214,10 @@ struct Events: AsyncParsableCommand {
         case "social.Poke":
             guard let m = try? SocialV1.Poke(serializedBytes: e.payload) else { break }
             return json ? m.jsonValue.rendered(indent: 0) : "poke      from \(m.from?.username ?? "?")"
+        case "alerts.Event":
+            guard let m = try? AlertsV1.AlertEvent(serializedBytes: e.payload) else { break }
+            let tag = m.kind == .helpNow ? "HELP NOW" : "alert   "
+            return json ? m.jsonValue.rendered(indent: 0) : "\(tag)  \(m.text)"
         default: break
         }
         return "event     \(e.method) (\(e.payload.count) bytes)"

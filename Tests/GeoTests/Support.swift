@@ -10,7 +10,7 @@ import Wire
 /// Records what geo publishes.
 final class Recorder: EventSink {
     private let events = Mutex<[(topic: String, method: String, payload: [UInt8])]>([])
-    func publish(topic: String, method: String, payload: [UInt8]) { events.withLock { $0.append((topic, method, payload)) } }
+    func emit(topic: String, method: String, payload: [UInt8]) { events.withLock { $0.append((topic, method, payload)) } }
     func take() -> [(topic: String, method: String, payload: [UInt8])] { events.withLock { e in defer { e.removeAll() }; return e } }
     func nearby() -> [(viewer: String, event: GeoV1.FriendNearbyEvent)] {
         take().filter { $0.method == "geo.FriendNearby" }.compactMap { e in

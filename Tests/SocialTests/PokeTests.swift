@@ -6,15 +6,15 @@ import Wire
 
 @Suite("social: pokes", .serialized, .timeLimit(.minutes(2)))
 struct PokeTests {
-    @Test func poke_aFriend_isPublishedForDelivery_andReachesTheirLiveConnection() async throws {
+    @Test func poke_aFriend_isANoticeForDelivery_andReachesTheirLiveConnection() async throws {
         try await withSocial { stack in
             let (pia, piaID) = try await stack.user("p_pia")
             let (quo, quoID) = try await stack.user("p_quo")
             _ = try await pia.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "p_quo"))
             _ = try await quo.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "p_pia"))
-            // The alerts service will listen on "pokes".
-            let delivery = Subscriber(endpoint: stack.socialEvents, prefixes: ["pokes"], logger: stack.logs.logger("alerts"))
-            var pokes = delivery.events.makeAsyncIterator()
+            // The alerts service listens on "notices" for a wake-up, then pulls.
+            let wakeUps = Subscriber(endpoint: stack.socialEvents, prefixes: ["notices"], logger: stack.logs.logger("alerts"))
+            var wake = wakeUps.events.makeAsyncIterator()
             let live = try await quo.events()
             var liveEvents = live.makeAsyncIterator()
             // Subscriptions join asynchronously: poke until the first one is seen (the rate limit is per pair,
@@ -25,15 +25,44 @@ struct PokeTests {
                     try? await Task.sleep(for: .milliseconds(50))
                 }
             }
-            let forDelivery = await pokes.next()
+            let woken = await wake.next()
             let seenLive = await liveEvents.next()
             poking.cancel()
-            let decoded = try SocialV1.Poke(serializedBytes: forDelivery?.envelope.payload ?? [])
-            #expect(decoded.from?.userId == piaID)
-            #expect(decoded.toUserId == quoID)
+            #expect(woken?.envelope.method == "social.Notice")
             #expect(seenLive?.method == "social.Poke")
             #expect(try SocialV1.Poke(serializedBytes: seenLive?.payload ?? []).from?.username == "p_pia")
-            await delivery.close()
+            // The notice itself is in social's database, for a reader that missed the wake-up too.
+            let internalClient = WireClient(endpoint: stack.socialEndpoint, logger: stack.logs.logger("alerts→social"))
+            let notices = try await internalClient.call(API.listNotices, SocialV1.ListNoticesRequest()).notices
+            #expect(notices.count == 1, "retries of one poke are one notice")
+            #expect(notices.first?.kind == .poke)
+            #expect(notices.first?.from?.userId == piaID && notices.first?.from?.username == "p_pia")
+            #expect(notices.first?.toUserId == quoID)
+            let after = try await internalClient.call(API.listNotices, SocialV1.ListNoticesRequest(afterId: notices[0].noticeId))
+            #expect(after.notices.isEmpty)
+            await expectError(.invalidArgument) {
+                _ = try await internalClient.call(API.listNotices, SocialV1.ListNoticesRequest(limit: 5000))
+            }
+            await internalClient.close()
+            await wakeUps.close()
+        }
+    }
+
+    @Test func circleRequests_andInvitations_areNotices() async throws {
+        try await withSocial { stack in
+            let (una, unaID) = try await stack.user("p_una")
+            let (vic, vicID) = try await stack.user("p_vic")
+            _ = try await una.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "p_vic"))
+            _ = try await vic.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "p_una"))
+            _ = try await una.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "p_vic"))
+            _ = try await una.call(API.addToCircle, SocialV1.AddToCircleRequest(phone: "+1 562 555 0199"))
+            let internalClient = WireClient(endpoint: stack.socialEndpoint, logger: stack.logs.logger("alerts→social"))
+            let notices = try await internalClient.call(API.listNotices, SocialV1.ListNoticesRequest()).notices
+            #expect(notices.map(\.kind) == [.circleRequest, .circleInvite])
+            #expect(notices.allSatisfy { $0.from?.userId == unaID })
+            #expect(notices[0].toUserId == vicID)
+            #expect(notices[1].toPhone == "+15625550199" && notices[1].toUserId == 0)
+            await internalClient.close()
         }
     }
 

@@ -1127,6 +1127,157 @@ extension AccountsV1.GetProfilesResponse {
 }
 
 extension AccountsV1 {
+    /// `frienso.accounts.v1.ContactDetailsRequest`
+    public struct ContactDetailsRequest: ProtoMessage {
+        public var userIds: [UInt64] = []
+
+        public init() {}
+
+        public init(userIds: [UInt64] = []) {
+        self.userIds = userIds
+        }
+    }
+}
+
+extension AccountsV1.ContactDetailsRequest {
+    public static let protoName = "frienso.accounts.v1.ContactDetailsRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ContactDetailsRequest()
+        frienso__accounts__v1__contact_details_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_request__get_packed_size, pack: frienso__accounts__v1__contact_details_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetailsRequest", unpack: frienso__accounts__v1__contact_details_request__unpack, free: frienso__accounts__v1__contact_details_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ContactDetailsRequest, arena: ProtoArena) {
+        c.n_user_ids = self.userIds.count
+        c.user_ids = arena.array(self.userIds)
+    }
+
+    init(c: Frienso__Accounts__V1__ContactDetailsRequest) {
+        self.init(userIds: ProtoRuntime.array(c.user_ids, count: c.n_user_ids) { $0 })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userIds", .array(self.userIds.map { .string(String($0)) }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userIds: (0..<Int((seed &+ 1) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 1) })
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.ContactDetails`
+    public struct ContactDetails: ProtoMessage {
+        public var profile: AccountsV1.Profile? = nil
+        public var phone: String = ""
+
+        public init() {}
+
+        public init(profile: AccountsV1.Profile? = nil, phone: String = "") {
+        self.profile = profile
+        self.phone = phone
+        }
+    }
+}
+
+extension AccountsV1.ContactDetails {
+    public static let protoName = "frienso.accounts.v1.ContactDetails"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ContactDetails()
+        frienso__accounts__v1__contact_details__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details__get_packed_size, pack: frienso__accounts__v1__contact_details__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetails", unpack: frienso__accounts__v1__contact_details__unpack, free: frienso__accounts__v1__contact_details__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ContactDetails, arena: ProtoArena) {
+        if let value = self.profile {
+            c.profile = arena.message(of: Frienso__Accounts__V1__Profile.self) { frienso__accounts__v1__profile__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        if !self.phone.isEmpty { c.phone = arena.string(self.phone) }
+    }
+
+    init(c: Frienso__Accounts__V1__ContactDetails) {
+        self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) }, phone: ProtoRuntime.string(c.phone))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("phone", .string(self.phone))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(profile: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Profile.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Profile()), phone: ProtoSample.string(seed, "phone"))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.ContactDetailsResponse`
+    public struct ContactDetailsResponse: ProtoMessage {
+        public var contacts: [AccountsV1.ContactDetails] = []
+
+        public init() {}
+
+        public init(contacts: [AccountsV1.ContactDetails] = []) {
+        self.contacts = contacts
+        }
+    }
+}
+
+extension AccountsV1.ContactDetailsResponse {
+    public static let protoName = "frienso.accounts.v1.ContactDetailsResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ContactDetailsResponse()
+        frienso__accounts__v1__contact_details_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_response__get_packed_size, pack: frienso__accounts__v1__contact_details_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetailsResponse", unpack: frienso__accounts__v1__contact_details_response__unpack, free: frienso__accounts__v1__contact_details_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ContactDetailsResponse, arena: ProtoArena) {
+        c.n_contacts = self.contacts.count
+        c.contacts = arena.array(self.contacts.map { value in arena.message(of: Frienso__Accounts__V1__ContactDetails.self) { frienso__accounts__v1__contact_details__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Accounts__V1__ContactDetailsResponse) {
+        self.init(contacts: ProtoRuntime.array(c.contacts, count: c.n_contacts) { AccountsV1.ContactDetails(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("contacts", .array(self.contacts.map { $0.jsonValue }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(contacts: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.ContactDetails.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension AccountsV1 {
     /// `frienso.accounts.v1.FindUsersRequest`
     public struct FindUsersRequest: ProtoMessage {
         public var usernames: [String] = []
@@ -1753,12 +1904,13 @@ extension AccountsV1 {
         public static let editProfile = RPCMethod<EditProfileRequest, EditProfileResponse>(service: "accounts", name: "EditProfile", access: .authenticated)
         public static let validateSession = RPCMethod<ValidateSessionRequest, ValidateSessionResponse>(service: "accounts", name: "ValidateSession", access: .internal)
         public static let getProfiles = RPCMethod<GetProfilesRequest, GetProfilesResponse>(service: "accounts", name: "GetProfiles", access: .internal)
+        public static let contactDetails = RPCMethod<ContactDetailsRequest, ContactDetailsResponse>(service: "accounts", name: "ContactDetails", access: .internal)
         public static let findUsers = RPCMethod<FindUsersRequest, FindUsersResponse>(service: "accounts", name: "FindUsers", access: .internal)
         public static let searchUsers = RPCMethod<SearchUsersRequest, SearchUsersResponse>(service: "accounts", name: "SearchUsers", access: .internal)
         public static let linkExternalId = RPCMethod<LinkExternalIdRequest, LinkExternalIdResponse>(service: "accounts", name: "LinkExternalId", access: .authenticated)
         public static let unlinkExternalId = RPCMethod<UnlinkExternalIdRequest, UnlinkExternalIdResponse>(service: "accounts", name: "UnlinkExternalId", access: .authenticated)
         public static let matchContacts = RPCMethod<MatchContactsRequest, MatchContactsResponse>(service: "accounts", name: "MatchContacts", access: .internal)
 
-        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased]
+        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased]
     }
 }

@@ -246,6 +246,49 @@ extension SocialV1 {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.NoticeKind`: an open enum, as in proto3; unknown numbers survive a round trip.
+    public enum NoticeKind: ProtoEnum {
+        case unspecified // NOTICE_KIND_UNSPECIFIED
+        case poke // NOTICE_KIND_POKE
+        case circleInvite // NOTICE_KIND_CIRCLE_INVITE
+        case circleRequest // NOTICE_KIND_CIRCLE_REQUEST
+        case unrecognized(Int32)
+
+        public static let allKnownCases: [NoticeKind] = [.unspecified, .poke, .circleInvite, .circleRequest]
+
+        public init(rawValue: Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .poke
+            case 2: self = .circleInvite
+            case 3: self = .circleRequest
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Int32 {
+            switch self {
+            case .unspecified: return 0
+            case .poke: return 1
+            case .circleInvite: return 2
+            case .circleRequest: return 3
+            case .unrecognized(let value): return value
+            }
+        }
+
+        public var protoName: String {
+            switch self {
+            case .unspecified: return "NOTICE_KIND_UNSPECIFIED"
+            case .poke: return "NOTICE_KIND_POKE"
+            case .circleInvite: return "NOTICE_KIND_CIRCLE_INVITE"
+            case .circleRequest: return "NOTICE_KIND_CIRCLE_REQUEST"
+            case .unrecognized(let value): return "\(value)"
+            }
+        }
+    }
+}
+
+extension SocialV1 {
     /// `frienso.social.v1.UserRef`
     public struct UserRef: ProtoMessage {
         public var userId: UInt64 = 0
@@ -3120,6 +3163,171 @@ extension SocialV1.PokeResponse {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.Notice`
+    public struct Notice: ProtoMessage {
+        public var noticeId: UInt64 = 0
+        public var kind: SocialV1.NoticeKind = .init(rawValue: 0)
+        public var from: SocialV1.UserRef? = nil
+        public var toUserId: UInt64 = 0
+        public var toPhone: String = ""
+        public var createdAtMs: Int64 = 0
+
+        public init() {}
+
+        public init(noticeId: UInt64 = 0, kind: SocialV1.NoticeKind = .init(rawValue: 0), from: SocialV1.UserRef? = nil, toUserId: UInt64 = 0, toPhone: String = "", createdAtMs: Int64 = 0) {
+        self.noticeId = noticeId
+        self.kind = kind
+        self.from = from
+        self.toUserId = toUserId
+        self.toPhone = toPhone
+        self.createdAtMs = createdAtMs
+        }
+    }
+}
+
+extension SocialV1.Notice {
+    public static let protoName = "frienso.social.v1.Notice"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__Notice()
+        frienso__social__v1__notice__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__notice__get_packed_size, pack: frienso__social__v1__notice__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Notice", unpack: frienso__social__v1__notice__unpack, free: frienso__social__v1__notice__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__Notice, arena: ProtoArena) {
+        c.notice_id = self.noticeId
+        c.kind = Frienso__Social__V1__NoticeKind(rawValue: .init(truncatingIfNeeded: self.kind.rawValue))
+        if let value = self.from {
+            c.from = arena.message(of: Frienso__Social__V1__UserRef.self) { frienso__social__v1__user_ref__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.to_user_id = self.toUserId
+        if !self.toPhone.isEmpty { c.to_phone = arena.string(self.toPhone) }
+        c.created_at_ms = self.createdAtMs
+    }
+
+    init(c: Frienso__Social__V1__Notice) {
+        self.init(noticeId: c.notice_id, kind: SocialV1.NoticeKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), from: c.from.map { SocialV1.UserRef(c: $0.pointee) }, toUserId: c.to_user_id, toPhone: ProtoRuntime.string(c.to_phone), createdAtMs: c.created_at_ms)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("noticeId", .string(String(self.noticeId))), ("kind", .string(self.kind.protoName)), ("from", self.from.map { $0.jsonValue } ?? .null), ("toUserId", .string(String(self.toUserId))), ("toPhone", .string(self.toPhone)), ("createdAtMs", .string(String(self.createdAtMs)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(noticeId: ProtoSample.uint64(seed, 1), kind: ProtoSample.enumValue(seed, SocialV1.NoticeKind.self), from: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 3, depth: depth + 1) : SocialV1.UserRef()), toUserId: ProtoSample.uint64(seed, 4), toPhone: ProtoSample.string(seed, "to_phone"), createdAtMs: ProtoSample.int64(seed, 6))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.ListNoticesRequest`
+    public struct ListNoticesRequest: ProtoMessage {
+        public var afterId: UInt64 = 0
+        public var limit: UInt32 = 0
+
+        public init() {}
+
+        public init(afterId: UInt64 = 0, limit: UInt32 = 0) {
+        self.afterId = afterId
+        self.limit = limit
+        }
+    }
+}
+
+extension SocialV1.ListNoticesRequest {
+    public static let protoName = "frienso.social.v1.ListNoticesRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListNoticesRequest()
+        frienso__social__v1__list_notices_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_request__get_packed_size, pack: frienso__social__v1__list_notices_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListNoticesRequest", unpack: frienso__social__v1__list_notices_request__unpack, free: frienso__social__v1__list_notices_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__ListNoticesRequest, arena _: ProtoArena) {
+        c.after_id = self.afterId
+        c.limit = self.limit
+    }
+
+    init(c: Frienso__Social__V1__ListNoticesRequest) {
+        self.init(afterId: c.after_id, limit: c.limit)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("afterId", .string(String(self.afterId))), ("limit", .number(Double(self.limit)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(afterId: ProtoSample.uint64(seed, 1), limit: ProtoSample.uint32(seed, 2))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.ListNoticesResponse`
+    public struct ListNoticesResponse: ProtoMessage {
+        public var notices: [SocialV1.Notice] = []
+
+        public init() {}
+
+        public init(notices: [SocialV1.Notice] = []) {
+        self.notices = notices
+        }
+    }
+}
+
+extension SocialV1.ListNoticesResponse {
+    public static let protoName = "frienso.social.v1.ListNoticesResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListNoticesResponse()
+        frienso__social__v1__list_notices_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_response__get_packed_size, pack: frienso__social__v1__list_notices_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListNoticesResponse", unpack: frienso__social__v1__list_notices_response__unpack, free: frienso__social__v1__list_notices_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__ListNoticesResponse, arena: ProtoArena) {
+        c.n_notices = self.notices.count
+        c.notices = arena.array(self.notices.map { value in arena.message(of: Frienso__Social__V1__Notice.self) { frienso__social__v1__notice__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Social__V1__ListNoticesResponse) {
+        self.init(notices: ProtoRuntime.array(c.notices, count: c.n_notices) { SocialV1.Notice(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("notices", .array(self.notices.map { $0.jsonValue }))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(notices: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.Notice.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension SocialV1 {
     /// The methods of `frienso.social.v1.SocialService`, with the access the contract declares.
     public enum SocialService {
         public static let sendFriendRequest = RPCMethod<SendFriendRequestRequest, SendFriendRequestResponse>(service: "social", name: "SendFriendRequest", access: .authenticated)
@@ -3143,8 +3351,9 @@ extension SocialV1 {
         public static let recommendFriends = RPCMethod<RecommendFriendsRequest, RecommendFriendsResponse>(service: "social", name: "RecommendFriends", access: .authenticated)
         public static let addExchange = RPCMethod<AddExchangeRequest, AddExchangeResponse>(service: "social", name: "AddExchange", access: .authenticated)
         public static let listExchanges = RPCMethod<ListExchangesRequest, ListExchangesResponse>(service: "social", name: "ListExchanges", access: .authenticated)
+        public static let listNotices = RPCMethod<ListNoticesRequest, ListNoticesResponse>(service: "social", name: "ListNotices", access: .internal)
         public static let graphSnapshot = RPCMethod<GraphSnapshotRequest, GraphSnapshotResponse>(service: "social", name: "GraphSnapshot", access: .internal)
 
-        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, graphSnapshot.erased]
+        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, listNotices.erased, graphSnapshot.erased]
     }
 }

@@ -136,3 +136,14 @@ private final class PublisherLoop: ReactorComponent {
         finished.fulfil(())
     }
 }
+
+/// Where a service's events go: the PUB socket in production, a recorder in tests.
+public protocol EventSink: Sendable {
+    func emit(topic: String, method: String, payload: [UInt8])
+}
+
+extension Publisher: EventSink {
+    public func emit(topic: String, method: String, payload: [UInt8]) {
+        publish(topic: topic, method: method, payload: payload)
+    }
+}

@@ -997,6 +997,141 @@ void   frienso__accounts__v1__get_profiles_response__free_unpacked
   assert(message->base.descriptor == &frienso__accounts__v1__get_profiles_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__accounts__v1__contact_details_request__init
+                     (Frienso__Accounts__V1__ContactDetailsRequest         *message)
+{
+  static const Frienso__Accounts__V1__ContactDetailsRequest init_value = FRIENSO__ACCOUNTS__V1__CONTACT_DETAILS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__contact_details_request__get_packed_size
+                     (const Frienso__Accounts__V1__ContactDetailsRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__contact_details_request__pack
+                     (const Frienso__Accounts__V1__ContactDetailsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__contact_details_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__ContactDetailsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ContactDetailsRequest *
+       frienso__accounts__v1__contact_details_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ContactDetailsRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__contact_details_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__contact_details_request__free_unpacked
+                     (Frienso__Accounts__V1__ContactDetailsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__contact_details__init
+                     (Frienso__Accounts__V1__ContactDetails         *message)
+{
+  static const Frienso__Accounts__V1__ContactDetails init_value = FRIENSO__ACCOUNTS__V1__CONTACT_DETAILS__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__contact_details__get_packed_size
+                     (const Frienso__Accounts__V1__ContactDetails *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__contact_details__pack
+                     (const Frienso__Accounts__V1__ContactDetails *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__contact_details__pack_to_buffer
+                     (const Frienso__Accounts__V1__ContactDetails *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ContactDetails *
+       frienso__accounts__v1__contact_details__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ContactDetails *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__contact_details__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__contact_details__free_unpacked
+                     (Frienso__Accounts__V1__ContactDetails *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__contact_details_response__init
+                     (Frienso__Accounts__V1__ContactDetailsResponse         *message)
+{
+  static const Frienso__Accounts__V1__ContactDetailsResponse init_value = FRIENSO__ACCOUNTS__V1__CONTACT_DETAILS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__contact_details_response__get_packed_size
+                     (const Frienso__Accounts__V1__ContactDetailsResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__contact_details_response__pack
+                     (const Frienso__Accounts__V1__ContactDetailsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__contact_details_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__ContactDetailsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ContactDetailsResponse *
+       frienso__accounts__v1__contact_details_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ContactDetailsResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__contact_details_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__contact_details_response__free_unpacked
+                     (Frienso__Accounts__V1__ContactDetailsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__contact_details_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__accounts__v1__find_users_request__init
                      (Frienso__Accounts__V1__FindUsersRequest         *message)
 {
@@ -2610,6 +2745,133 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__get_profiles_response__d
   frienso__accounts__v1__get_profiles_response__field_indices_by_name,
   1,  frienso__accounts__v1__get_profiles_response__number_ranges,
   (ProtobufCMessageInit) frienso__accounts__v1__get_profiles_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__contact_details_request__field_descriptors[1] =
+{
+  {
+    "user_ids",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Accounts__V1__ContactDetailsRequest, n_user_ids),
+    offsetof(Frienso__Accounts__V1__ContactDetailsRequest, user_ids),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__contact_details_request__field_indices_by_name[] = {
+  0,   /* field[0] = user_ids */
+};
+static const ProtobufCIntRange frienso__accounts__v1__contact_details_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__contact_details_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ContactDetailsRequest",
+  "ContactDetailsRequest",
+  "Frienso__Accounts__V1__ContactDetailsRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ContactDetailsRequest),
+  1,
+  frienso__accounts__v1__contact_details_request__field_descriptors,
+  frienso__accounts__v1__contact_details_request__field_indices_by_name,
+  1,  frienso__accounts__v1__contact_details_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__contact_details_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__contact_details__field_descriptors[2] =
+{
+  {
+    "profile",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ContactDetails, profile),
+    &frienso__accounts__v1__profile__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "phone",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ContactDetails, phone),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__contact_details__field_indices_by_name[] = {
+  1,   /* field[1] = phone */
+  0,   /* field[0] = profile */
+};
+static const ProtobufCIntRange frienso__accounts__v1__contact_details__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__contact_details__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ContactDetails",
+  "ContactDetails",
+  "Frienso__Accounts__V1__ContactDetails",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ContactDetails),
+  2,
+  frienso__accounts__v1__contact_details__field_descriptors,
+  frienso__accounts__v1__contact_details__field_indices_by_name,
+  1,  frienso__accounts__v1__contact_details__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__contact_details__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__contact_details_response__field_descriptors[1] =
+{
+  {
+    "contacts",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__ContactDetailsResponse, n_contacts),
+    offsetof(Frienso__Accounts__V1__ContactDetailsResponse, contacts),
+    &frienso__accounts__v1__contact_details__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__contact_details_response__field_indices_by_name[] = {
+  0,   /* field[0] = contacts */
+};
+static const ProtobufCIntRange frienso__accounts__v1__contact_details_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__contact_details_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ContactDetailsResponse",
+  "ContactDetailsResponse",
+  "Frienso__Accounts__V1__ContactDetailsResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ContactDetailsResponse),
+  1,
+  frienso__accounts__v1__contact_details_response__field_descriptors,
+  frienso__accounts__v1__contact_details_response__field_indices_by_name,
+  1,  frienso__accounts__v1__contact_details_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__contact_details_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor frienso__accounts__v1__find_users_request__field_descriptors[1] =

@@ -2482,6 +2482,141 @@ void   frienso__social__v1__poke_response__free_unpacked
   assert(message->base.descriptor == &frienso__social__v1__poke_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__social__v1__notice__init
+                     (Frienso__Social__V1__Notice         *message)
+{
+  static const Frienso__Social__V1__Notice init_value = FRIENSO__SOCIAL__V1__NOTICE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__notice__get_packed_size
+                     (const Frienso__Social__V1__Notice *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__notice__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__notice__pack
+                     (const Frienso__Social__V1__Notice *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__notice__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__notice__pack_to_buffer
+                     (const Frienso__Social__V1__Notice *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__notice__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__Notice *
+       frienso__social__v1__notice__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__Notice *)
+     protobuf_c_message_unpack (&frienso__social__v1__notice__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__notice__free_unpacked
+                     (Frienso__Social__V1__Notice *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__notice__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__list_notices_request__init
+                     (Frienso__Social__V1__ListNoticesRequest         *message)
+{
+  static const Frienso__Social__V1__ListNoticesRequest init_value = FRIENSO__SOCIAL__V1__LIST_NOTICES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__list_notices_request__get_packed_size
+                     (const Frienso__Social__V1__ListNoticesRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_notices_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__list_notices_request__pack
+                     (const Frienso__Social__V1__ListNoticesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_notices_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__list_notices_request__pack_to_buffer
+                     (const Frienso__Social__V1__ListNoticesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_notices_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__ListNoticesRequest *
+       frienso__social__v1__list_notices_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__ListNoticesRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__list_notices_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__list_notices_request__free_unpacked
+                     (Frienso__Social__V1__ListNoticesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__list_notices_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__list_notices_response__init
+                     (Frienso__Social__V1__ListNoticesResponse         *message)
+{
+  static const Frienso__Social__V1__ListNoticesResponse init_value = FRIENSO__SOCIAL__V1__LIST_NOTICES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__list_notices_response__get_packed_size
+                     (const Frienso__Social__V1__ListNoticesResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_notices_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__list_notices_response__pack
+                     (const Frienso__Social__V1__ListNoticesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_notices_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__list_notices_response__pack_to_buffer
+                     (const Frienso__Social__V1__ListNoticesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__list_notices_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__ListNoticesResponse *
+       frienso__social__v1__list_notices_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__ListNoticesResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__list_notices_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__list_notices_response__free_unpacked
+                     (Frienso__Social__V1__ListNoticesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__list_notices_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__social__v1__user_ref__field_descriptors[5] =
 {
   {
@@ -5387,6 +5522,198 @@ const ProtobufCMessageDescriptor frienso__social__v1__poke_response__descriptor 
   (ProtobufCMessageInit) frienso__social__v1__poke_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor frienso__social__v1__notice__field_descriptors[6] =
+{
+  {
+    "notice_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Notice, notice_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "kind",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Notice, kind),
+    &frienso__social__v1__notice_kind__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "from",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Notice, from),
+    &frienso__social__v1__user_ref__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "to_user_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Notice, to_user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "to_phone",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Notice, to_phone),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "created_at_ms",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__Notice, created_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__notice__field_indices_by_name[] = {
+  5,   /* field[5] = created_at_ms */
+  2,   /* field[2] = from */
+  1,   /* field[1] = kind */
+  0,   /* field[0] = notice_id */
+  4,   /* field[4] = to_phone */
+  3,   /* field[3] = to_user_id */
+};
+static const ProtobufCIntRange frienso__social__v1__notice__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__notice__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.Notice",
+  "Notice",
+  "Frienso__Social__V1__Notice",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__Notice),
+  6,
+  frienso__social__v1__notice__field_descriptors,
+  frienso__social__v1__notice__field_indices_by_name,
+  1,  frienso__social__v1__notice__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__notice__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__list_notices_request__field_descriptors[2] =
+{
+  {
+    "after_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__ListNoticesRequest, after_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__ListNoticesRequest, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__list_notices_request__field_indices_by_name[] = {
+  0,   /* field[0] = after_id */
+  1,   /* field[1] = limit */
+};
+static const ProtobufCIntRange frienso__social__v1__list_notices_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__list_notices_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ListNoticesRequest",
+  "ListNoticesRequest",
+  "Frienso__Social__V1__ListNoticesRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__ListNoticesRequest),
+  2,
+  frienso__social__v1__list_notices_request__field_descriptors,
+  frienso__social__v1__list_notices_request__field_indices_by_name,
+  1,  frienso__social__v1__list_notices_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__list_notices_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__list_notices_response__field_descriptors[1] =
+{
+  {
+    "notices",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ListNoticesResponse, n_notices),
+    offsetof(Frienso__Social__V1__ListNoticesResponse, notices),
+    &frienso__social__v1__notice__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__list_notices_response__field_indices_by_name[] = {
+  0,   /* field[0] = notices */
+};
+static const ProtobufCIntRange frienso__social__v1__list_notices_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__list_notices_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ListNoticesResponse",
+  "ListNoticesResponse",
+  "Frienso__Social__V1__ListNoticesResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__ListNoticesResponse),
+  1,
+  frienso__social__v1__list_notices_response__field_descriptors,
+  frienso__social__v1__list_notices_response__field_indices_by_name,
+  1,  frienso__social__v1__list_notices_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__list_notices_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue frienso__social__v1__request_state__enum_values_by_number[5] =
 {
   { "REQUEST_STATE_UNSPECIFIED", "FRIENSO__SOCIAL__V1__REQUEST_STATE__REQUEST_STATE_UNSPECIFIED", 0 },
@@ -5559,5 +5886,37 @@ const ProtobufCEnumDescriptor frienso__social__v1__exchange_state__descriptor =
   frienso__social__v1__exchange_state__enum_values_by_name,
   1,
   frienso__social__v1__exchange_state__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue frienso__social__v1__notice_kind__enum_values_by_number[4] =
+{
+  { "NOTICE_KIND_UNSPECIFIED", "FRIENSO__SOCIAL__V1__NOTICE_KIND__NOTICE_KIND_UNSPECIFIED", 0 },
+  { "NOTICE_KIND_POKE", "FRIENSO__SOCIAL__V1__NOTICE_KIND__NOTICE_KIND_POKE", 1 },
+  { "NOTICE_KIND_CIRCLE_INVITE", "FRIENSO__SOCIAL__V1__NOTICE_KIND__NOTICE_KIND_CIRCLE_INVITE", 2 },
+  { "NOTICE_KIND_CIRCLE_REQUEST", "FRIENSO__SOCIAL__V1__NOTICE_KIND__NOTICE_KIND_CIRCLE_REQUEST", 3 },
+};
+static const ProtobufCIntRange frienso__social__v1__notice_kind__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex frienso__social__v1__notice_kind__enum_values_by_name[4] =
+{
+  { "NOTICE_KIND_CIRCLE_INVITE", 2 },
+  { "NOTICE_KIND_CIRCLE_REQUEST", 3 },
+  { "NOTICE_KIND_POKE", 1 },
+  { "NOTICE_KIND_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor frienso__social__v1__notice_kind__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.NoticeKind",
+  "NoticeKind",
+  "Frienso__Social__V1__NoticeKind",
+  "frienso.social.v1",
+  4,
+  frienso__social__v1__notice_kind__enum_values_by_number,
+  4,
+  frienso__social__v1__notice_kind__enum_values_by_name,
+  1,
+  frienso__social__v1__notice_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };

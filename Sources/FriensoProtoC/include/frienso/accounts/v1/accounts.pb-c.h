@@ -37,6 +37,9 @@ typedef struct Frienso__Accounts__V1__ValidateSessionRequest Frienso__Accounts__
 typedef struct Frienso__Accounts__V1__ValidateSessionResponse Frienso__Accounts__V1__ValidateSessionResponse;
 typedef struct Frienso__Accounts__V1__GetProfilesRequest Frienso__Accounts__V1__GetProfilesRequest;
 typedef struct Frienso__Accounts__V1__GetProfilesResponse Frienso__Accounts__V1__GetProfilesResponse;
+typedef struct Frienso__Accounts__V1__ContactDetailsRequest Frienso__Accounts__V1__ContactDetailsRequest;
+typedef struct Frienso__Accounts__V1__ContactDetails Frienso__Accounts__V1__ContactDetails;
+typedef struct Frienso__Accounts__V1__ContactDetailsResponse Frienso__Accounts__V1__ContactDetailsResponse;
 typedef struct Frienso__Accounts__V1__FindUsersRequest Frienso__Accounts__V1__FindUsersRequest;
 typedef struct Frienso__Accounts__V1__FindUsersResponse Frienso__Accounts__V1__FindUsersResponse;
 typedef struct Frienso__Accounts__V1__SearchUsersRequest Frienso__Accounts__V1__SearchUsersRequest;
@@ -338,6 +341,51 @@ struct  Frienso__Accounts__V1__GetProfilesResponse
 };
 #define FRIENSO__ACCOUNTS__V1__GET_PROFILES_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__get_profiles_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * Private contact details for delivery (the alerts service texts circle members): internal only.
+ */
+struct  Frienso__Accounts__V1__ContactDetailsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * at most 500
+   */
+  size_t n_user_ids;
+  uint64_t *user_ids;
+};
+#define FRIENSO__ACCOUNTS__V1__CONTACT_DETAILS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__contact_details_request__descriptor) \
+    , 0,NULL }
+
+
+struct  Frienso__Accounts__V1__ContactDetails
+{
+  ProtobufCMessage base;
+  Frienso__Accounts__V1__Profile *profile;
+  /*
+   * E.164
+   */
+  char *phone;
+};
+#define FRIENSO__ACCOUNTS__V1__CONTACT_DETAILS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__contact_details__descriptor) \
+    , NULL, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Accounts__V1__ContactDetailsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * unknown ids are left out
+   */
+  size_t n_contacts;
+  Frienso__Accounts__V1__ContactDetails **contacts;
+};
+#define FRIENSO__ACCOUNTS__V1__CONTACT_DETAILS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__contact_details_response__descriptor) \
     , 0,NULL }
 
 
@@ -931,6 +979,63 @@ Frienso__Accounts__V1__GetProfilesResponse *
 void   frienso__accounts__v1__get_profiles_response__free_unpacked
                      (Frienso__Accounts__V1__GetProfilesResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ContactDetailsRequest methods */
+void   frienso__accounts__v1__contact_details_request__init
+                     (Frienso__Accounts__V1__ContactDetailsRequest         *message);
+size_t frienso__accounts__v1__contact_details_request__get_packed_size
+                     (const Frienso__Accounts__V1__ContactDetailsRequest   *message);
+size_t frienso__accounts__v1__contact_details_request__pack
+                     (const Frienso__Accounts__V1__ContactDetailsRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__contact_details_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__ContactDetailsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ContactDetailsRequest *
+       frienso__accounts__v1__contact_details_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__contact_details_request__free_unpacked
+                     (Frienso__Accounts__V1__ContactDetailsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ContactDetails methods */
+void   frienso__accounts__v1__contact_details__init
+                     (Frienso__Accounts__V1__ContactDetails         *message);
+size_t frienso__accounts__v1__contact_details__get_packed_size
+                     (const Frienso__Accounts__V1__ContactDetails   *message);
+size_t frienso__accounts__v1__contact_details__pack
+                     (const Frienso__Accounts__V1__ContactDetails   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__contact_details__pack_to_buffer
+                     (const Frienso__Accounts__V1__ContactDetails   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ContactDetails *
+       frienso__accounts__v1__contact_details__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__contact_details__free_unpacked
+                     (Frienso__Accounts__V1__ContactDetails *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ContactDetailsResponse methods */
+void   frienso__accounts__v1__contact_details_response__init
+                     (Frienso__Accounts__V1__ContactDetailsResponse         *message);
+size_t frienso__accounts__v1__contact_details_response__get_packed_size
+                     (const Frienso__Accounts__V1__ContactDetailsResponse   *message);
+size_t frienso__accounts__v1__contact_details_response__pack
+                     (const Frienso__Accounts__V1__ContactDetailsResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__contact_details_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__ContactDetailsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ContactDetailsResponse *
+       frienso__accounts__v1__contact_details_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__contact_details_response__free_unpacked
+                     (Frienso__Accounts__V1__ContactDetailsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Accounts__V1__FindUsersRequest methods */
 void   frienso__accounts__v1__find_users_request__init
                      (Frienso__Accounts__V1__FindUsersRequest         *message);
@@ -1227,6 +1332,15 @@ typedef void (*Frienso__Accounts__V1__GetProfilesRequest_Closure)
 typedef void (*Frienso__Accounts__V1__GetProfilesResponse_Closure)
                  (const Frienso__Accounts__V1__GetProfilesResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Accounts__V1__ContactDetailsRequest_Closure)
+                 (const Frienso__Accounts__V1__ContactDetailsRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__ContactDetails_Closure)
+                 (const Frienso__Accounts__V1__ContactDetails *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__ContactDetailsResponse_Closure)
+                 (const Frienso__Accounts__V1__ContactDetailsResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Accounts__V1__FindUsersRequest_Closure)
                  (const Frienso__Accounts__V1__FindUsersRequest *message,
                   void *closure_data);
@@ -1291,6 +1405,9 @@ extern const ProtobufCMessageDescriptor frienso__accounts__v1__validate_session_
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__validate_session_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__get_profiles_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__get_profiles_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__contact_details_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__contact_details__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__contact_details_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__find_users_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__find_users_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__search_users_request__descriptor;

@@ -70,6 +70,9 @@ typedef struct Frienso__Social__V1__ListExchangesResponse Frienso__Social__V1__L
 typedef struct Frienso__Social__V1__PokeRequest Frienso__Social__V1__PokeRequest;
 typedef struct Frienso__Social__V1__Poke Frienso__Social__V1__Poke;
 typedef struct Frienso__Social__V1__PokeResponse Frienso__Social__V1__PokeResponse;
+typedef struct Frienso__Social__V1__Notice Frienso__Social__V1__Notice;
+typedef struct Frienso__Social__V1__ListNoticesRequest Frienso__Social__V1__ListNoticesRequest;
+typedef struct Frienso__Social__V1__ListNoticesResponse Frienso__Social__V1__ListNoticesResponse;
 
 
 /* --- enums --- */
@@ -153,6 +156,28 @@ typedef enum _Frienso__Social__V1__ExchangeState {
   FRIENSO__SOCIAL__V1__EXCHANGE_STATE__EXCHANGE_STATE_RECORDED = 2
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__SOCIAL__V1__EXCHANGE_STATE)
 } Frienso__Social__V1__ExchangeState;
+/*
+ * Something the alerts service must deliver for social (push or SMS). Written in the same
+ * transaction as the change it reports and numbered, so none is lost: alerts pulls them with
+ * ListNotices after the last id it stored, and a "notices" event (method "social.Notice", payload
+ * Notice) wakes it at once.
+ */
+typedef enum _Frienso__Social__V1__NoticeKind {
+  FRIENSO__SOCIAL__V1__NOTICE_KIND__NOTICE_KIND_UNSPECIFIED = 0,
+  /*
+   * from poked to_user_id
+   */
+  FRIENSO__SOCIAL__V1__NOTICE_KIND__NOTICE_KIND_POKE = 1,
+  /*
+   * from added to_phone (not a Frienso user) to their core circle
+   */
+  FRIENSO__SOCIAL__V1__NOTICE_KIND__NOTICE_KIND_CIRCLE_INVITE = 2,
+  /*
+   * from asks to_user_id to be in their core circle
+   */
+  FRIENSO__SOCIAL__V1__NOTICE_KIND__NOTICE_KIND_CIRCLE_REQUEST = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__SOCIAL__V1__NOTICE_KIND)
+} Frienso__Social__V1__NoticeKind;
 
 /* --- messages --- */
 
@@ -911,8 +936,8 @@ struct  Frienso__Social__V1__ListExchangesResponse
 
 
 /*
- * A nudge to a friend. Rate-limited per pair. Published as an event (method "social.Poke", payload
- * Poke) on the "pokes" stream, for the alerts service to deliver, and on "viewer.<to>".
+ * A nudge to a friend. Rate-limited per pair. Published live on "viewer.<to>" (method "social.Poke",
+ * payload Poke); delivered by push through the alerts service as a Notice.
  */
 struct  Frienso__Social__V1__PokeRequest
 {
@@ -946,6 +971,52 @@ struct  Frienso__Social__V1__PokeResponse
 #define FRIENSO__SOCIAL__V1__POKE_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__poke_response__descriptor) \
     , NULL }
+
+
+struct  Frienso__Social__V1__Notice
+{
+  ProtobufCMessage base;
+  uint64_t notice_id;
+  Frienso__Social__V1__NoticeKind kind;
+  Frienso__Social__V1__UserRef *from;
+  uint64_t to_user_id;
+  /*
+   * E.164, for CIRCLE_INVITE
+   */
+  char *to_phone;
+  int64_t created_at_ms;
+};
+#define FRIENSO__SOCIAL__V1__NOTICE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__notice__descriptor) \
+    , 0, FRIENSO__SOCIAL__V1__NOTICE_KIND__NOTICE_KIND_UNSPECIFIED, NULL, 0, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Frienso__Social__V1__ListNoticesRequest
+{
+  ProtobufCMessage base;
+  uint64_t after_id;
+  /*
+   * 1-1000, default 500
+   */
+  uint32_t limit;
+};
+#define FRIENSO__SOCIAL__V1__LIST_NOTICES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__list_notices_request__descriptor) \
+    , 0, 0 }
+
+
+struct  Frienso__Social__V1__ListNoticesResponse
+{
+  ProtobufCMessage base;
+  /*
+   * ascending ids
+   */
+  size_t n_notices;
+  Frienso__Social__V1__Notice **notices;
+};
+#define FRIENSO__SOCIAL__V1__LIST_NOTICES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__list_notices_response__descriptor) \
+    , 0,NULL }
 
 
 /* Frienso__Social__V1__UserRef methods */
@@ -1993,6 +2064,63 @@ Frienso__Social__V1__PokeResponse *
 void   frienso__social__v1__poke_response__free_unpacked
                      (Frienso__Social__V1__PokeResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__Notice methods */
+void   frienso__social__v1__notice__init
+                     (Frienso__Social__V1__Notice         *message);
+size_t frienso__social__v1__notice__get_packed_size
+                     (const Frienso__Social__V1__Notice   *message);
+size_t frienso__social__v1__notice__pack
+                     (const Frienso__Social__V1__Notice   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__notice__pack_to_buffer
+                     (const Frienso__Social__V1__Notice   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__Notice *
+       frienso__social__v1__notice__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__notice__free_unpacked
+                     (Frienso__Social__V1__Notice *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__ListNoticesRequest methods */
+void   frienso__social__v1__list_notices_request__init
+                     (Frienso__Social__V1__ListNoticesRequest         *message);
+size_t frienso__social__v1__list_notices_request__get_packed_size
+                     (const Frienso__Social__V1__ListNoticesRequest   *message);
+size_t frienso__social__v1__list_notices_request__pack
+                     (const Frienso__Social__V1__ListNoticesRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__list_notices_request__pack_to_buffer
+                     (const Frienso__Social__V1__ListNoticesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__ListNoticesRequest *
+       frienso__social__v1__list_notices_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__list_notices_request__free_unpacked
+                     (Frienso__Social__V1__ListNoticesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__ListNoticesResponse methods */
+void   frienso__social__v1__list_notices_response__init
+                     (Frienso__Social__V1__ListNoticesResponse         *message);
+size_t frienso__social__v1__list_notices_response__get_packed_size
+                     (const Frienso__Social__V1__ListNoticesResponse   *message);
+size_t frienso__social__v1__list_notices_response__pack
+                     (const Frienso__Social__V1__ListNoticesResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__list_notices_response__pack_to_buffer
+                     (const Frienso__Social__V1__ListNoticesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__ListNoticesResponse *
+       frienso__social__v1__list_notices_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__list_notices_response__free_unpacked
+                     (Frienso__Social__V1__ListNoticesResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Social__V1__UserRef_Closure)
@@ -2160,6 +2288,15 @@ typedef void (*Frienso__Social__V1__Poke_Closure)
 typedef void (*Frienso__Social__V1__PokeResponse_Closure)
                  (const Frienso__Social__V1__PokeResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Social__V1__Notice_Closure)
+                 (const Frienso__Social__V1__Notice *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__ListNoticesRequest_Closure)
+                 (const Frienso__Social__V1__ListNoticesRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__ListNoticesResponse_Closure)
+                 (const Frienso__Social__V1__ListNoticesResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -2171,6 +2308,7 @@ extern const ProtobufCEnumDescriptor    frienso__social__v1__request_action__des
 extern const ProtobufCEnumDescriptor    frienso__social__v1__circle_state__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__social__v1__graph_change__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__social__v1__exchange_state__descriptor;
+extern const ProtobufCEnumDescriptor    frienso__social__v1__notice_kind__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__user_ref__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__friend_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__friend__descriptor;
@@ -2226,6 +2364,9 @@ extern const ProtobufCMessageDescriptor frienso__social__v1__list_exchanges_resp
 extern const ProtobufCMessageDescriptor frienso__social__v1__poke_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__poke__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__poke_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__notice__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__list_notices_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__list_notices_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -1,0 +1,120 @@
+import Foundation
+import FriensoProto
+public import Logging
+public import ServiceKit
+public import ServiceLifecycle
+public import Wire
+
+extension AlertsConfig {
+    /// The `alerts` section of the deployment config over the defaults.
+    public init(resolved: ResolvedOptions) {
+        self.init()
+        let section = resolved.config.alerts
+        if let v = section?.minWatchSeconds { minWatch = .seconds(v) }
+        if let v = section?.maxWatchSeconds { maxWatch = .seconds(v) }
+        if let v = section?.emergencyNumber { emergencyNumber = v }
+        if let v = section?.campusPoliceNumber { campusPoliceNumber = v }
+        if let v = section?.campusPoliceLabel { campusPoliceLabel = v }
+        if let v = section?.deliveryMaxAttempts { retry.maxAttempts = max(1, v) }
+        if let v = section?.inviteLink { inviteLink = v }
+        operatorKey = resolved.environment["FRIENSO_OPERATOR_KEY"] ?? section?.operatorKey ?? ""
+    }
+}
+
+/// The alerts service's background work: delivering the outbox, ending watches on time and
+/// republishing grants, and taking social's notices. Each loop survives its own errors.
+public final class AlertsWorker: Service, Sendable {
+    private let service: AlertsService
+    private let socialEvents: String?
+    private let logger: Logger
+    private let context: ZMQContext
+    private let reactor: Reactor
+
+    /// - Parameter socialEvents: social's PUB endpoint, whose "notices" events wake the notice
+    ///   reader (nil: poll only).
+    public init(service: AlertsService, socialEvents: String?, logger: Logger, context: ZMQContext = .shared, reactor: Reactor = .shared) {
+        self.service = service
+        self.socialEvents = socialEvents
+        self.logger = logger
+        self.context = context
+        self.reactor = reactor
+    }
+
+    public func run() async throws {
+        let service = service, logger = logger
+        let subscriber = socialEvents.map {
+            Subscriber(endpoint: $0, prefixes: [SocialNotices.stream], logger: logger, context: context, reactor: reactor)
+        }
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await Self.deliveryLoop(service, logger) }
+                group.addTask { await Self.maintenanceLoop(service, logger) }
+                group.addTask { await Self.noticeLoop(service, logger) }
+                if let subscriber {
+                    group.addTask {
+                        for await _ in subscriber.events { service.noticeBell.ring() }
+                    }
+                }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+        subscriber?.stop()
+    }
+
+    private static func deliveryLoop(_ service: AlertsService, _ logger: Logger) async {
+        while !Task.isCancelled {
+            var wait: Duration = .seconds(1)
+            do {
+                if let next = try await service.deliverDue() {
+                    wait = .milliseconds(min(1_000, max(0, next - service.now())))
+                }
+            } catch {
+                logger.error("delivery pass failed", metadata: ["error": "\(error)"])
+            }
+            if wait > .zero { await service.deliveryBell.wait(timeout: wait) }
+        }
+    }
+
+    private static func maintenanceLoop(_ service: AlertsService, _ logger: Logger) async {
+        var lastRepublish: Int64?
+        let interval = service.config.grantRepublishInterval.wholeMilliseconds
+        while !Task.isCancelled {
+            var wait = Int64(1_000)
+            do {
+                try await service.expireDueWatches()
+                let at = service.now()
+                if lastRepublish.map({ at - $0 >= interval }) ?? true {
+                    try await service.republishGrants()
+                    lastRepublish = at
+                }
+                wait = min(wait, interval - (service.now() - (lastRepublish ?? at)))
+                if let next = try await service.nextWatchExpiry() { wait = min(wait, next - service.now()) }
+            } catch {
+                logger.error("alerts maintenance failed", metadata: ["error": "\(error)"])
+            }
+            await service.maintenanceBell.wait(timeout: .milliseconds(max(1, wait)))
+        }
+    }
+
+    private static func noticeLoop(_ service: AlertsService, _ logger: Logger) async {
+        var failing = false
+        while !Task.isCancelled {
+            do {
+                let taken = try await service.pullNotices()
+                if taken > 0 { logger.debug("social notices taken", metadata: ["count": "\(taken)"]) }
+                if failing { logger.info("social notices reachable again") }
+                failing = false
+            } catch {
+                if !failing { logger.warning("social notices unavailable; retrying", metadata: ["error": "\(error)"]) }
+                failing = true
+            }
+            await service.noticeBell.wait(timeout: service.config.noticePollInterval)
+        }
+    }
+}
+
+/// Social's notice stream name, as alerts subscribes to it.
+public enum SocialNotices {
+    public static let stream = "notices"
+}

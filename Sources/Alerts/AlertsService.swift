@@ -1,0 +1,213 @@
+import Foundation
+public import FriensoProto
+import GRDB
+public import Logging
+public import ServiceKit
+import Synchronization
+public import Wire
+
+public struct AlertsConfig: Sendable {
+    /// Bounds of a watch session's length (and of how far an extension may reach from now).
+    public var minWatch: Duration = .seconds(5 * 60)
+    public var maxWatch: Duration = .seconds(12 * 3600)
+    /// The number a helpNow suggests calling, and when the caller's last fix is at a campus place
+    /// and a campus police number is configured, that one instead.
+    public var emergencyNumber = "911"
+    public var emergencyLabel = "Emergency services"
+    public var campusPoliceNumber = ""
+    public var campusPoliceLabel = "Campus police"
+    /// Authorises operator methods (outbox listing, resource imports, resolving anyone's alert).
+    public var operatorKey = ""
+    /// A helpNow grant lasts until the alert is resolved; geo is told it expires this far ahead,
+    /// renewed at each republish, so a grant alerts can no longer revoke lapses by itself.
+    public var helpNowGrantWindow: Duration = .seconds(24 * 3600)
+    /// Every grant (and recent revocation) is published again this often, so geo converges after
+    /// missing events (restart, slow joiner).
+    public var grantRepublishInterval: Duration = .seconds(30)
+    /// How often social's notices are pulled when no wake-up event arrives.
+    public var noticePollInterval: Duration = .seconds(5)
+    public var retry = RetryPolicy()
+    /// Where an SMS invitation points a non-user.
+    public var inviteLink = "https://frienso.app/join"
+    public init() {}
+}
+
+/// watchMe, helpNow, the pending-request inbox, device registrations, the delivery outbox,
+/// emergency-call prompts and campus resources.
+public final class AlertsService: Sendable {
+    public typealias API = AlertsV1.AlertsService
+
+    let store: AlertsStore
+    let peers: any AlertsPeers
+    let events: (any EventSink)?
+    let config: AlertsConfig
+    let now: @Sendable () -> Int64
+    let logger: Logger
+    let sms: any SMSProvider
+    let push: any PushProvider
+    public let replyStore: SQLiteReplyStore
+    /// Rung when the outbox has new rows, when a watch's end moved, when social has notices.
+    let deliveryBell = Doorbell()
+    let maintenanceBell = Doorbell()
+    let noticeBell = Doorbell()
+    /// Told about every delivery a pass finished (benchmarks, tests).
+    let deliveryObserver: Mutex<(@Sendable ([AlertsV1.Delivery]) -> Void)?> = Mutex(nil)
+
+    /// Opens `<directory>/alerts.sqlite`.
+    /// - Parameters:
+    ///   - sms, push: delivery providers; nil: the built-in ones, which record what they send.
+    public init(directory: String, peers: any AlertsPeers, events: (any EventSink)?, config: AlertsConfig = AlertsConfig(),
+                sms: (any SMSProvider)? = nil, push: (any PushProvider)? = nil, logger: Logger, now: (@Sendable () -> Int64)? = nil) throws {
+        let clock = now ?? { WallClock.milliseconds() }
+        store = try AlertsStore(path: "\(directory)/alerts.sqlite")
+        self.peers = peers
+        self.events = events
+        self.config = config
+        self.now = clock
+        self.logger = logger
+        self.sms = sms ?? RecordingProvider(name: "outbox-sms", database: store.database, logger: logger, now: clock)
+        self.push = push ?? RecordingProvider(name: "outbox-push", database: store.database, logger: logger, now: clock)
+        replyStore = SQLiteReplyStore(database: store.database)
+    }
+
+    public func makeHost(options: HostOptions, context: ZMQContext = .shared, reactor: Reactor = .shared) -> ServiceHost {
+        ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore),
+                    context: context, reactor: reactor)
+    }
+
+    public func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(API.startWatch) { try await self.startWatch($0, $1) }
+        router.register(API.extendWatch) { try await self.extendWatch($0, $1) }
+        router.register(API.endWatch) { try await self.endWatch($0, $1) }
+        router.register(API.getWatch) { try await self.getWatch($0, $1) }
+        router.register(API.raiseHelpNow) { try await self.raiseHelpNow($0, $1) }
+        router.register(API.resolveHelpNow) { try await self.resolveHelpNow($0, $1) }
+        router.register(API.reportEmergencyCall) { try await self.reportEmergencyCall($0, $1) }
+        router.register(API.getHelpNow) { try await self.getHelpNow($0, $1) }
+        router.register(API.listInbox) { try await self.listInbox($0, $1) }
+        router.register(API.respondInbox) { try await self.respondInbox($0, $1) }
+        router.register(API.registerDevice) { try await self.registerDevice($0, $1) }
+        router.register(API.unregisterDevice) { try await self.unregisterDevice($0, $1) }
+        router.register(API.listDevices) { try await self.listDevices($0, $1) }
+        router.register(API.listOutbox) { try await self.listOutbox($0, $1) }
+        router.register(API.importResources) { try await self.importResources($0, $1) }
+        router.register(API.listResources) { try await self.listResources($0, $1) }
+        return router
+    }
+
+    /// Calls `observer` with the deliveries each pass finished (replacing any earlier one).
+    public func observeDeliveries(_ observer: (@Sendable ([AlertsV1.Delivery]) -> Void)?) {
+        deliveryObserver.withLock { $0 = observer }
+    }
+
+    // MARK: Shared helpers
+
+    /// Names for `ids`; people accounts cannot name (or all, when it does not answer) get their id only.
+    func people(_ ids: Set<UInt64>) async -> [UInt64: AlertsV1.Person] {
+        var result: [UInt64: AlertsV1.Person] = [:]
+        do { result = try await peers.people(ids) } catch {
+            logger.warning("names unavailable", metadata: ["error": "\(error)"])
+        }
+        for id in ids where result[id] == nil { result[id] = AlertsV1.Person(userId: id) }
+        return result
+    }
+
+    static func name(_ person: AlertsV1.Person?) -> String {
+        guard let person else { return "Someone" }
+        let full = [person.firstName, person.lastName].filter { !$0.isEmpty }.joined(separator: " ")
+        if !full.isEmpty { return person.username.isEmpty ? full : "\(full) (@\(person.username))" }
+        return person.username.isEmpty ? "Frienso user \(person.userId)" : "@\(person.username)"
+    }
+
+    func checkOperator(_ key: String, _ context: RequestContext, _ what: String) throws {
+        guard !config.operatorKey.isEmpty else {
+            throw RPCError.permissionDenied("\(what) is disabled: no operator key is configured (alerts.operatorKey)")
+        }
+        guard OperatorKey.matches(key, config.operatorKey) else {
+            context.logger.warning("operator call with a wrong key", metadata: ["what": "\(what)", "client": "\(context.clientAddress)"])
+            throw RPCError.permissionDenied("operator_key is wrong")
+        }
+    }
+
+    // MARK: Publishing (after the transaction that decided it committed)
+
+    func emit(_ event: AlertsV1.AlertEvent, to users: some Sequence<UInt64>) {
+        guard let events else { return }
+        let payload = event.serializedBytes()
+        for user in users { events.emit(topic: "viewer.\(user)", method: "alerts.Event", payload: payload) }
+    }
+
+    func emit(_ grants: [GrantRecord]) {
+        guard let events, !grants.isEmpty else { return }
+        let at = now(), window = config.helpNowGrantWindow.wholeMilliseconds
+        for g in grants {
+            let expires = g.expiresMs == GrantRecord.untilResolved ? at + window : g.expiresMs
+            let grant = GeoV1.LocationGrant(subjectId: g.subject, viewerId: g.viewer, expiresAtMs: expires, reason: g.reason)
+            events.emit(topic: "grants", method: "alerts.Grant", payload: grant.serializedBytes())
+        }
+    }
+
+    /// Publishes every grant alerts holds, and the revocations geo may have missed.
+    public func republishGrants() async throws {
+        let keep = max(config.helpNowGrantWindow, config.maxWatch).wholeMilliseconds
+        emit(try await store.grantsToPublish(now: now(), keepRevoked: keep))
+    }
+
+    /// One delivery pass. - Returns: when the next delivery is due.
+    public func deliverDue() async throws -> Int64? {
+        let observer = deliveryObserver.withLock { $0 }
+        return try await DeliveryPass(store: store, peers: peers, sms: sms, push: push, policy: config.retry, logger: logger,
+                                      now: now, observer: observer).run()
+    }
+}
+
+/// Wakes one waiting loop: a `ring` before `wait` is remembered, so no wake-up is lost.
+final class Doorbell: Sendable {
+    private struct State {
+        var rung = false
+        var nextID: UInt64 = 0
+        var waiter: (id: UInt64, continuation: CheckedContinuation<Void, Never>)?
+    }
+    private let state = Mutex(State())
+
+    func ring() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard let w = s.waiter else { s.rung = true; return nil }
+            s.waiter = nil
+            return w.continuation
+        }
+        waiter?.resume()
+    }
+
+    /// Resumes the wait `id` if it is still waiting (timeout, cancellation).
+    private func release(_ id: UInt64) {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard let w = s.waiter, w.id == id else { return nil }
+            s.waiter = nil
+            return w.continuation
+        }
+        waiter?.resume()
+    }
+
+    /// Returns when rung, after `timeout`, or soon after the task is cancelled (at most `timeout`).
+    func wait(timeout: Duration) async {
+        let id = state.withLock { s -> UInt64 in s.nextID += 1; return s.nextID }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let immediate = state.withLock { s -> Bool in
+                    if s.rung { s.rung = false; return true }
+                    s.waiter = (id, continuation)
+                    return false
+                }
+                if immediate { continuation.resume(); return }
+                Task { [weak self] in
+                    try? await Task.sleep(for: timeout)
+                    self?.release(id)
+                }
+            }
+        } onCancel: {
+            release(id)
+        }
+    }
+}

@@ -1,0 +1,109 @@
+public import FriensoProto
+public import Logging
+public import Wire
+
+/// A member of someone's core circle as alerts reaches them: a user, or an invited phone number.
+public enum CircleContact: Sendable, Hashable {
+    case user(UInt64)
+    case phone(String)
+}
+
+/// What alerts asks of the other services. `RemotePeers` calls them; tests use a stand-in.
+public protocol AlertsPeers: Sendable {
+    /// The accepted members of `owner`'s core circle and the invited phone numbers, in circle order.
+    func circle(of owner: UInt64) async throws -> [CircleContact]
+    /// Pending coreFriend requests addressed to `member`: who asked, and when.
+    func circleRequests(for member: UInt64) async throws -> [(owner: UInt64, atMs: Int64)]
+    func respondToCircleRequest(member: UInt64, owner: UInt64, accept: Bool) async throws
+    /// Social's notices after `id` (pokes, coreFriend requests, invitations), oldest first.
+    func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice]
+    /// `user`'s latest fix (geo), or `known == false`.
+    func latestLocation(of user: UInt64) async throws -> AlertsV1.AlertLocation
+    /// Names (accounts); unknown ids are left out.
+    func people(_ ids: Set<UInt64>) async throws -> [UInt64: AlertsV1.Person]
+    /// Phone numbers (accounts); unknown ids are left out.
+    func phones(_ ids: Set<UInt64>) async throws -> [UInt64: String]
+}
+
+/// The other services over Wire. The circle comes from social; when social does not answer,
+/// from the replica of the social graph (accepted members only: invited phone numbers are not
+/// replicated), so a helpNow still reaches the circle while social restarts.
+public struct RemotePeers: AlertsPeers {
+    let accounts: WireClient
+    let social: WireClient
+    let geo: WireClient
+    let replicaCircle: @Sendable (UInt64) -> [UInt64]
+    let logger: Logger
+    /// Each call's deadline: short, because a helpNow waits for them.
+    let deadline: Duration
+
+    public init(accounts: WireClient, social: WireClient, geo: WireClient, deadline: Duration = .seconds(1), logger: Logger,
+                replicaCircle: @escaping @Sendable (UInt64) -> [UInt64]) {
+        self.accounts = accounts
+        self.social = social
+        self.geo = geo
+        self.deadline = deadline
+        self.logger = logger
+        self.replicaCircle = replicaCircle
+    }
+
+    private func options(_ caller: UInt64 = 0) -> CallOptions { CallOptions(deadline: deadline, callerUserID: caller, idempotent: true) }
+
+    public func circle(of owner: UInt64) async throws -> [CircleContact] {
+        let members: [SocialV1.CircleMember]
+        do {
+            members = try await social.call(SocialV1.SocialService.showCircle, SocialV1.ShowCircleRequest(), options: options(owner)).members
+        } catch {
+            guard error.code == .unavailable || error.code == .deadlineExceeded else { throw error }
+            logger.warning("social did not answer: the circle comes from the replica (no invited phone numbers)", metadata: ["user": "\(owner)"])
+            return replicaCircle(owner).map { CircleContact.user($0) }
+        }
+        var contacts: [CircleContact] = []
+        for member in members {
+            if member.state == .accepted, let user = member.user {
+                contacts.append(.user(user.userId))
+            } else if member.state == .invited, !member.phone.isEmpty {
+                contacts.append(.phone(member.phone))
+            }
+        }
+        return contacts
+    }
+
+    public func circleRequests(for member: UInt64) async throws -> [(owner: UInt64, atMs: Int64)] {
+        try await social.call(SocialV1.SocialService.listCircleRequests, SocialV1.ListCircleRequestsRequest(), options: options(member))
+            .requests.map { ($0.owner?.userId ?? 0, $0.addedAtMs) }
+    }
+
+    public func respondToCircleRequest(member: UInt64, owner: UInt64, accept: Bool) async throws {
+        _ = try await social.call(SocialV1.SocialService.respondToCircleRequest,
+                                  SocialV1.RespondToCircleRequestRequest(ownerUserId: owner, action: accept ? .accept : .reject),
+                                  options: options(member))
+    }
+
+    public func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice] {
+        try await social.call(SocialV1.SocialService.listNotices, SocialV1.ListNoticesRequest(afterId: id, limit: UInt32(limit)),
+                              options: CallOptions(deadline: .seconds(5), idempotent: true)).notices
+    }
+
+    public func latestLocation(of user: UInt64) async throws -> AlertsV1.AlertLocation {
+        let latest = try await geo.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: user), options: options())
+        guard latest.found, let fix = latest.fix else { return AlertsV1.AlertLocation() }
+        return AlertsV1.AlertLocation(known: true, latitude: fix.latitude, longitude: fix.longitude, accuracyM: fix.accuracyM,
+                                      fixTimeMs: fix.deviceTimeMs, placeName: latest.placeName)
+    }
+
+    public func people(_ ids: Set<UInt64>) async throws -> [UInt64: AlertsV1.Person] {
+        guard !ids.isEmpty else { return [:] }
+        let profiles = try await accounts.call(AccountsV1.AccountsService.getProfiles, AccountsV1.GetProfilesRequest(userIds: Array(ids)),
+                                               options: options()).profiles
+        return Dictionary(profiles.map { ($0.userId, AlertsV1.Person(userId: $0.userId, username: $0.username, firstName: $0.firstName,
+                                                                     lastName: $0.lastName)) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    public func phones(_ ids: Set<UInt64>) async throws -> [UInt64: String] {
+        guard !ids.isEmpty else { return [:] }
+        let contacts = try await accounts.call(AccountsV1.AccountsService.contactDetails, AccountsV1.ContactDetailsRequest(userIds: Array(ids)),
+                                               options: CallOptions(deadline: .seconds(5), idempotent: true)).contacts
+        return Dictionary(contacts.compactMap { c in c.profile.map { ($0.userId, c.phone) } }, uniquingKeysWith: { a, _ in a })
+    }
+}

@@ -1,0 +1,174 @@
+@testable import Alerts
+import Foundation
+import FriensoProto
+import FriensoTesting
+import GRDB
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Wire
+
+/// The other services as alerts sees them, under the test's control. A service named in `down`
+/// answers UNAVAILABLE.
+final class FakePeers: AlertsPeers {
+    struct State {
+        var circles: [UInt64: [CircleContact]] = [:]
+        var circleRequests: [UInt64: [(owner: UInt64, atMs: Int64)]] = [:]
+        var responses: [(member: UInt64, owner: UInt64, accept: Bool)] = []
+        var notices: [SocialV1.Notice] = []
+        var locations: [UInt64: AlertsV1.AlertLocation] = [:]
+        var phones: [UInt64: String] = [:]
+        var down: Set<String> = []
+    }
+    let state = Mutex(State())
+
+    private func check(_ service: String) throws {
+        if state.withLock({ $0.down.contains(service) }) { throw RPCError.unavailable("\(service) is down (test)") }
+    }
+
+    func circle(of owner: UInt64) async throws -> [CircleContact] {
+        try check("social")
+        return state.withLock { $0.circles[owner] ?? [] }
+    }
+    func circleRequests(for member: UInt64) async throws -> [(owner: UInt64, atMs: Int64)] {
+        try check("social")
+        return state.withLock { $0.circleRequests[member] ?? [] }
+    }
+    func respondToCircleRequest(member: UInt64, owner: UInt64, accept: Bool) async throws {
+        try check("social")
+        try state.withLock { s in
+            guard let i = s.circleRequests[member]?.firstIndex(where: { $0.owner == owner }) else {
+                throw RPCError.notFound("no pending core circle request from user \(owner)")
+            }
+            s.circleRequests[member]?.remove(at: i)
+            s.responses.append((member, owner, accept))
+        }
+    }
+    func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice] {
+        try check("social")
+        return state.withLock { Array($0.notices.filter { $0.noticeId > id }.prefix(limit)) }
+    }
+    func latestLocation(of user: UInt64) async throws -> AlertsV1.AlertLocation {
+        try check("geo")
+        return state.withLock { $0.locations[user] ?? AlertsV1.AlertLocation() }
+    }
+    func people(_ ids: Set<UInt64>) async throws -> [UInt64: AlertsV1.Person] {
+        try check("accounts")
+        return Dictionary(uniqueKeysWithValues: ids.map { ($0, AlertsV1.Person(userId: $0, username: "user\($0)", firstName: "User", lastName: "\($0)")) })
+    }
+    func phones(_ ids: Set<UInt64>) async throws -> [UInt64: String] {
+        try check("accounts")
+        return state.withLock { s in s.phones.filter { ids.contains($0.key) } }
+    }
+}
+
+/// Records what alerts publishes.
+final class Recorder: EventSink {
+    private let events = Mutex<[(topic: String, method: String, payload: [UInt8])]>([])
+    func emit(topic: String, method: String, payload: [UInt8]) { events.withLock { $0.append((topic, method, payload)) } }
+    var all: [(topic: String, method: String, payload: [UInt8])] { events.withLock { $0 } }
+    func grants() -> [GeoV1.LocationGrant] {
+        all.filter { $0.method == "alerts.Grant" }.compactMap { try? GeoV1.LocationGrant(serializedBytes: $0.payload) }
+    }
+    func events(to user: UInt64) -> [AlertsV1.AlertEvent] {
+        all.filter { $0.topic == "viewer.\(user)" && $0.method == "alerts.Event" }.compactMap { try? AlertsV1.AlertEvent(serializedBytes: $0.payload) }
+    }
+}
+
+/// A provider that fails the first `failures` sends of each delivery (all of them when nil) and
+/// counts what it was asked to send.
+final class FlakyProvider: SMSProvider, PushProvider {
+    let name = "flaky"
+    private let failures: Int?
+    private let tries = Mutex<[UInt64: Int]>([:])
+    init(failures: Int?) { self.failures = failures }
+    func send(_ batch: [OutgoingMessage]) async -> [DeliveryResult] {
+        batch.map { m in
+            let n = tries.withLock { t -> Int in t[m.deliveryID, default: 0] += 1; return t[m.deliveryID]! }
+            if let failures, n > failures { return .delivered(reference: "ok-\(n)") }
+            return .failed("gateway timeout (test)", retryable: true)
+        }
+    }
+    func attempts(_ id: UInt64) -> Int { tries.withLock { $0[id] ?? 0 } }
+}
+
+struct AlertsHarness: Sendable {
+    let service: AlertsService
+    let client: WireClient
+    let peers: FakePeers
+    let recorder: Recorder
+    let directory: String
+    let logs: CapturedLogs
+
+    func call<Q, R>(_ user: UInt64, _ method: RPCMethod<Q, R>, _ request: Q, key: String = "") async throws -> R {
+        try await client.call(method, request, options: CallOptions(idempotencyKey: key, callerUserID: user))
+    }
+
+    func operatorCall<Q, R>(_ method: RPCMethod<Q, R>, _ request: Q) async throws -> R {
+        try await client.call(method, request, options: CallOptions())
+    }
+
+    /// Every outbox row.
+    func outbox() async throws -> [AlertsV1.Delivery] {
+        try await service.store.database.read { db in try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY id").map(AlertsStore.delivery) }
+    }
+
+    /// What the built-in providers sent: (channel, address, body).
+    func sent() async throws -> [(channel: Int32, address: String, body: String)] {
+        try await service.store.database.read { db in
+            try Row.fetchAll(db, sql: "SELECT channel, address, body FROM sent_messages ORDER BY rowid").map { ($0[0], $0[1], $0[2]) }
+        }
+    }
+
+    /// Waits until nothing in the outbox is pending.
+    func drained() async throws {
+        try await eventually("the outbox to drain") { try await outbox().allSatisfy { $0.status != .pending } }
+    }
+
+    func device(_ user: UInt64, _ token: String) async throws {
+        _ = try await call(user, AlertsV1.AlertsService.registerDevice, AlertsV1.RegisterDeviceRequest(token: token, platform: .android, appVersion: "1.0"))
+    }
+}
+
+func testConfig() -> AlertsConfig {
+    var config = AlertsConfig()
+    config.operatorKey = "operator-secret"
+    config.minWatch = .seconds(1)
+    config.retry.firstDelay = .milliseconds(10)
+    config.retry.maxDelay = .milliseconds(50)
+    config.retry.lookupDelay = .milliseconds(20)
+    config.retry.maxAttempts = 3
+    config.grantRepublishInterval = .seconds(3600)
+    config.noticePollInterval = .milliseconds(50)
+    return config
+}
+
+/// Runs an alerts host and its worker on `directory` (a new one unless given).
+func withAlerts<T: Sendable>(directory: String? = nil, peers: FakePeers = FakePeers(), config: AlertsConfig = testConfig(),
+                             sms: (any SMSProvider)? = nil, push: (any PushProvider)? = nil, worker: Bool = true,
+                             _ body: @Sendable (AlertsHarness) async throws -> T) async throws -> T {
+    let logs = CapturedLogs()
+    let temp = try TemporaryDirectory("frienso-alerts")
+    defer { temp.remove() }
+    let dir = directory ?? temp.path
+    let recorder = Recorder()
+    let service = try AlertsService(directory: dir, peers: peers, events: recorder, config: config, sms: sms, push: push, logger: logs.logger("alerts"))
+    let host = service.makeHost(options: HostOptions(name: "alerts", endpoint: "tcp://127.0.0.1:*"))
+    let services: [any Service] = worker ? [host, AlertsWorker(service: service, socialEvents: nil, logger: logs.logger("worker"))] : [host]
+    do {
+        return try await withRunningServices(services, logger: logs.logger("group")) {
+            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+            do {
+                let result = try await body(AlertsHarness(service: service, client: client, peers: peers, recorder: recorder, directory: dir, logs: logs))
+                await client.close()
+                return result
+            } catch {
+                await client.close()
+                throw error
+            }
+        }
+    } catch {
+        print("alerts test failed; logs:\n\(logs.dump().suffix(6000))")
+        throw error
+    }
+}
