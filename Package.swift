@@ -293,7 +293,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher",
+            dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", grdb,
                            "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-launch"],
             swiftSettings: swiftSettings
         ),

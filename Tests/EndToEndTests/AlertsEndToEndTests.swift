@@ -1,0 +1,155 @@
+import Foundation
+import FriensoTesting
+import GRDB
+import Testing
+
+@Suite("end to end: alerts through the CLI", .serialized, .timeLimit(.minutes(4)))
+struct AlertsEndToEndTests {
+    /// The whole backend but media as real processes on ephemeral ports.
+    final class Stack: @unchecked Sendable {
+        let procs: ProcessHarness
+        var endpoints: [String: String] = [:]
+        let dir: String
+        init(_ procs: ProcessHarness) {
+            self.procs = procs
+            dir = procs.workDirectory
+        }
+
+        /// Where alerts' events will be until alerts runs: bound, never listening.
+        let noAlertsYet = try! DeadPort()
+
+        var environment: [String: String] {
+            var env = ["FRIENSO_OPERATOR_KEY": "e2e-operator", "FRIENSO_ALERTS_EVENTS": noAlertsYet.endpoint]
+            for (name, value) in endpoints {
+                let parts = name.split(separator: ".")
+                env["FRIENSO_\(parts[0].uppercased())_\(parts.count > 1 ? "EVENTS" : "ENDPOINT")"] = value
+            }
+            return env
+        }
+
+        /// Starts `service`, on its previous endpoints when it ran before.
+        func start(_ service: String) async throws {
+            let any = "tcp://127.0.0.1:*"
+            try? FileManager.default.removeItem(atPath: "\(dir)/\(service).endpoint")
+            var env = environment
+            env["FRIENSO_\(service.uppercased())_EVENTS"] = endpoints["\(service).events"] ?? any
+            try procs.start(service, executable: "frienso-\(service)", arguments: [
+                "--data-dir", "\(dir)/data", "--endpoint", endpoints[service] ?? any, "--endpoint-file", "\(dir)/\(service).endpoint"],
+                environment: env)
+            endpoints[service] = try await endpoint(in: "\(dir)/\(service).endpoint")
+            if service != "accounts", service != "gateway" {
+                endpoints["\(service).events"] = try await endpoint(in: "\(dir)/\(service).endpoint.events")
+            }
+        }
+
+        func cli(_ name: String) -> CLI { CLI(gateway: endpoints["gateway"]!, configDir: "\(dir)/\(name)") }
+
+        /// What the built-in providers sent, from alerts' database: (address, body).
+        func sent() throws -> [(String, String)] {
+            let queue = try DatabaseQueue(path: "\(dir)/data/alerts/alerts.sqlite", configuration: { var c = Configuration(); c.readonly = true; return c }())
+            return try queue.read { db in try Row.fetchAll(db, sql: "SELECT address, body FROM sent_messages").map { ($0[0], $0[1]) } }
+        }
+    }
+
+    func register(_ stack: Stack, _ users: [(String, String)]) async throws -> [String: CLI] {
+        var clis: [String: CLI] = [:]
+        for (name, phone) in users {
+            let cli = stack.cli(name)
+            let r = try await cli.run(["register", "--username", name, "--email", "\(name)@example.org", "--phone", phone,
+                                       "--first-name", name.capitalized, "--last-name", "E2E", "--password-stdin"], stdin: "password \(name)\n")
+            #expect(r.status == 0, "\(r.output)\n\(stack.procs.logs())")
+            #expect(try await cli.run(["login", name, "--password-stdin"], stdin: "password \(name)\n").status == 0)
+            clis[name] = cli
+        }
+        return clis
+    }
+
+    @Test func helpNow_watch_inbox_andNoDeliveryLostOrDoubled_acrossKill9OfAlertsSocialAndGeo() async throws {
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let stack = Stack(procs)
+        for service in ["accounts", "social", "geo", "alerts", "gateway"] { try await stack.start(service) }
+        // Geo started before alerts had an events endpoint: restart it to follow alerts' grants.
+        procs.kill9("geo")
+        try await stack.start("geo")
+        let users = try await register(stack, [("ana", "+15625550501"), ("ben", "+15625550502"), ("cyd", "+15625550503")])
+        let (ana, ben, cy) = (users["ana"]!, users["ben"]!, users["cyd"]!)
+        for (other, name) in [(ben, "ben"), (cy, "cyd")] {
+            _ = try await ana.run(["friends", "add", name])
+            _ = try await other.run(["friends", "add", "ana"])
+        }
+        #expect(try await ana.run(["circle", "add", "ben"]).status == 0)
+        #expect(try await ana.run(["circle", "add", "cyd"]).status == 0)
+        #expect(try await ana.run(["circle", "add", "+15625550599"]).status == 0)
+        // Ben and Cy answer from their inbox: the coreFriend request comes from social.
+        for cli in [ben, cy] {
+            let inbox = try await cli.run(["inbox"])
+            #expect(inbox.output.contains("core-friend") && inbox.output.contains("from ana"), "\(inbox.output)")
+            let anaID = try #require(inbox.output.components(separatedBy: "core-friend ").dropFirst().first?.prefix { $0.isNumber }).description
+            let accepted = try await cli.run(["inbox", "accept", "core-friend", anaID])
+            #expect(accepted.status == 0, "\(accepted.output)")
+        }
+        #expect(try await ben.run(["devices", "register", "bens-phone-token-0001", "--platform", "ios"]).status == 0)
+        // The invitation SMS to the non-user goes out (social's notice, delivered by alerts).
+        try await eventually("the invitation SMS") { try stack.sent().contains { $0.0 == "+15625550599" && $0.1.contains("core circle") } }
+
+        // Ben streams his events; Ana shares where she is and raises helpNow.
+        let events = try procs.start("ben-events", executable: "frienso", arguments: ["events"],
+                                     environment: ["FRIENSO_GATEWAY": stack.endpoints["gateway"]!, "FRIENSO_CONFIG_DIR": "\(stack.dir)/ben"])
+        #expect(try await ana.run(["locate", "33.7838", "-118.1141"]).status == 0)
+        let raised = try await ana.run(["help-now", "--message", "car broke down"])
+        #expect(raised.status == 0 && raised.output.contains("helpNow sent to 3 people"), "\(raised.output)\n\(procs.logs())")
+        #expect(raised.output.contains("call Emergency services: 911"), "\(raised.output)")
+        // kill -9 alerts right after the acknowledged raise, deliveries perhaps in flight.
+        procs.kill9("alerts")
+        try await stack.start("alerts")
+        try await eventually("every helpNow delivery, after the restart", timeout: .seconds(20)) {
+            try stack.sent().filter { $0.1.contains("car broke down") }.count == 4 // ben's push, 3 SMS
+        }
+        let helpMessages = try stack.sent().filter { $0.1.contains("car broke down") }.map(\.0).sorted()
+        #expect(helpMessages == ["+15625550502", "+15625550503", "+15625550599", "bens-phone-token-0001"], "none twice: \(helpMessages)")
+        let streamed = try await eventuallyValue("ben's stream shows the alert") {
+            let text = (try? String(contentsOfFile: events.logPath, encoding: .utf8)) ?? ""
+            return text.contains("HELP NOW") ? text : nil
+        }
+        #expect(streamed.contains("car broke down"), "\(streamed)")
+        let inbox = try await ben.run(["inbox"])
+        #expect(inbox.output.contains("help-now") && inbox.output.contains("33.78380"), "\(inbox.output)")
+        let twice = try await ana.run(["help-now"])
+        #expect(twice.output.contains("already active"), "\(twice.output)")
+        let outbox = try await ana.run(["outbox", "--operator-key", "e2e-operator", "--status", "delivered"])
+        #expect(outbox.output.contains("help_now:1"), "\(outbox.output)")
+        let denied = try await cy.run(["help-now", "resolve", "--alert-id", "1"])
+        #expect(denied.status == 14, "PERMISSION_DENIED for someone else's alert: \(denied.output)")
+        let resolved = try await ana.run(["help-now", "resolve"])
+        #expect(resolved.output.contains("resolved"), "\(resolved.output)")
+
+        // Social and geo die: a helpNow still reaches the accepted circle (from alerts' graph replica).
+        procs.kill9("social")
+        procs.kill9("geo")
+        let blind = try await ana.run(["help-now", "--message", "second time"])
+        #expect(blind.status == 0 && blind.output.contains("helpNow sent to 2 people"), "\(blind.output)\n\(procs.logs())")
+        #expect(blind.output.contains("location unknown"), "\(blind.output)")
+        try await eventually("the second alert's SMS") {
+            Set(try stack.sent().filter { $0.1.contains("second time") }.map(\.0)).isSuperset(of: ["+15625550502", "+15625550503"])
+        }
+        try await stack.start("social")
+        try await stack.start("geo")
+        _ = try await ana.run(["help-now", "resolve"])
+
+        // watchMe: Ben accepts, Cy declines; Ana sees both.
+        let watch = try await ana.run(["watch", "start", "--minutes", "20", "--note", "walking home"])
+        #expect(watch.status == 0, "\(watch.output)\n\(procs.logs())")
+        let watchID = try #require(watch.output.components(separatedBy: "watch ").dropFirst().first?.prefix { $0.isNumber }).description
+        #expect(try await ben.run(["inbox", "accept", "watch", watchID]).status == 0)
+        #expect(try await cy.run(["inbox", "reject", "watch", watchID]).status == 0)
+        let status = try await ana.run(["watch"])
+        #expect(status.output.contains("ben: accepted") && status.output.contains("cyd: declined"), "\(status.output)")
+        let ended = try await ana.run(["watch", "end"])
+        #expect(ended.output.contains("ended"), "\(ended.output)")
+        let resources = try await ana.run(["resources", "import", Repository.root.appendingPathComponent("deploy/data/resources.json").path,
+                                           "--operator-key", "e2e-operator"])
+        #expect(resources.output.contains("imported 4 resources"), "\(resources.output)")
+        #expect(try await cy.run(["resources"]).output.contains("Safe walk escort"))
+    }
+}
