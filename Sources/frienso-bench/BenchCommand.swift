@@ -8,7 +8,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frienso-bench",
         abstract: "Frienso benchmarks. Build with -c release before measuring.",
-        subcommands: [WireBench.self, SocialBench.self, GeoBench.self])
+        subcommands: [WireBench.self, SocialBench.self, GeoBench.self, AlertsBench.self])
 }
 
 struct WireBench: AsyncParsableCommand {
@@ -88,5 +88,34 @@ struct GeoBench: AsyncParsableCommand {
         var options = GeoScenario.Options(users: users, queries: queries, updates: updates, inFlight: levels)
         options.parts = Set(parts.split(separator: ",").map(String.init))
         print(try await GeoScenario.run(options, logger: Logger(label: "bench")))
+    }
+}
+
+struct AlertsBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "alerts",
+        abstract: "helpNow through the gateway to delivery records and a circle member's live event; concurrent watch sessions under location updates.")
+
+    @Option(help: "helpNow alerts measured, one at a time.") var alerts = 1_000
+    @Option(help: "Concurrent watch sessions (3 watchers each).") var sessions = 1_000
+    @Option(help: "Distinct watcher clients the sessions draw from.") var watchers = 100
+    @Option(help: "Seconds of 1 update a second per session.") var seconds = 10
+    @Option(help: "Parts to run, comma-separated: helpnow, watch.") var parts = "helpnow,watch"
+
+    func validate() throws {
+        guard Set(parts.split(separator: ",").map(String.init)).isSubset(of: ["helpnow", "watch"]) else {
+            throw ValidationError("--parts takes helpnow, watch")
+        }
+        guard alerts > 0, sessions > 0, watchers >= 3, seconds > 0 else { throw ValidationError("--alerts, --sessions, --seconds > 0; --watchers ≥ 3") }
+    }
+
+    func run() async throws {
+        var options = AlertsScenario.Options()
+        options.alerts = alerts
+        options.sessions = sessions
+        options.watchers = watchers
+        options.seconds = seconds
+        options.parts = Set(parts.split(separator: ",").map(String.init))
+        print(try await AlertsScenario.run(options, logger: Logger(label: "bench")))
     }
 }
