@@ -55,6 +55,19 @@ final class RecordingProvider: SMSProvider, PushProvider {
         self.now = now
     }
 
+    /// What it would answer for `message` (a phone number must be E.164).
+    func check(_ message: OutgoingMessage) -> DeliveryResult {
+        message.channel == .sms && PhoneNumber.normalize(message.address) != message.address
+            ? .failed("not an E.164 phone number", retryable: false) : .delivered(reference: message.idempotencyKey)
+    }
+
+    /// Records `message` as sent, inside the caller's transaction.
+    static func record(_ db: Database, _ m: OutgoingMessage, provider: String, at: Int64) throws {
+        try db.execute(sql: """
+            INSERT OR IGNORE INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms) VALUES (?, ?, ?, ?, ?, ?)
+            """, arguments: [m.idempotencyKey, provider, m.channel.rawValue, m.address, m.body, at])
+    }
+
     func send(_ batch: [OutgoingMessage]) async -> [DeliveryResult] {
         let at = now()
         var results: [DeliveryResult] = []
@@ -153,13 +166,20 @@ struct DeliveryPass: Sendable {
                                 address: $0.address, body: $0.body, recipientUserID: $0.recipientUserId)
             }
         }
+        // The built-in providers record in this database: in the transaction that marks the rows
+        // (exactly once, and one commit instead of two). Other providers are called first.
+        let local = (sms: sms as? RecordingProvider, push: push as? RecordingProvider)
         let smsBatch = messages(.sms), pushBatch = messages(.push)
-        async let smsResults = smsBatch.isEmpty ? [] : sms.send(smsBatch)
-        async let pushResults = pushBatch.isEmpty ? [] : push.send(pushBatch)
+        async let smsResults = smsBatch.isEmpty || local.sms != nil ? [] : sms.send(smsBatch)
+        async let pushResults = pushBatch.isEmpty || local.push != nil ? [] : push.send(pushBatch)
         var outcomes: [(OutgoingMessage, DeliveryResult, String)] = []
         let (s, p) = await (smsResults, pushResults)
-        for (m, r) in zip(smsBatch, s) { outcomes.append((m, r, sms.name)) }
-        for (m, r) in zip(pushBatch, p) { outcomes.append((m, r, push.name)) }
+        for (m, r) in zip(smsBatch, local.sms.map { l in smsBatch.map(l.check) } ?? s) { outcomes.append((m, r, sms.name)) }
+        for (m, r) in zip(pushBatch, local.push.map { l in pushBatch.map(l.check) } ?? p) { outcomes.append((m, r, push.name)) }
+        let recordLocally = outcomes.filter { m, r, _ in
+            if case .delivered = r { return (m.channel == .sms ? local.sms : local.push) != nil }
+            return false
+        }.map { ($0.0, $0.2) }
         // A provider that answered fewer results than messages: the rest stay pending and are retried.
 
         let policy = policy, finished = at
@@ -173,6 +193,7 @@ struct DeliveryPass: Sendable {
                 try db.execute(sql: "UPDATE outbox SET status = ?, last_error = ?, updated_at_ms = ? WHERE id = ?",
                                arguments: [AlertsV1.DeliveryStatus.skipped.rawValue, reason, finished, id])
             }
+            for (m, provider) in recordLocally { try RecordingProvider.record(db, m, provider: provider, at: finished) }
             for (m, result, provider) in outcomeRows {
                 let attempts = try Int.fetchOne(db, sql: "SELECT attempts FROM outbox WHERE id = ?", arguments: [m.deliveryID]) ?? 0
                 switch result {
@@ -193,6 +214,9 @@ struct DeliveryPass: Sendable {
             guard !ids.isEmpty else { return [] }
             return try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE id IN (\(ids.map { _ in "?" }.joined(separator: ",")))",
                                     arguments: StatementArguments(ids)).map(AlertsStore.delivery)
+        }
+        for (m, provider) in recordLocally {
+            logger.info("\(provider) sent", metadata: ["delivery": "\(m.deliveryID)", "to": "\(Redact.address(m.address))", "body": "\(m.body)"])
         }
         for d in updated where d.status == .failed {
             logger.error("delivery failed for good", metadata: ["delivery": "\(d.deliveryId)", "source": "\(d.source)", "channel": "\(d.channel.protoName)",

@@ -19,15 +19,21 @@ extension AlertsService {
         }
         if let active = try await activeAlert(of: caller) { return try await raiseReply(active, alreadyActive: true) }
 
-        // Who and where, from the other services; none of them can stop the alert.
-        var circle: [CircleContact] = []
-        do { circle = try await peers.circle(of: caller) } catch {
-            logger.error("helpNow: the core circle could not be read; the alert goes to nobody", metadata: ["error": "\(error)"])
-        }
-        var location = AlertsV1.AlertLocation()
-        do { location = try await peers.latestLocation(of: caller) } catch {
-            logger.warning("helpNow: no location from geo", metadata: ["error": "\(error)"])
-        }
+        // Who and where, from the other services, at the same time; none of them can stop the alert.
+        let peers = peers, logger = logger
+        async let circleLookup: [CircleContact] = {
+            do { return try await peers.circle(of: caller) } catch {
+                logger.error("helpNow: the core circle could not be read; the alert goes to nobody", metadata: ["error": "\(error)"])
+                return []
+            }
+        }()
+        async let locationLookup: AlertsV1.AlertLocation = {
+            do { return try await peers.latestLocation(of: caller) } catch {
+                logger.warning("helpNow: no location from geo", metadata: ["error": "\(error)"])
+                return AlertsV1.AlertLocation()
+            }
+        }()
+        let (circle, location) = await (circleLookup, locationLookup)
         let users = circle.compactMap { if case .user(let u) = $0 { u } else { nil } }
         let names = await people(Set(users + [caller]))
         let at = now()
