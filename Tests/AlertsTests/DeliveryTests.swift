@@ -22,104 +22,106 @@ final class SendsThenHangs: SMSProvider, PushProvider {
     }
 }
 
-@Suite("alerts: delivery", .serialized, .timeLimit(.minutes(2)))
-struct DeliveryTests {
-    @Test func failedDeliveries_areRetriedWithBackoff_untilTheyGoThrough() async throws {
-        let flaky = FlakyProvider(failures: 2)
-        try await withAlerts(peers: HelpNowTests.anasCircle(), sms: flaky) { h in
-            _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
-            try await h.drained()
-            let sms = try await h.outbox().filter { $0.channel == .sms }
-            #expect(sms.count == 3 && sms.allSatisfy { $0.status == .delivered && $0.attempts == 3 && $0.provider == "flaky" })
-            #expect(sms.allSatisfy { flaky.attempts($0.deliveryId) == 3 })
+extension AlertsTestGroup {
+    @Suite("alerts: delivery", .serialized, .timeLimit(.minutes(2)))
+    struct DeliveryTests {
+        @Test func failedDeliveries_areRetriedWithBackoff_untilTheyGoThrough() async throws {
+            let flaky = FlakyProvider(failures: 2)
+            try await withAlerts(peers: HelpNowTests.anasCircle(), sms: flaky) { h in
+                _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
+                try await h.drained()
+                let sms = try await h.outbox().filter { $0.channel == .sms }
+                #expect(sms.count == 3 && sms.allSatisfy { $0.status == .delivered && $0.attempts == 3 && $0.provider == "flaky" })
+                #expect(sms.allSatisfy { flaky.attempts($0.deliveryId) == 3 })
+            }
         }
-    }
 
-    @Test func aDeliveryThatKeepsFailing_isMarkedFailed_afterTheLastAttempt() async throws {
-        let broken = FlakyProvider(failures: nil)
-        try await withAlerts(peers: HelpNowTests.anasCircle(), sms: broken) { h in
-            let raised = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
-            try await h.drained()
-            let sms = try await h.outbox().filter { $0.channel == .sms }
-            #expect(sms.allSatisfy { $0.status == .failed && $0.attempts == 3 && $0.lastError.contains("gateway timeout") })
-            #expect(sms.allSatisfy { broken.attempts($0.deliveryId) == 3 }, "no attempt after the last")
-            #expect(h.logs.contains("delivery failed for good"))
-            // The initiator can see it, and so can the operator.
-            let status = try await h.call(1, API.getHelpNow, AlertsV1.GetHelpNowRequest())
-            #expect(status.mine?.recipients.allSatisfy { $0.deliveries.contains { $0.channel == .sms && $0.status == .failed } } == true)
-            let failed = try await h.operatorCall(API.listOutbox, AlertsV1.ListOutboxRequest(operatorKey: "operator-secret", status: .failed))
-            #expect(failed.deliveries.count == 3 && failed.deliveries.allSatisfy { $0.source == "help_now:\(raised.alert?.alertId ?? 0)" })
-            #expect(failed.deliveries.allSatisfy { !$0.address.hasPrefix("+1562555") }, "addresses are abbreviated for operators")
+        @Test func aDeliveryThatKeepsFailing_isMarkedFailed_afterTheLastAttempt() async throws {
+            let broken = FlakyProvider(failures: nil)
+            try await withAlerts(peers: HelpNowTests.anasCircle(), sms: broken) { h in
+                let raised = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
+                try await h.drained()
+                let sms = try await h.outbox().filter { $0.channel == .sms }
+                #expect(sms.allSatisfy { $0.status == .failed && $0.attempts == 3 && $0.lastError.contains("gateway timeout") })
+                #expect(sms.allSatisfy { broken.attempts($0.deliveryId) == 3 }, "no attempt after the last")
+                #expect(h.logs.contains("delivery failed for good"))
+                // The initiator can see it, and so can the operator.
+                let status = try await h.call(1, API.getHelpNow, AlertsV1.GetHelpNowRequest())
+                #expect(status.mine?.recipients.allSatisfy { $0.deliveries.contains { $0.channel == .sms && $0.status == .failed } } == true)
+                let failed = try await h.operatorCall(API.listOutbox, AlertsV1.ListOutboxRequest(operatorKey: "operator-secret", status: .failed))
+                #expect(failed.deliveries.count == 3 && failed.deliveries.allSatisfy { $0.source == "help_now:\(raised.alert?.alertId ?? 0)" })
+                #expect(failed.deliveries.allSatisfy { !$0.address.hasPrefix("+1562555") }, "addresses are abbreviated for operators")
+            }
         }
-    }
 
-    @Test func aNumberTheProviderRejects_failsAtOnce() async throws {
-        let peers = HelpNowTests.anasCircle()
-        peers.state.withLock { $0.phones[2] = "12345" }
-        try await withAlerts(peers: peers) { h in
-            _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
-            try await h.drained()
-            let bad = try #require(try await h.outbox().first { $0.recipientUserId == 2 && $0.channel == .sms })
-            #expect(bad.status == .failed && bad.attempts == 1 && bad.lastError.contains("E.164"))
+        @Test func aNumberTheProviderRejects_failsAtOnce() async throws {
+            let peers = HelpNowTests.anasCircle()
+            peers.state.withLock { $0.phones[2] = "12345" }
+            try await withAlerts(peers: peers) { h in
+                _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
+                try await h.drained()
+                let bad = try #require(try await h.outbox().first { $0.recipientUserId == 2 && $0.channel == .sms })
+                #expect(bad.status == .failed && bad.attempts == 1 && bad.lastError.contains("E.164"))
+            }
         }
-    }
 
-    @Test func aCrashBetweenSendingAndMarking_doesNotSendTwice() async throws {
-        let temp = try TemporaryDirectory("frienso-alerts-crash")
-        defer { temp.remove() }
-        let peers = HelpNowTests.anasCircle()
-        // First life: the provider sends (records) and the process "dies" before marking.
-        try await withAlerts(directory: temp.path, peers: peers, worker: false) { h in
-            _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "once"))
-            let recording = RecordingProvider(name: "outbox-sms", database: h.service.store.database, logger: h.logs.logger("p"),
-                                              now: { WallClock.milliseconds() })
-            let hanging = SendsThenHangs(recording)
-            let crashed = try AlertsService(directory: temp.path, peers: peers, events: nil, config: testConfig(), sms: hanging, push: hanging,
-                                            logger: h.logs.logger("crashing"))
-            let pass = Task { try await crashed.deliverDue() }
-            try await eventually("the provider to send") { hanging.sent.load(ordering: .relaxed) == 3 }
-            pass.cancel()
-            #expect(try await h.outbox().filter { $0.channel == .sms }.allSatisfy { $0.status == .pending }, "not marked: the crash")
+        @Test func aCrashBetweenSendingAndMarking_doesNotSendTwice() async throws {
+            let temp = try TemporaryDirectory("frienso-alerts-crash")
+            defer { temp.remove() }
+            let peers = HelpNowTests.anasCircle()
+            // First life: the provider sends (records) and the process "dies" before marking.
+            try await withAlerts(directory: temp.path, peers: peers, worker: false) { h in
+                _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "once"))
+                let recording = RecordingProvider(name: "outbox-sms", database: h.service.store.database, logger: h.logs.logger("p"),
+                                                  now: { WallClock.milliseconds() })
+                let hanging = SendsThenHangs(recording)
+                let crashed = try AlertsService(directory: temp.path, peers: peers, events: nil, config: testConfig(), sms: hanging, push: hanging,
+                                                logger: h.logs.logger("crashing"))
+                let pass = Task { try await crashed.deliverDue() }
+                try await eventually("the provider to send") { hanging.sent.load(ordering: .relaxed) == 3 }
+                pass.cancel()
+                #expect(try await h.outbox().filter { $0.channel == .sms }.allSatisfy { $0.status == .pending }, "not marked: the crash")
+            }
+            // Second life: the same deliveries go again, with the same idempotency keys.
+            try await withAlerts(directory: temp.path, peers: peers) { h in
+                try await h.drained()
+                #expect(try await h.outbox().filter { $0.channel == .sms }.allSatisfy { $0.status == .delivered })
+                #expect(try await h.sent().count == 3, "each SMS sent once")
+            }
         }
-        // Second life: the same deliveries go again, with the same idempotency keys.
-        try await withAlerts(directory: temp.path, peers: peers) { h in
-            try await h.drained()
-            #expect(try await h.outbox().filter { $0.channel == .sms }.allSatisfy { $0.status == .delivered })
-            #expect(try await h.sent().count == 3, "each SMS sent once")
-        }
-    }
 
-    @Test func socialNotices_areDeliveredOnce_pokesCircleRequestsAndInvitations() async throws {
-        let temp = try TemporaryDirectory("frienso-alerts-notices")
-        defer { temp.remove() }
-        let peers = FakePeers()
-        let ana = SocialV1.UserRef(userId: 1, username: "ana", firstName: "Ana", lastName: "Lima")
-        let notices = [
-                SocialV1.Notice(noticeId: 1, kind: .poke, from: ana, toUserId: 2, createdAtMs: 1),
-                SocialV1.Notice(noticeId: 2, kind: .circleRequest, from: ana, toUserId: 3, createdAtMs: 2),
-                SocialV1.Notice(noticeId: 3, kind: .circleInvite, from: ana, toPhone: "+15625550123", createdAtMs: 3),
-        ]
-        try await withAlerts(directory: temp.path, peers: peers) { h in
-            try await h.device(2, "bens-device-token")
-            try await h.device(3, "cys-device-token")
-            peers.state.withLock { $0.notices = notices } // social has them now
-            try await h.service.pullNotices() // the worker pulls too: either way, once
-            try await eventually("three deliveries") { try await h.outbox().count == 3 }
-            try await h.drained()
-            let sent = try await h.sent()
-            #expect(sent.map(\.address).sorted() == ["+15625550123", "bens-device-token", "cys-device-token"])
-            #expect(sent.first { $0.address == "bens-device-token" }?.body == "Ana Lima (@ana) poked you")
-            #expect(sent.first { $0.address == "+15625550123" }?.body.contains("https://frienso.app/join") == true)
-            #expect(h.recorder.events(to: 3).first?.kind == .coreFriendRequest)
-        }
-        // After a restart the cursor holds: nothing queued again; a new notice is.
-        peers.state.withLock { $0.notices.append(SocialV1.Notice(noticeId: 4, kind: .poke, from: ana, toUserId: 3, createdAtMs: 4)) }
-        try await withAlerts(directory: temp.path, peers: peers) { h in
-            try await eventually("the new poke") { try await h.outbox().count == 4 }
-            try await h.service.pullNotices()
-            try await h.drained()
-            #expect(try await h.outbox().count == 4)
-            #expect(try await h.sent().count == 4)
+        @Test func socialNotices_areDeliveredOnce_pokesCircleRequestsAndInvitations() async throws {
+            let temp = try TemporaryDirectory("frienso-alerts-notices")
+            defer { temp.remove() }
+            let peers = FakePeers()
+            let ana = SocialV1.UserRef(userId: 1, username: "ana", firstName: "Ana", lastName: "Lima")
+            let notices = [
+                    SocialV1.Notice(noticeId: 1, kind: .poke, from: ana, toUserId: 2, createdAtMs: 1),
+                    SocialV1.Notice(noticeId: 2, kind: .circleRequest, from: ana, toUserId: 3, createdAtMs: 2),
+                    SocialV1.Notice(noticeId: 3, kind: .circleInvite, from: ana, toPhone: "+15625550123", createdAtMs: 3),
+            ]
+            try await withAlerts(directory: temp.path, peers: peers) { h in
+                try await h.device(2, "bens-device-token")
+                try await h.device(3, "cys-device-token")
+                peers.state.withLock { $0.notices = notices } // social has them now
+                try await h.service.pullNotices() // the worker pulls too: either way, once
+                try await eventually("three deliveries") { try await h.outbox().count == 3 }
+                try await h.drained()
+                let sent = try await h.sent()
+                #expect(sent.map(\.address).sorted() == ["+15625550123", "bens-device-token", "cys-device-token"])
+                #expect(sent.first { $0.address == "bens-device-token" }?.body == "Ana Lima (@ana) poked you")
+                #expect(sent.first { $0.address == "+15625550123" }?.body.contains("https://frienso.app/join") == true)
+                #expect(h.recorder.events(to: 3).first?.kind == .coreFriendRequest)
+            }
+            // After a restart the cursor holds: nothing queued again; a new notice is.
+            peers.state.withLock { $0.notices.append(SocialV1.Notice(noticeId: 4, kind: .poke, from: ana, toUserId: 3, createdAtMs: 4)) }
+            try await withAlerts(directory: temp.path, peers: peers) { h in
+                try await eventually("the new poke") { try await h.outbox().count == 4 }
+                try await h.service.pullNotices()
+                try await h.drained()
+                #expect(try await h.outbox().count == 4)
+                #expect(try await h.sent().count == 4)
+            }
         }
     }
 }

@@ -8,172 +8,174 @@ import Wire
 
 typealias API = AlertsV1.AlertsService
 
-@Suite("alerts: helpNow", .serialized, .timeLimit(.minutes(2)))
-struct HelpNowTests {
-    /// Ana (1) has Ben (2, two phones registered), Cy (3, no device) and an invited number in her circle.
-    static func anasCircle() -> FakePeers {
-        let peers = FakePeers()
-        peers.state.withLock { s in
-            s.circles[1] = [.user(2), .user(3), .phone("+15625550199")]
-            s.phones = [1: "+15625550101", 2: "+15625550102", 3: "+15625550103"]
-            s.locations[1] = AlertsV1.AlertLocation(known: true, latitude: 33.7838, longitude: -118.1141, accuracyM: 8, fixTimeMs: 1, placeName: "Library")
+extension AlertsTestGroup {
+    @Suite("alerts: helpNow", .serialized, .timeLimit(.minutes(2)))
+    struct HelpNowTests {
+        /// Ana (1) has Ben (2, two phones registered), Cy (3, no device) and an invited number in her circle.
+        static func anasCircle() -> FakePeers {
+            let peers = FakePeers()
+            peers.state.withLock { s in
+                s.circles[1] = [.user(2), .user(3), .phone("+15625550199")]
+                s.phones = [1: "+15625550101", 2: "+15625550102", 3: "+15625550103"]
+                s.locations[1] = AlertsV1.AlertLocation(known: true, latitude: 33.7838, longitude: -118.1141, accuracyM: 8, fixTimeMs: 1, placeName: "Library")
+            }
+            return peers
         }
-        return peers
-    }
 
-    @Test func helpNow_reachesTheWholeCircle_byPushAndSMS_withoutAnyoneAccepting() async throws {
-        try await withAlerts(peers: Self.anasCircle()) { h in
-            try await h.device(2, "ben-phone-token-1")
-            try await h.device(2, "ben-tablet-token-2")
-            let reply = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "followed on 5th street"), key: "raise-1")
-            #expect(reply.notified == 3)
-            #expect(!reply.nobodyNotified && !reply.alreadyActive)
-            let alert = try #require(reply.alert)
-            #expect(alert.state == .active && alert.message == "followed on 5th street")
-            #expect(alert.location?.placeName == "Library" && alert.location?.known == true)
-            #expect(alert.emergency?.number == "911", "no campus police configured: 911")
-            #expect(alert.recipients.map { $0.person?.userId ?? 0 } == [2, 3, 0])
-            #expect(alert.recipients.allSatisfy { $0.answer == .pending })
+        @Test func helpNow_reachesTheWholeCircle_byPushAndSMS_withoutAnyoneAccepting() async throws {
+            try await withAlerts(peers: Self.anasCircle()) { h in
+                try await h.device(2, "ben-phone-token-1")
+                try await h.device(2, "ben-tablet-token-2")
+                let reply = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "followed on 5th street"), key: "raise-1")
+                #expect(reply.notified == 3)
+                #expect(!reply.nobodyNotified && !reply.alreadyActive)
+                let alert = try #require(reply.alert)
+                #expect(alert.state == .active && alert.message == "followed on 5th street")
+                #expect(alert.location?.placeName == "Library" && alert.location?.known == true)
+                #expect(alert.emergency?.number == "911", "no campus police configured: 911")
+                #expect(alert.recipients.map { $0.person?.userId ?? 0 } == [2, 3, 0])
+                #expect(alert.recipients.allSatisfy { $0.answer == .pending })
 
-            try await h.drained()
-            let sent = try await h.sent()
-            #expect(Set(sent.filter { $0.channel == AlertsV1.Channel.push.rawValue }.map(\.address)) == ["ben-phone-token-1", "ben-tablet-token-2"])
-            #expect(Set(sent.filter { $0.channel == AlertsV1.Channel.sms.rawValue }.map(\.address)) == ["+15625550102", "+15625550103", "+15625550199"])
-            #expect(sent.allSatisfy { $0.body.contains("needs help") && $0.body.contains("followed on 5th street") && $0.body.contains("Library") })
-            let skipped = try await h.outbox().filter { $0.status == .skipped }
-            #expect(skipped.count == 1 && skipped.first?.recipientUserId == 3 && skipped.first?.lastError == "no registered device",
-                    "Cy has no device: recorded as skipped, not left out")
-            // Location grants to both users, until resolved; live events to both.
-            let grants = h.recorder.grants()
-            #expect(Set(grants.map(\.viewerId)) == [2, 3] && grants.allSatisfy { $0.subjectId == 1 && $0.reason == "help_now" })
-            #expect(h.recorder.events(to: 2).first?.kind == .helpNow)
-            #expect(h.recorder.events(to: 3).first?.location?.placeName == "Library")
+                try await h.drained()
+                let sent = try await h.sent()
+                #expect(Set(sent.filter { $0.channel == AlertsV1.Channel.push.rawValue }.map(\.address)) == ["ben-phone-token-1", "ben-tablet-token-2"])
+                #expect(Set(sent.filter { $0.channel == AlertsV1.Channel.sms.rawValue }.map(\.address)) == ["+15625550102", "+15625550103", "+15625550199"])
+                #expect(sent.allSatisfy { $0.body.contains("needs help") && $0.body.contains("followed on 5th street") && $0.body.contains("Library") })
+                let skipped = try await h.outbox().filter { $0.status == .skipped }
+                #expect(skipped.count == 1 && skipped.first?.recipientUserId == 3 && skipped.first?.lastError == "no registered device",
+                        "Cy has no device: recorded as skipped, not left out")
+                // Location grants to both users, until resolved; live events to both.
+                let grants = h.recorder.grants()
+                #expect(Set(grants.map(\.viewerId)) == [2, 3] && grants.allSatisfy { $0.subjectId == 1 && $0.reason == "help_now" })
+                #expect(h.recorder.events(to: 2).first?.kind == .helpNow)
+                #expect(h.recorder.events(to: 3).first?.location?.placeName == "Library")
 
-            // The initiator's status shows each member's deliveries.
-            let status = try await h.call(1, API.getHelpNow, AlertsV1.GetHelpNowRequest())
-            let ben = try #require(status.mine?.recipients.first)
-            #expect(ben.deliveries.filter { $0.status == .delivered }.count == 3) // two pushes and an SMS
+                // The initiator's status shows each member's deliveries.
+                let status = try await h.call(1, API.getHelpNow, AlertsV1.GetHelpNowRequest())
+                let ben = try #require(status.mine?.recipients.first)
+                #expect(ben.deliveries.filter { $0.status == .delivered }.count == 3) // two pushes and an SMS
+            }
         }
-    }
 
-    @Test func aRetriedRaise_sendsOnce_evenAfterARestart_andASecondRaiseReturnsTheActiveOne() async throws {
-        let temp = try TemporaryDirectory("frienso-alerts-retry")
-        defer { temp.remove() }
-        let peers = Self.anasCircle()
-        let first = try await withAlerts(directory: temp.path, peers: peers) { h in
-            let a = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
-            let b = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
-            #expect(a.alert?.alertId == b.alert?.alertId)
-            let other = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "HELP!"), key: "another-key")
-            #expect(other.alreadyActive && other.alert?.alertId == a.alert?.alertId)
-            try await h.drained()
-            #expect(try await h.sent().count == 3, "three SMS (no devices), once")
-            return a.alert?.alertId ?? 0
+        @Test func aRetriedRaise_sendsOnce_evenAfterARestart_andASecondRaiseReturnsTheActiveOne() async throws {
+            let temp = try TemporaryDirectory("frienso-alerts-retry")
+            defer { temp.remove() }
+            let peers = Self.anasCircle()
+            let first = try await withAlerts(directory: temp.path, peers: peers) { h in
+                let a = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
+                let b = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
+                #expect(a.alert?.alertId == b.alert?.alertId)
+                let other = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "HELP!"), key: "another-key")
+                #expect(other.alreadyActive && other.alert?.alertId == a.alert?.alertId)
+                try await h.drained()
+                #expect(try await h.sent().count == 3, "three SMS (no devices), once")
+                return a.alert?.alertId ?? 0
+            }
+            try await withAlerts(directory: temp.path, peers: peers) { h in
+                let again = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
+                #expect(again.alert?.alertId == first)
+                try await h.drained()
+                #expect(try await h.sent().count == 3)
+                #expect(try await h.outbox().count == 5, "3 SMS + 2 skipped pushes, nothing queued twice")
+            }
         }
-        try await withAlerts(directory: temp.path, peers: peers) { h in
-            let again = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
-            #expect(again.alert?.alertId == first)
-            try await h.drained()
-            #expect(try await h.sent().count == 3)
-            #expect(try await h.outbox().count == 5, "3 SMS + 2 skipped pushes, nothing queued twice")
-        }
-    }
 
-    @Test func anEmptyCircle_isRecorded_andSaysNobodyWasNotified() async throws {
-        var config = testConfig()
-        config.campusPoliceNumber = "+15625550100"
-        let peers = FakePeers()
-        peers.state.withLock { $0.locations[9] = AlertsV1.AlertLocation(known: true, latitude: 33.78, longitude: -118.11, placeName: "Library") }
-        try await withAlerts(peers: peers, config: config) { h in
-            let reply = try await h.call(9, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
-            #expect(reply.nobodyNotified && reply.notified == 0)
-            #expect(reply.alert?.state == .active)
-            #expect(reply.alert?.emergency?.number == "+15625550100" && reply.alert?.emergency?.label == "Campus police",
-                    "at a campus place with campus police configured")
-            let called = try await h.call(9, API.reportEmergencyCall, AlertsV1.ReportEmergencyCallRequest(dialed: true))
-            #expect(called.emergency?.reported == true && called.emergency?.dialed == true)
-            #expect(try await h.outbox().isEmpty)
+        @Test func anEmptyCircle_isRecorded_andSaysNobodyWasNotified() async throws {
+            var config = testConfig()
+            config.campusPoliceNumber = "+15625550100"
+            let peers = FakePeers()
+            peers.state.withLock { $0.locations[9] = AlertsV1.AlertLocation(known: true, latitude: 33.78, longitude: -118.11, placeName: "Library") }
+            try await withAlerts(peers: peers, config: config) { h in
+                let reply = try await h.call(9, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
+                #expect(reply.nobodyNotified && reply.notified == 0)
+                #expect(reply.alert?.state == .active)
+                #expect(reply.alert?.emergency?.number == "+15625550100" && reply.alert?.emergency?.label == "Campus police",
+                        "at a campus place with campus police configured")
+                let called = try await h.call(9, API.reportEmergencyCall, AlertsV1.ReportEmergencyCallRequest(dialed: true))
+                #expect(called.emergency?.reported == true && called.emergency?.dialed == true)
+                #expect(try await h.outbox().isEmpty)
+            }
         }
-    }
 
-    @Test func alertsGoOut_whenGeoAndAccountsAreDown_andSMSWaitsForThePhoneNumbers() async throws {
-        let peers = Self.anasCircle()
-        peers.state.withLock { $0.down = ["geo", "accounts"] }
-        try await withAlerts(peers: peers) { h in
-            let reply = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"))
-            #expect(reply.notified == 3)
-            #expect(reply.alert?.location?.known == false)
-            // The invited number needs no lookup; the members' SMS wait (without spending attempts).
-            try await eventually("the invited number's SMS") { try await h.outbox().contains { $0.address == "+15625550199" && $0.status == .delivered } }
-            let waiting = try await h.outbox().filter { $0.status == .pending }
-            #expect(waiting.count == 2 && waiting.allSatisfy { $0.attempts == 0 })
-            peers.state.withLock { $0.down = [] }
-            try await h.drained()
-            #expect(Set(try await h.sent().map(\.address)) == ["+15625550102", "+15625550103", "+15625550199"])
+        @Test func alertsGoOut_whenGeoAndAccountsAreDown_andSMSWaitsForThePhoneNumbers() async throws {
+            let peers = Self.anasCircle()
+            peers.state.withLock { $0.down = ["geo", "accounts"] }
+            try await withAlerts(peers: peers) { h in
+                let reply = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"))
+                #expect(reply.notified == 3)
+                #expect(reply.alert?.location?.known == false)
+                // The invited number needs no lookup; the members' SMS wait (without spending attempts).
+                try await eventually("the invited number's SMS") { try await h.outbox().contains { $0.address == "+15625550199" && $0.status == .delivered } }
+                let waiting = try await h.outbox().filter { $0.status == .pending }
+                #expect(waiting.count == 2 && waiting.allSatisfy { $0.attempts == 0 })
+                peers.state.withLock { $0.down = [] }
+                try await h.drained()
+                #expect(Set(try await h.sent().map(\.address)) == ["+15625550102", "+15625550103", "+15625550199"])
+            }
         }
-    }
 
-    @Test func onlyTheInitiatorOrAnOperator_resolves_andTheCircleIsTold() async throws {
-        try await withAlerts(peers: Self.anasCircle()) { h in
-            let raised = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
-            let id = try #require(raised.alert?.alertId)
-            await expectError(.permissionDenied, containing: "not yours") {
-                _ = try await h.call(2, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: id))
+        @Test func onlyTheInitiatorOrAnOperator_resolves_andTheCircleIsTold() async throws {
+            try await withAlerts(peers: Self.anasCircle()) { h in
+                let raised = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
+                let id = try #require(raised.alert?.alertId)
+                await expectError(.permissionDenied, containing: "not yours") {
+                    _ = try await h.call(2, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: id))
+                }
+                await expectError(.permissionDenied) { _ = try await h.call(2, API.reportEmergencyCall, AlertsV1.ReportEmergencyCallRequest(alertId: id)) }
+                await expectError(.permissionDenied, containing: "operator_key is wrong") {
+                    _ = try await h.operatorCall(API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: id, operatorKey: "guess"))
+                }
+                await expectError(.notFound) { _ = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: 999)) }
+                await expectError(.unauthenticated) { _ = try await h.operatorCall(API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: id)) }
+                let resolved = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest())
+                #expect(resolved.alert?.state == .resolved && resolved.alert?.resolvedBy == "initiator")
+                // Grants revoked (an expiry not in the future), the circle told.
+                let revocations = h.recorder.grants().filter { $0.expiresAtMs <= WallClock.milliseconds() }
+                #expect(Set(revocations.map(\.viewerId)) == [2, 3])
+                #expect(h.recorder.events(to: 2).map(\.kind) == [.helpNow, .helpNowResolved])
+                try await h.drained()
+                #expect(try await h.sent().filter { $0.body.contains("is safe") }.count == 3)
+                // Resolving again changes nothing; a new alert can be raised.
+                #expect(try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: id)).alert?.resolvedAtMs == resolved.alert?.resolvedAtMs)
+                let next = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
+                #expect(!next.alreadyActive && next.alert?.alertId != id)
+                let byOperator = try await h.operatorCall(API.resolveHelpNow,
+                                                          AlertsV1.ResolveHelpNowRequest(alertId: next.alert?.alertId ?? 0, operatorKey: "operator-secret"))
+                #expect(byOperator.alert?.resolvedBy == "operator")
             }
-            await expectError(.permissionDenied) { _ = try await h.call(2, API.reportEmergencyCall, AlertsV1.ReportEmergencyCallRequest(alertId: id)) }
-            await expectError(.permissionDenied, containing: "operator_key is wrong") {
-                _ = try await h.operatorCall(API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: id, operatorKey: "guess"))
-            }
-            await expectError(.notFound) { _ = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: 999)) }
-            await expectError(.unauthenticated) { _ = try await h.operatorCall(API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: id)) }
-            let resolved = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest())
-            #expect(resolved.alert?.state == .resolved && resolved.alert?.resolvedBy == "initiator")
-            // Grants revoked (an expiry not in the future), the circle told.
-            let revocations = h.recorder.grants().filter { $0.expiresAtMs <= WallClock.milliseconds() }
-            #expect(Set(revocations.map(\.viewerId)) == [2, 3])
-            #expect(h.recorder.events(to: 2).map(\.kind) == [.helpNow, .helpNowResolved])
-            try await h.drained()
-            #expect(try await h.sent().filter { $0.body.contains("is safe") }.count == 3)
-            // Resolving again changes nothing; a new alert can be raised.
-            #expect(try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: id)).alert?.resolvedAtMs == resolved.alert?.resolvedAtMs)
-            let next = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
-            #expect(!next.alreadyActive && next.alert?.alertId != id)
-            let byOperator = try await h.operatorCall(API.resolveHelpNow,
-                                                      AlertsV1.ResolveHelpNowRequest(alertId: next.alert?.alertId ?? 0, operatorKey: "operator-secret"))
-            #expect(byOperator.alert?.resolvedBy == "operator")
         }
-    }
 
-    @Test func badInputs_getStableErrors() async throws {
-        try await withAlerts { h in
-            await expectError(.unauthenticated) { _ = try await h.call(0, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest()) }
-            await expectError(.invalidArgument, containing: "500") {
-                _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: String(repeating: "x", count: 501)))
+        @Test func badInputs_getStableErrors() async throws {
+            try await withAlerts { h in
+                await expectError(.unauthenticated) { _ = try await h.call(0, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest()) }
+                await expectError(.invalidArgument, containing: "500") {
+                    _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: String(repeating: "x", count: 501)))
+                }
+                await expectError(.failedPrecondition) { _ = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest()) }
+                await expectError(.failedPrecondition) { _ = try await h.call(1, API.reportEmergencyCall, AlertsV1.ReportEmergencyCallRequest()) }
+                await expectError(.invalidArgument, containing: "token") {
+                    _ = try await h.call(1, API.registerDevice, AlertsV1.RegisterDeviceRequest(token: "short", platform: .ios))
+                }
+                await expectError(.invalidArgument, containing: "platform") {
+                    _ = try await h.call(1, API.registerDevice, AlertsV1.RegisterDeviceRequest(token: "long-enough-token"))
+                }
+                await expectError(.notFound) { _ = try await h.call(1, API.unregisterDevice, AlertsV1.UnregisterDeviceRequest(token: "nope-nope-nope")) }
+                await expectError(.permissionDenied) { _ = try await h.operatorCall(API.listOutbox, AlertsV1.ListOutboxRequest()) }
+                await expectError(.invalidArgument, containing: "limit") {
+                    _ = try await h.operatorCall(API.listOutbox, AlertsV1.ListOutboxRequest(operatorKey: "operator-secret", limit: 501))
+                }
+                await expectError(.invalidArgument, containing: "kind") {
+                    _ = try await h.call(1, API.respondInbox, AlertsV1.RespondInboxRequest(requestId: 1, action: .accept))
+                }
+                await expectError(.invalidArgument, containing: "action") {
+                    _ = try await h.call(1, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: 1))
+                }
+                // A device token moves to whoever registers it last.
+                try await h.device(1, "shared-token-123")
+                try await h.device(2, "shared-token-123")
+                #expect(try await h.call(1, API.listDevices, AlertsV1.ListDevicesRequest()).devices.isEmpty)
+                #expect(try await h.call(2, API.listDevices, AlertsV1.ListDevicesRequest()).devices.map(\.token) == ["shared-token-123"])
             }
-            await expectError(.failedPrecondition) { _ = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest()) }
-            await expectError(.failedPrecondition) { _ = try await h.call(1, API.reportEmergencyCall, AlertsV1.ReportEmergencyCallRequest()) }
-            await expectError(.invalidArgument, containing: "token") {
-                _ = try await h.call(1, API.registerDevice, AlertsV1.RegisterDeviceRequest(token: "short", platform: .ios))
-            }
-            await expectError(.invalidArgument, containing: "platform") {
-                _ = try await h.call(1, API.registerDevice, AlertsV1.RegisterDeviceRequest(token: "long-enough-token"))
-            }
-            await expectError(.notFound) { _ = try await h.call(1, API.unregisterDevice, AlertsV1.UnregisterDeviceRequest(token: "nope-nope-nope")) }
-            await expectError(.permissionDenied) { _ = try await h.operatorCall(API.listOutbox, AlertsV1.ListOutboxRequest()) }
-            await expectError(.invalidArgument, containing: "limit") {
-                _ = try await h.operatorCall(API.listOutbox, AlertsV1.ListOutboxRequest(operatorKey: "operator-secret", limit: 501))
-            }
-            await expectError(.invalidArgument, containing: "kind") {
-                _ = try await h.call(1, API.respondInbox, AlertsV1.RespondInboxRequest(requestId: 1, action: .accept))
-            }
-            await expectError(.invalidArgument, containing: "action") {
-                _ = try await h.call(1, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: 1))
-            }
-            // A device token moves to whoever registers it last.
-            try await h.device(1, "shared-token-123")
-            try await h.device(2, "shared-token-123")
-            #expect(try await h.call(1, API.listDevices, AlertsV1.ListDevicesRequest()).devices.isEmpty)
-            #expect(try await h.call(2, API.listDevices, AlertsV1.ListDevicesRequest()).devices.map(\.token) == ["shared-token-123"])
         }
     }
 }

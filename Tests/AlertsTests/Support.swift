@@ -6,6 +6,7 @@ import GRDB
 import Logging
 import ServiceLifecycle
 import Synchronization
+import Testing
 import Wire
 
 /// The other services as alerts sees them, under the test's control. A service named in `down`
@@ -172,3 +173,8 @@ func withAlerts<T: Sendable>(directory: String? = nil, peers: FakePeers = FakePe
         throw error
     }
 }
+
+/// Every alerts suite runs inside this one, one test at a time: on two cores, many in-process
+/// stacks starting at once beside the other modules' suites starved the shared reactor in a
+/// fresh-clone CI run (missed heartbeats in unrelated Wire and accounts tests).
+@Suite("alerts", .serialized) struct AlertsTestGroup {}

@@ -6,184 +6,186 @@ import GRDB
 import Testing
 import Wire
 
-@Suite("alerts: watchMe and the inbox", .serialized, .timeLimit(.minutes(2)))
-struct WatchAndInboxTests {
-    /// Dee (10) has Eli (11), Fay (12) and Gus (13) in her circle; Hal (14) is not in it.
-    static func deesCircle() -> FakePeers {
-        let peers = FakePeers()
-        peers.state.withLock { $0.circles[10] = [.user(11), .user(12), .user(13), .phone("+15625550177")] }
-        return peers
-    }
-
-    @Test func theInitiatorSees_whoWatches_whoDeclined_andWhoHasNotAnswered_andOnlyWatchersGetGrants() async throws {
-        try await withAlerts(peers: Self.deesCircle()) { h in
-            let started = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 1800, note: "walking home"))
-            let session = try #require(started.session)
-            #expect(session.watchers.map { $0.person?.userId ?? 0 } == [11, 12, 13], "users only: an invited number cannot watch")
-            #expect(h.recorder.events(to: 11).first?.kind == .watchRequest)
-            #expect(h.recorder.grants().isEmpty, "nobody sees Dee before accepting")
-            // Each watcher has the request in their inbox.
-            let inbox = try await h.call(11, API.listInbox, AlertsV1.ListInboxRequest())
-            #expect(inbox.items.map(\.kind) == [.watch] && inbox.items.first?.requestId == session.sessionId)
-            #expect(inbox.items.first?.text == "walking home")
-
-            _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .accept))
-            _ = try await h.call(12, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .reject))
-            await expectError(.permissionDenied, containing: "not addressed to you") {
-                _ = try await h.call(14, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .accept))
-            }
-            await expectError(.notFound) {
-                _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: 999, action: .accept))
-            }
-            let status = try await h.call(10, API.getWatch, AlertsV1.GetWatchRequest())
-            #expect(status.mine?.watchers.map(\.answer) == [.accepted, .declined, .pending])
-            let grants = h.recorder.grants()
-            #expect(grants.map(\.viewerId) == [11] && grants.first?.expiresAtMs == session.endsAtMs && grants.first?.reason == "watch")
-            #expect(h.recorder.events(to: 10).map(\.answer) == [.accepted, .declined])
-            // Answered requests leave the inbox; the watcher sees the session in their status.
-            #expect(try await h.call(11, API.listInbox, AlertsV1.ListInboxRequest()).items.isEmpty)
-            #expect(try await h.call(11, API.getWatch, AlertsV1.GetWatchRequest()).watching.first?.watchers.map(\.answer) == [.accepted])
-            // Gus dismisses it: hidden from his inbox, still "not answered" for Dee.
-            _ = try await h.call(13, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .dismiss))
-            #expect(try await h.call(13, API.listInbox, AlertsV1.ListInboxRequest()).items.isEmpty)
-            #expect(try await h.call(10, API.getWatch, AlertsV1.GetWatchRequest()).mine?.watchers.last?.answer == .pending)
-
-            // Extend: grants follow; end: revoked, watchers told.
-            let extended = try await h.call(10, API.extendWatch, AlertsV1.ExtendWatchRequest(extraSeconds: 600))
-            #expect(extended.session?.endsAtMs == session.endsAtMs + 600_000)
-            #expect(h.recorder.grants().last?.expiresAtMs == session.endsAtMs + 600_000)
-            await expectError(.failedPrecondition, containing: "at most") {
-                _ = try await h.call(10, API.extendWatch, AlertsV1.ExtendWatchRequest(extraSeconds: 12 * 3600))
-            }
-            let ended = try await h.call(10, API.endWatch, AlertsV1.EndWatchRequest())
-            #expect(ended.session?.state == .ended)
-            #expect(try #require(h.recorder.grants().last).expiresAtMs <= WallClock.milliseconds())
-            #expect(h.recorder.events(to: 12).last?.kind == .watchEnded)
-            await expectError(.failedPrecondition, containing: "ended") {
-                _ = try await h.call(13, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .accept))
-            }
-            await expectError(.failedPrecondition) { _ = try await h.call(10, API.endWatch, AlertsV1.EndWatchRequest()) }
-            try await h.drained()
-            #expect(try await h.outbox().contains { $0.source.hasPrefix("watch_end:") && $0.recipientUserId == 11 }, "the watcher gets a push")
+extension AlertsTestGroup {
+    @Suite("alerts: watchMe and the inbox", .serialized, .timeLimit(.minutes(2)))
+    struct WatchAndInboxTests {
+        /// Dee (10) has Eli (11), Fay (12) and Gus (13) in her circle; Hal (14) is not in it.
+        static func deesCircle() -> FakePeers {
+            let peers = FakePeers()
+            peers.state.withLock { $0.circles[10] = [.user(11), .user(12), .user(13), .phone("+15625550177")] }
+            return peers
         }
-    }
 
-    @Test func aWatchExpires_byItself_andRevokesItsGrants() async throws {
-        try await withAlerts(peers: Self.deesCircle()) { h in
-            let started = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 3))
-            let id = try #require(started.session?.sessionId)
-            _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: id, action: .accept))
-            let expired = try await eventuallyValue("the watch to expire") {
-                let mine = try await h.call(10, API.getWatch, AlertsV1.GetWatchRequest()).mine
-                return mine?.state == .expired ? mine : nil
-            }
-            #expect(expired.endedAtMs >= expired.endsAtMs)
-            #expect(h.recorder.events(to: 12).contains { $0.kind == .watchEnded }, "every watcher is told")
-            let viewer11 = h.recorder.grants().filter { $0.viewerId == 11 }
-            #expect(viewer11.map(\.expiresAtMs) == [expired.endsAtMs, expired.endedAtMs], "granted until the end, then revoked")
-            // A new one can start.
-            #expect(try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600)).session?.state == .active)
-        }
-    }
+        @Test func theInitiatorSees_whoWatches_whoDeclined_andWhoHasNotAnswered_andOnlyWatchersGetGrants() async throws {
+            try await withAlerts(peers: Self.deesCircle()) { h in
+                let started = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 1800, note: "walking home"))
+                let session = try #require(started.session)
+                #expect(session.watchers.map { $0.person?.userId ?? 0 } == [11, 12, 13], "users only: an invited number cannot watch")
+                #expect(h.recorder.events(to: 11).first?.kind == .watchRequest)
+                #expect(h.recorder.grants().isEmpty, "nobody sees Dee before accepting")
+                // Each watcher has the request in their inbox.
+                let inbox = try await h.call(11, API.listInbox, AlertsV1.ListInboxRequest())
+                #expect(inbox.items.map(\.kind) == [.watch] && inbox.items.first?.requestId == session.sessionId)
+                #expect(inbox.items.first?.text == "walking home")
 
-    @Test func watchRules_oneActive_boundedDuration_aCircleToAsk() async throws {
-        try await withAlerts(peers: Self.deesCircle()) { h in
-            await expectError(.invalidArgument, containing: "duration_seconds") {
-                _ = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 13 * 3600))
-            }
-            await expectError(.invalidArgument, containing: "note") {
-                _ = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600, note: String(repeating: "n", count: 281)))
-            }
-            await expectError(.failedPrecondition, containing: "core circle") {
-                _ = try await h.call(14, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600))
-            }
-            let first = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600), key: "w1")
-            let retried = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600), key: "w1")
-            #expect(first.session?.sessionId == retried.session?.sessionId)
-            await expectError(.failedPrecondition, containing: "already active") {
-                _ = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600), key: "w2")
-            }
-            await expectError(.failedPrecondition) { _ = try await h.call(14, API.extendWatch, AlertsV1.ExtendWatchRequest(extraSeconds: 600)) }
-            try await h.drained()
-            #expect(try await h.outbox().filter { $0.source == "watch:\(first.session?.sessionId ?? 0)" }.count == 3, "one request per watcher")
-        }
-    }
+                _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .accept))
+                _ = try await h.call(12, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .reject))
+                await expectError(.permissionDenied, containing: "not addressed to you") {
+                    _ = try await h.call(14, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .accept))
+                }
+                await expectError(.notFound) {
+                    _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: 999, action: .accept))
+                }
+                let status = try await h.call(10, API.getWatch, AlertsV1.GetWatchRequest())
+                #expect(status.mine?.watchers.map(\.answer) == [.accepted, .declined, .pending])
+                let grants = h.recorder.grants()
+                #expect(grants.map(\.viewerId) == [11] && grants.first?.expiresAtMs == session.endsAtMs && grants.first?.reason == "watch")
+                #expect(h.recorder.events(to: 10).map(\.answer) == [.accepted, .declined])
+                // Answered requests leave the inbox; the watcher sees the session in their status.
+                #expect(try await h.call(11, API.listInbox, AlertsV1.ListInboxRequest()).items.isEmpty)
+                #expect(try await h.call(11, API.getWatch, AlertsV1.GetWatchRequest()).watching.first?.watchers.map(\.answer) == [.accepted])
+                // Gus dismisses it: hidden from his inbox, still "not answered" for Dee.
+                _ = try await h.call(13, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .dismiss))
+                #expect(try await h.call(13, API.listInbox, AlertsV1.ListInboxRequest()).items.isEmpty)
+                #expect(try await h.call(10, API.getWatch, AlertsV1.GetWatchRequest()).mine?.watchers.last?.answer == .pending)
 
-    @Test func theInbox_listsHelpNowWatchAndCoreFriend_andRoutesEachAction() async throws {
-        let peers = Self.deesCircle()
-        peers.state.withLock { s in
-            s.circles[20] = [.user(11)]
-            s.circleRequests[11] = [(owner: 30, atMs: 1_000), (owner: 31, atMs: 2_000)]
-        }
-        try await withAlerts(peers: peers) { h in
-            let watch = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600))
-            let help = try await h.call(20, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "car broke down"))
-            let inbox = try await h.call(11, API.listInbox, AlertsV1.ListInboxRequest())
-            #expect(inbox.items.map(\.kind) == [.helpNow, .watch, .coreFriend, .coreFriend], "helpNow first")
-            #expect(inbox.items.first?.text == "car broke down" && !inbox.partial)
-
-            // helpNow: "on my way" goes to the initiator.
-            let alertID = try #require(help.alert?.alertId)
-            _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .helpNow, requestId: alertID, action: .accept))
-            #expect(h.recorder.events(to: 20).last?.kind == .helpNowAnswer)
-            #expect(try await h.call(20, API.getHelpNow, AlertsV1.GetHelpNowRequest()).mine?.recipients.first?.answer == .accepted)
-            await expectError(.permissionDenied) {
-                _ = try await h.call(12, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .helpNow, requestId: alertID, action: .accept))
-            }
-            // The recipient sees the alert, without the initiator's emergency prompt.
-            let others = try await h.call(11, API.getHelpNow, AlertsV1.GetHelpNowRequest()).others
-            #expect(others.map(\.alertId) == [alertID] && others.first?.emergency == nil)
-
-            // coreFriend: accept goes to social; dismiss stays here.
-            _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .coreFriend, requestId: 30, action: .accept))
-            #expect(peers.state.withLock { $0.responses.map(\.owner) } == [30])
-            _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .coreFriend, requestId: 31, action: .dismiss))
-            await expectError(.notFound) {
-                _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .coreFriend, requestId: 99, action: .dismiss))
-            }
-            _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: watch.session?.sessionId ?? 0, action: .reject))
-            #expect(try await h.call(11, API.listInbox, AlertsV1.ListInboxRequest()).items.isEmpty)
-
-            // Social down: the inbox still lists what alerts holds, and says it is partial.
-            _ = try await h.call(10, API.endWatch, AlertsV1.EndWatchRequest())
-            _ = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600))
-            peers.state.withLock { $0.down = ["social"] }
-            let partial = try await h.call(12, API.listInbox, AlertsV1.ListInboxRequest())
-            #expect(partial.partial && partial.items.map(\.kind) == [.watch])
-            await expectError(.unavailable) {
-                _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .coreFriend, requestId: 31, action: .accept))
+                // Extend: grants follow; end: revoked, watchers told.
+                let extended = try await h.call(10, API.extendWatch, AlertsV1.ExtendWatchRequest(extraSeconds: 600))
+                #expect(extended.session?.endsAtMs == session.endsAtMs + 600_000)
+                #expect(h.recorder.grants().last?.expiresAtMs == session.endsAtMs + 600_000)
+                await expectError(.failedPrecondition, containing: "at most") {
+                    _ = try await h.call(10, API.extendWatch, AlertsV1.ExtendWatchRequest(extraSeconds: 12 * 3600))
+                }
+                let ended = try await h.call(10, API.endWatch, AlertsV1.EndWatchRequest())
+                #expect(ended.session?.state == .ended)
+                #expect(try #require(h.recorder.grants().last).expiresAtMs <= WallClock.milliseconds())
+                #expect(h.recorder.events(to: 12).last?.kind == .watchEnded)
+                await expectError(.failedPrecondition, containing: "ended") {
+                    _ = try await h.call(13, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .accept))
+                }
+                await expectError(.failedPrecondition) { _ = try await h.call(10, API.endWatch, AlertsV1.EndWatchRequest()) }
+                try await h.drained()
+                #expect(try await h.outbox().contains { $0.source.hasPrefix("watch_end:") && $0.recipientUserId == 11 }, "the watcher gets a push")
             }
         }
-    }
 
-    @Test func campusResources_importedByAnOperator_listedToUsers() async throws {
-        try await withAlerts { h in
-            let json = #"[{"title": "Campus police", "phone": "+1 562 555 0100"}, {"title": "Safe walk", "url": "https://example.edu/walk", "detail": "7pm-2am"}]"#
-            await expectError(.permissionDenied) {
-                _ = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(operatorKey: "nope", campus: "CSULB", data: Array(json.utf8)))
+        @Test func aWatchExpires_byItself_andRevokesItsGrants() async throws {
+            try await withAlerts(peers: Self.deesCircle()) { h in
+                let started = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 3))
+                let id = try #require(started.session?.sessionId)
+                _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: id, action: .accept))
+                let expired = try await eventuallyValue("the watch to expire") {
+                    let mine = try await h.call(10, API.getWatch, AlertsV1.GetWatchRequest()).mine
+                    return mine?.state == .expired ? mine : nil
+                }
+                #expect(expired.endedAtMs >= expired.endsAtMs)
+                #expect(h.recorder.events(to: 12).contains { $0.kind == .watchEnded }, "every watcher is told")
+                let viewer11 = h.recorder.grants().filter { $0.viewerId == 11 }
+                #expect(viewer11.map(\.expiresAtMs) == [expired.endsAtMs, expired.endedAtMs], "granted until the end, then revoked")
+                // A new one can start.
+                #expect(try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600)).session?.state == .active)
             }
-            await expectError(.invalidArgument, containing: "JSON") {
-                _ = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(operatorKey: "operator-secret", campus: "CSULB",
-                                                                                                  data: Array("not json".utf8)))
+        }
+
+        @Test func watchRules_oneActive_boundedDuration_aCircleToAsk() async throws {
+            try await withAlerts(peers: Self.deesCircle()) { h in
+                await expectError(.invalidArgument, containing: "duration_seconds") {
+                    _ = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 13 * 3600))
+                }
+                await expectError(.invalidArgument, containing: "note") {
+                    _ = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600, note: String(repeating: "n", count: 281)))
+                }
+                await expectError(.failedPrecondition, containing: "core circle") {
+                    _ = try await h.call(14, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600))
+                }
+                let first = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600), key: "w1")
+                let retried = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600), key: "w1")
+                #expect(first.session?.sessionId == retried.session?.sessionId)
+                await expectError(.failedPrecondition, containing: "already active") {
+                    _ = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600), key: "w2")
+                }
+                await expectError(.failedPrecondition) { _ = try await h.call(14, API.extendWatch, AlertsV1.ExtendWatchRequest(extraSeconds: 600)) }
+                try await h.drained()
+                #expect(try await h.outbox().filter { $0.source == "watch:\(first.session?.sessionId ?? 0)" }.count == 3, "one request per watcher")
             }
-            await expectError(.invalidArgument, containing: "campus") {
-                _ = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(operatorKey: "operator-secret", data: Array(json.utf8)))
+        }
+
+        @Test func theInbox_listsHelpNowWatchAndCoreFriend_andRoutesEachAction() async throws {
+            let peers = Self.deesCircle()
+            peers.state.withLock { s in
+                s.circles[20] = [.user(11)]
+                s.circleRequests[11] = [(owner: 30, atMs: 1_000), (owner: 31, atMs: 2_000)]
             }
-            await expectError(.invalidArgument, containing: "url") {
+            try await withAlerts(peers: peers) { h in
+                let watch = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600))
+                let help = try await h.call(20, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "car broke down"))
+                let inbox = try await h.call(11, API.listInbox, AlertsV1.ListInboxRequest())
+                #expect(inbox.items.map(\.kind) == [.helpNow, .watch, .coreFriend, .coreFriend], "helpNow first")
+                #expect(inbox.items.first?.text == "car broke down" && !inbox.partial)
+
+                // helpNow: "on my way" goes to the initiator.
+                let alertID = try #require(help.alert?.alertId)
+                _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .helpNow, requestId: alertID, action: .accept))
+                #expect(h.recorder.events(to: 20).last?.kind == .helpNowAnswer)
+                #expect(try await h.call(20, API.getHelpNow, AlertsV1.GetHelpNowRequest()).mine?.recipients.first?.answer == .accepted)
+                await expectError(.permissionDenied) {
+                    _ = try await h.call(12, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .helpNow, requestId: alertID, action: .accept))
+                }
+                // The recipient sees the alert, without the initiator's emergency prompt.
+                let others = try await h.call(11, API.getHelpNow, AlertsV1.GetHelpNowRequest()).others
+                #expect(others.map(\.alertId) == [alertID] && others.first?.emergency == nil)
+
+                // coreFriend: accept goes to social; dismiss stays here.
+                _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .coreFriend, requestId: 30, action: .accept))
+                #expect(peers.state.withLock { $0.responses.map(\.owner) } == [30])
+                _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .coreFriend, requestId: 31, action: .dismiss))
+                await expectError(.notFound) {
+                    _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .coreFriend, requestId: 99, action: .dismiss))
+                }
+                _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: watch.session?.sessionId ?? 0, action: .reject))
+                #expect(try await h.call(11, API.listInbox, AlertsV1.ListInboxRequest()).items.isEmpty)
+
+                // Social down: the inbox still lists what alerts holds, and says it is partial.
+                _ = try await h.call(10, API.endWatch, AlertsV1.EndWatchRequest())
+                _ = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600))
+                peers.state.withLock { $0.down = ["social"] }
+                let partial = try await h.call(12, API.listInbox, AlertsV1.ListInboxRequest())
+                #expect(partial.partial && partial.items.map(\.kind) == [.watch])
+                await expectError(.unavailable) {
+                    _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .coreFriend, requestId: 31, action: .accept))
+                }
+            }
+        }
+
+        @Test func campusResources_importedByAnOperator_listedToUsers() async throws {
+            try await withAlerts { h in
+                let json = #"[{"title": "Campus police", "phone": "+1 562 555 0100"}, {"title": "Safe walk", "url": "https://example.edu/walk", "detail": "7pm-2am"}]"#
+                await expectError(.permissionDenied) {
+                    _ = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(operatorKey: "nope", campus: "CSULB", data: Array(json.utf8)))
+                }
+                await expectError(.invalidArgument, containing: "JSON") {
+                    _ = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(operatorKey: "operator-secret", campus: "CSULB",
+                                                                                                      data: Array("not json".utf8)))
+                }
+                await expectError(.invalidArgument, containing: "campus") {
+                    _ = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(operatorKey: "operator-secret", data: Array(json.utf8)))
+                }
+                await expectError(.invalidArgument, containing: "url") {
+                    _ = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(
+                        operatorKey: "operator-secret", campus: "X", data: Array(#"[{"title": "t", "url": "javascript:alert(1)"}]"#.utf8)))
+                }
+                let imported = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(
+                    operatorKey: "operator-secret", campus: "CSULB", data: Array(json.utf8)))
+                #expect(imported.imported == 2 && imported.campuses == ["CSULB"])
+                let listed = try await h.call(1, API.listResources, AlertsV1.ListResourcesRequest(campus: "csulb"))
+                #expect(listed.resources.map(\.title) == ["Campus police", "Safe walk"])
+                #expect(listed.resources.last?.url == "https://example.edu/walk")
+                // Importing again replaces the campus's list.
                 _ = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(
-                    operatorKey: "operator-secret", campus: "X", data: Array(#"[{"title": "t", "url": "javascript:alert(1)"}]"#.utf8)))
+                    operatorKey: "operator-secret", campus: "CSULB", data: Array(#"[{"title": "Only one"}]"#.utf8)))
+                #expect(try await h.call(1, API.listResources, AlertsV1.ListResourcesRequest()).resources.map(\.title) == ["Only one"])
+                await expectError(.unauthenticated) { _ = try await h.call(0, API.listResources, AlertsV1.ListResourcesRequest()) }
             }
-            let imported = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(
-                operatorKey: "operator-secret", campus: "CSULB", data: Array(json.utf8)))
-            #expect(imported.imported == 2 && imported.campuses == ["CSULB"])
-            let listed = try await h.call(1, API.listResources, AlertsV1.ListResourcesRequest(campus: "csulb"))
-            #expect(listed.resources.map(\.title) == ["Campus police", "Safe walk"])
-            #expect(listed.resources.last?.url == "https://example.edu/walk")
-            // Importing again replaces the campus's list.
-            _ = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(
-                operatorKey: "operator-secret", campus: "CSULB", data: Array(#"[{"title": "Only one"}]"#.utf8)))
-            #expect(try await h.call(1, API.listResources, AlertsV1.ListResourcesRequest()).resources.map(\.title) == ["Only one"])
-            await expectError(.unauthenticated) { _ = try await h.call(0, API.listResources, AlertsV1.ListResourcesRequest()) }
         }
     }
 }
