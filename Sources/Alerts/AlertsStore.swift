@@ -349,17 +349,21 @@ final class AlertsStore: Sendable {
         return db.changesCount > 0 && status == .pending ? 1 : 0
     }
 
+    /// The outbox columns `delivery(_:)` reads, by position (GRDB's by-name lookup costs a
+    /// lowercased string per access, on the delivery path).
+    static let deliveryColumns = """
+        id, source, channel, recipient_user, address, body, status, attempts, last_error, created_at_ms, updated_at_ms, next_attempt_ms, provider
+        """
+
     static func delivery(_ row: Row) -> AlertsV1.Delivery {
-        AlertsV1.Delivery(deliveryId: row["id"], source: row["source"], channel: AlertsV1.Channel(rawValue: row["channel"]),
-                          recipientUserId: row["recipient_user"], address: row["address"], body: row["body"],
-                          status: AlertsV1.DeliveryStatus(rawValue: row["status"]), attempts: row["attempts"], lastError: row["last_error"],
-                          createdAtMs: row["created_at_ms"], updatedAtMs: row["updated_at_ms"], nextAttemptAtMs: row["next_attempt_ms"],
-                          provider: row["provider"])
+        AlertsV1.Delivery(deliveryId: row[0], source: row[1], channel: AlertsV1.Channel(rawValue: row[2]), recipientUserId: row[3],
+                          address: row[4], body: row[5], status: AlertsV1.DeliveryStatus(rawValue: row[6]), attempts: row[7], lastError: row[8],
+                          createdAtMs: row[9], updatedAtMs: row[10], nextAttemptAtMs: row[11], provider: row[12])
     }
 
     func outbox(status: AlertsV1.DeliveryStatus, recipient: UInt64, beforeID: UInt64, limit: Int) async throws -> [AlertsV1.Delivery] {
         try await database.read { db in
-            var sql = "SELECT * FROM outbox WHERE id < ?"
+            var sql = "SELECT \(Self.deliveryColumns) FROM outbox WHERE id < ?"
             var arguments: StatementArguments = [beforeID == 0 ? Int64.max : Int64(clamping: beforeID)]
             if status != .unspecified { sql += " AND status = ?"; _ = arguments.append(contentsOf: [status.rawValue]) }
             if recipient != 0 { sql += " AND recipient_user = ?"; _ = arguments.append(contentsOf: [recipient]) }

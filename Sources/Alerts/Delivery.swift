@@ -55,38 +55,20 @@ final class RecordingProvider: SMSProvider, PushProvider {
         self.now = now
     }
 
-    /// What it would answer for `message` (a phone number must be E.164).
-    func check(_ message: OutgoingMessage) -> DeliveryResult {
-        message.channel == .sms && PhoneNumber.normalize(message.address) != message.address
-            ? .failed("not an E.164 phone number", retryable: false) : .delivered(reference: message.idempotencyKey)
-    }
-
-    /// Records `message` as sent, inside the caller's transaction.
-    static func record(_ db: Database, _ m: OutgoingMessage, provider: String, at: Int64) throws {
-        try db.execute(sql: """
-            INSERT OR IGNORE INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms) VALUES (?, ?, ?, ?, ?, ?)
-            """, arguments: [m.idempotencyKey, provider, m.channel.rawValue, m.address, m.body, at])
-    }
-
     func send(_ batch: [OutgoingMessage]) async -> [DeliveryResult] {
-        let at = now()
-        var results: [DeliveryResult] = []
-        var accepted: [OutgoingMessage] = []
-        for message in batch {
-            if message.channel == .sms, PhoneNumber.normalize(message.address) != message.address {
-                results.append(.failed("not an E.164 phone number", retryable: false))
-            } else {
-                results.append(.delivered(reference: message.idempotencyKey))
-                accepted.append(message)
-            }
+        let at = now(), name = name
+        // A phone number must be E.164; anything else is a final failure, as a real gateway says.
+        let results: [DeliveryResult] = batch.map { m in
+            m.channel == .sms && PhoneNumber.normalize(m.address) != m.address
+                ? .failed("not an E.164 phone number", retryable: false) : .delivered(reference: m.idempotencyKey)
         }
+        let accepted = zip(batch, results).filter { $0.1 == .delivered(reference: $0.0.idempotencyKey) }.map(\.0)
         do {
-            let accepted = accepted
             try await database.write { db in
                 for m in accepted {
                     try db.execute(sql: """
                         INSERT OR IGNORE INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms) VALUES (?, ?, ?, ?, ?, ?)
-                        """, arguments: [m.idempotencyKey, self.name, m.channel.rawValue, m.address, m.body, at])
+                        """, arguments: [m.idempotencyKey, name, m.channel.rawValue, m.address, m.body, at])
                 }
             }
         } catch {
@@ -137,7 +119,7 @@ struct DeliveryPass: Sendable {
     func run() async throws -> Int64? {
         let at = now()
         var due = try await store.database.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE status = 1 AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT 256",
+            try Row.fetchAll(db, sql: "SELECT \(AlertsStore.deliveryColumns) FROM outbox WHERE status = 1 AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT 256",
                              arguments: [at]).map(AlertsStore.delivery)
         }
         guard !due.isEmpty else { return try await nextDue() }
@@ -166,63 +148,61 @@ struct DeliveryPass: Sendable {
                                 address: $0.address, body: $0.body, recipientUserID: $0.recipientUserId)
             }
         }
-        // The built-in providers record in this database: in the transaction that marks the rows
-        // (exactly once, and one commit instead of two). Other providers are called first.
-        let local = (sms: sms as? RecordingProvider, push: push as? RecordingProvider)
         let smsBatch = messages(.sms), pushBatch = messages(.push)
-        async let smsResults = smsBatch.isEmpty || local.sms != nil ? [] : sms.send(smsBatch)
-        async let pushResults = pushBatch.isEmpty || local.push != nil ? [] : push.send(pushBatch)
-        var outcomes: [(OutgoingMessage, DeliveryResult, String)] = []
+        async let smsResults = smsBatch.isEmpty ? [] : sms.send(smsBatch)
+        async let pushResults = pushBatch.isEmpty ? [] : push.send(pushBatch)
         let (s, p) = await (smsResults, pushResults)
-        for (m, r) in zip(smsBatch, local.sms.map { l in smsBatch.map(l.check) } ?? s) { outcomes.append((m, r, sms.name)) }
-        for (m, r) in zip(pushBatch, local.push.map { l in pushBatch.map(l.check) } ?? p) { outcomes.append((m, r, push.name)) }
-        let recordLocally = outcomes.filter { m, r, _ in
-            if case .delivered = r { return (m.channel == .sms ? local.sms : local.push) != nil }
-            return false
-        }.map { ($0.0, $0.2) }
-        // A provider that answered fewer results than messages: the rest stay pending and are retried.
-
-        let policy = policy, finished = at
-        let (postponedIDs, skippedRows, outcomeRows) = (postponed, skipped, outcomes)
-        let updated = try await store.database.write { db -> [AlertsV1.Delivery] in
-            for id in postponedIDs {
-                try db.execute(sql: "UPDATE outbox SET next_attempt_ms = ?, updated_at_ms = ? WHERE id = ?",
-                               arguments: [finished + policy.lookupDelay.wholeMilliseconds, finished, id])
-            }
-            for (id, reason) in skippedRows {
-                try db.execute(sql: "UPDATE outbox SET status = ?, last_error = ?, updated_at_ms = ? WHERE id = ?",
-                               arguments: [AlertsV1.DeliveryStatus.skipped.rawValue, reason, finished, id])
-            }
-            for (m, provider) in recordLocally { try RecordingProvider.record(db, m, provider: provider, at: finished) }
-            for (m, result, provider) in outcomeRows {
-                let attempts = try Int.fetchOne(db, sql: "SELECT attempts FROM outbox WHERE id = ?", arguments: [m.deliveryID]) ?? 0
-                switch result {
-                case .delivered:
-                    try db.execute(sql: """
-                        UPDATE outbox SET status = ?, attempts = ?, provider = ?, address = ?, last_error = '', updated_at_ms = ? WHERE id = ?
-                        """, arguments: [AlertsV1.DeliveryStatus.delivered.rawValue, attempts + 1, provider, m.address, finished, m.deliveryID])
-                case .failed(let reason, let retryable):
-                    let final = !retryable || attempts + 1 >= policy.maxAttempts
-                    try db.execute(sql: """
-                        UPDATE outbox SET status = ?, attempts = ?, provider = ?, address = ?, last_error = ?, updated_at_ms = ?,
-                                          next_attempt_ms = ? WHERE id = ?
-                        """, arguments: [(final ? AlertsV1.DeliveryStatus.failed : .pending).rawValue, attempts + 1, provider, m.address,
-                                         reason, finished, finished + policy.delay(afterAttempt: attempts + 1), m.deliveryID])
-                }
-            }
-            let ids = outcomeRows.map { Int64($0.0.deliveryID) } + skippedRows.map { Int64($0.0) }
-            guard !ids.isEmpty else { return [] }
-            return try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE id IN (\(ids.map { _ in "?" }.joined(separator: ",")))",
-                                    arguments: StatementArguments(ids)).map(AlertsStore.delivery)
+        // A message a provider gave no result for counts as a retryable failure (never left due).
+        func padded(_ results: [DeliveryResult], _ count: Int) -> [DeliveryResult] {
+            Array(results.prefix(count)) + Array(repeating: .failed("the provider gave no result", retryable: true), count: max(0, count - results.count))
         }
-        for (m, provider) in recordLocally {
-            logger.info("\(provider) sent", metadata: ["delivery": "\(m.deliveryID)", "to": "\(Redact.address(m.address))", "body": "\(m.body)"])
+        let outcomes = zip(smsBatch, padded(s, smsBatch.count)).map { ($0, $1, sms.name) }
+            + zip(pushBatch, padded(p, pushBatch.count)).map { ($0, $1, push.name) }
+
+        // The rows as they will be after this pass, from what was read (no second read).
+        let finished = now()
+        var rows = Dictionary(uniqueKeysWithValues: due.map { ($0.deliveryId, $0) })
+        for id in postponed {
+            rows[id]?.nextAttemptAtMs = finished + policy.lookupDelay.wholeMilliseconds
+            rows[id]?.updatedAtMs = finished
+        }
+        for (id, reason) in skipped {
+            rows[id]?.status = .skipped
+            rows[id]?.lastError = reason
+            rows[id]?.updatedAtMs = finished
+        }
+        for (m, result, provider) in outcomes {
+            guard var d = rows[m.deliveryID] else { continue }
+            d.attempts += 1
+            d.provider = provider
+            d.address = m.address
+            d.updatedAtMs = finished
+            switch result {
+            case .delivered:
+                d.status = .delivered
+                d.lastError = ""
+            case .failed(let reason, let retryable):
+                d.status = !retryable || d.attempts >= policy.maxAttempts ? .failed : .pending
+                d.lastError = reason
+                d.nextAttemptAtMs = finished + policy.delay(afterAttempt: Int(d.attempts))
+            }
+            rows[m.deliveryID] = d
+        }
+        let changed = Set(postponed).union(skipped.map(\.0)).union(outcomes.map(\.0.deliveryID))
+        let updated = due.compactMap { changed.contains($0.deliveryId) ? rows[$0.deliveryId] : nil }
+        try await store.database.write { db in
+            for d in updated {
+                try db.execute(sql: """
+                    UPDATE outbox SET status = ?, attempts = ?, provider = ?, address = ?, last_error = ?, updated_at_ms = ?, next_attempt_ms = ?
+                    WHERE id = ?
+                    """, arguments: [d.status.rawValue, d.attempts, d.provider, d.address, d.lastError, d.updatedAtMs, d.nextAttemptAtMs, d.deliveryId])
+            }
         }
         for d in updated where d.status == .failed {
             logger.error("delivery failed for good", metadata: ["delivery": "\(d.deliveryId)", "source": "\(d.source)", "channel": "\(d.channel.protoName)",
                                                                "attempts": "\(d.attempts)", "error": "\(d.lastError)"])
         }
-        observer?(updated)
+        observer?(updated.filter { !postponed.contains($0.deliveryId) })
         return try await nextDue()
     }
 

@@ -111,7 +111,7 @@ struct AlertsHarness: Sendable {
 
     /// Every outbox row.
     func outbox() async throws -> [AlertsV1.Delivery] {
-        try await service.store.database.read { db in try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY id").map(AlertsStore.delivery) }
+        try await service.store.database.read { db in try Row.fetchAll(db, sql: "SELECT \(AlertsStore.deliveryColumns) FROM outbox ORDER BY id").map(AlertsStore.delivery) }
     }
 
     /// What the built-in providers sent: (channel, address, body).
