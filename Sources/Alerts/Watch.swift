@@ -223,10 +223,12 @@ extension AlertsService {
         return minutes % 60 == 0 ? "\(minutes / 60) h" : "\(minutes / 60) h \(minutes % 60) min"
     }
 
+    /// "18:05 UTC" (a value type, made once, rather than a DateFormatter per message).
+    private static let hourMinute = Date.VerbatimFormatStyle(
+        format: "\(hour: .twoDigits(clock: .twentyFourHour, hourCycle: .zeroBased)):\(minute: .twoDigits)",
+        timeZone: TimeZone(identifier: "UTC")!, calendar: Calendar(identifier: .gregorian))
+
     static func clock(_ ms: Int64) -> String {
-        let formatter = DateFormatter()
-        formatter.dateFormat = "HH:mm"
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        return formatter.string(from: Date(timeIntervalSince1970: TimeInterval(ms) / 1000)) + " UTC"
+        Date(timeIntervalSince1970: TimeInterval(ms) / 1000).formatted(hourMinute) + " UTC"
     }
 }

@@ -53,6 +53,11 @@ extension AlertsTestGroup {
                 let extended = try await h.call(10, API.extendWatch, AlertsV1.ExtendWatchRequest(extraSeconds: 600))
                 #expect(extended.session?.endsAtMs == session.endsAtMs + 600_000)
                 #expect(h.recorder.grants().last?.expiresAtMs == session.endsAtMs + 600_000)
+                let hhmm = DateFormatter()
+                hhmm.dateFormat = "HH:mm"
+                hhmm.timeZone = TimeZone(identifier: "UTC")
+                let until = hhmm.string(from: Date(timeIntervalSince1970: Double(session.endsAtMs + 600_000) / 1000))
+                #expect(h.recorder.events(to: 11).last?.text.hasSuffix("now runs until \(until) UTC") == true)
                 await expectError(.failedPrecondition, containing: "at most") {
                     _ = try await h.call(10, API.extendWatch, AlertsV1.ExtendWatchRequest(extraSeconds: 12 * 3600))
                 }
