@@ -63,11 +63,9 @@ final class FakePeers: AlertsPeers {
     }
 }
 
-/// Records what alerts publishes.
-final class Recorder: EventSink {
-    private let events = Mutex<[(topic: String, method: String, payload: [UInt8])]>([])
-    func emit(topic: String, method: String, payload: [UInt8]) { events.withLock { $0.append((topic, method, payload)) } }
-    var all: [(topic: String, method: String, payload: [UInt8])] { events.withLock { $0 } }
+typealias Recorder = EventRecorder
+
+extension EventRecorder {
     func grants() -> [GeoV1.LocationGrant] {
         all.filter { $0.method == "alerts.Grant" }.compactMap { try? GeoV1.LocationGrant(serializedBytes: $0.payload) }
     }

@@ -7,11 +7,9 @@ import SocialReplica
 import Synchronization
 import Wire
 
-/// Records what geo publishes.
-final class Recorder: EventSink {
-    private let events = Mutex<[(topic: String, method: String, payload: [UInt8])]>([])
-    func emit(topic: String, method: String, payload: [UInt8]) { events.withLock { $0.append((topic, method, payload)) } }
-    func take() -> [(topic: String, method: String, payload: [UInt8])] { events.withLock { e in defer { e.removeAll() }; return e } }
+typealias Recorder = EventRecorder
+
+extension EventRecorder {
     func nearby() -> [(viewer: String, event: GeoV1.FriendNearbyEvent)] {
         take().filter { $0.method == "geo.FriendNearby" }.compactMap { e in
             (try? GeoV1.FriendNearbyEvent(serializedBytes: e.payload)).map { (e.topic, $0) }
