@@ -21,9 +21,18 @@ public enum AlertsScenario {
         /// Distinct watcher clients; each session draws 3 of them.
         public var watchers = 100
         public var seconds = 10
-        public var parts: Set<String> = ["helpnow", "watch"]
-        public init() {}
+        public var parts: Set<String> = AlertsScenario.parts
+        public init(alerts: Int = 1_000, sessions: Int = 1_000, watchers: Int = 100, seconds: Int = 10, parts: Set<String> = AlertsScenario.parts) {
+            self.alerts = alerts
+            self.sessions = sessions
+            self.watchers = watchers
+            self.seconds = seconds
+            self.parts = parts
+        }
     }
+
+    /// What `--parts` may name.
+    public static let parts: Set<String> = ["helpnow", "watch"]
 
     /// Who got which location event: (viewer, subject, device time).
     private final class EventTally: Sendable {

@@ -52,6 +52,15 @@ enum BenchStack {
     }
 }
 
+/// A scenario's parts as the commands take them: "index,service".
+public enum ScenarioParts {
+    /// nil unless every item is one of `known`.
+    public static func parse(_ text: String, known: Set<String>) -> Set<String>? {
+        let parts = Set(text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+        return !parts.isEmpty && parts.isSubset(of: known) ? parts : nil
+    }
+}
+
 /// Requests in flight as the commands take them: "1,64".
 public enum LoadLevels {
     /// nil unless every item is a number from 1 to `max`.

@@ -14,13 +14,16 @@ import Wire
 /// `geo`: the spatial index (memory, scaling), nearby and durable location updates in service
 /// and through the gateway, and Redis GEOSEARCH/GEOADD on the same data in the same run.
 public enum GeoScenario {
+    /// What `--parts` may name.
+    public static let parts: Set<String> = ["index", "service", "redis"]
+
     public struct Options: Sendable {
         public var users: Int
         public var queries: Int
         public var updates: Int
         public var inFlight: [Int]
         /// Which parts to run: index, service (in service and through the gateway), redis.
-        public var parts: Set<String> = ["index", "service", "redis"]
+        public var parts: Set<String> = GeoScenario.parts
         public init(users: Int, queries: Int, updates: Int, inFlight: [Int]) {
             self.users = users
             self.queries = queries

@@ -75,9 +75,7 @@ struct GeoBench: AsyncParsableCommand {
     @Option(help: "Parts to run, comma-separated: index, service, redis.") var parts = "index,service,redis"
 
     func validate() throws {
-        guard Set(parts.split(separator: ",").map(String.init)).isSubset(of: ["index", "service", "redis"]) else {
-            throw ValidationError("--parts takes index, service, redis")
-        }
+        guard ScenarioParts.parse(parts, known: GeoScenario.parts) != nil else { throw ValidationError("--parts takes index, service, redis") }
         guard users >= 1_000, queries > 0, updates > 0 else { throw ValidationError("--users ≥ 1000, --queries and --updates > 0") }
         guard LoadLevels.parse(inFlight, max: 1_024) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 1024") }
     }
@@ -86,7 +84,7 @@ struct GeoBench: AsyncParsableCommand {
 
     func run() async throws {
         var options = GeoScenario.Options(users: users, queries: queries, updates: updates, inFlight: levels)
-        options.parts = Set(parts.split(separator: ",").map(String.init))
+        options.parts = ScenarioParts.parse(parts, known: GeoScenario.parts) ?? []
         print(try await GeoScenario.run(options, logger: Logger(label: "bench")))
     }
 }
@@ -103,19 +101,13 @@ struct AlertsBench: AsyncParsableCommand {
     @Option(help: "Parts to run, comma-separated: helpnow, watch.") var parts = "helpnow,watch"
 
     func validate() throws {
-        guard Set(parts.split(separator: ",").map(String.init)).isSubset(of: ["helpnow", "watch"]) else {
-            throw ValidationError("--parts takes helpnow, watch")
-        }
+        guard ScenarioParts.parse(parts, known: AlertsScenario.parts) != nil else { throw ValidationError("--parts takes helpnow, watch") }
         guard alerts > 0, sessions > 0, watchers >= 3, seconds > 0 else { throw ValidationError("--alerts, --sessions, --seconds > 0; --watchers ≥ 3") }
     }
 
     func run() async throws {
-        var options = AlertsScenario.Options()
-        options.alerts = alerts
-        options.sessions = sessions
-        options.watchers = watchers
-        options.seconds = seconds
-        options.parts = Set(parts.split(separator: ",").map(String.init))
+        let options = AlertsScenario.Options(alerts: alerts, sessions: sessions, watchers: watchers, seconds: seconds,
+                                             parts: ScenarioParts.parse(parts, known: AlertsScenario.parts) ?? [])
         print(try await AlertsScenario.run(options, logger: Logger(label: "bench")))
     }
 }
