@@ -54,6 +54,44 @@ struct ClientTests {
         reactor.stop()
     }
 
+    /// The process itself stalls (here: its reactor thread held for twice the silence window, as
+    /// page faults on a cold binary or a starved CPU do): the peer did nothing wrong, so a call in
+    /// flight still gets its reply and the connection is kept. Liveness counts silent checks, one
+    /// per heartbeat interval; a stall is one check, not three.
+    @Test func ownStall_isNotTakenForADeadPeer() async throws {
+        let reactor = Reactor(name: "stall-test")
+        let release = OneShot<Void>()
+        let started = OneShot<Void>()
+        var router = MethodRouter()
+        router.register(slow) { _, _ in
+            started.fulfil(())
+            await release.value
+            return CommonV1.PingResponse(service: "answered")
+        }
+        let logs = CapturedLogs()
+        let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router,
+                               logger: logs.logger("host"), reactor: reactor)
+        try await withRunningServices([host], logger: logs.logger("group")) {
+            let options = ClientOptions()
+            let client = WireClient(endpoint: try await host.boundEndpoint(), options: options, logger: logs.logger("client"), reactor: reactor)
+            async let reply = client.send(Envelope(method: "test.Slow"), deadline: .seconds(30))
+            await started.value
+            let stall = options.heartbeatInterval * options.liveness * 2
+            reactor.execute {
+                // Fault injection, not synchronisation: the thread is held as a stalled process's is.
+                Thread.sleep(forTimeInterval: Double(stall.components.seconds))
+                release.fulfil(())
+            }
+            let answer = await reply
+            #expect(answer.status == .ok, "\(answer.statusMessage)\n\(logs.dump())")
+            let pong = try await client.call(echoRoute, CommonV1.PingRequest(echo: [7]))
+            #expect(pong.echo == [7])
+            #expect(!logs.contains("peer silent"), "the connection was dropped: \(logs.dump())")
+            await client.close()
+        }
+        reactor.stop()
+    }
+
     @Test func silentPeer_yieldsUnavailable_andRetryableRequestIsResentAfterReopen_boundedByMaxAttempts() async throws {
         // A peer that reads requests but never answers anything, heartbeats included.
         let blackHole = try await BlackHole.start()
@@ -66,6 +104,9 @@ struct ClientTests {
         try await eventually("the black hole saw every attempt") { blackHole.requests("k1") == 3 }
         let once = await client.send(Envelope(method: "test.Echo", idempotencyKey: "k2"), deadline: .seconds(5), retryable: false)
         #expect(once.status == .unavailable)
+        // The black hole counts on its own thread, which may lag behind the client's verdict; the
+        // call is over, so nothing can add a second copy after this.
+        try await eventually("the black hole saw the request") { blackHole.requests("k2") >= 1 }
         #expect(blackHole.requests("k2") == 1, "a request that is not retryable is sent once")
         await client.close()
         await blackHole.stop()

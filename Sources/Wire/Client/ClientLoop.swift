@@ -49,6 +49,14 @@ final class ClientLoop: ReactorComponent {
     private var unsent: [UInt64] = []
     private var lastHeard: ContinuousClock.Instant
     private var lastSent: ContinuousClock.Instant
+    /// Liveness is counted in checks, one per heartbeat interval, as in Paranoid Pirate: the peer
+    /// is dead after `deadWindow / heartbeatInterval` checks in a row heard nothing. Counting
+    /// wall time alone would blame the peer for this process's own stall: a reactor held up for
+    /// two seconds (page faults on a cold binary, a starved CPU) woke, saw two seconds of silence
+    /// and dropped a healthy connection whose answers were waiting to be read.
+    private var lastCheck: ContinuousClock.Instant
+    private var heardSinceCheck = false
+    private var silentChecks = 0
     private var peerDown = false
     private var deadWindow: Duration
     private var stopping = false
@@ -64,6 +72,7 @@ final class ClientLoop: ReactorComponent {
         self.logger = logger
         lastHeard = .now
         lastSent = .now
+        lastCheck = .now
         deadWindow = options.deadAfter
         openSocket()
     }
@@ -125,6 +134,9 @@ final class ClientLoop: ReactorComponent {
             socket = nil
         }
         lastHeard = .now
+        lastCheck = .now
+        silentChecks = 0
+        heardSinceCheck = false
         sendHeartbeat()
     }
 
@@ -226,6 +238,7 @@ final class ClientLoop: ReactorComponent {
         for _ in 0..<256 {
             guard let message = try socket.receive(dontWait: true) else { return }
             lastHeard = .now
+            heardSinceCheck = true
             if peerDown {
                 peerDown = false
                 deadWindow = options.deadAfter
@@ -260,18 +273,34 @@ final class ClientLoop: ReactorComponent {
                 : .deadlineExceeded("\(request.envelope.method) did not finish within its deadline")
             request.continuation.resume(returning: request.envelope.reply(error: error))
         }
-        if silent >= deadWindow {
-            reconnect()
+        if lastCheck.duration(to: now) >= options.heartbeatInterval {
+            lastCheck = now
+            silentChecks = heardSinceCheck ? 0 : silentChecks + 1
+            heardSinceCheck = false
+        }
+        if silent >= deadWindow && silentChecks >= checksToDeath, let socket {
+            // Read what already arrived before blaming the peer (the poll that would have seen it
+            // may not have run yet on this turn).
+            try? receive(socket)
+            if !heardSinceCheck { reconnect() }
         } else if lastSent.duration(to: now) >= options.heartbeatInterval {
             sendHeartbeat() // the host answers every heartbeat, which keeps `lastHeard` fresh
         }
         flushUnsent()
     }
 
+    /// Silent checks that make the peer dead: `liveness`, times the back-off while it stays dead.
+    private var checksToDeath: Int {
+        max(1, Int((deadWindow / options.heartbeatInterval).rounded(.down)))
+    }
+
     func nextWakeup() -> ContinuousClock.Instant? {
         guard socket != nil else { return nil }
         var next = lastSent.advanced(by: options.heartbeatInterval)
-        next = min(next, lastHeard.advanced(by: deadWindow))
+        next = min(next, lastCheck.advanced(by: options.heartbeatInterval))
+        // Enough silent checks: wake when the silence window is over (in the future by then,
+        // else `timers` would have reconnected already).
+        if silentChecks >= checksToDeath { next = min(next, lastHeard.advanced(by: deadWindow)) }
         for request in pending.values where request.deadline < next { next = request.deadline }
         if !unsent.isEmpty { next = min(next, .now.advanced(by: .milliseconds(10))) }
         return next
