@@ -26,6 +26,7 @@ let package = Package(
         .executable(name: "frienso-social", targets: ["frienso-social"]),
         .executable(name: "frienso-geo", targets: ["frienso-geo"]),
         .executable(name: "frienso-alerts", targets: ["frienso-alerts"]),
+        .executable(name: "frienso-media", targets: ["frienso-media"]),
         .executable(name: "frienso-launch", targets: ["frienso-launch"]),
         .executable(name: "frienso-bench", targets: ["frienso-bench"]),
     ],
@@ -113,6 +114,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Check-in photos, venue photos, profile pictures: chunked uploads, content-addressed files.
+        .target(
+            name: "Media",
+            dependencies: [
+                "Wire", "FriensoProto", "ServiceKit", "SocialReplica", "CSodium",
+                grdb,
+                logging,
+                serviceLifecycle,
+            ],
+            swiftSettings: swiftSettings
+        ),
         // A Clone replica of the social graph for the services that need it (geo, alerts, gateway).
         .target(
             name: "SocialReplica",
@@ -139,7 +151,7 @@ let package = Package(
         .target(
             name: "Bench",
             dependencies: [
-                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "Geo", "Alerts", "ServiceKit", "CZeroMQ", "CLinuxShims",
+                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "Geo", "Alerts", "Media", "ServiceKit", "CZeroMQ", "CLinuxShims",
                 grdb,
                 histogram,
                 logging,
@@ -195,6 +207,15 @@ let package = Package(
                 argumentParser,
                 logging,
                 serviceLifecycle,
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "frienso-media",
+            dependencies: [
+                "Media", "SocialReplica", "ServiceKit", "Wire",
+                argumentParser,
+                logging,
             ],
             swiftSettings: swiftSettings
         ),
@@ -286,6 +307,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "MediaTests",
+            dependencies: ["Media", "Geo", "Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting",
+                           "ServiceKit",
+                           grdb,
+                           logging,
+                           serviceLifecycle],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "GatewayTests",
             dependencies: ["Gateway", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",
                            logging],
@@ -294,7 +324,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", grdb,
-                           "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-launch"],
+                           "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-media", "frienso-launch"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -78,3 +78,16 @@ public final class HistoryPruner: Service, Sendable {
         }
     }
 }
+
+/// Check-in photos through the media service.
+public struct RemoteCheckInPhotos: CheckInPhotos {
+    let media: WireClient
+
+    public init(media: WireClient) { self.media = media }
+
+    public func attach(user: UInt64, mediaID: String, deadline: Duration) async throws {
+        // Idempotent: attaching the same photo again changes nothing, so a resend is safe.
+        _ = try await media.call(MediaV1.MediaService.attachCheckInPhoto, MediaV1.AttachCheckInPhotoRequest(userId: user, mediaId: mediaID),
+                                 options: CallOptions(deadline: deadline, callerUserID: user, idempotent: true))
+    }
+}

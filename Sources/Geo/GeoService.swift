@@ -41,6 +41,14 @@ public struct GeoConfig: Sendable {
     public init() {}
 }
 
+/// The media service as geo's check-ins need it.
+public protocol CheckInPhotos: Sendable {
+    /// Attaches `user`'s uploaded check-in photo `mediaID` (empty: none) to their new check-in,
+    /// releasing the previous check-in's. - Throws: NOT_FOUND / INVALID_ARGUMENT for a photo that
+    /// is not the user's check-in upload, UNAVAILABLE when media does not answer.
+    func attach(user: UInt64, mediaID: String, deadline: Duration) async throws
+}
+
 /// Live locations, sharing and visibility, friends' locations, nearby, navigation.
 public final class GeoService: Sendable {
     public typealias API = GeoV1.GeoService
@@ -54,11 +62,14 @@ public final class GeoService: Sendable {
     private let writer: GroupCommit<LocationUpdate, Bool>
     public let replyStore: SQLiteReplyStore
     let logger: Logger
+    let photos: (any CheckInPhotos)?
 
     /// Opens `<directory>/geo.sqlite` and rebuilds the in-memory state (index, latest fixes,
     /// settings, grants) from it.
+    /// - Parameter photos: the media service, for check-ins with a photo (nil: such check-ins are UNAVAILABLE).
     public init(directory: String, graph: any GraphSource, publisher: (any EventSink)?, config: GeoConfig = GeoConfig(),
-                logger: Logger, now: (@Sendable () -> Int64)? = nil) throws {
+                photos: (any CheckInPhotos)? = nil, logger: Logger, now: (@Sendable () -> Int64)? = nil) throws {
+        self.photos = photos
         let clock = now ?? { WallClock.milliseconds() }
         let store = try GeoStore(path: "\(directory)/geo.sqlite")
         var initial = GeoState(index: SpatialIndex(cellDegrees: config.cellDegrees))
@@ -112,6 +123,8 @@ public final class GeoService: Sendable {
         router.register(API.navigate) { try await self.navigate($0, $1) }
         router.register(API.deleteHistory) { try await self.deleteHistory($0, $1) }
         router.register(API.latestLocation) { try await self.latestLocation($0, $1) }
+        router.register(API.checkInAccess) { try await self.checkInAccess($0, $1) }
+        router.register(API.getPlace) { try await self.getPlace($0, $1) }
         router.register(API.importPlaces) { try await self.importPlaces($0, $1) }
         router.register(API.closestPlace) { try await self.closestPlace($0, $1) }
         router.register(API.listVenues) { try await self.listVenues($0, $1) }

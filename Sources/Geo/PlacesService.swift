@@ -1,6 +1,7 @@
 import Foundation
 import FriensoProto
 import ServiceKit
+import SocialReplica
 import Wire
 
 /// Places (operator imports, closest, on campus), venue attendance and check-ins.
@@ -91,6 +92,20 @@ extension GeoService {
             throw RPCError.invalidArgument("media_id: an id from the media service")
         }
         let p = try point(request.hasPoint, request.latitude, request.longitude, caller: caller)
+        let previousPhoto = state.mutex.withLock { $0.checkIns[caller]?.mediaID ?? "" }
+        if !request.mediaId.isEmpty || !previousPhoto.isEmpty {
+            // The photo must be the caller's check-in upload; the replaced check-in's photo is released.
+            if let photos {
+                do {
+                    try await photos.attach(user: caller, mediaID: request.mediaId, deadline: context.downstreamBudget)
+                } catch let error as RPCError where request.mediaId.isEmpty {
+                    // Only a release: the check-in goes ahead; media drops the photo when the next one is attached.
+                    context.logger.warning("previous check-in photo not released", metadata: ["error": "\(error)"])
+                }
+            } else if !request.mediaId.isEmpty {
+                throw RPCError.unavailable("photos are not available: check in without one")
+            }
+        }
         let at = now()
         let record = CheckInRecord(user: caller, placeName: name, lat: p.lat, lon: p.lon, mediaID: request.mediaId,
                                    createdMs: at, expiresMs: at + config.checkInLifetime.wholeMilliseconds)
@@ -119,9 +134,7 @@ extension GeoService {
                     guard c.expiresMs > at else { return nil }
                     let d = GeoMath.distance(lat1: me.lat, lon1: me.lon, lat2: c.lat, lon2: c.lon)
                     guard d <= radius else { return nil }
-                    let shown = c.user == caller || s.visible(viewer: caller, subject: c.user, graph: g, now: at)
-                        || (g.isFindable(c.user) && !g.blocked(caller, c.user) && !s.settings(of: c.user).ghost)
-                    return shown ? Self.proto(c, distance: d) : nil
+                    return Self.checkInShown(to: caller, of: c.user, s, g, at) ? Self.proto(c, distance: d) : nil
                 }
             }
         }
@@ -131,6 +144,31 @@ extension GeoService {
             found.sort { ($0.distanceM, $0.userId) < ($1.distanceM, $1.userId) }
         }
         return GeoV1.ListCheckInsResponse(checkIns: Array(found.prefix(limit)))
+    }
+
+    /// Who sees a check-in: its owner, those who may see the owner's location, and anyone not
+    /// blocked when the owner is findable and not in ghost mode (check-ins are how strangers meet).
+    static func checkInShown(to viewer: UInt64, of owner: UInt64, _ s: GeoState, _ g: GraphState, _ at: Int64) -> Bool {
+        owner == viewer || s.visible(viewer: viewer, subject: owner, graph: g, now: at)
+            || (g.isFindable(owner) && !g.blocked(viewer, owner) && !s.settings(of: owner).ghost)
+    }
+
+    /// For media: the rule of `listCheckIns` (without the distance) for one check-in.
+    func checkInAccess(_ request: GeoV1.CheckInAccessRequest, _ context: RequestContext) async throws -> GeoV1.CheckInAccessResponse {
+        let at = now()
+        return state.mutex.withLock { s in
+            graph.read { g in
+                guard let c = s.checkIns[request.ownerId], c.expiresMs > at else { return GeoV1.CheckInAccessResponse() }
+                return Self.checkInShown(to: request.viewerId, of: request.ownerId, s, g, at)
+                    ? GeoV1.CheckInAccessResponse(visible: true, mediaId: c.mediaID) : GeoV1.CheckInAccessResponse()
+            }
+        }
+    }
+
+    func getPlace(_ request: GeoV1.GetPlaceRequest, _ context: RequestContext) async throws -> GeoV1.GetPlaceResponse {
+        state.mutex.withLock { s in
+            s.places.first { $0.id == request.placeId }.map { GeoV1.GetPlaceResponse(found: true, place: $0.proto) } ?? GeoV1.GetPlaceResponse()
+        }
     }
 
     static func proto(_ c: CheckInRecord, distance: Double) -> GeoV1.CheckIn {

@@ -7,7 +7,7 @@ public struct LaunchPlan: Sendable {
 
     /// - Parameter options: passed on to every child (config file, data dir, log level).
     public init(resolved: ResolvedOptions, options: ServiceOptions, binDirectory: String) throws {
-        let names = resolved.config.launch ?? ["accounts", "social", "geo", "alerts", "gateway"]
+        let names = resolved.config.launch ?? ["accounts", "social", "geo", "alerts", "media", "gateway"]
         var shared: [String] = []
         if let config = options.config ?? resolved.environment["FRIENSO_CONFIG"] { shared += ["--config", config] }
         if let dataDir = options.dataDir { shared += ["--data-dir", dataDir] }

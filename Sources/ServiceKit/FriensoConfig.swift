@@ -14,7 +14,8 @@ public struct FriensoConfig: Codable, Sendable {
     public var social: SocialSection?
     public var geo: GeoSection?
     public var alerts: AlertsSection?
-    /// What the launcher starts, in order (default: accounts, social, geo, alerts, then the gateway).
+    public var media: MediaSection?
+    /// What the launcher starts, in order (default: accounts, social, geo, alerts, media, then the gateway).
     public var launch: [String]?
 
     public struct AccountsSection: Codable, Sendable {
@@ -53,6 +54,15 @@ public struct FriensoConfig: Codable, Sendable {
         public var inviteLink: String?
         /// Authorises operator methods (outbox, resource imports, resolving any alert). Or FRIENSO_OPERATOR_KEY.
         public var operatorKey: String?
+    }
+
+    public struct MediaSection: Codable, Sendable {
+        /// The largest photo accepted (default 8 MiB).
+        public var maxPhotoBytes: Int64?
+        /// What one user's photos may take in all (default 256 MiB).
+        public var quotaBytes: Int64?
+        /// Uploads one user may start in an hour (default 120).
+        public var uploadsPerHour: Int?
     }
 
     public struct GatewaySection: Codable, Sendable {

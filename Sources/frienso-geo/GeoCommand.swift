@@ -23,7 +23,9 @@ struct GeoCommand: AsyncParsableCommand {
         let replica = SocialGraphReplica(social: toSocial, eventsEndpoint: resolved.eventEndpoint(of: "social"), logger: logger)
         let publisher = Publisher(name: "geo", endpoint: resolved.eventEndpoint(of: "geo"), logger: logger)
         let service = try GeoService(directory: resolved.dataDirectory, graph: replica, publisher: publisher,
-                                     config: GeoConfig(resolved: resolved), logger: logger)
+                                     config: GeoConfig(resolved: resolved),
+                                     photos: RemoteCheckInPhotos(media: WireClient(endpoint: resolved.endpoint(of: "media"), logger: logger)),
+                                     logger: logger)
         let grants = GrantConsumer(service: service, endpoint: resolved.eventEndpoint(of: "alerts"), logger: logger)
         let pruner = HistoryPruner(service: service, logger: logger)
         let host = service.makeHost(options: HostOptions(name: "geo", endpoint: resolved.endpoint))

@@ -4,6 +4,7 @@ public enum AccountsV1 {}
 public enum AlertsV1 {}
 public enum CommonV1 {}
 public enum GeoV1 {}
+public enum MediaV1 {}
 public enum SocialV1 {}
 
 public enum ProtoIndex {
@@ -118,6 +119,10 @@ public enum ProtoIndex {
         GeoV1.DeleteHistoryResponse.self,
         GeoV1.LatestLocationRequest.self,
         GeoV1.LatestLocationResponse.self,
+        GeoV1.CheckInAccessRequest.self,
+        GeoV1.CheckInAccessResponse.self,
+        GeoV1.GetPlaceRequest.self,
+        GeoV1.GetPlaceResponse.self,
         GeoV1.LocationEvent.self,
         GeoV1.FriendNearbyEvent.self,
         GeoV1.Place.self,
@@ -134,6 +139,23 @@ public enum ProtoIndex {
         GeoV1.ListCheckInsRequest.self,
         GeoV1.ListCheckInsResponse.self,
         GeoV1.LocationGrant.self,
+        MediaV1.MediaItem.self,
+        MediaV1.StartUploadRequest.self,
+        MediaV1.StartUploadResponse.self,
+        MediaV1.UploadChunkRequest.self,
+        MediaV1.UploadChunkResponse.self,
+        MediaV1.FinishUploadRequest.self,
+        MediaV1.FinishUploadResponse.self,
+        MediaV1.GetPhotoRequest.self,
+        MediaV1.GetPhotoResponse.self,
+        MediaV1.ListPhotosRequest.self,
+        MediaV1.ListPhotosResponse.self,
+        MediaV1.DeletePhotoRequest.self,
+        MediaV1.DeletePhotoResponse.self,
+        MediaV1.GetUsageRequest.self,
+        MediaV1.GetUsageResponse.self,
+        MediaV1.AttachCheckInPhotoRequest.self,
+        MediaV1.AttachCheckInPhotoResponse.self,
         SocialV1.UserRef.self,
         SocialV1.FriendRequest.self,
         SocialV1.Friend.self,
@@ -195,5 +217,5 @@ public enum ProtoIndex {
     ]
 
     /// Every rpc in proto/, with its declared access.
-    public static let methods: [AnyRPCMethod] = [AccountsV1.AccountsService.all, AlertsV1.AlertsService.all, GeoV1.GeoService.all, SocialV1.SocialService.all].flatMap { $0 }
+    public static let methods: [AnyRPCMethod] = [AccountsV1.AccountsService.all, AlertsV1.AlertsService.all, GeoV1.GeoService.all, MediaV1.MediaService.all, SocialV1.SocialService.all].flatMap { $0 }
 }

@@ -1083,6 +1083,209 @@ extension GeoV1.LatestLocationResponse {
 }
 
 extension GeoV1 {
+    /// `frienso.geo.v1.CheckInAccessRequest`
+    public struct CheckInAccessRequest: ProtoMessage {
+        public var viewerId: UInt64 = 0
+        public var ownerId: UInt64 = 0
+
+        public init() {}
+
+        public init(viewerId: UInt64 = 0, ownerId: UInt64 = 0) {
+        self.viewerId = viewerId
+        self.ownerId = ownerId
+        }
+    }
+}
+
+extension GeoV1.CheckInAccessRequest {
+    public static let protoName = "frienso.geo.v1.CheckInAccessRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CheckInAccessRequest()
+        frienso__geo__v1__check_in_access_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_request__get_packed_size, pack: frienso__geo__v1__check_in_access_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInAccessRequest", unpack: frienso__geo__v1__check_in_access_request__unpack, free: frienso__geo__v1__check_in_access_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__CheckInAccessRequest, arena _: ProtoArena) {
+        c.viewer_id = self.viewerId
+        c.owner_id = self.ownerId
+    }
+
+    init(c: Frienso__Geo__V1__CheckInAccessRequest) {
+        self.init(viewerId: c.viewer_id, ownerId: c.owner_id)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("viewerId", .string(String(self.viewerId))), ("ownerId", .string(String(self.ownerId)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(viewerId: ProtoSample.uint64(seed, 1), ownerId: ProtoSample.uint64(seed, 2))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.CheckInAccessResponse`
+    public struct CheckInAccessResponse: ProtoMessage {
+        public var visible: Bool = false
+        public var mediaId: String = ""
+
+        public init() {}
+
+        public init(visible: Bool = false, mediaId: String = "") {
+        self.visible = visible
+        self.mediaId = mediaId
+        }
+    }
+}
+
+extension GeoV1.CheckInAccessResponse {
+    public static let protoName = "frienso.geo.v1.CheckInAccessResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CheckInAccessResponse()
+        frienso__geo__v1__check_in_access_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_response__get_packed_size, pack: frienso__geo__v1__check_in_access_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInAccessResponse", unpack: frienso__geo__v1__check_in_access_response__unpack, free: frienso__geo__v1__check_in_access_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__CheckInAccessResponse, arena: ProtoArena) {
+        c.visible = (self.visible ? 1 : 0)
+        if !self.mediaId.isEmpty { c.media_id = arena.string(self.mediaId) }
+    }
+
+    init(c: Frienso__Geo__V1__CheckInAccessResponse) {
+        self.init(visible: (c.visible != 0), mediaId: ProtoRuntime.string(c.media_id))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("visible", .bool(self.visible)), ("mediaId", .string(self.mediaId))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(visible: seed % 2 == 0, mediaId: ProtoSample.string(seed, "media_id"))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.GetPlaceRequest`
+    public struct GetPlaceRequest: ProtoMessage {
+        public var placeId: UInt64 = 0
+
+        public init() {}
+
+        public init(placeId: UInt64 = 0) {
+        self.placeId = placeId
+        }
+    }
+}
+
+extension GeoV1.GetPlaceRequest {
+    public static let protoName = "frienso.geo.v1.GetPlaceRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__GetPlaceRequest()
+        frienso__geo__v1__get_place_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_request__get_packed_size, pack: frienso__geo__v1__get_place_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPlaceRequest", unpack: frienso__geo__v1__get_place_request__unpack, free: frienso__geo__v1__get_place_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__GetPlaceRequest, arena _: ProtoArena) {
+        c.place_id = self.placeId
+    }
+
+    init(c: Frienso__Geo__V1__GetPlaceRequest) {
+        self.init(placeId: c.place_id)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("placeId", .string(String(self.placeId)))])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(placeId: ProtoSample.uint64(seed, 1))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.GetPlaceResponse`
+    public struct GetPlaceResponse: ProtoMessage {
+        public var found: Bool = false
+        public var place: GeoV1.Place? = nil
+
+        public init() {}
+
+        public init(found: Bool = false, place: GeoV1.Place? = nil) {
+        self.found = found
+        self.place = place
+        }
+    }
+}
+
+extension GeoV1.GetPlaceResponse {
+    public static let protoName = "frienso.geo.v1.GetPlaceResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__GetPlaceResponse()
+        frienso__geo__v1__get_place_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_response__get_packed_size, pack: frienso__geo__v1__get_place_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPlaceResponse", unpack: frienso__geo__v1__get_place_response__unpack, free: frienso__geo__v1__get_place_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__GetPlaceResponse, arena: ProtoArena) {
+        c.found = (self.found ? 1 : 0)
+        if let value = self.place {
+            c.place = arena.message(of: Frienso__Geo__V1__Place.self) { frienso__geo__v1__place__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Geo__V1__GetPlaceResponse) {
+        self.init(found: (c.found != 0), place: c.place.map { GeoV1.Place(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("found", .bool(self.found)), ("place", self.place.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(found: seed % 2 == 0, place: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Place.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Place()))
+    }
+}
+
+extension GeoV1 {
     /// `frienso.geo.v1.LocationEvent`
     public struct LocationEvent: ProtoMessage {
         public var userId: UInt64 = 0
@@ -1996,7 +2199,9 @@ extension GeoV1 {
         public static let checkIn = RPCMethod<CheckInRequest, CheckInResponse>(service: "geo", name: "CheckIn", access: .authenticated)
         public static let listCheckIns = RPCMethod<ListCheckInsRequest, ListCheckInsResponse>(service: "geo", name: "ListCheckIns", access: .authenticated)
         public static let latestLocation = RPCMethod<LatestLocationRequest, LatestLocationResponse>(service: "geo", name: "LatestLocation", access: .internal)
+        public static let checkInAccess = RPCMethod<CheckInAccessRequest, CheckInAccessResponse>(service: "geo", name: "CheckInAccess", access: .internal)
+        public static let getPlace = RPCMethod<GetPlaceRequest, GetPlaceResponse>(service: "geo", name: "GetPlace", access: .internal)
 
-        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased]
+        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased]
     }
 }

@@ -907,6 +907,186 @@ void   frienso__geo__v1__latest_location_response__free_unpacked
   assert(message->base.descriptor == &frienso__geo__v1__latest_location_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__geo__v1__check_in_access_request__init
+                     (Frienso__Geo__V1__CheckInAccessRequest         *message)
+{
+  static const Frienso__Geo__V1__CheckInAccessRequest init_value = FRIENSO__GEO__V1__CHECK_IN_ACCESS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__check_in_access_request__get_packed_size
+                     (const Frienso__Geo__V1__CheckInAccessRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_access_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__check_in_access_request__pack
+                     (const Frienso__Geo__V1__CheckInAccessRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_access_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__check_in_access_request__pack_to_buffer
+                     (const Frienso__Geo__V1__CheckInAccessRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_access_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__CheckInAccessRequest *
+       frienso__geo__v1__check_in_access_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__CheckInAccessRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__check_in_access_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__check_in_access_request__free_unpacked
+                     (Frienso__Geo__V1__CheckInAccessRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_access_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__check_in_access_response__init
+                     (Frienso__Geo__V1__CheckInAccessResponse         *message)
+{
+  static const Frienso__Geo__V1__CheckInAccessResponse init_value = FRIENSO__GEO__V1__CHECK_IN_ACCESS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__check_in_access_response__get_packed_size
+                     (const Frienso__Geo__V1__CheckInAccessResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_access_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__check_in_access_response__pack
+                     (const Frienso__Geo__V1__CheckInAccessResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_access_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__check_in_access_response__pack_to_buffer
+                     (const Frienso__Geo__V1__CheckInAccessResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_access_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__CheckInAccessResponse *
+       frienso__geo__v1__check_in_access_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__CheckInAccessResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__check_in_access_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__check_in_access_response__free_unpacked
+                     (Frienso__Geo__V1__CheckInAccessResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__check_in_access_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__get_place_request__init
+                     (Frienso__Geo__V1__GetPlaceRequest         *message)
+{
+  static const Frienso__Geo__V1__GetPlaceRequest init_value = FRIENSO__GEO__V1__GET_PLACE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__get_place_request__get_packed_size
+                     (const Frienso__Geo__V1__GetPlaceRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_place_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__get_place_request__pack
+                     (const Frienso__Geo__V1__GetPlaceRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_place_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__get_place_request__pack_to_buffer
+                     (const Frienso__Geo__V1__GetPlaceRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_place_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__GetPlaceRequest *
+       frienso__geo__v1__get_place_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__GetPlaceRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__get_place_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__get_place_request__free_unpacked
+                     (Frienso__Geo__V1__GetPlaceRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__get_place_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__get_place_response__init
+                     (Frienso__Geo__V1__GetPlaceResponse         *message)
+{
+  static const Frienso__Geo__V1__GetPlaceResponse init_value = FRIENSO__GEO__V1__GET_PLACE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__get_place_response__get_packed_size
+                     (const Frienso__Geo__V1__GetPlaceResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_place_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__get_place_response__pack
+                     (const Frienso__Geo__V1__GetPlaceResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_place_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__get_place_response__pack_to_buffer
+                     (const Frienso__Geo__V1__GetPlaceResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_place_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__GetPlaceResponse *
+       frienso__geo__v1__get_place_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__GetPlaceResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__get_place_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__get_place_response__free_unpacked
+                     (Frienso__Geo__V1__GetPlaceResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__get_place_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__geo__v1__location_event__init
                      (Frienso__Geo__V1__LocationEvent         *message)
 {
@@ -2663,6 +2843,197 @@ const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_response__des
   frienso__geo__v1__latest_location_response__field_indices_by_name,
   1,  frienso__geo__v1__latest_location_response__number_ranges,
   (ProtobufCMessageInit) frienso__geo__v1__latest_location_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__check_in_access_request__field_descriptors[2] =
+{
+  {
+    "viewer_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckInAccessRequest, viewer_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "owner_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckInAccessRequest, owner_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__check_in_access_request__field_indices_by_name[] = {
+  1,   /* field[1] = owner_id */
+  0,   /* field[0] = viewer_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__check_in_access_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__check_in_access_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.CheckInAccessRequest",
+  "CheckInAccessRequest",
+  "Frienso__Geo__V1__CheckInAccessRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__CheckInAccessRequest),
+  2,
+  frienso__geo__v1__check_in_access_request__field_descriptors,
+  frienso__geo__v1__check_in_access_request__field_indices_by_name,
+  1,  frienso__geo__v1__check_in_access_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__check_in_access_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__check_in_access_response__field_descriptors[2] =
+{
+  {
+    "visible",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckInAccessResponse, visible),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "media_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CheckInAccessResponse, media_id),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__check_in_access_response__field_indices_by_name[] = {
+  1,   /* field[1] = media_id */
+  0,   /* field[0] = visible */
+};
+static const ProtobufCIntRange frienso__geo__v1__check_in_access_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__check_in_access_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.CheckInAccessResponse",
+  "CheckInAccessResponse",
+  "Frienso__Geo__V1__CheckInAccessResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__CheckInAccessResponse),
+  2,
+  frienso__geo__v1__check_in_access_response__field_descriptors,
+  frienso__geo__v1__check_in_access_response__field_indices_by_name,
+  1,  frienso__geo__v1__check_in_access_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__check_in_access_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__get_place_request__field_descriptors[1] =
+{
+  {
+    "place_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__GetPlaceRequest, place_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__get_place_request__field_indices_by_name[] = {
+  0,   /* field[0] = place_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__get_place_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__get_place_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.GetPlaceRequest",
+  "GetPlaceRequest",
+  "Frienso__Geo__V1__GetPlaceRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__GetPlaceRequest),
+  1,
+  frienso__geo__v1__get_place_request__field_descriptors,
+  frienso__geo__v1__get_place_request__field_indices_by_name,
+  1,  frienso__geo__v1__get_place_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__get_place_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__get_place_response__field_descriptors[2] =
+{
+  {
+    "found",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__GetPlaceResponse, found),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "place",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__GetPlaceResponse, place),
+    &frienso__geo__v1__place__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__get_place_response__field_indices_by_name[] = {
+  0,   /* field[0] = found */
+  1,   /* field[1] = place */
+};
+static const ProtobufCIntRange frienso__geo__v1__get_place_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__get_place_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.GetPlaceResponse",
+  "GetPlaceResponse",
+  "Frienso__Geo__V1__GetPlaceResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__GetPlaceResponse),
+  2,
+  frienso__geo__v1__get_place_response__field_descriptors,
+  frienso__geo__v1__get_place_response__field_indices_by_name,
+  1,  frienso__geo__v1__get_place_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__get_place_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor frienso__geo__v1__location_event__field_descriptors[3] =

@@ -35,6 +35,10 @@ typedef struct Frienso__Geo__V1__DeleteHistoryRequest Frienso__Geo__V1__DeleteHi
 typedef struct Frienso__Geo__V1__DeleteHistoryResponse Frienso__Geo__V1__DeleteHistoryResponse;
 typedef struct Frienso__Geo__V1__LatestLocationRequest Frienso__Geo__V1__LatestLocationRequest;
 typedef struct Frienso__Geo__V1__LatestLocationResponse Frienso__Geo__V1__LatestLocationResponse;
+typedef struct Frienso__Geo__V1__CheckInAccessRequest Frienso__Geo__V1__CheckInAccessRequest;
+typedef struct Frienso__Geo__V1__CheckInAccessResponse Frienso__Geo__V1__CheckInAccessResponse;
+typedef struct Frienso__Geo__V1__GetPlaceRequest Frienso__Geo__V1__GetPlaceRequest;
+typedef struct Frienso__Geo__V1__GetPlaceResponse Frienso__Geo__V1__GetPlaceResponse;
 typedef struct Frienso__Geo__V1__LocationEvent Frienso__Geo__V1__LocationEvent;
 typedef struct Frienso__Geo__V1__FriendNearbyEvent Frienso__Geo__V1__FriendNearbyEvent;
 typedef struct Frienso__Geo__V1__Place Frienso__Geo__V1__Place;
@@ -368,6 +372,62 @@ struct  Frienso__Geo__V1__LatestLocationResponse
 #define FRIENSO__GEO__V1__LATEST_LOCATION_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__latest_location_response__descriptor) \
     , 0, NULL, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Internal, for media: may `viewer_id` see `owner_id`'s active check-in (the rule of
+ * ListCheckIns, without the distance), and which photo does it carry.
+ */
+struct  Frienso__Geo__V1__CheckInAccessRequest
+{
+  ProtobufCMessage base;
+  uint64_t viewer_id;
+  uint64_t owner_id;
+};
+#define FRIENSO__GEO__V1__CHECK_IN_ACCESS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__check_in_access_request__descriptor) \
+    , 0, 0 }
+
+
+struct  Frienso__Geo__V1__CheckInAccessResponse
+{
+  ProtobufCMessage base;
+  /*
+   * an active check-in the viewer may see
+   */
+  protobuf_c_boolean visible;
+  /*
+   * its photo ("" when none)
+   */
+  char *media_id;
+};
+#define FRIENSO__GEO__V1__CHECK_IN_ACCESS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__check_in_access_response__descriptor) \
+    , 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Internal, for media: a place by id (venue photos name one).
+ */
+struct  Frienso__Geo__V1__GetPlaceRequest
+{
+  ProtobufCMessage base;
+  uint64_t place_id;
+};
+#define FRIENSO__GEO__V1__GET_PLACE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__get_place_request__descriptor) \
+    , 0 }
+
+
+struct  Frienso__Geo__V1__GetPlaceResponse
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean found;
+  Frienso__Geo__V1__Place *place;
+};
+#define FRIENSO__GEO__V1__GET_PLACE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__get_place_response__descriptor) \
+    , 0, NULL }
 
 
 /*
@@ -1050,6 +1110,82 @@ Frienso__Geo__V1__LatestLocationResponse *
 void   frienso__geo__v1__latest_location_response__free_unpacked
                      (Frienso__Geo__V1__LatestLocationResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__CheckInAccessRequest methods */
+void   frienso__geo__v1__check_in_access_request__init
+                     (Frienso__Geo__V1__CheckInAccessRequest         *message);
+size_t frienso__geo__v1__check_in_access_request__get_packed_size
+                     (const Frienso__Geo__V1__CheckInAccessRequest   *message);
+size_t frienso__geo__v1__check_in_access_request__pack
+                     (const Frienso__Geo__V1__CheckInAccessRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__check_in_access_request__pack_to_buffer
+                     (const Frienso__Geo__V1__CheckInAccessRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__CheckInAccessRequest *
+       frienso__geo__v1__check_in_access_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__check_in_access_request__free_unpacked
+                     (Frienso__Geo__V1__CheckInAccessRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__CheckInAccessResponse methods */
+void   frienso__geo__v1__check_in_access_response__init
+                     (Frienso__Geo__V1__CheckInAccessResponse         *message);
+size_t frienso__geo__v1__check_in_access_response__get_packed_size
+                     (const Frienso__Geo__V1__CheckInAccessResponse   *message);
+size_t frienso__geo__v1__check_in_access_response__pack
+                     (const Frienso__Geo__V1__CheckInAccessResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__check_in_access_response__pack_to_buffer
+                     (const Frienso__Geo__V1__CheckInAccessResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__CheckInAccessResponse *
+       frienso__geo__v1__check_in_access_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__check_in_access_response__free_unpacked
+                     (Frienso__Geo__V1__CheckInAccessResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__GetPlaceRequest methods */
+void   frienso__geo__v1__get_place_request__init
+                     (Frienso__Geo__V1__GetPlaceRequest         *message);
+size_t frienso__geo__v1__get_place_request__get_packed_size
+                     (const Frienso__Geo__V1__GetPlaceRequest   *message);
+size_t frienso__geo__v1__get_place_request__pack
+                     (const Frienso__Geo__V1__GetPlaceRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__get_place_request__pack_to_buffer
+                     (const Frienso__Geo__V1__GetPlaceRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__GetPlaceRequest *
+       frienso__geo__v1__get_place_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__get_place_request__free_unpacked
+                     (Frienso__Geo__V1__GetPlaceRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__GetPlaceResponse methods */
+void   frienso__geo__v1__get_place_response__init
+                     (Frienso__Geo__V1__GetPlaceResponse         *message);
+size_t frienso__geo__v1__get_place_response__get_packed_size
+                     (const Frienso__Geo__V1__GetPlaceResponse   *message);
+size_t frienso__geo__v1__get_place_response__pack
+                     (const Frienso__Geo__V1__GetPlaceResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__get_place_response__pack_to_buffer
+                     (const Frienso__Geo__V1__GetPlaceResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__GetPlaceResponse *
+       frienso__geo__v1__get_place_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__get_place_response__free_unpacked
+                     (Frienso__Geo__V1__GetPlaceResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Geo__V1__LocationEvent methods */
 void   frienso__geo__v1__location_event__init
                      (Frienso__Geo__V1__LocationEvent         *message);
@@ -1416,6 +1552,18 @@ typedef void (*Frienso__Geo__V1__LatestLocationRequest_Closure)
 typedef void (*Frienso__Geo__V1__LatestLocationResponse_Closure)
                  (const Frienso__Geo__V1__LatestLocationResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Geo__V1__CheckInAccessRequest_Closure)
+                 (const Frienso__Geo__V1__CheckInAccessRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__CheckInAccessResponse_Closure)
+                 (const Frienso__Geo__V1__CheckInAccessResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__GetPlaceRequest_Closure)
+                 (const Frienso__Geo__V1__GetPlaceRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__GetPlaceResponse_Closure)
+                 (const Frienso__Geo__V1__GetPlaceResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Geo__V1__LocationEvent_Closure)
                  (const Frienso__Geo__V1__LocationEvent *message,
                   void *closure_data);
@@ -1491,6 +1639,10 @@ extern const ProtobufCMessageDescriptor frienso__geo__v1__delete_history_request
 extern const ProtobufCMessageDescriptor frienso__geo__v1__delete_history_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__latest_location_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__check_in_access_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__check_in_access_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__get_place_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__get_place_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__location_event__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__friend_nearby_event__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__place__descriptor;

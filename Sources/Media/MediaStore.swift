@@ -1,0 +1,383 @@
+import CSodium
+import Foundation
+import FriensoProto
+import GRDB
+import ServiceKit
+import Wire
+
+/// A stored photo's metadata.
+struct MediaRecord: Sendable {
+    var id: String
+    var owner: UInt64
+    var purpose: MediaV1.Purpose
+    var placeID: UInt64
+    var type: MediaV1.ImageType
+    var size: Int64
+    var width: UInt32
+    var height: UInt32
+    var sha256: String
+    var createdMs: Int64
+    var attached: Bool
+
+    static let columns = "id, owner, purpose, place_id, type, size, width, height, sha256, created_ms, attached"
+    init(row: Row) {
+        id = row[0]; owner = row[1]; purpose = MediaV1.Purpose(rawValue: row[2]); placeID = row[3]
+        type = MediaV1.ImageType(rawValue: row[4]); size = row[5]; width = row[6]; height = row[7]
+        sha256 = row[8]; createdMs = row[9]; attached = row[10]
+    }
+
+    init(id: String, owner: UInt64, purpose: MediaV1.Purpose, placeID: UInt64, type: MediaV1.ImageType, size: Int64,
+         width: UInt32, height: UInt32, sha256: String, createdMs: Int64, attached: Bool) {
+        self.id = id; self.owner = owner; self.purpose = purpose; self.placeID = placeID; self.type = type; self.size = size
+        self.width = width; self.height = height; self.sha256 = sha256; self.createdMs = createdMs; self.attached = attached
+    }
+
+    var proto: MediaV1.MediaItem {
+        MediaV1.MediaItem(mediaId: id, ownerId: owner, purpose: purpose, placeId: placeID, type: type, sizeBytes: UInt64(size),
+                          width: width, height: height, createdAtMs: createdMs, sha256: sha256,
+                          mimeType: ImageInspector.mimeType(type), attached: attached)
+    }
+}
+
+/// An upload in progress (or finished: then `mediaID` is set, so finishing again answers the same).
+struct UploadRecord: Sendable {
+    var id: String
+    var owner: UInt64
+    var purpose: MediaV1.Purpose
+    var placeID: UInt64
+    var size: Int64
+    var createdMs: Int64
+    var expiresMs: Int64
+    var mediaID: String?
+    var locationRemoved: Bool
+    var deduplicated: Bool
+    var replaced: String
+
+    static let columns = "id, owner, purpose, place_id, size, created_ms, expires_ms, media_id, location_removed, deduplicated, replaced"
+    init(id: String, owner: UInt64, purpose: MediaV1.Purpose, placeID: UInt64, size: Int64, createdMs: Int64, expiresMs: Int64) {
+        self.id = id; self.owner = owner; self.purpose = purpose; self.placeID = placeID; self.size = size
+        self.createdMs = createdMs; self.expiresMs = expiresMs; mediaID = nil; locationRemoved = false; deduplicated = false; replaced = ""
+    }
+    init(row: Row) {
+        id = row[0]; owner = row[1]; purpose = MediaV1.Purpose(rawValue: row[2]); placeID = row[3]; size = row[4]
+        createdMs = row[5]; expiresMs = row[6]; mediaID = row[7]; locationRemoved = row[8]; deduplicated = row[9]; replaced = row[10]
+    }
+}
+
+/// Metadata in `media.sqlite`; bytes in files named by their SHA-256 under `blobs/`, each stored
+/// once however many items hold it (`blobs.refs`). Every change of references runs in the
+/// database's single writer, file operations included, so a blob is never unlinked while another
+/// writer adds a reference to it:
+/// - a new blob's file is renamed into place *before* its row commits (a crash in between leaves
+///   a file without a row, which the start-up sweep deletes: never a row without a file);
+/// - a released blob's file is unlinked *after* its row is deleted (a crash leaves an orphan file,
+///   swept likewise).
+final class MediaStore: Sendable {
+    let database: DatabasePool
+    let blobDirectory: String
+    let uploadDirectory: String
+
+    init(directory: String) throws {
+        let root = "\(directory)/media"
+        blobDirectory = "\(root)/blobs"
+        uploadDirectory = "\(root)/uploads"
+        for d in [blobDirectory, uploadDirectory] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
+        database = try ServiceDatabase.open("\(directory)/media.sqlite")
+        var migrator = DatabaseMigrator()
+        SQLiteReplyStore.migrate(&migrator)
+        migrator.registerMigration("media") { db in
+            try db.execute(sql: """
+                CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, refs INTEGER NOT NULL) STRICT;
+                CREATE TABLE media (
+                    id TEXT PRIMARY KEY, owner INTEGER NOT NULL, purpose INTEGER NOT NULL, place_id INTEGER NOT NULL,
+                    type INTEGER NOT NULL, size INTEGER NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,
+                    sha256 TEXT NOT NULL REFERENCES blobs(sha256), created_ms INTEGER NOT NULL, attached INTEGER NOT NULL DEFAULT 0
+                ) STRICT;
+                CREATE INDEX media_by_place ON media(place_id, created_ms DESC, id DESC) WHERE purpose = 3;
+                CREATE INDEX media_by_owner ON media(owner, created_ms DESC, id DESC);
+                CREATE TABLE profile_pictures (user INTEGER PRIMARY KEY, media_id TEXT NOT NULL) STRICT;
+                CREATE TABLE check_in_photos (user INTEGER PRIMARY KEY, media_id TEXT NOT NULL) STRICT;
+                CREATE TABLE uploads (
+                    id TEXT PRIMARY KEY, owner INTEGER NOT NULL, purpose INTEGER NOT NULL, place_id INTEGER NOT NULL,
+                    size INTEGER NOT NULL, created_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL, media_id TEXT,
+                    location_removed INTEGER NOT NULL DEFAULT 0, deduplicated INTEGER NOT NULL DEFAULT 0, replaced TEXT NOT NULL DEFAULT ''
+                ) STRICT;
+                CREATE INDEX uploads_by_owner ON uploads(owner, created_ms);
+                """)
+        }
+        try migrator.migrate(database)
+        try sweep()
+    }
+
+    // MARK: Files
+
+    func blobPath(_ sha: String) -> String { "\(blobDirectory)/\(sha.prefix(2))/\(sha)" }
+    func partPath(_ upload: String) -> String { "\(uploadDirectory)/\(upload).part" }
+
+    /// Deletes what a crash may have left: blob files no row names, temporary files, and parts of
+    /// uploads that are gone. Runs before the service answers anything.
+    func sweep() throws {
+        let known = try database.read { db in Set(try String.fetchAll(db, sql: "SELECT sha256 FROM blobs")) }
+        let live = try database.read { db in Set(try String.fetchAll(db, sql: "SELECT id FROM uploads WHERE media_id IS NULL")) }
+        let fm = FileManager.default
+        for shard in (try? fm.contentsOfDirectory(atPath: blobDirectory)) ?? [] {
+            for name in (try? fm.contentsOfDirectory(atPath: "\(blobDirectory)/\(shard)")) ?? [] where !known.contains(name) {
+                try? fm.removeItem(atPath: "\(blobDirectory)/\(shard)/\(name)")
+            }
+        }
+        for name in (try? fm.contentsOfDirectory(atPath: uploadDirectory)) ?? [] {
+            let id = name.hasSuffix(".part") ? String(name.dropLast(5)) : ""
+            if !live.contains(id) { try? fm.removeItem(atPath: "\(uploadDirectory)/\(name)") }
+        }
+    }
+
+    // MARK: Reads
+
+    func item(_ id: String) async throws -> MediaRecord? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(MediaRecord.columns) FROM media WHERE id = ?", arguments: [id]).map(MediaRecord.init(row:))
+        }
+    }
+
+    func upload(_ id: String) async throws -> UploadRecord? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(UploadRecord.columns) FROM uploads WHERE id = ?", arguments: [id]).map(UploadRecord.init(row:))
+        }
+    }
+
+    func profilePicture(of user: UInt64) async throws -> MediaRecord? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM profile_pictures WHERE user = ?)",
+                             arguments: [user]).map(MediaRecord.init(row:))
+        }
+    }
+
+    func checkInPhoto(of user: UInt64) async throws -> MediaRecord? {
+        try await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM check_in_photos WHERE user = ?)",
+                             arguments: [user]).map(MediaRecord.init(row:))
+        }
+    }
+
+    /// Newest first, after the cursor `(createdMs, id)` when one is given.
+    func list(place: UInt64? = nil, owner: UInt64? = nil, after cursor: (Int64, String)?, limit: Int) async throws -> [MediaRecord] {
+        try await database.read { db in
+            var sql = "SELECT \(MediaRecord.columns) FROM media WHERE "
+            var arguments: StatementArguments
+            if let place {
+                sql += "purpose = 3 AND place_id = ?"
+                arguments = [place]
+            } else {
+                sql += "owner = ?"
+                arguments = [owner ?? 0]
+            }
+            if let (ms, id) = cursor {
+                sql += " AND (created_ms < ? OR (created_ms = ? AND id < ?))"
+                arguments += [ms, ms, id]
+            }
+            sql += " ORDER BY created_ms DESC, id DESC LIMIT ?"
+            arguments += [limit]
+            return try Row.fetchAll(db, sql: sql, arguments: arguments).map(MediaRecord.init(row:))
+        }
+    }
+
+    struct Usage: Sendable {
+        var storedBytes: Int64
+        var pendingBytes: Int64
+        var uploadsLastHour: Int
+    }
+
+    /// What counts against `owner`'s quotas: the size of every item they hold (each counts in
+    /// full even when its bytes are shared), unfinished uploads, and uploads started this hour.
+    static func usage(_ db: Database, owner: UInt64, now: Int64) throws -> Usage {
+        let stored = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM media WHERE owner = ?", arguments: [owner]) ?? 0
+        let pending = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM uploads WHERE owner = ? AND media_id IS NULL AND expires_ms > ?",
+                                         arguments: [owner, now]) ?? 0
+        let recent = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM uploads WHERE owner = ? AND created_ms > ?", arguments: [owner, now - 3_600_000]) ?? 0
+        return Usage(storedBytes: stored, pendingBytes: pending, uploadsLastHour: recent)
+    }
+
+    func usage(of owner: UInt64, now: Int64) async throws -> Usage {
+        try await database.read { db in try Self.usage(db, owner: owner, now: now) }
+    }
+
+    // MARK: Writes
+
+    /// Starts an upload after checking the quotas in the same transaction, so two concurrent
+    /// starts cannot both squeeze under a limit.
+    func startUpload(_ upload: UploadRecord, quotaBytes: Int64, uploadsPerHour: Int) async throws -> UploadRecord {
+        try await database.write { db in
+            let usage = try Self.usage(db, owner: upload.owner, now: upload.createdMs)
+            guard usage.uploadsLastHour < uploadsPerHour else {
+                throw RPCError.resourceExhausted("upload rate: at most \(uploadsPerHour) uploads an hour; try again later")
+            }
+            guard usage.storedBytes + usage.pendingBytes + upload.size <= quotaBytes else {
+                throw RPCError.resourceExhausted("storage quota: \(usage.storedBytes + usage.pendingBytes) of \(quotaBytes) bytes used; delete photos to make room for \(upload.size) more")
+            }
+            try db.execute(sql: "INSERT INTO uploads (id, owner, purpose, place_id, size, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           arguments: [upload.id, upload.owner, upload.purpose.rawValue, upload.placeID, upload.size, upload.createdMs, upload.expiresMs])
+            return upload
+        }
+    }
+
+    /// Files to unlink once the transaction that released them committed.
+    typealias Released = [String]
+
+    /// Drops one reference to `sha`; the blob's row goes with its last one.
+    private func release(_ db: Database, sha: String, into released: inout Released) throws {
+        try db.execute(sql: "UPDATE blobs SET refs = refs - 1 WHERE sha256 = ?", arguments: [sha])
+        if try Int.fetchOne(db, sql: "SELECT refs FROM blobs WHERE sha256 = ?", arguments: [sha]) ?? 0 <= 0 {
+            try db.execute(sql: "DELETE FROM blobs WHERE sha256 = ?", arguments: [sha])
+            released.append(blobPath(sha))
+        }
+    }
+
+    /// Deletes an item and its pointers, releasing its bytes.
+    private func deleteItem(_ db: Database, _ id: String, into released: inout Released) throws {
+        guard let sha = try String.fetchOne(db, sql: "SELECT sha256 FROM media WHERE id = ?", arguments: [id]) else { return }
+        try db.execute(sql: "DELETE FROM media WHERE id = ?", arguments: [id])
+        try db.execute(sql: "DELETE FROM profile_pictures WHERE media_id = ?", arguments: [id])
+        try db.execute(sql: "DELETE FROM check_in_photos WHERE media_id = ?", arguments: [id])
+        try release(db, sha: sha, into: &released)
+    }
+
+    /// Runs `body` in a transaction of the single writer, then unlinks the files it released
+    /// while still holding the writer (see the type's comment).
+    private func writing<T: Sendable>(_ body: @escaping @Sendable (Database, inout Released) throws -> T) async throws -> (T, Bool) {
+        try await database.writeWithoutTransaction { db in
+            var released: Released = []
+            var result: T?
+            try db.inTransaction {
+                released = []
+                result = try body(db, &released)
+                return .commit
+            }
+            for path in released { unlink(path) }
+            return (result!, !released.isEmpty)
+        }
+    }
+
+    struct Finished: Sendable {
+        var item: MediaRecord
+        var deduplicated: Bool
+        var replaced: String
+    }
+
+    /// Stores a checked upload: moves `file` (already synced) to its blob path unless those bytes
+    /// are stored already, records the item, and for a profile picture makes it the current one.
+    func finish(upload: UploadRecord, item: MediaRecord, file: String, locationRemoved: Bool) async throws -> Finished {
+        let blob = blobPath(item.sha256)
+        let (finished, _) = try await writing { db, released in
+            let existing = try Int.fetchOne(db, sql: "SELECT refs FROM blobs WHERE sha256 = ?", arguments: [item.sha256])
+            if existing != nil {
+                try db.execute(sql: "UPDATE blobs SET refs = refs + 1 WHERE sha256 = ?", arguments: [item.sha256])
+                unlink(file)
+            } else {
+                try FileManager.default.createDirectory(atPath: (blob as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                guard rename(file, blob) == 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
+                syncDirectory(of: blob)
+                try db.execute(sql: "INSERT INTO blobs (sha256, size, refs) VALUES (?, ?, 1)", arguments: [item.sha256, item.size])
+            }
+            try db.execute(sql: "INSERT INTO media (\(MediaRecord.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           arguments: [item.id, item.owner, item.purpose.rawValue, item.placeID, item.type.rawValue, item.size,
+                                       item.width, item.height, item.sha256, item.createdMs, item.attached])
+            var replaced = ""
+            if item.purpose == .profile {
+                replaced = try String.fetchOne(db, sql: "SELECT media_id FROM profile_pictures WHERE user = ?", arguments: [item.owner]) ?? ""
+                if !replaced.isEmpty { try self.deleteItem(db, replaced, into: &released) }
+                try db.execute(sql: "INSERT OR REPLACE INTO profile_pictures (user, media_id) VALUES (?, ?)", arguments: [item.owner, item.id])
+            }
+            try db.execute(sql: "UPDATE uploads SET media_id = ?, location_removed = ?, deduplicated = ?, replaced = ? WHERE id = ?",
+                           arguments: [item.id, locationRemoved, existing != nil, replaced, upload.id])
+            return Finished(item: item, deduplicated: existing != nil, replaced: replaced)
+        }
+        return finished
+    }
+
+    /// - Returns: whether the bytes were released (nil: no such item of `owner`).
+    func delete(_ id: String, owner: UInt64) async throws -> Bool? {
+        let (found, releasedAny) = try await writing { db, released in
+            guard try Int.fetchOne(db, sql: "SELECT 1 FROM media WHERE id = ? AND owner = ?", arguments: [id, owner]) != nil else { return false }
+            try self.deleteItem(db, id, into: &released)
+            return true
+        }
+        return found ? releasedAny : nil
+    }
+
+    enum AttachOutcome: Sendable {
+        case attached(released: String)
+        case notFound
+        case wrongPurpose
+    }
+
+    /// Makes `id` (empty: none) `user`'s check-in photo, deleting the previous one.
+    func attachCheckInPhoto(user: UInt64, id: String) async throws -> AttachOutcome {
+        try await writing { db, released -> AttachOutcome in
+            if !id.isEmpty {
+                guard let row = try Row.fetchOne(db, sql: "SELECT purpose FROM media WHERE id = ? AND owner = ?", arguments: [id, user]) else {
+                    return .notFound
+                }
+                guard MediaV1.Purpose(rawValue: row[0]) == .checkIn else { return .wrongPurpose }
+            }
+            let previous = try String.fetchOne(db, sql: "SELECT media_id FROM check_in_photos WHERE user = ?", arguments: [user]) ?? ""
+            guard previous != id else { return .attached(released: "") }
+            if !previous.isEmpty { try self.deleteItem(db, previous, into: &released) }
+            if id.isEmpty {
+                try db.execute(sql: "DELETE FROM check_in_photos WHERE user = ?", arguments: [user])
+            } else {
+                try db.execute(sql: "INSERT OR REPLACE INTO check_in_photos (user, media_id) VALUES (?, ?)", arguments: [user, id])
+                try db.execute(sql: "UPDATE media SET attached = 1 WHERE id = ?", arguments: [id])
+            }
+            return .attached(released: previous)
+        }.0
+    }
+
+    /// Drops unfinished uploads past their time (and their parts), finished upload rows older
+    /// than a day (kept that long so a late retry of FinishUpload is answered), and check-in
+    /// photos never attached to a check-in within `unattachedFor`.
+    func expire(now: Int64, unattachedFor: Int64) async throws -> (uploads: Int, photos: Int) {
+        let (counts, _) = try await writing { db, released -> (Int, Int) in
+            let stale = try String.fetchAll(db, sql: "SELECT id FROM uploads WHERE media_id IS NULL AND expires_ms <= ?", arguments: [now])
+            for id in stale { released.append(self.partPath(id)) }
+            try db.execute(sql: "DELETE FROM uploads WHERE (media_id IS NULL AND expires_ms <= ?) OR created_ms <= ?", arguments: [now, now - 86_400_000])
+            let orphans = try String.fetchAll(db, sql: "SELECT id FROM media WHERE purpose = 2 AND attached = 0 AND created_ms <= ?",
+                                              arguments: [now - unattachedFor])
+            for id in orphans { try self.deleteItem(db, id, into: &released) }
+            return (stale.count, orphans.count)
+        }
+        return counts
+    }
+
+    /// Forgets an upload refused on its first bytes.
+    func abandon(_ upload: String) async throws {
+        _ = try await writing { db, released in
+            try db.execute(sql: "DELETE FROM uploads WHERE id = ? AND media_id IS NULL", arguments: [upload])
+            released.append(self.partPath(upload))
+        }
+    }
+
+    func blobCount() async throws -> Int {
+        try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM blobs") ?? 0 }
+    }
+}
+
+/// fsync of the folder holding `path`, so a rename into it survives a power cut.
+func syncDirectory(of path: String) {
+    let fd = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY)
+    guard fd >= 0 else { return }
+    _ = fsync(fd)
+    close(fd)
+}
+
+/// SHA-256 (libsodium), lowercase hex.
+func sha256Hex(_ bytes: [UInt8]) -> String {
+    var digest = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
+    _ = crypto_hash_sha256(&digest, bytes, UInt64(bytes.count))
+    return digest.map { String(format: "%02x", $0) }.joined()
+}
+
+/// 128 random bits as 32 hex characters: media and upload ids cannot be guessed.
+func randomID() -> String {
+    var g = SystemRandomNumberGenerator()
+    return (0..<2).map { _ in String(format: "%016llx", g.next() as UInt64) }.joined()
+}

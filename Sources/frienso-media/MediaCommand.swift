@@ -1,0 +1,29 @@
+import ArgumentParser
+import Logging
+import Media
+import ServiceKit
+import SocialReplica
+import Wire
+
+@main
+struct MediaCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "frienso-media",
+        abstract: "Frienso media service: check-in photos, venue photos, profile pictures.")
+
+    @OptionGroup var options: ServiceOptions
+
+    func run() async throws {
+        let resolved = try options.resolve(service: "media")
+        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        try resolved.createDataDirectory()
+        let replica = SocialGraphReplica(social: WireClient(endpoint: resolved.endpoint(of: "social"), logger: logger),
+                                         eventsEndpoint: resolved.eventEndpoint(of: "social"), logger: logger)
+        let peers = RemoteMediaPeers(replica: replica, geo: WireClient(endpoint: resolved.endpoint(of: "geo"), logger: logger))
+        let service = try MediaService(directory: resolved.dataDirectory, peers: peers, config: MediaConfig(resolved: resolved), logger: logger)
+        let host = service.makeHost(options: HostOptions(name: "media", endpoint: resolved.endpoint))
+        try await ServiceRunner.run([replica, MediaWorker(service: service), host], endpointFile: resolved.endpointFile, logger: logger) {
+            try await host.boundEndpoint()
+        }
+    }
+}
