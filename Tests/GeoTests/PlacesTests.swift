@@ -106,4 +106,31 @@ struct PlacesTests {
             #expect(try await geo.call(1, API.listCheckIns, GeoV1.ListCheckInsRequest(feed: true)).checkIns.isEmpty, "expired")
         }
     }
+
+    /// Check-in photos: media attaches the photo (and releases the replaced check-in's), and
+    /// answers for media which check-in a viewer may see.
+    @Test func checkInPhotos_attachThroughMedia_andMediaAsksWhoMaySee() async throws {
+        try await withGeo { geo async throws in
+            geo.befriend(1, 2)
+            for u in 1...3 as ClosedRange<UInt64> { try await geo.locate(u, 33.78, -118.11) }
+            _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Library", mediaId: "photo1"))
+            _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Union"))  // releases photo1
+            _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Union"))  // nothing to release: no call
+            _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Arena", mediaId: "photo2"))
+            #expect(geo.photos.attached.withLock { $0.map(\.mediaID) } == ["photo1", "", "photo2"])
+            await expectError(.notFound, containing: "of yours") {
+                _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Arena", mediaId: "bad1"))
+            }
+            geo.photos.down.store(true, ordering: .relaxed)
+            await expectError(.unavailable) { _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Gym", mediaId: "photo3")) }
+            // Without a photo the check-in goes ahead; media drops the old photo at the next attach.
+            _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Gym"))
+            // The friend may see user 1's check-in (and learns no photo is on it now); the stranger may not.
+            let friend = try await geo.call(0, API.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: 2, ownerId: 1))
+            #expect(friend.visible && friend.mediaId.isEmpty)
+            #expect(!(try await geo.call(0, API.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: 3, ownerId: 1))).visible)
+            #expect(!(try await geo.call(0, API.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: 2, ownerId: 3))).visible, "no check-in")
+            #expect(!(try await geo.call(0, API.getPlace, GeoV1.GetPlaceRequest(placeId: 12345))).found)
+        }
+    }
 }

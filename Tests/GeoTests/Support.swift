@@ -24,8 +24,21 @@ final class TestClock: Sendable {
     func advance(_ by: Int64) { ms.add(by, ordering: .relaxed) }
 }
 
+/// The media service as geo's check-ins use it: records attaches; "bad" ids are refused.
+final class FakePhotos: CheckInPhotos {
+    let attached = Mutex<[(user: UInt64, mediaID: String)]>([])
+    let down = Atomic<Bool>(false)
+
+    func attach(user: UInt64, mediaID: String, deadline: Duration) async throws {
+        if down.load(ordering: .relaxed) { throw RPCError.unavailable("media is down (test)") }
+        if mediaID.hasPrefix("bad") { throw RPCError.notFound("no photo \(mediaID) of yours") }
+        attached.withLock { $0.append((user, mediaID)) }
+    }
+}
+
 struct GeoHarness: Sendable {
     let service: GeoService
+    let photos: FakePhotos
     let client: WireClient
     let graph: StaticGraph
     let recorder: Recorder
@@ -57,12 +70,14 @@ func withGeo<T: Sendable>(directory: String? = nil, graph: StaticGraph = StaticG
     let recorder = Recorder()
     var config = GeoConfig()
     config.operatorKey = operatorKey
-    let service = try GeoService(directory: dir, graph: graph, publisher: recorder, config: config, logger: logs.logger("geo"), now: { clock.now })
+    let photos = FakePhotos()
+    let service = try GeoService(directory: dir, graph: graph, publisher: recorder, config: config, photos: photos,
+                                 logger: logs.logger("geo"), now: { clock.now })
     let host = service.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"))
     return try await withRunningServices([host], logger: logs.logger("group")) {
         let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
         do {
-            let result = try await body(GeoHarness(service: service, client: client, graph: graph, recorder: recorder, clock: clock, logs: logs))
+            let result = try await body(GeoHarness(service: service, photos: photos, client: client, graph: graph, recorder: recorder, clock: clock, logs: logs))
             await client.close()
             return result
         } catch {
