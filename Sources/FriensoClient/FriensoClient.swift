@@ -29,12 +29,13 @@ public final class FriensoClient: Sendable {
     /// Calls a method through the gateway.
     /// - Parameter mutation: attach a fresh idempotency key, so a resend after a reconnect is
     ///   answered from the service's reply cache instead of being applied twice.
+    /// - Parameter idempotent: safe to send again as it is (a read, a chunk at a fixed offset).
     public func call<Request, Response>(
         _ method: RPCMethod<Request, Response>, _ request: Request,
-        mutation: Bool = false, idempotencyKey: String? = nil, deadline: Duration? = nil
+        mutation: Bool = false, idempotencyKey: String? = nil, deadline: Duration? = nil, idempotent: Bool = false
     ) async throws(RPCError) -> Response {
         let key = idempotencyKey ?? (mutation ? UUID().uuidString : "")
-        return try await wire.call(method, request, options: CallOptions(deadline: deadline, sessionToken: token, idempotencyKey: key))
+        return try await wire.call(method, request, options: CallOptions(deadline: deadline, sessionToken: token, idempotencyKey: key, idempotent: idempotent))
     }
 
     /// Pings `<service>.Ping` through the gateway (`gateway` pings the gateway itself).

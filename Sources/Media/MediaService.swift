@@ -45,7 +45,7 @@ public final class MediaService: Sendable {
     /// Uploads with a chunk or a finish being handled: one at a time per upload.
     private let busy = Mutex<Set<String>>([])
 
-    /// Opens `<directory>/media.sqlite` and `<directory>/media/`, sweeping what a crash left.
+    /// Opens `<directory>/media.sqlite`, `<directory>/blobs/` and `<directory>/uploads/`, sweeping what a crash left.
     public init(directory: String, peers: any MediaPeers, config: MediaConfig = MediaConfig(), logger: Logger,
                 now: (@Sendable () -> Int64)? = nil) throws {
         store = try MediaStore(directory: directory)
@@ -81,6 +81,10 @@ public final class MediaService: Sendable {
 
     func startUpload(_ request: MediaV1.StartUploadRequest, _ context: RequestContext) async throws -> MediaV1.StartUploadResponse {
         let caller = try context.requireCaller()
+        guard request.sizeBytes > 0 else { throw RPCError.invalidArgument("size_bytes: the file is empty") }
+        guard request.sizeBytes <= UInt64(config.maxPhotoBytes) else {
+            throw RPCError.invalidArgument("size_bytes: \(request.sizeBytes) bytes is over the \(config.maxPhotoBytes)-byte limit for a photo")
+        }
         switch request.purpose {
         case .profile, .checkIn:
             guard request.placeId == 0 else { throw RPCError.invalidArgument("place_id: only venue photos name a place") }
@@ -89,10 +93,6 @@ public final class MediaService: Sendable {
             guard try await peers.placeExists(request.placeId) else { throw RPCError.notFound("no place \(request.placeId)") }
         default:
             throw RPCError.invalidArgument("purpose: profile, check-in or venue")
-        }
-        guard request.sizeBytes > 0 else { throw RPCError.invalidArgument("size_bytes: the file is empty") }
-        guard request.sizeBytes <= UInt64(config.maxPhotoBytes) else {
-            throw RPCError.invalidArgument("size_bytes: \(request.sizeBytes) bytes is over the \(config.maxPhotoBytes)-byte limit for a photo")
         }
         let at = now()
         let upload = UploadRecord(id: randomID(), owner: caller, purpose: request.purpose, placeID: request.placeId, size: Int64(request.sizeBytes),

@@ -78,9 +78,8 @@ final class MediaStore: Sendable {
     let uploadDirectory: String
 
     init(directory: String) throws {
-        let root = "\(directory)/media"
-        blobDirectory = "\(root)/blobs"
-        uploadDirectory = "\(root)/uploads"
+        blobDirectory = "\(directory)/blobs"
+        uploadDirectory = "\(directory)/uploads"
         for d in [blobDirectory, uploadDirectory] { try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true) }
         database = try ServiceDatabase.open("\(directory)/media.sqlite")
         var migrator = DatabaseMigrator()

@@ -117,7 +117,7 @@ struct ChangeEmail: AsyncParsableCommand {
 }
 
 struct Profile: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show or edit a profile.", subcommands: [Show.self, Edit.self, Link.self, Unlink.self])
+    static let configuration = CommandConfiguration(abstract: "Show or edit a profile.", subcommands: [Show.self, Edit.self, Picture.self, Link.self, Unlink.self])
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show your profile, or another user's by id.")
@@ -153,6 +153,24 @@ struct Profile: AsyncParsableCommand {
                 if let picture { request.fields.append("profile_picture_media_id"); request.profilePictureMediaId = picture }
                 let response = try await client.call(Accounts.editProfile, request, mutation: true)
                 return ((response.account ?? AccountsV1.Account()).text, response.jsonValue)
+            }
+        }
+    }
+
+    struct Picture: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Upload a photo as your profile picture (friends see it; the old one is deleted).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "A JPEG, PNG, HEIC or WebP file.") var file: String
+
+        func run() async throws {
+            let bytes = try readPhoto(file)
+            try await performCall(global) { client in
+                let reply = try await client.uploadPhoto(bytes, purpose: .profile)
+                var request = AccountsV1.EditProfileRequest()
+                request.fields = ["profile_picture_media_id"]
+                request.profilePictureMediaId = reply.item?.mediaId ?? ""
+                _ = try await client.call(Accounts.editProfile, request, mutation: true)
+                return (uploadText(reply), reply.jsonValue)
             }
         }
     }

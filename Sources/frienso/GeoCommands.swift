@@ -298,20 +298,30 @@ struct CheckInCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "checkin", abstract: "Check in at a place (replaces your previous check-in).")
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The place's name, up to 80 characters.") var place: String
-    @Option(help: "A photo's media id (from the media service).") var mediaId = ""
+    @Option(help: "A photo file to attach (uploaded first; GPS location is removed from it).") var photo: String?
+    @Option(help: "A check-in photo already uploaded (`frienso photo upload --purpose check-in`).") var mediaId = ""
     @Option(parsing: .unconditional, help: "Where (default: your latest location).") var lat: Double?
     @Option(parsing: .unconditional) var lon: Double?
 
     func validate() throws {
         guard (lat == nil) == (lon == nil) else { throw ValidationError("give --lat and --lon together") }
+        guard photo == nil || mediaId.isEmpty else { throw ValidationError("give --photo or --media-id, not both") }
     }
 
     func run() async throws {
+        let bytes = try photo.map(readPhoto)
         try await performCall(global) { client in
+            var media = mediaId
+            var notes: [String] = []
+            if let bytes {
+                let uploaded = try await client.uploadPhoto(bytes, purpose: .checkIn)
+                media = uploaded.item?.mediaId ?? ""
+                notes.append("  photo \(media)" + (uploaded.locationRemoved ? " (GPS location removed)" : ""))
+            }
             let reply = try await client.call(GeoAPI.checkIn, GeoV1.CheckInRequest(
-                placeName: place, hasPoint: lat != nil, latitude: lat ?? 0, longitude: lon ?? 0, mediaId: mediaId), mutation: true)
+                placeName: place, hasPoint: lat != nil, latitude: lat ?? 0, longitude: lon ?? 0, mediaId: media), mutation: true)
             let text = "checked in at \(reply.checkIn?.placeName ?? place) until \(formatTime(reply.checkIn?.expiresAtMs ?? 0))\(reply.replaced ? " (replaced your previous check-in)" : "")"
-            return (text, reply.jsonValue)
+            return (([text] + notes).joined(separator: "\n"), reply.jsonValue)
         }
     }
 }

@@ -5,65 +5,6 @@ import Testing
 
 @Suite("end to end: alerts through the CLI", .serialized, .timeLimit(.minutes(4)))
 struct AlertsEndToEndTests {
-    /// The whole backend but media as real processes on ephemeral ports.
-    final class Stack: @unchecked Sendable {
-        let procs: ProcessHarness
-        var endpoints: [String: String] = [:]
-        let dir: String
-        init(_ procs: ProcessHarness) {
-            self.procs = procs
-            dir = procs.workDirectory
-        }
-
-        /// Where alerts' events will be until alerts runs: bound, never listening.
-        let noAlertsYet = try! DeadPort()
-
-        var environment: [String: String] {
-            var env = ["FRIENSO_OPERATOR_KEY": "e2e-operator", "FRIENSO_ALERTS_EVENTS": noAlertsYet.endpoint]
-            for (name, value) in endpoints {
-                let parts = name.split(separator: ".")
-                env["FRIENSO_\(parts[0].uppercased())_\(parts.count > 1 ? "EVENTS" : "ENDPOINT")"] = value
-            }
-            return env
-        }
-
-        /// Starts `service`, on its previous endpoints when it ran before.
-        func start(_ service: String) async throws {
-            let any = "tcp://127.0.0.1:*"
-            try? FileManager.default.removeItem(atPath: "\(dir)/\(service).endpoint")
-            var env = environment
-            env["FRIENSO_\(service.uppercased())_EVENTS"] = endpoints["\(service).events"] ?? any
-            try procs.start(service, executable: "frienso-\(service)", arguments: [
-                "--data-dir", "\(dir)/data", "--endpoint", endpoints[service] ?? any, "--endpoint-file", "\(dir)/\(service).endpoint"],
-                environment: env)
-            endpoints[service] = try await endpoint(in: "\(dir)/\(service).endpoint")
-            if service != "accounts", service != "gateway" {
-                endpoints["\(service).events"] = try await endpoint(in: "\(dir)/\(service).endpoint.events")
-            }
-        }
-
-        func cli(_ name: String) -> CLI { CLI(gateway: endpoints["gateway"]!, configDir: "\(dir)/\(name)") }
-
-        /// What the built-in providers sent, from alerts' database: (address, body).
-        func sent() throws -> [(String, String)] {
-            let queue = try DatabaseQueue(path: "\(dir)/data/alerts/alerts.sqlite", configuration: { var c = Configuration(); c.readonly = true; return c }())
-            return try queue.read { db in try Row.fetchAll(db, sql: "SELECT address, body FROM sent_messages").map { ($0[0], $0[1]) } }
-        }
-    }
-
-    func register(_ stack: Stack, _ users: [(String, String)]) async throws -> [String: CLI] {
-        var clis: [String: CLI] = [:]
-        for (name, phone) in users {
-            let cli = stack.cli(name)
-            let r = try await cli.run(["register", "--username", name, "--email", "\(name)@example.org", "--phone", phone,
-                                       "--first-name", name.capitalized, "--last-name", "E2E", "--password-stdin"], stdin: "password \(name)\n")
-            #expect(r.status == 0, "\(r.output)\n\(stack.procs.logs())")
-            #expect(try await cli.run(["login", name, "--password-stdin"], stdin: "password \(name)\n").status == 0)
-            clis[name] = cli
-        }
-        return clis
-    }
-
     @Test func helpNow_watch_inbox_andNoDeliveryLostOrDoubled_acrossKill9OfAlertsSocialAndGeo() async throws {
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
@@ -72,7 +13,7 @@ struct AlertsEndToEndTests {
         // Geo started before alerts had an events endpoint: restart it to follow alerts' grants.
         procs.kill9("geo")
         try await stack.start("geo")
-        let users = try await register(stack, [("ana", "+15625550501"), ("ben", "+15625550502"), ("cyd", "+15625550503")])
+        let users = try await stack.register([("ana", "+15625550501"), ("ben", "+15625550502"), ("cyd", "+15625550503")])
         let (ana, ben, cy) = (users["ana"]!, users["ben"]!, users["cyd"]!)
         for (other, name) in [(ben, "ben"), (cy, "cyd")] {
             _ = try await ana.run(["friends", "add", name])

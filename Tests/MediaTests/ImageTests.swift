@@ -1,4 +1,5 @@
 import FriensoProto
+import FriensoTesting
 @testable import Media
 import Testing
 

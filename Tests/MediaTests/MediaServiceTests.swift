@@ -187,9 +187,9 @@ extension MediaTestGroup {
             }
             // What a crash inside finish could leave: the synced temp file, and a blob renamed into
             // place whose row never committed.
-            try Data(photo).write(to: URL(fileURLWithPath: "\(temp.path)/media/uploads/\(upload).part.final"))
-            try FileManager.default.createDirectory(atPath: "\(temp.path)/media/blobs/ab", withIntermediateDirectories: true)
-            try Data(photo).write(to: URL(fileURLWithPath: "\(temp.path)/media/blobs/ab/ab\(String(repeating: "0", count: 62))"))
+            try Data(photo).write(to: URL(fileURLWithPath: "\(temp.path)/uploads/\(upload).part.final"))
+            try FileManager.default.createDirectory(atPath: "\(temp.path)/blobs/ab", withIntermediateDirectories: true)
+            try Data(photo).write(to: URL(fileURLWithPath: "\(temp.path)/blobs/ab/ab\(String(repeating: "0", count: 62))"))
             try await withMedia(directory: temp.path) { m in
                 #expect(m.files().blobs.isEmpty, "\(m.files())")
                 #expect(m.files().uploads == ["\(upload).part"], "the live upload's part is kept so it can resume")
