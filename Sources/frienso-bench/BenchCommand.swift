@@ -8,7 +8,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frienso-bench",
         abstract: "Frienso benchmarks. Build with -c release before measuring.",
-        subcommands: [WireBench.self, SocialBench.self, GeoBench.self, AlertsBench.self])
+        subcommands: [WireBench.self, SocialBench.self, GeoBench.self, AlertsBench.self, MediaBench.self])
 }
 
 struct WireBench: AsyncParsableCommand {
@@ -109,5 +109,27 @@ struct AlertsBench: AsyncParsableCommand {
         let options = AlertsScenario.Options(alerts: alerts, sessions: sessions, watchers: watchers, seconds: seconds,
                                              parts: ScenarioParts.parse(parts, known: AlertsScenario.parts) ?? [])
         print(try await AlertsScenario.run(options, logger: Logger(label: "bench")))
+    }
+}
+
+struct MediaBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "media",
+        abstract: "Photos through the gateway: 1 MiB upload+download throughput in flight, small-request latency beside 8 MiB downloads.")
+
+    @Option(help: "Clients moving photos at once.") var inFlight = 8
+    @Option(help: "Upload+download pairs per client.") var rounds = 32
+    @Option(help: "Small requests measured, with and without a big download in flight.") var smallRequests = 2_000
+    @Option(help: "Parts to run, comma-separated: throughput, isolation.") var parts = "throughput,isolation"
+
+    func validate() throws {
+        guard ScenarioParts.parse(parts, known: MediaScenario.parts) != nil else { throw ValidationError("--parts takes throughput, isolation") }
+        guard inFlight >= 2, rounds > 0, smallRequests > 0 else { throw ValidationError("--in-flight ≥ 2; --rounds, --small-requests > 0") }
+    }
+
+    func run() async throws {
+        let options = MediaScenario.Options(inFlight: inFlight, rounds: rounds, smallRequests: smallRequests,
+                                            parts: ScenarioParts.parse(parts, known: MediaScenario.parts) ?? [])
+        print(try await MediaScenario.run(options, logger: Logger(label: "bench")))
     }
 }
