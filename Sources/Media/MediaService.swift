@@ -182,13 +182,26 @@ public final class MediaService: Sendable {
             }
             let scrubbed = LocationScrubber.scrub(&bytes, type: type)
             // The stored bytes go to a file of their own, synced, then renamed into place by the store.
+            // The part is kept until the item is committed, so a failed finish can be retried.
+            // Unchanged bytes are stored from a hard link to the part (synced), not written again.
             let final = "\(path).final"
-            try writeSynced(bytes, to: final)
-            unlink(path)
+            unlink(final)
+            if scrubbed || link(path, final) != 0 {
+                try writeSynced(bytes, to: final)
+            } else {
+                try syncFile(final)
+            }
             let item = MediaRecord(id: randomID(), owner: caller, purpose: upload.purpose, placeID: upload.placeID, type: type,
                                    size: Int64(bytes.count), width: size.width, height: size.height, sha256: sha256Hex(bytes),
                                    createdMs: now(), attached: false)
-            let finished = try await store.finish(upload: upload, item: item, file: final, locationRemoved: scrubbed)
+            let finished: MediaStore.Finished
+            do {
+                finished = try await store.finish(upload: upload, item: item, file: final, locationRemoved: scrubbed)
+            } catch {
+                unlink(final)
+                throw error
+            }
+            unlink(path) // a crash before this leaves a part of a finished upload: the start-up sweep deletes it
             context.logger.info("photo stored", metadata: ["media": "\(item.id)", "bytes": "\(bytes.count)", "type": "\(type.protoName)",
                                                            "deduplicated": "\(finished.deduplicated)", "location-removed": "\(scrubbed)"])
             return MediaV1.FinishUploadResponse(item: finished.item.proto, locationRemoved: scrubbed, deduplicated: finished.deduplicated,
@@ -260,17 +273,21 @@ public final class MediaService: Sendable {
         var items: [MediaRecord] = []
         var next = ""
         // Venue photos of people the caller blocked (or who blocked them) are left out; read on
-        // until the page is full so a page is not short for it.
-        while items.count < limit {
-            let page = request.mine
+        // until the page is full so a page is not short for it. The token names the last photo
+        // looked at, so the next page starts right after it.
+        reading: while true {
+            let batch = request.mine
                 ? try await store.list(owner: caller, after: cursor, limit: limit + 1)
                 : try await store.list(place: request.placeId, after: cursor, limit: limit + 1)
-            for item in page.prefix(limit) where items.count < limit {
+            for item in batch {
+                if items.count == limit {
+                    next = "\(cursor!.0).\(cursor!.1)" // this one, at least, is left
+                    break reading
+                }
                 cursor = (item.createdMs, item.id)
                 if item.owner == caller || !peers.blocked(caller, item.owner) { items.append(item) }
             }
-            if page.count <= limit { next = ""; break }
-            next = "\(cursor!.0).\(cursor!.1)"
+            if batch.count <= limit { break } // the end
         }
         return MediaV1.ListPhotosResponse(items: items.map(\.proto), nextPageToken: next)
     }
@@ -315,6 +332,14 @@ public final class MediaService: Sendable {
             logger.error("media maintenance failed", metadata: ["error": "\(error)"])
         }
     }
+}
+
+/// fsync of an existing file.
+func syncFile(_ path: String) throws {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
+    defer { close(fd) }
+    guard fsync(fd) == 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
 }
 
 /// Writes `bytes` to a new file at `path` and fsyncs it.

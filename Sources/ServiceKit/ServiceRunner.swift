@@ -26,6 +26,7 @@ public enum ServiceRunner {
         boundEventsEndpoint: (@Sendable () async throws -> String)? = nil,
         boundEndpoint: @escaping @Sendable () async throws -> String
     ) async throws {
+        MemoryTuning.keepLargeBuffers()
         let group = ServiceGroup(configuration: .init(
             services: services.map { .init(service: $0) },
             gracefulShutdownSignals: [.sigterm, .sigint],

@@ -120,15 +120,17 @@ struct MediaBench: AsyncParsableCommand {
     @Option(help: "Clients moving photos at once.") var inFlight = 8
     @Option(help: "Upload+download pairs per client.") var rounds = 32
     @Option(help: "Small requests measured, with and without a big download in flight.") var smallRequests = 2_000
+    @Option(help: "The media service's chunk size in KiB (at most 1024: the service's default and cap).") var chunkKib = 1_024
     @Option(help: "Parts to run, comma-separated: throughput, isolation.") var parts = "throughput,isolation"
 
     func validate() throws {
         guard ScenarioParts.parse(parts, known: MediaScenario.parts) != nil else { throw ValidationError("--parts takes throughput, isolation") }
         guard inFlight >= 2, rounds > 0, smallRequests > 0 else { throw ValidationError("--in-flight ≥ 2; --rounds, --small-requests > 0") }
+        guard (16...1_024).contains(chunkKib) else { throw ValidationError("--chunk-kib: 16 to 1024") }
     }
 
     func run() async throws {
-        let options = MediaScenario.Options(inFlight: inFlight, rounds: rounds, smallRequests: smallRequests,
+        let options = MediaScenario.Options(inFlight: inFlight, rounds: rounds, smallRequests: smallRequests, chunkBytes: chunkKib << 10,
                                             parts: ScenarioParts.parse(parts, known: MediaScenario.parts) ?? [])
         print(try await MediaScenario.run(options, logger: Logger(label: "bench")))
     }

@@ -329,6 +329,39 @@ extension MediaTestGroup {
             }
         }
 
+        /// Every page size over photos by a visible and a blocked uploader, interleaved: each
+        /// visible photo exactly once, newest first, however the blocked ones fall on pages.
+        @Test func pagination_withBlockedPhotosAnywhere_losesNothing() async throws {
+            let clock = Atomic<Int64>(1_000)
+            try await withMedia(now: { clock.add(1, ordering: .relaxed).newValue }) { m in
+                m.peers.state.withLock { $0.places = [7, 8] }
+                // Oldest first. Place 8 is the case that lost a photo at 3 a page: the page fills
+                // part-way through the last batch of the listing.
+                let patterns: [UInt64: [UInt64]] = [8: [1, 1, 1, 4, 4, 1], 7: [1, 4, 4, 1, 1, 4, 1, 1, 4, 4, 4, 1]]
+                var visible: [UInt64: [String]] = [:]
+                for (place, owners) in patterns {
+                    for (i, owner) in owners.enumerated() {
+                        let id = try #require(try await m.upload(Fixture.jpeg(gps: false, seed: UInt8(i + 1)), as: owner, place: place).item).mediaId
+                        if owner == 1 { visible[place, default: []].insert(id, at: 0) }
+                    }
+                }
+                m.peers.block(3, 4)
+                for place in patterns.keys {
+                    for limit in UInt32(1)...7 {
+                        var seen: [String] = []
+                        var token = ""
+                        repeat {
+                            let page = try await m.call(3, API.listPhotos, MediaV1.ListPhotosRequest(placeId: place, limit: limit, pageToken: token))
+                            #expect(page.items.count <= Int(limit))
+                            seen += page.items.map(\.mediaId)
+                            token = page.nextPageToken
+                        } while !token.isEmpty
+                        #expect(seen == visible[place], "place \(place), limit \(limit)")
+                    }
+                }
+            }
+        }
+
         @Test func onlyTheOwnerDeletes() async throws {
             try await withMedia { m in
                 let photo = try #require(try await m.upload(Fixture.png(), as: 1).item)
