@@ -1,8 +1,9 @@
 public import FriensoProto
 
 /// Removes where a photo was taken before it is stored. The EXIF GPS directory is emptied in place
-/// (its entries and every value they point to are zeroed, its count set to 0), so no offset in the
-/// file moves and the rest of the metadata (orientation, camera) stays valid; in JPEGs an XMP
+/// (its entries and every value they point to are zeroed, its count set to 0) and IFD0's pointer to
+/// it is removed, so no offset in the file moves and the rest of the metadata (orientation,
+/// camera) stays valid; in JPEGs an XMP
 /// packet naming GPS coordinates is dropped whole. EXIF is found where each format keeps it: JPEG
 /// APP1, PNG `eXIf` (its CRC rewritten), WebP `EXIF`, and the HEIF Exif item (`Exif\0\0` + TIFF
 /// header, wherever the item's bytes lie).
@@ -99,11 +100,13 @@ public enum LocationScrubber {
         guard ifd0 >= base + 8, ifd0 + 2 <= end else { return false }
         let n = u16(ifd0)
         var gps: Int?
+        var gpsEntry = 0
         for k in 0..<n {
             let e = ifd0 + 2 + 12 * k
             guard e + 12 <= end else { return false }
-            if u16(e) == 0x8825 { gps = base + u32(e + 8) }
+            if u16(e) == 0x8825 { gps = base + u32(e + 8); gpsEntry = k }
         }
+        guard ifd0 + 2 + 12 * n + 4 <= end else { return false }
         guard let g = gps, g >= base + 8, g + 2 <= end else { return false }
         let m = u16(g)
         guard m > 0 else { return false }
@@ -122,6 +125,13 @@ public enum LocationScrubber {
         b[g] = 0
         b[g + 1] = 0
         if g + 6 <= end { b.replaceSubrange((g + 2)..<(g + 6), with: repeatElement(0, count: 4)) } // no next IFD
+        // Then IFD0's pointer to it goes: the later entries and the next-IFD offset move up 12
+        // bytes inside IFD0's own block (nothing points into it), and the count drops by one.
+        let from = ifd0 + 2 + 12 * (gpsEntry + 1), to = ifd0 + 2 + 12 * n + 4
+        b.replaceSubrange((from - 12)..<(to - 12), with: Array(b[from..<to]))
+        b.replaceSubrange((to - 12)..<to, with: repeatElement(0, count: 12))
+        let count = n - 1
+        if little { b[ifd0] = UInt8(count & 0xFF); b[ifd0 + 1] = UInt8(count >> 8) } else { b[ifd0] = UInt8(count >> 8); b[ifd0 + 1] = UInt8(count & 0xFF) }
         return true
     }
 

@@ -26,8 +26,17 @@ func describe(_ item: MediaV1.MediaItem) -> String {
         + (item.placeId != 0 ? " at place \(item.placeId)" : "") + "  by user \(item.ownerId), \(formatTime(item.createdAtMs))"
 }
 
+/// 320 bytes, 54 KiB, 1.5 MiB, 256 MiB.
 func byteCount(_ n: UInt64) -> String {
-    ByteCountFormatter.string(fromByteCount: Int64(n), countStyle: .binary)
+    func unit(_ value: Double, _ name: String) -> String {
+        (value >= 10 || value == value.rounded() ? String(format: "%.0f", value) : String(format: "%.1f", value)) + " " + name
+    }
+    switch n {
+    case ..<1_024: return "\(n) bytes"
+    case ..<(1 << 20): return unit(Double(n) / 1_024, "KiB")
+    case ..<(1 << 30): return unit(Double(n) / 1_048_576, "MiB")
+    default: return unit(Double(n) / 1_073_741_824, "GiB")
+    }
 }
 
 /// The file's bytes; a file far over any photo cap is refused before it is read.
@@ -56,13 +65,17 @@ struct Photo: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Upload a JPEG, PNG, HEIC or WebP (GPS location is removed from it).")
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The image file.") var file: String
-        @Option(help: "profile, check-in or venue.") var purpose: PurposeArgument = .venue
-        @Option(help: "The place id of a venue photo (see `frienso places`).") var venue: UInt64 = 0
+        @Option(help: "profile, check-in or venue (default: venue with --venue).") var purpose: PurposeArgument?
+        @Option(help: "The place id of a venue photo (see `frienso places`, `frienso venues`).") var venue: UInt64 = 0
+
+        func validate() throws {
+            guard purpose != nil || venue != 0 else { throw ValidationError("give --purpose (profile, check-in) or --venue ID") }
+        }
 
         func run() async throws {
             let bytes = try readPhoto(file)
             try await performCall(global) { client in
-                let reply = try await client.uploadPhoto(bytes, purpose: purpose.proto, placeID: venue)
+                let reply = try await client.uploadPhoto(bytes, purpose: (purpose ?? .venue).proto, placeID: venue)
                 return (uploadText(reply), reply.jsonValue)
             }
         }

@@ -40,6 +40,9 @@ extension MediaTestGroup {
             #expect(!Fixture.contains(bytes, Fixture.gpsLatitude))
             #expect(!Fixture.contains(bytes, Fixture.gpsLongitude))
             #expect(!Fixture.contains(bytes, [0x01, 0x00, 0x02, 0x00, 0x02, 0x00, 0x00, 0x00, 0x4E]), "LatitudeRef entry gone")
+            #expect(!Fixture.contains(bytes, [0x25, 0x88, 0x04, 0x00]), "IFD0 no longer points at a GPS directory")
+            let tiff = try #require((0..<bytes.count - 8).first { bytes[$0..<($0 + 4)].elementsEqual([0x49, 0x49, 0x2A, 0x00]) })
+            #expect(bytes[tiff + 8] == 1 && bytes[tiff + 9] == 0, "IFD0 has one entry left (Orientation)")
             // Orientation (tag 0x0112, value 6) is still there, and the file still parses.
             #expect(Fixture.contains(bytes, [0x12, 0x01, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x06, 0x00]))
             #expect(try ImageInspector.inspect(bytes, as: .jpeg) == .init(width: 640, height: 480))
