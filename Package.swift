@@ -29,6 +29,7 @@ let package = Package(
         .executable(name: "frienso-media", targets: ["frienso-media"]),
         .executable(name: "frienso-launch", targets: ["frienso-launch"]),
         .executable(name: "frienso-bench", targets: ["frienso-bench"]),
+        .executable(name: "frienso-fuzz", targets: ["frienso-fuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -257,6 +258,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The codec under libFuzzer (deploy/fuzz builds it with -sanitize=fuzzer); otherwise a replayer.
+        .executableTarget(name: "frienso-fuzz", dependencies: ["FriensoProto"], swiftSettings: swiftSettings),
+
         // Tests.
         .target(
             name: "FriensoTesting",
@@ -313,6 +317,13 @@ let package = Package(
                            grdb,
                            logging,
                            serviceLifecycle],
+            swiftSettings: swiftSettings
+        ),
+        // Seeded mutation fuzzing of the codec, request decoding, a live host and the handlers.
+        .testTarget(
+            name: "FuzzTests",
+            dependencies: ["Wire", "FriensoProto", "FriensoTesting", "Accounts", "Social", "Geo", "Alerts", "Media", "CLinuxShims", "CZeroMQ",
+                           logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -498,6 +498,23 @@ def gen_message(reg, f, name, fields, out):
     out.append(f"        .object([{pairs}])" if infos else "        .object([])")
     out.append("    }")
     out.append("")
+    out.append("    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).")
+    out.append("    public var largestUInt64: UInt64 {")
+    terms = []
+    for i in infos:
+        s_ = f"self.{i['swift']}"
+        if i["kind"] == "scalar" and i["swift_type"] == "UInt64":
+            terms.append(f"({s_}.max() ?? 0)" if i["repeated"] else s_)
+        elif i["kind"] == "message":
+            terms.append(f"({s_}.map(\\.largestUInt64).max() ?? 0)" if i["repeated"] else f"({s_}?.largestUInt64 ?? 0)")
+    if not terms:
+        out.append("        0")
+    elif len(terms) == 1:
+        out.append(f"        {terms[0]}")
+    else:
+        out.append(f"        [{', '.join(terms)}].max()!")
+    out.append("    }")
+    out.append("")
     out.append("    /// A deterministic value with every field set, for codec tests.")
     out.append("    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {")
     if infos:

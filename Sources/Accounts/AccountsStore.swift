@@ -155,6 +155,11 @@ final class AccountsStore: Sendable {
     /// Links an external id to `userID`. - Throws: ALREADY_EXISTS when another user linked it.
     func link(userID: UInt64, _ link: ExternalID, now: Int64) async throws -> [ExternalID] {
         try await database.write { db in
+            // The caller's account may be gone (found by the fuzz tests: the insert below then
+            // failed its foreign key and answered INTERNAL).
+            guard try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [userID]) != nil else {
+                throw RPCError.notFound("no account \(userID)")
+            }
             if let owner = try UInt64.fetchOne(db, sql: "SELECT user_id FROM external_ids WHERE provider = ? AND external_id = ?",
                                                arguments: [link.provider, link.id]), owner != userID {
                 throw RPCError.alreadyExists("external_id: \(link.provider) \(link.id) is linked to another account")

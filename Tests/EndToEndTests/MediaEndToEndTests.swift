@@ -71,7 +71,7 @@ struct MediaEndToEndTests {
         // Bad input: a text file named .jpg, an oversize file; only the owner deletes.
         let fake = try await ana.run(["photo", "upload", try write(Array("just some text\n".utf8), "\(stack.dir)/fake.jpg"), "--purpose", "venue", "--venue", String(placeID)])
         #expect(fake.status != 0 && fake.output.contains("INVALID_ARGUMENT") && fake.output.contains("not a JPEG"), "\(fake.output)")
-        let huge = try await ana.run(["photo", "upload", try write([UInt8](repeating: 0xFF, count: (8 << 20) + 1), "\(stack.dir)/huge.jpg")])
+        let huge = try await ana.run(["photo", "upload", try write([UInt8](repeating: 0xFF, count: (8 << 20) + 1), "\(stack.dir)/huge.jpg"), "--purpose", "check-in"])
         #expect(huge.status != 0 && huge.output.contains("limit"), "\(huge.output)")
         #expect(try await cyd.run(["photo", "delete", venueID]).output.contains("NOT_FOUND"))
 

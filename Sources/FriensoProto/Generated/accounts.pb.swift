@@ -59,6 +59,11 @@ extension AccountsV1.Profile {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName)), ("profilePictureMediaId", .string(self.profilePictureMediaId)), ("createdAtMs", .string(String(self.createdAtMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"), firstName: ProtoSample.string(seed, "first_name"), lastName: ProtoSample.string(seed, "last_name"), profilePictureMediaId: ProtoSample.string(seed, "profile_picture_media_id"), createdAtMs: ProtoSample.int64(seed, 6))
@@ -113,6 +118,11 @@ extension AccountsV1.Account {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("email", .string(self.email)), ("phone", .string(self.phone))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.profile?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -178,6 +188,11 @@ extension AccountsV1.RegisterRequest {
         .object([("username", .string(self.username)), ("email", .string(self.email)), ("phone", .string(self.phone)), ("password", .string(self.password)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(username: ProtoSample.string(seed, "username"), email: ProtoSample.string(seed, "email"), phone: ProtoSample.string(seed, "phone"), password: ProtoSample.string(seed, "password"), firstName: ProtoSample.string(seed, "first_name"), lastName: ProtoSample.string(seed, "last_name"))
@@ -226,6 +241,11 @@ extension AccountsV1.RegisterResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("account", self.account.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.account?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -277,6 +297,11 @@ extension AccountsV1.LoginRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("login", .string(self.login)), ("password", .string(self.password))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -335,6 +360,11 @@ extension AccountsV1.LoginResponse {
         .object([("sessionToken", .string(self.sessionToken)), ("expiresAtMs", .string(String(self.expiresAtMs))), ("account", self.account.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.account?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(sessionToken: ProtoSample.string(seed, "session_token"), expiresAtMs: ProtoSample.int64(seed, 2), account: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Account.sample(seed: seed &+ 3, depth: depth + 1) : AccountsV1.Account()))
@@ -375,6 +405,11 @@ extension AccountsV1.LogoutRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -419,6 +454,11 @@ extension AccountsV1.LogoutResponse {
         .object([])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self()
@@ -459,6 +499,11 @@ extension AccountsV1.WhoAmIRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -514,6 +559,11 @@ extension AccountsV1.WhoAmIResponse {
         .object([("account", self.account.map { $0.jsonValue } ?? .null), ("sessionExpiresAtMs", .string(String(self.sessionExpiresAtMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.account?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(account: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Account.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Account()), sessionExpiresAtMs: ProtoSample.int64(seed, 2))
@@ -565,6 +615,11 @@ extension AccountsV1.ChangeEmailRequest {
         .object([("newEmail", .string(self.newEmail)), ("password", .string(self.password))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(newEmail: ProtoSample.string(seed, "new_email"), password: ProtoSample.string(seed, "password"))
@@ -613,6 +668,11 @@ extension AccountsV1.ChangeEmailResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("account", self.account.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.account?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -666,6 +726,11 @@ extension AccountsV1.ChangePasswordRequest {
         .object([("currentPassword", .string(self.currentPassword)), ("newPassword", .string(self.newPassword))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(currentPassword: ProtoSample.string(seed, "current_password"), newPassword: ProtoSample.string(seed, "new_password"))
@@ -712,6 +777,11 @@ extension AccountsV1.ChangePasswordResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("revokedSessions", .number(Double(self.revokedSessions)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -762,6 +832,11 @@ extension AccountsV1.GetProfileRequest {
         .object([("userId", .string(String(self.userId)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1))
@@ -810,6 +885,11 @@ extension AccountsV1.GetProfileResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.profile?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -870,6 +950,11 @@ extension AccountsV1.EditProfileRequest {
         .object([("fields", .array(self.fields.map { .string($0) })), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName)), ("profilePictureMediaId", .string(self.profilePictureMediaId))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(fields: (0..<Int((seed &+ 1) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "fields") }, firstName: ProtoSample.string(seed, "first_name"), lastName: ProtoSample.string(seed, "last_name"), profilePictureMediaId: ProtoSample.string(seed, "profile_picture_media_id"))
@@ -920,6 +1005,11 @@ extension AccountsV1.EditProfileResponse {
         .object([("account", self.account.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.account?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(account: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Account.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Account()))
@@ -966,6 +1056,11 @@ extension AccountsV1.ValidateSessionRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("sessionToken", .string(self.sessionToken))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1022,6 +1117,11 @@ extension AccountsV1.ValidateSessionResponse {
         .object([("userId", .string(String(self.userId))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("sessionId", .bytes(self.sessionId))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), expiresAtMs: ProtoSample.int64(seed, 2), sessionId: ProtoSample.bytes(seed, 3))
@@ -1069,6 +1169,11 @@ extension AccountsV1.GetProfilesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userIds", .array(self.userIds.map { .string(String($0)) }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.userIds.max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1120,6 +1225,11 @@ extension AccountsV1.GetProfilesResponse {
         .object([("profiles", .array(self.profiles.map { $0.jsonValue }))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.profiles.map(\.largestUInt64).max() ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(profiles: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.Profile.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
@@ -1167,6 +1277,11 @@ extension AccountsV1.ContactDetailsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userIds", .array(self.userIds.map { .string(String($0)) }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.userIds.max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1222,6 +1337,11 @@ extension AccountsV1.ContactDetails {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("phone", .string(self.phone))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.profile?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(profile: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Profile.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Profile()), phone: ProtoSample.string(seed, "phone"))
@@ -1269,6 +1389,11 @@ extension AccountsV1.ContactDetailsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("contacts", .array(self.contacts.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.contacts.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1320,6 +1445,11 @@ extension AccountsV1.FindUsersRequest {
         .object([("usernames", .array(self.usernames.map { .string($0) }))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(usernames: (0..<Int((seed &+ 1) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "usernames") })
@@ -1367,6 +1497,11 @@ extension AccountsV1.FindUsersResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profiles", .array(self.profiles.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.profiles.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1423,6 +1558,11 @@ extension AccountsV1.SearchUsersRequest {
         .object([("prefix", .string(self.prefix)), ("afterUsername", .string(self.afterUsername)), ("limit", .number(Double(self.limit)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(prefix: ProtoSample.string(seed, "prefix"), afterUsername: ProtoSample.string(seed, "after_username"), limit: ProtoSample.uint32(seed, 3))
@@ -1473,6 +1613,11 @@ extension AccountsV1.SearchUsersResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profiles", .array(self.profiles.map { $0.jsonValue })), ("more", .bool(self.more))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.profiles.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1526,6 +1671,11 @@ extension AccountsV1.ExternalId {
         .object([("provider", .string(self.provider)), ("externalId", .string(self.externalId))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(provider: ProtoSample.string(seed, "provider"), externalId: ProtoSample.string(seed, "external_id"))
@@ -1576,6 +1726,11 @@ extension AccountsV1.LinkExternalIdRequest {
         .object([("externalId", self.externalId.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.externalId?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(externalId: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.ExternalId.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.ExternalId()))
@@ -1623,6 +1778,11 @@ extension AccountsV1.LinkExternalIdResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("linked", .array(self.linked.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.linked.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1675,6 +1835,11 @@ extension AccountsV1.UnlinkExternalIdRequest {
         .object([("externalId", self.externalId.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.externalId?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(externalId: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.ExternalId.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.ExternalId()))
@@ -1722,6 +1887,11 @@ extension AccountsV1.UnlinkExternalIdResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("linked", .array(self.linked.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.linked.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1775,6 +1945,11 @@ extension AccountsV1.MatchContactsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("hashes", .array(self.hashes.map { .bytes($0) })), ("externalIds", .array(self.externalIds.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.externalIds.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1836,6 +2011,11 @@ extension AccountsV1.ContactMatch {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("byPhone", .bool(self.byPhone)), ("byEmail", .bool(self.byEmail)), ("byExternalId", .bool(self.byExternalId))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.profile?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(profile: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Profile.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Profile()), byPhone: seed % 2 == 0, byEmail: seed % 2 == 0, byExternalId: seed % 2 == 0)
@@ -1883,6 +2063,11 @@ extension AccountsV1.MatchContactsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("matches", .array(self.matches.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.matches.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.

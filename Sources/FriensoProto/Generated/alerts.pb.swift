@@ -456,6 +456,11 @@ extension AlertsV1.Person {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"), firstName: ProtoSample.string(seed, "first_name"), lastName: ProtoSample.string(seed, "last_name"))
@@ -519,6 +524,11 @@ extension AlertsV1.AlertLocation {
         .object([("known", .bool(self.known)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("accuracyM", .number(Double(self.accuracyM))), ("fixTimeMs", .string(String(self.fixTimeMs))), ("placeName", .string(self.placeName))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(known: seed % 2 == 0, latitude: Double(seed) * 1.5 - 2.25, longitude: Double(seed) * 1.5 - 3.25, accuracyM: Double(seed) * 1.5 - 4.25, fixTimeMs: ProtoSample.int64(seed, 5), placeName: ProtoSample.string(seed, "place_name"))
@@ -573,6 +583,11 @@ extension AlertsV1.Watcher {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("person", self.person.map { $0.jsonValue } ?? .null), ("answer", .string(self.answer.protoName)), ("answeredAtMs", .string(String(self.answeredAtMs)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.person?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -647,6 +662,11 @@ extension AlertsV1.WatchSession {
         .object([("sessionId", .string(String(self.sessionId))), ("initiator", self.initiator.map { $0.jsonValue } ?? .null), ("note", .string(self.note)), ("state", .string(self.state.protoName)), ("startedAtMs", .string(String(self.startedAtMs))), ("endsAtMs", .string(String(self.endsAtMs))), ("endedAtMs", .string(String(self.endedAtMs))), ("watchers", .array(self.watchers.map { $0.jsonValue }))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.sessionId, (self.initiator?.largestUInt64 ?? 0), (self.watchers.map(\.largestUInt64).max() ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(sessionId: ProtoSample.uint64(seed, 1), initiator: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.Person.sample(seed: seed &+ 2, depth: depth + 1) : AlertsV1.Person()), note: ProtoSample.string(seed, "note"), state: ProtoSample.enumValue(seed, AlertsV1.WatchState.self), startedAtMs: ProtoSample.int64(seed, 5), endsAtMs: ProtoSample.int64(seed, 6), endedAtMs: ProtoSample.int64(seed, 7), watchers: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.Watcher.sample(seed: seed &+ UInt64(i) &+ 8, depth: depth + 1) } : [])
@@ -696,6 +716,11 @@ extension AlertsV1.StartWatchRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("durationSeconds", .number(Double(self.durationSeconds))), ("note", .string(self.note))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -748,6 +773,11 @@ extension AlertsV1.StartWatchResponse {
         .object([("session", self.session.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.session?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(session: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.WatchSession.sample(seed: seed &+ 1, depth: depth + 1) : AlertsV1.WatchSession()))
@@ -794,6 +824,11 @@ extension AlertsV1.ExtendWatchRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("extraSeconds", .number(Double(self.extraSeconds)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -846,6 +881,11 @@ extension AlertsV1.ExtendWatchResponse {
         .object([("session", self.session.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.session?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(session: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.WatchSession.sample(seed: seed &+ 1, depth: depth + 1) : AlertsV1.WatchSession()))
@@ -886,6 +926,11 @@ extension AlertsV1.EndWatchRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -938,6 +983,11 @@ extension AlertsV1.EndWatchResponse {
         .object([("session", self.session.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.session?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(session: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.WatchSession.sample(seed: seed &+ 1, depth: depth + 1) : AlertsV1.WatchSession()))
@@ -978,6 +1028,11 @@ extension AlertsV1.GetWatchRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1032,6 +1087,11 @@ extension AlertsV1.GetWatchResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mine", self.mine.map { $0.jsonValue } ?? .null), ("watching", .array(self.watching.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [(self.mine?.largestUInt64 ?? 0), (self.watching.map(\.largestUInt64).max() ?? 0)].max()!
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1097,6 +1157,11 @@ extension AlertsV1.Recipient {
         .object([("person", self.person.map { $0.jsonValue } ?? .null), ("phone", .string(self.phone)), ("answer", .string(self.answer.protoName)), ("answeredAtMs", .string(String(self.answeredAtMs))), ("deliveries", .array(self.deliveries.map { $0.jsonValue }))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [(self.person?.largestUInt64 ?? 0), (self.deliveries.map(\.largestUInt64).max() ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(person: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.Person.sample(seed: seed &+ 1, depth: depth + 1) : AlertsV1.Person()), phone: ProtoSample.string(seed, "phone"), answer: ProtoSample.enumValue(seed, AlertsV1.Answer.self), answeredAtMs: ProtoSample.int64(seed, 4), deliveries: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.DeliverySummary.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [])
@@ -1149,6 +1214,11 @@ extension AlertsV1.DeliverySummary {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("channel", .string(self.channel.protoName)), ("status", .string(self.status.protoName)), ("attempts", .number(Double(self.attempts)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1220,6 +1290,11 @@ extension AlertsV1.EmergencyPrompt {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("promptId", .string(String(self.promptId))), ("number", .string(self.number)), ("label", .string(self.label)), ("location", self.location.map { $0.jsonValue } ?? .null), ("createdAtMs", .string(String(self.createdAtMs))), ("reported", .bool(self.reported)), ("dialed", .bool(self.dialed)), ("reportedAtMs", .string(String(self.reportedAtMs)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.promptId, (self.location?.largestUInt64 ?? 0)].max()!
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1304,6 +1379,11 @@ extension AlertsV1.HelpAlert {
         .object([("alertId", .string(String(self.alertId))), ("initiator", self.initiator.map { $0.jsonValue } ?? .null), ("message", .string(self.message)), ("location", self.location.map { $0.jsonValue } ?? .null), ("state", .string(self.state.protoName)), ("raisedAtMs", .string(String(self.raisedAtMs))), ("resolvedAtMs", .string(String(self.resolvedAtMs))), ("resolvedBy", .string(self.resolvedBy)), ("recipients", .array(self.recipients.map { $0.jsonValue })), ("emergency", self.emergency.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.alertId, (self.initiator?.largestUInt64 ?? 0), (self.location?.largestUInt64 ?? 0), (self.recipients.map(\.largestUInt64).max() ?? 0), (self.emergency?.largestUInt64 ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(alertId: ProtoSample.uint64(seed, 1), initiator: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.Person.sample(seed: seed &+ 2, depth: depth + 1) : AlertsV1.Person()), message: ProtoSample.string(seed, "message"), location: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.AlertLocation.sample(seed: seed &+ 4, depth: depth + 1) : AlertsV1.AlertLocation()), state: ProtoSample.enumValue(seed, AlertsV1.AlertState.self), raisedAtMs: ProtoSample.int64(seed, 6), resolvedAtMs: ProtoSample.int64(seed, 7), resolvedBy: ProtoSample.string(seed, "resolved_by"), recipients: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.Recipient.sample(seed: seed &+ UInt64(i) &+ 9, depth: depth + 1) } : [], emergency: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.EmergencyPrompt.sample(seed: seed &+ 10, depth: depth + 1) : AlertsV1.EmergencyPrompt()))
@@ -1350,6 +1430,11 @@ extension AlertsV1.RaiseHelpNowRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("message", .string(self.message))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1411,6 +1496,11 @@ extension AlertsV1.RaiseHelpNowResponse {
         .object([("alert", self.alert.map { $0.jsonValue } ?? .null), ("alreadyActive", .bool(self.alreadyActive)), ("notified", .number(Double(self.notified))), ("nobodyNotified", .bool(self.nobodyNotified))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.alert?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(alert: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.HelpAlert.sample(seed: seed &+ 1, depth: depth + 1) : AlertsV1.HelpAlert()), alreadyActive: seed % 2 == 0, notified: ProtoSample.uint32(seed, 3), nobodyNotified: seed % 2 == 0)
@@ -1462,6 +1552,11 @@ extension AlertsV1.ResolveHelpNowRequest {
         .object([("alertId", .string(String(self.alertId))), ("operatorKey", .string(self.operatorKey))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.alertId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(alertId: ProtoSample.uint64(seed, 1), operatorKey: ProtoSample.string(seed, "operator_key"))
@@ -1510,6 +1605,11 @@ extension AlertsV1.ResolveHelpNowResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("alert", self.alert.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.alert?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1563,6 +1663,11 @@ extension AlertsV1.ReportEmergencyCallRequest {
         .object([("alertId", .string(String(self.alertId))), ("dialed", .bool(self.dialed))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.alertId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(alertId: ProtoSample.uint64(seed, 1), dialed: seed % 2 == 0)
@@ -1613,6 +1718,11 @@ extension AlertsV1.ReportEmergencyCallResponse {
         .object([("emergency", self.emergency.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.emergency?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(emergency: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.EmergencyPrompt.sample(seed: seed &+ 1, depth: depth + 1) : AlertsV1.EmergencyPrompt()))
@@ -1653,6 +1763,11 @@ extension AlertsV1.GetHelpNowRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1707,6 +1822,11 @@ extension AlertsV1.GetHelpNowResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mine", self.mine.map { $0.jsonValue } ?? .null), ("others", .array(self.others.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [(self.mine?.largestUInt64 ?? 0), (self.others.map(\.largestUInt64).max() ?? 0)].max()!
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1779,6 +1899,11 @@ extension AlertsV1.InboxItem {
         .object([("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("createdAtMs", .string(String(self.createdAtMs))), ("text", .string(self.text)), ("endsAtMs", .string(String(self.endsAtMs))), ("location", self.location.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.requestId, (self.from?.largestUInt64 ?? 0), (self.location?.largestUInt64 ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(kind: ProtoSample.enumValue(seed, AlertsV1.RequestKind.self), requestId: ProtoSample.uint64(seed, 2), from: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.Person.sample(seed: seed &+ 3, depth: depth + 1) : AlertsV1.Person()), createdAtMs: ProtoSample.int64(seed, 4), text: ProtoSample.string(seed, "text"), endsAtMs: ProtoSample.int64(seed, 6), location: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.AlertLocation.sample(seed: seed &+ 7, depth: depth + 1) : AlertsV1.AlertLocation()))
@@ -1819,6 +1944,11 @@ extension AlertsV1.ListInboxRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1871,6 +2001,11 @@ extension AlertsV1.ListInboxResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("items", .array(self.items.map { $0.jsonValue })), ("partial", .bool(self.partial))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.items.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1927,6 +2062,11 @@ extension AlertsV1.RespondInboxRequest {
         .object([("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("action", .string(self.action.protoName))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.requestId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(kind: ProtoSample.enumValue(seed, AlertsV1.RequestKind.self), requestId: ProtoSample.uint64(seed, 2), action: ProtoSample.enumValue(seed, AlertsV1.InboxAction.self))
@@ -1967,6 +2107,11 @@ extension AlertsV1.RespondInboxResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2026,6 +2171,11 @@ extension AlertsV1.Device {
         .object([("token", .string(self.token)), ("platform", .string(self.platform.protoName)), ("appVersion", .string(self.appVersion)), ("registeredAtMs", .string(String(self.registeredAtMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(token: ProtoSample.string(seed, "token"), platform: ProtoSample.enumValue(seed, AlertsV1.Platform.self), appVersion: ProtoSample.string(seed, "app_version"), registeredAtMs: ProtoSample.int64(seed, 4))
@@ -2080,6 +2230,11 @@ extension AlertsV1.RegisterDeviceRequest {
         .object([("token", .string(self.token)), ("platform", .string(self.platform.protoName)), ("appVersion", .string(self.appVersion))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(token: ProtoSample.string(seed, "token"), platform: ProtoSample.enumValue(seed, AlertsV1.Platform.self), appVersion: ProtoSample.string(seed, "app_version"))
@@ -2130,6 +2285,11 @@ extension AlertsV1.RegisterDeviceResponse {
         .object([("device", self.device.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.device?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(device: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.Device.sample(seed: seed &+ 1, depth: depth + 1) : AlertsV1.Device()))
@@ -2178,6 +2338,11 @@ extension AlertsV1.UnregisterDeviceRequest {
         .object([("token", .string(self.token))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(token: ProtoSample.string(seed, "token"))
@@ -2220,6 +2385,11 @@ extension AlertsV1.UnregisterDeviceResponse {
         .object([])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self()
@@ -2260,6 +2430,11 @@ extension AlertsV1.ListDevicesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2309,6 +2484,11 @@ extension AlertsV1.ListDevicesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("devices", .array(self.devices.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.devices.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2395,6 +2575,11 @@ extension AlertsV1.Delivery {
         .object([("deliveryId", .string(String(self.deliveryId))), ("source", .string(self.source)), ("channel", .string(self.channel.protoName)), ("recipientUserId", .string(String(self.recipientUserId))), ("address", .string(self.address)), ("body", .string(self.body)), ("status", .string(self.status.protoName)), ("attempts", .number(Double(self.attempts))), ("lastError", .string(self.lastError)), ("createdAtMs", .string(String(self.createdAtMs))), ("updatedAtMs", .string(String(self.updatedAtMs))), ("nextAttemptAtMs", .string(String(self.nextAttemptAtMs))), ("provider", .string(self.provider))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.deliveryId, self.recipientUserId].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(deliveryId: ProtoSample.uint64(seed, 1), source: ProtoSample.string(seed, "source"), channel: ProtoSample.enumValue(seed, AlertsV1.Channel.self), recipientUserId: ProtoSample.uint64(seed, 4), address: ProtoSample.string(seed, "address"), body: ProtoSample.string(seed, "body"), status: ProtoSample.enumValue(seed, AlertsV1.DeliveryStatus.self), attempts: ProtoSample.uint32(seed, 8), lastError: ProtoSample.string(seed, "last_error"), createdAtMs: ProtoSample.int64(seed, 10), updatedAtMs: ProtoSample.int64(seed, 11), nextAttemptAtMs: ProtoSample.int64(seed, 12), provider: ProtoSample.string(seed, "provider"))
@@ -2455,6 +2640,11 @@ extension AlertsV1.ListOutboxRequest {
         .object([("operatorKey", .string(self.operatorKey)), ("status", .string(self.status.protoName)), ("recipientUserId", .string(String(self.recipientUserId))), ("beforeId", .string(String(self.beforeId))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.recipientUserId, self.beforeId].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(operatorKey: ProtoSample.string(seed, "operator_key"), status: ProtoSample.enumValue(seed, AlertsV1.DeliveryStatus.self), recipientUserId: ProtoSample.uint64(seed, 3), beforeId: ProtoSample.uint64(seed, 4), limit: ProtoSample.uint32(seed, 5))
@@ -2502,6 +2692,11 @@ extension AlertsV1.ListOutboxResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("deliveries", .array(self.deliveries.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.deliveries.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2564,6 +2759,11 @@ extension AlertsV1.Resource {
         .object([("campus", .string(self.campus)), ("title", .string(self.title)), ("detail", .string(self.detail)), ("phone", .string(self.phone)), ("url", .string(self.url))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(campus: ProtoSample.string(seed, "campus"), title: ProtoSample.string(seed, "title"), detail: ProtoSample.string(seed, "detail"), phone: ProtoSample.string(seed, "phone"), url: ProtoSample.string(seed, "url"))
@@ -2618,6 +2818,11 @@ extension AlertsV1.ImportResourcesRequest {
         .object([("operatorKey", .string(self.operatorKey)), ("campus", .string(self.campus)), ("data", .bytes(self.data))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(operatorKey: ProtoSample.string(seed, "operator_key"), campus: ProtoSample.string(seed, "campus"), data: ProtoSample.bytes(seed, 3))
@@ -2670,6 +2875,11 @@ extension AlertsV1.ImportResourcesResponse {
         .object([("imported", .number(Double(self.imported))), ("campuses", .array(self.campuses.map { .string($0) }))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(imported: ProtoSample.uint32(seed, 1), campuses: (0..<Int((seed &+ 2) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "campuses") })
@@ -2716,6 +2926,11 @@ extension AlertsV1.ListResourcesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("campus", .string(self.campus))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2765,6 +2980,11 @@ extension AlertsV1.ListResourcesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("resources", .array(self.resources.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.resources.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2838,6 +3058,11 @@ extension AlertsV1.AlertEvent {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("text", .string(self.text)), ("atMs", .string(String(self.atMs))), ("answer", .string(self.answer.protoName)), ("location", self.location.map { $0.jsonValue } ?? .null), ("endsAtMs", .string(String(self.endsAtMs)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.requestId, (self.from?.largestUInt64 ?? 0), (self.location?.largestUInt64 ?? 0)].max()!
     }
 
     /// A deterministic value with every field set, for codec tests.

@@ -208,6 +208,11 @@ extension CommonV1.Envelope {
         .object([("version", .number(Double(self.version))), ("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("method", .string(self.method)), ("callerUserId", .string(String(self.callerUserId))), ("sessionToken", .string(self.sessionToken)), ("idempotencyKey", .string(self.idempotencyKey)), ("deadlineMs", .number(Double(self.deadlineMs))), ("status", .string(self.status.protoName)), ("statusMessage", .string(self.statusMessage)), ("payload", .bytes(self.payload)), ("sequence", .string(String(self.sequence))), ("epoch", .string(String(self.epoch))), ("clientAddress", .string(self.clientAddress)), ("sessionId", .bytes(self.sessionId))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.requestId, self.callerUserId, self.sequence, self.epoch].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(version: ProtoSample.uint32(seed, 1), kind: ProtoSample.enumValue(seed, CommonV1.Kind.self), requestId: ProtoSample.uint64(seed, 3), method: ProtoSample.string(seed, "method"), callerUserId: ProtoSample.uint64(seed, 5), sessionToken: ProtoSample.string(seed, "session_token"), idempotencyKey: ProtoSample.string(seed, "idempotency_key"), deadlineMs: ProtoSample.uint32(seed, 8), status: ProtoSample.enumValue(seed, CommonV1.StatusCode.self), statusMessage: ProtoSample.string(seed, "status_message"), payload: ProtoSample.bytes(seed, 11), sequence: ProtoSample.uint64(seed, 12), epoch: ProtoSample.uint64(seed, 13), clientAddress: ProtoSample.string(seed, "client_address"), sessionId: ProtoSample.bytes(seed, 15))
@@ -254,6 +259,11 @@ extension CommonV1.PingRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("echo", .bytes(self.echo))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -313,6 +323,11 @@ extension CommonV1.PingResponse {
         .object([("service", .string(self.service)), ("echo", .bytes(self.echo)), ("version", .string(self.version)), ("uptimeMs", .string(String(self.uptimeMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.uptimeMs
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(service: ProtoSample.string(seed, "service"), echo: ProtoSample.bytes(seed, 2), version: ProtoSample.string(seed, "version"), uptimeMs: ProtoSample.uint64(seed, 4))
@@ -353,6 +368,11 @@ extension CommonV1.SubscribeRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -403,6 +423,11 @@ extension CommonV1.SubscribeResponse {
         .object([("heartbeatIntervalMs", .number(Double(self.heartbeatIntervalMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(heartbeatIntervalMs: ProtoSample.uint32(seed, 1))
@@ -445,6 +470,11 @@ extension CommonV1.UnsubscribeRequest {
         .object([])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self()
@@ -485,6 +515,11 @@ extension CommonV1.UnsubscribeResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.

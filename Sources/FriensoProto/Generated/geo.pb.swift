@@ -99,6 +99,11 @@ extension GeoV1.Fix {
         .object([("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("accuracyM", .number(Double(self.accuracyM))), ("deviceTimeMs", .string(String(self.deviceTimeMs))), ("receivedAtMs", .string(String(self.receivedAtMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(latitude: Double(seed) * 1.5 - 1.25, longitude: Double(seed) * 1.5 - 2.25, accuracyM: Double(seed) * 1.5 - 3.25, deviceTimeMs: ProtoSample.int64(seed, 4), receivedAtMs: ProtoSample.int64(seed, 5))
@@ -162,6 +167,11 @@ extension GeoV1.UpdateLocationRequest {
         .object([("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("accuracyM", .number(Double(self.accuracyM))), ("deviceTimeMs", .string(String(self.deviceTimeMs))), ("setStatus", .bool(self.setStatus)), ("status", .string(self.status))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(latitude: Double(seed) * 1.5 - 1.25, longitude: Double(seed) * 1.5 - 2.25, accuracyM: Double(seed) * 1.5 - 3.25, deviceTimeMs: ProtoSample.int64(seed, 4), setStatus: seed % 2 == 0, status: ProtoSample.string(seed, "status"))
@@ -208,6 +218,11 @@ extension GeoV1.UpdateLocationResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("becameLatest", .bool(self.becameLatest))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -267,6 +282,11 @@ extension GeoV1.SharingSettings {
         .object([("shareWithFriends", .bool(self.shareWithFriends)), ("ghost", .bool(self.ghost)), ("proximityAlerts", .bool(self.proximityAlerts)), ("proximityM", .number(Double(self.proximityM)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(shareWithFriends: seed % 2 == 0, ghost: seed % 2 == 0, proximityAlerts: seed % 2 == 0, proximityM: Double(seed) * 1.5 - 4.25)
@@ -307,6 +327,11 @@ extension GeoV1.GetSharingRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -357,6 +382,11 @@ extension GeoV1.GetSharingResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.settings?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -413,6 +443,11 @@ extension GeoV1.UpdateSharingRequest {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null), ("fields", .array(self.fields.map { .string($0) }))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.settings?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(settings: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.SharingSettings.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.SharingSettings()), fields: (0..<Int((seed &+ 2) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "fields") })
@@ -461,6 +496,11 @@ extension GeoV1.UpdateSharingResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.settings?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -528,6 +568,11 @@ extension GeoV1.FriendLocation {
         .object([("userId", .string(String(self.userId))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("ageMs", .string(String(self.ageMs))), ("status", .string(self.status)), ("around", .string(self.around)), ("distanceM", .number(Double(self.distanceM)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.userId, (self.fix?.largestUInt64 ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), ageMs: ProtoSample.int64(seed, 3), status: ProtoSample.string(seed, "status"), around: ProtoSample.string(seed, "around"), distanceM: Double(seed) * 1.5 - 6.25)
@@ -568,6 +613,11 @@ extension GeoV1.FriendsLocationsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -617,6 +667,11 @@ extension GeoV1.FriendsLocationsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("friends", .array(self.friends.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.friends.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -673,6 +728,11 @@ extension GeoV1.NearbyRequest {
         .object([("radiusM", .number(Double(self.radiusM))), ("limit", .number(Double(self.limit))), ("excludeExchanged", .bool(self.excludeExchanged))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(radiusM: Double(seed) * 1.5 - 1.25, limit: ProtoSample.uint32(seed, 2), excludeExchanged: seed % 2 == 0)
@@ -724,6 +784,11 @@ extension GeoV1.NearbyUser {
         .object([("userId", .string(String(self.userId))), ("distanceM", .number(Double(self.distanceM)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), distanceM: Double(seed) * 1.5 - 2.25)
@@ -773,6 +838,11 @@ extension GeoV1.NearbyResponse {
         .object([("users", .array(self.users.map { $0.jsonValue }))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.users.map(\.largestUInt64).max() ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(users: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.NearbyUser.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
@@ -819,6 +889,11 @@ extension GeoV1.NavigateRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -882,6 +957,11 @@ extension GeoV1.NavigateResponse {
         .object([("distanceM", .number(Double(self.distanceM))), ("bearingDeg", .number(Double(self.bearingDeg))), ("theirFix", self.theirFix.map { $0.jsonValue } ?? .null), ("yourFix", self.yourFix.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [(self.theirFix?.largestUInt64 ?? 0), (self.yourFix?.largestUInt64 ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(distanceM: Double(seed) * 1.5 - 1.25, bearingDeg: Double(seed) * 1.5 - 2.25, theirFix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 3, depth: depth + 1) : GeoV1.Fix()), yourFix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 4, depth: depth + 1) : GeoV1.Fix()))
@@ -922,6 +1002,11 @@ extension GeoV1.DeleteHistoryRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -972,6 +1057,11 @@ extension GeoV1.DeleteHistoryResponse {
         .object([("deleted", .string(String(self.deleted)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.deleted
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(deleted: ProtoSample.uint64(seed, 1))
@@ -1018,6 +1108,11 @@ extension GeoV1.LatestLocationRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1076,6 +1171,11 @@ extension GeoV1.LatestLocationResponse {
         .object([("found", .bool(self.found)), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("placeName", .string(self.placeName))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.fix?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(found: seed % 2 == 0, fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), placeName: ProtoSample.string(seed, "place_name"))
@@ -1125,6 +1225,11 @@ extension GeoV1.CheckInAccessRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("viewerId", .string(String(self.viewerId))), ("ownerId", .string(String(self.ownerId)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.viewerId, self.ownerId].max()!
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1178,6 +1283,11 @@ extension GeoV1.CheckInAccessResponse {
         .object([("visible", .bool(self.visible)), ("mediaId", .string(self.mediaId))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(visible: seed % 2 == 0, mediaId: ProtoSample.string(seed, "media_id"))
@@ -1224,6 +1334,11 @@ extension GeoV1.GetPlaceRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("placeId", .string(String(self.placeId)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.placeId
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1277,6 +1392,11 @@ extension GeoV1.GetPlaceResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("found", .bool(self.found)), ("place", self.place.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.place?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1335,6 +1455,11 @@ extension GeoV1.LocationEvent {
         .object([("userId", .string(String(self.userId))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("status", .string(self.status))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.userId, (self.fix?.largestUInt64 ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), status: ProtoSample.string(seed, "status"))
@@ -1387,6 +1512,11 @@ extension GeoV1.FriendNearbyEvent {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId))), ("distanceM", .number(Double(self.distanceM))), ("atMs", .string(String(self.atMs)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1460,6 +1590,11 @@ extension GeoV1.Place {
         .object([("placeId", .string(String(self.placeId))), ("name", .string(self.name)), ("kind", .string(self.kind.protoName)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("radiusM", .number(Double(self.radiusM))), ("polygonLat", .array(self.polygonLat.map { .number(Double($0)) })), ("polygonLon", .array(self.polygonLon.map { .number(Double($0)) }))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.placeId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(placeId: ProtoSample.uint64(seed, 1), name: ProtoSample.string(seed, "name"), kind: ProtoSample.enumValue(seed, GeoV1.PlaceKind.self), latitude: Double(seed) * 1.5 - 4.25, longitude: Double(seed) * 1.5 - 5.25, radiusM: Double(seed) * 1.5 - 6.25, polygonLat: (0..<Int((seed &+ 7) % 4)).map { i in Double((seed &+ UInt64(i))) * 1.5 - 7.25 }, polygonLon: (0..<Int((seed &+ 8) % 4)).map { i in Double((seed &+ UInt64(i))) * 1.5 - 8.25 })
@@ -1517,6 +1652,11 @@ extension GeoV1.ImportPlacesRequest {
         .object([("operatorKey", .string(self.operatorKey)), ("format", .string(self.format)), ("data", .bytes(self.data)), ("replace", .bool(self.replace))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(operatorKey: ProtoSample.string(seed, "operator_key"), format: ProtoSample.string(seed, "format"), data: ProtoSample.bytes(seed, 3), replace: seed % 2 == 0)
@@ -1567,6 +1707,11 @@ extension GeoV1.ImportPlacesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("imported", .number(Double(self.imported))), ("problems", .array(self.problems.map { .string($0) }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1624,6 +1769,11 @@ extension GeoV1.ClosestPlaceRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("hasPoint", .bool(self.hasPoint)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("kind", .string(self.kind.protoName))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1685,6 +1835,11 @@ extension GeoV1.ClosestPlaceResponse {
         .object([("found", .bool(self.found)), ("place", self.place.map { $0.jsonValue } ?? .null), ("distanceM", .number(Double(self.distanceM))), ("onCampus", .bool(self.onCampus))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.place?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(found: seed % 2 == 0, place: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Place.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Place()), distanceM: Double(seed) * 1.5 - 3.25, onCampus: seed % 2 == 0)
@@ -1741,6 +1896,11 @@ extension GeoV1.VenueAttendance {
         .object([("venue", self.venue.map { $0.jsonValue } ?? .null), ("people", .number(Double(self.people))), ("friends", .number(Double(self.friends)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.venue?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(venue: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Place.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.Place()), people: ProtoSample.uint32(seed, 2), friends: ProtoSample.uint32(seed, 3))
@@ -1781,6 +1941,11 @@ extension GeoV1.ListVenuesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1833,6 +1998,11 @@ extension GeoV1.ListVenuesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("venues", .array(self.venues.map { $0.jsonValue })), ("freshMinutes", .number(Double(self.freshMinutes)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.venues.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1904,6 +2074,11 @@ extension GeoV1.CheckIn {
         .object([("userId", .string(String(self.userId))), ("placeName", .string(self.placeName)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("mediaId", .string(self.mediaId)), ("createdAtMs", .string(String(self.createdAtMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("distanceM", .number(Double(self.distanceM)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), placeName: ProtoSample.string(seed, "place_name"), latitude: Double(seed) * 1.5 - 3.25, longitude: Double(seed) * 1.5 - 4.25, mediaId: ProtoSample.string(seed, "media_id"), createdAtMs: ProtoSample.int64(seed, 6), expiresAtMs: ProtoSample.int64(seed, 7), distanceM: Double(seed) * 1.5 - 8.25)
@@ -1964,6 +2139,11 @@ extension GeoV1.CheckInRequest {
         .object([("placeName", .string(self.placeName)), ("hasPoint", .bool(self.hasPoint)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("mediaId", .string(self.mediaId))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(placeName: ProtoSample.string(seed, "place_name"), hasPoint: seed % 2 == 0, latitude: Double(seed) * 1.5 - 3.25, longitude: Double(seed) * 1.5 - 4.25, mediaId: ProtoSample.string(seed, "media_id"))
@@ -2015,6 +2195,11 @@ extension GeoV1.CheckInResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("checkIn", self.checkIn.map { $0.jsonValue } ?? .null), ("replaced", .bool(self.replaced))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.checkIn?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2071,6 +2256,11 @@ extension GeoV1.ListCheckInsRequest {
         .object([("feed", .bool(self.feed)), ("radiusM", .number(Double(self.radiusM))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(feed: seed % 2 == 0, radiusM: Double(seed) * 1.5 - 2.25, limit: ProtoSample.uint32(seed, 3))
@@ -2118,6 +2308,11 @@ extension GeoV1.ListCheckInsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("checkIns", .array(self.checkIns.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.checkIns.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2175,6 +2370,11 @@ extension GeoV1.LocationGrant {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("subjectId", .string(String(self.subjectId))), ("viewerId", .string(String(self.viewerId))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("reason", .string(self.reason))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.subjectId, self.viewerId].max()!
     }
 
     /// A deterministic value with every field set, for codec tests.

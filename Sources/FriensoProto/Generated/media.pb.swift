@@ -167,6 +167,11 @@ extension MediaV1.MediaItem {
         .object([("mediaId", .string(self.mediaId)), ("ownerId", .string(String(self.ownerId))), ("purpose", .string(self.purpose.protoName)), ("placeId", .string(String(self.placeId))), ("type", .string(self.type.protoName)), ("sizeBytes", .string(String(self.sizeBytes))), ("width", .number(Double(self.width))), ("height", .number(Double(self.height))), ("createdAtMs", .string(String(self.createdAtMs))), ("sha256", .string(self.sha256)), ("mimeType", .string(self.mimeType)), ("attached", .bool(self.attached))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.ownerId, self.placeId, self.sizeBytes].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(mediaId: ProtoSample.string(seed, "media_id"), ownerId: ProtoSample.uint64(seed, 2), purpose: ProtoSample.enumValue(seed, MediaV1.Purpose.self), placeId: ProtoSample.uint64(seed, 4), type: ProtoSample.enumValue(seed, MediaV1.ImageType.self), sizeBytes: ProtoSample.uint64(seed, 6), width: ProtoSample.uint32(seed, 7), height: ProtoSample.uint32(seed, 8), createdAtMs: ProtoSample.int64(seed, 9), sha256: ProtoSample.string(seed, "sha256"), mimeType: ProtoSample.string(seed, "mime_type"), attached: seed % 2 == 0)
@@ -219,6 +224,11 @@ extension MediaV1.StartUploadRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("purpose", .string(self.purpose.protoName)), ("placeId", .string(String(self.placeId))), ("sizeBytes", .string(String(self.sizeBytes)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.placeId, self.sizeBytes].max()!
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -275,6 +285,11 @@ extension MediaV1.StartUploadResponse {
         .object([("uploadId", .string(self.uploadId)), ("chunkBytes", .number(Double(self.chunkBytes))), ("expiresAtMs", .string(String(self.expiresAtMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(uploadId: ProtoSample.string(seed, "upload_id"), chunkBytes: ProtoSample.uint32(seed, 2), expiresAtMs: ProtoSample.int64(seed, 3))
@@ -329,6 +344,11 @@ extension MediaV1.UploadChunkRequest {
         .object([("uploadId", .string(self.uploadId)), ("offset", .string(String(self.offset))), ("data", .bytes(self.data))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.offset
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(uploadId: ProtoSample.string(seed, "upload_id"), offset: ProtoSample.uint64(seed, 2), data: ProtoSample.bytes(seed, 3))
@@ -377,6 +397,11 @@ extension MediaV1.UploadChunkResponse {
         .object([("receivedBytes", .string(String(self.receivedBytes)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.receivedBytes
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(receivedBytes: ProtoSample.uint64(seed, 1))
@@ -423,6 +448,11 @@ extension MediaV1.FinishUploadRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("uploadId", .string(self.uploadId))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -484,6 +514,11 @@ extension MediaV1.FinishUploadResponse {
         .object([("item", self.item.map { $0.jsonValue } ?? .null), ("locationRemoved", .bool(self.locationRemoved)), ("deduplicated", .bool(self.deduplicated)), ("replacedMediaId", .string(self.replacedMediaId))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.item?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(item: seed % 4 == 3 ? nil : (depth < 3 ? MediaV1.MediaItem.sample(seed: seed &+ 1, depth: depth + 1) : MediaV1.MediaItem()), locationRemoved: seed % 2 == 0, deduplicated: seed % 2 == 0, replacedMediaId: ProtoSample.string(seed, "replaced_media_id"))
@@ -536,6 +571,11 @@ extension MediaV1.GetPhotoRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mediaId", .string(self.mediaId)), ("offset", .string(String(self.offset))), ("maxBytes", .number(Double(self.maxBytes)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.offset
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -592,6 +632,11 @@ extension MediaV1.GetPhotoResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("item", self.item.map { $0.jsonValue } ?? .null), ("data", .bytes(self.data)), ("eof", .bool(self.eof))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.item?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -657,6 +702,11 @@ extension MediaV1.ListPhotosRequest {
         .object([("placeId", .string(String(self.placeId))), ("checkInOf", .string(String(self.checkInOf))), ("profileOf", .string(String(self.profileOf))), ("mine", .bool(self.mine)), ("limit", .number(Double(self.limit))), ("pageToken", .string(self.pageToken))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.placeId, self.checkInOf, self.profileOf].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(placeId: ProtoSample.uint64(seed, 1), checkInOf: ProtoSample.uint64(seed, 2), profileOf: ProtoSample.uint64(seed, 3), mine: seed % 2 == 0, limit: ProtoSample.uint32(seed, 5), pageToken: ProtoSample.string(seed, "page_token"))
@@ -709,6 +759,11 @@ extension MediaV1.ListPhotosResponse {
         .object([("items", .array(self.items.map { $0.jsonValue })), ("nextPageToken", .string(self.nextPageToken))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.items.map(\.largestUInt64).max() ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(items: depth < 3 ? (0..<Int(seed % 3)).map { i in MediaV1.MediaItem.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], nextPageToken: ProtoSample.string(seed, "next_page_token"))
@@ -755,6 +810,11 @@ extension MediaV1.DeletePhotoRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mediaId", .string(self.mediaId))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -805,6 +865,11 @@ extension MediaV1.DeletePhotoResponse {
         .object([("bytesReleased", .bool(self.bytesReleased))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(bytesReleased: seed % 2 == 0)
@@ -845,6 +910,11 @@ extension MediaV1.GetUsageRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -907,6 +977,11 @@ extension MediaV1.GetUsageResponse {
         .object([("usedBytes", .string(String(self.usedBytes))), ("quotaBytes", .string(String(self.quotaBytes))), ("uploadsLastHour", .number(Double(self.uploadsLastHour))), ("uploadsPerHour", .number(Double(self.uploadsPerHour))), ("maxPhotoBytes", .string(String(self.maxPhotoBytes)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.usedBytes, self.quotaBytes, self.maxPhotoBytes].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(usedBytes: ProtoSample.uint64(seed, 1), quotaBytes: ProtoSample.uint64(seed, 2), uploadsLastHour: ProtoSample.uint32(seed, 3), uploadsPerHour: ProtoSample.uint32(seed, 4), maxPhotoBytes: ProtoSample.uint64(seed, 5))
@@ -958,6 +1033,11 @@ extension MediaV1.AttachCheckInPhotoRequest {
         .object([("userId", .string(String(self.userId))), ("mediaId", .string(self.mediaId))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), mediaId: ProtoSample.string(seed, "media_id"))
@@ -1004,6 +1084,11 @@ extension MediaV1.AttachCheckInPhotoResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("releasedMediaId", .string(self.releasedMediaId))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.

@@ -342,6 +342,11 @@ extension SocialV1.UserRef {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName)), ("profilePictureMediaId", .string(self.profilePictureMediaId))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"), firstName: ProtoSample.string(seed, "first_name"), lastName: ProtoSample.string(seed, "last_name"), profilePictureMediaId: ProtoSample.string(seed, "profile_picture_media_id"))
@@ -412,6 +417,11 @@ extension SocialV1.FriendRequest {
         .object([("requestId", .string(String(self.requestId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("to", self.to.map { $0.jsonValue } ?? .null), ("state", .string(self.state.protoName)), ("dismissed", .bool(self.dismissed)), ("createdAtMs", .string(String(self.createdAtMs))), ("updatedAtMs", .string(String(self.updatedAtMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.requestId, (self.from?.largestUInt64 ?? 0), (self.to?.largestUInt64 ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(requestId: ProtoSample.uint64(seed, 1), from: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 2, depth: depth + 1) : SocialV1.UserRef()), to: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 3, depth: depth + 1) : SocialV1.UserRef()), state: ProtoSample.enumValue(seed, SocialV1.RequestState.self), dismissed: seed % 2 == 0, createdAtMs: ProtoSample.int64(seed, 6), updatedAtMs: ProtoSample.int64(seed, 7))
@@ -465,6 +475,11 @@ extension SocialV1.Friend {
         .object([("user", self.user.map { $0.jsonValue } ?? .null), ("sinceMs", .string(String(self.sinceMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.user?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(user: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.UserRef()), sinceMs: ProtoSample.int64(seed, 2))
@@ -514,6 +529,11 @@ extension SocialV1.SendFriendRequestRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -569,6 +589,11 @@ extension SocialV1.SendFriendRequestResponse {
         .object([("request", self.request.map { $0.jsonValue } ?? .null), ("becameFriends", .bool(self.becameFriends))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.request?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(request: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.FriendRequest.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.FriendRequest()), becameFriends: seed % 2 == 0)
@@ -618,6 +643,11 @@ extension SocialV1.RespondToFriendRequestRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("requestId", .string(String(self.requestId))), ("action", .string(self.action.protoName))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.requestId
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -670,6 +700,11 @@ extension SocialV1.RespondToFriendRequestResponse {
         .object([("request", self.request.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.request?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(request: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.FriendRequest.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.FriendRequest()))
@@ -716,6 +751,11 @@ extension SocialV1.CancelFriendRequestRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("requestId", .string(String(self.requestId)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.requestId
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -768,6 +808,11 @@ extension SocialV1.CancelFriendRequestResponse {
         .object([("request", self.request.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.request?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(request: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.FriendRequest.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.FriendRequest()))
@@ -814,6 +859,11 @@ extension SocialV1.ListFriendRequestsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("includeDismissed", .bool(self.includeDismissed))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -869,6 +919,11 @@ extension SocialV1.ListFriendRequestsResponse {
         .object([("incoming", .array(self.incoming.map { $0.jsonValue })), ("outgoing", .array(self.outgoing.map { $0.jsonValue }))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [(self.incoming.map(\.largestUInt64).max() ?? 0), (self.outgoing.map(\.largestUInt64).max() ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(incoming: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.FriendRequest.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], outgoing: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.FriendRequest.sample(seed: seed &+ UInt64(i) &+ 2, depth: depth + 1) } : [])
@@ -909,6 +964,11 @@ extension SocialV1.ListFriendsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -958,6 +1018,11 @@ extension SocialV1.ListFriendsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("friends", .array(self.friends.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.friends.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1011,6 +1076,11 @@ extension SocialV1.RemoveFriendRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"))
@@ -1051,6 +1121,11 @@ extension SocialV1.RemoveFriendResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1104,6 +1179,11 @@ extension SocialV1.BlockRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"))
@@ -1153,6 +1233,11 @@ extension SocialV1.BlockResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("removedFriendship", .bool(self.removedFriendship)), ("removedRequests", .number(Double(self.removedRequests)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1206,6 +1291,11 @@ extension SocialV1.UnblockRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"))
@@ -1248,6 +1338,11 @@ extension SocialV1.UnblockResponse {
         .object([])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self()
@@ -1288,6 +1383,11 @@ extension SocialV1.ListBlockedRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1337,6 +1437,11 @@ extension SocialV1.ListBlockedResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("users", .array(self.users.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.users.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1398,6 +1503,11 @@ extension SocialV1.CircleMember {
         .object([("user", self.user.map { $0.jsonValue } ?? .null), ("phone", .string(self.phone)), ("state", .string(self.state.protoName)), ("addedAtMs", .string(String(self.addedAtMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.user?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(user: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.UserRef()), phone: ProtoSample.string(seed, "phone"), state: ProtoSample.enumValue(seed, SocialV1.CircleState.self), addedAtMs: ProtoSample.int64(seed, 4))
@@ -1438,6 +1548,11 @@ extension SocialV1.ShowCircleRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1496,6 +1611,11 @@ extension SocialV1.ShowCircleResponse {
         .object([("members", .array(self.members.map { $0.jsonValue })), ("limit", .number(Double(self.limit))), ("memberOf", .array(self.memberOf.map { $0.jsonValue }))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [(self.members.map(\.largestUInt64).max() ?? 0), (self.memberOf.map(\.largestUInt64).max() ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(members: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.CircleMember.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], limit: ProtoSample.uint32(seed, 2), memberOf: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.UserRef.sample(seed: seed &+ UInt64(i) &+ 3, depth: depth + 1) } : [])
@@ -1550,6 +1670,11 @@ extension SocialV1.AddToCircleRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("phone", .string(self.phone))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"), phone: ProtoSample.string(seed, "phone"))
@@ -1598,6 +1723,11 @@ extension SocialV1.AddToCircleResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("member", self.member.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.member?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1654,6 +1784,11 @@ extension SocialV1.RemoveFromCircleRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("phone", .string(self.phone))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"), phone: ProtoSample.string(seed, "phone"))
@@ -1694,6 +1829,11 @@ extension SocialV1.RemoveFromCircleResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1749,6 +1889,11 @@ extension SocialV1.CircleRequest {
         .object([("owner", self.owner.map { $0.jsonValue } ?? .null), ("addedAtMs", .string(String(self.addedAtMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.owner?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(owner: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.UserRef()), addedAtMs: ProtoSample.int64(seed, 2))
@@ -1789,6 +1934,11 @@ extension SocialV1.ListCircleRequestsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1838,6 +1988,11 @@ extension SocialV1.ListCircleRequestsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("requests", .array(self.requests.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.requests.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1894,6 +2049,11 @@ extension SocialV1.RespondToCircleRequestRequest {
         .object([("ownerUserId", .string(String(self.ownerUserId))), ("ownerUsername", .string(self.ownerUsername)), ("action", .string(self.action.protoName))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.ownerUserId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(ownerUserId: ProtoSample.uint64(seed, 1), ownerUsername: ProtoSample.string(seed, "owner_username"), action: ProtoSample.enumValue(seed, SocialV1.RequestAction.self))
@@ -1942,6 +2102,11 @@ extension SocialV1.RespondToCircleRequestResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("member", self.member.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.member?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1998,6 +2163,11 @@ extension SocialV1.SearchUsersRequest {
         .object([("query", .string(self.query)), ("pageSize", .number(Double(self.pageSize))), ("pageToken", .string(self.pageToken))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(query: ProtoSample.string(seed, "query"), pageSize: ProtoSample.uint32(seed, 2), pageToken: ProtoSample.string(seed, "page_token"))
@@ -2048,6 +2218,11 @@ extension SocialV1.SearchUsersResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("users", .array(self.users.map { $0.jsonValue })), ("nextPageToken", .string(self.nextPageToken))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.users.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2104,6 +2279,11 @@ extension SocialV1.GraphEvent {
         .object([("change", .string(self.change.protoName)), ("userA", .string(String(self.userA))), ("userB", .string(String(self.userB)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.userA, self.userB].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(change: ProtoSample.enumValue(seed, SocialV1.GraphChange.self), userA: ProtoSample.uint64(seed, 2), userB: ProtoSample.uint64(seed, 3))
@@ -2153,6 +2333,11 @@ extension SocialV1.GraphSnapshotRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("sequenceOnly", .bool(self.sequenceOnly)), ("cursor", .string(self.cursor))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2245,6 +2430,11 @@ extension SocialV1.GraphSnapshotResponse {
         .object([("epoch", .string(String(self.epoch))), ("sequence", .string(String(self.sequence))), ("friendsA", .array(self.friendsA.map { .string(String($0)) })), ("friendsB", .array(self.friendsB.map { .string(String($0)) })), ("blockers", .array(self.blockers.map { .string(String($0)) })), ("blocked", .array(self.blocked.map { .string(String($0)) })), ("circleOwners", .array(self.circleOwners.map { .string(String($0)) })), ("circleMembers", .array(self.circleMembers.map { .string(String($0)) })), ("findable", .array(self.findable.map { .string(String($0)) })), ("exchangesA", .array(self.exchangesA.map { .string(String($0)) })), ("exchangesB", .array(self.exchangesB.map { .string(String($0)) })), ("nextCursor", .string(self.nextCursor))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.epoch, self.sequence, (self.friendsA.max() ?? 0), (self.friendsB.max() ?? 0), (self.blockers.max() ?? 0), (self.blocked.max() ?? 0), (self.circleOwners.max() ?? 0), (self.circleMembers.max() ?? 0), (self.findable.max() ?? 0), (self.exchangesA.max() ?? 0), (self.exchangesB.max() ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(epoch: ProtoSample.uint64(seed, 1), sequence: ProtoSample.uint64(seed, 2), friendsA: (0..<Int((seed &+ 3) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 3) }, friendsB: (0..<Int((seed &+ 4) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 4) }, blockers: (0..<Int((seed &+ 5) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 5) }, blocked: (0..<Int((seed &+ 6) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 6) }, circleOwners: (0..<Int((seed &+ 7) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 7) }, circleMembers: (0..<Int((seed &+ 8) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 8) }, findable: (0..<Int((seed &+ 9) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 9) }, exchangesA: (0..<Int((seed &+ 10) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 10) }, exchangesB: (0..<Int((seed &+ 11) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 11) }, nextCursor: ProtoSample.string(seed, "next_cursor"))
@@ -2293,6 +2483,11 @@ extension SocialV1.DiscoverySettings {
         .object([("findable", .bool(self.findable))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(findable: seed % 2 == 0)
@@ -2333,6 +2528,11 @@ extension SocialV1.GetDiscoverySettingsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2385,6 +2585,11 @@ extension SocialV1.GetDiscoverySettingsResponse {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.settings?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(settings: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.DiscoverySettings.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.DiscoverySettings()))
@@ -2431,6 +2636,11 @@ extension SocialV1.SetFindableRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("findable", .bool(self.findable))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2483,6 +2693,11 @@ extension SocialV1.SetFindableResponse {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.settings?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(settings: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.DiscoverySettings.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.DiscoverySettings()))
@@ -2532,6 +2747,11 @@ extension SocialV1.ExternalId {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("provider", .string(self.provider)), ("externalId", .string(self.externalId))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2593,6 +2813,11 @@ extension SocialV1.RecommendFriendsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("phones", .array(self.phones.map { .string($0) })), ("emails", .array(self.emails.map { .string($0) })), ("contactHashes", .array(self.contactHashes.map { .bytes($0) })), ("externalIds", .array(self.externalIds.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.externalIds.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2657,6 +2882,11 @@ extension SocialV1.Recommendation {
         .object([("user", self.user.map { $0.jsonValue } ?? .null), ("byPhone", .bool(self.byPhone)), ("byEmail", .bool(self.byEmail)), ("byExternalId", .bool(self.byExternalId)), ("requestPending", .bool(self.requestPending))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.user?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(user: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 1, depth: depth + 1) : SocialV1.UserRef()), byPhone: seed % 2 == 0, byEmail: seed % 2 == 0, byExternalId: seed % 2 == 0, requestPending: seed % 2 == 0)
@@ -2707,6 +2937,11 @@ extension SocialV1.RecommendFriendsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("recommendations", .array(self.recommendations.map { $0.jsonValue })), ("unusable", .number(Double(self.unusable)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.recommendations.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2777,6 +3012,11 @@ extension SocialV1.Exchange {
         .object([("exchangeId", .string(String(self.exchangeId))), ("user", self.user.map { $0.jsonValue } ?? .null), ("exchangedAtMs", .string(String(self.exchangedAtMs))), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("placeLabel", .string(self.placeLabel)), ("hasLocation", .bool(self.hasLocation))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.exchangeId, (self.user?.largestUInt64 ?? 0)].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(exchangeId: ProtoSample.uint64(seed, 1), user: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 2, depth: depth + 1) : SocialV1.UserRef()), exchangedAtMs: ProtoSample.int64(seed, 3), latitude: Double(seed) * 1.5 - 4.25, longitude: Double(seed) * 1.5 - 5.25, placeLabel: ProtoSample.string(seed, "place_label"), hasLocation: seed % 2 == 0)
@@ -2840,6 +3080,11 @@ extension SocialV1.AddExchangeRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("hasLocation", .bool(self.hasLocation)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("placeLabel", .string(self.placeLabel))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), username: ProtoSample.string(seed, "username"), hasLocation: seed % 2 == 0, latitude: Double(seed) * 1.5 - 4.25, longitude: Double(seed) * 1.5 - 5.25, placeLabel: ProtoSample.string(seed, "place_label"))
@@ -2893,6 +3138,11 @@ extension SocialV1.AddExchangeResponse {
         .object([("state", .string(self.state.protoName)), ("exchange", self.exchange.map { $0.jsonValue } ?? .null)])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.exchange?.largestUInt64 ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(state: ProtoSample.enumValue(seed, SocialV1.ExchangeState.self), exchange: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.Exchange.sample(seed: seed &+ 2, depth: depth + 1) : SocialV1.Exchange()))
@@ -2942,6 +3192,11 @@ extension SocialV1.ListExchangesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("pageSize", .number(Double(self.pageSize))), ("pageToken", .string(self.pageToken))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2996,6 +3251,11 @@ extension SocialV1.ListExchangesResponse {
         .object([("exchanges", .array(self.exchanges.map { $0.jsonValue })), ("nextPageToken", .string(self.nextPageToken))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.exchanges.map(\.largestUInt64).max() ?? 0)
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(exchanges: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.Exchange.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], nextPageToken: ProtoSample.string(seed, "next_page_token"))
@@ -3045,6 +3305,11 @@ extension SocialV1.PokeRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -3106,6 +3371,11 @@ extension SocialV1.Poke {
         .object([("pokeId", .string(String(self.pokeId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("toUserId", .string(String(self.toUserId))), ("createdAtMs", .string(String(self.createdAtMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.pokeId, (self.from?.largestUInt64 ?? 0), self.toUserId].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(pokeId: ProtoSample.uint64(seed, 1), from: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 2, depth: depth + 1) : SocialV1.UserRef()), toUserId: ProtoSample.uint64(seed, 3), createdAtMs: ProtoSample.int64(seed, 4))
@@ -3154,6 +3424,11 @@ extension SocialV1.PokeResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("poke", self.poke.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.poke?.largestUInt64 ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -3221,6 +3496,11 @@ extension SocialV1.Notice {
         .object([("noticeId", .string(String(self.noticeId))), ("kind", .string(self.kind.protoName)), ("from", self.from.map { $0.jsonValue } ?? .null), ("toUserId", .string(String(self.toUserId))), ("toPhone", .string(self.toPhone)), ("createdAtMs", .string(String(self.createdAtMs)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        [self.noticeId, (self.from?.largestUInt64 ?? 0), self.toUserId].max()!
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(noticeId: ProtoSample.uint64(seed, 1), kind: ProtoSample.enumValue(seed, SocialV1.NoticeKind.self), from: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.UserRef.sample(seed: seed &+ 3, depth: depth + 1) : SocialV1.UserRef()), toUserId: ProtoSample.uint64(seed, 4), toPhone: ProtoSample.string(seed, "to_phone"), createdAtMs: ProtoSample.int64(seed, 6))
@@ -3272,6 +3552,11 @@ extension SocialV1.ListNoticesRequest {
         .object([("afterId", .string(String(self.afterId))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.afterId
+    }
+
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(afterId: ProtoSample.uint64(seed, 1), limit: ProtoSample.uint32(seed, 2))
@@ -3319,6 +3604,11 @@ extension SocialV1.ListNoticesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("notices", .array(self.notices.map { $0.jsonValue }))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.notices.map(\.largestUInt64).max() ?? 0)
     }
 
     /// A deterministic value with every field set, for codec tests.

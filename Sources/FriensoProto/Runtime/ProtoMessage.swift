@@ -8,6 +8,9 @@ public protocol ProtoMessage: Sendable, Hashable {
     /// Decodes with protobuf-c.
     /// - Throws: `ProtoDecodingError` when the bytes are not a valid encoding of this message.
     init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError)
+    /// The largest unsigned 64-bit value anywhere in the message (generated). Every id in the
+    /// contracts is a SQLite rowid, at most `Int64.max`: hosts refuse a request holding more.
+    var largestUInt64: UInt64 { get }
     @_spi(Testing) static func sample(seed: UInt64, depth: Int) -> Self
 }
 

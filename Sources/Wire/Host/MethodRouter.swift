@@ -2,7 +2,8 @@ public import FriensoProto
 public import Logging
 
 /// The usual `RequestHandler`: a table from method name to a typed handler.
-/// Decodes the request (INVALID_ARGUMENT when it cannot), refuses authenticated methods without a
+/// Decodes the request (INVALID_ARGUMENT when it cannot, or when an unsigned 64-bit field is past
+/// `Int64.max`), refuses authenticated methods without a
 /// caller (UNAUTHENTICATED), maps a thrown `RPCError` to its status and anything else to INTERNAL
 /// (logged, never shown to the caller).
 public struct MethodRouter: RequestHandler {
@@ -26,6 +27,11 @@ public struct MethodRouter: RequestHandler {
                 request = try Request(serializedBytes: envelope.payload)
             } catch {
                 return envelope.reply(error: .invalidArgument("payload is not a valid \(Request.protoName)"))
+            }
+            // Ids are SQLite rowids: a larger number can name nothing, and would trap where a
+            // store binds it as a signed integer (found by the fuzz tests: GetProfile crashed accounts).
+            guard request.largestUInt64 <= UInt64(Int64.max) else {
+                return envelope.reply(error: .invalidArgument("a number in the request is out of range (ids are at most \(Int64.max))"))
             }
             if method.access == .authenticated && envelope.callerUserId == 0 {
                 return envelope.reply(error: .unauthenticated("\(method.fullName) needs a session"))
