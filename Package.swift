@@ -326,6 +326,7 @@ let package = Package(
                            logging],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "ClientTests", dependencies: ["FriensoClient"], swiftSettings: swiftSettings),
         .testTarget(
             name: "GatewayTests",
             dependencies: ["Gateway", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",

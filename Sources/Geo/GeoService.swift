@@ -275,7 +275,8 @@ public final class GeoService: Sendable {
             }
         }
         result.sort { ($0.distanceM, $0.userId) < ($1.distanceM, $1.userId) }
-        return GeoV1.FriendsLocationsResponse(friends: result)
+        let you = state.mutex.withLock { $0.latest[caller] }.map(Self.proto)
+        return GeoV1.FriendsLocationsResponse(friends: result, you: you)
     }
 
     func nearby(_ request: GeoV1.NearbyRequest, _ context: RequestContext) async throws -> GeoV1.NearbyResponse {

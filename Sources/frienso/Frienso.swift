@@ -17,6 +17,6 @@ struct Frienso: AsyncParsableCommand {
             Locate.self, Nearby.self, Navigate.self, Sharing.self, Ghost.self, Proximity.self, History.self, Events.self,
             Places.self, Venues.self, CheckInCommand.self, CheckIns.self,
             Watch.self, HelpNow.self, Inbox.self, Devices.self, Resources.self, Outbox.self,
-            Photo.self,
+            Photo.self, MapCommand.self,
         ])
 }

@@ -88,6 +88,15 @@ struct MediaEndToEndTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: "\(stack.dir)/big-back.jpg")) == Data(big))
         let deleted = try await ana.run(["photo", "delete", venueID])
         #expect(deleted.output.contains("storage released"), "\(deleted.output)")
+        // The map of what this test set up: Ana, her friend Ben, her check-in, the venue.
+        let map = try await ana.run(["map", "-o", "\(stack.dir)/map.svg"])
+        #expect(map.status == 0 && map.output.contains("1 friends, 1 check-ins, 1 venues"), "\(map.output)")
+        let svg = try String(contentsOfFile: "\(stack.dir)/map.svg", encoding: .utf8)
+        #expect(svg.hasPrefix("<svg") && svg.contains(">ben<") && svg.contains(">you at Union<") && svg.contains(">The Pyramid<"), "\(svg)")
+        if !FileManager.default.isExecutableFile(atPath: "/usr/bin/rsvg-convert") {
+            let png = try await ana.run(["map", "-o", "\(stack.dir)/map.png"])
+            #expect(png.status != 0 && png.output.contains("librsvg2-bin"), "\(png.output)")
+        }
         let usage = try await ana.run(["photo", "usage"])
         #expect(usage.output.contains("uploads   4 in the last hour"), "\(usage.output)")
     }

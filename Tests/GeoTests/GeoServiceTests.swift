@@ -55,6 +55,8 @@ struct GeoServiceTests {
             let seen = try await geo.call(1, API.friendsLocations, GeoV1.FriendsLocationsRequest())
             #expect(seen.friends.map(\.userId) == [2, 6], "nearest first: the sharing friend and the grant")
             #expect(seen.friends.first?.status == "s2")
+            #expect(seen.you?.latitude == 33.781, "the caller's own fix comes along (the map centres on it)")
+            #expect(try await geo.call(7, API.friendsLocations, GeoV1.FriendsLocationsRequest()).you == nil, "no fix, no position")
             #expect(seen.friends.first.map { $0.distanceM > 100 && $0.distanceM < 120 } == true)
             await expectError(.notFound) { _ = try await geo.call(1, API.navigate, GeoV1.NavigateRequest(userId: 3)) }
             let nav = try await geo.call(1, API.navigate, GeoV1.NavigateRequest(userId: 2))

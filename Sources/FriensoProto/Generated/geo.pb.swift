@@ -630,11 +630,13 @@ extension GeoV1 {
     /// `frienso.geo.v1.FriendsLocationsResponse`
     public struct FriendsLocationsResponse: ProtoMessage {
         public var friends: [GeoV1.FriendLocation] = []
+        public var you: GeoV1.Fix? = nil
 
         public init() {}
 
-        public init(friends: [GeoV1.FriendLocation] = []) {
+        public init(friends: [GeoV1.FriendLocation] = [], you: GeoV1.Fix? = nil) {
         self.friends = friends
+        self.you = you
         }
     }
 }
@@ -658,25 +660,28 @@ extension GeoV1.FriendsLocationsResponse {
     func copy(into c: inout Frienso__Geo__V1__FriendsLocationsResponse, arena: ProtoArena) {
         c.n_friends = self.friends.count
         c.friends = arena.array(self.friends.map { value in arena.message(of: Frienso__Geo__V1__FriendLocation.self) { frienso__geo__v1__friend_location__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        if let value = self.you {
+            c.you = arena.message(of: Frienso__Geo__V1__Fix.self) { frienso__geo__v1__fix__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
     }
 
     init(c: Frienso__Geo__V1__FriendsLocationsResponse) {
-        self.init(friends: ProtoRuntime.array(c.friends, count: c.n_friends) { GeoV1.FriendLocation(c: $0!.pointee) })
+        self.init(friends: ProtoRuntime.array(c.friends, count: c.n_friends) { GeoV1.FriendLocation(c: $0!.pointee) }, you: c.you.map { GeoV1.Fix(c: $0.pointee) })
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("friends", .array(self.friends.map { $0.jsonValue }))])
+        .object([("friends", .array(self.friends.map { $0.jsonValue })), ("you", self.you.map { $0.jsonValue } ?? .null)])
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.friends.map(\.largestUInt64).max() ?? 0)
+        [(self.friends.map(\.largestUInt64).max() ?? 0), (self.you?.largestUInt64 ?? 0)].max()!
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(friends: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.FriendLocation.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+        Self(friends: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.FriendLocation.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], you: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()))
     }
 }
 

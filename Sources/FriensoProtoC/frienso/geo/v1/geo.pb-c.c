@@ -2381,7 +2381,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__friends_locations_request__de
   (ProtobufCMessageInit) frienso__geo__v1__friends_locations_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__geo__v1__friends_locations_response__field_descriptors[1] =
+static const ProtobufCFieldDescriptor frienso__geo__v1__friends_locations_response__field_descriptors[2] =
 {
   {
     "friends",
@@ -2395,14 +2395,27 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__friends_locations_respon
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "you",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__FriendsLocationsResponse, you),
+    &frienso__geo__v1__fix__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__geo__v1__friends_locations_response__field_indices_by_name[] = {
   0,   /* field[0] = friends */
+  1,   /* field[1] = you */
 };
 static const ProtobufCIntRange frienso__geo__v1__friends_locations_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor frienso__geo__v1__friends_locations_response__descriptor =
 {
@@ -2412,7 +2425,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__friends_locations_response__d
   "Frienso__Geo__V1__FriendsLocationsResponse",
   "frienso.geo.v1",
   sizeof(Frienso__Geo__V1__FriendsLocationsResponse),
-  1,
+  2,
   frienso__geo__v1__friends_locations_response__field_descriptors,
   frienso__geo__v1__friends_locations_response__field_indices_by_name,
   1,  frienso__geo__v1__friends_locations_response__number_ranges,

@@ -246,10 +246,14 @@ struct  Frienso__Geo__V1__FriendsLocationsResponse
    */
   size_t n_friends;
   Frienso__Geo__V1__FriendLocation **friends;
+  /*
+   * the caller's own latest fix (absent when there is none)
+   */
+  Frienso__Geo__V1__Fix *you;
 };
 #define FRIENSO__GEO__V1__FRIENDS_LOCATIONS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__friends_locations_response__descriptor) \
-    , 0,NULL }
+    , 0,NULL, NULL }
 
 
 /*
