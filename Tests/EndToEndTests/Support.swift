@@ -37,8 +37,11 @@ final class Stack: @unchecked Sendable {
     /// Where alerts' events will be until alerts runs: bound, never listening.
     let noAlertsYet = try! DeadPort()
 
+    /// Added to every service's environment (e.g. a log level).
+    var extraEnvironment: [String: String] = [:]
+
     var environment: [String: String] {
-        var env = ["FRIENSO_OPERATOR_KEY": "e2e-operator", "FRIENSO_ALERTS_EVENTS": noAlertsYet.endpoint]
+        var env = ["FRIENSO_OPERATOR_KEY": "e2e-operator", "FRIENSO_ALERTS_EVENTS": noAlertsYet.endpoint].merging(extraEnvironment) { $1 }
         for (name, value) in endpoints {
             let parts = name.split(separator: ".")
             env["FRIENSO_\(parts[0].uppercased())_\(parts.count > 1 ? "EVENTS" : "ENDPOINT")"] = value
