@@ -1,3 +1,4 @@
+import CZeroMQ
 import FriensoProto
 import FriensoTesting
 import Testing
@@ -5,6 +6,63 @@ import Testing
 
 @Suite("pub/sub", .timeLimit(.minutes(1)))
 struct PubSubTests {
+    /// Every bound socket caps what a peer may send; for a PUB that is its subscribers'
+    /// subscriptions. A raw XSUB sends a 128 KiB "subscription": the publisher drops that
+    /// connection (seen by a monitor on the XSUB) and goes on serving a well-behaved subscriber.
+    @Test func oversizedSubscription_isRefused_andThePublisherKeepsServing() async throws {
+        let logs = CapturedLogs()
+        let publisher = Publisher(name: "test", endpoint: "tcp://127.0.0.1:*", logger: logs.logger("pub"))
+        try await withRunningServices([publisher], logger: logs.logger("group")) {
+            let endpoint = try await publisher.boundEndpoint()
+            let disconnected = await ProcessHarness.offPool { Self.oversizedSubscriptionIsDropped(endpoint) }
+            #expect(disconnected, "the publisher kept a peer that sent a frame over its cap")
+            let subscriber = Subscriber(endpoint: endpoint, prefixes: ["viewer.1"], logger: logs.logger("sub"))
+            var events = subscriber.events.makeAsyncIterator()
+            let probing = Task {
+                while !Task.isCancelled {
+                    publisher.publish(topic: "viewer.1", method: "probe", payload: [])
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+            }
+            #expect(await events.next()?.envelope.method == "probe")
+            probing.cancel()
+            await probing.value
+            await subscriber.close()
+        }
+    }
+
+    /// On a thread of its own: connects a raw XSUB with a monitor, sends an oversized
+    /// subscription, and waits (5 s at most) for the connection to be dropped.
+    static func oversizedSubscriptionIsDropped(_ endpoint: String) -> Bool {
+        let context = ZMQContext.shared.handle
+        guard let xsub = zmq_socket(context, ZMQ_XSUB), let monitor = zmq_socket(context, ZMQ_PAIR) else { return false }
+        defer { zmq_close(xsub); zmq_close(monitor) }
+        var zero: Int32 = 0, timeout: Int32 = 5_000
+        zmq_setsockopt(xsub, ZMQ_LINGER, &zero, 4)
+        zmq_setsockopt(monitor, ZMQ_LINGER, &zero, 4)
+        zmq_setsockopt(monitor, ZMQ_RCVTIMEO, &timeout, 4)
+        let address = "inproc://pub-cap-monitor-\(UInt64.random(in: 0...UInt64.max))"
+        guard zmq_socket_monitor(xsub, address, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) == 0,
+              zmq_connect(monitor, address) == 0, zmq_connect(xsub, endpoint) == 0 else { return false }
+        /// The next event's number, or nil at the timeout.
+        func nextEvent() -> Int32? {
+            var first = zmq_msg_t(), second = zmq_msg_t()
+            zmq_msg_init(&first)
+            zmq_msg_init(&second)
+            defer { zmq_msg_close(&first); zmq_msg_close(&second) }
+            guard zmq_msg_recv(&first, monitor, 0) >= 6, zmq_msg_recv(&second, monitor, 0) >= 0 else { return nil }
+            return Int32(zmq_msg_data(&first)!.load(as: UInt16.self))
+        }
+        guard nextEvent() == ZMQ_EVENT_CONNECTED else { return false }
+        var subscription = [UInt8](repeating: 0x61, count: Int(Publisher.maxInboundMessageSize) * 2)
+        subscription[0] = 1 // "subscribe"
+        guard zmq_send(xsub, subscription, subscription.count, 0) == subscription.count else { return false }
+        while let event = nextEvent() {
+            if event == ZMQ_EVENT_DISCONNECTED { return true }
+        }
+        return false
+    }
+
     @Test func events_arriveInOrder_numberedPerStream_filteredByTopic() async throws {
         let logs = CapturedLogs()
         let publisher = Publisher(name: "test", endpoint: "tcp://127.0.0.1:*", logger: logs.logger("pub"))

@@ -65,6 +65,9 @@ public final class Publisher: Service, Sendable {
         sequences.withLock { $0[stream] ?? 0 }
     }
 
+    /// The largest frame a subscriber may send (its subscriptions).
+    public static let maxInboundMessageSize: Int64 = 64 << 10
+
     public func boundEndpoint() async throws(ZMQError) -> String {
         try await bound.value.get()
     }
@@ -75,7 +78,9 @@ public final class Publisher: Service, Sendable {
         reactor.execute {
             do throws(ZMQError) {
                 let socket = try ZMQSocket(context, .pub)
-                try socket.configure(highWaterMark: hwm)
+                // Subscribers only ever send subscriptions (a topic prefix): a bigger frame is a
+                // misbehaving peer, refused by libzmq (it drops that connection) before it is buffered.
+                try socket.configure(highWaterMark: hwm, maxMessageSize: Publisher.maxInboundMessageSize)
                 bound.fulfil(.success(try socket.bind(endpoint)))
                 reactor.register(PublisherLoop(socket: socket, outbox: outbox, logger: logger, finished: finished))
             } catch {
