@@ -498,6 +498,8 @@ def gen_message(reg, f, name, fields, out):
     out.append(f"        .object([{pairs}])" if infos else "        .object([])")
     out.append("    }")
     out.append("")
+    # Checked by every host on every request: no array is built (a literal or `map` would
+    # allocate per request); repeated fields fold in place.
     out.append("    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).")
     out.append("    public var largestUInt64: UInt64 {")
     terms = []
@@ -506,13 +508,16 @@ def gen_message(reg, f, name, fields, out):
         if i["kind"] == "scalar" and i["swift_type"] == "UInt64":
             terms.append(f"({s_}.max() ?? 0)" if i["repeated"] else s_)
         elif i["kind"] == "message":
-            terms.append(f"({s_}.map(\\.largestUInt64).max() ?? 0)" if i["repeated"] else f"({s_}?.largestUInt64 ?? 0)")
+            terms.append(f"{s_}.reduce(0) {{ Swift.max($0, $1.largestUInt64) }}" if i["repeated"] else f"({s_}?.largestUInt64 ?? 0)")
     if not terms:
         out.append("        0")
     elif len(terms) == 1:
         out.append(f"        {terms[0]}")
     else:
-        out.append(f"        [{', '.join(terms)}].max()!")
+        out.append(f"        var m = {terms[0]}")
+        for t in terms[1:]:
+            out.append(f"        m = Swift.max(m, {t})")
+        out.append("        return m")
     out.append("    }")
     out.append("")
     out.append("    /// A deterministic value with every field set, for codec tests.")

@@ -1227,7 +1227,7 @@ extension AccountsV1.GetProfilesResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.profiles.map(\.largestUInt64).max() ?? 0)
+        self.profiles.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1393,7 +1393,7 @@ extension AccountsV1.ContactDetailsResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.contacts.map(\.largestUInt64).max() ?? 0)
+        self.contacts.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1501,7 +1501,7 @@ extension AccountsV1.FindUsersResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.profiles.map(\.largestUInt64).max() ?? 0)
+        self.profiles.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1617,7 +1617,7 @@ extension AccountsV1.SearchUsersResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.profiles.map(\.largestUInt64).max() ?? 0)
+        self.profiles.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1782,7 +1782,7 @@ extension AccountsV1.LinkExternalIdResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.linked.map(\.largestUInt64).max() ?? 0)
+        self.linked.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1891,7 +1891,7 @@ extension AccountsV1.UnlinkExternalIdResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.linked.map(\.largestUInt64).max() ?? 0)
+        self.linked.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1949,7 +1949,7 @@ extension AccountsV1.MatchContactsRequest {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.externalIds.map(\.largestUInt64).max() ?? 0)
+        self.externalIds.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2067,7 +2067,7 @@ extension AccountsV1.MatchContactsResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.matches.map(\.largestUInt64).max() ?? 0)
+        self.matches.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.

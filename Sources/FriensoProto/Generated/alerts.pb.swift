@@ -664,7 +664,10 @@ extension AlertsV1.WatchSession {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.sessionId, (self.initiator?.largestUInt64 ?? 0), (self.watchers.map(\.largestUInt64).max() ?? 0)].max()!
+        var m = self.sessionId
+        m = Swift.max(m, (self.initiator?.largestUInt64 ?? 0))
+        m = Swift.max(m, self.watchers.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1091,7 +1094,9 @@ extension AlertsV1.GetWatchResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [(self.mine?.largestUInt64 ?? 0), (self.watching.map(\.largestUInt64).max() ?? 0)].max()!
+        var m = (self.mine?.largestUInt64 ?? 0)
+        m = Swift.max(m, self.watching.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1159,7 +1164,9 @@ extension AlertsV1.Recipient {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [(self.person?.largestUInt64 ?? 0), (self.deliveries.map(\.largestUInt64).max() ?? 0)].max()!
+        var m = (self.person?.largestUInt64 ?? 0)
+        m = Swift.max(m, self.deliveries.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1294,7 +1301,9 @@ extension AlertsV1.EmergencyPrompt {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.promptId, (self.location?.largestUInt64 ?? 0)].max()!
+        var m = self.promptId
+        m = Swift.max(m, (self.location?.largestUInt64 ?? 0))
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1381,7 +1390,12 @@ extension AlertsV1.HelpAlert {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.alertId, (self.initiator?.largestUInt64 ?? 0), (self.location?.largestUInt64 ?? 0), (self.recipients.map(\.largestUInt64).max() ?? 0), (self.emergency?.largestUInt64 ?? 0)].max()!
+        var m = self.alertId
+        m = Swift.max(m, (self.initiator?.largestUInt64 ?? 0))
+        m = Swift.max(m, (self.location?.largestUInt64 ?? 0))
+        m = Swift.max(m, self.recipients.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, (self.emergency?.largestUInt64 ?? 0))
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1826,7 +1840,9 @@ extension AlertsV1.GetHelpNowResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [(self.mine?.largestUInt64 ?? 0), (self.others.map(\.largestUInt64).max() ?? 0)].max()!
+        var m = (self.mine?.largestUInt64 ?? 0)
+        m = Swift.max(m, self.others.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1901,7 +1917,10 @@ extension AlertsV1.InboxItem {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.requestId, (self.from?.largestUInt64 ?? 0), (self.location?.largestUInt64 ?? 0)].max()!
+        var m = self.requestId
+        m = Swift.max(m, (self.from?.largestUInt64 ?? 0))
+        m = Swift.max(m, (self.location?.largestUInt64 ?? 0))
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2005,7 +2024,7 @@ extension AlertsV1.ListInboxResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.items.map(\.largestUInt64).max() ?? 0)
+        self.items.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2488,7 +2507,7 @@ extension AlertsV1.ListDevicesResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.devices.map(\.largestUInt64).max() ?? 0)
+        self.devices.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2577,7 +2596,9 @@ extension AlertsV1.Delivery {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.deliveryId, self.recipientUserId].max()!
+        var m = self.deliveryId
+        m = Swift.max(m, self.recipientUserId)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2642,7 +2663,9 @@ extension AlertsV1.ListOutboxRequest {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.recipientUserId, self.beforeId].max()!
+        var m = self.recipientUserId
+        m = Swift.max(m, self.beforeId)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2696,7 +2719,7 @@ extension AlertsV1.ListOutboxResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.deliveries.map(\.largestUInt64).max() ?? 0)
+        self.deliveries.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2984,7 +3007,7 @@ extension AlertsV1.ListResourcesResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.resources.map(\.largestUInt64).max() ?? 0)
+        self.resources.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -3062,7 +3085,10 @@ extension AlertsV1.AlertEvent {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.requestId, (self.from?.largestUInt64 ?? 0), (self.location?.largestUInt64 ?? 0)].max()!
+        var m = self.requestId
+        m = Swift.max(m, (self.from?.largestUInt64 ?? 0))
+        m = Swift.max(m, (self.location?.largestUInt64 ?? 0))
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.

@@ -210,7 +210,11 @@ extension CommonV1.Envelope {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.requestId, self.callerUserId, self.sequence, self.epoch].max()!
+        var m = self.requestId
+        m = Swift.max(m, self.callerUserId)
+        m = Swift.max(m, self.sequence)
+        m = Swift.max(m, self.epoch)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.

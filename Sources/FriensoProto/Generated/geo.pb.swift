@@ -570,7 +570,9 @@ extension GeoV1.FriendLocation {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.userId, (self.fix?.largestUInt64 ?? 0)].max()!
+        var m = self.userId
+        m = Swift.max(m, (self.fix?.largestUInt64 ?? 0))
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -676,7 +678,9 @@ extension GeoV1.FriendsLocationsResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [(self.friends.map(\.largestUInt64).max() ?? 0), (self.you?.largestUInt64 ?? 0)].max()!
+        var m = self.friends.reduce(0) { Swift.max($0, $1.largestUInt64) }
+        m = Swift.max(m, (self.you?.largestUInt64 ?? 0))
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -845,7 +849,7 @@ extension GeoV1.NearbyResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.users.map(\.largestUInt64).max() ?? 0)
+        self.users.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -964,7 +968,9 @@ extension GeoV1.NavigateResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [(self.theirFix?.largestUInt64 ?? 0), (self.yourFix?.largestUInt64 ?? 0)].max()!
+        var m = (self.theirFix?.largestUInt64 ?? 0)
+        m = Swift.max(m, (self.yourFix?.largestUInt64 ?? 0))
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1234,7 +1240,9 @@ extension GeoV1.CheckInAccessRequest {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.viewerId, self.ownerId].max()!
+        var m = self.viewerId
+        m = Swift.max(m, self.ownerId)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1462,7 +1470,9 @@ extension GeoV1.LocationEvent {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.userId, (self.fix?.largestUInt64 ?? 0)].max()!
+        var m = self.userId
+        m = Swift.max(m, (self.fix?.largestUInt64 ?? 0))
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2007,7 +2017,7 @@ extension GeoV1.ListVenuesResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.venues.map(\.largestUInt64).max() ?? 0)
+        self.venues.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2317,7 +2327,7 @@ extension GeoV1.ListCheckInsResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.checkIns.map(\.largestUInt64).max() ?? 0)
+        self.checkIns.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2379,7 +2389,9 @@ extension GeoV1.LocationGrant {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.subjectId, self.viewerId].max()!
+        var m = self.subjectId
+        m = Swift.max(m, self.viewerId)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.

@@ -169,7 +169,10 @@ extension MediaV1.MediaItem {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.ownerId, self.placeId, self.sizeBytes].max()!
+        var m = self.ownerId
+        m = Swift.max(m, self.placeId)
+        m = Swift.max(m, self.sizeBytes)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -228,7 +231,9 @@ extension MediaV1.StartUploadRequest {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.placeId, self.sizeBytes].max()!
+        var m = self.placeId
+        m = Swift.max(m, self.sizeBytes)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -704,7 +709,10 @@ extension MediaV1.ListPhotosRequest {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.placeId, self.checkInOf, self.profileOf].max()!
+        var m = self.placeId
+        m = Swift.max(m, self.checkInOf)
+        m = Swift.max(m, self.profileOf)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -761,7 +769,7 @@ extension MediaV1.ListPhotosResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.items.map(\.largestUInt64).max() ?? 0)
+        self.items.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -979,7 +987,10 @@ extension MediaV1.GetUsageResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.usedBytes, self.quotaBytes, self.maxPhotoBytes].max()!
+        var m = self.usedBytes
+        m = Swift.max(m, self.quotaBytes)
+        m = Swift.max(m, self.maxPhotoBytes)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.

@@ -419,7 +419,10 @@ extension SocialV1.FriendRequest {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.requestId, (self.from?.largestUInt64 ?? 0), (self.to?.largestUInt64 ?? 0)].max()!
+        var m = self.requestId
+        m = Swift.max(m, (self.from?.largestUInt64 ?? 0))
+        m = Swift.max(m, (self.to?.largestUInt64 ?? 0))
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -921,7 +924,9 @@ extension SocialV1.ListFriendRequestsResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [(self.incoming.map(\.largestUInt64).max() ?? 0), (self.outgoing.map(\.largestUInt64).max() ?? 0)].max()!
+        var m = self.incoming.reduce(0) { Swift.max($0, $1.largestUInt64) }
+        m = Swift.max(m, self.outgoing.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1022,7 +1027,7 @@ extension SocialV1.ListFriendsResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.friends.map(\.largestUInt64).max() ?? 0)
+        self.friends.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1441,7 +1446,7 @@ extension SocialV1.ListBlockedResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.users.map(\.largestUInt64).max() ?? 0)
+        self.users.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1613,7 +1618,9 @@ extension SocialV1.ShowCircleResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [(self.members.map(\.largestUInt64).max() ?? 0), (self.memberOf.map(\.largestUInt64).max() ?? 0)].max()!
+        var m = self.members.reduce(0) { Swift.max($0, $1.largestUInt64) }
+        m = Swift.max(m, self.memberOf.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -1992,7 +1999,7 @@ extension SocialV1.ListCircleRequestsResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.requests.map(\.largestUInt64).max() ?? 0)
+        self.requests.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2222,7 +2229,7 @@ extension SocialV1.SearchUsersResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.users.map(\.largestUInt64).max() ?? 0)
+        self.users.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2281,7 +2288,9 @@ extension SocialV1.GraphEvent {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.userA, self.userB].max()!
+        var m = self.userA
+        m = Swift.max(m, self.userB)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2432,7 +2441,18 @@ extension SocialV1.GraphSnapshotResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.epoch, self.sequence, (self.friendsA.max() ?? 0), (self.friendsB.max() ?? 0), (self.blockers.max() ?? 0), (self.blocked.max() ?? 0), (self.circleOwners.max() ?? 0), (self.circleMembers.max() ?? 0), (self.findable.max() ?? 0), (self.exchangesA.max() ?? 0), (self.exchangesB.max() ?? 0)].max()!
+        var m = self.epoch
+        m = Swift.max(m, self.sequence)
+        m = Swift.max(m, (self.friendsA.max() ?? 0))
+        m = Swift.max(m, (self.friendsB.max() ?? 0))
+        m = Swift.max(m, (self.blockers.max() ?? 0))
+        m = Swift.max(m, (self.blocked.max() ?? 0))
+        m = Swift.max(m, (self.circleOwners.max() ?? 0))
+        m = Swift.max(m, (self.circleMembers.max() ?? 0))
+        m = Swift.max(m, (self.findable.max() ?? 0))
+        m = Swift.max(m, (self.exchangesA.max() ?? 0))
+        m = Swift.max(m, (self.exchangesB.max() ?? 0))
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2817,7 +2837,7 @@ extension SocialV1.RecommendFriendsRequest {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.externalIds.map(\.largestUInt64).max() ?? 0)
+        self.externalIds.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -2941,7 +2961,7 @@ extension SocialV1.RecommendFriendsResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.recommendations.map(\.largestUInt64).max() ?? 0)
+        self.recommendations.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -3014,7 +3034,9 @@ extension SocialV1.Exchange {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.exchangeId, (self.user?.largestUInt64 ?? 0)].max()!
+        var m = self.exchangeId
+        m = Swift.max(m, (self.user?.largestUInt64 ?? 0))
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -3253,7 +3275,7 @@ extension SocialV1.ListExchangesResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.exchanges.map(\.largestUInt64).max() ?? 0)
+        self.exchanges.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -3373,7 +3395,10 @@ extension SocialV1.Poke {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.pokeId, (self.from?.largestUInt64 ?? 0), self.toUserId].max()!
+        var m = self.pokeId
+        m = Swift.max(m, (self.from?.largestUInt64 ?? 0))
+        m = Swift.max(m, self.toUserId)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -3498,7 +3523,10 @@ extension SocialV1.Notice {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        [self.noticeId, (self.from?.largestUInt64 ?? 0), self.toUserId].max()!
+        var m = self.noticeId
+        m = Swift.max(m, (self.from?.largestUInt64 ?? 0))
+        m = Swift.max(m, self.toUserId)
+        return m
     }
 
     /// A deterministic value with every field set, for codec tests.
@@ -3608,7 +3636,7 @@ extension SocialV1.ListNoticesResponse {
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
-        (self.notices.map(\.largestUInt64).max() ?? 0)
+        self.notices.reduce(0) { Swift.max($0, $1.largestUInt64) }
     }
 
     /// A deterministic value with every field set, for codec tests.
