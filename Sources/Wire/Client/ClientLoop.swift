@@ -55,7 +55,6 @@ final class ClientLoop: ReactorComponent {
     /// two seconds (page faults on a cold binary, a starved CPU) woke, saw two seconds of silence
     /// and dropped a healthy connection whose answers were waiting to be read.
     private var lastCheck: ContinuousClock.Instant
-    private var heardSinceCheck = false
     private var silentChecks = 0
     private var peerDown = false
     private var deadWindow: Duration
@@ -136,7 +135,6 @@ final class ClientLoop: ReactorComponent {
         lastHeard = .now
         lastCheck = .now
         silentChecks = 0
-        heardSinceCheck = false
         sendHeartbeat()
     }
 
@@ -238,7 +236,6 @@ final class ClientLoop: ReactorComponent {
         for _ in 0..<256 {
             guard let message = try socket.receive(dontWait: true) else { return }
             lastHeard = .now
-            heardSinceCheck = true
             if peerDown {
                 peerDown = false
                 deadWindow = options.deadAfter
@@ -274,15 +271,14 @@ final class ClientLoop: ReactorComponent {
             request.continuation.resume(returning: request.envelope.reply(error: error))
         }
         if lastCheck.duration(to: now) >= options.heartbeatInterval {
+            silentChecks = lastHeard > lastCheck ? 0 : silentChecks + 1
             lastCheck = now
-            silentChecks = heardSinceCheck ? 0 : silentChecks + 1
-            heardSinceCheck = false
         }
         if silent >= deadWindow && silentChecks >= checksToDeath, let socket {
             // Read what already arrived before blaming the peer (the poll that would have seen it
             // may not have run yet on this turn).
             try? receive(socket)
-            if !heardSinceCheck { reconnect() }
+            if lastHeard <= now { reconnect() } // nothing arrived
         } else if lastSent.duration(to: now) >= options.heartbeatInterval {
             sendHeartbeat() // the host answers every heartbeat, which keeps `lastHeard` fresh
         }
