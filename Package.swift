@@ -119,7 +119,7 @@ let package = Package(
         .target(
             name: "Media",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit", "SocialReplica", "CSodium",
+                "Wire", "FriensoProto", "ServiceKit", "SocialReplica",
                 grdb,
                 logging,
                 serviceLifecycle,
@@ -251,7 +251,7 @@ let package = Package(
         .executableTarget(
             name: "frienso-bench",
             dependencies: [
-                "Bench",
+                "Bench", "Wire",
                 argumentParser,
                 logging,
             ],

@@ -1,5 +1,6 @@
 import CSodium
 import Foundation
+import ServiceKit
 import Synchronization
 public import Wire
 
@@ -99,12 +100,7 @@ public enum SessionToken {
         return hash(token)
     }
 
-    static func hash(_ token: String) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
-        let bytes = Array(token.utf8)
-        crypto_hash_sha256(&out, bytes, UInt64(bytes.count))
-        return out
-    }
+    static func hash(_ token: String) -> [UInt8] { SHA256.digest(token) }
 }
 
 enum Sodium {

@@ -103,7 +103,7 @@ public final class MediaService: Sendable {
 
     /// The caller's live upload, or NOT_FOUND.
     private func liveUpload(_ id: String, caller: UInt64) async throws -> UploadRecord {
-        guard id.count == 32, id.allSatisfy(\.isHexDigit), let upload = try await store.upload(id), upload.owner == caller else {
+        guard UploadRecord.isID(id), let upload = try await store.upload(id), upload.owner == caller else {
             throw RPCError.notFound("no upload \(id.prefix(40))")
         }
         guard upload.mediaID != nil || upload.expiresMs > now() else { throw RPCError.notFound("upload \(id) expired: start again") }
@@ -192,7 +192,7 @@ public final class MediaService: Sendable {
                 try syncFile(final)
             }
             let item = MediaRecord(id: randomID(), owner: caller, purpose: upload.purpose, placeID: upload.placeID, type: type,
-                                   size: Int64(bytes.count), width: size.width, height: size.height, sha256: sha256Hex(bytes),
+                                   size: Int64(bytes.count), width: size.width, height: size.height, sha256: SHA256.hexDigest(bytes),
                                    createdMs: now(), attached: false)
             let finished: MediaStore.Finished
             do {
@@ -213,7 +213,7 @@ public final class MediaService: Sendable {
 
     /// The item if `viewer` may read it; NOT_FOUND alike for "no such photo" and "not yours to see".
     func readable(_ id: String, viewer: UInt64) async throws -> MediaRecord {
-        guard id.count == 32, id.allSatisfy(\.isHexDigit), let item = try await store.item(id), try await mayRead(item, viewer: viewer) else {
+        guard UploadRecord.isID(id), let item = try await store.item(id), try await mayRead(item, viewer: viewer) else {
             throw RPCError.notFound("no photo \(id.prefix(40)) that you may see")
         }
         return item
@@ -267,7 +267,7 @@ public final class MediaService: Sendable {
         var cursor: (Int64, String)?
         if !request.pageToken.isEmpty {
             let parts = request.pageToken.split(separator: ".", maxSplits: 1)
-            guard parts.count == 2, let ms = Int64(parts[0]), parts[1].count == 32 else { throw RPCError.invalidArgument("page_token: not one this service gave") }
+            guard parts.count == 2, let ms = Int64(parts[0]), UploadRecord.isID(String(parts[1])) else { throw RPCError.invalidArgument("page_token: not one this service gave") }
             cursor = (ms, String(parts[1]))
         }
         var items: [MediaRecord] = []
@@ -296,7 +296,7 @@ public final class MediaService: Sendable {
 
     func deletePhoto(_ request: MediaV1.DeletePhotoRequest, _ context: RequestContext) async throws -> MediaV1.DeletePhotoResponse {
         let caller = try context.requireCaller()
-        guard request.mediaId.count == 32, request.mediaId.allSatisfy(\.isHexDigit),
+        guard UploadRecord.isID(request.mediaId),
               let released = try await store.delete(request.mediaId, owner: caller) else {
             throw RPCError.notFound("no photo \(request.mediaId.prefix(40)) of yours")
         }
@@ -313,7 +313,7 @@ public final class MediaService: Sendable {
 
     func attachCheckInPhoto(_ request: MediaV1.AttachCheckInPhotoRequest, _ context: RequestContext) async throws -> MediaV1.AttachCheckInPhotoResponse {
         guard request.userId != 0 else { throw RPCError.invalidArgument("user_id: required") }
-        guard request.mediaId.isEmpty || (request.mediaId.count == 32 && request.mediaId.allSatisfy(\.isHexDigit)) else {
+        guard request.mediaId.isEmpty || UploadRecord.isID(request.mediaId) else {
             throw RPCError.notFound("no photo \(request.mediaId.prefix(40)) of yours")
         }
         switch try await store.attachCheckInPhoto(user: request.userId, id: request.mediaId) {

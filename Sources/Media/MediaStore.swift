@@ -1,4 +1,3 @@
-import CSodium
 import Foundation
 import FriensoProto
 import GRDB
@@ -19,23 +18,19 @@ struct MediaRecord: Sendable {
     var createdMs: Int64
     var attached: Bool
 
-    static let columns = "id, owner, purpose, place_id, type, size, width, height, sha256, created_ms, attached"
-    init(row: Row) {
-        id = row[0]; owner = row[1]; purpose = MediaV1.Purpose(rawValue: row[2]); placeID = row[3]
-        type = MediaV1.ImageType(rawValue: row[4]); size = row[5]; width = row[6]; height = row[7]
-        sha256 = row[8]; createdMs = row[9]; attached = row[10]
-    }
-
-    init(id: String, owner: UInt64, purpose: MediaV1.Purpose, placeID: UInt64, type: MediaV1.ImageType, size: Int64,
-         width: UInt32, height: UInt32, sha256: String, createdMs: Int64, attached: Bool) {
-        self.id = id; self.owner = owner; self.purpose = purpose; self.placeID = placeID; self.type = type; self.size = size
-        self.width = width; self.height = height; self.sha256 = sha256; self.createdMs = createdMs; self.attached = attached
-    }
-
     var proto: MediaV1.MediaItem {
         MediaV1.MediaItem(mediaId: id, ownerId: owner, purpose: purpose, placeId: placeID, type: type, sizeBytes: UInt64(size),
                           width: width, height: height, createdAtMs: createdMs, sha256: sha256,
                           mimeType: ImageInspector.mimeType(type), attached: attached)
+    }
+}
+
+extension MediaRecord {
+    static let columns = "id, owner, purpose, place_id, type, size, width, height, sha256, created_ms, attached"
+    init(row: Row) {
+        self.init(id: row[0], owner: row[1], purpose: MediaV1.Purpose(rawValue: row[2]), placeID: row[3],
+                  type: MediaV1.ImageType(rawValue: row[4]), size: row[5], width: row[6], height: row[7],
+                  sha256: row[8], createdMs: row[9], attached: row[10])
     }
 }
 
@@ -48,20 +43,22 @@ struct UploadRecord: Sendable {
     var size: Int64
     var createdMs: Int64
     var expiresMs: Int64
-    var mediaID: String?
-    var locationRemoved: Bool
-    var deduplicated: Bool
-    var replaced: String
+    var mediaID: String? = nil
+    var locationRemoved = false
+    var deduplicated = false
+    var replaced = ""
+}
 
+extension UploadRecord {
     static let columns = "id, owner, purpose, place_id, size, created_ms, expires_ms, media_id, location_removed, deduplicated, replaced"
-    init(id: String, owner: UInt64, purpose: MediaV1.Purpose, placeID: UInt64, size: Int64, createdMs: Int64, expiresMs: Int64) {
-        self.id = id; self.owner = owner; self.purpose = purpose; self.placeID = placeID; self.size = size
-        self.createdMs = createdMs; self.expiresMs = expiresMs; mediaID = nil; locationRemoved = false; deduplicated = false; replaced = ""
-    }
     init(row: Row) {
-        id = row[0]; owner = row[1]; purpose = MediaV1.Purpose(rawValue: row[2]); placeID = row[3]; size = row[4]
-        createdMs = row[5]; expiresMs = row[6]; mediaID = row[7]; locationRemoved = row[8]; deduplicated = row[9]; replaced = row[10]
+        self.init(id: row[0], owner: row[1], purpose: MediaV1.Purpose(rawValue: row[2]), placeID: row[3], size: row[4],
+                  createdMs: row[5], expiresMs: row[6], mediaID: row[7], locationRemoved: row[8], deduplicated: row[9], replaced: row[10])
     }
+
+    /// Upload and media ids: 128 random bits as 32 hex characters. Anything else names nothing
+    /// (checked before a lookup, so no odd string reaches a query or a file name).
+    static func isID(_ id: String) -> Bool { id.utf8.count == 32 && id.allSatisfy(\.isHexDigit) }
 }
 
 /// Metadata in `media.sqlite`; bytes in files named by their SHA-256 under `blobs/`, each stored
@@ -354,10 +351,6 @@ final class MediaStore: Sendable {
             released.append(self.partPath(upload))
         }
     }
-
-    func blobCount() async throws -> Int {
-        try await database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM blobs") ?? 0 }
-    }
 }
 
 /// fsync of the folder holding `path`, so a rename into it survives a power cut.
@@ -366,13 +359,6 @@ func syncDirectory(of path: String) {
     guard fd >= 0 else { return }
     _ = fsync(fd)
     close(fd)
-}
-
-/// SHA-256 (libsodium), lowercase hex.
-func sha256Hex(_ bytes: [UInt8]) -> String {
-    var digest = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
-    _ = crypto_hash_sha256(&digest, bytes, UInt64(bytes.count))
-    return digest.map { String(format: "%02x", $0) }.joined()
 }
 
 /// 128 random bits as 32 hex characters: media and upload ids cannot be guessed.

@@ -1,13 +1,12 @@
 import Foundation
 public import Wire
-import CSodium
 
 /// Contact identifiers as recommendations match them: normalised, then hashed with SHA-256, so
 /// a phone can upload hashes instead of raw contacts and accounts stores only hashes to match.
 /// Accounts (what it stores) and social (what it receives raw) hash through this one type.
 public enum ContactIdentifier {
     /// SHA-256 digest length.
-    public static let hashLength = 32
+    public static let hashLength = SHA256.byteCount
 
     /// The normalised form of an email for matching: trimmed and lower-cased; nil when it has no
     /// single `@` with text on both sides.
@@ -19,12 +18,7 @@ public enum ContactIdentifier {
     }
 
     /// SHA-256 of the UTF-8 bytes of an already normalised identifier.
-    public static func hash(_ normalized: String) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: hashLength)
-        let bytes = Array(normalized.utf8)
-        crypto_hash_sha256(&out, bytes, UInt64(bytes.count))
-        return out
-    }
+    public static func hash(_ normalized: String) -> [UInt8] { SHA256.digest(normalized) }
 }
 
 extension ContactIdentifier {

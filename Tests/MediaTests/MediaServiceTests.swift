@@ -3,6 +3,7 @@ import FriensoProto
 import FriensoTesting
 @testable import Media
 import Synchronization
+import ServiceKit
 import Testing
 import Wire
 
@@ -22,7 +23,7 @@ extension MediaTestGroup {
                 let stored = try await m.download(item.mediaId, as: 1, chunk: 50_000)
                 #expect(stored.count == Int(item.sizeBytes))
                 #expect(!Fixture.contains(stored, Fixture.gpsLatitude) && !Fixture.contains(stored, Fixture.gpsLongitude))
-                #expect(sha256Hex(stored) == item.sha256)
+                #expect(SHA256.hexDigest(stored) == item.sha256)
                 let clean = try await m.upload(Fixture.png(), as: 1, purpose: .venue)
                 #expect(!clean.locationRemoved)
             }

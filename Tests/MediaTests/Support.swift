@@ -18,7 +18,6 @@ final class FakeMediaPeers: MediaPeers {
         var checkIns: [UInt64: (viewers: Set<UInt64>, mediaID: String)] = [:]
         var places: Set<UInt64> = [7]
         var geoDown = false
-        var checkInAsks = 0
     }
     let state = Mutex(State())
 
@@ -29,7 +28,6 @@ final class FakeMediaPeers: MediaPeers {
     func blocked(_ a: UInt64, _ b: UInt64) -> Bool { state.withLock { $0.blocks.contains([min(a, b), max(a, b)]) } }
     func checkInAccess(viewer: UInt64, owner: UInt64) async throws -> (visible: Bool, mediaID: String) {
         try state.withLock { s in
-            s.checkInAsks += 1
             if s.geoDown { throw RPCError.unavailable("geo is down (test)") }
             guard let c = s.checkIns[owner], c.viewers.contains(viewer) || viewer == owner else { return (false, "") }
             return (true, c.mediaID)
