@@ -56,7 +56,6 @@ public enum MediaScenario {
     }
 
     public static func run(_ options: Options, logger: Logger) async throws -> String {
-        MemoryTuning.keepLargeBuffers() // as every service does (ServiceRunner)
         let dir = BenchStack.scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         for sub in ["accounts", "media"] { try FileManager.default.createDirectory(atPath: "\(dir)/\(sub)", withIntermediateDirectories: true) }

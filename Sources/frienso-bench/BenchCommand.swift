@@ -2,6 +2,7 @@ import ArgumentParser
 import Bench
 import Foundation
 import Logging
+import Wire
 
 @main
 struct BenchCommand: AsyncParsableCommand {
@@ -9,6 +10,12 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "frienso-bench",
         abstract: "Frienso benchmarks. Build with -c release before measuring.",
         subcommands: [WireBench.self, SocialBench.self, GeoBench.self, AlertsBench.self, MediaBench.self])
+
+    /// Every scenario runs with the allocator set up as the services run (`ServiceRunner`).
+    static func main() async {
+        MemoryTuning.keepLargeBuffers()
+        await main(nil)
+    }
 }
 
 struct WireBench: AsyncParsableCommand {
