@@ -3,11 +3,11 @@ import FriensoProto
 /// One input: the first byte picks a target (the envelope, or one request message of the
 /// contracts), the rest is decoded as it. Decoding may fail; it must not crash, and what decodes
 /// must re-encode to a fixed point.
-func fuzzOne(_ data: UnsafeRawBufferPointer) {
-    guard let first = data.first else { return }
-    let bytes = Array(data.dropFirst())
-    let targets = FuzzTargets.all
-    FuzzTargets.check(targets[Int(first) % targets.count], bytes)
+/// - Returns: the name of the message whose property failed, or nil.
+func fuzzOne(_ data: UnsafeRawBufferPointer) -> String? {
+    guard let first = data.first else { return nil }
+    let type = FuzzTargets.all[Int(first) % FuzzTargets.all.count]
+    return FuzzTargets.stable(type, Array(data.dropFirst())) ? nil : type.protoName
 }
 
 enum FuzzTargets {
@@ -15,15 +15,12 @@ enum FuzzTargets {
     static let all: [any ProtoMessage.Type] =
         [CommonV1.Envelope.self] + ProtoIndex.messageTypes.filter { $0.protoName.hasSuffix("Request") }
 
-    static func check(_ type: any ProtoMessage.Type, _ bytes: [UInt8]) { stable(type, bytes) }
-
-    static func stable<M: ProtoMessage>(_ type: M.Type, _ bytes: [UInt8]) {
-        guard let value = try? M(serializedBytes: bytes) else { return }
+    static func stable<M: ProtoMessage>(_ type: M.Type, _ bytes: [UInt8]) -> Bool {
+        guard let value = try? M(serializedBytes: bytes) else { return true }
         let once = value.serializedBytes()
-        guard let again = try? M(serializedBytes: once), again.serializedBytes() == once else {
-            fatalError("\(M.protoName): re-encoding is not a fixed point")
-        }
+        guard let again = try? M(serializedBytes: once) else { return false }
         _ = value.largestUInt64
+        return again.serializedBytes() == once
     }
 }
 
@@ -37,7 +34,10 @@ func LLVMFuzzerRunDriver(
 /// libFuzzer's callback (its runtime refers to it by name).
 @_cdecl("LLVMFuzzerTestOneInput")
 public func LLVMFuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    fuzzOne(UnsafeRawBufferPointer(start: data, count: size))
+    // libFuzzer learns of a finding only by a crash: a broken property must trap here.
+    if let broken = fuzzOne(UnsafeRawBufferPointer(start: data, count: size)) {
+        preconditionFailure("\(broken): re-encoding is not a fixed point")
+    }
     return 0
 }
 
@@ -61,11 +61,17 @@ struct Replay {
             print("usage: frienso-fuzz FILE...   (replays inputs; see deploy/fuzz for the libFuzzer build)")
             return
         }
+        var failed = false
         for path in paths {
-            guard let data = FileManager.default.contents(atPath: path) else { print("cannot read \(path)"); continue }
-            data.withUnsafeBytes { fuzzOne($0) }
-            print("ok \(path)")
+            guard let data = FileManager.default.contents(atPath: path) else { print("cannot read \(path)"); failed = true; continue }
+            if let broken = data.withUnsafeBytes({ fuzzOne($0) }) {
+                print("FAIL \(path): \(broken) does not re-encode to a fixed point")
+                failed = true
+            } else {
+                print("ok \(path)")
+            }
         }
+        if failed { exit(1) }
     }
 }
 #endif

@@ -69,7 +69,7 @@ struct FuzzTests {
     /// 20,000 mutated inputs of every request type twice; the second pass may not grow the heap
     /// (a leak per input would show as a few MiB).
     @Test func codecMemory_staysBounded() async throws {
-        if ProcessInfoEnvironment.value("FRIENSO_FUZZ_MEMORY_CHILD") == "1" {
+        if ProcessInfo.processInfo.environment["FRIENSO_FUZZ_MEMORY_CHILD"] == "1" {
             let types: [any ProtoMessage.Type] = [CommonV1.Envelope.self] + ProtoIndex.messageTypes.filter { $0.protoName.hasSuffix("Request") }
             func pass() {
                 var mutator = Mutator(seed: fuzzSeed)
@@ -189,7 +189,7 @@ struct FuzzTests {
     }
 
     static func fuzz(_ router: MethodRouter, _ service: String, _ logs: CapturedLogs) async throws {
-        let types = Dictionary(uniqueKeysWithValues: ProtoIndex.messageTypes.map { ($0.protoName, $0) })
+        let types = DecodingHandler.types
         let methods = router.methods
         #expect(!methods.isEmpty)
         var mutator = Mutator(seed: fuzzSeed ^ 0xAB)

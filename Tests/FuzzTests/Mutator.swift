@@ -1,3 +1,4 @@
+import Foundation
 import FriensoTesting
 
 /// Seeded mutations of valid encodings, in the manner of a fuzzer's mutators: bit flips, byte
@@ -51,20 +52,9 @@ struct Mutator {
 /// How many inputs each target gets: 20,000 in the test suite; more with
 /// `FRIENSO_FUZZ_ITERATIONS=1000000 swift test --filter FuzzTests` (see docs/architecture.md).
 let fuzzIterations: Int = {
-    if let text = ProcessInfoEnvironment.value("FRIENSO_FUZZ_ITERATIONS"), let n = Int(text), n > 0 { return n }
+    if let text = ProcessInfo.processInfo.environment["FRIENSO_FUZZ_ITERATIONS"], let n = Int(text), n > 0 { return n }
     return 20_000
 }()
 
 /// A fixed seed, or `FRIENSO_FUZZ_SEED` to explore further (printed with any failure).
-let fuzzSeed: UInt64 = ProcessInfoEnvironment.value("FRIENSO_FUZZ_SEED").flatMap { UInt64($0) } ?? 0x5EED_F022
-
-enum ProcessInfoEnvironment {
-    static func value(_ name: String) -> String? {
-        guard let raw = getenv(name) else { return nil }
-        return String(cString: raw)
-    }
-}
-
-#if canImport(Glibc)
-import Glibc
-#endif
+let fuzzSeed: UInt64 = ProcessInfo.processInfo.environment["FRIENSO_FUZZ_SEED"].flatMap { UInt64($0) } ?? 0x5EED_F022
