@@ -335,7 +335,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", grdb,
+            dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", grdb, logging,
                            "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-media", "frienso-launch"],
             swiftSettings: swiftSettings
         ),

@@ -176,6 +176,9 @@ final class SocialStore: Sendable {
         try await mutate { db, events in
             guard let request = try Self.request(db, id: requestID) else { throw RPCError.notFound("no friend request \(requestID)") }
             guard request.to == caller else { throw RPCError.permissionDenied("friend request \(requestID) is not addressed to you") }
+            // The same answer again (a resend whose first reply was lost, even across a restart)
+            // is answered with the request as it is: nothing changes twice.
+            if (action == .accept && request.state == .accepted) || (action == .reject && request.state == .rejected) { return request }
             guard request.state == .pending else {
                 throw RPCError.failedPrecondition("friend request \(requestID) is \(request.state.protoName.dropFirst("REQUEST_STATE_".count).lowercased()) already")
             }
@@ -203,6 +206,7 @@ final class SocialStore: Sendable {
         try await database.write { db in
             guard let request = try Self.request(db, id: requestID) else { throw RPCError.notFound("no friend request \(requestID)") }
             guard request.from == caller else { throw RPCError.permissionDenied("only the sender can cancel friend request \(requestID)") }
+            if request.state == .cancelled { return request } // cancelled already: a resend, answered as it is
             guard request.state == .pending else { throw RPCError.failedPrecondition("friend request \(requestID) is no longer pending") }
             try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
                            arguments: [SocialV1.RequestState.cancelled.rawValue, now, requestID])

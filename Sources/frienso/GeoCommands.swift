@@ -288,7 +288,9 @@ struct Venues: AsyncParsableCommand {
     func run() async throws {
         try await performCall(global) { client in
             let reply = try await client.call(GeoAPI.listVenues, GeoV1.ListVenuesRequest())
-            let lines = reply.venues.map { "\($0.venue?.name ?? "?")  \($0.people) people, \($0.friends) friends" }
+            let lines = reply.venues.map {
+                "\($0.venue?.name ?? "?")  \($0.people) \($0.people == 1 ? "person" : "people"), \($0.friends) \($0.friends == 1 ? "friend" : "friends")"
+            }
             return (lines.isEmpty ? "no venues known" : (lines + ["(fixes from the last \(reply.freshMinutes) minutes)"]).joined(separator: "\n"), reply.jsonValue)
         }
     }

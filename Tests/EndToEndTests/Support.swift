@@ -1,6 +1,8 @@
 import Foundation
+import FriensoClient
 import FriensoTesting
 import GRDB
+import Logging
 import Testing
 import Wire
 
@@ -9,10 +11,11 @@ import Wire
 struct CLI {
     let gateway: String
     let configDir: String
+    var environment: [String: String] = [:]
 
     func run(_ arguments: [String], stdin: String? = nil) async throws -> (status: Int32, output: String) {
         try await ProcessHarness.run("frienso", arguments, stdin: stdin,
-                               environment: ["FRIENSO_GATEWAY": gateway, "FRIENSO_CONFIG_DIR": configDir])
+                                     environment: environment.merging(["FRIENSO_GATEWAY": gateway, "FRIENSO_CONFIG_DIR": configDir]) { $1 })
     }
 }
 
@@ -84,5 +87,117 @@ final class Stack: @unchecked Sendable {
             clis[name] = cli
         }
         return clis
+    }
+}
+
+/// The whole deployment as `deploy/up` runs it: `frienso-launch` starting all six services from a
+/// config file, on ports reserved for the test, optionally with CurveZMQ on the gateway.
+final class LaunchedStack: @unchecked Sendable {
+    static let services = ["accounts", "social", "geo", "alerts", "media", "gateway"]
+    let procs: ProcessHarness
+    let run: String
+    let data: String
+    let gateway: String
+    /// The gateway's CurveZMQ public key, when it uses one.
+    let serverKey: String?
+    let launcher: ProcessHarness.Handle
+
+    /// - Parameter environment: for the launcher and so for every service (e.g. an operator key).
+    init(_ procs: ProcessHarness, curve: Bool = false, environment: [String: String] = [:]) async throws {
+        self.procs = procs
+        let dir = procs.workDirectory
+        run = "\(dir)/run"
+        data = "\(dir)/data"
+        // Held until the launcher is about to start, so no other test is given these ports.
+        var reserved = try (0..<(Self.services.count + 3)).map { _ in try DeadPort() }
+        var endpoints: [String: String] = [:]
+        for (i, name) in Self.services.enumerated() { endpoints[name] = reserved[i].endpoint }
+        var events: [String: String] = [:]
+        for (i, name) in ["social", "geo", "alerts"].enumerated() { events[name] = reserved[Self.services.count + i].endpoint }
+        gateway = endpoints["gateway"]!
+        var gatewaySection: [String: Any] = ["requestsPerSecond": 100_000, "burst": 100_000]
+        if curve {
+            let keys = try CurveKeys.generate()
+            try keys.secretKey.write(toFile: "\(dir)/gateway.key", atomically: true, encoding: .utf8)
+            gatewaySection["curveSecretKeyFile"] = "\(dir)/gateway.key"
+            serverKey = keys.publicKey
+        } else {
+            serverKey = nil
+        }
+        let config: [String: Any] = ["endpoints": endpoints, "eventEndpoints": events, "gateway": gatewaySection,
+                                     "launch": Self.services, "logLevel": "info"]
+        try JSONSerialization.data(withJSONObject: config, options: [.prettyPrinted]).write(to: URL(fileURLWithPath: "\(dir)/frienso.json"))
+        reserved.removeAll()
+        launcher = try procs.start("launcher", executable: "frienso-launch", arguments: [
+            "--config", "\(dir)/frienso.json", "--run-dir", run, "--data-dir", data, "--bin-dir", Repository.binaries.path],
+            environment: environment)
+        let probe = client()
+        defer { Task { await probe.close() } }
+        for service in Self.services {
+            try await eventually("\(service) answers through the gateway", timeout: .seconds(90)) {
+                (try? await probe.ping(service, deadline: .seconds(2))) != nil
+            }
+        }
+    }
+
+    /// A client of the gateway (trusting its key when it has one).
+    func client(deadline: Duration = .seconds(5)) -> FriensoClient {
+        var options = ClientOptions()
+        options.curveServerKey = serverKey
+        options.defaultDeadline = deadline
+        return FriensoClient(gateway: gateway, options: options, logger: Logger(label: "e2e-client"))
+    }
+
+    /// The real CLI with its own config dir, trusting the gateway's key.
+    func cli(_ name: String) -> CLI {
+        CLI(gateway: gateway, configDir: "\(procs.workDirectory)/cli-\(name)",
+            environment: serverKey.map { ["FRIENSO_GATEWAY_PUBLIC_KEY": $0] } ?? [:])
+    }
+
+    /// The PID the launcher recorded for `service`.
+    func pid(of service: String) -> Int32? {
+        (try? String(contentsOfFile: "\(run)/pids/\(service).pid", encoding: .utf8))
+            .flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
+    /// `kill -9` of `service` by its PID, then waits until the launcher has started it again and
+    /// it answers through the gateway.
+    func kill9AndAwaitRestart(_ service: String, timeout: Duration = .seconds(60)) async throws {
+        let old = try #require(pid(of: service), "no PID file for \(service)")
+        kill(old, SIGKILL)
+        let probe = client(deadline: .seconds(2))
+        defer { Task { await probe.close() } }
+        try await eventually("the launcher restarted \(service)", timeout: timeout) {
+            guard let now = self.pid(of: service), now != old else { return false }
+            return (try? await probe.ping(service, deadline: .seconds(2))) != nil
+        }
+    }
+
+    /// Every service's log and the launcher's, for a failure message.
+    func logs() -> String {
+        let dir = "\(run)/logs"
+        let files = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).sorted()
+        return procs.logs() + files.map { name in
+            "----- \(name) -----\n" + ((try? String(contentsOfFile: "\(dir)/\(name)", encoding: .utf8)) ?? "").suffix(20_000)
+        }.joined(separator: "\n")
+    }
+
+    /// Opens one service's database read-only.
+    func database(_ service: String) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.readonly = true
+        return try DatabaseQueue(path: "\(data)/\(service)/\(service).sqlite", configuration: configuration)
+    }
+}
+
+extension LaunchedStack {
+    /// Runs `body`; when it throws, the failure carries every log.
+    func showingLogsOnFailure(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            Issue.record("\(error)\n\(logs())")
+            throw error
+        }
     }
 }

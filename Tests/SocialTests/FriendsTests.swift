@@ -131,6 +131,38 @@ struct FriendsTests {
         }
     }
 
+    /// A resend whose reply cache entry did not survive a crash runs again: the same answer, or a
+    /// second cancel, gets the request as it is; a different answer is still refused.
+    @Test func answersAndCancels_sentAgain_returnTheRequestAsItIs() async throws {
+        try await withSocial { stack in
+            let (ned, _) = try await stack.user("ned")
+            let (ola, _) = try await stack.user("ola")
+            let (pam, _) = try await stack.user("pam")
+            let first = try await ned.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "ola")).request?.requestId ?? 0
+            for _ in 0..<2 {
+                let cancelled = try await ned.call(API.cancelFriendRequest, SocialV1.CancelFriendRequestRequest(requestId: first))
+                #expect(cancelled.request?.state == .cancelled && cancelled.request?.requestId == first)
+            }
+            let second = try await ned.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "ola")).request?.requestId ?? 0
+            #expect(second != first, "a cancelled request is not revived")
+            for _ in 0..<2 {
+                let accepted = try await ola.call(API.respondToFriendRequest, SocialV1.RespondToFriendRequestRequest(requestId: second, action: .accept))
+                #expect(accepted.request?.state == .accepted)
+            }
+            #expect(try await ola.call(API.listFriends, SocialV1.ListFriendsRequest()).friends.count == 1)
+            await expectError(.failedPrecondition, containing: "accepted already") {
+                _ = try await ola.call(API.respondToFriendRequest, SocialV1.RespondToFriendRequestRequest(requestId: second, action: .reject))
+            }
+            await expectError(.failedPrecondition) {
+                _ = try await ned.call(API.cancelFriendRequest, SocialV1.CancelFriendRequestRequest(requestId: second))
+            }
+            let third = try await pam.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "ned")).request?.requestId ?? 0
+            for _ in 0..<2 {
+                #expect(try await ned.call(API.respondToFriendRequest, SocialV1.RespondToFriendRequestRequest(requestId: third, action: .reject)).request?.state == .rejected)
+            }
+        }
+    }
+
     @Test func reject_andDismiss() async throws {
         try await withSocial { stack in
             let (ned, _) = try await stack.user("ned")
