@@ -9,7 +9,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frienso-bench",
         abstract: "Frienso benchmarks. Build with -c release before measuring.",
-        subcommands: [WireBench.self, SocialBench.self, GeoBench.self, AlertsBench.self, MediaBench.self])
+        subcommands: [WireBench.self, SocialBench.self, GeoBench.self, AlertsBench.self, MediaBench.self, StackBench.self])
 
     /// Every scenario runs with the allocator set up as the services run (`ServiceRunner`).
     static func main() async {
@@ -140,5 +140,34 @@ struct MediaBench: AsyncParsableCommand {
         let options = MediaScenario.Options(inFlight: inFlight, rounds: rounds, smallRequests: smallRequests, chunkBytes: chunkKib << 10,
                                             parts: ScenarioParts.parse(parts, known: MediaScenario.parts) ?? [])
         print(try await MediaScenario.run(options, logger: Logger(label: "bench")))
+    }
+}
+
+struct StackBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stack",
+        abstract: "The real deployment (frienso-launch, six processes) under a mixed workload through the gateway; Redis in the same run.")
+
+    @Option(help: "Users (registered, befriended, located before measuring).") var users = 120
+    @Option(help: "Requests in flight (closed loop).") var inFlight = 64
+    @Option(help: "Measured seconds.") var seconds = 20
+    @Option(help: "Percent of location updates, nearby, friends' locations, check-ins, helpNow (raise or resolve).") var mix = "50,15,20,10,5"
+    @Option(help: "Folder with frienso-launch and the services (default: beside this executable).") var binDir: String?
+
+    func validate() throws {
+        guard users >= 2, inFlight >= 1, seconds >= 1 else { throw ValidationError("--users ≥ 2, --in-flight ≥ 1, --seconds ≥ 1") }
+        let parts = mix.split(separator: ",").compactMap { Int($0) }
+        guard parts.count == 5, parts.allSatisfy({ $0 >= 0 }), parts.reduce(0, +) == 100 else { throw ValidationError("--mix is five percentages adding up to 100") }
+    }
+
+    func run() async throws {
+        var options = StackScenario.Options(binDirectory: binDir ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path)
+        options.users = users
+        options.inFlight = inFlight
+        options.seconds = seconds
+        options.mix = mix.split(separator: ",").compactMap { Int($0) }
+        var logger = Logger(label: "bench")
+        logger.logLevel = .warning
+        print(try await StackScenario.run(options, logger: logger))
     }
 }

@@ -29,6 +29,7 @@ struct AuthorizationEndToEndTests {
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
         let stack = try await LaunchedStack(procs)
+        defer { stack.shutdown() }
         try await stack.showingLogsOnFailure {
             // ana owns the things; ben is her friend, cyd her friend in her core circle, dan a
             // stranger, eve blocked by her. All stand within a few metres of each other.

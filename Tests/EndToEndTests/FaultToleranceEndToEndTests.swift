@@ -134,6 +134,7 @@ struct FaultToleranceEndToEndTests {
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
         let stack = try await LaunchedStack(procs)
+        defer { stack.shutdown() }
 
         try await stack.showingLogsOnFailure {
             // Two circles for helpNow (u0 → u1, u2; u3 → u4, u5), each member with a phone and a

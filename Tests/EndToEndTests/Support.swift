@@ -133,10 +133,25 @@ final class LaunchedStack: @unchecked Sendable {
             environment: environment)
         let probe = client()
         defer { Task { await probe.close() } }
-        for service in Self.services {
-            try await eventually("\(service) answers through the gateway", timeout: .seconds(90)) {
-                (try? await probe.ping(service, deadline: .seconds(2))) != nil
+        do {
+            for service in Self.services {
+                try await eventually("\(service) answers through the gateway", timeout: .seconds(90)) {
+                    (try? await probe.ping(service, deadline: .seconds(2))) != nil
+                }
             }
+        } catch {
+            Issue.record("the stack did not come up:\n\(logs())")
+            shutdown()
+            throw error
+        }
+    }
+
+    /// Stops the launcher, then every service by the PID it last recorded (a killed launcher
+    /// leaves its children running). Call before `procs.shutdown()`.
+    func shutdown() {
+        procs.kill9(launcher.name)
+        for service in Self.services {
+            if let pid = pid(of: service) { kill(pid, SIGKILL) }
         }
     }
 

@@ -12,6 +12,7 @@ struct WholeStackEndToEndTests {
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
         let stack = try await LaunchedStack(procs, curve: true, environment: ["FRIENSO_OPERATOR_KEY": "demo-operator-key"])
+        defer { stack.shutdown() }
         let key = try #require(stack.serverKey)
 
         // Without the server's key, or with another one, the gateway does not answer at all.
@@ -58,6 +59,7 @@ struct WholeStackEndToEndTests {
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
         let stack = try await LaunchedStack(procs)
+        defer { stack.shutdown() }
         try await stack.showingLogsOnFailure {
             let ana = try await makeActor(stack, "ana", number: 1)
             let ben = try await makeActor(stack, "ben", number: 2)

@@ -1,0 +1,314 @@
+import Foundation
+import FriensoClient
+import FriensoProto
+import Glibc
+public import Logging
+import Synchronization
+import Wire
+
+/// The whole deployment as `deploy/up` runs it (`frienso-launch` and six processes), driven
+/// through the gateway by a mixed workload: location updates, nearby, friends' locations,
+/// check-ins and helpNow (raised and resolved). Reports latency per operation, CPU and RSS per
+/// service, and Redis GEOADD/GEOSEARCH on the same users in the same run.
+public enum StackScenario {
+    public struct Options: Sendable {
+        public var users = 120
+        public var inFlight = 64
+        public var seconds = 20
+        /// Folder holding `frienso-launch` and the services.
+        public var binDirectory: String
+        /// Mix in percent: update, nearby, friends' locations, check-in, helpNow.
+        public var mix: [Int] = [50, 15, 20, 10, 5]
+        public init(binDirectory: String) { self.binDirectory = binDirectory }
+    }
+
+    static let operations = ["location update", "nearby", "friends' locations", "check-in", "helpNow raise", "helpNow resolve"]
+
+    public static func run(_ options: Options, logger: Logger) async throws -> String {
+        let dir = BenchStack.scratchDirectory()
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let deployment = try Deployment.start(in: dir, binDirectory: options.binDirectory)
+        defer { deployment.stop() }
+        var out = ["## frienso-bench stack: \(options.users) users, \(options.inFlight) in flight, \(options.seconds) s, mix \(options.mix) (update, nearby, friends, check-in, helpNow)", ""]
+        let client = FriensoClient(gateway: deployment.gateway, logger: logger)
+        for service in Deployment.services {
+            var up = false
+            for _ in 0..<600 where !up {
+                up = (try? await client.ping(service, deadline: .seconds(1))) != nil
+                if !up { try await Task.sleep(for: .milliseconds(100)) } // waiting for start-up, not measuring
+            }
+            guard up else { throw RPCError(.unavailable, "\(service) did not start: see \(dir)/run/logs") }
+        }
+        await client.close()
+
+        // Setup (not measured): users, friendships (each with the next five), circles, first fixes.
+        let points = GeoScenario.uniform(options.users, seed: 7, scale: 0.05) // about 1.7 × 1.3 km: a campus
+        let people = try await setUp(options.users, gateway: deployment.gateway, points: points, logger: logger)
+
+        // Measured: a closed loop per worker, each owning every inFlight-th user (so one user's
+        // helpNow is never raised twice at once).
+        let before = deployment.cpuTicks()
+        let started = ContinuousClock.now
+        let until = started.advanced(by: .seconds(options.seconds))
+        let weights = options.mix
+        let parts = await withTaskGroup(of: [LatencyStats].self) { group in
+            for worker in 0..<options.inFlight {
+                group.addTask {
+                    var stats = operations.map { LatencyStats(name: $0, inFlight: options.inFlight) }
+                    let mine = stride(from: worker % people.count, to: people.count, by: options.inFlight).map { people[$0] }
+                    var random = BenchRandom(seed: UInt64(worker) &+ 1)
+                    var n = 0
+                    while ContinuousClock.now < until {
+                        let person = mine[n % mine.count]
+                        n += 1
+                        let pick = Int(random.next() % 100)
+                        var kind = 0, acc = weights[0]
+                        while pick >= acc && kind < weights.count - 1 { kind += 1; acc += weights[kind] }
+                        await perform(kind, person, &stats, &random, points)
+                    }
+                    return stats
+                }
+            }
+            var merged = operations.map { LatencyStats(name: $0, inFlight: options.inFlight) }
+            for await part in group { for i in merged.indices { merged[i].merge(part[i]) } }
+            return merged
+        }
+        let elapsed = started.duration(to: .now)
+        let after = deployment.cpuTicks()
+        var rows = parts
+        for i in rows.indices { rows[i].elapsed = elapsed }
+        let total = rows.reduce(0) { $0 + Int($1.count) }, errors = rows.reduce(0) { $0 + $1.errors }
+        out += [Report.table(rows), "",
+                "- all operations: \(Int(Double(total) / BenchStack.seconds(elapsed))) ops/s, \(errors) errors (target: 10,000 ops/s with p99 ≤ 10 ms for every type, 0 errors)", ""]
+        out += deployment.resources(before: before, after: after, seconds: BenchStack.seconds(elapsed))
+        for person in people { await person.client.close() }
+        out += [""] + (await redisBaseline(points, threads: options.inFlight, seconds: options.seconds))
+        return out.joined(separator: "\n")
+    }
+
+    final class Person: Sendable {
+        let id: UInt64
+        let index: Int
+        let client: FriensoClient
+        /// The alert this person raised and has not resolved yet.
+        let openAlert = Mutex<UInt64>(0)
+
+        init(id: UInt64, index: Int, client: FriensoClient) {
+            self.id = id
+            self.index = index
+            self.client = client
+        }
+    }
+
+    static func perform(_ kind: Int, _ person: Person, _ stats: inout [LatencyStats], _ random: inout BenchRandom,
+                        _ points: GeoScenario.Points) async {
+        let c = person.client
+        let i = person.index
+        let t0 = ContinuousClock.now
+        var slot = kind
+        let ok: Bool
+        do {
+            switch kind {
+            case 0:
+                _ = try await c.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
+                    latitude: points.lat[i] + (random.unit() - 0.5) * 1e-3, longitude: points.lon[i] + (random.unit() - 0.5) * 1e-3,
+                    accuracyM: 10, deviceTimeMs: Int64(Date().timeIntervalSince1970 * 1000)))
+            case 1:
+                _ = try await c.call(GeoV1.GeoService.nearby, GeoV1.NearbyRequest(radiusM: 1_500, limit: 50))
+            case 2:
+                _ = try await c.call(GeoV1.GeoService.friendsLocations, GeoV1.FriendsLocationsRequest())
+            case 3:
+                _ = try await c.call(GeoV1.GeoService.checkIn, GeoV1.CheckInRequest(placeName: "Bench place \(random.next() % 50)"), mutation: true)
+            default:
+                let open = person.openAlert.withLock { $0 }
+                if open == 0 {
+                    let raised = try await c.call(AlertsV1.AlertsService.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "bench"), mutation: true)
+                    person.openAlert.withLock { $0 = raised.alert?.alertId ?? 0 }
+                } else {
+                    slot = 5
+                    _ = try await c.call(AlertsV1.AlertsService.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: open), mutation: true)
+                    person.openAlert.withLock { $0 = 0 }
+                }
+            }
+            ok = true
+        } catch {
+            ok = false
+        }
+        stats[slot].record(t0.duration(to: .now))
+        if !ok { stats[slot].errors += 1 }
+    }
+
+    static func setUp(_ n: Int, gateway: String, points: GeoScenario.Points, logger: Logger) async throws -> [Person] {
+        let run = UInt32.random(in: 0..<UInt32.max)
+        let people = try await withThrowingTaskGroup(of: Person.self) { group in
+            var people: [Person] = []
+            for i in 0..<n {
+                if i >= 8 { if let p = try await group.next() { people.append(p) } }
+                group.addTask {
+                    let name = "b\(run % 100_000)_\(i)"
+                    let client = FriensoClient(gateway: gateway, logger: logger)
+                    _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
+                        username: name, email: "\(name)@bench.example", phone: "+1555\(String(format: "%07d", 1_000_000 + i))",
+                        password: "bench password", firstName: "Bench", lastName: name), mutation: true)
+                    let login = try await client.login(name, password: "bench password")
+                    return Person(id: login.account?.profile?.userId ?? 0, index: i, client: client)
+                }
+            }
+            for try await p in group { people.append(p) }
+            return people.sorted { $0.index < $1.index }
+        }
+        try await concurrently(people, width: 16) { p in
+            for k in 1...5 where p.index + k < n {
+                let other = people[p.index + k]
+                let sent = try await p.client.call(SocialV1.SocialService.sendFriendRequest, SocialV1.SendFriendRequestRequest(userId: other.id), mutation: true)
+                _ = try await other.client.call(SocialV1.SocialService.respondToFriendRequest, SocialV1.RespondToFriendRequestRequest(
+                    requestId: sent.request?.requestId ?? 0, action: .accept), mutation: true)
+            }
+        }
+        try await concurrently(people, width: 16) { p in
+            let member = people[(p.index + 1) % n]
+            if p.index + 1 < n {
+                _ = try await p.client.call(SocialV1.SocialService.addToCircle, SocialV1.AddToCircleRequest(userId: member.id), mutation: true)
+                _ = try await member.client.call(SocialV1.SocialService.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(
+                    ownerUserId: p.id, action: .accept), mutation: true)
+            }
+            _ = try await p.client.call(SocialV1.SocialService.setFindable, SocialV1.SetFindableRequest(findable: true), mutation: true)
+            _ = try await p.client.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
+                latitude: points.lat[p.index], longitude: points.lon[p.index], accuracyM: 10, deviceTimeMs: Int64(Date().timeIntervalSince1970 * 1000)))
+        }
+        return people
+    }
+
+    static func concurrently(_ people: [Person], width: Int, _ body: @escaping @Sendable (Person) async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (i, p) in people.enumerated() {
+                if i >= width { try await group.next() }
+                group.addTask { try await body(p) }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Redis on the same users: GEOADD for updates and GEOSEARCH for nearby, in the same mix
+    /// proportions, from as many blocking connections as we had in flight.
+    static func redisBaseline(_ points: GeoScenario.Points, threads: Int, seconds: Int) async -> [String] {
+        guard let redis = RedisServer.start() else { return ["Redis: `redis-server` not installed (apt-get install redis-server): no baseline in this run."] }
+        defer { redis.stop() }
+        let n = points.lat.count, port = redis.port
+        guard let loader = RedisClient(port: port) else { return ["Redis: cannot connect"] }
+        var add = ["GEOADD", "users"]
+        for i in 0..<n { add += [String(points.lon[i]), String(points.lat[i]), String(i + 1)] }
+        _ = try? loader.command(add)
+        let count = 20_000
+        let rows = await offPool { () -> [LatencyStats] in
+            let conns = Mutex<[Int: RedisClient]>([:])
+            @Sendable func connection(_ t: Int) -> RedisClient {
+                if let c = conns.withLock({ $0[t] }) { return c }
+                let c = RedisClient(port: port)!
+                conns.withLock { $0[t] = c }
+                return c
+            }
+            let adds = threadLoad(name: "Redis GEOADD (appendonly off)", threads: threads, count: count) { t, i in
+                let u = (i &* 7_919 &+ t) % n
+                return (try? connection(t).command(["GEOADD", "users", String(points.lon[u]), String(points.lat[u]), String(u + 1)])) != nil
+            }
+            let searches = threadLoad(name: "Redis GEOSEARCH 1.5 km ASC COUNT 50", threads: threads, count: count) { t, i in
+                let u = (i &* 7_919 &+ t &* 104_729) % n
+                return (try? connection(t).command(["GEOSEARCH", "users", "FROMLONLAT", String(points.lon[u]), String(points.lat[u]),
+                                                     "BYRADIUS", "1.5", "km", "ASC", "COUNT", "50"])) != nil
+            }
+            return [adds, searches]
+        }
+        return ["### Redis \(GeoScenario.redisVersion(port: port)) baseline, same users, \(threads) connections", "", Report.table(rows)]
+    }
+}
+
+/// `frienso-launch` with all six services on free loopback ports, in a scratch folder.
+struct Deployment {
+    static let services = ["accounts", "social", "geo", "alerts", "media", "gateway"]
+    let gateway: String
+    let run: String
+    let pid: pid_t
+
+    static func start(in dir: String, binDirectory: String) throws -> Deployment {
+        var endpoints: [String: String] = [:]
+        for name in services { endpoints[name] = "tcp://127.0.0.1:\(try freePort())" }
+        var events: [String: String] = [:]
+        for name in ["social", "geo", "alerts"] { events[name] = "tcp://127.0.0.1:\(try freePort())" }
+        let config: [String: Any] = ["endpoints": endpoints, "eventEndpoints": events, "logLevel": "warning",
+                                     "gateway": ["requestsPerSecond": 1_000_000, "burst": 1_000_000]]
+        try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: "\(dir)/frienso.json"))
+        let path = "\(binDirectory)/frienso-launch"
+        guard FileManager.default.isExecutableFile(atPath: path) else { throw RPCError(.failedPrecondition, "no \(path): build with -c release") }
+        let arguments = [path, "--config", "\(dir)/frienso.json", "--run-dir", "\(dir)/run", "--data-dir", "\(dir)/data", "--bin-dir", binDirectory]
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for p in argv { free(p) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "\(dir)/launcher.log", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, path, &actions, nil, &argv, environ) == 0 else { throw RPCError(.internal, "cannot start \(path)") }
+        return Deployment(gateway: endpoints["gateway"]!, run: "\(dir)/run", pid: pid)
+    }
+
+    /// A port the kernel just handed out and we let go of (the launcher's children bind it).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard ok else { throw RPCError(.internal, "no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func pid(of service: String) -> pid_t? {
+        (try? String(contentsOfFile: "\(run)/pids/\(service).pid", encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
+    /// utime + stime of each service (clock ticks), and of this process ("bench client").
+    func cpuTicks() -> [String: Int] {
+        var ticks: [String: Int] = [:]
+        for name in Self.services { if let p = pid(of: name) { ticks[name] = Self.ticks("/proc/\(p)/stat") } }
+        ticks["bench client"] = Self.ticks("/proc/self/stat")
+        return ticks
+    }
+
+    static func ticks(_ path: String) -> Int {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8), let close = text.lastIndex(of: ")") else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3, utime 14, stime 15 (1-based over the whole line).
+        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    }
+
+    static func status(_ pid: String, _ key: String) -> String {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = text.split(separator: "\n").first { $0.hasPrefix(key) } ?? ""
+        let kb = Double(line.split(separator: " ").dropFirst().first { Int($0) != nil }.flatMap { Int($0) } ?? 0)
+        return String(format: "%.1f", kb / 1_024)
+    }
+
+    func resources(before: [String: Int], after: [String: Int], seconds: Double) -> [String] {
+        let hz = Double(sysconf(Int32(_SC_CLK_TCK)))
+        var lines = ["| process | CPU (% of one core) | RSS MiB | peak RSS MiB |", "|---|---:|---:|---:|"]
+        for name in Self.services + ["bench client"] {
+            let used = Double((after[name] ?? 0) - (before[name] ?? 0)) / hz
+            let p = name == "bench client" ? "self" : pid(of: name).map { String($0) } ?? "?"
+            lines.append("| \(name) | \(String(format: "%.0f", used / seconds * 100)) | \(Self.status(p, "VmRSS")) | \(Self.status(p, "VmHWM")) |")
+        }
+        return lines
+    }
+
+    func stop() {
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+    }
+}
