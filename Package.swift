@@ -152,7 +152,7 @@ let package = Package(
         .target(
             name: "Bench",
             dependencies: [
-                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "Geo", "Alerts", "Media", "ServiceKit", "CZeroMQ", "CLinuxShims",
+                "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "Geo", "Alerts", "Media", "ServiceKit", "Launcher", "CZeroMQ", "CLinuxShims",
                 grdb,
                 histogram,
                 logging,
@@ -335,7 +335,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", grdb, logging,
+            dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", "ServiceKit", grdb, logging,
                            "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-media", "frienso-launch"],
             swiftSettings: swiftSettings
         ),

@@ -227,14 +227,10 @@ public enum GeoScenario {
         for threads in options.inFlight {
             let port = redis.port
             redisRows.append(await offPool {
-                let conns = Mutex<[Int: RedisClient]>([:])
+                let connection = RedisConnections(port: port)
                 return threadLoad(name: "Redis GEOSEARCH FROMLONLAT BYRADIUS 1.5 km ASC COUNT 50", threads: threads,
                                   count: min(options.queries, 20_000), warmup: 10) { t, i in
-                    let client = conns.withLock { $0[t] } ?? {
-                        let c = RedisClient(port: port)!
-                        conns.withLock { $0[t] = c }
-                        return c
-                    }()
+                    let client = connection(t)
                     let u = (i &* 7_919 &+ t &* 104_729) % n
                     guard case .array(let items?)? = try? client.command(["GEOSEARCH", "users", "FROMLONLAT", String(points.lon[u]), String(points.lat[u]),
                                                                           "BYRADIUS", "1.5", "km", "ASC", "COUNT", "50"]) else { return false }
@@ -244,13 +240,9 @@ public enum GeoScenario {
         }
         let port = redis.port
         redisRows.append(await offPool {
-            let conns = Mutex<[Int: RedisClient]>([:])
+            let connection = RedisConnections(port: port)
             return threadLoad(name: "Redis GEOADD (no durability: appendonly off)", threads: 50, count: options.updates, warmup: 0) { t, i in
-                let client = conns.withLock { $0[t] } ?? {
-                    let c = RedisClient(port: port)!
-                    conns.withLock { $0[t] = c }
-                    return c
-                }()
+                let client = connection(t)
                 let u = (i &* 7_919 &+ t) % n
                 return (try? client.command(["GEOADD", "users", String(points.lon[u]), String(points.lat[u]), String(u + 1)])) != nil
             }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// The Redis baseline: a `redis-server` started for the run (when Debian's package is installed)
 /// and a minimal blocking RESP client, one connection per load thread. Hand-written: no listed
@@ -10,17 +11,12 @@ final class RedisServer: @unchecked Sendable {
     private let pid: pid_t
 
     /// Starts `redis-server` on a free port with persistence off; nil when it is not installed.
-    /// (posix_spawn and waitpid: Foundation's `Process.waitUntilExit` spins on Linux here.)
     static func start() -> RedisServer? {
         let candidates = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
-        guard let path = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else { return nil }
-        let port = Int.random(in: 20_000..<40_000)
-        let arguments = [path, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                         "--daemonize", "no", "--logfile", "/dev/null"]
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { for p in argv { free(p) } }
-        var pid: pid_t = 0
-        guard posix_spawn(&pid, path, nil, nil, &argv, environ) == 0 else { return nil }
+        guard let path = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }),
+              let port = Spawn.freePort(),
+              let pid = Spawn.start([path, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                     "--daemonize", "no", "--logfile", "/dev/null"]) else { return nil }
         let server = RedisServer(port: port, pid: pid)
         for _ in 0..<200 {
             if let client = RedisClient(port: port), (try? client.command(["PING"])) != nil { return server }
@@ -35,12 +31,9 @@ final class RedisServer: @unchecked Sendable {
         self.pid = pid
     }
 
-    /// SIGKILL: nothing to save (persistence is off), and the spawned child inherits this
-    /// process's blocked signals (ServiceLifecycle blocks SIGTERM), so SIGTERM might not reach it.
+    /// SIGKILL: nothing to save (persistence is off).
     func stop() {
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        Spawn.stop(pid, signal: SIGKILL)
     }
 }
 
@@ -49,6 +42,22 @@ enum RedisReply {
 }
 
 struct RedisError: Error { var message: String }
+
+/// One connection per load thread, opened on the thread's first use (for `threadLoad`).
+final class RedisConnections: Sendable {
+    private let port: Int
+    private let open = Mutex<[Int: RedisClient]>([:])
+
+    init(port: Int) { self.port = port }
+
+    /// Thread `t`'s connection. - Precondition: the server accepts connections.
+    func callAsFunction(_ t: Int) -> RedisClient {
+        if let client = open.withLock({ $0[t] }) { return client }
+        let client = RedisClient(port: port)!
+        open.withLock { $0[t] = client }
+        return client
+    }
+}
 
 final class RedisClient: @unchecked Sendable {  // one thread uses each
     private let fd: Int32

@@ -2,7 +2,9 @@ import Foundation
 import FriensoClient
 import FriensoProto
 import Glibc
+import Launcher
 public import Logging
+import ServiceKit
 import Synchronization
 import Wire
 
@@ -19,7 +21,8 @@ public enum StackScenario {
         public var binDirectory: String
         /// Mix in percent: update, nearby, friends' locations, check-in, helpNow.
         public var mix: [Int] = [50, 15, 20, 10, 5]
-        public init(binDirectory: String) { self.binDirectory = binDirectory }
+        /// - Parameter binDirectory: nil for the folder of the running executable.
+        public init(binDirectory: String?) { self.binDirectory = binDirectory ?? Executables.folder }
     }
 
     static let operations = ["location update", "nearby", "friends' locations", "check-in", "helpNow raise", "helpNow resolve"]
@@ -58,6 +61,7 @@ public enum StackScenario {
                     var stats = operations.map { LatencyStats(name: $0, inFlight: options.inFlight) }
                     let mine = stride(from: worker % people.count, to: people.count, by: options.inFlight).map { people[$0] }
                     var random = BenchRandom(seed: UInt64(worker) &+ 1)
+                    var openAlerts: [Int: UInt64] = [:]
                     var n = 0
                     while ContinuousClock.now < until {
                         let person = mine[n % mine.count]
@@ -65,7 +69,7 @@ public enum StackScenario {
                         let pick = Int(random.next() % 100)
                         var kind = 0, acc = weights[0]
                         while pick >= acc && kind < weights.count - 1 { kind += 1; acc += weights[kind] }
-                        await perform(kind, person, &stats, &random, points)
+                        await perform(kind, person, &stats, &random, &openAlerts, points)
                     }
                     return stats
                 }
@@ -87,22 +91,16 @@ public enum StackScenario {
         return out.joined(separator: "\n")
     }
 
-    final class Person: Sendable {
+    struct Person: Sendable {
         let id: UInt64
         let index: Int
         let client: FriensoClient
-        /// The alert this person raised and has not resolved yet.
-        let openAlert = Mutex<UInt64>(0)
-
-        init(id: UInt64, index: Int, client: FriensoClient) {
-            self.id = id
-            self.index = index
-            self.client = client
-        }
     }
 
+    /// One operation of `kind` as `person`. `openAlerts`: the alerts the worker's people raised
+    /// and have not resolved (by person index; only the owning worker touches them).
     static func perform(_ kind: Int, _ person: Person, _ stats: inout [LatencyStats], _ random: inout BenchRandom,
-                        _ points: GeoScenario.Points) async {
+                        _ openAlerts: inout [Int: UInt64], _ points: GeoScenario.Points) async {
         let c = person.client
         let i = person.index
         let t0 = ContinuousClock.now
@@ -121,14 +119,13 @@ public enum StackScenario {
             case 3:
                 _ = try await c.call(GeoV1.GeoService.checkIn, GeoV1.CheckInRequest(placeName: "Bench place \(random.next() % 50)"), mutation: true)
             default:
-                let open = person.openAlert.withLock { $0 }
-                if open == 0 {
-                    let raised = try await c.call(AlertsV1.AlertsService.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "bench"), mutation: true)
-                    person.openAlert.withLock { $0 = raised.alert?.alertId ?? 0 }
-                } else {
+                if let open = openAlerts[i] {
                     slot = 5
                     _ = try await c.call(AlertsV1.AlertsService.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: open), mutation: true)
-                    person.openAlert.withLock { $0 = 0 }
+                    openAlerts[i] = nil
+                } else {
+                    let raised = try await c.call(AlertsV1.AlertsService.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "bench"), mutation: true)
+                    openAlerts[i] = raised.alert?.alertId
                 }
             }
             ok = true
@@ -140,19 +137,14 @@ public enum StackScenario {
     }
 
     static func setUp(_ n: Int, gateway: String, points: GeoScenario.Points, logger: Logger) async throws -> [Person] {
-        let run = UInt32.random(in: 0..<UInt32.max)
         let people = try await withThrowingTaskGroup(of: Person.self) { group in
             var people: [Person] = []
             for i in 0..<n {
                 if i >= 8 { if let p = try await group.next() { people.append(p) } }
                 group.addTask {
-                    let name = "b\(run % 100_000)_\(i)"
-                    let client = FriensoClient(gateway: gateway, logger: logger)
-                    _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
-                        username: name, email: "\(name)@bench.example", phone: "+1555\(String(format: "%07d", 1_000_000 + i))",
-                        password: "bench password", firstName: "Bench", lastName: name), mutation: true)
-                    let login = try await client.login(name, password: "bench password")
-                    return Person(id: login.account?.profile?.userId ?? 0, index: i, client: client)
+                    let (client, id) = try await BenchStack.user("bench_\(i)", number: i, gateway: gateway, logger: logger,
+                                                                 context: .shared, reactor: .shared)
+                    return Person(id: id, index: i, client: client)
                 }
             }
             for try await p in group { people.append(p) }
@@ -167,8 +159,8 @@ public enum StackScenario {
             }
         }
         try await concurrently(people, width: 16) { p in
-            let member = people[(p.index + 1) % n]
             if p.index + 1 < n {
+                let member = people[p.index + 1]
                 _ = try await p.client.call(SocialV1.SocialService.addToCircle, SocialV1.AddToCircleRequest(userId: member.id), mutation: true)
                 _ = try await member.client.call(SocialV1.SocialService.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(
                     ownerUserId: p.id, action: .accept), mutation: true)
@@ -202,13 +194,7 @@ public enum StackScenario {
         _ = try? loader.command(add)
         let count = 20_000
         let rows = await offPool { () -> [LatencyStats] in
-            let conns = Mutex<[Int: RedisClient]>([:])
-            @Sendable func connection(_ t: Int) -> RedisClient {
-                if let c = conns.withLock({ $0[t] }) { return c }
-                let c = RedisClient(port: port)!
-                conns.withLock { $0[t] = c }
-                return c
-            }
+            let connection = RedisConnections(port: port)
             let adds = threadLoad(name: "Redis GEOADD (appendonly off)", threads: threads, count: count) { t, i in
                 let u = (i &* 7_919 &+ t) % n
                 return (try? connection(t).command(["GEOADD", "users", String(points.lon[u]), String(points.lat[u]), String(u + 1)])) != nil
@@ -226,52 +212,36 @@ public enum StackScenario {
 
 /// `frienso-launch` with all six services on free loopback ports, in a scratch folder.
 struct Deployment {
-    static let services = ["accounts", "social", "geo", "alerts", "media", "gateway"]
+    static let services = LaunchPlan.defaultOrder
     let gateway: String
     let run: String
     let pid: pid_t
 
     static func start(in dir: String, binDirectory: String) throws -> Deployment {
+        func anyPort() throws -> String {
+            guard let port = Spawn.freePort() else { throw RPCError(.internal, "no free port") }
+            return "tcp://127.0.0.1:\(port)"
+        }
         var endpoints: [String: String] = [:]
-        for name in services { endpoints[name] = "tcp://127.0.0.1:\(try freePort())" }
+        for name in services { endpoints[name] = try anyPort() }
         var events: [String: String] = [:]
-        for name in ["social", "geo", "alerts"] { events[name] = "tcp://127.0.0.1:\(try freePort())" }
-        let config: [String: Any] = ["endpoints": endpoints, "eventEndpoints": events, "logLevel": "warning",
-                                     "gateway": ["requestsPerSecond": 1_000_000, "burst": 1_000_000]]
-        try JSONSerialization.data(withJSONObject: config).write(to: URL(fileURLWithPath: "\(dir)/frienso.json"))
+        for name in ["social", "geo", "alerts"] { events[name] = try anyPort() }
+        var config = FriensoConfig()
+        config.endpoints = endpoints
+        config.eventEndpoints = events
+        config.logLevel = "warning"
+        config.gateway = .init(requestsPerSecond: 1_000_000, burst: 1_000_000)
+        try config.write(to: "\(dir)/frienso.json")
         let path = "\(binDirectory)/frienso-launch"
         guard FileManager.default.isExecutableFile(atPath: path) else { throw RPCError(.failedPrecondition, "no \(path): build with -c release") }
-        let arguments = [path, "--config", "\(dir)/frienso.json", "--run-dir", "\(dir)/run", "--data-dir", "\(dir)/data", "--bin-dir", binDirectory]
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { for p in argv { free(p) } }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 1, "\(dir)/launcher.log", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var pid: pid_t = 0
-        guard posix_spawn(&pid, path, &actions, nil, &argv, environ) == 0 else { throw RPCError(.internal, "cannot start \(path)") }
+        guard let pid = Spawn.start([path, "--config", "\(dir)/frienso.json", "--run-dir", "\(dir)/run", "--data-dir", "\(dir)/data",
+                                     "--bin-dir", binDirectory], output: "\(dir)/launcher.log") else {
+            throw RPCError(.internal, "cannot start \(path)")
+        }
         return Deployment(gateway: endpoints["gateway"]!, run: "\(dir)/run", pid: pid)
     }
 
-    /// A port the kernel just handed out and we let go of (the launcher's children bind it).
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard ok else { throw RPCError(.internal, "no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    func pid(of service: String) -> pid_t? {
-        (try? String(contentsOfFile: "\(run)/pids/\(service).pid", encoding: .utf8)).flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-    }
+    func pid(of service: String) -> pid_t? { Supervisor.recordedPID(run, service) }
 
     /// utime + stime of each service (clock ticks), and of this process ("bench client").
     func cpuTicks() -> [String: Int] {
@@ -306,9 +276,8 @@ struct Deployment {
         return lines
     }
 
+    /// SIGTERM: the launcher stops its children and removes their PID files.
     func stop() {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        waitpid(pid, &status, 0)
+        Spawn.stop(pid, signal: SIGTERM)
     }
 }

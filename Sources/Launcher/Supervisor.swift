@@ -65,6 +65,15 @@ public final class Supervisor: Service, Sendable {
         try await ready.value.get()
     }
 
+    /// Where the launcher keeps `name`'s PID while it runs.
+    public static func pidFile(_ runDirectory: String, _ name: String) -> String { "\(runDirectory)/pids/\(name).pid" }
+
+    /// The PID a launcher with `runDirectory` recorded for `name` (read by other processes:
+    /// tests and the benchmark kill or measure the children by it).
+    public static func recordedPID(_ runDirectory: String, _ name: String) -> Int32? {
+        (try? String(contentsOfFile: pidFile(runDirectory, name), encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
     /// How many times `name` was restarted after dying.
     public func restartCount(_ name: String) -> Int { restarts.withLock { $0[name] ?? 0 } }
 
@@ -112,7 +121,7 @@ public final class Supervisor: Service, Sendable {
         process.standardError = log
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        try "\(process.processIdentifier)\n".write(toFile: "\(runDirectory)/pids/\(child.name).pid", atomically: true, encoding: .utf8)
+        try "\(process.processIdentifier)\n".write(toFile: Self.pidFile(runDirectory, child.name), atomically: true, encoding: .utf8)
         running.withLock { $0[child.name] = process }
     }
 
@@ -186,7 +195,7 @@ public final class Supervisor: Service, Sendable {
                 kill(process.processIdentifier, SIGKILL)
             }
             process.waitUntilExit()
-            try? FileManager.default.removeItem(atPath: "\(runDirectory)/pids/\(name).pid")
+            try? FileManager.default.removeItem(atPath: Self.pidFile(runDirectory, name))
             logger.info("stopped", metadata: ["service": "\(name)", "status": "\(process.terminationStatus)"])
         }
     }

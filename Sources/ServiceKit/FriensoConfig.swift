@@ -71,9 +71,22 @@ public struct FriensoConfig: Codable, Sendable {
         public var sessionCacheSeconds: Double?
         /// A file holding the gateway's CurveZMQ secret key (Z85); clients then need its public key.
         public var curveSecretKeyFile: String?
+
+        public init(requestsPerSecond: Double? = nil, burst: Double? = nil, curveSecretKeyFile: String? = nil) {
+            self.requestsPerSecond = requestsPerSecond
+            self.burst = burst
+            self.curveSecretKeyFile = curveSecretKeyFile
+        }
     }
 
     public init() {}
+
+    /// Writes the config as JSON that `load` reads back (unset fields left out).
+    public func write(to path: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(self).write(to: URL(fileURLWithPath: path))
+    }
 
     /// Loads `path`. - Throws: a readable error naming the file and the problem.
     public static func load(_ path: String) throws -> FriensoConfig {

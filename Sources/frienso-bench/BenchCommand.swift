@@ -156,16 +156,23 @@ struct StackBench: AsyncParsableCommand {
 
     func validate() throws {
         guard users >= 2, inFlight >= 1, seconds >= 1 else { throw ValidationError("--users ≥ 2, --in-flight ≥ 1, --seconds ≥ 1") }
-        let parts = mix.split(separator: ",").compactMap { Int($0) }
-        guard parts.count == 5, parts.allSatisfy({ $0 >= 0 }), parts.reduce(0, +) == 100 else { throw ValidationError("--mix is five percentages adding up to 100") }
+        guard let parts = percentages, parts.count == 5, parts.allSatisfy({ $0 >= 0 }), parts.reduce(0, +) == 100 else {
+            throw ValidationError("--mix is five percentages adding up to 100")
+        }
+    }
+
+    /// The mix's numbers; nil when one is not a number.
+    var percentages: [Int]? {
+        let parts = mix.split(separator: ",", omittingEmptySubsequences: false).map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        return parts.contains(nil) ? nil : parts.compactMap { $0 }
     }
 
     func run() async throws {
-        var options = StackScenario.Options(binDirectory: binDir ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path)
+        var options = StackScenario.Options(binDirectory: binDir)
         options.users = users
         options.inFlight = inFlight
         options.seconds = seconds
-        options.mix = mix.split(separator: ",").compactMap { Int($0) }
+        options.mix = percentages ?? options.mix
         var logger = Logger(label: "bench")
         logger.logLevel = .warning
         print(try await StackScenario.run(options, logger: logger))

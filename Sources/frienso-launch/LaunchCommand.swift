@@ -20,7 +20,7 @@ struct LaunchCommand: AsyncParsableCommand {
     func run() async throws {
         let resolved = try options.resolve(service: "launch")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
-        let bin = binDir ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+        let bin = binDir ?? Executables.folder
         let plan = try LaunchPlan(resolved: resolved, options: options, binDirectory: bin)
         let supervisor = Supervisor(children: plan.children, runDirectory: runDir, logger: logger)
         try await ServiceRunner.run([supervisor], endpointFile: nil, logger: logger) { "" }

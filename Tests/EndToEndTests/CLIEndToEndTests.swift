@@ -1,5 +1,6 @@
 import Foundation
 import FriensoTesting
+import Launcher
 import Testing
 import Wire
 
@@ -107,11 +108,11 @@ struct CLIEndToEndTests {
                                     "--first-name", "Lena", "--last-name", "K", "--password-stdin"], stdin: "launcher pw 1\n")
         #expect(register.status == 0, "\(register.output)\n\(procs.logs())")
 
-        let pidFile = "\(run)/pids/accounts.pid"
-        let firstPID = try #require(Int32(String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let pidFile = Supervisor.pidFile(run, "accounts")
+        let firstPID = try #require(Supervisor.recordedPID(run, "accounts"))
         kill(firstPID, SIGKILL)
         try await eventually("the launcher restarted accounts", timeout: .seconds(60)) {
-            let pid = Int32((try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "")
+            let pid = Supervisor.recordedPID(run, "accounts")
             guard let pid, pid != firstPID else { return false }
             return try await cli.run(["ping", "accounts", "--timeout", "2"]).status == 0
         }
@@ -119,7 +120,7 @@ struct CLIEndToEndTests {
         #expect(login.status == 0, "data survived the kill: \(login.output)\n\(procs.logs())")
 
         let children = try ["accounts", "gateway"].map { name in
-            try #require(Int32(String(contentsOfFile: "\(run)/pids/\(name).pid", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+            try #require(Supervisor.recordedPID(run, name))
         }
         let status = await procs.terminate(launcher.name)
         #expect(status == 0, "\(procs.logs())")

@@ -2,7 +2,9 @@ import Foundation
 import FriensoClient
 import FriensoTesting
 import GRDB
+import Launcher
 import Logging
+import ServiceKit
 import Testing
 import Wire
 
@@ -93,7 +95,7 @@ final class Stack: @unchecked Sendable {
 /// The whole deployment as `deploy/up` runs it: `frienso-launch` starting all six services from a
 /// config file, on ports reserved for the test, optionally with CurveZMQ on the gateway.
 final class LaunchedStack: @unchecked Sendable {
-    static let services = ["accounts", "social", "geo", "alerts", "media", "gateway"]
+    static let services = LaunchPlan.defaultOrder
     let procs: ProcessHarness
     let run: String
     let data: String
@@ -115,18 +117,21 @@ final class LaunchedStack: @unchecked Sendable {
         var events: [String: String] = [:]
         for (i, name) in ["social", "geo", "alerts"].enumerated() { events[name] = reserved[Self.services.count + i].endpoint }
         gateway = endpoints["gateway"]!
-        var gatewaySection: [String: Any] = ["requestsPerSecond": 100_000, "burst": 100_000]
+        var config = FriensoConfig()
+        config.endpoints = endpoints
+        config.eventEndpoints = events
+        config.launch = Self.services
+        config.logLevel = "info"
+        config.gateway = .init(requestsPerSecond: 100_000, burst: 100_000)
         if curve {
             let keys = try CurveKeys.generate()
             try keys.secretKey.write(toFile: "\(dir)/gateway.key", atomically: true, encoding: .utf8)
-            gatewaySection["curveSecretKeyFile"] = "\(dir)/gateway.key"
+            config.gateway?.curveSecretKeyFile = "\(dir)/gateway.key"
             serverKey = keys.publicKey
         } else {
             serverKey = nil
         }
-        let config: [String: Any] = ["endpoints": endpoints, "eventEndpoints": events, "gateway": gatewaySection,
-                                     "launch": Self.services, "logLevel": "info"]
-        try JSONSerialization.data(withJSONObject: config, options: [.prettyPrinted]).write(to: URL(fileURLWithPath: "\(dir)/frienso.json"))
+        try config.write(to: "\(dir)/frienso.json")
         reserved.removeAll()
         launcher = try procs.start("launcher", executable: "frienso-launch", arguments: [
             "--config", "\(dir)/frienso.json", "--run-dir", run, "--data-dir", data, "--bin-dir", Repository.binaries.path],
@@ -170,10 +175,7 @@ final class LaunchedStack: @unchecked Sendable {
     }
 
     /// The PID the launcher recorded for `service`.
-    func pid(of service: String) -> Int32? {
-        (try? String(contentsOfFile: "\(run)/pids/\(service).pid", encoding: .utf8))
-            .flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-    }
+    func pid(of service: String) -> Int32? { Supervisor.recordedPID(run, service) }
 
     /// `kill -9` of `service` by its PID, then waits until the launcher has started it again and
     /// it answers through the gateway.
