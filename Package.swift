@@ -265,7 +265,7 @@ let package = Package(
         .target(
             name: "FriensoTesting",
             dependencies: [
-                "Wire", "FriensoProto",
+                "Wire", "FriensoProto", "ServiceKit",
                 logging,
                 serviceLifecycle,
             ],

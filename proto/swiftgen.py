@@ -7,7 +7,7 @@ contracts (a strict subset of proto3, below) and writes one Swift file per .prot
 
 Supported: syntax proto3, package, import, top-level `message` and `enum`, scalar fields, `repeated`,
 fields typed by a message or enum of any imported package, `reserved`, `service` with `rpc`, and the
-method annotations `// frienso:public` and `// frienso:internal` on the line above an rpc.
+method annotations `// frienso:public` and `// frienso:internal(member, …)` on the line above an rpc.
 Anything else (nested types, oneof, map, optional, field options, streams) stops the script with an
 error naming the file and line, so the contracts and the glue can never silently disagree.
 
@@ -100,9 +100,10 @@ def tokenize(text, path):
     for lineno, line in enumerate(text.splitlines(), 1):
         comment = line.find("//")
         if comment >= 0:
-            ann = re.match(r"\s*//\s*frienso:(\w+)\s*$", line[comment:])
+            ann = re.match(r"\s*//\s*frienso:(\w+)(?:\(([a-z, ]*)\))?\s*$", line[comment:])
             if ann and line[:comment].strip() == "":
-                tokens.append((lineno, "@" + ann.group(1)))
+                callers = ",".join(c.strip() for c in (ann.group(2) or "").split(",") if c.strip())
+                tokens.append((lineno, "@" + ann.group(1) + (":" + callers if callers else "")))
             line = line[:comment]
         if "/*" in line:
             raise ProtoError(f"{path}:{lineno}: block comments are not supported")
@@ -190,12 +191,19 @@ def parse(path, rel):
             take("{")
             rpcs = []
             access = "authenticated"
+            callers = []
             while toks[i][1] != "}":
                 word = take()
                 if word.startswith("@"):
-                    if word not in ("@public", "@internal"):
-                        fail(f"unknown annotation frienso:{word[1:]}")
-                    access = word[1:]
+                    kind, _, listed = word[1:].partition(":")
+                    if kind not in ("public", "internal"):
+                        fail(f"unknown annotation frienso:{kind}")
+                    callers = listed.split(",") if listed else []
+                    if kind == "internal" and not callers:
+                        fail("frienso:internal names the members that may call it, e.g. frienso:internal(gateway)")
+                    if kind == "public" and callers:
+                        fail("frienso:public takes no callers: clients reach it through the gateway")
+                    access = kind
                     continue
                 if word != "rpc":
                     fail(f"expected 'rpc', found '{word}'")
@@ -210,8 +218,9 @@ def parse(path, rel):
                 resp = take()
                 take(")")
                 take(";")
-                rpcs.append((rpc, req, resp, access))
+                rpcs.append((rpc, req, resp, access, callers))
                 access = "authenticated"
+                callers = []
             take("}")
             f.services.append((name, rpcs))
         elif tok.startswith("@"):
@@ -536,9 +545,11 @@ def gen_service(f, name, rpcs, out):
     out.append(f"extension {f.namespace} {{")
     out.append(f"    /// The methods of `{f.package}.{name}`, with the access the contract declares.")
     out.append(f"    public enum {name} {{")
-    for rpc, req, resp, access in rpcs:
+    for rpc, req, resp, access, callers in rpcs:
+        listed = ", ".join(f'"{c}"' for c in callers)
+        extra = f", callers: [{listed}]" if callers else ""
         out.append(f"        public static let {lower_camel(camel_to_lower(rpc))} = RPCMethod<{req}, {resp}>("
-                   f'service: "{f.service_short_name}", name: "{rpc}", access: .{access})')
+                   f'service: "{f.service_short_name}", name: "{rpc}", access: .{access}{extra})')
     names = ", ".join(lower_camel(camel_to_lower(r[0])) + ".erased" for r in rpcs)
     out.append("")
     out.append(f"        public static let all: [AnyRPCMethod] = [{names}]")

@@ -26,24 +26,27 @@ extension AlertsConfig {
 public final class AlertsWorker: Service, Sendable {
     private let service: AlertsService
     private let socialEvents: String?
+    private let socialEventsSecurity: ClientSecurity
     private let logger: Logger
     private let context: ZMQContext
     private let reactor: Reactor
 
     /// - Parameter socialEvents: social's PUB endpoint, whose "notices" events wake the notice
     ///   reader (nil: poll only).
-    public init(service: AlertsService, socialEvents: String?, logger: Logger, context: ZMQContext = .shared, reactor: Reactor = .shared) {
+    public init(service: AlertsService, socialEvents: String?, socialEventsSecurity: ClientSecurity = .plaintext, logger: Logger,
+                context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.service = service
         self.socialEvents = socialEvents
+        self.socialEventsSecurity = socialEventsSecurity
         self.logger = logger
         self.context = context
         self.reactor = reactor
     }
 
     public func run() async throws {
-        let service = service, logger = logger
+        let service = service, logger = logger, security = socialEventsSecurity
         let subscriber = socialEvents.map {
-            Subscriber(endpoint: $0, prefixes: [SocialNotices.stream], logger: logger, context: context, reactor: reactor)
+            Subscriber(endpoint: $0, prefixes: [SocialNotices.stream], logger: logger, security: security, context: context, reactor: reactor)
         }
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in

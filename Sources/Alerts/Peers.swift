@@ -47,12 +47,12 @@ public struct RemotePeers: AlertsPeers {
         self.replicaCircle = replicaCircle
     }
 
-    private func options(_ caller: UInt64 = 0) -> CallOptions { CallOptions(deadline: deadline, callerUserID: caller, idempotent: true) }
+    private func options() -> CallOptions { CallOptions(deadline: deadline, idempotent: true) }
 
     public func circle(of owner: UInt64) async throws -> [CircleContact] {
         let members: [SocialV1.CircleMember]
         do {
-            members = try await social.call(SocialV1.SocialService.showCircle, SocialV1.ShowCircleRequest(), options: options(owner)).members
+            members = try await social.call(SocialV1.SocialService.circleOf, SocialV1.CircleOfRequest(ownerUserId: owner), options: options()).members
         } catch {
             guard error.code == .unavailable || error.code == .deadlineExceeded else { throw error }
             logger.warning("social did not answer: the circle comes from the replica (no invited phone numbers)", metadata: ["user": "\(owner)"])
@@ -70,14 +70,14 @@ public struct RemotePeers: AlertsPeers {
     }
 
     public func circleRequests(for member: UInt64) async throws -> [(owner: UInt64, atMs: Int64)] {
-        try await social.call(SocialV1.SocialService.listCircleRequests, SocialV1.ListCircleRequestsRequest(), options: options(member))
+        try await social.call(SocialV1.SocialService.circleRequestsFor, SocialV1.CircleRequestsForRequest(memberUserId: member), options: options())
             .requests.map { ($0.owner?.userId ?? 0, $0.addedAtMs) }
     }
 
     public func respondToCircleRequest(member: UInt64, owner: UInt64, accept: Bool) async throws {
-        _ = try await social.call(SocialV1.SocialService.respondToCircleRequest,
-                                  SocialV1.RespondToCircleRequestRequest(ownerUserId: owner, action: accept ? .accept : .reject),
-                                  options: options(member))
+        _ = try await social.call(SocialV1.SocialService.answerCircleRequest,
+                                  SocialV1.AnswerCircleRequestRequest(memberUserId: member, ownerUserId: owner, action: accept ? .accept : .reject),
+                                  options: options())
     }
 
     public func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice] {

@@ -25,7 +25,13 @@ public final class Gateway: Service, Sendable {
         // Only services with a contract can be called; the others are not built yet.
         let contracted = Set(ProtoIndex.methods.map(\.service))
         for (name, endpoint) in config.services where !endpoint.isEmpty && contracted.contains(name) {
-            clients[name] = WireClient(endpoint: endpoint, options: clientOptions, logger: logger.with("peer", name),
+            var options = clientOptions
+            if let keyring = config.keyring {
+                // A member the keyring lacks cannot be reached securely: it stays "not deployed here".
+                guard let security = try? keyring.client(of: name) else { continue }
+                options.security = security
+            }
+            clients[name] = WireClient(endpoint: endpoint, options: options, logger: logger.with("peer", name),
                                        context: context, reactor: reactor)
         }
         self.clients = clients
@@ -36,7 +42,7 @@ public final class Gateway: Service, Sendable {
             subscriptions: subscriptions, nowMs: { WallClock.milliseconds() })
         var options = HostOptions(name: "gateway", endpoint: config.endpoint)
         options.maxMessageSize = config.maxMessageSize
-        options.curveSecretKey = config.curveSecretKey
+        options.security = config.curveSecretKey.map { .curve(secretKey: $0, admission: .anyClient) } ?? .plaintext
         host = ServiceHost(options: options, handler: handler, logger: logger, context: context, reactor: reactor)
     }
 
@@ -62,8 +68,13 @@ public final class Gateway: Service, Sendable {
 
     /// Forwards `viewer.<id>` events from one publisher to that user's connections.
     private func relay(from name: String, endpoint: String) async {
+        var security = ClientSecurity.plaintext
+        if let keyring = config.keyring {
+            guard let curve = try? keyring.client(of: name) else { return }
+            security = curve
+        }
         let subscriber = Subscriber(endpoint: endpoint, prefixes: ["viewer."], logger: logger.with("source", name),
-                                    context: context, reactor: host.reactor)
+                                    security: security, context: context, reactor: host.reactor)
         await withTaskCancellationHandler {
             for await event in subscriber.events {
                 guard let user = UInt64(event.topic.dropFirst("viewer.".count)) else { continue }

@@ -1,3 +1,5 @@
+public import Wire
+
 /// How the gateway binds, where the services are, and how hard it limits clients.
 public struct GatewayConfig: Sendable {
     /// The client-facing endpoint.
@@ -20,6 +22,9 @@ public struct GatewayConfig: Sendable {
     public var maxMessageSize: Int64 = 16 << 20
     /// CurveZMQ secret key for the client socket (Z85); nil for plain TCP.
     public var curveSecretKey: String?
+    /// The internal plane: the gateway's member keys, used for every connection to a service and
+    /// every event subscription. nil is plaintext (tests, and the explicit debugging flag).
+    public var keyring: Keyring?
 
     public init(endpoint: String, services: [String: String]) {
         self.endpoint = endpoint

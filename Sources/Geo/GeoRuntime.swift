@@ -25,20 +25,25 @@ extension GeoConfig {
 public final class GrantConsumer: Service, Sendable {
     private let service: GeoService
     private let endpoint: String
+    private let security: ClientSecurity
     private let logger: Logger
     private let context: ZMQContext
     private let reactor: Reactor
 
-    public init(service: GeoService, endpoint: String, logger: Logger, context: ZMQContext = .shared, reactor: Reactor = .shared) {
+    /// - Parameters: endpoint, security: alerts' PUB socket and how to authenticate to it.
+    public init(service: GeoService, endpoint: String, security: ClientSecurity = .plaintext, logger: Logger,
+                context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.service = service
         self.endpoint = endpoint
+        self.security = security
         self.logger = logger
         self.context = context
         self.reactor = reactor
     }
 
     public func run() async throws {
-        let subscriber = Subscriber(endpoint: endpoint, prefixes: ["grants"], logger: logger, context: context, reactor: reactor)
+        let subscriber = Subscriber(endpoint: endpoint, prefixes: ["grants"], logger: logger, security: security,
+                                    context: context, reactor: reactor)
         let service = service, logger = logger
         await cancelWhenGracefulShutdown {
             for await event in subscriber.events {

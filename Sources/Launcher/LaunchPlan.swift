@@ -1,26 +1,74 @@
 import Foundation
 public import ServiceKit
+import Wire
 
 /// Which processes to start, with which arguments, from the deployment's configuration.
 public struct LaunchPlan: Sendable {
     /// Every service, in start order (the gateway last: it routes to the others).
     public static let defaultOrder = ["accounts", "social", "geo", "alerts", "media", "gateway"]
+    /// The members with a PUB socket.
+    public static let publishers = ["social", "geo", "alerts"]
 
     public var children: [ChildSpec]
+    /// The keyring folder every child was handed (nil with `--insecure-plaintext`).
+    public var keyringFolder: String?
 
-    /// - Parameter options: passed on to every child (config file, data dir, log level).
-    public init(resolved: ResolvedOptions, options: ServiceOptions, binDirectory: String) throws {
+    /// - Parameters:
+    ///   - options: passed on to every child (config file, data dir, log level, plaintext flag).
+    ///   - keyringFolder: the deployment keyring; made (or completed) here when missing.
+    /// - Throws: `ConfigError` when an executable is missing or the keyring cannot be made or read.
+    public init(resolved: ResolvedOptions, options: ServiceOptions, binDirectory: String, keyringFolder folderName: String) throws {
         let names = resolved.config.launch ?? Self.defaultOrder
         var shared: [String] = []
         if let config = options.config ?? resolved.environment["FRIENSO_CONFIG"] { shared += ["--config", config] }
         if let dataDir = options.dataDir { shared += ["--data-dir", dataDir] }
         if let level = options.logLevel { shared += ["--log-level", level] }
+        // Every member learns every endpoint of the deployment (what this launcher starts) from
+        // the launcher, so none falls back to a default for a peer (services refuse to).
+        var environment: [String: String] = [:]
+        for member in names {
+            environment["FRIENSO_\(member.uppercased())_ENDPOINT"] = resolved.deploymentEndpoint(of: member)
+            if Self.publishers.contains(member) {
+                environment["FRIENSO_\(member.uppercased())_EVENTS"] = resolved.deploymentEventEndpoint(of: member)
+            }
+        }
+        let plane: InternalPlane
+        if resolved.insecurePlaintext {
+            shared.append("--insecure-plaintext")
+            plane = .plaintext
+            keyringFolder = nil
+        } else {
+            let folder = URL(fileURLWithPath: folderName).standardizedFileURL.path
+            try KeyringFiles.ensure(at: folder)
+            environment["FRIENSO_KEYRING"] = folder
+            plane = InternalPlane(keyring: try KeyringFiles.load(at: folder, member: "launcher"))
+            self.keyringFolder = folder
+        }
+        let gatewayEdgeKey = try Self.gatewayEdgePublicKey(resolved)
         children = try names.map { name in
             let executable = "\(binDirectory)/frienso-\(name)"
             guard FileManager.default.isExecutableFile(atPath: executable) else {
                 throw ConfigError("no executable for \(name) at \(executable): build it first (swift build)")
             }
-            return ChildSpec(name: name, executable: executable, arguments: shared, endpoint: resolved.endpoint(of: name))
+            // The readiness probe pings with the launcher's key; the gateway's client socket is
+            // the edge (any client, its own CurveZMQ key when configured).
+            let probe: ClientSecurity = name == "gateway"
+                ? gatewayEdgeKey.map { .curve(serverPublicKey: $0, keys: nil) } ?? .plaintext
+                : try plane.client(of: name)
+            return ChildSpec(name: name, executable: executable, arguments: shared, endpoint: resolved.deploymentEndpoint(of: name),
+                             environment: environment, probe: probe)
         }
+    }
+
+    /// The public key of the gateway's client socket, when it has one (so the probe can reach it).
+    private static func gatewayEdgePublicKey(_ resolved: ResolvedOptions) throws -> String? {
+        guard let file = resolved.config.gateway?.curveSecretKeyFile ?? resolved.environment["FRIENSO_GATEWAY_CURVE_SECRET_FILE"] else {
+            return nil
+        }
+        guard let secret = try? String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
+              let key = try? CurveKeys.publicKey(forSecret: secret) else {
+            throw ConfigError("cannot read the gateway's CurveZMQ secret key file \(file)")
+        }
+        return key
     }
 }

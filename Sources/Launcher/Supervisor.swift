@@ -2,7 +2,7 @@ import Foundation
 public import Logging
 public import ServiceLifecycle
 import Synchronization
-import Wire
+public import Wire
 
 /// One process the launcher keeps running.
 public struct ChildSpec: Sendable {
@@ -11,12 +11,19 @@ public struct ChildSpec: Sendable {
     public var arguments: [String]
     /// The request endpoint answering `<name>.Ping`, for readiness.
     public var endpoint: String
+    /// Added to the launcher's environment for the child (every endpoint, the keyring).
+    public var environment: [String: String]
+    /// How the readiness probe connects (the launcher's member key).
+    public var probe: ClientSecurity
 
-    public init(name: String, executable: String, arguments: [String], endpoint: String) {
+    public init(name: String, executable: String, arguments: [String], endpoint: String,
+                environment: [String: String] = [:], probe: ClientSecurity = .plaintext) {
         self.name = name
         self.executable = executable
         self.arguments = arguments
         self.endpoint = endpoint
+        self.environment = environment
+        self.probe = probe
     }
 }
 
@@ -113,6 +120,7 @@ public final class Supervisor: Service, Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: child.executable)
         process.arguments = child.arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(child.environment) { $1 }
         let logPath = "\(runDirectory)/logs/\(child.name).log"
         if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
@@ -127,7 +135,9 @@ public final class Supervisor: Service, Sendable {
 
     /// Pings the child with a bounded number of tries until it answers.
     private func waitUntilAnswering(_ child: ChildSpec) async throws {
-        let client = WireClient(endpoint: child.endpoint, options: Self.probeOptions, logger: logger)
+        var options = Self.probeOptions
+        options.security = child.probe
+        let client = WireClient(endpoint: child.endpoint, options: options, logger: logger)
         defer { Task { await client.close() } }
         let until = ContinuousClock.now.advanced(by: readyTimeout)
         while ContinuousClock.now < until {

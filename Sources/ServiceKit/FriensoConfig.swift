@@ -17,6 +17,8 @@ public struct FriensoConfig: Codable, Sendable {
     public var media: MediaSection?
     /// What the launcher starts, in order (default: accounts, social, geo, alerts, media, then the gateway).
     public var launch: [String]?
+    /// The deployment keyring folder (default: `keys` in the launcher's run folder).
+    public var keyring: String?
 
     public struct AccountsSection: Codable, Sendable {
         public var sessionTTLSeconds: Int?

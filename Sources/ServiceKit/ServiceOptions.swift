@@ -20,6 +20,12 @@ public struct ServiceOptions: ParsableArguments, Sendable {
     @Option(help: "Write the bound endpoint to this file once listening (for launchers and tests).")
     public var endpointFile: String?
 
+    @Option(help: "The deployment keyring folder: this member's secret key and every member's public key (env FRIENSO_KEYRING; frienso-launch makes one in run/keys).")
+    public var keyring: String?
+
+    @Flag(help: "DEBUGGING ONLY: no CurveZMQ on internal sockets; any process that reaches a port is believed.")
+    public var insecurePlaintext = false
+
     public init() {}
 
     /// Resolves options for `service` against the environment and the config file.
@@ -39,6 +45,8 @@ public struct ServiceOptions: ParsableArguments, Sendable {
             endpoint: endpoint ?? environment[envKey] ?? file.endpoints?[service] ?? Defaults.endpoints[service] ?? "tcp://127.0.0.1:*",
             logLevel: level,
             endpointFile: endpointFile,
+            keyring: keyring ?? environment["FRIENSO_KEYRING"] ?? file.keyring,
+            insecurePlaintext: insecurePlaintext,
             environment: environment)
     }
 }
@@ -52,15 +60,66 @@ public struct ResolvedOptions: Sendable {
     public var endpoint: String
     public var logLevel: Logger.Level
     public var endpointFile: String?
+    /// The keyring folder, when one was named.
+    public var keyring: String?
+    public var insecurePlaintext: Bool
     public var environment: [String: String]
 
-    /// Where another service listens, as this deployment configures it.
-    public func endpoint(of other: String) -> String {
-        environment["FRIENSO_\(other.uppercased())_ENDPOINT"] ?? config.endpoints?[other] ?? Defaults.endpoints[other] ?? ""
+    /// Where another member listens for requests, as this deployment configures it (environment,
+    /// then config file). Never an embedded default: a service given some endpoints but not this
+    /// one would otherwise reach whatever runs on the default port, another deployment's
+    /// service perhaps. `frienso-launch` passes every endpoint to every member.
+    /// - Throws: `ConfigError` naming both settings.
+    public func peer(_ other: String) throws -> String {
+        let key = "FRIENSO_\(other.uppercased())_ENDPOINT"
+        guard let endpoint = environment[key] ?? config.endpoints?[other], !endpoint.isEmpty else {
+            throw ConfigError("\(service) needs \(other)'s request endpoint: set \(key) or endpoints.\(other) in the config file (frienso-launch sets every endpoint)")
+        }
+        return endpoint
     }
 
-    public func eventEndpoint(of other: String) -> String {
-        environment["FRIENSO_\(other.uppercased())_EVENTS"] ?? config.eventEndpoints?[other] ?? Defaults.eventEndpoints[other] ?? ""
+    /// A peer's request endpoint when this deployment has one, else nil (not an embedded default):
+    /// for the gateway, to which a service the deployment lacks is "not deployed here".
+    public func configuredPeer(_ other: String) -> String? {
+        (environment["FRIENSO_\(other.uppercased())_ENDPOINT"] ?? config.endpoints?[other]).flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    public func configuredPeerEvents(_ other: String) -> String? {
+        (environment["FRIENSO_\(other.uppercased())_EVENTS"] ?? config.eventEndpoints?[other]).flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// Where another member publishes events; never an embedded default (see `peer`).
+    public func peerEvents(_ other: String) throws -> String {
+        let key = "FRIENSO_\(other.uppercased())_EVENTS"
+        guard let endpoint = environment[key] ?? config.eventEndpoints?[other], !endpoint.isEmpty else {
+            throw ConfigError("\(service) needs \(other)'s event endpoint: set \(key) or eventEndpoints.\(other) in the config file (frienso-launch sets every endpoint)")
+        }
+        return endpoint
+    }
+
+    /// Where `member` listens in the whole deployment this configuration describes: the
+    /// environment, the config file, then the embedded defaults (the launcher's view).
+    public func deploymentEndpoint(of member: String) -> String {
+        environment["FRIENSO_\(member.uppercased())_ENDPOINT"] ?? config.endpoints?[member] ?? Defaults.endpoints[member] ?? ""
+    }
+
+    public func deploymentEventEndpoint(of member: String) -> String {
+        environment["FRIENSO_\(member.uppercased())_EVENTS"] ?? config.eventEndpoints?[member] ?? Defaults.eventEndpoints[member] ?? ""
+    }
+
+    /// This member's internal plane: its keyring (CurveZMQ), or plaintext when started with
+    /// `--insecure-plaintext`, said loudly in the log.
+    /// - Throws: `ConfigError` saying how to get keys when there is no keyring.
+    public func plane(logger: Logger) throws -> InternalPlane {
+        if insecurePlaintext {
+            logger.critical("INSECURE: --insecure-plaintext: internal sockets are plain TCP and any process that reaches them is believed (user ids, internal methods). For debugging only; never on a network.",
+                            metadata: ["service": "\(service)"])
+            return .plaintext
+        }
+        guard let keyring else {
+            throw ConfigError("\(service) has no keyring: internal sockets need CurveZMQ keys. Start the deployment with frienso-launch (it creates run/keys), or pass --keyring DIR (env FRIENSO_KEYRING) naming that folder; --insecure-plaintext disables authentication for debugging only")
+        }
+        return InternalPlane(keyring: try KeyringFiles.load(at: keyring, member: service))
     }
 
     public func createDataDirectory() throws {

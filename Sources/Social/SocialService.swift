@@ -81,7 +81,24 @@ public final class SocialService: Sendable {
         router.register(API.recommendFriends) { try await self.recommend($0, $1) }
         router.register(API.addExchange) { try await self.addExchange($0, $1) }
         router.register(API.listExchanges) { try await self.listExchanges($0, $1) }
+        router.register(API.circleOf) { try await self.showCircle(SocialV1.ShowCircleRequest(), try Self.acting(as: $0.ownerUserId, $1)) }
+        router.register(API.circleRequestsFor) {
+            try await self.listCircleRequests(SocialV1.ListCircleRequestsRequest(), try Self.acting(as: $0.memberUserId, $1))
+        }
+        router.register(API.answerCircleRequest) {
+            try await self.respondToCircleRequest(SocialV1.RespondToCircleRequestRequest(ownerUserId: $0.ownerUserId, action: $0.action),
+                                                  try Self.acting(as: $0.memberUserId, $1))
+        }
         return router
+    }
+
+    /// An internal call on a person's behalf (alerts' circle methods): the context of that
+    /// person, so the client method's rules apply unchanged. The plane lets only alerts call them.
+    static func acting(as user: UInt64, _ context: RequestContext) throws(RPCError) -> RequestContext {
+        guard user != 0 else { throw .invalidArgument("name the user this call acts for") }
+        var context = context
+        context.callerUserID = user
+        return context
     }
 
     // MARK: Requests

@@ -25,6 +25,7 @@ public final class SocialGraphReplica: Service, Sendable {
 
     private let social: WireClient
     private let eventsEndpoint: String
+    private let eventsSecurity: ClientSecurity
     private let checkInterval: Duration
     private let logger: Logger
     private let context: ZMQContext
@@ -38,10 +39,12 @@ public final class SocialGraphReplica: Service, Sendable {
     /// - Parameters:
     ///   - social: a client to social's request endpoint (GraphSnapshot is internal).
     ///   - eventsEndpoint: social's PUB endpoint.
-    public init(social: WireClient, eventsEndpoint: String, logger: Logger, checkInterval: Duration = .seconds(5),
-                context: ZMQContext = .shared, reactor: Reactor = .shared) {
+    ///   - eventsSecurity: how to authenticate to it (the member's keyring).
+    public init(social: WireClient, eventsEndpoint: String, eventsSecurity: ClientSecurity = .plaintext, logger: Logger,
+                checkInterval: Duration = .seconds(5), context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.social = social
         self.eventsEndpoint = eventsEndpoint
+        self.eventsSecurity = eventsSecurity
         self.checkInterval = checkInterval
         self.logger = logger
         self.context = context
@@ -67,7 +70,8 @@ public final class SocialGraphReplica: Service, Sendable {
     // MARK: Running
 
     public func run() async throws {
-        let subscriber = Subscriber(endpoint: eventsEndpoint, prefixes: ["graph"], logger: logger, context: context, reactor: reactor)
+        let subscriber = Subscriber(endpoint: eventsEndpoint, prefixes: ["graph"], logger: logger, security: eventsSecurity,
+                                    context: context, reactor: reactor)
         let feed = feed, checkInterval = checkInterval
         await withTaskGroup(of: Void.self) { group in
             group.addTask {

@@ -14,9 +14,10 @@ struct AccountsCommand: AsyncParsableCommand {
     func run() async throws {
         let resolved = try options.resolve(service: "accounts")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let plane = try resolved.plane(logger: logger)
         try resolved.createDataDirectory()
         let service = try AccountsService(directory: resolved.dataDirectory, config: AccountsConfig(resolved: resolved))
-        let host = service.makeHost(options: HostOptions(name: "accounts", endpoint: resolved.endpoint), logger: logger)
+        let host = service.makeHost(options: plane.hostOptions(name: "accounts", endpoint: resolved.endpoint), logger: logger)
         try await ServiceRunner.run([host], endpointFile: resolved.endpointFile, logger: logger) { try await host.boundEndpoint() }
     }
 }

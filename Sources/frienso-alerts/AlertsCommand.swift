@@ -17,18 +17,22 @@ struct AlertsCommand: AsyncParsableCommand {
     func run() async throws {
         let resolved = try options.resolve(service: "alerts")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let plane = try resolved.plane(logger: logger)
         try resolved.createDataDirectory()
-        let toSocial = WireClient(endpoint: resolved.endpoint(of: "social"), logger: logger)
+        let toSocial = try plane.client("social", at: resolved.peer("social"), logger: logger)
+        let socialEvents = try resolved.peerEvents("social")
         // The graph replica answers "who is in this circle" while social restarts.
-        let replica = SocialGraphReplica(social: toSocial, eventsEndpoint: resolved.eventEndpoint(of: "social"), logger: logger)
-        let peers = RemotePeers(accounts: WireClient(endpoint: resolved.endpoint(of: "accounts"), logger: logger), social: toSocial,
-                                geo: WireClient(endpoint: resolved.endpoint(of: "geo"), logger: logger), logger: logger,
+        let replica = SocialGraphReplica(social: toSocial, eventsEndpoint: socialEvents, eventsSecurity: try plane.client(of: "social"),
+                                         logger: logger)
+        let peers = RemotePeers(accounts: try plane.client("accounts", at: resolved.peer("accounts"), logger: logger), social: toSocial,
+                                geo: try plane.client("geo", at: resolved.peer("geo"), logger: logger), logger: logger,
                                 replicaCircle: { owner in replica.read { $0.circle(of: owner) } })
-        let publisher = Publisher(name: "alerts", endpoint: resolved.eventEndpoint(of: "alerts"), logger: logger)
+        let publisher = plane.publisher(name: "alerts", endpoint: resolved.deploymentEventEndpoint(of: "alerts"), logger: logger)
         let service = try AlertsService(directory: resolved.dataDirectory, peers: peers, events: publisher,
                                         config: AlertsConfig(resolved: resolved), logger: logger)
-        let worker = AlertsWorker(service: service, socialEvents: resolved.eventEndpoint(of: "social"), logger: logger)
-        let host = service.makeHost(options: HostOptions(name: "alerts", endpoint: resolved.endpoint))
+        let worker = AlertsWorker(service: service, socialEvents: socialEvents, socialEventsSecurity: try plane.client(of: "social"),
+                                  logger: logger)
+        let host = service.makeHost(options: plane.hostOptions(name: "alerts", endpoint: resolved.endpoint))
         try await ServiceRunner.run([replica, publisher, worker, host], endpointFile: resolved.endpointFile, logger: logger,
                                     boundEventsEndpoint: { try await publisher.boundEndpoint() }) {
             try await host.boundEndpoint()

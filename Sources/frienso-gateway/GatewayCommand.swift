@@ -15,7 +15,8 @@ struct GatewayCommand: AsyncParsableCommand {
     func run() async throws {
         let resolved = try options.resolve(service: "gateway")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
-        let config = try GatewayConfig(resolved: resolved)
+        var config = try GatewayConfig(resolved: resolved)
+        config.keyring = try resolved.plane(logger: logger).keyring
         let gateway = Gateway(config: config, logger: logger)
         try await ServiceRunner.run([gateway], endpointFile: resolved.endpointFile, logger: logger) { try await gateway.boundEndpoint() }
     }

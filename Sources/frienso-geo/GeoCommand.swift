@@ -18,17 +18,21 @@ struct GeoCommand: AsyncParsableCommand {
     func run() async throws {
         let resolved = try options.resolve(service: "geo")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let plane = try resolved.plane(logger: logger)
         try resolved.createDataDirectory()
-        let toSocial = WireClient(endpoint: resolved.endpoint(of: "social"), logger: logger)
-        let replica = SocialGraphReplica(social: toSocial, eventsEndpoint: resolved.eventEndpoint(of: "social"), logger: logger)
-        let publisher = Publisher(name: "geo", endpoint: resolved.eventEndpoint(of: "geo"), logger: logger)
+        let toSocial = try plane.client("social", at: resolved.peer("social"), logger: logger)
+        let replica = SocialGraphReplica(social: toSocial, eventsEndpoint: try resolved.peerEvents("social"),
+                                         eventsSecurity: try plane.client(of: "social"), logger: logger)
+        let publisher = plane.publisher(name: "geo", endpoint: resolved.deploymentEventEndpoint(of: "geo"), logger: logger)
+        let media = try plane.client("media", at: resolved.peer("media"), logger: logger)
         let service = try GeoService(directory: resolved.dataDirectory, graph: replica, publisher: publisher,
                                      config: GeoConfig(resolved: resolved),
-                                     photos: RemoteCheckInPhotos(media: WireClient(endpoint: resolved.endpoint(of: "media"), logger: logger)),
+                                     photos: RemoteCheckInPhotos(media: media),
                                      logger: logger)
-        let grants = GrantConsumer(service: service, endpoint: resolved.eventEndpoint(of: "alerts"), logger: logger)
+        let grants = GrantConsumer(service: service, endpoint: try resolved.peerEvents("alerts"), security: try plane.client(of: "alerts"),
+                                   logger: logger)
         let pruner = HistoryPruner(service: service, logger: logger)
-        let host = service.makeHost(options: HostOptions(name: "geo", endpoint: resolved.endpoint))
+        let host = service.makeHost(options: plane.hostOptions(name: "geo", endpoint: resolved.endpoint))
         try await ServiceRunner.run([replica, publisher, grants, pruner, host], endpointFile: resolved.endpointFile, logger: logger,
                                   boundEventsEndpoint: { try await publisher.boundEndpoint() }) {
             try await host.boundEndpoint()

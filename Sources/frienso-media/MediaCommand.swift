@@ -16,12 +16,14 @@ struct MediaCommand: AsyncParsableCommand {
     func run() async throws {
         let resolved = try options.resolve(service: "media")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let plane = try resolved.plane(logger: logger)
         try resolved.createDataDirectory()
-        let replica = SocialGraphReplica(social: WireClient(endpoint: resolved.endpoint(of: "social"), logger: logger),
-                                         eventsEndpoint: resolved.eventEndpoint(of: "social"), logger: logger)
-        let peers = RemoteMediaPeers(replica: replica, geo: WireClient(endpoint: resolved.endpoint(of: "geo"), logger: logger))
+        let replica = SocialGraphReplica(social: try plane.client("social", at: resolved.peer("social"), logger: logger),
+                                         eventsEndpoint: try resolved.peerEvents("social"), eventsSecurity: try plane.client(of: "social"),
+                                         logger: logger)
+        let peers = RemoteMediaPeers(replica: replica, geo: try plane.client("geo", at: resolved.peer("geo"), logger: logger))
         let service = try MediaService(directory: resolved.dataDirectory, peers: peers, config: MediaConfig(resolved: resolved), logger: logger)
-        let host = service.makeHost(options: HostOptions(name: "media", endpoint: resolved.endpoint))
+        let host = service.makeHost(options: plane.hostOptions(name: "media", endpoint: resolved.endpoint))
         try await ServiceRunner.run([replica, MediaWorker(service: service), host], endpointFile: resolved.endpointFile, logger: logger) {
             try await host.boundEndpoint()
         }

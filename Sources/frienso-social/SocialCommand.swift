@@ -14,13 +14,14 @@ struct SocialCommand: AsyncParsableCommand {
     func run() async throws {
         let resolved = try options.resolve(service: "social")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let plane = try resolved.plane(logger: logger)
         try resolved.createDataDirectory()
-        let accounts = WireClient(endpoint: resolved.endpoint(of: "accounts"), logger: logger)
-        let publisher = Publisher(name: "social", endpoint: resolved.eventEndpoint(of: "social"), logger: logger)
-        let geo = WireClient(endpoint: resolved.endpoint(of: "geo"), logger: logger)
+        let accounts = try plane.client("accounts", at: resolved.peer("accounts"), logger: logger)
+        let publisher = plane.publisher(name: "social", endpoint: resolved.deploymentEventEndpoint(of: "social"), logger: logger)
+        let geo = try plane.client("geo", at: resolved.peer("geo"), logger: logger)
         let service = try SocialService(directory: resolved.dataDirectory, accounts: accounts, publisher: publisher,
                                         circleLimit: resolved.config.social?.circleLimit ?? 3, geo: geo)
-        let host = service.makeHost(options: HostOptions(name: "social", endpoint: resolved.endpoint), logger: logger)
+        let host = service.makeHost(options: plane.hostOptions(name: "social", endpoint: resolved.endpoint), logger: logger)
         try await ServiceRunner.run([publisher, host], endpointFile: resolved.endpointFile, logger: logger,
                                   boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }
     }

@@ -1,5 +1,7 @@
 import Foundation
+import ServiceKit
 import Synchronization
+import Testing
 
 /// Real executables started by a test: each with its own log file; stopped by the PID it
 /// recorded, never by name. `logs()` gathers every log for a failure message.
@@ -12,12 +14,52 @@ public final class ProcessHarness: Sendable {
 
     private let directory: TemporaryDirectory
     private let handles = Mutex<[String: (Process, Handle)]>([:])
+    /// Ports standing in for members a test did not start (see `deploymentEnvironment`).
+    private let placeholders = Mutex<[String: DeadPort]>([:])
+    private let decoyAtStart: Int
 
     public init() throws {
         directory = try TemporaryDirectory("frienso-procs")
+        decoyAtStart = DefaultPortDecoy.shared.connections
     }
 
     public var workDirectory: String { directory.path }
+
+    /// The keyring every service this harness starts by hand shares (made on first use), as
+    /// frienso-launch would make it.
+    public var keyringFolder: String {
+        let folder = "\(directory.path)/keys"
+        _ = try? KeyringFiles.ensure(at: folder)
+        return folder
+    }
+
+    static let services = ["accounts", "social", "geo", "alerts", "media", "gateway"]
+    static let publishers = ["social", "geo", "alerts"]
+
+    /// What a service started by hand needs besides the test's own settings: the harness's
+    /// keyring, and an endpoint for every member the test did not name, a port of this test
+    /// where nothing listens (a service never falls back to the default ports, where another
+    /// deployment may run). Its own event endpoint, unnamed, is an ephemeral port.
+    func deploymentEnvironment(for executable: String, given: [String: String]) -> [String: String] {
+        let name = (executable as NSString).lastPathComponent
+        guard name.hasPrefix("frienso-"), Self.services.contains(String(name.dropFirst("frienso-".count))) else { return given }
+        let own = String(name.dropFirst("frienso-".count))
+        var environment = given
+        environment["FRIENSO_KEYRING"] = environment["FRIENSO_KEYRING"] ?? keyringFolder
+        let keys = Self.services.filter { $0 != own }.map { "FRIENSO_\($0.uppercased())_ENDPOINT" }
+            + Self.publishers.map { "FRIENSO_\($0.uppercased())_EVENTS" }
+        for key in keys where environment[key] == nil && ProcessInfo.processInfo.environment[key] == nil {
+            if key == "FRIENSO_\(own.uppercased())_EVENTS" {
+                environment[key] = "tcp://127.0.0.1:*"
+            } else {
+                environment[key] = placeholders.withLock { ports in
+                    if ports[key] == nil { ports[key] = try? DeadPort() }
+                    return ports[key]?.endpoint ?? "tcp://127.0.0.1:1"
+                }
+            }
+        }
+        return environment
+    }
 
     /// Starts `executable` (a name in `Repository.binaries`, or a path).
     @discardableResult
@@ -26,7 +68,7 @@ public final class ProcessHarness: Sendable {
         process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : Repository.binaries.appendingPathComponent(executable)
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
-        env.merge(environment) { $1 }
+        env.merge(deploymentEnvironment(for: executable, given: environment)) { $1 }
         process.environment = env
         let logPath = "\(directory.path)/\(name).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
@@ -94,6 +136,10 @@ public final class ProcessHarness: Sendable {
         }
         for (process, _) in all { process.waitUntilExit() }
         directory.remove()
+        let reached = DefaultPortDecoy.shared.connections - decoyAtStart
+        if reached > 0 {
+            Issue.record("\(reached) connection(s) reached the default deployment ports during this test: something fell back to a default endpoint (\(DefaultPortDecoy.shared.report()))")
+        }
     }
 
     /// Runs a command to completion, waiting on a thread of its own.

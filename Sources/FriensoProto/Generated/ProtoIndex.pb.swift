@@ -214,6 +214,9 @@ public enum ProtoIndex {
         SocialV1.Notice.self,
         SocialV1.ListNoticesRequest.self,
         SocialV1.ListNoticesResponse.self,
+        SocialV1.CircleOfRequest.self,
+        SocialV1.CircleRequestsForRequest.self,
+        SocialV1.AnswerCircleRequestRequest.self,
     ]
 
     /// Every rpc in proto/, with its declared access.

@@ -2087,14 +2087,14 @@ extension AccountsV1 {
         public static let changePassword = RPCMethod<ChangePasswordRequest, ChangePasswordResponse>(service: "accounts", name: "ChangePassword", access: .authenticated)
         public static let getProfile = RPCMethod<GetProfileRequest, GetProfileResponse>(service: "accounts", name: "GetProfile", access: .authenticated)
         public static let editProfile = RPCMethod<EditProfileRequest, EditProfileResponse>(service: "accounts", name: "EditProfile", access: .authenticated)
-        public static let validateSession = RPCMethod<ValidateSessionRequest, ValidateSessionResponse>(service: "accounts", name: "ValidateSession", access: .internal)
-        public static let getProfiles = RPCMethod<GetProfilesRequest, GetProfilesResponse>(service: "accounts", name: "GetProfiles", access: .internal)
-        public static let contactDetails = RPCMethod<ContactDetailsRequest, ContactDetailsResponse>(service: "accounts", name: "ContactDetails", access: .internal)
-        public static let findUsers = RPCMethod<FindUsersRequest, FindUsersResponse>(service: "accounts", name: "FindUsers", access: .internal)
-        public static let searchUsers = RPCMethod<SearchUsersRequest, SearchUsersResponse>(service: "accounts", name: "SearchUsers", access: .internal)
+        public static let validateSession = RPCMethod<ValidateSessionRequest, ValidateSessionResponse>(service: "accounts", name: "ValidateSession", access: .internal, callers: ["gateway"])
+        public static let getProfiles = RPCMethod<GetProfilesRequest, GetProfilesResponse>(service: "accounts", name: "GetProfiles", access: .internal, callers: ["social", "alerts"])
+        public static let contactDetails = RPCMethod<ContactDetailsRequest, ContactDetailsResponse>(service: "accounts", name: "ContactDetails", access: .internal, callers: ["alerts"])
+        public static let findUsers = RPCMethod<FindUsersRequest, FindUsersResponse>(service: "accounts", name: "FindUsers", access: .internal, callers: ["social"])
+        public static let searchUsers = RPCMethod<SearchUsersRequest, SearchUsersResponse>(service: "accounts", name: "SearchUsers", access: .internal, callers: ["social"])
         public static let linkExternalId = RPCMethod<LinkExternalIdRequest, LinkExternalIdResponse>(service: "accounts", name: "LinkExternalId", access: .authenticated)
         public static let unlinkExternalId = RPCMethod<UnlinkExternalIdRequest, UnlinkExternalIdResponse>(service: "accounts", name: "UnlinkExternalId", access: .authenticated)
-        public static let matchContacts = RPCMethod<MatchContactsRequest, MatchContactsResponse>(service: "accounts", name: "MatchContacts", access: .internal)
+        public static let matchContacts = RPCMethod<MatchContactsRequest, MatchContactsResponse>(service: "accounts", name: "MatchContacts", access: .internal, callers: ["social"])
 
         public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased]
     }

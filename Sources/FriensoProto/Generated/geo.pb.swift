@@ -2415,9 +2415,9 @@ extension GeoV1 {
         public static let listVenues = RPCMethod<ListVenuesRequest, ListVenuesResponse>(service: "geo", name: "ListVenues", access: .authenticated)
         public static let checkIn = RPCMethod<CheckInRequest, CheckInResponse>(service: "geo", name: "CheckIn", access: .authenticated)
         public static let listCheckIns = RPCMethod<ListCheckInsRequest, ListCheckInsResponse>(service: "geo", name: "ListCheckIns", access: .authenticated)
-        public static let latestLocation = RPCMethod<LatestLocationRequest, LatestLocationResponse>(service: "geo", name: "LatestLocation", access: .internal)
-        public static let checkInAccess = RPCMethod<CheckInAccessRequest, CheckInAccessResponse>(service: "geo", name: "CheckInAccess", access: .internal)
-        public static let getPlace = RPCMethod<GetPlaceRequest, GetPlaceResponse>(service: "geo", name: "GetPlace", access: .internal)
+        public static let latestLocation = RPCMethod<LatestLocationRequest, LatestLocationResponse>(service: "geo", name: "LatestLocation", access: .internal, callers: ["social", "alerts"])
+        public static let checkInAccess = RPCMethod<CheckInAccessRequest, CheckInAccessResponse>(service: "geo", name: "CheckInAccess", access: .internal, callers: ["media"])
+        public static let getPlace = RPCMethod<GetPlaceRequest, GetPlaceResponse>(service: "geo", name: "GetPlace", access: .internal, callers: ["media"])
 
         public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased]
     }

@@ -1118,7 +1118,7 @@ extension MediaV1 {
         public static let listPhotos = RPCMethod<ListPhotosRequest, ListPhotosResponse>(service: "media", name: "ListPhotos", access: .authenticated)
         public static let deletePhoto = RPCMethod<DeletePhotoRequest, DeletePhotoResponse>(service: "media", name: "DeletePhoto", access: .authenticated)
         public static let getUsage = RPCMethod<GetUsageRequest, GetUsageResponse>(service: "media", name: "GetUsage", access: .authenticated)
-        public static let attachCheckInPhoto = RPCMethod<AttachCheckInPhotoRequest, AttachCheckInPhotoResponse>(service: "media", name: "AttachCheckInPhoto", access: .internal)
+        public static let attachCheckInPhoto = RPCMethod<AttachCheckInPhotoRequest, AttachCheckInPhotoResponse>(service: "media", name: "AttachCheckInPhoto", access: .internal, callers: ["geo"])
 
         public static let all: [AnyRPCMethod] = [startUpload.erased, uploadChunk.erased, finishUpload.erased, getPhoto.erased, listPhotos.erased, deletePhoto.erased, getUsage.erased, attachCheckInPhoto.erased]
     }

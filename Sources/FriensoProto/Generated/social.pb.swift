@@ -3646,6 +3646,173 @@ extension SocialV1.ListNoticesResponse {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.CircleOfRequest`
+    public struct CircleOfRequest: ProtoMessage {
+        public var ownerUserId: UInt64 = 0
+
+        public init() {}
+
+        public init(ownerUserId: UInt64 = 0) {
+        self.ownerUserId = ownerUserId
+        }
+    }
+}
+
+extension SocialV1.CircleOfRequest {
+    public static let protoName = "frienso.social.v1.CircleOfRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__CircleOfRequest()
+        frienso__social__v1__circle_of_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_of_request__get_packed_size, pack: frienso__social__v1__circle_of_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleOfRequest", unpack: frienso__social__v1__circle_of_request__unpack, free: frienso__social__v1__circle_of_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__CircleOfRequest, arena _: ProtoArena) {
+        c.owner_user_id = self.ownerUserId
+    }
+
+    init(c: Frienso__Social__V1__CircleOfRequest) {
+        self.init(ownerUserId: c.owner_user_id)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("ownerUserId", .string(String(self.ownerUserId)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.ownerUserId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(ownerUserId: ProtoSample.uint64(seed, 1))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.CircleRequestsForRequest`
+    public struct CircleRequestsForRequest: ProtoMessage {
+        public var memberUserId: UInt64 = 0
+
+        public init() {}
+
+        public init(memberUserId: UInt64 = 0) {
+        self.memberUserId = memberUserId
+        }
+    }
+}
+
+extension SocialV1.CircleRequestsForRequest {
+    public static let protoName = "frienso.social.v1.CircleRequestsForRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__CircleRequestsForRequest()
+        frienso__social__v1__circle_requests_for_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_requests_for_request__get_packed_size, pack: frienso__social__v1__circle_requests_for_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleRequestsForRequest", unpack: frienso__social__v1__circle_requests_for_request__unpack, free: frienso__social__v1__circle_requests_for_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__CircleRequestsForRequest, arena _: ProtoArena) {
+        c.member_user_id = self.memberUserId
+    }
+
+    init(c: Frienso__Social__V1__CircleRequestsForRequest) {
+        self.init(memberUserId: c.member_user_id)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("memberUserId", .string(String(self.memberUserId)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.memberUserId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(memberUserId: ProtoSample.uint64(seed, 1))
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.AnswerCircleRequestRequest`
+    public struct AnswerCircleRequestRequest: ProtoMessage {
+        public var memberUserId: UInt64 = 0
+        public var ownerUserId: UInt64 = 0
+        public var action: SocialV1.RequestAction = .init(rawValue: 0)
+
+        public init() {}
+
+        public init(memberUserId: UInt64 = 0, ownerUserId: UInt64 = 0, action: SocialV1.RequestAction = .init(rawValue: 0)) {
+        self.memberUserId = memberUserId
+        self.ownerUserId = ownerUserId
+        self.action = action
+        }
+    }
+}
+
+extension SocialV1.AnswerCircleRequestRequest {
+    public static let protoName = "frienso.social.v1.AnswerCircleRequestRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__AnswerCircleRequestRequest()
+        frienso__social__v1__answer_circle_request_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__answer_circle_request_request__get_packed_size, pack: frienso__social__v1__answer_circle_request_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AnswerCircleRequestRequest", unpack: frienso__social__v1__answer_circle_request_request__unpack, free: frienso__social__v1__answer_circle_request_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__AnswerCircleRequestRequest, arena _: ProtoArena) {
+        c.member_user_id = self.memberUserId
+        c.owner_user_id = self.ownerUserId
+        c.action = Frienso__Social__V1__RequestAction(rawValue: .init(truncatingIfNeeded: self.action.rawValue))
+    }
+
+    init(c: Frienso__Social__V1__AnswerCircleRequestRequest) {
+        self.init(memberUserId: c.member_user_id, ownerUserId: c.owner_user_id, action: SocialV1.RequestAction(rawValue: Int32(truncatingIfNeeded: c.action.rawValue)))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("memberUserId", .string(String(self.memberUserId))), ("ownerUserId", .string(String(self.ownerUserId))), ("action", .string(self.action.protoName))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.memberUserId
+        m = Swift.max(m, self.ownerUserId)
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(memberUserId: ProtoSample.uint64(seed, 1), ownerUserId: ProtoSample.uint64(seed, 2), action: ProtoSample.enumValue(seed, SocialV1.RequestAction.self))
+    }
+}
+
+extension SocialV1 {
     /// The methods of `frienso.social.v1.SocialService`, with the access the contract declares.
     public enum SocialService {
         public static let sendFriendRequest = RPCMethod<SendFriendRequestRequest, SendFriendRequestResponse>(service: "social", name: "SendFriendRequest", access: .authenticated)
@@ -3669,9 +3836,12 @@ extension SocialV1 {
         public static let recommendFriends = RPCMethod<RecommendFriendsRequest, RecommendFriendsResponse>(service: "social", name: "RecommendFriends", access: .authenticated)
         public static let addExchange = RPCMethod<AddExchangeRequest, AddExchangeResponse>(service: "social", name: "AddExchange", access: .authenticated)
         public static let listExchanges = RPCMethod<ListExchangesRequest, ListExchangesResponse>(service: "social", name: "ListExchanges", access: .authenticated)
-        public static let listNotices = RPCMethod<ListNoticesRequest, ListNoticesResponse>(service: "social", name: "ListNotices", access: .internal)
-        public static let graphSnapshot = RPCMethod<GraphSnapshotRequest, GraphSnapshotResponse>(service: "social", name: "GraphSnapshot", access: .internal)
+        public static let listNotices = RPCMethod<ListNoticesRequest, ListNoticesResponse>(service: "social", name: "ListNotices", access: .internal, callers: ["alerts"])
+        public static let graphSnapshot = RPCMethod<GraphSnapshotRequest, GraphSnapshotResponse>(service: "social", name: "GraphSnapshot", access: .internal, callers: ["geo", "alerts", "media"])
+        public static let circleOf = RPCMethod<CircleOfRequest, ShowCircleResponse>(service: "social", name: "CircleOf", access: .internal, callers: ["alerts"])
+        public static let circleRequestsFor = RPCMethod<CircleRequestsForRequest, ListCircleRequestsResponse>(service: "social", name: "CircleRequestsFor", access: .internal, callers: ["alerts"])
+        public static let answerCircleRequest = RPCMethod<AnswerCircleRequestRequest, RespondToCircleRequestResponse>(service: "social", name: "AnswerCircleRequest", access: .internal, callers: ["alerts"])
 
-        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, listNotices.erased, graphSnapshot.erased]
+        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, listNotices.erased, graphSnapshot.erased, circleOf.erased, circleRequestsFor.erased, answerCircleRequest.erased]
     }
 }

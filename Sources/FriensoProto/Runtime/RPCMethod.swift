@@ -1,4 +1,4 @@
-/// Who may call a method, as declared in the contract (`// frienso:public`, `// frienso:internal`).
+/// Who may call a method, as declared in the contract (`// frienso:public`, `// frienso:internal(…)`).
 public enum MethodAccess: String, Sendable, Hashable {
     /// Callable by a client without a session (register, login, ping).
     case `public`
@@ -13,24 +13,36 @@ public struct RPCMethod<Request: ProtoMessage, Response: ProtoMessage>: Sendable
     public let service: String
     public let name: String
     public let access: MethodAccess
+    /// For internal methods: the deployment members that may call it (`frienso:internal(geo, alerts)`).
+    public let callers: [String]
 
-    public init(service: String, name: String, access: MethodAccess) {
+    public init(service: String, name: String, access: MethodAccess, callers: [String] = []) {
         self.service = service
         self.name = name
         self.access = access
+        self.callers = callers
     }
 
     /// The method string carried in `Envelope.method`.
     public var fullName: String { "\(service).\(name)" }
 
-    public var erased: AnyRPCMethod { AnyRPCMethod(service: service, name: name, access: access) }
+    public var erased: AnyRPCMethod { AnyRPCMethod(service: service, name: name, access: access, callers: callers) }
 }
 
-/// An rpc without its types, for tables (the gateway's allow-list, docs).
+/// An rpc without its types, for tables (the gateway's allow-list, the internal plane's policy, docs).
 public struct AnyRPCMethod: Sendable, Hashable {
     public let service: String
     public let name: String
     public let access: MethodAccess
+    /// For internal methods: the deployment members that may call it.
+    public let callers: [String]
+
+    public init(service: String, name: String, access: MethodAccess, callers: [String] = []) {
+        self.service = service
+        self.name = name
+        self.access = access
+        self.callers = callers
+    }
 
     public var fullName: String { "\(service).\(name)" }
 }

@@ -125,7 +125,7 @@ final class ClientLoop: ReactorComponent {
             try socket.set(ZMQ_IMMEDIATE, 1) // queue nothing for a peer that is not connected
             try socket.set(ZMQ_RECONNECT_IVL, 100)
             try socket.set(ZMQ_RECONNECT_IVL_MAX, 2_000)
-            if let key = options.curveServerKey { try CurveKeys.configureClient(socket, serverPublicKey: key) }
+            try socket.secure(options.security)
             try socket.connect(endpoint)
             self.socket = socket
         } catch {

@@ -24,6 +24,8 @@ public final class HostCounters: Sendable {
     /// Messages dropped without a reply (no identity, wrong kind, reply after the deadline).
     public let dropped = Atomic<Int>(0)
     public let deadlineExceeded = Atomic<Int>(0)
+    /// Requests a deployment member sent that the internal plane's policy does not allow it.
+    public let refused = Atomic<Int>(0)
 
     public init() {}
 }
@@ -50,6 +52,8 @@ final class HostLoop: ReactorComponent {
     private var draining = false
     private var stopping = false
     private var nextDeadline: ContinuousClock.Instant?
+    /// Set when the socket admits deployment members only: each request is checked for its sender.
+    private let policy: PlanePolicy?
 
     /// Binds the ROUTER socket. - Returns: the loop and the bound endpoint.
     init(
@@ -63,10 +67,15 @@ final class HostLoop: ReactorComponent {
         self.requests = requests
         self.counters = counters
         self.logger = logger
+        if case .curve(_, .members) = options.security {
+            policy = PlanePolicy(service: options.name)
+        } else {
+            policy = nil
+        }
         socket = try ZMQSocket(context, .router)
         try socket.configure(highWaterMark: options.highWaterMark, maxMessageSize: options.maxMessageSize)
         try socket.set(ZMQ_ROUTER_HANDOVER, 1)
-        if let key = options.curveSecretKey { try CurveKeys.configureServer(socket, secretKey: key) }
+        try socket.secure(options.security)
     }
 
     func bind() throws(ZMQError) -> String {
@@ -108,11 +117,11 @@ final class HostLoop: ReactorComponent {
         for _ in 0..<256 {
             guard let message = try socket.receive(dontWait: true) else { return }
             counters.received.add(1, ordering: .relaxed)
-            handleInbound(message.frames, address: message.peerAddress)
+            handleInbound(message.frames, address: message.peerAddress, member: message.userID)
         }
     }
 
-    private func handleInbound(_ frames: [[UInt8]], address: String) {
+    private func handleInbound(_ frames: [[UInt8]], address: String, member: String) {
         guard frames.count == 2 || (frames.count == 3 && frames[1].isEmpty) else {
             // No way to tell identity from payload: nothing to answer.
             counters.malformed.add(1, ordering: .relaxed)
@@ -140,14 +149,24 @@ final class HostLoop: ReactorComponent {
         case .heartbeat:
             send(to: peer, Envelope(version: WireProtocol.version, kind: .heartbeat, requestId: envelope.requestId))
         case .request:
-            accept(envelope, from: peer, address: address)
+            if let policy, let refusal = policy.check(member: member, method: envelope.method) {
+                counters.refused.add(1, ordering: .relaxed)
+                logger.warning("refused a request the member may not make",
+                               metadata: ["member": "\(member)", "method": "\(envelope.method)"])
+                send(to: peer, envelope.reply(error: refusal))
+                return
+            }
+            accept(envelope, from: peer, address: address, member: member)
         default:
-            counters.dropped.add(1, ordering: .relaxed)
-            logger.debug("dropped an envelope of kind \(envelope.kind.protoName)")
+            // A reply, an event or a kind this build does not know: a host takes requests and
+            // heartbeats only, and says so rather than leaving the sender to its deadline.
+            counters.malformed.add(1, ordering: .relaxed)
+            send(to: peer, envelope.reply(status: .invalidArgument,
+                                         message: "envelope kind \(envelope.kind.protoName) is not a request: a host takes KIND_REQUEST and KIND_HEARTBEAT"))
         }
     }
 
-    private func accept(_ envelope: Envelope, from peer: PeerIdentity, address: String) {
+    private func accept(_ envelope: Envelope, from peer: PeerIdentity, address: String, member: String) {
         if draining {
             send(to: peer, envelope.reply(status: .unavailable, message: "\(options.name) is shutting down"))
             return
@@ -161,7 +180,8 @@ final class HostLoop: ReactorComponent {
         nextKey &+= 1
         inFlight[nextKey] = InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, deadline: deadline)
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
-        requests.yield(IncomingRequest(envelope: envelope, peer: peer, peerAddress: address, deadline: deadline, key: nextKey))
+        requests.yield(IncomingRequest(envelope: envelope, peer: peer, peerAddress: address, peerMember: member,
+                                       deadline: deadline, key: nextKey))
     }
 
     // MARK: Outbound

@@ -24,8 +24,10 @@ public struct HostOptions: Sendable {
     /// thread hop per request, but handlers share that one thread, so they must not block it.
     /// `.pool` runs them on Swift's global pool: for CPU-heavy handlers that should use every core.
     public var handlerExecution: HandlerExecution = .reactor
-    /// CurveZMQ: the server's secret key (Z85); nil for plain TCP. Clients must then trust its public key.
-    public var curveSecretKey: String?
+    /// Who may connect. With CurveZMQ admitting deployment members (`Keyring.server()`), every
+    /// request is also checked against `PlanePolicy` for the member that sent it. `.plaintext`
+    /// believes whoever reaches the port: only for tests and an explicit debugging flag.
+    public var security: ServerSecurity = .plaintext
 
     public init(name: String, endpoint: String) {
         self.name = name

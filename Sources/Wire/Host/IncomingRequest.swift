@@ -23,9 +23,22 @@ public struct IncomingRequest: Sendable {
     public var peer: PeerIdentity
     /// The TCP peer's address as libzmq reports it (empty for inproc/ipc).
     public var peerAddress: String
+    /// The deployment member whose key the peer authenticated with (empty on a plaintext socket
+    /// or a socket open to any client).
+    public var peerMember: String
     public var deadline: ContinuousClock.Instant
     /// The host's own key for this request (unique per host run).
     var key: UInt64
+
+    init(envelope: Envelope, peer: PeerIdentity, peerAddress: String, peerMember: String = "",
+         deadline: ContinuousClock.Instant, key: UInt64) {
+        self.envelope = envelope
+        self.peer = peer
+        self.peerAddress = peerAddress
+        self.peerMember = peerMember
+        self.deadline = deadline
+        self.key = key
+    }
 
     /// The deadline to give a call this request makes to another service: what is left, less a
     /// margin (a tenth, at most 100 ms) so that the downstream outcome (UNAVAILABLE, say) reaches

@@ -16,6 +16,7 @@ public final class Publisher: Service, Sendable {
     private let logger: Logger
     private let context: ZMQContext
     private let highWaterMark: Int32
+    private let security: ServerSecurity
     private let outbox: CommandQueue<Outgoing>
     private let reactor: Reactor
     private let finished = OneShot<Void>()
@@ -27,10 +28,14 @@ public final class Publisher: Service, Sendable {
         case stop
     }
 
-    /// - Parameter highWaterMark: events queued per subscriber before PUB drops (silently, by design).
+    /// - Parameters:
+    ///   - highWaterMark: events queued per subscriber before PUB drops (silently, by design).
+    ///   - security: who may subscribe (`Keyring.server(admitting:)`: the members that consume
+    ///     these streams); a refused peer never completes its handshake, so it gets no event.
     public init(name: String, endpoint: String, logger: Logger, highWaterMark: Int32 = 100_000,
-                context: ZMQContext = .shared, reactor: Reactor = .shared) {
+                security: ServerSecurity = .plaintext, context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.name = name
+        self.security = security
         self.reactor = reactor
         outbox = CommandQueue(reactor: reactor)
         self.endpoint = endpoint
@@ -74,13 +79,14 @@ public final class Publisher: Service, Sendable {
 
     public func run() async throws {
         let outbox = outbox, bound = bound, context = context, endpoint = endpoint, hwm = highWaterMark
-        let logger = logger, reactor = reactor, finished = finished
+        let logger = logger, reactor = reactor, finished = finished, security = security
         reactor.execute {
             do throws(ZMQError) {
                 let socket = try ZMQSocket(context, .pub)
                 // Subscribers only ever send subscriptions (a topic prefix): a bigger frame is a
                 // misbehaving peer, refused by libzmq (it drops that connection) before it is buffered.
                 try socket.configure(highWaterMark: hwm, maxMessageSize: Publisher.maxInboundMessageSize)
+                try socket.secure(security)
                 bound.fulfil(.success(try socket.bind(endpoint)))
                 reactor.register(PublisherLoop(socket: socket, outbox: outbox, logger: logger, finished: finished))
             } catch {

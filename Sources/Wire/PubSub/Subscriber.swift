@@ -22,9 +22,11 @@ public final class Subscriber: Sendable {
     private let control: CommandQueue<Bool>
     private let finished = OneShot<Void>()
 
-    /// - Parameter prefixes: topic prefixes to receive (`""` for all).
+    /// - Parameters:
+    ///   - prefixes: topic prefixes to receive (`""` for all).
+    ///   - security: how to authenticate to the publisher (`Keyring.client(of:)`).
     public init(endpoint: String, prefixes: [String], logger: Logger, highWaterMark: Int32 = 100_000,
-                context: ZMQContext = .shared, reactor: Reactor = .shared) {
+                security: ClientSecurity = .plaintext, context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.endpoint = endpoint
         let (events, continuation) = AsyncStream.makeStream(of: PublishedEvent.self, bufferingPolicy: .unbounded)
         self.events = events
@@ -35,6 +37,7 @@ public final class Subscriber: Sendable {
             do throws(ZMQError) {
                 let socket = try ZMQSocket(context, .sub)
                 try socket.configure(highWaterMark: highWaterMark, maxMessageSize: 16 << 20)
+                try socket.secure(security)
                 for prefix in prefixes { try socket.subscribe(prefix) }
                 try socket.connect(endpoint)
                 reactor.register(SubscriberLoop(socket: socket, control: control, events: continuation, logger: logger, finished: finished))

@@ -1,4 +1,6 @@
 import CZeroMQ
+public import Logging
+import Synchronization
 
 /// A libzmq context. Thread-safe, so it is `Sendable`; sockets made from it are not.
 public final class ZMQContext: @unchecked Sendable {
@@ -12,6 +14,18 @@ public final class ZMQContext: @unchecked Sendable {
         zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads)
         zmq_ctx_set(handle, ZMQ_BLOCKY, 0)
         self.handle = handle
+    }
+
+    private let zap = Mutex<ZAPAuthenticator?>(nil)
+
+    /// The context's ZAP handler, started on first use (by the first CurveZMQ server socket).
+    public func authenticator(logger: Logger = Logger(label: "frienso.zap")) throws(ZMQError) -> ZAPAuthenticator {
+        try zap.withLock { (existing: inout ZAPAuthenticator?) throws(ZMQError) -> ZAPAuthenticator in
+            if let existing { return existing }
+            let made = try ZAPAuthenticator(context: handle, logger: logger)
+            existing = made
+            return made
+        }
     }
 
     /// One context for the whole process, as libzmq recommends.

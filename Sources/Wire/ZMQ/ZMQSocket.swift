@@ -25,6 +25,8 @@ public final class ZMQSocket {
     public let kind: Kind
     /// Held so the context outlives its sockets: terminating a context waits for them to close.
     private let context: ZMQContext
+    /// The ZAP domain this (CurveZMQ server) socket registered, forgotten when it closes.
+    private var zapDomain: String?
 
     /// Creates a socket with `LINGER 0`: closing never blocks on unsent messages.
     public init(_ context: ZMQContext, _ kind: Kind) throws(ZMQError) {
@@ -37,6 +39,22 @@ public final class ZMQSocket {
 
     deinit {
         zmq_close(handle)
+        if let zapDomain, let zap = try? context.authenticator() { zap.unregister(zapDomain) }
+    }
+
+    /// Applies `security` to a socket about to bind: with CurveZMQ, the server key and a ZAP
+    /// domain whose admission rule the context's ZAP handler (started here if need be) enforces.
+    public func secure(_ security: ServerSecurity) throws(ZMQError) {
+        guard case .curve(let secretKey, let admission) = security else { return }
+        let zap = try context.authenticator()
+        let domain = zap.register(admission)
+        zapDomain = domain
+        try CurveKeys.configureServer(self, secretKey: secretKey, zapDomain: domain)
+    }
+
+    /// Applies `security` to a socket about to connect.
+    public func secure(_ security: ClientSecurity) throws(ZMQError) {
+        try CurveKeys.configure(self, security)
     }
 
     // MARK: Options
@@ -119,11 +137,11 @@ public final class ZMQSocket {
     }
 
     /// Receives one multipart message.
-    /// - Returns: the frames and the peer's address (from the first frame), or `nil` when `dontWait`
-    ///   is set and nothing is queued.
-    public func receive(dontWait: Bool = true) throws(ZMQError) -> (frames: [[UInt8]], peerAddress: String)? {
+    /// - Returns: the frames, the peer's address and, on a CurveZMQ server, the member name its
+    ///   ZAP handler gave the peer (both read from the last frame: a ROUTER's routing-id frame is
+    ///   made locally and carries no properties), or `nil` when `dontWait` is set and nothing is queued.
+    public func receive(dontWait: Bool = true) throws(ZMQError) -> (frames: [[UInt8]], peerAddress: String, userID: String)? {
         var frames: [[UInt8]] = []
-        var peerAddress = ""
         while true {
             var message = zmq_msg_t()
             zmq_msg_init(&message)
@@ -140,10 +158,11 @@ public final class ZMQSocket {
             } else {
                 frames.append([])
             }
-            if frames.count == 1, let address = zmq_msg_gets(&message, "Peer-Address") {
-                peerAddress = String(cString: address)
+            if zmq_msg_more(&message) == 0 {
+                let address = zmq_msg_gets(&message, "Peer-Address").map { String(cString: $0) } ?? ""
+                let user = zmq_msg_gets(&message, "User-Id").map { String(cString: $0) } ?? ""
+                return (frames, address, user)
             }
-            if zmq_msg_more(&message) == 0 { return (frames, peerAddress) }
         }
     }
 

@@ -2617,6 +2617,141 @@ void   frienso__social__v1__list_notices_response__free_unpacked
   assert(message->base.descriptor == &frienso__social__v1__list_notices_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__social__v1__circle_of_request__init
+                     (Frienso__Social__V1__CircleOfRequest         *message)
+{
+  static const Frienso__Social__V1__CircleOfRequest init_value = FRIENSO__SOCIAL__V1__CIRCLE_OF_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__circle_of_request__get_packed_size
+                     (const Frienso__Social__V1__CircleOfRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_of_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__circle_of_request__pack
+                     (const Frienso__Social__V1__CircleOfRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_of_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__circle_of_request__pack_to_buffer
+                     (const Frienso__Social__V1__CircleOfRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_of_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__CircleOfRequest *
+       frienso__social__v1__circle_of_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__CircleOfRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__circle_of_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__circle_of_request__free_unpacked
+                     (Frienso__Social__V1__CircleOfRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__circle_of_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__circle_requests_for_request__init
+                     (Frienso__Social__V1__CircleRequestsForRequest         *message)
+{
+  static const Frienso__Social__V1__CircleRequestsForRequest init_value = FRIENSO__SOCIAL__V1__CIRCLE_REQUESTS_FOR_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__circle_requests_for_request__get_packed_size
+                     (const Frienso__Social__V1__CircleRequestsForRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_requests_for_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__circle_requests_for_request__pack
+                     (const Frienso__Social__V1__CircleRequestsForRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_requests_for_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__circle_requests_for_request__pack_to_buffer
+                     (const Frienso__Social__V1__CircleRequestsForRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__circle_requests_for_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__CircleRequestsForRequest *
+       frienso__social__v1__circle_requests_for_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__CircleRequestsForRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__circle_requests_for_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__circle_requests_for_request__free_unpacked
+                     (Frienso__Social__V1__CircleRequestsForRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__circle_requests_for_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__answer_circle_request_request__init
+                     (Frienso__Social__V1__AnswerCircleRequestRequest         *message)
+{
+  static const Frienso__Social__V1__AnswerCircleRequestRequest init_value = FRIENSO__SOCIAL__V1__ANSWER_CIRCLE_REQUEST_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__answer_circle_request_request__get_packed_size
+                     (const Frienso__Social__V1__AnswerCircleRequestRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__answer_circle_request_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__answer_circle_request_request__pack
+                     (const Frienso__Social__V1__AnswerCircleRequestRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__answer_circle_request_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__answer_circle_request_request__pack_to_buffer
+                     (const Frienso__Social__V1__AnswerCircleRequestRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__answer_circle_request_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__AnswerCircleRequestRequest *
+       frienso__social__v1__answer_circle_request_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__AnswerCircleRequestRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__answer_circle_request_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__answer_circle_request_request__free_unpacked
+                     (Frienso__Social__V1__AnswerCircleRequestRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__answer_circle_request_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__social__v1__user_ref__field_descriptors[5] =
 {
   {
@@ -5712,6 +5847,146 @@ const ProtobufCMessageDescriptor frienso__social__v1__list_notices_response__des
   frienso__social__v1__list_notices_response__field_indices_by_name,
   1,  frienso__social__v1__list_notices_response__number_ranges,
   (ProtobufCMessageInit) frienso__social__v1__list_notices_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__circle_of_request__field_descriptors[1] =
+{
+  {
+    "owner_user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleOfRequest, owner_user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__circle_of_request__field_indices_by_name[] = {
+  0,   /* field[0] = owner_user_id */
+};
+static const ProtobufCIntRange frienso__social__v1__circle_of_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__circle_of_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.CircleOfRequest",
+  "CircleOfRequest",
+  "Frienso__Social__V1__CircleOfRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__CircleOfRequest),
+  1,
+  frienso__social__v1__circle_of_request__field_descriptors,
+  frienso__social__v1__circle_of_request__field_indices_by_name,
+  1,  frienso__social__v1__circle_of_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__circle_of_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__circle_requests_for_request__field_descriptors[1] =
+{
+  {
+    "member_user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__CircleRequestsForRequest, member_user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__circle_requests_for_request__field_indices_by_name[] = {
+  0,   /* field[0] = member_user_id */
+};
+static const ProtobufCIntRange frienso__social__v1__circle_requests_for_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__circle_requests_for_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.CircleRequestsForRequest",
+  "CircleRequestsForRequest",
+  "Frienso__Social__V1__CircleRequestsForRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__CircleRequestsForRequest),
+  1,
+  frienso__social__v1__circle_requests_for_request__field_descriptors,
+  frienso__social__v1__circle_requests_for_request__field_indices_by_name,
+  1,  frienso__social__v1__circle_requests_for_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__circle_requests_for_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__answer_circle_request_request__field_descriptors[3] =
+{
+  {
+    "member_user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AnswerCircleRequestRequest, member_user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "owner_user_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AnswerCircleRequestRequest, owner_user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "action",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__AnswerCircleRequestRequest, action),
+    &frienso__social__v1__request_action__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__answer_circle_request_request__field_indices_by_name[] = {
+  2,   /* field[2] = action */
+  0,   /* field[0] = member_user_id */
+  1,   /* field[1] = owner_user_id */
+};
+static const ProtobufCIntRange frienso__social__v1__answer_circle_request_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__answer_circle_request_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.AnswerCircleRequestRequest",
+  "AnswerCircleRequestRequest",
+  "Frienso__Social__V1__AnswerCircleRequestRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__AnswerCircleRequestRequest),
+  3,
+  frienso__social__v1__answer_circle_request_request__field_descriptors,
+  frienso__social__v1__answer_circle_request_request__field_indices_by_name,
+  1,  frienso__social__v1__answer_circle_request_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__answer_circle_request_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue frienso__social__v1__request_state__enum_values_by_number[5] =

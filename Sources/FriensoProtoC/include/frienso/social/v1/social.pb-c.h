@@ -73,6 +73,9 @@ typedef struct Frienso__Social__V1__PokeResponse Frienso__Social__V1__PokeRespon
 typedef struct Frienso__Social__V1__Notice Frienso__Social__V1__Notice;
 typedef struct Frienso__Social__V1__ListNoticesRequest Frienso__Social__V1__ListNoticesRequest;
 typedef struct Frienso__Social__V1__ListNoticesResponse Frienso__Social__V1__ListNoticesResponse;
+typedef struct Frienso__Social__V1__CircleOfRequest Frienso__Social__V1__CircleOfRequest;
+typedef struct Frienso__Social__V1__CircleRequestsForRequest Frienso__Social__V1__CircleRequestsForRequest;
+typedef struct Frienso__Social__V1__AnswerCircleRequestRequest Frienso__Social__V1__AnswerCircleRequestRequest;
 
 
 /* --- enums --- */
@@ -1017,6 +1020,49 @@ struct  Frienso__Social__V1__ListNoticesResponse
 #define FRIENSO__SOCIAL__V1__LIST_NOTICES_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__list_notices_response__descriptor) \
     , 0,NULL }
+
+
+/*
+ * Alerts acts on circles for the person it serves (helpNow reaches the circle; the inbox lists and
+ * answers coreFriend requests). It names that person in the request: only the gateway stamps a
+ * caller on client methods, so these are alerts' own internal methods with the client rules.
+ */
+struct  Frienso__Social__V1__CircleOfRequest
+{
+  ProtobufCMessage base;
+  uint64_t owner_user_id;
+};
+#define FRIENSO__SOCIAL__V1__CIRCLE_OF_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__circle_of_request__descriptor) \
+    , 0 }
+
+
+struct  Frienso__Social__V1__CircleRequestsForRequest
+{
+  ProtobufCMessage base;
+  uint64_t member_user_id;
+};
+#define FRIENSO__SOCIAL__V1__CIRCLE_REQUESTS_FOR_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__circle_requests_for_request__descriptor) \
+    , 0 }
+
+
+struct  Frienso__Social__V1__AnswerCircleRequestRequest
+{
+  ProtobufCMessage base;
+  /*
+   * who answers (the request's addressee)
+   */
+  uint64_t member_user_id;
+  uint64_t owner_user_id;
+  /*
+   * accept or reject
+   */
+  Frienso__Social__V1__RequestAction action;
+};
+#define FRIENSO__SOCIAL__V1__ANSWER_CIRCLE_REQUEST_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__answer_circle_request_request__descriptor) \
+    , 0, 0, FRIENSO__SOCIAL__V1__REQUEST_ACTION__REQUEST_ACTION_UNSPECIFIED }
 
 
 /* Frienso__Social__V1__UserRef methods */
@@ -2121,6 +2167,63 @@ Frienso__Social__V1__ListNoticesResponse *
 void   frienso__social__v1__list_notices_response__free_unpacked
                      (Frienso__Social__V1__ListNoticesResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__CircleOfRequest methods */
+void   frienso__social__v1__circle_of_request__init
+                     (Frienso__Social__V1__CircleOfRequest         *message);
+size_t frienso__social__v1__circle_of_request__get_packed_size
+                     (const Frienso__Social__V1__CircleOfRequest   *message);
+size_t frienso__social__v1__circle_of_request__pack
+                     (const Frienso__Social__V1__CircleOfRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__circle_of_request__pack_to_buffer
+                     (const Frienso__Social__V1__CircleOfRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__CircleOfRequest *
+       frienso__social__v1__circle_of_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__circle_of_request__free_unpacked
+                     (Frienso__Social__V1__CircleOfRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__CircleRequestsForRequest methods */
+void   frienso__social__v1__circle_requests_for_request__init
+                     (Frienso__Social__V1__CircleRequestsForRequest         *message);
+size_t frienso__social__v1__circle_requests_for_request__get_packed_size
+                     (const Frienso__Social__V1__CircleRequestsForRequest   *message);
+size_t frienso__social__v1__circle_requests_for_request__pack
+                     (const Frienso__Social__V1__CircleRequestsForRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__circle_requests_for_request__pack_to_buffer
+                     (const Frienso__Social__V1__CircleRequestsForRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__CircleRequestsForRequest *
+       frienso__social__v1__circle_requests_for_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__circle_requests_for_request__free_unpacked
+                     (Frienso__Social__V1__CircleRequestsForRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__AnswerCircleRequestRequest methods */
+void   frienso__social__v1__answer_circle_request_request__init
+                     (Frienso__Social__V1__AnswerCircleRequestRequest         *message);
+size_t frienso__social__v1__answer_circle_request_request__get_packed_size
+                     (const Frienso__Social__V1__AnswerCircleRequestRequest   *message);
+size_t frienso__social__v1__answer_circle_request_request__pack
+                     (const Frienso__Social__V1__AnswerCircleRequestRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__answer_circle_request_request__pack_to_buffer
+                     (const Frienso__Social__V1__AnswerCircleRequestRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__AnswerCircleRequestRequest *
+       frienso__social__v1__answer_circle_request_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__answer_circle_request_request__free_unpacked
+                     (Frienso__Social__V1__AnswerCircleRequestRequest *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Social__V1__UserRef_Closure)
@@ -2297,6 +2400,15 @@ typedef void (*Frienso__Social__V1__ListNoticesRequest_Closure)
 typedef void (*Frienso__Social__V1__ListNoticesResponse_Closure)
                  (const Frienso__Social__V1__ListNoticesResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Social__V1__CircleOfRequest_Closure)
+                 (const Frienso__Social__V1__CircleOfRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__CircleRequestsForRequest_Closure)
+                 (const Frienso__Social__V1__CircleRequestsForRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__AnswerCircleRequestRequest_Closure)
+                 (const Frienso__Social__V1__AnswerCircleRequestRequest *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -2367,6 +2479,9 @@ extern const ProtobufCMessageDescriptor frienso__social__v1__poke_response__desc
 extern const ProtobufCMessageDescriptor frienso__social__v1__notice__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__list_notices_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__list_notices_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__circle_of_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__circle_requests_for_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__answer_circle_request_request__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -1,0 +1,38 @@
+import FriensoProto
+
+/// What a member of the deployment may ask of a service, decided for every request from the
+/// member name its CurveZMQ key was admitted under (the ZAP handler's `User-Id`):
+/// - `<service>.Ping`: any member (the launcher's readiness probe, the gateway's `frienso ping`);
+/// - an internal method: only the members its contract names (`// frienso:internal(geo, alerts)`);
+/// - a client method (public or authenticated): only the gateway, the one member that stamps a
+///   client's user id, session and address after checking them.
+/// A request the policy refuses is answered PERMISSION_DENIED and never reaches a handler.
+public struct PlanePolicy: Sendable {
+    /// The member that serves clients.
+    public static let gateway = "gateway"
+
+    /// Every contract method by its wire name.
+    static let methods: [String: AnyRPCMethod] = Dictionary(uniqueKeysWithValues: ProtoIndex.methods.map { ($0.fullName, $0) })
+
+    /// The host's service name (whose Ping any member may call).
+    public let service: String
+
+    public init(service: String) {
+        self.service = service
+    }
+
+    /// - Returns: nil when `member` may call `method`, else the error to answer.
+    public func check(member: String, method: String) -> RPCError? {
+        if method == "\(service).Ping" { return nil }
+        // A method no contract names: the router answers INVALID_ARGUMENT, as to anyone.
+        guard let rpc = Self.methods[method] else { return nil }
+        switch rpc.access {
+        case .internal:
+            if rpc.callers.contains(member) { return nil }
+            return .permissionDenied("\(method) is internal; \(member) may not call it")
+        case .public, .authenticated:
+            if member == Self.gateway { return nil }
+            return .permissionDenied("\(method) is a client method: only the gateway calls it, not \(member)")
+        }
+    }
+}
