@@ -335,7 +335,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", "ServiceKit", grdb, logging,
+            dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", "ServiceKit", "CZeroMQ", grdb, logging,
                            "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-media", "frienso-launch"],
             swiftSettings: swiftSettings
         ),

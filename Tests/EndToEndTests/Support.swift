@@ -100,6 +100,11 @@ final class LaunchedStack: @unchecked Sendable {
     let run: String
     let data: String
     let gateway: String
+    /// Every member's request endpoint, and the publishers' event endpoints.
+    let endpoints: [String: String]
+    let events: [String: String]
+    /// The keyring the launcher made.
+    var keyring: String { "\(run)/keys" }
     /// The gateway's CurveZMQ public key, when it uses one.
     let serverKey: String?
     let launcher: ProcessHarness.Handle
@@ -117,6 +122,8 @@ final class LaunchedStack: @unchecked Sendable {
         var events: [String: String] = [:]
         for (i, name) in ["social", "geo", "alerts"].enumerated() { events[name] = reserved[Self.services.count + i].endpoint }
         gateway = endpoints["gateway"]!
+        self.endpoints = endpoints
+        self.events = events
         var config = FriensoConfig()
         config.endpoints = endpoints
         config.eventEndpoints = events
@@ -132,10 +139,34 @@ final class LaunchedStack: @unchecked Sendable {
             serverKey = nil
         }
         try config.write(to: "\(dir)/frienso.json")
+        self.environment = environment
         reserved.removeAll()
         launcher = try procs.start("launcher", executable: "frienso-launch", arguments: [
             "--config", "\(dir)/frienso.json", "--run-dir", run, "--data-dir", data, "--bin-dir", Repository.binaries.path],
             environment: environment)
+        try await awaitReady()
+    }
+
+    /// The same deployment started again (same config, run folder, data, keyring and ports)
+    /// after `previous`'s launcher stopped.
+    init(_ procs: ProcessHarness, reusing previous: LaunchedStack) async throws {
+        self.procs = procs
+        run = previous.run
+        data = previous.data
+        gateway = previous.gateway
+        endpoints = previous.endpoints
+        events = previous.events
+        serverKey = previous.serverKey
+        environment = previous.environment
+        launcher = try procs.start("launcher", executable: "frienso-launch", arguments: [
+            "--config", "\(procs.workDirectory)/frienso.json", "--run-dir", run, "--data-dir", data, "--bin-dir", Repository.binaries.path],
+            environment: environment)
+        try await awaitReady()
+    }
+
+    private let environment: [String: String]
+
+    private func awaitReady() async throws {
         let probe = client()
         defer { Task { await probe.close() } }
         do {
