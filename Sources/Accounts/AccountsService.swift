@@ -9,9 +9,9 @@ public import Wire
 public struct AccountsConfig: Sendable {
     public var sessionTTL: Double = 30 * 86_400
     public var hasher: PasswordHasher = .owasp
-    /// Failed logins per account before it is throttled, and per client address.
-    public var accountThrottle = LoginThrottle.Policy(maxFailures: 5)
-    public var clientThrottle = LoginThrottle.Policy(maxFailures: 20)
+    /// Failed logins per account, per client address, and distinct accounts failed per address
+    /// (spraying), each before its lockout (see `LoginGuard`).
+    public var loginPolicy = LoginGuard.Policy()
     /// Milliseconds since 1970; injectable so tests can move time.
     public var now: @Sendable () -> Int64 = { WallClock.milliseconds() }
 
@@ -20,8 +20,22 @@ public struct AccountsConfig: Sendable {
     public init(resolved: ResolvedOptions) {
         let section = resolved.config.accounts
         if let ttl = section?.sessionTTLSeconds { sessionTTL = Double(ttl) }
-        if let n = section?.maxFailedLoginsPerAccount { accountThrottle.maxFailures = n }
-        if let n = section?.maxFailedLoginsPerClient { clientThrottle.maxFailures = n }
+        if let n = section?.maxFailedLoginsPerAccount { loginPolicy.account.maxFailures = n }
+        if let n = section?.maxFailedLoginsPerClient { loginPolicy.client.maxFailures = n }
+        if let n = section?.maxAccountsFailedPerClient { loginPolicy.spraying.maxFailures = n }
+        if let seconds = section?.failedLoginWindowSeconds {
+            loginPolicy.account.window = seconds
+            loginPolicy.client.window = seconds
+        }
+        if let seconds = section?.sprayWindowSeconds { loginPolicy.spraying.window = seconds }
+        if let seconds = section?.lockoutSeconds {
+            loginPolicy.account.baseLockout = seconds
+            loginPolicy.client.baseLockout = seconds
+        }
+        if let seconds = section?.maxLockoutSeconds {
+            loginPolicy.account.maxLockout = seconds
+            loginPolicy.client.maxLockout = seconds
+        }
     }
 }
 
@@ -31,16 +45,16 @@ public final class AccountsService: Sendable {
 
     private let store: AccountsStore
     private let config: AccountsConfig
-    private let accountThrottle: Mutex<LoginThrottle>
-    private let clientThrottle: Mutex<LoginThrottle>
+    private let loginGuard: Mutex<LoginGuard>
     public let replyStore: SQLiteReplyStore
 
     /// Opens (or creates) `<directory>/accounts.sqlite`.
     public init(directory: String, config: AccountsConfig = AccountsConfig()) throws {
         store = try AccountsStore(path: "\(directory)/accounts.sqlite")
         self.config = config
-        accountThrottle = Mutex(LoginThrottle(policy: config.accountThrottle))
-        clientThrottle = Mutex(LoginThrottle(policy: config.clientThrottle))
+        var guardState = LoginGuard(policy: config.loginPolicy)
+        for event in try store.loginEvents(since: Double(config.now()) / 1000 - config.loginPolicy.horizon) { guardState.apply(event) }
+        loginGuard = Mutex(guardState)
         replyStore = SQLiteReplyStore(database: store.database)
     }
 
@@ -93,19 +107,22 @@ public final class AccountsService: Sendable {
         let now = Double(config.now()) / 1000
         let accountKey = "\(name)"
         let clientKey = context.clientAddress
-        if let wait = accountThrottle.withLock({ $0.retryAfter(accountKey, now: now) })
-            ?? (clientKey.isEmpty ? nil : clientThrottle.withLock({ $0.retryAfter(clientKey, now: now) })) {
-            throw RPCError.resourceExhausted("too many failed logins: try again in \(Int(wait.rounded(.up))) s")
+        if let refusal = loginGuard.withLock({ $0.check(account: accountKey, client: clientKey, now: now) }) {
+            context.logger.notice("login refused by the throttle", metadata: ["client": "\(clientKey)", "reason": "\(refusal)"])
+            throw RPCError.resourceExhausted(refusal.message)
         }
         let user = try await store.user(login: name)
         let valid = await config.hasher.verify(request.password, against: user?.passwordHash)
         guard let user, valid else {
-            accountThrottle.withLock { $0.recordFailure(accountKey, now: now) }
-            if !clientKey.isEmpty { clientThrottle.withLock { $0.recordFailure(clientKey, now: now) } }
+            let failure = LoginGuard.Event.failure(account: accountKey, client: clientKey, at: now)
+            try await store.record(failure)
+            loginGuard.withLock { $0.apply(failure) }
             context.logger.notice("failed login", metadata: ["client": "\(clientKey)"])
             throw RPCError.unauthenticated("wrong login or password")
         }
-        accountThrottle.withLock { $0.recordSuccess(accountKey) }
+        let success = LoginGuard.Event.success(account: accountKey, at: now)
+        try await store.record(success)
+        loginGuard.withLock { $0.apply(success) }
         let (token, hash) = SessionToken.generate()
         let nowMs = config.now()
         let expires = nowMs + Int64(config.sessionTTL * 1000)

@@ -108,8 +108,44 @@ final class AccountsStore: Sendable {
                 t.primaryKey(["provider", "external_id"])
             }
         }
+        // Login outcomes, replayed into the login guard at start (so a restart forgets no throttle).
+        migrator.registerMigration("login_events") { db in
+            try db.create(table: "login_events") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("failed", .boolean).notNull()
+                t.column("account", .text).notNull()
+                t.column("client", .text).notNull()
+                t.column("at", .double).notNull().indexed()
+            }
+        }
         SQLiteReplyStore.migrate(&migrator)
         try migrator.migrate(database)
+    }
+
+    // MARK: Login events
+
+    /// Stores one login outcome (committed before the reply).
+    func record(_ event: LoginGuard.Event) async throws {
+        try await database.write { db in
+            switch event {
+            case .failure(let account, let client, let at):
+                try db.execute(sql: "INSERT INTO login_events (failed, account, client, at) VALUES (1, ?, ?, ?)", arguments: [account, client, at])
+            case .success(let account, let at):
+                try db.execute(sql: "INSERT INTO login_events (failed, account, client, at) VALUES (0, ?, '', ?)", arguments: [account, at])
+            }
+        }
+    }
+
+    /// The outcomes since `since`, oldest first; older ones are deleted (they no longer matter).
+    func loginEvents(since: Double) throws -> [LoginGuard.Event] {
+        try database.write { db in
+            try db.execute(sql: "DELETE FROM login_events WHERE at < ?", arguments: [since])
+            return try Row.fetchAll(db, sql: "SELECT failed, account, client, at FROM login_events ORDER BY id").map { row in
+                row["failed"] as Bool
+                    ? .failure(account: row["account"], client: row["client"], at: row["at"])
+                    : .success(account: row["account"], at: row["at"])
+            }
+        }
     }
 
     // MARK: Contact matching

@@ -24,6 +24,14 @@ public struct FriensoConfig: Codable, Sendable {
         public var sessionTTLSeconds: Int?
         public var maxFailedLoginsPerAccount: Int?
         public var maxFailedLoginsPerClient: Int?
+        /// Distinct accounts one address may fail on within `sprayWindowSeconds` (default 10 an hour).
+        public var maxAccountsFailedPerClient: Int?
+        /// The window the per-account and per-client counts look back over (default 900 s).
+        public var failedLoginWindowSeconds: Double?
+        public var sprayWindowSeconds: Double?
+        /// The first lockout (default 30 s), doubling per further failure up to the maximum (default 1 h).
+        public var lockoutSeconds: Double?
+        public var maxLockoutSeconds: Double?
     }
 
     public struct SocialSection: Codable, Sendable {

@@ -1,7 +1,9 @@
+import Foundation
 @testable import Accounts
 import FriensoProto
 import FriensoTesting
 import Testing
+import ServiceKit
 import Wire
 
 @Suite("accounts: login, sessions, credentials", .timeLimit(.minutes(2)))
@@ -41,7 +43,7 @@ struct SessionTests {
     }
 
     @Test func throttling_perClient_spansAccounts() async throws {
-        try await withAccounts(configure: { $0.clientThrottle.maxFailures = 3 }) { accounts in
+        try await withAccounts(configure: { $0.loginPolicy.client.maxFailures = 3 }) { accounts in
             try await accounts.register("victim")
             for name in ["a1", "a2", "a3"] {
                 await expectError(.unauthenticated) { _ = try await accounts.login(name, password: "guess guess", from: "203.0.113.9") }
@@ -49,6 +51,46 @@ struct SessionTests {
             await expectError(.resourceExhausted) { _ = try await accounts.login("victim", from: "203.0.113.9") }
             // Another client is not affected.
             _ = try await accounts.login("victim", from: "198.51.100.1")
+        }
+    }
+
+    @Test func throttling_spraying_oneAddressFailingOnManyAccounts_isLockedOut_perAddress() async throws {
+        try await withAccounts(configure: { $0.loginPolicy.spraying.maxFailures = 4 }) { accounts in
+            try await accounts.register("victim")
+            // Failing twice on one account counts once towards spraying.
+            for name in ["s1", "s1", "s2", "s3"] {
+                await expectError(.unauthenticated) { _ = try await accounts.login(name, password: "Summer2026!", from: "203.0.113.7") }
+            }
+            await expectError(.unauthenticated) { _ = try await accounts.login("s4", password: "Summer2026!", from: "203.0.113.7") }
+            await expectError(.resourceExhausted, containing: "too many accounts") {
+                _ = try await accounts.login("victim", from: "203.0.113.7")
+            }
+            _ = try await accounts.login("victim", from: "198.51.100.1")
+            accounts.clock.advance(seconds: 301)
+            _ = try await accounts.login("victim", from: "203.0.113.7")
+        }
+    }
+
+    @Test func throttles_surviveARestart() async throws {
+        let directory = try TemporaryDirectory("frienso-accounts-throttle")
+        defer { directory.remove() }
+        let clock = TestClock()
+        try await withAccounts(directory: directory.path, clock: clock) { accounts in
+            try await accounts.register("steady")
+            for _ in 0..<5 {
+                await expectError(.unauthenticated) { _ = try await accounts.login("steady", password: "guess guess", from: "203.0.113.1") }
+            }
+            for n in 0..<3 {
+                await expectError(.unauthenticated) { _ = try await accounts.login("ghost\(n)", password: "guess guess", from: "203.0.113.2") }
+            }
+        }
+        try await withAccounts(directory: directory.path, clock: clock, configure: { $0.loginPolicy.client.maxFailures = 4 }) { accounts in
+            await expectError(.resourceExhausted, containing: "this account") { _ = try await accounts.login("steady", from: "198.51.100.1") }
+            // The address's three failures are remembered: one more locks it.
+            await expectError(.unauthenticated) { _ = try await accounts.login("ghost9", password: "guess guess", from: "203.0.113.2") }
+            await expectError(.resourceExhausted, containing: "your address") { _ = try await accounts.login("anyone", from: "203.0.113.2") }
+            accounts.clock.advance(seconds: 31)
+            _ = try await accounts.login("steady", from: "198.51.100.1")
         }
     }
 
@@ -199,6 +241,36 @@ struct SessionTests {
     }
 }
 
+@Suite("login guard (pure)")
+struct LoginGuardTests {
+    @Test func eachLimit_lockoutsDouble_andReplayGivesTheSameState() {
+        let policy = LoginGuard.Policy(account: .init(maxFailures: 2, window: 100, baseLockout: 10, maxLockout: 1_000),
+                                       client: .init(maxFailures: 5, window: 100, baseLockout: 20, maxLockout: 1_000),
+                                       spraying: .init(maxFailures: 3, window: 1_000, baseLockout: 50, maxLockout: 1_000))
+        var live = LoginGuard(policy: policy)
+        var events: [LoginGuard.Event] = []
+        func apply(_ event: LoginGuard.Event) { live.apply(event); events.append(event) }
+        apply(.failure(account: "a", client: "c", at: 0))
+        #expect(live.check(account: "a", client: "c", now: 0) == nil)
+        apply(.failure(account: "a", client: "c", at: 1))
+        #expect(live.check(account: "a", client: "c", now: 1) == .account(wait: 10))
+        #expect(live.check(account: "a", client: "", now: 1) == .account(wait: 10), "no address: the account limit still holds")
+        #expect(live.check(account: "b", client: "c", now: 1) == nil)
+        apply(.failure(account: "b", client: "c", at: 2))
+        apply(.failure(account: "d", client: "c", at: 3))
+        #expect(live.check(account: "e", client: "c", now: 3) == .spraying(wait: 50))
+        #expect(live.check(account: "e", client: "other", now: 3) == nil)
+        apply(.success(account: "a", at: 60))
+        #expect(live.check(account: "a", client: "", now: 60) == nil, "a success clears the account's count")
+        var replayed = LoginGuard(policy: policy)
+        for event in events { replayed.apply(event) }
+        for (account, client, now) in [("a", "c", 60.0), ("e", "c", 4), ("a", "", 2), ("x", "c", 10)] {
+            #expect(replayed.check(account: account, client: client, now: now) == live.check(account: account, client: client, now: now))
+        }
+        #expect(LoginGuard.Refusal.client(wait: 12.2).message.contains("13 s"))
+    }
+}
+
 @Suite("login throttle (pure)")
 struct LoginThrottleTests {
     @Test func lockoutDoubles_andTheWindowForgets() {
@@ -218,5 +290,23 @@ struct LoginThrottleTests {
         throttle.recordFailure("old", now: 1)
         throttle.recordFailure("old", now: 500)
         #expect(throttle.retryAfter("old", now: 500) == nil)
+    }
+}
+
+@Suite("accounts: configuration")
+struct AccountsConfigTests {
+    @Test func everyLoginLimit_isConfigurable_fromTheConfigFile() throws {
+        let directory = try TemporaryDirectory("frienso-accounts-config")
+        defer { directory.remove() }
+        let path = "\(directory.path)/frienso.json"
+        try """
+            {"accounts": {"maxFailedLoginsPerAccount": 7, "maxFailedLoginsPerClient": 40, "maxAccountsFailedPerClient": 12,
+                          "failedLoginWindowSeconds": 600, "sprayWindowSeconds": 7200, "lockoutSeconds": 15, "maxLockoutSeconds": 900}}
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+        let resolved = try ServiceOptions.parse(["--config", path]).resolve(service: "accounts", environment: [:])
+        let policy = AccountsConfig(resolved: resolved).loginPolicy
+        #expect(policy.account.maxFailures == 7 && policy.client.maxFailures == 40 && policy.spraying.maxFailures == 12)
+        #expect(policy.account.window == 600 && policy.client.window == 600 && policy.spraying.window == 7_200)
+        #expect(policy.account.baseLockout == 15 && policy.client.maxLockout == 900)
     }
 }

@@ -158,6 +158,34 @@ struct PlaneEndToEndTests {
         }
     }
 
+    @Test func passwordSpraying_throughTheGateway_isStoppedPerClientAddress() async throws {
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let stack = try await LaunchedStack(procs)
+        defer { stack.shutdown() }
+        try await stack.showingLogsOnFailure {
+            let client = stack.client()
+            defer { Task { await client.close() } }
+            var outcomes: [StatusCode] = []
+            var last = ""
+            for n in 0..<12 {
+                do {
+                    _ = try await client.login("sprayed\(n)", password: "Winter2026!")
+                    outcomes.append(.ok)
+                } catch let error as RPCError {
+                    outcomes.append(error.code)
+                    last = error.message
+                }
+            }
+            // The default allows ten accounts an hour from one address: the eleventh is refused,
+            // and says how long to wait.
+            #expect(outcomes == Array(repeating: .unauthenticated, count: 10) + [.resourceExhausted, .resourceExhausted], "\(outcomes)")
+            #expect(last.contains("too many accounts") && last.contains("try again in"), "\(last)")
+            let log = (try? String(contentsOfFile: "\(stack.run)/logs/accounts.log", encoding: .utf8)) ?? ""
+            #expect(log.contains("client=127.0.0.1"), "accounts sees the client's address the gateway stamped")
+        }
+    }
+
     @Test func aServiceStartedByHand_refusesToStartWithoutKeysOrAPeersEndpoint_andSaysHow() async throws {
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
