@@ -43,7 +43,9 @@ public final class Gateway: Service, Sendable {
         var options = HostOptions(name: "gateway", endpoint: config.endpoint)
         options.maxMessageSize = config.maxMessageSize
         options.security = config.curveSecretKey.map { .curve(secretKey: $0, admission: .anyClient) } ?? .plaintext
-        host = ServiceHost(options: options, handler: handler, logger: logger, context: context, reactor: reactor)
+        // No reply cache here: a client's envelope carries no caller, so keys would be shared
+        // across clients; each service keeps replies by the caller the gateway stamps.
+        host = ServiceHost(options: options, handler: handler, logger: logger, replyCache: nil, context: context, reactor: reactor)
     }
 
     public func boundEndpoint() async throws(ZMQError) -> String {

@@ -18,8 +18,12 @@ public struct GatewayConfig: Sendable {
     public var subscriptionTTL: Duration = .seconds(30)
     /// How often clients are told to renew.
     public var subscriptionRenewal: Duration = .seconds(10)
-    /// Largest frame a client may send.
+    /// Largest frame a client may send (libzmq drops that client's connection past it, only theirs).
     public var maxMessageSize: Int64 = 16 << 20
+    /// Largest request a service accepts (its host's frame cap, `HostOptions.maxMessageSize`).
+    /// The gateway answers a bigger one INVALID_ARGUMENT itself: forwarded, it would make the
+    /// service drop the gateway's connection, and every other client's request on it.
+    public var serviceMaxMessageSize: Int64 = 4 << 20
     /// CurveZMQ secret key for the client socket (Z85); nil for plain TCP.
     public var curveSecretKey: String?
     /// The internal plane: the gateway's member keys, used for every connection to a service and

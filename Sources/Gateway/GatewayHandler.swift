@@ -85,6 +85,12 @@ struct GatewayHandler: RequestHandler {
         let outgoing = Envelope(
             method: incoming.method, callerUserId: session?.userID ?? 0, idempotencyKey: incoming.idempotencyKey,
             payload: incoming.payload, clientAddress: Self.host(of: request.peerAddress), sessionId: session?.sessionID ?? [])
+        // Checked on the payload first (cheap), then exactly when close: the envelope adds a few
+        // dozen bytes of header.
+        if Int64(incoming.payload.count) + 1_024 > config.serviceMaxMessageSize,
+           Int64(outgoing.serializedBytes().count) > config.serviceMaxMessageSize {
+            throw RPCError.invalidArgument("the request is \(incoming.payload.count) bytes; \(method.service) accepts at most \(config.serviceMaxMessageSize) bytes (\(config.serviceMaxMessageSize >> 20) MiB) a request")
+        }
         let reply = await client.send(outgoing, deadline: request.downstreamBudget, retryable: !incoming.idempotencyKey.isEmpty)
         if reply.status == .ok, let session {
             switch incoming.method {

@@ -32,6 +32,12 @@ public final class SQLiteReplyStore: ReplyStore {
                 t.column("created_at", .double).notNull().indexed()
             }
         }
+        // Keys no longer include the payload's digest: it is stored beside the reply, so a key
+        // reused for a different request is recognised and refused.
+        migrator.registerMigration("idempotent_replies_digest") { db in
+            try db.execute(sql: "DELETE FROM idempotent_replies")
+            try db.alter(table: "idempotent_replies") { t in t.add(column: "digest", .integer).notNull().defaults(to: 0) }
+        }
     }
 
     /// - Parameter retention: how long a reply is kept (a day by default: far longer than any retry).
@@ -40,19 +46,20 @@ public final class SQLiteReplyStore: ReplyStore {
         self.retention = retention
     }
 
-    public func load(_ key: String) async -> Envelope? {
-        let bytes = try? await database.read { db in
-            try Data.fetchOne(db, sql: "SELECT reply FROM idempotent_replies WHERE key = ?", arguments: [key])
+    public func load(_ key: String) async -> StoredReply? {
+        let row = try? await database.read { db in
+            try Row.fetchOne(db, sql: "SELECT reply, digest FROM idempotent_replies WHERE key = ?", arguments: [key])
         }
-        return bytes.flatMap { try? Envelope(serializedBytes: Array($0)) }
+        guard let row, let reply = try? Envelope(serializedBytes: Array(row["reply"] as Data)) else { return nil }
+        return StoredReply(digest: UInt64(bitPattern: row["digest"] as Int64), reply: reply)
     }
 
-    public func save(_ key: String, _ reply: Envelope) async {
-        let bytes = Data(reply.serializedBytes())
+    public func save(_ key: String, _ stored: StoredReply) async {
+        let bytes = Data(stored.reply.serializedBytes())
         let now = Date().timeIntervalSince1970, cutoff = now - retention
         _ = try? await database.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO idempotent_replies (key, reply, created_at) VALUES (?, ?, ?)",
-                           arguments: [key, bytes, now])
+            try db.execute(sql: "INSERT OR REPLACE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, ?, ?, ?)",
+                           arguments: [key, bytes, Int64(bitPattern: stored.digest), now])
             try db.execute(sql: "DELETE FROM idempotent_replies WHERE created_at < ?", arguments: [cutoff])
         }
     }

@@ -190,3 +190,26 @@ struct GatewayTests {
         }
     }
 }
+
+@Suite("gateway: oversize requests", .timeLimit(.minutes(1)))
+struct GatewayOversizeTests {
+    @Test func aRequestLargerThanTheServiceAccepts_isRefusedAtOnce_andOtherClientsKeepTheirConnection() async throws {
+        try await withStack { stack in
+            let big = stack.client(), other = stack.client()
+            let huge = AccountsV1.RegisterRequest(username: "big", email: "b@example.org", phone: "+15625550000",
+                                                  password: String(repeating: "x", count: 5 << 20), firstName: "B", lastName: "B")
+            // Another client's calls run beside the oversize one, on the gateway's one connection to accounts.
+            async let others: [Bool] = withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<20 { group.addTask { (try? await other.ping("accounts", deadline: .seconds(2))) != nil } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            // INVALID_ARGUMENT (not DEADLINE_EXCEEDED) is the gateway's own answer: the request was never forwarded.
+            await expectError(.invalidArgument, containing: "accepts at most 4194304 bytes") {
+                _ = try await big.call(API.register, huge, deadline: .seconds(5))
+            }
+            let results = try await others
+            #expect(results.allSatisfy { $0 }, "no other client's request was lost with a dropped connection")
+            #expect(try await other.ping("accounts").service == "accounts")
+        }
+    }
+}

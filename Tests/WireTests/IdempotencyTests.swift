@@ -29,17 +29,35 @@ struct IdempotencyTests {
         }
     }
 
-    @Test func sameKey_onADifferentRequest_orFromAnotherAnonymousClient_isNotReplayed() async throws {
+    @Test func sameKey_onADifferentRequest_isRefused_andFromAnotherAnonymousClient_isNotReplayed() async throws {
         let counter = Counter()
         try await withHost(countingRouter(counter), logs: CapturedLogs()) { _, client in
             _ = try await client.call(echo, CommonV1.PingRequest(echo: [1]), options: CallOptions(idempotencyKey: "k", clientAddress: "10.0.0.1"))
-            _ = try await client.call(echo, CommonV1.PingRequest(echo: [2]), options: CallOptions(idempotencyKey: "k", clientAddress: "10.0.0.1"))
-            #expect(counter.count == 2, "a different payload is a different request")
+            await expectError(.invalidArgument, containing: "already used for a different") {
+                _ = try await client.call(echo, CommonV1.PingRequest(echo: [2]), options: CallOptions(idempotencyKey: "k", clientAddress: "10.0.0.1"))
+            }
+            #expect(counter.count == 1, "a key reused for a different payload is refused, not run as a new request")
             _ = try await client.call(echo, CommonV1.PingRequest(echo: [1]), options: CallOptions(idempotencyKey: "k", clientAddress: "10.0.0.2"))
-            #expect(counter.count == 3, "another anonymous client does not get the first one's reply")
+            #expect(counter.count == 2, "another anonymous client does not get the first one's reply")
             _ = try await client.call(echo, CommonV1.PingRequest(echo: [1]), options: CallOptions(idempotencyKey: "k", clientAddress: "10.0.0.1"))
-            #expect(counter.count == 3, "the same request from the same client is replayed")
+            #expect(counter.count == 2, "the same request from the same client is replayed")
         }
+    }
+
+    @Test func sameKey_onADifferentRequest_isRefused_afterARestartToo() async throws {
+        let store = MemoryStore()
+        let counter = Counter()
+        try await withHost(countingRouter(counter), logs: CapturedLogs(), replyCache: ReplyCache(store: store)) { _, client in
+            _ = try await client.call(echo, CommonV1.PingRequest(echo: [1]), options: CallOptions(idempotencyKey: "k", callerUserID: 3))
+        }
+        try await withHost(countingRouter(counter), logs: CapturedLogs(), replyCache: ReplyCache(store: store)) { _, client in
+            await expectError(.invalidArgument, containing: "already used for a different") {
+                _ = try await client.call(echo, CommonV1.PingRequest(echo: [9]), options: CallOptions(idempotencyKey: "k", callerUserID: 3))
+            }
+            let replayed = try await client.call(echo, CommonV1.PingRequest(echo: [1]), options: CallOptions(idempotencyKey: "k", callerUserID: 3))
+            #expect(replayed.service == "applied 1")
+        }
+        #expect(counter.count == 1)
     }
 
     @Test func concurrentDuplicates_areAppliedOnce() async throws {
@@ -96,7 +114,7 @@ struct IdempotencyTests {
 }
 
 final class MemoryStore: ReplyStore {
-    private let replies = Mutex<[String: Envelope]>([:])
-    func load(_ key: String) async -> Envelope? { replies.withLock { $0[key] } }
-    func save(_ key: String, _ reply: Envelope) async { replies.withLock { $0[key] = reply } }
+    private let replies = Mutex<[String: StoredReply]>([:])
+    func load(_ key: String) async -> StoredReply? { replies.withLock { $0[key] } }
+    func save(_ key: String, _ stored: StoredReply) async { replies.withLock { $0[key] = stored } }
 }

@@ -1,11 +1,22 @@
 public import FriensoProto
 import Synchronization
 
+/// A kept reply and the digest of the request it answered.
+public struct StoredReply: Sendable, Equatable {
+    public var digest: UInt64
+    public var reply: Envelope
+
+    public init(digest: UInt64, reply: Envelope) {
+        self.digest = digest
+        self.reply = reply
+    }
+}
+
 /// Durable storage for replies to idempotent mutations, so a retry after a restart is not applied
 /// twice. Services with a database implement it over their own storage.
 public protocol ReplyStore: Sendable {
-    func load(_ key: String) async -> Envelope?
-    func save(_ key: String, _ reply: Envelope) async
+    func load(_ key: String) async -> StoredReply?
+    func save(_ key: String, _ stored: StoredReply) async
 }
 
 /// Remembers the reply to every request that carried an idempotency key, keyed by
@@ -20,13 +31,15 @@ public final class ReplyCache: Sendable {
         case replay(Envelope)
         /// The same request is running now: its reply will be given to this waiter too.
         case wait
+        /// The key was used for a different request (another payload): refuse this one.
+        case mismatch
     }
 
     private struct State {
-        var done: [String: Envelope] = [:]
+        var done: [String: StoredReply] = [:]
         var order: [String] = []
         var head = 0
-        var running: [String: [UInt64]] = [:] // key -> waiting host request keys
+        var running: [String: (digest: UInt64, waiters: [UInt64])] = [:] // key -> the request's digest, waiting host request keys
     }
 
     private let state = Mutex(State())
@@ -38,12 +51,13 @@ public final class ReplyCache: Sendable {
         self.store = store
     }
 
-    /// What identifies "the same request": the caller (and, for anonymous calls, the client's
-    /// address), the method, the key, and a digest of the payload. So one client's key can never
-    /// replay another client's reply, and a key reused for a different request runs that request.
-    public static func key(for envelope: Envelope) -> String {
+    /// What names a request: the caller (and, for anonymous calls, the client's address), the
+    /// method and the key, so one client's key can never replay another client's reply; and a
+    /// digest of the payload, so a key reused for a different request is refused, not run as new
+    /// (a client bug that would otherwise apply a second mutation under a "retry").
+    public static func key(for envelope: Envelope) -> (key: String, digest: UInt64) {
         let who = envelope.callerUserId != 0 ? "u\(envelope.callerUserId)" : "a\(envelope.clientAddress)"
-        return "\(who)|\(envelope.method)|\(envelope.idempotencyKey)|\(String(fnv1a(envelope.payload), radix: 16))"
+        return ("\(who)|\(envelope.method)|\(envelope.idempotencyKey)", fnv1a(envelope.payload))
     }
 
     /// FNV-1a, 64 bits: stable across processes (Swift's `Hasher` is seeded per run), so the
@@ -57,33 +71,41 @@ public final class ReplyCache: Sendable {
         return hash
     }
 
-    func begin(_ key: String, waiter: UInt64) async -> Begin {
+    func begin(_ key: String, digest: UInt64, waiter: UInt64) async -> Begin {
         let first: Begin = state.withLock { state in
-            if let reply = state.done[key] { return .replay(reply) }
-            if state.running[key] != nil {
-                state.running[key, default: []].append(waiter)
+            if let stored = state.done[key] { return stored.digest == digest ? .replay(stored.reply) : .mismatch }
+            if let running = state.running[key] {
+                guard running.digest == digest else { return .mismatch }
+                state.running[key]?.waiters.append(waiter)
                 return .wait
             }
-            state.running[key] = []
+            state.running[key] = (digest, [])
             return .execute(previous: nil)
         }
         guard case .execute = first, let store else { return first }
-        return .execute(previous: await store.load(key))
+        guard let previous = await store.load(key) else { return first }
+        guard previous.digest == digest else {
+            // Let whoever waited behind this one learn the same.
+            _ = complete(key, nil)
+            return .mismatch
+        }
+        return .execute(previous: previous.reply)
     }
 
     /// Records the reply and returns the host keys of duplicates that waited for it.
     /// Replies that say "try again" (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL) are not kept.
-    func finish(_ key: String, _ reply: Envelope) async -> [UInt64] {
+    func finish(_ key: String, digest: UInt64, _ reply: Envelope) async -> [UInt64] {
         let keep = ![.unavailable, .deadlineExceeded, .internal].contains(reply.status)
-        if keep, let store { await store.save(key, reply) }
-        return complete(key, reply, remember: keep)
+        let stored = StoredReply(digest: digest, reply: reply)
+        if keep, let store { await store.save(key, stored) }
+        return complete(key, keep ? stored : nil)
     }
 
-    private func complete(_ key: String, _ reply: Envelope, remember: Bool) -> [UInt64] {
+    private func complete(_ key: String, _ stored: StoredReply?) -> [UInt64] {
         state.withLock { state in
-            let waiters = state.running.removeValue(forKey: key) ?? []
-            guard remember else { return waiters }
-            if state.done.updateValue(reply, forKey: key) == nil {
+            let waiters = state.running.removeValue(forKey: key)?.waiters ?? []
+            guard let stored else { return waiters }
+            if state.done.updateValue(stored, forKey: key) == nil {
                 state.order.append(key)
                 if state.order.count - state.head > capacity {
                     state.done[state.order[state.head]] = nil

@@ -11,7 +11,8 @@ public final class ServiceHost: Service, Sendable {
     public let options: HostOptions
     public let counters = HostCounters()
     private let handler: any RequestHandler
-    private let replyCache: ReplyCache
+    /// nil: requests are handed over whatever key they carry (the gateway: the services keep the replies).
+    private let replyCache: ReplyCache?
     private let logger: Logger
     private let context: ZMQContext
     public let reactor: Reactor
@@ -22,11 +23,12 @@ public final class ServiceHost: Service, Sendable {
 
     /// - Parameters:
     ///   - replyCache: where replies to idempotent requests are kept; pass one with a durable store
-    ///     for mutations that must not happen twice across a restart.
+    ///     for mutations that must not happen twice across a restart, or nil for a host that only
+    ///     forwards (the gateway: it has no caller to key replies by, the services do).
     ///   - reactor: the event loop that owns the socket (and runs handlers, see `HostOptions.handlerExecution`).
     public init(
         options: HostOptions, handler: some RequestHandler, logger: Logger,
-        replyCache: ReplyCache = ReplyCache(), context: ZMQContext = .shared, reactor: Reactor = .shared
+        replyCache: ReplyCache? = ReplyCache(), context: ZMQContext = .shared, reactor: Reactor = .shared
     ) {
         self.options = options
         self.reactor = reactor
@@ -120,11 +122,15 @@ public final class ServiceHost: Service, Sendable {
         if envelope.method == "\(options.name).Ping" {
             return reply(request.key, ping(envelope))
         }
-        guard !envelope.idempotencyKey.isEmpty else {
+        guard !envelope.idempotencyKey.isEmpty, let replyCache else {
             return reply(request.key, await handler.handle(request, logger: logger))
         }
-        let key = ReplyCache.key(for: envelope)
-        switch await replyCache.begin(key, waiter: request.key) {
+        let (key, digest) = ReplyCache.key(for: envelope)
+        switch await replyCache.begin(key, digest: digest, waiter: request.key) {
+        case .mismatch:
+            logger.notice("refused an idempotency key reused for a different request")
+            reply(request.key, envelope.reply(error: .invalidArgument(
+                "idempotency key \"\(envelope.idempotencyKey)\" was already used for a different \(envelope.method) request: use a new key for a new request")))
         case .replay(let stored):
             logger.debug("replayed an idempotent reply")
             reply(request.key, stored)
@@ -137,7 +143,7 @@ public final class ServiceHost: Service, Sendable {
             } else {
                 result = await handler.handle(request, logger: logger)
             }
-            for waiter in await replyCache.finish(key, result) { reply(waiter, result) }
+            for waiter in await replyCache.finish(key, digest: digest, result) { reply(waiter, result) }
             reply(request.key, result)
         }
     }
