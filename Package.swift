@@ -175,8 +175,9 @@ let package = Package(
         .executableTarget(
             name: "frienso-accounts",
             dependencies: [
-                "Accounts", "ServiceKit", "Wire",
+                "Accounts", "ServiceKit", "Wire", "SocialReplica",
                 argumentParser,
+                serviceLifecycle,
                 grdb,
             ],
             swiftSettings: swiftSettings

@@ -46,10 +46,27 @@ public final class AccountsService: Sendable {
     private let store: AccountsStore
     private let config: AccountsConfig
     private let loginGuard: Mutex<LoginGuard>
+    private let events: (any EventSink)?
+    private let blocks: BlockCheck?
     public let replyStore: SQLiteReplyStore
 
+    /// Whether two users blocked each other (either way), from the social graph; nil while that
+    /// is not known yet (the replica has not loaded its first snapshot).
+    public typealias BlockCheck = @Sendable (UInt64, UInt64) -> Bool?
+
+    /// The stream gateways follow to drop revoked sessions from their caches.
+    public static let sessionsStream = "sessions"
+    public static let sessionsRevoked = "accounts.SessionsRevoked"
+
     /// Opens (or creates) `<directory>/accounts.sqlite`.
-    public init(directory: String, config: AccountsConfig = AccountsConfig()) throws {
+    /// - Parameters:
+    ///   - events: where session revocations are announced (accounts' PUB socket).
+    ///   - blocks: who blocked whom (a replica of social's graph), so a blocked user cannot read
+    ///     the blocker's profile; nil in a deployment without social (no blocks exist there).
+    public init(directory: String, config: AccountsConfig = AccountsConfig(), events: (any EventSink)? = nil,
+                blocks: BlockCheck? = nil) throws {
+        self.events = events
+        self.blocks = blocks
         store = try AccountsStore(path: "\(directory)/accounts.sqlite")
         self.config = config
         var guardState = LoginGuard(policy: config.loginPolicy)
@@ -148,6 +165,7 @@ public final class AccountsService: Sendable {
         let caller = try context.requireCaller()
         let session = try await currentSession(context, caller: caller)
         try await store.revokeSession(id: session.id, now: config.now())
+        announceRevocation(of: caller)
         return AccountsV1.LogoutResponse()
     }
 
@@ -164,6 +182,13 @@ public final class AccountsService: Sendable {
               session.userID == caller, !session.revoked, session.expiresAtMs > config.now()
         else { throw RPCError.unauthenticated("no live session for this call: log in again") }
         return session
+    }
+
+    /// Tells every gateway, after the commit, to forget `user`'s cached sessions (they are checked
+    /// with accounts again on their next use; the ones still live pass).
+    private func announceRevocation(of user: UInt64) {
+        events?.emit(topic: Self.sessionsStream, method: Self.sessionsRevoked,
+                     payload: AccountsV1.SessionsRevoked(userId: user).serializedBytes())
     }
 
     static func encodeSessionID(_ id: UInt64) -> [UInt8] {
@@ -188,6 +213,7 @@ public final class AccountsService: Sendable {
         guard request.currentPassword != newPassword else { throw RPCError.invalidArgument("new_password: must differ from the current one") }
         let hash = try await config.hasher.hash(newPassword)
         let revoked = try await store.changePassword(userID: caller, hash: hash, keepSession: session.id, now: config.now())
+        announceRevocation(of: caller)
         context.logger.info("password changed", metadata: ["user-id": "\(caller)", "revoked": "\(revoked)"])
         return AccountsV1.ChangePasswordResponse(revokedSessions: UInt32(revoked))
     }
@@ -210,6 +236,13 @@ public final class AccountsService: Sendable {
         let caller = try context.requireCaller()
         let id = request.userId == 0 ? caller : request.userId
         guard let user = try await store.user(id: id) else { throw RPCError.notFound("no user \(id)") }
+        if id != caller, let blocks {
+            // Blocked either way: answered as if there were no such user, so a block cannot be probed.
+            guard let blocked = blocks(caller, id) else {
+                throw RPCError.unavailable("accounts is still loading the social graph: try again shortly")
+            }
+            if blocked { throw RPCError.notFound("no user \(id)") }
+        }
         return AccountsV1.GetProfileResponse(profile: user.profile)
     }
 

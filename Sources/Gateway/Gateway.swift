@@ -11,6 +11,7 @@ public final class Gateway: Service, Sendable {
     private let host: ServiceHost
     private let clients: [String: WireClient]
     private let subscriptions: Subscriptions
+    private let sessions: SessionCache
     private let logger: Logger
     private let context: ZMQContext
 
@@ -36,8 +37,9 @@ public final class Gateway: Service, Sendable {
         }
         self.clients = clients
         subscriptions = Subscriptions(ttl: config.subscriptionTTL)
+        sessions = SessionCache(ttl: config.sessionCacheTTL)
         let handler = GatewayHandler(
-            config: config, clients: clients, sessions: SessionCache(ttl: config.sessionCacheTTL),
+            config: config, clients: clients, sessions: sessions,
             limiter: RateLimiter(rate: config.requestsPerSecond, burst: config.burst),
             subscriptions: subscriptions, nowMs: { WallClock.milliseconds() })
         var options = HostOptions(name: "gateway", endpoint: config.endpoint)
@@ -57,15 +59,51 @@ public final class Gateway: Service, Sendable {
     /// Connections subscribed to live events.
     public var subscriptionCount: Int { subscriptions.count }
 
+    /// Sessions resolved and cached now.
+    public var cachedSessions: Int { sessions.count }
+
     public func run() async throws {
         try await withThrowingDiscardingTaskGroup { group in
             for (name, endpoint) in config.eventSources where !endpoint.isEmpty {
                 group.addTask { await self.relay(from: name, endpoint: endpoint) }
             }
+            if let endpoint = config.sessionEvents, !endpoint.isEmpty {
+                group.addTask { await self.followRevocations(endpoint: endpoint) }
+            }
             try await host.run()
             group.cancelAll()
         }
         for client in clients.values { await client.close() }
+    }
+
+    /// Drops a user's cached sessions when accounts revokes one (a logout or a password change
+    /// through any gateway), and every cached session when revocations may have been missed (a
+    /// gap in the numbering, or accounts restarted: a new epoch).
+    private func followRevocations(endpoint: String) async {
+        var security = ClientSecurity.plaintext
+        if let keyring = config.keyring {
+            guard let curve = try? keyring.client(of: "accounts") else { return }
+            security = curve
+        }
+        let subscriber = Subscriber(endpoint: endpoint, prefixes: ["sessions"], logger: logger.with("source", "accounts"),
+                                    security: security, context: context, reactor: host.reactor)
+        var tracker = SequenceTracker()
+        await withTaskCancellationHandler {
+            for await event in subscriber.events {
+                if tracker.check(event.envelope, stream: "sessions") != .apply {
+                    // The first event after (re)connecting, or after a gap: whatever was missed is
+                    // covered by forgetting everything; follow the numbering from here.
+                    sessions.invalidateAll()
+                    tracker.reset(epoch: event.envelope.epoch, stream: "sessions", sequence: event.envelope.sequence)
+                    continue
+                }
+                if let revoked = try? AccountsV1.SessionsRevoked(serializedBytes: event.envelope.payload) {
+                    sessions.invalidate(userID: revoked.userId)
+                }
+            }
+        } onCancel: {
+            subscriber.stop()
+        }
     }
 
     /// Forwards `viewer.<id>` events from one publisher to that user's connections.

@@ -14,6 +14,7 @@ extension GatewayConfig {
         self.init(endpoint: resolved.endpoint,
                   services: Dictionary(uniqueKeysWithValues: Self.serviceNames.compactMap { name in resolved.configuredPeer(name).map { (name, $0) } }))
         eventSources = Dictionary(uniqueKeysWithValues: Self.publisherNames.compactMap { name in resolved.configuredPeerEvents(name).map { (name, $0) } })
+        sessionEvents = resolved.configuredPeerEvents("accounts")
         let section = resolved.config.gateway
         if let rate = section?.requestsPerSecond { requestsPerSecond = rate }
         if let burst = section?.burst { self.burst = burst }

@@ -9,6 +9,9 @@ public struct GatewayConfig: Sendable {
     public var services: [String: String]
     /// PUB endpoints whose `viewer.<id>` events are relayed to connected clients.
     public var eventSources: [String: String] = [:]
+    /// Accounts' PUB endpoint: session revocations drop cached sessions at once (nil: only the
+    /// cache's TTL and this gateway's own logouts do).
+    public var sessionEvents: String?
     /// Sustained requests per second per session (or per client address before login), and burst.
     public var requestsPerSecond: Double = 50
     public var burst: Double = 100

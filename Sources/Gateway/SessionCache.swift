@@ -53,6 +53,13 @@ final class SessionCache: Sendable {
     func invalidate(userID: UInt64) {
         entries.withLock { $0 = $0.filter { $0.value.session.userID != userID } }
     }
+
+    /// Forgets everything (a revocation may have been missed).
+    func invalidateAll() {
+        entries.withLock { $0.removeAll() }
+    }
+
+    var count: Int { entries.withLock { $0.count } }
 }
 
 /// Token buckets by key (session, or client address before login).

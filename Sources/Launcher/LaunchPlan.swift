@@ -7,7 +7,7 @@ public struct LaunchPlan: Sendable {
     /// Every service, in start order (the gateway last: it routes to the others).
     public static let defaultOrder = ["accounts", "social", "geo", "alerts", "media", "gateway"]
     /// The members with a PUB socket.
-    public static let publishers = ["social", "geo", "alerts"]
+    public static let publishers = ["accounts", "social", "geo", "alerts"]
 
     public var children: [ChildSpec]
     /// The keyring folder every child was handed (nil with `--insecure-plaintext`).

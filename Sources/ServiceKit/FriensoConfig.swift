@@ -130,6 +130,7 @@ public enum Defaults {
         "media": "tcp://127.0.0.1:7105",
     ]
     public static let eventEndpoints: [String: String] = [
+        "accounts": "tcp://127.0.0.1:7111",
         "social": "tcp://127.0.0.1:7112",
         "geo": "tcp://127.0.0.1:7113",
         "alerts": "tcp://127.0.0.1:7114",

@@ -16,7 +16,8 @@ public struct InternalPlane: Sendable {
 
     /// Who subscribes to whose events: a publisher admits only these members.
     public static let subscribers: [String: Set<String>] = [
-        "social": ["geo", "alerts", "media", "gateway"],
+        "accounts": ["gateway"],
+        "social": ["accounts", "geo", "alerts", "media", "gateway"],
         "geo": ["gateway"],
         "alerts": ["geo", "gateway"],
     ]

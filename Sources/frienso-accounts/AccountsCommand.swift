@@ -1,6 +1,8 @@
 import Accounts
 import ArgumentParser
 import ServiceKit
+import ServiceLifecycle
+import SocialReplica
 import Wire
 
 @main
@@ -16,8 +18,24 @@ struct AccountsCommand: AsyncParsableCommand {
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
         let plane = try resolved.plane(logger: logger)
         try resolved.createDataDirectory()
-        let service = try AccountsService(directory: resolved.dataDirectory, config: AccountsConfig(resolved: resolved))
+        let publisher = plane.publisher(name: "accounts", endpoint: resolved.deploymentEventEndpoint(of: "accounts"), logger: logger)
+        // Blocks hide a blocker's profile from the blocked user: accounts follows social's graph
+        // when the deployment has social (a deployment without it has no blocks).
+        var replica: SocialGraphReplica?
+        if let social = resolved.configuredPeer("social") {
+            replica = SocialGraphReplica(social: try plane.client("social", at: social, logger: logger),
+                                         eventsEndpoint: try resolved.peerEvents("social"), eventsSecurity: try plane.client(of: "social"),
+                                         logger: logger)
+        }
+        var blocks: AccountsService.BlockCheck?
+        if let replica {
+            blocks = { @Sendable (a: UInt64, b: UInt64) -> Bool? in replica.status.snapshots > 0 ? replica.blocked(a, b) : nil }
+        }
+        let service = try AccountsService(directory: resolved.dataDirectory, config: AccountsConfig(resolved: resolved),
+                                          events: publisher, blocks: blocks)
         let host = service.makeHost(options: plane.hostOptions(name: "accounts", endpoint: resolved.endpoint), logger: logger)
-        try await ServiceRunner.run([host], endpointFile: resolved.endpointFile, logger: logger) { try await host.boundEndpoint() }
+        let services: [any Service] = (replica.map { [$0] } ?? []) + [publisher, host]
+        try await ServiceRunner.run(services, endpointFile: resolved.endpointFile, logger: logger,
+                                    boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }
     }
 }

@@ -93,9 +93,8 @@ struct AuthorizationEndToEndTests {
             ]
             //                                           owner      friend     circle     stranger   blocked
             let expected: [String: [String]] = [
-                // Accounts has no view of blocks: the basic profile (names) stays readable to the
-                // blocked user; her picture, location, check-ins and alerts do not (docs/architecture.md).
-                "accounts.GetProfile(ana)":                ["OK", "OK", "OK", "OK", "OK"],
+                // Accounts follows the social graph: a blocked user finds no such user.
+                "accounts.GetProfile(ana)":                ["OK", "OK", "OK", "OK", "NOT_FOUND"],
                 "geo.FriendsLocations has ana":            ["OK-", "OK+", "OK+", "OK-", "OK-"],
                 // Whose location you may not see answers as if it did not exist.
                 "geo.Navigate(ana)":                       ["OK", "OK", "OK", "NOT_FOUND", "NOT_FOUND"],

@@ -90,12 +90,14 @@ struct CLIEndToEndTests {
     @Test func launcher_startsEverything_restartsAKilledService_andStopsAllOnSIGTERM() async throws {
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
-        // Hold two ports until the launcher is about to bind them.
-        var reserved = [try DeadPort(), try DeadPort()]
-        let gateway = reserved[0].endpoint, accounts = reserved[1].endpoint
+        // Hold the deployment's ports until the launcher is about to bind them. The config names
+        // every endpoint of the deployment: anything left out would be the default port.
+        var reserved = [try DeadPort(), try DeadPort(), try DeadPort()]
+        let gateway = reserved[0].endpoint, accounts = reserved[1].endpoint, accountsEvents = reserved[2].endpoint
         let config = "\(procs.workDirectory)/frienso.json"
         try """
-            {"endpoints": {"gateway": "\(gateway)", "accounts": "\(accounts)"}, "launch": ["accounts", "gateway"]}
+            {"endpoints": {"gateway": "\(gateway)", "accounts": "\(accounts)"}, "eventEndpoints": {"accounts": "\(accountsEvents)"},
+             "launch": ["accounts", "gateway"]}
             """.write(toFile: config, atomically: true, encoding: .utf8)
         let run = "\(procs.workDirectory)/run"
         reserved.removeAll()

@@ -33,7 +33,7 @@ final class Stranger {
 @Suite("end to end: the trusted internal plane", .serialized, .timeLimit(.minutes(4)))
 struct PlaneEndToEndTests {
     static let services = ["accounts", "social", "geo", "alerts", "media"]
-    static let publishers = ["social", "geo", "alerts"]
+    static let publishers = ["accounts", "social", "geo", "alerts"]
 
     /// The four strangers of the threat model, for a server `member` of the deployment in `keyring`:
     /// no key, a fresh key, another deployment's member key (knowing the real server key), and
@@ -78,7 +78,7 @@ struct PlaneEndToEndTests {
                 for (what, security) in try Self.strangers(for: publisher, keyring: stack.keyring, other: other) {
                     eventStrangers.append(try Stranger(.sub, stack.events[publisher]!, security, what: "\(what) ⇢ \(publisher) events"))
                 }
-                // A member of the deployment that does not consume this stream (media, for geo and alerts).
+                // A member of the deployment that does not consume this stream (media, for all but social).
                 if publisher != "social" {
                     let media = try KeyringFiles.load(at: stack.keyring, member: "media")
                     eventStrangers.append(try Stranger(.sub, stack.events[publisher]!, try media.client(of: publisher),
@@ -98,9 +98,12 @@ struct PlaneEndToEndTests {
             }
             defer { for listener in listeners { listener.cancel() } }
 
-            // Activity on every stream: a friendship (social), moves a friend sees (geo), a helpNow (alerts).
+            // Activity on every stream: a logout (accounts), a friendship (social), moves a friend
+            // sees (geo), a helpNow (alerts).
             let alice = try await makeActor(stack, "alice", number: 1)
             let bob = try await makeActor(stack, "bob", number: 2)
+            let dan = try await makeActor(stack, "dan", number: 4)
+            _ = try await dan.client.call(AccountsV1.AccountsService.logout, AccountsV1.LogoutRequest(), mutation: true)
             try await befriend(alice, bob)
             try await addToCircle(alice, bob)
             _ = try await alice.client.call(AlertsV1.AlertsService.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "plane test"), mutation: true)

@@ -64,7 +64,7 @@ final class Stack: @unchecked Sendable {
             "--data-dir", "\(dir)/data", "--endpoint", endpoints[service] ?? any, "--endpoint-file", "\(dir)/\(service).endpoint"],
             environment: env)
         endpoints[service] = try await endpoint(in: "\(dir)/\(service).endpoint")
-        if !["accounts", "gateway", "media"].contains(service) { // the ones with a PUB socket
+        if !["gateway", "media"].contains(service) { // the ones with a PUB socket
             endpoints["\(service).events"] = try await endpoint(in: "\(dir)/\(service).endpoint.events")
         }
     }
@@ -116,11 +116,11 @@ final class LaunchedStack: @unchecked Sendable {
         run = "\(dir)/run"
         data = "\(dir)/data"
         // Held until the launcher is about to start, so no other test is given these ports.
-        var reserved = try (0..<(Self.services.count + 3)).map { _ in try DeadPort() }
+        var reserved = try (0..<(Self.services.count + LaunchPlan.publishers.count)).map { _ in try DeadPort() }
         var endpoints: [String: String] = [:]
         for (i, name) in Self.services.enumerated() { endpoints[name] = reserved[i].endpoint }
         var events: [String: String] = [:]
-        for (i, name) in ["social", "geo", "alerts"].enumerated() { events[name] = reserved[Self.services.count + i].endpoint }
+        for (i, name) in LaunchPlan.publishers.enumerated() { events[name] = reserved[Self.services.count + i].endpoint }
         gateway = endpoints["gateway"]!
         self.endpoints = endpoints
         self.events = events

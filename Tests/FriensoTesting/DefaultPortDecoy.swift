@@ -2,13 +2,13 @@ import Foundation
 import Glibc
 import Synchronization
 
-/// Listens on every default deployment port that is free (7100–7105, 7112–7114) for as long as
+/// Listens on every default deployment port that is free (7100–7105, 7111–7114) for as long as
 /// the test process runs, and counts whatever connects: a test's process that reached a default
 /// port fell back to an endpoint nobody gave it. The end-to-end harness fails the test then
 /// (`ProcessHarness.shutdown`). A port a running deployment holds (`deploy/up` beside the tests)
 /// is left to it: there the deployment's own keys refuse the stray connection instead.
 public final class DefaultPortDecoy: Sendable {
-    public static let ports: [UInt16] = [7100, 7101, 7102, 7103, 7104, 7105, 7112, 7113, 7114]
+    public static let ports: [UInt16] = [7100, 7101, 7102, 7103, 7104, 7105, 7111, 7112, 7113, 7114]
     public static let shared = DefaultPortDecoy()
 
     private let hits = Mutex<[UInt16: Int]>([:])

@@ -34,7 +34,7 @@ public final class ProcessHarness: Sendable {
     }
 
     static let services = ["accounts", "social", "geo", "alerts", "media", "gateway"]
-    static let publishers = ["social", "geo", "alerts"]
+    static let publishers = ["accounts", "social", "geo", "alerts"]
 
     /// What a service started by hand needs besides the test's own settings: the harness's
     /// keyring, and an endpoint for every member the test did not name, a port of this test

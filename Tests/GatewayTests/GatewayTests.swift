@@ -213,3 +213,55 @@ struct GatewayOversizeTests {
         }
     }
 }
+
+@Suite("gateway: session revocation reaches every gateway", .timeLimit(.minutes(1)))
+struct GatewayRevocationTests {
+    @Test func logoutOrPasswordChange_throughOneGateway_revokesTheSessionAtAnotherAtOnce() async throws {
+        let logs = CapturedLogs()
+        let dir = try TemporaryDirectory("frienso-gateway-revocation")
+        defer { dir.remove() }
+        var config = AccountsConfig()
+        config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
+        let publisher = Publisher(name: "accounts", endpoint: "tcp://127.0.0.1:*", logger: logs.logger("accounts-events"))
+        let accounts = try AccountsService(directory: dir.path, config: config, events: publisher)
+            .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
+        try await withRunningServices([publisher, accounts], logger: logs.logger("group")) {
+            let services = ["accounts": try await accounts.boundEndpoint()]
+            // Three gateways that trust a resolved session for a minute: two follow accounts'
+            // revocations, the third (the control) does not.
+            func gateway(following: Bool) async throws -> Gateway {
+                var gatewayConfig = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: services)
+                gatewayConfig.sessionCacheTTL = .seconds(60)
+                if following { gatewayConfig.sessionEvents = try await publisher.boundEndpoint() }
+                return Gateway(config: gatewayConfig, logger: logs.logger("gateway"))
+            }
+            let a = try await gateway(following: true), b = try await gateway(following: true), control = try await gateway(following: false)
+            try await withRunningServices([a, b, control], logger: logs.logger("gateways")) {
+                let viaA = FriensoClient(gateway: try await a.boundEndpoint(), logger: logs.logger("via-a"))
+                _ = try await viaA.call(API.register, AccountsV1.RegisterRequest(
+                    username: "rita", email: "rita@example.org", phone: "+15625551111", password: "password rita", firstName: "R", lastName: "L"))
+                for round in 0..<2 {
+                    let login = try await viaA.login("rita", password: "password rita")
+                    let viaB = FriensoClient(gateway: try await b.boundEndpoint(), token: login.sessionToken, logger: logs.logger("via-b"))
+                    let viaControl = FriensoClient(gateway: try await control.boundEndpoint(), token: login.sessionToken, logger: logs.logger("via-c"))
+                    _ = try await viaB.call(API.whoAmI, AccountsV1.WhoAmIRequest())
+                    _ = try await viaControl.call(API.whoAmI, AccountsV1.WhoAmIRequest())
+                    #expect(b.cachedSessions >= 1 && control.cachedSessions >= 1)
+                    if round == 0 {
+                        _ = try await viaA.call(API.logout, AccountsV1.LogoutRequest(), mutation: true)
+                    } else {
+                        // A password change from another session revokes this one.
+                        let other = FriensoClient(gateway: try await a.boundEndpoint(), logger: logs.logger("other"))
+                        _ = try await other.login("rita", password: "password rita")
+                        _ = try await other.call(API.changePassword, AccountsV1.ChangePasswordRequest(
+                            currentPassword: "password rita", newPassword: "password rita 2"), mutation: true)
+                    }
+                    try await eventually("gateway B forgets the revoked session") { b.cachedSessions == 0 }
+                    await expectError(.unauthenticated) { _ = try await viaB.call(API.whoAmI, AccountsV1.WhoAmIRequest()) }
+                    // Without the event, the control gateway's cache still holds it: the stale window the event closes.
+                    #expect(control.cachedSessions >= 1)
+                }
+            }
+        }
+    }
+}

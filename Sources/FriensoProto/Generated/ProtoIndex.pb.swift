@@ -47,6 +47,7 @@ public enum ProtoIndex {
         AccountsV1.MatchContactsRequest.self,
         AccountsV1.ContactMatch.self,
         AccountsV1.MatchContactsResponse.self,
+        AccountsV1.SessionsRevoked.self,
         AlertsV1.Person.self,
         AlertsV1.AlertLocation.self,
         AlertsV1.Watcher.self,

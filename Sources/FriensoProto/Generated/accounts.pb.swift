@@ -2077,6 +2077,59 @@ extension AccountsV1.MatchContactsResponse {
 }
 
 extension AccountsV1 {
+    /// `frienso.accounts.v1.SessionsRevoked`
+    public struct SessionsRevoked: ProtoMessage {
+        public var userId: UInt64 = 0
+
+        public init() {}
+
+        public init(userId: UInt64 = 0) {
+        self.userId = userId
+        }
+    }
+}
+
+extension AccountsV1.SessionsRevoked {
+    public static let protoName = "frienso.accounts.v1.SessionsRevoked"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__SessionsRevoked()
+        frienso__accounts__v1__sessions_revoked__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__sessions_revoked__get_packed_size, pack: frienso__accounts__v1__sessions_revoked__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SessionsRevoked", unpack: frienso__accounts__v1__sessions_revoked__unpack, free: frienso__accounts__v1__sessions_revoked__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__SessionsRevoked, arena _: ProtoArena) {
+        c.user_id = self.userId
+    }
+
+    init(c: Frienso__Accounts__V1__SessionsRevoked) {
+        self.init(userId: c.user_id)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId)))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1))
+    }
+}
+
+extension AccountsV1 {
     /// The methods of `frienso.accounts.v1.AccountsService`, with the access the contract declares.
     public enum AccountsService {
         public static let register = RPCMethod<RegisterRequest, RegisterResponse>(service: "accounts", name: "Register", access: .public)

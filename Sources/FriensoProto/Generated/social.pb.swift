@@ -3837,7 +3837,7 @@ extension SocialV1 {
         public static let addExchange = RPCMethod<AddExchangeRequest, AddExchangeResponse>(service: "social", name: "AddExchange", access: .authenticated)
         public static let listExchanges = RPCMethod<ListExchangesRequest, ListExchangesResponse>(service: "social", name: "ListExchanges", access: .authenticated)
         public static let listNotices = RPCMethod<ListNoticesRequest, ListNoticesResponse>(service: "social", name: "ListNotices", access: .internal, callers: ["alerts"])
-        public static let graphSnapshot = RPCMethod<GraphSnapshotRequest, GraphSnapshotResponse>(service: "social", name: "GraphSnapshot", access: .internal, callers: ["geo", "alerts", "media"])
+        public static let graphSnapshot = RPCMethod<GraphSnapshotRequest, GraphSnapshotResponse>(service: "social", name: "GraphSnapshot", access: .internal, callers: ["geo", "alerts", "media", "accounts"])
         public static let circleOf = RPCMethod<CircleOfRequest, ShowCircleResponse>(service: "social", name: "CircleOf", access: .internal, callers: ["alerts"])
         public static let circleRequestsFor = RPCMethod<CircleRequestsForRequest, ListCircleRequestsResponse>(service: "social", name: "CircleRequestsFor", access: .internal, callers: ["alerts"])
         public static let answerCircleRequest = RPCMethod<AnswerCircleRequestRequest, RespondToCircleRequestResponse>(service: "social", name: "AnswerCircleRequest", access: .internal, callers: ["alerts"])

@@ -1672,6 +1672,51 @@ void   frienso__accounts__v1__match_contacts_response__free_unpacked
   assert(message->base.descriptor == &frienso__accounts__v1__match_contacts_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__accounts__v1__sessions_revoked__init
+                     (Frienso__Accounts__V1__SessionsRevoked         *message)
+{
+  static const Frienso__Accounts__V1__SessionsRevoked init_value = FRIENSO__ACCOUNTS__V1__SESSIONS_REVOKED__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__sessions_revoked__get_packed_size
+                     (const Frienso__Accounts__V1__SessionsRevoked *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__sessions_revoked__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__sessions_revoked__pack
+                     (const Frienso__Accounts__V1__SessionsRevoked *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__sessions_revoked__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__sessions_revoked__pack_to_buffer
+                     (const Frienso__Accounts__V1__SessionsRevoked *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__sessions_revoked__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__SessionsRevoked *
+       frienso__accounts__v1__sessions_revoked__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__SessionsRevoked *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__sessions_revoked__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__sessions_revoked__free_unpacked
+                     (Frienso__Accounts__V1__SessionsRevoked *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__sessions_revoked__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__accounts__v1__profile__field_descriptors[6] =
 {
   {
@@ -3432,5 +3477,43 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__match_contacts_response_
   frienso__accounts__v1__match_contacts_response__field_indices_by_name,
   1,  frienso__accounts__v1__match_contacts_response__number_ranges,
   (ProtobufCMessageInit) frienso__accounts__v1__match_contacts_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__sessions_revoked__field_descriptors[1] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__SessionsRevoked, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__sessions_revoked__field_indices_by_name[] = {
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange frienso__accounts__v1__sessions_revoked__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__sessions_revoked__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.SessionsRevoked",
+  "SessionsRevoked",
+  "Frienso__Accounts__V1__SessionsRevoked",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__SessionsRevoked),
+  1,
+  frienso__accounts__v1__sessions_revoked__field_descriptors,
+  frienso__accounts__v1__sessions_revoked__field_indices_by_name,
+  1,  frienso__accounts__v1__sessions_revoked__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__sessions_revoked__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

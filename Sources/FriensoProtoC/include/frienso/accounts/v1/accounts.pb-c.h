@@ -52,6 +52,7 @@ typedef struct Frienso__Accounts__V1__UnlinkExternalIdResponse Frienso__Accounts
 typedef struct Frienso__Accounts__V1__MatchContactsRequest Frienso__Accounts__V1__MatchContactsRequest;
 typedef struct Frienso__Accounts__V1__ContactMatch Frienso__Accounts__V1__ContactMatch;
 typedef struct Frienso__Accounts__V1__MatchContactsResponse Frienso__Accounts__V1__MatchContactsResponse;
+typedef struct Frienso__Accounts__V1__SessionsRevoked Frienso__Accounts__V1__SessionsRevoked;
 
 
 /* --- enums --- */
@@ -559,6 +560,21 @@ struct  Frienso__Accounts__V1__MatchContactsResponse
 #define FRIENSO__ACCOUNTS__V1__MATCH_CONTACTS_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__match_contacts_response__descriptor) \
     , 0,NULL }
+
+
+/*
+ * Event on accounts' PUB socket, topic "sessions", method "accounts.SessionsRevoked": sessions of
+ * this user were revoked (logout, password change); every gateway drops the user's cached
+ * sessions at once. A gateway that misses events (a gap, a new epoch) drops its whole cache.
+ */
+struct  Frienso__Accounts__V1__SessionsRevoked
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+};
+#define FRIENSO__ACCOUNTS__V1__SESSIONS_REVOKED__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__sessions_revoked__descriptor) \
+    , 0 }
 
 
 /* Frienso__Accounts__V1__Profile methods */
@@ -1264,6 +1280,25 @@ Frienso__Accounts__V1__MatchContactsResponse *
 void   frienso__accounts__v1__match_contacts_response__free_unpacked
                      (Frienso__Accounts__V1__MatchContactsResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__SessionsRevoked methods */
+void   frienso__accounts__v1__sessions_revoked__init
+                     (Frienso__Accounts__V1__SessionsRevoked         *message);
+size_t frienso__accounts__v1__sessions_revoked__get_packed_size
+                     (const Frienso__Accounts__V1__SessionsRevoked   *message);
+size_t frienso__accounts__v1__sessions_revoked__pack
+                     (const Frienso__Accounts__V1__SessionsRevoked   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__sessions_revoked__pack_to_buffer
+                     (const Frienso__Accounts__V1__SessionsRevoked   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__SessionsRevoked *
+       frienso__accounts__v1__sessions_revoked__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__sessions_revoked__free_unpacked
+                     (Frienso__Accounts__V1__SessionsRevoked *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Accounts__V1__Profile_Closure)
@@ -1377,6 +1412,9 @@ typedef void (*Frienso__Accounts__V1__ContactMatch_Closure)
 typedef void (*Frienso__Accounts__V1__MatchContactsResponse_Closure)
                  (const Frienso__Accounts__V1__MatchContactsResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Accounts__V1__SessionsRevoked_Closure)
+                 (const Frienso__Accounts__V1__SessionsRevoked *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1420,6 +1458,7 @@ extern const ProtobufCMessageDescriptor frienso__accounts__v1__unlink_external_i
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__match_contacts_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__contact_match__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__match_contacts_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__sessions_revoked__descriptor;
 
 PROTOBUF_C__END_DECLS
 
