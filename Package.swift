@@ -328,6 +328,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "ClientTests", dependencies: ["FriensoClient"], swiftSettings: swiftSettings),
+        // The storage-layer mechanisms every service shares (idempotency claims).
+        .testTarget(
+            name: "ServiceKitTests",
+            dependencies: ["ServiceKit", "Wire", "FriensoProto", "FriensoTesting", grdb, logging],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "GatewayTests",
             dependencies: ["Gateway", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",

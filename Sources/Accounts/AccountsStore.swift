@@ -61,7 +61,7 @@ struct SessionRecord: Sendable {
 /// The accounts database: users and sessions. Every write is one transaction, committed
 /// (synchronous = FULL) before the reply goes out.
 final class AccountsStore: Sendable {
-    let database: DatabasePool
+    let database: ServiceDatabase
 
     init(path: String) throws {
         database = try ServiceDatabase.open(path)
@@ -119,7 +119,7 @@ final class AccountsStore: Sendable {
             }
         }
         SQLiteReplyStore.migrate(&migrator)
-        try migrator.migrate(database)
+        try database.migrate(migrator)
     }
 
     // MARK: Login events

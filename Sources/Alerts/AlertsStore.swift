@@ -76,7 +76,7 @@ struct GrantRecord: Sendable, Equatable {
 
 /// The alerts database.
 final class AlertsStore: Sendable {
-    let database: DatabasePool
+    let database: ServiceDatabase
 
     init(path: String) throws {
         database = try ServiceDatabase.open(path)
@@ -201,7 +201,7 @@ final class AlertsStore: Sendable {
             }
         }
         SQLiteReplyStore.migrate(&migrator)
-        try migrator.migrate(database)
+        try database.migrate(migrator)
     }
 
     // MARK: Watch sessions

@@ -44,11 +44,11 @@ public protocol PushProvider: Sendable {
 /// deployment without SMS or push credentials uses, and what the tests count.
 final class RecordingProvider: SMSProvider, PushProvider {
     let name: String
-    private let database: DatabasePool
+    private let database: ServiceDatabase
     private let logger: Logger
     private let now: @Sendable () -> Int64
 
-    init(name: String, database: DatabasePool, logger: Logger, now: @escaping @Sendable () -> Int64) {
+    init(name: String, database: ServiceDatabase, logger: Logger, now: @escaping @Sendable () -> Int64) {
         self.name = name
         self.database = database
         self.logger = logger

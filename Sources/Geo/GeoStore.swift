@@ -28,7 +28,7 @@ struct LatestFix: Sendable {
 
 /// The geo database: latest fix per user, history, sharing settings, grants.
 final class GeoStore: Sendable {
-    let database: DatabasePool
+    let database: ServiceDatabase
 
     init(path: String) throws {
         database = try ServiceDatabase.open(path)
@@ -90,7 +90,7 @@ final class GeoStore: Sendable {
             }
         }
         SQLiteReplyStore.migrate(&migrator)
-        try migrator.migrate(database)
+        try database.migrate(migrator)
     }
 
     // MARK: Loading at start

@@ -70,7 +70,7 @@ extension UploadRecord {
 /// - a released blob's file is unlinked *after* its row is deleted (a crash leaves an orphan file,
 ///   swept likewise).
 final class MediaStore: Sendable {
-    let database: DatabasePool
+    let database: ServiceDatabase
     let blobDirectory: String
     let uploadDirectory: String
 
@@ -101,7 +101,7 @@ final class MediaStore: Sendable {
                 CREATE INDEX uploads_by_owner ON uploads(owner, created_ms);
                 """)
         }
-        try migrator.migrate(database)
+        try database.migrate(migrator)
         try sweep()
     }
 
@@ -240,14 +240,14 @@ final class MediaStore: Sendable {
     /// Runs `body` in a transaction of the single writer, then unlinks the files it released
     /// while still holding the writer (see the type's comment).
     private func writing<T: Sendable>(_ body: @escaping @Sendable (Database, inout Released) throws -> T) async throws -> (T, Bool) {
-        try await database.writeWithoutTransaction { db in
+        try await database.writeWithoutTransaction { db, scope in
             var released: Released = []
             var result: T?
-            try db.inTransaction {
+            let committed = try scope.transaction(db) {
                 released = []
                 result = try body(db, &released)
-                return .commit
             }
+            if !committed { released = [] } // a dry run released nothing
             for path in released { unlink(path) }
             return (result!, !released.isEmpty)
         }

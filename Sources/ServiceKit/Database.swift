@@ -1,12 +1,33 @@
 public import GRDB
 public import Foundation
 public import Wire
-public import FriensoProto
+import FriensoProto
 
-/// Opens a service's SQLite database the same way everywhere: WAL, a busy timeout, foreign keys.
-public enum ServiceDatabase {
+/// A service's SQLite database, opened the same way everywhere (WAL, a busy timeout, foreign keys,
+/// `synchronous = FULL`), with the one mechanism that makes an idempotent mutation and its claim
+/// commit together: an async `write` made while the task serves a request with an idempotency
+/// key (`IdempotencyScope`, bound by the host) inserts the request's claim into
+/// `idempotent_replies` in the same transaction. The reply is saved on top of the claim once the
+/// handler returns (it may need other services' answers, so it cannot always be built inside
+/// the transaction). If the process dies between the two, a retry finds the claim without a
+/// reply and the handler runs again as a dry run: every transaction it opens is rolled back, so
+/// nothing is applied twice. When the dry run changed nothing (the handler found its work done:
+/// a pending request returned as it is, an alert raised under that key), its reply is the answer;
+/// when it would have changed rows (a handler that creates something anew each time), that reply
+/// would describe rows that do not exist, so the retry is answered ALREADY_EXISTS: applied once,
+/// reply lost, read the state.
+///
+/// The handlers keep to "one decision, one transaction" (a mutation is one `write`), which is
+/// what lets the claim stand for the whole mutation.
+public final class ServiceDatabase: Sendable {
+    public let pool: DatabasePool
+
+    init(pool: DatabasePool) {
+        self.pool = pool
+    }
+
     /// - Parameter path: the database file; its folder is created when missing.
-    public static func open(_ path: String) throws -> DatabasePool {
+    public static func open(_ path: String) throws -> ServiceDatabase {
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
@@ -14,14 +35,94 @@ public enum ServiceDatabase {
             // FULL: a write acknowledged to a client is on disk, even across a power cut.
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
-        return try DatabasePool(path: path, configuration: configuration) // WAL mode
+        return ServiceDatabase(pool: try DatabasePool(path: path, configuration: configuration)) // WAL mode
+    }
+
+    public func read<T>(_ value: (Database) throws -> T) throws -> T {
+        try pool.read(value)
+    }
+
+    public func read<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.read(value)
+    }
+
+    /// A synchronous write (start-up, migrations, workers): never part of a request's claim.
+    public func write<T>(_ updates: (Database) throws -> T) throws -> T {
+        try pool.write(updates)
+    }
+
+    /// One transaction; when the task serves an idempotent request, its claim commits with it (or,
+    /// in a dry run, nothing of it commits).
+    public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let scope = MutationScope()
+        guard scope.idempotency != nil else { return try await pool.write(updates) }
+        return try await pool.writeWithoutTransaction { db in
+            var result: T?
+            try scope.transaction(db) { result = try updates(db) }
+            return result!
+        }
+    }
+
+    public func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) rethrows -> T {
+        try pool.writeWithoutTransaction(updates)
+    }
+
+    /// The writer, for code that opens its own transaction and acts once it committed (publishing
+    /// events, unlinking files): it must open it with `scope.transaction`, so the request's claim
+    /// commits with it, and act only when that returns true.
+    public func writeWithoutTransaction<T: Sendable>(_ updates: @escaping @Sendable (Database, MutationScope) throws -> T) async throws -> T {
+        let scope = MutationScope()
+        return try await pool.writeWithoutTransaction { db in try updates(db, scope) }
+    }
+
+    public func migrate(_ migrator: DatabaseMigrator) throws {
+        try migrator.migrate(pool)
+    }
+}
+
+/// The idempotent request a transaction serves, taken from the task before the work moves to the
+/// writer's queue (task-locals do not follow it there).
+public struct MutationScope: Sendable {
+    let idempotency: IdempotencyScope?
+
+    init() {
+        idempotency = IdempotencyScope.current
+    }
+
+    /// Whether this is the dry run of a request applied before a crash (writes are rolled back).
+    public var isDryRun: Bool { idempotency?.dryRun ?? false }
+
+    /// Runs `body` as one transaction carrying the request's claim.
+    /// - Returns: true when it committed; false in a dry run, where it was rolled back.
+    /// - Throws: in a dry run whose transaction would have changed rows, ALREADY_EXISTS (see `ServiceDatabase`).
+    @discardableResult
+    public func transaction(_ db: Database, _ body: () throws -> Void) throws -> Bool {
+        let idempotency = idempotency
+        var committed = true
+        var changedInDryRun = false
+        try db.inTransaction {
+            let before = db.totalChangesCount
+            try body()
+            guard let idempotency else { return .commit }
+            if idempotency.dryRun {
+                committed = false
+                changedInDryRun = db.totalChangesCount != before
+                return .rollback
+            }
+            try SQLiteReplyStore.claim(db, key: idempotency.key, digest: idempotency.digest)
+            return .commit
+        }
+        if changedInDryRun {
+            throw RPCError(.alreadyExists, "this request (idempotency key \"\(idempotency?.key.split(separator: "|").last ?? "")\") was applied once already; its reply was lost when the service stopped: read the current state instead of retrying")
+        }
+        return committed
     }
 }
 
 /// Keeps replies to idempotent requests in the service's own database, so a retry after a
 /// restart (Lazy Pirate resends after reopening the socket) is answered, not applied again.
 public final class SQLiteReplyStore: ReplyStore {
-    private let database: DatabasePool
+    private let database: ServiceDatabase
     private let retention: TimeInterval
 
     public static func migrate(_ migrator: inout DatabaseMigrator) {
@@ -41,21 +142,32 @@ public final class SQLiteReplyStore: ReplyStore {
     }
 
     /// - Parameter retention: how long a reply is kept (a day by default: far longer than any retry).
-    public init(database: DatabasePool, retention: TimeInterval = 86_400) {
+    public init(database: ServiceDatabase, retention: TimeInterval = 86_400) {
         self.database = database
         self.retention = retention
     }
 
     public func load(_ key: String) async -> StoredReply? {
-        let row = try? await database.read { db in
+        let found = try? await database.read { db -> (Data, Int64)? in
             try Row.fetchOne(db, sql: "SELECT reply, digest FROM idempotent_replies WHERE key = ?", arguments: [key])
+                .map { ($0["reply"] as Data, $0["digest"] as Int64) }
         }
-        guard let row, let reply = try? Envelope(serializedBytes: Array(row["reply"] as Data)) else { return nil }
-        return StoredReply(digest: UInt64(bitPattern: row["digest"] as Int64), reply: reply)
+        guard let (bytes, stored) = found ?? nil else { return nil }
+        let digest = UInt64(bitPattern: stored)
+        // An empty reply is a claim: the mutation committed, its reply was never saved.
+        guard !bytes.isEmpty else { return StoredReply(digest: digest, reply: nil) }
+        guard let reply = try? Envelope(serializedBytes: Array(bytes)) else { return nil }
+        return StoredReply(digest: digest, reply: reply)
+    }
+
+    /// Records, inside a mutation's transaction, that the request `key` was applied.
+    static func claim(_ db: Database, key: String, digest: UInt64) throws {
+        try db.execute(sql: "INSERT OR IGNORE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, x'', ?, ?)",
+                       arguments: [key, Int64(bitPattern: digest), Date().timeIntervalSince1970])
     }
 
     public func save(_ key: String, _ stored: StoredReply) async {
-        let bytes = Data(stored.reply.serializedBytes())
+        let bytes = Data(stored.reply?.serializedBytes() ?? [])
         let now = Date().timeIntervalSince1970, cutoff = now - retention
         _ = try? await database.write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, ?, ?, ?)",

@@ -42,7 +42,7 @@ enum SendOutcome: Sendable {
 /// The social database. Each operation is one write transaction, so every rule is checked
 /// against the state it changes (two people asking each other at once make one friendship).
 final class SocialStore: Sendable {
-    let database: DatabasePool
+    let database: ServiceDatabase
     /// Called after each commit, still on the writer queue, with the graph changes it made:
     /// so events are numbered in commit order and a snapshot taken on the same queue is exact.
     private let onCommit: @Sendable ([SocialV1.GraphEvent]) -> Void
@@ -93,7 +93,7 @@ final class SocialStore: Sendable {
         }
         SQLiteReplyStore.migrate(&migrator)
         Self.migrateNotices(&migrator)
-        try migrator.migrate(database)
+        try database.migrate(migrator)
     }
 
     private static let pending = SocialV1.RequestState.pending.rawValue
@@ -101,14 +101,13 @@ final class SocialStore: Sendable {
     /// One write transaction; `events` collects the graph changes, published once it committed.
     func mutate<T: Sendable>(_ body: @escaping @Sendable (Database, inout [SocialV1.GraphEvent]) throws -> T) async throws -> T {
         let onCommit = onCommit
-        return try await database.writeWithoutTransaction { db in
+        return try await database.writeWithoutTransaction { db, scope in
             var events: [SocialV1.GraphEvent] = []
             var result: T?
-            try db.inTransaction {
+            let committed = try scope.transaction(db) {
                 result = try body(db, &events)
-                return .commit
             }
-            if !events.isEmpty { onCommit(events) }
+            if committed && !events.isEmpty { onCommit(events) }
             guard let result else { throw RPCError.internal("transaction produced no result") }
             return result
         }
@@ -116,7 +115,7 @@ final class SocialStore: Sendable {
 
     /// Runs `body` on the writer queue (after every committed change has been published).
     func onWriterQueue<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await database.writeWithoutTransaction { db in try body(db) }
+        try await database.writeWithoutTransaction { db, _ in try body(db) }
     }
 
     static func event(_ change: SocialV1.GraphChange, _ a: UInt64, _ b: UInt64) -> SocialV1.GraphEvent {

@@ -1,15 +1,36 @@
 public import FriensoProto
 import Synchronization
 
-/// A kept reply and the digest of the request it answered.
+/// A kept reply and the digest of the request it answered. `reply` is nil for a claim: the
+/// request's mutation committed (the claim is written in its transaction) but the process died
+/// before the reply was saved.
 public struct StoredReply: Sendable, Equatable {
     public var digest: UInt64
-    public var reply: Envelope
+    public var reply: Envelope?
 
-    public init(digest: UInt64, reply: Envelope) {
+    public init(digest: UInt64, reply: Envelope?) {
         self.digest = digest
         self.reply = reply
     }
+}
+
+/// The idempotent request the current task is handling, for the storage layer: a service's
+/// database writes the request's claim in the same transaction as its mutation, so "applied"
+/// and "known to be applied" commit together (`ServiceKit.ServiceDatabase`). With `dryRun`,
+/// the request was applied before and its reply lost in a crash: the handler runs again to
+/// compute the reply, and every write it makes is rolled back.
+public struct IdempotencyScope: Sendable {
+    public var key: String
+    public var digest: UInt64
+    public var dryRun: Bool
+
+    public init(key: String, digest: UInt64, dryRun: Bool) {
+        self.key = key
+        self.digest = digest
+        self.dryRun = dryRun
+    }
+
+    @TaskLocal public static var current: IdempotencyScope?
 }
 
 /// Durable storage for replies to idempotent mutations, so a retry after a restart is not applied
@@ -27,6 +48,9 @@ public final class ReplyCache: Sendable {
         /// First sighting here: call `finish` with the reply. `previous` is the reply the durable
         /// store kept from before a restart; use it instead of running the handler again.
         case execute(previous: Envelope?)
+        /// Applied before a crash that lost its reply (a claim without a reply): run the handler
+        /// in a dry run (`IdempotencyScope.dryRun`) for the reply, then `finish`.
+        case recover
         /// A finished reply to replay.
         case replay(Envelope)
         /// The same request is running now: its reply will be given to this waiter too.
@@ -45,6 +69,10 @@ public final class ReplyCache: Sendable {
     private let state = Mutex(State())
     private let capacity: Int
     private let store: (any ReplyStore)?
+
+    /// Whether replies outlive the process (the service's database keeps them, and its writes
+    /// carry the claim: see `IdempotencyScope`).
+    public var isDurable: Bool { store != nil }
 
     public init(capacity: Int = 50_000, store: (any ReplyStore)? = nil) {
         self.capacity = capacity
@@ -73,7 +101,7 @@ public final class ReplyCache: Sendable {
 
     func begin(_ key: String, digest: UInt64, waiter: UInt64) async -> Begin {
         let first: Begin = state.withLock { state in
-            if let stored = state.done[key] { return stored.digest == digest ? .replay(stored.reply) : .mismatch }
+            if let stored = state.done[key], let reply = stored.reply { return stored.digest == digest ? .replay(reply) : .mismatch }
             if let running = state.running[key] {
                 guard running.digest == digest else { return .mismatch }
                 state.running[key]?.waiters.append(waiter)
@@ -89,7 +117,8 @@ public final class ReplyCache: Sendable {
             _ = complete(key, nil)
             return .mismatch
         }
-        return .execute(previous: previous.reply)
+        guard let reply = previous.reply else { return .recover }
+        return .execute(previous: reply)
     }
 
     /// Records the reply and returns the host keys of duplicates that waited for it.

@@ -141,11 +141,23 @@ public final class ServiceHost: Service, Sendable {
             if let previous {
                 result = previous
             } else {
-                result = await handler.handle(request, logger: logger)
+                result = await handle(request, scope: IdempotencyScope(key: key, digest: digest, dryRun: false))
             }
             for waiter in await replyCache.finish(key, digest: digest, result) { reply(waiter, result) }
             reply(request.key, result)
+        case .recover:
+            logger.notice("answering a request applied before a crash that lost its reply (a dry run: nothing is written again)")
+            let result = await handle(request, scope: IdempotencyScope(key: key, digest: digest, dryRun: true))
+            for waiter in await replyCache.finish(key, digest: digest, result) { reply(waiter, result) }
+            reply(request.key, result)
         }
+    }
+
+    /// Runs the handler with the request's idempotency scope bound, when replies are durable (the
+    /// service's database then writes the claim with the mutation).
+    private func handle(_ request: IncomingRequest, scope: IdempotencyScope) async -> Envelope {
+        guard replyCache?.isDurable == true else { return await handler.handle(request, logger: logger) }
+        return await IdempotencyScope.$current.withValue(scope) { await handler.handle(request, logger: logger) }
     }
 
     private func reply(_ key: UInt64, _ envelope: Envelope) {
