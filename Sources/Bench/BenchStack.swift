@@ -31,9 +31,10 @@ enum BenchStack {
     }
 
     /// A gateway over `services` with no rate limit, and the group that runs it.
-    static func gateway(services: [String: String], logger: Logger, context: ZMQContext = ZMQContext(),
+    static func gateway(services: [String: String], logger: Logger, keyring: Keyring? = nil, context: ZMQContext = ZMQContext(),
                         reactor: Reactor = Reactor(name: "bench-gateway")) -> (gateway: Gateway, group: ServiceGroup) {
         var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: services)
+        config.keyring = keyring
         config.requestsPerSecond = 1e9
         config.burst = 1e9
         let gateway = Gateway(config: config, logger: logger, context: context, reactor: reactor)

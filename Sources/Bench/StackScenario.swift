@@ -21,6 +21,9 @@ public enum StackScenario {
         public var binDirectory: String
         /// Mix in percent: update, nearby, friends' locations, check-in, helpNow.
         public var mix: [Int] = [50, 15, 20, 10, 5]
+        /// The internal planes to run, one deployment each, in order: `curve` (as deployed) and
+        /// `plaintext` (`--insecure-plaintext`), to measure what CurveZMQ costs.
+        public var planes: [String] = ["curve", "plaintext"]
         /// - Parameter binDirectory: nil for the folder of the running executable.
         public init(binDirectory: String?) { self.binDirectory = binDirectory ?? Executables.folder }
     }
@@ -28,12 +31,27 @@ public enum StackScenario {
     static let operations = ["location update", "nearby", "friends' locations", "check-in", "helpNow raise", "helpNow resolve"]
 
     public static func run(_ options: Options, logger: Logger) async throws -> String {
+        var out: [String] = []
+        var rates: [(String, Double)] = []
+        for (index, plane) in options.planes.enumerated() {
+            let (report, rate) = try await run(options, plane: plane, redis: index == 0, logger: logger)
+            out.append(report)
+            rates.append((plane, rate))
+        }
+        if let curve = rates.first(where: { $0.0 == "curve" })?.1, let plain = rates.first(where: { $0.0 == "plaintext" })?.1, plain > 0 {
+            out += ["", "- CURVE on every internal hop: \(Int(curve)) ops/s vs \(Int(plain)) plaintext in the same run: \(String(format: "%.1f", (1 - curve / plain) * 100))% fewer (target: within 15%)"]
+        }
+        return out.joined(separator: "\n")
+    }
+
+    /// One deployment on `plane` under the load. - Returns: the report and the operations a second.
+    static func run(_ options: Options, plane: String, redis: Bool, logger: Logger) async throws -> (String, Double) {
         let dir = BenchStack.scratchDirectory()
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let deployment = try Deployment.start(in: dir, binDirectory: options.binDirectory)
+        let deployment = try Deployment.start(in: dir, binDirectory: options.binDirectory, plaintext: plane == "plaintext")
         defer { deployment.stop() }
-        var out = ["## frienso-bench stack: \(options.users) users, \(options.inFlight) in flight, \(options.seconds) s, mix \(options.mix) (update, nearby, friends, check-in, helpNow)", ""]
+        var out = ["## frienso-bench stack (\(plane == "plaintext" ? "plaintext internal plane" : "CurveZMQ on every internal hop")): \(options.users) users, \(options.inFlight) in flight, \(options.seconds) s, mix \(options.mix) (update, nearby, friends, check-in, helpNow)", ""]
         let client = FriensoClient(gateway: deployment.gateway, logger: logger)
         for service in Deployment.services {
             var up = false
@@ -87,8 +105,8 @@ public enum StackScenario {
                 "- all operations: \(Int(Double(total) / BenchStack.seconds(elapsed))) ops/s, \(errors) errors (target: 10,000 ops/s with p99 ≤ 10 ms for every type, 0 errors)", ""]
         out += deployment.resources(before: before, after: after, seconds: BenchStack.seconds(elapsed))
         for person in people { await person.client.close() }
-        out += [""] + (await redisBaseline(points, threads: options.inFlight, seconds: options.seconds))
-        return out.joined(separator: "\n")
+        if redis { out += [""] + (await redisBaseline(points, threads: options.inFlight, seconds: options.seconds)) }
+        return (out.joined(separator: "\n"), Double(total) / BenchStack.seconds(elapsed))
     }
 
     struct Person: Sendable {
@@ -217,7 +235,8 @@ struct Deployment {
     let run: String
     let pid: pid_t
 
-    static func start(in dir: String, binDirectory: String) throws -> Deployment {
+    /// - Parameter plaintext: `--insecure-plaintext` (for the comparison), else CurveZMQ with the keyring the launcher makes.
+    static func start(in dir: String, binDirectory: String, plaintext: Bool = false) throws -> Deployment {
         func anyPort() throws -> String {
             guard let port = Spawn.freePort() else { throw RPCError(.internal, "no free port") }
             return "tcp://127.0.0.1:\(port)"
@@ -225,7 +244,7 @@ struct Deployment {
         var endpoints: [String: String] = [:]
         for name in services { endpoints[name] = try anyPort() }
         var events: [String: String] = [:]
-        for name in ["social", "geo", "alerts"] { events[name] = try anyPort() }
+        for name in LaunchPlan.publishers { events[name] = try anyPort() }
         var config = FriensoConfig()
         config.endpoints = endpoints
         config.eventEndpoints = events
@@ -235,7 +254,7 @@ struct Deployment {
         let path = "\(binDirectory)/frienso-launch"
         guard FileManager.default.isExecutableFile(atPath: path) else { throw RPCError(.failedPrecondition, "no \(path): build with -c release") }
         guard let pid = Spawn.start([path, "--config", "\(dir)/frienso.json", "--run-dir", "\(dir)/run", "--data-dir", "\(dir)/data",
-                                     "--bin-dir", binDirectory], output: "\(dir)/launcher.log") else {
+                                     "--bin-dir", binDirectory] + (plaintext ? ["--insecure-plaintext"] : []), output: "\(dir)/launcher.log") else {
             throw RPCError(.internal, "cannot start \(path)")
         }
         return Deployment(gateway: endpoints["gateway"]!, run: "\(dir)/run", pid: pid)

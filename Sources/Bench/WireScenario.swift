@@ -38,7 +38,28 @@ public enum WireScenario {
             rows.append(RawZMQ.pipelined(payload: payload, count: options.requests, window: n, contexts: (context(), context())))
         }
 
-        // 2 and 3. Accounts host in process; a Wire client straight to it, and a client through a gateway.
+        // 2 and 3. Accounts host in process; a Wire client straight to it, and a client through a
+        // gateway: plain TCP, then CurveZMQ on the internal hop as deployed (client → gateway
+        // stays plain, as the default client socket is).
+        for curve in [false, true] {
+            rows += try await hostAndGateway(options, payload: payload, ping: ping, curve: curve, context: context, logger: logger)
+        }
+        return report(rows)
+    }
+
+    /// One deployment's keys in memory: the gateway (which the direct client also uses: every
+    /// member may Ping) and accounts.
+    static func keyrings() throws -> (gateway: Keyring, accounts: Keyring) {
+        let gateway = try CurveKeys.generate(), accounts = try CurveKeys.generate()
+        let members = ["gateway": gateway.publicKey, "accounts": accounts.publicKey]
+        return (try Keyring(member: "gateway", keys: gateway, members: members), try Keyring(member: "accounts", keys: accounts, members: members))
+    }
+
+    static func hostAndGateway(_ options: Options, payload: [UInt8], ping: CommonV1.PingRequest, curve: Bool,
+                               context: () -> ZMQContext, logger: Logger) async throws -> [LatencyStats] {
+        var rows: [LatencyStats] = []
+        let suffix = curve ? " (CURVE)" : ""
+        let keys = curve ? try keyrings() : nil
         let dir = BenchStack.scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var quiet = logger
@@ -46,33 +67,38 @@ public enum WireScenario {
         // One reactor and one libzmq context (own I/O thread) per would-be process: client, gateway, accounts.
         let clientReactor = Reactor(name: "bench-client"), gatewayReactor = Reactor(name: "bench-gateway")
         let clientContext = context(), gatewayContext = context()
+        var hostOptions = HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*")
+        if let keys { hostOptions.security = keys.accounts.server() }
         let accounts = try AccountsService(directory: dir).makeHost(
-            options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet,
-            context: context(), reactor: Reactor(name: "bench-accounts"))
+            options: hostOptions, logger: quiet, context: context(), reactor: Reactor(name: "bench-accounts"))
         let group = ServiceGroup(configuration: .init(services: [.init(service: accounts)], logger: quiet))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             let accountsEndpoint = try await accounts.boundEndpoint()
-            let (gateway, gatewayGroup) = BenchStack.gateway(services: ["accounts": accountsEndpoint], logger: quiet,
+            let (gateway, gatewayGroup) = BenchStack.gateway(services: ["accounts": accountsEndpoint], logger: quiet, keyring: keys?.gateway,
                                                              context: gatewayContext, reactor: gatewayReactor)
             tasks.addTask { try await gatewayGroup.run() }
             let gatewayEndpoint = try await gateway.boundEndpoint()
 
-            // The host's share: a raw C REQ client against the Wire host (runs on its own thread).
-            let rawToHost = await Task.detached {
-                RawZMQ.reqClient(name: "raw REQ → Wire host Ping", endpoint: accountsEndpoint, payload: payload,
-                                 count: options.requests, warmup: options.warmup, context: clientContext)
-            }.value
-            rows.append(rawToHost)
-            let direct = WireClient(endpoint: accountsEndpoint, logger: quiet, context: clientContext, reactor: clientReactor)
+            if !curve {
+                // The host's share: a raw C REQ client against the Wire host (runs on its own thread).
+                let rawToHost = await Task.detached {
+                    RawZMQ.reqClient(name: "raw REQ → Wire host Ping", endpoint: accountsEndpoint, payload: payload,
+                                     count: options.requests, warmup: options.warmup, context: clientContext)
+                }.value
+                rows.append(rawToHost)
+            }
+            var directOptions = ClientOptions()
+            if let keys { directOptions.security = try keys.gateway.client(of: "accounts") }
+            let direct = WireClient(endpoint: accountsEndpoint, options: directOptions, logger: quiet, context: clientContext, reactor: clientReactor)
             let viaGateway = FriensoClient(gateway: gatewayEndpoint, logger: quiet, context: clientContext, reactor: clientReactor)
             // The load loops run on the client's reactor, as a client built on Wire would.
             await withTaskExecutorPreference(clientReactor) {
                 for n in options.inFlight {
-                    rows.append(await drive(name: "Wire client → host Ping", inFlight: n, count: options.requests, warmup: options.warmup) {
+                    rows.append(await drive(name: "Wire client → host Ping" + suffix, inFlight: n, count: options.requests, warmup: options.warmup) {
                         (try? await direct.call(CommonMethods.ping("accounts"), ping)) != nil
                     })
-                    rows.append(await drive(name: "client → gateway → accounts Ping", inFlight: n, count: options.requests, warmup: options.warmup) {
+                    rows.append(await drive(name: "client → gateway → accounts Ping" + suffix, inFlight: n, count: options.requests, warmup: options.warmup) {
                         (try? await viaGateway.call(CommonMethods.ping("accounts"), ping)) != nil
                     })
                 }
@@ -83,12 +109,14 @@ public enum WireScenario {
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
-        return report(rows)
+        return rows
     }
 
     static func report(_ rows: [LatencyStats]) -> String {
         var out = [Report.table(rows), ""]
-        func row(_ prefix: String, _ n: Int) -> LatencyStats? { rows.first { $0.name.hasPrefix(prefix) && $0.inFlight == n } }
+        func row(_ prefix: String, _ n: Int, curve: Bool = false) -> LatencyStats? {
+            rows.first { $0.name.hasPrefix(prefix) && $0.inFlight == n && $0.name.hasSuffix("(CURVE)") == curve }
+        }
         for n in Set(rows.map(\.inFlight)).sorted() {
             guard let wire = row("Wire", n), let gateway = row("client", n) else { continue }
             let raw = row("raw", n)
@@ -96,6 +124,9 @@ public enum WireScenario {
                 out.append("- \(n) in flight: Wire / raw libzmq p50 \(ratio(wire.micros(50), raw.micros(50)))×, p99 \(ratio(wire.micros(99), raw.micros(99)))× (target p50 ≤ 1.3×)")
             }
             out.append("- \(n) in flight: gateway path / Wire p50 \(ratio(gateway.micros(50), wire.micros(50)))× (target ≤ 3×), p99 \(ratio(gateway.micros(99), wire.micros(99)))× (target ≤ 5×)")
+            if let wireCurve = row("Wire", n, curve: true), let gatewayCurve = row("client", n, curve: true) {
+                out.append("- \(n) in flight: CURVE / plain, Wire p50 \(ratio(wireCurve.micros(50), wire.micros(50)))×, gateway path p50 \(ratio(gatewayCurve.micros(50), gateway.micros(50)))×, gateway path rate \(ratio(gatewayCurve.throughput, gateway.throughput))×")
+            }
         }
         return out.joined(separator: "\n")
     }

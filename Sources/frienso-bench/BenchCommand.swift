@@ -153,13 +153,19 @@ struct StackBench: AsyncParsableCommand {
     @Option(help: "Measured seconds.") var seconds = 20
     @Option(help: "Percent of location updates, nearby, friends' locations, check-ins, helpNow (raise or resolve).") var mix = "50,15,20,10,5"
     @Option(help: "Folder with frienso-launch and the services (default: beside this executable).") var binDir: String?
+    @Option(help: "Internal planes to run, one deployment each: curve, plaintext (comma-separated).") var planes = "curve,plaintext"
 
     func validate() throws {
         guard users >= 2, inFlight >= 1, seconds >= 1 else { throw ValidationError("--users ≥ 2, --in-flight ≥ 1, --seconds ≥ 1") }
         guard let parts = percentages, parts.count == 5, parts.allSatisfy({ $0 >= 0 }), parts.reduce(0, +) == 100 else {
             throw ValidationError("--mix is five percentages adding up to 100")
         }
+        guard !planeList.isEmpty, planeList.allSatisfy({ ["curve", "plaintext"].contains($0) }) else {
+            throw ValidationError("--planes takes curve, plaintext")
+        }
     }
+
+    var planeList: [String] { planes.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
 
     /// The mix's numbers; nil when one is not a number.
     var percentages: [Int]? {
@@ -173,6 +179,7 @@ struct StackBench: AsyncParsableCommand {
         options.inFlight = inFlight
         options.seconds = seconds
         options.mix = percentages ?? options.mix
+        options.planes = planeList
         var logger = Logger(label: "bench")
         logger.logLevel = .warning
         print(try await StackScenario.run(options, logger: logger))
