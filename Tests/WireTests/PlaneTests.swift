@@ -197,6 +197,10 @@ struct PlaneTests {
                         members: deployment.pairs.mapValues(\.publicKey))
         }
         #expect(throws: KeyringError.self) { try deployment.keyring("geo").client(of: "media") }
+        // A key copied for two members would make them indistinguishable.
+        #expect(throws: KeyringError.self) {
+            try Keyring(member: "geo", keys: deployment.pairs["geo"]!, members: ["alerts": deployment.pairs["geo"]!.publicKey])
+        }
     }
 }
 

@@ -20,10 +20,16 @@ public struct Keyring: Sendable, Hashable {
         for (name, key) in members where !CurveKeys.isKey(key) {
             throw KeyringError("\(name)'s public key is not a 40-character Z85 CurveZMQ key")
         }
-        self.member = member
-        self.keys = keys
         var all = members
         all[member] = keys.publicKey
+        var owners: [String: String] = [:]
+        for (name, key) in all.sorted(by: { $0.key < $1.key }) {
+            if let other = owners.updateValue(name, forKey: key) {
+                throw KeyringError("\(other) and \(name) have the same public key: every member needs a key pair of its own (frienso-launch keys rotate)")
+            }
+        }
+        self.member = member
+        self.keys = keys
         self.members = all
     }
 
