@@ -132,13 +132,13 @@ public final class AccountsService: Sendable {
         let valid = await config.hasher.verify(request.password, against: user?.passwordHash)
         guard let user, valid else {
             let failure = LoginGuard.Event.failure(account: accountKey, client: clientKey, at: now)
-            try await store.record(failure)
+            try await store.record(failure, horizon: config.loginPolicy.horizon)
             loginGuard.withLock { $0.apply(failure) }
             context.logger.notice("failed login", metadata: ["client": "\(clientKey)"])
             throw RPCError.unauthenticated("wrong login or password")
         }
         let success = LoginGuard.Event.success(account: accountKey, at: now)
-        try await store.record(success)
+        try await store.record(success, horizon: config.loginPolicy.horizon)
         loginGuard.withLock { $0.apply(success) }
         let (token, hash) = SessionToken.generate()
         let nowMs = config.now()

@@ -124,14 +124,21 @@ final class AccountsStore: Sendable {
 
     // MARK: Login events
 
-    /// Stores one login outcome (committed before the reply).
-    func record(_ event: LoginGuard.Event) async throws {
+    /// Stores one login outcome (committed before the reply). Every thousandth row also deletes
+    /// the rows older than `horizon` seconds, so a long attack cannot grow the table without bound.
+    func record(_ event: LoginGuard.Event, horizon: Double) async throws {
         try await database.write { db in
+            let at: Double
             switch event {
-            case .failure(let account, let client, let at):
-                try db.execute(sql: "INSERT INTO login_events (failed, account, client, at) VALUES (1, ?, ?, ?)", arguments: [account, client, at])
-            case .success(let account, let at):
-                try db.execute(sql: "INSERT INTO login_events (failed, account, client, at) VALUES (0, ?, '', ?)", arguments: [account, at])
+            case .failure(let account, let client, let time):
+                at = time
+                try db.execute(sql: "INSERT INTO login_events (failed, account, client, at) VALUES (1, ?, ?, ?)", arguments: [account, client, time])
+            case .success(let account, let time):
+                at = time
+                try db.execute(sql: "INSERT INTO login_events (failed, account, client, at) VALUES (0, ?, '', ?)", arguments: [account, time])
+            }
+            if db.lastInsertedRowID % 1_000 == 0 {
+                try db.execute(sql: "DELETE FROM login_events WHERE at < ?", arguments: [at - horizon])
             }
         }
     }
