@@ -83,28 +83,13 @@ public final class AccountsService: Sendable {
 
     public func router() -> MethodRouter {
         var router = MethodRouter()
-        router.register(API.register) { try await self.register($0, $1) }
-        router.register(API.login) { try await self.login($0, $1) }
-        router.register(API.logout) { try await self.logout($0, $1) }
-        router.register(API.whoAmI) { try await self.whoAmI($0, $1) }
-        router.register(API.changeEmail) { try await self.changeEmail($0, $1) }
-        router.register(API.changePassword) { try await self.changePassword($0, $1) }
-        router.register(API.getProfile) { try await self.getProfile($0, $1) }
-        router.register(API.editProfile) { try await self.editProfile($0, $1) }
-        router.register(API.validateSession) { try await self.validateSession($0, $1) }
-        router.register(API.getProfiles) { try await self.getProfiles($0, $1) }
-        router.register(API.contactDetails) { try await self.contactDetails($0, $1) }
-        router.register(API.findUsers) { try await self.findUsers($0, $1) }
-        router.register(API.searchUsers) { try await self.searchUsers($0, $1) }
-        router.register(API.linkExternalId) { try await self.linkExternalID($0, $1) }
-        router.register(API.unlinkExternalId) { try await self.unlinkExternalID($0, $1) }
-        router.register(API.matchContacts) { try await self.matchContacts($0, $1) }
+        router.register(all: self)
         return router
     }
 
     // MARK: Registration and login
 
-    func register(_ request: AccountsV1.RegisterRequest, _ context: RequestContext) async throws -> AccountsV1.RegisterResponse {
+    public func register(_ request: AccountsV1.RegisterRequest, _ context: RequestContext) async throws -> AccountsV1.RegisterResponse {
         let username = try Validation.username(request.username)
         let email = try Validation.email(request.email)
         let phone = try Validation.phone(request.phone)
@@ -118,7 +103,7 @@ public final class AccountsService: Sendable {
         return AccountsV1.RegisterResponse(account: user.account)
     }
 
-    func login(_ request: AccountsV1.LoginRequest, _ context: RequestContext) async throws -> AccountsV1.LoginResponse {
+    public func login(_ request: AccountsV1.LoginRequest, _ context: RequestContext) async throws -> AccountsV1.LoginResponse {
         let name = try Validation.login(request.login)
         guard !request.password.isEmpty else { throw RPCError.invalidArgument("password: required") }
         let now = Double(config.now()) / 1000
@@ -150,7 +135,7 @@ public final class AccountsService: Sendable {
 
     // MARK: Sessions
 
-    func validateSession(_ request: AccountsV1.ValidateSessionRequest, _ context: RequestContext) async throws -> AccountsV1.ValidateSessionResponse {
+    public func validateSession(_ request: AccountsV1.ValidateSessionRequest, _ context: RequestContext) async throws -> AccountsV1.ValidateSessionResponse {
         guard let hash = SessionToken.hashIfWellFormed(request.sessionToken) else {
             throw RPCError.unauthenticated("not a session token: log in again")
         }
@@ -161,7 +146,7 @@ public final class AccountsService: Sendable {
                                                   sessionId: Self.encodeSessionID(session.id))
     }
 
-    func logout(_ request: AccountsV1.LogoutRequest, _ context: RequestContext) async throws -> AccountsV1.LogoutResponse {
+    public func logout(_ request: AccountsV1.LogoutRequest, _ context: RequestContext) async throws -> AccountsV1.LogoutResponse {
         let caller = try context.requireCaller()
         let session = try await currentSession(context, caller: caller)
         try await store.revokeSession(id: session.id, now: config.now())
@@ -169,7 +154,7 @@ public final class AccountsService: Sendable {
         return AccountsV1.LogoutResponse()
     }
 
-    func whoAmI(_ request: AccountsV1.WhoAmIRequest, _ context: RequestContext) async throws -> AccountsV1.WhoAmIResponse {
+    public func whoAmI(_ request: AccountsV1.WhoAmIRequest, _ context: RequestContext) async throws -> AccountsV1.WhoAmIResponse {
         let caller = try context.requireCaller()
         let session = try await currentSession(context, caller: caller)
         guard let user = try await store.user(id: caller) else { throw RPCError.notFound("account no longer exists") }
@@ -202,7 +187,7 @@ public final class AccountsService: Sendable {
 
     // MARK: Credentials
 
-    func changePassword(_ request: AccountsV1.ChangePasswordRequest, _ context: RequestContext) async throws -> AccountsV1.ChangePasswordResponse {
+    public func changePassword(_ request: AccountsV1.ChangePasswordRequest, _ context: RequestContext) async throws -> AccountsV1.ChangePasswordResponse {
         let caller = try context.requireCaller()
         let session = try await currentSession(context, caller: caller)
         let newPassword = try Validation.password(request.newPassword, field: "new_password")
@@ -218,7 +203,7 @@ public final class AccountsService: Sendable {
         return AccountsV1.ChangePasswordResponse(revokedSessions: UInt32(revoked))
     }
 
-    func changeEmail(_ request: AccountsV1.ChangeEmailRequest, _ context: RequestContext) async throws -> AccountsV1.ChangeEmailResponse {
+    public func changeEmail(_ request: AccountsV1.ChangeEmailRequest, _ context: RequestContext) async throws -> AccountsV1.ChangeEmailResponse {
         let caller = try context.requireCaller()
         let email = try Validation.email(request.newEmail)
         guard let user = try await store.user(id: caller) else { throw RPCError.notFound("account no longer exists") }
@@ -232,7 +217,7 @@ public final class AccountsService: Sendable {
 
     // MARK: Profiles
 
-    func getProfile(_ request: AccountsV1.GetProfileRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfileResponse {
+    public func getProfile(_ request: AccountsV1.GetProfileRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfileResponse {
         let caller = try context.requireCaller()
         let id = request.userId == 0 ? caller : request.userId
         guard let user = try await store.user(id: id) else { throw RPCError.notFound("no user \(id)") }
@@ -246,7 +231,7 @@ public final class AccountsService: Sendable {
         return AccountsV1.GetProfileResponse(profile: user.profile)
     }
 
-    func editProfile(_ request: AccountsV1.EditProfileRequest, _ context: RequestContext) async throws -> AccountsV1.EditProfileResponse {
+    public func editProfile(_ request: AccountsV1.EditProfileRequest, _ context: RequestContext) async throws -> AccountsV1.EditProfileResponse {
         let caller = try context.requireCaller()
         let known: Set = ["first_name", "last_name", "profile_picture_media_id"]
         guard !request.fields.isEmpty else { throw RPCError.invalidArgument("fields: name at least one of \(known.sorted().joined(separator: ", "))") }
@@ -261,19 +246,19 @@ public final class AccountsService: Sendable {
         return AccountsV1.EditProfileResponse(account: user.account)
     }
 
-    func getProfiles(_ request: AccountsV1.GetProfilesRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfilesResponse {
+    public func getProfiles(_ request: AccountsV1.GetProfilesRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfilesResponse {
         guard request.userIds.count <= 500 else { throw RPCError.invalidArgument("user_ids: at most 500") }
         return AccountsV1.GetProfilesResponse(profiles: try await store.users(ids: request.userIds).map(\.profile))
     }
 
-    func contactDetails(_ request: AccountsV1.ContactDetailsRequest, _ context: RequestContext) async throws -> AccountsV1.ContactDetailsResponse {
+    public func contactDetails(_ request: AccountsV1.ContactDetailsRequest, _ context: RequestContext) async throws -> AccountsV1.ContactDetailsResponse {
         guard request.userIds.count <= 500 else { throw RPCError.invalidArgument("user_ids: at most 500") }
         return AccountsV1.ContactDetailsResponse(contacts: try await store.users(ids: request.userIds).map {
             AccountsV1.ContactDetails(profile: $0.profile, phone: $0.phone)
         })
     }
 
-    func searchUsers(_ request: AccountsV1.SearchUsersRequest, _ context: RequestContext) async throws -> AccountsV1.SearchUsersResponse {
+    public func searchUsers(_ request: AccountsV1.SearchUsersRequest, _ context: RequestContext) async throws -> AccountsV1.SearchUsersResponse {
         let prefix = request.prefix.trimmingWhitespace()
         guard (1...50).contains(prefix.count) else { throw RPCError.invalidArgument("prefix: 1-50 characters") }
         guard (1...200).contains(request.limit) else { throw RPCError.invalidArgument("limit: 1-200") }
@@ -281,7 +266,7 @@ public final class AccountsService: Sendable {
         return AccountsV1.SearchUsersResponse(profiles: found.prefix(Int(request.limit)).map(\.profile), more: found.count > Int(request.limit))
     }
 
-    func findUsers(_ request: AccountsV1.FindUsersRequest, _ context: RequestContext) async throws -> AccountsV1.FindUsersResponse {
+    public func findUsers(_ request: AccountsV1.FindUsersRequest, _ context: RequestContext) async throws -> AccountsV1.FindUsersResponse {
         guard request.usernames.count <= 500 else { throw RPCError.invalidArgument("usernames: at most 500") }
         let names = Array(Set(request.usernames.map { $0.trimmingWhitespace().lowercased() }))
         return AccountsV1.FindUsersResponse(profiles: try await store.users(usernames: names).map(\.profile))
@@ -289,14 +274,14 @@ public final class AccountsService: Sendable {
 
     // MARK: Contact matching
 
-    func linkExternalID(_ request: AccountsV1.LinkExternalIdRequest, _ context: RequestContext) async throws -> AccountsV1.LinkExternalIdResponse {
+    public func linkExternalId(_ request: AccountsV1.LinkExternalIdRequest, _ context: RequestContext) async throws -> AccountsV1.LinkExternalIdResponse {
         let caller = try context.requireCaller()
         let link = try Self.externalID(request.externalId)
         let linked = try await store.link(userID: caller, link, now: config.now())
         return AccountsV1.LinkExternalIdResponse(linked: linked.map(\.proto))
     }
 
-    func unlinkExternalID(_ request: AccountsV1.UnlinkExternalIdRequest, _ context: RequestContext) async throws -> AccountsV1.UnlinkExternalIdResponse {
+    public func unlinkExternalId(_ request: AccountsV1.UnlinkExternalIdRequest, _ context: RequestContext) async throws -> AccountsV1.UnlinkExternalIdResponse {
         let caller = try context.requireCaller()
         let link = try Self.externalID(request.externalId)
         let linked = try await store.unlink(userID: caller, link)
@@ -309,7 +294,7 @@ public final class AccountsService: Sendable {
         return ExternalID(provider: provider, id: id)
     }
 
-    func matchContacts(_ request: AccountsV1.MatchContactsRequest, _ context: RequestContext) async throws -> AccountsV1.MatchContactsResponse {
+    public func matchContacts(_ request: AccountsV1.MatchContactsRequest, _ context: RequestContext) async throws -> AccountsV1.MatchContactsResponse {
         guard request.hashes.count <= 5_000, request.externalIds.count <= 5_000 else {
             throw RPCError.invalidArgument("at most 5,000 hashes and 5,000 external ids")
         }
@@ -323,3 +308,6 @@ public final class AccountsService: Sendable {
         })
     }
 }
+
+/// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
+extension AccountsService: AccountsV1.AccountsService.Handler {}

@@ -77,22 +77,7 @@ public final class AlertsService: Sendable {
 
     public func router() -> MethodRouter {
         var router = MethodRouter()
-        router.register(API.startWatch) { try await self.startWatch($0, $1) }
-        router.register(API.extendWatch) { try await self.extendWatch($0, $1) }
-        router.register(API.endWatch) { try await self.endWatch($0, $1) }
-        router.register(API.getWatch) { try await self.getWatch($0, $1) }
-        router.register(API.raiseHelpNow) { try await self.raiseHelpNow($0, $1) }
-        router.register(API.resolveHelpNow) { try await self.resolveHelpNow($0, $1) }
-        router.register(API.reportEmergencyCall) { try await self.reportEmergencyCall($0, $1) }
-        router.register(API.getHelpNow) { try await self.getHelpNow($0, $1) }
-        router.register(API.listInbox) { try await self.listInbox($0, $1) }
-        router.register(API.respondInbox) { try await self.respondInbox($0, $1) }
-        router.register(API.registerDevice) { try await self.registerDevice($0, $1) }
-        router.register(API.unregisterDevice) { try await self.unregisterDevice($0, $1) }
-        router.register(API.listDevices) { try await self.listDevices($0, $1) }
-        router.register(API.listOutbox) { try await self.listOutbox($0, $1) }
-        router.register(API.importResources) { try await self.importResources($0, $1) }
-        router.register(API.listResources) { try await self.listResources($0, $1) }
+        router.register(all: self)
         return router
     }
 
@@ -211,3 +196,6 @@ final class Doorbell: Sendable {
         }
     }
 }
+
+/// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
+extension AlertsService: AlertsV1.AlertsService.Handler {}

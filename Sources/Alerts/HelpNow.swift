@@ -1,12 +1,12 @@
 import Foundation
-import FriensoProto
+public import FriensoProto
 import GRDB
-import Wire
+public import Wire
 
 /// helpNow: the whole circle at once, push and SMS, a location grant until resolved, and an
 /// emergency-call prompt record.
 extension AlertsService {
-    func raiseHelpNow(_ request: AlertsV1.RaiseHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.RaiseHelpNowResponse {
+    public func raiseHelpNow(_ request: AlertsV1.RaiseHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.RaiseHelpNowResponse {
         let caller = try context.requireCaller()
         guard request.message.count <= 500 else { throw RPCError.invalidArgument("message: at most 500 characters") }
         let key = context.idempotencyKey
@@ -109,7 +109,7 @@ extension AlertsService {
         return text
     }
 
-    func resolveHelpNow(_ request: AlertsV1.ResolveHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.ResolveHelpNowResponse {
+    public func resolveHelpNow(_ request: AlertsV1.ResolveHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.ResolveHelpNowResponse {
         let byOperator = !request.operatorKey.isEmpty
         var caller: UInt64 = 0
         if byOperator {
@@ -159,7 +159,7 @@ extension AlertsService {
         return AlertsV1.ResolveHelpNowResponse(alert: try await view(resolved, names))
     }
 
-    func reportEmergencyCall(_ request: AlertsV1.ReportEmergencyCallRequest, _ context: RequestContext) async throws -> AlertsV1.ReportEmergencyCallResponse {
+    public func reportEmergencyCall(_ request: AlertsV1.ReportEmergencyCallRequest, _ context: RequestContext) async throws -> AlertsV1.ReportEmergencyCallResponse {
         let caller = try context.requireCaller()
         var chosen = request.alertId
         if chosen == 0 {
@@ -180,7 +180,7 @@ extension AlertsService {
         return AlertsV1.ReportEmergencyCallResponse(emergency: alert.prompt)
     }
 
-    func getHelpNow(_ request: AlertsV1.GetHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.GetHelpNowResponse {
+    public func getHelpNow(_ request: AlertsV1.GetHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.GetHelpNowResponse {
         let caller = try context.requireCaller()
         var response = AlertsV1.GetHelpNowResponse()
         if let mine = try await store.latestAlert(of: caller) { response.mine = try await view(mine) }

@@ -1,14 +1,14 @@
 import Foundation
-import FriensoProto
+public import FriensoProto
 import GRDB
-import Wire
+public import Wire
 
 /// The pending-request inbox, device registrations, the operator's outbox view, campus resources,
 /// and social's notices.
 extension AlertsService {
     // MARK: Inbox
 
-    func listInbox(_ request: AlertsV1.ListInboxRequest, _ context: RequestContext) async throws -> AlertsV1.ListInboxResponse {
+    public func listInbox(_ request: AlertsV1.ListInboxRequest, _ context: RequestContext) async throws -> AlertsV1.ListInboxResponse {
         let caller = try context.requireCaller()
         let at = now()
         let (watches, alerts, dismissed) = try await store.database.read { db in
@@ -48,7 +48,7 @@ extension AlertsService {
         return AlertsV1.ListInboxResponse(items: items, partial: partial)
     }
 
-    func respondInbox(_ request: AlertsV1.RespondInboxRequest, _ context: RequestContext) async throws -> AlertsV1.RespondInboxResponse {
+    public func respondInbox(_ request: AlertsV1.RespondInboxRequest, _ context: RequestContext) async throws -> AlertsV1.RespondInboxResponse {
         let caller = try context.requireCaller()
         guard [.accept, .reject, .dismiss].contains(request.action) else { throw RPCError.invalidArgument("action: accept, reject or dismiss") }
         guard request.requestId != 0 else { throw RPCError.invalidArgument("request_id: required") }
@@ -79,7 +79,7 @@ extension AlertsService {
 
     // MARK: Devices
 
-    func registerDevice(_ request: AlertsV1.RegisterDeviceRequest, _ context: RequestContext) async throws -> AlertsV1.RegisterDeviceResponse {
+    public func registerDevice(_ request: AlertsV1.RegisterDeviceRequest, _ context: RequestContext) async throws -> AlertsV1.RegisterDeviceResponse {
         let caller = try context.requireCaller()
         let token = request.token
         guard (8...4096).contains(token.utf8.count), token.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else {
@@ -99,7 +99,7 @@ extension AlertsService {
                                                                        registeredAtMs: at))
     }
 
-    func unregisterDevice(_ request: AlertsV1.UnregisterDeviceRequest, _ context: RequestContext) async throws -> AlertsV1.UnregisterDeviceResponse {
+    public func unregisterDevice(_ request: AlertsV1.UnregisterDeviceRequest, _ context: RequestContext) async throws -> AlertsV1.UnregisterDeviceResponse {
         let caller = try context.requireCaller()
         try await store.database.write { db in
             try db.execute(sql: "DELETE FROM devices WHERE token = ? AND user_id = ?", arguments: [request.token, caller])
@@ -108,7 +108,7 @@ extension AlertsService {
         return AlertsV1.UnregisterDeviceResponse()
     }
 
-    func listDevices(_ request: AlertsV1.ListDevicesRequest, _ context: RequestContext) async throws -> AlertsV1.ListDevicesResponse {
+    public func listDevices(_ request: AlertsV1.ListDevicesRequest, _ context: RequestContext) async throws -> AlertsV1.ListDevicesResponse {
         let caller = try context.requireCaller()
         let devices = try await store.database.read { db in
             try Row.fetchAll(db, sql: "SELECT token, platform, app_version, registered_at_ms FROM devices WHERE user_id = ? ORDER BY registered_at_ms",
@@ -121,7 +121,7 @@ extension AlertsService {
 
     // MARK: Outbox (operator)
 
-    func listOutbox(_ request: AlertsV1.ListOutboxRequest, _ context: RequestContext) async throws -> AlertsV1.ListOutboxResponse {
+    public func listOutbox(_ request: AlertsV1.ListOutboxRequest, _ context: RequestContext) async throws -> AlertsV1.ListOutboxResponse {
         try checkOperator(request.operatorKey, context, "listing the outbox")
         let limit = request.limit == 0 ? 50 : Int(request.limit)
         guard (1...500).contains(limit) else { throw RPCError.invalidArgument("limit: 1-500") }
@@ -140,7 +140,7 @@ extension AlertsService {
         var url: String?
     }
 
-    func importResources(_ request: AlertsV1.ImportResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ImportResourcesResponse {
+    public func importResources(_ request: AlertsV1.ImportResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ImportResourcesResponse {
         try checkOperator(request.operatorKey, context, "importing resources")
         guard !request.data.isEmpty, request.data.count <= 1 << 20 else { throw RPCError.invalidArgument("data: 1 byte to 1 MiB of JSON") }
         let entries: [ResourceFile]
@@ -179,7 +179,7 @@ extension AlertsService {
         return AlertsV1.ImportResourcesResponse(imported: UInt32(entries.count), campuses: byCampus.keys.sorted())
     }
 
-    func listResources(_ request: AlertsV1.ListResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ListResourcesResponse {
+    public func listResources(_ request: AlertsV1.ListResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ListResourcesResponse {
         _ = try context.requireCaller()
         let campus = request.campus.trimmingCharacters(in: .whitespaces)
         let resources = try await store.database.read { db in

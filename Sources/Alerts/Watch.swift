@@ -1,12 +1,12 @@
 import Foundation
-import FriensoProto
+public import FriensoProto
 import GRDB
-import Wire
+public import Wire
 
 /// watchMe: a session with a duration; the core circle is asked to watch; accepted watchers may
 /// see the initiator's location until it ends.
 extension AlertsService {
-    func startWatch(_ request: AlertsV1.StartWatchRequest, _ context: RequestContext) async throws -> AlertsV1.StartWatchResponse {
+    public func startWatch(_ request: AlertsV1.StartWatchRequest, _ context: RequestContext) async throws -> AlertsV1.StartWatchResponse {
         let caller = try context.requireCaller()
         let duration = Int64(request.durationSeconds) * 1000
         let (least, most) = (config.minWatch.wholeMilliseconds, config.maxWatch.wholeMilliseconds)
@@ -57,7 +57,7 @@ extension AlertsService {
         return AlertsV1.StartWatchResponse(session: await view(session, names))
     }
 
-    func extendWatch(_ request: AlertsV1.ExtendWatchRequest, _ context: RequestContext) async throws -> AlertsV1.ExtendWatchResponse {
+    public func extendWatch(_ request: AlertsV1.ExtendWatchRequest, _ context: RequestContext) async throws -> AlertsV1.ExtendWatchResponse {
         let caller = try context.requireCaller()
         let extra = Int64(request.extraSeconds) * 1000, most = config.maxWatch.wholeMilliseconds
         guard (60_000...most).contains(extra) else { throw RPCError.invalidArgument("extra_seconds: 60-\(most / 1000)") }
@@ -86,7 +86,7 @@ extension AlertsService {
         return AlertsV1.ExtendWatchResponse(session: await view(session, names))
     }
 
-    func endWatch(_ request: AlertsV1.EndWatchRequest, _ context: RequestContext) async throws -> AlertsV1.EndWatchResponse {
+    public func endWatch(_ request: AlertsV1.EndWatchRequest, _ context: RequestContext) async throws -> AlertsV1.EndWatchResponse {
         let caller = try context.requireCaller()
         let at = now()
         let names = await people([caller])
@@ -151,7 +151,7 @@ extension AlertsService {
         deliveryBell.ring()
     }
 
-    func getWatch(_ request: AlertsV1.GetWatchRequest, _ context: RequestContext) async throws -> AlertsV1.GetWatchResponse {
+    public func getWatch(_ request: AlertsV1.GetWatchRequest, _ context: RequestContext) async throws -> AlertsV1.GetWatchResponse {
         let caller = try context.requireCaller()
         let mine = try await store.latestWatch(of: caller)
         let watching = try await store.watching(caller)

@@ -115,27 +115,13 @@ public final class GeoService: Sendable {
 
     public func router() -> MethodRouter {
         var router = MethodRouter()
-        router.register(API.updateLocation) { try await self.updateLocation($0, $1) }
-        router.register(API.getSharing) { try await self.getSharing($0, $1) }
-        router.register(API.updateSharing) { try await self.updateSharing($0, $1) }
-        router.register(API.friendsLocations) { try await self.friendsLocations($0, $1) }
-        router.register(API.nearby) { try await self.nearby($0, $1) }
-        router.register(API.navigate) { try await self.navigate($0, $1) }
-        router.register(API.deleteHistory) { try await self.deleteHistory($0, $1) }
-        router.register(API.latestLocation) { try await self.latestLocation($0, $1) }
-        router.register(API.checkInAccess) { try await self.checkInAccess($0, $1) }
-        router.register(API.getPlace) { try await self.getPlace($0, $1) }
-        router.register(API.importPlaces) { try await self.importPlaces($0, $1) }
-        router.register(API.closestPlace) { try await self.closestPlace($0, $1) }
-        router.register(API.listVenues) { try await self.listVenues($0, $1) }
-        router.register(API.checkIn) { try await self.checkIn($0, $1) }
-        router.register(API.listCheckIns) { try await self.listCheckIns($0, $1) }
+        router.register(all: self)
         return router
     }
 
     // MARK: Locations
 
-    func updateLocation(_ request: GeoV1.UpdateLocationRequest, _ context: RequestContext) async throws -> GeoV1.UpdateLocationResponse {
+    public func updateLocation(_ request: GeoV1.UpdateLocationRequest, _ context: RequestContext) async throws -> GeoV1.UpdateLocationResponse {
         let caller = try context.requireCaller()
         let update = try validate(request, user: caller)
         return GeoV1.UpdateLocationResponse(becameLatest: try await submit(update))
@@ -190,7 +176,7 @@ public final class GeoService: Sendable {
         }
     }
 
-    func deleteHistory(_ request: GeoV1.DeleteHistoryRequest, _ context: RequestContext) async throws -> GeoV1.DeleteHistoryResponse {
+    public func deleteHistory(_ request: GeoV1.DeleteHistoryRequest, _ context: RequestContext) async throws -> GeoV1.DeleteHistoryResponse {
         let caller = try context.requireCaller()
         return GeoV1.DeleteHistoryResponse(deleted: UInt64(try await store.deleteHistory(of: caller)))
     }
@@ -202,12 +188,12 @@ public final class GeoService: Sendable {
 
     // MARK: Sharing
 
-    func getSharing(_ request: GeoV1.GetSharingRequest, _ context: RequestContext) async throws -> GeoV1.GetSharingResponse {
+    public func getSharing(_ request: GeoV1.GetSharingRequest, _ context: RequestContext) async throws -> GeoV1.GetSharingResponse {
         let caller = try context.requireCaller()
         return GeoV1.GetSharingResponse(settings: Self.proto(state.mutex.withLock { $0.settings(of: caller) }))
     }
 
-    func updateSharing(_ request: GeoV1.UpdateSharingRequest, _ context: RequestContext) async throws -> GeoV1.UpdateSharingResponse {
+    public func updateSharing(_ request: GeoV1.UpdateSharingRequest, _ context: RequestContext) async throws -> GeoV1.UpdateSharingResponse {
         let caller = try context.requireCaller()
         let known: Set = ["share_with_friends", "ghost", "proximity_alerts", "proximity_m"]
         guard !request.fields.isEmpty else { throw RPCError.invalidArgument("fields: name at least one of \(known.sorted().joined(separator: ", "))") }
@@ -255,7 +241,7 @@ public final class GeoService: Sendable {
 
     // MARK: Reading
 
-    func friendsLocations(_ request: GeoV1.FriendsLocationsRequest, _ context: RequestContext) async throws -> GeoV1.FriendsLocationsResponse {
+    public func friendsLocations(_ request: GeoV1.FriendsLocationsRequest, _ context: RequestContext) async throws -> GeoV1.FriendsLocationsResponse {
         let caller = try context.requireCaller()
         let at = now()
         let friends = graph.read { $0.friends(of: caller) }
@@ -279,7 +265,7 @@ public final class GeoService: Sendable {
         return GeoV1.FriendsLocationsResponse(friends: result, you: you)
     }
 
-    func nearby(_ request: GeoV1.NearbyRequest, _ context: RequestContext) async throws -> GeoV1.NearbyResponse {
+    public func nearby(_ request: GeoV1.NearbyRequest, _ context: RequestContext) async throws -> GeoV1.NearbyResponse {
         let caller = try context.requireCaller()
         let radius = request.radiusM == 0 ? config.nearbyDefaultRadius : request.radiusM
         guard radius.isFinite, radius > 0, radius <= config.nearbyMaxRadius else {
@@ -314,7 +300,7 @@ public final class GeoService: Sendable {
         }
     }
 
-    func navigate(_ request: GeoV1.NavigateRequest, _ context: RequestContext) async throws -> GeoV1.NavigateResponse {
+    public func navigate(_ request: GeoV1.NavigateRequest, _ context: RequestContext) async throws -> GeoV1.NavigateResponse {
         let caller = try context.requireCaller()
         guard request.userId != 0 else { throw RPCError.invalidArgument("user_id: required") }
         let at = now()
@@ -332,7 +318,7 @@ public final class GeoService: Sendable {
         }
     }
 
-    func latestLocation(_ request: GeoV1.LatestLocationRequest, _ context: RequestContext) async throws -> GeoV1.LatestLocationResponse {
+    public func latestLocation(_ request: GeoV1.LatestLocationRequest, _ context: RequestContext) async throws -> GeoV1.LatestLocationResponse {
         let around = config.aroundDistance
         return state.mutex.withLock { s in
             guard let fix = s.latest[request.userId] else { return GeoV1.LatestLocationResponse(found: false) }
@@ -341,3 +327,6 @@ public final class GeoService: Sendable {
         }
     }
 }
+
+/// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
+extension GeoService: GeoV1.GeoService.Handler {}

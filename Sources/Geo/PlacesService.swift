@@ -1,12 +1,12 @@
 import Foundation
-import FriensoProto
+public import FriensoProto
 import ServiceKit
 import SocialReplica
-import Wire
+public import Wire
 
 /// Places (operator imports, closest, on campus), venue attendance and check-ins.
 extension GeoService {
-    func importPlaces(_ request: GeoV1.ImportPlacesRequest, _ context: RequestContext) async throws -> GeoV1.ImportPlacesResponse {
+    public func importPlaces(_ request: GeoV1.ImportPlacesRequest, _ context: RequestContext) async throws -> GeoV1.ImportPlacesResponse {
         guard !config.operatorKey.isEmpty else {
             throw RPCError.permissionDenied("place imports are disabled: no operator key is configured (geo.operatorKey)")
         }
@@ -51,7 +51,7 @@ extension GeoService {
         return (fix.lat, fix.lon)
     }
 
-    func closestPlace(_ request: GeoV1.ClosestPlaceRequest, _ context: RequestContext) async throws -> GeoV1.ClosestPlaceResponse {
+    public func closestPlace(_ request: GeoV1.ClosestPlaceRequest, _ context: RequestContext) async throws -> GeoV1.ClosestPlaceResponse {
         let caller = try context.requireCaller()
         let p = try point(request.hasPoint, request.latitude, request.longitude, caller: caller)
         return state.mutex.withLock { s in
@@ -65,7 +65,7 @@ extension GeoService {
 
     /// Counted from live locations at the time of the call (never from counters that could
     /// drift): users inside each venue with a fresh fix, and the caller's friends among them.
-    func listVenues(_ request: GeoV1.ListVenuesRequest, _ context: RequestContext) async throws -> GeoV1.ListVenuesResponse {
+    public func listVenues(_ request: GeoV1.ListVenuesRequest, _ context: RequestContext) async throws -> GeoV1.ListVenuesResponse {
         let caller = try context.requireCaller()
         let at = now(), freshAfter = at - config.venueFreshness.wholeMilliseconds
         let friends = Set(graph.read { $0.friends(of: caller) })
@@ -84,7 +84,7 @@ extension GeoService {
         return GeoV1.ListVenuesResponse(venues: venues, freshMinutes: UInt32(config.venueFreshness.wholeMilliseconds / 60_000))
     }
 
-    func checkIn(_ request: GeoV1.CheckInRequest, _ context: RequestContext) async throws -> GeoV1.CheckInResponse {
+    public func checkIn(_ request: GeoV1.CheckInRequest, _ context: RequestContext) async throws -> GeoV1.CheckInResponse {
         let caller = try context.requireCaller()
         let name = request.placeName.trimmingCharacters(in: .whitespacesAndNewlines)
         guard (1...80).contains(name.count) else { throw RPCError.invalidArgument("place_name: 1-80 characters") }
@@ -117,7 +117,7 @@ extension GeoService {
     /// Active check-ins the caller may see near them: those of people whose location they may
     /// see, and those of findable people (check-ins are how strangers nearby meet); never across
     /// a block or from someone in ghost mode unless visible anyway.
-    func listCheckIns(_ request: GeoV1.ListCheckInsRequest, _ context: RequestContext) async throws -> GeoV1.ListCheckInsResponse {
+    public func listCheckIns(_ request: GeoV1.ListCheckInsRequest, _ context: RequestContext) async throws -> GeoV1.ListCheckInsResponse {
         let caller = try context.requireCaller()
         let maxRadius = request.feed ? config.feedRadius : config.checkInRadius
         let radius = request.radiusM == 0 ? maxRadius : request.radiusM
@@ -154,7 +154,7 @@ extension GeoService {
     }
 
     /// For media: the rule of `listCheckIns` (without the distance) for one check-in.
-    func checkInAccess(_ request: GeoV1.CheckInAccessRequest, _ context: RequestContext) async throws -> GeoV1.CheckInAccessResponse {
+    public func checkInAccess(_ request: GeoV1.CheckInAccessRequest, _ context: RequestContext) async throws -> GeoV1.CheckInAccessResponse {
         let at = now()
         return state.mutex.withLock { s in
             graph.read { g in
@@ -165,7 +165,7 @@ extension GeoService {
         }
     }
 
-    func getPlace(_ request: GeoV1.GetPlaceRequest, _ context: RequestContext) async throws -> GeoV1.GetPlaceResponse {
+    public func getPlace(_ request: GeoV1.GetPlaceRequest, _ context: RequestContext) async throws -> GeoV1.GetPlaceResponse {
         state.mutex.withLock { s in
             s.places.first { $0.id == request.placeId }.map { GeoV1.GetPlaceResponse(found: true, place: $0.proto) } ?? GeoV1.GetPlaceResponse()
         }

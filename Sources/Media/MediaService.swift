@@ -66,20 +66,13 @@ public final class MediaService: Sendable {
 
     public func router() -> MethodRouter {
         var router = MethodRouter()
-        router.register(API.startUpload) { try await self.startUpload($0, $1) }
-        router.register(API.uploadChunk) { try await self.uploadChunk($0, $1) }
-        router.register(API.finishUpload) { try await self.finishUpload($0, $1) }
-        router.register(API.getPhoto) { try await self.getPhoto($0, $1) }
-        router.register(API.listPhotos) { try await self.listPhotos($0, $1) }
-        router.register(API.deletePhoto) { try await self.deletePhoto($0, $1) }
-        router.register(API.getUsage) { try await self.getUsage($0, $1) }
-        router.register(API.attachCheckInPhoto) { try await self.attachCheckInPhoto($0, $1) }
+        router.register(all: self)
         return router
     }
 
     // MARK: Upload
 
-    func startUpload(_ request: MediaV1.StartUploadRequest, _ context: RequestContext) async throws -> MediaV1.StartUploadResponse {
+    public func startUpload(_ request: MediaV1.StartUploadRequest, _ context: RequestContext) async throws -> MediaV1.StartUploadResponse {
         let caller = try context.requireCaller()
         guard request.sizeBytes > 0 else { throw RPCError.invalidArgument("size_bytes: the file is empty") }
         guard request.sizeBytes <= UInt64(config.maxPhotoBytes) else {
@@ -117,7 +110,7 @@ public final class MediaService: Sendable {
         return try await body()
     }
 
-    func uploadChunk(_ request: MediaV1.UploadChunkRequest, _ context: RequestContext) async throws -> MediaV1.UploadChunkResponse {
+    public func uploadChunk(_ request: MediaV1.UploadChunkRequest, _ context: RequestContext) async throws -> MediaV1.UploadChunkResponse {
         let caller = try context.requireCaller()
         let upload = try await liveUpload(request.uploadId, caller: caller)
         guard upload.mediaID == nil else { throw RPCError.failedPrecondition("upload \(upload.id) is already finished") }
@@ -160,7 +153,7 @@ public final class MediaService: Sendable {
         }
     }
 
-    func finishUpload(_ request: MediaV1.FinishUploadRequest, _ context: RequestContext) async throws -> MediaV1.FinishUploadResponse {
+    public func finishUpload(_ request: MediaV1.FinishUploadRequest, _ context: RequestContext) async throws -> MediaV1.FinishUploadResponse {
         let caller = try context.requireCaller()
         let upload = try await liveUpload(request.uploadId, caller: caller)
         return try await exclusively(upload.id) {
@@ -232,7 +225,7 @@ public final class MediaService: Sendable {
         }
     }
 
-    func getPhoto(_ request: MediaV1.GetPhotoRequest, _ context: RequestContext) async throws -> MediaV1.GetPhotoResponse {
+    public func getPhoto(_ request: MediaV1.GetPhotoRequest, _ context: RequestContext) async throws -> MediaV1.GetPhotoResponse {
         let caller = try context.requireCaller()
         let item = try await readable(request.mediaId, viewer: caller)
         let limit = request.maxBytes == 0 ? config.chunkBytes : Int(request.maxBytes)
@@ -252,7 +245,7 @@ public final class MediaService: Sendable {
         return MediaV1.GetPhotoResponse(item: item.proto, data: data, eof: Int(request.offset) + count >= Int(item.size))
     }
 
-    func listPhotos(_ request: MediaV1.ListPhotosRequest, _ context: RequestContext) async throws -> MediaV1.ListPhotosResponse {
+    public func listPhotos(_ request: MediaV1.ListPhotosRequest, _ context: RequestContext) async throws -> MediaV1.ListPhotosResponse {
         let caller = try context.requireCaller()
         let selectors = [request.placeId != 0, request.checkInOf != 0, request.profileOf != 0, request.mine].filter { $0 }.count
         guard selectors == 1 else { throw RPCError.invalidArgument("name one of place_id, check_in_of, profile_of, mine") }
@@ -294,7 +287,7 @@ public final class MediaService: Sendable {
 
     // MARK: Changes
 
-    func deletePhoto(_ request: MediaV1.DeletePhotoRequest, _ context: RequestContext) async throws -> MediaV1.DeletePhotoResponse {
+    public func deletePhoto(_ request: MediaV1.DeletePhotoRequest, _ context: RequestContext) async throws -> MediaV1.DeletePhotoResponse {
         let caller = try context.requireCaller()
         guard UploadRecord.isID(request.mediaId),
               let released = try await store.delete(request.mediaId, owner: caller) else {
@@ -303,7 +296,7 @@ public final class MediaService: Sendable {
         return MediaV1.DeletePhotoResponse(bytesReleased: released)
     }
 
-    func getUsage(_ request: MediaV1.GetUsageRequest, _ context: RequestContext) async throws -> MediaV1.GetUsageResponse {
+    public func getUsage(_ request: MediaV1.GetUsageRequest, _ context: RequestContext) async throws -> MediaV1.GetUsageResponse {
         let caller = try context.requireCaller()
         let usage = try await store.usage(of: caller, now: now())
         return MediaV1.GetUsageResponse(usedBytes: UInt64(usage.storedBytes + usage.pendingBytes), quotaBytes: UInt64(config.quotaBytes),
@@ -311,7 +304,7 @@ public final class MediaService: Sendable {
                                         maxPhotoBytes: UInt64(config.maxPhotoBytes))
     }
 
-    func attachCheckInPhoto(_ request: MediaV1.AttachCheckInPhotoRequest, _ context: RequestContext) async throws -> MediaV1.AttachCheckInPhotoResponse {
+    public func attachCheckInPhoto(_ request: MediaV1.AttachCheckInPhotoRequest, _ context: RequestContext) async throws -> MediaV1.AttachCheckInPhotoResponse {
         guard request.userId != 0 else { throw RPCError.invalidArgument("user_id: required") }
         guard request.mediaId.isEmpty || UploadRecord.isID(request.mediaId) else {
             throw RPCError.notFound("no photo \(request.mediaId.prefix(40)) of yours")
@@ -355,3 +348,6 @@ func writeSynced(_ bytes: [UInt8], to path: String) throws {
     }
     guard fsync(fd) == 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
 }
+
+/// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
+extension MediaService: MediaV1.MediaService.Handler {}

@@ -1,19 +1,19 @@
 import Foundation
-import FriensoProto
+public import FriensoProto
 import ServiceKit
-import Wire
+public import Wire
 
 /// Findable setting, recommendations and contact exchange.
 extension SocialService {
     /// The most contact identifiers one recommendation call takes.
     static let maxContacts = 5_000
 
-    func discoverySettings(_ request: SocialV1.GetDiscoverySettingsRequest, _ context: RequestContext) async throws -> SocialV1.GetDiscoverySettingsResponse {
+    public func getDiscoverySettings(_ request: SocialV1.GetDiscoverySettingsRequest, _ context: RequestContext) async throws -> SocialV1.GetDiscoverySettingsResponse {
         let caller = try context.requireCaller()
         return SocialV1.GetDiscoverySettingsResponse(settings: SocialV1.DiscoverySettings(findable: try await store.findable(caller)))
     }
 
-    func setFindable(_ request: SocialV1.SetFindableRequest, _ context: RequestContext) async throws -> SocialV1.SetFindableResponse {
+    public func setFindable(_ request: SocialV1.SetFindableRequest, _ context: RequestContext) async throws -> SocialV1.SetFindableResponse {
         let caller = try context.requireCaller()
         let now = try await store.setFindable(caller, request.findable, now: self.now())
         return SocialV1.SetFindableResponse(settings: SocialV1.DiscoverySettings(findable: now))
@@ -21,7 +21,7 @@ extension SocialService {
 
     // MARK: Recommendations
 
-    func recommend(_ request: SocialV1.RecommendFriendsRequest, _ context: RequestContext) async throws -> SocialV1.RecommendFriendsResponse {
+    public func recommendFriends(_ request: SocialV1.RecommendFriendsRequest, _ context: RequestContext) async throws -> SocialV1.RecommendFriendsResponse {
         let caller = try context.requireCaller()
         let total = request.phones.count + request.emails.count + request.contactHashes.count + request.externalIds.count
         guard total > 0 else { throw RPCError.invalidArgument("give at least one phone, email, contact hash or external id") }
@@ -66,7 +66,7 @@ extension SocialService {
 
     // MARK: Contact exchange
 
-    func addExchange(_ request: SocialV1.AddExchangeRequest, _ context: RequestContext) async throws -> SocialV1.AddExchangeResponse {
+    public func addExchange(_ request: SocialV1.AddExchangeRequest, _ context: RequestContext) async throws -> SocialV1.AddExchangeResponse {
         let caller = try context.requireCaller()
         var label = request.placeLabel.trimmingCharacters(in: .whitespacesAndNewlines)
         guard label.count <= 80 else { throw RPCError.invalidArgument("place_label: at most 80 characters") }
@@ -102,7 +102,7 @@ extension SocialService {
         }
     }
 
-    func listExchanges(_ request: SocialV1.ListExchangesRequest, _ context: RequestContext) async throws -> SocialV1.ListExchangesResponse {
+    public func listExchanges(_ request: SocialV1.ListExchangesRequest, _ context: RequestContext) async throws -> SocialV1.ListExchangesResponse {
         let caller = try context.requireCaller()
         let size = request.pageSize == 0 ? 20 : Int(request.pageSize)
         guard size <= 100 else { throw RPCError.invalidArgument("page_size: at most 100") }

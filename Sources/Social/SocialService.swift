@@ -58,38 +58,23 @@ public final class SocialService: Sendable {
 
     public func router() -> MethodRouter {
         var router = MethodRouter()
-        router.register(API.sendFriendRequest) { try await self.send($0, $1) }
-        router.register(API.respondToFriendRequest) { try await self.respond($0, $1) }
-        router.register(API.cancelFriendRequest) { try await self.cancel($0, $1) }
-        router.register(API.listFriendRequests) { try await self.listRequests($0, $1) }
-        router.register(API.listFriends) { try await self.listFriends($0, $1) }
-        router.register(API.removeFriend) { try await self.removeFriend($0, $1) }
-        router.register(API.block) { try await self.block($0, $1) }
-        router.register(API.unblock) { try await self.unblock($0, $1) }
-        router.register(API.listBlocked) { try await self.listBlocked($0, $1) }
-        router.register(API.showCircle) { try await self.showCircle($0, $1) }
-        router.register(API.addToCircle) { try await self.addToCircle($0, $1) }
-        router.register(API.removeFromCircle) { try await self.removeFromCircle($0, $1) }
-        router.register(API.listCircleRequests) { try await self.listCircleRequests($0, $1) }
-        router.register(API.respondToCircleRequest) { try await self.respondToCircleRequest($0, $1) }
-        router.register(API.searchUsers) { try await self.search($0, $1) }
-        router.register(API.graphSnapshot) { try await self.snapshot($0, $1) }
-        router.register(API.listNotices) { try await self.listNotices($0, $1) }
-        router.register(API.poke) { try await self.poke($0, $1) }
-        router.register(API.getDiscoverySettings) { try await self.discoverySettings($0, $1) }
-        router.register(API.setFindable) { try await self.setFindable($0, $1) }
-        router.register(API.recommendFriends) { try await self.recommend($0, $1) }
-        router.register(API.addExchange) { try await self.addExchange($0, $1) }
-        router.register(API.listExchanges) { try await self.listExchanges($0, $1) }
-        router.register(API.circleOf) { try await self.showCircle(SocialV1.ShowCircleRequest(), try Self.acting(as: $0.ownerUserId, $1)) }
-        router.register(API.circleRequestsFor) {
-            try await self.listCircleRequests(SocialV1.ListCircleRequestsRequest(), try Self.acting(as: $0.memberUserId, $1))
-        }
-        router.register(API.answerCircleRequest) {
-            try await self.respondToCircleRequest(SocialV1.RespondToCircleRequestRequest(ownerUserId: $0.ownerUserId, action: $0.action),
-                                                  try Self.acting(as: $0.memberUserId, $1))
-        }
+        router.register(all: self)
         return router
+    }
+
+    // MARK: Alerts' circle methods (internal): the client rules, for the person alerts serves
+
+    public func circleOf(_ request: SocialV1.CircleOfRequest, _ context: RequestContext) async throws -> SocialV1.ShowCircleResponse {
+        try await showCircle(SocialV1.ShowCircleRequest(), try Self.acting(as: request.ownerUserId, context))
+    }
+
+    public func circleRequestsFor(_ request: SocialV1.CircleRequestsForRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse {
+        try await listCircleRequests(SocialV1.ListCircleRequestsRequest(), try Self.acting(as: request.memberUserId, context))
+    }
+
+    public func answerCircleRequest(_ request: SocialV1.AnswerCircleRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToCircleRequestResponse {
+        try await respondToCircleRequest(SocialV1.RespondToCircleRequestRequest(ownerUserId: request.ownerUserId, action: request.action),
+                                         try Self.acting(as: request.memberUserId, context))
     }
 
     /// An internal call on a person's behalf (alerts' circle methods): the context of that
@@ -103,7 +88,7 @@ public final class SocialService: Sendable {
 
     // MARK: Requests
 
-    func send(_ request: SocialV1.SendFriendRequestRequest, _ context: RequestContext) async throws -> SocialV1.SendFriendRequestResponse {
+    public func sendFriendRequest(_ request: SocialV1.SendFriendRequestRequest, _ context: RequestContext) async throws -> SocialV1.SendFriendRequestResponse {
         let caller = try context.requireCaller()
         let target = try await resolve(userID: request.userId, username: request.username, context)
         switch try await store.send(from: caller, to: target, now: now()) {
@@ -115,7 +100,7 @@ public final class SocialService: Sendable {
         }
     }
 
-    func respond(_ request: SocialV1.RespondToFriendRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToFriendRequestResponse {
+    public func respondToFriendRequest(_ request: SocialV1.RespondToFriendRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToFriendRequestResponse {
         let caller = try context.requireCaller()
         guard request.requestId != 0 else { throw RPCError.invalidArgument("request_id: required") }
         guard [.accept, .reject, .dismiss].contains(request.action) else { throw RPCError.invalidArgument("action: accept, reject or dismiss") }
@@ -123,14 +108,14 @@ public final class SocialService: Sendable {
         return SocialV1.RespondToFriendRequestResponse(request: try await view(record, context))
     }
 
-    func cancel(_ request: SocialV1.CancelFriendRequestRequest, _ context: RequestContext) async throws -> SocialV1.CancelFriendRequestResponse {
+    public func cancelFriendRequest(_ request: SocialV1.CancelFriendRequestRequest, _ context: RequestContext) async throws -> SocialV1.CancelFriendRequestResponse {
         let caller = try context.requireCaller()
         guard request.requestId != 0 else { throw RPCError.invalidArgument("request_id: required") }
         let record = try await store.cancel(caller: caller, requestID: request.requestId, now: now())
         return SocialV1.CancelFriendRequestResponse(request: try await view(record, context))
     }
 
-    func listRequests(_ request: SocialV1.ListFriendRequestsRequest, _ context: RequestContext) async throws -> SocialV1.ListFriendRequestsResponse {
+    public func listFriendRequests(_ request: SocialV1.ListFriendRequestsRequest, _ context: RequestContext) async throws -> SocialV1.ListFriendRequestsResponse {
         let caller = try context.requireCaller()
         let (incoming, outgoing) = try await store.pendingRequests(of: caller, includeDismissed: request.includeDismissed)
         let users = try await profiles(Set((incoming + outgoing).flatMap { [$0.from, $0.to] }), context)
@@ -140,7 +125,7 @@ public final class SocialService: Sendable {
 
     // MARK: Friends
 
-    func listFriends(_ request: SocialV1.ListFriendsRequest, _ context: RequestContext) async throws -> SocialV1.ListFriendsResponse {
+    public func listFriends(_ request: SocialV1.ListFriendsRequest, _ context: RequestContext) async throws -> SocialV1.ListFriendsResponse {
         let caller = try context.requireCaller()
         let edges = try await store.friends(of: caller)
         let users = try await profiles(Set(edges.map(\.id)), context)
@@ -148,7 +133,7 @@ public final class SocialService: Sendable {
         return SocialV1.ListFriendsResponse(friends: friends.sorted { ($0.user?.username ?? "") < ($1.user?.username ?? "") })
     }
 
-    func removeFriend(_ request: SocialV1.RemoveFriendRequest, _ context: RequestContext) async throws -> SocialV1.RemoveFriendResponse {
+    public func removeFriend(_ request: SocialV1.RemoveFriendRequest, _ context: RequestContext) async throws -> SocialV1.RemoveFriendResponse {
         let caller = try context.requireCaller()
         let other = try await resolve(userID: request.userId, username: request.username, context)
         try await store.removeFriend(caller, other)
@@ -157,21 +142,21 @@ public final class SocialService: Sendable {
 
     // MARK: Blocks
 
-    func block(_ request: SocialV1.BlockRequest, _ context: RequestContext) async throws -> SocialV1.BlockResponse {
+    public func block(_ request: SocialV1.BlockRequest, _ context: RequestContext) async throws -> SocialV1.BlockResponse {
         let caller = try context.requireCaller()
         let other = try await resolve(userID: request.userId, username: request.username, context)
         let result = try await store.block(caller, other, now: now())
         return SocialV1.BlockResponse(removedFriendship: result.removedFriendship, removedRequests: UInt32(result.removedRequests))
     }
 
-    func unblock(_ request: SocialV1.UnblockRequest, _ context: RequestContext) async throws -> SocialV1.UnblockResponse {
+    public func unblock(_ request: SocialV1.UnblockRequest, _ context: RequestContext) async throws -> SocialV1.UnblockResponse {
         let caller = try context.requireCaller()
         let other = try await resolve(userID: request.userId, username: request.username, context)
         try await store.unblock(caller, other)
         return SocialV1.UnblockResponse()
     }
 
-    func listBlocked(_ request: SocialV1.ListBlockedRequest, _ context: RequestContext) async throws -> SocialV1.ListBlockedResponse {
+    public func listBlocked(_ request: SocialV1.ListBlockedRequest, _ context: RequestContext) async throws -> SocialV1.ListBlockedResponse {
         let caller = try context.requireCaller()
         let ids = try await store.blocked(by: caller)
         let users = try await profiles(Set(ids), context)
@@ -180,7 +165,7 @@ public final class SocialService: Sendable {
 
     // MARK: Core circle
 
-    func showCircle(_ request: SocialV1.ShowCircleRequest, _ context: RequestContext) async throws -> SocialV1.ShowCircleResponse {
+    public func showCircle(_ request: SocialV1.ShowCircleRequest, _ context: RequestContext) async throws -> SocialV1.ShowCircleResponse {
         let caller = try context.requireCaller()
         let members = try await store.circle(of: caller)
         let memberOf = try await store.circles(containing: caller, state: .accepted)
@@ -189,7 +174,7 @@ public final class SocialService: Sendable {
                                            memberOf: memberOf.map { users[$0.owner] ?? SocialV1.UserRef(userId: $0.owner) })
     }
 
-    func addToCircle(_ request: SocialV1.AddToCircleRequest, _ context: RequestContext) async throws -> SocialV1.AddToCircleResponse {
+    public func addToCircle(_ request: SocialV1.AddToCircleRequest, _ context: RequestContext) async throws -> SocialV1.AddToCircleResponse {
         let caller = try context.requireCaller()
         let (member, phone) = try await circleTarget(userID: request.userId, username: request.username, phone: request.phone, context)
         let record = try await store.addToCircle(owner: caller, member: member, phone: phone, limit: circleLimit, now: now())
@@ -197,14 +182,14 @@ public final class SocialService: Sendable {
         return SocialV1.AddToCircleResponse(member: Self.view(record, try await profiles(member == 0 ? [] : [member], context)))
     }
 
-    func removeFromCircle(_ request: SocialV1.RemoveFromCircleRequest, _ context: RequestContext) async throws -> SocialV1.RemoveFromCircleResponse {
+    public func removeFromCircle(_ request: SocialV1.RemoveFromCircleRequest, _ context: RequestContext) async throws -> SocialV1.RemoveFromCircleResponse {
         let caller = try context.requireCaller()
         let (member, phone) = try await circleTarget(userID: request.userId, username: request.username, phone: request.phone, context)
         try await store.removeFromCircle(owner: caller, member: member, phone: phone)
         return SocialV1.RemoveFromCircleResponse()
     }
 
-    func listCircleRequests(_ request: SocialV1.ListCircleRequestsRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse {
+    public func listCircleRequests(_ request: SocialV1.ListCircleRequestsRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse {
         let caller = try context.requireCaller()
         let pending = try await store.circles(containing: caller, state: .pending)
         let users = try await profiles(Set(pending.map(\.owner)), context)
@@ -213,7 +198,7 @@ public final class SocialService: Sendable {
         })
     }
 
-    func respondToCircleRequest(_ request: SocialV1.RespondToCircleRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToCircleRequestResponse {
+    public func respondToCircleRequest(_ request: SocialV1.RespondToCircleRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToCircleRequestResponse {
         let caller = try context.requireCaller()
         guard request.action == .accept || request.action == .reject else { throw RPCError.invalidArgument("action: accept or reject") }
         let owner = try await resolve(userID: request.ownerUserId, username: request.ownerUsername, context)
@@ -238,7 +223,7 @@ public final class SocialService: Sendable {
 
     // MARK: Pokes
 
-    func poke(_ request: SocialV1.PokeRequest, _ context: RequestContext) async throws -> SocialV1.PokeResponse {
+    public func poke(_ request: SocialV1.PokeRequest, _ context: RequestContext) async throws -> SocialV1.PokeResponse {
         let caller = try context.requireCaller()
         let target = try await resolve(userID: request.userId, username: request.username, context)
         let at = now()
@@ -261,7 +246,7 @@ public final class SocialService: Sendable {
         publisher.publish(topic: Self.noticeStream, method: "social.Notice", payload: [])
     }
 
-    func listNotices(_ request: SocialV1.ListNoticesRequest, _ context: RequestContext) async throws -> SocialV1.ListNoticesResponse {
+    public func listNotices(_ request: SocialV1.ListNoticesRequest, _ context: RequestContext) async throws -> SocialV1.ListNoticesResponse {
         let limit = request.limit == 0 ? 500 : Int(request.limit)
         guard (1...1000).contains(limit) else { throw RPCError.invalidArgument("limit: 1-1000") }
         var notices = try await store.notices(after: request.afterId, limit: limit)
@@ -277,7 +262,7 @@ public final class SocialService: Sendable {
     /// A page of the graph. The first page is read on the writer queue, where every committed
     /// change has already been published, so its sequence number is exact; later pages may
     /// include later events, which the replica's replay makes harmless (see the proto).
-    func snapshot(_ request: SocialV1.GraphSnapshotRequest, _ context: RequestContext) async throws -> SocialV1.GraphSnapshotResponse {
+    public func graphSnapshot(_ request: SocialV1.GraphSnapshotRequest, _ context: RequestContext) async throws -> SocialV1.GraphSnapshotResponse {
         let publisher = publisher, sequenceOnly = request.sequenceOnly, limit = snapshotPageSize
         let cursor = try SocialStore.SnapshotCursor(request.cursor)
         let read: @Sendable (Database) throws -> SocialV1.GraphSnapshotResponse = { db in
@@ -293,7 +278,7 @@ public final class SocialService: Sendable {
 
     // MARK: Search
 
-    func search(_ request: SocialV1.SearchUsersRequest, _ context: RequestContext) async throws -> SocialV1.SearchUsersResponse {
+    public func searchUsers(_ request: SocialV1.SearchUsersRequest, _ context: RequestContext) async throws -> SocialV1.SearchUsersResponse {
         let caller = try context.requireCaller()
         let query = request.query.trimmingCharacters(in: .whitespaces)
         guard (1...50).contains(query.count) else { throw RPCError.invalidArgument("query: 1-50 characters") }
@@ -373,3 +358,6 @@ public final class SocialService: Sendable {
             createdAtMs: record.createdAtMs, updatedAtMs: record.updatedAtMs)
     }
 }
+
+/// Every rpc of the contract has its handler (or the build fails): see `MethodRouter.register(all:)`.
+extension SocialService: SocialV1.SocialService.Handler {}

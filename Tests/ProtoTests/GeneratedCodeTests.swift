@@ -13,7 +13,7 @@ struct GeneratedCodeTests {
         defer { scratch.remove() }
         let result = try await ProcessHarness.run(Repository.root.appendingPathComponent("proto/generate").path, ["--out", scratch.path])
         #expect(result.status == 0, "proto/generate failed: \(result.output)")
-        for dir in ["Sources/FriensoProtoC", "Sources/FriensoProto/Generated"] {
+        for dir in ["Sources/FriensoProtoC", "Sources/FriensoProto/Generated", "Sources/Wire/Generated"] {
             let fresh = try files(under: scratch.url.appendingPathComponent(dir))
             let committed = try files(under: Repository.root.appendingPathComponent(dir))
             #expect(fresh.keys.sorted() == committed.keys.sorted(), "\(dir): file lists differ; run proto/generate and commit")

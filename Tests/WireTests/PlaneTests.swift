@@ -76,10 +76,10 @@ struct PlaneTests {
             let found = try await alerts.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: 7))
             #expect(found.found)
             await expectError(.permissionDenied) {
-                try await media.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: 7))
+                _ = try await media.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: 7))
             }
             await expectError(.permissionDenied) {
-                try await launcher.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: 7))
+                _ = try await launcher.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: 7))
             }
             // Every member may ping (the launcher's readiness probe).
             #expect(try await launcher.ping(service: "geo").service == "geo")
@@ -95,7 +95,7 @@ struct PlaneTests {
             defer { Task { await gateway.close(); await media.close() } }
             let forged = CallOptions(callerUserID: 1)
             await expectError(.permissionDenied) {
-                try await media.call(GeoV1.GeoService.friendsLocations, GeoV1.FriendsLocationsRequest(), options: forged)
+                _ = try await media.call(GeoV1.GeoService.friendsLocations, GeoV1.FriendsLocationsRequest(), options: forged)
             }
             let reply = try await gateway.call(GeoV1.GeoService.friendsLocations, GeoV1.FriendsLocationsRequest(), options: forged)
             #expect(reply.friends.map(\.userId) == [1])
