@@ -62,22 +62,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // What every service executable shares: configuration, logging, the run loop.
+        // What only executables need: options, the config file, the keyring on disk, the run loop.
         .target(
             name: "ServiceKit",
             dependencies: [
-                "Wire", "FriensoProto", "CSodium",
+                "Wire", "FriensoProto",
                 argumentParser,
                 logging,
                 serviceLifecycle,
-                grdb,
             ],
             swiftSettings: swiftSettings
         ),
+        // A service's SQLite database: opening, the idempotency claim in each mutation's transaction, the reply store.
+        .target(name: "Storage", dependencies: ["Wire", "FriensoProto", grdb], swiftSettings: swiftSettings),
+        // Identity helpers: SHA-256, contact identifiers, phone numbers, the operator key.
+        .target(name: "Identity", dependencies: ["Wire", "CSodium"], swiftSettings: swiftSettings),
         .target(
             name: "Accounts",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit", "CSodium",
+                "Wire", "FriensoProto", "Storage", "Identity", "CSodium",
                 grdb,
                 logging,
             ],
@@ -86,7 +89,7 @@ let package = Package(
         .target(
             name: "Social",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit",
+                "Wire", "FriensoProto", "Storage", "Identity",
                 grdb,
                 logging,
             ],
@@ -96,7 +99,7 @@ let package = Package(
         .target(
             name: "Geo",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit", "SocialReplica",
+                "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica",
                 csv,
                 grdb,
                 logging,
@@ -108,7 +111,7 @@ let package = Package(
         .target(
             name: "Alerts",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit",
+                "Wire", "FriensoProto", "Storage", "Identity",
                 grdb,
                 logging,
                 serviceLifecycle,
@@ -119,7 +122,7 @@ let package = Package(
         .target(
             name: "Media",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit", "SocialReplica",
+                "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica",
                 grdb,
                 logging,
                 serviceLifecycle,
@@ -139,7 +142,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit",
+                "Wire", "FriensoProto",
                 grdb,
                 logging,
                 serviceLifecycle,
@@ -283,13 +286,13 @@ let package = Package(
         ),
         .testTarget(
             name: "AccountsTests",
-            dependencies: ["Accounts", "Wire", "FriensoProto", "FriensoTesting", "ServiceKit",
+            dependencies: ["Accounts", "Wire", "FriensoProto", "FriensoTesting", "ServiceKit", "frienso-accounts", "Identity", "Storage",
                            logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SocialTests",
-            dependencies: ["Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",
+            dependencies: ["Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit", "Identity", "Storage",
                            grdb,
                            logging],
             swiftSettings: swiftSettings
@@ -297,7 +300,7 @@ let package = Package(
         .testTarget(
             name: "GeoTests",
             dependencies: ["Geo", "Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting",
-                           "ServiceKit",
+                           "ServiceKit", "Identity", "Storage",
                            grdb,
                            logging],
             swiftSettings: swiftSettings
@@ -305,7 +308,7 @@ let package = Package(
         .testTarget(
             name: "AlertsTests",
             dependencies: ["Alerts", "Geo", "Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting",
-                           "ServiceKit",
+                           "ServiceKit", "Identity", "Storage",
                            grdb,
                            logging,
                            serviceLifecycle],
@@ -314,7 +317,7 @@ let package = Package(
         .testTarget(
             name: "MediaTests",
             dependencies: ["Media", "Geo", "Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting",
-                           "ServiceKit",
+                           "ServiceKit", "Identity", "Storage",
                            grdb,
                            logging,
                            serviceLifecycle],
@@ -328,21 +331,21 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "ClientTests", dependencies: ["FriensoClient"], swiftSettings: swiftSettings),
-        // The storage-layer mechanisms every service shares (idempotency claims).
+        // The storage layer every service shares (idempotency claims).
         .testTarget(
-            name: "ServiceKitTests",
-            dependencies: ["ServiceKit", "Wire", "FriensoProto", "FriensoTesting", grdb, logging],
+            name: "StorageTests",
+            dependencies: ["Storage", "Wire", "FriensoProto", "FriensoTesting", grdb, logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit",
+            dependencies: ["Gateway", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit", "Identity", "Storage",
                            logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", "ServiceKit", "CZeroMQ", grdb, logging,
+            dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", "ServiceKit", "Identity", "Storage", "CZeroMQ", grdb, logging,
                            "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-media", "frienso-launch"],
             swiftSettings: swiftSettings
         ),

@@ -1,7 +1,8 @@
 public import FriensoProto
 import Foundation
 public import Logging
-public import ServiceKit
+public import Storage
+import Identity
 import Synchronization
 public import Wire
 
@@ -16,27 +17,6 @@ public struct AccountsConfig: Sendable {
     public var now: @Sendable () -> Int64 = { WallClock.milliseconds() }
 
     public init() {}
-
-    public init(resolved: ResolvedOptions) {
-        let section = resolved.config.accounts
-        if let ttl = section?.sessionTTLSeconds { sessionTTL = Double(ttl) }
-        if let n = section?.maxFailedLoginsPerAccount { loginPolicy.account.maxFailures = n }
-        if let n = section?.maxFailedLoginsPerClient { loginPolicy.client.maxFailures = n }
-        if let n = section?.maxAccountsFailedPerClient { loginPolicy.spraying.maxFailures = n }
-        if let seconds = section?.failedLoginWindowSeconds {
-            loginPolicy.account.window = seconds
-            loginPolicy.client.window = seconds
-        }
-        if let seconds = section?.sprayWindowSeconds { loginPolicy.spraying.window = seconds }
-        if let seconds = section?.lockoutSeconds {
-            loginPolicy.account.baseLockout = seconds
-            loginPolicy.client.baseLockout = seconds
-        }
-        if let seconds = section?.maxLockoutSeconds {
-            loginPolicy.account.maxLockout = seconds
-            loginPolicy.client.maxLockout = seconds
-        }
-    }
 }
 
 /// Users, credentials, sessions and profiles.

@@ -1,7 +1,8 @@
 import FriensoProto
 import Foundation
 import GRDB
-import ServiceKit
+import Storage
+import Identity
 import Wire
 
 /// A user row.

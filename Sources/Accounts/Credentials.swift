@@ -1,6 +1,6 @@
 import CSodium
 import Foundation
-import ServiceKit
+import Identity
 import Synchronization
 public import Wire
 

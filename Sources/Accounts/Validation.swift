@@ -1,4 +1,4 @@
-import ServiceKit
+import Identity
 public import Wire
 
 /// The rules for what an account may hold. Each check returns the normalised value or throws

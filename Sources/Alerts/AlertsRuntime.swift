@@ -1,25 +1,8 @@
 import Foundation
 import FriensoProto
 public import Logging
-public import ServiceKit
 public import ServiceLifecycle
 public import Wire
-
-extension AlertsConfig {
-    /// The `alerts` section of the deployment config over the defaults.
-    public init(resolved: ResolvedOptions) {
-        self.init()
-        let section = resolved.config.alerts
-        if let v = section?.minWatchSeconds { minWatch = .seconds(v) }
-        if let v = section?.maxWatchSeconds { maxWatch = .seconds(v) }
-        if let v = section?.emergencyNumber { emergencyNumber = v }
-        if let v = section?.campusPoliceNumber { campusPoliceNumber = v }
-        if let v = section?.campusPoliceLabel { campusPoliceLabel = v }
-        if let v = section?.deliveryMaxAttempts { retry.maxAttempts = max(1, v) }
-        if let v = section?.inviteLink { inviteLink = v }
-        operatorKey = resolved.environment["FRIENSO_OPERATOR_KEY"] ?? section?.operatorKey ?? ""
-    }
-}
 
 /// The alerts service's background work: delivering the outbox, ending watches on time and
 /// republishing grants, and taking social's notices. Each loop survives its own errors.

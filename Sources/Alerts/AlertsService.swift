@@ -2,7 +2,8 @@ import Foundation
 public import FriensoProto
 import GRDB
 public import Logging
-public import ServiceKit
+public import Storage
+import Identity
 import Synchronization
 public import Wire
 

@@ -2,7 +2,8 @@ import Foundation
 public import FriensoProto
 import GRDB
 import Logging
-import ServiceKit
+import Storage
+import Identity
 import Wire
 
 /// One message handed to a provider.

@@ -38,3 +38,9 @@ public struct GatewayConfig: Sendable {
         self.services = services
     }
 }
+
+extension GatewayConfig {
+    /// The services and event sources every deployment may have; each is reached only if it exists.
+    public static let serviceNames = ["accounts", "social", "geo", "alerts", "media"]
+    public static let publisherNames = ["social", "geo", "alerts"]
+}

@@ -1,23 +1,7 @@
 import FriensoProto
 public import Logging
-public import ServiceKit
 public import ServiceLifecycle
 public import Wire
-
-extension GeoConfig {
-    /// The `geo` section of the deployment config over the defaults.
-    public init(resolved: ResolvedOptions) {
-        self.init()
-        let section = resolved.config.geo
-        if let v = section?.nearbyDefaultRadiusMetres { nearbyDefaultRadius = v }
-        if let v = section?.nearbyMaxRadiusMetres { nearbyMaxRadius = v }
-        if let v = section?.historyRetentionDays { historyRetention = .seconds(v * 24 * 3600) }
-        if let v = section?.aroundMetres { aroundDistance = v }
-        if let v = section?.venueFreshMinutes { venueFreshness = .seconds(v * 60) }
-        if let v = section?.checkInHours { checkInLifetime = .seconds(v * 3600) }
-        operatorKey = resolved.environment["FRIENSO_OPERATOR_KEY"] ?? section?.operatorKey ?? ""
-    }
-}
 
 /// Follows the alerts service's `grants` stream and applies each grant to geo. Grants are kept
 /// in geo's database too, so a restart of geo keeps the live ones; alerts republishes a grant

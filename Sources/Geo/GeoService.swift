@@ -1,7 +1,7 @@
 import Foundation
 public import FriensoProto
 public import Logging
-public import ServiceKit
+public import Storage
 public import SocialReplica
 import Synchronization
 public import Wire

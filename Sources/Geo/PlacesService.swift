@@ -1,6 +1,6 @@
 import Foundation
 public import FriensoProto
-import ServiceKit
+import Identity
 import SocialReplica
 public import Wire
 

@@ -1,19 +1,7 @@
 import FriensoProto
-public import ServiceKit
 public import ServiceLifecycle
 public import SocialReplica
 public import Wire
-
-extension MediaConfig {
-    /// The `media` section of the deployment config over the defaults.
-    public init(resolved: ResolvedOptions) {
-        self.init()
-        let section = resolved.config.media
-        if let v = section?.maxPhotoBytes { maxPhotoBytes = v }
-        if let v = section?.quotaBytes { quotaBytes = v }
-        if let v = section?.uploadsPerHour { uploadsPerHour = v }
-    }
-}
 
 /// The social graph from the replica (friends, blocks: no call per photo read), check-in
 /// visibility and places from geo.

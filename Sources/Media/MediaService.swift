@@ -1,7 +1,8 @@
 import Foundation
 public import FriensoProto
 public import Logging
-public import ServiceKit
+public import Storage
+import Identity
 import Synchronization
 public import Wire
 

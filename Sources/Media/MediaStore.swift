@@ -1,7 +1,7 @@
 import Foundation
 import FriensoProto
 import GRDB
-import ServiceKit
+import Storage
 import Wire
 
 /// A stored photo's metadata.

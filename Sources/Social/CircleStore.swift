@@ -1,6 +1,5 @@
 import FriensoProto
 import GRDB
-import ServiceKit
 import Wire
 
 /// A row of someone's core circle: a user, or an invited phone number.

@@ -1,6 +1,6 @@
 import Foundation
 public import FriensoProto
-import ServiceKit
+import Identity
 public import Wire
 
 /// Findable setting, recommendations and contact exchange.

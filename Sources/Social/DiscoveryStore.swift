@@ -1,6 +1,5 @@
 import FriensoProto
 import GRDB
-import ServiceKit
 import Wire
 
 /// Where a contact exchange was made: from the request now, from geo's latest fix later.

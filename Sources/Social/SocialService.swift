@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 public import FriensoProto
 public import Logging
-public import ServiceKit
+public import Storage
+import Identity
 public import Wire
 
 /// Friend requests, friendships and blocks. Profiles come from accounts (internal methods).

@@ -4,6 +4,7 @@ import FriensoProto
 import FriensoTesting
 import Testing
 import ServiceKit
+@testable import frienso_accounts
 import Wire
 
 @Suite("accounts: login, sessions, credentials", .timeLimit(.minutes(2)))
@@ -293,6 +294,7 @@ struct LoginThrottleTests {
     }
 }
 
+/// The executable reads the config file (the domain never sees it): its mapping onto the domain's config.
 @Suite("accounts: configuration")
 struct AccountsConfigTests {
     @Test func everyLoginLimit_isConfigurable_fromTheConfigFile() throws {

@@ -4,6 +4,7 @@ import FriensoTesting
 @testable import Media
 import Synchronization
 import ServiceKit
+import Identity
 import Testing
 import Wire
 

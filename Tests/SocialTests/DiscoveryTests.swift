@@ -3,6 +3,7 @@ import FriensoClient
 import FriensoProto
 import FriensoTesting
 import ServiceKit
+import Identity
 import Testing
 import Wire
 

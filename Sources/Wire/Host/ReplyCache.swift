@@ -16,7 +16,7 @@ public struct StoredReply: Sendable, Equatable {
 
 /// The idempotent request the current task is handling, for the storage layer: a service's
 /// database writes the request's claim in the same transaction as its mutation, so "applied"
-/// and "known to be applied" commit together (`ServiceKit.ServiceDatabase`). With `dryRun`,
+/// and "known to be applied" commit together (`Storage.ServiceDatabase`). With `dryRun`,
 /// the request was applied before and its reply lost in a crash: the handler runs again to
 /// compute the reply, and every write it makes is rolled back.
 public struct IdempotencyScope: Sendable {

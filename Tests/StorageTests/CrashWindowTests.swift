@@ -3,7 +3,7 @@ import FriensoProto
 import FriensoTesting
 import GRDB
 import Logging
-import ServiceKit
+import Storage
 import Testing
 @testable import Wire
 

@@ -1,14 +1,11 @@
 import Foundation
-public import ServiceKit
+import Gateway
+import ServiceKit
 
 extension GatewayConfig {
-    /// The services and event sources every deployment may have; each is reached only if it exists.
-    public static let serviceNames = ["accounts", "social", "geo", "alerts", "media"]
-    public static let publisherNames = ["social", "geo", "alerts"]
-
     /// The gateway's configuration from flags, environment and config file.
     /// - Throws: `ConfigError` when the CurveZMQ key file cannot be read.
-    public init(resolved: ResolvedOptions) throws {
+    init(resolved: ResolvedOptions) throws {
         // Only the services this deployment names (frienso-launch names every one it starts);
         // another is "not deployed here", never reached at a default port.
         self.init(endpoint: resolved.endpoint,
