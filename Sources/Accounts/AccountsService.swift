@@ -1,6 +1,6 @@
 public import FriensoProto
 import Foundation
-public import Logging
+import Logging
 public import Storage
 import Identity
 import Synchronization
@@ -55,17 +55,7 @@ public final class AccountsService: Sendable {
         replyStore = SQLiteReplyStore(database: store.database)
     }
 
-    /// A host serving this service on `options.endpoint`.
-    public func makeHost(options: HostOptions, logger: Logger, context: ZMQContext = .shared, reactor: Reactor = .shared) -> ServiceHost {
-        ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore),
-                    context: context, reactor: reactor)
-    }
 
-    public func router() -> MethodRouter {
-        var router = MethodRouter()
-        router.register(all: self)
-        return router
-    }
 
     // MARK: Registration and login
 
@@ -290,4 +280,4 @@ public final class AccountsService: Sendable {
 }
 
 /// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
-extension AccountsService: AccountsV1.AccountsService.Handler {}
+extension AccountsService: FriensoService, AccountsV1.AccountsService.Handler {}

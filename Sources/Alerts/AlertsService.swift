@@ -71,16 +71,7 @@ public final class AlertsService: Sendable {
         replyStore = SQLiteReplyStore(database: store.database)
     }
 
-    public func makeHost(options: HostOptions, context: ZMQContext = .shared, reactor: Reactor = .shared) -> ServiceHost {
-        ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore),
-                    context: context, reactor: reactor)
-    }
 
-    public func router() -> MethodRouter {
-        var router = MethodRouter()
-        router.register(all: self)
-        return router
-    }
 
     /// Calls `observer` with the deliveries each pass finished (replacing any earlier one).
     public func observeDeliveries(_ observer: (@Sendable ([AlertsV1.Delivery]) -> Void)?) {
@@ -199,4 +190,4 @@ final class Doorbell: Sendable {
 }
 
 /// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
-extension AlertsService: AlertsV1.AlertsService.Handler {}
+extension AlertsService: FriensoService, AlertsV1.AlertsService.Handler {}

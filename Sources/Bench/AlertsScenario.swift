@@ -67,7 +67,7 @@ public enum AlertsScenario {
         let alertsPub = Publisher(name: "alerts", endpoint: "tcp://127.0.0.1:*", logger: quiet, context: lc, reactor: lr)
         let graph = StaticGraph() // nobody is friends in geo's eyes: only grants make a location visible
         let geo = try GeoService(directory: "\(dir)/geo", graph: graph, publisher: geoPub, logger: quiet)
-        let geoHost = geo.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), context: gc, reactor: gr)
+        let geoHost = geo.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), logger: quiet, context: gc, reactor: gr)
 
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             var groups: [ServiceGroup] = []
@@ -90,7 +90,7 @@ public enum AlertsScenario {
             var config = AlertsConfig()
             config.minWatch = .seconds(60)
             let alerts = try AlertsService(directory: "\(dir)/alerts", peers: peers, events: alertsPub, config: config, logger: quiet)
-            let alertsHost = alerts.makeHost(options: HostOptions(name: "alerts", endpoint: "tcp://127.0.0.1:*"), context: lc, reactor: lr)
+            let alertsHost = alerts.makeHost(options: HostOptions(name: "alerts", endpoint: "tcp://127.0.0.1:*"), logger: quiet, context: lc, reactor: lr)
             let worker = AlertsWorker(service: alerts, socialEvents: try await socialPub.boundEndpoint(), logger: quiet, context: lc, reactor: lr)
             launch([alertsHost, worker])
             let alertsEndpoint = try await alertsHost.boundEndpoint()

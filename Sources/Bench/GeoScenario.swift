@@ -148,7 +148,7 @@ public enum GeoScenario {
         // 3. Through the gateway: accounts, geo and a gateway, each with its own reactor and context.
         let accounts = try AccountsService(directory: "\(dir)/accounts", config: BenchStack.accountsConfig()).makeHost(
             options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet, context: ZMQContext(), reactor: Reactor(name: "bench-accounts"))
-        let geoHost = geo.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), context: ZMQContext(), reactor: Reactor(name: "bench-geo"))
+        let geoHost = geo.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), logger: quiet, context: ZMQContext(), reactor: Reactor(name: "bench-geo"))
         let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client")
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             let backends = ServiceGroup(configuration: .init(services: [.init(service: accounts), .init(service: geoHost)], logger: quiet))

@@ -72,7 +72,7 @@ public enum MediaScenario {
         config.uploadsPerHour = 1_000_000
         config.chunkBytes = options.chunkBytes
         let media = try MediaService(directory: "\(dir)/media", peers: OpenPeers(), config: config, logger: quiet)
-        let mediaHost = media.makeHost(options: HostOptions(name: "media", endpoint: "tcp://127.0.0.1:*"), context: mc, reactor: mr)
+        let mediaHost = media.makeHost(options: HostOptions(name: "media", endpoint: "tcp://127.0.0.1:*"), logger: quiet, context: mc, reactor: mr)
         let services = ServiceGroup(configuration: .init(services: [.init(service: accounts), .init(service: mediaHost)], logger: quiet))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await services.run() }

@@ -108,16 +108,7 @@ public final class GeoService: Sendable {
         logger.info("geo state loaded", metadata: ["users": "\(initial.latest.count)", "grants": "\(initial.grants.count)"])
     }
 
-    public func makeHost(options: HostOptions, context: ZMQContext = .shared, reactor: Reactor = .shared) -> ServiceHost {
-        ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore),
-                    context: context, reactor: reactor)
-    }
 
-    public func router() -> MethodRouter {
-        var router = MethodRouter()
-        router.register(all: self)
-        return router
-    }
 
     // MARK: Locations
 
@@ -329,4 +320,4 @@ public final class GeoService: Sendable {
 }
 
 /// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
-extension GeoService: GeoV1.GeoService.Handler {}
+extension GeoService: FriensoService, GeoV1.GeoService.Handler {}

@@ -58,18 +58,7 @@ public final class MediaService: Sendable {
     }
 
     /// Handlers read and write files: they run on the global pool, not on the reactor thread.
-    public func makeHost(options: HostOptions, context: ZMQContext = .shared, reactor: Reactor = .shared) -> ServiceHost {
-        var options = options
-        options.handlerExecution = .pool
-        return ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore),
-                           context: context, reactor: reactor)
-    }
 
-    public func router() -> MethodRouter {
-        var router = MethodRouter()
-        router.register(all: self)
-        return router
-    }
 
     // MARK: Upload
 
@@ -351,4 +340,7 @@ func writeSynced(_ bytes: [UInt8], to path: String) throws {
 }
 
 /// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
-extension MediaService: MediaV1.MediaService.Handler {}
+extension MediaService: FriensoService, MediaV1.MediaService.Handler {
+    /// Handlers read and write files: they run on the global pool, not the reactor.
+    public static var handlerExecution: HandlerExecution { .pool }
+}

@@ -52,16 +52,7 @@ public final class SocialService: Sendable {
         replyStore = SQLiteReplyStore(database: store.database)
     }
 
-    public func makeHost(options: HostOptions, logger: Logger, context: ZMQContext = .shared, reactor: Reactor = .shared) -> ServiceHost {
-        ServiceHost(options: options, handler: router(), logger: logger, replyCache: ReplyCache(store: replyStore),
-                    context: context, reactor: reactor)
-    }
 
-    public func router() -> MethodRouter {
-        var router = MethodRouter()
-        router.register(all: self)
-        return router
-    }
 
     // MARK: Alerts' circle methods (internal): the client rules, for the person alerts serves
 
@@ -361,4 +352,4 @@ public final class SocialService: Sendable {
 }
 
 /// Every rpc of the contract has its handler (or the build fails): see `MethodRouter.register(all:)`.
-extension SocialService: SocialV1.SocialService.Handler {}
+extension SocialService: FriensoService, SocialV1.SocialService.Handler {}

@@ -32,7 +32,7 @@ struct AlertsCommand: AsyncParsableCommand {
                                         config: AlertsConfig(resolved: resolved), logger: logger)
         let worker = AlertsWorker(service: service, socialEvents: socialEvents, socialEventsSecurity: try plane.client(of: "social"),
                                   logger: logger)
-        let host = service.makeHost(options: plane.hostOptions(name: "alerts", endpoint: resolved.endpoint))
+        let host = service.makeHost(options: plane.hostOptions(name: "alerts", endpoint: resolved.endpoint), logger: logger)
         try await ServiceRunner.run([replica, publisher, worker, host], endpointFile: resolved.endpointFile, logger: logger,
                                     boundEventsEndpoint: { try await publisher.boundEndpoint() }) {
             try await host.boundEndpoint()

@@ -23,7 +23,7 @@ struct MediaCommand: AsyncParsableCommand {
                                          logger: logger)
         let peers = RemoteMediaPeers(replica: replica, geo: try plane.client("geo", at: resolved.peer("geo"), logger: logger))
         let service = try MediaService(directory: resolved.dataDirectory, peers: peers, config: MediaConfig(resolved: resolved), logger: logger)
-        let host = service.makeHost(options: plane.hostOptions(name: "media", endpoint: resolved.endpoint))
+        let host = service.makeHost(options: plane.hostOptions(name: "media", endpoint: resolved.endpoint), logger: logger)
         try await ServiceRunner.run([replica, MediaWorker(service: service), host], endpointFile: resolved.endpointFile, logger: logger) {
             try await host.boundEndpoint()
         }

@@ -152,7 +152,7 @@ func withAlerts<T: Sendable>(directory: String? = nil, peers: FakePeers = FakePe
     let dir = directory ?? temp.path
     let recorder = Recorder()
     let service = try AlertsService(directory: dir, peers: peers, events: recorder, config: config, sms: sms, push: push, logger: logs.logger("alerts"))
-    let host = service.makeHost(options: HostOptions(name: "alerts", endpoint: "tcp://127.0.0.1:*"))
+    let host = service.makeHost(options: HostOptions(name: "alerts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("alerts-host"))
     let services: [any Service] = worker ? [host, AlertsWorker(service: service, socialEvents: nil, logger: logs.logger("worker"))] : [host]
     do {
         return try await withRunningServices(services, logger: logs.logger("group")) {

@@ -22,10 +22,10 @@ extension AlertsTestGroup {
             var config = testConfig()
             config.grantRepublishInterval = .milliseconds(200) // a late subscriber converges quickly
             let alerts = try AlertsService(directory: "\(temp.path)/alerts", peers: peers, events: publisher, config: config, logger: logs.logger("alerts"))
-            let alertsHost = alerts.makeHost(options: HostOptions(name: "alerts", endpoint: "tcp://127.0.0.1:*"))
+            let alertsHost = alerts.makeHost(options: HostOptions(name: "alerts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("alerts-host"))
             let worker = AlertsWorker(service: alerts, socialEvents: nil, logger: logs.logger("worker"))
             let geo = try GeoService(directory: "\(temp.path)/geo", graph: StaticGraph(), publisher: nil, logger: logs.logger("geo"))
-            let geoHost = geo.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"))
+            let geoHost = geo.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("geo-host"))
             try await withRunningServices([publisher, alertsHost, worker, geoHost], logger: logs.logger("group")) {
                 let grants = GrantConsumer(service: geo, endpoint: try await publisher.boundEndpoint(), logger: logs.logger("grants"))
                 try await withRunningServices([grants], logger: logs.logger("group")) {

@@ -73,7 +73,7 @@ func withGeo<T: Sendable>(directory: String? = nil, graph: StaticGraph = StaticG
     let photos = FakePhotos()
     let service = try GeoService(directory: dir, graph: graph, publisher: recorder, config: config, photos: photos,
                                  logger: logs.logger("geo"), now: { clock.now })
-    let host = service.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"))
+    let host = service.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("geo-host"))
     return try await withRunningServices([host], logger: logs.logger("group")) {
         let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
         do {

@@ -111,7 +111,7 @@ func withMedia<T: Sendable>(directory: String? = nil, peers: FakeMediaPeers = Fa
     defer { temp.remove() }
     let dir = directory ?? temp.path
     let service = try MediaService(directory: dir, peers: peers, config: config, logger: logs.logger("media"), now: now)
-    let host = service.makeHost(options: HostOptions(name: "media", endpoint: "tcp://127.0.0.1:*"))
+    let host = service.makeHost(options: HostOptions(name: "media", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("media-host"))
     do {
         return try await withRunningServices([host], logger: logs.logger("group")) {
             let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))

@@ -41,6 +41,15 @@ extension AccountsV1.AccountsService {
     }
 }
 
+extension FriensoService where Self: AccountsV1.AccountsService.Handler {
+    /// Every rpc of the contract, each to its handler.
+    public func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(all: self)
+        return router
+    }
+}
+
 extension MethodRouter {
     /// Registers every rpc of `frienso.accounts.v1.AccountsService` with `handler`.
     public mutating func register(all handler: some AccountsV1.AccountsService.Handler) {
@@ -99,6 +108,15 @@ extension AlertsV1.AlertsService {
         func importResources(_ request: AlertsV1.ImportResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ImportResourcesResponse
         /// `alerts.ListResources` (authenticated).
         func listResources(_ request: AlertsV1.ListResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ListResourcesResponse
+    }
+}
+
+extension FriensoService where Self: AlertsV1.AlertsService.Handler {
+    /// Every rpc of the contract, each to its handler.
+    public func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(all: self)
+        return router
     }
 }
 
@@ -161,6 +179,15 @@ extension GeoV1.GeoService {
     }
 }
 
+extension FriensoService where Self: GeoV1.GeoService.Handler {
+    /// Every rpc of the contract, each to its handler.
+    public func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(all: self)
+        return router
+    }
+}
+
 extension MethodRouter {
     /// Registers every rpc of `frienso.geo.v1.GeoService` with `handler`.
     public mutating func register(all handler: some GeoV1.GeoService.Handler) {
@@ -202,6 +229,15 @@ extension MediaV1.MediaService {
         func getUsage(_ request: MediaV1.GetUsageRequest, _ context: RequestContext) async throws -> MediaV1.GetUsageResponse
         /// `media.AttachCheckInPhoto` (internal: geo).
         func attachCheckInPhoto(_ request: MediaV1.AttachCheckInPhotoRequest, _ context: RequestContext) async throws -> MediaV1.AttachCheckInPhotoResponse
+    }
+}
+
+extension FriensoService where Self: MediaV1.MediaService.Handler {
+    /// Every rpc of the contract, each to its handler.
+    public func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(all: self)
+        return router
     }
 }
 
@@ -275,6 +311,15 @@ extension SocialV1.SocialService {
         func circleRequestsFor(_ request: SocialV1.CircleRequestsForRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse
         /// `social.AnswerCircleRequest` (internal: alerts).
         func answerCircleRequest(_ request: SocialV1.AnswerCircleRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToCircleRequestResponse
+    }
+}
+
+extension FriensoService where Self: SocialV1.SocialService.Handler {
+    /// Every rpc of the contract, each to its handler.
+    public func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(all: self)
+        return router
     }
 }
 
