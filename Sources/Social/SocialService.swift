@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 public import FriensoProto
-public import Logging
+import Logging
 public import Storage
 import Identity
 public import Wire

@@ -15,9 +15,10 @@ final class TestClock: Sendable {
     func advance(seconds: Double) { ms.add(Int64(seconds * 1000), ordering: .relaxed) }
 }
 
-/// A running accounts service on an ephemeral port, with a client that can act as the gateway.
+/// An accounts service called in process (`RouterClient`: its router and its durable reply
+/// cache, no socket), with a client that can act as the gateway.
 struct AccountsHarness: Sendable {
-    let client: WireClient
+    let client: RouterClient
     let clock: TestClock
     let directory: String
 
@@ -64,12 +65,7 @@ func withAccounts<T: Sendable>(
     var config = testConfig(clock)
     configure(&config)
     let service = try AccountsService(directory: dir, config: config)
-    let host = service.makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
-    return try await withRunningServices([host], logger: logs.logger("group")) {
-        let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
-        defer { Task { await client.close() } }
-        return try await body(AccountsHarness(client: client, clock: clock, directory: dir))
-    }
+    return try await body(AccountsHarness(client: RouterClient(service, name: "accounts", logger: logs.logger("accounts")), clock: clock, directory: dir))
 }
 
 import Testing

@@ -30,6 +30,12 @@ public struct IncomingRequest: Sendable {
     /// The host's own key for this request (unique per host run).
     var key: UInt64
 
+    /// A request made in process (a test's `RouterClient`): no socket, no peer; `key` names it to
+    /// `RequestDispatcher.dispatch`'s `deliver`.
+    public init(local envelope: Envelope, key: UInt64, deadline: ContinuousClock.Instant) {
+        self.init(envelope: envelope, peer: PeerIdentity(routingID: [], hasDelimiter: false), peerAddress: "", deadline: deadline, key: key)
+    }
+
     init(envelope: Envelope, peer: PeerIdentity, peerAddress: String, peerMember: String = "",
          deadline: ContinuousClock.Instant, key: UInt64) {
         self.envelope = envelope

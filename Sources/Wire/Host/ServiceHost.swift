@@ -10,16 +10,13 @@ import Synchronization
 public final class ServiceHost: Service, Sendable {
     public let options: HostOptions
     public let counters = HostCounters()
-    private let handler: any RequestHandler
-    /// nil: requests are handed over whatever key they carry (the gateway: the services keep the replies).
-    private let replyCache: ReplyCache?
+    private let dispatcher: RequestDispatcher
     private let logger: Logger
     private let context: ZMQContext
     public let reactor: Reactor
     private let commands: CommandQueue<HostCommand>
     private let bound = OneShot<Result<String, ZMQError>>()
     private let loopFinished = OneShot<Void>()
-    private let started = ContinuousClock.now
 
     /// - Parameters:
     ///   - replyCache: where replies to idempotent requests are kept; pass one with a durable store
@@ -33,8 +30,7 @@ public final class ServiceHost: Service, Sendable {
         self.options = options
         self.reactor = reactor
         commands = CommandQueue(reactor: reactor)
-        self.handler = handler
-        self.replyCache = replyCache
+        dispatcher = RequestDispatcher(name: options.name, version: options.version, handler: handler, replyCache: replyCache)
         self.context = context
         var logger = RequestScope.attach(to: logger)
         logger[metadataKey: "service"] = "\(options.name)"
@@ -117,58 +113,10 @@ public final class ServiceHost: Service, Sendable {
     }
 
     private func serveInScope(_ request: IncomingRequest) async {
-        let envelope = request.envelope
-        logger.trace("request")
-        if envelope.method == "\(options.name).Ping" {
-            return reply(request.key, ping(envelope))
-        }
-        guard !envelope.idempotencyKey.isEmpty, let replyCache else {
-            return reply(request.key, await handler.handle(request, logger: logger))
-        }
-        let (key, digest) = ReplyCache.key(for: envelope)
-        switch await replyCache.begin(key, digest: digest, waiter: request.key) {
-        case .mismatch:
-            logger.notice("refused an idempotency key reused for a different request")
-            reply(request.key, envelope.reply(error: .invalidArgument(
-                "idempotency key \"\(envelope.idempotencyKey)\" was already used for a different \(envelope.method) request: use a new key for a new request")))
-        case .replay(let stored):
-            logger.debug("replayed an idempotent reply")
-            reply(request.key, stored)
-        case .wait:
-            logger.debug("waiting for the same idempotent request in flight")
-        case .execute(let previous):
-            let result: Envelope
-            if let previous {
-                result = previous
-            } else {
-                result = await handle(request, scope: IdempotencyScope(key: key, digest: digest, dryRun: false))
-            }
-            for waiter in await replyCache.finish(key, digest: digest, result) { reply(waiter, result) }
-            reply(request.key, result)
-        case .recover:
-            logger.notice("answering a request applied before a crash that lost its reply (a dry run: nothing is written again)")
-            let result = await handle(request, scope: IdempotencyScope(key: key, digest: digest, dryRun: true))
-            for waiter in await replyCache.finish(key, digest: digest, result) { reply(waiter, result) }
-            reply(request.key, result)
-        }
-    }
-
-    /// Runs the handler with the request's idempotency scope bound, when replies are durable (the
-    /// service's database then writes the claim with the mutation).
-    private func handle(_ request: IncomingRequest, scope: IdempotencyScope) async -> Envelope {
-        guard replyCache?.isDurable == true else { return await handler.handle(request, logger: logger) }
-        return await IdempotencyScope.$current.withValue(scope) { await handler.handle(request, logger: logger) }
+        await dispatcher.dispatch(request, logger: logger) { key, envelope in self.reply(key, envelope) }
     }
 
     private func reply(_ key: UInt64, _ envelope: Envelope) {
         commands.post(.reply(key: key, envelope: envelope))
-    }
-
-    private func ping(_ request: Envelope) -> Envelope {
-        let echo = (try? CommonV1.PingRequest(serializedBytes: request.payload))?.echo ?? []
-        let response = CommonV1.PingResponse(
-            service: options.name, echo: echo, version: options.version,
-            uptimeMs: UInt64(max(0, started.duration(to: .now).wholeMilliseconds)))
-        return request.reply(payload: response.serializedBytes())
     }
 }

@@ -1,0 +1,79 @@
+public import FriensoProto
+public import Logging
+
+/// What a host does with a request between the socket and the handler: answers `<name>.Ping`,
+/// and for a request with an idempotency key runs the reply cache (replay a kept reply, let a
+/// duplicate wait for the one in flight, refuse a key reused for another request, recover a
+/// request applied before a crash) with the request's `IdempotencyScope` bound for the storage
+/// layer. `ServiceHost` uses it behind its socket; a test calls it in process through the same
+/// code (`FriensoTesting.RouterClient`), so both paths share one behaviour.
+public struct RequestDispatcher: Sendable {
+    public let name: String
+    public let version: String
+    private let handler: any RequestHandler
+    /// nil: requests are handed over whatever key they carry (the gateway: the services keep the replies).
+    private let replyCache: ReplyCache?
+    private let started = ContinuousClock.now
+
+    public init(name: String, version: String = "0.1.0", handler: some RequestHandler, replyCache: ReplyCache?) {
+        self.name = name
+        self.version = version
+        self.handler = handler
+        self.replyCache = replyCache
+    }
+
+    /// Answers `request`. `deliver` is called with the key of each request the reply is for: this
+    /// one (`request.key`), and any duplicates that waited for it; a duplicate that waits is
+    /// answered later, when the request it waits for finishes.
+    public func dispatch(_ request: IncomingRequest, logger: Logger, deliver: @Sendable (UInt64, Envelope) -> Void) async {
+        let envelope = request.envelope
+        logger.trace("request")
+        if envelope.method == "\(name).Ping" {
+            return deliver(request.key, ping(envelope))
+        }
+        guard !envelope.idempotencyKey.isEmpty, let replyCache else {
+            return deliver(request.key, await handler.handle(request, logger: logger))
+        }
+        let (key, digest) = ReplyCache.key(for: envelope)
+        switch await replyCache.begin(key, digest: digest, waiter: request.key) {
+        case .mismatch:
+            logger.notice("refused an idempotency key reused for a different request")
+            deliver(request.key, envelope.reply(error: .invalidArgument(
+                "idempotency key \"\(envelope.idempotencyKey)\" was already used for a different \(envelope.method) request: use a new key for a new request")))
+        case .replay(let stored):
+            logger.debug("replayed an idempotent reply")
+            deliver(request.key, stored)
+        case .wait:
+            logger.debug("waiting for the same idempotent request in flight")
+        case .execute(let previous):
+            let result: Envelope
+            if let previous {
+                result = previous
+            } else {
+                result = await handle(request, scope: IdempotencyScope(key: key, digest: digest, dryRun: false), cache: replyCache, logger: logger)
+            }
+            for waiter in await replyCache.finish(key, digest: digest, result) { deliver(waiter, result) }
+            deliver(request.key, result)
+        case .recover:
+            logger.notice("answering a request applied before a crash that lost its reply (a dry run: nothing is written again)")
+            let result = await handle(request, scope: IdempotencyScope(key: key, digest: digest, dryRun: true), cache: replyCache, logger: logger)
+            for waiter in await replyCache.finish(key, digest: digest, result) { deliver(waiter, result) }
+            deliver(request.key, result)
+        }
+    }
+
+    /// Runs the handler with the request's idempotency scope bound, when replies are durable (the
+    /// service's database then writes the claim with the mutation).
+    private func handle(_ request: IncomingRequest, scope: IdempotencyScope, cache: ReplyCache, logger: Logger) async -> Envelope {
+        guard cache.isDurable else { return await handler.handle(request, logger: logger) }
+        return await IdempotencyScope.$current.withValue(scope) { await handler.handle(request, logger: logger) }
+    }
+
+    private func ping(_ request: Envelope) -> Envelope {
+        let echo = (try? CommonV1.PingRequest(serializedBytes: request.payload))?.echo ?? []
+        let response = CommonV1.PingResponse(
+            service: name, echo: echo, version: version,
+            uptimeMs: UInt64(max(0, started.duration(to: .now).wholeMilliseconds)))
+        return request.reply(payload: response.serializedBytes())
+    }
+}
