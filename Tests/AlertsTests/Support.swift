@@ -93,7 +93,7 @@ final class FlakyProvider: SMSProvider, PushProvider {
 
 struct AlertsHarness: Sendable {
     let service: AlertsService
-    let client: WireClient
+    let client: RouterClient
     let peers: FakePeers
     let recorder: Recorder
     let directory: String
@@ -142,7 +142,7 @@ func testConfig() -> AlertsConfig {
     return config
 }
 
-/// Runs an alerts host and its worker on `directory` (a new one unless given).
+/// Runs alerts in process and its worker on `directory` (a new one unless given).
 func withAlerts<T: Sendable>(directory: String? = nil, peers: FakePeers = FakePeers(), config: AlertsConfig = testConfig(),
                              sms: (any SMSProvider)? = nil, push: (any PushProvider)? = nil, worker: Bool = true,
                              _ body: @Sendable (AlertsHarness) async throws -> T) async throws -> T {
@@ -152,20 +152,14 @@ func withAlerts<T: Sendable>(directory: String? = nil, peers: FakePeers = FakePe
     let dir = directory ?? temp.path
     let recorder = Recorder()
     let service = try AlertsService(directory: dir, peers: peers, events: recorder, config: config, sms: sms, push: push, logger: logs.logger("alerts"))
-    let host = service.makeHost(options: HostOptions(name: "alerts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("alerts-host"))
-    let services: [any Service] = worker ? [host, AlertsWorker(service: service, socialEvents: nil, logger: logs.logger("worker"))] : [host]
+    // In process: the router and the durable reply cache, as the host runs them (no socket);
+    // the worker (deliveries, expiry) runs as in the service.
+    let client = RouterClient(service, name: "alerts", logger: logs.logger("alerts-host"))
+    let services: [any Service] = worker ? [AlertsWorker(service: service, socialEvents: nil, logger: logs.logger("worker"))] : []
     do {
-        return try await withRunningServices(services, logger: logs.logger("group")) {
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
-            do {
-                let result = try await body(AlertsHarness(service: service, client: client, peers: peers, recorder: recorder, directory: dir, logs: logs))
-                await client.close()
-                return result
-            } catch {
-                await client.close()
-                throw error
-            }
-        }
+        let harness = AlertsHarness(service: service, client: client, peers: peers, recorder: recorder, directory: dir, logs: logs)
+        guard !services.isEmpty else { return try await body(harness) }
+        return try await withRunningServices(services, logger: logs.logger("group")) { try await body(harness) }
     } catch {
         print("alerts test failed; logs:\n\(logs.dump().suffix(6000))")
         throw error

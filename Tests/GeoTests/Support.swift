@@ -39,7 +39,7 @@ final class FakePhotos: CheckInPhotos {
 struct GeoHarness: Sendable {
     let service: GeoService
     let photos: FakePhotos
-    let client: WireClient
+    let client: RouterClient
     let graph: StaticGraph
     let recorder: Recorder
     let clock: TestClock
@@ -60,7 +60,7 @@ struct GeoHarness: Sendable {
     func findable(_ users: UInt64...) { for u in users { graph.apply(SocialV1.GraphEvent(change: .findableOn, userA: u)) } }
 }
 
-/// Runs a geo host on `directory` (a new one unless given) with a graph the test controls.
+/// Runs geo in process on `directory` (a new one unless given) with a graph the test controls.
 func withGeo<T: Sendable>(directory: String? = nil, graph: StaticGraph = StaticGraph(), clock: TestClock = TestClock(),
                           operatorKey: String = "", _ body: @Sendable (GeoHarness) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
@@ -73,16 +73,7 @@ func withGeo<T: Sendable>(directory: String? = nil, graph: StaticGraph = StaticG
     let photos = FakePhotos()
     let service = try GeoService(directory: dir, graph: graph, publisher: recorder, config: config, photos: photos,
                                  logger: logs.logger("geo"), now: { clock.now })
-    let host = service.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("geo-host"))
-    return try await withRunningServices([host], logger: logs.logger("group")) {
-        let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
-        do {
-            let result = try await body(GeoHarness(service: service, photos: photos, client: client, graph: graph, recorder: recorder, clock: clock, logs: logs))
-            await client.close()
-            return result
-        } catch {
-            await client.close()
-            throw error
-        }
-    }
+    // In process: the router and the durable reply cache, as the host runs them (no socket).
+    let client = RouterClient(service, name: "geo", logger: logs.logger("geo-host"))
+    return try await body(GeoHarness(service: service, photos: photos, client: client, graph: graph, recorder: recorder, clock: clock, logs: logs))
 }

@@ -43,7 +43,7 @@ final class FakeMediaPeers: MediaPeers {
 
 struct MediaHarness: Sendable {
     let service: MediaService
-    let client: WireClient
+    let client: RouterClient
     let peers: FakeMediaPeers
     let directory: String
     let logs: CapturedLogs
@@ -102,7 +102,7 @@ func testMediaConfig() -> MediaConfig {
     return config
 }
 
-/// Runs a media host on `directory` (a new one unless given).
+/// Runs media in process on `directory` (a new one unless given).
 func withMedia<T: Sendable>(directory: String? = nil, peers: FakeMediaPeers = FakeMediaPeers(), config: MediaConfig = testMediaConfig(),
                             now: (@Sendable () -> Int64)? = nil,
                             _ body: @Sendable (MediaHarness) async throws -> T) async throws -> T {
@@ -111,13 +111,10 @@ func withMedia<T: Sendable>(directory: String? = nil, peers: FakeMediaPeers = Fa
     defer { temp.remove() }
     let dir = directory ?? temp.path
     let service = try MediaService(directory: dir, peers: peers, config: config, logger: logs.logger("media"), now: now)
-    let host = service.makeHost(options: HostOptions(name: "media", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("media-host"))
+    // In process: the router and the durable reply cache, as the host runs them (no socket).
+    let client = RouterClient(service, name: "media", logger: logs.logger("media-host"))
     do {
-        return try await withRunningServices([host], logger: logs.logger("group")) {
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
-            defer { Task { await client.close() } }
-            return try await body(MediaHarness(service: service, client: client, peers: peers, directory: dir, logs: logs))
-        }
+        return try await body(MediaHarness(service: service, client: client, peers: peers, directory: dir, logs: logs))
     } catch {
         print("media test failed; logs:\n\(logs.dump().suffix(6000))")
         throw error
