@@ -79,6 +79,7 @@ public final class AlertsWorker: Service, Sendable {
             } catch {
                 logger.error("alerts maintenance failed", metadata: ["error": "\(error)"])
             }
+            service.maintenancePasses.add(1, ordering: .relaxed)
             await service.maintenanceBell.wait(timeout: .milliseconds(max(1, wait)))
         }
     }

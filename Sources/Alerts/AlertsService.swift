@@ -4,7 +4,7 @@ import GRDB
 public import Logging
 public import Storage
 import Identity
-import Synchronization
+public import Synchronization
 public import Wire
 
 public struct AlertsConfig: Sendable {
@@ -53,6 +53,9 @@ public final class AlertsService: Sendable {
     let noticeBell = Doorbell()
     /// Told about every delivery a pass finished (benchmarks, tests).
     let deliveryObserver: Mutex<(@Sendable ([AlertsV1.Delivery]) -> Void)?> = Mutex(nil)
+    /// Maintenance passes finished (expiry and grant republishing): a sign the worker runs, and
+    /// how a test knows its start-up pass is behind it.
+    public let maintenancePasses = Atomic<Int>(0)
 
     /// Opens `<directory>/alerts.sqlite`.
     /// - Parameters:
@@ -136,56 +139,6 @@ public final class AlertsService: Sendable {
         let observer = deliveryObserver.withLock { $0 }
         return try await DeliveryPass(store: store, peers: peers, sms: sms, push: push, policy: config.retry, logger: logger,
                                       now: now, observer: observer).run()
-    }
-}
-
-/// Wakes one waiting loop: a `ring` before `wait` is remembered, so no wake-up is lost.
-final class Doorbell: Sendable {
-    private struct State {
-        var rung = false
-        var nextID: UInt64 = 0
-        var waiter: (id: UInt64, continuation: CheckedContinuation<Void, Never>)?
-    }
-    private let state = Mutex(State())
-
-    func ring() {
-        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            guard let w = s.waiter else { s.rung = true; return nil }
-            s.waiter = nil
-            return w.continuation
-        }
-        waiter?.resume()
-    }
-
-    /// Resumes the wait `id` if it is still waiting (timeout, cancellation).
-    private func release(_ id: UInt64) {
-        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            guard let w = s.waiter, w.id == id else { return nil }
-            s.waiter = nil
-            return w.continuation
-        }
-        waiter?.resume()
-    }
-
-    /// Returns when rung, after `timeout`, or soon after the task is cancelled (at most `timeout`).
-    func wait(timeout: Duration) async {
-        let id = state.withLock { s -> UInt64 in s.nextID += 1; return s.nextID }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let immediate = state.withLock { s -> Bool in
-                    if s.rung { s.rung = false; return true }
-                    s.waiter = (id, continuation)
-                    return false
-                }
-                if immediate { continuation.resume(); return }
-                Task { [weak self] in
-                    try? await Task.sleep(for: timeout)
-                    self?.release(id)
-                }
-            }
-        } onCancel: {
-            release(id)
-        }
     }
 }
 

@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+public import Synchronization
 
 /// Group commit: callers submit items and wait; one serial queue writes everything waiting as a
 /// single batch (one transaction, one fsync), then answers all of them. Under load, batches
@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// The commit runs on its own dispatch queue, never on Swift's cooperative pool (it blocks on
 /// SQLite and fsync).
-final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
+public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     private struct Waiter: @unchecked Sendable {
         var item: Item
         var continuation: CheckedContinuation<Result, any Error>
@@ -20,20 +20,21 @@ final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
 
     private let state = Mutex(State())
     /// Batches committed, items in them, time spent committing (nanoseconds): for the benchmark.
-    let batches = Atomic<Int>(0), items = Atomic<Int>(0), commitNanos = Atomic<Int>(0)
+    /// Batches committed, items in them, and nanoseconds spent committing (for the benchmark).
+    public let batches = Atomic<Int>(0), items = Atomic<Int>(0), commitNanos = Atomic<Int>(0)
     private let queue: DispatchQueue
     private let maxBatch: Int
     private let commit: @Sendable ([Item]) throws -> [Result]
 
     /// - Parameter commit: writes a batch and returns one result per item, in order; a throw
     ///   fails every item of the batch (none of them is acknowledged).
-    init(label: String, maxBatch: Int = 4_096, commit: @escaping @Sendable ([Item]) throws -> [Result]) {
+    public init(label: String, maxBatch: Int = 4_096, commit: @escaping @Sendable ([Item]) throws -> [Result]) {
         queue = DispatchQueue(label: label)
         self.maxBatch = maxBatch
         self.commit = commit
     }
 
-    func submit(_ item: Item) async throws -> Result {
+    public func submit(_ item: Item) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             let start = state.withLock { s -> Bool in
                 s.waiting.append(Waiter(item: item, continuation: continuation))
