@@ -12,11 +12,6 @@ struct LaunchCommand: AsyncParsableCommand {
         defaultSubcommand: Run.self)
 }
 
-/// Where the keyring lives: --keyring, FRIENSO_KEYRING, the config file's `keyring`, else `<run-dir>/keys`.
-func keyringFolder(_ resolved: ResolvedOptions, runDir: String) -> String {
-    resolved.keyring ?? "\(runDir)/keys"
-}
-
 struct Run: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the deployment (the default): makes the keyring on first start, then starts every service.")
@@ -34,7 +29,7 @@ struct Run: AsyncParsableCommand {
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
         let bin = binDir ?? Executables.folder
         let plan = try LaunchPlan(resolved: resolved, options: options, binDirectory: bin,
-                                  keyringFolder: keyringFolder(resolved, runDir: runDir))
+                                  keyringFolder: KeyringCommands.folder(resolved, runDirectory: runDir))
         if let folder = plan.keyringFolder {
             logger.info("internal plane: CurveZMQ", metadata: ["keyring": "\(folder)"])
         } else {
@@ -58,7 +53,7 @@ struct Keys: ParsableCommand {
         var runDir = "run"
 
         func folder() throws -> String {
-            keyringFolder(try options.resolve(service: "launch"), runDir: runDir)
+            KeyringCommands.folder(try options.resolve(service: "launch"), runDirectory: runDir)
         }
     }
 
@@ -68,21 +63,14 @@ struct Keys: ParsableCommand {
         @OptionGroup var location: Location
 
         func run() throws {
-            let folder = try location.folder()
-            for (member, key) in try KeyringFiles.publicKeys(at: folder).sorted(by: { $0.key < $1.key }) {
-                print("\(member.padding(toLength: 10, withPad: " ", startingAt: 0)) \(key)")
-            }
+            print(try KeyringCommands.list(folder: try location.folder()))
         }
     }
 
     struct Rotate: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Replace key pairs with new ones (every member, or those named), then restart the deployment.",
-            discussion: """
-                Old and new keys do not admit each other: a running deployment keeps the keys it loaded until its \
-                services restart, so stop frienso-launch, rotate, and start it again. On several hosts, copy the new \
-                public files to every host and each new secret only to the host that runs its member.
-                """)
+            discussion: "Old and new keys do not admit each other: stop frienso-launch, rotate, start it again (docs/security.md).")
 
         @OptionGroup var location: Location
 
@@ -90,14 +78,7 @@ struct Keys: ParsableCommand {
         var members: [String] = []
 
         func run() throws {
-            let folder = try location.folder()
-            let unknown = members.filter { !KeyringFiles.members.contains($0) }
-            guard unknown.isEmpty else {
-                throw ValidationError("not a member: \(unknown.joined(separator: ", ")) (members: \(KeyringFiles.members.joined(separator: ", ")))")
-            }
-            let chosen = members.isEmpty ? KeyringFiles.members : members
-            try KeyringFiles.rotate(at: folder, members: chosen)
-            print("rotated \(chosen.joined(separator: ", ")) in \(folder); restart the deployment to use the new keys")
+            print(try KeyringCommands.rotate(folder: try location.folder(), members: members))
         }
     }
 }
