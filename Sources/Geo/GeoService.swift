@@ -90,17 +90,9 @@ public final class GeoService: Sendable {
         replyStore = SQLiteReplyStore(database: store.database)
         let events = LocationEvents(graph: graph, publisher: publisher, state: state, now: clock)
         writer = GroupCommit(label: "geo-location-writer") { batch in
-            // Decide in order which updates become the latest (a later device time wins; an older
-            // one goes to history only), commit, then show the batch to readers and viewers.
-            var newest: [UInt64: Int64] = [:]
-            let replaces = state.mutex.withLock { s in
-                batch.map { u -> Bool in
-                    let current = newest[u.user] ?? s.latest[u.user]?.deviceMs ?? .min
-                    guard u.deviceMs >= current else { return false }
-                    newest[u.user] = u.deviceMs
-                    return true
-                }
-            }
+            // Decide which updates become the latest (`GeoState.accept`), commit, then show the
+            // batch to readers and viewers.
+            let replaces = state.mutex.withLock { $0.accept(batch) }
             try store.write(batch, replaces: replaces)
             events.applied(batch, replaces: replaces)
             return replaces

@@ -14,6 +14,24 @@ struct GeoState: Sendable {
     var places: [PlaceRecord] = []
     var checkIns: [UInt64: CheckInRecord] = [:]
 
+    /// Which updates of a batch become their user's latest fix, decided in order: an update wins
+    /// when its device time is at least the latest one known (stored, or earlier in the batch);
+    /// an older one goes to history only (a phone that sends late, or out of order).
+    func accept(_ batch: [LocationUpdate]) -> [Bool] {
+        Self.accept(batch) { latest[$0]?.deviceMs }
+    }
+
+    /// The rule itself, over any record of each user's latest device time (pure: tests give a table).
+    static func accept(_ batch: [LocationUpdate], latestDeviceMs: (UInt64) -> Int64?) -> [Bool] {
+        var newest: [UInt64: Int64] = [:]
+        return batch.map { update in
+            let current = newest[update.user] ?? latestDeviceMs(update.user) ?? .min
+            guard update.deviceMs >= current else { return false }
+            newest[update.user] = update.deviceMs
+            return true
+        }
+    }
+
     /// The nearest place of `kind` to a point, with its distance. Unspecified: buildings and
     /// venues (a campus outline contains everything on campus; `on_campus` says that). Between
     /// places that both contain the point, the smaller wins.

@@ -110,3 +110,18 @@ struct VisibilityTests {
         #expect(Visibility.decide(viewer: 7, subject: 7, facts, nowMs: 0) == (true, .yourself))
     }
 }
+
+@Suite("geo: which fix becomes the latest (pure)")
+struct LatestRuleTests {
+    func update(_ user: UInt64, _ deviceMs: Int64) -> LocationUpdate {
+        LocationUpdate(user: user, lat: 0, lon: 0, accuracy: 10, deviceMs: deviceMs, receivedMs: 0, status: nil)
+    }
+
+    @Test func aLaterOrEqualDeviceTimeWins_inBatchOrder_andAnOlderOneGoesToHistoryOnly() {
+        let stored: [UInt64: Int64] = [1: 100]
+        let batch = [update(1, 90), update(1, 110), update(1, 105), update(2, 5), update(1, 110), update(2, 4)]
+        #expect(GeoState.accept(batch) { stored[$0] } == [false, true, false, true, true, false])
+        #expect(GeoState.accept([]) { stored[$0] } == [])
+        #expect(GeoState.accept([update(3, .min)]) { _ in nil } == [true], "a user with no fix takes any")
+    }
+}
