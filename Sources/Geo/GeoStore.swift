@@ -17,7 +17,7 @@ struct LocationUpdate: Sendable {
 }
 
 /// The latest fix of a user, as kept in memory and in `latest`.
-struct LatestFix: Sendable {
+struct LatestFix: Sendable, Equatable {
     var lat: Double
     var lon: Double
     var accuracy: Double

@@ -1,6 +1,8 @@
 import Foundation
 @testable import Geo
+import FriensoProto
 import FriensoTesting
+import SocialReplica
 import Testing
 
 /// The reference: every stored point, exact distance, sorted by (distance, id).
@@ -123,5 +125,59 @@ struct LatestRuleTests {
         #expect(GeoState.accept(batch) { stored[$0] } == [false, true, false, true, true, false])
         #expect(GeoState.accept([]) { stored[$0] } == [])
         #expect(GeoState.accept([update(3, .min)]) { _ in nil } == [true], "a user with no fix takes any")
+    }
+}
+
+@Suite("geo: what a committed batch causes (pure)")
+struct AppliedBatchTests {
+    /// Ann (1) and Ben (2) are friends; Cat (3) is Ann's friend too; Dan (4) is nobody's.
+    func graph() -> GraphState {
+        var g = GraphState()
+        for (a, b) in [(1, 2), (1, 3)] as [(UInt64, UInt64)] { g.apply(SocialV1.GraphEvent(change: .friendshipAdded, userA: a, userB: b)) }
+        return g
+    }
+
+    func move(_ user: UInt64, _ lat: Double, at deviceMs: Int64) -> LocationUpdate {
+        LocationUpdate(user: user, lat: lat, lon: -118.11, accuracy: 10, deviceMs: deviceMs, receivedMs: deviceMs, status: nil)
+    }
+
+    func apply(_ s: inout GeoState, _ updates: [LocationUpdate], _ g: GraphState) -> [GeoState.Outgoing] {
+        s.applied(updates, replaces: s.accept(updates), graph: g, now: 1_000)
+    }
+
+    func nearby(_ out: [GeoState.Outgoing]) -> [(UInt64, UInt64)] {
+        out.compactMap { if case .nearby(let viewer, let friend, _, _) = $0 { (viewer, friend) } else { nil } }
+    }
+
+    @Test func friendsNearEachOther_areToldOnceEach_andAgainOnlyAfterMovingApart() {
+        var s = GeoState(index: SpatialIndex())
+        s.sharing[1] = Sharing(proximityAlerts: true, proximityMetres: 200)
+        s.sharing[2] = Sharing(proximityAlerts: true, proximityMetres: 500)
+        let g = graph()
+        _ = apply(&s, [move(2, 33.7800, at: 1)], g)
+        // Ann arrives 111 m from Ben: within the smaller distance (200 m), both are told.
+        let first = apply(&s, [move(1, 33.7810, at: 2)], g)
+        #expect(nearby(first).map { [$0.0, $0.1] } == [[1, 2], [2, 1]])
+        #expect(first.contains { if case .location(let viewers, 1, _) = $0 { viewers == [2, 3] } else { false } }, "friends see her move")
+        // Still near (and hovering under 1.5 × 200 m): not told again.
+        #expect(nearby(apply(&s, [move(1, 33.7812, at: 3)], g)).isEmpty)
+        #expect(nearby(apply(&s, [move(1, 33.7825, at: 4)], g)).isEmpty, "278 m: outside, but not beyond 300 m: still armed off")
+        // Beyond 1.5 × the distance, then back: told again.
+        #expect(nearby(apply(&s, [move(1, 33.7830, at: 5)], g)).isEmpty)
+        #expect(nearby(apply(&s, [move(1, 33.7805, at: 6)], g)).count == 2)
+        // An older fix changes nothing and causes nothing.
+        #expect(apply(&s, [move(1, 10, at: 1)], g).isEmpty)
+        #expect(s.latest[1]?.deviceMs == 6)
+    }
+
+    @Test func aGhost_causesNoEvent_andStrangersSeeNothing() {
+        var s = GeoState(index: SpatialIndex())
+        s.sharing[1] = Sharing(ghost: true, proximityAlerts: true)
+        s.sharing[2] = Sharing(proximityAlerts: true)
+        let g = graph()
+        _ = apply(&s, [move(2, 33.7800, at: 1)], g)
+        #expect(apply(&s, [move(1, 33.7801, at: 2)], g).isEmpty, "a ghost is seen by nobody, told of nobody")
+        #expect(apply(&s, [move(4, 33.7801, at: 2)], g).isEmpty, "nobody may see Dan")
+        #expect(s.latest[1] != nil && s.latest[4] != nil, "memory has the fixes all the same")
     }
 }
