@@ -105,6 +105,68 @@ public struct RetryPolicy: Sendable {
     }
 }
 
+/// The delivery rules as values (no store, no provider, no clock): which due rows can be sent,
+/// and what every row becomes after a pass. `DeliveryPass` is the shell that reads, sends and writes.
+struct DeliveryPlan {
+    let policy: RetryPolicy
+
+    /// Gives each user's SMS its phone number. `phones` nil: the lookup failed, so those SMS are
+    /// postponed (no attempt spent); a user with no number is skipped, with the reason.
+    static func addressed(_ due: [AlertsV1.Delivery], phones: [UInt64: String]?)
+        -> (due: [AlertsV1.Delivery], postponed: [UInt64], skipped: [(UInt64, String)]) {
+        var due = due, postponed: [UInt64] = [], skipped: [(UInt64, String)] = []
+        for i in due.indices where due[i].channel == .sms && due[i].address.isEmpty {
+            guard let phones else {
+                postponed.append(due[i].deliveryId)
+                continue
+            }
+            if let phone = phones[due[i].recipientUserId], !phone.isEmpty {
+                due[i].address = phone
+            } else {
+                skipped.append((due[i].deliveryId, "no phone number for user \(due[i].recipientUserId)"))
+            }
+        }
+        return (due, postponed, skipped)
+    }
+
+    /// The rows a pass changed, as they are after it: postponed ones due again after
+    /// `lookupDelay`; skipped ones SKIPPED; sent ones DELIVERED, or after a failure PENDING with
+    /// backoff, or FAILED when the provider says it is final or the attempts are spent.
+    /// - Parameter outcomes: per message sent: its row, the address used, the result, the provider.
+    func afterPass(_ due: [AlertsV1.Delivery], postponed: [UInt64], skipped: [(UInt64, String)],
+                   outcomes: [(UInt64, String, DeliveryResult, String)], at finished: Int64) -> [AlertsV1.Delivery] {
+        var rows = Dictionary(uniqueKeysWithValues: due.map { ($0.deliveryId, $0) })
+        for id in postponed {
+            rows[id]?.nextAttemptAtMs = finished + policy.lookupDelay.wholeMilliseconds
+            rows[id]?.updatedAtMs = finished
+        }
+        for (id, reason) in skipped {
+            rows[id]?.status = .skipped
+            rows[id]?.lastError = reason
+            rows[id]?.updatedAtMs = finished
+        }
+        for (id, address, result, provider) in outcomes {
+            guard var d = rows[id] else { continue }
+            d.attempts += 1
+            d.provider = provider
+            d.address = address
+            d.updatedAtMs = finished
+            switch result {
+            case .delivered:
+                d.status = .delivered
+                d.lastError = ""
+            case .failed(let reason, let retryable):
+                d.status = !retryable || d.attempts >= policy.maxAttempts ? .failed : .pending
+                d.lastError = reason
+                d.nextAttemptAtMs = finished + policy.delay(afterAttempt: Int(d.attempts))
+            }
+            rows[id] = d
+        }
+        let changed = Set(postponed).union(skipped.map(\.0)).union(outcomes.map(\.0))
+        return due.compactMap { changed.contains($0.deliveryId) ? rows[$0.deliveryId] : nil }
+    }
+}
+
 /// Sends what the outbox holds. One pass delivers every row due now; the worker loop runs passes.
 struct DeliveryPass: Sendable {
     let store: AlertsStore
@@ -126,21 +188,19 @@ struct DeliveryPass: Sendable {
         guard !due.isEmpty else { return try await nextDue() }
 
         // Phone numbers of users, looked up now (so a changed number is used).
-        var postponed: [UInt64] = [], skipped: [(UInt64, String)] = []
         let lookups = Set(due.filter { $0.channel == .sms && $0.address.isEmpty }.map(\.recipientUserId))
+        var phones: [UInt64: String]? = [:]
         if !lookups.isEmpty {
             do {
-                let phones = try await peers.phones(lookups)
-                for i in due.indices where due[i].channel == .sms && due[i].address.isEmpty {
-                    if let phone = phones[due[i].recipientUserId], !phone.isEmpty { due[i].address = phone } else {
-                        skipped.append((due[i].deliveryId, "no phone number for user \(due[i].recipientUserId)"))
-                    }
-                }
+                phones = try await peers.phones(lookups)
             } catch {
                 logger.warning("phone numbers unavailable; SMS postponed", metadata: ["error": "\(error)"])
-                postponed = due.filter { $0.channel == .sms && $0.address.isEmpty }.map(\.deliveryId)
+                phones = nil
             }
         }
+        let addressed = DeliveryPlan.addressed(due, phones: phones)
+        due = addressed.due
+        let postponed = addressed.postponed, skipped = addressed.skipped
         let excluded = Set(postponed).union(skipped.map(\.0))
         let ready = due.filter { !excluded.contains($0.deliveryId) }
         func messages(_ channel: AlertsV1.Channel) -> [OutgoingMessage] {
@@ -161,36 +221,8 @@ struct DeliveryPass: Sendable {
             + zip(pushBatch, padded(p, pushBatch.count)).map { ($0, $1, push.name) }
 
         // The rows as they will be after this pass, from what was read (no second read).
-        let finished = now()
-        var rows = Dictionary(uniqueKeysWithValues: due.map { ($0.deliveryId, $0) })
-        for id in postponed {
-            rows[id]?.nextAttemptAtMs = finished + policy.lookupDelay.wholeMilliseconds
-            rows[id]?.updatedAtMs = finished
-        }
-        for (id, reason) in skipped {
-            rows[id]?.status = .skipped
-            rows[id]?.lastError = reason
-            rows[id]?.updatedAtMs = finished
-        }
-        for (m, result, provider) in outcomes {
-            guard var d = rows[m.deliveryID] else { continue }
-            d.attempts += 1
-            d.provider = provider
-            d.address = m.address
-            d.updatedAtMs = finished
-            switch result {
-            case .delivered:
-                d.status = .delivered
-                d.lastError = ""
-            case .failed(let reason, let retryable):
-                d.status = !retryable || d.attempts >= policy.maxAttempts ? .failed : .pending
-                d.lastError = reason
-                d.nextAttemptAtMs = finished + policy.delay(afterAttempt: Int(d.attempts))
-            }
-            rows[m.deliveryID] = d
-        }
-        let changed = Set(postponed).union(skipped.map(\.0)).union(outcomes.map(\.0.deliveryID))
-        let updated = due.compactMap { changed.contains($0.deliveryId) ? rows[$0.deliveryId] : nil }
+        let updated = DeliveryPlan(policy: policy).afterPass(
+            due, postponed: postponed, skipped: skipped, outcomes: outcomes.map { ($0.0.deliveryID, $0.0.address, $0.1, $0.2) }, at: now())
         try await store.database.write { db in
             for d in updated {
                 try db.execute(sql: """

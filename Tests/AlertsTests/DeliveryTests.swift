@@ -125,3 +125,61 @@ extension AlertsTestGroup {
         }
     }
 }
+
+@Suite("alerts: the delivery plan (pure)")
+struct DeliveryPlanTests {
+    func row(_ id: UInt64, _ channel: AlertsV1.Channel, user: UInt64 = 7, address: String = "", attempts: UInt32 = 0) -> AlertsV1.Delivery {
+        var d = AlertsV1.Delivery()
+        d.deliveryId = id
+        d.channel = channel
+        d.recipientUserId = user
+        d.address = address
+        d.attempts = attempts
+        d.status = .pending
+        return d
+    }
+
+    @Test func phones_areFilledIn_missingOnesSkipped_andAFailedLookupPostponesWithoutSpendingAnAttempt() {
+        let due = [row(1, .sms, user: 7), row(2, .sms, user: 8), row(3, .push, user: 7, address: "token"), row(4, .sms, address: "+15625550100")]
+        let found = DeliveryPlan.addressed(due, phones: [7: "+15625550107"])
+        #expect(found.due.map(\.address) == ["+15625550107", "", "token", "+15625550100"])
+        #expect(found.postponed.isEmpty && found.skipped.map(\.0) == [2])
+        let down = DeliveryPlan.addressed(due, phones: nil)
+        #expect(down.postponed == [1, 2] && down.skipped.isEmpty)
+
+        var policy = RetryPolicy()
+        policy.lookupDelay = .seconds(2)
+        let after = DeliveryPlan(policy: policy).afterPass(due, postponed: [1, 2], skipped: [], outcomes: [], at: 10_000)
+        #expect(after.map(\.deliveryId) == [1, 2])
+        #expect(after.allSatisfy { $0.status == .pending && $0.attempts == 0 && $0.nextAttemptAtMs == 12_000 })
+    }
+
+    @Test func results_deliver_retryWithBackoff_orFailForGood() {
+        var policy = RetryPolicy()
+        policy.maxAttempts = 3
+        policy.firstDelay = .seconds(1)
+        policy.maxDelay = .seconds(3)
+        let plan = DeliveryPlan(policy: policy)
+        let due = [row(1, .sms, address: "+1"), row(2, .push, address: "t"), row(3, .sms, address: "+3", attempts: 2),
+                   row(4, .push, address: "t4"), row(5, .sms), row(6, .push, address: "t6", attempts: 2)]
+        let after = plan.afterPass(due, postponed: [], skipped: [(5, "no phone number for user 7")], outcomes: [
+            (1, "+1", .delivered(reference: "SM1"), "sms-provider"),
+            (2, "t", .failed("503", retryable: true), "push-provider"),
+            (3, "+3", .failed("timeout", retryable: true), "sms-provider"),
+            (4, "t4", .failed("unregistered", retryable: false), "push-provider"),
+            (6, "t6", .failed("503", retryable: true), "push-provider"),
+        ], at: 1_000)
+        let byID = Dictionary(uniqueKeysWithValues: after.map { ($0.deliveryId, $0) })
+        #expect(byID[1]?.status == .delivered && byID[1]?.attempts == 1 && byID[1]?.provider == "sms-provider")
+        #expect(byID[2]?.status == .pending && byID[2]?.nextAttemptAtMs == 2_000, "first retry after 1 s")
+        #expect(byID[3]?.status == .failed && byID[3]?.attempts == 3, "the third attempt was the last")
+        #expect(byID[4]?.status == .failed && byID[4]?.attempts == 1, "a final error fails at once")
+        #expect(byID[5]?.status == .skipped && byID[5]?.lastError == "no phone number for user 7")
+        #expect(byID[6]?.status == .failed, "attempts spent")
+        #expect(plan.afterPass([row(9, .push, address: "t", attempts: 1)], postponed: [], skipped: [],
+                               outcomes: [(9, "t", .failed("503", retryable: true), "p")], at: 0).first?.nextAttemptAtMs == 2_000,
+                "backoff doubles")
+        #expect(plan.afterPass([row(9, .push, address: "t", attempts: 5)], postponed: [], skipped: [],
+                               outcomes: [], at: 0).isEmpty, "a row nothing happened to is not rewritten")
+    }
+}
