@@ -8,12 +8,7 @@ public import Wire
 extension AlertsService {
     public func startWatch(_ request: AlertsV1.StartWatchRequest, _ context: RequestContext) async throws -> AlertsV1.StartWatchResponse {
         let caller = try context.requireCaller()
-        let duration = Int64(request.durationSeconds) * 1000
-        let (least, most) = (config.minWatch.wholeMilliseconds, config.maxWatch.wholeMilliseconds)
-        guard (least...most).contains(duration) else {
-            throw RPCError.invalidArgument("duration_seconds: \(least / 1000)-\(most / 1000) (\(Self.span(least)) to \(Self.span(most)))")
-        }
-        guard request.note.count <= 280 else { throw RPCError.invalidArgument("note: at most 280 characters") }
+        let duration = try watchRules.start(durationSeconds: request.durationSeconds, note: request.note).get(or: Self.error)
         let key = context.idempotencyKey
         if !key.isEmpty, let earlier = try await store.database.read({ db in
             try UInt64.fetchOne(db, sql: "SELECT id FROM watch_sessions WHERE initiator = ? AND idempotency_key = ?", arguments: [caller, key])
@@ -24,10 +19,7 @@ extension AlertsService {
         if let active = try await store.database.read({ db in try AlertsStore.activeWatch(db, of: caller) }) {
             throw RPCError.failedPrecondition("watch \(active.id) is already active: extend or end it")
         }
-        let watchers = try await peers.circle(of: caller).compactMap { if case .user(let u) = $0 { u } else { nil } }
-        guard !watchers.isEmpty else {
-            throw RPCError.failedPrecondition("nobody could watch: your core circle has no accepted members (frienso circle add)")
-        }
+        let watchers = try WatchRules.watchers(in: try await peers.circle(of: caller)).get(or: Self.error)
         let names = await people(Set(watchers + [caller]))
         let at = now(), ends = at + duration
         let text = "\(Self.name(names[caller])) asks you to watch them for \(Self.span(duration))" + (request.note.isEmpty ? "" : ": \(request.note)")
@@ -59,21 +51,16 @@ extension AlertsService {
 
     public func extendWatch(_ request: AlertsV1.ExtendWatchRequest, _ context: RequestContext) async throws -> AlertsV1.ExtendWatchResponse {
         let caller = try context.requireCaller()
-        let extra = Int64(request.extraSeconds) * 1000, most = config.maxWatch.wholeMilliseconds
-        guard (60_000...most).contains(extra) else { throw RPCError.invalidArgument("extra_seconds: 60-\(most / 1000)") }
+        let rules = watchRules
+        let extra = try rules.extensionMs(seconds: request.extraSeconds).get(or: Self.error)
         let at = now()
         let (session, grants) = try await store.database.write { db -> (WatchRecord, [GrantRecord]) in
             guard let active = try AlertsStore.activeWatch(db, of: caller), active.endsAtMs > at else {
                 throw RPCError.failedPrecondition("no active watch to extend")
             }
-            let ends = active.endsAtMs + extra
-            guard ends - at <= most else {
-                throw RPCError.failedPrecondition("a watch may run at most \(Self.span(most)) from now; it ends in \(Self.span(active.endsAtMs - at))")
-            }
+            let ends = try rules.extended(endsAtMs: active.endsAtMs, byMs: extra, now: at).get(or: Self.error)
             try db.execute(sql: "UPDATE watch_sessions SET ends_at_ms = ? WHERE id = ?", arguments: [ends, active.id])
-            let grants = active.watchers.filter { $0.answer == .accepted }.map {
-                GrantRecord(subject: caller, viewer: $0.user, reason: "watch", expiresMs: ends)
-            }
+            let grants = WatchRules.grants(of: caller, watchers: active.watchers, until: ends)
             for g in grants { try AlertsStore.setGrant(db, g) }
             guard let record = try AlertsStore.watch(db, id: active.id) else { throw RPCError.internal("watch vanished") }
             return (record, grants)
@@ -230,5 +217,35 @@ extension AlertsService {
 
     static func clock(_ ms: Int64) -> String {
         Date(timeIntervalSince1970: TimeInterval(ms) / 1000).formatted(hourMinute) + " UTC"
+    }
+}
+
+extension AlertsService {
+    var watchRules: WatchRules { WatchRules(minimumMs: config.minWatch.wholeMilliseconds, maximumMs: config.maxWatch.wholeMilliseconds) }
+
+    /// A watch rule's refusal as the status a client gets.
+    static func error(_ refusal: WatchRules.Refusal) -> RPCError {
+        switch refusal {
+        case .duration(let least, let most):
+            .invalidArgument("duration_seconds: \(least / 1000)-\(most / 1000) (\(span(least)) to \(span(most)))")
+        case .noteTooLong(let limit):
+            .invalidArgument("note: at most \(limit) characters")
+        case .noWatcher:
+            .failedPrecondition("nobody could watch: your core circle has no accepted members (frienso circle add)")
+        case .extension_(let most):
+            .invalidArgument("extra_seconds: 60-\(most / 1000)")
+        case .tooLong(let most, let endsIn):
+            .failedPrecondition("a watch may run at most \(span(most)) from now; it ends in \(span(endsIn))")
+        }
+    }
+}
+
+extension Result {
+    /// The value, or the failure mapped to the error to throw.
+    func get(or map: (Failure) -> RPCError) throws(RPCError) -> Success {
+        switch self {
+        case .success(let value): return value
+        case .failure(let failure): throw map(failure)
+        }
     }
 }

@@ -194,3 +194,34 @@ extension AlertsTestGroup {
         }
     }
 }
+
+@Suite("alerts: the watch rules (pure)")
+struct WatchRulesTests {
+    let rules = WatchRules(minimumMs: 300_000, maximumMs: 43_200_000)
+
+    @Test func aSession_runsFiveMinutesToTwelveHours_withAShortNote() {
+        #expect(rules.start(durationSeconds: 1_800, note: "walking home") == .success(1_800_000))
+        #expect(rules.start(durationSeconds: 299, note: "") == .failure(.duration(leastMs: 300_000, mostMs: 43_200_000)))
+        #expect(rules.start(durationSeconds: 43_201, note: "") == .failure(.duration(leastMs: 300_000, mostMs: 43_200_000)))
+        #expect(rules.start(durationSeconds: 600, note: String(repeating: "x", count: 281)) == .failure(.noteTooLong(limit: 280)))
+    }
+
+    @Test func onlyUsersWatch_inCircleOrder() {
+        #expect(WatchRules.watchers(in: [.phone("+15625550199"), .user(12), .user(11)]) == .success([12, 11]))
+        #expect(WatchRules.watchers(in: [.phone("+15625550199")]) == .failure(.noWatcher))
+    }
+
+    @Test func anExtension_isAMinuteOrMore_andTheSessionNeverEndsMoreThanTheMaximumFromNow() {
+        #expect(rules.extensionMs(seconds: 59) == .failure(.extension_(mostMs: 43_200_000)))
+        #expect(rules.extensionMs(seconds: 600) == .success(600_000))
+        let now: Int64 = 1_000_000
+        #expect(rules.extended(endsAtMs: now + 3_600_000, byMs: 600_000, now: now) == .success(now + 4_200_000))
+        #expect(rules.extended(endsAtMs: now + 43_000_000, byMs: 600_000, now: now) == .failure(.tooLong(mostMs: 43_200_000, endsInMs: 43_000_000)))
+    }
+
+    @Test func onlyWatchersWhoAccepted_mayLook_untilTheEnd() {
+        let watchers = [WatcherRecord(user: 11, answer: .accepted, answeredAtMs: 1), WatcherRecord(user: 12, answer: .declined, answeredAtMs: 2),
+                        WatcherRecord(user: 13, answer: .pending, answeredAtMs: 0)]
+        #expect(WatchRules.grants(of: 10, watchers: watchers, until: 99) == [GrantRecord(subject: 10, viewer: 11, reason: "watch", expiresMs: 99)])
+    }
+}
