@@ -8,7 +8,9 @@ public import Wire
 extension AlertsService {
     public func raiseHelpNow(_ request: AlertsV1.RaiseHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.RaiseHelpNowResponse {
         let caller = try context.requireCaller()
-        guard request.message.count <= 500 else { throw RPCError.invalidArgument("message: at most 500 characters") }
+        guard request.message.count <= HelpNowPlan.maximumMessageLength else {
+            throw RPCError.invalidArgument("message: at most \(HelpNowPlan.maximumMessageLength) characters")
+        }
         let key = context.idempotencyKey
         // A retry of this raise (same key), even after a restart: the alert as it was raised.
         if !key.isEmpty, let earlier = try await store.database.read({ db in
@@ -34,40 +36,33 @@ extension AlertsService {
             }
         }()
         let (circle, location) = await (circleLookup, locationLookup)
-        let users = circle.compactMap { if case .user(let u) = $0 { u } else { nil } }
+        let plan = HelpNowPlan(initiator: caller, circle: circle, location: location, numbers: HelpNowPlan.Numbers(
+            emergency: config.emergencyNumber, emergencyLabel: config.emergencyLabel,
+            campusPolice: config.campusPoliceNumber, campusPoliceLabel: config.campusPoliceLabel))
+        let users = plan.users
         let names = await people(Set(users + [caller]))
         let at = now()
-        let police = !config.campusPoliceNumber.isEmpty && location.known && !location.placeName.isEmpty
-        let (number, label) = police ? (config.campusPoliceNumber, config.campusPoliceLabel) : (config.emergencyNumber, config.emergencyLabel)
         let text = Self.helpText(names[caller], request.message, location)
 
         let raised: AlertRecord?
-        let (circleNow, locationNow) = (circle, location)
         do {
             raised = try await store.database.write { db -> AlertRecord? in
                 try db.execute(sql: """
                     INSERT INTO help_alerts (initiator, message, location, state, raised_at_ms, idempotency_key) VALUES (?, ?, ?, 1, ?, ?)
-                    """, arguments: [caller, request.message, Data(locationNow.serializedBytes()), at, key])
+                    """, arguments: [caller, request.message, Data(location.serializedBytes()), at, key])
                 let id = UInt64(db.lastInsertedRowID)
-                for (position, contact) in circleNow.enumerated() {
+                for (position, contact) in plan.recipients.enumerated() {
                     let (user, phone): (UInt64, String) = switch contact {
                     case .user(let u): (u, "")
                     case .phone(let p): (0, p)
                     }
                     try db.execute(sql: "INSERT INTO recipients (alert_id, position, user_id, phone, answer) VALUES (?, ?, ?, ?, ?)",
                                    arguments: [id, position, user, phone, AlertsV1.Answer.pending.rawValue])
-                    if user != 0 {
-                        try AlertsStore.setGrant(db, GrantRecord(subject: caller, viewer: user, reason: "help_now", expiresMs: GrantRecord.untilResolved))
-                    }
                 }
+                for grant in plan.grants { try AlertsStore.setGrant(db, grant) }
                 try db.execute(sql: "INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (?, ?, ?, ?, ?)",
-                               arguments: [id, caller, number, label, at])
-                try AlertsStore.enqueue(db, circleNow.map { contact in
-                    switch contact {
-                    case .user(let u): Outgoing(source: "help_now:\(id)", recipient: .user(u), channels: [.push, .sms], body: text)
-                    case .phone(let p): Outgoing(source: "help_now:\(id)", recipient: .phone(p), channels: [.sms], body: text)
-                    }
-                }, now: at)
+                               arguments: [id, caller, plan.promptNumber, plan.promptLabel, at])
+                try AlertsStore.enqueue(db, plan.deliveries(source: "help_now:\(id)", text: text), now: at)
                 return try AlertsStore.alert(db, id: id)
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -77,7 +72,7 @@ extension AlertsService {
             throw RPCError.internal("helpNow could not be recorded")
         }
         guard let alert = raised else { throw RPCError.internal("helpNow vanished") }
-        emit(users.map { GrantRecord(subject: caller, viewer: $0, reason: "help_now", expiresMs: GrantRecord.untilResolved) })
+        emit(plan.grants)
         emit(AlertsV1.AlertEvent(kind: .helpNow, requestId: alert.id, from: names[caller], text: text, atMs: at, location: location), to: users)
         deliveryBell.ring()
         context.logger.notice("helpNow raised", metadata: ["alert": "\(alert.id)", "recipients": "\(circle.count)", "located": "\(location.known)"])

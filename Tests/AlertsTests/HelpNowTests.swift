@@ -179,3 +179,36 @@ extension AlertsTestGroup {
         }
     }
 }
+
+@Suite("alerts: the helpNow plan (pure)")
+struct HelpNowPlanTests {
+    let numbers = HelpNowPlan.Numbers(emergency: "911", emergencyLabel: "Emergency services", campusPolice: "+15625550100", campusPoliceLabel: "Campus police")
+    let circle: [CircleContact] = [.user(11), .phone("+15625550199"), .user(12)]
+
+    @Test func everyoneInTheCircleIsReached_usersByPushAndSMS_invitedNumbersBySMS_andOnlyUsersMaySeeTheInitiator() {
+        let plan = HelpNowPlan(initiator: 10, circle: circle, location: AlertsV1.AlertLocation(), numbers: numbers)
+        #expect(plan.recipients == circle && plan.users == [11, 12])
+        #expect(plan.grants == [11, 12].map { GrantRecord(subject: 10, viewer: $0, reason: "help_now", expiresMs: GrantRecord.untilResolved) })
+        let deliveries = plan.deliveries(source: "help_now:1", text: "HELP")
+        #expect(deliveries.map(\.recipient) == [.user(11), .phone("+15625550199"), .user(12)])
+        #expect(deliveries.map(\.channels) == [[.push, .sms], [.sms], [.push, .sms]])
+        #expect(deliveries.allSatisfy { $0.source == "help_now:1" && $0.body == "HELP" })
+    }
+
+    @Test func thePrompt_suggestsCampusPolice_onlyAtACampusPlace_andWhenTheDeploymentHasTheirNumber() {
+        let atLibrary = AlertsV1.AlertLocation(known: true, latitude: 33.77, longitude: -118.11, placeName: "University Library")
+        let offCampus = AlertsV1.AlertLocation(known: true, latitude: 34.0, longitude: -118.3)
+        #expect(HelpNowPlan(initiator: 10, circle: circle, location: atLibrary, numbers: numbers).promptNumber == "+15625550100")
+        #expect(HelpNowPlan(initiator: 10, circle: circle, location: offCampus, numbers: numbers).promptNumber == "911")
+        #expect(HelpNowPlan(initiator: 10, circle: circle, location: AlertsV1.AlertLocation(), numbers: numbers).promptLabel == "Emergency services")
+        var noPolice = numbers
+        noPolice.campusPolice = ""
+        #expect(HelpNowPlan(initiator: 10, circle: circle, location: atLibrary, numbers: noPolice).promptNumber == "911")
+    }
+
+    @Test func anEmptyCircle_reachesNobody_butThePromptStands() {
+        let plan = HelpNowPlan(initiator: 10, circle: [], location: AlertsV1.AlertLocation(), numbers: numbers)
+        #expect(plan.recipients.isEmpty && plan.grants.isEmpty && plan.deliveries(source: "s", text: "t").isEmpty)
+        #expect(plan.promptNumber == "911")
+    }
+}
