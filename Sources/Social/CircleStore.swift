@@ -1,6 +1,17 @@
 import FriensoProto
 import GRDB
-import Wire
+import Storage
+
+/// Why a circle change is refused: the core circle's rules as values (the service maps each to a
+/// status, `SocialService+Refusals.swift`).
+enum CircleRefusal: Error, Equatable {
+    case yourself
+    case notFriends
+    case alreadyMember
+    case full(limit: Int)
+    case notMember
+    case noPendingRequest(owner: UInt64)
+}
 
 /// A row of someone's core circle: a user, or an invited phone number.
 struct CircleRecord: Sendable {
@@ -40,20 +51,16 @@ extension SocialStore {
     func addToCircle(owner: UInt64, member: UInt64, phone: String, limit: Int, now: Int64) async throws -> CircleRecord {
         try await database.write { db in
             if member != 0 {
-                guard member != owner else { throw RPCError.failedPrecondition("you cannot add yourself to your core circle") }
-                guard try Self.areFriends(db, owner, member) else {
-                    throw RPCError.failedPrecondition("only friends can be in your core circle: send a friend request first")
-                }
+                guard member != owner else { throw CircleRefusal.yourself }
+                guard try Self.areFriends(db, owner, member) else { throw CircleRefusal.notFriends }
             }
             if try Row.fetchOne(db, sql: "SELECT 1 FROM circle WHERE owner = ? AND member = ? AND phone = ? AND state != ?",
                                 arguments: [owner, member, phone, SocialV1.CircleState.rejected.rawValue]) != nil {
-                throw RPCError.alreadyExists("already in your core circle")
+                throw CircleRefusal.alreadyMember
             }
             let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM circle WHERE owner = ? AND state != ?",
                                          arguments: [owner, SocialV1.CircleState.rejected.rawValue]) ?? 0
-            guard count < limit else {
-                throw RPCError.failedPrecondition("your core circle is full (\(limit) people): remove someone first")
-            }
+            guard count < limit else { throw CircleRefusal.full(limit: limit) }
             let state: SocialV1.CircleState = member == 0 ? .invited : .pending
             try db.execute(sql: """
                 INSERT OR REPLACE INTO circle (owner, member, phone, state, added_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?)
@@ -68,7 +75,7 @@ extension SocialStore {
             let wasAccepted = try Int32.fetchOne(db, sql: "SELECT state FROM circle WHERE owner = ? AND member = ? AND phone = ?",
                                                arguments: [owner, member, phone]) == SocialV1.CircleState.accepted.rawValue
             try db.execute(sql: "DELETE FROM circle WHERE owner = ? AND member = ? AND phone = ?", arguments: [owner, member, phone])
-            guard db.changesCount == 1 else { throw RPCError.notFound("not in your core circle") }
+            guard db.changesCount == 1 else { throw CircleRefusal.notMember }
             if wasAccepted { events.append(Self.event(.circleMemberRemoved, owner, member)) }
         }
     }
@@ -79,7 +86,7 @@ extension SocialStore {
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ''",
                                              arguments: [owner, member]).map(CircleRecord.init),
                   row.state == .pending
-            else { throw RPCError.notFound("no pending core circle request from user \(owner)") }
+            else { throw CircleRefusal.noPendingRequest(owner: owner) }
             let state: SocialV1.CircleState = accept ? .accepted : .rejected
             try db.execute(sql: "UPDATE circle SET state = ?, updated_at_ms = ? WHERE owner = ? AND member = ? AND phone = ''",
                            arguments: [state.rawValue, now, owner, member])
@@ -115,7 +122,7 @@ extension SocialStore {
 
     private static func circleRow(_ db: Database, owner: UInt64, member: UInt64, phone: String) throws -> CircleRecord {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ?",
-                                         arguments: [owner, member, phone]) else { throw RPCError.internal("circle row vanished") }
+                                         arguments: [owner, member, phone]) else { throw StoreInvariant("the circle row just written is missing") }
         return CircleRecord(row: row)
     }
 }

@@ -1,6 +1,13 @@
 import FriensoProto
 import GRDB
-import Wire
+
+/// Why a contact exchange is refused (the service maps each to a status).
+enum ExchangeRefusal: Error, Equatable {
+    case yourself
+    case blocked
+    case callerNotFindable
+    case notFindable(UInt64)
+}
 
 /// Where a contact exchange was made: from the request now, from geo's latest fix later.
 struct ExchangeLocation: Sendable {
@@ -94,18 +101,14 @@ extension SocialStore {
     /// returns the recorded exchange: an exchange happens once per pair.
     func addExchange(from: UInt64, to: UInt64, location: ExchangeLocation?, placeLabel: String, now: Int64) async throws -> ExchangeOutcome {
         try await mutate { db, events in
-            guard from != to else { throw RPCError.failedPrecondition("you cannot exchange contacts with yourself") }
+            guard from != to else { throw ExchangeRefusal.yourself }
             let (a, b) = from < to ? (from, to) : (to, from)
             if let row = try Row.fetchOne(db, sql: "SELECT * FROM exchanges WHERE user_a = ? AND user_b = ?", arguments: [a, b]) {
                 return .recorded(ExchangeRecord(row: row))
             }
-            guard try !Self.blocked(db, from, to) else {
-                throw RPCError.failedPrecondition("you cannot exchange contacts with this user")
-            }
-            guard try Self.isFindable(db, from) else {
-                throw RPCError.failedPrecondition("turn findable on first (frienso findable on)")
-            }
-            guard try Self.isFindable(db, to) else { throw RPCError.failedPrecondition("user \(to) is not findable") }
+            guard try !Self.blocked(db, from, to) else { throw ExchangeRefusal.blocked }
+            guard try Self.isFindable(db, from) else { throw ExchangeRefusal.callerNotFindable }
+            guard try Self.isFindable(db, to) else { throw ExchangeRefusal.notFindable(to) }
             try db.execute(sql: """
                 INSERT OR REPLACE INTO exchange_intents (from_user, to_user, latitude, longitude, place_label, created_at_ms)
                 VALUES (?, ?, ?, ?, ?, ?)

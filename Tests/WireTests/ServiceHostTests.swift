@@ -183,3 +183,27 @@ struct ServiceHostTests {
 }
 
 import ServiceLifecycle
+
+/// A domain refusal that knows its status (as the services' store refusals do).
+private enum ShelfRefusal: Error, RPCErrorConvertible {
+    case full(Int)
+    var rpcError: RPCError { .failedPrecondition("the shelf is full (\(self.count) books)") }
+    var count: Int { if case .full(let n) = self { n } else { 0 } }
+}
+
+@Suite("method router: refusals that name their status")
+struct RefusalMappingTests {
+    @Test func aThrownRefusal_isAnsweredWithTheStatusItNames_andAnythingElseIsInternal() async throws {
+        var router = MethodRouter()
+        router.register(echo) { request, _ in
+            if request.echo == [1] { throw ShelfRefusal.full(3) }
+            if request.echo == [2] { throw CancellationError() }
+            struct Unexpected: Error {}
+            throw Unexpected()
+        }
+        try await withHost(router, logs: CapturedLogs()) { _, client in
+            await expectError(.failedPrecondition, containing: "full (3 books)") { _ = try await client.call(echo, CommonV1.PingRequest(echo: [1])) }
+            await expectError(.internal) { _ = try await client.call(echo, CommonV1.PingRequest(echo: [3])) }
+        }
+    }
+}

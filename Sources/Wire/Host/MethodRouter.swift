@@ -1,6 +1,13 @@
 public import FriensoProto
 public import Logging
 
+/// An error that knows the status a client should get: a store's domain refusal ("the circle is
+/// full"), made to conform where the service maps its rules to statuses, so the store itself
+/// needs no status codes (and no Wire).
+public protocol RPCErrorConvertible: Error {
+    var rpcError: RPCError { get }
+}
+
 /// The usual `RequestHandler`: a table from method name to a typed handler.
 /// Decodes the request (INVALID_ARGUMENT when it cannot, or when an unsigned 64-bit field is past
 /// `Int64.max`), refuses authenticated methods without a
@@ -45,6 +52,10 @@ public struct MethodRouter: RequestHandler {
                 return envelope.reply(payload: response.serializedBytes())
             } catch let error as RPCError {
                 logger.debug("request failed", metadata: ["status": "\(error.code.name)", "detail": "\(error.message)"])
+                return envelope.reply(error: error)
+            } catch let refusal as any RPCErrorConvertible {
+                let error = refusal.rpcError
+                logger.debug("request refused", metadata: ["status": "\(error.code.name)", "detail": "\(error.message)"])
                 return envelope.reply(error: error)
             } catch is CancellationError {
                 return envelope.reply(error: .unavailable("the service is shutting down"))
