@@ -3,7 +3,6 @@ import Foundation
 import GRDB
 import Storage
 import Identity
-import Wire
 
 /// A user row.
 struct UserRecord: Sendable {
@@ -57,6 +56,16 @@ struct SessionRecord: Sendable {
     var userID: UInt64
     var expiresAtMs: Int64
     var revoked: Bool
+}
+
+/// Why an account change is refused (the service maps each to a status, `AccountsService+Refusals.swift`).
+enum AccountRefusal: Error, Equatable {
+    case noAccount(UInt64)
+    case noUser(UInt64)
+    case linkedElsewhere(provider: String, id: String)
+    case notLinked(provider: String, id: String)
+    /// A unique field another account has (nil: which one, SQLite did not say).
+    case taken(field: String?)
 }
 
 /// The accounts database: users and sessions. Every write is one transaction, committed
@@ -202,11 +211,11 @@ final class AccountsStore: Sendable {
             // The caller's account may be gone (found by the fuzz tests: the insert below then
             // failed its foreign key and answered INTERNAL).
             guard try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [userID]) != nil else {
-                throw RPCError.notFound("no account \(userID)")
+                throw AccountRefusal.noAccount(userID)
             }
             if let owner = try UInt64.fetchOne(db, sql: "SELECT user_id FROM external_ids WHERE provider = ? AND external_id = ?",
                                                arguments: [link.provider, link.id]), owner != userID {
-                throw RPCError.alreadyExists("external_id: \(link.provider) \(link.id) is linked to another account")
+                throw AccountRefusal.linkedElsewhere(provider: link.provider, id: link.id)
             }
             try db.execute(sql: "INSERT OR IGNORE INTO external_ids (provider, external_id, user_id, linked_at_ms) VALUES (?, ?, ?, ?)",
                            arguments: [link.provider, link.id, userID, now])
@@ -219,7 +228,7 @@ final class AccountsStore: Sendable {
         try await database.write { db in
             try db.execute(sql: "DELETE FROM external_ids WHERE provider = ? AND external_id = ? AND user_id = ?",
                            arguments: [link.provider, link.id, userID])
-            guard db.changesCount == 1 else { throw RPCError.notFound("external_id: \(link.provider) \(link.id) is not linked to your account") }
+            guard db.changesCount == 1 else { throw AccountRefusal.notLinked(provider: link.provider, id: link.id) }
             return try Self.links(db, userID: userID)
         }
     }
@@ -247,12 +256,12 @@ final class AccountsStore: Sendable {
         }
     }
 
-    static func uniqueViolation(_ error: DatabaseError) -> RPCError {
+    static func uniqueViolation(_ error: DatabaseError) -> AccountRefusal {
         let message = error.message ?? ""
         for field in ["username", "email", "phone"] where message.contains("users.\(field)") {
-            return .alreadyExists("\(field): already registered")
+            return .taken(field: field)
         }
-        return .alreadyExists("already registered")
+        return .taken(field: nil)
     }
 
     func user(id: UInt64) async throws -> UserRecord? {
@@ -380,7 +389,7 @@ final class AccountsStore: Sendable {
 
     private static func fetchUser(_ db: Database, id: UInt64) throws -> UserRecord {
         guard let row = try Row.fetchOne(db, sql: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", arguments: [id]) else {
-            throw RPCError.notFound("no user \(id)")
+            throw AccountRefusal.noUser(id)
         }
         return UserRecord(row: row)
     }

@@ -2,7 +2,6 @@ import Foundation
 import FriensoProto
 import GRDB
 import Storage
-import Wire
 
 /// A watch session row.
 struct WatchRecord: Sendable {

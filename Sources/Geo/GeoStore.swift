@@ -2,7 +2,6 @@ import Foundation
 import FriensoProto
 import GRDB
 import Storage
-import Wire
 
 /// A location update as validated by the service.
 struct LocationUpdate: Sendable {

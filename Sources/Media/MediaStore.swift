@@ -2,7 +2,12 @@ import Foundation
 import FriensoProto
 import GRDB
 import Storage
-import Wire
+
+/// Why an upload cannot start: a user's quotas (the service maps each to a status).
+enum QuotaRefusal: Error, Equatable {
+    case uploadRate(perHour: Int)
+    case storage(usedBytes: Int64, quotaBytes: Int64, wantedBytes: Int64)
+}
 
 /// A stored photo's metadata.
 struct MediaRecord: Sendable {
@@ -205,10 +210,10 @@ final class MediaStore: Sendable {
         try await database.write { db in
             let usage = try Self.usage(db, owner: upload.owner, now: upload.createdMs)
             guard usage.uploadsLastHour < uploadsPerHour else {
-                throw RPCError.resourceExhausted("upload rate: at most \(uploadsPerHour) uploads an hour; try again later")
+                throw QuotaRefusal.uploadRate(perHour: uploadsPerHour)
             }
             guard usage.storedBytes + usage.pendingBytes + upload.size <= quotaBytes else {
-                throw RPCError.resourceExhausted("storage quota: \(usage.storedBytes + usage.pendingBytes) of \(quotaBytes) bytes used; delete photos to make room for \(upload.size) more")
+                throw QuotaRefusal.storage(usedBytes: usage.storedBytes + usage.pendingBytes, quotaBytes: quotaBytes, wantedBytes: upload.size)
             }
             try db.execute(sql: "INSERT INTO uploads (id, owner, purpose, place_id, size, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            arguments: [upload.id, upload.owner, upload.purpose.rawValue, upload.placeID, upload.size, upload.createdMs, upload.expiresMs])
@@ -270,7 +275,7 @@ final class MediaStore: Sendable {
                 unlink(file)
             } else {
                 try FileManager.default.createDirectory(atPath: (blob as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-                guard rename(file, blob) == 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
+                guard rename(file, blob) == 0 else { throw StoreInvariant("cannot move the photo into the store (errno \(errno))") }
                 syncDirectory(of: blob)
                 try db.execute(sql: "INSERT INTO blobs (sha256, size, refs) VALUES (?, ?, 1)", arguments: [item.sha256, item.size])
             }

@@ -1,6 +1,5 @@
 import FriensoProto
 import GRDB
-import Wire
 
 /// The graph snapshot, read in pages: friendships, blocks, accepted circle members, findable
 /// users, exchanges, each in rowid order. A cursor names the section and the last rowid sent.
@@ -11,18 +10,21 @@ extension SocialStore {
 
         static let start = SnapshotCursor(section: 0, after: 0)
 
+        /// A cursor string that no page produced.
+        struct NotACursor: Error, Equatable {}
+
         init(section: Int, after: Int64) {
             self.section = section
             self.after = after
         }
 
-        /// - Throws: INVALID_ARGUMENT for a string that no page produced.
-        init(_ text: String) throws(RPCError) {
+        /// - Throws: `SnapshotCursor.NotACursor` (INVALID_ARGUMENT) for a string no page produced.
+        init(_ text: String) throws(NotACursor) {
             if text.isEmpty { self = .start; return }
             let parts = text.split(separator: ":")
             guard parts.count == 2, let name = parts[0].first, parts[0].count == 1,
                   let section = Self.names.firstIndex(of: name), let after = Int64(parts[1]), after >= 0 else {
-                throw .invalidArgument("cursor: not a cursor from a previous page")
+                throw NotACursor()
             }
             self.init(section: section, after: after)
         }

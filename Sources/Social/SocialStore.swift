@@ -2,7 +2,26 @@ import Foundation
 import FriensoProto
 import GRDB
 import Storage
-import Wire
+
+/// Why a friend request, a friendship, a block or a poke is refused: the social rules as values
+/// (the service maps each to a status, `SocialService+Refusals.swift`).
+enum FriendRefusal: Error, Equatable {
+    case requestToYourself
+    case requestAcrossBlock
+    case alreadyFriends
+    case noRequest(UInt64)
+    case notAddressedToYou(UInt64)
+    case answeredAlready(UInt64, SocialV1.RequestState)
+    case unknownAction
+    case notYourRequest(UInt64)
+    case noLongerPending(UInt64)
+    case notFriends(UInt64)
+    case blockYourself
+    case notBlocked(UInt64)
+    case pokeYourself
+    case pokeStranger
+    case pokedRecently(agoMs: Int64, waitMs: Int64)
+}
 
 /// A friend request row.
 struct RequestRecord: Sendable {
@@ -108,7 +127,7 @@ final class SocialStore: Sendable {
                 result = try body(db, &events)
             }
             if committed && !events.isEmpty { onCommit(events) }
-            guard let result else { throw RPCError.internal("transaction produced no result") }
+            guard let result else { throw StoreInvariant("the transaction produced no result") }
             return result
         }
     }
@@ -150,9 +169,9 @@ final class SocialStore: Sendable {
 
     func send(from: UInt64, to: UInt64, now: Int64) async throws -> SendOutcome {
         try await mutate { db, events in
-            guard from != to else { throw RPCError.failedPrecondition("you cannot send a friend request to yourself") }
-            guard try !Self.blocked(db, from, to) else { throw RPCError.failedPrecondition("you cannot send a friend request to this user") }
-            guard try !Self.areFriends(db, from, to) else { throw RPCError.failedPrecondition("you are already friends") }
+            guard from != to else { throw FriendRefusal.requestToYourself }
+            guard try !Self.blocked(db, from, to) else { throw FriendRefusal.requestAcrossBlock }
+            guard try !Self.areFriends(db, from, to) else { throw FriendRefusal.alreadyFriends }
             if let theirs = try Self.pendingRequest(db, from: to, to: from) {
                 try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
                                arguments: [SocialV1.RequestState.accepted.rawValue, now, theirs.id])
@@ -165,7 +184,7 @@ final class SocialStore: Sendable {
             try db.execute(sql: """
                 INSERT INTO friend_requests (from_user, to_user, state, created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?)
                 """, arguments: [from, to, Self.pending, now, now])
-            guard let created = try Self.request(db, id: UInt64(db.lastInsertedRowID)) else { throw RPCError.internal("request vanished") }
+            guard let created = try Self.request(db, id: UInt64(db.lastInsertedRowID)) else { throw StoreInvariant("the friend request just written is missing") }
             return .created(created)
         }
     }
@@ -173,13 +192,13 @@ final class SocialStore: Sendable {
     /// Accept, reject or dismiss a request addressed to `caller`.
     func respond(caller: UInt64, requestID: UInt64, action: SocialV1.RequestAction, now: Int64) async throws -> RequestRecord {
         try await mutate { db, events in
-            guard let request = try Self.request(db, id: requestID) else { throw RPCError.notFound("no friend request \(requestID)") }
-            guard request.to == caller else { throw RPCError.permissionDenied("friend request \(requestID) is not addressed to you") }
+            guard let request = try Self.request(db, id: requestID) else { throw FriendRefusal.noRequest(requestID) }
+            guard request.to == caller else { throw FriendRefusal.notAddressedToYou(requestID) }
             // The same answer again (a resend whose first reply was lost, even across a restart)
             // is answered with the request as it is: nothing changes twice.
             if (action == .accept && request.state == .accepted) || (action == .reject && request.state == .rejected) { return request }
             guard request.state == .pending else {
-                throw RPCError.failedPrecondition("friend request \(requestID) is \(request.state.protoName.dropFirst("REQUEST_STATE_".count).lowercased()) already")
+                throw FriendRefusal.answeredAlready(requestID, request.state)
             }
             switch action {
             case .accept:
@@ -194,22 +213,22 @@ final class SocialStore: Sendable {
             case .dismiss:
                 try db.execute(sql: "UPDATE friend_requests SET dismissed = 1, updated_at_ms = ? WHERE id = ?", arguments: [now, requestID])
             default:
-                throw RPCError.invalidArgument("action: accept, reject or dismiss")
+                throw FriendRefusal.unknownAction
             }
-            guard let updated = try Self.request(db, id: requestID) else { throw RPCError.internal("request vanished") }
+            guard let updated = try Self.request(db, id: requestID) else { throw StoreInvariant("the friend request just written is missing") }
             return updated
         }
     }
 
     func cancel(caller: UInt64, requestID: UInt64, now: Int64) async throws -> RequestRecord {
         try await database.write { db in
-            guard let request = try Self.request(db, id: requestID) else { throw RPCError.notFound("no friend request \(requestID)") }
-            guard request.from == caller else { throw RPCError.permissionDenied("only the sender can cancel friend request \(requestID)") }
+            guard let request = try Self.request(db, id: requestID) else { throw FriendRefusal.noRequest(requestID) }
+            guard request.from == caller else { throw FriendRefusal.notYourRequest(requestID) }
             if request.state == .cancelled { return request } // cancelled already: a resend, answered as it is
-            guard request.state == .pending else { throw RPCError.failedPrecondition("friend request \(requestID) is no longer pending") }
+            guard request.state == .pending else { throw FriendRefusal.noLongerPending(requestID) }
             try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
                            arguments: [SocialV1.RequestState.cancelled.rawValue, now, requestID])
-            guard let updated = try Self.request(db, id: requestID) else { throw RPCError.internal("request vanished") }
+            guard let updated = try Self.request(db, id: requestID) else { throw StoreInvariant("the friend request just written is missing") }
             return updated
         }
     }
@@ -241,7 +260,7 @@ final class SocialStore: Sendable {
         try await mutate { db, events in
             let (a, b) = Self.edge(user, other)
             try db.execute(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
-            guard db.changesCount == 1 else { throw RPCError.notFound("you are not friends with user \(other)") }
+            guard db.changesCount == 1 else { throw FriendRefusal.notFriends(other) }
             events.append(Self.event(.friendshipRemoved, a, b))
             events += try Self.dropCircle(db, user, other)
         }
@@ -250,7 +269,7 @@ final class SocialStore: Sendable {
     /// Blocks `other`: ends the friendship and cancels pending requests both ways.
     func block(_ user: UInt64, _ other: UInt64, now: Int64) async throws -> BlockOutcome {
         try await mutate { db, events in
-            guard user != other else { throw RPCError.failedPrecondition("you cannot block yourself") }
+            guard user != other else { throw FriendRefusal.blockYourself }
             try db.execute(sql: "INSERT OR IGNORE INTO blocks (blocker, blocked, created_at_ms) VALUES (?, ?, ?)", arguments: [user, other, now])
             if db.changesCount == 1 { events.append(Self.event(.blockAdded, user, other)) }
             let (a, b) = Self.edge(user, other)
@@ -272,7 +291,7 @@ final class SocialStore: Sendable {
     func unblock(_ user: UInt64, _ other: UInt64) async throws {
         try await mutate { db, events in
             try db.execute(sql: "DELETE FROM blocks WHERE blocker = ? AND blocked = ?", arguments: [user, other])
-            guard db.changesCount == 1 else { throw RPCError.notFound("user \(other) is not blocked") }
+            guard db.changesCount == 1 else { throw FriendRefusal.notBlocked(other) }
             events.append(Self.event(.blockRemoved, user, other))
         }
     }
@@ -282,11 +301,11 @@ final class SocialStore: Sendable {
     /// - Returns: the poke's id.
     func poke(from: UInt64, to: UInt64, now: Int64, interval: Int64) async throws -> UInt64 {
         try await mutate { db, _ in
-            guard from != to else { throw RPCError.failedPrecondition("you cannot poke yourself") }
-            guard try Self.areFriends(db, from, to) else { throw RPCError.failedPrecondition("you can only poke friends") }
+            guard from != to else { throw FriendRefusal.pokeYourself }
+            guard try Self.areFriends(db, from, to) else { throw FriendRefusal.pokeStranger }
             if let last = try Int64.fetchOne(db, sql: "SELECT MAX(created_at_ms) FROM pokes WHERE from_user = ? AND to_user = ?",
                                              arguments: [from, to]), now - last < interval {
-                throw RPCError.resourceExhausted("you poked them \((now - last) / 1000) s ago: wait \((interval - (now - last) + 999) / 1000) s")
+                throw FriendRefusal.pokedRecently(agoMs: now - last, waitMs: interval - (now - last))
             }
             try db.execute(sql: "INSERT INTO pokes (from_user, to_user, created_at_ms) VALUES (?, ?, ?)", arguments: [from, to, now])
             let id = UInt64(db.lastInsertedRowID)

@@ -197,7 +197,6 @@ struct RefusalMappingTests {
         var router = MethodRouter()
         router.register(echo) { request, _ in
             if request.echo == [1] { throw ShelfRefusal.full(3) }
-            if request.echo == [2] { throw CancellationError() }
             struct Unexpected: Error {}
             throw Unexpected()
         }
