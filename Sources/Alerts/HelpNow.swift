@@ -233,3 +233,48 @@ extension AlertsService {
             emergency: alert.prompt)
     }
 }
+
+/// Storage of helpNow alerts (inside the transactions the handlers open).
+extension AlertsStore {
+
+    static func alert(_ db: Database, id: UInt64) throws -> AlertRecord? {
+        guard let row = try Row.fetchOne(db, sql: """
+            SELECT id, initiator, message, location, state, raised_at_ms, resolved_at_ms, resolved_by FROM help_alerts WHERE id = ?
+            """, arguments: [id]) else { return nil }
+        let recipients = try Row.fetchAll(db, sql: "SELECT user_id, phone, answer, answered_at_ms FROM recipients WHERE alert_id = ? ORDER BY position",
+                                          arguments: [id]).map {
+            RecipientRecord(user: $0[0], phone: $0[1], answer: AlertsV1.Answer(rawValue: $0[2]), answeredAtMs: $0[3])
+        }
+        let location = (try? AlertsV1.AlertLocation(serializedBytes: Array(row[3] as Data))) ?? AlertsV1.AlertLocation()
+        var prompt = AlertsV1.EmergencyPrompt()
+        if let p = try Row.fetchOne(db, sql: """
+            SELECT id, number, label, created_at_ms, reported, dialed, reported_at_ms FROM emergency_prompts WHERE alert_id = ?
+            """, arguments: [id]) {
+            prompt = AlertsV1.EmergencyPrompt(promptId: p[0], number: p[1], label: p[2], location: location, createdAtMs: p[3],
+                                              reported: p[4], dialed: p[5], reportedAtMs: p[6])
+        }
+        return AlertRecord(id: row[0], initiator: row[1], message: row[2], location: location, state: AlertsV1.AlertState(rawValue: row[4]),
+                           raisedAtMs: row[5], resolvedAtMs: row[6], resolvedBy: row[7], recipients: recipients, prompt: prompt)
+    }
+
+    func alert(id: UInt64) async throws -> AlertRecord? {
+        try await database.read { db in try Self.alert(db, id: id) }
+    }
+
+    func latestAlert(of user: UInt64) async throws -> AlertRecord? {
+        try await database.read { db in
+            try UInt64.fetchOne(db, sql: "SELECT id FROM help_alerts WHERE initiator = ? ORDER BY id DESC LIMIT 1", arguments: [user])
+                .flatMap { try Self.alert(db, id: $0) }
+        }
+    }
+
+    /// Active alerts that reached `user`.
+    func alerts(reaching user: UInt64) async throws -> [AlertRecord] {
+        try await database.read { db in
+            try UInt64.fetchAll(db, sql: """
+                SELECT DISTINCT a.id FROM recipients r JOIN help_alerts a ON a.id = r.alert_id
+                WHERE r.user_id = ? AND a.state = 1 ORDER BY a.id DESC
+                """, arguments: [user]).compactMap { try Self.alert(db, id: $0) }
+        }
+    }
+}

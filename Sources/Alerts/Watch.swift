@@ -249,3 +249,44 @@ extension Result {
         }
     }
 }
+
+/// Storage of watch sessions (inside the transactions the handlers open).
+extension AlertsStore {
+
+    static func watch(_ db: Database, id: UInt64) throws -> WatchRecord? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT \(WatchRecord.columns) FROM watch_sessions WHERE id = ?", arguments: [id]) else { return nil }
+        let watchers = try Row.fetchAll(db, sql: "SELECT watcher, answer, answered_at_ms FROM watchers WHERE session_id = ? ORDER BY position",
+                                        arguments: [id]).map { WatcherRecord(user: $0[0], answer: AlertsV1.Answer(rawValue: $0[1]), answeredAtMs: $0[2]) }
+        return WatchRecord(row: row, watchers: watchers)
+    }
+
+    static func activeWatch(_ db: Database, of user: UInt64) throws -> WatchRecord? {
+        try UInt64.fetchOne(db, sql: "SELECT id FROM watch_sessions WHERE initiator = ? AND state = 1", arguments: [user])
+            .flatMap { try watch(db, id: $0) }
+    }
+
+    func latestWatch(of user: UInt64) async throws -> WatchRecord? {
+        try await database.read { db in
+            try UInt64.fetchOne(db, sql: "SELECT id FROM watch_sessions WHERE initiator = ? ORDER BY id DESC LIMIT 1", arguments: [user])
+                .flatMap { try Self.watch(db, id: $0) }
+        }
+    }
+
+    func watching(_ user: UInt64) async throws -> [WatchRecord] {
+        try await database.read { db in
+            try UInt64.fetchAll(db, sql: """
+                SELECT s.id FROM watchers w JOIN watch_sessions s ON s.id = w.session_id
+                WHERE w.watcher = ? AND s.state = 1 ORDER BY s.id DESC
+                """, arguments: [user]).compactMap { try Self.watch(db, id: $0) }
+        }
+    }
+
+    /// Active sessions whose time ran out by `now`.
+    static func dueWatches(_ db: Database, now: Int64) throws -> [UInt64] {
+        try UInt64.fetchAll(db, sql: "SELECT id FROM watch_sessions WHERE state = 1 AND ends_at_ms <= ?", arguments: [now])
+    }
+
+    static func nextWatchExpiry(_ db: Database) throws -> Int64? {
+        try Int64.fetchOne(db, sql: "SELECT MIN(ends_at_ms) FROM watch_sessions WHERE state = 1")
+    }
+}

@@ -17,7 +17,7 @@ public final class SocialService: Sendable {
     /// without it, or when geo does not answer, the exchange is recorded without coordinates).
     let geo: WireClient?
     let now: @Sendable () -> Int64
-    private let circleLimit: Int
+    let circleLimit: Int
     private let publisher: Publisher
     private let pokeInterval: Int64
     private let snapshotPageSize: Int
@@ -53,30 +53,6 @@ public final class SocialService: Sendable {
     }
 
 
-
-    // MARK: Alerts' circle methods (internal): the client rules, for the person alerts serves
-
-    public func circleOf(_ request: SocialV1.CircleOfRequest, _ context: RequestContext) async throws -> SocialV1.ShowCircleResponse {
-        try await showCircle(SocialV1.ShowCircleRequest(), try Self.acting(as: request.ownerUserId, context))
-    }
-
-    public func circleRequestsFor(_ request: SocialV1.CircleRequestsForRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse {
-        try await listCircleRequests(SocialV1.ListCircleRequestsRequest(), try Self.acting(as: request.memberUserId, context))
-    }
-
-    public func answerCircleRequest(_ request: SocialV1.AnswerCircleRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToCircleRequestResponse {
-        try await respondToCircleRequest(SocialV1.RespondToCircleRequestRequest(ownerUserId: request.ownerUserId, action: request.action),
-                                         try Self.acting(as: request.memberUserId, context))
-    }
-
-    /// An internal call on a person's behalf (alerts' circle methods): the context of that
-    /// person, so the client method's rules apply unchanged. The plane lets only alerts call them.
-    static func acting(as user: UInt64, _ context: RequestContext) throws(RPCError) -> RequestContext {
-        guard user != 0 else { throw .invalidArgument("name the user this call acts for") }
-        var context = context
-        context.callerUserID = user
-        return context
-    }
 
     // MARK: Requests
 
@@ -155,64 +131,6 @@ public final class SocialService: Sendable {
         return SocialV1.ListBlockedResponse(users: ids.map { users[$0] ?? SocialV1.UserRef(userId: $0) })
     }
 
-    // MARK: Core circle
-
-    public func showCircle(_ request: SocialV1.ShowCircleRequest, _ context: RequestContext) async throws -> SocialV1.ShowCircleResponse {
-        let caller = try context.requireCaller()
-        let members = try await store.circle(of: caller)
-        let memberOf = try await store.circles(containing: caller, state: .accepted)
-        let users = try await profiles(Set(members.map(\.member).filter { $0 != 0 } + memberOf.map(\.owner)), context)
-        return SocialV1.ShowCircleResponse(members: members.map { Self.view($0, users) }, limit: UInt32(circleLimit),
-                                           memberOf: memberOf.map { users[$0.owner] ?? SocialV1.UserRef(userId: $0.owner) })
-    }
-
-    public func addToCircle(_ request: SocialV1.AddToCircleRequest, _ context: RequestContext) async throws -> SocialV1.AddToCircleResponse {
-        let caller = try context.requireCaller()
-        let (member, phone) = try await circleTarget(userID: request.userId, username: request.username, phone: request.phone, context)
-        let record = try await store.addToCircle(owner: caller, member: member, phone: phone, limit: circleLimit, now: now())
-        wakeNoticeReaders()
-        return SocialV1.AddToCircleResponse(member: Self.view(record, try await profiles(member == 0 ? [] : [member], context)))
-    }
-
-    public func removeFromCircle(_ request: SocialV1.RemoveFromCircleRequest, _ context: RequestContext) async throws -> SocialV1.RemoveFromCircleResponse {
-        let caller = try context.requireCaller()
-        let (member, phone) = try await circleTarget(userID: request.userId, username: request.username, phone: request.phone, context)
-        try await store.removeFromCircle(owner: caller, member: member, phone: phone)
-        return SocialV1.RemoveFromCircleResponse()
-    }
-
-    public func listCircleRequests(_ request: SocialV1.ListCircleRequestsRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse {
-        let caller = try context.requireCaller()
-        let pending = try await store.circles(containing: caller, state: .pending)
-        let users = try await profiles(Set(pending.map(\.owner)), context)
-        return SocialV1.ListCircleRequestsResponse(requests: pending.map {
-            SocialV1.CircleRequest(owner: users[$0.owner] ?? SocialV1.UserRef(userId: $0.owner), addedAtMs: $0.addedAtMs)
-        })
-    }
-
-    public func respondToCircleRequest(_ request: SocialV1.RespondToCircleRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToCircleRequestResponse {
-        let caller = try context.requireCaller()
-        guard request.action == .accept || request.action == .reject else { throw RPCError.invalidArgument("action: accept or reject") }
-        let owner = try await resolve(userID: request.ownerUserId, username: request.ownerUsername, context)
-        let record = try await store.respondToCircle(owner: owner, member: caller, accept: request.action == .accept, now: now())
-        return SocialV1.RespondToCircleRequestResponse(member: Self.view(record, try await profiles([caller], context)))
-    }
-
-    /// A circle member named by user (id or username) or by phone number, exactly one of them.
-    private func circleTarget(userID: UInt64, username: String, phone: String, _ context: RequestContext) async throws -> (UInt64, String) {
-        guard !phone.isEmpty else { return (try await resolve(userID: userID, username: username, context), "") }
-        guard userID == 0, username.isEmpty else { throw RPCError.invalidArgument("name a user or a phone number, not both") }
-        guard let normalized = PhoneNumber.normalize(phone) else {
-            throw RPCError.invalidArgument("phone: use international format, e.g. +15625551234")
-        }
-        return (0, normalized)
-    }
-
-    private static func view(_ record: CircleRecord, _ users: [UInt64: SocialV1.UserRef]) -> SocialV1.CircleMember {
-        SocialV1.CircleMember(user: record.member == 0 ? nil : users[record.member] ?? SocialV1.UserRef(userId: record.member),
-                              phone: record.phone, state: record.state, addedAtMs: record.addedAtMs)
-    }
-
     // MARK: Pokes
 
     public func poke(_ request: SocialV1.PokeRequest, _ context: RequestContext) async throws -> SocialV1.PokeResponse {
@@ -234,7 +152,7 @@ public final class SocialService: Sendable {
     /// database, so a reader that missed this event still gets them on its next pull.
     public static let noticeStream = "notices"
 
-    private func wakeNoticeReaders() {
+    func wakeNoticeReaders() {
         publisher.publish(topic: Self.noticeStream, method: "social.Notice", payload: [])
     }
 
