@@ -4,7 +4,7 @@ import Identity
 import SocialReplica
 public import Wire
 
-/// Places (operator imports, closest, on campus), venue attendance and check-ins.
+/// Places (operator imports, closest, on campus) and venue attendance. Check-ins: `CheckIns.swift`.
 extension GeoService {
     public func importPlaces(_ request: GeoV1.ImportPlacesRequest, _ context: RequestContext) async throws -> GeoV1.ImportPlacesResponse {
         guard !config.operatorKey.isEmpty else {
@@ -38,7 +38,7 @@ extension GeoService {
     }
 
     /// The caller's point: given in the request, or their latest fix.
-    private func point(_ has: Bool, _ lat: Double, _ lon: Double, caller: UInt64) throws -> (lat: Double, lon: Double) {
+    func point(_ has: Bool, _ lat: Double, _ lon: Double, caller: UInt64) throws -> (lat: Double, lon: Double) {
         if has {
             guard GeoMath.isValid(latitude: lat, longitude: lon) else {
                 throw RPCError.invalidArgument("latitude must be -90..90 and longitude -180..180")
@@ -84,95 +84,10 @@ extension GeoService {
         return GeoV1.ListVenuesResponse(venues: venues, freshMinutes: UInt32(config.venueFreshness.wholeMilliseconds / 60_000))
     }
 
-    public func checkIn(_ request: GeoV1.CheckInRequest, _ context: RequestContext) async throws -> GeoV1.CheckInResponse {
-        let caller = try context.requireCaller()
-        let name = request.placeName.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...80).contains(name.count) else { throw RPCError.invalidArgument("place_name: 1-80 characters") }
-        guard request.mediaId.count <= 64, request.mediaId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
-            throw RPCError.invalidArgument("media_id: an id from the media service")
-        }
-        let p = try point(request.hasPoint, request.latitude, request.longitude, caller: caller)
-        let previousPhoto = state.mutex.withLock { $0.checkIns[caller]?.mediaID ?? "" }
-        if !request.mediaId.isEmpty || !previousPhoto.isEmpty {
-            // The photo must be the caller's check-in upload; the replaced check-in's photo is released.
-            if let photos {
-                do {
-                    try await photos.attach(user: caller, mediaID: request.mediaId, deadline: context.downstreamBudget)
-                } catch let error as RPCError where request.mediaId.isEmpty {
-                    // Only a release: the check-in goes ahead; media drops the photo when the next one is attached.
-                    context.logger.warning("previous check-in photo not released", metadata: ["error": "\(error)"])
-                }
-            } else if !request.mediaId.isEmpty {
-                throw RPCError.unavailable("photos are not available: check in without one")
-            }
-        }
-        let at = now()
-        let record = CheckInRecord(user: caller, placeName: name, lat: p.lat, lon: p.lon, mediaID: request.mediaId,
-                                   createdMs: at, expiresMs: at + config.checkInLifetime.wholeMilliseconds)
-        let replaced = try await store.saveCheckIn(record, now: at)
-        state.mutex.withLock { $0.checkIns[caller] = record }
-        return GeoV1.CheckInResponse(checkIn: Self.proto(record, distance: 0), replaced: replaced)
-    }
-
-    /// Active check-ins the caller may see near them: those of people whose location they may
-    /// see, and those of findable people (check-ins are how strangers nearby meet); never across
-    /// a block or from someone in ghost mode unless visible anyway.
-    public func listCheckIns(_ request: GeoV1.ListCheckInsRequest, _ context: RequestContext) async throws -> GeoV1.ListCheckInsResponse {
-        let caller = try context.requireCaller()
-        let maxRadius = request.feed ? config.feedRadius : config.checkInRadius
-        let radius = request.radiusM == 0 ? maxRadius : request.radiusM
-        guard radius.isFinite, radius > 0, radius <= max(maxRadius, config.feedRadius) else {
-            throw RPCError.invalidArgument("radius_m: more than 0, at most \(Int(max(maxRadius, config.feedRadius)))")
-        }
-        let limit = request.limit == 0 ? 20 : Int(request.limit)
-        guard limit <= 100 else { throw RPCError.invalidArgument("limit: at most 100") }
-        let me = try point(false, 0, 0, caller: caller)
-        let at = now()
-        var found = state.mutex.withLock { s in
-            graph.read { g in
-                s.checkIns.values.compactMap { c -> GeoV1.CheckIn? in
-                    guard c.expiresMs > at else { return nil }
-                    let d = GeoMath.distance(lat1: me.lat, lon1: me.lon, lat2: c.lat, lon2: c.lon)
-                    guard d <= radius else { return nil }
-                    return Self.checkInShown(to: caller, of: c.user, s, g, at) ? Self.proto(c, distance: d) : nil
-                }
-            }
-        }
-        if request.feed {
-            found.sort { ($0.createdAtMs, $0.userId) > ($1.createdAtMs, $1.userId) }
-        } else {
-            found.sort { ($0.distanceM, $0.userId) < ($1.distanceM, $1.userId) }
-        }
-        return GeoV1.ListCheckInsResponse(checkIns: Array(found.prefix(limit)))
-    }
-
-    /// Who sees a check-in: its owner, those who may see the owner's location, and anyone not
-    /// blocked when the owner is findable and not in ghost mode (check-ins are how strangers meet).
-    static func checkInShown(to viewer: UInt64, of owner: UInt64, _ s: GeoState, _ g: GraphState, _ at: Int64) -> Bool {
-        owner == viewer || s.visible(viewer: viewer, subject: owner, graph: g, now: at)
-            || (g.isFindable(owner) && !g.blocked(viewer, owner) && !s.settings(of: owner).ghost)
-    }
-
-    /// For media: the rule of `listCheckIns` (without the distance) for one check-in.
-    public func checkInAccess(_ request: GeoV1.CheckInAccessRequest, _ context: RequestContext) async throws -> GeoV1.CheckInAccessResponse {
-        let at = now()
-        return state.mutex.withLock { s in
-            graph.read { g in
-                guard let c = s.checkIns[request.ownerId], c.expiresMs > at else { return GeoV1.CheckInAccessResponse() }
-                return Self.checkInShown(to: request.viewerId, of: request.ownerId, s, g, at)
-                    ? GeoV1.CheckInAccessResponse(visible: true, mediaId: c.mediaID) : GeoV1.CheckInAccessResponse()
-            }
-        }
-    }
-
     public func getPlace(_ request: GeoV1.GetPlaceRequest, _ context: RequestContext) async throws -> GeoV1.GetPlaceResponse {
         state.mutex.withLock { s in
             s.places.first { $0.id == request.placeId }.map { GeoV1.GetPlaceResponse(found: true, place: $0.proto) } ?? GeoV1.GetPlaceResponse()
         }
     }
 
-    static func proto(_ c: CheckInRecord, distance: Double) -> GeoV1.CheckIn {
-        GeoV1.CheckIn(userId: c.user, placeName: c.placeName, latitude: c.lat, longitude: c.lon, mediaId: c.mediaID,
-                      createdAtMs: c.createdMs, expiresAtMs: c.expiresMs, distanceM: distance)
-    }
 }
