@@ -118,3 +118,44 @@ final class MemoryStore: ReplyStore {
     func load(_ key: String) async -> StoredReply? { replies.withLock { $0[key] } }
     func save(_ key: String, _ stored: StoredReply) async { replies.withLock { $0[key] = stored } }
 }
+
+/// A durable store whose loads wait for `gate`: a duplicate can arrive while the first request
+/// is still asking the store.
+final class GatedStore: ReplyStore {
+    let inner = MemoryStore()
+    let gate = OneShot<Void>()
+    let loads = Counter()
+    func load(_ key: String) async -> StoredReply? {
+        _ = loads.increment()
+        await gate.value
+        return await inner.load(key)
+    }
+    func save(_ key: String, _ stored: StoredReply) async { await inner.save(key, stored) }
+}
+
+@Suite("idempotent retries: a reused key found in the durable store", .timeLimit(.minutes(1)))
+struct ReusedKeyInStoreTests {
+    @Test func theRequest_andTheDuplicatesThatWaitedBehindIt_areAllRefused() async throws {
+        let store = GatedStore()
+        let counter = Counter()
+        var router = MethodRouter()
+        router.register(echo) { _, _ in CommonV1.PingResponse(service: "applied \(counter.increment())") }
+        // Before a restart the key answered another payload.
+        let earlier = Envelope(method: echo.fullName, callerUserId: 3, idempotencyKey: "k", payload: CommonV1.PingRequest(echo: [1]).serializedBytes())
+        await store.inner.save(ReplyCache.key(for: earlier).key, StoredReply(digest: ReplyCache.key(for: earlier).digest, reply: earlier.reply()))
+        try await withHost(router, logs: CapturedLogs(), replyCache: ReplyCache(store: store)) { host, client in
+            let options = CallOptions(deadline: .seconds(10), idempotencyKey: "k", callerUserID: 3)
+            let call = { @Sendable () async -> RPCError? in
+                do { _ = try await client.call(echo, CommonV1.PingRequest(echo: [2]), options: options); return nil } catch let error as RPCError { return error } catch { return RPCError(.internal, "\(error)") }
+            }
+            async let first = call()
+            try await eventually("the first asks the store") { store.loads.count == 1 }
+            async let duplicate = call()
+            try await eventually("the duplicate reached the host") { host.counters.received.load(ordering: .relaxed) >= 2 }
+            store.gate.fulfil(())
+            let (a, b) = await (first, duplicate)
+            #expect(a?.code == .invalidArgument && b?.code == .invalidArgument, "\(String(describing: a)) \(String(describing: b))")
+            #expect(counter.count == 0)
+        }
+    }
+}

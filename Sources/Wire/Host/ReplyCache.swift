@@ -55,8 +55,9 @@ public final class ReplyCache: Sendable {
         case replay(Envelope)
         /// The same request is running now: its reply will be given to this waiter too.
         case wait
-        /// The key was used for a different request (another payload): refuse this one.
-        case mismatch
+        /// The key was used for a different request (another payload): refuse this one, and the
+        /// duplicates of it that waited meanwhile (host request keys).
+        case mismatch(waiters: [UInt64])
     }
 
     private struct State {
@@ -101,9 +102,9 @@ public final class ReplyCache: Sendable {
 
     func begin(_ key: String, digest: UInt64, waiter: UInt64) async -> Begin {
         let first: Begin = state.withLock { state in
-            if let stored = state.done[key], let reply = stored.reply { return stored.digest == digest ? .replay(reply) : .mismatch }
+            if let stored = state.done[key], let reply = stored.reply { return stored.digest == digest ? .replay(reply) : .mismatch(waiters: []) }
             if let running = state.running[key] {
-                guard running.digest == digest else { return .mismatch }
+                guard running.digest == digest else { return .mismatch(waiters: []) }
                 state.running[key]?.waiters.append(waiter)
                 return .wait
             }
@@ -112,11 +113,8 @@ public final class ReplyCache: Sendable {
         }
         guard case .execute = first, let store else { return first }
         guard let previous = await store.load(key) else { return first }
-        guard previous.digest == digest else {
-            // Let whoever waited behind this one learn the same.
-            _ = complete(key, nil)
-            return .mismatch
-        }
+        // Duplicates that waited behind this one learn the same.
+        guard previous.digest == digest else { return .mismatch(waiters: complete(key, nil)) }
         guard let reply = previous.reply else { return .recover }
         return .execute(previous: reply)
     }

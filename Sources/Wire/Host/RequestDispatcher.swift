@@ -36,10 +36,12 @@ public struct RequestDispatcher: Sendable {
         }
         let (key, digest) = ReplyCache.key(for: envelope)
         switch await replyCache.begin(key, digest: digest, waiter: request.key) {
-        case .mismatch:
+        case .mismatch(let waiters):
             logger.notice("refused an idempotency key reused for a different request")
-            deliver(request.key, envelope.reply(error: .invalidArgument(
-                "idempotency key \"\(envelope.idempotencyKey)\" was already used for a different \(envelope.method) request: use a new key for a new request")))
+            let refusal = envelope.reply(error: .invalidArgument(
+                "idempotency key \"\(envelope.idempotencyKey)\" was already used for a different \(envelope.method) request: use a new key for a new request"))
+            for waiter in waiters { deliver(waiter, refusal) }
+            deliver(request.key, refusal)
         case .replay(let stored):
             logger.debug("replayed an idempotent reply")
             deliver(request.key, stored)
