@@ -8,7 +8,7 @@ public import Wire
 extension AlertsService {
     public func startWatch(_ request: AlertsV1.StartWatchRequest, _ context: RequestContext) async throws -> AlertsV1.StartWatchResponse {
         let caller = try context.requireCaller()
-        let duration = try watchRules.start(durationSeconds: request.durationSeconds, note: request.note).get(or: Self.error)
+        let duration = try watchRules.start(durationSeconds: request.durationSeconds, note: request.note).get()
         let key = context.idempotencyKey
         if !key.isEmpty, let earlier = try await store.database.read({ db in
             try UInt64.fetchOne(db, sql: "SELECT id FROM watch_sessions WHERE initiator = ? AND idempotency_key = ?", arguments: [caller, key])
@@ -19,7 +19,7 @@ extension AlertsService {
         if let active = try await store.database.read({ db in try AlertsStore.activeWatch(db, of: caller) }) {
             throw RPCError.failedPrecondition("watch \(active.id) is already active: extend or end it")
         }
-        let watchers = try WatchRules.watchers(in: try await peers.circle(of: caller)).get(or: Self.error)
+        let watchers = try WatchRules.watchers(in: try await peers.circle(of: caller)).get()
         let names = await people(Set(watchers + [caller]))
         let at = now(), ends = at + duration
         let text = "\(Self.name(names[caller])) asks you to watch them for \(Self.span(duration))" + (request.note.isEmpty ? "" : ": \(request.note)")
@@ -52,13 +52,13 @@ extension AlertsService {
     public func extendWatch(_ request: AlertsV1.ExtendWatchRequest, _ context: RequestContext) async throws -> AlertsV1.ExtendWatchResponse {
         let caller = try context.requireCaller()
         let rules = watchRules
-        let extra = try rules.extensionMs(seconds: request.extraSeconds).get(or: Self.error)
+        let extra = try rules.extensionMs(seconds: request.extraSeconds).get()
         let at = now()
         let (session, grants) = try await store.database.write { db -> (WatchRecord, [GrantRecord]) in
             guard let active = try AlertsStore.activeWatch(db, of: caller), active.endsAtMs > at else {
                 throw RPCError.failedPrecondition("no active watch to extend")
             }
-            let ends = try rules.extended(endsAtMs: active.endsAtMs, byMs: extra, now: at).get(or: Self.error)
+            let ends = try rules.extended(endsAtMs: active.endsAtMs, byMs: extra, now: at).get()
             try db.execute(sql: "UPDATE watch_sessions SET ends_at_ms = ? WHERE id = ?", arguments: [ends, active.id])
             let grants = WatchRules.grants(of: caller, watchers: active.watchers, until: ends)
             for g in grants { try AlertsStore.setGrant(db, g) }
@@ -222,32 +222,6 @@ extension AlertsService {
 
 extension AlertsService {
     var watchRules: WatchRules { WatchRules(minimumMs: config.minWatch.wholeMilliseconds, maximumMs: config.maxWatch.wholeMilliseconds) }
-
-    /// A watch rule's refusal as the status a client gets.
-    static func error(_ refusal: WatchRules.Refusal) -> RPCError {
-        switch refusal {
-        case .duration(let least, let most):
-            .invalidArgument("duration_seconds: \(least / 1000)-\(most / 1000) (\(span(least)) to \(span(most)))")
-        case .noteTooLong(let limit):
-            .invalidArgument("note: at most \(limit) characters")
-        case .noWatcher:
-            .failedPrecondition("nobody could watch: your core circle has no accepted members (frienso circle add)")
-        case .extension_(let most):
-            .invalidArgument("extra_seconds: 60-\(most / 1000)")
-        case .tooLong(let most, let endsIn):
-            .failedPrecondition("a watch may run at most \(span(most)) from now; it ends in \(span(endsIn))")
-        }
-    }
-}
-
-extension Result {
-    /// The value, or the failure mapped to the error to throw.
-    func get(or map: (Failure) -> RPCError) throws(RPCError) -> Success {
-        switch self {
-        case .success(let value): return value
-        case .failure(let failure): throw map(failure)
-        }
-    }
 }
 
 /// Storage of watch sessions (inside the transactions the handlers open).
@@ -288,5 +262,24 @@ extension AlertsStore {
 
     static func nextWatchExpiry(_ db: Database) throws -> Int64? {
         try Int64.fetchOne(db, sql: "SELECT MIN(ends_at_ms) FROM watch_sessions WHERE state = 1")
+    }
+}
+
+/// A watch rule's refusal as the status a client gets (the rules know no statuses).
+extension WatchRules.Refusal: RPCErrorConvertible {
+    var rpcError: RPCError {
+        let span = AlertsService.span
+        return switch self {
+        case .duration(let least, let most):
+            .invalidArgument("duration_seconds: \(least / 1000)-\(most / 1000) (\(span(least)) to \(span(most)))")
+        case .noteTooLong(let limit):
+            .invalidArgument("note: at most \(limit) characters")
+        case .noWatcher:
+            .failedPrecondition("nobody could watch: your core circle has no accepted members (frienso circle add)")
+        case .extension_(let most):
+            .invalidArgument("extra_seconds: 60-\(most / 1000)")
+        case .tooLong(let most, let endsIn):
+            .failedPrecondition("a watch may run at most \(span(most)) from now; it ends in \(span(endsIn))")
+        }
     }
 }
