@@ -15,8 +15,11 @@ public final class Gateway: Service, Sendable {
     private let logger: Logger
     private let context: ZMQContext
 
-    /// - Parameter reactor: the event loop for the client socket and for the clients to the
-    ///   services; sharing one means forwarding a request crosses no thread.
+    /// - Parameters:
+    ///   - clientOptions: deadlines, heartbeats and caps of the clients to the services; their
+    ///     security always comes from `config.keyring` (`GatewayConfig.security(toward:)`).
+    ///   - reactor: the event loop for the client socket and for the clients to the
+    ///     services; sharing one means forwarding a request crosses no thread.
     public init(config: GatewayConfig, logger: Logger, clientOptions: ClientOptions = ClientOptions(),
                 context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.config = config
@@ -26,12 +29,9 @@ public final class Gateway: Service, Sendable {
         // Only services with a contract can be called; the others are not built yet.
         let contracted = Set(ProtoIndex.methods.map(\.service))
         for (name, endpoint) in config.services where !endpoint.isEmpty && contracted.contains(name) {
+            guard let security = config.security(toward: name) else { continue }
             var options = clientOptions
-            if let keyring = config.keyring {
-                // A member the keyring lacks cannot be reached securely: it stays "not deployed here".
-                guard let security = try? keyring.client(of: name) else { continue }
-                options.security = security
-            }
+            options.security = security
             clients[name] = WireClient(endpoint: endpoint, options: options, logger: logger.with("peer", name),
                                        context: context, reactor: reactor)
         }
@@ -80,11 +80,7 @@ public final class Gateway: Service, Sendable {
     /// through any gateway), and every cached session when revocations may have been missed (a
     /// gap in the numbering, or accounts restarted: a new epoch).
     private func followRevocations(endpoint: String) async {
-        var security = ClientSecurity.plaintext
-        if let keyring = config.keyring {
-            guard let curve = try? keyring.client(of: "accounts") else { return }
-            security = curve
-        }
+        guard let security = config.security(toward: "accounts") else { return }
         let subscriber = Subscriber(endpoint: endpoint, prefixes: ["sessions"], logger: logger.with("source", "accounts"),
                                     security: security, context: context, reactor: host.reactor)
         var tracker = SequenceTracker()
@@ -108,11 +104,7 @@ public final class Gateway: Service, Sendable {
 
     /// Forwards `viewer.<id>` events from one publisher to that user's connections.
     private func relay(from name: String, endpoint: String) async {
-        var security = ClientSecurity.plaintext
-        if let keyring = config.keyring {
-            guard let curve = try? keyring.client(of: name) else { return }
-            security = curve
-        }
+        guard let security = config.security(toward: name) else { return }
         let subscriber = Subscriber(endpoint: endpoint, prefixes: ["viewer."], logger: logger.with("source", name),
                                     security: security, context: context, reactor: host.reactor)
         await withTaskCancellationHandler {

@@ -40,6 +40,14 @@ public struct GatewayConfig: Sendable {
 }
 
 extension GatewayConfig {
+    /// How the gateway connects to `member`'s sockets: its member key when it has a keyring,
+    /// plaintext without one; nil when the keyring lacks that member (it cannot be reached securely,
+    /// so it is "not deployed here").
+    func security(toward member: String) -> ClientSecurity? {
+        guard let keyring else { return .plaintext }
+        return try? keyring.client(of: member)
+    }
+
     /// The services and event sources every deployment may have; each is reached only if it exists.
     public static let serviceNames = ["accounts", "social", "geo", "alerts", "media"]
     public static let publisherNames = ["social", "geo", "alerts"]
