@@ -44,7 +44,8 @@ public struct LaunchPlan: Sendable {
             plane = InternalPlane(keyring: try KeyringFiles.load(at: folder, member: "launcher"))
             self.keyringFolder = folder
         }
-        let gatewayEdgeKey = try Self.gatewayEdgePublicKey(resolved)
+        // The gateway's client socket is the edge: the probe trusts its public key, when it has one.
+        let gatewayEdgeKey = try resolved.gatewayEdgeSecretKey().map { try CurveKeys.publicKey(forSecret: $0) }
         children = try names.map { name in
             let executable = "\(binDirectory)/frienso-\(name)"
             guard FileManager.default.isExecutableFile(atPath: executable) else {
@@ -58,17 +59,5 @@ public struct LaunchPlan: Sendable {
             return ChildSpec(name: name, executable: executable, arguments: shared, endpoint: resolved.deploymentEndpoint(of: name),
                              environment: environment, probe: probe)
         }
-    }
-
-    /// The public key of the gateway's client socket, when it has one (so the probe can reach it).
-    private static func gatewayEdgePublicKey(_ resolved: ResolvedOptions) throws -> String? {
-        guard let file = resolved.config.gateway?.curveSecretKeyFile ?? resolved.environment["FRIENSO_GATEWAY_CURVE_SECRET_FILE"] else {
-            return nil
-        }
-        guard let secret = try? String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
-              let key = try? CurveKeys.publicKey(forSecret: secret) else {
-            throw ConfigError("cannot read the gateway's CurveZMQ secret key file \(file)")
-        }
-        return key
     }
 }

@@ -1,6 +1,7 @@
 public import ArgumentParser
 public import Foundation
 public import Logging
+import Wire
 
 /// Options every service executable takes. Each value is resolved as: flag, then environment
 /// (`FRIENSO_…`), then the config file (`--config` or `FRIENSO_CONFIG`), then the embedded default.
@@ -105,6 +106,18 @@ public struct ResolvedOptions: Sendable {
 
     public func deploymentEventEndpoint(of member: String) -> String {
         environment["FRIENSO_\(member.uppercased())_EVENTS"] ?? config.eventEndpoints?[member] ?? Defaults.eventEndpoints[member] ?? ""
+    }
+
+    /// The secret key (Z85) of the gateway's client socket, from the file `gateway.curveSecretKeyFile`
+    /// (or `FRIENSO_GATEWAY_CURVE_SECRET_FILE`) names; nil when the client socket is plain TCP.
+    /// - Throws: `ConfigError` when the file cannot be read or holds no CurveZMQ key.
+    public func gatewayEdgeSecretKey() throws -> String? {
+        guard let file = config.gateway?.curveSecretKeyFile ?? environment["FRIENSO_GATEWAY_CURVE_SECRET_FILE"] else { return nil }
+        guard let key = try? String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
+              CurveKeys.isKey(key) else {
+            throw ConfigError("cannot read the gateway's CurveZMQ secret key file \(file)")
+        }
+        return key
     }
 
     /// This member's internal plane: its keyring (CurveZMQ), or plaintext when started with

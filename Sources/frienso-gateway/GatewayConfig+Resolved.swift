@@ -1,4 +1,3 @@
-import Foundation
 import Gateway
 import ServiceKit
 
@@ -16,11 +15,6 @@ extension GatewayConfig {
         if let rate = section?.requestsPerSecond { requestsPerSecond = rate }
         if let burst = section?.burst { self.burst = burst }
         if let seconds = section?.sessionCacheSeconds { sessionCacheTTL = .milliseconds(Int(seconds * 1000)) }
-        if let file = section?.curveSecretKeyFile ?? resolved.environment["FRIENSO_GATEWAY_CURVE_SECRET_FILE"] {
-            guard let key = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw ConfigError("cannot read the gateway's CurveZMQ secret key file \(file)")
-            }
-            curveSecretKey = key.trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+        curveSecretKey = try resolved.gatewayEdgeSecretKey()
     }
 }
