@@ -51,7 +51,7 @@ struct GlobalOptions: ParsableArguments {
         var options = ClientOptions()
         options.defaultDeadline = .milliseconds(Int(timeout * 1000))
         options.failFastWhenPeerDown = false
-        options.curveServerKey = serverKey ?? environment["FRIENSO_GATEWAY_PUBLIC_KEY"]
+        options.security = (serverKey ?? environment["FRIENSO_GATEWAY_PUBLIC_KEY"]).map { .curve(serverPublicKey: $0, keys: nil) } ?? .plaintext
         var logger = Logger(label: "frienso") { _ in SwiftLogNoOpLogHandler() }
         logger.logLevel = .critical
         return FriensoClient(gateway: endpoint, token: token, options: options, logger: logger)

@@ -194,7 +194,7 @@ final class LaunchedStack: @unchecked Sendable {
     /// A client of the gateway (trusting its key when it has one).
     func client(deadline: Duration = .seconds(5)) -> FriensoClient {
         var options = ClientOptions()
-        options.curveServerKey = serverKey
+        options.security = serverKey.map { .curve(serverPublicKey: $0, keys: nil) } ?? .plaintext
         options.defaultDeadline = deadline
         return FriensoClient(gateway: gateway, options: options, logger: Logger(label: "e2e-client"))
     }

@@ -175,7 +175,7 @@ struct GatewayTests {
         try await withStack(configure: { $0.curveSecretKey = server.secretKey }) { stack in
             func client(_ key: String?) -> WireClient {
                 var options = ClientOptions()
-                options.curveServerKey = key
+                options.security = key.map { .curve(serverPublicKey: $0, keys: nil) } ?? .plaintext
                 options.failFastWhenPeerDown = false
                 return WireClient(endpoint: stack.endpoint, options: options, logger: stack.logs.logger("curve"))
             }

@@ -15,31 +15,15 @@ public struct ClientOptions: Sendable {
     /// When the peer is known to be down, fail new calls at once with UNAVAILABLE instead of
     /// waiting for the deadline.
     public var failFastWhenPeerDown = true
-    /// CurveZMQ: the server's public key (Z85, 40 characters) to trust; nil for plain TCP.
-    public var curveServerKey: String?
-    /// CurveZMQ: this client's own key pair (a deployment member's); nil for a fresh anonymous one.
-    public var curveClientKeys: CurveKeys.KeyPair?
+    /// How the client authenticates to its server: plain TCP, or CurveZMQ trusting the server's
+    /// public key (Z85) with this client's key pair (a deployment member's, or a fresh anonymous one).
+    public var security: ClientSecurity = .plaintext
 
     public init() {}
 
     /// Options that connect with `security`.
     public init(security: ClientSecurity) {
         self.security = security
-    }
-
-    /// How the client authenticates to its server.
-    public var security: ClientSecurity {
-        get { curveServerKey.map { .curve(serverPublicKey: $0, keys: curveClientKeys) } ?? .plaintext }
-        set {
-            switch newValue {
-            case .plaintext:
-                curveServerKey = nil
-                curveClientKeys = nil
-            case .curve(let server, let keys):
-                curveServerKey = server
-                curveClientKeys = keys
-            }
-        }
     }
 
     var deadAfter: Duration { heartbeatInterval * liveness }
