@@ -115,7 +115,7 @@ final class HostLoop: ReactorComponent {
     private func receiveBatch() throws(ZMQError) {
         // Take what is queued, but yield to the command side now and then.
         for _ in 0..<256 {
-            guard let message = try socket.receive(dontWait: true) else { return }
+            guard let message = try socket.receive(dontWait: true, properties: true) else { return }
             counters.received.add(1, ordering: .relaxed)
             handleInbound(message.frames, address: message.peerAddress, member: message.userID)
         }

@@ -14,9 +14,12 @@ public struct RequestDispatcher: Sendable {
     /// nil: requests are handed over whatever key they carry (the gateway: the services keep the replies).
     private let replyCache: ReplyCache?
     private let started = ContinuousClock.now
+    /// `<name>.Ping`, made once rather than per request.
+    private let pingMethod: String
 
     public init(name: String, version: String = "0.1.0", handler: some RequestHandler, replyCache: ReplyCache?) {
         self.name = name
+        pingMethod = "\(name).Ping"
         self.version = version
         self.handler = handler
         self.replyCache = replyCache
@@ -28,7 +31,7 @@ public struct RequestDispatcher: Sendable {
     public func dispatch(_ request: IncomingRequest, logger: Logger, deliver: @Sendable (UInt64, Envelope) -> Void) async {
         let envelope = request.envelope
         logger.trace("request")
-        if envelope.method == "\(name).Ping" {
+        if envelope.method == pingMethod {
             return deliver(request.key, ping(envelope))
         }
         guard !envelope.idempotencyKey.isEmpty, let replyCache else {

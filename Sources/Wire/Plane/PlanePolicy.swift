@@ -16,14 +16,16 @@ public struct PlanePolicy: Sendable {
 
     /// The host's service name (whose Ping any member may call).
     public let service: String
+    private let ping: String
 
     public init(service: String) {
         self.service = service
+        ping = "\(service).Ping"
     }
 
     /// - Returns: nil when `member` may call `method`, else the error to answer.
     public func check(member: String, method: String) -> RPCError? {
-        if method == "\(service).Ping" { return nil }
+        if method == ping { return nil }
         // A method no contract names: the router answers INVALID_ARGUMENT, as to anyone.
         guard let rpc = Self.methods[method] else { return nil }
         switch rpc.access {

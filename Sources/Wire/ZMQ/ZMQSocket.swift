@@ -137,10 +137,13 @@ public final class ZMQSocket {
     }
 
     /// Receives one multipart message.
-    /// - Returns: the frames, the peer's address and, on a CurveZMQ server, the member name its
-    ///   ZAP handler gave the peer (both read from the last frame: a ROUTER's routing-id frame is
-    ///   made locally and carries no properties), or `nil` when `dontWait` is set and nothing is queued.
-    public func receive(dontWait: Bool = true) throws(ZMQError) -> (frames: [[UInt8]], peerAddress: String, userID: String)? {
+    /// - Parameter properties: also read the peer's address and, on a CurveZMQ server, the member
+    ///   name its ZAP handler gave the peer (from the last frame: a ROUTER's routing-id frame is
+    ///   made locally and carries no properties). Only hosts need them; they cost two lookups
+    ///   and two strings a message.
+    /// - Returns: the frames and those properties (empty when not read), or `nil` when `dontWait`
+    ///   is set and nothing is queued.
+    public func receive(dontWait: Bool = true, properties: Bool = false) throws(ZMQError) -> (frames: [[UInt8]], peerAddress: String, userID: String)? {
         var frames: [[UInt8]] = []
         while true {
             var message = zmq_msg_t()
@@ -159,6 +162,7 @@ public final class ZMQSocket {
                 frames.append([])
             }
             if zmq_msg_more(&message) == 0 {
+                guard properties else { return (frames, "", "") }
                 let address = zmq_msg_gets(&message, "Peer-Address").map { String(cString: $0) } ?? ""
                 let user = zmq_msg_gets(&message, "User-Id").map { String(cString: $0) } ?? ""
                 return (frames, address, user)
