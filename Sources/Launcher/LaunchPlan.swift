@@ -6,8 +6,8 @@ import Wire
 public struct LaunchPlan: Sendable {
     /// Every service, in start order (the gateway last: it routes to the others).
     public static let defaultOrder = ["accounts", "social", "geo", "alerts", "media", "gateway"]
-    /// The members with a PUB socket.
-    public static let publishers = ["accounts", "social", "geo", "alerts"]
+    /// The members with a PUB socket (those the embedded defaults give an event endpoint).
+    public static let publishers = Defaults.eventEndpoints.keys.sorted()
 
     public var children: [ChildSpec]
     /// The keyring folder every child was handed (nil with `--insecure-plaintext`).

@@ -3,6 +3,7 @@ import Foundation
 import FriensoClient
 import FriensoProto
 import FriensoTesting
+import Launcher
 import Logging
 import ServiceKit
 import Synchronization
@@ -32,8 +33,9 @@ final class Stranger {
 
 @Suite("end to end: the trusted internal plane", .serialized, .timeLimit(.minutes(4)))
 struct PlaneEndToEndTests {
-    static let services = ["accounts", "social", "geo", "alerts", "media"]
-    static let publishers = ["accounts", "social", "geo", "alerts"]
+    /// Every member behind the gateway, and those with a PUB socket.
+    static let services = LaunchPlan.defaultOrder.filter { $0 != "gateway" }
+    static let publishers = LaunchPlan.publishers
 
     /// The four strangers of the threat model, for a server `member` of the deployment in `keyring`:
     /// no key, a fresh key, another deployment's member key (knowing the real server key), and

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ServiceKit
 import Synchronization
 
 /// Listens on every default deployment port that is free (7100–7105, 7111–7114) for as long as
@@ -8,7 +9,8 @@ import Synchronization
 /// (`ProcessHarness.shutdown`). A port a running deployment holds (`deploy/up` beside the tests)
 /// is left to it: there the deployment's own keys refuse the stray connection instead.
 public final class DefaultPortDecoy: Sendable {
-    public static let ports: [UInt16] = [7100, 7101, 7102, 7103, 7104, 7105, 7111, 7112, 7113, 7114]
+    public static let ports: [UInt16] = (Array(Defaults.endpoints.values) + Array(Defaults.eventEndpoints.values))
+        .compactMap { $0.split(separator: ":").last.flatMap { UInt16($0) } }.sorted()
     public static let shared = DefaultPortDecoy()
 
     private let hits = Mutex<[UInt16: Int]>([:])

@@ -33,8 +33,8 @@ public final class ProcessHarness: Sendable {
         return folder
     }
 
-    static let services = ["accounts", "social", "geo", "alerts", "media", "gateway"]
-    static let publishers = ["accounts", "social", "geo", "alerts"]
+    static let services = Defaults.endpoints.keys.sorted()
+    static let publishers = Defaults.eventEndpoints.keys.sorted()
 
     /// What a service started by hand needs besides the test's own settings: the harness's
     /// keyring, and an endpoint for every member the test did not name, a port of this test
