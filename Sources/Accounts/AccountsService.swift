@@ -92,9 +92,13 @@ public final class AccountsService: Sendable {
             context.logger.notice("failed login", metadata: ["client": "\(clientKey)"])
             throw RPCError.unauthenticated("wrong login or password")
         }
-        let success = LoginGuard.Event.success(account: accountKey, at: now)
-        try await store.record(success, horizon: config.loginPolicy.horizon)
-        loginGuard.withLock { $0.apply(success) }
+        // A success clears the account's failures; with none on record it changes nothing, and
+        // costs no write.
+        if loginGuard.withLock({ $0.successMatters(for: accountKey) }) {
+            let success = LoginGuard.Event.success(account: accountKey, at: now)
+            try await store.record(success, horizon: config.loginPolicy.horizon)
+            loginGuard.withLock { $0.apply(success) }
+        }
         let (token, hash) = SessionToken.generate()
         let nowMs = config.now()
         let expires = nowMs + Int64(config.sessionTTL * 1000)

@@ -79,6 +79,10 @@ public struct LoginGuard: Sendable {
         return nil
     }
 
+    /// Whether a success for `account` would change anything (it clears the account's failures):
+    /// when not, it need not be recorded.
+    public func successMatters(for account: String) -> Bool { accounts.isTracking(account) }
+
     public mutating func apply(_ event: Event) {
         switch event {
         case .failure(let account, let client, let now):

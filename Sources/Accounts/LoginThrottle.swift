@@ -45,6 +45,9 @@ public struct LoginThrottle: Sendable {
         if entries.count > 100_000 { prune(now: now) }
     }
 
+    /// Whether `key` has failures or a lock on record.
+    public func isTracking(_ key: String) -> Bool { entries[key] != nil }
+
     public mutating func recordSuccess(_ key: String) {
         entries[key] = nil
     }

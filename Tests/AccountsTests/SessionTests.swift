@@ -261,8 +261,10 @@ struct LoginGuardTests {
         apply(.failure(account: "d", client: "c", at: 3))
         #expect(live.check(account: "e", client: "c", now: 3) == .spraying(wait: 50))
         #expect(live.check(account: "e", client: "other", now: 3) == nil)
+        #expect(live.successMatters(for: "a") && !live.successMatters(for: "nobody"))
         apply(.success(account: "a", at: 60))
         #expect(live.check(account: "a", client: "", now: 60) == nil, "a success clears the account's count")
+        #expect(!live.successMatters(for: "a"), "nothing left to clear: the next success need not be recorded")
         var replayed = LoginGuard(policy: policy)
         for event in events { replayed.apply(event) }
         for (account, client, now) in [("a", "c", 60.0), ("e", "c", 4), ("a", "", 2), ("x", "c", 10)] {
