@@ -15,6 +15,8 @@ struct Events: AsyncParsableCommand {
         try await perform(global) {
             let client = try global.client(requireSession: true)
             let stream = try await client.events()
+            // On stderr, so `--json` output stays one event a line: from here on nothing is missed.
+            FileHandle.standardError.write(Data("listening for live events (Ctrl-C to stop)\n".utf8))
             var seen = 0
             for await envelope in stream {
                 FileHandle.standardOutput.write(Data((Self.describe(envelope, json: global.json) + "\n").utf8))

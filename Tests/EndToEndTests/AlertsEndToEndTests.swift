@@ -37,6 +37,10 @@ struct AlertsEndToEndTests {
         // Ben streams his events; Ana shares where she is and raises helpNow.
         let events = try procs.start("ben-events", executable: "frienso", arguments: ["events"],
                                      environment: ["FRIENSO_GATEWAY": stack.endpoints["gateway"]!, "FRIENSO_CONFIG_DIR": "\(stack.dir)/ben"])
+        // Live events are best effort: only those published after the subscription reach him.
+        try await eventually("ben's stream is listening") {
+            ((try? String(contentsOfFile: events.logPath, encoding: .utf8)) ?? "").contains("listening for live events")
+        }
         #expect(try await ana.run(["locate", "33.7838", "-118.1141"]).status == 0)
         let raised = try await ana.run(["help-now", "--message", "car broke down"])
         #expect(raised.status == 0 && raised.output.contains("helpNow sent to 3 people"), "\(raised.output)\n\(procs.logs())")
