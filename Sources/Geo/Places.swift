@@ -1,142 +1,93 @@
 import Foundation
-import FriensoProto
-import SwiftCSV
-import Wire
+public import FriensoProto
+import Identity
+import SocialReplica
+public import Wire
 
-/// A place as geo keeps it in memory.
-struct PlaceRecord: Sendable {
-    var id: UInt64
-    var name: String
-    var kind: GeoV1.PlaceKind
-    var lat: Double
-    var lon: Double
-    var radius: Double
-    /// Outer ring (lat, lon), closed or not; empty for a point.
-    var ring: [(lat: Double, lon: Double)]
-
-    var proto: GeoV1.Place {
-        GeoV1.Place(placeId: id, name: name, kind: kind, latitude: lat, longitude: lon, radiusM: radius,
-                    polygonLat: ring.map(\.lat), polygonLon: ring.map(\.lon))
-    }
-
-    /// Whether (lat, lon) is inside: in the polygon (even-odd rule on lat/lon, fine at campus
-    /// scale), or within the radius of the point.
-    func contains(lat: Double, lon: Double) -> Bool {
-        if ring.count >= 3 { return PlaceRecord.inside(ring, lat: lat, lon: lon) }
-        return GeoMath.distance(lat1: self.lat, lon1: self.lon, lat2: lat, lon2: lon) <= radius
-    }
-
-    /// Distance from (lat, lon) to the place: 0 inside, else to the nearest vertex or point.
-    func distance(lat: Double, lon: Double) -> Double {
-        if ring.count >= 3 {
-            if PlaceRecord.inside(ring, lat: lat, lon: lon) { return 0 }
-            return ring.map { GeoMath.distance(lat1: lat, lon1: lon, lat2: $0.lat, lon2: $0.lon) }.min() ?? .infinity
+/// Places (operator imports, closest, on campus) and venue attendance. Check-ins: `CheckIns.swift`.
+extension GeoService {
+    public func importPlaces(_ request: GeoV1.ImportPlacesRequest, _ context: RequestContext) async throws -> GeoV1.ImportPlacesResponse {
+        guard !config.operatorKey.isEmpty else {
+            throw RPCError.permissionDenied("place imports are disabled: no operator key is configured (geo.operatorKey)")
         }
-        return max(0, GeoMath.distance(lat1: self.lat, lon1: self.lon, lat2: lat, lon2: lon))
-    }
-
-    /// How far from the reference point anything inside can be (to bound venue searches).
-    var reach: Double {
-        ring.isEmpty ? radius : ring.map { GeoMath.distance(lat1: lat, lon1: lon, lat2: $0.lat, lon2: $0.lon) }.max() ?? 0
-    }
-
-    static func inside(_ ring: [(lat: Double, lon: Double)], lat: Double, lon: Double) -> Bool {
-        var inside = false
-        var j = ring.count - 1
-        for i in 0..<ring.count {
-            let (yi, xi) = ring[i], (yj, xj) = ring[j]
-            if (yi > lat) != (yj > lat), lon < (xj - xi) * (lat - yi) / (yj - yi) + xi { inside.toggle() }
-            j = i
+        guard OperatorKey.matches(request.operatorKey, config.operatorKey) else {
+            context.logger.warning("place import with a wrong operator key", metadata: ["client": "\(context.clientAddress)"])
+            throw RPCError.permissionDenied("operator_key is wrong")
         }
-        return inside
-    }
-}
-
-/// Parses operator imports. Every feature or row is checked on its own; bad ones are reported
-/// and skipped, good ones imported.
-enum PlaceImport {
-    static let maxBytes = 3 << 20
-
-    struct Parsed {
-        var places: [PlaceRecord] = []
-        var problems: [String] = []
-    }
-
-    static func kind(_ text: String) -> GeoV1.PlaceKind? {
-        switch text.lowercased().trimmingCharacters(in: .whitespaces) {
-        case "building": .building
-        case "venue": .venue
-        case "campus": .campus
-        default: nil
+        guard !request.data.isEmpty, request.data.count <= PlaceImport.maxBytes else {
+            throw RPCError.invalidArgument("data: 1 byte to 3 MB")
         }
+        let parsed: PlaceImport.Parsed
+        switch request.format.lowercased() {
+        case "geojson", "json": parsed = PlaceImport.geoJSON(request.data)
+        case "csv":
+            guard let text = String(validating: request.data, as: UTF8.self) else { throw RPCError.invalidArgument("data: CSV must be UTF-8") }
+            parsed = PlaceImport.csv(text)
+        default: throw RPCError.invalidArgument("format: geojson or csv")
+        }
+        guard !parsed.places.isEmpty else {
+            throw RPCError.invalidArgument("nothing to import: " + parsed.problems.prefix(5).joined(separator: "; "))
+        }
+        let stored = try await store.importPlaces(parsed.places, replace: request.replace)
+        state.mutex.withLock { s in
+            if request.replace { s.places = [] }
+            s.places += stored
+        }
+        context.logger.info("places imported", metadata: ["count": "\(stored.count)", "skipped": "\(parsed.problems.count)"])
+        return GeoV1.ImportPlacesResponse(imported: UInt32(stored.count), problems: parsed.problems)
     }
 
-    static func validName(_ raw: String) -> String? {
-        let name = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-        return (1...80).contains(name.count) ? name : nil
-    }
-
-    static func csv(_ text: String) -> Parsed {
-        var result = Parsed()
-        let table: CSV<Named>
-        do { table = try CSV<Named>(string: text, delimiter: .comma) } catch {
-            result.problems.append("not CSV: \(error)")
-            return result
-        }
-        for required in ["name", "kind", "lat", "lon"] where !table.header.contains(required) {
-            result.problems.append("header: missing column \"\(required)\" (name,kind,lat,lon,radius_m)")
-            return result
-        }
-        for (i, row) in table.rows.enumerated() {
-            let line = "row \(i + 2)"
-            guard let name = validName(row["name"] ?? "") else { result.problems.append("\(line): name must be 1-80 characters"); continue }
-            guard let kind = kind(row["kind"] ?? "") else { result.problems.append("\(line): kind must be building, venue or campus"); continue }
-            guard let lat = Double(row["lat"] ?? ""), let lon = Double(row["lon"] ?? ""), GeoMath.isValid(latitude: lat, longitude: lon) else {
-                result.problems.append("\(line): lat/lon out of range"); continue
+    /// The caller's point: given in the request, or their latest fix.
+    func point(_ has: Bool, _ lat: Double, _ lon: Double, caller: UInt64) throws -> (lat: Double, lon: Double) {
+        if has {
+            guard GeoMath.isValid(latitude: lat, longitude: lon) else {
+                throw RPCError.invalidArgument("latitude must be -90..90 and longitude -180..180")
             }
-            let radius = Double(row["radius_m"] ?? "") ?? 50
-            guard radius.isFinite, (1...5_000).contains(radius) else { result.problems.append("\(line): radius_m must be 1-5000"); continue }
-            result.places.append(PlaceRecord(id: 0, name: name, kind: kind, lat: lat, lon: lon, radius: radius, ring: []))
+            return (lat, lon)
         }
-        return result
+        guard let fix = state.mutex.withLock({ $0.latest[caller] }) else {
+            throw RPCError.failedPrecondition("share a location first (frienso locate LAT LON), or give a point")
+        }
+        return (fix.lat, fix.lon)
     }
 
-    static func geoJSON(_ data: [UInt8]) -> Parsed {
-        var result = Parsed()
-        guard let root = try? JSONSerialization.jsonObject(with: Data(data)) as? [String: Any],
-              root["type"] as? String == "FeatureCollection", let features = root["features"] as? [[String: Any]] else {
-            result.problems.append("not a GeoJSON FeatureCollection")
-            return result
-        }
-        for (i, feature) in features.enumerated() {
-            let properties = feature["properties"] as? [String: Any] ?? [:]
-            let label = "feature \(i)"
-            guard let name = validName(properties["name"] as? String ?? "") else { result.problems.append("\(label): properties.name must be 1-80 characters"); continue }
-            guard let kind = kind(properties["kind"] as? String ?? "") else { result.problems.append("\(label) (\(name)): properties.kind must be building, venue or campus"); continue }
-            let radius = (properties["radius_m"] as? Double) ?? 50
-            guard let geometry = feature["geometry"] as? [String: Any], let type = geometry["type"] as? String else {
-                result.problems.append("\(label) (\(name)): no geometry"); continue
+    public func closestPlace(_ request: GeoV1.ClosestPlaceRequest, _ context: RequestContext) async throws -> GeoV1.ClosestPlaceResponse {
+        let caller = try context.requireCaller()
+        let p = try point(request.hasPoint, request.latitude, request.longitude, caller: caller)
+        return state.mutex.withLock { s in
+            let onCampus = s.places.contains { $0.kind == .campus && $0.contains(lat: p.lat, lon: p.lon) }
+            guard let (place, distance) = s.closestPlace(lat: p.lat, lon: p.lon, kind: request.kind) else {
+                return GeoV1.ClosestPlaceResponse(found: false, onCampus: onCampus)
             }
-            switch type {
-            case "Point":
-                guard let c = geometry["coordinates"] as? [Double], c.count >= 2, GeoMath.isValid(latitude: c[1], longitude: c[0]) else {
-                    result.problems.append("\(label) (\(name)): Point needs [lon, lat] in range"); continue
+            return GeoV1.ClosestPlaceResponse(found: true, place: place.proto, distanceM: distance, onCampus: onCampus)
+        }
+    }
+
+    /// Counted from live locations at the time of the call (never from counters that could
+    /// drift): users inside each venue with a fresh fix, and the caller's friends among them.
+    public func listVenues(_ request: GeoV1.ListVenuesRequest, _ context: RequestContext) async throws -> GeoV1.ListVenuesResponse {
+        let caller = try context.requireCaller()
+        let at = now(), freshAfter = at - config.venueFreshness.wholeMilliseconds
+        let friends = Set(graph.read { $0.friends(of: caller) })
+        var venues = state.mutex.withLock { s in
+            s.places.filter { $0.kind == .venue }.map { venue -> GeoV1.VenueAttendance in
+                var people = 0, friendsHere = 0
+                s.index.forEach(within: venue.reach + 1, ofLat: venue.lat, lon: venue.lon) { user, _ in
+                    guard let fix = s.latest[user], fix.receivedMs >= freshAfter, venue.contains(lat: fix.lat, lon: fix.lon) else { return }
+                    people += 1
+                    if friends.contains(user) { friendsHere += 1 }
                 }
-                guard radius.isFinite, (1...5_000).contains(radius) else { result.problems.append("\(label) (\(name)): radius_m must be 1-5000"); continue }
-                result.places.append(PlaceRecord(id: 0, name: name, kind: kind, lat: c[1], lon: c[0], radius: radius, ring: []))
-            case "Polygon":
-                guard let rings = geometry["coordinates"] as? [[[Double]]], let outer = rings.first, outer.count >= 4,
-                      outer.allSatisfy({ $0.count >= 2 && GeoMath.isValid(latitude: $0[1], longitude: $0[0]) }) else {
-                    result.problems.append("\(label) (\(name)): Polygon needs an outer ring of at least 4 [lon, lat] positions in range"); continue
-                }
-                var ring = outer.map { (lat: $0[1], lon: $0[0]) }
-                if ring.first! == ring.last! { ring.removeLast() }
-                let lat = ring.map(\.lat).reduce(0, +) / Double(ring.count), lon = ring.map(\.lon).reduce(0, +) / Double(ring.count)
-                result.places.append(PlaceRecord(id: 0, name: name, kind: kind, lat: lat, lon: lon, radius: 0, ring: ring))
-            default:
-                result.problems.append("\(label) (\(name)): geometry \(type) is not supported (Point or Polygon)")
+                return GeoV1.VenueAttendance(venue: venue.proto, people: UInt32(people), friends: UInt32(friendsHere))
             }
         }
-        return result
+        venues.sort { ($0.people, $0.friends) > ($1.people, $1.friends) }
+        return GeoV1.ListVenuesResponse(venues: venues, freshMinutes: UInt32(config.venueFreshness.wholeMilliseconds / 60_000))
     }
+
+    public func getPlace(_ request: GeoV1.GetPlaceRequest, _ context: RequestContext) async throws -> GeoV1.GetPlaceResponse {
+        state.mutex.withLock { s in
+            s.places.first { $0.id == request.placeId }.map { GeoV1.GetPlaceResponse(found: true, place: $0.proto) } ?? GeoV1.GetPlaceResponse()
+        }
+    }
+
 }

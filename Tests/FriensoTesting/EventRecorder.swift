@@ -1,18 +1,31 @@
 import Synchronization
 public import Wire
 
-/// An `EventSink` that keeps what a service publishes, for tests to inspect.
-public final class EventRecorder: EventSink {
+/// An `EventSink` that keeps what a service publishes, for tests to inspect. It numbers events
+/// per stream as `Publisher` does, so services that report their position (snapshots) run on it.
+public final class EventRecorder: NumberedEventSink {
     public typealias Event = (topic: String, method: String, payload: [UInt8])
-    private let events = Mutex<[Event]>([])
+    private struct State {
+        var events: [Event] = []
+        var sequences: [String: UInt64] = [:]
+    }
+    private let state = Mutex(State())
+    public let epoch = UInt64.random(in: 1...UInt64.max)
 
     public init() {}
 
-    public func emit(topic: String, method: String, payload: [UInt8]) { events.withLock { $0.append((topic, method, payload)) } }
+    public func emit(topic: String, method: String, payload: [UInt8]) {
+        state.withLock { s in
+            s.events.append((topic, method, payload))
+            s.sequences[Publisher.stream(of: topic), default: 0] += 1
+        }
+    }
+
+    public func lastSequence(stream: String) -> UInt64 { state.withLock { $0.sequences[stream] ?? 0 } }
 
     /// Everything published so far.
-    public var all: [Event] { events.withLock { $0 } }
+    public var all: [Event] { state.withLock { $0.events } }
 
     /// Everything published since the last `take`, and forgets it.
-    public func take() -> [Event] { events.withLock { e in defer { e.removeAll() }; return e } }
+    public func take() -> [Event] { state.withLock { s in defer { s.events.removeAll() }; return s.events } }
 }

@@ -9,7 +9,7 @@ public import Wire
 /// reply decoded. The same `call` as `WireClient`, so a domain's tests switch by their harness.
 /// What only sockets do (deadlines, heartbeats, frame caps, the plane) has its own tests in the
 /// Wire, gateway and end-to-end suites.
-public final class RouterClient: Sendable {
+public final class RouterClient: RPCCalling {
     private let dispatcher: RequestDispatcher
     private let logger: Logger
     private let waiting = Mutex<[UInt64: CheckedContinuation<Envelope, Never>]>([:])

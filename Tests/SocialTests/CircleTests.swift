@@ -1,4 +1,3 @@
-import FriensoClient
 import FriensoProto
 import FriensoTesting
 import Testing
@@ -7,12 +6,12 @@ import Wire
 @Suite("social: core circle", .serialized, .timeLimit(.minutes(2)))
 struct CircleTests {
     /// Makes `a` and `b` friends.
-    func befriend(_ a: FriensoClient, _ b: FriensoClient, _ bName: String, _ aName: String) async throws {
+    func befriend(_ a: Person, _ b: Person, _ bName: String, _ aName: String) async throws {
         _ = try await a.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: bName))
         _ = try await b.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: aName))
     }
 
-    func circle(_ client: FriensoClient) async throws -> SocialV1.ShowCircleResponse {
+    func circle(_ client: Person) async throws -> SocialV1.ShowCircleResponse {
         try await client.call(API.showCircle, SocialV1.ShowCircleRequest())
     }
 

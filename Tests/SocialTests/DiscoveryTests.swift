@@ -1,5 +1,4 @@
 import Foundation
-import FriensoClient
 import FriensoProto
 import FriensoTesting
 import ServiceKit
@@ -137,18 +136,15 @@ struct ExchangeTests {
         router.register(GeoV1.GeoService.latestLocation) { _, _ in
             GeoV1.LatestLocationResponse(found: true, fix: GeoV1.Fix(latitude: 33.7774, longitude: -118.1145), placeName: "University Library")
         }
-        let logs = CapturedLogs()
-        let geo = ServiceHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), handler: router, logger: logs.logger("geo"))
-        try await withRunningServices([geo], logger: logs.logger("group")) {
-            try await withSocial(geoEndpoint: try await geo.boundEndpoint()) { stack in
-                let (ann, _) = try await stack.user("exg_ann")
-                let (bob, _) = try await stack.user("exg_bob")
-                for user in [ann, bob] { _ = try await user.call(API.setFindable, SocialV1.SetFindableRequest(findable: true)) }
-                _ = try await ann.call(API.addExchange, SocialV1.AddExchangeRequest(username: "exg_bob"))
-                let done = try await bob.call(API.addExchange, SocialV1.AddExchangeRequest(username: "exg_ann"))
-                #expect(done.exchange?.hasLocation == true && done.exchange?.latitude == 33.7774)
-                #expect(done.exchange?.placeLabel == "University Library")
-            }
+        let geo = RouterClient(name: "geo", router: router, replyCache: nil, logger: CapturedLogs().logger("geo"))
+        try await withSocial(geo: geo) { stack in
+            let (ann, _) = try await stack.user("exg_ann")
+            let (bob, _) = try await stack.user("exg_bob")
+            for user in [ann, bob] { _ = try await user.call(API.setFindable, SocialV1.SetFindableRequest(findable: true)) }
+            _ = try await ann.call(API.addExchange, SocialV1.AddExchangeRequest(username: "exg_bob"))
+            let done = try await bob.call(API.addExchange, SocialV1.AddExchangeRequest(username: "exg_ann"))
+            #expect(done.exchange?.hasLocation == true && done.exchange?.latitude == 33.7774)
+            #expect(done.exchange?.placeLabel == "University Library")
         }
     }
 

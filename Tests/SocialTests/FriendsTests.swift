@@ -1,4 +1,3 @@
-import FriensoClient
 import FriensoProto
 import FriensoTesting
 import Foundation
@@ -7,7 +6,7 @@ import Wire
 
 @Suite("social: friend requests, friendships, blocks", .serialized, .timeLimit(.minutes(2)))
 struct FriendsTests {
-    func friends(_ client: FriensoClient) async throws -> [String] {
+    func friends(_ client: Person) async throws -> [String] {
         try await client.call(API.listFriends, SocialV1.ListFriendsRequest()).friends.compactMap { $0.user?.username }
     }
 
@@ -100,8 +99,7 @@ struct FriendsTests {
                 _ = try await jon.call(API.respondToFriendRequest, SocialV1.RespondToFriendRequestRequest(requestId: 1, action: .init(rawValue: 77)))
             }
             await expectError(.notFound) { _ = try await jon.call(API.removeFriend, SocialV1.RemoveFriendRequest(username: "jon")) }
-            let anonymous = FriensoClient(gateway: stack.endpoint, logger: stack.logs.logger("anon"))
-            await expectError(.unauthenticated) { _ = try await anonymous.call(API.listFriends, SocialV1.ListFriendsRequest()) }
+            await expectError(.unauthenticated) { _ = try await stack.anonymous.call(API.listFriends, SocialV1.ListFriendsRequest()) }
         }
     }
 
@@ -247,8 +245,7 @@ struct FriendsTests {
             #expect(id > 0)
         }
         try await withSocial(socialDirectory: socialDir, accountsDirectory: accountsDir) { stack in
-            let yul = FriensoClient(gateway: stack.endpoint, logger: stack.logs.logger("yul"))
-            _ = try await yul.login("yul", password: "password yul")
+            let yul = try await stack.login("yul", password: "password yul")
             let incoming = try await yul.call(API.listFriendRequests, SocialV1.ListFriendRequestsRequest()).incoming
             #expect(incoming.map { $0.from?.username } == ["xan"])
             _ = try await yul.call(API.respondToFriendRequest, SocialV1.RespondToFriendRequestRequest(requestId: incoming[0].requestId, action: .accept))

@@ -7,7 +7,7 @@ import Wire
 @Suite("social: pokes", .serialized, .timeLimit(.minutes(2)))
 struct PokeTests {
     @Test func poke_aFriend_isANoticeForDelivery_andReachesTheirLiveConnection() async throws {
-        try await withSocial { stack in
+        try await withSocialOverSockets { stack in
             let (pia, piaID) = try await stack.user("p_pia")
             let (quo, quoID) = try await stack.user("p_quo")
             _ = try await pia.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "p_quo"))
@@ -56,13 +56,11 @@ struct PokeTests {
             _ = try await vic.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "p_una"))
             _ = try await una.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "p_vic"))
             _ = try await una.call(API.addToCircle, SocialV1.AddToCircleRequest(phone: "+1 562 555 0199"))
-            let internalClient = WireClient(endpoint: stack.socialEndpoint, logger: stack.logs.logger("alerts→social"))
-            let notices = try await internalClient.call(API.listNotices, SocialV1.ListNoticesRequest()).notices
+            let notices = try await stack.social.call(API.listNotices, SocialV1.ListNoticesRequest()).notices
             #expect(notices.map(\.kind) == [.circleRequest, .circleInvite])
             #expect(notices.allSatisfy { $0.from?.userId == unaID })
             #expect(notices[0].toUserId == vicID)
             #expect(notices[1].toPhone == "+15625550199" && notices[1].toUserId == 0)
-            await internalClient.close()
         }
     }
 

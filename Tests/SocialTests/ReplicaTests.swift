@@ -9,7 +9,7 @@ import Wire
 @Suite("social graph replica (Clone)", .serialized, .timeLimit(.minutes(2)))
 struct ReplicaTests {
     /// Runs a replica of the stack's social service during `body`.
-    func withReplica<T: Sendable>(_ stack: SocialStack, _ body: @Sendable (SocialGraphReplica) async throws -> T) async throws -> T {
+    func withReplica<T: Sendable>(_ stack: SocketStack, _ body: @Sendable (SocialGraphReplica) async throws -> T) async throws -> T {
         let client = WireClient(endpoint: stack.socialEndpoint, logger: stack.logs.logger("replica→social"))
         let replica = SocialGraphReplica(social: client, eventsEndpoint: stack.socialEvents, logger: stack.logs.logger("replica"),
                                          checkInterval: .milliseconds(200))
@@ -22,7 +22,7 @@ struct ReplicaTests {
     }
 
     @Test func replica_followsFriendshipsBlocksAndCircles() async throws {
-        try await withSocial { stack in
+        try await withSocialOverSockets { stack in
             let (ann, annID) = try await stack.user("r_ann")
             let (bob, bobID) = try await stack.user("r_bob")
             let (cal, calID) = try await stack.user("r_cal")
@@ -58,7 +58,7 @@ struct ReplicaTests {
     }
 
     @Test func gap_inTheStream_triggersAResync_andTheStateStaysRight() async throws {
-        try await withSocial { stack in
+        try await withSocialOverSockets { stack in
             let (dee, deeID) = try await stack.user("r_dee")
             let (eli, eliID) = try await stack.user("r_eli")
             try await withReplica(stack) { replica in
@@ -90,7 +90,7 @@ struct ReplicaTests {
         let replica = SocialGraphReplica(social: client, eventsEndpoint: endpoints.events, logger: logs.logger("replica"),
                                          checkInterval: .milliseconds(200))
         try await withRunningServices([replica], logger: logs.logger("group")) {
-            let (firstEpoch, ids) = try await withSocial(socialDirectory: socialDir, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
+            let (firstEpoch, ids) = try await withSocialOverSockets(socialDirectory: socialDir, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
                 let (fay, fayID) = try await stack.user("r_fay")
                 let (gus, gusID) = try await stack.user("r_gus")
                 _ = try await fay.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_gus"))
@@ -100,7 +100,7 @@ struct ReplicaTests {
                 return (replica.status.epoch, (fayID, gusID))
             }
             // Social is down now; it comes back on the same endpoints and data, with a new epoch.
-            try await withSocial(socialDirectory: socialDir, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
+            try await withSocialOverSockets(socialDirectory: socialDir, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
                 let fay = FriensoClient(gateway: stack.endpoint, logger: stack.logs.logger("fay"))
                 _ = try await fay.login("r_fay", password: "password r_fay")
                 _ = try await fay.call(API.removeFriend, SocialV1.RemoveFriendRequest(username: "r_gus"))
@@ -114,7 +114,7 @@ struct ReplicaTests {
     }
 
     @Test func pagedSnapshot_givesTheWholeGraph_includingFindableAndExchanges() async throws {
-        try await withSocial(snapshotPageSize: 2) { stack in
+        try await withSocialOverSockets(snapshotPageSize: 2) { stack in
             var made: [(client: FriensoClient, id: UInt64)] = []
             for i in 0..<5 { made.append(try await stack.user("rp_\(i)")) }
             let users = made

@@ -1,4 +1,3 @@
-import FriensoClient
 import FriensoProto
 import FriensoTesting
 import Testing

@@ -1,4 +1,5 @@
 import Accounts
+import Foundation
 import FriensoClient
 import FriensoProto
 import FriensoTesting
@@ -10,29 +11,47 @@ import Wire
 
 typealias API = SocialV1.SocialService
 
-/// Accounts, social and a gateway, in process; `user(_:)` registers and logs someone in.
+/// Accounts and social in process (`RouterClient`s: their routers and durable reply caches, no
+/// socket), with an in-process gateway that stamps each caller's user id as the real one does.
 struct SocialStack: Sendable {
-    let endpoint: String
+    let gateway: InProcessGateway
+    /// Social as an internal member (alerts) calls it: no caller stamped.
+    let social: RouterClient
+    /// What social published (graph events, pokes, notice wake-ups).
+    let events: EventRecorder
     let logs: CapturedLogs
-    /// Social's own request and event endpoints (for replicas, which use internal methods).
-    let socialEndpoint: String
-    let socialEvents: String
 
-    func user(_ name: String, phone explicitPhone: String? = nil) async throws -> (client: FriensoClient, id: UInt64) {
-        let client = FriensoClient(gateway: endpoint, logger: logs.logger("client-\(name)"))
-        let phone = explicitPhone ?? "+1562\(String(format: "%07d", abs(name.hashValue) % 10_000_000))"
-        _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
-            username: name, email: "\(name)@example.org", phone: phone, password: "password \(name)", firstName: name.capitalized, lastName: "Test"))
-        let login = try await client.login(name, password: "password \(name)")
-        return (client, login.account?.profile?.userId ?? 0)
+    /// Registers `name` and signs them in.
+    func user(_ name: String, phone explicitPhone: String? = nil) async throws -> (client: Person, id: UInt64) {
+        _ = try await gateway.person(0).call(AccountsV1.AccountsService.register, registration(name, phone: explicitPhone))
+        let person = try await login(name, password: "password \(name)")
+        return (person, person.id)
     }
+
+    func login(_ name: String, password: String) async throws -> Person {
+        try await gateway.login(name, password: password)
+    }
+
+    /// A client with no session.
+    var anonymous: Person { gateway.person(0) }
 }
 
-/// Runs the stack; `socialDirectory` lets a test restart social on the same data, and
-/// `socialEndpoints` on the same request and event endpoints.
-func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: String? = nil,
-                             socialEndpoints: (requests: String, events: String)? = nil, snapshotPageSize: Int = 100_000,
-                             geoEndpoint: String? = nil,
+func registration(_ name: String, phone: String?) -> AccountsV1.RegisterRequest {
+    let phone = phone ?? "+1562\(String(format: "%07d", abs(name.hashValue) % 10_000_000))"
+    return AccountsV1.RegisterRequest(username: name, email: "\(name)@example.org", phone: phone, password: "password \(name)",
+                                      firstName: name.capitalized, lastName: "Test")
+}
+
+func accountsService(_ directory: String) throws -> AccountsService {
+    var config = AccountsConfig()
+    config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
+    return try AccountsService(directory: directory, config: config)
+}
+
+/// Runs accounts and social in process on the given directories (new ones unless given), so a
+/// test can restart social on the same data. `geo` stands in for geo's internal methods.
+func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: String? = nil, snapshotPageSize: Int = 100_000,
+                             geo: (any RPCCalling)? = nil,
                              _ body: @Sendable (SocialStack) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
     let temp = try TemporaryDirectory("frienso-social")
@@ -40,17 +59,49 @@ func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: 
     let accountsDir = accountsDirectory ?? "\(temp.path)/accounts"
     let socialDir = socialDirectory ?? "\(temp.path)/social"
     for dir in [accountsDir, socialDir] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
-    var config = AccountsConfig()
-    config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
-    let accounts = try AccountsService(directory: accountsDir, config: config)
+    let accounts = RouterClient(try accountsService(accountsDir), name: "accounts", logger: logs.logger("accounts"))
+    let events = EventRecorder()
+    let service = try SocialService(directory: socialDir, accounts: accounts, publisher: events, snapshotPageSize: snapshotPageSize, geo: geo)
+    let social = RouterClient(service, name: "social", logger: logs.logger("social"))
+    let gateway = InProcessGateway(["accounts": accounts, "social": social])
+    return try await body(SocialStack(gateway: gateway, social: social, events: events, logs: logs))
+}
+
+/// Accounts, social and a gateway over ZeroMQ, for what only sockets show: the graph stream a
+/// replica follows, and live events through the gateway.
+struct SocketStack: Sendable {
+    let endpoint: String
+    let logs: CapturedLogs
+    /// Social's own request and event endpoints (for replicas, which use internal methods).
+    let socialEndpoint: String
+    let socialEvents: String
+
+    func user(_ name: String) async throws -> (client: FriensoClient, id: UInt64) {
+        let client = FriensoClient(gateway: endpoint, logger: logs.logger("client-\(name)"))
+        _ = try await client.call(AccountsV1.AccountsService.register, registration(name, phone: nil))
+        let login = try await client.login(name, password: "password \(name)")
+        return (client, login.account?.profile?.userId ?? 0)
+    }
+}
+
+/// Runs the stack over sockets; `socialEndpoints` lets a test restart social on the same request
+/// and event endpoints (and `socialDirectory` on the same data).
+func withSocialOverSockets<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: String? = nil,
+                                        socialEndpoints: (requests: String, events: String)? = nil, snapshotPageSize: Int = 100_000,
+                                        _ body: @Sendable (SocketStack) async throws -> T) async throws -> T {
+    let logs = CapturedLogs()
+    let temp = try TemporaryDirectory("frienso-social")
+    defer { temp.remove() }
+    let accountsDir = accountsDirectory ?? "\(temp.path)/accounts"
+    let socialDir = socialDirectory ?? "\(temp.path)/social"
+    for dir in [accountsDir, socialDir] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+    let accounts = try accountsService(accountsDir)
         .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
     return try await withRunningServices([accounts], logger: logs.logger("group")) {
         let accountsEndpoint = try await accounts.boundEndpoint()
         let toAccounts = WireClient(endpoint: accountsEndpoint, logger: logs.logger("social→accounts"))
         let publisher = Publisher(name: "social", endpoint: socialEndpoints?.events ?? "tcp://127.0.0.1:*", logger: logs.logger("social-pub"))
-        let social = try SocialService(directory: socialDir, accounts: toAccounts, publisher: publisher,
-                                   snapshotPageSize: snapshotPageSize,
-                                   geo: geoEndpoint.map { WireClient(endpoint: $0, logger: logs.logger("social→geo")) })
+        let social = try SocialService(directory: socialDir, accounts: toAccounts, publisher: publisher, snapshotPageSize: snapshotPageSize)
             .makeHost(options: HostOptions(name: "social", endpoint: socialEndpoints?.requests ?? "tcp://127.0.0.1:*"), logger: logs.logger("social"))
         return try await withRunningServices([publisher, social], logger: logs.logger("group")) {
             var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: [
@@ -60,7 +111,7 @@ func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: 
             config.burst = 10_000
             let gateway = Gateway(config: config, logger: logs.logger("gateway"))
             let result = try await withRunningServices([gateway], logger: logs.logger("group")) {
-                try await body(SocialStack(endpoint: try await gateway.boundEndpoint(), logs: logs,
+                try await body(SocketStack(endpoint: try await gateway.boundEndpoint(), logs: logs,
                                            socialEndpoint: try await social.boundEndpoint(), socialEvents: try await publisher.boundEndpoint()))
             }
             await toAccounts.close()
@@ -68,5 +119,3 @@ func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: 
         }
     }
 }
-
-import Foundation

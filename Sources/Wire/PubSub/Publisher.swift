@@ -158,3 +158,14 @@ extension Publisher: EventSink {
         publish(topic: topic, method: method, payload: payload)
     }
 }
+
+/// An event sink that numbers its events per stream under one epoch (as `Publisher` does), so a
+/// snapshot can say which events it already contains (Clone pattern).
+public protocol NumberedEventSink: EventSink {
+    /// Drawn at each start; a consumer that sees a new one must resync.
+    var epoch: UInt64 { get }
+    /// The last number given in `stream` (0 before the first event).
+    func lastSequence(stream: String) -> UInt64
+}
+
+extension Publisher: NumberedEventSink {}

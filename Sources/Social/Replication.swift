@@ -1,5 +1,30 @@
-import FriensoProto
 import GRDB
+public import FriensoProto
+public import Wire
+
+/// The graph snapshot replicas load (then they follow the `graph` event stream).
+extension SocialService {
+    // MARK: Replication
+
+    /// A page of the graph. The first page is read on the writer queue, where every committed
+    /// change has already been published, so its sequence number is exact; later pages may
+    /// include later events, which the replica's replay makes harmless (see the proto).
+    public func graphSnapshot(_ request: SocialV1.GraphSnapshotRequest, _ context: RequestContext) async throws -> SocialV1.GraphSnapshotResponse {
+        let publisher = publisher, sequenceOnly = request.sequenceOnly, limit = snapshotPageSize
+        let cursor = try SocialStore.SnapshotCursor(request.cursor)
+        let read: @Sendable (Database) throws -> SocialV1.GraphSnapshotResponse = { db in
+            var page = SocialV1.GraphSnapshotResponse(epoch: publisher.epoch, sequence: publisher.lastSequence(stream: Self.graphStream))
+            guard !sequenceOnly else { return page }
+            page.nextCursor = try SocialStore.snapshotPage(db, after: cursor, limit: limit, into: &page)?.text ?? ""
+            return page
+        }
+        // Only the first page's number must match its data exactly; later pages are read from
+        // the reader pool so a large snapshot does not hold up writes.
+        return cursor == .start ? try await store.onWriterQueue(read) : try await store.database.read(read)
+    }
+}
+
+// MARK: - Storage
 
 /// The graph snapshot, read in pages: friendships, blocks, accepted circle members, findable
 /// users, exchanges, each in rowid order. A cursor names the section and the last rowid sent.

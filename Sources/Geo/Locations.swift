@@ -1,0 +1,109 @@
+import Foundation
+public import FriensoProto
+import SocialReplica
+public import Wire
+
+/// Location updates (batched into group commits), history, friends' locations and the latest fix.
+extension GeoService {
+    // MARK: Locations
+
+    public func updateLocation(_ request: GeoV1.UpdateLocationRequest, _ context: RequestContext) async throws -> GeoV1.UpdateLocationResponse {
+        let caller = try context.requireCaller()
+        let update = try validate(request, user: caller)
+        return GeoV1.UpdateLocationResponse(becameLatest: try await submit(update))
+    }
+
+    func validate(_ request: GeoV1.UpdateLocationRequest, user: UInt64) throws -> LocationUpdate {
+        guard GeoMath.isValid(latitude: request.latitude, longitude: request.longitude) else {
+            throw RPCError.invalidArgument("latitude must be -90..90 and longitude -180..180 (finite numbers)")
+        }
+        guard request.accuracyM.isFinite, (0...100_000).contains(request.accuracyM) else {
+            throw RPCError.invalidArgument("accuracy_m: 0 to 100,000 metres")
+        }
+        let received = now()
+        guard request.deviceTimeMs > 0 else { throw RPCError.invalidArgument("device_time_ms: required (milliseconds since 1970)") }
+        guard request.deviceTimeMs <= received + config.maxClockSkew.wholeMilliseconds else {
+            throw RPCError.invalidArgument("device_time_ms is in the future: check the device clock")
+        }
+        var status: String?
+        if request.setStatus {
+            let text = request.status.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard text.count <= 140 else { throw RPCError.invalidArgument("status: at most 140 characters") }
+            guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw RPCError.invalidArgument("status: no control characters")
+            }
+            status = text
+        }
+        return LocationUpdate(user: user, lat: request.latitude, lon: request.longitude, accuracy: request.accuracyM,
+                              deviceMs: request.deviceTimeMs, receivedMs: received, status: status)
+    }
+
+    /// Group-commit figures so far: batches, updates, mean commit time in µs.
+    public var commitStats: (batches: Int, updates: Int, meanCommitMicros: Double) {
+        let b = writer.batches.load(ordering: .relaxed), n = writer.items.load(ordering: .relaxed)
+        return (b, n, b == 0 ? 0 : Double(writer.commitNanos.load(ordering: .relaxed)) / Double(b) / 1_000)
+    }
+
+    /// Validates and records an update for `user` (what the RPC does, for in-process callers:
+    /// the benchmark). Durable once this returns.
+    public func record(_ request: GeoV1.UpdateLocationRequest, user: UInt64) async throws -> Bool {
+        try await submit(try validate(request, user: user))
+    }
+
+    /// Durable once this returns: the batch holding it has committed.
+    func submit(_ update: LocationUpdate) async throws -> Bool {
+        do {
+            return try await writer.submit(update)
+        } catch let error as RPCError {
+            throw error
+        } catch {
+            logger.error("location batch failed to commit", metadata: ["error": "\(error)"])
+            throw RPCError.unavailable("location store unavailable; retry")
+        }
+    }
+
+    public func deleteHistory(_ request: GeoV1.DeleteHistoryRequest, _ context: RequestContext) async throws -> GeoV1.DeleteHistoryResponse {
+        let caller = try context.requireCaller()
+        return GeoV1.DeleteHistoryResponse(deleted: UInt64(try await store.deleteHistory(of: caller)))
+    }
+
+    /// Drops history past the retention period. Run periodically by the executable.
+    public func pruneHistory() async throws -> Int {
+        try await store.pruneHistory(before: now() - config.historyRetention.wholeMilliseconds)
+    }
+
+    // MARK: Reading
+
+    public func friendsLocations(_ request: GeoV1.FriendsLocationsRequest, _ context: RequestContext) async throws -> GeoV1.FriendsLocationsResponse {
+        let caller = try context.requireCaller()
+        let at = now()
+        let friends = graph.read { $0.friends(of: caller) }
+        var result = state.mutex.withLock { s -> [GeoV1.FriendLocation] in
+            let mine = s.latest[caller]
+            // Friends, and anyone who granted the caller a view (a watchMe or helpNow).
+            var subjects = Set(friends)
+            subjects.formUnion(s.grants.subjects(visibleTo: caller, now: at))
+            return graph.read { g in
+                subjects.compactMap { subject -> GeoV1.FriendLocation? in
+                    guard let fix = s.latest[subject], s.visible(viewer: caller, subject: subject, graph: g, now: at) else { return nil }
+                    let distance = mine.map { GeoMath.distance(lat1: $0.lat, lon1: $0.lon, lat2: fix.lat, lon2: fix.lon) } ?? 0
+                    return GeoV1.FriendLocation(userId: subject, fix: Self.proto(fix), ageMs: max(0, at - fix.receivedMs),
+                                                status: fix.status, around: s.around(lat: fix.lat, lon: fix.lon, within: config.aroundDistance),
+                                                distanceM: distance)
+                }
+            }
+        }
+        result.sort { ($0.distanceM, $0.userId) < ($1.distanceM, $1.userId) }
+        let you = state.mutex.withLock { $0.latest[caller] }.map(Self.proto)
+        return GeoV1.FriendsLocationsResponse(friends: result, you: you)
+    }
+
+    public func latestLocation(_ request: GeoV1.LatestLocationRequest, _ context: RequestContext) async throws -> GeoV1.LatestLocationResponse {
+        let around = config.aroundDistance
+        return state.mutex.withLock { s in
+            guard let fix = s.latest[request.userId] else { return GeoV1.LatestLocationResponse(found: false) }
+            return GeoV1.LatestLocationResponse(found: true, fix: Self.proto(fix),
+                                                placeName: s.placeNear(lat: fix.lat, lon: fix.lon, within: around)?.name ?? "")
+        }
+    }
+}
