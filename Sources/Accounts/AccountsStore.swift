@@ -104,7 +104,7 @@ final class AccountsStore: Sendable {
                 t.add(column: "phone_sha256", .blob)
                 t.add(column: "email_sha256", .blob)
             }
-            for row in try Row.fetchAll(db, sql: "SELECT id, phone, email FROM users") {
+            for row in try Row.fetchAll(db, cached: "SELECT id, phone, email FROM users") {
                 try db.execute(sql: "UPDATE users SET phone_sha256 = ?, email_sha256 = ? WHERE id = ?", arguments: [
                     Data(ContactIdentifier.hash(row["phone"])), Data(ContactIdentifier.hash(row["email"])), row["id"] as Int64])
             }
@@ -142,13 +142,13 @@ final class AccountsStore: Sendable {
             switch event {
             case .failure(let account, let client, let time):
                 at = time
-                try db.execute(sql: "INSERT INTO login_events (failed, account, client, at) VALUES (1, ?, ?, ?)", arguments: [account, client, time])
+                try db.run(sql: "INSERT INTO login_events (failed, account, client, at) VALUES (1, ?, ?, ?)", arguments: [account, client, time])
             case .success(let account, let time):
                 at = time
-                try db.execute(sql: "INSERT INTO login_events (failed, account, client, at) VALUES (0, ?, '', ?)", arguments: [account, time])
+                try db.run(sql: "INSERT INTO login_events (failed, account, client, at) VALUES (0, ?, '', ?)", arguments: [account, time])
             }
             if db.lastInsertedRowID % 1_000 == 0 {
-                try db.execute(sql: "DELETE FROM login_events WHERE at < ?", arguments: [at - horizon])
+                try db.run(sql: "DELETE FROM login_events WHERE at < ?", arguments: [at - horizon])
             }
         }
     }
@@ -156,8 +156,8 @@ final class AccountsStore: Sendable {
     /// The outcomes since `since`, oldest first; older ones are deleted (they no longer matter).
     func loginEvents(since: Double) throws -> [LoginGuard.Event] {
         try database.write { db in
-            try db.execute(sql: "DELETE FROM login_events WHERE at < ?", arguments: [since])
-            return try Row.fetchAll(db, sql: "SELECT failed, account, client, at FROM login_events ORDER BY id").map { row in
+            try db.run(sql: "DELETE FROM login_events WHERE at < ?", arguments: [since])
+            return try Row.fetchAll(db, cached: "SELECT failed, account, client, at FROM login_events ORDER BY id").map { row in
                 row["failed"] as Bool
                     ? .failure(account: row["account"], client: row["client"], at: row["at"])
                     : .success(account: row["account"], at: row["at"])
@@ -192,7 +192,7 @@ final class AccountsStore: Sendable {
                 }
             }
             for link in externalIDs {
-                guard let row = try Row.fetchOne(db, sql: """
+                guard let row = try Row.fetchOne(db, cached: """
                     SELECT \(UserRecord.columns) FROM external_ids JOIN users ON users.id = external_ids.user_id
                     WHERE provider = ? AND external_id = ?
                     """, arguments: [link.provider, link.id]) else { continue }
@@ -210,14 +210,14 @@ final class AccountsStore: Sendable {
         try await database.write { db in
             // The caller's account may be gone (found by the fuzz tests: the insert below then
             // failed its foreign key and answered INTERNAL).
-            guard try Int.fetchOne(db, sql: "SELECT 1 FROM users WHERE id = ?", arguments: [userID]) != nil else {
+            guard try Int.fetchOne(db, cached: "SELECT 1 FROM users WHERE id = ?", arguments: [userID]) != nil else {
                 throw AccountRefusal.noAccount(userID)
             }
-            if let owner = try UInt64.fetchOne(db, sql: "SELECT user_id FROM external_ids WHERE provider = ? AND external_id = ?",
+            if let owner = try UInt64.fetchOne(db, cached: "SELECT user_id FROM external_ids WHERE provider = ? AND external_id = ?",
                                                arguments: [link.provider, link.id]), owner != userID {
                 throw AccountRefusal.linkedElsewhere(provider: link.provider, id: link.id)
             }
-            try db.execute(sql: "INSERT OR IGNORE INTO external_ids (provider, external_id, user_id, linked_at_ms) VALUES (?, ?, ?, ?)",
+            try db.run(sql: "INSERT OR IGNORE INTO external_ids (provider, external_id, user_id, linked_at_ms) VALUES (?, ?, ?, ?)",
                            arguments: [link.provider, link.id, userID, now])
             return try Self.links(db, userID: userID)
         }
@@ -226,7 +226,7 @@ final class AccountsStore: Sendable {
     /// - Throws: NOT_FOUND when the caller has not linked it.
     func unlink(userID: UInt64, _ link: ExternalID) async throws -> [ExternalID] {
         try await database.write { db in
-            try db.execute(sql: "DELETE FROM external_ids WHERE provider = ? AND external_id = ? AND user_id = ?",
+            try db.run(sql: "DELETE FROM external_ids WHERE provider = ? AND external_id = ? AND user_id = ?",
                            arguments: [link.provider, link.id, userID])
             guard db.changesCount == 1 else { throw AccountRefusal.notLinked(provider: link.provider, id: link.id) }
             return try Self.links(db, userID: userID)
@@ -234,7 +234,7 @@ final class AccountsStore: Sendable {
     }
 
     private static func links(_ db: Database, userID: UInt64) throws -> [ExternalID] {
-        try Row.fetchAll(db, sql: "SELECT provider, external_id FROM external_ids WHERE user_id = ? ORDER BY provider, external_id",
+        try Row.fetchAll(db, cached: "SELECT provider, external_id FROM external_ids WHERE user_id = ? ORDER BY provider, external_id",
                          arguments: [userID]).map { ExternalID(provider: $0["provider"], id: $0["external_id"]) }
     }
 
@@ -243,7 +243,7 @@ final class AccountsStore: Sendable {
                     firstName: String, lastName: String, now: Int64) async throws -> UserRecord {
         do {
             return try await database.write { db in
-                try db.execute(sql: """
+                try db.run(sql: """
                     INSERT INTO users (username, email, phone, password_hash, first_name, last_name, created_at_ms,
                                        phone_sha256, email_sha256)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -266,7 +266,7 @@ final class AccountsStore: Sendable {
 
     func user(id: UInt64) async throws -> UserRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", arguments: [id]).map(UserRecord.init)
+            try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", arguments: [id]).map(UserRecord.init)
         }
     }
 
@@ -300,7 +300,7 @@ final class AccountsStore: Sendable {
         let escaped = prefix.lowercased().replacingOccurrences(of: "\\", with: "\\\\")
             .replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + "%"
         return try await database.read { db in
-            try Row.fetchAll(db, sql: """
+            try Row.fetchAll(db, cached: """
                 SELECT \(UserRecord.columns) FROM users
                 WHERE (username LIKE ?1 ESCAPE '\\' OR lower(first_name) LIKE ?1 ESCAPE '\\' OR lower(last_name) LIKE ?1 ESCAPE '\\')
                   AND username > ?2
@@ -316,13 +316,13 @@ final class AccountsStore: Sendable {
         case .phone(let v): ("phone", v)
         }
         return try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(UserRecord.columns) FROM users WHERE \(column) = ?", arguments: [value]).map(UserRecord.init)
+            try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE \(column) = ?", arguments: [value]).map(UserRecord.init)
         }
     }
 
     func createSession(userID: UInt64, tokenHash: [UInt8], now: Int64, expiresAt: Int64) async throws -> UInt64 {
         try await database.write { db in
-            try db.execute(sql: "INSERT INTO sessions (user_id, token_hash, created_at_ms, expires_at_ms) VALUES (?, ?, ?, ?)",
+            try db.run(sql: "INSERT INTO sessions (user_id, token_hash, created_at_ms, expires_at_ms) VALUES (?, ?, ?, ?)",
                            arguments: [userID, Data(tokenHash), now, expiresAt])
             return UInt64(db.lastInsertedRowID)
         }
@@ -330,14 +330,14 @@ final class AccountsStore: Sendable {
 
     func session(tokenHash: [UInt8]) async throws -> SessionRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE token_hash = ?",
+            try Row.fetchOne(db, cached: "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE token_hash = ?",
                              arguments: [Data(tokenHash)]).map(Self.session)
         }
     }
 
     func session(id: UInt64) async throws -> SessionRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE id = ?",
+            try Row.fetchOne(db, cached: "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE id = ?",
                              arguments: [id]).map(Self.session)
         }
     }
@@ -349,7 +349,7 @@ final class AccountsStore: Sendable {
 
     func revokeSession(id: UInt64, now: Int64) async throws {
         try await database.write { db in
-            try db.execute(sql: "UPDATE sessions SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms IS NULL", arguments: [now, id])
+            try db.run(sql: "UPDATE sessions SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms IS NULL", arguments: [now, id])
         }
     }
 
@@ -357,8 +357,8 @@ final class AccountsStore: Sendable {
     /// - Returns: how many sessions were revoked.
     func changePassword(userID: UInt64, hash: String, keepSession keep: UInt64, now: Int64) async throws -> Int {
         try await database.write { db in
-            try db.execute(sql: "UPDATE users SET password_hash = ? WHERE id = ?", arguments: [hash, userID])
-            try db.execute(sql: """
+            try db.run(sql: "UPDATE users SET password_hash = ? WHERE id = ?", arguments: [hash, userID])
+            try db.run(sql: """
                 UPDATE sessions SET revoked_at_ms = ?
                 WHERE user_id = ? AND id != ? AND revoked_at_ms IS NULL AND expires_at_ms > ?
                 """, arguments: [now, userID, keep, now])
@@ -369,7 +369,7 @@ final class AccountsStore: Sendable {
     func changeEmail(userID: UInt64, email: String) async throws -> UserRecord {
         do {
             return try await database.write { db in
-                try db.execute(sql: "UPDATE users SET email = ?, email_sha256 = ? WHERE id = ?",
+                try db.run(sql: "UPDATE users SET email = ?, email_sha256 = ? WHERE id = ?",
                                arguments: [email, Data(ContactIdentifier.hash(email)), userID])
                 return try Self.fetchUser(db, id: userID)
             }
@@ -380,15 +380,15 @@ final class AccountsStore: Sendable {
 
     func updateProfile(userID: UInt64, firstName: String?, lastName: String?, mediaID: String?) async throws -> UserRecord {
         try await database.write { db in
-            if let firstName { try db.execute(sql: "UPDATE users SET first_name = ? WHERE id = ?", arguments: [firstName, userID]) }
-            if let lastName { try db.execute(sql: "UPDATE users SET last_name = ? WHERE id = ?", arguments: [lastName, userID]) }
-            if let mediaID { try db.execute(sql: "UPDATE users SET profile_picture_media_id = ? WHERE id = ?", arguments: [mediaID, userID]) }
+            if let firstName { try db.run(sql: "UPDATE users SET first_name = ? WHERE id = ?", arguments: [firstName, userID]) }
+            if let lastName { try db.run(sql: "UPDATE users SET last_name = ? WHERE id = ?", arguments: [lastName, userID]) }
+            if let mediaID { try db.run(sql: "UPDATE users SET profile_picture_media_id = ? WHERE id = ?", arguments: [mediaID, userID]) }
             return try Self.fetchUser(db, id: userID)
         }
     }
 
     private static func fetchUser(_ db: Database, id: UInt64) throws -> UserRecord {
-        guard let row = try Row.fetchOne(db, sql: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", arguments: [id]) else {
+        guard let row = try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", arguments: [id]) else {
             throw AccountRefusal.noUser(id)
         }
         return UserRecord(row: row)

@@ -206,7 +206,7 @@ final class AlertsStore: Sendable {
     // MARK: Grants
 
     static func setGrant(_ db: Database, _ grant: GrantRecord) throws {
-        try db.execute(sql: "INSERT OR REPLACE INTO grants (subject, viewer, reason, expires_ms) VALUES (?, ?, ?, ?)",
+        try db.run(sql: "INSERT OR REPLACE INTO grants (subject, viewer, reason, expires_ms) VALUES (?, ?, ?, ?)",
                        arguments: [grant.subject, grant.viewer, grant.reason, grant.expiresMs])
     }
 
@@ -214,8 +214,8 @@ final class AlertsStore: Sendable {
     /// revocations are deleted: geo has long dropped them by their expiry).
     func grantsToPublish(now: Int64, keepRevoked: Int64) async throws -> [GrantRecord] {
         try await database.write { db in
-            try db.execute(sql: "DELETE FROM grants WHERE expires_ms < ?", arguments: [now - keepRevoked])
-            return try Row.fetchAll(db, sql: "SELECT subject, viewer, reason, expires_ms FROM grants").map {
+            try db.run(sql: "DELETE FROM grants WHERE expires_ms < ?", arguments: [now - keepRevoked])
+            return try Row.fetchAll(db, cached: "SELECT subject, viewer, reason, expires_ms FROM grants").map {
                 GrantRecord(subject: $0[0], viewer: $0[1], reason: $0[2], expiresMs: $0[3])
             }
         }
@@ -234,7 +234,7 @@ final class AlertsStore: Sendable {
             for channel in message.channels.sorted(by: { $0.rawValue < $1.rawValue }) {
                 switch (channel, message.recipient) {
                 case (.push, .user(let user)):
-                    let tokens = try String.fetchAll(db, sql: "SELECT token FROM devices WHERE user_id = ? ORDER BY registered_at_ms", arguments: [user])
+                    let tokens = try String.fetchAll(db, cached: "SELECT token FROM devices WHERE user_id = ? ORDER BY registered_at_ms", arguments: [user])
                     if tokens.isEmpty {
                         due += try insert(db, message, channel, user: user, address: "", key: "user:\(user)", status: .skipped,
                                           error: "no registered device", now: now)
@@ -257,7 +257,7 @@ final class AlertsStore: Sendable {
 
     private static func insert(_ db: Database, _ m: Outgoing, _ channel: AlertsV1.Channel, user: UInt64, address: String, key: String,
                                status: AlertsV1.DeliveryStatus, error: String, now: Int64) throws -> Int {
-        try db.execute(sql: """
+        try db.run(sql: """
             INSERT OR IGNORE INTO outbox (dedupe_key, source, channel, recipient_user, address, body, status, last_error,
                                           created_at_ms, updated_at_ms, next_attempt_ms)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -286,7 +286,7 @@ final class AlertsStore: Sendable {
             if recipient != 0 { sql += " AND recipient_user = ?"; _ = arguments.append(contentsOf: [recipient]) }
             sql += " ORDER BY id DESC LIMIT ?"
             _ = arguments.append(contentsOf: [limit])
-            return try Row.fetchAll(db, sql: sql, arguments: arguments).map(Self.delivery)
+            return try Row.fetchAll(db, cached: sql, arguments: arguments).map(Self.delivery)
         }
     }
 
@@ -294,7 +294,7 @@ final class AlertsStore: Sendable {
     func summaries(source: String) async throws -> [String: [AlertsV1.DeliverySummary]] {
         try await database.read { db in
             var result: [String: [AlertsV1.DeliverySummary]] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT recipient_user, address, channel, status, attempts FROM outbox WHERE source = ? ORDER BY id",
+            for row in try Row.fetchAll(db, cached: "SELECT recipient_user, address, channel, status, attempts FROM outbox WHERE source = ? ORDER BY id",
                                         arguments: [source]) {
                 let user: UInt64 = row[0]
                 let key = user != 0 ? "user:\(user)" : "phone:\(row[1] as String)"
@@ -308,10 +308,10 @@ final class AlertsStore: Sendable {
     // MARK: Cursors
 
     static func cursor(_ db: Database, _ name: String) throws -> UInt64 {
-        try UInt64.fetchOne(db, sql: "SELECT value FROM cursors WHERE name = ?", arguments: [name]) ?? 0
+        try UInt64.fetchOne(db, cached: "SELECT value FROM cursors WHERE name = ?", arguments: [name]) ?? 0
     }
 
     static func setCursor(_ db: Database, _ name: String, _ value: UInt64) throws {
-        try db.execute(sql: "INSERT OR REPLACE INTO cursors (name, value) VALUES (?, ?)", arguments: [name, value])
+        try db.run(sql: "INSERT OR REPLACE INTO cursors (name, value) VALUES (?, ?)", arguments: [name, value])
     }
 }

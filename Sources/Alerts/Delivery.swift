@@ -67,7 +67,7 @@ final class RecordingProvider: SMSProvider, PushProvider {
         do {
             try await database.write { db in
                 for m in accepted {
-                    try db.execute(sql: """
+                    try db.run(sql: """
                         INSERT OR IGNORE INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms) VALUES (?, ?, ?, ?, ?, ?)
                         """, arguments: [m.idempotencyKey, name, m.channel.rawValue, m.address, m.body, at])
                 }
@@ -182,7 +182,7 @@ struct DeliveryPass: Sendable {
     func run() async throws -> Int64? {
         let at = now()
         var due = try await store.database.read { db in
-            try Row.fetchAll(db, sql: "SELECT \(AlertsStore.deliveryColumns) FROM outbox WHERE status = 1 AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT 256",
+            try Row.fetchAll(db, cached: "SELECT \(AlertsStore.deliveryColumns) FROM outbox WHERE status = 1 AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT 256",
                              arguments: [at]).map(AlertsStore.delivery)
         }
         guard !due.isEmpty else { return try await nextDue() }
@@ -225,7 +225,7 @@ struct DeliveryPass: Sendable {
             due, postponed: postponed, skipped: skipped, outcomes: outcomes.map { ($0.0.deliveryID, $0.0.address, $0.1, $0.2) }, at: now())
         try await store.database.write { db in
             for d in updated {
-                try db.execute(sql: """
+                try db.run(sql: """
                     UPDATE outbox SET status = ?, attempts = ?, provider = ?, address = ?, last_error = ?, updated_at_ms = ?, next_attempt_ms = ?
                     WHERE id = ?
                     """, arguments: [d.status.rawValue, d.attempts, d.provider, d.address, d.lastError, d.updatedAtMs, d.nextAttemptAtMs, d.deliveryId])
@@ -240,6 +240,6 @@ struct DeliveryPass: Sendable {
     }
 
     private func nextDue() async throws -> Int64? {
-        try await store.database.read { db in try Int64.fetchOne(db, sql: "SELECT MIN(next_attempt_ms) FROM outbox WHERE status = 1") }
+        try await store.database.read { db in try Int64.fetchOne(db, cached: "SELECT MIN(next_attempt_ms) FROM outbox WHERE status = 1") }
     }
 }

@@ -14,7 +14,7 @@ extension AlertsService {
         let key = context.idempotencyKey
         // A retry of this raise (same key), even after a restart: the alert as it was raised.
         if !key.isEmpty, let earlier = try await store.database.read({ db in
-            try UInt64.fetchOne(db, sql: "SELECT id FROM help_alerts WHERE initiator = ? AND idempotency_key = ?", arguments: [caller, key])
+            try UInt64.fetchOne(db, cached: "SELECT id FROM help_alerts WHERE initiator = ? AND idempotency_key = ?", arguments: [caller, key])
                 .flatMap { try AlertsStore.alert(db, id: $0) }
         }) {
             return try await raiseReply(earlier, alreadyActive: false)
@@ -47,7 +47,7 @@ extension AlertsService {
         let raised: AlertRecord?
         do {
             raised = try await store.database.write { db -> AlertRecord? in
-                try db.execute(sql: """
+                try db.run(sql: """
                     INSERT INTO help_alerts (initiator, message, location, state, raised_at_ms, idempotency_key) VALUES (?, ?, ?, 1, ?, ?)
                     """, arguments: [caller, request.message, Data(location.serializedBytes()), at, key])
                 let id = UInt64(db.lastInsertedRowID)
@@ -56,11 +56,11 @@ extension AlertsService {
                     case .user(let u): (u, "")
                     case .phone(let p): (0, p)
                     }
-                    try db.execute(sql: "INSERT INTO recipients (alert_id, position, user_id, phone, answer) VALUES (?, ?, ?, ?, ?)",
+                    try db.run(sql: "INSERT INTO recipients (alert_id, position, user_id, phone, answer) VALUES (?, ?, ?, ?, ?)",
                                    arguments: [id, position, user, phone, AlertsV1.Answer.pending.rawValue])
                 }
                 for grant in plan.grants { try AlertsStore.setGrant(db, grant) }
-                try db.execute(sql: "INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                try db.run(sql: "INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (?, ?, ?, ?, ?)",
                                arguments: [id, caller, plan.promptNumber, plan.promptLabel, at])
                 try AlertsStore.enqueue(db, plan.deliveries(source: "help_now:\(id)", text: text), now: at)
                 return try AlertsStore.alert(db, id: id)
@@ -86,7 +86,7 @@ extension AlertsService {
 
     private func activeAlert(of user: UInt64) async throws -> AlertRecord? {
         try await store.database.read { db in
-            try UInt64.fetchOne(db, sql: "SELECT id FROM help_alerts WHERE initiator = ? AND state = 1", arguments: [user])
+            try UInt64.fetchOne(db, cached: "SELECT id FROM help_alerts WHERE initiator = ? AND state = 1", arguments: [user])
                 .flatMap { try AlertsStore.alert(db, id: $0) }
         }
     }
@@ -130,7 +130,7 @@ extension AlertsService {
         let text = "\(Self.name(names[target.initiator])) is safe: the helpNow alert was resolved" + (byOperator ? " by an operator" : "")
         let alertID = target.id
         let (resolved, grants) = try await store.database.write { db -> (AlertRecord, [GrantRecord]) in
-            try db.execute(sql: "UPDATE help_alerts SET state = 2, resolved_at_ms = ?, resolved_by = ? WHERE id = ? AND state = 1",
+            try db.run(sql: "UPDATE help_alerts SET state = 2, resolved_at_ms = ?, resolved_by = ? WHERE id = ? AND state = 1",
                            arguments: [at, by, alertID])
             guard let record = try AlertsStore.alert(db, id: alertID) else { throw RPCError.internal("alert vanished") }
             guard db.changesCount == 1 else { return (record, []) } // resolved meanwhile
@@ -166,7 +166,7 @@ extension AlertsService {
         let alert = try await store.database.write { db -> AlertRecord in
             guard let alert = try AlertsStore.alert(db, id: alertID) else { throw RPCError.notFound("no alert \(alertID)") }
             guard alert.initiator == caller else { throw RPCError.permissionDenied("alert \(alertID) is not yours") }
-            try db.execute(sql: "UPDATE emergency_prompts SET reported = 1, dialed = ?, reported_at_ms = ? WHERE alert_id = ?",
+            try db.run(sql: "UPDATE emergency_prompts SET reported = 1, dialed = ?, reported_at_ms = ? WHERE alert_id = ?",
                            arguments: [request.dialed, at, alertID])
             guard let updated = try AlertsStore.alert(db, id: alertID) else { throw RPCError.internal("alert vanished") }
             return updated
@@ -200,12 +200,12 @@ extension AlertsService {
             }
             guard alert.state == .active else { throw RPCError.failedPrecondition("this alert is resolved") }
             if action == .dismiss {
-                try db.execute(sql: "UPDATE recipients SET dismissed = 1 WHERE alert_id = ? AND user_id = ?", arguments: [alertID, caller])
+                try db.run(sql: "UPDATE recipients SET dismissed = 1 WHERE alert_id = ? AND user_id = ?", arguments: [alertID, caller])
                 return nil
             }
             let answer: AlertsV1.Answer = action == .accept ? .accepted : .declined
             guard mine.answer != answer else { return nil }
-            try db.execute(sql: "UPDATE recipients SET answer = ?, answered_at_ms = ?, dismissed = 0 WHERE alert_id = ? AND user_id = ?",
+            try db.run(sql: "UPDATE recipients SET answer = ?, answered_at_ms = ?, dismissed = 0 WHERE alert_id = ? AND user_id = ?",
                            arguments: [answer.rawValue, at, alertID, caller])
             let text = answer == .accepted ? "\(Self.name(names[caller])) is on the way" : "\(Self.name(names[caller])) cannot help right now"
             try AlertsStore.enqueue(db, [Outgoing(source: "help_answer:\(alertID):\(caller):\(answer.rawValue)", recipient: .user(alert.initiator),
@@ -238,16 +238,16 @@ extension AlertsService {
 extension AlertsStore {
 
     static func alert(_ db: Database, id: UInt64) throws -> AlertRecord? {
-        guard let row = try Row.fetchOne(db, sql: """
+        guard let row = try Row.fetchOne(db, cached: """
             SELECT id, initiator, message, location, state, raised_at_ms, resolved_at_ms, resolved_by FROM help_alerts WHERE id = ?
             """, arguments: [id]) else { return nil }
-        let recipients = try Row.fetchAll(db, sql: "SELECT user_id, phone, answer, answered_at_ms FROM recipients WHERE alert_id = ? ORDER BY position",
+        let recipients = try Row.fetchAll(db, cached: "SELECT user_id, phone, answer, answered_at_ms FROM recipients WHERE alert_id = ? ORDER BY position",
                                           arguments: [id]).map {
             RecipientRecord(user: $0[0], phone: $0[1], answer: AlertsV1.Answer(rawValue: $0[2]), answeredAtMs: $0[3])
         }
         let location = (try? AlertsV1.AlertLocation(serializedBytes: Array(row[3] as Data))) ?? AlertsV1.AlertLocation()
         var prompt = AlertsV1.EmergencyPrompt()
-        if let p = try Row.fetchOne(db, sql: """
+        if let p = try Row.fetchOne(db, cached: """
             SELECT id, number, label, created_at_ms, reported, dialed, reported_at_ms FROM emergency_prompts WHERE alert_id = ?
             """, arguments: [id]) {
             prompt = AlertsV1.EmergencyPrompt(promptId: p[0], number: p[1], label: p[2], location: location, createdAtMs: p[3],
@@ -263,7 +263,7 @@ extension AlertsStore {
 
     func latestAlert(of user: UInt64) async throws -> AlertRecord? {
         try await database.read { db in
-            try UInt64.fetchOne(db, sql: "SELECT id FROM help_alerts WHERE initiator = ? ORDER BY id DESC LIMIT 1", arguments: [user])
+            try UInt64.fetchOne(db, cached: "SELECT id FROM help_alerts WHERE initiator = ? ORDER BY id DESC LIMIT 1", arguments: [user])
                 .flatMap { try Self.alert(db, id: $0) }
         }
     }
@@ -271,7 +271,7 @@ extension AlertsStore {
     /// Active alerts that reached `user`.
     func alerts(reaching user: UInt64) async throws -> [AlertRecord] {
         try await database.read { db in
-            try UInt64.fetchAll(db, sql: """
+            try UInt64.fetchAll(db, cached: """
                 SELECT DISTINCT a.id FROM recipients r JOIN help_alerts a ON a.id = r.alert_id
                 WHERE r.user_id = ? AND a.state = 1 ORDER BY a.id DESC
                 """, arguments: [user]).compactMap { try Self.alert(db, id: $0) }

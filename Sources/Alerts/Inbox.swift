@@ -12,15 +12,15 @@ extension AlertsService {
         let caller = try context.requireCaller()
         let at = now()
         let (watches, alerts, dismissed) = try await store.database.read { db in
-            let watches = try Row.fetchAll(db, sql: """
+            let watches = try Row.fetchAll(db, cached: """
                 SELECT s.id, s.initiator, s.note, s.started_at_ms, s.ends_at_ms FROM watchers w JOIN watch_sessions s ON s.id = w.session_id
                 WHERE w.watcher = ? AND w.answer = 1 AND w.dismissed = 0 AND s.state = 1 AND s.ends_at_ms > ? ORDER BY s.id DESC
                 """, arguments: [caller, at]).map { row -> (UInt64, UInt64, String, Int64, Int64) in (row[0], row[1], row[2], row[3], row[4]) }
-            let alerts = try Row.fetchAll(db, sql: """
+            let alerts = try Row.fetchAll(db, cached: """
                 SELECT a.id, a.initiator, a.message, a.raised_at_ms, a.location FROM recipients r JOIN help_alerts a ON a.id = r.alert_id
                 WHERE r.user_id = ? AND r.answer = 1 AND r.dismissed = 0 AND a.state = 1 ORDER BY a.id DESC
                 """, arguments: [caller]).map { row -> (UInt64, UInt64, String, Int64, Data) in (row[0], row[1], row[2], row[3], row[4]) }
-            let dismissed = try Row.fetchAll(db, sql: "SELECT owner, requested_at_ms FROM dismissed_circle_requests WHERE member = ?",
+            let dismissed = try Row.fetchAll(db, cached: "SELECT owner, requested_at_ms FROM dismissed_circle_requests WHERE member = ?",
                                              arguments: [caller]).map { "\($0[0] as UInt64):\($0[1] as Int64)" }
             return (watches, alerts, Set(dismissed))
         }
@@ -66,7 +66,7 @@ extension AlertsService {
                     throw RPCError.notFound("no pending core circle request from user \(request.requestId)")
                 }
                 try await store.database.write { db in
-                    try db.execute(sql: "INSERT OR IGNORE INTO dismissed_circle_requests (member, owner, requested_at_ms) VALUES (?, ?, ?)",
+                    try db.run(sql: "INSERT OR IGNORE INTO dismissed_circle_requests (member, owner, requested_at_ms) VALUES (?, ?, ?)",
                                    arguments: [caller, found.owner, found.atMs])
                 }
             } else {
@@ -89,8 +89,8 @@ extension AlertsService {
         guard request.appVersion.count <= 40 else { throw RPCError.invalidArgument("app_version: at most 40 characters") }
         let at = now()
         let moved = try await store.database.write { db -> UInt64? in
-            let previous = try UInt64.fetchOne(db, sql: "SELECT user_id FROM devices WHERE token = ?", arguments: [token])
-            try db.execute(sql: "INSERT OR REPLACE INTO devices (token, user_id, platform, app_version, registered_at_ms) VALUES (?, ?, ?, ?, ?)",
+            let previous = try UInt64.fetchOne(db, cached: "SELECT user_id FROM devices WHERE token = ?", arguments: [token])
+            try db.run(sql: "INSERT OR REPLACE INTO devices (token, user_id, platform, app_version, registered_at_ms) VALUES (?, ?, ?, ?, ?)",
                            arguments: [token, caller, request.platform.rawValue, request.appVersion, at])
             return previous.flatMap { $0 == caller ? nil : $0 }
         }
@@ -102,7 +102,7 @@ extension AlertsService {
     public func unregisterDevice(_ request: AlertsV1.UnregisterDeviceRequest, _ context: RequestContext) async throws -> AlertsV1.UnregisterDeviceResponse {
         let caller = try context.requireCaller()
         try await store.database.write { db in
-            try db.execute(sql: "DELETE FROM devices WHERE token = ? AND user_id = ?", arguments: [request.token, caller])
+            try db.run(sql: "DELETE FROM devices WHERE token = ? AND user_id = ?", arguments: [request.token, caller])
             guard db.changesCount == 1 else { throw RPCError.notFound("no device with that token is registered to you") }
         }
         return AlertsV1.UnregisterDeviceResponse()
@@ -111,7 +111,7 @@ extension AlertsService {
     public func listDevices(_ request: AlertsV1.ListDevicesRequest, _ context: RequestContext) async throws -> AlertsV1.ListDevicesResponse {
         let caller = try context.requireCaller()
         let devices = try await store.database.read { db in
-            try Row.fetchAll(db, sql: "SELECT token, platform, app_version, registered_at_ms FROM devices WHERE user_id = ? ORDER BY registered_at_ms",
+            try Row.fetchAll(db, cached: "SELECT token, platform, app_version, registered_at_ms FROM devices WHERE user_id = ? ORDER BY registered_at_ms",
                              arguments: [caller]).map {
                 AlertsV1.Device(token: $0[0], platform: AlertsV1.Platform(rawValue: $0[1]), appVersion: $0[2], registeredAtMs: $0[3])
             }
@@ -168,9 +168,9 @@ extension AlertsService {
         let grouped = byCampus
         try await store.database.write { db in
             for (campus, resources) in grouped {
-                try db.execute(sql: "DELETE FROM resources WHERE campus = ?", arguments: [campus])
+                try db.run(sql: "DELETE FROM resources WHERE campus = ?", arguments: [campus])
                 for (position, r) in resources.enumerated() {
-                    try db.execute(sql: "INSERT INTO resources (campus, position, title, detail, phone, url) VALUES (?, ?, ?, ?, ?, ?)",
+                    try db.run(sql: "INSERT INTO resources (campus, position, title, detail, phone, url) VALUES (?, ?, ?, ?, ?, ?)",
                                    arguments: [campus, position, r.title, r.detail, r.phone, r.url])
                 }
             }
@@ -183,7 +183,7 @@ extension AlertsService {
         _ = try context.requireCaller()
         let campus = request.campus.trimmingCharacters(in: .whitespaces)
         let resources = try await store.database.read { db in
-            try Row.fetchAll(db, sql: """
+            try Row.fetchAll(db, cached: """
                 SELECT campus, title, detail, phone, url FROM resources WHERE ? = '' OR campus = ? COLLATE NOCASE ORDER BY campus, position
                 """, arguments: [campus, campus]).map {
                 AlertsV1.Resource(campus: $0[0], title: $0[1], detail: $0[2], phone: $0[3], url: $0[4])

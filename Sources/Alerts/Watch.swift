@@ -11,7 +11,7 @@ extension AlertsService {
         let duration = try watchRules.start(durationSeconds: request.durationSeconds, note: request.note).get()
         let key = context.idempotencyKey
         if !key.isEmpty, let earlier = try await store.database.read({ db in
-            try UInt64.fetchOne(db, sql: "SELECT id FROM watch_sessions WHERE initiator = ? AND idempotency_key = ?", arguments: [caller, key])
+            try UInt64.fetchOne(db, cached: "SELECT id FROM watch_sessions WHERE initiator = ? AND idempotency_key = ?", arguments: [caller, key])
                 .flatMap { try AlertsStore.watch(db, id: $0) }
         }) {
             return AlertsV1.StartWatchResponse(session: await view(earlier))
@@ -26,12 +26,12 @@ extension AlertsService {
         let session: WatchRecord
         do {
             session = try await store.database.write { db in
-                try db.execute(sql: """
+                try db.run(sql: """
                     INSERT INTO watch_sessions (initiator, note, state, started_at_ms, ends_at_ms, idempotency_key) VALUES (?, ?, 1, ?, ?, ?)
                     """, arguments: [caller, request.note, at, ends, key])
                 let id = UInt64(db.lastInsertedRowID)
                 for (position, watcher) in watchers.enumerated() {
-                    try db.execute(sql: "INSERT INTO watchers (session_id, watcher, position, answer) VALUES (?, ?, ?, ?)",
+                    try db.run(sql: "INSERT INTO watchers (session_id, watcher, position, answer) VALUES (?, ?, ?, ?)",
                                    arguments: [id, watcher, position, AlertsV1.Answer.pending.rawValue])
                 }
                 try AlertsStore.enqueue(db, watchers.map { Outgoing(source: "watch:\(id)", recipient: .user($0), channels: [.push], body: text) }, now: at)
@@ -59,7 +59,7 @@ extension AlertsService {
                 throw RPCError.failedPrecondition("no active watch to extend")
             }
             let ends = try rules.extended(endsAtMs: active.endsAtMs, byMs: extra, now: at).get()
-            try db.execute(sql: "UPDATE watch_sessions SET ends_at_ms = ? WHERE id = ?", arguments: [ends, active.id])
+            try db.run(sql: "UPDATE watch_sessions SET ends_at_ms = ? WHERE id = ?", arguments: [ends, active.id])
             let grants = WatchRules.grants(of: caller, watchers: active.watchers, until: ends)
             for g in grants { try AlertsStore.setGrant(db, g) }
             guard let record = try AlertsStore.watch(db, id: active.id) else { throw RPCError.internal("watch vanished") }
@@ -118,7 +118,7 @@ extension AlertsService {
     /// Ends `session` in the transaction: state, revoked grants, a push to accepted watchers.
     private static func finish(_ db: Database, _ session: WatchRecord, as state: AlertsV1.WatchState, at: Int64,
                                initiatorName: String) throws -> (WatchRecord, [GrantRecord]) {
-        try db.execute(sql: "UPDATE watch_sessions SET state = ?, ended_at_ms = ? WHERE id = ?", arguments: [state.rawValue, at, session.id])
+        try db.run(sql: "UPDATE watch_sessions SET state = ?, ended_at_ms = ? WHERE id = ?", arguments: [state.rawValue, at, session.id])
         let accepted = session.watchers.filter { $0.answer == .accepted }.map(\.user)
         let grants = accepted.map { GrantRecord(subject: session.initiator, viewer: $0, reason: "watch", expiresMs: at) }
         for g in grants { try AlertsStore.setGrant(db, g) }
@@ -166,12 +166,12 @@ extension AlertsService {
             }
             guard session.state == .active, session.endsAtMs > at else { throw RPCError.failedPrecondition("this watch has ended") }
             if action == .dismiss {
-                try db.execute(sql: "UPDATE watchers SET dismissed = 1 WHERE session_id = ? AND watcher = ?", arguments: [sessionID, caller])
+                try db.run(sql: "UPDATE watchers SET dismissed = 1 WHERE session_id = ? AND watcher = ?", arguments: [sessionID, caller])
                 return nil
             }
             let answer: AlertsV1.Answer = action == .accept ? .accepted : .declined
             guard mine.answer != answer else { return nil } // the same answer again changes nothing
-            try db.execute(sql: "UPDATE watchers SET answer = ?, answered_at_ms = ?, dismissed = 0 WHERE session_id = ? AND watcher = ?",
+            try db.run(sql: "UPDATE watchers SET answer = ?, answered_at_ms = ?, dismissed = 0 WHERE session_id = ? AND watcher = ?",
                            arguments: [answer.rawValue, at, sessionID, caller])
             var grants: [GrantRecord] = []
             if answer == .accepted {
@@ -228,27 +228,27 @@ extension AlertsService {
 extension AlertsStore {
 
     static func watch(_ db: Database, id: UInt64) throws -> WatchRecord? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT \(WatchRecord.columns) FROM watch_sessions WHERE id = ?", arguments: [id]) else { return nil }
-        let watchers = try Row.fetchAll(db, sql: "SELECT watcher, answer, answered_at_ms FROM watchers WHERE session_id = ? ORDER BY position",
+        guard let row = try Row.fetchOne(db, cached: "SELECT \(WatchRecord.columns) FROM watch_sessions WHERE id = ?", arguments: [id]) else { return nil }
+        let watchers = try Row.fetchAll(db, cached: "SELECT watcher, answer, answered_at_ms FROM watchers WHERE session_id = ? ORDER BY position",
                                         arguments: [id]).map { WatcherRecord(user: $0[0], answer: AlertsV1.Answer(rawValue: $0[1]), answeredAtMs: $0[2]) }
         return WatchRecord(row: row, watchers: watchers)
     }
 
     static func activeWatch(_ db: Database, of user: UInt64) throws -> WatchRecord? {
-        try UInt64.fetchOne(db, sql: "SELECT id FROM watch_sessions WHERE initiator = ? AND state = 1", arguments: [user])
+        try UInt64.fetchOne(db, cached: "SELECT id FROM watch_sessions WHERE initiator = ? AND state = 1", arguments: [user])
             .flatMap { try watch(db, id: $0) }
     }
 
     func latestWatch(of user: UInt64) async throws -> WatchRecord? {
         try await database.read { db in
-            try UInt64.fetchOne(db, sql: "SELECT id FROM watch_sessions WHERE initiator = ? ORDER BY id DESC LIMIT 1", arguments: [user])
+            try UInt64.fetchOne(db, cached: "SELECT id FROM watch_sessions WHERE initiator = ? ORDER BY id DESC LIMIT 1", arguments: [user])
                 .flatMap { try Self.watch(db, id: $0) }
         }
     }
 
     func watching(_ user: UInt64) async throws -> [WatchRecord] {
         try await database.read { db in
-            try UInt64.fetchAll(db, sql: """
+            try UInt64.fetchAll(db, cached: """
                 SELECT s.id FROM watchers w JOIN watch_sessions s ON s.id = w.session_id
                 WHERE w.watcher = ? AND s.state = 1 ORDER BY s.id DESC
                 """, arguments: [user]).compactMap { try Self.watch(db, id: $0) }
@@ -257,11 +257,11 @@ extension AlertsStore {
 
     /// Active sessions whose time ran out by `now`.
     static func dueWatches(_ db: Database, now: Int64) throws -> [UInt64] {
-        try UInt64.fetchAll(db, sql: "SELECT id FROM watch_sessions WHERE state = 1 AND ends_at_ms <= ?", arguments: [now])
+        try UInt64.fetchAll(db, cached: "SELECT id FROM watch_sessions WHERE state = 1 AND ends_at_ms <= ?", arguments: [now])
     }
 
     static func nextWatchExpiry(_ db: Database) throws -> Int64? {
-        try Int64.fetchOne(db, sql: "SELECT MIN(ends_at_ms) FROM watch_sessions WHERE state = 1")
+        try Int64.fetchOne(db, cached: "SELECT MIN(ends_at_ms) FROM watch_sessions WHERE state = 1")
     }
 }
 

@@ -36,7 +36,9 @@ public struct LatencyStats: Sendable {
 
 /// Prints results as a Markdown table (pasted as is into docs/benchmarks.md).
 public enum Report {
-    public static func table(_ rows: [LatencyStats]) -> String {
+    /// The rows as a Markdown table; they are kept for the run's JSON too (`Results`).
+    public static func table(_ rows: [LatencyStats], record: Bool = true) -> String {
+        if record { Results.shared.record(rows: rows) }
         var lines = ["| path | in flight | requests | p50 µs | p99 µs | p99.9 µs | req/s | errors |",
                      "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for r in rows {

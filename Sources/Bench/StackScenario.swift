@@ -101,9 +101,15 @@ public enum StackScenario {
         var rows = parts
         for i in rows.indices { rows[i].elapsed = elapsed }
         let total = rows.reduce(0) { $0 + Int($1.count) }, errors = rows.reduce(0) { $0 + $1.errors }
-        out += [Report.table(rows), "",
+        out += [Report.table(rows, record: false), "",
                 "- all operations: \(Int(Double(total) / BenchStack.seconds(elapsed))) ops/s, \(errors) errors (target: 10,000 ops/s with p99 ≤ 10 ms for every type, 0 errors)", ""]
-        out += deployment.resources(before: before, after: after, seconds: BenchStack.seconds(elapsed))
+        let resources = deployment.resources(before: before, after: after, seconds: BenchStack.seconds(elapsed), operations: total)
+        out += resources.lines
+        Results.shared.record(section: "stack \(plane)", rows: rows, metrics: [
+            "ops_per_second": Double(total) / BenchStack.seconds(elapsed),
+            "cpu_us_per_op_services": (resources.cpu["all services"] ?? 0) / Double(max(1, total)) * 1e6,
+            "cpu_us_per_op_with_load_generator": ((resources.cpu["all services"] ?? 0) + (resources.cpu["bench client"] ?? 0)) / Double(max(1, total)) * 1e6,
+        ])
         for person in people { await person.client.close() }
         if redis { out += [""] + (await redisBaseline(points, threads: options.inFlight, seconds: options.seconds)) }
         return (out.joined(separator: "\n"), Double(total) / BenchStack.seconds(elapsed))
@@ -284,15 +290,26 @@ struct Deployment {
         return String(format: "%.1f", kb / 1_024)
     }
 
-    func resources(before: [String: Int], after: [String: Int], seconds: Double) -> [String] {
+    /// CPU per process over the measured window, as a share of one core and as µs per operation;
+    /// then the sums (the services alone, and with the load generator).
+    func resources(before: [String: Int], after: [String: Int], seconds: Double, operations: Int) -> (lines: [String], cpu: [String: Double]) {
         let hz = Double(sysconf(Int32(_SC_CLK_TCK)))
-        var lines = ["| process | CPU (% of one core) | RSS MiB | peak RSS MiB |", "|---|---:|---:|---:|"]
+        var lines = ["| process | CPU (% of one core) | CPU µs per operation | RSS MiB | peak RSS MiB |", "|---|---:|---:|---:|---:|"]
+        var cpu: [String: Double] = [:]
+        let ops = Double(max(1, operations))
         for name in Self.services + ["bench client"] {
             let used = Double((after[name] ?? 0) - (before[name] ?? 0)) / hz
+            cpu[name] = used
             let p = name == "bench client" ? "self" : pid(of: name).map { String($0) } ?? "?"
-            lines.append("| \(name) | \(String(format: "%.0f", used / seconds * 100)) | \(Self.status(p, "VmRSS")) | \(Self.status(p, "VmHWM")) |")
+            lines.append("| \(name) | \(String(format: "%.0f", used / seconds * 100)) | \(String(format: "%.0f", used / ops * 1e6)) | \(Self.status(p, "VmRSS")) | \(Self.status(p, "VmHWM")) |")
         }
-        return lines
+        let services = Self.services.reduce(0.0) { $0 + (cpu[$1] ?? 0) }
+        let all = services + (cpu["bench client"] ?? 0)
+        lines.append("| **all services** | \(String(format: "%.0f", services / seconds * 100)) | **\(String(format: "%.0f", services / ops * 1e6))** | | |")
+        lines.append("| all, with the load generator | \(String(format: "%.0f", all / seconds * 100)) | \(String(format: "%.0f", all / ops * 1e6)) | | |")
+        lines += ["", "- CPU per operation: \(String(format: "%.0f", services / ops * 1e6)) µs summed over the six services, \(String(format: "%.0f", all / ops * 1e6)) µs with the load generator (target: ≤ 120 µs)"]
+        cpu["all services"] = services
+        return (lines, cpu)
     }
 
     /// SIGTERM: the launcher stops its children and removes their PID files.

@@ -46,7 +46,7 @@ struct GatewayHandler: RequestHandler {
                 // the call goes on anonymously when it is not (a stale token must not block a login).
                 session = try? await resolve(envelope.sessionToken, budget: request.downstreamBudget)
             }
-            let limitKey = session.map { "s:\($0.userID):\($0.sessionID)" } ?? "a:\(Self.host(of: request.peerAddress))"
+            let limitKey = session.map { RateKey.session(userID: $0.userID, sessionID: $0.sessionID) } ?? .address(Self.host(of: request.peerAddress))
             guard limiter.allow(limitKey, now: Date().timeIntervalSince1970) else {
                 throw RPCError.resourceExhausted("rate limit: at most \(Int(config.requestsPerSecond)) requests a second (burst \(Int(config.burst)))")
             }

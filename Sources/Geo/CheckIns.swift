@@ -110,9 +110,9 @@ struct CheckInRecord: Sendable {
 extension GeoStore {
     func loadCheckIns(now: Int64) throws -> [UInt64: CheckInRecord] {
         try database.write { db in
-            try db.execute(sql: "DELETE FROM check_ins WHERE expires_ms <= ?", arguments: [now])
+            try db.run(sql: "DELETE FROM check_ins WHERE expires_ms <= ?", arguments: [now])
             var result: [UInt64: CheckInRecord] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT user_id, place_name, lat, lon, media_id, created_ms, expires_ms FROM check_ins") {
+            for row in try Row.fetchAll(db, cached: "SELECT user_id, place_name, lat, lon, media_id, created_ms, expires_ms FROM check_ins") {
                 result[row[0]] = CheckInRecord(user: row[0], placeName: row[1], lat: row[2], lon: row[3], mediaID: row[4],
                                                createdMs: row[5], expiresMs: row[6])
             }
@@ -123,9 +123,9 @@ extension GeoStore {
     /// - Returns: whether an active check-in was replaced.
     func saveCheckIn(_ c: CheckInRecord, now: Int64) async throws -> Bool {
         try await database.write { db in
-            let replaced = try Bool.fetchOne(db, sql: "SELECT EXISTS(SELECT 1 FROM check_ins WHERE user_id = ? AND expires_ms > ?)",
+            let replaced = try Bool.fetchOne(db, cached: "SELECT EXISTS(SELECT 1 FROM check_ins WHERE user_id = ? AND expires_ms > ?)",
                                              arguments: [c.user, now]) ?? false
-            try db.execute(sql: """
+            try db.run(sql: """
                 INSERT OR REPLACE INTO check_ins (user_id, place_name, lat, lon, media_id, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [c.user, c.placeName, c.lat, c.lon, c.mediaID, c.createdMs, c.expiresMs])
             return replaced

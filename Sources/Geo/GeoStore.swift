@@ -97,7 +97,7 @@ final class GeoStore: Sendable {
     func loadLatest() throws -> [UInt64: LatestFix] {
         try database.read { db in
             var result: [UInt64: LatestFix] = [:]
-            let rows = try Row.fetchCursor(db, sql: "SELECT user_id, lat, lon, accuracy, device_ms, received_ms, status FROM latest")
+            let rows = try Row.fetchCursor(db, cached: "SELECT user_id, lat, lon, accuracy, device_ms, received_ms, status FROM latest")
             while let row = try rows.next() {
                 result[row[0]] = LatestFix(lat: row[1], lon: row[2], accuracy: row[3], deviceMs: row[4], receivedMs: row[5], status: row[6])
             }
@@ -108,7 +108,7 @@ final class GeoStore: Sendable {
     func loadSharing() throws -> [UInt64: Sharing] {
         try database.read { db in
             var result: [UInt64: Sharing] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT user_id, share_with_friends, ghost, proximity_alerts, proximity_m FROM sharing") {
+            for row in try Row.fetchAll(db, cached: "SELECT user_id, share_with_friends, ghost, proximity_alerts, proximity_m FROM sharing") {
                 result[row[0]] = Sharing(shareWithFriends: row[1], ghost: row[2], proximityAlerts: row[3], proximityMetres: row[4])
             }
             return result
@@ -117,9 +117,9 @@ final class GeoStore: Sendable {
 
     func loadGrants(now: Int64) throws -> [GrantKey: Int64] {
         try database.write { db in
-            try db.execute(sql: "DELETE FROM grants WHERE expires_ms <= ?", arguments: [now])
+            try db.run(sql: "DELETE FROM grants WHERE expires_ms <= ?", arguments: [now])
             var result: [GrantKey: Int64] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT subject, viewer, reason, expires_ms FROM grants") {
+            for row in try Row.fetchAll(db, cached: "SELECT subject, viewer, reason, expires_ms FROM grants") {
                 result[GrantKey(subject: row[0], viewer: row[1], reason: row[2])] = row[3]
             }
             return result
@@ -128,7 +128,7 @@ final class GeoStore: Sendable {
 
     func loadPlaces() throws -> [PlaceRecord] {
         try database.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, name, kind, lat, lon, radius_m, ring FROM places ORDER BY id").map { row in
+            try Row.fetchAll(db, cached: "SELECT id, name, kind, lat, lon, radius_m, ring FROM places ORDER BY id").map { row in
                 let pairs = (try? JSONSerialization.jsonObject(with: Data((row[6] as String).utf8))) as? [[Double]] ?? []
                 return PlaceRecord(id: row[0], name: row[1], kind: GeoV1.PlaceKind(rawValue: row[2]), lat: row[3], lon: row[4],
                                    radius: row[5], ring: pairs.map { (lat: $0[0], lon: $0[1]) })
@@ -139,10 +139,10 @@ final class GeoStore: Sendable {
     /// Adds `places` (after deleting every place when `replace`). - Returns: them with their ids.
     func importPlaces(_ places: [PlaceRecord], replace: Bool) async throws -> [PlaceRecord] {
         try await database.write { db in
-            if replace { try db.execute(sql: "DELETE FROM places") }
+            if replace { try db.run(sql: "DELETE FROM places") }
             return try places.map { place in
                 let ring = "[" + place.ring.map { "[\($0.lat),\($0.lon)]" }.joined(separator: ",") + "]"
-                try db.execute(sql: "INSERT INTO places (name, kind, lat, lon, radius_m, ring) VALUES (?, ?, ?, ?, ?, ?)",
+                try db.run(sql: "INSERT INTO places (name, kind, lat, lon, radius_m, ring) VALUES (?, ?, ?, ?, ?, ?)",
                                arguments: [place.name, place.kind.rawValue, place.lat, place.lon, place.radius, ring])
                 var stored = place
                 stored.id = UInt64(db.lastInsertedRowID)
@@ -180,7 +180,7 @@ final class GeoStore: Sendable {
 
     func saveSharing(_ user: UInt64, _ s: Sharing) async throws {
         try await database.write { db in
-            try db.execute(sql: """
+            try db.run(sql: """
                 INSERT OR REPLACE INTO sharing (user_id, share_with_friends, ghost, proximity_alerts, proximity_m) VALUES (?, ?, ?, ?, ?)
                 """, arguments: [user, s.shareWithFriends, s.ghost, s.proximityAlerts, s.proximityMetres])
         }
@@ -189,10 +189,10 @@ final class GeoStore: Sendable {
     func saveGrant(_ key: GrantKey, expiresMs: Int64, now: Int64) async throws {
         try await database.write { db in
             if expiresMs <= now {
-                try db.execute(sql: "DELETE FROM grants WHERE subject = ? AND viewer = ? AND reason = ?",
+                try db.run(sql: "DELETE FROM grants WHERE subject = ? AND viewer = ? AND reason = ?",
                                arguments: [key.subject, key.viewer, key.reason])
             } else {
-                try db.execute(sql: "INSERT OR REPLACE INTO grants (subject, viewer, reason, expires_ms) VALUES (?, ?, ?, ?)",
+                try db.run(sql: "INSERT OR REPLACE INTO grants (subject, viewer, reason, expires_ms) VALUES (?, ?, ?, ?)",
                                arguments: [key.subject, key.viewer, key.reason, expiresMs])
             }
         }
@@ -201,7 +201,7 @@ final class GeoStore: Sendable {
     /// - Returns: how many history rows were deleted.
     func deleteHistory(of user: UInt64) async throws -> Int {
         try await database.write { db in
-            try db.execute(sql: "DELETE FROM history WHERE user_id = ?", arguments: [user])
+            try db.run(sql: "DELETE FROM history WHERE user_id = ?", arguments: [user])
             return db.changesCount
         }
     }
@@ -209,14 +209,14 @@ final class GeoStore: Sendable {
     /// Drops history older than `cutoff` (retention). - Returns: rows deleted.
     func pruneHistory(before cutoff: Int64) async throws -> Int {
         try await database.write { db in
-            try db.execute(sql: "DELETE FROM history WHERE received_ms < ?", arguments: [cutoff])
+            try db.run(sql: "DELETE FROM history WHERE received_ms < ?", arguments: [cutoff])
             return db.changesCount
         }
     }
 
     func historyCount(of user: UInt64) async throws -> Int {
         try await database.read { db in
-            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM history WHERE user_id = ?", arguments: [user]) ?? 0
+            try Int.fetchOne(db, cached: "SELECT COUNT(*) FROM history WHERE user_id = ?", arguments: [user]) ?? 0
         }
     }
 }

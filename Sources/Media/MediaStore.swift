@@ -118,8 +118,8 @@ final class MediaStore: Sendable {
     /// Deletes what a crash may have left: blob files no row names, temporary files, and parts of
     /// uploads that are gone. Runs before the service answers anything.
     func sweep() throws {
-        let known = try database.read { db in Set(try String.fetchAll(db, sql: "SELECT sha256 FROM blobs")) }
-        let live = try database.read { db in Set(try String.fetchAll(db, sql: "SELECT id FROM uploads WHERE media_id IS NULL")) }
+        let known = try database.read { db in Set(try String.fetchAll(db, cached: "SELECT sha256 FROM blobs")) }
+        let live = try database.read { db in Set(try String.fetchAll(db, cached: "SELECT id FROM uploads WHERE media_id IS NULL")) }
         let fm = FileManager.default
         for shard in (try? fm.contentsOfDirectory(atPath: blobDirectory)) ?? [] {
             for name in (try? fm.contentsOfDirectory(atPath: "\(blobDirectory)/\(shard)")) ?? [] where !known.contains(name) {
@@ -136,26 +136,26 @@ final class MediaStore: Sendable {
 
     func item(_ id: String) async throws -> MediaRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(MediaRecord.columns) FROM media WHERE id = ?", arguments: [id]).map(MediaRecord.init(row:))
+            try Row.fetchOne(db, cached: "SELECT \(MediaRecord.columns) FROM media WHERE id = ?", arguments: [id]).map(MediaRecord.init(row:))
         }
     }
 
     func upload(_ id: String) async throws -> UploadRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(UploadRecord.columns) FROM uploads WHERE id = ?", arguments: [id]).map(UploadRecord.init(row:))
+            try Row.fetchOne(db, cached: "SELECT \(UploadRecord.columns) FROM uploads WHERE id = ?", arguments: [id]).map(UploadRecord.init(row:))
         }
     }
 
     func profilePicture(of user: UInt64) async throws -> MediaRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM profile_pictures WHERE user = ?)",
+            try Row.fetchOne(db, cached: "SELECT \(MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM profile_pictures WHERE user = ?)",
                              arguments: [user]).map(MediaRecord.init(row:))
         }
     }
 
     func checkInPhoto(of user: UInt64) async throws -> MediaRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM check_in_photos WHERE user = ?)",
+            try Row.fetchOne(db, cached: "SELECT \(MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM check_in_photos WHERE user = ?)",
                              arguments: [user]).map(MediaRecord.init(row:))
         }
     }
@@ -178,7 +178,7 @@ final class MediaStore: Sendable {
             }
             sql += " ORDER BY created_ms DESC, id DESC LIMIT ?"
             arguments += [limit]
-            return try Row.fetchAll(db, sql: sql, arguments: arguments).map(MediaRecord.init(row:))
+            return try Row.fetchAll(db, cached: sql, arguments: arguments).map(MediaRecord.init(row:))
         }
     }
 
@@ -191,10 +191,10 @@ final class MediaStore: Sendable {
     /// What counts against `owner`'s quotas: the size of every item they hold (each counts in
     /// full even when its bytes are shared), unfinished uploads, and uploads started this hour.
     static func usage(_ db: Database, owner: UInt64, now: Int64) throws -> Usage {
-        let stored = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM media WHERE owner = ?", arguments: [owner]) ?? 0
-        let pending = try Int64.fetchOne(db, sql: "SELECT COALESCE(SUM(size), 0) FROM uploads WHERE owner = ? AND media_id IS NULL AND expires_ms > ?",
+        let stored = try Int64.fetchOne(db, cached: "SELECT COALESCE(SUM(size), 0) FROM media WHERE owner = ?", arguments: [owner]) ?? 0
+        let pending = try Int64.fetchOne(db, cached: "SELECT COALESCE(SUM(size), 0) FROM uploads WHERE owner = ? AND media_id IS NULL AND expires_ms > ?",
                                          arguments: [owner, now]) ?? 0
-        let recent = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM uploads WHERE owner = ? AND created_ms > ?", arguments: [owner, now - 3_600_000]) ?? 0
+        let recent = try Int.fetchOne(db, cached: "SELECT COUNT(*) FROM uploads WHERE owner = ? AND created_ms > ?", arguments: [owner, now - 3_600_000]) ?? 0
         return Usage(storedBytes: stored, pendingBytes: pending, uploadsLastHour: recent)
     }
 
@@ -215,7 +215,7 @@ final class MediaStore: Sendable {
             guard usage.storedBytes + usage.pendingBytes + upload.size <= quotaBytes else {
                 throw QuotaRefusal.storage(usedBytes: usage.storedBytes + usage.pendingBytes, quotaBytes: quotaBytes, wantedBytes: upload.size)
             }
-            try db.execute(sql: "INSERT INTO uploads (id, owner, purpose, place_id, size, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            try db.run(sql: "INSERT INTO uploads (id, owner, purpose, place_id, size, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            arguments: [upload.id, upload.owner, upload.purpose.rawValue, upload.placeID, upload.size, upload.createdMs, upload.expiresMs])
             return upload
         }
@@ -226,19 +226,19 @@ final class MediaStore: Sendable {
 
     /// Drops one reference to `sha`; the blob's row goes with its last one.
     private func release(_ db: Database, sha: String, into released: inout Released) throws {
-        try db.execute(sql: "UPDATE blobs SET refs = refs - 1 WHERE sha256 = ?", arguments: [sha])
-        if try Int.fetchOne(db, sql: "SELECT refs FROM blobs WHERE sha256 = ?", arguments: [sha]) ?? 0 <= 0 {
-            try db.execute(sql: "DELETE FROM blobs WHERE sha256 = ?", arguments: [sha])
+        try db.run(sql: "UPDATE blobs SET refs = refs - 1 WHERE sha256 = ?", arguments: [sha])
+        if try Int.fetchOne(db, cached: "SELECT refs FROM blobs WHERE sha256 = ?", arguments: [sha]) ?? 0 <= 0 {
+            try db.run(sql: "DELETE FROM blobs WHERE sha256 = ?", arguments: [sha])
             released.append(blobPath(sha))
         }
     }
 
     /// Deletes an item and its pointers, releasing its bytes.
     private func deleteItem(_ db: Database, _ id: String, into released: inout Released) throws {
-        guard let sha = try String.fetchOne(db, sql: "SELECT sha256 FROM media WHERE id = ?", arguments: [id]) else { return }
-        try db.execute(sql: "DELETE FROM media WHERE id = ?", arguments: [id])
-        try db.execute(sql: "DELETE FROM profile_pictures WHERE media_id = ?", arguments: [id])
-        try db.execute(sql: "DELETE FROM check_in_photos WHERE media_id = ?", arguments: [id])
+        guard let sha = try String.fetchOne(db, cached: "SELECT sha256 FROM media WHERE id = ?", arguments: [id]) else { return }
+        try db.run(sql: "DELETE FROM media WHERE id = ?", arguments: [id])
+        try db.run(sql: "DELETE FROM profile_pictures WHERE media_id = ?", arguments: [id])
+        try db.run(sql: "DELETE FROM check_in_photos WHERE media_id = ?", arguments: [id])
         try release(db, sha: sha, into: &released)
     }
 
@@ -269,26 +269,26 @@ final class MediaStore: Sendable {
     func finish(upload: UploadRecord, item: MediaRecord, file: String, locationRemoved: Bool) async throws -> Finished {
         let blob = blobPath(item.sha256)
         let (finished, _) = try await writing { db, released in
-            let existing = try Int.fetchOne(db, sql: "SELECT refs FROM blobs WHERE sha256 = ?", arguments: [item.sha256])
+            let existing = try Int.fetchOne(db, cached: "SELECT refs FROM blobs WHERE sha256 = ?", arguments: [item.sha256])
             if existing != nil {
-                try db.execute(sql: "UPDATE blobs SET refs = refs + 1 WHERE sha256 = ?", arguments: [item.sha256])
+                try db.run(sql: "UPDATE blobs SET refs = refs + 1 WHERE sha256 = ?", arguments: [item.sha256])
                 unlink(file)
             } else {
                 try FileManager.default.createDirectory(atPath: (blob as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
                 guard rename(file, blob) == 0 else { throw StoreInvariant("cannot move the photo into the store (errno \(errno))") }
                 syncDirectory(of: blob)
-                try db.execute(sql: "INSERT INTO blobs (sha256, size, refs) VALUES (?, ?, 1)", arguments: [item.sha256, item.size])
+                try db.run(sql: "INSERT INTO blobs (sha256, size, refs) VALUES (?, ?, 1)", arguments: [item.sha256, item.size])
             }
-            try db.execute(sql: "INSERT INTO media (\(MediaRecord.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            try db.run(sql: "INSERT INTO media (\(MediaRecord.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                            arguments: [item.id, item.owner, item.purpose.rawValue, item.placeID, item.type.rawValue, item.size,
                                        item.width, item.height, item.sha256, item.createdMs, item.attached])
             var replaced = ""
             if item.purpose == .profile {
-                replaced = try String.fetchOne(db, sql: "SELECT media_id FROM profile_pictures WHERE user = ?", arguments: [item.owner]) ?? ""
+                replaced = try String.fetchOne(db, cached: "SELECT media_id FROM profile_pictures WHERE user = ?", arguments: [item.owner]) ?? ""
                 if !replaced.isEmpty { try self.deleteItem(db, replaced, into: &released) }
-                try db.execute(sql: "INSERT OR REPLACE INTO profile_pictures (user, media_id) VALUES (?, ?)", arguments: [item.owner, item.id])
+                try db.run(sql: "INSERT OR REPLACE INTO profile_pictures (user, media_id) VALUES (?, ?)", arguments: [item.owner, item.id])
             }
-            try db.execute(sql: "UPDATE uploads SET media_id = ?, location_removed = ?, deduplicated = ?, replaced = ? WHERE id = ?",
+            try db.run(sql: "UPDATE uploads SET media_id = ?, location_removed = ?, deduplicated = ?, replaced = ? WHERE id = ?",
                            arguments: [item.id, locationRemoved, existing != nil, replaced, upload.id])
             return Finished(item: item, deduplicated: existing != nil, replaced: replaced)
         }
@@ -298,7 +298,7 @@ final class MediaStore: Sendable {
     /// - Returns: whether the bytes were released (nil: no such item of `owner`).
     func delete(_ id: String, owner: UInt64) async throws -> Bool? {
         let (found, releasedAny) = try await writing { db, released in
-            guard try Int.fetchOne(db, sql: "SELECT 1 FROM media WHERE id = ? AND owner = ?", arguments: [id, owner]) != nil else { return false }
+            guard try Int.fetchOne(db, cached: "SELECT 1 FROM media WHERE id = ? AND owner = ?", arguments: [id, owner]) != nil else { return false }
             try self.deleteItem(db, id, into: &released)
             return true
         }
@@ -315,19 +315,19 @@ final class MediaStore: Sendable {
     func attachCheckInPhoto(user: UInt64, id: String) async throws -> AttachOutcome {
         try await writing { db, released -> AttachOutcome in
             if !id.isEmpty {
-                guard let row = try Row.fetchOne(db, sql: "SELECT purpose FROM media WHERE id = ? AND owner = ?", arguments: [id, user]) else {
+                guard let row = try Row.fetchOne(db, cached: "SELECT purpose FROM media WHERE id = ? AND owner = ?", arguments: [id, user]) else {
                     return .notFound
                 }
                 guard MediaV1.Purpose(rawValue: row[0]) == .checkIn else { return .wrongPurpose }
             }
-            let previous = try String.fetchOne(db, sql: "SELECT media_id FROM check_in_photos WHERE user = ?", arguments: [user]) ?? ""
+            let previous = try String.fetchOne(db, cached: "SELECT media_id FROM check_in_photos WHERE user = ?", arguments: [user]) ?? ""
             guard previous != id else { return .attached(released: "") }
             if !previous.isEmpty { try self.deleteItem(db, previous, into: &released) }
             if id.isEmpty {
-                try db.execute(sql: "DELETE FROM check_in_photos WHERE user = ?", arguments: [user])
+                try db.run(sql: "DELETE FROM check_in_photos WHERE user = ?", arguments: [user])
             } else {
-                try db.execute(sql: "INSERT OR REPLACE INTO check_in_photos (user, media_id) VALUES (?, ?)", arguments: [user, id])
-                try db.execute(sql: "UPDATE media SET attached = 1 WHERE id = ?", arguments: [id])
+                try db.run(sql: "INSERT OR REPLACE INTO check_in_photos (user, media_id) VALUES (?, ?)", arguments: [user, id])
+                try db.run(sql: "UPDATE media SET attached = 1 WHERE id = ?", arguments: [id])
             }
             return .attached(released: previous)
         }.0
@@ -338,10 +338,10 @@ final class MediaStore: Sendable {
     /// photos never attached to a check-in within `unattachedFor`.
     func expire(now: Int64, unattachedFor: Int64) async throws -> (uploads: Int, photos: Int) {
         let (counts, _) = try await writing { db, released -> (Int, Int) in
-            let stale = try String.fetchAll(db, sql: "SELECT id FROM uploads WHERE media_id IS NULL AND expires_ms <= ?", arguments: [now])
+            let stale = try String.fetchAll(db, cached: "SELECT id FROM uploads WHERE media_id IS NULL AND expires_ms <= ?", arguments: [now])
             for id in stale { released.append(self.partPath(id)) }
-            try db.execute(sql: "DELETE FROM uploads WHERE (media_id IS NULL AND expires_ms <= ?) OR created_ms <= ?", arguments: [now, now - 86_400_000])
-            let orphans = try String.fetchAll(db, sql: "SELECT id FROM media WHERE purpose = 2 AND attached = 0 AND created_ms <= ?",
+            try db.run(sql: "DELETE FROM uploads WHERE (media_id IS NULL AND expires_ms <= ?) OR created_ms <= ?", arguments: [now, now - 86_400_000])
+            let orphans = try String.fetchAll(db, cached: "SELECT id FROM media WHERE purpose = 2 AND attached = 0 AND created_ms <= ?",
                                               arguments: [now - unattachedFor])
             for id in orphans { try self.deleteItem(db, id, into: &released) }
             return (stale.count, orphans.count)
@@ -352,7 +352,7 @@ final class MediaStore: Sendable {
     /// Forgets an upload refused on its first bytes.
     func abandon(_ upload: String) async throws {
         _ = try await writing { db, released in
-            try db.execute(sql: "DELETE FROM uploads WHERE id = ? AND media_id IS NULL", arguments: [upload])
+            try db.run(sql: "DELETE FROM uploads WHERE id = ? AND media_id IS NULL", arguments: [upload])
             released.append(self.partPath(upload))
         }
     }

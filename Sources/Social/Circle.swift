@@ -142,15 +142,15 @@ extension SocialStore {
                 guard member != owner else { throw CircleRefusal.yourself }
                 guard try Self.areFriends(db, owner, member) else { throw CircleRefusal.notFriends }
             }
-            if try Row.fetchOne(db, sql: "SELECT 1 FROM circle WHERE owner = ? AND member = ? AND phone = ? AND state != ?",
+            if try Row.fetchOne(db, cached: "SELECT 1 FROM circle WHERE owner = ? AND member = ? AND phone = ? AND state != ?",
                                 arguments: [owner, member, phone, SocialV1.CircleState.rejected.rawValue]) != nil {
                 throw CircleRefusal.alreadyMember
             }
-            let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM circle WHERE owner = ? AND state != ?",
+            let count = try Int.fetchOne(db, cached: "SELECT COUNT(*) FROM circle WHERE owner = ? AND state != ?",
                                          arguments: [owner, SocialV1.CircleState.rejected.rawValue]) ?? 0
             guard count < limit else { throw CircleRefusal.full(limit: limit) }
             let state: SocialV1.CircleState = member == 0 ? .invited : .pending
-            try db.execute(sql: """
+            try db.run(sql: """
                 INSERT OR REPLACE INTO circle (owner, member, phone, state, added_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?)
                 """, arguments: [owner, member, phone, state.rawValue, now, now])
             try Self.addNotice(db, member == 0 ? .circleInvite : .circleRequest, from: owner, toUser: member, toPhone: phone, now: now)
@@ -160,9 +160,9 @@ extension SocialStore {
 
     func removeFromCircle(owner: UInt64, member: UInt64, phone: String) async throws {
         try await mutate { db, events in
-            let wasAccepted = try Int32.fetchOne(db, sql: "SELECT state FROM circle WHERE owner = ? AND member = ? AND phone = ?",
+            let wasAccepted = try Int32.fetchOne(db, cached: "SELECT state FROM circle WHERE owner = ? AND member = ? AND phone = ?",
                                                arguments: [owner, member, phone]) == SocialV1.CircleState.accepted.rawValue
-            try db.execute(sql: "DELETE FROM circle WHERE owner = ? AND member = ? AND phone = ?", arguments: [owner, member, phone])
+            try db.run(sql: "DELETE FROM circle WHERE owner = ? AND member = ? AND phone = ?", arguments: [owner, member, phone])
             guard db.changesCount == 1 else { throw CircleRefusal.notMember }
             if wasAccepted { events.append(Self.event(.circleMemberRemoved, owner, member)) }
         }
@@ -171,12 +171,12 @@ extension SocialStore {
     /// The member answers the owner's coreFriend request.
     func respondToCircle(owner: UInt64, member: UInt64, accept: Bool, now: Int64) async throws -> CircleRecord {
         try await mutate { db, events in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ''",
+            guard let row = try Row.fetchOne(db, cached: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ''",
                                              arguments: [owner, member]).map(CircleRecord.init),
                   row.state == .pending
             else { throw CircleRefusal.noPendingRequest(owner: owner) }
             let state: SocialV1.CircleState = accept ? .accepted : .rejected
-            try db.execute(sql: "UPDATE circle SET state = ?, updated_at_ms = ? WHERE owner = ? AND member = ? AND phone = ''",
+            try db.run(sql: "UPDATE circle SET state = ?, updated_at_ms = ? WHERE owner = ? AND member = ? AND phone = ''",
                            arguments: [state.rawValue, now, owner, member])
             if accept { events.append(Self.event(.circleMemberAdded, owner, member)) }
             return try Self.circleRow(db, owner: owner, member: member, phone: "")
@@ -185,7 +185,7 @@ extension SocialStore {
 
     func circle(of owner: UInt64) async throws -> [CircleRecord] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM circle WHERE owner = ? ORDER BY added_at_ms, member, phone", arguments: [owner])
+            try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE owner = ? ORDER BY added_at_ms, member, phone", arguments: [owner])
                 .map(CircleRecord.init)
         }
     }
@@ -193,7 +193,7 @@ extension SocialStore {
     /// Circles `member` is in (accepted), or asked to join (pending).
     func circles(containing member: UInt64, state: SocialV1.CircleState) async throws -> [CircleRecord] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM circle WHERE member = ? AND state = ? ORDER BY added_at_ms DESC",
+            try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE member = ? AND state = ? ORDER BY added_at_ms DESC",
                              arguments: [member, state.rawValue]).map(CircleRecord.init)
         }
     }
@@ -201,15 +201,15 @@ extension SocialStore {
     /// Called inside the transactions that end a friendship: neither stays in the other's circle.
     /// - Returns: the graph events for accepted memberships that ended.
     static func dropCircle(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> [SocialV1.GraphEvent] {
-        let accepted = try Row.fetchAll(db, sql: """
+        let accepted = try Row.fetchAll(db, cached: """
             SELECT owner, member FROM circle WHERE state = ? AND ((owner = ? AND member = ?) OR (owner = ? AND member = ?))
             """, arguments: [SocialV1.CircleState.accepted.rawValue, x, y, y, x])
-        try db.execute(sql: "DELETE FROM circle WHERE (owner = ? AND member = ?) OR (owner = ? AND member = ?)", arguments: [x, y, y, x])
+        try db.run(sql: "DELETE FROM circle WHERE (owner = ? AND member = ?) OR (owner = ? AND member = ?)", arguments: [x, y, y, x])
         return accepted.map { event(.circleMemberRemoved, $0["owner"], $0["member"]) }
     }
 
     private static func circleRow(_ db: Database, owner: UInt64, member: UInt64, phone: String) throws -> CircleRecord {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ?",
+        guard let row = try Row.fetchOne(db, cached: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ?",
                                          arguments: [owner, member, phone]) else { throw StoreInvariant("the circle row just written is missing") }
         return CircleRecord(row: row)
     }

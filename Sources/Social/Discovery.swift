@@ -209,7 +209,7 @@ extension SocialStore {
     }
 
     static func isFindable(_ db: Database, _ user: UInt64) throws -> Bool {
-        try Bool.fetchOne(db, sql: "SELECT findable FROM discovery WHERE user_id = ?", arguments: [user]) ?? false
+        try Bool.fetchOne(db, cached: "SELECT findable FROM discovery WHERE user_id = ?", arguments: [user]) ?? false
     }
 
     func findable(_ user: UInt64) async throws -> Bool {
@@ -220,7 +220,7 @@ extension SocialStore {
     func setFindable(_ user: UInt64, _ on: Bool, now: Int64) async throws -> Bool {
         try await mutate { db, events in
             guard try Self.isFindable(db, user) != on else { return on }
-            try db.execute(sql: "INSERT OR REPLACE INTO discovery (user_id, findable, updated_at_ms) VALUES (?, ?, ?)",
+            try db.run(sql: "INSERT OR REPLACE INTO discovery (user_id, findable, updated_at_ms) VALUES (?, ?, ?)",
                            arguments: [user, on, now])
             events.append(Self.event(on ? .findableOn : .findableOff, user, 0))
             return on
@@ -234,29 +234,29 @@ extension SocialStore {
         try await mutate { db, events in
             guard from != to else { throw ExchangeRefusal.yourself }
             let (a, b) = from < to ? (from, to) : (to, from)
-            if let row = try Row.fetchOne(db, sql: "SELECT * FROM exchanges WHERE user_a = ? AND user_b = ?", arguments: [a, b]) {
+            if let row = try Row.fetchOne(db, cached: "SELECT * FROM exchanges WHERE user_a = ? AND user_b = ?", arguments: [a, b]) {
                 return .recorded(ExchangeRecord(row: row))
             }
             guard try !Self.blocked(db, from, to) else { throw ExchangeRefusal.blocked }
             guard try Self.isFindable(db, from) else { throw ExchangeRefusal.callerNotFindable }
             guard try Self.isFindable(db, to) else { throw ExchangeRefusal.notFindable(to) }
-            try db.execute(sql: """
+            try db.run(sql: """
                 INSERT OR REPLACE INTO exchange_intents (from_user, to_user, latitude, longitude, place_label, created_at_ms)
                 VALUES (?, ?, ?, ?, ?, ?)
                 """, arguments: [from, to, location?.latitude, location?.longitude, placeLabel, now])
-            guard let theirs = try Row.fetchOne(db, sql: "SELECT * FROM exchange_intents WHERE from_user = ? AND to_user = ?",
+            guard let theirs = try Row.fetchOne(db, cached: "SELECT * FROM exchange_intents WHERE from_user = ? AND to_user = ?",
                                                 arguments: [to, from]) else { return .waiting }
             let lat: Double? = location?.latitude ?? theirs["latitude"]
             let lon: Double? = location?.longitude ?? theirs["longitude"]
             let label = placeLabel.isEmpty ? theirs["place_label"] : placeLabel
-            try db.execute(sql: """
+            try db.run(sql: """
                 INSERT INTO exchanges (user_a, user_b, exchanged_at_ms, latitude, longitude, place_label) VALUES (?, ?, ?, ?, ?, ?)
                 """, arguments: [a, b, now, lat, lon, label])
             let id = db.lastInsertedRowID
-            try db.execute(sql: "DELETE FROM exchange_intents WHERE (from_user = ?1 AND to_user = ?2) OR (from_user = ?2 AND to_user = ?1)",
+            try db.run(sql: "DELETE FROM exchange_intents WHERE (from_user = ?1 AND to_user = ?2) OR (from_user = ?2 AND to_user = ?1)",
                            arguments: [from, to])
             events.append(Self.event(.exchangeAdded, a, b))
-            let row = try Row.fetchOne(db, sql: "SELECT * FROM exchanges WHERE id = ?", arguments: [id])!
+            let row = try Row.fetchOne(db, cached: "SELECT * FROM exchanges WHERE id = ?", arguments: [id])!
             return .recorded(ExchangeRecord(row: row))
         }
     }
@@ -264,7 +264,7 @@ extension SocialStore {
     /// `user`'s exchanges, newest first, older than exchange `before` (0: from the newest).
     func exchanges(of user: UInt64, before: UInt64, limit: Int) async throws -> [ExchangeRecord] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: """
+            try Row.fetchAll(db, cached: """
                 SELECT * FROM exchanges WHERE (user_a = ?1 OR user_b = ?1) AND (?2 = 0 OR id < ?2)
                 ORDER BY id DESC LIMIT ?3
                 """, arguments: [user, before, limit]).map(ExchangeRecord.init)
@@ -274,7 +274,7 @@ extension SocialStore {
     /// Pending friend requests between `user` and anyone, either direction: the other users' ids.
     func pendingRequestPeers(of user: UInt64) async throws -> Set<UInt64> {
         try await database.read { db in
-            Set(try UInt64.fetchAll(db, sql: """
+            Set(try UInt64.fetchAll(db, cached: """
                 SELECT to_user FROM friend_requests WHERE from_user = ?1 AND state = 1
                 UNION SELECT from_user FROM friend_requests WHERE to_user = ?1 AND state = 1
                 """, arguments: [user]))

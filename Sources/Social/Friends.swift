@@ -154,17 +154,17 @@ enum SendOutcome: Sendable {
 
 extension SocialStore {
     static func request(_ db: Database, id: UInt64) throws -> RequestRecord? {
-        try Row.fetchOne(db, sql: "SELECT * FROM friend_requests WHERE id = ?", arguments: [id]).map(RequestRecord.init)
+        try Row.fetchOne(db, cached: "SELECT * FROM friend_requests WHERE id = ?", arguments: [id]).map(RequestRecord.init)
     }
 
     static func pendingRequest(_ db: Database, from: UInt64, to: UInt64) throws -> RequestRecord? {
-        try Row.fetchOne(db, sql: "SELECT * FROM friend_requests WHERE from_user = ? AND to_user = ? AND state = ?",
+        try Row.fetchOne(db, cached: "SELECT * FROM friend_requests WHERE from_user = ? AND to_user = ? AND state = ?",
                          arguments: [from, to, pending]).map(RequestRecord.init)
     }
 
     static func befriend(_ db: Database, _ x: UInt64, _ y: UInt64, now: Int64) throws {
         let (a, b) = edge(x, y)
-        try db.execute(sql: "INSERT OR IGNORE INTO friendships (user_a, user_b, since_ms) VALUES (?, ?, ?)", arguments: [a, b, now])
+        try db.run(sql: "INSERT OR IGNORE INTO friendships (user_a, user_b, since_ms) VALUES (?, ?, ?)", arguments: [a, b, now])
     }
 
     func send(from: UInt64, to: UInt64, now: Int64) async throws -> SendOutcome {
@@ -173,7 +173,7 @@ extension SocialStore {
             guard try !Self.blocked(db, from, to) else { throw FriendRefusal.requestAcrossBlock }
             guard try !Self.areFriends(db, from, to) else { throw FriendRefusal.alreadyFriends }
             if let theirs = try Self.pendingRequest(db, from: to, to: from) {
-                try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
+                try db.run(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
                                arguments: [SocialV1.RequestState.accepted.rawValue, now, theirs.id])
                 try Self.befriend(db, from, to, now: now)
                 let (a, b) = Self.edge(from, to)
@@ -181,7 +181,7 @@ extension SocialStore {
                 return .collapsed(try Self.request(db, id: theirs.id) ?? theirs)
             }
             if let mine = try Self.pendingRequest(db, from: from, to: to) { return .existing(mine) }
-            try db.execute(sql: """
+            try db.run(sql: """
                 INSERT INTO friend_requests (from_user, to_user, state, created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?)
                 """, arguments: [from, to, Self.pending, now, now])
             guard let created = try Self.request(db, id: UInt64(db.lastInsertedRowID)) else { throw StoreInvariant("the friend request just written is missing") }
@@ -202,16 +202,16 @@ extension SocialStore {
             }
             switch action {
             case .accept:
-                try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
+                try db.run(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
                                arguments: [SocialV1.RequestState.accepted.rawValue, now, requestID])
                 try Self.befriend(db, request.from, request.to, now: now)
                 let (a, b) = Self.edge(request.from, request.to)
                 events.append(Self.event(.friendshipAdded, a, b))
             case .reject:
-                try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
+                try db.run(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
                                arguments: [SocialV1.RequestState.rejected.rawValue, now, requestID])
             case .dismiss:
-                try db.execute(sql: "UPDATE friend_requests SET dismissed = 1, updated_at_ms = ? WHERE id = ?", arguments: [now, requestID])
+                try db.run(sql: "UPDATE friend_requests SET dismissed = 1, updated_at_ms = ? WHERE id = ?", arguments: [now, requestID])
             default:
                 throw FriendRefusal.unknownAction
             }
@@ -226,7 +226,7 @@ extension SocialStore {
             guard request.from == caller else { throw FriendRefusal.notYourRequest(requestID) }
             if request.state == .cancelled { return request } // cancelled already: a resend, answered as it is
             guard request.state == .pending else { throw FriendRefusal.noLongerPending(requestID) }
-            try db.execute(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
+            try db.run(sql: "UPDATE friend_requests SET state = ?, updated_at_ms = ? WHERE id = ?",
                            arguments: [SocialV1.RequestState.cancelled.rawValue, now, requestID])
             guard let updated = try Self.request(db, id: requestID) else { throw StoreInvariant("the friend request just written is missing") }
             return updated
@@ -235,11 +235,11 @@ extension SocialStore {
 
     func pendingRequests(of user: UInt64, includeDismissed: Bool) async throws -> (incoming: [RequestRecord], outgoing: [RequestRecord]) {
         try await database.read { db in
-            let incoming = try Row.fetchAll(db, sql: """
+            let incoming = try Row.fetchAll(db, cached: """
                 SELECT * FROM friend_requests WHERE to_user = ? AND state = ? \(includeDismissed ? "" : "AND dismissed = 0")
                 ORDER BY created_at_ms DESC, id DESC
                 """, arguments: [user, Self.pending]).map(RequestRecord.init)
-            let outgoing = try Row.fetchAll(db, sql: """
+            let outgoing = try Row.fetchAll(db, cached: """
                 SELECT * FROM friend_requests WHERE from_user = ? AND state = ? ORDER BY created_at_ms DESC, id DESC
                 """, arguments: [user, Self.pending]).map(RequestRecord.init)
             return (incoming, outgoing)
@@ -249,7 +249,7 @@ extension SocialStore {
     /// - Returns: each friend's id and the time the friendship began.
     func friends(of user: UInt64) async throws -> [(id: UInt64, since: Int64)] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: """
+            try Row.fetchAll(db, cached: """
                 SELECT user_b AS other, since_ms FROM friendships WHERE user_a = ?
                 UNION ALL SELECT user_a AS other, since_ms FROM friendships WHERE user_b = ?
                 """, arguments: [user, user]).map { (id: $0["other"], since: $0["since_ms"]) }
@@ -259,7 +259,7 @@ extension SocialStore {
     func removeFriend(_ user: UInt64, _ other: UInt64) async throws {
         try await mutate { db, events in
             let (a, b) = Self.edge(user, other)
-            try db.execute(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
+            try db.run(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
             guard db.changesCount == 1 else { throw FriendRefusal.notFriends(other) }
             events.append(Self.event(.friendshipRemoved, a, b))
             events += try Self.dropCircle(db, user, other)
@@ -270,19 +270,19 @@ extension SocialStore {
     func block(_ user: UInt64, _ other: UInt64, now: Int64) async throws -> BlockOutcome {
         try await mutate { db, events in
             guard user != other else { throw FriendRefusal.blockYourself }
-            try db.execute(sql: "INSERT OR IGNORE INTO blocks (blocker, blocked, created_at_ms) VALUES (?, ?, ?)", arguments: [user, other, now])
+            try db.run(sql: "INSERT OR IGNORE INTO blocks (blocker, blocked, created_at_ms) VALUES (?, ?, ?)", arguments: [user, other, now])
             if db.changesCount == 1 { events.append(Self.event(.blockAdded, user, other)) }
             let (a, b) = Self.edge(user, other)
-            try db.execute(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
+            try db.run(sql: "DELETE FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b])
             let removedFriendship = db.changesCount == 1
             if removedFriendship { events.append(Self.event(.friendshipRemoved, a, b)) }
             events += try Self.dropCircle(db, user, other)
-            try db.execute(sql: """
+            try db.run(sql: """
                 UPDATE friend_requests SET state = ?, updated_at_ms = ?
                 WHERE state = ? AND ((from_user = ? AND to_user = ?) OR (from_user = ? AND to_user = ?))
                 """, arguments: [SocialV1.RequestState.cancelled.rawValue, now, Self.pending, user, other, other, user])
             let removedRequests = db.changesCount
-            try db.execute(sql: "DELETE FROM exchange_intents WHERE (from_user = ?1 AND to_user = ?2) OR (from_user = ?2 AND to_user = ?1)",
+            try db.run(sql: "DELETE FROM exchange_intents WHERE (from_user = ?1 AND to_user = ?2) OR (from_user = ?2 AND to_user = ?1)",
                            arguments: [user, other])
             return BlockOutcome(removedFriendship: removedFriendship, removedRequests: removedRequests)
         }
@@ -290,7 +290,7 @@ extension SocialStore {
 
     func unblock(_ user: UInt64, _ other: UInt64) async throws {
         try await mutate { db, events in
-            try db.execute(sql: "DELETE FROM blocks WHERE blocker = ? AND blocked = ?", arguments: [user, other])
+            try db.run(sql: "DELETE FROM blocks WHERE blocker = ? AND blocked = ?", arguments: [user, other])
             guard db.changesCount == 1 else { throw FriendRefusal.notBlocked(other) }
             events.append(Self.event(.blockRemoved, user, other))
         }
@@ -298,7 +298,7 @@ extension SocialStore {
 
     func blocked(by user: UInt64) async throws -> [UInt64] {
         try await database.read { db in
-            try UInt64.fetchAll(db, sql: "SELECT blocked FROM blocks WHERE blocker = ? ORDER BY created_at_ms", arguments: [user])
+            try UInt64.fetchAll(db, cached: "SELECT blocked FROM blocks WHERE blocker = ? ORDER BY created_at_ms", arguments: [user])
         }
     }
 }

@@ -65,11 +65,11 @@ extension SocialStore {
         try await mutate { db, _ in
             guard from != to else { throw FriendRefusal.pokeYourself }
             guard try Self.areFriends(db, from, to) else { throw FriendRefusal.pokeStranger }
-            if let last = try Int64.fetchOne(db, sql: "SELECT MAX(created_at_ms) FROM pokes WHERE from_user = ? AND to_user = ?",
+            if let last = try Int64.fetchOne(db, cached: "SELECT MAX(created_at_ms) FROM pokes WHERE from_user = ? AND to_user = ?",
                                              arguments: [from, to]), now - last < interval {
                 throw FriendRefusal.pokedRecently(agoMs: now - last, waitMs: interval - (now - last))
             }
-            try db.execute(sql: "INSERT INTO pokes (from_user, to_user, created_at_ms) VALUES (?, ?, ?)", arguments: [from, to, now])
+            try db.run(sql: "INSERT INTO pokes (from_user, to_user, created_at_ms) VALUES (?, ?, ?)", arguments: [from, to, now])
             let id = UInt64(db.lastInsertedRowID)
             try Self.addNotice(db, .poke, from: from, toUser: to, toPhone: "", now: now)
             return id
@@ -90,14 +90,14 @@ extension SocialStore {
     }
 
     static func addNotice(_ db: Database, _ kind: SocialV1.NoticeKind, from: UInt64, toUser: UInt64, toPhone: String, now: Int64) throws {
-        try db.execute(sql: "INSERT INTO notices (kind, from_user, to_user, to_phone, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+        try db.run(sql: "INSERT INTO notices (kind, from_user, to_user, to_phone, created_at_ms) VALUES (?, ?, ?, ?, ?)",
                        arguments: [kind.rawValue, from, toUser, toPhone, now])
     }
 
     /// Notices after `id`, oldest first.
     func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, kind, from_user, to_user, to_phone, created_at_ms FROM notices WHERE id > ? ORDER BY id LIMIT ?",
+            try Row.fetchAll(db, cached: "SELECT id, kind, from_user, to_user, to_phone, created_at_ms FROM notices WHERE id > ? ORDER BY id LIMIT ?",
                              arguments: [id, limit]).map { row in
                 SocialV1.Notice(noticeId: row[0], kind: SocialV1.NoticeKind(rawValue: row[1]),
                                 from: SocialV1.UserRef(userId: row[2]), toUserId: row[3], toPhone: row[4], createdAtMs: row[5])

@@ -74,7 +74,7 @@ extension SocialStore {
         var cursor = cursor
         var room = limit
         while cursor.section < sectionQueries.count {
-            let rows = try Row.fetchCursor(db, sql: sectionQueries[cursor.section], arguments: [cursor.after, room])
+            let rows = try Row.fetchCursor(db, cached: sectionQueries[cursor.section], arguments: [cursor.after, room])
             var count = 0
             while let row = try rows.next() {
                 let rowid: Int64 = row[0], first: UInt64 = row[1], second: UInt64 = row[2]

@@ -45,7 +45,7 @@ extension SocialStore {
     /// Users `user` must not be offered: friends, and anyone blocked either way.
     func excludedFromDiscovery(for user: UInt64) async throws -> Set<UInt64> {
         try await database.read { db in
-            let ids = try UInt64.fetchAll(db, sql: """
+            let ids = try UInt64.fetchAll(db, cached: """
                 SELECT user_b FROM friendships WHERE user_a = ?1
                 UNION SELECT user_a FROM friendships WHERE user_b = ?1
                 UNION SELECT blocked FROM blocks WHERE blocker = ?1

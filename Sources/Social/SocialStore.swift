@@ -82,11 +82,11 @@ final class SocialStore: Sendable {
 
     static func areFriends(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> Bool {
         let (a, b) = edge(x, y)
-        return try Bool.fetchOne(db, sql: "SELECT 1 FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b]) ?? false
+        return try Bool.fetchOne(db, cached: "SELECT 1 FROM friendships WHERE user_a = ? AND user_b = ?", arguments: [a, b]) ?? false
     }
 
     static func blocked(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> Bool {
-        try Bool.fetchOne(db, sql: "SELECT 1 FROM blocks WHERE (blocker = ? AND blocked = ?) OR (blocker = ? AND blocked = ?)",
+        try Bool.fetchOne(db, cached: "SELECT 1 FROM blocks WHERE (blocker = ? AND blocked = ?) OR (blocker = ? AND blocked = ?)",
                           arguments: [x, y, y, x]) ?? false
     }
 }

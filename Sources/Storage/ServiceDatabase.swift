@@ -149,7 +149,7 @@ public final class SQLiteReplyStore: ReplyStore {
 
     public func load(_ key: String) async -> StoredReply? {
         let found = try? await database.read { db -> (Data, Int64)? in
-            try Row.fetchOne(db, sql: "SELECT reply, digest FROM idempotent_replies WHERE key = ?", arguments: [key])
+            try Row.fetchOne(db, cached: "SELECT reply, digest FROM idempotent_replies WHERE key = ?", arguments: [key])
                 .map { ($0["reply"] as Data, $0["digest"] as Int64) }
         }
         guard let (bytes, stored) = found ?? nil else { return nil }
@@ -162,7 +162,7 @@ public final class SQLiteReplyStore: ReplyStore {
 
     /// Records, inside a mutation's transaction, that the request `key` was applied.
     static func claim(_ db: Database, key: String, digest: UInt64) throws {
-        try db.execute(sql: "INSERT OR IGNORE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, x'', ?, ?)",
+        try db.run(sql: "INSERT OR IGNORE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, x'', ?, ?)",
                        arguments: [key, Int64(bitPattern: digest), Date().timeIntervalSince1970])
     }
 
@@ -170,9 +170,9 @@ public final class SQLiteReplyStore: ReplyStore {
         let bytes = Data(stored.reply?.serializedBytes() ?? [])
         let now = Date().timeIntervalSince1970, cutoff = now - retention
         _ = try? await database.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, ?, ?, ?)",
+            try db.run(sql: "INSERT OR REPLACE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, ?, ?, ?)",
                            arguments: [key, bytes, Int64(bitPattern: stored.digest), now])
-            try db.execute(sql: "DELETE FROM idempotent_replies WHERE created_at < ?", arguments: [cutoff])
+            try db.run(sql: "DELETE FROM idempotent_replies WHERE created_at < ?", arguments: [cutoff])
         }
     }
 }

@@ -9,7 +9,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frienso-bench",
         abstract: "Frienso benchmarks. Build with -c release before measuring.",
-        subcommands: [WireBench.self, SocialBench.self, GeoBench.self, AlertsBench.self, MediaBench.self, StackBench.self])
+        subcommands: [WireBench.self, SocialBench.self, GeoBench.self, AlertsBench.self, MediaBench.self, StackBench.self, ReportCommand.self])
 
     /// Every scenario runs with the allocator set up as the services run (`ServiceRunner`).
     static func main() async {
@@ -37,10 +37,13 @@ struct WireBench: AsyncParsableCommand {
 
     var levels: [Int] { LoadLevels.parse(inFlight) ?? [] }
 
+    @OptionGroup var results: ResultsOptions
+
     func run() async throws {
         let logger = Logger(label: "bench")
         print(try await WireScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels,
                                                separateContexts: contexts == "separate"), logger: logger))
+        try results.write("wire")
     }
 }
 
@@ -64,9 +67,12 @@ struct SocialBench: AsyncParsableCommand {
 
     var levels: [Int] { LoadLevels.parse(inFlight) ?? [] }
 
+    @OptionGroup var results: ResultsOptions
+
     func run() async throws {
         print(try await SocialScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels, friends: friends,
                                                  edges: edges, users: users), logger: Logger(label: "bench")))
+        try results.write("social")
     }
 }
 
@@ -89,10 +95,13 @@ struct GeoBench: AsyncParsableCommand {
 
     var levels: [Int] { LoadLevels.parse(inFlight) ?? [] }
 
+    @OptionGroup var results: ResultsOptions
+
     func run() async throws {
         var options = GeoScenario.Options(users: users, queries: queries, updates: updates, inFlight: levels)
         options.parts = ScenarioParts.parse(parts, known: GeoScenario.parts) ?? []
         print(try await GeoScenario.run(options, logger: Logger(label: "bench")))
+        try results.write("geo")
     }
 }
 
@@ -112,10 +121,13 @@ struct AlertsBench: AsyncParsableCommand {
         guard alerts > 0, sessions > 0, watchers >= 3, seconds > 0 else { throw ValidationError("--alerts, --sessions, --seconds > 0; --watchers ≥ 3") }
     }
 
+    @OptionGroup var results: ResultsOptions
+
     func run() async throws {
         let options = AlertsScenario.Options(alerts: alerts, sessions: sessions, watchers: watchers, seconds: seconds,
                                              parts: ScenarioParts.parse(parts, known: AlertsScenario.parts) ?? [])
         print(try await AlertsScenario.run(options, logger: Logger(label: "bench")))
+        try results.write("alerts")
     }
 }
 
@@ -136,10 +148,13 @@ struct MediaBench: AsyncParsableCommand {
         guard (16...1_024).contains(chunkKib) else { throw ValidationError("--chunk-kib: 16 to 1024") }
     }
 
+    @OptionGroup var results: ResultsOptions
+
     func run() async throws {
         let options = MediaScenario.Options(inFlight: inFlight, rounds: rounds, smallRequests: smallRequests, chunkBytes: chunkKib << 10,
                                             parts: ScenarioParts.parse(parts, known: MediaScenario.parts) ?? [])
         print(try await MediaScenario.run(options, logger: Logger(label: "bench")))
+        try results.write("media")
     }
 }
 
@@ -173,6 +188,8 @@ struct StackBench: AsyncParsableCommand {
         return parts.contains(nil) ? nil : parts.compactMap { $0 }
     }
 
+    @OptionGroup var results: ResultsOptions
+
     func run() async throws {
         var options = StackScenario.Options(binDirectory: binDir)
         options.users = users
@@ -183,5 +200,35 @@ struct StackBench: AsyncParsableCommand {
         var logger = Logger(label: "bench")
         logger.logLevel = .warning
         print(try await StackScenario.run(options, logger: logger))
+        try results.write("stack")
+    }
+}
+
+/// Where a scenario's results go as JSON, beside the printed tables.
+struct ResultsOptions: ParsableArguments {
+    @Option(help: "Folder for the run's JSON results (frienso-bench report draws them).") var resultsDir = "bench-results"
+    @Option(help: "A name for this run in charts (e.g. before, after); default: its start time.") var label: String?
+
+    func write(_ scenario: String) throws {
+        let path = try Results.shared.write(scenario: scenario, label: label, to: resultsDir)
+        FileHandle.standardError.write(Data("results: \(path)\n".utf8))
+    }
+}
+
+struct ReportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "report",
+        abstract: "Draws JSON results as one SVG chart per scenario (runs of one scenario side by side: before/after).")
+
+    @Argument(help: "JSON files written by frienso-bench runs.") var files: [String]
+    @Option(help: "Folder for the SVG files.") var out = "docs/benchmarks"
+
+    func run() throws {
+        let charts = ReportChart.charts(try ReportChart.load(files))
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        for (name, svg) in charts.sorted(by: { $0.key < $1.key }) {
+            try svg.write(toFile: "\(out)/\(name)", atomically: true, encoding: .utf8)
+            print("\(out)/\(name)")
+        }
     }
 }

@@ -1,0 +1,115 @@
+import Foundation
+
+/// Draws the JSON results of `frienso-bench` runs as SVG charts, one per scenario: requests a
+/// second and p50/p99 latency for every measured row (path × in flight), one bar per run, so
+/// runs of the same scenario given together read as before/after; then the run-level figures
+/// (ops/s, CPU µs per operation). Plain SVG written here: a chart is a few rectangles and
+/// labels, and no listed package draws charts.
+public enum ReportChart {
+    public static func load(_ paths: [String]) throws -> [Results.File] {
+        try paths.map { try JSONDecoder().decode(Results.File.self, from: Data(contentsOf: URL(fileURLWithPath: $0))) }
+    }
+
+    /// - Returns: file name → SVG text, one per scenario.
+    public static func charts(_ files: [Results.File]) -> [String: String] {
+        var byScenario: [String: [Results.File]] = [:]
+        for file in files { byScenario[file.scenario, default: []].append(file) }
+        return Dictionary(uniqueKeysWithValues: byScenario.map { scenario, runs in ("\(scenario).svg", chart(scenario, runs)) })
+    }
+
+    struct Bar { var label: String; var run: Int; var value: Double }
+
+    static let palette = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2"]
+
+    static func chart(_ scenario: String, _ runs: [Results.File]) -> String {
+        // Every row of every run, keyed by section, path and in-flight level, in first-seen order.
+        var keys: [String] = []
+        var values: [String: [Int: Results.Row]] = [:]
+        var metricKeys: [String] = []
+        var metrics: [String: [Int: Double]] = [:]
+        for (r, run) in runs.enumerated() {
+            for table in run.tables {
+                for row in table.rows {
+                    let key = (table.section.isEmpty ? "" : "\(table.section): ") + "\(row.name) @\(row.inFlight)"
+                    if values[key] == nil { keys.append(key) }
+                    values[key, default: [:]][r] = row
+                }
+                for (name, value) in table.metrics.sorted(by: { $0.key < $1.key }) {
+                    let key = (table.section.isEmpty ? "" : "\(table.section): ") + name
+                    if metrics[key] == nil { metricKeys.append(key) }
+                    metrics[key, default: [:]][r] = value
+                }
+            }
+        }
+        var panels: [(title: String, unit: String, groups: [(String, [Bar])])] = []
+        panels.append(("requests a second (higher is better)", "/s", keys.map { key in
+            (key, runs.indices.compactMap { r in values[key]?[r].map { Bar(label: runs[r].label, run: r, value: $0.perSecond) } })
+        }))
+        panels.append(("latency p50 (solid) and p99 (light), µs (lower is better)", "µs", keys.map { key in
+            (key, runs.indices.flatMap { r -> [Bar] in
+                guard let row = values[key]?[r] else { return [] }
+                return [Bar(label: "p50", run: r, value: row.p50Us), Bar(label: "p99", run: r, value: row.p99Us)]
+            })
+        }))
+        if !metricKeys.isEmpty {
+            panels.append(("run figures", "", metricKeys.map { key in
+                (key, runs.indices.compactMap { r in metrics[key]?[r].map { Bar(label: runs[r].label, run: r, value: $0) } })
+            }))
+        }
+        return svg(title: "frienso-bench \(scenario)", runs: runs.map(\.label), commands: Array(Set(runs.map(\.command))).sorted(), panels: panels)
+    }
+
+    static func svg(title: String, runs: [String], commands: [String], panels: [(title: String, unit: String, groups: [(String, [Bar])])]) -> String {
+        let width = 960.0, labelWidth = 330.0, barHeight = 12.0, gap = 10.0
+        var y = 30.0
+        var body: [String] = []
+        body.append(text(10, y, title, size: 16, bold: true))
+        y += 18
+        for command in commands { body.append(text(10, y, command, size: 11, fill: "#555")); y += 14 }
+        for (i, run) in runs.enumerated() {
+            body.append("<rect x=\"\(10 + Double(i) * 200)\" y=\"\(y)\" width=\"10\" height=\"10\" fill=\"\(palette[i % palette.count])\"/>")
+            body.append(text(24 + Double(i) * 200, y + 9, run, size: 11))
+        }
+        y += 26
+        for panel in panels where !panel.groups.isEmpty {
+            body.append(text(10, y, panel.title, size: 13, bold: true))
+            y += 10
+            let top = panel.groups.flatMap { $0.1.map(\.value) }.max() ?? 1
+            let scale = (width - labelWidth - 90) / max(top, 1e-9)
+            for (label, bars) in panel.groups {
+                let groupTop = y
+                for bar in bars {
+                    let w = max(1, bar.value * scale)
+                    let light = bar.label == "p99"
+                    body.append("<rect x=\"\(labelWidth)\" y=\"\(y)\" width=\"\(fmt(w))\" height=\"\(barHeight)\" fill=\"\(palette[bar.run % palette.count])\" fill-opacity=\"\(light ? "0.45" : "1")\"/>")
+                    body.append(text(labelWidth + w + 4, y + 10, "\(number(bar.value))\(panel.unit.isEmpty ? "" : " " + panel.unit)", size: 10))
+                    y += barHeight + 2
+                }
+                body.append(text(labelWidth - 6, (groupTop + y) / 2 + 4, label, size: 11, anchor: "end"))
+                y += gap
+            }
+            y += 14
+        }
+        return """
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(y + 10))" viewBox="0 0 \(Int(width)) \(Int(y + 10))" font-family="sans-serif">
+            <rect width="100%" height="100%" fill="white"/>
+            \(body.joined(separator: "\n"))
+            </svg>
+
+            """
+    }
+
+    static func text(_ x: Double, _ y: Double, _ s: String, size: Int, bold: Bool = false, fill: String = "#222", anchor: String = "start") -> String {
+        "<text x=\"\(fmt(x))\" y=\"\(fmt(y))\" font-size=\"\(size)\"\(bold ? " font-weight=\"bold\"" : "") fill=\"\(fill)\" text-anchor=\"\(anchor)\">\(escape(s))</text>"
+    }
+
+    static func escape(_ s: String) -> String {
+        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+    }
+
+    static func fmt(_ v: Double) -> String { String(format: "%.1f", v) }
+
+    static func number(_ v: Double) -> String {
+        v >= 100 ? NumberFormatter.localizedString(from: NSNumber(value: Int(v.rounded())), number: .decimal) : String(format: "%.1f", v)
+    }
+}
