@@ -2,6 +2,7 @@ public import GRDB
 public import Foundation
 public import Wire
 import FriensoProto
+import Synchronization
 
 /// A service's SQLite database, opened the same way everywhere (WAL, a busy timeout, foreign keys,
 /// `synchronous = FULL`), with the one mechanism that makes an idempotent mutation and its claim
@@ -124,6 +125,9 @@ public struct MutationScope: Sendable {
 public final class SQLiteReplyStore: ReplyStore {
     private let database: ServiceDatabase
     private let retention: TimeInterval
+    /// Replies saved at about the same time share one transaction (one fsync): under load a
+    /// mutation with a key cost two fsyncs on the single writer, its own and its reply's.
+    private let saves: GroupCommit<(key: String, stored: StoredReply), Void>
 
     public static func migrate(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("idempotent_replies") { db in
@@ -145,6 +149,24 @@ public final class SQLiteReplyStore: ReplyStore {
     public init(database: ServiceDatabase, retention: TimeInterval = 86_400) {
         self.database = database
         self.retention = retention
+        let pruned = Mutex<TimeInterval>(0)
+        saves = GroupCommit(label: "reply-store") { batch in
+            let now = Date().timeIntervalSince1970
+            // Expired replies go at most once a minute, not with every save.
+            let prune = pruned.withLock { last in
+                guard now - last >= 60 else { return false }
+                last = now
+                return true
+            }
+            try database.write { db in
+                for (key, stored) in batch {
+                    try db.run(sql: "INSERT OR REPLACE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, ?, ?, ?)",
+                               arguments: [key, Data(stored.reply?.serializedBytes() ?? []), Int64(bitPattern: stored.digest), now])
+                }
+                if prune { try db.run(sql: "DELETE FROM idempotent_replies WHERE created_at < ?", arguments: [now - retention]) }
+            }
+            return batch.map { _ in () }
+        }
     }
 
     public func load(_ key: String) async -> StoredReply? {
@@ -163,16 +185,10 @@ public final class SQLiteReplyStore: ReplyStore {
     /// Records, inside a mutation's transaction, that the request `key` was applied.
     static func claim(_ db: Database, key: String, digest: UInt64) throws {
         try db.run(sql: "INSERT OR IGNORE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, x'', ?, ?)",
-                       arguments: [key, Int64(bitPattern: digest), Date().timeIntervalSince1970])
+                   arguments: [key, Int64(bitPattern: digest), Date().timeIntervalSince1970])
     }
 
     public func save(_ key: String, _ stored: StoredReply) async {
-        let bytes = Data(stored.reply?.serializedBytes() ?? [])
-        let now = Date().timeIntervalSince1970, cutoff = now - retention
-        _ = try? await database.write { db in
-            try db.run(sql: "INSERT OR REPLACE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, ?, ?, ?)",
-                           arguments: [key, bytes, Int64(bitPattern: stored.digest), now])
-            try db.run(sql: "DELETE FROM idempotent_replies WHERE created_at < ?", arguments: [cutoff])
-        }
+        _ = try? await saves.submit((key, stored))
     }
 }

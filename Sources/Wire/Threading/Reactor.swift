@@ -36,6 +36,9 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
     private let actions = Mutex<[@Sendable () -> Void]>([])
     private let threadID = Atomic<UInt>(0)
     private let stopped = Atomic<Bool>(false)
+    /// A wake-up byte is in the pipe and the loop has not started its next turn: later posts
+    /// need not write another (one syscall per burst of posts, not one per post).
+    private let wakePending = Atomic<Bool>(false)
     /// Loop turns that spent longer than `slowTurn` running jobs and timers: each one delayed
     /// every socket on this reactor. A handler that blocks shows here first.
     public let slowTurns = Atomic<Int>(0)
@@ -90,6 +93,7 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
 
     /// Makes the loop look at its queues and components soon.
     func wake() {
+        if wakePending.exchange(true, ordering: .acquiringAndReleasing) { return }
         var one: UInt8 = 1
         _ = write(writeEnd, &one, 1) // a full pipe already means "wake up"
     }
@@ -108,6 +112,9 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
         _ = frienso_set_thread_name(String(name.prefix(15)))
         while true {
             turns.add(1, ordering: .relaxed)
+            // Before the queues are read: a post after this point writes the pipe again, so the
+            // poll below cannot sleep through it; a post before it is drained this turn.
+            _ = wakePending.exchange(false, ordering: .acquiringAndReleasing) // reads the posters' writes: their queued work is visible below
             let started = ContinuousClock.now
             for action in actions.withLock({ q in defer { q.removeAll(keepingCapacity: true) }; return q }) { action() }
             runJobs()
