@@ -105,8 +105,12 @@ public final class Gateway: Service, Sendable {
     /// Forwards `viewer.<id>` events from one publisher to that user's connections.
     private func relay(from name: String, endpoint: String) async {
         guard let security = config.security(toward: name) else { return }
+        let subscriptions = subscriptions
         let subscriber = Subscriber(endpoint: endpoint, prefixes: ["viewer."], logger: logger.with("source", name),
-                                    security: security, context: context, reactor: host.reactor)
+                                    security: security, context: context, reactor: host.reactor) { topic in
+            // Most events are for users with no live connection here: dropped before decoding.
+            Subscriptions.viewer(inTopic: topic).map { subscriptions.has($0) } ?? false
+        }
         await withTaskCancellationHandler {
             for await event in subscriber.events {
                 guard let user = UInt64(event.topic.dropFirst("viewer.".count)) else { continue }

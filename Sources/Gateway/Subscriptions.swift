@@ -32,5 +32,27 @@ final class Subscriptions: Sendable {
         }
     }
 
+    /// Whether `user` has a connection subscribed (lapsed or not: `peers(of:)` decides).
+    func has(_ user: UInt64) -> Bool {
+        byUser.withLock { $0[user] != nil }
+    }
+
+    private static let viewerPrefix = Array("viewer.".utf8)
+
+    /// The user a `viewer.<id>` topic is for, read from its bytes; nil for any other topic.
+    static func viewer(inTopic topic: [UInt8]) -> UInt64? {
+        let prefix = viewerPrefix
+        guard topic.count > prefix.count, topic.count <= prefix.count + 20, topic.starts(with: prefix) else { return nil }
+        var id: UInt64 = 0
+        for byte in topic[prefix.count...] {
+            guard (48...57).contains(byte) else { return nil }
+            let (shifted, o1) = id.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = shifted.addingReportingOverflow(UInt64(byte - 48))
+            guard !o1, !o2 else { return nil }
+            id = sum
+        }
+        return id
+    }
+
     var count: Int { byUser.withLock { $0.values.reduce(0) { $0 + $1.count } } }
 }

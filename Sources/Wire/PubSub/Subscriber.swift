@@ -25,8 +25,12 @@ public final class Subscriber: Sendable {
     /// - Parameters:
     ///   - prefixes: topic prefixes to receive (`""` for all).
     ///   - security: how to authenticate to the publisher (`Keyring.client(of:)`).
+    ///   - accept: asked on the socket's thread with each event's topic before it is decoded;
+    ///     false drops the event there (the gateway drops events for users nobody listens to
+    ///     without decoding them or waking a task).
     public init(endpoint: String, prefixes: [String], logger: Logger, highWaterMark: Int32 = 100_000,
-                security: ClientSecurity = .plaintext, context: ZMQContext = .shared, reactor: Reactor = .shared) {
+                security: ClientSecurity = .plaintext, context: ZMQContext = .shared, reactor: Reactor = .shared,
+                accept: (@Sendable ([UInt8]) -> Bool)? = nil) {
         self.endpoint = endpoint
         let (events, continuation) = AsyncStream.makeStream(of: PublishedEvent.self, bufferingPolicy: .unbounded)
         self.events = events
@@ -40,7 +44,7 @@ public final class Subscriber: Sendable {
                 try socket.secure(security)
                 for prefix in prefixes { try socket.subscribe(prefix) }
                 try socket.connect(endpoint)
-                reactor.register(SubscriberLoop(socket: socket, control: control, events: continuation, logger: logger, finished: finished))
+                reactor.register(SubscriberLoop(socket: socket, control: control, events: continuation, accept: accept, logger: logger, finished: finished))
             } catch {
                 logger.error("cannot subscribe", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
                 continuation.finish()
@@ -68,12 +72,14 @@ private final class SubscriberLoop: ReactorComponent {
     private let socket: ZMQSocket
     private let control: CommandQueue<Bool>
     private let events: AsyncStream<PublishedEvent>.Continuation
+    private let accept: (@Sendable ([UInt8]) -> Bool)?
     private let logger: Logger
     private let finished: OneShot<Void>
     private(set) var isFinished = false
 
     init(socket: ZMQSocket, control: CommandQueue<Bool>, events: AsyncStream<PublishedEvent>.Continuation,
-         logger: Logger, finished: OneShot<Void>) {
+         accept: (@Sendable ([UInt8]) -> Bool)?, logger: Logger, finished: OneShot<Void>) {
+        self.accept = accept
         self.socket = socket
         self.control = control
         self.events = events
@@ -91,6 +97,7 @@ private final class SubscriberLoop: ReactorComponent {
     func readable(_ index: Int) {
         for _ in 0..<1_024 {
             guard let message = try? socket.receive(dontWait: true) else { return }
+            if let accept, message.frames.count == 2, !accept(message.frames[0]) { continue }
             guard message.frames.count == 2,
                   let envelope = try? Envelope(serializedBytes: message.frames[1]),
                   envelope.kind == .event
