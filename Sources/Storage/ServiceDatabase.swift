@@ -22,9 +22,12 @@ import Synchronization
 /// what lets the claim stand for the whole mutation.
 public final class ServiceDatabase: Sendable {
     public let pool: DatabasePool
+    /// Where async mutations wait for their batch (see `WriteQueue`).
+    let writes: WriteQueue
 
     init(pool: DatabasePool) {
         self.pool = pool
+        writes = WriteQueue(pool: pool)
     }
 
     /// - Parameter path: the database file; its folder is created when missing.
@@ -52,16 +55,46 @@ public final class ServiceDatabase: Sendable {
         try pool.write(updates)
     }
 
-    /// One transaction; when the task serves an idempotent request, its claim commits with it (or,
-    /// in a dry run, nothing of it commits).
+    /// One mutation, atomic and durable when this returns: group-committed with the mutations
+    /// made at the same time (`WriteQueue`: one transaction, a savepoint each, one fsync). When
+    /// the task serves an idempotent request, its claim commits with it (or, in a dry run,
+    /// nothing of it commits).
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let scope = MutationScope()
-        guard scope.idempotency != nil else { return try await pool.write(updates) }
-        return try await pool.writeWithoutTransaction { db in
-            var result: T?
-            try scope.transaction(db) { result = try updates(db) }
-            return result!
+        guard Self.groupCommit else {
+            // The path before group commit, for A/B measurements (`FRIENSO_GROUP_COMMIT=off`).
+            return try await pool.writeWithoutTransaction { db in
+                var result: T?
+                try scope.transaction(db) { result = try updates(db) }
+                guard let result else { throw StoreInvariant("the mutation produced no result") }
+                return result
+            }
         }
+        let box = OutcomeBox<T>()
+        return try await withCheckedThrowingContinuation { continuation in
+            writes.submit(WriteQueue.Pending(
+                run: { db in
+                    box.outcome = Result {
+                        var result: T?
+                        try scope.savepoint(db) { result = try updates(db) }
+                        guard let result else { throw StoreInvariant("the mutation produced no result") }
+                        return result
+                    }
+                },
+                finish: { batchError in
+                    if let batchError { return continuation.resume(throwing: batchError) }
+                    continuation.resume(with: box.outcome ?? .failure(StoreInvariant("the mutation did not run")))
+                }))
+        }
+    }
+
+    /// `FRIENSO_GROUP_COMMIT=off` commits each mutation on its own, as before group commit: for
+    /// A/B runs of `frienso-bench` (the launcher's children inherit it). On by default.
+    static let groupCommit = ProcessInfo.processInfo.environment["FRIENSO_GROUP_COMMIT"] != "off"
+
+    /// Mutations committed through the write queue, and the batches they took (for the benchmark).
+    public var groupCommits: (batches: Int, mutations: Int) {
+        (writes.batches.load(ordering: .relaxed), writes.mutations.load(ordering: .relaxed))
     }
 
     public func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) rethrows -> T {
@@ -98,10 +131,20 @@ public struct MutationScope: Sendable {
     /// - Throws: in a dry run whose transaction would have changed rows, ALREADY_EXISTS (see `ServiceDatabase`).
     @discardableResult
     public func transaction(_ db: Database, _ body: () throws -> Void) throws -> Bool {
+        try atomically(db, savepoint: false, body)
+    }
+
+    /// The same inside the write queue's batch transaction: a savepoint of its own, released
+    /// into the batch (or rolled back alone in a dry run or on a throw).
+    func savepoint(_ db: Database, _ body: () throws -> Void) throws {
+        _ = try atomically(db, savepoint: true, body)
+    }
+
+    private func atomically(_ db: Database, savepoint: Bool, _ body: () throws -> Void) throws -> Bool {
         let idempotency = idempotency
         var committed = true
         var changedInDryRun = false
-        try db.inTransaction {
+        let work = { () throws -> Database.TransactionCompletion in
             let before = db.totalChangesCount
             try body()
             guard let idempotency else { return .commit }
@@ -113,6 +156,7 @@ public struct MutationScope: Sendable {
             try SQLiteReplyStore.claim(db, key: idempotency.key, digest: idempotency.digest)
             return .commit
         }
+        if savepoint { try db.inSavepoint(work) } else { try db.inTransaction(nil, work) }
         if changedInDryRun {
             throw RPCError(.alreadyExists, "this request (idempotency key \"\(idempotency?.key.split(separator: "|").last ?? "")\") was applied once already; its reply was lost when the service stopped: read the current state instead of retrying")
         }

@@ -1,0 +1,59 @@
+import Foundation
+import FriensoTesting
+import GRDB
+import Storage
+import Testing
+
+private struct Refused: Error, Equatable {}
+
+/// `ServiceDatabase.write` commits the mutations waiting together in one transaction, each in a
+/// savepoint: one that throws takes only its own changes back.
+@Suite("storage: group commit of mutations")
+struct GroupCommitTests {
+    func open(_ dir: TemporaryDirectory) throws -> ServiceDatabase {
+        let database = try ServiceDatabase.open("\(dir.path)/items.sqlite")
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("items") { db in
+            try db.execute(sql: "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
+        }
+        try database.migrate(migrator)
+        return database
+    }
+
+    @Test func concurrentMutations_eachCommitsOrFailsAlone_andEveryAckIsOnDisk() async throws {
+        let dir = try TemporaryDirectory("frienso-group-commit")
+        defer { dir.remove() }
+        let database = try open(dir)
+        // 200 writers at once: every fifth refuses after writing a row (the row must not stay),
+        // and "dup" names collide with a unique index (a SQLite error, not the caller's throw).
+        let outcomes = await withTaskGroup(of: (Int, Bool).self) { group in
+            for i in 0..<200 {
+                group.addTask {
+                    do {
+                        try await database.write { db in
+                            try db.run(sql: "INSERT INTO items (name) VALUES (?)", arguments: [i % 50 == 7 ? "dup" : "item \(i)"])
+                            if i % 5 == 0 { throw Refused() }
+                        }
+                        return (i, true)
+                    } catch {
+                        return (i, false)
+                    }
+                }
+            }
+            var all: [Int: Bool] = [:]
+            for await (i, ok) in group { all[i] = ok }
+            return all
+        }
+        let acknowledged = Set(outcomes.filter(\.value).keys)
+        #expect(acknowledged.allSatisfy { $0 % 5 != 0 }, "a mutation that threw is never acknowledged")
+        #expect(acknowledged.filter { $0 % 50 == 7 }.count == 1, "one of the colliding names wins")
+        #expect(acknowledged.count == 200 - 40 - 3)
+        // A fresh connection (the acknowledged writes were committed, not just applied in memory).
+        let reopened = try ServiceDatabase.open("\(dir.path)/items.sqlite")
+        let names = try await reopened.read { db in try String.fetchAll(db, sql: "SELECT name FROM items") }
+        #expect(names.count == acknowledged.count)
+        #expect(!names.contains("item 0") && !names.contains("item 5"), "refused mutations left nothing behind")
+        let groups = database.groupCommits
+        #expect(groups.mutations == 200 && groups.batches <= groups.mutations)
+    }
+}
