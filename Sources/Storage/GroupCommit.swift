@@ -19,7 +19,6 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     }
 
     private let state = Mutex(State())
-    /// Batches committed, items in them, time spent committing (nanoseconds): for the benchmark.
     /// Batches committed, items in them, and nanoseconds spent committing (for the benchmark).
     public let batches = Atomic<Int>(0), items = Atomic<Int>(0), commitNanos = Atomic<Int>(0)
     private let queue: DispatchQueue

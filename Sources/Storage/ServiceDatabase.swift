@@ -71,21 +71,16 @@ public final class ServiceDatabase: Sendable {
             }
         }
         let box = OutcomeBox<T>()
-        return try await withCheckedThrowingContinuation { continuation in
-            writes.submit(WriteQueue.Pending(
-                run: { db in
-                    box.outcome = Result {
-                        var result: T?
-                        try scope.savepoint(db) { result = try updates(db) }
-                        guard let result else { throw StoreInvariant("the mutation produced no result") }
-                        return result
-                    }
-                },
-                finish: { batchError in
-                    if let batchError { return continuation.resume(throwing: batchError) }
-                    continuation.resume(with: box.outcome ?? .failure(StoreInvariant("the mutation did not run")))
-                }))
-        }
+        try await writes.submit(WriteQueue.Pending { db in
+            box.outcome = Result {
+                var result: T?
+                try scope.savepoint(db) { result = try updates(db) }
+                guard let result else { throw StoreInvariant("the mutation produced no result") }
+                return result
+            }
+        })
+        // Written on the commit queue before the batch's waiters were resumed.
+        return try (box.outcome ?? .failure(StoreInvariant("the mutation did not run"))).get()
     }
 
     /// `FRIENSO_GROUP_COMMIT=off` commits each mutation on its own, as before group commit: for
@@ -93,9 +88,7 @@ public final class ServiceDatabase: Sendable {
     static let groupCommit = ProcessInfo.processInfo.environment["FRIENSO_GROUP_COMMIT"] != "off"
 
     /// Mutations committed through the write queue, and the batches they took (for the benchmark).
-    public var groupCommits: (batches: Int, mutations: Int) {
-        (writes.batches.load(ordering: .relaxed), writes.mutations.load(ordering: .relaxed))
-    }
+    public var groupCommits: (batches: Int, mutations: Int) { writes.counts }
 
     public func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) rethrows -> T {
         try pool.writeWithoutTransaction(updates)
