@@ -19,7 +19,7 @@ public enum ReportChart {
 
     struct Bar { var label: String; var run: Int; var value: Double }
 
-    static let palette = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2"]
+    static let palette = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#9D755D", "#BAB0AC"]
 
     static func chart(_ scenario: String, _ runs: [Results.File]) -> String {
         // Every row of every run, keyed by section, path and in-flight level, in first-seen order.
@@ -66,11 +66,13 @@ public enum ReportChart {
         body.append(text(10, y, title, size: 16, bold: true))
         y += 18
         for command in commands { body.append(text(10, y, command, size: 11, fill: "#555")); y += 14 }
+        // The legend, four runs a row.
         for (i, run) in runs.enumerated() {
-            body.append("<rect x=\"\(10 + Double(i) * 200)\" y=\"\(y)\" width=\"10\" height=\"10\" fill=\"\(palette[i % palette.count])\"/>")
-            body.append(text(24 + Double(i) * 200, y + 9, run, size: 11))
+            let x = 10 + Double(i % 4) * 235, rowY = y + Double(i / 4) * 16
+            body.append("<rect x=\"\(x)\" y=\"\(rowY)\" width=\"10\" height=\"10\" fill=\"\(palette[i % palette.count])\"/>")
+            body.append(text(x + 14, rowY + 9, run, size: 11))
         }
-        y += 26
+        y += Double((runs.count + 3) / 4) * 16 + 10
         for panel in panels where !panel.groups.isEmpty {
             body.append(text(10, y, panel.title, size: 13, bold: true))
             y += 10
