@@ -44,7 +44,10 @@ final class HostLoop: ReactorComponent {
     private let socket: ZMQSocket
     private let commands: CommandQueue<HostCommand>
     private let finished: OneShot<Void>
-    private let requests: AsyncStream<IncomingRequest>.Continuation
+    private let requests: AsyncStream<[IncomingRequest]>.Continuation
+    /// Requests accepted in this turn, handed over together when the turn's reads are done
+    /// (one stream element and one task wake-up per batch, not per request).
+    private var accepted: [IncomingRequest] = []
     private let counters: HostCounters
     private let logger: Logger
     private var inFlight: [UInt64: InFlight] = [:]
@@ -58,7 +61,7 @@ final class HostLoop: ReactorComponent {
     /// Binds the ROUTER socket. - Returns: the loop and the bound endpoint.
     init(
         options: HostOptions, context: ZMQContext, commands: CommandQueue<HostCommand>,
-        requests: AsyncStream<IncomingRequest>.Continuation, counters: HostCounters, logger: Logger,
+        requests: AsyncStream<[IncomingRequest]>.Continuation, counters: HostCounters, logger: Logger,
         finished: OneShot<Void>
     ) throws(ZMQError) {
         self.options = options
@@ -113,12 +116,19 @@ final class HostLoop: ReactorComponent {
     // MARK: Inbound
 
     private func receiveBatch() throws(ZMQError) {
+        defer { handOver() }
         // Take what is queued, but yield to the command side now and then.
         for _ in 0..<256 {
             guard let message = try socket.receive(dontWait: true, properties: true) else { return }
             counters.received.add(1, ordering: .relaxed)
             handleInbound(message.frames, address: message.peerAddress, member: message.userID)
         }
+    }
+
+    private func handOver() {
+        guard !accepted.isEmpty else { return }
+        requests.yield(accepted)
+        accepted = []
     }
 
     private func handleInbound(_ frames: [[UInt8]], address: String, member: String) {
@@ -180,8 +190,8 @@ final class HostLoop: ReactorComponent {
         nextKey &+= 1
         inFlight[nextKey] = InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, deadline: deadline)
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
-        requests.yield(IncomingRequest(envelope: envelope, peer: peer, peerAddress: address, peerMember: member,
-                                       deadline: deadline, key: nextKey))
+        accepted.append(IncomingRequest(envelope: envelope, peer: peer, peerAddress: address, peerMember: member,
+                                        deadline: deadline, key: nextKey))
     }
 
     // MARK: Outbound

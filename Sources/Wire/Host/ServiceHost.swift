@@ -49,7 +49,7 @@ public final class ServiceHost: Service, Sendable {
     }
 
     public func run() async throws {
-        let (requests, continuation) = AsyncStream.makeStream(of: IncomingRequest.self)
+        let (requests, continuation) = AsyncStream.makeStream(of: [IncomingRequest].self)
         let options = options, commands = commands, counters = counters, logger = logger
         let context = context, bound = bound, reactor = reactor, loopFinished = loopFinished
         reactor.execute {
@@ -82,17 +82,19 @@ public final class ServiceHost: Service, Sendable {
 
     /// Runs a handler task per request until the request stream ends; once draining has begun,
     /// handlers still running after `drainTimeout` are cancelled.
-    private func dispatch(_ requests: AsyncStream<IncomingRequest>, draining: OneShot<Void>) async {
+    private func dispatch(_ requests: AsyncStream<[IncomingRequest]>, draining: OneShot<Void>) async {
         let drainTimeout = options.drainTimeout
         await withTaskGroup(of: Void.self) { race in
             race.addTask {
                 let onPool = self.options.handlerExecution == .pool
                 await withDiscardingTaskGroup { group in
-                    for await request in requests {
-                        if onPool {
-                            group.addTask(executorPreference: globalConcurrentExecutor) { await self.serve(request) }
-                        } else {
-                            group.addTask { await self.serve(request) }
+                    for await batch in requests {
+                        for request in batch {
+                            if onPool {
+                                group.addTask(executorPreference: globalConcurrentExecutor) { await self.serve(request) }
+                            } else {
+                                group.addTask { await self.serve(request) }
+                            }
                         }
                     }
                 }
