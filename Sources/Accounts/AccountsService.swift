@@ -26,7 +26,7 @@ public final class AccountsService: Sendable {
     private let store: AccountsStore
     private let config: AccountsConfig
     private let loginGuard: Mutex<LoginGuard>
-    private let events: (any EventSink)?
+    private let events: (any NumberedEventSink)?
     private let blocks: BlockCheck?
     public let replyStore: SQLiteReplyStore
 
@@ -37,13 +37,17 @@ public final class AccountsService: Sendable {
     /// The stream gateways follow to drop revoked sessions from their caches.
     public static let sessionsStream = "sessions"
     public static let sessionsRevoked = "accounts.SessionsRevoked"
+    /// The stream social's profile replica follows (every public profile as it changes).
+    public static let profilesStream = "profiles"
+    public static let profileChanged = "accounts.ProfileChanged"
 
     /// Opens (or creates) `<directory>/accounts.sqlite`.
     /// - Parameters:
-    ///   - events: where session revocations are announced (accounts' PUB socket).
+    ///   - events: where session revocations and profile changes are announced (accounts' PUB
+    ///     socket); its numbering is what `ProfilesSnapshot` reports.
     ///   - blocks: who blocked whom (a replica of social's graph), so a blocked user cannot read
     ///     the blocker's profile; nil in a deployment without social (no blocks exist there).
-    public init(directory: String, config: AccountsConfig = AccountsConfig(), events: (any EventSink)? = nil,
+    public init(directory: String, config: AccountsConfig = AccountsConfig(), events: (any NumberedEventSink)? = nil,
                 blocks: BlockCheck? = nil) throws {
         self.events = events
         self.blocks = blocks
@@ -55,7 +59,11 @@ public final class AccountsService: Sendable {
         replyStore = SQLiteReplyStore(database: store.database)
     }
 
-
+    /// Announces `user`'s public profile as it is now (called in commit order).
+    private func profileChanged(_ user: UserRecord) {
+        events?.emit(topic: Self.profilesStream, method: Self.profileChanged,
+                     payload: AccountsV1.ProfileChanged(profile: user.profile).serializedBytes())
+    }
 
     // MARK: Registration and login
 
@@ -68,7 +76,7 @@ public final class AccountsService: Sendable {
         let last = try Validation.name(request.lastName, field: "last_name")
         let hash = try await config.hasher.hash(password)
         let user = try await store.insertUser(username: username, email: email, phone: phone, passwordHash: hash,
-                                              firstName: first, lastName: last, now: config.now())
+                                              firstName: first, lastName: last, now: config.now()) { self.profileChanged($0) }
         context.logger.info("registered", metadata: ["user-id": "\(user.id)"])
         return AccountsV1.RegisterResponse(account: user.account)
     }
@@ -216,8 +224,22 @@ public final class AccountsService: Sendable {
         let first = fields.contains("first_name") ? try Validation.name(request.firstName, field: "first_name") : nil
         let last = fields.contains("last_name") ? try Validation.name(request.lastName, field: "last_name") : nil
         let media = fields.contains("profile_picture_media_id") ? try Validation.mediaID(request.profilePictureMediaId) : nil
-        let user = try await store.updateProfile(userID: caller, firstName: first, lastName: last, mediaID: media)
+        let user = try await store.updateProfile(userID: caller, firstName: first, lastName: last, mediaID: media) { self.profileChanged($0) }
         return AccountsV1.EditProfileResponse(account: user.account)
+    }
+
+    /// A page of every public profile, for social's replica. The head is read before the rows:
+    /// every event up to it is in them (see the proto).
+    public func profilesSnapshot(_ request: AccountsV1.ProfilesSnapshotRequest, _ context: RequestContext) async throws -> AccountsV1.ProfilesSnapshotResponse {
+        let limit = request.limit == 0 ? 5_000 : Int(request.limit)
+        guard (1...10_000).contains(limit) else { throw RPCError.invalidArgument("limit: 1-10000") }
+        var page = AccountsV1.ProfilesSnapshotResponse(epoch: events?.epoch ?? 0,
+                                                       sequence: events?.lastSequence(stream: Self.profilesStream) ?? 0)
+        guard !request.sequenceOnly else { return page }
+        let users = try await store.users(after: request.afterUserId, limit: limit + 1)
+        page.profiles = users.prefix(limit).map(\.profile)
+        page.more = users.count > limit
+        return page
     }
 
     public func getProfiles(_ request: AccountsV1.GetProfilesRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfilesResponse {

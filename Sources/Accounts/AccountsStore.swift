@@ -239,10 +239,11 @@ final class AccountsStore: Sendable {
     }
 
     /// - Throws: ALREADY_EXISTS naming the field that is taken.
+    /// - Parameter committed: runs once the new user is durable, in commit order (the profile event).
     func insertUser(username: String, email: String, phone: String, passwordHash: String,
-                    firstName: String, lastName: String, now: Int64) async throws -> UserRecord {
+                    firstName: String, lastName: String, now: Int64, committed: (@Sendable (UserRecord) -> Void)? = nil) async throws -> UserRecord {
         do {
-            return try await database.write { db in
+            return try await database.write({ db in
                 try db.run(sql: """
                     INSERT INTO users (username, email, phone, password_hash, first_name, last_name, created_at_ms,
                                        phone_sha256, email_sha256)
@@ -250,7 +251,7 @@ final class AccountsStore: Sendable {
                     """, arguments: [username, email, phone, passwordHash, firstName, lastName, now,
                                      Data(ContactIdentifier.hash(phone)), Data(ContactIdentifier.hash(email))])
                 return try Self.fetchUser(db, id: UInt64(db.lastInsertedRowID))
-            }
+            }, committed: committed)
         } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
             throw Self.uniqueViolation(error)
         }
@@ -378,12 +379,21 @@ final class AccountsStore: Sendable {
         }
     }
 
-    func updateProfile(userID: UInt64, firstName: String?, lastName: String?, mediaID: String?) async throws -> UserRecord {
-        try await database.write { db in
+    func updateProfile(userID: UInt64, firstName: String?, lastName: String?, mediaID: String?,
+                       committed: (@Sendable (UserRecord) -> Void)? = nil) async throws -> UserRecord {
+        try await database.write({ db in
             if let firstName { try db.run(sql: "UPDATE users SET first_name = ? WHERE id = ?", arguments: [firstName, userID]) }
             if let lastName { try db.run(sql: "UPDATE users SET last_name = ? WHERE id = ?", arguments: [lastName, userID]) }
             if let mediaID { try db.run(sql: "UPDATE users SET profile_picture_media_id = ? WHERE id = ?", arguments: [mediaID, userID]) }
             return try Self.fetchUser(db, id: userID)
+        }, committed: committed)
+    }
+
+    /// Users after `id`, in id order (the profile snapshot's pages).
+    func users(after id: UInt64, limit: Int) async throws -> [UserRecord] {
+        try await database.read { db in
+            try Row.fetchAll(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE id > ? ORDER BY id LIMIT ?",
+                             arguments: [id, limit]).map(UserRecord.init)
         }
     }
 

@@ -39,22 +39,28 @@ public enum SocialScenario {
         var out: [String] = []
 
         // Each would-be process gets its own reactor and libzmq context, as deployed.
-        let accounts = try AccountsService(directory: "\(dir)/accounts", config: BenchStack.accountsConfig()).makeHost(
+        let accountsContext = ZMQContext(), accountsReactor = Reactor(name: "bench-accounts")
+        let accountsEvents = Publisher(name: "accounts", endpoint: "tcp://127.0.0.1:*", logger: quiet, context: accountsContext, reactor: accountsReactor)
+        let accounts = try AccountsService(directory: "\(dir)/accounts", config: BenchStack.accountsConfig(), events: accountsEvents).makeHost(
             options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet,
-            context: ZMQContext(), reactor: Reactor(name: "bench-accounts"))
+            context: accountsContext, reactor: accountsReactor)
         let socialContext = ZMQContext(), socialReactor = Reactor(name: "bench-social")
         let publisher = Publisher(name: "social", endpoint: "tcp://127.0.0.1:*", logger: quiet, context: socialContext, reactor: socialReactor)
         let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client")
 
         try await withThrowingTaskGroup(of: Void.self) { tasks in
-            let accountsGroup = ServiceGroup(configuration: .init(services: [.init(service: accounts)], logger: quiet))
+            let accountsGroup = ServiceGroup(configuration: .init(services: [.init(service: accountsEvents), .init(service: accounts)], logger: quiet))
             tasks.addTask { try await accountsGroup.run() }
             let accountsEndpoint = try await accounts.boundEndpoint()
             let toAccounts = WireClient(endpoint: accountsEndpoint, logger: quiet, context: socialContext, reactor: socialReactor)
-            let social = try SocialService(directory: "\(dir)/social", accounts: toAccounts, publisher: publisher)
+            // Social keeps profiles in memory from accounts' stream, as deployed.
+            let profiles = ProfileReplica.profiles(accounts: toAccounts, eventsEndpoint: try await accountsEvents.boundEndpoint(),
+                                                   logger: quiet, context: socialContext, reactor: socialReactor)
+            let social = try SocialService(directory: "\(dir)/social", accounts: toAccounts, publisher: publisher, profiles: profiles)
                 .makeHost(options: HostOptions(name: "social", endpoint: "tcp://127.0.0.1:*"), logger: quiet,
                           context: socialContext, reactor: socialReactor)
-            let socialGroup = ServiceGroup(configuration: .init(services: [.init(service: publisher), .init(service: social)], logger: quiet))
+            let socialGroup = ServiceGroup(configuration: .init(services: [.init(service: publisher), .init(service: profiles),
+                                                                           .init(service: social)], logger: quiet))
             tasks.addTask { try await socialGroup.run() }
             let socialEndpoint = try await social.boundEndpoint()
             let (gateway, gatewayGroup) = BenchStack.gateway(services: ["accounts": accountsEndpoint, "social": socialEndpoint], logger: quiet)
@@ -77,6 +83,10 @@ public enum SocialScenario {
             guard check.friends.count == options.friends else { throw RPCError.internal("setup made \(check.friends.count) friends") }
             let mainID = try await main.call(AccountsV1.AccountsService.whoAmI, AccountsV1.WhoAmIRequest()).account?.profile?.userId ?? 0
             let friendIDs = check.friends.compactMap { $0.user?.userId }
+            // Setup, not measured: every profile has reached social's replica (bounded wait).
+            for _ in 0..<300 where profiles.read({ $0.count }) < options.friends + 1 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
             // The same work without the front hops, to show where the time goes.
             let directAccounts = WireClient(endpoint: accountsEndpoint, logger: quiet, context: clientContext, reactor: clientReactor)
             let directSocial = WireClient(endpoint: socialEndpoint, logger: quiet, context: clientContext, reactor: clientReactor)
@@ -87,7 +97,7 @@ public enum SocialScenario {
                     (try? await directAccounts.call(AccountsV1.AccountsService.getProfiles, AccountsV1.GetProfilesRequest(userIds: friendIDs)))?
                         .profiles.count == options.friends
                 })
-                rows.append(await drive(name: "ListFriends → social (→ accounts)", inFlight: 1, count: options.requests / 4, warmup: options.warmup) {
+                rows.append(await drive(name: "ListFriends → social (profiles replicated)", inFlight: 1, count: options.requests / 4, warmup: options.warmup) {
                     (try? await directSocial.call(SocialV1.SocialService.listFriends, SocialV1.ListFriendsRequest(),
                                                   options: CallOptions(callerUserID: mainID)))?.friends.count == options.friends
                 })

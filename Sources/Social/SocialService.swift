@@ -21,6 +21,8 @@ public final class SocialService: Sendable {
     let now: @Sendable () -> Int64
     let circleLimit: Int
     let publisher: any NumberedEventSink
+    /// Profiles in memory (accounts' stream); nil: every profile is asked of accounts.
+    let profileReplica: ProfileReplica?
     let pokeInterval: Int64
     let snapshotPageSize: Int
     public let replyStore: SQLiteReplyStore
@@ -36,9 +38,11 @@ public final class SocialService: Sendable {
     ///   - circleLimit: how many people a core circle holds.
     ///   - pokeInterval: the least time between two pokes of the same pair.
     ///   - snapshotPageSize: facts per `GraphSnapshot` page (100,000 fit well under a 4 MiB frame).
+    ///   - profiles: a replica of accounts' profiles (run it beside the host); nil asks accounts.
     public init(directory: String, accounts: any RPCCalling, publisher: any NumberedEventSink, circleLimit: Int = 3,
                 pokeInterval: Duration = .seconds(60), snapshotPageSize: Int = 100_000, geo: (any RPCCalling)? = nil,
-                now: (@Sendable () -> Int64)? = nil) throws {
+                profiles: ProfileReplica? = nil, now: (@Sendable () -> Int64)? = nil) throws {
+        profileReplica = profiles
         self.geo = geo
         self.snapshotPageSize = max(1, snapshotPageSize)
         self.circleLimit = max(1, circleLimit)
@@ -76,6 +80,22 @@ public final class SocialService: Sendable {
 
     func profiles(_ ids: Set<UInt64>, _ context: RequestContext) async throws -> [UInt64: SocialV1.UserRef] {
         guard !ids.isEmpty else { return [:] }
+        guard let replica = profileReplica, replica.isReady else { return try await askAccounts(ids, context) }
+        var missing = Set<UInt64>()
+        var found = replica.read { directory -> [UInt64: SocialV1.UserRef] in
+            var found: [UInt64: SocialV1.UserRef] = [:]
+            found.reserveCapacity(ids.count)
+            for id in ids {
+                if let profile = directory[id] { found[id] = profile } else { missing.insert(id) }
+            }
+            return found
+        }
+        // A user whose event has not arrived yet (just registered), or no such user: accounts says.
+        if !missing.isEmpty { found.merge(try await askAccounts(missing, context)) { $1 } }
+        return found
+    }
+
+    private func askAccounts(_ ids: Set<UInt64>, _ context: RequestContext) async throws -> [UInt64: SocialV1.UserRef] {
         var result: [UInt64: SocialV1.UserRef] = [:]
         let all = Array(ids)
         for start in stride(from: 0, to: all.count, by: 500) {

@@ -60,25 +60,39 @@ public final class ServiceDatabase: Sendable {
     /// the task serves an idempotent request, its claim commits with it (or, in a dry run,
     /// nothing of it commits).
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await write(updates, committed: nil)
+    }
+
+    /// The same, and `committed` runs with the result once the mutation is durable, before the
+    /// caller is answered, in commit order across every caller (on the commit queue: keep it
+    /// short): for events that must follow the order of the changes they announce.
+    public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T,
+                                   committed: (@Sendable (T) -> Void)?) async throws -> T {
         let scope = MutationScope()
         guard Self.groupCommit else {
             // The path before group commit, for A/B measurements (`FRIENSO_GROUP_COMMIT=off`).
             return try await pool.writeWithoutTransaction { db in
                 var result: T?
-                try scope.transaction(db) { result = try updates(db) }
+                let applied = try scope.transaction(db) { result = try updates(db) }
                 guard let result else { throw StoreInvariant("the mutation produced no result") }
+                if applied { committed?(result) }
                 return result
             }
         }
         let box = OutcomeBox<T>()
-        try await writes.submit(WriteQueue.Pending { db in
-            box.outcome = Result {
-                var result: T?
-                try scope.savepoint(db) { result = try updates(db) }
-                guard let result else { throw StoreInvariant("the mutation produced no result") }
-                return result
-            }
-        })
+        try await writes.submit(WriteQueue.Pending(
+            run: { db in
+                box.outcome = Result {
+                    var result: T?
+                    try scope.savepoint(db) { result = try updates(db) }
+                    guard let result else { throw StoreInvariant("the mutation produced no result") }
+                    return result
+                }
+            },
+            committed: {
+                guard let committed, !scope.isDryRun, case .success(let result) = box.outcome else { return }
+                committed(result)
+            }))
         // Written on the commit queue before the batch's waiters were resumed.
         return try (box.outcome ?? .failure(StoreInvariant("the mutation did not run"))).get()
     }

@@ -10,6 +10,8 @@ final class WriteQueue: Sendable {
     /// One caller's mutation: runs in its savepoint and keeps its own outcome (`OutcomeBox`).
     struct Pending: @unchecked Sendable {
         var run: (Database) -> Void
+        /// After the batch committed, in batch order (events that follow commit order).
+        var committed: () -> Void = {}
     }
 
     private let commits: GroupCommit<Pending, Void>
@@ -34,6 +36,7 @@ final class WriteQueue: Sendable {
                     return .commit
                 }
             }
+            for pending in batch { pending.committed() }
             return batch.map { _ in () }
         }
     }

@@ -19,10 +19,12 @@ struct SocialCommand: AsyncParsableCommand {
         let accounts = try plane.client("accounts", at: resolved.peer("accounts"), logger: logger)
         let publisher = plane.publisher(name: "social", endpoint: resolved.deploymentEventEndpoint(of: "social"), logger: logger)
         let geo = try plane.client("geo", at: resolved.peer("geo"), logger: logger)
+        let profiles = ProfileReplica.profiles(accounts: accounts, eventsEndpoint: try resolved.peerEvents("accounts"),
+                                               eventsSecurity: try plane.client(of: "accounts"), logger: logger)
         let service = try SocialService(directory: resolved.dataDirectory, accounts: accounts, publisher: publisher,
-                                        circleLimit: resolved.config.social?.circleLimit ?? 3, geo: geo)
+                                        circleLimit: resolved.config.social?.circleLimit ?? 3, geo: geo, profiles: profiles)
         let host = service.makeHost(options: plane.hostOptions(name: "social", endpoint: resolved.endpoint), logger: logger)
-        try await ServiceRunner.run([publisher, host], endpointFile: resolved.endpointFile, logger: logger,
+        try await ServiceRunner.run([publisher, profiles, host], endpointFile: resolved.endpointFile, logger: logger,
                                   boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }
     }
 }

@@ -42,10 +42,10 @@ func registration(_ name: String, phone: String?) -> AccountsV1.RegisterRequest 
                                       firstName: name.capitalized, lastName: "Test")
 }
 
-func accountsService(_ directory: String) throws -> AccountsService {
+func accountsService(_ directory: String, events: (any NumberedEventSink)? = nil) throws -> AccountsService {
     var config = AccountsConfig()
     config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
-    return try AccountsService(directory: directory, config: config)
+    return try AccountsService(directory: directory, config: config, events: events)
 }
 
 /// Runs accounts and social in process on the given directories (new ones unless given), so a

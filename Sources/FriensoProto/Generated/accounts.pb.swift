@@ -2130,6 +2130,186 @@ extension AccountsV1.SessionsRevoked {
 }
 
 extension AccountsV1 {
+    /// `frienso.accounts.v1.ProfileChanged`
+    public struct ProfileChanged: ProtoMessage {
+        public var profile: AccountsV1.Profile? = nil
+
+        public init() {}
+
+        public init(profile: AccountsV1.Profile? = nil) {
+        self.profile = profile
+        }
+    }
+}
+
+extension AccountsV1.ProfileChanged {
+    public static let protoName = "frienso.accounts.v1.ProfileChanged"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ProfileChanged()
+        frienso__accounts__v1__profile_changed__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile_changed__get_packed_size, pack: frienso__accounts__v1__profile_changed__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfileChanged", unpack: frienso__accounts__v1__profile_changed__unpack, free: frienso__accounts__v1__profile_changed__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ProfileChanged, arena: ProtoArena) {
+        if let value = self.profile {
+            c.profile = arena.message(of: Frienso__Accounts__V1__Profile.self) { frienso__accounts__v1__profile__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Accounts__V1__ProfileChanged) {
+        self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("profile", self.profile.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.profile?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(profile: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Profile.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Profile()))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.ProfilesSnapshotRequest`
+    public struct ProfilesSnapshotRequest: ProtoMessage {
+        public var afterUserId: UInt64 = 0
+        public var limit: UInt32 = 0
+        public var sequenceOnly: Bool = false
+
+        public init() {}
+
+        public init(afterUserId: UInt64 = 0, limit: UInt32 = 0, sequenceOnly: Bool = false) {
+        self.afterUserId = afterUserId
+        self.limit = limit
+        self.sequenceOnly = sequenceOnly
+        }
+    }
+}
+
+extension AccountsV1.ProfilesSnapshotRequest {
+    public static let protoName = "frienso.accounts.v1.ProfilesSnapshotRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ProfilesSnapshotRequest()
+        frienso__accounts__v1__profiles_snapshot_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_request__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_request__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfilesSnapshotRequest", unpack: frienso__accounts__v1__profiles_snapshot_request__unpack, free: frienso__accounts__v1__profiles_snapshot_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ProfilesSnapshotRequest, arena _: ProtoArena) {
+        c.after_user_id = self.afterUserId
+        c.limit = self.limit
+        c.sequence_only = (self.sequenceOnly ? 1 : 0)
+    }
+
+    init(c: Frienso__Accounts__V1__ProfilesSnapshotRequest) {
+        self.init(afterUserId: c.after_user_id, limit: c.limit, sequenceOnly: (c.sequence_only != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("afterUserId", .string(String(self.afterUserId))), ("limit", .number(Double(self.limit))), ("sequenceOnly", .bool(self.sequenceOnly))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.afterUserId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(afterUserId: ProtoSample.uint64(seed, 1), limit: ProtoSample.uint32(seed, 2), sequenceOnly: seed % 2 == 0)
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.ProfilesSnapshotResponse`
+    public struct ProfilesSnapshotResponse: ProtoMessage {
+        public var epoch: UInt64 = 0
+        public var sequence: UInt64 = 0
+        public var profiles: [AccountsV1.Profile] = []
+        public var more: Bool = false
+
+        public init() {}
+
+        public init(epoch: UInt64 = 0, sequence: UInt64 = 0, profiles: [AccountsV1.Profile] = [], more: Bool = false) {
+        self.epoch = epoch
+        self.sequence = sequence
+        self.profiles = profiles
+        self.more = more
+        }
+    }
+}
+
+extension AccountsV1.ProfilesSnapshotResponse {
+    public static let protoName = "frienso.accounts.v1.ProfilesSnapshotResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ProfilesSnapshotResponse()
+        frienso__accounts__v1__profiles_snapshot_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_response__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_response__pack)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfilesSnapshotResponse", unpack: frienso__accounts__v1__profiles_snapshot_response__unpack, free: frienso__accounts__v1__profiles_snapshot_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ProfilesSnapshotResponse, arena: ProtoArena) {
+        c.epoch = self.epoch
+        c.sequence = self.sequence
+        c.n_profiles = self.profiles.count
+        c.profiles = arena.array(self.profiles.map { value in arena.message(of: Frienso__Accounts__V1__Profile.self) { frienso__accounts__v1__profile__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.more = (self.more ? 1 : 0)
+    }
+
+    init(c: Frienso__Accounts__V1__ProfilesSnapshotResponse) {
+        self.init(epoch: c.epoch, sequence: c.sequence, profiles: ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) }, more: (c.more != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("epoch", .string(String(self.epoch))), ("sequence", .string(String(self.sequence))), ("profiles", .array(self.profiles.map { $0.jsonValue })), ("more", .bool(self.more))])
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.epoch
+        m = Swift.max(m, self.sequence)
+        m = Swift.max(m, self.profiles.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(epoch: ProtoSample.uint64(seed, 1), sequence: ProtoSample.uint64(seed, 2), profiles: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.Profile.sample(seed: seed &+ UInt64(i) &+ 3, depth: depth + 1) } : [], more: seed % 2 == 0)
+    }
+}
+
+extension AccountsV1 {
     /// The methods of `frienso.accounts.v1.AccountsService`, with the access the contract declares.
     public enum AccountsService {
         public static let register = RPCMethod<RegisterRequest, RegisterResponse>(service: "accounts", name: "Register", access: .public)
@@ -2148,7 +2328,8 @@ extension AccountsV1 {
         public static let linkExternalId = RPCMethod<LinkExternalIdRequest, LinkExternalIdResponse>(service: "accounts", name: "LinkExternalId", access: .authenticated)
         public static let unlinkExternalId = RPCMethod<UnlinkExternalIdRequest, UnlinkExternalIdResponse>(service: "accounts", name: "UnlinkExternalId", access: .authenticated)
         public static let matchContacts = RPCMethod<MatchContactsRequest, MatchContactsResponse>(service: "accounts", name: "MatchContacts", access: .internal, callers: ["social"])
+        public static let profilesSnapshot = RPCMethod<ProfilesSnapshotRequest, ProfilesSnapshotResponse>(service: "accounts", name: "ProfilesSnapshot", access: .internal, callers: ["social"])
 
-        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased]
+        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased, profilesSnapshot.erased]
     }
 }

@@ -38,6 +38,8 @@ extension AccountsV1.AccountsService {
         func unlinkExternalId(_ request: AccountsV1.UnlinkExternalIdRequest, _ context: RequestContext) async throws -> AccountsV1.UnlinkExternalIdResponse
         /// `accounts.MatchContacts` (internal: social).
         func matchContacts(_ request: AccountsV1.MatchContactsRequest, _ context: RequestContext) async throws -> AccountsV1.MatchContactsResponse
+        /// `accounts.ProfilesSnapshot` (internal: social).
+        func profilesSnapshot(_ request: AccountsV1.ProfilesSnapshotRequest, _ context: RequestContext) async throws -> AccountsV1.ProfilesSnapshotResponse
     }
 }
 
@@ -69,6 +71,7 @@ extension MethodRouter {
         register(AccountsV1.AccountsService.linkExternalId) { try await handler.linkExternalId($0, $1) }
         register(AccountsV1.AccountsService.unlinkExternalId) { try await handler.unlinkExternalId($0, $1) }
         register(AccountsV1.AccountsService.matchContacts) { try await handler.matchContacts($0, $1) }
+        register(AccountsV1.AccountsService.profilesSnapshot) { try await handler.profilesSnapshot($0, $1) }
     }
 }
 

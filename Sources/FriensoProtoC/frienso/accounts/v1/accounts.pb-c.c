@@ -1717,6 +1717,141 @@ void   frienso__accounts__v1__sessions_revoked__free_unpacked
   assert(message->base.descriptor == &frienso__accounts__v1__sessions_revoked__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__accounts__v1__profile_changed__init
+                     (Frienso__Accounts__V1__ProfileChanged         *message)
+{
+  static const Frienso__Accounts__V1__ProfileChanged init_value = FRIENSO__ACCOUNTS__V1__PROFILE_CHANGED__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__profile_changed__get_packed_size
+                     (const Frienso__Accounts__V1__ProfileChanged *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__profile_changed__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__profile_changed__pack
+                     (const Frienso__Accounts__V1__ProfileChanged *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__profile_changed__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__profile_changed__pack_to_buffer
+                     (const Frienso__Accounts__V1__ProfileChanged *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__profile_changed__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ProfileChanged *
+       frienso__accounts__v1__profile_changed__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ProfileChanged *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__profile_changed__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__profile_changed__free_unpacked
+                     (Frienso__Accounts__V1__ProfileChanged *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__profile_changed__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__profiles_snapshot_request__init
+                     (Frienso__Accounts__V1__ProfilesSnapshotRequest         *message)
+{
+  static const Frienso__Accounts__V1__ProfilesSnapshotRequest init_value = FRIENSO__ACCOUNTS__V1__PROFILES_SNAPSHOT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__profiles_snapshot_request__get_packed_size
+                     (const Frienso__Accounts__V1__ProfilesSnapshotRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__profiles_snapshot_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__profiles_snapshot_request__pack
+                     (const Frienso__Accounts__V1__ProfilesSnapshotRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__profiles_snapshot_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__profiles_snapshot_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__ProfilesSnapshotRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__profiles_snapshot_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ProfilesSnapshotRequest *
+       frienso__accounts__v1__profiles_snapshot_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ProfilesSnapshotRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__profiles_snapshot_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__profiles_snapshot_request__free_unpacked
+                     (Frienso__Accounts__V1__ProfilesSnapshotRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__profiles_snapshot_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__profiles_snapshot_response__init
+                     (Frienso__Accounts__V1__ProfilesSnapshotResponse         *message)
+{
+  static const Frienso__Accounts__V1__ProfilesSnapshotResponse init_value = FRIENSO__ACCOUNTS__V1__PROFILES_SNAPSHOT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__profiles_snapshot_response__get_packed_size
+                     (const Frienso__Accounts__V1__ProfilesSnapshotResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__profiles_snapshot_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__profiles_snapshot_response__pack
+                     (const Frienso__Accounts__V1__ProfilesSnapshotResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__profiles_snapshot_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__profiles_snapshot_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__ProfilesSnapshotResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__profiles_snapshot_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ProfilesSnapshotResponse *
+       frienso__accounts__v1__profiles_snapshot_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ProfilesSnapshotResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__profiles_snapshot_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__profiles_snapshot_response__free_unpacked
+                     (Frienso__Accounts__V1__ProfilesSnapshotResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__profiles_snapshot_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__accounts__v1__profile__field_descriptors[6] =
 {
   {
@@ -3515,5 +3650,184 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__sessions_revoked__descri
   frienso__accounts__v1__sessions_revoked__field_indices_by_name,
   1,  frienso__accounts__v1__sessions_revoked__number_ranges,
   (ProtobufCMessageInit) frienso__accounts__v1__sessions_revoked__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__profile_changed__field_descriptors[1] =
+{
+  {
+    "profile",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ProfileChanged, profile),
+    &frienso__accounts__v1__profile__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__profile_changed__field_indices_by_name[] = {
+  0,   /* field[0] = profile */
+};
+static const ProtobufCIntRange frienso__accounts__v1__profile_changed__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__profile_changed__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ProfileChanged",
+  "ProfileChanged",
+  "Frienso__Accounts__V1__ProfileChanged",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ProfileChanged),
+  1,
+  frienso__accounts__v1__profile_changed__field_descriptors,
+  frienso__accounts__v1__profile_changed__field_indices_by_name,
+  1,  frienso__accounts__v1__profile_changed__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__profile_changed__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__profiles_snapshot_request__field_descriptors[3] =
+{
+  {
+    "after_user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ProfilesSnapshotRequest, after_user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ProfilesSnapshotRequest, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence_only",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ProfilesSnapshotRequest, sequence_only),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__profiles_snapshot_request__field_indices_by_name[] = {
+  0,   /* field[0] = after_user_id */
+  1,   /* field[1] = limit */
+  2,   /* field[2] = sequence_only */
+};
+static const ProtobufCIntRange frienso__accounts__v1__profiles_snapshot_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__profiles_snapshot_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ProfilesSnapshotRequest",
+  "ProfilesSnapshotRequest",
+  "Frienso__Accounts__V1__ProfilesSnapshotRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ProfilesSnapshotRequest),
+  3,
+  frienso__accounts__v1__profiles_snapshot_request__field_descriptors,
+  frienso__accounts__v1__profiles_snapshot_request__field_indices_by_name,
+  1,  frienso__accounts__v1__profiles_snapshot_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__profiles_snapshot_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__profiles_snapshot_response__field_descriptors[4] =
+{
+  {
+    "epoch",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ProfilesSnapshotResponse, epoch),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sequence",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ProfilesSnapshotResponse, sequence),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "profiles",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__ProfilesSnapshotResponse, n_profiles),
+    offsetof(Frienso__Accounts__V1__ProfilesSnapshotResponse, profiles),
+    &frienso__accounts__v1__profile__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "more",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ProfilesSnapshotResponse, more),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__profiles_snapshot_response__field_indices_by_name[] = {
+  0,   /* field[0] = epoch */
+  3,   /* field[3] = more */
+  2,   /* field[2] = profiles */
+  1,   /* field[1] = sequence */
+};
+static const ProtobufCIntRange frienso__accounts__v1__profiles_snapshot_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__profiles_snapshot_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ProfilesSnapshotResponse",
+  "ProfilesSnapshotResponse",
+  "Frienso__Accounts__V1__ProfilesSnapshotResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ProfilesSnapshotResponse),
+  4,
+  frienso__accounts__v1__profiles_snapshot_response__field_descriptors,
+  frienso__accounts__v1__profiles_snapshot_response__field_indices_by_name,
+  1,  frienso__accounts__v1__profiles_snapshot_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__profiles_snapshot_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -53,6 +53,9 @@ typedef struct Frienso__Accounts__V1__MatchContactsRequest Frienso__Accounts__V1
 typedef struct Frienso__Accounts__V1__ContactMatch Frienso__Accounts__V1__ContactMatch;
 typedef struct Frienso__Accounts__V1__MatchContactsResponse Frienso__Accounts__V1__MatchContactsResponse;
 typedef struct Frienso__Accounts__V1__SessionsRevoked Frienso__Accounts__V1__SessionsRevoked;
+typedef struct Frienso__Accounts__V1__ProfileChanged Frienso__Accounts__V1__ProfileChanged;
+typedef struct Frienso__Accounts__V1__ProfilesSnapshotRequest Frienso__Accounts__V1__ProfilesSnapshotRequest;
+typedef struct Frienso__Accounts__V1__ProfilesSnapshotResponse Frienso__Accounts__V1__ProfilesSnapshotResponse;
 
 
 /* --- enums --- */
@@ -575,6 +578,63 @@ struct  Frienso__Accounts__V1__SessionsRevoked
 #define FRIENSO__ACCOUNTS__V1__SESSIONS_REVOKED__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__sessions_revoked__descriptor) \
     , 0 }
+
+
+/*
+ * Event on accounts' PUB socket, topic "profiles", method "accounts.ProfileChanged": a user's
+ * public profile as it is now (registered or edited), published once the change committed, in
+ * commit order. Social keeps every profile in a replica from these and ProfilesSnapshot (the
+ * Clone pattern): a gap or a new epoch makes it load the snapshot again.
+ */
+struct  Frienso__Accounts__V1__ProfileChanged
+{
+  ProtobufCMessage base;
+  Frienso__Accounts__V1__Profile *profile;
+};
+#define FRIENSO__ACCOUNTS__V1__PROFILE_CHANGED__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__profile_changed__descriptor) \
+    , NULL }
+
+
+/*
+ * A page of every user's public profile, in user id order, for social's profile replica. Each
+ * page's epoch and sequence are read before its rows, so the events up to that sequence are in
+ * the first page's snapshot; later pages may hold later changes too, which the events after it
+ * repeat (each event is a whole profile: applying it twice changes nothing).
+ */
+struct  Frienso__Accounts__V1__ProfilesSnapshotRequest
+{
+  ProtobufCMessage base;
+  uint64_t after_user_id;
+  /*
+   * 1-10,000; 0: 5,000
+   */
+  uint32_t limit;
+  /*
+   * just epoch and sequence (the replica's periodic check)
+   */
+  protobuf_c_boolean sequence_only;
+};
+#define FRIENSO__ACCOUNTS__V1__PROFILES_SNAPSHOT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__profiles_snapshot_request__descriptor) \
+    , 0, 0, 0 }
+
+
+struct  Frienso__Accounts__V1__ProfilesSnapshotResponse
+{
+  ProtobufCMessage base;
+  uint64_t epoch;
+  uint64_t sequence;
+  size_t n_profiles;
+  Frienso__Accounts__V1__Profile **profiles;
+  /*
+   * another page follows: ask again after the last user id
+   */
+  protobuf_c_boolean more;
+};
+#define FRIENSO__ACCOUNTS__V1__PROFILES_SNAPSHOT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__profiles_snapshot_response__descriptor) \
+    , 0, 0, 0,NULL, 0 }
 
 
 /* Frienso__Accounts__V1__Profile methods */
@@ -1299,6 +1359,63 @@ Frienso__Accounts__V1__SessionsRevoked *
 void   frienso__accounts__v1__sessions_revoked__free_unpacked
                      (Frienso__Accounts__V1__SessionsRevoked *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ProfileChanged methods */
+void   frienso__accounts__v1__profile_changed__init
+                     (Frienso__Accounts__V1__ProfileChanged         *message);
+size_t frienso__accounts__v1__profile_changed__get_packed_size
+                     (const Frienso__Accounts__V1__ProfileChanged   *message);
+size_t frienso__accounts__v1__profile_changed__pack
+                     (const Frienso__Accounts__V1__ProfileChanged   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__profile_changed__pack_to_buffer
+                     (const Frienso__Accounts__V1__ProfileChanged   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ProfileChanged *
+       frienso__accounts__v1__profile_changed__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__profile_changed__free_unpacked
+                     (Frienso__Accounts__V1__ProfileChanged *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ProfilesSnapshotRequest methods */
+void   frienso__accounts__v1__profiles_snapshot_request__init
+                     (Frienso__Accounts__V1__ProfilesSnapshotRequest         *message);
+size_t frienso__accounts__v1__profiles_snapshot_request__get_packed_size
+                     (const Frienso__Accounts__V1__ProfilesSnapshotRequest   *message);
+size_t frienso__accounts__v1__profiles_snapshot_request__pack
+                     (const Frienso__Accounts__V1__ProfilesSnapshotRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__profiles_snapshot_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__ProfilesSnapshotRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ProfilesSnapshotRequest *
+       frienso__accounts__v1__profiles_snapshot_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__profiles_snapshot_request__free_unpacked
+                     (Frienso__Accounts__V1__ProfilesSnapshotRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ProfilesSnapshotResponse methods */
+void   frienso__accounts__v1__profiles_snapshot_response__init
+                     (Frienso__Accounts__V1__ProfilesSnapshotResponse         *message);
+size_t frienso__accounts__v1__profiles_snapshot_response__get_packed_size
+                     (const Frienso__Accounts__V1__ProfilesSnapshotResponse   *message);
+size_t frienso__accounts__v1__profiles_snapshot_response__pack
+                     (const Frienso__Accounts__V1__ProfilesSnapshotResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__profiles_snapshot_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__ProfilesSnapshotResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ProfilesSnapshotResponse *
+       frienso__accounts__v1__profiles_snapshot_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__profiles_snapshot_response__free_unpacked
+                     (Frienso__Accounts__V1__ProfilesSnapshotResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Accounts__V1__Profile_Closure)
@@ -1415,6 +1532,15 @@ typedef void (*Frienso__Accounts__V1__MatchContactsResponse_Closure)
 typedef void (*Frienso__Accounts__V1__SessionsRevoked_Closure)
                  (const Frienso__Accounts__V1__SessionsRevoked *message,
                   void *closure_data);
+typedef void (*Frienso__Accounts__V1__ProfileChanged_Closure)
+                 (const Frienso__Accounts__V1__ProfileChanged *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__ProfilesSnapshotRequest_Closure)
+                 (const Frienso__Accounts__V1__ProfilesSnapshotRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__ProfilesSnapshotResponse_Closure)
+                 (const Frienso__Accounts__V1__ProfilesSnapshotResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1459,6 +1585,9 @@ extern const ProtobufCMessageDescriptor frienso__accounts__v1__match_contacts_re
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__contact_match__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__match_contacts_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__sessions_revoked__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__profile_changed__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__profiles_snapshot_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__profiles_snapshot_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -1,0 +1,70 @@
+public import FriensoProto
+public import Logging
+public import Wire
+
+/// Every user's public profile as social shows it (name, username, picture), kept in memory from
+/// accounts' `profiles` stream and `ProfilesSnapshot` (a Clone replica), so a friend list of 200
+/// is not a 200-profile call to accounts each time. Until the first snapshot is loaded, and for a
+/// user whose event has not arrived yet, social asks accounts as before.
+public struct ProfileDirectory: Sendable {
+    var byID: [UInt64: SocialV1.UserRef] = [:]
+
+    public init() {}
+
+    public var count: Int { byID.count }
+
+    public subscript(id: UInt64) -> SocialV1.UserRef? { byID[id] }
+
+    mutating func put(_ profile: AccountsV1.Profile) {
+        byID[profile.userId] = SocialV1.UserRef(userId: profile.userId, username: profile.username, firstName: profile.firstName,
+                                               lastName: profile.lastName, profilePictureMediaId: profile.profilePictureMediaId)
+    }
+}
+
+/// Accounts' `profiles` stream as a Clone model: each event is a whole profile.
+public enum ProfileModel: CloneModel {
+    public static let stream = "profiles"
+    public static func decode(_ payload: [UInt8]) -> AccountsV1.Profile? {
+        (try? AccountsV1.ProfileChanged(serializedBytes: payload))?.profile
+    }
+    public static func apply(_ profile: AccountsV1.Profile, to state: inout ProfileDirectory) { state.put(profile) }
+    public static func describe(_ state: ProfileDirectory) -> Logger.Metadata { ["profiles": "\(state.count)"] }
+}
+
+public typealias ProfileReplica = CloneReplica<ProfileModel>
+
+extension CloneReplica where Model == ProfileModel {
+    /// A replica of accounts' profiles.
+    /// - Parameters:
+    ///   - accounts: accounts' request endpoint (`ProfilesSnapshot` is internal to social).
+    ///   - eventsEndpoint: accounts' PUB endpoint; `eventsSecurity` how to authenticate to it.
+    public static func profiles(accounts: any RPCCalling, eventsEndpoint: String, eventsSecurity: ClientSecurity = .plaintext,
+                                logger: Logger, checkInterval: Duration = .seconds(5), pageSize: UInt32 = 5_000,
+                                context: ZMQContext = .shared, reactor: Reactor = .shared) -> ProfileReplica {
+        let options = CallOptions(deadline: .seconds(30), idempotent: true)
+        let api = AccountsV1.AccountsService.self
+        return ProfileReplica(
+            initial: ProfileDirectory(), eventsEndpoint: eventsEndpoint, eventsSecurity: eventsSecurity, logger: logger,
+            checkInterval: checkInterval, context: context, reactor: reactor,
+            snapshot: {
+                restart: while true {
+                    var page = try await accounts.call(api.profilesSnapshot, AccountsV1.ProfilesSnapshotRequest(limit: pageSize), options: options)
+                    let head = CloneHead(epoch: page.epoch, sequence: page.sequence)
+                    var directory = ProfileDirectory()
+                    while true {
+                        for profile in page.profiles { directory.put(profile) }
+                        guard page.more, let last = page.profiles.last?.userId else { break }
+                        page = try await accounts.call(api.profilesSnapshot, AccountsV1.ProfilesSnapshotRequest(afterUserId: last, limit: pageSize),
+                                                       options: options)
+                        if page.epoch != head.epoch { continue restart } // accounts restarted mid-way
+                    }
+                    return (directory, head)
+                }
+            },
+            head: {
+                let head = try await accounts.call(api.profilesSnapshot, AccountsV1.ProfilesSnapshotRequest(sequenceOnly: true),
+                                                   options: CallOptions(deadline: .seconds(2), idempotent: true))
+                return CloneHead(epoch: head.epoch, sequence: head.sequence)
+            })
+    }
+}
