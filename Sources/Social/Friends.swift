@@ -2,6 +2,7 @@ import Foundation
 public import FriensoProto
 import GRDB
 import Storage
+import Synchronization
 public import Wire
 
 /// Friend requests, friendships and blocks: the handlers, then the rules and their storage.
@@ -47,10 +48,20 @@ extension SocialService {
 
     public func listFriends(_ request: SocialV1.ListFriendsRequest, _ context: RequestContext) async throws -> SocialV1.ListFriendsResponse {
         let caller = try context.requireCaller()
+        // Versions first, then the data: a change committed meanwhile makes the entry stale at once.
+        let graph = friendLists.graphVersion(of: caller)
+        let profilesVersion = profileReplica.flatMap { $0.isReady ? $0.read(\.version) : nil }
+        if let profilesVersion, let cached = friendLists.get(caller, graph: graph, profiles: profilesVersion) { return cached }
         let edges = try await store.friends(of: caller)
-        let users = try await profiles(Set(edges.map(\.id)), context)
+        let ids = Set(edges.map(\.id))
+        let fromReplica = replicatedProfiles(ids)
+        let users: [UInt64: SocialV1.UserRef]
+        if let fromReplica { users = fromReplica } else { users = try await profiles(ids, context) }
         let friends = edges.map { SocialV1.Friend(user: users[$0.id] ?? SocialV1.UserRef(userId: $0.id), sinceMs: $0.since) }
-        return SocialV1.ListFriendsResponse(friends: friends.sorted { ($0.user?.username ?? "") < ($1.user?.username ?? "") })
+        let response = SocialV1.ListFriendsResponse(friends: friends.sorted { ($0.user?.username ?? "") < ($1.user?.username ?? "") })
+        // Kept only when every name came from the replica (its version covers them).
+        if let profilesVersion, fromReplica != nil { friendLists.put(caller, graph: graph, profiles: profilesVersion, response) }
+        return response
     }
 
     public func removeFriend(_ request: SocialV1.RemoveFriendRequest, _ context: RequestContext) async throws -> SocialV1.RemoveFriendResponse {
@@ -92,6 +103,52 @@ extension SocialService {
             requestId: record.id, from: users[record.from] ?? SocialV1.UserRef(userId: record.from),
             to: users[record.to] ?? SocialV1.UserRef(userId: record.to), state: record.state, dismissed: record.dismissed,
             createdAtMs: record.createdAtMs, updatedAtMs: record.updatedAtMs)
+    }
+}
+
+/// Each user's friend list as last answered, kept while neither their friendships (a graph event
+/// naming them, counted after it committed and before the change is acknowledged) nor any
+/// replicated profile (the directory's version) changed since: a list of 200 is then one lookup.
+final class FriendListCache: Sendable {
+    private struct Entry {
+        var graph: UInt64
+        var profiles: UInt64
+        var response: SocialV1.ListFriendsResponse
+    }
+    private struct State {
+        var clock: UInt64 = 0
+        var graphVersions: [UInt64: UInt64] = [:]
+        var lists: [UInt64: Entry] = [:]
+    }
+    private let state = Mutex(State())
+    private let capacity: Int
+
+    init(capacity: Int = 50_000) {
+        self.capacity = capacity
+    }
+
+    func graphVersion(of user: UInt64) -> UInt64 { state.withLock { $0.graphVersions[user] ?? 0 } }
+
+    /// Their friendships changed (committed).
+    func touched(_ users: [UInt64]) {
+        state.withLock { s in
+            s.clock += 1
+            for user in users { s.graphVersions[user] = s.clock; s.lists[user] = nil }
+        }
+    }
+
+    func get(_ user: UInt64, graph: UInt64, profiles: UInt64) -> SocialV1.ListFriendsResponse? {
+        state.withLock { s in
+            guard let entry = s.lists[user], entry.graph == graph, entry.profiles == profiles else { return nil }
+            return entry.response
+        }
+    }
+
+    func put(_ user: UInt64, graph: UInt64, profiles: UInt64, _ response: SocialV1.ListFriendsResponse) {
+        state.withLock { s in
+            if s.lists.count >= capacity { s.lists.removeAll(keepingCapacity: true) }
+            s.lists[user] = Entry(graph: graph, profiles: profiles, response: response)
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 public import FriensoProto
 public import Logging
 public import Wire
+import Synchronization
 
 /// Every user's public profile as social shows it (name, username, picture), kept in memory from
 /// accounts' `profiles` stream and `ProfilesSnapshot` (a Clone replica), so a friend list of 200
@@ -8,6 +9,10 @@ public import Wire
 /// user whose event has not arrived yet, social asks accounts as before.
 public struct ProfileDirectory: Sendable {
     var byID: [UInt64: SocialV1.UserRef] = [:]
+    /// Changes with every profile put, never repeats (across snapshots too): what a cached
+    /// friend list remembers to know no name in it changed since.
+    public private(set) var version: UInt64 = 0
+    private static let versions = Atomic<UInt64>(0)
 
     public init() {}
 
@@ -16,6 +21,7 @@ public struct ProfileDirectory: Sendable {
     public subscript(id: UInt64) -> SocialV1.UserRef? { byID[id] }
 
     mutating func put(_ profile: AccountsV1.Profile) {
+        version = Self.versions.add(1, ordering: .relaxed).newValue
         byID[profile.userId] = SocialV1.UserRef(userId: profile.userId, username: profile.username, firstName: profile.firstName,
                                                lastName: profile.lastName, profilePictureMediaId: profile.profilePictureMediaId)
     }

@@ -23,6 +23,7 @@ public final class SocialService: Sendable {
     let publisher: any NumberedEventSink
     /// Profiles in memory (accounts' stream); nil: every profile is asked of accounts.
     let profileReplica: ProfileReplica?
+    let friendLists = FriendListCache()
     let pokeInterval: Int64
     let snapshotPageSize: Int
     public let replyStore: SQLiteReplyStore
@@ -48,7 +49,10 @@ public final class SocialService: Sendable {
         self.circleLimit = max(1, circleLimit)
         self.pokeInterval = pokeInterval.wholeMilliseconds
         self.publisher = publisher
+        let friendLists = friendLists
         store = try SocialStore(path: "\(directory)/social.sqlite") { events in
+            // After the commit, before the change is acknowledged: no cached list outlives it.
+            friendLists.touched(events.flatMap { [$0.userA, $0.userB] })
             for event in events {
                 publisher.emit(topic: Self.graphStream, method: "social.GraphEvent", payload: event.serializedBytes())
             }
@@ -93,6 +97,20 @@ public final class SocialService: Sendable {
         // A user whose event has not arrived yet (just registered), or no such user: accounts says.
         if !missing.isEmpty { found.merge(try await askAccounts(missing, context)) { $1 } }
         return found
+    }
+
+    /// Every one of `ids` from the replica, or nil (not ready, or someone not replicated yet).
+    func replicatedProfiles(_ ids: Set<UInt64>) -> [UInt64: SocialV1.UserRef]? {
+        guard let replica = profileReplica, replica.isReady else { return nil }
+        return replica.read { directory -> [UInt64: SocialV1.UserRef]? in
+            var found: [UInt64: SocialV1.UserRef] = [:]
+            found.reserveCapacity(ids.count)
+            for id in ids {
+                guard let profile = directory[id] else { return nil }
+                found[id] = profile
+            }
+            return found
+        }
     }
 
     private func askAccounts(_ ids: Set<UInt64>, _ context: RequestContext) async throws -> [UInt64: SocialV1.UserRef] {

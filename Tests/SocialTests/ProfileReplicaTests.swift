@@ -66,6 +66,20 @@ struct ProfileReplicaTests {
                 let friends = try await social.call(API.listFriends, SocialV1.ListFriendsRequest(), options: CallOptions(callerUserID: bob))
                 #expect(friends.friends.map { $0.user?.firstName } == ["Annabel"])
                 #expect(accountsHost.counters.received.load(ordering: .relaxed) == asked, "no call to accounts for the list")
+
+                // The list is cached now; a new friendship and a renamed friend both show at once.
+                let cat = ids["pr_cat"] ?? 0
+                @Sendable func names() async throws -> [String] {
+                    try await social.call(API.listFriends, SocialV1.ListFriendsRequest(), options: CallOptions(callerUserID: bob))
+                        .friends.map { "\($0.user?.firstName ?? "?") \($0.user?.username ?? "?")" }
+                }
+                #expect(try await names() == ["Annabel pr_ann"])
+                _ = try await social.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(userId: bob), options: CallOptions(callerUserID: cat))
+                _ = try await social.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(userId: cat), options: CallOptions(callerUserID: bob))
+                #expect(try await names() == ["Annabel pr_ann", "Pr_Cat pr_cat"], "the friendship is in the next list, not a cached one")
+                _ = try await accounts.call(AccountsV1.AccountsService.editProfile, AccountsV1.EditProfileRequest(
+                    fields: ["first_name"], firstName: "Catalina"), options: CallOptions(callerUserID: cat))
+                try await eventually("the renamed friend in the list") { try await names() == ["Annabel pr_ann", "Catalina pr_cat"] }
             }
         }
     }
