@@ -47,6 +47,12 @@ extension SocialService {
     // MARK: Friends
 
     public func listFriends(_ request: SocialV1.ListFriendsRequest, _ context: RequestContext) async throws -> SocialV1.ListFriendsResponse {
+        try SocialV1.ListFriendsResponse(serializedBytes: try await encodedFriendList(context))
+    }
+
+    /// The caller's friend list, encoded: from the cache when neither their friendships nor any
+    /// replicated profile changed since it was made (the router answers these bytes as they are).
+    func encodedFriendList(_ context: RequestContext) async throws -> [UInt8] {
         let caller = try context.requireCaller()
         // Versions first, then the data: a change committed meanwhile makes the entry stale at once.
         let graph = friendLists.graphVersion(of: caller)
@@ -58,10 +64,11 @@ extension SocialService {
         let users: [UInt64: SocialV1.UserRef]
         if let fromReplica { users = fromReplica } else { users = try await profiles(ids, context) }
         let friends = edges.map { SocialV1.Friend(user: users[$0.id] ?? SocialV1.UserRef(userId: $0.id), sinceMs: $0.since) }
-        let response = SocialV1.ListFriendsResponse(friends: friends.sorted { ($0.user?.username ?? "") < ($1.user?.username ?? "") })
+        let encoded = SocialV1.ListFriendsResponse(friends: friends.sorted { ($0.user?.username ?? "") < ($1.user?.username ?? "") })
+            .serializedBytes()
         // Kept only when every name came from the replica (its version covers them).
-        if let profilesVersion, fromReplica != nil { friendLists.put(caller, graph: graph, profiles: profilesVersion, response) }
-        return response
+        if let profilesVersion, fromReplica != nil { friendLists.put(caller, graph: graph, profiles: profilesVersion, encoded) }
+        return encoded
     }
 
     public func removeFriend(_ request: SocialV1.RemoveFriendRequest, _ context: RequestContext) async throws -> SocialV1.RemoveFriendResponse {
@@ -106,14 +113,15 @@ extension SocialService {
     }
 }
 
-/// Each user's friend list as last answered, kept while neither their friendships (a graph event
+/// Each user's friend list as last answered (encoded), kept while neither their friendships (a graph event
 /// naming them, counted after it committed and before the change is acknowledged) nor any
 /// replicated profile (the directory's version) changed since: a list of 200 is then one lookup.
 final class FriendListCache: Sendable {
     private struct Entry {
         var graph: UInt64
         var profiles: UInt64
-        var response: SocialV1.ListFriendsResponse
+        /// The encoded `ListFriendsResponse`.
+        var response: [UInt8]
     }
     private struct State {
         var clock: UInt64 = 0
@@ -137,14 +145,14 @@ final class FriendListCache: Sendable {
         }
     }
 
-    func get(_ user: UInt64, graph: UInt64, profiles: UInt64) -> SocialV1.ListFriendsResponse? {
+    func get(_ user: UInt64, graph: UInt64, profiles: UInt64) -> [UInt8]? {
         state.withLock { s in
             guard let entry = s.lists[user], entry.graph == graph, entry.profiles == profiles else { return nil }
             return entry.response
         }
     }
 
-    func put(_ user: UInt64, graph: UInt64, profiles: UInt64, _ response: SocialV1.ListFriendsResponse) {
+    func put(_ user: UInt64, graph: UInt64, profiles: UInt64, _ response: [UInt8]) {
         state.withLock { s in
             if s.lists.count >= capacity { s.lists.removeAll(keepingCapacity: true) }
             s.lists[user] = Entry(graph: graph, profiles: profiles, response: response)

@@ -130,4 +130,12 @@ public final class SocialService: Sendable {
 }
 
 /// Every rpc of the contract has its handler (or the build fails): see `MethodRouter.register(all:)`.
-extension SocialService: FriensoService, SocialV1.SocialService.Handler {}
+extension SocialService: FriensoService, SocialV1.SocialService.Handler {
+    /// The generated routes, with friend lists answered as the cache keeps them: encoded.
+    public func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(all: self)
+        router.replace(API.listFriends) { _, context in try await self.encodedFriendList(context) }
+        return router
+    }
+}

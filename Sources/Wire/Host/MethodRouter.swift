@@ -27,7 +27,25 @@ public struct MethodRouter: RequestHandler {
         _ handler: @escaping @Sendable (Request, RequestContext) async throws -> Response
     ) {
         precondition(routes[method.fullName] == nil, "\(method.fullName) registered twice")
-        routes[method.fullName] = { incoming, logger in
+        routes[method.fullName] = Self.route(method) { request, context in try await handler(request, context).serializedBytes() }
+    }
+
+    /// Replaces `method`'s handler with one that answers already-encoded `Response` bytes (a
+    /// service that caches its encoded replies: social's friend lists). Everything else (decoding,
+    /// checks, errors) is as `register`'s.
+    public mutating func replace<Request, Response>(
+        _ method: RPCMethod<Request, Response>,
+        encoded handler: @escaping @Sendable (Request, RequestContext) async throws -> [UInt8]
+    ) {
+        precondition(routes[method.fullName] != nil, "\(method.fullName) is not registered")
+        routes[method.fullName] = Self.route(method, handler)
+    }
+
+    private static func route<Request, Response>(
+        _ method: RPCMethod<Request, Response>,
+        _ answer: @escaping @Sendable (Request, RequestContext) async throws -> [UInt8]
+    ) -> Route {
+        { incoming, logger in
             let envelope = incoming.envelope
             let request: Request
             do {
@@ -48,8 +66,7 @@ public struct MethodRouter: RequestHandler {
                 idempotencyKey: envelope.idempotencyKey, deadline: incoming.deadline,
                 clientAddress: envelope.clientAddress, sessionID: envelope.sessionId, logger: logger)
             do {
-                let response = try await handler(request, context)
-                return envelope.reply(payload: response.serializedBytes())
+                return envelope.reply(payload: try await answer(request, context))
             } catch let error as RPCError {
                 logger.debug("request failed", metadata: ["status": "\(error.code.name)", "detail": "\(error.message)"])
                 return envelope.reply(error: error)
