@@ -69,7 +69,10 @@ struct PlaneEndToEndTests {
                     for (i, method) in methods.enumerated() {
                         let forged = Envelope(version: WireProtocol.version, kind: .request, requestId: UInt64(i + 1), method: method,
                                               callerUserId: 1, payload: [], clientAddress: "10.0.0.1")
-                        _ = try stranger.socket.send([[], forged.serializedBytes()], dontWait: true)
+                        // Whether the stranger's own socket takes the frames does not matter (a refused
+                        // handshake can tear its pipe down between two frames: EAGAIN): what is
+                        // checked is that nothing comes back and the deployment keeps serving.
+                        _ = try? stranger.socket.send([[], forged.serializedBytes()], dontWait: true)
                     }
                     requestStrangers.append(stranger)
                 }

@@ -121,11 +121,48 @@ public final class ReplyCache: Sendable {
 
     /// Records the reply and returns the host keys of duplicates that waited for it.
     /// Replies that say "try again" (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL) are not kept.
+    ///
+    /// The durable save is not waited for: the reply goes out as soon as the mutation committed
+    /// (with its claim), and the save follows (batched by the store). Until it lands, a retry is
+    /// answered from memory; if the process dies first, the claim makes the retry a dry run
+    /// (`IdempotencyScope`), so nothing is applied twice. A graceful stop waits for every save
+    /// (`flush`). This took one fsync off the latency of every mutation with a key.
     func finish(_ key: String, digest: UInt64, _ reply: Envelope) async -> [UInt64] {
         let keep = ![.unavailable, .deadlineExceeded, .internal].contains(reply.status)
         let stored = StoredReply(digest: digest, reply: reply)
-        if keep, let store { await store.save(key, stored) }
-        return complete(key, keep ? stored : nil)
+        let waiters = complete(key, keep ? stored : nil)
+        if keep, let store {
+            saves.withLock { $0.pending += 1 }
+            Task {
+                await store.save(key, stored)
+                let done = saves.withLock { s -> [CheckedContinuation<Void, Never>] in
+                    s.pending -= 1
+                    guard s.pending == 0 else { return [] }
+                    defer { s.flushers.removeAll() }
+                    return s.flushers
+                }
+                for flusher in done { flusher.resume() }
+            }
+        }
+        return waiters
+    }
+
+    private struct Saves {
+        var pending = 0
+        var flushers: [CheckedContinuation<Void, Never>] = []
+    }
+    private let saves = Mutex(Saves())
+
+    /// Returns once every reply handed to the durable store so far is saved.
+    public func flush() async {
+        await withCheckedContinuation { continuation in
+            let now = saves.withLock { s -> Bool in
+                guard s.pending > 0 else { return true }
+                s.flushers.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
     }
 
     private func complete(_ key: String, _ stored: StoredReply?) -> [UInt64] {

@@ -74,6 +74,11 @@ public struct RequestDispatcher: Sendable {
         return await IdempotencyScope.$current.withValue(scope) { await handler.handle(request, logger: logger) }
     }
 
+    /// Waits until every reply handed to the durable store is saved (a graceful stop).
+    public func flush() async {
+        await replyCache?.flush()
+    }
+
     private func ping(_ request: Envelope) -> Envelope {
         let echo = (try? CommonV1.PingRequest(serializedBytes: request.payload))?.echo ?? []
         let response = CommonV1.PingResponse(

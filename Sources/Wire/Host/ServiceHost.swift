@@ -75,6 +75,7 @@ public final class ServiceHost: Service, Sendable {
                 draining.fulfil(())
             }
         }
+        await dispatcher.flush() // replies still being saved: a restart must find them
         commands.post(.stop)
         await loopFinished.value
         logger.info("stopped", metadata: ["served": "\(counters.replied.load(ordering: .relaxed))"])
