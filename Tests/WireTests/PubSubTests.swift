@@ -127,3 +127,49 @@ struct PubSubTests {
         #expect(Publisher.stream(of: "graph") == "graph")
     }
 }
+
+@Suite("pub/sub: one event to many topics")
+struct MultiTopicEventTests {
+    /// The envelope is encoded once and numbered per topic by appending the sequence field: what a
+    /// subscriber decodes is the envelope a single publish would have made.
+    @Test func anAppendedSequence_decodesAsTheWholeEnvelope() throws {
+        let base = Envelope(version: WireProtocol.version, kind: .event, method: "geo.Location", payload: [1, 2, 3, 0, 255], epoch: 77)
+        for sequence: UInt64 in [1, 127, 128, 300, 1 << 35, UInt64(Int64.max), .max] {
+            let decoded = try Envelope(serializedBytes: Publisher.numbered(base.serializedBytes(), sequence: sequence))
+            var expected = base
+            expected.sequence = sequence
+            #expect(decoded == expected)
+            #expect(decoded.serializedBytes() == expected.serializedBytes())
+        }
+    }
+
+    @Test func eachTopicGetsTheNextNumberOfItsStream() async throws {
+        let logs = CapturedLogs()
+        let publisher = Publisher(name: "test", endpoint: "tcp://127.0.0.1:*", logger: logs.logger("pub"))
+        try await withRunningServices([publisher], logger: logs.logger("group")) {
+            let subscriber = Subscriber(endpoint: try await publisher.boundEndpoint(), prefixes: ["viewer."], logger: logs.logger("sub"))
+            var events = subscriber.events.makeAsyncIterator()
+            // The SUB joins asynchronously: probe until one arrives, then the stream is joined.
+            let probing = Task {
+                while !Task.isCancelled {
+                    publisher.publish(topic: "viewer.0", method: "probe", payload: [])
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+            }
+            #expect(await events.next()?.envelope.method == "probe")
+            probing.cancel()
+            await probing.value
+            let before = publisher.lastSequence(stream: "viewer")
+            publisher.emit(topics: ["viewer.1", "viewer.2", "viewer.3"], method: "geo.Location", payload: [9, 9])
+            var seen: [(String, UInt64)] = []
+            while seen.count < 3, let event = await events.next() {
+                guard event.envelope.method == "geo.Location" else { continue } // a probe still in flight
+                #expect(event.envelope.payload == [9, 9] && event.envelope.epoch == publisher.epoch && event.envelope.kind == .event)
+                seen.append((event.topic, event.envelope.sequence))
+            }
+            #expect(seen.map(\.0) == ["viewer.1", "viewer.2", "viewer.3"])
+            #expect(seen.map(\.1) == [before + 1, before + 2, before + 3])
+            await subscriber.close()
+        }
+    }
+}

@@ -151,11 +151,54 @@ private final class PublisherLoop: ReactorComponent {
 /// Where a service's events go: the PUB socket in production, a recorder in tests.
 public protocol EventSink: Sendable {
     func emit(topic: String, method: String, payload: [UInt8])
+    /// The same event to several topics (a fix for every viewer allowed to see it).
+    func emit(topics: [String], method: String, payload: [UInt8])
+}
+
+extension EventSink {
+    public func emit(topics: [String], method: String, payload: [UInt8]) {
+        for topic in topics { emit(topic: topic, method: method, payload: payload) }
+    }
 }
 
 extension Publisher: EventSink {
     public func emit(topic: String, method: String, payload: [UInt8]) {
         publish(topic: topic, method: method, payload: payload)
+    }
+
+    /// Encodes the envelope once and gives each topic its own copy with its sequence number
+    /// appended as a field of its own (protobuf takes fields in any order), instead of encoding
+    /// a whole envelope per topic.
+    public func emit(topics: [String], method: String, payload: [UInt8]) {
+        guard topics.count > 1 else {
+            for topic in topics { publish(topic: topic, method: method, payload: payload) }
+            return
+        }
+        let base = Envelope(version: WireProtocol.version, kind: .event, method: method, payload: payload, epoch: epoch).serializedBytes()
+        sequences.withLock { sequences in
+            for topic in topics {
+                let stream = Self.stream(of: topic)
+                let sequence = (sequences[stream] ?? 0) + 1
+                sequences[stream] = sequence
+                // Posted under the lock, so the socket sends in sequence order.
+                outbox.post(.event(topic: Array(topic.utf8), envelope: Self.numbered(base, sequence: sequence)))
+            }
+        }
+    }
+
+    /// An encoded envelope without a sequence, with `sequence` appended as its field 12 (a
+    /// varint: key (12 << 3) | 0, then the value seven bits at a time).
+    static func numbered(_ base: [UInt8], sequence: UInt64) -> [UInt8] {
+        var envelope = base
+        envelope.reserveCapacity(base.count + 11)
+        envelope.append(12 << 3)
+        var value = sequence
+        while value >= 0x80 {
+            envelope.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        envelope.append(UInt8(value))
+        return envelope
     }
 }
 
