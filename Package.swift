@@ -89,7 +89,7 @@ let package = Package(
         .target(
             name: "Social",
             dependencies: [
-                "Wire", "FriensoProto", "Storage", "Identity",
+                "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica",
                 grdb,
                 logging,
             ],
@@ -111,7 +111,7 @@ let package = Package(
         .target(
             name: "Alerts",
             dependencies: [
-                "Wire", "FriensoProto", "Storage", "Identity",
+                "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica",
                 grdb,
                 logging,
                 serviceLifecycle,
@@ -129,7 +129,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // A Clone replica of the social graph for the services that need it (geo, alerts, gateway).
+        // The Clone replicas other services embed: the social graph (geo, alerts, media, accounts)
+        // and accounts' profiles (social, alerts).
         .target(
             name: "SocialReplica",
             dependencies: [
@@ -188,7 +189,7 @@ let package = Package(
         .executableTarget(
             name: "frienso-social",
             dependencies: [
-                "Social", "ServiceKit", "Wire",
+                "Social", "SocialReplica", "ServiceKit", "Wire",
                 argumentParser,
                 grdb,
             ],

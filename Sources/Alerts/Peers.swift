@@ -1,6 +1,7 @@
 public import FriensoProto
 public import Logging
 public import Wire
+public import SocialReplica
 
 /// A member of someone's core circle as alerts reaches them: a user, or an invited phone number.
 public enum CircleContact: Sendable, Hashable {
@@ -33,12 +34,15 @@ public struct RemotePeers: AlertsPeers {
     let social: WireClient
     let geo: WireClient
     let replicaCircle: @Sendable (UInt64) -> [UInt64]
+    /// Names from memory (accounts' profiles stream); nil: asked of accounts.
+    let profiles: ProfileReplica?
     let logger: Logger
     /// Each call's deadline: short, because a helpNow waits for them.
     let deadline: Duration
 
     public init(accounts: WireClient, social: WireClient, geo: WireClient, deadline: Duration = .seconds(1), logger: Logger,
-                replicaCircle: @escaping @Sendable (UInt64) -> [UInt64]) {
+                profiles: ProfileReplica? = nil, replicaCircle: @escaping @Sendable (UInt64) -> [UInt64]) {
+        self.profiles = profiles
         self.accounts = accounts
         self.social = social
         self.geo = geo
@@ -92,12 +96,30 @@ public struct RemotePeers: AlertsPeers {
                                       fixTimeMs: fix.deviceTimeMs, placeName: latest.placeName)
     }
 
+    /// From the profile replica when it has them all (a helpNow names its circle without a call
+    /// to accounts, even while accounts restarts); otherwise the rest from accounts.
     public func people(_ ids: Set<UInt64>) async throws -> [UInt64: AlertsV1.Person] {
         guard !ids.isEmpty else { return [:] }
-        let profiles = try await accounts.call(AccountsV1.AccountsService.getProfiles, AccountsV1.GetProfilesRequest(userIds: Array(ids)),
-                                               options: options()).profiles
-        return Dictionary(profiles.map { ($0.userId, AlertsV1.Person(userId: $0.userId, username: $0.username, firstName: $0.firstName,
-                                                                     lastName: $0.lastName)) }, uniquingKeysWith: { a, _ in a })
+        var found: [UInt64: AlertsV1.Person] = [:]
+        var missing = ids
+        if let profiles, profiles.isReady {
+            profiles.read { directory in
+                for id in ids {
+                    guard let p = directory[id] else { continue }
+                    found[id] = Self.person(p)
+                    missing.remove(id)
+                }
+            }
+        }
+        guard !missing.isEmpty else { return found }
+        let asked = try await accounts.call(AccountsV1.AccountsService.getProfiles, AccountsV1.GetProfilesRequest(userIds: Array(missing)),
+                                            options: options()).profiles
+        for p in asked { found[p.userId] = Self.person(p) }
+        return found
+    }
+
+    static func person(_ p: AccountsV1.Profile) -> AlertsV1.Person {
+        AlertsV1.Person(userId: p.userId, username: p.username, firstName: p.firstName, lastName: p.lastName)
     }
 
     public func phones(_ ids: Set<UInt64>) async throws -> [UInt64: String] {

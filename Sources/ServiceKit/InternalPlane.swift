@@ -16,7 +16,7 @@ public struct InternalPlane: Sendable {
 
     /// Who subscribes to whose events: a publisher admits only these members.
     public static let subscribers: [String: Set<String>] = [
-        "accounts": ["gateway", "social"],
+        "accounts": ["gateway", "social", "alerts"],
         "social": ["accounts", "geo", "alerts", "media", "gateway"],
         "geo": ["gateway"],
         "alerts": ["geo", "gateway"],

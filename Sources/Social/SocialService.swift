@@ -3,6 +3,7 @@ import GRDB
 public import FriensoProto
 import Logging
 public import Storage
+public import SocialReplica
 import Identity
 public import Wire
 
@@ -90,13 +91,18 @@ public final class SocialService: Sendable {
             var found: [UInt64: SocialV1.UserRef] = [:]
             found.reserveCapacity(ids.count)
             for id in ids {
-                if let profile = directory[id] { found[id] = profile } else { missing.insert(id) }
+                if let profile = directory[id] { found[id] = Self.ref(profile) } else { missing.insert(id) }
             }
             return found
         }
         // A user whose event has not arrived yet (just registered), or no such user: accounts says.
         if !missing.isEmpty { found.merge(try await askAccounts(missing, context)) { $1 } }
         return found
+    }
+
+    static func ref(_ p: AccountsV1.Profile) -> SocialV1.UserRef {
+        SocialV1.UserRef(userId: p.userId, username: p.username, firstName: p.firstName, lastName: p.lastName,
+                         profilePictureMediaId: p.profilePictureMediaId)
     }
 
     /// Every one of `ids` from the replica, or nil (not ready, or someone not replicated yet).
@@ -107,7 +113,7 @@ public final class SocialService: Sendable {
             found.reserveCapacity(ids.count)
             for id in ids {
                 guard let profile = directory[id] else { return nil }
-                found[id] = profile
+                found[id] = Self.ref(profile)
             }
             return found
         }
@@ -120,10 +126,7 @@ public final class SocialService: Sendable {
             let batch = Array(all[start..<min(start + 500, all.count)])
             let reply = try await accounts.call(AccountsAPI.getProfiles, AccountsV1.GetProfilesRequest(userIds: batch),
                                                 options: CallOptions(deadline: context.downstreamBudget, idempotent: true))
-            for p in reply.profiles {
-                result[p.userId] = SocialV1.UserRef(userId: p.userId, username: p.username, firstName: p.firstName,
-                                                    lastName: p.lastName, profilePictureMediaId: p.profilePictureMediaId)
-            }
+            for p in reply.profiles { result[p.userId] = Self.ref(p) }
         }
         return result
     }

@@ -24,16 +24,20 @@ struct AlertsCommand: AsyncParsableCommand {
         // The graph replica answers "who is in this circle" while social restarts.
         let replica = SocialGraphReplica(social: toSocial, eventsEndpoint: socialEvents, eventsSecurity: try plane.client(of: "social"),
                                          logger: logger)
-        let peers = RemotePeers(accounts: try plane.client("accounts", at: resolved.peer("accounts"), logger: logger), social: toSocial,
+        let toAccounts = try plane.client("accounts", at: resolved.peer("accounts"), logger: logger)
+        // Names for helpNow texts from memory, also while accounts restarts.
+        let profiles = ProfileReplica.profiles(accounts: toAccounts, eventsEndpoint: try resolved.peerEvents("accounts"),
+                                               eventsSecurity: try plane.client(of: "accounts"), logger: logger)
+        let peers = RemotePeers(accounts: toAccounts, social: toSocial,
                                 geo: try plane.client("geo", at: resolved.peer("geo"), logger: logger), logger: logger,
-                                replicaCircle: { owner in replica.read { $0.circle(of: owner) } })
+                                profiles: profiles, replicaCircle: { owner in replica.read { $0.circle(of: owner) } })
         let publisher = plane.publisher(name: "alerts", endpoint: resolved.deploymentEventEndpoint(of: "alerts"), logger: logger)
         let service = try AlertsService(directory: resolved.dataDirectory, peers: peers, events: publisher,
                                         config: AlertsConfig(resolved: resolved), logger: logger)
         let worker = AlertsWorker(service: service, socialEvents: socialEvents, socialEventsSecurity: try plane.client(of: "social"),
                                   logger: logger)
         let host = service.makeHost(options: plane.hostOptions(name: "alerts", endpoint: resolved.endpoint), logger: logger)
-        try await ServiceRunner.run([replica, publisher, worker, host], endpointFile: resolved.endpointFile, logger: logger,
+        try await ServiceRunner.run([replica, profiles, publisher, worker, host], endpointFile: resolved.endpointFile, logger: logger,
                                     boundEventsEndpoint: { try await publisher.boundEndpoint() }) {
             try await host.boundEndpoint()
         }

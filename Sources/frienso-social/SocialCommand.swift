@@ -1,6 +1,7 @@
 import ArgumentParser
 import ServiceKit
 import Social
+import SocialReplica
 import Wire
 
 @main

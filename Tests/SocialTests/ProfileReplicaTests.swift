@@ -3,6 +3,7 @@ import Foundation
 import FriensoProto
 import FriensoTesting
 import Social
+import SocialReplica
 import Synchronization
 import Testing
 import Wire

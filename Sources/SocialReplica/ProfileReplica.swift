@@ -3,12 +3,13 @@ public import Logging
 public import Wire
 import Synchronization
 
-/// Every user's public profile as social shows it (name, username, picture), kept in memory from
-/// accounts' `profiles` stream and `ProfilesSnapshot` (a Clone replica), so a friend list of 200
-/// is not a 200-profile call to accounts each time. Until the first snapshot is loaded, and for a
-/// user whose event has not arrived yet, social asks accounts as before.
+/// Every user's public profile (name, username, picture), kept in memory from accounts'
+/// `profiles` stream and `ProfilesSnapshot` (a Clone replica): social shows friend lists of 200
+/// and alerts names a helpNow's circle without a call to accounts each time (and while accounts
+/// restarts). Until the first snapshot is loaded, and for a user whose event has not arrived
+/// yet, they ask accounts as before.
 public struct ProfileDirectory: Sendable {
-    var byID: [UInt64: SocialV1.UserRef] = [:]
+    var byID: [UInt64: AccountsV1.Profile] = [:]
     /// Changes with every profile put, never repeats (across snapshots too): what a cached
     /// friend list remembers to know no name in it changed since.
     public private(set) var version: UInt64 = 0
@@ -18,12 +19,11 @@ public struct ProfileDirectory: Sendable {
 
     public var count: Int { byID.count }
 
-    public subscript(id: UInt64) -> SocialV1.UserRef? { byID[id] }
+    public subscript(id: UInt64) -> AccountsV1.Profile? { byID[id] }
 
     mutating func put(_ profile: AccountsV1.Profile) {
         version = Self.versions.add(1, ordering: .relaxed).newValue
-        byID[profile.userId] = SocialV1.UserRef(userId: profile.userId, username: profile.username, firstName: profile.firstName,
-                                               lastName: profile.lastName, profilePictureMediaId: profile.profilePictureMediaId)
+        byID[profile.userId] = profile
     }
 }
 
