@@ -65,6 +65,19 @@ struct WholeStackEndToEndTests {
             let ben = try await makeActor(stack, "ben", number: 2)
             try await befriend(ana, ben)
 
+            // Every replica loads its snapshot through the plane's policy: one its member may not
+            // feed would retry for ever behind a fallback that keeps everything else working.
+            @Sendable func log(_ service: String) -> String {
+                (try? String(contentsOfFile: "\(stack.run)/logs/\(service).log", encoding: .utf8)) ?? ""
+            }
+            try await eventually("every replica loaded its snapshot over the plane", timeout: .seconds(20)) {
+                ["social", "alerts"].allSatisfy { log($0).contains("profiles snapshot loaded") }
+                    && ["accounts", "geo", "alerts", "media"].allSatisfy { log($0).contains("graph snapshot loaded") }
+            }
+            for service in ["accounts", "social", "geo", "alerts", "media", "gateway"] {
+                #expect(!log(service).contains("may not call"), "\(service) was refused a call by the plane's policy")
+            }
+
             // A stopped (slow) geo: its calls end at their deadline; accounts and social go on meanwhile.
             let geoPID = try #require(stack.pid(of: "geo"))
             kill(geoPID, SIGSTOP)

@@ -2328,7 +2328,7 @@ extension AccountsV1 {
         public static let linkExternalId = RPCMethod<LinkExternalIdRequest, LinkExternalIdResponse>(service: "accounts", name: "LinkExternalId", access: .authenticated)
         public static let unlinkExternalId = RPCMethod<UnlinkExternalIdRequest, UnlinkExternalIdResponse>(service: "accounts", name: "UnlinkExternalId", access: .authenticated)
         public static let matchContacts = RPCMethod<MatchContactsRequest, MatchContactsResponse>(service: "accounts", name: "MatchContacts", access: .internal, callers: ["social"])
-        public static let profilesSnapshot = RPCMethod<ProfilesSnapshotRequest, ProfilesSnapshotResponse>(service: "accounts", name: "ProfilesSnapshot", access: .internal, callers: ["social"])
+        public static let profilesSnapshot = RPCMethod<ProfilesSnapshotRequest, ProfilesSnapshotResponse>(service: "accounts", name: "ProfilesSnapshot", access: .internal, callers: ["social", "alerts"])
 
         public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased, profilesSnapshot.erased]
     }

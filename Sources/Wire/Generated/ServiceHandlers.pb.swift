@@ -38,7 +38,7 @@ extension AccountsV1.AccountsService {
         func unlinkExternalId(_ request: AccountsV1.UnlinkExternalIdRequest, _ context: RequestContext) async throws -> AccountsV1.UnlinkExternalIdResponse
         /// `accounts.MatchContacts` (internal: social).
         func matchContacts(_ request: AccountsV1.MatchContactsRequest, _ context: RequestContext) async throws -> AccountsV1.MatchContactsResponse
-        /// `accounts.ProfilesSnapshot` (internal: social).
+        /// `accounts.ProfilesSnapshot` (internal: social, alerts).
         func profilesSnapshot(_ request: AccountsV1.ProfilesSnapshotRequest, _ context: RequestContext) async throws -> AccountsV1.ProfilesSnapshotResponse
     }
 }

@@ -583,8 +583,8 @@ struct  Frienso__Accounts__V1__SessionsRevoked
 /*
  * Event on accounts' PUB socket, topic "profiles", method "accounts.ProfileChanged": a user's
  * public profile as it is now (registered or edited), published once the change committed, in
- * commit order. Social keeps every profile in a replica from these and ProfilesSnapshot (the
- * Clone pattern): a gap or a new epoch makes it load the snapshot again.
+ * commit order. Social and alerts keep every profile in a replica from these and ProfilesSnapshot
+ * (the Clone pattern): a gap or a new epoch makes them load the snapshot again.
  */
 struct  Frienso__Accounts__V1__ProfileChanged
 {
@@ -597,7 +597,7 @@ struct  Frienso__Accounts__V1__ProfileChanged
 
 
 /*
- * A page of every user's public profile, in user id order, for social's profile replica. Each
+ * A page of every user's public profile, in user id order, for the profile replicas (social, alerts). Each
  * page's epoch and sequence are read before its rows, so the events up to that sequence are in
  * the first page's snapshot; later pages may hold later changes too, which the events after it
  * repeat (each event is a whole profile: applying it twice changes nothing).
