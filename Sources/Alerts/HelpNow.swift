@@ -12,14 +12,17 @@ extension AlertsService {
             throw RPCError.invalidArgument("message: at most \(HelpNowPlan.maximumMessageLength) characters")
         }
         let key = context.idempotencyKey
-        // A retry of this raise (same key), even after a restart: the alert as it was raised.
-        if !key.isEmpty, let earlier = try await store.database.read({ db in
-            try UInt64.fetchOne(db, cached: "SELECT id FROM help_alerts WHERE initiator = ? AND idempotency_key = ?", arguments: [caller, key])
-                .flatMap { try AlertsStore.alert(db, id: $0) }
-        }) {
-            return try await raiseReply(earlier, alreadyActive: false)
+        // One read for both: a retry of this raise (same key, even after a restart) gets the alert
+        // as it was raised; otherwise an alert already active is the answer.
+        let (earlier, active) = try await store.database.read { db -> (AlertRecord?, AlertRecord?) in
+            if !key.isEmpty, let earlier = try UInt64.fetchOne(db, cached: "SELECT id FROM help_alerts WHERE initiator = ? AND idempotency_key = ?",
+                                                               arguments: [caller, key]).flatMap({ try AlertsStore.alert(db, id: $0) }) {
+                return (earlier, nil)
+            }
+            return (nil, try Self.activeAlert(db, of: caller))
         }
-        if let active = try await activeAlert(of: caller) { return try await raiseReply(active, alreadyActive: true) }
+        if let earlier { return try await raiseReply(earlier, alreadyActive: false) }
+        if let active { return try await raiseReply(active, alreadyActive: true) }
 
         // Who and where, from the other services, at the same time; none of them can stop the alert.
         let peers = peers, logger = logger
@@ -85,10 +88,12 @@ extension AlertsService {
     }
 
     private func activeAlert(of user: UInt64) async throws -> AlertRecord? {
-        try await store.database.read { db in
-            try UInt64.fetchOne(db, cached: "SELECT id FROM help_alerts WHERE initiator = ? AND state = 1", arguments: [user])
-                .flatMap { try AlertsStore.alert(db, id: $0) }
-        }
+        try await store.database.read { db in try Self.activeAlert(db, of: user) }
+    }
+
+    static func activeAlert(_ db: Database, of user: UInt64) throws -> AlertRecord? {
+        try UInt64.fetchOne(db, cached: "SELECT id FROM help_alerts WHERE initiator = ? AND state = 1", arguments: [user])
+            .flatMap { try AlertsStore.alert(db, id: $0) }
     }
 
     static func helpText(_ who: AlertsV1.Person?, _ message: String, _ location: AlertsV1.AlertLocation) -> String {
