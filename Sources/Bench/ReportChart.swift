@@ -10,6 +10,15 @@ public enum ReportChart {
         try paths.map { try JSONDecoder().decode(Results.File.self, from: Data(contentsOf: URL(fileURLWithPath: $0))) }
     }
 
+    /// Draws the results in `paths` into `directory`. - Returns: the SVG files written.
+    public static func write(_ paths: [String], to directory: String) throws -> [String] {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return try charts(try load(paths)).sorted { $0.key < $1.key }.map { name, svg in
+            try svg.write(toFile: "\(directory)/\(name)", atomically: true, encoding: .utf8)
+            return "\(directory)/\(name)"
+        }
+    }
+
     /// - Returns: file name → SVG text, one per scenario.
     public static func charts(_ files: [Results.File]) -> [String: String] {
         var byScenario: [String: [Results.File]] = [:]

@@ -85,19 +85,10 @@ public final class SocialService: Sendable {
 
     func profiles(_ ids: Set<UInt64>, _ context: RequestContext) async throws -> [UInt64: SocialV1.UserRef] {
         guard !ids.isEmpty else { return [:] }
-        guard let replica = profileReplica, replica.isReady else { return try await askAccounts(ids, context) }
-        var missing = Set<UInt64>()
-        var found = replica.read { directory -> [UInt64: SocialV1.UserRef] in
-            var found: [UInt64: SocialV1.UserRef] = [:]
-            found.reserveCapacity(ids.count)
-            for id in ids {
-                if let profile = directory[id] { found[id] = Self.ref(profile) } else { missing.insert(id) }
-            }
-            return found
-        }
+        guard let lookup = replicaLookup(ids) else { return try await askAccounts(ids, context) }
         // A user whose event has not arrived yet (just registered), or no such user: accounts says.
-        if !missing.isEmpty { found.merge(try await askAccounts(missing, context)) { $1 } }
-        return found
+        guard !lookup.missing.isEmpty else { return lookup.found }
+        return lookup.found.merging(try await askAccounts(lookup.missing, context)) { $1 }
     }
 
     static func ref(_ p: AccountsV1.Profile) -> SocialV1.UserRef {
@@ -107,15 +98,20 @@ public final class SocialService: Sendable {
 
     /// Every one of `ids` from the replica, or nil (not ready, or someone not replicated yet).
     func replicatedProfiles(_ ids: Set<UInt64>) -> [UInt64: SocialV1.UserRef]? {
+        guard let (found, missing) = replicaLookup(ids), missing.isEmpty else { return nil }
+        return found
+    }
+
+    /// What the replica has of `ids`, and whom it lacks; nil until it has loaded.
+    private func replicaLookup(_ ids: Set<UInt64>) -> (found: [UInt64: SocialV1.UserRef], missing: Set<UInt64>)? {
         guard let replica = profileReplica, replica.isReady else { return nil }
-        return replica.read { directory -> [UInt64: SocialV1.UserRef]? in
-            var found: [UInt64: SocialV1.UserRef] = [:]
+        return replica.read { directory in
+            var found: [UInt64: SocialV1.UserRef] = [:], missing = Set<UInt64>()
             found.reserveCapacity(ids.count)
             for id in ids {
-                guard let profile = directory[id] else { return nil }
-                found[id] = Self.ref(profile)
+                if let profile = directory[id] { found[id] = Self.ref(profile) } else { missing.insert(id) }
             }
-            return found
+            return (found, missing)
         }
     }
 

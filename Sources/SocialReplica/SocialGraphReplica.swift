@@ -27,10 +27,7 @@ public final class SocialGraphReplica: Service, Sendable {
         replica = CloneReplica(
             initial: GraphState(), eventsEndpoint: eventsEndpoint, eventsSecurity: eventsSecurity, logger: logger,
             checkInterval: checkInterval, context: context, reactor: reactor,
-            snapshot: {
-                let (state, head) = try await Self.fetchSnapshot(from: social)
-                return (state, CloneHead(epoch: head.epoch, sequence: head.sequence))
-            },
+            snapshot: { try await Self.fetchSnapshot(from: social) },
             head: {
                 let head = try await social.call(SocialV1.SocialService.graphSnapshot, SocialV1.GraphSnapshotRequest(sequenceOnly: true),
                                                  options: CallOptions(deadline: .seconds(2), idempotent: true))
@@ -55,18 +52,13 @@ public final class SocialGraphReplica: Service, Sendable {
 
     public func run() async throws { try await replica.run() }
 
-    public struct SnapshotHead: Sendable {
-        public var epoch: UInt64
-        public var sequence: UInt64
-    }
-
     /// Every page of a snapshot, loaded into a new state. The first page's epoch and sequence
     /// are the state's; a page from another epoch (social restarted mid-way) starts over.
-    public static func fetchSnapshot(from social: WireClient) async throws -> (GraphState, SnapshotHead) {
+    public static func fetchSnapshot(from social: WireClient) async throws -> (GraphState, CloneHead) {
         let options = CallOptions(deadline: .seconds(30), idempotent: true)
         restart: while true {
             var page = try await social.call(SocialV1.SocialService.graphSnapshot, SocialV1.GraphSnapshotRequest(), options: options)
-            let head = SnapshotHead(epoch: page.epoch, sequence: page.sequence)
+            let head = CloneHead(epoch: page.epoch, sequence: page.sequence)
             var fresh = GraphState()
             while true {
                 fresh.load(page)

@@ -224,11 +224,6 @@ struct ReportCommand: ParsableCommand {
     @Option(help: "Folder for the SVG files.") var out = "docs/benchmarks"
 
     func run() throws {
-        let charts = ReportChart.charts(try ReportChart.load(files))
-        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-        for (name, svg) in charts.sorted(by: { $0.key < $1.key }) {
-            try svg.write(toFile: "\(out)/\(name)", atomically: true, encoding: .utf8)
-            print("\(out)/\(name)")
-        }
+        for file in try ReportChart.write(files, to: out) { print(file) }
     }
 }
