@@ -38,10 +38,10 @@ struct PeopleFromReplicaTests {
                                     profiles: replica, replicaCircle: { _ in [] })
             try await withRunningServices([replica], logger: logs.logger("group")) {
                 await replica.ready()
-                let before = host.counters.received.load(ordering: .relaxed)
+                let before = host.counters.requests.load(ordering: .relaxed)
                 let known = try await peers.people([ann, bob])
                 #expect(known[ann]?.firstName == "Pp_Ann" && known[bob]?.username == "pp_bob")
-                #expect(host.counters.received.load(ordering: .relaxed) == before, "both names came from memory")
+                #expect(host.counters.requests.load(ordering: .relaxed) == before, "both names came from memory")
                 // Registered after the snapshot: named from its event if it has arrived, else by accounts.
                 let cat = try await register("pp_cat", 3)
                 let all = try await peers.people([ann, cat])

@@ -63,10 +63,10 @@ struct ProfileReplicaTests {
                                           name: "social", logger: logs.logger("social"))
                 _ = try await social.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(userId: bob), options: CallOptions(callerUserID: ann))
                 _ = try await social.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(userId: ann), options: CallOptions(callerUserID: bob))
-                let asked = accountsHost.counters.received.load(ordering: .relaxed)
+                let asked = accountsHost.counters.requests.load(ordering: .relaxed)
                 let friends = try await social.call(API.listFriends, SocialV1.ListFriendsRequest(), options: CallOptions(callerUserID: bob))
                 #expect(friends.friends.map { $0.user?.firstName } == ["Annabel"])
-                #expect(accountsHost.counters.received.load(ordering: .relaxed) == asked, "no call to accounts for the list")
+                #expect(accountsHost.counters.requests.load(ordering: .relaxed) == asked, "no call to accounts for the list")
 
                 // The list is cached now; a new friendship and a renamed friend both show at once.
                 let cat = ids["pr_cat"] ?? 0

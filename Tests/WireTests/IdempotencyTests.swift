@@ -151,7 +151,7 @@ struct ReusedKeyInStoreTests {
             async let first = call()
             try await eventually("the first asks the store") { store.loads.count == 1 }
             async let duplicate = call()
-            try await eventually("the duplicate reached the host") { host.counters.received.load(ordering: .relaxed) >= 2 }
+            try await eventually("the duplicate reached the host") { host.counters.requests.load(ordering: .relaxed) >= 2 }
             store.gate.fulfil(())
             let (a, b) = await (first, duplicate)
             #expect(a?.code == .invalidArgument && b?.code == .invalidArgument, "\(String(describing: a)) \(String(describing: b))")

@@ -17,7 +17,11 @@ enum HostCommand: Sendable {
 
 /// Counters the socket thread keeps, readable from anywhere.
 public final class HostCounters: Sendable {
+    /// Every message off the socket: requests, heartbeats and whatever else arrives.
     public let received = Atomic<Int>(0)
+    /// Requests only (envelopes of kind REQUEST, refused ones included): what a test counts to say
+    /// "nobody called this service", which heartbeats must not disturb.
+    public let requests = Atomic<Int>(0)
     public let replied = Atomic<Int>(0)
     /// Frames that were not a decodable envelope of a known version (answered when possible).
     public let malformed = Atomic<Int>(0)
@@ -159,6 +163,7 @@ final class HostLoop: ReactorComponent {
         case .heartbeat:
             send(to: peer, Envelope(version: WireProtocol.version, kind: .heartbeat, requestId: envelope.requestId))
         case .request:
+            counters.requests.add(1, ordering: .relaxed)
             if let policy, let refusal = policy.check(member: member, method: envelope.method) {
                 counters.refused.add(1, ordering: .relaxed)
                 logger.warning("refused a request the member may not make",
