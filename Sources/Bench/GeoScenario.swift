@@ -129,7 +129,8 @@ public enum GeoScenario {
             }
         })
         // Durable updates: many writers, group commit (one transaction and fsync per batch).
-        let clock = Atomic<Int64>(WallClock.milliseconds() - 3_600_000)
+        // One millisecond per update, ending before now (later ones would be refused as from the future).
+        let clock = Atomic<Int64>(WallClock.milliseconds() - 3_600_000 - 2 * Int64(options.updates))
         for writers in [64, 256] {
             let before = geo.commitStats
             defer {

@@ -16,8 +16,12 @@ public enum WireScenario {
         /// One libzmq context (and I/O thread) per simulated process, as in a deployment; or one
         /// shared by all, as one process would.
         public var separateContexts: Bool
+        /// raw, host, gateway; plain, curve (the internal hop's security). Empty-free subsets run fewer rows.
+        public var paths: Set<String>
 
-        public init(requests: Int, warmup: Int, inFlight: [Int], separateContexts: Bool) {
+        public init(requests: Int, warmup: Int, inFlight: [Int], separateContexts: Bool,
+                    paths: Set<String> = ["raw", "host", "gateway", "plain", "curve"]) {
+            self.paths = paths
             self.requests = requests
             self.warmup = warmup
             self.inFlight = inFlight
@@ -32,16 +36,20 @@ public enum WireScenario {
 
         // 1. libzmq alone.
         func context() -> ZMQContext { options.separateContexts ? ZMQContext() : .shared }
-        rows.append(RawZMQ.reqRep(payload: payload, count: options.requests, warmup: options.warmup,
-                                  contexts: (context(), context())))
-        for n in options.inFlight where n > 1 {
-            rows.append(RawZMQ.pipelined(payload: payload, count: options.requests, window: n, contexts: (context(), context())))
+        if options.paths.contains("raw") {
+            if options.inFlight.contains(1) {
+                rows.append(RawZMQ.reqRep(payload: payload, count: options.requests, warmup: options.warmup,
+                                          contexts: (context(), context())))
+            }
+            for n in options.inFlight where n > 1 {
+                rows.append(RawZMQ.pipelined(payload: payload, count: options.requests, window: n, contexts: (context(), context())))
+            }
         }
 
         // 2 and 3. Accounts host in process; a Wire client straight to it, and a client through a
         // gateway: plain TCP, then CurveZMQ on the internal hop as deployed (client → gateway
         // stays plain, as the default client socket is).
-        for curve in [false, true] {
+        for curve in [false, true] where options.paths.contains(curve ? "curve" : "plain") && !options.paths.isDisjoint(with: ["host", "gateway"]) {
             rows += try await hostAndGateway(options, payload: payload, ping: ping, curve: curve, context: context, logger: logger)
         }
         return report(rows)
@@ -80,7 +88,7 @@ public enum WireScenario {
             tasks.addTask { try await gatewayGroup.run() }
             let gatewayEndpoint = try await gateway.boundEndpoint()
 
-            if !curve {
+            if !curve && options.paths.contains("raw") && options.inFlight.contains(1) {
                 // The host's share: a raw C REQ client against the Wire host (runs on its own thread).
                 let rawToHost = await Task.detached {
                     RawZMQ.reqClient(name: "raw REQ → Wire host Ping", endpoint: accountsEndpoint, payload: payload,
@@ -95,9 +103,12 @@ public enum WireScenario {
             // The load loops run on the client's reactor, as a client built on Wire would.
             await withTaskExecutorPreference(clientReactor) {
                 for n in options.inFlight {
-                    rows.append(await drive(name: "Wire client → host Ping" + suffix, inFlight: n, count: options.requests, warmup: options.warmup) {
-                        (try? await direct.call(CommonMethods.ping("accounts"), ping)) != nil
-                    })
+                    if options.paths.contains("host") {
+                        rows.append(await drive(name: "Wire client → host Ping" + suffix, inFlight: n, count: options.requests, warmup: options.warmup) {
+                            (try? await direct.call(CommonMethods.ping("accounts"), ping)) != nil
+                        })
+                    }
+                    guard options.paths.contains("gateway") else { continue }
                     rows.append(await drive(name: "client → gateway → accounts Ping" + suffix, inFlight: n, count: options.requests, warmup: options.warmup) {
                         (try? await viaGateway.call(CommonMethods.ping("accounts"), ping)) != nil
                     })

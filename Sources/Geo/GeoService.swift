@@ -62,6 +62,8 @@ public final class GeoService: Sendable {
     let now: @Sendable () -> Int64
     let state: SharedState
     let writer: GroupCommit<LocationUpdate, Bool>
+    /// What of history is folded into `latest` and the per-user index (see `HistoryFolding`).
+    let folding: SharedFolding
     public let replyStore: SQLiteReplyStore
     let logger: Logger
     let photos: (any CheckInPhotos)?
@@ -75,8 +77,25 @@ public final class GeoService: Sendable {
         let clock = now ?? { WallClock.milliseconds() }
         let store = try GeoStore(path: "\(directory)/geo.sqlite")
         var initial = GeoState(index: SpatialIndex(cellDegrees: config.cellDegrees))
-        initial.latest = try store.loadLatest()
+        let folded = try store.loadLatest()
+        initial.latest = folded.latest
         for (user, fix) in initial.latest { initial.index.upsert(user, lat: fix.lat, lon: fix.lon) }
+        // History past the last completed sweep: replayed by the live rule, skipping rows a
+        // user's stored fix already reflects; then folded at once, so the plan starts empty.
+        var replay = HistoryFolding(foldedThrough: folded.foldedThrough, lastID: folded.lastID)
+        var replayed = 0
+        try store.forEachHistoryRow(after: folded.foldedThrough) { rows in
+            let fresh = rows.filter { $0.id > folded.historyIDs[$0.update.user] ?? 0 }.map(\.update)
+            _ = initial.applied(fresh, replaces: initial.accept(fresh), graph: nil, now: clock())
+            replay.committed(rows.map { HistoryFolding.Pair(user: $0.update.user, id: $0.id) })
+            replayed += rows.count
+        }
+        if let chunk = replay.all() {
+            let fixes = chunk.users.compactMap { user in initial.latest[user].map { (user: user, fix: $0) } }
+            try store.writeFold(GeoStore.FoldWrite(fixes: fixes, pairs: chunk.pairs, completesThrough: chunk.completesThrough))
+            replay.advance(past: chunk)
+        }
+        let folding = SharedFolding(HistoryFolding(foldedThrough: replay.foldedThrough, lastID: replay.lastID))
         initial.sharing = try store.loadSharing()
         initial.grants = Grants(try store.loadGrants(now: clock()))
         initial.places = try store.loadPlaces()
@@ -91,15 +110,27 @@ public final class GeoService: Sendable {
         self.logger = logger
         replyStore = SQLiteReplyStore(database: store.database)
         let events = LocationEvents(graph: graph, publisher: publisher, state: state, now: clock)
+        self.folding = folding
         writer = GroupCommit(label: "geo-location-writer") { batch in
-            // Decide which updates become the latest (`GeoState.accept`), commit, then show the
+            // Decide which updates become the latest (`GeoState.accept`); append them to history
+            // with the fold's next slice, taken from memory before this batch; then show the
             // batch to readers and viewers.
             let replaces = state.mutex.withLock { $0.accept(batch) }
-            try store.write(batch, replaces: replaces)
+            let chunk = folding.mutex.withLock { $0.next(nowMs: clock()) }
+            let fold = chunk.map { chunk in
+                GeoStore.FoldWrite(fixes: state.mutex.withLock { s in chunk.users.compactMap { user in s.latest[user].map { (user: user, fix: $0) } } },
+                                   pairs: chunk.pairs, completesThrough: chunk.completesThrough)
+            }
+            let ids = try store.write(batch, fold: fold)
+            folding.mutex.withLock { f in
+                if let chunk { f.advance(past: chunk) }
+                f.committed(zip(batch, ids).map { HistoryFolding.Pair(user: $0.user, id: $1) })
+            }
             events.applied(batch, replaces: replaces)
             return replaces
         }
-        logger.info("geo state loaded", metadata: ["users": "\(initial.latest.count)", "grants": "\(initial.grants.count)"])
+        logger.info("geo state loaded", metadata: ["users": "\(initial.latest.count)", "grants": "\(initial.grants.count)",
+                                                  "history replayed": "\(replayed)"])
     }
 }
 

@@ -31,6 +31,11 @@ final class GeoStore: Sendable {
 
     init(path: String) throws {
         database = try ServiceDatabase.open(path)
+        try database.migrate(Self.migrator)
+    }
+
+    /// The schema, one migration per change (tests migrate an old file part of the way).
+    static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
             try db.create(table: "latest") { t in
@@ -89,20 +94,67 @@ final class GeoStore: Sendable {
             }
         }
         SQLiteReplyStore.migrate(&migrator)
-        try database.migrate(migrator)
+        migrator.registerMigration("history-write-behind") { db in
+            // History becomes the log (status changes included); `latest` and the per-user index
+            // are folded from it behind the writes (`HistoryFolding`). Until now both were kept
+            // current on every update, so everything so far is folded.
+            try db.execute(sql: "ALTER TABLE history ADD COLUMN status TEXT") // NULL: status unchanged
+            try db.execute(sql: "ALTER TABLE latest ADD COLUMN history_id INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: """
+                CREATE TABLE history_by_user (user_id INTEGER NOT NULL, history_id INTEGER NOT NULL,
+                                              PRIMARY KEY (user_id, history_id)) WITHOUT ROWID
+                """)
+            try db.execute(sql: "INSERT INTO history_by_user (user_id, history_id) SELECT user_id, id FROM history")
+            try db.execute(sql: "DROP INDEX history_user")
+            try db.execute(sql: "CREATE TABLE geo_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
+            try db.execute(sql: "INSERT INTO geo_meta (key, value) VALUES ('folded_through', coalesce((SELECT max(id) FROM history), 0))")
+        }
+        return migrator
     }
 
     // MARK: Loading at start
 
-    func loadLatest() throws -> [UInt64: LatestFix] {
+    /// What `latest` holds, each row with the last history id folded into it, and the folding
+    /// watermarks (see `HistoryFolding`).
+    struct Folded {
+        var latest: [UInt64: LatestFix] = [:]
+        var historyIDs: [UInt64: Int64] = [:]
+        var foldedThrough: Int64 = 0
+        var lastID: Int64 = 0
+    }
+
+    func loadLatest() throws -> Folded {
         try database.read { db in
-            var result: [UInt64: LatestFix] = [:]
-            let rows = try Row.fetchCursor(db, cached: "SELECT user_id, lat, lon, accuracy, device_ms, received_ms, status FROM latest")
+            var result = Folded()
+            let rows = try Row.fetchCursor(db, cached: "SELECT user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id FROM latest")
             while let row = try rows.next() {
-                result[row[0]] = LatestFix(lat: row[1], lon: row[2], accuracy: row[3], deviceMs: row[4], receivedMs: row[5], status: row[6])
+                result.latest[row[0]] = LatestFix(lat: row[1], lon: row[2], accuracy: row[3], deviceMs: row[4], receivedMs: row[5], status: row[6])
+                result.historyIDs[row[0]] = row[7]
             }
+            result.foldedThrough = try Self.foldedThrough(db)
+            result.lastID = try Int64.fetchOne(db, cached: "SELECT max(id) FROM history") ?? 0
             return result
         }
+    }
+
+    /// History rows past `id`, in id order, `size` at a time (the start-up replay).
+    func forEachHistoryRow(after id: Int64, size: Int = 4_096, _ body: ([(id: Int64, update: LocationUpdate)]) throws -> Void) throws {
+        try database.read { db in
+            let rows = try Row.fetchCursor(db, cached: """
+                SELECT id, user_id, lat, lon, accuracy, device_ms, received_ms, status FROM history WHERE id > ? ORDER BY id
+                """, arguments: [id])
+            var chunk: [(id: Int64, update: LocationUpdate)] = []
+            while let row = try rows.next() {
+                chunk.append((row[0], LocationUpdate(user: row[1], lat: row[2], lon: row[3], accuracy: row[4], deviceMs: row[5],
+                                                     receivedMs: row[6], status: row[7])))
+                if chunk.count == size { try body(chunk); chunk.removeAll(keepingCapacity: true) }
+            }
+            if !chunk.isEmpty { try body(chunk) }
+        }
+    }
+
+    static func foldedThrough(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, cached: "SELECT value FROM geo_meta WHERE key = 'folded_through'") ?? 0
     }
 
     func loadSharing() throws -> [UInt64: Sharing] {
@@ -153,28 +205,52 @@ final class GeoStore: Sendable {
 
     // MARK: Writing
 
-    /// Writes a batch of updates in one transaction. `replaces[i]`: whether update i becomes its
-    /// user's latest (decided by the caller, in order).
-    func write(_ batch: [LocationUpdate], replaces: [Bool]) throws {
+    /// A slice of the fold to write (`HistoryFolding.Chunk` with the fixes from memory).
+    struct FoldWrite: Sendable {
+        var fixes: [(user: UInt64, fix: LatestFix)]
+        var pairs: [HistoryFolding.Pair]
+        var completesThrough: Int64?
+    }
+
+    /// Appends a batch of updates to history in one transaction, with a slice of the fold when
+    /// one is due. - Returns: the history ids of the batch, in order.
+    func write(_ batch: [LocationUpdate], fold: FoldWrite?) throws -> [Int64] {
         try database.write { db in
+            if let fold { try Self.write(fold, db) } // first: its fixes are those before this batch
             let history = try db.cachedStatement(sql: """
-                INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms) VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status) VALUES (?, ?, ?, ?, ?, ?, ?)
                 """)
-            let latest = try db.cachedStatement(sql: """
-                INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, coalesce(?7, ''))
-                ON CONFLICT(user_id) DO UPDATE SET lat = ?2, lon = ?3, accuracy = ?4, device_ms = ?5, received_ms = ?6,
-                    status = coalesce(?7, status)
-                """)
-            let statusOnly = try db.cachedStatement(sql: "UPDATE latest SET status = ? WHERE user_id = ?")
-            for (update, replace) in zip(batch, replaces) {
-                try history.execute(arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs, update.receivedMs])
-                if replace {
-                    try latest.execute(arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
-                                                   update.receivedMs, update.status])
-                } else if let status = update.status {
-                    try statusOnly.execute(arguments: [status, update.user])
-                }
+            var ids: [Int64] = []
+            ids.reserveCapacity(batch.count)
+            for update in batch {
+                try history.execute(arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
+                                                update.receivedMs, update.status])
+                ids.append(db.lastInsertedRowID)
             }
+            return ids
+        }
+    }
+
+    /// A fold at start-up or stop, in a transaction of its own.
+    func writeFold(_ fold: FoldWrite) throws {
+        try database.write { db in try Self.write(fold, db) }
+    }
+
+    /// The fixes are everything committed so far (the memory state before the next batch), so
+    /// each row records the last history id it reflects: replay skips what it already holds.
+    private static func write(_ fold: FoldWrite, _ db: Database) throws {
+        let through = try Int64.fetchOne(db, cached: "SELECT max(id) FROM history") ?? 0
+        let latest = try db.cachedStatement(sql: """
+            INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+            ON CONFLICT(user_id) DO UPDATE SET lat = ?2, lon = ?3, accuracy = ?4, device_ms = ?5, received_ms = ?6, status = ?7, history_id = ?8
+            """)
+        for (user, fix) in fold.fixes {
+            try latest.execute(arguments: [user, fix.lat, fix.lon, fix.accuracy, fix.deviceMs, fix.receivedMs, fix.status, through])
+        }
+        let index = try db.cachedStatement(sql: "INSERT OR IGNORE INTO history_by_user (user_id, history_id) VALUES (?, ?)")
+        for pair in fold.pairs { try index.execute(arguments: [pair.user, pair.id]) }
+        if let done = fold.completesThrough {
+            try db.run(sql: "UPDATE geo_meta SET value = max(value, ?) WHERE key = 'folded_through'", arguments: [done])
         }
     }
 
@@ -198,25 +274,46 @@ final class GeoStore: Sendable {
         }
     }
 
+    /// `user`'s history rows: the indexed ones and the tail not folded yet.
+    private static let userHistory = """
+        SELECT history_id FROM history_by_user WHERE user_id = ?1
+        UNION ALL SELECT id FROM history WHERE id > ?2 AND user_id = ?1
+        """
+
+    /// Deletes `user`'s history. Their latest fix stays, written from `current` (memory) first so
+    /// that no replay needs the rows deleted here. `forgotten` runs once it has committed.
     /// - Returns: how many history rows were deleted.
-    func deleteHistory(of user: UInt64) async throws -> Int {
-        try await database.write { db in
-            try db.run(sql: "DELETE FROM history WHERE user_id = ?", arguments: [user])
-            return db.changesCount
-        }
+    func deleteHistory(of user: UInt64, current: @escaping @Sendable () -> LatestFix?,
+                       forgotten: @escaping @Sendable () -> Void) async throws -> Int {
+        try await database.write({ db in
+            if let fix = current() {
+                try Self.write(FoldWrite(fixes: [(user, fix)], pairs: [], completesThrough: nil), db)
+            }
+            try db.run(sql: "DELETE FROM history WHERE id IN (\(Self.userHistory))", arguments: [user, try Self.foldedThrough(db)])
+            let deleted = db.changesCount
+            try db.run(sql: "DELETE FROM history_by_user WHERE user_id = ?", arguments: [user])
+            return deleted
+        }, committed: { _ in forgotten() })
     }
 
-    /// Drops history older than `cutoff` (retention). - Returns: rows deleted.
+    /// Drops folded history older than `cutoff` (retention); rows not folded yet wait for their
+    /// sweep. - Returns: rows deleted.
     func pruneHistory(before cutoff: Int64) async throws -> Int {
         try await database.write { db in
-            try db.run(sql: "DELETE FROM history WHERE received_ms < ?", arguments: [cutoff])
+            let through = try Self.foldedThrough(db)
+            try db.run(sql: """
+                DELETE FROM history_by_user WHERE (user_id, history_id) IN
+                    (SELECT user_id, id FROM history WHERE received_ms < ?1 AND id <= ?2)
+                """, arguments: [cutoff, through])
+            try db.run(sql: "DELETE FROM history WHERE received_ms < ? AND id <= ?", arguments: [cutoff, through])
             return db.changesCount
         }
     }
 
     func historyCount(of user: UInt64) async throws -> Int {
         try await database.read { db in
-            try Int.fetchOne(db, cached: "SELECT COUNT(*) FROM history WHERE user_id = ?", arguments: [user]) ?? 0
+            try Int.fetchOne(db, cached: "SELECT COUNT(*) FROM history WHERE id IN (\(Self.userHistory))",
+                             arguments: [user, try Self.foldedThrough(db)]) ?? 0
         }
     }
 }

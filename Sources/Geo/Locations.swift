@@ -64,7 +64,10 @@ extension GeoService {
 
     public func deleteHistory(_ request: GeoV1.DeleteHistoryRequest, _ context: RequestContext) async throws -> GeoV1.DeleteHistoryResponse {
         let caller = try context.requireCaller()
-        return GeoV1.DeleteHistoryResponse(deleted: UInt64(try await store.deleteHistory(of: caller)))
+        let state = state, folding = folding
+        let deleted = try await store.deleteHistory(of: caller, current: { state.mutex.withLock { $0.latest[caller] } },
+                                                    forgotten: { folding.mutex.withLock { $0.forget(caller) } })
+        return GeoV1.DeleteHistoryResponse(deleted: UInt64(deleted))
     }
 
     /// Drops history past the retention period. Run periodically by the executable.

@@ -28,10 +28,17 @@ struct WireBench: AsyncParsableCommand {
     @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
     @Option(help: "separate: a libzmq context (I/O thread) per simulated process, as deployed; shared: one for all.")
     var contexts = "separate"
+    @Option(help: "Which paths to run, comma-separated: raw (libzmq alone), host (Wire client → host), gateway (client → gateway → accounts); with plain and/or curve for the internal hop. Default: all. Narrow it to profile one path.")
+    var paths = "raw,host,gateway,plain,curve"
+
+    var pathSet: Set<String> { Set(paths.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }) }
 
     func validate() throws {
         guard requests > 0, warmup >= 0 else { throw ValidationError("--requests must be positive and --warmup not negative") }
         guard ["separate", "shared"].contains(contexts) else { throw ValidationError("--contexts is separate or shared") }
+        guard pathSet.isSubset(of: ["raw", "host", "gateway", "plain", "curve"]), !pathSet.isEmpty else {
+            throw ValidationError("--paths takes raw, host, gateway, plain, curve")
+        }
         guard LoadLevels.parse(inFlight) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
     }
 
@@ -42,7 +49,7 @@ struct WireBench: AsyncParsableCommand {
     func run() async throws {
         let logger = Logger(label: "bench")
         print(try await WireScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels,
-                                               separateContexts: contexts == "separate"), logger: logger))
+                                               separateContexts: contexts == "separate", paths: pathSet), logger: logger))
         try results.write("wire")
     }
 }

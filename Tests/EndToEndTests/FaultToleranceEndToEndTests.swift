@@ -185,6 +185,7 @@ struct FaultToleranceEndToEndTests {
             #expect(seen.unexpected.isEmpty, "\(seen.unexpected)\n\(stack.logs())")
 
             try await Self.checkLocations(seen.locations, in: stack)
+            try await Self.checkLatestFixes(seen.locations, of: u)
             try await Self.checkFriendRequests(seen, from: strangers.map(\.id), in: stack)
             try await Self.checkAlerts(seen.alerts, raisedBy: [u[0].id, u[3].id], in: stack)
         }
@@ -278,6 +279,17 @@ struct FaultToleranceEndToEndTests {
         }
         let lost = acked.filter { !stored.contains("\($0.user)/\($0.deviceMs)") }
         #expect(lost.isEmpty, "acknowledged location updates lost: \(lost.count) of \(acked.count)")
+    }
+
+    /// Geo, killed and restarted (its latest fixes rebuilt from history it had not folded yet),
+    /// serves each user a latest fix at least as new as their newest acknowledged one (device
+    /// times only grow; a later update may have applied without its reply).
+    static func checkLatestFixes(_ acked: [AckedLocation], of users: [Actor]) async throws {
+        for user in users {
+            guard let newest = acked.filter({ $0.user == user.id }).map(\.deviceMs).max() else { continue }
+            let you = try await user.client.call(GeoV1.GeoService.friendsLocations, GeoV1.FriendsLocationsRequest()).you
+            #expect((you?.deviceTimeMs ?? 0) >= newest, "user \(user.id): latest fix \(you?.deviceTimeMs ?? 0), newest acknowledged \(newest)")
+        }
     }
 
     /// Every acknowledged friend request is there, once, and cancelled when that was acknowledged.
