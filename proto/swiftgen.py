@@ -473,12 +473,32 @@ def gen_message(reg, f, name, fields, out):
     out.append(f"extension {f.namespace}.{name} {{")
     out.append(f'    public static let protoName = "{f.package}.{name}"')
     out.append("")
+    # Top-level bytes fields are lent to protobuf-c for the pack (no copy into the arena): a
+    # photo chunk or an envelope's payload is copied once, into the output, not twice.
+    lent = [i for i in infos if i["kind"] == "bytes" and not i["repeated"]]
+
+    def gen_pack(call, indent):
+        lines = [f"{indent}let arena = ProtoArena()",
+                 f"{indent}var c = {ctype}()",
+                 f"{indent}{c_func(f, name, 'init')}(&c)",
+                 f"{indent}copy(into: &c, arena: arena{', lendingBytes: true' if lent else ''})"]
+        depth = indent
+        for k, info in enumerate(lent):
+            lines.append(f"{depth}return self.{info['swift']}.withUnsafeBufferPointer {{ lent{k} in")
+            depth += "    "
+            lines.append(f"{depth}c.{info['c']} = ProtoRuntime.lent(lent{k})")
+        lines.append(f"{depth}return {call}")
+        for k in range(len(lent)):
+            depth = depth[:-4]
+            lines.append(f"{depth}}}")
+        return lines
+
     out.append("    public func serializedBytes() -> [UInt8] {")
-    out.append("        let arena = ProtoArena()")
-    out.append(f"        var c = {ctype}()")
-    out.append(f"        {c_func(f, name, 'init')}(&c)")
-    out.append("        copy(into: &c, arena: arena)")
-    out.append(f"        return ProtoRuntime.pack(&c, size: {c_func(f, name, 'get_packed_size')}, pack: {c_func(f, name, 'pack')})")
+    out.extend(gen_pack(f"ProtoRuntime.pack(&c, size: {c_func(f, name, 'get_packed_size')}, pack: {c_func(f, name, 'pack')})", "        "))
+    out.append("    }")
+    out.append("")
+    out.append("    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {")
+    out.extend(gen_pack(f"ProtoRuntime.pack(&c, size: {c_func(f, name, 'get_packed_size')}, pack: {c_func(f, name, 'pack')}, into: allocate)", "        "))
     out.append("    }")
     out.append("")
     out.append("    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {")
@@ -486,12 +506,21 @@ def gen_message(reg, f, name, fields, out):
     out.append("        self = c")
     out.append("    }")
     out.append("")
+    out.append("    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {")
+    out.append(f"        let c = try ProtoRuntime.unpack(buffer, \"{f.package}.{name}\", unpack: {c_func(f, name, 'unpack')}, free: {c_func(f, name, 'free_unpacked')}) {{ Self(c: $0.pointee) }}")
+    out.append("        self = c")
+    out.append("    }")
+    out.append("")
     arena_used = any(i["kind"] in ("string", "bytes", "message") or i["repeated"] for i in infos)
     arena_param = "arena" if arena_used else "arena _"
     c_param = "into c" if infos else "into _"
-    out.append(f"    func copy({c_param}: inout {ctype}, {arena_param}: ProtoArena) {{")
+    lend_param = ", lendingBytes: Bool = false" if lent else ""
+    out.append(f"    func copy({c_param}: inout {ctype}, {arena_param}: ProtoArena{lend_param}) {{")
     for info in infos:
-        for line in gen_to_c(info):
+        lines = gen_to_c(info)
+        if info in lent:  # the caller lends them for the pack instead
+            lines = [f"if !lendingBytes {{ {lines[0]} }}"] + lines[1:]
+        for line in lines:
             out.append("        " + line)
     out.append("    }")
     out.append("")

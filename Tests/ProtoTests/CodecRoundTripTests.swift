@@ -19,8 +19,24 @@ struct CodecRoundTripTests {
             let bytes = value.serializedBytes()
             let decoded = try M(serializedBytes: bytes)
             #expect(decoded == value, "\(M.protoName) seed \(seed)")
+            // The paths Wire uses with libzmq's memory: encode into a buffer of the exact size,
+            // decode from a buffer; the same bytes and the same value.
+            var buffer: UnsafeMutableRawBufferPointer?
+            let written = value.serialize { count in
+                buffer = .allocate(byteCount: max(count, 1), alignment: 1)
+                return buffer?.baseAddress
+            }
+            let direct = buffer.map { Array($0.prefix(written ?? 0)) } ?? []
+            buffer?.deallocate()
+            #expect(written == bytes.count && direct == bytes, "\(M.protoName) seed \(seed): serialize(into:)")
+            #expect(try bytes.withUnsafeBytes { try M(serializedBuffer: $0) } == value, "\(M.protoName) seed \(seed): init(serializedBuffer:)")
         }
+        #expect(value(of: M.self, serializedInto: nil) == nil, "\(M.protoName): no buffer, nothing written")
         #expect(try M(serializedBytes: []) == M(), "\(M.protoName): empty bytes decode to the default value")
+    }
+
+    private func value<M: ProtoMessage>(of type: M.Type, serializedInto buffer: UnsafeMutableRawPointer?) -> Int? {
+        M.sample(seed: 3, depth: 0).serialize { _ in buffer }
     }
 
     @Test("samples really set fields: a seeded value differs from the default")

@@ -36,8 +36,21 @@ extension AccountsV1.Profile {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile__get_packed_size, pack: frienso__accounts__v1__profile__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__Profile()
+        frienso__accounts__v1__profile__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile__get_packed_size, pack: frienso__accounts__v1__profile__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.Profile", unpack: frienso__accounts__v1__profile__unpack, free: frienso__accounts__v1__profile__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.Profile", unpack: frienso__accounts__v1__profile__unpack, free: frienso__accounts__v1__profile__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -98,8 +111,21 @@ extension AccountsV1.Account {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__account__get_packed_size, pack: frienso__accounts__v1__account__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__Account()
+        frienso__accounts__v1__account__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__account__get_packed_size, pack: frienso__accounts__v1__account__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.Account", unpack: frienso__accounts__v1__account__unpack, free: frienso__accounts__v1__account__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.Account", unpack: frienso__accounts__v1__account__unpack, free: frienso__accounts__v1__account__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -165,8 +191,21 @@ extension AccountsV1.RegisterRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_request__get_packed_size, pack: frienso__accounts__v1__register_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__RegisterRequest()
+        frienso__accounts__v1__register_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_request__get_packed_size, pack: frienso__accounts__v1__register_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RegisterRequest", unpack: frienso__accounts__v1__register_request__unpack, free: frienso__accounts__v1__register_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RegisterRequest", unpack: frienso__accounts__v1__register_request__unpack, free: frienso__accounts__v1__register_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -223,8 +262,21 @@ extension AccountsV1.RegisterResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_response__get_packed_size, pack: frienso__accounts__v1__register_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__RegisterResponse()
+        frienso__accounts__v1__register_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_response__get_packed_size, pack: frienso__accounts__v1__register_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RegisterResponse", unpack: frienso__accounts__v1__register_response__unpack, free: frienso__accounts__v1__register_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RegisterResponse", unpack: frienso__accounts__v1__register_response__unpack, free: frienso__accounts__v1__register_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -280,8 +332,21 @@ extension AccountsV1.LoginRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_request__get_packed_size, pack: frienso__accounts__v1__login_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__LoginRequest()
+        frienso__accounts__v1__login_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_request__get_packed_size, pack: frienso__accounts__v1__login_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LoginRequest", unpack: frienso__accounts__v1__login_request__unpack, free: frienso__accounts__v1__login_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LoginRequest", unpack: frienso__accounts__v1__login_request__unpack, free: frienso__accounts__v1__login_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -338,8 +403,21 @@ extension AccountsV1.LoginResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_response__get_packed_size, pack: frienso__accounts__v1__login_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__LoginResponse()
+        frienso__accounts__v1__login_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_response__get_packed_size, pack: frienso__accounts__v1__login_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LoginResponse", unpack: frienso__accounts__v1__login_response__unpack, free: frienso__accounts__v1__login_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LoginResponse", unpack: frienso__accounts__v1__login_response__unpack, free: frienso__accounts__v1__login_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -390,8 +468,21 @@ extension AccountsV1.LogoutRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_request__get_packed_size, pack: frienso__accounts__v1__logout_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__LogoutRequest()
+        frienso__accounts__v1__logout_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_request__get_packed_size, pack: frienso__accounts__v1__logout_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LogoutRequest", unpack: frienso__accounts__v1__logout_request__unpack, free: frienso__accounts__v1__logout_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LogoutRequest", unpack: frienso__accounts__v1__logout_request__unpack, free: frienso__accounts__v1__logout_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -437,8 +528,21 @@ extension AccountsV1.LogoutResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_response__get_packed_size, pack: frienso__accounts__v1__logout_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__LogoutResponse()
+        frienso__accounts__v1__logout_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_response__get_packed_size, pack: frienso__accounts__v1__logout_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LogoutResponse", unpack: frienso__accounts__v1__logout_response__unpack, free: frienso__accounts__v1__logout_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LogoutResponse", unpack: frienso__accounts__v1__logout_response__unpack, free: frienso__accounts__v1__logout_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -484,8 +588,21 @@ extension AccountsV1.WhoAmIRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_irequest__get_packed_size, pack: frienso__accounts__v1__who_am_irequest__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__WhoAmIRequest()
+        frienso__accounts__v1__who_am_irequest__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_irequest__get_packed_size, pack: frienso__accounts__v1__who_am_irequest__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.WhoAmIRequest", unpack: frienso__accounts__v1__who_am_irequest__unpack, free: frienso__accounts__v1__who_am_irequest__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.WhoAmIRequest", unpack: frienso__accounts__v1__who_am_irequest__unpack, free: frienso__accounts__v1__who_am_irequest__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -538,8 +655,21 @@ extension AccountsV1.WhoAmIResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_iresponse__get_packed_size, pack: frienso__accounts__v1__who_am_iresponse__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__WhoAmIResponse()
+        frienso__accounts__v1__who_am_iresponse__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_iresponse__get_packed_size, pack: frienso__accounts__v1__who_am_iresponse__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.WhoAmIResponse", unpack: frienso__accounts__v1__who_am_iresponse__unpack, free: frienso__accounts__v1__who_am_iresponse__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.WhoAmIResponse", unpack: frienso__accounts__v1__who_am_iresponse__unpack, free: frienso__accounts__v1__who_am_iresponse__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -596,8 +726,21 @@ extension AccountsV1.ChangeEmailRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_request__get_packed_size, pack: frienso__accounts__v1__change_email_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ChangeEmailRequest()
+        frienso__accounts__v1__change_email_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_request__get_packed_size, pack: frienso__accounts__v1__change_email_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangeEmailRequest", unpack: frienso__accounts__v1__change_email_request__unpack, free: frienso__accounts__v1__change_email_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangeEmailRequest", unpack: frienso__accounts__v1__change_email_request__unpack, free: frienso__accounts__v1__change_email_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -650,8 +793,21 @@ extension AccountsV1.ChangeEmailResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_response__get_packed_size, pack: frienso__accounts__v1__change_email_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ChangeEmailResponse()
+        frienso__accounts__v1__change_email_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_response__get_packed_size, pack: frienso__accounts__v1__change_email_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangeEmailResponse", unpack: frienso__accounts__v1__change_email_response__unpack, free: frienso__accounts__v1__change_email_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangeEmailResponse", unpack: frienso__accounts__v1__change_email_response__unpack, free: frienso__accounts__v1__change_email_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -707,8 +863,21 @@ extension AccountsV1.ChangePasswordRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_request__get_packed_size, pack: frienso__accounts__v1__change_password_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ChangePasswordRequest()
+        frienso__accounts__v1__change_password_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_request__get_packed_size, pack: frienso__accounts__v1__change_password_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangePasswordRequest", unpack: frienso__accounts__v1__change_password_request__unpack, free: frienso__accounts__v1__change_password_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangePasswordRequest", unpack: frienso__accounts__v1__change_password_request__unpack, free: frienso__accounts__v1__change_password_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -761,8 +930,21 @@ extension AccountsV1.ChangePasswordResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_response__get_packed_size, pack: frienso__accounts__v1__change_password_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ChangePasswordResponse()
+        frienso__accounts__v1__change_password_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_response__get_packed_size, pack: frienso__accounts__v1__change_password_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangePasswordResponse", unpack: frienso__accounts__v1__change_password_response__unpack, free: frienso__accounts__v1__change_password_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangePasswordResponse", unpack: frienso__accounts__v1__change_password_response__unpack, free: frienso__accounts__v1__change_password_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -814,8 +996,21 @@ extension AccountsV1.GetProfileRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_request__get_packed_size, pack: frienso__accounts__v1__get_profile_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__GetProfileRequest()
+        frienso__accounts__v1__get_profile_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_request__get_packed_size, pack: frienso__accounts__v1__get_profile_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfileRequest", unpack: frienso__accounts__v1__get_profile_request__unpack, free: frienso__accounts__v1__get_profile_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfileRequest", unpack: frienso__accounts__v1__get_profile_request__unpack, free: frienso__accounts__v1__get_profile_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -867,8 +1062,21 @@ extension AccountsV1.GetProfileResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_response__get_packed_size, pack: frienso__accounts__v1__get_profile_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__GetProfileResponse()
+        frienso__accounts__v1__get_profile_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_response__get_packed_size, pack: frienso__accounts__v1__get_profile_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfileResponse", unpack: frienso__accounts__v1__get_profile_response__unpack, free: frienso__accounts__v1__get_profile_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfileResponse", unpack: frienso__accounts__v1__get_profile_response__unpack, free: frienso__accounts__v1__get_profile_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -928,8 +1136,21 @@ extension AccountsV1.EditProfileRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_request__get_packed_size, pack: frienso__accounts__v1__edit_profile_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__EditProfileRequest()
+        frienso__accounts__v1__edit_profile_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_request__get_packed_size, pack: frienso__accounts__v1__edit_profile_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.EditProfileRequest", unpack: frienso__accounts__v1__edit_profile_request__unpack, free: frienso__accounts__v1__edit_profile_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.EditProfileRequest", unpack: frienso__accounts__v1__edit_profile_request__unpack, free: frienso__accounts__v1__edit_profile_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -985,8 +1206,21 @@ extension AccountsV1.EditProfileResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_response__get_packed_size, pack: frienso__accounts__v1__edit_profile_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__EditProfileResponse()
+        frienso__accounts__v1__edit_profile_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_response__get_packed_size, pack: frienso__accounts__v1__edit_profile_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.EditProfileResponse", unpack: frienso__accounts__v1__edit_profile_response__unpack, free: frienso__accounts__v1__edit_profile_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.EditProfileResponse", unpack: frienso__accounts__v1__edit_profile_response__unpack, free: frienso__accounts__v1__edit_profile_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1040,8 +1274,21 @@ extension AccountsV1.ValidateSessionRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_request__get_packed_size, pack: frienso__accounts__v1__validate_session_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ValidateSessionRequest()
+        frienso__accounts__v1__validate_session_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_request__get_packed_size, pack: frienso__accounts__v1__validate_session_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ValidateSessionRequest", unpack: frienso__accounts__v1__validate_session_request__unpack, free: frienso__accounts__v1__validate_session_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ValidateSessionRequest", unpack: frienso__accounts__v1__validate_session_request__unpack, free: frienso__accounts__v1__validate_session_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1093,8 +1340,22 @@ extension AccountsV1.ValidateSessionResponse {
         let arena = ProtoArena()
         var c = Frienso__Accounts__V1__ValidateSessionResponse()
         frienso__accounts__v1__validate_session_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_response__get_packed_size, pack: frienso__accounts__v1__validate_session_response__pack)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.sessionId.withUnsafeBufferPointer { lent0 in
+            c.session_id = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_response__get_packed_size, pack: frienso__accounts__v1__validate_session_response__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ValidateSessionResponse()
+        frienso__accounts__v1__validate_session_response__init(&c)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.sessionId.withUnsafeBufferPointer { lent0 in
+            c.session_id = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_response__get_packed_size, pack: frienso__accounts__v1__validate_session_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
@@ -1102,10 +1363,15 @@ extension AccountsV1.ValidateSessionResponse {
         self = c
     }
 
-    func copy(into c: inout Frienso__Accounts__V1__ValidateSessionResponse, arena: ProtoArena) {
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ValidateSessionResponse", unpack: frienso__accounts__v1__validate_session_response__unpack, free: frienso__accounts__v1__validate_session_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ValidateSessionResponse, arena: ProtoArena, lendingBytes: Bool = false) {
         c.user_id = self.userId
         c.expires_at_ms = self.expiresAtMs
-        c.session_id = arena.binary(self.sessionId)
+        if !lendingBytes { c.session_id = arena.binary(self.sessionId) }
     }
 
     init(c: Frienso__Accounts__V1__ValidateSessionResponse) {
@@ -1152,8 +1418,21 @@ extension AccountsV1.GetProfilesRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_request__get_packed_size, pack: frienso__accounts__v1__get_profiles_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__GetProfilesRequest()
+        frienso__accounts__v1__get_profiles_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_request__get_packed_size, pack: frienso__accounts__v1__get_profiles_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfilesRequest", unpack: frienso__accounts__v1__get_profiles_request__unpack, free: frienso__accounts__v1__get_profiles_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfilesRequest", unpack: frienso__accounts__v1__get_profiles_request__unpack, free: frienso__accounts__v1__get_profiles_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1206,8 +1485,21 @@ extension AccountsV1.GetProfilesResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_response__get_packed_size, pack: frienso__accounts__v1__get_profiles_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__GetProfilesResponse()
+        frienso__accounts__v1__get_profiles_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_response__get_packed_size, pack: frienso__accounts__v1__get_profiles_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfilesResponse", unpack: frienso__accounts__v1__get_profiles_response__unpack, free: frienso__accounts__v1__get_profiles_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfilesResponse", unpack: frienso__accounts__v1__get_profiles_response__unpack, free: frienso__accounts__v1__get_profiles_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1260,8 +1552,21 @@ extension AccountsV1.ContactDetailsRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_request__get_packed_size, pack: frienso__accounts__v1__contact_details_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ContactDetailsRequest()
+        frienso__accounts__v1__contact_details_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_request__get_packed_size, pack: frienso__accounts__v1__contact_details_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetailsRequest", unpack: frienso__accounts__v1__contact_details_request__unpack, free: frienso__accounts__v1__contact_details_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactDetailsRequest", unpack: frienso__accounts__v1__contact_details_request__unpack, free: frienso__accounts__v1__contact_details_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1316,8 +1621,21 @@ extension AccountsV1.ContactDetails {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details__get_packed_size, pack: frienso__accounts__v1__contact_details__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ContactDetails()
+        frienso__accounts__v1__contact_details__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details__get_packed_size, pack: frienso__accounts__v1__contact_details__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetails", unpack: frienso__accounts__v1__contact_details__unpack, free: frienso__accounts__v1__contact_details__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactDetails", unpack: frienso__accounts__v1__contact_details__unpack, free: frienso__accounts__v1__contact_details__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1372,8 +1690,21 @@ extension AccountsV1.ContactDetailsResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_response__get_packed_size, pack: frienso__accounts__v1__contact_details_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ContactDetailsResponse()
+        frienso__accounts__v1__contact_details_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_response__get_packed_size, pack: frienso__accounts__v1__contact_details_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetailsResponse", unpack: frienso__accounts__v1__contact_details_response__unpack, free: frienso__accounts__v1__contact_details_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactDetailsResponse", unpack: frienso__accounts__v1__contact_details_response__unpack, free: frienso__accounts__v1__contact_details_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1426,8 +1757,21 @@ extension AccountsV1.FindUsersRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_request__get_packed_size, pack: frienso__accounts__v1__find_users_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__FindUsersRequest()
+        frienso__accounts__v1__find_users_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_request__get_packed_size, pack: frienso__accounts__v1__find_users_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.FindUsersRequest", unpack: frienso__accounts__v1__find_users_request__unpack, free: frienso__accounts__v1__find_users_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.FindUsersRequest", unpack: frienso__accounts__v1__find_users_request__unpack, free: frienso__accounts__v1__find_users_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1480,8 +1824,21 @@ extension AccountsV1.FindUsersResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_response__get_packed_size, pack: frienso__accounts__v1__find_users_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__FindUsersResponse()
+        frienso__accounts__v1__find_users_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_response__get_packed_size, pack: frienso__accounts__v1__find_users_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.FindUsersResponse", unpack: frienso__accounts__v1__find_users_response__unpack, free: frienso__accounts__v1__find_users_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.FindUsersResponse", unpack: frienso__accounts__v1__find_users_response__unpack, free: frienso__accounts__v1__find_users_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1538,8 +1895,21 @@ extension AccountsV1.SearchUsersRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_request__get_packed_size, pack: frienso__accounts__v1__search_users_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__SearchUsersRequest()
+        frienso__accounts__v1__search_users_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_request__get_packed_size, pack: frienso__accounts__v1__search_users_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SearchUsersRequest", unpack: frienso__accounts__v1__search_users_request__unpack, free: frienso__accounts__v1__search_users_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SearchUsersRequest", unpack: frienso__accounts__v1__search_users_request__unpack, free: frienso__accounts__v1__search_users_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1595,8 +1965,21 @@ extension AccountsV1.SearchUsersResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_response__get_packed_size, pack: frienso__accounts__v1__search_users_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__SearchUsersResponse()
+        frienso__accounts__v1__search_users_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_response__get_packed_size, pack: frienso__accounts__v1__search_users_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SearchUsersResponse", unpack: frienso__accounts__v1__search_users_response__unpack, free: frienso__accounts__v1__search_users_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SearchUsersResponse", unpack: frienso__accounts__v1__search_users_response__unpack, free: frienso__accounts__v1__search_users_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1652,8 +2035,21 @@ extension AccountsV1.ExternalId {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__external_id__get_packed_size, pack: frienso__accounts__v1__external_id__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ExternalId()
+        frienso__accounts__v1__external_id__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__external_id__get_packed_size, pack: frienso__accounts__v1__external_id__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ExternalId", unpack: frienso__accounts__v1__external_id__unpack, free: frienso__accounts__v1__external_id__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ExternalId", unpack: frienso__accounts__v1__external_id__unpack, free: frienso__accounts__v1__external_id__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1706,8 +2102,21 @@ extension AccountsV1.LinkExternalIdRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_request__get_packed_size, pack: frienso__accounts__v1__link_external_id_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__LinkExternalIdRequest()
+        frienso__accounts__v1__link_external_id_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_request__get_packed_size, pack: frienso__accounts__v1__link_external_id_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LinkExternalIdRequest", unpack: frienso__accounts__v1__link_external_id_request__unpack, free: frienso__accounts__v1__link_external_id_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LinkExternalIdRequest", unpack: frienso__accounts__v1__link_external_id_request__unpack, free: frienso__accounts__v1__link_external_id_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1761,8 +2170,21 @@ extension AccountsV1.LinkExternalIdResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_response__get_packed_size, pack: frienso__accounts__v1__link_external_id_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__LinkExternalIdResponse()
+        frienso__accounts__v1__link_external_id_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_response__get_packed_size, pack: frienso__accounts__v1__link_external_id_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LinkExternalIdResponse", unpack: frienso__accounts__v1__link_external_id_response__unpack, free: frienso__accounts__v1__link_external_id_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LinkExternalIdResponse", unpack: frienso__accounts__v1__link_external_id_response__unpack, free: frienso__accounts__v1__link_external_id_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1815,8 +2237,21 @@ extension AccountsV1.UnlinkExternalIdRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_request__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__UnlinkExternalIdRequest()
+        frienso__accounts__v1__unlink_external_id_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_request__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.UnlinkExternalIdRequest", unpack: frienso__accounts__v1__unlink_external_id_request__unpack, free: frienso__accounts__v1__unlink_external_id_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.UnlinkExternalIdRequest", unpack: frienso__accounts__v1__unlink_external_id_request__unpack, free: frienso__accounts__v1__unlink_external_id_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1870,8 +2305,21 @@ extension AccountsV1.UnlinkExternalIdResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_response__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__UnlinkExternalIdResponse()
+        frienso__accounts__v1__unlink_external_id_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_response__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.UnlinkExternalIdResponse", unpack: frienso__accounts__v1__unlink_external_id_response__unpack, free: frienso__accounts__v1__unlink_external_id_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.UnlinkExternalIdResponse", unpack: frienso__accounts__v1__unlink_external_id_response__unpack, free: frienso__accounts__v1__unlink_external_id_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1926,8 +2374,21 @@ extension AccountsV1.MatchContactsRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_request__get_packed_size, pack: frienso__accounts__v1__match_contacts_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__MatchContactsRequest()
+        frienso__accounts__v1__match_contacts_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_request__get_packed_size, pack: frienso__accounts__v1__match_contacts_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.MatchContactsRequest", unpack: frienso__accounts__v1__match_contacts_request__unpack, free: frienso__accounts__v1__match_contacts_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.MatchContactsRequest", unpack: frienso__accounts__v1__match_contacts_request__unpack, free: frienso__accounts__v1__match_contacts_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1988,8 +2449,21 @@ extension AccountsV1.ContactMatch {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_match__get_packed_size, pack: frienso__accounts__v1__contact_match__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ContactMatch()
+        frienso__accounts__v1__contact_match__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_match__get_packed_size, pack: frienso__accounts__v1__contact_match__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactMatch", unpack: frienso__accounts__v1__contact_match__unpack, free: frienso__accounts__v1__contact_match__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactMatch", unpack: frienso__accounts__v1__contact_match__unpack, free: frienso__accounts__v1__contact_match__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2046,8 +2520,21 @@ extension AccountsV1.MatchContactsResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_response__get_packed_size, pack: frienso__accounts__v1__match_contacts_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__MatchContactsResponse()
+        frienso__accounts__v1__match_contacts_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_response__get_packed_size, pack: frienso__accounts__v1__match_contacts_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.MatchContactsResponse", unpack: frienso__accounts__v1__match_contacts_response__unpack, free: frienso__accounts__v1__match_contacts_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.MatchContactsResponse", unpack: frienso__accounts__v1__match_contacts_response__unpack, free: frienso__accounts__v1__match_contacts_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2100,8 +2587,21 @@ extension AccountsV1.SessionsRevoked {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__sessions_revoked__get_packed_size, pack: frienso__accounts__v1__sessions_revoked__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__SessionsRevoked()
+        frienso__accounts__v1__sessions_revoked__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__sessions_revoked__get_packed_size, pack: frienso__accounts__v1__sessions_revoked__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SessionsRevoked", unpack: frienso__accounts__v1__sessions_revoked__unpack, free: frienso__accounts__v1__sessions_revoked__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SessionsRevoked", unpack: frienso__accounts__v1__sessions_revoked__unpack, free: frienso__accounts__v1__sessions_revoked__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2153,8 +2653,21 @@ extension AccountsV1.ProfileChanged {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile_changed__get_packed_size, pack: frienso__accounts__v1__profile_changed__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ProfileChanged()
+        frienso__accounts__v1__profile_changed__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile_changed__get_packed_size, pack: frienso__accounts__v1__profile_changed__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfileChanged", unpack: frienso__accounts__v1__profile_changed__unpack, free: frienso__accounts__v1__profile_changed__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ProfileChanged", unpack: frienso__accounts__v1__profile_changed__unpack, free: frienso__accounts__v1__profile_changed__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2212,8 +2725,21 @@ extension AccountsV1.ProfilesSnapshotRequest {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_request__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ProfilesSnapshotRequest()
+        frienso__accounts__v1__profiles_snapshot_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_request__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfilesSnapshotRequest", unpack: frienso__accounts__v1__profiles_snapshot_request__unpack, free: frienso__accounts__v1__profiles_snapshot_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ProfilesSnapshotRequest", unpack: frienso__accounts__v1__profiles_snapshot_request__unpack, free: frienso__accounts__v1__profiles_snapshot_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2273,8 +2799,21 @@ extension AccountsV1.ProfilesSnapshotResponse {
         return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_response__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ProfilesSnapshotResponse()
+        frienso__accounts__v1__profiles_snapshot_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_response__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfilesSnapshotResponse", unpack: frienso__accounts__v1__profiles_snapshot_response__unpack, free: frienso__accounts__v1__profiles_snapshot_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ProfilesSnapshotResponse", unpack: frienso__accounts__v1__profiles_snapshot_response__unpack, free: frienso__accounts__v1__profiles_snapshot_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 

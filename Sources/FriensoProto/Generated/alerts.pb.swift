@@ -435,8 +435,21 @@ extension AlertsV1.Person {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__person__get_packed_size, pack: frienso__alerts__v1__person__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__Person()
+        frienso__alerts__v1__person__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__person__get_packed_size, pack: frienso__alerts__v1__person__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Person", unpack: frienso__alerts__v1__person__unpack, free: frienso__alerts__v1__person__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Person", unpack: frienso__alerts__v1__person__unpack, free: frienso__alerts__v1__person__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -501,8 +514,21 @@ extension AlertsV1.AlertLocation {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_location__get_packed_size, pack: frienso__alerts__v1__alert_location__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__AlertLocation()
+        frienso__alerts__v1__alert_location__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_location__get_packed_size, pack: frienso__alerts__v1__alert_location__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.AlertLocation", unpack: frienso__alerts__v1__alert_location__unpack, free: frienso__alerts__v1__alert_location__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.AlertLocation", unpack: frienso__alerts__v1__alert_location__unpack, free: frienso__alerts__v1__alert_location__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -563,8 +589,21 @@ extension AlertsV1.Watcher {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watcher__get_packed_size, pack: frienso__alerts__v1__watcher__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__Watcher()
+        frienso__alerts__v1__watcher__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watcher__get_packed_size, pack: frienso__alerts__v1__watcher__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Watcher", unpack: frienso__alerts__v1__watcher__unpack, free: frienso__alerts__v1__watcher__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Watcher", unpack: frienso__alerts__v1__watcher__unpack, free: frienso__alerts__v1__watcher__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -634,8 +673,21 @@ extension AlertsV1.WatchSession {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watch_session__get_packed_size, pack: frienso__alerts__v1__watch_session__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__WatchSession()
+        frienso__alerts__v1__watch_session__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watch_session__get_packed_size, pack: frienso__alerts__v1__watch_session__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.WatchSession", unpack: frienso__alerts__v1__watch_session__unpack, free: frienso__alerts__v1__watch_session__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.WatchSession", unpack: frienso__alerts__v1__watch_session__unpack, free: frienso__alerts__v1__watch_session__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -702,8 +754,21 @@ extension AlertsV1.StartWatchRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_request__get_packed_size, pack: frienso__alerts__v1__start_watch_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__StartWatchRequest()
+        frienso__alerts__v1__start_watch_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_request__get_packed_size, pack: frienso__alerts__v1__start_watch_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartWatchRequest", unpack: frienso__alerts__v1__start_watch_request__unpack, free: frienso__alerts__v1__start_watch_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartWatchRequest", unpack: frienso__alerts__v1__start_watch_request__unpack, free: frienso__alerts__v1__start_watch_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -756,8 +821,21 @@ extension AlertsV1.StartWatchResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_response__get_packed_size, pack: frienso__alerts__v1__start_watch_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__StartWatchResponse()
+        frienso__alerts__v1__start_watch_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_response__get_packed_size, pack: frienso__alerts__v1__start_watch_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartWatchResponse", unpack: frienso__alerts__v1__start_watch_response__unpack, free: frienso__alerts__v1__start_watch_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartWatchResponse", unpack: frienso__alerts__v1__start_watch_response__unpack, free: frienso__alerts__v1__start_watch_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -811,8 +889,21 @@ extension AlertsV1.ExtendWatchRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_request__get_packed_size, pack: frienso__alerts__v1__extend_watch_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ExtendWatchRequest()
+        frienso__alerts__v1__extend_watch_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_request__get_packed_size, pack: frienso__alerts__v1__extend_watch_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExtendWatchRequest", unpack: frienso__alerts__v1__extend_watch_request__unpack, free: frienso__alerts__v1__extend_watch_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExtendWatchRequest", unpack: frienso__alerts__v1__extend_watch_request__unpack, free: frienso__alerts__v1__extend_watch_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -864,8 +955,21 @@ extension AlertsV1.ExtendWatchResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_response__get_packed_size, pack: frienso__alerts__v1__extend_watch_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ExtendWatchResponse()
+        frienso__alerts__v1__extend_watch_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_response__get_packed_size, pack: frienso__alerts__v1__extend_watch_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExtendWatchResponse", unpack: frienso__alerts__v1__extend_watch_response__unpack, free: frienso__alerts__v1__extend_watch_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExtendWatchResponse", unpack: frienso__alerts__v1__extend_watch_response__unpack, free: frienso__alerts__v1__extend_watch_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -914,8 +1018,21 @@ extension AlertsV1.EndWatchRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_request__get_packed_size, pack: frienso__alerts__v1__end_watch_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__EndWatchRequest()
+        frienso__alerts__v1__end_watch_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_request__get_packed_size, pack: frienso__alerts__v1__end_watch_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndWatchRequest", unpack: frienso__alerts__v1__end_watch_request__unpack, free: frienso__alerts__v1__end_watch_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndWatchRequest", unpack: frienso__alerts__v1__end_watch_request__unpack, free: frienso__alerts__v1__end_watch_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -966,8 +1083,21 @@ extension AlertsV1.EndWatchResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_response__get_packed_size, pack: frienso__alerts__v1__end_watch_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__EndWatchResponse()
+        frienso__alerts__v1__end_watch_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_response__get_packed_size, pack: frienso__alerts__v1__end_watch_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndWatchResponse", unpack: frienso__alerts__v1__end_watch_response__unpack, free: frienso__alerts__v1__end_watch_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndWatchResponse", unpack: frienso__alerts__v1__end_watch_response__unpack, free: frienso__alerts__v1__end_watch_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1016,8 +1146,21 @@ extension AlertsV1.GetWatchRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_request__get_packed_size, pack: frienso__alerts__v1__get_watch_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__GetWatchRequest()
+        frienso__alerts__v1__get_watch_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_request__get_packed_size, pack: frienso__alerts__v1__get_watch_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetWatchRequest", unpack: frienso__alerts__v1__get_watch_request__unpack, free: frienso__alerts__v1__get_watch_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetWatchRequest", unpack: frienso__alerts__v1__get_watch_request__unpack, free: frienso__alerts__v1__get_watch_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1070,8 +1213,21 @@ extension AlertsV1.GetWatchResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_response__get_packed_size, pack: frienso__alerts__v1__get_watch_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__GetWatchResponse()
+        frienso__alerts__v1__get_watch_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_response__get_packed_size, pack: frienso__alerts__v1__get_watch_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetWatchResponse", unpack: frienso__alerts__v1__get_watch_response__unpack, free: frienso__alerts__v1__get_watch_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetWatchResponse", unpack: frienso__alerts__v1__get_watch_response__unpack, free: frienso__alerts__v1__get_watch_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1137,8 +1293,21 @@ extension AlertsV1.Recipient {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__recipient__get_packed_size, pack: frienso__alerts__v1__recipient__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__Recipient()
+        frienso__alerts__v1__recipient__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__recipient__get_packed_size, pack: frienso__alerts__v1__recipient__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Recipient", unpack: frienso__alerts__v1__recipient__unpack, free: frienso__alerts__v1__recipient__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Recipient", unpack: frienso__alerts__v1__recipient__unpack, free: frienso__alerts__v1__recipient__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1203,8 +1372,21 @@ extension AlertsV1.DeliverySummary {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_summary__get_packed_size, pack: frienso__alerts__v1__delivery_summary__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__DeliverySummary()
+        frienso__alerts__v1__delivery_summary__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_summary__get_packed_size, pack: frienso__alerts__v1__delivery_summary__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.DeliverySummary", unpack: frienso__alerts__v1__delivery_summary__unpack, free: frienso__alerts__v1__delivery_summary__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.DeliverySummary", unpack: frienso__alerts__v1__delivery_summary__unpack, free: frienso__alerts__v1__delivery_summary__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1272,8 +1454,21 @@ extension AlertsV1.EmergencyPrompt {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__emergency_prompt__get_packed_size, pack: frienso__alerts__v1__emergency_prompt__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__EmergencyPrompt()
+        frienso__alerts__v1__emergency_prompt__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__emergency_prompt__get_packed_size, pack: frienso__alerts__v1__emergency_prompt__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EmergencyPrompt", unpack: frienso__alerts__v1__emergency_prompt__unpack, free: frienso__alerts__v1__emergency_prompt__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EmergencyPrompt", unpack: frienso__alerts__v1__emergency_prompt__unpack, free: frienso__alerts__v1__emergency_prompt__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1354,8 +1549,21 @@ extension AlertsV1.HelpAlert {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__help_alert__get_packed_size, pack: frienso__alerts__v1__help_alert__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__HelpAlert()
+        frienso__alerts__v1__help_alert__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__help_alert__get_packed_size, pack: frienso__alerts__v1__help_alert__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.HelpAlert", unpack: frienso__alerts__v1__help_alert__unpack, free: frienso__alerts__v1__help_alert__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.HelpAlert", unpack: frienso__alerts__v1__help_alert__unpack, free: frienso__alerts__v1__help_alert__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1428,8 +1636,21 @@ extension AlertsV1.RaiseHelpNowRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_request__get_packed_size, pack: frienso__alerts__v1__raise_help_now_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__RaiseHelpNowRequest()
+        frienso__alerts__v1__raise_help_now_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_request__get_packed_size, pack: frienso__alerts__v1__raise_help_now_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RaiseHelpNowRequest", unpack: frienso__alerts__v1__raise_help_now_request__unpack, free: frienso__alerts__v1__raise_help_now_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RaiseHelpNowRequest", unpack: frienso__alerts__v1__raise_help_now_request__unpack, free: frienso__alerts__v1__raise_help_now_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1487,8 +1708,21 @@ extension AlertsV1.RaiseHelpNowResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_response__get_packed_size, pack: frienso__alerts__v1__raise_help_now_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__RaiseHelpNowResponse()
+        frienso__alerts__v1__raise_help_now_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_response__get_packed_size, pack: frienso__alerts__v1__raise_help_now_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RaiseHelpNowResponse", unpack: frienso__alerts__v1__raise_help_now_response__unpack, free: frienso__alerts__v1__raise_help_now_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RaiseHelpNowResponse", unpack: frienso__alerts__v1__raise_help_now_response__unpack, free: frienso__alerts__v1__raise_help_now_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1547,8 +1781,21 @@ extension AlertsV1.ResolveHelpNowRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_request__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ResolveHelpNowRequest()
+        frienso__alerts__v1__resolve_help_now_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_request__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ResolveHelpNowRequest", unpack: frienso__alerts__v1__resolve_help_now_request__unpack, free: frienso__alerts__v1__resolve_help_now_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ResolveHelpNowRequest", unpack: frienso__alerts__v1__resolve_help_now_request__unpack, free: frienso__alerts__v1__resolve_help_now_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1601,8 +1848,21 @@ extension AlertsV1.ResolveHelpNowResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_response__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ResolveHelpNowResponse()
+        frienso__alerts__v1__resolve_help_now_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_response__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ResolveHelpNowResponse", unpack: frienso__alerts__v1__resolve_help_now_response__unpack, free: frienso__alerts__v1__resolve_help_now_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ResolveHelpNowResponse", unpack: frienso__alerts__v1__resolve_help_now_response__unpack, free: frienso__alerts__v1__resolve_help_now_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1658,8 +1918,21 @@ extension AlertsV1.ReportEmergencyCallRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_request__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ReportEmergencyCallRequest()
+        frienso__alerts__v1__report_emergency_call_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_request__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ReportEmergencyCallRequest", unpack: frienso__alerts__v1__report_emergency_call_request__unpack, free: frienso__alerts__v1__report_emergency_call_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ReportEmergencyCallRequest", unpack: frienso__alerts__v1__report_emergency_call_request__unpack, free: frienso__alerts__v1__report_emergency_call_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1712,8 +1985,21 @@ extension AlertsV1.ReportEmergencyCallResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_response__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ReportEmergencyCallResponse()
+        frienso__alerts__v1__report_emergency_call_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_response__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ReportEmergencyCallResponse", unpack: frienso__alerts__v1__report_emergency_call_response__unpack, free: frienso__alerts__v1__report_emergency_call_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ReportEmergencyCallResponse", unpack: frienso__alerts__v1__report_emergency_call_response__unpack, free: frienso__alerts__v1__report_emergency_call_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1762,8 +2048,21 @@ extension AlertsV1.GetHelpNowRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_request__get_packed_size, pack: frienso__alerts__v1__get_help_now_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__GetHelpNowRequest()
+        frienso__alerts__v1__get_help_now_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_request__get_packed_size, pack: frienso__alerts__v1__get_help_now_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetHelpNowRequest", unpack: frienso__alerts__v1__get_help_now_request__unpack, free: frienso__alerts__v1__get_help_now_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetHelpNowRequest", unpack: frienso__alerts__v1__get_help_now_request__unpack, free: frienso__alerts__v1__get_help_now_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1816,8 +2115,21 @@ extension AlertsV1.GetHelpNowResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_response__get_packed_size, pack: frienso__alerts__v1__get_help_now_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__GetHelpNowResponse()
+        frienso__alerts__v1__get_help_now_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_response__get_packed_size, pack: frienso__alerts__v1__get_help_now_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetHelpNowResponse", unpack: frienso__alerts__v1__get_help_now_response__unpack, free: frienso__alerts__v1__get_help_now_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetHelpNowResponse", unpack: frienso__alerts__v1__get_help_now_response__unpack, free: frienso__alerts__v1__get_help_now_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1887,8 +2199,21 @@ extension AlertsV1.InboxItem {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__inbox_item__get_packed_size, pack: frienso__alerts__v1__inbox_item__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__InboxItem()
+        frienso__alerts__v1__inbox_item__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__inbox_item__get_packed_size, pack: frienso__alerts__v1__inbox_item__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.InboxItem", unpack: frienso__alerts__v1__inbox_item__unpack, free: frienso__alerts__v1__inbox_item__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.InboxItem", unpack: frienso__alerts__v1__inbox_item__unpack, free: frienso__alerts__v1__inbox_item__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1948,8 +2273,21 @@ extension AlertsV1.ListInboxRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_request__get_packed_size, pack: frienso__alerts__v1__list_inbox_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ListInboxRequest()
+        frienso__alerts__v1__list_inbox_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_request__get_packed_size, pack: frienso__alerts__v1__list_inbox_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListInboxRequest", unpack: frienso__alerts__v1__list_inbox_request__unpack, free: frienso__alerts__v1__list_inbox_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListInboxRequest", unpack: frienso__alerts__v1__list_inbox_request__unpack, free: frienso__alerts__v1__list_inbox_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2002,8 +2340,21 @@ extension AlertsV1.ListInboxResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_response__get_packed_size, pack: frienso__alerts__v1__list_inbox_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ListInboxResponse()
+        frienso__alerts__v1__list_inbox_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_response__get_packed_size, pack: frienso__alerts__v1__list_inbox_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListInboxResponse", unpack: frienso__alerts__v1__list_inbox_response__unpack, free: frienso__alerts__v1__list_inbox_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListInboxResponse", unpack: frienso__alerts__v1__list_inbox_response__unpack, free: frienso__alerts__v1__list_inbox_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2061,8 +2412,21 @@ extension AlertsV1.RespondInboxRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_request__get_packed_size, pack: frienso__alerts__v1__respond_inbox_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__RespondInboxRequest()
+        frienso__alerts__v1__respond_inbox_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_request__get_packed_size, pack: frienso__alerts__v1__respond_inbox_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RespondInboxRequest", unpack: frienso__alerts__v1__respond_inbox_request__unpack, free: frienso__alerts__v1__respond_inbox_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RespondInboxRequest", unpack: frienso__alerts__v1__respond_inbox_request__unpack, free: frienso__alerts__v1__respond_inbox_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2111,8 +2475,21 @@ extension AlertsV1.RespondInboxResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_response__get_packed_size, pack: frienso__alerts__v1__respond_inbox_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__RespondInboxResponse()
+        frienso__alerts__v1__respond_inbox_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_response__get_packed_size, pack: frienso__alerts__v1__respond_inbox_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RespondInboxResponse", unpack: frienso__alerts__v1__respond_inbox_response__unpack, free: frienso__alerts__v1__respond_inbox_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RespondInboxResponse", unpack: frienso__alerts__v1__respond_inbox_response__unpack, free: frienso__alerts__v1__respond_inbox_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2169,8 +2546,21 @@ extension AlertsV1.Device {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__device__get_packed_size, pack: frienso__alerts__v1__device__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__Device()
+        frienso__alerts__v1__device__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__device__get_packed_size, pack: frienso__alerts__v1__device__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Device", unpack: frienso__alerts__v1__device__unpack, free: frienso__alerts__v1__device__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Device", unpack: frienso__alerts__v1__device__unpack, free: frienso__alerts__v1__device__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2229,8 +2619,21 @@ extension AlertsV1.RegisterDeviceRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_request__get_packed_size, pack: frienso__alerts__v1__register_device_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__RegisterDeviceRequest()
+        frienso__alerts__v1__register_device_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_request__get_packed_size, pack: frienso__alerts__v1__register_device_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RegisterDeviceRequest", unpack: frienso__alerts__v1__register_device_request__unpack, free: frienso__alerts__v1__register_device_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RegisterDeviceRequest", unpack: frienso__alerts__v1__register_device_request__unpack, free: frienso__alerts__v1__register_device_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2284,8 +2687,21 @@ extension AlertsV1.RegisterDeviceResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_response__get_packed_size, pack: frienso__alerts__v1__register_device_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__RegisterDeviceResponse()
+        frienso__alerts__v1__register_device_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_response__get_packed_size, pack: frienso__alerts__v1__register_device_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RegisterDeviceResponse", unpack: frienso__alerts__v1__register_device_response__unpack, free: frienso__alerts__v1__register_device_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RegisterDeviceResponse", unpack: frienso__alerts__v1__register_device_response__unpack, free: frienso__alerts__v1__register_device_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2339,8 +2755,21 @@ extension AlertsV1.UnregisterDeviceRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_request__get_packed_size, pack: frienso__alerts__v1__unregister_device_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__UnregisterDeviceRequest()
+        frienso__alerts__v1__unregister_device_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_request__get_packed_size, pack: frienso__alerts__v1__unregister_device_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.UnregisterDeviceRequest", unpack: frienso__alerts__v1__unregister_device_request__unpack, free: frienso__alerts__v1__unregister_device_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.UnregisterDeviceRequest", unpack: frienso__alerts__v1__unregister_device_request__unpack, free: frienso__alerts__v1__unregister_device_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2387,8 +2816,21 @@ extension AlertsV1.UnregisterDeviceResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_response__get_packed_size, pack: frienso__alerts__v1__unregister_device_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__UnregisterDeviceResponse()
+        frienso__alerts__v1__unregister_device_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_response__get_packed_size, pack: frienso__alerts__v1__unregister_device_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.UnregisterDeviceResponse", unpack: frienso__alerts__v1__unregister_device_response__unpack, free: frienso__alerts__v1__unregister_device_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.UnregisterDeviceResponse", unpack: frienso__alerts__v1__unregister_device_response__unpack, free: frienso__alerts__v1__unregister_device_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2434,8 +2876,21 @@ extension AlertsV1.ListDevicesRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_request__get_packed_size, pack: frienso__alerts__v1__list_devices_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ListDevicesRequest()
+        frienso__alerts__v1__list_devices_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_request__get_packed_size, pack: frienso__alerts__v1__list_devices_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListDevicesRequest", unpack: frienso__alerts__v1__list_devices_request__unpack, free: frienso__alerts__v1__list_devices_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListDevicesRequest", unpack: frienso__alerts__v1__list_devices_request__unpack, free: frienso__alerts__v1__list_devices_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2486,8 +2941,21 @@ extension AlertsV1.ListDevicesResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_response__get_packed_size, pack: frienso__alerts__v1__list_devices_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ListDevicesResponse()
+        frienso__alerts__v1__list_devices_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_response__get_packed_size, pack: frienso__alerts__v1__list_devices_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListDevicesResponse", unpack: frienso__alerts__v1__list_devices_response__unpack, free: frienso__alerts__v1__list_devices_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListDevicesResponse", unpack: frienso__alerts__v1__list_devices_response__unpack, free: frienso__alerts__v1__list_devices_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2564,8 +3032,21 @@ extension AlertsV1.Delivery {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery__get_packed_size, pack: frienso__alerts__v1__delivery__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__Delivery()
+        frienso__alerts__v1__delivery__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery__get_packed_size, pack: frienso__alerts__v1__delivery__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Delivery", unpack: frienso__alerts__v1__delivery__unpack, free: frienso__alerts__v1__delivery__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Delivery", unpack: frienso__alerts__v1__delivery__unpack, free: frienso__alerts__v1__delivery__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2639,8 +3120,21 @@ extension AlertsV1.ListOutboxRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_request__get_packed_size, pack: frienso__alerts__v1__list_outbox_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ListOutboxRequest()
+        frienso__alerts__v1__list_outbox_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_request__get_packed_size, pack: frienso__alerts__v1__list_outbox_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListOutboxRequest", unpack: frienso__alerts__v1__list_outbox_request__unpack, free: frienso__alerts__v1__list_outbox_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListOutboxRequest", unpack: frienso__alerts__v1__list_outbox_request__unpack, free: frienso__alerts__v1__list_outbox_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2698,8 +3192,21 @@ extension AlertsV1.ListOutboxResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_response__get_packed_size, pack: frienso__alerts__v1__list_outbox_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ListOutboxResponse()
+        frienso__alerts__v1__list_outbox_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_response__get_packed_size, pack: frienso__alerts__v1__list_outbox_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListOutboxResponse", unpack: frienso__alerts__v1__list_outbox_response__unpack, free: frienso__alerts__v1__list_outbox_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListOutboxResponse", unpack: frienso__alerts__v1__list_outbox_response__unpack, free: frienso__alerts__v1__list_outbox_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2760,8 +3267,21 @@ extension AlertsV1.Resource {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resource__get_packed_size, pack: frienso__alerts__v1__resource__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__Resource()
+        frienso__alerts__v1__resource__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resource__get_packed_size, pack: frienso__alerts__v1__resource__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Resource", unpack: frienso__alerts__v1__resource__unpack, free: frienso__alerts__v1__resource__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Resource", unpack: frienso__alerts__v1__resource__unpack, free: frienso__alerts__v1__resource__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2817,8 +3337,22 @@ extension AlertsV1.ImportResourcesRequest {
         let arena = ProtoArena()
         var c = Frienso__Alerts__V1__ImportResourcesRequest()
         frienso__alerts__v1__import_resources_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_request__get_packed_size, pack: frienso__alerts__v1__import_resources_request__pack)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.data.withUnsafeBufferPointer { lent0 in
+            c.data = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_request__get_packed_size, pack: frienso__alerts__v1__import_resources_request__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ImportResourcesRequest()
+        frienso__alerts__v1__import_resources_request__init(&c)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.data.withUnsafeBufferPointer { lent0 in
+            c.data = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_request__get_packed_size, pack: frienso__alerts__v1__import_resources_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
@@ -2826,10 +3360,15 @@ extension AlertsV1.ImportResourcesRequest {
         self = c
     }
 
-    func copy(into c: inout Frienso__Alerts__V1__ImportResourcesRequest, arena: ProtoArena) {
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ImportResourcesRequest", unpack: frienso__alerts__v1__import_resources_request__unpack, free: frienso__alerts__v1__import_resources_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__ImportResourcesRequest, arena: ProtoArena, lendingBytes: Bool = false) {
         if !self.operatorKey.isEmpty { c.operator_key = arena.string(self.operatorKey) }
         if !self.campus.isEmpty { c.campus = arena.string(self.campus) }
-        c.data = arena.binary(self.data)
+        if !lendingBytes { c.data = arena.binary(self.data) }
     }
 
     init(c: Frienso__Alerts__V1__ImportResourcesRequest) {
@@ -2878,8 +3417,21 @@ extension AlertsV1.ImportResourcesResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_response__get_packed_size, pack: frienso__alerts__v1__import_resources_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ImportResourcesResponse()
+        frienso__alerts__v1__import_resources_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_response__get_packed_size, pack: frienso__alerts__v1__import_resources_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ImportResourcesResponse", unpack: frienso__alerts__v1__import_resources_response__unpack, free: frienso__alerts__v1__import_resources_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ImportResourcesResponse", unpack: frienso__alerts__v1__import_resources_response__unpack, free: frienso__alerts__v1__import_resources_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2933,8 +3485,21 @@ extension AlertsV1.ListResourcesRequest {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_request__get_packed_size, pack: frienso__alerts__v1__list_resources_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ListResourcesRequest()
+        frienso__alerts__v1__list_resources_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_request__get_packed_size, pack: frienso__alerts__v1__list_resources_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListResourcesRequest", unpack: frienso__alerts__v1__list_resources_request__unpack, free: frienso__alerts__v1__list_resources_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListResourcesRequest", unpack: frienso__alerts__v1__list_resources_request__unpack, free: frienso__alerts__v1__list_resources_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2986,8 +3551,21 @@ extension AlertsV1.ListResourcesResponse {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_response__get_packed_size, pack: frienso__alerts__v1__list_resources_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ListResourcesResponse()
+        frienso__alerts__v1__list_resources_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_response__get_packed_size, pack: frienso__alerts__v1__list_resources_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListResourcesResponse", unpack: frienso__alerts__v1__list_resources_response__unpack, free: frienso__alerts__v1__list_resources_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListResourcesResponse", unpack: frienso__alerts__v1__list_resources_response__unpack, free: frienso__alerts__v1__list_resources_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3054,8 +3632,21 @@ extension AlertsV1.AlertEvent {
         return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_event__get_packed_size, pack: frienso__alerts__v1__alert_event__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__AlertEvent()
+        frienso__alerts__v1__alert_event__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_event__get_packed_size, pack: frienso__alerts__v1__alert_event__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.AlertEvent", unpack: frienso__alerts__v1__alert_event__unpack, free: frienso__alerts__v1__alert_event__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.AlertEvent", unpack: frienso__alerts__v1__alert_event__unpack, free: frienso__alerts__v1__alert_event__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 

@@ -172,8 +172,28 @@ extension CommonV1.Envelope {
         let arena = ProtoArena()
         var c = Frienso__Common__V1__Envelope()
         frienso__common__v1__envelope__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__envelope__get_packed_size, pack: frienso__common__v1__envelope__pack)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.payload.withUnsafeBufferPointer { lent0 in
+            c.payload = ProtoRuntime.lent(lent0)
+            return self.sessionId.withUnsafeBufferPointer { lent1 in
+                c.session_id = ProtoRuntime.lent(lent1)
+                return ProtoRuntime.pack(&c, size: frienso__common__v1__envelope__get_packed_size, pack: frienso__common__v1__envelope__pack)
+            }
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Common__V1__Envelope()
+        frienso__common__v1__envelope__init(&c)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.payload.withUnsafeBufferPointer { lent0 in
+            c.payload = ProtoRuntime.lent(lent0)
+            return self.sessionId.withUnsafeBufferPointer { lent1 in
+                c.session_id = ProtoRuntime.lent(lent1)
+                return ProtoRuntime.pack(&c, size: frienso__common__v1__envelope__get_packed_size, pack: frienso__common__v1__envelope__pack, into: allocate)
+            }
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
@@ -181,7 +201,12 @@ extension CommonV1.Envelope {
         self = c
     }
 
-    func copy(into c: inout Frienso__Common__V1__Envelope, arena: ProtoArena) {
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.Envelope", unpack: frienso__common__v1__envelope__unpack, free: frienso__common__v1__envelope__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Common__V1__Envelope, arena: ProtoArena, lendingBytes: Bool = false) {
         c.version = self.version
         c.kind = Frienso__Common__V1__Kind(rawValue: .init(truncatingIfNeeded: self.kind.rawValue))
         c.request_id = self.requestId
@@ -192,11 +217,11 @@ extension CommonV1.Envelope {
         c.deadline_ms = self.deadlineMs
         c.status = Frienso__Common__V1__StatusCode(rawValue: .init(truncatingIfNeeded: self.status.rawValue))
         if !self.statusMessage.isEmpty { c.status_message = arena.string(self.statusMessage) }
-        c.payload = arena.binary(self.payload)
+        if !lendingBytes { c.payload = arena.binary(self.payload) }
         c.sequence = self.sequence
         c.epoch = self.epoch
         if !self.clientAddress.isEmpty { c.client_address = arena.string(self.clientAddress) }
-        c.session_id = arena.binary(self.sessionId)
+        if !lendingBytes { c.session_id = arena.binary(self.sessionId) }
     }
 
     init(c: Frienso__Common__V1__Envelope) {
@@ -243,8 +268,22 @@ extension CommonV1.PingRequest {
         let arena = ProtoArena()
         var c = Frienso__Common__V1__PingRequest()
         frienso__common__v1__ping_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_request__get_packed_size, pack: frienso__common__v1__ping_request__pack)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.echo.withUnsafeBufferPointer { lent0 in
+            c.echo = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_request__get_packed_size, pack: frienso__common__v1__ping_request__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Common__V1__PingRequest()
+        frienso__common__v1__ping_request__init(&c)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.echo.withUnsafeBufferPointer { lent0 in
+            c.echo = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_request__get_packed_size, pack: frienso__common__v1__ping_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
@@ -252,8 +291,13 @@ extension CommonV1.PingRequest {
         self = c
     }
 
-    func copy(into c: inout Frienso__Common__V1__PingRequest, arena: ProtoArena) {
-        c.echo = arena.binary(self.echo)
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.PingRequest", unpack: frienso__common__v1__ping_request__unpack, free: frienso__common__v1__ping_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Common__V1__PingRequest, arena: ProtoArena, lendingBytes: Bool = false) {
+        if !lendingBytes { c.echo = arena.binary(self.echo) }
     }
 
     init(c: Frienso__Common__V1__PingRequest) {
@@ -302,8 +346,22 @@ extension CommonV1.PingResponse {
         let arena = ProtoArena()
         var c = Frienso__Common__V1__PingResponse()
         frienso__common__v1__ping_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_response__get_packed_size, pack: frienso__common__v1__ping_response__pack)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.echo.withUnsafeBufferPointer { lent0 in
+            c.echo = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_response__get_packed_size, pack: frienso__common__v1__ping_response__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Common__V1__PingResponse()
+        frienso__common__v1__ping_response__init(&c)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.echo.withUnsafeBufferPointer { lent0 in
+            c.echo = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_response__get_packed_size, pack: frienso__common__v1__ping_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
@@ -311,9 +369,14 @@ extension CommonV1.PingResponse {
         self = c
     }
 
-    func copy(into c: inout Frienso__Common__V1__PingResponse, arena: ProtoArena) {
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.PingResponse", unpack: frienso__common__v1__ping_response__unpack, free: frienso__common__v1__ping_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Common__V1__PingResponse, arena: ProtoArena, lendingBytes: Bool = false) {
         if !self.service.isEmpty { c.service = arena.string(self.service) }
-        c.echo = arena.binary(self.echo)
+        if !lendingBytes { c.echo = arena.binary(self.echo) }
         if !self.version.isEmpty { c.version = arena.string(self.version) }
         c.uptime_ms = self.uptimeMs
     }
@@ -357,8 +420,21 @@ extension CommonV1.SubscribeRequest {
         return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_request__get_packed_size, pack: frienso__common__v1__subscribe_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Common__V1__SubscribeRequest()
+        frienso__common__v1__subscribe_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_request__get_packed_size, pack: frienso__common__v1__subscribe_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.SubscribeRequest", unpack: frienso__common__v1__subscribe_request__unpack, free: frienso__common__v1__subscribe_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.SubscribeRequest", unpack: frienso__common__v1__subscribe_request__unpack, free: frienso__common__v1__subscribe_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -409,8 +485,21 @@ extension CommonV1.SubscribeResponse {
         return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_response__get_packed_size, pack: frienso__common__v1__subscribe_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Common__V1__SubscribeResponse()
+        frienso__common__v1__subscribe_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_response__get_packed_size, pack: frienso__common__v1__subscribe_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.SubscribeResponse", unpack: frienso__common__v1__subscribe_response__unpack, free: frienso__common__v1__subscribe_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.SubscribeResponse", unpack: frienso__common__v1__subscribe_response__unpack, free: frienso__common__v1__subscribe_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -457,8 +546,21 @@ extension CommonV1.UnsubscribeRequest {
         return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_request__get_packed_size, pack: frienso__common__v1__unsubscribe_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Common__V1__UnsubscribeRequest()
+        frienso__common__v1__unsubscribe_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_request__get_packed_size, pack: frienso__common__v1__unsubscribe_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.UnsubscribeRequest", unpack: frienso__common__v1__unsubscribe_request__unpack, free: frienso__common__v1__unsubscribe_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.UnsubscribeRequest", unpack: frienso__common__v1__unsubscribe_request__unpack, free: frienso__common__v1__unsubscribe_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -504,8 +606,21 @@ extension CommonV1.UnsubscribeResponse {
         return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_response__get_packed_size, pack: frienso__common__v1__unsubscribe_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Common__V1__UnsubscribeResponse()
+        frienso__common__v1__unsubscribe_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_response__get_packed_size, pack: frienso__common__v1__unsubscribe_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.UnsubscribeResponse", unpack: frienso__common__v1__unsubscribe_response__unpack, free: frienso__common__v1__unsubscribe_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.UnsubscribeResponse", unpack: frienso__common__v1__unsubscribe_response__unpack, free: frienso__common__v1__unsubscribe_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 

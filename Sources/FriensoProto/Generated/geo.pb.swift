@@ -77,8 +77,21 @@ extension GeoV1.Fix {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__fix__get_packed_size, pack: frienso__geo__v1__fix__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__Fix()
+        frienso__geo__v1__fix__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__fix__get_packed_size, pack: frienso__geo__v1__fix__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.Fix", unpack: frienso__geo__v1__fix__unpack, free: frienso__geo__v1__fix__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.Fix", unpack: frienso__geo__v1__fix__unpack, free: frienso__geo__v1__fix__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -144,8 +157,21 @@ extension GeoV1.UpdateLocationRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_request__get_packed_size, pack: frienso__geo__v1__update_location_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__UpdateLocationRequest()
+        frienso__geo__v1__update_location_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_request__get_packed_size, pack: frienso__geo__v1__update_location_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateLocationRequest", unpack: frienso__geo__v1__update_location_request__unpack, free: frienso__geo__v1__update_location_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateLocationRequest", unpack: frienso__geo__v1__update_location_request__unpack, free: frienso__geo__v1__update_location_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -202,8 +228,21 @@ extension GeoV1.UpdateLocationResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_response__get_packed_size, pack: frienso__geo__v1__update_location_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__UpdateLocationResponse()
+        frienso__geo__v1__update_location_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_response__get_packed_size, pack: frienso__geo__v1__update_location_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateLocationResponse", unpack: frienso__geo__v1__update_location_response__unpack, free: frienso__geo__v1__update_location_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateLocationResponse", unpack: frienso__geo__v1__update_location_response__unpack, free: frienso__geo__v1__update_location_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -261,8 +300,21 @@ extension GeoV1.SharingSettings {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__sharing_settings__get_packed_size, pack: frienso__geo__v1__sharing_settings__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__SharingSettings()
+        frienso__geo__v1__sharing_settings__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__sharing_settings__get_packed_size, pack: frienso__geo__v1__sharing_settings__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SharingSettings", unpack: frienso__geo__v1__sharing_settings__unpack, free: frienso__geo__v1__sharing_settings__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SharingSettings", unpack: frienso__geo__v1__sharing_settings__unpack, free: frienso__geo__v1__sharing_settings__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -312,8 +364,21 @@ extension GeoV1.GetSharingRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_request__get_packed_size, pack: frienso__geo__v1__get_sharing_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__GetSharingRequest()
+        frienso__geo__v1__get_sharing_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_request__get_packed_size, pack: frienso__geo__v1__get_sharing_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetSharingRequest", unpack: frienso__geo__v1__get_sharing_request__unpack, free: frienso__geo__v1__get_sharing_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetSharingRequest", unpack: frienso__geo__v1__get_sharing_request__unpack, free: frienso__geo__v1__get_sharing_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -364,8 +429,21 @@ extension GeoV1.GetSharingResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_response__get_packed_size, pack: frienso__geo__v1__get_sharing_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__GetSharingResponse()
+        frienso__geo__v1__get_sharing_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_response__get_packed_size, pack: frienso__geo__v1__get_sharing_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetSharingResponse", unpack: frienso__geo__v1__get_sharing_response__unpack, free: frienso__geo__v1__get_sharing_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetSharingResponse", unpack: frienso__geo__v1__get_sharing_response__unpack, free: frienso__geo__v1__get_sharing_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -421,8 +499,21 @@ extension GeoV1.UpdateSharingRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_request__get_packed_size, pack: frienso__geo__v1__update_sharing_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__UpdateSharingRequest()
+        frienso__geo__v1__update_sharing_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_request__get_packed_size, pack: frienso__geo__v1__update_sharing_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateSharingRequest", unpack: frienso__geo__v1__update_sharing_request__unpack, free: frienso__geo__v1__update_sharing_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateSharingRequest", unpack: frienso__geo__v1__update_sharing_request__unpack, free: frienso__geo__v1__update_sharing_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -478,8 +569,21 @@ extension GeoV1.UpdateSharingResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_response__get_packed_size, pack: frienso__geo__v1__update_sharing_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__UpdateSharingResponse()
+        frienso__geo__v1__update_sharing_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_response__get_packed_size, pack: frienso__geo__v1__update_sharing_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateSharingResponse", unpack: frienso__geo__v1__update_sharing_response__unpack, free: frienso__geo__v1__update_sharing_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateSharingResponse", unpack: frienso__geo__v1__update_sharing_response__unpack, free: frienso__geo__v1__update_sharing_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -543,8 +647,21 @@ extension GeoV1.FriendLocation {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_location__get_packed_size, pack: frienso__geo__v1__friend_location__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__FriendLocation()
+        frienso__geo__v1__friend_location__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_location__get_packed_size, pack: frienso__geo__v1__friend_location__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendLocation", unpack: frienso__geo__v1__friend_location__unpack, free: frienso__geo__v1__friend_location__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendLocation", unpack: frienso__geo__v1__friend_location__unpack, free: frienso__geo__v1__friend_location__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -600,8 +717,21 @@ extension GeoV1.FriendsLocationsRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_request__get_packed_size, pack: frienso__geo__v1__friends_locations_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__FriendsLocationsRequest()
+        frienso__geo__v1__friends_locations_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_request__get_packed_size, pack: frienso__geo__v1__friends_locations_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendsLocationsRequest", unpack: frienso__geo__v1__friends_locations_request__unpack, free: frienso__geo__v1__friends_locations_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendsLocationsRequest", unpack: frienso__geo__v1__friends_locations_request__unpack, free: frienso__geo__v1__friends_locations_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -654,8 +784,21 @@ extension GeoV1.FriendsLocationsResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_response__get_packed_size, pack: frienso__geo__v1__friends_locations_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__FriendsLocationsResponse()
+        frienso__geo__v1__friends_locations_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_response__get_packed_size, pack: frienso__geo__v1__friends_locations_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendsLocationsResponse", unpack: frienso__geo__v1__friends_locations_response__unpack, free: frienso__geo__v1__friends_locations_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendsLocationsResponse", unpack: frienso__geo__v1__friends_locations_response__unpack, free: frienso__geo__v1__friends_locations_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -717,8 +860,21 @@ extension GeoV1.NearbyRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_request__get_packed_size, pack: frienso__geo__v1__nearby_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__NearbyRequest()
+        frienso__geo__v1__nearby_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_request__get_packed_size, pack: frienso__geo__v1__nearby_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NearbyRequest", unpack: frienso__geo__v1__nearby_request__unpack, free: frienso__geo__v1__nearby_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NearbyRequest", unpack: frienso__geo__v1__nearby_request__unpack, free: frienso__geo__v1__nearby_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -774,8 +930,21 @@ extension GeoV1.NearbyUser {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_user__get_packed_size, pack: frienso__geo__v1__nearby_user__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__NearbyUser()
+        frienso__geo__v1__nearby_user__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_user__get_packed_size, pack: frienso__geo__v1__nearby_user__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NearbyUser", unpack: frienso__geo__v1__nearby_user__unpack, free: frienso__geo__v1__nearby_user__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NearbyUser", unpack: frienso__geo__v1__nearby_user__unpack, free: frienso__geo__v1__nearby_user__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -828,8 +997,21 @@ extension GeoV1.NearbyResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_response__get_packed_size, pack: frienso__geo__v1__nearby_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__NearbyResponse()
+        frienso__geo__v1__nearby_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_response__get_packed_size, pack: frienso__geo__v1__nearby_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NearbyResponse", unpack: frienso__geo__v1__nearby_response__unpack, free: frienso__geo__v1__nearby_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NearbyResponse", unpack: frienso__geo__v1__nearby_response__unpack, free: frienso__geo__v1__nearby_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -882,8 +1064,21 @@ extension GeoV1.NavigateRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_request__get_packed_size, pack: frienso__geo__v1__navigate_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__NavigateRequest()
+        frienso__geo__v1__navigate_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_request__get_packed_size, pack: frienso__geo__v1__navigate_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NavigateRequest", unpack: frienso__geo__v1__navigate_request__unpack, free: frienso__geo__v1__navigate_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NavigateRequest", unpack: frienso__geo__v1__navigate_request__unpack, free: frienso__geo__v1__navigate_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -941,8 +1136,21 @@ extension GeoV1.NavigateResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_response__get_packed_size, pack: frienso__geo__v1__navigate_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__NavigateResponse()
+        frienso__geo__v1__navigate_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_response__get_packed_size, pack: frienso__geo__v1__navigate_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NavigateResponse", unpack: frienso__geo__v1__navigate_response__unpack, free: frienso__geo__v1__navigate_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NavigateResponse", unpack: frienso__geo__v1__navigate_response__unpack, free: frienso__geo__v1__navigate_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -998,8 +1206,21 @@ extension GeoV1.DeleteHistoryRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_request__get_packed_size, pack: frienso__geo__v1__delete_history_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__DeleteHistoryRequest()
+        frienso__geo__v1__delete_history_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_request__get_packed_size, pack: frienso__geo__v1__delete_history_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteHistoryRequest", unpack: frienso__geo__v1__delete_history_request__unpack, free: frienso__geo__v1__delete_history_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteHistoryRequest", unpack: frienso__geo__v1__delete_history_request__unpack, free: frienso__geo__v1__delete_history_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1050,8 +1271,21 @@ extension GeoV1.DeleteHistoryResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_response__get_packed_size, pack: frienso__geo__v1__delete_history_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__DeleteHistoryResponse()
+        frienso__geo__v1__delete_history_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_response__get_packed_size, pack: frienso__geo__v1__delete_history_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteHistoryResponse", unpack: frienso__geo__v1__delete_history_response__unpack, free: frienso__geo__v1__delete_history_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteHistoryResponse", unpack: frienso__geo__v1__delete_history_response__unpack, free: frienso__geo__v1__delete_history_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1103,8 +1337,21 @@ extension GeoV1.LatestLocationRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_request__get_packed_size, pack: frienso__geo__v1__latest_location_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__LatestLocationRequest()
+        frienso__geo__v1__latest_location_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_request__get_packed_size, pack: frienso__geo__v1__latest_location_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LatestLocationRequest", unpack: frienso__geo__v1__latest_location_request__unpack, free: frienso__geo__v1__latest_location_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LatestLocationRequest", unpack: frienso__geo__v1__latest_location_request__unpack, free: frienso__geo__v1__latest_location_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1160,8 +1407,21 @@ extension GeoV1.LatestLocationResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_response__get_packed_size, pack: frienso__geo__v1__latest_location_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__LatestLocationResponse()
+        frienso__geo__v1__latest_location_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_response__get_packed_size, pack: frienso__geo__v1__latest_location_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LatestLocationResponse", unpack: frienso__geo__v1__latest_location_response__unpack, free: frienso__geo__v1__latest_location_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LatestLocationResponse", unpack: frienso__geo__v1__latest_location_response__unpack, free: frienso__geo__v1__latest_location_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1219,8 +1479,21 @@ extension GeoV1.CheckInAccessRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_request__get_packed_size, pack: frienso__geo__v1__check_in_access_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CheckInAccessRequest()
+        frienso__geo__v1__check_in_access_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_request__get_packed_size, pack: frienso__geo__v1__check_in_access_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInAccessRequest", unpack: frienso__geo__v1__check_in_access_request__unpack, free: frienso__geo__v1__check_in_access_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInAccessRequest", unpack: frienso__geo__v1__check_in_access_request__unpack, free: frienso__geo__v1__check_in_access_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1277,8 +1550,21 @@ extension GeoV1.CheckInAccessResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_response__get_packed_size, pack: frienso__geo__v1__check_in_access_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CheckInAccessResponse()
+        frienso__geo__v1__check_in_access_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_response__get_packed_size, pack: frienso__geo__v1__check_in_access_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInAccessResponse", unpack: frienso__geo__v1__check_in_access_response__unpack, free: frienso__geo__v1__check_in_access_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInAccessResponse", unpack: frienso__geo__v1__check_in_access_response__unpack, free: frienso__geo__v1__check_in_access_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1331,8 +1617,21 @@ extension GeoV1.GetPlaceRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_request__get_packed_size, pack: frienso__geo__v1__get_place_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__GetPlaceRequest()
+        frienso__geo__v1__get_place_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_request__get_packed_size, pack: frienso__geo__v1__get_place_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPlaceRequest", unpack: frienso__geo__v1__get_place_request__unpack, free: frienso__geo__v1__get_place_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPlaceRequest", unpack: frienso__geo__v1__get_place_request__unpack, free: frienso__geo__v1__get_place_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1386,8 +1685,21 @@ extension GeoV1.GetPlaceResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_response__get_packed_size, pack: frienso__geo__v1__get_place_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__GetPlaceResponse()
+        frienso__geo__v1__get_place_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_response__get_packed_size, pack: frienso__geo__v1__get_place_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPlaceResponse", unpack: frienso__geo__v1__get_place_response__unpack, free: frienso__geo__v1__get_place_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPlaceResponse", unpack: frienso__geo__v1__get_place_response__unpack, free: frienso__geo__v1__get_place_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1446,8 +1758,21 @@ extension GeoV1.LocationEvent {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_event__get_packed_size, pack: frienso__geo__v1__location_event__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__LocationEvent()
+        frienso__geo__v1__location_event__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_event__get_packed_size, pack: frienso__geo__v1__location_event__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LocationEvent", unpack: frienso__geo__v1__location_event__unpack, free: frienso__geo__v1__location_event__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LocationEvent", unpack: frienso__geo__v1__location_event__unpack, free: frienso__geo__v1__location_event__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1509,8 +1834,21 @@ extension GeoV1.FriendNearbyEvent {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_nearby_event__get_packed_size, pack: frienso__geo__v1__friend_nearby_event__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__FriendNearbyEvent()
+        frienso__geo__v1__friend_nearby_event__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_nearby_event__get_packed_size, pack: frienso__geo__v1__friend_nearby_event__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendNearbyEvent", unpack: frienso__geo__v1__friend_nearby_event__unpack, free: frienso__geo__v1__friend_nearby_event__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendNearbyEvent", unpack: frienso__geo__v1__friend_nearby_event__unpack, free: frienso__geo__v1__friend_nearby_event__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1578,8 +1916,21 @@ extension GeoV1.Place {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__place__get_packed_size, pack: frienso__geo__v1__place__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__Place()
+        frienso__geo__v1__place__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place__get_packed_size, pack: frienso__geo__v1__place__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.Place", unpack: frienso__geo__v1__place__unpack, free: frienso__geo__v1__place__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.Place", unpack: frienso__geo__v1__place__unpack, free: frienso__geo__v1__place__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1642,8 +1993,22 @@ extension GeoV1.ImportPlacesRequest {
         let arena = ProtoArena()
         var c = Frienso__Geo__V1__ImportPlacesRequest()
         frienso__geo__v1__import_places_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_request__get_packed_size, pack: frienso__geo__v1__import_places_request__pack)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.data.withUnsafeBufferPointer { lent0 in
+            c.data = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_request__get_packed_size, pack: frienso__geo__v1__import_places_request__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ImportPlacesRequest()
+        frienso__geo__v1__import_places_request__init(&c)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.data.withUnsafeBufferPointer { lent0 in
+            c.data = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_request__get_packed_size, pack: frienso__geo__v1__import_places_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
@@ -1651,10 +2016,15 @@ extension GeoV1.ImportPlacesRequest {
         self = c
     }
 
-    func copy(into c: inout Frienso__Geo__V1__ImportPlacesRequest, arena: ProtoArena) {
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ImportPlacesRequest", unpack: frienso__geo__v1__import_places_request__unpack, free: frienso__geo__v1__import_places_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ImportPlacesRequest, arena: ProtoArena, lendingBytes: Bool = false) {
         if !self.operatorKey.isEmpty { c.operator_key = arena.string(self.operatorKey) }
         if !self.format.isEmpty { c.format = arena.string(self.format) }
-        c.data = arena.binary(self.data)
+        if !lendingBytes { c.data = arena.binary(self.data) }
         c.replace = (self.replace ? 1 : 0)
     }
 
@@ -1704,8 +2074,21 @@ extension GeoV1.ImportPlacesResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_response__get_packed_size, pack: frienso__geo__v1__import_places_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ImportPlacesResponse()
+        frienso__geo__v1__import_places_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_response__get_packed_size, pack: frienso__geo__v1__import_places_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ImportPlacesResponse", unpack: frienso__geo__v1__import_places_response__unpack, free: frienso__geo__v1__import_places_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ImportPlacesResponse", unpack: frienso__geo__v1__import_places_response__unpack, free: frienso__geo__v1__import_places_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1765,8 +2148,21 @@ extension GeoV1.ClosestPlaceRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_request__get_packed_size, pack: frienso__geo__v1__closest_place_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ClosestPlaceRequest()
+        frienso__geo__v1__closest_place_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_request__get_packed_size, pack: frienso__geo__v1__closest_place_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ClosestPlaceRequest", unpack: frienso__geo__v1__closest_place_request__unpack, free: frienso__geo__v1__closest_place_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ClosestPlaceRequest", unpack: frienso__geo__v1__closest_place_request__unpack, free: frienso__geo__v1__closest_place_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1827,8 +2223,21 @@ extension GeoV1.ClosestPlaceResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_response__get_packed_size, pack: frienso__geo__v1__closest_place_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ClosestPlaceResponse()
+        frienso__geo__v1__closest_place_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_response__get_packed_size, pack: frienso__geo__v1__closest_place_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ClosestPlaceResponse", unpack: frienso__geo__v1__closest_place_response__unpack, free: frienso__geo__v1__closest_place_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ClosestPlaceResponse", unpack: frienso__geo__v1__closest_place_response__unpack, free: frienso__geo__v1__closest_place_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1889,8 +2298,21 @@ extension GeoV1.VenueAttendance {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__venue_attendance__get_packed_size, pack: frienso__geo__v1__venue_attendance__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__VenueAttendance()
+        frienso__geo__v1__venue_attendance__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__venue_attendance__get_packed_size, pack: frienso__geo__v1__venue_attendance__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.VenueAttendance", unpack: frienso__geo__v1__venue_attendance__unpack, free: frienso__geo__v1__venue_attendance__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.VenueAttendance", unpack: frienso__geo__v1__venue_attendance__unpack, free: frienso__geo__v1__venue_attendance__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1941,8 +2363,21 @@ extension GeoV1.ListVenuesRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_request__get_packed_size, pack: frienso__geo__v1__list_venues_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListVenuesRequest()
+        frienso__geo__v1__list_venues_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_request__get_packed_size, pack: frienso__geo__v1__list_venues_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListVenuesRequest", unpack: frienso__geo__v1__list_venues_request__unpack, free: frienso__geo__v1__list_venues_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListVenuesRequest", unpack: frienso__geo__v1__list_venues_request__unpack, free: frienso__geo__v1__list_venues_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1995,8 +2430,21 @@ extension GeoV1.ListVenuesResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_response__get_packed_size, pack: frienso__geo__v1__list_venues_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListVenuesResponse()
+        frienso__geo__v1__list_venues_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_response__get_packed_size, pack: frienso__geo__v1__list_venues_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListVenuesResponse", unpack: frienso__geo__v1__list_venues_response__unpack, free: frienso__geo__v1__list_venues_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListVenuesResponse", unpack: frienso__geo__v1__list_venues_response__unpack, free: frienso__geo__v1__list_venues_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2064,8 +2512,21 @@ extension GeoV1.CheckIn {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in__get_packed_size, pack: frienso__geo__v1__check_in__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CheckIn()
+        frienso__geo__v1__check_in__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in__get_packed_size, pack: frienso__geo__v1__check_in__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckIn", unpack: frienso__geo__v1__check_in__unpack, free: frienso__geo__v1__check_in__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckIn", unpack: frienso__geo__v1__check_in__unpack, free: frienso__geo__v1__check_in__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2132,8 +2593,21 @@ extension GeoV1.CheckInRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_request__get_packed_size, pack: frienso__geo__v1__check_in_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CheckInRequest()
+        frienso__geo__v1__check_in_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_request__get_packed_size, pack: frienso__geo__v1__check_in_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInRequest", unpack: frienso__geo__v1__check_in_request__unpack, free: frienso__geo__v1__check_in_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInRequest", unpack: frienso__geo__v1__check_in_request__unpack, free: frienso__geo__v1__check_in_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2191,8 +2665,21 @@ extension GeoV1.CheckInResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_response__get_packed_size, pack: frienso__geo__v1__check_in_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CheckInResponse()
+        frienso__geo__v1__check_in_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_response__get_packed_size, pack: frienso__geo__v1__check_in_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInResponse", unpack: frienso__geo__v1__check_in_response__unpack, free: frienso__geo__v1__check_in_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInResponse", unpack: frienso__geo__v1__check_in_response__unpack, free: frienso__geo__v1__check_in_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2251,8 +2738,21 @@ extension GeoV1.ListCheckInsRequest {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_request__get_packed_size, pack: frienso__geo__v1__list_check_ins_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListCheckInsRequest()
+        frienso__geo__v1__list_check_ins_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_request__get_packed_size, pack: frienso__geo__v1__list_check_ins_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListCheckInsRequest", unpack: frienso__geo__v1__list_check_ins_request__unpack, free: frienso__geo__v1__list_check_ins_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListCheckInsRequest", unpack: frienso__geo__v1__list_check_ins_request__unpack, free: frienso__geo__v1__list_check_ins_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2306,8 +2806,21 @@ extension GeoV1.ListCheckInsResponse {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_response__get_packed_size, pack: frienso__geo__v1__list_check_ins_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListCheckInsResponse()
+        frienso__geo__v1__list_check_ins_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_response__get_packed_size, pack: frienso__geo__v1__list_check_ins_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListCheckInsResponse", unpack: frienso__geo__v1__list_check_ins_response__unpack, free: frienso__geo__v1__list_check_ins_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListCheckInsResponse", unpack: frienso__geo__v1__list_check_ins_response__unpack, free: frienso__geo__v1__list_check_ins_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2366,8 +2879,21 @@ extension GeoV1.LocationGrant {
         return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_grant__get_packed_size, pack: frienso__geo__v1__location_grant__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__LocationGrant()
+        frienso__geo__v1__location_grant__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_grant__get_packed_size, pack: frienso__geo__v1__location_grant__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LocationGrant", unpack: frienso__geo__v1__location_grant__unpack, free: frienso__geo__v1__location_grant__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LocationGrant", unpack: frienso__geo__v1__location_grant__unpack, free: frienso__geo__v1__location_grant__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 

@@ -138,8 +138,21 @@ extension MediaV1.MediaItem {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__media_item__get_packed_size, pack: frienso__media__v1__media_item__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__MediaItem()
+        frienso__media__v1__media_item__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__media_item__get_packed_size, pack: frienso__media__v1__media_item__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.MediaItem", unpack: frienso__media__v1__media_item__unpack, free: frienso__media__v1__media_item__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.MediaItem", unpack: frienso__media__v1__media_item__unpack, free: frienso__media__v1__media_item__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -209,8 +222,21 @@ extension MediaV1.StartUploadRequest {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_request__get_packed_size, pack: frienso__media__v1__start_upload_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__StartUploadRequest()
+        frienso__media__v1__start_upload_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_request__get_packed_size, pack: frienso__media__v1__start_upload_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.StartUploadRequest", unpack: frienso__media__v1__start_upload_request__unpack, free: frienso__media__v1__start_upload_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.StartUploadRequest", unpack: frienso__media__v1__start_upload_request__unpack, free: frienso__media__v1__start_upload_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -270,8 +296,21 @@ extension MediaV1.StartUploadResponse {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_response__get_packed_size, pack: frienso__media__v1__start_upload_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__StartUploadResponse()
+        frienso__media__v1__start_upload_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_response__get_packed_size, pack: frienso__media__v1__start_upload_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.StartUploadResponse", unpack: frienso__media__v1__start_upload_response__unpack, free: frienso__media__v1__start_upload_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.StartUploadResponse", unpack: frienso__media__v1__start_upload_response__unpack, free: frienso__media__v1__start_upload_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -325,8 +364,22 @@ extension MediaV1.UploadChunkRequest {
         let arena = ProtoArena()
         var c = Frienso__Media__V1__UploadChunkRequest()
         frienso__media__v1__upload_chunk_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_request__get_packed_size, pack: frienso__media__v1__upload_chunk_request__pack)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.data.withUnsafeBufferPointer { lent0 in
+            c.data = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_request__get_packed_size, pack: frienso__media__v1__upload_chunk_request__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__UploadChunkRequest()
+        frienso__media__v1__upload_chunk_request__init(&c)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.data.withUnsafeBufferPointer { lent0 in
+            c.data = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_request__get_packed_size, pack: frienso__media__v1__upload_chunk_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
@@ -334,10 +387,15 @@ extension MediaV1.UploadChunkRequest {
         self = c
     }
 
-    func copy(into c: inout Frienso__Media__V1__UploadChunkRequest, arena: ProtoArena) {
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.UploadChunkRequest", unpack: frienso__media__v1__upload_chunk_request__unpack, free: frienso__media__v1__upload_chunk_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Media__V1__UploadChunkRequest, arena: ProtoArena, lendingBytes: Bool = false) {
         if !self.uploadId.isEmpty { c.upload_id = arena.string(self.uploadId) }
         c.offset = self.offset
-        c.data = arena.binary(self.data)
+        if !lendingBytes { c.data = arena.binary(self.data) }
     }
 
     init(c: Frienso__Media__V1__UploadChunkRequest) {
@@ -384,8 +442,21 @@ extension MediaV1.UploadChunkResponse {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_response__get_packed_size, pack: frienso__media__v1__upload_chunk_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__UploadChunkResponse()
+        frienso__media__v1__upload_chunk_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_response__get_packed_size, pack: frienso__media__v1__upload_chunk_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.UploadChunkResponse", unpack: frienso__media__v1__upload_chunk_response__unpack, free: frienso__media__v1__upload_chunk_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.UploadChunkResponse", unpack: frienso__media__v1__upload_chunk_response__unpack, free: frienso__media__v1__upload_chunk_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -437,8 +508,21 @@ extension MediaV1.FinishUploadRequest {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_request__get_packed_size, pack: frienso__media__v1__finish_upload_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__FinishUploadRequest()
+        frienso__media__v1__finish_upload_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_request__get_packed_size, pack: frienso__media__v1__finish_upload_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.FinishUploadRequest", unpack: frienso__media__v1__finish_upload_request__unpack, free: frienso__media__v1__finish_upload_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.FinishUploadRequest", unpack: frienso__media__v1__finish_upload_request__unpack, free: frienso__media__v1__finish_upload_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -496,8 +580,21 @@ extension MediaV1.FinishUploadResponse {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_response__get_packed_size, pack: frienso__media__v1__finish_upload_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__FinishUploadResponse()
+        frienso__media__v1__finish_upload_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_response__get_packed_size, pack: frienso__media__v1__finish_upload_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.FinishUploadResponse", unpack: frienso__media__v1__finish_upload_response__unpack, free: frienso__media__v1__finish_upload_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.FinishUploadResponse", unpack: frienso__media__v1__finish_upload_response__unpack, free: frienso__media__v1__finish_upload_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -558,8 +655,21 @@ extension MediaV1.GetPhotoRequest {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_request__get_packed_size, pack: frienso__media__v1__get_photo_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__GetPhotoRequest()
+        frienso__media__v1__get_photo_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_request__get_packed_size, pack: frienso__media__v1__get_photo_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.GetPhotoRequest", unpack: frienso__media__v1__get_photo_request__unpack, free: frienso__media__v1__get_photo_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetPhotoRequest", unpack: frienso__media__v1__get_photo_request__unpack, free: frienso__media__v1__get_photo_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -613,8 +723,22 @@ extension MediaV1.GetPhotoResponse {
         let arena = ProtoArena()
         var c = Frienso__Media__V1__GetPhotoResponse()
         frienso__media__v1__get_photo_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_response__get_packed_size, pack: frienso__media__v1__get_photo_response__pack)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.data.withUnsafeBufferPointer { lent0 in
+            c.data = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_response__get_packed_size, pack: frienso__media__v1__get_photo_response__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__GetPhotoResponse()
+        frienso__media__v1__get_photo_response__init(&c)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.data.withUnsafeBufferPointer { lent0 in
+            c.data = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_response__get_packed_size, pack: frienso__media__v1__get_photo_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
@@ -622,11 +746,16 @@ extension MediaV1.GetPhotoResponse {
         self = c
     }
 
-    func copy(into c: inout Frienso__Media__V1__GetPhotoResponse, arena: ProtoArena) {
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetPhotoResponse", unpack: frienso__media__v1__get_photo_response__unpack, free: frienso__media__v1__get_photo_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Media__V1__GetPhotoResponse, arena: ProtoArena, lendingBytes: Bool = false) {
         if let value = self.item {
             c.item = arena.message(of: Frienso__Media__V1__MediaItem.self) { frienso__media__v1__media_item__init($0); value.copy(into: &$0.pointee, arena: arena) }
         }
-        c.data = arena.binary(self.data)
+        if !lendingBytes { c.data = arena.binary(self.data) }
         c.eof = (self.eof ? 1 : 0)
     }
 
@@ -684,8 +813,21 @@ extension MediaV1.ListPhotosRequest {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_request__get_packed_size, pack: frienso__media__v1__list_photos_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__ListPhotosRequest()
+        frienso__media__v1__list_photos_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_request__get_packed_size, pack: frienso__media__v1__list_photos_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.ListPhotosRequest", unpack: frienso__media__v1__list_photos_request__unpack, free: frienso__media__v1__list_photos_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.ListPhotosRequest", unpack: frienso__media__v1__list_photos_request__unpack, free: frienso__media__v1__list_photos_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -747,8 +889,21 @@ extension MediaV1.ListPhotosResponse {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_response__get_packed_size, pack: frienso__media__v1__list_photos_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__ListPhotosResponse()
+        frienso__media__v1__list_photos_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_response__get_packed_size, pack: frienso__media__v1__list_photos_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.ListPhotosResponse", unpack: frienso__media__v1__list_photos_response__unpack, free: frienso__media__v1__list_photos_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.ListPhotosResponse", unpack: frienso__media__v1__list_photos_response__unpack, free: frienso__media__v1__list_photos_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -802,8 +957,21 @@ extension MediaV1.DeletePhotoRequest {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_request__get_packed_size, pack: frienso__media__v1__delete_photo_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__DeletePhotoRequest()
+        frienso__media__v1__delete_photo_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_request__get_packed_size, pack: frienso__media__v1__delete_photo_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.DeletePhotoRequest", unpack: frienso__media__v1__delete_photo_request__unpack, free: frienso__media__v1__delete_photo_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.DeletePhotoRequest", unpack: frienso__media__v1__delete_photo_request__unpack, free: frienso__media__v1__delete_photo_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -855,8 +1023,21 @@ extension MediaV1.DeletePhotoResponse {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_response__get_packed_size, pack: frienso__media__v1__delete_photo_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__DeletePhotoResponse()
+        frienso__media__v1__delete_photo_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_response__get_packed_size, pack: frienso__media__v1__delete_photo_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.DeletePhotoResponse", unpack: frienso__media__v1__delete_photo_response__unpack, free: frienso__media__v1__delete_photo_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.DeletePhotoResponse", unpack: frienso__media__v1__delete_photo_response__unpack, free: frienso__media__v1__delete_photo_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -903,8 +1084,21 @@ extension MediaV1.GetUsageRequest {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_request__get_packed_size, pack: frienso__media__v1__get_usage_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__GetUsageRequest()
+        frienso__media__v1__get_usage_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_request__get_packed_size, pack: frienso__media__v1__get_usage_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.GetUsageRequest", unpack: frienso__media__v1__get_usage_request__unpack, free: frienso__media__v1__get_usage_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetUsageRequest", unpack: frienso__media__v1__get_usage_request__unpack, free: frienso__media__v1__get_usage_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -963,8 +1157,21 @@ extension MediaV1.GetUsageResponse {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_response__get_packed_size, pack: frienso__media__v1__get_usage_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__GetUsageResponse()
+        frienso__media__v1__get_usage_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_response__get_packed_size, pack: frienso__media__v1__get_usage_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.GetUsageResponse", unpack: frienso__media__v1__get_usage_response__unpack, free: frienso__media__v1__get_usage_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetUsageResponse", unpack: frienso__media__v1__get_usage_response__unpack, free: frienso__media__v1__get_usage_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1025,8 +1232,21 @@ extension MediaV1.AttachCheckInPhotoRequest {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_request__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__AttachCheckInPhotoRequest()
+        frienso__media__v1__attach_check_in_photo_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_request__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.AttachCheckInPhotoRequest", unpack: frienso__media__v1__attach_check_in_photo_request__unpack, free: frienso__media__v1__attach_check_in_photo_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.AttachCheckInPhotoRequest", unpack: frienso__media__v1__attach_check_in_photo_request__unpack, free: frienso__media__v1__attach_check_in_photo_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1079,8 +1299,21 @@ extension MediaV1.AttachCheckInPhotoResponse {
         return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_response__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__AttachCheckInPhotoResponse()
+        frienso__media__v1__attach_check_in_photo_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_response__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.AttachCheckInPhotoResponse", unpack: frienso__media__v1__attach_check_in_photo_response__unpack, free: frienso__media__v1__attach_check_in_photo_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.AttachCheckInPhotoResponse", unpack: frienso__media__v1__attach_check_in_photo_response__unpack, free: frienso__media__v1__attach_check_in_photo_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 

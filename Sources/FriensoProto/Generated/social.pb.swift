@@ -320,8 +320,21 @@ extension SocialV1.UserRef {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__user_ref__get_packed_size, pack: frienso__social__v1__user_ref__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__UserRef()
+        frienso__social__v1__user_ref__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__user_ref__get_packed_size, pack: frienso__social__v1__user_ref__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.UserRef", unpack: frienso__social__v1__user_ref__unpack, free: frienso__social__v1__user_ref__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.UserRef", unpack: frienso__social__v1__user_ref__unpack, free: frienso__social__v1__user_ref__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -389,8 +402,21 @@ extension SocialV1.FriendRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__friend_request__get_packed_size, pack: frienso__social__v1__friend_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__FriendRequest()
+        frienso__social__v1__friend_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__friend_request__get_packed_size, pack: frienso__social__v1__friend_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.FriendRequest", unpack: frienso__social__v1__friend_request__unpack, free: frienso__social__v1__friend_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.FriendRequest", unpack: frienso__social__v1__friend_request__unpack, free: frienso__social__v1__friend_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -457,8 +483,21 @@ extension SocialV1.Friend {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__friend__get_packed_size, pack: frienso__social__v1__friend__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__Friend()
+        frienso__social__v1__friend__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__friend__get_packed_size, pack: frienso__social__v1__friend__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Friend", unpack: frienso__social__v1__friend__unpack, free: frienso__social__v1__friend__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Friend", unpack: frienso__social__v1__friend__unpack, free: frienso__social__v1__friend__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -515,8 +554,21 @@ extension SocialV1.SendFriendRequestRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_request__get_packed_size, pack: frienso__social__v1__send_friend_request_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__SendFriendRequestRequest()
+        frienso__social__v1__send_friend_request_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_request__get_packed_size, pack: frienso__social__v1__send_friend_request_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SendFriendRequestRequest", unpack: frienso__social__v1__send_friend_request_request__unpack, free: frienso__social__v1__send_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SendFriendRequestRequest", unpack: frienso__social__v1__send_friend_request_request__unpack, free: frienso__social__v1__send_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -571,8 +623,21 @@ extension SocialV1.SendFriendRequestResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_response__get_packed_size, pack: frienso__social__v1__send_friend_request_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__SendFriendRequestResponse()
+        frienso__social__v1__send_friend_request_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_response__get_packed_size, pack: frienso__social__v1__send_friend_request_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SendFriendRequestResponse", unpack: frienso__social__v1__send_friend_request_response__unpack, free: frienso__social__v1__send_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SendFriendRequestResponse", unpack: frienso__social__v1__send_friend_request_response__unpack, free: frienso__social__v1__send_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -629,8 +694,21 @@ extension SocialV1.RespondToFriendRequestRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_request__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RespondToFriendRequestRequest()
+        frienso__social__v1__respond_to_friend_request_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_request__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToFriendRequestRequest", unpack: frienso__social__v1__respond_to_friend_request_request__unpack, free: frienso__social__v1__respond_to_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToFriendRequestRequest", unpack: frienso__social__v1__respond_to_friend_request_request__unpack, free: frienso__social__v1__respond_to_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -683,8 +761,21 @@ extension SocialV1.RespondToFriendRequestResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_response__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RespondToFriendRequestResponse()
+        frienso__social__v1__respond_to_friend_request_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_response__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToFriendRequestResponse", unpack: frienso__social__v1__respond_to_friend_request_response__unpack, free: frienso__social__v1__respond_to_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToFriendRequestResponse", unpack: frienso__social__v1__respond_to_friend_request_response__unpack, free: frienso__social__v1__respond_to_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -738,8 +829,21 @@ extension SocialV1.CancelFriendRequestRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_request__get_packed_size, pack: frienso__social__v1__cancel_friend_request_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__CancelFriendRequestRequest()
+        frienso__social__v1__cancel_friend_request_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_request__get_packed_size, pack: frienso__social__v1__cancel_friend_request_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CancelFriendRequestRequest", unpack: frienso__social__v1__cancel_friend_request_request__unpack, free: frienso__social__v1__cancel_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CancelFriendRequestRequest", unpack: frienso__social__v1__cancel_friend_request_request__unpack, free: frienso__social__v1__cancel_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -791,8 +895,21 @@ extension SocialV1.CancelFriendRequestResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_response__get_packed_size, pack: frienso__social__v1__cancel_friend_request_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__CancelFriendRequestResponse()
+        frienso__social__v1__cancel_friend_request_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_response__get_packed_size, pack: frienso__social__v1__cancel_friend_request_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CancelFriendRequestResponse", unpack: frienso__social__v1__cancel_friend_request_response__unpack, free: frienso__social__v1__cancel_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CancelFriendRequestResponse", unpack: frienso__social__v1__cancel_friend_request_response__unpack, free: frienso__social__v1__cancel_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -846,8 +963,21 @@ extension SocialV1.ListFriendRequestsRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_request__get_packed_size, pack: frienso__social__v1__list_friend_requests_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListFriendRequestsRequest()
+        frienso__social__v1__list_friend_requests_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_request__get_packed_size, pack: frienso__social__v1__list_friend_requests_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendRequestsRequest", unpack: frienso__social__v1__list_friend_requests_request__unpack, free: frienso__social__v1__list_friend_requests_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendRequestsRequest", unpack: frienso__social__v1__list_friend_requests_request__unpack, free: frienso__social__v1__list_friend_requests_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -901,8 +1031,21 @@ extension SocialV1.ListFriendRequestsResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_response__get_packed_size, pack: frienso__social__v1__list_friend_requests_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListFriendRequestsResponse()
+        frienso__social__v1__list_friend_requests_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_response__get_packed_size, pack: frienso__social__v1__list_friend_requests_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendRequestsResponse", unpack: frienso__social__v1__list_friend_requests_response__unpack, free: frienso__social__v1__list_friend_requests_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendRequestsResponse", unpack: frienso__social__v1__list_friend_requests_response__unpack, free: frienso__social__v1__list_friend_requests_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -954,8 +1097,21 @@ extension SocialV1.ListFriendsRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_request__get_packed_size, pack: frienso__social__v1__list_friends_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListFriendsRequest()
+        frienso__social__v1__list_friends_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_request__get_packed_size, pack: frienso__social__v1__list_friends_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendsRequest", unpack: frienso__social__v1__list_friends_request__unpack, free: frienso__social__v1__list_friends_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendsRequest", unpack: frienso__social__v1__list_friends_request__unpack, free: frienso__social__v1__list_friends_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1006,8 +1162,21 @@ extension SocialV1.ListFriendsResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_response__get_packed_size, pack: frienso__social__v1__list_friends_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListFriendsResponse()
+        frienso__social__v1__list_friends_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_response__get_packed_size, pack: frienso__social__v1__list_friends_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendsResponse", unpack: frienso__social__v1__list_friends_response__unpack, free: frienso__social__v1__list_friends_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendsResponse", unpack: frienso__social__v1__list_friends_response__unpack, free: frienso__social__v1__list_friends_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1062,8 +1231,21 @@ extension SocialV1.RemoveFriendRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_request__get_packed_size, pack: frienso__social__v1__remove_friend_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RemoveFriendRequest()
+        frienso__social__v1__remove_friend_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_request__get_packed_size, pack: frienso__social__v1__remove_friend_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFriendRequest", unpack: frienso__social__v1__remove_friend_request__unpack, free: frienso__social__v1__remove_friend_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFriendRequest", unpack: frienso__social__v1__remove_friend_request__unpack, free: frienso__social__v1__remove_friend_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1111,8 +1293,21 @@ extension SocialV1.RemoveFriendResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_response__get_packed_size, pack: frienso__social__v1__remove_friend_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RemoveFriendResponse()
+        frienso__social__v1__remove_friend_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_response__get_packed_size, pack: frienso__social__v1__remove_friend_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFriendResponse", unpack: frienso__social__v1__remove_friend_response__unpack, free: frienso__social__v1__remove_friend_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFriendResponse", unpack: frienso__social__v1__remove_friend_response__unpack, free: frienso__social__v1__remove_friend_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1165,8 +1360,21 @@ extension SocialV1.BlockRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__block_request__get_packed_size, pack: frienso__social__v1__block_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__BlockRequest()
+        frienso__social__v1__block_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__block_request__get_packed_size, pack: frienso__social__v1__block_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.BlockRequest", unpack: frienso__social__v1__block_request__unpack, free: frienso__social__v1__block_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.BlockRequest", unpack: frienso__social__v1__block_request__unpack, free: frienso__social__v1__block_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1221,8 +1429,21 @@ extension SocialV1.BlockResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__block_response__get_packed_size, pack: frienso__social__v1__block_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__BlockResponse()
+        frienso__social__v1__block_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__block_response__get_packed_size, pack: frienso__social__v1__block_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.BlockResponse", unpack: frienso__social__v1__block_response__unpack, free: frienso__social__v1__block_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.BlockResponse", unpack: frienso__social__v1__block_response__unpack, free: frienso__social__v1__block_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1277,8 +1498,21 @@ extension SocialV1.UnblockRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_request__get_packed_size, pack: frienso__social__v1__unblock_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__UnblockRequest()
+        frienso__social__v1__unblock_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_request__get_packed_size, pack: frienso__social__v1__unblock_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.UnblockRequest", unpack: frienso__social__v1__unblock_request__unpack, free: frienso__social__v1__unblock_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.UnblockRequest", unpack: frienso__social__v1__unblock_request__unpack, free: frienso__social__v1__unblock_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1326,8 +1560,21 @@ extension SocialV1.UnblockResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_response__get_packed_size, pack: frienso__social__v1__unblock_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__UnblockResponse()
+        frienso__social__v1__unblock_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_response__get_packed_size, pack: frienso__social__v1__unblock_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.UnblockResponse", unpack: frienso__social__v1__unblock_response__unpack, free: frienso__social__v1__unblock_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.UnblockResponse", unpack: frienso__social__v1__unblock_response__unpack, free: frienso__social__v1__unblock_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1373,8 +1620,21 @@ extension SocialV1.ListBlockedRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_request__get_packed_size, pack: frienso__social__v1__list_blocked_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListBlockedRequest()
+        frienso__social__v1__list_blocked_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_request__get_packed_size, pack: frienso__social__v1__list_blocked_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListBlockedRequest", unpack: frienso__social__v1__list_blocked_request__unpack, free: frienso__social__v1__list_blocked_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListBlockedRequest", unpack: frienso__social__v1__list_blocked_request__unpack, free: frienso__social__v1__list_blocked_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1425,8 +1685,21 @@ extension SocialV1.ListBlockedResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_response__get_packed_size, pack: frienso__social__v1__list_blocked_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListBlockedResponse()
+        frienso__social__v1__list_blocked_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_response__get_packed_size, pack: frienso__social__v1__list_blocked_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListBlockedResponse", unpack: frienso__social__v1__list_blocked_response__unpack, free: frienso__social__v1__list_blocked_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListBlockedResponse", unpack: frienso__social__v1__list_blocked_response__unpack, free: frienso__social__v1__list_blocked_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1485,8 +1758,21 @@ extension SocialV1.CircleMember {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_member__get_packed_size, pack: frienso__social__v1__circle_member__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__CircleMember()
+        frienso__social__v1__circle_member__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_member__get_packed_size, pack: frienso__social__v1__circle_member__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleMember", unpack: frienso__social__v1__circle_member__unpack, free: frienso__social__v1__circle_member__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleMember", unpack: frienso__social__v1__circle_member__unpack, free: frienso__social__v1__circle_member__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1538,8 +1824,21 @@ extension SocialV1.ShowCircleRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_request__get_packed_size, pack: frienso__social__v1__show_circle_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ShowCircleRequest()
+        frienso__social__v1__show_circle_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_request__get_packed_size, pack: frienso__social__v1__show_circle_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ShowCircleRequest", unpack: frienso__social__v1__show_circle_request__unpack, free: frienso__social__v1__show_circle_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ShowCircleRequest", unpack: frienso__social__v1__show_circle_request__unpack, free: frienso__social__v1__show_circle_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1594,8 +1893,21 @@ extension SocialV1.ShowCircleResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_response__get_packed_size, pack: frienso__social__v1__show_circle_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ShowCircleResponse()
+        frienso__social__v1__show_circle_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_response__get_packed_size, pack: frienso__social__v1__show_circle_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ShowCircleResponse", unpack: frienso__social__v1__show_circle_response__unpack, free: frienso__social__v1__show_circle_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ShowCircleResponse", unpack: frienso__social__v1__show_circle_response__unpack, free: frienso__social__v1__show_circle_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1657,8 +1969,21 @@ extension SocialV1.AddToCircleRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_request__get_packed_size, pack: frienso__social__v1__add_to_circle_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__AddToCircleRequest()
+        frienso__social__v1__add_to_circle_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_request__get_packed_size, pack: frienso__social__v1__add_to_circle_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddToCircleRequest", unpack: frienso__social__v1__add_to_circle_request__unpack, free: frienso__social__v1__add_to_circle_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddToCircleRequest", unpack: frienso__social__v1__add_to_circle_request__unpack, free: frienso__social__v1__add_to_circle_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1712,8 +2037,21 @@ extension SocialV1.AddToCircleResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_response__get_packed_size, pack: frienso__social__v1__add_to_circle_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__AddToCircleResponse()
+        frienso__social__v1__add_to_circle_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_response__get_packed_size, pack: frienso__social__v1__add_to_circle_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddToCircleResponse", unpack: frienso__social__v1__add_to_circle_response__unpack, free: frienso__social__v1__add_to_circle_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddToCircleResponse", unpack: frienso__social__v1__add_to_circle_response__unpack, free: frienso__social__v1__add_to_circle_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1771,8 +2109,21 @@ extension SocialV1.RemoveFromCircleRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_request__get_packed_size, pack: frienso__social__v1__remove_from_circle_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RemoveFromCircleRequest()
+        frienso__social__v1__remove_from_circle_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_request__get_packed_size, pack: frienso__social__v1__remove_from_circle_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFromCircleRequest", unpack: frienso__social__v1__remove_from_circle_request__unpack, free: frienso__social__v1__remove_from_circle_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFromCircleRequest", unpack: frienso__social__v1__remove_from_circle_request__unpack, free: frienso__social__v1__remove_from_circle_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1821,8 +2172,21 @@ extension SocialV1.RemoveFromCircleResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_response__get_packed_size, pack: frienso__social__v1__remove_from_circle_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RemoveFromCircleResponse()
+        frienso__social__v1__remove_from_circle_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_response__get_packed_size, pack: frienso__social__v1__remove_from_circle_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFromCircleResponse", unpack: frienso__social__v1__remove_from_circle_response__unpack, free: frienso__social__v1__remove_from_circle_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFromCircleResponse", unpack: frienso__social__v1__remove_from_circle_response__unpack, free: frienso__social__v1__remove_from_circle_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1875,8 +2239,21 @@ extension SocialV1.CircleRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_request__get_packed_size, pack: frienso__social__v1__circle_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__CircleRequest()
+        frienso__social__v1__circle_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_request__get_packed_size, pack: frienso__social__v1__circle_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleRequest", unpack: frienso__social__v1__circle_request__unpack, free: frienso__social__v1__circle_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleRequest", unpack: frienso__social__v1__circle_request__unpack, free: frienso__social__v1__circle_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1926,8 +2303,21 @@ extension SocialV1.ListCircleRequestsRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_request__get_packed_size, pack: frienso__social__v1__list_circle_requests_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListCircleRequestsRequest()
+        frienso__social__v1__list_circle_requests_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_request__get_packed_size, pack: frienso__social__v1__list_circle_requests_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListCircleRequestsRequest", unpack: frienso__social__v1__list_circle_requests_request__unpack, free: frienso__social__v1__list_circle_requests_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListCircleRequestsRequest", unpack: frienso__social__v1__list_circle_requests_request__unpack, free: frienso__social__v1__list_circle_requests_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -1978,8 +2368,21 @@ extension SocialV1.ListCircleRequestsResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_response__get_packed_size, pack: frienso__social__v1__list_circle_requests_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListCircleRequestsResponse()
+        frienso__social__v1__list_circle_requests_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_response__get_packed_size, pack: frienso__social__v1__list_circle_requests_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListCircleRequestsResponse", unpack: frienso__social__v1__list_circle_requests_response__unpack, free: frienso__social__v1__list_circle_requests_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListCircleRequestsResponse", unpack: frienso__social__v1__list_circle_requests_response__unpack, free: frienso__social__v1__list_circle_requests_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2036,8 +2439,21 @@ extension SocialV1.RespondToCircleRequestRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_request__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RespondToCircleRequestRequest()
+        frienso__social__v1__respond_to_circle_request_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_request__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToCircleRequestRequest", unpack: frienso__social__v1__respond_to_circle_request_request__unpack, free: frienso__social__v1__respond_to_circle_request_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToCircleRequestRequest", unpack: frienso__social__v1__respond_to_circle_request_request__unpack, free: frienso__social__v1__respond_to_circle_request_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2091,8 +2507,21 @@ extension SocialV1.RespondToCircleRequestResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_response__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RespondToCircleRequestResponse()
+        frienso__social__v1__respond_to_circle_request_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_response__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToCircleRequestResponse", unpack: frienso__social__v1__respond_to_circle_request_response__unpack, free: frienso__social__v1__respond_to_circle_request_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToCircleRequestResponse", unpack: frienso__social__v1__respond_to_circle_request_response__unpack, free: frienso__social__v1__respond_to_circle_request_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2150,8 +2579,21 @@ extension SocialV1.SearchUsersRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_request__get_packed_size, pack: frienso__social__v1__search_users_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__SearchUsersRequest()
+        frienso__social__v1__search_users_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_request__get_packed_size, pack: frienso__social__v1__search_users_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SearchUsersRequest", unpack: frienso__social__v1__search_users_request__unpack, free: frienso__social__v1__search_users_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SearchUsersRequest", unpack: frienso__social__v1__search_users_request__unpack, free: frienso__social__v1__search_users_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2207,8 +2649,21 @@ extension SocialV1.SearchUsersResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_response__get_packed_size, pack: frienso__social__v1__search_users_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__SearchUsersResponse()
+        frienso__social__v1__search_users_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_response__get_packed_size, pack: frienso__social__v1__search_users_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SearchUsersResponse", unpack: frienso__social__v1__search_users_response__unpack, free: frienso__social__v1__search_users_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SearchUsersResponse", unpack: frienso__social__v1__search_users_response__unpack, free: frienso__social__v1__search_users_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2266,8 +2721,21 @@ extension SocialV1.GraphEvent {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_event__get_packed_size, pack: frienso__social__v1__graph_event__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__GraphEvent()
+        frienso__social__v1__graph_event__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_event__get_packed_size, pack: frienso__social__v1__graph_event__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphEvent", unpack: frienso__social__v1__graph_event__unpack, free: frienso__social__v1__graph_event__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GraphEvent", unpack: frienso__social__v1__graph_event__unpack, free: frienso__social__v1__graph_event__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2325,8 +2793,21 @@ extension SocialV1.GraphSnapshotRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_request__get_packed_size, pack: frienso__social__v1__graph_snapshot_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__GraphSnapshotRequest()
+        frienso__social__v1__graph_snapshot_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_request__get_packed_size, pack: frienso__social__v1__graph_snapshot_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphSnapshotRequest", unpack: frienso__social__v1__graph_snapshot_request__unpack, free: frienso__social__v1__graph_snapshot_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GraphSnapshotRequest", unpack: frienso__social__v1__graph_snapshot_request__unpack, free: frienso__social__v1__graph_snapshot_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2401,8 +2882,21 @@ extension SocialV1.GraphSnapshotResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_response__get_packed_size, pack: frienso__social__v1__graph_snapshot_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__GraphSnapshotResponse()
+        frienso__social__v1__graph_snapshot_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_response__get_packed_size, pack: frienso__social__v1__graph_snapshot_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphSnapshotResponse", unpack: frienso__social__v1__graph_snapshot_response__unpack, free: frienso__social__v1__graph_snapshot_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GraphSnapshotResponse", unpack: frienso__social__v1__graph_snapshot_response__unpack, free: frienso__social__v1__graph_snapshot_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2485,8 +2979,21 @@ extension SocialV1.DiscoverySettings {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__discovery_settings__get_packed_size, pack: frienso__social__v1__discovery_settings__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__DiscoverySettings()
+        frienso__social__v1__discovery_settings__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__discovery_settings__get_packed_size, pack: frienso__social__v1__discovery_settings__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.DiscoverySettings", unpack: frienso__social__v1__discovery_settings__unpack, free: frienso__social__v1__discovery_settings__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.DiscoverySettings", unpack: frienso__social__v1__discovery_settings__unpack, free: frienso__social__v1__discovery_settings__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2533,8 +3040,21 @@ extension SocialV1.GetDiscoverySettingsRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_request__get_packed_size, pack: frienso__social__v1__get_discovery_settings_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__GetDiscoverySettingsRequest()
+        frienso__social__v1__get_discovery_settings_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_request__get_packed_size, pack: frienso__social__v1__get_discovery_settings_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GetDiscoverySettingsRequest", unpack: frienso__social__v1__get_discovery_settings_request__unpack, free: frienso__social__v1__get_discovery_settings_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GetDiscoverySettingsRequest", unpack: frienso__social__v1__get_discovery_settings_request__unpack, free: frienso__social__v1__get_discovery_settings_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2585,8 +3105,21 @@ extension SocialV1.GetDiscoverySettingsResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_response__get_packed_size, pack: frienso__social__v1__get_discovery_settings_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__GetDiscoverySettingsResponse()
+        frienso__social__v1__get_discovery_settings_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_response__get_packed_size, pack: frienso__social__v1__get_discovery_settings_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GetDiscoverySettingsResponse", unpack: frienso__social__v1__get_discovery_settings_response__unpack, free: frienso__social__v1__get_discovery_settings_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GetDiscoverySettingsResponse", unpack: frienso__social__v1__get_discovery_settings_response__unpack, free: frienso__social__v1__get_discovery_settings_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2640,8 +3173,21 @@ extension SocialV1.SetFindableRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_request__get_packed_size, pack: frienso__social__v1__set_findable_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__SetFindableRequest()
+        frienso__social__v1__set_findable_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_request__get_packed_size, pack: frienso__social__v1__set_findable_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SetFindableRequest", unpack: frienso__social__v1__set_findable_request__unpack, free: frienso__social__v1__set_findable_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SetFindableRequest", unpack: frienso__social__v1__set_findable_request__unpack, free: frienso__social__v1__set_findable_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2693,8 +3239,21 @@ extension SocialV1.SetFindableResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_response__get_packed_size, pack: frienso__social__v1__set_findable_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__SetFindableResponse()
+        frienso__social__v1__set_findable_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_response__get_packed_size, pack: frienso__social__v1__set_findable_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SetFindableResponse", unpack: frienso__social__v1__set_findable_response__unpack, free: frienso__social__v1__set_findable_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SetFindableResponse", unpack: frienso__social__v1__set_findable_response__unpack, free: frienso__social__v1__set_findable_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2750,8 +3309,21 @@ extension SocialV1.ExternalId {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__external_id__get_packed_size, pack: frienso__social__v1__external_id__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ExternalId()
+        frienso__social__v1__external_id__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__external_id__get_packed_size, pack: frienso__social__v1__external_id__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ExternalId", unpack: frienso__social__v1__external_id__unpack, free: frienso__social__v1__external_id__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ExternalId", unpack: frienso__social__v1__external_id__unpack, free: frienso__social__v1__external_id__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2810,8 +3382,21 @@ extension SocialV1.RecommendFriendsRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_request__get_packed_size, pack: frienso__social__v1__recommend_friends_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RecommendFriendsRequest()
+        frienso__social__v1__recommend_friends_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_request__get_packed_size, pack: frienso__social__v1__recommend_friends_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RecommendFriendsRequest", unpack: frienso__social__v1__recommend_friends_request__unpack, free: frienso__social__v1__recommend_friends_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RecommendFriendsRequest", unpack: frienso__social__v1__recommend_friends_request__unpack, free: frienso__social__v1__recommend_friends_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2878,8 +3463,21 @@ extension SocialV1.Recommendation {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__recommendation__get_packed_size, pack: frienso__social__v1__recommendation__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__Recommendation()
+        frienso__social__v1__recommendation__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommendation__get_packed_size, pack: frienso__social__v1__recommendation__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Recommendation", unpack: frienso__social__v1__recommendation__unpack, free: frienso__social__v1__recommendation__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Recommendation", unpack: frienso__social__v1__recommendation__unpack, free: frienso__social__v1__recommendation__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -2939,8 +3537,21 @@ extension SocialV1.RecommendFriendsResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_response__get_packed_size, pack: frienso__social__v1__recommend_friends_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__RecommendFriendsResponse()
+        frienso__social__v1__recommend_friends_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_response__get_packed_size, pack: frienso__social__v1__recommend_friends_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RecommendFriendsResponse", unpack: frienso__social__v1__recommend_friends_response__unpack, free: frienso__social__v1__recommend_friends_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RecommendFriendsResponse", unpack: frienso__social__v1__recommend_friends_response__unpack, free: frienso__social__v1__recommend_friends_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3006,8 +3617,21 @@ extension SocialV1.Exchange {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__exchange__get_packed_size, pack: frienso__social__v1__exchange__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__Exchange()
+        frienso__social__v1__exchange__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__exchange__get_packed_size, pack: frienso__social__v1__exchange__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Exchange", unpack: frienso__social__v1__exchange__unpack, free: frienso__social__v1__exchange__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Exchange", unpack: frienso__social__v1__exchange__unpack, free: frienso__social__v1__exchange__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3079,8 +3703,21 @@ extension SocialV1.AddExchangeRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_request__get_packed_size, pack: frienso__social__v1__add_exchange_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__AddExchangeRequest()
+        frienso__social__v1__add_exchange_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_request__get_packed_size, pack: frienso__social__v1__add_exchange_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddExchangeRequest", unpack: frienso__social__v1__add_exchange_request__unpack, free: frienso__social__v1__add_exchange_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddExchangeRequest", unpack: frienso__social__v1__add_exchange_request__unpack, free: frienso__social__v1__add_exchange_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3139,8 +3776,21 @@ extension SocialV1.AddExchangeResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_response__get_packed_size, pack: frienso__social__v1__add_exchange_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__AddExchangeResponse()
+        frienso__social__v1__add_exchange_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_response__get_packed_size, pack: frienso__social__v1__add_exchange_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddExchangeResponse", unpack: frienso__social__v1__add_exchange_response__unpack, free: frienso__social__v1__add_exchange_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddExchangeResponse", unpack: frienso__social__v1__add_exchange_response__unpack, free: frienso__social__v1__add_exchange_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3197,8 +3847,21 @@ extension SocialV1.ListExchangesRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_request__get_packed_size, pack: frienso__social__v1__list_exchanges_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListExchangesRequest()
+        frienso__social__v1__list_exchanges_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_request__get_packed_size, pack: frienso__social__v1__list_exchanges_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListExchangesRequest", unpack: frienso__social__v1__list_exchanges_request__unpack, free: frienso__social__v1__list_exchanges_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListExchangesRequest", unpack: frienso__social__v1__list_exchanges_request__unpack, free: frienso__social__v1__list_exchanges_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3253,8 +3916,21 @@ extension SocialV1.ListExchangesResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_response__get_packed_size, pack: frienso__social__v1__list_exchanges_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListExchangesResponse()
+        frienso__social__v1__list_exchanges_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_response__get_packed_size, pack: frienso__social__v1__list_exchanges_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListExchangesResponse", unpack: frienso__social__v1__list_exchanges_response__unpack, free: frienso__social__v1__list_exchanges_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListExchangesResponse", unpack: frienso__social__v1__list_exchanges_response__unpack, free: frienso__social__v1__list_exchanges_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3310,8 +3986,21 @@ extension SocialV1.PokeRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_request__get_packed_size, pack: frienso__social__v1__poke_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__PokeRequest()
+        frienso__social__v1__poke_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_request__get_packed_size, pack: frienso__social__v1__poke_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.PokeRequest", unpack: frienso__social__v1__poke_request__unpack, free: frienso__social__v1__poke_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.PokeRequest", unpack: frienso__social__v1__poke_request__unpack, free: frienso__social__v1__poke_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3370,8 +4059,21 @@ extension SocialV1.Poke {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__poke__get_packed_size, pack: frienso__social__v1__poke__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__Poke()
+        frienso__social__v1__poke__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke__get_packed_size, pack: frienso__social__v1__poke__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Poke", unpack: frienso__social__v1__poke__unpack, free: frienso__social__v1__poke__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Poke", unpack: frienso__social__v1__poke__unpack, free: frienso__social__v1__poke__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3431,8 +4133,21 @@ extension SocialV1.PokeResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_response__get_packed_size, pack: frienso__social__v1__poke_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__PokeResponse()
+        frienso__social__v1__poke_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_response__get_packed_size, pack: frienso__social__v1__poke_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.PokeResponse", unpack: frienso__social__v1__poke_response__unpack, free: frienso__social__v1__poke_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.PokeResponse", unpack: frienso__social__v1__poke_response__unpack, free: frienso__social__v1__poke_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3496,8 +4211,21 @@ extension SocialV1.Notice {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__notice__get_packed_size, pack: frienso__social__v1__notice__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__Notice()
+        frienso__social__v1__notice__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__notice__get_packed_size, pack: frienso__social__v1__notice__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Notice", unpack: frienso__social__v1__notice__unpack, free: frienso__social__v1__notice__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Notice", unpack: frienso__social__v1__notice__unpack, free: frienso__social__v1__notice__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3561,8 +4289,21 @@ extension SocialV1.ListNoticesRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_request__get_packed_size, pack: frienso__social__v1__list_notices_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListNoticesRequest()
+        frienso__social__v1__list_notices_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_request__get_packed_size, pack: frienso__social__v1__list_notices_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListNoticesRequest", unpack: frienso__social__v1__list_notices_request__unpack, free: frienso__social__v1__list_notices_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListNoticesRequest", unpack: frienso__social__v1__list_notices_request__unpack, free: frienso__social__v1__list_notices_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3615,8 +4356,21 @@ extension SocialV1.ListNoticesResponse {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_response__get_packed_size, pack: frienso__social__v1__list_notices_response__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ListNoticesResponse()
+        frienso__social__v1__list_notices_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_response__get_packed_size, pack: frienso__social__v1__list_notices_response__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListNoticesResponse", unpack: frienso__social__v1__list_notices_response__unpack, free: frienso__social__v1__list_notices_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListNoticesResponse", unpack: frienso__social__v1__list_notices_response__unpack, free: frienso__social__v1__list_notices_response__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3669,8 +4423,21 @@ extension SocialV1.CircleOfRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_of_request__get_packed_size, pack: frienso__social__v1__circle_of_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__CircleOfRequest()
+        frienso__social__v1__circle_of_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_of_request__get_packed_size, pack: frienso__social__v1__circle_of_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleOfRequest", unpack: frienso__social__v1__circle_of_request__unpack, free: frienso__social__v1__circle_of_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleOfRequest", unpack: frienso__social__v1__circle_of_request__unpack, free: frienso__social__v1__circle_of_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3722,8 +4489,21 @@ extension SocialV1.CircleRequestsForRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_requests_for_request__get_packed_size, pack: frienso__social__v1__circle_requests_for_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__CircleRequestsForRequest()
+        frienso__social__v1__circle_requests_for_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_requests_for_request__get_packed_size, pack: frienso__social__v1__circle_requests_for_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleRequestsForRequest", unpack: frienso__social__v1__circle_requests_for_request__unpack, free: frienso__social__v1__circle_requests_for_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleRequestsForRequest", unpack: frienso__social__v1__circle_requests_for_request__unpack, free: frienso__social__v1__circle_requests_for_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 
@@ -3779,8 +4559,21 @@ extension SocialV1.AnswerCircleRequestRequest {
         return ProtoRuntime.pack(&c, size: frienso__social__v1__answer_circle_request_request__get_packed_size, pack: frienso__social__v1__answer_circle_request_request__pack)
     }
 
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__AnswerCircleRequestRequest()
+        frienso__social__v1__answer_circle_request_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__answer_circle_request_request__get_packed_size, pack: frienso__social__v1__answer_circle_request_request__pack, into: allocate)
+    }
+
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
         let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AnswerCircleRequestRequest", unpack: frienso__social__v1__answer_circle_request_request__unpack, free: frienso__social__v1__answer_circle_request_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AnswerCircleRequestRequest", unpack: frienso__social__v1__answer_circle_request_request__unpack, free: frienso__social__v1__answer_circle_request_request__free_unpacked) { Self(c: $0.pointee) }
         self = c
     }
 

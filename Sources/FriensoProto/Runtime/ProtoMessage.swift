@@ -5,9 +5,16 @@ public protocol ProtoMessage: Sendable, Hashable {
     init()
     /// Encodes with protobuf-c.
     func serializedBytes() -> [UInt8]
+    /// Encodes with protobuf-c straight into memory `allocate` gives for the exact size (a libzmq
+    /// message's, so the bytes are not copied again on their way out).
+    /// - Returns: the size written, or nil when `allocate` returned nil (nothing written).
+    func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int?
     /// Decodes with protobuf-c.
     /// - Throws: `ProtoDecodingError` when the bytes are not a valid encoding of this message.
     init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError)
+    /// Decodes from memory the caller owns for the call (a received libzmq message's, not
+    /// copied into an array first).
+    init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError)
     /// The largest unsigned 64-bit value anywhere in the message (generated). Every id in the
     /// contracts is a SQLite rowid, at most `Int64.max`: hosts refuse a request holding more.
     var largestUInt64: UInt64 { get }

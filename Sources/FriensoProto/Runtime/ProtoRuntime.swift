@@ -99,6 +99,20 @@ enum ProtoRuntime {
         }
     }
 
+    static func pack<C>(
+        _ message: inout C,
+        size: (UnsafePointer<C>?) -> Int,
+        pack: (UnsafePointer<C>?, UnsafeMutablePointer<UInt8>?) -> Int,
+        into allocate: (Int) -> UnsafeMutableRawPointer?
+    ) -> Int? {
+        withUnsafePointer(to: &message) { pointer in
+            let count = size(pointer)
+            guard let destination = allocate(count) else { return nil }
+            guard count > 0 else { return 0 }
+            return pack(pointer, destination.assumingMemoryBound(to: UInt8.self))
+        }
+    }
+
     static func unpack<C, M>(
         _ bytes: [UInt8],
         _ name: String,
@@ -106,21 +120,49 @@ enum ProtoRuntime {
         free: (UnsafeMutablePointer<C>?, UnsafeMutablePointer<ProtobufCAllocator>?) -> Void,
         convert: (UnsafeMutablePointer<C>) -> M
     ) throws(ProtoDecodingError) -> M {
-        let decoded: M? = bytes.withUnsafeBufferPointer { buffer in
-            // protobuf-c wants a valid pointer even for zero bytes.
-            var empty: UInt8 = 0
-            let base = buffer.baseAddress ?? withUnsafePointer(to: &empty) { $0 }
+        let decoded: M? = bytes.withUnsafeBytes { buffer in decode(buffer, unpack: unpack, free: free, convert: convert) }
+        guard let decoded else { throw ProtoDecodingError(messageName: name, byteCount: bytes.count) }
+        return decoded
+    }
+
+    static func unpack<C, M>(
+        _ buffer: UnsafeRawBufferPointer,
+        _ name: String,
+        unpack: (UnsafeMutablePointer<ProtobufCAllocator>?, Int, UnsafePointer<UInt8>?) -> UnsafeMutablePointer<C>?,
+        free: (UnsafeMutablePointer<C>?, UnsafeMutablePointer<ProtobufCAllocator>?) -> Void,
+        convert: (UnsafeMutablePointer<C>) -> M
+    ) throws(ProtoDecodingError) -> M {
+        guard let decoded = decode(buffer, unpack: unpack, free: free, convert: convert) else {
+            throw ProtoDecodingError(messageName: name, byteCount: buffer.count)
+        }
+        return decoded
+    }
+
+    private static func decode<C, M>(
+        _ buffer: UnsafeRawBufferPointer,
+        unpack: (UnsafeMutablePointer<ProtobufCAllocator>?, Int, UnsafePointer<UInt8>?) -> UnsafeMutablePointer<C>?,
+        free: (UnsafeMutablePointer<C>?, UnsafeMutablePointer<ProtobufCAllocator>?) -> Void,
+        convert: (UnsafeMutablePointer<C>) -> M
+    ) -> M? {
+        // protobuf-c wants a valid pointer even for zero bytes.
+        var empty: UInt8 = 0
+        return withUnsafePointer(to: &empty) { fallback in
+            let base = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? fallback
             guard let message = unpack(nil, buffer.count, base) else { return nil }
             defer { free(message, nil) }
             return convert(message)
         }
-        guard let decoded else { throw ProtoDecodingError(messageName: name, byteCount: bytes.count) }
-        return decoded
     }
 
     static func string(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
         guard let pointer else { return "" }
         return String(decoding: UnsafeRawBufferPointer(start: pointer, count: strlen(pointer)), as: UTF8.self)
+    }
+
+    /// Bytes lent to protobuf-c for one pack (read only; valid inside the lender's closure).
+    static func lent(_ buffer: UnsafeBufferPointer<UInt8>) -> ProtobufCBinaryData {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return ProtobufCBinaryData(len: 0, data: nil) }
+        return ProtobufCBinaryData(len: buffer.count, data: UnsafeMutablePointer(mutating: base))
     }
 
     static func bytes(_ data: ProtobufCBinaryData) -> [UInt8] {

@@ -200,7 +200,7 @@ final class ClientLoop: ReactorComponent {
             envelope.deadlineMs = UInt32(clamping: max(0, now.duration(to: request.deadline).wholeMilliseconds))
             guard envelope.deadlineMs > 0 else { continue } // the timers expire it
             do {
-                if try socket.send([envelope.serializedBytes()], dontWait: true) {
+                if try socket.send([], packing: envelope, dontWait: true) {
                     request.sent = true
                     request.attempts += 1
                     lastSent = now
@@ -220,7 +220,7 @@ final class ClientLoop: ReactorComponent {
     private func sendHeartbeat() {
         guard let socket else { return }
         let beat = Envelope(version: WireProtocol.version, kind: .heartbeat)
-        if (try? socket.send([beat.serializedBytes()], dontWait: true)) == true {
+        if (try? socket.send([], packing: beat, dontWait: true)) == true {
             lastSent = .now
         } else {
             // Refused (no peer connected, or its queue full): try again in 50 ms. Left at its old
@@ -234,7 +234,8 @@ final class ClientLoop: ReactorComponent {
 
     private func receive(_ socket: ZMQSocket) throws(ZMQError) {
         for _ in 0..<256 {
-            guard let message = try socket.receive(dontWait: true) else { return }
+            // Decoded in libzmq's memory: the reply's bytes are not copied first.
+            guard let message = try socket.receive(dontWait: true, decodingLast: { try? Envelope(serializedBuffer: $0) }) else { return }
             lastHeard = .now
             if peerDown {
                 peerDown = false
@@ -242,7 +243,7 @@ final class ClientLoop: ReactorComponent {
                 logger.info("peer answering again", metadata: ["endpoint": "\(endpoint)"])
                 flushUnsent()
             }
-            guard let payload = message.frames.last, let envelope = try? Envelope(serializedBytes: payload) else {
+            guard let envelope = message.last else {
                 logger.debug("dropped an undecodable frame from the peer")
                 continue
             }

@@ -123,9 +123,12 @@ final class HostLoop: ReactorComponent {
         defer { handOver() }
         // Take what is queued, but yield to the command side now and then.
         for _ in 0..<256 {
-            guard let message = try socket.receive(dontWait: true, properties: true) else { return }
+            // The envelope is decoded in libzmq's memory: the request's bytes are not copied first.
+            guard let message = try socket.receive(dontWait: true, properties: true, decodingLast: { buffer in
+                Result { () throws(ProtoDecodingError) -> Envelope in try Envelope(serializedBuffer: buffer) }
+            }) else { return }
             counters.received.add(1, ordering: .relaxed)
-            handleInbound(message.frames, address: message.peerAddress, member: message.userID)
+            handleInbound(message.prefix, message.last, address: message.peerAddress, member: message.userID)
         }
     }
 
@@ -135,18 +138,18 @@ final class HostLoop: ReactorComponent {
         accepted = []
     }
 
-    private func handleInbound(_ frames: [[UInt8]], address: String, member: String) {
-        guard frames.count == 2 || (frames.count == 3 && frames[1].isEmpty) else {
+    private func handleInbound(_ prefix: [[UInt8]], _ decoded: Result<Envelope, ProtoDecodingError>, address: String, member: String) {
+        guard prefix.count == 1 || (prefix.count == 2 && prefix[1].isEmpty) else {
             // No way to tell identity from payload: nothing to answer.
             counters.malformed.add(1, ordering: .relaxed)
             counters.dropped.add(1, ordering: .relaxed)
-            logger.debug("dropped a message with \(frames.count) frames")
+            logger.debug("dropped a message with \(prefix.count + 1) frames")
             return
         }
-        let peer = PeerIdentity(routingID: frames[0], hasDelimiter: frames.count == 3)
+        let peer = PeerIdentity(routingID: prefix[0], hasDelimiter: prefix.count == 2)
         let envelope: Envelope
         do {
-            envelope = try Envelope(serializedBytes: frames[frames.count - 1])
+            envelope = try decoded.get()
         } catch {
             counters.malformed.add(1, ordering: .relaxed)
             send(to: peer, Envelope(version: WireProtocol.version, kind: .reply, status: .invalidArgument,
@@ -242,7 +245,15 @@ final class HostLoop: ReactorComponent {
     }
 
     private func send(to peer: PeerIdentity, _ envelope: Envelope) {
-        sendFrames(peer.frames(envelope.serializedBytes()))
+        do {
+            // Encoded straight into the libzmq message that goes out.
+            if try !socket.send(peer.prefix, packing: envelope, dontWait: true) {
+                counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
+            }
+        } catch {
+            counters.dropped.add(1, ordering: .relaxed) // EHOSTUNREACH: the peer disconnected
+            logger.debug("send failed", metadata: ["error": "\(error)"])
+        }
     }
 
     private func sendFrames(_ frames: [[UInt8]]) {

@@ -13,8 +13,11 @@ public struct PeerIdentity: Sendable, Hashable {
     }
 
     func frames(_ payload: [UInt8]) -> [[UInt8]] {
-        hasDelimiter ? [routingID, [], payload] : [routingID, payload]
+        prefix + [payload]
     }
+
+    /// The frames before the payload.
+    var prefix: [[UInt8]] { hasDelimiter ? [routingID, []] : [routingID] }
 }
 
 /// A decoded request as the socket thread hands it to the handlers.

@@ -1,4 +1,5 @@
 import CZeroMQ
+public import FriensoProto
 import Glibc
 
 /// A libzmq socket with exactly one owner: it is not `Sendable`, so the compiler keeps it on the
@@ -134,6 +135,80 @@ public final class ZMQSocket {
             }
         }
         return true
+    }
+
+    /// Sends `prefix` frames (routing id, delimiter, topic: small) and then `message`, encoded
+    /// straight into a libzmq message of its size, which libzmq then owns: no array in between,
+    /// and no copy into libzmq.
+    /// - Returns: `false` when `dontWait` was set and the message could not be queued.
+    @discardableResult
+    public func send(_ prefix: [[UInt8]], packing message: some ProtoMessage, dontWait: Bool = true) throws(ZMQError) -> Bool {
+        var last = zmq_msg_t()
+        var initialised = false
+        let packed = withUnsafeMutablePointer(to: &last) { pointer in
+            message.serialize { count in
+                guard zmq_msg_init_size(pointer, count) == 0 else { return nil }
+                initialised = true
+                return zmq_msg_data(pointer)
+            }
+        }
+        guard initialised else { throw ZMQError("zmq_msg_init_size") }
+        guard packed != nil else {
+            zmq_msg_close(&last)
+            throw ZMQError("zmq_msg_init_size")
+        }
+        let flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
+        var dummy: UInt8 = 0
+        for (index, frame) in prefix.enumerated() {
+            let rc = frame.withUnsafeBytes { buffer in
+                zmq_send(handle, buffer.baseAddress ?? UnsafeRawPointer(withUnsafeMutablePointer(to: &dummy) { $0 }), buffer.count, flags | ZMQ_SNDMORE)
+            }
+            if rc < 0 {
+                let error = ZMQError("zmq_send")
+                zmq_msg_close(&last)
+                if error.wouldBlock && index == 0 { return false }
+                throw error
+            }
+        }
+        if zmq_msg_send(&last, handle, flags) < 0 {
+            let error = ZMQError("zmq_msg_send")
+            zmq_msg_close(&last) // not sent: still ours
+            if error.wouldBlock && prefix.isEmpty { return false }
+            throw error
+        }
+        return true
+    }
+
+    /// Receives one multipart message and hands its last frame to `decode` in libzmq's own
+    /// memory (valid during the call only): the frame is not copied into an array first.
+    /// - Returns: the frames before the last (copied: routing ids, delimiters, topics), what
+    ///   `decode` made of the last, and the properties as `receive` reads them; `nil` when
+    ///   `dontWait` is set and nothing is queued.
+    public func receive<T>(dontWait: Bool = true, properties: Bool = false,
+                           decodingLast decode: (UnsafeRawBufferPointer) -> T) throws(ZMQError) -> (prefix: [[UInt8]], last: T, peerAddress: String, userID: String)? {
+        var prefix: [[UInt8]] = []
+        while true {
+            var message = zmq_msg_t()
+            zmq_msg_init(&message)
+            defer { zmq_msg_close(&message) }
+            let rc = zmq_msg_recv(&message, handle, dontWait && prefix.isEmpty ? ZMQ_DONTWAIT : 0)
+            if rc < 0 {
+                let error = ZMQError("zmq_msg_recv")
+                if error.wouldBlock && prefix.isEmpty { return nil }
+                throw error
+            }
+            let size = zmq_msg_size(&message)
+            let bytes = UnsafeRawBufferPointer(start: size > 0 ? zmq_msg_data(&message) : nil, count: size)
+            guard zmq_msg_more(&message) == 0 else {
+                prefix.append(Array(bytes))
+                continue
+            }
+            let last = decode(bytes)
+            guard properties else { return (prefix, last, "", "") }
+            let address = zmq_msg_gets(&message, "Peer-Address").map { String(cString: $0) } ?? ""
+            let user = zmq_msg_gets(&message, "User-Id").map { String(cString: $0) } ?? ""
+            return (prefix, last, address, user)
+        }
     }
 
     /// Receives one multipart message.
