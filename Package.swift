@@ -74,7 +74,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // A service's SQLite database: opening, the idempotency claim in each mutation's transaction, the reply store.
-        .target(name: "Storage", dependencies: ["Wire", "FriensoProto", grdb], swiftSettings: swiftSettings),
+        .target(name: "Storage", dependencies: ["Wire", "FriensoProto", grdb, .product(name: "GRDBSQLite", package: "GRDB.swift")],
+                swiftSettings: swiftSettings),
         // Identity helpers: SHA-256, contact identifiers, phone numbers, the operator key.
         .target(name: "Identity", dependencies: ["Wire", "CSodium"], swiftSettings: swiftSettings),
         .target(

@@ -24,22 +24,34 @@ public final class ServiceDatabase: Sendable {
     public let pool: DatabasePool
     /// Where async mutations wait for their batch (see `WriteQueue`).
     let writes: WriteQueue
+    /// Checkpoints the WAL off the commit path (see `Checkpointer`).
+    let checkpointer: Checkpointer
 
-    init(pool: DatabasePool) {
+    init(pool: DatabasePool, checkpointer: Checkpointer) {
         self.pool = pool
+        self.checkpointer = checkpointer
         writes = WriteQueue(pool: pool)
     }
+
+    /// WAL checkpoints run by the background checkpointer so far.
+    public var checkpoints: Int { checkpointer.runs.load(ordering: .relaxed) }
 
     /// - Parameter path: the database file; its folder is created when missing.
     public static func open(_ path: String) throws -> ServiceDatabase {
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
+        let signal = Checkpointer.Signal()
         configuration.prepareDatabase { db in
             // FULL: a write acknowledged to a client is on disk, even across a power cut.
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // No checkpoint inside a commit: the WAL's growth is signalled to the checkpointer.
+            Checkpointer.install(on: db, signal: signal)
         }
-        return ServiceDatabase(pool: try DatabasePool(path: path, configuration: configuration)) // WAL mode
+        let pool = try DatabasePool(path: path, configuration: configuration) // WAL mode
+        let checkpointer = Checkpointer(path: path)
+        signal.attach(checkpointer)
+        return ServiceDatabase(pool: pool, checkpointer: checkpointer)
     }
 
     public func read<T>(_ value: (Database) throws -> T) throws -> T {

@@ -1,0 +1,80 @@
+import Dispatch
+import Foundation
+import GRDB
+import GRDBSQLite
+import Synchronization
+
+/// WAL checkpoints off the commit path. SQLite's automatic checkpoint runs inside the commit that
+/// crosses 1,000 WAL pages: that commit (and every caller waiting on its group) pays for copying
+/// the pages into the database file and fsyncing it. In `frienso-bench alerts` that was the
+/// whole of helpNow's p99 (a 20 ms write behind a 4 ms median). Here the writer connection only
+/// notes the WAL's size (`sqlite3_wal_hook`, which replaces the automatic checkpoint), and a
+/// connection of our own runs `PRAGMA wal_checkpoint(PASSIVE)` on a queue of its own: it takes
+/// no write lock, so commits go on meanwhile. Durability is unchanged: a commit is durable once
+/// its WAL frames are fsynced (`synchronous = FULL`); a checkpoint only moves them.
+///
+/// Hand-written because neither GRDB nor SQLite offers a background checkpointer (GRDB's
+/// `checkpoint` runs on the writer, which would hold commits back just the same).
+final class Checkpointer: Sendable {
+    /// WAL pages after which a checkpoint is asked for (SQLite's own default).
+    static let pages: Int32 = 1_000
+
+    /// What the writer's hook signals: a weak link, so a connection that outlives its
+    /// `ServiceDatabase` (anyone may hold `pool`) signals nobody.
+    final class Signal: @unchecked Sendable {
+        private let target = Mutex<Weak>(Weak())
+        struct Weak { weak var checkpointer: Checkpointer? }
+        func attach(_ checkpointer: Checkpointer) { target.withLock { $0.checkpointer = checkpointer } }
+        func walGrew(to pages: Int32) {
+            guard pages >= Checkpointer.pages else { return }
+            target.withLock { $0.checkpointer }?.request()
+        }
+    }
+
+    private let path: String
+    private let queue = DispatchQueue(label: "frienso-checkpointer")
+    private let scheduled = Atomic<Bool>(false)
+    private let connection = Mutex<DatabaseQueue?>(nil)
+    /// Checkpoints run and failed (for tests and logs).
+    let runs = Atomic<Int>(0), failures = Atomic<Int>(0)
+
+    init(path: String) {
+        self.path = path
+    }
+
+    /// Installs the hook on a connection (every connection of the pool: only the writer commits).
+    static func install(on db: Database, signal: Signal) {
+        guard let handle = db.sqliteConnection else { return }
+        sqlite3_wal_hook(handle, { context, _, _, pages in
+            if let context { Unmanaged<Signal>.fromOpaque(context).takeUnretainedValue().walGrew(to: pages) }
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(signal).toOpaque())
+    }
+
+    /// At most one checkpoint scheduled at a time; the WAL keeps growing meanwhile, which is fine.
+    func request() {
+        guard !scheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        queue.async { [self] in
+            defer { scheduled.store(false, ordering: .releasing) }
+            checkpoint()
+        }
+    }
+
+    /// A passive checkpoint now, on this object's own connection (also what `request` runs).
+    func checkpoint() {
+        do {
+            try connection.withLock { connection in
+                if connection == nil {
+                    var configuration = Configuration()
+                    configuration.busyMode = .timeout(5)
+                    configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+                    connection = try DatabaseQueue(path: path, configuration: configuration)
+                }
+                try connection?.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+            }
+            runs.add(1, ordering: .relaxed)
+        } catch {
+            failures.add(1, ordering: .relaxed) // the next request tries again; the WAL only grows meanwhile
+        }
+    }
+}
