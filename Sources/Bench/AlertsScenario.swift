@@ -32,7 +32,7 @@ public enum AlertsScenario {
     }
 
     /// What `--parts` may name.
-    public static let parts: Set<String> = ["helpnow", "watch"]
+    public static let parts: Set<String> = ["helpnow", "raises", "watch"]
 
     /// Who got which location event: (viewer, subject, device time).
     private final class EventTally: Sendable {
@@ -212,6 +212,39 @@ public enum AlertsScenario {
                 out.append("- target: end to end p99 ≤ 20,000 µs (this run: \(Report.f(whole.micros(99))) µs)")
                 await ana.close()
                 await watcher.close()
+            }
+
+            if options.parts.contains("raises") {
+                // 64 initiators, each with the same 3 circle members (with devices and phones):
+                // each loop raises, then resolves (one active alert per person), 64 loops at once.
+                let n = 64
+                var members: [UInt64] = []
+                for i in 0..<3 {
+                    let m = try await register("bench_rm\(i)")
+                    members.append(m)
+                    _ = try await toAlerts.call(AlertsV1.AlertsService.registerDevice, AlertsV1.RegisterDeviceRequest(
+                        token: "bench-raise-device-\(i)", platform: .android), options: CallOptions(callerUserID: m))
+                }
+                var free: [FriensoClient] = []
+                for i in 0..<n {
+                    let initiator = try await register("bench_ri\(i)")
+                    try await circle(initiator, members)
+                    free.append(try await login("bench_ri\(i)"))
+                }
+                let clients = free
+                let pool = Mutex(free)
+                let raises = max(options.alerts, n * 4)
+                let pair = await drive(name: "helpNow raise + resolve (via gateway)", inFlight: n, count: raises, warmup: 0) {
+                    guard let client = pool.withLock({ $0.popLast() }) else { return false }
+                    defer { pool.withLock { $0.append(client) } }
+                    guard (try? await client.call(AlertsV1.AlertsService.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "load"), mutation: true)) != nil,
+                          (try? await client.call(AlertsV1.AlertsService.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(), mutation: true)) != nil
+                    else { return false }
+                    return true
+                }
+                out.append(Report.table([pair]))
+                out.append("- \(Int(pair.throughput)) raises/s (each with its resolution; 12 deliveries per pair go out behind them) at \(n) in flight; target ≥ 500 raises/s")
+                for client in clients { await client.close() }
             }
 
             if options.parts.contains("watch") {

@@ -121,10 +121,10 @@ struct AlertsBench: AsyncParsableCommand {
     @Option(help: "Concurrent watch sessions (3 watchers each).") var sessions = 1_000
     @Option(help: "Distinct watcher clients the sessions draw from.") var watchers = 100
     @Option(help: "Seconds of 1 update a second per session.") var seconds = 10
-    @Option(help: "Parts to run, comma-separated: helpnow, watch.") var parts = "helpnow,watch"
+    @Option(help: "Parts to run, comma-separated: helpnow (one at a time, end to end), raises (64 in flight), watch.") var parts = "helpnow,raises,watch"
 
     func validate() throws {
-        guard ScenarioParts.parse(parts, known: AlertsScenario.parts) != nil else { throw ValidationError("--parts takes helpnow, watch") }
+        guard ScenarioParts.parse(parts, known: AlertsScenario.parts) != nil else { throw ValidationError("--parts takes helpnow, raises, watch") }
         guard alerts > 0, sessions > 0, watchers >= 3, seconds > 0 else { throw ValidationError("--alerts, --sessions, --seconds > 0; --watchers ≥ 3") }
     }
 
