@@ -91,11 +91,10 @@ public final class GeoService: Sendable {
             replayed += rows.count
         }
         if let chunk = replay.all() {
-            let fixes = chunk.users.compactMap { user in initial.latest[user].map { (user: user, fix: $0) } }
-            try store.writeFold(GeoStore.FoldWrite(fixes: fixes, pairs: chunk.pairs, completesThrough: chunk.completesThrough))
+            try store.writeFold(GeoStore.FoldWrite(chunk, latest: initial.latest))
             replay.advance(past: chunk)
         }
-        let folding = SharedFolding(HistoryFolding(foldedThrough: replay.foldedThrough, lastID: replay.lastID))
+        let folding = SharedFolding(replay) // empty now: everything up to its last id is folded
         initial.sharing = try store.loadSharing()
         initial.grants = Grants(try store.loadGrants(now: clock()))
         initial.places = try store.loadPlaces()
@@ -117,10 +116,7 @@ public final class GeoService: Sendable {
             // batch to readers and viewers.
             let replaces = state.mutex.withLock { $0.accept(batch) }
             let chunk = folding.mutex.withLock { $0.next(nowMs: clock()) }
-            let fold = chunk.map { chunk in
-                GeoStore.FoldWrite(fixes: state.mutex.withLock { s in chunk.users.compactMap { user in s.latest[user].map { (user: user, fix: $0) } } },
-                                   pairs: chunk.pairs, completesThrough: chunk.completesThrough)
-            }
+            let fold = chunk.map { chunk in state.mutex.withLock { GeoStore.FoldWrite(chunk, latest: $0.latest) } }
             let ids = try store.write(batch, fold: fold)
             folding.mutex.withLock { f in
                 if let chunk { f.advance(past: chunk) }

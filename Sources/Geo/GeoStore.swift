@@ -210,6 +210,18 @@ final class GeoStore: Sendable {
         var fixes: [(user: UInt64, fix: LatestFix)]
         var pairs: [HistoryFolding.Pair]
         var completesThrough: Int64?
+
+        init(fixes: [(user: UInt64, fix: LatestFix)], pairs: [HistoryFolding.Pair] = [], completesThrough: Int64? = nil) {
+            self.fixes = fixes
+            self.pairs = pairs
+            self.completesThrough = completesThrough
+        }
+
+        /// `chunk` with its users' fixes as `latest` holds them.
+        init(_ chunk: HistoryFolding.Chunk, latest: [UInt64: LatestFix]) {
+            self.init(fixes: chunk.users.compactMap { user in latest[user].map { (user: user, fix: $0) } },
+                      pairs: chunk.pairs, completesThrough: chunk.completesThrough)
+        }
     }
 
     /// Appends a batch of updates to history in one transaction, with a slice of the fold when
@@ -231,7 +243,7 @@ final class GeoStore: Sendable {
         }
     }
 
-    /// A fold at start-up or stop, in a transaction of its own.
+    /// A fold at start-up, in a transaction of its own.
     func writeFold(_ fold: FoldWrite) throws {
         try database.write { db in try Self.write(fold, db) }
     }
@@ -287,7 +299,7 @@ final class GeoStore: Sendable {
                        forgotten: @escaping @Sendable () -> Void) async throws -> Int {
         try await database.write({ db in
             if let fix = current() {
-                try Self.write(FoldWrite(fixes: [(user, fix)], pairs: [], completesThrough: nil), db)
+                try Self.write(FoldWrite(fixes: [(user, fix)]), db)
             }
             try db.run(sql: "DELETE FROM history WHERE id IN (\(Self.userHistory))", arguments: [user, try Self.foldedThrough(db)])
             let deleted = db.changesCount

@@ -35,8 +35,8 @@ final class Checkpointer: Sendable {
     private let queue = DispatchQueue(label: "frienso-checkpointer")
     private let scheduled = Atomic<Bool>(false)
     private let connection = Mutex<DatabaseQueue?>(nil)
-    /// Checkpoints run and failed (for tests and logs).
-    let runs = Atomic<Int>(0), failures = Atomic<Int>(0)
+    /// Checkpoints run (for tests).
+    let runs = Atomic<Int>(0)
 
     init(path: String) {
         self.path = path
@@ -60,8 +60,8 @@ final class Checkpointer: Sendable {
         }
     }
 
-    /// A passive checkpoint now, on this object's own connection (also what `request` runs).
-    func checkpoint() {
+    /// A passive checkpoint now, on this object's own connection.
+    private func checkpoint() {
         do {
             try connection.withLock { connection in
                 if connection == nil {
@@ -74,7 +74,7 @@ final class Checkpointer: Sendable {
             }
             runs.add(1, ordering: .relaxed)
         } catch {
-            failures.add(1, ordering: .relaxed) // the next request tries again; the WAL only grows meanwhile
+            // Not fatal: the next commit past the threshold asks again; the WAL only grows meanwhile.
         }
     }
 }

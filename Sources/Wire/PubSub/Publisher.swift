@@ -52,14 +52,24 @@ public final class Publisher: Service, Sendable {
     /// Numbers and queues an event. - Returns: its sequence number in its stream.
     @discardableResult
     public func publish(topic: String, method: String, payload: [UInt8]) -> UInt64 {
-        let stream = Self.stream(of: topic)
+        post(topics: [topic], method: method, payload: payload)
+    }
+
+    /// Encodes the envelope once and gives each topic its own copy with its sequence number
+    /// appended as a field of its own (protobuf takes fields in any order), instead of encoding
+    /// a whole envelope per topic. - Returns: the last topic's sequence number.
+    @discardableResult
+    func post(topics: [String], method: String, payload: [UInt8]) -> UInt64 {
+        let base = Envelope(version: WireProtocol.version, kind: .event, method: method, payload: payload, epoch: epoch).serializedBytes()
         return sequences.withLock { sequences in
-            let sequence = (sequences[stream] ?? 0) + 1
-            sequences[stream] = sequence
-            let envelope = Envelope(version: WireProtocol.version, kind: .event, method: method, payload: payload,
-                                    sequence: sequence, epoch: epoch)
-            // Posted under the lock, so the socket sends in sequence order.
-            outbox.post(.event(topic: Array(topic.utf8), envelope: envelope.serializedBytes()))
+            var sequence: UInt64 = 0
+            for topic in topics {
+                let stream = Self.stream(of: topic)
+                sequence = (sequences[stream] ?? 0) + 1
+                sequences[stream] = sequence
+                // Posted under the lock, so the socket sends in sequence order.
+                outbox.post(.event(topic: Array(topic.utf8), envelope: Self.numbered(base, sequence: sequence)))
+            }
             return sequence
         }
     }
@@ -166,24 +176,8 @@ extension Publisher: EventSink {
         publish(topic: topic, method: method, payload: payload)
     }
 
-    /// Encodes the envelope once and gives each topic its own copy with its sequence number
-    /// appended as a field of its own (protobuf takes fields in any order), instead of encoding
-    /// a whole envelope per topic.
     public func emit(topics: [String], method: String, payload: [UInt8]) {
-        guard topics.count > 1 else {
-            for topic in topics { publish(topic: topic, method: method, payload: payload) }
-            return
-        }
-        let base = Envelope(version: WireProtocol.version, kind: .event, method: method, payload: payload, epoch: epoch).serializedBytes()
-        sequences.withLock { sequences in
-            for topic in topics {
-                let stream = Self.stream(of: topic)
-                let sequence = (sequences[stream] ?? 0) + 1
-                sequences[stream] = sequence
-                // Posted under the lock, so the socket sends in sequence order.
-                outbox.post(.event(topic: Array(topic.utf8), envelope: Self.numbered(base, sequence: sequence)))
-            }
-        }
+        post(topics: topics, method: method, payload: payload)
     }
 
     /// An encoded envelope without a sequence, with `sequence` appended as its field 12 (a

@@ -120,21 +120,25 @@ public final class ZMQSocket {
     /// - Throws: `ZMQError` for any other failure.
     @discardableResult
     public func send(_ frames: [[UInt8]], dontWait: Bool = true) throws(ZMQError) -> Bool {
-        var dummy: UInt8 = 0
         for (index, frame) in frames.enumerated() {
             var flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
             if index < frames.count - 1 { flags |= ZMQ_SNDMORE }
-            let rc = frame.withUnsafeBytes { buffer in
-                zmq_send(handle, buffer.baseAddress ?? UnsafeRawPointer(withUnsafeMutablePointer(to: &dummy) { $0 }), buffer.count, flags)
-            }
-            if rc < 0 {
-                let error = ZMQError("zmq_send")
+            if let error = sendFrame(frame, flags: flags) {
                 // libzmq sends a multipart message atomically: EAGAIN can only come on the first frame.
                 if error.wouldBlock && index == 0 { return false }
                 throw error
             }
         }
         return true
+    }
+
+    /// One frame; nil when it was queued.
+    private func sendFrame(_ frame: [UInt8], flags: Int32) -> ZMQError? {
+        var dummy: UInt8 = 0
+        let rc = frame.withUnsafeBytes { buffer in
+            zmq_send(handle, buffer.baseAddress ?? UnsafeRawPointer(withUnsafeMutablePointer(to: &dummy) { $0 }), buffer.count, flags)
+        }
+        return rc < 0 ? ZMQError("zmq_send") : nil
     }
 
     /// Sends `prefix` frames (routing id, delimiter, topic: small) and then `message`, encoded
@@ -144,27 +148,13 @@ public final class ZMQSocket {
     @discardableResult
     public func send(_ prefix: [[UInt8]], packing message: some ProtoMessage, dontWait: Bool = true) throws(ZMQError) -> Bool {
         var last = zmq_msg_t()
-        var initialised = false
         let packed = withUnsafeMutablePointer(to: &last) { pointer in
-            message.serialize { count in
-                guard zmq_msg_init_size(pointer, count) == 0 else { return nil }
-                initialised = true
-                return zmq_msg_data(pointer)
-            }
+            message.serialize { count in zmq_msg_init_size(pointer, count) == 0 ? zmq_msg_data(pointer) : nil }
         }
-        guard initialised else { throw ZMQError("zmq_msg_init_size") }
-        guard packed != nil else {
-            zmq_msg_close(&last)
-            throw ZMQError("zmq_msg_init_size")
-        }
+        guard packed != nil else { throw ZMQError("zmq_msg_init_size") } // nothing was initialised
         let flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
-        var dummy: UInt8 = 0
         for (index, frame) in prefix.enumerated() {
-            let rc = frame.withUnsafeBytes { buffer in
-                zmq_send(handle, buffer.baseAddress ?? UnsafeRawPointer(withUnsafeMutablePointer(to: &dummy) { $0 }), buffer.count, flags | ZMQ_SNDMORE)
-            }
-            if rc < 0 {
-                let error = ZMQError("zmq_send")
+            if let error = sendFrame(frame, flags: flags | ZMQ_SNDMORE) {
                 zmq_msg_close(&last)
                 if error.wouldBlock && index == 0 { return false }
                 throw error
@@ -219,30 +209,8 @@ public final class ZMQSocket {
     /// - Returns: the frames and those properties (empty when not read), or `nil` when `dontWait`
     ///   is set and nothing is queued.
     public func receive(dontWait: Bool = true, properties: Bool = false) throws(ZMQError) -> (frames: [[UInt8]], peerAddress: String, userID: String)? {
-        var frames: [[UInt8]] = []
-        while true {
-            var message = zmq_msg_t()
-            zmq_msg_init(&message)
-            defer { zmq_msg_close(&message) }
-            let rc = zmq_msg_recv(&message, handle, dontWait && frames.isEmpty ? ZMQ_DONTWAIT : 0)
-            if rc < 0 {
-                let error = ZMQError("zmq_msg_recv")
-                if error.wouldBlock && frames.isEmpty { return nil }
-                throw error
-            }
-            let size = zmq_msg_size(&message)
-            if size > 0, let data = zmq_msg_data(&message) {
-                frames.append(Array(UnsafeRawBufferPointer(start: data, count: size)))
-            } else {
-                frames.append([])
-            }
-            if zmq_msg_more(&message) == 0 {
-                guard properties else { return (frames, "", "") }
-                let address = zmq_msg_gets(&message, "Peer-Address").map { String(cString: $0) } ?? ""
-                let user = zmq_msg_gets(&message, "User-Id").map { String(cString: $0) } ?? ""
-                return (frames, address, user)
-            }
-        }
+        try receive(dontWait: dontWait, properties: properties, decodingLast: { Array($0) })
+            .map { ($0.prefix + [$0.last], $0.peerAddress, $0.userID) }
     }
 
     /// A poll item for this socket, valid while the socket lives.
