@@ -115,7 +115,7 @@ public final class AlertsService: Sendable {
     func emit(_ event: AlertsV1.AlertEvent, to users: some Sequence<UInt64>) {
         guard let events else { return }
         let payload = event.serializedBytes()
-        events.emit(topics: users.map { "viewer.\($0)" }, method: "alerts.Event", payload: payload)
+        events.emit(topics: users.map(ViewerTopic.of), method: "alerts.Event", payload: payload)
     }
 
     func emit(_ grants: [GrantRecord]) {

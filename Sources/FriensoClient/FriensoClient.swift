@@ -75,6 +75,8 @@ public final class FriensoClient: Sendable {
         continuation.onTermination = { _ in
             renewing.cancel()
             forwarding.cancel()
+            // Tell the gateway at once (it would otherwise send events here until the lapse).
+            Task { _ = try? await self.call(CommonMethods.unsubscribe, CommonV1.UnsubscribeRequest()) }
         }
         return stream
     }

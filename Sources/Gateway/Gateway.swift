@@ -70,6 +70,7 @@ public final class Gateway: Service, Sendable {
             if let endpoint = config.sessionEvents, !endpoint.isEmpty {
                 group.addTask { await self.followRevocations(endpoint: endpoint) }
             }
+            group.addTask { await self.sweepSubscriptions() }
             try await host.run()
             group.cancelAll()
         }
@@ -102,18 +103,20 @@ public final class Gateway: Service, Sendable {
         }
     }
 
-    /// Forwards `viewer.<id>` events from one publisher to that user's connections.
+    /// Forwards `viewer.<id>.` events from one publisher to that user's connections. The socket
+    /// subscribes the topics of the users connected here only (`Subscriptions.attach`).
     private func relay(from name: String, endpoint: String) async {
         guard let security = config.security(toward: name) else { return }
         let subscriptions = subscriptions
-        let subscriber = Subscriber(endpoint: endpoint, prefixes: ["viewer."], logger: logger.with("source", name),
+        let subscriber = Subscriber(endpoint: endpoint, prefixes: [], logger: logger.with("source", name),
                                     security: security, context: context, reactor: host.reactor) { topic in
-            // Most events are for users with no live connection here: dropped before decoding.
-            Subscriptions.viewer(inTopic: topic).map { subscriptions.has($0) } ?? false
+            // A connection may lapse between the unsubscribe and the publisher hearing of it.
+            ViewerTopic.user(in: topic).map { subscriptions.has($0) } ?? false
         }
+        subscriptions.attach(subscriber)
         await withTaskCancellationHandler {
             for await event in subscriber.events {
-                guard let user = UInt64(event.topic.dropFirst("viewer.".count)) else { continue }
+                guard let user = ViewerTopic.user(in: event.topic.utf8) else { continue }
                 for peer in subscriptions.peers(of: user) {
                     host.push(event.envelope, to: peer)
                 }
@@ -121,7 +124,20 @@ public final class Gateway: Service, Sendable {
         } onCancel: {
             subscriber.stop()
         }
+        subscriptions.detach(subscriber)
     }
+
+    /// Drops lapsed subscriptions now and then, so that the publishers stop sending this gateway
+    /// the events of users whose clients went away without unsubscribing.
+    private func sweepSubscriptions() async {
+        let period = max(.milliseconds(100), config.subscriptionTTL / 2)
+        while (try? await Task.sleep(for: period)) != nil {
+            subscriptions.sweep()
+        }
+    }
+
+    /// Users whose events the publishers send this gateway (each one subscribed on every source).
+    public var filteredUsers: Int { subscriptions.users }
 }
 
 extension Logger {

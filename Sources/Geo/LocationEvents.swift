@@ -25,9 +25,9 @@ struct LocationEvents: Sendable {
             case .location(let viewers, let subject, let fix):
                 // Encoded once, however many viewers.
                 let payload = GeoV1.LocationEvent(userId: subject, fix: GeoService.proto(fix), status: fix.status).serializedBytes()
-                publisher.emit(topics: viewers.map { "viewer.\($0)" }, method: "geo.Location", payload: payload)
+                publisher.emit(topics: viewers.map(ViewerTopic.of), method: "geo.Location", payload: payload)
             case .nearby(let viewer, let friend, let distance, let atMs):
-                publisher.emit(topic: "viewer.\(viewer)", method: "geo.FriendNearby",
+                publisher.emit(topic: ViewerTopic.of(viewer), method: "geo.FriendNearby",
                                payload: GeoV1.FriendNearbyEvent(userId: friend, distanceM: distance, atMs: atMs).serializedBytes())
             }
         }

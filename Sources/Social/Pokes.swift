@@ -16,7 +16,7 @@ extension SocialService {
         let me = try await profiles([caller], context)[caller] ?? SocialV1.UserRef(userId: caller)
         let poke = SocialV1.Poke(pokeId: id, from: me, toUserId: target, createdAtMs: at)
         let payload = poke.serializedBytes()
-        publisher.emit(topic: "viewer.\(target)", method: "social.Poke", payload: payload) // live, through the gateway
+        publisher.emit(topic: ViewerTopic.of(target), method: "social.Poke", payload: payload) // live, through the gateway
         wakeNoticeReaders()
         return SocialV1.PokeResponse(poke: poke)
     }

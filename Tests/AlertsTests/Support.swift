@@ -70,7 +70,7 @@ extension EventRecorder {
         all.filter { $0.method == "alerts.Grant" }.compactMap { try? GeoV1.LocationGrant(serializedBytes: $0.payload) }
     }
     func events(to user: UInt64) -> [AlertsV1.AlertEvent] {
-        all.filter { $0.topic == "viewer.\(user)" && $0.method == "alerts.Event" }.compactMap { try? AlertsV1.AlertEvent(serializedBytes: $0.payload) }
+        all.filter { $0.topic == ViewerTopic.of(user) && $0.method == "alerts.Event" }.compactMap { try? AlertsV1.AlertEvent(serializedBytes: $0.payload) }
     }
 }
 

@@ -156,8 +156,8 @@ struct GatewayTests {
             // PUB/SUB joins asynchronously: publish until the first event reaches Alice.
             let publishing = Task {
                 while !Task.isCancelled {
-                    publisher.publish(topic: "viewer.\(bobID)", method: "geo.FriendNearby", payload: [2])
-                    publisher.publish(topic: "viewer.\(aliceID)", method: "geo.FriendNearby", payload: [1])
+                    publisher.publish(topic: ViewerTopic.of(bobID), method: "geo.FriendNearby", payload: [2])
+                    publisher.publish(topic: ViewerTopic.of(aliceID), method: "geo.FriendNearby", payload: [1])
                     try? await Task.sleep(for: .milliseconds(20))
                 }
             }
@@ -166,6 +166,9 @@ struct GatewayTests {
             #expect(first?.kind == .event)
             #expect(first?.method == "geo.FriendNearby")
             #expect(first?.payload == [1], "Alice only gets her own events")
+            #expect(stack.gateway.filteredUsers == 1, "the publisher sends this gateway Alice's events only")
+            _ = try await alice.call(CommonMethods.unsubscribe, CommonV1.UnsubscribeRequest())
+            #expect(stack.gateway.subscriptionCount == 0 && stack.gateway.filteredUsers == 0)
         }
     }
 

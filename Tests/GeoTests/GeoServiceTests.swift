@@ -103,7 +103,7 @@ struct GeoServiceTests {
             try await geo.locate(2, 0, 500 * step)            // 500 m apart: nothing
             #expect(geo.recorder.nearby().isEmpty)
             try await geo.locate(2, 95 * step, 0)             // 95 m: both told
-            #expect(Set(geo.recorder.nearby().map(\.viewer)) == ["viewer.1", "viewer.2"])
+            #expect(Set(geo.recorder.nearby().map(\.viewer)) == [ViewerTopic.of(1), ViewerTopic.of(2)])
             try await geo.locate(2, 105 * step, 0)            // hovering at the boundary: silent
             try await geo.locate(2, 98 * step, 0)
             try await geo.locate(2, 140 * step, 0)            // still within 1.5 × 100 m: not re-armed
@@ -130,7 +130,7 @@ struct GeoServiceTests {
             _ = geo.recorder.take()
             try await geo.locate(1, 10, 10)
             let topics = geo.recorder.take().filter { $0.method == "geo.Location" }.map(\.topic)
-            #expect(topics == ["viewer.3"], "ghost hides from friend 2; the helpNow grant shows to 3")
+            #expect(topics == [ViewerTopic.of(3)], "ghost hides from friend 2; the helpNow grant shows to 3")
         }
     }
 

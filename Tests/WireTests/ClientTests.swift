@@ -35,6 +35,17 @@ struct ClientTests {
         await client.close()
     }
 
+    /// A call made after `close` (an unsubscribe sent as an event stream ends, say) is answered
+    /// UNAVAILABLE at once: nothing would ever take it off the closed socket's queue.
+    @Test func callAfterClose_isAnsweredUnavailable_notLeftHanging() async throws {
+        try await withHost(MethodRouter(), logs: CapturedLogs()) { _, client in
+            _ = try await client.call(echoRoute, CommonV1.PingRequest())
+            await client.close()
+            let reply = await client.send(Envelope(method: "test.Ping"), deadline: .seconds(60))
+            #expect(reply.status == .unavailable && reply.statusMessage == "client closed")
+        }
+    }
+
     /// A client whose peer is down must wait for its timers, not spin: the heartbeat that the
     /// socket refuses still counts as sent. (It spun its reactor at full CPU before, which is
     /// what a gateway with alerts and media not deployed did all day.) The bound is a count of

@@ -109,6 +109,70 @@ struct PubSubTests {
         }
     }
 
+    /// The gateway subscribes a user's topic while its socket runs, and drops it when the user's
+    /// last connection goes: the user's events flow only in between, and the id's end mark keeps
+    /// other users whose ids start with the same digits (120, and 1) out.
+    @Test func viewerTopics_subscribedAndDroppedWhileRunning_matchOneUserExactly() async throws {
+        let logs = CapturedLogs()
+        let publisher = Publisher(name: "test", endpoint: "tcp://127.0.0.1:*", logger: logs.logger("pub"))
+        try await withRunningServices([publisher], logger: logs.logger("group")) {
+            let subscriber = Subscriber(endpoint: try await publisher.boundEndpoint(), prefixes: ["graph"], logger: logs.logger("sub"))
+            var events = subscriber.events.makeAsyncIterator()
+            let twelve = ViewerTopic.of(12)
+            subscriber.subscribe(twelve)
+            // PUB/SUB joins asynchronously: publish rounds until user 12's first event arrives.
+            var probing = Task {
+                while !Task.isCancelled {
+                    for user in [120, 1, 12] as [UInt64] { publisher.publish(topic: ViewerTopic.of(user), method: "m", payload: []) }
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+            }
+            while let next = await events.next() {
+                #expect(next.topic == twelve, "only user 12's events: got \(next.topic)")
+                if next.topic == twelve { break }
+            }
+            probing.cancel()
+            await probing.value
+
+            subscriber.unsubscribe(twelve)
+            // Rounds of [12, graph] until a round arrives without its 12: the publisher has heard.
+            probing = Task {
+                while !Task.isCancelled {
+                    publisher.publish(topic: twelve, method: "m", payload: [])
+                    publisher.publish(topic: "graph", method: "round", payload: [])
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+            }
+            var twelveSinceRound = false
+            while let next = await events.next() {
+                if next.topic == twelve { twelveSinceRound = true; continue }
+                if !twelveSinceRound { break }
+                twelveSinceRound = false
+            }
+            probing.cancel()
+            await probing.value
+            publisher.publish(topic: twelve, method: "m", payload: [])
+            publisher.publish(topic: "graph", method: "end", payload: [])
+            while let next = await events.next() {
+                #expect(next.topic != twelve, "user 12 was unsubscribed")
+                if next.envelope.method == "end" { break }
+            }
+            #expect(ViewerTopic.user(in: Array(twelve.utf8)) == 12)
+            await subscriber.close()
+        }
+    }
+
+    @Test func viewerTopics_nameTheirUser_andNothingElseDoes() {
+        #expect(ViewerTopic.of(42) == "viewer.42.")
+        #expect(ViewerTopic.user(in: Array("viewer.42.".utf8)) == 42)
+        #expect(ViewerTopic.user(in: "viewer.0.".utf8) == 0)
+        #expect(ViewerTopic.user(in: Array(ViewerTopic.of(.max).utf8)) == UInt64.max)
+        for other in ["viewer.", "viewer..", "viewer.42", "viewer.18446744073709551616.", "viewer.4x.", "viewer.-1.",
+                      "graph", "viewers.4.", "", "viewer.1.2.", "viewer.1.2", "Viewer.4."] {
+            #expect(ViewerTopic.user(in: Array(other.utf8)) == nil, "\(other)")
+        }
+    }
+
     @Test func sequenceTracker_dropsStale_appliesNext_resyncsOnGapOrNewEpoch() {
         var tracker = SequenceTracker()
         func event(_ sequence: UInt64, epoch: UInt64 = 1) -> Envelope { Envelope(kind: .event, sequence: sequence, epoch: epoch) }

@@ -111,6 +111,10 @@ final class ClientLoop: ReactorComponent {
             request.continuation.resume(returning: request.envelope.reply(error: .unavailable("client closed")))
             pending[id] = nil
         }
+        // Calls posted after the last turn: answered too, and later ones are refused by `post`.
+        for case .call(let request) in commands.close() {
+            request.continuation.resume(returning: request.envelope.reply(error: .unavailable("client closed")))
+        }
         socket = nil
         events.finish()
         finished.fulfil(())

@@ -59,8 +59,9 @@ public final class WireClient: Sendable {
         let commands = commands
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                commands.post(.call(ClientLoop.Pending(envelope: request, deadline: until, retryable: retryable,
-                                                       continuation: continuation)))
+                let posted = commands.post(.call(ClientLoop.Pending(envelope: request, deadline: until, retryable: retryable,
+                                                                    continuation: continuation)))
+                if !posted { continuation.resume(returning: request.reply(error: .unavailable("client closed"))) }
             }
         } onCancel: {
             commands.post(.cancel(id))

@@ -2,6 +2,7 @@ import CZeroMQ
 public import FriensoProto
 public import Logging
 import Foundation
+public import Synchronization
 
 /// One event as a subscriber receives it.
 public struct PublishedEvent: Sendable {
@@ -14,12 +15,27 @@ public struct PublishedEvent: Sendable {
     }
 }
 
+/// What a subscriber's topic filter can be told while it runs (the gateway's `Subscriptions`
+/// keeps it equal to the users connected there).
+public protocol TopicFiltering: AnyObject, Sendable {
+    /// Adds a prefix; libzmq counts them, so each `subscribe` needs its own `unsubscribe`.
+    func subscribe(_ prefix: String)
+    func unsubscribe(_ prefix: String)
+}
+
 /// A SUB socket on a reactor, delivering decoded events in order.
 /// Undecodable frames are dropped and counted, never fatal.
-public final class Subscriber: Sendable {
+public final class Subscriber: TopicFiltering {
+    enum Control: Sendable {
+        case subscribe(String)
+        case unsubscribe(String)
+        case stop
+    }
+
     public let endpoint: String
     public let events: AsyncStream<PublishedEvent>
-    private let control: CommandQueue<Bool>
+    public let counters = SubscriberCounters()
+    private let control: CommandQueue<Control>
     private let finished = OneShot<Void>()
 
     /// - Parameters:
@@ -34,9 +50,10 @@ public final class Subscriber: Sendable {
         self.endpoint = endpoint
         let (events, continuation) = AsyncStream.makeStream(of: PublishedEvent.self, bufferingPolicy: .unbounded)
         self.events = events
-        let control = CommandQueue<Bool>(reactor: reactor)
+        let control = CommandQueue<Control>(reactor: reactor)
         self.control = control
         let finished = finished
+        let counters = counters
         reactor.execute {
             do throws(ZMQError) {
                 let socket = try ZMQSocket(context, .sub)
@@ -44,7 +61,8 @@ public final class Subscriber: Sendable {
                 try socket.secure(security)
                 for prefix in prefixes { try socket.subscribe(prefix) }
                 try socket.connect(endpoint)
-                reactor.register(SubscriberLoop(socket: socket, control: control, events: continuation, accept: accept, logger: logger, finished: finished))
+                reactor.register(SubscriberLoop(socket: socket, control: control, events: continuation, accept: accept,
+                                                 counters: counters, logger: logger, finished: finished))
             } catch {
                 logger.error("cannot subscribe", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
                 continuation.finish()
@@ -54,32 +72,52 @@ public final class Subscriber: Sendable {
     }
 
     deinit {
-        control.post(true)
+        control.post(.stop)
+    }
+
+    /// Adds a topic prefix to the socket's subscriptions (applied on its reactor, in order with
+    /// `unsubscribe`); the publisher starts sending matching events once it has heard of it.
+    public func subscribe(_ prefix: String) {
+        control.post(.subscribe(prefix))
+    }
+
+    /// Removes one `subscribe` of the prefix.
+    public func unsubscribe(_ prefix: String) {
+        control.post(.unsubscribe(prefix))
     }
 
     /// Asks the reactor to close the socket; `events` then finishes.
     public func stop() {
-        control.post(true)
+        control.post(.stop)
     }
 
     public func close() async {
-        control.post(true)
+        control.post(.stop)
         await finished.value
     }
 }
 
+/// Counters a subscriber's socket thread keeps, readable from anywhere.
+public final class SubscriberCounters: Sendable {
+    /// Messages that reached the socket (before `accept` and decoding): what the publisher sent
+    /// this subscriber, which its subscriptions decide.
+    public let received = Atomic<Int>(0)
+}
+
 private final class SubscriberLoop: ReactorComponent {
     private let socket: ZMQSocket
-    private let control: CommandQueue<Bool>
+    private let control: CommandQueue<Subscriber.Control>
     private let events: AsyncStream<PublishedEvent>.Continuation
     private let accept: (@Sendable ([UInt8]) -> Bool)?
+    private let counters: SubscriberCounters
     private let logger: Logger
     private let finished: OneShot<Void>
     private(set) var isFinished = false
 
-    init(socket: ZMQSocket, control: CommandQueue<Bool>, events: AsyncStream<PublishedEvent>.Continuation,
-         accept: (@Sendable ([UInt8]) -> Bool)?, logger: Logger, finished: OneShot<Void>) {
+    init(socket: ZMQSocket, control: CommandQueue<Subscriber.Control>, events: AsyncStream<PublishedEvent>.Continuation,
+         accept: (@Sendable ([UInt8]) -> Bool)?, counters: SubscriberCounters, logger: Logger, finished: OneShot<Void>) {
         self.accept = accept
+        self.counters = counters
         self.socket = socket
         self.control = control
         self.events = events
@@ -91,12 +129,23 @@ private final class SubscriberLoop: ReactorComponent {
     func nextWakeup() -> ContinuousClock.Instant? { nil }
 
     func tick(now: ContinuousClock.Instant) {
-        if control.drain().contains(true) { isFinished = true }
+        for command in control.drain() {
+            do throws(ZMQError) {
+                switch command {
+                case .subscribe(let prefix): try socket.subscribe(prefix)
+                case .unsubscribe(let prefix): try socket.unsubscribe(prefix)
+                case .stop: isFinished = true
+                }
+            } catch {
+                logger.error("cannot change a subscription", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     func readable(_ index: Int) {
         for _ in 0..<1_024 {
             guard let message = try? socket.receive(dontWait: true) else { return }
+            counters.received.add(1, ordering: .relaxed)
             if let accept, message.frames.count == 2, !accept(message.frames[0]) { continue }
             guard message.frames.count == 2,
                   let envelope = try? Envelope(serializedBytes: message.frames[1]),

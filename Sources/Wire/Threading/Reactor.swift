@@ -176,20 +176,37 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
 
 /// Commands from any thread to one component on a reactor.
 final class CommandQueue<Command: Sendable>: Sendable {
-    private let queue = Mutex<[Command]>([])
+    /// nil once the component closed the queue: nothing will drain it any more.
+    private let queue = Mutex<[Command]?>([])
     private let reactor: Reactor
 
     init(reactor: Reactor) {
         self.reactor = reactor
     }
 
-    func post(_ command: Command) {
-        queue.withLock { $0.append(command) }
-        if !reactor.isCurrent { reactor.wake() }
+    /// - Returns: false when the component has closed the queue (the command was not taken).
+    @discardableResult
+    func post(_ command: Command) -> Bool {
+        let taken = queue.withLock { queue in
+            guard queue != nil else { return false }
+            queue!.append(command)
+            return true
+        }
+        if taken, !reactor.isCurrent { reactor.wake() }
+        return taken
     }
 
     /// Takes everything queued; on the reactor thread.
     func drain() -> [Command] {
-        queue.withLock { q in defer { q.removeAll(keepingCapacity: true) }; return q }
+        queue.withLock { q in
+            guard let commands = q, !commands.isEmpty else { return [] }
+            q!.removeAll(keepingCapacity: true)
+            return commands
+        }
+    }
+
+    /// Refuses every later `post`. - Returns: what was queued and will never be drained.
+    func close() -> [Command] {
+        queue.withLock { q in defer { q = nil }; return q ?? [] }
     }
 }

@@ -865,7 +865,7 @@ struct  Frienso__Alerts__V1__ListResourcesResponse
 
 
 /*
- * Published on "viewer.<id>" (method "alerts.Event").
+ * Published on "viewer.<id>." (method "alerts.Event").
  */
 struct  Frienso__Alerts__V1__AlertEvent
 {

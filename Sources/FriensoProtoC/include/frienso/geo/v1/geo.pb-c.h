@@ -435,7 +435,7 @@ struct  Frienso__Geo__V1__GetPlaceResponse
 
 
 /*
- * Published on "viewer.<id>" for each viewer allowed to see the update (method "geo.Location").
+ * Published on "viewer.<id>." for each viewer allowed to see the update (method "geo.Location").
  */
 struct  Frienso__Geo__V1__LocationEvent
 {
@@ -450,7 +450,7 @@ struct  Frienso__Geo__V1__LocationEvent
 
 
 /*
- * Published on "viewer.<id>" for both users (method "geo.FriendNearby").
+ * Published on "viewer.<id>." for both users (method "geo.FriendNearby").
  */
 struct  Frienso__Geo__V1__FriendNearbyEvent
 {

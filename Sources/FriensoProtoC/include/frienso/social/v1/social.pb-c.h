@@ -939,7 +939,7 @@ struct  Frienso__Social__V1__ListExchangesResponse
 
 
 /*
- * A nudge to a friend. Rate-limited per pair. Published live on "viewer.<to>" (method "social.Poke",
+ * A nudge to a friend. Rate-limited per pair. Published live on "viewer.<to>." (method "social.Poke",
  * payload Poke); delivered by push through the alerts service as a Notice.
  */
 struct  Frienso__Social__V1__PokeRequest
