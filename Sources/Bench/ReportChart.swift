@@ -50,25 +50,35 @@ public enum ReportChart {
                 }
             }
         }
-        var panels: [(title: String, unit: String, groups: [(String, [Bar])])] = []
-        panels.append(("requests a second (higher is better)", "/s", keys.map { key in
+        // A path no run measured (an operation the mix left out) draws nothing worth reading.
+        keys.removeAll { key in values[key]?.values.allSatisfy { $0.requests == 0 } ?? true }
+        var panels: [Panel] = []
+        panels.append(Panel(title: "requests a second (higher is better)", unit: "/s", groups: keys.map { key in
             (key, runs.indices.compactMap { r in values[key]?[r].map { Bar(label: runs[r].label, run: r, value: $0.perSecond) } })
         }))
-        panels.append(("latency p50 (solid) and p99 (light), µs (lower is better)", "µs", keys.map { key in
+        panels.append(Panel(title: "latency p50 (solid) and p99 (light), µs (lower is better)", unit: "µs", groups: keys.map { key in
             (key, runs.indices.flatMap { r -> [Bar] in
                 guard let row = values[key]?[r] else { return [] }
                 return [Bar(label: "p50", run: r, value: row.p50Us), Bar(label: "p99", run: r, value: row.p99Us)]
             })
         }))
         if !metricKeys.isEmpty {
-            panels.append(("run figures", "", metricKeys.map { key in
+            // Each figure has its own unit (µs, ops/s, MiB): each is scaled on its own.
+            panels.append(Panel(title: "run figures (each on its own scale)", unit: "", groups: metricKeys.map { key in
                 (key, runs.indices.compactMap { r in metrics[key]?[r].map { Bar(label: runs[r].label, run: r, value: $0) } })
-            }))
+            }, scalePerGroup: true))
         }
         return svg(title: "frienso-bench \(scenario)", runs: runs.map(\.label), commands: Array(Set(runs.map(\.command))).sorted(), panels: panels)
     }
 
-    static func svg(title: String, runs: [String], commands: [String], panels: [(title: String, unit: String, groups: [(String, [Bar])])]) -> String {
+    struct Panel {
+        var title: String
+        var unit: String
+        var groups: [(String, [Bar])]
+        var scalePerGroup = false
+    }
+
+    static func svg(title: String, runs: [String], commands: [String], panels: [Panel]) -> String {
         let width = 960.0, labelWidth = 330.0, barHeight = 12.0, gap = 10.0
         var y = 30.0
         var body: [String] = []
@@ -86,8 +96,9 @@ public enum ReportChart {
             body.append(text(10, y, panel.title, size: 13, bold: true))
             y += 10
             let top = panel.groups.flatMap { $0.1.map(\.value) }.max() ?? 1
-            let scale = (width - labelWidth - 90) / max(top, 1e-9)
             for (label, bars) in panel.groups {
+                let groupMax = panel.scalePerGroup ? (bars.map(\.value).max() ?? 1) : top
+                let scale = (width - labelWidth - 90) / max(groupMax, 1e-9)
                 let groupTop = y
                 for bar in bars {
                     let w = max(1, bar.value * scale)

@@ -105,11 +105,15 @@ public enum StackScenario {
                 "- all operations: \(Int(Double(total) / BenchStack.seconds(elapsed))) ops/s, \(errors) errors (target: 10,000 ops/s with p99 ≤ 10 ms for every type, 0 errors)", ""]
         let resources = deployment.resources(before: before, after: after, seconds: BenchStack.seconds(elapsed), operations: total)
         out += resources.lines
-        Results.shared.record(section: "stack \(plane)", rows: rows, metrics: [
+        let perOperation = { (seconds: Double) in seconds / Double(max(1, total)) * 1e6 }
+        var metrics = [
             "ops_per_second": Double(total) / BenchStack.seconds(elapsed),
-            "cpu_us_per_op_services": (resources.cpu["all services"] ?? 0) / Double(max(1, total)) * 1e6,
-            "cpu_us_per_op_with_load_generator": ((resources.cpu["all services"] ?? 0) + (resources.cpu["bench client"] ?? 0)) / Double(max(1, total)) * 1e6,
-        ])
+            "cpu_us_per_op_services": perOperation(resources.cpu["all services"] ?? 0),
+            "cpu_us_per_op_with_load_generator": perOperation((resources.cpu["all services"] ?? 0) + (resources.cpu["bench client"] ?? 0)),
+        ]
+        // Each service's share, so that a chart shows where a change moved the CPU.
+        for service in Deployment.services { metrics["cpu_us_per_op_\(service)"] = perOperation(resources.cpu[service] ?? 0) }
+        Results.shared.record(section: "stack \(plane)", rows: rows, metrics: metrics)
         for person in people { await person.client.close() }
         if redis { out += [""] + (await redisBaseline(points, threads: options.inFlight, seconds: options.seconds)) }
         return (out.joined(separator: "\n"), Double(total) / BenchStack.seconds(elapsed))
