@@ -4,7 +4,7 @@ import Logging
 import Wire
 
 /// The gateway's request path: allow-list, session, rate limit, forward, relay.
-struct GatewayHandler: RequestHandler {
+struct GatewayHandler: ReactorRequestHandler {
     static let subscribe = CommonMethods.subscribe
     static let unsubscribe = CommonMethods.unsubscribe
     static let validate = AccountsV1.AccountsService.validateSession
@@ -31,12 +31,7 @@ struct GatewayHandler: RequestHandler {
     func handle(_ request: IncomingRequest, logger: Logger) async -> Envelope {
         let envelope = request.envelope
         do {
-            guard let method = Self.methodTable[envelope.method] else {
-                throw RPCError.invalidArgument("unknown method \"\(envelope.method)\"")
-            }
-            guard method.access != .internal else {
-                throw RPCError.permissionDenied("\(method.fullName) is internal and cannot be called by clients")
-            }
+            let method = try Self.route(envelope)
             var session: ResolvedSession?
             if method.access == .authenticated {
                 session = try await resolve(envelope.sessionToken, budget: request.downstreamBudget)
@@ -46,19 +41,64 @@ struct GatewayHandler: RequestHandler {
                 // the call goes on anonymously when it is not (a stale token must not block a login).
                 session = try? await resolve(envelope.sessionToken, budget: request.downstreamBudget)
             }
-            let limitKey = session.map { RateKey.session(userID: $0.userID, sessionID: $0.sessionID) } ?? .address(Self.host(of: request.peerAddress))
-            guard limiter.allow(limitKey, now: Date().timeIntervalSince1970) else {
-                throw RPCError.resourceExhausted("rate limit: at most \(Int(config.requestsPerSecond)) requests a second (burst \(Int(config.burst)))")
-            }
+            try limit(request, session)
             if method.service == "gateway" {
                 return try local(method, envelope, request.peer, session)
             }
-            return try await forward(request, method: method, session: session, logger: logger)
+            let (client, outgoing) = try forwarding(request, method: method, session: session)
+            let reply = await client.send(outgoing, deadline: request.downstreamBudget, retryable: !envelope.idempotencyKey.isEmpty)
+            return answer(envelope, reply, session)
         } catch let error as RPCError {
             return envelope.reply(error: error)
         } catch {
             logger.error("gateway error", metadata: ["error": "\(error)"])
             return envelope.reply(error: .internal("gateway error"))
+        }
+    }
+
+    /// The same path on the socket's thread, for a request whose session (if it names one) is
+    /// cached: the rules above, in the same functions, then `sendOnReactor` to the service and
+    /// the reply straight back, with no task. A session to resolve, the gateway's own methods and
+    /// any refusal go to `handle` instead (they are not the path every request takes).
+    func take(_ request: IncomingRequest, reply: ReactorReply) -> Bool {
+        let envelope = request.envelope
+        guard let method = try? Self.route(envelope), method.service != "gateway" else { return false }
+        var session: ResolvedSession?
+        if !envelope.sessionToken.isEmpty {
+            guard let cached = sessions.get(envelope.sessionToken, nowMs: nowMs()) else { return false }
+            session = cached
+        } else if method.access == .authenticated {
+            return false
+        }
+        guard let (client, outgoing) = try? forwarding(request, method: method, session: session),
+              client.canSendOnReactor else { return false }
+        do {
+            try limit(request, session)
+        } catch {
+            reply(envelope.reply(error: error))
+            return true
+        }
+        return client.sendOnReactor(outgoing, deadline: request.downstreamBudget, retryable: !envelope.idempotencyKey.isEmpty) { forwarded in
+            reply(answer(envelope, forwarded, session))
+        }
+    }
+
+    /// The method a client's request names, if clients may call it.
+    static func route(_ envelope: Envelope) throws(RPCError) -> AnyRPCMethod {
+        guard let method = methodTable[envelope.method] else {
+            throw RPCError.invalidArgument("unknown method \"\(envelope.method)\"")
+        }
+        guard method.access != .internal else {
+            throw RPCError.permissionDenied("\(method.fullName) is internal and cannot be called by clients")
+        }
+        return method
+    }
+
+    /// The rate limit: per session when there is one, else per client host.
+    private func limit(_ request: IncomingRequest, _ session: ResolvedSession?) throws(RPCError) {
+        let limitKey = session.map { RateKey.session(userID: $0.userID, sessionID: $0.sessionID) } ?? .address(Self.host(of: request.peerAddress))
+        guard limiter.allow(limitKey, now: Date().timeIntervalSince1970) else {
+            throw RPCError.resourceExhausted("rate limit: at most \(Int(config.requestsPerSecond)) requests a second (burst \(Int(config.burst)))")
         }
     }
 
@@ -79,7 +119,9 @@ struct GatewayHandler: RequestHandler {
         return session
     }
 
-    private func forward(_ request: IncomingRequest, method: AnyRPCMethod, session: ResolvedSession?, logger: Logger) async throws -> Envelope {
+    /// The service's client and the envelope it is sent: the caller the session names stamped,
+    /// the client's token left out, and the size checked against what the service accepts.
+    private func forwarding(_ request: IncomingRequest, method: AnyRPCMethod, session: ResolvedSession?) throws(RPCError) -> (WireClient, Envelope) {
         guard let client = clients[method.service] else { throw RPCError.unavailable("\(method.service) is not deployed here") }
         let incoming = request.envelope
         let outgoing = Envelope(
@@ -91,7 +133,11 @@ struct GatewayHandler: RequestHandler {
            Int64(outgoing.serializedBytes().count) > config.serviceMaxMessageSize {
             throw RPCError.invalidArgument("the request is \(incoming.payload.count) bytes; \(method.service) accepts at most \(config.serviceMaxMessageSize) bytes (\(config.serviceMaxMessageSize >> 20) MiB) a request")
         }
-        let reply = await client.send(outgoing, deadline: request.downstreamBudget, retryable: !incoming.idempotencyKey.isEmpty)
+        return (client, outgoing)
+    }
+
+    /// The client's reply from the service's, and the session changes a successful call makes.
+    private func answer(_ incoming: Envelope, _ reply: Envelope, _ session: ResolvedSession?) -> Envelope {
         if reply.status == .ok, let session {
             switch incoming.method {
             case AccountsV1.AccountsService.logout.fullName: sessions.invalidate(token: incoming.sessionToken)

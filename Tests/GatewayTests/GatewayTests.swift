@@ -69,6 +69,10 @@ struct GatewayTests {
             // The session has its own bucket of 3.
             for _ in 0..<3 { _ = try await client.call(API.whoAmI, AccountsV1.WhoAmIRequest()) }
             await expectError(.resourceExhausted, containing: "rate limit") { _ = try await client.call(API.whoAmI, AccountsV1.WhoAmIRequest()) }
+            // Both paths keep the same buckets: register and login (no session) were forwarded on
+            // the gateway's reactor thread, the first WhoAmI resolved the session on a task, the
+            // next two and the refused one went on the reactor thread again.
+            #expect(stack.gateway.counters.onReactor.load(ordering: .relaxed) == 5)
         }
     }
 

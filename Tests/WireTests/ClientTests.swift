@@ -74,11 +74,7 @@ struct ClientTests {
         let release = OneShot<Void>()
         let started = OneShot<Void>()
         var router = MethodRouter()
-        router.register(slow) { _, _ in
-            started.fulfil(())
-            await release.value
-            return CommonV1.PingResponse(service: "answered")
-        }
+        router.registerSlow(started: started, gate: release, answering: "answered")
         let logs = CapturedLogs()
         let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router,
                                logger: logs.logger("host"), reactor: reactor)

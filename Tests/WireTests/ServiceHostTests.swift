@@ -159,11 +159,7 @@ struct ServiceHostTests {
         let release = OneShot<Void>()
         let started = OneShot<Void>()
         var router = MethodRouter()
-        router.register(slow) { _, _ in
-            started.fulfil(())
-            await release.value
-            return CommonV1.PingResponse(service: "finished")
-        }
+        router.registerSlow(started: started, gate: release, answering: "finished")
         let logs = CapturedLogs()
         let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router, logger: logs.logger("host"))
         let group = ServiceGroup(configuration: .init(services: [.init(service: host)], logger: logs.logger("group")))

@@ -70,3 +70,14 @@ final class RawPeer {
         return try Envelope(serializedBytes: last)
     }
 }
+
+extension MethodRouter {
+    /// `test.Slow`: says it started, then waits for `gate` before answering with `service`.
+    mutating func registerSlow(started: OneShot<Void>, gate: OneShot<Void>, answering service: String) {
+        register(slow) { _, _ in
+            started.fulfil(())
+            await gate.value
+            return CommonV1.PingResponse(service: service)
+        }
+    }
+}

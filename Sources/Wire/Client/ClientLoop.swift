@@ -20,19 +20,39 @@ public enum ClientEvent: Sendable {
 final class ClientLoop: ReactorComponent {
     /// A call in flight. A class: the loop updates it in place, never copying the envelope.
     final class Pending: @unchecked Sendable {
+        /// Who is told the outcome, exactly once.
+        enum Completion {
+            /// An async caller (`WireClient.send`), resumed from the reactor thread.
+            case resume(CheckedContinuation<Envelope, Never>)
+            /// A caller on this reactor (`WireClient.sendOnReactor`), called on its thread.
+            case call((Envelope) -> Void)
+        }
+
         let envelope: Envelope
         let deadline: ContinuousClock.Instant
         let retryable: Bool
-        let continuation: CheckedContinuation<Envelope, Never>
+        private let completion: Completion
         // Touched on the reactor thread only (after the hand-over through the command queue).
         var attempts = 0
         var sent = false
 
-        init(envelope: Envelope, deadline: ContinuousClock.Instant, retryable: Bool, continuation: CheckedContinuation<Envelope, Never>) {
+        init(envelope: Envelope, deadline: ContinuousClock.Instant, retryable: Bool, completion: Completion) {
             self.envelope = envelope
             self.deadline = deadline
             self.retryable = retryable
-            self.continuation = continuation
+            self.completion = completion
+        }
+
+        func finish(_ reply: Envelope) {
+            switch completion {
+            case .resume(let continuation): continuation.resume(returning: reply)
+            case .call(let body): body(reply)
+            }
+        }
+
+        /// Ends the call with `error`, as the client (not the peer) answers it.
+        func fail(_ error: RPCError) {
+            finish(envelope.reply(error: error))
         }
     }
 
@@ -43,6 +63,8 @@ final class ClientLoop: ReactorComponent {
     private let finished: OneShot<Void>
     private let events: AsyncStream<ClientEvent>.Continuation
     private let logger: Logger
+    /// Where `WireClient` finds this loop from the reactor thread; emptied when the loop closes.
+    private let slot: Slot
     private var socket: ZMQSocket?
     private var pending: [UInt64: Pending] = [:]
     /// Ids of pending calls not yet handed to libzmq, oldest first.
@@ -60,9 +82,15 @@ final class ClientLoop: ReactorComponent {
     private var deadWindow: Duration
     private var stopping = false
 
+    /// The loop, for code on its reactor's thread; set and read on that thread only.
+    final class Slot: @unchecked Sendable {
+        var loop: ClientLoop?
+    }
+
     init(endpoint: String, options: ClientOptions, context: ZMQContext, commands: CommandQueue<ClientCommand>,
-         events: AsyncStream<ClientEvent>.Continuation, logger: Logger, finished: OneShot<Void>) {
+         events: AsyncStream<ClientEvent>.Continuation, logger: Logger, finished: OneShot<Void>, slot: Slot) {
         self.endpoint = endpoint
+        self.slot = slot
         self.finished = finished
         self.options = options
         self.context = context
@@ -97,7 +125,7 @@ final class ClientLoop: ReactorComponent {
             // No socket could be made (e.g. a malformed endpoint): nothing can be sent.
             for (id, request) in pending {
                 pending[id] = nil
-                request.continuation.resume(returning: request.envelope.reply(error: .unavailable("cannot connect to \(endpoint)")))
+                request.fail(.unavailable("cannot connect to \(endpoint)"))
             }
             return
         }
@@ -107,13 +135,14 @@ final class ClientLoop: ReactorComponent {
     var isFinished: Bool { stopping }
 
     func close() {
+        slot.loop = nil
         for (id, request) in pending {
-            request.continuation.resume(returning: request.envelope.reply(error: .unavailable("client closed")))
+            request.fail(.unavailable("client closed"))
             pending[id] = nil
         }
         // Calls posted after the last turn: answered too, and later ones are refused by `post`.
         for case .call(let request) in commands.close() {
-            request.continuation.resume(returning: request.envelope.reply(error: .unavailable("client closed")))
+            request.fail(.unavailable("client closed"))
         }
         socket = nil
         events.finish()
@@ -156,15 +185,14 @@ final class ClientLoop: ReactorComponent {
                 unsent.append(id)
             } else {
                 pending[id] = nil
-                request.continuation.resume(returning: request.envelope.reply(
-                    error: .unavailable("lost the connection to \(endpoint) while waiting for the reply")))
+                request.fail(.unavailable("lost the connection to \(endpoint) while waiting for the reply"))
             }
         }
         if options.failFastWhenPeerDown {
             // Calls that never reached the peer will not now: say so at once, not at their deadline.
             for (id, request) in pending where !request.sent {
                 pending[id] = nil
-                request.continuation.resume(returning: request.envelope.reply(error: .unavailable("\(endpoint) is not answering")))
+                request.fail(.unavailable("\(endpoint) is not answering"))
             }
         }
         events.yield(.reconnected)
@@ -177,21 +205,32 @@ final class ClientLoop: ReactorComponent {
         for command in commands.drain() {
             switch command {
             case .call(let request):
-                if peerDown && options.failFastWhenPeerDown {
-                    request.continuation.resume(returning: request.envelope.reply(error: .unavailable("\(endpoint) is not answering")))
-                    continue
-                }
-                pending[request.envelope.requestId] = request
-                unsent.append(request.envelope.requestId)
+                take(request)
             case .cancel(let id):
                 if let request = pending.removeValue(forKey: id) {
-                    request.continuation.resume(returning: request.envelope.reply(error: .unavailable("call cancelled")))
+                    request.fail(.unavailable("call cancelled"))
                 }
             case .stop:
                 stopping = true
             }
         }
         flushUnsent()
+    }
+
+    /// A call from this reactor's own thread (`WireClient.sendOnReactor`): taken and sent now,
+    /// without the command queue's hand-over to the next turn.
+    func callNow(_ request: Pending) {
+        take(request)
+        flushUnsent()
+    }
+
+    private func take(_ request: Pending) {
+        if peerDown && options.failFastWhenPeerDown {
+            request.fail(.unavailable("\(endpoint) is not answering"))
+            return
+        }
+        pending[request.envelope.requestId] = request
+        unsent.append(request.envelope.requestId)
     }
 
     private func flushUnsent() {
@@ -254,7 +293,7 @@ final class ClientLoop: ReactorComponent {
             switch envelope.kind {
             case .reply:
                 if let request = pending.removeValue(forKey: envelope.requestId) {
-                    request.continuation.resume(returning: envelope)
+                    request.finish(envelope)
                 }
             case .event:
                 events.yield(.event(envelope))
@@ -273,7 +312,7 @@ final class ClientLoop: ReactorComponent {
             let error: RPCError = !request.sent || silent >= options.deadAfter
                 ? .unavailable("no answer from \(endpoint) within the deadline")
                 : .deadlineExceeded("\(request.envelope.method) did not finish within its deadline")
-            request.continuation.resume(returning: request.envelope.reply(error: error))
+            request.fail(error)
         }
         if lastCheck.duration(to: now) >= options.heartbeatInterval {
             silentChecks = lastHeard > lastCheck ? 0 : silentChecks + 1

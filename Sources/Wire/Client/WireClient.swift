@@ -14,6 +14,7 @@ public final class WireClient: Sendable {
     public let events: AsyncStream<ClientEvent>
     public let reactor: Reactor
     private let commands: CommandQueue<ClientCommand>
+    private let slot = ClientLoop.Slot()
     private let nextRequestID = Atomic<UInt64>(0)
     private let finished = OneShot<Void>()
 
@@ -29,10 +30,12 @@ public final class WireClient: Sendable {
         self.commands = commands
         let (events, continuation) = AsyncStream.makeStream(of: ClientEvent.self, bufferingPolicy: .bufferingNewest(10_000))
         self.events = events
-        let finished = finished
+        let finished = finished, slot = slot
         reactor.execute {
-            reactor.register(ClientLoop(endpoint: endpoint, options: options, context: context, commands: commands,
-                                        events: continuation, logger: logger, finished: finished))
+            let loop = ClientLoop(endpoint: endpoint, options: options, context: context, commands: commands,
+                                  events: continuation, logger: logger, finished: finished, slot: slot)
+            slot.loop = loop
+            reactor.register(loop)
         }
     }
 
@@ -49,10 +52,7 @@ public final class WireClient: Sendable {
     /// Sends a request envelope and returns the reply envelope (whose status may be an error).
     /// The request id is assigned here.
     public func send(_ request: Envelope, deadline: Duration? = nil, retryable: Bool = false) async -> Envelope {
-        var request = request
-        request.version = WireProtocol.version
-        request.kind = .request
-        request.requestId = nextRequestID.add(1, ordering: .relaxed).newValue
+        let request = stamped(request)
         let id = request.requestId
         if Task.isCancelled { return request.reply(error: .unavailable("call cancelled")) }
         let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
@@ -60,12 +60,40 @@ public final class WireClient: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let posted = commands.post(.call(ClientLoop.Pending(envelope: request, deadline: until, retryable: retryable,
-                                                                    continuation: continuation)))
+                                                                    completion: .resume(continuation))))
                 if !posted { continuation.resume(returning: request.reply(error: .unavailable("client closed"))) }
             }
         } onCancel: {
             commands.post(.cancel(id))
         }
+    }
+
+    /// Sends a request from code running on this client's reactor thread (a host's
+    /// `ReactorRequestHandler` sharing the reactor, as the gateway's does): the request goes to
+    /// libzmq now, and `completion` is called on this thread with the reply or the client's
+    /// error (UNAVAILABLE, DEADLINE_EXCEEDED), exactly once, as `send` would return them. No task,
+    /// no continuation, no hand-over between threads. `completion` must not call this client.
+    /// - Returns: false, having sent nothing, when called off this client's reactor thread or
+    ///   before its socket exists; the caller then takes the async path (`send`).
+    public func sendOnReactor(_ request: Envelope, deadline: Duration? = nil, retryable: Bool = false,
+                              completion: @escaping (Envelope) -> Void) -> Bool {
+        guard reactor.isCurrent, let loop = slot.loop else { return false }
+        let request = stamped(request)
+        let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
+        loop.callNow(ClientLoop.Pending(envelope: request, deadline: until, retryable: retryable, completion: .call(completion)))
+        return true
+    }
+
+    /// Whether `sendOnReactor` would send now: on this client's reactor thread, its socket made.
+    public var canSendOnReactor: Bool { reactor.isCurrent && slot.loop != nil }
+
+    /// A request with this client's protocol version, kind and next request id.
+    private func stamped(_ request: Envelope) -> Envelope {
+        var request = request
+        request.version = WireProtocol.version
+        request.kind = .request
+        request.requestId = nextRequestID.add(1, ordering: .relaxed).newValue
+        return request
     }
 
     /// Calls a typed method.

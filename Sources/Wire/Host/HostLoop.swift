@@ -30,6 +30,8 @@ public final class HostCounters: Sendable {
     public let deadlineExceeded = Atomic<Int>(0)
     /// Requests a deployment member sent that the internal plane's policy does not allow it.
     public let refused = Atomic<Int>(0)
+    /// Requests a `ReactorRequestHandler` took on the socket's thread (no task).
+    public let onReactor = Atomic<Int>(0)
 
     public init() {}
 }
@@ -42,6 +44,8 @@ final class HostLoop: ReactorComponent {
         var requestID: UInt64
         var method: String
         var deadline: ContinuousClock.Instant
+        /// Taken by the reactor handler: the loop must not close before it is answered.
+        var onReactor = false
     }
 
     private let options: HostOptions
@@ -61,14 +65,23 @@ final class HostLoop: ReactorComponent {
     private var nextDeadline: ContinuousClock.Instant?
     /// Set when the socket admits deployment members only: each request is checked for its sender.
     private let policy: PlanePolicy?
+    private let dispatcher: RequestDispatcher
+    private let reactorHandler: (any ReactorRequestHandler)?
+    /// Requests the reactor handler took and has not answered yet.
+    private var takenOnReactor = 0
+    /// When the last reply went out, and (once stopping with nothing left to answer) when to close.
+    private var lastReplyAt: ContinuousClock.Instant?
+    private var closeAt: ContinuousClock.Instant?
 
     /// Binds the ROUTER socket. - Returns: the loop and the bound endpoint.
     init(
         options: HostOptions, context: ZMQContext, commands: CommandQueue<HostCommand>,
         requests: AsyncStream<[IncomingRequest]>.Continuation, counters: HostCounters, logger: Logger,
-        finished: OneShot<Void>
+        finished: OneShot<Void>, dispatcher: RequestDispatcher
     ) throws(ZMQError) {
         self.options = options
+        self.dispatcher = dispatcher
+        reactorHandler = dispatcher.reactorHandler
         self.commands = commands
         self.finished = finished
         self.requests = requests
@@ -104,11 +117,20 @@ final class HostLoop: ReactorComponent {
     func tick(now: ContinuousClock.Instant) {
         handleCommands()
         expireDeadlines(now)
+        if stopping, takenOnReactor == 0, closeAt == nil {
+            // The last replies get `closeGrace` to be read before the connection drops.
+            closeAt = lastReplyAt.map { max(now, $0.advanced(by: options.closeGrace)) } ?? now
+        }
     }
 
-    func nextWakeup() -> ContinuousClock.Instant? { nextDeadline }
+    func nextWakeup() -> ContinuousClock.Instant? {
+        guard let closeAt else { return nextDeadline }
+        return min(closeAt, nextDeadline ?? closeAt)
+    }
 
-    var isFinished: Bool { stopping }
+    /// Stopped, every request taken on this thread answered (or expired), and the grace after
+    /// the last reply over.
+    var isFinished: Bool { closeAt.map { ContinuousClock.now >= $0 } ?? false }
 
     func close() {
         // Replies sent in the last turn may still sit in libzmq's queue: let them go out.
@@ -196,10 +218,25 @@ final class HostLoop: ReactorComponent {
         let budget = envelope.deadlineMs == 0 ? WireProtocol.defaultDeadlineMilliseconds : min(envelope.deadlineMs, WireProtocol.maxDeadlineMilliseconds)
         let deadline = ContinuousClock.now.advanced(by: .milliseconds(budget))
         nextKey &+= 1
-        inFlight[nextKey] = InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, deadline: deadline)
+        let key = nextKey
+        inFlight[key] = InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, deadline: deadline)
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
-        accepted.append(IncomingRequest(envelope: envelope, peer: peer, peerAddress: address, peerMember: member,
-                                        deadline: deadline, key: nextKey))
+        let request = IncomingRequest(envelope: envelope, peer: peer, peerAddress: address, peerMember: member,
+                                      deadline: deadline, key: key)
+        if let reactorHandler, dispatcher.offersToReactor(envelope) {
+            inFlight[key]?.onReactor = true
+            takenOnReactor += 1
+            // Weak: a forwarded call may end after this loop closed (its client closes later).
+            if reactorHandler.take(request, reply: ReactorReply { [weak self] in self?.answer(key, $0) }) {
+                counters.onReactor.add(1, ordering: .relaxed)
+                return
+            }
+            if inFlight[key]?.onReactor == true {
+                inFlight[key]?.onReactor = false
+                takenOnReactor -= 1
+            }
+        }
+        accepted.append(request)
     }
 
     // MARK: Outbound
@@ -207,15 +244,8 @@ final class HostLoop: ReactorComponent {
     private func handleCommands() {
         for command in commands.drain() {
             switch command {
-            case .reply(let key, var envelope):
-                guard let request = inFlight.removeValue(forKey: key) else {
-                    counters.dropped.add(1, ordering: .relaxed) // answered DEADLINE_EXCEEDED already
-                    continue
-                }
-                envelope.requestId = request.requestID
-                envelope.method = request.method
-                send(to: request.peer, envelope)
-                counters.replied.add(1, ordering: .relaxed)
+            case .reply(let key, let envelope):
+                answer(key, envelope)
             case .push(let peer, let bytes):
                 sendFrames(peer.frames(bytes))
             case .drain:
@@ -227,12 +257,28 @@ final class HostLoop: ReactorComponent {
         }
     }
 
+    /// Sends the reply to the request the host knows as `key`, unless its deadline was answered.
+    private func answer(_ key: UInt64, _ reply: Envelope) {
+        guard let request = inFlight.removeValue(forKey: key) else {
+            counters.dropped.add(1, ordering: .relaxed) // answered DEADLINE_EXCEEDED already
+            return
+        }
+        if request.onReactor { takenOnReactor -= 1 }
+        var reply = reply
+        reply.requestId = request.requestID
+        reply.method = request.method
+        send(to: request.peer, reply)
+        lastReplyAt = .now
+        counters.replied.add(1, ordering: .relaxed)
+    }
+
     private func expireDeadlines(_ now: ContinuousClock.Instant) {
         guard let next = nextDeadline, now >= next else { return }
         var earliest: ContinuousClock.Instant?
         for (key, request) in inFlight {
             if request.deadline <= now {
                 inFlight[key] = nil
+                if request.onReactor { takenOnReactor -= 1 }
                 counters.deadlineExceeded.add(1, ordering: .relaxed)
                 send(to: request.peer, Envelope(
                     version: WireProtocol.version, kind: .reply, requestId: request.requestID, method: request.method,

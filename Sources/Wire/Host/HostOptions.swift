@@ -19,6 +19,11 @@ public struct HostOptions: Sendable {
     /// How long the closed socket may keep sending replies still queued in libzmq (LINGER on
     /// close; every socket runs with LINGER 0 otherwise, which would drop the last replies).
     public var closeLinger: Duration = .seconds(1)
+    /// How long a stopping host keeps its socket open after its last reply before closing it.
+    /// The client's DEALER (`ZMQ_IMMEDIATE`) drops what it has received but not yet read when its
+    /// peer disconnects, so a reply sent just before the close could be lost to a client whose
+    /// thread had not got to it; found by `ReactorHandlerTests` (one run in a few lost it).
+    public var closeGrace: Duration = .milliseconds(100)
     public var version: String = "0.1.0"
     /// Where handlers run. `.reactor` (the default) runs them on the host's reactor thread: no
     /// thread hop per request, but handlers share that one thread, so they must not block it.

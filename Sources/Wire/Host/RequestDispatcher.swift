@@ -25,6 +25,15 @@ public struct RequestDispatcher: Sendable {
         self.replyCache = replyCache
     }
 
+    /// The handler, when it takes requests on the host's reactor thread.
+    var reactorHandler: (any ReactorRequestHandler)? { handler as? any ReactorRequestHandler }
+
+    /// Whether the reactor handler may take `envelope`: only when `dispatch` would hand it
+    /// straight to the handler (not a Ping, no reply to replay or keep).
+    func offersToReactor(_ envelope: Envelope) -> Bool {
+        envelope.method != pingMethod && (envelope.idempotencyKey.isEmpty || replyCache == nil)
+    }
+
     /// Answers `request`. `deliver` is called with the key of each request the reply is for: this
     /// one (`request.key`), and any duplicates that waited for it; a duplicate that waits is
     /// answered later, when the request it waits for finishes.

@@ -51,11 +51,11 @@ public final class ServiceHost: Service, Sendable {
     public func run() async throws {
         let (requests, continuation) = AsyncStream.makeStream(of: [IncomingRequest].self)
         let options = options, commands = commands, counters = counters, logger = logger
-        let context = context, bound = bound, reactor = reactor, loopFinished = loopFinished
+        let context = context, bound = bound, reactor = reactor, loopFinished = loopFinished, dispatcher = dispatcher
         reactor.execute {
             do throws(ZMQError) {
                 let loop = try HostLoop(options: options, context: context, commands: commands, requests: continuation,
-                                        counters: counters, logger: logger, finished: loopFinished)
+                                        counters: counters, logger: logger, finished: loopFinished, dispatcher: dispatcher)
                 bound.fulfil(.success(try loop.bind()))
                 reactor.register(loop)
             } catch {

@@ -1,0 +1,26 @@
+public import FriensoProto
+
+/// The reply to a request taken on the host's reactor thread (`ReactorRequestHandler`): call it
+/// once, on that thread.
+public struct ReactorReply {
+    let send: (Envelope) -> Void
+
+    public func callAsFunction(_ reply: Envelope) {
+        send(reply)
+    }
+}
+
+/// A handler that can take requests on the host's reactor thread, as they come off the socket,
+/// with no task, continuation or hand-over per request: for work that never blocks, such as the
+/// gateway's forwarding (checks against in-memory state, then `WireClient.sendOnReactor` on the
+/// same reactor). Whatever it declines goes to `handle` on a task, as for any handler.
+///
+/// The host offers it a request only when its own steps have nothing to do: not `<name>.Ping`,
+/// and no idempotency key while the host keeps replies (`RequestDispatcher.offersToReactor`).
+/// Deadlines and a graceful stop hold as on the task path: the host answers DEADLINE_EXCEEDED
+/// when a taken request's deadline passes, and waits for taken requests before it closes.
+public protocol ReactorRequestHandler: RequestHandler {
+    /// - Returns: true when it took the request: `reply` is then called once, on this thread,
+    ///   now or later (when a forwarded call's reply arrives); false leaves it to `handle`.
+    func take(_ request: IncomingRequest, reply: ReactorReply) -> Bool
+}
