@@ -72,6 +72,7 @@ final class HostLoop: ReactorComponent {
     /// When the last reply went out, and (once stopping with nothing left to answer) when to close.
     private var lastReplyAt: ContinuousClock.Instant?
     private var closeAt: ContinuousClock.Instant?
+    private var closing = false
 
     /// Binds the ROUTER socket. - Returns: the loop and the bound endpoint.
     init(
@@ -121,6 +122,9 @@ final class HostLoop: ReactorComponent {
             // The last replies get `closeGrace` to be read before the connection drops.
             closeAt = lastReplyAt.map { max(now, $0.advanced(by: options.closeGrace)) } ?? now
         }
+        // Decided here, once a turn: the reactor asks `isFinished` twice (close those finished,
+        // then forget them), and an answer that changed in between would drop the loop unclosed.
+        if let closeAt, now >= closeAt { closing = true }
     }
 
     func nextWakeup() -> ContinuousClock.Instant? {
@@ -129,8 +133,8 @@ final class HostLoop: ReactorComponent {
     }
 
     /// Stopped, every request taken on this thread answered (or expired), and the grace after
-    /// the last reply over.
-    var isFinished: Bool { closeAt.map { ContinuousClock.now >= $0 } ?? false }
+    /// the last reply over (as of this turn's `tick`).
+    var isFinished: Bool { closing }
 
     func close() {
         // Replies sent in the last turn may still sit in libzmq's queue: let them go out.

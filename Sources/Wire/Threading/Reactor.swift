@@ -122,8 +122,12 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
             for component in components { component.tick(now: now) }
             if started.duration(to: .now) > Self.slowTurn { slowTurns.add(1, ordering: .relaxed) }
             if components.contains(where: \.isFinished) {
-                for component in components where component.isFinished { component.close() }
-                components.removeAll { $0.isFinished }
+                // One answer per component decides both: the ones closed are the ones forgotten.
+                var kept: [any ReactorComponent] = []
+                for component in components {
+                    if component.isFinished { component.close() } else { kept.append(component) }
+                }
+                components = kept
             }
             if stopped.load(ordering: .acquiring) && components.isEmpty { break }
             poll(timeout: pollTimeout(now))
