@@ -122,8 +122,8 @@ final class HostLoop: ReactorComponent {
             // The last replies get `closeGrace` to be read before the connection drops.
             closeAt = lastReplyAt.map { max(now, $0.advanced(by: options.closeGrace)) } ?? now
         }
-        // Decided here, once a turn: the reactor asks `isFinished` twice (close those finished,
-        // then forget them), and an answer that changed in between would drop the loop unclosed.
+        // Decided here, so that `isFinished` holds for the whole turn (a clock read there could
+        // change its answer between the reactor's question and what it does with it).
         if let closeAt, now >= closeAt { closing = true }
     }
 
@@ -283,6 +283,7 @@ final class HostLoop: ReactorComponent {
             if request.deadline <= now {
                 inFlight[key] = nil
                 if request.onReactor { takenOnReactor -= 1 }
+                lastReplyAt = now
                 counters.deadlineExceeded.add(1, ordering: .relaxed)
                 send(to: request.peer, Envelope(
                     version: WireProtocol.version, kind: .reply, requestId: request.requestID, method: request.method,
