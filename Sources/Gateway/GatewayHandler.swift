@@ -72,6 +72,8 @@ struct GatewayHandler: ReactorRequestHandler {
         }
         guard let (client, outgoing) = try? forwarding(request, method: method, session: session),
               client.canSendOnReactor else { return false }
+        // The bucket is charged only once the request stays here: one declined to `handle` is
+        // charged there, once.
         do {
             try limit(request, session)
         } catch {

@@ -2,7 +2,6 @@ import CZeroMQ
 public import FriensoProto
 public import Logging
 import Foundation
-public import Synchronization
 
 /// One event as a subscriber receives it.
 public struct PublishedEvent: Sendable {
@@ -34,7 +33,6 @@ public final class Subscriber: TopicFiltering {
 
     public let endpoint: String
     public let events: AsyncStream<PublishedEvent>
-    public let counters = SubscriberCounters()
     private let control: CommandQueue<Control>
     private let finished = OneShot<Void>()
 
@@ -53,7 +51,6 @@ public final class Subscriber: TopicFiltering {
         let control = CommandQueue<Control>(reactor: reactor)
         self.control = control
         let finished = finished
-        let counters = counters
         reactor.execute {
             do throws(ZMQError) {
                 let socket = try ZMQSocket(context, .sub)
@@ -62,7 +59,7 @@ public final class Subscriber: TopicFiltering {
                 for prefix in prefixes { try socket.subscribe(prefix) }
                 try socket.connect(endpoint)
                 reactor.register(SubscriberLoop(socket: socket, control: control, events: continuation, accept: accept,
-                                                 counters: counters, logger: logger, finished: finished))
+                                                 logger: logger, finished: finished))
             } catch {
                 logger.error("cannot subscribe", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
                 continuation.finish()
@@ -97,27 +94,18 @@ public final class Subscriber: TopicFiltering {
     }
 }
 
-/// Counters a subscriber's socket thread keeps, readable from anywhere.
-public final class SubscriberCounters: Sendable {
-    /// Messages that reached the socket (before `accept` and decoding): what the publisher sent
-    /// this subscriber, which its subscriptions decide.
-    public let received = Atomic<Int>(0)
-}
-
 private final class SubscriberLoop: ReactorComponent {
     private let socket: ZMQSocket
     private let control: CommandQueue<Subscriber.Control>
     private let events: AsyncStream<PublishedEvent>.Continuation
     private let accept: (@Sendable ([UInt8]) -> Bool)?
-    private let counters: SubscriberCounters
     private let logger: Logger
     private let finished: OneShot<Void>
     private(set) var isFinished = false
 
     init(socket: ZMQSocket, control: CommandQueue<Subscriber.Control>, events: AsyncStream<PublishedEvent>.Continuation,
-         accept: (@Sendable ([UInt8]) -> Bool)?, counters: SubscriberCounters, logger: Logger, finished: OneShot<Void>) {
+         accept: (@Sendable ([UInt8]) -> Bool)?, logger: Logger, finished: OneShot<Void>) {
         self.accept = accept
-        self.counters = counters
         self.socket = socket
         self.control = control
         self.events = events
@@ -145,7 +133,6 @@ private final class SubscriberLoop: ReactorComponent {
     func readable(_ index: Int) {
         for _ in 0..<1_024 {
             guard let message = try? socket.receive(dontWait: true) else { return }
-            counters.received.add(1, ordering: .relaxed)
             if let accept, message.frames.count == 2, !accept(message.frames[0]) { continue }
             guard message.frames.count == 2,
                   let envelope = try? Envelope(serializedBytes: message.frames[1]),
