@@ -450,6 +450,29 @@ def gen_json(info):
     return one(info["kind"], s)
 
 
+def gen_from_json(info, value="value"):
+    """An expression reading the field from JSON `value` (proto3's JSON mapping)."""
+    def one(v):
+        kind = info["kind"]
+        if kind == "scalar":
+            return {"Bool": "ProtoJSON.bool", "Double": "ProtoJSON.double", "Float": "ProtoJSON.float",
+                    "Int32": "ProtoJSON.int32", "Int64": "ProtoJSON.int64", "UInt32": "ProtoJSON.uint32",
+                    "UInt64": "ProtoJSON.uint64"}[info["swift_type"]] + f"({v})"
+        if kind == "string":
+            return f"ProtoJSON.string({v})"
+        if kind == "bytes":
+            return f"ProtoJSON.bytes({v})"
+        if kind == "enum":
+            return f"ProtoJSON.enumeration({v}, {info['swift_type']}.self)"
+        return f"ProtoJSON.message({v}, {info['swift_type']}.self)"
+    if info["repeated"]:
+        each = one("$0")
+        if info["kind"] == "message":
+            each = f"{info['swift_type']}(json: $0)"
+        return f"ProtoJSON.repeated({value}) {{ (item: JSONValue) throws(JSONMappingError) in try {each.replace('$0', 'item')} }}"
+    return one(value)
+
+
 def gen_message(reg, f, name, fields, out):
     infos = [field_info(reg, f, fd) for fd in fields]
     ctype = c_type_name(f, name)
@@ -541,6 +564,23 @@ def gen_message(reg, f, name, fields, out):
     out.append("")
     # Checked by every host on every request: no array is built (a literal or `map` would
     # allocate per request); repeated fields fold in place.
+    out.append("    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.")
+    out.append("    public init(json: JSONValue) throws(JSONMappingError) {")
+    out.append("        self.init()")
+    if infos:
+        out.append(f'        for (key, value) in try ProtoJSON.object(json, Self.protoName) {{')
+        out.append("            switch key {")
+        for i in infos:
+            names = sorted({lower_camel(i["c"]).strip("`"), i["c"]})
+            labels = ", ".join(f'"{n}"' for n in names)
+            out.append(f'            case {labels}: self.{i["swift"]} = try ProtoJSON.field(key) {{ () throws(JSONMappingError) in try {gen_from_json(i)} }}')
+        out.append("            default: throw ProtoJSON.unknown(key, Self.protoName)")
+        out.append("            }")
+        out.append("        }")
+    else:
+        out.append("        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }")
+    out.append("    }")
+    out.append("")
     out.append("    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).")
     out.append("    public var largestUInt64: UInt64 {")
     terms = []
@@ -583,8 +623,12 @@ def gen_service(f, name, rpcs, out):
         out.append(f"        public static let {lower_camel(camel_to_lower(rpc))} = RPCMethod<{req}, {resp}>("
                    f'service: "{f.service_short_name}", name: "{rpc}", access: .{access}{extra})')
     names = ", ".join(lower_camel(camel_to_lower(r[0])) + ".erased" for r in rpcs)
+    codecs = ", ".join(lower_camel(camel_to_lower(r[0])) + ".jsonCodec" for r in rpcs)
     out.append("")
     out.append(f"        public static let all: [AnyRPCMethod] = [{names}]")
+    out.append("")
+    out.append("        /// Each rpc's request and response in proto3's JSON mapping.")
+    out.append(f"        public static let jsonCodecs: [MethodJSONCodec] = [{codecs}]")
     out.append("    }")
     out.append("}")
     out.append("")
@@ -631,6 +675,118 @@ def gen_handlers(files, path):
         fh.write("\n".join(out).rstrip() + "\n")
 
 
+def json_schema(reg, f, field):
+    """The JSON Schema of one field in proto3's canonical JSON mapping (what the edge writes)."""
+    info = field_info(reg, f, field)
+    kind = info["kind"]
+    if kind == "scalar":
+        t = info["swift_type"]
+        one = {
+            "Bool": {"type": "boolean"},
+            "Double": {"type": "number"},
+            "Float": {"type": "number"},
+            "Int32": {"type": "integer", "format": "int32", "minimum": -2**31, "maximum": 2**31 - 1},
+            "UInt32": {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**32 - 1},
+            "Int64": {"type": "string", "format": "int64", "pattern": "^-?[0-9]{1,19}$"},
+            "UInt64": {"type": "string", "format": "uint64", "pattern": "^[0-9]{1,20}$"},
+        }[t]
+    elif kind == "string":
+        one = {"type": "string"}
+    elif kind == "bytes":
+        one = {"type": "string", "contentEncoding": "base64"}
+    elif kind == "enum":
+        _, tf, tname = reg.resolve(f, field["type"])
+        values = dict(tf.enums)[tname]
+        one = {"type": "string", "enum": [v for v, _ in values]}
+    else:
+        _, tf, tname = reg.resolve(f, field["type"])
+        one = {"$ref": f"#/components/schemas/{tf.package}.{tname}"}
+    return {"type": "array", "items": one} if field["repeated"] else one
+
+
+def gen_openapi(files, reg, path):
+    """The OpenAPI 3.1 document of the HTTP edge, as a Swift string (`OpenAPIDocument.json`)."""
+    import json
+    schemas = {}
+    for f in files:
+        for name, fields in f.messages:
+            props = {lower_camel(fd["name"]).strip("`"): json_schema(reg, f, fd) for fd in fields}
+            schemas[f"{f.package}.{name}"] = {"type": "object", "properties": props, "additionalProperties": False}
+    statuses = [("INVALID_ARGUMENT", 400), ("UNAUTHENTICATED", 401), ("PERMISSION_DENIED", 403), ("NOT_FOUND", 404),
+                ("ALREADY_EXISTS", 409), ("FAILED_PRECONDITION", 412), ("RESOURCE_EXHAUSTED", 429),
+                ("INTERNAL", 500), ("UNAVAILABLE", 503), ("DEADLINE_EXCEEDED", 504)]
+    schemas["Error"] = {
+        "type": "object", "required": ["code", "name", "message"], "additionalProperties": False,
+        "properties": {
+            "code": {"type": "integer", "description": "The StatusCode number (common/v1/envelope.proto)."},
+            "name": {"type": "string", "enum": [n for n, _ in statuses]},
+            "message": {"type": "string"},
+        },
+    }
+    def error_response(text):
+        return {"description": text, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    paths = {}
+    idem = {"name": "Idempotency-Key", "in": "header", "required": False,
+            "description": "Replays of a request with the same key get the first reply (mutations).",
+            "schema": {"type": "string", "maxLength": 128}}
+    for f in files:
+        for sname, rpcs in f.services:
+            for rpc, req, resp, access, callers in rpcs:
+                if access == "internal":
+                    continue
+                _, rf, rname = reg.resolve(f, req)
+                _, pf, pname = reg.resolve(f, resp)
+                op = {
+                    "operationId": f"{f.service_short_name}.{rpc}",
+                    "summary": f"{f.service_short_name}.{rpc}",
+                    "tags": [f.service_short_name],
+                    "parameters": [idem],
+                    "requestBody": {"required": True, "content": {"application/json": {
+                        "schema": {"$ref": f"#/components/schemas/{rf.package}.{rname}"}}}},
+                    "responses": {
+                        "200": {"description": "OK", "content": {"application/json": {
+                            "schema": {"$ref": f"#/components/schemas/{pf.package}.{pname}"}}}},
+                        "default": error_response("An error: the StatusCode, its name and a message"),
+                    },
+                }
+                op["security"] = [{"bearer": []}] if access == "authenticated" else [{}, {"bearer": []}]
+                paths[f"/v1/{f.service_short_name}/{rpc}"] = {"post": op}
+    for f in files:
+        if f.services:
+            short = f.service_short_name
+            paths[f"/v1/{short}/Ping"] = {"post": {
+                "operationId": f"{short}.Ping", "summary": f"{short}.Ping: is the service up", "tags": [short],
+                "security": [{}, {"bearer": []}],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/frienso.common.v1.PingRequest"}}}},
+                "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/frienso.common.v1.PingResponse"}}}},
+                              "default": error_response("An error: the StatusCode, its name and a message")}}}
+    paths["/v1/openapi.json"] = {"get": {"operationId": "openapi", "summary": "This document", "security": [{}],
+                                         "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}}}}
+    paths["/v1/health"] = {"get": {"operationId": "health", "summary": "Liveness of the edge", "security": [{}],
+                                   "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}}}}
+    doc = {
+        "openapi": "3.1.0",
+        "info": {"title": "Frienso", "version": "1",
+                 "description": "Every client rpc of proto/ at POST /v1/<service>/<Rpc>, in protobuf's canonical JSON mapping. "
+                                "Errors map each StatusCode to an HTTP status: " +
+                                ", ".join(f"{n} {c}" for n, c in statuses) + "."},
+        "servers": [{"url": "/"}],
+        "paths": dict(sorted(paths.items())),
+        "components": {"schemas": dict(sorted(schemas.items())),
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                                      "description": "The session token accounts.Login returns."}}},
+    }
+    text = json.dumps(doc, indent=1, sort_keys=False)
+    if '"""#' in text:
+        raise ProtoError("the OpenAPI document cannot be embedded in a raw string")
+    out = ["// Generated by proto/generate from proto/. Do not edit.", "",
+           "/// The HTTP edge's OpenAPI 3.1 document, from the contracts (served at `/v1/openapi.json`).",
+           "public enum OpenAPIDocument {",
+           '    public static let json = #"""', text, '"""#', "}"]
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(out) + "\n")
+
+
 def generate(root, out_dir, handlers_path=None):
     files = []
     for dirpath, _, names in os.walk(root):
@@ -642,7 +798,7 @@ def generate(root, out_dir, handlers_path=None):
     reg = Registry(files)
     os.makedirs(out_dir, exist_ok=True)
     namespaces = sorted({f.namespace for f in files})
-    all_messages, all_methods = [], []
+    all_messages, all_methods, all_codecs = [], [], []
     for f in files:
         out = [f"// Generated by proto/generate from {f.rel}. Do not edit.", "",
                "internal import FriensoProtoC", ""]
@@ -654,6 +810,7 @@ def generate(root, out_dir, handlers_path=None):
         for name, rpcs in f.services:
             gen_service(f, name, rpcs, out)
             all_methods.append(f"{f.namespace}.{name}.all")
+            all_codecs.append(f"{f.namespace}.{name}.jsonCodecs")
         base = os.path.splitext(os.path.basename(f.rel))[0]
         with open(os.path.join(out_dir, f"{base}.pb.swift"), "w", encoding="utf-8") as fh:
             fh.write("\n".join(out).rstrip() + "\n")
@@ -667,9 +824,13 @@ def generate(root, out_dir, handlers_path=None):
               "    ]", "",
               "    /// Every rpc in proto/, with its declared access.",
               f"    public static let methods: [AnyRPCMethod] = [{', '.join(all_methods)}].flatMap {{ $0 }}",
+              "",
+              "    /// Every rpc's JSON mapping, by wire name (`geo.Nearby`).",
+              f"    public static let jsonCodecs: [String: MethodJSONCodec] = Dictionary(uniqueKeysWithValues: [{', '.join(all_codecs)}].flatMap {{ $0 }}.map {{ ($0.method.fullName, $0) }})",
               "}"]
     with open(os.path.join(out_dir, "ProtoIndex.pb.swift"), "w", encoding="utf-8") as fh:
         fh.write("\n".join(index) + "\n")
+    gen_openapi(files, reg, os.path.join(out_dir, "OpenAPIDocument.pb.swift"))
     if handlers_path:
         gen_handlers(files, handlers_path)
 

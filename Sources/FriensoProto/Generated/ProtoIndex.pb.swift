@@ -225,4 +225,7 @@ public enum ProtoIndex {
 
     /// Every rpc in proto/, with its declared access.
     public static let methods: [AnyRPCMethod] = [AccountsV1.AccountsService.all, AlertsV1.AlertsService.all, GeoV1.GeoService.all, MediaV1.MediaService.all, SocialV1.SocialService.all].flatMap { $0 }
+
+    /// Every rpc's JSON mapping, by wire name (`geo.Nearby`).
+    public static let jsonCodecs: [String: MethodJSONCodec] = Dictionary(uniqueKeysWithValues: [AccountsV1.AccountsService.jsonCodecs, AlertsV1.AlertsService.jsonCodecs, GeoV1.GeoService.jsonCodecs, MediaV1.MediaService.jsonCodecs, SocialV1.SocialService.jsonCodecs].flatMap { $0 }.map { ($0.method.fullName, $0) })
 }

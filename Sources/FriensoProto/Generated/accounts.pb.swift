@@ -72,6 +72,22 @@ extension AccountsV1.Profile {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName)), ("profilePictureMediaId", .string(self.profilePictureMediaId)), ("createdAtMs", .string(String(self.createdAtMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "firstName", "first_name": self.firstName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "lastName", "last_name": self.lastName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "profilePictureMediaId", "profile_picture_media_id": self.profilePictureMediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -144,6 +160,19 @@ extension AccountsV1.Account {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("email", .string(self.email)), ("phone", .string(self.phone))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "profile": self.profile = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Profile.self) }
+            case "email": self.email = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "phone": self.phone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -227,6 +256,22 @@ extension AccountsV1.RegisterRequest {
         .object([("username", .string(self.username)), ("email", .string(self.email)), ("phone", .string(self.phone)), ("password", .string(self.password)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "email": self.email = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "phone": self.phone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "password": self.password = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "firstName", "first_name": self.firstName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "lastName", "last_name": self.lastName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -293,6 +338,17 @@ extension AccountsV1.RegisterResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("account", self.account.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "account": self.account = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Account.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -362,6 +418,18 @@ extension AccountsV1.LoginRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("login", .string(self.login)), ("password", .string(self.password))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "login": self.login = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "password": self.password = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -438,6 +506,19 @@ extension AccountsV1.LoginResponse {
         .object([("sessionToken", .string(self.sessionToken)), ("expiresAtMs", .string(String(self.expiresAtMs))), ("account", self.account.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "sessionToken", "session_token": self.sessionToken = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "expiresAtMs", "expires_at_ms": self.expiresAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "account": self.account = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Account.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.account?.largestUInt64 ?? 0)
@@ -496,6 +577,12 @@ extension AccountsV1.LogoutRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -558,6 +645,12 @@ extension AccountsV1.LogoutResponse {
         .object([])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -616,6 +709,12 @@ extension AccountsV1.WhoAmIRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -689,6 +788,18 @@ extension AccountsV1.WhoAmIResponse {
         .object([("account", self.account.map { $0.jsonValue } ?? .null), ("sessionExpiresAtMs", .string(String(self.sessionExpiresAtMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "account": self.account = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Account.self) }
+            case "sessionExpiresAtMs", "session_expires_at_ms": self.sessionExpiresAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.account?.largestUInt64 ?? 0)
@@ -758,6 +869,18 @@ extension AccountsV1.ChangeEmailRequest {
         .object([("newEmail", .string(self.newEmail)), ("password", .string(self.password))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "newEmail", "new_email": self.newEmail = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "password": self.password = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -824,6 +947,17 @@ extension AccountsV1.ChangeEmailResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("account", self.account.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "account": self.account = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Account.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -895,6 +1029,18 @@ extension AccountsV1.ChangePasswordRequest {
         .object([("currentPassword", .string(self.currentPassword)), ("newPassword", .string(self.newPassword))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "currentPassword", "current_password": self.currentPassword = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "newPassword", "new_password": self.newPassword = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -959,6 +1105,17 @@ extension AccountsV1.ChangePasswordResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("revokedSessions", .number(Double(self.revokedSessions)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "revokedSessions", "revoked_sessions": self.revokedSessions = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1027,6 +1184,17 @@ extension AccountsV1.GetProfileRequest {
         .object([("userId", .string(String(self.userId)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -1093,6 +1261,17 @@ extension AccountsV1.GetProfileResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "profile": self.profile = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Profile.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1171,6 +1350,20 @@ extension AccountsV1.EditProfileRequest {
         .object([("fields", .array(self.fields.map { .string($0) })), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName)), ("profilePictureMediaId", .string(self.profilePictureMediaId))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "fields": self.fields = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            case "firstName", "first_name": self.firstName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "lastName", "last_name": self.lastName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "profilePictureMediaId", "profile_picture_media_id": self.profilePictureMediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -1239,6 +1432,17 @@ extension AccountsV1.EditProfileResponse {
         .object([("account", self.account.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "account": self.account = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Account.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.account?.largestUInt64 ?? 0)
@@ -1303,6 +1507,17 @@ extension AccountsV1.ValidateSessionRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("sessionToken", .string(self.sessionToken))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "sessionToken", "session_token": self.sessionToken = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1383,6 +1598,19 @@ extension AccountsV1.ValidateSessionResponse {
         .object([("userId", .string(String(self.userId))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("sessionId", .bytes(self.sessionId))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "expiresAtMs", "expires_at_ms": self.expiresAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "sessionId", "session_id": self.sessionId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -1448,6 +1676,17 @@ extension AccountsV1.GetProfilesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userIds", .array(self.userIds.map { .string(String($0)) }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userIds", "user_ids": self.userIds = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1517,6 +1756,17 @@ extension AccountsV1.GetProfilesResponse {
         .object([("profiles", .array(self.profiles.map { $0.jsonValue }))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "profiles": self.profiles = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.Profile(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.profiles.reduce(0) { Swift.max($0, $1.largestUInt64) }
@@ -1582,6 +1832,17 @@ extension AccountsV1.ContactDetailsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userIds", .array(self.userIds.map { .string(String($0)) }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userIds", "user_ids": self.userIds = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1655,6 +1916,18 @@ extension AccountsV1.ContactDetails {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("phone", .string(self.phone))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "profile": self.profile = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Profile.self) }
+            case "phone": self.phone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.profile?.largestUInt64 ?? 0)
@@ -1720,6 +1993,17 @@ extension AccountsV1.ContactDetailsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("contacts", .array(self.contacts.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "contacts": self.contacts = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.ContactDetails(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1789,6 +2073,17 @@ extension AccountsV1.FindUsersRequest {
         .object([("usernames", .array(self.usernames.map { .string($0) }))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "usernames": self.usernames = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -1854,6 +2149,17 @@ extension AccountsV1.FindUsersResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profiles", .array(self.profiles.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "profiles": self.profiles = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.Profile(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1928,6 +2234,19 @@ extension AccountsV1.SearchUsersRequest {
         .object([("prefix", .string(self.prefix)), ("afterUsername", .string(self.afterUsername)), ("limit", .number(Double(self.limit)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "prefix": self.prefix = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "afterUsername", "after_username": self.afterUsername = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -1996,6 +2315,18 @@ extension AccountsV1.SearchUsersResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profiles", .array(self.profiles.map { $0.jsonValue })), ("more", .bool(self.more))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "profiles": self.profiles = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.Profile(json: item) } }
+            case "more": self.more = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2067,6 +2398,18 @@ extension AccountsV1.ExternalId {
         .object([("provider", .string(self.provider)), ("externalId", .string(self.externalId))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "provider": self.provider = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "externalId", "external_id": self.externalId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -2135,6 +2478,17 @@ extension AccountsV1.LinkExternalIdRequest {
         .object([("externalId", self.externalId.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "externalId", "external_id": self.externalId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.ExternalId.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.externalId?.largestUInt64 ?? 0)
@@ -2200,6 +2554,17 @@ extension AccountsV1.LinkExternalIdResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("linked", .array(self.linked.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "linked": self.linked = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.ExternalId(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2270,6 +2635,17 @@ extension AccountsV1.UnlinkExternalIdRequest {
         .object([("externalId", self.externalId.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "externalId", "external_id": self.externalId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.ExternalId.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.externalId?.largestUInt64 ?? 0)
@@ -2335,6 +2711,17 @@ extension AccountsV1.UnlinkExternalIdResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("linked", .array(self.linked.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "linked": self.linked = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.ExternalId(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2406,6 +2793,18 @@ extension AccountsV1.MatchContactsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("hashes", .array(self.hashes.map { .bytes($0) })), ("externalIds", .array(self.externalIds.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "hashes": self.hashes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.bytes(item) } }
+            case "externalIds", "external_ids": self.externalIds = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.ExternalId(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2485,6 +2884,20 @@ extension AccountsV1.ContactMatch {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("byPhone", .bool(self.byPhone)), ("byEmail", .bool(self.byEmail)), ("byExternalId", .bool(self.byExternalId))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "profile": self.profile = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Profile.self) }
+            case "byPhone", "by_phone": self.byPhone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "byEmail", "by_email": self.byEmail = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "byExternalId", "by_external_id": self.byExternalId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.profile?.largestUInt64 ?? 0)
@@ -2550,6 +2963,17 @@ extension AccountsV1.MatchContactsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("matches", .array(self.matches.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "matches": self.matches = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.ContactMatch(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2618,6 +3042,17 @@ extension AccountsV1.SessionsRevoked {
         .object([("userId", .string(String(self.userId)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -2684,6 +3119,17 @@ extension AccountsV1.ProfileChanged {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "profile": self.profile = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Profile.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2756,6 +3202,19 @@ extension AccountsV1.ProfilesSnapshotRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("afterUserId", .string(String(self.afterUserId))), ("limit", .number(Double(self.limit))), ("sequenceOnly", .bool(self.sequenceOnly))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "afterUserId", "after_user_id": self.afterUserId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "sequenceOnly", "sequence_only": self.sequenceOnly = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2834,6 +3293,20 @@ extension AccountsV1.ProfilesSnapshotResponse {
         .object([("epoch", .string(String(self.epoch))), ("sequence", .string(String(self.sequence))), ("profiles", .array(self.profiles.map { $0.jsonValue })), ("more", .bool(self.more))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "epoch": self.epoch = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "sequence": self.sequence = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "profiles": self.profiles = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.Profile(json: item) } }
+            case "more": self.more = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.epoch
@@ -2859,7 +3332,7 @@ extension AccountsV1 {
         public static let changePassword = RPCMethod<ChangePasswordRequest, ChangePasswordResponse>(service: "accounts", name: "ChangePassword", access: .authenticated)
         public static let getProfile = RPCMethod<GetProfileRequest, GetProfileResponse>(service: "accounts", name: "GetProfile", access: .authenticated)
         public static let editProfile = RPCMethod<EditProfileRequest, EditProfileResponse>(service: "accounts", name: "EditProfile", access: .authenticated)
-        public static let validateSession = RPCMethod<ValidateSessionRequest, ValidateSessionResponse>(service: "accounts", name: "ValidateSession", access: .internal, callers: ["gateway"])
+        public static let validateSession = RPCMethod<ValidateSessionRequest, ValidateSessionResponse>(service: "accounts", name: "ValidateSession", access: .internal, callers: ["gateway", "edge"])
         public static let getProfiles = RPCMethod<GetProfilesRequest, GetProfilesResponse>(service: "accounts", name: "GetProfiles", access: .internal, callers: ["social", "alerts"])
         public static let contactDetails = RPCMethod<ContactDetailsRequest, ContactDetailsResponse>(service: "accounts", name: "ContactDetails", access: .internal, callers: ["alerts"])
         public static let findUsers = RPCMethod<FindUsersRequest, FindUsersResponse>(service: "accounts", name: "FindUsers", access: .internal, callers: ["social"])
@@ -2870,5 +3343,8 @@ extension AccountsV1 {
         public static let profilesSnapshot = RPCMethod<ProfilesSnapshotRequest, ProfilesSnapshotResponse>(service: "accounts", name: "ProfilesSnapshot", access: .internal, callers: ["social", "alerts"])
 
         public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased, profilesSnapshot.erased]
+
+        /// Each rpc's request and response in proto3's JSON mapping.
+        public static let jsonCodecs: [MethodJSONCodec] = [register.jsonCodec, login.jsonCodec, logout.jsonCodec, whoAmI.jsonCodec, changeEmail.jsonCodec, changePassword.jsonCodec, getProfile.jsonCodec, editProfile.jsonCodec, validateSession.jsonCodec, getProfiles.jsonCodec, contactDetails.jsonCodec, findUsers.jsonCodec, searchUsers.jsonCodec, linkExternalId.jsonCodec, unlinkExternalId.jsonCodec, matchContacts.jsonCodec, profilesSnapshot.jsonCodec]
     }
 }

@@ -469,6 +469,20 @@ extension AlertsV1.Person {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "firstName", "first_name": self.firstName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "lastName", "last_name": self.lastName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -550,6 +564,22 @@ extension AlertsV1.AlertLocation {
         .object([("known", .bool(self.known)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("accuracyM", .number(Double(self.accuracyM))), ("fixTimeMs", .string(String(self.fixTimeMs))), ("placeName", .string(self.placeName))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "known": self.known = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "accuracyM", "accuracy_m": self.accuracyM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "fixTimeMs", "fix_time_ms": self.fixTimeMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "placeName", "place_name": self.placeName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -622,6 +652,19 @@ extension AlertsV1.Watcher {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("person", self.person.map { $0.jsonValue } ?? .null), ("answer", .string(self.answer.protoName)), ("answeredAtMs", .string(String(self.answeredAtMs)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "person": self.person = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.Person.self) }
+            case "answer": self.answer = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.Answer.self) }
+            case "answeredAtMs", "answered_at_ms": self.answeredAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -714,6 +757,24 @@ extension AlertsV1.WatchSession {
         .object([("sessionId", .string(String(self.sessionId))), ("initiator", self.initiator.map { $0.jsonValue } ?? .null), ("note", .string(self.note)), ("state", .string(self.state.protoName)), ("startedAtMs", .string(String(self.startedAtMs))), ("endsAtMs", .string(String(self.endsAtMs))), ("endedAtMs", .string(String(self.endedAtMs))), ("watchers", .array(self.watchers.map { $0.jsonValue }))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "sessionId", "session_id": self.sessionId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "initiator": self.initiator = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.Person.self) }
+            case "note": self.note = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "state": self.state = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.WatchState.self) }
+            case "startedAtMs", "started_at_ms": self.startedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "endsAtMs", "ends_at_ms": self.endsAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "endedAtMs", "ended_at_ms": self.endedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "watchers": self.watchers = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.Watcher(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.sessionId
@@ -786,6 +847,18 @@ extension AlertsV1.StartWatchRequest {
         .object([("durationSeconds", .number(Double(self.durationSeconds))), ("note", .string(self.note))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "durationSeconds", "duration_seconds": self.durationSeconds = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "note": self.note = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -854,6 +927,17 @@ extension AlertsV1.StartWatchResponse {
         .object([("session", self.session.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "session": self.session = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.WatchSession.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.session?.largestUInt64 ?? 0)
@@ -918,6 +1002,17 @@ extension AlertsV1.ExtendWatchRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("extraSeconds", .number(Double(self.extraSeconds)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "extraSeconds", "extra_seconds": self.extraSeconds = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -988,6 +1083,17 @@ extension AlertsV1.ExtendWatchResponse {
         .object([("session", self.session.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "session": self.session = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.WatchSession.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.session?.largestUInt64 ?? 0)
@@ -1046,6 +1152,12 @@ extension AlertsV1.EndWatchRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1116,6 +1228,17 @@ extension AlertsV1.EndWatchResponse {
         .object([("session", self.session.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "session": self.session = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.WatchSession.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.session?.largestUInt64 ?? 0)
@@ -1174,6 +1297,12 @@ extension AlertsV1.GetWatchRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1246,6 +1375,18 @@ extension AlertsV1.GetWatchResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mine", self.mine.map { $0.jsonValue } ?? .null), ("watching", .array(self.watching.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "mine": self.mine = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.WatchSession.self) }
+            case "watching": self.watching = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.WatchSession(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1331,6 +1472,21 @@ extension AlertsV1.Recipient {
         .object([("person", self.person.map { $0.jsonValue } ?? .null), ("phone", .string(self.phone)), ("answer", .string(self.answer.protoName)), ("answeredAtMs", .string(String(self.answeredAtMs))), ("deliveries", .array(self.deliveries.map { $0.jsonValue }))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "person": self.person = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.Person.self) }
+            case "phone": self.phone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "answer": self.answer = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.Answer.self) }
+            case "answeredAtMs", "answered_at_ms": self.answeredAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "deliveries": self.deliveries = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.DeliverySummary(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = (self.person?.largestUInt64 ?? 0)
@@ -1403,6 +1559,19 @@ extension AlertsV1.DeliverySummary {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("channel", .string(self.channel.protoName)), ("status", .string(self.status.protoName)), ("attempts", .number(Double(self.attempts)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "channel": self.channel = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.Channel.self) }
+            case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.DeliveryStatus.self) }
+            case "attempts": self.attempts = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1492,6 +1661,24 @@ extension AlertsV1.EmergencyPrompt {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("promptId", .string(String(self.promptId))), ("number", .string(self.number)), ("label", .string(self.label)), ("location", self.location.map { $0.jsonValue } ?? .null), ("createdAtMs", .string(String(self.createdAtMs))), ("reported", .bool(self.reported)), ("dialed", .bool(self.dialed)), ("reportedAtMs", .string(String(self.reportedAtMs)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "promptId", "prompt_id": self.promptId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "number": self.number = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "label": self.label = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "location": self.location = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.AlertLocation.self) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "reported": self.reported = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "dialed": self.dialed = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "reportedAtMs", "reported_at_ms": self.reportedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1596,6 +1783,26 @@ extension AlertsV1.HelpAlert {
         .object([("alertId", .string(String(self.alertId))), ("initiator", self.initiator.map { $0.jsonValue } ?? .null), ("message", .string(self.message)), ("location", self.location.map { $0.jsonValue } ?? .null), ("state", .string(self.state.protoName)), ("raisedAtMs", .string(String(self.raisedAtMs))), ("resolvedAtMs", .string(String(self.resolvedAtMs))), ("resolvedBy", .string(self.resolvedBy)), ("recipients", .array(self.recipients.map { $0.jsonValue })), ("emergency", self.emergency.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "alertId", "alert_id": self.alertId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "initiator": self.initiator = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.Person.self) }
+            case "message": self.message = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "location": self.location = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.AlertLocation.self) }
+            case "state": self.state = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.AlertState.self) }
+            case "raisedAtMs", "raised_at_ms": self.raisedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "resolvedAtMs", "resolved_at_ms": self.resolvedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "resolvedBy", "resolved_by": self.resolvedBy = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "recipients": self.recipients = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.Recipient(json: item) } }
+            case "emergency": self.emergency = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.EmergencyPrompt.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.alertId
@@ -1665,6 +1872,17 @@ extension AlertsV1.RaiseHelpNowRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("message", .string(self.message))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "message": self.message = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1744,6 +1962,20 @@ extension AlertsV1.RaiseHelpNowResponse {
         .object([("alert", self.alert.map { $0.jsonValue } ?? .null), ("alreadyActive", .bool(self.alreadyActive)), ("notified", .number(Double(self.notified))), ("nobodyNotified", .bool(self.nobodyNotified))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "alert": self.alert = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.HelpAlert.self) }
+            case "alreadyActive", "already_active": self.alreadyActive = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "notified": self.notified = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "nobodyNotified", "nobody_notified": self.nobodyNotified = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.alert?.largestUInt64 ?? 0)
@@ -1813,6 +2045,18 @@ extension AlertsV1.ResolveHelpNowRequest {
         .object([("alertId", .string(String(self.alertId))), ("operatorKey", .string(self.operatorKey))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "alertId", "alert_id": self.alertId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "operatorKey", "operator_key": self.operatorKey = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.alertId
@@ -1879,6 +2123,17 @@ extension AlertsV1.ResolveHelpNowResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("alert", self.alert.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "alert": self.alert = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.HelpAlert.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1950,6 +2205,18 @@ extension AlertsV1.ReportEmergencyCallRequest {
         .object([("alertId", .string(String(self.alertId))), ("dialed", .bool(self.dialed))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "alertId", "alert_id": self.alertId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "dialed": self.dialed = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.alertId
@@ -2018,6 +2285,17 @@ extension AlertsV1.ReportEmergencyCallResponse {
         .object([("emergency", self.emergency.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "emergency": self.emergency = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.EmergencyPrompt.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.emergency?.largestUInt64 ?? 0)
@@ -2076,6 +2354,12 @@ extension AlertsV1.GetHelpNowRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2148,6 +2432,18 @@ extension AlertsV1.GetHelpNowResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mine", self.mine.map { $0.jsonValue } ?? .null), ("others", .array(self.others.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "mine": self.mine = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.HelpAlert.self) }
+            case "others": self.others = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.HelpAlert(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2240,6 +2536,23 @@ extension AlertsV1.InboxItem {
         .object([("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("createdAtMs", .string(String(self.createdAtMs))), ("text", .string(self.text)), ("endsAtMs", .string(String(self.endsAtMs))), ("location", self.location.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "kind": self.kind = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.RequestKind.self) }
+            case "requestId", "request_id": self.requestId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "from": self.from = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.Person.self) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "text": self.text = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "endsAtMs", "ends_at_ms": self.endsAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "location": self.location = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.AlertLocation.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.requestId
@@ -2301,6 +2614,12 @@ extension AlertsV1.ListInboxRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2371,6 +2690,18 @@ extension AlertsV1.ListInboxResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("items", .array(self.items.map { $0.jsonValue })), ("partial", .bool(self.partial))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "items": self.items = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.InboxItem(json: item) } }
+            case "partial": self.partial = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2445,6 +2776,19 @@ extension AlertsV1.RespondInboxRequest {
         .object([("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("action", .string(self.action.protoName))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "kind": self.kind = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.RequestKind.self) }
+            case "requestId", "request_id": self.requestId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "action": self.action = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.InboxAction.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.requestId
@@ -2503,6 +2847,12 @@ extension AlertsV1.RespondInboxResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2580,6 +2930,20 @@ extension AlertsV1.Device {
         .object([("token", .string(self.token)), ("platform", .string(self.platform.protoName)), ("appVersion", .string(self.appVersion)), ("registeredAtMs", .string(String(self.registeredAtMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "token": self.token = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "platform": self.platform = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.Platform.self) }
+            case "appVersion", "app_version": self.appVersion = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "registeredAtMs", "registered_at_ms": self.registeredAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -2652,6 +3016,19 @@ extension AlertsV1.RegisterDeviceRequest {
         .object([("token", .string(self.token)), ("platform", .string(self.platform.protoName)), ("appVersion", .string(self.appVersion))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "token": self.token = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "platform": self.platform = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.Platform.self) }
+            case "appVersion", "app_version": self.appVersion = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -2720,6 +3097,17 @@ extension AlertsV1.RegisterDeviceResponse {
         .object([("device", self.device.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "device": self.device = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.Device.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.device?.largestUInt64 ?? 0)
@@ -2786,6 +3174,17 @@ extension AlertsV1.UnregisterDeviceRequest {
         .object([("token", .string(self.token))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "token": self.token = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -2846,6 +3245,12 @@ extension AlertsV1.UnregisterDeviceResponse {
         .object([])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -2904,6 +3309,12 @@ extension AlertsV1.ListDevicesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2971,6 +3382,17 @@ extension AlertsV1.ListDevicesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("devices", .array(self.devices.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "devices": self.devices = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.Device(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -3075,6 +3497,29 @@ extension AlertsV1.Delivery {
         .object([("deliveryId", .string(String(self.deliveryId))), ("source", .string(self.source)), ("channel", .string(self.channel.protoName)), ("recipientUserId", .string(String(self.recipientUserId))), ("address", .string(self.address)), ("body", .string(self.body)), ("status", .string(self.status.protoName)), ("attempts", .number(Double(self.attempts))), ("lastError", .string(self.lastError)), ("createdAtMs", .string(String(self.createdAtMs))), ("updatedAtMs", .string(String(self.updatedAtMs))), ("nextAttemptAtMs", .string(String(self.nextAttemptAtMs))), ("provider", .string(self.provider))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "deliveryId", "delivery_id": self.deliveryId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "source": self.source = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "channel": self.channel = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.Channel.self) }
+            case "recipientUserId", "recipient_user_id": self.recipientUserId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "address": self.address = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "body": self.body = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.DeliveryStatus.self) }
+            case "attempts": self.attempts = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "lastError", "last_error": self.lastError = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "updatedAtMs", "updated_at_ms": self.updatedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "nextAttemptAtMs", "next_attempt_at_ms": self.nextAttemptAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "provider": self.provider = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.deliveryId
@@ -3155,6 +3600,21 @@ extension AlertsV1.ListOutboxRequest {
         .object([("operatorKey", .string(self.operatorKey)), ("status", .string(self.status.protoName)), ("recipientUserId", .string(String(self.recipientUserId))), ("beforeId", .string(String(self.beforeId))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "operatorKey", "operator_key": self.operatorKey = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.DeliveryStatus.self) }
+            case "recipientUserId", "recipient_user_id": self.recipientUserId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "beforeId", "before_id": self.beforeId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.recipientUserId
@@ -3222,6 +3682,17 @@ extension AlertsV1.ListOutboxResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("deliveries", .array(self.deliveries.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "deliveries": self.deliveries = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.Delivery(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -3302,6 +3773,21 @@ extension AlertsV1.Resource {
         .object([("campus", .string(self.campus)), ("title", .string(self.title)), ("detail", .string(self.detail)), ("phone", .string(self.phone)), ("url", .string(self.url))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "campus": self.campus = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "title": self.title = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "detail": self.detail = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "phone": self.phone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "url": self.url = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -3380,6 +3866,19 @@ extension AlertsV1.ImportResourcesRequest {
         .object([("operatorKey", .string(self.operatorKey)), ("campus", .string(self.campus)), ("data", .bytes(self.data))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "operatorKey", "operator_key": self.operatorKey = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "campus": self.campus = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "data": self.data = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -3450,6 +3949,18 @@ extension AlertsV1.ImportResourcesResponse {
         .object([("imported", .number(Double(self.imported))), ("campuses", .array(self.campuses.map { .string($0) }))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "imported": self.imported = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "campuses": self.campuses = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -3514,6 +4025,17 @@ extension AlertsV1.ListResourcesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("campus", .string(self.campus))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "campus": self.campus = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -3581,6 +4103,17 @@ extension AlertsV1.ListResourcesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("resources", .array(self.resources.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "resources": self.resources = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.Resource(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -3674,6 +4207,24 @@ extension AlertsV1.AlertEvent {
         .object([("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("text", .string(self.text)), ("atMs", .string(String(self.atMs))), ("answer", .string(self.answer.protoName)), ("location", self.location.map { $0.jsonValue } ?? .null), ("endsAtMs", .string(String(self.endsAtMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "kind": self.kind = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.EventKind.self) }
+            case "requestId", "request_id": self.requestId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "from": self.from = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.Person.self) }
+            case "text": self.text = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "atMs", "at_ms": self.atMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "answer": self.answer = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.Answer.self) }
+            case "location": self.location = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.AlertLocation.self) }
+            case "endsAtMs", "ends_at_ms": self.endsAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.requestId
@@ -3709,5 +4260,8 @@ extension AlertsV1 {
         public static let listResources = RPCMethod<ListResourcesRequest, ListResourcesResponse>(service: "alerts", name: "ListResources", access: .authenticated)
 
         public static let all: [AnyRPCMethod] = [startWatch.erased, extendWatch.erased, endWatch.erased, getWatch.erased, raiseHelpNow.erased, resolveHelpNow.erased, reportEmergencyCall.erased, getHelpNow.erased, listInbox.erased, respondInbox.erased, registerDevice.erased, unregisterDevice.erased, listDevices.erased, listOutbox.erased, importResources.erased, listResources.erased]
+
+        /// Each rpc's request and response in proto3's JSON mapping.
+        public static let jsonCodecs: [MethodJSONCodec] = [startWatch.jsonCodec, extendWatch.jsonCodec, endWatch.jsonCodec, getWatch.jsonCodec, raiseHelpNow.jsonCodec, resolveHelpNow.jsonCodec, reportEmergencyCall.jsonCodec, getHelpNow.jsonCodec, listInbox.jsonCodec, respondInbox.jsonCodec, registerDevice.jsonCodec, unregisterDevice.jsonCodec, listDevices.jsonCodec, listOutbox.jsonCodec, importResources.jsonCodec, listResources.jsonCodec]
     }
 }

@@ -233,6 +233,31 @@ extension CommonV1.Envelope {
         .object([("version", .number(Double(self.version))), ("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("method", .string(self.method)), ("callerUserId", .string(String(self.callerUserId))), ("sessionToken", .string(self.sessionToken)), ("idempotencyKey", .string(self.idempotencyKey)), ("deadlineMs", .number(Double(self.deadlineMs))), ("status", .string(self.status.protoName)), ("statusMessage", .string(self.statusMessage)), ("payload", .bytes(self.payload)), ("sequence", .string(String(self.sequence))), ("epoch", .string(String(self.epoch))), ("clientAddress", .string(self.clientAddress)), ("sessionId", .bytes(self.sessionId))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "version": self.version = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "kind": self.kind = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, CommonV1.Kind.self) }
+            case "requestId", "request_id": self.requestId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "method": self.method = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "callerUserId", "caller_user_id": self.callerUserId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "sessionToken", "session_token": self.sessionToken = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "idempotencyKey", "idempotency_key": self.idempotencyKey = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "deadlineMs", "deadline_ms": self.deadlineMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, CommonV1.StatusCode.self) }
+            case "statusMessage", "status_message": self.statusMessage = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "payload": self.payload = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
+            case "sequence": self.sequence = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "epoch": self.epoch = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "clientAddress", "client_address": self.clientAddress = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "sessionId", "session_id": self.sessionId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.requestId
@@ -307,6 +332,17 @@ extension CommonV1.PingRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("echo", .bytes(self.echo))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "echo": self.echo = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -390,6 +426,20 @@ extension CommonV1.PingResponse {
         .object([("service", .string(self.service)), ("echo", .bytes(self.echo)), ("version", .string(self.version)), ("uptimeMs", .string(String(self.uptimeMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "service": self.service = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "echo": self.echo = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
+            case "version": self.version = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "uptimeMs", "uptime_ms": self.uptimeMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.uptimeMs
@@ -448,6 +498,12 @@ extension CommonV1.SubscribeRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -516,6 +572,17 @@ extension CommonV1.SubscribeResponse {
         .object([("heartbeatIntervalMs", .number(Double(self.heartbeatIntervalMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "heartbeatIntervalMs", "heartbeat_interval_ms": self.heartbeatIntervalMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -576,6 +643,12 @@ extension CommonV1.UnsubscribeRequest {
         .object([])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -634,6 +707,12 @@ extension CommonV1.UnsubscribeResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).

@@ -112,6 +112,21 @@ extension GeoV1.Fix {
         .object([("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("accuracyM", .number(Double(self.accuracyM))), ("deviceTimeMs", .string(String(self.deviceTimeMs))), ("receivedAtMs", .string(String(self.receivedAtMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "accuracyM", "accuracy_m": self.accuracyM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "deviceTimeMs", "device_time_ms": self.deviceTimeMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "receivedAtMs", "received_at_ms": self.receivedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -193,6 +208,22 @@ extension GeoV1.UpdateLocationRequest {
         .object([("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("accuracyM", .number(Double(self.accuracyM))), ("deviceTimeMs", .string(String(self.deviceTimeMs))), ("setStatus", .bool(self.setStatus)), ("status", .string(self.status))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "accuracyM", "accuracy_m": self.accuracyM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "deviceTimeMs", "device_time_ms": self.deviceTimeMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "setStatus", "set_status": self.setStatus = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -257,6 +288,17 @@ extension GeoV1.UpdateLocationResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("becameLatest", .bool(self.becameLatest))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "becameLatest", "became_latest": self.becameLatest = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -334,6 +376,20 @@ extension GeoV1.SharingSettings {
         .object([("shareWithFriends", .bool(self.shareWithFriends)), ("ghost", .bool(self.ghost)), ("proximityAlerts", .bool(self.proximityAlerts)), ("proximityM", .number(Double(self.proximityM)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "shareWithFriends", "share_with_friends": self.shareWithFriends = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "ghost": self.ghost = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "proximityAlerts", "proximity_alerts": self.proximityAlerts = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "proximityM", "proximity_m": self.proximityM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -392,6 +448,12 @@ extension GeoV1.GetSharingRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -460,6 +522,17 @@ extension GeoV1.GetSharingResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "settings": self.settings = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.SharingSettings.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -534,6 +607,18 @@ extension GeoV1.UpdateSharingRequest {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null), ("fields", .array(self.fields.map { .string($0) }))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "settings": self.settings = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.SharingSettings.self) }
+            case "fields": self.fields = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.settings?.largestUInt64 ?? 0)
@@ -600,6 +685,17 @@ extension GeoV1.UpdateSharingResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "settings": self.settings = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.SharingSettings.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -685,6 +781,22 @@ extension GeoV1.FriendLocation {
         .object([("userId", .string(String(self.userId))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("ageMs", .string(String(self.ageMs))), ("status", .string(self.status)), ("around", .string(self.around)), ("distanceM", .number(Double(self.distanceM)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "fix": self.fix = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Fix.self) }
+            case "ageMs", "age_ms": self.ageMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "around": self.around = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "distanceM", "distance_m": self.distanceM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.userId
@@ -745,6 +857,12 @@ extension GeoV1.FriendsLocationsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -817,6 +935,18 @@ extension GeoV1.FriendsLocationsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("friends", .array(self.friends.map { $0.jsonValue })), ("you", self.you.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "friends": self.friends = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.FriendLocation(json: item) } }
+            case "you": self.you = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Fix.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -893,6 +1023,19 @@ extension GeoV1.NearbyRequest {
         .object([("radiusM", .number(Double(self.radiusM))), ("limit", .number(Double(self.limit))), ("excludeExchanged", .bool(self.excludeExchanged))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "radiusM", "radius_m": self.radiusM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "excludeExchanged", "exclude_exchanged": self.excludeExchanged = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -962,6 +1105,18 @@ extension GeoV1.NearbyUser {
         .object([("userId", .string(String(self.userId))), ("distanceM", .number(Double(self.distanceM)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "distanceM", "distance_m": self.distanceM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -1029,6 +1184,17 @@ extension GeoV1.NearbyResponse {
         .object([("users", .array(self.users.map { $0.jsonValue }))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "users": self.users = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.NearbyUser(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.users.reduce(0) { Swift.max($0, $1.largestUInt64) }
@@ -1093,6 +1259,17 @@ extension GeoV1.NavigateRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1174,6 +1351,20 @@ extension GeoV1.NavigateResponse {
         .object([("distanceM", .number(Double(self.distanceM))), ("bearingDeg", .number(Double(self.bearingDeg))), ("theirFix", self.theirFix.map { $0.jsonValue } ?? .null), ("yourFix", self.yourFix.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "distanceM", "distance_m": self.distanceM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "bearingDeg", "bearing_deg": self.bearingDeg = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "theirFix", "their_fix": self.theirFix = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Fix.self) }
+            case "yourFix", "your_fix": self.yourFix = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Fix.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = (self.theirFix?.largestUInt64 ?? 0)
@@ -1234,6 +1425,12 @@ extension GeoV1.DeleteHistoryRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1302,6 +1499,17 @@ extension GeoV1.DeleteHistoryResponse {
         .object([("deleted", .string(String(self.deleted)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "deleted": self.deleted = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.deleted
@@ -1366,6 +1574,17 @@ extension GeoV1.LatestLocationRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1442,6 +1661,19 @@ extension GeoV1.LatestLocationResponse {
         .object([("found", .bool(self.found)), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("placeName", .string(self.placeName))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "found": self.found = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "fix": self.fix = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Fix.self) }
+            case "placeName", "place_name": self.placeName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.fix?.largestUInt64 ?? 0)
@@ -1509,6 +1741,18 @@ extension GeoV1.CheckInAccessRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("viewerId", .string(String(self.viewerId))), ("ownerId", .string(String(self.ownerId)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "viewerId", "viewer_id": self.viewerId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "ownerId", "owner_id": self.ownerId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1582,6 +1826,18 @@ extension GeoV1.CheckInAccessResponse {
         .object([("visible", .bool(self.visible)), ("mediaId", .string(self.mediaId))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "visible": self.visible = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "mediaId", "media_id": self.mediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -1646,6 +1902,17 @@ extension GeoV1.GetPlaceRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("placeId", .string(String(self.placeId)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "placeId", "place_id": self.placeId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1717,6 +1984,18 @@ extension GeoV1.GetPlaceResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("found", .bool(self.found)), ("place", self.place.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "found": self.found = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "place": self.place = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Place.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1793,6 +2072,19 @@ extension GeoV1.LocationEvent {
         .object([("userId", .string(String(self.userId))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("status", .string(self.status))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "fix": self.fix = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Fix.self) }
+            case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.userId
@@ -1865,6 +2157,19 @@ extension GeoV1.FriendNearbyEvent {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId))), ("distanceM", .number(Double(self.distanceM))), ("atMs", .string(String(self.atMs)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "distanceM", "distance_m": self.distanceM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "atMs", "at_ms": self.atMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1956,6 +2261,24 @@ extension GeoV1.Place {
         .object([("placeId", .string(String(self.placeId))), ("name", .string(self.name)), ("kind", .string(self.kind.protoName)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("radiusM", .number(Double(self.radiusM))), ("polygonLat", .array(self.polygonLat.map { .number(Double($0)) })), ("polygonLon", .array(self.polygonLon.map { .number(Double($0)) }))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "placeId", "place_id": self.placeId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "name": self.name = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "kind": self.kind = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, GeoV1.PlaceKind.self) }
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "radiusM", "radius_m": self.radiusM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "polygonLat", "polygon_lat": self.polygonLat = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.double(item) } }
+            case "polygonLon", "polygon_lon": self.polygonLon = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.double(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.placeId
@@ -2037,6 +2360,20 @@ extension GeoV1.ImportPlacesRequest {
         .object([("operatorKey", .string(self.operatorKey)), ("format", .string(self.format)), ("data", .bytes(self.data)), ("replace", .bool(self.replace))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "operatorKey", "operator_key": self.operatorKey = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "format": self.format = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "data": self.data = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
+            case "replace": self.replace = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -2105,6 +2442,18 @@ extension GeoV1.ImportPlacesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("imported", .number(Double(self.imported))), ("problems", .array(self.problems.map { .string($0) }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "imported": self.imported = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "problems": self.problems = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2180,6 +2529,20 @@ extension GeoV1.ClosestPlaceRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("hasPoint", .bool(self.hasPoint)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("kind", .string(self.kind.protoName))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "hasPoint", "has_point": self.hasPoint = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "kind": self.kind = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, GeoV1.PlaceKind.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2259,6 +2622,20 @@ extension GeoV1.ClosestPlaceResponse {
         .object([("found", .bool(self.found)), ("place", self.place.map { $0.jsonValue } ?? .null), ("distanceM", .number(Double(self.distanceM))), ("onCampus", .bool(self.onCampus))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "found": self.found = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "place": self.place = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Place.self) }
+            case "distanceM", "distance_m": self.distanceM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "onCampus", "on_campus": self.onCampus = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.place?.largestUInt64 ?? 0)
@@ -2333,6 +2710,19 @@ extension GeoV1.VenueAttendance {
         .object([("venue", self.venue.map { $0.jsonValue } ?? .null), ("people", .number(Double(self.people))), ("friends", .number(Double(self.friends)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "venue": self.venue = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Place.self) }
+            case "people": self.people = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "friends": self.friends = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.venue?.largestUInt64 ?? 0)
@@ -2391,6 +2781,12 @@ extension GeoV1.ListVenuesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2461,6 +2857,18 @@ extension GeoV1.ListVenuesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("venues", .array(self.venues.map { $0.jsonValue })), ("freshMinutes", .number(Double(self.freshMinutes)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "venues": self.venues = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.VenueAttendance(json: item) } }
+            case "freshMinutes", "fresh_minutes": self.freshMinutes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2550,6 +2958,24 @@ extension GeoV1.CheckIn {
         .object([("userId", .string(String(self.userId))), ("placeName", .string(self.placeName)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("mediaId", .string(self.mediaId)), ("createdAtMs", .string(String(self.createdAtMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("distanceM", .number(Double(self.distanceM)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "placeName", "place_name": self.placeName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "mediaId", "media_id": self.mediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "expiresAtMs", "expires_at_ms": self.expiresAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "distanceM", "distance_m": self.distanceM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -2628,6 +3054,21 @@ extension GeoV1.CheckInRequest {
         .object([("placeName", .string(self.placeName)), ("hasPoint", .bool(self.hasPoint)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("mediaId", .string(self.mediaId))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "placeName", "place_name": self.placeName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "hasPoint", "has_point": self.hasPoint = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "mediaId", "media_id": self.mediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -2697,6 +3138,18 @@ extension GeoV1.CheckInResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("checkIn", self.checkIn.map { $0.jsonValue } ?? .null), ("replaced", .bool(self.replaced))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "checkIn", "check_in": self.checkIn = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.CheckIn.self) }
+            case "replaced": self.replaced = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2771,6 +3224,19 @@ extension GeoV1.ListCheckInsRequest {
         .object([("feed", .bool(self.feed)), ("radiusM", .number(Double(self.radiusM))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "feed": self.feed = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "radiusM", "radius_m": self.radiusM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -2836,6 +3302,17 @@ extension GeoV1.ListCheckInsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("checkIns", .array(self.checkIns.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "checkIns", "check_ins": self.checkIns = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.CheckIn(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2913,6 +3390,20 @@ extension GeoV1.LocationGrant {
         .object([("subjectId", .string(String(self.subjectId))), ("viewerId", .string(String(self.viewerId))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("reason", .string(self.reason))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "subjectId", "subject_id": self.subjectId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "viewerId", "viewer_id": self.viewerId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "expiresAtMs", "expires_at_ms": self.expiresAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "reason": self.reason = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.subjectId
@@ -2946,5 +3437,8 @@ extension GeoV1 {
         public static let getPlace = RPCMethod<GetPlaceRequest, GetPlaceResponse>(service: "geo", name: "GetPlace", access: .internal, callers: ["media"])
 
         public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased]
+
+        /// Each rpc's request and response in proto3's JSON mapping.
+        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec]
     }
 }

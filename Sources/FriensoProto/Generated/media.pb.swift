@@ -180,6 +180,28 @@ extension MediaV1.MediaItem {
         .object([("mediaId", .string(self.mediaId)), ("ownerId", .string(String(self.ownerId))), ("purpose", .string(self.purpose.protoName)), ("placeId", .string(String(self.placeId))), ("type", .string(self.type.protoName)), ("sizeBytes", .string(String(self.sizeBytes))), ("width", .number(Double(self.width))), ("height", .number(Double(self.height))), ("createdAtMs", .string(String(self.createdAtMs))), ("sha256", .string(self.sha256)), ("mimeType", .string(self.mimeType)), ("attached", .bool(self.attached))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "mediaId", "media_id": self.mediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "ownerId", "owner_id": self.ownerId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "purpose": self.purpose = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, MediaV1.Purpose.self) }
+            case "placeId", "place_id": self.placeId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "type": self.type = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, MediaV1.ImageType.self) }
+            case "sizeBytes", "size_bytes": self.sizeBytes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "width": self.width = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "height": self.height = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "sha256": self.sha256 = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "mimeType", "mime_type": self.mimeType = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "attached": self.attached = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.ownerId
@@ -255,6 +277,19 @@ extension MediaV1.StartUploadRequest {
         .object([("purpose", .string(self.purpose.protoName)), ("placeId", .string(String(self.placeId))), ("sizeBytes", .string(String(self.sizeBytes)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "purpose": self.purpose = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, MediaV1.Purpose.self) }
+            case "placeId", "place_id": self.placeId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "sizeBytes", "size_bytes": self.sizeBytes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.placeId
@@ -327,6 +362,19 @@ extension MediaV1.StartUploadResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("uploadId", .string(self.uploadId)), ("chunkBytes", .number(Double(self.chunkBytes))), ("expiresAtMs", .string(String(self.expiresAtMs)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "uploadId", "upload_id": self.uploadId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "chunkBytes", "chunk_bytes": self.chunkBytes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "expiresAtMs", "expires_at_ms": self.expiresAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -407,6 +455,19 @@ extension MediaV1.UploadChunkRequest {
         .object([("uploadId", .string(self.uploadId)), ("offset", .string(String(self.offset))), ("data", .bytes(self.data))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "uploadId", "upload_id": self.uploadId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "offset": self.offset = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "data": self.data = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.offset
@@ -473,6 +534,17 @@ extension MediaV1.UploadChunkResponse {
         .object([("receivedBytes", .string(String(self.receivedBytes)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "receivedBytes", "received_bytes": self.receivedBytes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.receivedBytes
@@ -537,6 +609,17 @@ extension MediaV1.FinishUploadRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("uploadId", .string(self.uploadId))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "uploadId", "upload_id": self.uploadId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -616,6 +699,20 @@ extension MediaV1.FinishUploadResponse {
         .object([("item", self.item.map { $0.jsonValue } ?? .null), ("locationRemoved", .bool(self.locationRemoved)), ("deduplicated", .bool(self.deduplicated)), ("replacedMediaId", .string(self.replacedMediaId))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "item": self.item = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, MediaV1.MediaItem.self) }
+            case "locationRemoved", "location_removed": self.locationRemoved = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "deduplicated": self.deduplicated = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "replacedMediaId", "replaced_media_id": self.replacedMediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.item?.largestUInt64 ?? 0)
@@ -686,6 +783,19 @@ extension MediaV1.GetPhotoRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mediaId", .string(self.mediaId)), ("offset", .string(String(self.offset))), ("maxBytes", .number(Double(self.maxBytes)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "mediaId", "media_id": self.mediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "offset": self.offset = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "maxBytes", "max_bytes": self.maxBytes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -766,6 +876,19 @@ extension MediaV1.GetPhotoResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("item", self.item.map { $0.jsonValue } ?? .null), ("data", .bytes(self.data)), ("eof", .bool(self.eof))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "item": self.item = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, MediaV1.MediaItem.self) }
+            case "data": self.data = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
+            case "eof": self.eof = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -849,6 +972,22 @@ extension MediaV1.ListPhotosRequest {
         .object([("placeId", .string(String(self.placeId))), ("checkInOf", .string(String(self.checkInOf))), ("profileOf", .string(String(self.profileOf))), ("mine", .bool(self.mine)), ("limit", .number(Double(self.limit))), ("pageToken", .string(self.pageToken))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "placeId", "place_id": self.placeId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "checkInOf", "check_in_of": self.checkInOf = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "profileOf", "profile_of": self.profileOf = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "mine": self.mine = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "pageToken", "page_token": self.pageToken = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.placeId
@@ -922,6 +1061,18 @@ extension MediaV1.ListPhotosResponse {
         .object([("items", .array(self.items.map { $0.jsonValue })), ("nextPageToken", .string(self.nextPageToken))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "items": self.items = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try MediaV1.MediaItem(json: item) } }
+            case "nextPageToken", "next_page_token": self.nextPageToken = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.items.reduce(0) { Swift.max($0, $1.largestUInt64) }
@@ -986,6 +1137,17 @@ extension MediaV1.DeletePhotoRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mediaId", .string(self.mediaId))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "mediaId", "media_id": self.mediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1054,6 +1216,17 @@ extension MediaV1.DeletePhotoResponse {
         .object([("bytesReleased", .bool(self.bytesReleased))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "bytesReleased", "bytes_released": self.bytesReleased = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -1112,6 +1285,12 @@ extension MediaV1.GetUsageRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1192,6 +1371,21 @@ extension MediaV1.GetUsageResponse {
         .object([("usedBytes", .string(String(self.usedBytes))), ("quotaBytes", .string(String(self.quotaBytes))), ("uploadsLastHour", .number(Double(self.uploadsLastHour))), ("uploadsPerHour", .number(Double(self.uploadsPerHour))), ("maxPhotoBytes", .string(String(self.maxPhotoBytes)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "usedBytes", "used_bytes": self.usedBytes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "quotaBytes", "quota_bytes": self.quotaBytes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "uploadsLastHour", "uploads_last_hour": self.uploadsLastHour = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "uploadsPerHour", "uploads_per_hour": self.uploadsPerHour = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "maxPhotoBytes", "max_photo_bytes": self.maxPhotoBytes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.usedBytes
@@ -1264,6 +1458,18 @@ extension MediaV1.AttachCheckInPhotoRequest {
         .object([("userId", .string(String(self.userId))), ("mediaId", .string(self.mediaId))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "mediaId", "media_id": self.mediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -1330,6 +1536,17 @@ extension MediaV1.AttachCheckInPhotoResponse {
         .object([("releasedMediaId", .string(self.releasedMediaId))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "releasedMediaId", "released_media_id": self.releasedMediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -1354,5 +1571,8 @@ extension MediaV1 {
         public static let attachCheckInPhoto = RPCMethod<AttachCheckInPhotoRequest, AttachCheckInPhotoResponse>(service: "media", name: "AttachCheckInPhoto", access: .internal, callers: ["geo"])
 
         public static let all: [AnyRPCMethod] = [startUpload.erased, uploadChunk.erased, finishUpload.erased, getPhoto.erased, listPhotos.erased, deletePhoto.erased, getUsage.erased, attachCheckInPhoto.erased]
+
+        /// Each rpc's request and response in proto3's JSON mapping.
+        public static let jsonCodecs: [MethodJSONCodec] = [startUpload.jsonCodec, uploadChunk.jsonCodec, finishUpload.jsonCodec, getPhoto.jsonCodec, listPhotos.jsonCodec, deletePhoto.jsonCodec, getUsage.jsonCodec, attachCheckInPhoto.jsonCodec]
     }
 }

@@ -355,6 +355,21 @@ extension SocialV1.UserRef {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName)), ("profilePictureMediaId", .string(self.profilePictureMediaId))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "firstName", "first_name": self.firstName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "lastName", "last_name": self.lastName = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "profilePictureMediaId", "profile_picture_media_id": self.profilePictureMediaId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -443,6 +458,23 @@ extension SocialV1.FriendRequest {
         .object([("requestId", .string(String(self.requestId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("to", self.to.map { $0.jsonValue } ?? .null), ("state", .string(self.state.protoName)), ("dismissed", .bool(self.dismissed)), ("createdAtMs", .string(String(self.createdAtMs))), ("updatedAtMs", .string(String(self.updatedAtMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "requestId", "request_id": self.requestId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "from": self.from = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.UserRef.self) }
+            case "to": self.to = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.UserRef.self) }
+            case "state": self.state = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, SocialV1.RequestState.self) }
+            case "dismissed": self.dismissed = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "updatedAtMs", "updated_at_ms": self.updatedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.requestId
@@ -517,6 +549,18 @@ extension SocialV1.Friend {
         .object([("user", self.user.map { $0.jsonValue } ?? .null), ("sinceMs", .string(String(self.sinceMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "user": self.user = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.UserRef.self) }
+            case "sinceMs", "since_ms": self.sinceMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.user?.largestUInt64 ?? 0)
@@ -584,6 +628,18 @@ extension SocialV1.SendFriendRequestRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -657,6 +713,18 @@ extension SocialV1.SendFriendRequestResponse {
         .object([("request", self.request.map { $0.jsonValue } ?? .null), ("becameFriends", .bool(self.becameFriends))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "request": self.request = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.FriendRequest.self) }
+            case "becameFriends", "became_friends": self.becameFriends = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.request?.largestUInt64 ?? 0)
@@ -724,6 +792,18 @@ extension SocialV1.RespondToFriendRequestRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("requestId", .string(String(self.requestId))), ("action", .string(self.action.protoName))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "requestId", "request_id": self.requestId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "action": self.action = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, SocialV1.RequestAction.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -794,6 +874,17 @@ extension SocialV1.RespondToFriendRequestResponse {
         .object([("request", self.request.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "request": self.request = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.FriendRequest.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.request?.largestUInt64 ?? 0)
@@ -858,6 +949,17 @@ extension SocialV1.CancelFriendRequestRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("requestId", .string(String(self.requestId)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "requestId", "request_id": self.requestId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -928,6 +1030,17 @@ extension SocialV1.CancelFriendRequestResponse {
         .object([("request", self.request.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "request": self.request = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.FriendRequest.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.request?.largestUInt64 ?? 0)
@@ -992,6 +1105,17 @@ extension SocialV1.ListFriendRequestsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("includeDismissed", .bool(self.includeDismissed))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "includeDismissed", "include_dismissed": self.includeDismissed = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1065,6 +1189,18 @@ extension SocialV1.ListFriendRequestsResponse {
         .object([("incoming", .array(self.incoming.map { $0.jsonValue })), ("outgoing", .array(self.outgoing.map { $0.jsonValue }))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "incoming": self.incoming = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.FriendRequest(json: item) } }
+            case "outgoing": self.outgoing = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.FriendRequest(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.incoming.reduce(0) { Swift.max($0, $1.largestUInt64) }
@@ -1125,6 +1261,12 @@ extension SocialV1.ListFriendsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1192,6 +1334,17 @@ extension SocialV1.ListFriendsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("friends", .array(self.friends.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "friends": self.friends = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.Friend(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1263,6 +1416,18 @@ extension SocialV1.RemoveFriendRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -1321,6 +1486,12 @@ extension SocialV1.RemoveFriendResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1392,6 +1563,18 @@ extension SocialV1.BlockRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -1459,6 +1642,18 @@ extension SocialV1.BlockResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("removedFriendship", .bool(self.removedFriendship)), ("removedRequests", .number(Double(self.removedRequests)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "removedFriendship", "removed_friendship": self.removedFriendship = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "removedRequests", "removed_requests": self.removedRequests = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1530,6 +1725,18 @@ extension SocialV1.UnblockRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -1590,6 +1797,12 @@ extension SocialV1.UnblockResponse {
         .object([])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -1648,6 +1861,12 @@ extension SocialV1.ListBlockedRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1715,6 +1934,17 @@ extension SocialV1.ListBlockedResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("users", .array(self.users.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "users": self.users = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.UserRef(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1794,6 +2024,20 @@ extension SocialV1.CircleMember {
         .object([("user", self.user.map { $0.jsonValue } ?? .null), ("phone", .string(self.phone)), ("state", .string(self.state.protoName)), ("addedAtMs", .string(String(self.addedAtMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "user": self.user = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.UserRef.self) }
+            case "phone": self.phone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "state": self.state = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, SocialV1.CircleState.self) }
+            case "addedAtMs", "added_at_ms": self.addedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.user?.largestUInt64 ?? 0)
@@ -1852,6 +2096,12 @@ extension SocialV1.ShowCircleRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -1928,6 +2178,19 @@ extension SocialV1.ShowCircleResponse {
         .object([("members", .array(self.members.map { $0.jsonValue })), ("limit", .number(Double(self.limit))), ("memberOf", .array(self.memberOf.map { $0.jsonValue }))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "members": self.members = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.CircleMember(json: item) } }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "memberOf", "member_of": self.memberOf = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.UserRef(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.members.reduce(0) { Swift.max($0, $1.largestUInt64) }
@@ -2002,6 +2265,19 @@ extension SocialV1.AddToCircleRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("phone", .string(self.phone))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "phone": self.phone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -2068,6 +2344,17 @@ extension SocialV1.AddToCircleResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("member", self.member.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "member": self.member = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.CircleMember.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2142,6 +2429,19 @@ extension SocialV1.RemoveFromCircleRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("phone", .string(self.phone))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "phone": self.phone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -2200,6 +2500,12 @@ extension SocialV1.RemoveFromCircleResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2273,6 +2579,18 @@ extension SocialV1.CircleRequest {
         .object([("owner", self.owner.map { $0.jsonValue } ?? .null), ("addedAtMs", .string(String(self.addedAtMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "owner": self.owner = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.UserRef.self) }
+            case "addedAtMs", "added_at_ms": self.addedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.owner?.largestUInt64 ?? 0)
@@ -2331,6 +2649,12 @@ extension SocialV1.ListCircleRequestsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2398,6 +2722,17 @@ extension SocialV1.ListCircleRequestsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("requests", .array(self.requests.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "requests": self.requests = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.CircleRequest(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2472,6 +2807,19 @@ extension SocialV1.RespondToCircleRequestRequest {
         .object([("ownerUserId", .string(String(self.ownerUserId))), ("ownerUsername", .string(self.ownerUsername)), ("action", .string(self.action.protoName))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "ownerUserId", "owner_user_id": self.ownerUserId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "ownerUsername", "owner_username": self.ownerUsername = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "action": self.action = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, SocialV1.RequestAction.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.ownerUserId
@@ -2538,6 +2886,17 @@ extension SocialV1.RespondToCircleRequestResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("member", self.member.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "member": self.member = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.CircleMember.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2612,6 +2971,19 @@ extension SocialV1.SearchUsersRequest {
         .object([("query", .string(self.query)), ("pageSize", .number(Double(self.pageSize))), ("pageToken", .string(self.pageToken))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "query": self.query = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "pageSize", "page_size": self.pageSize = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "pageToken", "page_token": self.pageToken = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -2680,6 +3052,18 @@ extension SocialV1.SearchUsersResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("users", .array(self.users.map { $0.jsonValue })), ("nextPageToken", .string(self.nextPageToken))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "users": self.users = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.UserRef(json: item) } }
+            case "nextPageToken", "next_page_token": self.nextPageToken = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2754,6 +3138,19 @@ extension SocialV1.GraphEvent {
         .object([("change", .string(self.change.protoName)), ("userA", .string(String(self.userA))), ("userB", .string(String(self.userB)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "change": self.change = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, SocialV1.GraphChange.self) }
+            case "userA", "user_a": self.userA = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "userB", "user_b": self.userB = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.userA
@@ -2823,6 +3220,18 @@ extension SocialV1.GraphSnapshotRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("sequenceOnly", .bool(self.sequenceOnly)), ("cursor", .string(self.cursor))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "sequenceOnly", "sequence_only": self.sequenceOnly = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "cursor": self.cursor = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -2933,6 +3342,28 @@ extension SocialV1.GraphSnapshotResponse {
         .object([("epoch", .string(String(self.epoch))), ("sequence", .string(String(self.sequence))), ("friendsA", .array(self.friendsA.map { .string(String($0)) })), ("friendsB", .array(self.friendsB.map { .string(String($0)) })), ("blockers", .array(self.blockers.map { .string(String($0)) })), ("blocked", .array(self.blocked.map { .string(String($0)) })), ("circleOwners", .array(self.circleOwners.map { .string(String($0)) })), ("circleMembers", .array(self.circleMembers.map { .string(String($0)) })), ("findable", .array(self.findable.map { .string(String($0)) })), ("exchangesA", .array(self.exchangesA.map { .string(String($0)) })), ("exchangesB", .array(self.exchangesB.map { .string(String($0)) })), ("nextCursor", .string(self.nextCursor))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "epoch": self.epoch = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "sequence": self.sequence = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "friendsA", "friends_a": self.friendsA = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            case "friendsB", "friends_b": self.friendsB = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            case "blockers": self.blockers = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            case "blocked": self.blocked = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            case "circleOwners", "circle_owners": self.circleOwners = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            case "circleMembers", "circle_members": self.circleMembers = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            case "findable": self.findable = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            case "exchangesA", "exchanges_a": self.exchangesA = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            case "exchangesB", "exchanges_b": self.exchangesB = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            case "nextCursor", "next_cursor": self.nextCursor = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.epoch
@@ -3010,6 +3441,17 @@ extension SocialV1.DiscoverySettings {
         .object([("findable", .bool(self.findable))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "findable": self.findable = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         0
@@ -3068,6 +3510,12 @@ extension SocialV1.GetDiscoverySettingsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -3138,6 +3586,17 @@ extension SocialV1.GetDiscoverySettingsResponse {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "settings": self.settings = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.DiscoverySettings.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.settings?.largestUInt64 ?? 0)
@@ -3202,6 +3661,17 @@ extension SocialV1.SetFindableRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("findable", .bool(self.findable))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "findable": self.findable = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -3272,6 +3742,17 @@ extension SocialV1.SetFindableResponse {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "settings": self.settings = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.DiscoverySettings.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.settings?.largestUInt64 ?? 0)
@@ -3339,6 +3820,18 @@ extension SocialV1.ExternalId {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("provider", .string(self.provider)), ("externalId", .string(self.externalId))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "provider": self.provider = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "externalId", "external_id": self.externalId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -3418,6 +3911,20 @@ extension SocialV1.RecommendFriendsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("phones", .array(self.phones.map { .string($0) })), ("emails", .array(self.emails.map { .string($0) })), ("contactHashes", .array(self.contactHashes.map { .bytes($0) })), ("externalIds", .array(self.externalIds.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "phones": self.phones = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            case "emails": self.emails = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            case "contactHashes", "contact_hashes": self.contactHashes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.bytes(item) } }
+            case "externalIds", "external_ids": self.externalIds = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.ExternalId(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -3500,6 +4007,21 @@ extension SocialV1.Recommendation {
         .object([("user", self.user.map { $0.jsonValue } ?? .null), ("byPhone", .bool(self.byPhone)), ("byEmail", .bool(self.byEmail)), ("byExternalId", .bool(self.byExternalId)), ("requestPending", .bool(self.requestPending))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "user": self.user = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.UserRef.self) }
+            case "byPhone", "by_phone": self.byPhone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "byEmail", "by_email": self.byEmail = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "byExternalId", "by_external_id": self.byExternalId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "requestPending", "request_pending": self.requestPending = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.user?.largestUInt64 ?? 0)
@@ -3568,6 +4090,18 @@ extension SocialV1.RecommendFriendsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("recommendations", .array(self.recommendations.map { $0.jsonValue })), ("unusable", .number(Double(self.unusable)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "recommendations": self.recommendations = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.Recommendation(json: item) } }
+            case "unusable": self.unusable = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -3656,6 +4190,23 @@ extension SocialV1.Exchange {
         .object([("exchangeId", .string(String(self.exchangeId))), ("user", self.user.map { $0.jsonValue } ?? .null), ("exchangedAtMs", .string(String(self.exchangedAtMs))), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("placeLabel", .string(self.placeLabel)), ("hasLocation", .bool(self.hasLocation))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "exchangeId", "exchange_id": self.exchangeId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "user": self.user = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.UserRef.self) }
+            case "exchangedAtMs", "exchanged_at_ms": self.exchangedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "placeLabel", "place_label": self.placeLabel = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "hasLocation", "has_location": self.hasLocation = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.exchangeId
@@ -3739,6 +4290,22 @@ extension SocialV1.AddExchangeRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("hasLocation", .bool(self.hasLocation)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("placeLabel", .string(self.placeLabel))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "hasLocation", "has_location": self.hasLocation = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "placeLabel", "place_label": self.placeLabel = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.userId
@@ -3810,6 +4377,18 @@ extension SocialV1.AddExchangeResponse {
         .object([("state", .string(self.state.protoName)), ("exchange", self.exchange.map { $0.jsonValue } ?? .null)])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "state": self.state = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, SocialV1.ExchangeState.self) }
+            case "exchange": self.exchange = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.Exchange.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         (self.exchange?.largestUInt64 ?? 0)
@@ -3877,6 +4456,18 @@ extension SocialV1.ListExchangesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("pageSize", .number(Double(self.pageSize))), ("pageToken", .string(self.pageToken))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "pageSize", "page_size": self.pageSize = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "pageToken", "page_token": self.pageToken = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -3949,6 +4540,18 @@ extension SocialV1.ListExchangesResponse {
         .object([("exchanges", .array(self.exchanges.map { $0.jsonValue })), ("nextPageToken", .string(self.nextPageToken))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "exchanges": self.exchanges = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.Exchange(json: item) } }
+            case "nextPageToken", "next_page_token": self.nextPageToken = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.exchanges.reduce(0) { Swift.max($0, $1.largestUInt64) }
@@ -4016,6 +4619,18 @@ extension SocialV1.PokeRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "username": self.username = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -4095,6 +4710,20 @@ extension SocialV1.Poke {
         .object([("pokeId", .string(String(self.pokeId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("toUserId", .string(String(self.toUserId))), ("createdAtMs", .string(String(self.createdAtMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "pokeId", "poke_id": self.pokeId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "from": self.from = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.UserRef.self) }
+            case "toUserId", "to_user_id": self.toUserId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.pokeId
@@ -4164,6 +4793,17 @@ extension SocialV1.PokeResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("poke", self.poke.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "poke": self.poke = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.Poke.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -4249,6 +4889,22 @@ extension SocialV1.Notice {
         .object([("noticeId", .string(String(self.noticeId))), ("kind", .string(self.kind.protoName)), ("from", self.from.map { $0.jsonValue } ?? .null), ("toUserId", .string(String(self.toUserId))), ("toPhone", .string(self.toPhone)), ("createdAtMs", .string(String(self.createdAtMs)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "noticeId", "notice_id": self.noticeId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "kind": self.kind = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, SocialV1.NoticeKind.self) }
+            case "from": self.from = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.UserRef.self) }
+            case "toUserId", "to_user_id": self.toUserId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "toPhone", "to_phone": self.toPhone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.noticeId
@@ -4321,6 +4977,18 @@ extension SocialV1.ListNoticesRequest {
         .object([("afterId", .string(String(self.afterId))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "afterId", "after_id": self.afterId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.afterId
@@ -4386,6 +5054,17 @@ extension SocialV1.ListNoticesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("notices", .array(self.notices.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "notices": self.notices = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.Notice(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -4454,6 +5133,17 @@ extension SocialV1.CircleOfRequest {
         .object([("ownerUserId", .string(String(self.ownerUserId)))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "ownerUserId", "owner_user_id": self.ownerUserId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         self.ownerUserId
@@ -4518,6 +5208,17 @@ extension SocialV1.CircleRequestsForRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("memberUserId", .string(String(self.memberUserId)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "memberUserId", "member_user_id": self.memberUserId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
     }
 
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
@@ -4592,6 +5293,19 @@ extension SocialV1.AnswerCircleRequestRequest {
         .object([("memberUserId", .string(String(self.memberUserId))), ("ownerUserId", .string(String(self.ownerUserId))), ("action", .string(self.action.protoName))])
     }
 
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "memberUserId", "member_user_id": self.memberUserId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "ownerUserId", "owner_user_id": self.ownerUserId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "action": self.action = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, SocialV1.RequestAction.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
     /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
     public var largestUInt64: UInt64 {
         var m = self.memberUserId
@@ -4636,5 +5350,8 @@ extension SocialV1 {
         public static let answerCircleRequest = RPCMethod<AnswerCircleRequestRequest, RespondToCircleRequestResponse>(service: "social", name: "AnswerCircleRequest", access: .internal, callers: ["alerts"])
 
         public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, listNotices.erased, graphSnapshot.erased, circleOf.erased, circleRequestsFor.erased, answerCircleRequest.erased]
+
+        /// Each rpc's request and response in proto3's JSON mapping.
+        public static let jsonCodecs: [MethodJSONCodec] = [sendFriendRequest.jsonCodec, respondToFriendRequest.jsonCodec, cancelFriendRequest.jsonCodec, listFriendRequests.jsonCodec, listFriends.jsonCodec, removeFriend.jsonCodec, block.jsonCodec, unblock.jsonCodec, listBlocked.jsonCodec, showCircle.jsonCodec, addToCircle.jsonCodec, removeFromCircle.jsonCodec, listCircleRequests.jsonCodec, respondToCircleRequest.jsonCodec, searchUsers.jsonCodec, poke.jsonCodec, getDiscoverySettings.jsonCodec, setFindable.jsonCodec, recommendFriends.jsonCodec, addExchange.jsonCodec, listExchanges.jsonCodec, listNotices.jsonCodec, graphSnapshot.jsonCodec, circleOf.jsonCodec, circleRequestsFor.jsonCodec, answerCircleRequest.jsonCodec]
     }
 }

@@ -18,6 +18,11 @@ public protocol ProtoMessage: Sendable, Hashable {
     /// The largest unsigned 64-bit value anywhere in the message (generated). Every id in the
     /// contracts is a SQLite rowid, at most `Int64.max`: hosts refuse a request holding more.
     var largestUInt64: UInt64 { get }
+    /// The canonical proto3 JSON form (generated).
+    var jsonValue: JSONValue { get }
+    /// Reads proto3's JSON mapping (generated; the rules are `ProtoJSON`'s).
+    /// - Throws: `JSONMappingError` naming the field path and what is wrong with it.
+    init(json: JSONValue) throws(JSONMappingError)
     @_spi(Testing) static func sample(seed: UInt64, depth: Int) -> Self
 }
 

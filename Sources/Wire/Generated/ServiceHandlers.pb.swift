@@ -22,7 +22,7 @@ extension AccountsV1.AccountsService {
         func getProfile(_ request: AccountsV1.GetProfileRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfileResponse
         /// `accounts.EditProfile` (authenticated).
         func editProfile(_ request: AccountsV1.EditProfileRequest, _ context: RequestContext) async throws -> AccountsV1.EditProfileResponse
-        /// `accounts.ValidateSession` (internal: gateway).
+        /// `accounts.ValidateSession` (internal: gateway, edge).
         func validateSession(_ request: AccountsV1.ValidateSessionRequest, _ context: RequestContext) async throws -> AccountsV1.ValidateSessionResponse
         /// `accounts.GetProfiles` (internal: social, alerts).
         func getProfiles(_ request: AccountsV1.GetProfilesRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfilesResponse
