@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 import PackageDescription
 
 /// One set of settings for every Swift target.
@@ -15,6 +15,11 @@ let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", pac
 let grdb: Target.Dependency = .product(name: "GRDB", package: "GRDB.swift")
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 let csv: Target.Dependency = .product(name: "SwiftCSV", package: "SwiftCSV")
+let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hummingbird")
+let hummingbirdTLS: Target.Dependency = .product(name: "HummingbirdTLS", package: "hummingbird")
+let hummingbirdWebSocket: Target.Dependency = .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket")
+let wsClient: Target.Dependency = .product(name: "HummingbirdWSClient", package: "hummingbird-websocket")
+let hummingbirdTesting: Target.Dependency = .product(name: "HummingbirdTesting", package: "hummingbird")
 
 let package = Package(
     name: "frienso",
@@ -23,6 +28,7 @@ let package = Package(
         .executable(name: "frienso", targets: ["frienso"]),
         .executable(name: "frienso-accounts", targets: ["frienso-accounts"]),
         .executable(name: "frienso-gateway", targets: ["frienso-gateway"]),
+        .executable(name: "frienso-edge", targets: ["frienso-edge"]),
         .executable(name: "frienso-social", targets: ["frienso-social"]),
         .executable(name: "frienso-geo", targets: ["frienso-geo"]),
         .executable(name: "frienso-alerts", targets: ["frienso-alerts"]),
@@ -38,6 +44,16 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/swiftcsv/SwiftCSV", from: "0.10.0"),
+        // The HTTP/JSON + WebSocket edge. No default traits: the edge reads its configuration
+        // through ServiceKit, not swift-configuration.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        // Tests only: an HTTP client for the edge's tests.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // C libraries from Debian.
@@ -144,8 +160,26 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "Wire", "FriensoProto",
+                "Wire", "FriensoProto", "ServiceKit",
                 grdb,
+                logging,
+                serviceLifecycle,
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The HTTP/JSON + WebSocket edge: the gateway's rules (GatewayCore) behind Hummingbird.
+        .target(
+            name: "Edge",
+            dependencies: [
+                "Gateway", "Wire", "FriensoProto", "ServiceKit",
+                hummingbird,
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                hummingbirdTLS,
+                hummingbirdWebSocket,
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "DequeModule", package: "swift-collections"),
                 logging,
                 serviceLifecycle,
             ],
@@ -236,6 +270,15 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "frienso-edge",
+            dependencies: [
+                "Edge", "Gateway", "ServiceKit", "Wire",
+                argumentParser,
+                logging,
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "frienso-launch",
             dependencies: [
                 "Launcher", "ServiceKit",
@@ -272,6 +315,12 @@ let package = Package(
             name: "FriensoTesting",
             dependencies: [
                 "Wire", "FriensoProto", "ServiceKit",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                wsClient,
                 logging,
                 serviceLifecycle,
             ],
@@ -346,9 +395,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "EdgeTests",
+            dependencies: ["Edge", "Gateway", "Accounts", "Geo", "Social", "SocialReplica", "Alerts", "Media", "Wire", "FriensoProto", "FriensoTesting",
+                           "ServiceKit", "Identity", "Storage",
+                           hummingbird, hummingbirdTesting, wsClient,
+                           logging],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "EndToEndTests",
             dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", "ServiceKit", "Identity", "Storage", "CZeroMQ", grdb, logging,
-                           "frienso", "frienso-accounts", "frienso-gateway", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-media", "frienso-launch"],
+                           wsClient,
+                           "frienso", "frienso-accounts", "frienso-gateway", "frienso-edge", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-media", "frienso-launch"],
             swiftSettings: swiftSettings
         ),
     ]

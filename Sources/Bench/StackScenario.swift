@@ -53,7 +53,7 @@ public enum StackScenario {
         defer { deployment.stop() }
         var out = ["## frienso-bench stack (\(plane == "plaintext" ? "plaintext internal plane" : "CurveZMQ on every internal hop")): \(options.users) users, \(options.inFlight) in flight, \(options.seconds) s, mix \(options.mix) (update, nearby, friends, check-in, helpNow)", ""]
         let client = FriensoClient(gateway: deployment.gateway, logger: logger)
-        for service in Deployment.services {
+        for service in LaunchPlan.zeroMQMembers {
             var up = false
             for _ in 0..<600 where !up {
                 up = (try? await client.ping(service, deadline: .seconds(1))) != nil

@@ -1,10 +1,9 @@
-import Gateway
-import ServiceKit
+public import ServiceKit
 
 extension GatewayConfig {
-    /// The gateway's configuration from flags, environment and config file.
+    /// A front door's configuration (the gateway's, or the edge's core) from flags, environment and config file.
     /// - Throws: `ConfigError` when the CurveZMQ key file cannot be read.
-    init(resolved: ResolvedOptions) throws {
+    public init(resolved: ResolvedOptions) throws {
         // Only the services this deployment names (frienso-launch names every one it starts);
         // another is "not deployed here", never reached at a default port.
         self.init(endpoint: resolved.endpoint,
@@ -15,6 +14,6 @@ extension GatewayConfig {
         if let rate = section?.requestsPerSecond { requestsPerSecond = rate }
         if let burst = section?.burst { self.burst = burst }
         if let seconds = section?.sessionCacheSeconds { sessionCacheTTL = .milliseconds(Int(seconds * 1000)) }
-        curveSecretKey = try resolved.gatewayEdgeSecretKey()
+        curveSecretKey = try resolved.gatewayClientSecretKey()
     }
 }

@@ -110,7 +110,7 @@ struct GatewayHandler: ReactorRequestHandler {
         return String(address[..<colon])
     }
 
-    private func resolve(_ token: String, budget: Duration) async throws(RPCError) -> ResolvedSession {
+    func resolve(_ token: String, budget: Duration) async throws(RPCError) -> ResolvedSession {
         guard !token.isEmpty else { throw .unauthenticated("no session: log in first") }
         if let cached = sessions.get(token, nowMs: nowMs()) { return cached }
         guard let accounts = clients["accounts"] else { throw .unavailable("accounts is not deployed") }

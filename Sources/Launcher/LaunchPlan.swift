@@ -4,8 +4,11 @@ import Wire
 
 /// Which processes to start, with which arguments, from the deployment's configuration.
 public struct LaunchPlan: Sendable {
-    /// Every service, in start order (the gateway last: it routes to the others).
-    public static let defaultOrder = ["accounts", "social", "geo", "alerts", "media", "gateway"]
+    /// The members clients reach over ZeroMQ, in start order (the gateway last: it routes to the
+    /// others); each answers `<name>.Ping` through the gateway.
+    public static let zeroMQMembers = ["accounts", "social", "geo", "alerts", "media", "gateway"]
+    /// Every member, in start order: then the HTTP edge (probed with `GET /v1/health`).
+    public static let defaultOrder = zeroMQMembers + ["edge"]
     /// The members with a PUB socket (those the embedded defaults give an event endpoint).
     public static let publishers = Defaults.eventEndpoints.keys.sorted()
 
@@ -44,20 +47,22 @@ public struct LaunchPlan: Sendable {
             plane = InternalPlane(keyring: try KeyringFiles.load(at: folder, member: "launcher"))
             self.keyringFolder = folder
         }
-        // The gateway's client socket is the edge: the probe trusts its public key, when it has one.
-        let gatewayEdgeKey = try resolved.gatewayEdgeSecretKey().map { try CurveKeys.publicKey(forSecret: $0) }
+        // The gateway's client socket faces clients: the probe trusts its public key, when it has one.
+        let gatewayClientKey = try resolved.gatewayClientSecretKey().map { try CurveKeys.publicKey(forSecret: $0) }
         children = try names.map { name in
             let executable = "\(binDirectory)/frienso-\(name)"
             guard FileManager.default.isExecutableFile(atPath: executable) else {
                 throw ConfigError("no executable for \(name) at \(executable): build it first (swift build)")
             }
-            // The readiness probe pings with the launcher's key; the gateway's client socket is
-            // the edge (any client, its own CurveZMQ key when configured).
-            let probe: ClientSecurity = name == "gateway"
-                ? gatewayEdgeKey.map { .curve(serverPublicKey: $0, keys: nil) } ?? .plaintext
-                : try plane.client(of: name)
+            // The readiness probe pings with the launcher's key; the gateway's client socket admits
+            // any client (its own CurveZMQ key when configured); the edge answers HTTP.
+            let probe: ClientSecurity = switch name {
+            case "gateway": gatewayClientKey.map { .curve(serverPublicKey: $0, keys: nil) } ?? .plaintext
+            case "edge": .plaintext // probed over HTTP
+            default: try plane.client(of: name)
+            }
             return ChildSpec(name: name, executable: executable, arguments: shared, endpoint: resolved.deploymentEndpoint(of: name),
-                             environment: environment, probe: probe)
+                             environment: environment, probe: probe, speaksHTTP: name == "edge")
         }
     }
 }

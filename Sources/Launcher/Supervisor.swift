@@ -15,9 +15,12 @@ public struct ChildSpec: Sendable {
     public var environment: [String: String]
     /// How the readiness probe connects (the launcher's member key).
     public var probe: ClientSecurity
+    /// The child is probed over HTTP (`GET /v1/health`) instead of a ZeroMQ Ping.
+    public var speaksHTTP: Bool
 
     public init(name: String, executable: String, arguments: [String], endpoint: String,
-                environment: [String: String] = [:], probe: ClientSecurity = .plaintext) {
+                environment: [String: String] = [:], probe: ClientSecurity = .plaintext, speaksHTTP: Bool = false) {
+        self.speaksHTTP = speaksHTTP
         self.name = name
         self.executable = executable
         self.arguments = arguments
@@ -135,6 +138,17 @@ public final class Supervisor: Service, Sendable {
 
     /// Pings the child with a bounded number of tries until it answers.
     private func waitUntilAnswering(_ child: ChildSpec) async throws {
+        if child.speaksHTTP {
+            let until = ContinuousClock.now.advanced(by: readyTimeout)
+            while ContinuousClock.now < until {
+                guard running.withLock({ $0[child.name]?.isRunning ?? false }) else {
+                    throw SupervisorError("\(child.name) exited during start-up: see \(runDirectory)/logs/\(child.name).log")
+                }
+                if HTTPProbe.isReady(child.endpoint) { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            throw SupervisorError("\(child.name) did not answer GET /v1/health at \(child.endpoint) within \(readyTimeout)")
+        }
         var options = Self.probeOptions
         options.security = child.probe
         let client = WireClient(endpoint: child.endpoint, options: options, logger: logger)

@@ -5,7 +5,8 @@ import Foundation
 public struct FriensoConfig: Codable, Sendable {
     public var dataDir: String?
     public var logLevel: String?
-    /// Request endpoints by service name: `gateway`, `accounts`, `social`, `geo`, `alerts`, `media`.
+    /// Request endpoints by service name: `gateway`, `accounts`, `social`, `geo`, `alerts`, `media`;
+    /// and the HTTP edge's listen address, `edge`.
     public var endpoints: [String: String]?
     /// Event (PUB) endpoints by service name.
     public var eventEndpoints: [String: String]?
@@ -15,6 +16,7 @@ public struct FriensoConfig: Codable, Sendable {
     public var geo: GeoSection?
     public var alerts: AlertsSection?
     public var media: MediaSection?
+    public var edge: EdgeSection?
     /// What the launcher starts, in order (default: accounts, social, geo, alerts, media, then the gateway).
     public var launch: [String]?
     /// The deployment keyring folder (default: `keys` in the launcher's run folder).
@@ -75,6 +77,23 @@ public struct FriensoConfig: Codable, Sendable {
         public var uploadsPerHour: Int?
     }
 
+    /// The HTTP/JSON + WebSocket edge. Its listen address is `endpoints.edge`
+    /// (`http://127.0.0.1:8080` by default; `https://…` needs the two TLS files).
+    public struct EdgeSection: Codable, Sendable {
+        /// PEM files: the certificate chain and its private key.
+        public var tlsCertificateFile: String?
+        public var tlsKeyFile: String?
+        /// Browser origins allowed to call the API (CORS); none by default.
+        public var corsOrigins: [String]?
+        /// Largest JSON request body (default 1 MiB) and photo body (default 16 MiB).
+        public var maxJSONBytes: Int?
+        public var maxPhotoBytes: Int?
+        /// WebSocket heartbeat period (default 15 s).
+        public var heartbeatSeconds: Double?
+
+        public init() {}
+    }
+
     public struct GatewaySection: Codable, Sendable {
         public var requestsPerSecond: Double?
         public var burst: Double?
@@ -128,6 +147,7 @@ public enum Defaults {
         "geo": "tcp://127.0.0.1:7103",
         "alerts": "tcp://127.0.0.1:7104",
         "media": "tcp://127.0.0.1:7105",
+        "edge": "http://127.0.0.1:8080",
     ]
     public static let eventEndpoints: [String: String] = [
         "accounts": "tcp://127.0.0.1:7111",

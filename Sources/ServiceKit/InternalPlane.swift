@@ -16,10 +16,10 @@ public struct InternalPlane: Sendable {
 
     /// Who subscribes to whose events: a publisher admits only these members.
     public static let subscribers: [String: Set<String>] = [
-        "accounts": ["gateway", "social", "alerts"],
-        "social": ["accounts", "geo", "alerts", "media", "gateway"],
-        "geo": ["gateway"],
-        "alerts": ["geo", "gateway"],
+        "accounts": ["gateway", "edge", "social", "alerts"],
+        "social": ["accounts", "geo", "alerts", "media", "gateway", "edge"],
+        "geo": ["gateway", "edge"],
+        "alerts": ["geo", "gateway", "edge"],
     ]
 
     /// The security of `member`'s request socket: every member of the deployment may connect;

@@ -8,8 +8,9 @@ public import Wire
 /// and every public key. On several hosts, copy the public files everywhere and each secret only
 /// to the host that runs that member.
 public enum KeyringFiles {
-    /// Every member of a deployment: the services, the gateway, and the launcher (its readiness probe).
-    public static let members = ["accounts", "social", "geo", "alerts", "media", "gateway", "launcher"]
+    /// Every member of a deployment: the services, the two front doors (the gateway and the HTTP
+    /// edge), and the launcher (its readiness probe).
+    public static let members = ["accounts", "social", "geo", "alerts", "media", "gateway", "edge", "launcher"]
 
     public static func publicPath(_ folder: String, _ member: String) -> String { "\(folder)/\(member).public" }
     public static func secretPath(_ folder: String, _ member: String) -> String { "\(folder)/\(member).secret" }

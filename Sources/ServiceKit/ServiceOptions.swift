@@ -111,7 +111,7 @@ public struct ResolvedOptions: Sendable {
     /// The secret key (Z85) of the gateway's client socket, from the file `gateway.curveSecretKeyFile`
     /// (or `FRIENSO_GATEWAY_CURVE_SECRET_FILE`) names; nil when the client socket is plain TCP.
     /// - Throws: `ConfigError` when the file cannot be read or holds no CurveZMQ key.
-    public func gatewayEdgeSecretKey() throws -> String? {
+    public func gatewayClientSecretKey() throws -> String? {
         guard let file = config.gateway?.curveSecretKeyFile ?? environment["FRIENSO_GATEWAY_CURVE_SECRET_FILE"] else { return nil }
         guard let key = try? String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
               CurveKeys.isKey(key) else {

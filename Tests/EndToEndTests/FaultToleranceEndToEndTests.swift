@@ -197,7 +197,7 @@ struct FaultToleranceEndToEndTests {
     static func updateLocations(_ users: [Actor], _ tally: Tally, _ stop: Flag) async throws {
         var deviceMs = Int64(Date().timeIntervalSince1970 * 1000)
         var n = 0
-        while !stop.isSet {
+        while !stop.isSet && !Task.isCancelled {
             let actor = users[n % users.count]
             n += 1
             deviceMs = max(deviceMs + 1, Int64(Date().timeIntervalSince1970 * 1000))
@@ -219,7 +219,7 @@ struct FaultToleranceEndToEndTests {
     /// Requests between strangers, each sent then cancelled, resent until acknowledged.
     static func sendAndCancelFriendRequests(_ pairs: [(Actor, Actor)], _ tally: Tally, _ stop: Flag) async {
         var n = 0
-        while !stop.isSet {
+        while !stop.isSet && !Task.isCancelled {
             let (from, to) = pairs[n % pairs.count]
             n += 1
             do {
@@ -243,7 +243,7 @@ struct FaultToleranceEndToEndTests {
     /// helpNow raised and resolved in turn by the circle owners, each with its own message.
     static func raiseAndResolveHelpNow(_ initiators: [Actor], _ tally: Tally, _ stop: Flag) async {
         var n = 0
-        while !stop.isSet {
+        while !stop.isSet && !Task.isCancelled {
             let initiator = initiators[n % initiators.count]
             n += 1
             let message = "load alert \(n) from \(initiator.name)"

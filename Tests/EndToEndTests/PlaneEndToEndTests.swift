@@ -34,7 +34,7 @@ final class Stranger {
 @Suite("end to end: the trusted internal plane", .serialized, .timeLimit(.minutes(4)))
 struct PlaneEndToEndTests {
     /// Every member behind the gateway, and those with a PUB socket.
-    static let services = LaunchPlan.defaultOrder.filter { $0 != "gateway" }
+    static let services = LaunchPlan.zeroMQMembers.filter { $0 != "gateway" }
     static let publishers = LaunchPlan.publishers
 
     /// The four strangers of the threat model, for a server `member` of the deployment in `keyring`:
@@ -146,6 +146,22 @@ struct PlaneEndToEndTests {
             await expectError(.permissionDenied) {
                 _ = try await mediaToGeo.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: alice.id))
             }
+            // The edge is a front door like the gateway: client methods with a stamped caller, and
+            // ValidateSession; no other internal method.
+            let edgeToGeo = try memberCall("edge", "geo")
+            let seenByBob = try await edgeToGeo.call(GeoV1.GeoService.friendsLocations, GeoV1.FriendsLocationsRequest(),
+                                                     options: CallOptions(callerUserID: bob.id))
+            #expect(seenByBob.friends.map(\.userId) == [alice.id])
+            await expectError(.permissionDenied) {
+                _ = try await edgeToGeo.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: alice.id))
+            }
+            let edgeToAccounts = try memberCall("edge", "accounts")
+            await expectError(.unauthenticated) {
+                _ = try await edgeToAccounts.call(AccountsV1.AccountsService.validateSession, AccountsV1.ValidateSessionRequest(sessionToken: "forged"))
+            }
+            await expectError(.permissionDenied) {
+                _ = try await edgeToAccounts.call(AccountsV1.AccountsService.contactDetails, AccountsV1.ContactDetailsRequest(userIds: [alice.id]))
+            }
             let launcherToAccounts = try memberCall("launcher", "accounts")
             await expectError(.permissionDenied) {
                 _ = try await launcherToAccounts.call(AccountsV1.AccountsService.contactDetails, AccountsV1.ContactDetailsRequest(userIds: [alice.id]))
@@ -157,7 +173,7 @@ struct PlaneEndToEndTests {
             await expectError(.permissionDenied) {
                 _ = try await alertsToSocial.call(SocialV1.SocialService.showCircle, SocialV1.ShowCircleRequest(), options: CallOptions(callerUserID: alice.id))
             }
-            for client in [mediaToGeo, launcherToAccounts, alertsToSocial] { await client.close() }
+            for client in [mediaToGeo, edgeToGeo, edgeToAccounts, launcherToAccounts, alertsToSocial] { await client.close() }
             for (_, subscriber) in members { await subscriber.close() }
 
             // And the deployment serves its own people as before.

@@ -100,6 +100,8 @@ final class LaunchedStack: @unchecked Sendable {
     let run: String
     let data: String
     let gateway: String
+    /// The HTTP edge, `http://127.0.0.1:<port>`.
+    let edge: String
     /// Every member's request endpoint, and the publishers' event endpoints.
     let endpoints: [String: String]
     let events: [String: String]
@@ -110,7 +112,9 @@ final class LaunchedStack: @unchecked Sendable {
     let launcher: ProcessHarness.Handle
 
     /// - Parameter environment: for the launcher and so for every service (e.g. an operator key).
-    init(_ procs: ProcessHarness, curve: Bool = false, environment: [String: String] = [:]) async throws {
+    /// - Parameter configure: changes to the config file the launcher is given.
+    init(_ procs: ProcessHarness, curve: Bool = false, environment: [String: String] = [:],
+         configure: (inout FriensoConfig) -> Void = { _ in }) async throws {
         self.procs = procs
         let dir = procs.workDirectory
         run = "\(dir)/run"
@@ -122,6 +126,7 @@ final class LaunchedStack: @unchecked Sendable {
         var events: [String: String] = [:]
         for (i, name) in LaunchPlan.publishers.enumerated() { events[name] = reserved[Self.services.count + i].endpoint }
         gateway = endpoints["gateway"]!
+        edge = endpoints["edge"]!.replacingOccurrences(of: "tcp://", with: "http://")
         self.endpoints = endpoints
         self.events = events
         var config = FriensoConfig()
@@ -138,6 +143,7 @@ final class LaunchedStack: @unchecked Sendable {
         } else {
             serverKey = nil
         }
+        configure(&config)
         try config.write(to: "\(dir)/frienso.json")
         self.environment = environment
         reserved.removeAll()
@@ -154,6 +160,7 @@ final class LaunchedStack: @unchecked Sendable {
         run = previous.run
         data = previous.data
         gateway = previous.gateway
+        edge = previous.edge
         endpoints = previous.endpoints
         events = previous.events
         serverKey = previous.serverKey
@@ -170,10 +177,13 @@ final class LaunchedStack: @unchecked Sendable {
         let probe = client()
         defer { Task { await probe.close() } }
         do {
-            for service in Self.services {
+            for service in LaunchPlan.zeroMQMembers {
                 try await eventually("\(service) answers through the gateway", timeout: .seconds(90)) {
                     (try? await probe.ping(service, deadline: .seconds(2))) != nil
                 }
+            }
+            try await eventually("the edge answers GET /v1/health", timeout: .seconds(90)) {
+                (try? await HTTP.get("\(self.edge)/v1/health").status) == 200
             }
         } catch {
             Issue.record("the stack did not come up:\n\(logs())")
@@ -209,14 +219,16 @@ final class LaunchedStack: @unchecked Sendable {
     func pid(of service: String) -> Int32? { Supervisor.recordedPID(run, service) }
 
     /// `kill -9` of `service` by its PID, then waits until the launcher has started it again and
-    /// it answers through the gateway.
+    /// it answers through the gateway (the edge: its health check).
     func kill9AndAwaitRestart(_ service: String, timeout: Duration = .seconds(60)) async throws {
         let old = try #require(pid(of: service), "no PID file for \(service)")
         kill(old, SIGKILL)
         let probe = client(deadline: .seconds(2))
         defer { Task { await probe.close() } }
+        let edge = edge
         try await eventually("the launcher restarted \(service)", timeout: timeout) {
             guard let now = self.pid(of: service), now != old else { return false }
+            if service == "edge" { return (try? await HTTP.get("\(edge)/v1/health").status) == 200 }
             return (try? await probe.ping(service, deadline: .seconds(2))) != nil
         }
     }

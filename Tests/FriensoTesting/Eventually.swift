@@ -86,3 +86,21 @@ public enum Repository {
         return nil
     }
 }
+
+/// The Python test tools `deploy/install-deps --for-tests` puts in `.build/tools/python`.
+public enum PythonTools {
+    public static let folder = Repository.root.appendingPathComponent(".build/tools/python/bin")
+
+    /// - Throws: when they are not installed, saying how to install them.
+    public static func require() throws -> (python: String, schemathesis: String) {
+        let python = folder.appendingPathComponent("python").path, schemathesis = folder.appendingPathComponent("schemathesis").path
+        guard FileManager.default.isExecutableFile(atPath: python), FileManager.default.isExecutableFile(atPath: schemathesis) else {
+            throw PythonToolsMissing()
+        }
+        return (python, schemathesis)
+    }
+
+    struct PythonToolsMissing: Error, CustomStringConvertible {
+        var description: String { "schemathesis is not installed: run deploy/install-deps --for-tests (deploy/test does)" }
+    }
+}

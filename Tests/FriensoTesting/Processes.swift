@@ -144,15 +144,17 @@ public final class ProcessHarness: Sendable {
 
     /// Runs a command to completion, waiting on a thread of its own.
     /// - Returns: exit status and combined output.
+    /// - Parameter directory: the working directory (default: the test runner's).
     public static func run(_ executable: String, _ arguments: [String], stdin: String? = nil,
-                           environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
-        let result = await offPool { Result { try runBlocking(executable, arguments, stdin: stdin, environment: environment) } }
+                           environment: [String: String] = [:], directory: String? = nil) async throws -> (status: Int32, output: String) {
+        let result = await offPool { Result { try runBlocking(executable, arguments, stdin: stdin, environment: environment, directory: directory) } }
         return try result.get()
     }
 
     private static func runBlocking(_ executable: String, _ arguments: [String], stdin: String?,
-                                     environment: [String: String]) throws -> (status: Int32, output: String) {
+                                     environment: [String: String], directory: String?) throws -> (status: Int32, output: String) {
         let process = Process()
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         process.executableURL = executable.hasPrefix("/") ? URL(fileURLWithPath: executable) : Repository.binaries.appendingPathComponent(executable)
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment

@@ -39,6 +39,12 @@ public struct IncomingRequest: Sendable {
         self.init(envelope: envelope, peer: PeerIdentity(routingID: [], hasDelimiter: false), peerAddress: "", deadline: deadline, key: key)
     }
 
+    /// A request that reached another front door (the HTTP edge): `peer` names its connection
+    /// (for live events), `peerAddress` its client as "host:port" (for per-address limits).
+    public init(frontDoor envelope: Envelope, peer: PeerIdentity, peerAddress: String, deadline: ContinuousClock.Instant) {
+        self.init(envelope: envelope, peer: peer, peerAddress: peerAddress, deadline: deadline, key: 0)
+    }
+
     init(envelope: Envelope, peer: PeerIdentity, peerAddress: String, peerMember: String = "",
          deadline: ContinuousClock.Instant, key: UInt64) {
         self.envelope = envelope

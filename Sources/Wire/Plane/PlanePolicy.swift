@@ -4,12 +4,17 @@ import FriensoProto
 /// member name its CurveZMQ key was admitted under (the ZAP handler's `User-Id`):
 /// - `<service>.Ping`: any member (the launcher's readiness probe, the gateway's `frienso ping`);
 /// - an internal method: only the members its contract names (`// frienso:internal(geo, alerts)`);
-/// - a client method (public or authenticated): only the gateway, the one member that stamps a
-///   client's user id, session and address after checking them.
+/// - a client method (public or authenticated): only the front doors (the ZeroMQ gateway and the
+///   HTTP edge), the members that stamp a client's user id, session and address after checking
+///   them, by the same rules (`GatewayCore`).
 /// A request the policy refuses is answered PERMISSION_DENIED and never reaches a handler.
 public struct PlanePolicy: Sendable {
-    /// The member that serves clients.
+    /// The member that serves ZeroMQ clients.
     public static let gateway = "gateway"
+    /// The member that serves HTTP/JSON and WebSocket clients.
+    public static let edge = "edge"
+    /// The members that serve clients.
+    public static let frontDoors: Set<String> = [gateway, edge]
 
     /// Every contract method by its wire name.
     static let methods: [String: AnyRPCMethod] = Dictionary(uniqueKeysWithValues: ProtoIndex.methods.map { ($0.fullName, $0) })
@@ -33,8 +38,8 @@ public struct PlanePolicy: Sendable {
             if rpc.callers.contains(member) { return nil }
             return .permissionDenied("\(method) is internal; \(member) may not call it")
         case .public, .authenticated:
-            if member == Self.gateway { return nil }
-            return .permissionDenied("\(method) is a client method: only the gateway calls it, not \(member)")
+            if Self.frontDoors.contains(member) { return nil }
+            return .permissionDenied("\(method) is a client method: only the gateway and the edge call it, not \(member)")
         }
     }
 }

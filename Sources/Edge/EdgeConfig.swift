@@ -1,0 +1,51 @@
+public import Gateway
+
+/// How the HTTP edge listens, and what it lets in.
+public struct EdgeConfig: Sendable {
+    /// The front door's rules and the deployment it reaches (services, event sources, keyring,
+    /// rate limits): the same configuration type the ZeroMQ gateway runs on.
+    public var core: GatewayConfig
+    /// Where to listen: `http://host:port`, `https://host:port` or `tcp://host:port` (port 0: any).
+    public var listen: String
+    /// PEM files of the TLS certificate chain and its private key; both or neither.
+    public var tlsCertificateFile: String?
+    public var tlsKeyFile: String?
+    /// Origins a browser may call from (`https://app.example.org`); none by default, so only the
+    /// edge's own web app (same origin) can.
+    public var corsOrigins: [String] = []
+    /// Largest JSON request body.
+    public var maxJSONBytes: Int = 1 << 20
+    /// Largest photo body (`PUT /v1/photos`); media refuses past its own cap too.
+    public var maxPhotoBytes: Int = 16 << 20
+    /// How long a request may take through the deployment before DEADLINE_EXCEEDED.
+    public var requestTimeout: Duration = .seconds(10)
+    /// How often a WebSocket client gets a heartbeat frame (and a WebSocket ping).
+    public var heartbeat: Duration = .seconds(15)
+    /// Live events kept per user for resuming, and how long after the user's last connection.
+    public var resumeEvents: Int = 1_024
+
+    public init(core: GatewayConfig, listen: String) {
+        self.core = core
+        self.listen = listen
+    }
+
+    /// Host and port from `listen`.
+    /// - Throws: `EdgeConfigError` when it is not `scheme://host:port`.
+    public func address() throws(EdgeConfigError) -> (host: String, port: Int) {
+        var rest = Substring(listen)
+        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        guard let colon = rest.lastIndex(of: ":"), let port = Int(rest[rest.index(after: colon)...]), (0...65_535).contains(port) else {
+            throw EdgeConfigError("the edge's listen address \"\(listen)\" is not scheme://host:port")
+        }
+        var host = String(rest[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { throw EdgeConfigError("the edge's listen address \"\(listen)\" has no host") }
+        return (host, port)
+    }
+}
+
+public struct EdgeConfigError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

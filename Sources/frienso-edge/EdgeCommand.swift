@@ -1,0 +1,23 @@
+import ArgumentParser
+import Edge
+import Foundation
+import ServiceKit
+import Wire
+
+@main
+struct EdgeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "frienso-edge",
+        abstract: "Frienso's HTTP/JSON and WebSocket edge: the gateway's rules for web and mobile clients.")
+
+    @OptionGroup var options: ServiceOptions
+
+    func run() async throws {
+        let resolved = try options.resolve(service: "edge")
+        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        var config = try EdgeConfig(resolved: resolved)
+        config.core.keyring = try resolved.plane(logger: logger).keyring
+        let edge = EdgeServer(config: config, logger: logger)
+        try await ServiceRunner.run([edge], endpointFile: resolved.endpointFile, logger: logger) { try await edge.boundEndpoint() }
+    }
+}

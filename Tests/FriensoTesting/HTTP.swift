@@ -1,0 +1,45 @@
+import AsyncHTTPClient
+import Foundation
+public import FriensoProto
+import NIOCore
+import NIOHTTP1
+
+/// A small HTTP client for tests of the edge (AsyncHTTPClient underneath): one call, the whole
+/// reply in memory.
+public enum HTTP {
+    public struct Reply: Sendable {
+        public var status: Int
+        public var headers: [(String, String)]
+        public var body: [UInt8]
+
+        public func header(_ name: String) -> String? {
+            headers.first { $0.0.lowercased() == name.lowercased() }?.1
+        }
+
+        public var text: String { String(decoding: body, as: UTF8.self) }
+
+        /// The body as JSON. - Throws: when it is not.
+        public func json() throws -> JSONValue { try JSONParser.parse(body) }
+    }
+
+    public static func get(_ url: String, headers: [(String, String)] = []) async throws -> Reply {
+        try await send("GET", url, headers: headers, body: nil)
+    }
+
+    public static func post(_ url: String, json: String, token: String? = nil, headers: [(String, String)] = []) async throws -> Reply {
+        var all = headers + [("Content-Type", "application/json")]
+        if let token { all.append(("Authorization", "Bearer \(token)")) }
+        return try await send("POST", url, headers: all, body: Array(json.utf8))
+    }
+
+    public static func send(_ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]?) async throws -> Reply {
+        var request = HTTPClientRequest(url: url)
+        request.method = HTTPMethod(rawValue: method)
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let collected = try await response.body.collect(upTo: 64 << 20)
+        return Reply(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
+                     body: Array(collected.readableBytesView))
+    }
+}
