@@ -63,6 +63,25 @@ extension GeoService {
         }
     }
 
+    /// Places whose point lies within the radius (a campus outline counts when the point is
+    /// inside it too), nearest first.
+    public func listPlaces(_ request: GeoV1.ListPlacesRequest, _ context: RequestContext) async throws -> GeoV1.ListPlacesResponse {
+        let caller = try context.requireCaller()
+        let p = try point(request.hasPoint, request.latitude, request.longitude, caller: caller)
+        let radius = request.radiusM == 0 ? 3_000 : request.radiusM
+        guard radius.isFinite, radius > 0, radius <= 20_000 else { throw RPCError.invalidArgument("radius_m: up to 20,000") }
+        let limit = request.limit == 0 ? 200 : Int(request.limit)
+        guard limit <= 1_000 else { throw RPCError.invalidArgument("limit: at most 1,000") }
+        let found = state.mutex.withLock { s in
+            s.places.compactMap { place -> (GeoV1.Place, Double)? in
+                let distance = GeoMath.distance(lat1: p.lat, lon1: p.lon, lat2: place.lat, lon2: place.lon)
+                guard distance <= radius || place.contains(lat: p.lat, lon: p.lon) else { return nil }
+                return (place.proto, distance)
+            }
+        }
+        return GeoV1.ListPlacesResponse(places: found.sorted { $0.1 < $1.1 }.prefix(limit).map(\.0))
+    }
+
     /// Counted from live locations at the time of the call (never from counters that could
     /// drift): users inside each venue with a fresh fix, and the caller's friends among them.
     public func listVenues(_ request: GeoV1.ListVenuesRequest, _ context: RequestContext) async throws -> GeoV1.ListVenuesResponse {

@@ -188,7 +188,30 @@ extension GeoV1.PlaceKind {
 
 struct Places: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Campus buildings, venues and outlines.", subcommands: [Closest.self, Import.self], defaultSubcommand: Closest.self)
+        abstract: "Campus buildings, venues and outlines.", subcommands: [Closest.self, List.self, Import.self], defaultSubcommand: Closest.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "The places around you (or --lat/--lon), nearest first.")
+        @OptionGroup var global: GlobalOptions
+        @Option(parsing: .unconditional) var lat: Double?
+        @Option(parsing: .unconditional) var lon: Double?
+        @Option(help: "Metres (default 3,000; at most 20,000).") var radius: Double?
+
+        func validate() throws {
+            guard (lat == nil) == (lon == nil) else { throw ValidationError("give --lat and --lon together") }
+        }
+
+        func run() async throws {
+            try await performCall(global) { client in
+                let reply = try await client.call(GeoAPI.listPlaces, GeoV1.ListPlacesRequest(
+                    hasPoint: lat != nil, latitude: lat ?? 0, longitude: lon ?? 0, radiusM: radius ?? 0))
+                let lines = reply.places.map { place in
+                    "\(place.name) (\(place.kind.label))  \(String(format: "%.5f, %.5f", place.latitude, place.longitude))\(place.polygonLat.isEmpty ? "" : "  outline of \(place.polygonLat.count) points")"
+                }
+                return (lines.isEmpty ? "no places within the radius" : lines.joined(separator: "\n"), reply.jsonValue)
+            }
+        }
+    }
 
     struct Closest: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "The place nearest to you (or to --lat/--lon), and whether you are on campus.")

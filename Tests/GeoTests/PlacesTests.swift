@@ -41,6 +41,28 @@ struct PlacesTests {
         }
     }
 
+    @Test func listPlaces_aroundAPoint_nearestFirst_withOutlines_forAMap() async throws {
+        try await withGeo(operatorKey: "op-secret") { geo async throws in
+            try await importSample(geo)
+            let library = (lat: 33.7774, lon: -118.1145)
+            let all = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: library.lat, longitude: library.lon))
+            #expect(all.places.count == 6)
+            #expect(all.places.first?.name == "University Library")
+            #expect(all.places.contains { $0.kind == .campus && $0.polygonLat.count >= 4 }, "the campus outline, with its ring")
+            let near = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: library.lat, longitude: library.lon, radiusM: 50))
+            // The library itself, and the campus outline the point is inside (its centroid is further).
+            #expect(Set(near.places.map(\.kind)) == [.building, .campus] && near.places.count == 2, "\(near.places.map(\.name))")
+            let one = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: library.lat, longitude: library.lon, limit: 1))
+            #expect(one.places.map(\.name) == ["University Library"])
+            await expectError(.failedPrecondition) { _ = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest()) }
+            await expectError(.invalidArgument) {
+                _ = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: 1, longitude: 1, radiusM: 50_000))
+            }
+            try await geo.locate(1, library.lat, library.lon)
+            #expect(try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest()).places.first?.name == "University Library")
+        }
+    }
+
     @Test func closestPlace_onCampus_andAroundLabel() async throws {
         try await withGeo(operatorKey: "op-secret") { geo async throws in
             try await importSample(geo)

@@ -2030,6 +2030,64 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/geo/ListPlaces": {
+   "post": {
+    "operationId": "geo.ListPlaces",
+    "summary": "geo.ListPlaces",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.ListPlacesRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.ListPlacesResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/geo/ListVenues": {
    "post": {
     "operationId": "geo.ListVenues",
@@ -6093,6 +6151,42 @@ public enum OpenAPIDocument {
       "type": "array",
       "items": {
        "$ref": "#/components/schemas/frienso.geo.v1.CheckIn"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListPlacesRequest": {
+    "type": "object",
+    "properties": {
+     "hasPoint": {
+      "type": "boolean"
+     },
+     "latitude": {
+      "type": "number"
+     },
+     "longitude": {
+      "type": "number"
+     },
+     "radiusM": {
+      "type": "number"
+     },
+     "limit": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListPlacesResponse": {
+    "type": "object",
+    "properties": {
+     "places": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.Place"
       }
      }
     },

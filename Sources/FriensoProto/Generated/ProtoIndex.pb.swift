@@ -134,6 +134,8 @@ public enum ProtoIndex {
         GeoV1.ImportPlacesResponse.self,
         GeoV1.ClosestPlaceRequest.self,
         GeoV1.ClosestPlaceResponse.self,
+        GeoV1.ListPlacesRequest.self,
+        GeoV1.ListPlacesResponse.self,
         GeoV1.VenueAttendance.self,
         GeoV1.ListVenuesRequest.self,
         GeoV1.ListVenuesResponse.self,

@@ -2648,6 +2648,177 @@ extension GeoV1.ClosestPlaceResponse {
 }
 
 extension GeoV1 {
+    /// `frienso.geo.v1.ListPlacesRequest`
+    public struct ListPlacesRequest: ProtoMessage {
+        public var hasPoint: Bool = false
+        public var latitude: Double = 0
+        public var longitude: Double = 0
+        public var radiusM: Double = 0
+        public var limit: UInt32 = 0
+
+        public init() {}
+
+        public init(hasPoint: Bool = false, latitude: Double = 0, longitude: Double = 0, radiusM: Double = 0, limit: UInt32 = 0) {
+        self.hasPoint = hasPoint
+        self.latitude = latitude
+        self.longitude = longitude
+        self.radiusM = radiusM
+        self.limit = limit
+        }
+    }
+}
+
+extension GeoV1.ListPlacesRequest {
+    public static let protoName = "frienso.geo.v1.ListPlacesRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlacesRequest()
+        frienso__geo__v1__list_places_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_request__get_packed_size, pack: frienso__geo__v1__list_places_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlacesRequest()
+        frienso__geo__v1__list_places_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_request__get_packed_size, pack: frienso__geo__v1__list_places_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlacesRequest", unpack: frienso__geo__v1__list_places_request__unpack, free: frienso__geo__v1__list_places_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlacesRequest", unpack: frienso__geo__v1__list_places_request__unpack, free: frienso__geo__v1__list_places_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListPlacesRequest, arena _: ProtoArena) {
+        c.has_point = (self.hasPoint ? 1 : 0)
+        c.latitude = self.latitude
+        c.longitude = self.longitude
+        c.radius_m = self.radiusM
+        c.limit = self.limit
+    }
+
+    init(c: Frienso__Geo__V1__ListPlacesRequest) {
+        self.init(hasPoint: (c.has_point != 0), latitude: c.latitude, longitude: c.longitude, radiusM: c.radius_m, limit: c.limit)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("hasPoint", .bool(self.hasPoint)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("radiusM", .number(Double(self.radiusM))), ("limit", .number(Double(self.limit)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "hasPoint", "has_point": self.hasPoint = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "radiusM", "radius_m": self.radiusM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(hasPoint: seed % 2 == 0, latitude: Double(seed) * 1.5 - 2.25, longitude: Double(seed) * 1.5 - 3.25, radiusM: Double(seed) * 1.5 - 4.25, limit: ProtoSample.uint32(seed, 5))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListPlacesResponse`
+    public struct ListPlacesResponse: ProtoMessage {
+        public var places: [GeoV1.Place] = []
+
+        public init() {}
+
+        public init(places: [GeoV1.Place] = []) {
+        self.places = places
+        }
+    }
+}
+
+extension GeoV1.ListPlacesResponse {
+    public static let protoName = "frienso.geo.v1.ListPlacesResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlacesResponse()
+        frienso__geo__v1__list_places_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_response__get_packed_size, pack: frienso__geo__v1__list_places_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlacesResponse()
+        frienso__geo__v1__list_places_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_response__get_packed_size, pack: frienso__geo__v1__list_places_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlacesResponse", unpack: frienso__geo__v1__list_places_response__unpack, free: frienso__geo__v1__list_places_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlacesResponse", unpack: frienso__geo__v1__list_places_response__unpack, free: frienso__geo__v1__list_places_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListPlacesResponse, arena: ProtoArena) {
+        c.n_places = self.places.count
+        c.places = arena.array(self.places.map { value in arena.message(of: Frienso__Geo__V1__Place.self) { frienso__geo__v1__place__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Geo__V1__ListPlacesResponse) {
+        self.init(places: ProtoRuntime.array(c.places, count: c.n_places) { GeoV1.Place(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("places", .array(self.places.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "places": self.places = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.Place(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.places.reduce(0) { Swift.max($0, $1.largestUInt64) }
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(places: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.Place.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension GeoV1 {
     /// `frienso.geo.v1.VenueAttendance`
     public struct VenueAttendance: ProtoMessage {
         public var venue: GeoV1.Place? = nil
@@ -3429,6 +3600,7 @@ extension GeoV1 {
         public static let deleteHistory = RPCMethod<DeleteHistoryRequest, DeleteHistoryResponse>(service: "geo", name: "DeleteHistory", access: .authenticated)
         public static let importPlaces = RPCMethod<ImportPlacesRequest, ImportPlacesResponse>(service: "geo", name: "ImportPlaces", access: .public)
         public static let closestPlace = RPCMethod<ClosestPlaceRequest, ClosestPlaceResponse>(service: "geo", name: "ClosestPlace", access: .authenticated)
+        public static let listPlaces = RPCMethod<ListPlacesRequest, ListPlacesResponse>(service: "geo", name: "ListPlaces", access: .authenticated)
         public static let listVenues = RPCMethod<ListVenuesRequest, ListVenuesResponse>(service: "geo", name: "ListVenues", access: .authenticated)
         public static let checkIn = RPCMethod<CheckInRequest, CheckInResponse>(service: "geo", name: "CheckIn", access: .authenticated)
         public static let listCheckIns = RPCMethod<ListCheckInsRequest, ListCheckInsResponse>(service: "geo", name: "ListCheckIns", access: .authenticated)
@@ -3436,9 +3608,9 @@ extension GeoV1 {
         public static let checkInAccess = RPCMethod<CheckInAccessRequest, CheckInAccessResponse>(service: "geo", name: "CheckInAccess", access: .internal, callers: ["media"])
         public static let getPlace = RPCMethod<GetPlaceRequest, GetPlaceResponse>(service: "geo", name: "GetPlace", access: .internal, callers: ["media"])
 
-        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased]
+        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec]
     }
 }

@@ -167,6 +167,8 @@ extension GeoV1.GeoService {
         func importPlaces(_ request: GeoV1.ImportPlacesRequest, _ context: RequestContext) async throws -> GeoV1.ImportPlacesResponse
         /// `geo.ClosestPlace` (authenticated).
         func closestPlace(_ request: GeoV1.ClosestPlaceRequest, _ context: RequestContext) async throws -> GeoV1.ClosestPlaceResponse
+        /// `geo.ListPlaces` (authenticated).
+        func listPlaces(_ request: GeoV1.ListPlacesRequest, _ context: RequestContext) async throws -> GeoV1.ListPlacesResponse
         /// `geo.ListVenues` (authenticated).
         func listVenues(_ request: GeoV1.ListVenuesRequest, _ context: RequestContext) async throws -> GeoV1.ListVenuesResponse
         /// `geo.CheckIn` (authenticated).
@@ -203,6 +205,7 @@ extension MethodRouter {
         register(GeoV1.GeoService.deleteHistory) { try await handler.deleteHistory($0, $1) }
         register(GeoV1.GeoService.importPlaces) { try await handler.importPlaces($0, $1) }
         register(GeoV1.GeoService.closestPlace) { try await handler.closestPlace($0, $1) }
+        register(GeoV1.GeoService.listPlaces) { try await handler.listPlaces($0, $1) }
         register(GeoV1.GeoService.listVenues) { try await handler.listVenues($0, $1) }
         register(GeoV1.GeoService.checkIn) { try await handler.checkIn($0, $1) }
         register(GeoV1.GeoService.listCheckIns) { try await handler.listCheckIns($0, $1) }

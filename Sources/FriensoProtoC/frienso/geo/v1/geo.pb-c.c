@@ -1402,6 +1402,96 @@ void   frienso__geo__v1__closest_place_response__free_unpacked
   assert(message->base.descriptor == &frienso__geo__v1__closest_place_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__geo__v1__list_places_request__init
+                     (Frienso__Geo__V1__ListPlacesRequest         *message)
+{
+  static const Frienso__Geo__V1__ListPlacesRequest init_value = FRIENSO__GEO__V1__LIST_PLACES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_places_request__get_packed_size
+                     (const Frienso__Geo__V1__ListPlacesRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_places_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_places_request__pack
+                     (const Frienso__Geo__V1__ListPlacesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_places_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_places_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlacesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_places_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListPlacesRequest *
+       frienso__geo__v1__list_places_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListPlacesRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_places_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_places_request__free_unpacked
+                     (Frienso__Geo__V1__ListPlacesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_places_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_places_response__init
+                     (Frienso__Geo__V1__ListPlacesResponse         *message)
+{
+  static const Frienso__Geo__V1__ListPlacesResponse init_value = FRIENSO__GEO__V1__LIST_PLACES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_places_response__get_packed_size
+                     (const Frienso__Geo__V1__ListPlacesResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_places_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_places_response__pack
+                     (const Frienso__Geo__V1__ListPlacesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_places_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_places_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlacesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_places_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListPlacesResponse *
+       frienso__geo__v1__list_places_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListPlacesResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_places_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_places_response__free_unpacked
+                     (Frienso__Geo__V1__ListPlacesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_places_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__geo__v1__venue_attendance__init
                      (Frienso__Geo__V1__VenueAttendance         *message)
 {
@@ -3586,6 +3676,134 @@ const ProtobufCMessageDescriptor frienso__geo__v1__closest_place_response__descr
   frienso__geo__v1__closest_place_response__field_indices_by_name,
   1,  frienso__geo__v1__closest_place_response__number_ranges,
   (ProtobufCMessageInit) frienso__geo__v1__closest_place_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_places_request__field_descriptors[5] =
+{
+  {
+    "has_point",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListPlacesRequest, has_point),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "latitude",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListPlacesRequest, latitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "longitude",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListPlacesRequest, longitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "radius_m",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListPlacesRequest, radius_m),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListPlacesRequest, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_places_request__field_indices_by_name[] = {
+  0,   /* field[0] = has_point */
+  1,   /* field[1] = latitude */
+  4,   /* field[4] = limit */
+  2,   /* field[2] = longitude */
+  3,   /* field[3] = radius_m */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_places_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_places_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListPlacesRequest",
+  "ListPlacesRequest",
+  "Frienso__Geo__V1__ListPlacesRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListPlacesRequest),
+  5,
+  frienso__geo__v1__list_places_request__field_descriptors,
+  frienso__geo__v1__list_places_request__field_indices_by_name,
+  1,  frienso__geo__v1__list_places_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_places_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_places_response__field_descriptors[1] =
+{
+  {
+    "places",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ListPlacesResponse, n_places),
+    offsetof(Frienso__Geo__V1__ListPlacesResponse, places),
+    &frienso__geo__v1__place__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_places_response__field_indices_by_name[] = {
+  0,   /* field[0] = places */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_places_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_places_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListPlacesResponse",
+  "ListPlacesResponse",
+  "Frienso__Geo__V1__ListPlacesResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListPlacesResponse),
+  1,
+  frienso__geo__v1__list_places_response__field_descriptors,
+  frienso__geo__v1__list_places_response__field_indices_by_name,
+  1,  frienso__geo__v1__list_places_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_places_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor frienso__geo__v1__venue_attendance__field_descriptors[3] =

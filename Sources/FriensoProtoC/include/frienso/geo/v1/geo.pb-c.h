@@ -46,6 +46,8 @@ typedef struct Frienso__Geo__V1__ImportPlacesRequest Frienso__Geo__V1__ImportPla
 typedef struct Frienso__Geo__V1__ImportPlacesResponse Frienso__Geo__V1__ImportPlacesResponse;
 typedef struct Frienso__Geo__V1__ClosestPlaceRequest Frienso__Geo__V1__ClosestPlaceRequest;
 typedef struct Frienso__Geo__V1__ClosestPlaceResponse Frienso__Geo__V1__ClosestPlaceResponse;
+typedef struct Frienso__Geo__V1__ListPlacesRequest Frienso__Geo__V1__ListPlacesRequest;
+typedef struct Frienso__Geo__V1__ListPlacesResponse Frienso__Geo__V1__ListPlacesResponse;
 typedef struct Frienso__Geo__V1__VenueAttendance Frienso__Geo__V1__VenueAttendance;
 typedef struct Frienso__Geo__V1__ListVenuesRequest Frienso__Geo__V1__ListVenuesRequest;
 typedef struct Frienso__Geo__V1__ListVenuesResponse Frienso__Geo__V1__ListVenuesResponse;
@@ -571,6 +573,41 @@ struct  Frienso__Geo__V1__ClosestPlaceResponse
 #define FRIENSO__GEO__V1__CLOSEST_PLACE_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__closest_place_response__descriptor) \
     , 0, NULL, 0, 0 }
+
+
+/*
+ * The places around a point (the caller's latest fix, or the one given), nearest first, with
+ * their outlines: what a map draws (buildings, venues, campus outlines).
+ */
+struct  Frienso__Geo__V1__ListPlacesRequest
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean has_point;
+  double latitude;
+  double longitude;
+  /*
+   * default 3,000; at most 20,000
+   */
+  double radius_m;
+  /*
+   * default 200, at most 1,000
+   */
+  uint32_t limit;
+};
+#define FRIENSO__GEO__V1__LIST_PLACES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_places_request__descriptor) \
+    , 0, 0, 0, 0, 0 }
+
+
+struct  Frienso__Geo__V1__ListPlacesResponse
+{
+  ProtobufCMessage base;
+  size_t n_places;
+  Frienso__Geo__V1__Place **places;
+};
+#define FRIENSO__GEO__V1__LIST_PLACES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_places_response__descriptor) \
+    , 0,NULL }
 
 
 /*
@@ -1323,6 +1360,44 @@ Frienso__Geo__V1__ClosestPlaceResponse *
 void   frienso__geo__v1__closest_place_response__free_unpacked
                      (Frienso__Geo__V1__ClosestPlaceResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListPlacesRequest methods */
+void   frienso__geo__v1__list_places_request__init
+                     (Frienso__Geo__V1__ListPlacesRequest         *message);
+size_t frienso__geo__v1__list_places_request__get_packed_size
+                     (const Frienso__Geo__V1__ListPlacesRequest   *message);
+size_t frienso__geo__v1__list_places_request__pack
+                     (const Frienso__Geo__V1__ListPlacesRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_places_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlacesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListPlacesRequest *
+       frienso__geo__v1__list_places_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_places_request__free_unpacked
+                     (Frienso__Geo__V1__ListPlacesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListPlacesResponse methods */
+void   frienso__geo__v1__list_places_response__init
+                     (Frienso__Geo__V1__ListPlacesResponse         *message);
+size_t frienso__geo__v1__list_places_response__get_packed_size
+                     (const Frienso__Geo__V1__ListPlacesResponse   *message);
+size_t frienso__geo__v1__list_places_response__pack
+                     (const Frienso__Geo__V1__ListPlacesResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_places_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlacesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListPlacesResponse *
+       frienso__geo__v1__list_places_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_places_response__free_unpacked
+                     (Frienso__Geo__V1__ListPlacesResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Geo__V1__VenueAttendance methods */
 void   frienso__geo__v1__venue_attendance__init
                      (Frienso__Geo__V1__VenueAttendance         *message);
@@ -1589,6 +1664,12 @@ typedef void (*Frienso__Geo__V1__ClosestPlaceRequest_Closure)
 typedef void (*Frienso__Geo__V1__ClosestPlaceResponse_Closure)
                  (const Frienso__Geo__V1__ClosestPlaceResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Geo__V1__ListPlacesRequest_Closure)
+                 (const Frienso__Geo__V1__ListPlacesRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListPlacesResponse_Closure)
+                 (const Frienso__Geo__V1__ListPlacesResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Geo__V1__VenueAttendance_Closure)
                  (const Frienso__Geo__V1__VenueAttendance *message,
                   void *closure_data);
@@ -1654,6 +1735,8 @@ extern const ProtobufCMessageDescriptor frienso__geo__v1__import_places_request_
 extern const ProtobufCMessageDescriptor frienso__geo__v1__import_places_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__closest_place_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__closest_place_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_places_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_places_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__venue_attendance__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__list_venues_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__list_venues_response__descriptor;
