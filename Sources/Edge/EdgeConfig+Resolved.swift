@@ -19,6 +19,7 @@ extension EdgeConfig {
         if let bytes = section?.maxJSONBytes { maxJSONBytes = bytes }
         if let bytes = section?.maxPhotoBytes { maxPhotoBytes = bytes }
         if let seconds = section?.heartbeatSeconds { heartbeat = .milliseconds(Int(seconds * 1000)) }
+        if let folder = section?.webRoot { webRoot = folder.isEmpty ? nil : folder }
         if listen.hasPrefix("https://"), tlsCertificateFile == nil || tlsKeyFile == nil {
             throw ConfigError("the edge listens at \(listen) but edge.tlsCertificateFile and edge.tlsKeyFile are not both set")
         }

@@ -1,3 +1,4 @@
+import Foundation
 public import Gateway
 
 /// How the HTTP edge listens, and what it lets in.
@@ -23,6 +24,12 @@ public struct EdgeConfig: Sendable {
     public var heartbeat: Duration = .seconds(15)
     /// Live events kept per user for resuming, and how long after the user's last connection.
     public var resumeEvents: Int = 1_024
+
+    /// The web app's folder, served at `/` (default: the one built into the edge; nil: none).
+    public var webRoot: String? = EdgeConfig.bundledWebApp
+
+    /// The web app as built into the edge (`Sources/Edge/WebApp`, a SwiftPM resource).
+    public static var bundledWebApp: String? { Bundle.module.resourceURL?.appendingPathComponent("WebApp").path }
 
     public init(core: GatewayConfig, listen: String) {
         self.core = core

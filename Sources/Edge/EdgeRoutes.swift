@@ -44,6 +44,11 @@ struct EdgeRoutes: Sendable {
     func router() -> Router<EdgeContext> {
         let router = Router(context: EdgeContext.self)
         router.add(middleware: EdgeMiddleware(corsOrigins: Set(config.corsOrigins)))
+        if let webRoot = config.webRoot {
+            // Tried when no route matched: the web app's files, index.html at /.
+            router.add(middleware: FileMiddleware(webRoot, cacheControl: .init([(MediaType(type: .any), [.noCache])]),
+                                                  searchForIndexHtml: true, logger: logger))
+        }
         router.get("/v1/health") { _, _ in json(.ok, .object([("status", .string("ok"))])) }
         router.get("/v1/openapi.json") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-cache"],
@@ -241,6 +246,10 @@ struct EdgeMiddleware: RouterMiddleware {
             response = EdgeRoutes.errorResponse(status: error.status, code, message)
         }
         response.headers[.xContentTypeOptions] = "nosniff"
+        if !request.uri.path.hasPrefix("/v1/") {
+            // The web app: its own scripts, styles and photos only; no framing.
+            response.headers[.contentSecurityPolicy] = "default-src 'self'; img-src 'self' blob: data:; connect-src 'self'; frame-ancestors 'none'"
+        }
         if allowed, let origin {
             Self.cors(&response.headers, origin: origin)
             response.headers[.accessControlExposeHeaders] = "ETag, Location"

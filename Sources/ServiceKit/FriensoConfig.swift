@@ -90,6 +90,8 @@ public struct FriensoConfig: Codable, Sendable {
         public var maxPhotoBytes: Int?
         /// WebSocket heartbeat period (default 15 s).
         public var heartbeatSeconds: Double?
+        /// The web app's folder, served at `/` (default: the one built into frienso-edge; "": none).
+        public var webRoot: String?
 
         public init() {}
     }

@@ -100,7 +100,7 @@ final class LaunchedStack: @unchecked Sendable {
     let run: String
     let data: String
     let gateway: String
-    /// The HTTP edge, `http://127.0.0.1:<port>`.
+    /// The HTTP edge, `http://127.0.0.1:<port>` (`https://` when the test configured TLS).
     let edge: String
     /// Every member's request endpoint, and the publishers' event endpoints.
     let endpoints: [String: String]
@@ -126,8 +126,6 @@ final class LaunchedStack: @unchecked Sendable {
         var events: [String: String] = [:]
         for (i, name) in LaunchPlan.publishers.enumerated() { events[name] = reserved[Self.services.count + i].endpoint }
         gateway = endpoints["gateway"]!
-        edge = endpoints["edge"]!.replacingOccurrences(of: "tcp://", with: "http://")
-        self.endpoints = endpoints
         self.events = events
         var config = FriensoConfig()
         config.endpoints = endpoints
@@ -144,6 +142,8 @@ final class LaunchedStack: @unchecked Sendable {
             serverKey = nil
         }
         configure(&config)
+        self.endpoints = config.endpoints ?? endpoints
+        edge = (config.endpoints?["edge"] ?? endpoints["edge"]!).replacingOccurrences(of: "tcp://", with: "http://")
         try config.write(to: "\(dir)/frienso.json")
         self.environment = environment
         reserved.removeAll()
@@ -182,9 +182,8 @@ final class LaunchedStack: @unchecked Sendable {
                     (try? await probe.ping(service, deadline: .seconds(2))) != nil
                 }
             }
-            try await eventually("the edge answers GET /v1/health", timeout: .seconds(90)) {
-                (try? await HTTP.get("\(self.edge)/v1/health").status) == 200
-            }
+            let edge = edge
+            try await eventually("the edge answers GET /v1/health", timeout: .seconds(90)) { HTTPProbe.isReady(edge) }
         } catch {
             Issue.record("the stack did not come up:\n\(logs())")
             shutdown()
@@ -228,7 +227,7 @@ final class LaunchedStack: @unchecked Sendable {
         let edge = edge
         try await eventually("the launcher restarted \(service)", timeout: timeout) {
             guard let now = self.pid(of: service), now != old else { return false }
-            if service == "edge" { return (try? await HTTP.get("\(edge)/v1/health").status) == 200 }
+            if service == "edge" { return HTTPProbe.isReady(edge) }
             return (try? await probe.ping(service, deadline: .seconds(2))) != nil
         }
     }

@@ -3,6 +3,7 @@ import Foundation
 public import FriensoProto
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 
 /// A small HTTP client for tests of the edge (AsyncHTTPClient underneath): one call, the whole
 /// reply in memory.
@@ -22,8 +23,8 @@ public enum HTTP {
         public func json() throws -> JSONValue { try JSONParser.parse(body) }
     }
 
-    public static func get(_ url: String, headers: [(String, String)] = []) async throws -> Reply {
-        try await send("GET", url, headers: headers, body: nil)
+    public static func get(_ url: String, headers: [(String, String)] = [], timeout: Duration = .seconds(30)) async throws -> Reply {
+        try await send("GET", url, headers: headers, body: nil, timeout: timeout)
     }
 
     public static func post(_ url: String, json: String, token: String? = nil, headers: [(String, String)] = []) async throws -> Reply {
@@ -32,12 +33,21 @@ public enum HTTP {
         return try await send("POST", url, headers: all, body: Array(json.utf8))
     }
 
-    public static func send(_ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]?) async throws -> Reply {
+    /// - Parameter trusting: a PEM certificate to trust for `https` (a test's own), else the system's roots.
+    public static func send(_ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]?,
+                            trusting certificate: String? = nil, timeout: Duration = .seconds(30)) async throws -> Reply {
         var request = HTTPClientRequest(url: url)
         request.method = HTTPMethod(rawValue: method)
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        var client = HTTPClient.shared
+        if let certificate {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(certificate))
+            client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+        }
+        defer { if certificate != nil { Task { [client] in try? await client.shutdown() } } }
+        let response = try await client.execute(request, timeout: .init(timeout))
         let collected = try await response.body.collect(upTo: 64 << 20)
         return Reply(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) },
                      body: Array(collected.readableBytesView))

@@ -1,0 +1,82 @@
+import Foundation
+import FriensoProto
+import FriensoTesting
+import Testing
+import Wire
+
+/// The web app the edge serves at `/`, in Debian's chromium through WebDriver: two people in two
+/// windows, each seeing only what they may.
+@Suite("end to end: the web app in a real browser", .serialized, .timeLimit(.minutes(4)))
+struct WebAppEndToEndTests {
+    /// Where screenshots go: `.build/test-output/` (not committed).
+    static let output = Repository.root.appendingPathComponent(".build/test-output").path
+
+    @Test func twoPeople_seeEachOtherMoveLive_onlyWhomTheyMay_andAHelpNowBanner() async throws {
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let stack = try await LaunchedStack(procs, environment: ["FRIENSO_OPERATOR_KEY": "web-operator"])
+        defer { stack.shutdown() }
+        try FileManager.default.createDirectory(atPath: Self.output, withIntermediateDirectories: true)
+        try await stack.showingLogsOnFailure {
+            let edge = stack.edge
+            // The campus, so the map has outlines to draw.
+            let campus = try Data(contentsOf: Repository.root.appendingPathComponent("deploy/data/campus.geojson")).base64EncodedString()
+            let imported = try await HTTP.post("\(edge)/v1/geo/ImportPlaces", json: #"{"operatorKey": "web-operator", "format": "geojson", "data": "\#(campus)"}"#)
+            try #require(imported.status == 200, "\(imported.text)")
+
+            let ana = try await WebUser.register("ana", number: 31, edge: edge)
+            let ben = try await WebUser.register("ben", number: 32, edge: edge)
+            let cyd = try await WebUser.register("cyd", number: 33, edge: edge)
+            try await ana.befriend(ben)
+            // ana is in ben's core circle: his helpNow reaches her.
+            _ = try await ben.ok("social/AddToCircle", #"{"userId": "\#(ana.id)"}"#)
+            _ = try await ana.ok("social/RespondToCircleRequest", #"{"ownerUserId": "\#(ben.id)", "action": "REQUEST_ACTION_ACCEPT"}"#)
+            try await ana.moves(to: 33.7774)
+            try await ben.moves(to: 33.7780)
+            try await cyd.moves(to: 33.7776) // a stranger next to ana: never on her page
+
+            let driver = try await WebDriver.start(procs)
+            let anaPage = try await driver.browser()
+            let benPage = try await driver.browser()
+            defer { Task { await anaPage.quit(); await benPage.quit() } }
+            for (page, user) in [(anaPage, ana), (benPage, ben)] {
+                try await page.go(edge)
+                try await page.type("#login-form [name=login]", user.name)
+                try await page.type("#login-form [name=password]", "password \(user.name) 1")
+                try await page.click("#login-form button[type=submit]")
+                try await page.waitFor("#home:not([hidden])")
+            }
+
+            // ana sees ben on her map, and his label; the campus is drawn.
+            let marker = "#map [data-user-id=\"\(ben.id)\"]"
+            try await anaPage.waitFor(marker)
+            try await anaPage.waitFor("#map [data-place=\"University Library\"]")
+            #expect(try await anaPage.text("#friends").contains("Ben Web"))
+            // ben walks; ana's page follows without a reload (the page object survives).
+            try await anaPage.run("window.__samePage = true")
+            try await ben.moves(to: 33.7791)
+            try await eventually("ana's map shows ben's new position", timeout: .seconds(10)) {
+                try await anaPage.attribute(marker, "data-lat") == "33.7791"
+            }
+            #expect(try await anaPage.run("return window.__samePage === true") == .bool(true), "no reload")
+            // Never a person she may not see.
+            #expect(try await anaPage.element("#map [data-user-id=\"\(cyd.id)\"]") == nil)
+            #expect(!(try await anaPage.text("#friends").contains("Cyd")))
+            try await anaPage.screenshot(to: "\(Self.output)/webapp-map.png")
+
+            // ben raises helpNow from his page (with the confirmation step); ana's page shows the banner.
+            try await benPage.click("#help")
+            try await benPage.waitFor("#help-confirm:not([hidden])")
+            let pressed = ContinuousClock.now
+            try await benPage.click("#help-yes")
+            try await anaPage.waitFor("#banner:not([hidden])", timeout: .seconds(10))
+            let shownAfter = pressed.duration(to: .now)
+            #expect(try await anaPage.text("#banner").contains("Ben Web (@ben) needs help"))
+            print("web app: the helpNow banner appeared on ana's page \(shownAfter) after ben confirmed (includes WebDriver's own round trips)")
+            try await anaPage.screenshot(to: "\(Self.output)/webapp-helpnow.png")
+            #expect(try await benPage.text("#help-status").contains("Your circle was alerted"))
+            // Still nobody ana may not see, even with the alert's location grants.
+            #expect(try await anaPage.element("#map [data-user-id=\"\(cyd.id)\"]") == nil)
+        }
+    }
+}
