@@ -52,16 +52,7 @@ public enum StackScenario {
         let deployment = try Deployment.start(in: dir, binDirectory: options.binDirectory, plaintext: plane == "plaintext")
         defer { deployment.stop() }
         var out = ["## frienso-bench stack (\(plane == "plaintext" ? "plaintext internal plane" : "CurveZMQ on every internal hop")): \(options.users) users, \(options.inFlight) in flight, \(options.seconds) s, mix \(options.mix) (update, nearby, friends, check-in, helpNow)", ""]
-        let client = FriensoClient(gateway: deployment.gateway, logger: logger)
-        for service in LaunchPlan.zeroMQMembers {
-            var up = false
-            for _ in 0..<600 where !up {
-                up = (try? await client.ping(service, deadline: .seconds(1))) != nil
-                if !up { try await Task.sleep(for: .milliseconds(100)) } // waiting for start-up, not measuring
-            }
-            guard up else { throw RPCError(.unavailable, "\(service) did not start: see \(dir)/run/logs") }
-        }
-        await client.close()
+        try await deployment.awaitReady(logger: logger)
 
         // Setup (not measured): users, friendships (each with the next five), circles, first fixes.
         let points = GeoScenario.uniform(options.users, seed: 7, scale: 0.05) // about 1.7 × 1.3 km: a campus
@@ -238,10 +229,13 @@ public enum StackScenario {
     }
 }
 
-/// `frienso-launch` with all six services on free loopback ports, in a scratch folder.
+/// `frienso-launch` with every member (the six ZeroMQ ones and the edge) on free loopback ports,
+/// in a scratch folder.
 struct Deployment {
     static let services = LaunchPlan.defaultOrder
     let gateway: String
+    /// The HTTP edge, `http://127.0.0.1:<port>`.
+    let edge: String
     let run: String
     let pid: pid_t
 
@@ -267,7 +261,28 @@ struct Deployment {
                                      "--bin-dir", binDirectory] + (plaintext ? ["--insecure-plaintext"] : []), output: "\(dir)/launcher.log") else {
             throw RPCError(.internal, "cannot start \(path)")
         }
-        return Deployment(gateway: endpoints["gateway"]!, run: "\(dir)/run", pid: pid)
+        return Deployment(gateway: endpoints["gateway"]!, edge: endpoints["edge"]!.replacingOccurrences(of: "tcp://", with: "http://"),
+                          run: "\(dir)/run", pid: pid)
+    }
+
+    /// Waits (bounded) until every ZeroMQ member answers Ping through the gateway and the edge
+    /// its health check.
+    func awaitReady(logger: Logger) async throws {
+        let client = FriensoClient(gateway: gateway, logger: logger)
+        defer { Task { await client.close() } }
+        for service in LaunchPlan.zeroMQMembers {
+            var up = false
+            for _ in 0..<600 where !up {
+                up = (try? await client.ping(service, deadline: .seconds(1))) != nil
+                if !up { try await Task.sleep(for: .milliseconds(100)) } // waiting for start-up, not measuring
+            }
+            guard up else { throw RPCError(.unavailable, "\(service) did not start: see \(run)/logs") }
+        }
+        for _ in 0..<600 {
+            if HTTPProbe.isReady(edge) { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw RPCError(.unavailable, "the edge did not start: see \(run)/logs/edge.log")
     }
 
     func pid(of service: String) -> pid_t? { Supervisor.recordedPID(run, service) }
@@ -311,7 +326,7 @@ struct Deployment {
         let all = services + (cpu["bench client"] ?? 0)
         lines.append("| **all services** | \(String(format: "%.0f", services / seconds * 100)) | **\(String(format: "%.0f", services / ops * 1e6))** | | |")
         lines.append("| all, with the load generator | \(String(format: "%.0f", all / seconds * 100)) | \(String(format: "%.0f", all / ops * 1e6)) | | |")
-        lines += ["", "- CPU per operation: \(String(format: "%.0f", services / ops * 1e6)) µs summed over the six services, \(String(format: "%.0f", all / ops * 1e6)) µs with the load generator (target: ≤ 120 µs)"]
+        lines += ["", "- CPU per operation: \(String(format: "%.0f", services / ops * 1e6)) µs summed over the deployment's processes, \(String(format: "%.0f", all / ops * 1e6)) µs with the load generator (target: ≤ 120 µs)"]
         cpu["all services"] = services
         return (lines, cpu)
     }

@@ -6,9 +6,9 @@ import Glibc
 /// The readiness probe of a member that speaks HTTP (the edge): `GET /v1/health` on a plain
 /// socket answered `200`; over TLS, a completed TCP connect (the launcher does not carry the
 /// deployment's certificate authority).
-enum HTTPProbe {
+public enum HTTPProbe {
     /// - Parameter endpoint: `http://host:port`, `https://host:port` or `tcp://host:port`.
-    static func isReady(_ endpoint: String, timeout: Duration = .milliseconds(500)) -> Bool {
+    public static func isReady(_ endpoint: String, timeout: Duration = .milliseconds(500)) -> Bool {
         guard let (host, port) = split(endpoint) else { return false }
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)

@@ -9,7 +9,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frienso-bench",
         abstract: "Frienso benchmarks. Build with -c release before measuring.",
-        subcommands: [WireBench.self, SocialBench.self, GeoBench.self, AlertsBench.self, MediaBench.self, StackBench.self, ReportCommand.self])
+        subcommands: [WireBench.self, SocialBench.self, GeoBench.self, AlertsBench.self, MediaBench.self, StackBench.self, EdgeBench.self, ReportCommand.self])
 
     /// Every scenario runs with the allocator set up as the services run (`ServiceRunner`).
     static func main() async {
@@ -208,6 +208,39 @@ struct StackBench: AsyncParsableCommand {
         logger.logLevel = .warning
         print(try await StackScenario.run(options, logger: logger))
         try results.write("stack")
+    }
+}
+
+struct EdgeBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "edge",
+        abstract: "The HTTP edge beside the ZeroMQ gateway in one deployment: nearby through each (wrk for HTTP), and live events to many WebSocket clients.")
+
+    @Option(help: "Users with a fix (nearby's population; at least watchers + movers).") var users = 2_000
+    @Option(help: "Connections (HTTP) and requests in flight (ZeroMQ) for nearby.") var connections = 64
+    @Option(help: "Measured seconds of wrk.") var seconds = 10
+    @Option(help: "WebSocket clients, each watching 3 movers.") var watchers = 1_000
+    @Option(help: "People who move once a second.") var movers = 300
+    @Option(help: "Moves each (one a second).") var moves = 10
+    @Option(help: "Parts to run: nearby, events (comma-separated).") var parts = "nearby,events"
+    @Option(help: "Folder with frienso-launch and the services (default: beside this executable).") var binDir: String?
+
+    func validate() throws {
+        guard users >= 2, connections >= 1, seconds >= 1, watchers >= 1, movers >= 3, moves >= 1 else {
+            throw ValidationError("--users ≥ 2, --connections ≥ 1, --seconds ≥ 1, --watchers ≥ 1, --movers ≥ 3, --moves ≥ 1")
+        }
+        guard ScenarioParts.parse(parts, known: ["nearby", "events"]) != nil else { throw ValidationError("--parts takes nearby, events") }
+    }
+
+    @OptionGroup var results: ResultsOptions
+
+    func run() async throws {
+        var logger = Logger(label: "bench")
+        logger.logLevel = .warning
+        let options = EdgeScenario.Options(users: users, connections: connections, seconds: seconds, watchers: watchers, movers: movers,
+                                           moves: moves, binDirectory: binDir)
+        print(try await EdgeScenario.run(options, parts: ScenarioParts.parse(parts, known: ["nearby", "events"]) ?? [], logger: logger))
+        try results.write("edge")
     }
 }
 
