@@ -140,15 +140,18 @@ public enum EdgeScenario {
         }
         let connected = tally.state.withLock { $0.connected }
         let rssAfter = Double(Deployment.status(edgePID, "VmRSS")) ?? 0
-        // Subscriptions reach the publishers asynchronously: a first round of moves, not counted,
-        // until every watcher has heard from one of its movers.
+        // Subscriptions reach the publishers, and the new friendships geo's graph replica,
+        // asynchronously: rounds of moves, not counted, until every watcher has heard from each
+        // of its three movers.
         let start = Int64(Date().timeIntervalSince1970 * 1000)
         var round: Int64 = 0
         while ContinuousClock.now < until {
             round += 1
             try await moveAll(movers, deviceMs: start - 100_000 + round, points: 0.001 * Double(round))
             try await Task.sleep(for: .milliseconds(300))
-            let heard = tally.state.withLock { s in watchers.filter { !(s.received[$0.index]?.isEmpty ?? true) }.count }
+            let heard = tally.state.withLock { s in
+                watchers.filter { w in followed(w.index - options.movers).allSatisfy { !(s.received[w.index]?[$0.id]?.isEmpty ?? true) } }.count
+            }
             if heard == watchers.count { break }
         }
         tally.state.withLock { $0.received = [:]; $0.gaps = 0 }

@@ -13,6 +13,9 @@ public final class ZMQContext: @unchecked Sendable {
         guard let handle = zmq_ctx_new() else { preconditionFailure("zmq_ctx_new failed: \(ZMQError("zmq_ctx_new"))") }
         zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads)
         zmq_ctx_set(handle, ZMQ_BLOCKY, 0)
+        // libzmq's default is 1,023 sockets a context; a load generator with a client per
+        // simulated user needs more (the process's file limit still applies).
+        zmq_ctx_set(handle, ZMQ_MAX_SOCKETS, 16_384)
         self.handle = handle
     }
 
