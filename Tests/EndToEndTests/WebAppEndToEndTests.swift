@@ -38,45 +38,57 @@ struct WebAppEndToEndTests {
             let driver = try await WebDriver.start(procs)
             let anaPage = try await driver.browser()
             let benPage = try await driver.browser()
-            defer { Task { await anaPage.quit(); await benPage.quit() } }
-            for (page, user) in [(anaPage, ana), (benPage, ben)] {
-                try await page.go(edge)
-                try await page.type("#login-form [name=login]", user.name)
-                try await page.type("#login-form [name=password]", "password \(user.name) 1")
-                try await page.click("#login-form button[type=submit]")
-                try await page.waitFor("#home:not([hidden])")
+            // Closed before the harness stops chromedriver (its browsers would outlive it).
+            do {
+                try await browse(anaPage, benPage, ana: ana, ben: ben, cyd: cyd, edge: edge)
+            } catch {
+                await anaPage.quit()
+                await benPage.quit()
+                throw error
             }
-
-            // ana sees ben on her map, and his label; the campus is drawn.
-            let marker = "#map [data-user-id=\"\(ben.id)\"]"
-            try await anaPage.waitFor(marker)
-            try await anaPage.waitFor("#map [data-place=\"University Library\"]")
-            #expect(try await anaPage.text("#friends").contains("Ben Web"))
-            // ben walks; ana's page follows without a reload (the page object survives).
-            try await anaPage.run("window.__samePage = true")
-            try await ben.moves(to: 33.7791)
-            try await eventually("ana's map shows ben's new position", timeout: .seconds(10)) {
-                try await anaPage.attribute(marker, "data-lat") == "33.7791"
-            }
-            #expect(try await anaPage.run("return window.__samePage === true") == .bool(true), "no reload")
-            // Never a person she may not see.
-            #expect(try await anaPage.element("#map [data-user-id=\"\(cyd.id)\"]") == nil)
-            #expect(!(try await anaPage.text("#friends").contains("Cyd")))
-            try await anaPage.screenshot(to: "\(Self.output)/webapp-map.png")
-
-            // ben raises helpNow from his page (with the confirmation step); ana's page shows the banner.
-            try await benPage.click("#help")
-            try await benPage.waitFor("#help-confirm:not([hidden])")
-            let pressed = ContinuousClock.now
-            try await benPage.click("#help-yes")
-            try await anaPage.waitFor("#banner:not([hidden])", timeout: .seconds(10))
-            let shownAfter = pressed.duration(to: .now)
-            #expect(try await anaPage.text("#banner").contains("Ben Web (@ben) needs help"))
-            print("web app: the helpNow banner appeared on ana's page \(shownAfter) after ben confirmed (includes WebDriver's own round trips)")
-            try await anaPage.screenshot(to: "\(Self.output)/webapp-helpnow.png")
-            #expect(try await benPage.text("#help-status").contains("Your circle was alerted"))
-            // Still nobody ana may not see, even with the alert's location grants.
-            #expect(try await anaPage.element("#map [data-user-id=\"\(cyd.id)\"]") == nil)
+            await anaPage.quit()
+            await benPage.quit()
         }
+    }
+
+    private func browse(_ anaPage: Browser, _ benPage: Browser, ana: WebUser, ben: WebUser, cyd: WebUser, edge: String) async throws {
+        for (page, user) in [(anaPage, ana), (benPage, ben)] {
+            try await page.go(edge)
+            try await page.type("#login-form [name=login]", user.name)
+            try await page.type("#login-form [name=password]", "password \(user.name) 1")
+            try await page.click("#login-form button[type=submit]")
+            try await page.waitFor("#home:not([hidden])")
+        }
+
+        // ana sees ben on her map, and his label; the campus is drawn.
+        let marker = "#map [data-user-id=\"\(ben.id)\"]"
+        try await anaPage.waitFor(marker)
+        try await anaPage.waitFor("#map [data-place=\"University Library\"]")
+        #expect(try await anaPage.text("#friends").contains("Ben Web"))
+        // ben walks; ana's page follows without a reload (the page object survives).
+        try await anaPage.run("window.__samePage = true")
+        try await ben.moves(to: 33.7791)
+        try await eventually("ana's map shows ben's new position", timeout: .seconds(10)) {
+            try await anaPage.attribute(marker, "data-lat") == "33.7791"
+        }
+        #expect(try await anaPage.run("return window.__samePage === true") == .bool(true), "no reload")
+        // Never a person she may not see.
+        #expect(try await anaPage.element("#map [data-user-id=\"\(cyd.id)\"]") == nil)
+        #expect(!(try await anaPage.text("#friends").contains("Cyd")))
+        try await anaPage.screenshot(to: "\(Self.output)/webapp-map.png")
+
+        // ben raises helpNow from his page (with the confirmation step); ana's page shows the banner.
+        try await benPage.click("#help")
+        try await benPage.waitFor("#help-confirm:not([hidden])")
+        let pressed = ContinuousClock.now
+        try await benPage.click("#help-yes")
+        try await anaPage.waitFor("#banner:not([hidden])", timeout: .seconds(10))
+        let shownAfter = pressed.duration(to: .now)
+        #expect(try await anaPage.text("#banner").contains("Ben Web (@ben) needs help"))
+        print("web app: the helpNow banner appeared on ana's page \(shownAfter) after ben confirmed (includes WebDriver's own round trips)")
+        try await anaPage.screenshot(to: "\(Self.output)/webapp-helpnow.png")
+        #expect(try await benPage.text("#help-status").contains("Your circle was alerted"))
+        // Still nobody ana may not see, even with the alert's location grants.
+        #expect(try await anaPage.element("#map [data-user-id=\"\(cyd.id)\"]") == nil)
     }
 }
