@@ -1,5 +1,6 @@
 import Foundation
 public import Gateway
+import ServiceKit
 
 /// How the HTTP edge listens, and what it lets in.
 public struct EdgeConfig: Sendable {
@@ -39,16 +40,10 @@ public struct EdgeConfig: Sendable {
     /// Host and port from `listen`.
     /// - Throws: `EdgeConfigError` when it is not `scheme://host:port`.
     public func address() throws(EdgeConfigError) -> (host: String, port: Int) {
-        var rest = Substring(listen)
-        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
-        if rest.hasSuffix("/") { rest = rest.dropLast() }
-        guard let colon = rest.lastIndex(of: ":"), let port = Int(rest[rest.index(after: colon)...]), (0...65_535).contains(port) else {
+        guard let address = EndpointAddress.hostAndPort(listen) else {
             throw EdgeConfigError("the edge's listen address \"\(listen)\" is not scheme://host:port")
         }
-        var host = String(rest[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty else { throw EdgeConfigError("the edge's listen address \"\(listen)\" has no host") }
-        return (host, port)
+        return address
     }
 }
 

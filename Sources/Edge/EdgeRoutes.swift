@@ -182,9 +182,9 @@ struct EdgeRoutes: Sendable {
         for item in offered.split(separator: ",") {
             let value = item.trimmingCharacters(in: .whitespaces)
             guard value.hasPrefix(bearerSubprotocol) else { continue }
-            var text = String(value.dropFirst(bearerSubprotocol.count)).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-            while text.count % 4 != 0 { text += "=" }
-            guard let data = Data(base64Encoded: text), let token = String(data: data, encoding: .utf8), !token.isEmpty else { return nil }
+            // base64url, as proto3 JSON's bytes may be: the same decoder.
+            guard let bytes = try? ProtoJSON.bytes(.string(String(value.dropFirst(bearerSubprotocol.count)))),
+                  let token = String(validating: bytes, as: UTF8.self), !token.isEmpty else { return nil }
             return token
         }
         return nil

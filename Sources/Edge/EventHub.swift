@@ -120,13 +120,13 @@ public final class EventHub: Sendable {
     @discardableResult
     public func publish(user: UInt64, event method: String, data: JSONValue) -> UInt64? {
         var overflowed: [AsyncStream<Frame>.Continuation] = []
+        // The event's JSON is rendered once, outside the lock; only the numbered header is
+        // written under it.
+        let body = JSONValue.object([("event", .string(method)), ("data", data)]).rendered().dropFirst()
         let sequence = state.withLock { state -> UInt64? in
             guard var log = state.users[user] else { return nil }
             log.last += 1
-            let frame = JSONValue.object([
-                ("type", .string("event")), ("epoch", .string(String(log.epoch))), ("sequence", .number(Double(log.last))),
-                ("event", .string(method)), ("data", data),
-            ]).rendered()
+            let frame = #"{"type":"event","epoch":""# + String(log.epoch) + #"","sequence":"# + String(log.last) + "," + body
             log.entries.append(Entry(sequence: log.last, frame: frame))
             if log.entries.count > logCapacity { log.entries.removeFirst() }
             for (id, connection) in log.connections {

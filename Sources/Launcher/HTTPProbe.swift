@@ -1,4 +1,5 @@
 import Foundation
+import ServiceKit
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,7 +10,7 @@ import Glibc
 public enum HTTPProbe {
     /// - Parameter endpoint: `http://host:port`, `https://host:port` or `tcp://host:port`.
     public static func isReady(_ endpoint: String, timeout: Duration = .milliseconds(500)) -> Bool {
-        guard let (host, port) = split(endpoint) else { return false }
+        guard let (host, port) = EndpointAddress.hostAndPort(endpoint) else { return false }
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var found: UnsafeMutablePointer<addrinfo>?
@@ -29,14 +30,5 @@ public enum HTTPProbe {
         let got = reply.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         guard got > 0 else { return false }
         return String(decoding: reply[..<got], as: UTF8.self).hasPrefix("HTTP/1.1 200")
-    }
-
-    static func split(_ endpoint: String) -> (String, Int)? {
-        var rest = Substring(endpoint)
-        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
-        guard let colon = rest.lastIndex(of: ":"), let port = Int(rest[rest.index(after: colon)...]) else { return nil }
-        var host = String(rest[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        return (host, port)
     }
 }
