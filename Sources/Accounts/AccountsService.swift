@@ -15,6 +15,12 @@ public struct AccountsConfig: Sendable {
     public var loginPolicy = LoginGuard.Policy()
     /// Milliseconds since 1970; injectable so tests can move time.
     public var now: @Sendable () -> Int64 = { WallClock.milliseconds() }
+    /// The services that erase a deleted account's data (the executable names those the deployment
+    /// has: social, geo, alerts, media); each gets `EraseUser` until it succeeds (`ErasureWorker`).
+    public var erasureTargets: [String] = []
+    /// After every service erased, each is asked once more this long after the first pass: a
+    /// request that passed the gateway before the sessions were revoked may have landed since.
+    public var erasureRecheck: Duration = .seconds(30)
 
     public init() {}
 }
@@ -23,10 +29,10 @@ public struct AccountsConfig: Sendable {
 public final class AccountsService: Sendable {
     public typealias API = AccountsV1.AccountsService
 
-    private let store: AccountsStore
-    private let config: AccountsConfig
+    let store: AccountsStore
+    let config: AccountsConfig
     private let loginGuard: Mutex<LoginGuard>
-    private let events: (any NumberedEventSink)?
+    let events: (any NumberedEventSink)?
     private let blocks: BlockCheck?
     public let replyStore: SQLiteReplyStore
 
@@ -60,7 +66,7 @@ public final class AccountsService: Sendable {
     }
 
     /// Announces `user`'s public profile as it is now (called in commit order).
-    private func profileChanged(_ user: UserRecord) {
+    func profileChanged(_ user: UserRecord) {
         events?.emit(topic: Self.profilesStream, method: Self.profileChanged,
                      payload: AccountsV1.ProfileChanged(profile: user.profile).serializedBytes())
     }
@@ -144,7 +150,7 @@ public final class AccountsService: Sendable {
     }
 
     /// The session the gateway says the caller is using; it must belong to the caller and be live.
-    private func currentSession(_ context: RequestContext, caller: UInt64) async throws -> SessionRecord {
+    func currentSession(_ context: RequestContext, caller: UInt64) async throws -> SessionRecord {
         guard let id = Self.decodeSessionID(context.sessionID), let session = try await store.session(id: id),
               session.userID == caller, !session.revoked, session.expiresAtMs > config.now()
         else { throw RPCError.unauthenticated("no live session for this call: log in again") }
@@ -153,7 +159,7 @@ public final class AccountsService: Sendable {
 
     /// Tells every gateway, after the commit, to forget `user`'s cached sessions (they are checked
     /// with accounts again on their next use; the ones still live pass).
-    private func announceRevocation(of user: UInt64) {
+    func announceRevocation(of user: UInt64) {
         events?.emit(topic: Self.sessionsStream, method: Self.sessionsRevoked,
                      payload: AccountsV1.SessionsRevoked(userId: user).serializedBytes())
     }

@@ -129,6 +129,7 @@ final class AccountsStore: Sendable {
             }
         }
         SQLiteReplyStore.migrate(&migrator)
+        Self.migrateErasures(&migrator)
         try database.migrate(migrator)
     }
 

@@ -60,6 +60,15 @@ struct Outgoing: Sendable {
     var recipient: Recipient
     var channels: Set<AlertsV1.Channel>
     var body: String
+    /// Whose message it is (the person who raised, watched, answered, poked): erased with them.
+    var about: UInt64 = 0
+
+    /// The same message, marked as being about `user`.
+    func about(_ user: UInt64) -> Outgoing {
+        var copy = self
+        copy.about = user
+        return copy
+    }
 }
 
 /// A grant as alerts keeps it: the truth it republishes to geo.
@@ -200,6 +209,13 @@ final class AlertsStore: Sendable {
             }
         }
         SQLiteReplyStore.migrate(&migrator)
+        // Whose each message is, so erasing a deleted account finds the messages about them
+        // (rows from before this migration are found by their source instead).
+        migrator.registerMigration("outbox_about") { db in
+            try db.execute(sql: "ALTER TABLE outbox ADD COLUMN about_user INTEGER NOT NULL DEFAULT 0")
+            try db.execute(sql: "CREATE INDEX outbox_about ON outbox(about_user) WHERE about_user != 0")
+            try db.execute(sql: "CREATE INDEX outbox_recipient ON outbox(recipient_user) WHERE recipient_user != 0")
+        }
         try database.migrate(migrator)
     }
 
@@ -259,10 +275,10 @@ final class AlertsStore: Sendable {
                                status: AlertsV1.DeliveryStatus, error: String, now: Int64) throws -> Int {
         try db.run(sql: """
             INSERT OR IGNORE INTO outbox (dedupe_key, source, channel, recipient_user, address, body, status, last_error,
-                                          created_at_ms, updated_at_ms, next_attempt_ms)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                          created_at_ms, updated_at_ms, next_attempt_ms, about_user)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: ["\(m.source)|\(channel.rawValue)|\(key)", m.source, channel.rawValue, user, address, m.body,
-                             status.rawValue, error, now, now, now])
+                             status.rawValue, error, now, now, now, m.about])
         return db.changesCount > 0 && status == .pending ? 1 : 0
     }
 

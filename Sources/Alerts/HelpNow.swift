@@ -65,7 +65,7 @@ extension AlertsService {
                 for grant in plan.grants { try AlertsStore.setGrant(db, grant) }
                 try db.run(sql: "INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (?, ?, ?, ?, ?)",
                                arguments: [id, caller, plan.promptNumber, plan.promptLabel, at])
-                try AlertsStore.enqueue(db, plan.deliveries(source: "help_now:\(id)", text: text), now: at)
+                try AlertsStore.enqueue(db, plan.deliveries(source: "help_now:\(id)", text: text).map { $0.about(caller) }, now: at)
                 return try AlertsStore.alert(db, id: id)
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -144,8 +144,10 @@ extension AlertsService {
             }
             for g in grants { try AlertsStore.setGrant(db, g) }
             try AlertsStore.enqueue(db, record.recipients.map { r in
-                r.user != 0 ? Outgoing(source: "help_now_resolved:\(alertID)", recipient: .user(r.user), channels: [.push, .sms], body: text)
-                            : Outgoing(source: "help_now_resolved:\(alertID)", recipient: .phone(r.phone), channels: [.sms], body: text)
+                r.user != 0 ? Outgoing(source: "help_now_resolved:\(alertID)", recipient: .user(r.user), channels: [.push, .sms], body: text,
+                                       about: record.initiator)
+                            : Outgoing(source: "help_now_resolved:\(alertID)", recipient: .phone(r.phone), channels: [.sms], body: text,
+                                       about: record.initiator)
             }, now: at)
             return (record, grants)
         }
@@ -214,7 +216,7 @@ extension AlertsService {
                            arguments: [answer.rawValue, at, alertID, caller])
             let text = answer == .accepted ? "\(Self.name(names[caller])) is on the way" : "\(Self.name(names[caller])) cannot help right now"
             try AlertsStore.enqueue(db, [Outgoing(source: "help_answer:\(alertID):\(caller):\(answer.rawValue)", recipient: .user(alert.initiator),
-                                                  channels: [.push], body: text)], now: at)
+                                                  channels: [.push], body: text, about: caller)], now: at)
             return (alert, answer)
         }
         guard let (alert, answer) = result else { return }

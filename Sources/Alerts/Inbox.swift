@@ -207,7 +207,7 @@ extension AlertsService {
             let at = now(), link = config.inviteLink
             try await store.database.write { db in
                 // Another pull may have moved the cursor meanwhile: queueing is idempotent anyway.
-                try AlertsStore.enqueue(db, notices.compactMap { n in Self.outgoing(for: n, link: link) }, now: at)
+                try AlertsStore.enqueue(db, notices.compactMap { n in Self.outgoing(for: n, link: link)?.about(n.from?.userId ?? 0) }, now: at)
                 try AlertsStore.setCursor(db, "social.notices", max(last.noticeId, try AlertsStore.cursor(db, "social.notices")))
             }
             for n in notices where n.kind == .circleRequest {

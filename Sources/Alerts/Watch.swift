@@ -34,7 +34,7 @@ extension AlertsService {
                     try db.run(sql: "INSERT INTO watchers (session_id, watcher, position, answer) VALUES (?, ?, ?, ?)",
                                    arguments: [id, watcher, position, AlertsV1.Answer.pending.rawValue])
                 }
-                try AlertsStore.enqueue(db, watchers.map { Outgoing(source: "watch:\(id)", recipient: .user($0), channels: [.push], body: text) }, now: at)
+                try AlertsStore.enqueue(db, watchers.map { Outgoing(source: "watch:\(id)", recipient: .user($0), channels: [.push], body: text, about: caller) }, now: at)
                 guard let record = try AlertsStore.watch(db, id: id) else { throw RPCError.internal("watch vanished") }
                 return record
             }
@@ -123,7 +123,7 @@ extension AlertsService {
         let grants = accepted.map { GrantRecord(subject: session.initiator, viewer: $0, reason: "watch", expiresMs: at) }
         for g in grants { try AlertsStore.setGrant(db, g) }
         let text = state == .expired ? "\(initiatorName)'s watch ran out of time" : "\(initiatorName) ended their watch: they are safe"
-        try AlertsStore.enqueue(db, accepted.map { Outgoing(source: "watch_end:\(session.id)", recipient: .user($0), channels: [.push], body: text) },
+        try AlertsStore.enqueue(db, accepted.map { Outgoing(source: "watch_end:\(session.id)", recipient: .user($0), channels: [.push], body: text, about: session.initiator) },
                                 now: at)
         guard let record = try AlertsStore.watch(db, id: session.id) else { throw RPCError.internal("watch vanished") }
         return (record, grants)
@@ -182,7 +182,7 @@ extension AlertsService {
             for g in grants { try AlertsStore.setGrant(db, g) }
             let text = answer == .accepted ? "\(Self.name(names[caller])) is watching you" : "\(Self.name(names[caller])) cannot watch you"
             try AlertsStore.enqueue(db, [Outgoing(source: "watch_answer:\(sessionID):\(caller):\(answer.rawValue)", recipient: .user(session.initiator),
-                                                  channels: [.push], body: text)], now: at)
+                                                  channels: [.push], body: text, about: caller)], now: at)
             return (session, grants, answer)
         }
         guard let (session, grants, answer) = result else { return }

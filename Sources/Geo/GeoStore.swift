@@ -287,7 +287,7 @@ final class GeoStore: Sendable {
     }
 
     /// `user`'s history rows: the indexed ones and the tail not folded yet.
-    private static let userHistory = """
+    static let userHistory = """
         SELECT history_id FROM history_by_user WHERE user_id = ?1
         UNION ALL SELECT id FROM history WHERE id > ?2 AND user_id = ?1
         """

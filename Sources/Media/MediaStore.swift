@@ -234,7 +234,7 @@ final class MediaStore: Sendable {
     }
 
     /// Deletes an item and its pointers, releasing its bytes.
-    private func deleteItem(_ db: Database, _ id: String, into released: inout Released) throws {
+    func deleteItem(_ db: Database, _ id: String, into released: inout Released) throws {
         guard let sha = try String.fetchOne(db, cached: "SELECT sha256 FROM media WHERE id = ?", arguments: [id]) else { return }
         try db.run(sql: "DELETE FROM media WHERE id = ?", arguments: [id])
         try db.run(sql: "DELETE FROM profile_pictures WHERE media_id = ?", arguments: [id])
@@ -244,7 +244,7 @@ final class MediaStore: Sendable {
 
     /// Runs `body` in a transaction of the single writer, then unlinks the files it released
     /// while still holding the writer (see the type's comment).
-    private func writing<T: Sendable>(_ body: @escaping @Sendable (Database, inout Released) throws -> T) async throws -> (T, Bool) {
+    func writing<T: Sendable>(_ body: @escaping @Sendable (Database, inout Released) throws -> T) async throws -> (T, Bool) {
         try await database.writeWithoutTransaction { db, scope in
             var released: Released = []
             var result: T?

@@ -34,11 +34,18 @@ public struct FriensoConfig: Codable, Sendable {
         /// The first lockout (default 30 s), doubling per further failure up to the maximum (default 1 h).
         public var lockoutSeconds: Double?
         public var maxLockoutSeconds: Double?
+        /// A deleted account's data is erased by every service twice: at once, and this long
+        /// after (default 30 s), for requests that were in flight when it was deleted.
+        public var erasureRecheckSeconds: Double?
+
+        public init() {}
     }
 
     public struct SocialSection: Codable, Sendable {
         /// How many people a core circle holds (default 3).
         public var circleLimit: Int?
+
+        public init() {}
     }
 
     public struct GeoSection: Codable, Sendable {

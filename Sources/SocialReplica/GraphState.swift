@@ -49,6 +49,7 @@ public struct GraphState: Sendable {
         case .findableOn: findableUsers.insert(a)
         case .findableOff: findableUsers.remove(a)
         case .exchangeAdded: exchanges.insert(a, b); exchanges.insert(b, a)
+        case .exchangeRemoved: exchanges.remove(a, b); exchanges.remove(b, a)
         default: break // a change this build does not know: nothing to apply
         }
     }

@@ -25,15 +25,25 @@ public struct ProfileDirectory: Sendable {
         version = Self.versions.add(1, ordering: .relaxed).newValue
         byID[profile.userId] = profile
     }
+
+    /// A deleted account: its profile goes (and the version moves, so no cached list keeps it).
+    mutating func remove(_ user: UInt64) {
+        version = Self.versions.add(1, ordering: .relaxed).newValue
+        byID[user] = nil
+    }
 }
 
 /// Accounts' `profiles` stream as a Clone model: each event is a whole profile.
 public enum ProfileModel: CloneModel {
     public static let stream = "profiles"
-    public static func decode(_ payload: [UInt8]) -> AccountsV1.Profile? {
-        (try? AccountsV1.ProfileChanged(serializedBytes: payload))?.profile
+    public static func decode(_ payload: [UInt8]) -> AccountsV1.ProfileChanged? {
+        guard let event = try? AccountsV1.ProfileChanged(serializedBytes: payload), event.profile != nil else { return nil }
+        return event
     }
-    public static func apply(_ profile: AccountsV1.Profile, to state: inout ProfileDirectory) { state.put(profile) }
+    public static func apply(_ event: AccountsV1.ProfileChanged, to state: inout ProfileDirectory) {
+        guard let profile = event.profile else { return }
+        if event.deleted { state.remove(profile.userId) } else { state.put(profile) }
+    }
     public static func describe(_ state: ProfileDirectory) -> Logger.Metadata { ["profiles": "\(state.count)"] }
 }
 

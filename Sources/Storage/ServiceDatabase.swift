@@ -45,6 +45,9 @@ public final class ServiceDatabase: Sendable {
         configuration.prepareDatabase { db in
             // FULL: a write acknowledged to a client is on disk, even across a power cut.
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Deleted rows are overwritten with zeros, not left in free space: an erased account
+            // must not survive in the file's unused pages (see `truncateWAL`).
+            try db.execute(sql: "PRAGMA secure_delete = ON")
             // No checkpoint inside a commit: the WAL's growth is signalled to the checkpointer.
             Checkpointer.install(on: db, signal: signal)
         }
@@ -130,6 +133,19 @@ public final class ServiceDatabase: Sendable {
 
     public func migrate(_ migrator: DatabaseMigrator) throws {
         try migrator.migrate(pool)
+    }
+
+    /// Copies every WAL frame into the database file and truncates the WAL to nothing (waiting
+    /// for readers up to the busy timeout; throws when it could not). After an erasure: the rows
+    /// are zeroed in the database file (`secure_delete`), but older copies of their pages may
+    /// linger in the WAL, which SQLite reuses from its start rather than shortens.
+    public func truncateWAL() async throws {
+        try await pool.writeWithoutTransaction { db in
+            let result = try db.checkpoint(.truncate)
+            guard result.walFrameCount == 0 || result.checkpointedFrameCount == result.walFrameCount else {
+                throw StoreInvariant("the WAL could not be checkpointed whole (readers held it)")
+            }
+        }
     }
 }
 
@@ -243,6 +259,25 @@ public final class SQLiteReplyStore: ReplyStore {
         guard !bytes.isEmpty else { return StoredReply(digest: digest, reply: nil) }
         guard let reply = try? Envelope(serializedBytes: Array(bytes)) else { return nil }
         return StoredReply(digest: digest, reply: reply)
+    }
+
+    /// Part of erasing a deleted account: deletes the replies kept for `user`'s own requests
+    /// (keys `u<id>|…`, see `ReplyCache.key`; nobody can resend those: their sessions are gone),
+    /// and clears every other kept reply whose bytes mention one of `traces` (the person's
+    /// username, email, phone, names: a friend's reply naming them, an anonymous Register's
+    /// reply). A cleared reply stays a claim, so a resend of that request is still a dry run,
+    /// never applied twice (see `ServiceDatabase`). - Returns: rows deleted or cleared.
+    @discardableResult
+    public static func eraseReplies(_ db: Database, of user: UInt64, mentioning traces: [String]) throws -> Int {
+        // '}' follows '|' in ASCII: the range is exactly the keys that start with "u<id>|".
+        try db.run(sql: "DELETE FROM idempotent_replies WHERE key >= ? AND key < ?", arguments: ["u\(user)|", "u\(user)}"])
+        var erased = db.changesCount
+        for trace in Set(traces) where trace.utf8.count >= 3 {
+            try db.run(sql: "UPDATE idempotent_replies SET reply = x'' WHERE length(reply) > 0 AND instr(reply, ?) > 0",
+                       arguments: [Data(trace.utf8)])
+            erased += db.changesCount
+        }
+        return erased
     }
 
     /// Records, inside a mutation's transaction, that the request `key` was applied.

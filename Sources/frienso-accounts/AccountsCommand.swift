@@ -31,10 +31,20 @@ struct AccountsCommand: AsyncParsableCommand {
         if let replica {
             blocks = { @Sendable (a: UInt64, b: UInt64) -> Bool? in replica.status.snapshots > 0 ? replica.blocked(a, b) : nil }
         }
-        let service = try AccountsService(directory: resolved.dataDirectory, config: AccountsConfig(resolved: resolved),
-                                          events: publisher, blocks: blocks)
+        // A deleted account is erased by every service of the deployment that holds data about
+        // people (the ones configured here; a deployment without one has nothing there to erase).
+        func client(_ member: String) throws -> WireClient? {
+            try resolved.configuredPeer(member).map { try plane.client(member, at: $0, logger: logger) }
+        }
+        let erasers = AccountsService.remoteErasers(social: try client("social"), geo: try client("geo"),
+                                                    alerts: try client("alerts"), media: try client("media"))
+        var config = AccountsConfig(resolved: resolved)
+        config.erasureTargets = erasers.keys.sorted()
+        logger.info("deleted accounts are erased by", metadata: ["services": "\(config.erasureTargets.joined(separator: ","))"])
+        let service = try AccountsService(directory: resolved.dataDirectory, config: config, events: publisher, blocks: blocks)
         let host = service.makeHost(options: plane.hostOptions(name: "accounts", endpoint: resolved.endpoint), logger: logger)
-        let services: [any Service] = (replica.map { [$0] } ?? []) + [publisher, host]
+        let worker = ErasureWorker(service: service, erasers: erasers, logger: logger)
+        let services: [any Service] = (replica.map { [$0] } ?? []) + [publisher, worker, host]
         try await ServiceRunner.run(services, endpointFile: resolved.endpointFile, logger: logger,
                                     boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }
     }

@@ -16,6 +16,7 @@ extension AccountsConfig {
             loginPolicy.client.window = seconds
         }
         if let seconds = section?.sprayWindowSeconds { loginPolicy.spraying.window = seconds }
+        if let seconds = section?.erasureRecheckSeconds { erasureRecheck = .milliseconds(Int64(seconds * 1000)) }
         if let seconds = section?.lockoutSeconds {
             loginPolicy.account.baseLockout = seconds
             loginPolicy.client.baseLockout = seconds

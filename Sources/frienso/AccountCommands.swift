@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import FriensoClient
 import FriensoProto
 import Wire
@@ -238,6 +239,48 @@ struct Ping: AsyncParsableCommand {
                 throw RPCError.unavailable("nothing answered")
             }
             return (lines.joined(separator: "\n"), .array(json))
+        }
+    }
+}
+
+struct AccountCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "account", abstract: "Your account as a whole: delete it.",
+        subcommands: [Delete.self])
+
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete your account and everything Frienso stores about you (asks for the password).",
+            discussion: """
+                The account goes at once (you are logged out everywhere; the username, email and phone are free again).
+                Then every service erases your friendships, requests, circle, locations and history, check-ins,
+                alerts, devices, deliveries and photos; a service that is down does it when it is back.
+                This cannot be undone. Without --yes, asks you to type your username.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var password: PasswordOptions
+        @Flag(help: "Do not ask for confirmation.") var yes = false
+
+        func run() async throws {
+            try await performCall(global) { client in
+                if !yes {
+                    let me = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest())
+                    let username = me.account?.profile?.username ?? ""
+                    guard isatty(STDIN_FILENO) == 1 else {
+                        throw CLIError(message: "refusing to delete without confirmation: pass --yes", exitCode: 64)
+                    }
+                    print("This deletes \(username) and everything stored about them, for good. Type the username to confirm: ", terminator: "")
+                    guard readLine(strippingNewline: true) == username else {
+                        throw CLIError(message: "not confirmed: nothing was deleted", exitCode: 64)
+                    }
+                }
+                let secret = try password.read("Password")
+                let response = try await client.call(Accounts.deleteAccount, AccountsV1.DeleteAccountRequest(password: secret), mutation: true)
+                global.sessionFile.remove()
+                let services = response.erasing.isEmpty ? "" : "; \(response.erasing.joined(separator: ", ")) erase your data now"
+                return ("account \(response.userId) deleted\(services)", response.jsonValue)
+            }
         }
     }
 }

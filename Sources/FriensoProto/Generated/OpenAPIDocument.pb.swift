@@ -132,6 +132,64 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/accounts/DeleteAccount": {
+   "post": {
+    "operationId": "accounts.DeleteAccount",
+    "summary": "accounts.DeleteAccount",
+    "tags": [
+     "accounts"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.accounts.v1.DeleteAccountRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.accounts.v1.DeleteAccountResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/accounts/EditProfile": {
    "post": {
     "operationId": "accounts.EditProfile",
@@ -4337,6 +4395,32 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.accounts.v1.DeleteAccountRequest": {
+    "type": "object",
+    "properties": {
+     "password": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.accounts.v1.DeleteAccountResponse": {
+    "type": "object",
+    "properties": {
+     "userId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "erasing": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.accounts.v1.EditProfileRequest": {
     "type": "object",
     "properties": {
@@ -4573,6 +4657,9 @@ public enum OpenAPIDocument {
     "properties": {
      "profile": {
       "$ref": "#/components/schemas/frienso.accounts.v1.Profile"
+     },
+     "deleted": {
+      "type": "boolean"
      }
     },
     "additionalProperties": false
@@ -5019,6 +5106,41 @@ public enum OpenAPIDocument {
     "properties": {
      "session": {
       "$ref": "#/components/schemas/frienso.alerts.v1.WatchSession"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.EraseUserRequest": {
+    "type": "object",
+    "properties": {
+     "userId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "addresses": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      }
+     },
+     "traces": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.EraseUserResponse": {
+    "type": "object",
+    "properties": {
+     "erased": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
      }
     },
     "additionalProperties": false
@@ -5934,6 +6056,35 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.geo.v1.EraseUserRequest": {
+    "type": "object",
+    "properties": {
+     "userId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "traces": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.EraseUserResponse": {
+    "type": "object",
+    "properties": {
+     "erased": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.geo.v1.Fix": {
     "type": "object",
     "properties": {
@@ -6512,6 +6663,35 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.media.v1.EraseUserRequest": {
+    "type": "object",
+    "properties": {
+     "userId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "traces": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.media.v1.EraseUserResponse": {
+    "type": "object",
+    "properties": {
+     "erased": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.media.v1.FinishUploadRequest": {
     "type": "object",
     "properties": {
@@ -7019,6 +7199,35 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.social.v1.EraseUserRequest": {
+    "type": "object",
+    "properties": {
+     "userId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "traces": {
+      "type": "array",
+      "items": {
+       "type": "string"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.social.v1.EraseUserResponse": {
+    "type": "object",
+    "properties": {
+     "erased": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.social.v1.Exchange": {
     "type": "object",
     "properties": {
@@ -7145,7 +7354,8 @@ public enum OpenAPIDocument {
        "GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED",
        "GRAPH_CHANGE_FINDABLE_ON",
        "GRAPH_CHANGE_FINDABLE_OFF",
-       "GRAPH_CHANGE_EXCHANGE_ADDED"
+       "GRAPH_CHANGE_EXCHANGE_ADDED",
+       "GRAPH_CHANGE_EXCHANGE_REMOVED"
       ]
      },
      "userA": {

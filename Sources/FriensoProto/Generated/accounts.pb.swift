@@ -972,6 +972,165 @@ extension AccountsV1.ChangeEmailResponse {
 }
 
 extension AccountsV1 {
+    /// `frienso.accounts.v1.DeleteAccountRequest`
+    public struct DeleteAccountRequest: ProtoMessage {
+        public var password: String = ""
+
+        public init() {}
+
+        public init(password: String = "") {
+        self.password = password
+        }
+    }
+}
+
+extension AccountsV1.DeleteAccountRequest {
+    public static let protoName = "frienso.accounts.v1.DeleteAccountRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__DeleteAccountRequest()
+        frienso__accounts__v1__delete_account_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_request__get_packed_size, pack: frienso__accounts__v1__delete_account_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__DeleteAccountRequest()
+        frienso__accounts__v1__delete_account_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_request__get_packed_size, pack: frienso__accounts__v1__delete_account_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.DeleteAccountRequest", unpack: frienso__accounts__v1__delete_account_request__unpack, free: frienso__accounts__v1__delete_account_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.DeleteAccountRequest", unpack: frienso__accounts__v1__delete_account_request__unpack, free: frienso__accounts__v1__delete_account_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__DeleteAccountRequest, arena: ProtoArena) {
+        if !self.password.isEmpty { c.password = arena.string(self.password) }
+    }
+
+    init(c: Frienso__Accounts__V1__DeleteAccountRequest) {
+        self.init(password: ProtoRuntime.string(c.password))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("password", .string(self.password))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "password": self.password = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(password: ProtoSample.string(seed, "password"))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.DeleteAccountResponse`
+    public struct DeleteAccountResponse: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var erasing: [String] = []
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, erasing: [String] = []) {
+        self.userId = userId
+        self.erasing = erasing
+        }
+    }
+}
+
+extension AccountsV1.DeleteAccountResponse {
+    public static let protoName = "frienso.accounts.v1.DeleteAccountResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__DeleteAccountResponse()
+        frienso__accounts__v1__delete_account_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_response__get_packed_size, pack: frienso__accounts__v1__delete_account_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__DeleteAccountResponse()
+        frienso__accounts__v1__delete_account_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_response__get_packed_size, pack: frienso__accounts__v1__delete_account_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.DeleteAccountResponse", unpack: frienso__accounts__v1__delete_account_response__unpack, free: frienso__accounts__v1__delete_account_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.DeleteAccountResponse", unpack: frienso__accounts__v1__delete_account_response__unpack, free: frienso__accounts__v1__delete_account_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__DeleteAccountResponse, arena: ProtoArena) {
+        c.user_id = self.userId
+        c.n_erasing = self.erasing.count
+        c.erasing = arena.strings(self.erasing)
+    }
+
+    init(c: Frienso__Accounts__V1__DeleteAccountResponse) {
+        self.init(userId: c.user_id, erasing: ProtoRuntime.array(c.erasing, count: c.n_erasing) { ProtoRuntime.string($0) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("erasing", .array(self.erasing.map { .string($0) }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "erasing": self.erasing = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), erasing: (0..<Int((seed &+ 2) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "erasing") })
+    }
+}
+
+extension AccountsV1 {
     /// `frienso.accounts.v1.ChangePasswordRequest`
     public struct ChangePasswordRequest: ProtoMessage {
         public var currentPassword: String = ""
@@ -3068,11 +3227,13 @@ extension AccountsV1 {
     /// `frienso.accounts.v1.ProfileChanged`
     public struct ProfileChanged: ProtoMessage {
         public var profile: AccountsV1.Profile? = nil
+        public var deleted: Bool = false
 
         public init() {}
 
-        public init(profile: AccountsV1.Profile? = nil) {
+        public init(profile: AccountsV1.Profile? = nil, deleted: Bool = false) {
         self.profile = profile
+        self.deleted = deleted
         }
     }
 }
@@ -3110,15 +3271,16 @@ extension AccountsV1.ProfileChanged {
         if let value = self.profile {
             c.profile = arena.message(of: Frienso__Accounts__V1__Profile.self) { frienso__accounts__v1__profile__init($0); value.copy(into: &$0.pointee, arena: arena) }
         }
+        c.deleted = (self.deleted ? 1 : 0)
     }
 
     init(c: Frienso__Accounts__V1__ProfileChanged) {
-        self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) })
+        self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) }, deleted: (c.deleted != 0))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("profile", self.profile.map { $0.jsonValue } ?? .null)])
+        .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("deleted", .bool(self.deleted))])
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3127,6 +3289,7 @@ extension AccountsV1.ProfileChanged {
         for (key, value) in try ProtoJSON.object(json, Self.protoName) {
             switch key {
             case "profile": self.profile = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Profile.self) }
+            case "deleted": self.deleted = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -3139,7 +3302,7 @@ extension AccountsV1.ProfileChanged {
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(profile: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Profile.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Profile()))
+        Self(profile: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Profile.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Profile()), deleted: seed % 2 == 0)
     }
 }
 
@@ -3330,6 +3493,7 @@ extension AccountsV1 {
         public static let whoAmI = RPCMethod<WhoAmIRequest, WhoAmIResponse>(service: "accounts", name: "WhoAmI", access: .authenticated)
         public static let changeEmail = RPCMethod<ChangeEmailRequest, ChangeEmailResponse>(service: "accounts", name: "ChangeEmail", access: .authenticated)
         public static let changePassword = RPCMethod<ChangePasswordRequest, ChangePasswordResponse>(service: "accounts", name: "ChangePassword", access: .authenticated)
+        public static let deleteAccount = RPCMethod<DeleteAccountRequest, DeleteAccountResponse>(service: "accounts", name: "DeleteAccount", access: .authenticated)
         public static let getProfile = RPCMethod<GetProfileRequest, GetProfileResponse>(service: "accounts", name: "GetProfile", access: .authenticated)
         public static let editProfile = RPCMethod<EditProfileRequest, EditProfileResponse>(service: "accounts", name: "EditProfile", access: .authenticated)
         public static let validateSession = RPCMethod<ValidateSessionRequest, ValidateSessionResponse>(service: "accounts", name: "ValidateSession", access: .internal, callers: ["gateway", "edge"])
@@ -3342,9 +3506,9 @@ extension AccountsV1 {
         public static let matchContacts = RPCMethod<MatchContactsRequest, MatchContactsResponse>(service: "accounts", name: "MatchContacts", access: .internal, callers: ["social"])
         public static let profilesSnapshot = RPCMethod<ProfilesSnapshotRequest, ProfilesSnapshotResponse>(service: "accounts", name: "ProfilesSnapshot", access: .internal, callers: ["social", "alerts"])
 
-        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased, profilesSnapshot.erased]
+        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, deleteAccount.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased, profilesSnapshot.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [register.jsonCodec, login.jsonCodec, logout.jsonCodec, whoAmI.jsonCodec, changeEmail.jsonCodec, changePassword.jsonCodec, getProfile.jsonCodec, editProfile.jsonCodec, validateSession.jsonCodec, getProfiles.jsonCodec, contactDetails.jsonCodec, findUsers.jsonCodec, searchUsers.jsonCodec, linkExternalId.jsonCodec, unlinkExternalId.jsonCodec, matchContacts.jsonCodec, profilesSnapshot.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [register.jsonCodec, login.jsonCodec, logout.jsonCodec, whoAmI.jsonCodec, changeEmail.jsonCodec, changePassword.jsonCodec, deleteAccount.jsonCodec, getProfile.jsonCodec, editProfile.jsonCodec, validateSession.jsonCodec, getProfiles.jsonCodec, contactDetails.jsonCodec, findUsers.jsonCodec, searchUsers.jsonCodec, linkExternalId.jsonCodec, unlinkExternalId.jsonCodec, matchContacts.jsonCodec, profilesSnapshot.jsonCodec]
     }
 }

@@ -4240,6 +4240,170 @@ extension AlertsV1.AlertEvent {
 }
 
 extension AlertsV1 {
+    /// `frienso.alerts.v1.EraseUserRequest`
+    public struct EraseUserRequest: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var addresses: [String] = []
+        public var traces: [String] = []
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, addresses: [String] = [], traces: [String] = []) {
+        self.userId = userId
+        self.addresses = addresses
+        self.traces = traces
+        }
+    }
+}
+
+extension AlertsV1.EraseUserRequest {
+    public static let protoName = "frienso.alerts.v1.EraseUserRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__EraseUserRequest()
+        frienso__alerts__v1__erase_user_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_request__get_packed_size, pack: frienso__alerts__v1__erase_user_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__EraseUserRequest()
+        frienso__alerts__v1__erase_user_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_request__get_packed_size, pack: frienso__alerts__v1__erase_user_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EraseUserRequest", unpack: frienso__alerts__v1__erase_user_request__unpack, free: frienso__alerts__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EraseUserRequest", unpack: frienso__alerts__v1__erase_user_request__unpack, free: frienso__alerts__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__EraseUserRequest, arena: ProtoArena) {
+        c.user_id = self.userId
+        c.n_addresses = self.addresses.count
+        c.addresses = arena.strings(self.addresses)
+        c.n_traces = self.traces.count
+        c.traces = arena.strings(self.traces)
+    }
+
+    init(c: Frienso__Alerts__V1__EraseUserRequest) {
+        self.init(userId: c.user_id, addresses: ProtoRuntime.array(c.addresses, count: c.n_addresses) { ProtoRuntime.string($0) }, traces: ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("addresses", .array(self.addresses.map { .string($0) })), ("traces", .array(self.traces.map { .string($0) }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "addresses": self.addresses = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            case "traces": self.traces = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), addresses: (0..<Int((seed &+ 2) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "addresses") }, traces: (0..<Int((seed &+ 3) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "traces") })
+    }
+}
+
+extension AlertsV1 {
+    /// `frienso.alerts.v1.EraseUserResponse`
+    public struct EraseUserResponse: ProtoMessage {
+        public var erased: UInt32 = 0
+
+        public init() {}
+
+        public init(erased: UInt32 = 0) {
+        self.erased = erased
+        }
+    }
+}
+
+extension AlertsV1.EraseUserResponse {
+    public static let protoName = "frienso.alerts.v1.EraseUserResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__EraseUserResponse()
+        frienso__alerts__v1__erase_user_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_response__get_packed_size, pack: frienso__alerts__v1__erase_user_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__EraseUserResponse()
+        frienso__alerts__v1__erase_user_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_response__get_packed_size, pack: frienso__alerts__v1__erase_user_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EraseUserResponse", unpack: frienso__alerts__v1__erase_user_response__unpack, free: frienso__alerts__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EraseUserResponse", unpack: frienso__alerts__v1__erase_user_response__unpack, free: frienso__alerts__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__EraseUserResponse, arena _: ProtoArena) {
+        c.erased = self.erased
+    }
+
+    init(c: Frienso__Alerts__V1__EraseUserResponse) {
+        self.init(erased: c.erased)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("erased", .number(Double(self.erased)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "erased": self.erased = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(erased: ProtoSample.uint32(seed, 1))
+    }
+}
+
+extension AlertsV1 {
     /// The methods of `frienso.alerts.v1.AlertsService`, with the access the contract declares.
     public enum AlertsService {
         public static let startWatch = RPCMethod<StartWatchRequest, StartWatchResponse>(service: "alerts", name: "StartWatch", access: .authenticated)
@@ -4258,10 +4422,11 @@ extension AlertsV1 {
         public static let listOutbox = RPCMethod<ListOutboxRequest, ListOutboxResponse>(service: "alerts", name: "ListOutbox", access: .public)
         public static let importResources = RPCMethod<ImportResourcesRequest, ImportResourcesResponse>(service: "alerts", name: "ImportResources", access: .public)
         public static let listResources = RPCMethod<ListResourcesRequest, ListResourcesResponse>(service: "alerts", name: "ListResources", access: .authenticated)
+        public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "alerts", name: "EraseUser", access: .internal, callers: ["accounts"])
 
-        public static let all: [AnyRPCMethod] = [startWatch.erased, extendWatch.erased, endWatch.erased, getWatch.erased, raiseHelpNow.erased, resolveHelpNow.erased, reportEmergencyCall.erased, getHelpNow.erased, listInbox.erased, respondInbox.erased, registerDevice.erased, unregisterDevice.erased, listDevices.erased, listOutbox.erased, importResources.erased, listResources.erased]
+        public static let all: [AnyRPCMethod] = [startWatch.erased, extendWatch.erased, endWatch.erased, getWatch.erased, raiseHelpNow.erased, resolveHelpNow.erased, reportEmergencyCall.erased, getHelpNow.erased, listInbox.erased, respondInbox.erased, registerDevice.erased, unregisterDevice.erased, listDevices.erased, listOutbox.erased, importResources.erased, listResources.erased, eraseUser.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [startWatch.jsonCodec, extendWatch.jsonCodec, endWatch.jsonCodec, getWatch.jsonCodec, raiseHelpNow.jsonCodec, resolveHelpNow.jsonCodec, reportEmergencyCall.jsonCodec, getHelpNow.jsonCodec, listInbox.jsonCodec, respondInbox.jsonCodec, registerDevice.jsonCodec, unregisterDevice.jsonCodec, listDevices.jsonCodec, listOutbox.jsonCodec, importResources.jsonCodec, listResources.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [startWatch.jsonCodec, extendWatch.jsonCodec, endWatch.jsonCodec, getWatch.jsonCodec, raiseHelpNow.jsonCodec, resolveHelpNow.jsonCodec, reportEmergencyCall.jsonCodec, getHelpNow.jsonCodec, listInbox.jsonCodec, respondInbox.jsonCodec, registerDevice.jsonCodec, unregisterDevice.jsonCodec, listDevices.jsonCodec, listOutbox.jsonCodec, importResources.jsonCodec, listResources.jsonCodec, eraseUser.jsonCodec]
     }
 }

@@ -3589,6 +3589,165 @@ extension GeoV1.LocationGrant {
 }
 
 extension GeoV1 {
+    /// `frienso.geo.v1.EraseUserRequest`
+    public struct EraseUserRequest: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var traces: [String] = []
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, traces: [String] = []) {
+        self.userId = userId
+        self.traces = traces
+        }
+    }
+}
+
+extension GeoV1.EraseUserRequest {
+    public static let protoName = "frienso.geo.v1.EraseUserRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__EraseUserRequest()
+        frienso__geo__v1__erase_user_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_request__get_packed_size, pack: frienso__geo__v1__erase_user_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__EraseUserRequest()
+        frienso__geo__v1__erase_user_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_request__get_packed_size, pack: frienso__geo__v1__erase_user_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.EraseUserRequest", unpack: frienso__geo__v1__erase_user_request__unpack, free: frienso__geo__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.EraseUserRequest", unpack: frienso__geo__v1__erase_user_request__unpack, free: frienso__geo__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__EraseUserRequest, arena: ProtoArena) {
+        c.user_id = self.userId
+        c.n_traces = self.traces.count
+        c.traces = arena.strings(self.traces)
+    }
+
+    init(c: Frienso__Geo__V1__EraseUserRequest) {
+        self.init(userId: c.user_id, traces: ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("traces", .array(self.traces.map { .string($0) }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "traces": self.traces = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), traces: (0..<Int((seed &+ 2) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "traces") })
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.EraseUserResponse`
+    public struct EraseUserResponse: ProtoMessage {
+        public var erased: UInt32 = 0
+
+        public init() {}
+
+        public init(erased: UInt32 = 0) {
+        self.erased = erased
+        }
+    }
+}
+
+extension GeoV1.EraseUserResponse {
+    public static let protoName = "frienso.geo.v1.EraseUserResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__EraseUserResponse()
+        frienso__geo__v1__erase_user_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_response__get_packed_size, pack: frienso__geo__v1__erase_user_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__EraseUserResponse()
+        frienso__geo__v1__erase_user_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_response__get_packed_size, pack: frienso__geo__v1__erase_user_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.EraseUserResponse", unpack: frienso__geo__v1__erase_user_response__unpack, free: frienso__geo__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.EraseUserResponse", unpack: frienso__geo__v1__erase_user_response__unpack, free: frienso__geo__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__EraseUserResponse, arena _: ProtoArena) {
+        c.erased = self.erased
+    }
+
+    init(c: Frienso__Geo__V1__EraseUserResponse) {
+        self.init(erased: c.erased)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("erased", .number(Double(self.erased)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "erased": self.erased = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(erased: ProtoSample.uint32(seed, 1))
+    }
+}
+
+extension GeoV1 {
     /// The methods of `frienso.geo.v1.GeoService`, with the access the contract declares.
     public enum GeoService {
         public static let updateLocation = RPCMethod<UpdateLocationRequest, UpdateLocationResponse>(service: "geo", name: "UpdateLocation", access: .authenticated)
@@ -3607,10 +3766,11 @@ extension GeoV1 {
         public static let latestLocation = RPCMethod<LatestLocationRequest, LatestLocationResponse>(service: "geo", name: "LatestLocation", access: .internal, callers: ["social", "alerts"])
         public static let checkInAccess = RPCMethod<CheckInAccessRequest, CheckInAccessResponse>(service: "geo", name: "CheckInAccess", access: .internal, callers: ["media"])
         public static let getPlace = RPCMethod<GetPlaceRequest, GetPlaceResponse>(service: "geo", name: "GetPlace", access: .internal, callers: ["media"])
+        public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "geo", name: "EraseUser", access: .internal, callers: ["accounts"])
 
-        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased]
+        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased, eraseUser.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec, eraseUser.jsonCodec]
     }
 }

@@ -1559,6 +1559,165 @@ extension MediaV1.AttachCheckInPhotoResponse {
 }
 
 extension MediaV1 {
+    /// `frienso.media.v1.EraseUserRequest`
+    public struct EraseUserRequest: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var traces: [String] = []
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, traces: [String] = []) {
+        self.userId = userId
+        self.traces = traces
+        }
+    }
+}
+
+extension MediaV1.EraseUserRequest {
+    public static let protoName = "frienso.media.v1.EraseUserRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__EraseUserRequest()
+        frienso__media__v1__erase_user_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_request__get_packed_size, pack: frienso__media__v1__erase_user_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__EraseUserRequest()
+        frienso__media__v1__erase_user_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_request__get_packed_size, pack: frienso__media__v1__erase_user_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.EraseUserRequest", unpack: frienso__media__v1__erase_user_request__unpack, free: frienso__media__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.EraseUserRequest", unpack: frienso__media__v1__erase_user_request__unpack, free: frienso__media__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Media__V1__EraseUserRequest, arena: ProtoArena) {
+        c.user_id = self.userId
+        c.n_traces = self.traces.count
+        c.traces = arena.strings(self.traces)
+    }
+
+    init(c: Frienso__Media__V1__EraseUserRequest) {
+        self.init(userId: c.user_id, traces: ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("traces", .array(self.traces.map { .string($0) }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "traces": self.traces = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), traces: (0..<Int((seed &+ 2) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "traces") })
+    }
+}
+
+extension MediaV1 {
+    /// `frienso.media.v1.EraseUserResponse`
+    public struct EraseUserResponse: ProtoMessage {
+        public var erased: UInt32 = 0
+
+        public init() {}
+
+        public init(erased: UInt32 = 0) {
+        self.erased = erased
+        }
+    }
+}
+
+extension MediaV1.EraseUserResponse {
+    public static let protoName = "frienso.media.v1.EraseUserResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__EraseUserResponse()
+        frienso__media__v1__erase_user_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_response__get_packed_size, pack: frienso__media__v1__erase_user_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Media__V1__EraseUserResponse()
+        frienso__media__v1__erase_user_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_response__get_packed_size, pack: frienso__media__v1__erase_user_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.EraseUserResponse", unpack: frienso__media__v1__erase_user_response__unpack, free: frienso__media__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.EraseUserResponse", unpack: frienso__media__v1__erase_user_response__unpack, free: frienso__media__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Media__V1__EraseUserResponse, arena _: ProtoArena) {
+        c.erased = self.erased
+    }
+
+    init(c: Frienso__Media__V1__EraseUserResponse) {
+        self.init(erased: c.erased)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("erased", .number(Double(self.erased)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "erased": self.erased = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(erased: ProtoSample.uint32(seed, 1))
+    }
+}
+
+extension MediaV1 {
     /// The methods of `frienso.media.v1.MediaService`, with the access the contract declares.
     public enum MediaService {
         public static let startUpload = RPCMethod<StartUploadRequest, StartUploadResponse>(service: "media", name: "StartUpload", access: .authenticated)
@@ -1569,10 +1728,11 @@ extension MediaV1 {
         public static let deletePhoto = RPCMethod<DeletePhotoRequest, DeletePhotoResponse>(service: "media", name: "DeletePhoto", access: .authenticated)
         public static let getUsage = RPCMethod<GetUsageRequest, GetUsageResponse>(service: "media", name: "GetUsage", access: .authenticated)
         public static let attachCheckInPhoto = RPCMethod<AttachCheckInPhotoRequest, AttachCheckInPhotoResponse>(service: "media", name: "AttachCheckInPhoto", access: .internal, callers: ["geo"])
+        public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "media", name: "EraseUser", access: .internal, callers: ["accounts"])
 
-        public static let all: [AnyRPCMethod] = [startUpload.erased, uploadChunk.erased, finishUpload.erased, getPhoto.erased, listPhotos.erased, deletePhoto.erased, getUsage.erased, attachCheckInPhoto.erased]
+        public static let all: [AnyRPCMethod] = [startUpload.erased, uploadChunk.erased, finishUpload.erased, getPhoto.erased, listPhotos.erased, deletePhoto.erased, getUsage.erased, attachCheckInPhoto.erased, eraseUser.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [startUpload.jsonCodec, uploadChunk.jsonCodec, finishUpload.jsonCodec, getPhoto.jsonCodec, listPhotos.jsonCodec, deletePhoto.jsonCodec, getUsage.jsonCodec, attachCheckInPhoto.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [startUpload.jsonCodec, uploadChunk.jsonCodec, finishUpload.jsonCodec, getPhoto.jsonCodec, listPhotos.jsonCodec, deletePhoto.jsonCodec, getUsage.jsonCodec, attachCheckInPhoto.jsonCodec, eraseUser.jsonCodec]
     }
 }

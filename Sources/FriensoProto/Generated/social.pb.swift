@@ -152,9 +152,10 @@ extension SocialV1 {
         case findableOn // GRAPH_CHANGE_FINDABLE_ON
         case findableOff // GRAPH_CHANGE_FINDABLE_OFF
         case exchangeAdded // GRAPH_CHANGE_EXCHANGE_ADDED
+        case exchangeRemoved // GRAPH_CHANGE_EXCHANGE_REMOVED
         case unrecognized(Int32)
 
-        public static let allKnownCases: [GraphChange] = [.unspecified, .friendshipAdded, .friendshipRemoved, .blockAdded, .blockRemoved, .circleMemberAdded, .circleMemberRemoved, .findableOn, .findableOff, .exchangeAdded]
+        public static let allKnownCases: [GraphChange] = [.unspecified, .friendshipAdded, .friendshipRemoved, .blockAdded, .blockRemoved, .circleMemberAdded, .circleMemberRemoved, .findableOn, .findableOff, .exchangeAdded, .exchangeRemoved]
 
         public init(rawValue: Int32) {
             switch rawValue {
@@ -168,6 +169,7 @@ extension SocialV1 {
             case 7: self = .findableOn
             case 8: self = .findableOff
             case 9: self = .exchangeAdded
+            case 10: self = .exchangeRemoved
             default: self = .unrecognized(rawValue)
             }
         }
@@ -184,6 +186,7 @@ extension SocialV1 {
             case .findableOn: return 7
             case .findableOff: return 8
             case .exchangeAdded: return 9
+            case .exchangeRemoved: return 10
             case .unrecognized(let value): return value
             }
         }
@@ -200,6 +203,7 @@ extension SocialV1 {
             case .findableOn: return "GRAPH_CHANGE_FINDABLE_ON"
             case .findableOff: return "GRAPH_CHANGE_FINDABLE_OFF"
             case .exchangeAdded: return "GRAPH_CHANGE_EXCHANGE_ADDED"
+            case .exchangeRemoved: return "GRAPH_CHANGE_EXCHANGE_REMOVED"
             case .unrecognized(let value): return "\(value)"
             }
         }
@@ -5320,6 +5324,165 @@ extension SocialV1.AnswerCircleRequestRequest {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.EraseUserRequest`
+    public struct EraseUserRequest: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var traces: [String] = []
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, traces: [String] = []) {
+        self.userId = userId
+        self.traces = traces
+        }
+    }
+}
+
+extension SocialV1.EraseUserRequest {
+    public static let protoName = "frienso.social.v1.EraseUserRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__EraseUserRequest()
+        frienso__social__v1__erase_user_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_request__get_packed_size, pack: frienso__social__v1__erase_user_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__EraseUserRequest()
+        frienso__social__v1__erase_user_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_request__get_packed_size, pack: frienso__social__v1__erase_user_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.EraseUserRequest", unpack: frienso__social__v1__erase_user_request__unpack, free: frienso__social__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.EraseUserRequest", unpack: frienso__social__v1__erase_user_request__unpack, free: frienso__social__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__EraseUserRequest, arena: ProtoArena) {
+        c.user_id = self.userId
+        c.n_traces = self.traces.count
+        c.traces = arena.strings(self.traces)
+    }
+
+    init(c: Frienso__Social__V1__EraseUserRequest) {
+        self.init(userId: c.user_id, traces: ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("traces", .array(self.traces.map { .string($0) }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "traces": self.traces = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.string(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), traces: (0..<Int((seed &+ 2) % 4)).map { i in ProtoSample.string((seed &+ UInt64(i)), "traces") })
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.EraseUserResponse`
+    public struct EraseUserResponse: ProtoMessage {
+        public var erased: UInt32 = 0
+
+        public init() {}
+
+        public init(erased: UInt32 = 0) {
+        self.erased = erased
+        }
+    }
+}
+
+extension SocialV1.EraseUserResponse {
+    public static let protoName = "frienso.social.v1.EraseUserResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__EraseUserResponse()
+        frienso__social__v1__erase_user_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_response__get_packed_size, pack: frienso__social__v1__erase_user_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__EraseUserResponse()
+        frienso__social__v1__erase_user_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_response__get_packed_size, pack: frienso__social__v1__erase_user_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.EraseUserResponse", unpack: frienso__social__v1__erase_user_response__unpack, free: frienso__social__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.EraseUserResponse", unpack: frienso__social__v1__erase_user_response__unpack, free: frienso__social__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__EraseUserResponse, arena _: ProtoArena) {
+        c.erased = self.erased
+    }
+
+    init(c: Frienso__Social__V1__EraseUserResponse) {
+        self.init(erased: c.erased)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("erased", .number(Double(self.erased)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "erased": self.erased = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(erased: ProtoSample.uint32(seed, 1))
+    }
+}
+
+extension SocialV1 {
     /// The methods of `frienso.social.v1.SocialService`, with the access the contract declares.
     public enum SocialService {
         public static let sendFriendRequest = RPCMethod<SendFriendRequestRequest, SendFriendRequestResponse>(service: "social", name: "SendFriendRequest", access: .authenticated)
@@ -5348,10 +5511,11 @@ extension SocialV1 {
         public static let circleOf = RPCMethod<CircleOfRequest, ShowCircleResponse>(service: "social", name: "CircleOf", access: .internal, callers: ["alerts"])
         public static let circleRequestsFor = RPCMethod<CircleRequestsForRequest, ListCircleRequestsResponse>(service: "social", name: "CircleRequestsFor", access: .internal, callers: ["alerts"])
         public static let answerCircleRequest = RPCMethod<AnswerCircleRequestRequest, RespondToCircleRequestResponse>(service: "social", name: "AnswerCircleRequest", access: .internal, callers: ["alerts"])
+        public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "social", name: "EraseUser", access: .internal, callers: ["accounts"])
 
-        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, listNotices.erased, graphSnapshot.erased, circleOf.erased, circleRequestsFor.erased, answerCircleRequest.erased]
+        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, listNotices.erased, graphSnapshot.erased, circleOf.erased, circleRequestsFor.erased, answerCircleRequest.erased, eraseUser.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [sendFriendRequest.jsonCodec, respondToFriendRequest.jsonCodec, cancelFriendRequest.jsonCodec, listFriendRequests.jsonCodec, listFriends.jsonCodec, removeFriend.jsonCodec, block.jsonCodec, unblock.jsonCodec, listBlocked.jsonCodec, showCircle.jsonCodec, addToCircle.jsonCodec, removeFromCircle.jsonCodec, listCircleRequests.jsonCodec, respondToCircleRequest.jsonCodec, searchUsers.jsonCodec, poke.jsonCodec, getDiscoverySettings.jsonCodec, setFindable.jsonCodec, recommendFriends.jsonCodec, addExchange.jsonCodec, listExchanges.jsonCodec, listNotices.jsonCodec, graphSnapshot.jsonCodec, circleOf.jsonCodec, circleRequestsFor.jsonCodec, answerCircleRequest.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [sendFriendRequest.jsonCodec, respondToFriendRequest.jsonCodec, cancelFriendRequest.jsonCodec, listFriendRequests.jsonCodec, listFriends.jsonCodec, removeFriend.jsonCodec, block.jsonCodec, unblock.jsonCodec, listBlocked.jsonCodec, showCircle.jsonCodec, addToCircle.jsonCodec, removeFromCircle.jsonCodec, listCircleRequests.jsonCodec, respondToCircleRequest.jsonCodec, searchUsers.jsonCodec, poke.jsonCodec, getDiscoverySettings.jsonCodec, setFindable.jsonCodec, recommendFriends.jsonCodec, addExchange.jsonCodec, listExchanges.jsonCodec, listNotices.jsonCodec, graphSnapshot.jsonCodec, circleOf.jsonCodec, circleRequestsFor.jsonCodec, answerCircleRequest.jsonCodec, eraseUser.jsonCodec]
     }
 }

@@ -64,6 +64,17 @@ struct GeoState: Sendable {
 
     func settings(of user: UInt64) -> Sharing { sharing[user] ?? Sharing() }
 
+    /// Forgets everything held about `user` (a deleted account): fix, index entry, settings,
+    /// check-in, grants either way, proximity pairs.
+    mutating func forget(_ user: UInt64) {
+        latest[user] = nil
+        index.remove(user)
+        sharing[user] = nil
+        checkIns[user] = nil
+        grants.removeAll(of: user)
+        near = near.filter { $0.a != user && $0.b != user }
+    }
+
     func visible(viewer: UInt64, subject: UInt64, graph: GraphState, now: Int64) -> Bool {
         Visibility.decide(viewer: viewer, subject: subject, Visibility.Facts(
             friends: graph.areFriends(viewer, subject), blocked: graph.blocked(viewer, subject),
@@ -100,6 +111,16 @@ struct Grants: Sendable {
         } else {
             bySubject[key.subject, default: [:]][key.viewer] = reasons
             byViewer[key.viewer, default: []].insert(key.subject)
+        }
+    }
+
+    /// Drops every grant `user` gave or holds (a deleted account).
+    mutating func removeAll(of user: UInt64) {
+        for (viewer, reasons) in bySubject[user] ?? [:] {
+            for reason in reasons.keys { set(GrantKey(subject: user, viewer: viewer, reason: reason), expiresMs: nil) }
+        }
+        for subject in byViewer[user] ?? [] {
+            for reason in (bySubject[subject]?[user] ?? [:]).keys { set(GrantKey(subject: subject, viewer: user, reason: reason), expiresMs: nil) }
         }
     }
 

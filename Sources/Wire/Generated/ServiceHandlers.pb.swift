@@ -18,6 +18,8 @@ extension AccountsV1.AccountsService {
         func changeEmail(_ request: AccountsV1.ChangeEmailRequest, _ context: RequestContext) async throws -> AccountsV1.ChangeEmailResponse
         /// `accounts.ChangePassword` (authenticated).
         func changePassword(_ request: AccountsV1.ChangePasswordRequest, _ context: RequestContext) async throws -> AccountsV1.ChangePasswordResponse
+        /// `accounts.DeleteAccount` (authenticated).
+        func deleteAccount(_ request: AccountsV1.DeleteAccountRequest, _ context: RequestContext) async throws -> AccountsV1.DeleteAccountResponse
         /// `accounts.GetProfile` (authenticated).
         func getProfile(_ request: AccountsV1.GetProfileRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfileResponse
         /// `accounts.EditProfile` (authenticated).
@@ -61,6 +63,7 @@ extension MethodRouter {
         register(AccountsV1.AccountsService.whoAmI) { try await handler.whoAmI($0, $1) }
         register(AccountsV1.AccountsService.changeEmail) { try await handler.changeEmail($0, $1) }
         register(AccountsV1.AccountsService.changePassword) { try await handler.changePassword($0, $1) }
+        register(AccountsV1.AccountsService.deleteAccount) { try await handler.deleteAccount($0, $1) }
         register(AccountsV1.AccountsService.getProfile) { try await handler.getProfile($0, $1) }
         register(AccountsV1.AccountsService.editProfile) { try await handler.editProfile($0, $1) }
         register(AccountsV1.AccountsService.validateSession) { try await handler.validateSession($0, $1) }
@@ -111,6 +114,8 @@ extension AlertsV1.AlertsService {
         func importResources(_ request: AlertsV1.ImportResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ImportResourcesResponse
         /// `alerts.ListResources` (authenticated).
         func listResources(_ request: AlertsV1.ListResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ListResourcesResponse
+        /// `alerts.EraseUser` (internal: accounts).
+        func eraseUser(_ request: AlertsV1.EraseUserRequest, _ context: RequestContext) async throws -> AlertsV1.EraseUserResponse
     }
 }
 
@@ -142,6 +147,7 @@ extension MethodRouter {
         register(AlertsV1.AlertsService.listOutbox) { try await handler.listOutbox($0, $1) }
         register(AlertsV1.AlertsService.importResources) { try await handler.importResources($0, $1) }
         register(AlertsV1.AlertsService.listResources) { try await handler.listResources($0, $1) }
+        register(AlertsV1.AlertsService.eraseUser) { try await handler.eraseUser($0, $1) }
     }
 }
 
@@ -181,6 +187,8 @@ extension GeoV1.GeoService {
         func checkInAccess(_ request: GeoV1.CheckInAccessRequest, _ context: RequestContext) async throws -> GeoV1.CheckInAccessResponse
         /// `geo.GetPlace` (internal: media).
         func getPlace(_ request: GeoV1.GetPlaceRequest, _ context: RequestContext) async throws -> GeoV1.GetPlaceResponse
+        /// `geo.EraseUser` (internal: accounts).
+        func eraseUser(_ request: GeoV1.EraseUserRequest, _ context: RequestContext) async throws -> GeoV1.EraseUserResponse
     }
 }
 
@@ -212,6 +220,7 @@ extension MethodRouter {
         register(GeoV1.GeoService.latestLocation) { try await handler.latestLocation($0, $1) }
         register(GeoV1.GeoService.checkInAccess) { try await handler.checkInAccess($0, $1) }
         register(GeoV1.GeoService.getPlace) { try await handler.getPlace($0, $1) }
+        register(GeoV1.GeoService.eraseUser) { try await handler.eraseUser($0, $1) }
     }
 }
 
@@ -235,6 +244,8 @@ extension MediaV1.MediaService {
         func getUsage(_ request: MediaV1.GetUsageRequest, _ context: RequestContext) async throws -> MediaV1.GetUsageResponse
         /// `media.AttachCheckInPhoto` (internal: geo).
         func attachCheckInPhoto(_ request: MediaV1.AttachCheckInPhotoRequest, _ context: RequestContext) async throws -> MediaV1.AttachCheckInPhotoResponse
+        /// `media.EraseUser` (internal: accounts).
+        func eraseUser(_ request: MediaV1.EraseUserRequest, _ context: RequestContext) async throws -> MediaV1.EraseUserResponse
     }
 }
 
@@ -258,6 +269,7 @@ extension MethodRouter {
         register(MediaV1.MediaService.deletePhoto) { try await handler.deletePhoto($0, $1) }
         register(MediaV1.MediaService.getUsage) { try await handler.getUsage($0, $1) }
         register(MediaV1.MediaService.attachCheckInPhoto) { try await handler.attachCheckInPhoto($0, $1) }
+        register(MediaV1.MediaService.eraseUser) { try await handler.eraseUser($0, $1) }
     }
 }
 
@@ -317,6 +329,8 @@ extension SocialV1.SocialService {
         func circleRequestsFor(_ request: SocialV1.CircleRequestsForRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse
         /// `social.AnswerCircleRequest` (internal: alerts).
         func answerCircleRequest(_ request: SocialV1.AnswerCircleRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToCircleRequestResponse
+        /// `social.EraseUser` (internal: accounts).
+        func eraseUser(_ request: SocialV1.EraseUserRequest, _ context: RequestContext) async throws -> SocialV1.EraseUserResponse
     }
 }
 
@@ -358,5 +372,6 @@ extension MethodRouter {
         register(SocialV1.SocialService.circleOf) { try await handler.circleOf($0, $1) }
         register(SocialV1.SocialService.circleRequestsFor) { try await handler.circleRequestsFor($0, $1) }
         register(SocialV1.SocialService.answerCircleRequest) { try await handler.answerCircleRequest($0, $1) }
+        register(SocialV1.SocialService.eraseUser) { try await handler.eraseUser($0, $1) }
     }
 }

@@ -547,6 +547,96 @@ void   frienso__accounts__v1__change_email_response__free_unpacked
   assert(message->base.descriptor == &frienso__accounts__v1__change_email_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__accounts__v1__delete_account_request__init
+                     (Frienso__Accounts__V1__DeleteAccountRequest         *message)
+{
+  static const Frienso__Accounts__V1__DeleteAccountRequest init_value = FRIENSO__ACCOUNTS__V1__DELETE_ACCOUNT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__delete_account_request__get_packed_size
+                     (const Frienso__Accounts__V1__DeleteAccountRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__delete_account_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__delete_account_request__pack
+                     (const Frienso__Accounts__V1__DeleteAccountRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__delete_account_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__delete_account_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__DeleteAccountRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__delete_account_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__DeleteAccountRequest *
+       frienso__accounts__v1__delete_account_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__DeleteAccountRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__delete_account_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__delete_account_request__free_unpacked
+                     (Frienso__Accounts__V1__DeleteAccountRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__delete_account_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__delete_account_response__init
+                     (Frienso__Accounts__V1__DeleteAccountResponse         *message)
+{
+  static const Frienso__Accounts__V1__DeleteAccountResponse init_value = FRIENSO__ACCOUNTS__V1__DELETE_ACCOUNT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__delete_account_response__get_packed_size
+                     (const Frienso__Accounts__V1__DeleteAccountResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__delete_account_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__delete_account_response__pack
+                     (const Frienso__Accounts__V1__DeleteAccountResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__delete_account_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__delete_account_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__DeleteAccountResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__delete_account_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__DeleteAccountResponse *
+       frienso__accounts__v1__delete_account_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__DeleteAccountResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__delete_account_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__delete_account_response__free_unpacked
+                     (Frienso__Accounts__V1__DeleteAccountResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__delete_account_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__accounts__v1__change_password_request__init
                      (Frienso__Accounts__V1__ChangePasswordRequest         *message)
 {
@@ -2469,6 +2559,95 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__change_email_response__d
   (ProtobufCMessageInit) frienso__accounts__v1__change_email_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor frienso__accounts__v1__delete_account_request__field_descriptors[1] =
+{
+  {
+    "password",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__DeleteAccountRequest, password),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__delete_account_request__field_indices_by_name[] = {
+  0,   /* field[0] = password */
+};
+static const ProtobufCIntRange frienso__accounts__v1__delete_account_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__delete_account_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.DeleteAccountRequest",
+  "DeleteAccountRequest",
+  "Frienso__Accounts__V1__DeleteAccountRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__DeleteAccountRequest),
+  1,
+  frienso__accounts__v1__delete_account_request__field_descriptors,
+  frienso__accounts__v1__delete_account_request__field_indices_by_name,
+  1,  frienso__accounts__v1__delete_account_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__delete_account_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__delete_account_response__field_descriptors[2] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__DeleteAccountResponse, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "erasing",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Frienso__Accounts__V1__DeleteAccountResponse, n_erasing),
+    offsetof(Frienso__Accounts__V1__DeleteAccountResponse, erasing),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__delete_account_response__field_indices_by_name[] = {
+  1,   /* field[1] = erasing */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange frienso__accounts__v1__delete_account_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__delete_account_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.DeleteAccountResponse",
+  "DeleteAccountResponse",
+  "Frienso__Accounts__V1__DeleteAccountResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__DeleteAccountResponse),
+  2,
+  frienso__accounts__v1__delete_account_response__field_descriptors,
+  frienso__accounts__v1__delete_account_response__field_indices_by_name,
+  1,  frienso__accounts__v1__delete_account_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__delete_account_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor frienso__accounts__v1__change_password_request__field_descriptors[2] =
 {
   {
@@ -3652,7 +3831,7 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__sessions_revoked__descri
   (ProtobufCMessageInit) frienso__accounts__v1__sessions_revoked__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__accounts__v1__profile_changed__field_descriptors[1] =
+static const ProtobufCFieldDescriptor frienso__accounts__v1__profile_changed__field_descriptors[2] =
 {
   {
     "profile",
@@ -3666,14 +3845,27 @@ static const ProtobufCFieldDescriptor frienso__accounts__v1__profile_changed__fi
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "deleted",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ProfileChanged, deleted),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__accounts__v1__profile_changed__field_indices_by_name[] = {
+  1,   /* field[1] = deleted */
   0,   /* field[0] = profile */
 };
 static const ProtobufCIntRange frienso__accounts__v1__profile_changed__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor frienso__accounts__v1__profile_changed__descriptor =
 {
@@ -3683,7 +3875,7 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__profile_changed__descrip
   "Frienso__Accounts__V1__ProfileChanged",
   "frienso.accounts.v1",
   sizeof(Frienso__Accounts__V1__ProfileChanged),
-  1,
+  2,
   frienso__accounts__v1__profile_changed__field_descriptors,
   frienso__accounts__v1__profile_changed__field_indices_by_name,
   1,  frienso__accounts__v1__profile_changed__number_ranges,

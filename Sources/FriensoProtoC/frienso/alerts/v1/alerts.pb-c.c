@@ -2032,6 +2032,96 @@ void   frienso__alerts__v1__alert_event__free_unpacked
   assert(message->base.descriptor == &frienso__alerts__v1__alert_event__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__alerts__v1__erase_user_request__init
+                     (Frienso__Alerts__V1__EraseUserRequest         *message)
+{
+  static const Frienso__Alerts__V1__EraseUserRequest init_value = FRIENSO__ALERTS__V1__ERASE_USER_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__erase_user_request__get_packed_size
+                     (const Frienso__Alerts__V1__EraseUserRequest *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__erase_user_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__erase_user_request__pack
+                     (const Frienso__Alerts__V1__EraseUserRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__erase_user_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__erase_user_request__pack_to_buffer
+                     (const Frienso__Alerts__V1__EraseUserRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__erase_user_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__EraseUserRequest *
+       frienso__alerts__v1__erase_user_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__EraseUserRequest *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__erase_user_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__erase_user_request__free_unpacked
+                     (Frienso__Alerts__V1__EraseUserRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__erase_user_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__alerts__v1__erase_user_response__init
+                     (Frienso__Alerts__V1__EraseUserResponse         *message)
+{
+  static const Frienso__Alerts__V1__EraseUserResponse init_value = FRIENSO__ALERTS__V1__ERASE_USER_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__erase_user_response__get_packed_size
+                     (const Frienso__Alerts__V1__EraseUserResponse *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__erase_user_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__erase_user_response__pack
+                     (const Frienso__Alerts__V1__EraseUserResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__erase_user_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__erase_user_response__pack_to_buffer
+                     (const Frienso__Alerts__V1__EraseUserResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__erase_user_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__EraseUserResponse *
+       frienso__alerts__v1__erase_user_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__EraseUserResponse *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__erase_user_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__erase_user_response__free_unpacked
+                     (Frienso__Alerts__V1__EraseUserResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__erase_user_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__alerts__v1__person__field_descriptors[4] =
 {
   {
@@ -4783,6 +4873,108 @@ const ProtobufCMessageDescriptor frienso__alerts__v1__alert_event__descriptor =
   frienso__alerts__v1__alert_event__field_indices_by_name,
   1,  frienso__alerts__v1__alert_event__number_ranges,
   (ProtobufCMessageInit) frienso__alerts__v1__alert_event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__alerts__v1__erase_user_request__field_descriptors[3] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__EraseUserRequest, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "addresses",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Frienso__Alerts__V1__EraseUserRequest, n_addresses),
+    offsetof(Frienso__Alerts__V1__EraseUserRequest, addresses),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "traces",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Frienso__Alerts__V1__EraseUserRequest, n_traces),
+    offsetof(Frienso__Alerts__V1__EraseUserRequest, traces),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__erase_user_request__field_indices_by_name[] = {
+  1,   /* field[1] = addresses */
+  2,   /* field[2] = traces */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange frienso__alerts__v1__erase_user_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__erase_user_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.EraseUserRequest",
+  "EraseUserRequest",
+  "Frienso__Alerts__V1__EraseUserRequest",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__EraseUserRequest),
+  3,
+  frienso__alerts__v1__erase_user_request__field_descriptors,
+  frienso__alerts__v1__erase_user_request__field_indices_by_name,
+  1,  frienso__alerts__v1__erase_user_request__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__erase_user_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__alerts__v1__erase_user_response__field_descriptors[1] =
+{
+  {
+    "erased",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__EraseUserResponse, erased),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__erase_user_response__field_indices_by_name[] = {
+  0,   /* field[0] = erased */
+};
+static const ProtobufCIntRange frienso__alerts__v1__erase_user_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__erase_user_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.EraseUserResponse",
+  "EraseUserResponse",
+  "Frienso__Alerts__V1__EraseUserResponse",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__EraseUserResponse),
+  1,
+  frienso__alerts__v1__erase_user_response__field_descriptors,
+  frienso__alerts__v1__erase_user_response__field_indices_by_name,
+  1,  frienso__alerts__v1__erase_user_response__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__erase_user_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue frienso__alerts__v1__watch_state__enum_values_by_number[4] =

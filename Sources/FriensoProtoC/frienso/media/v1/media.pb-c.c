@@ -772,6 +772,96 @@ void   frienso__media__v1__attach_check_in_photo_response__free_unpacked
   assert(message->base.descriptor == &frienso__media__v1__attach_check_in_photo_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__media__v1__erase_user_request__init
+                     (Frienso__Media__V1__EraseUserRequest         *message)
+{
+  static const Frienso__Media__V1__EraseUserRequest init_value = FRIENSO__MEDIA__V1__ERASE_USER_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__media__v1__erase_user_request__get_packed_size
+                     (const Frienso__Media__V1__EraseUserRequest *message)
+{
+  assert(message->base.descriptor == &frienso__media__v1__erase_user_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__media__v1__erase_user_request__pack
+                     (const Frienso__Media__V1__EraseUserRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__media__v1__erase_user_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__media__v1__erase_user_request__pack_to_buffer
+                     (const Frienso__Media__V1__EraseUserRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__media__v1__erase_user_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Media__V1__EraseUserRequest *
+       frienso__media__v1__erase_user_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Media__V1__EraseUserRequest *)
+     protobuf_c_message_unpack (&frienso__media__v1__erase_user_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__media__v1__erase_user_request__free_unpacked
+                     (Frienso__Media__V1__EraseUserRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__media__v1__erase_user_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__media__v1__erase_user_response__init
+                     (Frienso__Media__V1__EraseUserResponse         *message)
+{
+  static const Frienso__Media__V1__EraseUserResponse init_value = FRIENSO__MEDIA__V1__ERASE_USER_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__media__v1__erase_user_response__get_packed_size
+                     (const Frienso__Media__V1__EraseUserResponse *message)
+{
+  assert(message->base.descriptor == &frienso__media__v1__erase_user_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__media__v1__erase_user_response__pack
+                     (const Frienso__Media__V1__EraseUserResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__media__v1__erase_user_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__media__v1__erase_user_response__pack_to_buffer
+                     (const Frienso__Media__V1__EraseUserResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__media__v1__erase_user_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Media__V1__EraseUserResponse *
+       frienso__media__v1__erase_user_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Media__V1__EraseUserResponse *)
+     protobuf_c_message_unpack (&frienso__media__v1__erase_user_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__media__v1__erase_user_response__free_unpacked
+                     (Frienso__Media__V1__EraseUserResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__media__v1__erase_user_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__media__v1__media_item__field_descriptors[12] =
 {
   {
@@ -1851,6 +1941,95 @@ const ProtobufCMessageDescriptor frienso__media__v1__attach_check_in_photo_respo
   frienso__media__v1__attach_check_in_photo_response__field_indices_by_name,
   1,  frienso__media__v1__attach_check_in_photo_response__number_ranges,
   (ProtobufCMessageInit) frienso__media__v1__attach_check_in_photo_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__media__v1__erase_user_request__field_descriptors[2] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Media__V1__EraseUserRequest, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "traces",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Frienso__Media__V1__EraseUserRequest, n_traces),
+    offsetof(Frienso__Media__V1__EraseUserRequest, traces),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__media__v1__erase_user_request__field_indices_by_name[] = {
+  1,   /* field[1] = traces */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange frienso__media__v1__erase_user_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__media__v1__erase_user_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.media.v1.EraseUserRequest",
+  "EraseUserRequest",
+  "Frienso__Media__V1__EraseUserRequest",
+  "frienso.media.v1",
+  sizeof(Frienso__Media__V1__EraseUserRequest),
+  2,
+  frienso__media__v1__erase_user_request__field_descriptors,
+  frienso__media__v1__erase_user_request__field_indices_by_name,
+  1,  frienso__media__v1__erase_user_request__number_ranges,
+  (ProtobufCMessageInit) frienso__media__v1__erase_user_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__media__v1__erase_user_response__field_descriptors[1] =
+{
+  {
+    "erased",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Media__V1__EraseUserResponse, erased),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__media__v1__erase_user_response__field_indices_by_name[] = {
+  0,   /* field[0] = erased */
+};
+static const ProtobufCIntRange frienso__media__v1__erase_user_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__media__v1__erase_user_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.media.v1.EraseUserResponse",
+  "EraseUserResponse",
+  "Frienso__Media__V1__EraseUserResponse",
+  "frienso.media.v1",
+  sizeof(Frienso__Media__V1__EraseUserResponse),
+  1,
+  frienso__media__v1__erase_user_response__field_descriptors,
+  frienso__media__v1__erase_user_response__field_indices_by_name,
+  1,  frienso__media__v1__erase_user_response__number_ranges,
+  (ProtobufCMessageInit) frienso__media__v1__erase_user_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue frienso__media__v1__purpose__enum_values_by_number[4] =

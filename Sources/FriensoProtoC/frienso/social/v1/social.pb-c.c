@@ -2752,6 +2752,96 @@ void   frienso__social__v1__answer_circle_request_request__free_unpacked
   assert(message->base.descriptor == &frienso__social__v1__answer_circle_request_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__social__v1__erase_user_request__init
+                     (Frienso__Social__V1__EraseUserRequest         *message)
+{
+  static const Frienso__Social__V1__EraseUserRequest init_value = FRIENSO__SOCIAL__V1__ERASE_USER_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__erase_user_request__get_packed_size
+                     (const Frienso__Social__V1__EraseUserRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__erase_user_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__erase_user_request__pack
+                     (const Frienso__Social__V1__EraseUserRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__erase_user_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__erase_user_request__pack_to_buffer
+                     (const Frienso__Social__V1__EraseUserRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__erase_user_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__EraseUserRequest *
+       frienso__social__v1__erase_user_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__EraseUserRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__erase_user_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__erase_user_request__free_unpacked
+                     (Frienso__Social__V1__EraseUserRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__erase_user_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__erase_user_response__init
+                     (Frienso__Social__V1__EraseUserResponse         *message)
+{
+  static const Frienso__Social__V1__EraseUserResponse init_value = FRIENSO__SOCIAL__V1__ERASE_USER_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__erase_user_response__get_packed_size
+                     (const Frienso__Social__V1__EraseUserResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__erase_user_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__erase_user_response__pack
+                     (const Frienso__Social__V1__EraseUserResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__erase_user_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__erase_user_response__pack_to_buffer
+                     (const Frienso__Social__V1__EraseUserResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__erase_user_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__EraseUserResponse *
+       frienso__social__v1__erase_user_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__EraseUserResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__erase_user_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__erase_user_response__free_unpacked
+                     (Frienso__Social__V1__EraseUserResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__erase_user_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__social__v1__user_ref__field_descriptors[5] =
 {
   {
@@ -5989,6 +6079,95 @@ const ProtobufCMessageDescriptor frienso__social__v1__answer_circle_request_requ
   (ProtobufCMessageInit) frienso__social__v1__answer_circle_request_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor frienso__social__v1__erase_user_request__field_descriptors[2] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__EraseUserRequest, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "traces",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Frienso__Social__V1__EraseUserRequest, n_traces),
+    offsetof(Frienso__Social__V1__EraseUserRequest, traces),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__erase_user_request__field_indices_by_name[] = {
+  1,   /* field[1] = traces */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange frienso__social__v1__erase_user_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__erase_user_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.EraseUserRequest",
+  "EraseUserRequest",
+  "Frienso__Social__V1__EraseUserRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__EraseUserRequest),
+  2,
+  frienso__social__v1__erase_user_request__field_descriptors,
+  frienso__social__v1__erase_user_request__field_indices_by_name,
+  1,  frienso__social__v1__erase_user_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__erase_user_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__erase_user_response__field_descriptors[1] =
+{
+  {
+    "erased",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__EraseUserResponse, erased),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__erase_user_response__field_indices_by_name[] = {
+  0,   /* field[0] = erased */
+};
+static const ProtobufCIntRange frienso__social__v1__erase_user_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__erase_user_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.EraseUserResponse",
+  "EraseUserResponse",
+  "Frienso__Social__V1__EraseUserResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__EraseUserResponse),
+  1,
+  frienso__social__v1__erase_user_response__field_descriptors,
+  frienso__social__v1__erase_user_response__field_indices_by_name,
+  1,  frienso__social__v1__erase_user_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__erase_user_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCEnumValue frienso__social__v1__request_state__enum_values_by_number[5] =
 {
   { "REQUEST_STATE_UNSPECIFIED", "FRIENSO__SOCIAL__V1__REQUEST_STATE__REQUEST_STATE_UNSPECIFIED", 0 },
@@ -6089,7 +6268,7 @@ const ProtobufCEnumDescriptor frienso__social__v1__circle_state__descriptor =
   frienso__social__v1__circle_state__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue frienso__social__v1__graph_change__enum_values_by_number[10] =
+static const ProtobufCEnumValue frienso__social__v1__graph_change__enum_values_by_number[11] =
 {
   { "GRAPH_CHANGE_UNSPECIFIED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_UNSPECIFIED", 0 },
   { "GRAPH_CHANGE_FRIENDSHIP_ADDED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FRIENDSHIP_ADDED", 1 },
@@ -6101,17 +6280,19 @@ static const ProtobufCEnumValue frienso__social__v1__graph_change__enum_values_b
   { "GRAPH_CHANGE_FINDABLE_ON", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FINDABLE_ON", 7 },
   { "GRAPH_CHANGE_FINDABLE_OFF", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_FINDABLE_OFF", 8 },
   { "GRAPH_CHANGE_EXCHANGE_ADDED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_EXCHANGE_ADDED", 9 },
+  { "GRAPH_CHANGE_EXCHANGE_REMOVED", "FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_EXCHANGE_REMOVED", 10 },
 };
 static const ProtobufCIntRange frienso__social__v1__graph_change__value_ranges[] = {
-{0, 0},{0, 10}
+{0, 0},{0, 11}
 };
-static const ProtobufCEnumValueIndex frienso__social__v1__graph_change__enum_values_by_name[10] =
+static const ProtobufCEnumValueIndex frienso__social__v1__graph_change__enum_values_by_name[11] =
 {
   { "GRAPH_CHANGE_BLOCK_ADDED", 3 },
   { "GRAPH_CHANGE_BLOCK_REMOVED", 4 },
   { "GRAPH_CHANGE_CIRCLE_MEMBER_ADDED", 5 },
   { "GRAPH_CHANGE_CIRCLE_MEMBER_REMOVED", 6 },
   { "GRAPH_CHANGE_EXCHANGE_ADDED", 9 },
+  { "GRAPH_CHANGE_EXCHANGE_REMOVED", 10 },
   { "GRAPH_CHANGE_FINDABLE_OFF", 8 },
   { "GRAPH_CHANGE_FINDABLE_ON", 7 },
   { "GRAPH_CHANGE_FRIENDSHIP_ADDED", 1 },
@@ -6125,9 +6306,9 @@ const ProtobufCEnumDescriptor frienso__social__v1__graph_change__descriptor =
   "GraphChange",
   "Frienso__Social__V1__GraphChange",
   "frienso.social.v1",
-  10,
+  11,
   frienso__social__v1__graph_change__enum_values_by_number,
-  10,
+  11,
   frienso__social__v1__graph_change__enum_values_by_name,
   1,
   frienso__social__v1__graph_change__value_ranges,

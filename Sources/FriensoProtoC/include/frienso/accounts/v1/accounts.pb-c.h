@@ -27,6 +27,8 @@ typedef struct Frienso__Accounts__V1__WhoAmIRequest Frienso__Accounts__V1__WhoAm
 typedef struct Frienso__Accounts__V1__WhoAmIResponse Frienso__Accounts__V1__WhoAmIResponse;
 typedef struct Frienso__Accounts__V1__ChangeEmailRequest Frienso__Accounts__V1__ChangeEmailRequest;
 typedef struct Frienso__Accounts__V1__ChangeEmailResponse Frienso__Accounts__V1__ChangeEmailResponse;
+typedef struct Frienso__Accounts__V1__DeleteAccountRequest Frienso__Accounts__V1__DeleteAccountRequest;
+typedef struct Frienso__Accounts__V1__DeleteAccountResponse Frienso__Accounts__V1__DeleteAccountResponse;
 typedef struct Frienso__Accounts__V1__ChangePasswordRequest Frienso__Accounts__V1__ChangePasswordRequest;
 typedef struct Frienso__Accounts__V1__ChangePasswordResponse Frienso__Accounts__V1__ChangePasswordResponse;
 typedef struct Frienso__Accounts__V1__GetProfileRequest Frienso__Accounts__V1__GetProfileRequest;
@@ -219,6 +221,42 @@ struct  Frienso__Accounts__V1__ChangeEmailResponse
 #define FRIENSO__ACCOUNTS__V1__CHANGE_EMAIL_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__change_email_response__descriptor) \
     , NULL }
+
+
+/*
+ * Deletes the caller's account for good, after the password: the account, its sessions and its
+ * login records go at once (the username, email and phone are free again), and every service then
+ * erases everything it stores about the person (social edges, requests, circle and exchanges; geo
+ * fixes, history, check-ins and grants; alerts sessions, inbox, devices and deliveries; photos and
+ * their bytes, shared bytes kept only while others still use them). Accounts drives the erasure
+ * until every service has done it, across restarts of any of them (docs/protocol.md § 10).
+ */
+struct  Frienso__Accounts__V1__DeleteAccountRequest
+{
+  ProtobufCMessage base;
+  /*
+   * re-authentication
+   */
+  char *password;
+};
+#define FRIENSO__ACCOUNTS__V1__DELETE_ACCOUNT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__delete_account_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Accounts__V1__DeleteAccountResponse
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  /*
+   * the services that erase the person's data after this reply
+   */
+  size_t n_erasing;
+  char **erasing;
+};
+#define FRIENSO__ACCOUNTS__V1__DELETE_ACCOUNT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__delete_account_response__descriptor) \
+    , 0, 0,NULL }
 
 
 struct  Frienso__Accounts__V1__ChangePasswordRequest
@@ -590,10 +628,14 @@ struct  Frienso__Accounts__V1__ProfileChanged
 {
   ProtobufCMessage base;
   Frienso__Accounts__V1__Profile *profile;
+  /*
+   * the account was deleted: replicas drop profile.user_id (the rest is empty)
+   */
+  protobuf_c_boolean deleted;
 };
 #define FRIENSO__ACCOUNTS__V1__PROFILE_CHANGED__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__profile_changed__descriptor) \
-    , NULL }
+    , NULL, 0 }
 
 
 /*
@@ -864,6 +906,44 @@ Frienso__Accounts__V1__ChangeEmailResponse *
                       const uint8_t       *data);
 void   frienso__accounts__v1__change_email_response__free_unpacked
                      (Frienso__Accounts__V1__ChangeEmailResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__DeleteAccountRequest methods */
+void   frienso__accounts__v1__delete_account_request__init
+                     (Frienso__Accounts__V1__DeleteAccountRequest         *message);
+size_t frienso__accounts__v1__delete_account_request__get_packed_size
+                     (const Frienso__Accounts__V1__DeleteAccountRequest   *message);
+size_t frienso__accounts__v1__delete_account_request__pack
+                     (const Frienso__Accounts__V1__DeleteAccountRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__delete_account_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__DeleteAccountRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__DeleteAccountRequest *
+       frienso__accounts__v1__delete_account_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__delete_account_request__free_unpacked
+                     (Frienso__Accounts__V1__DeleteAccountRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__DeleteAccountResponse methods */
+void   frienso__accounts__v1__delete_account_response__init
+                     (Frienso__Accounts__V1__DeleteAccountResponse         *message);
+size_t frienso__accounts__v1__delete_account_response__get_packed_size
+                     (const Frienso__Accounts__V1__DeleteAccountResponse   *message);
+size_t frienso__accounts__v1__delete_account_response__pack
+                     (const Frienso__Accounts__V1__DeleteAccountResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__delete_account_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__DeleteAccountResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__DeleteAccountResponse *
+       frienso__accounts__v1__delete_account_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__delete_account_response__free_unpacked
+                     (Frienso__Accounts__V1__DeleteAccountResponse *message,
                       ProtobufCAllocator *allocator);
 /* Frienso__Accounts__V1__ChangePasswordRequest methods */
 void   frienso__accounts__v1__change_password_request__init
@@ -1454,6 +1534,12 @@ typedef void (*Frienso__Accounts__V1__ChangeEmailRequest_Closure)
 typedef void (*Frienso__Accounts__V1__ChangeEmailResponse_Closure)
                  (const Frienso__Accounts__V1__ChangeEmailResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Accounts__V1__DeleteAccountRequest_Closure)
+                 (const Frienso__Accounts__V1__DeleteAccountRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__DeleteAccountResponse_Closure)
+                 (const Frienso__Accounts__V1__DeleteAccountResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Accounts__V1__ChangePasswordRequest_Closure)
                  (const Frienso__Accounts__V1__ChangePasswordRequest *message,
                   void *closure_data);
@@ -1559,6 +1645,8 @@ extern const ProtobufCMessageDescriptor frienso__accounts__v1__who_am_irequest__
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__who_am_iresponse__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__change_email_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__change_email_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__delete_account_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__delete_account_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__change_password_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__change_password_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__get_profile_request__descriptor;

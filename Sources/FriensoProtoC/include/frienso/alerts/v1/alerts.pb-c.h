@@ -60,6 +60,8 @@ typedef struct Frienso__Alerts__V1__ImportResourcesResponse Frienso__Alerts__V1_
 typedef struct Frienso__Alerts__V1__ListResourcesRequest Frienso__Alerts__V1__ListResourcesRequest;
 typedef struct Frienso__Alerts__V1__ListResourcesResponse Frienso__Alerts__V1__ListResourcesResponse;
 typedef struct Frienso__Alerts__V1__AlertEvent Frienso__Alerts__V1__AlertEvent;
+typedef struct Frienso__Alerts__V1__EraseUserRequest Frienso__Alerts__V1__EraseUserRequest;
+typedef struct Frienso__Alerts__V1__EraseUserResponse Frienso__Alerts__V1__EraseUserResponse;
 
 
 /* --- enums --- */
@@ -897,6 +899,44 @@ struct  Frienso__Alerts__V1__AlertEvent
 #define FRIENSO__ALERTS__V1__ALERT_EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__alert_event__descriptor) \
     , FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED, 0, NULL, (char *)protobuf_c_empty_string, 0, FRIENSO__ALERTS__V1__ANSWER__ANSWER_UNSPECIFIED, NULL, 0 }
+
+
+/*
+ * Erases everything this service stores about a deleted account (accounts calls it until it
+ * succeeds; calling it again erases nothing more). Answered once the erasure is durable and the
+ * database's write-ahead log no longer holds the erased rows.
+ */
+struct  Frienso__Alerts__V1__EraseUserRequest
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  /*
+   * the person's phone and email: deliveries to them go too
+   */
+  size_t n_addresses;
+  char **addresses;
+  /*
+   * the person's username, email, phone and names: kept replies to others that mention one are cleared
+   */
+  size_t n_traces;
+  char **traces;
+};
+#define FRIENSO__ALERTS__V1__ERASE_USER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__erase_user_request__descriptor) \
+    , 0, 0,NULL, 0,NULL }
+
+
+struct  Frienso__Alerts__V1__EraseUserResponse
+{
+  ProtobufCMessage base;
+  /*
+   * rows erased by this call
+   */
+  uint32_t erased;
+};
+#define FRIENSO__ALERTS__V1__ERASE_USER_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__erase_user_response__descriptor) \
+    , 0 }
 
 
 /* Frienso__Alerts__V1__Person methods */
@@ -1754,6 +1794,44 @@ Frienso__Alerts__V1__AlertEvent *
 void   frienso__alerts__v1__alert_event__free_unpacked
                      (Frienso__Alerts__V1__AlertEvent *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__EraseUserRequest methods */
+void   frienso__alerts__v1__erase_user_request__init
+                     (Frienso__Alerts__V1__EraseUserRequest         *message);
+size_t frienso__alerts__v1__erase_user_request__get_packed_size
+                     (const Frienso__Alerts__V1__EraseUserRequest   *message);
+size_t frienso__alerts__v1__erase_user_request__pack
+                     (const Frienso__Alerts__V1__EraseUserRequest   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__erase_user_request__pack_to_buffer
+                     (const Frienso__Alerts__V1__EraseUserRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__EraseUserRequest *
+       frienso__alerts__v1__erase_user_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__erase_user_request__free_unpacked
+                     (Frienso__Alerts__V1__EraseUserRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__EraseUserResponse methods */
+void   frienso__alerts__v1__erase_user_response__init
+                     (Frienso__Alerts__V1__EraseUserResponse         *message);
+size_t frienso__alerts__v1__erase_user_response__get_packed_size
+                     (const Frienso__Alerts__V1__EraseUserResponse   *message);
+size_t frienso__alerts__v1__erase_user_response__pack
+                     (const Frienso__Alerts__V1__EraseUserResponse   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__erase_user_response__pack_to_buffer
+                     (const Frienso__Alerts__V1__EraseUserResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__EraseUserResponse *
+       frienso__alerts__v1__erase_user_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__erase_user_response__free_unpacked
+                     (Frienso__Alerts__V1__EraseUserResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Alerts__V1__Person_Closure)
@@ -1891,6 +1969,12 @@ typedef void (*Frienso__Alerts__V1__ListResourcesResponse_Closure)
 typedef void (*Frienso__Alerts__V1__AlertEvent_Closure)
                  (const Frienso__Alerts__V1__AlertEvent *message,
                   void *closure_data);
+typedef void (*Frienso__Alerts__V1__EraseUserRequest_Closure)
+                 (const Frienso__Alerts__V1__EraseUserRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Alerts__V1__EraseUserResponse_Closure)
+                 (const Frienso__Alerts__V1__EraseUserResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1951,6 +2035,8 @@ extern const ProtobufCMessageDescriptor frienso__alerts__v1__import_resources_re
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__list_resources_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__list_resources_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__alert_event__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__erase_user_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__erase_user_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

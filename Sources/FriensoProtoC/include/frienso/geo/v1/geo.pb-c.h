@@ -57,6 +57,8 @@ typedef struct Frienso__Geo__V1__CheckInResponse Frienso__Geo__V1__CheckInRespon
 typedef struct Frienso__Geo__V1__ListCheckInsRequest Frienso__Geo__V1__ListCheckInsRequest;
 typedef struct Frienso__Geo__V1__ListCheckInsResponse Frienso__Geo__V1__ListCheckInsResponse;
 typedef struct Frienso__Geo__V1__LocationGrant Frienso__Geo__V1__LocationGrant;
+typedef struct Frienso__Geo__V1__EraseUserRequest Frienso__Geo__V1__EraseUserRequest;
+typedef struct Frienso__Geo__V1__EraseUserResponse Frienso__Geo__V1__EraseUserResponse;
 
 
 /* --- enums --- */
@@ -769,6 +771,39 @@ struct  Frienso__Geo__V1__LocationGrant
 #define FRIENSO__GEO__V1__LOCATION_GRANT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__location_grant__descriptor) \
     , 0, 0, 0, (char *)protobuf_c_empty_string }
+
+
+/*
+ * Erases everything this service stores about a deleted account (accounts calls it until it
+ * succeeds; calling it again erases nothing more). Answered once the erasure is durable and the
+ * database's write-ahead log no longer holds the erased rows.
+ */
+struct  Frienso__Geo__V1__EraseUserRequest
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  /*
+   * the person's username, email, phone and names: kept replies to others that mention one are cleared
+   */
+  size_t n_traces;
+  char **traces;
+};
+#define FRIENSO__GEO__V1__ERASE_USER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__erase_user_request__descriptor) \
+    , 0, 0,NULL }
+
+
+struct  Frienso__Geo__V1__EraseUserResponse
+{
+  ProtobufCMessage base;
+  /*
+   * rows erased by this call
+   */
+  uint32_t erased;
+};
+#define FRIENSO__GEO__V1__ERASE_USER_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__erase_user_response__descriptor) \
+    , 0 }
 
 
 /* Frienso__Geo__V1__Fix methods */
@@ -1569,6 +1604,44 @@ Frienso__Geo__V1__LocationGrant *
 void   frienso__geo__v1__location_grant__free_unpacked
                      (Frienso__Geo__V1__LocationGrant *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__EraseUserRequest methods */
+void   frienso__geo__v1__erase_user_request__init
+                     (Frienso__Geo__V1__EraseUserRequest         *message);
+size_t frienso__geo__v1__erase_user_request__get_packed_size
+                     (const Frienso__Geo__V1__EraseUserRequest   *message);
+size_t frienso__geo__v1__erase_user_request__pack
+                     (const Frienso__Geo__V1__EraseUserRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__erase_user_request__pack_to_buffer
+                     (const Frienso__Geo__V1__EraseUserRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__EraseUserRequest *
+       frienso__geo__v1__erase_user_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__erase_user_request__free_unpacked
+                     (Frienso__Geo__V1__EraseUserRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__EraseUserResponse methods */
+void   frienso__geo__v1__erase_user_response__init
+                     (Frienso__Geo__V1__EraseUserResponse         *message);
+size_t frienso__geo__v1__erase_user_response__get_packed_size
+                     (const Frienso__Geo__V1__EraseUserResponse   *message);
+size_t frienso__geo__v1__erase_user_response__pack
+                     (const Frienso__Geo__V1__EraseUserResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__erase_user_response__pack_to_buffer
+                     (const Frienso__Geo__V1__EraseUserResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__EraseUserResponse *
+       frienso__geo__v1__erase_user_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__erase_user_response__free_unpacked
+                     (Frienso__Geo__V1__EraseUserResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Geo__V1__Fix_Closure)
@@ -1697,6 +1770,12 @@ typedef void (*Frienso__Geo__V1__ListCheckInsResponse_Closure)
 typedef void (*Frienso__Geo__V1__LocationGrant_Closure)
                  (const Frienso__Geo__V1__LocationGrant *message,
                   void *closure_data);
+typedef void (*Frienso__Geo__V1__EraseUserRequest_Closure)
+                 (const Frienso__Geo__V1__EraseUserRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__EraseUserResponse_Closure)
+                 (const Frienso__Geo__V1__EraseUserResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1746,6 +1825,8 @@ extern const ProtobufCMessageDescriptor frienso__geo__v1__check_in_response__des
 extern const ProtobufCMessageDescriptor frienso__geo__v1__list_check_ins_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__list_check_ins_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__location_grant__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__erase_user_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__erase_user_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

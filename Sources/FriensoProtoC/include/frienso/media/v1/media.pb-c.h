@@ -32,6 +32,8 @@ typedef struct Frienso__Media__V1__GetUsageRequest Frienso__Media__V1__GetUsageR
 typedef struct Frienso__Media__V1__GetUsageResponse Frienso__Media__V1__GetUsageResponse;
 typedef struct Frienso__Media__V1__AttachCheckInPhotoRequest Frienso__Media__V1__AttachCheckInPhotoRequest;
 typedef struct Frienso__Media__V1__AttachCheckInPhotoResponse Frienso__Media__V1__AttachCheckInPhotoResponse;
+typedef struct Frienso__Media__V1__EraseUserRequest Frienso__Media__V1__EraseUserRequest;
+typedef struct Frienso__Media__V1__EraseUserResponse Frienso__Media__V1__EraseUserResponse;
 
 
 /* --- enums --- */
@@ -348,6 +350,39 @@ struct  Frienso__Media__V1__AttachCheckInPhotoResponse
 #define FRIENSO__MEDIA__V1__ATTACH_CHECK_IN_PHOTO_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__media__v1__attach_check_in_photo_response__descriptor) \
     , (char *)protobuf_c_empty_string }
+
+
+/*
+ * Erases everything this service stores about a deleted account (accounts calls it until it
+ * succeeds; calling it again erases nothing more). Answered once the erasure is durable and the
+ * database's write-ahead log no longer holds the erased rows.
+ */
+struct  Frienso__Media__V1__EraseUserRequest
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  /*
+   * the person's username, email, phone and names: kept replies to others that mention one are cleared
+   */
+  size_t n_traces;
+  char **traces;
+};
+#define FRIENSO__MEDIA__V1__ERASE_USER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__media__v1__erase_user_request__descriptor) \
+    , 0, 0,NULL }
+
+
+struct  Frienso__Media__V1__EraseUserResponse
+{
+  ProtobufCMessage base;
+  /*
+   * rows erased by this call
+   */
+  uint32_t erased;
+};
+#define FRIENSO__MEDIA__V1__ERASE_USER_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__media__v1__erase_user_response__descriptor) \
+    , 0 }
 
 
 /* Frienso__Media__V1__MediaItem methods */
@@ -673,6 +708,44 @@ Frienso__Media__V1__AttachCheckInPhotoResponse *
 void   frienso__media__v1__attach_check_in_photo_response__free_unpacked
                      (Frienso__Media__V1__AttachCheckInPhotoResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Media__V1__EraseUserRequest methods */
+void   frienso__media__v1__erase_user_request__init
+                     (Frienso__Media__V1__EraseUserRequest         *message);
+size_t frienso__media__v1__erase_user_request__get_packed_size
+                     (const Frienso__Media__V1__EraseUserRequest   *message);
+size_t frienso__media__v1__erase_user_request__pack
+                     (const Frienso__Media__V1__EraseUserRequest   *message,
+                      uint8_t             *out);
+size_t frienso__media__v1__erase_user_request__pack_to_buffer
+                     (const Frienso__Media__V1__EraseUserRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Media__V1__EraseUserRequest *
+       frienso__media__v1__erase_user_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__media__v1__erase_user_request__free_unpacked
+                     (Frienso__Media__V1__EraseUserRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Media__V1__EraseUserResponse methods */
+void   frienso__media__v1__erase_user_response__init
+                     (Frienso__Media__V1__EraseUserResponse         *message);
+size_t frienso__media__v1__erase_user_response__get_packed_size
+                     (const Frienso__Media__V1__EraseUserResponse   *message);
+size_t frienso__media__v1__erase_user_response__pack
+                     (const Frienso__Media__V1__EraseUserResponse   *message,
+                      uint8_t             *out);
+size_t frienso__media__v1__erase_user_response__pack_to_buffer
+                     (const Frienso__Media__V1__EraseUserResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Media__V1__EraseUserResponse *
+       frienso__media__v1__erase_user_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__media__v1__erase_user_response__free_unpacked
+                     (Frienso__Media__V1__EraseUserResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Media__V1__MediaItem_Closure)
@@ -726,6 +799,12 @@ typedef void (*Frienso__Media__V1__AttachCheckInPhotoRequest_Closure)
 typedef void (*Frienso__Media__V1__AttachCheckInPhotoResponse_Closure)
                  (const Frienso__Media__V1__AttachCheckInPhotoResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Media__V1__EraseUserRequest_Closure)
+                 (const Frienso__Media__V1__EraseUserRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Media__V1__EraseUserResponse_Closure)
+                 (const Frienso__Media__V1__EraseUserResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -751,6 +830,8 @@ extern const ProtobufCMessageDescriptor frienso__media__v1__get_usage_request__d
 extern const ProtobufCMessageDescriptor frienso__media__v1__get_usage_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__media__v1__attach_check_in_photo_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__media__v1__attach_check_in_photo_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__media__v1__erase_user_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__media__v1__erase_user_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -76,6 +76,8 @@ typedef struct Frienso__Social__V1__ListNoticesResponse Frienso__Social__V1__Lis
 typedef struct Frienso__Social__V1__CircleOfRequest Frienso__Social__V1__CircleOfRequest;
 typedef struct Frienso__Social__V1__CircleRequestsForRequest Frienso__Social__V1__CircleRequestsForRequest;
 typedef struct Frienso__Social__V1__AnswerCircleRequestRequest Frienso__Social__V1__AnswerCircleRequestRequest;
+typedef struct Frienso__Social__V1__EraseUserRequest Frienso__Social__V1__EraseUserRequest;
+typedef struct Frienso__Social__V1__EraseUserResponse Frienso__Social__V1__EraseUserResponse;
 
 
 /* --- enums --- */
@@ -144,7 +146,11 @@ typedef enum _Frienso__Social__V1__GraphChange {
   /*
    * user_a < user_b exchanged contacts
    */
-  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_EXCHANGE_ADDED = 9
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_EXCHANGE_ADDED = 9,
+  /*
+   * user_a < user_b (one of them deleted their account)
+   */
+  FRIENSO__SOCIAL__V1__GRAPH_CHANGE__GRAPH_CHANGE_EXCHANGE_REMOVED = 10
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__SOCIAL__V1__GRAPH_CHANGE)
 } Frienso__Social__V1__GraphChange;
 typedef enum _Frienso__Social__V1__ExchangeState {
@@ -1063,6 +1069,39 @@ struct  Frienso__Social__V1__AnswerCircleRequestRequest
 #define FRIENSO__SOCIAL__V1__ANSWER_CIRCLE_REQUEST_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__answer_circle_request_request__descriptor) \
     , 0, 0, FRIENSO__SOCIAL__V1__REQUEST_ACTION__REQUEST_ACTION_UNSPECIFIED }
+
+
+/*
+ * Erases everything this service stores about a deleted account (accounts calls it until it
+ * succeeds; calling it again erases nothing more). Answered once the erasure is durable and the
+ * database's write-ahead log no longer holds the erased rows.
+ */
+struct  Frienso__Social__V1__EraseUserRequest
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  /*
+   * the person's username, email, phone and names: kept replies to others that mention one are cleared
+   */
+  size_t n_traces;
+  char **traces;
+};
+#define FRIENSO__SOCIAL__V1__ERASE_USER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__erase_user_request__descriptor) \
+    , 0, 0,NULL }
+
+
+struct  Frienso__Social__V1__EraseUserResponse
+{
+  ProtobufCMessage base;
+  /*
+   * rows erased by this call
+   */
+  uint32_t erased;
+};
+#define FRIENSO__SOCIAL__V1__ERASE_USER_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__erase_user_response__descriptor) \
+    , 0 }
 
 
 /* Frienso__Social__V1__UserRef methods */
@@ -2224,6 +2263,44 @@ Frienso__Social__V1__AnswerCircleRequestRequest *
 void   frienso__social__v1__answer_circle_request_request__free_unpacked
                      (Frienso__Social__V1__AnswerCircleRequestRequest *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__EraseUserRequest methods */
+void   frienso__social__v1__erase_user_request__init
+                     (Frienso__Social__V1__EraseUserRequest         *message);
+size_t frienso__social__v1__erase_user_request__get_packed_size
+                     (const Frienso__Social__V1__EraseUserRequest   *message);
+size_t frienso__social__v1__erase_user_request__pack
+                     (const Frienso__Social__V1__EraseUserRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__erase_user_request__pack_to_buffer
+                     (const Frienso__Social__V1__EraseUserRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__EraseUserRequest *
+       frienso__social__v1__erase_user_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__erase_user_request__free_unpacked
+                     (Frienso__Social__V1__EraseUserRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__EraseUserResponse methods */
+void   frienso__social__v1__erase_user_response__init
+                     (Frienso__Social__V1__EraseUserResponse         *message);
+size_t frienso__social__v1__erase_user_response__get_packed_size
+                     (const Frienso__Social__V1__EraseUserResponse   *message);
+size_t frienso__social__v1__erase_user_response__pack
+                     (const Frienso__Social__V1__EraseUserResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__erase_user_response__pack_to_buffer
+                     (const Frienso__Social__V1__EraseUserResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__EraseUserResponse *
+       frienso__social__v1__erase_user_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__erase_user_response__free_unpacked
+                     (Frienso__Social__V1__EraseUserResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Social__V1__UserRef_Closure)
@@ -2409,6 +2486,12 @@ typedef void (*Frienso__Social__V1__CircleRequestsForRequest_Closure)
 typedef void (*Frienso__Social__V1__AnswerCircleRequestRequest_Closure)
                  (const Frienso__Social__V1__AnswerCircleRequestRequest *message,
                   void *closure_data);
+typedef void (*Frienso__Social__V1__EraseUserRequest_Closure)
+                 (const Frienso__Social__V1__EraseUserRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__EraseUserResponse_Closure)
+                 (const Frienso__Social__V1__EraseUserResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -2482,6 +2565,8 @@ extern const ProtobufCMessageDescriptor frienso__social__v1__list_notices_respon
 extern const ProtobufCMessageDescriptor frienso__social__v1__circle_of_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__circle_requests_for_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__answer_circle_request_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__erase_user_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__erase_user_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

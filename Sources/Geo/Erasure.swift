@@ -1,0 +1,48 @@
+public import FriensoProto
+import GRDB
+import Storage
+public import Wire
+
+/// Erasing a deleted account (accounts calls `EraseUser` until it succeeds): fixes, history,
+/// settings, grants either way, check-ins and kept replies, in one transaction; then the memory
+/// state and the history fold forget the person. A location update already in flight when the
+/// session was revoked can still land after this: accounts calls again after a settling delay
+/// (`AccountsConfig.erasureRecheck`), which erases it too.
+extension GeoService {
+    public func eraseUser(_ request: GeoV1.EraseUserRequest, _ context: RequestContext) async throws -> GeoV1.EraseUserResponse {
+        let user = request.userId
+        try Erasure.check(user: request.userId, traces: request.traces)
+        let state = state, folding = folding
+        let erased = try await store.erase(user, traces: request.traces) {
+            state.mutex.withLock { $0.forget(user) }
+            folding.mutex.withLock { $0.forget(user) }
+        }
+        try await Erasure.finish(store.database, user: user, erased: erased, logger: context.logger)
+        return GeoV1.EraseUserResponse(erased: UInt32(clamping: erased))
+    }
+}
+
+extension GeoStore {
+    /// - Parameter forgotten: runs once the deletion committed (before anyone reads again).
+    /// - Returns: the rows deleted.
+    func erase(_ user: UInt64, traces: [String], forgotten: @escaping @Sendable () -> Void) async throws -> Int {
+        try await database.write({ db in
+            var erased = 0
+            // The indexed rows and the tail not folded yet (history has no index by user).
+            try db.run(sql: "DELETE FROM history WHERE id IN (\(Self.userHistory))", arguments: [user, try Self.foldedThrough(db)])
+            erased += db.changesCount
+            for sql in [
+                "DELETE FROM history_by_user WHERE user_id = ?1",
+                "DELETE FROM latest WHERE user_id = ?1",
+                "DELETE FROM sharing WHERE user_id = ?1",
+                "DELETE FROM grants WHERE subject = ?1 OR viewer = ?1",
+                "DELETE FROM check_ins WHERE user_id = ?1",
+            ] {
+                try db.run(sql: sql, arguments: [user])
+                erased += db.changesCount
+            }
+            erased += try SQLiteReplyStore.eraseReplies(db, of: user, mentioning: traces)
+            return erased
+        }, committed: { _ in forgotten() })
+    }
+}
