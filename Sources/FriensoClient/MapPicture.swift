@@ -6,8 +6,9 @@ public struct MapMark: Sendable, Equatable {
         case you
         case friend
         case checkIn
-        /// A venue: how many people are there, how many of them your friends, and how far "at it" reaches.
-        case venue(people: Int, friends: Int, radiusMetres: Double)
+        /// A venue: how many people are there (or, with `fewerThan` set, fewer than that: the
+        /// total is withheld), how many of them your friends, and how far "at it" reaches.
+        case venue(people: Int, friends: Int, radiusMetres: Double, fewerThan: Int = 0)
     }
 
     public var kind: Kind
@@ -45,7 +46,7 @@ public enum MapPicture {
         for m in marks {
             let p = local(m)
             var extra = 0.0
-            if case .venue(_, _, let r) = m.kind { extra = r }
+            if case .venue(_, _, let r, _) = m.kind { extra = r }
             reach = max(reach, abs(p.x) + extra, abs(p.y) + extra)
         }
         reach *= 1.1
@@ -74,11 +75,12 @@ public enum MapPicture {
         }
         // Venues first (underneath), then check-ins, friends, you.
         for m in marks {
-            guard case .venue(let people, let friends, let radius) = m.kind else { continue }
+            guard case .venue(let people, let friends, let radius, let fewerThan) = m.kind else { continue }
             let p = screen(m)
             let r = max(6, radius * pxPerMetre)
             svg.append("<circle cx=\"\(f(p.x))\" cy=\"\(f(p.y))\" r=\"\(f(r))\" fill=\"#f2b134\" fill-opacity=\"0.25\" stroke=\"#c98a0b\" stroke-width=\"1.5\"/>")
-            let count = friends > 0 ? "\(people) here, \(friends) friend\(friends == 1 ? "" : "s")" : "\(people) here"
+            let total = fewerThan > 0 ? "fewer than \(fewerThan)" : "\(people)"
+            let count = friends > 0 ? "\(total) here, \(friends) friend\(friends == 1 ? "" : "s")" : "\(total) here"
             svg.append(text(m.label, x: p.x, y: p.y - r - 16, size: 13, weight: "bold", colour: "#7a5200"))
             svg.append(text(count, x: p.x, y: p.y - r - 3, size: 12, colour: "#7a5200"))
         }

@@ -35,6 +35,8 @@ public struct GeoConfig: Sendable {
     public var aroundDistance = 150.0
     /// Venue attendance counts fixes younger than this.
     public var venueFreshness: Duration = .seconds(15 * 60)
+    /// The smallest total a venue's count shows (k-anonymity): below it, "fewer than k".
+    public var venueMinimumPeople = 3
     public var checkInLifetime: Duration = .seconds(3 * 3600)
     public var checkInRadius = 1_500.0
     public var feedRadius = 10_000.0

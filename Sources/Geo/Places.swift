@@ -83,24 +83,28 @@ extension GeoService {
     }
 
     /// Counted from live locations at the time of the call (never from counters that could
-    /// drift): users inside each venue with a fresh fix, and the caller's friends among them.
+    /// drift): users inside each venue with a fresh fix, and the caller's friends among them,
+    /// under the rules in the contract (`VenueCount`).
     public func listVenues(_ request: GeoV1.ListVenuesRequest, _ context: RequestContext) async throws -> GeoV1.ListVenuesResponse {
         let caller = try context.requireCaller()
         let at = now(), freshAfter = at - config.venueFreshness.wholeMilliseconds
-        let friends = Set(graph.read { $0.friends(of: caller) })
+        let k = config.venueMinimumPeople
         var venues = state.mutex.withLock { s in
-            s.places.filter { $0.kind == .venue }.map { venue -> GeoV1.VenueAttendance in
-                var people = 0, friendsHere = 0
-                s.index.forEach(within: venue.reach + 1, ofLat: venue.lat, lon: venue.lon) { user, _ in
-                    guard let fix = s.latest[user], fix.receivedMs >= freshAfter, venue.contains(lat: fix.lat, lon: fix.lon) else { return }
-                    people += 1
-                    if friends.contains(user) { friendsHere += 1 }
+            graph.read { g in
+                s.places.filter { $0.kind == .venue }.map { venue -> GeoV1.VenueAttendance in
+                    var count = VenueCount()
+                    s.index.forEach(within: venue.reach + 1, ofLat: venue.lat, lon: venue.lon) { user, _ in
+                        guard let fix = s.latest[user], fix.receivedMs >= freshAfter, venue.contains(lat: fix.lat, lon: fix.lon) else { return }
+                        count.add(ghost: user != caller && s.settings(of: user).ghost,
+                                  visibleFriend: user != caller && g.areFriends(caller, user) && s.visible(viewer: caller, subject: user, graph: g, now: at))
+                    }
+                    return count.attendance(of: venue.proto, minimum: k)
                 }
-                return GeoV1.VenueAttendance(venue: venue.proto, people: UInt32(people), friends: UInt32(friendsHere))
             }
         }
         venues.sort { ($0.people, $0.friends) > ($1.people, $1.friends) }
-        return GeoV1.ListVenuesResponse(venues: venues, freshMinutes: UInt32(config.venueFreshness.wholeMilliseconds / 60_000))
+        return GeoV1.ListVenuesResponse(venues: venues, freshMinutes: UInt32(config.venueFreshness.wholeMilliseconds / 60_000),
+                                        minPeople: UInt32(k))
     }
 
     public func getPlace(_ request: GeoV1.GetPlaceRequest, _ context: RequestContext) async throws -> GeoV1.GetPlaceResponse {

@@ -54,6 +54,8 @@ public struct FriensoConfig: Codable, Sendable {
         public var historyRetentionDays: Int?
         public var aroundMetres: Double?
         public var venueFreshMinutes: Int?
+        /// Venue totals below this are shown as "fewer than k" (default 3).
+        public var venueMinimumPeople: Int?
         public var checkInHours: Int?
         /// Authorises operator imports (places). Or FRIENSO_OPERATOR_KEY.
         public var operatorKey: String?

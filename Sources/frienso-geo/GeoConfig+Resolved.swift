@@ -12,6 +12,7 @@ extension GeoConfig {
         if let v = section?.historyRetentionDays { historyRetention = .seconds(v * 24 * 3600) }
         if let v = section?.aroundMetres { aroundDistance = v }
         if let v = section?.venueFreshMinutes { venueFreshness = .seconds(v * 60) }
+        if let v = section?.venueMinimumPeople { venueMinimumPeople = max(1, v) }
         if let v = section?.checkInHours { checkInLifetime = .seconds(v * 3600) }
         operatorKey = resolved.environment["FRIENSO_OPERATOR_KEY"] ?? section?.operatorKey ?? ""
     }

@@ -270,7 +270,7 @@ struct Venues: AsyncParsableCommand {
         try await performCall(global) { client in
             let reply = try await client.call(GeoAPI.listVenues, GeoV1.ListVenuesRequest())
             let lines = reply.venues.map {
-                "\($0.venue?.name ?? "?")  \($0.people) \($0.people == 1 ? "person" : "people"), \($0.friends) \($0.friends == 1 ? "friend" : "friends")"
+                "\($0.venue?.name ?? "?")  \($0.few ? "fewer than \(reply.minPeople) people" : "\($0.people) \($0.people == 1 ? "person" : "people")"), \($0.friends) \($0.friends == 1 ? "friend" : "friends")"
             }
             return (lines.isEmpty ? "no venues known" : (lines + ["(fixes from the last \(reply.freshMinutes) minutes)"]).joined(separator: "\n"), reply.jsonValue)
         }

@@ -34,7 +34,8 @@ struct MapCommand: AsyncParsableCommand {
                 guard let place = v.venue else { continue }
                 let d = hypot((place.latitude - you.latitude) * 110_540, (place.longitude - you.longitude) * 111_320 * cos(you.latitude * .pi / 180))
                 guard d <= 5_000 else { continue }
-                marks.append(MapMark(.venue(people: Int(v.people), friends: Int(v.friends), radiusMetres: place.radiusM),
+                marks.append(MapMark(.venue(people: Int(v.people), friends: Int(v.friends), radiusMetres: place.radiusM,
+                                            fewerThan: v.few ? Int(busy.minPeople) : 0),
                                      latitude: place.latitude, longitude: place.longitude, label: place.name))
             }
             let svg = MapPicture.svg(marks, title: "Frienso map, \(formatTime(WallClock.milliseconds()))")

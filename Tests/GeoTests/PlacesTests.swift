@@ -89,6 +89,7 @@ struct PlacesTests {
             let fresh: [(UInt64, Double, Double)] = [
                 (2, 33.7810, -118.1130),    // in the Student Union, a friend
                 (3, 33.78105, -118.11305),  // in it too
+                (9, 33.78102, -118.11302),  // and a third
                 (4, 33.7790, -118.1094),    // inside the arena polygon
                 (5, 33.7830, -118.1130),    // 220 m away: not in the union
             ]
@@ -96,11 +97,37 @@ struct PlacesTests {
             geo.clock.advance(16 * 60_000)
             for (u, lat, lon) in fresh { try await geo.locate(u, lat, lon) }
             let venues = try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest())
-            let by = Dictionary(uniqueKeysWithValues: venues.venues.map { ($0.venue?.name ?? "", ($0.people, $0.friends)) })
-            #expect(by["Student Union"]! == (2, 1))
-            #expect(by["Pyramid Arena"]! == (1, 0))
-            #expect(by["Harbor Coffee"]! == (0, 0))
+            let by = Dictionary(uniqueKeysWithValues: venues.venues.map { ($0.venue?.name ?? "", ($0.people, $0.friends, $0.few)) })
+            #expect(by["Student Union"]! == (3, 1, false))
+            #expect(by["Pyramid Arena"]! == (0, 0, true), "one person: the total is withheld")
+            #expect(by["Harbor Coffee"]! == (0, 0, true))
+            #expect(venues.minPeople == 3)
             #expect(venues.venues.first?.venue?.name == "Student Union", "busiest first")
+        }
+    }
+
+    @Test("venue counts cannot single anyone out: ghosts are not counted, hidden friends are not friends, small totals are withheld")
+    func venueAttendance_privacy() async throws {
+        try await withGeo(operatorKey: "op-secret") { geo async throws in
+            try await importSample(geo)
+            for friend: UInt64 in [2, 7, 8] { geo.befriend(1, friend) }
+            _ = try await geo.call(7, API.updateSharing, GeoV1.UpdateSharingRequest(settings: GeoV1.SharingSettings(ghost: true), fields: ["ghost"]))
+            _ = try await geo.call(8, API.updateSharing, GeoV1.UpdateSharingRequest(
+                settings: GeoV1.SharingSettings(shareWithFriends: false), fields: ["share_with_friends"]))
+            // The ghost friend alone in the union: no "1 friend" there, no person either.
+            try await geo.locate(7, 33.7810, -118.1130)
+            var union = try #require(try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest()).venues.first { $0.venue?.name == "Student Union" })
+            #expect(union.people == 0 && union.friends == 0 && union.few)
+            // A friend who does not share, and two strangers: four people, not counting the ghost; no friend shown.
+            try await geo.locate(8, 33.78101, -118.11301)
+            try await geo.locate(3, 33.78102, -118.11302)
+            try await geo.locate(4, 33.78103, -118.11303)
+            union = try #require(try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest()).venues.first { $0.venue?.name == "Student Union" })
+            #expect((union.people, union.friends, union.few) == (3, 0, false))
+            // A friend who shares: counted as a friend, even while the total is withheld elsewhere.
+            try await geo.locate(2, 33.7790, -118.1094)
+            let arena = try #require(try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest()).venues.first { $0.venue?.name == "Pyramid Arena" })
+            #expect((arena.people, arena.friends, arena.few) == (0, 1, true))
         }
     }
 

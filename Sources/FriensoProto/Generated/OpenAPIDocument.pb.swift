@@ -6362,6 +6362,12 @@ public enum OpenAPIDocument {
       "format": "int64",
       "minimum": 0,
       "maximum": 4294967295
+     },
+     "minPeople": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
      }
     },
     "additionalProperties": false
@@ -6618,6 +6624,9 @@ public enum OpenAPIDocument {
       "format": "int64",
       "minimum": 0,
       "maximum": 4294967295
+     },
+     "few": {
+      "type": "boolean"
      }
     },
     "additionalProperties": false

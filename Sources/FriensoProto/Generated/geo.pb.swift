@@ -2824,13 +2824,15 @@ extension GeoV1 {
         public var venue: GeoV1.Place? = nil
         public var people: UInt32 = 0
         public var friends: UInt32 = 0
+        public var few: Bool = false
 
         public init() {}
 
-        public init(venue: GeoV1.Place? = nil, people: UInt32 = 0, friends: UInt32 = 0) {
+        public init(venue: GeoV1.Place? = nil, people: UInt32 = 0, friends: UInt32 = 0, few: Bool = false) {
         self.venue = venue
         self.people = people
         self.friends = friends
+        self.few = few
         }
     }
 }
@@ -2870,15 +2872,16 @@ extension GeoV1.VenueAttendance {
         }
         c.people = self.people
         c.friends = self.friends
+        c.few = (self.few ? 1 : 0)
     }
 
     init(c: Frienso__Geo__V1__VenueAttendance) {
-        self.init(venue: c.venue.map { GeoV1.Place(c: $0.pointee) }, people: c.people, friends: c.friends)
+        self.init(venue: c.venue.map { GeoV1.Place(c: $0.pointee) }, people: c.people, friends: c.friends, few: (c.few != 0))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("venue", self.venue.map { $0.jsonValue } ?? .null), ("people", .number(Double(self.people))), ("friends", .number(Double(self.friends)))])
+        .object([("venue", self.venue.map { $0.jsonValue } ?? .null), ("people", .number(Double(self.people))), ("friends", .number(Double(self.friends))), ("few", .bool(self.few))])
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2889,6 +2892,7 @@ extension GeoV1.VenueAttendance {
             case "venue": self.venue = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Place.self) }
             case "people": self.people = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
             case "friends": self.friends = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "few": self.few = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -2901,7 +2905,7 @@ extension GeoV1.VenueAttendance {
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(venue: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Place.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.Place()), people: ProtoSample.uint32(seed, 2), friends: ProtoSample.uint32(seed, 3))
+        Self(venue: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Place.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.Place()), people: ProtoSample.uint32(seed, 2), friends: ProtoSample.uint32(seed, 3), few: seed % 2 == 0)
     }
 }
 
@@ -2976,12 +2980,14 @@ extension GeoV1 {
     public struct ListVenuesResponse: ProtoMessage {
         public var venues: [GeoV1.VenueAttendance] = []
         public var freshMinutes: UInt32 = 0
+        public var minPeople: UInt32 = 0
 
         public init() {}
 
-        public init(venues: [GeoV1.VenueAttendance] = [], freshMinutes: UInt32 = 0) {
+        public init(venues: [GeoV1.VenueAttendance] = [], freshMinutes: UInt32 = 0, minPeople: UInt32 = 0) {
         self.venues = venues
         self.freshMinutes = freshMinutes
+        self.minPeople = minPeople
         }
     }
 }
@@ -3019,15 +3025,16 @@ extension GeoV1.ListVenuesResponse {
         c.n_venues = self.venues.count
         c.venues = arena.array(self.venues.map { value in arena.message(of: Frienso__Geo__V1__VenueAttendance.self) { frienso__geo__v1__venue_attendance__init($0); value.copy(into: &$0.pointee, arena: arena) } })
         c.fresh_minutes = self.freshMinutes
+        c.min_people = self.minPeople
     }
 
     init(c: Frienso__Geo__V1__ListVenuesResponse) {
-        self.init(venues: ProtoRuntime.array(c.venues, count: c.n_venues) { GeoV1.VenueAttendance(c: $0!.pointee) }, freshMinutes: c.fresh_minutes)
+        self.init(venues: ProtoRuntime.array(c.venues, count: c.n_venues) { GeoV1.VenueAttendance(c: $0!.pointee) }, freshMinutes: c.fresh_minutes, minPeople: c.min_people)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("venues", .array(self.venues.map { $0.jsonValue })), ("freshMinutes", .number(Double(self.freshMinutes)))])
+        .object([("venues", .array(self.venues.map { $0.jsonValue })), ("freshMinutes", .number(Double(self.freshMinutes))), ("minPeople", .number(Double(self.minPeople)))])
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3037,6 +3044,7 @@ extension GeoV1.ListVenuesResponse {
             switch key {
             case "venues": self.venues = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.VenueAttendance(json: item) } }
             case "freshMinutes", "fresh_minutes": self.freshMinutes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "minPeople", "min_people": self.minPeople = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -3049,7 +3057,7 @@ extension GeoV1.ListVenuesResponse {
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(venues: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.VenueAttendance.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], freshMinutes: ProtoSample.uint32(seed, 2))
+        Self(venues: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.VenueAttendance.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], freshMinutes: ProtoSample.uint32(seed, 2), minPeople: ProtoSample.uint32(seed, 3))
     }
 }
 

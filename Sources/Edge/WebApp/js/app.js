@@ -185,7 +185,7 @@ async function loadVenues() {
   const list = $("#venues");
   list.replaceChildren();
   for (const v of reply.venues) {
-    list.append(li(`<b>${esc(v.venue.name)}</b> <small>${v.people} ${v.people === 1 ? "person" : "people"}, ${v.friends} ${v.friends === 1 ? "friend" : "friends"} now</small>`,
+    list.append(li(`<b>${esc(v.venue.name)}</b> <small>${v.few ? `fewer than ${reply.minPeople} people` : `${v.people} ${v.people === 1 ? "person" : "people"}`}, ${v.friends} ${v.friends === 1 ? "friend" : "friends"} now</small>`,
       button("Photos", () => loadVenuePhotos(v.venue))));
   }
   if (!reply.venues.length) list.append(li("<small>No venues known yet.</small>"));

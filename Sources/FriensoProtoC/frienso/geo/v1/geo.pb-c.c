@@ -3896,7 +3896,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__list_places_response__descrip
   (ProtobufCMessageInit) frienso__geo__v1__list_places_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__geo__v1__venue_attendance__field_descriptors[3] =
+static const ProtobufCFieldDescriptor frienso__geo__v1__venue_attendance__field_descriptors[4] =
 {
   {
     "venue",
@@ -3934,8 +3934,21 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__venue_attendance__field_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "few",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__VenueAttendance, few),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__geo__v1__venue_attendance__field_indices_by_name[] = {
+  3,   /* field[3] = few */
   2,   /* field[2] = friends */
   1,   /* field[1] = people */
   0,   /* field[0] = venue */
@@ -3943,7 +3956,7 @@ static const unsigned frienso__geo__v1__venue_attendance__field_indices_by_name[
 static const ProtobufCIntRange frienso__geo__v1__venue_attendance__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor frienso__geo__v1__venue_attendance__descriptor =
 {
@@ -3953,7 +3966,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__venue_attendance__descriptor 
   "Frienso__Geo__V1__VenueAttendance",
   "frienso.geo.v1",
   sizeof(Frienso__Geo__V1__VenueAttendance),
-  3,
+  4,
   frienso__geo__v1__venue_attendance__field_descriptors,
   frienso__geo__v1__venue_attendance__field_indices_by_name,
   1,  frienso__geo__v1__venue_attendance__number_ranges,
@@ -3978,7 +3991,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__list_venues_request__descript
   (ProtobufCMessageInit) frienso__geo__v1__list_venues_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__geo__v1__list_venues_response__field_descriptors[2] =
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_venues_response__field_descriptors[3] =
 {
   {
     "venues",
@@ -4004,15 +4017,28 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__list_venues_response__fi
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "min_people",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListVenuesResponse, min_people),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__geo__v1__list_venues_response__field_indices_by_name[] = {
   1,   /* field[1] = fresh_minutes */
+  2,   /* field[2] = min_people */
   0,   /* field[0] = venues */
 };
 static const ProtobufCIntRange frienso__geo__v1__list_venues_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor frienso__geo__v1__list_venues_response__descriptor =
 {
@@ -4022,7 +4048,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__list_venues_response__descrip
   "Frienso__Geo__V1__ListVenuesResponse",
   "frienso.geo.v1",
   sizeof(Frienso__Geo__V1__ListVenuesResponse),
-  2,
+  3,
   frienso__geo__v1__list_venues_response__field_descriptors,
   frienso__geo__v1__list_venues_response__field_indices_by_name,
   1,  frienso__geo__v1__list_venues_response__number_ranges,

@@ -613,24 +613,31 @@ struct  Frienso__Geo__V1__ListPlacesResponse
 
 
 /*
- * Venue attendance (Flock): counted from live locations when asked.
+ * Venue attendance (Flock): counted from live locations when asked. Counts cannot single anyone
+ * out: a total below min_people is not given (few, people 0); a friend counts as a friend only when
+ * their location is visible to the caller (shared with friends, not in ghost mode, not blocked, or
+ * a live watch/helpNow grant), and someone in ghost mode is not counted at all.
  */
 struct  Frienso__Geo__V1__VenueAttendance
 {
   ProtobufCMessage base;
   Frienso__Geo__V1__Place *venue;
   /*
-   * users inside with a fix younger than the freshness window
+   * users inside with a fix younger than the freshness window (0 when few)
    */
   uint32_t people;
   /*
-   * of whom the caller's friends
+   * of whom friends whose location the caller may see
    */
   uint32_t friends;
+  /*
+   * fewer than min_people are there: the total is withheld
+   */
+  protobuf_c_boolean few;
 };
 #define FRIENSO__GEO__V1__VENUE_ATTENDANCE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__venue_attendance__descriptor) \
-    , NULL, 0, 0 }
+    , NULL, 0, 0, 0 }
 
 
 struct  Frienso__Geo__V1__ListVenuesRequest
@@ -651,10 +658,14 @@ struct  Frienso__Geo__V1__ListVenuesResponse
   size_t n_venues;
   Frienso__Geo__V1__VenueAttendance **venues;
   uint32_t fresh_minutes;
+  /*
+   * k: totals below it are shown as "fewer than k"
+   */
+  uint32_t min_people;
 };
 #define FRIENSO__GEO__V1__LIST_VENUES_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_venues_response__descriptor) \
-    , 0,NULL, 0 }
+    , 0,NULL, 0, 0 }
 
 
 /*
