@@ -342,7 +342,7 @@ let package = Package(
         .testTarget(
             name: "AccountsTests",
             dependencies: ["Accounts", "Wire", "FriensoProto", "FriensoTesting", "ServiceKit", "frienso-accounts", "Identity", "Storage",
-                           logging],
+                           logging, grdb],
             swiftSettings: swiftSettings
         ),
         .testTarget(

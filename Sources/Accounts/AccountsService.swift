@@ -15,12 +15,31 @@ public struct AccountsConfig: Sendable {
     public var loginPolicy = LoginGuard.Policy()
     /// Milliseconds since 1970; injectable so tests can move time.
     public var now: @Sendable () -> Int64 = { WallClock.milliseconds() }
+    /// Where emails go (password reset codes); nil: the built-in recording provider.
+    public var email: (any EmailProvider)?
+    /// Forgotten passwords: codes and their limits.
+    public var passwordReset = PasswordResetPolicy()
+
     /// The services that erase a deleted account's data (the executable names those the deployment
-    /// has: social, geo, alerts, media); each gets `EraseUser` until it succeeds (`ErasureWorker`).
+    /// has: social, geo, alerts, media); each gets `EraseUser` until it succeeds (`AccountsWorker`).
     public var erasureTargets: [String] = []
     /// After every service erased, each is asked once more this long after the first pass: a
     /// request that passed the gateway before the sessions were revoked may have landed since.
     public var erasureRecheck: Duration = .seconds(30)
+
+    public init() {}
+}
+
+/// How password reset codes are given and checked.
+public struct PasswordResetPolicy: Sendable {
+    /// How long a code works.
+    public var codeLifetime: Duration = .seconds(30 * 60)
+    /// Codes an account gets an hour (further requests are answered alike and send nothing).
+    public var codesPerAccountPerHour = 3
+    /// Requests one client address may make an hour (then RESOURCE_EXHAUSTED).
+    public var requestsPerClientPerHour = 10
+    /// Wrong codes an account may be tried with before its live codes are void.
+    public var attemptsPerAccount = 5
 
     public init() {}
 }
@@ -33,6 +52,7 @@ public final class AccountsService: Sendable {
     let config: AccountsConfig
     private let loginGuard: Mutex<LoginGuard>
     let events: (any NumberedEventSink)?
+    let email: any EmailProvider
     private let blocks: BlockCheck?
     public let replyStore: SQLiteReplyStore
 
@@ -63,6 +83,7 @@ public final class AccountsService: Sendable {
         for event in try store.loginEvents(since: Double(config.now()) / 1000 - config.loginPolicy.horizon) { guardState.apply(event) }
         loginGuard = Mutex(guardState)
         replyStore = SQLiteReplyStore(database: store.database)
+        email = config.email ?? RecordingEmailProvider(database: store.database, logger: Logger(label: "frienso.accounts.email"), now: config.now)
     }
 
     /// Announces `user`'s public profile as it is now (called in commit order).

@@ -130,6 +130,8 @@ final class AccountsStore: Sendable {
         }
         SQLiteReplyStore.migrate(&migrator)
         Self.migrateErasures(&migrator)
+        Self.migrateEmail(&migrator)
+        Self.migratePasswordReset(&migrator)
         try database.migrate(migrator)
     }
 

@@ -9,7 +9,7 @@ public import Wire
 // Deleting an account. DeleteAccount removes the account itself at once (row, sessions, linked
 // ids, login records: the username, email and phone are free again) and, in the same
 // transaction, records one erasure step per service that holds data about the person. The
-// `ErasureWorker` then calls each service's `EraseUser` until it succeeds (a service that is down
+// `AccountsWorker` then calls each service's `EraseUser` until it succeeds (a service that is down
 // erases when it is back; a restart of accounts resumes from the table), twice: at once, and
 // again `erasureRecheck` later, for a request that passed the gateway before the revocation and
 // landed after the first pass. Accounts' own step runs once, last: the kept replies of the person's
@@ -140,8 +140,9 @@ struct ErasureStep: Sendable {
     var traces: ErasureTraces
 }
 
-/// Drives the erasure steps: at start (resuming what a restart interrupted) and every `interval`.
-public final class ErasureWorker: Service, Sendable {
+/// Accounts' background work, at start (resuming what a restart interrupted) and every
+/// `interval`: the erasure steps of deleted accounts, and the email outbox.
+public final class AccountsWorker: Service, Sendable {
     private let service: AccountsService
     private let erasers: [String: AccountsService.Eraser]
     private let interval: Duration
@@ -159,6 +160,7 @@ public final class ErasureWorker: Service, Sendable {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 await service.runErasures(erasers, logger: logger)
+                await service.deliverEmails(logger: logger)
                 try? await Task.sleep(for: interval)
             }
         }
@@ -187,6 +189,9 @@ extension AccountsStore {
             // The login guard's keys for the three ways to name the account (see `login`).
             let keys: [Validation.LoginName] = [.username(user.username.lowercased()), .email(user.email.lowercased()), .phone(user.phone)]
             try db.run(sql: "DELETE FROM login_events WHERE account IN (?, ?, ?)", arguments: StatementArguments(keys.map { "\($0)" }))
+            // Emails to them (reset codes); password_resets go with the row (foreign key).
+            try db.run(sql: "DELETE FROM email_outbox WHERE user_id = ? OR address = ?", arguments: [user.id, user.email])
+            try db.run(sql: "DELETE FROM sent_emails WHERE address = ?", arguments: [user.email])
             try db.run(sql: "DELETE FROM users WHERE id = ?", arguments: [user.id])
             guard db.changesCount == 1 else { throw AccountRefusal.noAccount(user.id) }
             for target in targets {

@@ -43,7 +43,7 @@ struct AccountsCommand: AsyncParsableCommand {
         logger.info("deleted accounts are erased by", metadata: ["services": "\(config.erasureTargets.joined(separator: ","))"])
         let service = try AccountsService(directory: resolved.dataDirectory, config: config, events: publisher, blocks: blocks)
         let host = service.makeHost(options: plane.hostOptions(name: "accounts", endpoint: resolved.endpoint), logger: logger)
-        let worker = ErasureWorker(service: service, erasers: erasers, logger: logger)
+        let worker = AccountsWorker(service: service, erasers: erasers, logger: logger)
         let services: [any Service] = (replica.map { [$0] } ?? []) + [publisher, worker, host]
         try await ServiceRunner.run(services, endpointFile: resolved.endpointFile, logger: logger,
                                     boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }

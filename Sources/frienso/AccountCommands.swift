@@ -83,8 +83,14 @@ struct WhoAmI: AsyncParsableCommand {
     }
 }
 
+struct PasswordCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "password", abstract: "Change your password (the default), or reset a forgotten one with a code by email.",
+        subcommands: [ChangePassword.self, ResetPassword.self], defaultSubcommand: ChangePassword.self)
+}
+
 struct ChangePassword: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "password", abstract: "Change the password; other sessions are logged out.")
+    static let configuration = CommandConfiguration(commandName: "change", abstract: "Change the password; other sessions are logged out.")
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var password: PasswordOptions
@@ -96,6 +102,35 @@ struct ChangePassword: AsyncParsableCommand {
             let response = try await client.call(Accounts.changePassword,
                                                  AccountsV1.ChangePasswordRequest(currentPassword: current, newPassword: new), mutation: true)
             return ("password changed; \(response.revokedSessions) other session(s) logged out", response.jsonValue)
+        }
+    }
+}
+
+struct ResetPassword: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reset", abstract: "Forgot the password? Get a code by email, then set a new password with it.",
+        discussion: """
+            frienso password reset LOGIN              sends a code to the account's email (if LOGIN names an account)
+            frienso password reset LOGIN --code CODE  sets a new password (asked for, or FRIENSO_NEW_PASSWORD, or
+                                                      --password-stdin); every session of the account is logged out
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var password: PasswordOptions
+    @Argument(help: "Your username or email.") var login: String
+    @Option(help: "The code from the email.") var code: String?
+
+    func run() async throws {
+        try await performCall(global, requireSession: false) { client in
+            guard let code else {
+                let reply = try await client.call(Accounts.requestPasswordReset, AccountsV1.RequestPasswordResetRequest(login: login), mutation: true)
+                return ("if \(login) names an account, a code is on its way to its email (it works for \(reply.expiresInMinutes) minutes);\n"
+                        + "then: frienso password reset \(login) --code CODE", reply.jsonValue)
+            }
+            let new = try password.read("New password", environment: "FRIENSO_NEW_PASSWORD")
+            let reply = try await client.call(Accounts.resetPassword, AccountsV1.ResetPasswordRequest(login: login, code: code, newPassword: new),
+                                              mutation: true)
+            return ("password reset; \(reply.revokedSessions) session(s) logged out: log in with the new password", reply.jsonValue)
         }
     }
 }

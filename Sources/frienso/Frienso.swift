@@ -11,7 +11,7 @@ struct Frienso: AsyncParsableCommand {
             """,
         subcommands: [
             Register.self, Login.self, Logout.self, WhoAmI.self, Profile.self,
-            ChangePassword.self, ChangeEmail.self, AccountCommand.self, Ping.self,
+            PasswordCommand.self, ChangeEmail.self, AccountCommand.self, Ping.self,
             Friends.self, Circle.self, Search.self, PokeCommand.self, Block.self, Unblock.self, Blocked.self,
             Recommend.self, Findable.self, ExchangeCommand.self,
             Locate.self, Nearby.self, Navigate.self, Sharing.self, Ghost.self, Proximity.self, History.self, Events.self,

@@ -1,5 +1,6 @@
 import Foundation
 import FriensoTesting
+import GRDB
 import Launcher
 import Testing
 import Wire
@@ -85,6 +86,35 @@ struct CLIEndToEndTests {
         #expect(wrong.status == 13, "\(wrong.output)")
         #expect(!procs.logs().contains("trust no one 1"), "passwords never reach a log")
         #expect(!procs.logs().contains("the truth is out there"), "passwords never reach a log")
+
+        // Forgotten: a code by email (read from what the built-in recording provider sent), then
+        // a new password with it. The reply for an unknown login reads the same.
+        let forgot = try await cli.run(["password", "reset", "dana"])
+        #expect(forgot.status == 0 && forgot.output.contains("a code is on its way"), "\(forgot.output)")
+        let nobody = try await cli.run(["password", "reset", "nobody-at-all"])
+        #expect(nobody.output == forgot.output.replacingOccurrences(of: "dana", with: "nobody-at-all"), "\(nobody.output)")
+        var code = ""
+        let until = ContinuousClock.now.advanced(by: .seconds(30))
+        while code.isEmpty && ContinuousClock.now < until {
+            var configuration = Configuration()
+            configuration.readonly = true
+            var body: String?
+            if let queue = try? DatabaseQueue(path: "\(data)/accounts/accounts.sqlite", configuration: configuration) {
+                body = (try? await queue.read { db in
+                    try String.fetchOne(db, sql: "SELECT body FROM sent_emails WHERE address = 'dana@fbi.example.org'")
+                }) ?? nil
+            }
+            code = body?.split(separator: "\n").first { $0.hasPrefix("Your code: ") }.map { String($0.dropFirst(11)) } ?? ""
+            if code.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(!code.isEmpty, "no reset email was recorded\n\(logs())")
+        let wrongCode = try await cli.run(["password", "reset", "dana", "--code", "AAAA-BBBB-CCCC", "--password-stdin"], stdin: "i want to believe 2\n")
+        #expect(wrongCode.status == 14 && wrongCode.output.contains("PERMISSION_DENIED"), "\(wrongCode.output)")
+        let reset = try await cli.run(["password", "reset", "dana", "--code", code, "--password-stdin"], stdin: "i want to believe 2\n")
+        #expect(reset.status == 0 && reset.output.contains("password reset"), "\(reset.output)")
+        let withNew = try await cli.run(["login", "dana", "--password-stdin"], stdin: "i want to believe 2\n")
+        #expect(withNew.status == 0, "\(withNew.output)")
+        #expect(!procs.logs().contains(code), "reset codes never reach a log")
     }
 
     @Test func launcher_startsEverything_restartsAKilledService_andStopsAllOnSIGTERM() async throws {

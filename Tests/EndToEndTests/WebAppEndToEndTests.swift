@@ -1,6 +1,8 @@
 import Foundation
 import FriensoProto
 import FriensoTesting
+import GRDB
+import Synchronization
 import Testing
 import Wire
 
@@ -41,6 +43,7 @@ struct WebAppEndToEndTests {
             // Closed before the harness stops chromedriver (its browsers would outlive it).
             do {
                 try await browse(anaPage, benPage, ana: ana, ben: ben, cyd: cyd, edge: edge)
+                try await forgetThenLeave(benPage, cyd: cyd, stack: stack)
             } catch {
                 await anaPage.quit()
                 await benPage.quit()
@@ -90,5 +93,48 @@ struct WebAppEndToEndTests {
         #expect(try await benPage.text("#help-status").contains("Your circle was alerted"))
         // Still nobody ana may not see, even with the alert's location grants.
         #expect(try await anaPage.element("#map [data-user-id=\"\(cyd.id)\"]") == nil)
+    }
+
+    /// On ben's page, after he logs out: cyd forgot her password, gets a code by email (what the
+    /// recording provider sent), sets a new one, logs in with it, and deletes her account.
+    private func forgetThenLeave(_ page: Browser, cyd: WebUser, stack: LaunchedStack) async throws {
+        try await page.click("#logout")
+        try await page.waitFor("#signin:not([hidden])")
+        try await page.type("#reset-form [name=login]", "cyd")
+        try await page.click("#reset-form button[type=submit]")
+        try await eventually("the page says a code is on its way", timeout: .seconds(10)) {
+            try await page.text("#reset-form [data-note]").contains("a code is on its way")
+        }
+        let found = Mutex("")
+        try await eventually("the reset email went out", timeout: .seconds(15)) {
+            let body = try stack.database("accounts").read { db in
+                try String.fetchOne(db, sql: "SELECT body FROM sent_emails WHERE address = 'cyd@edge.example'")
+            }
+            let code = body?.split(separator: "\n").first { $0.hasPrefix("Your code: ") }.map { String($0.dropFirst(11)) } ?? ""
+            found.withLock { $0 = code }
+            return !code.isEmpty
+        }
+        let code = found.withLock { $0 }
+        try await page.type("#reset-form [name=code]", code)
+        try await page.type("#reset-form [name=newPassword]", "cyd's new passphrase 2")
+        try await page.click("#reset-submit")
+        try await eventually("the page says the password changed", timeout: .seconds(10)) {
+            try await page.text("#reset-form [data-note]").contains("Your password is changed")
+        }
+        try await page.type("#login-form [name=password]", "cyd's new passphrase 2")
+        try await page.click("#login-form button[type=submit]")
+        try await page.waitFor("#home:not([hidden])")
+        #expect(try await page.text("#me").contains("Cyd"))
+        // Her old session (from before the reset) is over.
+        #expect(try await cyd.call("accounts/WhoAmI").0 == 401)
+
+        try await page.click("[data-tab=account]")
+        try await page.type("#delete-form [name=confirm]", "cyd")
+        try await page.type("#delete-form [name=password]", "cyd's new passphrase 2")
+        try await page.click("#delete-form button[type=submit]")
+        try await page.waitFor("#signin:not([hidden])")
+        #expect(try await page.text("#login-form [data-note]").contains("Your account is deleted"))
+        let login = try await HTTP.post("\(stack.edge)/v1/accounts/Login", json: #"{"login": "cyd", "password": "cyd's new passphrase 2"}"#)
+        #expect(login.status == 401, "\(login.text)")
     }
 }

@@ -587,6 +587,124 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/accounts/RequestPasswordReset": {
+   "post": {
+    "operationId": "accounts.RequestPasswordReset",
+    "summary": "accounts.RequestPasswordReset",
+    "tags": [
+     "accounts"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.accounts.v1.RequestPasswordResetRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.accounts.v1.RequestPasswordResetResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {},
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/accounts/ResetPassword": {
+   "post": {
+    "operationId": "accounts.ResetPassword",
+    "summary": "accounts.ResetPassword",
+    "tags": [
+     "accounts"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.accounts.v1.ResetPasswordRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.accounts.v1.ResetPasswordResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {},
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/accounts/UnlinkExternalId": {
    "post": {
     "operationId": "accounts.UnlinkExternalId",
@@ -4738,6 +4856,54 @@ public enum OpenAPIDocument {
     "properties": {
      "account": {
       "$ref": "#/components/schemas/frienso.accounts.v1.Account"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.accounts.v1.RequestPasswordResetRequest": {
+    "type": "object",
+    "properties": {
+     "login": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.accounts.v1.RequestPasswordResetResponse": {
+    "type": "object",
+    "properties": {
+     "expiresInMinutes": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.accounts.v1.ResetPasswordRequest": {
+    "type": "object",
+    "properties": {
+     "login": {
+      "type": "string"
+     },
+     "code": {
+      "type": "string"
+     },
+     "newPassword": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.accounts.v1.ResetPasswordResponse": {
+    "type": "object",
+    "properties": {
+     "revokedSessions": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
      }
     },
     "additionalProperties": false

@@ -972,6 +972,322 @@ extension AccountsV1.ChangeEmailResponse {
 }
 
 extension AccountsV1 {
+    /// `frienso.accounts.v1.RequestPasswordResetRequest`
+    public struct RequestPasswordResetRequest: ProtoMessage {
+        public var login: String = ""
+
+        public init() {}
+
+        public init(login: String = "") {
+        self.login = login
+        }
+    }
+}
+
+extension AccountsV1.RequestPasswordResetRequest {
+    public static let protoName = "frienso.accounts.v1.RequestPasswordResetRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__RequestPasswordResetRequest()
+        frienso__accounts__v1__request_password_reset_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_request__get_packed_size, pack: frienso__accounts__v1__request_password_reset_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__RequestPasswordResetRequest()
+        frienso__accounts__v1__request_password_reset_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_request__get_packed_size, pack: frienso__accounts__v1__request_password_reset_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RequestPasswordResetRequest", unpack: frienso__accounts__v1__request_password_reset_request__unpack, free: frienso__accounts__v1__request_password_reset_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RequestPasswordResetRequest", unpack: frienso__accounts__v1__request_password_reset_request__unpack, free: frienso__accounts__v1__request_password_reset_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__RequestPasswordResetRequest, arena: ProtoArena) {
+        if !self.login.isEmpty { c.login = arena.string(self.login) }
+    }
+
+    init(c: Frienso__Accounts__V1__RequestPasswordResetRequest) {
+        self.init(login: ProtoRuntime.string(c.login))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("login", .string(self.login))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "login": self.login = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(login: ProtoSample.string(seed, "login"))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.RequestPasswordResetResponse`
+    public struct RequestPasswordResetResponse: ProtoMessage {
+        public var expiresInMinutes: UInt32 = 0
+
+        public init() {}
+
+        public init(expiresInMinutes: UInt32 = 0) {
+        self.expiresInMinutes = expiresInMinutes
+        }
+    }
+}
+
+extension AccountsV1.RequestPasswordResetResponse {
+    public static let protoName = "frienso.accounts.v1.RequestPasswordResetResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__RequestPasswordResetResponse()
+        frienso__accounts__v1__request_password_reset_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_response__get_packed_size, pack: frienso__accounts__v1__request_password_reset_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__RequestPasswordResetResponse()
+        frienso__accounts__v1__request_password_reset_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_response__get_packed_size, pack: frienso__accounts__v1__request_password_reset_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RequestPasswordResetResponse", unpack: frienso__accounts__v1__request_password_reset_response__unpack, free: frienso__accounts__v1__request_password_reset_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RequestPasswordResetResponse", unpack: frienso__accounts__v1__request_password_reset_response__unpack, free: frienso__accounts__v1__request_password_reset_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__RequestPasswordResetResponse, arena _: ProtoArena) {
+        c.expires_in_minutes = self.expiresInMinutes
+    }
+
+    init(c: Frienso__Accounts__V1__RequestPasswordResetResponse) {
+        self.init(expiresInMinutes: c.expires_in_minutes)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("expiresInMinutes", .number(Double(self.expiresInMinutes)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "expiresInMinutes", "expires_in_minutes": self.expiresInMinutes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(expiresInMinutes: ProtoSample.uint32(seed, 1))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.ResetPasswordRequest`
+    public struct ResetPasswordRequest: ProtoMessage {
+        public var login: String = ""
+        public var code: String = ""
+        public var newPassword: String = ""
+
+        public init() {}
+
+        public init(login: String = "", code: String = "", newPassword: String = "") {
+        self.login = login
+        self.code = code
+        self.newPassword = newPassword
+        }
+    }
+}
+
+extension AccountsV1.ResetPasswordRequest {
+    public static let protoName = "frienso.accounts.v1.ResetPasswordRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ResetPasswordRequest()
+        frienso__accounts__v1__reset_password_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_request__get_packed_size, pack: frienso__accounts__v1__reset_password_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ResetPasswordRequest()
+        frienso__accounts__v1__reset_password_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_request__get_packed_size, pack: frienso__accounts__v1__reset_password_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ResetPasswordRequest", unpack: frienso__accounts__v1__reset_password_request__unpack, free: frienso__accounts__v1__reset_password_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ResetPasswordRequest", unpack: frienso__accounts__v1__reset_password_request__unpack, free: frienso__accounts__v1__reset_password_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ResetPasswordRequest, arena: ProtoArena) {
+        if !self.login.isEmpty { c.login = arena.string(self.login) }
+        if !self.code.isEmpty { c.code = arena.string(self.code) }
+        if !self.newPassword.isEmpty { c.new_password = arena.string(self.newPassword) }
+    }
+
+    init(c: Frienso__Accounts__V1__ResetPasswordRequest) {
+        self.init(login: ProtoRuntime.string(c.login), code: ProtoRuntime.string(c.code), newPassword: ProtoRuntime.string(c.new_password))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("login", .string(self.login)), ("code", .string(self.code)), ("newPassword", .string(self.newPassword))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "login": self.login = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "code": self.code = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "newPassword", "new_password": self.newPassword = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(login: ProtoSample.string(seed, "login"), code: ProtoSample.string(seed, "code"), newPassword: ProtoSample.string(seed, "new_password"))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.ResetPasswordResponse`
+    public struct ResetPasswordResponse: ProtoMessage {
+        public var revokedSessions: UInt32 = 0
+
+        public init() {}
+
+        public init(revokedSessions: UInt32 = 0) {
+        self.revokedSessions = revokedSessions
+        }
+    }
+}
+
+extension AccountsV1.ResetPasswordResponse {
+    public static let protoName = "frienso.accounts.v1.ResetPasswordResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ResetPasswordResponse()
+        frienso__accounts__v1__reset_password_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_response__get_packed_size, pack: frienso__accounts__v1__reset_password_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ResetPasswordResponse()
+        frienso__accounts__v1__reset_password_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_response__get_packed_size, pack: frienso__accounts__v1__reset_password_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ResetPasswordResponse", unpack: frienso__accounts__v1__reset_password_response__unpack, free: frienso__accounts__v1__reset_password_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ResetPasswordResponse", unpack: frienso__accounts__v1__reset_password_response__unpack, free: frienso__accounts__v1__reset_password_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ResetPasswordResponse, arena _: ProtoArena) {
+        c.revoked_sessions = self.revokedSessions
+    }
+
+    init(c: Frienso__Accounts__V1__ResetPasswordResponse) {
+        self.init(revokedSessions: c.revoked_sessions)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("revokedSessions", .number(Double(self.revokedSessions)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "revokedSessions", "revoked_sessions": self.revokedSessions = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(revokedSessions: ProtoSample.uint32(seed, 1))
+    }
+}
+
+extension AccountsV1 {
     /// `frienso.accounts.v1.DeleteAccountRequest`
     public struct DeleteAccountRequest: ProtoMessage {
         public var password: String = ""
@@ -3494,6 +3810,8 @@ extension AccountsV1 {
         public static let changeEmail = RPCMethod<ChangeEmailRequest, ChangeEmailResponse>(service: "accounts", name: "ChangeEmail", access: .authenticated)
         public static let changePassword = RPCMethod<ChangePasswordRequest, ChangePasswordResponse>(service: "accounts", name: "ChangePassword", access: .authenticated)
         public static let deleteAccount = RPCMethod<DeleteAccountRequest, DeleteAccountResponse>(service: "accounts", name: "DeleteAccount", access: .authenticated)
+        public static let requestPasswordReset = RPCMethod<RequestPasswordResetRequest, RequestPasswordResetResponse>(service: "accounts", name: "RequestPasswordReset", access: .public)
+        public static let resetPassword = RPCMethod<ResetPasswordRequest, ResetPasswordResponse>(service: "accounts", name: "ResetPassword", access: .public)
         public static let getProfile = RPCMethod<GetProfileRequest, GetProfileResponse>(service: "accounts", name: "GetProfile", access: .authenticated)
         public static let editProfile = RPCMethod<EditProfileRequest, EditProfileResponse>(service: "accounts", name: "EditProfile", access: .authenticated)
         public static let validateSession = RPCMethod<ValidateSessionRequest, ValidateSessionResponse>(service: "accounts", name: "ValidateSession", access: .internal, callers: ["gateway", "edge"])
@@ -3506,9 +3824,9 @@ extension AccountsV1 {
         public static let matchContacts = RPCMethod<MatchContactsRequest, MatchContactsResponse>(service: "accounts", name: "MatchContacts", access: .internal, callers: ["social"])
         public static let profilesSnapshot = RPCMethod<ProfilesSnapshotRequest, ProfilesSnapshotResponse>(service: "accounts", name: "ProfilesSnapshot", access: .internal, callers: ["social", "alerts"])
 
-        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, deleteAccount.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased, profilesSnapshot.erased]
+        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, deleteAccount.erased, requestPasswordReset.erased, resetPassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased, profilesSnapshot.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [register.jsonCodec, login.jsonCodec, logout.jsonCodec, whoAmI.jsonCodec, changeEmail.jsonCodec, changePassword.jsonCodec, deleteAccount.jsonCodec, getProfile.jsonCodec, editProfile.jsonCodec, validateSession.jsonCodec, getProfiles.jsonCodec, contactDetails.jsonCodec, findUsers.jsonCodec, searchUsers.jsonCodec, linkExternalId.jsonCodec, unlinkExternalId.jsonCodec, matchContacts.jsonCodec, profilesSnapshot.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [register.jsonCodec, login.jsonCodec, logout.jsonCodec, whoAmI.jsonCodec, changeEmail.jsonCodec, changePassword.jsonCodec, deleteAccount.jsonCodec, requestPasswordReset.jsonCodec, resetPassword.jsonCodec, getProfile.jsonCodec, editProfile.jsonCodec, validateSession.jsonCodec, getProfiles.jsonCodec, contactDetails.jsonCodec, findUsers.jsonCodec, searchUsers.jsonCodec, linkExternalId.jsonCodec, unlinkExternalId.jsonCodec, matchContacts.jsonCodec, profilesSnapshot.jsonCodec]
     }
 }

@@ -20,6 +20,10 @@ extension AccountsV1.AccountsService {
         func changePassword(_ request: AccountsV1.ChangePasswordRequest, _ context: RequestContext) async throws -> AccountsV1.ChangePasswordResponse
         /// `accounts.DeleteAccount` (authenticated).
         func deleteAccount(_ request: AccountsV1.DeleteAccountRequest, _ context: RequestContext) async throws -> AccountsV1.DeleteAccountResponse
+        /// `accounts.RequestPasswordReset` (public).
+        func requestPasswordReset(_ request: AccountsV1.RequestPasswordResetRequest, _ context: RequestContext) async throws -> AccountsV1.RequestPasswordResetResponse
+        /// `accounts.ResetPassword` (public).
+        func resetPassword(_ request: AccountsV1.ResetPasswordRequest, _ context: RequestContext) async throws -> AccountsV1.ResetPasswordResponse
         /// `accounts.GetProfile` (authenticated).
         func getProfile(_ request: AccountsV1.GetProfileRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfileResponse
         /// `accounts.EditProfile` (authenticated).
@@ -64,6 +68,8 @@ extension MethodRouter {
         register(AccountsV1.AccountsService.changeEmail) { try await handler.changeEmail($0, $1) }
         register(AccountsV1.AccountsService.changePassword) { try await handler.changePassword($0, $1) }
         register(AccountsV1.AccountsService.deleteAccount) { try await handler.deleteAccount($0, $1) }
+        register(AccountsV1.AccountsService.requestPasswordReset) { try await handler.requestPasswordReset($0, $1) }
+        register(AccountsV1.AccountsService.resetPassword) { try await handler.resetPassword($0, $1) }
         register(AccountsV1.AccountsService.getProfile) { try await handler.getProfile($0, $1) }
         register(AccountsV1.AccountsService.editProfile) { try await handler.editProfile($0, $1) }
         register(AccountsV1.AccountsService.validateSession) { try await handler.validateSession($0, $1) }

@@ -44,6 +44,30 @@ $("#login-form").addEventListener("submit", async (e) => {
   } catch (error) { showError(form, error); }
 });
 
+// A forgotten password: a code by email, then a new password with it (the reply never says
+// whether the account exists).
+$("#reset-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const form = e.target;
+  showError(form);
+  try {
+    const reply = await call("accounts.RequestPasswordReset", { login: form.login.value }, { mutation: true });
+    form.querySelector("[data-note]").textContent =
+      `If ${form.login.value} names an account, a code is on its way to its email (it works for ${reply.expiresInMinutes} minutes).`;
+  } catch (error) { showError(form, error); }
+});
+
+$("#reset-submit").addEventListener("click", async () => {
+  const form = $("#reset-form");
+  showError(form);
+  try {
+    await call("accounts.ResetPassword", { login: form.login.value, code: form.code.value, newPassword: form.newPassword.value }, { mutation: true });
+    form.querySelector("[data-note]").textContent = "Your password is changed: log in with it.";
+    $("#login-form").login.value = form.login.value;
+    form.code.value = form.newPassword.value = "";
+  } catch (error) { showError(form, error); }
+});
+
 $("#register-form").addEventListener("submit", async (e) => {
   e.preventDefault();
   const form = e.target;
@@ -54,6 +78,19 @@ $("#register-form").addEventListener("submit", async (e) => {
     const reply = await call("accounts.Login", { login: fields.username, password: fields.password });
     session.token = reply.sessionToken;
     await start();
+  } catch (error) { showError(form, error); }
+});
+
+$("#delete-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const form = e.target;
+  showError(form);
+  if (form.confirm.value !== state.me?.username) { showError(form, "Type your username exactly to confirm."); return; }
+  try {
+    await call("accounts.DeleteAccount", { password: form.password.value }, { mutation: true });
+    form.reset();
+    stop();
+    document.querySelector("#login-form [data-note]").textContent = "Your account is deleted; your data is being erased everywhere.";
   } catch (error) { showError(form, error); }
 });
 
@@ -318,6 +355,7 @@ async function start() {
   }
   $("#signin").hidden = true;
   $("#home").hidden = false;
+  window.scrollTo(0, 0); // the sign-in forms may have been scrolled: home starts at its top
   $("#logout").hidden = false;
   $("#me").textContent = name(state.me);
   live.start();
@@ -329,6 +367,8 @@ async function start() {
 function stop() {
   live.stop();
   session.token = null;
+  // No password stays in a form once the session is over (a shared computer).
+  for (const input of document.querySelectorAll("input[type=password]")) input.value = "";
   state.me = null;
   state.placesLoaded = false;
   $("#home").hidden = true;

@@ -547,6 +547,186 @@ void   frienso__accounts__v1__change_email_response__free_unpacked
   assert(message->base.descriptor == &frienso__accounts__v1__change_email_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__accounts__v1__request_password_reset_request__init
+                     (Frienso__Accounts__V1__RequestPasswordResetRequest         *message)
+{
+  static const Frienso__Accounts__V1__RequestPasswordResetRequest init_value = FRIENSO__ACCOUNTS__V1__REQUEST_PASSWORD_RESET_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__request_password_reset_request__get_packed_size
+                     (const Frienso__Accounts__V1__RequestPasswordResetRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__request_password_reset_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__request_password_reset_request__pack
+                     (const Frienso__Accounts__V1__RequestPasswordResetRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__request_password_reset_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__request_password_reset_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__RequestPasswordResetRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__request_password_reset_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__RequestPasswordResetRequest *
+       frienso__accounts__v1__request_password_reset_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__RequestPasswordResetRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__request_password_reset_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__request_password_reset_request__free_unpacked
+                     (Frienso__Accounts__V1__RequestPasswordResetRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__request_password_reset_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__request_password_reset_response__init
+                     (Frienso__Accounts__V1__RequestPasswordResetResponse         *message)
+{
+  static const Frienso__Accounts__V1__RequestPasswordResetResponse init_value = FRIENSO__ACCOUNTS__V1__REQUEST_PASSWORD_RESET_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__request_password_reset_response__get_packed_size
+                     (const Frienso__Accounts__V1__RequestPasswordResetResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__request_password_reset_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__request_password_reset_response__pack
+                     (const Frienso__Accounts__V1__RequestPasswordResetResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__request_password_reset_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__request_password_reset_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__RequestPasswordResetResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__request_password_reset_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__RequestPasswordResetResponse *
+       frienso__accounts__v1__request_password_reset_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__RequestPasswordResetResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__request_password_reset_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__request_password_reset_response__free_unpacked
+                     (Frienso__Accounts__V1__RequestPasswordResetResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__request_password_reset_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__reset_password_request__init
+                     (Frienso__Accounts__V1__ResetPasswordRequest         *message)
+{
+  static const Frienso__Accounts__V1__ResetPasswordRequest init_value = FRIENSO__ACCOUNTS__V1__RESET_PASSWORD_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__reset_password_request__get_packed_size
+                     (const Frienso__Accounts__V1__ResetPasswordRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__reset_password_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__reset_password_request__pack
+                     (const Frienso__Accounts__V1__ResetPasswordRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__reset_password_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__reset_password_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__ResetPasswordRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__reset_password_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ResetPasswordRequest *
+       frienso__accounts__v1__reset_password_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ResetPasswordRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__reset_password_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__reset_password_request__free_unpacked
+                     (Frienso__Accounts__V1__ResetPasswordRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__reset_password_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__reset_password_response__init
+                     (Frienso__Accounts__V1__ResetPasswordResponse         *message)
+{
+  static const Frienso__Accounts__V1__ResetPasswordResponse init_value = FRIENSO__ACCOUNTS__V1__RESET_PASSWORD_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__reset_password_response__get_packed_size
+                     (const Frienso__Accounts__V1__ResetPasswordResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__reset_password_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__reset_password_response__pack
+                     (const Frienso__Accounts__V1__ResetPasswordResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__reset_password_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__reset_password_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__ResetPasswordResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__reset_password_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ResetPasswordResponse *
+       frienso__accounts__v1__reset_password_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ResetPasswordResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__reset_password_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__reset_password_response__free_unpacked
+                     (Frienso__Accounts__V1__ResetPasswordResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__reset_password_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__accounts__v1__delete_account_request__init
                      (Frienso__Accounts__V1__DeleteAccountRequest         *message)
 {
@@ -2557,6 +2737,184 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__change_email_response__d
   frienso__accounts__v1__change_email_response__field_indices_by_name,
   1,  frienso__accounts__v1__change_email_response__number_ranges,
   (ProtobufCMessageInit) frienso__accounts__v1__change_email_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__request_password_reset_request__field_descriptors[1] =
+{
+  {
+    "login",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__RequestPasswordResetRequest, login),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__request_password_reset_request__field_indices_by_name[] = {
+  0,   /* field[0] = login */
+};
+static const ProtobufCIntRange frienso__accounts__v1__request_password_reset_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__request_password_reset_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.RequestPasswordResetRequest",
+  "RequestPasswordResetRequest",
+  "Frienso__Accounts__V1__RequestPasswordResetRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__RequestPasswordResetRequest),
+  1,
+  frienso__accounts__v1__request_password_reset_request__field_descriptors,
+  frienso__accounts__v1__request_password_reset_request__field_indices_by_name,
+  1,  frienso__accounts__v1__request_password_reset_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__request_password_reset_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__request_password_reset_response__field_descriptors[1] =
+{
+  {
+    "expires_in_minutes",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__RequestPasswordResetResponse, expires_in_minutes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__request_password_reset_response__field_indices_by_name[] = {
+  0,   /* field[0] = expires_in_minutes */
+};
+static const ProtobufCIntRange frienso__accounts__v1__request_password_reset_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__request_password_reset_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.RequestPasswordResetResponse",
+  "RequestPasswordResetResponse",
+  "Frienso__Accounts__V1__RequestPasswordResetResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__RequestPasswordResetResponse),
+  1,
+  frienso__accounts__v1__request_password_reset_response__field_descriptors,
+  frienso__accounts__v1__request_password_reset_response__field_indices_by_name,
+  1,  frienso__accounts__v1__request_password_reset_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__request_password_reset_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__reset_password_request__field_descriptors[3] =
+{
+  {
+    "login",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ResetPasswordRequest, login),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "code",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ResetPasswordRequest, code),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "new_password",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ResetPasswordRequest, new_password),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__reset_password_request__field_indices_by_name[] = {
+  1,   /* field[1] = code */
+  0,   /* field[0] = login */
+  2,   /* field[2] = new_password */
+};
+static const ProtobufCIntRange frienso__accounts__v1__reset_password_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__reset_password_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ResetPasswordRequest",
+  "ResetPasswordRequest",
+  "Frienso__Accounts__V1__ResetPasswordRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ResetPasswordRequest),
+  3,
+  frienso__accounts__v1__reset_password_request__field_descriptors,
+  frienso__accounts__v1__reset_password_request__field_indices_by_name,
+  1,  frienso__accounts__v1__reset_password_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__reset_password_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__reset_password_response__field_descriptors[1] =
+{
+  {
+    "revoked_sessions",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ResetPasswordResponse, revoked_sessions),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__reset_password_response__field_indices_by_name[] = {
+  0,   /* field[0] = revoked_sessions */
+};
+static const ProtobufCIntRange frienso__accounts__v1__reset_password_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__reset_password_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ResetPasswordResponse",
+  "ResetPasswordResponse",
+  "Frienso__Accounts__V1__ResetPasswordResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ResetPasswordResponse),
+  1,
+  frienso__accounts__v1__reset_password_response__field_descriptors,
+  frienso__accounts__v1__reset_password_response__field_indices_by_name,
+  1,  frienso__accounts__v1__reset_password_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__reset_password_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor frienso__accounts__v1__delete_account_request__field_descriptors[1] =

@@ -27,6 +27,10 @@ typedef struct Frienso__Accounts__V1__WhoAmIRequest Frienso__Accounts__V1__WhoAm
 typedef struct Frienso__Accounts__V1__WhoAmIResponse Frienso__Accounts__V1__WhoAmIResponse;
 typedef struct Frienso__Accounts__V1__ChangeEmailRequest Frienso__Accounts__V1__ChangeEmailRequest;
 typedef struct Frienso__Accounts__V1__ChangeEmailResponse Frienso__Accounts__V1__ChangeEmailResponse;
+typedef struct Frienso__Accounts__V1__RequestPasswordResetRequest Frienso__Accounts__V1__RequestPasswordResetRequest;
+typedef struct Frienso__Accounts__V1__RequestPasswordResetResponse Frienso__Accounts__V1__RequestPasswordResetResponse;
+typedef struct Frienso__Accounts__V1__ResetPasswordRequest Frienso__Accounts__V1__ResetPasswordRequest;
+typedef struct Frienso__Accounts__V1__ResetPasswordResponse Frienso__Accounts__V1__ResetPasswordResponse;
 typedef struct Frienso__Accounts__V1__DeleteAccountRequest Frienso__Accounts__V1__DeleteAccountRequest;
 typedef struct Frienso__Accounts__V1__DeleteAccountResponse Frienso__Accounts__V1__DeleteAccountResponse;
 typedef struct Frienso__Accounts__V1__ChangePasswordRequest Frienso__Accounts__V1__ChangePasswordRequest;
@@ -221,6 +225,68 @@ struct  Frienso__Accounts__V1__ChangeEmailResponse
 #define FRIENSO__ACCOUNTS__V1__CHANGE_EMAIL_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__change_email_response__descriptor) \
     , NULL }
+
+
+/*
+ * Forgotten password, step 1: a single-use code goes to the account's email (valid 30 minutes;
+ * stored hashed). The reply is the same whether or not such an account exists, and whether or not
+ * a code was sent: an account gets at most 3 codes an hour (more requests change nothing), and
+ * one address may ask at most 10 times an hour (then RESOURCE_EXHAUSTED, for every login alike).
+ */
+struct  Frienso__Accounts__V1__RequestPasswordResetRequest
+{
+  ProtobufCMessage base;
+  /*
+   * username or email
+   */
+  char *login;
+};
+#define FRIENSO__ACCOUNTS__V1__REQUEST_PASSWORD_RESET_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__request_password_reset_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Accounts__V1__RequestPasswordResetResponse
+{
+  ProtobufCMessage base;
+  /*
+   * how long a code, if one was sent, is valid
+   */
+  uint32_t expires_in_minutes;
+};
+#define FRIENSO__ACCOUNTS__V1__REQUEST_PASSWORD_RESET_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__request_password_reset_response__descriptor) \
+    , 0 }
+
+
+/*
+ * Step 2: the code and a new password. Every session of the account is revoked, and every other
+ * code with it. A wrong, used or expired code, or no such account, is PERMISSION_DENIED alike;
+ * after 5 wrong codes the account's codes are void (ask for a new one).
+ */
+struct  Frienso__Accounts__V1__ResetPasswordRequest
+{
+  ProtobufCMessage base;
+  char *login;
+  /*
+   * as in the email; case, spaces and dashes do not matter
+   */
+  char *code;
+  char *new_password;
+};
+#define FRIENSO__ACCOUNTS__V1__RESET_PASSWORD_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__reset_password_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Accounts__V1__ResetPasswordResponse
+{
+  ProtobufCMessage base;
+  uint32_t revoked_sessions;
+};
+#define FRIENSO__ACCOUNTS__V1__RESET_PASSWORD_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__reset_password_response__descriptor) \
+    , 0 }
 
 
 /*
@@ -907,6 +973,82 @@ Frienso__Accounts__V1__ChangeEmailResponse *
 void   frienso__accounts__v1__change_email_response__free_unpacked
                      (Frienso__Accounts__V1__ChangeEmailResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__RequestPasswordResetRequest methods */
+void   frienso__accounts__v1__request_password_reset_request__init
+                     (Frienso__Accounts__V1__RequestPasswordResetRequest         *message);
+size_t frienso__accounts__v1__request_password_reset_request__get_packed_size
+                     (const Frienso__Accounts__V1__RequestPasswordResetRequest   *message);
+size_t frienso__accounts__v1__request_password_reset_request__pack
+                     (const Frienso__Accounts__V1__RequestPasswordResetRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__request_password_reset_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__RequestPasswordResetRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__RequestPasswordResetRequest *
+       frienso__accounts__v1__request_password_reset_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__request_password_reset_request__free_unpacked
+                     (Frienso__Accounts__V1__RequestPasswordResetRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__RequestPasswordResetResponse methods */
+void   frienso__accounts__v1__request_password_reset_response__init
+                     (Frienso__Accounts__V1__RequestPasswordResetResponse         *message);
+size_t frienso__accounts__v1__request_password_reset_response__get_packed_size
+                     (const Frienso__Accounts__V1__RequestPasswordResetResponse   *message);
+size_t frienso__accounts__v1__request_password_reset_response__pack
+                     (const Frienso__Accounts__V1__RequestPasswordResetResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__request_password_reset_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__RequestPasswordResetResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__RequestPasswordResetResponse *
+       frienso__accounts__v1__request_password_reset_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__request_password_reset_response__free_unpacked
+                     (Frienso__Accounts__V1__RequestPasswordResetResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ResetPasswordRequest methods */
+void   frienso__accounts__v1__reset_password_request__init
+                     (Frienso__Accounts__V1__ResetPasswordRequest         *message);
+size_t frienso__accounts__v1__reset_password_request__get_packed_size
+                     (const Frienso__Accounts__V1__ResetPasswordRequest   *message);
+size_t frienso__accounts__v1__reset_password_request__pack
+                     (const Frienso__Accounts__V1__ResetPasswordRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__reset_password_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__ResetPasswordRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ResetPasswordRequest *
+       frienso__accounts__v1__reset_password_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__reset_password_request__free_unpacked
+                     (Frienso__Accounts__V1__ResetPasswordRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ResetPasswordResponse methods */
+void   frienso__accounts__v1__reset_password_response__init
+                     (Frienso__Accounts__V1__ResetPasswordResponse         *message);
+size_t frienso__accounts__v1__reset_password_response__get_packed_size
+                     (const Frienso__Accounts__V1__ResetPasswordResponse   *message);
+size_t frienso__accounts__v1__reset_password_response__pack
+                     (const Frienso__Accounts__V1__ResetPasswordResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__reset_password_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__ResetPasswordResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ResetPasswordResponse *
+       frienso__accounts__v1__reset_password_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__reset_password_response__free_unpacked
+                     (Frienso__Accounts__V1__ResetPasswordResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Accounts__V1__DeleteAccountRequest methods */
 void   frienso__accounts__v1__delete_account_request__init
                      (Frienso__Accounts__V1__DeleteAccountRequest         *message);
@@ -1534,6 +1676,18 @@ typedef void (*Frienso__Accounts__V1__ChangeEmailRequest_Closure)
 typedef void (*Frienso__Accounts__V1__ChangeEmailResponse_Closure)
                  (const Frienso__Accounts__V1__ChangeEmailResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Accounts__V1__RequestPasswordResetRequest_Closure)
+                 (const Frienso__Accounts__V1__RequestPasswordResetRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__RequestPasswordResetResponse_Closure)
+                 (const Frienso__Accounts__V1__RequestPasswordResetResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__ResetPasswordRequest_Closure)
+                 (const Frienso__Accounts__V1__ResetPasswordRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__ResetPasswordResponse_Closure)
+                 (const Frienso__Accounts__V1__ResetPasswordResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Accounts__V1__DeleteAccountRequest_Closure)
                  (const Frienso__Accounts__V1__DeleteAccountRequest *message,
                   void *closure_data);
@@ -1645,6 +1799,10 @@ extern const ProtobufCMessageDescriptor frienso__accounts__v1__who_am_irequest__
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__who_am_iresponse__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__change_email_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__change_email_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__request_password_reset_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__request_password_reset_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__reset_password_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__reset_password_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__delete_account_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__delete_account_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__change_password_request__descriptor;

@@ -1,0 +1,157 @@
+import FriensoProto
+import Foundation
+import GRDB
+public import Logging
+import Storage
+import Wire
+
+/// One email to send.
+public struct EmailMessage: Sendable {
+    public var deliveryID: UInt64
+    /// Stable across retries of this delivery, for a provider that deduplicates.
+    public var idempotencyKey: String
+    public var to: String
+    public var subject: String
+    public var body: String
+}
+
+public enum EmailResult: Sendable, Equatable {
+    case delivered(reference: String)
+    case failed(String, retryable: Bool)
+}
+
+/// Where emails go: the built-in recording provider, or a real one (issue 19: SMTP).
+public protocol EmailProvider: Sendable {
+    var name: String { get }
+    func send(_ message: EmailMessage) async -> EmailResult
+}
+
+/// The built-in provider: no network; each email is recorded in the `sent_emails` table (what a
+/// deployment without email credentials shows an operator, and what the tests read) and logged
+/// by its subject and a shortened address, never its body (a reset code is a secret).
+final class RecordingEmailProvider: EmailProvider {
+    let name = "recording"
+    private let database: ServiceDatabase
+    private let logger: Logger
+    private let now: @Sendable () -> Int64
+
+    init(database: ServiceDatabase, logger: Logger, now: @escaping @Sendable () -> Int64) {
+        self.database = database
+        self.logger = logger
+        self.now = now
+    }
+
+    func send(_ message: EmailMessage) async -> EmailResult {
+        let at = now()
+        do {
+            try await database.write { db in
+                try db.run(sql: "INSERT OR IGNORE INTO sent_emails (idempotency_key, provider, address, subject, body, sent_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [message.idempotencyKey, "recording", message.to, message.subject, message.body, at])
+            }
+        } catch {
+            return .failed("could not record: \(error)", retryable: true)
+        }
+        logger.info("email sent (recorded)", metadata: ["delivery": "\(message.deliveryID)", "to": "\(Self.redact(message.to))",
+                                                        "subject": "\(message.subject)"])
+        return .delivered(reference: message.idempotencyKey)
+    }
+
+    /// "an…@example.org": enough to tell addresses apart in a log.
+    static func redact(_ address: String) -> String {
+        guard let at = address.firstIndex(of: "@") else { return "…" }
+        return "\(address.prefix(2))…\(address[at...])"
+    }
+}
+
+extension AccountsService {
+    /// Sends the emails that are due: one attempt each, retried with backoff until their expiry
+    /// (a reset code's email is worth nothing once the code expired). A sent email's body is
+    /// cleared from the outbox: the code in it is kept nowhere but in the provider's hands.
+    /// - Returns: emails delivered.
+    @discardableResult
+    public func deliverEmails(logger: Logger) async -> Int {
+        let now = config.now()
+        let due: [EmailMessage]
+        do { due = try await store.dueEmails(now: now) } catch {
+            logger.error("cannot read the email outbox", metadata: ["error": "\(error)"])
+            return 0
+        }
+        var delivered = 0
+        for message in due {
+            let result = await email.send(message)
+            do {
+                switch result {
+                case .delivered:
+                    try await store.emailSent(message.deliveryID, provider: email.name, now: config.now())
+                    delivered += 1
+                case .failed(let error, let retryable):
+                    logger.warning("email failed", metadata: ["delivery": "\(message.deliveryID)", "error": "\(error)", "retry": "\(retryable)"])
+                    try await store.emailFailed(message.deliveryID, error: error, final: !retryable, now: config.now())
+                }
+            } catch {
+                logger.error("cannot record an email's outcome", metadata: ["delivery": "\(message.deliveryID)", "error": "\(error)"])
+            }
+        }
+        return delivered
+    }
+}
+
+extension AccountsStore {
+    static func migrateEmail(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("email") { db in
+            try db.execute(sql: """
+                CREATE TABLE email_outbox (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT, user_id INTEGER NOT NULL, address TEXT NOT NULL, subject TEXT NOT NULL,
+                    body TEXT NOT NULL, status INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT NOT NULL DEFAULT '',
+                    provider TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL, next_attempt_ms INTEGER NOT NULL,
+                    expires_ms INTEGER NOT NULL, done_ms INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE INDEX email_outbox_due ON email_outbox(next_attempt_ms) WHERE status = 1;
+                CREATE INDEX email_outbox_user ON email_outbox(user_id);
+                CREATE TABLE sent_emails (
+                    idempotency_key TEXT PRIMARY KEY, provider TEXT NOT NULL, address TEXT NOT NULL, subject TEXT NOT NULL,
+                    body TEXT NOT NULL, sent_at_ms INTEGER NOT NULL
+                );
+                """)
+        }
+    }
+
+    static let emailPending = 1, emailSent = 2, emailFailed = 3
+
+    static func enqueueEmail(_ db: Database, user: UInt64, to address: String, subject: String, body: String, now: Int64, expires: Int64) throws {
+        try db.run(sql: """
+            INSERT INTO email_outbox (user_id, address, subject, body, status, created_ms, next_attempt_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [user, address, subject, body, emailPending, now, now, expires])
+    }
+
+    func dueEmails(now: Int64) async throws -> [EmailMessage] {
+        try await database.write { db in
+            // Past its expiry, an email is not worth sending: failed for good.
+            try db.run(sql: "UPDATE email_outbox SET status = ?, body = '', last_error = 'expired before it could be sent', done_ms = ? WHERE status = ? AND expires_ms <= ?",
+                       arguments: [Self.emailFailed, now, Self.emailPending, now])
+            return try Row.fetchAll(db, sql: "SELECT id, address, subject, body FROM email_outbox WHERE status = ? AND next_attempt_ms <= ? ORDER BY id LIMIT 50",
+                                    arguments: [Self.emailPending, now]).map { row in
+                let id: UInt64 = row[0]
+                return EmailMessage(deliveryID: id, idempotencyKey: "frienso-email-\(id)", to: row[1], subject: row[2], body: row[3])
+            }
+        }
+    }
+
+    func emailSent(_ id: UInt64, provider: String, now: Int64) async throws {
+        try await database.write { db in
+            try db.run(sql: "UPDATE email_outbox SET status = ?, body = '', provider = ?, attempts = attempts + 1, done_ms = ? WHERE id = ?",
+                       arguments: [Self.emailSent, provider, now, id])
+        }
+    }
+
+    func emailFailed(_ id: UInt64, error: String, final: Bool, now: Int64) async throws {
+        try await database.write { db in
+            let attempts = (try Int.fetchOne(db, sql: "SELECT attempts FROM email_outbox WHERE id = ?", arguments: [id]) ?? 0) + 1
+            let delay = Int64(min(60_000, 1_000 << min(attempts, 6)))
+            try db.run(sql: """
+                UPDATE email_outbox SET attempts = ?, last_error = ?, next_attempt_ms = ?, status = ?, body = CASE WHEN ? THEN '' ELSE body END,
+                    done_ms = CASE WHEN ? THEN ? ELSE 0 END WHERE id = ?
+                """, arguments: [attempts, error, now + delay, final ? Self.emailFailed : Self.emailPending, final, final, now, id])
+        }
+    }
+}
