@@ -15,6 +15,7 @@ let serviceLifecycle: Target.Dependency = .product(name: "ServiceLifecycle", pac
 let grdb: Target.Dependency = .product(name: "GRDB", package: "GRDB.swift")
 let histogram: Target.Dependency = .product(name: "Histogram", package: "hdrhistogram-swift")
 let csv: Target.Dependency = .product(name: "SwiftCSV", package: "SwiftCSV")
+let zip: Target.Dependency = .product(name: "ZIPFoundation", package: "ZIPFoundation")
 let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hummingbird")
 let hummingbirdTLS: Target.Dependency = .product(name: "HummingbirdTLS", package: "hummingbird")
 let hummingbirdWebSocket: Target.Dependency = .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket")
@@ -43,6 +44,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/swiftcsv/SwiftCSV", from: "0.10.0"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
         // The HTTP/JSON + WebSocket edge. No default traits: the edge reads its configuration
         // through ServiceKit, not swift-configuration.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
@@ -296,7 +298,7 @@ let package = Package(
             name: "frienso",
             dependencies: [
                 "FriensoClient", "FriensoProto", "Wire",
-                argumentParser,
+                argumentParser, zip,
             ],
             swiftSettings: swiftSettings
         ),
@@ -406,7 +408,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", "ServiceKit", "Identity", "Storage", "CZeroMQ", grdb, logging,
-                           wsClient,
+                           wsClient, zip,
                            "frienso", "frienso-accounts", "frienso-gateway", "frienso-edge", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-media", "frienso-launch"],
             swiftSettings: swiftSettings
         ),

@@ -280,8 +280,8 @@ struct Ping: AsyncParsableCommand {
 
 struct AccountCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "account", abstract: "Your account as a whole: delete it.",
-        subcommands: [Delete.self])
+        commandName: "account", abstract: "Your account as a whole: export your data, or delete it.",
+        subcommands: [ExportData.self, Delete.self])
 
     struct Delete: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -6,6 +6,7 @@ import GRDB
 import ServiceKit
 import Testing
 import Wire
+import ZIPFoundation
 
 /// Deleting accounts on the launched deployment while each service in turn is killed with
 /// SIGKILL: afterwards no database file (WAL and shared memory included) and no photo folder
@@ -78,6 +79,7 @@ struct AccountDeletionEndToEndTests {
             let cli = stack.cli("leaver0")
             let login = try await cli.run(["login", "leaver0", "--password-stdin"], stdin: "password leaver0 1\n")
             #expect(login.status == 0, "\(login.output)")
+            try await checkExport(cli, leavers[0], keeper: keeper, dir: procs.workDirectory)
             let refused = try await cli.run(["account", "delete", "--password-stdin"], stdin: "password leaver0 1\n")
             #expect(refused.status == 64 && refused.output.contains("--yes"), "\(refused.output)")
             let deleted = try await cli.run(["account", "delete", "--yes", "--password-stdin"], stdin: "password leaver0 1\n")
@@ -110,6 +112,36 @@ struct AccountDeletionEndToEndTests {
             // The name is free again.
             _ = try await makeActor(stack, "leaver1", number: 201)
         }
+    }
+
+    /// `frienso account export`: the archive holds every service's part (checked by what the
+    /// leaver put in) and the photo's bytes as uploaded.
+    func checkExport(_ cli: CLI, _ leaver: Leaver, keeper: Actor, dir: String) async throws {
+        let path = "\(dir)/leaver0-export.zip"
+        let exported = try await cli.run(["account", "export", "-o", path])
+        #expect(exported.status == 0 && exported.output.contains("1 photos, 2 history entries"), "\(exported.output)")
+        let again = try await cli.run(["account", "export", "-o", path])
+        #expect(again.status == 64 && again.output.contains("--force"), "an existing file is not replaced: \(again.output)")
+        let archive = try Archive(url: URL(fileURLWithPath: path), accessMode: .read)
+        func file(_ name: String) throws -> String {
+            let entry = try #require(archive[name], "\(name) is missing from the export")
+            var data = Data()
+            _ = try archive.extract(entry) { data.append($0) }
+            return String(decoding: data, as: UTF8.self)
+        }
+        let accounts = try file("accounts.json"), social = try file("social.json"), geo = try file("geo.json"), alerts = try file("alerts.json")
+        #expect(accounts.contains(leaver.phone) && accounts.contains("leaver0@faults.example") && accounts.contains("\"current\": true"), "\(accounts)")
+        #expect(!accounts.contains("fs1_"), "no session token in an export")
+        #expect(social.contains("\"username\": \"keeper\"") && social.contains("\"findable\": true") && social.contains("pokesSent"), "\(social)")
+        #expect(geo.contains("\(leaver.latitude)") && geo.contains("\"history\"") && geo.contains("Library"), "\(geo)")
+        #expect(alerts.contains(leaver.token) && alerts.contains("leaver0 needs help") && alerts.contains("keeper needs help"), "\(alerts)")
+        let media = try file("media.json")
+        let mediaID = try #require(media.split(separator: "\"").first { $0.count == 32 && $0.allSatisfy(\.isHexDigit) }.map(String.init))
+        let entry = try #require(archive["photos/\(mediaID).jpg"])
+        var photo = Data()
+        _ = try archive.extract(entry) { photo.append($0) }
+        #expect(Array(photo) == leaver.photo, "the photo as uploaded (it had no GPS tags to remove)")
+        #expect(try file("README.txt").contains("Everything Frienso stores about leaver0"))
     }
 
     /// Friends with the keeper, in each other's core circle, a device, two fixes, a check-in with

@@ -248,6 +248,64 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/accounts/ExportMyData": {
+   "post": {
+    "operationId": "accounts.ExportMyData",
+    "summary": "accounts.ExportMyData",
+    "tags": [
+     "accounts"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.accounts.v1.ExportMyDataRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.accounts.v1.ExportMyDataResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/accounts/GetProfile": {
    "post": {
     "operationId": "accounts.GetProfile",
@@ -857,6 +915,64 @@ public enum OpenAPIDocument {
        "application/json": {
         "schema": {
          "$ref": "#/components/schemas/frienso.alerts.v1.EndWatchResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/alerts/ExportMyData": {
+   "post": {
+    "operationId": "alerts.ExportMyData",
+    "summary": "alerts.ExportMyData",
+    "tags": [
+     "alerts"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.alerts.v1.ExportMyDataRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.alerts.v1.ExportMyDataResponse"
         }
        }
       }
@@ -1951,6 +2067,64 @@ public enum OpenAPIDocument {
        "application/json": {
         "schema": {
          "$ref": "#/components/schemas/frienso.geo.v1.DeleteHistoryResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/geo/ExportMyData": {
+   "post": {
+    "operationId": "geo.ExportMyData",
+    "summary": "geo.ExportMyData",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.ExportMyDataRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.ExportMyDataResponse"
         }
        }
       }
@@ -3328,6 +3502,64 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/social/ExportMyData": {
+   "post": {
+    "operationId": "social.ExportMyData",
+    "summary": "social.ExportMyData",
+    "tags": [
+     "social"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.social.v1.ExportMyDataRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.social.v1.ExportMyDataResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/social/GetDiscoverySettings": {
    "post": {
     "operationId": "social.GetDiscoverySettings",
@@ -4569,6 +4801,64 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.accounts.v1.EmailInfo": {
+    "type": "object",
+    "properties": {
+     "address": {
+      "type": "string"
+     },
+     "subject": {
+      "type": "string"
+     },
+     "status": {
+      "type": "string"
+     },
+     "createdAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.accounts.v1.ExportMyDataRequest": {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": false
+   },
+   "frienso.accounts.v1.ExportMyDataResponse": {
+    "type": "object",
+    "properties": {
+     "account": {
+      "$ref": "#/components/schemas/frienso.accounts.v1.Account"
+     },
+     "sessions": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.accounts.v1.SessionInfo"
+      }
+     },
+     "linked": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.accounts.v1.ExternalId"
+      }
+     },
+     "passwordResets": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.accounts.v1.PasswordResetInfo"
+      }
+     },
+     "emails": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.accounts.v1.EmailInfo"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.accounts.v1.ExternalId": {
     "type": "object",
     "properties": {
@@ -4738,6 +5028,27 @@ public enum OpenAPIDocument {
       "items": {
        "$ref": "#/components/schemas/frienso.accounts.v1.ContactMatch"
       }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.accounts.v1.PasswordResetInfo": {
+    "type": "object",
+    "properties": {
+     "createdAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "expiresAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "usedAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
      }
     },
     "additionalProperties": false
@@ -4936,6 +5247,30 @@ public enum OpenAPIDocument {
       }
      },
      "more": {
+      "type": "boolean"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.accounts.v1.SessionInfo": {
+    "type": "object",
+    "properties": {
+     "createdAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "expiresAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "revokedAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "current": {
       "type": "boolean"
      }
     },
@@ -5307,6 +5642,53 @@ public enum OpenAPIDocument {
       "format": "int64",
       "minimum": 0,
       "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.ExportMyDataRequest": {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.ExportMyDataResponse": {
+    "type": "object",
+    "properties": {
+     "watches": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.alerts.v1.WatchSession"
+      }
+     },
+     "watched": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.alerts.v1.WatchSession"
+      }
+     },
+     "alerts": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.alerts.v1.HelpAlert"
+      }
+     },
+     "alertsReceived": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.alerts.v1.HelpAlert"
+      }
+     },
+     "devices": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.alerts.v1.Device"
+      }
+     },
+     "deliveries": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.alerts.v1.Delivery"
+      }
      }
     },
     "additionalProperties": false
@@ -6251,6 +6633,56 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.geo.v1.ExportMyDataRequest": {
+    "type": "object",
+    "properties": {
+     "afterHistoryId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "limit": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ExportMyDataResponse": {
+    "type": "object",
+    "properties": {
+     "sharing": {
+      "$ref": "#/components/schemas/frienso.geo.v1.SharingSettings"
+     },
+     "latest": {
+      "$ref": "#/components/schemas/frienso.geo.v1.Fix"
+     },
+     "status": {
+      "type": "string"
+     },
+     "checkIn": {
+      "$ref": "#/components/schemas/frienso.geo.v1.CheckIn"
+     },
+     "grants": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.LocationGrant"
+      }
+     },
+     "history": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.HistoryEntry"
+      }
+     },
+     "more": {
+      "type": "boolean"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.geo.v1.Fix": {
     "type": "object",
     "properties": {
@@ -6376,6 +6808,26 @@ public enum OpenAPIDocument {
     "properties": {
      "settings": {
       "$ref": "#/components/schemas/frienso.geo.v1.SharingSettings"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.HistoryEntry": {
+    "type": "object",
+    "properties": {
+     "id": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "fix": {
+      "$ref": "#/components/schemas/frienso.geo.v1.Fix"
+     },
+     "hasStatus": {
+      "type": "boolean"
+     },
+     "status": {
+      "type": "string"
      }
     },
     "additionalProperties": false
@@ -7430,6 +7882,65 @@ public enum OpenAPIDocument {
      },
      "hasLocation": {
       "type": "boolean"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.social.v1.ExportMyDataRequest": {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": false
+   },
+   "frienso.social.v1.ExportMyDataResponse": {
+    "type": "object",
+    "properties": {
+     "friends": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.social.v1.Friend"
+      }
+     },
+     "requests": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.social.v1.FriendRequest"
+      }
+     },
+     "blocked": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.social.v1.UserRef"
+      }
+     },
+     "circle": {
+      "$ref": "#/components/schemas/frienso.social.v1.ShowCircleResponse"
+     },
+     "circleRequests": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.social.v1.CircleRequest"
+      }
+     },
+     "findable": {
+      "type": "boolean"
+     },
+     "exchanges": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.social.v1.Exchange"
+      }
+     },
+     "pokesSent": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.social.v1.Poke"
+      }
+     },
+     "pokesReceived": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.social.v1.Poke"
+      }
      }
     },
     "additionalProperties": false

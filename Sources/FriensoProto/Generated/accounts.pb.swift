@@ -3801,6 +3801,439 @@ extension AccountsV1.ProfilesSnapshotResponse {
 }
 
 extension AccountsV1 {
+    /// `frienso.accounts.v1.ExportMyDataRequest`
+    public struct ExportMyDataRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension AccountsV1.ExportMyDataRequest {
+    public static let protoName = "frienso.accounts.v1.ExportMyDataRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ExportMyDataRequest()
+        frienso__accounts__v1__export_my_data_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_request__get_packed_size, pack: frienso__accounts__v1__export_my_data_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ExportMyDataRequest()
+        frienso__accounts__v1__export_my_data_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_request__get_packed_size, pack: frienso__accounts__v1__export_my_data_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ExportMyDataRequest", unpack: frienso__accounts__v1__export_my_data_request__unpack, free: frienso__accounts__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ExportMyDataRequest", unpack: frienso__accounts__v1__export_my_data_request__unpack, free: frienso__accounts__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Accounts__V1__ExportMyDataRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Accounts__V1__ExportMyDataRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.SessionInfo`
+    public struct SessionInfo: ProtoMessage {
+        public var createdAtMs: Int64 = 0
+        public var expiresAtMs: Int64 = 0
+        public var revokedAtMs: Int64 = 0
+        public var current: Bool = false
+
+        public init() {}
+
+        public init(createdAtMs: Int64 = 0, expiresAtMs: Int64 = 0, revokedAtMs: Int64 = 0, current: Bool = false) {
+        self.createdAtMs = createdAtMs
+        self.expiresAtMs = expiresAtMs
+        self.revokedAtMs = revokedAtMs
+        self.current = current
+        }
+    }
+}
+
+extension AccountsV1.SessionInfo {
+    public static let protoName = "frienso.accounts.v1.SessionInfo"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__SessionInfo()
+        frienso__accounts__v1__session_info__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__session_info__get_packed_size, pack: frienso__accounts__v1__session_info__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__SessionInfo()
+        frienso__accounts__v1__session_info__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__session_info__get_packed_size, pack: frienso__accounts__v1__session_info__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SessionInfo", unpack: frienso__accounts__v1__session_info__unpack, free: frienso__accounts__v1__session_info__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SessionInfo", unpack: frienso__accounts__v1__session_info__unpack, free: frienso__accounts__v1__session_info__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__SessionInfo, arena _: ProtoArena) {
+        c.created_at_ms = self.createdAtMs
+        c.expires_at_ms = self.expiresAtMs
+        c.revoked_at_ms = self.revokedAtMs
+        c.current = (self.current ? 1 : 0)
+    }
+
+    init(c: Frienso__Accounts__V1__SessionInfo) {
+        self.init(createdAtMs: c.created_at_ms, expiresAtMs: c.expires_at_ms, revokedAtMs: c.revoked_at_ms, current: (c.current != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("createdAtMs", .string(String(self.createdAtMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("revokedAtMs", .string(String(self.revokedAtMs))), ("current", .bool(self.current))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "expiresAtMs", "expires_at_ms": self.expiresAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "revokedAtMs", "revoked_at_ms": self.revokedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "current": self.current = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(createdAtMs: ProtoSample.int64(seed, 1), expiresAtMs: ProtoSample.int64(seed, 2), revokedAtMs: ProtoSample.int64(seed, 3), current: seed % 2 == 0)
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.PasswordResetInfo`
+    public struct PasswordResetInfo: ProtoMessage {
+        public var createdAtMs: Int64 = 0
+        public var expiresAtMs: Int64 = 0
+        public var usedAtMs: Int64 = 0
+
+        public init() {}
+
+        public init(createdAtMs: Int64 = 0, expiresAtMs: Int64 = 0, usedAtMs: Int64 = 0) {
+        self.createdAtMs = createdAtMs
+        self.expiresAtMs = expiresAtMs
+        self.usedAtMs = usedAtMs
+        }
+    }
+}
+
+extension AccountsV1.PasswordResetInfo {
+    public static let protoName = "frienso.accounts.v1.PasswordResetInfo"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__PasswordResetInfo()
+        frienso__accounts__v1__password_reset_info__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__password_reset_info__get_packed_size, pack: frienso__accounts__v1__password_reset_info__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__PasswordResetInfo()
+        frienso__accounts__v1__password_reset_info__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__password_reset_info__get_packed_size, pack: frienso__accounts__v1__password_reset_info__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.PasswordResetInfo", unpack: frienso__accounts__v1__password_reset_info__unpack, free: frienso__accounts__v1__password_reset_info__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.PasswordResetInfo", unpack: frienso__accounts__v1__password_reset_info__unpack, free: frienso__accounts__v1__password_reset_info__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__PasswordResetInfo, arena _: ProtoArena) {
+        c.created_at_ms = self.createdAtMs
+        c.expires_at_ms = self.expiresAtMs
+        c.used_at_ms = self.usedAtMs
+    }
+
+    init(c: Frienso__Accounts__V1__PasswordResetInfo) {
+        self.init(createdAtMs: c.created_at_ms, expiresAtMs: c.expires_at_ms, usedAtMs: c.used_at_ms)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("createdAtMs", .string(String(self.createdAtMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("usedAtMs", .string(String(self.usedAtMs)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "expiresAtMs", "expires_at_ms": self.expiresAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "usedAtMs", "used_at_ms": self.usedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(createdAtMs: ProtoSample.int64(seed, 1), expiresAtMs: ProtoSample.int64(seed, 2), usedAtMs: ProtoSample.int64(seed, 3))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.EmailInfo`
+    public struct EmailInfo: ProtoMessage {
+        public var address: String = ""
+        public var subject: String = ""
+        public var status: String = ""
+        public var createdAtMs: Int64 = 0
+
+        public init() {}
+
+        public init(address: String = "", subject: String = "", status: String = "", createdAtMs: Int64 = 0) {
+        self.address = address
+        self.subject = subject
+        self.status = status
+        self.createdAtMs = createdAtMs
+        }
+    }
+}
+
+extension AccountsV1.EmailInfo {
+    public static let protoName = "frienso.accounts.v1.EmailInfo"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__EmailInfo()
+        frienso__accounts__v1__email_info__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__email_info__get_packed_size, pack: frienso__accounts__v1__email_info__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__EmailInfo()
+        frienso__accounts__v1__email_info__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__email_info__get_packed_size, pack: frienso__accounts__v1__email_info__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.EmailInfo", unpack: frienso__accounts__v1__email_info__unpack, free: frienso__accounts__v1__email_info__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.EmailInfo", unpack: frienso__accounts__v1__email_info__unpack, free: frienso__accounts__v1__email_info__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__EmailInfo, arena: ProtoArena) {
+        if !self.address.isEmpty { c.address = arena.string(self.address) }
+        if !self.subject.isEmpty { c.subject = arena.string(self.subject) }
+        if !self.status.isEmpty { c.status = arena.string(self.status) }
+        c.created_at_ms = self.createdAtMs
+    }
+
+    init(c: Frienso__Accounts__V1__EmailInfo) {
+        self.init(address: ProtoRuntime.string(c.address), subject: ProtoRuntime.string(c.subject), status: ProtoRuntime.string(c.status), createdAtMs: c.created_at_ms)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("address", .string(self.address)), ("subject", .string(self.subject)), ("status", .string(self.status)), ("createdAtMs", .string(String(self.createdAtMs)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "address": self.address = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "subject": self.subject = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(address: ProtoSample.string(seed, "address"), subject: ProtoSample.string(seed, "subject"), status: ProtoSample.string(seed, "status"), createdAtMs: ProtoSample.int64(seed, 4))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.ExportMyDataResponse`
+    public struct ExportMyDataResponse: ProtoMessage {
+        public var account: AccountsV1.Account? = nil
+        public var sessions: [AccountsV1.SessionInfo] = []
+        public var linked: [AccountsV1.ExternalId] = []
+        public var passwordResets: [AccountsV1.PasswordResetInfo] = []
+        public var emails: [AccountsV1.EmailInfo] = []
+
+        public init() {}
+
+        public init(account: AccountsV1.Account? = nil, sessions: [AccountsV1.SessionInfo] = [], linked: [AccountsV1.ExternalId] = [], passwordResets: [AccountsV1.PasswordResetInfo] = [], emails: [AccountsV1.EmailInfo] = []) {
+        self.account = account
+        self.sessions = sessions
+        self.linked = linked
+        self.passwordResets = passwordResets
+        self.emails = emails
+        }
+    }
+}
+
+extension AccountsV1.ExportMyDataResponse {
+    public static let protoName = "frienso.accounts.v1.ExportMyDataResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ExportMyDataResponse()
+        frienso__accounts__v1__export_my_data_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_response__get_packed_size, pack: frienso__accounts__v1__export_my_data_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__ExportMyDataResponse()
+        frienso__accounts__v1__export_my_data_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_response__get_packed_size, pack: frienso__accounts__v1__export_my_data_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ExportMyDataResponse", unpack: frienso__accounts__v1__export_my_data_response__unpack, free: frienso__accounts__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ExportMyDataResponse", unpack: frienso__accounts__v1__export_my_data_response__unpack, free: frienso__accounts__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__ExportMyDataResponse, arena: ProtoArena) {
+        if let value = self.account {
+            c.account = arena.message(of: Frienso__Accounts__V1__Account.self) { frienso__accounts__v1__account__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.n_sessions = self.sessions.count
+        c.sessions = arena.array(self.sessions.map { value in arena.message(of: Frienso__Accounts__V1__SessionInfo.self) { frienso__accounts__v1__session_info__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_linked = self.linked.count
+        c.linked = arena.array(self.linked.map { value in arena.message(of: Frienso__Accounts__V1__ExternalId.self) { frienso__accounts__v1__external_id__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_password_resets = self.passwordResets.count
+        c.password_resets = arena.array(self.passwordResets.map { value in arena.message(of: Frienso__Accounts__V1__PasswordResetInfo.self) { frienso__accounts__v1__password_reset_info__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_emails = self.emails.count
+        c.emails = arena.array(self.emails.map { value in arena.message(of: Frienso__Accounts__V1__EmailInfo.self) { frienso__accounts__v1__email_info__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Accounts__V1__ExportMyDataResponse) {
+        self.init(account: c.account.map { AccountsV1.Account(c: $0.pointee) }, sessions: ProtoRuntime.array(c.sessions, count: c.n_sessions) { AccountsV1.SessionInfo(c: $0!.pointee) }, linked: ProtoRuntime.array(c.linked, count: c.n_linked) { AccountsV1.ExternalId(c: $0!.pointee) }, passwordResets: ProtoRuntime.array(c.password_resets, count: c.n_password_resets) { AccountsV1.PasswordResetInfo(c: $0!.pointee) }, emails: ProtoRuntime.array(c.emails, count: c.n_emails) { AccountsV1.EmailInfo(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("account", self.account.map { $0.jsonValue } ?? .null), ("sessions", .array(self.sessions.map { $0.jsonValue })), ("linked", .array(self.linked.map { $0.jsonValue })), ("passwordResets", .array(self.passwordResets.map { $0.jsonValue })), ("emails", .array(self.emails.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "account": self.account = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AccountsV1.Account.self) }
+            case "sessions": self.sessions = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.SessionInfo(json: item) } }
+            case "linked": self.linked = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.ExternalId(json: item) } }
+            case "passwordResets", "password_resets": self.passwordResets = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.PasswordResetInfo(json: item) } }
+            case "emails": self.emails = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AccountsV1.EmailInfo(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = (self.account?.largestUInt64 ?? 0)
+        m = Swift.max(m, self.sessions.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.linked.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.passwordResets.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.emails.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(account: seed % 4 == 3 ? nil : (depth < 3 ? AccountsV1.Account.sample(seed: seed &+ 1, depth: depth + 1) : AccountsV1.Account()), sessions: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.SessionInfo.sample(seed: seed &+ UInt64(i) &+ 2, depth: depth + 1) } : [], linked: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.ExternalId.sample(seed: seed &+ UInt64(i) &+ 3, depth: depth + 1) } : [], passwordResets: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.PasswordResetInfo.sample(seed: seed &+ UInt64(i) &+ 4, depth: depth + 1) } : [], emails: depth < 3 ? (0..<Int(seed % 3)).map { i in AccountsV1.EmailInfo.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [])
+    }
+}
+
+extension AccountsV1 {
     /// The methods of `frienso.accounts.v1.AccountsService`, with the access the contract declares.
     public enum AccountsService {
         public static let register = RPCMethod<RegisterRequest, RegisterResponse>(service: "accounts", name: "Register", access: .public)
@@ -3823,10 +4256,11 @@ extension AccountsV1 {
         public static let unlinkExternalId = RPCMethod<UnlinkExternalIdRequest, UnlinkExternalIdResponse>(service: "accounts", name: "UnlinkExternalId", access: .authenticated)
         public static let matchContacts = RPCMethod<MatchContactsRequest, MatchContactsResponse>(service: "accounts", name: "MatchContacts", access: .internal, callers: ["social"])
         public static let profilesSnapshot = RPCMethod<ProfilesSnapshotRequest, ProfilesSnapshotResponse>(service: "accounts", name: "ProfilesSnapshot", access: .internal, callers: ["social", "alerts"])
+        public static let exportMyData = RPCMethod<ExportMyDataRequest, ExportMyDataResponse>(service: "accounts", name: "ExportMyData", access: .authenticated)
 
-        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, deleteAccount.erased, requestPasswordReset.erased, resetPassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased, profilesSnapshot.erased]
+        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, deleteAccount.erased, requestPasswordReset.erased, resetPassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased, profilesSnapshot.erased, exportMyData.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [register.jsonCodec, login.jsonCodec, logout.jsonCodec, whoAmI.jsonCodec, changeEmail.jsonCodec, changePassword.jsonCodec, deleteAccount.jsonCodec, requestPasswordReset.jsonCodec, resetPassword.jsonCodec, getProfile.jsonCodec, editProfile.jsonCodec, validateSession.jsonCodec, getProfiles.jsonCodec, contactDetails.jsonCodec, findUsers.jsonCodec, searchUsers.jsonCodec, linkExternalId.jsonCodec, unlinkExternalId.jsonCodec, matchContacts.jsonCodec, profilesSnapshot.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [register.jsonCodec, login.jsonCodec, logout.jsonCodec, whoAmI.jsonCodec, changeEmail.jsonCodec, changePassword.jsonCodec, deleteAccount.jsonCodec, requestPasswordReset.jsonCodec, resetPassword.jsonCodec, getProfile.jsonCodec, editProfile.jsonCodec, validateSession.jsonCodec, getProfiles.jsonCodec, contactDetails.jsonCodec, findUsers.jsonCodec, searchUsers.jsonCodec, linkExternalId.jsonCodec, unlinkExternalId.jsonCodec, matchContacts.jsonCodec, profilesSnapshot.jsonCodec, exportMyData.jsonCodec]
     }
 }

@@ -4404,6 +4404,181 @@ extension AlertsV1.EraseUserResponse {
 }
 
 extension AlertsV1 {
+    /// `frienso.alerts.v1.ExportMyDataRequest`
+    public struct ExportMyDataRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension AlertsV1.ExportMyDataRequest {
+    public static let protoName = "frienso.alerts.v1.ExportMyDataRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ExportMyDataRequest()
+        frienso__alerts__v1__export_my_data_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_request__get_packed_size, pack: frienso__alerts__v1__export_my_data_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ExportMyDataRequest()
+        frienso__alerts__v1__export_my_data_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_request__get_packed_size, pack: frienso__alerts__v1__export_my_data_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExportMyDataRequest", unpack: frienso__alerts__v1__export_my_data_request__unpack, free: frienso__alerts__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExportMyDataRequest", unpack: frienso__alerts__v1__export_my_data_request__unpack, free: frienso__alerts__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Alerts__V1__ExportMyDataRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Alerts__V1__ExportMyDataRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension AlertsV1 {
+    /// `frienso.alerts.v1.ExportMyDataResponse`
+    public struct ExportMyDataResponse: ProtoMessage {
+        public var watches: [AlertsV1.WatchSession] = []
+        public var watched: [AlertsV1.WatchSession] = []
+        public var alerts: [AlertsV1.HelpAlert] = []
+        public var alertsReceived: [AlertsV1.HelpAlert] = []
+        public var devices: [AlertsV1.Device] = []
+        public var deliveries: [AlertsV1.Delivery] = []
+
+        public init() {}
+
+        public init(watches: [AlertsV1.WatchSession] = [], watched: [AlertsV1.WatchSession] = [], alerts: [AlertsV1.HelpAlert] = [], alertsReceived: [AlertsV1.HelpAlert] = [], devices: [AlertsV1.Device] = [], deliveries: [AlertsV1.Delivery] = []) {
+        self.watches = watches
+        self.watched = watched
+        self.alerts = alerts
+        self.alertsReceived = alertsReceived
+        self.devices = devices
+        self.deliveries = deliveries
+        }
+    }
+}
+
+extension AlertsV1.ExportMyDataResponse {
+    public static let protoName = "frienso.alerts.v1.ExportMyDataResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ExportMyDataResponse()
+        frienso__alerts__v1__export_my_data_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_response__get_packed_size, pack: frienso__alerts__v1__export_my_data_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__ExportMyDataResponse()
+        frienso__alerts__v1__export_my_data_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_response__get_packed_size, pack: frienso__alerts__v1__export_my_data_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExportMyDataResponse", unpack: frienso__alerts__v1__export_my_data_response__unpack, free: frienso__alerts__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExportMyDataResponse", unpack: frienso__alerts__v1__export_my_data_response__unpack, free: frienso__alerts__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__ExportMyDataResponse, arena: ProtoArena) {
+        c.n_watches = self.watches.count
+        c.watches = arena.array(self.watches.map { value in arena.message(of: Frienso__Alerts__V1__WatchSession.self) { frienso__alerts__v1__watch_session__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_watched = self.watched.count
+        c.watched = arena.array(self.watched.map { value in arena.message(of: Frienso__Alerts__V1__WatchSession.self) { frienso__alerts__v1__watch_session__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_alerts = self.alerts.count
+        c.alerts = arena.array(self.alerts.map { value in arena.message(of: Frienso__Alerts__V1__HelpAlert.self) { frienso__alerts__v1__help_alert__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_alerts_received = self.alertsReceived.count
+        c.alerts_received = arena.array(self.alertsReceived.map { value in arena.message(of: Frienso__Alerts__V1__HelpAlert.self) { frienso__alerts__v1__help_alert__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_devices = self.devices.count
+        c.devices = arena.array(self.devices.map { value in arena.message(of: Frienso__Alerts__V1__Device.self) { frienso__alerts__v1__device__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_deliveries = self.deliveries.count
+        c.deliveries = arena.array(self.deliveries.map { value in arena.message(of: Frienso__Alerts__V1__Delivery.self) { frienso__alerts__v1__delivery__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Alerts__V1__ExportMyDataResponse) {
+        self.init(watches: ProtoRuntime.array(c.watches, count: c.n_watches) { AlertsV1.WatchSession(c: $0!.pointee) }, watched: ProtoRuntime.array(c.watched, count: c.n_watched) { AlertsV1.WatchSession(c: $0!.pointee) }, alerts: ProtoRuntime.array(c.alerts, count: c.n_alerts) { AlertsV1.HelpAlert(c: $0!.pointee) }, alertsReceived: ProtoRuntime.array(c.alerts_received, count: c.n_alerts_received) { AlertsV1.HelpAlert(c: $0!.pointee) }, devices: ProtoRuntime.array(c.devices, count: c.n_devices) { AlertsV1.Device(c: $0!.pointee) }, deliveries: ProtoRuntime.array(c.deliveries, count: c.n_deliveries) { AlertsV1.Delivery(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("watches", .array(self.watches.map { $0.jsonValue })), ("watched", .array(self.watched.map { $0.jsonValue })), ("alerts", .array(self.alerts.map { $0.jsonValue })), ("alertsReceived", .array(self.alertsReceived.map { $0.jsonValue })), ("devices", .array(self.devices.map { $0.jsonValue })), ("deliveries", .array(self.deliveries.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "watches": self.watches = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.WatchSession(json: item) } }
+            case "watched": self.watched = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.WatchSession(json: item) } }
+            case "alerts": self.alerts = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.HelpAlert(json: item) } }
+            case "alertsReceived", "alerts_received": self.alertsReceived = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.HelpAlert(json: item) } }
+            case "devices": self.devices = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.Device(json: item) } }
+            case "deliveries": self.deliveries = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.Delivery(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.watches.reduce(0) { Swift.max($0, $1.largestUInt64) }
+        m = Swift.max(m, self.watched.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.alerts.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.alertsReceived.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.devices.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.deliveries.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(watches: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.WatchSession.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], watched: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.WatchSession.sample(seed: seed &+ UInt64(i) &+ 2, depth: depth + 1) } : [], alerts: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.HelpAlert.sample(seed: seed &+ UInt64(i) &+ 3, depth: depth + 1) } : [], alertsReceived: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.HelpAlert.sample(seed: seed &+ UInt64(i) &+ 4, depth: depth + 1) } : [], devices: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.Device.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [], deliveries: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.Delivery.sample(seed: seed &+ UInt64(i) &+ 6, depth: depth + 1) } : [])
+    }
+}
+
+extension AlertsV1 {
     /// The methods of `frienso.alerts.v1.AlertsService`, with the access the contract declares.
     public enum AlertsService {
         public static let startWatch = RPCMethod<StartWatchRequest, StartWatchResponse>(service: "alerts", name: "StartWatch", access: .authenticated)
@@ -4423,10 +4598,11 @@ extension AlertsV1 {
         public static let importResources = RPCMethod<ImportResourcesRequest, ImportResourcesResponse>(service: "alerts", name: "ImportResources", access: .public)
         public static let listResources = RPCMethod<ListResourcesRequest, ListResourcesResponse>(service: "alerts", name: "ListResources", access: .authenticated)
         public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "alerts", name: "EraseUser", access: .internal, callers: ["accounts"])
+        public static let exportMyData = RPCMethod<ExportMyDataRequest, ExportMyDataResponse>(service: "alerts", name: "ExportMyData", access: .authenticated)
 
-        public static let all: [AnyRPCMethod] = [startWatch.erased, extendWatch.erased, endWatch.erased, getWatch.erased, raiseHelpNow.erased, resolveHelpNow.erased, reportEmergencyCall.erased, getHelpNow.erased, listInbox.erased, respondInbox.erased, registerDevice.erased, unregisterDevice.erased, listDevices.erased, listOutbox.erased, importResources.erased, listResources.erased, eraseUser.erased]
+        public static let all: [AnyRPCMethod] = [startWatch.erased, extendWatch.erased, endWatch.erased, getWatch.erased, raiseHelpNow.erased, resolveHelpNow.erased, reportEmergencyCall.erased, getHelpNow.erased, listInbox.erased, respondInbox.erased, registerDevice.erased, unregisterDevice.erased, listDevices.erased, listOutbox.erased, importResources.erased, listResources.erased, eraseUser.erased, exportMyData.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [startWatch.jsonCodec, extendWatch.jsonCodec, endWatch.jsonCodec, getWatch.jsonCodec, raiseHelpNow.jsonCodec, resolveHelpNow.jsonCodec, reportEmergencyCall.jsonCodec, getHelpNow.jsonCodec, listInbox.jsonCodec, respondInbox.jsonCodec, registerDevice.jsonCodec, unregisterDevice.jsonCodec, listDevices.jsonCodec, listOutbox.jsonCodec, importResources.jsonCodec, listResources.jsonCodec, eraseUser.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [startWatch.jsonCodec, extendWatch.jsonCodec, endWatch.jsonCodec, getWatch.jsonCodec, raiseHelpNow.jsonCodec, resolveHelpNow.jsonCodec, reportEmergencyCall.jsonCodec, getHelpNow.jsonCodec, listInbox.jsonCodec, respondInbox.jsonCodec, registerDevice.jsonCodec, unregisterDevice.jsonCodec, listDevices.jsonCodec, listOutbox.jsonCodec, importResources.jsonCodec, listResources.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec]
     }
 }

@@ -3756,6 +3756,294 @@ extension GeoV1.EraseUserResponse {
 }
 
 extension GeoV1 {
+    /// `frienso.geo.v1.ExportMyDataRequest`
+    public struct ExportMyDataRequest: ProtoMessage {
+        public var afterHistoryId: UInt64 = 0
+        public var limit: UInt32 = 0
+
+        public init() {}
+
+        public init(afterHistoryId: UInt64 = 0, limit: UInt32 = 0) {
+        self.afterHistoryId = afterHistoryId
+        self.limit = limit
+        }
+    }
+}
+
+extension GeoV1.ExportMyDataRequest {
+    public static let protoName = "frienso.geo.v1.ExportMyDataRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ExportMyDataRequest()
+        frienso__geo__v1__export_my_data_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_request__get_packed_size, pack: frienso__geo__v1__export_my_data_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ExportMyDataRequest()
+        frienso__geo__v1__export_my_data_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_request__get_packed_size, pack: frienso__geo__v1__export_my_data_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ExportMyDataRequest", unpack: frienso__geo__v1__export_my_data_request__unpack, free: frienso__geo__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ExportMyDataRequest", unpack: frienso__geo__v1__export_my_data_request__unpack, free: frienso__geo__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ExportMyDataRequest, arena _: ProtoArena) {
+        c.after_history_id = self.afterHistoryId
+        c.limit = self.limit
+    }
+
+    init(c: Frienso__Geo__V1__ExportMyDataRequest) {
+        self.init(afterHistoryId: c.after_history_id, limit: c.limit)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("afterHistoryId", .string(String(self.afterHistoryId))), ("limit", .number(Double(self.limit)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "afterHistoryId", "after_history_id": self.afterHistoryId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.afterHistoryId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(afterHistoryId: ProtoSample.uint64(seed, 1), limit: ProtoSample.uint32(seed, 2))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.HistoryEntry`
+    public struct HistoryEntry: ProtoMessage {
+        public var id: UInt64 = 0
+        public var fix: GeoV1.Fix? = nil
+        public var hasStatus: Bool = false
+        public var status: String = ""
+
+        public init() {}
+
+        public init(id: UInt64 = 0, fix: GeoV1.Fix? = nil, hasStatus: Bool = false, status: String = "") {
+        self.id = id
+        self.fix = fix
+        self.hasStatus = hasStatus
+        self.status = status
+        }
+    }
+}
+
+extension GeoV1.HistoryEntry {
+    public static let protoName = "frienso.geo.v1.HistoryEntry"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__HistoryEntry()
+        frienso__geo__v1__history_entry__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__history_entry__get_packed_size, pack: frienso__geo__v1__history_entry__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__HistoryEntry()
+        frienso__geo__v1__history_entry__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__history_entry__get_packed_size, pack: frienso__geo__v1__history_entry__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.HistoryEntry", unpack: frienso__geo__v1__history_entry__unpack, free: frienso__geo__v1__history_entry__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.HistoryEntry", unpack: frienso__geo__v1__history_entry__unpack, free: frienso__geo__v1__history_entry__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__HistoryEntry, arena: ProtoArena) {
+        c.id = self.id
+        if let value = self.fix {
+            c.fix = arena.message(of: Frienso__Geo__V1__Fix.self) { frienso__geo__v1__fix__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.has_status = (self.hasStatus ? 1 : 0)
+        if !self.status.isEmpty { c.status = arena.string(self.status) }
+    }
+
+    init(c: Frienso__Geo__V1__HistoryEntry) {
+        self.init(id: c.id, fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, hasStatus: (c.has_status != 0), status: ProtoRuntime.string(c.status))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("id", .string(String(self.id))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("hasStatus", .bool(self.hasStatus)), ("status", .string(self.status))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "id": self.id = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "fix": self.fix = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Fix.self) }
+            case "hasStatus", "has_status": self.hasStatus = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.id
+        m = Swift.max(m, (self.fix?.largestUInt64 ?? 0))
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(id: ProtoSample.uint64(seed, 1), fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), hasStatus: seed % 2 == 0, status: ProtoSample.string(seed, "status"))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ExportMyDataResponse`
+    public struct ExportMyDataResponse: ProtoMessage {
+        public var sharing: GeoV1.SharingSettings? = nil
+        public var latest: GeoV1.Fix? = nil
+        public var status: String = ""
+        public var checkIn: GeoV1.CheckIn? = nil
+        public var grants: [GeoV1.LocationGrant] = []
+        public var history: [GeoV1.HistoryEntry] = []
+        public var more: Bool = false
+
+        public init() {}
+
+        public init(sharing: GeoV1.SharingSettings? = nil, latest: GeoV1.Fix? = nil, status: String = "", checkIn: GeoV1.CheckIn? = nil, grants: [GeoV1.LocationGrant] = [], history: [GeoV1.HistoryEntry] = [], more: Bool = false) {
+        self.sharing = sharing
+        self.latest = latest
+        self.status = status
+        self.checkIn = checkIn
+        self.grants = grants
+        self.history = history
+        self.more = more
+        }
+    }
+}
+
+extension GeoV1.ExportMyDataResponse {
+    public static let protoName = "frienso.geo.v1.ExportMyDataResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ExportMyDataResponse()
+        frienso__geo__v1__export_my_data_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_response__get_packed_size, pack: frienso__geo__v1__export_my_data_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ExportMyDataResponse()
+        frienso__geo__v1__export_my_data_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_response__get_packed_size, pack: frienso__geo__v1__export_my_data_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ExportMyDataResponse", unpack: frienso__geo__v1__export_my_data_response__unpack, free: frienso__geo__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ExportMyDataResponse", unpack: frienso__geo__v1__export_my_data_response__unpack, free: frienso__geo__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ExportMyDataResponse, arena: ProtoArena) {
+        if let value = self.sharing {
+            c.sharing = arena.message(of: Frienso__Geo__V1__SharingSettings.self) { frienso__geo__v1__sharing_settings__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        if let value = self.latest {
+            c.latest = arena.message(of: Frienso__Geo__V1__Fix.self) { frienso__geo__v1__fix__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        if !self.status.isEmpty { c.status = arena.string(self.status) }
+        if let value = self.checkIn {
+            c.check_in = arena.message(of: Frienso__Geo__V1__CheckIn.self) { frienso__geo__v1__check_in__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.n_grants = self.grants.count
+        c.grants = arena.array(self.grants.map { value in arena.message(of: Frienso__Geo__V1__LocationGrant.self) { frienso__geo__v1__location_grant__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_history = self.history.count
+        c.history = arena.array(self.history.map { value in arena.message(of: Frienso__Geo__V1__HistoryEntry.self) { frienso__geo__v1__history_entry__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.more = (self.more ? 1 : 0)
+    }
+
+    init(c: Frienso__Geo__V1__ExportMyDataResponse) {
+        self.init(sharing: c.sharing.map { GeoV1.SharingSettings(c: $0.pointee) }, latest: c.latest.map { GeoV1.Fix(c: $0.pointee) }, status: ProtoRuntime.string(c.status), checkIn: c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }, grants: ProtoRuntime.array(c.grants, count: c.n_grants) { GeoV1.LocationGrant(c: $0!.pointee) }, history: ProtoRuntime.array(c.history, count: c.n_history) { GeoV1.HistoryEntry(c: $0!.pointee) }, more: (c.more != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("sharing", self.sharing.map { $0.jsonValue } ?? .null), ("latest", self.latest.map { $0.jsonValue } ?? .null), ("status", .string(self.status)), ("checkIn", self.checkIn.map { $0.jsonValue } ?? .null), ("grants", .array(self.grants.map { $0.jsonValue })), ("history", .array(self.history.map { $0.jsonValue })), ("more", .bool(self.more))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "sharing": self.sharing = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.SharingSettings.self) }
+            case "latest": self.latest = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Fix.self) }
+            case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "checkIn", "check_in": self.checkIn = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.CheckIn.self) }
+            case "grants": self.grants = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.LocationGrant(json: item) } }
+            case "history": self.history = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.HistoryEntry(json: item) } }
+            case "more": self.more = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = (self.sharing?.largestUInt64 ?? 0)
+        m = Swift.max(m, (self.latest?.largestUInt64 ?? 0))
+        m = Swift.max(m, (self.checkIn?.largestUInt64 ?? 0))
+        m = Swift.max(m, self.grants.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.history.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(sharing: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.SharingSettings.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.SharingSettings()), latest: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), status: ProtoSample.string(seed, "status"), checkIn: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.CheckIn.sample(seed: seed &+ 4, depth: depth + 1) : GeoV1.CheckIn()), grants: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.LocationGrant.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [], history: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.HistoryEntry.sample(seed: seed &+ UInt64(i) &+ 6, depth: depth + 1) } : [], more: seed % 2 == 0)
+    }
+}
+
+extension GeoV1 {
     /// The methods of `frienso.geo.v1.GeoService`, with the access the contract declares.
     public enum GeoService {
         public static let updateLocation = RPCMethod<UpdateLocationRequest, UpdateLocationResponse>(service: "geo", name: "UpdateLocation", access: .authenticated)
@@ -3775,10 +4063,11 @@ extension GeoV1 {
         public static let checkInAccess = RPCMethod<CheckInAccessRequest, CheckInAccessResponse>(service: "geo", name: "CheckInAccess", access: .internal, callers: ["media"])
         public static let getPlace = RPCMethod<GetPlaceRequest, GetPlaceResponse>(service: "geo", name: "GetPlace", access: .internal, callers: ["media"])
         public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "geo", name: "EraseUser", access: .internal, callers: ["accounts"])
+        public static let exportMyData = RPCMethod<ExportMyDataRequest, ExportMyDataResponse>(service: "geo", name: "ExportMyData", access: .authenticated)
 
-        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased, eraseUser.erased]
+        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased, eraseUser.erased, exportMyData.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec, eraseUser.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec]
     }
 }

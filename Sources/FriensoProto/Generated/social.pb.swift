@@ -5483,6 +5483,198 @@ extension SocialV1.EraseUserResponse {
 }
 
 extension SocialV1 {
+    /// `frienso.social.v1.ExportMyDataRequest`
+    public struct ExportMyDataRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension SocialV1.ExportMyDataRequest {
+    public static let protoName = "frienso.social.v1.ExportMyDataRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ExportMyDataRequest()
+        frienso__social__v1__export_my_data_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_request__get_packed_size, pack: frienso__social__v1__export_my_data_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ExportMyDataRequest()
+        frienso__social__v1__export_my_data_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_request__get_packed_size, pack: frienso__social__v1__export_my_data_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ExportMyDataRequest", unpack: frienso__social__v1__export_my_data_request__unpack, free: frienso__social__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ExportMyDataRequest", unpack: frienso__social__v1__export_my_data_request__unpack, free: frienso__social__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Social__V1__ExportMyDataRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Social__V1__ExportMyDataRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension SocialV1 {
+    /// `frienso.social.v1.ExportMyDataResponse`
+    public struct ExportMyDataResponse: ProtoMessage {
+        public var friends: [SocialV1.Friend] = []
+        public var requests: [SocialV1.FriendRequest] = []
+        public var blocked: [SocialV1.UserRef] = []
+        public var circle: SocialV1.ShowCircleResponse? = nil
+        public var circleRequests: [SocialV1.CircleRequest] = []
+        public var findable: Bool = false
+        public var exchanges: [SocialV1.Exchange] = []
+        public var pokesSent: [SocialV1.Poke] = []
+        public var pokesReceived: [SocialV1.Poke] = []
+
+        public init() {}
+
+        public init(friends: [SocialV1.Friend] = [], requests: [SocialV1.FriendRequest] = [], blocked: [SocialV1.UserRef] = [], circle: SocialV1.ShowCircleResponse? = nil, circleRequests: [SocialV1.CircleRequest] = [], findable: Bool = false, exchanges: [SocialV1.Exchange] = [], pokesSent: [SocialV1.Poke] = [], pokesReceived: [SocialV1.Poke] = []) {
+        self.friends = friends
+        self.requests = requests
+        self.blocked = blocked
+        self.circle = circle
+        self.circleRequests = circleRequests
+        self.findable = findable
+        self.exchanges = exchanges
+        self.pokesSent = pokesSent
+        self.pokesReceived = pokesReceived
+        }
+    }
+}
+
+extension SocialV1.ExportMyDataResponse {
+    public static let protoName = "frienso.social.v1.ExportMyDataResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ExportMyDataResponse()
+        frienso__social__v1__export_my_data_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_response__get_packed_size, pack: frienso__social__v1__export_my_data_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Social__V1__ExportMyDataResponse()
+        frienso__social__v1__export_my_data_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_response__get_packed_size, pack: frienso__social__v1__export_my_data_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ExportMyDataResponse", unpack: frienso__social__v1__export_my_data_response__unpack, free: frienso__social__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ExportMyDataResponse", unpack: frienso__social__v1__export_my_data_response__unpack, free: frienso__social__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Social__V1__ExportMyDataResponse, arena: ProtoArena) {
+        c.n_friends = self.friends.count
+        c.friends = arena.array(self.friends.map { value in arena.message(of: Frienso__Social__V1__Friend.self) { frienso__social__v1__friend__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_requests = self.requests.count
+        c.requests = arena.array(self.requests.map { value in arena.message(of: Frienso__Social__V1__FriendRequest.self) { frienso__social__v1__friend_request__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_blocked = self.blocked.count
+        c.blocked = arena.array(self.blocked.map { value in arena.message(of: Frienso__Social__V1__UserRef.self) { frienso__social__v1__user_ref__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        if let value = self.circle {
+            c.circle = arena.message(of: Frienso__Social__V1__ShowCircleResponse.self) { frienso__social__v1__show_circle_response__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.n_circle_requests = self.circleRequests.count
+        c.circle_requests = arena.array(self.circleRequests.map { value in arena.message(of: Frienso__Social__V1__CircleRequest.self) { frienso__social__v1__circle_request__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.findable = (self.findable ? 1 : 0)
+        c.n_exchanges = self.exchanges.count
+        c.exchanges = arena.array(self.exchanges.map { value in arena.message(of: Frienso__Social__V1__Exchange.self) { frienso__social__v1__exchange__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_pokes_sent = self.pokesSent.count
+        c.pokes_sent = arena.array(self.pokesSent.map { value in arena.message(of: Frienso__Social__V1__Poke.self) { frienso__social__v1__poke__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_pokes_received = self.pokesReceived.count
+        c.pokes_received = arena.array(self.pokesReceived.map { value in arena.message(of: Frienso__Social__V1__Poke.self) { frienso__social__v1__poke__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Social__V1__ExportMyDataResponse) {
+        self.init(friends: ProtoRuntime.array(c.friends, count: c.n_friends) { SocialV1.Friend(c: $0!.pointee) }, requests: ProtoRuntime.array(c.requests, count: c.n_requests) { SocialV1.FriendRequest(c: $0!.pointee) }, blocked: ProtoRuntime.array(c.blocked, count: c.n_blocked) { SocialV1.UserRef(c: $0!.pointee) }, circle: c.circle.map { SocialV1.ShowCircleResponse(c: $0.pointee) }, circleRequests: ProtoRuntime.array(c.circle_requests, count: c.n_circle_requests) { SocialV1.CircleRequest(c: $0!.pointee) }, findable: (c.findable != 0), exchanges: ProtoRuntime.array(c.exchanges, count: c.n_exchanges) { SocialV1.Exchange(c: $0!.pointee) }, pokesSent: ProtoRuntime.array(c.pokes_sent, count: c.n_pokes_sent) { SocialV1.Poke(c: $0!.pointee) }, pokesReceived: ProtoRuntime.array(c.pokes_received, count: c.n_pokes_received) { SocialV1.Poke(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("friends", .array(self.friends.map { $0.jsonValue })), ("requests", .array(self.requests.map { $0.jsonValue })), ("blocked", .array(self.blocked.map { $0.jsonValue })), ("circle", self.circle.map { $0.jsonValue } ?? .null), ("circleRequests", .array(self.circleRequests.map { $0.jsonValue })), ("findable", .bool(self.findable)), ("exchanges", .array(self.exchanges.map { $0.jsonValue })), ("pokesSent", .array(self.pokesSent.map { $0.jsonValue })), ("pokesReceived", .array(self.pokesReceived.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "friends": self.friends = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.Friend(json: item) } }
+            case "requests": self.requests = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.FriendRequest(json: item) } }
+            case "blocked": self.blocked = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.UserRef(json: item) } }
+            case "circle": self.circle = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, SocialV1.ShowCircleResponse.self) }
+            case "circleRequests", "circle_requests": self.circleRequests = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.CircleRequest(json: item) } }
+            case "findable": self.findable = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "exchanges": self.exchanges = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.Exchange(json: item) } }
+            case "pokesSent", "pokes_sent": self.pokesSent = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.Poke(json: item) } }
+            case "pokesReceived", "pokes_received": self.pokesReceived = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try SocialV1.Poke(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.friends.reduce(0) { Swift.max($0, $1.largestUInt64) }
+        m = Swift.max(m, self.requests.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.blocked.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, (self.circle?.largestUInt64 ?? 0))
+        m = Swift.max(m, self.circleRequests.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.exchanges.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.pokesSent.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.pokesReceived.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(friends: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.Friend.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], requests: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.FriendRequest.sample(seed: seed &+ UInt64(i) &+ 2, depth: depth + 1) } : [], blocked: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.UserRef.sample(seed: seed &+ UInt64(i) &+ 3, depth: depth + 1) } : [], circle: seed % 4 == 3 ? nil : (depth < 3 ? SocialV1.ShowCircleResponse.sample(seed: seed &+ 4, depth: depth + 1) : SocialV1.ShowCircleResponse()), circleRequests: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.CircleRequest.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [], findable: seed % 2 == 0, exchanges: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.Exchange.sample(seed: seed &+ UInt64(i) &+ 7, depth: depth + 1) } : [], pokesSent: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.Poke.sample(seed: seed &+ UInt64(i) &+ 8, depth: depth + 1) } : [], pokesReceived: depth < 3 ? (0..<Int(seed % 3)).map { i in SocialV1.Poke.sample(seed: seed &+ UInt64(i) &+ 9, depth: depth + 1) } : [])
+    }
+}
+
+extension SocialV1 {
     /// The methods of `frienso.social.v1.SocialService`, with the access the contract declares.
     public enum SocialService {
         public static let sendFriendRequest = RPCMethod<SendFriendRequestRequest, SendFriendRequestResponse>(service: "social", name: "SendFriendRequest", access: .authenticated)
@@ -5512,10 +5704,11 @@ extension SocialV1 {
         public static let circleRequestsFor = RPCMethod<CircleRequestsForRequest, ListCircleRequestsResponse>(service: "social", name: "CircleRequestsFor", access: .internal, callers: ["alerts"])
         public static let answerCircleRequest = RPCMethod<AnswerCircleRequestRequest, RespondToCircleRequestResponse>(service: "social", name: "AnswerCircleRequest", access: .internal, callers: ["alerts"])
         public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "social", name: "EraseUser", access: .internal, callers: ["accounts"])
+        public static let exportMyData = RPCMethod<ExportMyDataRequest, ExportMyDataResponse>(service: "social", name: "ExportMyData", access: .authenticated)
 
-        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, listNotices.erased, graphSnapshot.erased, circleOf.erased, circleRequestsFor.erased, answerCircleRequest.erased, eraseUser.erased]
+        public static let all: [AnyRPCMethod] = [sendFriendRequest.erased, respondToFriendRequest.erased, cancelFriendRequest.erased, listFriendRequests.erased, listFriends.erased, removeFriend.erased, block.erased, unblock.erased, listBlocked.erased, showCircle.erased, addToCircle.erased, removeFromCircle.erased, listCircleRequests.erased, respondToCircleRequest.erased, searchUsers.erased, poke.erased, getDiscoverySettings.erased, setFindable.erased, recommendFriends.erased, addExchange.erased, listExchanges.erased, listNotices.erased, graphSnapshot.erased, circleOf.erased, circleRequestsFor.erased, answerCircleRequest.erased, eraseUser.erased, exportMyData.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [sendFriendRequest.jsonCodec, respondToFriendRequest.jsonCodec, cancelFriendRequest.jsonCodec, listFriendRequests.jsonCodec, listFriends.jsonCodec, removeFriend.jsonCodec, block.jsonCodec, unblock.jsonCodec, listBlocked.jsonCodec, showCircle.jsonCodec, addToCircle.jsonCodec, removeFromCircle.jsonCodec, listCircleRequests.jsonCodec, respondToCircleRequest.jsonCodec, searchUsers.jsonCodec, poke.jsonCodec, getDiscoverySettings.jsonCodec, setFindable.jsonCodec, recommendFriends.jsonCodec, addExchange.jsonCodec, listExchanges.jsonCodec, listNotices.jsonCodec, graphSnapshot.jsonCodec, circleOf.jsonCodec, circleRequestsFor.jsonCodec, answerCircleRequest.jsonCodec, eraseUser.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [sendFriendRequest.jsonCodec, respondToFriendRequest.jsonCodec, cancelFriendRequest.jsonCodec, listFriendRequests.jsonCodec, listFriends.jsonCodec, removeFriend.jsonCodec, block.jsonCodec, unblock.jsonCodec, listBlocked.jsonCodec, showCircle.jsonCodec, addToCircle.jsonCodec, removeFromCircle.jsonCodec, listCircleRequests.jsonCodec, respondToCircleRequest.jsonCodec, searchUsers.jsonCodec, poke.jsonCodec, getDiscoverySettings.jsonCodec, setFindable.jsonCodec, recommendFriends.jsonCodec, addExchange.jsonCodec, listExchanges.jsonCodec, listNotices.jsonCodec, graphSnapshot.jsonCodec, circleOf.jsonCodec, circleRequestsFor.jsonCodec, answerCircleRequest.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec]
     }
 }

@@ -124,6 +124,20 @@ struct Grants: Sendable {
         }
     }
 
+    /// The live grants `user` gave or holds (what an export shows).
+    func live(involving user: UInt64, now: Int64) -> [(key: GrantKey, expiresMs: Int64)] {
+        var found: [(key: GrantKey, expiresMs: Int64)] = []
+        for (viewer, reasons) in bySubject[user] ?? [:] {
+            for (reason, expiry) in reasons where expiry > now { found.append((GrantKey(subject: user, viewer: viewer, reason: reason), expiry)) }
+        }
+        for subject in byViewer[user] ?? [] where subject != user {
+            for (reason, expiry) in bySubject[subject]?[user] ?? [:] where expiry > now {
+                found.append((GrantKey(subject: subject, viewer: user, reason: reason), expiry))
+            }
+        }
+        return found.sorted { ($0.key.subject, $0.key.viewer, $0.key.reason) < ($1.key.subject, $1.key.viewer, $1.key.reason) }
+    }
+
     /// The latest expiry of any grant from `subject` to `viewer`.
     func expiry(subject: UInt64, viewer: UInt64) -> Int64? {
         bySubject[subject]?[viewer]?.values.max()

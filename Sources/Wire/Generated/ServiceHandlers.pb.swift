@@ -46,6 +46,8 @@ extension AccountsV1.AccountsService {
         func matchContacts(_ request: AccountsV1.MatchContactsRequest, _ context: RequestContext) async throws -> AccountsV1.MatchContactsResponse
         /// `accounts.ProfilesSnapshot` (internal: social, alerts).
         func profilesSnapshot(_ request: AccountsV1.ProfilesSnapshotRequest, _ context: RequestContext) async throws -> AccountsV1.ProfilesSnapshotResponse
+        /// `accounts.ExportMyData` (authenticated).
+        func exportMyData(_ request: AccountsV1.ExportMyDataRequest, _ context: RequestContext) async throws -> AccountsV1.ExportMyDataResponse
     }
 }
 
@@ -81,6 +83,7 @@ extension MethodRouter {
         register(AccountsV1.AccountsService.unlinkExternalId) { try await handler.unlinkExternalId($0, $1) }
         register(AccountsV1.AccountsService.matchContacts) { try await handler.matchContacts($0, $1) }
         register(AccountsV1.AccountsService.profilesSnapshot) { try await handler.profilesSnapshot($0, $1) }
+        register(AccountsV1.AccountsService.exportMyData) { try await handler.exportMyData($0, $1) }
     }
 }
 
@@ -122,6 +125,8 @@ extension AlertsV1.AlertsService {
         func listResources(_ request: AlertsV1.ListResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ListResourcesResponse
         /// `alerts.EraseUser` (internal: accounts).
         func eraseUser(_ request: AlertsV1.EraseUserRequest, _ context: RequestContext) async throws -> AlertsV1.EraseUserResponse
+        /// `alerts.ExportMyData` (authenticated).
+        func exportMyData(_ request: AlertsV1.ExportMyDataRequest, _ context: RequestContext) async throws -> AlertsV1.ExportMyDataResponse
     }
 }
 
@@ -154,6 +159,7 @@ extension MethodRouter {
         register(AlertsV1.AlertsService.importResources) { try await handler.importResources($0, $1) }
         register(AlertsV1.AlertsService.listResources) { try await handler.listResources($0, $1) }
         register(AlertsV1.AlertsService.eraseUser) { try await handler.eraseUser($0, $1) }
+        register(AlertsV1.AlertsService.exportMyData) { try await handler.exportMyData($0, $1) }
     }
 }
 
@@ -195,6 +201,8 @@ extension GeoV1.GeoService {
         func getPlace(_ request: GeoV1.GetPlaceRequest, _ context: RequestContext) async throws -> GeoV1.GetPlaceResponse
         /// `geo.EraseUser` (internal: accounts).
         func eraseUser(_ request: GeoV1.EraseUserRequest, _ context: RequestContext) async throws -> GeoV1.EraseUserResponse
+        /// `geo.ExportMyData` (authenticated).
+        func exportMyData(_ request: GeoV1.ExportMyDataRequest, _ context: RequestContext) async throws -> GeoV1.ExportMyDataResponse
     }
 }
 
@@ -227,6 +235,7 @@ extension MethodRouter {
         register(GeoV1.GeoService.checkInAccess) { try await handler.checkInAccess($0, $1) }
         register(GeoV1.GeoService.getPlace) { try await handler.getPlace($0, $1) }
         register(GeoV1.GeoService.eraseUser) { try await handler.eraseUser($0, $1) }
+        register(GeoV1.GeoService.exportMyData) { try await handler.exportMyData($0, $1) }
     }
 }
 
@@ -337,6 +346,8 @@ extension SocialV1.SocialService {
         func answerCircleRequest(_ request: SocialV1.AnswerCircleRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToCircleRequestResponse
         /// `social.EraseUser` (internal: accounts).
         func eraseUser(_ request: SocialV1.EraseUserRequest, _ context: RequestContext) async throws -> SocialV1.EraseUserResponse
+        /// `social.ExportMyData` (authenticated).
+        func exportMyData(_ request: SocialV1.ExportMyDataRequest, _ context: RequestContext) async throws -> SocialV1.ExportMyDataResponse
     }
 }
 
@@ -379,5 +390,6 @@ extension MethodRouter {
         register(SocialV1.SocialService.circleRequestsFor) { try await handler.circleRequestsFor($0, $1) }
         register(SocialV1.SocialService.answerCircleRequest) { try await handler.answerCircleRequest($0, $1) }
         register(SocialV1.SocialService.eraseUser) { try await handler.eraseUser($0, $1) }
+        register(SocialV1.SocialService.exportMyData) { try await handler.exportMyData($0, $1) }
     }
 }

@@ -2122,6 +2122,231 @@ void   frienso__accounts__v1__profiles_snapshot_response__free_unpacked
   assert(message->base.descriptor == &frienso__accounts__v1__profiles_snapshot_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__accounts__v1__export_my_data_request__init
+                     (Frienso__Accounts__V1__ExportMyDataRequest         *message)
+{
+  static const Frienso__Accounts__V1__ExportMyDataRequest init_value = FRIENSO__ACCOUNTS__V1__EXPORT_MY_DATA_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__export_my_data_request__get_packed_size
+                     (const Frienso__Accounts__V1__ExportMyDataRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__export_my_data_request__pack
+                     (const Frienso__Accounts__V1__ExportMyDataRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__export_my_data_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__ExportMyDataRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ExportMyDataRequest *
+       frienso__accounts__v1__export_my_data_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ExportMyDataRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__export_my_data_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__export_my_data_request__free_unpacked
+                     (Frienso__Accounts__V1__ExportMyDataRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__export_my_data_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__session_info__init
+                     (Frienso__Accounts__V1__SessionInfo         *message)
+{
+  static const Frienso__Accounts__V1__SessionInfo init_value = FRIENSO__ACCOUNTS__V1__SESSION_INFO__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__session_info__get_packed_size
+                     (const Frienso__Accounts__V1__SessionInfo *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__session_info__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__session_info__pack
+                     (const Frienso__Accounts__V1__SessionInfo *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__session_info__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__session_info__pack_to_buffer
+                     (const Frienso__Accounts__V1__SessionInfo *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__session_info__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__SessionInfo *
+       frienso__accounts__v1__session_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__SessionInfo *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__session_info__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__session_info__free_unpacked
+                     (Frienso__Accounts__V1__SessionInfo *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__session_info__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__password_reset_info__init
+                     (Frienso__Accounts__V1__PasswordResetInfo         *message)
+{
+  static const Frienso__Accounts__V1__PasswordResetInfo init_value = FRIENSO__ACCOUNTS__V1__PASSWORD_RESET_INFO__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__password_reset_info__get_packed_size
+                     (const Frienso__Accounts__V1__PasswordResetInfo *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__password_reset_info__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__password_reset_info__pack
+                     (const Frienso__Accounts__V1__PasswordResetInfo *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__password_reset_info__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__password_reset_info__pack_to_buffer
+                     (const Frienso__Accounts__V1__PasswordResetInfo *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__password_reset_info__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__PasswordResetInfo *
+       frienso__accounts__v1__password_reset_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__PasswordResetInfo *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__password_reset_info__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__password_reset_info__free_unpacked
+                     (Frienso__Accounts__V1__PasswordResetInfo *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__password_reset_info__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__email_info__init
+                     (Frienso__Accounts__V1__EmailInfo         *message)
+{
+  static const Frienso__Accounts__V1__EmailInfo init_value = FRIENSO__ACCOUNTS__V1__EMAIL_INFO__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__email_info__get_packed_size
+                     (const Frienso__Accounts__V1__EmailInfo *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__email_info__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__email_info__pack
+                     (const Frienso__Accounts__V1__EmailInfo *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__email_info__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__email_info__pack_to_buffer
+                     (const Frienso__Accounts__V1__EmailInfo *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__email_info__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__EmailInfo *
+       frienso__accounts__v1__email_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__EmailInfo *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__email_info__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__email_info__free_unpacked
+                     (Frienso__Accounts__V1__EmailInfo *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__email_info__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__export_my_data_response__init
+                     (Frienso__Accounts__V1__ExportMyDataResponse         *message)
+{
+  static const Frienso__Accounts__V1__ExportMyDataResponse init_value = FRIENSO__ACCOUNTS__V1__EXPORT_MY_DATA_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__export_my_data_response__get_packed_size
+                     (const Frienso__Accounts__V1__ExportMyDataResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__export_my_data_response__pack
+                     (const Frienso__Accounts__V1__ExportMyDataResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__export_my_data_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__ExportMyDataResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__ExportMyDataResponse *
+       frienso__accounts__v1__export_my_data_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__ExportMyDataResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__export_my_data_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__export_my_data_response__free_unpacked
+                     (Frienso__Accounts__V1__ExportMyDataResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__export_my_data_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__accounts__v1__profile__field_descriptors[6] =
 {
   {
@@ -4379,5 +4604,331 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__profiles_snapshot_respon
   frienso__accounts__v1__profiles_snapshot_response__field_indices_by_name,
   1,  frienso__accounts__v1__profiles_snapshot_response__number_ranges,
   (ProtobufCMessageInit) frienso__accounts__v1__profiles_snapshot_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__accounts__v1__export_my_data_request__field_descriptors NULL
+#define frienso__accounts__v1__export_my_data_request__field_indices_by_name NULL
+#define frienso__accounts__v1__export_my_data_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__accounts__v1__export_my_data_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ExportMyDataRequest",
+  "ExportMyDataRequest",
+  "Frienso__Accounts__V1__ExportMyDataRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ExportMyDataRequest),
+  0,
+  frienso__accounts__v1__export_my_data_request__field_descriptors,
+  frienso__accounts__v1__export_my_data_request__field_indices_by_name,
+  0,  frienso__accounts__v1__export_my_data_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__export_my_data_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__session_info__field_descriptors[4] =
+{
+  {
+    "created_at_ms",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__SessionInfo, created_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_at_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__SessionInfo, expires_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "revoked_at_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__SessionInfo, revoked_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "current",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__SessionInfo, current),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__session_info__field_indices_by_name[] = {
+  0,   /* field[0] = created_at_ms */
+  3,   /* field[3] = current */
+  1,   /* field[1] = expires_at_ms */
+  2,   /* field[2] = revoked_at_ms */
+};
+static const ProtobufCIntRange frienso__accounts__v1__session_info__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__session_info__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.SessionInfo",
+  "SessionInfo",
+  "Frienso__Accounts__V1__SessionInfo",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__SessionInfo),
+  4,
+  frienso__accounts__v1__session_info__field_descriptors,
+  frienso__accounts__v1__session_info__field_indices_by_name,
+  1,  frienso__accounts__v1__session_info__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__session_info__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__password_reset_info__field_descriptors[3] =
+{
+  {
+    "created_at_ms",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__PasswordResetInfo, created_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_at_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__PasswordResetInfo, expires_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "used_at_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__PasswordResetInfo, used_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__password_reset_info__field_indices_by_name[] = {
+  0,   /* field[0] = created_at_ms */
+  1,   /* field[1] = expires_at_ms */
+  2,   /* field[2] = used_at_ms */
+};
+static const ProtobufCIntRange frienso__accounts__v1__password_reset_info__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__password_reset_info__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.PasswordResetInfo",
+  "PasswordResetInfo",
+  "Frienso__Accounts__V1__PasswordResetInfo",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__PasswordResetInfo),
+  3,
+  frienso__accounts__v1__password_reset_info__field_descriptors,
+  frienso__accounts__v1__password_reset_info__field_indices_by_name,
+  1,  frienso__accounts__v1__password_reset_info__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__password_reset_info__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__email_info__field_descriptors[4] =
+{
+  {
+    "address",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__EmailInfo, address),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "subject",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__EmailInfo, subject),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "status",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__EmailInfo, status),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "created_at_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__EmailInfo, created_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__email_info__field_indices_by_name[] = {
+  0,   /* field[0] = address */
+  3,   /* field[3] = created_at_ms */
+  2,   /* field[2] = status */
+  1,   /* field[1] = subject */
+};
+static const ProtobufCIntRange frienso__accounts__v1__email_info__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__email_info__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.EmailInfo",
+  "EmailInfo",
+  "Frienso__Accounts__V1__EmailInfo",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__EmailInfo),
+  4,
+  frienso__accounts__v1__email_info__field_descriptors,
+  frienso__accounts__v1__email_info__field_indices_by_name,
+  1,  frienso__accounts__v1__email_info__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__email_info__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__export_my_data_response__field_descriptors[5] =
+{
+  {
+    "account",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__ExportMyDataResponse, account),
+    &frienso__accounts__v1__account__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "sessions",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__ExportMyDataResponse, n_sessions),
+    offsetof(Frienso__Accounts__V1__ExportMyDataResponse, sessions),
+    &frienso__accounts__v1__session_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "linked",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__ExportMyDataResponse, n_linked),
+    offsetof(Frienso__Accounts__V1__ExportMyDataResponse, linked),
+    &frienso__accounts__v1__external_id__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "password_resets",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__ExportMyDataResponse, n_password_resets),
+    offsetof(Frienso__Accounts__V1__ExportMyDataResponse, password_resets),
+    &frienso__accounts__v1__password_reset_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "emails",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Accounts__V1__ExportMyDataResponse, n_emails),
+    offsetof(Frienso__Accounts__V1__ExportMyDataResponse, emails),
+    &frienso__accounts__v1__email_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__export_my_data_response__field_indices_by_name[] = {
+  0,   /* field[0] = account */
+  4,   /* field[4] = emails */
+  2,   /* field[2] = linked */
+  3,   /* field[3] = password_resets */
+  1,   /* field[1] = sessions */
+};
+static const ProtobufCIntRange frienso__accounts__v1__export_my_data_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__export_my_data_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.ExportMyDataResponse",
+  "ExportMyDataResponse",
+  "Frienso__Accounts__V1__ExportMyDataResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__ExportMyDataResponse),
+  5,
+  frienso__accounts__v1__export_my_data_response__field_descriptors,
+  frienso__accounts__v1__export_my_data_response__field_indices_by_name,
+  1,  frienso__accounts__v1__export_my_data_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__export_my_data_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

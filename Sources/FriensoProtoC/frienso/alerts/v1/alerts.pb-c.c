@@ -2122,6 +2122,96 @@ void   frienso__alerts__v1__erase_user_response__free_unpacked
   assert(message->base.descriptor == &frienso__alerts__v1__erase_user_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__alerts__v1__export_my_data_request__init
+                     (Frienso__Alerts__V1__ExportMyDataRequest         *message)
+{
+  static const Frienso__Alerts__V1__ExportMyDataRequest init_value = FRIENSO__ALERTS__V1__EXPORT_MY_DATA_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__export_my_data_request__get_packed_size
+                     (const Frienso__Alerts__V1__ExportMyDataRequest *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__export_my_data_request__pack
+                     (const Frienso__Alerts__V1__ExportMyDataRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__export_my_data_request__pack_to_buffer
+                     (const Frienso__Alerts__V1__ExportMyDataRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__ExportMyDataRequest *
+       frienso__alerts__v1__export_my_data_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__ExportMyDataRequest *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__export_my_data_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__export_my_data_request__free_unpacked
+                     (Frienso__Alerts__V1__ExportMyDataRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__export_my_data_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__alerts__v1__export_my_data_response__init
+                     (Frienso__Alerts__V1__ExportMyDataResponse         *message)
+{
+  static const Frienso__Alerts__V1__ExportMyDataResponse init_value = FRIENSO__ALERTS__V1__EXPORT_MY_DATA_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__export_my_data_response__get_packed_size
+                     (const Frienso__Alerts__V1__ExportMyDataResponse *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__export_my_data_response__pack
+                     (const Frienso__Alerts__V1__ExportMyDataResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__export_my_data_response__pack_to_buffer
+                     (const Frienso__Alerts__V1__ExportMyDataResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__ExportMyDataResponse *
+       frienso__alerts__v1__export_my_data_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__ExportMyDataResponse *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__export_my_data_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__export_my_data_response__free_unpacked
+                     (Frienso__Alerts__V1__ExportMyDataResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__export_my_data_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__alerts__v1__person__field_descriptors[4] =
 {
   {
@@ -4975,6 +5065,127 @@ const ProtobufCMessageDescriptor frienso__alerts__v1__erase_user_response__descr
   frienso__alerts__v1__erase_user_response__field_indices_by_name,
   1,  frienso__alerts__v1__erase_user_response__number_ranges,
   (ProtobufCMessageInit) frienso__alerts__v1__erase_user_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__alerts__v1__export_my_data_request__field_descriptors NULL
+#define frienso__alerts__v1__export_my_data_request__field_indices_by_name NULL
+#define frienso__alerts__v1__export_my_data_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__alerts__v1__export_my_data_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.ExportMyDataRequest",
+  "ExportMyDataRequest",
+  "Frienso__Alerts__V1__ExportMyDataRequest",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__ExportMyDataRequest),
+  0,
+  frienso__alerts__v1__export_my_data_request__field_descriptors,
+  frienso__alerts__v1__export_my_data_request__field_indices_by_name,
+  0,  frienso__alerts__v1__export_my_data_request__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__export_my_data_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__alerts__v1__export_my_data_response__field_descriptors[6] =
+{
+  {
+    "watches",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, n_watches),
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, watches),
+    &frienso__alerts__v1__watch_session__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "watched",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, n_watched),
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, watched),
+    &frienso__alerts__v1__watch_session__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "alerts",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, n_alerts),
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, alerts),
+    &frienso__alerts__v1__help_alert__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "alerts_received",
+    4,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, n_alerts_received),
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, alerts_received),
+    &frienso__alerts__v1__help_alert__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "devices",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, n_devices),
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, devices),
+    &frienso__alerts__v1__device__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "deliveries",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, n_deliveries),
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, deliveries),
+    &frienso__alerts__v1__delivery__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__export_my_data_response__field_indices_by_name[] = {
+  2,   /* field[2] = alerts */
+  3,   /* field[3] = alerts_received */
+  5,   /* field[5] = deliveries */
+  4,   /* field[4] = devices */
+  1,   /* field[1] = watched */
+  0,   /* field[0] = watches */
+};
+static const ProtobufCIntRange frienso__alerts__v1__export_my_data_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__export_my_data_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.ExportMyDataResponse",
+  "ExportMyDataResponse",
+  "Frienso__Alerts__V1__ExportMyDataResponse",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__ExportMyDataResponse),
+  6,
+  frienso__alerts__v1__export_my_data_response__field_descriptors,
+  frienso__alerts__v1__export_my_data_response__field_indices_by_name,
+  1,  frienso__alerts__v1__export_my_data_response__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__export_my_data_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue frienso__alerts__v1__watch_state__enum_values_by_number[4] =

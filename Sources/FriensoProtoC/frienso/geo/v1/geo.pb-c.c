@@ -1987,6 +1987,141 @@ void   frienso__geo__v1__erase_user_response__free_unpacked
   assert(message->base.descriptor == &frienso__geo__v1__erase_user_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__geo__v1__export_my_data_request__init
+                     (Frienso__Geo__V1__ExportMyDataRequest         *message)
+{
+  static const Frienso__Geo__V1__ExportMyDataRequest init_value = FRIENSO__GEO__V1__EXPORT_MY_DATA_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__export_my_data_request__get_packed_size
+                     (const Frienso__Geo__V1__ExportMyDataRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__export_my_data_request__pack
+                     (const Frienso__Geo__V1__ExportMyDataRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__export_my_data_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ExportMyDataRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ExportMyDataRequest *
+       frienso__geo__v1__export_my_data_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ExportMyDataRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__export_my_data_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__export_my_data_request__free_unpacked
+                     (Frienso__Geo__V1__ExportMyDataRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__export_my_data_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__history_entry__init
+                     (Frienso__Geo__V1__HistoryEntry         *message)
+{
+  static const Frienso__Geo__V1__HistoryEntry init_value = FRIENSO__GEO__V1__HISTORY_ENTRY__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__history_entry__get_packed_size
+                     (const Frienso__Geo__V1__HistoryEntry *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__history_entry__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__history_entry__pack
+                     (const Frienso__Geo__V1__HistoryEntry *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__history_entry__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__history_entry__pack_to_buffer
+                     (const Frienso__Geo__V1__HistoryEntry *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__history_entry__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__HistoryEntry *
+       frienso__geo__v1__history_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__HistoryEntry *)
+     protobuf_c_message_unpack (&frienso__geo__v1__history_entry__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__history_entry__free_unpacked
+                     (Frienso__Geo__V1__HistoryEntry *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__history_entry__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__export_my_data_response__init
+                     (Frienso__Geo__V1__ExportMyDataResponse         *message)
+{
+  static const Frienso__Geo__V1__ExportMyDataResponse init_value = FRIENSO__GEO__V1__EXPORT_MY_DATA_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__export_my_data_response__get_packed_size
+                     (const Frienso__Geo__V1__ExportMyDataResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__export_my_data_response__pack
+                     (const Frienso__Geo__V1__ExportMyDataResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__export_my_data_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ExportMyDataResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ExportMyDataResponse *
+       frienso__geo__v1__export_my_data_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ExportMyDataResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__export_my_data_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__export_my_data_response__free_unpacked
+                     (Frienso__Geo__V1__ExportMyDataResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__export_my_data_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__geo__v1__fix__field_descriptors[5] =
 {
   {
@@ -4591,6 +4726,250 @@ const ProtobufCMessageDescriptor frienso__geo__v1__erase_user_response__descript
   frienso__geo__v1__erase_user_response__field_indices_by_name,
   1,  frienso__geo__v1__erase_user_response__number_ranges,
   (ProtobufCMessageInit) frienso__geo__v1__erase_user_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__export_my_data_request__field_descriptors[2] =
+{
+  {
+    "after_history_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ExportMyDataRequest, after_history_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ExportMyDataRequest, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__export_my_data_request__field_indices_by_name[] = {
+  0,   /* field[0] = after_history_id */
+  1,   /* field[1] = limit */
+};
+static const ProtobufCIntRange frienso__geo__v1__export_my_data_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__export_my_data_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ExportMyDataRequest",
+  "ExportMyDataRequest",
+  "Frienso__Geo__V1__ExportMyDataRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ExportMyDataRequest),
+  2,
+  frienso__geo__v1__export_my_data_request__field_descriptors,
+  frienso__geo__v1__export_my_data_request__field_indices_by_name,
+  1,  frienso__geo__v1__export_my_data_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__export_my_data_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__history_entry__field_descriptors[4] =
+{
+  {
+    "id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__HistoryEntry, id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fix",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__HistoryEntry, fix),
+    &frienso__geo__v1__fix__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "has_status",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__HistoryEntry, has_status),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "status",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__HistoryEntry, status),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__history_entry__field_indices_by_name[] = {
+  1,   /* field[1] = fix */
+  2,   /* field[2] = has_status */
+  0,   /* field[0] = id */
+  3,   /* field[3] = status */
+};
+static const ProtobufCIntRange frienso__geo__v1__history_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__history_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.HistoryEntry",
+  "HistoryEntry",
+  "Frienso__Geo__V1__HistoryEntry",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__HistoryEntry),
+  4,
+  frienso__geo__v1__history_entry__field_descriptors,
+  frienso__geo__v1__history_entry__field_indices_by_name,
+  1,  frienso__geo__v1__history_entry__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__history_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__export_my_data_response__field_descriptors[7] =
+{
+  {
+    "sharing",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, sharing),
+    &frienso__geo__v1__sharing_settings__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "latest",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, latest),
+    &frienso__geo__v1__fix__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "status",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, status),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "check_in",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, check_in),
+    &frienso__geo__v1__check_in__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "grants",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, n_grants),
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, grants),
+    &frienso__geo__v1__location_grant__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "history",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, n_history),
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, history),
+    &frienso__geo__v1__history_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "more",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, more),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__export_my_data_response__field_indices_by_name[] = {
+  3,   /* field[3] = check_in */
+  4,   /* field[4] = grants */
+  5,   /* field[5] = history */
+  1,   /* field[1] = latest */
+  6,   /* field[6] = more */
+  0,   /* field[0] = sharing */
+  2,   /* field[2] = status */
+};
+static const ProtobufCIntRange frienso__geo__v1__export_my_data_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__export_my_data_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ExportMyDataResponse",
+  "ExportMyDataResponse",
+  "Frienso__Geo__V1__ExportMyDataResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ExportMyDataResponse),
+  7,
+  frienso__geo__v1__export_my_data_response__field_descriptors,
+  frienso__geo__v1__export_my_data_response__field_indices_by_name,
+  1,  frienso__geo__v1__export_my_data_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__export_my_data_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue frienso__geo__v1__place_kind__enum_values_by_number[4] =

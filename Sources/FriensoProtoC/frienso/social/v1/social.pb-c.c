@@ -2842,6 +2842,96 @@ void   frienso__social__v1__erase_user_response__free_unpacked
   assert(message->base.descriptor == &frienso__social__v1__erase_user_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__social__v1__export_my_data_request__init
+                     (Frienso__Social__V1__ExportMyDataRequest         *message)
+{
+  static const Frienso__Social__V1__ExportMyDataRequest init_value = FRIENSO__SOCIAL__V1__EXPORT_MY_DATA_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__export_my_data_request__get_packed_size
+                     (const Frienso__Social__V1__ExportMyDataRequest *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__export_my_data_request__pack
+                     (const Frienso__Social__V1__ExportMyDataRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__export_my_data_request__pack_to_buffer
+                     (const Frienso__Social__V1__ExportMyDataRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__export_my_data_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__ExportMyDataRequest *
+       frienso__social__v1__export_my_data_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__ExportMyDataRequest *)
+     protobuf_c_message_unpack (&frienso__social__v1__export_my_data_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__export_my_data_request__free_unpacked
+                     (Frienso__Social__V1__ExportMyDataRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__export_my_data_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__social__v1__export_my_data_response__init
+                     (Frienso__Social__V1__ExportMyDataResponse         *message)
+{
+  static const Frienso__Social__V1__ExportMyDataResponse init_value = FRIENSO__SOCIAL__V1__EXPORT_MY_DATA_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__social__v1__export_my_data_response__get_packed_size
+                     (const Frienso__Social__V1__ExportMyDataResponse *message)
+{
+  assert(message->base.descriptor == &frienso__social__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__social__v1__export_my_data_response__pack
+                     (const Frienso__Social__V1__ExportMyDataResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__social__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__social__v1__export_my_data_response__pack_to_buffer
+                     (const Frienso__Social__V1__ExportMyDataResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__social__v1__export_my_data_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Social__V1__ExportMyDataResponse *
+       frienso__social__v1__export_my_data_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Social__V1__ExportMyDataResponse *)
+     protobuf_c_message_unpack (&frienso__social__v1__export_my_data_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__social__v1__export_my_data_response__free_unpacked
+                     (Frienso__Social__V1__ExportMyDataResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__social__v1__export_my_data_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__social__v1__user_ref__field_descriptors[5] =
 {
   {
@@ -6166,6 +6256,166 @@ const ProtobufCMessageDescriptor frienso__social__v1__erase_user_response__descr
   frienso__social__v1__erase_user_response__field_indices_by_name,
   1,  frienso__social__v1__erase_user_response__number_ranges,
   (ProtobufCMessageInit) frienso__social__v1__erase_user_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__social__v1__export_my_data_request__field_descriptors NULL
+#define frienso__social__v1__export_my_data_request__field_indices_by_name NULL
+#define frienso__social__v1__export_my_data_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__social__v1__export_my_data_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ExportMyDataRequest",
+  "ExportMyDataRequest",
+  "Frienso__Social__V1__ExportMyDataRequest",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__ExportMyDataRequest),
+  0,
+  frienso__social__v1__export_my_data_request__field_descriptors,
+  frienso__social__v1__export_my_data_request__field_indices_by_name,
+  0,  frienso__social__v1__export_my_data_request__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__export_my_data_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__social__v1__export_my_data_response__field_descriptors[9] =
+{
+  {
+    "friends",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, n_friends),
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, friends),
+    &frienso__social__v1__friend__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "requests",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, n_requests),
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, requests),
+    &frienso__social__v1__friend_request__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "blocked",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, n_blocked),
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, blocked),
+    &frienso__social__v1__user_ref__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "circle",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, circle),
+    &frienso__social__v1__show_circle_response__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "circle_requests",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, n_circle_requests),
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, circle_requests),
+    &frienso__social__v1__circle_request__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "findable",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, findable),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exchanges",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, n_exchanges),
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, exchanges),
+    &frienso__social__v1__exchange__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pokes_sent",
+    8,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, n_pokes_sent),
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, pokes_sent),
+    &frienso__social__v1__poke__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pokes_received",
+    9,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, n_pokes_received),
+    offsetof(Frienso__Social__V1__ExportMyDataResponse, pokes_received),
+    &frienso__social__v1__poke__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__social__v1__export_my_data_response__field_indices_by_name[] = {
+  2,   /* field[2] = blocked */
+  3,   /* field[3] = circle */
+  4,   /* field[4] = circle_requests */
+  6,   /* field[6] = exchanges */
+  5,   /* field[5] = findable */
+  0,   /* field[0] = friends */
+  8,   /* field[8] = pokes_received */
+  7,   /* field[7] = pokes_sent */
+  1,   /* field[1] = requests */
+};
+static const ProtobufCIntRange frienso__social__v1__export_my_data_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 9 }
+};
+const ProtobufCMessageDescriptor frienso__social__v1__export_my_data_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.social.v1.ExportMyDataResponse",
+  "ExportMyDataResponse",
+  "Frienso__Social__V1__ExportMyDataResponse",
+  "frienso.social.v1",
+  sizeof(Frienso__Social__V1__ExportMyDataResponse),
+  9,
+  frienso__social__v1__export_my_data_response__field_descriptors,
+  frienso__social__v1__export_my_data_response__field_indices_by_name,
+  1,  frienso__social__v1__export_my_data_response__number_ranges,
+  (ProtobufCMessageInit) frienso__social__v1__export_my_data_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCEnumValue frienso__social__v1__request_state__enum_values_by_number[5] =

@@ -62,6 +62,11 @@ typedef struct Frienso__Accounts__V1__SessionsRevoked Frienso__Accounts__V1__Ses
 typedef struct Frienso__Accounts__V1__ProfileChanged Frienso__Accounts__V1__ProfileChanged;
 typedef struct Frienso__Accounts__V1__ProfilesSnapshotRequest Frienso__Accounts__V1__ProfilesSnapshotRequest;
 typedef struct Frienso__Accounts__V1__ProfilesSnapshotResponse Frienso__Accounts__V1__ProfilesSnapshotResponse;
+typedef struct Frienso__Accounts__V1__ExportMyDataRequest Frienso__Accounts__V1__ExportMyDataRequest;
+typedef struct Frienso__Accounts__V1__SessionInfo Frienso__Accounts__V1__SessionInfo;
+typedef struct Frienso__Accounts__V1__PasswordResetInfo Frienso__Accounts__V1__PasswordResetInfo;
+typedef struct Frienso__Accounts__V1__EmailInfo Frienso__Accounts__V1__EmailInfo;
+typedef struct Frienso__Accounts__V1__ExportMyDataResponse Frienso__Accounts__V1__ExportMyDataResponse;
 
 
 /* --- enums --- */
@@ -743,6 +748,89 @@ struct  Frienso__Accounts__V1__ProfilesSnapshotResponse
 #define FRIENSO__ACCOUNTS__V1__PROFILES_SNAPSHOT_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__profiles_snapshot_response__descriptor) \
     , 0, 0, 0,NULL, 0 }
+
+
+/*
+ * Everything accounts stores about the caller (`frienso account export`; docs/protocol.md § 10).
+ */
+struct  Frienso__Accounts__V1__ExportMyDataRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__ACCOUNTS__V1__EXPORT_MY_DATA_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__export_my_data_request__descriptor) \
+     }
+
+
+struct  Frienso__Accounts__V1__SessionInfo
+{
+  ProtobufCMessage base;
+  int64_t created_at_ms;
+  int64_t expires_at_ms;
+  /*
+   * 0: live (or expired)
+   */
+  int64_t revoked_at_ms;
+  /*
+   * the session of this call
+   */
+  protobuf_c_boolean current;
+};
+#define FRIENSO__ACCOUNTS__V1__SESSION_INFO__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__session_info__descriptor) \
+    , 0, 0, 0, 0 }
+
+
+struct  Frienso__Accounts__V1__PasswordResetInfo
+{
+  ProtobufCMessage base;
+  int64_t created_at_ms;
+  int64_t expires_at_ms;
+  int64_t used_at_ms;
+};
+#define FRIENSO__ACCOUNTS__V1__PASSWORD_RESET_INFO__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__password_reset_info__descriptor) \
+    , 0, 0, 0 }
+
+
+struct  Frienso__Accounts__V1__EmailInfo
+{
+  ProtobufCMessage base;
+  char *address;
+  char *subject;
+  /*
+   * "pending", "sent" or "failed" (the body is kept only until it is sent)
+   */
+  char *status;
+  int64_t created_at_ms;
+};
+#define FRIENSO__ACCOUNTS__V1__EMAIL_INFO__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__email_info__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Frienso__Accounts__V1__ExportMyDataResponse
+{
+  ProtobufCMessage base;
+  Frienso__Accounts__V1__Account *account;
+  /*
+   * never a token: only their hashes are stored
+   */
+  size_t n_sessions;
+  Frienso__Accounts__V1__SessionInfo **sessions;
+  size_t n_linked;
+  Frienso__Accounts__V1__ExternalId **linked;
+  /*
+   * never a code: only their hashes are stored
+   */
+  size_t n_password_resets;
+  Frienso__Accounts__V1__PasswordResetInfo **password_resets;
+  size_t n_emails;
+  Frienso__Accounts__V1__EmailInfo **emails;
+};
+#define FRIENSO__ACCOUNTS__V1__EXPORT_MY_DATA_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__export_my_data_response__descriptor) \
+    , NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
 
 
 /* Frienso__Accounts__V1__Profile methods */
@@ -1638,6 +1726,101 @@ Frienso__Accounts__V1__ProfilesSnapshotResponse *
 void   frienso__accounts__v1__profiles_snapshot_response__free_unpacked
                      (Frienso__Accounts__V1__ProfilesSnapshotResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ExportMyDataRequest methods */
+void   frienso__accounts__v1__export_my_data_request__init
+                     (Frienso__Accounts__V1__ExportMyDataRequest         *message);
+size_t frienso__accounts__v1__export_my_data_request__get_packed_size
+                     (const Frienso__Accounts__V1__ExportMyDataRequest   *message);
+size_t frienso__accounts__v1__export_my_data_request__pack
+                     (const Frienso__Accounts__V1__ExportMyDataRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__export_my_data_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__ExportMyDataRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ExportMyDataRequest *
+       frienso__accounts__v1__export_my_data_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__export_my_data_request__free_unpacked
+                     (Frienso__Accounts__V1__ExportMyDataRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__SessionInfo methods */
+void   frienso__accounts__v1__session_info__init
+                     (Frienso__Accounts__V1__SessionInfo         *message);
+size_t frienso__accounts__v1__session_info__get_packed_size
+                     (const Frienso__Accounts__V1__SessionInfo   *message);
+size_t frienso__accounts__v1__session_info__pack
+                     (const Frienso__Accounts__V1__SessionInfo   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__session_info__pack_to_buffer
+                     (const Frienso__Accounts__V1__SessionInfo   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__SessionInfo *
+       frienso__accounts__v1__session_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__session_info__free_unpacked
+                     (Frienso__Accounts__V1__SessionInfo *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__PasswordResetInfo methods */
+void   frienso__accounts__v1__password_reset_info__init
+                     (Frienso__Accounts__V1__PasswordResetInfo         *message);
+size_t frienso__accounts__v1__password_reset_info__get_packed_size
+                     (const Frienso__Accounts__V1__PasswordResetInfo   *message);
+size_t frienso__accounts__v1__password_reset_info__pack
+                     (const Frienso__Accounts__V1__PasswordResetInfo   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__password_reset_info__pack_to_buffer
+                     (const Frienso__Accounts__V1__PasswordResetInfo   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__PasswordResetInfo *
+       frienso__accounts__v1__password_reset_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__password_reset_info__free_unpacked
+                     (Frienso__Accounts__V1__PasswordResetInfo *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__EmailInfo methods */
+void   frienso__accounts__v1__email_info__init
+                     (Frienso__Accounts__V1__EmailInfo         *message);
+size_t frienso__accounts__v1__email_info__get_packed_size
+                     (const Frienso__Accounts__V1__EmailInfo   *message);
+size_t frienso__accounts__v1__email_info__pack
+                     (const Frienso__Accounts__V1__EmailInfo   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__email_info__pack_to_buffer
+                     (const Frienso__Accounts__V1__EmailInfo   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__EmailInfo *
+       frienso__accounts__v1__email_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__email_info__free_unpacked
+                     (Frienso__Accounts__V1__EmailInfo *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__ExportMyDataResponse methods */
+void   frienso__accounts__v1__export_my_data_response__init
+                     (Frienso__Accounts__V1__ExportMyDataResponse         *message);
+size_t frienso__accounts__v1__export_my_data_response__get_packed_size
+                     (const Frienso__Accounts__V1__ExportMyDataResponse   *message);
+size_t frienso__accounts__v1__export_my_data_response__pack
+                     (const Frienso__Accounts__V1__ExportMyDataResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__export_my_data_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__ExportMyDataResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__ExportMyDataResponse *
+       frienso__accounts__v1__export_my_data_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__export_my_data_response__free_unpacked
+                     (Frienso__Accounts__V1__ExportMyDataResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Accounts__V1__Profile_Closure)
@@ -1781,6 +1964,21 @@ typedef void (*Frienso__Accounts__V1__ProfilesSnapshotRequest_Closure)
 typedef void (*Frienso__Accounts__V1__ProfilesSnapshotResponse_Closure)
                  (const Frienso__Accounts__V1__ProfilesSnapshotResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Accounts__V1__ExportMyDataRequest_Closure)
+                 (const Frienso__Accounts__V1__ExportMyDataRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__SessionInfo_Closure)
+                 (const Frienso__Accounts__V1__SessionInfo *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__PasswordResetInfo_Closure)
+                 (const Frienso__Accounts__V1__PasswordResetInfo *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__EmailInfo_Closure)
+                 (const Frienso__Accounts__V1__EmailInfo *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__ExportMyDataResponse_Closure)
+                 (const Frienso__Accounts__V1__ExportMyDataResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1834,6 +2032,11 @@ extern const ProtobufCMessageDescriptor frienso__accounts__v1__sessions_revoked_
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__profile_changed__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__profiles_snapshot_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__profiles_snapshot_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__export_my_data_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__session_info__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__password_reset_info__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__email_info__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__export_my_data_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -62,6 +62,8 @@ typedef struct Frienso__Alerts__V1__ListResourcesResponse Frienso__Alerts__V1__L
 typedef struct Frienso__Alerts__V1__AlertEvent Frienso__Alerts__V1__AlertEvent;
 typedef struct Frienso__Alerts__V1__EraseUserRequest Frienso__Alerts__V1__EraseUserRequest;
 typedef struct Frienso__Alerts__V1__EraseUserResponse Frienso__Alerts__V1__EraseUserResponse;
+typedef struct Frienso__Alerts__V1__ExportMyDataRequest Frienso__Alerts__V1__ExportMyDataRequest;
+typedef struct Frienso__Alerts__V1__ExportMyDataResponse Frienso__Alerts__V1__ExportMyDataResponse;
 
 
 /* --- enums --- */
@@ -937,6 +939,54 @@ struct  Frienso__Alerts__V1__EraseUserResponse
 #define FRIENSO__ALERTS__V1__ERASE_USER_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__erase_user_response__descriptor) \
     , 0 }
+
+
+/*
+ * Everything alerts stores about the caller (`frienso account export`).
+ */
+struct  Frienso__Alerts__V1__ExportMyDataRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__ALERTS__V1__EXPORT_MY_DATA_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__export_my_data_request__descriptor) \
+     }
+
+
+struct  Frienso__Alerts__V1__ExportMyDataResponse
+{
+  ProtobufCMessage base;
+  /*
+   * you asked to be watched, newest first
+   */
+  size_t n_watches;
+  Frienso__Alerts__V1__WatchSession **watches;
+  /*
+   * you were asked to watch
+   */
+  size_t n_watched;
+  Frienso__Alerts__V1__WatchSession **watched;
+  /*
+   * you raised, newest first
+   */
+  size_t n_alerts;
+  Frienso__Alerts__V1__HelpAlert **alerts;
+  /*
+   * you were a recipient of
+   */
+  size_t n_alerts_received;
+  Frienso__Alerts__V1__HelpAlert **alerts_received;
+  size_t n_devices;
+  Frienso__Alerts__V1__Device **devices;
+  /*
+   * messages to you or about you, newest first
+   */
+  size_t n_deliveries;
+  Frienso__Alerts__V1__Delivery **deliveries;
+};
+#define FRIENSO__ALERTS__V1__EXPORT_MY_DATA_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__export_my_data_response__descriptor) \
+    , 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
 
 
 /* Frienso__Alerts__V1__Person methods */
@@ -1832,6 +1882,44 @@ Frienso__Alerts__V1__EraseUserResponse *
 void   frienso__alerts__v1__erase_user_response__free_unpacked
                      (Frienso__Alerts__V1__EraseUserResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__ExportMyDataRequest methods */
+void   frienso__alerts__v1__export_my_data_request__init
+                     (Frienso__Alerts__V1__ExportMyDataRequest         *message);
+size_t frienso__alerts__v1__export_my_data_request__get_packed_size
+                     (const Frienso__Alerts__V1__ExportMyDataRequest   *message);
+size_t frienso__alerts__v1__export_my_data_request__pack
+                     (const Frienso__Alerts__V1__ExportMyDataRequest   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__export_my_data_request__pack_to_buffer
+                     (const Frienso__Alerts__V1__ExportMyDataRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__ExportMyDataRequest *
+       frienso__alerts__v1__export_my_data_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__export_my_data_request__free_unpacked
+                     (Frienso__Alerts__V1__ExportMyDataRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__ExportMyDataResponse methods */
+void   frienso__alerts__v1__export_my_data_response__init
+                     (Frienso__Alerts__V1__ExportMyDataResponse         *message);
+size_t frienso__alerts__v1__export_my_data_response__get_packed_size
+                     (const Frienso__Alerts__V1__ExportMyDataResponse   *message);
+size_t frienso__alerts__v1__export_my_data_response__pack
+                     (const Frienso__Alerts__V1__ExportMyDataResponse   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__export_my_data_response__pack_to_buffer
+                     (const Frienso__Alerts__V1__ExportMyDataResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__ExportMyDataResponse *
+       frienso__alerts__v1__export_my_data_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__export_my_data_response__free_unpacked
+                     (Frienso__Alerts__V1__ExportMyDataResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Alerts__V1__Person_Closure)
@@ -1975,6 +2063,12 @@ typedef void (*Frienso__Alerts__V1__EraseUserRequest_Closure)
 typedef void (*Frienso__Alerts__V1__EraseUserResponse_Closure)
                  (const Frienso__Alerts__V1__EraseUserResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Alerts__V1__ExportMyDataRequest_Closure)
+                 (const Frienso__Alerts__V1__ExportMyDataRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Alerts__V1__ExportMyDataResponse_Closure)
+                 (const Frienso__Alerts__V1__ExportMyDataResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -2037,6 +2131,8 @@ extern const ProtobufCMessageDescriptor frienso__alerts__v1__list_resources_resp
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__alert_event__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__erase_user_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__erase_user_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__export_my_data_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__export_my_data_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -59,6 +59,9 @@ typedef struct Frienso__Geo__V1__ListCheckInsResponse Frienso__Geo__V1__ListChec
 typedef struct Frienso__Geo__V1__LocationGrant Frienso__Geo__V1__LocationGrant;
 typedef struct Frienso__Geo__V1__EraseUserRequest Frienso__Geo__V1__EraseUserRequest;
 typedef struct Frienso__Geo__V1__EraseUserResponse Frienso__Geo__V1__EraseUserResponse;
+typedef struct Frienso__Geo__V1__ExportMyDataRequest Frienso__Geo__V1__ExportMyDataRequest;
+typedef struct Frienso__Geo__V1__HistoryEntry Frienso__Geo__V1__HistoryEntry;
+typedef struct Frienso__Geo__V1__ExportMyDataResponse Frienso__Geo__V1__ExportMyDataResponse;
 
 
 /* --- enums --- */
@@ -815,6 +818,70 @@ struct  Frienso__Geo__V1__EraseUserResponse
 #define FRIENSO__GEO__V1__ERASE_USER_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__erase_user_response__descriptor) \
     , 0 }
+
+
+/*
+ * Everything geo stores about the caller (`frienso account export`), with the location history
+ * in pages: ask again with after_history_id = the last entry's id while `more`.
+ */
+struct  Frienso__Geo__V1__ExportMyDataRequest
+{
+  ProtobufCMessage base;
+  uint64_t after_history_id;
+  /*
+   * history entries a page: 1-10,000 (0: 5,000)
+   */
+  uint32_t limit;
+};
+#define FRIENSO__GEO__V1__EXPORT_MY_DATA_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__export_my_data_request__descriptor) \
+    , 0, 0 }
+
+
+struct  Frienso__Geo__V1__HistoryEntry
+{
+  ProtobufCMessage base;
+  uint64_t id;
+  Frienso__Geo__V1__Fix *fix;
+  /*
+   * the update also set the status text
+   */
+  protobuf_c_boolean has_status;
+  char *status;
+};
+#define FRIENSO__GEO__V1__HISTORY_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__history_entry__descriptor) \
+    , 0, NULL, 0, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Geo__V1__ExportMyDataResponse
+{
+  ProtobufCMessage base;
+  Frienso__Geo__V1__SharingSettings *sharing;
+  /*
+   * absent when there is none
+   */
+  Frienso__Geo__V1__Fix *latest;
+  char *status;
+  /*
+   * absent when there is none
+   */
+  Frienso__Geo__V1__CheckIn *check_in;
+  /*
+   * live grants: who may see you (watch, helpNow), and whom you may see
+   */
+  size_t n_grants;
+  Frienso__Geo__V1__LocationGrant **grants;
+  /*
+   * this page, oldest first
+   */
+  size_t n_history;
+  Frienso__Geo__V1__HistoryEntry **history;
+  protobuf_c_boolean more;
+};
+#define FRIENSO__GEO__V1__EXPORT_MY_DATA_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__export_my_data_response__descriptor) \
+    , NULL, NULL, (char *)protobuf_c_empty_string, NULL, 0,NULL, 0,NULL, 0 }
 
 
 /* Frienso__Geo__V1__Fix methods */
@@ -1653,6 +1720,63 @@ Frienso__Geo__V1__EraseUserResponse *
 void   frienso__geo__v1__erase_user_response__free_unpacked
                      (Frienso__Geo__V1__EraseUserResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ExportMyDataRequest methods */
+void   frienso__geo__v1__export_my_data_request__init
+                     (Frienso__Geo__V1__ExportMyDataRequest         *message);
+size_t frienso__geo__v1__export_my_data_request__get_packed_size
+                     (const Frienso__Geo__V1__ExportMyDataRequest   *message);
+size_t frienso__geo__v1__export_my_data_request__pack
+                     (const Frienso__Geo__V1__ExportMyDataRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__export_my_data_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ExportMyDataRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ExportMyDataRequest *
+       frienso__geo__v1__export_my_data_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__export_my_data_request__free_unpacked
+                     (Frienso__Geo__V1__ExportMyDataRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__HistoryEntry methods */
+void   frienso__geo__v1__history_entry__init
+                     (Frienso__Geo__V1__HistoryEntry         *message);
+size_t frienso__geo__v1__history_entry__get_packed_size
+                     (const Frienso__Geo__V1__HistoryEntry   *message);
+size_t frienso__geo__v1__history_entry__pack
+                     (const Frienso__Geo__V1__HistoryEntry   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__history_entry__pack_to_buffer
+                     (const Frienso__Geo__V1__HistoryEntry   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__HistoryEntry *
+       frienso__geo__v1__history_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__history_entry__free_unpacked
+                     (Frienso__Geo__V1__HistoryEntry *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ExportMyDataResponse methods */
+void   frienso__geo__v1__export_my_data_response__init
+                     (Frienso__Geo__V1__ExportMyDataResponse         *message);
+size_t frienso__geo__v1__export_my_data_response__get_packed_size
+                     (const Frienso__Geo__V1__ExportMyDataResponse   *message);
+size_t frienso__geo__v1__export_my_data_response__pack
+                     (const Frienso__Geo__V1__ExportMyDataResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__export_my_data_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ExportMyDataResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ExportMyDataResponse *
+       frienso__geo__v1__export_my_data_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__export_my_data_response__free_unpacked
+                     (Frienso__Geo__V1__ExportMyDataResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Geo__V1__Fix_Closure)
@@ -1787,6 +1911,15 @@ typedef void (*Frienso__Geo__V1__EraseUserRequest_Closure)
 typedef void (*Frienso__Geo__V1__EraseUserResponse_Closure)
                  (const Frienso__Geo__V1__EraseUserResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Geo__V1__ExportMyDataRequest_Closure)
+                 (const Frienso__Geo__V1__ExportMyDataRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__HistoryEntry_Closure)
+                 (const Frienso__Geo__V1__HistoryEntry *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ExportMyDataResponse_Closure)
+                 (const Frienso__Geo__V1__ExportMyDataResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -1838,6 +1971,9 @@ extern const ProtobufCMessageDescriptor frienso__geo__v1__list_check_ins_respons
 extern const ProtobufCMessageDescriptor frienso__geo__v1__location_grant__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__erase_user_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__erase_user_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__export_my_data_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__history_entry__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__export_my_data_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

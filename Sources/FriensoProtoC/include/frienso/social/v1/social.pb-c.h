@@ -78,6 +78,8 @@ typedef struct Frienso__Social__V1__CircleRequestsForRequest Frienso__Social__V1
 typedef struct Frienso__Social__V1__AnswerCircleRequestRequest Frienso__Social__V1__AnswerCircleRequestRequest;
 typedef struct Frienso__Social__V1__EraseUserRequest Frienso__Social__V1__EraseUserRequest;
 typedef struct Frienso__Social__V1__EraseUserResponse Frienso__Social__V1__EraseUserResponse;
+typedef struct Frienso__Social__V1__ExportMyDataRequest Frienso__Social__V1__ExportMyDataRequest;
+typedef struct Frienso__Social__V1__ExportMyDataResponse Frienso__Social__V1__ExportMyDataResponse;
 
 
 /* --- enums --- */
@@ -1102,6 +1104,52 @@ struct  Frienso__Social__V1__EraseUserResponse
 #define FRIENSO__SOCIAL__V1__ERASE_USER_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__erase_user_response__descriptor) \
     , 0 }
+
+
+/*
+ * Everything social stores about the caller (`frienso account export`).
+ */
+struct  Frienso__Social__V1__ExportMyDataRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__SOCIAL__V1__EXPORT_MY_DATA_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__export_my_data_request__descriptor) \
+     }
+
+
+struct  Frienso__Social__V1__ExportMyDataResponse
+{
+  ProtobufCMessage base;
+  size_t n_friends;
+  Frienso__Social__V1__Friend **friends;
+  /*
+   * sent and received, in every state, oldest first
+   */
+  size_t n_requests;
+  Frienso__Social__V1__FriendRequest **requests;
+  /*
+   * whom you blocked
+   */
+  size_t n_blocked;
+  Frienso__Social__V1__UserRef **blocked;
+  /*
+   * your circle and the circles you are in
+   */
+  Frienso__Social__V1__ShowCircleResponse *circle;
+  size_t n_circle_requests;
+  Frienso__Social__V1__CircleRequest **circle_requests;
+  protobuf_c_boolean findable;
+  size_t n_exchanges;
+  Frienso__Social__V1__Exchange **exchanges;
+  size_t n_pokes_sent;
+  Frienso__Social__V1__Poke **pokes_sent;
+  size_t n_pokes_received;
+  Frienso__Social__V1__Poke **pokes_received;
+};
+#define FRIENSO__SOCIAL__V1__EXPORT_MY_DATA_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__social__v1__export_my_data_response__descriptor) \
+    , 0,NULL, 0,NULL, 0,NULL, NULL, 0,NULL, 0, 0,NULL, 0,NULL, 0,NULL }
 
 
 /* Frienso__Social__V1__UserRef methods */
@@ -2301,6 +2349,44 @@ Frienso__Social__V1__EraseUserResponse *
 void   frienso__social__v1__erase_user_response__free_unpacked
                      (Frienso__Social__V1__EraseUserResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__ExportMyDataRequest methods */
+void   frienso__social__v1__export_my_data_request__init
+                     (Frienso__Social__V1__ExportMyDataRequest         *message);
+size_t frienso__social__v1__export_my_data_request__get_packed_size
+                     (const Frienso__Social__V1__ExportMyDataRequest   *message);
+size_t frienso__social__v1__export_my_data_request__pack
+                     (const Frienso__Social__V1__ExportMyDataRequest   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__export_my_data_request__pack_to_buffer
+                     (const Frienso__Social__V1__ExportMyDataRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__ExportMyDataRequest *
+       frienso__social__v1__export_my_data_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__export_my_data_request__free_unpacked
+                     (Frienso__Social__V1__ExportMyDataRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Social__V1__ExportMyDataResponse methods */
+void   frienso__social__v1__export_my_data_response__init
+                     (Frienso__Social__V1__ExportMyDataResponse         *message);
+size_t frienso__social__v1__export_my_data_response__get_packed_size
+                     (const Frienso__Social__V1__ExportMyDataResponse   *message);
+size_t frienso__social__v1__export_my_data_response__pack
+                     (const Frienso__Social__V1__ExportMyDataResponse   *message,
+                      uint8_t             *out);
+size_t frienso__social__v1__export_my_data_response__pack_to_buffer
+                     (const Frienso__Social__V1__ExportMyDataResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Social__V1__ExportMyDataResponse *
+       frienso__social__v1__export_my_data_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__social__v1__export_my_data_response__free_unpacked
+                     (Frienso__Social__V1__ExportMyDataResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Social__V1__UserRef_Closure)
@@ -2492,6 +2578,12 @@ typedef void (*Frienso__Social__V1__EraseUserRequest_Closure)
 typedef void (*Frienso__Social__V1__EraseUserResponse_Closure)
                  (const Frienso__Social__V1__EraseUserResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Social__V1__ExportMyDataRequest_Closure)
+                 (const Frienso__Social__V1__ExportMyDataRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Social__V1__ExportMyDataResponse_Closure)
+                 (const Frienso__Social__V1__ExportMyDataResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -2567,6 +2659,8 @@ extern const ProtobufCMessageDescriptor frienso__social__v1__circle_requests_for
 extern const ProtobufCMessageDescriptor frienso__social__v1__answer_circle_request_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__erase_user_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__social__v1__erase_user_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__export_my_data_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__social__v1__export_my_data_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 
