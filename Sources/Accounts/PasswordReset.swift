@@ -62,6 +62,16 @@ extension AccountsService {
     }
 }
 
+extension AccountsService {
+    /// For alerts (ending a check-in timer with the password). An unknown user takes as long as
+    /// a wrong password (the decoy hash).
+    public func verifyPassword(_ request: AccountsV1.VerifyPasswordRequest, _ context: RequestContext) async throws -> AccountsV1.VerifyPasswordResponse {
+        guard !request.password.isEmpty, request.password.utf8.count <= 1_024 else { return AccountsV1.VerifyPasswordResponse(valid: false) }
+        let user = try await store.user(id: request.userId)
+        return AccountsV1.VerifyPasswordResponse(valid: await config.hasher.verify(request.password, against: user?.passwordHash))
+    }
+}
+
 /// What a reset request did (only the first is ever told to the caller).
 enum ResetRequestOutcome: Sendable {
     case throttledClient, sent, noAccount, throttledAccount

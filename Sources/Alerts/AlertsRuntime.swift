@@ -69,13 +69,17 @@ public final class AlertsWorker: Service, Sendable {
             var wait = Int64(1_000)
             do {
                 try await service.expireDueWatches()
+                try await service.runDueTimers()
+                try await service.escalateDueAlerts()
                 let at = service.now()
                 if lastRepublish.map({ at - $0 >= interval }) ?? true {
                     try await service.republishGrants()
                     lastRepublish = at
                 }
                 wait = min(wait, interval - (service.now() - (lastRepublish ?? at)))
-                if let next = try await service.nextWatchExpiry() { wait = min(wait, next - service.now()) }
+                for next in [try await service.nextWatchExpiry(), try await service.nextTimerAt(), try await service.nextEscalationAt()] {
+                    if let next { wait = min(wait, next - service.now()) }
+                }
             } catch {
                 logger.error("alerts maintenance failed", metadata: ["error": "\(error)"])
             }

@@ -11,6 +11,12 @@ public struct AlertsConfig: Sendable {
     /// Bounds of a watch session's length (and of how far an extension may reach from now).
     public var minWatch: Duration = .seconds(5 * 60)
     public var maxWatch: Duration = .seconds(12 * 3600)
+    /// Check-in timers: how far ahead they may end, and how long before the end the warning goes.
+    public var minTimer: Duration = .seconds(5 * 60)
+    public var maxTimer: Duration = .seconds(24 * 3600)
+    public var timerWarning: Duration = .seconds(2 * 60)
+    /// A helpNow nobody accepted within this is sent again and escalated (`Escalation.swift`).
+    public var helpEscalation: Duration = .seconds(5 * 60)
     /// The number a helpNow suggests calling, and when the caller's last fix is at a campus place
     /// and a campus police number is configured, that one instead.
     public var emergencyNumber = "911"

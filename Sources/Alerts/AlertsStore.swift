@@ -40,6 +40,7 @@ struct AlertRecord: Sendable {
     var resolvedBy: String
     var recipients: [RecipientRecord]
     var prompt: AlertsV1.EmergencyPrompt
+    var escalation: AlertsV1.Escalation?
 }
 
 struct RecipientRecord: Sendable {
@@ -216,6 +217,8 @@ final class AlertsStore: Sendable {
             try db.execute(sql: "CREATE INDEX outbox_about ON outbox(about_user) WHERE about_user != 0")
             try db.execute(sql: "CREATE INDEX outbox_recipient ON outbox(recipient_user) WHERE recipient_user != 0")
         }
+        Self.migrateTimers(&migrator)
+        Self.migrateEscalation(&migrator)
         try database.migrate(migrator)
     }
 

@@ -32,7 +32,9 @@ extension AlertsStore {
             let alerts = try UInt64.fetchAll(db, sql: "SELECT id FROM help_alerts WHERE initiator = ?", arguments: [user])
             // Deliveries: to them (by user or address), about them, or of their own alerts and
             // watches (rows older than the about_user column are found by source).
-            let sources = alerts.flatMap { ["help_now:\($0)", "help_now_resolved:\($0)"] } + watches.flatMap { ["watch:\($0)", "watch_end:\($0)"] }
+            let timers = try UInt64.fetchAll(db, sql: "SELECT id FROM timers WHERE owner = ?", arguments: [user])
+            let sources = alerts.flatMap { ["help_now:\($0)", "help_now_resolved:\($0)", "help_now_resend:\($0)", "help_now_escalated:\($0)"] }
+                + watches.flatMap { ["watch:\($0)", "watch_end:\($0)"] } + timers.flatMap { ["timer_warning:\($0)", "timer_end:\($0)"] }
             let deliveries = try UInt64.fetchAll(db, sql: """
                 SELECT id FROM outbox WHERE about_user = ? OR recipient_user = ?
                     OR address IN (SELECT value FROM json_each(?)) OR source IN (SELECT value FROM json_each(?))
@@ -47,7 +49,9 @@ extension AlertsStore {
             try run("DELETE FROM emergency_prompts WHERE alert_id IN (SELECT value FROM json_each(?)) OR user_id = ?", [Self.json(alerts), user])
             try run("DELETE FROM recipients WHERE alert_id IN (SELECT value FROM json_each(?)) OR user_id = ? OR phone IN (SELECT value FROM json_each(?))",
                     [Self.json(alerts), user, Self.json(addresses)])
+            try run("DELETE FROM escalations WHERE alert_id IN (SELECT value FROM json_each(?))", [Self.json(alerts)])
             try run("DELETE FROM help_alerts WHERE initiator = ?", [user])
+            try run("DELETE FROM timers WHERE owner = ?", [user])
             try run("DELETE FROM grants WHERE subject = ?1 OR viewer = ?1", [user])
             try run("DELETE FROM devices WHERE user_id = ?", [user])
             try run("DELETE FROM dismissed_circle_requests WHERE member = ?1 OR owner = ?1", [user])

@@ -19,6 +19,7 @@ extension AlertsService {
         for a in rows.alertsReceived { out.alertsReceived.append(try await view(a, names)) }
         out.devices = try await listDevices(AlertsV1.ListDevicesRequest(), context).devices
         out.deliveries = rows.deliveries
+        out.timers = rows.timers.map(\.proto)
         return out
     }
 }
@@ -30,6 +31,7 @@ extension AlertsStore {
         var alerts: [AlertRecord] = []
         var alertsReceived: [AlertRecord] = []
         var deliveries: [AlertsV1.Delivery] = []
+        var timers: [TimerRecord] = []
     }
 
     /// Newest first.
@@ -47,6 +49,7 @@ extension AlertsStore {
             rows.deliveries = try Row.fetchAll(db, sql: """
                 SELECT \(Self.deliveryColumns) FROM outbox WHERE recipient_user = ?1 OR about_user = ?1 ORDER BY id DESC
                 """, arguments: [user]).map(Self.delivery)
+            rows.timers = try Self.timers(db, "owner = ?", [user]).reversed()
             return rows
         }
     }

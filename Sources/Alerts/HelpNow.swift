@@ -1,6 +1,7 @@
 import Foundation
 public import FriensoProto
 import GRDB
+import Logging
 public import Wire
 
 /// helpNow: the whole circle at once, push and SMS, a location grant until resolved, and an
@@ -11,7 +12,15 @@ extension AlertsService {
         guard request.message.count <= HelpNowPlan.maximumMessageLength else {
             throw RPCError.invalidArgument("message: at most \(HelpNowPlan.maximumMessageLength) characters")
         }
-        let key = context.idempotencyKey
+        let (alert, alreadyActive, names) = try await raise(for: caller, message: request.message, key: context.idempotencyKey, logger: context.logger)
+        return try await raiseReply(alert, alreadyActive: alreadyActive, names: names)
+    }
+
+    /// Raises `caller`'s helpNow (from the button, or from a check-in timer that ran out). With a
+    /// key, raising again with it returns the alert raised then (after a restart too); while one
+    /// is active, that one is returned and nothing new is sent.
+    func raise(for caller: UInt64, message: String, key: String, logger requestLogger: Logger)
+        async throws -> (alert: AlertRecord, alreadyActive: Bool, names: [UInt64: AlertsV1.Person]?) {
         // One read for both: a retry of this raise (same key, even after a restart) gets the alert
         // as it was raised; otherwise an alert already active is the answer.
         let (earlier, active) = try await store.database.read { db -> (AlertRecord?, AlertRecord?) in
@@ -21,8 +30,8 @@ extension AlertsService {
             }
             return (nil, try Self.activeAlert(db, of: caller))
         }
-        if let earlier { return try await raiseReply(earlier, alreadyActive: false) }
-        if let active { return try await raiseReply(active, alreadyActive: true) }
+        if let earlier { return (earlier, false, nil) }
+        if let active { return (active, true, nil) }
 
         // Who and where, from the other services, at the same time; none of them can stop the alert.
         let peers = peers, logger = logger
@@ -45,14 +54,14 @@ extension AlertsService {
         let users = plan.users
         let names = await people(Set(users + [caller]))
         let at = now()
-        let text = Self.helpText(names[caller], request.message, location)
+        let text = Self.helpText(names[caller], message, location)
 
         let raised: AlertRecord?
         do {
             raised = try await store.database.write { db -> AlertRecord? in
                 try db.run(sql: """
                     INSERT INTO help_alerts (initiator, message, location, state, raised_at_ms, idempotency_key) VALUES (?, ?, ?, 1, ?, ?)
-                    """, arguments: [caller, request.message, Data(location.serializedBytes()), at, key])
+                    """, arguments: [caller, message, Data(location.serializedBytes()), at, key])
                 let id = UInt64(db.lastInsertedRowID)
                 for (position, contact) in plan.recipients.enumerated() {
                     let (user, phone): (UInt64, String) = switch contact {
@@ -71,18 +80,19 @@ extension AlertsService {
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             // A concurrent raise won: it is the active alert.
             raised = try await activeAlert(of: caller)
-            if let raised { return try await raiseReply(raised, alreadyActive: true) }
+            if let raised { return (raised, true, nil) }
             throw RPCError.internal("helpNow could not be recorded")
         }
         guard let alert = raised else { throw RPCError.internal("helpNow vanished") }
         emit(plan.grants)
         emit(AlertsV1.AlertEvent(kind: .helpNow, requestId: alert.id, from: names[caller], text: text, atMs: at, location: location), to: users)
         deliveryBell.ring()
-        context.logger.notice("helpNow raised", metadata: ["alert": "\(alert.id)", "recipients": "\(circle.count)", "located": "\(location.known)"])
-        return try await raiseReply(alert, alreadyActive: false, names: names)
+        maintenanceBell.ring() // its escalation time is now the next thing to wait for
+        requestLogger.notice("helpNow raised", metadata: ["alert": "\(alert.id)", "recipients": "\(circle.count)", "located": "\(location.known)"])
+        return (alert, false, names)
     }
 
-    private func raiseReply(_ alert: AlertRecord, alreadyActive: Bool, names: [UInt64: AlertsV1.Person]? = nil) async throws -> AlertsV1.RaiseHelpNowResponse {
+    func raiseReply(_ alert: AlertRecord, alreadyActive: Bool, names: [UInt64: AlertsV1.Person]? = nil) async throws -> AlertsV1.RaiseHelpNowResponse {
         AlertsV1.RaiseHelpNowResponse(alert: try await view(alert, names), alreadyActive: alreadyActive, notified: UInt32(alert.recipients.count),
                                       nobodyNotified: alert.recipients.isEmpty)
     }
@@ -237,7 +247,7 @@ extension AlertsService {
                 AlertsV1.Recipient(person: r.user == 0 ? nil : names[r.user] ?? AlertsV1.Person(userId: r.user), phone: r.phone, answer: r.answer,
                                    answeredAtMs: r.answeredAtMs, deliveries: deliveries[r.user != 0 ? "user:\(r.user)" : "phone:\(r.phone)"] ?? [])
             },
-            emergency: alert.prompt)
+            emergency: alert.prompt, escalation: alert.escalation)
     }
 }
 
@@ -261,7 +271,8 @@ extension AlertsStore {
                                               reported: p[4], dialed: p[5], reportedAtMs: p[6])
         }
         return AlertRecord(id: row[0], initiator: row[1], message: row[2], location: location, state: AlertsV1.AlertState(rawValue: row[4]),
-                           raisedAtMs: row[5], resolvedAtMs: row[6], resolvedBy: row[7], recipients: recipients, prompt: prompt)
+                           raisedAtMs: row[5], resolvedAtMs: row[6], resolvedBy: row[7], recipients: recipients, prompt: prompt,
+                           escalation: try escalation(db, alert: id))
     }
 
     func alert(id: UInt64) async throws -> AlertRecord? {

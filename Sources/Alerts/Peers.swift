@@ -7,6 +7,9 @@ public import SocialReplica
 public enum CircleContact: Sendable, Hashable {
     case user(UInt64)
     case phone(String)
+
+    /// The member's user id (nil for an invited phone number).
+    public var user: UInt64? { if case .user(let id) = self { id } else { nil } }
 }
 
 /// What alerts asks of the other services. `RemotePeers` calls them; tests use a stand-in.
@@ -24,6 +27,8 @@ public protocol AlertsPeers: Sendable {
     func people(_ ids: Set<UInt64>) async throws -> [UInt64: AlertsV1.Person]
     /// Phone numbers (accounts); unknown ids are left out.
     func phones(_ ids: Set<UInt64>) async throws -> [UInt64: String]
+    /// Whether `password` is `user`'s (accounts), for ending a check-in timer.
+    func verifyPassword(user: UInt64, password: String) async throws -> Bool
 }
 
 /// The other services over Wire. The circle comes from social; when social does not answer,
@@ -127,5 +132,10 @@ public struct RemotePeers: AlertsPeers {
         let contacts = try await accounts.call(AccountsV1.AccountsService.contactDetails, AccountsV1.ContactDetailsRequest(userIds: Array(ids)),
                                                options: CallOptions(deadline: .seconds(5), idempotent: true)).contacts
         return Dictionary(contacts.compactMap { c in c.profile.map { ($0.userId, c.phone) } }, uniquingKeysWith: { a, _ in a })
+    }
+
+    public func verifyPassword(user: UInt64, password: String) async throws -> Bool {
+        try await accounts.call(AccountsV1.AccountsService.verifyPassword, AccountsV1.VerifyPasswordRequest(userId: user, password: password),
+                                options: CallOptions(deadline: .seconds(5), idempotent: true)).valid
     }
 }

@@ -65,6 +65,13 @@ public struct FriensoConfig: Codable, Sendable {
         /// Bounds of a watch session (default 300 s to 12 h).
         public var minWatchSeconds: Int?
         public var maxWatchSeconds: Int?
+        /// Check-in timers: the shortest and longest (default 300 s to 24 h), and how long before
+        /// the end the warning goes (default 120 s).
+        public var minTimerSeconds: Int?
+        public var maxTimerSeconds: Int?
+        public var timerWarningSeconds: Int?
+        /// A helpNow nobody accepted within this is sent again and escalated (default 5).
+        public var helpEscalationMinutes: Double?
         /// The number a helpNow suggests (default 911), and campus police's, suggested instead
         /// when the caller's last fix is at a campus place.
         public var emergencyNumber: String?
@@ -75,6 +82,7 @@ public struct FriensoConfig: Codable, Sendable {
         public var inviteLink: String?
         /// Authorises operator methods (outbox, resource imports, resolving any alert). Or FRIENSO_OPERATOR_KEY.
         public var operatorKey: String?
+        public init() {}
     }
 
     public struct MediaSection: Codable, Sendable {

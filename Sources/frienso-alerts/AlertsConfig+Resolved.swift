@@ -9,6 +9,10 @@ extension AlertsConfig {
         let section = resolved.config.alerts
         if let v = section?.minWatchSeconds { minWatch = .seconds(v) }
         if let v = section?.maxWatchSeconds { maxWatch = .seconds(v) }
+        if let v = section?.minTimerSeconds { minTimer = .seconds(v) }
+        if let v = section?.maxTimerSeconds { maxTimer = .seconds(v) }
+        if let v = section?.timerWarningSeconds { timerWarning = .seconds(max(0, v)) }
+        if let v = section?.helpEscalationMinutes { helpEscalation = .milliseconds(Int64(max(0, v) * 60_000)) }
         if let v = section?.emergencyNumber { emergencyNumber = v }
         if let v = section?.campusPoliceNumber { campusPoliceNumber = v }
         if let v = section?.campusPoliceLabel { campusPoliceLabel = v }

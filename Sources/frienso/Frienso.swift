@@ -16,7 +16,7 @@ struct Frienso: AsyncParsableCommand {
             Recommend.self, Findable.self, ExchangeCommand.self,
             Locate.self, Nearby.self, Navigate.self, Sharing.self, Ghost.self, Proximity.self, History.self, Events.self,
             Places.self, Venues.self, CheckInCommand.self, CheckIns.self,
-            Watch.self, HelpNow.self, Inbox.self, Devices.self, Resources.self, Outbox.self,
+            Watch.self, TimerCommand.self, HelpNow.self, Inbox.self, Devices.self, Resources.self, Outbox.self,
             Photo.self, MapCommand.self,
         ])
 }

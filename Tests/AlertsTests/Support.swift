@@ -19,6 +19,7 @@ final class FakePeers: AlertsPeers {
         var notices: [SocialV1.Notice] = []
         var locations: [UInt64: AlertsV1.AlertLocation] = [:]
         var phones: [UInt64: String] = [:]
+        var passwords: [UInt64: String] = [:]
         var down: Set<String> = []
     }
     let state = Mutex(State())
@@ -60,6 +61,10 @@ final class FakePeers: AlertsPeers {
     func phones(_ ids: Set<UInt64>) async throws -> [UInt64: String] {
         try check("accounts")
         return state.withLock { s in s.phones.filter { ids.contains($0.key) } }
+    }
+    func verifyPassword(user: UInt64, password: String) async throws -> Bool {
+        try check("accounts")
+        return state.withLock { $0.passwords[user] == password }
     }
 }
 
@@ -145,13 +150,15 @@ func testConfig() -> AlertsConfig {
 /// Runs alerts in process and its worker on `directory` (a new one unless given).
 func withAlerts<T: Sendable>(directory: String? = nil, peers: FakePeers = FakePeers(), config: AlertsConfig = testConfig(),
                              sms: (any SMSProvider)? = nil, push: (any PushProvider)? = nil, worker: Bool = true,
+                             now: (@Sendable () -> Int64)? = nil,
                              _ body: @Sendable (AlertsHarness) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
     let temp = try TemporaryDirectory("frienso-alerts")
     defer { temp.remove() }
     let dir = directory ?? temp.path
     let recorder = Recorder()
-    let service = try AlertsService(directory: dir, peers: peers, events: recorder, config: config, sms: sms, push: push, logger: logs.logger("alerts"))
+    let service = try AlertsService(directory: dir, peers: peers, events: recorder, config: config, sms: sms, push: push, logger: logs.logger("alerts"),
+                                    now: now)
     // In process: the router and the durable reply cache, as the host runs them (no socket);
     // the worker (deliveries, expiry) runs as in the service.
     let client = RouterClient(service, name: "alerts", logger: logs.logger("alerts-host"))
@@ -175,3 +182,10 @@ func withAlerts<T: Sendable>(directory: String? = nil, peers: FakePeers = FakePe
 /// stacks starting at once beside the other modules' suites starved the shared reactor in a
 /// fresh-clone CI run (missed heartbeats in unrelated Wire and accounts tests).
 @Suite("alerts", .serialized) struct AlertsTestGroup {}
+
+/// Time the tests move by hand (milliseconds since 1970).
+final class ManualClock: Sendable {
+    private let ms = Atomic<Int64>(1_800_000_000_000)
+    var now: Int64 { ms.load(ordering: .relaxed) }
+    func advance(minutes: Double) { ms.add(Int64(minutes * 60_000), ordering: .relaxed) }
+}

@@ -271,6 +271,7 @@ struct QuietPeers: AlertsPeers {
     func latestLocation(of user: UInt64) async throws -> AlertsV1.AlertLocation { AlertsV1.AlertLocation() }
     func people(_ ids: Set<UInt64>) async throws -> [UInt64: AlertsV1.Person] { [:] }
     func phones(_ ids: Set<UInt64>) async throws -> [UInt64: String] { [:] }
+    func verifyPassword(user: UInt64, password: String) async throws -> Bool { false }
 }
 
 struct OpenMediaPeers: MediaPeers {

@@ -879,6 +879,64 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/alerts/EndTimer": {
+   "post": {
+    "operationId": "alerts.EndTimer",
+    "summary": "alerts.EndTimer",
+    "tags": [
+     "alerts"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.alerts.v1.EndTimerRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.alerts.v1.EndTimerResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/alerts/EndWatch": {
    "post": {
     "operationId": "alerts.EndWatch",
@@ -1089,6 +1147,64 @@ public enum OpenAPIDocument {
        "application/json": {
         "schema": {
          "$ref": "#/components/schemas/frienso.alerts.v1.GetHelpNowResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/alerts/GetTimer": {
+   "post": {
+    "operationId": "alerts.GetTimer",
+    "summary": "alerts.GetTimer",
+    "tags": [
+     "alerts"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.alerts.v1.GetTimerRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.alerts.v1.GetTimerResponse"
         }
        }
       }
@@ -1777,6 +1893,64 @@ public enum OpenAPIDocument {
        "application/json": {
         "schema": {
          "$ref": "#/components/schemas/frienso.alerts.v1.RespondInboxResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/alerts/StartTimer": {
+   "post": {
+    "operationId": "alerts.StartTimer",
+    "summary": "alerts.StartTimer",
+    "tags": [
+     "alerts"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.alerts.v1.StartTimerRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.alerts.v1.StartTimerResponse"
         }
        }
       }
@@ -5337,6 +5511,29 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.accounts.v1.VerifyPasswordRequest": {
+    "type": "object",
+    "properties": {
+     "userId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "password": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.accounts.v1.VerifyPasswordResponse": {
+    "type": "object",
+    "properties": {
+     "valid": {
+      "type": "boolean"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.accounts.v1.WhoAmIRequest": {
     "type": "object",
     "properties": {},
@@ -5370,7 +5567,9 @@ public enum OpenAPIDocument {
        "EVENT_KIND_HELP_NOW",
        "EVENT_KIND_HELP_NOW_ANSWER",
        "EVENT_KIND_HELP_NOW_RESOLVED",
-       "EVENT_KIND_CORE_FRIEND_REQUEST"
+       "EVENT_KIND_CORE_FRIEND_REQUEST",
+       "EVENT_KIND_HELP_NOW_ESCALATED",
+       "EVENT_KIND_TIMER_WARNING"
       ]
      },
      "requestId": {
@@ -5431,6 +5630,68 @@ public enum OpenAPIDocument {
      },
      "placeName": {
       "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.CheckInTimer": {
+    "type": "object",
+    "properties": {
+     "timerId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "note": {
+      "type": "string"
+     },
+     "state": {
+      "type": "string",
+      "enum": [
+       "TIMER_STATE_UNSPECIFIED",
+       "TIMER_STATE_ACTIVE",
+       "TIMER_STATE_ENDED",
+       "TIMER_STATE_FIRED"
+      ]
+     },
+     "startedAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "dueAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "warnAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "warnedAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "endedAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "alertId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "hasPin": {
+      "type": "boolean"
+     },
+     "failedAttempts": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
      }
     },
     "additionalProperties": false
@@ -5597,6 +5858,27 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.alerts.v1.EndTimerRequest": {
+    "type": "object",
+    "properties": {
+     "password": {
+      "type": "string"
+     },
+     "pin": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.EndTimerResponse": {
+    "type": "object",
+    "properties": {
+     "timer": {
+      "$ref": "#/components/schemas/frienso.alerts.v1.CheckInTimer"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.alerts.v1.EndWatchRequest": {
     "type": "object",
     "properties": {},
@@ -5638,6 +5920,32 @@ public enum OpenAPIDocument {
     "type": "object",
     "properties": {
      "erased": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.Escalation": {
+    "type": "object",
+    "properties": {
+     "escalatedAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "number": {
+      "type": "string"
+     },
+     "label": {
+      "type": "string"
+     },
+     "location": {
+      "$ref": "#/components/schemas/frienso.alerts.v1.AlertLocation"
+     },
+     "resentTo": {
       "type": "integer",
       "format": "int64",
       "minimum": 0,
@@ -5689,6 +5997,12 @@ public enum OpenAPIDocument {
       "items": {
        "$ref": "#/components/schemas/frienso.alerts.v1.Delivery"
       }
+     },
+     "timers": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.alerts.v1.CheckInTimer"
+      }
      }
     },
     "additionalProperties": false
@@ -5730,6 +6044,20 @@ public enum OpenAPIDocument {
       "items": {
        "$ref": "#/components/schemas/frienso.alerts.v1.HelpAlert"
       }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.GetTimerRequest": {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.GetTimerResponse": {
+    "type": "object",
+    "properties": {
+     "timer": {
+      "$ref": "#/components/schemas/frienso.alerts.v1.CheckInTimer"
      }
     },
     "additionalProperties": false
@@ -5800,6 +6128,9 @@ public enum OpenAPIDocument {
      },
      "emergency": {
       "$ref": "#/components/schemas/frienso.alerts.v1.EmergencyPrompt"
+     },
+     "escalation": {
+      "$ref": "#/components/schemas/frienso.alerts.v1.Escalation"
      }
     },
     "additionalProperties": false
@@ -6193,6 +6524,38 @@ public enum OpenAPIDocument {
    "frienso.alerts.v1.RespondInboxResponse": {
     "type": "object",
     "properties": {},
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.StartTimerRequest": {
+    "type": "object",
+    "properties": {
+     "dueAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "minutes": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     },
+     "note": {
+      "type": "string"
+     },
+     "pin": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.StartTimerResponse": {
+    "type": "object",
+    "properties": {
+     "timer": {
+      "$ref": "#/components/schemas/frienso.alerts.v1.CheckInTimer"
+     }
+    },
     "additionalProperties": false
    },
    "frienso.alerts.v1.StartWatchRequest": {

@@ -4234,6 +4234,164 @@ extension AccountsV1.ExportMyDataResponse {
 }
 
 extension AccountsV1 {
+    /// `frienso.accounts.v1.VerifyPasswordRequest`
+    public struct VerifyPasswordRequest: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var password: String = ""
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, password: String = "") {
+        self.userId = userId
+        self.password = password
+        }
+    }
+}
+
+extension AccountsV1.VerifyPasswordRequest {
+    public static let protoName = "frienso.accounts.v1.VerifyPasswordRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__VerifyPasswordRequest()
+        frienso__accounts__v1__verify_password_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_request__get_packed_size, pack: frienso__accounts__v1__verify_password_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__VerifyPasswordRequest()
+        frienso__accounts__v1__verify_password_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_request__get_packed_size, pack: frienso__accounts__v1__verify_password_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.VerifyPasswordRequest", unpack: frienso__accounts__v1__verify_password_request__unpack, free: frienso__accounts__v1__verify_password_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.VerifyPasswordRequest", unpack: frienso__accounts__v1__verify_password_request__unpack, free: frienso__accounts__v1__verify_password_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__VerifyPasswordRequest, arena: ProtoArena) {
+        c.user_id = self.userId
+        if !self.password.isEmpty { c.password = arena.string(self.password) }
+    }
+
+    init(c: Frienso__Accounts__V1__VerifyPasswordRequest) {
+        self.init(userId: c.user_id, password: ProtoRuntime.string(c.password))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("password", .string(self.password))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "password": self.password = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), password: ProtoSample.string(seed, "password"))
+    }
+}
+
+extension AccountsV1 {
+    /// `frienso.accounts.v1.VerifyPasswordResponse`
+    public struct VerifyPasswordResponse: ProtoMessage {
+        public var valid: Bool = false
+
+        public init() {}
+
+        public init(valid: Bool = false) {
+        self.valid = valid
+        }
+    }
+}
+
+extension AccountsV1.VerifyPasswordResponse {
+    public static let protoName = "frienso.accounts.v1.VerifyPasswordResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__VerifyPasswordResponse()
+        frienso__accounts__v1__verify_password_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_response__get_packed_size, pack: frienso__accounts__v1__verify_password_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Accounts__V1__VerifyPasswordResponse()
+        frienso__accounts__v1__verify_password_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_response__get_packed_size, pack: frienso__accounts__v1__verify_password_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.VerifyPasswordResponse", unpack: frienso__accounts__v1__verify_password_response__unpack, free: frienso__accounts__v1__verify_password_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.VerifyPasswordResponse", unpack: frienso__accounts__v1__verify_password_response__unpack, free: frienso__accounts__v1__verify_password_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Accounts__V1__VerifyPasswordResponse, arena _: ProtoArena) {
+        c.valid = (self.valid ? 1 : 0)
+    }
+
+    init(c: Frienso__Accounts__V1__VerifyPasswordResponse) {
+        self.init(valid: (c.valid != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("valid", .bool(self.valid))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "valid": self.valid = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(valid: seed % 2 == 0)
+    }
+}
+
+extension AccountsV1 {
     /// The methods of `frienso.accounts.v1.AccountsService`, with the access the contract declares.
     public enum AccountsService {
         public static let register = RPCMethod<RegisterRequest, RegisterResponse>(service: "accounts", name: "Register", access: .public)
@@ -4257,10 +4415,11 @@ extension AccountsV1 {
         public static let matchContacts = RPCMethod<MatchContactsRequest, MatchContactsResponse>(service: "accounts", name: "MatchContacts", access: .internal, callers: ["social"])
         public static let profilesSnapshot = RPCMethod<ProfilesSnapshotRequest, ProfilesSnapshotResponse>(service: "accounts", name: "ProfilesSnapshot", access: .internal, callers: ["social", "alerts"])
         public static let exportMyData = RPCMethod<ExportMyDataRequest, ExportMyDataResponse>(service: "accounts", name: "ExportMyData", access: .authenticated)
+        public static let verifyPassword = RPCMethod<VerifyPasswordRequest, VerifyPasswordResponse>(service: "accounts", name: "VerifyPassword", access: .internal, callers: ["alerts"])
 
-        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, deleteAccount.erased, requestPasswordReset.erased, resetPassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased, profilesSnapshot.erased, exportMyData.erased]
+        public static let all: [AnyRPCMethod] = [register.erased, login.erased, logout.erased, whoAmI.erased, changeEmail.erased, changePassword.erased, deleteAccount.erased, requestPasswordReset.erased, resetPassword.erased, getProfile.erased, editProfile.erased, validateSession.erased, getProfiles.erased, contactDetails.erased, findUsers.erased, searchUsers.erased, linkExternalId.erased, unlinkExternalId.erased, matchContacts.erased, profilesSnapshot.erased, exportMyData.erased, verifyPassword.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [register.jsonCodec, login.jsonCodec, logout.jsonCodec, whoAmI.jsonCodec, changeEmail.jsonCodec, changePassword.jsonCodec, deleteAccount.jsonCodec, requestPasswordReset.jsonCodec, resetPassword.jsonCodec, getProfile.jsonCodec, editProfile.jsonCodec, validateSession.jsonCodec, getProfiles.jsonCodec, contactDetails.jsonCodec, findUsers.jsonCodec, searchUsers.jsonCodec, linkExternalId.jsonCodec, unlinkExternalId.jsonCodec, matchContacts.jsonCodec, profilesSnapshot.jsonCodec, exportMyData.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [register.jsonCodec, login.jsonCodec, logout.jsonCodec, whoAmI.jsonCodec, changeEmail.jsonCodec, changePassword.jsonCodec, deleteAccount.jsonCodec, requestPasswordReset.jsonCodec, resetPassword.jsonCodec, getProfile.jsonCodec, editProfile.jsonCodec, validateSession.jsonCodec, getProfiles.jsonCodec, contactDetails.jsonCodec, findUsers.jsonCodec, searchUsers.jsonCodec, linkExternalId.jsonCodec, unlinkExternalId.jsonCodec, matchContacts.jsonCodec, profilesSnapshot.jsonCodec, exportMyData.jsonCodec, verifyPassword.jsonCodec]
     }
 }

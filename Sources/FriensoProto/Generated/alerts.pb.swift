@@ -343,6 +343,49 @@ extension AlertsV1 {
 }
 
 extension AlertsV1 {
+    /// `frienso.alerts.v1.TimerState`: an open enum, as in proto3; unknown numbers survive a round trip.
+    public enum TimerState: ProtoEnum {
+        case unspecified // TIMER_STATE_UNSPECIFIED
+        case active // TIMER_STATE_ACTIVE
+        case ended // TIMER_STATE_ENDED
+        case fired // TIMER_STATE_FIRED
+        case unrecognized(Int32)
+
+        public static let allKnownCases: [TimerState] = [.unspecified, .active, .ended, .fired]
+
+        public init(rawValue: Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .active
+            case 2: self = .ended
+            case 3: self = .fired
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Int32 {
+            switch self {
+            case .unspecified: return 0
+            case .active: return 1
+            case .ended: return 2
+            case .fired: return 3
+            case .unrecognized(let value): return value
+            }
+        }
+
+        public var protoName: String {
+            switch self {
+            case .unspecified: return "TIMER_STATE_UNSPECIFIED"
+            case .active: return "TIMER_STATE_ACTIVE"
+            case .ended: return "TIMER_STATE_ENDED"
+            case .fired: return "TIMER_STATE_FIRED"
+            case .unrecognized(let value): return "\(value)"
+            }
+        }
+    }
+}
+
+extension AlertsV1 {
     /// `frienso.alerts.v1.EventKind`: an open enum, as in proto3; unknown numbers survive a round trip.
     public enum EventKind: ProtoEnum {
         case unspecified // EVENT_KIND_UNSPECIFIED
@@ -354,9 +397,11 @@ extension AlertsV1 {
         case helpNowAnswer // EVENT_KIND_HELP_NOW_ANSWER
         case helpNowResolved // EVENT_KIND_HELP_NOW_RESOLVED
         case coreFriendRequest // EVENT_KIND_CORE_FRIEND_REQUEST
+        case helpNowEscalated // EVENT_KIND_HELP_NOW_ESCALATED
+        case timerWarning // EVENT_KIND_TIMER_WARNING
         case unrecognized(Int32)
 
-        public static let allKnownCases: [EventKind] = [.unspecified, .watchRequest, .watchAnswer, .watchExtended, .watchEnded, .helpNow, .helpNowAnswer, .helpNowResolved, .coreFriendRequest]
+        public static let allKnownCases: [EventKind] = [.unspecified, .watchRequest, .watchAnswer, .watchExtended, .watchEnded, .helpNow, .helpNowAnswer, .helpNowResolved, .coreFriendRequest, .helpNowEscalated, .timerWarning]
 
         public init(rawValue: Int32) {
             switch rawValue {
@@ -369,6 +414,8 @@ extension AlertsV1 {
             case 6: self = .helpNowAnswer
             case 7: self = .helpNowResolved
             case 8: self = .coreFriendRequest
+            case 9: self = .helpNowEscalated
+            case 10: self = .timerWarning
             default: self = .unrecognized(rawValue)
             }
         }
@@ -384,6 +431,8 @@ extension AlertsV1 {
             case .helpNowAnswer: return 6
             case .helpNowResolved: return 7
             case .coreFriendRequest: return 8
+            case .helpNowEscalated: return 9
+            case .timerWarning: return 10
             case .unrecognized(let value): return value
             }
         }
@@ -399,6 +448,8 @@ extension AlertsV1 {
             case .helpNowAnswer: return "EVENT_KIND_HELP_NOW_ANSWER"
             case .helpNowResolved: return "EVENT_KIND_HELP_NOW_RESOLVED"
             case .coreFriendRequest: return "EVENT_KIND_CORE_FRIEND_REQUEST"
+            case .helpNowEscalated: return "EVENT_KIND_HELP_NOW_ESCALATED"
+            case .timerWarning: return "EVENT_KIND_TIMER_WARNING"
             case .unrecognized(let value): return "\(value)"
             }
         }
@@ -1707,10 +1758,11 @@ extension AlertsV1 {
         public var resolvedBy: String = ""
         public var recipients: [AlertsV1.Recipient] = []
         public var emergency: AlertsV1.EmergencyPrompt? = nil
+        public var escalation: AlertsV1.Escalation? = nil
 
         public init() {}
 
-        public init(alertId: UInt64 = 0, initiator: AlertsV1.Person? = nil, message: String = "", location: AlertsV1.AlertLocation? = nil, state: AlertsV1.AlertState = .init(rawValue: 0), raisedAtMs: Int64 = 0, resolvedAtMs: Int64 = 0, resolvedBy: String = "", recipients: [AlertsV1.Recipient] = [], emergency: AlertsV1.EmergencyPrompt? = nil) {
+        public init(alertId: UInt64 = 0, initiator: AlertsV1.Person? = nil, message: String = "", location: AlertsV1.AlertLocation? = nil, state: AlertsV1.AlertState = .init(rawValue: 0), raisedAtMs: Int64 = 0, resolvedAtMs: Int64 = 0, resolvedBy: String = "", recipients: [AlertsV1.Recipient] = [], emergency: AlertsV1.EmergencyPrompt? = nil, escalation: AlertsV1.Escalation? = nil) {
         self.alertId = alertId
         self.initiator = initiator
         self.message = message
@@ -1721,6 +1773,7 @@ extension AlertsV1 {
         self.resolvedBy = resolvedBy
         self.recipients = recipients
         self.emergency = emergency
+        self.escalation = escalation
         }
     }
 }
@@ -1772,15 +1825,18 @@ extension AlertsV1.HelpAlert {
         if let value = self.emergency {
             c.emergency = arena.message(of: Frienso__Alerts__V1__EmergencyPrompt.self) { frienso__alerts__v1__emergency_prompt__init($0); value.copy(into: &$0.pointee, arena: arena) }
         }
+        if let value = self.escalation {
+            c.escalation = arena.message(of: Frienso__Alerts__V1__Escalation.self) { frienso__alerts__v1__escalation__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
     }
 
     init(c: Frienso__Alerts__V1__HelpAlert) {
-        self.init(alertId: c.alert_id, initiator: c.initiator.map { AlertsV1.Person(c: $0.pointee) }, message: ProtoRuntime.string(c.message), location: c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }, state: AlertsV1.AlertState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue)), raisedAtMs: c.raised_at_ms, resolvedAtMs: c.resolved_at_ms, resolvedBy: ProtoRuntime.string(c.resolved_by), recipients: ProtoRuntime.array(c.recipients, count: c.n_recipients) { AlertsV1.Recipient(c: $0!.pointee) }, emergency: c.emergency.map { AlertsV1.EmergencyPrompt(c: $0.pointee) })
+        self.init(alertId: c.alert_id, initiator: c.initiator.map { AlertsV1.Person(c: $0.pointee) }, message: ProtoRuntime.string(c.message), location: c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }, state: AlertsV1.AlertState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue)), raisedAtMs: c.raised_at_ms, resolvedAtMs: c.resolved_at_ms, resolvedBy: ProtoRuntime.string(c.resolved_by), recipients: ProtoRuntime.array(c.recipients, count: c.n_recipients) { AlertsV1.Recipient(c: $0!.pointee) }, emergency: c.emergency.map { AlertsV1.EmergencyPrompt(c: $0.pointee) }, escalation: c.escalation.map { AlertsV1.Escalation(c: $0.pointee) })
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("alertId", .string(String(self.alertId))), ("initiator", self.initiator.map { $0.jsonValue } ?? .null), ("message", .string(self.message)), ("location", self.location.map { $0.jsonValue } ?? .null), ("state", .string(self.state.protoName)), ("raisedAtMs", .string(String(self.raisedAtMs))), ("resolvedAtMs", .string(String(self.resolvedAtMs))), ("resolvedBy", .string(self.resolvedBy)), ("recipients", .array(self.recipients.map { $0.jsonValue })), ("emergency", self.emergency.map { $0.jsonValue } ?? .null)])
+        .object([("alertId", .string(String(self.alertId))), ("initiator", self.initiator.map { $0.jsonValue } ?? .null), ("message", .string(self.message)), ("location", self.location.map { $0.jsonValue } ?? .null), ("state", .string(self.state.protoName)), ("raisedAtMs", .string(String(self.raisedAtMs))), ("resolvedAtMs", .string(String(self.resolvedAtMs))), ("resolvedBy", .string(self.resolvedBy)), ("recipients", .array(self.recipients.map { $0.jsonValue })), ("emergency", self.emergency.map { $0.jsonValue } ?? .null), ("escalation", self.escalation.map { $0.jsonValue } ?? .null)])
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1798,6 +1854,7 @@ extension AlertsV1.HelpAlert {
             case "resolvedBy", "resolved_by": self.resolvedBy = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
             case "recipients": self.recipients = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.Recipient(json: item) } }
             case "emergency": self.emergency = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.EmergencyPrompt.self) }
+            case "escalation": self.escalation = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.Escalation.self) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -1810,12 +1867,108 @@ extension AlertsV1.HelpAlert {
         m = Swift.max(m, (self.location?.largestUInt64 ?? 0))
         m = Swift.max(m, self.recipients.reduce(0) { Swift.max($0, $1.largestUInt64) })
         m = Swift.max(m, (self.emergency?.largestUInt64 ?? 0))
+        m = Swift.max(m, (self.escalation?.largestUInt64 ?? 0))
         return m
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(alertId: ProtoSample.uint64(seed, 1), initiator: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.Person.sample(seed: seed &+ 2, depth: depth + 1) : AlertsV1.Person()), message: ProtoSample.string(seed, "message"), location: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.AlertLocation.sample(seed: seed &+ 4, depth: depth + 1) : AlertsV1.AlertLocation()), state: ProtoSample.enumValue(seed, AlertsV1.AlertState.self), raisedAtMs: ProtoSample.int64(seed, 6), resolvedAtMs: ProtoSample.int64(seed, 7), resolvedBy: ProtoSample.string(seed, "resolved_by"), recipients: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.Recipient.sample(seed: seed &+ UInt64(i) &+ 9, depth: depth + 1) } : [], emergency: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.EmergencyPrompt.sample(seed: seed &+ 10, depth: depth + 1) : AlertsV1.EmergencyPrompt()))
+        Self(alertId: ProtoSample.uint64(seed, 1), initiator: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.Person.sample(seed: seed &+ 2, depth: depth + 1) : AlertsV1.Person()), message: ProtoSample.string(seed, "message"), location: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.AlertLocation.sample(seed: seed &+ 4, depth: depth + 1) : AlertsV1.AlertLocation()), state: ProtoSample.enumValue(seed, AlertsV1.AlertState.self), raisedAtMs: ProtoSample.int64(seed, 6), resolvedAtMs: ProtoSample.int64(seed, 7), resolvedBy: ProtoSample.string(seed, "resolved_by"), recipients: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.Recipient.sample(seed: seed &+ UInt64(i) &+ 9, depth: depth + 1) } : [], emergency: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.EmergencyPrompt.sample(seed: seed &+ 10, depth: depth + 1) : AlertsV1.EmergencyPrompt()), escalation: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.Escalation.sample(seed: seed &+ 11, depth: depth + 1) : AlertsV1.Escalation()))
+    }
+}
+
+extension AlertsV1 {
+    /// `frienso.alerts.v1.Escalation`
+    public struct Escalation: ProtoMessage {
+        public var escalatedAtMs: Int64 = 0
+        public var number: String = ""
+        public var label: String = ""
+        public var location: AlertsV1.AlertLocation? = nil
+        public var resentTo: UInt32 = 0
+
+        public init() {}
+
+        public init(escalatedAtMs: Int64 = 0, number: String = "", label: String = "", location: AlertsV1.AlertLocation? = nil, resentTo: UInt32 = 0) {
+        self.escalatedAtMs = escalatedAtMs
+        self.number = number
+        self.label = label
+        self.location = location
+        self.resentTo = resentTo
+        }
+    }
+}
+
+extension AlertsV1.Escalation {
+    public static let protoName = "frienso.alerts.v1.Escalation"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__Escalation()
+        frienso__alerts__v1__escalation__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__escalation__get_packed_size, pack: frienso__alerts__v1__escalation__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__Escalation()
+        frienso__alerts__v1__escalation__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__escalation__get_packed_size, pack: frienso__alerts__v1__escalation__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Escalation", unpack: frienso__alerts__v1__escalation__unpack, free: frienso__alerts__v1__escalation__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Escalation", unpack: frienso__alerts__v1__escalation__unpack, free: frienso__alerts__v1__escalation__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__Escalation, arena: ProtoArena) {
+        c.escalated_at_ms = self.escalatedAtMs
+        if !self.number.isEmpty { c.number = arena.string(self.number) }
+        if !self.label.isEmpty { c.label = arena.string(self.label) }
+        if let value = self.location {
+            c.location = arena.message(of: Frienso__Alerts__V1__AlertLocation.self) { frienso__alerts__v1__alert_location__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.resent_to = self.resentTo
+    }
+
+    init(c: Frienso__Alerts__V1__Escalation) {
+        self.init(escalatedAtMs: c.escalated_at_ms, number: ProtoRuntime.string(c.number), label: ProtoRuntime.string(c.label), location: c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }, resentTo: c.resent_to)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("escalatedAtMs", .string(String(self.escalatedAtMs))), ("number", .string(self.number)), ("label", .string(self.label)), ("location", self.location.map { $0.jsonValue } ?? .null), ("resentTo", .number(Double(self.resentTo)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "escalatedAtMs", "escalated_at_ms": self.escalatedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "number": self.number = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "label": self.label = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "location": self.location = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.AlertLocation.self) }
+            case "resentTo", "resent_to": self.resentTo = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.location?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(escalatedAtMs: ProtoSample.int64(seed, 1), number: ProtoSample.string(seed, "number"), label: ProtoSample.string(seed, "label"), location: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.AlertLocation.sample(seed: seed &+ 4, depth: depth + 1) : AlertsV1.AlertLocation()), resentTo: ProtoSample.uint32(seed, 5))
     }
 }
 
@@ -4128,6 +4281,598 @@ extension AlertsV1.ListResourcesResponse {
 }
 
 extension AlertsV1 {
+    /// `frienso.alerts.v1.CheckInTimer`
+    public struct CheckInTimer: ProtoMessage {
+        public var timerId: UInt64 = 0
+        public var note: String = ""
+        public var state: AlertsV1.TimerState = .init(rawValue: 0)
+        public var startedAtMs: Int64 = 0
+        public var dueAtMs: Int64 = 0
+        public var warnAtMs: Int64 = 0
+        public var warnedAtMs: Int64 = 0
+        public var endedAtMs: Int64 = 0
+        public var alertId: UInt64 = 0
+        public var hasPin: Bool = false
+        public var failedAttempts: UInt32 = 0
+
+        public init() {}
+
+        public init(timerId: UInt64 = 0, note: String = "", state: AlertsV1.TimerState = .init(rawValue: 0), startedAtMs: Int64 = 0, dueAtMs: Int64 = 0, warnAtMs: Int64 = 0, warnedAtMs: Int64 = 0, endedAtMs: Int64 = 0, alertId: UInt64 = 0, hasPin: Bool = false, failedAttempts: UInt32 = 0) {
+        self.timerId = timerId
+        self.note = note
+        self.state = state
+        self.startedAtMs = startedAtMs
+        self.dueAtMs = dueAtMs
+        self.warnAtMs = warnAtMs
+        self.warnedAtMs = warnedAtMs
+        self.endedAtMs = endedAtMs
+        self.alertId = alertId
+        self.hasPin = hasPin
+        self.failedAttempts = failedAttempts
+        }
+    }
+}
+
+extension AlertsV1.CheckInTimer {
+    public static let protoName = "frienso.alerts.v1.CheckInTimer"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__CheckInTimer()
+        frienso__alerts__v1__check_in_timer__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__check_in_timer__get_packed_size, pack: frienso__alerts__v1__check_in_timer__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__CheckInTimer()
+        frienso__alerts__v1__check_in_timer__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__check_in_timer__get_packed_size, pack: frienso__alerts__v1__check_in_timer__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.CheckInTimer", unpack: frienso__alerts__v1__check_in_timer__unpack, free: frienso__alerts__v1__check_in_timer__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.CheckInTimer", unpack: frienso__alerts__v1__check_in_timer__unpack, free: frienso__alerts__v1__check_in_timer__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__CheckInTimer, arena: ProtoArena) {
+        c.timer_id = self.timerId
+        if !self.note.isEmpty { c.note = arena.string(self.note) }
+        c.state = Frienso__Alerts__V1__TimerState(rawValue: .init(truncatingIfNeeded: self.state.rawValue))
+        c.started_at_ms = self.startedAtMs
+        c.due_at_ms = self.dueAtMs
+        c.warn_at_ms = self.warnAtMs
+        c.warned_at_ms = self.warnedAtMs
+        c.ended_at_ms = self.endedAtMs
+        c.alert_id = self.alertId
+        c.has_pin = (self.hasPin ? 1 : 0)
+        c.failed_attempts = self.failedAttempts
+    }
+
+    init(c: Frienso__Alerts__V1__CheckInTimer) {
+        self.init(timerId: c.timer_id, note: ProtoRuntime.string(c.note), state: AlertsV1.TimerState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue)), startedAtMs: c.started_at_ms, dueAtMs: c.due_at_ms, warnAtMs: c.warn_at_ms, warnedAtMs: c.warned_at_ms, endedAtMs: c.ended_at_ms, alertId: c.alert_id, hasPin: (c.has_pin != 0), failedAttempts: c.failed_attempts)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("timerId", .string(String(self.timerId))), ("note", .string(self.note)), ("state", .string(self.state.protoName)), ("startedAtMs", .string(String(self.startedAtMs))), ("dueAtMs", .string(String(self.dueAtMs))), ("warnAtMs", .string(String(self.warnAtMs))), ("warnedAtMs", .string(String(self.warnedAtMs))), ("endedAtMs", .string(String(self.endedAtMs))), ("alertId", .string(String(self.alertId))), ("hasPin", .bool(self.hasPin)), ("failedAttempts", .number(Double(self.failedAttempts)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "timerId", "timer_id": self.timerId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "note": self.note = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "state": self.state = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.TimerState.self) }
+            case "startedAtMs", "started_at_ms": self.startedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "dueAtMs", "due_at_ms": self.dueAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "warnAtMs", "warn_at_ms": self.warnAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "warnedAtMs", "warned_at_ms": self.warnedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "endedAtMs", "ended_at_ms": self.endedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "alertId", "alert_id": self.alertId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "hasPin", "has_pin": self.hasPin = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "failedAttempts", "failed_attempts": self.failedAttempts = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.timerId
+        m = Swift.max(m, self.alertId)
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(timerId: ProtoSample.uint64(seed, 1), note: ProtoSample.string(seed, "note"), state: ProtoSample.enumValue(seed, AlertsV1.TimerState.self), startedAtMs: ProtoSample.int64(seed, 4), dueAtMs: ProtoSample.int64(seed, 5), warnAtMs: ProtoSample.int64(seed, 6), warnedAtMs: ProtoSample.int64(seed, 7), endedAtMs: ProtoSample.int64(seed, 8), alertId: ProtoSample.uint64(seed, 9), hasPin: seed % 2 == 0, failedAttempts: ProtoSample.uint32(seed, 11))
+    }
+}
+
+extension AlertsV1 {
+    /// `frienso.alerts.v1.StartTimerRequest`
+    public struct StartTimerRequest: ProtoMessage {
+        public var dueAtMs: Int64 = 0
+        public var minutes: UInt32 = 0
+        public var note: String = ""
+        public var pin: String = ""
+
+        public init() {}
+
+        public init(dueAtMs: Int64 = 0, minutes: UInt32 = 0, note: String = "", pin: String = "") {
+        self.dueAtMs = dueAtMs
+        self.minutes = minutes
+        self.note = note
+        self.pin = pin
+        }
+    }
+}
+
+extension AlertsV1.StartTimerRequest {
+    public static let protoName = "frienso.alerts.v1.StartTimerRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__StartTimerRequest()
+        frienso__alerts__v1__start_timer_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_request__get_packed_size, pack: frienso__alerts__v1__start_timer_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__StartTimerRequest()
+        frienso__alerts__v1__start_timer_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_request__get_packed_size, pack: frienso__alerts__v1__start_timer_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartTimerRequest", unpack: frienso__alerts__v1__start_timer_request__unpack, free: frienso__alerts__v1__start_timer_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartTimerRequest", unpack: frienso__alerts__v1__start_timer_request__unpack, free: frienso__alerts__v1__start_timer_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__StartTimerRequest, arena: ProtoArena) {
+        c.due_at_ms = self.dueAtMs
+        c.minutes = self.minutes
+        if !self.note.isEmpty { c.note = arena.string(self.note) }
+        if !self.pin.isEmpty { c.pin = arena.string(self.pin) }
+    }
+
+    init(c: Frienso__Alerts__V1__StartTimerRequest) {
+        self.init(dueAtMs: c.due_at_ms, minutes: c.minutes, note: ProtoRuntime.string(c.note), pin: ProtoRuntime.string(c.pin))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("dueAtMs", .string(String(self.dueAtMs))), ("minutes", .number(Double(self.minutes))), ("note", .string(self.note)), ("pin", .string(self.pin))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "dueAtMs", "due_at_ms": self.dueAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "minutes": self.minutes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "note": self.note = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "pin": self.pin = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(dueAtMs: ProtoSample.int64(seed, 1), minutes: ProtoSample.uint32(seed, 2), note: ProtoSample.string(seed, "note"), pin: ProtoSample.string(seed, "pin"))
+    }
+}
+
+extension AlertsV1 {
+    /// `frienso.alerts.v1.StartTimerResponse`
+    public struct StartTimerResponse: ProtoMessage {
+        public var timer: AlertsV1.CheckInTimer? = nil
+
+        public init() {}
+
+        public init(timer: AlertsV1.CheckInTimer? = nil) {
+        self.timer = timer
+        }
+    }
+}
+
+extension AlertsV1.StartTimerResponse {
+    public static let protoName = "frienso.alerts.v1.StartTimerResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__StartTimerResponse()
+        frienso__alerts__v1__start_timer_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_response__get_packed_size, pack: frienso__alerts__v1__start_timer_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__StartTimerResponse()
+        frienso__alerts__v1__start_timer_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_response__get_packed_size, pack: frienso__alerts__v1__start_timer_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartTimerResponse", unpack: frienso__alerts__v1__start_timer_response__unpack, free: frienso__alerts__v1__start_timer_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartTimerResponse", unpack: frienso__alerts__v1__start_timer_response__unpack, free: frienso__alerts__v1__start_timer_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__StartTimerResponse, arena: ProtoArena) {
+        if let value = self.timer {
+            c.timer = arena.message(of: Frienso__Alerts__V1__CheckInTimer.self) { frienso__alerts__v1__check_in_timer__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Alerts__V1__StartTimerResponse) {
+        self.init(timer: c.timer.map { AlertsV1.CheckInTimer(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("timer", self.timer.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "timer": self.timer = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.CheckInTimer.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.timer?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(timer: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.CheckInTimer.sample(seed: seed &+ 1, depth: depth + 1) : AlertsV1.CheckInTimer()))
+    }
+}
+
+extension AlertsV1 {
+    /// `frienso.alerts.v1.EndTimerRequest`
+    public struct EndTimerRequest: ProtoMessage {
+        public var password: String = ""
+        public var pin: String = ""
+
+        public init() {}
+
+        public init(password: String = "", pin: String = "") {
+        self.password = password
+        self.pin = pin
+        }
+    }
+}
+
+extension AlertsV1.EndTimerRequest {
+    public static let protoName = "frienso.alerts.v1.EndTimerRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__EndTimerRequest()
+        frienso__alerts__v1__end_timer_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_request__get_packed_size, pack: frienso__alerts__v1__end_timer_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__EndTimerRequest()
+        frienso__alerts__v1__end_timer_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_request__get_packed_size, pack: frienso__alerts__v1__end_timer_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndTimerRequest", unpack: frienso__alerts__v1__end_timer_request__unpack, free: frienso__alerts__v1__end_timer_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndTimerRequest", unpack: frienso__alerts__v1__end_timer_request__unpack, free: frienso__alerts__v1__end_timer_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__EndTimerRequest, arena: ProtoArena) {
+        if !self.password.isEmpty { c.password = arena.string(self.password) }
+        if !self.pin.isEmpty { c.pin = arena.string(self.pin) }
+    }
+
+    init(c: Frienso__Alerts__V1__EndTimerRequest) {
+        self.init(password: ProtoRuntime.string(c.password), pin: ProtoRuntime.string(c.pin))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("password", .string(self.password)), ("pin", .string(self.pin))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "password": self.password = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "pin": self.pin = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(password: ProtoSample.string(seed, "password"), pin: ProtoSample.string(seed, "pin"))
+    }
+}
+
+extension AlertsV1 {
+    /// `frienso.alerts.v1.EndTimerResponse`
+    public struct EndTimerResponse: ProtoMessage {
+        public var timer: AlertsV1.CheckInTimer? = nil
+
+        public init() {}
+
+        public init(timer: AlertsV1.CheckInTimer? = nil) {
+        self.timer = timer
+        }
+    }
+}
+
+extension AlertsV1.EndTimerResponse {
+    public static let protoName = "frienso.alerts.v1.EndTimerResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__EndTimerResponse()
+        frienso__alerts__v1__end_timer_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_response__get_packed_size, pack: frienso__alerts__v1__end_timer_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__EndTimerResponse()
+        frienso__alerts__v1__end_timer_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_response__get_packed_size, pack: frienso__alerts__v1__end_timer_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndTimerResponse", unpack: frienso__alerts__v1__end_timer_response__unpack, free: frienso__alerts__v1__end_timer_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndTimerResponse", unpack: frienso__alerts__v1__end_timer_response__unpack, free: frienso__alerts__v1__end_timer_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__EndTimerResponse, arena: ProtoArena) {
+        if let value = self.timer {
+            c.timer = arena.message(of: Frienso__Alerts__V1__CheckInTimer.self) { frienso__alerts__v1__check_in_timer__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Alerts__V1__EndTimerResponse) {
+        self.init(timer: c.timer.map { AlertsV1.CheckInTimer(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("timer", self.timer.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "timer": self.timer = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.CheckInTimer.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.timer?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(timer: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.CheckInTimer.sample(seed: seed &+ 1, depth: depth + 1) : AlertsV1.CheckInTimer()))
+    }
+}
+
+extension AlertsV1 {
+    /// `frienso.alerts.v1.GetTimerRequest`
+    public struct GetTimerRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension AlertsV1.GetTimerRequest {
+    public static let protoName = "frienso.alerts.v1.GetTimerRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__GetTimerRequest()
+        frienso__alerts__v1__get_timer_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_request__get_packed_size, pack: frienso__alerts__v1__get_timer_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__GetTimerRequest()
+        frienso__alerts__v1__get_timer_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_request__get_packed_size, pack: frienso__alerts__v1__get_timer_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetTimerRequest", unpack: frienso__alerts__v1__get_timer_request__unpack, free: frienso__alerts__v1__get_timer_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetTimerRequest", unpack: frienso__alerts__v1__get_timer_request__unpack, free: frienso__alerts__v1__get_timer_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Alerts__V1__GetTimerRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Alerts__V1__GetTimerRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension AlertsV1 {
+    /// `frienso.alerts.v1.GetTimerResponse`
+    public struct GetTimerResponse: ProtoMessage {
+        public var timer: AlertsV1.CheckInTimer? = nil
+
+        public init() {}
+
+        public init(timer: AlertsV1.CheckInTimer? = nil) {
+        self.timer = timer
+        }
+    }
+}
+
+extension AlertsV1.GetTimerResponse {
+    public static let protoName = "frienso.alerts.v1.GetTimerResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__GetTimerResponse()
+        frienso__alerts__v1__get_timer_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_response__get_packed_size, pack: frienso__alerts__v1__get_timer_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__GetTimerResponse()
+        frienso__alerts__v1__get_timer_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_response__get_packed_size, pack: frienso__alerts__v1__get_timer_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetTimerResponse", unpack: frienso__alerts__v1__get_timer_response__unpack, free: frienso__alerts__v1__get_timer_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetTimerResponse", unpack: frienso__alerts__v1__get_timer_response__unpack, free: frienso__alerts__v1__get_timer_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__GetTimerResponse, arena: ProtoArena) {
+        if let value = self.timer {
+            c.timer = arena.message(of: Frienso__Alerts__V1__CheckInTimer.self) { frienso__alerts__v1__check_in_timer__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Alerts__V1__GetTimerResponse) {
+        self.init(timer: c.timer.map { AlertsV1.CheckInTimer(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("timer", self.timer.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "timer": self.timer = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, AlertsV1.CheckInTimer.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.timer?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(timer: seed % 4 == 3 ? nil : (depth < 3 ? AlertsV1.CheckInTimer.sample(seed: seed &+ 1, depth: depth + 1) : AlertsV1.CheckInTimer()))
+    }
+}
+
+extension AlertsV1 {
     /// `frienso.alerts.v1.AlertEvent`
     public struct AlertEvent: ProtoMessage {
         public var kind: AlertsV1.EventKind = .init(rawValue: 0)
@@ -4478,16 +5223,18 @@ extension AlertsV1 {
         public var alertsReceived: [AlertsV1.HelpAlert] = []
         public var devices: [AlertsV1.Device] = []
         public var deliveries: [AlertsV1.Delivery] = []
+        public var timers: [AlertsV1.CheckInTimer] = []
 
         public init() {}
 
-        public init(watches: [AlertsV1.WatchSession] = [], watched: [AlertsV1.WatchSession] = [], alerts: [AlertsV1.HelpAlert] = [], alertsReceived: [AlertsV1.HelpAlert] = [], devices: [AlertsV1.Device] = [], deliveries: [AlertsV1.Delivery] = []) {
+        public init(watches: [AlertsV1.WatchSession] = [], watched: [AlertsV1.WatchSession] = [], alerts: [AlertsV1.HelpAlert] = [], alertsReceived: [AlertsV1.HelpAlert] = [], devices: [AlertsV1.Device] = [], deliveries: [AlertsV1.Delivery] = [], timers: [AlertsV1.CheckInTimer] = []) {
         self.watches = watches
         self.watched = watched
         self.alerts = alerts
         self.alertsReceived = alertsReceived
         self.devices = devices
         self.deliveries = deliveries
+        self.timers = timers
         }
     }
 }
@@ -4534,15 +5281,17 @@ extension AlertsV1.ExportMyDataResponse {
         c.devices = arena.array(self.devices.map { value in arena.message(of: Frienso__Alerts__V1__Device.self) { frienso__alerts__v1__device__init($0); value.copy(into: &$0.pointee, arena: arena) } })
         c.n_deliveries = self.deliveries.count
         c.deliveries = arena.array(self.deliveries.map { value in arena.message(of: Frienso__Alerts__V1__Delivery.self) { frienso__alerts__v1__delivery__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_timers = self.timers.count
+        c.timers = arena.array(self.timers.map { value in arena.message(of: Frienso__Alerts__V1__CheckInTimer.self) { frienso__alerts__v1__check_in_timer__init($0); value.copy(into: &$0.pointee, arena: arena) } })
     }
 
     init(c: Frienso__Alerts__V1__ExportMyDataResponse) {
-        self.init(watches: ProtoRuntime.array(c.watches, count: c.n_watches) { AlertsV1.WatchSession(c: $0!.pointee) }, watched: ProtoRuntime.array(c.watched, count: c.n_watched) { AlertsV1.WatchSession(c: $0!.pointee) }, alerts: ProtoRuntime.array(c.alerts, count: c.n_alerts) { AlertsV1.HelpAlert(c: $0!.pointee) }, alertsReceived: ProtoRuntime.array(c.alerts_received, count: c.n_alerts_received) { AlertsV1.HelpAlert(c: $0!.pointee) }, devices: ProtoRuntime.array(c.devices, count: c.n_devices) { AlertsV1.Device(c: $0!.pointee) }, deliveries: ProtoRuntime.array(c.deliveries, count: c.n_deliveries) { AlertsV1.Delivery(c: $0!.pointee) })
+        self.init(watches: ProtoRuntime.array(c.watches, count: c.n_watches) { AlertsV1.WatchSession(c: $0!.pointee) }, watched: ProtoRuntime.array(c.watched, count: c.n_watched) { AlertsV1.WatchSession(c: $0!.pointee) }, alerts: ProtoRuntime.array(c.alerts, count: c.n_alerts) { AlertsV1.HelpAlert(c: $0!.pointee) }, alertsReceived: ProtoRuntime.array(c.alerts_received, count: c.n_alerts_received) { AlertsV1.HelpAlert(c: $0!.pointee) }, devices: ProtoRuntime.array(c.devices, count: c.n_devices) { AlertsV1.Device(c: $0!.pointee) }, deliveries: ProtoRuntime.array(c.deliveries, count: c.n_deliveries) { AlertsV1.Delivery(c: $0!.pointee) }, timers: ProtoRuntime.array(c.timers, count: c.n_timers) { AlertsV1.CheckInTimer(c: $0!.pointee) })
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("watches", .array(self.watches.map { $0.jsonValue })), ("watched", .array(self.watched.map { $0.jsonValue })), ("alerts", .array(self.alerts.map { $0.jsonValue })), ("alertsReceived", .array(self.alertsReceived.map { $0.jsonValue })), ("devices", .array(self.devices.map { $0.jsonValue })), ("deliveries", .array(self.deliveries.map { $0.jsonValue }))])
+        .object([("watches", .array(self.watches.map { $0.jsonValue })), ("watched", .array(self.watched.map { $0.jsonValue })), ("alerts", .array(self.alerts.map { $0.jsonValue })), ("alertsReceived", .array(self.alertsReceived.map { $0.jsonValue })), ("devices", .array(self.devices.map { $0.jsonValue })), ("deliveries", .array(self.deliveries.map { $0.jsonValue })), ("timers", .array(self.timers.map { $0.jsonValue }))])
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4556,6 +5305,7 @@ extension AlertsV1.ExportMyDataResponse {
             case "alertsReceived", "alerts_received": self.alertsReceived = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.HelpAlert(json: item) } }
             case "devices": self.devices = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.Device(json: item) } }
             case "deliveries": self.deliveries = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.Delivery(json: item) } }
+            case "timers": self.timers = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.CheckInTimer(json: item) } }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -4569,12 +5319,13 @@ extension AlertsV1.ExportMyDataResponse {
         m = Swift.max(m, self.alertsReceived.reduce(0) { Swift.max($0, $1.largestUInt64) })
         m = Swift.max(m, self.devices.reduce(0) { Swift.max($0, $1.largestUInt64) })
         m = Swift.max(m, self.deliveries.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.timers.reduce(0) { Swift.max($0, $1.largestUInt64) })
         return m
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(watches: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.WatchSession.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], watched: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.WatchSession.sample(seed: seed &+ UInt64(i) &+ 2, depth: depth + 1) } : [], alerts: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.HelpAlert.sample(seed: seed &+ UInt64(i) &+ 3, depth: depth + 1) } : [], alertsReceived: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.HelpAlert.sample(seed: seed &+ UInt64(i) &+ 4, depth: depth + 1) } : [], devices: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.Device.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [], deliveries: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.Delivery.sample(seed: seed &+ UInt64(i) &+ 6, depth: depth + 1) } : [])
+        Self(watches: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.WatchSession.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], watched: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.WatchSession.sample(seed: seed &+ UInt64(i) &+ 2, depth: depth + 1) } : [], alerts: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.HelpAlert.sample(seed: seed &+ UInt64(i) &+ 3, depth: depth + 1) } : [], alertsReceived: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.HelpAlert.sample(seed: seed &+ UInt64(i) &+ 4, depth: depth + 1) } : [], devices: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.Device.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [], deliveries: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.Delivery.sample(seed: seed &+ UInt64(i) &+ 6, depth: depth + 1) } : [], timers: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.CheckInTimer.sample(seed: seed &+ UInt64(i) &+ 7, depth: depth + 1) } : [])
     }
 }
 
@@ -4599,10 +5350,13 @@ extension AlertsV1 {
         public static let listResources = RPCMethod<ListResourcesRequest, ListResourcesResponse>(service: "alerts", name: "ListResources", access: .authenticated)
         public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "alerts", name: "EraseUser", access: .internal, callers: ["accounts"])
         public static let exportMyData = RPCMethod<ExportMyDataRequest, ExportMyDataResponse>(service: "alerts", name: "ExportMyData", access: .authenticated)
+        public static let startTimer = RPCMethod<StartTimerRequest, StartTimerResponse>(service: "alerts", name: "StartTimer", access: .authenticated)
+        public static let endTimer = RPCMethod<EndTimerRequest, EndTimerResponse>(service: "alerts", name: "EndTimer", access: .authenticated)
+        public static let getTimer = RPCMethod<GetTimerRequest, GetTimerResponse>(service: "alerts", name: "GetTimer", access: .authenticated)
 
-        public static let all: [AnyRPCMethod] = [startWatch.erased, extendWatch.erased, endWatch.erased, getWatch.erased, raiseHelpNow.erased, resolveHelpNow.erased, reportEmergencyCall.erased, getHelpNow.erased, listInbox.erased, respondInbox.erased, registerDevice.erased, unregisterDevice.erased, listDevices.erased, listOutbox.erased, importResources.erased, listResources.erased, eraseUser.erased, exportMyData.erased]
+        public static let all: [AnyRPCMethod] = [startWatch.erased, extendWatch.erased, endWatch.erased, getWatch.erased, raiseHelpNow.erased, resolveHelpNow.erased, reportEmergencyCall.erased, getHelpNow.erased, listInbox.erased, respondInbox.erased, registerDevice.erased, unregisterDevice.erased, listDevices.erased, listOutbox.erased, importResources.erased, listResources.erased, eraseUser.erased, exportMyData.erased, startTimer.erased, endTimer.erased, getTimer.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [startWatch.jsonCodec, extendWatch.jsonCodec, endWatch.jsonCodec, getWatch.jsonCodec, raiseHelpNow.jsonCodec, resolveHelpNow.jsonCodec, reportEmergencyCall.jsonCodec, getHelpNow.jsonCodec, listInbox.jsonCodec, respondInbox.jsonCodec, registerDevice.jsonCodec, unregisterDevice.jsonCodec, listDevices.jsonCodec, listOutbox.jsonCodec, importResources.jsonCodec, listResources.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [startWatch.jsonCodec, extendWatch.jsonCodec, endWatch.jsonCodec, getWatch.jsonCodec, raiseHelpNow.jsonCodec, resolveHelpNow.jsonCodec, reportEmergencyCall.jsonCodec, getHelpNow.jsonCodec, listInbox.jsonCodec, respondInbox.jsonCodec, registerDevice.jsonCodec, unregisterDevice.jsonCodec, listDevices.jsonCodec, listOutbox.jsonCodec, importResources.jsonCodec, listResources.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec, startTimer.jsonCodec, endTimer.jsonCodec, getTimer.jsonCodec]
     }
 }

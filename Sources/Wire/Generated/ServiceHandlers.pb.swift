@@ -48,6 +48,8 @@ extension AccountsV1.AccountsService {
         func profilesSnapshot(_ request: AccountsV1.ProfilesSnapshotRequest, _ context: RequestContext) async throws -> AccountsV1.ProfilesSnapshotResponse
         /// `accounts.ExportMyData` (authenticated).
         func exportMyData(_ request: AccountsV1.ExportMyDataRequest, _ context: RequestContext) async throws -> AccountsV1.ExportMyDataResponse
+        /// `accounts.VerifyPassword` (internal: alerts).
+        func verifyPassword(_ request: AccountsV1.VerifyPasswordRequest, _ context: RequestContext) async throws -> AccountsV1.VerifyPasswordResponse
     }
 }
 
@@ -84,6 +86,7 @@ extension MethodRouter {
         register(AccountsV1.AccountsService.matchContacts) { try await handler.matchContacts($0, $1) }
         register(AccountsV1.AccountsService.profilesSnapshot) { try await handler.profilesSnapshot($0, $1) }
         register(AccountsV1.AccountsService.exportMyData) { try await handler.exportMyData($0, $1) }
+        register(AccountsV1.AccountsService.verifyPassword) { try await handler.verifyPassword($0, $1) }
     }
 }
 
@@ -127,6 +130,12 @@ extension AlertsV1.AlertsService {
         func eraseUser(_ request: AlertsV1.EraseUserRequest, _ context: RequestContext) async throws -> AlertsV1.EraseUserResponse
         /// `alerts.ExportMyData` (authenticated).
         func exportMyData(_ request: AlertsV1.ExportMyDataRequest, _ context: RequestContext) async throws -> AlertsV1.ExportMyDataResponse
+        /// `alerts.StartTimer` (authenticated).
+        func startTimer(_ request: AlertsV1.StartTimerRequest, _ context: RequestContext) async throws -> AlertsV1.StartTimerResponse
+        /// `alerts.EndTimer` (authenticated).
+        func endTimer(_ request: AlertsV1.EndTimerRequest, _ context: RequestContext) async throws -> AlertsV1.EndTimerResponse
+        /// `alerts.GetTimer` (authenticated).
+        func getTimer(_ request: AlertsV1.GetTimerRequest, _ context: RequestContext) async throws -> AlertsV1.GetTimerResponse
     }
 }
 
@@ -160,6 +169,9 @@ extension MethodRouter {
         register(AlertsV1.AlertsService.listResources) { try await handler.listResources($0, $1) }
         register(AlertsV1.AlertsService.eraseUser) { try await handler.eraseUser($0, $1) }
         register(AlertsV1.AlertsService.exportMyData) { try await handler.exportMyData($0, $1) }
+        register(AlertsV1.AlertsService.startTimer) { try await handler.startTimer($0, $1) }
+        register(AlertsV1.AlertsService.endTimer) { try await handler.endTimer($0, $1) }
+        register(AlertsV1.AlertsService.getTimer) { try await handler.getTimer($0, $1) }
     }
 }
 

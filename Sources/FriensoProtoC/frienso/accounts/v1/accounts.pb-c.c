@@ -2347,6 +2347,96 @@ void   frienso__accounts__v1__export_my_data_response__free_unpacked
   assert(message->base.descriptor == &frienso__accounts__v1__export_my_data_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__accounts__v1__verify_password_request__init
+                     (Frienso__Accounts__V1__VerifyPasswordRequest         *message)
+{
+  static const Frienso__Accounts__V1__VerifyPasswordRequest init_value = FRIENSO__ACCOUNTS__V1__VERIFY_PASSWORD_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__verify_password_request__get_packed_size
+                     (const Frienso__Accounts__V1__VerifyPasswordRequest *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__verify_password_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__verify_password_request__pack
+                     (const Frienso__Accounts__V1__VerifyPasswordRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__verify_password_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__verify_password_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__VerifyPasswordRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__verify_password_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__VerifyPasswordRequest *
+       frienso__accounts__v1__verify_password_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__VerifyPasswordRequest *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__verify_password_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__verify_password_request__free_unpacked
+                     (Frienso__Accounts__V1__VerifyPasswordRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__verify_password_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__accounts__v1__verify_password_response__init
+                     (Frienso__Accounts__V1__VerifyPasswordResponse         *message)
+{
+  static const Frienso__Accounts__V1__VerifyPasswordResponse init_value = FRIENSO__ACCOUNTS__V1__VERIFY_PASSWORD_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__accounts__v1__verify_password_response__get_packed_size
+                     (const Frienso__Accounts__V1__VerifyPasswordResponse *message)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__verify_password_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__accounts__v1__verify_password_response__pack
+                     (const Frienso__Accounts__V1__VerifyPasswordResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__verify_password_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__accounts__v1__verify_password_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__VerifyPasswordResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__accounts__v1__verify_password_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Accounts__V1__VerifyPasswordResponse *
+       frienso__accounts__v1__verify_password_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Accounts__V1__VerifyPasswordResponse *)
+     protobuf_c_message_unpack (&frienso__accounts__v1__verify_password_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__accounts__v1__verify_password_response__free_unpacked
+                     (Frienso__Accounts__V1__VerifyPasswordResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__accounts__v1__verify_password_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 static const ProtobufCFieldDescriptor frienso__accounts__v1__profile__field_descriptors[6] =
 {
   {
@@ -4930,5 +5020,94 @@ const ProtobufCMessageDescriptor frienso__accounts__v1__export_my_data_response_
   frienso__accounts__v1__export_my_data_response__field_indices_by_name,
   1,  frienso__accounts__v1__export_my_data_response__number_ranges,
   (ProtobufCMessageInit) frienso__accounts__v1__export_my_data_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__verify_password_request__field_descriptors[2] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__VerifyPasswordRequest, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "password",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__VerifyPasswordRequest, password),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__verify_password_request__field_indices_by_name[] = {
+  1,   /* field[1] = password */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange frienso__accounts__v1__verify_password_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__verify_password_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.VerifyPasswordRequest",
+  "VerifyPasswordRequest",
+  "Frienso__Accounts__V1__VerifyPasswordRequest",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__VerifyPasswordRequest),
+  2,
+  frienso__accounts__v1__verify_password_request__field_descriptors,
+  frienso__accounts__v1__verify_password_request__field_indices_by_name,
+  1,  frienso__accounts__v1__verify_password_request__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__verify_password_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__accounts__v1__verify_password_response__field_descriptors[1] =
+{
+  {
+    "valid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Accounts__V1__VerifyPasswordResponse, valid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__accounts__v1__verify_password_response__field_indices_by_name[] = {
+  0,   /* field[0] = valid */
+};
+static const ProtobufCIntRange frienso__accounts__v1__verify_password_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__accounts__v1__verify_password_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.accounts.v1.VerifyPasswordResponse",
+  "VerifyPasswordResponse",
+  "Frienso__Accounts__V1__VerifyPasswordResponse",
+  "frienso.accounts.v1",
+  sizeof(Frienso__Accounts__V1__VerifyPasswordResponse),
+  1,
+  frienso__accounts__v1__verify_password_response__field_descriptors,
+  frienso__accounts__v1__verify_password_response__field_indices_by_name,
+  1,  frienso__accounts__v1__verify_password_response__number_ranges,
+  (ProtobufCMessageInit) frienso__accounts__v1__verify_password_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

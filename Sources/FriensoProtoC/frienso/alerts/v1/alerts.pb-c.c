@@ -727,6 +727,51 @@ void   frienso__alerts__v1__help_alert__free_unpacked
   assert(message->base.descriptor == &frienso__alerts__v1__help_alert__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__alerts__v1__escalation__init
+                     (Frienso__Alerts__V1__Escalation         *message)
+{
+  static const Frienso__Alerts__V1__Escalation init_value = FRIENSO__ALERTS__V1__ESCALATION__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__escalation__get_packed_size
+                     (const Frienso__Alerts__V1__Escalation *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__escalation__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__escalation__pack
+                     (const Frienso__Alerts__V1__Escalation *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__escalation__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__escalation__pack_to_buffer
+                     (const Frienso__Alerts__V1__Escalation *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__escalation__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__Escalation *
+       frienso__alerts__v1__escalation__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__Escalation *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__escalation__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__escalation__free_unpacked
+                     (Frienso__Alerts__V1__Escalation *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__escalation__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__alerts__v1__raise_help_now_request__init
                      (Frienso__Alerts__V1__RaiseHelpNowRequest         *message)
 {
@@ -1987,6 +2032,321 @@ void   frienso__alerts__v1__list_resources_response__free_unpacked
   assert(message->base.descriptor == &frienso__alerts__v1__list_resources_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__alerts__v1__check_in_timer__init
+                     (Frienso__Alerts__V1__CheckInTimer         *message)
+{
+  static const Frienso__Alerts__V1__CheckInTimer init_value = FRIENSO__ALERTS__V1__CHECK_IN_TIMER__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__check_in_timer__get_packed_size
+                     (const Frienso__Alerts__V1__CheckInTimer *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__check_in_timer__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__check_in_timer__pack
+                     (const Frienso__Alerts__V1__CheckInTimer *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__check_in_timer__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__check_in_timer__pack_to_buffer
+                     (const Frienso__Alerts__V1__CheckInTimer *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__check_in_timer__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__CheckInTimer *
+       frienso__alerts__v1__check_in_timer__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__CheckInTimer *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__check_in_timer__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__check_in_timer__free_unpacked
+                     (Frienso__Alerts__V1__CheckInTimer *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__check_in_timer__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__alerts__v1__start_timer_request__init
+                     (Frienso__Alerts__V1__StartTimerRequest         *message)
+{
+  static const Frienso__Alerts__V1__StartTimerRequest init_value = FRIENSO__ALERTS__V1__START_TIMER_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__start_timer_request__get_packed_size
+                     (const Frienso__Alerts__V1__StartTimerRequest *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__start_timer_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__start_timer_request__pack
+                     (const Frienso__Alerts__V1__StartTimerRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__start_timer_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__start_timer_request__pack_to_buffer
+                     (const Frienso__Alerts__V1__StartTimerRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__start_timer_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__StartTimerRequest *
+       frienso__alerts__v1__start_timer_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__StartTimerRequest *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__start_timer_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__start_timer_request__free_unpacked
+                     (Frienso__Alerts__V1__StartTimerRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__start_timer_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__alerts__v1__start_timer_response__init
+                     (Frienso__Alerts__V1__StartTimerResponse         *message)
+{
+  static const Frienso__Alerts__V1__StartTimerResponse init_value = FRIENSO__ALERTS__V1__START_TIMER_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__start_timer_response__get_packed_size
+                     (const Frienso__Alerts__V1__StartTimerResponse *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__start_timer_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__start_timer_response__pack
+                     (const Frienso__Alerts__V1__StartTimerResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__start_timer_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__start_timer_response__pack_to_buffer
+                     (const Frienso__Alerts__V1__StartTimerResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__start_timer_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__StartTimerResponse *
+       frienso__alerts__v1__start_timer_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__StartTimerResponse *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__start_timer_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__start_timer_response__free_unpacked
+                     (Frienso__Alerts__V1__StartTimerResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__start_timer_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__alerts__v1__end_timer_request__init
+                     (Frienso__Alerts__V1__EndTimerRequest         *message)
+{
+  static const Frienso__Alerts__V1__EndTimerRequest init_value = FRIENSO__ALERTS__V1__END_TIMER_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__end_timer_request__get_packed_size
+                     (const Frienso__Alerts__V1__EndTimerRequest *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__end_timer_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__end_timer_request__pack
+                     (const Frienso__Alerts__V1__EndTimerRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__end_timer_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__end_timer_request__pack_to_buffer
+                     (const Frienso__Alerts__V1__EndTimerRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__end_timer_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__EndTimerRequest *
+       frienso__alerts__v1__end_timer_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__EndTimerRequest *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__end_timer_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__end_timer_request__free_unpacked
+                     (Frienso__Alerts__V1__EndTimerRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__end_timer_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__alerts__v1__end_timer_response__init
+                     (Frienso__Alerts__V1__EndTimerResponse         *message)
+{
+  static const Frienso__Alerts__V1__EndTimerResponse init_value = FRIENSO__ALERTS__V1__END_TIMER_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__end_timer_response__get_packed_size
+                     (const Frienso__Alerts__V1__EndTimerResponse *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__end_timer_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__end_timer_response__pack
+                     (const Frienso__Alerts__V1__EndTimerResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__end_timer_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__end_timer_response__pack_to_buffer
+                     (const Frienso__Alerts__V1__EndTimerResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__end_timer_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__EndTimerResponse *
+       frienso__alerts__v1__end_timer_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__EndTimerResponse *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__end_timer_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__end_timer_response__free_unpacked
+                     (Frienso__Alerts__V1__EndTimerResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__end_timer_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__alerts__v1__get_timer_request__init
+                     (Frienso__Alerts__V1__GetTimerRequest         *message)
+{
+  static const Frienso__Alerts__V1__GetTimerRequest init_value = FRIENSO__ALERTS__V1__GET_TIMER_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__get_timer_request__get_packed_size
+                     (const Frienso__Alerts__V1__GetTimerRequest *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__get_timer_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__get_timer_request__pack
+                     (const Frienso__Alerts__V1__GetTimerRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__get_timer_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__get_timer_request__pack_to_buffer
+                     (const Frienso__Alerts__V1__GetTimerRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__get_timer_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__GetTimerRequest *
+       frienso__alerts__v1__get_timer_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__GetTimerRequest *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__get_timer_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__get_timer_request__free_unpacked
+                     (Frienso__Alerts__V1__GetTimerRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__get_timer_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__alerts__v1__get_timer_response__init
+                     (Frienso__Alerts__V1__GetTimerResponse         *message)
+{
+  static const Frienso__Alerts__V1__GetTimerResponse init_value = FRIENSO__ALERTS__V1__GET_TIMER_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__get_timer_response__get_packed_size
+                     (const Frienso__Alerts__V1__GetTimerResponse *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__get_timer_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__get_timer_response__pack
+                     (const Frienso__Alerts__V1__GetTimerResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__get_timer_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__get_timer_response__pack_to_buffer
+                     (const Frienso__Alerts__V1__GetTimerResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__get_timer_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__GetTimerResponse *
+       frienso__alerts__v1__get_timer_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__GetTimerResponse *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__get_timer_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__get_timer_response__free_unpacked
+                     (Frienso__Alerts__V1__GetTimerResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__get_timer_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__alerts__v1__alert_event__init
                      (Frienso__Alerts__V1__AlertEvent         *message)
 {
@@ -3158,7 +3518,7 @@ const ProtobufCMessageDescriptor frienso__alerts__v1__emergency_prompt__descript
   (ProtobufCMessageInit) frienso__alerts__v1__emergency_prompt__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__alerts__v1__help_alert__field_descriptors[10] =
+static const ProtobufCFieldDescriptor frienso__alerts__v1__help_alert__field_descriptors[11] =
 {
   {
     "alert_id",
@@ -3280,10 +3640,23 @@ static const ProtobufCFieldDescriptor frienso__alerts__v1__help_alert__field_des
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "escalation",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__HelpAlert, escalation),
+    &frienso__alerts__v1__escalation__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__alerts__v1__help_alert__field_indices_by_name[] = {
   0,   /* field[0] = alert_id */
   9,   /* field[9] = emergency */
+  10,   /* field[10] = escalation */
   1,   /* field[1] = initiator */
   3,   /* field[3] = location */
   2,   /* field[2] = message */
@@ -3296,7 +3669,7 @@ static const unsigned frienso__alerts__v1__help_alert__field_indices_by_name[] =
 static const ProtobufCIntRange frienso__alerts__v1__help_alert__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 10 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor frienso__alerts__v1__help_alert__descriptor =
 {
@@ -3306,11 +3679,101 @@ const ProtobufCMessageDescriptor frienso__alerts__v1__help_alert__descriptor =
   "Frienso__Alerts__V1__HelpAlert",
   "frienso.alerts.v1",
   sizeof(Frienso__Alerts__V1__HelpAlert),
-  10,
+  11,
   frienso__alerts__v1__help_alert__field_descriptors,
   frienso__alerts__v1__help_alert__field_indices_by_name,
   1,  frienso__alerts__v1__help_alert__number_ranges,
   (ProtobufCMessageInit) frienso__alerts__v1__help_alert__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__alerts__v1__escalation__field_descriptors[5] =
+{
+  {
+    "escalated_at_ms",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__Escalation, escalated_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "number",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__Escalation, number),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "label",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__Escalation, label),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "location",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__Escalation, location),
+    &frienso__alerts__v1__alert_location__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "resent_to",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__Escalation, resent_to),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__escalation__field_indices_by_name[] = {
+  0,   /* field[0] = escalated_at_ms */
+  2,   /* field[2] = label */
+  3,   /* field[3] = location */
+  1,   /* field[1] = number */
+  4,   /* field[4] = resent_to */
+};
+static const ProtobufCIntRange frienso__alerts__v1__escalation__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__escalation__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.Escalation",
+  "Escalation",
+  "Frienso__Alerts__V1__Escalation",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__Escalation),
+  5,
+  frienso__alerts__v1__escalation__field_descriptors,
+  frienso__alerts__v1__escalation__field_indices_by_name,
+  1,  frienso__alerts__v1__escalation__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__escalation__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor frienso__alerts__v1__raise_help_now_request__field_descriptors[1] =
@@ -4836,6 +5299,434 @@ const ProtobufCMessageDescriptor frienso__alerts__v1__list_resources_response__d
   (ProtobufCMessageInit) frienso__alerts__v1__list_resources_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor frienso__alerts__v1__check_in_timer__field_descriptors[11] =
+{
+  {
+    "timer_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__CheckInTimer, timer_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "note",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__CheckInTimer, note),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "state",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__CheckInTimer, state),
+    &frienso__alerts__v1__timer_state__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "started_at_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__CheckInTimer, started_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "due_at_ms",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__CheckInTimer, due_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "warn_at_ms",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__CheckInTimer, warn_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "warned_at_ms",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__CheckInTimer, warned_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ended_at_ms",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__CheckInTimer, ended_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "alert_id",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__CheckInTimer, alert_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "has_pin",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__CheckInTimer, has_pin),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "failed_attempts",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__CheckInTimer, failed_attempts),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__check_in_timer__field_indices_by_name[] = {
+  8,   /* field[8] = alert_id */
+  4,   /* field[4] = due_at_ms */
+  7,   /* field[7] = ended_at_ms */
+  10,   /* field[10] = failed_attempts */
+  9,   /* field[9] = has_pin */
+  1,   /* field[1] = note */
+  3,   /* field[3] = started_at_ms */
+  2,   /* field[2] = state */
+  0,   /* field[0] = timer_id */
+  5,   /* field[5] = warn_at_ms */
+  6,   /* field[6] = warned_at_ms */
+};
+static const ProtobufCIntRange frienso__alerts__v1__check_in_timer__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 11 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__check_in_timer__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.CheckInTimer",
+  "CheckInTimer",
+  "Frienso__Alerts__V1__CheckInTimer",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__CheckInTimer),
+  11,
+  frienso__alerts__v1__check_in_timer__field_descriptors,
+  frienso__alerts__v1__check_in_timer__field_indices_by_name,
+  1,  frienso__alerts__v1__check_in_timer__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__check_in_timer__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__alerts__v1__start_timer_request__field_descriptors[4] =
+{
+  {
+    "due_at_ms",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__StartTimerRequest, due_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "minutes",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__StartTimerRequest, minutes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "note",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__StartTimerRequest, note),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pin",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__StartTimerRequest, pin),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__start_timer_request__field_indices_by_name[] = {
+  0,   /* field[0] = due_at_ms */
+  1,   /* field[1] = minutes */
+  2,   /* field[2] = note */
+  3,   /* field[3] = pin */
+};
+static const ProtobufCIntRange frienso__alerts__v1__start_timer_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__start_timer_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.StartTimerRequest",
+  "StartTimerRequest",
+  "Frienso__Alerts__V1__StartTimerRequest",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__StartTimerRequest),
+  4,
+  frienso__alerts__v1__start_timer_request__field_descriptors,
+  frienso__alerts__v1__start_timer_request__field_indices_by_name,
+  1,  frienso__alerts__v1__start_timer_request__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__start_timer_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__alerts__v1__start_timer_response__field_descriptors[1] =
+{
+  {
+    "timer",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__StartTimerResponse, timer),
+    &frienso__alerts__v1__check_in_timer__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__start_timer_response__field_indices_by_name[] = {
+  0,   /* field[0] = timer */
+};
+static const ProtobufCIntRange frienso__alerts__v1__start_timer_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__start_timer_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.StartTimerResponse",
+  "StartTimerResponse",
+  "Frienso__Alerts__V1__StartTimerResponse",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__StartTimerResponse),
+  1,
+  frienso__alerts__v1__start_timer_response__field_descriptors,
+  frienso__alerts__v1__start_timer_response__field_indices_by_name,
+  1,  frienso__alerts__v1__start_timer_response__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__start_timer_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__alerts__v1__end_timer_request__field_descriptors[2] =
+{
+  {
+    "password",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__EndTimerRequest, password),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pin",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__EndTimerRequest, pin),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__end_timer_request__field_indices_by_name[] = {
+  0,   /* field[0] = password */
+  1,   /* field[1] = pin */
+};
+static const ProtobufCIntRange frienso__alerts__v1__end_timer_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__end_timer_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.EndTimerRequest",
+  "EndTimerRequest",
+  "Frienso__Alerts__V1__EndTimerRequest",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__EndTimerRequest),
+  2,
+  frienso__alerts__v1__end_timer_request__field_descriptors,
+  frienso__alerts__v1__end_timer_request__field_indices_by_name,
+  1,  frienso__alerts__v1__end_timer_request__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__end_timer_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__alerts__v1__end_timer_response__field_descriptors[1] =
+{
+  {
+    "timer",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__EndTimerResponse, timer),
+    &frienso__alerts__v1__check_in_timer__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__end_timer_response__field_indices_by_name[] = {
+  0,   /* field[0] = timer */
+};
+static const ProtobufCIntRange frienso__alerts__v1__end_timer_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__end_timer_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.EndTimerResponse",
+  "EndTimerResponse",
+  "Frienso__Alerts__V1__EndTimerResponse",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__EndTimerResponse),
+  1,
+  frienso__alerts__v1__end_timer_response__field_descriptors,
+  frienso__alerts__v1__end_timer_response__field_indices_by_name,
+  1,  frienso__alerts__v1__end_timer_response__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__end_timer_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__alerts__v1__get_timer_request__field_descriptors NULL
+#define frienso__alerts__v1__get_timer_request__field_indices_by_name NULL
+#define frienso__alerts__v1__get_timer_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__alerts__v1__get_timer_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.GetTimerRequest",
+  "GetTimerRequest",
+  "Frienso__Alerts__V1__GetTimerRequest",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__GetTimerRequest),
+  0,
+  frienso__alerts__v1__get_timer_request__field_descriptors,
+  frienso__alerts__v1__get_timer_request__field_indices_by_name,
+  0,  frienso__alerts__v1__get_timer_request__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__get_timer_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__alerts__v1__get_timer_response__field_descriptors[1] =
+{
+  {
+    "timer",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__GetTimerResponse, timer),
+    &frienso__alerts__v1__check_in_timer__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__get_timer_response__field_indices_by_name[] = {
+  0,   /* field[0] = timer */
+};
+static const ProtobufCIntRange frienso__alerts__v1__get_timer_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__get_timer_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.GetTimerResponse",
+  "GetTimerResponse",
+  "Frienso__Alerts__V1__GetTimerResponse",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__GetTimerResponse),
+  1,
+  frienso__alerts__v1__get_timer_response__field_descriptors,
+  frienso__alerts__v1__get_timer_response__field_indices_by_name,
+  1,  frienso__alerts__v1__get_timer_response__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__get_timer_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor frienso__alerts__v1__alert_event__field_descriptors[8] =
 {
   {
@@ -5085,7 +5976,7 @@ const ProtobufCMessageDescriptor frienso__alerts__v1__export_my_data_request__de
   (ProtobufCMessageInit) frienso__alerts__v1__export_my_data_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__alerts__v1__export_my_data_response__field_descriptors[6] =
+static const ProtobufCFieldDescriptor frienso__alerts__v1__export_my_data_response__field_descriptors[7] =
 {
   {
     "watches",
@@ -5159,19 +6050,32 @@ static const ProtobufCFieldDescriptor frienso__alerts__v1__export_my_data_respon
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "timers",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, n_timers),
+    offsetof(Frienso__Alerts__V1__ExportMyDataResponse, timers),
+    &frienso__alerts__v1__check_in_timer__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__alerts__v1__export_my_data_response__field_indices_by_name[] = {
   2,   /* field[2] = alerts */
   3,   /* field[3] = alerts_received */
   5,   /* field[5] = deliveries */
   4,   /* field[4] = devices */
+  6,   /* field[6] = timers */
   1,   /* field[1] = watched */
   0,   /* field[0] = watches */
 };
 static const ProtobufCIntRange frienso__alerts__v1__export_my_data_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor frienso__alerts__v1__export_my_data_response__descriptor =
 {
@@ -5181,7 +6085,7 @@ const ProtobufCMessageDescriptor frienso__alerts__v1__export_my_data_response__d
   "Frienso__Alerts__V1__ExportMyDataResponse",
   "frienso.alerts.v1",
   sizeof(Frienso__Alerts__V1__ExportMyDataResponse),
-  6,
+  7,
   frienso__alerts__v1__export_my_data_response__field_descriptors,
   frienso__alerts__v1__export_my_data_response__field_indices_by_name,
   1,  frienso__alerts__v1__export_my_data_response__number_ranges,
@@ -5442,7 +6346,39 @@ const ProtobufCEnumDescriptor frienso__alerts__v1__platform__descriptor =
   frienso__alerts__v1__platform__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue frienso__alerts__v1__event_kind__enum_values_by_number[9] =
+static const ProtobufCEnumValue frienso__alerts__v1__timer_state__enum_values_by_number[4] =
+{
+  { "TIMER_STATE_UNSPECIFIED", "FRIENSO__ALERTS__V1__TIMER_STATE__TIMER_STATE_UNSPECIFIED", 0 },
+  { "TIMER_STATE_ACTIVE", "FRIENSO__ALERTS__V1__TIMER_STATE__TIMER_STATE_ACTIVE", 1 },
+  { "TIMER_STATE_ENDED", "FRIENSO__ALERTS__V1__TIMER_STATE__TIMER_STATE_ENDED", 2 },
+  { "TIMER_STATE_FIRED", "FRIENSO__ALERTS__V1__TIMER_STATE__TIMER_STATE_FIRED", 3 },
+};
+static const ProtobufCIntRange frienso__alerts__v1__timer_state__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex frienso__alerts__v1__timer_state__enum_values_by_name[4] =
+{
+  { "TIMER_STATE_ACTIVE", 1 },
+  { "TIMER_STATE_ENDED", 2 },
+  { "TIMER_STATE_FIRED", 3 },
+  { "TIMER_STATE_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor frienso__alerts__v1__timer_state__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.TimerState",
+  "TimerState",
+  "Frienso__Alerts__V1__TimerState",
+  "frienso.alerts.v1",
+  4,
+  frienso__alerts__v1__timer_state__enum_values_by_number,
+  4,
+  frienso__alerts__v1__timer_state__enum_values_by_name,
+  1,
+  frienso__alerts__v1__timer_state__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue frienso__alerts__v1__event_kind__enum_values_by_number[11] =
 {
   { "EVENT_KIND_UNSPECIFIED", "FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_WATCH_REQUEST", "FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_WATCH_REQUEST", 1 },
@@ -5453,16 +6389,20 @@ static const ProtobufCEnumValue frienso__alerts__v1__event_kind__enum_values_by_
   { "EVENT_KIND_HELP_NOW_ANSWER", "FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_HELP_NOW_ANSWER", 6 },
   { "EVENT_KIND_HELP_NOW_RESOLVED", "FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_HELP_NOW_RESOLVED", 7 },
   { "EVENT_KIND_CORE_FRIEND_REQUEST", "FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_CORE_FRIEND_REQUEST", 8 },
+  { "EVENT_KIND_HELP_NOW_ESCALATED", "FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_HELP_NOW_ESCALATED", 9 },
+  { "EVENT_KIND_TIMER_WARNING", "FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_TIMER_WARNING", 10 },
 };
 static const ProtobufCIntRange frienso__alerts__v1__event_kind__value_ranges[] = {
-{0, 0},{0, 9}
+{0, 0},{0, 11}
 };
-static const ProtobufCEnumValueIndex frienso__alerts__v1__event_kind__enum_values_by_name[9] =
+static const ProtobufCEnumValueIndex frienso__alerts__v1__event_kind__enum_values_by_name[11] =
 {
   { "EVENT_KIND_CORE_FRIEND_REQUEST", 8 },
   { "EVENT_KIND_HELP_NOW", 5 },
   { "EVENT_KIND_HELP_NOW_ANSWER", 6 },
+  { "EVENT_KIND_HELP_NOW_ESCALATED", 9 },
   { "EVENT_KIND_HELP_NOW_RESOLVED", 7 },
+  { "EVENT_KIND_TIMER_WARNING", 10 },
   { "EVENT_KIND_UNSPECIFIED", 0 },
   { "EVENT_KIND_WATCH_ANSWER", 2 },
   { "EVENT_KIND_WATCH_ENDED", 4 },
@@ -5476,9 +6416,9 @@ const ProtobufCEnumDescriptor frienso__alerts__v1__event_kind__descriptor =
   "EventKind",
   "Frienso__Alerts__V1__EventKind",
   "frienso.alerts.v1",
-  9,
+  11,
   frienso__alerts__v1__event_kind__enum_values_by_number,
-  9,
+  11,
   frienso__alerts__v1__event_kind__enum_values_by_name,
   1,
   frienso__alerts__v1__event_kind__value_ranges,

@@ -67,6 +67,8 @@ typedef struct Frienso__Accounts__V1__SessionInfo Frienso__Accounts__V1__Session
 typedef struct Frienso__Accounts__V1__PasswordResetInfo Frienso__Accounts__V1__PasswordResetInfo;
 typedef struct Frienso__Accounts__V1__EmailInfo Frienso__Accounts__V1__EmailInfo;
 typedef struct Frienso__Accounts__V1__ExportMyDataResponse Frienso__Accounts__V1__ExportMyDataResponse;
+typedef struct Frienso__Accounts__V1__VerifyPasswordRequest Frienso__Accounts__V1__VerifyPasswordRequest;
+typedef struct Frienso__Accounts__V1__VerifyPasswordResponse Frienso__Accounts__V1__VerifyPasswordResponse;
 
 
 /* --- enums --- */
@@ -831,6 +833,30 @@ struct  Frienso__Accounts__V1__ExportMyDataResponse
 #define FRIENSO__ACCOUNTS__V1__EXPORT_MY_DATA_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__export_my_data_response__descriptor) \
     , NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
+
+
+/*
+ * Whether `password` is the account's (alerts: ending a check-in timer with the password).
+ */
+struct  Frienso__Accounts__V1__VerifyPasswordRequest
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  char *password;
+};
+#define FRIENSO__ACCOUNTS__V1__VERIFY_PASSWORD_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__verify_password_request__descriptor) \
+    , 0, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Accounts__V1__VerifyPasswordResponse
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean valid;
+};
+#define FRIENSO__ACCOUNTS__V1__VERIFY_PASSWORD_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__accounts__v1__verify_password_response__descriptor) \
+    , 0 }
 
 
 /* Frienso__Accounts__V1__Profile methods */
@@ -1821,6 +1847,44 @@ Frienso__Accounts__V1__ExportMyDataResponse *
 void   frienso__accounts__v1__export_my_data_response__free_unpacked
                      (Frienso__Accounts__V1__ExportMyDataResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__VerifyPasswordRequest methods */
+void   frienso__accounts__v1__verify_password_request__init
+                     (Frienso__Accounts__V1__VerifyPasswordRequest         *message);
+size_t frienso__accounts__v1__verify_password_request__get_packed_size
+                     (const Frienso__Accounts__V1__VerifyPasswordRequest   *message);
+size_t frienso__accounts__v1__verify_password_request__pack
+                     (const Frienso__Accounts__V1__VerifyPasswordRequest   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__verify_password_request__pack_to_buffer
+                     (const Frienso__Accounts__V1__VerifyPasswordRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__VerifyPasswordRequest *
+       frienso__accounts__v1__verify_password_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__verify_password_request__free_unpacked
+                     (Frienso__Accounts__V1__VerifyPasswordRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Accounts__V1__VerifyPasswordResponse methods */
+void   frienso__accounts__v1__verify_password_response__init
+                     (Frienso__Accounts__V1__VerifyPasswordResponse         *message);
+size_t frienso__accounts__v1__verify_password_response__get_packed_size
+                     (const Frienso__Accounts__V1__VerifyPasswordResponse   *message);
+size_t frienso__accounts__v1__verify_password_response__pack
+                     (const Frienso__Accounts__V1__VerifyPasswordResponse   *message,
+                      uint8_t             *out);
+size_t frienso__accounts__v1__verify_password_response__pack_to_buffer
+                     (const Frienso__Accounts__V1__VerifyPasswordResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Accounts__V1__VerifyPasswordResponse *
+       frienso__accounts__v1__verify_password_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__accounts__v1__verify_password_response__free_unpacked
+                     (Frienso__Accounts__V1__VerifyPasswordResponse *message,
+                      ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
 typedef void (*Frienso__Accounts__V1__Profile_Closure)
@@ -1979,6 +2043,12 @@ typedef void (*Frienso__Accounts__V1__EmailInfo_Closure)
 typedef void (*Frienso__Accounts__V1__ExportMyDataResponse_Closure)
                  (const Frienso__Accounts__V1__ExportMyDataResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Accounts__V1__VerifyPasswordRequest_Closure)
+                 (const Frienso__Accounts__V1__VerifyPasswordRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Accounts__V1__VerifyPasswordResponse_Closure)
+                 (const Frienso__Accounts__V1__VerifyPasswordResponse *message,
+                  void *closure_data);
 
 /* --- services --- */
 
@@ -2037,6 +2107,8 @@ extern const ProtobufCMessageDescriptor frienso__accounts__v1__session_info__des
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__password_reset_info__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__email_info__descriptor;
 extern const ProtobufCMessageDescriptor frienso__accounts__v1__export_my_data_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__verify_password_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__accounts__v1__verify_password_response__descriptor;
 
 PROTOBUF_C__END_DECLS
 

@@ -31,6 +31,7 @@ typedef struct Frienso__Alerts__V1__Recipient Frienso__Alerts__V1__Recipient;
 typedef struct Frienso__Alerts__V1__DeliverySummary Frienso__Alerts__V1__DeliverySummary;
 typedef struct Frienso__Alerts__V1__EmergencyPrompt Frienso__Alerts__V1__EmergencyPrompt;
 typedef struct Frienso__Alerts__V1__HelpAlert Frienso__Alerts__V1__HelpAlert;
+typedef struct Frienso__Alerts__V1__Escalation Frienso__Alerts__V1__Escalation;
 typedef struct Frienso__Alerts__V1__RaiseHelpNowRequest Frienso__Alerts__V1__RaiseHelpNowRequest;
 typedef struct Frienso__Alerts__V1__RaiseHelpNowResponse Frienso__Alerts__V1__RaiseHelpNowResponse;
 typedef struct Frienso__Alerts__V1__ResolveHelpNowRequest Frienso__Alerts__V1__ResolveHelpNowRequest;
@@ -59,6 +60,13 @@ typedef struct Frienso__Alerts__V1__ImportResourcesRequest Frienso__Alerts__V1__
 typedef struct Frienso__Alerts__V1__ImportResourcesResponse Frienso__Alerts__V1__ImportResourcesResponse;
 typedef struct Frienso__Alerts__V1__ListResourcesRequest Frienso__Alerts__V1__ListResourcesRequest;
 typedef struct Frienso__Alerts__V1__ListResourcesResponse Frienso__Alerts__V1__ListResourcesResponse;
+typedef struct Frienso__Alerts__V1__CheckInTimer Frienso__Alerts__V1__CheckInTimer;
+typedef struct Frienso__Alerts__V1__StartTimerRequest Frienso__Alerts__V1__StartTimerRequest;
+typedef struct Frienso__Alerts__V1__StartTimerResponse Frienso__Alerts__V1__StartTimerResponse;
+typedef struct Frienso__Alerts__V1__EndTimerRequest Frienso__Alerts__V1__EndTimerRequest;
+typedef struct Frienso__Alerts__V1__EndTimerResponse Frienso__Alerts__V1__EndTimerResponse;
+typedef struct Frienso__Alerts__V1__GetTimerRequest Frienso__Alerts__V1__GetTimerRequest;
+typedef struct Frienso__Alerts__V1__GetTimerResponse Frienso__Alerts__V1__GetTimerResponse;
 typedef struct Frienso__Alerts__V1__AlertEvent Frienso__Alerts__V1__AlertEvent;
 typedef struct Frienso__Alerts__V1__EraseUserRequest Frienso__Alerts__V1__EraseUserRequest;
 typedef struct Frienso__Alerts__V1__EraseUserResponse Frienso__Alerts__V1__EraseUserResponse;
@@ -151,6 +159,26 @@ typedef enum _Frienso__Alerts__V1__Platform {
   FRIENSO__ALERTS__V1__PLATFORM__PLATFORM_WEB = 3
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__ALERTS__V1__PLATFORM)
 } Frienso__Alerts__V1__Platform;
+/*
+ * "Expect me home by 23:10": if the owner does not end the timer in time, their circle is warned
+ * `warning` before (push; the owner too), then a helpNow is raised for them automatically with
+ * their last location. Ending it takes the account's password or the PIN set when starting it;
+ * after 5 wrong tries it can no longer be ended early. One active timer per user; timers survive
+ * restarts.
+ */
+typedef enum _Frienso__Alerts__V1__TimerState {
+  FRIENSO__ALERTS__V1__TIMER_STATE__TIMER_STATE_UNSPECIFIED = 0,
+  FRIENSO__ALERTS__V1__TIMER_STATE__TIMER_STATE_ACTIVE = 1,
+  /*
+   * ended in time by its owner
+   */
+  FRIENSO__ALERTS__V1__TIMER_STATE__TIMER_STATE_ENDED = 2,
+  /*
+   * ran out: alert_id is the helpNow raised
+   */
+  FRIENSO__ALERTS__V1__TIMER_STATE__TIMER_STATE_FIRED = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__ALERTS__V1__TIMER_STATE)
+} Frienso__Alerts__V1__TimerState;
 typedef enum _Frienso__Alerts__V1__EventKind {
   FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_UNSPECIFIED = 0,
   /*
@@ -184,7 +212,15 @@ typedef enum _Frienso__Alerts__V1__EventKind {
   /*
    * to the friend asked
    */
-  FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_CORE_FRIEND_REQUEST = 8
+  FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_CORE_FRIEND_REQUEST = 8,
+  /*
+   * to the initiator and the circle: nobody accepted in time
+   */
+  FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_HELP_NOW_ESCALATED = 9,
+  /*
+   * to the owner and the circle: a check-in timer runs out soon
+   */
+  FRIENSO__ALERTS__V1__EVENT_KIND__EVENT_KIND_TIMER_WARNING = 10
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__ALERTS__V1__EVENT_KIND)
 } Frienso__Alerts__V1__EventKind;
 
@@ -449,10 +485,37 @@ struct  Frienso__Alerts__V1__HelpAlert
   size_t n_recipients;
   Frienso__Alerts__V1__Recipient **recipients;
   Frienso__Alerts__V1__EmergencyPrompt *emergency;
+  /*
+   * set once nobody accepted in time
+   */
+  Frienso__Alerts__V1__Escalation *escalation;
 };
 #define FRIENSO__ALERTS__V1__HELP_ALERT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__help_alert__descriptor) \
-    , 0, NULL, (char *)protobuf_c_empty_string, NULL, FRIENSO__ALERTS__V1__ALERT_STATE__ALERT_STATE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, 0,NULL, NULL }
+    , 0, NULL, (char *)protobuf_c_empty_string, NULL, FRIENSO__ALERTS__V1__ALERT_STATE__ALERT_STATE_UNSPECIFIED, 0, 0, (char *)protobuf_c_empty_string, 0,NULL, NULL, NULL }
+
+
+/*
+ * A helpNow that no circle member has accepted ("on my way") within the escalation time
+ * (alerts.helpEscalationMinutes, 5 by default) is sent again to everyone who has not answered, and
+ * escalated once: this record prompts the person to call campus police (or the emergency number
+ * when no campus police number is configured), with their location at that moment.
+ */
+struct  Frienso__Alerts__V1__Escalation
+{
+  ProtobufCMessage base;
+  int64_t escalated_at_ms;
+  char *number;
+  char *label;
+  Frienso__Alerts__V1__AlertLocation *location;
+  /*
+   * recipients the alert was sent to again
+   */
+  uint32_t resent_to;
+};
+#define FRIENSO__ALERTS__V1__ESCALATION__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__escalation__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, NULL, 0 }
 
 
 /*
@@ -868,6 +931,108 @@ struct  Frienso__Alerts__V1__ListResourcesResponse
     , 0,NULL }
 
 
+struct  Frienso__Alerts__V1__CheckInTimer
+{
+  ProtobufCMessage base;
+  uint64_t timer_id;
+  char *note;
+  Frienso__Alerts__V1__TimerState state;
+  int64_t started_at_ms;
+  int64_t due_at_ms;
+  int64_t warn_at_ms;
+  /*
+   * 0 until the warning went out
+   */
+  int64_t warned_at_ms;
+  /*
+   * ended or fired
+   */
+  int64_t ended_at_ms;
+  /*
+   * for FIRED
+   */
+  uint64_t alert_id;
+  protobuf_c_boolean has_pin;
+  uint32_t failed_attempts;
+};
+#define FRIENSO__ALERTS__V1__CHECK_IN_TIMER__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__check_in_timer__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, FRIENSO__ALERTS__V1__TIMER_STATE__TIMER_STATE_UNSPECIFIED, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+
+/*
+ * due_at_ms, or minutes from now: between 5 minutes and 24 hours ahead. note: at most 280
+ * characters. pin: optional, 4-8 digits. An empty core circle is FAILED_PRECONDITION.
+ */
+struct  Frienso__Alerts__V1__StartTimerRequest
+{
+  ProtobufCMessage base;
+  int64_t due_at_ms;
+  uint32_t minutes;
+  char *note;
+  char *pin;
+};
+#define FRIENSO__ALERTS__V1__START_TIMER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__start_timer_request__descriptor) \
+    , 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Alerts__V1__StartTimerResponse
+{
+  ProtobufCMessage base;
+  Frienso__Alerts__V1__CheckInTimer *timer;
+};
+#define FRIENSO__ALERTS__V1__START_TIMER_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__start_timer_response__descriptor) \
+    , NULL }
+
+
+/*
+ * The account's password or the timer's PIN (one of them). Wrong: PERMISSION_DENIED.
+ */
+struct  Frienso__Alerts__V1__EndTimerRequest
+{
+  ProtobufCMessage base;
+  char *password;
+  char *pin;
+};
+#define FRIENSO__ALERTS__V1__END_TIMER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__end_timer_request__descriptor) \
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Alerts__V1__EndTimerResponse
+{
+  ProtobufCMessage base;
+  Frienso__Alerts__V1__CheckInTimer *timer;
+};
+#define FRIENSO__ALERTS__V1__END_TIMER_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__end_timer_response__descriptor) \
+    , NULL }
+
+
+struct  Frienso__Alerts__V1__GetTimerRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__ALERTS__V1__GET_TIMER_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__get_timer_request__descriptor) \
+     }
+
+
+struct  Frienso__Alerts__V1__GetTimerResponse
+{
+  ProtobufCMessage base;
+  /*
+   * the active timer, else the latest (absent: none ever)
+   */
+  Frienso__Alerts__V1__CheckInTimer *timer;
+};
+#define FRIENSO__ALERTS__V1__GET_TIMER_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__get_timer_response__descriptor) \
+    , NULL }
+
+
 /*
  * Published on "viewer.<id>." (method "alerts.Event").
  */
@@ -983,10 +1148,15 @@ struct  Frienso__Alerts__V1__ExportMyDataResponse
    */
   size_t n_deliveries;
   Frienso__Alerts__V1__Delivery **deliveries;
+  /*
+   * newest first
+   */
+  size_t n_timers;
+  Frienso__Alerts__V1__CheckInTimer **timers;
 };
 #define FRIENSO__ALERTS__V1__EXPORT_MY_DATA_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__export_my_data_response__descriptor) \
-    , 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
+    , 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
 
 
 /* Frienso__Alerts__V1__Person methods */
@@ -1292,6 +1462,25 @@ Frienso__Alerts__V1__HelpAlert *
                       const uint8_t       *data);
 void   frienso__alerts__v1__help_alert__free_unpacked
                      (Frienso__Alerts__V1__HelpAlert *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__Escalation methods */
+void   frienso__alerts__v1__escalation__init
+                     (Frienso__Alerts__V1__Escalation         *message);
+size_t frienso__alerts__v1__escalation__get_packed_size
+                     (const Frienso__Alerts__V1__Escalation   *message);
+size_t frienso__alerts__v1__escalation__pack
+                     (const Frienso__Alerts__V1__Escalation   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__escalation__pack_to_buffer
+                     (const Frienso__Alerts__V1__Escalation   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__Escalation *
+       frienso__alerts__v1__escalation__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__escalation__free_unpacked
+                     (Frienso__Alerts__V1__Escalation *message,
                       ProtobufCAllocator *allocator);
 /* Frienso__Alerts__V1__RaiseHelpNowRequest methods */
 void   frienso__alerts__v1__raise_help_now_request__init
@@ -1825,6 +2014,139 @@ Frienso__Alerts__V1__ListResourcesResponse *
 void   frienso__alerts__v1__list_resources_response__free_unpacked
                      (Frienso__Alerts__V1__ListResourcesResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__CheckInTimer methods */
+void   frienso__alerts__v1__check_in_timer__init
+                     (Frienso__Alerts__V1__CheckInTimer         *message);
+size_t frienso__alerts__v1__check_in_timer__get_packed_size
+                     (const Frienso__Alerts__V1__CheckInTimer   *message);
+size_t frienso__alerts__v1__check_in_timer__pack
+                     (const Frienso__Alerts__V1__CheckInTimer   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__check_in_timer__pack_to_buffer
+                     (const Frienso__Alerts__V1__CheckInTimer   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__CheckInTimer *
+       frienso__alerts__v1__check_in_timer__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__check_in_timer__free_unpacked
+                     (Frienso__Alerts__V1__CheckInTimer *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__StartTimerRequest methods */
+void   frienso__alerts__v1__start_timer_request__init
+                     (Frienso__Alerts__V1__StartTimerRequest         *message);
+size_t frienso__alerts__v1__start_timer_request__get_packed_size
+                     (const Frienso__Alerts__V1__StartTimerRequest   *message);
+size_t frienso__alerts__v1__start_timer_request__pack
+                     (const Frienso__Alerts__V1__StartTimerRequest   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__start_timer_request__pack_to_buffer
+                     (const Frienso__Alerts__V1__StartTimerRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__StartTimerRequest *
+       frienso__alerts__v1__start_timer_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__start_timer_request__free_unpacked
+                     (Frienso__Alerts__V1__StartTimerRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__StartTimerResponse methods */
+void   frienso__alerts__v1__start_timer_response__init
+                     (Frienso__Alerts__V1__StartTimerResponse         *message);
+size_t frienso__alerts__v1__start_timer_response__get_packed_size
+                     (const Frienso__Alerts__V1__StartTimerResponse   *message);
+size_t frienso__alerts__v1__start_timer_response__pack
+                     (const Frienso__Alerts__V1__StartTimerResponse   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__start_timer_response__pack_to_buffer
+                     (const Frienso__Alerts__V1__StartTimerResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__StartTimerResponse *
+       frienso__alerts__v1__start_timer_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__start_timer_response__free_unpacked
+                     (Frienso__Alerts__V1__StartTimerResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__EndTimerRequest methods */
+void   frienso__alerts__v1__end_timer_request__init
+                     (Frienso__Alerts__V1__EndTimerRequest         *message);
+size_t frienso__alerts__v1__end_timer_request__get_packed_size
+                     (const Frienso__Alerts__V1__EndTimerRequest   *message);
+size_t frienso__alerts__v1__end_timer_request__pack
+                     (const Frienso__Alerts__V1__EndTimerRequest   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__end_timer_request__pack_to_buffer
+                     (const Frienso__Alerts__V1__EndTimerRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__EndTimerRequest *
+       frienso__alerts__v1__end_timer_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__end_timer_request__free_unpacked
+                     (Frienso__Alerts__V1__EndTimerRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__EndTimerResponse methods */
+void   frienso__alerts__v1__end_timer_response__init
+                     (Frienso__Alerts__V1__EndTimerResponse         *message);
+size_t frienso__alerts__v1__end_timer_response__get_packed_size
+                     (const Frienso__Alerts__V1__EndTimerResponse   *message);
+size_t frienso__alerts__v1__end_timer_response__pack
+                     (const Frienso__Alerts__V1__EndTimerResponse   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__end_timer_response__pack_to_buffer
+                     (const Frienso__Alerts__V1__EndTimerResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__EndTimerResponse *
+       frienso__alerts__v1__end_timer_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__end_timer_response__free_unpacked
+                     (Frienso__Alerts__V1__EndTimerResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__GetTimerRequest methods */
+void   frienso__alerts__v1__get_timer_request__init
+                     (Frienso__Alerts__V1__GetTimerRequest         *message);
+size_t frienso__alerts__v1__get_timer_request__get_packed_size
+                     (const Frienso__Alerts__V1__GetTimerRequest   *message);
+size_t frienso__alerts__v1__get_timer_request__pack
+                     (const Frienso__Alerts__V1__GetTimerRequest   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__get_timer_request__pack_to_buffer
+                     (const Frienso__Alerts__V1__GetTimerRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__GetTimerRequest *
+       frienso__alerts__v1__get_timer_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__get_timer_request__free_unpacked
+                     (Frienso__Alerts__V1__GetTimerRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__GetTimerResponse methods */
+void   frienso__alerts__v1__get_timer_response__init
+                     (Frienso__Alerts__V1__GetTimerResponse         *message);
+size_t frienso__alerts__v1__get_timer_response__get_packed_size
+                     (const Frienso__Alerts__V1__GetTimerResponse   *message);
+size_t frienso__alerts__v1__get_timer_response__pack
+                     (const Frienso__Alerts__V1__GetTimerResponse   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__get_timer_response__pack_to_buffer
+                     (const Frienso__Alerts__V1__GetTimerResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__GetTimerResponse *
+       frienso__alerts__v1__get_timer_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__get_timer_response__free_unpacked
+                     (Frienso__Alerts__V1__GetTimerResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Alerts__V1__AlertEvent methods */
 void   frienso__alerts__v1__alert_event__init
                      (Frienso__Alerts__V1__AlertEvent         *message);
@@ -1970,6 +2292,9 @@ typedef void (*Frienso__Alerts__V1__EmergencyPrompt_Closure)
 typedef void (*Frienso__Alerts__V1__HelpAlert_Closure)
                  (const Frienso__Alerts__V1__HelpAlert *message,
                   void *closure_data);
+typedef void (*Frienso__Alerts__V1__Escalation_Closure)
+                 (const Frienso__Alerts__V1__Escalation *message,
+                  void *closure_data);
 typedef void (*Frienso__Alerts__V1__RaiseHelpNowRequest_Closure)
                  (const Frienso__Alerts__V1__RaiseHelpNowRequest *message,
                   void *closure_data);
@@ -2054,6 +2379,27 @@ typedef void (*Frienso__Alerts__V1__ListResourcesRequest_Closure)
 typedef void (*Frienso__Alerts__V1__ListResourcesResponse_Closure)
                  (const Frienso__Alerts__V1__ListResourcesResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Alerts__V1__CheckInTimer_Closure)
+                 (const Frienso__Alerts__V1__CheckInTimer *message,
+                  void *closure_data);
+typedef void (*Frienso__Alerts__V1__StartTimerRequest_Closure)
+                 (const Frienso__Alerts__V1__StartTimerRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Alerts__V1__StartTimerResponse_Closure)
+                 (const Frienso__Alerts__V1__StartTimerResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Alerts__V1__EndTimerRequest_Closure)
+                 (const Frienso__Alerts__V1__EndTimerRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Alerts__V1__EndTimerResponse_Closure)
+                 (const Frienso__Alerts__V1__EndTimerResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Alerts__V1__GetTimerRequest_Closure)
+                 (const Frienso__Alerts__V1__GetTimerRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Alerts__V1__GetTimerResponse_Closure)
+                 (const Frienso__Alerts__V1__GetTimerResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Alerts__V1__AlertEvent_Closure)
                  (const Frienso__Alerts__V1__AlertEvent *message,
                   void *closure_data);
@@ -2083,6 +2429,7 @@ extern const ProtobufCEnumDescriptor    frienso__alerts__v1__delivery_status__de
 extern const ProtobufCEnumDescriptor    frienso__alerts__v1__request_kind__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__alerts__v1__inbox_action__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__alerts__v1__platform__descriptor;
+extern const ProtobufCEnumDescriptor    frienso__alerts__v1__timer_state__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__alerts__v1__event_kind__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__person__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__alert_location__descriptor;
@@ -2100,6 +2447,7 @@ extern const ProtobufCMessageDescriptor frienso__alerts__v1__recipient__descript
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__delivery_summary__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__emergency_prompt__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__help_alert__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__escalation__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__raise_help_now_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__raise_help_now_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__resolve_help_now_request__descriptor;
@@ -2128,6 +2476,13 @@ extern const ProtobufCMessageDescriptor frienso__alerts__v1__import_resources_re
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__import_resources_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__list_resources_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__list_resources_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__check_in_timer__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__start_timer_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__start_timer_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__end_timer_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__end_timer_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__get_timer_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__get_timer_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__alert_event__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__erase_user_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__erase_user_response__descriptor;
