@@ -57,8 +57,8 @@ extension GeoService {
                 s.checkIns.values.compactMap { c -> GeoV1.CheckIn? in
                     guard c.expiresMs > at else { return nil }
                     let d = GeoMath.distance(lat1: me.lat, lon1: me.lon, lat2: c.lat, lon2: c.lon)
-                    guard d <= radius else { return nil }
-                    return Self.checkInShown(to: caller, of: c.user, s, g, at) ? Self.proto(c, distance: d) : nil
+                    guard d <= radius, let precision = Self.checkInPrecision(to: caller, of: c.user, s, g, at) else { return nil }
+                    return Self.proto(c, distance: d, at: precision)
                 }
             }
         }
@@ -73,8 +73,14 @@ extension GeoService {
     /// Who sees a check-in: its owner, those who may see the owner's location, and anyone not
     /// blocked when the owner is findable and not in ghost mode (check-ins are how strangers meet).
     static func checkInShown(to viewer: UInt64, of owner: UInt64, _ s: GeoState, _ g: GraphState, _ at: Int64) -> Bool {
-        owner == viewer || s.visible(viewer: viewer, subject: owner, graph: g, now: at)
-            || (g.isFindable(owner) && !g.blocked(viewer, owner) && !s.settings(of: owner).ghost)
+        checkInPrecision(to: viewer, of: owner, s, g, at) != nil
+    }
+
+    /// How precisely: a findable owner's check-in is public (exact, as to any stranger nearby);
+    /// otherwise as the viewer sees the owner's location (precision per friend).
+    static func checkInPrecision(to viewer: UInt64, of owner: UInt64, _ s: GeoState, _ g: GraphState, _ at: Int64) -> Precision? {
+        if owner == viewer || (g.isFindable(owner) && !g.blocked(viewer, owner) && !s.settings(of: owner).ghost) { return .exact }
+        return s.disclosure(viewer: viewer, subject: owner, graph: g, now: at)
     }
 
     /// For media: the rule of `listCheckIns` (without the distance) for one check-in.
@@ -92,6 +98,21 @@ extension GeoService {
     static func proto(_ c: CheckInRecord, distance: Double) -> GeoV1.CheckIn {
         GeoV1.CheckIn(userId: c.user, placeName: c.placeName, latitude: c.lat, longitude: c.lon, mediaId: c.mediaID,
                       createdAtMs: c.createdMs, expiresAtMs: c.expiresMs, distanceM: distance)
+    }
+
+    /// At a precision: approximate gives the cell's centre (and the distance to it, rounded to
+    /// 100 m); place gives the place's name only (no coordinates, no distance).
+    static func proto(_ c: CheckInRecord, distance: Double, at precision: Precision) -> GeoV1.CheckIn {
+        var shown = proto(c, distance: distance)
+        switch precision {
+        case .exact: break
+        case .approximate:
+            (shown.latitude, shown.longitude) = Precision.snap(lat: c.lat, lon: c.lon)
+            shown.distanceM = (distance / 100).rounded() * 100
+        case .place, .hidden:
+            (shown.latitude, shown.longitude, shown.distanceM) = (0, 0, 0)
+        }
+        return shown
     }
 }
 

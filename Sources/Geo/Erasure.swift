@@ -37,6 +37,7 @@ extension GeoStore {
                 "DELETE FROM sharing WHERE user_id = ?1",
                 "DELETE FROM grants WHERE subject = ?1 OR viewer = ?1",
                 "DELETE FROM check_ins WHERE user_id = ?1",
+                "DELETE FROM precision WHERE subject = ?1 OR viewer = ?1",
             ] {
                 try db.run(sql: sql, arguments: [user])
                 erased += db.changesCount

@@ -23,6 +23,7 @@ extension GeoService {
             return out
         }
         let page = try await store.history(of: caller, after: request.afterHistoryId, limit: limit + 1)
+        out.precision = precisionView(of: caller)
         out.history = Array(page.prefix(limit))
         out.more = page.count > limit
         return out

@@ -101,6 +101,7 @@ public final class GeoService: Sendable {
         initial.grants = Grants(try store.loadGrants(now: clock()))
         initial.places = try store.loadPlaces()
         initial.checkIns = try store.loadCheckIns(now: clock())
+        initial.precision = try store.loadPrecision()
         let state = SharedState(initial)
         self.store = store
         self.graph = graph
@@ -110,7 +111,7 @@ public final class GeoService: Sendable {
         self.state = state
         self.logger = logger
         replyStore = SQLiteReplyStore(database: store.database)
-        let events = LocationEvents(graph: graph, publisher: publisher, state: state, now: clock)
+        let events = LocationEvents(graph: graph, publisher: publisher, state: state, aroundWithin: config.aroundDistance, now: clock)
         self.folding = folding
         writer = GroupCommit(label: "geo-location-writer") { batch in
             // Decide which updates become the latest (`GeoState.accept`); append them to history

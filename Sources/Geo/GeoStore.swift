@@ -109,6 +109,7 @@ final class GeoStore: Sendable {
             try db.execute(sql: "CREATE TABLE geo_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
             try db.execute(sql: "INSERT INTO geo_meta (key, value) VALUES ('folded_through', coalesce((SELECT max(id) FROM history), 0))")
         }
+        Self.migratePrecision(&migrator)
         return migrator
     }
 

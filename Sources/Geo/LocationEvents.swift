@@ -10,22 +10,37 @@ struct LocationEvents: Sendable {
     let graph: any GraphSource
     let publisher: (any EventSink)?
     let state: SharedState
+    /// How near a place counts as "Around" it (for viewers who see only the place).
+    let aroundWithin: Double
     let now: @Sendable () -> Int64
 
     func applied(_ batch: [LocationUpdate], replaces: [Bool]) {
         let at = now()
-        let outgoing = state.mutex.withLock { s in
-            publisher == nil
+        let aroundWithin = aroundWithin
+        let (outgoing, labels) = state.mutex.withLock { s -> ([GeoState.Outgoing], [String]) in
+            let outgoing = publisher == nil
                 ? s.applied(batch, replaces: replaces, graph: nil, now: at)
                 : graph.read { g in s.applied(batch, replaces: replaces, graph: g, now: at) }
+            // The "Around" label, for the viewers who see only the place (computed under the lock: it reads the places).
+            let labels = outgoing.map { event -> String in
+                guard case .location(_, _, let fix, .place) = event else { return "" }
+                return s.around(lat: fix.lat, lon: fix.lon, within: aroundWithin)
+            }
+            return (outgoing, labels)
         }
         guard let publisher else { return }
-        for event in outgoing {
+        for (event, label) in zip(outgoing, labels) {
             switch event {
-            case .location(let viewers, let subject, let fix):
-                // Encoded once, however many viewers.
-                let payload = GeoV1.LocationEvent(userId: subject, fix: GeoService.proto(fix), status: fix.status).serializedBytes()
-                publisher.emit(topics: viewers.map(ViewerTopic.of), method: "geo.Location", payload: payload)
+            case .location(let viewers, let subject, let fix, let precision):
+                // Encoded once per precision, however many viewers.
+                var message = GeoV1.LocationEvent(userId: subject, status: fix.status, precision: precision.proto)
+                switch precision {
+                case .exact: message.fix = GeoService.proto(fix)
+                case .approximate: message.fix = GeoService.proto(fix.approximate)
+                case .place: message.around = label
+                case .hidden: continue
+                }
+                publisher.emit(topics: viewers.map(ViewerTopic.of), method: "geo.Location", payload: message.serializedBytes())
             case .nearby(let viewer, let friend, let distance, let atMs):
                 publisher.emit(topic: ViewerTopic.of(viewer), method: "geo.FriendNearby",
                                payload: GeoV1.FriendNearbyEvent(userId: friend, distanceM: distance, atMs: atMs).serializedBytes())

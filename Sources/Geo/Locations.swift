@@ -88,11 +88,11 @@ extension GeoService {
             subjects.formUnion(s.grants.subjects(visibleTo: caller, now: at))
             return graph.read { g in
                 subjects.compactMap { subject -> GeoV1.FriendLocation? in
-                    guard let fix = s.latest[subject], s.visible(viewer: caller, subject: subject, graph: g, now: at) else { return nil }
-                    let distance = mine.map { GeoMath.distance(lat1: $0.lat, lon1: $0.lon, lat2: fix.lat, lon2: fix.lon) } ?? 0
-                    return GeoV1.FriendLocation(userId: subject, fix: Self.proto(fix), ageMs: max(0, at - fix.receivedMs),
-                                                status: fix.status, around: s.around(lat: fix.lat, lon: fix.lon, within: config.aroundDistance),
-                                                distanceM: distance)
+                    guard let fix = s.latest[subject], let precision = s.disclosure(viewer: caller, subject: subject, graph: g, now: at) else { return nil }
+                    let (shown, around) = s.shown(fix, at: precision, aroundWithin: config.aroundDistance)
+                    let distance = zip2(mine, shown).map { GeoMath.distance(lat1: $0.lat, lon1: $0.lon, lat2: $1.lat, lon2: $1.lon) } ?? 0
+                    return GeoV1.FriendLocation(userId: subject, fix: shown.map(Self.proto), ageMs: max(0, at - fix.receivedMs),
+                                                status: fix.status, around: around, distanceM: distance, precision: precision.proto)
                 }
             }
         }
@@ -109,4 +109,10 @@ extension GeoService {
                                                 placeName: s.placeNear(lat: fix.lat, lon: fix.lon, within: around)?.name ?? "")
         }
     }
+}
+
+/// Both values, when both are there.
+func zip2<A, B>(_ a: A?, _ b: B?) -> (A, B)? {
+    guard let a, let b else { return nil }
+    return (a, b)
 }

@@ -35,6 +35,8 @@ extension GeoService {
                     user != caller && g.isFindable(user) && (hidden.isEmpty || !hidden.contains(user))
                         && !(anyGhost && s.sharing[user]?.ghost == true)
                         && !(excludeExchanged && g.exchanged(caller, user))
+                        // A friend who shows the caller less than their exact location: a distance would tell it.
+                        && (s.precision.chosen(by: user, for: caller) == .exact || !g.areFriends(caller, user))
                 }
             }
         }
@@ -46,11 +48,12 @@ extension GeoService {
         let at = now()
         return try state.mutex.withLock { s in
             guard let mine = s.latest[caller] else { throw RPCError.failedPrecondition("share a location first (frienso locate LAT LON)") }
-            let visible = graph.read { g in s.visible(viewer: caller, subject: request.userId, graph: g, now: at) }
-            // Not visible and unknown look the same: nothing leaks about whether they share at all.
-            guard visible, let theirs = s.latest[request.userId] else {
+            let precision = graph.read { g in s.disclosure(viewer: caller, subject: request.userId, graph: g, now: at) }
+            // Not visible, place only and unknown look the same: nothing leaks about whether they share at all.
+            guard let precision, precision <= .approximate, let exact = s.latest[request.userId] else {
                 throw RPCError.notFound("no location of user \(request.userId) that you can see")
             }
+            let theirs = precision == .exact ? exact : exact.approximate
             return GeoV1.NavigateResponse(
                 distanceM: GeoMath.distance(lat1: mine.lat, lon1: mine.lon, lat2: theirs.lat, lon2: theirs.lon),
                 bearingDeg: GeoMath.bearing(lat1: mine.lat, lon1: mine.lon, lat2: theirs.lat, lon2: theirs.lon),

@@ -95,8 +95,9 @@ extension GeoService {
                     var count = VenueCount()
                     s.index.forEach(within: venue.reach + 1, ofLat: venue.lat, lon: venue.lon) { user, _ in
                         guard let fix = s.latest[user], fix.receivedMs >= freshAfter, venue.contains(lat: fix.lat, lon: fix.lon) else { return }
-                        count.add(ghost: user != caller && s.settings(of: user).ghost,
-                                  visibleFriend: user != caller && g.areFriends(caller, user) && s.visible(viewer: caller, subject: user, graph: g, now: at))
+                        // A friend counts as one where their precision for the caller places them there (exact or place).
+                        let shown = user != caller && g.areFriends(caller, user) ? s.disclosure(viewer: caller, subject: user, graph: g, now: at) : nil
+                        count.add(ghost: user != caller && s.settings(of: user).ghost, visibleFriend: shown == .exact || shown == .place)
                     }
                     return count.attendance(of: venue.proto, minimum: k)
                 }

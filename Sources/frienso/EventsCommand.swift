@@ -32,7 +32,9 @@ struct Events: AsyncParsableCommand {
         switch e.method {
         case "geo.Location":
             guard let m = try? GeoV1.LocationEvent(serializedBytes: e.payload) else { break }
-            return json ? m.jsonValue.rendered(indent: 0) : "location  user \(m.userId) at \(String(format: "%.5f, %.5f", m.fix?.latitude ?? 0, m.fix?.longitude ?? 0))\(m.status.isEmpty ? "" : "  “\(m.status)”")"
+            let at = m.fix.map { String(format: "%.5f, %.5f", $0.latitude, $0.longitude) + (m.precision == .approximate ? " (approximate)" : "") }
+                ?? (m.around.isEmpty ? "a place they do not name" : m.around)
+            return json ? m.jsonValue.rendered(indent: 0) : "location  user \(m.userId) at \(at)\(m.status.isEmpty ? "" : "  “\(m.status)”")"
         case "geo.FriendNearby":
             guard let m = try? GeoV1.FriendNearbyEvent(serializedBytes: e.payload) else { break }
             return json ? m.jsonValue.rendered(indent: 0) : "nearby    user \(m.userId) is \(metres(m.distanceM)) away"

@@ -148,6 +148,88 @@ struct Proximity: AsyncParsableCommand {
     }
 }
 
+/// `frienso precision`: how precisely each friend sees you.
+struct PrecisionCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "precision",
+        abstract: "How precisely friends see your location: exact, approximate (~1 km), place (\"Around <place>\" only) or hidden.",
+        discussion: "During your own watch or helpNow, the circle members it reaches see you exactly, whatever is set here.",
+        subcommands: [Show.self, Set_.self, Default.self, Clear.self], defaultSubcommand: Show.self)
+
+    enum Level: String, ExpressibleByArgument, CaseIterable {
+        case exact, approximate, place, hidden
+        var proto: GeoV1.LocationPrecision {
+            switch self { case .exact: .exact; case .approximate: .approximate; case .place: .place; case .hidden: .hidden }
+        }
+    }
+
+    static func text(_ reply: GeoV1.GetPrecisionResponse, _ names: [UInt64: String]) -> String {
+        let level = { (p: GeoV1.LocationPrecision) in p.protoName.dropFirst("LOCATION_PRECISION_".count).lowercased() }
+        return (["friends see you: \(level(reply.defaultPrecision)) (the default)"]
+                + reply.settings.map { "  \(label($0.userId, names)): \(level($0.precision))" }).joined(separator: "\n")
+    }
+
+    /// A friend by username (or id).
+    static func friend(_ name: String, _ client: FriensoClient) async throws -> (UInt64, [UInt64: String]) {
+        let names = try await friendNames(client)
+        if let id = UInt64(name), names[id] != nil { return (id, names) }
+        guard let id = names.first(where: { $0.value == name.lowercased() })?.key else {
+            throw CLIError(message: "\(name) is not one of your friends", exitCode: 64)
+        }
+        return (id, names)
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "The default and every friend's setting.")
+        @OptionGroup var global: GlobalOptions
+        func run() async throws {
+            try await performCall(global) { client in
+                let reply = try await client.call(GeoAPI.getPrecision, GeoV1.GetPrecisionRequest())
+                return (PrecisionCommand.text(reply, reply.settings.isEmpty ? [:] : try await friendNames(client)), reply.jsonValue)
+            }
+        }
+    }
+
+    struct Set_: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "set", abstract: "How one friend sees you: frienso precision set bob approximate.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The friend's username (or id).") var friend: String
+        @Argument(help: "exact, approximate, place or hidden.") var level: Level
+        func run() async throws {
+            try await performCall(global) { client in
+                let (id, names) = try await PrecisionCommand.friend(friend, client)
+                let reply = try await client.call(GeoAPI.setPrecision, GeoV1.SetPrecisionRequest(userId: id, precision: level.proto), mutation: true)
+                return (PrecisionCommand.text(reply, names), reply.jsonValue)
+            }
+        }
+    }
+
+    struct Default: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "default", abstract: "How friends without a setting of their own see you.")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "exact, approximate, place or hidden.") var level: Level
+        func run() async throws {
+            try await performCall(global) { client in
+                let reply = try await client.call(GeoAPI.setPrecision, GeoV1.SetPrecisionRequest(userId: 0, precision: level.proto), mutation: true)
+                return (PrecisionCommand.text(reply, reply.settings.isEmpty ? [:] : try await friendNames(client)), reply.jsonValue)
+            }
+        }
+    }
+
+    struct Clear: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "clear", abstract: "Remove a friend's own setting (the default applies again).")
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The friend's username (or id).") var friend: String
+        func run() async throws {
+            try await performCall(global) { client in
+                let (id, names) = try await PrecisionCommand.friend(friend, client)
+                let reply = try await client.call(GeoAPI.setPrecision, GeoV1.SetPrecisionRequest(userId: id, precision: .unspecified), mutation: true)
+                return (PrecisionCommand.text(reply, names), reply.jsonValue)
+            }
+        }
+    }
+}
+
 struct History: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Your location history.", subcommands: [Delete.self])
     struct Delete: AsyncParsableCommand {
@@ -171,7 +253,14 @@ struct Where: AsyncParsableCommand {
             let reply = try await client.call(GeoAPI.friendsLocations, GeoV1.FriendsLocationsRequest())
             let names = reply.friends.isEmpty ? [:] : try await friendNames(client)
             let lines = reply.friends.map { f -> String in
-                var line = "\(label(f.userId, names))  \(String(format: "%.5f, %.5f", f.fix?.latitude ?? 0, f.fix?.longitude ?? 0))  ±\(metres(f.fix?.accuracyM ?? 0))  \(age(f.ageMs))"
+                var line = label(f.userId, names)
+                if let fix = f.fix {
+                    line += "  \(String(format: "%.5f, %.5f", fix.latitude, fix.longitude))  ±\(metres(fix.accuracyM))"
+                } else {
+                    line += "  (place only)"
+                }
+                if f.precision == .approximate { line += " (approximate)" }
+                line += "  \(age(f.ageMs))"
                 if f.distanceM > 0 { line += "  \(metres(f.distanceM)) away" }
                 if !f.around.isEmpty { line += "  \(f.around)" }
                 if !f.status.isEmpty { line += "  “\(f.status)”" }

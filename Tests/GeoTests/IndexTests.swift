@@ -158,7 +158,7 @@ struct AppliedBatchTests {
         // Ann arrives 111 m from Ben: within the smaller distance (200 m), both are told.
         let first = apply(&s, [move(1, 33.7810, at: 2)], g)
         #expect(nearby(first).map { [$0.0, $0.1] } == [[1, 2], [2, 1]])
-        #expect(first.contains { if case .location(let viewers, 1, _) = $0 { viewers == [2, 3] } else { false } }, "friends see her move")
+        #expect(first.contains { if case .location(let viewers, 1, _, _) = $0 { viewers == [2, 3] } else { false } }, "friends see her move")
         // Still near (and hovering under 1.5 × 200 m): not told again.
         #expect(nearby(apply(&s, [move(1, 33.7812, at: 3)], g)).isEmpty)
         #expect(nearby(apply(&s, [move(1, 33.7825, at: 4)], g)).isEmpty, "278 m: outside, but not beyond 300 m: still armed off")

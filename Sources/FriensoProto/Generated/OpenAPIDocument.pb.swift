@@ -2379,6 +2379,64 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/geo/GetPrecision": {
+   "post": {
+    "operationId": "geo.GetPrecision",
+    "summary": "geo.GetPrecision",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.GetPrecisionRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.GetPrecisionResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/geo/GetSharing": {
    "post": {
     "operationId": "geo.GetSharing",
@@ -2831,6 +2889,64 @@ public enum OpenAPIDocument {
       }
      }
     }
+   }
+  },
+  "/v1/geo/SetPrecision": {
+   "post": {
+    "operationId": "geo.SetPrecision",
+    "summary": "geo.SetPrecision",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.SetPrecisionRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.GetPrecisionResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
    }
   },
   "/v1/geo/UpdateLocation": {
@@ -7042,6 +7158,9 @@ public enum OpenAPIDocument {
      },
      "more": {
       "type": "boolean"
+     },
+     "precision": {
+      "$ref": "#/components/schemas/frienso.geo.v1.GetPrecisionResponse"
      }
     },
     "additionalProperties": false
@@ -7095,6 +7214,16 @@ public enum OpenAPIDocument {
      },
      "distanceM": {
       "type": "number"
+     },
+     "precision": {
+      "type": "string",
+      "enum": [
+       "LOCATION_PRECISION_UNSPECIFIED",
+       "LOCATION_PRECISION_EXACT",
+       "LOCATION_PRECISION_APPROXIMATE",
+       "LOCATION_PRECISION_PLACE",
+       "LOCATION_PRECISION_HIDDEN"
+      ]
      }
     },
     "additionalProperties": false
@@ -7157,6 +7286,33 @@ public enum OpenAPIDocument {
      },
      "place": {
       "$ref": "#/components/schemas/frienso.geo.v1.Place"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.GetPrecisionRequest": {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.GetPrecisionResponse": {
+    "type": "object",
+    "properties": {
+     "defaultPrecision": {
+      "type": "string",
+      "enum": [
+       "LOCATION_PRECISION_UNSPECIFIED",
+       "LOCATION_PRECISION_EXACT",
+       "LOCATION_PRECISION_APPROXIMATE",
+       "LOCATION_PRECISION_PLACE",
+       "LOCATION_PRECISION_HIDDEN"
+      ]
+     },
+     "settings": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.PrecisionSetting"
+      }
      }
     },
     "additionalProperties": false
@@ -7366,6 +7522,19 @@ public enum OpenAPIDocument {
      },
      "status": {
       "type": "string"
+     },
+     "around": {
+      "type": "string"
+     },
+     "precision": {
+      "type": "string",
+      "enum": [
+       "LOCATION_PRECISION_UNSPECIFIED",
+       "LOCATION_PRECISION_EXACT",
+       "LOCATION_PRECISION_APPROXIMATE",
+       "LOCATION_PRECISION_PLACE",
+       "LOCATION_PRECISION_HIDDEN"
+      ]
      }
     },
     "additionalProperties": false
@@ -7507,6 +7676,48 @@ public enum OpenAPIDocument {
       "items": {
        "type": "number"
       }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.PrecisionSetting": {
+    "type": "object",
+    "properties": {
+     "userId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "precision": {
+      "type": "string",
+      "enum": [
+       "LOCATION_PRECISION_UNSPECIFIED",
+       "LOCATION_PRECISION_EXACT",
+       "LOCATION_PRECISION_APPROXIMATE",
+       "LOCATION_PRECISION_PLACE",
+       "LOCATION_PRECISION_HIDDEN"
+      ]
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.SetPrecisionRequest": {
+    "type": "object",
+    "properties": {
+     "userId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "precision": {
+      "type": "string",
+      "enum": [
+       "LOCATION_PRECISION_UNSPECIFIED",
+       "LOCATION_PRECISION_EXACT",
+       "LOCATION_PRECISION_APPROXIMATE",
+       "LOCATION_PRECISION_PLACE",
+       "LOCATION_PRECISION_HIDDEN"
+      ]
      }
     },
     "additionalProperties": false

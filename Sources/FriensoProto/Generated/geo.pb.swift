@@ -3,6 +3,53 @@
 internal import FriensoProtoC
 
 extension GeoV1 {
+    /// `frienso.geo.v1.LocationPrecision`: an open enum, as in proto3; unknown numbers survive a round trip.
+    public enum LocationPrecision: ProtoEnum {
+        case unspecified // LOCATION_PRECISION_UNSPECIFIED
+        case exact // LOCATION_PRECISION_EXACT
+        case approximate // LOCATION_PRECISION_APPROXIMATE
+        case place // LOCATION_PRECISION_PLACE
+        case hidden // LOCATION_PRECISION_HIDDEN
+        case unrecognized(Int32)
+
+        public static let allKnownCases: [LocationPrecision] = [.unspecified, .exact, .approximate, .place, .hidden]
+
+        public init(rawValue: Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .exact
+            case 2: self = .approximate
+            case 3: self = .place
+            case 4: self = .hidden
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Int32 {
+            switch self {
+            case .unspecified: return 0
+            case .exact: return 1
+            case .approximate: return 2
+            case .place: return 3
+            case .hidden: return 4
+            case .unrecognized(let value): return value
+            }
+        }
+
+        public var protoName: String {
+            switch self {
+            case .unspecified: return "LOCATION_PRECISION_UNSPECIFIED"
+            case .exact: return "LOCATION_PRECISION_EXACT"
+            case .approximate: return "LOCATION_PRECISION_APPROXIMATE"
+            case .place: return "LOCATION_PRECISION_PLACE"
+            case .hidden: return "LOCATION_PRECISION_HIDDEN"
+            case .unrecognized(let value): return "\(value)"
+            }
+        }
+    }
+}
+
+extension GeoV1 {
     /// `frienso.geo.v1.PlaceKind`: an open enum, as in proto3; unknown numbers survive a round trip.
     public enum PlaceKind: ProtoEnum {
         case unspecified // PLACE_KIND_UNSPECIFIED
@@ -718,16 +765,18 @@ extension GeoV1 {
         public var status: String = ""
         public var around: String = ""
         public var distanceM: Double = 0
+        public var precision: GeoV1.LocationPrecision = .init(rawValue: 0)
 
         public init() {}
 
-        public init(userId: UInt64 = 0, fix: GeoV1.Fix? = nil, ageMs: Int64 = 0, status: String = "", around: String = "", distanceM: Double = 0) {
+        public init(userId: UInt64 = 0, fix: GeoV1.Fix? = nil, ageMs: Int64 = 0, status: String = "", around: String = "", distanceM: Double = 0, precision: GeoV1.LocationPrecision = .init(rawValue: 0)) {
         self.userId = userId
         self.fix = fix
         self.ageMs = ageMs
         self.status = status
         self.around = around
         self.distanceM = distanceM
+        self.precision = precision
         }
     }
 }
@@ -770,15 +819,16 @@ extension GeoV1.FriendLocation {
         if !self.status.isEmpty { c.status = arena.string(self.status) }
         if !self.around.isEmpty { c.around = arena.string(self.around) }
         c.distance_m = self.distanceM
+        c.precision = Frienso__Geo__V1__LocationPrecision(rawValue: .init(truncatingIfNeeded: self.precision.rawValue))
     }
 
     init(c: Frienso__Geo__V1__FriendLocation) {
-        self.init(userId: c.user_id, fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, ageMs: c.age_ms, status: ProtoRuntime.string(c.status), around: ProtoRuntime.string(c.around), distanceM: c.distance_m)
+        self.init(userId: c.user_id, fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, ageMs: c.age_ms, status: ProtoRuntime.string(c.status), around: ProtoRuntime.string(c.around), distanceM: c.distance_m, precision: GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue)))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("userId", .string(String(self.userId))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("ageMs", .string(String(self.ageMs))), ("status", .string(self.status)), ("around", .string(self.around)), ("distanceM", .number(Double(self.distanceM)))])
+        .object([("userId", .string(String(self.userId))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("ageMs", .string(String(self.ageMs))), ("status", .string(self.status)), ("around", .string(self.around)), ("distanceM", .number(Double(self.distanceM))), ("precision", .string(self.precision.protoName))])
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -792,6 +842,7 @@ extension GeoV1.FriendLocation {
             case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
             case "around": self.around = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
             case "distanceM", "distance_m": self.distanceM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "precision": self.precision = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, GeoV1.LocationPrecision.self) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -806,7 +857,7 @@ extension GeoV1.FriendLocation {
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(userId: ProtoSample.uint64(seed, 1), fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), ageMs: ProtoSample.int64(seed, 3), status: ProtoSample.string(seed, "status"), around: ProtoSample.string(seed, "around"), distanceM: Double(seed) * 1.5 - 6.25)
+        Self(userId: ProtoSample.uint64(seed, 1), fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), ageMs: ProtoSample.int64(seed, 3), status: ProtoSample.string(seed, "status"), around: ProtoSample.string(seed, "around"), distanceM: Double(seed) * 1.5 - 6.25, precision: ProtoSample.enumValue(seed, GeoV1.LocationPrecision.self))
     }
 }
 
@@ -2015,13 +2066,17 @@ extension GeoV1 {
         public var userId: UInt64 = 0
         public var fix: GeoV1.Fix? = nil
         public var status: String = ""
+        public var around: String = ""
+        public var precision: GeoV1.LocationPrecision = .init(rawValue: 0)
 
         public init() {}
 
-        public init(userId: UInt64 = 0, fix: GeoV1.Fix? = nil, status: String = "") {
+        public init(userId: UInt64 = 0, fix: GeoV1.Fix? = nil, status: String = "", around: String = "", precision: GeoV1.LocationPrecision = .init(rawValue: 0)) {
         self.userId = userId
         self.fix = fix
         self.status = status
+        self.around = around
+        self.precision = precision
         }
     }
 }
@@ -2061,15 +2116,17 @@ extension GeoV1.LocationEvent {
             c.fix = arena.message(of: Frienso__Geo__V1__Fix.self) { frienso__geo__v1__fix__init($0); value.copy(into: &$0.pointee, arena: arena) }
         }
         if !self.status.isEmpty { c.status = arena.string(self.status) }
+        if !self.around.isEmpty { c.around = arena.string(self.around) }
+        c.precision = Frienso__Geo__V1__LocationPrecision(rawValue: .init(truncatingIfNeeded: self.precision.rawValue))
     }
 
     init(c: Frienso__Geo__V1__LocationEvent) {
-        self.init(userId: c.user_id, fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, status: ProtoRuntime.string(c.status))
+        self.init(userId: c.user_id, fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, status: ProtoRuntime.string(c.status), around: ProtoRuntime.string(c.around), precision: GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue)))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("userId", .string(String(self.userId))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("status", .string(self.status))])
+        .object([("userId", .string(String(self.userId))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("status", .string(self.status)), ("around", .string(self.around)), ("precision", .string(self.precision.protoName))])
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2080,6 +2137,8 @@ extension GeoV1.LocationEvent {
             case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
             case "fix": self.fix = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Fix.self) }
             case "status": self.status = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "around": self.around = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "precision": self.precision = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, GeoV1.LocationPrecision.self) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -2094,7 +2153,317 @@ extension GeoV1.LocationEvent {
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(userId: ProtoSample.uint64(seed, 1), fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), status: ProtoSample.string(seed, "status"))
+        Self(userId: ProtoSample.uint64(seed, 1), fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), status: ProtoSample.string(seed, "status"), around: ProtoSample.string(seed, "around"), precision: ProtoSample.enumValue(seed, GeoV1.LocationPrecision.self))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.PrecisionSetting`
+    public struct PrecisionSetting: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var precision: GeoV1.LocationPrecision = .init(rawValue: 0)
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, precision: GeoV1.LocationPrecision = .init(rawValue: 0)) {
+        self.userId = userId
+        self.precision = precision
+        }
+    }
+}
+
+extension GeoV1.PrecisionSetting {
+    public static let protoName = "frienso.geo.v1.PrecisionSetting"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__PrecisionSetting()
+        frienso__geo__v1__precision_setting__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__precision_setting__get_packed_size, pack: frienso__geo__v1__precision_setting__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__PrecisionSetting()
+        frienso__geo__v1__precision_setting__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__precision_setting__get_packed_size, pack: frienso__geo__v1__precision_setting__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.PrecisionSetting", unpack: frienso__geo__v1__precision_setting__unpack, free: frienso__geo__v1__precision_setting__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.PrecisionSetting", unpack: frienso__geo__v1__precision_setting__unpack, free: frienso__geo__v1__precision_setting__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__PrecisionSetting, arena _: ProtoArena) {
+        c.user_id = self.userId
+        c.precision = Frienso__Geo__V1__LocationPrecision(rawValue: .init(truncatingIfNeeded: self.precision.rawValue))
+    }
+
+    init(c: Frienso__Geo__V1__PrecisionSetting) {
+        self.init(userId: c.user_id, precision: GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue)))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("precision", .string(self.precision.protoName))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "precision": self.precision = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, GeoV1.LocationPrecision.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), precision: ProtoSample.enumValue(seed, GeoV1.LocationPrecision.self))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.SetPrecisionRequest`
+    public struct SetPrecisionRequest: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var precision: GeoV1.LocationPrecision = .init(rawValue: 0)
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, precision: GeoV1.LocationPrecision = .init(rawValue: 0)) {
+        self.userId = userId
+        self.precision = precision
+        }
+    }
+}
+
+extension GeoV1.SetPrecisionRequest {
+    public static let protoName = "frienso.geo.v1.SetPrecisionRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__SetPrecisionRequest()
+        frienso__geo__v1__set_precision_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_precision_request__get_packed_size, pack: frienso__geo__v1__set_precision_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__SetPrecisionRequest()
+        frienso__geo__v1__set_precision_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_precision_request__get_packed_size, pack: frienso__geo__v1__set_precision_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SetPrecisionRequest", unpack: frienso__geo__v1__set_precision_request__unpack, free: frienso__geo__v1__set_precision_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SetPrecisionRequest", unpack: frienso__geo__v1__set_precision_request__unpack, free: frienso__geo__v1__set_precision_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__SetPrecisionRequest, arena _: ProtoArena) {
+        c.user_id = self.userId
+        c.precision = Frienso__Geo__V1__LocationPrecision(rawValue: .init(truncatingIfNeeded: self.precision.rawValue))
+    }
+
+    init(c: Frienso__Geo__V1__SetPrecisionRequest) {
+        self.init(userId: c.user_id, precision: GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue)))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("precision", .string(self.precision.protoName))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "precision": self.precision = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, GeoV1.LocationPrecision.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), precision: ProtoSample.enumValue(seed, GeoV1.LocationPrecision.self))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.GetPrecisionRequest`
+    public struct GetPrecisionRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension GeoV1.GetPrecisionRequest {
+    public static let protoName = "frienso.geo.v1.GetPrecisionRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__GetPrecisionRequest()
+        frienso__geo__v1__get_precision_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_request__get_packed_size, pack: frienso__geo__v1__get_precision_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__GetPrecisionRequest()
+        frienso__geo__v1__get_precision_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_request__get_packed_size, pack: frienso__geo__v1__get_precision_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPrecisionRequest", unpack: frienso__geo__v1__get_precision_request__unpack, free: frienso__geo__v1__get_precision_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPrecisionRequest", unpack: frienso__geo__v1__get_precision_request__unpack, free: frienso__geo__v1__get_precision_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Geo__V1__GetPrecisionRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Geo__V1__GetPrecisionRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.GetPrecisionResponse`
+    public struct GetPrecisionResponse: ProtoMessage {
+        public var defaultPrecision: GeoV1.LocationPrecision = .init(rawValue: 0)
+        public var settings: [GeoV1.PrecisionSetting] = []
+
+        public init() {}
+
+        public init(defaultPrecision: GeoV1.LocationPrecision = .init(rawValue: 0), settings: [GeoV1.PrecisionSetting] = []) {
+        self.defaultPrecision = defaultPrecision
+        self.settings = settings
+        }
+    }
+}
+
+extension GeoV1.GetPrecisionResponse {
+    public static let protoName = "frienso.geo.v1.GetPrecisionResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__GetPrecisionResponse()
+        frienso__geo__v1__get_precision_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_response__get_packed_size, pack: frienso__geo__v1__get_precision_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__GetPrecisionResponse()
+        frienso__geo__v1__get_precision_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_response__get_packed_size, pack: frienso__geo__v1__get_precision_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPrecisionResponse", unpack: frienso__geo__v1__get_precision_response__unpack, free: frienso__geo__v1__get_precision_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPrecisionResponse", unpack: frienso__geo__v1__get_precision_response__unpack, free: frienso__geo__v1__get_precision_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__GetPrecisionResponse, arena: ProtoArena) {
+        c.default_precision = Frienso__Geo__V1__LocationPrecision(rawValue: .init(truncatingIfNeeded: self.defaultPrecision.rawValue))
+        c.n_settings = self.settings.count
+        c.settings = arena.array(self.settings.map { value in arena.message(of: Frienso__Geo__V1__PrecisionSetting.self) { frienso__geo__v1__precision_setting__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Geo__V1__GetPrecisionResponse) {
+        self.init(defaultPrecision: GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.default_precision.rawValue)), settings: ProtoRuntime.array(c.settings, count: c.n_settings) { GeoV1.PrecisionSetting(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("defaultPrecision", .string(self.defaultPrecision.protoName)), ("settings", .array(self.settings.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "defaultPrecision", "default_precision": self.defaultPrecision = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, GeoV1.LocationPrecision.self) }
+            case "settings": self.settings = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.PrecisionSetting(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.settings.reduce(0) { Swift.max($0, $1.largestUInt64) }
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(defaultPrecision: ProtoSample.enumValue(seed, GeoV1.LocationPrecision.self), settings: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.PrecisionSetting.sample(seed: seed &+ UInt64(i) &+ 2, depth: depth + 1) } : [])
     }
 }
 
@@ -3939,10 +4308,11 @@ extension GeoV1 {
         public var grants: [GeoV1.LocationGrant] = []
         public var history: [GeoV1.HistoryEntry] = []
         public var more: Bool = false
+        public var precision: GeoV1.GetPrecisionResponse? = nil
 
         public init() {}
 
-        public init(sharing: GeoV1.SharingSettings? = nil, latest: GeoV1.Fix? = nil, status: String = "", checkIn: GeoV1.CheckIn? = nil, grants: [GeoV1.LocationGrant] = [], history: [GeoV1.HistoryEntry] = [], more: Bool = false) {
+        public init(sharing: GeoV1.SharingSettings? = nil, latest: GeoV1.Fix? = nil, status: String = "", checkIn: GeoV1.CheckIn? = nil, grants: [GeoV1.LocationGrant] = [], history: [GeoV1.HistoryEntry] = [], more: Bool = false, precision: GeoV1.GetPrecisionResponse? = nil) {
         self.sharing = sharing
         self.latest = latest
         self.status = status
@@ -3950,6 +4320,7 @@ extension GeoV1 {
         self.grants = grants
         self.history = history
         self.more = more
+        self.precision = precision
         }
     }
 }
@@ -3999,15 +4370,18 @@ extension GeoV1.ExportMyDataResponse {
         c.n_history = self.history.count
         c.history = arena.array(self.history.map { value in arena.message(of: Frienso__Geo__V1__HistoryEntry.self) { frienso__geo__v1__history_entry__init($0); value.copy(into: &$0.pointee, arena: arena) } })
         c.more = (self.more ? 1 : 0)
+        if let value = self.precision {
+            c.precision = arena.message(of: Frienso__Geo__V1__GetPrecisionResponse.self) { frienso__geo__v1__get_precision_response__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
     }
 
     init(c: Frienso__Geo__V1__ExportMyDataResponse) {
-        self.init(sharing: c.sharing.map { GeoV1.SharingSettings(c: $0.pointee) }, latest: c.latest.map { GeoV1.Fix(c: $0.pointee) }, status: ProtoRuntime.string(c.status), checkIn: c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }, grants: ProtoRuntime.array(c.grants, count: c.n_grants) { GeoV1.LocationGrant(c: $0!.pointee) }, history: ProtoRuntime.array(c.history, count: c.n_history) { GeoV1.HistoryEntry(c: $0!.pointee) }, more: (c.more != 0))
+        self.init(sharing: c.sharing.map { GeoV1.SharingSettings(c: $0.pointee) }, latest: c.latest.map { GeoV1.Fix(c: $0.pointee) }, status: ProtoRuntime.string(c.status), checkIn: c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }, grants: ProtoRuntime.array(c.grants, count: c.n_grants) { GeoV1.LocationGrant(c: $0!.pointee) }, history: ProtoRuntime.array(c.history, count: c.n_history) { GeoV1.HistoryEntry(c: $0!.pointee) }, more: (c.more != 0), precision: c.precision.map { GeoV1.GetPrecisionResponse(c: $0.pointee) })
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("sharing", self.sharing.map { $0.jsonValue } ?? .null), ("latest", self.latest.map { $0.jsonValue } ?? .null), ("status", .string(self.status)), ("checkIn", self.checkIn.map { $0.jsonValue } ?? .null), ("grants", .array(self.grants.map { $0.jsonValue })), ("history", .array(self.history.map { $0.jsonValue })), ("more", .bool(self.more))])
+        .object([("sharing", self.sharing.map { $0.jsonValue } ?? .null), ("latest", self.latest.map { $0.jsonValue } ?? .null), ("status", .string(self.status)), ("checkIn", self.checkIn.map { $0.jsonValue } ?? .null), ("grants", .array(self.grants.map { $0.jsonValue })), ("history", .array(self.history.map { $0.jsonValue })), ("more", .bool(self.more)), ("precision", self.precision.map { $0.jsonValue } ?? .null)])
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4022,6 +4396,7 @@ extension GeoV1.ExportMyDataResponse {
             case "grants": self.grants = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.LocationGrant(json: item) } }
             case "history": self.history = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.HistoryEntry(json: item) } }
             case "more": self.more = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "precision": self.precision = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.GetPrecisionResponse.self) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -4034,12 +4409,13 @@ extension GeoV1.ExportMyDataResponse {
         m = Swift.max(m, (self.checkIn?.largestUInt64 ?? 0))
         m = Swift.max(m, self.grants.reduce(0) { Swift.max($0, $1.largestUInt64) })
         m = Swift.max(m, self.history.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, (self.precision?.largestUInt64 ?? 0))
         return m
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(sharing: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.SharingSettings.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.SharingSettings()), latest: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), status: ProtoSample.string(seed, "status"), checkIn: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.CheckIn.sample(seed: seed &+ 4, depth: depth + 1) : GeoV1.CheckIn()), grants: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.LocationGrant.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [], history: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.HistoryEntry.sample(seed: seed &+ UInt64(i) &+ 6, depth: depth + 1) } : [], more: seed % 2 == 0)
+        Self(sharing: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.SharingSettings.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.SharingSettings()), latest: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), status: ProtoSample.string(seed, "status"), checkIn: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.CheckIn.sample(seed: seed &+ 4, depth: depth + 1) : GeoV1.CheckIn()), grants: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.LocationGrant.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [], history: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.HistoryEntry.sample(seed: seed &+ UInt64(i) &+ 6, depth: depth + 1) } : [], more: seed % 2 == 0, precision: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.GetPrecisionResponse.sample(seed: seed &+ 8, depth: depth + 1) : GeoV1.GetPrecisionResponse()))
     }
 }
 
@@ -4064,10 +4440,12 @@ extension GeoV1 {
         public static let getPlace = RPCMethod<GetPlaceRequest, GetPlaceResponse>(service: "geo", name: "GetPlace", access: .internal, callers: ["media"])
         public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "geo", name: "EraseUser", access: .internal, callers: ["accounts"])
         public static let exportMyData = RPCMethod<ExportMyDataRequest, ExportMyDataResponse>(service: "geo", name: "ExportMyData", access: .authenticated)
+        public static let setPrecision = RPCMethod<SetPrecisionRequest, GetPrecisionResponse>(service: "geo", name: "SetPrecision", access: .authenticated)
+        public static let getPrecision = RPCMethod<GetPrecisionRequest, GetPrecisionResponse>(service: "geo", name: "GetPrecision", access: .authenticated)
 
-        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased, eraseUser.erased, exportMyData.erased]
+        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased, eraseUser.erased, exportMyData.erased, setPrecision.erased, getPrecision.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec, setPrecision.jsonCodec, getPrecision.jsonCodec]
     }
 }

@@ -13,6 +13,7 @@ struct GeoState: Sendable {
     var near: Set<Pair> = []
     var places: [PlaceRecord] = []
     var checkIns: [UInt64: CheckInRecord] = [:]
+    var precision = PrecisionSettings()
 
     /// Which updates of a batch become their user's latest fix, decided in order: an update wins
     /// when its device time is at least the latest one known (stored, or earlier in the batch);
@@ -72,13 +73,36 @@ struct GeoState: Sendable {
         sharing[user] = nil
         checkIns[user] = nil
         grants.removeAll(of: user)
+        precision.forget(user)
         near = near.filter { $0.a != user && $0.b != user }
     }
 
     func visible(viewer: UInt64, subject: UInt64, graph: GraphState, now: Int64) -> Bool {
-        Visibility.decide(viewer: viewer, subject: subject, Visibility.Facts(
+        disclosure(viewer: viewer, subject: subject, graph: graph, now: now) != nil
+    }
+
+    /// How precisely `viewer` sees `subject`, or nil when not at all: `Visibility.decide`, then,
+    /// for a friend, the precision the subject chose for them (hidden is nil). Yourself and a
+    /// live grant (the subject's own watch or helpNow) are exact.
+    func disclosure(viewer: UInt64, subject: UInt64, graph: GraphState, now: Int64) -> Precision? {
+        let (visible, reason) = Visibility.decide(viewer: viewer, subject: subject, Visibility.Facts(
             friends: graph.areFriends(viewer, subject), blocked: graph.blocked(viewer, subject),
-            subject: settings(of: subject), grantExpiresAtMs: grants.expiry(subject: subject, viewer: viewer)), nowMs: now).visible
+            subject: settings(of: subject), grantExpiresAtMs: grants.expiry(subject: subject, viewer: viewer)), nowMs: now)
+        guard visible else { return nil }
+        guard reason == .friend else { return .exact }
+        let chosen = precision.chosen(by: subject, for: viewer)
+        return chosen == .hidden ? nil : chosen
+    }
+
+    /// A fix as a viewer with `precision` sees it: the fix (exact, or snapped to its cell) and
+    /// the "Around" label (exact and place only).
+    func shown(_ fix: LatestFix, at precision: Precision, aroundWithin: Double) -> (fix: LatestFix?, around: String) {
+        switch precision {
+        case .exact: return (fix, around(lat: fix.lat, lon: fix.lon, within: aroundWithin))
+        case .approximate: return (fix.approximate, "")
+        case .place: return (nil, around(lat: fix.lat, lon: fix.lon, within: aroundWithin))
+        case .hidden: return (nil, "")
+        }
     }
 }
 
@@ -163,8 +187,8 @@ final class SharedState: Sendable {
 extension GeoState {
     /// An event a committed batch causes, decided under the state lock.
     enum Outgoing: Equatable {
-        /// `subject`'s new fix, for every viewer allowed to see it.
-        case location(viewers: [UInt64], subject: UInt64, fix: LatestFix)
+        /// `subject`'s new fix, for the viewers who see it at `precision` (one case per precision).
+        case location(viewers: [UInt64], subject: UInt64, fix: LatestFix, precision: Precision)
         /// `friend` came within range of `viewer` (told to both, once, with hysteresis).
         case nearby(viewer: UInt64, friend: UInt64, distance: Double, atMs: Int64)
     }
@@ -198,9 +222,11 @@ extension GeoState {
     private func locationEvents(for subject: UInt64, fix: LatestFix, _ g: GraphState, _ at: Int64) -> [Outgoing] {
         var viewers = Set(g.friends(of: subject))
         viewers.formUnion(grants.viewers(of: subject, now: at))
-        let permitted = viewers.filter { visible(viewer: $0, subject: subject, graph: g, now: at) }
-        guard !permitted.isEmpty else { return [] }
-        return [.location(viewers: permitted.sorted(), subject: subject, fix: fix)]
+        var byPrecision: [Precision: [UInt64]] = [:]
+        for viewer in viewers {
+            if let p = disclosure(viewer: viewer, subject: subject, graph: g, now: at) { byPrecision[p, default: []].append(viewer) }
+        }
+        return byPrecision.sorted { $0.key < $1.key }.map { .location(viewers: $0.value.sorted(), subject: subject, fix: fix, precision: $0.key) }
     }
 
     private mutating func proximityEvents(for user: UInt64, fix: LatestFix, _ g: GraphState, _ at: Int64) -> [Outgoing] {
@@ -209,9 +235,10 @@ extension GeoState {
         var out: [Outgoing] = []
         for friend in g.friends(of: user) {
             let theirs = settings(of: friend)
+            // A distance tells where someone is: only between friends who see each other exactly.
             guard theirs.proximityAlerts, let other = latest[friend],
-                  visible(viewer: user, subject: friend, graph: g, now: at),
-                  visible(viewer: friend, subject: user, graph: g, now: at) else { continue }
+                  disclosure(viewer: user, subject: friend, graph: g, now: at) == .exact,
+                  disclosure(viewer: friend, subject: user, graph: g, now: at) == .exact else { continue }
             let threshold = min(mine.proximityMetres, theirs.proximityMetres)
             let distance = GeoMath.distance(lat1: fix.lat, lon1: fix.lon, lat2: other.lat, lon2: other.lon)
             let pair = Pair(user, friend)

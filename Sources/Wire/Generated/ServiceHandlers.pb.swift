@@ -215,6 +215,10 @@ extension GeoV1.GeoService {
         func eraseUser(_ request: GeoV1.EraseUserRequest, _ context: RequestContext) async throws -> GeoV1.EraseUserResponse
         /// `geo.ExportMyData` (authenticated).
         func exportMyData(_ request: GeoV1.ExportMyDataRequest, _ context: RequestContext) async throws -> GeoV1.ExportMyDataResponse
+        /// `geo.SetPrecision` (authenticated).
+        func setPrecision(_ request: GeoV1.SetPrecisionRequest, _ context: RequestContext) async throws -> GeoV1.GetPrecisionResponse
+        /// `geo.GetPrecision` (authenticated).
+        func getPrecision(_ request: GeoV1.GetPrecisionRequest, _ context: RequestContext) async throws -> GeoV1.GetPrecisionResponse
     }
 }
 
@@ -248,6 +252,8 @@ extension MethodRouter {
         register(GeoV1.GeoService.getPlace) { try await handler.getPlace($0, $1) }
         register(GeoV1.GeoService.eraseUser) { try await handler.eraseUser($0, $1) }
         register(GeoV1.GeoService.exportMyData) { try await handler.exportMyData($0, $1) }
+        register(GeoV1.GeoService.setPrecision) { try await handler.setPrecision($0, $1) }
+        register(GeoV1.GeoService.getPrecision) { try await handler.getPrecision($0, $1) }
     }
 }
 

@@ -142,12 +142,13 @@ function render() {
   const list = $("#friends");
   list.replaceChildren();
   for (const f of state.locations) {
-    if (!f.fix) continue;
     const who = state.friends.get(f.userId);
     const label = who ? name(who) : `user ${f.userId}`;
     const age = Number(f.ageMs) + (now - (f.seenAt ?? now));
-    const sub = [f.around, ago(age)].filter(Boolean).join(" · ");
-    people.push({ id: f.userId, lat: f.fix.latitude, lon: f.fix.longitude, label, sub, kind: "friend", stale: age > FRESH_MS });
+    // Their choice of precision: approximate is a ~1 km cell, place has no coordinates at all.
+    const how = f.precision === "LOCATION_PRECISION_APPROXIMATE" ? "approximately (~1 km)" : (!f.fix ? (f.around ? "" : "place only") : "");
+    const sub = [f.around, how, ago(age)].filter(Boolean).join(" · ");
+    if (f.fix) people.push({ id: f.userId, lat: f.fix.latitude, lon: f.fix.longitude, label, sub, kind: "friend", stale: age > FRESH_MS });
     list.append(li(`<b>${esc(label)}</b> <small>${esc(sub)}${f.distanceM ? ` · ${metres(f.distanceM)} away` : ""}${f.status ? ` · “${esc(f.status)}”` : ""}</small>`));
   }
   if (!list.children.length) list.append(li("<small>No friend shares a location with you right now.</small>"));
@@ -172,6 +173,8 @@ function onEvent(kind, data) {
       const existing = state.locations.find((f) => f.userId === data.userId);
       const entry = existing || { userId: data.userId, around: "", status: "", distanceM: 0 };
       entry.fix = data.fix;
+      entry.precision = data.precision;
+      if (data.around !== undefined) entry.around = data.around;
       entry.ageMs = "0";
       entry.seenAt = Date.now();
       if (data.status !== undefined) entry.status = data.status;

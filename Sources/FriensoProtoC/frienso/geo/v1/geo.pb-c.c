@@ -1132,6 +1132,186 @@ void   frienso__geo__v1__location_event__free_unpacked
   assert(message->base.descriptor == &frienso__geo__v1__location_event__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__geo__v1__precision_setting__init
+                     (Frienso__Geo__V1__PrecisionSetting         *message)
+{
+  static const Frienso__Geo__V1__PrecisionSetting init_value = FRIENSO__GEO__V1__PRECISION_SETTING__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__precision_setting__get_packed_size
+                     (const Frienso__Geo__V1__PrecisionSetting *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__precision_setting__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__precision_setting__pack
+                     (const Frienso__Geo__V1__PrecisionSetting *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__precision_setting__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__precision_setting__pack_to_buffer
+                     (const Frienso__Geo__V1__PrecisionSetting *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__precision_setting__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__PrecisionSetting *
+       frienso__geo__v1__precision_setting__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__PrecisionSetting *)
+     protobuf_c_message_unpack (&frienso__geo__v1__precision_setting__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__precision_setting__free_unpacked
+                     (Frienso__Geo__V1__PrecisionSetting *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__precision_setting__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__set_precision_request__init
+                     (Frienso__Geo__V1__SetPrecisionRequest         *message)
+{
+  static const Frienso__Geo__V1__SetPrecisionRequest init_value = FRIENSO__GEO__V1__SET_PRECISION_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__set_precision_request__get_packed_size
+                     (const Frienso__Geo__V1__SetPrecisionRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__set_precision_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__set_precision_request__pack
+                     (const Frienso__Geo__V1__SetPrecisionRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__set_precision_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__set_precision_request__pack_to_buffer
+                     (const Frienso__Geo__V1__SetPrecisionRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__set_precision_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__SetPrecisionRequest *
+       frienso__geo__v1__set_precision_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__SetPrecisionRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__set_precision_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__set_precision_request__free_unpacked
+                     (Frienso__Geo__V1__SetPrecisionRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__set_precision_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__get_precision_request__init
+                     (Frienso__Geo__V1__GetPrecisionRequest         *message)
+{
+  static const Frienso__Geo__V1__GetPrecisionRequest init_value = FRIENSO__GEO__V1__GET_PRECISION_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__get_precision_request__get_packed_size
+                     (const Frienso__Geo__V1__GetPrecisionRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_precision_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__get_precision_request__pack
+                     (const Frienso__Geo__V1__GetPrecisionRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_precision_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__get_precision_request__pack_to_buffer
+                     (const Frienso__Geo__V1__GetPrecisionRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_precision_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__GetPrecisionRequest *
+       frienso__geo__v1__get_precision_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__GetPrecisionRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__get_precision_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__get_precision_request__free_unpacked
+                     (Frienso__Geo__V1__GetPrecisionRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__get_precision_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__get_precision_response__init
+                     (Frienso__Geo__V1__GetPrecisionResponse         *message)
+{
+  static const Frienso__Geo__V1__GetPrecisionResponse init_value = FRIENSO__GEO__V1__GET_PRECISION_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__get_precision_response__get_packed_size
+                     (const Frienso__Geo__V1__GetPrecisionResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_precision_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__get_precision_response__pack
+                     (const Frienso__Geo__V1__GetPrecisionResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_precision_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__get_precision_response__pack_to_buffer
+                     (const Frienso__Geo__V1__GetPrecisionResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__get_precision_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__GetPrecisionResponse *
+       frienso__geo__v1__get_precision_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__GetPrecisionResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__get_precision_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__get_precision_response__free_unpacked
+                     (Frienso__Geo__V1__GetPrecisionResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__get_precision_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__geo__v1__friend_nearby_event__init
                      (Frienso__Geo__V1__FriendNearbyEvent         *message)
 {
@@ -2575,7 +2755,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__update_sharing_response__desc
   (ProtobufCMessageInit) frienso__geo__v1__update_sharing_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__geo__v1__friend_location__field_descriptors[6] =
+static const ProtobufCFieldDescriptor frienso__geo__v1__friend_location__field_descriptors[7] =
 {
   {
     "user_id",
@@ -2649,19 +2829,32 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__friend_location__field_d
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "precision",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__FriendLocation, precision),
+    &frienso__geo__v1__location_precision__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__geo__v1__friend_location__field_indices_by_name[] = {
   2,   /* field[2] = age_ms */
   4,   /* field[4] = around */
   5,   /* field[5] = distance_m */
   1,   /* field[1] = fix */
+  6,   /* field[6] = precision */
   3,   /* field[3] = status */
   0,   /* field[0] = user_id */
 };
 static const ProtobufCIntRange frienso__geo__v1__friend_location__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 6 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor frienso__geo__v1__friend_location__descriptor =
 {
@@ -2671,7 +2864,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__friend_location__descriptor =
   "Frienso__Geo__V1__FriendLocation",
   "frienso.geo.v1",
   sizeof(Frienso__Geo__V1__FriendLocation),
-  6,
+  7,
   frienso__geo__v1__friend_location__field_descriptors,
   frienso__geo__v1__friend_location__field_indices_by_name,
   1,  frienso__geo__v1__friend_location__number_ranges,
@@ -3364,7 +3557,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__get_place_response__descripto
   (ProtobufCMessageInit) frienso__geo__v1__get_place_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__geo__v1__location_event__field_descriptors[3] =
+static const ProtobufCFieldDescriptor frienso__geo__v1__location_event__field_descriptors[5] =
 {
   {
     "user_id",
@@ -3402,16 +3595,42 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__location_event__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "around",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__LocationEvent, around),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "precision",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__LocationEvent, precision),
+    &frienso__geo__v1__location_precision__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__geo__v1__location_event__field_indices_by_name[] = {
+  3,   /* field[3] = around */
   1,   /* field[1] = fix */
+  4,   /* field[4] = precision */
   2,   /* field[2] = status */
   0,   /* field[0] = user_id */
 };
 static const ProtobufCIntRange frienso__geo__v1__location_event__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor frienso__geo__v1__location_event__descriptor =
 {
@@ -3421,11 +3640,182 @@ const ProtobufCMessageDescriptor frienso__geo__v1__location_event__descriptor =
   "Frienso__Geo__V1__LocationEvent",
   "frienso.geo.v1",
   sizeof(Frienso__Geo__V1__LocationEvent),
-  3,
+  5,
   frienso__geo__v1__location_event__field_descriptors,
   frienso__geo__v1__location_event__field_indices_by_name,
   1,  frienso__geo__v1__location_event__number_ranges,
   (ProtobufCMessageInit) frienso__geo__v1__location_event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__precision_setting__field_descriptors[2] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PrecisionSetting, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "precision",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PrecisionSetting, precision),
+    &frienso__geo__v1__location_precision__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__precision_setting__field_indices_by_name[] = {
+  1,   /* field[1] = precision */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__precision_setting__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__precision_setting__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.PrecisionSetting",
+  "PrecisionSetting",
+  "Frienso__Geo__V1__PrecisionSetting",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__PrecisionSetting),
+  2,
+  frienso__geo__v1__precision_setting__field_descriptors,
+  frienso__geo__v1__precision_setting__field_indices_by_name,
+  1,  frienso__geo__v1__precision_setting__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__precision_setting__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__set_precision_request__field_descriptors[2] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__SetPrecisionRequest, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "precision",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__SetPrecisionRequest, precision),
+    &frienso__geo__v1__location_precision__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__set_precision_request__field_indices_by_name[] = {
+  1,   /* field[1] = precision */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__set_precision_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__set_precision_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.SetPrecisionRequest",
+  "SetPrecisionRequest",
+  "Frienso__Geo__V1__SetPrecisionRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__SetPrecisionRequest),
+  2,
+  frienso__geo__v1__set_precision_request__field_descriptors,
+  frienso__geo__v1__set_precision_request__field_indices_by_name,
+  1,  frienso__geo__v1__set_precision_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__set_precision_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__geo__v1__get_precision_request__field_descriptors NULL
+#define frienso__geo__v1__get_precision_request__field_indices_by_name NULL
+#define frienso__geo__v1__get_precision_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__geo__v1__get_precision_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.GetPrecisionRequest",
+  "GetPrecisionRequest",
+  "Frienso__Geo__V1__GetPrecisionRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__GetPrecisionRequest),
+  0,
+  frienso__geo__v1__get_precision_request__field_descriptors,
+  frienso__geo__v1__get_precision_request__field_indices_by_name,
+  0,  frienso__geo__v1__get_precision_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__get_precision_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__get_precision_response__field_descriptors[2] =
+{
+  {
+    "default_precision",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__GetPrecisionResponse, default_precision),
+    &frienso__geo__v1__location_precision__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "settings",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__GetPrecisionResponse, n_settings),
+    offsetof(Frienso__Geo__V1__GetPrecisionResponse, settings),
+    &frienso__geo__v1__precision_setting__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__get_precision_response__field_indices_by_name[] = {
+  0,   /* field[0] = default_precision */
+  1,   /* field[1] = settings */
+};
+static const ProtobufCIntRange frienso__geo__v1__get_precision_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__get_precision_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.GetPrecisionResponse",
+  "GetPrecisionResponse",
+  "Frienso__Geo__V1__GetPrecisionResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__GetPrecisionResponse),
+  2,
+  frienso__geo__v1__get_precision_response__field_descriptors,
+  frienso__geo__v1__get_precision_response__field_indices_by_name,
+  1,  frienso__geo__v1__get_precision_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__get_precision_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor frienso__geo__v1__friend_nearby_event__field_descriptors[3] =
@@ -4856,7 +5246,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__history_entry__descriptor =
   (ProtobufCMessageInit) frienso__geo__v1__history_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__geo__v1__export_my_data_response__field_descriptors[7] =
+static const ProtobufCFieldDescriptor frienso__geo__v1__export_my_data_response__field_descriptors[8] =
 {
   {
     "sharing",
@@ -4942,6 +5332,18 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__export_my_data_response_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "precision",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, precision),
+    &frienso__geo__v1__get_precision_response__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__geo__v1__export_my_data_response__field_indices_by_name[] = {
   3,   /* field[3] = check_in */
@@ -4949,13 +5351,14 @@ static const unsigned frienso__geo__v1__export_my_data_response__field_indices_b
   5,   /* field[5] = history */
   1,   /* field[1] = latest */
   6,   /* field[6] = more */
+  7,   /* field[7] = precision */
   0,   /* field[0] = sharing */
   2,   /* field[2] = status */
 };
 static const ProtobufCIntRange frienso__geo__v1__export_my_data_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor frienso__geo__v1__export_my_data_response__descriptor =
 {
@@ -4965,12 +5368,46 @@ const ProtobufCMessageDescriptor frienso__geo__v1__export_my_data_response__desc
   "Frienso__Geo__V1__ExportMyDataResponse",
   "frienso.geo.v1",
   sizeof(Frienso__Geo__V1__ExportMyDataResponse),
-  7,
+  8,
   frienso__geo__v1__export_my_data_response__field_descriptors,
   frienso__geo__v1__export_my_data_response__field_indices_by_name,
   1,  frienso__geo__v1__export_my_data_response__number_ranges,
   (ProtobufCMessageInit) frienso__geo__v1__export_my_data_response__init,
   NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCEnumValue frienso__geo__v1__location_precision__enum_values_by_number[5] =
+{
+  { "LOCATION_PRECISION_UNSPECIFIED", "FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_UNSPECIFIED", 0 },
+  { "LOCATION_PRECISION_EXACT", "FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_EXACT", 1 },
+  { "LOCATION_PRECISION_APPROXIMATE", "FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_APPROXIMATE", 2 },
+  { "LOCATION_PRECISION_PLACE", "FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_PLACE", 3 },
+  { "LOCATION_PRECISION_HIDDEN", "FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_HIDDEN", 4 },
+};
+static const ProtobufCIntRange frienso__geo__v1__location_precision__value_ranges[] = {
+{0, 0},{0, 5}
+};
+static const ProtobufCEnumValueIndex frienso__geo__v1__location_precision__enum_values_by_name[5] =
+{
+  { "LOCATION_PRECISION_APPROXIMATE", 2 },
+  { "LOCATION_PRECISION_EXACT", 1 },
+  { "LOCATION_PRECISION_HIDDEN", 4 },
+  { "LOCATION_PRECISION_PLACE", 3 },
+  { "LOCATION_PRECISION_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor frienso__geo__v1__location_precision__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.LocationPrecision",
+  "LocationPrecision",
+  "Frienso__Geo__V1__LocationPrecision",
+  "frienso.geo.v1",
+  5,
+  frienso__geo__v1__location_precision__enum_values_by_number,
+  5,
+  frienso__geo__v1__location_precision__enum_values_by_name,
+  1,
+  frienso__geo__v1__location_precision__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue frienso__geo__v1__place_kind__enum_values_by_number[4] =
 {

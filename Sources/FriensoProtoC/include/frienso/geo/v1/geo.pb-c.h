@@ -40,6 +40,10 @@ typedef struct Frienso__Geo__V1__CheckInAccessResponse Frienso__Geo__V1__CheckIn
 typedef struct Frienso__Geo__V1__GetPlaceRequest Frienso__Geo__V1__GetPlaceRequest;
 typedef struct Frienso__Geo__V1__GetPlaceResponse Frienso__Geo__V1__GetPlaceResponse;
 typedef struct Frienso__Geo__V1__LocationEvent Frienso__Geo__V1__LocationEvent;
+typedef struct Frienso__Geo__V1__PrecisionSetting Frienso__Geo__V1__PrecisionSetting;
+typedef struct Frienso__Geo__V1__SetPrecisionRequest Frienso__Geo__V1__SetPrecisionRequest;
+typedef struct Frienso__Geo__V1__GetPrecisionRequest Frienso__Geo__V1__GetPrecisionRequest;
+typedef struct Frienso__Geo__V1__GetPrecisionResponse Frienso__Geo__V1__GetPrecisionResponse;
 typedef struct Frienso__Geo__V1__FriendNearbyEvent Frienso__Geo__V1__FriendNearbyEvent;
 typedef struct Frienso__Geo__V1__Place Frienso__Geo__V1__Place;
 typedef struct Frienso__Geo__V1__ImportPlacesRequest Frienso__Geo__V1__ImportPlacesRequest;
@@ -66,6 +70,29 @@ typedef struct Frienso__Geo__V1__ExportMyDataResponse Frienso__Geo__V1__ExportMy
 
 /* --- enums --- */
 
+/*
+ * How precisely a friend sees your location, chosen per friend (and a default for the others).
+ * Applied wherever a location leaves geo: friends' locations, live location events, navigate,
+ * nearby, check-ins, venue counts, proximity alerts. During your own watch or helpNow, the circle
+ * members it reaches see you exactly, whatever the setting.
+ */
+typedef enum _Frienso__Geo__V1__LocationPrecision {
+  FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_UNSPECIFIED = 0,
+  FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_EXACT = 1,
+  /*
+   * the centre of a ~1 km grid cell (the same cell each time), accuracy 1,000 m, no "Around" label
+   */
+  FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_APPROXIMATE = 2,
+  /*
+   * only "Around <place>" (no coordinates; nothing when no place is near)
+   */
+  FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_PLACE = 3,
+  /*
+   * not at all
+   */
+  FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_HIDDEN = 4
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__GEO__V1__LOCATION_PRECISION)
+} Frienso__Geo__V1__LocationPrecision;
 /*
  * Places: campus buildings, venues and campus outlines, imported by an operator.
  */
@@ -219,21 +246,28 @@ struct  Frienso__Geo__V1__FriendLocation
 {
   ProtobufCMessage base;
   uint64_t user_id;
+  /*
+   * absent for PLACE
+   */
   Frienso__Geo__V1__Fix *fix;
   int64_t age_ms;
   char *status;
   /*
-   * "Around <place>" label, empty when no place is near
+   * "Around <place>" label, empty when no place is near (always empty for APPROXIMATE)
    */
   char *around;
   /*
-   * from the caller's latest fix (0 when the caller has none)
+   * from the caller's latest fix to the fix shown (0 when either is absent)
    */
   double distance_m;
+  /*
+   * how you see them
+   */
+  Frienso__Geo__V1__LocationPrecision precision;
 };
 #define FRIENSO__GEO__V1__FRIEND_LOCATION__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__friend_location__descriptor) \
-    , 0, NULL, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+    , 0, NULL, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_UNSPECIFIED }
 
 
 struct  Frienso__Geo__V1__FriendsLocationsRequest
@@ -448,12 +482,76 @@ struct  Frienso__Geo__V1__LocationEvent
 {
   ProtobufCMessage base;
   uint64_t user_id;
+  /*
+   * as FriendLocation: absent for PLACE
+   */
   Frienso__Geo__V1__Fix *fix;
   char *status;
+  /*
+   * for PLACE
+   */
+  char *around;
+  Frienso__Geo__V1__LocationPrecision precision;
 };
 #define FRIENSO__GEO__V1__LOCATION_EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__location_event__descriptor) \
-    , 0, NULL, (char *)protobuf_c_empty_string }
+    , 0, NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_UNSPECIFIED }
+
+
+struct  Frienso__Geo__V1__PrecisionSetting
+{
+  ProtobufCMessage base;
+  uint64_t user_id;
+  Frienso__Geo__V1__LocationPrecision precision;
+};
+#define FRIENSO__GEO__V1__PRECISION_SETTING__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__precision_setting__descriptor) \
+    , 0, FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_UNSPECIFIED }
+
+
+/*
+ * user_id 0 sets the default for friends without a setting of their own; for a friend,
+ * UNSPECIFIED removes their setting (the default applies again).
+ */
+struct  Frienso__Geo__V1__SetPrecisionRequest
+{
+  ProtobufCMessage base;
+  /*
+   * a friend, or 0 for the default
+   */
+  uint64_t user_id;
+  Frienso__Geo__V1__LocationPrecision precision;
+};
+#define FRIENSO__GEO__V1__SET_PRECISION_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__set_precision_request__descriptor) \
+    , 0, FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_UNSPECIFIED }
+
+
+struct  Frienso__Geo__V1__GetPrecisionRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__GEO__V1__GET_PRECISION_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__get_precision_request__descriptor) \
+     }
+
+
+struct  Frienso__Geo__V1__GetPrecisionResponse
+{
+  ProtobufCMessage base;
+  /*
+   * EXACT unless set
+   */
+  Frienso__Geo__V1__LocationPrecision default_precision;
+  /*
+   * per friend
+   */
+  size_t n_settings;
+  Frienso__Geo__V1__PrecisionSetting **settings;
+};
+#define FRIENSO__GEO__V1__GET_PRECISION_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__get_precision_response__descriptor) \
+    , FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_UNSPECIFIED, 0,NULL }
 
 
 /*
@@ -878,10 +976,11 @@ struct  Frienso__Geo__V1__ExportMyDataResponse
   size_t n_history;
   Frienso__Geo__V1__HistoryEntry **history;
   protobuf_c_boolean more;
+  Frienso__Geo__V1__GetPrecisionResponse *precision;
 };
 #define FRIENSO__GEO__V1__EXPORT_MY_DATA_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__export_my_data_response__descriptor) \
-    , NULL, NULL, (char *)protobuf_c_empty_string, NULL, 0,NULL, 0,NULL, 0 }
+    , NULL, NULL, (char *)protobuf_c_empty_string, NULL, 0,NULL, 0,NULL, 0, NULL }
 
 
 /* Frienso__Geo__V1__Fix methods */
@@ -1358,6 +1457,82 @@ Frienso__Geo__V1__LocationEvent *
                       const uint8_t       *data);
 void   frienso__geo__v1__location_event__free_unpacked
                      (Frienso__Geo__V1__LocationEvent *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__PrecisionSetting methods */
+void   frienso__geo__v1__precision_setting__init
+                     (Frienso__Geo__V1__PrecisionSetting         *message);
+size_t frienso__geo__v1__precision_setting__get_packed_size
+                     (const Frienso__Geo__V1__PrecisionSetting   *message);
+size_t frienso__geo__v1__precision_setting__pack
+                     (const Frienso__Geo__V1__PrecisionSetting   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__precision_setting__pack_to_buffer
+                     (const Frienso__Geo__V1__PrecisionSetting   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__PrecisionSetting *
+       frienso__geo__v1__precision_setting__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__precision_setting__free_unpacked
+                     (Frienso__Geo__V1__PrecisionSetting *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__SetPrecisionRequest methods */
+void   frienso__geo__v1__set_precision_request__init
+                     (Frienso__Geo__V1__SetPrecisionRequest         *message);
+size_t frienso__geo__v1__set_precision_request__get_packed_size
+                     (const Frienso__Geo__V1__SetPrecisionRequest   *message);
+size_t frienso__geo__v1__set_precision_request__pack
+                     (const Frienso__Geo__V1__SetPrecisionRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__set_precision_request__pack_to_buffer
+                     (const Frienso__Geo__V1__SetPrecisionRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__SetPrecisionRequest *
+       frienso__geo__v1__set_precision_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__set_precision_request__free_unpacked
+                     (Frienso__Geo__V1__SetPrecisionRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__GetPrecisionRequest methods */
+void   frienso__geo__v1__get_precision_request__init
+                     (Frienso__Geo__V1__GetPrecisionRequest         *message);
+size_t frienso__geo__v1__get_precision_request__get_packed_size
+                     (const Frienso__Geo__V1__GetPrecisionRequest   *message);
+size_t frienso__geo__v1__get_precision_request__pack
+                     (const Frienso__Geo__V1__GetPrecisionRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__get_precision_request__pack_to_buffer
+                     (const Frienso__Geo__V1__GetPrecisionRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__GetPrecisionRequest *
+       frienso__geo__v1__get_precision_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__get_precision_request__free_unpacked
+                     (Frienso__Geo__V1__GetPrecisionRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__GetPrecisionResponse methods */
+void   frienso__geo__v1__get_precision_response__init
+                     (Frienso__Geo__V1__GetPrecisionResponse         *message);
+size_t frienso__geo__v1__get_precision_response__get_packed_size
+                     (const Frienso__Geo__V1__GetPrecisionResponse   *message);
+size_t frienso__geo__v1__get_precision_response__pack
+                     (const Frienso__Geo__V1__GetPrecisionResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__get_precision_response__pack_to_buffer
+                     (const Frienso__Geo__V1__GetPrecisionResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__GetPrecisionResponse *
+       frienso__geo__v1__get_precision_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__get_precision_response__free_unpacked
+                     (Frienso__Geo__V1__GetPrecisionResponse *message,
                       ProtobufCAllocator *allocator);
 /* Frienso__Geo__V1__FriendNearbyEvent methods */
 void   frienso__geo__v1__friend_nearby_event__init
@@ -1854,6 +2029,18 @@ typedef void (*Frienso__Geo__V1__GetPlaceResponse_Closure)
 typedef void (*Frienso__Geo__V1__LocationEvent_Closure)
                  (const Frienso__Geo__V1__LocationEvent *message,
                   void *closure_data);
+typedef void (*Frienso__Geo__V1__PrecisionSetting_Closure)
+                 (const Frienso__Geo__V1__PrecisionSetting *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__SetPrecisionRequest_Closure)
+                 (const Frienso__Geo__V1__SetPrecisionRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__GetPrecisionRequest_Closure)
+                 (const Frienso__Geo__V1__GetPrecisionRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__GetPrecisionResponse_Closure)
+                 (const Frienso__Geo__V1__GetPrecisionResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Geo__V1__FriendNearbyEvent_Closure)
                  (const Frienso__Geo__V1__FriendNearbyEvent *message,
                   void *closure_data);
@@ -1926,6 +2113,7 @@ typedef void (*Frienso__Geo__V1__ExportMyDataResponse_Closure)
 
 /* --- descriptors --- */
 
+extern const ProtobufCEnumDescriptor    frienso__geo__v1__location_precision__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__geo__v1__place_kind__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__fix__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__update_location_request__descriptor;
@@ -1952,6 +2140,10 @@ extern const ProtobufCMessageDescriptor frienso__geo__v1__check_in_access_respon
 extern const ProtobufCMessageDescriptor frienso__geo__v1__get_place_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__get_place_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__location_event__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__precision_setting__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__set_precision_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__get_precision_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__get_precision_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__friend_nearby_event__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__place__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__import_places_request__descriptor;
