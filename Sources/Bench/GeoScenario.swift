@@ -15,7 +15,7 @@ import Wire
 /// and through the gateway, and Redis GEOSEARCH/GEOADD on the same data in the same run.
 public enum GeoScenario {
     /// What `--parts` may name.
-    public static let parts: Set<String> = ["index", "service", "redis"]
+    public static let parts: Set<String> = ["index", "service", "redis", "audit"]
 
     public struct Options: Sendable {
         public var users: Int
@@ -104,6 +104,7 @@ public enum GeoScenario {
         }
         out.append("")
         }
+        if options.parts.contains("audit") { out += try await auditCost(options, logger: quiet) }
         guard options.parts.contains("service") || options.parts.contains("redis") else { report(&out); return "" }
 
         // 2. The service: n users seeded in geo's database, all findable; the state rebuilt at start.
@@ -264,6 +265,57 @@ public enum GeoScenario {
     }
 
     /// Prints what is ready (a long run keeps its first sections if stopped).
+    /// Friends' locations in process at 64 in flight, with "who saw my location" counted and
+    /// without, alternating twice, in one run: the audit's cost as a ratio (target: at most 10%).
+    static func auditCost(_ options: Options, logger: Logger) async throws -> [String] {
+        let n = min(options.users, 20_000), friendsEach = 50
+        let points = uniform(n, seed: 7)
+        var graphState = GraphState()
+        for i in 0..<n {
+            for k in 1...(friendsEach / 2) {
+                let j = (i + k) % n
+                graphState.apply(SocialV1.GraphEvent(change: .friendshipAdded, userA: UInt64(min(i, j) + 1), userB: UInt64(max(i, j) + 1)))
+            }
+        }
+        let graph = StaticGraph(graphState)
+        var services: [(String, GeoService, String)] = []
+        for audit in [false, true] {
+            let dir = BenchStack.scratchDirectory()
+            try FileManager.default.createDirectory(atPath: "\(dir)/geo", withIntermediateDirectories: true)
+            var config = GeoConfig()
+            config.audit = audit
+            _ = try GeoService(directory: "\(dir)/geo", graph: graph, publisher: nil, config: config, logger: logger)
+            try seedLatest(path: "\(dir)/geo/geo.sqlite", points)
+            services.append((audit ? "audit on" : "audit off", try GeoService(directory: "\(dir)/geo", graph: graph, publisher: nil, config: config, logger: logger), dir))
+        }
+        defer { for (_, _, dir) in services { try? FileManager.default.removeItem(atPath: dir) } }
+        var rows: [LatencyStats] = []
+        var rates: [String: [Double]] = [:]
+        for round in 0..<2 {
+            for (name, geo, _) in services {
+                // The flush runs as in the service (every 2 s, on the same cores), so its
+                // counting and writing are inside the measurement.
+                let flusher = Task {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(2))
+                        _ = try? await geo.flushAudit()
+                    }
+                }
+                let stats = await drive(name: "friends' locations in process, \(name) (round \(round + 1))", inFlight: 64, count: options.queries,
+                                        warmup: 1_000) {
+                    geo.locations(seenBy: UInt64(Int.random(in: 1...n))).friends.count == friendsEach
+                }
+                flusher.cancel()
+                rates[name, default: []].append(stats.throughput)
+                rows.append(stats)
+                _ = try? await geo.flushAudit()
+            }
+        }
+        let on = (rates["audit on"] ?? []).reduce(0, +), off = (rates["audit off"] ?? []).reduce(0, +)
+        return ["### Who saw my location: the audit's cost (\(n) users, \(friendsEach) friends each)", "", Report.table(rows), "",
+                String(format: "- friends' locations with the audit on / off: %.3f× throughput (target ≥ 0.90×)", on / max(off, 1)), ""]
+    }
+
     static func report(_ lines: inout [String]) {
         FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         lines.removeAll()

@@ -50,6 +50,17 @@ struct EdgeRoutes: Sendable {
                                                   searchForIndexHtml: true, logger: logger))
         }
         router.get("/v1/health") { _, _ in json(.ok, .object([("status", .string("ok"))])) }
+        if let webRoot = config.webRoot {
+            // A share link's page: the token stays in the address (the page's script reads it and
+            // asks /v1/geo/ViewShareLink); the page itself is the same for every link.
+            router.get("/s/:token") { _, _ in
+                guard let page = FileManager.default.contents(atPath: "\(webRoot)/share.html") else {
+                    return error(.notFound, "no share page in this deployment")
+                }
+                return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                                body: .init(byteBuffer: ByteBuffer(bytes: page)))
+            }
+        }
         router.get("/v1/openapi.json") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-cache"],
                      body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))
@@ -249,6 +260,8 @@ struct EdgeMiddleware: RouterMiddleware {
         if !request.uri.path.hasPrefix("/v1/") {
             // The web app: its own scripts, styles and photos only; no framing.
             response.headers[.contentSecurityPolicy] = "default-src 'self'; img-src 'self' blob: data:; connect-src 'self'; frame-ancestors 'none'"
+            // A share link's token is in the page's address: never sent on to anyone.
+            response.headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
         }
         if allowed, let origin {
             Self.cors(&response.headers, origin: origin)

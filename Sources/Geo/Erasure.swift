@@ -12,10 +12,11 @@ extension GeoService {
     public func eraseUser(_ request: GeoV1.EraseUserRequest, _ context: RequestContext) async throws -> GeoV1.EraseUserResponse {
         let user = request.userId
         try Erasure.check(user: request.userId, traces: request.traces)
-        let state = state, folding = folding
+        let state = state, folding = folding, audit = audit
         let erased = try await store.erase(user, traces: request.traces) {
             state.mutex.withLock { $0.forget(user) }
             folding.mutex.withLock { $0.forget(user) }
+            audit.forget(user)
         }
         try await Erasure.finish(store.database, user: user, erased: erased, logger: context.logger)
         return GeoV1.EraseUserResponse(erased: UInt32(clamping: erased))
@@ -38,6 +39,8 @@ extension GeoStore {
                 "DELETE FROM grants WHERE subject = ?1 OR viewer = ?1",
                 "DELETE FROM check_ins WHERE user_id = ?1",
                 "DELETE FROM precision WHERE subject = ?1 OR viewer = ?1",
+                "DELETE FROM audit WHERE subject = ?1 OR viewer = ?1",
+                "DELETE FROM share_links WHERE owner = ?1",
             ] {
                 try db.run(sql: sql, arguments: [user])
                 erased += db.changesCount

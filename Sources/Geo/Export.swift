@@ -24,6 +24,11 @@ extension GeoService {
         }
         let page = try await store.history(of: caller, after: request.afterHistoryId, limit: limit + 1)
         out.precision = precisionView(of: caller)
+        if request.afterHistoryId == 0 {
+            try await flushAudit()
+            out.audit = try await store.audit(of: caller, since: 0, limit: 100_000)
+            out.shareLinks = try await store.shareLinks(of: caller, now: at)
+        }
         out.history = Array(page.prefix(limit))
         out.more = page.count > limit
         return out

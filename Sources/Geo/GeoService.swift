@@ -35,6 +35,9 @@ public struct GeoConfig: Sendable {
     public var aroundDistance = 150.0
     /// Venue attendance counts fixes younger than this.
     public var venueFreshness: Duration = .seconds(15 * 60)
+    /// Who saw my location: counted (on unless a benchmark turns it off) and kept this long.
+    public var audit = true
+    public var auditRetention: Duration = .seconds(30 * 86_400)
     /// The smallest total a venue's count shows (k-anonymity): below it, "fewer than k".
     public var venueMinimumPeople = 3
     public var checkInLifetime: Duration = .seconds(3 * 3600)
@@ -69,6 +72,7 @@ public final class GeoService: Sendable {
     public let replyStore: SQLiteReplyStore
     let logger: Logger
     let photos: (any CheckInPhotos)?
+    let audit: AuditLog
 
     /// Opens `<directory>/geo.sqlite` and rebuilds the in-memory state (index, latest fixes,
     /// settings, grants) from it.
@@ -76,6 +80,8 @@ public final class GeoService: Sendable {
     public init(directory: String, graph: any GraphSource, publisher: (any EventSink)?, config: GeoConfig = GeoConfig(),
                 photos: (any CheckInPhotos)? = nil, logger: Logger, now: (@Sendable () -> Int64)? = nil) throws {
         self.photos = photos
+        let audit = AuditLog(enabled: config.audit)
+        self.audit = audit
         let clock = now ?? { WallClock.milliseconds() }
         let store = try GeoStore(path: "\(directory)/geo.sqlite")
         var initial = GeoState(index: SpatialIndex(cellDegrees: config.cellDegrees))
@@ -111,7 +117,7 @@ public final class GeoService: Sendable {
         self.state = state
         self.logger = logger
         replyStore = SQLiteReplyStore(database: store.database)
-        let events = LocationEvents(graph: graph, publisher: publisher, state: state, aroundWithin: config.aroundDistance, now: clock)
+        let events = LocationEvents(graph: graph, publisher: publisher, state: state, aroundWithin: config.aroundDistance, audit: audit, now: clock)
         self.folding = folding
         writer = GroupCommit(label: "geo-location-writer") { batch in
             // Decide which updates become the latest (`GeoState.accept`); append them to history

@@ -110,6 +110,8 @@ final class GeoStore: Sendable {
             try db.execute(sql: "INSERT INTO geo_meta (key, value) VALUES ('folded_through', coalesce((SELECT max(id) FROM history), 0))")
         }
         Self.migratePrecision(&migrator)
+        Self.migrateAudit(&migrator)
+        Self.migrateShareLinks(&migrator)
         return migrator
     }
 

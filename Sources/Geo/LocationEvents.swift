@@ -12,6 +12,8 @@ struct LocationEvents: Sendable {
     let state: SharedState
     /// How near a place counts as "Around" it (for viewers who see only the place).
     let aroundWithin: Double
+    /// Live events count as reads of the subject's location (who saw it).
+    let audit: AuditLog
     let now: @Sendable () -> Int64
 
     func applied(_ batch: [LocationUpdate], replaces: [Bool]) {
@@ -41,6 +43,7 @@ struct LocationEvents: Sendable {
                 case .hidden: continue
                 }
                 publisher.emit(topics: viewers.map(ViewerTopic.of), method: "geo.Location", payload: message.serializedBytes())
+                audit.record(subject: subject, viewers: viewers, kind: .live, at: at)
             case .nearby(let viewer, let friend, let distance, let atMs):
                 publisher.emit(topic: ViewerTopic.of(viewer), method: "geo.FriendNearby",
                                payload: GeoV1.FriendNearbyEvent(userId: friend, distanceM: distance, atMs: atMs).serializedBytes())

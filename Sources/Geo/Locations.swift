@@ -78,7 +78,12 @@ extension GeoService {
     // MARK: Reading
 
     public func friendsLocations(_ request: GeoV1.FriendsLocationsRequest, _ context: RequestContext) async throws -> GeoV1.FriendsLocationsResponse {
-        let caller = try context.requireCaller()
+        locations(seenBy: try context.requireCaller())
+    }
+
+    /// Friends' locations as `caller` may see them (and anyone who granted them a view), nearest
+    /// first; each one counted in the subject's audit. (The handler, callable in process by the benchmark.)
+    public func locations(seenBy caller: UInt64) -> GeoV1.FriendsLocationsResponse {
         let at = now()
         let friends = graph.read { $0.friends(of: caller) }
         var result = state.mutex.withLock { s -> [GeoV1.FriendLocation] in
@@ -97,6 +102,7 @@ extension GeoService {
             }
         }
         result.sort { ($0.distanceM, $0.userId) < ($1.distanceM, $1.userId) }
+        audit.record(subjects: result.lazy.map(\.userId), viewer: caller, kind: .friendsLocations, at: at)
         let you = state.mutex.withLock { $0.latest[caller] }.map(Self.proto)
         return GeoV1.FriendsLocationsResponse(friends: result, you: you)
     }

@@ -54,6 +54,7 @@ extension GeoService {
                 throw RPCError.notFound("no location of user \(request.userId) that you can see")
             }
             let theirs = precision == .exact ? exact : exact.approximate
+            audit.record(subjects: [request.userId], viewer: caller, kind: .navigate, at: at)
             return GeoV1.NavigateResponse(
                 distanceM: GeoMath.distance(lat1: mine.lat, lon1: mine.lon, lat2: theirs.lat, lon2: theirs.lon),
                 bearingDeg: GeoMath.bearing(lat1: mine.lat, lon1: mine.lon, lat2: theirs.lat, lon2: theirs.lon),

@@ -56,6 +56,8 @@ public struct FriensoConfig: Codable, Sendable {
         public var venueFreshMinutes: Int?
         /// Venue totals below this are shown as "fewer than k" (default 3).
         public var venueMinimumPeople: Int?
+        /// How long "who saw my location" is kept (default 30 days).
+        public var auditRetentionDays: Int?
         public var checkInHours: Int?
         /// Authorises operator imports (places). Or FRIENSO_OPERATOR_KEY.
         public var operatorKey: String?

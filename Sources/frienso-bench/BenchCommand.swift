@@ -95,7 +95,7 @@ struct GeoBench: AsyncParsableCommand {
     @Option(help: "Parts to run, comma-separated: index, service, redis.") var parts = "index,service,redis"
 
     func validate() throws {
-        guard ScenarioParts.parse(parts, known: GeoScenario.parts) != nil else { throw ValidationError("--parts takes index, service, redis") }
+        guard ScenarioParts.parse(parts, known: GeoScenario.parts) != nil else { throw ValidationError("--parts takes index, service, redis, audit") }
         guard users >= 1_000, queries > 0, updates > 0 else { throw ValidationError("--users ≥ 1000, --queries and --updates > 0") }
         guard LoadLevels.parse(inFlight, max: 1_024) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 1024") }
     }

@@ -32,8 +32,9 @@ struct GeoCommand: AsyncParsableCommand {
         let grants = GrantConsumer(service: service, endpoint: try resolved.peerEvents("alerts"), security: try plane.client(of: "alerts"),
                                    logger: logger)
         let pruner = HistoryPruner(service: service, logger: logger)
+        let audit = AuditWriter(service: service, logger: logger)
         let host = service.makeHost(options: plane.hostOptions(name: "geo", endpoint: resolved.endpoint), logger: logger)
-        try await ServiceRunner.run([replica, publisher, grants, pruner, host], endpointFile: resolved.endpointFile, logger: logger,
+        try await ServiceRunner.run([replica, publisher, grants, pruner, audit, host], endpointFile: resolved.endpointFile, logger: logger,
                                   boundEventsEndpoint: { try await publisher.boundEndpoint() }) {
             try await host.boundEndpoint()
         }

@@ -13,6 +13,7 @@ extension GeoConfig {
         if let v = section?.aroundMetres { aroundDistance = v }
         if let v = section?.venueFreshMinutes { venueFreshness = .seconds(v * 60) }
         if let v = section?.venueMinimumPeople { venueMinimumPeople = max(1, v) }
+        if let v = section?.auditRetentionDays { auditRetention = .seconds(max(1, v) * 86_400) }
         if let v = section?.checkInHours { checkInLifetime = .seconds(v * 3600) }
         operatorKey = resolved.environment["FRIENSO_OPERATOR_KEY"] ?? section?.operatorKey ?? ""
     }

@@ -2205,6 +2205,64 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/geo/CreateShareLink": {
+   "post": {
+    "operationId": "geo.CreateShareLink",
+    "summary": "geo.CreateShareLink",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.CreateShareLinkRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.CreateShareLinkResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/geo/DeleteHistory": {
    "post": {
     "operationId": "geo.DeleteHistory",
@@ -2554,6 +2612,64 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/geo/ListAudit": {
+   "post": {
+    "operationId": "geo.ListAudit",
+    "summary": "geo.ListAudit",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.ListAuditRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.ListAuditResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/geo/ListCheckIns": {
    "post": {
     "operationId": "geo.ListCheckIns",
@@ -2648,6 +2764,64 @@ public enum OpenAPIDocument {
        "application/json": {
         "schema": {
          "$ref": "#/components/schemas/frienso.geo.v1.ListPlacesResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/geo/ListShareLinks": {
+   "post": {
+    "operationId": "geo.ListShareLinks",
+    "summary": "geo.ListShareLinks",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.ListShareLinksRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.ListShareLinksResponse"
         }
        }
       }
@@ -2891,6 +3065,64 @@ public enum OpenAPIDocument {
     }
    }
   },
+  "/v1/geo/RevokeShareLink": {
+   "post": {
+    "operationId": "geo.RevokeShareLink",
+    "summary": "geo.RevokeShareLink",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.RevokeShareLinkRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.RevokeShareLinkResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/geo/SetPrecision": {
    "post": {
     "operationId": "geo.SetPrecision",
@@ -3059,6 +3291,65 @@ public enum OpenAPIDocument {
      }
     },
     "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/geo/ViewShareLink": {
+   "post": {
+    "operationId": "geo.ViewShareLink",
+    "summary": "geo.ViewShareLink",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.ViewShareLinkRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.ViewShareLinkResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {},
      {
       "bearer": []
      }
@@ -6928,6 +7219,43 @@ public enum OpenAPIDocument {
     "properties": {},
     "additionalProperties": false
    },
+   "frienso.geo.v1.AuditEntry": {
+    "type": "object",
+    "properties": {
+     "viewerId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "kind": {
+      "type": "string",
+      "enum": [
+       "AUDIT_KIND_UNSPECIFIED",
+       "AUDIT_KIND_FRIENDS_LOCATIONS",
+       "AUDIT_KIND_NAVIGATE",
+       "AUDIT_KIND_LIVE",
+       "AUDIT_KIND_SHARE_LINK"
+      ]
+     },
+     "hourStartMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "count": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     },
+     "linkId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.geo.v1.CheckIn": {
     "type": "object",
     "properties": {
@@ -7067,6 +7395,33 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.geo.v1.CreateShareLinkRequest": {
+    "type": "object",
+    "properties": {
+     "minutes": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     },
+     "label": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.CreateShareLinkResponse": {
+    "type": "object",
+    "properties": {
+     "link": {
+      "$ref": "#/components/schemas/frienso.geo.v1.ShareLink"
+     },
+     "path": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.geo.v1.DeleteHistoryRequest": {
     "type": "object",
     "properties": {},
@@ -7161,6 +7516,18 @@ public enum OpenAPIDocument {
      },
      "precision": {
       "$ref": "#/components/schemas/frienso.geo.v1.GetPrecisionResponse"
+     },
+     "audit": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.AuditEntry"
+      }
+     },
+     "shareLinks": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.ShareLink"
+      }
      }
     },
     "additionalProperties": false
@@ -7414,6 +7781,40 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.geo.v1.ListAuditRequest": {
+    "type": "object",
+    "properties": {
+     "sinceMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "limit": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListAuditResponse": {
+    "type": "object",
+    "properties": {
+     "entries": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.AuditEntry"
+      }
+     },
+     "retentionDays": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.geo.v1.ListCheckInsRequest": {
     "type": "object",
     "properties": {
@@ -7475,6 +7876,23 @@ public enum OpenAPIDocument {
       "type": "array",
       "items": {
        "$ref": "#/components/schemas/frienso.geo.v1.Place"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListShareLinksRequest": {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListShareLinksResponse": {
+    "type": "object",
+    "properties": {
+     "links": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.ShareLink"
       }
      }
     },
@@ -7701,6 +8119,26 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.geo.v1.RevokeShareLinkRequest": {
+    "type": "object",
+    "properties": {
+     "linkId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.RevokeShareLinkResponse": {
+    "type": "object",
+    "properties": {
+     "link": {
+      "$ref": "#/components/schemas/frienso.geo.v1.ShareLink"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.geo.v1.SetPrecisionRequest": {
     "type": "object",
     "properties": {
@@ -7718,6 +8156,44 @@ public enum OpenAPIDocument {
        "LOCATION_PRECISION_PLACE",
        "LOCATION_PRECISION_HIDDEN"
       ]
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ShareLink": {
+    "type": "object",
+    "properties": {
+     "linkId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "token": {
+      "type": "string"
+     },
+     "label": {
+      "type": "string"
+     },
+     "createdAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "expiresAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "revokedAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "views": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
      }
     },
     "additionalProperties": false
@@ -7819,6 +8295,40 @@ public enum OpenAPIDocument {
      },
      "few": {
       "type": "boolean"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ViewShareLinkRequest": {
+    "type": "object",
+    "properties": {
+     "token": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ViewShareLinkResponse": {
+    "type": "object",
+    "properties": {
+     "label": {
+      "type": "string"
+     },
+     "fix": {
+      "$ref": "#/components/schemas/frienso.geo.v1.Fix"
+     },
+     "ageMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "expiresAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "around": {
+      "type": "string"
      }
     },
     "additionalProperties": false

@@ -50,6 +50,53 @@ extension GeoV1 {
 }
 
 extension GeoV1 {
+    /// `frienso.geo.v1.AuditKind`: an open enum, as in proto3; unknown numbers survive a round trip.
+    public enum AuditKind: ProtoEnum {
+        case unspecified // AUDIT_KIND_UNSPECIFIED
+        case friendsLocations // AUDIT_KIND_FRIENDS_LOCATIONS
+        case navigate // AUDIT_KIND_NAVIGATE
+        case live // AUDIT_KIND_LIVE
+        case shareLink // AUDIT_KIND_SHARE_LINK
+        case unrecognized(Int32)
+
+        public static let allKnownCases: [AuditKind] = [.unspecified, .friendsLocations, .navigate, .live, .shareLink]
+
+        public init(rawValue: Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .friendsLocations
+            case 2: self = .navigate
+            case 3: self = .live
+            case 4: self = .shareLink
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Int32 {
+            switch self {
+            case .unspecified: return 0
+            case .friendsLocations: return 1
+            case .navigate: return 2
+            case .live: return 3
+            case .shareLink: return 4
+            case .unrecognized(let value): return value
+            }
+        }
+
+        public var protoName: String {
+            switch self {
+            case .unspecified: return "AUDIT_KIND_UNSPECIFIED"
+            case .friendsLocations: return "AUDIT_KIND_FRIENDS_LOCATIONS"
+            case .navigate: return "AUDIT_KIND_NAVIGATE"
+            case .live: return "AUDIT_KIND_LIVE"
+            case .shareLink: return "AUDIT_KIND_SHARE_LINK"
+            case .unrecognized(let value): return "\(value)"
+            }
+        }
+    }
+}
+
+extension GeoV1 {
     /// `frienso.geo.v1.PlaceKind`: an open enum, as in proto3; unknown numbers survive a round trip.
     public enum PlaceKind: ProtoEnum {
         case unspecified // PLACE_KIND_UNSPECIFIED
@@ -2154,6 +2201,1001 @@ extension GeoV1.LocationEvent {
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
         Self(userId: ProtoSample.uint64(seed, 1), fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), status: ProtoSample.string(seed, "status"), around: ProtoSample.string(seed, "around"), precision: ProtoSample.enumValue(seed, GeoV1.LocationPrecision.self))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.AuditEntry`
+    public struct AuditEntry: ProtoMessage {
+        public var viewerId: UInt64 = 0
+        public var kind: GeoV1.AuditKind = .init(rawValue: 0)
+        public var hourStartMs: Int64 = 0
+        public var count: UInt32 = 0
+        public var linkId: UInt64 = 0
+
+        public init() {}
+
+        public init(viewerId: UInt64 = 0, kind: GeoV1.AuditKind = .init(rawValue: 0), hourStartMs: Int64 = 0, count: UInt32 = 0, linkId: UInt64 = 0) {
+        self.viewerId = viewerId
+        self.kind = kind
+        self.hourStartMs = hourStartMs
+        self.count = count
+        self.linkId = linkId
+        }
+    }
+}
+
+extension GeoV1.AuditEntry {
+    public static let protoName = "frienso.geo.v1.AuditEntry"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__AuditEntry()
+        frienso__geo__v1__audit_entry__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__audit_entry__get_packed_size, pack: frienso__geo__v1__audit_entry__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__AuditEntry()
+        frienso__geo__v1__audit_entry__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__audit_entry__get_packed_size, pack: frienso__geo__v1__audit_entry__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.AuditEntry", unpack: frienso__geo__v1__audit_entry__unpack, free: frienso__geo__v1__audit_entry__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.AuditEntry", unpack: frienso__geo__v1__audit_entry__unpack, free: frienso__geo__v1__audit_entry__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__AuditEntry, arena _: ProtoArena) {
+        c.viewer_id = self.viewerId
+        c.kind = Frienso__Geo__V1__AuditKind(rawValue: .init(truncatingIfNeeded: self.kind.rawValue))
+        c.hour_start_ms = self.hourStartMs
+        c.count = self.count
+        c.link_id = self.linkId
+    }
+
+    init(c: Frienso__Geo__V1__AuditEntry) {
+        self.init(viewerId: c.viewer_id, kind: GeoV1.AuditKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), hourStartMs: c.hour_start_ms, count: c.count, linkId: c.link_id)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("viewerId", .string(String(self.viewerId))), ("kind", .string(self.kind.protoName)), ("hourStartMs", .string(String(self.hourStartMs))), ("count", .number(Double(self.count))), ("linkId", .string(String(self.linkId)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "viewerId", "viewer_id": self.viewerId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "kind": self.kind = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, GeoV1.AuditKind.self) }
+            case "hourStartMs", "hour_start_ms": self.hourStartMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "count": self.count = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "linkId", "link_id": self.linkId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.viewerId
+        m = Swift.max(m, self.linkId)
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(viewerId: ProtoSample.uint64(seed, 1), kind: ProtoSample.enumValue(seed, GeoV1.AuditKind.self), hourStartMs: ProtoSample.int64(seed, 3), count: ProtoSample.uint32(seed, 4), linkId: ProtoSample.uint64(seed, 5))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListAuditRequest`
+    public struct ListAuditRequest: ProtoMessage {
+        public var sinceMs: Int64 = 0
+        public var limit: UInt32 = 0
+
+        public init() {}
+
+        public init(sinceMs: Int64 = 0, limit: UInt32 = 0) {
+        self.sinceMs = sinceMs
+        self.limit = limit
+        }
+    }
+}
+
+extension GeoV1.ListAuditRequest {
+    public static let protoName = "frienso.geo.v1.ListAuditRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListAuditRequest()
+        frienso__geo__v1__list_audit_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_request__get_packed_size, pack: frienso__geo__v1__list_audit_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListAuditRequest()
+        frienso__geo__v1__list_audit_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_request__get_packed_size, pack: frienso__geo__v1__list_audit_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListAuditRequest", unpack: frienso__geo__v1__list_audit_request__unpack, free: frienso__geo__v1__list_audit_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListAuditRequest", unpack: frienso__geo__v1__list_audit_request__unpack, free: frienso__geo__v1__list_audit_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListAuditRequest, arena _: ProtoArena) {
+        c.since_ms = self.sinceMs
+        c.limit = self.limit
+    }
+
+    init(c: Frienso__Geo__V1__ListAuditRequest) {
+        self.init(sinceMs: c.since_ms, limit: c.limit)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("sinceMs", .string(String(self.sinceMs))), ("limit", .number(Double(self.limit)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "sinceMs", "since_ms": self.sinceMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(sinceMs: ProtoSample.int64(seed, 1), limit: ProtoSample.uint32(seed, 2))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListAuditResponse`
+    public struct ListAuditResponse: ProtoMessage {
+        public var entries: [GeoV1.AuditEntry] = []
+        public var retentionDays: Int64 = 0
+
+        public init() {}
+
+        public init(entries: [GeoV1.AuditEntry] = [], retentionDays: Int64 = 0) {
+        self.entries = entries
+        self.retentionDays = retentionDays
+        }
+    }
+}
+
+extension GeoV1.ListAuditResponse {
+    public static let protoName = "frienso.geo.v1.ListAuditResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListAuditResponse()
+        frienso__geo__v1__list_audit_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_response__get_packed_size, pack: frienso__geo__v1__list_audit_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListAuditResponse()
+        frienso__geo__v1__list_audit_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_response__get_packed_size, pack: frienso__geo__v1__list_audit_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListAuditResponse", unpack: frienso__geo__v1__list_audit_response__unpack, free: frienso__geo__v1__list_audit_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListAuditResponse", unpack: frienso__geo__v1__list_audit_response__unpack, free: frienso__geo__v1__list_audit_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListAuditResponse, arena: ProtoArena) {
+        c.n_entries = self.entries.count
+        c.entries = arena.array(self.entries.map { value in arena.message(of: Frienso__Geo__V1__AuditEntry.self) { frienso__geo__v1__audit_entry__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.retention_days = self.retentionDays
+    }
+
+    init(c: Frienso__Geo__V1__ListAuditResponse) {
+        self.init(entries: ProtoRuntime.array(c.entries, count: c.n_entries) { GeoV1.AuditEntry(c: $0!.pointee) }, retentionDays: c.retention_days)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("entries", .array(self.entries.map { $0.jsonValue })), ("retentionDays", .string(String(self.retentionDays)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "entries": self.entries = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.AuditEntry(json: item) } }
+            case "retentionDays", "retention_days": self.retentionDays = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.entries.reduce(0) { Swift.max($0, $1.largestUInt64) }
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(entries: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.AuditEntry.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], retentionDays: ProtoSample.int64(seed, 2))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ShareLink`
+    public struct ShareLink: ProtoMessage {
+        public var linkId: UInt64 = 0
+        public var token: String = ""
+        public var label: String = ""
+        public var createdAtMs: Int64 = 0
+        public var expiresAtMs: Int64 = 0
+        public var revokedAtMs: Int64 = 0
+        public var views: UInt32 = 0
+
+        public init() {}
+
+        public init(linkId: UInt64 = 0, token: String = "", label: String = "", createdAtMs: Int64 = 0, expiresAtMs: Int64 = 0, revokedAtMs: Int64 = 0, views: UInt32 = 0) {
+        self.linkId = linkId
+        self.token = token
+        self.label = label
+        self.createdAtMs = createdAtMs
+        self.expiresAtMs = expiresAtMs
+        self.revokedAtMs = revokedAtMs
+        self.views = views
+        }
+    }
+}
+
+extension GeoV1.ShareLink {
+    public static let protoName = "frienso.geo.v1.ShareLink"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ShareLink()
+        frienso__geo__v1__share_link__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__share_link__get_packed_size, pack: frienso__geo__v1__share_link__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ShareLink()
+        frienso__geo__v1__share_link__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__share_link__get_packed_size, pack: frienso__geo__v1__share_link__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ShareLink", unpack: frienso__geo__v1__share_link__unpack, free: frienso__geo__v1__share_link__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ShareLink", unpack: frienso__geo__v1__share_link__unpack, free: frienso__geo__v1__share_link__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ShareLink, arena: ProtoArena) {
+        c.link_id = self.linkId
+        if !self.token.isEmpty { c.token = arena.string(self.token) }
+        if !self.label.isEmpty { c.label = arena.string(self.label) }
+        c.created_at_ms = self.createdAtMs
+        c.expires_at_ms = self.expiresAtMs
+        c.revoked_at_ms = self.revokedAtMs
+        c.views = self.views
+    }
+
+    init(c: Frienso__Geo__V1__ShareLink) {
+        self.init(linkId: c.link_id, token: ProtoRuntime.string(c.token), label: ProtoRuntime.string(c.label), createdAtMs: c.created_at_ms, expiresAtMs: c.expires_at_ms, revokedAtMs: c.revoked_at_ms, views: c.views)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("linkId", .string(String(self.linkId))), ("token", .string(self.token)), ("label", .string(self.label)), ("createdAtMs", .string(String(self.createdAtMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("revokedAtMs", .string(String(self.revokedAtMs))), ("views", .number(Double(self.views)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "linkId", "link_id": self.linkId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "token": self.token = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "label": self.label = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "expiresAtMs", "expires_at_ms": self.expiresAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "revokedAtMs", "revoked_at_ms": self.revokedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "views": self.views = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.linkId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(linkId: ProtoSample.uint64(seed, 1), token: ProtoSample.string(seed, "token"), label: ProtoSample.string(seed, "label"), createdAtMs: ProtoSample.int64(seed, 4), expiresAtMs: ProtoSample.int64(seed, 5), revokedAtMs: ProtoSample.int64(seed, 6), views: ProtoSample.uint32(seed, 7))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.CreateShareLinkRequest`
+    public struct CreateShareLinkRequest: ProtoMessage {
+        public var minutes: UInt32 = 0
+        public var label: String = ""
+
+        public init() {}
+
+        public init(minutes: UInt32 = 0, label: String = "") {
+        self.minutes = minutes
+        self.label = label
+        }
+    }
+}
+
+extension GeoV1.CreateShareLinkRequest {
+    public static let protoName = "frienso.geo.v1.CreateShareLinkRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CreateShareLinkRequest()
+        frienso__geo__v1__create_share_link_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_request__get_packed_size, pack: frienso__geo__v1__create_share_link_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CreateShareLinkRequest()
+        frienso__geo__v1__create_share_link_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_request__get_packed_size, pack: frienso__geo__v1__create_share_link_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreateShareLinkRequest", unpack: frienso__geo__v1__create_share_link_request__unpack, free: frienso__geo__v1__create_share_link_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreateShareLinkRequest", unpack: frienso__geo__v1__create_share_link_request__unpack, free: frienso__geo__v1__create_share_link_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__CreateShareLinkRequest, arena: ProtoArena) {
+        c.minutes = self.minutes
+        if !self.label.isEmpty { c.label = arena.string(self.label) }
+    }
+
+    init(c: Frienso__Geo__V1__CreateShareLinkRequest) {
+        self.init(minutes: c.minutes, label: ProtoRuntime.string(c.label))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("minutes", .number(Double(self.minutes))), ("label", .string(self.label))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "minutes": self.minutes = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "label": self.label = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(minutes: ProtoSample.uint32(seed, 1), label: ProtoSample.string(seed, "label"))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.CreateShareLinkResponse`
+    public struct CreateShareLinkResponse: ProtoMessage {
+        public var link: GeoV1.ShareLink? = nil
+        public var path: String = ""
+
+        public init() {}
+
+        public init(link: GeoV1.ShareLink? = nil, path: String = "") {
+        self.link = link
+        self.path = path
+        }
+    }
+}
+
+extension GeoV1.CreateShareLinkResponse {
+    public static let protoName = "frienso.geo.v1.CreateShareLinkResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CreateShareLinkResponse()
+        frienso__geo__v1__create_share_link_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_response__get_packed_size, pack: frienso__geo__v1__create_share_link_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CreateShareLinkResponse()
+        frienso__geo__v1__create_share_link_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_response__get_packed_size, pack: frienso__geo__v1__create_share_link_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreateShareLinkResponse", unpack: frienso__geo__v1__create_share_link_response__unpack, free: frienso__geo__v1__create_share_link_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreateShareLinkResponse", unpack: frienso__geo__v1__create_share_link_response__unpack, free: frienso__geo__v1__create_share_link_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__CreateShareLinkResponse, arena: ProtoArena) {
+        if let value = self.link {
+            c.link = arena.message(of: Frienso__Geo__V1__ShareLink.self) { frienso__geo__v1__share_link__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        if !self.path.isEmpty { c.path = arena.string(self.path) }
+    }
+
+    init(c: Frienso__Geo__V1__CreateShareLinkResponse) {
+        self.init(link: c.link.map { GeoV1.ShareLink(c: $0.pointee) }, path: ProtoRuntime.string(c.path))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("link", self.link.map { $0.jsonValue } ?? .null), ("path", .string(self.path))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "link": self.link = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.ShareLink.self) }
+            case "path": self.path = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.link?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(link: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.ShareLink.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.ShareLink()), path: ProtoSample.string(seed, "path"))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListShareLinksRequest`
+    public struct ListShareLinksRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension GeoV1.ListShareLinksRequest {
+    public static let protoName = "frienso.geo.v1.ListShareLinksRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListShareLinksRequest()
+        frienso__geo__v1__list_share_links_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_request__get_packed_size, pack: frienso__geo__v1__list_share_links_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListShareLinksRequest()
+        frienso__geo__v1__list_share_links_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_request__get_packed_size, pack: frienso__geo__v1__list_share_links_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListShareLinksRequest", unpack: frienso__geo__v1__list_share_links_request__unpack, free: frienso__geo__v1__list_share_links_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListShareLinksRequest", unpack: frienso__geo__v1__list_share_links_request__unpack, free: frienso__geo__v1__list_share_links_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Geo__V1__ListShareLinksRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Geo__V1__ListShareLinksRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListShareLinksResponse`
+    public struct ListShareLinksResponse: ProtoMessage {
+        public var links: [GeoV1.ShareLink] = []
+
+        public init() {}
+
+        public init(links: [GeoV1.ShareLink] = []) {
+        self.links = links
+        }
+    }
+}
+
+extension GeoV1.ListShareLinksResponse {
+    public static let protoName = "frienso.geo.v1.ListShareLinksResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListShareLinksResponse()
+        frienso__geo__v1__list_share_links_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_response__get_packed_size, pack: frienso__geo__v1__list_share_links_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListShareLinksResponse()
+        frienso__geo__v1__list_share_links_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_response__get_packed_size, pack: frienso__geo__v1__list_share_links_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListShareLinksResponse", unpack: frienso__geo__v1__list_share_links_response__unpack, free: frienso__geo__v1__list_share_links_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListShareLinksResponse", unpack: frienso__geo__v1__list_share_links_response__unpack, free: frienso__geo__v1__list_share_links_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListShareLinksResponse, arena: ProtoArena) {
+        c.n_links = self.links.count
+        c.links = arena.array(self.links.map { value in arena.message(of: Frienso__Geo__V1__ShareLink.self) { frienso__geo__v1__share_link__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Geo__V1__ListShareLinksResponse) {
+        self.init(links: ProtoRuntime.array(c.links, count: c.n_links) { GeoV1.ShareLink(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("links", .array(self.links.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "links": self.links = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.ShareLink(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.links.reduce(0) { Swift.max($0, $1.largestUInt64) }
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(links: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.ShareLink.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.RevokeShareLinkRequest`
+    public struct RevokeShareLinkRequest: ProtoMessage {
+        public var linkId: UInt64 = 0
+
+        public init() {}
+
+        public init(linkId: UInt64 = 0) {
+        self.linkId = linkId
+        }
+    }
+}
+
+extension GeoV1.RevokeShareLinkRequest {
+    public static let protoName = "frienso.geo.v1.RevokeShareLinkRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__RevokeShareLinkRequest()
+        frienso__geo__v1__revoke_share_link_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_request__get_packed_size, pack: frienso__geo__v1__revoke_share_link_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__RevokeShareLinkRequest()
+        frienso__geo__v1__revoke_share_link_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_request__get_packed_size, pack: frienso__geo__v1__revoke_share_link_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.RevokeShareLinkRequest", unpack: frienso__geo__v1__revoke_share_link_request__unpack, free: frienso__geo__v1__revoke_share_link_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.RevokeShareLinkRequest", unpack: frienso__geo__v1__revoke_share_link_request__unpack, free: frienso__geo__v1__revoke_share_link_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__RevokeShareLinkRequest, arena _: ProtoArena) {
+        c.link_id = self.linkId
+    }
+
+    init(c: Frienso__Geo__V1__RevokeShareLinkRequest) {
+        self.init(linkId: c.link_id)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("linkId", .string(String(self.linkId)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "linkId", "link_id": self.linkId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.linkId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(linkId: ProtoSample.uint64(seed, 1))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.RevokeShareLinkResponse`
+    public struct RevokeShareLinkResponse: ProtoMessage {
+        public var link: GeoV1.ShareLink? = nil
+
+        public init() {}
+
+        public init(link: GeoV1.ShareLink? = nil) {
+        self.link = link
+        }
+    }
+}
+
+extension GeoV1.RevokeShareLinkResponse {
+    public static let protoName = "frienso.geo.v1.RevokeShareLinkResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__RevokeShareLinkResponse()
+        frienso__geo__v1__revoke_share_link_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_response__get_packed_size, pack: frienso__geo__v1__revoke_share_link_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__RevokeShareLinkResponse()
+        frienso__geo__v1__revoke_share_link_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_response__get_packed_size, pack: frienso__geo__v1__revoke_share_link_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.RevokeShareLinkResponse", unpack: frienso__geo__v1__revoke_share_link_response__unpack, free: frienso__geo__v1__revoke_share_link_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.RevokeShareLinkResponse", unpack: frienso__geo__v1__revoke_share_link_response__unpack, free: frienso__geo__v1__revoke_share_link_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__RevokeShareLinkResponse, arena: ProtoArena) {
+        if let value = self.link {
+            c.link = arena.message(of: Frienso__Geo__V1__ShareLink.self) { frienso__geo__v1__share_link__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Geo__V1__RevokeShareLinkResponse) {
+        self.init(link: c.link.map { GeoV1.ShareLink(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("link", self.link.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "link": self.link = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.ShareLink.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.link?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(link: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.ShareLink.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.ShareLink()))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ViewShareLinkRequest`
+    public struct ViewShareLinkRequest: ProtoMessage {
+        public var token: String = ""
+
+        public init() {}
+
+        public init(token: String = "") {
+        self.token = token
+        }
+    }
+}
+
+extension GeoV1.ViewShareLinkRequest {
+    public static let protoName = "frienso.geo.v1.ViewShareLinkRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ViewShareLinkRequest()
+        frienso__geo__v1__view_share_link_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_request__get_packed_size, pack: frienso__geo__v1__view_share_link_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ViewShareLinkRequest()
+        frienso__geo__v1__view_share_link_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_request__get_packed_size, pack: frienso__geo__v1__view_share_link_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ViewShareLinkRequest", unpack: frienso__geo__v1__view_share_link_request__unpack, free: frienso__geo__v1__view_share_link_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ViewShareLinkRequest", unpack: frienso__geo__v1__view_share_link_request__unpack, free: frienso__geo__v1__view_share_link_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ViewShareLinkRequest, arena: ProtoArena) {
+        if !self.token.isEmpty { c.token = arena.string(self.token) }
+    }
+
+    init(c: Frienso__Geo__V1__ViewShareLinkRequest) {
+        self.init(token: ProtoRuntime.string(c.token))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("token", .string(self.token))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "token": self.token = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(token: ProtoSample.string(seed, "token"))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ViewShareLinkResponse`
+    public struct ViewShareLinkResponse: ProtoMessage {
+        public var label: String = ""
+        public var fix: GeoV1.Fix? = nil
+        public var ageMs: Int64 = 0
+        public var expiresAtMs: Int64 = 0
+        public var around: String = ""
+
+        public init() {}
+
+        public init(label: String = "", fix: GeoV1.Fix? = nil, ageMs: Int64 = 0, expiresAtMs: Int64 = 0, around: String = "") {
+        self.label = label
+        self.fix = fix
+        self.ageMs = ageMs
+        self.expiresAtMs = expiresAtMs
+        self.around = around
+        }
+    }
+}
+
+extension GeoV1.ViewShareLinkResponse {
+    public static let protoName = "frienso.geo.v1.ViewShareLinkResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ViewShareLinkResponse()
+        frienso__geo__v1__view_share_link_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_response__get_packed_size, pack: frienso__geo__v1__view_share_link_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ViewShareLinkResponse()
+        frienso__geo__v1__view_share_link_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_response__get_packed_size, pack: frienso__geo__v1__view_share_link_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ViewShareLinkResponse", unpack: frienso__geo__v1__view_share_link_response__unpack, free: frienso__geo__v1__view_share_link_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ViewShareLinkResponse", unpack: frienso__geo__v1__view_share_link_response__unpack, free: frienso__geo__v1__view_share_link_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ViewShareLinkResponse, arena: ProtoArena) {
+        if !self.label.isEmpty { c.label = arena.string(self.label) }
+        if let value = self.fix {
+            c.fix = arena.message(of: Frienso__Geo__V1__Fix.self) { frienso__geo__v1__fix__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+        c.age_ms = self.ageMs
+        c.expires_at_ms = self.expiresAtMs
+        if !self.around.isEmpty { c.around = arena.string(self.around) }
+    }
+
+    init(c: Frienso__Geo__V1__ViewShareLinkResponse) {
+        self.init(label: ProtoRuntime.string(c.label), fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, ageMs: c.age_ms, expiresAtMs: c.expires_at_ms, around: ProtoRuntime.string(c.around))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("label", .string(self.label)), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("ageMs", .string(String(self.ageMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("around", .string(self.around))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "label": self.label = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "fix": self.fix = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Fix.self) }
+            case "ageMs", "age_ms": self.ageMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "expiresAtMs", "expires_at_ms": self.expiresAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "around": self.around = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.fix?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(label: ProtoSample.string(seed, "label"), fix: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), ageMs: ProtoSample.int64(seed, 3), expiresAtMs: ProtoSample.int64(seed, 4), around: ProtoSample.string(seed, "around"))
     }
 }
 
@@ -4309,10 +5351,12 @@ extension GeoV1 {
         public var history: [GeoV1.HistoryEntry] = []
         public var more: Bool = false
         public var precision: GeoV1.GetPrecisionResponse? = nil
+        public var audit: [GeoV1.AuditEntry] = []
+        public var shareLinks: [GeoV1.ShareLink] = []
 
         public init() {}
 
-        public init(sharing: GeoV1.SharingSettings? = nil, latest: GeoV1.Fix? = nil, status: String = "", checkIn: GeoV1.CheckIn? = nil, grants: [GeoV1.LocationGrant] = [], history: [GeoV1.HistoryEntry] = [], more: Bool = false, precision: GeoV1.GetPrecisionResponse? = nil) {
+        public init(sharing: GeoV1.SharingSettings? = nil, latest: GeoV1.Fix? = nil, status: String = "", checkIn: GeoV1.CheckIn? = nil, grants: [GeoV1.LocationGrant] = [], history: [GeoV1.HistoryEntry] = [], more: Bool = false, precision: GeoV1.GetPrecisionResponse? = nil, audit: [GeoV1.AuditEntry] = [], shareLinks: [GeoV1.ShareLink] = []) {
         self.sharing = sharing
         self.latest = latest
         self.status = status
@@ -4321,6 +5365,8 @@ extension GeoV1 {
         self.history = history
         self.more = more
         self.precision = precision
+        self.audit = audit
+        self.shareLinks = shareLinks
         }
     }
 }
@@ -4373,15 +5419,19 @@ extension GeoV1.ExportMyDataResponse {
         if let value = self.precision {
             c.precision = arena.message(of: Frienso__Geo__V1__GetPrecisionResponse.self) { frienso__geo__v1__get_precision_response__init($0); value.copy(into: &$0.pointee, arena: arena) }
         }
+        c.n_audit = self.audit.count
+        c.audit = arena.array(self.audit.map { value in arena.message(of: Frienso__Geo__V1__AuditEntry.self) { frienso__geo__v1__audit_entry__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_share_links = self.shareLinks.count
+        c.share_links = arena.array(self.shareLinks.map { value in arena.message(of: Frienso__Geo__V1__ShareLink.self) { frienso__geo__v1__share_link__init($0); value.copy(into: &$0.pointee, arena: arena) } })
     }
 
     init(c: Frienso__Geo__V1__ExportMyDataResponse) {
-        self.init(sharing: c.sharing.map { GeoV1.SharingSettings(c: $0.pointee) }, latest: c.latest.map { GeoV1.Fix(c: $0.pointee) }, status: ProtoRuntime.string(c.status), checkIn: c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }, grants: ProtoRuntime.array(c.grants, count: c.n_grants) { GeoV1.LocationGrant(c: $0!.pointee) }, history: ProtoRuntime.array(c.history, count: c.n_history) { GeoV1.HistoryEntry(c: $0!.pointee) }, more: (c.more != 0), precision: c.precision.map { GeoV1.GetPrecisionResponse(c: $0.pointee) })
+        self.init(sharing: c.sharing.map { GeoV1.SharingSettings(c: $0.pointee) }, latest: c.latest.map { GeoV1.Fix(c: $0.pointee) }, status: ProtoRuntime.string(c.status), checkIn: c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }, grants: ProtoRuntime.array(c.grants, count: c.n_grants) { GeoV1.LocationGrant(c: $0!.pointee) }, history: ProtoRuntime.array(c.history, count: c.n_history) { GeoV1.HistoryEntry(c: $0!.pointee) }, more: (c.more != 0), precision: c.precision.map { GeoV1.GetPrecisionResponse(c: $0.pointee) }, audit: ProtoRuntime.array(c.audit, count: c.n_audit) { GeoV1.AuditEntry(c: $0!.pointee) }, shareLinks: ProtoRuntime.array(c.share_links, count: c.n_share_links) { GeoV1.ShareLink(c: $0!.pointee) })
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("sharing", self.sharing.map { $0.jsonValue } ?? .null), ("latest", self.latest.map { $0.jsonValue } ?? .null), ("status", .string(self.status)), ("checkIn", self.checkIn.map { $0.jsonValue } ?? .null), ("grants", .array(self.grants.map { $0.jsonValue })), ("history", .array(self.history.map { $0.jsonValue })), ("more", .bool(self.more)), ("precision", self.precision.map { $0.jsonValue } ?? .null)])
+        .object([("sharing", self.sharing.map { $0.jsonValue } ?? .null), ("latest", self.latest.map { $0.jsonValue } ?? .null), ("status", .string(self.status)), ("checkIn", self.checkIn.map { $0.jsonValue } ?? .null), ("grants", .array(self.grants.map { $0.jsonValue })), ("history", .array(self.history.map { $0.jsonValue })), ("more", .bool(self.more)), ("precision", self.precision.map { $0.jsonValue } ?? .null), ("audit", .array(self.audit.map { $0.jsonValue })), ("shareLinks", .array(self.shareLinks.map { $0.jsonValue }))])
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4397,6 +5447,8 @@ extension GeoV1.ExportMyDataResponse {
             case "history": self.history = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.HistoryEntry(json: item) } }
             case "more": self.more = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
             case "precision": self.precision = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.GetPrecisionResponse.self) }
+            case "audit": self.audit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.AuditEntry(json: item) } }
+            case "shareLinks", "share_links": self.shareLinks = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.ShareLink(json: item) } }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -4410,12 +5462,14 @@ extension GeoV1.ExportMyDataResponse {
         m = Swift.max(m, self.grants.reduce(0) { Swift.max($0, $1.largestUInt64) })
         m = Swift.max(m, self.history.reduce(0) { Swift.max($0, $1.largestUInt64) })
         m = Swift.max(m, (self.precision?.largestUInt64 ?? 0))
+        m = Swift.max(m, self.audit.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.shareLinks.reduce(0) { Swift.max($0, $1.largestUInt64) })
         return m
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(sharing: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.SharingSettings.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.SharingSettings()), latest: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), status: ProtoSample.string(seed, "status"), checkIn: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.CheckIn.sample(seed: seed &+ 4, depth: depth + 1) : GeoV1.CheckIn()), grants: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.LocationGrant.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [], history: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.HistoryEntry.sample(seed: seed &+ UInt64(i) &+ 6, depth: depth + 1) } : [], more: seed % 2 == 0, precision: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.GetPrecisionResponse.sample(seed: seed &+ 8, depth: depth + 1) : GeoV1.GetPrecisionResponse()))
+        Self(sharing: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.SharingSettings.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.SharingSettings()), latest: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), status: ProtoSample.string(seed, "status"), checkIn: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.CheckIn.sample(seed: seed &+ 4, depth: depth + 1) : GeoV1.CheckIn()), grants: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.LocationGrant.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [], history: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.HistoryEntry.sample(seed: seed &+ UInt64(i) &+ 6, depth: depth + 1) } : [], more: seed % 2 == 0, precision: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.GetPrecisionResponse.sample(seed: seed &+ 8, depth: depth + 1) : GeoV1.GetPrecisionResponse()), audit: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.AuditEntry.sample(seed: seed &+ UInt64(i) &+ 9, depth: depth + 1) } : [], shareLinks: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.ShareLink.sample(seed: seed &+ UInt64(i) &+ 10, depth: depth + 1) } : [])
     }
 }
 
@@ -4442,10 +5496,15 @@ extension GeoV1 {
         public static let exportMyData = RPCMethod<ExportMyDataRequest, ExportMyDataResponse>(service: "geo", name: "ExportMyData", access: .authenticated)
         public static let setPrecision = RPCMethod<SetPrecisionRequest, GetPrecisionResponse>(service: "geo", name: "SetPrecision", access: .authenticated)
         public static let getPrecision = RPCMethod<GetPrecisionRequest, GetPrecisionResponse>(service: "geo", name: "GetPrecision", access: .authenticated)
+        public static let listAudit = RPCMethod<ListAuditRequest, ListAuditResponse>(service: "geo", name: "ListAudit", access: .authenticated)
+        public static let createShareLink = RPCMethod<CreateShareLinkRequest, CreateShareLinkResponse>(service: "geo", name: "CreateShareLink", access: .authenticated)
+        public static let listShareLinks = RPCMethod<ListShareLinksRequest, ListShareLinksResponse>(service: "geo", name: "ListShareLinks", access: .authenticated)
+        public static let revokeShareLink = RPCMethod<RevokeShareLinkRequest, RevokeShareLinkResponse>(service: "geo", name: "RevokeShareLink", access: .authenticated)
+        public static let viewShareLink = RPCMethod<ViewShareLinkRequest, ViewShareLinkResponse>(service: "geo", name: "ViewShareLink", access: .public)
 
-        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased, eraseUser.erased, exportMyData.erased, setPrecision.erased, getPrecision.erased]
+        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased, eraseUser.erased, exportMyData.erased, setPrecision.erased, getPrecision.erased, listAudit.erased, createShareLink.erased, listShareLinks.erased, revokeShareLink.erased, viewShareLink.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec, setPrecision.jsonCodec, getPrecision.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec, setPrecision.jsonCodec, getPrecision.jsonCodec, listAudit.jsonCodec, createShareLink.jsonCodec, listShareLinks.jsonCodec, revokeShareLink.jsonCodec, viewShareLink.jsonCodec]
     }
 }

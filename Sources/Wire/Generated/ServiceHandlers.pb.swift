@@ -219,6 +219,16 @@ extension GeoV1.GeoService {
         func setPrecision(_ request: GeoV1.SetPrecisionRequest, _ context: RequestContext) async throws -> GeoV1.GetPrecisionResponse
         /// `geo.GetPrecision` (authenticated).
         func getPrecision(_ request: GeoV1.GetPrecisionRequest, _ context: RequestContext) async throws -> GeoV1.GetPrecisionResponse
+        /// `geo.ListAudit` (authenticated).
+        func listAudit(_ request: GeoV1.ListAuditRequest, _ context: RequestContext) async throws -> GeoV1.ListAuditResponse
+        /// `geo.CreateShareLink` (authenticated).
+        func createShareLink(_ request: GeoV1.CreateShareLinkRequest, _ context: RequestContext) async throws -> GeoV1.CreateShareLinkResponse
+        /// `geo.ListShareLinks` (authenticated).
+        func listShareLinks(_ request: GeoV1.ListShareLinksRequest, _ context: RequestContext) async throws -> GeoV1.ListShareLinksResponse
+        /// `geo.RevokeShareLink` (authenticated).
+        func revokeShareLink(_ request: GeoV1.RevokeShareLinkRequest, _ context: RequestContext) async throws -> GeoV1.RevokeShareLinkResponse
+        /// `geo.ViewShareLink` (public).
+        func viewShareLink(_ request: GeoV1.ViewShareLinkRequest, _ context: RequestContext) async throws -> GeoV1.ViewShareLinkResponse
     }
 }
 
@@ -254,6 +264,11 @@ extension MethodRouter {
         register(GeoV1.GeoService.exportMyData) { try await handler.exportMyData($0, $1) }
         register(GeoV1.GeoService.setPrecision) { try await handler.setPrecision($0, $1) }
         register(GeoV1.GeoService.getPrecision) { try await handler.getPrecision($0, $1) }
+        register(GeoV1.GeoService.listAudit) { try await handler.listAudit($0, $1) }
+        register(GeoV1.GeoService.createShareLink) { try await handler.createShareLink($0, $1) }
+        register(GeoV1.GeoService.listShareLinks) { try await handler.listShareLinks($0, $1) }
+        register(GeoV1.GeoService.revokeShareLink) { try await handler.revokeShareLink($0, $1) }
+        register(GeoV1.GeoService.viewShareLink) { try await handler.viewShareLink($0, $1) }
     }
 }
 

@@ -81,6 +81,33 @@ $("#register-form").addEventListener("submit", async (e) => {
   } catch (error) { showError(form, error); }
 });
 
+// ---- share links ----
+
+$("#share-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const form = e.target;
+  showError(form);
+  try {
+    const reply = await call("geo.CreateShareLink", { minutes: Number(form.minutes.value), label: form.label.value }, { mutation: true });
+    form.querySelector("[data-note]").textContent = `Send this link: ${location.origin}${reply.path}`;
+    await loadShareLinks();
+  } catch (error) { showError(form, error); }
+});
+
+async function loadShareLinks() {
+  const reply = await call("geo.ListShareLinks");
+  const list = $("#share-links");
+  list.replaceChildren();
+  const now = Date.now();
+  for (const link of reply.links) {
+    const live = link.revokedAtMs === "0" && Number(link.expiresAtMs) > now;
+    const state = live ? `until ${new Date(Number(link.expiresAtMs)).toLocaleString()}` : (link.revokedAtMs !== "0" ? "revoked" : "expired");
+    const text = `<b>${esc(link.label || "link " + link.linkId)}</b> <small>${state} · ${link.views} views</small>`;
+    list.append(live ? li(text, button("Revoke", async () => { await call("geo.RevokeShareLink", { linkId: link.linkId }, { mutation: true }); loadShareLinks(); }))
+                     : li(text));
+  }
+}
+
 $("#delete-form").addEventListener("submit", async (e) => {
   e.preventDefault();
   const form = e.target;
@@ -105,7 +132,7 @@ for (const tab of document.querySelectorAll("[data-tab]")) {
   tab.addEventListener("click", () => {
     for (const other of document.querySelectorAll("[data-tab]")) other.classList.toggle("active", other === tab);
     for (const panel of document.querySelectorAll(".tab")) panel.hidden = panel.id !== `tab-${tab.dataset.tab}`;
-    ({ venues: loadVenues, inbox: loadInbox, watch: loadWatch, nearby: loadNearby, checkin: loadCheckIns, map: () => map.draw() })[tab.dataset.tab]?.();
+    ({ venues: loadVenues, inbox: loadInbox, watch: loadWatch, nearby: loadNearby, checkin: loadCheckIns, account: loadShareLinks, map: () => map.draw() })[tab.dataset.tab]?.();
   });
 }
 

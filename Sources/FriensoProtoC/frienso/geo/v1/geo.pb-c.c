@@ -1132,6 +1132,546 @@ void   frienso__geo__v1__location_event__free_unpacked
   assert(message->base.descriptor == &frienso__geo__v1__location_event__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__geo__v1__audit_entry__init
+                     (Frienso__Geo__V1__AuditEntry         *message)
+{
+  static const Frienso__Geo__V1__AuditEntry init_value = FRIENSO__GEO__V1__AUDIT_ENTRY__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__audit_entry__get_packed_size
+                     (const Frienso__Geo__V1__AuditEntry *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__audit_entry__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__audit_entry__pack
+                     (const Frienso__Geo__V1__AuditEntry *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__audit_entry__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__audit_entry__pack_to_buffer
+                     (const Frienso__Geo__V1__AuditEntry *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__audit_entry__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__AuditEntry *
+       frienso__geo__v1__audit_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__AuditEntry *)
+     protobuf_c_message_unpack (&frienso__geo__v1__audit_entry__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__audit_entry__free_unpacked
+                     (Frienso__Geo__V1__AuditEntry *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__audit_entry__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_audit_request__init
+                     (Frienso__Geo__V1__ListAuditRequest         *message)
+{
+  static const Frienso__Geo__V1__ListAuditRequest init_value = FRIENSO__GEO__V1__LIST_AUDIT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_audit_request__get_packed_size
+                     (const Frienso__Geo__V1__ListAuditRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_audit_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_audit_request__pack
+                     (const Frienso__Geo__V1__ListAuditRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_audit_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_audit_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListAuditRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_audit_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListAuditRequest *
+       frienso__geo__v1__list_audit_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListAuditRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_audit_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_audit_request__free_unpacked
+                     (Frienso__Geo__V1__ListAuditRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_audit_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_audit_response__init
+                     (Frienso__Geo__V1__ListAuditResponse         *message)
+{
+  static const Frienso__Geo__V1__ListAuditResponse init_value = FRIENSO__GEO__V1__LIST_AUDIT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_audit_response__get_packed_size
+                     (const Frienso__Geo__V1__ListAuditResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_audit_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_audit_response__pack
+                     (const Frienso__Geo__V1__ListAuditResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_audit_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_audit_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListAuditResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_audit_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListAuditResponse *
+       frienso__geo__v1__list_audit_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListAuditResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_audit_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_audit_response__free_unpacked
+                     (Frienso__Geo__V1__ListAuditResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_audit_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__share_link__init
+                     (Frienso__Geo__V1__ShareLink         *message)
+{
+  static const Frienso__Geo__V1__ShareLink init_value = FRIENSO__GEO__V1__SHARE_LINK__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__share_link__get_packed_size
+                     (const Frienso__Geo__V1__ShareLink *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__share_link__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__share_link__pack
+                     (const Frienso__Geo__V1__ShareLink *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__share_link__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__share_link__pack_to_buffer
+                     (const Frienso__Geo__V1__ShareLink *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__share_link__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ShareLink *
+       frienso__geo__v1__share_link__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ShareLink *)
+     protobuf_c_message_unpack (&frienso__geo__v1__share_link__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__share_link__free_unpacked
+                     (Frienso__Geo__V1__ShareLink *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__share_link__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__create_share_link_request__init
+                     (Frienso__Geo__V1__CreateShareLinkRequest         *message)
+{
+  static const Frienso__Geo__V1__CreateShareLinkRequest init_value = FRIENSO__GEO__V1__CREATE_SHARE_LINK_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__create_share_link_request__get_packed_size
+                     (const Frienso__Geo__V1__CreateShareLinkRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_share_link_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__create_share_link_request__pack
+                     (const Frienso__Geo__V1__CreateShareLinkRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_share_link_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__create_share_link_request__pack_to_buffer
+                     (const Frienso__Geo__V1__CreateShareLinkRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_share_link_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__CreateShareLinkRequest *
+       frienso__geo__v1__create_share_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__CreateShareLinkRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__create_share_link_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__create_share_link_request__free_unpacked
+                     (Frienso__Geo__V1__CreateShareLinkRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__create_share_link_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__create_share_link_response__init
+                     (Frienso__Geo__V1__CreateShareLinkResponse         *message)
+{
+  static const Frienso__Geo__V1__CreateShareLinkResponse init_value = FRIENSO__GEO__V1__CREATE_SHARE_LINK_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__create_share_link_response__get_packed_size
+                     (const Frienso__Geo__V1__CreateShareLinkResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_share_link_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__create_share_link_response__pack
+                     (const Frienso__Geo__V1__CreateShareLinkResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_share_link_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__create_share_link_response__pack_to_buffer
+                     (const Frienso__Geo__V1__CreateShareLinkResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_share_link_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__CreateShareLinkResponse *
+       frienso__geo__v1__create_share_link_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__CreateShareLinkResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__create_share_link_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__create_share_link_response__free_unpacked
+                     (Frienso__Geo__V1__CreateShareLinkResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__create_share_link_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_share_links_request__init
+                     (Frienso__Geo__V1__ListShareLinksRequest         *message)
+{
+  static const Frienso__Geo__V1__ListShareLinksRequest init_value = FRIENSO__GEO__V1__LIST_SHARE_LINKS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_share_links_request__get_packed_size
+                     (const Frienso__Geo__V1__ListShareLinksRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_share_links_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_share_links_request__pack
+                     (const Frienso__Geo__V1__ListShareLinksRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_share_links_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_share_links_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListShareLinksRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_share_links_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListShareLinksRequest *
+       frienso__geo__v1__list_share_links_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListShareLinksRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_share_links_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_share_links_request__free_unpacked
+                     (Frienso__Geo__V1__ListShareLinksRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_share_links_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_share_links_response__init
+                     (Frienso__Geo__V1__ListShareLinksResponse         *message)
+{
+  static const Frienso__Geo__V1__ListShareLinksResponse init_value = FRIENSO__GEO__V1__LIST_SHARE_LINKS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_share_links_response__get_packed_size
+                     (const Frienso__Geo__V1__ListShareLinksResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_share_links_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_share_links_response__pack
+                     (const Frienso__Geo__V1__ListShareLinksResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_share_links_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_share_links_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListShareLinksResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_share_links_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListShareLinksResponse *
+       frienso__geo__v1__list_share_links_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListShareLinksResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_share_links_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_share_links_response__free_unpacked
+                     (Frienso__Geo__V1__ListShareLinksResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_share_links_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__revoke_share_link_request__init
+                     (Frienso__Geo__V1__RevokeShareLinkRequest         *message)
+{
+  static const Frienso__Geo__V1__RevokeShareLinkRequest init_value = FRIENSO__GEO__V1__REVOKE_SHARE_LINK_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__revoke_share_link_request__get_packed_size
+                     (const Frienso__Geo__V1__RevokeShareLinkRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__revoke_share_link_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__revoke_share_link_request__pack
+                     (const Frienso__Geo__V1__RevokeShareLinkRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__revoke_share_link_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__revoke_share_link_request__pack_to_buffer
+                     (const Frienso__Geo__V1__RevokeShareLinkRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__revoke_share_link_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__RevokeShareLinkRequest *
+       frienso__geo__v1__revoke_share_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__RevokeShareLinkRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__revoke_share_link_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__revoke_share_link_request__free_unpacked
+                     (Frienso__Geo__V1__RevokeShareLinkRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__revoke_share_link_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__revoke_share_link_response__init
+                     (Frienso__Geo__V1__RevokeShareLinkResponse         *message)
+{
+  static const Frienso__Geo__V1__RevokeShareLinkResponse init_value = FRIENSO__GEO__V1__REVOKE_SHARE_LINK_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__revoke_share_link_response__get_packed_size
+                     (const Frienso__Geo__V1__RevokeShareLinkResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__revoke_share_link_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__revoke_share_link_response__pack
+                     (const Frienso__Geo__V1__RevokeShareLinkResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__revoke_share_link_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__revoke_share_link_response__pack_to_buffer
+                     (const Frienso__Geo__V1__RevokeShareLinkResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__revoke_share_link_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__RevokeShareLinkResponse *
+       frienso__geo__v1__revoke_share_link_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__RevokeShareLinkResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__revoke_share_link_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__revoke_share_link_response__free_unpacked
+                     (Frienso__Geo__V1__RevokeShareLinkResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__revoke_share_link_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__view_share_link_request__init
+                     (Frienso__Geo__V1__ViewShareLinkRequest         *message)
+{
+  static const Frienso__Geo__V1__ViewShareLinkRequest init_value = FRIENSO__GEO__V1__VIEW_SHARE_LINK_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__view_share_link_request__get_packed_size
+                     (const Frienso__Geo__V1__ViewShareLinkRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__view_share_link_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__view_share_link_request__pack
+                     (const Frienso__Geo__V1__ViewShareLinkRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__view_share_link_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__view_share_link_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ViewShareLinkRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__view_share_link_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ViewShareLinkRequest *
+       frienso__geo__v1__view_share_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ViewShareLinkRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__view_share_link_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__view_share_link_request__free_unpacked
+                     (Frienso__Geo__V1__ViewShareLinkRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__view_share_link_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__view_share_link_response__init
+                     (Frienso__Geo__V1__ViewShareLinkResponse         *message)
+{
+  static const Frienso__Geo__V1__ViewShareLinkResponse init_value = FRIENSO__GEO__V1__VIEW_SHARE_LINK_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__view_share_link_response__get_packed_size
+                     (const Frienso__Geo__V1__ViewShareLinkResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__view_share_link_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__view_share_link_response__pack
+                     (const Frienso__Geo__V1__ViewShareLinkResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__view_share_link_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__view_share_link_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ViewShareLinkResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__view_share_link_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ViewShareLinkResponse *
+       frienso__geo__v1__view_share_link_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ViewShareLinkResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__view_share_link_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__view_share_link_response__free_unpacked
+                     (Frienso__Geo__V1__ViewShareLinkResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__view_share_link_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__geo__v1__precision_setting__init
                      (Frienso__Geo__V1__PrecisionSetting         *message)
 {
@@ -3647,6 +4187,676 @@ const ProtobufCMessageDescriptor frienso__geo__v1__location_event__descriptor =
   (ProtobufCMessageInit) frienso__geo__v1__location_event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor frienso__geo__v1__audit_entry__field_descriptors[5] =
+{
+  {
+    "viewer_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__AuditEntry, viewer_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "kind",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__AuditEntry, kind),
+    &frienso__geo__v1__audit_kind__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "hour_start_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__AuditEntry, hour_start_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "count",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__AuditEntry, count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "link_id",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__AuditEntry, link_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__audit_entry__field_indices_by_name[] = {
+  3,   /* field[3] = count */
+  2,   /* field[2] = hour_start_ms */
+  1,   /* field[1] = kind */
+  4,   /* field[4] = link_id */
+  0,   /* field[0] = viewer_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__audit_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__audit_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.AuditEntry",
+  "AuditEntry",
+  "Frienso__Geo__V1__AuditEntry",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__AuditEntry),
+  5,
+  frienso__geo__v1__audit_entry__field_descriptors,
+  frienso__geo__v1__audit_entry__field_indices_by_name,
+  1,  frienso__geo__v1__audit_entry__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__audit_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_audit_request__field_descriptors[2] =
+{
+  {
+    "since_ms",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListAuditRequest, since_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListAuditRequest, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_audit_request__field_indices_by_name[] = {
+  1,   /* field[1] = limit */
+  0,   /* field[0] = since_ms */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_audit_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_audit_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListAuditRequest",
+  "ListAuditRequest",
+  "Frienso__Geo__V1__ListAuditRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListAuditRequest),
+  2,
+  frienso__geo__v1__list_audit_request__field_descriptors,
+  frienso__geo__v1__list_audit_request__field_indices_by_name,
+  1,  frienso__geo__v1__list_audit_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_audit_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_audit_response__field_descriptors[2] =
+{
+  {
+    "entries",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ListAuditResponse, n_entries),
+    offsetof(Frienso__Geo__V1__ListAuditResponse, entries),
+    &frienso__geo__v1__audit_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retention_days",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListAuditResponse, retention_days),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_audit_response__field_indices_by_name[] = {
+  0,   /* field[0] = entries */
+  1,   /* field[1] = retention_days */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_audit_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_audit_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListAuditResponse",
+  "ListAuditResponse",
+  "Frienso__Geo__V1__ListAuditResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListAuditResponse),
+  2,
+  frienso__geo__v1__list_audit_response__field_descriptors,
+  frienso__geo__v1__list_audit_response__field_indices_by_name,
+  1,  frienso__geo__v1__list_audit_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_audit_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__share_link__field_descriptors[7] =
+{
+  {
+    "link_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ShareLink, link_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ShareLink, token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "label",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ShareLink, label),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "created_at_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ShareLink, created_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_at_ms",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ShareLink, expires_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "revoked_at_ms",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ShareLink, revoked_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "views",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ShareLink, views),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__share_link__field_indices_by_name[] = {
+  3,   /* field[3] = created_at_ms */
+  4,   /* field[4] = expires_at_ms */
+  2,   /* field[2] = label */
+  0,   /* field[0] = link_id */
+  5,   /* field[5] = revoked_at_ms */
+  1,   /* field[1] = token */
+  6,   /* field[6] = views */
+};
+static const ProtobufCIntRange frienso__geo__v1__share_link__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__share_link__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ShareLink",
+  "ShareLink",
+  "Frienso__Geo__V1__ShareLink",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ShareLink),
+  7,
+  frienso__geo__v1__share_link__field_descriptors,
+  frienso__geo__v1__share_link__field_indices_by_name,
+  1,  frienso__geo__v1__share_link__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__share_link__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__create_share_link_request__field_descriptors[2] =
+{
+  {
+    "minutes",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CreateShareLinkRequest, minutes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "label",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CreateShareLinkRequest, label),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__create_share_link_request__field_indices_by_name[] = {
+  1,   /* field[1] = label */
+  0,   /* field[0] = minutes */
+};
+static const ProtobufCIntRange frienso__geo__v1__create_share_link_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__create_share_link_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.CreateShareLinkRequest",
+  "CreateShareLinkRequest",
+  "Frienso__Geo__V1__CreateShareLinkRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__CreateShareLinkRequest),
+  2,
+  frienso__geo__v1__create_share_link_request__field_descriptors,
+  frienso__geo__v1__create_share_link_request__field_indices_by_name,
+  1,  frienso__geo__v1__create_share_link_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__create_share_link_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__create_share_link_response__field_descriptors[2] =
+{
+  {
+    "link",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CreateShareLinkResponse, link),
+    &frienso__geo__v1__share_link__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "path",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CreateShareLinkResponse, path),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__create_share_link_response__field_indices_by_name[] = {
+  0,   /* field[0] = link */
+  1,   /* field[1] = path */
+};
+static const ProtobufCIntRange frienso__geo__v1__create_share_link_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__create_share_link_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.CreateShareLinkResponse",
+  "CreateShareLinkResponse",
+  "Frienso__Geo__V1__CreateShareLinkResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__CreateShareLinkResponse),
+  2,
+  frienso__geo__v1__create_share_link_response__field_descriptors,
+  frienso__geo__v1__create_share_link_response__field_indices_by_name,
+  1,  frienso__geo__v1__create_share_link_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__create_share_link_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__geo__v1__list_share_links_request__field_descriptors NULL
+#define frienso__geo__v1__list_share_links_request__field_indices_by_name NULL
+#define frienso__geo__v1__list_share_links_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__geo__v1__list_share_links_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListShareLinksRequest",
+  "ListShareLinksRequest",
+  "Frienso__Geo__V1__ListShareLinksRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListShareLinksRequest),
+  0,
+  frienso__geo__v1__list_share_links_request__field_descriptors,
+  frienso__geo__v1__list_share_links_request__field_indices_by_name,
+  0,  frienso__geo__v1__list_share_links_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_share_links_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_share_links_response__field_descriptors[1] =
+{
+  {
+    "links",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ListShareLinksResponse, n_links),
+    offsetof(Frienso__Geo__V1__ListShareLinksResponse, links),
+    &frienso__geo__v1__share_link__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_share_links_response__field_indices_by_name[] = {
+  0,   /* field[0] = links */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_share_links_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_share_links_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListShareLinksResponse",
+  "ListShareLinksResponse",
+  "Frienso__Geo__V1__ListShareLinksResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListShareLinksResponse),
+  1,
+  frienso__geo__v1__list_share_links_response__field_descriptors,
+  frienso__geo__v1__list_share_links_response__field_indices_by_name,
+  1,  frienso__geo__v1__list_share_links_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_share_links_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__revoke_share_link_request__field_descriptors[1] =
+{
+  {
+    "link_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__RevokeShareLinkRequest, link_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__revoke_share_link_request__field_indices_by_name[] = {
+  0,   /* field[0] = link_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__revoke_share_link_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__revoke_share_link_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.RevokeShareLinkRequest",
+  "RevokeShareLinkRequest",
+  "Frienso__Geo__V1__RevokeShareLinkRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__RevokeShareLinkRequest),
+  1,
+  frienso__geo__v1__revoke_share_link_request__field_descriptors,
+  frienso__geo__v1__revoke_share_link_request__field_indices_by_name,
+  1,  frienso__geo__v1__revoke_share_link_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__revoke_share_link_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__revoke_share_link_response__field_descriptors[1] =
+{
+  {
+    "link",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__RevokeShareLinkResponse, link),
+    &frienso__geo__v1__share_link__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__revoke_share_link_response__field_indices_by_name[] = {
+  0,   /* field[0] = link */
+};
+static const ProtobufCIntRange frienso__geo__v1__revoke_share_link_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__revoke_share_link_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.RevokeShareLinkResponse",
+  "RevokeShareLinkResponse",
+  "Frienso__Geo__V1__RevokeShareLinkResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__RevokeShareLinkResponse),
+  1,
+  frienso__geo__v1__revoke_share_link_response__field_descriptors,
+  frienso__geo__v1__revoke_share_link_response__field_indices_by_name,
+  1,  frienso__geo__v1__revoke_share_link_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__revoke_share_link_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__view_share_link_request__field_descriptors[1] =
+{
+  {
+    "token",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ViewShareLinkRequest, token),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__view_share_link_request__field_indices_by_name[] = {
+  0,   /* field[0] = token */
+};
+static const ProtobufCIntRange frienso__geo__v1__view_share_link_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__view_share_link_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ViewShareLinkRequest",
+  "ViewShareLinkRequest",
+  "Frienso__Geo__V1__ViewShareLinkRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ViewShareLinkRequest),
+  1,
+  frienso__geo__v1__view_share_link_request__field_descriptors,
+  frienso__geo__v1__view_share_link_request__field_indices_by_name,
+  1,  frienso__geo__v1__view_share_link_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__view_share_link_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__view_share_link_response__field_descriptors[5] =
+{
+  {
+    "label",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ViewShareLinkResponse, label),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "fix",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ViewShareLinkResponse, fix),
+    &frienso__geo__v1__fix__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "age_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ViewShareLinkResponse, age_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expires_at_ms",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ViewShareLinkResponse, expires_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "around",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ViewShareLinkResponse, around),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__view_share_link_response__field_indices_by_name[] = {
+  2,   /* field[2] = age_ms */
+  4,   /* field[4] = around */
+  3,   /* field[3] = expires_at_ms */
+  1,   /* field[1] = fix */
+  0,   /* field[0] = label */
+};
+static const ProtobufCIntRange frienso__geo__v1__view_share_link_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__view_share_link_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ViewShareLinkResponse",
+  "ViewShareLinkResponse",
+  "Frienso__Geo__V1__ViewShareLinkResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ViewShareLinkResponse),
+  5,
+  frienso__geo__v1__view_share_link_response__field_descriptors,
+  frienso__geo__v1__view_share_link_response__field_indices_by_name,
+  1,  frienso__geo__v1__view_share_link_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__view_share_link_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor frienso__geo__v1__precision_setting__field_descriptors[2] =
 {
   {
@@ -5246,7 +6456,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__history_entry__descriptor =
   (ProtobufCMessageInit) frienso__geo__v1__history_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__geo__v1__export_my_data_response__field_descriptors[8] =
+static const ProtobufCFieldDescriptor frienso__geo__v1__export_my_data_response__field_descriptors[10] =
 {
   {
     "sharing",
@@ -5344,21 +6554,47 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__export_my_data_response_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "audit",
+    9,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, n_audit),
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, audit),
+    &frienso__geo__v1__audit_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "share_links",
+    10,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, n_share_links),
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, share_links),
+    &frienso__geo__v1__share_link__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__geo__v1__export_my_data_response__field_indices_by_name[] = {
+  8,   /* field[8] = audit */
   3,   /* field[3] = check_in */
   4,   /* field[4] = grants */
   5,   /* field[5] = history */
   1,   /* field[1] = latest */
   6,   /* field[6] = more */
   7,   /* field[7] = precision */
+  9,   /* field[9] = share_links */
   0,   /* field[0] = sharing */
   2,   /* field[2] = status */
 };
 static const ProtobufCIntRange frienso__geo__v1__export_my_data_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor frienso__geo__v1__export_my_data_response__descriptor =
 {
@@ -5368,7 +6604,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__export_my_data_response__desc
   "Frienso__Geo__V1__ExportMyDataResponse",
   "frienso.geo.v1",
   sizeof(Frienso__Geo__V1__ExportMyDataResponse),
-  8,
+  10,
   frienso__geo__v1__export_my_data_response__field_descriptors,
   frienso__geo__v1__export_my_data_response__field_indices_by_name,
   1,  frienso__geo__v1__export_my_data_response__number_ranges,
@@ -5407,6 +6643,40 @@ const ProtobufCEnumDescriptor frienso__geo__v1__location_precision__descriptor =
   frienso__geo__v1__location_precision__enum_values_by_name,
   1,
   frienso__geo__v1__location_precision__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue frienso__geo__v1__audit_kind__enum_values_by_number[5] =
+{
+  { "AUDIT_KIND_UNSPECIFIED", "FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_UNSPECIFIED", 0 },
+  { "AUDIT_KIND_FRIENDS_LOCATIONS", "FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_FRIENDS_LOCATIONS", 1 },
+  { "AUDIT_KIND_NAVIGATE", "FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_NAVIGATE", 2 },
+  { "AUDIT_KIND_LIVE", "FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_LIVE", 3 },
+  { "AUDIT_KIND_SHARE_LINK", "FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_SHARE_LINK", 4 },
+};
+static const ProtobufCIntRange frienso__geo__v1__audit_kind__value_ranges[] = {
+{0, 0},{0, 5}
+};
+static const ProtobufCEnumValueIndex frienso__geo__v1__audit_kind__enum_values_by_name[5] =
+{
+  { "AUDIT_KIND_FRIENDS_LOCATIONS", 1 },
+  { "AUDIT_KIND_LIVE", 3 },
+  { "AUDIT_KIND_NAVIGATE", 2 },
+  { "AUDIT_KIND_SHARE_LINK", 4 },
+  { "AUDIT_KIND_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor frienso__geo__v1__audit_kind__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.AuditKind",
+  "AuditKind",
+  "Frienso__Geo__V1__AuditKind",
+  "frienso.geo.v1",
+  5,
+  frienso__geo__v1__audit_kind__enum_values_by_number,
+  5,
+  frienso__geo__v1__audit_kind__enum_values_by_name,
+  1,
+  frienso__geo__v1__audit_kind__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue frienso__geo__v1__place_kind__enum_values_by_number[4] =

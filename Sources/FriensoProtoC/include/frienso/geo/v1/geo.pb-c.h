@@ -40,6 +40,18 @@ typedef struct Frienso__Geo__V1__CheckInAccessResponse Frienso__Geo__V1__CheckIn
 typedef struct Frienso__Geo__V1__GetPlaceRequest Frienso__Geo__V1__GetPlaceRequest;
 typedef struct Frienso__Geo__V1__GetPlaceResponse Frienso__Geo__V1__GetPlaceResponse;
 typedef struct Frienso__Geo__V1__LocationEvent Frienso__Geo__V1__LocationEvent;
+typedef struct Frienso__Geo__V1__AuditEntry Frienso__Geo__V1__AuditEntry;
+typedef struct Frienso__Geo__V1__ListAuditRequest Frienso__Geo__V1__ListAuditRequest;
+typedef struct Frienso__Geo__V1__ListAuditResponse Frienso__Geo__V1__ListAuditResponse;
+typedef struct Frienso__Geo__V1__ShareLink Frienso__Geo__V1__ShareLink;
+typedef struct Frienso__Geo__V1__CreateShareLinkRequest Frienso__Geo__V1__CreateShareLinkRequest;
+typedef struct Frienso__Geo__V1__CreateShareLinkResponse Frienso__Geo__V1__CreateShareLinkResponse;
+typedef struct Frienso__Geo__V1__ListShareLinksRequest Frienso__Geo__V1__ListShareLinksRequest;
+typedef struct Frienso__Geo__V1__ListShareLinksResponse Frienso__Geo__V1__ListShareLinksResponse;
+typedef struct Frienso__Geo__V1__RevokeShareLinkRequest Frienso__Geo__V1__RevokeShareLinkRequest;
+typedef struct Frienso__Geo__V1__RevokeShareLinkResponse Frienso__Geo__V1__RevokeShareLinkResponse;
+typedef struct Frienso__Geo__V1__ViewShareLinkRequest Frienso__Geo__V1__ViewShareLinkRequest;
+typedef struct Frienso__Geo__V1__ViewShareLinkResponse Frienso__Geo__V1__ViewShareLinkResponse;
 typedef struct Frienso__Geo__V1__PrecisionSetting Frienso__Geo__V1__PrecisionSetting;
 typedef struct Frienso__Geo__V1__SetPrecisionRequest Frienso__Geo__V1__SetPrecisionRequest;
 typedef struct Frienso__Geo__V1__GetPrecisionRequest Frienso__Geo__V1__GetPrecisionRequest;
@@ -93,6 +105,27 @@ typedef enum _Frienso__Geo__V1__LocationPrecision {
   FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_HIDDEN = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__GEO__V1__LOCATION_PRECISION)
 } Frienso__Geo__V1__LocationPrecision;
+/*
+ * Who saw my location: every read of it by someone else, counted per viewer, per kind and per
+ * hour, kept 30 days (geo.auditRetentionDays).
+ */
+typedef enum _Frienso__Geo__V1__AuditKind {
+  FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_UNSPECIFIED = 0,
+  /*
+   * in their friends' locations (the list, the map)
+   */
+  FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_FRIENDS_LOCATIONS = 1,
+  FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_NAVIGATE = 2,
+  /*
+   * a live location event sent to them
+   */
+  FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_LIVE = 3,
+  /*
+   * a view of a share link (viewer_id 0: someone without an account)
+   */
+  FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_SHARE_LINK = 4
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__GEO__V1__AUDIT_KIND)
+} Frienso__Geo__V1__AuditKind;
 /*
  * Places: campus buildings, venues and campus outlines, imported by an operator.
  */
@@ -496,6 +529,185 @@ struct  Frienso__Geo__V1__LocationEvent
 #define FRIENSO__GEO__V1__LOCATION_EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__location_event__descriptor) \
     , 0, NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_UNSPECIFIED }
+
+
+struct  Frienso__Geo__V1__AuditEntry
+{
+  ProtobufCMessage base;
+  uint64_t viewer_id;
+  Frienso__Geo__V1__AuditKind kind;
+  int64_t hour_start_ms;
+  uint32_t count;
+  /*
+   * for SHARE_LINK
+   */
+  uint64_t link_id;
+};
+#define FRIENSO__GEO__V1__AUDIT_ENTRY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__audit_entry__descriptor) \
+    , 0, FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_UNSPECIFIED, 0, 0, 0 }
+
+
+struct  Frienso__Geo__V1__ListAuditRequest
+{
+  ProtobufCMessage base;
+  /*
+   * 0: the whole 30 days
+   */
+  int64_t since_ms;
+  /*
+   * 1-5,000 (0: 1,000), newest hours first
+   */
+  uint32_t limit;
+};
+#define FRIENSO__GEO__V1__LIST_AUDIT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_audit_request__descriptor) \
+    , 0, 0 }
+
+
+struct  Frienso__Geo__V1__ListAuditResponse
+{
+  ProtobufCMessage base;
+  size_t n_entries;
+  Frienso__Geo__V1__AuditEntry **entries;
+  int64_t retention_days;
+};
+#define FRIENSO__GEO__V1__LIST_AUDIT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_audit_response__descriptor) \
+    , 0,NULL, 0 }
+
+
+/*
+ * Share my live location with someone who has no account: a link with a random token, valid for
+ * a chosen time, revocable at once. Whoever holds it sees only the owner's live location (exact)
+ * and the link's label; every view is in the owner's audit (AUDIT_KIND_SHARE_LINK). The token is
+ * given once, when the link is made (only its hash is stored). The edge's web app shows it at
+ * /s/<token>.
+ */
+struct  Frienso__Geo__V1__ShareLink
+{
+  ProtobufCMessage base;
+  uint64_t link_id;
+  /*
+   * only in CreateShareLink's reply
+   */
+  char *token;
+  char *label;
+  int64_t created_at_ms;
+  int64_t expires_at_ms;
+  /*
+   * 0: not revoked
+   */
+  int64_t revoked_at_ms;
+  uint32_t views;
+};
+#define FRIENSO__GEO__V1__SHARE_LINK__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__share_link__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0 }
+
+
+struct  Frienso__Geo__V1__CreateShareLinkRequest
+{
+  ProtobufCMessage base;
+  /*
+   * 5-10,080 (a week); 0: 60
+   */
+  uint32_t minutes;
+  /*
+   * shown to the viewer, at most 80 characters ("Alice, on the way home")
+   */
+  char *label;
+};
+#define FRIENSO__GEO__V1__CREATE_SHARE_LINK_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__create_share_link_request__descriptor) \
+    , 0, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Geo__V1__CreateShareLinkResponse
+{
+  ProtobufCMessage base;
+  Frienso__Geo__V1__ShareLink *link;
+  /*
+   * "/s/<token>" on the edge
+   */
+  char *path;
+};
+#define FRIENSO__GEO__V1__CREATE_SHARE_LINK_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__create_share_link_response__descriptor) \
+    , NULL, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Geo__V1__ListShareLinksRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__GEO__V1__LIST_SHARE_LINKS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_share_links_request__descriptor) \
+     }
+
+
+struct  Frienso__Geo__V1__ListShareLinksResponse
+{
+  ProtobufCMessage base;
+  /*
+   * live ones first, newest first; expired and revoked kept 7 days
+   */
+  size_t n_links;
+  Frienso__Geo__V1__ShareLink **links;
+};
+#define FRIENSO__GEO__V1__LIST_SHARE_LINKS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_share_links_response__descriptor) \
+    , 0,NULL }
+
+
+struct  Frienso__Geo__V1__RevokeShareLinkRequest
+{
+  ProtobufCMessage base;
+  uint64_t link_id;
+};
+#define FRIENSO__GEO__V1__REVOKE_SHARE_LINK_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__revoke_share_link_request__descriptor) \
+    , 0 }
+
+
+struct  Frienso__Geo__V1__RevokeShareLinkResponse
+{
+  ProtobufCMessage base;
+  Frienso__Geo__V1__ShareLink *link;
+};
+#define FRIENSO__GEO__V1__REVOKE_SHARE_LINK_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__revoke_share_link_response__descriptor) \
+    , NULL }
+
+
+/*
+ * Public: the token is the credential. Unknown, expired and revoked links are the same NOT_FOUND.
+ */
+struct  Frienso__Geo__V1__ViewShareLinkRequest
+{
+  ProtobufCMessage base;
+  char *token;
+};
+#define FRIENSO__GEO__V1__VIEW_SHARE_LINK_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__view_share_link_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Geo__V1__ViewShareLinkResponse
+{
+  ProtobufCMessage base;
+  char *label;
+  /*
+   * absent while the owner has shared no location yet
+   */
+  Frienso__Geo__V1__Fix *fix;
+  int64_t age_ms;
+  int64_t expires_at_ms;
+  char *around;
+};
+#define FRIENSO__GEO__V1__VIEW_SHARE_LINK_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__view_share_link_response__descriptor) \
+    , (char *)protobuf_c_empty_string, NULL, 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Frienso__Geo__V1__PrecisionSetting
@@ -977,10 +1189,17 @@ struct  Frienso__Geo__V1__ExportMyDataResponse
   Frienso__Geo__V1__HistoryEntry **history;
   protobuf_c_boolean more;
   Frienso__Geo__V1__GetPrecisionResponse *precision;
+  /*
+   * who saw your location (first page only)
+   */
+  size_t n_audit;
+  Frienso__Geo__V1__AuditEntry **audit;
+  size_t n_share_links;
+  Frienso__Geo__V1__ShareLink **share_links;
 };
 #define FRIENSO__GEO__V1__EXPORT_MY_DATA_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__export_my_data_response__descriptor) \
-    , NULL, NULL, (char *)protobuf_c_empty_string, NULL, 0,NULL, 0,NULL, 0, NULL }
+    , NULL, NULL, (char *)protobuf_c_empty_string, NULL, 0,NULL, 0,NULL, 0, NULL, 0,NULL, 0,NULL }
 
 
 /* Frienso__Geo__V1__Fix methods */
@@ -1457,6 +1676,234 @@ Frienso__Geo__V1__LocationEvent *
                       const uint8_t       *data);
 void   frienso__geo__v1__location_event__free_unpacked
                      (Frienso__Geo__V1__LocationEvent *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__AuditEntry methods */
+void   frienso__geo__v1__audit_entry__init
+                     (Frienso__Geo__V1__AuditEntry         *message);
+size_t frienso__geo__v1__audit_entry__get_packed_size
+                     (const Frienso__Geo__V1__AuditEntry   *message);
+size_t frienso__geo__v1__audit_entry__pack
+                     (const Frienso__Geo__V1__AuditEntry   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__audit_entry__pack_to_buffer
+                     (const Frienso__Geo__V1__AuditEntry   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__AuditEntry *
+       frienso__geo__v1__audit_entry__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__audit_entry__free_unpacked
+                     (Frienso__Geo__V1__AuditEntry *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListAuditRequest methods */
+void   frienso__geo__v1__list_audit_request__init
+                     (Frienso__Geo__V1__ListAuditRequest         *message);
+size_t frienso__geo__v1__list_audit_request__get_packed_size
+                     (const Frienso__Geo__V1__ListAuditRequest   *message);
+size_t frienso__geo__v1__list_audit_request__pack
+                     (const Frienso__Geo__V1__ListAuditRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_audit_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListAuditRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListAuditRequest *
+       frienso__geo__v1__list_audit_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_audit_request__free_unpacked
+                     (Frienso__Geo__V1__ListAuditRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListAuditResponse methods */
+void   frienso__geo__v1__list_audit_response__init
+                     (Frienso__Geo__V1__ListAuditResponse         *message);
+size_t frienso__geo__v1__list_audit_response__get_packed_size
+                     (const Frienso__Geo__V1__ListAuditResponse   *message);
+size_t frienso__geo__v1__list_audit_response__pack
+                     (const Frienso__Geo__V1__ListAuditResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_audit_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListAuditResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListAuditResponse *
+       frienso__geo__v1__list_audit_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_audit_response__free_unpacked
+                     (Frienso__Geo__V1__ListAuditResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ShareLink methods */
+void   frienso__geo__v1__share_link__init
+                     (Frienso__Geo__V1__ShareLink         *message);
+size_t frienso__geo__v1__share_link__get_packed_size
+                     (const Frienso__Geo__V1__ShareLink   *message);
+size_t frienso__geo__v1__share_link__pack
+                     (const Frienso__Geo__V1__ShareLink   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__share_link__pack_to_buffer
+                     (const Frienso__Geo__V1__ShareLink   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ShareLink *
+       frienso__geo__v1__share_link__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__share_link__free_unpacked
+                     (Frienso__Geo__V1__ShareLink *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__CreateShareLinkRequest methods */
+void   frienso__geo__v1__create_share_link_request__init
+                     (Frienso__Geo__V1__CreateShareLinkRequest         *message);
+size_t frienso__geo__v1__create_share_link_request__get_packed_size
+                     (const Frienso__Geo__V1__CreateShareLinkRequest   *message);
+size_t frienso__geo__v1__create_share_link_request__pack
+                     (const Frienso__Geo__V1__CreateShareLinkRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__create_share_link_request__pack_to_buffer
+                     (const Frienso__Geo__V1__CreateShareLinkRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__CreateShareLinkRequest *
+       frienso__geo__v1__create_share_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__create_share_link_request__free_unpacked
+                     (Frienso__Geo__V1__CreateShareLinkRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__CreateShareLinkResponse methods */
+void   frienso__geo__v1__create_share_link_response__init
+                     (Frienso__Geo__V1__CreateShareLinkResponse         *message);
+size_t frienso__geo__v1__create_share_link_response__get_packed_size
+                     (const Frienso__Geo__V1__CreateShareLinkResponse   *message);
+size_t frienso__geo__v1__create_share_link_response__pack
+                     (const Frienso__Geo__V1__CreateShareLinkResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__create_share_link_response__pack_to_buffer
+                     (const Frienso__Geo__V1__CreateShareLinkResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__CreateShareLinkResponse *
+       frienso__geo__v1__create_share_link_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__create_share_link_response__free_unpacked
+                     (Frienso__Geo__V1__CreateShareLinkResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListShareLinksRequest methods */
+void   frienso__geo__v1__list_share_links_request__init
+                     (Frienso__Geo__V1__ListShareLinksRequest         *message);
+size_t frienso__geo__v1__list_share_links_request__get_packed_size
+                     (const Frienso__Geo__V1__ListShareLinksRequest   *message);
+size_t frienso__geo__v1__list_share_links_request__pack
+                     (const Frienso__Geo__V1__ListShareLinksRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_share_links_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListShareLinksRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListShareLinksRequest *
+       frienso__geo__v1__list_share_links_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_share_links_request__free_unpacked
+                     (Frienso__Geo__V1__ListShareLinksRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListShareLinksResponse methods */
+void   frienso__geo__v1__list_share_links_response__init
+                     (Frienso__Geo__V1__ListShareLinksResponse         *message);
+size_t frienso__geo__v1__list_share_links_response__get_packed_size
+                     (const Frienso__Geo__V1__ListShareLinksResponse   *message);
+size_t frienso__geo__v1__list_share_links_response__pack
+                     (const Frienso__Geo__V1__ListShareLinksResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_share_links_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListShareLinksResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListShareLinksResponse *
+       frienso__geo__v1__list_share_links_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_share_links_response__free_unpacked
+                     (Frienso__Geo__V1__ListShareLinksResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__RevokeShareLinkRequest methods */
+void   frienso__geo__v1__revoke_share_link_request__init
+                     (Frienso__Geo__V1__RevokeShareLinkRequest         *message);
+size_t frienso__geo__v1__revoke_share_link_request__get_packed_size
+                     (const Frienso__Geo__V1__RevokeShareLinkRequest   *message);
+size_t frienso__geo__v1__revoke_share_link_request__pack
+                     (const Frienso__Geo__V1__RevokeShareLinkRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__revoke_share_link_request__pack_to_buffer
+                     (const Frienso__Geo__V1__RevokeShareLinkRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__RevokeShareLinkRequest *
+       frienso__geo__v1__revoke_share_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__revoke_share_link_request__free_unpacked
+                     (Frienso__Geo__V1__RevokeShareLinkRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__RevokeShareLinkResponse methods */
+void   frienso__geo__v1__revoke_share_link_response__init
+                     (Frienso__Geo__V1__RevokeShareLinkResponse         *message);
+size_t frienso__geo__v1__revoke_share_link_response__get_packed_size
+                     (const Frienso__Geo__V1__RevokeShareLinkResponse   *message);
+size_t frienso__geo__v1__revoke_share_link_response__pack
+                     (const Frienso__Geo__V1__RevokeShareLinkResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__revoke_share_link_response__pack_to_buffer
+                     (const Frienso__Geo__V1__RevokeShareLinkResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__RevokeShareLinkResponse *
+       frienso__geo__v1__revoke_share_link_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__revoke_share_link_response__free_unpacked
+                     (Frienso__Geo__V1__RevokeShareLinkResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ViewShareLinkRequest methods */
+void   frienso__geo__v1__view_share_link_request__init
+                     (Frienso__Geo__V1__ViewShareLinkRequest         *message);
+size_t frienso__geo__v1__view_share_link_request__get_packed_size
+                     (const Frienso__Geo__V1__ViewShareLinkRequest   *message);
+size_t frienso__geo__v1__view_share_link_request__pack
+                     (const Frienso__Geo__V1__ViewShareLinkRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__view_share_link_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ViewShareLinkRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ViewShareLinkRequest *
+       frienso__geo__v1__view_share_link_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__view_share_link_request__free_unpacked
+                     (Frienso__Geo__V1__ViewShareLinkRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ViewShareLinkResponse methods */
+void   frienso__geo__v1__view_share_link_response__init
+                     (Frienso__Geo__V1__ViewShareLinkResponse         *message);
+size_t frienso__geo__v1__view_share_link_response__get_packed_size
+                     (const Frienso__Geo__V1__ViewShareLinkResponse   *message);
+size_t frienso__geo__v1__view_share_link_response__pack
+                     (const Frienso__Geo__V1__ViewShareLinkResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__view_share_link_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ViewShareLinkResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ViewShareLinkResponse *
+       frienso__geo__v1__view_share_link_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__view_share_link_response__free_unpacked
+                     (Frienso__Geo__V1__ViewShareLinkResponse *message,
                       ProtobufCAllocator *allocator);
 /* Frienso__Geo__V1__PrecisionSetting methods */
 void   frienso__geo__v1__precision_setting__init
@@ -2029,6 +2476,42 @@ typedef void (*Frienso__Geo__V1__GetPlaceResponse_Closure)
 typedef void (*Frienso__Geo__V1__LocationEvent_Closure)
                  (const Frienso__Geo__V1__LocationEvent *message,
                   void *closure_data);
+typedef void (*Frienso__Geo__V1__AuditEntry_Closure)
+                 (const Frienso__Geo__V1__AuditEntry *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListAuditRequest_Closure)
+                 (const Frienso__Geo__V1__ListAuditRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListAuditResponse_Closure)
+                 (const Frienso__Geo__V1__ListAuditResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ShareLink_Closure)
+                 (const Frienso__Geo__V1__ShareLink *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__CreateShareLinkRequest_Closure)
+                 (const Frienso__Geo__V1__CreateShareLinkRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__CreateShareLinkResponse_Closure)
+                 (const Frienso__Geo__V1__CreateShareLinkResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListShareLinksRequest_Closure)
+                 (const Frienso__Geo__V1__ListShareLinksRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListShareLinksResponse_Closure)
+                 (const Frienso__Geo__V1__ListShareLinksResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__RevokeShareLinkRequest_Closure)
+                 (const Frienso__Geo__V1__RevokeShareLinkRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__RevokeShareLinkResponse_Closure)
+                 (const Frienso__Geo__V1__RevokeShareLinkResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ViewShareLinkRequest_Closure)
+                 (const Frienso__Geo__V1__ViewShareLinkRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ViewShareLinkResponse_Closure)
+                 (const Frienso__Geo__V1__ViewShareLinkResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Geo__V1__PrecisionSetting_Closure)
                  (const Frienso__Geo__V1__PrecisionSetting *message,
                   void *closure_data);
@@ -2114,6 +2597,7 @@ typedef void (*Frienso__Geo__V1__ExportMyDataResponse_Closure)
 /* --- descriptors --- */
 
 extern const ProtobufCEnumDescriptor    frienso__geo__v1__location_precision__descriptor;
+extern const ProtobufCEnumDescriptor    frienso__geo__v1__audit_kind__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__geo__v1__place_kind__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__fix__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__update_location_request__descriptor;
@@ -2140,6 +2624,18 @@ extern const ProtobufCMessageDescriptor frienso__geo__v1__check_in_access_respon
 extern const ProtobufCMessageDescriptor frienso__geo__v1__get_place_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__get_place_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__location_event__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__audit_entry__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_audit_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_audit_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__share_link__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__create_share_link_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__create_share_link_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_share_links_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_share_links_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__revoke_share_link_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__revoke_share_link_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__view_share_link_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__view_share_link_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__precision_setting__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__set_precision_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__get_precision_request__descriptor;
