@@ -20,6 +20,8 @@ struct AuditTests {
             let by = Dictionary(grouping: mine.entries) { "\($0.viewerId) \($0.kind)" }.mapValues { $0.reduce(0) { $0 + $1.count } }
             #expect(by == ["2 friendsLocations": 3, "2 navigate": 1, "2 live": 1, "3 live": 1], "\(by)")
             #expect(mine.retentionDays == 30)
+            await expectError(.invalidArgument) { _ = try await geo.call(1, API.listAudit, GeoV1.ListAuditRequest(limit: 5_001)) }
+            await expectError(.unauthenticated) { _ = try await geo.call(0, API.listAudit, GeoV1.ListAuditRequest()) }
             #expect(mine.entries.allSatisfy { $0.hourStartMs % 3_600_000 == 0 && $0.hourStartMs <= geo.clock.now })
             #expect(Set(try await geo.call(2, API.listAudit, GeoV1.ListAuditRequest()).entries.map(\.viewerId)) == [1])
 
