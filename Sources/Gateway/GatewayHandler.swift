@@ -39,7 +39,9 @@ struct GatewayHandler: ReactorRequestHandler {
                 // A public method called with a session (alerts.ResolveHelpNow: the initiator, or an
                 // operator's key without one): the caller is stamped when the session is valid, and
                 // the call goes on anonymously when it is not (a stale token must not block a login).
-                session = try? await resolve(envelope.sessionToken, budget: request.downstreamBudget)
+                // Only "not valid" goes on anonymously: accounts unreachable is that error, to retry
+                // (anonymously, the initiator's resolve was refused for good while accounts restarted).
+                session = try await resolveUnlessInvalid(envelope.sessionToken, budget: request.downstreamBudget)
             }
             try limit(request, session)
             if method.service == "gateway" {
@@ -108,6 +110,17 @@ struct GatewayHandler: ReactorRequestHandler {
     static func host(of address: String) -> String {
         guard let colon = address.lastIndex(of: ":") else { return address }
         return String(address[..<colon])
+    }
+
+    /// The session, or nil when accounts says it is not valid; any other failure (accounts
+    /// unreachable, a deadline) is thrown, for the client to retry.
+    func resolveUnlessInvalid(_ token: String, budget: Duration) async throws(RPCError) -> ResolvedSession? {
+        do {
+            return try await resolve(token, budget: budget)
+        } catch {
+            guard error.code == .unauthenticated else { throw error }
+            return nil
+        }
     }
 
     func resolve(_ token: String, budget: Duration) async throws(RPCError) -> ResolvedSession {

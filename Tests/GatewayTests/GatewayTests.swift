@@ -123,6 +123,26 @@ struct GatewayTests {
         }
     }
 
+    @Test("a public method with a session: anonymous only when the session is invalid, never because accounts could not say")
+    func publicMethodWithASession_whenAccountsCannotSay_isUnavailable_notAnonymous() async throws {
+        let validation = Mutex<RPCError>(.unavailable("accounts is restarting (test)"))
+        let logins = Mutex<[UInt64]>([])
+        var fake = MethodRouter()
+        fake.register(API.validateSession) { _, _ in throw validation.withLock { $0 } }
+        fake.register(API.login) { _, context in
+            logins.withLock { $0.append(context.callerUserID) }
+            return AccountsV1.LoginResponse()
+        }
+        try await withStack(accountsHandler: fake) { stack in
+            let client = stack.client(token: "fs1_" + String(repeating: "D", count: 43))
+            await expectError(.unavailable) { _ = try await client.call(API.login, AccountsV1.LoginRequest(login: "x", password: "y")) }
+            #expect(logins.withLock { $0 }.isEmpty, "not forwarded without its caller")
+            validation.withLock { $0 = .unauthenticated("unknown session: log in again") }
+            _ = try await client.call(API.login, AccountsV1.LoginRequest(login: "x", password: "y"))
+            #expect(logins.withLock { $0 } == [0], "a stale token: on anonymously")
+        }
+    }
+
     @Test func slowRequest_doesNotBlockOthers() async throws {
         let gate = OneShot<Void>()
         let slowStarted = OneShot<Void>()

@@ -222,6 +222,11 @@ extension GeoState {
     private func locationEvents(for subject: UInt64, fix: LatestFix, _ g: GraphState, _ at: Int64) -> [Outgoing] {
         var viewers = Set(g.friends(of: subject))
         viewers.formUnion(grants.viewers(of: subject, now: at))
+        // Most people set no precision: everyone allowed sees them exactly (no grouping, no dictionary per update).
+        guard precision.hasSettings(subject) else {
+            let permitted = viewers.filter { visible(viewer: $0, subject: subject, graph: g, now: at) }
+            return permitted.isEmpty ? [] : [.location(viewers: permitted.sorted(), subject: subject, fix: fix, precision: .exact)]
+        }
         var byPrecision: [Precision: [UInt64]] = [:]
         for viewer in viewers {
             if let p = disclosure(viewer: viewer, subject: subject, graph: g, now: at) { byPrecision[p, default: []].append(viewer) }

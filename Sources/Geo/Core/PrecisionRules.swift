@@ -50,6 +50,9 @@ struct PrecisionSettings: Sendable {
 
     func all(of subject: UInt64) -> [UInt64: Precision] { bySubject[subject] ?? [:] }
 
+    /// Whether `subject` chose anything (most people never do).
+    func hasSettings(_ subject: UInt64) -> Bool { bySubject[subject] != nil }
+
     /// A deleted account: its settings and everyone's settings about it.
     mutating func forget(_ user: UInt64) {
         bySubject[user] = nil
