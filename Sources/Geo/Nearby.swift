@@ -46,7 +46,7 @@ extension GeoService {
         let caller = try context.requireCaller()
         guard request.userId != 0 else { throw RPCError.invalidArgument("user_id: required") }
         let at = now()
-        return try state.mutex.withLock { s in
+        let reply = try state.mutex.withLock { s in
             guard let mine = s.latest[caller] else { throw RPCError.failedPrecondition("share a location first (frienso locate LAT LON)") }
             let precision = graph.read { g in s.disclosure(viewer: caller, subject: request.userId, graph: g, now: at) }
             // Not visible, place only and unknown look the same: nothing leaks about whether they share at all.
@@ -54,11 +54,13 @@ extension GeoService {
                 throw RPCError.notFound("no location of user \(request.userId) that you can see")
             }
             let theirs = precision == .exact ? exact : exact.approximate
-            audit.record(subjects: [request.userId], viewer: caller, kind: .navigate, at: at)
             return GeoV1.NavigateResponse(
                 distanceM: GeoMath.distance(lat1: mine.lat, lon1: mine.lon, lat2: theirs.lat, lon2: theirs.lon),
                 bearingDeg: GeoMath.bearing(lat1: mine.lat, lon1: mine.lon, lat2: theirs.lat, lon2: theirs.lon),
                 theirFix: Self.proto(theirs), yourFix: Self.proto(mine))
         }
+        // Counted after the state lock is released (the audit has a lock of its own).
+        audit.record(subjects: [request.userId], viewer: caller, kind: .navigate, at: at)
+        return reply
     }
 }
