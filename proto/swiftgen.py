@@ -558,8 +558,17 @@ def gen_message(reg, f, name, fields, out):
     out.append("")
     out.append("    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).")
     out.append("    public var jsonValue: JSONValue {")
-    pairs = ", ".join(f'("{lower_camel(i["c"]).strip("`")}", {gen_json(i)})' for i in infos)
-    out.append(f"        .object([{pairs}])" if infos else "        .object([])")
+    if len(infos) > 10:
+        # One statement per field: a long literal of mixed closures takes the type checker
+        # longer than the build allows (Swift 6.3 gives up at 13 fields).
+        out.append("        var fields: [(String, JSONValue)] = []")
+        out.append(f"        fields.reserveCapacity({len(infos)})")
+        for i in infos:
+            out.append(f'        fields.append(("{lower_camel(i["c"]).strip("`")}", {gen_json(i)}))')
+        out.append("        return .object(fields)")
+    else:
+        pairs = ", ".join(f'("{lower_camel(i["c"]).strip("`")}", {gen_json(i)})' for i in infos)
+        out.append(f"        .object([{pairs}])" if infos else "        .object([])")
     out.append("    }")
     out.append("")
     # Checked by every host on every request: no array is built (a literal or `map` would

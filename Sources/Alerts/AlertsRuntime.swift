@@ -10,17 +10,25 @@ public final class AlertsWorker: Service, Sendable {
     private let service: AlertsService
     private let socialEvents: String?
     private let socialEventsSecurity: ClientSecurity
+    private let geoEvents: String?
+    private let geoEventsSecurity: ClientSecurity
     private let logger: Logger
     private let context: ZMQContext
     private let reactor: Reactor
 
-    /// - Parameter socialEvents: social's PUB endpoint, whose "notices" events wake the notice
-    ///   reader (nil: poll only).
-    public init(service: AlertsService, socialEvents: String?, socialEventsSecurity: ClientSecurity = .plaintext, logger: Logger,
+    /// - Parameters:
+    ///   - socialEvents: social's PUB endpoint, whose "notices" events wake the notice reader
+    ///     (nil: poll only).
+    ///   - geoEvents: geo's PUB endpoint, whose "placeevents" events wake the same reader for
+    ///     place alerts (nil: poll only).
+    public init(service: AlertsService, socialEvents: String?, socialEventsSecurity: ClientSecurity = .plaintext,
+                geoEvents: String? = nil, geoEventsSecurity: ClientSecurity = .plaintext, logger: Logger,
                 context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.service = service
         self.socialEvents = socialEvents
         self.socialEventsSecurity = socialEventsSecurity
+        self.geoEvents = geoEvents
+        self.geoEventsSecurity = geoEventsSecurity
         self.logger = logger
         self.context = context
         self.reactor = reactor
@@ -31,12 +39,15 @@ public final class AlertsWorker: Service, Sendable {
         let subscriber = socialEvents.map {
             Subscriber(endpoint: $0, prefixes: [SocialNotices.stream], logger: logger, security: security, context: context, reactor: reactor)
         }
+        let geoSubscriber = geoEvents.map {
+            Subscriber(endpoint: $0, prefixes: [GeoPlaceEvents.stream], logger: logger, security: geoEventsSecurity, context: context, reactor: reactor)
+        }
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await Self.deliveryLoop(service, logger) }
                 group.addTask { await Self.maintenanceLoop(service, logger) }
                 group.addTask { await Self.noticeLoop(service, logger) }
-                if let subscriber {
+                for subscriber in [subscriber, geoSubscriber].compactMap({ $0 }) {
                     group.addTask {
                         for await _ in subscriber.events { service.noticeBell.ring() }
                     }
@@ -46,6 +57,7 @@ public final class AlertsWorker: Service, Sendable {
             }
         }
         subscriber?.stop()
+        geoSubscriber?.stop()
     }
 
     private static func deliveryLoop(_ service: AlertsService, _ logger: Logger) async {
@@ -88,21 +100,27 @@ public final class AlertsWorker: Service, Sendable {
         }
     }
 
+    /// Social's notices and geo's place events, each source on its own: one down does not hold up the other.
     private static func noticeLoop(_ service: AlertsService, _ logger: Logger) async {
-        var failing = false
+        var failing: Set<String> = []
         while !Task.isCancelled {
-            do {
-                let taken = try await service.pullNotices()
-                if taken > 0 { logger.debug("social notices taken", metadata: ["count": "\(taken)"]) }
-                if failing { logger.info("social notices reachable again") }
-                failing = false
-            } catch {
-                if !failing { logger.warning("social notices unavailable; retrying", metadata: ["error": "\(error)"]) }
-                failing = true
+            for (source, pull) in [("social notices", service.pullNotices), ("geo place events", service.pullPlaceEvents)] {
+                do {
+                    let taken = try await pull()
+                    if taken > 0 { logger.debug("\(source) taken", metadata: ["count": "\(taken)"]) }
+                    if failing.remove(source) != nil { logger.info("\(source) reachable again") }
+                } catch {
+                    if failing.insert(source).inserted { logger.warning("\(source) unavailable; retrying", metadata: ["error": "\(error)"]) }
+                }
             }
             await service.noticeBell.wait(timeout: service.config.noticePollInterval)
         }
     }
+}
+
+/// Geo's place-event stream name, as alerts subscribes to it (`GeoService.placeEventStream`).
+public enum GeoPlaceEvents {
+    public static let stream = "placeevents"
 }
 
 /// Social's notice stream name, as alerts subscribes to it.

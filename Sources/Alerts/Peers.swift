@@ -21,6 +21,8 @@ public protocol AlertsPeers: Sendable {
     func respondToCircleRequest(member: UInt64, owner: UInt64, accept: Bool) async throws
     /// Social's notices after `id` (pokes, coreFriend requests, invitations), oldest first.
     func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice]
+    /// Geo's place events after `id` (a friend arrived at or left a place), oldest first, each with its viewer.
+    func placeEvents(after id: UInt64, limit: Int) async throws -> [(event: GeoV1.PlaceAlertEvent, viewer: UInt64)]
     /// `user`'s latest fix (geo), or `known == false`.
     func latestLocation(of user: UInt64) async throws -> AlertsV1.AlertLocation
     /// Names (accounts); unknown ids are left out.
@@ -92,6 +94,13 @@ public struct RemotePeers: AlertsPeers {
     public func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice] {
         try await social.call(SocialV1.SocialService.listNotices, SocialV1.ListNoticesRequest(afterId: id, limit: UInt32(limit)),
                               options: CallOptions(deadline: .seconds(5), idempotent: true)).notices
+    }
+
+    public func placeEvents(after id: UInt64, limit: Int) async throws -> [(event: GeoV1.PlaceAlertEvent, viewer: UInt64)] {
+        let reply = try await geo.call(GeoV1.GeoService.listPlaceEvents, GeoV1.ListPlaceEventsRequest(afterId: id, limit: UInt32(limit)),
+                                       options: CallOptions(deadline: .seconds(5), idempotent: true))
+        guard reply.events.count == reply.viewers.count else { throw RPCError.internal("geo's place events came without their viewers") }
+        return Array(zip(reply.events, reply.viewers))
     }
 
     public func latestLocation(of user: UInt64) async throws -> AlertsV1.AlertLocation {

@@ -8,6 +8,7 @@ public enum LiveEvents {
     static let decoders: [String: @Sendable ([UInt8]) -> JSONValue?] = [
         "geo.Location": { (try? GeoV1.LocationEvent(serializedBytes: $0))?.jsonValue },
         "geo.FriendNearby": { (try? GeoV1.FriendNearbyEvent(serializedBytes: $0))?.jsonValue },
+        "geo.PlaceAlert": { (try? GeoV1.PlaceAlertEvent(serializedBytes: $0))?.jsonValue },
         "social.Poke": { (try? SocialV1.Poke(serializedBytes: $0))?.jsonValue },
         "alerts.Event": { (try? AlertsV1.AlertEvent(serializedBytes: $0))?.jsonValue },
     ]

@@ -77,10 +77,15 @@ extension GeoService {
     }
 
     /// How precisely: a findable owner's check-in is public (exact, as to any stranger nearby);
-    /// otherwise as the viewer sees the owner's location (precision per friend).
+    /// otherwise as the viewer sees the owner's location (precision per friend). A check-in
+    /// inside one of the owner's private zones shows others its name only, never coordinates.
     static func checkInPrecision(to viewer: UInt64, of owner: UInt64, _ s: GeoState, _ g: GraphState, _ at: Int64) -> Precision? {
-        if owner == viewer || (g.isFindable(owner) && !g.blocked(viewer, owner) && !s.settings(of: owner).ghost) { return .exact }
-        return s.disclosure(viewer: viewer, subject: owner, graph: g, now: at)
+        if owner == viewer { return .exact }
+        let seen = g.isFindable(owner) && !g.blocked(viewer, owner) && !s.settings(of: owner).ghost
+            ? .exact : s.disclosure(viewer: viewer, subject: owner, graph: g, now: at)
+        guard let seen, !s.zones.isEmpty, let c = s.checkIns[owner],
+              s.zones.privateZone(of: owner, lat: c.lat, lon: c.lon, accuracy: 0) != nil else { return seen }
+        return max(seen, .place)
     }
 
     /// For media: the rule of `listCheckIns` (without the distance) for one check-in.

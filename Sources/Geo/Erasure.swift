@@ -41,6 +41,10 @@ extension GeoStore {
                 "DELETE FROM precision WHERE subject = ?1 OR viewer = ?1",
                 "DELETE FROM audit WHERE subject = ?1 OR viewer = ?1",
                 "DELETE FROM share_links WHERE owner = ?1",
+                "DELETE FROM zones WHERE user_id = ?1",
+                "DELETE FROM place_alerts WHERE viewer = ?1 OR subject = ?1",
+                "DELETE FROM place_alert_access WHERE subject = ?1 OR viewer = ?1",
+                "DELETE FROM place_events WHERE viewer = ?1 OR subject = ?1",
             ] {
                 try db.run(sql: sql, arguments: [user])
                 erased += db.changesCount

@@ -20,6 +20,9 @@ extension GeoService {
             out.grants = s.grants.live(involving: caller, now: at).map {
                 GeoV1.LocationGrant(subjectId: $0.key.subject, viewerId: $0.key.viewer, expiresAtMs: $0.expiresMs, reason: $0.key.reason)
             }
+            out.zones = s.zones.zones(of: caller).map(s.zoneView)
+            out.placeAlerts = (s.placeAlerts.alerts(setBy: caller) + s.placeAlerts.alerts(of: caller).sorted { $0.id < $1.id }).map(\.proto)
+            out.placeAlertsAllowed = (s.placeAlerts.allowed[caller] ?? []).sorted()
             return out
         }
         let page = try await store.history(of: caller, after: request.afterHistoryId, limit: limit + 1)
@@ -36,12 +39,13 @@ extension GeoService {
 }
 
 extension GeoStore {
-    /// `user`'s history entries after `after`, oldest first.
+    /// `user`'s history entries after `after`, oldest first (not those inside a private zone,
+    /// which are gone once folded).
     func history(of user: UInt64, after: UInt64, limit: Int) async throws -> [GeoV1.HistoryEntry] {
         try await database.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT id, lat, lon, accuracy, device_ms, received_ms, status FROM history
-                WHERE id IN (\(Self.userHistory)) AND id > ?3 ORDER BY id LIMIT ?4
+                WHERE id IN (\(Self.userHistory)) AND id > ?3 AND unrecorded IS NULL ORDER BY id LIMIT ?4
                 """, arguments: [user, try Self.foldedThrough(db), after, limit]).map { row in
                 let status: String? = row[6]
                 return GeoV1.HistoryEntry(id: row[0], fix: GeoV1.Fix(latitude: row[1], longitude: row[2], accuracyM: row[3], deviceTimeMs: row[4],

@@ -108,6 +108,14 @@ public final class GeoService: Sendable {
         initial.places = try store.loadPlaces()
         initial.checkIns = try store.loadCheckIns(now: clock())
         initial.precision = try store.loadPrecision()
+        initial.zones = ZoneBook(try store.loadZones())
+        initial.placeAlerts = try store.loadPlaceAlerts(zones: initial.zones, places: initial.places)
+        // Where each watched subject is now: no alert is told for where they already are.
+        for alert in initial.placeAlerts.alerts.values {
+            if let fix = initial.latest[alert.subject] {
+                initial.placeAlerts.seed(subject: alert.subject, target: alert.target, area: alert.area, lat: fix.lat, lon: fix.lon)
+            }
+        }
         let state = SharedState(initial)
         self.store = store
         self.graph = graph
@@ -123,15 +131,22 @@ public final class GeoService: Sendable {
             // Decide which updates become the latest (`GeoState.accept`); append them to history
             // with the fold's next slice, taken from memory before this batch; then show the
             // batch to readers and viewers.
-            let replaces = state.mutex.withLock { $0.accept(batch) }
+            // Zones keep updates out of history and place alerts fire: decided here, written with the batch.
+            let at = clock()
+            let (replaces, plan) = state.mutex.withLock { s in
+                let replaces = s.accept(batch)
+                var plan = s.plan(batch, replaces: replaces)
+                if !plan.fired.isEmpty { plan.told = graph.read { s.told(plan.fired, graph: $0, now: at) } }
+                return (replaces, plan)
+            }
             let chunk = folding.mutex.withLock { $0.next(nowMs: clock()) }
             let fold = chunk.map { chunk in state.mutex.withLock { GeoStore.FoldWrite(chunk, latest: $0.latest) } }
-            let ids = try store.write(batch, fold: fold)
+            let (ids, told) = try store.write(batch, fold: fold, unrecorded: plan.unrecorded, placeEvents: plan.told)
             folding.mutex.withLock { f in
                 if let chunk { f.advance(past: chunk) }
                 f.committed(zip(batch, ids).map { HistoryFolding.Pair(user: $0.user, id: $1) })
             }
-            events.applied(batch, replaces: replaces)
+            events.applied(batch, replaces: replaces, inside: plan.inside, told: told)
             return replaces
         }
         logger.info("geo state loaded", metadata: ["users": "\(initial.latest.count)", "grants": "\(initial.grants.count)",

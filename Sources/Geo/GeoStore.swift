@@ -112,6 +112,7 @@ final class GeoStore: Sendable {
         Self.migratePrecision(&migrator)
         Self.migrateAudit(&migrator)
         Self.migrateShareLinks(&migrator)
+        Self.migrateZonesAndPlaceAlerts(&migrator)
         return migrator
     }
 
@@ -228,21 +229,25 @@ final class GeoStore: Sendable {
     }
 
     /// Appends a batch of updates to history in one transaction, with a slice of the fold when
-    /// one is due. - Returns: the history ids of the batch, in order.
-    func write(_ batch: [LocationUpdate], fold: FoldWrite?) throws -> [Int64] {
+    /// one is due, and the place events the batch causes. - Returns: the history ids of the
+    /// batch, in order, and the place events with their ids.
+    /// - Parameter unrecorded: per update, whether history keeps it only until it is folded
+    ///   (inside a private zone); nil: all kept.
+    func write(_ batch: [LocationUpdate], fold: FoldWrite?, unrecorded: [Bool]? = nil,
+               placeEvents: [PlaceEventRecord] = []) throws -> (ids: [Int64], placeEvents: [PlaceEventRecord]) {
         try database.write { db in
             if let fold { try Self.write(fold, db) } // first: its fixes are those before this batch
             let history = try db.cachedStatement(sql: """
-                INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status) VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status, unrecorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             var ids: [Int64] = []
             ids.reserveCapacity(batch.count)
-            for update in batch {
+            for (i, update) in batch.enumerated() {
                 try history.execute(arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
-                                                update.receivedMs, update.status])
+                                                update.receivedMs, update.status, unrecorded?[i] == true ? 1 : nil])
                 ids.append(db.lastInsertedRowID)
             }
-            return ids
+            return (ids, try Self.insert(placeEvents, db))
         }
     }
 
@@ -266,6 +271,7 @@ final class GeoStore: Sendable {
         for pair in fold.pairs { try index.execute(arguments: [pair.user, pair.id]) }
         if let done = fold.completesThrough {
             try db.run(sql: "UPDATE geo_meta SET value = max(value, ?) WHERE key = 'folded_through'", arguments: [done])
+            try dropUnrecorded(through: done, db)
         }
     }
 

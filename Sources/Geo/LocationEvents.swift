@@ -16,21 +16,30 @@ struct LocationEvents: Sendable {
     let audit: AuditLog
     let now: @Sendable () -> Int64
 
-    func applied(_ batch: [LocationUpdate], replaces: [Bool]) {
+    /// - Parameters:
+    ///   - inside: where the watched subjects of the batch now are (`GeoState.WritePlan.inside`).
+    ///   - told: the place alerts the batch fired, as stored with it.
+    func applied(_ batch: [LocationUpdate], replaces: [Bool], inside: [UInt64: Set<PlaceTarget>] = [:], told: [PlaceEventRecord] = []) {
         let at = now()
         let aroundWithin = aroundWithin
         let (outgoing, labels) = state.mutex.withLock { s -> ([GeoState.Outgoing], [String]) in
+            if !inside.isEmpty { s.placeAlerts.apply(inside: inside) }
             let outgoing = publisher == nil
                 ? s.applied(batch, replaces: replaces, graph: nil, now: at)
                 : graph.read { g in s.applied(batch, replaces: replaces, graph: g, now: at) }
             // The "Around" label, for the viewers who see only the place (computed under the lock: it reads the places).
             let labels = outgoing.map { event -> String in
-                guard case .location(_, _, let fix, .place) = event else { return "" }
-                return s.around(lat: fix.lat, lon: fix.lon, within: aroundWithin)
+                guard case .location(_, let subject, let fix, .place) = event else { return "" }
+                return s.placeLabel(of: subject, fix: fix, within: aroundWithin)
             }
             return (outgoing, labels)
         }
         guard let publisher else { return }
+        for event in told {
+            publisher.emit(topic: ViewerTopic.of(event.viewer), method: "geo.PlaceAlert", payload: event.proto.serializedBytes())
+            audit.record(subject: event.subject, viewers: [event.viewer], kind: .placeAlert, at: at)
+        }
+        if !told.isEmpty { publisher.emit(topic: GeoService.placeEventStream, method: "geo.PlaceEvents", payload: []) }
         for (event, label) in zip(outgoing, labels) {
             switch event {
             case .location(let viewers, let subject, let fix, let precision):

@@ -72,7 +72,8 @@ extension GeoService {
 
     /// Drops history past the retention period. Run periodically by the executable.
     public func pruneHistory() async throws -> Int {
-        try await store.pruneHistory(before: now() - config.historyRetention.wholeMilliseconds)
+        let pruned = try await store.pruneHistory(before: now() - config.historyRetention.wholeMilliseconds)
+        return pruned + (try await store.prunePlaceEvents(before: now() - Self.placeEventRetentionMs))
     }
 
     // MARK: Reading
@@ -94,7 +95,7 @@ extension GeoService {
             return graph.read { g in
                 subjects.compactMap { subject -> GeoV1.FriendLocation? in
                     guard let fix = s.latest[subject], let precision = s.disclosure(viewer: caller, subject: subject, graph: g, now: at) else { return nil }
-                    let (shown, around) = s.shown(fix, at: precision, aroundWithin: config.aroundDistance)
+                    let (shown, around) = s.shown(fix, of: subject, at: precision, aroundWithin: config.aroundDistance)
                     let distance = zip2(mine, shown).map { GeoMath.distance(lat1: $0.lat, lon1: $0.lon, lat2: $1.lat, lon2: $1.lon) } ?? 0
                     return GeoV1.FriendLocation(userId: subject, fix: shown.map(Self.proto), ageMs: max(0, at - fix.receivedMs),
                                                 status: fix.status, around: around, distanceM: distance, precision: precision.proto)

@@ -30,10 +30,12 @@ extension GeoService {
                 // Per query, not per candidate: whom the caller must not see (usually nobody),
                 // and whether anyone is a ghost at all.
                 let hidden = g.blockedEitherWay(caller)
-                let anyGhost = !s.sharing.isEmpty
+                let anyGhost = !s.sharing.isEmpty, anyZone = !s.zones.isEmpty
                 return s.index.nearest(lat: me.lat, lon: me.lon, radius: radius, limit: limit) { user in
                     user != caller && g.isFindable(user) && (hidden.isEmpty || !hidden.contains(user))
                         && !(anyGhost && s.sharing[user]?.ghost == true)
+                        // Inside a private zone, a distance would tell where the zone is.
+                        && !(anyZone && s.zones.privateZone(of: user, at: s.latest[user]) != nil)
                         && !(excludeExchanged && g.exchanged(caller, user))
                         // A friend who shows the caller less than their exact location: a distance would tell it.
                         && (s.precision.chosen(by: user, for: caller) == .exact || !g.areFriends(caller, user))

@@ -29,9 +29,12 @@ extension GeoService {
             throw RPCError.invalidArgument("nothing to import: " + parsed.problems.prefix(5).joined(separator: "; "))
         }
         let stored = try await store.importPlaces(parsed.places, replace: request.replace)
+        // Place alerts on places a replacing import removed go with them.
+        let dropped = request.replace ? try await store.deletePlaceAlerts(onPlacesOtherThan: Set(stored.map(\.id))) : []
         state.mutex.withLock { s in
             if request.replace { s.places = [] }
             s.places += stored
+            for id in dropped { s.placeAlerts.remove(id) }
         }
         context.logger.info("places imported", metadata: ["count": "\(stored.count)", "skipped": "\(parsed.problems.count)"])
         return GeoV1.ImportPlacesResponse(imported: UInt32(stored.count), problems: parsed.problems)
@@ -97,7 +100,9 @@ extension GeoService {
                         guard let fix = s.latest[user], fix.receivedMs >= freshAfter, venue.contains(lat: fix.lat, lon: fix.lon) else { return }
                         // A friend counts as one where their precision for the caller places them there (exact or place).
                         let shown = user != caller && g.areFriends(caller, user) ? s.disclosure(viewer: caller, subject: user, graph: g, now: at) : nil
-                        count.add(ghost: user != caller && s.settings(of: user).ghost, visibleFriend: shown == .exact || shown == .place)
+                        // Inside a private zone, friends see the zone, not the venue.
+                        let placed = (shown == .exact || shown == .place) && s.zones.privateZone(of: user, at: fix) == nil
+                        count.add(ghost: user != caller && s.settings(of: user).ghost, visibleFriend: placed)
                     }
                     return count.attendance(of: venue.proto, minimum: k)
                 }

@@ -51,8 +51,13 @@ extension GeoService {
         let around = config.aroundDistance
         state.mutex.withLock { s in
             guard let fix = s.latest[link.owner] else { return }
-            reply.fix = Self.proto(fix)
             reply.ageMs = max(0, at - fix.receivedMs)
+            // Inside a private zone, the link shows the zone's label (or nothing), never coordinates.
+            if let zone = s.zones.privateZone(of: link.owner, at: fix) {
+                reply.around = zone.privacy == .label ? zone.label : ""
+                return
+            }
+            reply.fix = Self.proto(fix)
             reply.around = s.around(lat: fix.lat, lon: fix.lon, within: around)
         }
         return reply

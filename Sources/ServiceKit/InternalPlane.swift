@@ -18,7 +18,7 @@ public struct InternalPlane: Sendable {
     public static let subscribers: [String: Set<String>] = [
         "accounts": ["gateway", "edge", "social", "alerts"],
         "social": ["accounts", "geo", "alerts", "media", "gateway", "edge"],
-        "geo": ["gateway", "edge"],
+        "geo": ["gateway", "edge", "alerts"],
         "alerts": ["geo", "gateway", "edge"],
     ]
 

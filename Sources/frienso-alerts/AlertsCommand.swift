@@ -35,7 +35,7 @@ struct AlertsCommand: AsyncParsableCommand {
         let service = try AlertsService(directory: resolved.dataDirectory, peers: peers, events: publisher,
                                         config: AlertsConfig(resolved: resolved), logger: logger)
         let worker = AlertsWorker(service: service, socialEvents: socialEvents, socialEventsSecurity: try plane.client(of: "social"),
-                                  logger: logger)
+                                  geoEvents: try resolved.peerEvents("geo"), geoEventsSecurity: try plane.client(of: "geo"), logger: logger)
         let host = service.makeHost(options: plane.hostOptions(name: "alerts", endpoint: resolved.endpoint), logger: logger)
         try await ServiceRunner.run([replica, profiles, publisher, worker, host], endpointFile: resolved.endpointFile, logger: logger,
                                     boundEventsEndpoint: { try await publisher.boundEndpoint() }) {

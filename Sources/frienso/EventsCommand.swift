@@ -38,6 +38,9 @@ struct Events: AsyncParsableCommand {
         case "geo.FriendNearby":
             guard let m = try? GeoV1.FriendNearbyEvent(serializedBytes: e.payload) else { break }
             return json ? m.jsonValue.rendered(indent: 0) : "nearby    user \(m.userId) is \(metres(m.distanceM)) away"
+        case "geo.PlaceAlert":
+            guard let m = try? GeoV1.PlaceAlertEvent(serializedBytes: e.payload) else { break }
+            return json ? m.jsonValue.rendered(indent: 0) : "place     user \(m.subjectId) \(m.arrived ? "arrived at" : "left") \(m.label)"
         case "social.Poke":
             guard let m = try? SocialV1.Poke(serializedBytes: e.payload) else { break }
             return json ? m.jsonValue.rendered(indent: 0) : "poke      from \(m.from?.username ?? "?")"

@@ -14,7 +14,7 @@ struct Frienso: AsyncParsableCommand {
             PasswordCommand.self, ChangeEmail.self, AccountCommand.self, Ping.self,
             Friends.self, Circle.self, Search.self, PokeCommand.self, Block.self, Unblock.self, Blocked.self,
             Recommend.self, Findable.self, ExchangeCommand.self,
-            Locate.self, Nearby.self, Navigate.self, Sharing.self, Ghost.self, PrecisionCommand.self, AuditCommand.self, ShareCommand.self, Proximity.self, History.self, Events.self,
+            Locate.self, Nearby.self, Navigate.self, Sharing.self, Ghost.self, PrecisionCommand.self, ZoneCommand.self, PlaceAlertCommand.self, AuditCommand.self, ShareCommand.self, Proximity.self, History.self, Events.self,
             Places.self, Venues.self, CheckInCommand.self, CheckIns.self,
             Watch.self, TimerCommand.self, HelpNow.self, Inbox.self, Devices.self, Resources.self, Outbox.self,
             Photo.self, MapCommand.self,

@@ -100,7 +100,7 @@ struct AuditCommand: AsyncParsableCommand {
             let reply = try await client.call(GeoAPI.listAudit, GeoV1.ListAuditRequest(sinceMs: since, limit: limit))
             let names = reply.entries.isEmpty ? [:] : try await friendNames(client)
             let kinds: [GeoV1.AuditKind: String] = [.friendsLocations: "friends' locations", .navigate: "navigate", .live: "live updates",
-                                                    .shareLink: "share link"]
+                                                    .shareLink: "share link", .placeAlert: "place alerts"]
             var lines: [String] = []
             for e in reply.entries {
                 let who = e.kind == .shareLink && e.viewerId == 0 ? "someone with link \(e.linkId)" : label(e.viewerId, names)

@@ -90,6 +90,38 @@ extension AlertsTestGroup {
             }
         }
 
+        @Test func placeEvents_arePushedToTheViewer_once_acrossPullsAndRestarts() async throws {
+            let temp = try TemporaryDirectory("frienso-alerts-place-events")
+            defer { temp.remove() }
+            let peers = FakePeers()
+            let events = [
+                (event: GeoV1.PlaceAlertEvent(eventId: 1, alertId: 7, subjectId: 1, label: "Home", arrived: true, atMs: 1), viewer: UInt64(2)),
+                (event: GeoV1.PlaceAlertEvent(eventId: 2, alertId: 7, subjectId: 1, label: "Home", arrived: false, atMs: 2), viewer: UInt64(2)),
+            ]
+            try await withAlerts(directory: temp.path, peers: peers) { h in
+                try await h.device(2, "bens-device-token")
+                peers.state.withLock { $0.placeEvents = events } // geo has them now
+                try await h.service.pullPlaceEvents() // the worker pulls too: either way, once
+                try await eventually("two deliveries") { try await h.outbox().count == 2 }
+                try await h.drained()
+                let sent = try await h.sent()
+                #expect(sent.map(\.address) == ["bens-device-token", "bens-device-token"])
+                #expect(sent.map(\.body) == ["User 1 (@user1) arrived at Home", "User 1 (@user1) left Home"])
+            }
+            peers.state.withLock { s in
+                s.placeEvents.append((GeoV1.PlaceAlertEvent(eventId: 3, alertId: 7, subjectId: 1, label: "Home", arrived: true, atMs: 3), 2))
+                s.down = ["geo"]
+            }
+            try await withAlerts(directory: temp.path, peers: peers) { h in
+                await expectError(.unavailable) { _ = try await h.service.pullPlaceEvents() }
+                peers.state.withLock { $0.down = [] }
+                try await h.service.pullPlaceEvents()
+                try await eventually("the new one only") { try await h.outbox().count == 3 }
+                try await h.drained()
+                #expect(try await h.sent().count == 3)
+            }
+        }
+
         @Test func socialNotices_areDeliveredOnce_pokesCircleRequestsAndInvitations() async throws {
             let temp = try TemporaryDirectory("frienso-alerts-notices")
             defer { temp.remove() }

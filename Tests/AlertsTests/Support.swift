@@ -17,6 +17,7 @@ final class FakePeers: AlertsPeers {
         var circleRequests: [UInt64: [(owner: UInt64, atMs: Int64)]] = [:]
         var responses: [(member: UInt64, owner: UInt64, accept: Bool)] = []
         var notices: [SocialV1.Notice] = []
+        var placeEvents: [(event: GeoV1.PlaceAlertEvent, viewer: UInt64)] = []
         var locations: [UInt64: AlertsV1.AlertLocation] = [:]
         var phones: [UInt64: String] = [:]
         var passwords: [UInt64: String] = [:]
@@ -49,6 +50,10 @@ final class FakePeers: AlertsPeers {
     func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice] {
         try check("social")
         return state.withLock { Array($0.notices.filter { $0.noticeId > id }.prefix(limit)) }
+    }
+    func placeEvents(after id: UInt64, limit: Int) async throws -> [(event: GeoV1.PlaceAlertEvent, viewer: UInt64)] {
+        try check("geo")
+        return state.withLock { Array($0.placeEvents.filter { $0.event.eventId > id }.prefix(limit)) }
     }
     func latestLocation(of user: UInt64) async throws -> AlertsV1.AlertLocation {
         try check("geo")

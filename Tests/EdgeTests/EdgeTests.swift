@@ -110,7 +110,7 @@ struct EdgeUnitTests {
 
     @Test("the events the gateway relays are all known here, as their messages' JSON")
     func liveEvents() {
-        #expect(LiveEvents.methods == ["alerts.Event", "geo.FriendNearby", "geo.Location", "social.Poke"])
+        #expect(LiveEvents.methods == ["alerts.Event", "geo.FriendNearby", "geo.Location", "geo.PlaceAlert", "social.Poke"])
         let event = GeoV1.LocationEvent(userId: 5, status: "here")
         let json = LiveEvents.json(Envelope(method: "geo.Location", payload: event.serializedBytes()))
         #expect(json?["userId"] == .string("5") && json?["status"] == .string("here"))

@@ -2,6 +2,7 @@
 import Foundation
 import FriensoProto
 import FriensoTesting
+import GRDB
 import Testing
 import Wire
 
@@ -38,11 +39,26 @@ struct ExportEraseTests {
             _ = try await geo.locate(2, 33.781, -118.11)
             try await geo.service.apply(GeoV1.LocationGrant(subjectId: 1, viewerId: 2, expiresAtMs: geo.clock.now + 60_000, reason: "watch"))
             #expect(try await geo.call(2, API.friendsLocations, GeoV1.FriendsLocationsRequest()).friends.count == 1)
+            // A zone, permission and a place alert that has fired: all gone with the person.
+            let zone = try #require(try await geo.call(1, API.setZone, GeoV1.SetZoneRequest(zone: GeoV1.Zone(
+                label: "Home", latitude: 33.70, longitude: -118.11, radiusM: 100, privacy: .off))).zone)
+            _ = try await geo.call(1, API.allowPlaceAlerts, GeoV1.AllowPlaceAlertsRequest(userId: 2, allowed: true))
+            _ = try await geo.call(2, API.createPlaceAlert, GeoV1.CreatePlaceAlertRequest(subjectId: 1, zoneId: zone.zoneId, onArrive: true))
+            geo.clock.advance(1_000)
+            _ = try await geo.locate(1, 33.70, -118.11)
+            #expect(try await geo.call(0, API.listPlaceEvents, GeoV1.ListPlaceEventsRequest()).events.count == 1)
             let erased = try await geo.call(0, API.eraseUser, GeoV1.EraseUserRequest(userId: 1))
             #expect(erased.erased > 0)
             #expect(try await geo.call(2, API.friendsLocations, GeoV1.FriendsLocationsRequest()).friends.isEmpty)
             let mine = try await geo.call(1, API.exportMyData, GeoV1.ExportMyDataRequest())
             #expect(mine.latest == nil && mine.history.isEmpty && mine.grants.isEmpty)
+            #expect(mine.zones.isEmpty && mine.placeAlerts.isEmpty && mine.placeAlertsAllowed.isEmpty)
+            #expect(try await geo.call(2, API.listPlaceAlerts, GeoV1.ListPlaceAlertsRequest()).mine.isEmpty)
+            #expect(try await geo.call(0, API.listPlaceEvents, GeoV1.ListPlaceEventsRequest()).events.isEmpty)
+            let rows = try await geo.service.store.database.read { db in
+                try ["zones", "place_alerts", "place_alert_access", "place_events"].map { try Int.fetchOne(db, sql: "SELECT count(*) FROM \($0)") ?? -1 }
+            }
+            #expect(rows == [0, 0, 0, 0])
             #expect(try await geo.call(0, API.eraseUser, GeoV1.EraseUserRequest(userId: 1)).erased == 0, "again: nothing more")
             await expectError(.invalidArgument) { _ = try await geo.call(0, API.eraseUser, GeoV1.EraseUserRequest(userId: 0)) }
         }

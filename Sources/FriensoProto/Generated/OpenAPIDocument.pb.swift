@@ -2089,6 +2089,64 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/geo/AllowPlaceAlerts": {
+   "post": {
+    "operationId": "geo.AllowPlaceAlerts",
+    "summary": "geo.AllowPlaceAlerts",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.AllowPlaceAlertsRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.AllowPlaceAlertsResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/geo/CheckIn": {
    "post": {
     "operationId": "geo.CheckIn",
@@ -2205,6 +2263,64 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/geo/CreatePlaceAlert": {
+   "post": {
+    "operationId": "geo.CreatePlaceAlert",
+    "summary": "geo.CreatePlaceAlert",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.CreatePlaceAlertRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.CreatePlaceAlertResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/geo/CreateShareLink": {
    "post": {
     "operationId": "geo.CreateShareLink",
@@ -2299,6 +2415,122 @@ public enum OpenAPIDocument {
        "application/json": {
         "schema": {
          "$ref": "#/components/schemas/frienso.geo.v1.DeleteHistoryResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/geo/DeletePlaceAlert": {
+   "post": {
+    "operationId": "geo.DeletePlaceAlert",
+    "summary": "geo.DeletePlaceAlert",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.DeletePlaceAlertRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.DeletePlaceAlertResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/geo/DeleteZone": {
+   "post": {
+    "operationId": "geo.DeleteZone",
+    "summary": "geo.DeleteZone",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.DeleteZoneRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.DeleteZoneResponse"
         }
        }
       }
@@ -2728,6 +2960,122 @@ public enum OpenAPIDocument {
     ]
    }
   },
+  "/v1/geo/ListPlaceAlertTargets": {
+   "post": {
+    "operationId": "geo.ListPlaceAlertTargets",
+    "summary": "geo.ListPlaceAlertTargets",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.ListPlaceAlertTargetsRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.ListPlaceAlertTargetsResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/geo/ListPlaceAlerts": {
+   "post": {
+    "operationId": "geo.ListPlaceAlerts",
+    "summary": "geo.ListPlaceAlerts",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.ListPlaceAlertsRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.ListPlaceAlertsResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
   "/v1/geo/ListPlaces": {
    "post": {
     "operationId": "geo.ListPlaces",
@@ -2880,6 +3228,64 @@ public enum OpenAPIDocument {
        "application/json": {
         "schema": {
          "$ref": "#/components/schemas/frienso.geo.v1.ListVenuesResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/geo/ListZones": {
+   "post": {
+    "operationId": "geo.ListZones",
+    "summary": "geo.ListZones",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.ListZonesRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.ListZonesResponse"
         }
        }
       }
@@ -3159,6 +3565,64 @@ public enum OpenAPIDocument {
        "application/json": {
         "schema": {
          "$ref": "#/components/schemas/frienso.geo.v1.GetPrecisionResponse"
+        }
+       }
+      }
+     },
+     "default": {
+      "description": "An error: the StatusCode, its name and a message",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/Error"
+        }
+       }
+      }
+     }
+    },
+    "security": [
+     {
+      "bearer": []
+     }
+    ]
+   }
+  },
+  "/v1/geo/SetZone": {
+   "post": {
+    "operationId": "geo.SetZone",
+    "summary": "geo.SetZone",
+    "tags": [
+     "geo"
+    ],
+    "parameters": [
+     {
+      "name": "Idempotency-Key",
+      "in": "header",
+      "required": false,
+      "description": "Replays of a request with the same key get the first reply (mutations).",
+      "schema": {
+       "type": "string",
+       "maxLength": 128
+      }
+     }
+    ],
+    "requestBody": {
+     "required": true,
+     "content": {
+      "application/json": {
+       "schema": {
+        "$ref": "#/components/schemas/frienso.geo.v1.SetZoneRequest"
+       }
+      }
+     }
+    },
+    "responses": {
+     "200": {
+      "description": "OK",
+      "content": {
+       "application/json": {
+        "schema": {
+         "$ref": "#/components/schemas/frienso.geo.v1.SetZoneResponse"
         }
        }
       }
@@ -7219,6 +7683,34 @@ public enum OpenAPIDocument {
     "properties": {},
     "additionalProperties": false
    },
+   "frienso.geo.v1.AllowPlaceAlertsRequest": {
+    "type": "object",
+    "properties": {
+     "userId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "allowed": {
+      "type": "boolean"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.AllowPlaceAlertsResponse": {
+    "type": "object",
+    "properties": {
+     "allowed": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "format": "uint64",
+       "pattern": "^[0-9]{1,20}$"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.geo.v1.AuditEntry": {
     "type": "object",
     "properties": {
@@ -7234,7 +7726,8 @@ public enum OpenAPIDocument {
        "AUDIT_KIND_FRIENDS_LOCATIONS",
        "AUDIT_KIND_NAVIGATE",
        "AUDIT_KIND_LIVE",
-       "AUDIT_KIND_SHARE_LINK"
+       "AUDIT_KIND_SHARE_LINK",
+       "AUDIT_KIND_PLACE_ALERT"
       ]
      },
      "hourStartMs": {
@@ -7395,6 +7888,42 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.geo.v1.CreatePlaceAlertRequest": {
+    "type": "object",
+    "properties": {
+     "subjectId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "zoneId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "placeId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "onArrive": {
+      "type": "boolean"
+     },
+     "onLeave": {
+      "type": "boolean"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.CreatePlaceAlertResponse": {
+    "type": "object",
+    "properties": {
+     "alert": {
+      "$ref": "#/components/schemas/frienso.geo.v1.PlaceAlert"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.geo.v1.CreateShareLinkRequest": {
     "type": "object",
     "properties": {
@@ -7434,6 +7963,46 @@ public enum OpenAPIDocument {
       "type": "string",
       "format": "uint64",
       "pattern": "^[0-9]{1,20}$"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.DeletePlaceAlertRequest": {
+    "type": "object",
+    "properties": {
+     "alertId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.DeletePlaceAlertResponse": {
+    "type": "object",
+    "properties": {
+     "deleted": {
+      "type": "boolean"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.DeleteZoneRequest": {
+    "type": "object",
+    "properties": {
+     "zoneId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.DeleteZoneResponse": {
+    "type": "object",
+    "properties": {
+     "deleted": {
+      "type": "boolean"
      }
     },
     "additionalProperties": false
@@ -7527,6 +8096,26 @@ public enum OpenAPIDocument {
       "type": "array",
       "items": {
        "$ref": "#/components/schemas/frienso.geo.v1.ShareLink"
+      }
+     },
+     "zones": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.Zone"
+      }
+     },
+     "placeAlerts": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.PlaceAlert"
+      }
+     },
+     "placeAlertsAllowed": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "format": "uint64",
+       "pattern": "^[0-9]{1,20}$"
       }
      }
     },
@@ -7845,6 +8434,97 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.geo.v1.ListPlaceAlertTargetsRequest": {
+    "type": "object",
+    "properties": {
+     "subjectId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListPlaceAlertTargetsResponse": {
+    "type": "object",
+    "properties": {
+     "zones": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.ZoneLabel"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListPlaceAlertsRequest": {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListPlaceAlertsResponse": {
+    "type": "object",
+    "properties": {
+     "mine": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.PlaceAlert"
+      }
+     },
+     "aboutMe": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.PlaceAlert"
+      }
+     },
+     "allowed": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "format": "uint64",
+       "pattern": "^[0-9]{1,20}$"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListPlaceEventsRequest": {
+    "type": "object",
+    "properties": {
+     "afterId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "limit": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListPlaceEventsResponse": {
+    "type": "object",
+    "properties": {
+     "events": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.PlaceAlertEvent"
+      }
+     },
+     "viewers": {
+      "type": "array",
+      "items": {
+       "type": "string",
+       "format": "uint64",
+       "pattern": "^[0-9]{1,20}$"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.geo.v1.ListPlacesRequest": {
     "type": "object",
     "properties": {
@@ -7923,6 +8603,23 @@ public enum OpenAPIDocument {
       "format": "int64",
       "minimum": 0,
       "maximum": 4294967295
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListZonesRequest": {
+    "type": "object",
+    "properties": {},
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ListZonesResponse": {
+    "type": "object",
+    "properties": {
+     "zones": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.geo.v1.Zone"
+      }
      }
     },
     "additionalProperties": false
@@ -8098,6 +8795,83 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.geo.v1.PlaceAlert": {
+    "type": "object",
+    "properties": {
+     "alertId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "viewerId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "subjectId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "zoneId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "placeId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "label": {
+      "type": "string"
+     },
+     "onArrive": {
+      "type": "boolean"
+     },
+     "onLeave": {
+      "type": "boolean"
+     },
+     "createdAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.PlaceAlertEvent": {
+    "type": "object",
+    "properties": {
+     "eventId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "alertId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "subjectId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "label": {
+      "type": "string"
+     },
+     "arrived": {
+      "type": "boolean"
+     },
+     "atMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.geo.v1.PrecisionSetting": {
     "type": "object",
     "properties": {
@@ -8156,6 +8930,24 @@ public enum OpenAPIDocument {
        "LOCATION_PRECISION_PLACE",
        "LOCATION_PRECISION_HIDDEN"
       ]
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.SetZoneRequest": {
+    "type": "object",
+    "properties": {
+     "zone": {
+      "$ref": "#/components/schemas/frienso.geo.v1.Zone"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.SetZoneResponse": {
+    "type": "object",
+    "properties": {
+     "zone": {
+      "$ref": "#/components/schemas/frienso.geo.v1.Zone"
      }
     },
     "additionalProperties": false
@@ -8328,6 +9120,58 @@ public enum OpenAPIDocument {
       "pattern": "^-?[0-9]{1,19}$"
      },
      "around": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.Zone": {
+    "type": "object",
+    "properties": {
+     "zoneId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "label": {
+      "type": "string"
+     },
+     "latitude": {
+      "type": "number"
+     },
+     "longitude": {
+      "type": "number"
+     },
+     "radiusM": {
+      "type": "number"
+     },
+     "privacy": {
+      "type": "string",
+      "enum": [
+       "ZONE_PRIVACY_UNSPECIFIED",
+       "ZONE_PRIVACY_LABEL",
+       "ZONE_PRIVACY_HIDDEN",
+       "ZONE_PRIVACY_OFF"
+      ]
+     },
+     "keepHistory": {
+      "type": "boolean"
+     },
+     "inside": {
+      "type": "boolean"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.geo.v1.ZoneLabel": {
+    "type": "object",
+    "properties": {
+     "zoneId": {
+      "type": "string",
+      "format": "uint64",
+      "pattern": "^[0-9]{1,20}$"
+     },
+     "label": {
       "type": "string"
      }
     },

@@ -1836,7 +1836,20 @@ extension AlertsV1.HelpAlert {
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("alertId", .string(String(self.alertId))), ("initiator", self.initiator.map { $0.jsonValue } ?? .null), ("message", .string(self.message)), ("location", self.location.map { $0.jsonValue } ?? .null), ("state", .string(self.state.protoName)), ("raisedAtMs", .string(String(self.raisedAtMs))), ("resolvedAtMs", .string(String(self.resolvedAtMs))), ("resolvedBy", .string(self.resolvedBy)), ("recipients", .array(self.recipients.map { $0.jsonValue })), ("emergency", self.emergency.map { $0.jsonValue } ?? .null), ("escalation", self.escalation.map { $0.jsonValue } ?? .null)])
+        var fields: [(String, JSONValue)] = []
+        fields.reserveCapacity(11)
+        fields.append(("alertId", .string(String(self.alertId))))
+        fields.append(("initiator", self.initiator.map { $0.jsonValue } ?? .null))
+        fields.append(("message", .string(self.message)))
+        fields.append(("location", self.location.map { $0.jsonValue } ?? .null))
+        fields.append(("state", .string(self.state.protoName)))
+        fields.append(("raisedAtMs", .string(String(self.raisedAtMs))))
+        fields.append(("resolvedAtMs", .string(String(self.resolvedAtMs))))
+        fields.append(("resolvedBy", .string(self.resolvedBy)))
+        fields.append(("recipients", .array(self.recipients.map { $0.jsonValue })))
+        fields.append(("emergency", self.emergency.map { $0.jsonValue } ?? .null))
+        fields.append(("escalation", self.escalation.map { $0.jsonValue } ?? .null))
+        return .object(fields)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3647,7 +3660,22 @@ extension AlertsV1.Delivery {
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("deliveryId", .string(String(self.deliveryId))), ("source", .string(self.source)), ("channel", .string(self.channel.protoName)), ("recipientUserId", .string(String(self.recipientUserId))), ("address", .string(self.address)), ("body", .string(self.body)), ("status", .string(self.status.protoName)), ("attempts", .number(Double(self.attempts))), ("lastError", .string(self.lastError)), ("createdAtMs", .string(String(self.createdAtMs))), ("updatedAtMs", .string(String(self.updatedAtMs))), ("nextAttemptAtMs", .string(String(self.nextAttemptAtMs))), ("provider", .string(self.provider))])
+        var fields: [(String, JSONValue)] = []
+        fields.reserveCapacity(13)
+        fields.append(("deliveryId", .string(String(self.deliveryId))))
+        fields.append(("source", .string(self.source)))
+        fields.append(("channel", .string(self.channel.protoName)))
+        fields.append(("recipientUserId", .string(String(self.recipientUserId))))
+        fields.append(("address", .string(self.address)))
+        fields.append(("body", .string(self.body)))
+        fields.append(("status", .string(self.status.protoName)))
+        fields.append(("attempts", .number(Double(self.attempts))))
+        fields.append(("lastError", .string(self.lastError)))
+        fields.append(("createdAtMs", .string(String(self.createdAtMs))))
+        fields.append(("updatedAtMs", .string(String(self.updatedAtMs))))
+        fields.append(("nextAttemptAtMs", .string(String(self.nextAttemptAtMs))))
+        fields.append(("provider", .string(self.provider)))
+        return .object(fields)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4362,7 +4390,20 @@ extension AlertsV1.CheckInTimer {
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("timerId", .string(String(self.timerId))), ("note", .string(self.note)), ("state", .string(self.state.protoName)), ("startedAtMs", .string(String(self.startedAtMs))), ("dueAtMs", .string(String(self.dueAtMs))), ("warnAtMs", .string(String(self.warnAtMs))), ("warnedAtMs", .string(String(self.warnedAtMs))), ("endedAtMs", .string(String(self.endedAtMs))), ("alertId", .string(String(self.alertId))), ("hasPin", .bool(self.hasPin)), ("failedAttempts", .number(Double(self.failedAttempts)))])
+        var fields: [(String, JSONValue)] = []
+        fields.reserveCapacity(11)
+        fields.append(("timerId", .string(String(self.timerId))))
+        fields.append(("note", .string(self.note)))
+        fields.append(("state", .string(self.state.protoName)))
+        fields.append(("startedAtMs", .string(String(self.startedAtMs))))
+        fields.append(("dueAtMs", .string(String(self.dueAtMs))))
+        fields.append(("warnAtMs", .string(String(self.warnAtMs))))
+        fields.append(("warnedAtMs", .string(String(self.warnedAtMs))))
+        fields.append(("endedAtMs", .string(String(self.endedAtMs))))
+        fields.append(("alertId", .string(String(self.alertId))))
+        fields.append(("hasPin", .bool(self.hasPin)))
+        fields.append(("failedAttempts", .number(Double(self.failedAttempts))))
+        return .object(fields)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.

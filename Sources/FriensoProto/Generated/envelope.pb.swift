@@ -230,7 +230,24 @@ extension CommonV1.Envelope {
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("version", .number(Double(self.version))), ("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("method", .string(self.method)), ("callerUserId", .string(String(self.callerUserId))), ("sessionToken", .string(self.sessionToken)), ("idempotencyKey", .string(self.idempotencyKey)), ("deadlineMs", .number(Double(self.deadlineMs))), ("status", .string(self.status.protoName)), ("statusMessage", .string(self.statusMessage)), ("payload", .bytes(self.payload)), ("sequence", .string(String(self.sequence))), ("epoch", .string(String(self.epoch))), ("clientAddress", .string(self.clientAddress)), ("sessionId", .bytes(self.sessionId))])
+        var fields: [(String, JSONValue)] = []
+        fields.reserveCapacity(15)
+        fields.append(("version", .number(Double(self.version))))
+        fields.append(("kind", .string(self.kind.protoName)))
+        fields.append(("requestId", .string(String(self.requestId))))
+        fields.append(("method", .string(self.method)))
+        fields.append(("callerUserId", .string(String(self.callerUserId))))
+        fields.append(("sessionToken", .string(self.sessionToken)))
+        fields.append(("idempotencyKey", .string(self.idempotencyKey)))
+        fields.append(("deadlineMs", .number(Double(self.deadlineMs))))
+        fields.append(("status", .string(self.status.protoName)))
+        fields.append(("statusMessage", .string(self.statusMessage)))
+        fields.append(("payload", .bytes(self.payload)))
+        fields.append(("sequence", .string(String(self.sequence))))
+        fields.append(("epoch", .string(String(self.epoch))))
+        fields.append(("clientAddress", .string(self.clientAddress)))
+        fields.append(("sessionId", .bytes(self.sessionId)))
+        return .object(fields)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.

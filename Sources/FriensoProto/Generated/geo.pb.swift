@@ -57,9 +57,10 @@ extension GeoV1 {
         case navigate // AUDIT_KIND_NAVIGATE
         case live // AUDIT_KIND_LIVE
         case shareLink // AUDIT_KIND_SHARE_LINK
+        case placeAlert // AUDIT_KIND_PLACE_ALERT
         case unrecognized(Int32)
 
-        public static let allKnownCases: [AuditKind] = [.unspecified, .friendsLocations, .navigate, .live, .shareLink]
+        public static let allKnownCases: [AuditKind] = [.unspecified, .friendsLocations, .navigate, .live, .shareLink, .placeAlert]
 
         public init(rawValue: Int32) {
             switch rawValue {
@@ -68,6 +69,7 @@ extension GeoV1 {
             case 2: self = .navigate
             case 3: self = .live
             case 4: self = .shareLink
+            case 5: self = .placeAlert
             default: self = .unrecognized(rawValue)
             }
         }
@@ -79,6 +81,7 @@ extension GeoV1 {
             case .navigate: return 2
             case .live: return 3
             case .shareLink: return 4
+            case .placeAlert: return 5
             case .unrecognized(let value): return value
             }
         }
@@ -90,6 +93,50 @@ extension GeoV1 {
             case .navigate: return "AUDIT_KIND_NAVIGATE"
             case .live: return "AUDIT_KIND_LIVE"
             case .shareLink: return "AUDIT_KIND_SHARE_LINK"
+            case .placeAlert: return "AUDIT_KIND_PLACE_ALERT"
+            case .unrecognized(let value): return "\(value)"
+            }
+        }
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ZonePrivacy`: an open enum, as in proto3; unknown numbers survive a round trip.
+    public enum ZonePrivacy: ProtoEnum {
+        case unspecified // ZONE_PRIVACY_UNSPECIFIED
+        case label // ZONE_PRIVACY_LABEL
+        case hidden // ZONE_PRIVACY_HIDDEN
+        case off // ZONE_PRIVACY_OFF
+        case unrecognized(Int32)
+
+        public static let allKnownCases: [ZonePrivacy] = [.unspecified, .label, .hidden, .off]
+
+        public init(rawValue: Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .label
+            case 2: self = .hidden
+            case 3: self = .off
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Int32 {
+            switch self {
+            case .unspecified: return 0
+            case .label: return 1
+            case .hidden: return 2
+            case .off: return 3
+            case .unrecognized(let value): return value
+            }
+        }
+
+        public var protoName: String {
+            switch self {
+            case .unspecified: return "ZONE_PRIVACY_UNSPECIFIED"
+            case .label: return "ZONE_PRIVACY_LABEL"
+            case .hidden: return "ZONE_PRIVACY_HIDDEN"
+            case .off: return "ZONE_PRIVACY_OFF"
             case .unrecognized(let value): return "\(value)"
             }
         }
@@ -3510,6 +3557,1828 @@ extension GeoV1.GetPrecisionResponse {
 }
 
 extension GeoV1 {
+    /// `frienso.geo.v1.Zone`
+    public struct Zone: ProtoMessage {
+        public var zoneId: UInt64 = 0
+        public var label: String = ""
+        public var latitude: Double = 0
+        public var longitude: Double = 0
+        public var radiusM: Double = 0
+        public var privacy: GeoV1.ZonePrivacy = .init(rawValue: 0)
+        public var keepHistory: Bool = false
+        public var inside: Bool = false
+
+        public init() {}
+
+        public init(zoneId: UInt64 = 0, label: String = "", latitude: Double = 0, longitude: Double = 0, radiusM: Double = 0, privacy: GeoV1.ZonePrivacy = .init(rawValue: 0), keepHistory: Bool = false, inside: Bool = false) {
+        self.zoneId = zoneId
+        self.label = label
+        self.latitude = latitude
+        self.longitude = longitude
+        self.radiusM = radiusM
+        self.privacy = privacy
+        self.keepHistory = keepHistory
+        self.inside = inside
+        }
+    }
+}
+
+extension GeoV1.Zone {
+    public static let protoName = "frienso.geo.v1.Zone"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__Zone()
+        frienso__geo__v1__zone__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone__get_packed_size, pack: frienso__geo__v1__zone__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__Zone()
+        frienso__geo__v1__zone__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone__get_packed_size, pack: frienso__geo__v1__zone__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.Zone", unpack: frienso__geo__v1__zone__unpack, free: frienso__geo__v1__zone__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.Zone", unpack: frienso__geo__v1__zone__unpack, free: frienso__geo__v1__zone__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__Zone, arena: ProtoArena) {
+        c.zone_id = self.zoneId
+        if !self.label.isEmpty { c.label = arena.string(self.label) }
+        c.latitude = self.latitude
+        c.longitude = self.longitude
+        c.radius_m = self.radiusM
+        c.privacy = Frienso__Geo__V1__ZonePrivacy(rawValue: .init(truncatingIfNeeded: self.privacy.rawValue))
+        c.keep_history = (self.keepHistory ? 1 : 0)
+        c.inside = (self.inside ? 1 : 0)
+    }
+
+    init(c: Frienso__Geo__V1__Zone) {
+        self.init(zoneId: c.zone_id, label: ProtoRuntime.string(c.label), latitude: c.latitude, longitude: c.longitude, radiusM: c.radius_m, privacy: GeoV1.ZonePrivacy(rawValue: Int32(truncatingIfNeeded: c.privacy.rawValue)), keepHistory: (c.keep_history != 0), inside: (c.inside != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("zoneId", .string(String(self.zoneId))), ("label", .string(self.label)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("radiusM", .number(Double(self.radiusM))), ("privacy", .string(self.privacy.protoName)), ("keepHistory", .bool(self.keepHistory)), ("inside", .bool(self.inside))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "zoneId", "zone_id": self.zoneId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "label": self.label = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "latitude": self.latitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "longitude": self.longitude = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "radiusM", "radius_m": self.radiusM = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.double(value) }
+            case "privacy": self.privacy = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, GeoV1.ZonePrivacy.self) }
+            case "keepHistory", "keep_history": self.keepHistory = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "inside": self.inside = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.zoneId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(zoneId: ProtoSample.uint64(seed, 1), label: ProtoSample.string(seed, "label"), latitude: Double(seed) * 1.5 - 3.25, longitude: Double(seed) * 1.5 - 4.25, radiusM: Double(seed) * 1.5 - 5.25, privacy: ProtoSample.enumValue(seed, GeoV1.ZonePrivacy.self), keepHistory: seed % 2 == 0, inside: seed % 2 == 0)
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.SetZoneRequest`
+    public struct SetZoneRequest: ProtoMessage {
+        public var zone: GeoV1.Zone? = nil
+
+        public init() {}
+
+        public init(zone: GeoV1.Zone? = nil) {
+        self.zone = zone
+        }
+    }
+}
+
+extension GeoV1.SetZoneRequest {
+    public static let protoName = "frienso.geo.v1.SetZoneRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__SetZoneRequest()
+        frienso__geo__v1__set_zone_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_request__get_packed_size, pack: frienso__geo__v1__set_zone_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__SetZoneRequest()
+        frienso__geo__v1__set_zone_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_request__get_packed_size, pack: frienso__geo__v1__set_zone_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SetZoneRequest", unpack: frienso__geo__v1__set_zone_request__unpack, free: frienso__geo__v1__set_zone_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SetZoneRequest", unpack: frienso__geo__v1__set_zone_request__unpack, free: frienso__geo__v1__set_zone_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__SetZoneRequest, arena: ProtoArena) {
+        if let value = self.zone {
+            c.zone = arena.message(of: Frienso__Geo__V1__Zone.self) { frienso__geo__v1__zone__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Geo__V1__SetZoneRequest) {
+        self.init(zone: c.zone.map { GeoV1.Zone(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("zone", self.zone.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "zone": self.zone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Zone.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.zone?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(zone: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Zone.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.Zone()))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.SetZoneResponse`
+    public struct SetZoneResponse: ProtoMessage {
+        public var zone: GeoV1.Zone? = nil
+
+        public init() {}
+
+        public init(zone: GeoV1.Zone? = nil) {
+        self.zone = zone
+        }
+    }
+}
+
+extension GeoV1.SetZoneResponse {
+    public static let protoName = "frienso.geo.v1.SetZoneResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__SetZoneResponse()
+        frienso__geo__v1__set_zone_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_response__get_packed_size, pack: frienso__geo__v1__set_zone_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__SetZoneResponse()
+        frienso__geo__v1__set_zone_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_response__get_packed_size, pack: frienso__geo__v1__set_zone_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SetZoneResponse", unpack: frienso__geo__v1__set_zone_response__unpack, free: frienso__geo__v1__set_zone_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SetZoneResponse", unpack: frienso__geo__v1__set_zone_response__unpack, free: frienso__geo__v1__set_zone_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__SetZoneResponse, arena: ProtoArena) {
+        if let value = self.zone {
+            c.zone = arena.message(of: Frienso__Geo__V1__Zone.self) { frienso__geo__v1__zone__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Geo__V1__SetZoneResponse) {
+        self.init(zone: c.zone.map { GeoV1.Zone(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("zone", self.zone.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "zone": self.zone = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.Zone.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.zone?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(zone: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Zone.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.Zone()))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListZonesRequest`
+    public struct ListZonesRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension GeoV1.ListZonesRequest {
+    public static let protoName = "frienso.geo.v1.ListZonesRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListZonesRequest()
+        frienso__geo__v1__list_zones_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_request__get_packed_size, pack: frienso__geo__v1__list_zones_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListZonesRequest()
+        frienso__geo__v1__list_zones_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_request__get_packed_size, pack: frienso__geo__v1__list_zones_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListZonesRequest", unpack: frienso__geo__v1__list_zones_request__unpack, free: frienso__geo__v1__list_zones_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListZonesRequest", unpack: frienso__geo__v1__list_zones_request__unpack, free: frienso__geo__v1__list_zones_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Geo__V1__ListZonesRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Geo__V1__ListZonesRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListZonesResponse`
+    public struct ListZonesResponse: ProtoMessage {
+        public var zones: [GeoV1.Zone] = []
+
+        public init() {}
+
+        public init(zones: [GeoV1.Zone] = []) {
+        self.zones = zones
+        }
+    }
+}
+
+extension GeoV1.ListZonesResponse {
+    public static let protoName = "frienso.geo.v1.ListZonesResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListZonesResponse()
+        frienso__geo__v1__list_zones_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_response__get_packed_size, pack: frienso__geo__v1__list_zones_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListZonesResponse()
+        frienso__geo__v1__list_zones_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_response__get_packed_size, pack: frienso__geo__v1__list_zones_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListZonesResponse", unpack: frienso__geo__v1__list_zones_response__unpack, free: frienso__geo__v1__list_zones_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListZonesResponse", unpack: frienso__geo__v1__list_zones_response__unpack, free: frienso__geo__v1__list_zones_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListZonesResponse, arena: ProtoArena) {
+        c.n_zones = self.zones.count
+        c.zones = arena.array(self.zones.map { value in arena.message(of: Frienso__Geo__V1__Zone.self) { frienso__geo__v1__zone__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Geo__V1__ListZonesResponse) {
+        self.init(zones: ProtoRuntime.array(c.zones, count: c.n_zones) { GeoV1.Zone(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("zones", .array(self.zones.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "zones": self.zones = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.Zone(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.zones.reduce(0) { Swift.max($0, $1.largestUInt64) }
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(zones: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.Zone.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.DeleteZoneRequest`
+    public struct DeleteZoneRequest: ProtoMessage {
+        public var zoneId: UInt64 = 0
+
+        public init() {}
+
+        public init(zoneId: UInt64 = 0) {
+        self.zoneId = zoneId
+        }
+    }
+}
+
+extension GeoV1.DeleteZoneRequest {
+    public static let protoName = "frienso.geo.v1.DeleteZoneRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__DeleteZoneRequest()
+        frienso__geo__v1__delete_zone_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_request__get_packed_size, pack: frienso__geo__v1__delete_zone_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__DeleteZoneRequest()
+        frienso__geo__v1__delete_zone_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_request__get_packed_size, pack: frienso__geo__v1__delete_zone_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteZoneRequest", unpack: frienso__geo__v1__delete_zone_request__unpack, free: frienso__geo__v1__delete_zone_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteZoneRequest", unpack: frienso__geo__v1__delete_zone_request__unpack, free: frienso__geo__v1__delete_zone_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__DeleteZoneRequest, arena _: ProtoArena) {
+        c.zone_id = self.zoneId
+    }
+
+    init(c: Frienso__Geo__V1__DeleteZoneRequest) {
+        self.init(zoneId: c.zone_id)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("zoneId", .string(String(self.zoneId)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "zoneId", "zone_id": self.zoneId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.zoneId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(zoneId: ProtoSample.uint64(seed, 1))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.DeleteZoneResponse`
+    public struct DeleteZoneResponse: ProtoMessage {
+        public var deleted: Bool = false
+
+        public init() {}
+
+        public init(deleted: Bool = false) {
+        self.deleted = deleted
+        }
+    }
+}
+
+extension GeoV1.DeleteZoneResponse {
+    public static let protoName = "frienso.geo.v1.DeleteZoneResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__DeleteZoneResponse()
+        frienso__geo__v1__delete_zone_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_response__get_packed_size, pack: frienso__geo__v1__delete_zone_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__DeleteZoneResponse()
+        frienso__geo__v1__delete_zone_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_response__get_packed_size, pack: frienso__geo__v1__delete_zone_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteZoneResponse", unpack: frienso__geo__v1__delete_zone_response__unpack, free: frienso__geo__v1__delete_zone_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteZoneResponse", unpack: frienso__geo__v1__delete_zone_response__unpack, free: frienso__geo__v1__delete_zone_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__DeleteZoneResponse, arena _: ProtoArena) {
+        c.deleted = (self.deleted ? 1 : 0)
+    }
+
+    init(c: Frienso__Geo__V1__DeleteZoneResponse) {
+        self.init(deleted: (c.deleted != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("deleted", .bool(self.deleted))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "deleted": self.deleted = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(deleted: seed % 2 == 0)
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.PlaceAlert`
+    public struct PlaceAlert: ProtoMessage {
+        public var alertId: UInt64 = 0
+        public var viewerId: UInt64 = 0
+        public var subjectId: UInt64 = 0
+        public var zoneId: UInt64 = 0
+        public var placeId: UInt64 = 0
+        public var label: String = ""
+        public var onArrive: Bool = false
+        public var onLeave: Bool = false
+        public var createdAtMs: Int64 = 0
+
+        public init() {}
+
+        public init(alertId: UInt64 = 0, viewerId: UInt64 = 0, subjectId: UInt64 = 0, zoneId: UInt64 = 0, placeId: UInt64 = 0, label: String = "", onArrive: Bool = false, onLeave: Bool = false, createdAtMs: Int64 = 0) {
+        self.alertId = alertId
+        self.viewerId = viewerId
+        self.subjectId = subjectId
+        self.zoneId = zoneId
+        self.placeId = placeId
+        self.label = label
+        self.onArrive = onArrive
+        self.onLeave = onLeave
+        self.createdAtMs = createdAtMs
+        }
+    }
+}
+
+extension GeoV1.PlaceAlert {
+    public static let protoName = "frienso.geo.v1.PlaceAlert"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__PlaceAlert()
+        frienso__geo__v1__place_alert__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert__get_packed_size, pack: frienso__geo__v1__place_alert__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__PlaceAlert()
+        frienso__geo__v1__place_alert__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert__get_packed_size, pack: frienso__geo__v1__place_alert__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.PlaceAlert", unpack: frienso__geo__v1__place_alert__unpack, free: frienso__geo__v1__place_alert__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.PlaceAlert", unpack: frienso__geo__v1__place_alert__unpack, free: frienso__geo__v1__place_alert__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__PlaceAlert, arena: ProtoArena) {
+        c.alert_id = self.alertId
+        c.viewer_id = self.viewerId
+        c.subject_id = self.subjectId
+        c.zone_id = self.zoneId
+        c.place_id = self.placeId
+        if !self.label.isEmpty { c.label = arena.string(self.label) }
+        c.on_arrive = (self.onArrive ? 1 : 0)
+        c.on_leave = (self.onLeave ? 1 : 0)
+        c.created_at_ms = self.createdAtMs
+    }
+
+    init(c: Frienso__Geo__V1__PlaceAlert) {
+        self.init(alertId: c.alert_id, viewerId: c.viewer_id, subjectId: c.subject_id, zoneId: c.zone_id, placeId: c.place_id, label: ProtoRuntime.string(c.label), onArrive: (c.on_arrive != 0), onLeave: (c.on_leave != 0), createdAtMs: c.created_at_ms)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("alertId", .string(String(self.alertId))), ("viewerId", .string(String(self.viewerId))), ("subjectId", .string(String(self.subjectId))), ("zoneId", .string(String(self.zoneId))), ("placeId", .string(String(self.placeId))), ("label", .string(self.label)), ("onArrive", .bool(self.onArrive)), ("onLeave", .bool(self.onLeave)), ("createdAtMs", .string(String(self.createdAtMs)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "alertId", "alert_id": self.alertId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "viewerId", "viewer_id": self.viewerId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "subjectId", "subject_id": self.subjectId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "zoneId", "zone_id": self.zoneId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "placeId", "place_id": self.placeId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "label": self.label = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "onArrive", "on_arrive": self.onArrive = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "onLeave", "on_leave": self.onLeave = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "createdAtMs", "created_at_ms": self.createdAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.alertId
+        m = Swift.max(m, self.viewerId)
+        m = Swift.max(m, self.subjectId)
+        m = Swift.max(m, self.zoneId)
+        m = Swift.max(m, self.placeId)
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(alertId: ProtoSample.uint64(seed, 1), viewerId: ProtoSample.uint64(seed, 2), subjectId: ProtoSample.uint64(seed, 3), zoneId: ProtoSample.uint64(seed, 4), placeId: ProtoSample.uint64(seed, 5), label: ProtoSample.string(seed, "label"), onArrive: seed % 2 == 0, onLeave: seed % 2 == 0, createdAtMs: ProtoSample.int64(seed, 9))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.AllowPlaceAlertsRequest`
+    public struct AllowPlaceAlertsRequest: ProtoMessage {
+        public var userId: UInt64 = 0
+        public var allowed: Bool = false
+
+        public init() {}
+
+        public init(userId: UInt64 = 0, allowed: Bool = false) {
+        self.userId = userId
+        self.allowed = allowed
+        }
+    }
+}
+
+extension GeoV1.AllowPlaceAlertsRequest {
+    public static let protoName = "frienso.geo.v1.AllowPlaceAlertsRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__AllowPlaceAlertsRequest()
+        frienso__geo__v1__allow_place_alerts_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_request__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__AllowPlaceAlertsRequest()
+        frienso__geo__v1__allow_place_alerts_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_request__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.AllowPlaceAlertsRequest", unpack: frienso__geo__v1__allow_place_alerts_request__unpack, free: frienso__geo__v1__allow_place_alerts_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.AllowPlaceAlertsRequest", unpack: frienso__geo__v1__allow_place_alerts_request__unpack, free: frienso__geo__v1__allow_place_alerts_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__AllowPlaceAlertsRequest, arena _: ProtoArena) {
+        c.user_id = self.userId
+        c.allowed = (self.allowed ? 1 : 0)
+    }
+
+    init(c: Frienso__Geo__V1__AllowPlaceAlertsRequest) {
+        self.init(userId: c.user_id, allowed: (c.allowed != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("userId", .string(String(self.userId))), ("allowed", .bool(self.allowed))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "userId", "user_id": self.userId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "allowed": self.allowed = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.userId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(userId: ProtoSample.uint64(seed, 1), allowed: seed % 2 == 0)
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.AllowPlaceAlertsResponse`
+    public struct AllowPlaceAlertsResponse: ProtoMessage {
+        public var allowed: [UInt64] = []
+
+        public init() {}
+
+        public init(allowed: [UInt64] = []) {
+        self.allowed = allowed
+        }
+    }
+}
+
+extension GeoV1.AllowPlaceAlertsResponse {
+    public static let protoName = "frienso.geo.v1.AllowPlaceAlertsResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__AllowPlaceAlertsResponse()
+        frienso__geo__v1__allow_place_alerts_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_response__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__AllowPlaceAlertsResponse()
+        frienso__geo__v1__allow_place_alerts_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_response__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.AllowPlaceAlertsResponse", unpack: frienso__geo__v1__allow_place_alerts_response__unpack, free: frienso__geo__v1__allow_place_alerts_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.AllowPlaceAlertsResponse", unpack: frienso__geo__v1__allow_place_alerts_response__unpack, free: frienso__geo__v1__allow_place_alerts_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__AllowPlaceAlertsResponse, arena: ProtoArena) {
+        c.n_allowed = self.allowed.count
+        c.allowed = arena.array(self.allowed)
+    }
+
+    init(c: Frienso__Geo__V1__AllowPlaceAlertsResponse) {
+        self.init(allowed: ProtoRuntime.array(c.allowed, count: c.n_allowed) { $0 })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("allowed", .array(self.allowed.map { .string(String($0)) }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "allowed": self.allowed = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.allowed.max() ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(allowed: (0..<Int((seed &+ 1) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 1) })
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ZoneLabel`
+    public struct ZoneLabel: ProtoMessage {
+        public var zoneId: UInt64 = 0
+        public var label: String = ""
+
+        public init() {}
+
+        public init(zoneId: UInt64 = 0, label: String = "") {
+        self.zoneId = zoneId
+        self.label = label
+        }
+    }
+}
+
+extension GeoV1.ZoneLabel {
+    public static let protoName = "frienso.geo.v1.ZoneLabel"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ZoneLabel()
+        frienso__geo__v1__zone_label__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone_label__get_packed_size, pack: frienso__geo__v1__zone_label__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ZoneLabel()
+        frienso__geo__v1__zone_label__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone_label__get_packed_size, pack: frienso__geo__v1__zone_label__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ZoneLabel", unpack: frienso__geo__v1__zone_label__unpack, free: frienso__geo__v1__zone_label__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ZoneLabel", unpack: frienso__geo__v1__zone_label__unpack, free: frienso__geo__v1__zone_label__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ZoneLabel, arena: ProtoArena) {
+        c.zone_id = self.zoneId
+        if !self.label.isEmpty { c.label = arena.string(self.label) }
+    }
+
+    init(c: Frienso__Geo__V1__ZoneLabel) {
+        self.init(zoneId: c.zone_id, label: ProtoRuntime.string(c.label))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("zoneId", .string(String(self.zoneId))), ("label", .string(self.label))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "zoneId", "zone_id": self.zoneId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "label": self.label = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.zoneId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(zoneId: ProtoSample.uint64(seed, 1), label: ProtoSample.string(seed, "label"))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListPlaceAlertTargetsRequest`
+    public struct ListPlaceAlertTargetsRequest: ProtoMessage {
+        public var subjectId: UInt64 = 0
+
+        public init() {}
+
+        public init(subjectId: UInt64 = 0) {
+        self.subjectId = subjectId
+        }
+    }
+}
+
+extension GeoV1.ListPlaceAlertTargetsRequest {
+    public static let protoName = "frienso.geo.v1.ListPlaceAlertTargetsRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceAlertTargetsRequest()
+        frienso__geo__v1__list_place_alert_targets_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_request__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceAlertTargetsRequest()
+        frienso__geo__v1__list_place_alert_targets_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_request__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertTargetsRequest", unpack: frienso__geo__v1__list_place_alert_targets_request__unpack, free: frienso__geo__v1__list_place_alert_targets_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertTargetsRequest", unpack: frienso__geo__v1__list_place_alert_targets_request__unpack, free: frienso__geo__v1__list_place_alert_targets_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListPlaceAlertTargetsRequest, arena _: ProtoArena) {
+        c.subject_id = self.subjectId
+    }
+
+    init(c: Frienso__Geo__V1__ListPlaceAlertTargetsRequest) {
+        self.init(subjectId: c.subject_id)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("subjectId", .string(String(self.subjectId)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "subjectId", "subject_id": self.subjectId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.subjectId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(subjectId: ProtoSample.uint64(seed, 1))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListPlaceAlertTargetsResponse`
+    public struct ListPlaceAlertTargetsResponse: ProtoMessage {
+        public var zones: [GeoV1.ZoneLabel] = []
+
+        public init() {}
+
+        public init(zones: [GeoV1.ZoneLabel] = []) {
+        self.zones = zones
+        }
+    }
+}
+
+extension GeoV1.ListPlaceAlertTargetsResponse {
+    public static let protoName = "frienso.geo.v1.ListPlaceAlertTargetsResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceAlertTargetsResponse()
+        frienso__geo__v1__list_place_alert_targets_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_response__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceAlertTargetsResponse()
+        frienso__geo__v1__list_place_alert_targets_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_response__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertTargetsResponse", unpack: frienso__geo__v1__list_place_alert_targets_response__unpack, free: frienso__geo__v1__list_place_alert_targets_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertTargetsResponse", unpack: frienso__geo__v1__list_place_alert_targets_response__unpack, free: frienso__geo__v1__list_place_alert_targets_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListPlaceAlertTargetsResponse, arena: ProtoArena) {
+        c.n_zones = self.zones.count
+        c.zones = arena.array(self.zones.map { value in arena.message(of: Frienso__Geo__V1__ZoneLabel.self) { frienso__geo__v1__zone_label__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+    }
+
+    init(c: Frienso__Geo__V1__ListPlaceAlertTargetsResponse) {
+        self.init(zones: ProtoRuntime.array(c.zones, count: c.n_zones) { GeoV1.ZoneLabel(c: $0!.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("zones", .array(self.zones.map { $0.jsonValue }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "zones": self.zones = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.ZoneLabel(json: item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.zones.reduce(0) { Swift.max($0, $1.largestUInt64) }
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(zones: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.ZoneLabel.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [])
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.CreatePlaceAlertRequest`
+    public struct CreatePlaceAlertRequest: ProtoMessage {
+        public var subjectId: UInt64 = 0
+        public var zoneId: UInt64 = 0
+        public var placeId: UInt64 = 0
+        public var onArrive: Bool = false
+        public var onLeave: Bool = false
+
+        public init() {}
+
+        public init(subjectId: UInt64 = 0, zoneId: UInt64 = 0, placeId: UInt64 = 0, onArrive: Bool = false, onLeave: Bool = false) {
+        self.subjectId = subjectId
+        self.zoneId = zoneId
+        self.placeId = placeId
+        self.onArrive = onArrive
+        self.onLeave = onLeave
+        }
+    }
+}
+
+extension GeoV1.CreatePlaceAlertRequest {
+    public static let protoName = "frienso.geo.v1.CreatePlaceAlertRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CreatePlaceAlertRequest()
+        frienso__geo__v1__create_place_alert_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_request__get_packed_size, pack: frienso__geo__v1__create_place_alert_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CreatePlaceAlertRequest()
+        frienso__geo__v1__create_place_alert_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_request__get_packed_size, pack: frienso__geo__v1__create_place_alert_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreatePlaceAlertRequest", unpack: frienso__geo__v1__create_place_alert_request__unpack, free: frienso__geo__v1__create_place_alert_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreatePlaceAlertRequest", unpack: frienso__geo__v1__create_place_alert_request__unpack, free: frienso__geo__v1__create_place_alert_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__CreatePlaceAlertRequest, arena _: ProtoArena) {
+        c.subject_id = self.subjectId
+        c.zone_id = self.zoneId
+        c.place_id = self.placeId
+        c.on_arrive = (self.onArrive ? 1 : 0)
+        c.on_leave = (self.onLeave ? 1 : 0)
+    }
+
+    init(c: Frienso__Geo__V1__CreatePlaceAlertRequest) {
+        self.init(subjectId: c.subject_id, zoneId: c.zone_id, placeId: c.place_id, onArrive: (c.on_arrive != 0), onLeave: (c.on_leave != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("subjectId", .string(String(self.subjectId))), ("zoneId", .string(String(self.zoneId))), ("placeId", .string(String(self.placeId))), ("onArrive", .bool(self.onArrive)), ("onLeave", .bool(self.onLeave))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "subjectId", "subject_id": self.subjectId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "zoneId", "zone_id": self.zoneId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "placeId", "place_id": self.placeId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "onArrive", "on_arrive": self.onArrive = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "onLeave", "on_leave": self.onLeave = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.subjectId
+        m = Swift.max(m, self.zoneId)
+        m = Swift.max(m, self.placeId)
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(subjectId: ProtoSample.uint64(seed, 1), zoneId: ProtoSample.uint64(seed, 2), placeId: ProtoSample.uint64(seed, 3), onArrive: seed % 2 == 0, onLeave: seed % 2 == 0)
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.CreatePlaceAlertResponse`
+    public struct CreatePlaceAlertResponse: ProtoMessage {
+        public var alert: GeoV1.PlaceAlert? = nil
+
+        public init() {}
+
+        public init(alert: GeoV1.PlaceAlert? = nil) {
+        self.alert = alert
+        }
+    }
+}
+
+extension GeoV1.CreatePlaceAlertResponse {
+    public static let protoName = "frienso.geo.v1.CreatePlaceAlertResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CreatePlaceAlertResponse()
+        frienso__geo__v1__create_place_alert_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_response__get_packed_size, pack: frienso__geo__v1__create_place_alert_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__CreatePlaceAlertResponse()
+        frienso__geo__v1__create_place_alert_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_response__get_packed_size, pack: frienso__geo__v1__create_place_alert_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreatePlaceAlertResponse", unpack: frienso__geo__v1__create_place_alert_response__unpack, free: frienso__geo__v1__create_place_alert_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreatePlaceAlertResponse", unpack: frienso__geo__v1__create_place_alert_response__unpack, free: frienso__geo__v1__create_place_alert_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__CreatePlaceAlertResponse, arena: ProtoArena) {
+        if let value = self.alert {
+            c.alert = arena.message(of: Frienso__Geo__V1__PlaceAlert.self) { frienso__geo__v1__place_alert__init($0); value.copy(into: &$0.pointee, arena: arena) }
+        }
+    }
+
+    init(c: Frienso__Geo__V1__CreatePlaceAlertResponse) {
+        self.init(alert: c.alert.map { GeoV1.PlaceAlert(c: $0.pointee) })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("alert", self.alert.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "alert": self.alert = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.PlaceAlert.self) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        (self.alert?.largestUInt64 ?? 0)
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(alert: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.PlaceAlert.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.PlaceAlert()))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListPlaceAlertsRequest`
+    public struct ListPlaceAlertsRequest: ProtoMessage {
+
+        public init() {}
+    }
+}
+
+extension GeoV1.ListPlaceAlertsRequest {
+    public static let protoName = "frienso.geo.v1.ListPlaceAlertsRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceAlertsRequest()
+        frienso__geo__v1__list_place_alerts_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_request__get_packed_size, pack: frienso__geo__v1__list_place_alerts_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceAlertsRequest()
+        frienso__geo__v1__list_place_alerts_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_request__get_packed_size, pack: frienso__geo__v1__list_place_alerts_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertsRequest", unpack: frienso__geo__v1__list_place_alerts_request__unpack, free: frienso__geo__v1__list_place_alerts_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertsRequest", unpack: frienso__geo__v1__list_place_alerts_request__unpack, free: frienso__geo__v1__list_place_alerts_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into _: inout Frienso__Geo__V1__ListPlaceAlertsRequest, arena _: ProtoArena) {
+    }
+
+    init(c _: Frienso__Geo__V1__ListPlaceAlertsRequest) {
+        self.init()
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, _) in try ProtoJSON.object(json, Self.protoName) { throw ProtoJSON.unknown(key, Self.protoName) }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self()
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListPlaceAlertsResponse`
+    public struct ListPlaceAlertsResponse: ProtoMessage {
+        public var mine: [GeoV1.PlaceAlert] = []
+        public var aboutMe: [GeoV1.PlaceAlert] = []
+        public var allowed: [UInt64] = []
+
+        public init() {}
+
+        public init(mine: [GeoV1.PlaceAlert] = [], aboutMe: [GeoV1.PlaceAlert] = [], allowed: [UInt64] = []) {
+        self.mine = mine
+        self.aboutMe = aboutMe
+        self.allowed = allowed
+        }
+    }
+}
+
+extension GeoV1.ListPlaceAlertsResponse {
+    public static let protoName = "frienso.geo.v1.ListPlaceAlertsResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceAlertsResponse()
+        frienso__geo__v1__list_place_alerts_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_response__get_packed_size, pack: frienso__geo__v1__list_place_alerts_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceAlertsResponse()
+        frienso__geo__v1__list_place_alerts_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_response__get_packed_size, pack: frienso__geo__v1__list_place_alerts_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertsResponse", unpack: frienso__geo__v1__list_place_alerts_response__unpack, free: frienso__geo__v1__list_place_alerts_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertsResponse", unpack: frienso__geo__v1__list_place_alerts_response__unpack, free: frienso__geo__v1__list_place_alerts_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListPlaceAlertsResponse, arena: ProtoArena) {
+        c.n_mine = self.mine.count
+        c.mine = arena.array(self.mine.map { value in arena.message(of: Frienso__Geo__V1__PlaceAlert.self) { frienso__geo__v1__place_alert__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_about_me = self.aboutMe.count
+        c.about_me = arena.array(self.aboutMe.map { value in arena.message(of: Frienso__Geo__V1__PlaceAlert.self) { frienso__geo__v1__place_alert__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_allowed = self.allowed.count
+        c.allowed = arena.array(self.allowed)
+    }
+
+    init(c: Frienso__Geo__V1__ListPlaceAlertsResponse) {
+        self.init(mine: ProtoRuntime.array(c.mine, count: c.n_mine) { GeoV1.PlaceAlert(c: $0!.pointee) }, aboutMe: ProtoRuntime.array(c.about_me, count: c.n_about_me) { GeoV1.PlaceAlert(c: $0!.pointee) }, allowed: ProtoRuntime.array(c.allowed, count: c.n_allowed) { $0 })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("mine", .array(self.mine.map { $0.jsonValue })), ("aboutMe", .array(self.aboutMe.map { $0.jsonValue })), ("allowed", .array(self.allowed.map { .string(String($0)) }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "mine": self.mine = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.PlaceAlert(json: item) } }
+            case "aboutMe", "about_me": self.aboutMe = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.PlaceAlert(json: item) } }
+            case "allowed": self.allowed = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.mine.reduce(0) { Swift.max($0, $1.largestUInt64) }
+        m = Swift.max(m, self.aboutMe.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, (self.allowed.max() ?? 0))
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(mine: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.PlaceAlert.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], aboutMe: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.PlaceAlert.sample(seed: seed &+ UInt64(i) &+ 2, depth: depth + 1) } : [], allowed: (0..<Int((seed &+ 3) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 3) })
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.DeletePlaceAlertRequest`
+    public struct DeletePlaceAlertRequest: ProtoMessage {
+        public var alertId: UInt64 = 0
+
+        public init() {}
+
+        public init(alertId: UInt64 = 0) {
+        self.alertId = alertId
+        }
+    }
+}
+
+extension GeoV1.DeletePlaceAlertRequest {
+    public static let protoName = "frienso.geo.v1.DeletePlaceAlertRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__DeletePlaceAlertRequest()
+        frienso__geo__v1__delete_place_alert_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_request__get_packed_size, pack: frienso__geo__v1__delete_place_alert_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__DeletePlaceAlertRequest()
+        frienso__geo__v1__delete_place_alert_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_request__get_packed_size, pack: frienso__geo__v1__delete_place_alert_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeletePlaceAlertRequest", unpack: frienso__geo__v1__delete_place_alert_request__unpack, free: frienso__geo__v1__delete_place_alert_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeletePlaceAlertRequest", unpack: frienso__geo__v1__delete_place_alert_request__unpack, free: frienso__geo__v1__delete_place_alert_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__DeletePlaceAlertRequest, arena _: ProtoArena) {
+        c.alert_id = self.alertId
+    }
+
+    init(c: Frienso__Geo__V1__DeletePlaceAlertRequest) {
+        self.init(alertId: c.alert_id)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("alertId", .string(String(self.alertId)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "alertId", "alert_id": self.alertId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.alertId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(alertId: ProtoSample.uint64(seed, 1))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.DeletePlaceAlertResponse`
+    public struct DeletePlaceAlertResponse: ProtoMessage {
+        public var deleted: Bool = false
+
+        public init() {}
+
+        public init(deleted: Bool = false) {
+        self.deleted = deleted
+        }
+    }
+}
+
+extension GeoV1.DeletePlaceAlertResponse {
+    public static let protoName = "frienso.geo.v1.DeletePlaceAlertResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__DeletePlaceAlertResponse()
+        frienso__geo__v1__delete_place_alert_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_response__get_packed_size, pack: frienso__geo__v1__delete_place_alert_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__DeletePlaceAlertResponse()
+        frienso__geo__v1__delete_place_alert_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_response__get_packed_size, pack: frienso__geo__v1__delete_place_alert_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeletePlaceAlertResponse", unpack: frienso__geo__v1__delete_place_alert_response__unpack, free: frienso__geo__v1__delete_place_alert_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeletePlaceAlertResponse", unpack: frienso__geo__v1__delete_place_alert_response__unpack, free: frienso__geo__v1__delete_place_alert_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__DeletePlaceAlertResponse, arena _: ProtoArena) {
+        c.deleted = (self.deleted ? 1 : 0)
+    }
+
+    init(c: Frienso__Geo__V1__DeletePlaceAlertResponse) {
+        self.init(deleted: (c.deleted != 0))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("deleted", .bool(self.deleted))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "deleted": self.deleted = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(deleted: seed % 2 == 0)
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.PlaceAlertEvent`
+    public struct PlaceAlertEvent: ProtoMessage {
+        public var eventId: UInt64 = 0
+        public var alertId: UInt64 = 0
+        public var subjectId: UInt64 = 0
+        public var label: String = ""
+        public var arrived: Bool = false
+        public var atMs: Int64 = 0
+
+        public init() {}
+
+        public init(eventId: UInt64 = 0, alertId: UInt64 = 0, subjectId: UInt64 = 0, label: String = "", arrived: Bool = false, atMs: Int64 = 0) {
+        self.eventId = eventId
+        self.alertId = alertId
+        self.subjectId = subjectId
+        self.label = label
+        self.arrived = arrived
+        self.atMs = atMs
+        }
+    }
+}
+
+extension GeoV1.PlaceAlertEvent {
+    public static let protoName = "frienso.geo.v1.PlaceAlertEvent"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__PlaceAlertEvent()
+        frienso__geo__v1__place_alert_event__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert_event__get_packed_size, pack: frienso__geo__v1__place_alert_event__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__PlaceAlertEvent()
+        frienso__geo__v1__place_alert_event__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert_event__get_packed_size, pack: frienso__geo__v1__place_alert_event__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.PlaceAlertEvent", unpack: frienso__geo__v1__place_alert_event__unpack, free: frienso__geo__v1__place_alert_event__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.PlaceAlertEvent", unpack: frienso__geo__v1__place_alert_event__unpack, free: frienso__geo__v1__place_alert_event__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__PlaceAlertEvent, arena: ProtoArena) {
+        c.event_id = self.eventId
+        c.alert_id = self.alertId
+        c.subject_id = self.subjectId
+        if !self.label.isEmpty { c.label = arena.string(self.label) }
+        c.arrived = (self.arrived ? 1 : 0)
+        c.at_ms = self.atMs
+    }
+
+    init(c: Frienso__Geo__V1__PlaceAlertEvent) {
+        self.init(eventId: c.event_id, alertId: c.alert_id, subjectId: c.subject_id, label: ProtoRuntime.string(c.label), arrived: (c.arrived != 0), atMs: c.at_ms)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("eventId", .string(String(self.eventId))), ("alertId", .string(String(self.alertId))), ("subjectId", .string(String(self.subjectId))), ("label", .string(self.label)), ("arrived", .bool(self.arrived)), ("atMs", .string(String(self.atMs)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "eventId", "event_id": self.eventId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "alertId", "alert_id": self.alertId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "subjectId", "subject_id": self.subjectId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "label": self.label = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "arrived": self.arrived = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "atMs", "at_ms": self.atMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.eventId
+        m = Swift.max(m, self.alertId)
+        m = Swift.max(m, self.subjectId)
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(eventId: ProtoSample.uint64(seed, 1), alertId: ProtoSample.uint64(seed, 2), subjectId: ProtoSample.uint64(seed, 3), label: ProtoSample.string(seed, "label"), arrived: seed % 2 == 0, atMs: ProtoSample.int64(seed, 6))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListPlaceEventsRequest`
+    public struct ListPlaceEventsRequest: ProtoMessage {
+        public var afterId: UInt64 = 0
+        public var limit: UInt32 = 0
+
+        public init() {}
+
+        public init(afterId: UInt64 = 0, limit: UInt32 = 0) {
+        self.afterId = afterId
+        self.limit = limit
+        }
+    }
+}
+
+extension GeoV1.ListPlaceEventsRequest {
+    public static let protoName = "frienso.geo.v1.ListPlaceEventsRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceEventsRequest()
+        frienso__geo__v1__list_place_events_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_request__get_packed_size, pack: frienso__geo__v1__list_place_events_request__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceEventsRequest()
+        frienso__geo__v1__list_place_events_request__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_request__get_packed_size, pack: frienso__geo__v1__list_place_events_request__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceEventsRequest", unpack: frienso__geo__v1__list_place_events_request__unpack, free: frienso__geo__v1__list_place_events_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceEventsRequest", unpack: frienso__geo__v1__list_place_events_request__unpack, free: frienso__geo__v1__list_place_events_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListPlaceEventsRequest, arena _: ProtoArena) {
+        c.after_id = self.afterId
+        c.limit = self.limit
+    }
+
+    init(c: Frienso__Geo__V1__ListPlaceEventsRequest) {
+        self.init(afterId: c.after_id, limit: c.limit)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("afterId", .string(String(self.afterId))), ("limit", .number(Double(self.limit)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "afterId", "after_id": self.afterId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
+            case "limit": self.limit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        self.afterId
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(afterId: ProtoSample.uint64(seed, 1), limit: ProtoSample.uint32(seed, 2))
+    }
+}
+
+extension GeoV1 {
+    /// `frienso.geo.v1.ListPlaceEventsResponse`
+    public struct ListPlaceEventsResponse: ProtoMessage {
+        public var events: [GeoV1.PlaceAlertEvent] = []
+        public var viewers: [UInt64] = []
+
+        public init() {}
+
+        public init(events: [GeoV1.PlaceAlertEvent] = [], viewers: [UInt64] = []) {
+        self.events = events
+        self.viewers = viewers
+        }
+    }
+}
+
+extension GeoV1.ListPlaceEventsResponse {
+    public static let protoName = "frienso.geo.v1.ListPlaceEventsResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceEventsResponse()
+        frienso__geo__v1__list_place_events_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_response__get_packed_size, pack: frienso__geo__v1__list_place_events_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Geo__V1__ListPlaceEventsResponse()
+        frienso__geo__v1__list_place_events_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_response__get_packed_size, pack: frienso__geo__v1__list_place_events_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceEventsResponse", unpack: frienso__geo__v1__list_place_events_response__unpack, free: frienso__geo__v1__list_place_events_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceEventsResponse", unpack: frienso__geo__v1__list_place_events_response__unpack, free: frienso__geo__v1__list_place_events_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Geo__V1__ListPlaceEventsResponse, arena: ProtoArena) {
+        c.n_events = self.events.count
+        c.events = arena.array(self.events.map { value in arena.message(of: Frienso__Geo__V1__PlaceAlertEvent.self) { frienso__geo__v1__place_alert_event__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_viewers = self.viewers.count
+        c.viewers = arena.array(self.viewers)
+    }
+
+    init(c: Frienso__Geo__V1__ListPlaceEventsResponse) {
+        self.init(events: ProtoRuntime.array(c.events, count: c.n_events) { GeoV1.PlaceAlertEvent(c: $0!.pointee) }, viewers: ProtoRuntime.array(c.viewers, count: c.n_viewers) { $0 })
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("events", .array(self.events.map { $0.jsonValue })), ("viewers", .array(self.viewers.map { .string(String($0)) }))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "events": self.events = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.PlaceAlertEvent(json: item) } }
+            case "viewers": self.viewers = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        var m = self.events.reduce(0) { Swift.max($0, $1.largestUInt64) }
+        m = Swift.max(m, (self.viewers.max() ?? 0))
+        return m
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(events: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.PlaceAlertEvent.sample(seed: seed &+ UInt64(i) &+ 1, depth: depth + 1) } : [], viewers: (0..<Int((seed &+ 2) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 2) })
+    }
+}
+
+extension GeoV1 {
     /// `frienso.geo.v1.FriendNearbyEvent`
     public struct FriendNearbyEvent: ProtoMessage {
         public var userId: UInt64 = 0
@@ -5353,10 +7222,13 @@ extension GeoV1 {
         public var precision: GeoV1.GetPrecisionResponse? = nil
         public var audit: [GeoV1.AuditEntry] = []
         public var shareLinks: [GeoV1.ShareLink] = []
+        public var zones: [GeoV1.Zone] = []
+        public var placeAlerts: [GeoV1.PlaceAlert] = []
+        public var placeAlertsAllowed: [UInt64] = []
 
         public init() {}
 
-        public init(sharing: GeoV1.SharingSettings? = nil, latest: GeoV1.Fix? = nil, status: String = "", checkIn: GeoV1.CheckIn? = nil, grants: [GeoV1.LocationGrant] = [], history: [GeoV1.HistoryEntry] = [], more: Bool = false, precision: GeoV1.GetPrecisionResponse? = nil, audit: [GeoV1.AuditEntry] = [], shareLinks: [GeoV1.ShareLink] = []) {
+        public init(sharing: GeoV1.SharingSettings? = nil, latest: GeoV1.Fix? = nil, status: String = "", checkIn: GeoV1.CheckIn? = nil, grants: [GeoV1.LocationGrant] = [], history: [GeoV1.HistoryEntry] = [], more: Bool = false, precision: GeoV1.GetPrecisionResponse? = nil, audit: [GeoV1.AuditEntry] = [], shareLinks: [GeoV1.ShareLink] = [], zones: [GeoV1.Zone] = [], placeAlerts: [GeoV1.PlaceAlert] = [], placeAlertsAllowed: [UInt64] = []) {
         self.sharing = sharing
         self.latest = latest
         self.status = status
@@ -5367,6 +7239,9 @@ extension GeoV1 {
         self.precision = precision
         self.audit = audit
         self.shareLinks = shareLinks
+        self.zones = zones
+        self.placeAlerts = placeAlerts
+        self.placeAlertsAllowed = placeAlertsAllowed
         }
     }
 }
@@ -5423,15 +7298,36 @@ extension GeoV1.ExportMyDataResponse {
         c.audit = arena.array(self.audit.map { value in arena.message(of: Frienso__Geo__V1__AuditEntry.self) { frienso__geo__v1__audit_entry__init($0); value.copy(into: &$0.pointee, arena: arena) } })
         c.n_share_links = self.shareLinks.count
         c.share_links = arena.array(self.shareLinks.map { value in arena.message(of: Frienso__Geo__V1__ShareLink.self) { frienso__geo__v1__share_link__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_zones = self.zones.count
+        c.zones = arena.array(self.zones.map { value in arena.message(of: Frienso__Geo__V1__Zone.self) { frienso__geo__v1__zone__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_place_alerts = self.placeAlerts.count
+        c.place_alerts = arena.array(self.placeAlerts.map { value in arena.message(of: Frienso__Geo__V1__PlaceAlert.self) { frienso__geo__v1__place_alert__init($0); value.copy(into: &$0.pointee, arena: arena) } })
+        c.n_place_alerts_allowed = self.placeAlertsAllowed.count
+        c.place_alerts_allowed = arena.array(self.placeAlertsAllowed)
     }
 
     init(c: Frienso__Geo__V1__ExportMyDataResponse) {
-        self.init(sharing: c.sharing.map { GeoV1.SharingSettings(c: $0.pointee) }, latest: c.latest.map { GeoV1.Fix(c: $0.pointee) }, status: ProtoRuntime.string(c.status), checkIn: c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }, grants: ProtoRuntime.array(c.grants, count: c.n_grants) { GeoV1.LocationGrant(c: $0!.pointee) }, history: ProtoRuntime.array(c.history, count: c.n_history) { GeoV1.HistoryEntry(c: $0!.pointee) }, more: (c.more != 0), precision: c.precision.map { GeoV1.GetPrecisionResponse(c: $0.pointee) }, audit: ProtoRuntime.array(c.audit, count: c.n_audit) { GeoV1.AuditEntry(c: $0!.pointee) }, shareLinks: ProtoRuntime.array(c.share_links, count: c.n_share_links) { GeoV1.ShareLink(c: $0!.pointee) })
+        self.init(sharing: c.sharing.map { GeoV1.SharingSettings(c: $0.pointee) }, latest: c.latest.map { GeoV1.Fix(c: $0.pointee) }, status: ProtoRuntime.string(c.status), checkIn: c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }, grants: ProtoRuntime.array(c.grants, count: c.n_grants) { GeoV1.LocationGrant(c: $0!.pointee) }, history: ProtoRuntime.array(c.history, count: c.n_history) { GeoV1.HistoryEntry(c: $0!.pointee) }, more: (c.more != 0), precision: c.precision.map { GeoV1.GetPrecisionResponse(c: $0.pointee) }, audit: ProtoRuntime.array(c.audit, count: c.n_audit) { GeoV1.AuditEntry(c: $0!.pointee) }, shareLinks: ProtoRuntime.array(c.share_links, count: c.n_share_links) { GeoV1.ShareLink(c: $0!.pointee) }, zones: ProtoRuntime.array(c.zones, count: c.n_zones) { GeoV1.Zone(c: $0!.pointee) }, placeAlerts: ProtoRuntime.array(c.place_alerts, count: c.n_place_alerts) { GeoV1.PlaceAlert(c: $0!.pointee) }, placeAlertsAllowed: ProtoRuntime.array(c.place_alerts_allowed, count: c.n_place_alerts_allowed) { $0 })
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("sharing", self.sharing.map { $0.jsonValue } ?? .null), ("latest", self.latest.map { $0.jsonValue } ?? .null), ("status", .string(self.status)), ("checkIn", self.checkIn.map { $0.jsonValue } ?? .null), ("grants", .array(self.grants.map { $0.jsonValue })), ("history", .array(self.history.map { $0.jsonValue })), ("more", .bool(self.more)), ("precision", self.precision.map { $0.jsonValue } ?? .null), ("audit", .array(self.audit.map { $0.jsonValue })), ("shareLinks", .array(self.shareLinks.map { $0.jsonValue }))])
+        var fields: [(String, JSONValue)] = []
+        fields.reserveCapacity(13)
+        fields.append(("sharing", self.sharing.map { $0.jsonValue } ?? .null))
+        fields.append(("latest", self.latest.map { $0.jsonValue } ?? .null))
+        fields.append(("status", .string(self.status)))
+        fields.append(("checkIn", self.checkIn.map { $0.jsonValue } ?? .null))
+        fields.append(("grants", .array(self.grants.map { $0.jsonValue })))
+        fields.append(("history", .array(self.history.map { $0.jsonValue })))
+        fields.append(("more", .bool(self.more)))
+        fields.append(("precision", self.precision.map { $0.jsonValue } ?? .null))
+        fields.append(("audit", .array(self.audit.map { $0.jsonValue })))
+        fields.append(("shareLinks", .array(self.shareLinks.map { $0.jsonValue })))
+        fields.append(("zones", .array(self.zones.map { $0.jsonValue })))
+        fields.append(("placeAlerts", .array(self.placeAlerts.map { $0.jsonValue })))
+        fields.append(("placeAlertsAllowed", .array(self.placeAlertsAllowed.map { .string(String($0)) })))
+        return .object(fields)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5449,6 +7345,9 @@ extension GeoV1.ExportMyDataResponse {
             case "precision": self.precision = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.message(value, GeoV1.GetPrecisionResponse.self) }
             case "audit": self.audit = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.AuditEntry(json: item) } }
             case "shareLinks", "share_links": self.shareLinks = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.ShareLink(json: item) } }
+            case "zones": self.zones = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.Zone(json: item) } }
+            case "placeAlerts", "place_alerts": self.placeAlerts = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try GeoV1.PlaceAlert(json: item) } }
+            case "placeAlertsAllowed", "place_alerts_allowed": self.placeAlertsAllowed = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try ProtoJSON.uint64(item) } }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -5464,12 +7363,15 @@ extension GeoV1.ExportMyDataResponse {
         m = Swift.max(m, (self.precision?.largestUInt64 ?? 0))
         m = Swift.max(m, self.audit.reduce(0) { Swift.max($0, $1.largestUInt64) })
         m = Swift.max(m, self.shareLinks.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.zones.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, self.placeAlerts.reduce(0) { Swift.max($0, $1.largestUInt64) })
+        m = Swift.max(m, (self.placeAlertsAllowed.max() ?? 0))
         return m
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(sharing: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.SharingSettings.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.SharingSettings()), latest: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), status: ProtoSample.string(seed, "status"), checkIn: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.CheckIn.sample(seed: seed &+ 4, depth: depth + 1) : GeoV1.CheckIn()), grants: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.LocationGrant.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [], history: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.HistoryEntry.sample(seed: seed &+ UInt64(i) &+ 6, depth: depth + 1) } : [], more: seed % 2 == 0, precision: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.GetPrecisionResponse.sample(seed: seed &+ 8, depth: depth + 1) : GeoV1.GetPrecisionResponse()), audit: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.AuditEntry.sample(seed: seed &+ UInt64(i) &+ 9, depth: depth + 1) } : [], shareLinks: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.ShareLink.sample(seed: seed &+ UInt64(i) &+ 10, depth: depth + 1) } : [])
+        Self(sharing: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.SharingSettings.sample(seed: seed &+ 1, depth: depth + 1) : GeoV1.SharingSettings()), latest: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.Fix.sample(seed: seed &+ 2, depth: depth + 1) : GeoV1.Fix()), status: ProtoSample.string(seed, "status"), checkIn: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.CheckIn.sample(seed: seed &+ 4, depth: depth + 1) : GeoV1.CheckIn()), grants: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.LocationGrant.sample(seed: seed &+ UInt64(i) &+ 5, depth: depth + 1) } : [], history: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.HistoryEntry.sample(seed: seed &+ UInt64(i) &+ 6, depth: depth + 1) } : [], more: seed % 2 == 0, precision: seed % 4 == 3 ? nil : (depth < 3 ? GeoV1.GetPrecisionResponse.sample(seed: seed &+ 8, depth: depth + 1) : GeoV1.GetPrecisionResponse()), audit: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.AuditEntry.sample(seed: seed &+ UInt64(i) &+ 9, depth: depth + 1) } : [], shareLinks: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.ShareLink.sample(seed: seed &+ UInt64(i) &+ 10, depth: depth + 1) } : [], zones: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.Zone.sample(seed: seed &+ UInt64(i) &+ 11, depth: depth + 1) } : [], placeAlerts: depth < 3 ? (0..<Int(seed % 3)).map { i in GeoV1.PlaceAlert.sample(seed: seed &+ UInt64(i) &+ 12, depth: depth + 1) } : [], placeAlertsAllowed: (0..<Int((seed &+ 13) % 4)).map { i in ProtoSample.uint64((seed &+ UInt64(i)), 13) })
     }
 }
 
@@ -5501,10 +7403,19 @@ extension GeoV1 {
         public static let listShareLinks = RPCMethod<ListShareLinksRequest, ListShareLinksResponse>(service: "geo", name: "ListShareLinks", access: .authenticated)
         public static let revokeShareLink = RPCMethod<RevokeShareLinkRequest, RevokeShareLinkResponse>(service: "geo", name: "RevokeShareLink", access: .authenticated)
         public static let viewShareLink = RPCMethod<ViewShareLinkRequest, ViewShareLinkResponse>(service: "geo", name: "ViewShareLink", access: .public)
+        public static let setZone = RPCMethod<SetZoneRequest, SetZoneResponse>(service: "geo", name: "SetZone", access: .authenticated)
+        public static let listZones = RPCMethod<ListZonesRequest, ListZonesResponse>(service: "geo", name: "ListZones", access: .authenticated)
+        public static let deleteZone = RPCMethod<DeleteZoneRequest, DeleteZoneResponse>(service: "geo", name: "DeleteZone", access: .authenticated)
+        public static let allowPlaceAlerts = RPCMethod<AllowPlaceAlertsRequest, AllowPlaceAlertsResponse>(service: "geo", name: "AllowPlaceAlerts", access: .authenticated)
+        public static let listPlaceAlertTargets = RPCMethod<ListPlaceAlertTargetsRequest, ListPlaceAlertTargetsResponse>(service: "geo", name: "ListPlaceAlertTargets", access: .authenticated)
+        public static let createPlaceAlert = RPCMethod<CreatePlaceAlertRequest, CreatePlaceAlertResponse>(service: "geo", name: "CreatePlaceAlert", access: .authenticated)
+        public static let listPlaceAlerts = RPCMethod<ListPlaceAlertsRequest, ListPlaceAlertsResponse>(service: "geo", name: "ListPlaceAlerts", access: .authenticated)
+        public static let deletePlaceAlert = RPCMethod<DeletePlaceAlertRequest, DeletePlaceAlertResponse>(service: "geo", name: "DeletePlaceAlert", access: .authenticated)
+        public static let listPlaceEvents = RPCMethod<ListPlaceEventsRequest, ListPlaceEventsResponse>(service: "geo", name: "ListPlaceEvents", access: .internal, callers: ["alerts"])
 
-        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased, eraseUser.erased, exportMyData.erased, setPrecision.erased, getPrecision.erased, listAudit.erased, createShareLink.erased, listShareLinks.erased, revokeShareLink.erased, viewShareLink.erased]
+        public static let all: [AnyRPCMethod] = [updateLocation.erased, getSharing.erased, updateSharing.erased, friendsLocations.erased, nearby.erased, navigate.erased, deleteHistory.erased, importPlaces.erased, closestPlace.erased, listPlaces.erased, listVenues.erased, checkIn.erased, listCheckIns.erased, latestLocation.erased, checkInAccess.erased, getPlace.erased, eraseUser.erased, exportMyData.erased, setPrecision.erased, getPrecision.erased, listAudit.erased, createShareLink.erased, listShareLinks.erased, revokeShareLink.erased, viewShareLink.erased, setZone.erased, listZones.erased, deleteZone.erased, allowPlaceAlerts.erased, listPlaceAlertTargets.erased, createPlaceAlert.erased, listPlaceAlerts.erased, deletePlaceAlert.erased, listPlaceEvents.erased]
 
         /// Each rpc's request and response in proto3's JSON mapping.
-        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec, setPrecision.jsonCodec, getPrecision.jsonCodec, listAudit.jsonCodec, createShareLink.jsonCodec, listShareLinks.jsonCodec, revokeShareLink.jsonCodec, viewShareLink.jsonCodec]
+        public static let jsonCodecs: [MethodJSONCodec] = [updateLocation.jsonCodec, getSharing.jsonCodec, updateSharing.jsonCodec, friendsLocations.jsonCodec, nearby.jsonCodec, navigate.jsonCodec, deleteHistory.jsonCodec, importPlaces.jsonCodec, closestPlace.jsonCodec, listPlaces.jsonCodec, listVenues.jsonCodec, checkIn.jsonCodec, listCheckIns.jsonCodec, latestLocation.jsonCodec, checkInAccess.jsonCodec, getPlace.jsonCodec, eraseUser.jsonCodec, exportMyData.jsonCodec, setPrecision.jsonCodec, getPrecision.jsonCodec, listAudit.jsonCodec, createShareLink.jsonCodec, listShareLinks.jsonCodec, revokeShareLink.jsonCodec, viewShareLink.jsonCodec, setZone.jsonCodec, listZones.jsonCodec, deleteZone.jsonCodec, allowPlaceAlerts.jsonCodec, listPlaceAlertTargets.jsonCodec, createPlaceAlert.jsonCodec, listPlaceAlerts.jsonCodec, deletePlaceAlert.jsonCodec, listPlaceEvents.jsonCodec]
     }
 }

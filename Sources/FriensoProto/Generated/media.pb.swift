@@ -177,7 +177,21 @@ extension MediaV1.MediaItem {
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("mediaId", .string(self.mediaId)), ("ownerId", .string(String(self.ownerId))), ("purpose", .string(self.purpose.protoName)), ("placeId", .string(String(self.placeId))), ("type", .string(self.type.protoName)), ("sizeBytes", .string(String(self.sizeBytes))), ("width", .number(Double(self.width))), ("height", .number(Double(self.height))), ("createdAtMs", .string(String(self.createdAtMs))), ("sha256", .string(self.sha256)), ("mimeType", .string(self.mimeType)), ("attached", .bool(self.attached))])
+        var fields: [(String, JSONValue)] = []
+        fields.reserveCapacity(12)
+        fields.append(("mediaId", .string(self.mediaId)))
+        fields.append(("ownerId", .string(String(self.ownerId))))
+        fields.append(("purpose", .string(self.purpose.protoName)))
+        fields.append(("placeId", .string(String(self.placeId))))
+        fields.append(("type", .string(self.type.protoName)))
+        fields.append(("sizeBytes", .string(String(self.sizeBytes))))
+        fields.append(("width", .number(Double(self.width))))
+        fields.append(("height", .number(Double(self.height))))
+        fields.append(("createdAtMs", .string(String(self.createdAtMs))))
+        fields.append(("sha256", .string(self.sha256)))
+        fields.append(("mimeType", .string(self.mimeType)))
+        fields.append(("attached", .bool(self.attached)))
+        return .object(fields)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.

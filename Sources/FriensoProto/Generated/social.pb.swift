@@ -3343,7 +3343,21 @@ extension SocialV1.GraphSnapshotResponse {
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("epoch", .string(String(self.epoch))), ("sequence", .string(String(self.sequence))), ("friendsA", .array(self.friendsA.map { .string(String($0)) })), ("friendsB", .array(self.friendsB.map { .string(String($0)) })), ("blockers", .array(self.blockers.map { .string(String($0)) })), ("blocked", .array(self.blocked.map { .string(String($0)) })), ("circleOwners", .array(self.circleOwners.map { .string(String($0)) })), ("circleMembers", .array(self.circleMembers.map { .string(String($0)) })), ("findable", .array(self.findable.map { .string(String($0)) })), ("exchangesA", .array(self.exchangesA.map { .string(String($0)) })), ("exchangesB", .array(self.exchangesB.map { .string(String($0)) })), ("nextCursor", .string(self.nextCursor))])
+        var fields: [(String, JSONValue)] = []
+        fields.reserveCapacity(12)
+        fields.append(("epoch", .string(String(self.epoch))))
+        fields.append(("sequence", .string(String(self.sequence))))
+        fields.append(("friendsA", .array(self.friendsA.map { .string(String($0)) })))
+        fields.append(("friendsB", .array(self.friendsB.map { .string(String($0)) })))
+        fields.append(("blockers", .array(self.blockers.map { .string(String($0)) })))
+        fields.append(("blocked", .array(self.blocked.map { .string(String($0)) })))
+        fields.append(("circleOwners", .array(self.circleOwners.map { .string(String($0)) })))
+        fields.append(("circleMembers", .array(self.circleMembers.map { .string(String($0)) })))
+        fields.append(("findable", .array(self.findable.map { .string(String($0)) })))
+        fields.append(("exchangesA", .array(self.exchangesA.map { .string(String($0)) })))
+        fields.append(("exchangesB", .array(self.exchangesB.map { .string(String($0)) })))
+        fields.append(("nextCursor", .string(self.nextCursor)))
+        return .object(fields)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.

@@ -14,6 +14,8 @@ struct GeoState: Sendable {
     var places: [PlaceRecord] = []
     var checkIns: [UInt64: CheckInRecord] = [:]
     var precision = PrecisionSettings()
+    var zones = ZoneBook()
+    var placeAlerts = PlaceAlertBook()
 
     /// Which updates of a batch become their user's latest fix, decided in order: an update wins
     /// when its device time is at least the latest one known (stored, or earlier in the batch);
@@ -74,6 +76,8 @@ struct GeoState: Sendable {
         checkIns[user] = nil
         grants.removeAll(of: user)
         precision.forget(user)
+        zones.forget(user)
+        placeAlerts.forget(user)
         near = near.filter { $0.a != user && $0.b != user }
     }
 
@@ -82,27 +86,44 @@ struct GeoState: Sendable {
     }
 
     /// How precisely `viewer` sees `subject`, or nil when not at all: `Visibility.decide`, then,
-    /// for a friend, the precision the subject chose for them (hidden is nil). Yourself and a
-    /// live grant (the subject's own watch or helpNow) are exact.
+    /// for a friend, the precision the subject chose for them (hidden is nil), at most PLACE
+    /// while the subject is inside a private zone of theirs (nothing for a HIDDEN zone).
+    /// Yourself and a live grant (the subject's own watch or helpNow) are exact.
     func disclosure(viewer: UInt64, subject: UInt64, graph: GraphState, now: Int64) -> Precision? {
+        disclosure(viewer: viewer, subject: subject, graph: graph, now: now, zone: zones.privateZone(of: subject, at: latest[subject]))
+    }
+
+    /// The same, with the private zone the subject is in already found (once per fix, not per viewer).
+    func disclosure(viewer: UInt64, subject: UInt64, graph: GraphState, now: Int64, zone: ZoneRecord?) -> Precision? {
         let (visible, reason) = Visibility.decide(viewer: viewer, subject: subject, Visibility.Facts(
             friends: graph.areFriends(viewer, subject), blocked: graph.blocked(viewer, subject),
             subject: settings(of: subject), grantExpiresAtMs: grants.expiry(subject: subject, viewer: viewer)), nowMs: now)
         guard visible else { return nil }
         guard reason == .friend else { return .exact }
-        let chosen = precision.chosen(by: subject, for: viewer)
+        var chosen = precision.chosen(by: subject, for: viewer)
+        if let zone {
+            if zone.privacy == .hidden { return nil }
+            chosen = max(chosen, .place)
+        }
         return chosen == .hidden ? nil : chosen
     }
 
-    /// A fix as a viewer with `precision` sees it: the fix (exact, or snapped to its cell) and
-    /// the "Around" label (exact and place only).
-    func shown(_ fix: LatestFix, at precision: Precision, aroundWithin: Double) -> (fix: LatestFix?, around: String) {
+    /// A fix of `subject`'s as a viewer with `precision` sees it: the fix (exact, or snapped to
+    /// its cell) and the label (exact and place only): the private zone's own label while the
+    /// subject is inside one, else "Around <place>".
+    func shown(_ fix: LatestFix, of subject: UInt64, at precision: Precision, aroundWithin: Double) -> (fix: LatestFix?, around: String) {
         switch precision {
         case .exact: return (fix, around(lat: fix.lat, lon: fix.lon, within: aroundWithin))
         case .approximate: return (fix.approximate, "")
-        case .place: return (nil, around(lat: fix.lat, lon: fix.lon, within: aroundWithin))
+        case .place: return (nil, placeLabel(of: subject, fix: fix, within: aroundWithin))
         case .hidden: return (nil, "")
         }
+    }
+
+    /// What a PLACE viewer reads for `subject` at `fix`.
+    func placeLabel(of subject: UInt64, fix: LatestFix, within: Double) -> String {
+        if let zone = zones.privateZone(of: subject, at: fix) { return zone.privacy == .label ? zone.label : "" }
+        return around(lat: fix.lat, lon: fix.lon, within: within)
     }
 }
 
@@ -222,14 +243,15 @@ extension GeoState {
     private func locationEvents(for subject: UInt64, fix: LatestFix, _ g: GraphState, _ at: Int64) -> [Outgoing] {
         var viewers = Set(g.friends(of: subject))
         viewers.formUnion(grants.viewers(of: subject, now: at))
-        // Most people set no precision: everyone allowed sees them exactly (no grouping, no dictionary per update).
-        guard precision.hasSettings(subject) else {
+        // Most people set no precision and no zone: everyone allowed sees them exactly (no grouping, no dictionary per update).
+        let zone = zones.privateZone(of: subject, at: fix)
+        guard precision.hasSettings(subject) || zone != nil else {
             let permitted = viewers.filter { visible(viewer: $0, subject: subject, graph: g, now: at) }
             return permitted.isEmpty ? [] : [.location(viewers: permitted.sorted(), subject: subject, fix: fix, precision: .exact)]
         }
         var byPrecision: [Precision: [UInt64]] = [:]
         for viewer in viewers {
-            if let p = disclosure(viewer: viewer, subject: subject, graph: g, now: at) { byPrecision[p, default: []].append(viewer) }
+            if let p = disclosure(viewer: viewer, subject: subject, graph: g, now: at, zone: zone) { byPrecision[p, default: []].append(viewer) }
         }
         return byPrecision.sorted { $0.key < $1.key }.map { .location(viewers: $0.value.sorted(), subject: subject, fix: fix, precision: $0.key) }
     }
@@ -256,5 +278,71 @@ extension GeoState {
             }
         }
         return out
+    }
+}
+
+/// A place alert told: what geo stores (for alerts' push) and publishes to the viewer.
+struct PlaceEventRecord: Sendable, Equatable {
+    var id: UInt64 = 0
+    var viewer: UInt64
+    var subject: UInt64
+    var alert: UInt64
+    var label: String
+    var arrived: Bool
+    var atMs: Int64
+
+    var proto: GeoV1.PlaceAlertEvent {
+        GeoV1.PlaceAlertEvent(eventId: id, alertId: alert, subjectId: subject, label: label, arrived: arrived, atMs: atMs)
+    }
+}
+
+extension GeoState {
+    /// What a batch does besides its history rows, decided before it is written so that it
+    /// commits with them: which updates history does not keep, and which place alerts fire.
+    struct WritePlan: Sendable {
+        /// Per update: kept out of history (inside a private zone that keeps none); nil: all kept.
+        var unrecorded: [Bool]?
+        /// Alerts whose subject arrived or left, with the fix that did it (not yet filtered by who may be told).
+        var fired: [(PlaceAlertBook.Fired, LatestFix)] = []
+        /// Those to tell (`told`).
+        var told: [PlaceEventRecord] = []
+        /// Subjects' new inside sets, applied once the batch has committed.
+        var inside: [UInt64: Set<PlaceTarget>] = [:]
+    }
+
+    /// Pure: most batches touch nobody with a zone or a place alert, and cost two dictionary lookups each.
+    func plan(_ batch: [LocationUpdate], replaces: [Bool]) -> WritePlan {
+        var plan = WritePlan()
+        if !zones.isEmpty {
+            let unrecorded = batch.map(zones.unrecorded)
+            if unrecorded.contains(true) { plan.unrecorded = unrecorded }
+        }
+        guard !placeAlerts.isEmpty else { return plan }
+        var fixes: [(user: UInt64, lat: Double, lon: Double, accuracy: Double)] = []
+        for (update, replace) in zip(batch, replaces) where replace && placeAlerts.isWatched(update.user) {
+            fixes.append((update.user, update.lat, update.lon, update.accuracy))
+        }
+        guard !fixes.isEmpty else { return plan }
+        let (fired, inside) = placeAlerts.transitions(fixes)
+        plan.inside = inside
+        plan.fired = fired.map { f in
+            let fix = fixes[f.fix]
+            return (f, LatestFix(lat: fix.lat, lon: fix.lon, accuracy: fix.accuracy, deviceMs: 0, receivedMs: 0, status: ""))
+        }
+        return plan
+    }
+
+    /// The fired alerts that may be told: the subject still allows the viewer, and the viewer
+    /// may see the subject at all where the subject now is (friends, not blocked, no ghost mode,
+    /// precision not hidden, not inside a HIDDEN zone).
+    func told(_ fired: [(PlaceAlertBook.Fired, LatestFix)], graph: GraphState, now: Int64) -> [PlaceEventRecord] {
+        fired.compactMap { f, fix in
+            let alert = f.alert
+            guard placeAlerts.isAllowed(viewer: alert.viewer, subject: alert.subject),
+                  disclosure(viewer: alert.viewer, subject: alert.subject, graph: graph, now: now,
+                             zone: zones.privateZone(of: alert.subject, at: fix)) != nil else { return nil }
+            return PlaceEventRecord(viewer: alert.viewer, subject: alert.subject, alert: alert.id, label: alert.label,
+                                    arrived: f.arrived, atMs: now)
+        }
     }
 }

@@ -229,6 +229,24 @@ extension GeoV1.GeoService {
         func revokeShareLink(_ request: GeoV1.RevokeShareLinkRequest, _ context: RequestContext) async throws -> GeoV1.RevokeShareLinkResponse
         /// `geo.ViewShareLink` (public).
         func viewShareLink(_ request: GeoV1.ViewShareLinkRequest, _ context: RequestContext) async throws -> GeoV1.ViewShareLinkResponse
+        /// `geo.SetZone` (authenticated).
+        func setZone(_ request: GeoV1.SetZoneRequest, _ context: RequestContext) async throws -> GeoV1.SetZoneResponse
+        /// `geo.ListZones` (authenticated).
+        func listZones(_ request: GeoV1.ListZonesRequest, _ context: RequestContext) async throws -> GeoV1.ListZonesResponse
+        /// `geo.DeleteZone` (authenticated).
+        func deleteZone(_ request: GeoV1.DeleteZoneRequest, _ context: RequestContext) async throws -> GeoV1.DeleteZoneResponse
+        /// `geo.AllowPlaceAlerts` (authenticated).
+        func allowPlaceAlerts(_ request: GeoV1.AllowPlaceAlertsRequest, _ context: RequestContext) async throws -> GeoV1.AllowPlaceAlertsResponse
+        /// `geo.ListPlaceAlertTargets` (authenticated).
+        func listPlaceAlertTargets(_ request: GeoV1.ListPlaceAlertTargetsRequest, _ context: RequestContext) async throws -> GeoV1.ListPlaceAlertTargetsResponse
+        /// `geo.CreatePlaceAlert` (authenticated).
+        func createPlaceAlert(_ request: GeoV1.CreatePlaceAlertRequest, _ context: RequestContext) async throws -> GeoV1.CreatePlaceAlertResponse
+        /// `geo.ListPlaceAlerts` (authenticated).
+        func listPlaceAlerts(_ request: GeoV1.ListPlaceAlertsRequest, _ context: RequestContext) async throws -> GeoV1.ListPlaceAlertsResponse
+        /// `geo.DeletePlaceAlert` (authenticated).
+        func deletePlaceAlert(_ request: GeoV1.DeletePlaceAlertRequest, _ context: RequestContext) async throws -> GeoV1.DeletePlaceAlertResponse
+        /// `geo.ListPlaceEvents` (internal: alerts).
+        func listPlaceEvents(_ request: GeoV1.ListPlaceEventsRequest, _ context: RequestContext) async throws -> GeoV1.ListPlaceEventsResponse
     }
 }
 
@@ -269,6 +287,15 @@ extension MethodRouter {
         register(GeoV1.GeoService.listShareLinks) { try await handler.listShareLinks($0, $1) }
         register(GeoV1.GeoService.revokeShareLink) { try await handler.revokeShareLink($0, $1) }
         register(GeoV1.GeoService.viewShareLink) { try await handler.viewShareLink($0, $1) }
+        register(GeoV1.GeoService.setZone) { try await handler.setZone($0, $1) }
+        register(GeoV1.GeoService.listZones) { try await handler.listZones($0, $1) }
+        register(GeoV1.GeoService.deleteZone) { try await handler.deleteZone($0, $1) }
+        register(GeoV1.GeoService.allowPlaceAlerts) { try await handler.allowPlaceAlerts($0, $1) }
+        register(GeoV1.GeoService.listPlaceAlertTargets) { try await handler.listPlaceAlertTargets($0, $1) }
+        register(GeoV1.GeoService.createPlaceAlert) { try await handler.createPlaceAlert($0, $1) }
+        register(GeoV1.GeoService.listPlaceAlerts) { try await handler.listPlaceAlerts($0, $1) }
+        register(GeoV1.GeoService.deletePlaceAlert) { try await handler.deletePlaceAlert($0, $1) }
+        register(GeoV1.GeoService.listPlaceEvents) { try await handler.listPlaceEvents($0, $1) }
     }
 }
 

@@ -1852,6 +1852,996 @@ void   frienso__geo__v1__get_precision_response__free_unpacked
   assert(message->base.descriptor == &frienso__geo__v1__get_precision_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__geo__v1__zone__init
+                     (Frienso__Geo__V1__Zone         *message)
+{
+  static const Frienso__Geo__V1__Zone init_value = FRIENSO__GEO__V1__ZONE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__zone__get_packed_size
+                     (const Frienso__Geo__V1__Zone *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__zone__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__zone__pack
+                     (const Frienso__Geo__V1__Zone *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__zone__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__zone__pack_to_buffer
+                     (const Frienso__Geo__V1__Zone *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__zone__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__Zone *
+       frienso__geo__v1__zone__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__Zone *)
+     protobuf_c_message_unpack (&frienso__geo__v1__zone__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__zone__free_unpacked
+                     (Frienso__Geo__V1__Zone *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__zone__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__set_zone_request__init
+                     (Frienso__Geo__V1__SetZoneRequest         *message)
+{
+  static const Frienso__Geo__V1__SetZoneRequest init_value = FRIENSO__GEO__V1__SET_ZONE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__set_zone_request__get_packed_size
+                     (const Frienso__Geo__V1__SetZoneRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__set_zone_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__set_zone_request__pack
+                     (const Frienso__Geo__V1__SetZoneRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__set_zone_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__set_zone_request__pack_to_buffer
+                     (const Frienso__Geo__V1__SetZoneRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__set_zone_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__SetZoneRequest *
+       frienso__geo__v1__set_zone_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__SetZoneRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__set_zone_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__set_zone_request__free_unpacked
+                     (Frienso__Geo__V1__SetZoneRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__set_zone_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__set_zone_response__init
+                     (Frienso__Geo__V1__SetZoneResponse         *message)
+{
+  static const Frienso__Geo__V1__SetZoneResponse init_value = FRIENSO__GEO__V1__SET_ZONE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__set_zone_response__get_packed_size
+                     (const Frienso__Geo__V1__SetZoneResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__set_zone_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__set_zone_response__pack
+                     (const Frienso__Geo__V1__SetZoneResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__set_zone_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__set_zone_response__pack_to_buffer
+                     (const Frienso__Geo__V1__SetZoneResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__set_zone_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__SetZoneResponse *
+       frienso__geo__v1__set_zone_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__SetZoneResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__set_zone_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__set_zone_response__free_unpacked
+                     (Frienso__Geo__V1__SetZoneResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__set_zone_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_zones_request__init
+                     (Frienso__Geo__V1__ListZonesRequest         *message)
+{
+  static const Frienso__Geo__V1__ListZonesRequest init_value = FRIENSO__GEO__V1__LIST_ZONES_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_zones_request__get_packed_size
+                     (const Frienso__Geo__V1__ListZonesRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_zones_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_zones_request__pack
+                     (const Frienso__Geo__V1__ListZonesRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_zones_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_zones_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListZonesRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_zones_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListZonesRequest *
+       frienso__geo__v1__list_zones_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListZonesRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_zones_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_zones_request__free_unpacked
+                     (Frienso__Geo__V1__ListZonesRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_zones_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_zones_response__init
+                     (Frienso__Geo__V1__ListZonesResponse         *message)
+{
+  static const Frienso__Geo__V1__ListZonesResponse init_value = FRIENSO__GEO__V1__LIST_ZONES_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_zones_response__get_packed_size
+                     (const Frienso__Geo__V1__ListZonesResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_zones_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_zones_response__pack
+                     (const Frienso__Geo__V1__ListZonesResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_zones_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_zones_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListZonesResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_zones_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListZonesResponse *
+       frienso__geo__v1__list_zones_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListZonesResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_zones_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_zones_response__free_unpacked
+                     (Frienso__Geo__V1__ListZonesResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_zones_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__delete_zone_request__init
+                     (Frienso__Geo__V1__DeleteZoneRequest         *message)
+{
+  static const Frienso__Geo__V1__DeleteZoneRequest init_value = FRIENSO__GEO__V1__DELETE_ZONE_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__delete_zone_request__get_packed_size
+                     (const Frienso__Geo__V1__DeleteZoneRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_zone_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__delete_zone_request__pack
+                     (const Frienso__Geo__V1__DeleteZoneRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_zone_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__delete_zone_request__pack_to_buffer
+                     (const Frienso__Geo__V1__DeleteZoneRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_zone_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__DeleteZoneRequest *
+       frienso__geo__v1__delete_zone_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__DeleteZoneRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__delete_zone_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__delete_zone_request__free_unpacked
+                     (Frienso__Geo__V1__DeleteZoneRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__delete_zone_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__delete_zone_response__init
+                     (Frienso__Geo__V1__DeleteZoneResponse         *message)
+{
+  static const Frienso__Geo__V1__DeleteZoneResponse init_value = FRIENSO__GEO__V1__DELETE_ZONE_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__delete_zone_response__get_packed_size
+                     (const Frienso__Geo__V1__DeleteZoneResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_zone_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__delete_zone_response__pack
+                     (const Frienso__Geo__V1__DeleteZoneResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_zone_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__delete_zone_response__pack_to_buffer
+                     (const Frienso__Geo__V1__DeleteZoneResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_zone_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__DeleteZoneResponse *
+       frienso__geo__v1__delete_zone_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__DeleteZoneResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__delete_zone_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__delete_zone_response__free_unpacked
+                     (Frienso__Geo__V1__DeleteZoneResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__delete_zone_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__place_alert__init
+                     (Frienso__Geo__V1__PlaceAlert         *message)
+{
+  static const Frienso__Geo__V1__PlaceAlert init_value = FRIENSO__GEO__V1__PLACE_ALERT__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__place_alert__get_packed_size
+                     (const Frienso__Geo__V1__PlaceAlert *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__place_alert__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__place_alert__pack
+                     (const Frienso__Geo__V1__PlaceAlert *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__place_alert__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__place_alert__pack_to_buffer
+                     (const Frienso__Geo__V1__PlaceAlert *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__place_alert__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__PlaceAlert *
+       frienso__geo__v1__place_alert__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__PlaceAlert *)
+     protobuf_c_message_unpack (&frienso__geo__v1__place_alert__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__place_alert__free_unpacked
+                     (Frienso__Geo__V1__PlaceAlert *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__place_alert__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__allow_place_alerts_request__init
+                     (Frienso__Geo__V1__AllowPlaceAlertsRequest         *message)
+{
+  static const Frienso__Geo__V1__AllowPlaceAlertsRequest init_value = FRIENSO__GEO__V1__ALLOW_PLACE_ALERTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__allow_place_alerts_request__get_packed_size
+                     (const Frienso__Geo__V1__AllowPlaceAlertsRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__allow_place_alerts_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__allow_place_alerts_request__pack
+                     (const Frienso__Geo__V1__AllowPlaceAlertsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__allow_place_alerts_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__allow_place_alerts_request__pack_to_buffer
+                     (const Frienso__Geo__V1__AllowPlaceAlertsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__allow_place_alerts_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__AllowPlaceAlertsRequest *
+       frienso__geo__v1__allow_place_alerts_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__AllowPlaceAlertsRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__allow_place_alerts_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__allow_place_alerts_request__free_unpacked
+                     (Frienso__Geo__V1__AllowPlaceAlertsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__allow_place_alerts_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__allow_place_alerts_response__init
+                     (Frienso__Geo__V1__AllowPlaceAlertsResponse         *message)
+{
+  static const Frienso__Geo__V1__AllowPlaceAlertsResponse init_value = FRIENSO__GEO__V1__ALLOW_PLACE_ALERTS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__allow_place_alerts_response__get_packed_size
+                     (const Frienso__Geo__V1__AllowPlaceAlertsResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__allow_place_alerts_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__allow_place_alerts_response__pack
+                     (const Frienso__Geo__V1__AllowPlaceAlertsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__allow_place_alerts_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__allow_place_alerts_response__pack_to_buffer
+                     (const Frienso__Geo__V1__AllowPlaceAlertsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__allow_place_alerts_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__AllowPlaceAlertsResponse *
+       frienso__geo__v1__allow_place_alerts_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__AllowPlaceAlertsResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__allow_place_alerts_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__allow_place_alerts_response__free_unpacked
+                     (Frienso__Geo__V1__AllowPlaceAlertsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__allow_place_alerts_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__zone_label__init
+                     (Frienso__Geo__V1__ZoneLabel         *message)
+{
+  static const Frienso__Geo__V1__ZoneLabel init_value = FRIENSO__GEO__V1__ZONE_LABEL__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__zone_label__get_packed_size
+                     (const Frienso__Geo__V1__ZoneLabel *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__zone_label__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__zone_label__pack
+                     (const Frienso__Geo__V1__ZoneLabel *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__zone_label__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__zone_label__pack_to_buffer
+                     (const Frienso__Geo__V1__ZoneLabel *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__zone_label__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ZoneLabel *
+       frienso__geo__v1__zone_label__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ZoneLabel *)
+     protobuf_c_message_unpack (&frienso__geo__v1__zone_label__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__zone_label__free_unpacked
+                     (Frienso__Geo__V1__ZoneLabel *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__zone_label__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_place_alert_targets_request__init
+                     (Frienso__Geo__V1__ListPlaceAlertTargetsRequest         *message)
+{
+  static const Frienso__Geo__V1__ListPlaceAlertTargetsRequest init_value = FRIENSO__GEO__V1__LIST_PLACE_ALERT_TARGETS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_place_alert_targets_request__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alert_targets_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_place_alert_targets_request__pack
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alert_targets_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_place_alert_targets_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alert_targets_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListPlaceAlertTargetsRequest *
+       frienso__geo__v1__list_place_alert_targets_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListPlaceAlertTargetsRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_place_alert_targets_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_place_alert_targets_request__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceAlertTargetsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alert_targets_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_place_alert_targets_response__init
+                     (Frienso__Geo__V1__ListPlaceAlertTargetsResponse         *message)
+{
+  static const Frienso__Geo__V1__ListPlaceAlertTargetsResponse init_value = FRIENSO__GEO__V1__LIST_PLACE_ALERT_TARGETS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_place_alert_targets_response__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alert_targets_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_place_alert_targets_response__pack
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alert_targets_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_place_alert_targets_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alert_targets_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListPlaceAlertTargetsResponse *
+       frienso__geo__v1__list_place_alert_targets_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListPlaceAlertTargetsResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_place_alert_targets_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_place_alert_targets_response__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceAlertTargetsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alert_targets_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__create_place_alert_request__init
+                     (Frienso__Geo__V1__CreatePlaceAlertRequest         *message)
+{
+  static const Frienso__Geo__V1__CreatePlaceAlertRequest init_value = FRIENSO__GEO__V1__CREATE_PLACE_ALERT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__create_place_alert_request__get_packed_size
+                     (const Frienso__Geo__V1__CreatePlaceAlertRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_place_alert_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__create_place_alert_request__pack
+                     (const Frienso__Geo__V1__CreatePlaceAlertRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_place_alert_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__create_place_alert_request__pack_to_buffer
+                     (const Frienso__Geo__V1__CreatePlaceAlertRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_place_alert_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__CreatePlaceAlertRequest *
+       frienso__geo__v1__create_place_alert_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__CreatePlaceAlertRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__create_place_alert_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__create_place_alert_request__free_unpacked
+                     (Frienso__Geo__V1__CreatePlaceAlertRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__create_place_alert_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__create_place_alert_response__init
+                     (Frienso__Geo__V1__CreatePlaceAlertResponse         *message)
+{
+  static const Frienso__Geo__V1__CreatePlaceAlertResponse init_value = FRIENSO__GEO__V1__CREATE_PLACE_ALERT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__create_place_alert_response__get_packed_size
+                     (const Frienso__Geo__V1__CreatePlaceAlertResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_place_alert_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__create_place_alert_response__pack
+                     (const Frienso__Geo__V1__CreatePlaceAlertResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_place_alert_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__create_place_alert_response__pack_to_buffer
+                     (const Frienso__Geo__V1__CreatePlaceAlertResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__create_place_alert_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__CreatePlaceAlertResponse *
+       frienso__geo__v1__create_place_alert_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__CreatePlaceAlertResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__create_place_alert_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__create_place_alert_response__free_unpacked
+                     (Frienso__Geo__V1__CreatePlaceAlertResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__create_place_alert_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_place_alerts_request__init
+                     (Frienso__Geo__V1__ListPlaceAlertsRequest         *message)
+{
+  static const Frienso__Geo__V1__ListPlaceAlertsRequest init_value = FRIENSO__GEO__V1__LIST_PLACE_ALERTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_place_alerts_request__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceAlertsRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alerts_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_place_alerts_request__pack
+                     (const Frienso__Geo__V1__ListPlaceAlertsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alerts_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_place_alerts_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceAlertsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alerts_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListPlaceAlertsRequest *
+       frienso__geo__v1__list_place_alerts_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListPlaceAlertsRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_place_alerts_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_place_alerts_request__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceAlertsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alerts_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_place_alerts_response__init
+                     (Frienso__Geo__V1__ListPlaceAlertsResponse         *message)
+{
+  static const Frienso__Geo__V1__ListPlaceAlertsResponse init_value = FRIENSO__GEO__V1__LIST_PLACE_ALERTS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_place_alerts_response__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceAlertsResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alerts_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_place_alerts_response__pack
+                     (const Frienso__Geo__V1__ListPlaceAlertsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alerts_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_place_alerts_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceAlertsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alerts_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListPlaceAlertsResponse *
+       frienso__geo__v1__list_place_alerts_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListPlaceAlertsResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_place_alerts_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_place_alerts_response__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceAlertsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_alerts_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__delete_place_alert_request__init
+                     (Frienso__Geo__V1__DeletePlaceAlertRequest         *message)
+{
+  static const Frienso__Geo__V1__DeletePlaceAlertRequest init_value = FRIENSO__GEO__V1__DELETE_PLACE_ALERT_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__delete_place_alert_request__get_packed_size
+                     (const Frienso__Geo__V1__DeletePlaceAlertRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_place_alert_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__delete_place_alert_request__pack
+                     (const Frienso__Geo__V1__DeletePlaceAlertRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_place_alert_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__delete_place_alert_request__pack_to_buffer
+                     (const Frienso__Geo__V1__DeletePlaceAlertRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_place_alert_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__DeletePlaceAlertRequest *
+       frienso__geo__v1__delete_place_alert_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__DeletePlaceAlertRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__delete_place_alert_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__delete_place_alert_request__free_unpacked
+                     (Frienso__Geo__V1__DeletePlaceAlertRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__delete_place_alert_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__delete_place_alert_response__init
+                     (Frienso__Geo__V1__DeletePlaceAlertResponse         *message)
+{
+  static const Frienso__Geo__V1__DeletePlaceAlertResponse init_value = FRIENSO__GEO__V1__DELETE_PLACE_ALERT_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__delete_place_alert_response__get_packed_size
+                     (const Frienso__Geo__V1__DeletePlaceAlertResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_place_alert_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__delete_place_alert_response__pack
+                     (const Frienso__Geo__V1__DeletePlaceAlertResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_place_alert_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__delete_place_alert_response__pack_to_buffer
+                     (const Frienso__Geo__V1__DeletePlaceAlertResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__delete_place_alert_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__DeletePlaceAlertResponse *
+       frienso__geo__v1__delete_place_alert_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__DeletePlaceAlertResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__delete_place_alert_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__delete_place_alert_response__free_unpacked
+                     (Frienso__Geo__V1__DeletePlaceAlertResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__delete_place_alert_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__place_alert_event__init
+                     (Frienso__Geo__V1__PlaceAlertEvent         *message)
+{
+  static const Frienso__Geo__V1__PlaceAlertEvent init_value = FRIENSO__GEO__V1__PLACE_ALERT_EVENT__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__place_alert_event__get_packed_size
+                     (const Frienso__Geo__V1__PlaceAlertEvent *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__place_alert_event__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__place_alert_event__pack
+                     (const Frienso__Geo__V1__PlaceAlertEvent *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__place_alert_event__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__place_alert_event__pack_to_buffer
+                     (const Frienso__Geo__V1__PlaceAlertEvent *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__place_alert_event__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__PlaceAlertEvent *
+       frienso__geo__v1__place_alert_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__PlaceAlertEvent *)
+     protobuf_c_message_unpack (&frienso__geo__v1__place_alert_event__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__place_alert_event__free_unpacked
+                     (Frienso__Geo__V1__PlaceAlertEvent *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__place_alert_event__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_place_events_request__init
+                     (Frienso__Geo__V1__ListPlaceEventsRequest         *message)
+{
+  static const Frienso__Geo__V1__ListPlaceEventsRequest init_value = FRIENSO__GEO__V1__LIST_PLACE_EVENTS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_place_events_request__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceEventsRequest *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_events_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_place_events_request__pack
+                     (const Frienso__Geo__V1__ListPlaceEventsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_events_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_place_events_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceEventsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_events_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListPlaceEventsRequest *
+       frienso__geo__v1__list_place_events_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListPlaceEventsRequest *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_place_events_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_place_events_request__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceEventsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_events_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__geo__v1__list_place_events_response__init
+                     (Frienso__Geo__V1__ListPlaceEventsResponse         *message)
+{
+  static const Frienso__Geo__V1__ListPlaceEventsResponse init_value = FRIENSO__GEO__V1__LIST_PLACE_EVENTS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__geo__v1__list_place_events_response__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceEventsResponse *message)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_events_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__geo__v1__list_place_events_response__pack
+                     (const Frienso__Geo__V1__ListPlaceEventsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_events_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__geo__v1__list_place_events_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceEventsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_events_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Geo__V1__ListPlaceEventsResponse *
+       frienso__geo__v1__list_place_events_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Geo__V1__ListPlaceEventsResponse *)
+     protobuf_c_message_unpack (&frienso__geo__v1__list_place_events_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__geo__v1__list_place_events_response__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceEventsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__geo__v1__list_place_events_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__geo__v1__friend_nearby_event__init
                      (Frienso__Geo__V1__FriendNearbyEvent         *message)
 {
@@ -5028,6 +6018,1192 @@ const ProtobufCMessageDescriptor frienso__geo__v1__get_precision_response__descr
   (ProtobufCMessageInit) frienso__geo__v1__get_precision_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor frienso__geo__v1__zone__field_descriptors[8] =
+{
+  {
+    "zone_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Zone, zone_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "label",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Zone, label),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "latitude",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Zone, latitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "longitude",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Zone, longitude),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "radius_m",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_DOUBLE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Zone, radius_m),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "privacy",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Zone, privacy),
+    &frienso__geo__v1__zone_privacy__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "keep_history",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Zone, keep_history),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "inside",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__Zone, inside),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__zone__field_indices_by_name[] = {
+  7,   /* field[7] = inside */
+  6,   /* field[6] = keep_history */
+  1,   /* field[1] = label */
+  2,   /* field[2] = latitude */
+  3,   /* field[3] = longitude */
+  5,   /* field[5] = privacy */
+  4,   /* field[4] = radius_m */
+  0,   /* field[0] = zone_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__zone__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__zone__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.Zone",
+  "Zone",
+  "Frienso__Geo__V1__Zone",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__Zone),
+  8,
+  frienso__geo__v1__zone__field_descriptors,
+  frienso__geo__v1__zone__field_indices_by_name,
+  1,  frienso__geo__v1__zone__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__zone__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__set_zone_request__field_descriptors[1] =
+{
+  {
+    "zone",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__SetZoneRequest, zone),
+    &frienso__geo__v1__zone__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__set_zone_request__field_indices_by_name[] = {
+  0,   /* field[0] = zone */
+};
+static const ProtobufCIntRange frienso__geo__v1__set_zone_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__set_zone_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.SetZoneRequest",
+  "SetZoneRequest",
+  "Frienso__Geo__V1__SetZoneRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__SetZoneRequest),
+  1,
+  frienso__geo__v1__set_zone_request__field_descriptors,
+  frienso__geo__v1__set_zone_request__field_indices_by_name,
+  1,  frienso__geo__v1__set_zone_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__set_zone_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__set_zone_response__field_descriptors[1] =
+{
+  {
+    "zone",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__SetZoneResponse, zone),
+    &frienso__geo__v1__zone__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__set_zone_response__field_indices_by_name[] = {
+  0,   /* field[0] = zone */
+};
+static const ProtobufCIntRange frienso__geo__v1__set_zone_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__set_zone_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.SetZoneResponse",
+  "SetZoneResponse",
+  "Frienso__Geo__V1__SetZoneResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__SetZoneResponse),
+  1,
+  frienso__geo__v1__set_zone_response__field_descriptors,
+  frienso__geo__v1__set_zone_response__field_indices_by_name,
+  1,  frienso__geo__v1__set_zone_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__set_zone_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__geo__v1__list_zones_request__field_descriptors NULL
+#define frienso__geo__v1__list_zones_request__field_indices_by_name NULL
+#define frienso__geo__v1__list_zones_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__geo__v1__list_zones_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListZonesRequest",
+  "ListZonesRequest",
+  "Frienso__Geo__V1__ListZonesRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListZonesRequest),
+  0,
+  frienso__geo__v1__list_zones_request__field_descriptors,
+  frienso__geo__v1__list_zones_request__field_indices_by_name,
+  0,  frienso__geo__v1__list_zones_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_zones_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_zones_response__field_descriptors[1] =
+{
+  {
+    "zones",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ListZonesResponse, n_zones),
+    offsetof(Frienso__Geo__V1__ListZonesResponse, zones),
+    &frienso__geo__v1__zone__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_zones_response__field_indices_by_name[] = {
+  0,   /* field[0] = zones */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_zones_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_zones_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListZonesResponse",
+  "ListZonesResponse",
+  "Frienso__Geo__V1__ListZonesResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListZonesResponse),
+  1,
+  frienso__geo__v1__list_zones_response__field_descriptors,
+  frienso__geo__v1__list_zones_response__field_indices_by_name,
+  1,  frienso__geo__v1__list_zones_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_zones_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__delete_zone_request__field_descriptors[1] =
+{
+  {
+    "zone_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__DeleteZoneRequest, zone_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__delete_zone_request__field_indices_by_name[] = {
+  0,   /* field[0] = zone_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__delete_zone_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__delete_zone_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.DeleteZoneRequest",
+  "DeleteZoneRequest",
+  "Frienso__Geo__V1__DeleteZoneRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__DeleteZoneRequest),
+  1,
+  frienso__geo__v1__delete_zone_request__field_descriptors,
+  frienso__geo__v1__delete_zone_request__field_indices_by_name,
+  1,  frienso__geo__v1__delete_zone_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__delete_zone_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__delete_zone_response__field_descriptors[1] =
+{
+  {
+    "deleted",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__DeleteZoneResponse, deleted),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__delete_zone_response__field_indices_by_name[] = {
+  0,   /* field[0] = deleted */
+};
+static const ProtobufCIntRange frienso__geo__v1__delete_zone_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__delete_zone_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.DeleteZoneResponse",
+  "DeleteZoneResponse",
+  "Frienso__Geo__V1__DeleteZoneResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__DeleteZoneResponse),
+  1,
+  frienso__geo__v1__delete_zone_response__field_descriptors,
+  frienso__geo__v1__delete_zone_response__field_indices_by_name,
+  1,  frienso__geo__v1__delete_zone_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__delete_zone_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__place_alert__field_descriptors[9] =
+{
+  {
+    "alert_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlert, alert_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "viewer_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlert, viewer_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "subject_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlert, subject_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "zone_id",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlert, zone_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "place_id",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlert, place_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "label",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlert, label),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "on_arrive",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlert, on_arrive),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "on_leave",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlert, on_leave),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "created_at_ms",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlert, created_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__place_alert__field_indices_by_name[] = {
+  0,   /* field[0] = alert_id */
+  8,   /* field[8] = created_at_ms */
+  5,   /* field[5] = label */
+  6,   /* field[6] = on_arrive */
+  7,   /* field[7] = on_leave */
+  4,   /* field[4] = place_id */
+  2,   /* field[2] = subject_id */
+  1,   /* field[1] = viewer_id */
+  3,   /* field[3] = zone_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__place_alert__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 9 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__place_alert__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.PlaceAlert",
+  "PlaceAlert",
+  "Frienso__Geo__V1__PlaceAlert",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__PlaceAlert),
+  9,
+  frienso__geo__v1__place_alert__field_descriptors,
+  frienso__geo__v1__place_alert__field_indices_by_name,
+  1,  frienso__geo__v1__place_alert__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__place_alert__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__allow_place_alerts_request__field_descriptors[2] =
+{
+  {
+    "user_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__AllowPlaceAlertsRequest, user_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "allowed",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__AllowPlaceAlertsRequest, allowed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__allow_place_alerts_request__field_indices_by_name[] = {
+  1,   /* field[1] = allowed */
+  0,   /* field[0] = user_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__allow_place_alerts_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__allow_place_alerts_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.AllowPlaceAlertsRequest",
+  "AllowPlaceAlertsRequest",
+  "Frienso__Geo__V1__AllowPlaceAlertsRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__AllowPlaceAlertsRequest),
+  2,
+  frienso__geo__v1__allow_place_alerts_request__field_descriptors,
+  frienso__geo__v1__allow_place_alerts_request__field_indices_by_name,
+  1,  frienso__geo__v1__allow_place_alerts_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__allow_place_alerts_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__allow_place_alerts_response__field_descriptors[1] =
+{
+  {
+    "allowed",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Geo__V1__AllowPlaceAlertsResponse, n_allowed),
+    offsetof(Frienso__Geo__V1__AllowPlaceAlertsResponse, allowed),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__allow_place_alerts_response__field_indices_by_name[] = {
+  0,   /* field[0] = allowed */
+};
+static const ProtobufCIntRange frienso__geo__v1__allow_place_alerts_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__allow_place_alerts_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.AllowPlaceAlertsResponse",
+  "AllowPlaceAlertsResponse",
+  "Frienso__Geo__V1__AllowPlaceAlertsResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__AllowPlaceAlertsResponse),
+  1,
+  frienso__geo__v1__allow_place_alerts_response__field_descriptors,
+  frienso__geo__v1__allow_place_alerts_response__field_indices_by_name,
+  1,  frienso__geo__v1__allow_place_alerts_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__allow_place_alerts_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__zone_label__field_descriptors[2] =
+{
+  {
+    "zone_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ZoneLabel, zone_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "label",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ZoneLabel, label),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__zone_label__field_indices_by_name[] = {
+  1,   /* field[1] = label */
+  0,   /* field[0] = zone_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__zone_label__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__zone_label__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ZoneLabel",
+  "ZoneLabel",
+  "Frienso__Geo__V1__ZoneLabel",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ZoneLabel),
+  2,
+  frienso__geo__v1__zone_label__field_descriptors,
+  frienso__geo__v1__zone_label__field_indices_by_name,
+  1,  frienso__geo__v1__zone_label__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__zone_label__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_place_alert_targets_request__field_descriptors[1] =
+{
+  {
+    "subject_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListPlaceAlertTargetsRequest, subject_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_place_alert_targets_request__field_indices_by_name[] = {
+  0,   /* field[0] = subject_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_place_alert_targets_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_place_alert_targets_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListPlaceAlertTargetsRequest",
+  "ListPlaceAlertTargetsRequest",
+  "Frienso__Geo__V1__ListPlaceAlertTargetsRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListPlaceAlertTargetsRequest),
+  1,
+  frienso__geo__v1__list_place_alert_targets_request__field_descriptors,
+  frienso__geo__v1__list_place_alert_targets_request__field_indices_by_name,
+  1,  frienso__geo__v1__list_place_alert_targets_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_place_alert_targets_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_place_alert_targets_response__field_descriptors[1] =
+{
+  {
+    "zones",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ListPlaceAlertTargetsResponse, n_zones),
+    offsetof(Frienso__Geo__V1__ListPlaceAlertTargetsResponse, zones),
+    &frienso__geo__v1__zone_label__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_place_alert_targets_response__field_indices_by_name[] = {
+  0,   /* field[0] = zones */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_place_alert_targets_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_place_alert_targets_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListPlaceAlertTargetsResponse",
+  "ListPlaceAlertTargetsResponse",
+  "Frienso__Geo__V1__ListPlaceAlertTargetsResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListPlaceAlertTargetsResponse),
+  1,
+  frienso__geo__v1__list_place_alert_targets_response__field_descriptors,
+  frienso__geo__v1__list_place_alert_targets_response__field_indices_by_name,
+  1,  frienso__geo__v1__list_place_alert_targets_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_place_alert_targets_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__create_place_alert_request__field_descriptors[5] =
+{
+  {
+    "subject_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CreatePlaceAlertRequest, subject_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "zone_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CreatePlaceAlertRequest, zone_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "place_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CreatePlaceAlertRequest, place_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "on_arrive",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CreatePlaceAlertRequest, on_arrive),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "on_leave",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CreatePlaceAlertRequest, on_leave),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__create_place_alert_request__field_indices_by_name[] = {
+  3,   /* field[3] = on_arrive */
+  4,   /* field[4] = on_leave */
+  2,   /* field[2] = place_id */
+  0,   /* field[0] = subject_id */
+  1,   /* field[1] = zone_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__create_place_alert_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 5 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__create_place_alert_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.CreatePlaceAlertRequest",
+  "CreatePlaceAlertRequest",
+  "Frienso__Geo__V1__CreatePlaceAlertRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__CreatePlaceAlertRequest),
+  5,
+  frienso__geo__v1__create_place_alert_request__field_descriptors,
+  frienso__geo__v1__create_place_alert_request__field_indices_by_name,
+  1,  frienso__geo__v1__create_place_alert_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__create_place_alert_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__create_place_alert_response__field_descriptors[1] =
+{
+  {
+    "alert",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__CreatePlaceAlertResponse, alert),
+    &frienso__geo__v1__place_alert__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__create_place_alert_response__field_indices_by_name[] = {
+  0,   /* field[0] = alert */
+};
+static const ProtobufCIntRange frienso__geo__v1__create_place_alert_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__create_place_alert_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.CreatePlaceAlertResponse",
+  "CreatePlaceAlertResponse",
+  "Frienso__Geo__V1__CreatePlaceAlertResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__CreatePlaceAlertResponse),
+  1,
+  frienso__geo__v1__create_place_alert_response__field_descriptors,
+  frienso__geo__v1__create_place_alert_response__field_indices_by_name,
+  1,  frienso__geo__v1__create_place_alert_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__create_place_alert_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define frienso__geo__v1__list_place_alerts_request__field_descriptors NULL
+#define frienso__geo__v1__list_place_alerts_request__field_indices_by_name NULL
+#define frienso__geo__v1__list_place_alerts_request__number_ranges NULL
+const ProtobufCMessageDescriptor frienso__geo__v1__list_place_alerts_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListPlaceAlertsRequest",
+  "ListPlaceAlertsRequest",
+  "Frienso__Geo__V1__ListPlaceAlertsRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListPlaceAlertsRequest),
+  0,
+  frienso__geo__v1__list_place_alerts_request__field_descriptors,
+  frienso__geo__v1__list_place_alerts_request__field_indices_by_name,
+  0,  frienso__geo__v1__list_place_alerts_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_place_alerts_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_place_alerts_response__field_descriptors[3] =
+{
+  {
+    "mine",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ListPlaceAlertsResponse, n_mine),
+    offsetof(Frienso__Geo__V1__ListPlaceAlertsResponse, mine),
+    &frienso__geo__v1__place_alert__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "about_me",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ListPlaceAlertsResponse, n_about_me),
+    offsetof(Frienso__Geo__V1__ListPlaceAlertsResponse, about_me),
+    &frienso__geo__v1__place_alert__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "allowed",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Geo__V1__ListPlaceAlertsResponse, n_allowed),
+    offsetof(Frienso__Geo__V1__ListPlaceAlertsResponse, allowed),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_place_alerts_response__field_indices_by_name[] = {
+  1,   /* field[1] = about_me */
+  2,   /* field[2] = allowed */
+  0,   /* field[0] = mine */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_place_alerts_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_place_alerts_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListPlaceAlertsResponse",
+  "ListPlaceAlertsResponse",
+  "Frienso__Geo__V1__ListPlaceAlertsResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListPlaceAlertsResponse),
+  3,
+  frienso__geo__v1__list_place_alerts_response__field_descriptors,
+  frienso__geo__v1__list_place_alerts_response__field_indices_by_name,
+  1,  frienso__geo__v1__list_place_alerts_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_place_alerts_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__delete_place_alert_request__field_descriptors[1] =
+{
+  {
+    "alert_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__DeletePlaceAlertRequest, alert_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__delete_place_alert_request__field_indices_by_name[] = {
+  0,   /* field[0] = alert_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__delete_place_alert_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__delete_place_alert_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.DeletePlaceAlertRequest",
+  "DeletePlaceAlertRequest",
+  "Frienso__Geo__V1__DeletePlaceAlertRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__DeletePlaceAlertRequest),
+  1,
+  frienso__geo__v1__delete_place_alert_request__field_descriptors,
+  frienso__geo__v1__delete_place_alert_request__field_indices_by_name,
+  1,  frienso__geo__v1__delete_place_alert_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__delete_place_alert_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__delete_place_alert_response__field_descriptors[1] =
+{
+  {
+    "deleted",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__DeletePlaceAlertResponse, deleted),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__delete_place_alert_response__field_indices_by_name[] = {
+  0,   /* field[0] = deleted */
+};
+static const ProtobufCIntRange frienso__geo__v1__delete_place_alert_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__delete_place_alert_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.DeletePlaceAlertResponse",
+  "DeletePlaceAlertResponse",
+  "Frienso__Geo__V1__DeletePlaceAlertResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__DeletePlaceAlertResponse),
+  1,
+  frienso__geo__v1__delete_place_alert_response__field_descriptors,
+  frienso__geo__v1__delete_place_alert_response__field_indices_by_name,
+  1,  frienso__geo__v1__delete_place_alert_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__delete_place_alert_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__place_alert_event__field_descriptors[6] =
+{
+  {
+    "event_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlertEvent, event_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "alert_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlertEvent, alert_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "subject_id",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlertEvent, subject_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "label",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlertEvent, label),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "arrived",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlertEvent, arrived),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "at_ms",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__PlaceAlertEvent, at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__place_alert_event__field_indices_by_name[] = {
+  1,   /* field[1] = alert_id */
+  4,   /* field[4] = arrived */
+  5,   /* field[5] = at_ms */
+  0,   /* field[0] = event_id */
+  3,   /* field[3] = label */
+  2,   /* field[2] = subject_id */
+};
+static const ProtobufCIntRange frienso__geo__v1__place_alert_event__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 6 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__place_alert_event__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.PlaceAlertEvent",
+  "PlaceAlertEvent",
+  "Frienso__Geo__V1__PlaceAlertEvent",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__PlaceAlertEvent),
+  6,
+  frienso__geo__v1__place_alert_event__field_descriptors,
+  frienso__geo__v1__place_alert_event__field_indices_by_name,
+  1,  frienso__geo__v1__place_alert_event__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__place_alert_event__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_place_events_request__field_descriptors[2] =
+{
+  {
+    "after_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListPlaceEventsRequest, after_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "limit",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__ListPlaceEventsRequest, limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_place_events_request__field_indices_by_name[] = {
+  0,   /* field[0] = after_id */
+  1,   /* field[1] = limit */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_place_events_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_place_events_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListPlaceEventsRequest",
+  "ListPlaceEventsRequest",
+  "Frienso__Geo__V1__ListPlaceEventsRequest",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListPlaceEventsRequest),
+  2,
+  frienso__geo__v1__list_place_events_request__field_descriptors,
+  frienso__geo__v1__list_place_events_request__field_indices_by_name,
+  1,  frienso__geo__v1__list_place_events_request__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_place_events_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__geo__v1__list_place_events_response__field_descriptors[2] =
+{
+  {
+    "events",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ListPlaceEventsResponse, n_events),
+    offsetof(Frienso__Geo__V1__ListPlaceEventsResponse, events),
+    &frienso__geo__v1__place_alert_event__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "viewers",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Geo__V1__ListPlaceEventsResponse, n_viewers),
+    offsetof(Frienso__Geo__V1__ListPlaceEventsResponse, viewers),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__geo__v1__list_place_events_response__field_indices_by_name[] = {
+  0,   /* field[0] = events */
+  1,   /* field[1] = viewers */
+};
+static const ProtobufCIntRange frienso__geo__v1__list_place_events_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor frienso__geo__v1__list_place_events_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ListPlaceEventsResponse",
+  "ListPlaceEventsResponse",
+  "Frienso__Geo__V1__ListPlaceEventsResponse",
+  "frienso.geo.v1",
+  sizeof(Frienso__Geo__V1__ListPlaceEventsResponse),
+  2,
+  frienso__geo__v1__list_place_events_response__field_descriptors,
+  frienso__geo__v1__list_place_events_response__field_indices_by_name,
+  1,  frienso__geo__v1__list_place_events_response__number_ranges,
+  (ProtobufCMessageInit) frienso__geo__v1__list_place_events_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor frienso__geo__v1__friend_nearby_event__field_descriptors[3] =
 {
   {
@@ -6456,7 +8632,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__history_entry__descriptor =
   (ProtobufCMessageInit) frienso__geo__v1__history_entry__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__geo__v1__export_my_data_response__field_descriptors[10] =
+static const ProtobufCFieldDescriptor frienso__geo__v1__export_my_data_response__field_descriptors[13] =
 {
   {
     "sharing",
@@ -6578,6 +8754,42 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__export_my_data_response_
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "zones",
+    11,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, n_zones),
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, zones),
+    &frienso__geo__v1__zone__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "place_alerts",
+    12,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, n_place_alerts),
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, place_alerts),
+    &frienso__geo__v1__place_alert__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "place_alerts_allowed",
+    13,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, n_place_alerts_allowed),
+    offsetof(Frienso__Geo__V1__ExportMyDataResponse, place_alerts_allowed),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__geo__v1__export_my_data_response__field_indices_by_name[] = {
   8,   /* field[8] = audit */
@@ -6586,15 +8798,18 @@ static const unsigned frienso__geo__v1__export_my_data_response__field_indices_b
   5,   /* field[5] = history */
   1,   /* field[1] = latest */
   6,   /* field[6] = more */
+  11,   /* field[11] = place_alerts */
+  12,   /* field[12] = place_alerts_allowed */
   7,   /* field[7] = precision */
   9,   /* field[9] = share_links */
   0,   /* field[0] = sharing */
   2,   /* field[2] = status */
+  10,   /* field[10] = zones */
 };
 static const ProtobufCIntRange frienso__geo__v1__export_my_data_response__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 10 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor frienso__geo__v1__export_my_data_response__descriptor =
 {
@@ -6604,7 +8819,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__export_my_data_response__desc
   "Frienso__Geo__V1__ExportMyDataResponse",
   "frienso.geo.v1",
   sizeof(Frienso__Geo__V1__ExportMyDataResponse),
-  10,
+  13,
   frienso__geo__v1__export_my_data_response__field_descriptors,
   frienso__geo__v1__export_my_data_response__field_indices_by_name,
   1,  frienso__geo__v1__export_my_data_response__number_ranges,
@@ -6645,22 +8860,24 @@ const ProtobufCEnumDescriptor frienso__geo__v1__location_precision__descriptor =
   frienso__geo__v1__location_precision__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue frienso__geo__v1__audit_kind__enum_values_by_number[5] =
+static const ProtobufCEnumValue frienso__geo__v1__audit_kind__enum_values_by_number[6] =
 {
   { "AUDIT_KIND_UNSPECIFIED", "FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_UNSPECIFIED", 0 },
   { "AUDIT_KIND_FRIENDS_LOCATIONS", "FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_FRIENDS_LOCATIONS", 1 },
   { "AUDIT_KIND_NAVIGATE", "FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_NAVIGATE", 2 },
   { "AUDIT_KIND_LIVE", "FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_LIVE", 3 },
   { "AUDIT_KIND_SHARE_LINK", "FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_SHARE_LINK", 4 },
+  { "AUDIT_KIND_PLACE_ALERT", "FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_PLACE_ALERT", 5 },
 };
 static const ProtobufCIntRange frienso__geo__v1__audit_kind__value_ranges[] = {
-{0, 0},{0, 5}
+{0, 0},{0, 6}
 };
-static const ProtobufCEnumValueIndex frienso__geo__v1__audit_kind__enum_values_by_name[5] =
+static const ProtobufCEnumValueIndex frienso__geo__v1__audit_kind__enum_values_by_name[6] =
 {
   { "AUDIT_KIND_FRIENDS_LOCATIONS", 1 },
   { "AUDIT_KIND_LIVE", 3 },
   { "AUDIT_KIND_NAVIGATE", 2 },
+  { "AUDIT_KIND_PLACE_ALERT", 5 },
   { "AUDIT_KIND_SHARE_LINK", 4 },
   { "AUDIT_KIND_UNSPECIFIED", 0 },
 };
@@ -6671,12 +8888,44 @@ const ProtobufCEnumDescriptor frienso__geo__v1__audit_kind__descriptor =
   "AuditKind",
   "Frienso__Geo__V1__AuditKind",
   "frienso.geo.v1",
-  5,
+  6,
   frienso__geo__v1__audit_kind__enum_values_by_number,
-  5,
+  6,
   frienso__geo__v1__audit_kind__enum_values_by_name,
   1,
   frienso__geo__v1__audit_kind__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue frienso__geo__v1__zone_privacy__enum_values_by_number[4] =
+{
+  { "ZONE_PRIVACY_UNSPECIFIED", "FRIENSO__GEO__V1__ZONE_PRIVACY__ZONE_PRIVACY_UNSPECIFIED", 0 },
+  { "ZONE_PRIVACY_LABEL", "FRIENSO__GEO__V1__ZONE_PRIVACY__ZONE_PRIVACY_LABEL", 1 },
+  { "ZONE_PRIVACY_HIDDEN", "FRIENSO__GEO__V1__ZONE_PRIVACY__ZONE_PRIVACY_HIDDEN", 2 },
+  { "ZONE_PRIVACY_OFF", "FRIENSO__GEO__V1__ZONE_PRIVACY__ZONE_PRIVACY_OFF", 3 },
+};
+static const ProtobufCIntRange frienso__geo__v1__zone_privacy__value_ranges[] = {
+{0, 0},{0, 4}
+};
+static const ProtobufCEnumValueIndex frienso__geo__v1__zone_privacy__enum_values_by_name[4] =
+{
+  { "ZONE_PRIVACY_HIDDEN", 2 },
+  { "ZONE_PRIVACY_LABEL", 1 },
+  { "ZONE_PRIVACY_OFF", 3 },
+  { "ZONE_PRIVACY_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor frienso__geo__v1__zone_privacy__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "frienso.geo.v1.ZonePrivacy",
+  "ZonePrivacy",
+  "Frienso__Geo__V1__ZonePrivacy",
+  "frienso.geo.v1",
+  4,
+  frienso__geo__v1__zone_privacy__enum_values_by_number,
+  4,
+  frienso__geo__v1__zone_privacy__enum_values_by_name,
+  1,
+  frienso__geo__v1__zone_privacy__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue frienso__geo__v1__place_kind__enum_values_by_number[4] =

@@ -56,6 +56,28 @@ typedef struct Frienso__Geo__V1__PrecisionSetting Frienso__Geo__V1__PrecisionSet
 typedef struct Frienso__Geo__V1__SetPrecisionRequest Frienso__Geo__V1__SetPrecisionRequest;
 typedef struct Frienso__Geo__V1__GetPrecisionRequest Frienso__Geo__V1__GetPrecisionRequest;
 typedef struct Frienso__Geo__V1__GetPrecisionResponse Frienso__Geo__V1__GetPrecisionResponse;
+typedef struct Frienso__Geo__V1__Zone Frienso__Geo__V1__Zone;
+typedef struct Frienso__Geo__V1__SetZoneRequest Frienso__Geo__V1__SetZoneRequest;
+typedef struct Frienso__Geo__V1__SetZoneResponse Frienso__Geo__V1__SetZoneResponse;
+typedef struct Frienso__Geo__V1__ListZonesRequest Frienso__Geo__V1__ListZonesRequest;
+typedef struct Frienso__Geo__V1__ListZonesResponse Frienso__Geo__V1__ListZonesResponse;
+typedef struct Frienso__Geo__V1__DeleteZoneRequest Frienso__Geo__V1__DeleteZoneRequest;
+typedef struct Frienso__Geo__V1__DeleteZoneResponse Frienso__Geo__V1__DeleteZoneResponse;
+typedef struct Frienso__Geo__V1__PlaceAlert Frienso__Geo__V1__PlaceAlert;
+typedef struct Frienso__Geo__V1__AllowPlaceAlertsRequest Frienso__Geo__V1__AllowPlaceAlertsRequest;
+typedef struct Frienso__Geo__V1__AllowPlaceAlertsResponse Frienso__Geo__V1__AllowPlaceAlertsResponse;
+typedef struct Frienso__Geo__V1__ZoneLabel Frienso__Geo__V1__ZoneLabel;
+typedef struct Frienso__Geo__V1__ListPlaceAlertTargetsRequest Frienso__Geo__V1__ListPlaceAlertTargetsRequest;
+typedef struct Frienso__Geo__V1__ListPlaceAlertTargetsResponse Frienso__Geo__V1__ListPlaceAlertTargetsResponse;
+typedef struct Frienso__Geo__V1__CreatePlaceAlertRequest Frienso__Geo__V1__CreatePlaceAlertRequest;
+typedef struct Frienso__Geo__V1__CreatePlaceAlertResponse Frienso__Geo__V1__CreatePlaceAlertResponse;
+typedef struct Frienso__Geo__V1__ListPlaceAlertsRequest Frienso__Geo__V1__ListPlaceAlertsRequest;
+typedef struct Frienso__Geo__V1__ListPlaceAlertsResponse Frienso__Geo__V1__ListPlaceAlertsResponse;
+typedef struct Frienso__Geo__V1__DeletePlaceAlertRequest Frienso__Geo__V1__DeletePlaceAlertRequest;
+typedef struct Frienso__Geo__V1__DeletePlaceAlertResponse Frienso__Geo__V1__DeletePlaceAlertResponse;
+typedef struct Frienso__Geo__V1__PlaceAlertEvent Frienso__Geo__V1__PlaceAlertEvent;
+typedef struct Frienso__Geo__V1__ListPlaceEventsRequest Frienso__Geo__V1__ListPlaceEventsRequest;
+typedef struct Frienso__Geo__V1__ListPlaceEventsResponse Frienso__Geo__V1__ListPlaceEventsResponse;
 typedef struct Frienso__Geo__V1__FriendNearbyEvent Frienso__Geo__V1__FriendNearbyEvent;
 typedef struct Frienso__Geo__V1__Place Frienso__Geo__V1__Place;
 typedef struct Frienso__Geo__V1__ImportPlacesRequest Frienso__Geo__V1__ImportPlacesRequest;
@@ -123,9 +145,32 @@ typedef enum _Frienso__Geo__V1__AuditKind {
   /*
    * a view of a share link (viewer_id 0: someone without an account)
    */
-  FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_SHARE_LINK = 4
+  FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_SHARE_LINK = 4,
+  /*
+   * a place alert about you sent to them (arrived, left)
+   */
+  FRIENSO__GEO__V1__AUDIT_KIND__AUDIT_KIND_PLACE_ALERT = 5
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__GEO__V1__AUDIT_KIND)
 } Frienso__Geo__V1__AuditKind;
+/*
+ * Privacy zones and my places: circles I define (home, say). While my latest fix is inside a
+ * private zone (the circle, widened by the fix's accuracy), friends see the zone's label
+ * (LABEL: "Home" instead of coordinates) or nothing at all (HIDDEN), whatever my precision for
+ * them; nearby does not list me; proximity alerts and navigate to me stop. My own watch or
+ * helpNow still shows my circle my exact location. Updates inside a private zone are not kept
+ * in history (removed within a fold period, about 10 s) unless keep_history. OFF: not private, a
+ * place of mine for place alerts only. At most 20 zones each.
+ */
+typedef enum _Frienso__Geo__V1__ZonePrivacy {
+  /*
+   * LABEL when a zone is made
+   */
+  FRIENSO__GEO__V1__ZONE_PRIVACY__ZONE_PRIVACY_UNSPECIFIED = 0,
+  FRIENSO__GEO__V1__ZONE_PRIVACY__ZONE_PRIVACY_LABEL = 1,
+  FRIENSO__GEO__V1__ZONE_PRIVACY__ZONE_PRIVACY_HIDDEN = 2,
+  FRIENSO__GEO__V1__ZONE_PRIVACY__ZONE_PRIVACY_OFF = 3
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__GEO__V1__ZONE_PRIVACY)
+} Frienso__Geo__V1__ZonePrivacy;
 /*
  * Places: campus buildings, venues and campus outlines, imported by an operator.
  */
@@ -766,6 +811,345 @@ struct  Frienso__Geo__V1__GetPrecisionResponse
     , FRIENSO__GEO__V1__LOCATION_PRECISION__LOCATION_PRECISION_UNSPECIFIED, 0,NULL }
 
 
+struct  Frienso__Geo__V1__Zone
+{
+  ProtobufCMessage base;
+  /*
+   * 0 in SetZone: a new zone
+   */
+  uint64_t zone_id;
+  /*
+   * 1-40 characters
+   */
+  char *label;
+  double latitude;
+  double longitude;
+  /*
+   * 25-5,000
+   */
+  double radius_m;
+  Frienso__Geo__V1__ZonePrivacy privacy;
+  protobuf_c_boolean keep_history;
+  /*
+   * (replies) my latest fix is inside it now
+   */
+  protobuf_c_boolean inside;
+};
+#define FRIENSO__GEO__V1__ZONE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__zone__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, 0, 0, 0, FRIENSO__GEO__V1__ZONE_PRIVACY__ZONE_PRIVACY_UNSPECIFIED, 0, 0 }
+
+
+struct  Frienso__Geo__V1__SetZoneRequest
+{
+  ProtobufCMessage base;
+  Frienso__Geo__V1__Zone *zone;
+};
+#define FRIENSO__GEO__V1__SET_ZONE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__set_zone_request__descriptor) \
+    , NULL }
+
+
+struct  Frienso__Geo__V1__SetZoneResponse
+{
+  ProtobufCMessage base;
+  Frienso__Geo__V1__Zone *zone;
+};
+#define FRIENSO__GEO__V1__SET_ZONE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__set_zone_response__descriptor) \
+    , NULL }
+
+
+struct  Frienso__Geo__V1__ListZonesRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__GEO__V1__LIST_ZONES_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_zones_request__descriptor) \
+     }
+
+
+struct  Frienso__Geo__V1__ListZonesResponse
+{
+  ProtobufCMessage base;
+  size_t n_zones;
+  Frienso__Geo__V1__Zone **zones;
+};
+#define FRIENSO__GEO__V1__LIST_ZONES_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_zones_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * Deleting a zone deletes the place alerts on it.
+ */
+struct  Frienso__Geo__V1__DeleteZoneRequest
+{
+  ProtobufCMessage base;
+  uint64_t zone_id;
+};
+#define FRIENSO__GEO__V1__DELETE_ZONE_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__delete_zone_request__descriptor) \
+    , 0 }
+
+
+struct  Frienso__Geo__V1__DeleteZoneResponse
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean deleted;
+};
+#define FRIENSO__GEO__V1__DELETE_ZONE_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__delete_zone_response__descriptor) \
+    , 0 }
+
+
+/*
+ * Place alerts: "tell me when Alice arrives home or leaves campus". Alice allows a friend
+ * (AllowPlaceAlerts); that friend may then set alerts on one of her zones that is not HIDDEN
+ * (ListPlaceAlertTargets gives their labels, never coordinates) or on a campus place. Arriving
+ * is being inside (a zone's circle, a place's outline or radius); leaving is being more than
+ * max(30 m, 20% of its radius, at most 200 m) beyond its edge (hysteresis, as proximity alerts
+ * have); fixes less accurate than 250 m change nothing. An alert is told only while the subject
+ * still allows it and the viewer may see the subject's location at all (friends, not blocked,
+ * no ghost mode, precision not HIDDEN, not inside a HIDDEN zone). Told live (method
+ * "geo.PlaceAlert" on "viewer.<id>.") and by push (alerts takes geo's place events); each one is
+ * in the subject's audit (AUDIT_KIND_PLACE_ALERT). At most 50 alerts per viewer.
+ */
+struct  Frienso__Geo__V1__PlaceAlert
+{
+  ProtobufCMessage base;
+  uint64_t alert_id;
+  /*
+   * who is told
+   */
+  uint64_t viewer_id;
+  /*
+   * whose arrivals and departures
+   */
+  uint64_t subject_id;
+  /*
+   * one of the subject's zones, or
+   */
+  uint64_t zone_id;
+  /*
+   * a campus place
+   */
+  uint64_t place_id;
+  /*
+   * the zone's label or the place's name
+   */
+  char *label;
+  protobuf_c_boolean on_arrive;
+  protobuf_c_boolean on_leave;
+  int64_t created_at_ms;
+};
+#define FRIENSO__GEO__V1__PLACE_ALERT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__place_alert__descriptor) \
+    , 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0 }
+
+
+struct  Frienso__Geo__V1__AllowPlaceAlertsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * a friend
+   */
+  uint64_t user_id;
+  /*
+   * false also deletes their alerts on you
+   */
+  protobuf_c_boolean allowed;
+};
+#define FRIENSO__GEO__V1__ALLOW_PLACE_ALERTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__allow_place_alerts_request__descriptor) \
+    , 0, 0 }
+
+
+struct  Frienso__Geo__V1__AllowPlaceAlertsResponse
+{
+  ProtobufCMessage base;
+  size_t n_allowed;
+  uint64_t *allowed;
+};
+#define FRIENSO__GEO__V1__ALLOW_PLACE_ALERTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__allow_place_alerts_response__descriptor) \
+    , 0,NULL }
+
+
+struct  Frienso__Geo__V1__ZoneLabel
+{
+  ProtobufCMessage base;
+  uint64_t zone_id;
+  char *label;
+};
+#define FRIENSO__GEO__V1__ZONE_LABEL__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__zone_label__descriptor) \
+    , 0, (char *)protobuf_c_empty_string }
+
+
+struct  Frienso__Geo__V1__ListPlaceAlertTargetsRequest
+{
+  ProtobufCMessage base;
+  uint64_t subject_id;
+};
+#define FRIENSO__GEO__V1__LIST_PLACE_ALERT_TARGETS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_place_alert_targets_request__descriptor) \
+    , 0 }
+
+
+struct  Frienso__Geo__V1__ListPlaceAlertTargetsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * the subject's zones that are not HIDDEN
+   */
+  size_t n_zones;
+  Frienso__Geo__V1__ZoneLabel **zones;
+};
+#define FRIENSO__GEO__V1__LIST_PLACE_ALERT_TARGETS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_place_alert_targets_response__descriptor) \
+    , 0,NULL }
+
+
+/*
+ * Exactly one of zone_id (the subject's) and place_id (a campus place); at least one of
+ * on_arrive and on_leave. The same subject and place again updates the directions.
+ */
+struct  Frienso__Geo__V1__CreatePlaceAlertRequest
+{
+  ProtobufCMessage base;
+  uint64_t subject_id;
+  uint64_t zone_id;
+  uint64_t place_id;
+  protobuf_c_boolean on_arrive;
+  protobuf_c_boolean on_leave;
+};
+#define FRIENSO__GEO__V1__CREATE_PLACE_ALERT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__create_place_alert_request__descriptor) \
+    , 0, 0, 0, 0, 0 }
+
+
+struct  Frienso__Geo__V1__CreatePlaceAlertResponse
+{
+  ProtobufCMessage base;
+  Frienso__Geo__V1__PlaceAlert *alert;
+};
+#define FRIENSO__GEO__V1__CREATE_PLACE_ALERT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__create_place_alert_response__descriptor) \
+    , NULL }
+
+
+struct  Frienso__Geo__V1__ListPlaceAlertsRequest
+{
+  ProtobufCMessage base;
+};
+#define FRIENSO__GEO__V1__LIST_PLACE_ALERTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_place_alerts_request__descriptor) \
+     }
+
+
+struct  Frienso__Geo__V1__ListPlaceAlertsResponse
+{
+  ProtobufCMessage base;
+  /*
+   * alerts I set on friends
+   */
+  size_t n_mine;
+  Frienso__Geo__V1__PlaceAlert **mine;
+  /*
+   * alerts friends set on me
+   */
+  size_t n_about_me;
+  Frienso__Geo__V1__PlaceAlert **about_me;
+  /*
+   * the friends I allow to set them
+   */
+  size_t n_allowed;
+  uint64_t *allowed;
+};
+#define FRIENSO__GEO__V1__LIST_PLACE_ALERTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_place_alerts_response__descriptor) \
+    , 0,NULL, 0,NULL, 0,NULL }
+
+
+/*
+ * By the viewer who set it or by its subject.
+ */
+struct  Frienso__Geo__V1__DeletePlaceAlertRequest
+{
+  ProtobufCMessage base;
+  uint64_t alert_id;
+};
+#define FRIENSO__GEO__V1__DELETE_PLACE_ALERT_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__delete_place_alert_request__descriptor) \
+    , 0 }
+
+
+struct  Frienso__Geo__V1__DeletePlaceAlertResponse
+{
+  ProtobufCMessage base;
+  protobuf_c_boolean deleted;
+};
+#define FRIENSO__GEO__V1__DELETE_PLACE_ALERT_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__delete_place_alert_response__descriptor) \
+    , 0 }
+
+
+/*
+ * Published on "viewer.<id>." for the alert's viewer (method "geo.PlaceAlert").
+ */
+struct  Frienso__Geo__V1__PlaceAlertEvent
+{
+  ProtobufCMessage base;
+  uint64_t event_id;
+  uint64_t alert_id;
+  uint64_t subject_id;
+  char *label;
+  /*
+   * false: left
+   */
+  protobuf_c_boolean arrived;
+  int64_t at_ms;
+};
+#define FRIENSO__GEO__V1__PLACE_ALERT_EVENT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__place_alert_event__descriptor) \
+    , 0, 0, 0, (char *)protobuf_c_empty_string, 0, 0 }
+
+
+/*
+ * Place events after after_id (kept 7 days), for alerts' push deliveries; geo publishes
+ * "placeevents" on its event socket when there are new ones.
+ */
+struct  Frienso__Geo__V1__ListPlaceEventsRequest
+{
+  ProtobufCMessage base;
+  uint64_t after_id;
+  /*
+   * 1-1,000 (0: 500)
+   */
+  uint32_t limit;
+};
+#define FRIENSO__GEO__V1__LIST_PLACE_EVENTS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_place_events_request__descriptor) \
+    , 0, 0 }
+
+
+struct  Frienso__Geo__V1__ListPlaceEventsResponse
+{
+  ProtobufCMessage base;
+  size_t n_events;
+  Frienso__Geo__V1__PlaceAlertEvent **events;
+  /*
+   * events[i]'s viewer
+   */
+  size_t n_viewers;
+  uint64_t *viewers;
+};
+#define FRIENSO__GEO__V1__LIST_PLACE_EVENTS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__list_place_events_response__descriptor) \
+    , 0,NULL, 0,NULL }
+
+
 /*
  * Published on "viewer.<id>." for both users (method "geo.FriendNearby").
  */
@@ -1196,10 +1580,22 @@ struct  Frienso__Geo__V1__ExportMyDataResponse
   Frienso__Geo__V1__AuditEntry **audit;
   size_t n_share_links;
   Frienso__Geo__V1__ShareLink **share_links;
+  size_t n_zones;
+  Frienso__Geo__V1__Zone **zones;
+  /*
+   * alerts you set, and alerts set on you
+   */
+  size_t n_place_alerts;
+  Frienso__Geo__V1__PlaceAlert **place_alerts;
+  /*
+   * friends you allow to set them
+   */
+  size_t n_place_alerts_allowed;
+  uint64_t *place_alerts_allowed;
 };
 #define FRIENSO__GEO__V1__EXPORT_MY_DATA_RESPONSE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__export_my_data_response__descriptor) \
-    , NULL, NULL, (char *)protobuf_c_empty_string, NULL, 0,NULL, 0,NULL, 0, NULL, 0,NULL, 0,NULL }
+    , NULL, NULL, (char *)protobuf_c_empty_string, NULL, 0,NULL, 0,NULL, 0, NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL, 0,NULL }
 
 
 /* Frienso__Geo__V1__Fix methods */
@@ -1981,6 +2377,424 @@ Frienso__Geo__V1__GetPrecisionResponse *
 void   frienso__geo__v1__get_precision_response__free_unpacked
                      (Frienso__Geo__V1__GetPrecisionResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__Zone methods */
+void   frienso__geo__v1__zone__init
+                     (Frienso__Geo__V1__Zone         *message);
+size_t frienso__geo__v1__zone__get_packed_size
+                     (const Frienso__Geo__V1__Zone   *message);
+size_t frienso__geo__v1__zone__pack
+                     (const Frienso__Geo__V1__Zone   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__zone__pack_to_buffer
+                     (const Frienso__Geo__V1__Zone   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__Zone *
+       frienso__geo__v1__zone__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__zone__free_unpacked
+                     (Frienso__Geo__V1__Zone *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__SetZoneRequest methods */
+void   frienso__geo__v1__set_zone_request__init
+                     (Frienso__Geo__V1__SetZoneRequest         *message);
+size_t frienso__geo__v1__set_zone_request__get_packed_size
+                     (const Frienso__Geo__V1__SetZoneRequest   *message);
+size_t frienso__geo__v1__set_zone_request__pack
+                     (const Frienso__Geo__V1__SetZoneRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__set_zone_request__pack_to_buffer
+                     (const Frienso__Geo__V1__SetZoneRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__SetZoneRequest *
+       frienso__geo__v1__set_zone_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__set_zone_request__free_unpacked
+                     (Frienso__Geo__V1__SetZoneRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__SetZoneResponse methods */
+void   frienso__geo__v1__set_zone_response__init
+                     (Frienso__Geo__V1__SetZoneResponse         *message);
+size_t frienso__geo__v1__set_zone_response__get_packed_size
+                     (const Frienso__Geo__V1__SetZoneResponse   *message);
+size_t frienso__geo__v1__set_zone_response__pack
+                     (const Frienso__Geo__V1__SetZoneResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__set_zone_response__pack_to_buffer
+                     (const Frienso__Geo__V1__SetZoneResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__SetZoneResponse *
+       frienso__geo__v1__set_zone_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__set_zone_response__free_unpacked
+                     (Frienso__Geo__V1__SetZoneResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListZonesRequest methods */
+void   frienso__geo__v1__list_zones_request__init
+                     (Frienso__Geo__V1__ListZonesRequest         *message);
+size_t frienso__geo__v1__list_zones_request__get_packed_size
+                     (const Frienso__Geo__V1__ListZonesRequest   *message);
+size_t frienso__geo__v1__list_zones_request__pack
+                     (const Frienso__Geo__V1__ListZonesRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_zones_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListZonesRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListZonesRequest *
+       frienso__geo__v1__list_zones_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_zones_request__free_unpacked
+                     (Frienso__Geo__V1__ListZonesRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListZonesResponse methods */
+void   frienso__geo__v1__list_zones_response__init
+                     (Frienso__Geo__V1__ListZonesResponse         *message);
+size_t frienso__geo__v1__list_zones_response__get_packed_size
+                     (const Frienso__Geo__V1__ListZonesResponse   *message);
+size_t frienso__geo__v1__list_zones_response__pack
+                     (const Frienso__Geo__V1__ListZonesResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_zones_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListZonesResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListZonesResponse *
+       frienso__geo__v1__list_zones_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_zones_response__free_unpacked
+                     (Frienso__Geo__V1__ListZonesResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__DeleteZoneRequest methods */
+void   frienso__geo__v1__delete_zone_request__init
+                     (Frienso__Geo__V1__DeleteZoneRequest         *message);
+size_t frienso__geo__v1__delete_zone_request__get_packed_size
+                     (const Frienso__Geo__V1__DeleteZoneRequest   *message);
+size_t frienso__geo__v1__delete_zone_request__pack
+                     (const Frienso__Geo__V1__DeleteZoneRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__delete_zone_request__pack_to_buffer
+                     (const Frienso__Geo__V1__DeleteZoneRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__DeleteZoneRequest *
+       frienso__geo__v1__delete_zone_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__delete_zone_request__free_unpacked
+                     (Frienso__Geo__V1__DeleteZoneRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__DeleteZoneResponse methods */
+void   frienso__geo__v1__delete_zone_response__init
+                     (Frienso__Geo__V1__DeleteZoneResponse         *message);
+size_t frienso__geo__v1__delete_zone_response__get_packed_size
+                     (const Frienso__Geo__V1__DeleteZoneResponse   *message);
+size_t frienso__geo__v1__delete_zone_response__pack
+                     (const Frienso__Geo__V1__DeleteZoneResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__delete_zone_response__pack_to_buffer
+                     (const Frienso__Geo__V1__DeleteZoneResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__DeleteZoneResponse *
+       frienso__geo__v1__delete_zone_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__delete_zone_response__free_unpacked
+                     (Frienso__Geo__V1__DeleteZoneResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__PlaceAlert methods */
+void   frienso__geo__v1__place_alert__init
+                     (Frienso__Geo__V1__PlaceAlert         *message);
+size_t frienso__geo__v1__place_alert__get_packed_size
+                     (const Frienso__Geo__V1__PlaceAlert   *message);
+size_t frienso__geo__v1__place_alert__pack
+                     (const Frienso__Geo__V1__PlaceAlert   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__place_alert__pack_to_buffer
+                     (const Frienso__Geo__V1__PlaceAlert   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__PlaceAlert *
+       frienso__geo__v1__place_alert__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__place_alert__free_unpacked
+                     (Frienso__Geo__V1__PlaceAlert *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__AllowPlaceAlertsRequest methods */
+void   frienso__geo__v1__allow_place_alerts_request__init
+                     (Frienso__Geo__V1__AllowPlaceAlertsRequest         *message);
+size_t frienso__geo__v1__allow_place_alerts_request__get_packed_size
+                     (const Frienso__Geo__V1__AllowPlaceAlertsRequest   *message);
+size_t frienso__geo__v1__allow_place_alerts_request__pack
+                     (const Frienso__Geo__V1__AllowPlaceAlertsRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__allow_place_alerts_request__pack_to_buffer
+                     (const Frienso__Geo__V1__AllowPlaceAlertsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__AllowPlaceAlertsRequest *
+       frienso__geo__v1__allow_place_alerts_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__allow_place_alerts_request__free_unpacked
+                     (Frienso__Geo__V1__AllowPlaceAlertsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__AllowPlaceAlertsResponse methods */
+void   frienso__geo__v1__allow_place_alerts_response__init
+                     (Frienso__Geo__V1__AllowPlaceAlertsResponse         *message);
+size_t frienso__geo__v1__allow_place_alerts_response__get_packed_size
+                     (const Frienso__Geo__V1__AllowPlaceAlertsResponse   *message);
+size_t frienso__geo__v1__allow_place_alerts_response__pack
+                     (const Frienso__Geo__V1__AllowPlaceAlertsResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__allow_place_alerts_response__pack_to_buffer
+                     (const Frienso__Geo__V1__AllowPlaceAlertsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__AllowPlaceAlertsResponse *
+       frienso__geo__v1__allow_place_alerts_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__allow_place_alerts_response__free_unpacked
+                     (Frienso__Geo__V1__AllowPlaceAlertsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ZoneLabel methods */
+void   frienso__geo__v1__zone_label__init
+                     (Frienso__Geo__V1__ZoneLabel         *message);
+size_t frienso__geo__v1__zone_label__get_packed_size
+                     (const Frienso__Geo__V1__ZoneLabel   *message);
+size_t frienso__geo__v1__zone_label__pack
+                     (const Frienso__Geo__V1__ZoneLabel   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__zone_label__pack_to_buffer
+                     (const Frienso__Geo__V1__ZoneLabel   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ZoneLabel *
+       frienso__geo__v1__zone_label__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__zone_label__free_unpacked
+                     (Frienso__Geo__V1__ZoneLabel *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListPlaceAlertTargetsRequest methods */
+void   frienso__geo__v1__list_place_alert_targets_request__init
+                     (Frienso__Geo__V1__ListPlaceAlertTargetsRequest         *message);
+size_t frienso__geo__v1__list_place_alert_targets_request__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsRequest   *message);
+size_t frienso__geo__v1__list_place_alert_targets_request__pack
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_place_alert_targets_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListPlaceAlertTargetsRequest *
+       frienso__geo__v1__list_place_alert_targets_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_place_alert_targets_request__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceAlertTargetsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListPlaceAlertTargetsResponse methods */
+void   frienso__geo__v1__list_place_alert_targets_response__init
+                     (Frienso__Geo__V1__ListPlaceAlertTargetsResponse         *message);
+size_t frienso__geo__v1__list_place_alert_targets_response__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsResponse   *message);
+size_t frienso__geo__v1__list_place_alert_targets_response__pack
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_place_alert_targets_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceAlertTargetsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListPlaceAlertTargetsResponse *
+       frienso__geo__v1__list_place_alert_targets_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_place_alert_targets_response__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceAlertTargetsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__CreatePlaceAlertRequest methods */
+void   frienso__geo__v1__create_place_alert_request__init
+                     (Frienso__Geo__V1__CreatePlaceAlertRequest         *message);
+size_t frienso__geo__v1__create_place_alert_request__get_packed_size
+                     (const Frienso__Geo__V1__CreatePlaceAlertRequest   *message);
+size_t frienso__geo__v1__create_place_alert_request__pack
+                     (const Frienso__Geo__V1__CreatePlaceAlertRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__create_place_alert_request__pack_to_buffer
+                     (const Frienso__Geo__V1__CreatePlaceAlertRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__CreatePlaceAlertRequest *
+       frienso__geo__v1__create_place_alert_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__create_place_alert_request__free_unpacked
+                     (Frienso__Geo__V1__CreatePlaceAlertRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__CreatePlaceAlertResponse methods */
+void   frienso__geo__v1__create_place_alert_response__init
+                     (Frienso__Geo__V1__CreatePlaceAlertResponse         *message);
+size_t frienso__geo__v1__create_place_alert_response__get_packed_size
+                     (const Frienso__Geo__V1__CreatePlaceAlertResponse   *message);
+size_t frienso__geo__v1__create_place_alert_response__pack
+                     (const Frienso__Geo__V1__CreatePlaceAlertResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__create_place_alert_response__pack_to_buffer
+                     (const Frienso__Geo__V1__CreatePlaceAlertResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__CreatePlaceAlertResponse *
+       frienso__geo__v1__create_place_alert_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__create_place_alert_response__free_unpacked
+                     (Frienso__Geo__V1__CreatePlaceAlertResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListPlaceAlertsRequest methods */
+void   frienso__geo__v1__list_place_alerts_request__init
+                     (Frienso__Geo__V1__ListPlaceAlertsRequest         *message);
+size_t frienso__geo__v1__list_place_alerts_request__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceAlertsRequest   *message);
+size_t frienso__geo__v1__list_place_alerts_request__pack
+                     (const Frienso__Geo__V1__ListPlaceAlertsRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_place_alerts_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceAlertsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListPlaceAlertsRequest *
+       frienso__geo__v1__list_place_alerts_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_place_alerts_request__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceAlertsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListPlaceAlertsResponse methods */
+void   frienso__geo__v1__list_place_alerts_response__init
+                     (Frienso__Geo__V1__ListPlaceAlertsResponse         *message);
+size_t frienso__geo__v1__list_place_alerts_response__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceAlertsResponse   *message);
+size_t frienso__geo__v1__list_place_alerts_response__pack
+                     (const Frienso__Geo__V1__ListPlaceAlertsResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_place_alerts_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceAlertsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListPlaceAlertsResponse *
+       frienso__geo__v1__list_place_alerts_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_place_alerts_response__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceAlertsResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__DeletePlaceAlertRequest methods */
+void   frienso__geo__v1__delete_place_alert_request__init
+                     (Frienso__Geo__V1__DeletePlaceAlertRequest         *message);
+size_t frienso__geo__v1__delete_place_alert_request__get_packed_size
+                     (const Frienso__Geo__V1__DeletePlaceAlertRequest   *message);
+size_t frienso__geo__v1__delete_place_alert_request__pack
+                     (const Frienso__Geo__V1__DeletePlaceAlertRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__delete_place_alert_request__pack_to_buffer
+                     (const Frienso__Geo__V1__DeletePlaceAlertRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__DeletePlaceAlertRequest *
+       frienso__geo__v1__delete_place_alert_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__delete_place_alert_request__free_unpacked
+                     (Frienso__Geo__V1__DeletePlaceAlertRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__DeletePlaceAlertResponse methods */
+void   frienso__geo__v1__delete_place_alert_response__init
+                     (Frienso__Geo__V1__DeletePlaceAlertResponse         *message);
+size_t frienso__geo__v1__delete_place_alert_response__get_packed_size
+                     (const Frienso__Geo__V1__DeletePlaceAlertResponse   *message);
+size_t frienso__geo__v1__delete_place_alert_response__pack
+                     (const Frienso__Geo__V1__DeletePlaceAlertResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__delete_place_alert_response__pack_to_buffer
+                     (const Frienso__Geo__V1__DeletePlaceAlertResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__DeletePlaceAlertResponse *
+       frienso__geo__v1__delete_place_alert_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__delete_place_alert_response__free_unpacked
+                     (Frienso__Geo__V1__DeletePlaceAlertResponse *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__PlaceAlertEvent methods */
+void   frienso__geo__v1__place_alert_event__init
+                     (Frienso__Geo__V1__PlaceAlertEvent         *message);
+size_t frienso__geo__v1__place_alert_event__get_packed_size
+                     (const Frienso__Geo__V1__PlaceAlertEvent   *message);
+size_t frienso__geo__v1__place_alert_event__pack
+                     (const Frienso__Geo__V1__PlaceAlertEvent   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__place_alert_event__pack_to_buffer
+                     (const Frienso__Geo__V1__PlaceAlertEvent   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__PlaceAlertEvent *
+       frienso__geo__v1__place_alert_event__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__place_alert_event__free_unpacked
+                     (Frienso__Geo__V1__PlaceAlertEvent *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListPlaceEventsRequest methods */
+void   frienso__geo__v1__list_place_events_request__init
+                     (Frienso__Geo__V1__ListPlaceEventsRequest         *message);
+size_t frienso__geo__v1__list_place_events_request__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceEventsRequest   *message);
+size_t frienso__geo__v1__list_place_events_request__pack
+                     (const Frienso__Geo__V1__ListPlaceEventsRequest   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_place_events_request__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceEventsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListPlaceEventsRequest *
+       frienso__geo__v1__list_place_events_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_place_events_request__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceEventsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Geo__V1__ListPlaceEventsResponse methods */
+void   frienso__geo__v1__list_place_events_response__init
+                     (Frienso__Geo__V1__ListPlaceEventsResponse         *message);
+size_t frienso__geo__v1__list_place_events_response__get_packed_size
+                     (const Frienso__Geo__V1__ListPlaceEventsResponse   *message);
+size_t frienso__geo__v1__list_place_events_response__pack
+                     (const Frienso__Geo__V1__ListPlaceEventsResponse   *message,
+                      uint8_t             *out);
+size_t frienso__geo__v1__list_place_events_response__pack_to_buffer
+                     (const Frienso__Geo__V1__ListPlaceEventsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Geo__V1__ListPlaceEventsResponse *
+       frienso__geo__v1__list_place_events_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__geo__v1__list_place_events_response__free_unpacked
+                     (Frienso__Geo__V1__ListPlaceEventsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Geo__V1__FriendNearbyEvent methods */
 void   frienso__geo__v1__friend_nearby_event__init
                      (Frienso__Geo__V1__FriendNearbyEvent         *message);
@@ -2524,6 +3338,72 @@ typedef void (*Frienso__Geo__V1__GetPrecisionRequest_Closure)
 typedef void (*Frienso__Geo__V1__GetPrecisionResponse_Closure)
                  (const Frienso__Geo__V1__GetPrecisionResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Geo__V1__Zone_Closure)
+                 (const Frienso__Geo__V1__Zone *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__SetZoneRequest_Closure)
+                 (const Frienso__Geo__V1__SetZoneRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__SetZoneResponse_Closure)
+                 (const Frienso__Geo__V1__SetZoneResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListZonesRequest_Closure)
+                 (const Frienso__Geo__V1__ListZonesRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListZonesResponse_Closure)
+                 (const Frienso__Geo__V1__ListZonesResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__DeleteZoneRequest_Closure)
+                 (const Frienso__Geo__V1__DeleteZoneRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__DeleteZoneResponse_Closure)
+                 (const Frienso__Geo__V1__DeleteZoneResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__PlaceAlert_Closure)
+                 (const Frienso__Geo__V1__PlaceAlert *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__AllowPlaceAlertsRequest_Closure)
+                 (const Frienso__Geo__V1__AllowPlaceAlertsRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__AllowPlaceAlertsResponse_Closure)
+                 (const Frienso__Geo__V1__AllowPlaceAlertsResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ZoneLabel_Closure)
+                 (const Frienso__Geo__V1__ZoneLabel *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListPlaceAlertTargetsRequest_Closure)
+                 (const Frienso__Geo__V1__ListPlaceAlertTargetsRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListPlaceAlertTargetsResponse_Closure)
+                 (const Frienso__Geo__V1__ListPlaceAlertTargetsResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__CreatePlaceAlertRequest_Closure)
+                 (const Frienso__Geo__V1__CreatePlaceAlertRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__CreatePlaceAlertResponse_Closure)
+                 (const Frienso__Geo__V1__CreatePlaceAlertResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListPlaceAlertsRequest_Closure)
+                 (const Frienso__Geo__V1__ListPlaceAlertsRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListPlaceAlertsResponse_Closure)
+                 (const Frienso__Geo__V1__ListPlaceAlertsResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__DeletePlaceAlertRequest_Closure)
+                 (const Frienso__Geo__V1__DeletePlaceAlertRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__DeletePlaceAlertResponse_Closure)
+                 (const Frienso__Geo__V1__DeletePlaceAlertResponse *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__PlaceAlertEvent_Closure)
+                 (const Frienso__Geo__V1__PlaceAlertEvent *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListPlaceEventsRequest_Closure)
+                 (const Frienso__Geo__V1__ListPlaceEventsRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Geo__V1__ListPlaceEventsResponse_Closure)
+                 (const Frienso__Geo__V1__ListPlaceEventsResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Geo__V1__FriendNearbyEvent_Closure)
                  (const Frienso__Geo__V1__FriendNearbyEvent *message,
                   void *closure_data);
@@ -2598,6 +3478,7 @@ typedef void (*Frienso__Geo__V1__ExportMyDataResponse_Closure)
 
 extern const ProtobufCEnumDescriptor    frienso__geo__v1__location_precision__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__geo__v1__audit_kind__descriptor;
+extern const ProtobufCEnumDescriptor    frienso__geo__v1__zone_privacy__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__geo__v1__place_kind__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__fix__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__update_location_request__descriptor;
@@ -2640,6 +3521,28 @@ extern const ProtobufCMessageDescriptor frienso__geo__v1__precision_setting__des
 extern const ProtobufCMessageDescriptor frienso__geo__v1__set_precision_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__get_precision_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__get_precision_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__zone__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__set_zone_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__set_zone_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_zones_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_zones_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__delete_zone_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__delete_zone_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__place_alert__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__allow_place_alerts_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__allow_place_alerts_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__zone_label__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_place_alert_targets_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_place_alert_targets_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__create_place_alert_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__create_place_alert_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_place_alerts_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_place_alerts_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__delete_place_alert_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__delete_place_alert_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__place_alert_event__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_place_events_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__geo__v1__list_place_events_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__friend_nearby_event__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__place__descriptor;
 extern const ProtobufCMessageDescriptor frienso__geo__v1__import_places_request__descriptor;
