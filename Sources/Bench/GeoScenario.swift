@@ -15,7 +15,7 @@ import Wire
 /// and through the gateway, and Redis GEOSEARCH/GEOADD on the same data in the same run.
 public enum GeoScenario {
     /// What `--parts` may name.
-    public static let parts: Set<String> = ["index", "service", "redis", "audit"]
+    public static let parts: Set<String> = ["index", "service", "redis", "audit", "places"]
 
     public struct Options: Sendable {
         public var users: Int
@@ -105,6 +105,7 @@ public enum GeoScenario {
         out.append("")
         }
         if options.parts.contains("audit") { out += try await auditCost(options, logger: quiet) }
+        if options.parts.contains("places") { out += try await placeAlertCost(options, logger: quiet) }
         guard options.parts.contains("service") || options.parts.contains("redis") else { report(&out); return "" }
 
         // 2. The service: n users seeded in geo's database, all findable; the state rebuilt at start.

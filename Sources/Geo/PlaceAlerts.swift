@@ -114,6 +114,11 @@ extension GeoService {
         return GeoV1.DeletePlaceAlertResponse(deleted: true)
     }
 
+    /// Place events stored (the benchmark's count).
+    public func placeEventCount() async throws -> Int {
+        try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM place_events") ?? 0 }
+    }
+
     public func listPlaceEvents(_ request: GeoV1.ListPlaceEventsRequest, _ context: RequestContext) async throws -> GeoV1.ListPlaceEventsResponse {
         let limit = request.limit == 0 ? 500 : Int(request.limit)
         guard (1...1_000).contains(limit) else { throw RPCError.invalidArgument("limit: 1-1,000") }

@@ -139,40 +139,31 @@ struct PlaceAlertBook: Sendable {
         var fix: Int
     }
 
-    /// What a committed run of fixes does: the alerts that fire (in order) and each subject's
-    /// new set of targets they are inside. Arriving is being inside the area; leaving is being
+    /// What a committed run of fixes does: the alerts that fire (in order) and the new set of
+    /// targets inside for each subject whose set changed. Arriving is being inside the area; leaving is being
     /// more than its `leaveMargin` beyond the edge; fixes less accurate than `maxAccuracy` change
     /// nothing. Not applied: `apply` once the fixes are durable.
     func transitions(_ fixes: [(user: UInt64, lat: Double, lon: Double, accuracy: Double)]) -> (fired: [Fired], inside: [UInt64: Set<PlaceTarget>]) {
         var fired: [Fired] = []
-        var now: [UInt64: Set<PlaceTarget>] = [:]
+        var changed: [UInt64: Set<PlaceTarget>] = [:]
         for (index, fix) in fixes.enumerated() where fix.accuracy <= PlaceAlertRecord.maxAccuracy {
             guard let ids = bySubject[fix.user] else { continue }
-            var current = now[fix.user] ?? inside[fix.user] ?? []
-            var decided: [PlaceTarget: Bool] = [:]
+            // Each alert decides from where the subject was before this fix, so alerts on the
+            // same target agree (no per-fix dictionary: this runs for every watched update).
+            let before = changed[fix.user] ?? inside[fix.user] ?? []
+            var after = before
             for id in ids {
                 guard let alert = alerts[id] else { continue }
-                let change: Bool
-                if let known = decided[alert.target] {
-                    change = known
-                } else {
-                    let d = alert.area.edgeDistance(lat: fix.lat, lon: fix.lon)
-                    if current.contains(alert.target) {
-                        change = d > alert.area.leaveMargin
-                        if change { current.remove(alert.target) }
-                    } else {
-                        change = d <= 0
-                        if change { current.insert(alert.target) }
-                    }
-                    decided[alert.target] = change
-                }
-                guard change else { continue }
-                let arrived = current.contains(alert.target)
-                if arrived ? alert.onArrive : alert.onLeave { fired.append(Fired(alert: alert, arrived: arrived, fix: index)) }
+                let was = before.contains(alert.target)
+                let d = alert.area.edgeDistance(lat: fix.lat, lon: fix.lon)
+                let now = was ? d <= alert.area.leaveMargin : d <= 0
+                guard now != was else { continue }
+                if now { after.insert(alert.target) } else { after.remove(alert.target) }
+                if now ? alert.onArrive : alert.onLeave { fired.append(Fired(alert: alert, arrived: now, fix: index)) }
             }
-            now[fix.user] = current
+            if after != before { changed[fix.user] = after }
         }
-        return (fired, now)
+        return (fired, changed)
     }
 
     mutating func apply(inside changes: [UInt64: Set<PlaceTarget>]) {

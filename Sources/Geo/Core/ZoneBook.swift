@@ -36,7 +36,10 @@ struct ZoneRecord: Sendable, Equatable {
     /// touches the zone. Privacy errs on the side of hiding: a fix 60 m outside a zone with an
     /// accuracy of 100 m could be inside it, so it is treated as inside.
     func covers(lat: Double, lon: Double, accuracy: Double) -> Bool {
-        GeoMath.distance(lat1: self.lat, lon1: self.lon, lat2: lat, lon2: lon) <= radius + max(0, accuracy)
+        let reach = radius + max(0, accuracy)
+        // Most fixes are far from most zones: a degree of latitude is the same length everywhere.
+        guard abs(lat - self.lat) * GeoMath.metresPerDegree <= reach else { return false }
+        return GeoMath.distance(lat1: self.lat, lon1: self.lon, lat2: lat, lon2: lon) <= reach
     }
 
     var area: PlaceArea { PlaceArea(lat: lat, lon: lon, radius: radius, ring: []) }
