@@ -93,6 +93,39 @@ struct WebAppEndToEndTests {
         #expect(try await benPage.text("#help-status").contains("Your circle was alerted"))
         // Still nobody ana may not see, even with the alert's location grants.
         #expect(try await anaPage.element("#map [data-user-id=\"\(cyd.id)\"]") == nil)
+        try await zoneAndPlaceAlert(anaPage, benPage, ana: ana, ben: ben)
+    }
+
+    /// ana makes a privacy zone where she is and allows ben place alerts; ben then reads "Home"
+    /// for her, not a point on his map, sets an alert on her Home, and is told when she leaves.
+    private func zoneAndPlaceAlert(_ anaPage: Browser, _ benPage: Browser, ana: WebUser, ben: WebUser) async throws {
+        try await anaPage.click("[data-tab=privacy]")
+        let allowBen = "#place-alert-allowed input[data-user-id=\"\(ben.id)\"]"
+        try await anaPage.waitFor(allowBen)
+        try await anaPage.type("#zone-form [name=label]", "Home")
+        try await anaPage.click("#zone-form button[type=submit]")
+        try await eventually("ana's zone is listed") { try await anaPage.text("#zones").contains("Home") }
+        try await anaPage.click(allowBen)
+        try await eventually("ana allows ben") { (try? await ben.call("geo/ListPlaceAlertTargets", #"{"subjectId": "\#(ana.id)"}"#).0) == 200 }
+        try await ana.moves(to: 33.7774) // inside her zone
+        try await eventually("ben reads Home for ana", timeout: .seconds(10)) { try await benPage.text("#friends").contains("Home") }
+        #expect(try await benPage.element("#map [data-user-id=\"\(ana.id)\"]") == nil, "no point for her on his map")
+
+        _ = try await benPage.run("window.scrollTo(0, 0)") // the helpNow button left his page scrolled under the header
+        try await benPage.click("[data-tab=privacy]")
+        try await benPage.waitFor("#place-alert-form [name=subject] option[value=\"\(ana.id)\"]")
+        _ = try await benPage.run("""
+            const s = document.querySelector('#place-alert-form [name=subject]'); s.value = '\(ana.id)'; s.dispatchEvent(new Event('change'));
+            """)
+        try await benPage.waitFor("#place-alert-form [name=target] option[value^=zone]")
+        try await benPage.click("#place-alert-form [name=leave]")
+        try await benPage.click("#place-alert-form button[type=submit]")
+        try await eventually("ben's alert is listed") { try await benPage.text("#place-alerts").contains("Home") }
+        try await ana.moves(to: 33.7900) // 1.4 km away: she left
+        try await eventually("ben is told ana left Home", timeout: .seconds(10)) {
+            try await benPage.text("#help-status").contains("Ana Web left Home")
+        }
+        try await benPage.screenshot(to: "\(Self.output)/webapp-place-alert.png")
     }
 
     /// On ben's page, after he logs out: cyd forgot her password, gets a code by email (what the

@@ -1,35 +1,12 @@
 // Frienso's web app: the edge's JSON API and live events, no framework and no build step.
-import { call, session, uploadPhoto, photoURL, name, ago, metres, APIError } from "./api.js";
+import { call, session, uploadPhoto, photoURL, name, ago, metres } from "./api.js";
 import { Live } from "./live.js";
 import { MapView } from "./map.js";
+import { privacyTab } from "./privacy.js";
+import { $, li, esc, button, showError } from "./ui.js";
 
-const $ = (selector) => document.querySelector(selector);
 const state = { me: null, friends: new Map(), locations: [], you: null };
 const FRESH_MS = 15 * 60 * 1000;
-
-function li(html, ...buttons) {
-  const item = document.createElement("li");
-  const text = document.createElement("div");
-  text.className = "grow";
-  text.innerHTML = html;
-  item.append(text, ...buttons);
-  return item;
-}
-
-const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-
-function button(label, onClick, cls = "") {
-  const b = document.createElement("button");
-  b.type = "button";
-  b.textContent = label;
-  if (cls) b.className = cls;
-  b.addEventListener("click", onClick);
-  return b;
-}
-
-function showError(form, error) {
-  form.querySelector("[data-error]").textContent = error ? (error instanceof APIError ? `${error.message} (${error.name})` : String(error)) : "";
-}
 
 // ---- signing in ----
 
@@ -126,13 +103,16 @@ $("#logout").addEventListener("click", async () => {
   stop();
 });
 
+const loadPrivacy = privacyTab(state);
+
 // ---- tabs ----
 
 for (const tab of document.querySelectorAll("[data-tab]")) {
   tab.addEventListener("click", () => {
     for (const other of document.querySelectorAll("[data-tab]")) other.classList.toggle("active", other === tab);
     for (const panel of document.querySelectorAll(".tab")) panel.hidden = panel.id !== `tab-${tab.dataset.tab}`;
-    ({ venues: loadVenues, inbox: loadInbox, watch: loadWatch, nearby: loadNearby, checkin: loadCheckIns, account: loadShareLinks, map: () => map.draw() })[tab.dataset.tab]?.();
+    ({ venues: loadVenues, inbox: loadInbox, watch: loadWatch, nearby: loadNearby, checkin: loadCheckIns, privacy: loadPrivacy,
+       account: loadShareLinks, map: () => map.draw() })[tab.dataset.tab]?.();
   });
 }
 
@@ -221,6 +201,11 @@ function onEvent(kind, data) {
     case "social.Poke":
       $("#help-status").textContent = `${name(data.from)} poked you`;
       break;
+    case "geo.PlaceAlert": {
+      const who = state.friends.get(data.subjectId);
+      $("#help-status").textContent = `${who ? name(who) : "A friend"} ${data.arrived ? "arrived at" : "left"} ${data.label}`;
+      break;
+    }
     case "geo.FriendNearby":
       $("#help-status").textContent = `A friend is ${metres(data.distanceM)} away`;
       break;
