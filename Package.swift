@@ -357,7 +357,7 @@ let package = Package(
         .testTarget(
             name: "GeoTests",
             dependencies: ["Geo", "Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting",
-                           "ServiceKit", "Identity", "Storage",
+                           "ServiceKit", "Identity", "Storage", "frienso-geo",
                            grdb,
                            logging],
             swiftSettings: swiftSettings

@@ -15,7 +15,7 @@ import Wire
 /// and through the gateway, and Redis GEOSEARCH/GEOADD on the same data in the same run.
 public enum GeoScenario {
     /// What `--parts` may name.
-    public static let parts: Set<String> = ["index", "service", "redis", "audit", "places"]
+    public static let parts: Set<String> = ["index", "service", "redis", "audit", "places", "fold"]
 
     public struct Options: Sendable {
         public var users: Int
@@ -106,6 +106,7 @@ public enum GeoScenario {
         }
         if options.parts.contains("audit") { out += try await auditCost(options, logger: quiet) }
         if options.parts.contains("places") { out += try await placeAlertCost(options, logger: quiet) }
+        if options.parts.contains("fold") { out += try await foldPeriodCost(options, logger: quiet) }
         guard options.parts.contains("service") || options.parts.contains("redis") else { report(&out); return "" }
 
         // 2. The service: n users seeded in geo's database, all findable; the state rebuilt at start.
@@ -131,8 +132,12 @@ public enum GeoScenario {
             }
         })
         // Durable updates: many writers, group commit (one transaction and fsync per batch).
-        // One millisecond per update, ending before now (later ones would be refused as from the future).
-        let clock = Atomic<Int64>(WallClock.milliseconds() - 3_600_000 - 2 * Int64(options.updates))
+        // One millisecond per update, each newer than the seeded fixes (an hour old), so each
+        // becomes its user's latest as a phone's would (until 2026-11-23 they started older than
+        // the seeded fixes and went to history only: a cheaper path than real updates take), and
+        // ending before now (later ones would be refused as from the future).
+        precondition(2 * options.updates < 3_500_000, "--updates: at most 1,750,000 for the service part")
+        let clock = Atomic<Int64>(WallClock.milliseconds() - 3_600_000 + 1)
         for writers in [64, 256] {
             let before = geo.commitStats
             defer {
@@ -322,9 +327,10 @@ public enum GeoScenario {
         lines.removeAll()
     }
 
-    static func seedLatest(path: String, _ points: Points) throws {
+    /// Writes each point as its user's latest fix, `ageMs` old (an hour unless given).
+    static func seedLatest(path: String, _ points: Points, ageMs: Int64 = 3_600_000) throws {
         let db = try DatabaseQueue(path: path)
-        let now = WallClock.milliseconds() - 3_600_000
+        let now = WallClock.milliseconds() - ageMs
         try db.write { db in
             let insert = try db.makeStatement(sql: "INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms) VALUES (?, ?, ?, 10, ?, ?)")
             for i in 0..<points.lat.count {

@@ -43,6 +43,10 @@ public struct GeoConfig: Sendable {
     public var checkInLifetime: Duration = .seconds(3 * 3600)
     public var checkInRadius = 1_500.0
     public var feedRadius = 10_000.0
+    /// How long a sweep of the history fold takes (`HistoryFolding`): each `latest` page is
+    /// written about once per period however many of its users moved; start-up replays up to
+    /// about two periods of history.
+    public var foldPeriod: Duration = .seconds(10)
     public init() {}
 }
 
@@ -90,7 +94,7 @@ public final class GeoService: Sendable {
         for (user, fix) in initial.latest { initial.index.upsert(user, lat: fix.lat, lon: fix.lon) }
         // History past the last completed sweep: replayed by the live rule, skipping rows a
         // user's stored fix already reflects; then folded at once, so the plan starts empty.
-        var replay = HistoryFolding(foldedThrough: folded.foldedThrough, lastID: folded.lastID)
+        var replay = HistoryFolding(foldedThrough: folded.foldedThrough, lastID: folded.lastID, periodMs: config.foldPeriod.wholeMilliseconds)
         var replayed = 0
         try store.forEachHistoryRow(after: folded.foldedThrough) { rows in
             let fresh = rows.filter { $0.id > folded.historyIDs[$0.update.user] ?? 0 }.map(\.update)

@@ -59,6 +59,9 @@ public struct FriensoConfig: Codable, Sendable {
         /// How long "who saw my location" is kept (default 30 days).
         public var auditRetentionDays: Int?
         public var checkInHours: Int?
+        /// How long the history fold takes to sweep what committed (default 10 s, 1-300): longer
+        /// writes each `latest` page less often, and replays a longer tail at start.
+        public var foldPeriodSeconds: Double?
         /// Authorises operator imports (places). Or FRIENSO_OPERATOR_KEY.
         public var operatorKey: String?
     }

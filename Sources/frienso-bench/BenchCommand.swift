@@ -92,10 +92,10 @@ struct GeoBench: AsyncParsableCommand {
     @Option(help: "Measured nearby queries per row.") var queries = 20_000
     @Option(help: "Measured location updates per row.") var updates = 200_000
     @Option(help: "Requests in flight (threads for Redis), comma-separated.") var inFlight = "1,64"
-    @Option(help: "Parts to run, comma-separated: index, service, redis, audit (who saw my location), places (zones and place alerts).") var parts = "index,service,redis"
+    @Option(help: "Parts to run, comma-separated: index, service, redis, audit (who saw my location), places (zones and place alerts), fold (the history fold's period).") var parts = "index,service,redis"
 
     func validate() throws {
-        guard ScenarioParts.parse(parts, known: GeoScenario.parts) != nil else { throw ValidationError("--parts takes index, service, redis, audit, places") }
+        guard ScenarioParts.parse(parts, known: GeoScenario.parts) != nil else { throw ValidationError("--parts takes index, service, redis, audit, places, fold") }
         guard users >= 1_000, queries > 0, updates > 0 else { throw ValidationError("--users ≥ 1000, --queries and --updates > 0") }
         guard LoadLevels.parse(inFlight, max: 1_024) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 1024") }
     }

@@ -15,6 +15,7 @@ extension GeoConfig {
         if let v = section?.venueMinimumPeople { venueMinimumPeople = max(1, v) }
         if let v = section?.auditRetentionDays { auditRetention = .seconds(max(1, v) * 86_400) }
         if let v = section?.checkInHours { checkInLifetime = .seconds(v * 3600) }
+        if let v = section?.foldPeriodSeconds, v.isFinite { foldPeriod = .milliseconds(Int64(min(300, max(1, v)) * 1_000)) }
         operatorKey = resolved.environment["FRIENSO_OPERATOR_KEY"] ?? section?.operatorKey ?? ""
     }
 }
