@@ -49,10 +49,10 @@ struct LocationEvents: Sendable {
                 case .exact: message.fix = GeoService.proto(fix)
                 case .approximate: message.fix = GeoService.proto(fix.approximate)
                 case .place: message.around = label
-                case .hidden: continue
+                case .hidden: message.status = "" // gone from sight: nothing of where, nothing to audit
                 }
                 publisher.emit(topics: viewers.map(ViewerTopic.of), method: "geo.Location", payload: message.serializedBytes())
-                audit.record(subject: subject, viewers: viewers, kind: .live, at: at)
+                if precision != .hidden { audit.record(subject: subject, viewers: viewers, kind: .live, at: at) }
             case .nearby(let viewer, let friend, let distance, let atMs):
                 publisher.emit(topic: ViewerTopic.of(viewer), method: "geo.FriendNearby",
                                payload: GeoV1.FriendNearbyEvent(userId: friend, distanceM: distance, atMs: atMs).serializedBytes())

@@ -32,6 +32,7 @@ struct Events: AsyncParsableCommand {
         switch e.method {
         case "geo.Location":
             guard let m = try? GeoV1.LocationEvent(serializedBytes: e.payload) else { break }
+            if m.precision == .hidden { return json ? m.jsonValue.rendered(indent: 0) : "location  user \(m.userId) is out of sight now" }
             let at = m.fix.map { String(format: "%.5f, %.5f", $0.latitude, $0.longitude) + (m.precision == .approximate ? " (approximate)" : "") }
                 ?? (m.around.isEmpty ? "a place they do not name" : m.around)
             return json ? m.jsonValue.rendered(indent: 0) : "location  user \(m.userId) at \(at)\(m.status.isEmpty ? "" : "  “\(m.status)”")"

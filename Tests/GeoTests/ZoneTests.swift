@@ -60,8 +60,19 @@ struct ZoneTests {
             geo.befriend(1, 2)
             _ = try await zone(geo, 1, "Parents'", privacy: .hidden)
             _ = try await zone(geo, 1, "Gym", at: (home.lat + 0.02, home.lon))
+            _ = try await geo.locate(1, home.lat + 0.01, home.lon, status: "on my way")
+            _ = geo.recorder.take()
             _ = try await geo.locate(1, home.lat, home.lon)
             #expect(try await seen(geo, by: 2, 1) == nil)
+            // Friend 2 saw her until now: told once that she is out of sight (no fix, no status), then nothing.
+            let gone = geo.recorder.take().filter { $0.method == "geo.Location" }.compactMap { e in
+                (try? GeoV1.LocationEvent(serializedBytes: e.payload)).map { (e.topic, $0) }
+            }
+            #expect(gone.count == 1 && gone.first?.0 == "viewer.2." && gone.first?.1.precision == .hidden)
+            #expect(gone.first?.1.fix == nil && gone.first?.1.status == "" && gone.first?.1.around == "")
+            geo.clock.advance(1_000)
+            _ = try await geo.locate(1, home.lat + 0.0001, home.lon)
+            #expect(geo.recorder.take().filter { $0.method == "geo.Location" }.isEmpty, "inside: nothing more")
             let link = try #require(try await geo.call(1, API.createShareLink, GeoV1.CreateShareLinkRequest(minutes: 30)).link)
             let hidden = try await geo.call(0, API.viewShareLink, GeoV1.ViewShareLinkRequest(token: link.token))
             #expect(hidden.fix == nil && hidden.around.isEmpty)

@@ -208,7 +208,8 @@ final class SharedState: Sendable {
 extension GeoState {
     /// An event a committed batch causes, decided under the state lock.
     enum Outgoing: Equatable {
-        /// `subject`'s new fix, for the viewers who see it at `precision` (one case per precision).
+        /// `subject`'s new fix, for the viewers who see it at `precision` (one case per precision;
+        /// `hidden`: they just entered a HIDDEN zone, and the event carries no fix and no status).
         case location(viewers: [UInt64], subject: UInt64, fix: LatestFix, precision: Precision)
         /// `friend` came within range of `viewer` (told to both, once, with hysteresis).
         case nearby(viewer: UInt64, friend: UInt64, distance: Double, atMs: Int64)
@@ -220,6 +221,14 @@ extension GeoState {
     /// smaller of their distances (re-armed only beyond 1.5 × it, so a pair hovering at the
     /// boundary is told once). Pure: no publishing, no encoding.
     mutating func applied(_ batch: [LocationUpdate], replaces: [Bool], graph: GraphState?, now at: Int64) -> [Outgoing] {
+        // Who was out of sight before this batch (no fix yet, or inside a HIDDEN zone): only
+        // going from seen to a HIDDEN zone is told.
+        var hiddenBefore: Set<UInt64> = []
+        if graph != nil, !zones.isEmpty {
+            for update in batch where latest[update.user] == nil || zones.privateZone(of: update.user, at: latest[update.user])?.privacy == .hidden {
+                hiddenBefore.insert(update.user)
+            }
+        }
         for (update, replace) in zip(batch, replaces) {
             if replace {
                 let status = update.status ?? latest[update.user]?.status ?? ""
@@ -234,13 +243,13 @@ extension GeoState {
         var outgoing: [Outgoing] = []
         for (update, replace) in zip(batch, replaces) where replace {
             guard let fix = latest[update.user] else { continue }
-            outgoing += locationEvents(for: update.user, fix: fix, graph, at)
+            outgoing += locationEvents(for: update.user, fix: fix, graph, at, wasHidden: hiddenBefore.contains(update.user))
             outgoing += proximityEvents(for: update.user, fix: fix, graph, at)
         }
         return outgoing
     }
 
-    private func locationEvents(for subject: UInt64, fix: LatestFix, _ g: GraphState, _ at: Int64) -> [Outgoing] {
+    private func locationEvents(for subject: UInt64, fix: LatestFix, _ g: GraphState, _ at: Int64, wasHidden: Bool) -> [Outgoing] {
         var viewers = Set(g.friends(of: subject))
         viewers.formUnion(grants.viewers(of: subject, now: at))
         // Most people set no precision and no zone: everyone allowed sees them exactly (no grouping, no dictionary per update).
@@ -251,7 +260,13 @@ extension GeoState {
         }
         var byPrecision: [Precision: [UInt64]] = [:]
         for viewer in viewers {
-            if let p = disclosure(viewer: viewer, subject: subject, graph: g, now: at, zone: zone) { byPrecision[p, default: []].append(viewer) }
+            if let p = disclosure(viewer: viewer, subject: subject, graph: g, now: at, zone: zone) {
+                byPrecision[p, default: []].append(viewer)
+            } else if zone?.privacy == .hidden, !wasHidden, disclosure(viewer: viewer, subject: subject, graph: g, now: at, zone: nil) != nil {
+                // Entering a HIDDEN zone: who saw them until now is told once that they cannot any
+                // more (an open map drops the point), with nothing of where; further updates inside say nothing.
+                byPrecision[.hidden, default: []].append(viewer)
+            }
         }
         return byPrecision.sorted { $0.key < $1.key }.map { .location(viewers: $0.value.sorted(), subject: subject, fix: fix, precision: $0.key) }
     }

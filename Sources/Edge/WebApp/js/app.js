@@ -177,6 +177,11 @@ async function loadPlaces() {
 function onEvent(kind, data) {
   switch (kind) {
     case "geo.Location": {
+      if (data.precision === "LOCATION_PRECISION_HIDDEN") { // out of sight now (a hidden zone): drop the point
+        state.locations = state.locations.filter((f) => f.userId !== data.userId);
+        render();
+        break;
+      }
       const existing = state.locations.find((f) => f.userId === data.userId);
       const entry = existing || { userId: data.userId, around: "", status: "", distanceM: 0 };
       entry.fix = data.fix;

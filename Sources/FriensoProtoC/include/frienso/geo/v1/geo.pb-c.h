@@ -569,6 +569,9 @@ struct  Frienso__Geo__V1__LocationEvent
    * for PLACE
    */
   char *around;
+  /*
+   * HIDDEN: they just went out of your sight (a hidden zone): drop their point
+   */
   Frienso__Geo__V1__LocationPrecision precision;
 };
 #define FRIENSO__GEO__V1__LOCATION_EVENT__INIT \
