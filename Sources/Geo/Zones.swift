@@ -19,6 +19,13 @@ extension GeoService {
         } else {
             guard existing.contains(where: { $0.id == zone.id }) else { throw RPCError.notFound("no zone \(zone.id) of yours") }
         }
+        // The hiding circle's shift: new for a new zone or one moved or resized, else kept (a
+        // shift drawn again at each edit would let someone average the rims).
+        if let old = existing.first(where: { $0.id == zone.id }), (old.lat, old.lon, old.radius) == (zone.lat, zone.lon, zone.radius) {
+            zone.shift = old.shift
+        } else {
+            zone.shift = ZoneRecord.randomShift(radius: zone.radius)
+        }
         // A zone that becomes HIDDEN takes its place alerts with it: an alert would tell of it.
         let dropped = zone.privacy == .hidden
             ? state.mutex.withLock { s in s.placeAlerts.alerts(of: caller).filter { $0.target == .zone(zone.id) }.map(\.id) } : []
@@ -106,13 +113,23 @@ extension GeoStore {
                 CREATE INDEX history_unrecorded ON history(id) WHERE unrecorded = 1;
                 """)
         }
+        migrator.registerMigration("zone-hiding-shift") { db in
+            // Zones made before it hide around their own centre (shift 0) until they are moved or resized.
+            try db.execute(sql: """
+                ALTER TABLE zones ADD COLUMN shift_north REAL NOT NULL DEFAULT 0;
+                ALTER TABLE zones ADD COLUMN shift_east REAL NOT NULL DEFAULT 0;
+                """)
+        }
     }
 
     func loadZones() throws -> [ZoneRecord] {
         try database.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, user_id, label, lat, lon, radius_m, privacy, keep_history FROM zones ORDER BY id").compactMap { row in
+            try Row.fetchAll(db, sql: """
+                SELECT id, user_id, label, lat, lon, radius_m, privacy, keep_history, shift_north, shift_east FROM zones ORDER BY id
+                """).compactMap { row in
                 ZonePrivacy(rawValue: row[6]).map {
-                    ZoneRecord(id: row[0], user: row[1], label: row[2], lat: row[3], lon: row[4], radius: row[5], privacy: $0, keepHistory: row[7])
+                    ZoneRecord(id: row[0], user: row[1], label: row[2], lat: row[3], lon: row[4], radius: row[5], privacy: $0, keepHistory: row[7],
+                               shift: (row[8], row[9]))
                 }
             }
         }
@@ -122,15 +139,17 @@ extension GeoStore {
     func saveZone(_ zone: ZoneRecord, droppingAlerts: [UInt64]) async throws -> UInt64 {
         try await database.write { db in
             for id in droppingAlerts { try db.run(sql: "DELETE FROM place_alerts WHERE id = ?", arguments: [id]) }
-            let arguments: StatementArguments = [zone.user, zone.label, zone.lat, zone.lon, zone.radius, zone.privacy.rawValue, zone.keepHistory]
+            let arguments: StatementArguments = [zone.user, zone.label, zone.lat, zone.lon, zone.radius, zone.privacy.rawValue, zone.keepHistory,
+                                                 zone.shift.north, zone.shift.east]
             if zone.id == 0 {
                 try db.run(sql: """
-                    INSERT INTO zones (user_id, label, lat, lon, radius_m, privacy, keep_history) VALUES (?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO zones (user_id, label, lat, lon, radius_m, privacy, keep_history, shift_north, shift_east) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """, arguments: arguments)
                 return UInt64(db.lastInsertedRowID)
             }
             try db.run(sql: """
-                UPDATE zones SET label = ?2, lat = ?3, lon = ?4, radius_m = ?5, privacy = ?6, keep_history = ?7 WHERE id = ?8 AND user_id = ?1
+                UPDATE zones SET label = ?2, lat = ?3, lon = ?4, radius_m = ?5, privacy = ?6, keep_history = ?7, shift_north = ?8, shift_east = ?9
+                WHERE id = ?10 AND user_id = ?1
                 """, arguments: arguments + [zone.id])
             return zone.id
         }

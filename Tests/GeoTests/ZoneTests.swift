@@ -178,5 +178,36 @@ struct ZoneTests {
         let inside = LocationUpdate(user: 7, lat: 10, lon: 10, accuracy: 0, deviceMs: 1, receivedMs: 1)
         let shop = LocationUpdate(user: 7, lat: 11, lon: 11, accuracy: 0, deviceMs: 1, receivedMs: 1)
         #expect(book.unrecorded(inside) && !book.unrecorded(shop))
+
+        // The hiding circle is shifted and grown by as much: the whole zone stays covered, and its
+        // rim is centred elsewhere than home.
+        let shifted = ZoneRecord(id: 4, user: 9, label: "Home", lat: 10, lon: 10, radius: 100, privacy: .label, keepHistory: false, shift: (50, 0))
+        #expect(shifted.hidingRadius == 150 && abs(shifted.hidingCentre.lat - (10 + 50 * metre)) < 1e-12)
+        for angle in stride(from: 0.0, to: 2 * .pi, by: .pi / 8) {
+            #expect(shifted.covers(lat: 10 + 99 * metre * cos(angle), lon: 10 + 99 * metre * sin(angle) / cos(10 * .pi / 180), accuracy: 0))
+        }
+        #expect(shifted.covers(lat: 10 + 190 * metre, lon: 10, accuracy: 0) && !shifted.covers(lat: 10 - 110 * metre, lon: 10, accuracy: 0))
+        for _ in 0..<100 {
+            let s = ZoneRecord.randomShift(radius: 200)
+            #expect((s.north * s.north + s.east * s.east).squareRoot() <= 100.000_001)
+        }
+    }
+
+    @Test("a zone's hiding circle keeps its shift through edits of its label, and draws a new one when it moves")
+    func shiftKept() async throws {
+        try await withGeo { geo async throws in
+            var made = try await zone(geo, 1, radius: 400)
+            let first = try #require(geo.service.state.mutex.withLock { $0.zones.zone(made.zoneId, of: 1) }).shift
+            made.label = "Flat"
+            _ = try await geo.call(1, API.setZone, GeoV1.SetZoneRequest(zone: made))
+            #expect(try #require(geo.service.state.mutex.withLock { $0.zones.zone(made.zoneId, of: 1) }).shift == first)
+            var moved = [first]
+            for i in 1...3 {
+                made.latitude += 0.001 * Double(i)
+                _ = try await geo.call(1, API.setZone, GeoV1.SetZoneRequest(zone: made))
+                moved.append(try #require(geo.service.state.mutex.withLock { $0.zones.zone(made.zoneId, of: 1) }).shift)
+            }
+            #expect(Set(moved.map { "\($0.north),\($0.east)" }).count > 1, "moved: shifts drawn again")
+        }
     }
 }

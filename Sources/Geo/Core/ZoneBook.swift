@@ -1,3 +1,4 @@
+import Foundation
 import FriensoProto
 
 /// How a zone hides its owner while they are inside it.
@@ -27,6 +28,11 @@ struct ZoneRecord: Sendable, Equatable {
     var radius: Double
     var privacy: ZonePrivacy
     var keepHistory: Bool
+    /// Where the circle that hides the owner is, in metres from the zone's centre (north, east).
+    /// Not the centre itself: someone who watches where the owner vanishes, from many
+    /// directions, traces that circle's rim, and its centre is not the owner's home. It is as
+    /// much bigger as it is shifted, so it still covers the whole zone.
+    var shift: (north: Double, east: Double) = (0, 0)
 
     static let radii = 25.0...5_000.0
     static let maxPerUser = 20
@@ -36,10 +42,27 @@ struct ZoneRecord: Sendable, Equatable {
     /// touches the zone. Privacy errs on the side of hiding: a fix 60 m outside a zone with an
     /// accuracy of 100 m could be inside it, so it is treated as inside.
     func covers(lat: Double, lon: Double, accuracy: Double) -> Bool {
-        let reach = radius + max(0, accuracy)
+        let reach = hidingRadius + max(0, accuracy)
         // Most fixes are far from most zones: a degree of latitude is the same length everywhere.
-        guard abs(lat - self.lat) * GeoMath.metresPerDegree <= reach else { return false }
-        return GeoMath.distance(lat1: self.lat, lon1: self.lon, lat2: lat, lon2: lon) <= reach
+        guard abs(lat - hidingCentre.lat) * GeoMath.metresPerDegree <= reach else { return false }
+        return GeoMath.distance(lat1: hidingCentre.lat, lon1: hidingCentre.lon, lat2: lat, lon2: lon) <= reach
+    }
+
+    /// The circle privacy uses (see `shift`): the zone's centre moved by `shift`, its radius grown by as much.
+    var hidingCentre: (lat: Double, lon: Double) {
+        (lat + shift.north / GeoMath.metresPerDegree, lon + shift.east / (GeoMath.metresPerDegree * max(cos(lat * .pi / 180), 0.01)))
+    }
+    var hidingRadius: Double { radius + (shift.north * shift.north + shift.east * shift.east).squareRoot() }
+
+    /// A random shift of up to half the radius, in any direction (a new zone, or one moved or resized).
+    static func randomShift(radius: Double) -> (north: Double, east: Double) {
+        let distance = Double.random(in: 0...(radius / 2)), angle = Double.random(in: 0..<(2 * .pi))
+        return (distance * cos(angle), distance * sin(angle))
+    }
+
+    static func == (a: ZoneRecord, b: ZoneRecord) -> Bool {
+        (a.id, a.user, a.label, a.privacy, a.keepHistory) == (b.id, b.user, b.label, b.privacy, b.keepHistory)
+            && (a.lat, a.lon, a.radius, a.shift.north, a.shift.east) == (b.lat, b.lon, b.radius, b.shift.north, b.shift.east)
     }
 
     var area: PlaceArea { PlaceArea(lat: lat, lon: lon, radius: radius, ring: []) }
