@@ -46,8 +46,10 @@ public struct Backoff: Sendable {
 }
 
 /// Starts children in order, waits until each answers Ping, restarts one that dies (with
-/// backoff), and on graceful shutdown stops them in reverse order: SIGTERM, then SIGKILL after
-/// `stopTimeout`. Logs go to `<runDir>/logs/<name>.log`, PIDs to `<runDir>/pids/<name>.pid`.
+/// backoff), probes them all every `probeInterval`, and on graceful shutdown stops them in
+/// reverse order: SIGTERM, then SIGKILL after `stopTimeout`. Logs go to
+/// `<runDir>/logs/<name>.log`, PIDs to `<runDir>/pids/<name>.pid`, and what it knows of each
+/// member to `<runDir>/status.json` (`LaunchStatus`, read by `frienso-launch status`).
 public final class Supervisor: Service, Sendable {
     public let children: [ChildSpec]
     public let runDirectory: String
@@ -59,15 +61,33 @@ public final class Supervisor: Service, Sendable {
     private let restarts = Mutex<[String: Int]>([:])
     private let ready = OneShot<Result<Void, SupervisorError>>()
     private let shuttingDown = Atomic<Bool>(false)
+    private let status: Mutex<LaunchStatus>
+    public let probeInterval: Duration
 
     public init(children: [ChildSpec], runDirectory: String, logger: Logger, readyTimeout: Duration = .seconds(60),
-                stopTimeout: Duration = .seconds(10), backoff: Backoff = Backoff()) {
+                stopTimeout: Duration = .seconds(10), backoff: Backoff = Backoff(), probeInterval: Duration = .seconds(5)) {
         self.children = children
         self.runDirectory = runDirectory
         self.logger = logger
         self.readyTimeout = readyTimeout
         self.stopTimeout = stopTimeout
         self.backoff = backoff
+        self.probeInterval = probeInterval
+        status = Mutex(LaunchStatus(launcherPID: getpid(), startedAtMs: Self.nowMs(), members: children.map {
+            LaunchStatus.Member(name: $0.name, state: "stopped", endpoint: $0.endpoint, restarts: 0)
+        }))
+    }
+
+    static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1_000) }
+
+    /// Changes what status.json says of `name`, and writes it.
+    private func record(_ name: String, _ change: (inout LaunchStatus.Member) -> Void) {
+        let runDirectory = runDirectory
+        status.withLock { s in
+            guard let i = s.members.firstIndex(where: { $0.name == name }) else { return }
+            change(&s.members[i])
+            s.write(runDirectory)
+        }
     }
 
     /// Resolves when every child has answered Ping once (or one could not be started).
@@ -100,8 +120,10 @@ public final class Supervisor: Service, Sendable {
                     do {
                         try start(child)
                         try await waitUntilAnswering(child)
+                        markReady(child.name)
                         logger.info("ready", metadata: ["service": "\(child.name)", "pid": "\(pid(of: child.name) ?? 0)"])
                     } catch {
+                        record(child.name) { $0.state = "failed"; $0.lastError = "\(error)" }
                         logger.error("could not start", metadata: ["service": "\(child.name)", "error": "\(error)"])
                         ready.fulfil(.failure(error as? SupervisorError ?? SupervisorError("\(child.name): \(error)")))
                         stopAll()
@@ -110,6 +132,7 @@ public final class Supervisor: Service, Sendable {
                     group.addTask { await self.supervise(child) }
                 }
                 ready.fulfil(.success(()))
+                group.addTask { await self.probeLoop() }
                 logger.info("all services ready", metadata: ["run-dir": "\(runDirectory)"])
             }
         } onGracefulShutdown: {
@@ -134,6 +157,43 @@ public final class Supervisor: Service, Sendable {
         try process.run()
         try "\(process.processIdentifier)\n".write(toFile: Self.pidFile(runDirectory, child.name), atomically: true, encoding: .utf8)
         running.withLock { $0[child.name] = process }
+        record(child.name) { $0.state = "starting"; $0.pid = process.processIdentifier; $0.startedAtMs = Self.nowMs() }
+    }
+
+    private func markReady(_ name: String) {
+        let at = Self.nowMs()
+        record(name) { $0.state = "ready"; $0.lastReadyAtMs = at; $0.lastProbeAtMs = at }
+    }
+
+    /// Readiness after start: every member probed every `probeInterval` (a process can live and
+    /// not answer: stuck, or its port taken).
+    private func probeLoop() async {
+        while !shuttingDown.load(ordering: .sequentiallyConsistent) && !Task.isCancelled {
+            let until = ContinuousClock.now.advanced(by: probeInterval)
+            // A timer, not a synchronisation: checked every 100 ms so shutdown does not wait for it.
+            while ContinuousClock.now < until, !shuttingDown.load(ordering: .sequentiallyConsistent) { try? await Task.sleep(for: .milliseconds(100)) }
+            for child in children where !shuttingDown.load(ordering: .sequentiallyConsistent) {
+                guard running.withLock({ $0[child.name]?.isRunning ?? false }),
+                      status.withLock({ s in s.members.first { $0.name == child.name }?.state }) != "starting" else { continue }
+                let answered = await probeOnce(child)
+                let at = Self.nowMs()
+                record(child.name) { m in
+                    m.lastProbeAtMs = at
+                    if answered { m.lastReadyAtMs = at }
+                    m.state = answered ? "ready" : "not answering"
+                }
+            }
+        }
+    }
+
+    private func probeOnce(_ child: ChildSpec) async -> Bool {
+        if child.speaksHTTP { return HTTPProbe.isReady(child.endpoint) }
+        var options = Self.probeOptions
+        options.security = child.probe
+        let client = WireClient(endpoint: child.endpoint, options: options, logger: logger)
+        let answered = (try? await client.ping(service: child.name, deadline: .seconds(2))) != nil
+        await client.close()
+        return answered
     }
 
     /// Pings the child with a bounded number of tries until it answers.
@@ -179,6 +239,14 @@ public final class Supervisor: Service, Sendable {
             let started = ContinuousClock.now
             await Self.waitForExit(process)
             if shuttingDown.load(ordering: .sequentiallyConsistent) || Task.isCancelled { return }
+            let ended = process.terminationReason == .uncaughtSignal ? "signal \(process.terminationStatus)" : "exit status \(process.terminationStatus)"
+            let lastError = LaunchStatus.lastError(inLog: "\(runDirectory)/logs/\(child.name).log")
+            record(child.name) { m in
+                m.state = "restarting"
+                m.pid = nil
+                m.lastExit = ended
+                if let lastError { m.lastError = lastError }
+            }
             if started.duration(to: .now) >= backoff.stable { failures = 0 }
             failures += 1
             let delay = backoff.delay(afterFailures: failures)
@@ -189,9 +257,12 @@ public final class Supervisor: Service, Sendable {
             do {
                 try start(child)
                 restarts.withLock { $0[child.name, default: 0] += 1 }
+                record(child.name) { $0.restarts += 1 }
                 try await waitUntilAnswering(child)
+                markReady(child.name)
                 logger.info("restarted", metadata: ["service": "\(child.name)", "pid": "\(pid(of: child.name) ?? 0)"])
             } catch {
+                record(child.name) { $0.state = "failed"; $0.lastError = "\(error)" }
                 logger.error("restart failed", metadata: ["service": "\(child.name)", "error": "\(error)"])
             }
         }
@@ -220,6 +291,7 @@ public final class Supervisor: Service, Sendable {
             }
             process.waitUntilExit()
             try? FileManager.default.removeItem(atPath: Self.pidFile(runDirectory, name))
+            record(name) { $0.state = "stopped"; $0.pid = nil }
             logger.info("stopped", metadata: ["service": "\(name)", "status": "\(process.terminationStatus)"])
         }
     }
