@@ -40,6 +40,41 @@ public struct LaunchStatus: Codable, Sendable, Equatable {
         try? data.write(to: URL(fileURLWithPath: Self.path(runDirectory)), options: .atomic)
     }
 
+    /// What `frienso-launch status` prints: a line per member, or JSON (this status with each
+    /// member's `live` and `ready`); and whether every member is live and ready.
+    public func report(json: Bool, nowMs now: Int64) throws -> (text: String, allReady: Bool) {
+        let members = self.members.map { m in (m, live: Self.alive(m.pid), ready: m.state == "ready") }
+        let allReady = members.allSatisfy { $0.live && $0.ready }
+        if json {
+            struct Report: Encodable {
+                var launcherPID: Int32, startedAtMs: Int64, members: [Entry]
+                struct Entry: Encodable { var member: Member, live: Bool, ready: Bool }
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            let report = Report(launcherPID: launcherPID, startedAtMs: startedAtMs,
+                                members: members.map { Report.Entry(member: $0.0, live: $0.live, ready: $0.ready) })
+            return (String(decoding: try encoder.encode(report), as: UTF8.self), allReady)
+        }
+        var lines = ["frienso-launch \(launcherPID), up \(Self.span(now - startedAtMs))"]
+        for (m, live, _) in members {
+            var line = "\(m.name.padding(toLength: 9, withPad: " ", startingAt: 0)) \(m.state.padding(toLength: 14, withPad: " ", startingAt: 0))"
+            line += live ? " pid \(m.pid ?? 0)" : " not running"
+            if let started = m.startedAtMs, live { line += ", up \(Self.span(now - started))" }
+            line += ", \(m.restarts) restart\(m.restarts == 1 ? "" : "s")"
+            if let probe = m.lastProbeAtMs { line += ", probed \(Self.span(now - probe)) ago" }
+            if let exit = m.lastExit { line += ", last run ended: \(exit)" }
+            if let error = m.lastError { line += "\n          last error: \(error)" }
+            lines.append(line)
+        }
+        return (lines.joined(separator: "\n"), allReady)
+    }
+
+    static func span(_ ms: Int64) -> String {
+        let s = max(0, ms / 1_000)
+        return s < 120 ? "\(s) s" : s < 7_200 ? "\(s / 60) min" : "\(s / 3_600) h \(s % 3_600 / 60) min"
+    }
+
     /// Whether a process with this PID exists (signal 0 checks without sending anything).
     public static func alive(_ pid: Int32?) -> Bool {
         guard let pid, pid > 0 else { return false }

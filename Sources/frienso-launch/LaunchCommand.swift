@@ -99,36 +99,8 @@ struct Status: ParsableCommand {
             print("no frienso-launch runs with --run-dir \(runDir)")
             throw ExitCode(3)
         }
-        let now = Int64(Date().timeIntervalSince1970 * 1_000)
-        let members = status.members.map { m in (m, live: LaunchStatus.alive(m.pid), ready: m.state == "ready") }
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            struct Report: Encodable {
-                var launcherPID: Int32, startedAtMs: Int64, members: [Entry]
-                struct Entry: Encodable { var member: LaunchStatus.Member, live: Bool, ready: Bool }
-            }
-            let report = Report(launcherPID: status.launcherPID, startedAtMs: status.startedAtMs,
-                                members: members.map { Report.Entry(member: $0.0, live: $0.live, ready: $0.ready) })
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
-        } else {
-            print("frienso-launch \(status.launcherPID), up \(Self.span(now - status.startedAtMs))")
-            for (m, live, _) in members {
-                var line = "\(m.name.padding(toLength: 9, withPad: " ", startingAt: 0)) \(m.state.padding(toLength: 14, withPad: " ", startingAt: 0))"
-                line += live ? " pid \(m.pid ?? 0)" : " not running"
-                if let started = m.startedAtMs, live { line += ", up \(Self.span(now - started))" }
-                line += ", \(m.restarts) restart\(m.restarts == 1 ? "" : "s")"
-                if let probe = m.lastProbeAtMs { line += ", probed \(Self.span(now - probe)) ago" }
-                if let exit = m.lastExit { line += ", last run ended: \(exit)" }
-                if let error = m.lastError { line += "\n          last error: \(error)" }
-                print(line)
-            }
-        }
-        if !members.allSatisfy({ $0.live && $0.ready }) { throw ExitCode(1) }
-    }
-
-    static func span(_ ms: Int64) -> String {
-        let s = max(0, ms / 1_000)
-        return s < 120 ? "\(s) s" : s < 7_200 ? "\(s / 60) min" : "\(s / 3_600) h \(s % 3_600 / 60) min"
+        let report = try status.report(json: json, nowMs: Int64(Date().timeIntervalSince1970 * 1_000))
+        print(report.text)
+        if !report.allReady { throw ExitCode(1) }
     }
 }

@@ -74,6 +74,8 @@ struct PlaceAlertBook: Sendable {
     private(set) var alerts: [UInt64: PlaceAlertRecord] = [:]
     /// subject → their alerts' ids (the hot path: one lookup per location update).
     private var bySubject: [UInt64: [UInt64]] = [:]
+    /// viewer → the ids of the alerts they set (lists and the per-viewer limit, under the state lock).
+    private var byViewer: [UInt64: [UInt64]] = [:]
     /// subject → the friends they allow to set alerts.
     private(set) var allowed: [UInt64: Set<UInt64>] = [:]
     /// subject → the targets they are inside.
@@ -89,18 +91,23 @@ struct PlaceAlertBook: Sendable {
     func isAllowed(viewer: UInt64, subject: UInt64) -> Bool { allowed[subject]?.contains(viewer) == true }
 
     func alerts(of subject: UInt64) -> [PlaceAlertRecord] { (bySubject[subject] ?? []).compactMap { alerts[$0] } }
-    func alerts(setBy viewer: UInt64) -> [PlaceAlertRecord] { alerts.values.filter { $0.viewer == viewer }.sorted { $0.id < $1.id } }
+    func alerts(setBy viewer: UInt64) -> [PlaceAlertRecord] { (byViewer[viewer] ?? []).compactMap { alerts[$0] }.sorted { $0.id < $1.id } }
     func alert(viewer: UInt64, subject: UInt64, target: PlaceTarget) -> PlaceAlertRecord? {
         alerts(of: subject).first { $0.viewer == viewer && $0.target == target }
     }
 
     mutating func add(_ alert: PlaceAlertRecord) {
-        if alerts[alert.id] == nil { bySubject[alert.subject, default: []].append(alert.id) }
+        if alerts[alert.id] == nil {
+            bySubject[alert.subject, default: []].append(alert.id)
+            byViewer[alert.viewer, default: []].append(alert.id)
+        }
         alerts[alert.id] = alert
     }
 
     mutating func remove(_ id: UInt64) {
         guard let alert = alerts.removeValue(forKey: id) else { return }
+        byViewer[alert.viewer]?.removeAll { $0 == id }
+        if byViewer[alert.viewer]?.isEmpty == true { byViewer[alert.viewer] = nil }
         bySubject[alert.subject]?.removeAll { $0 == id }
         if bySubject[alert.subject]?.isEmpty == true {
             bySubject[alert.subject] = nil
@@ -172,7 +179,7 @@ struct PlaceAlertBook: Sendable {
 
     /// A deleted account: their alerts either way, their permissions either way.
     mutating func forget(_ user: UInt64) {
-        for alert in alerts.values where alert.viewer == user || alert.subject == user { remove(alert.id) }
+        for id in (byViewer[user] ?? []) + (bySubject[user] ?? []) { remove(id) }
         allowed[user] = nil
         for subject in Array(allowed.keys) { setAllowed(viewer: user, subject: subject, false) }
     }
