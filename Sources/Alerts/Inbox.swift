@@ -199,25 +199,38 @@ extension AlertsService {
     /// - Returns: how many notices were taken.
     @discardableResult
     public func pullNotices() async throws -> Int {
+        let link = config.inviteLink
+        return try await pull(after: "social.notices", limit: 500, fetch: { try await self.peers.notices(after: $0, limit: $1) }, id: \.noticeId,
+                              messages: { notices in notices.compactMap { n in Self.outgoing(for: n, link: link)?.about(n.from?.userId ?? 0) } },
+                              queued: { notices in
+            for n in notices where n.kind == .circleRequest {
+                self.emit(AlertsV1.AlertEvent(kind: .coreFriendRequest, requestId: n.from?.userId ?? 0, from: Self.person(n.from),
+                                              text: "\(Self.name(Self.person(n.from))) asks you to be in their core circle", atMs: n.createdAtMs),
+                          to: [n.toUserId])
+            }
+        })
+    }
+
+    /// Takes another service's records after the cursor `cursor` (alerts' `cursors` table), a
+    /// page at a time: each page's deliveries and the cursor's move commit together, so a record
+    /// is queued once however often this runs (queueing is idempotent anyway, should two pulls
+    /// overlap). - Returns: how many records were taken.
+    func pull<Record: Sendable>(after cursor: String, limit: Int, fetch: (UInt64, Int) async throws -> [Record], id: (Record) -> UInt64,
+                                messages: ([Record]) async throws -> [Outgoing], queued: ([Record]) -> Void = { _ in }) async throws -> Int {
         var taken = 0
         while true {
-            let cursor = try await store.database.read { db in try AlertsStore.cursor(db, "social.notices") }
-            let notices = try await peers.notices(after: cursor, limit: 500)
-            guard let last = notices.last else { return taken }
-            let at = now(), link = config.inviteLink
+            let after = try await store.database.read { db in try AlertsStore.cursor(db, cursor) }
+            let records = try await fetch(after, limit)
+            guard let last = records.last.map(id) else { return taken }
+            let outgoing = try await messages(records), at = now()
             try await store.database.write { db in
-                // Another pull may have moved the cursor meanwhile: queueing is idempotent anyway.
-                try AlertsStore.enqueue(db, notices.compactMap { n in Self.outgoing(for: n, link: link)?.about(n.from?.userId ?? 0) }, now: at)
-                try AlertsStore.setCursor(db, "social.notices", max(last.noticeId, try AlertsStore.cursor(db, "social.notices")))
+                try AlertsStore.enqueue(db, outgoing, now: at)
+                try AlertsStore.setCursor(db, cursor, max(last, try AlertsStore.cursor(db, cursor)))
             }
-            for n in notices where n.kind == .circleRequest {
-                emit(AlertsV1.AlertEvent(kind: .coreFriendRequest, requestId: n.from?.userId ?? 0, from: Self.person(n.from),
-                                         text: "\(Self.name(Self.person(n.from))) asks you to be in their core circle", atMs: n.createdAtMs),
-                     to: [n.toUserId])
-            }
+            queued(records)
             deliveryBell.ring()
-            taken += notices.count
-            if notices.count < 500 { return taken }
+            taken += records.count
+            if records.count < limit { return taken }
         }
     }
 

@@ -140,7 +140,7 @@ public final class GeoService: Sendable {
             let (replaces, plan) = state.mutex.withLock { s in
                 let replaces = s.accept(batch)
                 var plan = s.plan(batch, replaces: replaces)
-                if !plan.fired.isEmpty { plan.told = graph.read { s.told(plan.fired, graph: $0, now: at) } }
+                if !plan.fired.isEmpty { plan.told = graph.read { [plan] in s.told(plan, graph: $0, now: at) } }
                 return (replaces, plan)
             }
             let chunk = folding.mutex.withLock { $0.next(nowMs: clock()) }

@@ -317,8 +317,10 @@ extension GeoState {
     struct WritePlan: Sendable {
         /// Per update: kept out of history (inside a private zone that keeps none); nil: all kept.
         var unrecorded: [Bool]?
-        /// Alerts whose subject arrived or left, with the fix that did it (not yet filtered by who may be told).
-        var fired: [(PlaceAlertBook.Fired, LatestFix)] = []
+        /// Alerts whose subject arrived or left (not yet filtered by who may be told); each names
+        /// its fix in `fixes`.
+        var fired: [PlaceAlertBook.Fired] = []
+        var fixes: [(user: UInt64, lat: Double, lon: Double, accuracy: Double)] = []
         /// Those to tell (`told`).
         var told: [PlaceEventRecord] = []
         /// Subjects' new inside sets, applied once the batch has committed.
@@ -338,24 +340,20 @@ extension GeoState {
             fixes.append((update.user, update.lat, update.lon, update.accuracy))
         }
         guard !fixes.isEmpty else { return plan }
-        let (fired, inside) = placeAlerts.transitions(fixes)
-        plan.inside = inside
-        plan.fired = fired.map { f in
-            let fix = fixes[f.fix]
-            return (f, LatestFix(lat: fix.lat, lon: fix.lon, accuracy: fix.accuracy, deviceMs: 0, receivedMs: 0, status: ""))
-        }
+        (plan.fired, plan.inside) = placeAlerts.transitions(fixes)
+        plan.fixes = fixes
         return plan
     }
 
     /// The fired alerts that may be told: the subject still allows the viewer, and the viewer
     /// may see the subject at all where the subject now is (friends, not blocked, no ghost mode,
     /// precision not hidden, not inside a HIDDEN zone).
-    func told(_ fired: [(PlaceAlertBook.Fired, LatestFix)], graph: GraphState, now: Int64) -> [PlaceEventRecord] {
-        fired.compactMap { f, fix in
-            let alert = f.alert
+    func told(_ plan: WritePlan, graph: GraphState, now: Int64) -> [PlaceEventRecord] {
+        plan.fired.compactMap { f in
+            let alert = f.alert, fix = plan.fixes[f.fix]
             guard placeAlerts.isAllowed(viewer: alert.viewer, subject: alert.subject),
                   disclosure(viewer: alert.viewer, subject: alert.subject, graph: graph, now: now,
-                             zone: zones.privateZone(of: alert.subject, at: fix)) != nil else { return nil }
+                             zone: zones.privateZone(of: alert.subject, lat: fix.lat, lon: fix.lon, accuracy: fix.accuracy)) != nil else { return nil }
             return PlaceEventRecord(viewer: alert.viewer, subject: alert.subject, alert: alert.id, label: alert.label,
                                     arrived: f.arrived, atMs: now)
         }
