@@ -229,7 +229,8 @@ final class AccountsStore: Sendable {
     func search(prefix: String, after: String, limit: Int) async throws -> [UserRecord] {
         let escaped = prefix.lowercased().replacingOccurrences(of: "\\", with: "\\\\")
             .replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + "%"
-        return try await database.read { db in
+        // A prefix that matches nobody reads every user: off the task's thread (`scan`).
+        return try await database.scan { db in
             try Row.fetchAll(db, cached: """
                 SELECT \(UserRecord.columns) FROM users
                 WHERE (username LIKE ?1 ESCAPE '\\' OR lower(first_name) LIKE ?1 ESCAPE '\\' OR lower(last_name) LIKE ?1 ESCAPE '\\')

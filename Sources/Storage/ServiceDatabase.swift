@@ -41,6 +41,9 @@ public final class ServiceDatabase: Sendable {
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
+        // Reads run on the tasks' own threads (`read`): enough readers that they never wait for
+        // one another on a machine with many cores.
+        configuration.maximumReaderCount = max(5, ProcessInfo.processInfo.activeProcessorCount * 2)
         let signal = Checkpointer.Signal()
         configuration.prepareDatabase { db in
             // FULL: a write acknowledged to a client is on disk, even across a power cut.
@@ -61,9 +64,30 @@ public final class ServiceDatabase: Sendable {
         try pool.read(value)
     }
 
+    /// A read from a request: a few index lookups, bounded by a key or a LIMIT. It runs on the
+    /// calling task's thread, in a read transaction of a reader connection (WAL: it never waits
+    /// for the writer). Handing it to the reader's queue instead, as GRDB's async `read` does,
+    /// costs two thread switches and a continuation per read, more than the read itself: under
+    /// 64 helpNow raises in flight that hop was a fifth of the throughput (`docs/benchmarks.md`,
+    /// issue 16, item 15). A read that may visit a large part of a table uses `scan`.
     public func read<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        if Self.readsInPlace { return try readHere(value) }
+        return try await pool.read(value)
+    }
+
+    /// A read that may take long (a scan with no index to bound it): on the reader's own queue,
+    /// so the task's thread stays free for others meanwhile.
+    public func scan<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await pool.read(value)
     }
+
+    private func readHere<T>(_ value: (Database) throws -> T) throws -> T {
+        try pool.read(value)
+    }
+
+    /// `FRIENSO_READS=queued` sends every async read to the reader's queue, as before item 15:
+    /// for A/B runs of `frienso-bench` (the launcher's children inherit it).
+    static let readsInPlace = ProcessInfo.processInfo.environment["FRIENSO_READS"] != "queued"
 
     /// A synchronous write (start-up, migrations, workers): never part of a request's claim.
     public func write<T>(_ updates: (Database) throws -> T) throws -> T {
