@@ -20,6 +20,10 @@ let hummingbird: Target.Dependency = .product(name: "Hummingbird", package: "hum
 let hummingbirdTLS: Target.Dependency = .product(name: "HummingbirdTLS", package: "hummingbird")
 let hummingbirdWebSocket: Target.Dependency = .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket")
 let wsClient: Target.Dependency = .product(name: "HummingbirdWSClient", package: "hummingbird-websocket")
+let httpClient: Target.Dependency = .product(name: "AsyncHTTPClient", package: "async-http-client")
+let jwt: Target.Dependency = .product(name: "JWTKit", package: "jwt-kit")
+let nioSSL: Target.Dependency = .product(name: "NIOSSL", package: "swift-nio-ssl")
+let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
 
 let package = Package(
     name: "frienso",
@@ -51,10 +55,16 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // Tests only: the HTTP/2 fake APNs server, and the fake providers' own check of the
+        // tokens' signatures (independent of jwt-kit, which signs them).
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
-        // Tests only: an HTTP client for the edge's tests.
+        // The delivery providers' HTTP client (HTTP/1.1 and HTTP/2 over TLS), and the edge's tests'.
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        // Signed tokens for FCM's OAuth exchange (RS256) and APNs (ES256).
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
     ],
     targets: [
         // C libraries from Debian.
@@ -246,10 +256,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Real SMS, push and email providers behind alerts' provider interfaces (issue 19).
+        .target(
+            name: "Deliveries",
+            dependencies: [
+                "Alerts", "FriensoProto",
+                httpClient, jwt, nioSSL, nioCore,
+                logging, serviceLifecycle,
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "frienso-alerts",
             dependencies: [
-                "Alerts", "SocialReplica", "ServiceKit", "Wire",
+                "Alerts", "Deliveries", "SocialReplica", "ServiceKit", "Wire",
                 argumentParser,
                 logging,
                 serviceLifecycle,
@@ -326,6 +346,11 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
                 wsClient,
                 logging,
                 serviceLifecycle,
@@ -364,7 +389,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AlertsTests",
-            dependencies: ["Alerts", "Geo", "Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting",
+            dependencies: ["Alerts", "Deliveries", "Geo", "Social", "SocialReplica", "Accounts", "Gateway", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting",
                            "ServiceKit", "Identity", "Storage",
                            grdb,
                            logging,

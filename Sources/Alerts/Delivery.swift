@@ -18,6 +18,28 @@ public struct OutgoingMessage: Sendable {
     public var address: String
     public var body: String
     public var recipientUserID: UInt64
+    /// The device's platform, for push (a provider per platform); unspecified for SMS.
+    public var platform: AlertsV1.Platform
+    /// What it is about ("help_now:7", "watch:3", ...): urgent kinds go out at the highest priority.
+    public var source: String
+
+    public init(deliveryID: UInt64, idempotencyKey: String, channel: AlertsV1.Channel, address: String, body: String,
+                recipientUserID: UInt64, platform: AlertsV1.Platform = .unspecified, source: String = "") {
+        self.deliveryID = deliveryID
+        self.idempotencyKey = idempotencyKey
+        self.channel = channel
+        self.address = address
+        self.body = body
+        self.recipientUserID = recipientUserID
+        self.platform = platform
+        self.source = source
+    }
+
+    /// helpNow and its escalation, a missed check-in timer, a watch that ended without arriving:
+    /// a person may be in danger (push at the highest priority, time-sensitive on iOS).
+    public var isUrgent: Bool {
+        ["help_now:", "help_escalation:", "timer:", "watch:"].contains { source.hasPrefix($0) }
+    }
 }
 
 public enum DeliveryResult: Sendable, Equatable {
@@ -25,26 +47,55 @@ public enum DeliveryResult: Sendable, Equatable {
     case delivered(reference: String)
     /// It did not; a retryable failure is tried again with backoff.
     case failed(String, retryable: Bool)
+    /// Refused for now with the provider's own delay (`Retry-After`): tried again no sooner,
+    /// and no later than the backoff would have.
+    case retryAfter(String, Duration)
+    /// The address is dead (an unregistered or invalid device token): failed for good, and the
+    /// device is unregistered so nothing is sent to it again.
+    case deadAddress(String)
+
+    /// What the attempt log records for it.
+    var outcome: AlertsV1.AttemptOutcome {
+        switch self {
+        case .delivered: .delivered
+        case .failed(_, let retryable): retryable ? .retry : .failed
+        case .retryAfter: .retry
+        case .deadAddress: .deadAddress
+        }
+    }
 }
 
-/// Sends text messages. A real one (an HTTP SMS gateway) is one new type.
-public protocol SMSProvider: Sendable {
+/// What every delivery provider does: hand a batch of messages over, one result each.
+public protocol DeliveryProvider: Sendable {
     var name: String { get }
     /// One result per message, in order.
     func send(_ batch: [OutgoingMessage]) async -> [DeliveryResult]
+    /// The name recorded for one message (a router names the provider it picks).
+    func providerName(for message: OutgoingMessage) -> String
+    /// Whether a message leaves the machine (a network provider): its attempt is logged as
+    /// SENDING before it goes, so a crash in between is visible. Default true.
+    var sendsOffMachine: Bool { get }
 }
 
-/// Sends push notifications to device tokens. A real one (APNs, FCM) is one new type.
-public protocol PushProvider: Sendable {
-    var name: String { get }
-    func send(_ batch: [OutgoingMessage]) async -> [DeliveryResult]
+extension DeliveryProvider {
+    public func providerName(for message: OutgoingMessage) -> String { name }
+    public var sendsOffMachine: Bool { true }
 }
+
+/// Sends text messages (Twilio, a JSON webhook: the `Deliveries` module; the built-in
+/// `RecordingProvider` by default).
+public protocol SMSProvider: DeliveryProvider {}
+
+/// Sends push notifications to device tokens (FCM, APNs: the `Deliveries` module).
+public protocol PushProvider: DeliveryProvider {}
 
 /// The built-in providers: no network, a durable record of each message sent (the
 /// `sent_messages` table, keyed by the idempotency key) and a log line. They are what a
 /// deployment without SMS or push credentials uses, and what the tests count.
 final class RecordingProvider: SMSProvider, PushProvider {
     let name: String
+    /// Its record commits before it answers: nothing to mark as in flight.
+    var sendsOffMachine: Bool { false }
     private let database: ServiceDatabase
     private let logger: Logger
     private let now: @Sendable () -> Int64
@@ -82,9 +133,9 @@ final class RecordingProvider: SMSProvider, PushProvider {
     }
 }
 
-enum Redact {
+public enum Redact {
     /// A phone number or token shortened for logs and operator listings: enough to tell them apart.
-    static func address(_ address: String) -> String {
+    public static func address(_ address: String) -> String {
         address.count <= 8 ? address : "\(address.prefix(4))…\(address.suffix(4))"
     }
 }
@@ -152,13 +203,23 @@ struct DeliveryPlan {
             d.address = address
             d.updatedAtMs = finished
             switch result {
-            case .delivered:
+            case .delivered(let reference):
                 d.status = .delivered
                 d.lastError = ""
+                d.reference = reference
             case .failed(let reason, let retryable):
                 d.status = !retryable || d.attempts >= policy.maxAttempts ? .failed : .pending
                 d.lastError = reason
                 d.nextAttemptAtMs = finished + policy.delay(afterAttempt: Int(d.attempts))
+            case .retryAfter(let reason, let after):
+                d.status = d.attempts >= policy.maxAttempts ? .failed : .pending
+                d.lastError = reason
+                // Exactly when the provider asked (never sooner; no longer either: an alert waits
+                // for nothing else), but not sooner than the first backoff step.
+                d.nextAttemptAtMs = finished + max(after.wholeMilliseconds, policy.firstDelay.wholeMilliseconds)
+            case .deadAddress(let reason):
+                d.status = .failed
+                d.lastError = reason
             }
             rows[id] = d
         }
@@ -181,10 +242,20 @@ struct DeliveryPass: Sendable {
     /// - Returns: when the next row is due (nil: none pending).
     func run() async throws -> Int64? {
         let at = now()
-        var due = try await store.database.read { db in
-            try Row.fetchAll(db, cached: "SELECT \(AlertsStore.deliveryColumns) FROM outbox WHERE status = 1 AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT 256",
-                             arguments: [at]).map(AlertsStore.delivery)
+        // Each push row with its device's platform (nil: the device was unregistered since).
+        let (read, platforms) = try await store.database.read { db -> ([AlertsV1.Delivery], [UInt64: AlertsV1.Platform]) in
+            var platforms: [UInt64: AlertsV1.Platform] = [:]
+            let rows = try Row.fetchAll(db, cached: """
+                SELECT \(AlertsStore.deliveryColumns), (SELECT platform FROM devices WHERE token = outbox.address AND outbox.channel = ?)
+                FROM outbox WHERE status = 1 AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT 256
+                """, arguments: [AlertsV1.Channel.push.rawValue, at]).map { row -> AlertsV1.Delivery in
+                let d = AlertsStore.delivery(row)
+                if let platform = row[AlertsStore.deliveryColumnCount] as Int32? { platforms[d.deliveryId] = AlertsV1.Platform(rawValue: platform) }
+                return d
+            }
+            return (rows, platforms)
         }
+        var due = read
         guard !due.isEmpty else { return try await nextDue() }
 
         // Phone numbers of users, looked up now (so a changed number is used).
@@ -200,40 +271,73 @@ struct DeliveryPass: Sendable {
         }
         let addressed = DeliveryPlan.addressed(due, phones: phones)
         due = addressed.due
-        let postponed = addressed.postponed, skipped = addressed.skipped
+        let postponed = addressed.postponed
+        // A device unregistered after its row was queued gets nothing.
+        var skipped: [(UInt64, String)] = addressed.skipped
+        for d in due where d.channel == .push && platforms[d.deliveryId] == nil {
+            skipped.append((d.deliveryId, "the device was unregistered"))
+        }
         let excluded = Set(postponed).union(skipped.map(\.0))
         let ready = due.filter { !excluded.contains($0.deliveryId) }
         func messages(_ channel: AlertsV1.Channel) -> [OutgoingMessage] {
             ready.filter { $0.channel == channel }.map {
                 OutgoingMessage(deliveryID: $0.deliveryId, idempotencyKey: "frienso-delivery-\($0.deliveryId)", channel: $0.channel,
-                                address: $0.address, body: $0.body, recipientUserID: $0.recipientUserId)
+                                address: $0.address, body: $0.body, recipientUserID: $0.recipientUserId,
+                                platform: platforms[$0.deliveryId] ?? .unspecified, source: $0.source)
             }
         }
         let smsBatch = messages(.sms), pushBatch = messages(.push)
+        let sent = smsBatch.map { ($0, sms.providerName(for: $0)) } + pushBatch.map { ($0, push.providerName(for: $0)) }
+
+        // What leaves the machine is logged as SENDING first: if alerts dies before the answer
+        // is recorded, the log says the message may have gone out (the retry reuses its key).
+        let offMachine = (sms.sendsOffMachine ? smsBatch.map(\.deliveryID) : []) + (push.sendsOffMachine ? pushBatch.map(\.deliveryID) : [])
+        if !offMachine.isEmpty {
+            let names = Dictionary(sent.map { ($0.0.deliveryID, $0.1) }, uniquingKeysWith: { a, _ in a })
+            let started = now()
+            try await store.database.write { db in
+                try AlertsStore.interruptAttempts(db, at: started)
+                for id in offMachine { try AlertsStore.beginAttempt(db, delivery: id, provider: names[id] ?? "", at: started) }
+            }
+        }
         async let smsResults = smsBatch.isEmpty ? [] : sms.send(smsBatch)
         async let pushResults = pushBatch.isEmpty ? [] : push.send(pushBatch)
         let (s, p) = await (smsResults, pushResults)
+        // Stopping mid-send: what went out is not known. Nothing is recorded; the attempts stay
+        // SENDING and read INTERRUPTED at the next start, which sends them again.
+        try Task.checkCancellation()
         // A message a provider gave no result for counts as a retryable failure (never left due).
         func padded(_ results: [DeliveryResult], _ count: Int) -> [DeliveryResult] {
             Array(results.prefix(count)) + Array(repeating: .failed("the provider gave no result", retryable: true), count: max(0, count - results.count))
         }
-        let outcomes = zip(smsBatch, padded(s, smsBatch.count)).map { ($0, $1, sms.name) }
-            + zip(pushBatch, padded(p, pushBatch.count)).map { ($0, $1, push.name) }
+        let results = padded(s, smsBatch.count) + padded(p, pushBatch.count)
+        let outcomes = zip(sent, results).map { ($0.0, $1, $0.1) }
 
         // The rows as they will be after this pass, from what was read (no second read).
+        let finished = now()
         let updated = DeliveryPlan(policy: policy).afterPass(
-            due, postponed: postponed, skipped: skipped, outcomes: outcomes.map { ($0.0.deliveryID, $0.0.address, $0.1, $0.2) }, at: now())
+            due, postponed: postponed, skipped: skipped, outcomes: outcomes.map { ($0.0.deliveryID, $0.0.address, $0.1, $0.2) }, at: finished)
+        let dead = outcomes.filter { if case .deadAddress = $0.1, $0.0.channel == .push { true } else { false } }.map(\.0.address)
         try await store.database.write { db in
             for d in updated {
                 try db.run(sql: """
-                    UPDATE outbox SET status = ?, attempts = ?, provider = ?, address = ?, last_error = ?, updated_at_ms = ?, next_attempt_ms = ?
-                    WHERE id = ?
-                    """, arguments: [d.status.rawValue, d.attempts, d.provider, d.address, d.lastError, d.updatedAtMs, d.nextAttemptAtMs, d.deliveryId])
+                    UPDATE outbox SET status = ?, attempts = ?, provider = ?, address = ?, last_error = ?, updated_at_ms = ?, next_attempt_ms = ?,
+                    reference = ? WHERE id = ?
+                    """, arguments: [d.status.rawValue, d.attempts, d.provider, d.address, d.lastError, d.updatedAtMs, d.nextAttemptAtMs,
+                                     d.reference, d.deliveryId])
             }
+            for (message, result, provider) in outcomes {
+                try AlertsStore.finishAttempt(db, delivery: message.deliveryID, provider: provider, result: result, at: finished)
+            }
+            // A token the provider says is dead is unregistered: nothing more goes to it.
+            for token in Set(dead) { try db.run(sql: "DELETE FROM devices WHERE token = ?", arguments: [token]) }
+        }
+        for token in Set(dead) {
+            logger.notice("push token unregistered: the provider says it is no longer valid", metadata: ["token": "\(Redact.address(token))"])
         }
         for d in updated where d.status == .failed {
             logger.error("delivery failed for good", metadata: ["delivery": "\(d.deliveryId)", "source": "\(d.source)", "channel": "\(d.channel.protoName)",
-                                                               "attempts": "\(d.attempts)", "error": "\(d.lastError)"])
+                                                               "provider": "\(d.provider)", "attempts": "\(d.attempts)", "error": "\(d.lastError)"])
         }
         observer?(updated.filter { !postponed.contains($0.deliveryId) })
         return try await nextDue()

@@ -126,7 +126,14 @@ extension AlertsService {
         let limit = request.limit == 0 ? 50 : Int(request.limit)
         guard (1...500).contains(limit) else { throw RPCError.invalidArgument("limit: 1-500") }
         var deliveries = try await store.outbox(status: request.status, recipient: request.recipientUserId, beforeID: request.beforeId, limit: limit)
-        for i in deliveries.indices { deliveries[i].address = Redact.address(deliveries[i].address) }
+        for i in deliveries.indices {
+            // A provider's error may quote the number or token it was given: shortened there too.
+            let full = deliveries[i].address, short = Redact.address(full)
+            func redacted(_ text: String) -> String { full.count > 8 ? text.replacingOccurrences(of: full, with: short) : text }
+            deliveries[i].address = short
+            deliveries[i].lastError = redacted(deliveries[i].lastError)
+            for j in deliveries[i].attemptLog.indices { deliveries[i].attemptLog[j].error = redacted(deliveries[i].attemptLog[j].error) }
+        }
         return AlertsV1.ListOutboxResponse(deliveries: deliveries)
     }
 

@@ -87,6 +87,58 @@ public struct FriensoConfig: Codable, Sendable {
         public var inviteLink: String?
         /// Authorises operator methods (outbox, resource imports, resolving any alert). Or FRIENSO_OPERATOR_KEY.
         public var operatorKey: String?
+        /// Where text messages go: the built-in recorder (default), Twilio or a JSON webhook.
+        public var sms: SMSSection?
+        /// Where push notifications go: the built-in recorder (default), FCM and/or APNs.
+        public var push: PushSection?
+        /// A PEM file of CA certificates trusted by the providers' HTTPS client besides the
+        /// system's (a test CA, a TLS-inspecting proxy). Default: the system's only.
+        public var providerCAFile: String?
+        public init() {}
+    }
+
+    /// SMS provider. Secrets are read from the files named here, never written in this file.
+    public struct SMSSection: Codable, Sendable {
+        /// "recording" (default: nothing leaves the machine), "twilio" or "webhook".
+        public var provider: String?
+        /// Twilio: the account SID, the file holding its auth token, and `from` (a Twilio number
+        /// in E.164) or `messagingServiceSid`.
+        public var accountSid: String?
+        public var authTokenFile: String?
+        public var from: String?
+        public var messagingServiceSid: String?
+        /// Twilio's API root (default https://api.twilio.com), or the webhook's URL.
+        public var url: String?
+        /// Webhook: a file holding the bearer token sent as `Authorization` (optional).
+        public var bearerTokenFile: String?
+        public init() {}
+    }
+
+    /// Push providers: either or both. iOS devices go to APNs when it is set, else to FCM.
+    public struct PushSection: Codable, Sendable {
+        public var fcm: FCMSection?
+        public var apns: APNsSection?
+        public init() {}
+    }
+
+    public struct FCMSection: Codable, Sendable {
+        /// The service account's JSON key file (Firebase console → Project settings → Service accounts).
+        public var serviceAccountFile: String?
+        /// FCM's API root (default https://fcm.googleapis.com).
+        public var url: String?
+        public init() {}
+    }
+
+    public struct APNsSection: Codable, Sendable {
+        /// The `.p8` token-signing key file, its 10-character key id, the team id, and the app's bundle id.
+        public var keyFile: String?
+        public var keyId: String?
+        public var teamId: String?
+        public var topic: String?
+        /// true: APNs' development server (apps built for development).
+        public var sandbox: Bool?
+        /// APNs' API root, overriding `sandbox` (a test server).
+        public var url: String?
         public init() {}
     }
 

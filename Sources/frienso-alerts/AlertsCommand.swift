@@ -1,4 +1,5 @@
 import Alerts
+import Deliveries
 import ArgumentParser
 import Logging
 import ServiceKit
@@ -32,12 +33,15 @@ struct AlertsCommand: AsyncParsableCommand {
                                 geo: try plane.client("geo", at: resolved.peer("geo"), logger: logger), logger: logger,
                                 profiles: profiles, replicaCircle: { owner in replica.read { $0.circle(of: owner) } })
         let publisher = plane.publisher(name: "alerts", endpoint: resolved.deploymentEventEndpoint(of: "alerts"), logger: logger)
+        let providers = try ResolvedProviders(resolved: resolved, logger: logger)
         let service = try AlertsService(directory: resolved.dataDirectory, peers: peers, events: publisher,
-                                        config: AlertsConfig(resolved: resolved), logger: logger)
+                                        config: AlertsConfig(resolved: resolved), sms: providers.sms, push: providers.push, logger: logger)
         let worker = AlertsWorker(service: service, socialEvents: socialEvents, socialEventsSecurity: try plane.client(of: "social"),
                                   geoEvents: try resolved.peerEvents("geo"), geoEventsSecurity: try plane.client(of: "geo"), logger: logger)
         let host = service.makeHost(options: plane.hostOptions(name: "alerts", endpoint: resolved.endpoint), logger: logger)
-        try await ServiceRunner.run([replica, profiles, publisher, worker, host], endpointFile: resolved.endpointFile, logger: logger,
+        // The providers' HTTP client closes after the worker stopped delivering.
+        let clients: [any Service] = providers.http.map { [ProviderClientLifecycle($0)] } ?? []
+        try await ServiceRunner.run(clients + [replica, profiles, publisher, worker, host], endpointFile: resolved.endpointFile, logger: logger,
                                     boundEventsEndpoint: { try await publisher.boundEndpoint() }) {
             try await host.boundEndpoint()
         }

@@ -303,8 +303,20 @@ struct Devices: AsyncParsableCommand {
 
 struct Outbox: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Operator: the delivery outbox (push and SMS records), newest first.",
-        discussion: "Authorised by the deployment's operator key (FRIENSO_OPERATOR_KEY or --operator-key), not by a login.")
+        abstract: "Operator: the delivery outbox (push and SMS records), newest first, with each attempt.",
+        discussion: """
+            Authorised by the deployment's operator key (FRIENSO_OPERATOR_KEY or --operator-key), not by a login. Each delivery shows \
+            its provider, the provider's message id once delivered, its last error, and every attempt (when, the provider's answer, \
+            its Retry-After). An attempt "interrupted" means alerts stopped before the provider answered: the message may have gone \
+            out, and was sent again with the same key.
+            """)
+
+    static func time(_ ms: Int64) -> String {
+        let format = DateFormatter()
+        format.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        format.timeZone = TimeZone(identifier: "UTC")
+        return format.string(from: Date(timeIntervalSince1970: Double(ms) / 1000)) + "Z"
+    }
     @OptionGroup var global: GlobalOptions
     @Option(help: "The operator key (default: $FRIENSO_OPERATOR_KEY).") var operatorKey: String?
     @Option(help: "pending, delivered, failed or skipped.") var status: String?
@@ -324,8 +336,13 @@ struct Outbox: AsyncParsableCommand {
                                                                                               limit: limit))
             let lines = reply.deliveries.map { d in
                 "\(d.deliveryId)  \(d.source)  \(d.channel.protoName.dropFirst("CHANNEL_".count).lowercased())  "
-                    + "\(d.status.protoName.dropFirst("DELIVERY_STATUS_".count).lowercased()) ×\(d.attempts)  to \(d.recipientUserId == 0 ? d.address : "user \(d.recipientUserId)")"
+                    + "\(d.status.protoName.dropFirst("DELIVERY_STATUS_".count).lowercased()) ×\(d.attempts)  to \(d.recipientUserId == 0 ? d.address : "user \(d.recipientUserId) (\(d.address))")"
+                    + (d.provider.isEmpty ? "" : "  via \(d.provider)") + (d.reference.isEmpty ? "" : "  id \(d.reference)")
                     + (d.lastError.isEmpty ? "" : "  (\(d.lastError))") + "  “\(d.body)”"
+                    + d.attemptLog.map { a in "\n    attempt \(a.attempt)  \(Self.time(a.startedAtMs))  \(a.provider)  "
+                        + a.outcome.protoName.dropFirst("ATTEMPT_OUTCOME_".count).lowercased().replacingOccurrences(of: "_", with: " ")
+                        + (a.reference.isEmpty ? "" : "  id \(a.reference)") + (a.error.isEmpty ? "" : "  \(a.error)")
+                        + (a.retryAfterMs > 0 ? "  (retry after \(a.retryAfterMs / 1000) s)" : "") }.joined()
             }
             return (lines.isEmpty ? "the outbox is empty" : lines.joined(separator: "\n"), reply.jsonValue)
         }

@@ -63,7 +63,7 @@ struct AlertsEndToEndTests {
         let twice = try await ana.run(["help-now"])
         #expect(twice.output.contains("already active"), "\(twice.output)")
         let outbox = try await ana.run(["outbox", "--operator-key", "e2e-operator", "--status", "delivered"])
-        #expect(outbox.output.contains("help_now:1"), "\(outbox.output)")
+        #expect(outbox.output.contains("help_now:1") && outbox.output.contains("via outbox-sms") && outbox.output.contains("attempt 1"), "\(outbox.output)")
         let denied = try await cy.run(["help-now", "resolve", "--alert-id", "1"])
         #expect(denied.status == 14, "PERMISSION_DENIED for someone else's alert: \(denied.output)")
         let resolved = try await ana.run(["help-now", "resolve"])

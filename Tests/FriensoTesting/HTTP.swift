@@ -33,9 +33,11 @@ public enum HTTP {
         return try await send("POST", url, headers: all, body: Array(json.utf8))
     }
 
-    /// - Parameter trusting: a PEM certificate to trust for `https` (a test's own), else the system's roots.
+    /// - Parameters:
+    ///   - trusting: a PEM certificate to trust for `https` (a test's own), else the system's roots.
+    ///   - http1Only: offer only HTTP/1.1 in the TLS handshake (ALPN), never HTTP/2.
     public static func send(_ method: String, _ url: String, headers: [(String, String)] = [], body: [UInt8]?,
-                            trusting certificate: String? = nil, timeout: Duration = .seconds(30)) async throws -> Reply {
+                            trusting certificate: String? = nil, http1Only: Bool = false, timeout: Duration = .seconds(30)) async throws -> Reply {
         var request = HTTPClientRequest(url: url)
         request.method = HTTPMethod(rawValue: method)
         for (name, value) in headers { request.headers.add(name: name, value: value) }
@@ -44,7 +46,9 @@ public enum HTTP {
         if let certificate {
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(certificate))
-            client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+            var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+            if http1Only { configuration.httpVersion = .http1Only }
+            client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         }
         defer { if certificate != nil { Task { [client] in try? await client.shutdown() } } }
         let response = try await client.execute(request, timeout: .init(timeout))

@@ -6633,6 +6633,63 @@ public enum OpenAPIDocument {
      },
      "provider": {
       "type": "string"
+     },
+     "reference": {
+      "type": "string"
+     },
+     "attemptLog": {
+      "type": "array",
+      "items": {
+       "$ref": "#/components/schemas/frienso.alerts.v1.DeliveryAttempt"
+      }
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.alerts.v1.DeliveryAttempt": {
+    "type": "object",
+    "properties": {
+     "attempt": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
+     },
+     "startedAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "finishedAtMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
+     },
+     "provider": {
+      "type": "string"
+     },
+     "outcome": {
+      "type": "string",
+      "enum": [
+       "ATTEMPT_OUTCOME_UNSPECIFIED",
+       "ATTEMPT_OUTCOME_SENDING",
+       "ATTEMPT_OUTCOME_DELIVERED",
+       "ATTEMPT_OUTCOME_RETRY",
+       "ATTEMPT_OUTCOME_FAILED",
+       "ATTEMPT_OUTCOME_DEAD_ADDRESS",
+       "ATTEMPT_OUTCOME_INTERRUPTED"
+      ]
+     },
+     "reference": {
+      "type": "string"
+     },
+     "error": {
+      "type": "string"
+     },
+     "retryAfterMs": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
      }
     },
     "additionalProperties": false

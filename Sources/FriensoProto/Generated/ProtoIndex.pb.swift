@@ -102,6 +102,7 @@ public enum ProtoIndex {
         AlertsV1.ListDevicesRequest.self,
         AlertsV1.ListDevicesResponse.self,
         AlertsV1.Delivery.self,
+        AlertsV1.DeliveryAttempt.self,
         AlertsV1.ListOutboxRequest.self,
         AlertsV1.ListOutboxResponse.self,
         AlertsV1.Resource.self,

@@ -343,6 +343,61 @@ extension AlertsV1 {
 }
 
 extension AlertsV1 {
+    /// `frienso.alerts.v1.AttemptOutcome`: an open enum, as in proto3; unknown numbers survive a round trip.
+    public enum AttemptOutcome: ProtoEnum {
+        case unspecified // ATTEMPT_OUTCOME_UNSPECIFIED
+        case sending // ATTEMPT_OUTCOME_SENDING
+        case delivered // ATTEMPT_OUTCOME_DELIVERED
+        case retry // ATTEMPT_OUTCOME_RETRY
+        case failed // ATTEMPT_OUTCOME_FAILED
+        case deadAddress // ATTEMPT_OUTCOME_DEAD_ADDRESS
+        case interrupted // ATTEMPT_OUTCOME_INTERRUPTED
+        case unrecognized(Int32)
+
+        public static let allKnownCases: [AttemptOutcome] = [.unspecified, .sending, .delivered, .retry, .failed, .deadAddress, .interrupted]
+
+        public init(rawValue: Int32) {
+            switch rawValue {
+            case 0: self = .unspecified
+            case 1: self = .sending
+            case 2: self = .delivered
+            case 3: self = .retry
+            case 4: self = .failed
+            case 5: self = .deadAddress
+            case 6: self = .interrupted
+            default: self = .unrecognized(rawValue)
+            }
+        }
+
+        public var rawValue: Int32 {
+            switch self {
+            case .unspecified: return 0
+            case .sending: return 1
+            case .delivered: return 2
+            case .retry: return 3
+            case .failed: return 4
+            case .deadAddress: return 5
+            case .interrupted: return 6
+            case .unrecognized(let value): return value
+            }
+        }
+
+        public var protoName: String {
+            switch self {
+            case .unspecified: return "ATTEMPT_OUTCOME_UNSPECIFIED"
+            case .sending: return "ATTEMPT_OUTCOME_SENDING"
+            case .delivered: return "ATTEMPT_OUTCOME_DELIVERED"
+            case .retry: return "ATTEMPT_OUTCOME_RETRY"
+            case .failed: return "ATTEMPT_OUTCOME_FAILED"
+            case .deadAddress: return "ATTEMPT_OUTCOME_DEAD_ADDRESS"
+            case .interrupted: return "ATTEMPT_OUTCOME_INTERRUPTED"
+            case .unrecognized(let value): return "\(value)"
+            }
+        }
+    }
+}
+
+extension AlertsV1 {
     /// `frienso.alerts.v1.TimerState`: an open enum, as in proto3; unknown numbers survive a round trip.
     public enum TimerState: ProtoEnum {
         case unspecified // TIMER_STATE_UNSPECIFIED
@@ -3588,10 +3643,12 @@ extension AlertsV1 {
         public var updatedAtMs: Int64 = 0
         public var nextAttemptAtMs: Int64 = 0
         public var provider: String = ""
+        public var reference: String = ""
+        public var attemptLog: [AlertsV1.DeliveryAttempt] = []
 
         public init() {}
 
-        public init(deliveryId: UInt64 = 0, source: String = "", channel: AlertsV1.Channel = .init(rawValue: 0), recipientUserId: UInt64 = 0, address: String = "", body: String = "", status: AlertsV1.DeliveryStatus = .init(rawValue: 0), attempts: UInt32 = 0, lastError: String = "", createdAtMs: Int64 = 0, updatedAtMs: Int64 = 0, nextAttemptAtMs: Int64 = 0, provider: String = "") {
+        public init(deliveryId: UInt64 = 0, source: String = "", channel: AlertsV1.Channel = .init(rawValue: 0), recipientUserId: UInt64 = 0, address: String = "", body: String = "", status: AlertsV1.DeliveryStatus = .init(rawValue: 0), attempts: UInt32 = 0, lastError: String = "", createdAtMs: Int64 = 0, updatedAtMs: Int64 = 0, nextAttemptAtMs: Int64 = 0, provider: String = "", reference: String = "", attemptLog: [AlertsV1.DeliveryAttempt] = []) {
         self.deliveryId = deliveryId
         self.source = source
         self.channel = channel
@@ -3605,6 +3662,8 @@ extension AlertsV1 {
         self.updatedAtMs = updatedAtMs
         self.nextAttemptAtMs = nextAttemptAtMs
         self.provider = provider
+        self.reference = reference
+        self.attemptLog = attemptLog
         }
     }
 }
@@ -3652,16 +3711,19 @@ extension AlertsV1.Delivery {
         c.updated_at_ms = self.updatedAtMs
         c.next_attempt_at_ms = self.nextAttemptAtMs
         if !self.provider.isEmpty { c.provider = arena.string(self.provider) }
+        if !self.reference.isEmpty { c.reference = arena.string(self.reference) }
+        c.n_attempt_log = self.attemptLog.count
+        c.attempt_log = arena.array(self.attemptLog.map { value in arena.message(of: Frienso__Alerts__V1__DeliveryAttempt.self) { frienso__alerts__v1__delivery_attempt__init($0); value.copy(into: &$0.pointee, arena: arena) } })
     }
 
     init(c: Frienso__Alerts__V1__Delivery) {
-        self.init(deliveryId: c.delivery_id, source: ProtoRuntime.string(c.source), channel: AlertsV1.Channel(rawValue: Int32(truncatingIfNeeded: c.channel.rawValue)), recipientUserId: c.recipient_user_id, address: ProtoRuntime.string(c.address), body: ProtoRuntime.string(c.body), status: AlertsV1.DeliveryStatus(rawValue: Int32(truncatingIfNeeded: c.status.rawValue)), attempts: c.attempts, lastError: ProtoRuntime.string(c.last_error), createdAtMs: c.created_at_ms, updatedAtMs: c.updated_at_ms, nextAttemptAtMs: c.next_attempt_at_ms, provider: ProtoRuntime.string(c.provider))
+        self.init(deliveryId: c.delivery_id, source: ProtoRuntime.string(c.source), channel: AlertsV1.Channel(rawValue: Int32(truncatingIfNeeded: c.channel.rawValue)), recipientUserId: c.recipient_user_id, address: ProtoRuntime.string(c.address), body: ProtoRuntime.string(c.body), status: AlertsV1.DeliveryStatus(rawValue: Int32(truncatingIfNeeded: c.status.rawValue)), attempts: c.attempts, lastError: ProtoRuntime.string(c.last_error), createdAtMs: c.created_at_ms, updatedAtMs: c.updated_at_ms, nextAttemptAtMs: c.next_attempt_at_ms, provider: ProtoRuntime.string(c.provider), reference: ProtoRuntime.string(c.reference), attemptLog: ProtoRuntime.array(c.attempt_log, count: c.n_attempt_log) { AlertsV1.DeliveryAttempt(c: $0!.pointee) })
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         var fields: [(String, JSONValue)] = []
-        fields.reserveCapacity(13)
+        fields.reserveCapacity(15)
         fields.append(("deliveryId", .string(String(self.deliveryId))))
         fields.append(("source", .string(self.source)))
         fields.append(("channel", .string(self.channel.protoName)))
@@ -3675,6 +3737,8 @@ extension AlertsV1.Delivery {
         fields.append(("updatedAtMs", .string(String(self.updatedAtMs))))
         fields.append(("nextAttemptAtMs", .string(String(self.nextAttemptAtMs))))
         fields.append(("provider", .string(self.provider)))
+        fields.append(("reference", .string(self.reference)))
+        fields.append(("attemptLog", .array(self.attemptLog.map { $0.jsonValue })))
         return .object(fields)
     }
 
@@ -3696,6 +3760,8 @@ extension AlertsV1.Delivery {
             case "updatedAtMs", "updated_at_ms": self.updatedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
             case "nextAttemptAtMs", "next_attempt_at_ms": self.nextAttemptAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
             case "provider": self.provider = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "reference": self.reference = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "attemptLog", "attempt_log": self.attemptLog = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.repeated(value) { (item: JSONValue) throws(JSONMappingError) in try AlertsV1.DeliveryAttempt(json: item) } }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -3705,12 +3771,118 @@ extension AlertsV1.Delivery {
     public var largestUInt64: UInt64 {
         var m = self.deliveryId
         m = Swift.max(m, self.recipientUserId)
+        m = Swift.max(m, self.attemptLog.reduce(0) { Swift.max($0, $1.largestUInt64) })
         return m
     }
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(deliveryId: ProtoSample.uint64(seed, 1), source: ProtoSample.string(seed, "source"), channel: ProtoSample.enumValue(seed, AlertsV1.Channel.self), recipientUserId: ProtoSample.uint64(seed, 4), address: ProtoSample.string(seed, "address"), body: ProtoSample.string(seed, "body"), status: ProtoSample.enumValue(seed, AlertsV1.DeliveryStatus.self), attempts: ProtoSample.uint32(seed, 8), lastError: ProtoSample.string(seed, "last_error"), createdAtMs: ProtoSample.int64(seed, 10), updatedAtMs: ProtoSample.int64(seed, 11), nextAttemptAtMs: ProtoSample.int64(seed, 12), provider: ProtoSample.string(seed, "provider"))
+        Self(deliveryId: ProtoSample.uint64(seed, 1), source: ProtoSample.string(seed, "source"), channel: ProtoSample.enumValue(seed, AlertsV1.Channel.self), recipientUserId: ProtoSample.uint64(seed, 4), address: ProtoSample.string(seed, "address"), body: ProtoSample.string(seed, "body"), status: ProtoSample.enumValue(seed, AlertsV1.DeliveryStatus.self), attempts: ProtoSample.uint32(seed, 8), lastError: ProtoSample.string(seed, "last_error"), createdAtMs: ProtoSample.int64(seed, 10), updatedAtMs: ProtoSample.int64(seed, 11), nextAttemptAtMs: ProtoSample.int64(seed, 12), provider: ProtoSample.string(seed, "provider"), reference: ProtoSample.string(seed, "reference"), attemptLog: depth < 3 ? (0..<Int(seed % 3)).map { i in AlertsV1.DeliveryAttempt.sample(seed: seed &+ UInt64(i) &+ 15, depth: depth + 1) } : [])
+    }
+}
+
+extension AlertsV1 {
+    /// `frienso.alerts.v1.DeliveryAttempt`
+    public struct DeliveryAttempt: ProtoMessage {
+        public var attempt: UInt32 = 0
+        public var startedAtMs: Int64 = 0
+        public var finishedAtMs: Int64 = 0
+        public var provider: String = ""
+        public var outcome: AlertsV1.AttemptOutcome = .init(rawValue: 0)
+        public var reference: String = ""
+        public var error: String = ""
+        public var retryAfterMs: Int64 = 0
+
+        public init() {}
+
+        public init(attempt: UInt32 = 0, startedAtMs: Int64 = 0, finishedAtMs: Int64 = 0, provider: String = "", outcome: AlertsV1.AttemptOutcome = .init(rawValue: 0), reference: String = "", error: String = "", retryAfterMs: Int64 = 0) {
+        self.attempt = attempt
+        self.startedAtMs = startedAtMs
+        self.finishedAtMs = finishedAtMs
+        self.provider = provider
+        self.outcome = outcome
+        self.reference = reference
+        self.error = error
+        self.retryAfterMs = retryAfterMs
+        }
+    }
+}
+
+extension AlertsV1.DeliveryAttempt {
+    public static let protoName = "frienso.alerts.v1.DeliveryAttempt"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__DeliveryAttempt()
+        frienso__alerts__v1__delivery_attempt__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_attempt__get_packed_size, pack: frienso__alerts__v1__delivery_attempt__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Alerts__V1__DeliveryAttempt()
+        frienso__alerts__v1__delivery_attempt__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_attempt__get_packed_size, pack: frienso__alerts__v1__delivery_attempt__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.DeliveryAttempt", unpack: frienso__alerts__v1__delivery_attempt__unpack, free: frienso__alerts__v1__delivery_attempt__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.DeliveryAttempt", unpack: frienso__alerts__v1__delivery_attempt__unpack, free: frienso__alerts__v1__delivery_attempt__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Alerts__V1__DeliveryAttempt, arena: ProtoArena) {
+        c.attempt = self.attempt
+        c.started_at_ms = self.startedAtMs
+        c.finished_at_ms = self.finishedAtMs
+        if !self.provider.isEmpty { c.provider = arena.string(self.provider) }
+        c.outcome = Frienso__Alerts__V1__AttemptOutcome(rawValue: .init(truncatingIfNeeded: self.outcome.rawValue))
+        if !self.reference.isEmpty { c.reference = arena.string(self.reference) }
+        if !self.error.isEmpty { c.error = arena.string(self.error) }
+        c.retry_after_ms = self.retryAfterMs
+    }
+
+    init(c: Frienso__Alerts__V1__DeliveryAttempt) {
+        self.init(attempt: c.attempt, startedAtMs: c.started_at_ms, finishedAtMs: c.finished_at_ms, provider: ProtoRuntime.string(c.provider), outcome: AlertsV1.AttemptOutcome(rawValue: Int32(truncatingIfNeeded: c.outcome.rawValue)), reference: ProtoRuntime.string(c.reference), error: ProtoRuntime.string(c.error), retryAfterMs: c.retry_after_ms)
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("attempt", .number(Double(self.attempt))), ("startedAtMs", .string(String(self.startedAtMs))), ("finishedAtMs", .string(String(self.finishedAtMs))), ("provider", .string(self.provider)), ("outcome", .string(self.outcome.protoName)), ("reference", .string(self.reference)), ("error", .string(self.error)), ("retryAfterMs", .string(String(self.retryAfterMs)))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "attempt": self.attempt = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
+            case "startedAtMs", "started_at_ms": self.startedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "finishedAtMs", "finished_at_ms": self.finishedAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            case "provider": self.provider = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "outcome": self.outcome = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.enumeration(value, AlertsV1.AttemptOutcome.self) }
+            case "reference": self.reference = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "error": self.error = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "retryAfterMs", "retry_after_ms": self.retryAfterMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(attempt: ProtoSample.uint32(seed, 1), startedAtMs: ProtoSample.int64(seed, 2), finishedAtMs: ProtoSample.int64(seed, 3), provider: ProtoSample.string(seed, "provider"), outcome: ProtoSample.enumValue(seed, AlertsV1.AttemptOutcome.self), reference: ProtoSample.string(seed, "reference"), error: ProtoSample.string(seed, "error"), retryAfterMs: ProtoSample.int64(seed, 8))
     }
 }
 

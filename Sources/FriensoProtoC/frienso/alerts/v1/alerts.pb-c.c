@@ -1717,6 +1717,51 @@ void   frienso__alerts__v1__delivery__free_unpacked
   assert(message->base.descriptor == &frienso__alerts__v1__delivery__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__alerts__v1__delivery_attempt__init
+                     (Frienso__Alerts__V1__DeliveryAttempt         *message)
+{
+  static const Frienso__Alerts__V1__DeliveryAttempt init_value = FRIENSO__ALERTS__V1__DELIVERY_ATTEMPT__INIT;
+  *message = init_value;
+}
+size_t frienso__alerts__v1__delivery_attempt__get_packed_size
+                     (const Frienso__Alerts__V1__DeliveryAttempt *message)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__delivery_attempt__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__alerts__v1__delivery_attempt__pack
+                     (const Frienso__Alerts__V1__DeliveryAttempt *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__delivery_attempt__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__alerts__v1__delivery_attempt__pack_to_buffer
+                     (const Frienso__Alerts__V1__DeliveryAttempt *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__alerts__v1__delivery_attempt__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Alerts__V1__DeliveryAttempt *
+       frienso__alerts__v1__delivery_attempt__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Alerts__V1__DeliveryAttempt *)
+     protobuf_c_message_unpack (&frienso__alerts__v1__delivery_attempt__descriptor,
+                                allocator, len, data);
+}
+void   frienso__alerts__v1__delivery_attempt__free_unpacked
+                     (Frienso__Alerts__V1__DeliveryAttempt *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__alerts__v1__delivery_attempt__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__alerts__v1__list_outbox_request__init
                      (Frienso__Alerts__V1__ListOutboxRequest         *message)
 {
@@ -4696,7 +4741,7 @@ const ProtobufCMessageDescriptor frienso__alerts__v1__list_devices_response__des
   (ProtobufCMessageInit) frienso__alerts__v1__list_devices_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__alerts__v1__delivery__field_descriptors[13] =
+static const ProtobufCFieldDescriptor frienso__alerts__v1__delivery__field_descriptors[15] =
 {
   {
     "delivery_id",
@@ -4854,9 +4899,34 @@ static const ProtobufCFieldDescriptor frienso__alerts__v1__delivery__field_descr
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "reference",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__Delivery, reference),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "attempt_log",
+    15,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Frienso__Alerts__V1__Delivery, n_attempt_log),
+    offsetof(Frienso__Alerts__V1__Delivery, attempt_log),
+    &frienso__alerts__v1__delivery_attempt__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__alerts__v1__delivery__field_indices_by_name[] = {
   4,   /* field[4] = address */
+  14,   /* field[14] = attempt_log */
   7,   /* field[7] = attempts */
   5,   /* field[5] = body */
   2,   /* field[2] = channel */
@@ -4866,6 +4936,7 @@ static const unsigned frienso__alerts__v1__delivery__field_indices_by_name[] = {
   11,   /* field[11] = next_attempt_at_ms */
   12,   /* field[12] = provider */
   3,   /* field[3] = recipient_user_id */
+  13,   /* field[13] = reference */
   1,   /* field[1] = source */
   6,   /* field[6] = status */
   10,   /* field[10] = updated_at_ms */
@@ -4873,7 +4944,7 @@ static const unsigned frienso__alerts__v1__delivery__field_indices_by_name[] = {
 static const ProtobufCIntRange frienso__alerts__v1__delivery__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 13 }
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor frienso__alerts__v1__delivery__descriptor =
 {
@@ -4883,11 +4954,140 @@ const ProtobufCMessageDescriptor frienso__alerts__v1__delivery__descriptor =
   "Frienso__Alerts__V1__Delivery",
   "frienso.alerts.v1",
   sizeof(Frienso__Alerts__V1__Delivery),
-  13,
+  15,
   frienso__alerts__v1__delivery__field_descriptors,
   frienso__alerts__v1__delivery__field_indices_by_name,
   1,  frienso__alerts__v1__delivery__number_ranges,
   (ProtobufCMessageInit) frienso__alerts__v1__delivery__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__alerts__v1__delivery_attempt__field_descriptors[8] =
+{
+  {
+    "attempt",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeliveryAttempt, attempt),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "started_at_ms",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeliveryAttempt, started_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "finished_at_ms",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeliveryAttempt, finished_at_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "provider",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeliveryAttempt, provider),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "outcome",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_ENUM,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeliveryAttempt, outcome),
+    &frienso__alerts__v1__attempt_outcome__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "reference",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeliveryAttempt, reference),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "error",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeliveryAttempt, error),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "retry_after_ms",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Alerts__V1__DeliveryAttempt, retry_after_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__alerts__v1__delivery_attempt__field_indices_by_name[] = {
+  0,   /* field[0] = attempt */
+  6,   /* field[6] = error */
+  2,   /* field[2] = finished_at_ms */
+  4,   /* field[4] = outcome */
+  3,   /* field[3] = provider */
+  5,   /* field[5] = reference */
+  7,   /* field[7] = retry_after_ms */
+  1,   /* field[1] = started_at_ms */
+};
+static const ProtobufCIntRange frienso__alerts__v1__delivery_attempt__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 8 }
+};
+const ProtobufCMessageDescriptor frienso__alerts__v1__delivery_attempt__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.DeliveryAttempt",
+  "DeliveryAttempt",
+  "Frienso__Alerts__V1__DeliveryAttempt",
+  "frienso.alerts.v1",
+  sizeof(Frienso__Alerts__V1__DeliveryAttempt),
+  8,
+  frienso__alerts__v1__delivery_attempt__field_descriptors,
+  frienso__alerts__v1__delivery_attempt__field_indices_by_name,
+  1,  frienso__alerts__v1__delivery_attempt__number_ranges,
+  (ProtobufCMessageInit) frienso__alerts__v1__delivery_attempt__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor frienso__alerts__v1__list_outbox_request__field_descriptors[5] =
@@ -6344,6 +6544,44 @@ const ProtobufCEnumDescriptor frienso__alerts__v1__platform__descriptor =
   frienso__alerts__v1__platform__enum_values_by_name,
   1,
   frienso__alerts__v1__platform__value_ranges,
+  NULL,NULL,NULL,NULL   /* reserved[1234] */
+};
+static const ProtobufCEnumValue frienso__alerts__v1__attempt_outcome__enum_values_by_number[7] =
+{
+  { "ATTEMPT_OUTCOME_UNSPECIFIED", "FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_UNSPECIFIED", 0 },
+  { "ATTEMPT_OUTCOME_SENDING", "FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_SENDING", 1 },
+  { "ATTEMPT_OUTCOME_DELIVERED", "FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_DELIVERED", 2 },
+  { "ATTEMPT_OUTCOME_RETRY", "FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_RETRY", 3 },
+  { "ATTEMPT_OUTCOME_FAILED", "FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_FAILED", 4 },
+  { "ATTEMPT_OUTCOME_DEAD_ADDRESS", "FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_DEAD_ADDRESS", 5 },
+  { "ATTEMPT_OUTCOME_INTERRUPTED", "FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_INTERRUPTED", 6 },
+};
+static const ProtobufCIntRange frienso__alerts__v1__attempt_outcome__value_ranges[] = {
+{0, 0},{0, 7}
+};
+static const ProtobufCEnumValueIndex frienso__alerts__v1__attempt_outcome__enum_values_by_name[7] =
+{
+  { "ATTEMPT_OUTCOME_DEAD_ADDRESS", 5 },
+  { "ATTEMPT_OUTCOME_DELIVERED", 2 },
+  { "ATTEMPT_OUTCOME_FAILED", 4 },
+  { "ATTEMPT_OUTCOME_INTERRUPTED", 6 },
+  { "ATTEMPT_OUTCOME_RETRY", 3 },
+  { "ATTEMPT_OUTCOME_SENDING", 1 },
+  { "ATTEMPT_OUTCOME_UNSPECIFIED", 0 },
+};
+const ProtobufCEnumDescriptor frienso__alerts__v1__attempt_outcome__descriptor =
+{
+  PROTOBUF_C__ENUM_DESCRIPTOR_MAGIC,
+  "frienso.alerts.v1.AttemptOutcome",
+  "AttemptOutcome",
+  "Frienso__Alerts__V1__AttemptOutcome",
+  "frienso.alerts.v1",
+  7,
+  frienso__alerts__v1__attempt_outcome__enum_values_by_number,
+  7,
+  frienso__alerts__v1__attempt_outcome__enum_values_by_name,
+  1,
+  frienso__alerts__v1__attempt_outcome__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
 static const ProtobufCEnumValue frienso__alerts__v1__timer_state__enum_values_by_number[4] =

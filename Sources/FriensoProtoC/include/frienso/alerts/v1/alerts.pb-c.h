@@ -53,6 +53,7 @@ typedef struct Frienso__Alerts__V1__UnregisterDeviceResponse Frienso__Alerts__V1
 typedef struct Frienso__Alerts__V1__ListDevicesRequest Frienso__Alerts__V1__ListDevicesRequest;
 typedef struct Frienso__Alerts__V1__ListDevicesResponse Frienso__Alerts__V1__ListDevicesResponse;
 typedef struct Frienso__Alerts__V1__Delivery Frienso__Alerts__V1__Delivery;
+typedef struct Frienso__Alerts__V1__DeliveryAttempt Frienso__Alerts__V1__DeliveryAttempt;
 typedef struct Frienso__Alerts__V1__ListOutboxRequest Frienso__Alerts__V1__ListOutboxRequest;
 typedef struct Frienso__Alerts__V1__ListOutboxResponse Frienso__Alerts__V1__ListOutboxResponse;
 typedef struct Frienso__Alerts__V1__Resource Frienso__Alerts__V1__Resource;
@@ -159,6 +160,37 @@ typedef enum _Frienso__Alerts__V1__Platform {
   FRIENSO__ALERTS__V1__PLATFORM__PLATFORM_WEB = 3
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__ALERTS__V1__PLATFORM)
 } Frienso__Alerts__V1__Platform;
+/*
+ * What became of one attempt to hand a delivery to its provider.
+ */
+typedef enum _Frienso__Alerts__V1__AttemptOutcome {
+  FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_UNSPECIFIED = 0,
+  /*
+   * handed over; no answer recorded yet
+   */
+  FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_SENDING = 1,
+  /*
+   * the provider took it
+   */
+  FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_DELIVERED = 2,
+  /*
+   * refused for now (rate limit, server error, timeout): tried again later
+   */
+  FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_RETRY = 3,
+  /*
+   * refused for good (an invalid number, a bad request)
+   */
+  FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_FAILED = 4,
+  /*
+   * the device token is no longer valid: failed, and the device unregistered
+   */
+  FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_DEAD_ADDRESS = 5,
+  /*
+   * alerts stopped before the answer: the message may have gone out
+   */
+  FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_INTERRUPTED = 6
+    PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME)
+} Frienso__Alerts__V1__AttemptOutcome;
 /*
  * "Expect me home by 23:10": if the owner does not end the timer in time, their circle is warned
  * `warning` before (push; the owner too), then a helpNow is raised for them automatically with
@@ -816,13 +848,51 @@ struct  Frienso__Alerts__V1__Delivery
   int64_t updated_at_ms;
   int64_t next_attempt_at_ms;
   /*
-   * which provider took it ("outbox-sms", ...)
+   * which provider took it ("outbox-sms", "twilio", "fcm", "apns", ...)
    */
   char *provider;
+  /*
+   * the provider's id for the message once delivered (Twilio's SID, FCM's name, apns-id)
+   */
+  char *reference;
+  /*
+   * every attempt, oldest first (ListOutbox only)
+   */
+  size_t n_attempt_log;
+  Frienso__Alerts__V1__DeliveryAttempt **attempt_log;
 };
 #define FRIENSO__ALERTS__V1__DELIVERY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__delivery__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, FRIENSO__ALERTS__V1__CHANNEL__CHANNEL_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, FRIENSO__ALERTS__V1__DELIVERY_STATUS__DELIVERY_STATUS_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string }
+    , 0, (char *)protobuf_c_empty_string, FRIENSO__ALERTS__V1__CHANNEL__CHANNEL_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, FRIENSO__ALERTS__V1__DELIVERY_STATUS__DELIVERY_STATUS_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, 0, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL }
+
+
+struct  Frienso__Alerts__V1__DeliveryAttempt
+{
+  ProtobufCMessage base;
+  uint32_t attempt;
+  int64_t started_at_ms;
+  /*
+   * 0 while SENDING
+   */
+  int64_t finished_at_ms;
+  char *provider;
+  Frienso__Alerts__V1__AttemptOutcome outcome;
+  /*
+   * the provider's message id (DELIVERED)
+   */
+  char *reference;
+  /*
+   * the provider's answer otherwise
+   */
+  char *error;
+  /*
+   * the provider's Retry-After, when it gave one
+   */
+  int64_t retry_after_ms;
+};
+#define FRIENSO__ALERTS__V1__DELIVERY_ATTEMPT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__alerts__v1__delivery_attempt__descriptor) \
+    , 0, 0, 0, (char *)protobuf_c_empty_string, FRIENSO__ALERTS__V1__ATTEMPT_OUTCOME__ATTEMPT_OUTCOME_UNSPECIFIED, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 /*
@@ -1881,6 +1951,25 @@ Frienso__Alerts__V1__Delivery *
 void   frienso__alerts__v1__delivery__free_unpacked
                      (Frienso__Alerts__V1__Delivery *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Alerts__V1__DeliveryAttempt methods */
+void   frienso__alerts__v1__delivery_attempt__init
+                     (Frienso__Alerts__V1__DeliveryAttempt         *message);
+size_t frienso__alerts__v1__delivery_attempt__get_packed_size
+                     (const Frienso__Alerts__V1__DeliveryAttempt   *message);
+size_t frienso__alerts__v1__delivery_attempt__pack
+                     (const Frienso__Alerts__V1__DeliveryAttempt   *message,
+                      uint8_t             *out);
+size_t frienso__alerts__v1__delivery_attempt__pack_to_buffer
+                     (const Frienso__Alerts__V1__DeliveryAttempt   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Alerts__V1__DeliveryAttempt *
+       frienso__alerts__v1__delivery_attempt__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__alerts__v1__delivery_attempt__free_unpacked
+                     (Frienso__Alerts__V1__DeliveryAttempt *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Alerts__V1__ListOutboxRequest methods */
 void   frienso__alerts__v1__list_outbox_request__init
                      (Frienso__Alerts__V1__ListOutboxRequest         *message);
@@ -2358,6 +2447,9 @@ typedef void (*Frienso__Alerts__V1__ListDevicesResponse_Closure)
 typedef void (*Frienso__Alerts__V1__Delivery_Closure)
                  (const Frienso__Alerts__V1__Delivery *message,
                   void *closure_data);
+typedef void (*Frienso__Alerts__V1__DeliveryAttempt_Closure)
+                 (const Frienso__Alerts__V1__DeliveryAttempt *message,
+                  void *closure_data);
 typedef void (*Frienso__Alerts__V1__ListOutboxRequest_Closure)
                  (const Frienso__Alerts__V1__ListOutboxRequest *message,
                   void *closure_data);
@@ -2429,6 +2521,7 @@ extern const ProtobufCEnumDescriptor    frienso__alerts__v1__delivery_status__de
 extern const ProtobufCEnumDescriptor    frienso__alerts__v1__request_kind__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__alerts__v1__inbox_action__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__alerts__v1__platform__descriptor;
+extern const ProtobufCEnumDescriptor    frienso__alerts__v1__attempt_outcome__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__alerts__v1__timer_state__descriptor;
 extern const ProtobufCEnumDescriptor    frienso__alerts__v1__event_kind__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__person__descriptor;
@@ -2469,6 +2562,7 @@ extern const ProtobufCMessageDescriptor frienso__alerts__v1__unregister_device_r
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__list_devices_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__list_devices_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__delivery__descriptor;
+extern const ProtobufCMessageDescriptor frienso__alerts__v1__delivery_attempt__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__list_outbox_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__list_outbox_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__alerts__v1__resource__descriptor;
