@@ -86,6 +86,9 @@ final class AuditLog: Sendable {
         putBack(counts)
     }
 
+    /// Flushes run one after another (`GeoService.flushAudit`).
+    let flushes = AsyncSerial()
+
     /// Counts taken but not written (for a failed flush to put back).
     func putBack(_ counts: [Key: UInt32]) {
         carried.withLock { c in for (k, n) in counts { c[k, default: 0] += n } }
@@ -96,15 +99,20 @@ extension GeoService {
     /// Writes the counts taken since the last flush. - Returns: rows touched.
     @discardableResult
     public func flushAudit() async throws -> Int {
-        let counts = audit.drain()
-        guard !counts.isEmpty else { return 0 }
-        do {
-            try await store.addAudit(counts)
-        } catch {
-            audit.putBack(counts)
-            throw error
+        // One flush at a time: a listing's flush that found nothing to drain because the
+        // periodic flush had just taken it must still wait for that flush's write, or the
+        // listing reads before those counts are in (seen: a place alert missing from `audit`).
+        try await audit.flushes.run {
+            let counts = audit.drain()
+            guard !counts.isEmpty else { return 0 }
+            do {
+                try await store.addAudit(counts)
+            } catch {
+                audit.putBack(counts)
+                throw error
+            }
+            return counts.count
         }
-        return counts.count
     }
 
     public func pruneAudit() async throws -> Int {
@@ -193,5 +201,33 @@ extension GeoStore {
                                  linkId: $0[4])
             }
         }
+    }
+}
+
+/// Runs async work one piece at a time, in arrival order (a lock that suspends instead of blocking).
+final class AsyncSerial: Sendable {
+    private struct State {
+        var busy = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    func run<T>(_ body: () async throws -> T) async rethrows -> T {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                guard s.busy else { s.busy = true; return true }
+                s.waiting.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+        defer {
+            let next = state.withLock { s -> CheckedContinuation<Void, Never>? in
+                guard !s.waiting.isEmpty else { s.busy = false; return nil }
+                return s.waiting.removeFirst()
+            }
+            next?.resume()
+        }
+        return try await body()
     }
 }
