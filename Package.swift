@@ -229,7 +229,7 @@ let package = Package(
         .executableTarget(
             name: "frienso-accounts",
             dependencies: [
-                "Accounts", "ServiceKit", "Wire", "SocialReplica",
+                "Accounts", "Deliveries", "ServiceKit", "Wire", "SocialReplica",
                 argumentParser,
                 serviceLifecycle,
                 grdb,
@@ -260,8 +260,9 @@ let package = Package(
         .target(
             name: "Deliveries",
             dependencies: [
-                "Alerts", "FriensoProto",
+                "Alerts", "Accounts", "FriensoProto", "ServiceKit",
                 httpClient, jwt, nioSSL, nioCore,
+                .product(name: "NIOPosix", package: "swift-nio"),
                 logging, serviceLifecycle,
             ],
             swiftSettings: swiftSettings
@@ -306,7 +307,7 @@ let package = Package(
         .executableTarget(
             name: "frienso-launch",
             dependencies: [
-                "Launcher", "ServiceKit",
+                "Launcher", "ServiceKit", "Deliveries", "Alerts", "FriensoProto",
                 grdb,
                 argumentParser,
                 logging,
@@ -368,7 +369,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AccountsTests",
-            dependencies: ["Accounts", "Wire", "FriensoProto", "FriensoTesting", "ServiceKit", "frienso-accounts", "Identity", "Storage",
+            dependencies: ["Accounts", "Deliveries", "Wire", "FriensoProto", "FriensoTesting", "ServiceKit", "frienso-accounts", "Identity", "Storage",
                            logging, grdb],
             swiftSettings: swiftSettings
         ),

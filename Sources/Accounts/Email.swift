@@ -13,6 +13,14 @@ public struct EmailMessage: Sendable {
     public var to: String
     public var subject: String
     public var body: String
+
+    public init(deliveryID: UInt64, idempotencyKey: String, to: String, subject: String, body: String) {
+        self.deliveryID = deliveryID
+        self.idempotencyKey = idempotencyKey
+        self.to = to
+        self.subject = subject
+        self.body = body
+    }
 }
 
 public enum EmailResult: Sendable, Equatable {

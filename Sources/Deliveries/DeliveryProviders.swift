@@ -1,19 +1,20 @@
-import Alerts
-import Deliveries
+public import Accounts
+public import Alerts
 import Foundation
-import Logging
-import ServiceKit
+public import Logging
+public import ServiceKit
 
 /// The delivery providers the `alerts` section names (`alerts.sms`, `alerts.push`); nil for a
 /// channel that keeps the built-in recorder. Reads every credential file now, so a deployment
-/// with a wrong path or key fails at start, not at the first helpNow.
-struct ResolvedProviders {
-    var sms: (any SMSProvider)?
-    var push: (any PushProvider)?
-    /// The HTTP client they share (nil when neither uses the network).
-    var http: ProviderHTTP?
+/// with a wrong path or key fails at start, not at the first helpNow. Used by `frienso-alerts`
+/// and by `frienso-launch deliveries test`.
+public struct DeliveryProviders: Sendable {
+    public var sms: (any SMSProvider)?
+    public var push: (any PushProvider)?
+    /// The HTTP client they share (nil when neither uses the network): shut it down when done.
+    public var http: ProviderHTTP?
 
-    init(resolved: ResolvedOptions, logger: Logger) throws {
+    public init(resolved: ResolvedOptions, logger: Logger) throws {
         let section = resolved.config.alerts
         let smsKind = section?.sms?.provider ?? "recording"
         let fcm = section?.push?.fcm, apns = section?.push?.apns
@@ -66,4 +67,37 @@ struct ResolvedProviders {
 
 extension String {
     func ifEmpty(_ other: String) -> String { isEmpty ? other : self }
+}
+
+/// The email provider the `accounts.email` section names; nil: the built-in recorder.
+public struct EmailProviders: Sendable {
+    public var email: (any EmailProvider)?
+    /// The webhook's HTTP client (shut it down when done); nil for SMTP and the recorder.
+    public var http: ProviderHTTP?
+
+    public init(resolved: ResolvedOptions, logger: Logger) throws {
+        guard let section = resolved.config.accounts?.email else { return }
+        switch section.provider ?? "recording" {
+        case "recording":
+            return
+        case "smtp":
+            guard let host = section.host, let from = section.from else { throw ConfigError("accounts.email: smtp needs host and from") }
+            guard let security = SMTPEmail.Security(rawValue: section.security ?? "starttls") else {
+                throw ConfigError("accounts.email.security: \"starttls\", \"tls\" or \"none\"")
+            }
+            let password = try section.passwordFile.map { try SecretFile.read($0, what: "accounts.email.passwordFile", logger: logger) } ?? ""
+            email = try SMTPEmail(.init(host: host, port: section.port ?? (security == .implicitTLS ? 465 : 587), security: security,
+                                        username: section.username ?? "", password: password, from: from, heloName: section.heloName ?? "",
+                                        caFile: section.caFile), logger: logger)
+        case "webhook":
+            guard let url = section.url else { throw ConfigError("accounts.email: webhook needs url") }
+            let token = try section.bearerTokenFile.map { try SecretFile.read($0, what: "accounts.email.bearerTokenFile", logger: logger) }
+            let http = try ProviderHTTP(caFile: section.caFile)
+            self.http = http
+            email = try WebhookEmail(.init(url: url, bearerToken: token ?? ""), http: http)
+        case let other:
+            throw ConfigError("accounts.email.provider: \"recording\", \"smtp\" or \"webhook\", not \"\(other)\"")
+        }
+        logger.notice("email provider", metadata: ["provider": "\(email?.name ?? "recording")"])
+    }
 }

@@ -42,15 +42,19 @@ public struct WebhookSMS: SMSProvider {
     }
 
     func sendOne(_ message: OutgoingMessage) async -> DeliveryResult {
-        let body: [String: Any] = ["id": message.idempotencyKey, "channel": "sms", "to": message.address, "body": message.body,
-                                   "urgent": message.isUrgent]
-        var headers = [("Content-Type", "application/json"), ("Accept", "application/json"), ("Idempotency-Key", message.idempotencyKey)]
+        await Self.post(["id": message.idempotencyKey, "channel": "sms", "to": message.address, "body": message.body, "urgent": message.isUrgent],
+                        key: message.idempotencyKey, options: options, http: http)
+    }
+
+    /// One webhook call (shared with `WebhookEmail`).
+    static func post(_ fields: [String: Any], key: String, options: Options, http: ProviderHTTP) async -> DeliveryResult {
+        var headers = [("Content-Type", "application/json"), ("Accept", "application/json"), ("Idempotency-Key", key)]
         if !options.bearerToken.isEmpty { headers.append(("Authorization", "Bearer \(options.bearerToken)")) }
-        let bytes = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])).map(Array.init) ?? []
+        let bytes = (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])).map(Array.init) ?? []
         let answer = await http.send(.POST, options.url, headers: headers, body: bytes)
         if case .answered(let status, _, _) = answer, (200...299).contains(status) {
-            return .delivered(reference: (answer.json?["id"] as? String) ?? message.idempotencyKey)
+            return .delivered(reference: (answer.json?["id"] as? String) ?? key)
         }
-        return HTTPOutcome.generic(answer, provider: name)
+        return HTTPOutcome.generic(answer, provider: "webhook")
     }
 }

@@ -37,7 +37,31 @@ public struct FriensoConfig: Codable, Sendable {
         /// A deleted account's data is erased by every service twice: at once, and this long
         /// after (default 30 s), for requests that were in flight when it was deleted.
         public var erasureRecheckSeconds: Double?
+        /// Where emails (password reset codes) go: the built-in recorder (default), SMTP or a webhook.
+        public var email: EmailSection?
 
+        public init() {}
+    }
+
+    /// Email provider. The password and tokens are read from the files named here.
+    public struct EmailSection: Codable, Sendable {
+        /// "recording" (default: nothing leaves the machine), "smtp" or "webhook".
+        public var provider: String?
+        /// SMTP: the relay, its port (default 587), "starttls" (default), "tls" (port 465) or
+        /// "none" (a relay on 127.0.0.1 only), the login and the file holding its password, the
+        /// From address (`Frienso <no-reply@example.org>`) and the EHLO name (default: From's domain).
+        public var host: String?
+        public var port: Int?
+        public var security: String?
+        public var username: String?
+        public var passwordFile: String?
+        public var from: String?
+        public var heloName: String?
+        /// Webhook: its URL and a file holding the bearer token (optional).
+        public var url: String?
+        public var bearerTokenFile: String?
+        /// A PEM file of CA certificates trusted besides the system's.
+        public var caFile: String?
         public init() {}
     }
 

@@ -1,4 +1,5 @@
 import Accounts
+import Deliveries
 import ArgumentParser
 import ServiceKit
 import ServiceLifecycle
@@ -40,11 +41,15 @@ struct AccountsCommand: AsyncParsableCommand {
                                                     alerts: try client("alerts"), media: try client("media"))
         var config = AccountsConfig(resolved: resolved)
         config.erasureTargets = erasers.keys.sorted()
+        let emails = try EmailProviders(resolved: resolved, logger: logger)
+        config.email = emails.email
         logger.info("deleted accounts are erased by", metadata: ["services": "\(config.erasureTargets.joined(separator: ","))"])
         let service = try AccountsService(directory: resolved.dataDirectory, config: config, events: publisher, blocks: blocks)
         let host = service.makeHost(options: plane.hostOptions(name: "accounts", endpoint: resolved.endpoint), logger: logger)
         let worker = AccountsWorker(service: service, erasers: erasers, logger: logger)
-        let services: [any Service] = (replica.map { [$0] } ?? []) + [publisher, worker, host]
+        // The webhook's HTTP client closes after the worker stopped sending.
+        let clients: [any Service] = emails.http.map { [ProviderClientLifecycle($0)] } ?? []
+        let services: [any Service] = clients + (replica.map { [$0] } ?? []) + [publisher, worker, host]
         try await ServiceRunner.run(services, endpointFile: resolved.endpointFile, logger: logger,
                                     boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }
     }

@@ -33,7 +33,7 @@ struct AlertsCommand: AsyncParsableCommand {
                                 geo: try plane.client("geo", at: resolved.peer("geo"), logger: logger), logger: logger,
                                 profiles: profiles, replicaCircle: { owner in replica.read { $0.circle(of: owner) } })
         let publisher = plane.publisher(name: "alerts", endpoint: resolved.deploymentEventEndpoint(of: "alerts"), logger: logger)
-        let providers = try ResolvedProviders(resolved: resolved, logger: logger)
+        let providers = try DeliveryProviders(resolved: resolved, logger: logger)
         let service = try AlertsService(directory: resolved.dataDirectory, peers: peers, events: publisher,
                                         config: AlertsConfig(resolved: resolved), sms: providers.sms, push: providers.push, logger: logger)
         let worker = AlertsWorker(service: service, socialEvents: socialEvents, socialEventsSecurity: try plane.client(of: "social"),

@@ -1,6 +1,10 @@
 import ArgumentParser
 import Foundation
+import Alerts
+import Deliveries
+import FriensoProto
 import Launcher
+import Logging
 import ServiceKit
 
 @main
@@ -8,7 +12,7 @@ struct LaunchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frienso-launch",
         abstract: "Start every Frienso service, keep them running, stop them all on Ctrl-C or SIGTERM.",
-        subcommands: [Run.self, Status.self, Keys.self],
+        subcommands: [Run.self, Status.self, Keys.self, DeliveriesCommand.self],
         defaultSubcommand: Run.self)
 }
 
@@ -102,5 +106,51 @@ struct Status: ParsableCommand {
         let report = try status.report(json: json, nowMs: Int64(Date().timeIntervalSince1970 * 1_000))
         print(report.text)
         if !report.allReady { throw ExitCode(1) }
+    }
+}
+
+struct DeliveriesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "deliveries",
+        abstract: "The SMS, push and email providers the deployment is configured with (alerts.sms, alerts.push, accounts.email).",
+        subcommands: [Test.self])
+
+    struct Test: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Send one test message through the configured provider and say what it answered.",
+            discussion: """
+                A phone number (E.164, +…) goes through alerts.sms; an email address through accounts.email; a device token \
+                through alerts.push (--platform ios goes to APNs when it is configured, anything else to FCM). Nothing goes \
+                through an outbox and nothing is retried. \
+                Exit status: 0 delivered, 1 refused, 2 no provider configured for it.
+                """)
+
+        @OptionGroup var options: ServiceOptions
+        @Option(help: "An E.164 phone number, an email address, or a device token.") var to: String
+        @Option(help: "The device's platform for a token: ios, android or web.") var platform = "android"
+
+        func run() async throws {
+            let platforms: [String: AlertsV1.Platform] = ["ios": .ios, "android": .android, "web": .web]
+            guard let device = platforms[platform] else { throw ValidationError("--platform is ios, android or web") }
+            let resolved = try options.resolve(service: "alerts")
+            var logger = Logger(label: "frienso-launch")
+            logger.logLevel = .warning
+            let outcome: DeliveryCheck.Outcome, report: String
+            if to.contains("@") {
+                let providers = try EmailProviders(resolved: resolved, logger: logger)
+                (outcome, report) = await DeliveryCheck.run(providers, to: to)
+                await providers.http?.shutdown()
+            } else {
+                let providers = try DeliveryProviders(resolved: resolved, logger: logger)
+                (outcome, report) = await DeliveryCheck.run(providers, to: to, platform: device)
+                await providers.http?.shutdown()
+            }
+            print(report)
+            switch outcome {
+            case .delivered: return
+            case .refused: throw ExitCode(1)
+            case .notConfigured: throw ExitCode(2)
+            }
+        }
     }
 }

@@ -21,47 +21,91 @@ struct ProvidersEndToEndTests {
     @Test func helpNow_reachesEveryMember_throughTwilioFCMAndAPNs_onceEach_acrossKill9OfAlerts() async throws {
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
+        try await Self.withFakes(procs) { ca, twilio, fcm, apns in
+            try await run(procs, ca: ca, twilio: twilio, fcm: fcm, apns: apns)
+        }
+    }
+
+    /// Alerts configured for the three fakes, their credentials in files (written here).
+    static func alertsSection(_ dir: String, ca: TestCA, twilio: FakeTwilio, fcm: FakeFCM, apns: FakeAPNs) -> FriensoConfig.AlertsSection {
+        try? secret(twilio.authToken, "\(dir)/twilio-token")
+        try? secret((try? fcm.serviceAccountJSON()) ?? "", "\(dir)/fcm-service-account.json")
+        try? secret(apns.keyPEM, "\(dir)/apns.p8")
+        var alerts = FriensoConfig.AlertsSection()
+        var sms = FriensoConfig.SMSSection()
+        sms.provider = "twilio"
+        sms.accountSid = twilio.accountSID
+        sms.authTokenFile = "\(dir)/twilio-token"
+        sms.from = "+15005550006"
+        sms.url = twilio.server.baseURL
+        var push = FriensoConfig.PushSection()
+        push.fcm = FriensoConfig.FCMSection()
+        push.fcm?.serviceAccountFile = "\(dir)/fcm-service-account.json"
+        push.fcm?.url = fcm.server.baseURL
+        push.apns = FriensoConfig.APNsSection()
+        push.apns?.keyFile = "\(dir)/apns.p8"
+        push.apns?.keyId = apns.keyID
+        push.apns?.teamId = apns.teamID
+        push.apns?.topic = apns.topic
+        push.apns?.url = apns.server.baseURL
+        alerts.sms = sms
+        alerts.push = push
+        alerts.providerCAFile = ca.caFile
+        return alerts
+    }
+
+    /// Starts the three fakes, runs `body`, and stops them whatever happened.
+    static func withFakes(_ procs: ProcessHarness, _ body: (TestCA, FakeTwilio, FakeFCM, FakeAPNs) async throws -> Void) async throws {
         let dir = procs.workDirectory
         let ca = try await TestCA.make(in: "\(dir)/ca")
         let twilio = try await FakeTwilio.start(ca: ca)
         let fcm = try await FakeFCM.start(ca: ca, keyDirectory: dir)
         let apns = try await FakeAPNs.start(ca: ca, keyDirectory: dir)
-        do {
-            try await run(procs, ca: ca, twilio: twilio, fcm: fcm, apns: apns)
-        } catch {
+        do { try await body(ca, twilio, fcm, apns) } catch {
             for server in [twilio.server, fcm.server, apns.server] { await server.stop() }
             throw error
         }
         for server in [twilio.server, fcm.server, apns.server] { await server.stop() }
     }
 
+    @Test func deliveriesTest_sendsOneMessageThroughTheConfiguredProvider_andSaysWhatItAnswered() async throws {
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let dir = procs.workDirectory
+        try await Self.withFakes(procs) { ca, twilio, fcm, apns in
+            var config = FriensoConfig()
+            config.alerts = Self.alertsSection(dir, ca: ca, twilio: twilio, fcm: fcm, apns: apns)
+            try config.write(to: "\(dir)/frienso.json")
+            let launch = Repository.binaries.appendingPathComponent("frienso-launch").path
+            func test(_ args: String...) async throws -> (status: Int32, output: String) {
+                let ran = try await ProcessHarness.run(launch, ["deliveries", "test", "--config", "\(dir)/frienso.json"] + args)
+                return (ran.status, ran.output)
+            }
+            let sms = try await test("--to", "+15625550177")
+            #expect(sms.status == 0 && sms.output.contains("via twilio: delivered (provider's id SM"), "\(sms.output)")
+            #expect(twilio.checks.accepted.first?.text.contains("Frienso test message") == true)
+            let iphone = String(repeating: "f0", count: 32)
+            let ios = try await test("--to", iphone, "--platform", "ios")
+            #expect(ios.status == 0 && ios.output.contains("via apns: delivered"), "\(ios.output)")
+            fcm.checks.script(for: "old-android-token", FakeFCM.unregistered())
+            let dead = try await test("--to", "old-android-token")
+            #expect(dead.status == 1 && dead.output.contains("via fcm: the token is dead") && dead.output.contains("UNREGISTERED"), "\(dead.output)")
+            for checks in [twilio.checks, fcm.checks, apns.checks] { #expect(checks.problems.isEmpty, "\(checks.problems)") }
+            #expect(!(sms.output + ios.output + dead.output).contains(twilio.authToken))
+
+            // Without providers: said plainly, exit 2.
+            try FriensoConfig().write(to: "\(dir)/plain.json")
+            let plain = try await ProcessHarness.run(launch, ["deliveries", "test", "--config", "\(dir)/plain.json", "--to", "+15625550177"])
+            #expect(plain.status == 2 && plain.output.contains("alerts.sms is not configured"), "\(plain.output)")
+            let noEmail = try await ProcessHarness.run(launch, ["deliveries", "test", "--config", "\(dir)/plain.json", "--to", "ana@example.org"])
+            #expect(noEmail.status == 2 && noEmail.output.contains("accounts.email is not configured"), "\(noEmail.output)")
+        }
+    }
+
     func run(_ procs: ProcessHarness, ca: TestCA, twilio: FakeTwilio, fcm: FakeFCM, apns: FakeAPNs) async throws {
         let dir = procs.workDirectory
-        try Self.secret(twilio.authToken, "\(dir)/twilio-token")
-        try Self.secret(try fcm.serviceAccountJSON(), "\(dir)/fcm-service-account.json")
-        try Self.secret(apns.keyPEM, "\(dir)/apns.p8")
         let stack = try await LaunchedStack(procs, environment: ["FRIENSO_OPERATOR_KEY": "e2e-operator"]) { config in
-            var alerts = config.alerts ?? FriensoConfig.AlertsSection()
-            var sms = FriensoConfig.SMSSection()
-            sms.provider = "twilio"
-            sms.accountSid = twilio.accountSID
-            sms.authTokenFile = "\(dir)/twilio-token"
-            sms.from = "+15005550006"
-            sms.url = twilio.server.baseURL
-            var push = FriensoConfig.PushSection()
-            push.fcm = FriensoConfig.FCMSection()
-            push.fcm?.serviceAccountFile = "\(dir)/fcm-service-account.json"
-            push.fcm?.url = fcm.server.baseURL
-            push.apns = FriensoConfig.APNsSection()
-            push.apns?.keyFile = "\(dir)/apns.p8"
-            push.apns?.keyId = apns.keyID
-            push.apns?.teamId = apns.teamID
-            push.apns?.topic = apns.topic
-            push.apns?.url = apns.server.baseURL
-            alerts.sms = sms
-            alerts.push = push
-            alerts.providerCAFile = ca.caFile
-            config.alerts = alerts
+            config.alerts = Self.alertsSection(dir, ca: ca, twilio: twilio, fcm: fcm, apns: apns)
         }
         defer { stack.shutdown() }
         try await stack.showingLogsOnFailure {
