@@ -132,6 +132,10 @@ final class AccountsStore: Sendable {
         Self.migrateErasures(&migrator)
         Self.migrateEmail(&migrator)
         Self.migratePasswordReset(&migrator)
+        // The provider's id for a sent email (SMTP's queue id, a webhook's answer).
+        migrator.registerMigration("email_reference") { db in
+            try db.execute(sql: "ALTER TABLE email_outbox ADD COLUMN reference TEXT NOT NULL DEFAULT ''")
+        }
         try database.migrate(migrator)
     }
 

@@ -89,8 +89,8 @@ extension AccountsService {
             let result = await email.send(message)
             do {
                 switch result {
-                case .delivered:
-                    try await store.emailSent(message.deliveryID, provider: email.name, now: config.now())
+                case .delivered(let reference):
+                    try await store.emailSent(message.deliveryID, provider: email.name, reference: reference, now: config.now())
                     delivered += 1
                 case .failed(let error, let retryable):
                     logger.warning("email failed", metadata: ["delivery": "\(message.deliveryID)", "error": "\(error)", "retry": "\(retryable)"])
@@ -145,10 +145,10 @@ extension AccountsStore {
         }
     }
 
-    func emailSent(_ id: UInt64, provider: String, now: Int64) async throws {
+    func emailSent(_ id: UInt64, provider: String, reference: String, now: Int64) async throws {
         try await database.write { db in
-            try db.run(sql: "UPDATE email_outbox SET status = ?, body = '', provider = ?, attempts = attempts + 1, done_ms = ? WHERE id = ?",
-                       arguments: [Self.emailSent, provider, now, id])
+            try db.run(sql: "UPDATE email_outbox SET status = ?, body = '', provider = ?, reference = ?, attempts = attempts + 1, done_ms = ? WHERE id = ?",
+                       arguments: [Self.emailSent, provider, reference, now, id])
         }
     }
 

@@ -65,7 +65,10 @@ func withAccounts<T: Sendable>(
     var config = testConfig(clock)
     configure(&config)
     let service = try AccountsService(directory: dir, config: config)
-    return try await body(AccountsHarness(client: RouterClient(service, name: "accounts", logger: logs.logger("accounts")), clock: clock, directory: dir))
+    let client = RouterClient(service, name: "accounts", logger: logs.logger("accounts"))
+    let result = try await body(AccountsHarness(client: client, clock: clock, directory: dir))
+    await client.flush() // a graceful stop: replies being saved are in before a "restart"
+    return result
 }
 
 import Testing

@@ -170,13 +170,19 @@ func withAlerts<T: Sendable>(directory: String? = nil, peers: FakePeers = FakePe
     let services: [any Service] = worker ? [AlertsWorker(service: service, socialEvents: nil, logger: logs.logger("worker"))] : []
     do {
         let harness = AlertsHarness(service: service, client: client, peers: peers, recorder: recorder, directory: dir, logs: logs)
-        guard !services.isEmpty else { return try await body(harness) }
-        return try await withRunningServices(services, logger: logs.logger("group")) {
+        guard !services.isEmpty else {
+            let result = try await body(harness)
+            await client.flush() // a graceful stop: replies being saved are in before a "restart"
+            return result
+        }
+        let result = try await withRunningServices(services, logger: logs.logger("group")) {
             // The worker's first pass republishes every grant: let it finish before the test's
             // first request, or a grant made meanwhile would be recorded twice.
             try await eventually("the worker's start-up pass") { service.maintenancePasses.load(ordering: .relaxed) > 0 }
             return try await body(harness)
         }
+        await client.flush()
+        return result
     } catch {
         print("alerts test failed; logs:\n\(logs.dump().suffix(6000))")
         throw error

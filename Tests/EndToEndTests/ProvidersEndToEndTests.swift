@@ -122,11 +122,10 @@ struct ProvidersEndToEndTests {
                     token: token, platform: platform, appVersion: "e2e"), mutation: true)
             }
             let (benPhone, cyPhone) = ("+15625551901", "+15625551902")
-            // Each member's first SMS attempt is refused for 2 s; Cy's phone token is dead.
-            for phone in [benPhone, cyPhone] {
-                twilio.checks.script(for: phone, FakeResponse(status: 503, headers: [("Retry-After", "2")],
-                                                              json: ["code": 20503, "message": "Service unavailable", "status": 503]))
-            }
+            // Each member's first SMS attempt is refused for 2 s (Ben's with Twilio's 429, Cy's with a 503); Cy's phone token is dead.
+            twilio.checks.script(for: benPhone, FakeTwilio.tooManyRequests(retryAfter: 2))
+            twilio.checks.script(for: cyPhone, FakeResponse(status: 503, headers: [("Retry-After", "2")],
+                                                            json: ["code": 20503, "message": "Service unavailable", "status": 503]))
             fcm.checks.script(for: "cy-android-dead", FakeFCM.unregistered())
 
             _ = try await ana.client.call(AlertsV1.AlertsService.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "car broke down"), mutation: true)

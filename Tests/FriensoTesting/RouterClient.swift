@@ -54,6 +54,14 @@ public final class RouterClient: RPCCalling {
         return try await send(envelope, deadline: options.deadline ?? .seconds(5)).decodeReply(Response.self)
     }
 
+    /// Waits for the replies still being saved (after their mutation committed and the caller
+    /// was answered), as a host's graceful stop does: a test that "restarts" the service on the
+    /// same folder calls it first, or a retry may find only the claim (and be answered
+    /// ALREADY_EXISTS, as after a kill -9 in that moment).
+    public func flush() async {
+        await dispatcher.flush()
+    }
+
     public func ping(service: String) async throws(RPCError) -> CommonV1.PingResponse {
         try await call(CommonMethods.ping(service), CommonV1.PingRequest())
     }

@@ -75,5 +75,7 @@ func withGeo<T: Sendable>(directory: String? = nil, graph: StaticGraph = StaticG
                                  logger: logs.logger("geo"), now: { clock.now })
     // In process: the router and the durable reply cache, as the host runs them (no socket).
     let client = RouterClient(service, name: "geo", logger: logs.logger("geo-host"))
-    return try await body(GeoHarness(service: service, photos: photos, client: client, graph: graph, recorder: recorder, clock: clock, logs: logs))
+    let result = try await body(GeoHarness(service: service, photos: photos, client: client, graph: graph, recorder: recorder, clock: clock, logs: logs))
+    await client.flush() // a graceful stop: replies being saved are in before a "restart"
+    return result
 }

@@ -114,7 +114,9 @@ func withMedia<T: Sendable>(directory: String? = nil, peers: FakeMediaPeers = Fa
     // In process: the router and the durable reply cache, as the host runs them (no socket).
     let client = RouterClient(service, name: "media", logger: logs.logger("media-host"))
     do {
-        return try await body(MediaHarness(service: service, client: client, peers: peers, directory: dir, logs: logs))
+        let result = try await body(MediaHarness(service: service, client: client, peers: peers, directory: dir, logs: logs))
+        await client.flush() // a graceful stop: replies being saved are in before a "restart"
+        return result
     } catch {
         print("media test failed; logs:\n\(logs.dump().suffix(6000))")
         throw error

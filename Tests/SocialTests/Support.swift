@@ -64,7 +64,10 @@ func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: 
     let service = try SocialService(directory: socialDir, accounts: accounts, publisher: events, snapshotPageSize: snapshotPageSize, geo: geo)
     let social = RouterClient(service, name: "social", logger: logs.logger("social"))
     let gateway = InProcessGateway(["accounts": accounts, "social": social])
-    return try await body(SocialStack(gateway: gateway, social: social, events: events, logs: logs))
+    let result = try await body(SocialStack(gateway: gateway, social: social, events: events, logs: logs))
+    await social.flush() // a graceful stop: replies being saved are in before a "restart"
+    await accounts.flush()
+    return result
 }
 
 /// Accounts, social and a gateway over ZeroMQ, for what only sockets show: the graph stream a
