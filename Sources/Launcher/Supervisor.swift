@@ -63,9 +63,13 @@ public final class Supervisor: Service, Sendable {
     private let shuttingDown = Atomic<Bool>(false)
     private let status: Mutex<LaunchStatus>
     public let probeInterval: Duration
+    /// When a member's log passes `maxBytes` it is rotated, keeping `keep` older files.
+    public let logRotation: LogRotation
 
     public init(children: [ChildSpec], runDirectory: String, logger: Logger, readyTimeout: Duration = .seconds(60),
-                stopTimeout: Duration = .seconds(10), backoff: Backoff = Backoff(), probeInterval: Duration = .seconds(5)) {
+                stopTimeout: Duration = .seconds(10), backoff: Backoff = Backoff(), probeInterval: Duration = .seconds(5),
+                logRotation: LogRotation = LogRotation()) {
+        self.logRotation = logRotation
         self.children = children
         self.runDirectory = runDirectory
         self.logger = logger
@@ -133,6 +137,7 @@ public final class Supervisor: Service, Sendable {
                 }
                 ready.fulfil(.success(()))
                 group.addTask { await self.probeLoop() }
+                group.addTask { await self.rotationLoop() }
                 logger.info("all services ready", metadata: ["run-dir": "\(runDirectory)"])
             }
         } onGracefulShutdown: {
@@ -148,9 +153,10 @@ public final class Supervisor: Service, Sendable {
         process.arguments = child.arguments
         process.environment = ProcessInfo.processInfo.environment.merging(child.environment) { $1 }
         let logPath = "\(runDirectory)/logs/\(child.name).log"
-        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        log.seekToEndOfFile()
+        // O_APPEND: every write goes to the end, so rotation can empty the file under the child.
+        let fd = open(logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+        guard fd >= 0 else { throw SupervisorError("cannot open \(logPath): errno \(errno)") }
+        let log = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         process.standardOutput = log
         process.standardError = log
         process.standardInput = FileHandle.nullDevice
@@ -158,6 +164,21 @@ public final class Supervisor: Service, Sendable {
         try "\(process.processIdentifier)\n".write(toFile: Self.pidFile(runDirectory, child.name), atomically: true, encoding: .utf8)
         running.withLock { $0[child.name] = process }
         record(child.name) { $0.state = "starting"; $0.pid = process.processIdentifier; $0.startedAtMs = Self.nowMs() }
+    }
+
+    /// Every `probeInterval`, each member's log over the limit is rotated.
+    private func rotationLoop() async {
+        while !Task.isCancelled, !shuttingDown.load(ordering: .relaxed) {
+            try? await Task.sleep(for: probeInterval)
+            for child in children {
+                let path = "\(runDirectory)/logs/\(child.name).log"
+                do {
+                    if try logRotation.rotateIfNeeded(path) { logger.info("log rotated", metadata: ["service": "\(child.name)"]) }
+                } catch {
+                    logger.warning("could not rotate a log", metadata: ["file": "\(path)", "error": "\(error)"])
+                }
+            }
+        }
     }
 
     private func markReady(_ name: String) {
@@ -300,4 +321,43 @@ public final class Supervisor: Service, Sendable {
 public struct SupervisorError: Error, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
+}
+
+/// Size-based rotation of a log file its writer keeps open with `O_APPEND` (the launcher's
+/// children write to theirs through an inherited descriptor, so the file cannot be renamed away
+/// from them): the older copies shift (`.1` → `.2` …, the oldest dropped), the file is copied to
+/// `.1` and then emptied in place, and the writer's next line lands at the start. A line written
+/// between the copy and the emptying (the time to copy the file) is lost; everything else is
+/// kept, in order.
+public struct LogRotation: Sendable {
+    public var maxBytes: Int
+    public var keep: Int
+
+    public init(maxBytes: Int = 64 << 20, keep: Int = 5) {
+        self.maxBytes = max(4_096, maxBytes)
+        self.keep = max(1, keep)
+    }
+
+    /// - Returns: whether it rotated.
+    @discardableResult
+    public func rotateIfNeeded(_ path: String) throws -> Bool {
+        let fm = FileManager.default
+        guard let size = (try? fm.attributesOfItem(atPath: path))?[.size] as? Int, size > maxBytes else { return false }
+        try? fm.removeItem(atPath: "\(path).\(keep)")
+        for n in stride(from: keep - 1, through: 1, by: -1) where fm.fileExists(atPath: "\(path).\(n)") {
+            try fm.moveItem(atPath: "\(path).\(n)", toPath: "\(path).\(n + 1)")
+        }
+        try fm.copyItem(atPath: path, toPath: "\(path).1")
+        // What the writer added during the copy goes to the copy too, then the file is emptied.
+        let copied = (try? fm.attributesOfItem(atPath: "\(path).1"))?[.size] as? Int ?? 0
+        if let source = FileHandle(forReadingAtPath: path), let target = FileHandle(forWritingAtPath: "\(path).1") {
+            try source.seek(toOffset: UInt64(copied))
+            try target.seekToEnd()
+            if let rest = try source.readToEnd() { try target.write(contentsOf: rest) }
+            try source.close()
+            try target.close()
+        }
+        guard truncate(path, 0) == 0 else { throw SupervisorError("cannot empty \(path): errno \(errno)") }
+        return true
+    }
 }

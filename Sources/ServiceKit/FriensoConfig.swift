@@ -5,6 +5,13 @@ import Foundation
 public struct FriensoConfig: Codable, Sendable {
     public var dataDir: String?
     public var logLevel: String?
+    /// "text" (default) or "json": one JSON object per line (request id, method; the caller's
+    /// user id only at debug and trace).
+    public var logFormat: String?
+    /// The launcher rotates each member's log (`run/logs/<name>.log`) when it passes this size
+    /// (default 64 MiB), keeping this many older files (`.1` the newest; default 5).
+    public var logMaxBytes: Int?
+    public var logKeep: Int?
     /// Request endpoints by service name: `gateway`, `accounts`, `social`, `geo`, `alerts`, `media`;
     /// and the HTTP edge's listen address, `edge`.
     public var endpoints: [String: String]?

@@ -38,6 +38,10 @@ public struct ServiceOptions: ParsableArguments, Sendable {
         guard let level = Logger.Level(rawValue: levelName.lowercased()) else {
             throw ConfigError("unknown log level \"\(levelName)\"")
         }
+        let formatName = environment["FRIENSO_LOG_FORMAT"] ?? file.logFormat ?? "text"
+        guard let format = LogFormat(rawValue: formatName.lowercased()) else {
+            throw ConfigError("unknown log format \"\(formatName)\": text or json")
+        }
         let baseDir = dataDir ?? environment["FRIENSO_DATA_DIR"] ?? file.dataDir ?? Defaults.dataDir
         return ResolvedOptions(
             service: service,
@@ -45,6 +49,7 @@ public struct ServiceOptions: ParsableArguments, Sendable {
             dataDirectory: URL(fileURLWithPath: baseDir).appendingPathComponent(service).path,
             endpoint: endpoint ?? environment[envKey] ?? file.endpoints?[service] ?? Defaults.endpoints[service] ?? "tcp://127.0.0.1:*",
             logLevel: level,
+            logFormat: format,
             endpointFile: endpointFile,
             keyring: keyring ?? environment["FRIENSO_KEYRING"] ?? file.keyring,
             insecurePlaintext: insecurePlaintext,
@@ -60,6 +65,8 @@ public struct ResolvedOptions: Sendable {
     public var dataDirectory: String
     public var endpoint: String
     public var logLevel: Logger.Level
+    /// `logFormat` in the config, or FRIENSO_LOG_FORMAT: text (default) or json.
+    public var logFormat: LogFormat = .text
     public var endpointFile: String?
     /// The keyring folder, when one was named.
     public var keyring: String?

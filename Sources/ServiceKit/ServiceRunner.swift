@@ -6,11 +6,18 @@ import Wire
 /// What every service executable does after building its services.
 public enum ServiceRunner {
     /// Chooses the log handler (executables only): lines on stderr with metadata.
-    public static func bootstrapLogging(level: Logger.Level) -> Logger {
+    /// - Parameter format: text lines (default) or one JSON object per line (`JSONLogHandler`).
+    public static func bootstrapLogging(level: Logger.Level, format: LogFormat = .text) -> Logger {
+        RequestScope.includesUser.store(level <= .debug, ordering: .relaxed)
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            switch format {
+            case .text:
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            case .json:
+                return JSONLogHandler(label: label, level: level)
+            }
         }
         var logger = Logger(label: "frienso")
         logger.logLevel = level

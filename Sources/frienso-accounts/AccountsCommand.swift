@@ -16,7 +16,7 @@ struct AccountsCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "accounts")
-        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
         try resolved.createDataDirectory()
         let publisher = plane.publisher(name: "accounts", endpoint: resolved.deploymentEventEndpoint(of: "accounts"), logger: logger)

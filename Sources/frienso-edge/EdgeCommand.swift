@@ -14,7 +14,7 @@ struct EdgeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "edge")
-        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         var config = try EdgeConfig(resolved: resolved)
         config.core.keyring = try resolved.plane(logger: logger).keyring
         let edge = EdgeServer(config: config, logger: logger)

@@ -14,7 +14,7 @@ struct GatewayCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "gateway")
-        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         var config = try GatewayConfig(resolved: resolved)
         config.keyring = try resolved.plane(logger: logger).keyring
         let gateway = Gateway(config: config, logger: logger)

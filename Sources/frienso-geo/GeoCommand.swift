@@ -17,7 +17,7 @@ struct GeoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "geo")
-        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
         try resolved.createDataDirectory()
         let toSocial = try plane.client("social", at: resolved.peer("social"), logger: logger)

@@ -30,7 +30,7 @@ struct Run: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "launch")
-        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let bin = binDir ?? Executables.folder
         let plan = try LaunchPlan(resolved: resolved, options: options, binDirectory: bin,
                                   keyringFolder: KeyringCommands.folder(resolved, runDirectory: runDir))
@@ -39,7 +39,8 @@ struct Run: AsyncParsableCommand {
         } else {
             logger.critical("INSECURE: --insecure-plaintext: every internal socket of this deployment believes whoever reaches it")
         }
-        let supervisor = Supervisor(children: plan.children, runDirectory: runDir, logger: logger)
+        let rotation = LogRotation(maxBytes: resolved.config.logMaxBytes ?? 64 << 20, keep: resolved.config.logKeep ?? 5)
+        let supervisor = Supervisor(children: plan.children, runDirectory: runDir, logger: logger, logRotation: rotation)
         try await ServiceRunner.run([supervisor], endpointFile: nil, logger: logger) { "" }
     }
 }

@@ -15,7 +15,7 @@ struct MediaCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "media")
-        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
         try resolved.createDataDirectory()
         let replica = SocialGraphReplica(social: try plane.client("social", at: resolved.peer("social"), logger: logger),

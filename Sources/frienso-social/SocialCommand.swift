@@ -14,7 +14,7 @@ struct SocialCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "social")
-        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel)
+        let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
         try resolved.createDataDirectory()
         let accounts = try plane.client("accounts", at: resolved.peer("accounts"), logger: logger)

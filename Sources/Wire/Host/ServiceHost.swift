@@ -111,7 +111,8 @@ public final class ServiceHost: Service, Sendable {
     }
 
     private func serve(_ request: IncomingRequest) async {
-        let label = RequestScope.Label(requestID: request.envelope.requestId, method: request.envelope.method)
+        let label = RequestScope.Label(requestID: request.envelope.requestId, method: request.envelope.method,
+                                       callerUserID: request.envelope.callerUserId)
         await RequestScope.$current.withValue(label) { await serveInScope(request) }
     }
 
