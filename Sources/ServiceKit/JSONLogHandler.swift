@@ -1,4 +1,5 @@
 import Foundation
+import FriensoProto
 public import Logging
 import Synchronization
 
@@ -72,22 +73,12 @@ public struct JSONLogHandler: LogHandler {
         }
     }
 
-    /// A JSON string literal (RFC 8259 §7): quote, backslash and control characters escaped.
+    /// A JSON string literal (the encoder the JSON mapping of messages uses).
     static func quoted(_ text: String) -> String {
-        var out = "\""
+        var out = ""
         out.reserveCapacity(text.utf8.count + 2)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
+        JSONValue.quote(text, into: &out)
+        return out
     }
 
     static func timestamp() -> String {

@@ -57,7 +57,8 @@ public indirect enum JSONValue: Sendable, Hashable {
         }
     }
 
-    private static func quote(_ s: String, into out: inout String) {
+    /// `s` as a JSON string literal (RFC 8259 §7), appended to `out` (also for log lines).
+    public static func quote(_ s: String, into out: inout String) {
         out += "\""
         for scalar in s.unicodeScalars {
             switch scalar {
