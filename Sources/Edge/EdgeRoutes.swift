@@ -49,7 +49,7 @@ struct EdgeRoutes: Sendable {
             router.add(middleware: FileMiddleware(webRoot, cacheControl: .init([(MediaType(type: .any), [.noCache])]),
                                                   searchForIndexHtml: true, logger: logger))
         }
-        router.get("/v1/health") { _, _ in json(.ok, .object([("status", .string("ok"))])) }
+        router.get("/v1/health") { _, _ in json(.ok, .object([("status", .string("ok")), ("version", .string(FriensoVersion.current))])) }
         if let webRoot = config.webRoot {
             // A share link's page: the token stays in the address (the page's script reads it and
             // asks /v1/geo/ViewShareLink); the page itself is the same for every link.

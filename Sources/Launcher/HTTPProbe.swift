@@ -10,25 +10,43 @@ import Glibc
 public enum HTTPProbe {
     /// - Parameter endpoint: `http://host:port`, `https://host:port` or `tcp://host:port`.
     public static func isReady(_ endpoint: String, timeout: Duration = .milliseconds(500)) -> Bool {
-        guard let (host, port) = EndpointAddress.hostAndPort(endpoint) else { return false }
+        health(endpoint, timeout: timeout).ready
+    }
+
+    /// The probe, and the version the health check reports (nil over TLS, or when it has none).
+    public static func health(_ endpoint: String, timeout: Duration = .milliseconds(500)) -> (ready: Bool, version: String?) {
+        guard let answer = answer(endpoint, timeout: timeout) else { return (false, nil) }
+        guard answer.ready, let body = answer.text.range(of: "\r\n\r\n").map({ answer.text[$0.upperBound...] }),
+              let object = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] else { return (answer.ready, nil) }
+        return (true, object["version"] as? String)
+    }
+
+    private static func answer(_ endpoint: String, timeout: Duration) -> (ready: Bool, text: String)? {
+        guard let (host, port) = EndpointAddress.hostAndPort(endpoint) else { return nil }
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var found: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, String(port), &hints, &found) == 0, let info = found else { return false }
+        guard getaddrinfo(host, String(port), &hints, &found) == 0, let info = found else { return nil }
         defer { freeaddrinfo(found) }
         let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
-        guard fd >= 0 else { return false }
+        guard fd >= 0 else { return nil }
         defer { close(fd) }
         var limit = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        guard connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else { return false }
-        if endpoint.hasPrefix("https://") { return true }
+        guard connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else { return nil }
+        if endpoint.hasPrefix("https://") { return (true, "") }
         let request = Array("GET /v1/health HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n".utf8)
-        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else { return false }
-        var reply = [UInt8](repeating: 0, count: 64)
-        let got = reply.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        guard got > 0 else { return false }
-        return String(decoding: reply[..<got], as: UTF8.self).hasPrefix("HTTP/1.1 200")
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else { return nil }
+        // The whole (small) answer: the server closes the connection after it.
+        var reply: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1_024)
+        while reply.count < 8_192 {
+            let got = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard got > 0 else { break }
+            reply += chunk[..<got]
+        }
+        let text = String(decoding: reply, as: UTF8.self)
+        return (text.hasPrefix("HTTP/1.1 200"), text)
     }
 }

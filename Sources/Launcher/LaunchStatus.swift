@@ -25,6 +25,8 @@ public struct LaunchStatus: Codable, Sendable, Equatable {
         /// error its log shows.
         public var lastExit: String?
         public var lastError: String?
+        /// The version it reports (Ping's, the edge's health check).
+        public var version: String?
     }
 
     public static func path(_ runDirectory: String) -> String { "\(runDirectory)/status.json" }
@@ -60,6 +62,7 @@ public struct LaunchStatus: Codable, Sendable, Equatable {
         for (m, live, _) in members {
             var line = "\(m.name.padding(toLength: 9, withPad: " ", startingAt: 0)) \(m.state.padding(toLength: 14, withPad: " ", startingAt: 0))"
             line += live ? " pid \(m.pid ?? 0)" : " not running"
+            if let version = m.version { line += ", v\(version)" }
             if let started = m.startedAtMs, live { line += ", up \(Self.span(now - started))" }
             line += ", \(m.restarts) restart\(m.restarts == 1 ? "" : "s")"
             if let probe = m.lastProbeAtMs { line += ", probed \(Self.span(now - probe)) ago" }
@@ -82,16 +85,25 @@ public struct LaunchStatus: Codable, Sendable, Equatable {
     }
 
     /// The first line of the last `error` or `critical` entry in the tail of a log (swift-log's
-    /// stream format: "<time> <level> <label> : <message>").
-    static func lastError(inLog path: String, tail: Int = 65_536) -> String? {
+    /// stream format: "<time> <level> <label> : <message>"; or a JSON line, `logFormat: json`,
+    /// given as "<ts> <level> <msg>").
+    public static func lastError(inLog path: String, tail: Int = 65_536) -> String? {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
         let size = (try? handle.seekToEnd()) ?? 0
         try? handle.seek(toOffset: size > UInt64(tail) ? size - UInt64(tail) : 0)
         guard let data = try? handle.readToEnd(), let text = String(data: data, encoding: .utf8) else { return nil }
         return text.split(separator: "\n").last { line in
+            if line.hasPrefix("{") { return line.contains(#""level":"error""#) || line.contains(#""level":"critical""#) }
             let words = line.split(separator: " ", maxSplits: 3)
             return words.count > 2 && (words[1] == "error" || words[1] == "critical")
-        }.map { String($0.prefix(300)) }
+        }.map { line in
+            if line.hasPrefix("{"), let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] {
+                let parts = [object["ts"], object["level"], object["msg"]].compactMap { $0 as? String }
+                let error = (object["error"] as? String).map { " (error: \($0))" } ?? ""
+                return String((parts.joined(separator: " ") + error).prefix(300))
+            }
+            return String(line.prefix(300))
+        }
     }
 }

@@ -184,6 +184,13 @@ public final class Supervisor: Service, Sendable {
     private func markReady(_ name: String) {
         let at = Self.nowMs()
         record(name) { $0.state = "ready"; $0.lastReadyAtMs = at; $0.lastProbeAtMs = at }
+        // Its version at once, not only at the first periodic probe.
+        if let child = children.first(where: { $0.name == name }) {
+            Task {
+                let (_, version) = await probeOnce(child)
+                if let version { record(name) { $0.version = version } }
+            }
+        }
     }
 
     /// Readiness after start: every member probed every `probeInterval` (a process can live and
@@ -196,25 +203,30 @@ public final class Supervisor: Service, Sendable {
             for child in children where !shuttingDown.load(ordering: .sequentiallyConsistent) {
                 guard running.withLock({ $0[child.name]?.isRunning ?? false }),
                       status.withLock({ s in s.members.first { $0.name == child.name }?.state }) != "starting" else { continue }
-                let answered = await probeOnce(child)
+                let (answered, version) = await probeOnce(child)
                 let at = Self.nowMs()
                 record(child.name) { m in
                     m.lastProbeAtMs = at
                     if answered { m.lastReadyAtMs = at }
+                    if let version { m.version = version }
                     m.state = answered ? "ready" : "not answering"
                 }
             }
         }
     }
 
-    private func probeOnce(_ child: ChildSpec) async -> Bool {
-        if child.speaksHTTP { return HTTPProbe.isReady(child.endpoint) }
+    /// Whether `child` answered, and the version it reports (Ping's, or the edge's health check).
+    private func probeOnce(_ child: ChildSpec) async -> (answered: Bool, version: String?) {
+        if child.speaksHTTP {
+            let health = HTTPProbe.health(child.endpoint)
+            return (health.ready, health.version)
+        }
         var options = Self.probeOptions
         options.security = child.probe
         let client = WireClient(endpoint: child.endpoint, options: options, logger: logger)
-        let answered = (try? await client.ping(service: child.name, deadline: .seconds(2))) != nil
+        let pong = try? await client.ping(service: child.name, deadline: .seconds(2))
         await client.close()
-        return answered
+        return (pong != nil, pong.map(\.version))
     }
 
     /// Pings the child with a bounded number of tries until it answers.

@@ -3,6 +3,7 @@ import FriensoProto
 import FriensoTesting
 import Launcher
 import Testing
+import Wire
 
 /// `frienso-launch status` on the launched deployment: every member live and ready; after a
 /// `kill -9`, the member's restart, how its run ended, and ready again.
@@ -30,6 +31,9 @@ struct LaunchStatusEndToEndTests {
             let members = try #require(report?.members, "\(output)")
             #expect(Set(members.map(\.member.name)) == Set(LaunchedStack.services) && members.allSatisfy { $0.live && $0.ready && $0.member.restarts == 0 },
                     "\(output)")
+            try await eventually("every member's version is known", timeout: .seconds(20)) {
+                try await status(stack).1?.members.allSatisfy { $0.member.version == FriensoVersion.current } ?? false
+            }
 
             try await stack.kill9AndAwaitRestart("geo")
             try await eventually("status shows geo's restart", timeout: .seconds(20)) {
@@ -38,7 +42,8 @@ struct LaunchStatusEndToEndTests {
                     && geo.member.pid == stack.pid(of: "geo")
             }
             let text = try await ProcessHarness.run("frienso-launch", ["status", "--run-dir", stack.run])
-            #expect(text.status == 0 && text.output.contains("1 restart, ") && text.output.contains("last run ended: signal 9"), "\(text.output)")
+            #expect(text.status == 0 && text.output.contains("1 restart, ") && text.output.contains("last run ended: signal 9")
+                    && text.output.contains("v\(FriensoVersion.current)"), "\(text.output)")
         }
         // Stopped: no launcher on the folder any more.
         stack.shutdown()

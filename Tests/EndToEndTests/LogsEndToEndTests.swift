@@ -2,6 +2,7 @@ import Foundation
 import FriensoClient
 import FriensoProto
 import FriensoTesting
+import Launcher
 import Testing
 import Wire
 
@@ -61,5 +62,20 @@ struct LogsEndToEndTests {
             #expect(requestLines > 0, "lines logged while serving a request carry its id and method")
             #expect(withUser > 0, "at trace, the caller's user id is there")
         }
+    }
+
+    @Test func statusFindsTheLastErrorInAJSONLog_asInATextOne() throws {
+        let dir = try TemporaryDirectory("frienso-logs")
+        defer { dir.remove() }
+        let path = "\(dir.path)/geo.log"
+        try """
+            {"ts":"2026-11-24T00:30:01.123Z","level":"info","label":"frienso","msg":"listening","source":"Wire"}
+            {"ts":"2026-11-24T00:30:02.456Z","level":"error","label":"frienso","msg":"audit flush failed; kept for the next one","source":"Geo","error":"disk full"}
+            {"ts":"2026-11-24T00:30:03.789Z","level":"warning","label":"frienso","msg":"slow commit","source":"Storage"}
+
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(LaunchStatus.lastError(inLog: path) == "2026-11-24T00:30:02.456Z error audit flush failed; kept for the next one (error: disk full)")
+        try "2026-11-24T00:31:00+0000 critical frienso : [Geo] the database cannot be opened\n".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(LaunchStatus.lastError(inLog: path) == "2026-11-24T00:31:00+0000 critical frienso : [Geo] the database cannot be opened")
     }
 }

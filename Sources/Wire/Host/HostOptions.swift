@@ -24,7 +24,7 @@ public struct HostOptions: Sendable {
     /// peer disconnects, so a reply sent just before the close could be lost to a client whose
     /// thread had not got to it; found by `ReactorHandlerTests` (one run in a few lost it).
     public var closeGrace: Duration = .milliseconds(100)
-    public var version: String = "0.1.0"
+    public var version: String = FriensoVersion.current
     /// Where handlers run. `.reactor` (the default) runs them on the host's reactor thread: no
     /// thread hop per request, but handlers share that one thread, so they must not block it.
     /// `.pool` runs them on Swift's global pool: for CPU-heavy handlers that should use every core.

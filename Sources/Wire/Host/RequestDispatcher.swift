@@ -17,7 +17,7 @@ public struct RequestDispatcher: Sendable {
     /// `<name>.Ping`, made once rather than per request.
     private let pingMethod: String
 
-    public init(name: String, version: String = "0.1.0", handler: some RequestHandler, replyCache: ReplyCache?) {
+    public init(name: String, version: String = FriensoVersion.current, handler: some RequestHandler, replyCache: ReplyCache?) {
         self.name = name
         pingMethod = "\(name).Ping"
         self.version = version
