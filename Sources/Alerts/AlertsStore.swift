@@ -328,8 +328,10 @@ final class AlertsStore: Sendable {
     /// Attempts still SENDING belong to a pass that never finished (alerts stopped mid-pass):
     /// they become INTERRUPTED, and the message may have gone out.
     static func interruptAttempts(_ db: Database, at: Int64) throws {
-        try db.run(sql: "UPDATE delivery_attempts SET outcome = ?, finished_ms = ?, error = 'alerts stopped before the provider answered' WHERE outcome = ?",
-                   arguments: [AlertsV1.AttemptOutcome.interrupted.rawValue, at, AlertsV1.AttemptOutcome.sending.rawValue])
+        // `outcome = 1` written out (SENDING), not bound: SQLite uses a partial index only for
+        // the literal its WHERE names, and this runs before every batch.
+        try db.run(sql: "UPDATE delivery_attempts SET outcome = ?, finished_ms = ?, error = 'alerts stopped before the provider answered' WHERE outcome = 1",
+                   arguments: [AlertsV1.AttemptOutcome.interrupted.rawValue, at])
     }
 
     static func beginAttempt(_ db: Database, delivery: UInt64, provider: String, at: Int64) throws {
@@ -339,9 +341,9 @@ final class AlertsStore: Sendable {
             """, arguments: [delivery, at, provider, AlertsV1.AttemptOutcome.sending.rawValue])
     }
 
-    /// Records the answer on the attempt begun for it (or, for a provider that logs nothing
-    /// before sending, as a new attempt).
-    static func finishAttempt(_ db: Database, delivery: UInt64, provider: String, result: DeliveryResult, at: Int64) throws {
+    /// Records the answer on the attempt begun for it (`begun`), or, for a provider that logs
+    /// nothing before sending, as a new attempt.
+    static func finishAttempt(_ db: Database, delivery: UInt64, provider: String, result: DeliveryResult, at: Int64, begun: Bool) throws {
         var (reference, error, retryAfter) = ("", "", Int64(0))
         switch result {
         case .delivered(let r): reference = r
@@ -349,11 +351,13 @@ final class AlertsStore: Sendable {
         case .retryAfter(let e, let after): (error, retryAfter) = (e, after.wholeMilliseconds)
         }
         let outcome = result.outcome.rawValue
-        try db.run(sql: """
-            UPDATE delivery_attempts SET outcome = ?, finished_ms = ?, reference = ?, error = ?, retry_after_ms = ?
-            WHERE delivery_id = ? AND outcome = ?
-            """, arguments: [outcome, at, reference, error, retryAfter, delivery, AlertsV1.AttemptOutcome.sending.rawValue])
-        guard db.changesCount == 0 else { return }
+        if begun {
+            try db.run(sql: """
+                UPDATE delivery_attempts SET outcome = ?, finished_ms = ?, reference = ?, error = ?, retry_after_ms = ?
+                WHERE delivery_id = ? AND outcome = 1
+                """, arguments: [outcome, at, reference, error, retryAfter, delivery])
+            guard db.changesCount == 0 else { return }
+        }
         try db.run(sql: """
             INSERT INTO delivery_attempts (delivery_id, attempt, started_ms, finished_ms, provider, outcome, reference, error, retry_after_ms)
             VALUES (?1, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM delivery_attempts WHERE delivery_id = ?1), ?2, ?2, ?3, ?4, ?5, ?6, ?7)

@@ -326,8 +326,10 @@ struct DeliveryPass: Sendable {
                     """, arguments: [d.status.rawValue, d.attempts, d.provider, d.address, d.lastError, d.updatedAtMs, d.nextAttemptAtMs,
                                      d.reference, d.deliveryId])
             }
+            let begun = Set(offMachine)
             for (message, result, provider) in outcomes {
-                try AlertsStore.finishAttempt(db, delivery: message.deliveryID, provider: provider, result: result, at: finished)
+                try AlertsStore.finishAttempt(db, delivery: message.deliveryID, provider: provider, result: result, at: finished,
+                                              begun: begun.contains(message.deliveryID))
             }
             // A token the provider says is dead is unregistered: nothing more goes to it.
             for token in Set(dead) { try db.run(sql: "DELETE FROM devices WHERE token = ?", arguments: [token]) }
