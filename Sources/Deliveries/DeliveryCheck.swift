@@ -2,6 +2,8 @@ public import Accounts
 public import Alerts
 import Foundation
 public import FriensoProto
+public import Logging
+public import ServiceKit
 
 /// `frienso-launch deliveries test`: one message through the configured provider, straight
 /// (no outbox, no retry), and what the provider said, in words an operator acts on.
@@ -56,5 +58,24 @@ public enum DeliveryCheck {
         case .failed(let why, let retryable):
             return (.refused, "email to \(address) via \(email.name): refused (\(retryable ? "accounts would try again" : "final")): \(why)")
         }
+    }
+
+    /// The whole check for `frienso-launch deliveries test`: the configured providers, one
+    /// message to `address` (an email address, an E.164 number or a device token), the
+    /// providers' HTTP client closed after.
+    /// - Parameter platform: "ios", "android" or "web", for a device token.
+    public static func run(_ resolved: ResolvedOptions, to address: String, platform: String, logger: Logger) async throws -> (Outcome, String) {
+        let platforms: [String: AlertsV1.Platform] = ["ios": .ios, "android": .android, "web": .web]
+        guard let device = platforms[platform] else { throw ProviderConfigError("--platform is ios, android or web") }
+        if address.contains("@") {
+            let providers = try EmailProviders(resolved: resolved, logger: logger)
+            let result = await run(providers, to: address)
+            await providers.http?.shutdown()
+            return result
+        }
+        let providers = try DeliveryProviders(resolved: resolved, logger: logger)
+        let result = await run(providers, to: address, platform: device)
+        await providers.http?.shutdown()
+        return result
     }
 }

@@ -1,8 +1,6 @@
 import ArgumentParser
 import Foundation
-import Alerts
 import Deliveries
-import FriensoProto
 import Launcher
 import Logging
 import ServiceKit
@@ -131,21 +129,9 @@ struct DeliveriesCommand: AsyncParsableCommand {
         @Option(help: "The device's platform for a token: ios, android or web.") var platform = "android"
 
         func run() async throws {
-            let platforms: [String: AlertsV1.Platform] = ["ios": .ios, "android": .android, "web": .web]
-            guard let device = platforms[platform] else { throw ValidationError("--platform is ios, android or web") }
-            let resolved = try options.resolve(service: "alerts")
             var logger = Logger(label: "frienso-launch")
             logger.logLevel = .warning
-            let outcome: DeliveryCheck.Outcome, report: String
-            if to.contains("@") {
-                let providers = try EmailProviders(resolved: resolved, logger: logger)
-                (outcome, report) = await DeliveryCheck.run(providers, to: to)
-                await providers.http?.shutdown()
-            } else {
-                let providers = try DeliveryProviders(resolved: resolved, logger: logger)
-                (outcome, report) = await DeliveryCheck.run(providers, to: to, platform: device)
-                await providers.http?.shutdown()
-            }
+            let (outcome, report) = try await DeliveryCheck.run(try options.resolve(service: "alerts"), to: to, platform: platform, logger: logger)
             print(report)
             switch outcome {
             case .delivered: return
