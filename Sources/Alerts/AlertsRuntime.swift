@@ -75,7 +75,7 @@ public final class AlertsWorker: Service, Sendable {
     }
 
     private static func maintenanceLoop(_ service: AlertsService, _ logger: Logger) async {
-        var lastRepublish: Int64?
+        var lastRepublish: Int64?, lastPrune: Int64?
         let interval = service.config.grantRepublishInterval.wholeMilliseconds
         while !Task.isCancelled {
             var wait = Int64(1_000)
@@ -87,6 +87,12 @@ public final class AlertsWorker: Service, Sendable {
                 if lastRepublish.map({ at - $0 >= interval }) ?? true {
                     try await service.republishGrants()
                     lastRepublish = at
+                }
+                // Ended deliveries past their retention, once an hour.
+                if lastPrune.map({ at - $0 >= 3_600_000 }) ?? true {
+                    let pruned = try await service.pruneOutbox()
+                    if pruned > 0 { logger.info("old deliveries deleted", metadata: ["rows": "\(pruned)"]) }
+                    lastPrune = at
                 }
                 wait = min(wait, interval - (service.now() - (lastRepublish ?? at)))
                 for next in [try await service.nextWatchExpiry(), try await service.nextTimerAt(), try await service.nextEscalationAt()] {

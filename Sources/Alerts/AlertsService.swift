@@ -36,6 +36,8 @@ public struct AlertsConfig: Sendable {
     public var retry = RetryPolicy()
     /// Where an SMS invitation points a non-user.
     public var inviteLink = "https://frienso.app/join"
+    /// How long a delivery that ended (with its attempt log) is kept in the outbox.
+    public var outboxRetention: Duration = .seconds(90 * 86_400)
     public init() {}
 }
 
@@ -138,6 +140,12 @@ public final class AlertsService: Sendable {
     public func republishGrants() async throws {
         let keep = max(config.helpNowGrantWindow, config.maxWatch).wholeMilliseconds
         emit(try await store.grantsToPublish(now: now(), keepRevoked: keep))
+    }
+
+    /// Deletes deliveries that ended longer than `outboxRetention` ago. - Returns: rows deleted.
+    @discardableResult
+    public func pruneOutbox() async throws -> Int {
+        try await store.pruneOutbox(before: now() - config.outboxRetention.wholeMilliseconds)
     }
 
     /// One delivery pass. - Returns: when the next delivery is due.

@@ -75,4 +75,18 @@ extension AlertsStore {
                                      outcome: AlertsV1.AttemptOutcome(rawValue: $0[4]), reference: $0[5], error: $0[6], retryAfterMs: $0[7])
         }
     }
+
+    /// Deletes what the outbox no longer needs: deliveries that ended (delivered, failed,
+    /// skipped) before `cutoff` with their attempts (`ON DELETE CASCADE`), and the built-in
+    /// recorders' copies of messages sent before it. Pending deliveries are never touched.
+    /// - Returns: outbox rows deleted.
+    func pruneOutbox(before cutoff: Int64) async throws -> Int {
+        try await database.write { db in
+            try db.run(sql: "DELETE FROM outbox WHERE status != ? AND updated_at_ms < ?",
+                       arguments: [AlertsV1.DeliveryStatus.pending.rawValue, cutoff])
+            let deleted = db.changesCount
+            try db.run(sql: "DELETE FROM sent_messages WHERE sent_at_ms < ?", arguments: [cutoff])
+            return deleted
+        }
+    }
 }

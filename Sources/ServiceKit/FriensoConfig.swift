@@ -118,6 +118,8 @@ public struct FriensoConfig: Codable, Sendable {
         public var inviteLink: String?
         /// Authorises operator methods (outbox, resource imports, resolving any alert). Or FRIENSO_OPERATOR_KEY.
         public var operatorKey: String?
+        /// How long a delivery that ended is kept in the outbox, with its attempts (default 90).
+        public var outboxRetentionDays: Int?
         /// Where text messages go: the built-in recorder (default), Twilio or a JSON webhook.
         public var sms: SMSSection?
         /// Where push notifications go: the built-in recorder (default), FCM and/or APNs.

@@ -18,6 +18,7 @@ extension AlertsConfig {
         if let v = section?.campusPoliceLabel { campusPoliceLabel = v }
         if let v = section?.deliveryMaxAttempts { retry.maxAttempts = max(1, v) }
         if let v = section?.inviteLink { inviteLink = v }
+        if let v = section?.outboxRetentionDays { outboxRetention = .seconds(max(1, v) * 86_400) }
         operatorKey = resolved.environment["FRIENSO_OPERATOR_KEY"] ?? section?.operatorKey ?? ""
     }
 }

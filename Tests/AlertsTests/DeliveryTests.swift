@@ -65,6 +65,32 @@ extension AlertsTestGroup {
             }
         }
 
+        @Test func endedDeliveries_areDeletedAfterTheRetention_withTheirAttempts_pendingOnesKept() async throws {
+            let clock = ManualClock()
+            let push = FlakyProvider(failures: nil) // every push fails (retryable): it stays pending
+            try await withAlerts(peers: HelpNowTests.anasCircle(), push: push, worker: false, now: { clock.now }) { h in
+                try await h.device(2, "ben-phone-token-1")
+                _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "raise-1")
+                _ = try await h.service.deliverDue()
+                let before = try await h.outbox()
+                #expect(before.filter { $0.status == .delivered }.count == 3 && before.filter { $0.status == .pending }.count == 1
+                        && before.filter { $0.status == .skipped }.count == 1, "\(before.map(\.status))")
+                func attempts() async throws -> Int {
+                    try await h.service.store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM delivery_attempts") ?? 0 }
+                }
+                #expect(try await attempts() == 4, "3 SMS delivered, 1 push refused")
+
+                clock.advance(minutes: 24 * 60)
+                #expect(try await h.service.pruneOutbox() == 0, "a day old: kept")
+                clock.advance(minutes: 90 * 24 * 60)
+                #expect(try await h.service.pruneOutbox() == 4, "the delivered and the skipped, 91 days old")
+                let after = try await h.outbox()
+                #expect(after.count == 1 && after.first?.status == .pending, "a pending delivery is never deleted")
+                #expect(try await attempts() == 1, "the deleted rows' attempts went with them")
+                #expect(try await h.sent().isEmpty, "the recorder's copies too")
+            }
+        }
+
         @Test func aCrashBetweenSendingAndMarking_doesNotSendTwice() async throws {
             let temp = try TemporaryDirectory("frienso-alerts-crash")
             defer { temp.remove() }
