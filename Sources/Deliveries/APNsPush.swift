@@ -44,7 +44,7 @@ public struct APNsPush: PushProvider {
     public let name = "apns"
     let options: Options
     let http: ProviderHTTP
-    let tokens: ProviderTokens
+    let tokens: CachedToken
     /// APNs refuses a payload over 4 KiB; the body is cut to fit well within it.
     static let maxBody = 2_000
 
@@ -59,7 +59,7 @@ public struct APNsPush: PushProvider {
         }
         self.options = options
         self.http = http
-        tokens = ProviderTokens(key: key, keyID: options.keyID, teamID: options.teamID)
+        tokens = ProviderTokens.cache(key: key, keyID: options.keyID, teamID: options.teamID)
     }
 
     public func send(_ batch: [OutgoingMessage]) async -> [DeliveryResult] {
@@ -86,7 +86,7 @@ public struct APNsPush: PushProvider {
 
     func sendOne(_ message: OutgoingMessage) async -> DeliveryResult {
         let jwt: String
-        do { jwt = try await tokens.token() } catch {
+        do { jwt = try await tokens.get() } catch {
             return .failed("apns: could not sign the provider token: \(error)", retryable: true)
         }
         let body = (try? JSONSerialization.data(withJSONObject: Self.payload(message), options: [.sortedKeys])).map(Array.init) ?? []
@@ -103,7 +103,7 @@ public struct APNsPush: PushProvider {
         ], body: body)
         let result = Self.classify(answer)
         if case .answered(403, _, _) = answer, (answer.json?["reason"] as? String)?.hasSuffix("ProviderToken") == true {
-            await tokens.renew(after: jwt)
+            await tokens.invalidate(jwt)
         }
         return result
     }
@@ -125,54 +125,23 @@ public struct APNsPush: PushProvider {
 }
 
 /// APNs' provider tokens: one ES256 JWT, made again when it is 50 minutes old or when APNs says
-/// it expired (not more often than every 20 minutes otherwise: APNs answers TooManyProviderTokenUpdates).
-actor ProviderTokens {
+/// it expired (not more often otherwise: APNs answers TooManyProviderTokenUpdates), kept by a
+/// `CachedToken`.
+enum ProviderTokens {
     struct Claims: JWTPayload {
         var iss: String
         var iat: Int
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 
-    let keys = JWTKeyCollection()
-    let key: ES256PrivateKey
-    let keyID: String
-    let teamID: String
-    private var keyAdded = false
-    private var current: (jwt: String, made: Date)?
     static let lifetime: TimeInterval = 50 * 60
 
-    init(key: ES256PrivateKey, keyID: String, teamID: String) {
-        self.key = key
-        self.keyID = keyID
-        self.teamID = teamID
-    }
-
-    private var pending: Task<(String, Date), any Error>?
-
-    /// The current token; concurrent callers while one is being made wait for that one (APNs
-    /// counts every new token: several at once would look like churn).
-    func token() async throws -> String {
-        if let current, Date().timeIntervalSince(current.made) < Self.lifetime { return current.jwt }
-        if let pending { return try await pending.value.0 }
-        let task = Task { try await self.make() }
-        pending = task
-        defer { pending = nil }
-        let made = try await task.value
-        current = made
-        return made.0
-    }
-
-    private func make() async throws -> (String, Date) {
-        if !keyAdded {
-            await keys.add(ecdsa: key, kid: JWKIdentifier(string: keyID))
-            keyAdded = true
+    static func cache(key: ES256PrivateKey, keyID: String, teamID: String) -> CachedToken {
+        CachedToken {
+            let kid = JWKIdentifier(string: keyID)
+            let keys = await JWTKeyCollection().add(ecdsa: key, kid: kid)
+            let now = Date()
+            return (try await keys.sign(Claims(iss: teamID, iat: Int(now.timeIntervalSince1970)), kid: kid), now.addingTimeInterval(lifetime))
         }
-        let now = Date()
-        return (try await keys.sign(Claims(iss: teamID, iat: Int(now.timeIntervalSince1970)), kid: JWKIdentifier(string: keyID)), now)
-    }
-
-    /// APNs refused `jwt` as expired or invalid: the next send makes a new one.
-    func renew(after jwt: String) {
-        if current?.jwt == jwt { current = nil }
     }
 }

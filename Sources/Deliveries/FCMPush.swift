@@ -46,7 +46,7 @@ public struct FCMPush: PushProvider {
     public let name = "fcm"
     let options: Options
     let http: ProviderHTTP
-    let tokens: OAuthTokens
+    let tokens: CachedToken
 
     public init(_ options: Options, http: ProviderHTTP, logger: Logger) throws {
         guard !options.account.projectID.isEmpty, !options.account.clientEmail.isEmpty else {
@@ -59,7 +59,7 @@ public struct FCMPush: PushProvider {
         }
         self.options = options
         self.http = http
-        tokens = OAuthTokens(account: options.account, key: key, http: http, logger: logger)
+        tokens = OAuthTokens.cache(account: options.account, key: key, http: http, logger: logger)
     }
 
     public func send(_ batch: [OutgoingMessage]) async -> [DeliveryResult] {
@@ -90,7 +90,7 @@ public struct FCMPush: PushProvider {
 
     func sendOne(_ message: OutgoingMessage) async -> DeliveryResult {
         let token: String
-        do { token = try await tokens.token() } catch {
+        do { token = try await tokens.get() } catch {
             return .failed("fcm: no access token: \(error)", retryable: true)
         }
         let body = (try? JSONSerialization.data(withJSONObject: Self.message(message), options: [.sortedKeys])).map(Array.init) ?? []
@@ -121,9 +121,9 @@ public struct FCMPush: PushProvider {
     }
 }
 
-/// OAuth 2.0 access tokens for a Google service account, fetched when needed and kept until a
-/// minute before they expire; one exchange at a time however many sends wait for it.
-actor OAuthTokens {
+/// OAuth 2.0 access tokens for a Google service account: a JWT signed with its key exchanged at
+/// its `token_uri`, kept (`CachedToken`) until a minute before it expires.
+enum OAuthTokens {
     struct Assertion: JWTPayload {
         var iss: String
         var scope: String
@@ -134,46 +134,17 @@ actor OAuthTokens {
     }
 
     static let scope = "https://www.googleapis.com/auth/firebase.messaging"
-    let account: FCMPush.ServiceAccount
-    let keys = JWTKeyCollection()
-    let key: Insecure.RSA.PrivateKey
-    private var keyAdded = false
-    let http: ProviderHTTP
-    let logger: Logger
-    private var current: (token: String, until: Date)?
-    private var pending: Task<(String, Date), any Error>?
 
-    init(account: FCMPush.ServiceAccount, key: Insecure.RSA.PrivateKey, http: ProviderHTTP, logger: Logger) {
-        self.account = account
-        self.http = http
-        self.logger = logger
-        self.key = key
+    static func cache(account: FCMPush.ServiceAccount, key: Insecure.RSA.PrivateKey, http: ProviderHTTP, logger: Logger) -> CachedToken {
+        CachedToken { try await exchange(account: account, key: key, http: http, logger: logger) }
     }
 
-    func token() async throws -> String {
-        if let current, current.until > Date() { return current.token }
-        if let pending { return try await pending.value.0 }
-        let task = Task { try await self.exchange() }
-        pending = task
-        defer { pending = nil }
-        let (token, until) = try await task.value
-        current = (token, until)
-        return token
-    }
-
-    /// Forgets `token` (FCM said it is not valid): the next send fetches another.
-    func invalidate(_ token: String) {
-        if current?.token == token { current = nil }
-    }
-
-    private func exchange() async throws -> (String, Date) {
-        if !keyAdded {
-            await keys.add(rsa: key, digestAlgorithm: .sha256, kid: account.privateKeyID.map { JWKIdentifier(string: $0) })
-            keyAdded = true
-        }
+    static func exchange(account: FCMPush.ServiceAccount, key: Insecure.RSA.PrivateKey, http: ProviderHTTP,
+                         logger: Logger) async throws -> CachedToken.Made {
+        let kid = account.privateKeyID.map { JWKIdentifier(string: $0) }
+        let keys = await JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha256, kid: kid)
         let now = Int(Date().timeIntervalSince1970)
-        let assertion = try await keys.sign(Assertion(iss: account.clientEmail, scope: Self.scope, aud: account.tokenURI, iat: now, exp: now + 3600),
-                                            kid: account.privateKeyID.map { JWKIdentifier(string: $0) })
+        let assertion = try await keys.sign(Assertion(iss: account.clientEmail, scope: scope, aud: account.tokenURI, iat: now, exp: now + 3600), kid: kid)
         let answer = await http.send(.POST, account.tokenURI, headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")],
                                      body: FormEncoding.encode([("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"), ("assertion", assertion)]))
         guard case .answered(200, _, _) = answer, let json = answer.json, let token = json["access_token"] as? String, !token.isEmpty else {

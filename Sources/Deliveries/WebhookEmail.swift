@@ -12,7 +12,7 @@ public struct WebhookEmail: EmailProvider {
     let http: ProviderHTTP
 
     public init(_ options: WebhookSMS.Options, http: ProviderHTTP) throws {
-        _ = try WebhookSMS(options, http: http) // the same checks of the URL
+        try WebhookSMS.check(options.url, what: "email webhook")
         self.options = options
         self.http = http
     }

@@ -30,11 +30,16 @@ public struct WebhookSMS: SMSProvider {
     let http: ProviderHTTP
 
     public init(_ options: Options, http: ProviderHTTP) throws {
-        guard let url = URL(string: options.url), ["https", "http"].contains(url.scheme ?? ""), url.host != nil else {
-            throw ProviderConfigError("sms webhook: url must be an http(s) URL")
-        }
+        try Self.check(options.url, what: "sms webhook")
         self.options = options
         self.http = http
+    }
+
+    /// A webhook URL must be http(s) with a host.
+    static func check(_ url: String, what: String) throws {
+        guard let parsed = URL(string: url), ["https", "http"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+            throw ProviderConfigError("\(what): url must be an http(s) URL")
+        }
     }
 
     public func send(_ batch: [OutgoingMessage]) async -> [DeliveryResult] {
