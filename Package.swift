@@ -24,6 +24,8 @@ let httpClient: Target.Dependency = .product(name: "AsyncHTTPClient", package: "
 let jwt: Target.Dependency = .product(name: "JWTKit", package: "jwt-kit")
 let nioSSL: Target.Dependency = .product(name: "NIOSSL", package: "swift-nio-ssl")
 let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
+let coreMetrics: Target.Dependency = .product(name: "CoreMetrics", package: "swift-metrics")
+let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
 
 let package = Package(
     name: "frienso",
@@ -65,6 +67,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         // Signed tokens for FCM's OAuth exchange (RS256) and APNs (ES256).
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        // Metrics: swift-metrics is the API every module records through; swift-prometheus renders
+        // a member's metrics in Prometheus's text format (issue 20).
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C libraries from Debian.
@@ -86,6 +92,7 @@ let package = Package(
                 "CZeroMQ", "CLinuxShims", "FriensoProto",
                 logging,
                 serviceLifecycle,
+                coreMetrics,
             ],
             swiftSettings: swiftSettings
         ),
@@ -93,15 +100,17 @@ let package = Package(
         .target(
             name: "ServiceKit",
             dependencies: [
-                "Wire", "FriensoProto",
+                "Wire", "FriensoProto", "CSodium",
                 argumentParser,
                 logging,
                 serviceLifecycle,
+                coreMetrics,
+                prometheus,
             ],
             swiftSettings: swiftSettings
         ),
         // A service's SQLite database: opening, the idempotency claim in each mutation's transaction, the reply store.
-        .target(name: "Storage", dependencies: ["Wire", "FriensoProto", grdb, .product(name: "GRDBSQLite", package: "GRDB.swift")],
+        .target(name: "Storage", dependencies: ["Wire", "FriensoProto", grdb, .product(name: "GRDBSQLite", package: "GRDB.swift"), coreMetrics],
                 swiftSettings: swiftSettings),
         // Identity helpers: SHA-256, contact identifiers, phone numbers, the operator key.
         .target(name: "Identity", dependencies: ["Wire", "CSodium"], swiftSettings: swiftSettings),
@@ -131,6 +140,7 @@ let package = Package(
                 csv,
                 grdb,
                 logging,
+                coreMetrics,
                 serviceLifecycle,
             ],
             swiftSettings: swiftSettings
@@ -142,6 +152,7 @@ let package = Package(
                 "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica",
                 grdb,
                 logging,
+                coreMetrics,
                 serviceLifecycle,
             ],
             swiftSettings: swiftSettings
@@ -174,6 +185,7 @@ let package = Package(
                 "Wire", "FriensoProto", "ServiceKit",
                 grdb,
                 logging,
+                coreMetrics,
                 serviceLifecycle,
             ],
             swiftSettings: swiftSettings
@@ -192,6 +204,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 logging,
+                coreMetrics,
                 serviceLifecycle,
             ],
             // The web app: plain HTML, CSS and JavaScript modules, served at /.
@@ -220,6 +233,8 @@ let package = Package(
                 "Wire", "FriensoProto", "ServiceKit",
                 grdb,
                 logging,
+                hummingbird,
+                prometheus,
                 serviceLifecycle,
             ],
             swiftSettings: swiftSettings
@@ -250,6 +265,7 @@ let package = Package(
             dependencies: [
                 "Geo", "SocialReplica", "ServiceKit", "Wire", "FriensoProto",
                 argumentParser,
+                coreMetrics,
                 grdb,
                 logging,
                 serviceLifecycle,
@@ -272,6 +288,7 @@ let package = Package(
             dependencies: [
                 "Alerts", "Deliveries", "SocialReplica", "ServiceKit", "Wire",
                 argumentParser,
+                coreMetrics,
                 logging,
                 serviceLifecycle,
             ],
@@ -282,6 +299,7 @@ let package = Package(
             dependencies: [
                 "Media", "SocialReplica", "ServiceKit", "Wire",
                 argumentParser,
+                coreMetrics,
                 logging,
             ],
             swiftSettings: swiftSettings
@@ -291,6 +309,7 @@ let package = Package(
             dependencies: [
                 "Gateway", "ServiceKit", "Wire",
                 argumentParser,
+                coreMetrics,
                 grdb,
             ],
             swiftSettings: swiftSettings
@@ -300,6 +319,7 @@ let package = Package(
             dependencies: [
                 "Edge", "Gateway", "ServiceKit", "Wire",
                 argumentParser,
+                coreMetrics,
                 logging,
             ],
             swiftSettings: swiftSettings
@@ -422,7 +442,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit", "Identity", "Storage",
+            dependencies: ["Gateway", "Launcher", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit", "Identity", "Storage",
                            logging],
             swiftSettings: swiftSettings
         ),

@@ -334,6 +334,10 @@ struct DeliveryPass: Sendable {
             // A token the provider says is dead is unregistered: nothing more goes to it.
             for token in Set(dead) { try db.run(sql: "DELETE FROM devices WHERE token = ?", arguments: [token]) }
         }
+        for (message, result, provider) in outcomes {
+            OutboxMetrics.attempted(channel: message.channel, provider: provider, result: result)
+        }
+        for d in updated where d.status == .failed { OutboxMetrics.failed(channel: d.channel, source: d.source) }
         for token in Set(dead) {
             logger.notice("push token unregistered: the provider says it is no longer valid", metadata: ["token": "\(Redact.address(token))"])
         }

@@ -253,6 +253,7 @@ struct Deployment {
         config.endpoints = endpoints
         config.eventEndpoints = events
         config.logLevel = "warning"
+        config.metricsListen = "127.0.0.1:0"
         config.gateway = .init(requestsPerSecond: 1_000_000, burst: 1_000_000)
         try config.write(to: "\(dir)/frienso.json")
         let path = "\(binDirectory)/frienso-launch"

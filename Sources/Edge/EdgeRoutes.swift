@@ -43,6 +43,7 @@ struct EdgeRoutes: Sendable {
 
     func router() -> Router<EdgeContext> {
         let router = Router(context: EdgeContext.self)
+        router.add(middleware: HTTPMetricsMiddleware())
         router.add(middleware: EdgeMiddleware(corsOrigins: Set(config.corsOrigins)))
         if let webRoot = config.webRoot {
             // Tried when no route matched: the web app's files, index.html at /.
@@ -61,6 +62,7 @@ struct EdgeRoutes: Sendable {
                                 body: .init(byteBuffer: ByteBuffer(bytes: page)))
             }
         }
+        router.get("/metrics") { request, _ in await metrics(request) }
         router.get("/v1/openapi.json") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-cache"],
                      body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.json)))

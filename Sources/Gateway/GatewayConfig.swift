@@ -32,6 +32,8 @@ public struct GatewayConfig: Sendable {
     /// The internal plane: the gateway's member keys, used for every connection to a service and
     /// every event subscription. nil is plaintext (tests, and the explicit debugging flag).
     public var keyring: Keyring?
+    /// What `gateway.Metrics` answers the launcher (nil: no metrics).
+    public var metrics: MetricsExposition?
 
     public init(endpoint: String, services: [String: String]) {
         self.endpoint = endpoint

@@ -21,7 +21,19 @@ public enum HTTPProbe {
         return (true, object["version"] as? String)
     }
 
-    private static func answer(_ endpoint: String, timeout: Duration) -> (ready: Bool, text: String)? {
+    /// `GET path` over plain HTTP with `headers`; the status line's code and the body (nil: no
+    /// answer, or the endpoint is https).
+    public static func get(_ endpoint: String, path: String, headers: [String: String] = [:], timeout: Duration = .seconds(2),
+                           maxBytes: Int = 16 << 20) -> (status: Int, body: String)? {
+        guard !endpoint.hasPrefix("https://"),
+              let answer = answer(endpoint, path: path, headers: headers, timeout: timeout, maxBytes: maxBytes) else { return nil }
+        let status = Int(answer.text.dropFirst("HTTP/1.1 ".count).prefix(3)) ?? 0
+        let body = answer.text.range(of: "\r\n\r\n").map { String(answer.text[$0.upperBound...]) } ?? ""
+        return (status, body)
+    }
+
+    private static func answer(_ endpoint: String, path: String = "/v1/health", headers: [String: String] = [:], timeout: Duration,
+                               maxBytes: Int = 8_192) -> (ready: Bool, text: String)? {
         guard let (host, port) = EndpointAddress.hostAndPort(endpoint) else { return nil }
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -36,12 +48,13 @@ public enum HTTPProbe {
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         guard connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else { return nil }
         if endpoint.hasPrefix("https://") { return (true, "") }
-        let request = Array("GET /v1/health HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n".utf8)
+        let extra = headers.map { "\($0.key): \($0.value)\r\n" }.joined()
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: \(host)\r\n\(extra)Connection: close\r\n\r\n".utf8)
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else { return nil }
         // The whole (small) answer: the server closes the connection after it.
         var reply: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1_024)
-        while reply.count < 8_192 {
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while reply.count < maxBytes {
             let got = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             guard got > 0 else { break }
             reply += chunk[..<got]

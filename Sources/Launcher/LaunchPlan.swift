@@ -62,7 +62,8 @@ public struct LaunchPlan: Sendable {
             default: try plane.client(of: name)
             }
             return ChildSpec(name: name, executable: executable, arguments: shared, endpoint: resolved.deploymentEndpoint(of: name),
-                             environment: environment, probe: probe, speaksHTTP: name == "edge")
+                             environment: environment, probe: probe, speaksHTTP: name == "edge",
+                             scrapeToken: plane.scrapeToken(member: name))
         }
     }
 }

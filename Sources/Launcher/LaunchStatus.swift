@@ -8,6 +8,11 @@ public struct LaunchStatus: Codable, Sendable, Equatable {
     public var launcherPID: Int32
     public var startedAtMs: Int64
     public var members: [Member]
+    /// Where the launcher serves the whole deployment's metrics (`http://127.0.0.1:9100/metrics`),
+    /// once it listens; nil when metrics are off.
+    public var metricsEndpoint: String?
+    /// Why the metrics are not served, when the launcher could not bind `metricsListen`.
+    public var metricsError: String?
 
     public struct Member: Codable, Sendable, Equatable {
         public var name: String
@@ -49,13 +54,14 @@ public struct LaunchStatus: Codable, Sendable, Equatable {
         let allReady = members.allSatisfy { $0.live && $0.ready }
         if json {
             struct Report: Encodable {
-                var launcherPID: Int32, startedAtMs: Int64, members: [Entry]
+                var launcherPID: Int32, startedAtMs: Int64, members: [Entry], metricsEndpoint: String?, metricsError: String?
                 struct Entry: Encodable { var member: Member, live: Bool, ready: Bool }
             }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             let report = Report(launcherPID: launcherPID, startedAtMs: startedAtMs,
-                                members: members.map { Report.Entry(member: $0.0, live: $0.live, ready: $0.ready) })
+                                members: members.map { Report.Entry(member: $0.0, live: $0.live, ready: $0.ready) },
+                                metricsEndpoint: metricsEndpoint, metricsError: metricsError)
             return (String(decoding: try encoder.encode(report), as: UTF8.self), allReady)
         }
         var lines = ["frienso-launch \(launcherPID), up \(Self.span(now - startedAtMs))"]
@@ -70,6 +76,8 @@ public struct LaunchStatus: Codable, Sendable, Equatable {
             if let error = m.lastError { line += "\n          last error: \(error)" }
             lines.append(line)
         }
+        if let metricsEndpoint { lines.append("metrics   \(metricsEndpoint)") }
+        if let metricsError { lines.append("metrics   NOT SERVED: \(metricsError)") }
         return (lines.joined(separator: "\n"), allReady)
     }
 

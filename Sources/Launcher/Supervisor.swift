@@ -17,10 +17,14 @@ public struct ChildSpec: Sendable {
     public var probe: ClientSecurity
     /// The child is probed over HTTP (`GET /v1/health`) instead of a ZeroMQ Ping.
     public var speaksHTTP: Bool
+    /// What the launcher proves itself with when it reads the child's metrics (nil: plaintext plane).
+    public var scrapeToken: [UInt8]?
 
     public init(name: String, executable: String, arguments: [String], endpoint: String,
-                environment: [String: String] = [:], probe: ClientSecurity = .plaintext, speaksHTTP: Bool = false) {
+                environment: [String: String] = [:], probe: ClientSecurity = .plaintext, speaksHTTP: Bool = false,
+                scrapeToken: [UInt8]? = nil) {
         self.speaksHTTP = speaksHTTP
+        self.scrapeToken = scrapeToken
         self.name = name
         self.executable = executable
         self.arguments = arguments
@@ -106,6 +110,19 @@ public final class Supervisor: Service, Sendable {
     /// tests and the benchmark kill or measure the children by it).
     public static func recordedPID(_ runDirectory: String, _ name: String) -> Int32? {
         (try? String(contentsOfFile: pidFile(runDirectory, name), encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
+    /// What status.json says now.
+    public var currentStatus: LaunchStatus { status.withLock { $0 } }
+
+    /// Records where the launcher serves the deployment's metrics.
+    public func recordMetricsEndpoint(_ endpoint: String?, error: String? = nil) {
+        let runDirectory = runDirectory
+        status.withLock { s in
+            s.metricsEndpoint = endpoint
+            s.metricsError = error
+            s.write(runDirectory)
+        }
     }
 
     /// How many times `name` was restarted after dying.

@@ -12,6 +12,9 @@ public struct FriensoConfig: Codable, Sendable {
     /// (default 64 MiB), keeping this many older files (`.1` the newest; default 5).
     public var logMaxBytes: Int?
     public var logKeep: Int?
+    /// Where the launcher serves the whole deployment's metrics for Prometheus (`host:port`;
+    /// default `127.0.0.1:9100`, port 0 for any free port, `off` for none). Env FRIENSO_METRICS_LISTEN.
+    public var metricsListen: String?
     /// Request endpoints by service name: `gateway`, `accounts`, `social`, `geo`, `alerts`, `media`;
     /// and the HTTP edge's listen address, `edge`.
     public var endpoints: [String: String]?
@@ -249,6 +252,8 @@ public struct ConfigError: Error, CustomStringConvertible {
 
 /// The embedded defaults: loopback TCP with fixed ports.
 public enum Defaults {
+    /// Where the launcher serves the deployment's metrics (`metricsListen`).
+    public static let metricsListen = "127.0.0.1:9100"
     public static let endpoints: [String: String] = [
         "gateway": "tcp://127.0.0.1:7100",
         "accounts": "tcp://127.0.0.1:7101",

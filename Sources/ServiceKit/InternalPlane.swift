@@ -53,6 +53,7 @@ public struct InternalPlane: Sendable {
     public func hostOptions(name: String, endpoint: String) -> HostOptions {
         var options = HostOptions(name: name, endpoint: endpoint)
         options.security = requests
+        options.metrics = ServiceMetrics.exposition(for: name, plane: self)
         return options
     }
 

@@ -130,7 +130,9 @@ public struct ResolvedOptions: Sendable {
     /// This member's internal plane: its keyring (CurveZMQ), or plaintext when started with
     /// `--insecure-plaintext`, said loudly in the log.
     /// - Throws: `ConfigError` saying how to get keys when there is no keyring.
+    /// Also bootstraps the process's metrics (`ServiceMetrics`) as `service`.
     public func plane(logger: Logger) throws -> InternalPlane {
+        ServiceMetrics.bootstrap(service: service)
         if insecurePlaintext {
             logger.critical("INSECURE: --insecure-plaintext: internal sockets are plain TCP and any process that reaches them is believed (user ids, internal methods). For debugging only; never on a network.",
                             metadata: ["service": "\(service)"])

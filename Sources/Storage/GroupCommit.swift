@@ -1,3 +1,4 @@
+import CoreMetrics
 import Dispatch
 public import Synchronization
 
@@ -24,11 +25,20 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     private let queue: DispatchQueue
     private let maxBatch: Int
     private let commit: @Sendable ([Item]) throws -> [Result]
+    /// `frienso_group_commit_items{queue}` (a histogram of batch sizes),
+    /// `frienso_group_commit_duration_seconds{queue}`, `frienso_group_commit_waiting{queue}` (items
+    /// waiting for the next batch) and `frienso_group_commit_failures_total{queue}`.
+    private let sizes: Recorder, durations: CoreMetrics.Timer, waitingGauge: Gauge, failures: Counter
 
     /// - Parameter commit: writes a batch and returns one result per item, in order; a throw
     ///   fails every item of the batch (none of them is acknowledged).
     public init(label: String, maxBatch: Int = 4_096, commit: @escaping @Sendable ([Item]) throws -> [Result]) {
         queue = DispatchQueue(label: label)
+        let dimensions = [("queue", label)]
+        sizes = Recorder(label: "frienso_group_commit_items", dimensions: dimensions, aggregate: true)
+        durations = CoreMetrics.Timer(label: "frienso_group_commit_duration_seconds", dimensions: dimensions)
+        waitingGauge = Gauge(label: "frienso_group_commit_waiting", dimensions: dimensions)
+        failures = Counter(label: "frienso_group_commit_failures_total", dimensions: dimensions)
         self.maxBatch = maxBatch
         self.commit = commit
     }
@@ -47,12 +57,13 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
 
     private func drain() {
         while true {
-            let batch = state.withLock { s -> [Waiter] in
+            let (batch, left) = state.withLock { s -> ([Waiter], Int) in
                 let take = Array(s.waiting.prefix(maxBatch))
                 s.waiting.removeFirst(take.count)
                 if take.isEmpty { s.draining = false }
-                return take
+                return (take, s.waiting.count)
             }
+            waitingGauge.record(left)
             if batch.isEmpty { return }
             do {
                 let started = ContinuousClock.now
@@ -60,9 +71,13 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
                 let took = started.duration(to: .now).components
                 batches.add(1, ordering: .relaxed)
                 items.add(batch.count, ordering: .relaxed)
-                commitNanos.add(Int(took.seconds) * 1_000_000_000 + Int(took.attoseconds / 1_000_000_000), ordering: .relaxed)
+                let nanos = Int(took.seconds) * 1_000_000_000 + Int(took.attoseconds / 1_000_000_000)
+                commitNanos.add(nanos, ordering: .relaxed)
+                sizes.record(batch.count)
+                durations.recordNanoseconds(Int64(nanos))
                 for (waiter, result) in zip(batch, results) { waiter.continuation.resume(returning: result) }
             } catch {
+                failures.increment()
                 for waiter in batch { waiter.continuation.resume(throwing: error) }
             }
         }

@@ -38,6 +38,7 @@ struct AlertsCommand: AsyncParsableCommand {
                                         config: AlertsConfig(resolved: resolved), sms: providers.sms, push: providers.push, logger: logger)
         let worker = AlertsWorker(service: service, socialEvents: socialEvents, socialEventsSecurity: try plane.client(of: "social"),
                                   geoEvents: try resolved.peerEvents("geo"), geoEventsSecurity: try plane.client(of: "geo"), logger: logger)
+        MetricsRefresh.register { await service.recordOutboxMetrics(nowMs: WallClock.milliseconds()) }
         let host = service.makeHost(options: plane.hostOptions(name: "alerts", endpoint: resolved.endpoint), logger: logger)
         // The providers' HTTP client closes after the worker stopped delivering.
         let clients: [any Service] = providers.http.map { [ProviderClientLifecycle($0)] } ?? []

@@ -16,7 +16,9 @@ struct EdgeCommand: AsyncParsableCommand {
         let resolved = try options.resolve(service: "edge")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         var config = try EdgeConfig(resolved: resolved)
-        config.core.keyring = try resolved.plane(logger: logger).keyring
+        let plane = try resolved.plane(logger: logger)
+        config.core.keyring = plane.keyring
+        config.core.metrics = ServiceMetrics.exposition(for: "edge", plane: plane)
         let edge = EdgeServer(config: config, logger: logger)
         try await ServiceRunner.run([edge], endpointFile: resolved.endpointFile, logger: logger) { try await edge.boundEndpoint() }
     }

@@ -33,6 +33,7 @@ struct GeoCommand: AsyncParsableCommand {
                                    logger: logger)
         let pruner = HistoryPruner(service: service, logger: logger)
         let audit = AuditWriter(service: service, logger: logger)
+        MetricsRefresh.register { service.recordIndexMetrics() }
         let host = service.makeHost(options: plane.hostOptions(name: "geo", endpoint: resolved.endpoint), logger: logger)
         try await ServiceRunner.run([replica, publisher, grants, pruner, audit, host], endpointFile: resolved.endpointFile, logger: logger,
                                   boundEventsEndpoint: { try await publisher.boundEndpoint() }) {

@@ -4,6 +4,7 @@ import Deliveries
 import Launcher
 import Logging
 import ServiceKit
+import ServiceLifecycle
 
 @main
 struct LaunchCommand: AsyncParsableCommand {
@@ -39,7 +40,9 @@ struct Run: AsyncParsableCommand {
         }
         let rotation = LogRotation(maxBytes: resolved.config.logMaxBytes ?? 64 << 20, keep: resolved.config.logKeep ?? 5)
         let supervisor = Supervisor(children: plan.children, runDirectory: runDir, logger: logger, logRotation: rotation)
-        try await ServiceRunner.run([supervisor], endpointFile: nil, logger: logger) { "" }
+        let listen = resolved.environment["FRIENSO_METRICS_LISTEN"] ?? resolved.config.metricsListen ?? Defaults.metricsListen
+        let metrics: [any Service] = listen == "off" ? [] : [MetricsServer(listen: listen, supervisor: supervisor, logger: logger)]
+        try await ServiceRunner.run([supervisor] + metrics, endpointFile: nil, logger: logger) { "" }
     }
 }
 

@@ -127,7 +127,7 @@ struct CLIEndToEndTests {
         let config = "\(procs.workDirectory)/frienso.json"
         try """
             {"endpoints": {"gateway": "\(gateway)", "accounts": "\(accounts)"}, "eventEndpoints": {"accounts": "\(accountsEvents)"},
-             "launch": ["accounts", "gateway"]}
+             "launch": ["accounts", "gateway"], "metricsListen": "127.0.0.1:0"}
             """.write(toFile: config, atomically: true, encoding: .utf8)
         let run = "\(procs.workDirectory)/run"
         reserved.removeAll()

@@ -132,6 +132,7 @@ final class LaunchedStack: @unchecked Sendable {
         config.eventEndpoints = events
         config.launch = Self.services
         config.logLevel = "info"
+        config.metricsListen = "127.0.0.1:0" // status.json says which port
         config.gateway = .init(requestsPerSecond: 100_000, burst: 100_000)
         if curve {
             let keys = try CurveKeys.generate()

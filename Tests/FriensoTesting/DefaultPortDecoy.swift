@@ -3,13 +3,13 @@ import Glibc
 import ServiceKit
 import Synchronization
 
-/// Listens on every default deployment port that is free (7100–7105, 7111–7114) for as long as
+/// Listens on every default deployment port that is free (7100–7105, 7111–7114, 8080, 9100) for as long as
 /// the test process runs, and counts whatever connects: a test's process that reached a default
 /// port fell back to an endpoint nobody gave it. The end-to-end harness fails the test then
 /// (`ProcessHarness.shutdown`). A port a running deployment holds (`deploy/up` beside the tests)
 /// is left to it: there the deployment's own keys refuse the stray connection instead.
 public final class DefaultPortDecoy: Sendable {
-    public static let ports: [UInt16] = (Array(Defaults.endpoints.values) + Array(Defaults.eventEndpoints.values))
+    public static let ports: [UInt16] = (Array(Defaults.endpoints.values) + Array(Defaults.eventEndpoints.values) + [Defaults.metricsListen])
         .compactMap { $0.split(separator: ":").last.flatMap { UInt16($0) } }.sorted()
     public static let shared = DefaultPortDecoy()
 

@@ -7682,6 +7682,25 @@ public enum OpenAPIDocument {
     },
     "additionalProperties": false
    },
+   "frienso.common.v1.MetricsRequest": {
+    "type": "object",
+    "properties": {
+     "token": {
+      "type": "string",
+      "contentEncoding": "base64"
+     }
+    },
+    "additionalProperties": false
+   },
+   "frienso.common.v1.MetricsResponse": {
+    "type": "object",
+    "properties": {
+     "exposition": {
+      "type": "string"
+     }
+    },
+    "additionalProperties": false
+   },
    "frienso.common.v1.PingRequest": {
     "type": "object",
     "properties": {

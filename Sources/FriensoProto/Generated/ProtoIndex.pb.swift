@@ -125,6 +125,8 @@ public enum ProtoIndex {
         CommonV1.Envelope.self,
         CommonV1.PingRequest.self,
         CommonV1.PingResponse.self,
+        CommonV1.MetricsRequest.self,
+        CommonV1.MetricsResponse.self,
         CommonV1.SubscribeRequest.self,
         CommonV1.SubscribeResponse.self,
         CommonV1.UnsubscribeRequest.self,

@@ -469,6 +469,166 @@ extension CommonV1.PingResponse {
 }
 
 extension CommonV1 {
+    /// `frienso.common.v1.MetricsRequest`
+    public struct MetricsRequest: ProtoMessage {
+        public var token: [UInt8] = []
+
+        public init() {}
+
+        public init(token: [UInt8] = []) {
+        self.token = token
+        }
+    }
+}
+
+extension CommonV1.MetricsRequest {
+    public static let protoName = "frienso.common.v1.MetricsRequest"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Common__V1__MetricsRequest()
+        frienso__common__v1__metrics_request__init(&c)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.token.withUnsafeBufferPointer { lent0 in
+            c.token = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_request__get_packed_size, pack: frienso__common__v1__metrics_request__pack)
+        }
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Common__V1__MetricsRequest()
+        frienso__common__v1__metrics_request__init(&c)
+        copy(into: &c, arena: arena, lendingBytes: true)
+        return self.token.withUnsafeBufferPointer { lent0 in
+            c.token = ProtoRuntime.lent(lent0)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_request__get_packed_size, pack: frienso__common__v1__metrics_request__pack, into: allocate)
+        }
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.MetricsRequest", unpack: frienso__common__v1__metrics_request__unpack, free: frienso__common__v1__metrics_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.MetricsRequest", unpack: frienso__common__v1__metrics_request__unpack, free: frienso__common__v1__metrics_request__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Common__V1__MetricsRequest, arena: ProtoArena, lendingBytes: Bool = false) {
+        if !lendingBytes { c.token = arena.binary(self.token) }
+    }
+
+    init(c: Frienso__Common__V1__MetricsRequest) {
+        self.init(token: ProtoRuntime.bytes(c.token))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("token", .bytes(self.token))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "token": self.token = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(token: ProtoSample.bytes(seed, 1))
+    }
+}
+
+extension CommonV1 {
+    /// `frienso.common.v1.MetricsResponse`
+    public struct MetricsResponse: ProtoMessage {
+        public var exposition: String = ""
+
+        public init() {}
+
+        public init(exposition: String = "") {
+        self.exposition = exposition
+        }
+    }
+}
+
+extension CommonV1.MetricsResponse {
+    public static let protoName = "frienso.common.v1.MetricsResponse"
+
+    public func serializedBytes() -> [UInt8] {
+        let arena = ProtoArena()
+        var c = Frienso__Common__V1__MetricsResponse()
+        frienso__common__v1__metrics_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_response__get_packed_size, pack: frienso__common__v1__metrics_response__pack)
+    }
+
+    public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
+        let arena = ProtoArena()
+        var c = Frienso__Common__V1__MetricsResponse()
+        frienso__common__v1__metrics_response__init(&c)
+        copy(into: &c, arena: arena)
+        return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_response__get_packed_size, pack: frienso__common__v1__metrics_response__pack, into: allocate)
+    }
+
+    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.MetricsResponse", unpack: frienso__common__v1__metrics_response__unpack, free: frienso__common__v1__metrics_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
+        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.MetricsResponse", unpack: frienso__common__v1__metrics_response__unpack, free: frienso__common__v1__metrics_response__free_unpacked) { Self(c: $0.pointee) }
+        self = c
+    }
+
+    func copy(into c: inout Frienso__Common__V1__MetricsResponse, arena: ProtoArena) {
+        if !self.exposition.isEmpty { c.exposition = arena.string(self.exposition) }
+    }
+
+    init(c: Frienso__Common__V1__MetricsResponse) {
+        self.init(exposition: ProtoRuntime.string(c.exposition))
+    }
+
+    /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
+    public var jsonValue: JSONValue {
+        .object([("exposition", .string(self.exposition))])
+    }
+
+    /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
+    public init(json: JSONValue) throws(JSONMappingError) {
+        self.init()
+        for (key, value) in try ProtoJSON.object(json, Self.protoName) {
+            switch key {
+            case "exposition": self.exposition = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            default: throw ProtoJSON.unknown(key, Self.protoName)
+            }
+        }
+    }
+
+    /// The largest unsigned 64-bit value in the message, nested messages included (0 when none).
+    public var largestUInt64: UInt64 {
+        0
+    }
+
+    /// A deterministic value with every field set, for codec tests.
+    @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
+        Self(exposition: ProtoSample.string(seed, "exposition"))
+    }
+}
+
+extension CommonV1 {
     /// `frienso.common.v1.SubscribeRequest`
     public struct SubscribeRequest: ProtoMessage {
 

@@ -53,6 +53,11 @@ public enum CommonMethods {
         RPCMethod(service: service, name: "Ping", access: .public)
     }
 
+    /// The member's metrics in Prometheus's text format, for the launcher (its scrape token in the request).
+    public static func metrics(_ service: String) -> RPCMethod<CommonV1.MetricsRequest, CommonV1.MetricsResponse> {
+        RPCMethod(service: service, name: "Metrics", access: .public)
+    }
+
     /// Push this connection the caller's live events (renew as the reply says).
     public static let subscribe = RPCMethod<CommonV1.SubscribeRequest, CommonV1.SubscribeResponse>(
         service: "gateway", name: "Subscribe", access: .authenticated)

@@ -44,6 +44,8 @@ final class HostLoop: ReactorComponent {
         var requestID: UInt64
         var method: String
         var deadline: ContinuousClock.Instant
+        /// When it arrived (its reply's latency is measured from here).
+        var arrived: ContinuousClock.Instant
         /// Taken by the reactor handler: the loop must not close before it is answered.
         var onReactor = false
     }
@@ -73,6 +75,7 @@ final class HostLoop: ReactorComponent {
     private var lastReplyAt: ContinuousClock.Instant?
     private var closeAt: ContinuousClock.Instant?
     private var closing = false
+    private let metrics = RequestMetrics()
 
     /// Binds the ROUTER socket. - Returns: the loop and the bound endpoint.
     init(
@@ -198,6 +201,7 @@ final class HostLoop: ReactorComponent {
                 logger.warning("refused a request the member may not make",
                                metadata: ["member": "\(member)", "method": "\(envelope.method)"])
                 send(to: peer, envelope.reply(error: refusal))
+                metrics.answered(method: envelope.method, status: refusal.code, after: .zero)
                 return
             }
             accept(envelope, from: peer, address: address, member: member)
@@ -213,17 +217,21 @@ final class HostLoop: ReactorComponent {
     private func accept(_ envelope: Envelope, from peer: PeerIdentity, address: String, member: String) {
         if draining {
             send(to: peer, envelope.reply(status: .unavailable, message: "\(options.name) is shutting down"))
+            metrics.answered(method: envelope.method, status: .unavailable, after: .zero)
             return
         }
         if inFlight.count >= options.maxInFlight {
             send(to: peer, envelope.reply(status: .resourceExhausted, message: "\(options.name) is busy: \(inFlight.count) requests in flight"))
+            metrics.answered(method: envelope.method, status: .resourceExhausted, after: .zero)
             return
         }
         let budget = envelope.deadlineMs == 0 ? WireProtocol.defaultDeadlineMilliseconds : min(envelope.deadlineMs, WireProtocol.maxDeadlineMilliseconds)
-        let deadline = ContinuousClock.now.advanced(by: .milliseconds(budget))
+        let arrived = ContinuousClock.now
+        let deadline = arrived.advanced(by: .milliseconds(budget))
         nextKey &+= 1
         let key = nextKey
-        inFlight[key] = InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, deadline: deadline)
+        inFlight[key] = InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, deadline: deadline, arrived: arrived)
+        metrics.inFlight(inFlight.count)
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
         let request = IncomingRequest(envelope: envelope, peer: peer, peerAddress: address, peerMember: member,
                                       deadline: deadline, key: key)
@@ -272,8 +280,11 @@ final class HostLoop: ReactorComponent {
         reply.requestId = request.requestID
         reply.method = request.method
         send(to: request.peer, reply)
-        lastReplyAt = .now
+        let now = ContinuousClock.now
+        lastReplyAt = now
         counters.replied.add(1, ordering: .relaxed)
+        metrics.answered(method: request.method, status: reply.status, after: request.arrived.duration(to: now))
+        metrics.inFlight(inFlight.count)
     }
 
     private func expireDeadlines(_ now: ContinuousClock.Instant) {
@@ -285,6 +296,7 @@ final class HostLoop: ReactorComponent {
                 if request.onReactor { takenOnReactor -= 1 }
                 lastReplyAt = now
                 counters.deadlineExceeded.add(1, ordering: .relaxed)
+                metrics.answered(method: request.method, status: .deadlineExceeded, after: request.arrived.duration(to: now))
                 send(to: request.peer, Envelope(
                     version: WireProtocol.version, kind: .reply, requestId: request.requestID, method: request.method,
                     status: .deadlineExceeded, statusMessage: "\(request.method) did not finish within its deadline"))

@@ -33,6 +33,8 @@ public struct HostOptions: Sendable {
     /// request is also checked against `PlanePolicy` for the member that sent it. `.plaintext`
     /// believes whoever reaches the port: only for tests and an explicit debugging flag.
     public var security: ServerSecurity = .plaintext
+    /// What `<name>.Metrics` answers the launcher; nil: the host has no metrics to give (NOT_FOUND).
+    public var metrics: MetricsExposition?
 
     public init(name: String, endpoint: String) {
         self.name = name

@@ -14,12 +14,16 @@ public struct RequestDispatcher: Sendable {
     /// nil: requests are handed over whatever key they carry (the gateway: the services keep the replies).
     private let replyCache: ReplyCache?
     private let started = ContinuousClock.now
-    /// `<name>.Ping`, made once rather than per request.
-    private let pingMethod: String
+    /// `<name>.Ping` and `<name>.Metrics`, made once rather than per request.
+    private let pingMethod: String, metricsMethod: String
+    private let metrics: MetricsExposition?
 
-    public init(name: String, version: String = FriensoVersion.current, handler: some RequestHandler, replyCache: ReplyCache?) {
+    public init(name: String, version: String = FriensoVersion.current, handler: some RequestHandler, replyCache: ReplyCache?,
+                metrics: MetricsExposition? = nil) {
         self.name = name
         pingMethod = "\(name).Ping"
+        metricsMethod = "\(name).Metrics"
+        self.metrics = metrics
         self.version = version
         self.handler = handler
         self.replyCache = replyCache
@@ -31,7 +35,7 @@ public struct RequestDispatcher: Sendable {
     /// Whether the reactor handler may take `envelope`: only when `dispatch` would hand it
     /// straight to the handler (not a Ping, no reply to replay or keep).
     func offersToReactor(_ envelope: Envelope) -> Bool {
-        envelope.method != pingMethod && (envelope.idempotencyKey.isEmpty || replyCache == nil)
+        envelope.method != pingMethod && envelope.method != metricsMethod && (envelope.idempotencyKey.isEmpty || replyCache == nil)
     }
 
     /// Answers `request`. `deliver` is called with the key of each request the reply is for: this
@@ -42,6 +46,9 @@ public struct RequestDispatcher: Sendable {
         logger.trace("request")
         if envelope.method == pingMethod {
             return deliver(request.key, ping(envelope))
+        }
+        if envelope.method == metricsMethod {
+            return deliver(request.key, await exposition(envelope, logger: logger))
         }
         guard !envelope.idempotencyKey.isEmpty, let replyCache else {
             return deliver(request.key, await handler.handle(request, logger: logger))
@@ -86,6 +93,21 @@ public struct RequestDispatcher: Sendable {
     /// Waits until every reply handed to the durable store is saved (a graceful stop).
     public func flush() async {
         await replyCache?.flush()
+    }
+
+    /// `<name>.Metrics`: the process's metrics, to a caller whose token matches.
+    private func exposition(_ request: Envelope, logger: Logger) async -> Envelope {
+        guard let metrics else {
+            return request.reply(error: RPCError(.notFound, "\(name) exports no metrics"))
+        }
+        if let token = metrics.token {
+            let given = (try? CommonV1.MetricsRequest(serializedBytes: request.payload))?.token ?? []
+            guard ScrapeToken.equal(given, token) else {
+                logger.warning("refused a metrics scrape without the launcher's token")
+                return request.reply(error: .permissionDenied("\(name).Metrics answers the launcher only: the scrape token does not match"))
+            }
+        }
+        return request.reply(payload: CommonV1.MetricsResponse(exposition: await metrics.render()).serializedBytes())
     }
 
     private func ping(_ request: Envelope) -> Envelope {

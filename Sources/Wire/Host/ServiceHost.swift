@@ -30,7 +30,8 @@ public final class ServiceHost: Service, Sendable {
         self.options = options
         self.reactor = reactor
         commands = CommandQueue(reactor: reactor)
-        dispatcher = RequestDispatcher(name: options.name, version: options.version, handler: handler, replyCache: replyCache)
+        dispatcher = RequestDispatcher(name: options.name, version: options.version, handler: handler, replyCache: replyCache,
+                                       metrics: options.metrics)
         self.context = context
         var logger = RequestScope.attach(to: logger)
         logger[metadataKey: "service"] = "\(options.name)"

@@ -3,6 +3,7 @@ import FriensoProto
 /// What a member of the deployment may ask of a service, decided for every request from the
 /// member name its CurveZMQ key was admitted under (the ZAP handler's `User-Id`):
 /// - `<service>.Ping`: any member (the launcher's readiness probe, the gateway's `frienso ping`);
+/// - `<service>.Metrics`: the launcher only (which also proves it with the scrape token);
 /// - an internal method: only the members its contract names (`// frienso:internal(geo, alerts)`);
 /// - a client method (public or authenticated): only the front doors (the ZeroMQ gateway and the
 ///   HTTP edge), the members that stamp a client's user id, session and address after checking
@@ -21,16 +22,22 @@ public struct PlanePolicy: Sendable {
 
     /// The host's service name (whose Ping any member may call).
     public let service: String
-    private let ping: String
+    private let ping: String, metrics: String
+    /// The member that reads every member's metrics.
+    public static let launcher = "launcher"
 
     public init(service: String) {
         self.service = service
         ping = "\(service).Ping"
+        metrics = "\(service).Metrics"
     }
 
     /// - Returns: nil when `member` may call `method`, else the error to answer.
     public func check(member: String, method: String) -> RPCError? {
         if method == ping { return nil }
+        if method == metrics {
+            return member == Self.launcher ? nil : .permissionDenied("\(method) answers the launcher only, not \(member)")
+        }
         // A method no contract names: the router answers INVALID_ARGUMENT, as to anyone.
         guard let rpc = Self.methods[method] else { return nil }
         switch rpc.access {

@@ -1,3 +1,4 @@
+import CoreMetrics
 public import Logging
 public import ServiceLifecycle
 import Synchronization
@@ -57,6 +58,11 @@ public final class CloneReplica<Model: CloneModel>: Service, Sendable {
     private let head: Head
     private let state: Mutex<Model.State>
     private let statusBox = Mutex(Status(epoch: 0, sequence: 0, snapshots: 0))
+    /// `frienso_replica_lag_events{stream}`: how many events the publisher had sent that this
+    /// replica had not applied, at the last check; `frienso_replica_snapshots_total{stream}`:
+    /// snapshots loaded (the first, then one per gap or publisher restart).
+    private let lagGauge = Gauge(label: "frienso_replica_lag_events", dimensions: [("stream", Model.stream)])
+    private let snapshotCounter = Counter(label: "frienso_replica_snapshots_total", dimensions: [("stream", Model.stream)])
     private let inputs: AsyncStream<Input>
     private let feed: AsyncStream<Input>.Continuation
     private let loaded = OneShot<Void>()
@@ -138,6 +144,7 @@ public final class CloneReplica<Model: CloneModel>: Service, Sendable {
             case .check:
                 guard let now = try? await head() else { continue }
                 let current = status
+                lagGauge.record(now.epoch == current.epoch && now.sequence > current.sequence ? Int64(now.sequence - current.sequence) : 0)
                 if now.epoch != current.epoch {
                     logger.info("the \(Model.stream) publisher restarted: resyncing")
                     await resync(&tracker)
@@ -167,6 +174,7 @@ public final class CloneReplica<Model: CloneModel>: Service, Sendable {
                 let described = Model.describe(fresh)
                 state.withLock { $0 = fresh }
                 statusBox.withLock { $0 = Status(epoch: head.epoch, sequence: head.sequence, snapshots: $0.snapshots + 1) }
+                snapshotCounter.increment()
                 tracker.reset(epoch: head.epoch, stream: Model.stream, sequence: head.sequence)
                 logger.info("\(Model.stream) snapshot loaded", metadata: described.merging([
                     "epoch": "\(head.epoch)", "sequence": "\(head.sequence)"]) { a, _ in a })

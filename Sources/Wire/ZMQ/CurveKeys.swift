@@ -35,7 +35,7 @@ public enum CurveKeys {
     }
 
     /// The 32 bytes a Z85 key encodes (as ZAP hands a CURVE client's key over), or nil.
-    static func binary(_ z85: String) -> [UInt8]? {
+    public static func binary(_ z85: String) -> [UInt8]? {
         guard z85.utf8.count == 40 else { return nil }
         var bytes = [UInt8](repeating: 0, count: 32)
         guard zmq_z85_decode(&bytes, z85) != nil else { return nil }

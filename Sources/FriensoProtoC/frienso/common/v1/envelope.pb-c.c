@@ -142,6 +142,96 @@ void   frienso__common__v1__ping_response__free_unpacked
   assert(message->base.descriptor == &frienso__common__v1__ping_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   frienso__common__v1__metrics_request__init
+                     (Frienso__Common__V1__MetricsRequest         *message)
+{
+  static const Frienso__Common__V1__MetricsRequest init_value = FRIENSO__COMMON__V1__METRICS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t frienso__common__v1__metrics_request__get_packed_size
+                     (const Frienso__Common__V1__MetricsRequest *message)
+{
+  assert(message->base.descriptor == &frienso__common__v1__metrics_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__common__v1__metrics_request__pack
+                     (const Frienso__Common__V1__MetricsRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__common__v1__metrics_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__common__v1__metrics_request__pack_to_buffer
+                     (const Frienso__Common__V1__MetricsRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__common__v1__metrics_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Common__V1__MetricsRequest *
+       frienso__common__v1__metrics_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Common__V1__MetricsRequest *)
+     protobuf_c_message_unpack (&frienso__common__v1__metrics_request__descriptor,
+                                allocator, len, data);
+}
+void   frienso__common__v1__metrics_request__free_unpacked
+                     (Frienso__Common__V1__MetricsRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__common__v1__metrics_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   frienso__common__v1__metrics_response__init
+                     (Frienso__Common__V1__MetricsResponse         *message)
+{
+  static const Frienso__Common__V1__MetricsResponse init_value = FRIENSO__COMMON__V1__METRICS_RESPONSE__INIT;
+  *message = init_value;
+}
+size_t frienso__common__v1__metrics_response__get_packed_size
+                     (const Frienso__Common__V1__MetricsResponse *message)
+{
+  assert(message->base.descriptor == &frienso__common__v1__metrics_response__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t frienso__common__v1__metrics_response__pack
+                     (const Frienso__Common__V1__MetricsResponse *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &frienso__common__v1__metrics_response__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t frienso__common__v1__metrics_response__pack_to_buffer
+                     (const Frienso__Common__V1__MetricsResponse *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &frienso__common__v1__metrics_response__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Frienso__Common__V1__MetricsResponse *
+       frienso__common__v1__metrics_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Frienso__Common__V1__MetricsResponse *)
+     protobuf_c_message_unpack (&frienso__common__v1__metrics_response__descriptor,
+                                allocator, len, data);
+}
+void   frienso__common__v1__metrics_response__free_unpacked
+                     (Frienso__Common__V1__MetricsResponse *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &frienso__common__v1__metrics_response__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   frienso__common__v1__subscribe_request__init
                      (Frienso__Common__V1__SubscribeRequest         *message)
 {
@@ -655,6 +745,82 @@ const ProtobufCMessageDescriptor frienso__common__v1__ping_response__descriptor 
   frienso__common__v1__ping_response__field_indices_by_name,
   1,  frienso__common__v1__ping_response__number_ranges,
   (ProtobufCMessageInit) frienso__common__v1__ping_response__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__common__v1__metrics_request__field_descriptors[1] =
+{
+  {
+    "token",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Common__V1__MetricsRequest, token),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__common__v1__metrics_request__field_indices_by_name[] = {
+  0,   /* field[0] = token */
+};
+static const ProtobufCIntRange frienso__common__v1__metrics_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__common__v1__metrics_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.common.v1.MetricsRequest",
+  "MetricsRequest",
+  "Frienso__Common__V1__MetricsRequest",
+  "frienso.common.v1",
+  sizeof(Frienso__Common__V1__MetricsRequest),
+  1,
+  frienso__common__v1__metrics_request__field_descriptors,
+  frienso__common__v1__metrics_request__field_indices_by_name,
+  1,  frienso__common__v1__metrics_request__number_ranges,
+  (ProtobufCMessageInit) frienso__common__v1__metrics_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor frienso__common__v1__metrics_response__field_descriptors[1] =
+{
+  {
+    "exposition",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Common__V1__MetricsResponse, exposition),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned frienso__common__v1__metrics_response__field_indices_by_name[] = {
+  0,   /* field[0] = exposition */
+};
+static const ProtobufCIntRange frienso__common__v1__metrics_response__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor frienso__common__v1__metrics_response__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "frienso.common.v1.MetricsResponse",
+  "MetricsResponse",
+  "Frienso__Common__V1__MetricsResponse",
+  "frienso.common.v1",
+  sizeof(Frienso__Common__V1__MetricsResponse),
+  1,
+  frienso__common__v1__metrics_response__field_descriptors,
+  frienso__common__v1__metrics_response__field_indices_by_name,
+  1,  frienso__common__v1__metrics_response__number_ranges,
+  (ProtobufCMessageInit) frienso__common__v1__metrics_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 #define frienso__common__v1__subscribe_request__field_descriptors NULL

@@ -18,6 +18,8 @@ PROTOBUF_C__BEGIN_DECLS
 typedef struct Frienso__Common__V1__Envelope Frienso__Common__V1__Envelope;
 typedef struct Frienso__Common__V1__PingRequest Frienso__Common__V1__PingRequest;
 typedef struct Frienso__Common__V1__PingResponse Frienso__Common__V1__PingResponse;
+typedef struct Frienso__Common__V1__MetricsRequest Frienso__Common__V1__MetricsRequest;
+typedef struct Frienso__Common__V1__MetricsResponse Frienso__Common__V1__MetricsResponse;
 typedef struct Frienso__Common__V1__SubscribeRequest Frienso__Common__V1__SubscribeRequest;
 typedef struct Frienso__Common__V1__SubscribeResponse Frienso__Common__V1__SubscribeResponse;
 typedef struct Frienso__Common__V1__UnsubscribeRequest Frienso__Common__V1__UnsubscribeRequest;
@@ -172,6 +174,33 @@ struct  Frienso__Common__V1__PingResponse
 
 
 /*
+ * Every member answers "<member>.Metrics" to the launcher only: its metrics in Prometheus's text
+ * exposition format (version 0.0.4), which the launcher merges and serves on its /metrics port.
+ */
+struct  Frienso__Common__V1__MetricsRequest
+{
+  ProtobufCMessage base;
+  /*
+   * proves the caller holds the launcher's key: see docs/security.md (scrape token)
+   */
+  ProtobufCBinaryData token;
+};
+#define FRIENSO__COMMON__V1__METRICS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__common__v1__metrics_request__descriptor) \
+    , {0,NULL} }
+
+
+struct  Frienso__Common__V1__MetricsResponse
+{
+  ProtobufCMessage base;
+  char *exposition;
+};
+#define FRIENSO__COMMON__V1__METRICS_RESPONSE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&frienso__common__v1__metrics_response__descriptor) \
+    , (char *)protobuf_c_empty_string }
+
+
+/*
  * Gateway-local methods (no service behind them).
  */
 struct  Frienso__Common__V1__SubscribeRequest
@@ -271,6 +300,44 @@ Frienso__Common__V1__PingResponse *
 void   frienso__common__v1__ping_response__free_unpacked
                      (Frienso__Common__V1__PingResponse *message,
                       ProtobufCAllocator *allocator);
+/* Frienso__Common__V1__MetricsRequest methods */
+void   frienso__common__v1__metrics_request__init
+                     (Frienso__Common__V1__MetricsRequest         *message);
+size_t frienso__common__v1__metrics_request__get_packed_size
+                     (const Frienso__Common__V1__MetricsRequest   *message);
+size_t frienso__common__v1__metrics_request__pack
+                     (const Frienso__Common__V1__MetricsRequest   *message,
+                      uint8_t             *out);
+size_t frienso__common__v1__metrics_request__pack_to_buffer
+                     (const Frienso__Common__V1__MetricsRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Common__V1__MetricsRequest *
+       frienso__common__v1__metrics_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__common__v1__metrics_request__free_unpacked
+                     (Frienso__Common__V1__MetricsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Frienso__Common__V1__MetricsResponse methods */
+void   frienso__common__v1__metrics_response__init
+                     (Frienso__Common__V1__MetricsResponse         *message);
+size_t frienso__common__v1__metrics_response__get_packed_size
+                     (const Frienso__Common__V1__MetricsResponse   *message);
+size_t frienso__common__v1__metrics_response__pack
+                     (const Frienso__Common__V1__MetricsResponse   *message,
+                      uint8_t             *out);
+size_t frienso__common__v1__metrics_response__pack_to_buffer
+                     (const Frienso__Common__V1__MetricsResponse   *message,
+                      ProtobufCBuffer     *buffer);
+Frienso__Common__V1__MetricsResponse *
+       frienso__common__v1__metrics_response__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   frienso__common__v1__metrics_response__free_unpacked
+                     (Frienso__Common__V1__MetricsResponse *message,
+                      ProtobufCAllocator *allocator);
 /* Frienso__Common__V1__SubscribeRequest methods */
 void   frienso__common__v1__subscribe_request__init
                      (Frienso__Common__V1__SubscribeRequest         *message);
@@ -358,6 +425,12 @@ typedef void (*Frienso__Common__V1__PingRequest_Closure)
 typedef void (*Frienso__Common__V1__PingResponse_Closure)
                  (const Frienso__Common__V1__PingResponse *message,
                   void *closure_data);
+typedef void (*Frienso__Common__V1__MetricsRequest_Closure)
+                 (const Frienso__Common__V1__MetricsRequest *message,
+                  void *closure_data);
+typedef void (*Frienso__Common__V1__MetricsResponse_Closure)
+                 (const Frienso__Common__V1__MetricsResponse *message,
+                  void *closure_data);
 typedef void (*Frienso__Common__V1__SubscribeRequest_Closure)
                  (const Frienso__Common__V1__SubscribeRequest *message,
                   void *closure_data);
@@ -381,6 +454,8 @@ extern const ProtobufCEnumDescriptor    frienso__common__v1__kind__descriptor;
 extern const ProtobufCMessageDescriptor frienso__common__v1__envelope__descriptor;
 extern const ProtobufCMessageDescriptor frienso__common__v1__ping_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__common__v1__ping_response__descriptor;
+extern const ProtobufCMessageDescriptor frienso__common__v1__metrics_request__descriptor;
+extern const ProtobufCMessageDescriptor frienso__common__v1__metrics_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__common__v1__subscribe_request__descriptor;
 extern const ProtobufCMessageDescriptor frienso__common__v1__subscribe_response__descriptor;
 extern const ProtobufCMessageDescriptor frienso__common__v1__unsubscribe_request__descriptor;

@@ -1,0 +1,58 @@
+import CoreMetrics
+import FriensoProto
+import GRDB
+import Storage
+
+/// The outbox in metrics (through swift-metrics; the executable's backend renders them):
+/// - `frienso_delivery_attempts_total{channel,provider,outcome}`: each provider answer recorded;
+/// - `frienso_deliveries_failed_total{channel,kind}`: deliveries that failed for good;
+/// - `frienso_outbox_pending{channel}` and `frienso_outbox_oldest_pending_seconds{channel}`:
+///   read from the database when the metrics are rendered.
+/// `kind` is what raised the message (`help_now`, `timer_warning`, `watch`, …): the part of its source
+/// before the colon, never the ids after it.
+enum OutboxMetrics {
+    /// Sources are made by this service's code (`help_now:<alert>`, `timer_warning:<timer>`, …):
+    /// the name before the colon is one of a few dozen, the rest is ids.
+    static func kind(of source: String) -> String {
+        let head = source.prefix { $0 != ":" }
+        guard !head.isEmpty, head.count <= 32, head.allSatisfy({ $0 == "_" || ($0.isASCII && $0.isLowercase) }) else { return "other" }
+        return String(head)
+    }
+
+    static func label(_ channel: AlertsV1.Channel) -> String {
+        switch channel {
+        case .push: "push"
+        case .sms: "sms"
+        default: "other"
+        }
+    }
+
+    static func attempted(channel: AlertsV1.Channel, provider: String, result: DeliveryResult) {
+        let outcome = result.outcome.protoName.replacingOccurrences(of: "ATTEMPT_OUTCOME_", with: "")
+        Counter(label: "frienso_delivery_attempts_total",
+                dimensions: [("channel", label(channel)), ("provider", provider.isEmpty ? "none" : provider), ("outcome", outcome)]).increment()
+    }
+
+    static func failed(channel: AlertsV1.Channel, source: String) {
+        Counter(label: "frienso_deliveries_failed_total", dimensions: [("channel", label(channel)), ("kind", kind(of: source))]).increment()
+    }
+}
+
+extension AlertsService {
+    /// Records the outbox's backlog gauges (a hook the executable runs when metrics are rendered).
+    public func recordOutboxMetrics(nowMs: Int64) async {
+        guard let rows = try? await store.database.read({ db in
+            try Row.fetchAll(db, sql: "SELECT channel, COUNT(*), MIN(created_at_ms) FROM outbox WHERE status = 1 GROUP BY channel")
+        }) else { return }
+        var pending: [String: (Int, Int64)] = ["push": (0, nowMs), "sms": (0, nowMs)]
+        for row in rows {
+            let channel = OutboxMetrics.label(AlertsV1.Channel(rawValue: row[0]))
+            pending[channel] = (row[1], row[2] ?? nowMs)
+        }
+        for (channel, (count, oldest)) in pending {
+            Gauge(label: "frienso_outbox_pending", dimensions: [("channel", channel)]).record(count)
+            Gauge(label: "frienso_outbox_oldest_pending_seconds", dimensions: [("channel", channel)])
+                .record(Double(max(0, nowMs - oldest)) / 1_000)
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import CoreMetrics
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Wire
+
+/// The edge's HTTP requests in metrics (through swift-metrics; the executable's backend renders
+/// them): `frienso_http_requests_total{route,method,status}` and
+/// `frienso_http_request_duration_seconds{route}`. The route is the matched pattern
+/// (`/v1/{service}/{rpc}`, not the address asked), `static` for the web app's files and `other`
+/// for what matched nothing, and the HTTP method one of the standard ones or `other`: a client
+/// chooses both and must not choose the series. (Hummingbird's own MetricsMiddleware labels any
+/// method a client invents.)
+struct HTTPMetricsMiddleware: RouterMiddleware {
+    typealias Context = EdgeContext
+    static let methods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"]
+
+    func handle(_ request: Request, context: EdgeContext, next: (Request, EdgeContext) async throws -> Response) async throws -> Response {
+        let started = ContinuousClock.now
+        let method = Self.methods.contains(request.method.rawValue) ? request.method.rawValue : "other"
+        do {
+            let response = try await next(request, context)
+            record(route: context.endpointPath ?? (response.status == .ok || response.status == .notModified ? "static" : "other"),
+                   method: method, status: response.status.code, since: started)
+            return response
+        } catch {
+            record(route: context.endpointPath ?? "other", method: method, status: (error as? any HTTPResponseError)?.status.code ?? 500,
+                   since: started)
+            throw error
+        }
+    }
+
+    private func record(route: String, method: String, status: Int, since started: ContinuousClock.Instant) {
+        Counter(label: "frienso_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))]).increment()
+        let (seconds, attoseconds) = started.duration(to: .now).components
+        CoreMetrics.Timer(label: "frienso_http_request_duration_seconds", dimensions: [("route", route)])
+            .recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}
+
+extension EdgeRoutes {
+    /// `GET /metrics`: the edge's metrics in Prometheus's text format, for the launcher, which
+    /// proves itself with `Authorization: Bearer <scrape token, hex>` (docs/security.md).
+    func metrics(_ request: Request) async -> Response {
+        guard let metrics = config.core.metrics else { return error(.notFound, "this edge exports no metrics") }
+        if let token = metrics.token {
+            let given = Self.bearer(request).flatMap(Self.hexBytes) ?? []
+            guard ScrapeToken.equal(given, token) else {
+                return error(.permissionDenied, "/metrics answers the launcher only: the scrape token does not match")
+            }
+        }
+        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+                        body: .init(byteBuffer: ByteBuffer(string: await metrics.render())))
+    }
+
+    static func hexBytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        for i in stride(from: 0, to: digits.count, by: 2) {
+            guard let high = hexValue(digits[i]), let low = hexValue(digits[i + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return bytes
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
