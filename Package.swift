@@ -230,7 +230,7 @@ let package = Package(
         .target(
             name: "Launcher",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit",
+                "Wire", "FriensoProto", "ServiceKit", "CSodium",
                 grdb,
                 logging,
                 hummingbird,

@@ -11,7 +11,7 @@ struct LaunchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frienso-launch",
         abstract: "Start every Frienso service, keep them running, stop them all on Ctrl-C or SIGTERM.",
-        subcommands: [Run.self, Status.self, Keys.self, DeliveriesCommand.self],
+        subcommands: [Run.self, Status.self, Keys.self, DeliveriesCommand.self, BackupCommand.self, RestoreCommand.self],
         defaultSubcommand: Run.self)
 }
 
@@ -108,6 +108,61 @@ struct Status: ParsableCommand {
         let report = try status.report(json: json, nowMs: Int64(Date().timeIntervalSince1970 * 1_000))
         print(report.text)
         if !report.allReady { throw ExitCode(1) }
+    }
+}
+
+/// The deployment's data folder (`--data-dir`, FRIENSO_DATA_DIR, `dataDir`, else `data`).
+func dataFolder(_ options: ServiceOptions) throws -> String {
+    (try options.resolve(service: "launch").dataDirectory as NSString).deletingLastPathComponent
+}
+
+struct BackupCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup",
+        abstract: "Copy every service's database and the photo store into a new folder, while the deployment serves.",
+        discussion: """
+            Each database is a consistent snapshot (SQLite's online backup) taken at its own moment during the backup; \
+            everything acknowledged before the backup started is in it. Photos are copied by content hash (hard links on \
+            the same file system). manifest.json, written last, lists every file's SHA-256. The keyring is not copied: \
+            a restored deployment makes new internal keys. Exit status 0 when the backup is complete.
+            """)
+
+    @OptionGroup var options: ServiceOptions
+    @Argument(help: "A new (or empty) folder for the backup.") var folder: String
+
+    func run() throws {
+        let data = try dataFolder(options)
+        let manifest = try Backup.take(dataDirectory: data, into: folder)
+        let bytes = manifest.files.reduce(Int64(0)) { $0 + $1.bytes }
+        print("backed up \(manifest.databases.map(\.service).joined(separator: ", ")) and \(manifest.files.count - manifest.databases.count) photos from \(data)")
+        print("into \(folder): \(manifest.files.count) files, \(bytes) bytes, in \(manifest.finishedAtMs - manifest.startedAtMs) ms")
+        print("holds every write acknowledged before \(ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(manifest.startedAtMs) / 1_000)))")
+        if !manifest.missingPhotos.isEmpty {
+            print("warning: \(manifest.missingPhotos.count) photos were deleted while the backup ran and are not in it")
+        }
+    }
+}
+
+struct RestoreCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore",
+        abstract: "Bring a stopped deployment's data back from a backup folder.",
+        discussion: """
+            Checks every file against the manifest first and changes nothing if one differs. A data folder that is not \
+            empty is moved aside to <data>.before-restore-<time>, never deleted. Refuses while a launcher or a service runs \
+            on --run-dir. Then start the deployment as usual.
+            """)
+
+    @OptionGroup var options: ServiceOptions
+    @Option(help: "The launcher's run folder, checked for a running deployment (default ./run).") var runDir = "run"
+    @Argument(help: "The backup folder (frienso-launch backup).") var folder: String
+
+    func run() throws {
+        let data = try dataFolder(options)
+        let (manifest, aside) = try Backup.restore(from: folder, dataDirectory: data, runDirectory: runDir)
+        if let aside { print("the data that was in \(data) is now in \(aside)") }
+        print("restored \(manifest.databases.map(\.service).joined(separator: ", ")) and \(manifest.files.count - manifest.databases.count) photos into \(data) (\(manifest.files.count) files checked)")
+        print("the deployment holds what was acknowledged before \(ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(manifest.startedAtMs) / 1_000))): start it with frienso-launch")
     }
 }
 
