@@ -2,6 +2,7 @@ import CoreMetrics
 import FriensoProto
 import GRDB
 import Storage
+import Synchronization
 
 /// The outbox in metrics (through swift-metrics; the executable's backend renders them):
 /// - `frienso_delivery_attempts_total{channel,provider,outcome}`: each provider answer recorded;
@@ -27,14 +28,27 @@ enum OutboxMetrics {
         }
     }
 
+    /// Counters by their labels, made once (a helpNow makes a dozen attempts).
+    private static let counters = Mutex<[String: Counter]>([:])
+
+    private static func counter(_ name: String, _ dimensions: [(String, String)]) -> Counter {
+        let key = ([name] + dimensions.map(\.1)).joined(separator: "|")
+        return counters.withLock { made in
+            if let counter = made[key] { return counter }
+            let counter = Counter(label: name, dimensions: dimensions)
+            made[key] = counter
+            return counter
+        }
+    }
+
     static func attempted(channel: AlertsV1.Channel, provider: String, result: DeliveryResult) {
         let outcome = result.outcome.protoName.replacingOccurrences(of: "ATTEMPT_OUTCOME_", with: "")
-        Counter(label: "frienso_delivery_attempts_total",
-                dimensions: [("channel", label(channel)), ("provider", provider.isEmpty ? "none" : provider), ("outcome", outcome)]).increment()
+        counter("frienso_delivery_attempts_total",
+                [("channel", label(channel)), ("provider", provider.isEmpty ? "none" : provider), ("outcome", outcome)]).increment()
     }
 
     static func failed(channel: AlertsV1.Channel, source: String) {
-        Counter(label: "frienso_deliveries_failed_total", dimensions: [("channel", label(channel)), ("kind", kind(of: source))]).increment()
+        counter("frienso_deliveries_failed_total", [("channel", label(channel)), ("kind", kind(of: source))]).increment()
     }
 }
 

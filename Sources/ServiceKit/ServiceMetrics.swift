@@ -1,6 +1,6 @@
 import CoreMetrics
 import CSodium
-import Foundation
+public import Foundation
 public import Prometheus
 import Synchronization
 public import Wire
@@ -26,11 +26,18 @@ public enum ServiceMetrics {
     public static let sizeBuckets: [Double] = (0...12).map { Double(1 << $0) }
 
     /// Bootstraps swift-metrics for `service` (once per process; later calls return the same registry).
+    /// `FRIENSO_METRICS=off` leaves swift-metrics on its no-op default (only the process figures
+    /// are served): the benchmark's A/B of what recording costs.
     @discardableResult
-    public static func bootstrap(service: String) -> PrometheusCollectorRegistry {
+    public static func bootstrap(service: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> PrometheusCollectorRegistry {
         registryBox.withLock { box in
             if let registry = box { return registry }
             let registry = PrometheusCollectorRegistry()
+            guard environment["FRIENSO_METRICS"] != "off" else {
+                ProcessMetrics.shared.start(registry: registry, service: service)
+                box = registry
+                return registry
+            }
             var factory = PrometheusMetricsFactory(registry: registry)
             factory.defaultDurationHistogramBuckets = durationBuckets
             factory.defaultValueHistogramBuckets = sizeBuckets
@@ -53,7 +60,12 @@ public enum ServiceMetrics {
         case "http.server.request.duration": return "frienso_http_request_duration_seconds"
         case "http.server.active_requests": return "frienso_http_active_requests"
         default:
-            return String(name.map { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == ":") ? $0 : "_" })
+            func allowed(_ b: UInt8) -> Bool {
+                (b >= 0x61 && b <= 0x7A) || (b >= 0x41 && b <= 0x5A) || (b >= 0x30 && b <= 0x39) || b == 0x5F || b == 0x3A
+            }
+            // Frienso's own names are valid already: no new string for them.
+            if name.utf8.allSatisfy(allowed) { return name }
+            return String(decoding: name.utf8.map { allowed($0) ? $0 : 0x5F }, as: UTF8.self)
         }
     }
 

@@ -132,7 +132,7 @@ public struct ResolvedOptions: Sendable {
     /// - Throws: `ConfigError` saying how to get keys when there is no keyring.
     /// Also bootstraps the process's metrics (`ServiceMetrics`) as `service`.
     public func plane(logger: Logger) throws -> InternalPlane {
-        ServiceMetrics.bootstrap(service: service)
+        ServiceMetrics.bootstrap(service: service, environment: environment)
         if insecurePlaintext {
             logger.critical("INSECURE: --insecure-plaintext: internal sockets are plain TCP and any process that reaches them is believed (user ids, internal methods). For debugging only; never on a network.",
                             metadata: ["service": "\(service)"])

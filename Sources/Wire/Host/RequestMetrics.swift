@@ -26,6 +26,14 @@ final class RequestMetrics {
     init() {}
 
     func answered(method: String, status: StatusCode, after elapsed: Duration) {
+        let (seconds, attoseconds) = elapsed.components
+        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        // The usual case: one lookup for the method, one for the status.
+        if let entry = methods[method], let counter = entry.byStatus[status.rawValue] {
+            counter.increment()
+            entry.duration.recordNanoseconds(nanoseconds)
+            return
+        }
         let key = methods[method] != nil || MethodLabels.known.contains(method) ? method : "other"
         var entry = methods[key] ?? PerMethod(
             label: key, duration: CoreMetrics.Timer(label: "frienso_request_duration_seconds", dimensions: [("method", key)]))
@@ -38,8 +46,7 @@ final class RequestMetrics {
             methods[key] = entry
         }
         counter.increment()
-        let (seconds, attoseconds) = elapsed.components
-        entry.duration.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        entry.duration.recordNanoseconds(nanoseconds)
     }
 
     func inFlight(_ count: Int) {
