@@ -347,6 +347,7 @@ let package = Package(
             name: "frienso-bench",
             dependencies: [
                 "Bench", "Wire",
+                "ServiceKit",
                 argumentParser,
                 logging,
             ],

@@ -2,6 +2,7 @@ import ArgumentParser
 import Bench
 import Foundation
 import Logging
+import ServiceKit
 import Wire
 
 @main
@@ -48,6 +49,8 @@ struct WireBench: AsyncParsableCommand {
 
     func run() async throws {
         let logger = Logger(label: "bench")
+        // The hosts record their metrics as deployed ones do (FRIENSO_METRICS=off: not at all).
+        ServiceMetrics.bootstrap(service: "bench")
         print(try await WireScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels,
                                                separateContexts: contexts == "separate", paths: pathSet), logger: logger))
         try results.write("wire")
