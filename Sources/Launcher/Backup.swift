@@ -13,6 +13,12 @@ public struct BackupManifest: Codable, Sendable, Equatable {
         public var path: String
         public var bytes: Int64
         public var sha256: String
+
+        public init(path: String, bytes: Int64, sha256: String) {
+            self.path = path
+            self.bytes = bytes
+            self.sha256 = sha256
+        }
     }
 
     public struct Database: Codable, Sendable, Equatable {
@@ -34,6 +40,17 @@ public struct BackupManifest: Codable, Sendable, Equatable {
     /// Photos the media snapshot names whose file was deleted before it could be copied (a photo
     /// deleted during the backup); restored, they read as missing.
     public var missingPhotos: [String]
+
+    public init(format: Int, version: String, startedAtMs: Int64, finishedAtMs: Int64, databases: [Database], files: [File],
+                missingPhotos: [String]) {
+        self.format = format
+        self.version = version
+        self.startedAtMs = startedAtMs
+        self.finishedAtMs = finishedAtMs
+        self.databases = databases
+        self.files = files
+        self.missingPhotos = missingPhotos
+    }
 }
 
 public struct BackupError: Error, CustomStringConvertible {
