@@ -235,6 +235,8 @@ let package = Package(
                 logging,
                 hummingbird,
                 prometheus,
+                httpClient,
+                nioSSL,
                 serviceLifecycle,
             ],
             swiftSettings: swiftSettings

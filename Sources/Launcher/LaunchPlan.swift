@@ -63,7 +63,8 @@ public struct LaunchPlan: Sendable {
             }
             return ChildSpec(name: name, executable: executable, arguments: shared, endpoint: resolved.deploymentEndpoint(of: name),
                              environment: environment, probe: probe, speaksHTTP: name == "edge",
-                             scrapeToken: plane.scrapeToken(member: name))
+                             scrapeToken: plane.scrapeToken(member: name),
+                             trustedCertificateFile: name == "edge" ? resolved.config.edge?.tlsCertificateFile : nil)
         }
     }
 }

@@ -1,6 +1,9 @@
+import AsyncHTTPClient
 import Foundation
 import FriensoProto
 import Hummingbird
+import NIOCore
+import NIOSSL
 public import Logging
 public import ServiceLifecycle
 import ServiceKit
@@ -20,6 +23,10 @@ public final class MetricsServer: Service, Sendable {
     public let listen: String
     private let supervisor: Supervisor
     private let clients: [String: WireClient]
+    /// For a member that serves HTTPS (the edge with its certificate): its chain is verified
+    /// against the system's roots and the configured certificate; not the host name, since the
+    /// launcher reaches it at its listen address (often 127.0.0.1), not the name it serves.
+    private let https: HTTPClient?
     private let logger: Logger
     private let bound = OneShot<Result<String, SupervisorError>>()
 
@@ -38,6 +45,14 @@ public final class MetricsServer: Service, Sendable {
             clients[child.name] = WireClient(endpoint: child.endpoint, options: o, logger: logger)
         }
         self.clients = clients
+        if let child = supervisor.children.first(where: { $0.speaksHTTP && $0.endpoint.hasPrefix("https://") }) {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.certificateVerification = .noHostnameVerification
+            if let file = child.trustedCertificateFile { tls.additionalTrustRoots = [.file(file)] }
+            https = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(tlsConfiguration: tls))
+        } else {
+            https = nil
+        }
     }
 
     /// `http://host:port/metrics`, once listening.
@@ -82,6 +97,7 @@ public final class MetricsServer: Service, Sendable {
             try? await gracefulShutdown()
         }
         for client in clients.values { await client.close() }
+        try? await https?.shutdown()
     }
 
     /// Every member's metrics, merged, and the launcher's own.
@@ -131,8 +147,12 @@ public final class MetricsServer: Service, Sendable {
         var text: String?
         if child.speaksHTTP {
             let headers = child.scrapeToken.map { ["Authorization": "Bearer " + $0.map { String(format: "%02x", $0) }.joined()] } ?? [:]
-            let answer = await Task.detached { HTTPProbe.get(child.endpoint, path: "/metrics", headers: headers) }.value
-            if let answer, answer.status == 200 { text = answer.body }
+            if let https, child.endpoint.hasPrefix("https://") {
+                text = await readHTTPS(child.endpoint + "/metrics", headers: headers, client: https)
+            } else {
+                let answer = await Task.detached { HTTPProbe.get(child.endpoint, path: "/metrics", headers: headers) }.value
+                if let answer, answer.status == 200 { text = answer.body }
+            }
         } else if let client = clients[child.name] {
             let reply = try? await client.call(CommonMethods.metrics(child.name), CommonV1.MetricsRequest(token: child.scrapeToken ?? []),
                                                options: CallOptions(deadline: .seconds(2), idempotent: true))
@@ -140,5 +160,19 @@ public final class MetricsServer: Service, Sendable {
         }
         if text == nil { logger.debug("could not read a member's metrics", metadata: ["service": "\(child.name)"]) }
         return (child.name, text, started.duration(to: .now))
+    }
+
+    private func readHTTPS(_ url: String, headers: [String: String], client: HTTPClient) async -> String? {
+        var request = HTTPClientRequest(url: url)
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        do {
+            let response = try await client.execute(request, timeout: .seconds(2))
+            guard response.status == .ok else { return nil }
+            let body = try await response.body.collect(upTo: 16 << 20)
+            return String(buffer: body)
+        } catch {
+            logger.debug("could not read a member's metrics over TLS", metadata: ["url": "\(url)", "error": "\(error)"])
+            return nil
+        }
     }
 }

@@ -19,11 +19,15 @@ public struct ChildSpec: Sendable {
     public var speaksHTTP: Bool
     /// What the launcher proves itself with when it reads the child's metrics (nil: plaintext plane).
     public var scrapeToken: [UInt8]?
+    /// A PEM certificate to trust, besides the system's roots, when the child serves HTTPS (the
+    /// edge's own `tlsCertificateFile`).
+    public var trustedCertificateFile: String?
 
     public init(name: String, executable: String, arguments: [String], endpoint: String,
                 environment: [String: String] = [:], probe: ClientSecurity = .plaintext, speaksHTTP: Bool = false,
-                scrapeToken: [UInt8]? = nil) {
+                scrapeToken: [UInt8]? = nil, trustedCertificateFile: String? = nil) {
         self.speaksHTTP = speaksHTTP
+        self.trustedCertificateFile = trustedCertificateFile
         self.scrapeToken = scrapeToken
         self.name = name
         self.executable = executable

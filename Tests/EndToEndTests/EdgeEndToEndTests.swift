@@ -1,4 +1,5 @@
 import Foundation
+import Launcher
 import FriensoClient
 import FriensoProto
 import FriensoTesting
@@ -253,6 +254,15 @@ struct EdgeEndToEndTests {
                 _ = try await HTTP.get(stack.edge.replacingOccurrences(of: "https://", with: "http://") + "/v1/health", timeout: .seconds(3))
             }
             await #expect(throws: (any Error).self) { _ = try await HTTP.get("\(stack.edge)/v1/health", timeout: .seconds(3)) }
+            // The launcher reads the edge's metrics over TLS, trusting the configured certificate.
+            let metricsURL = try await eventuallyValue("status.json names the metrics endpoint", timeout: .seconds(20)) {
+                try? LaunchStatus.read(stack.run).metricsEndpoint
+            }
+            try await eventually("the launcher reads the TLS edge's metrics", timeout: .seconds(20)) {
+                let text = try await HTTP.get(metricsURL).text
+                return text.contains(#"frienso_member_up{service="edge"} 1"#)
+                    && text.contains(#"frienso_http_requests_total{service="edge",route="/v1/health",method="GET",status="200"}"#)
+            }
         }
     }
 
