@@ -24,7 +24,7 @@ public enum MetricCatalog {
         "frienso_geo_index_users": "People in the spatial index.",
         "frienso_geo_latest_fixes": "People with a latest location in memory.",
         // The gateway and the edge.
-        "frienso_event_subscribers": "Connections subscribed to live events.",
+        "frienso_event_subscribers": "Connections subscribed to live events (the gateway's subscriptions, the edge's WebSockets).",
         "frienso_http_requests_total": "HTTP requests the edge answered, by route, method and status.",
         "frienso_http_request_duration_seconds": "Time the edge took to answer an HTTP request, by route.",
         // The process (ServiceMetrics).

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CoreMetrics
 import Edge
 import Foundation
 import ServiceKit
@@ -20,6 +21,9 @@ struct EdgeCommand: AsyncParsableCommand {
         config.core.keyring = plane.keyring
         config.core.metrics = ServiceMetrics.exposition(for: "edge", plane: plane)
         let edge = EdgeServer(config: config, logger: logger)
+        // Live WebSocket connections, as the gateway counts its subscriptions.
+        let subscribers = Gauge(label: "frienso_event_subscribers")
+        MetricsRefresh.register { [hub = edge.hub] in subscribers.record(hub.connectionCount) }
         try await ServiceRunner.run([edge], endpointFile: resolved.endpointFile, logger: logger) { try await edge.boundEndpoint() }
     }
 }

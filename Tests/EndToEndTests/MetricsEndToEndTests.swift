@@ -154,6 +154,19 @@ struct MetricsEndToEndTests {
             let edgeToken = try #require(launcher.scrapeToken(member: "edge")).map { String(format: "%02x", $0) }.joined()
             let proven = try await HTTP.get("\(stack.edge)/metrics", headers: [("Authorization", "Bearer \(edgeToken)")])
             #expect(proven.status == 200 && proven.text.contains("frienso_http_requests_total"), "\(proven.status)")
+
+            // A WebSocket open on the edge is a live subscriber in the launcher's metrics.
+            let metricsURL = try await eventuallyValue("status.json names the metrics endpoint", timeout: .seconds(20)) {
+                try? LaunchStatus.read(stack.run).metricsEndpoint
+            }
+            let web = try await WebUser.register("mila", number: 31, edge: stack.edge)
+            let socket = LiveSocket(stack.edge.replacingOccurrences(of: "http://", with: "ws://") + "/v1/events",
+                                    headers: [("Authorization", "Bearer \(web.token)")])
+            #expect(await socket.next("hello") != nil)
+            try await eventually("the edge counts its WebSocket", timeout: .seconds(10)) {
+                try await HTTP.get(metricsURL).text.contains(#"frienso_event_subscribers{service="edge"} 1"#)
+            }
+            _ = await socket.close()
         }
     }
 
