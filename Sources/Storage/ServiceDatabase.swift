@@ -61,7 +61,7 @@ public final class ServiceDatabase: Sendable {
     }
 
     public func read<T>(_ value: (Database) throws -> T) throws -> T {
-        try pool.read(value)
+        try CachedTransactions.read(pool, value)
     }
 
     /// A read from a request: a few index lookups, bounded by a key or a LIMIT. It runs on the
@@ -82,7 +82,7 @@ public final class ServiceDatabase: Sendable {
     }
 
     private func readHere<T>(_ value: (Database) throws -> T) throws -> T {
-        try pool.read(value)
+        try CachedTransactions.read(pool, value)
     }
 
     /// `FRIENSO_READS=queued` sends every async read to the reader's queue, as before item 15:
@@ -215,7 +215,7 @@ public struct MutationScope: Sendable {
             try SQLiteReplyStore.claim(db, key: idempotency.key, digest: idempotency.digest)
             return .commit
         }
-        if savepoint { try db.inSavepoint(work) } else { try db.inTransaction(nil, work) }
+        if savepoint { try CachedTransactions.savepoint(db, work) } else { try db.inTransaction(nil, work) }
         if changedInDryRun {
             throw RPCError(.alreadyExists, "this request (idempotency key \"\(idempotency?.key.split(separator: "|").last ?? "")\") was applied once already; its reply was lost when the service stopped: read the current state instead of retrying")
         }

@@ -1,0 +1,59 @@
+import Foundation
+import GRDB
+
+// The statements that open and close a read transaction and a mutation's savepoint, from the
+// connection's statement cache. GRDB's `read` and `inSavepoint` run them through
+// `execute(sql:)`, which compiles the text anew every time under GRDB's statement authorizer (a
+// Swift callback per compiled token): two compilations for every read and two for every
+// mutation, in every service (`docs/benchmarks.md`, issue 16, item 17).
+// `FRIENSO_TX_STATEMENTS=uncached` keeps GRDB's own path, for A/B runs.
+
+enum CachedTransactions {
+    static let enabled = ProcessInfo.processInfo.environment["FRIENSO_TX_STATEMENTS"] != "uncached"
+
+    /// `value` in a read transaction of a pool reader (WAL: a snapshot; it never waits for the writer).
+    static func read<T>(_ pool: DatabasePool, _ value: (Database) throws -> T) throws -> T {
+        guard enabled else { return try pool.read(value) }
+        return try pool.unsafeRead { db in
+            try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
+            let result: T
+            do {
+                result = try value(db)
+            } catch {
+                if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK TRANSACTION").execute() }
+                throw error
+            }
+            try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+            return result
+        }
+    }
+
+    /// `work` in a savepoint of the open transaction: released on `.commit`, rolled back (alone)
+    /// on `.rollback` or a throw. Outside a transaction it is GRDB's `inTransaction`.
+    static func savepoint(_ db: Database, _ work: () throws -> Database.TransactionCompletion) throws {
+        guard enabled, db.isInsideTransaction else { return try db.inSavepoint(work) }
+        try db.cachedStatement(sql: "SAVEPOINT frienso_mutation").execute()
+        let completion: Database.TransactionCompletion
+        do {
+            completion = try work()
+        } catch {
+            try? rollBack(db)
+            throw error
+        }
+        switch completion {
+        case .commit:
+            // A failure inside may have ended the whole transaction (SQLite rolls back on some
+            // errors): then there is no savepoint to release, and the batch fails as a whole.
+            guard db.isInsideTransaction else { throw StoreInvariant("the transaction ended inside a mutation") }
+            try db.cachedStatement(sql: "RELEASE SAVEPOINT frienso_mutation").execute()
+        case .rollback:
+            try rollBack(db)
+        }
+    }
+
+    private static func rollBack(_ db: Database) throws {
+        guard db.isInsideTransaction else { return }
+        try db.cachedStatement(sql: "ROLLBACK TRANSACTION TO SAVEPOINT frienso_mutation").execute()
+        try db.cachedStatement(sql: "RELEASE SAVEPOINT frienso_mutation").execute()
+    }
+}
