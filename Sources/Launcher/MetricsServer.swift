@@ -61,13 +61,11 @@ public final class MetricsServer: Service, Sendable {
     }
 
     public func run() async throws {
-        let parts = listen.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count >= 2, let port = Int(parts.last!), (0...65_535).contains(port) else {
+        guard let (host, port) = EndpointAddress.hostAndPort(listen) else {
             let error = SupervisorError("metricsListen \"\(listen)\" is not host:port (or off)")
             bound.fulfil(.failure(error))
             throw error
         }
-        let host = parts.dropLast().joined(separator: ":").trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
         let router = Router()
         router.get("/metrics") { _, _ in
             Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
