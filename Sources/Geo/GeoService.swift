@@ -159,4 +159,17 @@ public final class GeoService: Sendable {
 }
 
 /// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
-extension GeoService: FriensoService, GeoV1.GeoService.Handler {}
+extension GeoService: FriensoService, GeoV1.GeoService.Handler {
+    /// The generated routes, with the reads answered from memory taken on the host's reactor
+    /// thread as they arrive (no task per request: `docs/benchmarks.md`, issue 16, item 18).
+    /// `FRIENSO_GEO_READS=tasks` leaves them on the task path, for A/B runs.
+    public func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(all: self)
+        if ProcessInfo.processInfo.environment["FRIENSO_GEO_READS"] != "tasks" {
+            router.answerOnReactor(GeoV1.GeoService.friendsLocations) { _, context in self.locations(seenBy: try context.requireCaller()) }
+            router.answerOnReactor(GeoV1.GeoService.nearby) { request, context in try self.nearbyNow(request, context) }
+        }
+        return router
+    }
+}

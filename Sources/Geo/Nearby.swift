@@ -6,6 +6,11 @@ public import Wire
 /// People nearby who want to be found, and navigation to a friend.
 extension GeoService {
     public func nearby(_ request: GeoV1.NearbyRequest, _ context: RequestContext) async throws -> GeoV1.NearbyResponse {
+        try nearbyNow(request, context)
+    }
+
+    /// `nearby`, answered from memory without suspending (the host may call it on its reactor thread).
+    func nearbyNow(_ request: GeoV1.NearbyRequest, _ context: RequestContext) throws -> GeoV1.NearbyResponse {
         let caller = try context.requireCaller()
         let radius = request.radiusM == 0 ? config.nearbyDefaultRadius : request.radiusM
         guard radius.isFinite, radius > 0, radius <= config.nearbyMaxRadius else {

@@ -41,45 +41,106 @@ public struct MethodRouter: RequestHandler {
         routes[method.fullName] = Self.route(method, handler)
     }
 
+    /// Handlers that never suspend (reads from memory), answered on the host's reactor thread as
+    /// the request comes off the socket: no task and no hand-over per request
+    /// (`ReactorRequestHandler`). The same method also stays on the task path, for callers that
+    /// dispatch in process.
+    public mutating func answerOnReactor<Request, Response>(
+        _ method: RPCMethod<Request, Response>,
+        _ handler: @escaping @Sendable (Request, RequestContext) throws -> Response
+    ) {
+        precondition(routes[method.fullName] != nil, "\(method.fullName) is not registered")
+        let answer: ReactorRoute = { incoming, logger in
+            Self.answer(method, incoming, logger) { request, context in try handler(request, context).serializedBytes() }
+        }
+        reactorRoutes[method.fullName] = answer
+        routes[method.fullName] = { incoming, logger in answer(incoming, logger) }
+    }
+
+    public typealias ReactorRoute = @Sendable (IncomingRequest, Logger) -> Envelope
+    private var reactorRoutes: [String: ReactorRoute] = [:]
+
     private static func route<Request, Response>(
         _ method: RPCMethod<Request, Response>,
         _ answer: @escaping @Sendable (Request, RequestContext) async throws -> [UInt8]
     ) -> Route {
         { incoming, logger in
-            let envelope = incoming.envelope
-            let request: Request
+            let request: Request, context: RequestContext
+            switch prepare(method, incoming, logger) {
+            case .success(let prepared): (request, context) = prepared
+            case .failure(let refusal): return refusal.envelope
+            }
             do {
-                request = try Request(serializedBytes: envelope.payload)
+                return incoming.envelope.reply(payload: try await answer(request, context))
             } catch {
-                return envelope.reply(error: .invalidArgument("payload is not a valid \(Request.protoName)"))
+                return reply(to: incoming.envelope, method, error, logger)
             }
-            // Ids are SQLite rowids: a larger number can name nothing, and would trap where a
-            // store binds it as a signed integer (found by the fuzz tests: GetProfile crashed accounts).
-            guard request.largestUInt64 <= UInt64(Int64.max) else {
-                return envelope.reply(error: .invalidArgument("a number in the request is out of range (ids are at most \(Int64.max))"))
-            }
-            if method.access == .authenticated && envelope.callerUserId == 0 {
-                return envelope.reply(error: .unauthenticated("\(method.fullName) needs a session"))
-            }
-            let context = RequestContext(
-                requestID: envelope.requestId, method: envelope.method, callerUserID: envelope.callerUserId,
-                idempotencyKey: envelope.idempotencyKey, deadline: incoming.deadline,
-                clientAddress: envelope.clientAddress, sessionID: envelope.sessionId, logger: logger)
-            do {
-                return envelope.reply(payload: try await answer(request, context))
-            } catch let error as RPCError {
-                logger.debug("request failed", metadata: ["status": "\(error.code.name)", "detail": "\(error.message)"])
-                return envelope.reply(error: error)
-            } catch let refusal as any RPCErrorConvertible {
-                let error = refusal.rpcError
-                logger.debug("request refused", metadata: ["status": "\(error.code.name)", "detail": "\(error.message)"])
-                return envelope.reply(error: error)
-            } catch is CancellationError {
-                return envelope.reply(error: .unavailable("the service is shutting down"))
-            } catch {
-                logger.error("handler threw", metadata: ["error": "\(error)"])
-                return envelope.reply(error: .internal("internal error in \(method.fullName)"))
-            }
+        }
+    }
+
+    /// The reactor path's `route`: the same steps, synchronously.
+    private static func answer<Request, Response>(
+        _ method: RPCMethod<Request, Response>, _ incoming: IncomingRequest, _ logger: Logger,
+        _ answer: (Request, RequestContext) throws -> [UInt8]
+    ) -> Envelope {
+        let request: Request, context: RequestContext
+        switch prepare(method, incoming, logger) {
+        case .success(let prepared): (request, context) = prepared
+        case .failure(let refusal): return refusal.envelope
+        }
+        do {
+            return incoming.envelope.reply(payload: try answer(request, context))
+        } catch {
+            return reply(to: incoming.envelope, method, error, logger)
+        }
+    }
+
+    private struct Refusal: Error { let envelope: Envelope }
+
+    /// Decodes the request (INVALID_ARGUMENT when it cannot, or when an unsigned 64-bit field is
+    /// past `Int64.max`) and refuses an authenticated method without a caller (UNAUTHENTICATED).
+    private static func prepare<Request, Response>(
+        _ method: RPCMethod<Request, Response>, _ incoming: IncomingRequest, _ logger: Logger
+    ) -> Result<(Request, RequestContext), Refusal> {
+        let envelope = incoming.envelope
+        let request: Request
+        do {
+            request = try Request(serializedBytes: envelope.payload)
+        } catch {
+            return .failure(Refusal(envelope: envelope.reply(error: .invalidArgument("payload is not a valid \(Request.protoName)"))))
+        }
+        // Ids are SQLite rowids: a larger number can name nothing, and would trap where a
+        // store binds it as a signed integer (found by the fuzz tests: GetProfile crashed accounts).
+        guard request.largestUInt64 <= UInt64(Int64.max) else {
+            return .failure(Refusal(envelope: envelope.reply(error: .invalidArgument(
+                "a number in the request is out of range (ids are at most \(Int64.max))"))))
+        }
+        if method.access == .authenticated && envelope.callerUserId == 0 {
+            return .failure(Refusal(envelope: envelope.reply(error: .unauthenticated("\(method.fullName) needs a session"))))
+        }
+        return .success((request, RequestContext(
+            requestID: envelope.requestId, method: envelope.method, callerUserID: envelope.callerUserId,
+            idempotencyKey: envelope.idempotencyKey, deadline: incoming.deadline,
+            clientAddress: envelope.clientAddress, sessionID: envelope.sessionId, logger: logger)))
+    }
+
+    /// A thrown `RPCError` as its status, a domain refusal as the status it names, anything else
+    /// as INTERNAL (logged, never shown to the caller).
+    private static func reply<Request, Response>(to envelope: Envelope, _ method: RPCMethod<Request, Response>, _ error: any Error,
+                                                 _ logger: Logger) -> Envelope {
+        switch error {
+        case let error as RPCError:
+            logger.debug("request failed", metadata: ["status": "\(error.code.name)", "detail": "\(error.message)"])
+            return envelope.reply(error: error)
+        case let refusal as any RPCErrorConvertible:
+            let error = refusal.rpcError
+            logger.debug("request refused", metadata: ["status": "\(error.code.name)", "detail": "\(error.message)"])
+            return envelope.reply(error: error)
+        case is CancellationError:
+            return envelope.reply(error: .unavailable("the service is shutting down"))
+        default:
+            logger.error("handler threw", metadata: ["error": "\(error)"])
+            return envelope.reply(error: .internal("internal error in \(method.fullName)"))
         }
     }
 
@@ -88,5 +149,20 @@ public struct MethodRouter: RequestHandler {
             return request.envelope.reply(error: .invalidArgument("unknown method \"\(request.envelope.method)\""))
         }
         return await route(request, logger)
+    }
+}
+
+extension MethodRouter: ReactorRequestHandler {
+    /// Logs like a host's handler: the request's id and method come from `RequestScope`.
+    private static let reactorLogger = RequestScope.attach(to: Logger(label: "frienso"))
+
+    public var takesRequestsOnReactor: Bool { !reactorRoutes.isEmpty }
+
+    public func take(_ request: IncomingRequest, reply: ReactorReply) -> Bool {
+        guard let route = reactorRoutes[request.envelope.method] else { return false }
+        let label = RequestScope.Label(requestID: request.envelope.requestId, method: request.envelope.method,
+                                       callerUserID: request.envelope.callerUserId)
+        reply(RequestScope.$current.withValue(label) { route(request, Self.reactorLogger) })
+        return true
     }
 }

@@ -23,4 +23,10 @@ public protocol ReactorRequestHandler: RequestHandler {
     /// - Returns: true when it took the request: `reply` is then called once, on this thread,
     ///   now or later (when a forwarded call's reply arrives); false leaves it to `handle`.
     func take(_ request: IncomingRequest, reply: ReactorReply) -> Bool
+    /// Whether the host should offer it requests at all (a router with no reactor routes: no).
+    var takesRequestsOnReactor: Bool { get }
+}
+
+extension ReactorRequestHandler {
+    public var takesRequestsOnReactor: Bool { true }
 }

@@ -30,7 +30,9 @@ public struct RequestDispatcher: Sendable {
     }
 
     /// The handler, when it takes requests on the host's reactor thread.
-    var reactorHandler: (any ReactorRequestHandler)? { handler as? any ReactorRequestHandler }
+    var reactorHandler: (any ReactorRequestHandler)? {
+        (handler as? any ReactorRequestHandler).flatMap { $0.takesRequestsOnReactor ? $0 : nil }
+    }
 
     /// Whether the reactor handler may take `envelope`: only when `dispatch` would hand it
     /// straight to the handler (not a Ping, no reply to replay or keep).
