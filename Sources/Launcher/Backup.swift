@@ -164,6 +164,33 @@ public enum Backup {
         return (files, missing)
     }
 
+    /// What `frienso-launch backup` prints.
+    public static func report(taken manifest: BackupManifest, from data: String, into folder: String) -> String {
+        let bytes = manifest.files.reduce(Int64(0)) { $0 + $1.bytes }
+        var lines = [
+            "backed up \(manifest.databases.map(\.service).joined(separator: ", ")) and \(manifest.files.count - manifest.databases.count) photos from \(data)",
+            "into \(folder): \(manifest.files.count) files, \(bytes) bytes, in \(manifest.finishedAtMs - manifest.startedAtMs) ms",
+            "holds every write acknowledged before \(iso(manifest.startedAtMs))",
+        ]
+        if !manifest.missingPhotos.isEmpty {
+            lines.append("warning: \(manifest.missingPhotos.count) photos were deleted while the backup ran and are not in it")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// What `frienso-launch restore` prints.
+    public static func report(restored manifest: BackupManifest, into data: String, movedAside: String?) -> String {
+        var lines: [String] = []
+        if let movedAside { lines.append("the data that was in \(data) is now in \(movedAside)") }
+        lines.append("restored \(manifest.databases.map(\.service).joined(separator: ", ")) and \(manifest.files.count - manifest.databases.count) photos into \(data) (\(manifest.files.count) files checked)")
+        lines.append("the deployment holds what was acknowledged before \(iso(manifest.startedAtMs)): start it with frienso-launch")
+        return lines.joined(separator: "\n")
+    }
+
+    private static func iso(_ ms: Int64) -> String {
+        ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(ms) / 1_000))
+    }
+
     // MARK: Verify and restore
 
     /// Reads the manifest and checks every file it lists (size and SHA-256).

@@ -63,6 +63,8 @@ public struct ResolvedOptions: Sendable {
     public var config: FriensoConfig
     /// `<data-dir>/<service>`, created on first use.
     public var dataDirectory: String
+    /// `<data-dir>`: every service's folder is in it.
+    public var dataRoot: String { (dataDirectory as NSString).deletingLastPathComponent }
     public var endpoint: String
     public var logLevel: Logger.Level
     /// `logFormat` in the config, or FRIENSO_LOG_FORMAT: text (default) or json.

@@ -111,11 +111,6 @@ struct Status: ParsableCommand {
     }
 }
 
-/// The deployment's data folder (`--data-dir`, FRIENSO_DATA_DIR, `dataDir`, else `data`).
-func dataFolder(_ options: ServiceOptions) throws -> String {
-    (try options.resolve(service: "launch").dataDirectory as NSString).deletingLastPathComponent
-}
-
 struct BackupCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "backup",
@@ -131,15 +126,8 @@ struct BackupCommand: ParsableCommand {
     @Argument(help: "A new (or empty) folder for the backup.") var folder: String
 
     func run() throws {
-        let data = try dataFolder(options)
-        let manifest = try Backup.take(dataDirectory: data, into: folder)
-        let bytes = manifest.files.reduce(Int64(0)) { $0 + $1.bytes }
-        print("backed up \(manifest.databases.map(\.service).joined(separator: ", ")) and \(manifest.files.count - manifest.databases.count) photos from \(data)")
-        print("into \(folder): \(manifest.files.count) files, \(bytes) bytes, in \(manifest.finishedAtMs - manifest.startedAtMs) ms")
-        print("holds every write acknowledged before \(ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(manifest.startedAtMs) / 1_000)))")
-        if !manifest.missingPhotos.isEmpty {
-            print("warning: \(manifest.missingPhotos.count) photos were deleted while the backup ran and are not in it")
-        }
+        let data = try options.resolve(service: "launch").dataRoot
+        print(Backup.report(taken: try Backup.take(dataDirectory: data, into: folder), from: data, into: folder))
     }
 }
 
@@ -158,11 +146,9 @@ struct RestoreCommand: ParsableCommand {
     @Argument(help: "The backup folder (frienso-launch backup).") var folder: String
 
     func run() throws {
-        let data = try dataFolder(options)
+        let data = try options.resolve(service: "launch").dataRoot
         let (manifest, aside) = try Backup.restore(from: folder, dataDirectory: data, runDirectory: runDir)
-        if let aside { print("the data that was in \(data) is now in \(aside)") }
-        print("restored \(manifest.databases.map(\.service).joined(separator: ", ")) and \(manifest.files.count - manifest.databases.count) photos into \(data) (\(manifest.files.count) files checked)")
-        print("the deployment holds what was acknowledged before \(ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(manifest.startedAtMs) / 1_000))): start it with frienso-launch")
+        print(Backup.report(restored: manifest, into: data, movedAside: aside))
     }
 }
 
