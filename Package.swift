@@ -230,7 +230,7 @@ let package = Package(
         .target(
             name: "Launcher",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit", "CSodium",
+                "Wire", "FriensoProto", "ServiceKit", "Identity",
                 grdb,
                 logging,
                 hummingbird,

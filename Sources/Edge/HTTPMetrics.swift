@@ -44,33 +44,12 @@ extension EdgeRoutes {
     func metrics(_ request: Request) async -> Response {
         guard let metrics = config.core.metrics else { return error(.notFound, "this edge exports no metrics") }
         if let token = metrics.token {
-            let given = Self.bearer(request).flatMap(Self.hexBytes) ?? []
+            let given = Self.bearer(request).flatMap(Hex.decode) ?? []
             guard ScrapeToken.equal(given, token) else {
                 return error(.permissionDenied, "/metrics answers the launcher only: the scrape token does not match")
             }
         }
         return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
                         body: .init(byteBuffer: ByteBuffer(string: await metrics.render())))
-    }
-
-    static func hexBytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        for i in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = hexValue(digits[i]), let low = hexValue(digits[i + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return bytes
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

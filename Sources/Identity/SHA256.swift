@@ -1,4 +1,6 @@
 import CSodium
+import Foundation
+public import Wire
 
 /// SHA-256 through libsodium: the one place the services hash (contact identifiers, session
 /// tokens, stored photos).
@@ -15,13 +17,25 @@ public enum SHA256 {
 
     /// The digest in lower-case hexadecimal, as file names and contracts carry it.
     public static func hexDigest(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(byteCount * 2)
-        for b in digest(bytes) {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0x0F)])
+        Hex.encode(digest(bytes))
+    }
+
+    /// A file's digest, read a megabyte at a time, and its size.
+    /// - Returns: nil when the file cannot be read.
+    public static func hexDigest(ofFile path: String) throws -> (bytes: Int64, hex: String)? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        var state = crypto_hash_sha256_state()
+        crypto_hash_sha256_init(&state)
+        var bytes: Int64 = 0
+        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+            bytes += Int64(chunk.count)
+            chunk.withUnsafeBytes { raw in
+                _ = crypto_hash_sha256_update(&state, raw.bindMemory(to: UInt8.self).baseAddress, UInt64(raw.count))
+            }
         }
-        return String(decoding: out, as: UTF8.self)
+        var out = [UInt8](repeating: 0, count: byteCount)
+        crypto_hash_sha256_final(&state, &out)
+        return (bytes, Hex.encode(out))
     }
 }

@@ -1,6 +1,6 @@
-import CSodium
 import Foundation
 import GRDB
+import Identity
 public import Wire
 
 /// What `frienso-launch backup DIR` wrote: every file with its size and SHA-256, and when.
@@ -256,20 +256,8 @@ public enum Backup {
     // MARK: Files
 
     static func describe(_ path: String, as relative: String) throws -> BackupManifest.File {
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw BackupError("cannot read \(path)") }
-        defer { try? handle.close() }
-        var state = crypto_hash_sha256_state()
-        crypto_hash_sha256_init(&state)
-        var bytes: Int64 = 0
-        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
-            bytes += Int64(chunk.count)
-            chunk.withUnsafeBytes { raw in
-                _ = crypto_hash_sha256_update(&state, raw.bindMemory(to: UInt8.self).baseAddress, UInt64(raw.count))
-            }
-        }
-        var digest = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
-        crypto_hash_sha256_final(&state, &digest)
-        return .init(path: relative, bytes: bytes, sha256: digest.map { String(format: "%02x", $0) }.joined())
+        guard let (bytes, hex) = try SHA256.hexDigest(ofFile: path) else { throw BackupError("cannot read \(path)") }
+        return .init(path: relative, bytes: bytes, sha256: hex)
     }
 
     static func writeDurably(_ data: Data, to path: String) throws {

@@ -108,34 +108,26 @@ public final class MetricsServer: Service, Sendable {
             for await (name, text, took) in group { all[name] = (text, took) }
             return all
         }
-        let status = supervisor.currentStatus
-        var own = """
-            # HELP frienso_member_up Whether the launcher could read the member's metrics (1) or not (0).
-            # TYPE frienso_member_up gauge
-
-            """
         let names = supervisor.children.map(\.name)
-        for name in names { own += "frienso_member_up{service=\"\(name)\"} \(results[name]?.0 == nil ? 0 : 1)\n" }
-        own += """
-            # HELP frienso_member_ready Whether the member answered the launcher's last readiness probe.
-            # TYPE frienso_member_ready gauge
-
-            """
-        for member in status.members { own += "frienso_member_ready{service=\"\(member.name)\"} \(member.state == "ready" ? 1 : 0)\n" }
-        own += """
-            # HELP frienso_member_restarts_total Restarts of the member after it died, since the launcher started.
-            # TYPE frienso_member_restarts_total counter
-
-            """
-        for member in status.members { own += "frienso_member_restarts_total{service=\"\(member.name)\"} \(member.restarts)\n" }
-        own += """
-            # HELP frienso_scrape_duration_seconds How long reading the member's metrics took.
-            # TYPE frienso_scrape_duration_seconds gauge
-
-            """
-        for name in names {
-            let took = results[name]?.1 ?? .zero
-            own += "frienso_scrape_duration_seconds{service=\"\(name)\"} \(Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)\n"
+        let members = Dictionary(supervisor.currentStatus.members.map { ($0.name, $0) }) { first, _ in first }
+        var own = ""
+        /// One family of the launcher's own: a value per member.
+        func family(_ name: String, _ type: String, _ help: String, _ value: (String) -> String) {
+            own += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for member in names { own += "\(name){service=\"\(PrometheusText.escape(member))\"} \(value(member))\n" }
+        }
+        family("frienso_member_up", "gauge", "Whether the launcher could read the member's metrics (1) or not (0).") {
+            results[$0]?.0 == nil ? "0" : "1"
+        }
+        family("frienso_member_ready", "gauge", "Whether the member answered the launcher's last readiness probe.") {
+            members[$0]?.state == "ready" ? "1" : "0"
+        }
+        family("frienso_member_restarts_total", "counter", "Restarts of the member after it died, since the launcher started.") {
+            "\(members[$0]?.restarts ?? 0)"
+        }
+        family("frienso_scrape_duration_seconds", "gauge", "How long reading the member's metrics took.") {
+            let took = results[$0]?.1 ?? .zero
+            return "\(Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)"
         }
         return PrometheusText.merge([own] + names.compactMap { results[$0]?.0 }, help: MetricCatalog.help)
     }
@@ -144,7 +136,7 @@ public final class MetricsServer: Service, Sendable {
         let started = ContinuousClock.now
         var text: String?
         if child.speaksHTTP {
-            let headers = child.scrapeToken.map { ["Authorization": "Bearer " + $0.map { String(format: "%02x", $0) }.joined()] } ?? [:]
+            let headers = child.scrapeToken.map { ["Authorization": "Bearer " + Hex.encode($0)] } ?? [:]
             if let https, child.endpoint.hasPrefix("https://") {
                 text = await readHTTPS(child.endpoint + "/metrics", headers: headers, client: https)
             } else {

@@ -33,18 +33,15 @@ public enum ServiceMetrics {
         registryBox.withLock { box in
             if let registry = box { return registry }
             let registry = PrometheusCollectorRegistry()
-            guard environment["FRIENSO_METRICS"] != "off" else {
-                ProcessMetrics.shared.start(registry: registry, service: service)
-                box = registry
-                return registry
+            if environment["FRIENSO_METRICS"] != "off" {
+                var factory = PrometheusMetricsFactory(registry: registry)
+                factory.defaultDurationHistogramBuckets = durationBuckets
+                factory.defaultValueHistogramBuckets = sizeBuckets
+                factory.nameAndLabelSanitizer = { name, labels in
+                    (prometheusName(name), [("service", service)] + labels.map { (prometheusName($0.0), $0.1) })
+                }
+                MetricsSystem.bootstrap(factory)
             }
-            var factory = PrometheusMetricsFactory(registry: registry)
-            factory.defaultDurationHistogramBuckets = durationBuckets
-            factory.defaultValueHistogramBuckets = sizeBuckets
-            factory.nameAndLabelSanitizer = { name, labels in
-                (prometheusName(name), [("service", service)] + labels.map { (prometheusName($0.0), $0.1) })
-            }
-            MetricsSystem.bootstrap(factory)
             ProcessMetrics.shared.start(registry: registry, service: service)
             box = registry
             return registry

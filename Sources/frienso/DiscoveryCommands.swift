@@ -15,7 +15,7 @@ struct ContactsFile {
             let line = raw.trimmingCharacters(in: .whitespaces)
             if line.isEmpty || line.hasPrefix("#") { continue }
             if line.lowercased().hasPrefix("sha256:") {
-                guard let bytes = Self.hex(line.dropFirst(7)) else {
+                guard let bytes = Hex.decode(line.dropFirst(7)) else {
                     throw ValidationError("line \(number + 1): sha256: must be followed by hexadecimal digits")
                 }
                 request.contactHashes.append(bytes)
@@ -28,17 +28,6 @@ struct ContactsFile {
                 request.phones.append(line)
             }
         }
-    }
-
-    private static func hex(_ text: Substring) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard !digits.isEmpty, digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        for i in stride(from: 0, to: digits.count, by: 2) {
-            guard let byte = UInt8(String(decoding: digits[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(byte)
-        }
-        return bytes
     }
 }
 

@@ -151,7 +151,7 @@ struct MetricsEndToEndTests {
             // The edge: 403 without the bearer token, the metrics with it.
             let bare = try await HTTP.get("\(stack.edge)/metrics")
             #expect(bare.status == 403, "\(bare.status) \(bare.text)")
-            let edgeToken = try #require(launcher.scrapeToken(member: "edge")).map { String(format: "%02x", $0) }.joined()
+            let edgeToken = Hex.encode(try #require(launcher.scrapeToken(member: "edge")))
             let proven = try await HTTP.get("\(stack.edge)/metrics", headers: [("Authorization", "Bearer \(edgeToken)")])
             #expect(proven.status == 200 && proven.text.contains("frienso_http_requests_total"), "\(proven.status)")
 
