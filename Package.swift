@@ -26,6 +26,7 @@ let nioSSL: Target.Dependency = .product(name: "NIOSSL", package: "swift-nio-ssl
 let nioCore: Target.Dependency = .product(name: "NIOCore", package: "swift-nio")
 let coreMetrics: Target.Dependency = .product(name: "CoreMetrics", package: "swift-metrics")
 let prometheus: Target.Dependency = .product(name: "Prometheus", package: "swift-prometheus")
+let postgres: Target.Dependency = .product(name: "PostgresNIO", package: "postgres-nio")
 
 let package = Package(
     name: "frienso",
@@ -71,6 +72,8 @@ let package = Package(
         // a member's metrics in Prometheus's text format (issue 20).
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // PostgreSQL as a storage engine beside SQLite (issue 21).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // C libraries from Debian.
@@ -100,7 +103,7 @@ let package = Package(
         .target(
             name: "ServiceKit",
             dependencies: [
-                "Wire", "FriensoProto", "CSodium",
+                "Wire", "FriensoProto", "CSodium", "Storage",
                 argumentParser,
                 logging,
                 serviceLifecycle,
@@ -110,7 +113,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // A service's SQLite database: opening, the idempotency claim in each mutation's transaction, the reply store.
-        .target(name: "Storage", dependencies: ["Wire", "FriensoProto", grdb, .product(name: "GRDBSQLite", package: "GRDB.swift"), coreMetrics],
+        .target(name: "Storage", dependencies: ["Wire", "FriensoProto", grdb, .product(name: "GRDBSQLite", package: "GRDB.swift"), coreMetrics,
+                                               postgres, logging, serviceLifecycle],
                 swiftSettings: swiftSettings),
         // Identity helpers: SHA-256, contact identifiers, phone numbers, the operator key.
         .target(name: "Identity", dependencies: ["Wire", "CSodium"], swiftSettings: swiftSettings),
@@ -120,6 +124,8 @@ let package = Package(
                 "Wire", "FriensoProto", "Storage", "Identity", "CSodium",
                 grdb,
                 logging,
+                postgres,
+                nioCore,
             ],
             swiftSettings: swiftSettings
         ),
@@ -218,6 +224,7 @@ let package = Package(
             name: "Bench",
             dependencies: [
                 "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "Geo", "Alerts", "Media", "ServiceKit", "Launcher", "CZeroMQ", "CLinuxShims",
+                "PostgresHarness",
                 grdb,
                 histogram,
                 wsClient,
@@ -329,7 +336,7 @@ let package = Package(
         .executableTarget(
             name: "frienso-launch",
             dependencies: [
-                "Launcher", "ServiceKit", "Deliveries", "Alerts", "FriensoProto",
+                "Launcher", "ServiceKit", "Storage", "Deliveries", "Alerts", "FriensoProto",
                 grdb,
                 argumentParser,
                 logging,
@@ -359,11 +366,14 @@ let package = Package(
         // The codec under libFuzzer (deploy/fuzz builds it with -sanitize=fuzzer); otherwise a replayer.
         .executableTarget(name: "frienso-fuzz", dependencies: ["FriensoProto"], swiftSettings: swiftSettings),
 
+        // A throwaway PostgreSQL server (Debian's) for the tests and frienso-bench.
+        .target(name: "PostgresHarness", dependencies: ["ServiceKit"], swiftSettings: swiftSettings),
+
         // Tests.
         .target(
             name: "FriensoTesting",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit",
+                "Wire", "FriensoProto", "ServiceKit", "PostgresHarness",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -393,7 +403,7 @@ let package = Package(
         .testTarget(
             name: "AccountsTests",
             dependencies: ["Accounts", "Deliveries", "Wire", "FriensoProto", "FriensoTesting", "ServiceKit", "frienso-accounts", "Identity", "Storage",
-                           logging, grdb],
+                           logging, grdb, postgres],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -440,7 +450,7 @@ let package = Package(
         // The storage layer every service shares (idempotency claims).
         .testTarget(
             name: "StorageTests",
-            dependencies: ["Storage", "Wire", "FriensoProto", "FriensoTesting", grdb, logging],
+            dependencies: ["Storage", "Wire", "FriensoProto", "FriensoTesting", grdb, logging, postgres],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -48,13 +48,13 @@ public struct PasswordResetPolicy: Sendable {
 public final class AccountsService: Sendable {
     public typealias API = AccountsV1.AccountsService
 
-    let store: AccountsStore
+    let store: any AccountsStorage
     let config: AccountsConfig
     private let loginGuard: Mutex<LoginGuard>
     let events: (any NumberedEventSink)?
     let email: any EmailProvider
     private let blocks: BlockCheck?
-    public let replyStore: SQLiteReplyStore
+    public let replyStore: AnyReplyStore
 
     /// Whether two users blocked each other (either way), from the social graph; nil while that
     /// is not known yet (the replica has not loaded its first snapshot).
@@ -67,24 +67,47 @@ public final class AccountsService: Sendable {
     public static let profilesStream = "profiles"
     public static let profileChanged = "accounts.ProfileChanged"
 
-    /// Opens (or creates) `<directory>/accounts.sqlite`.
+    /// Opens (or creates) `<directory>/accounts.sqlite` (the embedded engine).
     /// - Parameters:
     ///   - events: where session revocations and profile changes are announced (accounts' PUB
     ///     socket); its numbering is what `ProfilesSnapshot` reports.
     ///   - blocks: who blocked whom (a replica of social's graph), so a blocked user cannot read
     ///     the blocker's profile; nil in a deployment without social (no blocks exist there).
-    public init(directory: String, config: AccountsConfig = AccountsConfig(), events: (any NumberedEventSink)? = nil,
-                blocks: BlockCheck? = nil) throws {
+    public convenience init(directory: String, config: AccountsConfig = AccountsConfig(), events: (any NumberedEventSink)? = nil,
+                            blocks: BlockCheck? = nil) throws {
+        let store = try SQLiteAccountsStore(path: "\(directory)/accounts.sqlite")
+        let recent = try store.loginEvents(since: Double(config.now()) / 1000 - config.loginPolicy.horizon)
+        self.init(store: store, loginEvents: recent, config: config, events: events, blocks: blocks)
+    }
+
+    /// Opens accounts' storage on `engine` (its migrations run first), as `init(directory:…)`.
+    public static func open(_ engine: StorageEngine, config: AccountsConfig = AccountsConfig(), events: (any NumberedEventSink)? = nil,
+                            blocks: BlockCheck? = nil) async throws -> AccountsService {
+        switch engine {
+        case .sqlite(let directory):
+            return try AccountsService(directory: directory, config: config, events: events, blocks: blocks)
+        case .postgres(let database):
+            let store = try await PostgresAccountsStore.open(database)
+            let recent = try await store.loginEvents(since: Double(config.now()) / 1000 - config.loginPolicy.horizon)
+            return AccountsService(store: store, loginEvents: recent, config: config, events: events, blocks: blocks)
+        }
+    }
+
+    init(store: any AccountsStorage, loginEvents: [LoginGuard.Event], config: AccountsConfig, events: (any NumberedEventSink)?,
+         blocks: BlockCheck?) {
         self.events = events
         self.blocks = blocks
-        store = try AccountsStore(path: "\(directory)/accounts.sqlite")
+        self.store = store
         self.config = config
         var guardState = LoginGuard(policy: config.loginPolicy)
-        for event in try store.loginEvents(since: Double(config.now()) / 1000 - config.loginPolicy.horizon) { guardState.apply(event) }
+        for event in loginEvents { guardState.apply(event) }
         loginGuard = Mutex(guardState)
-        replyStore = SQLiteReplyStore(database: store.database)
-        email = config.email ?? RecordingEmailProvider(database: store.database, logger: Logger(label: "frienso.accounts.email"), now: config.now)
+        replyStore = AnyReplyStore(store.replies)
+        email = config.email ?? RecordingEmailProvider(store: store, logger: Logger(label: "frienso.accounts.email"), now: config.now)
     }
+
+    /// Which storage engine this service runs on ("sqlite" or "postgres").
+    public var storageEngine: String { store.engine }
 
     /// Announces `user`'s public profile as it is now (called in commit order).
     func profileChanged(_ user: UserRecord) {

@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import Storage
 import Identity
+import Wire
 
 /// A user row.
 struct UserRecord: Sendable {
@@ -20,6 +21,19 @@ struct UserRecord: Sendable {
     /// GRDB's by-name lookup lower-cases names on every access, which made a 200-profile read
     /// cost milliseconds.)
     static let columns = "users.id, users.username, users.email, users.phone, users.password_hash, users.first_name, users.last_name, users.profile_picture_media_id, users.created_at_ms"
+
+    init(id: UInt64, username: String, email: String, phone: String, passwordHash: String, firstName: String, lastName: String,
+         profilePictureMediaID: String, createdAtMs: Int64) {
+        self.id = id
+        self.username = username
+        self.email = email
+        self.phone = phone
+        self.passwordHash = passwordHash
+        self.firstName = firstName
+        self.lastName = lastName
+        self.profilePictureMediaID = profilePictureMediaID
+        self.createdAtMs = createdAtMs
+    }
 
     init(row: Row) {
         id = row[0]
@@ -68,10 +82,12 @@ enum AccountRefusal: Error, Equatable {
     case taken(field: String?)
 }
 
-/// The accounts database: users and sessions. Every write is one transaction, committed
-/// (synchronous = FULL) before the reply goes out.
-final class AccountsStore: Sendable {
+/// Accounts' storage on SQLite (the embedded default): `<data>/accounts.sqlite`. Every write is
+/// one transaction, committed (synchronous = FULL) before the reply goes out.
+final class SQLiteAccountsStore: AccountsStorage {
     let database: ServiceDatabase
+    let replies: any ReplyStore
+    var engine: String { "sqlite" }
 
     init(path: String) throws {
         database = try ServiceDatabase.open(path)
@@ -137,6 +153,7 @@ final class AccountsStore: Sendable {
             try db.execute(sql: "ALTER TABLE email_outbox ADD COLUMN reference TEXT NOT NULL DEFAULT ''")
         }
         try database.migrate(migrator)
+        replies = SQLiteReplyStore(database: database)
     }
 
     // MARK: Login events

@@ -4,29 +4,50 @@ import Identity
 import Storage
 
 /// Contact matching (recommendations) and linked external accounts: their storage.
-extension AccountsStore {
-    struct ContactMatch: Sendable {
-        var user: UserRecord
-        var phone = false
-        var email = false
-        var external = false
+/// A user a contact list matched, and by what.
+struct ContactMatch: Sendable {
+    var user: UserRecord
+    var phone = false
+    var email = false
+    var external = false
+}
+
+/// Matches gathered by either engine: by a phone or email hash among `wanted`, or by a linked id.
+struct ContactMatches {
+    private var found: [UInt64: ContactMatch] = [:]
+    let wanted: Set<Data>
+
+    init(hashes: [[UInt8]]) { wanted = Set(hashes.map { Data($0) }) }
+
+    mutating func add(_ user: UserRecord, phoneHash: Data?, emailHash: Data?) {
+        var entry = found[user.id] ?? ContactMatch(user: user)
+        if let phoneHash, wanted.contains(phoneHash) { entry.phone = true }
+        if let emailHash, wanted.contains(emailHash) { entry.email = true }
+        found[user.id] = entry
     }
+
+    mutating func addLinked(_ user: UserRecord) {
+        var entry = found[user.id] ?? ContactMatch(user: user)
+        entry.external = true
+        found[user.id] = entry
+    }
+
+    /// By user id.
+    var matches: [ContactMatch] { found.values.sorted { $0.user.id < $1.user.id } }
+}
+
+extension SQLiteAccountsStore {
 
     /// Users whose phone or email hash is among `hashes`, or who linked one of `externalIDs`; by id.
     func matchContacts(hashes: [[UInt8]], externalIDs: [ExternalID]) async throws -> [ContactMatch] {
         try await database.read { db in
-            var found: [UInt64: ContactMatch] = [:]
+            var found = ContactMatches(hashes: hashes)
             for chunk in stride(from: 0, to: hashes.count, by: 400) {
                 let part = hashes[chunk..<min(chunk + 400, hashes.count)].map { Data($0) }
                 let marks = Array(repeating: "?", count: part.count).joined(separator: ",")
-                let wanted = Set(part)
                 for row in try Row.fetchAll(db, sql: "SELECT \(UserRecord.columns), phone_sha256, email_sha256 FROM users WHERE phone_sha256 IN (\(marks)) OR email_sha256 IN (\(marks))",
                                             arguments: StatementArguments(part + part)) {
-                    let user = UserRecord(row: row)
-                    var entry = found[user.id] ?? ContactMatch(user: user)
-                    if let h = row[9] as Data?, wanted.contains(h) { entry.phone = true }
-                    if let h = row[10] as Data?, wanted.contains(h) { entry.email = true }
-                    found[user.id] = entry
+                    found.add(UserRecord(row: row), phoneHash: row[9], emailHash: row[10])
                 }
             }
             for link in externalIDs {
@@ -34,12 +55,9 @@ extension AccountsStore {
                     SELECT \(UserRecord.columns) FROM external_ids JOIN users ON users.id = external_ids.user_id
                     WHERE provider = ? AND external_id = ?
                     """, arguments: [link.provider, link.id]) else { continue }
-                let user = UserRecord(row: row)
-                var entry = found[user.id] ?? ContactMatch(user: user)
-                entry.external = true
-                found[user.id] = entry
+                found.addLinked(UserRecord(row: row))
             }
-            return found.values.sorted { $0.user.id < $1.user.id }
+            return found.matches
         }
     }
 

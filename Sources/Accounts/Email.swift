@@ -39,12 +39,12 @@ public protocol EmailProvider: Sendable {
 /// by its subject and a shortened address, never its body (a reset code is a secret).
 final class RecordingEmailProvider: EmailProvider {
     let name = "recording"
-    private let database: ServiceDatabase
+    private let store: any AccountsStorage
     private let logger: Logger
     private let now: @Sendable () -> Int64
 
-    init(database: ServiceDatabase, logger: Logger, now: @escaping @Sendable () -> Int64) {
-        self.database = database
+    init(store: any AccountsStorage, logger: Logger, now: @escaping @Sendable () -> Int64) {
+        self.store = store
         self.logger = logger
         self.now = now
     }
@@ -52,10 +52,7 @@ final class RecordingEmailProvider: EmailProvider {
     func send(_ message: EmailMessage) async -> EmailResult {
         let at = now()
         do {
-            try await database.write { db in
-                try db.run(sql: "INSERT OR IGNORE INTO sent_emails (idempotency_key, provider, address, subject, body, sent_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
-                           arguments: [message.idempotencyKey, "recording", message.to, message.subject, message.body, at])
-            }
+            try await store.recordSentEmail(message, at: at)
         } catch {
             return .failed("could not record: \(error)", retryable: true)
         }
@@ -104,7 +101,7 @@ extension AccountsService {
     }
 }
 
-extension AccountsStore {
+extension SQLiteAccountsStore {
     static func migrateEmail(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("email") { db in
             try db.execute(sql: """
@@ -124,21 +121,19 @@ extension AccountsStore {
         }
     }
 
-    static let emailPending = 1, emailSent = 2, emailFailed = 3
-
     static func enqueueEmail(_ db: Database, user: UInt64, to address: String, subject: String, body: String, now: Int64, expires: Int64) throws {
         try db.run(sql: """
             INSERT INTO email_outbox (user_id, address, subject, body, status, created_ms, next_attempt_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [user, address, subject, body, emailPending, now, now, expires])
+            """, arguments: [user, address, subject, body, EmailStatus.pending, now, now, expires])
     }
 
     func dueEmails(now: Int64) async throws -> [EmailMessage] {
         try await database.write { db in
             // Past its expiry, an email is not worth sending: failed for good.
             try db.run(sql: "UPDATE email_outbox SET status = ?, body = '', last_error = 'expired before it could be sent', done_ms = ? WHERE status = ? AND expires_ms <= ?",
-                       arguments: [Self.emailFailed, now, Self.emailPending, now])
+                       arguments: [EmailStatus.failed, now, EmailStatus.pending, now])
             return try Row.fetchAll(db, sql: "SELECT id, address, subject, body FROM email_outbox WHERE status = ? AND next_attempt_ms <= ? ORDER BY id LIMIT 50",
-                                    arguments: [Self.emailPending, now]).map { row in
+                                    arguments: [EmailStatus.pending, now]).map { row in
                 let id: UInt64 = row[0]
                 return EmailMessage(deliveryID: id, idempotencyKey: "frienso-email-\(id)", to: row[1], subject: row[2], body: row[3])
             }
@@ -148,7 +143,7 @@ extension AccountsStore {
     func emailSent(_ id: UInt64, provider: String, reference: String, now: Int64) async throws {
         try await database.write { db in
             try db.run(sql: "UPDATE email_outbox SET status = ?, body = '', provider = ?, reference = ?, attempts = attempts + 1, done_ms = ? WHERE id = ?",
-                       arguments: [Self.emailSent, provider, reference, now, id])
+                       arguments: [EmailStatus.sent, provider, reference, now, id])
         }
     }
 
@@ -159,7 +154,20 @@ extension AccountsStore {
             try db.run(sql: """
                 UPDATE email_outbox SET attempts = ?, last_error = ?, next_attempt_ms = ?, status = ?, body = CASE WHEN ? THEN '' ELSE body END,
                     done_ms = CASE WHEN ? THEN ? ELSE 0 END WHERE id = ?
-                """, arguments: [attempts, error, now + delay, final ? Self.emailFailed : Self.emailPending, final, final, now, id])
+                """, arguments: [attempts, error, now + delay, final ? EmailStatus.failed : EmailStatus.pending, final, final, now, id])
+        }
+    }
+
+    func recordSentEmail(_ message: EmailMessage, at: Int64) async throws {
+        try await database.write { db in
+            try db.run(sql: "INSERT OR IGNORE INTO sent_emails (idempotency_key, provider, address, subject, body, sent_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                       arguments: [message.idempotencyKey, "recording", message.to, message.subject, message.body, at])
+        }
+    }
+
+    func recordedEmailBodies(to address: String) async throws -> [String] {
+        try await database.read { db in
+            try String.fetchAll(db, sql: "SELECT body FROM sent_emails WHERE address = ? ORDER BY sent_at_ms, idempotency_key", arguments: [address])
         }
     }
 }

@@ -91,7 +91,7 @@ extension AccountsService {
                     // Last: only once every service's step is gone.
                     guard try await store.onlyLocalStepLeft(step.user) else { continue }
                     try await store.finishErasure(step.user, traces: step.traces)
-                    try await store.database.truncateWAL()
+                    try await store.scrubErasedRows()
                     logger.notice("deleted account erased everywhere", metadata: ["user-id": "\(step.user)"])
                 } else {
                     guard let erase = erasers[step.target] else {
@@ -167,7 +167,7 @@ public final class AccountsWorker: Service, Sendable {
     }
 }
 
-extension AccountsStore {
+extension SQLiteAccountsStore {
     static func migrateErasures(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("erasures") { db in
             try db.execute(sql: """
@@ -250,5 +250,9 @@ extension AccountsStore {
     /// Steps not finished (for tests and operators).
     func pendingErasures() async throws -> Int {
         try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM erasures") ?? 0 }
+    }
+
+    func scrubErasedRows() async throws {
+        try await database.truncateWAL()
     }
 }

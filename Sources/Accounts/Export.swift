@@ -14,7 +14,7 @@ extension AccountsService {
     }
 }
 
-extension AccountsStore {
+extension SQLiteAccountsStore {
     func export(_ user: UserRecord, currentSession: UInt64) async throws -> AccountsV1.ExportMyDataResponse {
         try await database.read { db in
             var out = AccountsV1.ExportMyDataResponse(account: user.account)
@@ -29,10 +29,9 @@ extension AccountsStore {
                                                   arguments: [user.id]).map {
                 AccountsV1.PasswordResetInfo(createdAtMs: $0[0], expiresAtMs: $0[1], usedAtMs: $0[2])
             }
-            let statuses = [Self.emailPending: "pending", Self.emailSent: "sent", Self.emailFailed: "failed"]
             out.emails = try Row.fetchAll(db, sql: "SELECT address, subject, status, created_ms FROM email_outbox WHERE user_id = ? ORDER BY id",
                                           arguments: [user.id]).map {
-                AccountsV1.EmailInfo(address: $0[0], subject: $0[1], status: statuses[$0[2] as Int] ?? "unknown", createdAtMs: $0[3])
+                AccountsV1.EmailInfo(address: $0[0], subject: $0[1], status: EmailStatus.names[$0[2] as Int] ?? "unknown", createdAtMs: $0[3])
             }
             return out
         }

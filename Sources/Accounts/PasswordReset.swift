@@ -77,7 +77,7 @@ enum ResetRequestOutcome: Sendable {
     case throttledClient, sent, noAccount, throttledAccount
 }
 
-extension AccountsStore {
+extension SQLiteAccountsStore {
     static func migratePasswordReset(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("password_reset") { db in
             try db.execute(sql: """

@@ -1,3 +1,4 @@
+import ServiceKit
 public import Alerts
 import Foundation
 public import FriensoProto

@@ -1,3 +1,4 @@
+import ServiceKit
 public import Alerts
 public import AsyncHTTPClient
 import Foundation

@@ -1,3 +1,4 @@
+import ServiceKit
 public import Accounts
 import Foundation
 public import Logging

@@ -1,3 +1,4 @@
+import ServiceKit
 public import Alerts
 import Foundation
 public import Logging
@@ -90,11 +91,6 @@ public struct TwilioSMS: SMSProvider {
 }
 
 /// A provider's configuration that cannot work (said at start, not at the first alert).
-public struct ProviderConfigError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
-}
-
 extension String {
     func trimmingSuffix(_ suffix: String) -> String {
         var s = self

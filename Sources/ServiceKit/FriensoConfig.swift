@@ -31,8 +31,13 @@ public struct FriensoConfig: Codable, Sendable {
     public var launch: [String]?
     /// The deployment keyring folder (default: `keys` in the launcher's run folder).
     public var keyring: String?
+    /// Where every service keeps its data (default: SQLite files in `dataDir`); a service's own
+    /// `storage` (in its section) overrides it. See `StorageSection`.
+    public var storage: StorageSection?
 
     public struct AccountsSection: Codable, Sendable {
+        /// This service's storage, over the deployment's `storage`.
+        public var storage: StorageSection?
         public var sessionTTLSeconds: Int?
         public var maxFailedLoginsPerAccount: Int?
         public var maxFailedLoginsPerClient: Int?
@@ -76,6 +81,8 @@ public struct FriensoConfig: Codable, Sendable {
     }
 
     public struct SocialSection: Codable, Sendable {
+        /// This service's storage, over the deployment's `storage`.
+        public var storage: StorageSection?
         /// How many people a core circle holds (default 3).
         public var circleLimit: Int?
 
@@ -83,6 +90,8 @@ public struct FriensoConfig: Codable, Sendable {
     }
 
     public struct GeoSection: Codable, Sendable {
+        /// This service's storage, over the deployment's `storage`.
+        public var storage: StorageSection?
         public var nearbyDefaultRadiusMetres: Double?
         public var nearbyMaxRadiusMetres: Double?
         public var historyRetentionDays: Int?
@@ -101,6 +110,8 @@ public struct FriensoConfig: Codable, Sendable {
     }
 
     public struct AlertsSection: Codable, Sendable {
+        /// This service's storage, over the deployment's `storage`.
+        public var storage: StorageSection?
         /// Bounds of a watch session (default 300 s to 12 h).
         public var minWatchSeconds: Int?
         public var maxWatchSeconds: Int?
@@ -179,6 +190,8 @@ public struct FriensoConfig: Codable, Sendable {
     }
 
     public struct MediaSection: Codable, Sendable {
+        /// This service's storage, over the deployment's `storage`.
+        public var storage: StorageSection?
         /// The largest photo accepted (default 8 MiB).
         public var maxPhotoBytes: Int64?
         /// What one user's photos may take in all (default 256 MiB).

@@ -18,7 +18,7 @@ struct AccountsCommand: AsyncParsableCommand {
         let resolved = try options.resolve(service: "accounts")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
-        try resolved.createDataDirectory()
+        let storage = try await resolved.openStorage(for: "accounts", logger: logger)
         let publisher = plane.publisher(name: "accounts", endpoint: resolved.deploymentEventEndpoint(of: "accounts"), logger: logger)
         // Blocks hide a blocker's profile from the blocked user: accounts follows social's graph
         // when the deployment has social (a deployment without it has no blocks).
@@ -44,13 +44,20 @@ struct AccountsCommand: AsyncParsableCommand {
         let emails = try EmailProviders(resolved: resolved, logger: logger)
         config.email = emails.email
         logger.info("deleted accounts are erased by", metadata: ["services": "\(config.erasureTargets.joined(separator: ","))"])
-        let service = try AccountsService(directory: resolved.dataDirectory, config: config, events: publisher, blocks: blocks)
+        let service = try await AccountsService.open(storage, config: config, events: publisher, blocks: blocks)
+        logger.info("accounts storage", metadata: ["engine": "\(service.storageEngine)"])
         let host = service.makeHost(options: plane.hostOptions(name: "accounts", endpoint: resolved.endpoint), logger: logger)
         let worker = AccountsWorker(service: service, erasers: erasers, logger: logger)
         // The webhook's HTTP client closes after the worker stopped sending.
         let clients: [any Service] = emails.http.map { [ProviderClientLifecycle($0)] } ?? []
         let services: [any Service] = clients + (replica.map { [$0] } ?? []) + [publisher, worker, host]
-        try await ServiceRunner.run(services, endpointFile: resolved.endpointFile, logger: logger,
-                                    boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }
+        do {
+            try await ServiceRunner.run(services, endpointFile: resolved.endpointFile, logger: logger,
+                                        boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }
+        } catch {
+            await storage.close()
+            throw error
+        }
+        await storage.close()
     }
 }

@@ -19,6 +19,8 @@ struct GeoCommand: AsyncParsableCommand {
         let resolved = try options.resolve(service: "geo")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
+        // PostgreSQL is accounts' only so far (issue 21): a configuration asking it of geo is refused.
+        _ = try resolved.storageChoice(for: "geo", postgres: false, logger: logger)
         try resolved.createDataDirectory()
         let toSocial = try plane.client("social", at: resolved.peer("social"), logger: logger)
         let replica = SocialGraphReplica(social: toSocial, eventsEndpoint: try resolved.peerEvents("social"),

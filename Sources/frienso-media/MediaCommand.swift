@@ -17,6 +17,8 @@ struct MediaCommand: AsyncParsableCommand {
         let resolved = try options.resolve(service: "media")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
+        // PostgreSQL is accounts' only so far (issue 21): a configuration asking it of media is refused.
+        _ = try resolved.storageChoice(for: "media", postgres: false, logger: logger)
         try resolved.createDataDirectory()
         let replica = SocialGraphReplica(social: try plane.client("social", at: resolved.peer("social"), logger: logger),
                                          eventsEndpoint: try resolved.peerEvents("social"), eventsSecurity: try plane.client(of: "social"),

@@ -16,6 +16,8 @@ struct SocialCommand: AsyncParsableCommand {
         let resolved = try options.resolve(service: "social")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
+        // PostgreSQL is accounts' only so far (issue 21): a configuration asking it of social is refused.
+        _ = try resolved.storageChoice(for: "social", postgres: false, logger: logger)
         try resolved.createDataDirectory()
         let accounts = try plane.client("accounts", at: resolved.peer("accounts"), logger: logger)
         let publisher = plane.publisher(name: "social", endpoint: resolved.deploymentEventEndpoint(of: "social"), logger: logger)

@@ -32,22 +32,22 @@ struct DeleteAccountTests {
         let clock: TestClock
     }
 
-    func withService(_ body: (Setup) async throws -> Void) async throws {
-        let temp = try TemporaryDirectory("frienso-delete")
-        defer { temp.remove() }
+    func withService(_ engine: Engine, _ body: (Setup) async throws -> Void) async throws {
         let clock = TestClock()
         var config = testConfig(clock)
         config.erasureTargets = ["alerts", "geo", "media", "social"]
         config.erasureRecheck = .seconds(30)
         let events = EventRecorder()
-        let service = try AccountsService(directory: temp.path, config: config, events: events)
-        let client = RouterClient(service, name: "accounts", logger: CapturedLogs().logger("accounts"))
-        try await body(Setup(service: service, harness: AccountsHarness(client: client, clock: clock, directory: temp.path), events: events, clock: clock))
+        try await withOpenStore(engine, config: config, events: events) { store, service in
+            let client = RouterClient(service, name: "accounts", logger: CapturedLogs().logger("accounts"))
+            try await body(Setup(service: service, harness: AccountsHarness(client: client, clock: clock, directory: store.directory, store: store,
+                                                                            service: service), events: events, clock: clock))
+        }
     }
 
-    @Test("the password is asked again; a wrong one deletes nothing")
-    func wrongPassword() async throws {
-        try await withService { s in
+    @Test("the password is asked again; a wrong one deletes nothing", arguments: Engine.allCases)
+    func wrongPassword(engine: Engine) async throws {
+        try await withService(engine) { s in
             try await s.harness.register("keepme", email: "keepme@example.org", phone: "+15625550101")
             let caller = try await s.harness.caller(try await s.harness.login("keepme"))
             await expectError(.permissionDenied, containing: "password is wrong") {
@@ -58,9 +58,9 @@ struct DeleteAccountTests {
         }
     }
 
-    @Test("deleting ends every session, frees the username, tells the replicas, and erases through every service, twice, then itself")
-    func deleteAndErase() async throws {
-        try await withService { s in
+    @Test("deleting ends every session, frees the username, tells the replicas, and erases through every service, twice, then itself", arguments: Engine.allCases)
+    func deleteAndErase(engine: Engine) async throws {
+        try await withService(engine) { s in
             let account = try await s.harness.register("leaving", email: "leaving.person@example.org", phone: "+15625550177")
             let id = account.profile?.userId ?? 0
             let token = try await s.harness.login("leaving")
@@ -125,8 +125,7 @@ struct DeleteAccountTests {
                 await s.service.runErasures(fakes.erasers, logger: logs.logger("worker"))
             }
             #expect(try await s.service.pendingErasures() == 0)
-            let residue = Residue.find([.text("leaving"), .text("leaving.person@example.org"), .text("+15625550177"), .text("5625550177")],
-                                       under: s.harness.directory)
+            let residue = try await s.harness.store!.residue(["leaving", "leaving.person@example.org", "+15625550177", "5625550177"])
             #expect(residue.isEmpty, "\(residue)")
         }
     }

@@ -1,3 +1,4 @@
+import ServiceKit
 import Accounts
 import Deliveries
 import Foundation

@@ -22,31 +22,46 @@ struct PasswordResetTests {
             try await harness.client.call(API.resetPassword, AccountsV1.ResetPasswordRequest(login: login, code: code, newPassword: password))
         }
 
+        /// The outbox's bodies and the stored code hashes, read from the engine itself.
+        func storedResets() async throws -> (outbox: [String], hashes: [Data]) {
+            if let sqlite = service.store as? SQLiteAccountsStore {
+                return try await sqlite.database.read { db in
+                    (try String.fetchAll(db, sql: "SELECT body FROM email_outbox"), try Data.fetchAll(db, sql: "SELECT code_hash FROM password_resets"))
+                }
+            }
+            let store = harness.store!
+            let outbox = try await store.psql("SELECT coalesce(string_agg(body, '|'), '') FROM email_outbox")
+            let hashes = try await store.psql("SELECT encode(code_hash, 'hex') FROM password_resets").split(separator: "\n")
+            return (outbox.components(separatedBy: "|"), hashes.map { hex in
+                Data(stride(from: 0, to: hex.count, by: 2).map { i in
+                    UInt8(hex[hex.index(hex.startIndex, offsetBy: i)..<hex.index(hex.startIndex, offsetBy: i + 2)], radix: 16)!
+                })
+            })
+        }
+
         /// Delivers what is due, and returns the codes the recording provider sent to `address`.
         func codes(to address: String) async throws -> [String] {
             await service.deliverEmails(logger: logs.logger("worker"))
-            let bodies = try await service.store.database.read { db in
-                try String.fetchAll(db, sql: "SELECT body FROM sent_emails WHERE address = ? ORDER BY sent_at_ms", arguments: [address])
-            }
+            let bodies = try await service.store.recordedEmailBodies(to: address)
             return bodies.compactMap { body in
                 body.split(separator: "\n").first { $0.hasPrefix("Your code: ") }.map { String($0.dropFirst("Your code: ".count)) }
             }
         }
     }
 
-    func withService(_ body: (Setup) async throws -> Void) async throws {
-        let temp = try TemporaryDirectory("frienso-reset")
-        defer { temp.remove() }
+    func withService(_ engine: Engine, _ body: (Setup) async throws -> Void) async throws {
         let clock = TestClock()
         let logs = CapturedLogs()
-        let service = try AccountsService(directory: temp.path, config: testConfig(clock))
-        let client = RouterClient(service, name: "accounts", logger: logs.logger("accounts"))
-        try await body(Setup(service: service, harness: AccountsHarness(client: client, clock: clock, directory: temp.path), logs: logs))
+        try await withOpenStore(engine, config: testConfig(clock)) { store, service in
+            let client = RouterClient(service, name: "accounts", logger: logs.logger("accounts"))
+            try await body(Setup(service: service, harness: AccountsHarness(client: client, clock: clock, directory: store.directory, store: store,
+                                                                            service: service), logs: logs))
+        }
     }
 
-    @Test("the same reply whether or not the account exists; only a real account gets an email, with a code that works once")
-    func requestAndReset() async throws {
-        try await withService { s in
+    @Test("the same reply whether or not the account exists; only a real account gets an email, with a code that works once", arguments: Engine.allCases)
+    func requestAndReset(engine: Engine) async throws {
+        try await withService(engine) { s in
             try await s.harness.register("forgetful", email: "forgetful@example.org", phone: "+15625550300")
             let session = try await s.harness.login("forgetful")
             let known = try await s.request("forgetful")
@@ -56,9 +71,7 @@ struct PasswordResetTests {
             let code = try #require(codes.first)
             #expect(codes.count == 1 && ResetCode.normalize(code) != nil)
             // The outbox kept the email's body only until it was sent; the code is stored hashed.
-            let (outbox, stored) = try await s.service.store.database.read { db in
-                (try String.fetchAll(db, sql: "SELECT body FROM email_outbox"), try Data.fetchAll(db, sql: "SELECT code_hash FROM password_resets"))
-            }
+            let (outbox, stored) = try await s.storedResets()
             #expect(outbox == [""])
             #expect(stored == [Data(ResetCode.hash(ResetCode.normalize(code)!))])
             #expect(!s.logs.contains(code), "a code is never logged")
@@ -78,9 +91,9 @@ struct PasswordResetTests {
         }
     }
 
-    @Test("a code expires after 30 minutes; five wrong codes void the account's codes")
-    func expiryAndAttempts() async throws {
-        try await withService { s in
+    @Test("a code expires after 30 minutes; five wrong codes void the account's codes", arguments: Engine.allCases)
+    func expiryAndAttempts(engine: Engine) async throws {
+        try await withService(engine) { s in
             try await s.harness.register("late", email: "late@example.org", phone: "+15625550301")
             _ = try await s.request("late")
             let first = try #require(try await s.codes(to: "late@example.org").first)
@@ -97,9 +110,9 @@ struct PasswordResetTests {
         }
     }
 
-    @Test("three codes an account an hour (the reply does not change); ten requests an address an hour")
-    func throttled() async throws {
-        try await withService { s in
+    @Test("three codes an account an hour (the reply does not change); ten requests an address an hour", arguments: Engine.allCases)
+    func throttled(engine: Engine) async throws {
+        try await withService(engine) { s in
             try await s.harness.register("popular", email: "popular@example.org", phone: "+15625550302")
             for i in 0..<5 { _ = try await s.request("popular", from: "10.1.0.\(i)") }
             #expect(try await s.codes(to: "popular@example.org").count == 3)

@@ -47,8 +47,8 @@ struct RegistrationTests {
         }
     }
 
-    @Test func register_normalisesAndReturnsTheAccount() async throws {
-        try await withAccounts { accounts in
+    @Test(arguments: Engine.allCases) func register_normalisesAndReturnsTheAccount(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             var request = Self.valid
             request.username = "  Valid_User "
             request.email = "Valid@Example.ORG"
@@ -62,9 +62,9 @@ struct RegistrationTests {
     }
 
     @Test("duplicate username, email or phone is ALREADY_EXISTS naming the field, whatever the case",
-          arguments: ["username", "email", "phone"])
-    func duplicates(_ field: String) async throws {
-        try await withAccounts { accounts in
+          arguments: Engine.allCases, ["username", "email", "phone"])
+    func duplicates(engine: Engine, _ field: String) async throws {
+        try await withAccounts(engine) { accounts in
             try await accounts.register("taken", email: "taken@example.org", phone: "+15625551111")
             var request = Self.valid
             switch field {
@@ -76,26 +76,33 @@ struct RegistrationTests {
         }
     }
 
-    @Test func retriedRegister_withSameIdempotencyKey_returnsTheFirstReply_evenAfterRestart() async throws {
-        let dir = try TemporaryDirectory("frienso-accounts")
-        defer { dir.remove() }
+    @Test(arguments: Engine.allCases) func retriedRegister_withSameIdempotencyKey_returnsTheFirstReply_evenAfterRestart(engine: Engine) async throws {
+        let store = try await TestStore.fresh(engine)
         let options = CallOptions(idempotencyKey: "register-once")
-        let first = try await withAccounts(directory: dir.path) { accounts in
+        let first = try await withAccounts(store: store) { accounts in
             try await accounts.client.call(API.register, Self.valid, options: options)
         }
-        let again = try await withAccounts(directory: dir.path) { accounts in
+        let again = try await withAccounts(store: store) { accounts in
             try await accounts.client.call(API.register, Self.valid, options: options)
         }
         #expect(first == again)
+        await store.remove()
     }
 
-    @Test func password_isStoredAsArgon2id_withOWASPParameters_neverInClear() async throws {
-        try await withAccounts(configure: { $0.hasher = .owasp }) { accounts in
+    @Test(arguments: Engine.allCases) func password_isStoredAsArgon2id_withOWASPParameters_neverInClear(engine: Engine) async throws {
+        try await withAccounts(engine, configure: { $0.hasher = .owasp }) { accounts in
             try await accounts.register("secretive", password: "plain text secret 42")
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: "\(accounts.directory)/accounts.sqlite"))
-                + ((try? Data(contentsOf: URL(fileURLWithPath: "\(accounts.directory)/accounts.sqlite-wal"))) ?? Data())
-            #expect(bytes.range(of: Data("plain text secret 42".utf8)) == nil)
-            #expect(bytes.range(of: Data("$argon2id$v=19$m=19456,t=2,p=1$".utf8)) != nil)
+            switch engine {
+            case .sqlite:
+                let bytes = try Data(contentsOf: URL(fileURLWithPath: "\(accounts.directory)/accounts.sqlite"))
+                    + ((try? Data(contentsOf: URL(fileURLWithPath: "\(accounts.directory)/accounts.sqlite-wal"))) ?? Data())
+                #expect(bytes.range(of: Data("plain text secret 42".utf8)) == nil)
+                #expect(bytes.range(of: Data("$argon2id$v=19$m=19456,t=2,p=1$".utf8)) != nil)
+            case .postgres:
+                let stored = try await accounts.store!.psql("SELECT password_hash FROM users WHERE username = 'secretive'")
+                #expect(stored.hasPrefix("$argon2id$v=19$m=19456,t=2,p=1$"))
+                #expect(!stored.contains("plain text secret 42"))
+            }
         }
     }
 

@@ -9,9 +9,9 @@ import Wire
 
 @Suite("accounts: login, sessions, credentials", .timeLimit(.minutes(2)))
 struct SessionTests {
-    @Test("login works by username, email or phone")
-    func loginByAnyIdentifier() async throws {
-        try await withAccounts { accounts in
+    @Test("login works by username, email or phone", arguments: Engine.allCases)
+    func loginByAnyIdentifier(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             try await accounts.register("multi", email: "multi@example.org", phone: "+15625552222")
             for login in ["multi", "MULTI", "multi@example.org", "+1 562 555 2222"] {
                 let token = try await accounts.login(login)
@@ -21,8 +21,8 @@ struct SessionTests {
         }
     }
 
-    @Test func wrongPassword_andUnknownUser_lookTheSame() async throws {
-        try await withAccounts { accounts in
+    @Test(arguments: Engine.allCases) func wrongPassword_andUnknownUser_lookTheSame(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             try await accounts.register("known")
             await expectError(.unauthenticated, containing: "wrong login or password") { _ = try await accounts.login("known", password: "nope nope") }
             await expectError(.unauthenticated, containing: "wrong login or password") { _ = try await accounts.login("unknown") }
@@ -31,8 +31,8 @@ struct SessionTests {
         }
     }
 
-    @Test func throttling_afterRepeatedFailures_refusesEvenTheRightPassword_untilTheLockoutPasses() async throws {
-        try await withAccounts { accounts in
+    @Test(arguments: Engine.allCases) func throttling_afterRepeatedFailures_refusesEvenTheRightPassword_untilTheLockoutPasses(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             try await accounts.register("target")
             for _ in 0..<5 {
                 await expectError(.unauthenticated) { _ = try await accounts.login("target", password: "guess guess") }
@@ -43,8 +43,8 @@ struct SessionTests {
         }
     }
 
-    @Test func throttling_perClient_spansAccounts() async throws {
-        try await withAccounts(configure: { $0.loginPolicy.client.maxFailures = 3 }) { accounts in
+    @Test(arguments: Engine.allCases) func throttling_perClient_spansAccounts(engine: Engine) async throws {
+        try await withAccounts(engine, configure: { $0.loginPolicy.client.maxFailures = 3 }) { accounts in
             try await accounts.register("victim")
             for name in ["a1", "a2", "a3"] {
                 await expectError(.unauthenticated) { _ = try await accounts.login(name, password: "guess guess", from: "203.0.113.9") }
@@ -55,8 +55,8 @@ struct SessionTests {
         }
     }
 
-    @Test func throttling_spraying_oneAddressFailingOnManyAccounts_isLockedOut_perAddress() async throws {
-        try await withAccounts(configure: { $0.loginPolicy.spraying.maxFailures = 4 }) { accounts in
+    @Test(arguments: Engine.allCases) func throttling_spraying_oneAddressFailingOnManyAccounts_isLockedOut_perAddress(engine: Engine) async throws {
+        try await withAccounts(engine, configure: { $0.loginPolicy.spraying.maxFailures = 4 }) { accounts in
             try await accounts.register("victim")
             // Failing twice on one account counts once towards spraying.
             for name in ["s1", "s1", "s2", "s3"] {
@@ -72,11 +72,10 @@ struct SessionTests {
         }
     }
 
-    @Test func throttles_surviveARestart() async throws {
-        let directory = try TemporaryDirectory("frienso-accounts-throttle")
-        defer { directory.remove() }
+    @Test(arguments: Engine.allCases) func throttles_surviveARestart(engine: Engine) async throws {
+        let store = try await TestStore.fresh(engine)
         let clock = TestClock()
-        try await withAccounts(directory: directory.path, clock: clock) { accounts in
+        try await withAccounts(store: store, clock: clock) { accounts in
             try await accounts.register("steady")
             for _ in 0..<5 {
                 await expectError(.unauthenticated) { _ = try await accounts.login("steady", password: "guess guess", from: "203.0.113.1") }
@@ -85,7 +84,7 @@ struct SessionTests {
                 await expectError(.unauthenticated) { _ = try await accounts.login("ghost\(n)", password: "guess guess", from: "203.0.113.2") }
             }
         }
-        try await withAccounts(directory: directory.path, clock: clock, configure: { $0.loginPolicy.client.maxFailures = 4 }) { accounts in
+        try await withAccounts(store: store, clock: clock, configure: { $0.loginPolicy.client.maxFailures = 4 }) { accounts in
             await expectError(.resourceExhausted, containing: "this account") { _ = try await accounts.login("steady", from: "198.51.100.1") }
             // The address's three failures are remembered: one more locks it.
             await expectError(.unauthenticated) { _ = try await accounts.login("ghost9", password: "guess guess", from: "203.0.113.2") }
@@ -93,10 +92,11 @@ struct SessionTests {
             accounts.clock.advance(seconds: 31)
             _ = try await accounts.login("steady", from: "198.51.100.1")
         }
+        await store.remove()
     }
 
-    @Test func session_expires() async throws {
-        try await withAccounts(configure: { $0.sessionTTL = 3_600 }) { accounts in
+    @Test(arguments: Engine.allCases) func session_expires(engine: Engine) async throws {
+        try await withAccounts(engine, configure: { $0.sessionTTL = 3_600 }) { accounts in
             try await accounts.register("mortal")
             let token = try await accounts.login("mortal")
             _ = try await accounts.caller(token)
@@ -105,8 +105,8 @@ struct SessionTests {
         }
     }
 
-    @Test func logout_revokesOnlyThatSession() async throws {
-        try await withAccounts { accounts in
+    @Test(arguments: Engine.allCases) func logout_revokesOnlyThatSession(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             try await accounts.register("leaver")
             let phone = try await accounts.login("leaver")
             let laptop = try await accounts.login("leaver")
@@ -117,16 +117,16 @@ struct SessionTests {
         }
     }
 
-    @Test func malformedOrUnknownTokens_areUnauthenticated() async throws {
-        try await withAccounts { accounts in
+    @Test(arguments: Engine.allCases) func malformedOrUnknownTokens_areUnauthenticated(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             for token in ["", "garbage", "fs1_" + String(repeating: "A", count: 43), String(repeating: "x", count: 10_000)] {
                 await expectError(.unauthenticated) { _ = try await accounts.caller(token) }
             }
         }
     }
 
-    @Test func whoAmI_withoutALiveSession_isRefused() async throws {
-        try await withAccounts { accounts in
+    @Test(arguments: Engine.allCases) func whoAmI_withoutALiveSession_isRefused(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             let account = try await accounts.register("nosession")
             // A caller id with no session id, as a confused internal caller might send.
             let options = CallOptions(callerUserID: account.profile?.userId ?? 0)
@@ -134,8 +134,8 @@ struct SessionTests {
         }
     }
 
-    @Test func changePassword_revokesOtherSessions_keepsThisOne_andSwapsTheCredential() async throws {
-        try await withAccounts { accounts in
+    @Test(arguments: Engine.allCases) func changePassword_revokesOtherSessions_keepsThisOne_andSwapsTheCredential(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             try await accounts.register("changer", password: "old password 1")
             let other = try await accounts.login("changer", password: "old password 1")
             let this = try await accounts.login("changer", password: "old password 1")
@@ -156,8 +156,8 @@ struct SessionTests {
         }
     }
 
-    @Test func changeEmail_needsThePassword_andAFreeAddress() async throws {
-        try await withAccounts { accounts in
+    @Test(arguments: Engine.allCases) func changeEmail_needsThePassword_andAFreeAddress(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             try await accounts.register("mover", email: "old@example.org", phone: "+15625553333")
             try await accounts.register("squatter", email: "taken@example.org", phone: "+15625554444")
             let me = try await accounts.caller(try await accounts.login("mover"))
@@ -176,8 +176,8 @@ struct SessionTests {
         }
     }
 
-    @Test func editProfile_changesOnlyTheNamedFields_andRejectsUnknownOnes() async throws {
-        try await withAccounts { accounts in
+    @Test(arguments: Engine.allCases) func editProfile_changesOnlyTheNamedFields_andRejectsUnknownOnes(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             try await accounts.register("editor")
             let me = try await accounts.caller(try await accounts.login("editor"))
             let edited = try await accounts.client.call(API.editProfile, AccountsV1.EditProfileRequest(
@@ -200,24 +200,24 @@ struct SessionTests {
         }
     }
 
-    @Test func data_andSessions_surviveARestart() async throws {
-        let dir = try TemporaryDirectory("frienso-accounts")
-        defer { dir.remove() }
+    @Test(arguments: Engine.allCases) func data_andSessions_surviveARestart(engine: Engine) async throws {
+        let store = try await TestStore.fresh(engine)
         let clock = TestClock()
-        let token = try await withAccounts(directory: dir.path, clock: clock) { accounts in
+        let token = try await withAccounts(store: store, clock: clock) { accounts in
             try await accounts.register("durable")
             return try await accounts.login("durable")
         }
-        try await withAccounts(directory: dir.path, clock: clock) { accounts in
+        try await withAccounts(store: store, clock: clock) { accounts in
             let me = try await accounts.caller(token)
             let who = try await accounts.client.call(API.whoAmI, AccountsV1.WhoAmIRequest(), options: me)
             #expect(who.account?.profile?.username == "durable")
             _ = try await accounts.login("durable")
         }
+        await store.remove()
     }
 
-    @Test func findUsers_byUsername_caseInsensitive_andCapsTheBatch() async throws {
-        try await withAccounts { accounts in
+    @Test(arguments: Engine.allCases) func findUsers_byUsername_caseInsensitive_andCapsTheBatch(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             try await accounts.register("finder_a")
             try await accounts.register("finder_b")
             let reply = try await accounts.client.call(API.findUsers, AccountsV1.FindUsersRequest(usernames: ["FINDER_B", " finder_a ", "nobody"]))
@@ -228,8 +228,8 @@ struct SessionTests {
         }
     }
 
-    @Test func getProfiles_returnsKnownUsers_andCapsTheBatch() async throws {
-        try await withAccounts { accounts in
+    @Test(arguments: Engine.allCases) func getProfiles_returnsKnownUsers_andCapsTheBatch(engine: Engine) async throws {
+        try await withAccounts(engine) { accounts in
             let a = try await accounts.register("batch_a")
             let b = try await accounts.register("batch_b")
             let ids = [a.profile?.userId ?? 0, 424_242, b.profile?.userId ?? 0]

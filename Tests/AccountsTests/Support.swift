@@ -4,6 +4,7 @@ import FriensoProto
 import FriensoTesting
 import Logging
 import Synchronization
+import Storage
 import Wire
 
 typealias API = AccountsV1.AccountsService
@@ -15,12 +16,118 @@ final class TestClock: Sendable {
     func advance(seconds: Double) { ms.add(Int64(seconds * 1000), ordering: .relaxed) }
 }
 
+/// The storage engines accounts runs on: every test that stores something runs on both.
+enum Engine: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+}
+
+/// Where one test's accounts data lives, across "restarts": a folder (SQLite) or a database of
+/// the test process's PostgreSQL server (`PostgresTestServer`).
+struct TestStore: Sendable {
+    let engine: Engine
+    /// SQLite: the data folder. PostgreSQL: a scratch folder (the harness's `directory`).
+    let directory: String
+    let postgresDatabase: String?
+    private let temp: TemporaryDirectory
+
+    static func fresh(_ engine: Engine) async throws -> TestStore {
+        let temp = try TemporaryDirectory("frienso-accounts")
+        switch engine {
+        case .sqlite:
+            return TestStore(engine: engine, directory: temp.path, postgresDatabase: nil, temp: temp)
+        case .postgres:
+            let database = try await PostgresTestServer.shared().createDatabase("accounts")
+            return TestStore(engine: engine, directory: temp.path, postgresDatabase: database, temp: temp)
+        }
+    }
+
+    /// Opens an accounts service on this store; `close` ends its connections.
+    func open(config: AccountsConfig, events: (any NumberedEventSink)? = nil,
+              blocks: AccountsService.BlockCheck? = nil) async throws -> (service: AccountsService, close: @Sendable () async -> Void) {
+        switch engine {
+        case .sqlite:
+            return (try AccountsService(directory: directory, config: config, events: events, blocks: blocks), {})
+        case .postgres:
+            let server = try await PostgresTestServer.shared()
+            let settings = try PostgresSettings(url: server.url(database: postgresDatabase!), schema: "accounts")
+            var logger = Logger(label: "test.postgres")
+            logger.logLevel = .warning
+            let database = try await PostgresServiceDatabase.open(settings, logger: logger)
+            do {
+                let service = try await AccountsService.open(.postgres(database), config: config, events: events, blocks: blocks)
+                return (service, { await database.close() })
+            } catch {
+                await database.close()
+                throw error
+            }
+        }
+    }
+
+    /// Reads through psql (PostgreSQL) for checks of what is stored.
+    func psql(_ sql: String) async throws -> String {
+        try await PostgresTestServer.shared().psql(postgresDatabase!, "SET search_path = accounts; \(sql)")
+    }
+
+    /// What of `needles` is still stored: SQLite, the bytes of every file in the data folder
+    /// (`Residue`); PostgreSQL, every row of every table of the schema as text, and its bytes
+    /// (bytea columns print as hex).
+    func residue(_ texts: [String]) async throws -> [String] {
+        switch engine {
+        case .sqlite:
+            return Residue.find(texts.map { .text($0) }, under: directory)
+        case .postgres:
+            let tables = try await psql("SELECT table_name FROM information_schema.tables WHERE table_schema = 'accounts' ORDER BY 1")
+                .split(separator: "\n").map(String.init)
+            var found: [String] = []
+            for table in tables {
+                for text in texts {
+                    let hex = text.utf8.map { String(format: "%02x", $0) }.joined()
+                    let n = try await psql("SELECT count(*) FROM accounts.\(table) r WHERE r::text LIKE '%\(text)%' OR r::text LIKE '%\(hex)%'")
+                    if n != "0" { found.append("\(table): \(n) row(s) with \"\(text)\"") }
+                }
+            }
+            return found
+        }
+    }
+
+    func remove() async {
+        temp.remove()
+        if let postgresDatabase, let server = try? await PostgresTestServer.shared() {
+            _ = try? await server.psql("postgres", "DROP DATABASE IF EXISTS \(postgresDatabase) WITH (FORCE)")
+        }
+    }
+}
+
+/// Opens an accounts service on a fresh store of `engine` for `body`; closes and removes it after.
+func withOpenStore<T>(_ engine: Engine, config: AccountsConfig, events: (any NumberedEventSink)? = nil,
+                      _ body: (TestStore, AccountsService) async throws -> T) async throws -> T {
+    let store = try await TestStore.fresh(engine)
+    do {
+        let (service, close) = try await store.open(config: config, events: events)
+        do {
+            let result = try await body(store, service)
+            await close()
+            await store.remove()
+            return result
+        } catch {
+            await close()
+            throw error
+        }
+    } catch {
+        await store.remove()
+        throw error
+    }
+}
+
 /// An accounts service called in process (`RouterClient`: its router and its durable reply
 /// cache, no socket), with a client that can act as the gateway.
 struct AccountsHarness: Sendable {
     let client: RouterClient
     let clock: TestClock
     let directory: String
+    var store: TestStore? = nil
+    var service: AccountsService? = nil
 
     /// What the gateway would stamp for a token.
     func caller(_ token: String) async throws -> CallOptions {
@@ -53,22 +160,30 @@ func testConfig(_ clock: TestClock) -> AccountsConfig {
     return config
 }
 
-/// Runs an accounts service in `directory` (a fresh one unless given) for `body`.
+/// Runs an accounts service on `store` (a fresh one on `engine` unless given) for `body`.
 func withAccounts<T: Sendable>(
-    directory: String? = nil, clock: TestClock = TestClock(), configure: (inout AccountsConfig) -> Void = { _ in },
+    _ engine: Engine = .sqlite, store given: TestStore? = nil, clock: TestClock = TestClock(),
+    configure: (inout AccountsConfig) -> Void = { _ in },
     _ body: @Sendable (AccountsHarness) async throws -> T
 ) async throws -> T {
-    let temp = try TemporaryDirectory("frienso-accounts")
-    let dir = directory ?? temp.path
-    defer { if directory == nil { temp.remove() } }
+    let fresh = given == nil ? try await TestStore.fresh(engine) : nil
+    let store = given ?? fresh!
     let logs = CapturedLogs()
     var config = testConfig(clock)
     configure(&config)
-    let service = try AccountsService(directory: dir, config: config)
-    let client = RouterClient(service, name: "accounts", logger: logs.logger("accounts"))
-    let result = try await body(AccountsHarness(client: client, clock: clock, directory: dir))
-    await client.flush() // a graceful stop: replies being saved are in before a "restart"
-    return result
+    let (service, close) = try await store.open(config: config)
+    do {
+        let client = RouterClient(service, name: "accounts", logger: logs.logger("accounts"))
+        let result = try await body(AccountsHarness(client: client, clock: clock, directory: store.directory, store: store, service: service))
+        await client.flush() // a graceful stop: replies being saved are in before a "restart"
+        await close()
+        await fresh?.remove()
+        return result
+    } catch {
+        await close()
+        await fresh?.remove()
+        throw error
+    }
 }
 
 import Testing

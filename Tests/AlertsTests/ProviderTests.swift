@@ -1,4 +1,5 @@
 @testable import Alerts
+import ServiceKit
 import Deliveries
 import Foundation
 import FriensoProto

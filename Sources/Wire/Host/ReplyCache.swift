@@ -184,3 +184,13 @@ public final class ReplyCache: Sendable {
         }
     }
 }
+
+/// A reply store of either engine (SQLite or PostgreSQL), chosen at start-up.
+public struct AnyReplyStore: ReplyStore {
+    public let base: any ReplyStore
+
+    public init(_ base: any ReplyStore) { self.base = base }
+
+    public func load(_ key: String) async -> StoredReply? { await base.load(key) }
+    public func save(_ key: String, _ stored: StoredReply) async { await base.save(key, stored) }
+}

@@ -19,3 +19,9 @@ public enum SecretFile {
         return text
     }
 }
+
+/// A configuration that cannot work (a provider's or the storage's), said before the service starts.
+public struct ProviderConfigError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

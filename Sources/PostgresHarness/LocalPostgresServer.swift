@@ -1,0 +1,137 @@
+public import Foundation
+public import Glibc
+import ServiceKit
+
+/// A throwaway PostgreSQL server from Debian's `postgresql-15` (installed by `deploy/install-deps
+/// --for-tests`): `initdb` into a folder, `pg_ctl start` on a free loopback port with its Unix
+/// socket in that folder. For the tests (one per test process, `PostgresTestServer`) and for
+/// `frienso-bench` (SQLite vs PostgreSQL in one run); never for a deployment, whose database is
+/// the operator's (docs/deployment.md).
+///
+/// Authentication is real: over TCP the `frienso` role signs in with a password (SCRAM-SHA-256);
+/// over the Unix socket it is trusted (for `psql`). Durability settings are PostgreSQL's defaults
+/// (`fsync`, `synchronous_commit = on`), as in production.
+public final class LocalPostgresServer: Sendable {
+    public let port: Int
+    public let folder: String
+    public var socketDirectory: String { folder }
+    public let password: String
+    /// The postmaster's PID (pg_ctl started it: it is not this process's child).
+    public let postmasterPID: pid_t
+    let binaries: String
+
+    public static let user = "frienso"
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// The folder of Debian's server binaries (`FRIENSO_PG_BIN` overrides).
+    public static func findBinaries() throws -> String {
+        if let dir = ProcessInfo.processInfo.environment["FRIENSO_PG_BIN"], !dir.isEmpty { return dir }
+        let root = "/usr/lib/postgresql"
+        let versions = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
+            .filter { FileManager.default.isExecutableFile(atPath: "\(root)/\($0)/bin/initdb") }
+            .sorted { (Int($0) ?? 0) > (Int($1) ?? 0) }
+        guard let version = versions.first else {
+            throw Failure("PostgreSQL's server is not installed (no \(root)/*/bin/initdb): run deploy/install-deps --for-tests")
+        }
+        return "\(root)/\(version)/bin"
+    }
+
+    private init(port: Int, folder: String, password: String, pid: pid_t, binaries: String) {
+        self.port = port
+        self.folder = folder
+        self.password = password
+        postmasterPID = pid
+        self.binaries = binaries
+    }
+
+    /// Makes a new cluster in a new temp folder and starts it; blocks until it takes connections
+    /// (`pg_ctl -w`, at most 60 s). As root, the server runs as Debian's `postgres` user (it
+    /// refuses to run as root).
+    public static func start(prefix: String = "frienso-pg") throws -> LocalPostgresServer {
+        let binaries = try findBinaries()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        var asUser: [String] = []
+        var owner: (uid_t, gid_t)?
+        if geteuid() == 0 {
+            guard let account = getpwnam("postgres") else { throw Failure("running as root, and there is no postgres user to run the server as") }
+            owner = (account.pointee.pw_uid, account.pointee.pw_gid)
+            asUser = ["/usr/bin/setpriv", "--reuid=\(account.pointee.pw_uid)", "--regid=\(account.pointee.pw_gid)", "--clear-groups", "--"]
+        }
+        if let (uid, gid) = owner { chown(folder, uid, gid) }
+        let password = UUID().uuidString
+        let passwordFile = "\(folder)/password"
+        try password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        if let (uid, gid) = owner { chown(passwordFile, uid, gid) }
+        let data = "\(folder)/data"
+        let initdb = Spawn.run(asUser + ["\(binaries)/initdb", "-D", data, "-U", user, "--pwfile=\(passwordFile)", "-E", "UTF8",
+                                         "--locale=C", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-instructions"])
+        try? FileManager.default.removeItem(atPath: passwordFile)
+        guard initdb.status == 0 else { throw Failure("initdb failed (\(initdb.status)):\n\(initdb.output)") }
+
+        var lastFailure = ""
+        for _ in 0..<5 {
+            guard let port = Spawn.freePort() else { throw Failure("no free loopback port") }
+            let options = "-c listen_addresses=127.0.0.1 -c port=\(port) -c unix_socket_directories=\(folder) -c max_connections=300 -c shared_buffers=32MB"
+            let log = "\(folder)/server.log"
+            let started = Spawn.run(asUser + ["\(binaries)/pg_ctl", "-D", data, "-l", log, "-o", options, "-w", "-t", "60", "start"])
+            if started.status == 0, let pid = readPID(data) {
+                return LocalPostgresServer(port: port, folder: folder, password: password, pid: pid, binaries: binaries)
+            }
+            lastFailure = "pg_ctl start failed (\(started.status)):\n\(started.output)\n\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")"
+        }
+        throw Failure(lastFailure)
+    }
+
+    /// The postmaster's PID, the first line of `postmaster.pid`.
+    private static func readPID(_ data: String) -> pid_t? {
+        guard let text = try? String(contentsOfFile: "\(data)/postmaster.pid", encoding: .utf8),
+              let line = text.split(separator: "\n").first else { return nil }
+        return pid_t(line.trimmingCharacters(in: .whitespaces))
+    }
+
+    /// A new, empty database; returns its name.
+    public func createDatabase(_ prefix: String = "t") throws -> String {
+        let name = "\(prefix)_\(UUID().uuidString.prefix(13).lowercased().replacingOccurrences(of: "-", with: ""))"
+        _ = try psql("postgres", "CREATE DATABASE \(name)")
+        return name
+    }
+
+    /// Runs `sql` in `database` through psql over the Unix socket. - Returns: what it printed
+    /// (unaligned, tuples only), trimmed.
+    public func psql(_ database: String, _ sql: String) throws -> String {
+        let result = Spawn.run(["\(binaries)/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", socketDirectory, "-p", "\(port)",
+                                "-U", Self.user, "-d", database, "-At", "-c", sql])
+        guard result.status == 0 else { throw Failure("psql failed: \(result.output)") }
+        return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A URL a service connects with: over TCP, with the password.
+    public func url(database: String) -> String {
+        "postgres://\(Self.user):\(password)@127.0.0.1:\(port)/\(database)?sslmode=disable"
+    }
+
+    /// The server's log.
+    public func log() -> String {
+        (try? String(contentsOfFile: "\(folder)/server.log", encoding: .utf8)) ?? ""
+    }
+
+    /// Fast shutdown (SIGINT to the postmaster), waiting for it to go (at most 10 s, then
+    /// SIGKILL), then removes the folder. Safe from an `atexit` handler: no allocation-heavy work
+    /// beyond the folder's removal.
+    public func stop() {
+        Self.stop(pid: postmasterPID, folder: folder)
+    }
+
+    public static func stop(pid: pid_t, folder: String) {
+        guard pid > 0 else { return }
+        kill(pid, SIGINT)
+        for _ in 0..<1000 where kill(pid, 0) == 0 { usleep(10_000) }
+        if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+}

@@ -1,0 +1,304 @@
+public import PostgresNIO
+public import Logging
+public import Wire
+import Foundation
+import NIOCore
+import Synchronization
+
+/// A service's PostgreSQL storage: a connection pool (postgres-nio's `PostgresClient`) on the
+/// service's own schema, versioned migrations that several instances may run at once, and the
+/// same contract as `ServiceDatabase` for mutations: one mutation is one transaction, committed
+/// (PostgreSQL's default `synchronous_commit = on`: in the server's WAL, flushed) before it
+/// returns; a request with an idempotency key commits its claim in that transaction, and its dry
+/// run after a crash rolls back (ALREADY_EXISTS when it would have changed rows).
+///
+/// `open` starts the pool (its own task) and waits for the server; `close` stops it.
+public final class PostgresServiceDatabase: Sendable {
+    public let settings: PostgresSettings
+    public let client: PostgresClient
+    public let logger: Logger
+    /// Mutations with a `committed` action run one at a time, so their actions (events) follow the
+    /// order of their commits, as the SQLite write queue guarantees.
+    private let ordered = AsyncSerialGate()
+
+    private let runner = Mutex<Task<Void, Never>?>(nil)
+
+    /// Starts the pool and waits (at most `timeout`) until the server answers.
+    public static func open(_ settings: PostgresSettings, logger: Logger, timeout: Duration = .seconds(15)) async throws -> PostgresServiceDatabase {
+        let database = PostgresServiceDatabase(settings: settings, logger: logger)
+        let client = database.client
+        database.runner.withLock { $0 = Task { await client.run() } }
+        do {
+            try await database.waitForServer(timeout: timeout)
+        } catch {
+            await database.close()
+            throw error
+        }
+        return database
+    }
+
+    /// Closes every connection and stops the pool.
+    public func close() async {
+        guard let task = runner.withLock({ task -> Task<Void, Never>? in defer { task = nil }; return task }) else { return }
+        task.cancel()
+        await task.value
+    }
+
+    init(settings: PostgresSettings, logger: Logger) {
+        self.settings = settings
+        self.logger = logger
+        let tls: PostgresClient.Configuration.TLS = switch settings.tls {
+        case .disable: .disable
+        case .prefer: .prefer(.makeClientConfiguration())
+        case .require: .require(.makeClientConfiguration())
+        }
+        var configuration: PostgresClient.Configuration
+        if let socket = settings.unixSocketPath {
+            configuration = .init(unixSocketPath: socket, username: settings.username, password: settings.password, database: settings.database)
+        } else {
+            configuration = .init(host: settings.host, port: settings.port, username: settings.username, password: settings.password,
+                                  database: settings.database, tls: tls)
+        }
+        // Every unqualified table name is the service's own.
+        configuration.options.additionalStartupParameters = [("search_path", settings.schema), ("application_name", "frienso-\(settings.schema)")]
+        configuration.options.maximumConnections = settings.maximumConnections
+        configuration.options.connectTimeout = .seconds(5)
+        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+    }
+
+    // MARK: Migrations
+
+    /// Applies the migrations not applied yet, in order, each in the one transaction that also
+    /// records it. Instances starting together take turns (an advisory lock on the schema), so
+    /// each migration runs once.
+    public func migrate(_ migrations: [PostgresMigration]) async throws {
+        let schema = settings.schema
+        try await transaction { connection in
+            try await connection.query(PostgresQuery(unsafeSQL: "SELECT pg_advisory_xact_lock(hashtext('frienso schema \(schema)'))"), logger: self.logger)
+            try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: self.logger)
+            try await connection.query(PostgresQuery(unsafeSQL: """
+                CREATE TABLE IF NOT EXISTS \(schema).schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())
+                """), logger: self.logger)
+            var applied = Set<String>()
+            for try await name in try await connection.query("SELECT name FROM schema_migrations", logger: self.logger).decode(String.self) {
+                applied.insert(name)
+            }
+            for migration in migrations where !applied.contains(migration.name) {
+                for statement in migration.statements {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: self.logger)
+                }
+                try await connection.query("INSERT INTO schema_migrations (name) VALUES (\(migration.name))", logger: self.logger)
+                self.logger.info("migrated", metadata: ["schema": "\(schema)", "migration": "\(migration.name)"])
+            }
+        }
+    }
+
+    /// Waits until the server takes connections (a server still starting, a network path coming
+    /// up), at most `timeout`; then UNAVAILABLE with the last error. Each try is bounded too: the
+    /// pool keeps a query waiting while it cannot connect.
+    public func waitForServer(timeout: Duration = .seconds(15)) async throws {
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        var lastError: (any Error)?
+        var attempt = 0
+        while ContinuousClock.now < deadline {
+            attempt += 1
+            let client = client, logger = logger
+            let answered: Bool
+            do {
+                answered = try await withThrowingTaskGroup(of: Bool.self) { group in
+                    group.addTask {
+                        try await client.query("SELECT 1", logger: logger)
+                        return true
+                    }
+                    group.addTask {
+                        try await Task.sleep(for: .seconds(2))
+                        return false
+                    }
+                    let first = try await group.next() ?? false
+                    group.cancelAll()
+                    return first
+                }
+            } catch {
+                lastError = error
+                answered = false
+            }
+            if answered { return }
+            if attempt == 1 { logger.info("waiting for PostgreSQL", metadata: ["at": "\(settings.description)"]) }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw RPCError.unavailable("PostgreSQL at \(settings.description) does not answer: \(lastError.map { Self.describe($0) } ?? "no connection within \(timeout)")")
+    }
+
+    // MARK: Reads and writes
+
+    /// A read: one pooled connection, autocommit (each statement sees the latest commits).
+    public func read<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await client.withConnection { connection in try await body(connection) }
+        } catch {
+            throw Self.mapped(error)
+        }
+    }
+
+    /// Several reads that must agree: one read-only transaction on one snapshot (REPEATABLE READ).
+    public func snapshot<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await client.withConnection { connection in
+                try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+                do {
+                    let result = try await body(connection)
+                    try await connection.query("COMMIT", logger: logger)
+                    return result
+                } catch {
+                    do { try await connection.query("ROLLBACK", logger: logger) } catch { connection.close().whenComplete { _ in } }
+                    throw error
+                }
+            }
+        } catch {
+            throw Self.mapped(error)
+        }
+    }
+
+    /// One mutation, committed when this returns (see the type's comment for idempotent requests).
+    /// - Parameter committed: runs once the mutation committed, before the caller is answered, in
+    ///   commit order among the mutations that have one.
+    public func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T,
+                                   committed: (@Sendable (T) -> Void)? = nil) async throws -> T {
+        let idempotency = IdempotencyScope.current
+        do {
+            guard let committed else { return try await transaction(idempotency: idempotency, body).result }
+            await ordered.acquire()
+            defer { ordered.release() }
+            let (result, applied) = try await transaction(idempotency: idempotency, body)
+            if applied { committed(result) }
+            return result
+        } catch {
+            throw Self.mapped(error)
+        }
+    }
+
+    /// A transaction outside any request's claim (start-up, workers).
+    public func transaction<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await transaction(idempotency: nil, body).result
+        } catch {
+            throw Self.mapped(error)
+        }
+    }
+
+    private func transaction<T>(idempotency: IdempotencyScope?, _ body: (PostgresConnection) async throws -> T) async throws -> (result: T, applied: Bool) {
+        try await client.withConnection { connection in
+            try await connection.query("BEGIN", logger: logger)
+            do {
+                let result = try await body(connection)
+                if let idempotency {
+                    if idempotency.dryRun {
+                        // A transaction that wrote anything has been given a transaction id.
+                        let changed = try await connection.query("SELECT txid_current_if_assigned() IS NOT NULL", logger: logger)
+                            .decode(Bool.self).first { _ in true } ?? false
+                        try await connection.query("ROLLBACK", logger: logger)
+                        if changed {
+                            throw RPCError(.alreadyExists, "this request (idempotency key \"\(idempotency.key.split(separator: "|").last ?? "")\") was applied once already; its reply was lost when the service stopped: read the current state instead of retrying")
+                        }
+                        return (result, false)
+                    }
+                    try await PostgresReplyStore.claim(connection, key: idempotency.key, digest: idempotency.digest, logger: logger)
+                }
+                try await connection.query("COMMIT", logger: logger)
+                return (result, true)
+            } catch {
+                if !Self.isTransactionEnd(error) {
+                    do {
+                        try await connection.query("ROLLBACK", logger: logger)
+                    } catch {
+                        // The connection is in an unknown state: it must not go back to the pool open.
+                        connection.close().whenComplete { _ in }
+                    }
+                }
+                throw error
+            }
+        }
+    }
+
+    private static func isTransactionEnd(_ error: any Error) -> Bool {
+        (error as? RPCError)?.code == .alreadyExists
+    }
+
+    // MARK: Errors
+
+    /// The SQLSTATE of a server error (`23505`: a unique key taken), nil for other errors.
+    public static func sqlState(_ error: any Error) -> String? {
+        (error as? PSQLError)?.serverInfo?[.sqlState]
+    }
+
+    /// The constraint a server error names (a unique index's name), if any.
+    public static func constraint(_ error: any Error) -> String? {
+        (error as? PSQLError)?.serverInfo?[.constraintName]
+    }
+
+    /// Errors a request may show: a server's refusal stays as it is (stores map the ones they
+    /// expect); a connection that failed or a pool that is gone is UNAVAILABLE, so clients retry.
+    static func mapped(_ error: any Error) -> any Error {
+        guard let psql = error as? PSQLError else { return error }
+        if psql.serverInfo?[.sqlState] != nil { return error }
+        return RPCError.unavailable("the database is unavailable (\(psql.code))")
+    }
+
+    /// An error's text for a log line: the server's message and code, never the query's binds.
+    public static func describe(_ error: (any Error)?) -> String {
+        guard let error else { return "no answer" }
+        if let psql = error as? PSQLError {
+            if let info = psql.serverInfo {
+                return "\(info[.sqlState] ?? "?"): \(info[.message] ?? "\(psql.code)")"
+            }
+            return "\(psql.code)"
+        }
+        return "\(error)"
+    }
+}
+
+/// One schema change: statements run in one transaction with the record that it ran.
+public struct PostgresMigration: Sendable {
+    public let name: String
+    public let statements: [String]
+
+    public init(_ name: String, _ statements: [String]) {
+        self.name = name
+        self.statements = statements
+    }
+}
+
+/// Runs closures one at a time, in arrival order, across tasks.
+final class AsyncSerialGate: Sendable {
+    private struct State {
+        var busy = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state -> Bool in
+                if state.busy {
+                    state.waiters.append(continuation)
+                    return false
+                }
+                state.busy = true
+                return true
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiters.isEmpty {
+                state.busy = false
+                return nil
+            }
+            return state.waiters.removeFirst()
+        }
+        next?.resume()
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+import FriensoProto
+import Synchronization
+import FriensoTesting
+import Launcher
+import ServiceKit
+import Testing
+import Wire
+
+/// A launched deployment with accounts on a real PostgreSQL server (Debian's, started by the test
+/// harness on a free port): the CLI's account flows, kill -9 of accounts with 0 acknowledged
+/// registrations lost, and the data where it belongs (PostgreSQL's `accounts` schema, no SQLite
+/// file). A password is in a file, never in the config or a log.
+@Suite("end to end: accounts on PostgreSQL", .serialized, .timeLimit(.minutes(4)))
+struct PostgresEndToEndTests {
+    @Test func theDeploymentRunsAccountsOnPostgreSQL_andAnAcknowledgedRegistrationSurvivesKill9() async throws {
+        let server = try await PostgresTestServer.shared()
+        let database = try await server.createDatabase("e2e")
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let passwordFile = "\(procs.workDirectory)/postgres-password"
+        try server.password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        chmod(passwordFile, 0o600)
+        let url = "postgres://\(PostgresTestServer.user)@127.0.0.1:\(server.port)/\(database)?sslmode=disable"
+        let stack = try await LaunchedStack(procs) { config in
+            var accounts = config.accounts ?? FriensoConfig.AccountsSection()
+            accounts.storage = StorageSection(kind: "postgres", url: url, passwordFile: passwordFile)
+            config.accounts = accounts
+        }
+        defer { stack.shutdown() }
+        try await stack.showingLogsOnFailure {
+            let dana = stack.cli("dana")
+            let register = try await dana.run(["register", "--username", "dana", "--email", "dana@example.org", "--phone", "+15625557777",
+                                               "--first-name", "Dana", "--last-name", "Scully", "--password-stdin"], stdin: "trust no one 1\n")
+            #expect(register.status == 0, "\(register.output)")
+            let taken = try await stack.cli("other").run(["register", "--username", "DANA", "--email", "d2@example.org", "--phone", "+15625557778",
+                                                          "--first-name", "D", "--last-name", "S", "--password-stdin"], stdin: "trust no one 1\n")
+            #expect(taken.status == 16 && taken.output.contains("username"), "ALREADY_EXISTS naming the field: \(taken.output)")
+            #expect(try await dana.run(["login", "dana", "--password-stdin"], stdin: "trust no one 1\n").status == 0)
+            let edit = try await dana.run(["profile", "edit", "--last-name", "Mulder-Scully"])
+            #expect(edit.status == 0 && edit.output.contains("Mulder-Scully"), "\(edit.output)")
+
+            // Registrations from a writer while accounts is killed: every acknowledged one is there after.
+            let acknowledged = try await Self.registerWhileKilling(stack)
+            #expect(acknowledged.count >= 5, "the writer made progress: \(acknowledged.count)")
+            for name in acknowledged {
+                let login = try await stack.cli("check-\(name)").run(["login", name, "--password-stdin"], stdin: "a long password 1\n")
+                #expect(login.status == 0, "\(name) was acknowledged and must log in: \(login.output)")
+            }
+            let whoami = try await dana.run(["whoami"])
+            #expect(whoami.status == 0 && whoami.output.contains("dana@example.org"), "the session survived: \(whoami.output)")
+
+            // The rows are in PostgreSQL's accounts schema; accounts made no SQLite file.
+            let count = try await server.psql(database, "SELECT count(*) FROM accounts.users")
+            #expect((Int(count) ?? 0) >= acknowledged.count + 1, "users in PostgreSQL: \(count) (dana and every acknowledged writer)")
+            let migrations = try await server.psql(database, "SELECT string_agg(name, ',' ORDER BY name) FROM accounts.schema_migrations")
+            #expect(migrations == "accounts_v1,idempotent_replies")
+            #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/accounts/accounts.sqlite"))
+            #expect(!stack.logs().contains(server.password), "the database password never reaches a log")
+            #expect(stack.logs().contains("engine=postgres") || stack.logs().contains("\"engine\":\"postgres\""), "accounts says which engine it runs on")
+
+            // A backup of the data folder says that accounts' data is in PostgreSQL, not in it.
+            let backup = try await ProcessHarness.run("frienso-launch", ["backup", "\(procs.workDirectory)/backup", "--data-dir", stack.data,
+                                                                         "--config", "\(procs.workDirectory)/frienso.json"])
+            #expect(backup.status == 0 && backup.output.contains("social, geo, alerts, media"), "\(backup.output)")
+            #expect(backup.output.contains("accounts keeps its data in PostgreSQL") && backup.output.contains("pg_dump"), "\(backup.output)")
+            #expect(!backup.output.contains(server.password))
+        }
+    }
+
+    @Test func aPasswordInTheURL_orPostgresForAServiceThatDoesNotRunOnItYet_isRefusedAtStart() async throws {
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        for (service, storage, expected) in [
+            ("accounts", StorageSection(kind: "postgres", url: "postgres://frienso:hunter2@127.0.0.1:1/frienso"), "carries a password"),
+            ("accounts", StorageSection(kind: "postgres"), "needs a url"),
+            ("accounts", StorageSection(kind: "mysql"), "unknown kind"),
+            ("geo", StorageSection(kind: "postgres", url: "postgres://frienso@127.0.0.1:1/frienso"), "does not run on PostgreSQL"),
+        ] {
+            var config = FriensoConfig()
+            config.storage = storage
+            let path = "\(procs.workDirectory)/\(service)-\(expected.count).json"
+            try config.write(to: path)
+            let result = try await ProcessHarness.run("frienso-\(service)", ["--config", path, "--data-dir", "\(procs.workDirectory)/data",
+                                                                           "--endpoint", "tcp://127.0.0.1:*", "--insecure-plaintext"])
+            #expect(result.status != 0, "\(service) must not start: \(result.output)")
+            #expect(result.output.contains(expected), "\(service): \(result.output)")
+            #expect(!result.output.contains("hunter2"), "the password is not echoed")
+        }
+    }
+
+    /// Registers users one after another from a task while accounts is killed with SIGKILL (the
+    /// launcher restarts it); returns the usernames whose registration was acknowledged.
+    static func registerWhileKilling(_ stack: LaunchedStack) async throws -> [String] {
+        let client = stack.client(deadline: .seconds(3))
+        let writer = Writer()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var n = 0
+                while !writer.stop.load(ordering: .relaxed) {
+                    n += 1
+                    let name = "pgwriter\(n)"
+                    do {
+                        _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
+                            username: name, email: "\(name)@example.org", phone: "+1562556\(String(format: "%04d", n))",
+                            password: "a long password 1", firstName: "W", lastName: "R"), mutation: true)
+                        writer.acknowledged.withLock { $0.append(name) }
+                    } catch {
+                        // Transient while accounts restarts; not acknowledged, so not expected later.
+                    }
+                }
+            }
+            try await eventually("the writer registered a few before the kill", timeout: .seconds(30)) { writer.acknowledged.withLock { $0.count } >= 3 }
+            try await stack.kill9AndAwaitRestart("accounts")
+            let after = writer.acknowledged.withLock { $0.count }
+            try await eventually("the writer registers again after the restart", timeout: .seconds(30)) { writer.acknowledged.withLock { $0.count } >= after + 2 }
+            writer.stop.store(true, ordering: .relaxed)
+            try await group.waitForAll()
+        }
+        await client.close()
+        return writer.acknowledged.withLock { $0 }
+    }
+
+    final class Writer: Sendable {
+        let acknowledged = Mutex<[String]>([])
+        let stop = Atomic<Bool>(false)
+    }
+}

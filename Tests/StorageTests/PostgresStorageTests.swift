@@ -1,0 +1,208 @@
+import Foundation
+import FriensoProto
+import FriensoTesting
+import Logging
+import PostgresNIO
+import Storage
+import Synchronization
+import Testing
+@testable import Wire
+
+private let create = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(service: "test", name: "Create", access: .authenticated)
+private let ensure = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(service: "test", name: "Ensure", access: .authenticated)
+
+/// `CrashWindowTests`' two mutations on PostgreSQL: one creates a row every time it runs, one
+/// finds its work done when run again.
+private struct PostgresItems {
+    let database: PostgresServiceDatabase
+
+    static let migrations = PostgresReplyStore.migrations + [
+        PostgresMigration("items", ["CREATE TABLE items (id bigserial PRIMARY KEY, name text NOT NULL)"]),
+    ]
+
+    func count() async throws -> Int {
+        try await database.read { connection in
+            for try await n in try await connection.query("SELECT count(*) FROM items", logger: quiet).decode(Int64.self) { return Int(n) }
+            return -1
+        }
+    }
+
+    func router() -> MethodRouter {
+        var router = MethodRouter()
+        let database = database
+        router.register(create) { request, _ in
+            let name = String(decoding: request.echo, as: UTF8.self)
+            let id = try await database.write { connection -> Int64 in
+                for try await id in try await connection.query("INSERT INTO items (name) VALUES (\(name)) RETURNING id", logger: quiet).decode(Int64.self) { return id }
+                return 0
+            }
+            return CommonV1.PingResponse(service: "item \(id)")
+        }
+        router.register(ensure) { request, _ in
+            let name = String(decoding: request.echo, as: UTF8.self)
+            let id = try await database.write { connection -> Int64 in
+                for try await id in try await connection.query("SELECT id FROM items WHERE name = \(name)", logger: quiet).decode(Int64.self) { return id }
+                for try await id in try await connection.query("INSERT INTO items (name) VALUES (\(name)) RETURNING id", logger: quiet).decode(Int64.self) { return id }
+                return 0
+            }
+            return CommonV1.PingResponse(service: "item \(id)")
+        }
+        return router
+    }
+}
+
+/// A fresh database of the test process's PostgreSQL server, opened on schema `schema`.
+private func withPostgres<T>(schema: String = "items", _ body: (PostgresServiceDatabase, String) async throws -> T) async throws -> T {
+    let server = try await PostgresTestServer.shared()
+    let name = try await server.createDatabase("storage")
+    let database = try await PostgresServiceDatabase.open(try PostgresSettings(url: server.url(database: name), schema: schema), logger: quiet)
+    do {
+        let result = try await body(database, name)
+        await database.close()
+        return result
+    } catch {
+        await database.close()
+        throw error
+    }
+}
+
+private let quiet: Logger = {
+    var logger = Logger(label: "test.postgres")
+    logger.logLevel = .warning
+    return logger
+}()
+
+@Suite("PostgreSQL storage: settings, migrations, the idempotency claim", .timeLimit(.minutes(1)))
+struct PostgresStorageTests {
+    @Test func urls_parse_refuseWhatTheyCannotUse_andNeverShowThePassword() throws {
+        let settings = try PostgresSettings(url: "postgres://frienso:s3cret%21@db.internal:6543/frienso?sslmode=require&pool_max=8", schema: "geo")
+        #expect(settings.host == "db.internal" && settings.port == 6543 && settings.username == "frienso" && settings.password == "s3cret!")
+        #expect(settings.database == "frienso" && settings.tls == .require && settings.maximumConnections == 8 && settings.schema == "geo")
+        #expect(!settings.description.contains("s3cret"))
+        #expect(PostgresSettings.redact("postgres://frienso:s3cret@db/frienso") == "postgres://frienso:***@db/frienso")
+        let socket = try PostgresSettings(url: "postgresql://frienso@/frienso?host=/run/postgresql", schema: "accounts")
+        #expect(socket.unixSocketPath == "/run/postgresql/.s.PGSQL.5432" && socket.password == nil)
+        for (url, reason) in [("mysql://a@b/c", "postgres://"), ("postgres://a@b", "names no database"), ("postgres://b:5432/c", "names no user"),
+                              ("postgres://a@b/c?sslmode=sometimes", "sslmode"), ("postgres://a@b/c?colour=blue", "unknown PostgreSQL URL parameter"),
+                              ("postgres://a:pw@b/c?pool_max=0", "pool_max")] {
+            #expect {
+                _ = try PostgresSettings(url: url, schema: "accounts")
+            } throws: { error in
+                "\(error)".contains(reason) && !"\(error)".contains("pw@")
+            }
+        }
+        #expect(throws: PostgresSettings.Invalid.self) { _ = try PostgresSettings(url: "postgres://a@b/c", schema: "drop table; --") }
+    }
+
+    @Test func aServerThatDoesNotAnswer_isUNAVAILABLE_afterABoundedWait() async throws {
+        let port = try DeadPort()
+        let portNumber = port.endpoint.split(separator: ":").last.map(String.init) ?? "1"
+        let settings = try PostgresSettings(url: "postgres://frienso@127.0.0.1:\(portNumber)/frienso?sslmode=disable", schema: "items")
+        await expectError(.unavailable, containing: "does not answer") {
+            _ = try await PostgresServiceDatabase.open(settings, logger: quiet, timeout: .seconds(3))
+        }
+    }
+
+    @Test func instancesMigratingAtOnce_applyEachMigrationOnce_andAgainIsNothing() async throws {
+        let server = try await PostgresTestServer.shared()
+        try await withPostgres { first, name in
+            let second = try await PostgresServiceDatabase.open(try PostgresSettings(url: server.url(database: name), schema: "items"), logger: quiet)
+            defer { Task { await second.close() } }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await first.migrate(PostgresItems.migrations) }
+                group.addTask { try await second.migrate(PostgresItems.migrations) }
+                try await group.waitForAll()
+            }
+            try await first.migrate(PostgresItems.migrations)
+            #expect(try await server.psql(name, "SELECT string_agg(name, ',' ORDER BY name) FROM items.schema_migrations") == "idempotent_replies,items")
+            #expect(try await server.psql(name, "SELECT count(*) FROM items.items") == "0")
+        }
+    }
+
+    @Test func theClaimCommitsWithTheMutation_andARolledBackMutationLeavesNoClaim() async throws {
+        try await withPostgres { database, _ in
+            try await database.migrate(PostgresItems.migrations)
+            let items = PostgresItems(database: database)
+            let scope = IdempotencyScope(key: "u5|test.Create|k", digest: 42, dryRun: false)
+            try await IdempotencyScope.$current.withValue(scope) {
+                _ = try await database.write { connection in try await connection.query("INSERT INTO items (name) VALUES ('x')", logger: quiet) }
+                await #expect(throws: PSQLError.self) {
+                    try await database.write { connection in
+                        try await connection.query("INSERT INTO items (name) VALUES ('y')", logger: quiet)
+                        try await connection.query("INSERT INTO nowhere VALUES (1)", logger: quiet)
+                    }
+                }
+            }
+            #expect(try await items.count() == 1)
+            let stored = await PostgresReplyStore(database: database).load(scope.key)
+            #expect(stored == StoredReply(digest: 42, reply: nil), "a claim is a row without a reply")
+            let other = await PostgresReplyStore(database: database).load("u5|test.Create|other")
+            #expect(other == nil)
+        }
+    }
+
+    @Test func aRetryAfterACrashBetweenCommitAndReply_neverAppliesTheMutationTwice() async throws {
+        try await withPostgres { database, _ in
+            try await database.migrate(PostgresItems.migrations)
+            let items = PostgresItems(database: database)
+            func applyThenDie(_ method: String, name: String, key: String) async -> Envelope {
+                let envelope = Envelope(version: WireProtocol.version, kind: .request, requestId: 1, method: method, callerUserId: 5,
+                                        idempotencyKey: key, payload: CommonV1.PingRequest(echo: Array(name.utf8)).serializedBytes())
+                let (cacheKey, digest) = ReplyCache.key(for: envelope)
+                let incoming = IncomingRequest(envelope: envelope, peer: PeerIdentity(routingID: [1], hasDelimiter: false), peerAddress: "",
+                                               deadline: .now.advanced(by: .seconds(5)), key: 1)
+                return await IdempotencyScope.$current.withValue(IdempotencyScope(key: cacheKey, digest: digest, dryRun: false)) {
+                    await items.router().handle(incoming, logger: quiet)
+                }
+            }
+            #expect(await applyThenDie(create.fullName, name: "a", key: "k-create").status == .ok)
+            #expect(await applyThenDie(ensure.fullName, name: "b", key: "k-ensure").status == .ok)
+            #expect(try await items.count() == 2)
+
+            // The service comes back (or another instance answers): a fresh host and cache over the same database.
+            let logs = CapturedLogs()
+            let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: items.router(),
+                                   logger: logs.logger("host"), replyCache: ReplyCache(store: PostgresReplyStore(database: database)))
+            try await withRunningServices([host], logger: logs.logger("group")) {
+                let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+                func call(_ method: RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>, _ name: String, key: String) async throws -> String {
+                    try await client.call(method, CommonV1.PingRequest(echo: Array(name.utf8)),
+                                          options: CallOptions(idempotencyKey: key, callerUserID: 5)).service
+                }
+                #expect(try await call(ensure, "b", key: "k-ensure") == "item 2")
+                await expectError(.alreadyExists, containing: "applied once already") { _ = try await call(create, "a", key: "k-create") }
+                #expect(try await items.count() == 2, "no mutation was applied twice")
+                // (PostgreSQL's sequences are not rolled back: the dry run above used an id, so the
+                // new item's id is not necessarily 3. It is replayed as it was answered.)
+                let created = try await call(create, "c", key: "k-new")
+                #expect(created.hasPrefix("item "))
+                #expect(try await call(create, "c", key: "k-new") == created)
+                #expect(try await items.count() == 3)
+                await client.close()
+            }
+        }
+    }
+
+    @Test func committedActions_runInCommitOrder_onlyForWhatCommitted() async throws {
+        try await withPostgres { database, _ in
+            try await database.migrate(PostgresItems.migrations)
+            final class Seen: Sendable { let ids = Mutex<[Int64]>([]) }
+            let seen = Seen()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for n in 0..<40 {
+                    group.addTask {
+                        _ = try? await database.write({ connection -> Int64 in
+                            if n % 10 == 9 { throw RPCError.failedPrecondition("refused") }
+                            for try await id in try await connection.query("INSERT INTO items (name) VALUES ('n') RETURNING id", logger: quiet).decode(Int64.self) { return id }
+                            return 0
+                        }, committed: { id in seen.ids.withLock { $0.append(id) } })
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let ids = seen.ids.withLock { $0 }
+            #expect(ids.count == 36, "the four refused mutations announce nothing")
+            #expect(ids == ids.sorted(), "ids are handed out and announced in commit order: \(ids)")
+        }
+    }
+}
