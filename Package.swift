@@ -224,7 +224,7 @@ let package = Package(
             name: "Bench",
             dependencies: [
                 "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "Geo", "Alerts", "Media", "ServiceKit", "Launcher", "CZeroMQ", "CLinuxShims",
-                "PostgresHarness",
+                "PostgresHarness", "Storage",
                 grdb,
                 histogram,
                 wsClient,

@@ -56,31 +56,31 @@ extension ResolvedOptions {
     /// Reads `service`'s storage configuration (the password file included).
     /// - Parameter postgres: whether this service runs on PostgreSQL yet; when it does not, a
     ///   configuration asking for it is refused rather than ignored.
-    /// - Throws: `ProviderConfigError` naming what is wrong.
+    /// - Throws: `ConfigError` naming what is wrong.
     public func storageChoice(for service: String, postgres supported: Bool = true, logger: Logger) throws -> StorageChoice {
         guard let section = config.storage(for: service) else { return .sqlite(directory: dataDirectory) }
         switch section.kind ?? "sqlite" {
         case "sqlite":
-            guard section.url == nil else { throw ProviderConfigError("storage for \(service): a url is only for kind \"postgres\"") }
+            guard section.url == nil else { throw ConfigError("storage for \(service): a url is only for kind \"postgres\"") }
             return .sqlite(directory: dataDirectory)
         case "postgres":
             guard supported else {
-                throw ProviderConfigError("storage for \(service): \(service) does not run on PostgreSQL in this version; set its storage to {\"kind\": \"sqlite\"}")
+                throw ConfigError("storage for \(service): \(service) does not run on PostgreSQL in this version; set its storage to {\"kind\": \"sqlite\"}")
             }
-            guard let url = section.url else { throw ProviderConfigError("storage for \(service): kind \"postgres\" needs a url") }
+            guard let url = section.url else { throw ConfigError("storage for \(service): kind \"postgres\" needs a url") }
             var settings: PostgresSettings
             do { settings = try PostgresSettings(url: url, schema: service) } catch {
-                throw ProviderConfigError("storage for \(service): \(error)")
+                throw ConfigError("storage for \(service): \(error)")
             }
             guard settings.password == nil else {
-                throw ProviderConfigError("storage for \(service): the url carries a password; put it in a file named by passwordFile (chmod 600)")
+                throw ConfigError("storage for \(service): the url carries a password; put it in a file named by passwordFile (chmod 600)")
             }
             if let file = section.passwordFile {
                 settings.password = try SecretFile.read(file, what: "storage for \(service)", logger: logger)
             }
             return .postgres(settings)
         case let other:
-            throw ProviderConfigError("storage for \(service): unknown kind \"\(other)\" (sqlite or postgres)")
+            throw ConfigError("storage for \(service): unknown kind \"\(other)\" (sqlite or postgres)")
         }
     }
 

@@ -148,7 +148,7 @@ final class PostgresAccountsStore: AccountsStorage {
         return users
     }
 
-    private static func first<T>(_ rows: PostgresRowSequence, _ type: T.Type) async throws -> T? where T: PostgresDecodable {
+    private static func first<T>(_ rows: PostgresRowSequence, _ type: T.Type) async throws -> T? where T: PostgresDecodable & Sendable {
         for try await value in rows.decode(T.self) { return value }
         return nil
     }
@@ -297,7 +297,7 @@ final class PostgresAccountsStore: AccountsStorage {
                 WHERE id = \(Int64(userID)) RETURNING \(unescaped: Self.userColumns)
                 """, logger: logger)).first else { throw AccountRefusal.noUser(userID) }
             return user
-        }, committed: committed)
+        }, committed: committed, orderedBy: userID)
     }
 
     // MARK: Sessions
@@ -441,7 +441,7 @@ final class PostgresAccountsStore: AccountsStorage {
                     """, logger: logger)
             }
             return user
-        }, committed: committed)
+        }, committed: committed, orderedBy: user.id)
     }
 
     func dueErasures(now: Int64) async throws -> [ErasureStep] {

@@ -1,6 +1,6 @@
 public import PostgresNIO
 public import Logging
-public import Wire
+import Wire
 import Foundation
 import NIOCore
 import Synchronization
@@ -17,9 +17,9 @@ public final class PostgresServiceDatabase: Sendable {
     public let settings: PostgresSettings
     public let client: PostgresClient
     public let logger: Logger
-    /// Mutations with a `committed` action run one at a time, so their actions (events) follow the
-    /// order of their commits, as the SQLite write queue guarantees.
-    private let ordered = AsyncSerialGate()
+    /// Mutations with a `committed` action and the same ordering key run one at a time, so their
+    /// actions (events) follow the order of their commits (see `write`).
+    private let ordered = KeyedSerialGate()
 
     private let runner = Mutex<Task<Void, Never>?>(nil)
 
@@ -132,6 +132,7 @@ public final class PostgresServiceDatabase: Sendable {
     // MARK: Reads and writes
 
     /// A read: one pooled connection, autocommit (each statement sees the latest commits).
+    @discardableResult
     public func read<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         do {
             return try await client.withConnection { connection in try await body(connection) }
@@ -141,6 +142,7 @@ public final class PostgresServiceDatabase: Sendable {
     }
 
     /// Several reads that must agree: one read-only transaction on one snapshot (REPEATABLE READ).
+    @discardableResult
     public func snapshot<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         do {
             return try await client.withConnection { connection in
@@ -160,15 +162,22 @@ public final class PostgresServiceDatabase: Sendable {
     }
 
     /// One mutation, committed when this returns (see the type's comment for idempotent requests).
-    /// - Parameter committed: runs once the mutation committed, before the caller is answered, in
-    ///   commit order among the mutations that have one.
+    /// - Parameters:
+    ///   - committed: runs once the mutation committed, before the caller is answered.
+    ///   - orderedBy: mutations with a `committed` action and the same key run one after another
+    ///     (transaction and action), so their actions follow their commits: the key of what the
+    ///     action announces (a user id for a profile event). Mutations of different keys run at
+    ///     once, as PostgreSQL allows. Nil: one order for all of them (every such mutation waits
+    ///     for the one before). SQLite's write queue orders everything; measured, one order for all
+    ///     cut PostgreSQL's durable edits at 64 in flight to a single connection's commit rate.
+    @discardableResult
     public func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T,
-                                   committed: (@Sendable (T) -> Void)? = nil) async throws -> T {
+                                   committed: (@Sendable (T) -> Void)? = nil, orderedBy key: UInt64? = nil) async throws -> T {
         let idempotency = IdempotencyScope.current
         do {
             guard let committed else { return try await transaction(idempotency: idempotency, body).result }
-            await ordered.acquire()
-            defer { ordered.release() }
+            await ordered.acquire(key)
+            defer { ordered.release(key) }
             let (result, applied) = try await transaction(idempotency: idempotency, body)
             if applied { committed(result) }
             return result
@@ -178,6 +187,7 @@ public final class PostgresServiceDatabase: Sendable {
     }
 
     /// A transaction outside any request's claim (start-up, workers).
+    @discardableResult
     public func transaction<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         do {
             return try await transaction(idempotency: nil, body).result
@@ -268,36 +278,38 @@ public struct PostgresMigration: Sendable {
     }
 }
 
-/// Runs closures one at a time, in arrival order, across tasks.
-final class AsyncSerialGate: Sendable {
-    private struct State {
-        var busy = false
+/// Lets one task at a time through per key (nil: one key of its own), in arrival order.
+final class KeyedSerialGate: Sendable {
+    private struct Queue {
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    private let state = Mutex(State())
+    /// A key present is held; its queue holds who waits for it.
+    private let state = Mutex<[UInt64?: Queue]>([:])
 
-    func acquire() async {
+    func acquire(_ key: UInt64?) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state -> Bool in
-                if state.busy {
-                    state.waiters.append(continuation)
+            let ready = state.withLock { held -> Bool in
+                if held[key] != nil {
+                    held[key]!.waiters.append(continuation)
                     return false
                 }
-                state.busy = true
+                held[key] = Queue()
                 return true
             }
             if ready { continuation.resume() }
         }
     }
 
-    func release() {
-        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if state.waiters.isEmpty {
-                state.busy = false
+    func release(_ key: UInt64?) {
+        let next = state.withLock { held -> CheckedContinuation<Void, Never>? in
+            guard var queue = held[key], !queue.waiters.isEmpty else {
+                held[key] = nil
                 return nil
             }
-            return state.waiters.removeFirst()
+            let first = queue.waiters.removeFirst()
+            held[key] = queue
+            return first
         }
         next?.resume()
     }

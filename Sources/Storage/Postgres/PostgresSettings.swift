@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// Where a service's PostgreSQL database is, parsed from a libpq-style URL
 /// (`postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require][&host=/socket/dir]`).

@@ -1,0 +1,127 @@
+import Accounts
+import Foundation
+import FriensoProto
+public import Logging
+import PostgresHarness
+import ServiceKit
+import ServiceLifecycle
+import Storage
+import Synchronization
+import Wire
+
+/// `accounts`: the same accounts service on SQLite and on PostgreSQL, in one run, behind its own
+/// ZeroMQ host (no gateway): reads (ValidateSession, GetProfiles of 50 users) and durable writes
+/// (EditProfile, which also publishes the profile event in commit order), at 1 and 64 in flight.
+/// PostgreSQL is a real server (Debian's, on loopback, in a temp folder: `LocalPostgresServer`),
+/// with its default durability (`synchronous_commit = on`).
+public enum AccountsScenario {
+    public struct Options: Sendable {
+        public var requests: Int
+        public var warmup: Int
+        public var inFlight: [Int]
+        public var users: Int
+        public var engines: [String]
+
+        public init(requests: Int, warmup: Int, inFlight: [Int], users: Int, engines: [String]) {
+            self.requests = requests
+            self.warmup = warmup
+            self.inFlight = inFlight
+            self.users = users
+            self.engines = engines
+        }
+    }
+
+    public static func run(_ options: Options, logger: Logger) async throws -> String {
+        var quiet = logger
+        quiet.logLevel = .warning
+        var server: LocalPostgresServer?
+        if options.engines.contains("postgres") {
+            server = try await Task.detached { try LocalPostgresServer.start(prefix: "frienso-bench-pg") }.value
+        }
+        defer { server?.stop() }
+        var rows: [LatencyStats] = []
+        for engine in options.engines {
+            let dir = BenchStack.scratchDirectory()
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let storage: StorageEngine
+            if engine == "postgres", let server {
+                let name = try server.createDatabase("bench")
+                storage = .postgres(try await PostgresServiceDatabase.open(try PostgresSettings(url: server.url(database: name), schema: "accounts"),
+                                                                          logger: quiet))
+            } else {
+                storage = .sqlite(directory: dir)
+            }
+            rows += try await measure(engine: engine, storage: storage, options: options, logger: quiet)
+            await storage.close()
+        }
+        var out = [Report.table(rows)]
+        for name in Set(rows.map { $0.name.replacingOccurrences(of: "sqlite: ", with: "").replacingOccurrences(of: "postgres: ", with: "") }).sorted() {
+            for n in options.inFlight {
+                guard let sqlite = rows.first(where: { $0.name == "sqlite: \(name)" && $0.inFlight == n }),
+                      let postgres = rows.first(where: { $0.name == "postgres: \(name)" && $0.inFlight == n }) else { continue }
+                out.append("- \(name), \(n) in flight: PostgreSQL/SQLite throughput \(String(format: "%.2f", postgres.throughput / max(sqlite.throughput, 1)))×, "
+                           + "p99 \(String(format: "%.2f", postgres.micros(99) / max(sqlite.micros(99), 1)))×")
+            }
+        }
+        return out.joined(separator: "\n")
+    }
+
+    private static func measure(engine: String, storage: StorageEngine, options: Options, logger: Logger) async throws -> [LatencyStats] {
+        let context = ZMQContext(), reactor = Reactor(name: "bench-accounts-\(engine)")
+        let events = Publisher(name: "accounts", endpoint: "tcp://127.0.0.1:*", logger: logger, context: context, reactor: reactor)
+        let service = try await AccountsService.open(storage, config: BenchStack.accountsConfig(), events: events)
+        let host = service.makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logger,
+                                    context: context, reactor: reactor)
+        let group = ServiceGroup(configuration: .init(services: [.init(service: events), .init(service: host)], logger: logger))
+        let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client-\(engine)")
+        var rows: [LatencyStats] = []
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logger, context: clientContext, reactor: clientReactor)
+            // Setup, not measured: users and one session each.
+            var ids: [UInt64] = []
+            var tokens: [String] = []
+            for i in 0..<options.users {
+                let name = "bench_\(engine)_\(i)"
+                let account = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
+                    username: name, email: "\(name)@bench.example", phone: "+1555\(String(format: "%07d", 1_000_000 + i))",
+                    password: "bench password", firstName: "Bench", lastName: name)).account
+                ids.append(account?.profile?.userId ?? 0)
+                tokens.append(try await client.call(AccountsV1.AccountsService.login,
+                                                    AccountsV1.LoginRequest(login: name, password: "bench password")).sessionToken)
+            }
+            let fifty = Array(ids.prefix(50))
+            let userIDs = ids, sessionTokens = tokens
+            let counter = Counter()
+            await withTaskExecutorPreference(clientReactor) {
+                for n in options.inFlight {
+                    rows.append(await drive(name: "\(engine): ValidateSession", inFlight: n, count: options.requests, warmup: options.warmup) {
+                        let token = sessionTokens[counter.next() % sessionTokens.count]
+                        return (try? await client.call(AccountsV1.AccountsService.validateSession,
+                                                       AccountsV1.ValidateSessionRequest(sessionToken: token)))?.userId != nil
+                    })
+                    rows.append(await drive(name: "\(engine): GetProfiles (50 users)", inFlight: n, count: options.requests, warmup: options.warmup) {
+                        (try? await client.call(AccountsV1.AccountsService.getProfiles, AccountsV1.GetProfilesRequest(userIds: fifty)))?
+                            .profiles.count == fifty.count
+                    })
+                    rows.append(await drive(name: "\(engine): EditProfile (durable write + event)", inFlight: n, count: options.requests / 4,
+                                            warmup: options.warmup / 4) {
+                        let i = counter.next()
+                        return (try? await client.call(AccountsV1.AccountsService.editProfile,
+                                                       AccountsV1.EditProfileRequest(fields: ["first_name"], firstName: "Edit \(i)"),
+                                                       options: CallOptions(callerUserID: userIDs[i % userIDs.count]))) != nil
+                    })
+                }
+            }
+            await client.close()
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        return rows
+    }
+
+    private final class Counter: Sendable {
+        private let value = Atomic<Int>(0)
+        func next() -> Int { value.add(1, ordering: .relaxed).newValue }
+    }
+}
