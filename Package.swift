@@ -450,7 +450,7 @@ let package = Package(
         // The storage layer every service shares (idempotency claims).
         .testTarget(
             name: "StorageTests",
-            dependencies: ["Storage", "Wire", "FriensoProto", "FriensoTesting", grdb, logging, postgres],
+            dependencies: ["Storage", "Wire", "FriensoProto", "FriensoTesting", "PostgresHarness", grdb, logging, postgres],
             swiftSettings: swiftSettings
         ),
         .testTarget(

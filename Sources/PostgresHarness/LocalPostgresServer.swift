@@ -1,6 +1,7 @@
 public import Foundation
 public import Glibc
 import ServiceKit
+import Synchronization
 
 /// A throwaway PostgreSQL server from Debian's `postgresql-15` (installed by `deploy/install-deps
 /// --for-tests`): `initdb` into a folder, `pg_ctl start` on a free loopback port with its Unix
@@ -17,8 +18,12 @@ public final class LocalPostgresServer: Sendable {
     public var socketDirectory: String { folder }
     public let password: String
     /// The postmaster's PID (pg_ctl started it: it is not this process's child).
-    public let postmasterPID: pid_t
+    public var postmasterPID: pid_t { pid.withLock { $0 } }
+    private let pid: Mutex<pid_t>
     let binaries: String
+    /// How pg_ctl is run (as the postgres user when this process is root), and its server options.
+    private let pgCtl: [String]
+    private let options: String
 
     public static let user = "frienso"
 
@@ -40,12 +45,14 @@ public final class LocalPostgresServer: Sendable {
         return "\(root)/\(version)/bin"
     }
 
-    private init(port: Int, folder: String, password: String, pid: pid_t, binaries: String) {
+    private init(port: Int, folder: String, password: String, pid: pid_t, binaries: String, pgCtl: [String], options: String) {
         self.port = port
         self.folder = folder
         self.password = password
-        postmasterPID = pid
+        self.pid = Mutex(pid)
         self.binaries = binaries
+        self.pgCtl = pgCtl
+        self.options = options
     }
 
     /// Makes a new cluster in a new temp folder and starts it; blocks until it takes connections
@@ -78,9 +85,10 @@ public final class LocalPostgresServer: Sendable {
             guard let port = Spawn.freePort() else { throw Failure("no free loopback port") }
             let options = "-c listen_addresses=127.0.0.1 -c port=\(port) -c unix_socket_directories=\(folder) -c max_connections=300 -c shared_buffers=32MB"
             let log = "\(folder)/server.log"
-            let started = Spawn.run(asUser + ["\(binaries)/pg_ctl", "-D", data, "-l", log, "-o", options, "-w", "-t", "60", "start"])
+            let pgCtl = asUser + ["\(binaries)/pg_ctl", "-D", data, "-l", log]
+            let started = Spawn.run(pgCtl + ["-o", options, "-w", "-t", "60", "start"])
             if started.status == 0, let pid = readPID(data) {
-                return LocalPostgresServer(port: port, folder: folder, password: password, pid: pid, binaries: binaries)
+                return LocalPostgresServer(port: port, folder: folder, password: password, pid: pid, binaries: binaries, pgCtl: pgCtl, options: options)
             }
             lastFailure = "pg_ctl start failed (\(started.status)):\n\(started.output)\n\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")"
         }
@@ -92,6 +100,19 @@ public final class LocalPostgresServer: Sendable {
         guard let text = try? String(contentsOfFile: "\(data)/postmaster.pid", encoding: .utf8),
               let line = text.split(separator: "\n").first else { return nil }
         return pid_t(line.trimmingCharacters(in: .whitespaces))
+    }
+
+    /// Stops the server (fast shutdown), keeping its folder: a database host that went away.
+    public func pause() throws {
+        let stopped = Spawn.run(pgCtl + ["-m", "fast", "-w", "stop"])
+        guard stopped.status == 0 else { throw Failure("pg_ctl stop failed: \(stopped.output)") }
+    }
+
+    /// Starts the paused server again, on the same port and folder.
+    public func resume() throws {
+        let started = Spawn.run(pgCtl + ["-o", options, "-w", "-t", "60", "start"])
+        guard started.status == 0, let pid = Self.readPID("\(folder)/data") else { throw Failure("pg_ctl start failed: \(started.output)") }
+        self.pid.withLock { $0 = pid }
     }
 
     /// A new, empty database; returns its name.

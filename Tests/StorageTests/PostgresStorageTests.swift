@@ -2,6 +2,7 @@ import Foundation
 import FriensoProto
 import FriensoTesting
 import Logging
+import PostgresHarness
 import PostgresNIO
 import Storage
 import Synchronization
@@ -101,6 +102,31 @@ struct PostgresStorageTests {
         await expectError(.unavailable, containing: "does not answer") {
             _ = try await PostgresServiceDatabase.open(settings, logger: quiet, timeout: .seconds(3))
         }
+    }
+
+    @Test func aServerThatGoesAway_isUNAVAILABLE_andServiceResumesWhenItIsBack() async throws {
+        let server = try await Task.detached { try LocalPostgresServer.start(prefix: "frienso-pg-outage") }.value
+        defer { server.stop() }
+        let name = try await server.createDatabase("outage")
+        let database = try await PostgresServiceDatabase.open(try PostgresSettings(url: server.url(database: name), schema: "items"), logger: quiet)
+        try await database.migrate(PostgresItems.migrations)
+        let items = PostgresItems(database: database)
+        #expect(try await items.count() == 0)
+
+        try await Task.detached { try server.pause() }.value
+        // The health probe notices (bounded), and from then on a request is refused at once
+        // instead of waiting for a connection the pool cannot make.
+        try await eventually("the database is known to be unreachable", timeout: .seconds(20)) { !database.isReachable }
+        await expectError(.unavailable, containing: "database is unavailable") { _ = try await items.count() }
+        await expectError(.unavailable) {
+            _ = try await database.write { connection in try await connection.query("INSERT INTO items (name) VALUES ('lost')", logger: quiet) }
+        }
+
+        try await Task.detached { try server.resume() }.value
+        try await eventually("requests are served again", timeout: .seconds(30)) { (try? await items.count()) == 0 }
+        _ = try await database.write { connection in try await connection.query("INSERT INTO items (name) VALUES ('after')", logger: quiet) }
+        #expect(try await items.count() == 1, "nothing refused was applied; the write after the outage was")
+        await database.close()
     }
 
     @Test func instancesMigratingAtOnce_applyEachMigrationOnce_andAgainIsNothing() async throws {

@@ -22,6 +22,10 @@ public final class PostgresServiceDatabase: Sendable {
     private let ordered = KeyedSerialGate()
 
     private let runner = Mutex<Task<Void, Never>?>(nil)
+    private let monitor = Mutex<Task<Void, Never>?>(nil)
+    /// Whether the last health probe was answered (see `watch`): while it is not, requests are
+    /// refused at once with UNAVAILABLE instead of queueing for a connection the pool cannot make.
+    private let reachable = Atomic<Bool>(true)
 
     /// Starts the pool and waits (at most `timeout`) until the server answers.
     public static func open(_ settings: PostgresSettings, logger: Logger, timeout: Duration = .seconds(15)) async throws -> PostgresServiceDatabase {
@@ -34,14 +38,72 @@ public final class PostgresServiceDatabase: Sendable {
             await database.close()
             throw error
         }
+        database.monitor.withLock { $0 = Task { await database.watch() } }
         return database
     }
 
     /// Closes every connection and stops the pool.
     public func close() async {
+        let watching = monitor.withLock { task -> Task<Void, Never>? in defer { task = nil }; return task }
+        watching?.cancel()
+        await watching?.value
         guard let task = runner.withLock({ task -> Task<Void, Never>? in defer { task = nil }; return task }) else { return }
         task.cancel()
         await task.value
+    }
+
+    /// Whether the server answered the last health probe.
+    public var isReachable: Bool { reachable.load(ordering: .relaxed) }
+
+    /// Probes the server every `interval` (each probe bounded by `probeTimeout`) and keeps
+    /// `reachable`. postgres-nio's pool keeps a request waiting while it cannot connect; without
+    /// this, every request during an outage would wait for its caller's deadline and pile up.
+    /// With it, the requests of the first seconds wait, the rest are refused at once, and service
+    /// resumes with the first probe answered.
+    private func watch(interval: Duration = .seconds(1), probeTimeout: Duration = .seconds(2)) async {
+        while !Task.isCancelled {
+            let (answered, error) = await probe(timeout: probeTimeout)
+            let was = reachable.exchange(answered, ordering: .relaxed)
+            if was != answered {
+                if answered {
+                    logger.notice("PostgreSQL answers again", metadata: ["at": "\(settings.description)"])
+                } else {
+                    logger.error("PostgreSQL does not answer: refusing requests until it does",
+                                 metadata: ["at": "\(settings.description)", "error": "\(error.map { Self.describe($0) } ?? "no answer in \(probeTimeout)")"])
+                }
+            }
+            try? await Task.sleep(for: interval)
+        }
+    }
+
+    /// One `SELECT 1`, bounded by `timeout`. - Returns: whether it was answered, and the error.
+    private func probe(timeout: Duration) async -> (Bool, (any Error)?) {
+        let client = client, logger = logger
+        do {
+            let answered = try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    try await client.query("SELECT 1", logger: logger)
+                    return true
+                }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return false
+                }
+                let first = try await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+            return (answered, nil)
+        } catch {
+            return (false, error)
+        }
+    }
+
+    /// Refuses a request at once while the server is known not to answer.
+    private func requireReachable() throws {
+        guard reachable.load(ordering: .relaxed) else {
+            throw RPCError.unavailable("the database is unavailable: PostgreSQL does not answer")
+        }
     }
 
     init(settings: PostgresSettings, logger: Logger) {
@@ -102,27 +164,9 @@ public final class PostgresServiceDatabase: Sendable {
         var attempt = 0
         while ContinuousClock.now < deadline {
             attempt += 1
-            let client = client, logger = logger
-            let answered: Bool
-            do {
-                answered = try await withThrowingTaskGroup(of: Bool.self) { group in
-                    group.addTask {
-                        try await client.query("SELECT 1", logger: logger)
-                        return true
-                    }
-                    group.addTask {
-                        try await Task.sleep(for: .seconds(2))
-                        return false
-                    }
-                    let first = try await group.next() ?? false
-                    group.cancelAll()
-                    return first
-                }
-            } catch {
-                lastError = error
-                answered = false
-            }
+            let (answered, error) = await probe(timeout: .seconds(2))
             if answered { return }
+            lastError = error ?? lastError
             if attempt == 1 { logger.info("waiting for PostgreSQL", metadata: ["at": "\(settings.description)"]) }
             try await Task.sleep(for: .milliseconds(100))
         }
@@ -134,6 +178,7 @@ public final class PostgresServiceDatabase: Sendable {
     /// A read: one pooled connection, autocommit (each statement sees the latest commits).
     @discardableResult
     public func read<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try requireReachable()
         do {
             return try await client.withConnection { connection in try await body(connection) }
         } catch {
@@ -144,6 +189,7 @@ public final class PostgresServiceDatabase: Sendable {
     /// Several reads that must agree: one read-only transaction on one snapshot (REPEATABLE READ).
     @discardableResult
     public func snapshot<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try requireReachable()
         do {
             return try await client.withConnection { connection in
                 try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
@@ -173,6 +219,7 @@ public final class PostgresServiceDatabase: Sendable {
     @discardableResult
     public func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T,
                                    committed: (@Sendable (T) -> Void)? = nil, orderedBy key: UInt64? = nil) async throws -> T {
+        try requireReachable()
         let idempotency = IdempotencyScope.current
         do {
             guard let committed else { return try await transaction(idempotency: idempotency, body).result }
@@ -189,6 +236,7 @@ public final class PostgresServiceDatabase: Sendable {
     /// A transaction outside any request's claim (start-up, workers).
     @discardableResult
     public func transaction<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try requireReachable()
         do {
             return try await transaction(idempotency: nil, body).result
         } catch {
