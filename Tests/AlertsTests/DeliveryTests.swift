@@ -44,7 +44,8 @@ extension AlertsTestGroup {
                 let sms = try await h.outbox().filter { $0.channel == .sms }
                 #expect(sms.allSatisfy { $0.status == .failed && $0.attempts == 3 && $0.lastError.contains("gateway timeout") })
                 #expect(sms.allSatisfy { broken.attempts($0.deliveryId) == 3 }, "no attempt after the last")
-                #expect(h.logs.contains("delivery failed for good"))
+                // Logged just after the commit that `drained` saw: wait for it (bounded).
+                try await eventually("the failure is logged") { h.logs.contains("delivery failed for good") }
                 // The initiator can see it, and so can the operator.
                 let status = try await h.call(1, API.getHelpNow, AlertsV1.GetHelpNowRequest())
                 #expect(status.mine?.recipients.allSatisfy { $0.deliveries.contains { $0.channel == .sms && $0.status == .failed } } == true)

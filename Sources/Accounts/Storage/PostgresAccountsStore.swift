@@ -137,6 +137,33 @@ final class PostgresAccountsStore: AccountsStorage {
     private static let userColumns = "id, username, email, phone, password_hash, first_name, last_name, profile_picture_media_id, created_at_ms"
     private typealias UserRow = (Int64, String, String, String, String, String, String, String, Int64)
 
+    // The hottest reads (every request's session, every friend list's profiles) as named prepared
+    // statements: parsed and planned once per connection, not for every query.
+
+    private struct UsersByID: PostgresPreparedStatement {
+        static let sql = "SELECT \(PostgresAccountsStore.userColumns) FROM users WHERE id = ANY($1) ORDER BY id"
+        typealias Row = UserRow
+        let ids: [Int64]
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            bindings.append(ids)
+            return bindings
+        }
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
+    private struct SessionByTokenHash: PostgresPreparedStatement {
+        static let sql = "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE token_hash = $1"
+        typealias Row = (Int64, Int64, Int64, Int64?)
+        let hash: Data
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 1)
+            try bindings.append(hash)
+            return bindings
+        }
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
     private static func user(_ row: UserRow) -> UserRecord {
         UserRecord(id: UInt64(row.0), username: row.1, email: row.2, phone: row.3, passwordHash: row.4, firstName: row.5,
                    lastName: row.6, profilePictureMediaID: row.7, createdAtMs: row.8)
@@ -221,7 +248,8 @@ final class PostgresAccountsStore: AccountsStorage {
 
     func user(id: UInt64) async throws -> UserRecord? {
         try await database.read { connection in
-            try await Self.users(connection.query("SELECT \(unescaped: Self.userColumns) FROM users WHERE id = \(Int64(id))", logger: logger)).first
+            for try await row in try await connection.execute(UsersByID(ids: [Int64(bitPattern: id)]), logger: logger) { return Self.user(row) }
+            return nil
         }
     }
 
@@ -229,7 +257,10 @@ final class PostgresAccountsStore: AccountsStorage {
         guard !ids.isEmpty else { return [] }
         let list = ids.map { Int64(bitPattern: $0) }
         return try await database.read { connection in
-            try await Self.users(connection.query("SELECT \(unescaped: Self.userColumns) FROM users WHERE id = ANY(\(list)) ORDER BY id", logger: logger))
+            var users: [UserRecord] = []
+            users.reserveCapacity(list.count)
+            for try await row in try await connection.execute(UsersByID(ids: list), logger: logger) { users.append(Self.user(row)) }
+            return users
         }
     }
 
@@ -325,8 +356,10 @@ final class PostgresAccountsStore: AccountsStorage {
     func session(tokenHash: [UInt8]) async throws -> SessionRecord? {
         let hash = Data(tokenHash)
         return try await database.read { connection in
-            try await Self.session(connection.query(
-                "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE token_hash = \(hash)", logger: logger))
+            for try await (id, user, expires, revoked) in try await connection.execute(SessionByTokenHash(hash: hash), logger: logger) {
+                return SessionRecord(id: UInt64(id), userID: UInt64(user), expiresAtMs: expires, revoked: revoked != nil)
+            }
+            return nil
         }
     }
 
