@@ -114,7 +114,7 @@ let package = Package(
         ),
         // A service's SQLite database: opening, the idempotency claim in each mutation's transaction, the reply store.
         .target(name: "Storage", dependencies: ["Wire", "FriensoProto", grdb, .product(name: "GRDBSQLite", package: "GRDB.swift"), coreMetrics,
-                                               postgres, logging, serviceLifecycle],
+                                               postgres, logging, serviceLifecycle, nioSSL],
                 swiftSettings: swiftSettings),
         // Identity helpers: SHA-256, contact identifiers, phone numbers, the operator key.
         .target(name: "Identity", dependencies: ["Wire", "CSodium"], swiftSettings: swiftSettings),

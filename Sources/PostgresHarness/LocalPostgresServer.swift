@@ -58,7 +58,8 @@ public final class LocalPostgresServer: Sendable {
     /// Makes a new cluster in a new temp folder and starts it; blocks until it takes connections
     /// (`pg_ctl -w`, at most 60 s). As root, the server runs as Debian's `postgres` user (it
     /// refuses to run as root).
-    public static func start(prefix: String = "frienso-pg") throws -> LocalPostgresServer {
+    /// - Parameter tls: a certificate and its key (PEM): the server then also speaks TLS.
+    public static func start(prefix: String = "frienso-pg", tls: (certificateFile: String, keyFile: String)? = nil) throws -> LocalPostgresServer {
         let binaries = try findBinaries()
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -80,10 +81,20 @@ public final class LocalPostgresServer: Sendable {
         try? FileManager.default.removeItem(atPath: passwordFile)
         guard initdb.status == 0 else { throw Failure("initdb failed (\(initdb.status)):\n\(initdb.output)") }
 
+        var tlsOptions = ""
+        if let tls {
+            // The server reads its key only when its user owns it and nobody else may read it.
+            let certificate = "\(folder)/server.crt", key = "\(folder)/server.key"
+            try FileManager.default.copyItem(atPath: tls.certificateFile, toPath: certificate)
+            try FileManager.default.copyItem(atPath: tls.keyFile, toPath: key)
+            chmod(key, 0o600)
+            if let (uid, gid) = owner { chown(certificate, uid, gid); chown(key, uid, gid) }
+            tlsOptions = " -c ssl=on -c ssl_cert_file=\(certificate) -c ssl_key_file=\(key)"
+        }
         var lastFailure = ""
         for _ in 0..<5 {
             guard let port = Spawn.freePort() else { throw Failure("no free loopback port") }
-            let options = "-c listen_addresses=127.0.0.1 -c port=\(port) -c unix_socket_directories=\(folder) -c max_connections=300 -c shared_buffers=32MB"
+            let options = "-c listen_addresses=127.0.0.1 -c port=\(port) -c unix_socket_directories=\(folder) -c max_connections=300 -c shared_buffers=32MB" + tlsOptions
             let log = "\(folder)/server.log"
             let pgCtl = asUser + ["\(binaries)/pg_ctl", "-D", data, "-l", log]
             let started = Spawn.run(pgCtl + ["-o", options, "-w", "-t", "60", "start"])

@@ -83,6 +83,7 @@ struct PostgresStorageTests {
         #expect(PostgresSettings.redact("postgres://frienso:s3cret@db/frienso") == "postgres://frienso:***@db/frienso")
         let socket = try PostgresSettings(url: "postgresql://frienso@/frienso?host=/run/postgresql", schema: "accounts")
         #expect(socket.unixSocketPath == "/run/postgresql/.s.PGSQL.5432" && socket.password == nil)
+        #expect(try PostgresSettings(url: "postgres://a@db/c?sslmode=require&sslrootcert=/etc/frienso/db-ca.pem", schema: "geo").caFile == "/etc/frienso/db-ca.pem")
         for (url, reason) in [("mysql://a@b/c", "postgres://"), ("postgres://a@b", "names no database"), ("postgres://b:5432/c", "names no user"),
                               ("postgres://a@b/c?sslmode=sometimes", "sslmode"), ("postgres://a@b/c?colour=blue", "unknown PostgreSQL URL parameter"),
                               ("postgres://a:pw@b/c?pool_max=0", "pool_max")] {
@@ -127,6 +128,36 @@ struct PostgresStorageTests {
         _ = try await database.write { connection in try await connection.query("INSERT INTO items (name) VALUES ('after')", logger: quiet) }
         #expect(try await items.count() == 1, "nothing refused was applied; the write after the outage was")
         await database.close()
+    }
+
+    @Test func tls_isUsedAndChecked_aServerCertificateNobodyVouchesFor_isRefused() async throws {
+        let scratch = try TemporaryDirectory("frienso-pg-tls")
+        defer { scratch.remove() }
+        let ca = try await TestCA.make(in: scratch.path)
+        let server = try await Task.detached {
+            try LocalPostgresServer.start(prefix: "frienso-pg-tls", tls: (ca.certificateFile, ca.keyFile))
+        }.value
+        defer { server.stop() }
+        let name = try await server.createDatabase("tls")
+        let base = "postgres://\(LocalPostgresServer.user):\(server.password)@127.0.0.1:\(server.port)/\(name)"
+
+        // Trusting the CA that signed the server's certificate: the connection is TLS.
+        let trusted = try await PostgresServiceDatabase.open(
+            try PostgresSettings(url: "\(base)?sslmode=require&sslrootcert=\(ca.caFile)", schema: "items"), logger: quiet, timeout: .seconds(10))
+        let encrypted = try await trusted.read { connection -> Bool in
+            for try await ssl in try await connection.query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", logger: quiet).decode(Bool.self) {
+                return ssl
+            }
+            return false
+        }
+        #expect(encrypted, "the session is encrypted")
+        await trusted.close()
+
+        // The system's roots do not vouch for the test CA: refused, never sent in clear.
+        await expectError(.unavailable, containing: "does not answer") {
+            _ = try await PostgresServiceDatabase.open(try PostgresSettings(url: "\(base)?sslmode=require", schema: "items"),
+                                                       logger: quiet, timeout: .seconds(3))
+        }
     }
 
     @Test func instancesMigratingAtOnce_applyEachMigrationOnce_andAgainIsNothing() async throws {

@@ -3,6 +3,7 @@ public import Logging
 import Wire
 import Foundation
 import NIOCore
+import NIOSSL
 import Synchronization
 
 /// A service's PostgreSQL storage: a connection pool (postgres-nio's `PostgresClient`) on the
@@ -109,10 +110,14 @@ public final class PostgresServiceDatabase: Sendable {
     init(settings: PostgresSettings, logger: Logger) {
         self.settings = settings
         self.logger = logger
+        // TLS checks the server's certificate (chain and host name) against the system's roots,
+        // or against `caFile` when the URL names one.
+        var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+        if let caFile = settings.caFile { tlsConfiguration.trustRoots = .file(caFile) }
         let tls: PostgresClient.Configuration.TLS = switch settings.tls {
         case .disable: .disable
-        case .prefer: .prefer(.makeClientConfiguration())
-        case .require: .require(.makeClientConfiguration())
+        case .prefer: .prefer(tlsConfiguration)
+        case .require: .require(tlsConfiguration)
         }
         var configuration: PostgresClient.Configuration
         if let socket = settings.unixSocketPath {

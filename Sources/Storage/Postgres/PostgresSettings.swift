@@ -19,6 +19,9 @@ public struct PostgresSettings: Sendable, Equatable {
     public var schema: String
     /// Connections the service keeps at most.
     public var maximumConnections: Int = 16
+    /// PEM certificates to trust for the server's certificate instead of the system's roots
+    /// (`?sslrootcert=/path`, as libpq): a database with a certificate from a private CA.
+    public var caFile: String?
 
     public init(host: String = "127.0.0.1", port: Int = 5432, socketDirectory: String? = nil, username: String,
                 password: String? = nil, database: String, tls: TLSMode = .prefer, schema: String) {
@@ -66,13 +69,16 @@ public struct PostgresSettings: Sendable, Equatable {
             case "host":
                 guard let value = item.value, value.hasPrefix("/") else { throw Invalid(description: "?host= is a Unix socket folder (an absolute path)") }
                 settings.socketDirectory = value
+            case "sslrootcert":
+                guard let value = item.value, value.hasPrefix("/") else { throw Invalid(description: "sslrootcert is a PEM file (an absolute path)") }
+                settings.caFile = value
             case "pool_max":
                 guard let value = item.value.flatMap(Int.init), (1...1000).contains(value) else {
                     throw Invalid(description: "pool_max is a number of connections, 1 to 1000")
                 }
                 settings.maximumConnections = value
             default:
-                throw Invalid(description: "unknown PostgreSQL URL parameter \"\(item.name)\" (known: sslmode, host, pool_max)")
+                throw Invalid(description: "unknown PostgreSQL URL parameter \"\(item.name)\" (known: sslmode, sslrootcert, host, pool_max)")
             }
         }
         if settings.socketDirectory == nil && settings.host.isEmpty {
