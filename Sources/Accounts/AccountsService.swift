@@ -137,7 +137,22 @@ public final class AccountsService: Sendable {
         let now = Double(config.now()) / 1000
         let accountKey = "\(name)"
         let clientKey = context.clientAddress
-        if let refusal = loginGuard.withLock({ $0.check(account: accountKey, client: clientKey, now: now) }) {
+        // Shared storage (several instances): this login's guard is rebuilt from the outcomes
+        // every instance stored; otherwise the process's guard has seen them all.
+        var shared: LoginGuard?
+        if store.isShared {
+            var rebuilt = LoginGuard(policy: config.loginPolicy)
+            for event in try await store.loginEvents(account: accountKey, client: clientKey, since: now - config.loginPolicy.horizon) {
+                rebuilt.apply(event)
+            }
+            shared = rebuilt
+        }
+        let refusal = if let shared {
+            shared.check(account: accountKey, client: clientKey, now: now)
+        } else {
+            loginGuard.withLock { $0.check(account: accountKey, client: clientKey, now: now) }
+        }
+        if let refusal {
             context.logger.notice("login refused by the throttle", metadata: ["client": "\(clientKey)", "reason": "\(refusal)"])
             throw RPCError.resourceExhausted(refusal.message)
         }
@@ -152,7 +167,7 @@ public final class AccountsService: Sendable {
         }
         // A success clears the account's failures; with none on record it changes nothing, and
         // costs no write.
-        if loginGuard.withLock({ $0.successMatters(for: accountKey) }) {
+        if shared?.successMatters(for: accountKey) ?? loginGuard.withLock({ $0.successMatters(for: accountKey) }) {
             let success = LoginGuard.Event.success(account: accountKey, at: now)
             try await store.record(success, horizon: config.loginPolicy.horizon)
             loginGuard.withLock { $0.apply(success) }

@@ -88,6 +88,8 @@ final class SQLiteAccountsStore: AccountsStorage {
     let database: ServiceDatabase
     let replies: any ReplyStore
     var engine: String { "sqlite" }
+    /// One process holds the file (SQLite's lock): the in-memory login guard sees every outcome.
+    var isShared: Bool { false }
 
     init(path: String) throws {
         database = try ServiceDatabase.open(path)
@@ -182,6 +184,20 @@ final class SQLiteAccountsStore: AccountsStorage {
         try database.write { db in
             try db.run(sql: "DELETE FROM login_events WHERE at < ?", arguments: [since])
             return try Row.fetchAll(db, cached: "SELECT failed, account, client, at FROM login_events ORDER BY id").map { row in
+                row["failed"] as Bool
+                    ? .failure(account: row["account"], client: row["client"], at: row["at"])
+                    : .success(account: row["account"], at: row["at"])
+            }
+        }
+    }
+
+    func loginEvents(account: String, client: String, since: Double) async throws -> [LoginGuard.Event] {
+        try await database.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT failed, account, client, at FROM login_events
+                WHERE at >= ? AND (account = ? OR (failed AND client = ? AND client != ''))
+                ORDER BY id
+                """, arguments: [since, account, client]).map { row in
                 row["failed"] as Bool
                     ? .failure(account: row["account"], client: row["client"], at: row["at"])
                     : .success(account: row["account"], at: row["at"])

@@ -314,3 +314,44 @@ struct AccountsConfigTests {
         #expect(policy.account.baseLockout == 15 && policy.client.maxLockout == 900)
     }
 }
+
+/// Throttles hold across instances: two accounts services on one PostgreSQL database (as issue
+/// 21's many instances will run) refuse an account and an address after the failures both saw.
+@Suite("accounts: throttles shared by instances", .timeLimit(.minutes(2)))
+struct SharedThrottleTests {
+    @Test func failuresSpreadOverTwoInstances_lockTheAccountAndTheAddressOnBoth() async throws {
+        let store = try await TestStore.fresh(.postgres)
+        let clock = TestClock()
+        var config = testConfig(clock)
+        config.loginPolicy.client.maxFailures = 8
+        let (first, closeFirst) = try await store.open(config: config)
+        let (second, closeSecond) = try await store.open(config: config)
+        let logs = CapturedLogs()
+        let instances = [RouterClient(first, name: "accounts", logger: logs.logger("a1")), RouterClient(second, name: "accounts", logger: logs.logger("a2"))]
+        let one = AccountsHarness(client: instances[0], clock: clock, directory: store.directory)
+        let two = AccountsHarness(client: instances[1], clock: clock, directory: store.directory)
+        try await one.register("shared")
+        // Five failures for the account, alternating instances (three on one, two on the other).
+        for n in 0..<5 {
+            let instance = n % 2 == 0 ? one : two
+            await expectError(.unauthenticated) { _ = try await instance.login("shared", password: "guess guess", from: "203.0.113.\(n + 1)") }
+        }
+        // Each instance saw fewer than five; together they are five: both refuse, even the right password.
+        await expectError(.resourceExhausted, containing: "this account") { _ = try await one.login("shared", from: "198.51.100.1") }
+        await expectError(.resourceExhausted, containing: "this account") { _ = try await two.login("shared", from: "198.51.100.2") }
+        clock.advance(seconds: 31)
+        _ = try await two.login("shared", from: "198.51.100.2")
+
+        // One address failing on other accounts, spread over both instances: eight failures lock it on both.
+        for n in 0..<8 {
+            let instance = n % 2 == 0 ? one : two
+            await expectError(.unauthenticated) { _ = try await instance.login("nobody\(n % 3)", password: "guess guess", from: "192.0.2.9") }
+        }
+        await expectError(.resourceExhausted, containing: "your address") { _ = try await one.login("shared", from: "192.0.2.9") }
+        await expectError(.resourceExhausted, containing: "your address") { _ = try await two.login("shared", from: "192.0.2.9") }
+        _ = try await one.login("shared", from: "198.51.100.3")
+        await closeFirst()
+        await closeSecond()
+        await store.remove()
+    }
+}

@@ -16,6 +16,13 @@ protocol AccountsStorage: Sendable {
     // Login outcomes (the login guard's memory across restarts).
     func record(_ event: LoginGuard.Event, horizon: Double) async throws
     func loginEvents(since: Double) async throws -> [LoginGuard.Event]
+    /// The outcomes since `since` that decide a login of `account` from `client`: the account's
+    /// (failures from anywhere, successes) and the address's failures, oldest first. Replayed
+    /// into a fresh `LoginGuard`, they give the same decision as a guard fed every outcome.
+    func loginEvents(account: String, client: String, since: Double) async throws -> [LoginGuard.Event]
+    /// Whether several instances may share this storage (then the login guard is rebuilt from
+    /// the stored outcomes for every login, so a throttle holds across instances).
+    var isShared: Bool { get }
 
     // Users and profiles.
     func insertUser(username: String, email: String, phone: String, passwordHash: String,

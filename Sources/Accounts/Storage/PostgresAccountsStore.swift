@@ -15,6 +15,8 @@ final class PostgresAccountsStore: AccountsStorage {
     let database: PostgresServiceDatabase
     let replies: any ReplyStore
     var engine: String { "postgres" }
+    /// Instances of accounts may share the database: throttles are decided from its rows.
+    var isShared: Bool { true }
     private var logger: Logger { database.logger }
 
     static let migrations: [PostgresMigration] = PostgresReplyStore.migrations + [
@@ -119,6 +121,11 @@ final class PostgresAccountsStore: AccountsStorage {
             "CREATE TABLE reset_requests (client text NOT NULL, at_ms bigint NOT NULL)",
             "CREATE INDEX reset_requests_client ON reset_requests (client, at_ms)",
         ]),
+        // Every login reads the outcomes of its account and its address (shared throttles).
+        PostgresMigration("login_events_by_key", [
+            "CREATE INDEX login_events_account ON login_events (account, id)",
+            "CREATE INDEX login_events_client ON login_events (client, id) WHERE failed",
+        ]),
     ]
 
     private init(database: PostgresServiceDatabase) {
@@ -218,6 +225,21 @@ final class PostgresAccountsStore: AccountsStorage {
             try await connection.query("DELETE FROM login_events WHERE at < \(since)", logger: logger)
             var events: [LoginGuard.Event] = []
             let rows = try await connection.query("SELECT failed, account, client, at FROM login_events ORDER BY id", logger: logger)
+            for try await (failed, account, client, at) in rows.decode((Bool, String, String, Double).self) {
+                events.append(failed ? .failure(account: account, client: client, at: at) : .success(account: account, at: at))
+            }
+            return events
+        }
+    }
+
+    func loginEvents(account: String, client: String, since: Double) async throws -> [LoginGuard.Event] {
+        try await database.read { connection in
+            var events: [LoginGuard.Event] = []
+            let rows = try await connection.query("""
+                SELECT failed, account, client, at FROM login_events
+                WHERE at >= \(since) AND (account = \(account) OR (failed AND client = \(client) AND client <> ''))
+                ORDER BY id
+                """, logger: logger)
             for try await (failed, account, client, at) in rows.decode((Bool, String, String, Double).self) {
                 events.append(failed ? .failure(account: account, client: client, at: at) : .success(account: account, at: at))
             }
