@@ -185,7 +185,7 @@ extension SQLiteAccountsStore {
     func deleteUser(_ user: UserRecord, targets: [String], now: Int64, committed: @escaping @Sendable (UserRecord) -> Void) async throws {
         let traces = String(decoding: try JSONEncoder().encode(ErasureTraces(
             username: user.username, email: user.email, phone: user.phone, firstName: user.firstName, lastName: user.lastName)), as: UTF8.self)
-        try await database.write({ db in
+        _ = try await database.write({ db in
             // The login guard's keys for the three ways to name the account (see `login`).
             let keys: [Validation.LoginName] = [.username(user.username.lowercased()), .email(user.email.lowercased()), .phone(user.phone)]
             try db.run(sql: "DELETE FROM login_events WHERE account IN (?, ?, ?)", arguments: StatementArguments(keys.map { "\($0)" }))

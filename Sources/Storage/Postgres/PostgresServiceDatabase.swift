@@ -61,12 +61,19 @@ public final class PostgresServiceDatabase: Sendable {
     /// this, every request during an outage would wait for its caller's deadline and pile up.
     /// With it, the requests of the first seconds wait, the rest are refused at once, and service
     /// resumes with the first probe answered.
-    private func watch(interval: Duration = .seconds(1), probeTimeout: Duration = .seconds(2)) async {
+    /// A probe goes through the pool, so a pool busy for a moment also delays it: only
+    /// `failuresToRefuse` unanswered probes in a row (seconds, not a blip) count as an outage;
+    /// one answered probe ends it.
+    private func watch(interval: Duration = .seconds(1), probeTimeout: Duration = .seconds(2), failuresToRefuse: Int = 3) async {
+        var failures = 0
         while !Task.isCancelled {
             let (answered, error) = await probe(timeout: probeTimeout)
-            let was = reachable.exchange(answered, ordering: .relaxed)
-            if was != answered {
-                if answered {
+            failures = answered ? 0 : failures + 1
+            // Answered: reachable. Unanswered: unchanged until the failures in a row reach the bound.
+            let now = answered || (failures < failuresToRefuse && reachable.load(ordering: .relaxed))
+            let was = reachable.exchange(now, ordering: .relaxed)
+            if was != now {
+                if now {
                     logger.notice("PostgreSQL answers again", metadata: ["at": "\(settings.description)"])
                 } else {
                     logger.error("PostgreSQL does not answer: refusing requests until it does",
@@ -196,17 +203,7 @@ public final class PostgresServiceDatabase: Sendable {
     public func snapshot<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         try requireReachable()
         do {
-            return try await client.withConnection { connection in
-                try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
-                do {
-                    let result = try await body(connection)
-                    try await connection.query("COMMIT", logger: logger)
-                    return result
-                } catch {
-                    do { try await connection.query("ROLLBACK", logger: logger) } catch { connection.close().whenComplete { _ in } }
-                    throw error
-                }
-            }
+            return try await inTransaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { (try await body($0), .commit) }
         } catch {
             throw Self.mapped(error)
         }
@@ -250,41 +247,45 @@ public final class PostgresServiceDatabase: Sendable {
     }
 
     private func transaction<T>(idempotency: IdempotencyScope?, _ body: (PostgresConnection) async throws -> T) async throws -> (result: T, applied: Bool) {
+        let (result, applied, changedInDryRun) = try await inTransaction(begin: "BEGIN") { connection -> ((T, Bool, Bool), TransactionEnd) in
+            let result = try await body(connection)
+            guard let idempotency else { return ((result, true, false), .commit) }
+            if idempotency.dryRun {
+                // A transaction that wrote anything has been given a transaction id.
+                let changed = try await connection.query("SELECT txid_current_if_assigned() IS NOT NULL", logger: logger)
+                    .decode(Bool.self).first { _ in true } ?? false
+                return ((result, false, changed), .rollback)
+            }
+            try await PostgresReplyStore.claim(connection, key: idempotency.key, digest: idempotency.digest, logger: logger)
+            return ((result, true, false), .commit)
+        }
+        if changedInDryRun, let idempotency {
+            throw RPCError(.alreadyExists, "this request (idempotency key \"\(idempotency.key.split(separator: "|").last ?? "")\") was applied once already; its reply was lost when the service stopped: read the current state instead of retrying")
+        }
+        return (result, applied)
+    }
+
+    private enum TransactionEnd { case commit, rollback }
+
+    /// Runs `body` on one connection between `begin` and the end it asks for. On a throw the
+    /// transaction is rolled back; a connection whose state is then unknown is closed, never
+    /// returned to the pool inside a transaction.
+    private func inTransaction<T>(begin: String, _ body: (PostgresConnection) async throws -> (T, TransactionEnd)) async throws -> T {
         try await client.withConnection { connection in
-            try await connection.query("BEGIN", logger: logger)
+            try await connection.query(PostgresQuery(unsafeSQL: begin), logger: logger)
             do {
-                let result = try await body(connection)
-                if let idempotency {
-                    if idempotency.dryRun {
-                        // A transaction that wrote anything has been given a transaction id.
-                        let changed = try await connection.query("SELECT txid_current_if_assigned() IS NOT NULL", logger: logger)
-                            .decode(Bool.self).first { _ in true } ?? false
-                        try await connection.query("ROLLBACK", logger: logger)
-                        if changed {
-                            throw RPCError(.alreadyExists, "this request (idempotency key \"\(idempotency.key.split(separator: "|").last ?? "")\") was applied once already; its reply was lost when the service stopped: read the current state instead of retrying")
-                        }
-                        return (result, false)
-                    }
-                    try await PostgresReplyStore.claim(connection, key: idempotency.key, digest: idempotency.digest, logger: logger)
-                }
-                try await connection.query("COMMIT", logger: logger)
-                return (result, true)
+                let (result, end) = try await body(connection)
+                try await connection.query(end == .commit ? "COMMIT" : "ROLLBACK", logger: logger)
+                return result
             } catch {
-                if !Self.isTransactionEnd(error) {
-                    do {
-                        try await connection.query("ROLLBACK", logger: logger)
-                    } catch {
-                        // The connection is in an unknown state: it must not go back to the pool open.
-                        connection.close().whenComplete { _ in }
-                    }
+                do {
+                    try await connection.query("ROLLBACK", logger: logger)
+                } catch {
+                    connection.close().whenComplete { _ in }
                 }
                 throw error
             }
         }
-    }
-
-    private static func isTransactionEnd(_ error: any Error) -> Bool {
-        (error as? RPCError)?.code == .alreadyExists
     }
 
     // MARK: Errors
