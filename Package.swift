@@ -237,7 +237,7 @@ let package = Package(
         .target(
             name: "Launcher",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit", "Identity",
+                "Wire", "FriensoProto", "ServiceKit", "Identity", "Storage",
                 grdb,
                 logging,
                 hummingbird,
@@ -336,7 +336,7 @@ let package = Package(
         .executableTarget(
             name: "frienso-launch",
             dependencies: [
-                "Launcher", "ServiceKit", "Storage", "Deliveries", "Alerts", "FriensoProto",
+                "Launcher", "ServiceKit", "Deliveries", "Alerts", "FriensoProto",
                 grdb,
                 argumentParser,
                 logging,

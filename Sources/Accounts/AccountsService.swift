@@ -106,9 +106,6 @@ public final class AccountsService: Sendable {
         email = config.email ?? RecordingEmailProvider(store: store, logger: Logger(label: "frienso.accounts.email"), now: config.now)
     }
 
-    /// Which storage engine this service runs on ("sqlite" or "postgres").
-    public var storageEngine: String { store.engine }
-
     /// Announces `user`'s public profile as it is now (called in commit order).
     func profileChanged(_ user: UserRecord) {
         events?.emit(topic: Self.profilesStream, method: Self.profileChanged,

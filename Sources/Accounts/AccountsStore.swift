@@ -87,7 +87,6 @@ enum AccountRefusal: Error, Equatable {
 final class SQLiteAccountsStore: AccountsStorage {
     let database: ServiceDatabase
     let replies: any ReplyStore
-    var engine: String { "sqlite" }
     /// One process holds the file (SQLite's lock): the in-memory login guard sees every outcome.
     var isShared: Bool { false }
 

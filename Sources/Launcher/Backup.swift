@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
 import Identity
+public import ServiceKit
+import Storage
 public import Wire
 
 /// What `frienso-launch backup DIR` wrote: every file with its size and SHA-256, and when.
@@ -176,6 +178,16 @@ public enum Backup {
             lines.append("warning: \(manifest.missingPhotos.count) photos were deleted while the backup ran and are not in it")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// A line for each service that keeps its data in PostgreSQL (so in that database, not in a
+    /// backup of the data folder), naming the database without its password.
+    public static func notInBackup(_ config: FriensoConfig) -> [String] {
+        services.compactMap { service in
+            guard let storage = config.storage(for: service), storage.kind == "postgres" else { return nil }
+            return "note: \(service) keeps its data in PostgreSQL (\(PostgresSettings.redact(storage.url ?? ""))), not in this backup: "
+                + "back up that database with pg_dump or pg_basebackup (docs/operations.md, Backups)"
+        }
     }
 
     /// What `frienso-launch restore` prints.

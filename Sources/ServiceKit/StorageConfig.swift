@@ -86,8 +86,10 @@ extension ResolvedOptions {
 
     /// Opens what `storageChoice` resolved: PostgreSQL's pool is started and the server answered.
     public func openStorage(for service: String, postgres supported: Bool = true, logger: Logger) async throws -> StorageEngine {
-        switch try storageChoice(for: service, postgres: supported, logger: logger) {
+        let choice = try storageChoice(for: service, postgres: supported, logger: logger)
+        switch choice {
         case .sqlite(let directory):
+            logger.info("storage", metadata: ["engine": "sqlite", "at": "\(directory)"])
             try createDataDirectory()
             return .sqlite(directory: directory)
         case .postgres(let settings):

@@ -45,7 +45,6 @@ struct AccountsCommand: AsyncParsableCommand {
         config.email = emails.email
         logger.info("deleted accounts are erased by", metadata: ["services": "\(config.erasureTargets.joined(separator: ","))"])
         let service = try await AccountsService.open(storage, config: config, events: publisher, blocks: blocks)
-        logger.info("accounts storage", metadata: ["engine": "\(service.storageEngine)"])
         let host = service.makeHost(options: plane.hostOptions(name: "accounts", endpoint: resolved.endpoint), logger: logger)
         let worker = AccountsWorker(service: service, erasers: erasers, logger: logger)
         // The webhook's HTTP client closes after the worker stopped sending.

@@ -4,7 +4,6 @@ import Deliveries
 import Launcher
 import Logging
 import ServiceKit
-import Storage
 import ServiceLifecycle
 
 @main
@@ -130,12 +129,7 @@ struct BackupCommand: ParsableCommand {
         let resolved = try options.resolve(service: "launch")
         let data = resolved.dataRoot
         print(Backup.report(taken: try Backup.take(dataDirectory: data, into: folder), from: data, into: folder))
-        // A service on PostgreSQL keeps its data in that database, not in the data folder.
-        for service in Backup.services {
-            guard let storage = resolved.config.storage(for: service), storage.kind == "postgres" else { continue }
-            print("note: \(service) keeps its data in PostgreSQL (\(PostgresSettings.redact(storage.url ?? ""))), not in this backup: "
-                  + "back up that database with pg_dump or pg_basebackup (docs/operations.md, Backups)")
-        }
+        for note in Backup.notInBackup(resolved.config) { print(note) }
     }
 }
 

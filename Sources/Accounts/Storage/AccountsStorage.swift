@@ -10,8 +10,6 @@ import Wire
 protocol AccountsStorage: Sendable {
     /// Where replies to idempotent requests are kept (the same database).
     var replies: any ReplyStore { get }
-    /// Which engine, for logs: "sqlite" or "postgres".
-    var engine: String { get }
 
     // Login outcomes (the login guard's memory across restarts).
     func record(_ event: LoginGuard.Event, horizon: Double) async throws

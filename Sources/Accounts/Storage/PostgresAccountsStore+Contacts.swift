@@ -56,7 +56,7 @@ extension PostgresAccountsStore {
 
     func unlink(userID: UInt64, _ link: ExternalID) async throws -> [ExternalID] {
         try await database.write { connection in
-            let removed = try await PostgresReplyStore.count(connection.query("""
+            let removed = try await PostgresServiceDatabase.count(connection.query("""
                 DELETE FROM external_ids WHERE provider = \(link.provider) AND external_id = \(link.id) AND user_id = \(Int64(userID)) RETURNING 1
                 """, logger: logger))
             guard removed == 1 else { throw AccountRefusal.notLinked(provider: link.provider, id: link.id) }

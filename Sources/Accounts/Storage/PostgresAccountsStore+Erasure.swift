@@ -18,7 +18,7 @@ extension PostgresAccountsStore {
             try await connection.query("DELETE FROM login_events WHERE account = ANY(\(keys))", logger: logger)
             try await connection.query("DELETE FROM email_outbox WHERE user_id = \(id) OR address = \(user.email)", logger: logger)
             try await connection.query("DELETE FROM sent_emails WHERE address = \(user.email)", logger: logger)
-            guard try await PostgresReplyStore.count(connection.query("DELETE FROM users WHERE id = \(id) RETURNING 1", logger: logger)) == 1 else {
+            guard try await PostgresServiceDatabase.count(connection.query("DELETE FROM users WHERE id = \(id) RETURNING 1", logger: logger)) == 1 else {
                 throw AccountRefusal.noAccount(user.id)
             }
             for target in targets {

@@ -58,13 +58,13 @@ extension PostgresAccountsStore {
     func resetPassword(user: UInt64, resetID: UInt64, passwordHash: String, now: Int64) async throws -> Int? {
         let id = Int64(user)
         return try await database.write { connection in
-            guard try await PostgresReplyStore.count(connection.query(
+            guard try await PostgresServiceDatabase.count(connection.query(
                 "UPDATE password_resets SET used_ms = \(now) WHERE id = \(Int64(resetID)) AND used_ms = 0 RETURNING 1", logger: logger)) == 1 else {
                 return nil
             }
             try await connection.query("UPDATE password_resets SET used_ms = \(now) WHERE user_id = \(id) AND used_ms = 0", logger: logger)
             try await connection.query("UPDATE users SET password_hash = \(passwordHash) WHERE id = \(id)", logger: logger)
-            return try await PostgresReplyStore.count(connection.query("""
+            return try await PostgresServiceDatabase.count(connection.query("""
                 UPDATE sessions SET revoked_at_ms = \(now) WHERE user_id = \(id) AND revoked_at_ms IS NULL AND expires_at_ms > \(now) RETURNING 1
                 """, logger: logger))
         }

@@ -14,7 +14,6 @@ import Wire
 final class PostgresAccountsStore: AccountsStorage {
     let database: PostgresServiceDatabase
     let replies: any ReplyStore
-    var engine: String { "postgres" }
     /// Instances of accounts may share the database: throttles are decided from its rows.
     var isShared: Bool { true }
     var logger: Logger { database.logger }
@@ -293,7 +292,7 @@ final class PostgresAccountsStore: AccountsStorage {
     func changePassword(userID: UInt64, hash: String, keepSession keep: UInt64, now: Int64) async throws -> Int {
         try await database.write { connection in
             try await connection.query("UPDATE users SET password_hash = \(hash) WHERE id = \(Int64(userID))", logger: logger)
-            return try await PostgresReplyStore.count(connection.query("""
+            return try await PostgresServiceDatabase.count(connection.query("""
                 UPDATE sessions SET revoked_at_ms = \(now)
                 WHERE user_id = \(Int64(userID)) AND id != \(Int64(bitPattern: keep)) AND revoked_at_ms IS NULL AND expires_at_ms > \(now)
                 RETURNING 1

@@ -83,20 +83,13 @@ public final class PostgresReplyStore: ReplyStore {
     public static func eraseReplies(_ connection: PostgresConnection, of user: UInt64, mentioning traces: [String], logger: Logger) async throws -> Int {
         let prefix = "u\(user)|"
         var erased = 0
-        erased += try await count(connection.query("DELETE FROM idempotent_replies WHERE starts_with(key, \(prefix)) RETURNING 1", logger: logger))
+        erased += try await PostgresServiceDatabase.count(connection.query("DELETE FROM idempotent_replies WHERE starts_with(key, \(prefix)) RETURNING 1", logger: logger))
         for trace in Set(traces) where trace.utf8.count >= 3 {
             let needle = Data(trace.utf8)
-            erased += try await count(connection.query("""
+            erased += try await PostgresServiceDatabase.count(connection.query("""
                 UPDATE idempotent_replies SET reply = '\\x'::bytea WHERE length(reply) > 0 AND position(\(needle) in reply) > 0 RETURNING 1
                 """, logger: logger))
         }
         return erased
-    }
-
-    /// How many rows a `… RETURNING 1` statement gave.
-    public static func count(_ rows: PostgresRowSequence) async throws -> Int {
-        var n = 0
-        for try await _ in rows { n += 1 }
-        return n
     }
 }

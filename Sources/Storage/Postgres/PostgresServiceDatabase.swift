@@ -107,12 +107,6 @@ public final class PostgresServiceDatabase: Sendable {
         }
     }
 
-    /// Refuses a request at once while the server is known not to answer.
-    private func requireReachable() throws {
-        guard reachable.load(ordering: .relaxed) else {
-            throw RPCError.unavailable("the database is unavailable: PostgreSQL does not answer")
-        }
-    }
 
     init(settings: PostgresSettings, logger: Logger) {
         self.settings = settings
@@ -190,23 +184,13 @@ public final class PostgresServiceDatabase: Sendable {
     /// A read: one pooled connection, autocommit (each statement sees the latest commits).
     @discardableResult
     public func read<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try requireReachable()
-        do {
-            return try await client.withConnection { connection in try await body(connection) }
-        } catch {
-            throw Self.mapped(error)
-        }
+        try await guarded { try await client.withConnection { connection in try await body(connection) } }
     }
 
     /// Several reads that must agree: one read-only transaction on one snapshot (REPEATABLE READ).
     @discardableResult
     public func snapshot<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try requireReachable()
-        do {
-            return try await inTransaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { (try await body($0), .commit) }
-        } catch {
-            throw Self.mapped(error)
-        }
+        try await guarded { try await inTransaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { (try await body($0), .commit) } }
     }
 
     /// One mutation, committed when this returns (see the type's comment for idempotent requests).
@@ -221,29 +205,41 @@ public final class PostgresServiceDatabase: Sendable {
     @discardableResult
     public func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T,
                                    committed: (@Sendable (T) -> Void)? = nil, orderedBy key: UInt64? = nil) async throws -> T {
-        try requireReachable()
         let idempotency = IdempotencyScope.current
-        do {
+        return try await guarded {
             guard let committed else { return try await transaction(idempotency: idempotency, body).result }
             await ordered.acquire(key)
             defer { ordered.release(key) }
             let (result, applied) = try await transaction(idempotency: idempotency, body)
             if applied { committed(result) }
             return result
-        } catch {
-            throw Self.mapped(error)
         }
     }
 
     /// A transaction outside any request's claim (start-up, workers).
     @discardableResult
     public func transaction<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try requireReachable()
+        try await guarded { try await transaction(idempotency: nil, body).result }
+    }
+
+    /// Every way in: refused at once while the server is known not to answer (`watch`), and
+    /// errors mapped for requests (`mapped`).
+    private func guarded<T>(_ work: () async throws -> T) async throws -> T {
+        guard reachable.load(ordering: .relaxed) else {
+            throw RPCError.unavailable("the database is unavailable: PostgreSQL does not answer")
+        }
         do {
-            return try await transaction(idempotency: nil, body).result
+            return try await work()
         } catch {
             throw Self.mapped(error)
         }
+    }
+
+    /// How many rows a statement gave (`… RETURNING 1`: how many it changed).
+    public static func count(_ rows: PostgresRowSequence) async throws -> Int {
+        var n = 0
+        for try await _ in rows { n += 1 }
+        return n
     }
 
     private func transaction<T>(idempotency: IdempotencyScope?, _ body: (PostgresConnection) async throws -> T) async throws -> (result: T, applied: Bool) {
