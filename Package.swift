@@ -135,6 +135,7 @@ let package = Package(
                 "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica",
                 grdb,
                 logging,
+                postgres,
             ],
             swiftSettings: swiftSettings
         ),
@@ -373,7 +374,7 @@ let package = Package(
         .target(
             name: "FriensoTesting",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit", "PostgresHarness",
+                "Wire", "FriensoProto", "ServiceKit", "PostgresHarness", "Storage",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

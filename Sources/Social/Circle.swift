@@ -109,6 +109,14 @@ struct CircleRecord: Sendable {
     var state: SocialV1.CircleState
     var addedAtMs: Int64
 
+    init(owner: UInt64, member: UInt64, phone: String, state: SocialV1.CircleState, addedAtMs: Int64) {
+        self.owner = owner
+        self.member = member
+        self.phone = phone
+        self.state = state
+        self.addedAtMs = addedAtMs
+    }
+
     init(row: Row) {
         owner = row["owner"]
         member = row["member"]
@@ -118,7 +126,7 @@ struct CircleRecord: Sendable {
     }
 }
 
-extension SocialStore {
+extension SQLiteSocialStore {
     static func migrateCircle(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("circle") { db in
             // member = 0 and phone set: an invitation to a non-user; member set and phone "": a user.

@@ -155,6 +155,15 @@ struct ExchangeRecord: Sendable {
     var location: ExchangeLocation?
     var placeLabel: String
 
+    init(id: UInt64, userA: UInt64, userB: UInt64, exchangedAtMs: Int64, location: ExchangeLocation?, placeLabel: String) {
+        self.id = id
+        self.userA = userA
+        self.userB = userB
+        self.exchangedAtMs = exchangedAtMs
+        self.location = location
+        self.placeLabel = placeLabel
+    }
+
     init(row: Row) {
         id = row["id"]
         userA = row["user_a"]
@@ -176,7 +185,7 @@ enum ExchangeOutcome: Sendable {
 }
 
 /// The findable setting and contact exchange.
-extension SocialStore {
+extension SQLiteSocialStore {
     static func migrateDiscovery(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("discovery") { db in
             try db.create(table: "discovery") { t in

@@ -10,12 +10,13 @@ extension SocialService {
     public func eraseUser(_ request: SocialV1.EraseUserRequest, _ context: RequestContext) async throws -> SocialV1.EraseUserResponse {
         try Erasure.check(user: request.userId, traces: request.traces)
         let erased = try await store.erase(request.userId, traces: request.traces)
-        try await Erasure.finish(store.database, user: request.userId, erased: erased, logger: context.logger)
+        try await store.scrubErasedRows()
+        if erased > 0 { context.logger.info("erased a deleted account", metadata: ["user-id": "\(request.userId)", "rows": "\(erased)"]) }
         return SocialV1.EraseUserResponse(erased: UInt32(clamping: erased))
     }
 }
 
-extension SocialStore {
+extension SQLiteSocialStore {
     /// - Returns: the rows deleted.
     func erase(_ user: UInt64, traces: [String]) async throws -> Int {
         try await mutate { db, events in
@@ -48,5 +49,9 @@ extension SocialStore {
             erased += try SQLiteReplyStore.eraseReplies(db, of: user, mentioning: traces)
             return erased
         }
+    }
+
+    func scrubErasedRows() async throws {
+        try await database.truncateWAL()
     }
 }

@@ -30,14 +30,14 @@ extension SocialService {
     }
 }
 
-extension SocialStore {
+extension SQLiteSocialStore {
     /// Every friend request and poke `user` sent or received, oldest first.
-    func exportRows(of user: UInt64) async throws -> ([RequestRecord], [(id: UInt64, from: UInt64, to: UInt64, at: Int64)]) {
+    func exportRows(of user: UInt64) async throws -> ([RequestRecord], [PokeRecord]) {
         try await database.read { db in
             let requests = try Row.fetchAll(db, sql: "SELECT * FROM friend_requests WHERE from_user = ?1 OR to_user = ?1 ORDER BY id",
                                             arguments: [user]).map(RequestRecord.init)
             let pokes = try Row.fetchAll(db, sql: "SELECT id, from_user, to_user, created_at_ms FROM pokes WHERE from_user = ?1 OR to_user = ?1 ORDER BY id",
-                                         arguments: [user]).map { (id: $0[0] as UInt64, from: $0[1] as UInt64, to: $0[2] as UInt64, at: $0[3] as Int64) }
+                                         arguments: [user]).map { PokeRecord(id: $0[0], from: $0[1], to: $0[2], at: $0[3]) }
             return (requests, pokes)
         }
     }

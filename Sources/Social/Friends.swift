@@ -192,6 +192,16 @@ struct RequestRecord: Sendable {
     var createdAtMs: Int64
     var updatedAtMs: Int64
 
+    init(id: UInt64, from: UInt64, to: UInt64, state: SocialV1.RequestState, dismissed: Bool, createdAtMs: Int64, updatedAtMs: Int64) {
+        self.id = id
+        self.from = from
+        self.to = to
+        self.state = state
+        self.dismissed = dismissed
+        self.createdAtMs = createdAtMs
+        self.updatedAtMs = updatedAtMs
+    }
+
     init(row: Row) {
         id = row["id"]
         from = row["from_user"]
@@ -217,7 +227,7 @@ enum SendOutcome: Sendable {
     case collapsed(RequestRecord)
 }
 
-extension SocialStore {
+extension SQLiteSocialStore {
     static func request(_ db: Database, id: UInt64) throws -> RequestRecord? {
         try Row.fetchOne(db, cached: "SELECT * FROM friend_requests WHERE id = ?", arguments: [id]).map(RequestRecord.init)
     }

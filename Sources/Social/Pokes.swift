@@ -45,7 +45,7 @@ extension SocialService {
 
 // MARK: - Storage
 
-extension SocialStore {
+extension SQLiteSocialStore {
     static func migratePokes(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("pokes") { db in
             try db.create(table: "pokes") { t in

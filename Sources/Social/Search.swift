@@ -41,7 +41,7 @@ extension SocialService {
     }
 }
 
-extension SocialStore {
+extension SQLiteSocialStore {
     /// Users `user` must not be offered: friends, and anyone blocked either way.
     func excludedFromDiscovery(for user: UInt64) async throws -> Set<UInt64> {
         try await database.read { db in

@@ -48,6 +48,6 @@ extension FriendRefusal: RPCErrorConvertible {
     }
 }
 
-extension SocialStore.SnapshotCursor.NotACursor: RPCErrorConvertible {
+extension GraphSnapshotCursor.NotACursor: RPCErrorConvertible {
     var rpcError: RPCError { .invalidArgument("cursor: not a cursor from a previous page") }
 }

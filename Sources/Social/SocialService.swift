@@ -14,7 +14,7 @@ public final class SocialService: Sendable {
     public typealias API = SocialV1.SocialService
     typealias AccountsAPI = AccountsV1.AccountsService
 
-    let store: SocialStore
+    let store: any SocialStorage
     let accounts: any RPCCalling
     /// Geo, for the caller's latest fix when an exchange is added without a location (optional:
     /// without it, or when geo does not answer, the exchange is recorded without coordinates).
@@ -24,15 +24,15 @@ public final class SocialService: Sendable {
     let publisher: any NumberedEventSink
     /// Profiles in memory (accounts' stream); nil: every profile is asked of accounts.
     let profileReplica: ProfileReplica?
-    let friendLists = FriendListCache()
+    let friendLists: FriendListCache
     let pokeInterval: Int64
     let snapshotPageSize: Int
-    public let replyStore: SQLiteReplyStore
+    public let replyStore: AnyReplyStore
 
     /// The stream graph events are numbered in.
     public static let graphStream = "graph"
 
-    /// Opens (or creates) `<directory>/social.sqlite`.
+    /// Opens (or creates) `<directory>/social.sqlite` (the embedded engine).
     /// - Parameter accounts: the accounts service (a `WireClient` in production), for profiles and usernames.
     /// - Parameters:
     ///   - publisher: where graph events go (run it next to the host); its epoch and numbering
@@ -41,26 +41,57 @@ public final class SocialService: Sendable {
     ///   - pokeInterval: the least time between two pokes of the same pair.
     ///   - snapshotPageSize: facts per `GraphSnapshot` page (100,000 fit well under a 4 MiB frame).
     ///   - profiles: a replica of accounts' profiles (run it beside the host); nil asks accounts.
-    public init(directory: String, accounts: any RPCCalling, publisher: any NumberedEventSink, circleLimit: Int = 3,
-                pokeInterval: Duration = .seconds(60), snapshotPageSize: Int = 100_000, geo: (any RPCCalling)? = nil,
-                profiles: ProfileReplica? = nil, now: (@Sendable () -> Int64)? = nil) throws {
+    public convenience init(directory: String, accounts: any RPCCalling, publisher: any NumberedEventSink, circleLimit: Int = 3,
+                            pokeInterval: Duration = .seconds(60), snapshotPageSize: Int = 100_000, geo: (any RPCCalling)? = nil,
+                            profiles: ProfileReplica? = nil, now: (@Sendable () -> Int64)? = nil) throws {
+        let friendLists = FriendListCache()
+        let store = try SQLiteSocialStore(path: "\(directory)/social.sqlite",
+                                          onCommit: Self.announcer(friendLists: friendLists, publisher: publisher))
+        self.init(store: store, friendLists: friendLists, accounts: accounts, publisher: publisher, circleLimit: circleLimit,
+                  pokeInterval: pokeInterval, snapshotPageSize: snapshotPageSize, geo: geo, profiles: profiles, now: now)
+    }
+
+    /// Opens social's storage on `engine` (its migrations run first), as `init(directory:…)`.
+    public static func open(_ engine: StorageEngine, accounts: any RPCCalling, publisher: any NumberedEventSink, circleLimit: Int = 3,
+                            pokeInterval: Duration = .seconds(60), snapshotPageSize: Int = 100_000, geo: (any RPCCalling)? = nil,
+                            profiles: ProfileReplica? = nil, now: (@Sendable () -> Int64)? = nil) async throws -> SocialService {
+        switch engine {
+        case .sqlite(let directory):
+            return try SocialService(directory: directory, accounts: accounts, publisher: publisher, circleLimit: circleLimit,
+                                     pokeInterval: pokeInterval, snapshotPageSize: snapshotPageSize, geo: geo, profiles: profiles, now: now)
+        case .postgres(let database):
+            let friendLists = FriendListCache()
+            let store = try await PostgresSocialStore.open(database, onCommit: announcer(friendLists: friendLists, publisher: publisher))
+            return SocialService(store: store, friendLists: friendLists, accounts: accounts, publisher: publisher, circleLimit: circleLimit,
+                                 pokeInterval: pokeInterval, snapshotPageSize: snapshotPageSize, geo: geo, profiles: profiles, now: now)
+        }
+    }
+
+    init(store: any SocialStorage, friendLists: FriendListCache, accounts: any RPCCalling, publisher: any NumberedEventSink,
+         circleLimit: Int, pokeInterval: Duration, snapshotPageSize: Int, geo: (any RPCCalling)?,
+         profiles: ProfileReplica?, now: (@Sendable () -> Int64)?) {
+        self.store = store
+        self.friendLists = friendLists
         profileReplica = profiles
         self.geo = geo
         self.snapshotPageSize = max(1, snapshotPageSize)
         self.circleLimit = max(1, circleLimit)
         self.pokeInterval = pokeInterval.wholeMilliseconds
         self.publisher = publisher
-        let friendLists = friendLists
-        store = try SocialStore(path: "\(directory)/social.sqlite") { events in
-            // After the commit, before the change is acknowledged: no cached list outlives it.
-            friendLists.touched(events.flatMap { [$0.userA, $0.userB] })
-            for event in events {
-                publisher.emit(topic: Self.graphStream, method: "social.GraphEvent", payload: event.serializedBytes())
-            }
-        }
         self.accounts = accounts
         self.now = now ?? { WallClock.milliseconds() }
-        replyStore = SQLiteReplyStore(database: store.database)
+        replyStore = AnyReplyStore(store.replies)
+    }
+
+    /// What a store does with a commit's graph events (in commit order, before the change is
+    /// acknowledged): no cached friend list outlives it, and the replicas hear of it.
+    static func announcer(friendLists: FriendListCache, publisher: any NumberedEventSink) -> @Sendable ([SocialV1.GraphEvent]) -> Void {
+        { events in
+            friendLists.touched(events.flatMap { [$0.userA, $0.userB] })
+            for event in events {
+                publisher.emit(topic: graphStream, method: "social.GraphEvent", payload: event.serializedBytes())
+            }
+        }
     }
 
     // MARK: Users, through accounts

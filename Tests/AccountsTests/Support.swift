@@ -16,85 +16,24 @@ final class TestClock: Sendable {
     func advance(seconds: Double) { ms.add(Int64(seconds * 1000), ordering: .relaxed) }
 }
 
-/// The storage engines accounts runs on: every test that stores something runs on both.
-enum Engine: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case sqlite, postgres
-    var testDescription: String { rawValue }
-}
+/// Where one test's accounts data lives, across "restarts" (`TestStorage`).
+typealias TestStore = TestStorage
 
-/// Where one test's accounts data lives, across "restarts": a folder (SQLite) or a database of
-/// the test process's PostgreSQL server (`PostgresTestServer`).
-struct TestStore: Sendable {
-    let engine: Engine
-    /// SQLite: the data folder. PostgreSQL: a scratch folder (the harness's `directory`).
-    let directory: String
-    let postgresDatabase: String?
-    private let temp: TemporaryDirectory
-
-    static func fresh(_ engine: Engine) async throws -> TestStore {
-        let temp = try TemporaryDirectory("frienso-accounts")
-        switch engine {
-        case .sqlite:
-            return TestStore(engine: engine, directory: temp.path, postgresDatabase: nil, temp: temp)
-        case .postgres:
-            let database = try await PostgresTestServer.shared().createDatabase("accounts")
-            return TestStore(engine: engine, directory: temp.path, postgresDatabase: database, temp: temp)
-        }
+extension TestStorage {
+    static func fresh(_ engine: Engine) async throws -> TestStorage {
+        try await fresh(engine, service: "accounts")
     }
 
     /// Opens an accounts service on this store; `close` ends its connections.
     func open(config: AccountsConfig, events: (any NumberedEventSink)? = nil,
               blocks: AccountsService.BlockCheck? = nil) async throws -> (service: AccountsService, close: @Sendable () async -> Void) {
-        switch engine {
-        case .sqlite:
-            return (try AccountsService(directory: directory, config: config, events: events, blocks: blocks), {})
-        case .postgres:
-            let server = try await PostgresTestServer.shared()
-            let settings = try PostgresSettings(url: server.url(database: postgresDatabase!), schema: "accounts")
-            var logger = Logger(label: "test.postgres")
-            logger.logLevel = .warning
-            let database = try await PostgresServiceDatabase.open(settings, logger: logger)
-            do {
-                let service = try await AccountsService.open(.postgres(database), config: config, events: events, blocks: blocks)
-                return (service, { await database.close() })
-            } catch {
-                await database.close()
-                throw error
-            }
-        }
-    }
-
-    /// Reads through psql (PostgreSQL) for checks of what is stored.
-    func psql(_ sql: String) async throws -> String {
-        try await PostgresTestServer.shared().psql(postgresDatabase!, "SET search_path = accounts; \(sql)")
-    }
-
-    /// What of `needles` is still stored: SQLite, the bytes of every file in the data folder
-    /// (`Residue`); PostgreSQL, every row of every table of the schema as text, and its bytes
-    /// (bytea columns print as hex).
-    func residue(_ texts: [String]) async throws -> [String] {
-        switch engine {
-        case .sqlite:
-            return Residue.find(texts.map { .text($0) }, under: directory)
-        case .postgres:
-            let tables = try await psql("SELECT table_name FROM information_schema.tables WHERE table_schema = 'accounts' ORDER BY 1")
-                .split(separator: "\n").map(String.init)
-            var found: [String] = []
-            for table in tables {
-                for text in texts {
-                    let hex = text.utf8.map { String(format: "%02x", $0) }.joined()
-                    let n = try await psql("SELECT count(*) FROM accounts.\(table) r WHERE r::text LIKE '%\(text)%' OR r::text LIKE '%\(hex)%'")
-                    if n != "0" { found.append("\(table): \(n) row(s) with \"\(text)\"") }
-                }
-            }
-            return found
-        }
-    }
-
-    func remove() async {
-        temp.remove()
-        if let postgresDatabase, let server = try? await PostgresTestServer.shared() {
-            _ = try? await server.psql("postgres", "DROP DATABASE IF EXISTS \(postgresDatabase) WITH (FORCE)")
+        let storage = try await open()
+        do {
+            let service = try await AccountsService.open(storage, config: config, events: events, blocks: blocks)
+            return (service, { await storage.close() })
+        } catch {
+            await storage.close()
+            throw error
         }
     }
 }

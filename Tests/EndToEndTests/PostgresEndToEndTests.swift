@@ -7,13 +7,14 @@ import ServiceKit
 import Testing
 import Wire
 
-/// A launched deployment with accounts on a real PostgreSQL server (Debian's, started by the test
-/// harness on a free port): the CLI's account flows, kill -9 of accounts with 0 acknowledged
-/// registrations lost, and the data where it belongs (PostgreSQL's `accounts` schema, no SQLite
-/// file). A password is in a file, never in the config or a log.
-@Suite("end to end: accounts on PostgreSQL", .serialized, .timeLimit(.minutes(4)))
+/// A launched deployment with accounts and social on a real PostgreSQL server (Debian's, started
+/// by the test harness on a free port): the CLI's account and friend flows, kill -9 of accounts
+/// and of social with 0 acknowledged writes lost, and the data where it belongs (PostgreSQL's
+/// `accounts` and `social` schemas, no SQLite file). A password is in a file, never in the config
+/// or a log.
+@Suite("end to end: accounts and social on PostgreSQL", .serialized, .timeLimit(.minutes(4)))
 struct PostgresEndToEndTests {
-    @Test func theDeploymentRunsAccountsOnPostgreSQL_andAnAcknowledgedRegistrationSurvivesKill9() async throws {
+    @Test func theDeploymentRunsAccountsAndSocialOnPostgreSQL_andAcknowledgedWritesSurviveKill9() async throws {
         let server = try await PostgresTestServer.shared()
         let database = try await server.createDatabase("e2e")
         let procs = try ProcessHarness()
@@ -26,6 +27,9 @@ struct PostgresEndToEndTests {
             var accounts = config.accounts ?? FriensoConfig.AccountsSection()
             accounts.storage = StorageSection(kind: "postgres", url: url, passwordFile: passwordFile)
             config.accounts = accounts
+            var social = config.social ?? FriensoConfig.SocialSection()
+            social.storage = StorageSection(kind: "postgres", url: url, passwordFile: passwordFile)
+            config.social = social
         }
         defer { stack.shutdown() }
         try await stack.showingLogsOnFailure {
@@ -59,11 +63,37 @@ struct PostgresEndToEndTests {
             #expect(!stack.logs().contains(server.password), "the database password never reaches a log")
             #expect(stack.logs().contains("engine=postgres") || stack.logs().contains("\"engine\":\"postgres\""), "accounts says which engine it runs on")
 
-            // A backup of the data folder says that accounts' data is in PostgreSQL, not in it.
+            // Friends through the CLI, social on PostgreSQL.
+            #expect(try await dana.run(["friends", "add", acknowledged[0]]).status == 0)
+            let other = stack.cli("first-writer")
+            #expect(try await other.run(["login", acknowledged[0], "--password-stdin"], stdin: "a long password 1\n").status == 0)
+            let accepted = try await other.run(["friends", "add", "dana"])
+            #expect(accepted.status == 0, "\(accepted.output)")
+            let friends = try await dana.run(["friends", "list"])
+            #expect(friends.status == 0 && friends.output.contains(acknowledged[0]), "\(friends.output)")
+
+            // Friend requests from Dana while social is killed: every acknowledged one is pending after.
+            let requested = try await Self.requestWhileKilling(stack, from: "dana", password: "trust no one 1", to: Array(acknowledged.dropFirst()))
+            #expect(!requested.isEmpty, "the writer made progress")
+            let client = stack.client()
+            _ = try await client.login("dana", password: "trust no one 1")
+            let outgoing = try await client.call(SocialV1.SocialService.listFriendRequests, SocialV1.ListFriendRequestsRequest()).outgoing
+            #expect(Set(requested).isSubset(of: Set(outgoing.compactMap { $0.to?.username })),
+                    "every acknowledged request survived: \(requested) vs \(outgoing.compactMap { $0.to?.username })")
+            await client.close()
+            let socialMigrations = try await server.psql(database, "SELECT string_agg(name, ',' ORDER BY name) FROM social.schema_migrations")
+            #expect(socialMigrations == "idempotent_replies,social_v1")
+            let friendships = try await server.psql(database, "SELECT count(*) FROM social.friendships")
+            #expect(friendships == "1")
+            #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/social/social.sqlite"))
+            #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/social.sqlite"))
+
+            // A backup of the data folder says that accounts' and social's data is in PostgreSQL, not in it.
             let backup = try await ProcessHarness.run("frienso-launch", ["backup", "\(procs.workDirectory)/backup", "--data-dir", stack.data,
                                                                          "--config", "\(procs.workDirectory)/frienso.json"])
-            #expect(backup.status == 0 && backup.output.contains("social, geo, alerts, media"), "\(backup.output)")
+            #expect(backup.status == 0 && backup.output.contains("geo, alerts, media"), "\(backup.output)")
             #expect(backup.output.contains("accounts keeps its data in PostgreSQL") && backup.output.contains("pg_dump"), "\(backup.output)")
+            #expect(backup.output.contains("social keeps its data in PostgreSQL"), "\(backup.output)")
             #expect(!backup.output.contains(server.password))
         }
     }
@@ -114,6 +144,33 @@ struct PostgresEndToEndTests {
             try await stack.kill9AndAwaitRestart("accounts")
             let after = writer.acknowledged.withLock { $0.count }
             try await eventually("the writer registers again after the restart", timeout: .seconds(30)) { writer.acknowledged.withLock { $0.count } >= after + 2 }
+            writer.stop.store(true, ordering: .relaxed)
+            try await group.waitForAll()
+        }
+        await client.close()
+        return writer.acknowledged.withLock { $0 }
+    }
+
+    /// Sends friend requests from `from` to each of `targets` in turn while social is killed
+    /// (kill -9, the launcher restarts it); returns those acknowledged.
+    static func requestWhileKilling(_ stack: LaunchedStack, from: String, password: String, to targets: [String]) async throws -> [String] {
+        let client = stack.client(deadline: .seconds(3))
+        _ = try await client.login(from, password: password)
+        let writer = Writer()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for target in targets where !writer.stop.load(ordering: .relaxed) {
+                    do {
+                        _ = try await client.call(SocialV1.SocialService.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: target),
+                                                  mutation: true)
+                        writer.acknowledged.withLock { $0.append(target) }
+                    } catch {
+                        // Transient while social restarts; not acknowledged, so not expected later.
+                    }
+                }
+            }
+            try await eventually("a few requests before the kill", timeout: .seconds(30)) { writer.acknowledged.withLock { $0.count } >= 1 }
+            try await stack.kill9AndAwaitRestart("social")
             writer.stop.store(true, ordering: .relaxed)
             try await group.waitForAll()
         }

@@ -15,8 +15,8 @@ struct CircleTests {
         try await client.call(API.showCircle, SocialV1.ShowCircleRequest())
     }
 
-    @Test func addingAFriend_sendsACoreFriendRequest_theyAccept() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func addingAFriend_sendsACoreFriendRequest_theyAccept(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (amy, _) = try await stack.user("amy")
             let (bo, _) = try await stack.user("bo_c")
             try await befriend(amy, bo, "bo_c", "amy")
@@ -34,8 +34,8 @@ struct CircleTests {
         }
     }
 
-    @Test func circleLimit_isEnforced_withAClearError_andPhoneInvitationsCount() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func circleLimit_isEnforced_withAClearError_andPhoneInvitationsCount(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (owner, _) = try await stack.user("owner_c")
             for name in ["c_one", "c_two", "c_three"] {
                 let (friend, _) = try await stack.user(name)
@@ -55,8 +55,8 @@ struct CircleTests {
         }
     }
 
-    @Test func onlyFriends_noDuplicates_notYourself_andBadInputs() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func onlyFriends_noDuplicates_notYourself_andBadInputs(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (dee, _) = try await stack.user("dee")
             let (eli, _) = try await stack.user("eli")
             _ = try await stack.user("fox")
@@ -83,8 +83,8 @@ struct CircleTests {
         }
     }
 
-    @Test func bidirectionalCircles_keepOneFriendship_andRemovingTheFriendClearsBoth() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func bidirectionalCircles_keepOneFriendship_andRemovingTheFriendClearsBoth(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (gia, _) = try await stack.user("gia")
             let (hux, _) = try await stack.user("hux")
             try await befriend(gia, hux, "hux", "gia")
@@ -101,8 +101,8 @@ struct CircleTests {
         }
     }
 
-    @Test func blocking_clearsCircleMembership() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func blocking_clearsCircleMembership(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (ike, _) = try await stack.user("ike")
             let (jo, _) = try await stack.user("jo_c")
             try await befriend(ike, jo, "jo_c", "ike")
@@ -113,8 +113,8 @@ struct CircleTests {
         }
     }
 
-    @Test func rejected_canBeAskedAgain() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func rejected_canBeAskedAgain(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (kai, _) = try await stack.user("kai")
             let (lu, _) = try await stack.user("lu_c")
             try await befriend(kai, lu, "lu_c", "kai")

@@ -8,8 +8,8 @@ import Wire
 
 @Suite("social: recommendations", .serialized, .timeLimit(.minutes(2)))
 struct RecommendationTests {
-    @Test func contacts_matchByPhoneEmailHashAndLinkedAccount_minusMeFriendsAndBlocked() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func contacts_matchByPhoneEmailHashAndLinkedAccount_minusMeFriendsAndBlocked(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (me, _) = try await stack.user("rc_me", phone: "+15625550100")
             _ = try await stack.user("rc_phone", phone: "+15625550101")
             _ = try await stack.user("rc_email", phone: "+15625550102")
@@ -42,8 +42,8 @@ struct RecommendationTests {
         }
     }
 
-    @Test func malformedContacts_areInvalidArgument() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func malformedContacts_areInvalidArgument(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (me, _) = try await stack.user("rcbad_me")
             for bad in [
                 SocialV1.RecommendFriendsRequest(),
@@ -58,8 +58,8 @@ struct RecommendationTests {
         }
     }
 
-    @Test func linkedAccounts_belongToOneUser_andUnlinkForgetsThem() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func linkedAccounts_belongToOneUser_andUnlinkForgetsThem(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (ann, _) = try await stack.user("lk_ann")
             let (bob, _) = try await stack.user("lk_bob")
             let accounts = AccountsV1.AccountsService.self
@@ -77,8 +77,8 @@ struct RecommendationTests {
         }
     }
 
-    @Test func changedEmail_matchesTheNewAddressOnly() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func changedEmail_matchesTheNewAddressOnly(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (ann, _) = try await stack.user("ce_ann")
             let (bob, _) = try await stack.user("ce_bob")
             _ = try await ann.call(AccountsV1.AccountsService.changeEmail,
@@ -93,8 +93,8 @@ struct RecommendationTests {
 
 @Suite("social: contact exchange", .serialized, .timeLimit(.minutes(2)))
 struct ExchangeTests {
-    @Test func exchange_isRecordedOnce_whateverTheOrder() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func exchange_isRecordedOnce_whateverTheOrder(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (ann, annID) = try await stack.user("ex_ann")
             let (bob, bobID) = try await stack.user("ex_bob")
             let (cal, _) = try await stack.user("ex_cal")
@@ -130,14 +130,14 @@ struct ExchangeTests {
         }
     }
 
-    @Test func exchange_withoutCoordinates_takesTheCallersLatestFixFromGeo() async throws {
+    @Test(arguments: Engine.allCases) func exchange_withoutCoordinates_takesTheCallersLatestFixFromGeo(engine: Engine) async throws {
         // A stand-in for geo's internal LatestLocation: everyone is at the library steps.
         var router = MethodRouter()
         router.register(GeoV1.GeoService.latestLocation) { _, _ in
             GeoV1.LatestLocationResponse(found: true, fix: GeoV1.Fix(latitude: 33.7774, longitude: -118.1145), placeName: "University Library")
         }
         let geo = RouterClient(name: "geo", router: router, replyCache: nil, logger: CapturedLogs().logger("geo"))
-        try await withSocial(geo: geo) { stack in
+        try await withSocial(engine, geo: geo) { stack in
             let (ann, _) = try await stack.user("exg_ann")
             let (bob, _) = try await stack.user("exg_bob")
             for user in [ann, bob] { _ = try await user.call(API.setFindable, SocialV1.SetFindableRequest(findable: true)) }
@@ -148,8 +148,8 @@ struct ExchangeTests {
         }
     }
 
-    @Test func exchange_needsBothFindable_andNoBlock() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func exchange_needsBothFindable_andNoBlock(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (ann, _) = try await stack.user("exf_ann")
             let (bob, _) = try await stack.user("exf_bob")
             #expect(try await ann.call(API.getDiscoverySettings, SocialV1.GetDiscoverySettingsRequest()).settings?.findable == false, "off by default")
@@ -172,8 +172,8 @@ struct ExchangeTests {
         }
     }
 
-    @Test func exchange_badInputs() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func exchange_badInputs(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (ann, _) = try await stack.user("exb_ann")
             _ = try await ann.call(API.setFindable, SocialV1.SetFindableRequest(findable: true))
             for bad in [

@@ -10,8 +10,8 @@ struct FriendsTests {
         try await client.call(API.listFriends, SocialV1.ListFriendsRequest()).friends.compactMap { $0.user?.username }
     }
 
-    @Test func request_thenAccept_makesFriendsOnBothSides_withProfiles() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func request_thenAccept_makesFriendsOnBothSides_withProfiles(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (ann, _) = try await stack.user("ann")
             let (ben, _) = try await stack.user("ben")
             let sent = try await ann.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "BEN"))
@@ -30,8 +30,8 @@ struct FriendsTests {
         }
     }
 
-    @Test func mutualRequests_collapseIntoOneFriendship() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func mutualRequests_collapseIntoOneFriendship(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (cat, catID) = try await stack.user("cat")
             let (dan, _) = try await stack.user("dan")
             _ = try await cat.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "dan"))
@@ -43,8 +43,8 @@ struct FriendsTests {
         }
     }
 
-    @Test func simultaneousMutualRequests_stillMakeExactlyOneFriendship() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func simultaneousMutualRequests_stillMakeExactlyOneFriendship(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (eve, _) = try await stack.user("eve")
             let (fay, _) = try await stack.user("fay")
             async let a = eve.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "fay"))
@@ -56,8 +56,8 @@ struct FriendsTests {
         }
     }
 
-    @Test func refusedRequests_selfFriendOrBlocked_areFailedPrecondition() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func refusedRequests_selfFriendOrBlocked_areFailedPrecondition(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (gus, _) = try await stack.user("gus")
             let (hal, _) = try await stack.user("hal")
             let (ivy, _) = try await stack.user("ivy")
@@ -75,8 +75,8 @@ struct FriendsTests {
         }
     }
 
-    @Test func badInputs_areInvalidArgumentOrNotFound() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func badInputs_areInvalidArgumentOrNotFound(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (jon, _) = try await stack.user("jon")
             await expectError(.notFound, containing: "nobody_here") {
                 _ = try await jon.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "nobody_here"))
@@ -103,8 +103,8 @@ struct FriendsTests {
         }
     }
 
-    @Test func onlyTheRecipientAnswers_andOnlyTheSenderCancels() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func onlyTheRecipientAnswers_andOnlyTheSenderCancels(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (kim, _) = try await stack.user("kim")
             let (leo, _) = try await stack.user("leo")
             let (mia, _) = try await stack.user("mia")
@@ -131,8 +131,8 @@ struct FriendsTests {
 
     /// A resend whose reply cache entry did not survive a crash runs again: the same answer, or a
     /// second cancel, gets the request as it is; a different answer is still refused.
-    @Test func answersAndCancels_sentAgain_returnTheRequestAsItIs() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func answersAndCancels_sentAgain_returnTheRequestAsItIs(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (ned, _) = try await stack.user("ned")
             let (ola, _) = try await stack.user("ola")
             let (pam, _) = try await stack.user("pam")
@@ -161,8 +161,8 @@ struct FriendsTests {
         }
     }
 
-    @Test func reject_andDismiss() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func reject_andDismiss(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (ned, _) = try await stack.user("ned")
             let (oli, _) = try await stack.user("oli")
             let (pam, _) = try await stack.user("pam")
@@ -184,8 +184,8 @@ struct FriendsTests {
         }
     }
 
-    @Test func removeFriend_removesItForBoth() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func removeFriend_removesItForBoth(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (quin, _) = try await stack.user("quin")
             let (rae, raeID) = try await stack.user("rae")
             _ = try await quin.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "rae"))
@@ -197,8 +197,8 @@ struct FriendsTests {
         }
     }
 
-    @Test func block_endsFriendshipAndRequests_unblockAllowsAgain() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func block_endsFriendshipAndRequests_unblockAllowsAgain(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (sam, _) = try await stack.user("sam")
             let (tia, _) = try await stack.user("tia")
             let (uma, _) = try await stack.user("uma")
@@ -220,8 +220,8 @@ struct FriendsTests {
         }
     }
 
-    @Test func retriedSendRequest_withSameKey_isAppliedOnce() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func retriedSendRequest_withSameKey_isAppliedOnce(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (vic, _) = try await stack.user("vic")
             let (wes, _) = try await stack.user("wes")
             let request = SocialV1.SendFriendRequestRequest(username: "wes")
@@ -234,22 +234,24 @@ struct FriendsTests {
         }
     }
 
-    @Test func friendships_surviveARestartOfSocial() async throws {
+    @Test(arguments: Engine.allCases) func friendships_surviveARestartOfSocial(engine: Engine) async throws {
         let dir = try TemporaryDirectory("frienso-social-data")
         defer { dir.remove() }
-        let accountsDir = "\(dir.path)/accounts", socialDir = "\(dir.path)/social"
-        try await withSocial(socialDirectory: socialDir, accountsDirectory: accountsDir) { stack in
+        let storage = try await TestStorage.fresh(engine, service: "social")
+        let accountsDir = "\(dir.path)/accounts"
+        try await withSocial(storage: storage, accountsDirectory: accountsDir) { stack in
             let (xan, _) = try await stack.user("xan")
             _ = try await stack.user("yul")
             let id = try await xan.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "yul")).request?.requestId ?? 0
             #expect(id > 0)
         }
-        try await withSocial(socialDirectory: socialDir, accountsDirectory: accountsDir) { stack in
+        try await withSocial(storage: storage, accountsDirectory: accountsDir) { stack in
             let yul = try await stack.login("yul", password: "password yul")
             let incoming = try await yul.call(API.listFriendRequests, SocialV1.ListFriendRequestsRequest()).incoming
             #expect(incoming.map { $0.from?.username } == ["xan"])
             _ = try await yul.call(API.respondToFriendRequest, SocialV1.RespondToFriendRequestRequest(requestId: incoming[0].requestId, action: .accept))
             #expect(try await friends(yul) == ["xan"])
         }
+        await storage.remove()
     }
 }

@@ -6,8 +6,8 @@ import Wire
 
 @Suite("social: pokes", .serialized, .timeLimit(.minutes(2)))
 struct PokeTests {
-    @Test func poke_aFriend_isANoticeForDelivery_andReachesTheirLiveConnection() async throws {
-        try await withSocialOverSockets { stack in
+    @Test(arguments: Engine.allCases) func poke_aFriend_isANoticeForDelivery_andReachesTheirLiveConnection(engine: Engine) async throws {
+        try await withSocialOverSockets(engine) { stack in
             let (pia, piaID) = try await stack.user("p_pia")
             let (quo, quoID) = try await stack.user("p_quo")
             _ = try await pia.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "p_quo"))
@@ -48,8 +48,8 @@ struct PokeTests {
         }
     }
 
-    @Test func circleRequests_andInvitations_areNotices() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func circleRequests_andInvitations_areNotices(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (una, unaID) = try await stack.user("p_una")
             let (vic, vicID) = try await stack.user("p_vic")
             _ = try await una.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "p_vic"))
@@ -64,8 +64,8 @@ struct PokeTests {
         }
     }
 
-    @Test func pokes_areRateLimitedPerPair_onlyForFriends_andRetriesAreAppliedOnce() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func pokes_areRateLimitedPerPair_onlyForFriends_andRetriesAreAppliedOnce(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (rex, _) = try await stack.user("p_rex")
             let (sue, _) = try await stack.user("p_sue")
             _ = try await stack.user("p_tom")

@@ -21,8 +21,8 @@ struct ReplicaTests {
         return result
     }
 
-    @Test func replica_followsFriendshipsBlocksAndCircles() async throws {
-        try await withSocialOverSockets { stack in
+    @Test(arguments: Engine.allCases) func replica_followsFriendshipsBlocksAndCircles(engine: Engine) async throws {
+        try await withSocialOverSockets(engine) { stack in
             let (ann, annID) = try await stack.user("r_ann")
             let (bob, bobID) = try await stack.user("r_bob")
             let (cal, calID) = try await stack.user("r_cal")
@@ -57,8 +57,8 @@ struct ReplicaTests {
         }
     }
 
-    @Test func gap_inTheStream_triggersAResync_andTheStateStaysRight() async throws {
-        try await withSocialOverSockets { stack in
+    @Test(arguments: Engine.allCases) func gap_inTheStream_triggersAResync_andTheStateStaysRight(engine: Engine) async throws {
+        try await withSocialOverSockets(engine) { stack in
             let (dee, deeID) = try await stack.user("r_dee")
             let (eli, eliID) = try await stack.user("r_eli")
             try await withReplica(stack) { replica in
@@ -77,10 +77,11 @@ struct ReplicaTests {
         }
     }
 
-    @Test func restartOfSocial_newEpoch_triggersAResync() async throws {
+    @Test(arguments: Engine.allCases) func restartOfSocial_newEpoch_triggersAResync(engine: Engine) async throws {
         let dir = try TemporaryDirectory("frienso-replica")
         defer { dir.remove() }
-        let accountsDir = "\(dir.path)/accounts", socialDir = "\(dir.path)/social"
+        let storage = try await TestStorage.fresh(engine, service: "social")
+        let accountsDir = "\(dir.path)/accounts"
         let requests = try DeadPort(), events = try DeadPort()
         let endpoints = (requests: requests.endpoint, events: events.endpoint)
         _ = consume requests
@@ -90,7 +91,7 @@ struct ReplicaTests {
         let replica = SocialGraphReplica(social: client, eventsEndpoint: endpoints.events, logger: logs.logger("replica"),
                                          checkInterval: .milliseconds(200))
         try await withRunningServices([replica], logger: logs.logger("group")) {
-            let (firstEpoch, ids) = try await withSocialOverSockets(socialDirectory: socialDir, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
+            let (firstEpoch, ids) = try await withSocialOverSockets(storage: storage, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
                 let (fay, fayID) = try await stack.user("r_fay")
                 let (gus, gusID) = try await stack.user("r_gus")
                 _ = try await fay.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_gus"))
@@ -100,7 +101,7 @@ struct ReplicaTests {
                 return (replica.status.epoch, (fayID, gusID))
             }
             // Social is down now; it comes back on the same endpoints and data, with a new epoch.
-            try await withSocialOverSockets(socialDirectory: socialDir, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
+            try await withSocialOverSockets(storage: storage, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
                 let fay = FriensoClient(gateway: stack.endpoint, logger: stack.logs.logger("fay"))
                 _ = try await fay.login("r_fay", password: "password r_fay")
                 _ = try await fay.call(API.removeFriend, SocialV1.RemoveFriendRequest(username: "r_gus"))
@@ -111,10 +112,11 @@ struct ReplicaTests {
             }
         }
         await client.close()
+        await storage.remove()
     }
 
-    @Test func pagedSnapshot_givesTheWholeGraph_includingFindableAndExchanges() async throws {
-        try await withSocialOverSockets(snapshotPageSize: 2) { stack in
+    @Test(arguments: Engine.allCases) func pagedSnapshot_givesTheWholeGraph_includingFindableAndExchanges(engine: Engine) async throws {
+        try await withSocialOverSockets(engine, snapshotPageSize: 2) { stack in
             var made: [(client: FriensoClient, id: UInt64)] = []
             for i in 0..<5 { made.append(try await stack.user("rp_\(i)")) }
             let users = made

@@ -5,8 +5,8 @@ import Wire
 
 @Suite("social: search", .serialized, .timeLimit(.minutes(2)))
 struct SearchTests {
-    @Test func search_byPrefix_leavesOutYouFriendsAndBlocked_andPages() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func search_byPrefix_leavesOutYouFriendsAndBlocked_andPages(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (me, _) = try await stack.user("zed_me")
             let (friend, _) = try await stack.user("zed_friend")
             let (blocker, _) = try await stack.user("zed_blocker")
@@ -35,8 +35,8 @@ struct SearchTests {
         }
     }
 
-    @Test func search_badInputs_areInvalidArgument_andWildcardsAreLiteral() async throws {
-        try await withSocial { stack in
+    @Test(arguments: Engine.allCases) func search_badInputs_areInvalidArgument_andWildcardsAreLiteral(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
             let (me, _) = try await stack.user("wild_me")
             _ = try await stack.user("wild_card")
             for bad in [SocialV1.SearchUsersRequest(query: ""), SocialV1.SearchUsersRequest(query: String(repeating: "a", count: 51)),

@@ -7,6 +7,7 @@ import Gateway
 import Logging
 import ServiceLifecycle
 import Social
+import Storage
 import Wire
 
 typealias API = SocialV1.SocialService
@@ -48,26 +49,50 @@ func accountsService(_ directory: String, events: (any NumberedEventSink)? = nil
     return try AccountsService(directory: directory, config: config, events: events)
 }
 
-/// Runs accounts and social in process on the given directories (new ones unless given), so a
-/// test can restart social on the same data. `geo` stands in for geo's internal methods.
-func withSocial<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: String? = nil, snapshotPageSize: Int = 100_000,
-                             geo: (any RPCCalling)? = nil,
+/// Runs `body` with social's storage on `engine` open: `storage` when given (a test that
+/// restarts social on the same data), else a fresh one, removed after.
+func withSocialStorage<T>(_ engine: Engine, _ given: TestStorage?, _ body: (StorageEngine) async throws -> T) async throws -> T {
+    let fresh = given == nil ? try await TestStorage.fresh(engine, service: "social") : nil
+    let storage = given ?? fresh!
+    do {
+        let opened = try await storage.open()
+        do {
+            let result = try await body(opened)
+            await opened.close()
+            await fresh?.remove()
+            return result
+        } catch {
+            await opened.close()
+            throw error
+        }
+    } catch {
+        await fresh?.remove()
+        throw error
+    }
+}
+
+/// Runs accounts and social in process, social on `engine` (on `storage` when given, so a test
+/// can restart social on the same data; accounts on SQLite in `accountsDirectory`, new unless
+/// given). `geo` stands in for geo's internal methods.
+func withSocial<T: Sendable>(_ engine: Engine = .sqlite, storage: TestStorage? = nil, accountsDirectory: String? = nil,
+                             snapshotPageSize: Int = 100_000, geo: (any RPCCalling)? = nil,
                              _ body: @Sendable (SocialStack) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
     let temp = try TemporaryDirectory("frienso-social")
     defer { temp.remove() }
     let accountsDir = accountsDirectory ?? "\(temp.path)/accounts"
-    let socialDir = socialDirectory ?? "\(temp.path)/social"
-    for dir in [accountsDir, socialDir] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
-    let accounts = RouterClient(try accountsService(accountsDir), name: "accounts", logger: logs.logger("accounts"))
-    let events = EventRecorder()
-    let service = try SocialService(directory: socialDir, accounts: accounts, publisher: events, snapshotPageSize: snapshotPageSize, geo: geo)
-    let social = RouterClient(service, name: "social", logger: logs.logger("social"))
-    let gateway = InProcessGateway(["accounts": accounts, "social": social])
-    let result = try await body(SocialStack(gateway: gateway, social: social, events: events, logs: logs))
-    await social.flush() // a graceful stop: replies being saved are in before a "restart"
-    await accounts.flush()
-    return result
+    try FileManager.default.createDirectory(atPath: accountsDir, withIntermediateDirectories: true)
+    return try await withSocialStorage(engine, storage) { opened in
+        let accounts = RouterClient(try accountsService(accountsDir), name: "accounts", logger: logs.logger("accounts"))
+        let events = EventRecorder()
+        let service = try await SocialService.open(opened, accounts: accounts, publisher: events, snapshotPageSize: snapshotPageSize, geo: geo)
+        let social = RouterClient(service, name: "social", logger: logs.logger("social"))
+        let gateway = InProcessGateway(["accounts": accounts, "social": social])
+        let result = try await body(SocialStack(gateway: gateway, social: social, events: events, logs: logs))
+        await social.flush() // a graceful stop: replies being saved are in before a "restart"
+        await accounts.flush()
+        return result
+    }
 }
 
 /// Accounts, social and a gateway over ZeroMQ, for what only sockets show: the graph stream a
@@ -87,38 +112,39 @@ struct SocketStack: Sendable {
     }
 }
 
-/// Runs the stack over sockets; `socialEndpoints` lets a test restart social on the same request
-/// and event endpoints (and `socialDirectory` on the same data).
-func withSocialOverSockets<T: Sendable>(socialDirectory: String? = nil, accountsDirectory: String? = nil,
+/// Runs the stack over sockets, social on `engine`; `socialEndpoints` lets a test restart social
+/// on the same request and event endpoints (and `storage` on the same data).
+func withSocialOverSockets<T: Sendable>(_ engine: Engine = .sqlite, storage: TestStorage? = nil, accountsDirectory: String? = nil,
                                         socialEndpoints: (requests: String, events: String)? = nil, snapshotPageSize: Int = 100_000,
                                         _ body: @Sendable (SocketStack) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
     let temp = try TemporaryDirectory("frienso-social")
     defer { temp.remove() }
     let accountsDir = accountsDirectory ?? "\(temp.path)/accounts"
-    let socialDir = socialDirectory ?? "\(temp.path)/social"
-    for dir in [accountsDir, socialDir] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
-    let accounts = try accountsService(accountsDir)
-        .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
-    return try await withRunningServices([accounts], logger: logs.logger("group")) {
-        let accountsEndpoint = try await accounts.boundEndpoint()
-        let toAccounts = WireClient(endpoint: accountsEndpoint, logger: logs.logger("social→accounts"))
-        let publisher = Publisher(name: "social", endpoint: socialEndpoints?.events ?? "tcp://127.0.0.1:*", logger: logs.logger("social-pub"))
-        let social = try SocialService(directory: socialDir, accounts: toAccounts, publisher: publisher, snapshotPageSize: snapshotPageSize)
-            .makeHost(options: HostOptions(name: "social", endpoint: socialEndpoints?.requests ?? "tcp://127.0.0.1:*"), logger: logs.logger("social"))
-        return try await withRunningServices([publisher, social], logger: logs.logger("group")) {
-            var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: [
-                "accounts": accountsEndpoint, "social": try await social.boundEndpoint()])
-            config.eventSources = ["social": try await publisher.boundEndpoint()]
-            config.requestsPerSecond = 10_000
-            config.burst = 10_000
-            let gateway = Gateway(config: config, logger: logs.logger("gateway"))
-            let result = try await withRunningServices([gateway], logger: logs.logger("group")) {
-                try await body(SocketStack(endpoint: try await gateway.boundEndpoint(), logs: logs,
-                                           socialEndpoint: try await social.boundEndpoint(), socialEvents: try await publisher.boundEndpoint()))
+    try FileManager.default.createDirectory(atPath: accountsDir, withIntermediateDirectories: true)
+    return try await withSocialStorage(engine, storage) { opened in
+        let accounts = try accountsService(accountsDir)
+            .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
+        return try await withRunningServices([accounts], logger: logs.logger("group")) {
+            let accountsEndpoint = try await accounts.boundEndpoint()
+            let toAccounts = WireClient(endpoint: accountsEndpoint, logger: logs.logger("social→accounts"))
+            let publisher = Publisher(name: "social", endpoint: socialEndpoints?.events ?? "tcp://127.0.0.1:*", logger: logs.logger("social-pub"))
+            let social = try await SocialService.open(opened, accounts: toAccounts, publisher: publisher, snapshotPageSize: snapshotPageSize)
+                .makeHost(options: HostOptions(name: "social", endpoint: socialEndpoints?.requests ?? "tcp://127.0.0.1:*"), logger: logs.logger("social"))
+            return try await withRunningServices([publisher, social], logger: logs.logger("group")) {
+                var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: [
+                    "accounts": accountsEndpoint, "social": try await social.boundEndpoint()])
+                config.eventSources = ["social": try await publisher.boundEndpoint()]
+                config.requestsPerSecond = 10_000
+                config.burst = 10_000
+                let gateway = Gateway(config: config, logger: logs.logger("gateway"))
+                let result = try await withRunningServices([gateway], logger: logs.logger("group")) {
+                    try await body(SocketStack(endpoint: try await gateway.boundEndpoint(), logs: logs,
+                                               socialEndpoint: try await social.boundEndpoint(), socialEvents: try await publisher.boundEndpoint()))
+                }
+                await toAccounts.close()
+                return result
             }
-            await toAccounts.close()
-            return result
         }
     }
 }

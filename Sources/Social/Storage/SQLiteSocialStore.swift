@@ -2,11 +2,14 @@ import Foundation
 import FriensoProto
 import GRDB
 import Storage
+import Wire
 
-/// The social database. Each operation is one write transaction, so every rule is checked
-/// against the state it changes (two people asking each other at once make one friendship).
-final class SocialStore: Sendable {
+/// Social's storage on SQLite (`social.sqlite` in the data folder), the embedded default. Each
+/// mutation is one transaction on the single writer, so every rule is checked against the state
+/// it changes (two people asking each other at once make one friendship).
+final class SQLiteSocialStore: SocialStorage {
     let database: ServiceDatabase
+    let replies: any ReplyStore
     /// Called after each commit, still on the writer queue, with the graph changes it made:
     /// so events are numbered in commit order and a snapshot taken on the same queue is exact.
     private let onCommit: @Sendable ([SocialV1.GraphEvent]) -> Void
@@ -50,6 +53,7 @@ final class SocialStore: Sendable {
         SQLiteReplyStore.migrate(&migrator)
         Self.migrateNotices(&migrator)
         try database.migrate(migrator)
+        replies = SQLiteReplyStore(database: database)
     }
 
     static let pending = SocialV1.RequestState.pending.rawValue

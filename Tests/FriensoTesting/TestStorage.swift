@@ -1,0 +1,84 @@
+public import Storage
+import Foundation
+import Logging
+public import Testing
+
+/// The storage engines services run on: every test that stores something runs on both.
+public enum Engine: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+    public var testDescription: String { rawValue }
+}
+
+/// Where one test's data of one service lives, across "restarts": a folder (SQLite) or a
+/// database of the test process's PostgreSQL server (`PostgresTestServer`), with the service's
+/// schema in it.
+public struct TestStorage: Sendable {
+    public let engine: Engine
+    /// The service, and the schema it uses on PostgreSQL.
+    public let service: String
+    /// SQLite: the data folder. PostgreSQL: a scratch folder.
+    public let directory: String
+    public let postgresDatabase: String?
+    private let temp: TemporaryDirectory
+
+    public static func fresh(_ engine: Engine, service: String) async throws -> TestStorage {
+        let temp = try TemporaryDirectory("frienso-\(service)")
+        switch engine {
+        case .sqlite:
+            return TestStorage(engine: engine, service: service, directory: temp.path, postgresDatabase: nil, temp: temp)
+        case .postgres:
+            let database = try await PostgresTestServer.shared().createDatabase(service)
+            return TestStorage(engine: engine, service: service, directory: temp.path, postgresDatabase: database, temp: temp)
+        }
+    }
+
+    /// Opens the engine as a service would (PostgreSQL: its pool started, the server answered);
+    /// `StorageEngine.close()` ends it.
+    public func open() async throws -> StorageEngine {
+        switch engine {
+        case .sqlite:
+            return .sqlite(directory: directory)
+        case .postgres:
+            let server = try await PostgresTestServer.shared()
+            let settings = try PostgresSettings(url: server.url(database: postgresDatabase!), schema: service)
+            var logger = Logger(label: "test.postgres")
+            logger.logLevel = .warning
+            return .postgres(try await PostgresServiceDatabase.open(settings, logger: logger))
+        }
+    }
+
+    /// Runs `sql` through psql in the service's schema (PostgreSQL), for checks of what is stored.
+    public func psql(_ sql: String) async throws -> String {
+        try await PostgresTestServer.shared().psql(postgresDatabase!, "SET search_path = \(service); \(sql)")
+    }
+
+    /// What of `texts` is still stored: SQLite, the bytes of every file in the data folder
+    /// (`Residue`); PostgreSQL, every row of every table of the schema as text, and its bytes
+    /// (bytea columns print as hex).
+    public func residue(_ texts: [String]) async throws -> [String] {
+        switch engine {
+        case .sqlite:
+            return Residue.find(texts.map { .text($0) }, under: directory)
+        case .postgres:
+            let tables = try await psql("SELECT table_name FROM information_schema.tables WHERE table_schema = '\(service)' ORDER BY 1")
+                .split(separator: "\n").map(String.init)
+            var found: [String] = []
+            for table in tables {
+                for text in texts {
+                    let hex = text.utf8.map { String(format: "%02x", $0) }.joined()
+                    let n = try await psql("SELECT count(*) FROM \(service).\(table) r WHERE r::text LIKE '%\(text)%' OR r::text LIKE '%\(hex)%'")
+                    if n != "0" { found.append("\(table): \(n) row(s) with \"\(text)\"") }
+                }
+            }
+            return found
+        }
+    }
+
+    /// Deletes the folder, and drops the database (PostgreSQL).
+    public func remove() async {
+        temp.remove()
+        if let postgresDatabase, let server = try? await PostgresTestServer.shared() {
+            _ = try? await server.psql("postgres", "DROP DATABASE IF EXISTS \(postgresDatabase) WITH (FORCE)")
+        }
+    }
+}
