@@ -34,36 +34,10 @@ public enum AccountsScenario {
     public static func run(_ options: Options, logger: Logger) async throws -> String {
         var quiet = logger
         quiet.logLevel = .warning
-        var server: LocalPostgresServer?
-        if options.engines.contains("postgres") {
-            server = try await Task.detached { try LocalPostgresServer.start(prefix: "frienso-bench-pg") }.value
+        let rows = try await EngineComparison.each(options.engines, schema: "accounts", logger: quiet) { engine, storage in
+            try await measure(engine: engine, storage: storage, options: options, logger: quiet)
         }
-        defer { server?.stop() }
-        var rows: [LatencyStats] = []
-        for engine in options.engines {
-            let dir = BenchStack.scratchDirectory()
-            defer { try? FileManager.default.removeItem(atPath: dir) }
-            let storage: StorageEngine
-            if engine == "postgres", let server {
-                let name = try server.createDatabase("bench")
-                storage = .postgres(try await PostgresServiceDatabase.open(try PostgresSettings(url: server.url(database: name), schema: "accounts"),
-                                                                          logger: quiet))
-            } else {
-                storage = .sqlite(directory: dir)
-            }
-            rows += try await measure(engine: engine, storage: storage, options: options, logger: quiet)
-            await storage.close()
-        }
-        var out = [Report.table(rows)]
-        for name in Set(rows.map { $0.name.replacingOccurrences(of: "sqlite: ", with: "").replacingOccurrences(of: "postgres: ", with: "") }).sorted() {
-            for n in options.inFlight {
-                guard let sqlite = rows.first(where: { $0.name == "sqlite: \(name)" && $0.inFlight == n }),
-                      let postgres = rows.first(where: { $0.name == "postgres: \(name)" && $0.inFlight == n }) else { continue }
-                out.append("- \(name), \(n) in flight: PostgreSQL/SQLite throughput \(String(format: "%.2f", postgres.throughput / max(sqlite.throughput, 1)))×, "
-                           + "p99 \(String(format: "%.2f", postgres.micros(99) / max(sqlite.micros(99), 1)))×")
-            }
-        }
-        return out.joined(separator: "\n")
+        return EngineComparison.report(rows, inFlight: options.inFlight)
     }
 
     private static func measure(engine: String, storage: StorageEngine, options: Options, logger: Logger) async throws -> [LatencyStats] {
@@ -123,5 +97,53 @@ public enum AccountsScenario {
     private final class Counter: Sendable {
         private let value = Atomic<Int>(0)
         func next() -> Int { value.add(1, ordering: .relaxed).newValue }
+    }
+}
+
+/// Runs a measurement on each engine in one run (PostgreSQL: a real server in a temp folder, a
+/// fresh database), and compares them.
+enum EngineComparison {
+    static func each(_ engines: [String], schema: String, logger: Logger,
+                     _ measure: (String, StorageEngine) async throws -> [LatencyStats]) async throws -> [LatencyStats] {
+        var server: LocalPostgresServer?
+        if engines.contains("postgres") {
+            server = try await Task.detached { try LocalPostgresServer.start(prefix: "frienso-bench-pg") }.value
+        }
+        defer { server?.stop() }
+        var rows: [LatencyStats] = []
+        for engine in engines {
+            let dir = BenchStack.scratchDirectory()
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let storage: StorageEngine
+            if engine == "postgres", let server {
+                let name = try server.createDatabase("bench")
+                storage = .postgres(try await PostgresServiceDatabase.open(try PostgresSettings(url: server.url(database: name), schema: schema),
+                                                                          logger: logger))
+            } else {
+                storage = .sqlite(directory: dir)
+            }
+            do {
+                rows += try await measure(engine, storage)
+            } catch {
+                await storage.close()
+                throw error
+            }
+            await storage.close()
+        }
+        return rows
+    }
+
+    /// The rows, then each operation's PostgreSQL/SQLite ratios (rows named "<engine>: <operation>").
+    static func report(_ rows: [LatencyStats], inFlight: [Int]) -> String {
+        var out = [Report.table(rows)]
+        for name in Set(rows.map { $0.name.replacingOccurrences(of: "sqlite: ", with: "").replacingOccurrences(of: "postgres: ", with: "") }).sorted() {
+            for n in inFlight {
+                guard let sqlite = rows.first(where: { $0.name == "sqlite: \(name)" && $0.inFlight == n }),
+                      let postgres = rows.first(where: { $0.name == "postgres: \(name)" && $0.inFlight == n }) else { continue }
+                out.append("- \(name), \(n) in flight: PostgreSQL/SQLite throughput \(String(format: "%.2f", postgres.throughput / max(sqlite.throughput, 1)))×, "
+                           + "p99 \(String(format: "%.2f", postgres.micros(99) / max(sqlite.micros(99), 1)))×")
+            }
+        }
+        return out.joined(separator: "\n")
     }
 }

@@ -10,7 +10,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frienso-bench",
         abstract: "Frienso benchmarks. Build with -c release before measuring.",
-        subcommands: [WireBench.self, AccountsBench.self, SocialBench.self, GeoBench.self, AlertsBench.self, MediaBench.self, StackBench.self, EdgeBench.self, ReportCommand.self])
+        subcommands: [WireBench.self, AccountsBench.self, SocialBench.self, SocialStorageBench.self, GeoBench.self, AlertsBench.self, MediaBench.self, StackBench.self, EdgeBench.self, ReportCommand.self])
 
     /// Every scenario runs with the allocator set up as the services run (`ServiceRunner`).
     static func main() async {
@@ -84,6 +84,36 @@ struct AccountsBench: AsyncParsableCommand {
         print(try await AccountsScenario.run(.init(requests: requests, warmup: warmup, inFlight: LoadLevels.parse(inFlight) ?? [],
                                                    users: users, engines: engineList), logger: Logger(label: "bench")))
         try results.write("accounts")
+    }
+}
+
+struct SocialStorageBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "social-storage",
+        abstract: "Social on SQLite and on PostgreSQL (a real server, started in a temp folder) in one run: reads and durable writes with graph events.")
+
+    @Option(help: "Measured requests per read row (writes: a quarter).") var requests = 20_000
+    @Option(help: "Unmeasured requests first.") var warmup = 1_000
+    @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
+    @Option(help: "Callers (distinct user ids).") var users = 1_000
+    @Option(help: "Engines, comma-separated: sqlite, postgres.") var engines = "sqlite,postgres"
+
+    func validate() throws {
+        guard requests > 0, warmup >= 0, users >= 1 else { throw ValidationError("--requests > 0, --warmup ≥ 0, --users ≥ 1") }
+        guard LoadLevels.parse(inFlight) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
+        guard !engineList.isEmpty, engineList.allSatisfy({ ["sqlite", "postgres"].contains($0) }) else {
+            throw ValidationError("--engines takes sqlite and postgres")
+        }
+    }
+
+    var engineList: [String] { engines.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+
+    @OptionGroup var results: ResultsOptions
+
+    func run() async throws {
+        print(try await SocialStorageScenario.run(.init(requests: requests, warmup: warmup, inFlight: LoadLevels.parse(inFlight) ?? [],
+                                                        users: users, engines: engineList), logger: Logger(label: "bench")))
+        try results.write("social-storage")
     }
 }
 
