@@ -3,11 +3,18 @@ import FriensoTesting
 @testable import frienso_geo
 import Geo
 import ServiceKit
+import Storage
 import Testing
+
+/// The example configs in `deploy/`.
+enum ExampleConfigs {
+    static let oneHost = Repository.root.appendingPathComponent("deploy/frienso.example.json").path
+    static let hosts = Repository.root.appendingPathComponent("deploy/frienso.hosts.example.json").path
+}
 
 @Suite("geo: the deployment config")
 struct GeoConfigTests {
-    static let example = Repository.root.appendingPathComponent("deploy/frienso.example.json").path
+    static let example = ExampleConfigs.oneHost
 
     @Test("the example config's geo section is what the defaults say; the fold's period is read and bounded")
     func geoSection() throws {
@@ -26,9 +33,10 @@ struct GeoConfigTests {
         }
     }
 
-    @Test("every key in deploy/frienso.example.json is one the services read (a misspelt key would be ignored silently)")
-    func exampleKeysAreKnown() throws {
-        let data = try Data(contentsOf: URL(fileURLWithPath: Self.example))
+    @Test("every key in the example configs is one the services read (a misspelt key would be ignored silently)",
+          arguments: [ExampleConfigs.oneHost, ExampleConfigs.hosts])
+    func exampleKeysAreKnown(file: String) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: file))
         let given = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         let config = try JSONDecoder().decode(FriensoConfig.self, from: data)
         let read = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(config)) as? [String: Any])
@@ -43,5 +51,22 @@ struct GeoConfigTests {
                 .union((read[section] as? [String: Any])?.keys.map { $0 } ?? [])
             #expect(Set(keys).subtracting(known).isEmpty, "\(section): \(Set(keys).subtracting(known).sorted()) not read")
         }
+    }
+
+    @Test("the several-hosts example: every member on a host address, accounts and social on PostgreSQL over checked TLS")
+    func hostsExample() throws {
+        let config = try JSONDecoder().decode(FriensoConfig.self, from: Data(contentsOf: URL(fileURLWithPath: ExampleConfigs.hosts)))
+        let endpoints = try #require(config.endpoints)
+        #expect(Set(endpoints.keys) == Set(KeyringFiles.members.filter { $0 != "launcher" }))
+        for (member, endpoint) in endpoints.merging(config.eventEndpoints ?? [:], uniquingKeysWith: { a, _ in a }) {
+            #expect(!endpoint.contains("127.0.0.1") && !endpoint.contains("localhost"), "\(member): \(endpoint)")
+        }
+        for service in ["accounts", "social"] {
+            let storage = try #require(config.storage(for: service))
+            #expect(storage.kind == "postgres" && storage.passwordFile != nil)
+            let settings = try PostgresSettings(url: try #require(storage.url), schema: service)
+            #expect(settings.password == nil && settings.tls == .require && settings.caFile == "/etc/frienso/postgres-ca.pem" && settings.host == "10.0.1.10")
+        }
+        for service in ["geo", "alerts", "media"] { #expect(config.storage(for: service) == nil, "\(service) stays on SQLite") }
     }
 }

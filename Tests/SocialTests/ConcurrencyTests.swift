@@ -1,6 +1,7 @@
 import FriensoProto
 import FriensoTesting
 import Social
+import SocialReplica
 import Synchronization
 import Testing
 import Wire
@@ -144,6 +145,51 @@ struct ConcurrencyTests {
             throw error
         }
         await storage.remove()
+    }
+
+    /// A replica applies the graph events in their numbers' order: for what it holds to be what
+    /// the database holds, the events about each pair must be numbered in commit order.
+    @Test("both people of a pair changing it at once: a replica fed every event, in order, ends where the database is",
+          arguments: Engine.allCases)
+    func eventsInCommitOrder(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
+            var people: [(Person, UInt64)] = []
+            for i in 0..<12 { people.append(try await stack.user("ev_\(i)")) }
+            _ = stack.events.take()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in people.indices {
+                    let me = people[index].0, other = people[index ^ 1].1
+                    group.addTask {
+                        for round in 0..<12 {
+                            // Refusals (already friends, not blocked…) are part of the churn.
+                            switch (round + index) % 4 {
+                            case 0: _ = try? await me.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(userId: other))
+                            case 1: _ = try? await me.call(API.removeFriend, SocialV1.RemoveFriendRequest(userId: other))
+                            case 2: _ = try? await me.call(API.block, SocialV1.BlockRequest(userId: other))
+                            default: _ = try? await me.call(API.unblock, SocialV1.UnblockRequest(userId: other))
+                            }
+                            _ = try? await me.call(API.setFindable, SocialV1.SetFindableRequest(findable: round % 3 != 0))
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            var replayed = GraphState()
+            for event in stack.events.all where event.topic == SocialService.graphStream {
+                replayed.apply(try SocialV1.GraphEvent(serializedBytes: event.payload))
+            }
+            let stored = GraphState(snapshot: try await stack.social.call(API.graphSnapshot, SocialV1.GraphSnapshotRequest()))
+            #expect(stored.friendshipCount + people.count > 0)
+            for (a, b) in zip(people.map(\.1), people.map(\.1).reversed()) {
+                #expect(replayed.areFriends(a, b) == stored.areFriends(a, b), "friends \(a) \(b)")
+                #expect(replayed.blocked(a, b) == stored.blocked(a, b), "block \(a) \(b)")
+            }
+            for (_, id) in people {
+                #expect(replayed.friends(of: id) == stored.friends(of: id))
+                #expect(replayed.blockedEitherWay(id) == stored.blockedEitherWay(id))
+                #expect(replayed.isFindable(id) == stored.isFindable(id), "findable \(id)")
+            }
+        }
     }
 
     /// Alerts reads notices as "every one after the last id I stored": a notice whose id is

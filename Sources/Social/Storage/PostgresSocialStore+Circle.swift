@@ -61,7 +61,7 @@ extension PostgresSocialStore {
     }
 
     func removeFromCircle(owner: UInt64, member: UInt64, phone: String) async throws {
-        try await mutate { connection, events in
+        try await mutate(orderedBy: [owner, member]) { connection, events in
             try await lockOwner(connection, owner)
             if member != 0 { try await lockPair(connection, owner, member) }
             let removed = try await Self.first(connection.query("""
@@ -73,7 +73,7 @@ extension PostgresSocialStore {
     }
 
     func respondToCircle(owner: UInt64, member: UInt64, accept: Bool, now: Int64) async throws -> CircleRecord {
-        try await mutate { connection, events in
+        try await mutate(orderedBy: [owner, member]) { connection, events in
             try await lockOwner(connection, owner)
             try await lockPair(connection, owner, member)
             guard let row = try await Self.circleRows(connection.query("""

@@ -27,7 +27,7 @@ extension PostgresSocialStore {
     }
 
     func setFindable(_ user: UInt64, _ on: Bool, now: Int64) async throws -> Bool {
-        try await mutate { connection, events in
+        try await mutate(orderedBy: [user]) { connection, events in
             try await lockOwner(connection, user)
             guard try await Self.isFindable(connection, user, logger: logger) != on else { return on }
             try await connection.query("""
@@ -40,7 +40,7 @@ extension PostgresSocialStore {
     }
 
     func addExchange(from: UInt64, to: UInt64, location: ExchangeLocation?, placeLabel: String, now: Int64) async throws -> ExchangeOutcome {
-        try await mutate { connection, events in
+        try await mutate(orderedBy: [from, to]) { connection, events in
             guard from != to else { throw ExchangeRefusal.yourself }
             try await lockPair(connection, from, to)
             let (a, b) = Self.edge(from, to)

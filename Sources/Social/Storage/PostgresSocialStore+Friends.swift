@@ -47,7 +47,7 @@ extension PostgresSocialStore {
     }
 
     func send(from: UInt64, to: UInt64, now: Int64) async throws -> SendOutcome {
-        try await mutate { connection, events in
+        try await mutate(orderedBy: [from, to]) { connection, events in
             guard from != to else { throw FriendRefusal.requestToYourself }
             try await lockPair(connection, from, to)
             guard try await !Self.blocked(connection, from, to, logger: logger) else { throw FriendRefusal.requestAcrossBlock }
@@ -78,7 +78,11 @@ extension PostgresSocialStore {
     }
 
     func respond(caller: UInt64, requestID: UInt64, action: SocialV1.RequestAction, now: Int64) async throws -> RequestRecord {
-        try await mutate { connection, events in
+        // Its people first (a request's never change), so the mutation takes both their turns.
+        guard let people = try await database.read({ connection in try await request(connection, id: requestID) }) else {
+            throw FriendRefusal.noRequest(requestID)
+        }
+        return try await mutate(orderedBy: [people.from, people.to]) { connection, events in
             let request = try await lockedRequest(connection, id: requestID)
             guard request.to == caller else { throw FriendRefusal.notAddressedToYou(requestID) }
             // The same answer again (a resend whose first reply was lost) is answered as it is.
@@ -143,7 +147,7 @@ extension PostgresSocialStore {
     }
 
     func removeFriend(_ user: UInt64, _ other: UInt64) async throws {
-        try await mutate { connection, events in
+        try await mutate(orderedBy: [user, other]) { connection, events in
             try await lockPair(connection, user, other)
             let (a, b) = Self.edge(user, other)
             let removed = try await PostgresServiceDatabase.count(connection.query(
@@ -155,7 +159,7 @@ extension PostgresSocialStore {
     }
 
     func block(_ user: UInt64, _ other: UInt64, now: Int64) async throws -> BlockOutcome {
-        try await mutate { connection, events in
+        try await mutate(orderedBy: [user, other]) { connection, events in
             guard user != other else { throw FriendRefusal.blockYourself }
             try await lockPair(connection, user, other)
             let added = try await PostgresServiceDatabase.count(connection.query("""
@@ -183,7 +187,7 @@ extension PostgresSocialStore {
     }
 
     func unblock(_ user: UInt64, _ other: UInt64) async throws {
-        try await mutate { connection, events in
+        try await mutate(orderedBy: [user, other]) { connection, events in
             try await lockPair(connection, user, other)
             let removed = try await PostgresServiceDatabase.count(connection.query(
                 "DELETE FROM blocks WHERE blocker = \(Int64(user)) AND blocked = \(Int64(other)) RETURNING 1", logger: logger))

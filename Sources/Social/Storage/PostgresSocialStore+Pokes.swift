@@ -53,7 +53,8 @@ extension PostgresSocialStore {
     // MARK: Erasure and export
 
     func erase(_ user: UInt64, traces: [String]) async throws -> Int {
-        try await mutate { connection, events in
+        // Every event names the person: their turn orders it with every change that involves them.
+        try await mutate(orderedBy: [user]) { connection, events in
             let id = Int64(user)
             for try await (a, b) in try await connection.query(
                 "SELECT user_a, user_b FROM friendships WHERE user_a = \(id) OR user_b = \(id) ORDER BY id", logger: logger).decode((Int64, Int64).self) {

@@ -16,8 +16,8 @@ import Wire
 /// - adding to a circle also locks the owner, so the circle's limit holds;
 /// - notices are numbered in commit order (alerts reads "every notice after the last I stored"):
 ///   the insert of a notice takes one lock for all notices, held until its commit.
-/// These are database locks, so they hold across instances of social too. Graph events are
-/// announced in commit order within the instance (`PostgresServiceDatabase.write`'s ordering).
+/// These are database locks, so they hold across instances of social too. Graph events about a
+/// person are announced in commit order within the instance (`mutate`).
 final class PostgresSocialStore: SocialStorage {
     let database: PostgresServiceDatabase
     let replies: any ReplyStore
@@ -44,9 +44,13 @@ final class PostgresSocialStore: SocialStorage {
     }
 
     /// One mutation that may change the graph: `events` collects its graph events, announced
-    /// once it committed. Such mutations of this instance take turns (transaction and
-    /// announcement), so events are announced in the order their changes committed.
-    func mutate<T: Sendable>(_ body: (PostgresConnection, inout [SocialV1.GraphEvent]) async throws -> T) async throws -> T {
+    /// once it committed. `users` are the people its events may name: mutations of this
+    /// instance that share one take turns (transaction and announcement), so the events about a
+    /// person, and so about a pair, are announced in the order their changes committed; others
+    /// run at once. (A replica applies facts about different people in any order to the same
+    /// state, and the snapshot's head is read before its rows: see `snapshotPage`.)
+    func mutate<T: Sendable>(orderedBy users: [UInt64],
+                             _ body: (PostgresConnection, inout [SocialV1.GraphEvent]) async throws -> T) async throws -> T {
         let onCommit = onCommit
         return try await database.write({ connection in
             var events: [SocialV1.GraphEvent] = []
@@ -54,7 +58,7 @@ final class PostgresSocialStore: SocialStorage {
             return Outcome(result: result, events: events)
         }, committed: { outcome in
             if !outcome.events.isEmpty { onCommit(outcome.events) }
-        }).result
+        }, orderedBy: users).result
     }
 
     // MARK: Locks

@@ -205,11 +205,22 @@ public final class PostgresServiceDatabase: Sendable {
     @discardableResult
     public func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T,
                                    committed: (@Sendable (T) -> Void)? = nil, orderedBy key: UInt64? = nil) async throws -> T {
+        try await write(body, committed: committed, orderedBy: key.map { [$0] })
+    }
+
+    /// As `write(_:committed:orderedBy:)`, ordered by several keys at once: a mutation whose
+    /// action announces facts about several things (two people) holds each one's turn, so it is
+    /// ordered with every mutation that shares any of them. Keys are taken in ascending order, so
+    /// two mutations never wait for each other. Nil: one order for all.
+    @discardableResult
+    public func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T,
+                                   committed: (@Sendable (T) -> Void)?, orderedBy keys: [UInt64]?) async throws -> T {
         let idempotency = IdempotencyScope.current
         return try await guarded {
             guard let committed else { return try await transaction(idempotency: idempotency, body).result }
-            await ordered.acquire(key)
-            defer { ordered.release(key) }
+            let turns: [UInt64?] = keys.map { Array(Set($0)).sorted() } ?? [nil]
+            for key in turns { await ordered.acquire(key) }
+            defer { for key in turns.reversed() { ordered.release(key) } }
             let (result, applied) = try await transaction(idempotency: idempotency, body)
             if applied { committed(result) }
             return result
