@@ -9,9 +9,10 @@ import Wire
 
 /// `social-storage`: the same social service on SQLite and on PostgreSQL, in one run, behind its
 /// own ZeroMQ host (no gateway, callers stamped as the gateway does): a one-row read
-/// (GetDiscoverySettings), a two-query read (ListFriendRequests: incoming and outgoing), and a
-/// durable write with its graph event (SetFindable, flipped each time so every call writes), at
-/// 1 and 64 in flight. None of them asks accounts: the engine is what differs.
+/// (GetDiscoverySettings), a read of both request lists (ListFriendRequests: SQLite, two queries
+/// in one read transaction; PostgreSQL, one statement), and a durable write with its graph event
+/// (SetFindable, flipped each time so every call writes), at 1 and 64 in flight. None of them
+/// asks accounts: the engine is what differs.
 public enum SocialStorageScenario {
     public struct Options: Sendable {
         public var requests: Int
@@ -62,7 +63,7 @@ public enum SocialStorageScenario {
                         return (try? await client.call(SocialV1.SocialService.getDiscoverySettings, SocialV1.GetDiscoverySettingsRequest(),
                                                        options: CallOptions(callerUserID: caller))) != nil
                     })
-                    rows.append(await drive(name: "\(engine): ListFriendRequests (2 reads)", inFlight: n, count: options.requests,
+                    rows.append(await drive(name: "\(engine): ListFriendRequests (incoming and outgoing)", inFlight: n, count: options.requests,
                                             warmup: options.warmup) {
                         let caller = UInt64(counter.next()) % users + 1
                         return (try? await client.call(SocialV1.SocialService.listFriendRequests, SocialV1.ListFriendRequestsRequest(),

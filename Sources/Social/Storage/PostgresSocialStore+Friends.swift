@@ -120,18 +120,16 @@ extension PostgresSocialStore {
     }
 
     func pendingRequests(of user: UInt64, includeDismissed: Bool) async throws -> (incoming: [RequestRecord], outgoing: [RequestRecord]) {
-        try await database.snapshot { connection in
-            let incoming = try await Self.requests(connection.query("""
+        // One statement for both lists (one round trip, one snapshot), split here.
+        let all = try await database.read { connection in
+            try await Self.requests(connection.query("""
                 SELECT \(unescaped: RequestRecord.columns) FROM friend_requests
-                WHERE to_user = \(Int64(user)) AND state = \(Self.pending) AND (\(includeDismissed) OR NOT dismissed)
+                WHERE state = \(Self.pending)
+                  AND ((to_user = \(Int64(user)) AND (\(includeDismissed) OR NOT dismissed)) OR from_user = \(Int64(user)))
                 ORDER BY created_at_ms DESC, id DESC
                 """, logger: logger))
-            let outgoing = try await Self.requests(connection.query("""
-                SELECT \(unescaped: RequestRecord.columns) FROM friend_requests
-                WHERE from_user = \(Int64(user)) AND state = \(Self.pending) ORDER BY created_at_ms DESC, id DESC
-                """, logger: logger))
-            return (incoming, outgoing)
         }
+        return (all.filter { $0.to == user }, all.filter { $0.from == user })
     }
 
     func friends(of user: UInt64) async throws -> [(id: UInt64, since: Int64)] {
