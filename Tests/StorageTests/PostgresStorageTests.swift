@@ -130,6 +130,37 @@ struct PostgresStorageTests {
         await database.close()
     }
 
+    @Test func aPoolWhoseConnectionsAreAllBusy_isNotAnOutage() async throws {
+        let server = try await PostgresTestServer.shared()
+        let name = try await server.createDatabase("busy")
+        defer { Task.detached { _ = try? await server.psql("postgres", "DROP DATABASE IF EXISTS \(name) WITH (FORCE)") } }
+        let database = try await PostgresServiceDatabase.open(try PostgresSettings(url: server.url(database: name) + "&pool_max=1", schema: "items"),
+                                                              logger: quiet)
+        try await database.migrate(PostgresItems.migrations)
+        let items = PostgresItems(database: database)
+        // The pool's only connection stays in a transaction until the probes have been seen.
+        let (release, released) = AsyncStream<Void>.makeStream()
+        let holding = Task {
+            try await database.transaction { connection in
+                try await connection.query("INSERT INTO items (name) VALUES ('held')", logger: quiet)
+                for await _ in release { break }
+            }
+        }
+        try await eventually("the pool's connection is held") {
+            (try? await server.psql(name, "SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'")) == "1"
+        }
+        let before = database.answeredProbes
+        try await eventually("three probes answered while the pool is busy", timeout: .seconds(20)) { database.answeredProbes >= before + 3 }
+        #expect(database.isReachable, "a busy pool is not an outage")
+        // A request meanwhile waits for the connection instead of being refused, and is served.
+        async let counted = items.count()
+        released.yield()
+        released.finish()
+        try await holding.value
+        #expect(try await counted == 1)
+        await database.close()
+    }
+
     @Test func tls_isUsedAndChecked_aServerCertificateNobodyVouchesFor_isRefused() async throws {
         let scratch = try TemporaryDirectory("frienso-pg-tls")
         defer { scratch.remove() }
@@ -151,6 +182,17 @@ struct PostgresStorageTests {
             return false
         }
         #expect(encrypted, "the session is encrypted")
+        // The health probe's own connection is encrypted too.
+        try await eventually("a probe was answered") { trusted.answeredProbes > 0 }
+        let probeEncrypted = try await trusted.read { connection -> Bool? in
+            for try await ssl in try await connection.query("""
+                SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'frienso-items-probe'
+                """, logger: quiet).decode(Bool?.self) {
+                return ssl
+            }
+            return nil
+        }
+        #expect(probeEncrypted == true, "the probe's session is encrypted")
         await trusted.close()
 
         // The system's roots do not vouch for the test CA: refused, never sent in clear.

@@ -24,6 +24,10 @@ public final class PostgresServiceDatabase: Sendable {
 
     private let runner = Mutex<Task<Void, Never>?>(nil)
     private let monitor = Mutex<Task<Void, Never>?>(nil)
+    /// The health probe's own connection, outside the pool (see `watch`); nil until the first
+    /// probe, and again after a probe failed on it.
+    private let probeConnection = Mutex<PostgresConnection?>(nil)
+    private let probeConfiguration: PostgresConnection.Configuration?
     /// Whether the last health probe was answered (see `watch`): while it is not, requests are
     /// refused at once with UNAVAILABLE instead of queueing for a connection the pool cannot make.
     private let reachable = Atomic<Bool>(true)
@@ -48,6 +52,7 @@ public final class PostgresServiceDatabase: Sendable {
         let watching = monitor.withLock { task -> Task<Void, Never>? in defer { task = nil }; return task }
         watching?.cancel()
         await watching?.value
+        await dropProbeConnection()
         guard let task = runner.withLock({ task -> Task<Void, Never>? in defer { task = nil }; return task }) else { return }
         task.cancel()
         await task.value
@@ -61,10 +66,11 @@ public final class PostgresServiceDatabase: Sendable {
     /// this, every request during an outage would wait for its caller's deadline and pile up.
     /// With it, the requests of the first seconds wait, the rest are refused at once, and service
     /// resumes with the first probe answered.
-    /// A probe goes through the pool, so a pool busy for a moment also delays it: only
-    /// `failuresToRefuse` unanswered probes in a row (seconds, not a blip) count as an outage;
-    /// one answered probe ends it.
-    private func watch(interval: Duration = .seconds(1), probeTimeout: Duration = .seconds(2), failuresToRefuse: Int = 3) async {
+    /// A probe has a connection of its own, outside the pool: a pool whose connections are all
+    /// busy is not an outage, and does not delay the probe (a probe through the pool once refused
+    /// a test's logins under the full suite's load). Two unanswered probes in a row (not a single
+    /// lost packet) count as an outage; one answered probe ends it.
+    private func watch(interval: Duration = .seconds(1), probeTimeout: Duration = .seconds(2), failuresToRefuse: Int = 2) async {
         var failures = 0
         while !Task.isCancelled {
             let (answered, error) = await probe(timeout: probeTimeout)
@@ -84,13 +90,14 @@ public final class PostgresServiceDatabase: Sendable {
         }
     }
 
-    /// One `SELECT 1`, bounded by `timeout`. - Returns: whether it was answered, and the error.
+    /// One `SELECT 1` on the probe's connection (made first when there is none), bounded by
+    /// `timeout`. A probe that fails closes its connection; the next one connects again.
+    /// - Returns: whether it was answered, and the error.
     private func probe(timeout: Duration) async -> (Bool, (any Error)?) {
-        let client = client, logger = logger
         do {
             let answered = try await withThrowingTaskGroup(of: Bool.self) { group in
                 group.addTask {
-                    try await client.query("SELECT 1", logger: logger)
+                    try await self.probeConnectionOrConnect().query("SELECT 1", logger: self.logger)
                     return true
                 }
                 group.addTask {
@@ -101,12 +108,33 @@ public final class PostgresServiceDatabase: Sendable {
                 group.cancelAll()
                 return first
             }
+            if answered {
+                probesAnswered.add(1, ordering: .relaxed)
+            } else {
+                await dropProbeConnection()
+            }
             return (answered, nil)
         } catch {
+            await dropProbeConnection()
             return (false, error)
         }
     }
 
+    /// How many health probes were answered (tests: the probe runs while the pool is busy).
+    public var answeredProbes: Int { probesAnswered.load(ordering: .relaxed) }
+    private let probesAnswered = Atomic<Int>(0)
+
+    private func probeConnectionOrConnect() async throws -> PostgresConnection {
+        if let open = probeConnection.withLock({ $0 }), !open.isClosed { return open }
+        guard let probeConfiguration else { throw RPCError.unavailable("the probe cannot connect: its TLS configuration failed") }
+        let connection = try await PostgresConnection.connect(configuration: probeConfiguration, id: 0, logger: logger)
+        probeConnection.withLock { $0 = connection }
+        return connection
+    }
+
+    private func dropProbeConnection() async {
+        try? await probeConnection.withLock { connection -> PostgresConnection? in defer { connection = nil }; return connection }?.close()
+    }
 
     init(settings: PostgresSettings, logger: Logger) {
         self.settings = settings
@@ -132,6 +160,24 @@ public final class PostgresServiceDatabase: Sendable {
         configuration.options.maximumConnections = settings.maximumConnections
         configuration.options.connectTimeout = .seconds(5)
         client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        // The probe's connection: the same server, user, TLS and checks, outside the pool.
+        var probe: PostgresConnection.Configuration?
+        if let socket = settings.unixSocketPath {
+            probe = .init(unixSocketPath: socket, username: settings.username, password: settings.password, database: settings.database)
+        } else {
+            let probeTLS: PostgresConnection.Configuration.TLS? = switch settings.tls {
+            case .disable: .disable
+            case .prefer: (try? NIOSSLContext(configuration: tlsConfiguration)).map { .prefer($0) }
+            case .require: (try? NIOSSLContext(configuration: tlsConfiguration)).map { .require($0) }
+            }
+            if let probeTLS {
+                probe = .init(host: settings.host, port: settings.port, username: settings.username, password: settings.password,
+                              database: settings.database, tls: probeTLS)
+            }
+        }
+        probe?.options.additionalStartupParameters = [("application_name", "frienso-\(settings.schema)-probe")]
+        probe?.options.connectTimeout = .seconds(2)
+        probeConfiguration = probe
     }
 
     // MARK: Migrations
