@@ -81,6 +81,9 @@ struct WholeStackEndToEndTests {
             // A stopped (slow) geo: its calls end at their deadline; accounts and social go on meanwhile.
             let geoPID = try #require(stack.pid(of: "geo"))
             kill(geoPID, SIGSTOP)
+            // The stop takes effect when every thread of geo has been stopped: wait for the
+            // kernel to say so (a call sent before that could still be answered).
+            try await eventually("geo (PID \(geoPID)) is stopped", timeout: .seconds(10)) { ProcessState.of(geoPID) == "T" }
             let stuck = Task { () -> RPCError? in
                 do {
                     _ = try await ana.client.call(GeoV1.GeoService.friendsLocations, GeoV1.FriendsLocationsRequest(), deadline: .seconds(2))

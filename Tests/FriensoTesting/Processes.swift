@@ -173,3 +173,14 @@ public final class ProcessHarness: Sendable {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 }
+
+/// A process's state as the kernel reports it (`/proc/<pid>/stat`): `R` running, `S` sleeping,
+/// `T` stopped, `Z` a zombie…; nil when there is no such process.
+public enum ProcessState {
+    public static func of(_ pid: Int32) -> Character? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // "pid (comm) S ...": the state follows the command name's closing parenthesis.
+        return stat[stat.index(after: close)...].first { $0 != " " }
+    }
+}
