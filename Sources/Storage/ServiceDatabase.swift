@@ -212,7 +212,7 @@ public struct MutationScope: Sendable {
                 changedInDryRun = db.totalChangesCount != before
                 return .rollback
             }
-            try SQLiteReplyStore.claim(db, key: idempotency.key, digest: idempotency.digest)
+            try SQLiteReplyStore.claim(db, idempotency)
             return .commit
         }
         if savepoint { try CachedTransactions.savepoint(db, work) } else { try db.inTransaction(nil, work) }
@@ -305,9 +305,20 @@ public final class SQLiteReplyStore: ReplyStore {
     }
 
     /// Records, inside a mutation's transaction, that the request `key` was applied.
-    static func claim(_ db: Database, key: String, digest: UInt64) throws {
+    /// - Throws: `claimedAlready` when the key has a claim or a reply that this run of the request
+    ///   did not write (`ClaimLedger`): the reply cache's read of it missed (it failed, or another
+    ///   process applied the request meanwhile), and applying the mutation again would apply it
+    ///   twice; the mutation is rolled back instead.
+    static func claim(_ db: Database, _ scope: IdempotencyScope) throws {
         try db.run(sql: "INSERT OR IGNORE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, x'', ?, ?)",
-                   arguments: [key, Int64(bitPattern: digest), Date().timeIntervalSince1970])
+                   arguments: [scope.key, Int64(bitPattern: scope.digest), Date().timeIntervalSince1970])
+        if db.changesCount == 1 { scope.claims.wrote() } else if scope.claims.mustBeFirst { throw claimedAlready(scope.key) }
+    }
+
+    /// A mutation whose request was applied under its key already: refused (rolled back), as a
+    /// transient error, so the client's retry is answered with the stored reply.
+    public static func claimedAlready(_ key: String) -> RPCError {
+        .unavailable("this request (idempotency key \"\(key.split(separator: "|").last ?? "")\") was applied already or is being applied: retry it for its reply")
     }
 
     public func save(_ key: String, _ stored: StoredReply) async {

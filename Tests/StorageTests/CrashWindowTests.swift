@@ -120,4 +120,26 @@ struct CrashWindowTests {
         let stored = await SQLiteReplyStore(database: items.database).load(scope.key)
         #expect(stored == StoredReply(digest: 42, reply: nil), "a claim is a row without a reply")
     }
+
+    /// The reply cache reads the key before the handler runs; when that read misses a claim
+    /// (it failed, or another process applied the request meanwhile), the claim refuses.
+    @Test func aMutationUnderAKeyClaimedAlready_isRefusedAndRolledBack_neverAppliedTwice() async throws {
+        let directory = try TemporaryDirectory("frienso-crash-window")
+        defer { directory.remove() }
+        let items = try Items("\(directory.path)/items.sqlite")
+        // One run of the request: its second write finds its own claim (a handler may write twice).
+        let run = IdempotencyScope(key: "u5|test.Create|k", digest: 42, dryRun: false)
+        try await IdempotencyScope.$current.withValue(run) {
+            _ = try await items.database.write { db in try db.execute(sql: "INSERT INTO items (name) VALUES ('x')") }
+            _ = try await items.database.write { db in try db.execute(sql: "INSERT INTO items (name) VALUES ('x, second step')") }
+        }
+        // Another run of the same request, whose read of the key missed: refused, rolled back.
+        let again = IdempotencyScope(key: "u5|test.Create|k", digest: 42, dryRun: false)
+        await IdempotencyScope.$current.withValue(again) {
+            await expectError(.unavailable, containing: "applied already") {
+                _ = try await items.database.write { db in try db.execute(sql: "INSERT INTO items (name) VALUES ('x again')") }
+            }
+        }
+        #expect(items.count == 2, "the second run's write was rolled back")
+    }
 }

@@ -147,7 +147,10 @@ struct PostgresStorageTests {
             }
         }
         try await eventually("the pool's connection is held") {
-            (try? await server.psql(name, "SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'")) == "1"
+            (try? await server.psql(name, """
+                SELECT count(*) FROM pg_stat_activity
+                WHERE datname = '\(name)' AND application_name = 'frienso-items' AND state = 'idle in transaction'
+                """)) == "1"
         }
         let before = database.answeredProbes
         try await eventually("three probes answered while the pool is busy", timeout: .seconds(20)) { database.answeredProbes >= before + 3 }
@@ -237,6 +240,42 @@ struct PostgresStorageTests {
             #expect(stored == StoredReply(digest: 42, reply: nil), "a claim is a row without a reply")
             let other = await PostgresReplyStore(database: database).load("u5|test.Create|other")
             #expect(other == nil)
+        }
+    }
+
+    /// Two instances handed the same request (a client's retry reached the other one while the
+    /// first was applying it): the second's claim waits for the first's commit, then refuses.
+    @Test func theSameRequestOnTwoInstancesAtOnce_isAppliedOnce_andASecondClaimIsRefused() async throws {
+        try await withPostgres { database, name in
+            try await database.migrate(PostgresItems.migrations)
+            let server = try await PostgresTestServer.shared()
+            let other = try await PostgresServiceDatabase.open(try PostgresSettings(url: server.url(database: name), schema: "items"), logger: quiet)
+            let outcomes = await withTaskGroup(of: Bool.self) { group in
+                for instance in [database, other] {
+                    group.addTask {
+                        // Each instance's run of the request has its own scope, as each host makes one.
+                        let scope = IdempotencyScope(key: "u5|test.Create|same", digest: 7, dryRun: false)
+                        do {
+                            try await IdempotencyScope.$current.withValue(scope) {
+                                _ = try await instance.write { connection in
+                                    try await connection.query("INSERT INTO items (name) VALUES ('once')", logger: quiet)
+                                }
+                            }
+                            return true
+                        } catch let error as RPCError {
+                            #expect(error.code == .unavailable && error.message.contains("applied already"), "\(error)")
+                            return false
+                        } catch {
+                            Issue.record("unexpected \(error)")
+                            return false
+                        }
+                    }
+                }
+                return await group.reduce(into: [Bool]()) { $0.append($1) }
+            }
+            #expect(outcomes.filter { $0 }.count == 1 && outcomes.count == 2, "one applied it, the other was refused")
+            #expect(try await PostgresItems(database: database).count() == 1)
+            await other.close()
         }
     }
 

@@ -68,13 +68,19 @@ public final class PostgresReplyStore: ReplyStore {
         }
     }
 
-    /// Records, inside a mutation's transaction, that the request `key` was applied.
-    static func claim(_ connection: PostgresConnection, key: String, digest: UInt64, logger: Logger) async throws {
+    /// Records, inside a mutation's transaction, that the request `key` was applied. A claim
+    /// made by another transaction not yet committed (another instance applying the same
+    /// request) makes this one wait for it.
+    /// - Throws: `SQLiteReplyStore.claimedAlready` when the key has a claim or a reply this run did
+    ///   not write (see there): the mutation is rolled back instead of applied twice.
+    static func claim(_ connection: PostgresConnection, _ scope: IdempotencyScope, logger: Logger) async throws {
         let empty = Data()
-        try await connection.query("""
-            INSERT INTO idempotent_replies (key, reply, digest, created_at) VALUES (\(key), \(empty), \(Int64(bitPattern: digest)), \(Date().timeIntervalSince1970))
-            ON CONFLICT (key) DO NOTHING
-            """, logger: logger)
+        let claimed = try await PostgresServiceDatabase.count(connection.query("""
+            INSERT INTO idempotent_replies (key, reply, digest, created_at)
+            VALUES (\(scope.key), \(empty), \(Int64(bitPattern: scope.digest)), \(Date().timeIntervalSince1970))
+            ON CONFLICT (key) DO NOTHING RETURNING 1
+            """, logger: logger))
+        if claimed == 1 { scope.claims.wrote() } else if scope.claims.mustBeFirst { throw SQLiteReplyStore.claimedAlready(scope.key) }
     }
 
     /// As `SQLiteReplyStore.eraseReplies`: deletes `user`'s own kept replies and clears every

@@ -309,7 +309,7 @@ public final class PostgresServiceDatabase: Sendable {
                     .decode(Bool.self).first { _ in true } ?? false
                 return ((result, false, changed), .rollback)
             }
-            try await PostgresReplyStore.claim(connection, key: idempotency.key, digest: idempotency.digest, logger: logger)
+            try await PostgresReplyStore.claim(connection, idempotency, logger: logger)
             return ((result, true, false), .commit)
         }
         if changedInDryRun, let idempotency {

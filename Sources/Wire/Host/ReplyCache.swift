@@ -23,6 +23,8 @@ public struct IdempotencyScope: Sendable {
     public var key: String
     public var digest: UInt64
     public var dryRun: Bool
+    /// Whether this run of the request has written its claim yet (shared by its copies).
+    public let claims = ClaimLedger()
 
     public init(key: String, digest: UInt64, dryRun: Bool) {
         self.key = key
@@ -31,6 +33,23 @@ public struct IdempotencyScope: Sendable {
     }
 
     @TaskLocal public static var current: IdempotencyScope?
+}
+
+/// Whether one run of an idempotent request has written its claim. Its first mutation must
+/// write it: a claim already there means the request was applied (or is being applied) by
+/// another run whose claim the reply cache's read missed, and that mutation is refused instead
+/// of applied twice. A handler's later mutations find their own run's claim (handlers that make
+/// more than one write per request: a password reset, an upload).
+public final class ClaimLedger: Sendable {
+    private let written = Atomic<Bool>(false)
+
+    public init() {}
+
+    /// Whether a claim already there must refuse the mutation (none of this run's is yet).
+    public var mustBeFirst: Bool { !written.load(ordering: .acquiring) }
+
+    /// This run's claim is written (in a transaction that commits unless its mutation fails).
+    public func wrote() { written.store(true, ordering: .releasing) }
 }
 
 /// Durable storage for replies to idempotent mutations, so a retry after a restart is not applied
