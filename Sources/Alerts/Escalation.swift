@@ -1,8 +1,8 @@
 import Foundation
-public import FriensoProto
+import FriensoProto
 import GRDB
 import Storage
-public import Wire
+import Wire
 
 /// Escalation: a helpNow that nobody in the circle has accepted ("on my way") within
 /// `helpEscalation` is sent again to everyone who has not answered, and the person in danger gets

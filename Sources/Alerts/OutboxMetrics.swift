@@ -55,7 +55,7 @@ enum OutboxMetrics {
 extension AlertsService {
     /// Records the outbox's backlog gauges (a hook the executable runs when metrics are rendered).
     public func recordOutboxMetrics(nowMs: Int64) async {
-        guard let rows = try? await store.database.read({ db in
+        guard let rows = try? store.database.read({ db in
             try Row.fetchAll(db, sql: "SELECT channel, COUNT(*), MIN(created_at_ms) FROM outbox WHERE status = 1 GROUP BY channel")
         }) else { return }
         var pending: [String: (Int, Int64)] = ["push": (0, nowMs), "sms": (0, nowMs)]

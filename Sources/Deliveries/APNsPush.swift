@@ -1,7 +1,7 @@
 import ServiceKit
 public import Alerts
 import Foundation
-public import FriensoProto
+import FriensoProto
 import JWTKit
 public import Logging
 

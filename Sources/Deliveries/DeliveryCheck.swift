@@ -1,5 +1,5 @@
-public import Accounts
-public import Alerts
+import Accounts
+import Alerts
 import Foundation
 public import FriensoProto
 public import Logging

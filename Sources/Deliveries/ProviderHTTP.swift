@@ -1,8 +1,8 @@
 import ServiceKit
-public import Alerts
-public import AsyncHTTPClient
+import Alerts
+import AsyncHTTPClient
 import Foundation
-public import Logging
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOSSL

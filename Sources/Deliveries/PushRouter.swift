@@ -1,5 +1,5 @@
 public import Alerts
-public import FriensoProto
+import FriensoProto
 
 /// Push to every platform: iOS devices through APNs when it is configured (else through FCM,
 /// which reaches iOS apps too), Android and web devices through FCM. A device no configured

@@ -1,7 +1,7 @@
 import ServiceKit
 public import Alerts
 import Foundation
-public import Logging
+import Logging
 
 /// Any other SMS gateway, through a JSON webhook the operator points at it: one `POST` per
 /// message with

@@ -159,7 +159,7 @@ public final class AuditWriter: Service, Sendable {
                 }
             }
         }
-        try? await service.flushAudit()
+        _ = try? await service.flushAudit()
     }
 }
 

@@ -1,6 +1,6 @@
 import CSodium
 import Foundation
-public import Wire
+import Wire
 
 /// SHA-256 through libsodium: the one place the services hash (contact identifiers, session
 /// tokens, stored photos).

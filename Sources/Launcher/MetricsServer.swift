@@ -7,7 +7,7 @@ import NIOSSL
 public import Logging
 public import ServiceLifecycle
 import ServiceKit
-public import Wire
+import Wire
 
 /// The whole deployment's metrics on one HTTP port (`metricsListen`, default
 /// `127.0.0.1:9100`): on every `GET /metrics` the launcher reads each member's metrics at once

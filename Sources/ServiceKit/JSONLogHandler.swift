@@ -47,8 +47,19 @@ public struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
+    /// A line for `event`; its error, if any, goes in `error` (unless the line's metadata has one).
+    public func log(event: LogEvent) {
+        var explicit = event.metadata
+        if let error = event.error, explicit?["error"] == nil { explicit = (explicit ?? [:]).merging(["error": "\(error)"]) { $1 } }
+        write(line(level: event.level, message: event.message, metadata: explicit, source: event.source))
+    }
+
     public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
                     file: String, function: String, line: UInt) {
+        write(self.line(level: level, message: message, metadata: explicit, source: source))
+    }
+
+    private func line(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String) -> String {
         var all = metadata
         if let provided = metadataProvider?.get() { all.merge(provided) { $1 } }
         if let explicit { all.merge(explicit) { $1 } }
@@ -59,7 +70,7 @@ public struct JSONLogHandler: LogHandler {
         for key in all.keys.sorted() where personalAllowed || !Self.personal.contains(key) {
             out += ",\(Self.quoted(key)):\(Self.json(all[key]!))"
         }
-        write(out + "}\n")
+        return out + "}\n"
     }
 
     // MARK: Encoding

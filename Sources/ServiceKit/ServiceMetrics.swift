@@ -122,15 +122,20 @@ final class ProcessMetrics: Sendable {
 
     func start(registry: PrometheusCollectorRegistry, service: String) {
         let labels = [("service", service)]
-        let start = registry.makeGauge(name: "process_start_time_seconds", labels: labels, help: "Start time of the process since the Unix epoch, in seconds.")
+        // The standard process metrics' names: `process_<name>_<unit>`.
+        func name(_ metric: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+            MetricNameDescriptor(namespace: "process", metricName: metric, unitName: unit, helpText: help)
+        }
+        let start = registry.makeGauge(descriptor: name("start_time", "seconds", "Start time of the process since the Unix epoch, in seconds."),
+                                       labels: labels)
         start.set(Date().timeIntervalSince1970 - Self.uptime())
         handles.withLock {
             $0 = Handles(
-                cpu: registry.makeCounter(name: "process_cpu_seconds_total", labels: labels, help: "User and system CPU time spent, in seconds."),
-                resident: registry.makeGauge(name: "process_resident_memory_bytes", labels: labels, help: "Resident memory size, in bytes."),
-                virtual: registry.makeGauge(name: "process_virtual_memory_bytes", labels: labels, help: "Virtual memory size, in bytes."),
-                threads: registry.makeGauge(name: "process_threads", labels: labels, help: "Threads of the process."),
-                openFiles: registry.makeGauge(name: "process_open_fds", labels: labels, help: "Open file descriptors."))
+                cpu: registry.makeCounter(descriptor: name("cpu_seconds", "total", "User and system CPU time spent, in seconds."), labels: labels),
+                resident: registry.makeGauge(descriptor: name("resident_memory", "bytes", "Resident memory size, in bytes."), labels: labels),
+                virtual: registry.makeGauge(descriptor: name("virtual_memory", "bytes", "Virtual memory size, in bytes."), labels: labels),
+                threads: registry.makeGauge(descriptor: name("threads", "", "Threads of the process."), labels: labels),
+                openFiles: registry.makeGauge(descriptor: name("open", "fds", "Open file descriptors."), labels: labels))
         }
     }
 

@@ -1,7 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
-public import Synchronization
+import Synchronization
 
 /// Fake Twilio, FCM (with Google's OAuth token endpoint), APNs and a JSON webhook: each checks
 /// every request as the provider's public documentation specifies (path, headers, credentials,

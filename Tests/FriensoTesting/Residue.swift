@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// Looks for traces of a person in a deployment's files (every byte of every file under a
 /// folder: databases, their WAL and shared-memory files, photos): what an erasure must leave none of.
