@@ -229,8 +229,11 @@ final class SMTPConnection: Sendable {
     }
 
     func startTLS(_ context: NIOSSLContext, host: String) async throws {
-        let handler = try NIOSSLClientHandler(context: context, serverHostname: host)
-        try await channel.pipeline.addHandler(handler, position: .first)
+        // Made and added on the channel's event loop (the handler is not Sendable).
+        let channel = channel
+        try await channel.eventLoop.submit {
+            try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: context, serverHostname: host), position: .first)
+        }.get()
     }
 
     func close() {

@@ -134,16 +134,18 @@ public final class FakeProviderServer: Sendable {
                             try channel.pipeline.syncOperations.addHandler(RequestHandler(version: "HTTP/1.1", box: box, respond: respond))
                         }
                     case .http2:
-                        return channel.pipeline.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
+                        return channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(ApplicationProtocolNegotiationHandler { result, channel in
                             guard case .negotiated("h2") = result else {
                                 box.server?.refusedHandshakes.add(1, ordering: .relaxed)
                                 return channel.close()
                             }
                             return channel.configureHTTP2Pipeline(mode: .server) { stream in
-                                stream.pipeline.addHandlers([HTTP2FramePayloadToHTTP1ServerCodec(),
-                                                             RequestHandler(version: "HTTP/2", box: box, respond: respond)])
+                                stream.eventLoop.makeCompletedFuture {
+                                    try stream.pipeline.syncOperations.addHandlers([HTTP2FramePayloadToHTTP1ServerCodec(),
+                                                                                    RequestHandler(version: "HTTP/2", box: box, respond: respond)])
+                                }
                             }.map { _ in }
-                        })
+                        }) }
                     }
                 }
             }
