@@ -45,7 +45,12 @@ public final class LocalPostgresServer: Sendable {
         return "\(root)/\(version)/bin"
     }
 
-    private init(port: Int, folder: String, password: String, pid: pid_t, binaries: String, pgCtl: [String], options: String) {
+    /// The address it listens on (loopback unless `start` was given another).
+    public let host: String
+
+    private init(port: Int, folder: String, password: String, pid: pid_t, binaries: String, pgCtl: [String], options: String,
+                 host: String = "127.0.0.1") {
+        self.host = host
         self.port = port
         self.folder = folder
         self.password = password
@@ -59,7 +64,11 @@ public final class LocalPostgresServer: Sendable {
     /// (`pg_ctl -w`, at most 60 s). As root, the server runs as Debian's `postgres` user (it
     /// refuses to run as root).
     /// - Parameter tls: a certificate and its key (PEM): the server then also speaks TLS.
-    public static func start(prefix: String = "frienso-pg", tls: (certificateFile: String, keyFile: String)? = nil) throws -> LocalPostgresServer {
+    /// - Parameter network: an address to listen on instead of loopback, and a command prefix
+    ///   that runs the server where that address is (`ip netns exec <host>`: a database host of
+    ///   a multi-host test); clients on that address's network may connect (SCRAM passwords).
+    public static func start(prefix: String = "frienso-pg", tls: (certificateFile: String, keyFile: String)? = nil,
+                             network: (address: String, runner: [String])? = nil) throws -> LocalPostgresServer {
         let binaries = try findBinaries()
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -80,6 +89,13 @@ public final class LocalPostgresServer: Sendable {
                                          "--locale=C", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-instructions"])
         try? FileManager.default.removeItem(atPath: passwordFile)
         guard initdb.status == 0 else { throw Failure("initdb failed (\(initdb.status)):\n\(initdb.output)") }
+        if network != nil {
+            // Clients on the server's own subnets, with a password.
+            let hba = try FileHandle(forWritingTo: URL(fileURLWithPath: "\(data)/pg_hba.conf"))
+            hba.seekToEndOfFile()
+            hba.write(Data("host all all samenet scram-sha-256\n".utf8))
+            try hba.close()
+        }
 
         var tlsOptions = ""
         if let tls {
@@ -94,12 +110,14 @@ public final class LocalPostgresServer: Sendable {
         var lastFailure = ""
         for _ in 0..<5 {
             guard let port = Spawn.freePort() else { throw Failure("no free loopback port") }
-            let options = "-c listen_addresses=127.0.0.1 -c port=\(port) -c unix_socket_directories=\(folder) -c max_connections=300 -c shared_buffers=32MB" + tlsOptions
+            let address = network?.address ?? "127.0.0.1"
+            let options = "-c listen_addresses=\(address) -c port=\(port) -c unix_socket_directories=\(folder) -c max_connections=300 -c shared_buffers=32MB" + tlsOptions
             let log = "\(folder)/server.log"
-            let pgCtl = asUser + ["\(binaries)/pg_ctl", "-D", data, "-l", log]
+            let pgCtl = (network?.runner ?? []) + asUser + ["\(binaries)/pg_ctl", "-D", data, "-l", log]
             let started = Spawn.run(pgCtl + ["-o", options, "-w", "-t", "60", "start"])
             if started.status == 0, let pid = readPID(data) {
-                return LocalPostgresServer(port: port, folder: folder, password: password, pid: pid, binaries: binaries, pgCtl: pgCtl, options: options)
+                return LocalPostgresServer(port: port, folder: folder, password: password, pid: pid, binaries: binaries, pgCtl: pgCtl, options: options,
+                                           host: address)
             }
             lastFailure = "pg_ctl start failed (\(started.status)):\n\(started.output)\n\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")"
         }
@@ -144,7 +162,7 @@ public final class LocalPostgresServer: Sendable {
 
     /// A URL a service connects with: over TCP, with the password.
     public func url(database: String) -> String {
-        "postgres://\(Self.user):\(password)@127.0.0.1:\(port)/\(database)?sslmode=disable"
+        "postgres://\(Self.user):\(password)@\(host):\(port)/\(database)?sslmode=disable"
     }
 
     /// The server's log.

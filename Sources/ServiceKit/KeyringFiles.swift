@@ -15,13 +15,16 @@ public enum KeyringFiles {
     public static func publicPath(_ folder: String, _ member: String) -> String { "\(folder)/\(member).public" }
     public static func secretPath(_ folder: String, _ member: String) -> String { "\(folder)/\(member).secret" }
 
-    /// Creates the folder and a key pair for every member that has none.
+    /// Creates the folder and a key pair for every member that has neither key. A member with
+    /// only its public key here runs on another host (its secret stays there): it is left as it
+    /// is; replacing its public key would lock it out of this host's members.
     /// - Returns: the members whose keys were made now.
     @discardableResult
     public static func ensure(at folder: String, members: [String] = members) throws -> [String] {
         try makeFolder(folder)
         var made: [String] = []
-        for member in members where !FileManager.default.fileExists(atPath: secretPath(folder, member)) {
+        for member in members where !FileManager.default.fileExists(atPath: secretPath(folder, member))
+            && !FileManager.default.fileExists(atPath: publicPath(folder, member)) {
             try write(try CurveKeys.generate(), for: member, in: folder)
             made.append(member)
         }

@@ -1,0 +1,199 @@
+import Foundation
+import FriensoClient
+import FriensoProto
+import FriensoTesting
+import Launcher
+import PostgresHarness
+import ServiceKit
+import Synchronization
+import Testing
+import Wire
+
+/// A deployment over three hosts on one machine, for real (`TestNetwork`: Linux network
+/// namespaces joined by veth links): PostgreSQL on `db`; accounts, social, geo, alerts and media
+/// on `svc` (accounts and social keeping their data on `db`); the gateway and the edge on
+/// `front`. Every hop between hosts is ZeroMQ with CurveZMQ (or PostgreSQL's protocol); each host
+/// has its own launcher and only its own members' secret keys. While a writer keeps registering
+/// through the gateway, the service host's link is cut, then restored, then its processes are
+/// killed (`kill -9`, its launcher restarts them): every acknowledged registration logs in
+/// afterwards, and clients saw only transient errors meanwhile.
+@Suite("end to end: several hosts (network namespaces)", .serialized, .timeLimit(.minutes(5)))
+struct HostsEndToEndTests {
+    static let serviceMembers = ["accounts", "social", "geo", "alerts", "media"]
+    static let frontMembers = ["gateway", "edge"]
+
+    @Test func threeHosts_overCurve_theServiceHostCutOffThenKilled_losesNoAcknowledgedWrite() async throws {
+        let net = try TestNetwork(hosts: ["db", "svc", "front"])
+        defer { net.remove() }
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let dir = procs.workDirectory
+        let server = try await Task.detached {
+            try LocalPostgresServer.start(prefix: "frienso-pg-hosts", network: (net.address("db"), net.exec("db")))
+        }.value
+        defer { server.stop() }
+        let database = try await server.createDatabase("hosts")
+
+        // One keyring made once; each host gets every public key and only its members' secrets.
+        let all = "\(dir)/keys-all"
+        try KeyringFiles.ensure(at: all)
+        for (host, members) in [("svc", Self.serviceMembers), ("front", Self.frontMembers)] {
+            let folder = "\(dir)/\(host)/run/keys"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            chmod(folder, 0o700)
+            for member in KeyringFiles.members {
+                try FileManager.default.copyItem(atPath: KeyringFiles.publicPath(all, member), toPath: KeyringFiles.publicPath(folder, member))
+                if members.contains(member) || member == "launcher" {
+                    try FileManager.default.copyItem(atPath: KeyringFiles.secretPath(all, member), toPath: KeyringFiles.secretPath(folder, member))
+                    chmod(KeyringFiles.secretPath(folder, member), 0o600)
+                }
+            }
+        }
+
+        // One config for every host (the default ports: each host has its own), `launch` apart.
+        let svc = net.address("svc"), front = net.address("front")
+        let passwordFile = "\(dir)/postgres-password"
+        try server.password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        chmod(passwordFile, 0o600)
+        var config = FriensoConfig()
+        var endpoints = ["gateway": "tcp://\(front):7100", "edge": "http://\(front):8080"]
+        for (index, member) in Self.serviceMembers.enumerated() { endpoints[member] = "tcp://\(svc):\(7101 + index)" }
+        config.endpoints = endpoints
+        config.eventEndpoints = ["accounts": "tcp://\(svc):7111", "social": "tcp://\(svc):7112", "geo": "tcp://\(svc):7113", "alerts": "tcp://\(svc):7114"]
+        config.logLevel = "info"
+        config.metricsListen = "127.0.0.1:0"
+        config.gateway = .init(requestsPerSecond: 100_000, burst: 100_000)
+        let storage = StorageSection(kind: "postgres", url: "postgres://\(PostgresTestServer.user)@\(net.address("db")):\(server.port)/\(database)?sslmode=disable",
+                                     passwordFile: passwordFile)
+        config.accounts = FriensoConfig.AccountsSection()
+        config.accounts?.storage = storage
+        config.social = FriensoConfig.SocialSection()
+        config.social?.storage = storage
+        var launchers: [String: ProcessHarness.Handle] = [:]
+        for (host, members) in [("svc", Self.serviceMembers), ("front", Self.frontMembers)] {
+            config.launch = members
+            try config.write(to: "\(dir)/\(host).json")
+            launchers[host] = try procs.start("launcher-\(host)", executable: "/usr/sbin/ip", arguments: [
+                "netns", "exec", net.namespace(host), "\(Repository.binaries.path)/frienso-launch",
+                "--config", "\(dir)/\(host).json", "--run-dir", "\(dir)/\(host)/run", "--data-dir", "\(dir)/\(host)/data",
+                "--bin-dir", Repository.binaries.path])
+        }
+        func logs() -> String {
+            procs.logs() + ["svc", "front"].flatMap { host -> [String] in
+                let folder = "\(dir)/\(host)/run/logs"
+                return ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).sorted().map {
+                    "----- \(host)/\($0) -----\n" + ((try? String(contentsOfFile: "\(folder)/\($0)", encoding: .utf8)) ?? "").suffix(8_000)
+                }
+            }.joined(separator: "\n") + "\n----- postgres -----\n" + server.log().suffix(4_000)
+        }
+        func stopAll() {
+            for handle in launchers.values { kill(handle.pid, SIGKILL) }
+            for member in Self.serviceMembers { if let pid = Supervisor.recordedPID("\(dir)/svc/run", member) { kill(pid, SIGKILL) } }
+            for member in Self.frontMembers { if let pid = Supervisor.recordedPID("\(dir)/front/run", member) { kill(pid, SIGKILL) } }
+        }
+        defer { stopAll() }
+
+        let gateway = "tcp://\(front):7100"
+        var options = ClientOptions()
+        options.defaultDeadline = .seconds(3)
+        do {
+            let probe = FriensoClient(gateway: gateway, options: options, logger: CapturedLogs().logger("probe"))
+            for member in LaunchPlan.zeroMQMembers {
+                try await eventually("\(member) answers through the gateway on the front host", timeout: .seconds(90)) {
+                    (try? await probe.ping(member, deadline: .seconds(2))) != nil
+                }
+            }
+            try await eventually("the edge answers on the front host", timeout: .seconds(60)) { HTTPProbe.isReady("http://\(front):8080") }
+            await probe.close()
+
+            // Friends across the hosts: social on svc, its rows on db.
+            let ana = FriensoClient(gateway: gateway, options: options, logger: CapturedLogs().logger("ana"))
+            let ben = FriensoClient(gateway: gateway, options: options, logger: CapturedLogs().logger("ben"))
+            for (client, name) in [(ana, "h_ana"), (ben, "h_ben")] {
+                _ = try await client.call(AccountsV1.AccountsService.register, registration(name, number: name == "h_ana" ? 1 : 2), mutation: true)
+                _ = try await client.login(name, password: "a long password 1")
+            }
+            _ = try await ana.call(SocialV1.SocialService.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "h_ben"), mutation: true)
+            _ = try await ben.call(SocialV1.SocialService.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "h_ana"), mutation: true)
+            #expect(try await ana.call(SocialV1.SocialService.listFriends, SocialV1.ListFriendsRequest()).friends.map { $0.user?.username } == ["h_ben"])
+
+            // A writer registers people through the gateway all along.
+            let writer = Writer()
+            let writing = Task {
+                let client = FriensoClient(gateway: gateway, options: options, logger: CapturedLogs().logger("writer"))
+                var n = 10
+                while !writer.stop.load(ordering: .relaxed) {
+                    n += 1
+                    let name = "h_w\(n)"
+                    do {
+                        _ = try await client.call(AccountsV1.AccountsService.register, registration(name, number: n), mutation: true)
+                        writer.acknowledged.withLock { $0.append((name, ContinuousClock.now)) }
+                    } catch let error as RPCError {
+                        writer.failures.withLock { $0.append((error, ContinuousClock.now)) }
+                    } catch {
+                        writer.failures.withLock { $0.append((RPCError(.internal, "\(error)"), ContinuousClock.now)) }
+                    }
+                }
+                await client.close()
+            }
+            @Sendable func acknowledged() -> Int { writer.acknowledged.withLock { $0.count } }
+            try await eventually("the writer registers through three hosts", timeout: .seconds(30)) { acknowledged() >= 3 }
+
+            // The service host's cable is pulled: calls fail, transiently, until it is back.
+            try net.cut("svc")
+            let cutAt = ContinuousClock.now
+            try await eventually("the writer sees the outage", timeout: .seconds(20)) { writer.failures.withLock { $0.count } >= 1 }
+            let firstFailure = writer.failures.withLock { $0.first?.1 } ?? cutAt
+            try net.restore("svc")
+            let restoredAt = ContinuousClock.now
+            let before = acknowledged()
+            try await eventually("registrations go through again once the link is back", timeout: .seconds(60)) { acknowledged() > before }
+            let recovered = writer.acknowledged.withLock { $0.first { $0.1 > restoredAt }?.1 } ?? restoredAt
+
+            // Then the service host's processes die; its launcher starts them again.
+            let killedAt = ContinuousClock.now
+            for member in Self.serviceMembers {
+                if let pid = Supervisor.recordedPID("\(dir)/svc/run", member) { kill(pid, SIGKILL) }
+            }
+            let beforeKill = acknowledged()
+            try await eventually("registrations go through again after the restarts", timeout: .seconds(90)) { acknowledged() > beforeKill + 1 }
+            let back = writer.acknowledged.withLock { $0.first { $0.1 > killedAt }?.1 } ?? killedAt
+            writer.stop.store(true, ordering: .relaxed)
+            await writing.value
+
+            print("""
+                several hosts: the writer's first failure \(cutAt.duration(to: firstFailure)) after the link was cut; \
+                its first acknowledged registration \(restoredAt.duration(to: recovered)) after the link came back, \
+                \(killedAt.duration(to: back)) after the service host's processes were killed; \
+                \(acknowledged()) acknowledged, \(writer.failures.withLock { $0.count }) failed
+                """)
+            let failures = writer.failures.withLock { $0.map(\.0) }
+            for error in failures {
+                #expect(isTransient(error), "clients see only transient errors while the host is away: \(error)")
+            }
+            // Every acknowledged registration is there: each logs in.
+            let check = FriensoClient(gateway: gateway, options: options, logger: CapturedLogs().logger("check"))
+            for (name, _) in writer.acknowledged.withLock({ $0 }) {
+                await #expect(throws: Never.self, "\(name) was acknowledged") { _ = try await check.login(name, password: "a long password 1") }
+            }
+            #expect(try await ben.call(SocialV1.SocialService.listFriends, SocialV1.ListFriendsRequest()).friends.map { $0.user?.username } == ["h_ana"])
+            let users = try await server.psql(database, "SELECT count(*) FROM accounts.users")
+            #expect((Int(users) ?? 0) >= acknowledged() + 2, "the rows are on the database host: \(users)")
+            for client in [ana, ben, check] { await client.close() }
+        } catch {
+            Issue.record("several hosts:\n\(logs())")
+            throw error
+        }
+    }
+
+    func registration(_ name: String, number: Int) -> AccountsV1.RegisterRequest {
+        AccountsV1.RegisterRequest(username: name, email: "\(name)@example.org", phone: "+1562558\(String(format: "%04d", number))",
+                                   password: "a long password 1", firstName: "H", lastName: "W")
+    }
+
+    final class Writer: Sendable {
+        let acknowledged = Mutex<[(String, ContinuousClock.Instant)]>([])
+        let failures = Mutex<[(RPCError, ContinuousClock.Instant)]>([])
+        let stop = Atomic<Bool>(false)
+    }
+}
