@@ -52,6 +52,10 @@ final class SQLiteSocialStore: SocialStorage {
         Self.migratePokes(&migrator)
         SQLiteReplyStore.migrate(&migrator)
         Self.migrateNotices(&migrator)
+        // Erasing someone deletes the pokes they received too: without this, a scan of the table.
+        migrator.registerMigration("pokes_to") { db in
+            try db.execute(sql: "CREATE INDEX pokes_to ON pokes(to_user)")
+        }
         try database.migrate(migrator)
         replies = SQLiteReplyStore(database: database)
     }
