@@ -15,21 +15,7 @@ import Wire
 /// PostgreSQL is a real server (Debian's, on loopback, in a temp folder: `LocalPostgresServer`),
 /// with its default durability (`synchronous_commit = on`).
 public enum AccountsScenario {
-    public struct Options: Sendable {
-        public var requests: Int
-        public var warmup: Int
-        public var inFlight: [Int]
-        public var users: Int
-        public var engines: [String]
-
-        public init(requests: Int, warmup: Int, inFlight: [Int], users: Int, engines: [String]) {
-            self.requests = requests
-            self.warmup = warmup
-            self.inFlight = inFlight
-            self.users = users
-            self.engines = engines
-        }
-    }
+    public typealias Options = EngineScenarioOptions
 
     public static func run(_ options: Options, logger: Logger) async throws -> String {
         var quiet = logger
@@ -94,10 +80,30 @@ public enum AccountsScenario {
         return rows
     }
 
-    private final class Counter: Sendable {
-        private let value = Atomic<Int>(0)
-        func next() -> Int { value.add(1, ordering: .relaxed).newValue }
+}
+
+/// What an engine comparison runs: the same load on each engine.
+public struct EngineScenarioOptions: Sendable {
+    public var requests: Int
+    public var warmup: Int
+    public var inFlight: [Int]
+    /// Users (or callers) the load is spread over.
+    public var users: Int
+    public var engines: [String]
+
+    public init(requests: Int, warmup: Int, inFlight: [Int], users: Int, engines: [String]) {
+        self.requests = requests
+        self.warmup = warmup
+        self.inFlight = inFlight
+        self.users = users
+        self.engines = engines
     }
+}
+
+/// A number each call takes in turn, shared by a load's tasks (which user, which value).
+final class Counter: Sendable {
+    private let value = Atomic<Int>(0)
+    func next() -> Int { value.add(1, ordering: .relaxed).newValue }
 }
 
 /// Runs a measurement on each engine in one run (PostgreSQL: a real server in a temp folder, a

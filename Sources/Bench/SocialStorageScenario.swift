@@ -14,21 +14,7 @@ import Wire
 /// (SetFindable, flipped each time so every call writes), at 1 and 64 in flight. None of them
 /// asks accounts: the engine is what differs.
 public enum SocialStorageScenario {
-    public struct Options: Sendable {
-        public var requests: Int
-        public var warmup: Int
-        public var inFlight: [Int]
-        public var users: Int
-        public var engines: [String]
-
-        public init(requests: Int, warmup: Int, inFlight: [Int], users: Int, engines: [String]) {
-            self.requests = requests
-            self.warmup = warmup
-            self.inFlight = inFlight
-            self.users = users
-            self.engines = engines
-        }
-    }
+    public typealias Options = EngineScenarioOptions
 
     public static func run(_ options: Options, logger: Logger) async throws -> String {
         var quiet = logger
@@ -84,10 +70,5 @@ public enum SocialStorageScenario {
             try await tasks.waitForAll()
         }
         return rows
-    }
-
-    private final class Counter: Sendable {
-        private let value = Atomic<Int>(0)
-        func next() -> Int { value.add(1, ordering: .relaxed).newValue }
     }
 }

@@ -57,19 +57,15 @@ struct WireBench: AsyncParsableCommand {
     }
 }
 
-struct AccountsBench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "accounts",
-        abstract: "Accounts on SQLite and on PostgreSQL (a real server, started in a temp folder) in one run: reads and durable writes.")
-
+/// What the engine-comparison scenarios (`accounts`, `social-storage`) take besides their users.
+struct EngineRunOptions: ParsableArguments {
     @Option(help: "Measured requests per read row (writes: a quarter).") var requests = 20_000
     @Option(help: "Unmeasured requests first.") var warmup = 1_000
     @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
-    @Option(help: "Registered users (sessions and profiles to read).") var users = 200
     @Option(help: "Engines, comma-separated: sqlite, postgres.") var engines = "sqlite,postgres"
 
     func validate() throws {
-        guard requests > 0, warmup >= 0, users >= 50 else { throw ValidationError("--requests > 0, --warmup ≥ 0, --users ≥ 50") }
+        guard requests > 0, warmup >= 0 else { throw ValidationError("--requests > 0, --warmup ≥ 0") }
         guard LoadLevels.parse(inFlight) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
         guard !engineList.isEmpty, engineList.allSatisfy({ ["sqlite", "postgres"].contains($0) }) else {
             throw ValidationError("--engines takes sqlite and postgres")
@@ -78,11 +74,26 @@ struct AccountsBench: AsyncParsableCommand {
 
     var engineList: [String] { engines.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
 
+    func scenario(users: Int) -> EngineScenarioOptions {
+        EngineScenarioOptions(requests: requests, warmup: warmup, inFlight: LoadLevels.parse(inFlight) ?? [], users: users, engines: engineList)
+    }
+}
+
+struct AccountsBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "accounts",
+        abstract: "Accounts on SQLite and on PostgreSQL (a real server, started in a temp folder) in one run: reads and durable writes.")
+
+    @OptionGroup var options: EngineRunOptions
+    @Option(help: "Registered users (sessions and profiles to read).") var users = 200
     @OptionGroup var results: ResultsOptions
 
+    func validate() throws {
+        guard users >= 50 else { throw ValidationError("--users ≥ 50") }
+    }
+
     func run() async throws {
-        print(try await AccountsScenario.run(.init(requests: requests, warmup: warmup, inFlight: LoadLevels.parse(inFlight) ?? [],
-                                                   users: users, engines: engineList), logger: Logger(label: "bench")))
+        print(try await AccountsScenario.run(options.scenario(users: users), logger: Logger(label: "bench")))
         try results.write("accounts")
     }
 }
@@ -92,27 +103,16 @@ struct SocialStorageBench: AsyncParsableCommand {
         commandName: "social-storage",
         abstract: "Social on SQLite and on PostgreSQL (a real server, started in a temp folder) in one run: reads and durable writes with graph events.")
 
-    @Option(help: "Measured requests per read row (writes: a quarter).") var requests = 20_000
-    @Option(help: "Unmeasured requests first.") var warmup = 1_000
-    @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
+    @OptionGroup var options: EngineRunOptions
     @Option(help: "Callers (distinct user ids).") var users = 1_000
-    @Option(help: "Engines, comma-separated: sqlite, postgres.") var engines = "sqlite,postgres"
-
-    func validate() throws {
-        guard requests > 0, warmup >= 0, users >= 1 else { throw ValidationError("--requests > 0, --warmup ≥ 0, --users ≥ 1") }
-        guard LoadLevels.parse(inFlight) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
-        guard !engineList.isEmpty, engineList.allSatisfy({ ["sqlite", "postgres"].contains($0) }) else {
-            throw ValidationError("--engines takes sqlite and postgres")
-        }
-    }
-
-    var engineList: [String] { engines.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
-
     @OptionGroup var results: ResultsOptions
 
+    func validate() throws {
+        guard users >= 1 else { throw ValidationError("--users ≥ 1") }
+    }
+
     func run() async throws {
-        print(try await SocialStorageScenario.run(.init(requests: requests, warmup: warmup, inFlight: LoadLevels.parse(inFlight) ?? [],
-                                                        users: users, engines: engineList), logger: Logger(label: "bench")))
+        print(try await SocialStorageScenario.run(options.scenario(users: users), logger: Logger(label: "bench")))
         try results.write("social-storage")
     }
 }

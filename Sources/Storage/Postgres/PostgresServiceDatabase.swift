@@ -26,11 +26,13 @@ public final class PostgresServiceDatabase: Sendable {
     private let monitor = Mutex<Task<Void, Never>?>(nil)
     /// The health probe's own connection, outside the pool (see `watch`); nil until the first
     /// probe, and again after a probe failed on it.
-    private let probeConnection = Mutex<PostgresConnection?>(nil)
-    private let probeConfiguration: PostgresConnection.Configuration?
+    let probeConnection = Mutex<PostgresConnection?>(nil)
+    let probeConfiguration: PostgresConnection.Configuration?
+    /// How many health probes were answered (`answeredProbes`).
+    let probesAnswered = Atomic<Int>(0)
     /// Whether the last health probe was answered (see `watch`): while it is not, requests are
     /// refused at once with UNAVAILABLE instead of queueing for a connection the pool cannot make.
-    private let reachable = Atomic<Bool>(true)
+    let reachable = Atomic<Bool>(true)
 
     /// Starts the pool and waits (at most `timeout`) until the server answers.
     public static func open(_ settings: PostgresSettings, logger: Logger, timeout: Duration = .seconds(15)) async throws -> PostgresServiceDatabase {
@@ -56,84 +58,6 @@ public final class PostgresServiceDatabase: Sendable {
         guard let task = runner.withLock({ task -> Task<Void, Never>? in defer { task = nil }; return task }) else { return }
         task.cancel()
         await task.value
-    }
-
-    /// Whether the server answered the last health probe.
-    public var isReachable: Bool { reachable.load(ordering: .relaxed) }
-
-    /// Probes the server every `interval` (each probe bounded by `probeTimeout`) and keeps
-    /// `reachable`. postgres-nio's pool keeps a request waiting while it cannot connect; without
-    /// this, every request during an outage would wait for its caller's deadline and pile up.
-    /// With it, the requests of the first seconds wait, the rest are refused at once, and service
-    /// resumes with the first probe answered.
-    /// A probe has a connection of its own, outside the pool: a pool whose connections are all
-    /// busy is not an outage, and does not delay the probe (a probe through the pool once refused
-    /// a test's logins under the full suite's load). Two unanswered probes in a row (not a single
-    /// lost packet) count as an outage; one answered probe ends it.
-    private func watch(interval: Duration = .seconds(1), probeTimeout: Duration = .seconds(2), failuresToRefuse: Int = 2) async {
-        var failures = 0
-        while !Task.isCancelled {
-            let (answered, error) = await probe(timeout: probeTimeout)
-            failures = answered ? 0 : failures + 1
-            // Answered: reachable. Unanswered: unchanged until the failures in a row reach the bound.
-            let now = answered || (failures < failuresToRefuse && reachable.load(ordering: .relaxed))
-            let was = reachable.exchange(now, ordering: .relaxed)
-            if was != now {
-                if now {
-                    logger.notice("PostgreSQL answers again", metadata: ["at": "\(settings.description)"])
-                } else {
-                    logger.error("PostgreSQL does not answer: refusing requests until it does",
-                                 metadata: ["at": "\(settings.description)", "error": "\(error.map { Self.describe($0) } ?? "no answer in \(probeTimeout)")"])
-                }
-            }
-            try? await Task.sleep(for: interval)
-        }
-    }
-
-    /// One `SELECT 1` on the probe's connection (made first when there is none), bounded by
-    /// `timeout`. A probe that fails closes its connection; the next one connects again.
-    /// - Returns: whether it was answered, and the error.
-    private func probe(timeout: Duration) async -> (Bool, (any Error)?) {
-        do {
-            let answered = try await withThrowingTaskGroup(of: Bool.self) { group in
-                group.addTask {
-                    try await self.probeConnectionOrConnect().query("SELECT 1", logger: self.logger)
-                    return true
-                }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return false
-                }
-                let first = try await group.next() ?? false
-                group.cancelAll()
-                return first
-            }
-            if answered {
-                probesAnswered.add(1, ordering: .relaxed)
-            } else {
-                await dropProbeConnection()
-            }
-            return (answered, nil)
-        } catch {
-            await dropProbeConnection()
-            return (false, error)
-        }
-    }
-
-    /// How many health probes were answered (tests: the probe runs while the pool is busy).
-    public var answeredProbes: Int { probesAnswered.load(ordering: .relaxed) }
-    private let probesAnswered = Atomic<Int>(0)
-
-    private func probeConnectionOrConnect() async throws -> PostgresConnection {
-        if let open = probeConnection.withLock({ $0 }), !open.isClosed { return open }
-        guard let probeConfiguration else { throw RPCError.unavailable("the probe cannot connect: its TLS configuration failed") }
-        let connection = try await PostgresConnection.connect(configuration: probeConfiguration, id: 0, logger: logger)
-        probeConnection.withLock { $0 = connection }
-        return connection
-    }
-
-    private func dropProbeConnection() async {
-        try? await probeConnection.withLock { connection -> PostgresConnection? in defer { connection = nil }; return connection }?.close()
     }
 
     init(settings: PostgresSettings, logger: Logger) {
