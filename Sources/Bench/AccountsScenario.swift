@@ -18,26 +18,15 @@ public enum AccountsScenario {
     public typealias Options = EngineScenarioOptions
 
     public static func run(_ options: Options, logger: Logger) async throws -> String {
-        var quiet = logger
-        quiet.logLevel = .warning
-        let rows = try await EngineComparison.each(options.engines, schema: "accounts", logger: quiet) { engine, storage in
-            try await measure(engine: engine, storage: storage, options: options, logger: quiet)
-        }
-        return EngineComparison.report(rows, inFlight: options.inFlight)
+        try await EngineComparison.run(options, schema: "accounts", logger: logger, measure)
     }
 
     private static func measure(engine: String, storage: StorageEngine, options: Options, logger: Logger) async throws -> [LatencyStats] {
-        let context = ZMQContext(), reactor = Reactor(name: "bench-accounts-\(engine)")
-        let events = Publisher(name: "accounts", endpoint: "tcp://127.0.0.1:*", logger: logger, context: context, reactor: reactor)
-        let service = try await AccountsService.open(storage, config: BenchStack.accountsConfig(), events: events)
-        let host = service.makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logger,
-                                    context: context, reactor: reactor)
-        let group = ServiceGroup(configuration: .init(services: [.init(service: events), .init(service: host)], logger: logger))
-        let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client-\(engine)")
-        var rows: [LatencyStats] = []
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logger, context: clientContext, reactor: clientReactor)
+        try await EngineComparison.behindHost("accounts", engine: engine, logger: logger) { events, context, reactor in
+            try await AccountsService.open(storage, config: BenchStack.accountsConfig(), events: events).makeHost(
+                options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logger, context: context, reactor: reactor)
+        } load: { client, clientReactor in
+            var rows: [LatencyStats] = []
             // Setup, not measured: users and one session each.
             var ids: [UInt64] = []
             var tokens: [String] = []
@@ -73,11 +62,8 @@ public enum AccountsScenario {
                     })
                 }
             }
-            await client.close()
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
+            return rows
         }
-        return rows
     }
 
 }
@@ -109,6 +95,44 @@ final class Counter: Sendable {
 /// Runs a measurement on each engine in one run (PostgreSQL: a real server in a temp folder, a
 /// fresh database), and compares them.
 enum EngineComparison {
+    /// Measures on each engine of `options` (the service's schema: `schema`), and compares.
+    static func run(_ options: EngineScenarioOptions, schema: String, logger: Logger,
+                    _ measure: (String, StorageEngine, EngineScenarioOptions, Logger) async throws -> [LatencyStats]) async throws -> String {
+        var quiet = logger
+        quiet.logLevel = .warning
+        let rows = try await each(options.engines, schema: schema, logger: quiet) { engine, storage in
+            try await measure(engine, storage, options, quiet)
+        }
+        return report(rows, inFlight: options.inFlight)
+    }
+
+    /// Runs the host `host` makes (with its publisher, on a context and reactor of their own, as a
+    /// deployed process has), and `load` with a client of it on a reactor of its own; stops both.
+    static func behindHost(_ name: String, engine: String, logger: Logger,
+                           _ host: (Publisher, ZMQContext, Reactor) async throws -> ServiceHost,
+                           load: (WireClient, Reactor) async throws -> [LatencyStats]) async throws -> [LatencyStats] {
+        let context = ZMQContext(), reactor = Reactor(name: "bench-\(name)-\(engine)")
+        let events = Publisher(name: name, endpoint: "tcp://127.0.0.1:*", logger: logger, context: context, reactor: reactor)
+        let host = try await host(events, context, reactor)
+        let group = ServiceGroup(configuration: .init(services: [.init(service: events), .init(service: host)], logger: logger))
+        let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client-\(engine)")
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logger, context: clientContext, reactor: clientReactor)
+            do {
+                let rows = try await load(client, clientReactor)
+                await client.close()
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+                return rows
+            } catch {
+                await client.close()
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+        }
+    }
+
     static func each(_ engines: [String], schema: String, logger: Logger,
                      _ measure: (String, StorageEngine) async throws -> [LatencyStats]) async throws -> [LatencyStats] {
         var server: LocalPostgresServer?

@@ -17,28 +17,17 @@ public enum SocialStorageScenario {
     public typealias Options = EngineScenarioOptions
 
     public static func run(_ options: Options, logger: Logger) async throws -> String {
-        var quiet = logger
-        quiet.logLevel = .warning
-        let rows = try await EngineComparison.each(options.engines, schema: "social", logger: quiet) { engine, storage in
-            try await measure(engine: engine, storage: storage, options: options, logger: quiet)
-        }
-        return EngineComparison.report(rows, inFlight: options.inFlight)
+        try await EngineComparison.run(options, schema: "social", logger: logger, measure)
     }
 
     private static func measure(engine: String, storage: StorageEngine, options: Options, logger: Logger) async throws -> [LatencyStats] {
-        let context = ZMQContext(), reactor = Reactor(name: "bench-social-\(engine)")
-        let events = Publisher(name: "social", endpoint: "tcp://127.0.0.1:*", logger: logger, context: context, reactor: reactor)
         // These methods never ask accounts: a client with no server behind it.
-        let accounts = WireClient(endpoint: "tcp://127.0.0.1:9", logger: logger, context: context, reactor: reactor)
-        let service = try await SocialService.open(storage, accounts: accounts, publisher: events)
-        let host = service.makeHost(options: HostOptions(name: "social", endpoint: "tcp://127.0.0.1:*"), logger: logger,
-                                    context: context, reactor: reactor)
-        let group = ServiceGroup(configuration: .init(services: [.init(service: events), .init(service: host)], logger: logger))
-        let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client-\(engine)")
-        var rows: [LatencyStats] = []
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logger, context: clientContext, reactor: clientReactor)
+        let accounts = WireClient(endpoint: "tcp://127.0.0.1:9", logger: logger)
+        let rows = try await EngineComparison.behindHost("social", engine: engine, logger: logger) { events, context, reactor in
+            try await SocialService.open(storage, accounts: accounts, publisher: events).makeHost(
+                options: HostOptions(name: "social", endpoint: "tcp://127.0.0.1:*"), logger: logger, context: context, reactor: reactor)
+        } load: { client, clientReactor in
+            var rows: [LatencyStats] = []
             let users = UInt64(options.users)
             let counter = Counter()
             await withTaskExecutorPreference(clientReactor) {
@@ -64,11 +53,9 @@ public enum SocialStorageScenario {
                     })
                 }
             }
-            await client.close()
-            await accounts.close()
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
+            return rows
         }
+        await accounts.close()
         return rows
     }
 }

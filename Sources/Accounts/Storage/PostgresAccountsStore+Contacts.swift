@@ -38,10 +38,10 @@ extension PostgresAccountsStore {
 
     func link(userID: UInt64, _ link: ExternalID, now: Int64) async throws -> [ExternalID] {
         try await database.write { connection in
-            guard try await Self.first(connection.query("SELECT 1::bigint FROM users WHERE id = \(Int64(userID))", logger: logger), Int64.self) != nil else {
+            guard try await PostgresServiceDatabase.first(connection.query("SELECT 1::bigint FROM users WHERE id = \(Int64(userID))", logger: logger), Int64.self) != nil else {
                 throw AccountRefusal.noAccount(userID)
             }
-            if let owner = try await Self.first(connection.query(
+            if let owner = try await PostgresServiceDatabase.first(connection.query(
                 "SELECT user_id FROM external_ids WHERE provider = \(link.provider) AND external_id = \(link.id)", logger: logger), Int64.self),
                UInt64(owner) != userID {
                 throw AccountRefusal.linkedElsewhere(provider: link.provider, id: link.id)

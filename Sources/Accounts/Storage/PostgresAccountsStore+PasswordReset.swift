@@ -41,7 +41,7 @@ extension PostgresAccountsStore {
         let code = Data(hash)
         let id = Int64(user)
         return try await database.write { connection in
-            if let reset = try await Self.first(connection.query("""
+            if let reset = try await PostgresServiceDatabase.first(connection.query("""
                 SELECT id FROM password_resets
                 WHERE user_id = \(id) AND used_ms = 0 AND expires_ms > \(now) AND failures < \(attempts) AND code_hash = \(code)
                 """, logger: logger), Int64.self) {

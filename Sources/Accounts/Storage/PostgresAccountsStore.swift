@@ -72,13 +72,8 @@ final class PostgresAccountsStore: AccountsStorage {
         return users
     }
 
-    static func first<T>(_ rows: PostgresRowSequence, _ type: T.Type) async throws -> T? where T: PostgresDecodable & Sendable {
-        for try await value in rows.decode(T.self) { return value }
-        return nil
-    }
-
     static func int(_ rows: PostgresRowSequence) async throws -> Int {
-        Int(try await first(rows, Int64.self) ?? 0)
+        Int(try await PostgresServiceDatabase.first(rows, Int64.self) ?? 0)
     }
 
     static func uniqueViolation(_ error: any Error) -> AccountRefusal? {
@@ -97,11 +92,11 @@ final class PostgresAccountsStore: AccountsStorage {
             switch event {
             case .failure(let account, let client, let time):
                 at = time
-                id = try await Self.first(connection.query(
+                id = try await PostgresServiceDatabase.first(connection.query(
                     "INSERT INTO login_events (failed, account, client, at) VALUES (true, \(account), \(client), \(time)) RETURNING id", logger: logger), Int64.self)
             case .success(let account, let time):
                 at = time
-                id = try await Self.first(connection.query(
+                id = try await PostgresServiceDatabase.first(connection.query(
                     "INSERT INTO login_events (failed, account, client, at) VALUES (false, \(account), '', \(time)) RETURNING id", logger: logger), Int64.self)
             }
             if let id, id % 1_000 == 0 {
@@ -248,7 +243,7 @@ final class PostgresAccountsStore: AccountsStorage {
     func createSession(userID: UInt64, tokenHash: [UInt8], now: Int64, expiresAt: Int64) async throws -> UInt64 {
         let hash = Data(tokenHash)
         return try await database.write { connection in
-            guard let id = try await Self.first(connection.query("""
+            guard let id = try await PostgresServiceDatabase.first(connection.query("""
                 INSERT INTO sessions (user_id, token_hash, created_at_ms, expires_at_ms) VALUES (\(Int64(userID)), \(hash), \(now), \(expiresAt))
                 RETURNING id
                 """, logger: logger), Int64.self) else { throw StoreInvariant("the insert returned no id") }

@@ -40,12 +40,12 @@ extension PostgresSocialStore {
                 guard try await Self.areFriends(connection, owner, member, logger: logger) else { throw CircleRefusal.notFriends }
             }
             let rejected = Int64(SocialV1.CircleState.rejected.rawValue)
-            if try await Self.exists(connection.query("""
+            if try await PostgresServiceDatabase.exists(connection.query("""
                 SELECT 1 FROM circle WHERE owner = \(Int64(owner)) AND member = \(Int64(member)) AND phone = \(phone) AND state <> \(rejected)
                 """, logger: logger)) {
                 throw CircleRefusal.alreadyMember
             }
-            let count = try await Self.first(connection.query(
+            let count = try await PostgresServiceDatabase.first(connection.query(
                 "SELECT count(*) FROM circle WHERE owner = \(Int64(owner)) AND state <> \(rejected)", logger: logger), Int64.self) ?? 0
             guard count < limit else { throw CircleRefusal.full(limit: limit) }
             let state: SocialV1.CircleState = member == 0 ? .invited : .pending
@@ -64,7 +64,7 @@ extension PostgresSocialStore {
         try await mutate(orderedBy: [owner, member]) { connection, events in
             try await lockOwner(connection, owner)
             if member != 0 { try await lockPair(connection, owner, member) }
-            let removed = try await Self.first(connection.query("""
+            let removed = try await PostgresServiceDatabase.first(connection.query("""
                 DELETE FROM circle WHERE owner = \(Int64(owner)) AND member = \(Int64(member)) AND phone = \(phone) RETURNING state
                 """, logger: logger), Int64.self)
             guard let removed else { throw CircleRefusal.notMember }

@@ -12,12 +12,12 @@ extension PostgresSocialStore {
             guard from != to else { throw FriendRefusal.pokeYourself }
             try await lockPair(connection, from, to)
             guard try await Self.areFriends(connection, from, to, logger: logger) else { throw FriendRefusal.pokeStranger }
-            if let last = try await Self.first(connection.query(
+            if let last = try await PostgresServiceDatabase.first(connection.query(
                 "SELECT max(created_at_ms) FROM pokes WHERE from_user = \(Int64(from)) AND to_user = \(Int64(to))", logger: logger), Int64?.self) ?? nil,
                now - last < interval {
                 throw FriendRefusal.pokedRecently(agoMs: now - last, waitMs: interval - (now - last))
             }
-            guard let id = try await Self.first(connection.query(
+            guard let id = try await PostgresServiceDatabase.first(connection.query(
                 "INSERT INTO pokes (from_user, to_user, created_at_ms) VALUES (\(Int64(from)), \(Int64(to)), \(now)) RETURNING id",
                 logger: logger), Int64.self) else { throw StoreInvariant("the poke just written is missing") }
             try await addNotice(connection, .poke, from: from, toUser: to, toPhone: "", now: now)

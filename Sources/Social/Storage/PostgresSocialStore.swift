@@ -95,31 +95,21 @@ final class PostgresSocialStore: SocialStorage {
 
     static func areFriends(_ connection: PostgresConnection, _ x: UInt64, _ y: UInt64, logger: Logger) async throws -> Bool {
         let (a, b) = x < y ? (x, y) : (y, x)
-        return try await exists(connection.query(
+        return try await PostgresServiceDatabase.exists(connection.query(
             "SELECT 1 FROM friendships WHERE user_a = \(Int64(a)) AND user_b = \(Int64(b))", logger: logger))
     }
 
     static func blocked(_ connection: PostgresConnection, _ x: UInt64, _ y: UInt64, logger: Logger) async throws -> Bool {
-        try await exists(connection.query("""
+        try await PostgresServiceDatabase.exists(connection.query("""
             SELECT 1 FROM blocks WHERE (blocker = \(Int64(x)) AND blocked = \(Int64(y))) OR (blocker = \(Int64(y)) AND blocked = \(Int64(x)))
             """, logger: logger))
     }
 
     static func isFindable(_ connection: PostgresConnection, _ user: UInt64, logger: Logger) async throws -> Bool {
-        try await first(connection.query("SELECT findable FROM discovery WHERE user_id = \(Int64(user))", logger: logger), Bool.self) ?? false
+        try await PostgresServiceDatabase.first(connection.query("SELECT findable FROM discovery WHERE user_id = \(Int64(user))", logger: logger), Bool.self) ?? false
     }
 
     // MARK: Rows
-
-    static func exists(_ rows: PostgresRowSequence) async throws -> Bool {
-        for try await _ in rows { return true }
-        return false
-    }
-
-    static func first<T>(_ rows: PostgresRowSequence, _ type: T.Type) async throws -> T? where T: PostgresDecodable & Sendable {
-        for try await value in rows.decode(T.self) { return value }
-        return nil
-    }
 
     /// Ids from a one-column bigint result.
     static func ids(_ rows: PostgresRowSequence) async throws -> [UInt64] {

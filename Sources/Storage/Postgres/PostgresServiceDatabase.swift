@@ -216,6 +216,18 @@ public final class PostgresServiceDatabase: Sendable {
         }
     }
 
+    /// The first row's value of a one-column result, nil when there is none.
+    public static func first<T>(_ rows: PostgresRowSequence, _ type: T.Type) async throws -> T? where T: PostgresDecodable & Sendable {
+        for try await value in rows.decode(T.self) { return value }
+        return nil
+    }
+
+    /// Whether a statement gave any row.
+    public static func exists(_ rows: PostgresRowSequence) async throws -> Bool {
+        for try await _ in rows { return true }
+        return false
+    }
+
     /// How many rows a statement gave (`… RETURNING 1`: how many it changed).
     public static func count(_ rows: PostgresRowSequence) async throws -> Int {
         var n = 0
