@@ -1,6 +1,7 @@
 import CZeroMQ
 public import FriensoProto
 import Logging
+import Synchronization
 
 enum ClientCommand: Sendable {
     case call(ClientLoop.Pending)
@@ -87,9 +88,24 @@ final class ClientLoop: ReactorComponent {
         var loop: ClientLoop?
     }
 
+    /// Whether the peer answers, as the loop last knew it, for a client choosing among
+    /// several instances from any thread.
+    final class Health: Sendable {
+        let answering = Atomic<Bool>(true)
+    }
+
+    /// Where a call goes when this loop's peer is not answering: another instance's loop of the
+    /// same client (on the same reactor thread). Returns false when no other instance answers.
+    var handOff: ((Pending) -> Bool)?
+    let health: Health
+
+    /// Whether this loop's peer answers (reactor thread).
+    var isAnswering: Bool { socket != nil && !peerDown }
+
     init(endpoint: String, options: ClientOptions, context: ZMQContext, commands: CommandQueue<ClientCommand>,
-         events: AsyncStream<ClientEvent>.Continuation, logger: Logger, finished: OneShot<Void>, slot: Slot) {
+         events: AsyncStream<ClientEvent>.Continuation, logger: Logger, finished: OneShot<Void>, slot: Slot, health: Health = Health()) {
         self.endpoint = endpoint
+        self.health = health
         self.slot = slot
         self.finished = finished
         self.options = options
@@ -175,26 +191,34 @@ final class ClientLoop: ReactorComponent {
     private func reconnect() {
         logger.info("peer silent, reopening the socket", metadata: ["endpoint": "\(endpoint)", "pending": "\(pending.count)"])
         socket = nil
-        peerDown = true
+        setPeerDown(true)
         // Back off: each silent window is longer, up to 8 × the base.
         deadWindow = min(deadWindow * 2, options.deadAfter * 8)
         openSocket()
         for (id, request) in pending where request.sent {
             if request.retryable && request.attempts < options.maxAttempts {
                 request.sent = false
-                unsent.append(id)
+                if handOff?(request) == true {
+                    pending[id] = nil // resent to another instance
+                } else {
+                    unsent.append(id)
+                }
             } else {
                 pending[id] = nil
                 request.fail(.unavailable("lost the connection to \(endpoint) while waiting for the reply"))
             }
         }
-        if options.failFastWhenPeerDown {
-            // Calls that never reached the peer will not now: say so at once, not at their deadline.
-            for (id, request) in pending where !request.sent {
+        // Calls that never reached the peer: to another instance, or (failing fast) answered
+        // now, not at their deadline.
+        for (id, request) in pending where !request.sent {
+            if handOff?(request) == true {
+                pending[id] = nil
+            } else if options.failFastWhenPeerDown {
                 pending[id] = nil
                 request.fail(.unavailable("\(endpoint) is not answering"))
             }
         }
+        unsent.removeAll { pending[$0] == nil }
         events.yield(.reconnected)
         flushUnsent()
     }
@@ -225,12 +249,28 @@ final class ClientLoop: ReactorComponent {
     }
 
     private func take(_ request: Pending) {
-        if peerDown && options.failFastWhenPeerDown {
-            request.fail(.unavailable("\(endpoint) is not answering"))
-            return
+        if peerDown {
+            if handOff?(request) == true { return }
+            if options.failFastWhenPeerDown {
+                request.fail(.unavailable("\(endpoint) is not answering"))
+                return
+            }
         }
         pending[request.envelope.requestId] = request
         unsent.append(request.envelope.requestId)
+    }
+
+    /// A call another instance's loop could not get answered (reactor thread): sent from here.
+    func adopt(_ request: Pending) {
+        request.sent = false
+        pending[request.envelope.requestId] = request
+        unsent.append(request.envelope.requestId)
+        flushUnsent()
+    }
+
+    private func setPeerDown(_ down: Bool) {
+        peerDown = down
+        health.answering.store(!down, ordering: .relaxed)
     }
 
     private func flushUnsent() {
@@ -281,7 +321,7 @@ final class ClientLoop: ReactorComponent {
             guard let message = try socket.receive(dontWait: true, decodingLast: { try? Envelope(serializedBuffer: $0) }) else { return }
             lastHeard = .now
             if peerDown {
-                peerDown = false
+                setPeerDown(false)
                 deadWindow = options.deadAfter
                 logger.info("peer answering again", metadata: ["endpoint": "\(endpoint)"])
                 flushUnsent()

@@ -7,46 +7,111 @@ import Synchronization
 /// flight, a deadline on every call, heartbeats, and a reopened socket when the peer goes silent.
 /// A call never hangs: it ends with the reply, DEADLINE_EXCEEDED (peer alive but slow) or
 /// UNAVAILABLE (peer silent or down) by its deadline.
+///
+/// Given several instances of the peer (an `EndpointList`), it keeps one such socket per
+/// instance and spreads calls over the instances that answer, in turn. An instance that goes
+/// silent is out of the turn within its dead window (`ClientOptions.deadAfter`); its calls that
+/// may be resent (idempotent, or with an idempotency key) and those it never sent go to another
+/// instance; it is back in the turn when it answers a heartbeat again.
 public final class WireClient: Sendable {
+    /// The peer's endpoint as given (a list when it has several instances).
     public let endpoint: String
+    public let endpoints: [String]
     public let options: ClientOptions
     /// Events the peer pushed, and reconnections (after which subscriptions must be renewed).
     public let events: AsyncStream<ClientEvent>
     public let reactor: Reactor
-    private let commands: CommandQueue<ClientCommand>
-    private let slot = ClientLoop.Slot()
+    /// One per instance.
+    private let queues: [CommandQueue<ClientCommand>]
+    private let slots: [ClientLoop.Slot]
+    private let health: [ClientLoop.Health]
+    private let finished: [OneShot<Void>]
+    private let turn = Atomic<Int>(0)
     private let nextRequestID = Atomic<UInt64>(0)
-    private let finished = OneShot<Void>()
 
     /// Connects (in the background: the first call waits for the connection within its deadline).
-    /// - Parameter reactor: the event loop that owns the socket. Callers running on it (as
-    ///   handlers of a host on the same reactor do) send and resume without a thread hop.
+    /// - Parameters:
+    ///   - endpoint: the peer's endpoint, or its instances' (`EndpointList`).
+    ///   - reactor: the event loop that owns the sockets. Callers running on it (as handlers of
+    ///     a host on the same reactor do) send and resume without a thread hop.
     public init(endpoint: String, options: ClientOptions = ClientOptions(), logger: Logger,
                 context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.endpoint = endpoint
+        let endpoints = EndpointList.split(endpoint).isEmpty ? [endpoint] : EndpointList.split(endpoint)
+        self.endpoints = endpoints
         self.options = options
         self.reactor = reactor
-        let commands = CommandQueue<ClientCommand>(reactor: reactor)
-        self.commands = commands
+        let queues = endpoints.map { _ in CommandQueue<ClientCommand>(reactor: reactor) }
+        let slots = endpoints.map { _ in ClientLoop.Slot() }
+        let finished = endpoints.map { _ in OneShot<Void>() }
+        self.queues = queues
+        self.slots = slots
+        self.finished = finished
         let (events, continuation) = AsyncStream.makeStream(of: ClientEvent.self, bufferingPolicy: .bufferingNewest(10_000))
         self.events = events
-        let finished = finished, slot = slot
+        var health: [ClientLoop.Health] = []
+        // Made here, so `health` is known before the reactor runs the loops; filled in there.
+        let loops = endpoints.indices.map { index in
+            LoopSeed(index: index, endpoint: endpoints[index], logger: logger)
+        }
+        for seed in loops { health.append(seed.health) }
+        self.health = health
         reactor.execute {
-            let loop = ClientLoop(endpoint: endpoint, options: options, context: context, commands: commands,
-                                  events: continuation, logger: logger, finished: finished, slot: slot)
-            slot.loop = loop
-            reactor.register(loop)
+            for seed in loops {
+                let loop = ClientLoop(endpoint: seed.endpoint, options: options, context: context, commands: queues[seed.index],
+                                      events: continuation, logger: seed.logger, finished: finished[seed.index], slot: slots[seed.index],
+                                      health: seed.health)
+                if slots.count > 1 {
+                    loop.handOff = { request in
+                        for offset in 1..<slots.count {
+                            let other = (seed.index + offset) % slots.count
+                            if let peer = slots[other].loop, peer.isAnswering {
+                                peer.adopt(request)
+                                return true
+                            }
+                        }
+                        return false
+                    }
+                }
+                slots[seed.index].loop = loop
+                reactor.register(loop)
+            }
         }
     }
 
+    /// What the reactor needs to make one instance's loop.
+    private struct LoopSeed: Sendable {
+        let index: Int
+        let endpoint: String
+        let logger: Logger
+        let health = ClientLoop.Health()
+    }
+
     deinit {
-        commands.post(.stop)
+        for queue in queues { queue.post(.stop) }
     }
 
     /// Stops the socket thread; calls in flight end with UNAVAILABLE.
     public func close() async {
-        commands.post(.stop)
-        await finished.value
+        for queue in queues { queue.post(.stop) }
+        for done in finished { await done.value }
+    }
+
+    /// The instance the next call goes to: the next in turn that answers (any, when none does).
+    private func chooseInstance() -> Int {
+        let count = queues.count
+        guard count > 1 else { return 0 }
+        let start = turn.add(1, ordering: .relaxed).newValue
+        for offset in 0..<count {
+            let index = (start + offset) % count
+            if health[index].answering.load(ordering: .relaxed) { return index }
+        }
+        return start % count
+    }
+
+    /// How many instances answer now, as this client knows it.
+    public var answeringInstances: Int {
+        health.filter { $0.answering.load(ordering: .relaxed) }.count
     }
 
     /// Sends a request envelope and returns the reply envelope (whose status may be an error).
@@ -56,7 +121,7 @@ public final class WireClient: Sendable {
         let id = request.requestId
         if Task.isCancelled { return request.reply(error: .unavailable("call cancelled")) }
         let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
-        let commands = commands
+        let commands = queues[chooseInstance()], queues = queues
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let posted = commands.post(.call(ClientLoop.Pending(envelope: request, deadline: until, retryable: retryable,
@@ -64,7 +129,8 @@ public final class WireClient: Sendable {
                 if !posted { continuation.resume(returning: request.reply(error: .unavailable("client closed"))) }
             }
         } onCancel: {
-            commands.post(.cancel(id))
+            // The call may have moved to another instance's loop.
+            for queue in queues { queue.post(.cancel(id)) }
         }
     }
 
@@ -77,7 +143,7 @@ public final class WireClient: Sendable {
     ///   before its socket exists; the caller then takes the async path (`send`).
     public func sendOnReactor(_ request: Envelope, deadline: Duration? = nil, retryable: Bool = false,
                               completion: @escaping (Envelope) -> Void) -> Bool {
-        guard reactor.isCurrent, let loop = slot.loop else { return false }
+        guard reactor.isCurrent, let loop = slots[chooseInstance()].loop else { return false }
         let request = stamped(request)
         let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
         loop.callNow(ClientLoop.Pending(envelope: request, deadline: until, retryable: retryable, completion: .call(completion)))
@@ -85,7 +151,7 @@ public final class WireClient: Sendable {
     }
 
     /// Whether `sendOnReactor` would send now: on this client's reactor thread, its socket made.
-    public var canSendOnReactor: Bool { reactor.isCurrent && slot.loop != nil }
+    public var canSendOnReactor: Bool { reactor.isCurrent && slots.allSatisfy { $0.loop != nil } }
 
     /// A request with this client's protocol version, kind and next request id.
     private func stamped(_ request: Envelope) -> Envelope {

@@ -37,6 +37,8 @@ public final class Subscriber: TopicFiltering {
     private let finished = OneShot<Void>()
 
     /// - Parameters:
+    ///   - endpoint: the publisher's PUB endpoint, or its instances' (an `EndpointList`: every
+    ///     event comes once from each instance; the Clone numbering drops the copies).
     ///   - prefixes: topic prefixes to receive (`""` for all).
     ///   - security: how to authenticate to the publisher (`Keyring.client(of:)`).
     ///   - accept: asked on the socket's thread with each event's topic before it is decoded;
@@ -57,7 +59,8 @@ public final class Subscriber: TopicFiltering {
                 try socket.configure(highWaterMark: highWaterMark, maxMessageSize: 16 << 20)
                 try socket.secure(security)
                 for prefix in prefixes { try socket.subscribe(prefix) }
-                try socket.connect(endpoint)
+                // Every instance of the publisher: one SUB socket takes them all (fair-queued).
+                for instance in EndpointList.split(endpoint) { try socket.connect(instance) }
                 reactor.register(SubscriberLoop(socket: socket, control: control, events: continuation, accept: accept,
                                                  logger: logger, finished: finished))
             } catch {

@@ -1,0 +1,106 @@
+import FriensoProto
+import FriensoTesting
+import Foundation
+import Logging
+import Synchronization
+import Testing
+@testable import Wire
+
+/// A client given several instances of one peer (`EndpointList`): calls spread over the ones
+/// that answer, and an instance that goes silent or never answers loses its calls to the others.
+@Suite("Several instances of a peer", .timeLimit(.minutes(1)))
+struct InstancesTests {
+    /// Two hosts answering with their own mark; `body` gets a client to both.
+    private func withTwoHosts<T: Sendable>(_ logs: CapturedLogs, _ body: @Sendable (_ endpoints: [String], _ counts: [Counter]) async throws -> T) async throws -> T {
+        let counts = [Counter(), Counter()]
+        let hosts = (0..<2).map { index in
+            var router = MethodRouter()
+            router.register(echo) { request, _ in
+                _ = counts[index].increment()
+                return CommonV1.PingResponse(echo: [UInt8(index)] + request.echo)
+            }
+            return ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router, logger: logs.logger("host\(index)"))
+        }
+        return try await withRunningServices(hosts, logger: logs.logger("group")) {
+            var endpoints: [String] = []
+            for host in hosts { endpoints.append(try await host.boundEndpoint()) }
+            return try await body(endpoints, counts)
+        }
+    }
+
+    @Test func endpointList_splitsOnCommas_droppingBlanks() {
+        #expect(EndpointList.split("tcp://a:1, tcp://b:2,,") == ["tcp://a:1", "tcp://b:2"])
+        #expect(EndpointList.split("tcp://a:1") == ["tcp://a:1"])
+        #expect(EndpointList.join(["tcp://a:1", "tcp://b:2"]) == "tcp://a:1,tcp://b:2")
+    }
+
+    @Test func calls_areSpreadOverEveryInstance() async throws {
+        let logs = CapturedLogs()
+        try await withTwoHosts(logs) { endpoints, counts in
+            let client = WireClient(endpoint: EndpointList.join(endpoints), logger: logs.logger("client"))
+            for i in 0..<40 {
+                let reply = try await client.call(echo, CommonV1.PingRequest(echo: [UInt8(i)]))
+                #expect(reply.echo.last == UInt8(i))
+            }
+            #expect(counts[0].count + counts[1].count == 40)
+            #expect(counts[0].count >= 10 && counts[1].count >= 10, "one instance took (almost) everything: \(counts.map(\.count))")
+            await client.close()
+        }
+    }
+
+    /// One instance swallows every request and answers nothing (a host cut off): its resendable
+    /// calls go to the other instance once it is found silent, every call is answered, and the
+    /// silent one is out of the turn afterwards. Not resendable calls sent to it fail UNAVAILABLE
+    /// (they may have been applied there), and only those.
+    @Test func silentInstance_losesItsCallsToTheOther_andLeavesTheTurn() async throws {
+        let logs = CapturedLogs()
+        let blackHole = try await BlackHole.start()
+        try await withTwoHosts(logs) { endpoints, counts in
+            let client = WireClient(endpoint: EndpointList.join([endpoints[0], blackHole.endpoint]), options: fastClient(),
+                                    logger: logs.logger("client"))
+            let outcomes = try await withThrowingTaskGroup(of: (Bool, StatusCode?).self) { group in
+                for i in 0..<20 {
+                    group.addTask {
+                        do throws(RPCError) {
+                            _ = try await client.call(echo, CommonV1.PingRequest(echo: [UInt8(i)]),
+                                                      options: CallOptions(deadline: .seconds(10), idempotencyKey: "k\(i)"))
+                            return (true, nil)
+                        } catch {
+                            return (false, error.code)
+                        }
+                    }
+                }
+                var outcomes: [(Bool, StatusCode?)] = []
+                for try await outcome in group { outcomes.append(outcome) }
+                return outcomes
+            }
+            #expect(outcomes.allSatisfy { $0.0 }, "resendable calls failed: \(outcomes.compactMap(\.1))\n\(logs.dump())")
+            #expect(counts[0].count == 20)
+            #expect((0..<20).contains { blackHole.requests("k\($0)") > 0 }, "the silent instance was never tried: the test proves nothing")
+            try await eventually("the silent instance is out of the turn") { client.answeringInstances == 1 }
+            // Now every call goes to the instance that answers, at once.
+            for i in 0..<10 {
+                let reply = try await client.call(echo, CommonV1.PingRequest(echo: [UInt8(i)]), options: CallOptions(deadline: .seconds(1)))
+                #expect(reply.echo == [0, UInt8(i)])
+            }
+            await client.close()
+        }
+        await blackHole.stop()
+    }
+
+    /// An instance that is not there at all (nothing listens on its port): calls that would
+    /// have gone to it were never sent, so they go to the other one, resendable or not.
+    @Test func instanceThatNeverListened_passesItsCallsOn() async throws {
+        let logs = CapturedLogs()
+        let dead = try DeadPort()
+        try await withTwoHosts(logs) { endpoints, counts in
+            let client = WireClient(endpoint: EndpointList.join([dead.endpoint, endpoints[1]]), options: fastClient(), logger: logs.logger("client"))
+            for i in 0..<10 {
+                let reply = try await client.call(echo, CommonV1.PingRequest(echo: [UInt8(i)]), options: CallOptions(deadline: .seconds(5)))
+                #expect(reply.echo == [1, UInt8(i)])
+            }
+            #expect(counts[1].count == 10)
+            await client.close()
+        }
+    }
+}
