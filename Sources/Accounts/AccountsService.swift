@@ -80,16 +80,22 @@ public final class AccountsService: Sendable {
         self.init(store: store, loginEvents: recent, config: config, events: events, blocks: blocks)
     }
 
+    /// The streams accounts keeps in its database's event log on PostgreSQL.
+    public static let keptStreams: Set<String> = [sessionsStream, profilesStream]
+
     /// Opens accounts' storage on `engine` (its migrations run first), as `init(directory:…)`.
-    public static func open(_ engine: StorageEngine, config: AccountsConfig = AccountsConfig(), events: (any NumberedEventSink)? = nil,
+    /// On PostgreSQL the events go to the database's event log (`PostgresEventLog`), in the
+    /// mutations' transactions, and `events` relays them: any number of instances publish one stream.
+    public static func open(_ engine: StorageEngine, config: AccountsConfig = AccountsConfig(), events: (any ServiceEventSink)? = nil,
                             blocks: BlockCheck? = nil) async throws -> AccountsService {
         switch engine {
         case .sqlite(let directory):
             return try AccountsService(directory: directory, config: config, events: events, blocks: blocks)
         case .postgres(let database):
             let store = try await PostgresAccountsStore.open(database)
+            let log = try await PostgresEventLog.open(database, streams: keptStreams, publisher: events)
             let recent = try await store.loginEvents(since: Double(config.now()) / 1000 - config.loginPolicy.horizon)
-            return AccountsService(store: store, loginEvents: recent, config: config, events: events, blocks: blocks)
+            return AccountsService(store: store, loginEvents: recent, config: config, events: log, blocks: blocks)
         }
     }
 
@@ -109,7 +115,7 @@ public final class AccountsService: Sendable {
     /// Announces `user`'s public profile as it is now (called in commit order).
     func profileChanged(_ user: UserRecord) {
         events?.emit(topic: Self.profilesStream, method: Self.profileChanged,
-                     payload: AccountsV1.ProfileChanged(profile: user.profile).serializedBytes())
+                     payload: AccountsV1.ProfileChanged(profile: user.profile).serializedBytes(), subject: user.id)
     }
 
     // MARK: Registration and login
@@ -193,8 +199,7 @@ public final class AccountsService: Sendable {
     public func logout(_ request: AccountsV1.LogoutRequest, _ context: RequestContext) async throws -> AccountsV1.LogoutResponse {
         let caller = try context.requireCaller()
         let session = try await currentSession(context, caller: caller)
-        try await store.revokeSession(id: session.id, now: config.now())
-        announceRevocation(of: caller)
+        try await store.revokeSession(id: session.id, userID: caller, now: config.now()) { self.announceRevocation(of: caller) }
         return AccountsV1.LogoutResponse()
     }
 
@@ -217,7 +222,7 @@ public final class AccountsService: Sendable {
     /// with accounts again on their next use; the ones still live pass).
     func announceRevocation(of user: UInt64) {
         events?.emit(topic: Self.sessionsStream, method: Self.sessionsRevoked,
-                     payload: AccountsV1.SessionsRevoked(userId: user).serializedBytes())
+                     payload: AccountsV1.SessionsRevoked(userId: user).serializedBytes(), subject: user)
     }
 
     static func encodeSessionID(_ id: UInt64) -> [UInt8] {
@@ -241,8 +246,9 @@ public final class AccountsService: Sendable {
         }
         guard request.currentPassword != newPassword else { throw RPCError.invalidArgument("new_password: must differ from the current one") }
         let hash = try await config.hasher.hash(newPassword)
-        let revoked = try await store.changePassword(userID: caller, hash: hash, keepSession: session.id, now: config.now())
-        announceRevocation(of: caller)
+        let revoked = try await store.changePassword(userID: caller, hash: hash, keepSession: session.id, now: config.now()) {
+            self.announceRevocation(of: caller)
+        }
         context.logger.info("password changed", metadata: ["user-id": "\(caller)", "revoked": "\(revoked)"])
         return AccountsV1.ChangePasswordResponse(revokedSessions: UInt32(revoked))
     }

@@ -314,23 +314,23 @@ final class SQLiteAccountsStore: AccountsStorage {
                       revoked: (row["revoked_at_ms"] as Int64?) != nil)
     }
 
-    func revokeSession(id: UInt64, now: Int64) async throws {
-        try await database.write { db in
+    func revokeSession(id: UInt64, userID: UInt64, now: Int64, committed: (@Sendable () -> Void)?) async throws {
+        try await database.write({ db in
             try db.run(sql: "UPDATE sessions SET revoked_at_ms = ? WHERE id = ? AND revoked_at_ms IS NULL", arguments: [now, id])
-        }
+        }, committed: CommittedAction.ignoringResult(committed))
     }
 
     /// Sets a new password hash and revokes every session of the user but `keep`.
     /// - Returns: how many sessions were revoked.
-    func changePassword(userID: UInt64, hash: String, keepSession keep: UInt64, now: Int64) async throws -> Int {
-        try await database.write { db in
+    func changePassword(userID: UInt64, hash: String, keepSession keep: UInt64, now: Int64, committed: (@Sendable () -> Void)?) async throws -> Int {
+        try await database.write({ db in
             try db.run(sql: "UPDATE users SET password_hash = ? WHERE id = ?", arguments: [hash, userID])
             try db.run(sql: """
                 UPDATE sessions SET revoked_at_ms = ?
                 WHERE user_id = ? AND id != ? AND revoked_at_ms IS NULL AND expires_at_ms > ?
                 """, arguments: [now, userID, keep, now])
             return db.changesCount
-        }
+        }, committed: CommittedAction.ignoringResult(committed))
     }
 
     func changeEmail(userID: UInt64, email: String) async throws -> UserRecord {

@@ -32,7 +32,8 @@ extension AccountsService {
         try await store.deleteUser(user, targets: targets + [Self.localStep], now: config.now()) { _ in
             self.announceRevocation(of: caller)
             self.events?.emit(topic: Self.profilesStream, method: Self.profileChanged,
-                              payload: AccountsV1.ProfileChanged(profile: AccountsV1.Profile(userId: caller), deleted: true).serializedBytes())
+                              payload: AccountsV1.ProfileChanged(profile: AccountsV1.Profile(userId: caller), deleted: true).serializedBytes(),
+                              subject: caller)
         }
         context.logger.notice("account deleted; erasing its data", metadata: ["user-id": "\(caller)", "services": "\(targets.joined(separator: ","))"])
         return AccountsV1.DeleteAccountResponse(userId: caller, erasing: targets)

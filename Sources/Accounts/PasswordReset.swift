@@ -53,10 +53,10 @@ extension AccountsService {
                                                          attempts: config.passwordReset.attemptsPerAccount)
         else { throw RPCError.permissionDenied(Self.wrongCode) }
         let hash = try await config.hasher.hash(newPassword)
-        guard let revoked = try await store.resetPassword(user: user.id, resetID: reset, passwordHash: hash, now: config.now()) else {
+        guard let revoked = try await store.resetPassword(user: user.id, resetID: reset, passwordHash: hash, now: config.now(),
+                                                          committed: { self.announceRevocation(of: user.id) }) else {
             throw RPCError.permissionDenied(Self.wrongCode) // used meanwhile by a concurrent reset
         }
-        announceRevocation(of: user.id)
         context.logger.notice("password reset with a code", metadata: ["user-id": "\(user.id)", "revoked": "\(revoked)"])
         return AccountsV1.ResetPasswordResponse(revokedSessions: UInt32(revoked))
     }
@@ -130,8 +130,8 @@ extension SQLiteAccountsStore {
 
     /// Sets the new password, uses the code and voids the others, revokes every session.
     /// - Returns: sessions revoked; nil when the code was used meanwhile.
-    func resetPassword(user: UInt64, resetID: UInt64, passwordHash: String, now: Int64) async throws -> Int? {
-        try await database.write { db in
+    func resetPassword(user: UInt64, resetID: UInt64, passwordHash: String, now: Int64, committed: (@Sendable () -> Void)?) async throws -> Int? {
+        try await database.write({ db in
             try db.run(sql: "UPDATE password_resets SET used_ms = ? WHERE id = ? AND used_ms = 0", arguments: [now, resetID])
             guard db.changesCount == 1 else { return nil }
             try db.run(sql: "UPDATE password_resets SET used_ms = ? WHERE user_id = ? AND used_ms = 0", arguments: [now, user])
@@ -139,6 +139,6 @@ extension SQLiteAccountsStore {
             try db.run(sql: "UPDATE sessions SET revoked_at_ms = ? WHERE user_id = ? AND revoked_at_ms IS NULL AND expires_at_ms > ?",
                        arguments: [now, user, now])
             return db.changesCount
-        }
+        }, committed: CommittedAction.whenSome(committed))
     }
 }

@@ -109,7 +109,12 @@ public final class GatewayCore: Sendable {
         var tracker = SequenceTracker()
         await withTaskCancellationHandler {
             for await event in subscriber.events {
-                if tracker.check(event.envelope, stream: "sessions") != .apply {
+                switch tracker.check(event.envelope, stream: "sessions") {
+                case .apply:
+                    break
+                case .stale:
+                    continue // another instance of accounts relayed it first
+                case .resync:
                     // The first event after (re)connecting, or after a gap: whatever was missed is
                     // covered by forgetting everything; follow the numbering from here.
                     sessions.invalidateAll()

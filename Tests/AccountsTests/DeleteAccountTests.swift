@@ -77,9 +77,15 @@ struct DeleteAccountTests {
             for t in [token, other] {
                 await expectError(.unauthenticated) { _ = try await s.harness.client.call(API.validateSession, AccountsV1.ValidateSessionRequest(sessionToken: t)) }
             }
-            let published = s.events.take()
-            #expect(published.contains { $0.method == AccountsService.sessionsRevoked })
-            let profileEvent = try #require(published.first { $0.method == AccountsService.profileChanged })
+            // On PostgreSQL, events are relayed from the database's log just after the commit.
+            let published = try await eventuallyValue("the revocation and the deletion announced") { () -> [EventRecorder.Event]? in
+                let all = s.events.all
+                let deleted = all.contains {
+                    $0.method == AccountsService.profileChanged && (try? AccountsV1.ProfileChanged(serializedBytes: $0.payload))?.deleted == true
+                }
+                return deleted && all.contains { $0.method == AccountsService.sessionsRevoked } ? all : nil
+            }
+            let profileEvent = try #require(published.last { $0.method == AccountsService.profileChanged })
             let changed = try AccountsV1.ProfileChanged(serializedBytes: profileEvent.payload)
             #expect(changed.deleted && changed.profile?.userId == id)
             // The login is gone; the names are free.

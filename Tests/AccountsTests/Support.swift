@@ -25,7 +25,7 @@ extension TestStorage {
     }
 
     /// Opens an accounts service on this store; `close` ends its connections.
-    func open(config: AccountsConfig, events: (any NumberedEventSink)? = nil,
+    func open(config: AccountsConfig, events: (any ServiceEventSink)? = nil,
               blocks: AccountsService.BlockCheck? = nil) async throws -> (service: AccountsService, close: @Sendable () async -> Void) {
         let storage = try await open()
         do {
@@ -39,7 +39,7 @@ extension TestStorage {
 }
 
 /// Opens an accounts service on a fresh store of `engine` for `body`; closes and removes it after.
-func withOpenStore<T>(_ engine: Engine, config: AccountsConfig, events: (any NumberedEventSink)? = nil,
+func withOpenStore<T>(_ engine: Engine, config: AccountsConfig, events: (any ServiceEventSink)? = nil,
                       _ body: (TestStore, AccountsService) async throws -> T) async throws -> T {
     let store = try await TestStore.fresh(engine)
     do {

@@ -3,11 +3,13 @@ public import Wire
 
 /// An `EventSink` that keeps what a service publishes, for tests to inspect. It numbers events
 /// per stream as `Publisher` does, so services that report their position (snapshots) run on it.
-public final class EventRecorder: NumberedEventSink {
+public final class EventRecorder: ServiceEventSink {
     public typealias Event = (topic: String, method: String, payload: [UInt8])
     private struct State {
         var events: [Event] = []
         var sequences: [String: UInt64] = [:]
+        var relayed: [(topic: String, sequence: UInt64)] = []
+        var relayedEpoch: UInt64?
     }
     private let state = Mutex(State())
     public let epoch = UInt64.random(in: 1...UInt64.max)
@@ -22,6 +24,21 @@ public final class EventRecorder: NumberedEventSink {
     }
 
     public func lastSequence(stream: String) -> UInt64 { state.withLock { $0.sequences[stream] ?? 0 } }
+
+    /// An event numbered by a database's event log: kept with its number (`relayed`).
+    public func relay(topic: String, method: String, payload: [UInt8], epoch: UInt64, sequence: UInt64) {
+        state.withLock { s in
+            s.events.append((topic, method, payload))
+            s.relayed.append((topic, sequence))
+            s.relayedEpoch = epoch
+        }
+    }
+
+    /// The epoch consumers see: the event log's when events were relayed, else this recorder's.
+    public var announcedEpoch: UInt64 { state.withLock { $0.relayedEpoch } ?? epoch }
+
+    /// The relayed events' topics and numbers, in the order they came.
+    public var relayed: [(topic: String, sequence: UInt64)] { state.withLock { $0.relayed } }
 
     /// Everything published so far.
     public var all: [Event] { state.withLock { $0.events } }

@@ -39,8 +39,9 @@ protocol AccountsStorage: Sendable {
     func createSession(userID: UInt64, tokenHash: [UInt8], now: Int64, expiresAt: Int64) async throws -> UInt64
     func session(tokenHash: [UInt8]) async throws -> SessionRecord?
     func session(id: UInt64) async throws -> SessionRecord?
-    func revokeSession(id: UInt64, now: Int64) async throws
-    func changePassword(userID: UInt64, hash: String, keepSession keep: UInt64, now: Int64) async throws -> Int
+    /// `committed` runs once it is durable, in commit order (the revocation's event).
+    func revokeSession(id: UInt64, userID: UInt64, now: Int64, committed: (@Sendable () -> Void)?) async throws
+    func changePassword(userID: UInt64, hash: String, keepSession keep: UInt64, now: Int64, committed: (@Sendable () -> Void)?) async throws -> Int
 
     // Contact matching and linked external accounts.
     func matchContacts(hashes: [[UInt8]], externalIDs: [ExternalID]) async throws -> [ContactMatch]
@@ -72,7 +73,7 @@ protocol AccountsStorage: Sendable {
     func requestReset(client: String, user: UserRecord?, codeHash: [UInt8], now: Int64, lifetime: Int64, perClient: Int, perAccount: Int,
                       email: (subject: String, body: String)) async throws -> ResetRequestOutcome
     func checkResetCode(user: UInt64, hash: [UInt8], now: Int64, attempts: Int) async throws -> UInt64?
-    func resetPassword(user: UInt64, resetID: UInt64, passwordHash: String, now: Int64) async throws -> Int?
+    func resetPassword(user: UInt64, resetID: UInt64, passwordHash: String, now: Int64, committed: (@Sendable () -> Void)?) async throws -> Int?
 
     // Export my data.
     func export(_ user: UserRecord, currentSession: UInt64) async throws -> AccountsV1.ExportMyDataResponse

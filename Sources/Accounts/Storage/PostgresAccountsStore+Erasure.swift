@@ -21,6 +21,8 @@ extension PostgresAccountsStore {
             guard try await PostgresServiceDatabase.count(connection.query("DELETE FROM users WHERE id = \(id) RETURNING 1", logger: logger)) == 1 else {
                 throw AccountRefusal.noAccount(user.id)
             }
+            // Their profile's past versions in the event log (names, picture) go too.
+            try await PostgresEventLog.erase(subject: user.id, on: connection, logger: logger)
             for target in targets {
                 try await connection.query("""
                     INSERT INTO erasures (user_id, target, pass, due_ms, traces) VALUES (\(id), \(target), 1, \(now), \(traces)) ON CONFLICT DO NOTHING

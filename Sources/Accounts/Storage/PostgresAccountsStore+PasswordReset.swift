@@ -55,9 +55,9 @@ extension PostgresAccountsStore {
         }
     }
 
-    func resetPassword(user: UInt64, resetID: UInt64, passwordHash: String, now: Int64) async throws -> Int? {
+    func resetPassword(user: UInt64, resetID: UInt64, passwordHash: String, now: Int64, committed: (@Sendable () -> Void)?) async throws -> Int? {
         let id = Int64(user)
-        return try await database.write { connection in
+        return try await database.write({ connection in
             guard try await PostgresServiceDatabase.count(connection.query(
                 "UPDATE password_resets SET used_ms = \(now) WHERE id = \(Int64(resetID)) AND used_ms = 0 RETURNING 1", logger: logger)) == 1 else {
                 return nil
@@ -67,6 +67,6 @@ extension PostgresAccountsStore {
             return try await PostgresServiceDatabase.count(connection.query("""
                 UPDATE sessions SET revoked_at_ms = \(now) WHERE user_id = \(id) AND revoked_at_ms IS NULL AND expires_at_ms > \(now) RETURNING 1
                 """, logger: logger))
-        }
+        }, committed: CommittedAction.whenSome(committed), orderedBy: user)
     }
 }

@@ -277,21 +277,21 @@ final class PostgresAccountsStore: AccountsStorage {
         }
     }
 
-    func revokeSession(id: UInt64, now: Int64) async throws {
-        try await database.write { connection in
+    func revokeSession(id: UInt64, userID: UInt64, now: Int64, committed: (@Sendable () -> Void)?) async throws {
+        try await database.write({ connection in
             try await connection.query(
                 "UPDATE sessions SET revoked_at_ms = \(now) WHERE id = \(Int64(bitPattern: id)) AND revoked_at_ms IS NULL", logger: logger)
-        }
+        }, committed: CommittedAction.ignoringResult(committed), orderedBy: userID)
     }
 
-    func changePassword(userID: UInt64, hash: String, keepSession keep: UInt64, now: Int64) async throws -> Int {
-        try await database.write { connection in
+    func changePassword(userID: UInt64, hash: String, keepSession keep: UInt64, now: Int64, committed: (@Sendable () -> Void)?) async throws -> Int {
+        try await database.write({ connection in
             try await connection.query("UPDATE users SET password_hash = \(hash) WHERE id = \(Int64(userID))", logger: logger)
             return try await PostgresServiceDatabase.count(connection.query("""
                 UPDATE sessions SET revoked_at_ms = \(now)
                 WHERE user_id = \(Int64(userID)) AND id != \(Int64(bitPattern: keep)) AND revoked_at_ms IS NULL AND expires_at_ms > \(now)
                 RETURNING 1
                 """, logger: logger))
-        }
+        }, committed: CommittedAction.ignoringResult(committed), orderedBy: userID)
     }
 }

@@ -33,6 +33,13 @@ public final class PostgresServiceDatabase: Sendable {
     /// Whether the last health probe was answered (see `watch`): while it is not, requests are
     /// refused at once with UNAVAILABLE instead of queueing for a connection the pool cannot make.
     let reachable = Atomic<Bool>(true)
+    /// The service's event log, when it keeps its events here (`PostgresEventLog.open`).
+    private let eventLog = Mutex<PostgresEventLog?>(nil)
+
+    /// Makes `log` the place where writes keep the events their `committed` actions emit.
+    func attach(_ log: PostgresEventLog) {
+        eventLog.withLock { $0 = log }
+    }
 
     /// Starts the pool and waits (at most `timeout`) until the server answers.
     public static func open(_ settings: PostgresSettings, logger: Logger, timeout: Duration = .seconds(15)) async throws -> PostgresServiceDatabase {
@@ -51,6 +58,8 @@ public final class PostgresServiceDatabase: Sendable {
 
     /// Closes every connection and stops the pool.
     public func close() async {
+        let log = eventLog.withLock { log -> PostgresEventLog? in defer { log = nil }; return log }
+        await log?.stop()
         let watching = monitor.withLock { task -> Task<Void, Never>? in defer { task = nil }; return task }
         watching?.cancel()
         await watching?.value
@@ -191,8 +200,19 @@ public final class PostgresServiceDatabase: Sendable {
             let turns: [UInt64?] = keys.map { Array(Set($0)).sorted() } ?? [nil]
             for key in turns { await ordered.acquire(key) }
             defer { for key in turns.reversed() { ordered.release(key) } }
-            let (result, applied) = try await transaction(idempotency: idempotency, body)
-            if applied { committed(result) }
+            guard let log = eventLog.withLock({ $0 }) else {
+                let (result, applied) = try await transaction(idempotency: idempotency, body)
+                if applied { committed(result) }
+                return result
+            }
+            // With an event log, the action runs inside the transaction: what it emits is kept
+            // with the mutation, so it commits (and is numbered) with it, or not at all.
+            let capture = EventCapture()
+            let (result, applied) = try await transaction(idempotency: idempotency, body) { connection, result in
+                EventCapture.$current.withValue(capture) { committed(result) }
+                try await log.append(capture, on: connection)
+            }
+            if applied { log.committed(capture) }
             return result
         }
     }
@@ -235,9 +255,13 @@ public final class PostgresServiceDatabase: Sendable {
         return n
     }
 
-    private func transaction<T>(idempotency: IdempotencyScope?, _ body: (PostgresConnection) async throws -> T) async throws -> (result: T, applied: Bool) {
+    /// - Parameter beforeCommit: runs after `body` in a transaction that will commit (not in a
+    ///   dry run), on its connection: a write's events are appended there.
+    private func transaction<T>(idempotency: IdempotencyScope?, _ body: (PostgresConnection) async throws -> T,
+                                beforeCommit: ((PostgresConnection, T) async throws -> Void)? = nil) async throws -> (result: T, applied: Bool) {
         let (result, applied, changedInDryRun) = try await inTransaction(begin: "BEGIN") { connection -> ((T, Bool, Bool), TransactionEnd) in
             let result = try await body(connection)
+            if idempotency?.dryRun != true { try await beforeCommit?(connection, result) }
             guard let idempotency else { return ((result, true, false), .commit) }
             if idempotency.dryRun {
                 // A transaction that wrote anything has been given a transaction id.

@@ -163,17 +163,38 @@ public protocol EventSink: Sendable {
     func emit(topic: String, method: String, payload: [UInt8])
     /// The same event to several topics (a fix for every viewer allowed to see it).
     func emit(topics: [String], method: String, payload: [UInt8])
+    /// An event about one person (`subject`, a user id): a sink that keeps events (a database's
+    /// event log) deletes it when that person is erased. Others ignore the subject.
+    func emit(topic: String, method: String, payload: [UInt8], subject: UInt64)
 }
 
 extension EventSink {
     public func emit(topics: [String], method: String, payload: [UInt8]) {
         for topic in topics { emit(topic: topic, method: method, payload: payload) }
     }
+
+    public func emit(topic: String, method: String, payload: [UInt8], subject: UInt64) {
+        emit(topic: topic, method: method, payload: payload)
+    }
 }
 
-extension Publisher: EventSink {
+/// A sink that also sends events numbered elsewhere (a database's event log, whose numbers and
+/// epoch every instance of a service shares) as they are: the PUB socket of one instance.
+public protocol RelayingEventSink: EventSink {
+    func relay(topic: String, method: String, payload: [UInt8], epoch: UInt64, sequence: UInt64)
+}
+
+extension Publisher: RelayingEventSink {
     public func emit(topic: String, method: String, payload: [UInt8]) {
         publish(topic: topic, method: method, payload: payload)
+    }
+
+    /// Sends an event numbered by the database's event log, under its epoch (not this
+    /// publisher's), leaving this publisher's own numbering alone. Relayed events must be
+    /// given in number order per stream.
+    public func relay(topic: String, method: String, payload: [UInt8], epoch: UInt64, sequence: UInt64) {
+        let base = Envelope(version: WireProtocol.version, kind: .event, method: method, payload: payload, epoch: epoch).serializedBytes()
+        outbox.post(.event(topic: Array(topic.utf8), envelope: Self.numbered(base, sequence: sequence)))
     }
 
     public func emit(topics: [String], method: String, payload: [UInt8]) {
@@ -206,3 +227,7 @@ public protocol NumberedEventSink: EventSink {
 }
 
 extension Publisher: NumberedEventSink {}
+
+/// What a service is given to announce its events: numbered by itself on one instance (SQLite),
+/// or relayed from its database's event log (PostgreSQL, any number of instances).
+public typealias ServiceEventSink = NumberedEventSink & RelayingEventSink
