@@ -144,7 +144,7 @@ public final class MetricsServer: Service, Sendable {
                 if let answer, answer.status == 200 { text = answer.body }
             }
         } else if let client = clients[child.name] {
-            let reply = try? await client.call(CommonMethods.metrics(child.name), CommonV1.MetricsRequest(token: child.scrapeToken ?? []),
+            let reply = try? await client.call(CommonMethods.metrics(child.member), CommonV1.MetricsRequest(token: child.scrapeToken ?? []),
                                                options: CallOptions(deadline: .seconds(2), idempotent: true))
             text = reply?.exposition
         }

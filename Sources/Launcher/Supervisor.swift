@@ -6,7 +6,10 @@ public import Wire
 
 /// One process the launcher keeps running.
 public struct ChildSpec: Sendable {
+    /// The member, or `<member>#<n>` for an instance past the first (logs, status, metrics).
     public var name: String
+    /// The deployment member it is (`accounts`): the service its Ping and metrics answer for.
+    public var member: String
     public var executable: String
     public var arguments: [String]
     /// The request endpoint answering `<name>.Ping`, for readiness.
@@ -25,7 +28,8 @@ public struct ChildSpec: Sendable {
 
     public init(name: String, executable: String, arguments: [String], endpoint: String,
                 environment: [String: String] = [:], probe: ClientSecurity = .plaintext, speaksHTTP: Bool = false,
-                scrapeToken: [UInt8]? = nil, trustedCertificateFile: String? = nil) {
+                scrapeToken: [UInt8]? = nil, trustedCertificateFile: String? = nil, member: String? = nil) {
+        self.member = member ?? name
         self.speaksHTTP = speaksHTTP
         self.trustedCertificateFile = trustedCertificateFile
         self.scrapeToken = scrapeToken
@@ -245,7 +249,7 @@ public final class Supervisor: Service, Sendable {
         var options = Self.probeOptions
         options.security = child.probe
         let client = WireClient(endpoint: child.endpoint, options: options, logger: logger)
-        let pong = try? await client.ping(service: child.name, deadline: .seconds(2))
+        let pong = try? await client.ping(service: child.member, deadline: .seconds(2))
         await client.close()
         return (pong != nil, pong.map(\.version))
     }
@@ -272,7 +276,7 @@ public final class Supervisor: Service, Sendable {
             guard running.withLock({ $0[child.name]?.isRunning ?? false }) else {
                 throw SupervisorError("\(child.name) exited during start-up: see \(runDirectory)/logs/\(child.name).log")
             }
-            if (try? await client.ping(service: child.name, deadline: .milliseconds(500))) != nil { return }
+            if (try? await client.ping(service: child.member, deadline: .milliseconds(500))) != nil { return }
             try await Task.sleep(for: .milliseconds(100))
         }
         throw SupervisorError("\(child.name) did not answer Ping at \(child.endpoint) within \(readyTimeout)")

@@ -27,6 +27,9 @@ public struct ServiceOptions: ParsableArguments, Sendable {
     @Flag(help: "DEBUGGING ONLY: no CurveZMQ on internal sockets; any process that reaches a port is believed.")
     public var insecurePlaintext = false
 
+    @Option(help: "Which instance of the service this process is, when its endpoints list several (comma-separated): 1 binds the first (env FRIENSO_INSTANCE; default 1).")
+    public var instance: Int?
+
     public init() {}
 
     /// Resolves options for `service` against the environment and the config file.
@@ -43,11 +46,20 @@ public struct ServiceOptions: ParsableArguments, Sendable {
             throw ConfigError("unknown log format \"\(formatName)\": text or json")
         }
         let baseDir = dataDir ?? environment["FRIENSO_DATA_DIR"] ?? file.dataDir ?? Defaults.dataDir
+        let instanceText = instance.map(String.init) ?? environment["FRIENSO_INSTANCE"] ?? "1"
+        guard let number = Int(instanceText), number >= 1 else { throw ConfigError("instance \"\(instanceText)\": a number from 1") }
+        let endpoints = endpoint ?? environment[envKey] ?? file.endpoints?[service] ?? Defaults.endpoints[service] ?? "tcp://127.0.0.1:*"
+        let list = EndpointList.split(endpoints)
+        guard number <= max(1, list.count) else {
+            throw ConfigError("\(service) instance \(number): its endpoints list \(list.count) (\(endpoints))")
+        }
         return ResolvedOptions(
             service: service,
             config: file,
             dataDirectory: URL(fileURLWithPath: baseDir).appendingPathComponent(service).path,
-            endpoint: endpoint ?? environment[envKey] ?? file.endpoints?[service] ?? Defaults.endpoints[service] ?? "tcp://127.0.0.1:*",
+            endpoint: list.isEmpty ? endpoints : list[number - 1],
+            instance: number,
+            instances: max(1, list.count),
             logLevel: level,
             logFormat: format,
             endpointFile: endpointFile,
@@ -65,7 +77,11 @@ public struct ResolvedOptions: Sendable {
     public var dataDirectory: String
     /// `<data-dir>`: every service's folder is in it.
     public var dataRoot: String { (dataDirectory as NSString).deletingLastPathComponent }
+    /// The endpoint this process binds: its instance's of the service's list.
     public var endpoint: String
+    /// Which instance this process is (1…), and how many the deployment's endpoints list.
+    public var instance: Int = 1
+    public var instances: Int = 1
     public var logLevel: Logger.Level
     /// `logFormat` in the config, or FRIENSO_LOG_FORMAT: text (default) or json.
     public var logFormat: LogFormat = .text
@@ -115,6 +131,25 @@ public struct ResolvedOptions: Sendable {
 
     public func deploymentEventEndpoint(of member: String) -> String {
         environment["FRIENSO_\(member.uppercased())_EVENTS"] ?? config.eventEndpoints?[member] ?? Defaults.eventEndpoints[member] ?? ""
+    }
+
+    /// Where this process publishes: its instance's of the service's event endpoints.
+    /// - Throws: `ConfigError` when the event endpoints list fewer instances than the request endpoints.
+    public func ownEventEndpoint() throws -> String {
+        let all = deploymentEventEndpoint(of: service)
+        let list = EndpointList.split(all)
+        guard list.count == instances || (instances == 1 && list.isEmpty) else {
+            throw ConfigError("\(service) lists \(instances) request endpoints but \(list.count) event endpoints (\(all)): one of each per instance")
+        }
+        return list.isEmpty ? all : list[instance - 1]
+    }
+
+    /// Refuses to start a service the deployment lists several instances of, when it cannot run
+    /// as one of several (`reason`: why not).
+    public func refuseSeveralInstances(_ reason: String) throws {
+        guard instances == 1 else {
+            throw ConfigError("\(service) is listed with \(instances) instances, but \(reason): list one endpoint for it")
+        }
     }
 
     /// The secret key (Z85) of the gateway's client socket, from the file `gateway.curveSecretKeyFile`

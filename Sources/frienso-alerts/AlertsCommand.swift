@@ -17,6 +17,7 @@ struct AlertsCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "alerts")
+        try resolved.refuseSeveralInstances("alerts runs on SQLite only, and its outbox has no row claims yet")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
         // PostgreSQL is accounts' only so far (issue 21): a configuration asking it of alerts is refused.
@@ -34,7 +35,7 @@ struct AlertsCommand: AsyncParsableCommand {
         let peers = RemotePeers(accounts: toAccounts, social: toSocial,
                                 geo: try plane.client("geo", at: resolved.peer("geo"), logger: logger), logger: logger,
                                 profiles: profiles, replicaCircle: { owner in replica.read { $0.circle(of: owner) } })
-        let publisher = plane.publisher(name: "alerts", endpoint: resolved.deploymentEventEndpoint(of: "alerts"), logger: logger)
+        let publisher = plane.publisher(name: "alerts", endpoint: try resolved.ownEventEndpoint(), logger: logger)
         let providers = try DeliveryProviders(resolved: resolved, logger: logger)
         let service = try AlertsService(directory: resolved.dataDirectory, peers: peers, events: publisher,
                                         config: AlertsConfig(resolved: resolved), sms: providers.sms, push: providers.push, logger: logger)

@@ -17,6 +17,7 @@ struct GeoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "geo")
+        try resolved.refuseSeveralInstances("geo's events are numbered by its process and its index is not yet fed across instances")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
         // PostgreSQL is accounts' only so far (issue 21): a configuration asking it of geo is refused.
@@ -25,7 +26,7 @@ struct GeoCommand: AsyncParsableCommand {
         let toSocial = try plane.client("social", at: resolved.peer("social"), logger: logger)
         let replica = SocialGraphReplica(social: toSocial, eventsEndpoint: try resolved.peerEvents("social"),
                                          eventsSecurity: try plane.client(of: "social"), logger: logger)
-        let publisher = plane.publisher(name: "geo", endpoint: resolved.deploymentEventEndpoint(of: "geo"), logger: logger)
+        let publisher = plane.publisher(name: "geo", endpoint: try resolved.ownEventEndpoint(), logger: logger)
         let media = try plane.client("media", at: resolved.peer("media"), logger: logger)
         let service = try GeoService(directory: resolved.dataDirectory, graph: replica, publisher: publisher,
                                      config: GeoConfig(resolved: resolved),

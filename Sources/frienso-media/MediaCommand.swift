@@ -15,6 +15,7 @@ struct MediaCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "media")
+        try resolved.refuseSeveralInstances("media runs on SQLite only (its photos are files on its host)")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
         // PostgreSQL is accounts' only so far (issue 21): a configuration asking it of media is refused.

@@ -110,6 +110,8 @@ final class LaunchedStack: @unchecked Sendable {
     /// The gateway's CurveZMQ public key, when it uses one.
     let serverKey: String?
     let launcher: ProcessHarness.Handle
+    /// What the launcher starts (`launch`: `accounts#2` for a second instance).
+    let members: [String]
 
     /// - Parameter environment: for the launcher and so for every service (e.g. an operator key).
     /// - Parameter configure: changes to the config file the launcher is given.
@@ -143,6 +145,7 @@ final class LaunchedStack: @unchecked Sendable {
             serverKey = nil
         }
         configure(&config)
+        members = config.launch ?? Self.services
         self.endpoints = config.endpoints ?? endpoints
         edge = (config.endpoints?["edge"] ?? endpoints["edge"]!).replacingOccurrences(of: "tcp://", with: "http://")
         try config.write(to: "\(dir)/frienso.json")
@@ -166,6 +169,7 @@ final class LaunchedStack: @unchecked Sendable {
         events = previous.events
         serverKey = previous.serverKey
         environment = previous.environment
+        members = previous.members
         launcher = try procs.start("launcher", executable: "frienso-launch", arguments: [
             "--config", "\(procs.workDirectory)/frienso.json", "--run-dir", run, "--data-dir", data, "--bin-dir", Repository.binaries.path],
             environment: environment)
@@ -196,7 +200,7 @@ final class LaunchedStack: @unchecked Sendable {
     /// leaves its children running). Call before `procs.shutdown()`.
     func shutdown() {
         procs.kill9(launcher.name)
-        for service in Self.services {
+        for service in Set(Self.services + members) {
             if let pid = pid(of: service) { kill(pid, SIGKILL) }
         }
     }

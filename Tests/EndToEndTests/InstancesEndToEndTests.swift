@@ -1,0 +1,151 @@
+import Foundation
+import FriensoProto
+import Synchronization
+import FriensoTesting
+import Launcher
+import ServiceKit
+import Testing
+import Wire
+
+/// Two instances of accounts on one PostgreSQL database, in one launched deployment
+/// (`launch: [..., "accounts", "accounts#2", ...]`, `endpoints.accounts` listing both): the
+/// gateway spreads calls over both, social's profile replica follows both instances' relays of
+/// one event stream, and a `kill -9` of one instance under a writer loses no acknowledged write,
+/// costs social's replica no reload, and the run says how long the writer stalled.
+@Suite("end to end: two instances of accounts", .serialized, .timeLimit(.minutes(4)))
+struct InstancesEndToEndTests {
+    @Test func twoAccountsInstances_shareTheWork_andOneDyingLosesNothing() async throws {
+        let server = try await PostgresTestServer.shared()
+        let database = try await server.createDatabase("instances")
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let passwordFile = "\(procs.workDirectory)/postgres-password"
+        try server.password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        chmod(passwordFile, 0o600)
+        let url = "postgres://\(PostgresTestServer.user)@127.0.0.1:\(server.port)/\(database)?sslmode=disable"
+        var extra: [DeadPort]? = [try DeadPort(), try DeadPort()]
+        let stack = try await LaunchedStack(procs) { config in
+            var accounts = config.accounts ?? FriensoConfig.AccountsSection()
+            accounts.storage = StorageSection(kind: "postgres", url: url, passwordFile: passwordFile)
+            config.accounts = accounts
+            let first = config.endpoints!["accounts"]!, firstEvents = config.eventEndpoints!["accounts"]!
+            config.endpoints?["accounts"] = EndpointList.join([first, extra![0].endpoint])
+            config.eventEndpoints?["accounts"] = EndpointList.join([firstEvents, extra![1].endpoint])
+            config.launch = LaunchedStack.services.flatMap { $0 == "accounts" ? ["accounts", "accounts#2"] : [$0] }
+            extra = nil // the ports are the launcher's now
+        }
+        defer { stack.shutdown() }
+        try await stack.showingLogsOnFailure {
+            try await eventually("both instances of accounts are ready", timeout: .seconds(60)) {
+                let members = (try? LaunchStatus.read(stack.run).members) ?? []
+                return members.filter { $0.name.hasPrefix("accounts") && $0.state == "ready" }.count == 2
+            }
+            // Registrations and logins through the gateway reach both instances.
+            let dana = stack.cli("dana")
+            #expect(try await dana.run(["register", "--username", "dana", "--email", "dana@example.org", "--phone", "+15625557701",
+                                        "--first-name", "Dana", "--last-name", "Scully", "--password-stdin"], stdin: "trust no one 1\n").status == 0)
+            #expect(try await dana.run(["login", "dana", "--password-stdin"], stdin: "trust no one 1\n").status == 0)
+            let fox = stack.client()
+            for i in 0..<8 {
+                _ = try await fox.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
+                    username: "fox\(i)", email: "fox\(i)@example.org", phone: "+156255577\(10 + i)", password: "i want to believe",
+                    firstName: "Fox", lastName: "Mulder"), mutation: true)
+            }
+            for log in ["accounts", "accounts#2"] {
+                let text = (try? String(contentsOfFile: "\(stack.run)/logs/\(log).log", encoding: .utf8)) ?? ""
+                #expect(text.contains("registered"), "\(log) served no registration: the gateway does not spread calls")
+            }
+
+            // Profile edits through either instance reach social's replica (a friend's list
+            // shows the latest name) in order, from one stream relayed by both.
+            _ = try await fox.login("fox0", password: "i want to believe")
+            #expect(try await dana.run(["friends", "add", "fox0"]).status == 0)
+            _ = try await fox.call(SocialV1.SocialService.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "dana"), mutation: true)
+            for name in ["Spooky", "Fox", "Agent", "Mulder-Scully"] {
+                _ = try await fox.call(AccountsV1.AccountsService.editProfile,
+                                       AccountsV1.EditProfileRequest(fields: ["last_name"], lastName: name), mutation: true)
+            }
+            try await eventually("dana's friend list shows fox0's last edit") {
+                let list = try await dana.run(["friends", "list"])
+                return list.status == 0 && list.output.contains("Mulder-Scully")
+            }
+            await fox.close()
+            let snapshotsBefore = try await Self.profileSnapshots(stack)
+
+            // A writer registers while the first instance is killed (the launcher restarts it).
+            let run = try await Self.registerWhileKilling(stack)
+            print("two accounts instances, kill -9 of one: \(run.acknowledged.count) registrations acknowledged, \(run.failures) failed "
+                  + "(\(run.codes.sorted().joined(separator: ", "))), longest stall \(run.longestStall)")
+            #expect(run.acknowledged.count >= 10, "the writer made progress: \(run.acknowledged.count)")
+            #expect(run.codes.isSubset(of: ["UNAVAILABLE", "DEADLINE_EXCEEDED"]), "only transient errors: \(run.codes)")
+            for name in run.acknowledged {
+                let login = try await stack.cli("check-\(name)").run(["login", name, "--password-stdin"], stdin: "a long password 1\n")
+                #expect(login.status == 0, "\(name) was acknowledged and must log in: \(login.output)")
+            }
+            // The log's epoch is the database's: the restarted instance is not a new stream, so
+            // social's replica did not have to reload it (one publisher's restart would).
+            let snapshotsAfter = try await Self.profileSnapshots(stack)
+            #expect(snapshotsAfter == snapshotsBefore, "social reloaded accounts' profiles: \(snapshotsBefore) → \(snapshotsAfter)")
+        }
+    }
+
+    /// `frienso_replica_snapshots_total` of social's profile replica, from the launcher's metrics.
+    static func profileSnapshots(_ stack: LaunchedStack) async throws -> Double {
+        let endpoint = try #require(try LaunchStatus.read(stack.run).metricsEndpoint)
+        let text = try #require(HTTPProbe.get(endpoint.replacingOccurrences(of: "/metrics", with: ""), path: "/metrics")?.body)
+        let line = try #require(text.split(separator: "\n").first {
+            $0.hasPrefix("frienso_replica_snapshots_total{") && $0.contains("service=\"social\"") && $0.contains("stream=\"profiles\"")
+        }, "no profile replica metric in:\n\(text.prefix(2000))")
+        return try #require(Double(line.split(separator: " ").last ?? ""))
+    }
+
+    final class Writer: Sendable {
+        let state = Mutex(WriterRun(acknowledged: [], failures: 0, codes: [], longestStall: .zero))
+        let stop = Atomic<Bool>(false)
+    }
+
+    struct WriterRun: Sendable {
+        var acknowledged: [String]
+        var failures: Int
+        var codes: Set<String>
+        var longestStall: Duration
+    }
+
+    /// Registers users one after another while the first instance of accounts is killed with
+    /// SIGKILL; the launcher restarts it.
+    static func registerWhileKilling(_ stack: LaunchedStack) async throws -> WriterRun {
+        let client = stack.client(deadline: .seconds(5))
+        let writer = Writer()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var n = 0
+                var last = ContinuousClock.now
+                while !writer.stop.load(ordering: .relaxed) {
+                    n += 1
+                    let name = "inst\(n)"
+                    do throws(RPCError) {
+                        _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
+                            username: name, email: "\(name)@example.org", phone: "+1562558\(String(format: "%04d", n))",
+                            password: "a long password 1", firstName: "W", lastName: "R"), mutation: true)
+                        let now = ContinuousClock.now
+                        writer.state.withLock {
+                            $0.acknowledged.append(name)
+                            $0.longestStall = max($0.longestStall, last.duration(to: now))
+                        }
+                        last = now
+                    } catch {
+                        writer.state.withLock { $0.failures += 1; $0.codes.insert(error.code.name) }
+                    }
+                }
+            }
+            try await eventually("the writer registered a few before the kill", timeout: .seconds(30)) { writer.state.withLock { $0.acknowledged.count } >= 5 }
+            try await stack.kill9AndAwaitRestart("accounts")
+            let after = writer.state.withLock { $0.acknowledged.count }
+            try await eventually("the writer goes on after the restart", timeout: .seconds(30)) { writer.state.withLock { $0.acknowledged.count } >= after + 5 }
+            writer.stop.store(true, ordering: .relaxed)
+            try await group.waitForAll()
+        }
+        await client.close()
+        return writer.state.withLock { $0 }
+    }
+}
