@@ -15,20 +15,15 @@ import Wire
 @Suite("end to end: accounts and social on PostgreSQL", .serialized, .timeLimit(.minutes(4)))
 struct PostgresEndToEndTests {
     @Test func theDeploymentRunsAccountsAndSocialOnPostgreSQL_andAcknowledgedWritesSurviveKill9() async throws {
-        let server = try await PostgresTestServer.shared()
-        let database = try await server.createDatabase("e2e")
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
-        let passwordFile = "\(procs.workDirectory)/postgres-password"
-        try server.password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
-        chmod(passwordFile, 0o600)
-        let url = "postgres://\(PostgresTestServer.user)@127.0.0.1:\(server.port)/\(database)?sslmode=disable"
+        let (server, database, storage) = try await PostgresTestServer.deploymentStorage("e2e", in: procs)
         let stack = try await LaunchedStack(procs) { config in
             var accounts = config.accounts ?? FriensoConfig.AccountsSection()
-            accounts.storage = StorageSection(kind: "postgres", url: url, passwordFile: passwordFile)
+            accounts.storage = storage
             config.accounts = accounts
             var social = config.social ?? FriensoConfig.SocialSection()
-            social.storage = StorageSection(kind: "postgres", url: url, passwordFile: passwordFile)
+            social.storage = storage
             config.social = social
         }
         defer { stack.shutdown() }

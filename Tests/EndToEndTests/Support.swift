@@ -4,6 +4,7 @@ import FriensoTesting
 import GRDB
 import Launcher
 import Logging
+import PostgresHarness
 import ServiceKit
 import Testing
 import Wire
@@ -263,5 +264,19 @@ extension LaunchedStack {
             Issue.record("\(error)\n\(logs())")
             throw error
         }
+    }
+}
+
+extension PostgresTestServer {
+    /// A fresh database of the test server for a launched deployment, and the storage section
+    /// that reaches it: the password in a file of the test's folder (mode 600), never in the URL.
+    static func deploymentStorage(_ name: String, in procs: ProcessHarness) async throws -> (LocalPostgresServer, String, StorageSection) {
+        let server = try await PostgresTestServer.shared()
+        let database = try await server.createDatabase(name)
+        let passwordFile = "\(procs.workDirectory)/postgres-password"
+        try server.password.write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        chmod(passwordFile, 0o600)
+        let url = "postgres://\(PostgresTestServer.user)@127.0.0.1:\(server.port)/\(database)?sslmode=disable"
+        return (server, database, StorageSection(kind: "postgres", url: url, passwordFile: passwordFile))
     }
 }

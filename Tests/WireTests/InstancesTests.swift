@@ -103,4 +103,36 @@ struct InstancesTests {
             await client.close()
         }
     }
+
+    /// An instance whose process dies (its connection closes) with calls in flight: the client
+    /// learns it from the socket's monitor at once, not after its dead window, and the
+    /// resendable calls are answered by the other instance. The dead window here (15 s) is
+    /// longer than the calls' deadline, so without the monitor they would fail.
+    @Test func instanceWhoseConnectionDrops_isLeftAtOnce_resendableCallsGoToTheOther() async throws {
+        let logs = CapturedLogs()
+        let blackHole = try await BlackHole.start()
+        try await withTwoHosts(logs) { endpoints, counts in
+            var options = ClientOptions()
+            options.heartbeatInterval = .seconds(5)
+            let client = WireClient(endpoint: EndpointList.join([blackHole.endpoint, endpoints[1]]), options: options, logger: logs.logger("client"))
+            let calls = (0..<6).map { i in
+                Task { () -> Bool in
+                    do throws(RPCError) {
+                        _ = try await client.call(echo, CommonV1.PingRequest(echo: [UInt8(i)]),
+                                                  options: CallOptions(deadline: .seconds(8), idempotencyKey: "drop\(i)"))
+                        return true
+                    } catch {
+                        return false
+                    }
+                }
+            }
+            try await eventually("some calls reached the instance that will die") { (0..<6).contains { blackHole.requests("drop\($0)") > 0 } }
+            await blackHole.stop() // its socket closes: the connection drops
+            var answered = 0
+            for call in calls where await call.value { answered += 1 }
+            #expect(answered == 6, "calls lost with the dropped connection: \(6 - answered)\n\(logs.dump())")
+            #expect(counts[1].count == 6)
+            await client.close()
+        }
+    }
 }

@@ -67,6 +67,11 @@ final class ClientLoop: ReactorComponent {
     /// Where `WireClient` finds this loop from the reactor thread; emptied when the loop closes.
     private let slot: Slot
     private var socket: ZMQSocket?
+    /// The socket's monitor: tells at once when the connection drops (the peer's process died,
+    /// its host closed it), where heartbeats would take the dead window to notice.
+    private var monitor: ZMQSocket?
+    /// The connection dropped and nothing was heard since (the peer may be restarting).
+    private var disconnected = false
     private var pending: [UInt64: Pending] = [:]
     /// Ids of pending calls not yet handed to libzmq, oldest first.
     private var unsent: [UInt64] = []
@@ -100,7 +105,7 @@ final class ClientLoop: ReactorComponent {
     let health: Health
 
     /// Whether this loop's peer answers (reactor thread).
-    var isAnswering: Bool { socket != nil && !peerDown }
+    var isAnswering: Bool { socket != nil && !peerDown && !disconnected }
 
     init(endpoint: String, options: ClientOptions, context: ZMQContext, commands: CommandQueue<ClientCommand>,
          events: AsyncStream<ClientEvent>.Continuation, logger: Logger, finished: OneShot<Void>, slot: Slot, health: Health = Health()) {
@@ -123,10 +128,15 @@ final class ClientLoop: ReactorComponent {
     // MARK: ReactorComponent
 
     func pollItems() -> [zmq_pollitem_t] {
-        socket.map { [$0.pollItem()] } ?? []
+        guard let socket else { return [] }
+        return [socket.pollItem()] + (monitor.map { [$0.pollItem()] } ?? [])
     }
 
     func readable(_ index: Int) {
+        if index == 1 {
+            readMonitor()
+            return
+        }
         guard let socket else { return }
         do {
             try receive(socket)
@@ -160,6 +170,7 @@ final class ClientLoop: ReactorComponent {
         for case .call(let request) in commands.close() {
             request.fail(.unavailable("client closed"))
         }
+        monitor = nil
         socket = nil
         events.finish()
         finished.fulfil(())
@@ -175,6 +186,7 @@ final class ClientLoop: ReactorComponent {
             try socket.set(ZMQ_RECONNECT_IVL, 100)
             try socket.set(ZMQ_RECONNECT_IVL_MAX, 2_000)
             try socket.secure(options.security)
+            monitor = try? socket.monitor(events: ZMQ_EVENT_DISCONNECTED)
             try socket.connect(endpoint)
             self.socket = socket
         } catch {
@@ -190,7 +202,9 @@ final class ClientLoop: ReactorComponent {
     /// Lazy Pirate: the peer went silent. Close, reopen, and resend what may be resent.
     private func reconnect() {
         logger.info("peer silent, reopening the socket", metadata: ["endpoint": "\(endpoint)", "pending": "\(pending.count)"])
+        monitor = nil
         socket = nil
+        disconnected = false
         setPeerDown(true)
         // Back off: each silent window is longer, up to 8 × the base.
         deadWindow = min(deadWindow * 2, options.deadAfter * 8)
@@ -249,9 +263,9 @@ final class ClientLoop: ReactorComponent {
     }
 
     private func take(_ request: Pending) {
-        if peerDown {
+        if peerDown || disconnected {
             if handOff?(request) == true { return }
-            if options.failFastWhenPeerDown {
+            if peerDown && options.failFastWhenPeerDown {
                 request.fail(.unavailable("\(endpoint) is not answering"))
                 return
             }
@@ -270,7 +284,39 @@ final class ClientLoop: ReactorComponent {
 
     private func setPeerDown(_ down: Bool) {
         peerDown = down
-        health.answering.store(!down, ordering: .relaxed)
+        health.answering.store(!down && !disconnected, ordering: .relaxed)
+    }
+
+    /// Reads the monitor: a dropped connection loses every call sent on it. The resendable ones
+    /// go to another instance, or wait to be sent again when the connection is back (libzmq
+    /// reconnects by itself: a restarted peer answers them); the others fail now, UNAVAILABLE,
+    /// not at their deadline. New calls go to another instance until the peer is heard again.
+    private func readMonitor() {
+        guard let monitor else { return }
+        var dropped = false
+        while let event = try? monitor.monitorEvent() {
+            if event == ZMQ_EVENT_DISCONNECTED { dropped = true }
+        }
+        guard dropped else { return }
+        logger.info("connection to the peer dropped", metadata: ["endpoint": "\(endpoint)", "pending": "\(pending.count)"])
+        disconnected = true
+        health.answering.store(false, ordering: .relaxed)
+        for (id, request) in pending {
+            if request.sent && !(request.retryable && request.attempts < options.maxAttempts) {
+                pending[id] = nil
+                request.fail(.unavailable("lost the connection to \(endpoint) while waiting for the reply"))
+                continue
+            }
+            let wasSent = request.sent
+            request.sent = false
+            if handOff?(request) == true {
+                pending[id] = nil
+            } else if wasSent {
+                unsent.append(id)
+            }
+        }
+        unsent.removeAll { pending[$0] == nil }
+        flushUnsent()
     }
 
     private func flushUnsent() {
@@ -320,6 +366,10 @@ final class ClientLoop: ReactorComponent {
             // Decoded in libzmq's memory: the reply's bytes are not copied first.
             guard let message = try socket.receive(dontWait: true, decodingLast: { try? Envelope(serializedBuffer: $0) }) else { return }
             lastHeard = .now
+            if disconnected {
+                disconnected = false
+                health.answering.store(!peerDown, ordering: .relaxed)
+            }
             if peerDown {
                 setPeerDown(false)
                 deadWindow = options.deadAfter

@@ -1,6 +1,7 @@
 import CZeroMQ
 public import FriensoProto
 import Glibc
+import Synchronization
 
 /// A libzmq socket with exactly one owner: it is not `Sendable`, so the compiler keeps it on the
 /// thread that made it. The raw handle never leaves this type; the socket closes in `deinit`,
@@ -8,7 +9,7 @@ import Glibc
 /// last replies are not dropped).
 public final class ZMQSocket {
     public enum Kind: Sendable {
-        case router, dealer, pub, sub, req, rep
+        case router, dealer, pub, sub, req, rep, pair
 
         var raw: Int32 {
             switch self {
@@ -18,6 +19,7 @@ public final class ZMQSocket {
             case .sub: ZMQ_SUB
             case .req: ZMQ_REQ
             case .rep: ZMQ_REP
+            case .pair: ZMQ_PAIR
             }
         }
     }
@@ -110,6 +112,24 @@ public final class ZMQSocket {
 
     public func connect(_ endpoint: String) throws(ZMQError) {
         guard zmq_connect(handle, endpoint) == 0 else { throw ZMQError("zmq_connect(\(endpoint))") }
+    }
+
+    private static let monitors = Atomic<UInt64>(0)
+
+    /// A PAIR socket receiving this socket's `events` (`ZMQ_EVENT_DISCONNECTED`…), as libzmq's
+    /// socket monitor sends them: read them with `monitorEvent`. It lives on this socket's thread.
+    public func monitor(events: Int32) throws(ZMQError) -> ZMQSocket {
+        let address = "inproc://frienso-monitor-\(Self.monitors.add(1, ordering: .relaxed).newValue)"
+        guard zmq_socket_monitor(handle, address, events) == 0 else { throw ZMQError("zmq_socket_monitor") }
+        let pair = try ZMQSocket(context, .pair)
+        try pair.connect(address)
+        return pair
+    }
+
+    /// The next event on a monitor socket (`monitor(events:)`), nil when none is waiting.
+    public func monitorEvent() throws(ZMQError) -> Int32? {
+        guard let message = try receive(dontWait: true), let first = message.frames.first, first.count >= 2 else { return nil }
+        return Int32(UInt16(first[0]) | UInt16(first[1]) << 8) // host order: little-endian on every platform we build for
     }
 
     // MARK: Messages
