@@ -99,6 +99,17 @@ extension ResolvedOptions {
     }
 }
 
+extension ResolvedOptions {
+    /// For a service whose instances share everything through its database (accounts, social):
+    /// several instances need PostgreSQL; says which instance this is when there are several.
+    public func refuseSeveralInstances(on storage: StorageEngine, logger: Logger) throws {
+        if case .sqlite = storage {
+            try refuseSeveralInstances("instances of \(service) share their data through PostgreSQL (storage kind \"postgres\"), not a SQLite file")
+        }
+        if instances > 1 { logger.info("instance", metadata: ["instance": "\(instance)", "of": "\(instances)"]) }
+    }
+}
+
 extension StorageEngine {
     /// Closes PostgreSQL's pool (nothing for SQLite).
     public func close() async {

@@ -52,7 +52,11 @@ public final class SocialService: Sendable {
     }
 
     /// Opens social's storage on `engine` (its migrations run first), as `init(directory:…)`.
-    public static func open(_ engine: StorageEngine, accounts: any RPCCalling, publisher: any NumberedEventSink, circleLimit: Int = 3,
+    /// On PostgreSQL the graph events go to the database's event log (`PostgresEventLog`), in the
+    /// mutations' transactions, and `publisher` relays them: any number of instances publish one
+    /// stream, and each drops the cached friend lists another instance's changes touched as it
+    /// relays them (within the log's poll interval).
+    public static func open(_ engine: StorageEngine, accounts: any RPCCalling, publisher: any ServiceEventSink, circleLimit: Int = 3,
                             pokeInterval: Duration = .seconds(60), snapshotPageSize: Int = 100_000, geo: (any RPCCalling)? = nil,
                             profiles: ProfileReplica? = nil, now: (@Sendable () -> Int64)? = nil) async throws -> SocialService {
         switch engine {
@@ -61,8 +65,11 @@ public final class SocialService: Sendable {
                                      pokeInterval: pokeInterval, snapshotPageSize: snapshotPageSize, geo: geo, profiles: profiles, now: now)
         case .postgres(let database):
             let friendLists = FriendListCache()
-            let store = try await PostgresSocialStore.open(database, onCommit: announcer(friendLists: friendLists, publisher: publisher))
-            return SocialService(store: store, friendLists: friendLists, accounts: accounts, publisher: publisher, circleLimit: circleLimit,
+            let log = try await PostgresEventLog.open(database, streams: [graphStream], publisher: publisher) { _, payload in
+                if let event = try? SocialV1.GraphEvent(serializedBytes: payload) { friendLists.touched([event.userA, event.userB]) }
+            }
+            let store = try await PostgresSocialStore.open(database, onCommit: announcer(friendLists: friendLists, publisher: log))
+            return SocialService(store: store, friendLists: friendLists, accounts: accounts, publisher: log, circleLimit: circleLimit,
                                  pokeInterval: pokeInterval, snapshotPageSize: snapshotPageSize, geo: geo, profiles: profiles, now: now)
         }
     }
@@ -87,7 +94,9 @@ public final class SocialService: Sendable {
     /// acknowledged): no cached friend list outlives it, and the replicas hear of it.
     static func announcer(friendLists: FriendListCache, publisher: any NumberedEventSink) -> @Sendable ([SocialV1.GraphEvent]) -> Void {
         { events in
-            friendLists.touched(events.flatMap { [$0.userA, $0.userB] })
+            let users = events.flatMap { [$0.userA, $0.userB] }
+            friendLists.touched(users)
+            PostgresEventLog.alsoAfterCommit { friendLists.touched(users) }
             for event in events {
                 publisher.emit(topic: graphStream, method: "social.GraphEvent", payload: event.serializedBytes())
             }

@@ -19,10 +19,7 @@ struct AccountsCommand: AsyncParsableCommand {
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
         let storage = try await resolved.openStorage(for: "accounts", logger: logger)
-        if case .sqlite = storage {
-            try resolved.refuseSeveralInstances("instances of accounts share their data through PostgreSQL (storage kind \"postgres\"), not a SQLite file")
-        }
-        if resolved.instances > 1 { logger.info("instance", metadata: ["instance": "\(resolved.instance)", "of": "\(resolved.instances)"]) }
+        try resolved.refuseSeveralInstances(on: storage, logger: logger)
         let publisher = plane.publisher(name: "accounts", endpoint: try resolved.ownEventEndpoint(), logger: logger)
         // Blocks hide a blocker's profile from the blocked user: accounts follows social's graph
         // when the deployment has social (a deployment without it has no blocks).

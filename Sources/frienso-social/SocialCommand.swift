@@ -14,10 +14,10 @@ struct SocialCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "social")
-        try resolved.refuseSeveralInstances("social's graph events are still numbered by its process (only accounts keeps its events in the database yet)")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
         let storage = try await resolved.openStorage(for: "social", logger: logger)
+        try resolved.refuseSeveralInstances(on: storage, logger: logger)
         let accounts = try plane.client("accounts", at: resolved.peer("accounts"), logger: logger)
         let publisher = plane.publisher(name: "social", endpoint: try resolved.ownEventEndpoint(), logger: logger)
         let geo = try plane.client("geo", at: resolved.peer("geo"), logger: logger)

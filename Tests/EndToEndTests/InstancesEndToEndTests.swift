@@ -7,33 +7,40 @@ import ServiceKit
 import Testing
 import Wire
 
-/// Two instances of accounts on one PostgreSQL database, in one launched deployment
-/// (`launch: [..., "accounts", "accounts#2", ...]`, `endpoints.accounts` listing both): the
-/// gateway spreads calls over both, social's profile replica follows both instances' relays of
-/// one event stream, and a `kill -9` of one instance under a writer loses no acknowledged write,
-/// costs social's replica no reload, and the run says how long the writer stalled.
-@Suite("end to end: two instances of accounts", .serialized, .timeLimit(.minutes(4)))
+/// Two instances of accounts and two of social on one PostgreSQL database, in one launched
+/// deployment (`launch: [..., "accounts", "accounts#2", "social", "social#2", ...]`, their
+/// endpoints listing both): the gateway spreads calls over both, social's profile replica follows
+/// both accounts instances' relays of one event stream, each social instance drops the friend
+/// lists the other's changes touched, and a `kill -9` of one accounts instance under a writer
+/// loses no acknowledged write, costs social's replica no reload, and the run says how long the
+/// writer stalled.
+@Suite("end to end: two instances of accounts and of social", .serialized, .timeLimit(.minutes(4)))
 struct InstancesEndToEndTests {
-    @Test func twoAccountsInstances_shareTheWork_andOneDyingLosesNothing() async throws {
+    @Test func twoInstancesOfAccountsAndSocial_shareTheWork_andOneDyingLosesNothing() async throws {
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
         let (_, _, storage) = try await PostgresTestServer.deploymentStorage("instances", in: procs)
-        var extra: [DeadPort]? = [try DeadPort(), try DeadPort()]
+        var extra: [DeadPort]? = try (0..<4).map { _ in try DeadPort() }
         let stack = try await LaunchedStack(procs) { config in
             var accounts = config.accounts ?? FriensoConfig.AccountsSection()
             accounts.storage = storage
             config.accounts = accounts
-            let first = config.endpoints!["accounts"]!, firstEvents = config.eventEndpoints!["accounts"]!
-            config.endpoints?["accounts"] = EndpointList.join([first, extra![0].endpoint])
-            config.eventEndpoints?["accounts"] = EndpointList.join([firstEvents, extra![1].endpoint])
-            config.launch = LaunchedStack.services.flatMap { $0 == "accounts" ? ["accounts", "accounts#2"] : [$0] }
+            var social = config.social ?? FriensoConfig.SocialSection()
+            social.storage = storage
+            config.social = social
+            for (i, member) in ["accounts", "social"].enumerated() {
+                let first = config.endpoints![member]!, firstEvents = config.eventEndpoints![member]!
+                config.endpoints?[member] = EndpointList.join([first, extra![2 * i].endpoint])
+                config.eventEndpoints?[member] = EndpointList.join([firstEvents, extra![2 * i + 1].endpoint])
+            }
+            config.launch = LaunchedStack.services.flatMap { ["accounts", "social"].contains($0) ? [$0, "\($0)#2"] : [$0] }
             extra = nil // the ports are the launcher's now
         }
         defer { stack.shutdown() }
         try await stack.showingLogsOnFailure {
-            try await eventually("both instances of accounts are ready", timeout: .seconds(60)) {
+            try await eventually("both instances of accounts and of social are ready", timeout: .seconds(60)) {
                 let members = (try? LaunchStatus.read(stack.run).members) ?? []
-                return members.filter { $0.name.hasPrefix("accounts") && $0.state == "ready" }.count == 2
+                return members.filter { ($0.name.hasPrefix("accounts") || $0.name.hasPrefix("social")) && $0.state == "ready" }.count == 4
             }
             // Registrations and logins through the gateway reach both instances.
             let dana = stack.cli("dana")
@@ -64,6 +71,24 @@ struct InstancesEndToEndTests {
                 let list = try await dana.run(["friends", "list"])
                 return list.status == 0 && list.output.contains("Mulder-Scully")
             }
+            // Friend lists are cached per instance: a change through either instance drops the
+            // other's copy as it relays the change from the log, within its poll interval.
+            for _ in 0..<4 { #expect(try await dana.run(["friends", "list"]).output.contains("fox0")) }
+            _ = try await fox.call(SocialV1.SocialService.removeFriend, SocialV1.RemoveFriendRequest(username: "dana"), mutation: true)
+            // Within the log's poll interval (200 ms) both instances have it: two lists in a row
+            // (one from each: the gateway takes them in turn), then never the old list again.
+            try await eventually("dana's list no longer shows fox0 on either instance") {
+                for _ in 0..<2 where try await dana.run(["friends", "list"]).output.contains("fox0") { return false }
+                return true
+            }
+            for _ in 0..<6 {
+                let list = try await dana.run(["friends", "list"])
+                #expect(list.status == 0 && !list.output.contains("fox0"), "an instance kept a stale list: \(list.output)")
+            }
+            for log in ["social", "social#2"] {
+                let text = (try? String(contentsOfFile: "\(stack.run)/logs/\(log).log", encoding: .utf8)) ?? ""
+                #expect(text.contains("listening"), "\(log) did not start")
+            }
             await fox.close()
             let snapshotsBefore = try await Self.profileSnapshots(stack)
 
@@ -73,7 +98,7 @@ struct InstancesEndToEndTests {
                   + "\(run.appliedReplyLost.count) applied with their reply lost, \(run.failures) failed "
                   + "(\(run.codes.sorted().joined(separator: ", "))), longest stall \(run.longestStall)")
             #expect(run.acknowledged.count >= 10, "the writer made progress: \(run.acknowledged.count)")
-            #expect(run.codes.isSubset(of: ["UNAVAILABLE", "DEADLINE_EXCEEDED"]), "only transient errors: \(run.codes)")
+            #expect(run.codes.isSubset(of: ["UNAVAILABLE", "DEADLINE_EXCEEDED"]), "only transient errors: \(run.messages)")
             for name in run.acknowledged + run.appliedReplyLost {
                 let login = try await stack.cli("check-\(name)").run(["login", name, "--password-stdin"], stdin: "a long password 1\n")
                 #expect(login.status == 0, "\(name) was acknowledged and must log in: \(login.output)")
@@ -104,6 +129,7 @@ struct InstancesEndToEndTests {
         var acknowledged: [String]
         /// Retries answered ALREADY_EXISTS "applied once already": committed, reply lost.
         var appliedReplyLost: [String]
+        var messages: [String] = []
         var failures: Int
         var codes: Set<String>
         var longestStall: Duration
@@ -136,7 +162,7 @@ struct InstancesEndToEndTests {
                         // retry is told so (a durable write, not a lost one).
                         writer.state.withLock { $0.appliedReplyLost.append(name) }
                     } catch {
-                        writer.state.withLock { $0.failures += 1; $0.codes.insert(error.code.name) }
+                        writer.state.withLock { $0.failures += 1; $0.codes.insert(error.code.name); $0.messages.append(error.message) }
                     }
                 }
             }

@@ -77,7 +77,7 @@ struct PostgresEndToEndTests {
                     "every acknowledged request survived: \(requested) vs \(outgoing.compactMap { $0.to?.username })")
             await client.close()
             let socialMigrations = try await server.psql(database, "SELECT string_agg(name, ',' ORDER BY name) FROM social.schema_migrations")
-            #expect(socialMigrations == "idempotent_replies,social_v1")
+            #expect(socialMigrations == "event_log_v1,idempotent_replies,social_v1")
             let friendships = try await server.psql(database, "SELECT count(*) FROM social.friendships")
             #expect(friendships == "1")
             #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/social/social.sqlite"))

@@ -106,8 +106,9 @@ struct ConcurrencyTests {
         let accounts = RouterClient(try accountsService(temp.path), name: "accounts", logger: logs.logger("accounts"))
         let first = try await storage.open(), second = try await storage.open()
         do {
-            let one = RouterClient(try await SocialService.open(first, accounts: accounts, publisher: EventRecorder()), name: "social", logger: logs.logger("social-1"))
-            let two = RouterClient(try await SocialService.open(second, accounts: accounts, publisher: EventRecorder()), name: "social", logger: logs.logger("social-2"))
+            let relays = [EventRecorder(), EventRecorder()]
+            let one = RouterClient(try await SocialService.open(first, accounts: accounts, publisher: relays[0]), name: "social", logger: logs.logger("social-1"))
+            let two = RouterClient(try await SocialService.open(second, accounts: accounts, publisher: relays[1]), name: "social", logger: logs.logger("social-2"))
             let viaOne = InProcessGateway(["accounts": accounts, "social": one]), viaTwo = InProcessGateway(["accounts": accounts, "social": two])
             let stack = SocialStack(gateway: viaOne, social: one, events: EventRecorder(), logs: logs)
             var ids: [UInt64] = []
@@ -136,6 +137,16 @@ struct ConcurrencyTests {
                 return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
             }
             #expect(added == 3)
+            // One graph stream, numbered by the database, whichever instance committed: each
+            // instance relays all of it, 1…n, no gap, no repeat.
+            let head = try await one.call(API.graphSnapshot, SocialV1.GraphSnapshotRequest(sequenceOnly: true)).sequence
+            #expect(head >= UInt64(ids.count / 2), "a friendship per pair at least: \(head)")
+            for recorder in relays {
+                try await eventually("every graph event relayed by each instance") {
+                    recorder.relayed.filter { $0.topic == SocialService.graphStream }.count >= Int(head)
+                }
+                #expect(recorder.relayed.filter { $0.topic == SocialService.graphStream }.map(\.sequence) == Array(1...head))
+            }
             await first.close()
             await second.close()
         } catch {

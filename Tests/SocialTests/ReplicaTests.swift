@@ -77,7 +77,7 @@ struct ReplicaTests {
         }
     }
 
-    @Test(arguments: Engine.allCases) func restartOfSocial_newEpoch_triggersAResync(engine: Engine) async throws {
+    @Test(arguments: Engine.allCases) func restartOfSocial_isFollowed_aNewEpochOnSQLite_theLogsOwnOnPostgres(engine: Engine) async throws {
         let dir = try TemporaryDirectory("frienso-replica")
         defer { dir.remove() }
         let storage = try await TestStorage.fresh(engine, service: "social")
@@ -100,15 +100,23 @@ struct ReplicaTests {
                 try await eventually("replicated before the restart") { replica.areFriends(fayID, gusID) }
                 return (replica.status.epoch, (fayID, gusID))
             }
-            // Social is down now; it comes back on the same endpoints and data, with a new epoch.
+            // Social is down now; it comes back on the same endpoints and data. On SQLite its
+            // process numbers the stream: a new epoch, and the replica loads a new snapshot. On
+            // PostgreSQL the database's event log numbers it: the same epoch, the numbers go on.
+            // (The replica may still load a snapshot there: an event published before its SUB
+            // socket joined the new publisher is a gap.)
+            let snapshotsBefore = replica.status.snapshots
             try await withSocialOverSockets(storage: storage, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
                 let fay = FriensoClient(gateway: stack.endpoint, logger: stack.logs.logger("fay"))
                 _ = try await fay.login("r_fay", password: "password r_fay")
                 _ = try await fay.call(API.removeFriend, SocialV1.RemoveFriendRequest(username: "r_gus"))
-                try await eventually("resynced to the new epoch and applying its events", timeout: .seconds(20)) {
-                    replica.status.epoch != firstEpoch && !replica.areFriends(ids.0, ids.1)
+                try await eventually("following the restarted social's events", timeout: .seconds(20)) {
+                    !replica.areFriends(ids.0, ids.1) && (engine == .postgres || replica.status.epoch != firstEpoch)
                 }
-                #expect(replica.status.snapshots >= 2)
+                switch engine {
+                case .sqlite: #expect(replica.status.snapshots > snapshotsBefore)
+                case .postgres: #expect(replica.status.epoch == firstEpoch)
+                }
             }
         }
         await client.close()

@@ -3,7 +3,7 @@ import Storage
 /// Accounts' tables on PostgreSQL: the SQLite schema's columns in PostgreSQL's types, and the
 /// migrations that made them (`PostgresServiceDatabase.migrate` applies what is missing).
 extension PostgresAccountsStore {
-    static let migrations: [PostgresMigration] = PostgresReplyStore.migrations + PostgresEventLog.migrations + [
+    static let migrations: [PostgresMigration] = PostgresReplyStore.migrations + [
         PostgresMigration("accounts_v1", [
             """
             CREATE TABLE users (

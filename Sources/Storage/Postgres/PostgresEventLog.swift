@@ -51,6 +51,7 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
     public let streams: Set<String>
     private let database: PostgresServiceDatabase
     private let publisher: (any RelayingEventSink)?
+    private let relayed: (@Sendable (String, [UInt8]) -> Void)?
     private let pollInterval: Duration
     private let retention: Duration
     private let logger: Logger
@@ -65,8 +66,12 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
     /// - Parameters:
     ///   - streams: the streams kept here (`profiles`, `sessions`); every other topic is live.
     ///   - publisher: this instance's PUB socket; nil: events are kept but not relayed (tests).
+    ///   - relayed: told of every kept event as this instance relays it (its own and the other
+    ///     instances'), in number order: for caches that must follow every instance's changes.
     public static func open(_ database: PostgresServiceDatabase, streams: Set<String>, publisher: (any RelayingEventSink)?,
+                            relayed: (@Sendable (_ topic: String, _ payload: [UInt8]) -> Void)? = nil,
                             pollInterval: Duration = .milliseconds(200), retention: Duration = .seconds(3_600)) async throws -> PostgresEventLog {
+        try await database.migrate(migrations)
         let (epoch, heads) = try await database.read { connection -> (Int64?, [String: UInt64]) in
             let epoch = try await PostgresServiceDatabase.first(connection.query("SELECT epoch FROM event_epoch", logger: database.logger), Int64.self)
             var heads: [String: UInt64] = [:]
@@ -76,7 +81,7 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
         }
         guard let epoch else { throw StoreInvariant("the event log has no epoch (its migration did not run)") }
         let log = PostgresEventLog(database: database, epoch: UInt64(epoch), streams: streams, heads: heads, publisher: publisher,
-                                   pollInterval: pollInterval, retention: retention)
+                                   relayed: relayed, pollInterval: pollInterval, retention: retention)
         database.attach(log)
         log.startRelay()
         return log
@@ -85,8 +90,9 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
     private let inbox: AsyncStream<Void>
 
     private init(database: PostgresServiceDatabase, epoch: UInt64, streams: Set<String>, heads: [String: UInt64],
-                 publisher: (any RelayingEventSink)?, pollInterval: Duration, retention: Duration) {
+                 publisher: (any RelayingEventSink)?, relayed: (@Sendable (String, [UInt8]) -> Void)?, pollInterval: Duration, retention: Duration) {
         self.database = database
+        self.relayed = relayed
         self.epoch = epoch
         self.streams = streams
         self.publisher = publisher
@@ -174,8 +180,17 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
         }
     }
 
+    /// For a write's committed action, which runs inside the transaction when the database has an
+    /// event log: `body` runs again after the commit (a cache dropped before the commit could be
+    /// filled again from the rows as they were). Outside such an action, nothing: it already
+    /// runs after the commit.
+    public static func alsoAfterCommit(_ body: @escaping @Sendable () -> Void) {
+        EventCapture.current?.afterCommit(body)
+    }
+
     /// After the commit: publishes the live events and relays the kept ones now.
     func committed(_ capture: EventCapture) {
+        for body in capture.afterCommitActions { body() }
         var kept = false
         for event in capture.events {
             if streams.contains(Publisher.stream(of: event.topic)) {
@@ -246,7 +261,9 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
                 }
                 guard let last = rows.last else { break }
                 for (seq, topic, method, payload) in rows where !topic.isEmpty {
-                    publisher?.relay(topic: topic, method: method, payload: Array(payload), epoch: epoch, sequence: UInt64(seq))
+                    let bytes = Array(payload)
+                    publisher?.relay(topic: topic, method: method, payload: bytes, epoch: epoch, sequence: UInt64(seq))
+                    relayed?(topic, bytes)
                 }
                 cursors.withLock { $0[stream] = max($0[stream] ?? 0, UInt64(last.0)) }
                 if rows.count < 1000 { break }
@@ -280,4 +297,12 @@ final class EventCapture: Sendable {
     }
 
     var events: [CapturedEvent] { captured.withLock { $0 } }
+
+    private let actions = Mutex<[@Sendable () -> Void]>([])
+
+    func afterCommit(_ body: @escaping @Sendable () -> Void) {
+        actions.withLock { $0.append(body) }
+    }
+
+    var afterCommitActions: [@Sendable () -> Void] { actions.withLock { $0 } }
 }
