@@ -301,6 +301,7 @@ public final class AccountsService: Sendable {
     public func profilesSnapshot(_ request: AccountsV1.ProfilesSnapshotRequest, _ context: RequestContext) async throws -> AccountsV1.ProfilesSnapshotResponse {
         let limit = request.limit == 0 ? 5_000 : Int(request.limit)
         guard (1...10_000).contains(limit) else { throw RPCError.invalidArgument("limit: 1-10000") }
+        await events?.catchUp() // the head covers every change committed before this call
         var page = AccountsV1.ProfilesSnapshotResponse(epoch: events?.epoch ?? 0,
                                                        sequence: events?.lastSequence(stream: Self.profilesStream) ?? 0)
         guard !request.sequenceOnly else { return page }

@@ -26,46 +26,51 @@ public enum AccountsScenario {
             try await AccountsService.open(storage, config: BenchStack.accountsConfig(), events: events).makeHost(
                 options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logger, context: context, reactor: reactor)
         } load: { client, clientReactor in
-            var rows: [LatencyStats] = []
-            // Setup, not measured: users and one session each.
-            var ids: [UInt64] = []
-            var tokens: [String] = []
-            for i in 0..<options.users {
-                let name = "bench_\(engine)_\(i)"
-                let account = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
-                    username: name, email: "\(name)@bench.example", phone: "+1555\(String(format: "%07d", 1_000_000 + i))",
-                    password: "bench password", firstName: "Bench", lastName: name)).account
-                ids.append(account?.profile?.userId ?? 0)
-                tokens.append(try await client.call(AccountsV1.AccountsService.login,
-                                                    AccountsV1.LoginRequest(login: name, password: "bench password")).sessionToken)
-            }
-            let fifty = Array(ids.prefix(50))
-            let userIDs = ids, sessionTokens = tokens
-            let counter = Counter()
-            await withTaskExecutorPreference(clientReactor) {
-                for n in options.inFlight {
-                    rows.append(await drive(name: "\(engine): ValidateSession", inFlight: n, count: options.requests, warmup: options.warmup) {
-                        let token = sessionTokens[counter.next() % sessionTokens.count]
-                        return (try? await client.call(AccountsV1.AccountsService.validateSession,
-                                                       AccountsV1.ValidateSessionRequest(sessionToken: token)))?.userId != nil
-                    })
-                    rows.append(await drive(name: "\(engine): GetProfiles (50 users)", inFlight: n, count: options.requests, warmup: options.warmup) {
-                        (try? await client.call(AccountsV1.AccountsService.getProfiles, AccountsV1.GetProfilesRequest(userIds: fifty)))?
-                            .profiles.count == fifty.count
-                    })
-                    rows.append(await drive(name: "\(engine): EditProfile (durable write + event)", inFlight: n, count: options.requests / 4,
-                                            warmup: options.warmup / 4) {
-                        let i = counter.next()
-                        return (try? await client.call(AccountsV1.AccountsService.editProfile,
-                                                       AccountsV1.EditProfileRequest(fields: ["first_name"], firstName: "Edit \(i)"),
-                                                       options: CallOptions(callerUserID: userIDs[i % userIDs.count]))) != nil
-                    })
-                }
-            }
-            return rows
+            try await load(label: engine, client: client, clientReactor: clientReactor, options: options)
         }
     }
 
+    /// The load: users with a session each (not measured), then the three operations at each
+    /// level of in-flight requests; rows named "<label>: <operation>".
+    static func load(label engine: String, client: WireClient, clientReactor: Reactor, options: Options) async throws -> [LatencyStats] {
+        var rows: [LatencyStats] = []
+        // Setup, not measured: users and one session each.
+        var ids: [UInt64] = []
+        var tokens: [String] = []
+        for i in 0..<options.users {
+            let name = "bench_\(engine.filter { $0.isLetter || $0.isNumber })_\(i)"
+            let account = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
+                username: name, email: "\(name)@bench.example", phone: "+1555\(String(format: "%07d", 1_000_000 + i))",
+                password: "bench password", firstName: "Bench", lastName: name)).account
+            ids.append(account?.profile?.userId ?? 0)
+            tokens.append(try await client.call(AccountsV1.AccountsService.login,
+                                                AccountsV1.LoginRequest(login: name, password: "bench password")).sessionToken)
+        }
+        let fifty = Array(ids.prefix(50))
+        let userIDs = ids, sessionTokens = tokens
+        let counter = Counter()
+        await withTaskExecutorPreference(clientReactor) {
+            for n in options.inFlight {
+                rows.append(await drive(name: "\(engine): ValidateSession", inFlight: n, count: options.requests, warmup: options.warmup) {
+                    let token = sessionTokens[counter.next() % sessionTokens.count]
+                    return (try? await client.call(AccountsV1.AccountsService.validateSession,
+                                                   AccountsV1.ValidateSessionRequest(sessionToken: token)))?.userId != nil
+                })
+                rows.append(await drive(name: "\(engine): GetProfiles (50 users)", inFlight: n, count: options.requests, warmup: options.warmup) {
+                    (try? await client.call(AccountsV1.AccountsService.getProfiles, AccountsV1.GetProfilesRequest(userIds: fifty)))?
+                        .profiles.count == fifty.count
+                })
+                rows.append(await drive(name: "\(engine): EditProfile (durable write + event)", inFlight: n, count: options.requests / 4,
+                                        warmup: options.warmup / 4) {
+                    let i = counter.next()
+                    return (try? await client.call(AccountsV1.AccountsService.editProfile,
+                                                   AccountsV1.EditProfileRequest(fields: ["first_name"], firstName: "Edit \(i)"),
+                                                   options: CallOptions(callerUserID: userIDs[i % userIDs.count]))) != nil
+                })
+            }
+        }
+        return rows
+    }
 }
 
 /// What an engine comparison runs: the same load on each engine.
@@ -111,14 +116,33 @@ enum EngineComparison {
     static func behindHost(_ name: String, engine: String, logger: Logger,
                            _ host: (Publisher, ZMQContext, Reactor) async throws -> ServiceHost,
                            load: (WireClient, Reactor) async throws -> [LatencyStats]) async throws -> [LatencyStats] {
-        let context = ZMQContext(), reactor = Reactor(name: "bench-\(name)-\(engine)")
-        let events = Publisher(name: name, endpoint: "tcp://127.0.0.1:*", logger: logger, context: context, reactor: reactor)
-        let host = try await host(events, context, reactor)
-        let group = ServiceGroup(configuration: .init(services: [.init(service: events), .init(service: host)], logger: logger))
-        let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client-\(engine)")
+        try await behindHosts(name, label: engine, count: 1, logger: logger, { _, events, context, reactor in
+            try await host(events, context, reactor)
+        }, load: load)
+    }
+
+    /// As `behindHost`, with `count` instances of the service (the n-th made by `host(n, …)`,
+    /// each with its own context and reactor, as separate processes have), and a client given
+    /// all of them (an endpoint list: it spreads the calls).
+    static func behindHosts(_ name: String, label: String, count: Int, logger: Logger,
+                            _ host: (Int, Publisher, ZMQContext, Reactor) async throws -> ServiceHost,
+                            load: (WireClient, Reactor) async throws -> [LatencyStats]) async throws -> [LatencyStats] {
+        var services: [any Service] = []
+        var hosts: [ServiceHost] = []
+        for index in 0..<count {
+            let context = ZMQContext(), reactor = Reactor(name: "bench-\(name)-\(label)-\(index)")
+            let events = Publisher(name: name, endpoint: "tcp://127.0.0.1:*", logger: logger, context: context, reactor: reactor)
+            let made = try await host(index, events, context, reactor)
+            hosts.append(made)
+            services += [events, made]
+        }
+        let group = ServiceGroup(configuration: .init(services: services.map { .init(service: $0) }, logger: logger))
+        let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client-\(label)")
         return try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logger, context: clientContext, reactor: clientReactor)
+            var endpoints: [String] = []
+            for host in hosts { endpoints.append(try await host.boundEndpoint()) }
+            let client = WireClient(endpoint: EndpointList.join(endpoints), logger: logger, context: clientContext, reactor: clientReactor)
             do {
                 let rows = try await load(client, clientReactor)
                 await client.close()

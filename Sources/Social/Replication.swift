@@ -12,6 +12,7 @@ extension SocialService {
     public func graphSnapshot(_ request: SocialV1.GraphSnapshotRequest, _ context: RequestContext) async throws -> SocialV1.GraphSnapshotResponse {
         let publisher = publisher
         let cursor = try GraphSnapshotCursor(request.cursor)
+        if cursor == .start { await publisher.catchUp() } // the head covers every change committed before this call
         return try await store.snapshotPage(after: cursor, limit: snapshotPageSize, sequenceOnly: request.sequenceOnly) {
             SocialV1.GraphSnapshotResponse(epoch: publisher.epoch, sequence: publisher.lastSequence(stream: Self.graphStream))
         }

@@ -10,7 +10,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "frienso-bench",
         abstract: "Frienso benchmarks. Build with -c release before measuring.",
-        subcommands: [WireBench.self, AccountsBench.self, SocialBench.self, SocialStorageBench.self, GeoBench.self, AlertsBench.self, MediaBench.self, StackBench.self, EdgeBench.self, ReportCommand.self])
+        subcommands: [WireBench.self, AccountsBench.self, SocialBench.self, SocialStorageBench.self, InstancesBench.self, GeoBench.self, AlertsBench.self, MediaBench.self, StackBench.self, EdgeBench.self, ReportCommand.self])
 
     /// Every scenario runs with the allocator set up as the services run (`ServiceRunner`).
     static func main() async {
@@ -95,6 +95,34 @@ struct AccountsBench: AsyncParsableCommand {
     func run() async throws {
         print(try await AccountsScenario.run(options.scenario(users: users), logger: Logger(label: "bench")))
         try results.write("accounts")
+    }
+}
+
+struct InstancesBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "instances",
+        abstract: "Accounts on PostgreSQL as one instance and as two on one database, in one run, the client spreading calls over them.")
+
+    @Option(help: "Measured requests per read row (writes: a quarter).") var requests = 20_000
+    @Option(help: "Unmeasured requests first.") var warmup = 1_000
+    @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
+    @Option(help: "Instance counts to compare, comma-separated (the first is the base).") var instances = "1,2"
+    @Option(help: "Registered users (sessions and profiles to read).") var users = 200
+    @OptionGroup var results: ResultsOptions
+
+    var counts: [Int] { instances.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+
+    func validate() throws {
+        guard requests > 0, warmup >= 0, users >= 50 else { throw ValidationError("--requests > 0, --warmup ≥ 0, --users ≥ 50") }
+        guard LoadLevels.parse(inFlight) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
+        guard !counts.isEmpty, counts.allSatisfy({ (1...8).contains($0) }) else { throw ValidationError("--instances takes counts from 1 to 8") }
+    }
+
+    func run() async throws {
+        let options = EngineScenarioOptions(requests: requests, warmup: warmup, inFlight: LoadLevels.parse(inFlight) ?? [], users: users,
+                                            engines: ["postgres"])
+        print(try await InstancesScenario.run(options, counts: counts, logger: Logger(label: "bench")))
+        try results.write("instances")
     }
 }
 

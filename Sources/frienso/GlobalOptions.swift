@@ -8,7 +8,7 @@ let defaultGateway = FriensoClient.defaultGateway
 
 /// Options every command takes.
 struct GlobalOptions: ParsableArguments {
-    @Option(help: "Gateway endpoint (env FRIENSO_GATEWAY).")
+    @Option(help: "Gateway endpoint, or several gateways comma-separated (calls go to those that answer) (env FRIENSO_GATEWAY).")
     var gateway: String?
 
     @Flag(help: "Print JSON (protobuf's canonical mapping) instead of text.")

@@ -166,6 +166,7 @@ struct ConcurrencyTests {
         try await withSocial(engine) { stack in
             var people: [(Person, UInt64)] = []
             for i in 0..<12 { people.append(try await stack.user("ev_\(i)")) }
+            try await stack.graphEventsRelayed()
             _ = stack.events.take()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in people.indices {
@@ -185,6 +186,7 @@ struct ConcurrencyTests {
                 }
                 try await group.waitForAll()
             }
+            try await stack.graphEventsRelayed()
             var replayed = GraphState()
             for event in stack.events.all where event.topic == SocialService.graphStream {
                 replayed.apply(try SocialV1.GraphEvent(serializedBytes: event.payload))

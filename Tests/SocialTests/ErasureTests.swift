@@ -39,12 +39,17 @@ struct ErasureTests {
             #expect(export.exchanges.map(\.placeLabel) == [secretPlace])
             #expect(export.pokesSent.map(\.toUserId) == [benID] && export.pokesReceived.map { $0.from?.userId } == [benID])
 
+            // On PostgreSQL graph events are relayed from the database's log just after their
+            // commit: the set-up's are all out before the erasure's are counted.
+            try await stack.graphEventsRelayed()
             _ = stack.events.take()
             let erased = try await stack.social.call(API.eraseUser, SocialV1.EraseUserRequest(userId: annID, traces: ["e_ann", secretPhone]))
             // A friendship, a block, 2 requests, 2 circle rows, the findable setting, an exchange, 2 pokes, 4 notices.
             #expect(erased.erased == 14)
-            let events = stack.events.take().filter { $0.topic == "graph" }
-                .compactMap { try? SocialV1.GraphEvent(serializedBytes: $0.payload) }
+            let events = try await eventuallyValue("the erasure's graph events") { () -> [SocialV1.GraphEvent]? in
+                let events = stack.events.all.filter { $0.topic == "graph" }.compactMap { try? SocialV1.GraphEvent(serializedBytes: $0.payload) }
+                return Set(events.map(\.change)).count >= 5 ? events : nil
+            }
             #expect(Set(events.map(\.change)) == [.friendshipRemoved, .blockRemoved, .circleMemberRemoved, .findableOff, .exchangeRemoved])
             #expect(events.allSatisfy { $0.userA == annID || $0.userB == annID })
             #expect(events.contains { $0.change == .blockRemoved && $0.userA == annID && $0.userB == calID })

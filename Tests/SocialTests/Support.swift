@@ -148,3 +148,17 @@ func withSocialOverSockets<T: Sendable>(_ engine: Engine = .sqlite, storage: Tes
         }
     }
 }
+
+extension SocialStack {
+    /// Waits until every graph event committed so far has reached `events`: at once on SQLite
+    /// (the service numbers and sends them as it commits), just after the commit on PostgreSQL
+    /// (relayed from the database's event log).
+    func graphEventsRelayed() async throws {
+        let head = try await social.call(SocialV1.SocialService.graphSnapshot, SocialV1.GraphSnapshotRequest(sequenceOnly: true)).sequence
+        let events = events
+        try await eventually("every graph event relayed") {
+            events.lastSequence(stream: SocialService.graphStream) >= head
+                || (events.relayed.last { $0.topic == SocialService.graphStream }?.sequence ?? 0) >= head
+        }
+    }
+}

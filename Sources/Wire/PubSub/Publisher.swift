@@ -224,6 +224,13 @@ public protocol NumberedEventSink: EventSink {
     var epoch: UInt64 { get }
     /// The last number given in `stream` (0 before the first event).
     func lastSequence(stream: String) -> UInt64
+    /// Sends every event committed so far before returning (a snapshot's head then covers them).
+    /// A sink that sends as events are emitted has nothing to do.
+    func catchUp() async
+}
+
+extension NumberedEventSink {
+    public func catchUp() async {}
 }
 
 extension Publisher: NumberedEventSink {}
