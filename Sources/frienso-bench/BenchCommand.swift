@@ -59,14 +59,10 @@ struct WireBench: AsyncParsableCommand {
 
 /// What the engine-comparison scenarios (`accounts`, `social-storage`) take besides their users.
 struct EngineRunOptions: ParsableArguments {
-    @Option(help: "Measured requests per read row (writes: a quarter).") var requests = 20_000
-    @Option(help: "Unmeasured requests first.") var warmup = 1_000
-    @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
+    @OptionGroup var load: LoadRunOptions
     @Option(help: "Engines, comma-separated: sqlite, postgres.") var engines = "sqlite,postgres"
 
     func validate() throws {
-        guard requests > 0, warmup >= 0 else { throw ValidationError("--requests > 0, --warmup ≥ 0") }
-        guard LoadLevels.parse(inFlight) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
         guard !engineList.isEmpty, engineList.allSatisfy({ ["sqlite", "postgres"].contains($0) }) else {
             throw ValidationError("--engines takes sqlite and postgres")
         }
@@ -75,7 +71,23 @@ struct EngineRunOptions: ParsableArguments {
     var engineList: [String] { engines.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
 
     func scenario(users: Int) -> EngineScenarioOptions {
-        EngineScenarioOptions(requests: requests, warmup: warmup, inFlight: LoadLevels.parse(inFlight) ?? [], users: users, engines: engineList)
+        load.scenario(users: users, engines: engineList)
+    }
+}
+
+/// How much load the service-level scenarios (`accounts`, `social-storage`, `instances`) send.
+struct LoadRunOptions: ParsableArguments {
+    @Option(help: "Measured requests per read row (writes: a quarter).") var requests = 20_000
+    @Option(help: "Unmeasured requests first.") var warmup = 1_000
+    @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
+
+    func validate() throws {
+        guard requests > 0, warmup >= 0 else { throw ValidationError("--requests > 0, --warmup ≥ 0") }
+        guard LoadLevels.parse(inFlight) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
+    }
+
+    func scenario(users: Int, engines: [String]) -> EngineScenarioOptions {
+        EngineScenarioOptions(requests: requests, warmup: warmup, inFlight: LoadLevels.parse(inFlight) ?? [], users: users, engines: engines)
     }
 }
 
@@ -103,9 +115,7 @@ struct InstancesBench: AsyncParsableCommand {
         commandName: "instances",
         abstract: "Accounts on PostgreSQL as one instance and as two on one database, in one run, the client spreading calls over them.")
 
-    @Option(help: "Measured requests per read row (writes: a quarter).") var requests = 20_000
-    @Option(help: "Unmeasured requests first.") var warmup = 1_000
-    @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
+    @OptionGroup var load: LoadRunOptions
     @Option(help: "Instance counts to compare, comma-separated (the first is the base).") var instances = "1,2"
     @Option(help: "Registered users (sessions and profiles to read).") var users = 200
     @OptionGroup var results: ResultsOptions
@@ -113,15 +123,12 @@ struct InstancesBench: AsyncParsableCommand {
     var counts: [Int] { instances.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
 
     func validate() throws {
-        guard requests > 0, warmup >= 0, users >= 50 else { throw ValidationError("--requests > 0, --warmup ≥ 0, --users ≥ 50") }
-        guard LoadLevels.parse(inFlight) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
+        guard users >= 50 else { throw ValidationError("--users ≥ 50") }
         guard !counts.isEmpty, counts.allSatisfy({ (1...8).contains($0) }) else { throw ValidationError("--instances takes counts from 1 to 8") }
     }
 
     func run() async throws {
-        let options = EngineScenarioOptions(requests: requests, warmup: warmup, inFlight: LoadLevels.parse(inFlight) ?? [], users: users,
-                                            engines: ["postgres"])
-        print(try await InstancesScenario.run(options, counts: counts, logger: Logger(label: "bench")))
+        print(try await InstancesScenario.run(load.scenario(users: users, engines: ["postgres"]), counts: counts, logger: Logger(label: "bench")))
         try results.write("instances")
     }
 }
