@@ -170,6 +170,7 @@ final class ClientLoop: ReactorComponent {
         for case .call(let request) in commands.close() {
             request.fail(.unavailable("client closed"))
         }
+        socket?.stopMonitor() // before its reader closes (see `ZMQSocket.monitor`)
         monitor = nil
         socket = nil
         events.finish()
@@ -202,6 +203,7 @@ final class ClientLoop: ReactorComponent {
     /// Lazy Pirate: the peer went silent. Close, reopen, and resend what may be resent.
     private func reconnect() {
         logger.info("peer silent, reopening the socket", metadata: ["endpoint": "\(endpoint)", "pending": "\(pending.count)"])
+        socket?.stopMonitor() // before its reader closes (see `ZMQSocket.monitor`)
         monitor = nil
         socket = nil
         disconnected = false

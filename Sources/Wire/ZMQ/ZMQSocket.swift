@@ -41,6 +41,7 @@ public final class ZMQSocket {
     }
 
     deinit {
+        stopMonitor()
         zmq_close(handle)
         if let zapDomain, let zap = try? context.authenticator() { zap.unregister(zapDomain) }
     }
@@ -116,14 +117,28 @@ public final class ZMQSocket {
 
     private static let monitors = Atomic<UInt64>(0)
 
+    /// Whether a monitor is attached (`monitor(events:)`), until `stopMonitor`.
+    private var monitoring = false
+
     /// A PAIR socket receiving this socket's `events` (`ZMQ_EVENT_DISCONNECTED`…), as libzmq's
     /// socket monitor sends them: read them with `monitorEvent`. It lives on this socket's thread.
+    /// Call `stopMonitor` before closing the PAIR socket: libzmq sends each event with a blocking
+    /// send, from its I/O thread, so an event for a monitor whose reader is gone would stall
+    /// every socket of the context (seen: every client of a test process silent at once).
     public func monitor(events: Int32) throws(ZMQError) -> ZMQSocket {
         let address = "inproc://frienso-monitor-\(Self.monitors.add(1, ordering: .relaxed).newValue)"
         guard zmq_socket_monitor(handle, address, events) == 0 else { throw ZMQError("zmq_socket_monitor") }
+        monitoring = true
         let pair = try ZMQSocket(context, .pair)
         try pair.connect(address)
         return pair
+    }
+
+    /// Detaches the monitor (no event is sent to it from now on); closing the socket does too.
+    public func stopMonitor() {
+        guard monitoring else { return }
+        zmq_socket_monitor(handle, nil, 0)
+        monitoring = false
     }
 
     /// The next event on a monitor socket (`monitor(events:)`), nil when none is waiting.
