@@ -88,8 +88,13 @@ public final class PostgresServiceDatabase: Sendable {
             configuration = .init(host: settings.host, port: settings.port, username: settings.username, password: settings.password,
                                   database: settings.database, tls: tls)
         }
-        // Every unqualified table name is the service's own.
-        configuration.options.additionalStartupParameters = [("search_path", settings.schema), ("application_name", "frienso-\(settings.schema)")]
+        // Every unqualified table name is the service's own. A transaction left open by an
+        // instance whose host was cut off mid-way would hold its locks (a request's claim, a
+        // pair's lock) until the server noticed the dead connection, hours by TCP's defaults:
+        // the server ends a session idle inside a transaction for 15 s (ours never idle there:
+        // a transaction runs its statements back to back).
+        configuration.options.additionalStartupParameters = [("search_path", settings.schema), ("application_name", "frienso-\(settings.schema)"),
+                                                             ("idle_in_transaction_session_timeout", "15s")]
         configuration.options.maximumConnections = settings.maximumConnections
         configuration.options.connectTimeout = .seconds(5)
         client = PostgresClient(configuration: configuration, backgroundLogger: logger)
@@ -260,6 +265,12 @@ public final class PostgresServiceDatabase: Sendable {
     private func transaction<T>(idempotency: IdempotencyScope?, _ body: (PostgresConnection) async throws -> T,
                                 beforeCommit: ((PostgresConnection, T) async throws -> Void)? = nil) async throws -> (result: T, applied: Bool) {
         let (result, applied, changedInDryRun) = try await inTransaction(begin: "BEGIN") { connection -> ((T, Bool, Bool), TransactionEnd) in
+            // The claim first: a second run of the request (a retry sent to another instance
+            // while the first run's transaction is still open, its host cut off) waits here for
+            // the first to end, and is refused when it committed, before touching anything. Taken
+            // last, the retry ran the mutation alongside and met the first run's rows instead
+            // (a registration answered "username: already registered" to its own retry).
+            if let idempotency, !idempotency.dryRun { try await PostgresReplyStore.claim(connection, idempotency, logger: logger) }
             let result = try await body(connection)
             if idempotency?.dryRun != true { try await beforeCommit?(connection, result) }
             guard let idempotency else { return ((result, true, false), .commit) }
@@ -269,7 +280,6 @@ public final class PostgresServiceDatabase: Sendable {
                     .decode(Bool.self).first { _ in true } ?? false
                 return ((result, false, changed), .rollback)
             }
-            try await PostgresReplyStore.claim(connection, idempotency, logger: logger)
             return ((result, true, false), .commit)
         }
         if changedInDryRun, let idempotency {
