@@ -19,12 +19,7 @@ struct PostgresEndToEndTests {
         defer { procs.shutdown() }
         let (server, database, storage) = try await PostgresTestServer.deploymentStorage("e2e", in: procs)
         let stack = try await LaunchedStack(procs) { config in
-            var accounts = config.accounts ?? FriensoConfig.AccountsSection()
-            accounts.storage = storage
-            config.accounts = accounts
-            var social = config.social ?? FriensoConfig.SocialSection()
-            social.storage = storage
-            config.social = social
+            config.keepAccountsAndSocial(in: storage)
         }
         defer { stack.shutdown() }
         try await stack.showingLogsOnFailure {

@@ -280,3 +280,15 @@ extension PostgresTestServer {
         return (server, database, StorageSection(kind: "postgres", url: url, passwordFile: passwordFile))
     }
 }
+
+extension FriensoConfig {
+    /// Accounts and social keep their data in `storage` (the others stay on SQLite).
+    mutating func keepAccountsAndSocial(in storage: StorageSection) {
+        var accounts = self.accounts ?? AccountsSection()
+        accounts.storage = storage
+        self.accounts = accounts
+        var social = self.social ?? SocialSection()
+        social.storage = storage
+        self.social = social
+    }
+}

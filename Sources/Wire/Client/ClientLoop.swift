@@ -19,44 +19,6 @@ public enum ClientEvent: Sendable {
 /// The DEALER socket of a `WireClient`, as a component of its reactor: created on the reactor
 /// thread and never leaving it.
 final class ClientLoop: ReactorComponent {
-    /// A call in flight. A class: the loop updates it in place, never copying the envelope.
-    final class Pending: @unchecked Sendable {
-        /// Who is told the outcome, exactly once.
-        enum Completion {
-            /// An async caller (`WireClient.send`), resumed from the reactor thread.
-            case resume(CheckedContinuation<Envelope, Never>)
-            /// A caller on this reactor (`WireClient.sendOnReactor`), called on its thread.
-            case call((Envelope) -> Void)
-        }
-
-        let envelope: Envelope
-        let deadline: ContinuousClock.Instant
-        let retryable: Bool
-        private let completion: Completion
-        // Touched on the reactor thread only (after the hand-over through the command queue).
-        var attempts = 0
-        var sent = false
-
-        init(envelope: Envelope, deadline: ContinuousClock.Instant, retryable: Bool, completion: Completion) {
-            self.envelope = envelope
-            self.deadline = deadline
-            self.retryable = retryable
-            self.completion = completion
-        }
-
-        func finish(_ reply: Envelope) {
-            switch completion {
-            case .resume(let continuation): continuation.resume(returning: reply)
-            case .call(let body): body(reply)
-            }
-        }
-
-        /// Ends the call with `error`, as the client (not the peer) answers it.
-        func fail(_ error: RPCError) {
-            finish(envelope.reply(error: error))
-        }
-    }
-
     private let endpoint: String
     private let options: ClientOptions
     private let context: ZMQContext
@@ -87,17 +49,6 @@ final class ClientLoop: ReactorComponent {
     private var peerDown = false
     private var deadWindow: Duration
     private var stopping = false
-
-    /// The loop, for code on its reactor's thread; set and read on that thread only.
-    final class Slot: @unchecked Sendable {
-        var loop: ClientLoop?
-    }
-
-    /// Whether the peer answers, as the loop last knew it, for a client choosing among
-    /// several instances from any thread.
-    final class Health: Sendable {
-        let answering = Atomic<Bool>(true)
-    }
 
     /// Where a call goes when this loop's peer is not answering: another instance's loop of the
     /// same client (on the same reactor thread). Returns false when no other instance answers.
