@@ -243,6 +243,60 @@ struct GatewayOversizeTests {
 
 @Suite("gateway: session revocation reaches every gateway", .timeLimit(.minutes(1)))
 struct GatewayRevocationTests {
+    /// Several instances of accounts relay one revocation stream, so a gateway gets each event
+    /// once per instance: a copy it already applied is dropped, not taken for a gap (which drops
+    /// every cached session; the first version did that on every copy).
+    @Test func aRevocationItAlreadyHas_isDropped_notTakenForAGap() async throws {
+        let logs = CapturedLogs()
+        let dir = try TemporaryDirectory("frienso-gateway-copies")
+        defer { dir.remove() }
+        var config = AccountsConfig()
+        config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
+        let accounts = try AccountsService(directory: dir.path, config: config)
+            .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
+        // The revocation stream, numbered as a database's event log numbers it.
+        let relay = Publisher(name: "accounts", endpoint: "tcp://127.0.0.1:*", logger: logs.logger("relay"))
+        try await withRunningServices([relay, accounts], logger: logs.logger("group")) {
+            var gatewayConfig = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: ["accounts": try await accounts.boundEndpoint()])
+            gatewayConfig.sessionCacheTTL = .seconds(60)
+            gatewayConfig.sessionEvents = try await relay.boundEndpoint()
+            let gateway = Gateway(config: gatewayConfig, logger: logs.logger("gateway"))
+            try await withRunningServices([gateway], logger: logs.logger("gateways")) {
+                let endpoint = try await gateway.boundEndpoint()
+                var made: [FriensoClient] = []
+                var ids: [UInt64] = []
+                for name in ["rita", "sam"] {
+                    let client = FriensoClient(gateway: endpoint, logger: logs.logger(name))
+                    let account = try await client.call(API.register, AccountsV1.RegisterRequest(
+                        username: name, email: "\(name)@example.org", phone: name == "rita" ? "+15625551201" : "+15625551202",
+                        password: "password \(name)", firstName: "R", lastName: "L"))
+                    ids.append(account.account?.profile?.userId ?? 0)
+                    _ = try await client.login(name, password: "password \(name)")
+                    made.append(client)
+                }
+                let clients = made
+                @Sendable func revoke(_ user: UInt64, _ sequence: UInt64) {
+                    relay.relay(topic: AccountsService.sessionsStream, method: AccountsService.sessionsRevoked,
+                                payload: AccountsV1.SessionsRevoked(userId: user).serializedBytes(), epoch: 77, sequence: sequence)
+                }
+                // The gateway's first event (whenever its socket joins) starts its numbering, and
+                // drops its cache (what came before is unknown): sent until it has arrived.
+                _ = try await clients[0].call(API.whoAmI, AccountsV1.WhoAmIRequest())
+                try await eventually("the gateway follows the stream") {
+                    revoke(999_999, 1)
+                    return gateway.cachedSessions == 0
+                }
+                for client in clients { _ = try await client.call(API.whoAmI, AccountsV1.WhoAmIRequest()) }
+                #expect(gateway.cachedSessions == 2)
+                revoke(999_999, 1) // a copy from a second instance
+                revoke(ids[1], 2) // sam's sessions
+                try await eventually("sam's session is dropped") { gateway.cachedSessions < 2 }
+                #expect(gateway.cachedSessions == 1, "the copy dropped every cached session")
+                for client in clients { await client.close() }
+            }
+        }
+    }
+
     @Test func logoutOrPasswordChange_throughOneGateway_revokesTheSessionAtAnotherAtOnce() async throws {
         let logs = CapturedLogs()
         let dir = try TemporaryDirectory("frienso-gateway-revocation")

@@ -70,9 +70,9 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
     private let nudges: AsyncStream<Void>.Continuation
     private let relayTask = Mutex<Task<Void, Never>?>(nil)
 
-    /// Opens the log of `database` (its migrations must have run: a store lists `migrations`
-    /// with its own), attaches it to the database's writes, and starts relaying to `publisher`
-    /// from the current head (what committed before is not sent again).
+    /// Opens the log of `database` (making its tables first when they are missing), attaches it
+    /// to the database's writes, and starts relaying to `publisher` from the current head (what
+    /// was numbered before is not sent again; what committed unnumbered is).
     /// - Parameters:
     ///   - streams: the streams kept here (`profiles`, `sessions`); every other topic is live.
     ///   - publisher: this instance's PUB socket; nil: events are kept but not relayed (tests).
