@@ -250,8 +250,7 @@ struct GatewayRevocationTests {
         let logs = CapturedLogs()
         let dir = try TemporaryDirectory("frienso-gateway-copies")
         defer { dir.remove() }
-        var config = AccountsConfig()
-        config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
+        let config = cheapAccountsConfig()
         let accounts = try AccountsService(directory: dir.path, config: config)
             .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
         // The revocation stream, numbered as a database's event log numbers it.
@@ -301,8 +300,7 @@ struct GatewayRevocationTests {
         let logs = CapturedLogs()
         let dir = try TemporaryDirectory("frienso-gateway-revocation")
         defer { dir.remove() }
-        var config = AccountsConfig()
-        config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
+        let config = cheapAccountsConfig()
         let publisher = Publisher(name: "accounts", endpoint: "tcp://127.0.0.1:*", logger: logs.logger("accounts-events"))
         let accounts = try AccountsService(directory: dir.path, config: config, events: publisher)
             .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))

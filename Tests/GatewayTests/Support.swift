@@ -44,9 +44,7 @@ func withStack<T: Sendable>(
     if let accountsHandler {
         accountsHost = ServiceHost(options: hostOptions, handler: accountsHandler, logger: logs.logger("accounts"))
     } else {
-        var config = AccountsConfig()
-        config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
-        accountsHost = try AccountsService(directory: dir.path, config: config).makeHost(options: hostOptions, logger: logs.logger("accounts"))
+        accountsHost = try AccountsService(directory: dir.path, config: cheapAccountsConfig()).makeHost(options: hostOptions, logger: logs.logger("accounts"))
     }
     return try await withRunningServices([accountsHost] + extraServices, logger: logs.logger("group")) {
         var config = GatewayConfig(endpoint: "tcp://127.0.0.1:*", services: ["accounts": try await accountsHost.boundEndpoint()])
@@ -59,3 +57,10 @@ func withStack<T: Sendable>(
 }
 
 import Testing
+
+/// Accounts with cheap password hashing (`TestHashing`).
+func cheapAccountsConfig() -> AccountsConfig {
+    var config = AccountsConfig()
+    config.hasher = PasswordHasher(opsLimit: TestHashing.opsLimit, memLimit: TestHashing.memLimit, lanes: TestHashing.lanes)
+    return config
+}
