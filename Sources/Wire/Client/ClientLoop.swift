@@ -34,6 +34,11 @@ final class ClientLoop: ReactorComponent {
     private var monitor: ZMQSocket?
     /// The connection dropped and nothing was heard since (the peer may be restarting).
     private var disconnected = false
+    /// Whether the socket has a monitor: only a client of several instances, which gains a
+    /// faster failover from it. A client of one peer has nowhere else to send a call, and
+    /// keeps the path it had before monitors (one full end-to-end run of the CI stalled a
+    /// service's reactor for seconds after they came in, unexplained: `docs/architecture.md`).
+    private let watchesConnection: Bool
     private var pending: [UInt64: Pending] = [:]
     /// Ids of pending calls not yet handed to libzmq, oldest first.
     private var unsent: [UInt64] = []
@@ -59,9 +64,11 @@ final class ClientLoop: ReactorComponent {
     var isAnswering: Bool { socket != nil && !peerDown && !disconnected }
 
     init(endpoint: String, options: ClientOptions, context: ZMQContext, commands: CommandQueue<ClientCommand>,
-         events: AsyncStream<ClientEvent>.Continuation, logger: Logger, finished: OneShot<Void>, slot: Slot, health: Health = Health()) {
+         events: AsyncStream<ClientEvent>.Continuation, logger: Logger, finished: OneShot<Void>, slot: Slot, health: Health = Health(),
+         watchesConnection: Bool = false) {
         self.endpoint = endpoint
         self.health = health
+        self.watchesConnection = watchesConnection
         self.slot = slot
         self.finished = finished
         self.options = options
@@ -138,7 +145,7 @@ final class ClientLoop: ReactorComponent {
             try socket.set(ZMQ_RECONNECT_IVL, 100)
             try socket.set(ZMQ_RECONNECT_IVL_MAX, 2_000)
             try socket.secure(options.security)
-            monitor = try? socket.monitor(events: ZMQ_EVENT_DISCONNECTED)
+            if watchesConnection { monitor = try? socket.monitor(events: ZMQ_EVENT_DISCONNECTED) }
             try socket.connect(endpoint)
             self.socket = socket
         } catch {

@@ -60,7 +60,7 @@ public final class WireClient: Sendable {
             for seed in loops {
                 let loop = ClientLoop(endpoint: seed.endpoint, options: options, context: context, commands: queues[seed.index],
                                       events: continuation, logger: seed.logger, finished: finished[seed.index], slot: slots[seed.index],
-                                      health: seed.health)
+                                      health: seed.health, watchesConnection: slots.count > 1)
                 if slots.count > 1 {
                     loop.handOff = { request in
                         for offset in 1..<slots.count {
