@@ -37,34 +37,31 @@ public final class WireClient: Sendable {
     public init(endpoint: String, options: ClientOptions = ClientOptions(), logger: Logger,
                 context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.endpoint = endpoint
-        let endpoints = EndpointList.split(endpoint).isEmpty ? [endpoint] : EndpointList.split(endpoint)
+        let listed = EndpointList.split(endpoint)
+        let endpoints = listed.isEmpty ? [endpoint] : listed
         self.endpoints = endpoints
         self.options = options
         self.reactor = reactor
         let queues = endpoints.map { _ in CommandQueue<ClientCommand>(reactor: reactor) }
         let slots = endpoints.map { _ in ClientLoop.Slot() }
         let finished = endpoints.map { _ in OneShot<Void>() }
+        // Made here, so callers can choose an instance before the reactor has made the loops.
+        let health = endpoints.map { _ in ClientLoop.Health() }
         self.queues = queues
         self.slots = slots
         self.finished = finished
+        self.health = health
         let (events, continuation) = AsyncStream.makeStream(of: ClientEvent.self, bufferingPolicy: .bufferingNewest(10_000))
         self.events = events
-        var health: [ClientLoop.Health] = []
-        // Made here, so `health` is known before the reactor runs the loops; filled in there.
-        let loops = endpoints.indices.map { index in
-            LoopSeed(index: index, endpoint: endpoints[index], logger: logger)
-        }
-        for seed in loops { health.append(seed.health) }
-        self.health = health
         reactor.execute {
-            for seed in loops {
-                let loop = ClientLoop(endpoint: seed.endpoint, options: options, context: context, commands: queues[seed.index],
-                                      events: continuation, logger: seed.logger, finished: finished[seed.index], slot: slots[seed.index],
-                                      health: seed.health, watchesConnection: slots.count > 1)
+            for index in endpoints.indices {
+                let loop = ClientLoop(endpoint: endpoints[index], options: options, context: context, commands: queues[index],
+                                      events: continuation, logger: logger, finished: finished[index], slot: slots[index],
+                                      health: health[index], watchesConnection: slots.count > 1)
                 if slots.count > 1 {
                     loop.handOff = { request in
                         for offset in 1..<slots.count {
-                            let other = (seed.index + offset) % slots.count
+                            let other = (index + offset) % slots.count
                             if let peer = slots[other].loop, peer.isAnswering {
                                 peer.adopt(request)
                                 return true
@@ -73,18 +70,10 @@ public final class WireClient: Sendable {
                         return false
                     }
                 }
-                slots[seed.index].loop = loop
+                slots[index].loop = loop
                 reactor.register(loop)
             }
         }
-    }
-
-    /// What the reactor needs to make one instance's loop.
-    private struct LoopSeed: Sendable {
-        let index: Int
-        let endpoint: String
-        let logger: Logger
-        let health = ClientLoop.Health()
     }
 
     deinit {
