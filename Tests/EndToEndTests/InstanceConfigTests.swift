@@ -1,0 +1,67 @@
+import Foundation
+import FriensoTesting
+@testable import Launcher
+import Logging
+import ServiceKit
+import Storage
+import Testing
+
+/// Naming several instances of a member, and the ways to get it wrong: each refused at start
+/// with a message that says what to fix. No process is started.
+@Suite("several instances: endpoint lists, --instance and launch entries")
+struct InstanceConfigTests {
+    let environment = ["FRIENSO_ACCOUNTS_ENDPOINT": "tcp://10.0.0.2:7101, tcp://10.0.0.3:7101",
+                       "FRIENSO_ACCOUNTS_EVENTS": "tcp://10.0.0.2:7111,tcp://10.0.0.3:7111"]
+
+    @Test func theNthInstance_bindsTheNthEndpoints() throws {
+        let second = try ServiceOptions.parse(["--instance", "2"]).resolve(service: "accounts", environment: environment)
+        #expect(second.endpoint == "tcp://10.0.0.3:7101" && second.instance == 2 && second.instances == 2)
+        #expect(try second.ownEventEndpoint() == "tcp://10.0.0.3:7111")
+        let first = try ServiceOptions.parse([]).resolve(service: "accounts", environment: environment)
+        #expect(first.endpoint == "tcp://10.0.0.2:7101" && first.instance == 1)
+        let fromEnvironment = try ServiceOptions.parse([]).resolve(service: "accounts", environment: environment.merging(["FRIENSO_INSTANCE": "2"]) { a, _ in a })
+        #expect(fromEnvironment.endpoint == "tcp://10.0.0.3:7101")
+    }
+
+    @Test func anInstanceTheListDoesNotHave_orNotANumber_isRefused() throws {
+        for (arguments, env, expected) in [
+            (["--instance", "3"], environment, "instance 3"),
+            (["--instance", "0"], environment, "a number from 1"),
+            ([], environment.merging(["FRIENSO_INSTANCE": "two"]) { _, b in b }, "a number from 1"),
+        ] {
+            #expect(throws: ConfigError.self) { try ServiceOptions.parse(arguments).resolve(service: "accounts", environment: env) }
+            do {
+                _ = try ServiceOptions.parse(arguments).resolve(service: "accounts", environment: env)
+            } catch let error as ConfigError {
+                #expect(error.description.contains(expected), "\(error)")
+            }
+        }
+    }
+
+    @Test func fewerEventEndpointsThanInstances_isRefused() throws {
+        let resolved = try ServiceOptions.parse(["--instance", "2"]).resolve(
+            service: "accounts", environment: environment.merging(["FRIENSO_ACCOUNTS_EVENTS": "tcp://10.0.0.2:7111"]) { _, b in b })
+        #expect(throws: ConfigError.self) { try resolved.ownEventEndpoint() }
+    }
+
+    @Test func severalInstancesOnSQLite_orOfAServiceThatCannotYet_areRefused() throws {
+        let resolved = try ServiceOptions.parse([]).resolve(service: "accounts", environment: environment)
+        do {
+            try resolved.refuseSeveralInstances(on: .sqlite(directory: "/nonexistent"), logger: Logger(label: "test"))
+            Issue.record("two instances on SQLite were accepted")
+        } catch let error as ConfigError {
+            #expect(error.description.contains("PostgreSQL"), "\(error)")
+        }
+        let geo = try ServiceOptions.parse([]).resolve(service: "geo", environment: ["FRIENSO_GEO_ENDPOINT": "tcp://a:1,tcp://b:1"])
+        #expect(throws: ConfigError.self) { try geo.refuseSeveralInstances("geo runs one instance") }
+    }
+
+    @Test func launchEntries_nameAMemberAndAnInstance() throws {
+        let second = try LaunchPlan.entry("accounts#2")
+        #expect(second.member == "accounts" && second.instance == 2 && second.name == "accounts#2")
+        #expect(try LaunchPlan.entry("social#1").name == "social")
+        for bad in ["accounts#0", "accounts#x", "nobody#2", "accounts#2#3", "frienso-accounts"] {
+            #expect(throws: ConfigError.self, "\(bad)") { try LaunchPlan.entry(bad) }
+        }
+    }
+}
