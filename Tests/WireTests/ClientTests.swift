@@ -157,12 +157,15 @@ struct ClientTests {
     }
 }
 
-/// A ROUTER that swallows everything and counts requests by idempotency key.
+/// A ROUTER that swallows everything and counts requests by idempotency key. With
+/// `answersUntilARequest` it first behaves as a live host, answering heartbeats, and goes silent
+/// (heartbeats too) when the first request reaches it: a host cut off while calls are on their
+/// way, which its clients still count among the answering instances until then.
 final class BlackHole: Sendable {
     let endpoint: String
     private let done: OneShot<Void>
 
-    static func start() async throws -> BlackHole {
+    static func start(answersUntilARequest: Bool = false) async throws -> BlackHole {
         let bound = OneShot<String>()
         let done = OneShot<Void>()
         let state = State()
@@ -173,9 +176,19 @@ final class BlackHole: Sendable {
                 return
             }
             bound.fulfil(endpoint)
+            var silent = !answersUntilARequest
             while !state.stop.load(ordering: .relaxed) {
-                if let envelope = try? peer.receiveEnvelope(), envelope.kind == .request {
+                guard let message = try? peer.socket.receive(dontWait: false), let last = message.frames.last,
+                      let envelope = try? Envelope(serializedBytes: last) else { continue }
+                switch envelope.kind {
+                case .request:
+                    silent = true
                     state.seen.withLock { $0[envelope.idempotencyKey, default: 0] += 1 }
+                case .heartbeat where !silent:
+                    let beat = Envelope(version: WireProtocol.version, kind: .heartbeat, requestId: envelope.requestId)
+                    _ = try? peer.socket.send(Array(message.frames.dropLast()), packing: beat, dontWait: true)
+                default:
+                    break
                 }
             }
         }
