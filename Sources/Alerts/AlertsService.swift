@@ -1,6 +1,5 @@
 import Foundation
 public import FriensoProto
-import GRDB
 public import Logging
 public import Storage
 import Identity
@@ -46,7 +45,7 @@ public struct AlertsConfig: Sendable {
 public final class AlertsService: Sendable {
     public typealias API = AlertsV1.AlertsService
 
-    let store: AlertsStore
+    let store: any AlertsStorage
     let peers: any AlertsPeers
     let events: (any EventSink)?
     let config: AlertsConfig
@@ -54,7 +53,7 @@ public final class AlertsService: Sendable {
     let logger: Logger
     let sms: any SMSProvider
     let push: any PushProvider
-    public let replyStore: SQLiteReplyStore
+    public let replyStore: AnyReplyStore
     /// Rung when the outbox has new rows, when a watch's end moved, when social has notices.
     let deliveryBell = Doorbell()
     let maintenanceBell = Doorbell()
@@ -68,21 +67,26 @@ public final class AlertsService: Sendable {
     /// Opens `<directory>/alerts.sqlite`.
     /// - Parameters:
     ///   - sms, push: delivery providers; nil: the built-in ones, which record what they send.
-    public init(directory: String, peers: any AlertsPeers, events: (any EventSink)?, config: AlertsConfig = AlertsConfig(),
-                sms: (any SMSProvider)? = nil, push: (any PushProvider)? = nil, logger: Logger, now: (@Sendable () -> Int64)? = nil) throws {
+    public convenience init(directory: String, peers: any AlertsPeers, events: (any EventSink)?, config: AlertsConfig = AlertsConfig(),
+                            sms: (any SMSProvider)? = nil, push: (any PushProvider)? = nil, logger: Logger,
+                            now: (@Sendable () -> Int64)? = nil) throws {
+        self.init(store: try SQLiteAlertsStore(path: "\(directory)/alerts.sqlite"), peers: peers, events: events, config: config,
+                  sms: sms, push: push, logger: logger, now: now)
+    }
+
+    init(store: any AlertsStorage, peers: any AlertsPeers, events: (any EventSink)?, config: AlertsConfig,
+         sms: (any SMSProvider)?, push: (any PushProvider)?, logger: Logger, now: (@Sendable () -> Int64)?) {
         let clock = now ?? { WallClock.milliseconds() }
-        store = try AlertsStore(path: "\(directory)/alerts.sqlite")
+        self.store = store
         self.peers = peers
         self.events = events
         self.config = config
         self.now = clock
         self.logger = logger
-        self.sms = sms ?? RecordingProvider(name: "outbox-sms", database: store.database, logger: logger, now: clock)
-        self.push = push ?? RecordingProvider(name: "outbox-push", database: store.database, logger: logger, now: clock)
-        replyStore = SQLiteReplyStore(database: store.database)
+        self.sms = sms ?? RecordingProvider(name: "outbox-sms", store: store, logger: logger, now: clock)
+        self.push = push ?? RecordingProvider(name: "outbox-push", store: store, logger: logger, now: clock)
+        replyStore = AnyReplyStore(store.replies)
     }
-
-
 
     /// Calls `observer` with the deliveries each pass finished (replacing any earlier one).
     public func observeDeliveries(_ observer: (@Sendable ([AlertsV1.Delivery]) -> Void)?) {

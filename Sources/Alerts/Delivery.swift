@@ -1,6 +1,5 @@
 import Foundation
 public import FriensoProto
-import GRDB
 import Logging
 import Storage
 import Identity
@@ -96,13 +95,13 @@ final class RecordingProvider: SMSProvider, PushProvider {
     let name: String
     /// Its record commits before it answers: nothing to mark as in flight.
     var sendsOffMachine: Bool { false }
-    private let database: ServiceDatabase
+    private let store: any AlertsStorage
     private let logger: Logger
     private let now: @Sendable () -> Int64
 
-    init(name: String, database: ServiceDatabase, logger: Logger, now: @escaping @Sendable () -> Int64) {
+    init(name: String, store: any AlertsStorage, logger: Logger, now: @escaping @Sendable () -> Int64) {
         self.name = name
-        self.database = database
+        self.store = store
         self.logger = logger
         self.now = now
     }
@@ -116,13 +115,7 @@ final class RecordingProvider: SMSProvider, PushProvider {
         }
         let accepted = zip(batch, results).filter { $0.1 == .delivered(reference: $0.0.idempotencyKey) }.map(\.0)
         do {
-            try await database.write { db in
-                for m in accepted {
-                    try db.run(sql: """
-                        INSERT OR IGNORE INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms) VALUES (?, ?, ?, ?, ?, ?)
-                        """, arguments: [m.idempotencyKey, name, m.channel.rawValue, m.address, m.body, at])
-                }
-            }
+            try await store.recordSent(accepted, provider: name, at: at)
         } catch {
             return batch.map { _ in .failed("could not record: \(error)", retryable: true) }
         }
@@ -230,7 +223,7 @@ struct DeliveryPlan {
 
 /// Sends what the outbox holds. One pass delivers every row due now; the worker loop runs passes.
 struct DeliveryPass: Sendable {
-    let store: AlertsStore
+    let store: any AlertsStorage
     let peers: any AlertsPeers
     let sms: any SMSProvider
     let push: any PushProvider
@@ -243,18 +236,7 @@ struct DeliveryPass: Sendable {
     func run() async throws -> Int64? {
         let at = now()
         // Each push row with its device's platform (nil: the device was unregistered since).
-        let (read, platforms) = try await store.database.read { db -> ([AlertsV1.Delivery], [UInt64: AlertsV1.Platform]) in
-            var platforms: [UInt64: AlertsV1.Platform] = [:]
-            let rows = try Row.fetchAll(db, cached: """
-                SELECT \(AlertsStore.deliveryColumns), (SELECT platform FROM devices WHERE token = outbox.address AND outbox.channel = ?)
-                FROM outbox WHERE status = 1 AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT 256
-                """, arguments: [AlertsV1.Channel.push.rawValue, at]).map { row -> AlertsV1.Delivery in
-                let d = AlertsStore.delivery(row)
-                if let platform = row[AlertsStore.deliveryColumnCount] as Int32? { platforms[d.deliveryId] = AlertsV1.Platform(rawValue: platform) }
-                return d
-            }
-            return (rows, platforms)
-        }
+        let (read, platforms) = try await store.takeDue(at: at, limit: 256, claimUntil: at + Self.claim.wholeMilliseconds)
         var due = read
         guard !due.isEmpty else { return try await nextDue() }
 
@@ -294,11 +276,7 @@ struct DeliveryPass: Sendable {
         let offMachine = (sms.sendsOffMachine ? smsBatch.map(\.deliveryID) : []) + (push.sendsOffMachine ? pushBatch.map(\.deliveryID) : [])
         if !offMachine.isEmpty {
             let names = Dictionary(sent.map { ($0.0.deliveryID, $0.1) }, uniquingKeysWith: { a, _ in a })
-            let started = now()
-            try await store.database.write { db in
-                try AlertsStore.interruptAttempts(db, at: started)
-                for id in offMachine { try AlertsStore.beginAttempt(db, delivery: id, provider: names[id] ?? "", at: started) }
-            }
+            try await store.beginAttempts(offMachine.map { ($0, names[$0] ?? "") }, at: now())
         }
         async let smsResults = smsBatch.isEmpty ? [] : sms.send(smsBatch)
         async let pushResults = pushBatch.isEmpty ? [] : push.send(pushBatch)
@@ -318,22 +296,8 @@ struct DeliveryPass: Sendable {
         let updated = DeliveryPlan(policy: policy).afterPass(
             due, postponed: postponed, skipped: skipped, outcomes: outcomes.map { ($0.0.deliveryID, $0.0.address, $0.1, $0.2) }, at: finished)
         let dead = outcomes.filter { if case .deadAddress = $0.1, $0.0.channel == .push { true } else { false } }.map(\.0.address)
-        try await store.database.write { db in
-            for d in updated {
-                try db.run(sql: """
-                    UPDATE outbox SET status = ?, attempts = ?, provider = ?, address = ?, last_error = ?, updated_at_ms = ?, next_attempt_ms = ?,
-                    reference = ? WHERE id = ?
-                    """, arguments: [d.status.rawValue, d.attempts, d.provider, d.address, d.lastError, d.updatedAtMs, d.nextAttemptAtMs,
-                                     d.reference, d.deliveryId])
-            }
-            let begun = Set(offMachine)
-            for (message, result, provider) in outcomes {
-                try AlertsStore.finishAttempt(db, delivery: message.deliveryID, provider: provider, result: result, at: finished,
-                                              begun: begun.contains(message.deliveryID))
-            }
-            // A token the provider says is dead is unregistered: nothing more goes to it.
-            for token in Set(dead) { try db.run(sql: "DELETE FROM devices WHERE token = ?", arguments: [token]) }
-        }
+        try await store.finishPass(updated, answers: outcomes.map { ($0.0.deliveryID, $0.2, $0.1) }, begun: Set(offMachine), at: finished,
+                                   deadTokens: Set(dead))
         for (message, result, provider) in outcomes {
             OutboxMetrics.attempted(channel: message.channel, provider: provider, result: result)
         }
@@ -350,6 +314,11 @@ struct DeliveryPass: Sendable {
     }
 
     private func nextDue() async throws -> Int64? {
-        try await store.database.read { db in try Int64.fetchOne(db, cached: "SELECT MIN(next_attempt_ms) FROM outbox WHERE status = 1") }
+        try await store.nextDue()
     }
+
+    /// How long a pass holds the rows it took (PostgreSQL): longer than any provider's timeout,
+    /// so another instance takes them only from a pass that died; an instance that restarts takes
+    /// its own back at once.
+    static let claim: Duration = .seconds(120)
 }

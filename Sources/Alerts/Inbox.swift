@@ -1,6 +1,5 @@
 import Foundation
 public import FriensoProto
-import GRDB
 public import Wire
 
 /// The pending-request inbox, device registrations, the operator's outbox view, campus resources,
@@ -11,19 +10,8 @@ extension AlertsService {
     public func listInbox(_ request: AlertsV1.ListInboxRequest, _ context: RequestContext) async throws -> AlertsV1.ListInboxResponse {
         let caller = try context.requireCaller()
         let at = now()
-        let (watches, alerts, dismissed) = try await store.database.read { db in
-            let watches = try Row.fetchAll(db, cached: """
-                SELECT s.id, s.initiator, s.note, s.started_at_ms, s.ends_at_ms FROM watchers w JOIN watch_sessions s ON s.id = w.session_id
-                WHERE w.watcher = ? AND w.answer = 1 AND w.dismissed = 0 AND s.state = 1 AND s.ends_at_ms > ? ORDER BY s.id DESC
-                """, arguments: [caller, at]).map { row -> (UInt64, UInt64, String, Int64, Int64) in (row[0], row[1], row[2], row[3], row[4]) }
-            let alerts = try Row.fetchAll(db, cached: """
-                SELECT a.id, a.initiator, a.message, a.raised_at_ms, a.location FROM recipients r JOIN help_alerts a ON a.id = r.alert_id
-                WHERE r.user_id = ? AND r.answer = 1 AND r.dismissed = 0 AND a.state = 1 ORDER BY a.id DESC
-                """, arguments: [caller]).map { row -> (UInt64, UInt64, String, Int64, Data) in (row[0], row[1], row[2], row[3], row[4]) }
-            let dismissed = try Row.fetchAll(db, cached: "SELECT owner, requested_at_ms FROM dismissed_circle_requests WHERE member = ?",
-                                             arguments: [caller]).map { "\($0[0] as UInt64):\($0[1] as Int64)" }
-            return (watches, alerts, Set(dismissed))
-        }
+        let rows = try await store.inbox(of: caller, at: at)
+        let (watches, alerts, dismissed) = (rows.watches, rows.alerts, rows.dismissed)
         var circleRequests: [(owner: UInt64, atMs: Int64)] = []
         var partial = false
         do {
@@ -34,8 +22,7 @@ extension AlertsService {
         }
         let names = await people(Set(watches.map(\.1) + alerts.map(\.1) + circleRequests.map(\.owner)))
         var items: [AlertsV1.InboxItem] = alerts.map { row in
-            AlertsV1.InboxItem(kind: .helpNow, requestId: row.0, from: names[row.1], createdAtMs: row.3, text: row.2,
-                               location: (try? AlertsV1.AlertLocation(serializedBytes: Array(row.4))) ?? AlertsV1.AlertLocation())
+            AlertsV1.InboxItem(kind: .helpNow, requestId: row.0, from: names[row.1], createdAtMs: row.3, text: row.2, location: row.4)
         }
         var rest: [AlertsV1.InboxItem] = watches.map { row in
             AlertsV1.InboxItem(kind: .watch, requestId: row.0, from: names[row.1], createdAtMs: row.3, text: row.2, endsAtMs: row.4)
@@ -65,10 +52,7 @@ extension AlertsService {
                 guard let found = pending.first(where: { $0.owner == request.requestId }) else {
                     throw RPCError.notFound("no pending core circle request from user \(request.requestId)")
                 }
-                try await store.database.write { db in
-                    try db.run(sql: "INSERT OR IGNORE INTO dismissed_circle_requests (member, owner, requested_at_ms) VALUES (?, ?, ?)",
-                                   arguments: [caller, found.owner, found.atMs])
-                }
+                try await store.dismissCircleRequest(member: caller, owner: found.owner, requestedAtMs: found.atMs)
             } else {
                 try await peers.respondToCircleRequest(member: caller, owner: request.requestId, accept: request.action == .accept)
             }
@@ -88,12 +72,7 @@ extension AlertsService {
         guard [.ios, .android, .web].contains(request.platform) else { throw RPCError.invalidArgument("platform: ios, android or web") }
         guard request.appVersion.count <= 40 else { throw RPCError.invalidArgument("app_version: at most 40 characters") }
         let at = now()
-        let moved = try await store.database.write { db -> UInt64? in
-            let previous = try UInt64.fetchOne(db, cached: "SELECT user_id FROM devices WHERE token = ?", arguments: [token])
-            try db.run(sql: "INSERT OR REPLACE INTO devices (token, user_id, platform, app_version, registered_at_ms) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [token, caller, request.platform.rawValue, request.appVersion, at])
-            return previous.flatMap { $0 == caller ? nil : $0 }
-        }
+        let moved = try await store.registerDevice(token: token, user: caller, platform: request.platform, appVersion: request.appVersion, at: at)
         if moved != nil { context.logger.info("a device token moved to another user") }
         return AlertsV1.RegisterDeviceResponse(device: AlertsV1.Device(token: token, platform: request.platform, appVersion: request.appVersion,
                                                                        registeredAtMs: at))
@@ -101,21 +80,15 @@ extension AlertsService {
 
     public func unregisterDevice(_ request: AlertsV1.UnregisterDeviceRequest, _ context: RequestContext) async throws -> AlertsV1.UnregisterDeviceResponse {
         let caller = try context.requireCaller()
-        try await store.database.write { db in
-            try db.run(sql: "DELETE FROM devices WHERE token = ? AND user_id = ?", arguments: [request.token, caller])
-            guard db.changesCount == 1 else { throw RPCError.notFound("no device with that token is registered to you") }
+        guard try await store.unregisterDevice(token: request.token, user: caller) else {
+            throw RPCError.notFound("no device with that token is registered to you")
         }
         return AlertsV1.UnregisterDeviceResponse()
     }
 
     public func listDevices(_ request: AlertsV1.ListDevicesRequest, _ context: RequestContext) async throws -> AlertsV1.ListDevicesResponse {
         let caller = try context.requireCaller()
-        let devices = try await store.database.read { db in
-            try Row.fetchAll(db, cached: "SELECT token, platform, app_version, registered_at_ms FROM devices WHERE user_id = ? ORDER BY registered_at_ms",
-                             arguments: [caller]).map {
-                AlertsV1.Device(token: $0[0], platform: AlertsV1.Platform(rawValue: $0[1]), appVersion: $0[2], registeredAtMs: $0[3])
-            }
-        }
+        let devices = try await store.devices(of: caller)
         return AlertsV1.ListDevicesResponse(devices: devices)
     }
 
@@ -173,15 +146,7 @@ extension AlertsService {
         }
         guard !byCampus.isEmpty else { throw RPCError.invalidArgument("data: no resources") }
         let grouped = byCampus
-        try await store.database.write { db in
-            for (campus, resources) in grouped {
-                try db.run(sql: "DELETE FROM resources WHERE campus = ?", arguments: [campus])
-                for (position, r) in resources.enumerated() {
-                    try db.run(sql: "INSERT INTO resources (campus, position, title, detail, phone, url) VALUES (?, ?, ?, ?, ?, ?)",
-                                   arguments: [campus, position, r.title, r.detail, r.phone, r.url])
-                }
-            }
-        }
+        try await store.replaceResources(grouped)
         context.logger.info("resources imported", metadata: ["count": "\(entries.count)", "campuses": "\(byCampus.count)"])
         return AlertsV1.ImportResourcesResponse(imported: UInt32(entries.count), campuses: byCampus.keys.sorted())
     }
@@ -189,13 +154,7 @@ extension AlertsService {
     public func listResources(_ request: AlertsV1.ListResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ListResourcesResponse {
         _ = try context.requireCaller()
         let campus = request.campus.trimmingCharacters(in: .whitespaces)
-        let resources = try await store.database.read { db in
-            try Row.fetchAll(db, cached: """
-                SELECT campus, title, detail, phone, url FROM resources WHERE ? = '' OR campus = ? COLLATE NOCASE ORDER BY campus, position
-                """, arguments: [campus, campus]).map {
-                AlertsV1.Resource(campus: $0[0], title: $0[1], detail: $0[2], phone: $0[3], url: $0[4])
-            }
-        }
+        let resources = try await store.resources(campus: campus)
         return AlertsV1.ListResourcesResponse(resources: resources)
     }
 
@@ -226,14 +185,11 @@ extension AlertsService {
                                 messages: ([Record]) async throws -> [Outgoing], queued: ([Record]) -> Void = { _ in }) async throws -> Int {
         var taken = 0
         while true {
-            let after = try await store.database.read { db in try AlertsStore.cursor(db, cursor) }
+            let after = try await store.cursor(cursor)
             let records = try await fetch(after, limit)
             guard let last = records.last.map(id) else { return taken }
             let outgoing = try await messages(records), at = now()
-            try await store.database.write { db in
-                try AlertsStore.enqueue(db, outgoing, now: at)
-                try AlertsStore.setCursor(db, cursor, max(last, try AlertsStore.cursor(db, cursor)))
-            }
+            try await store.enqueue(outgoing, at: at, cursor: (cursor, last))
             queued(records)
             deliveryBell.ring()
             taken += records.count

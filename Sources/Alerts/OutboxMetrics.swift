@@ -1,7 +1,5 @@
 import CoreMetrics
 import FriensoProto
-import GRDB
-import Storage
 import Synchronization
 
 /// The outbox in metrics (through swift-metrics; the executable's backend renders them):
@@ -55,14 +53,9 @@ enum OutboxMetrics {
 extension AlertsService {
     /// Records the outbox's backlog gauges (a hook the executable runs when metrics are rendered).
     public func recordOutboxMetrics(nowMs: Int64) async {
-        guard let rows = try? store.database.read({ db in
-            try Row.fetchAll(db, sql: "SELECT channel, COUNT(*), MIN(created_at_ms) FROM outbox WHERE status = 1 GROUP BY channel")
-        }) else { return }
+        guard let rows = try? await store.pendingByChannel() else { return }
         var pending: [String: (Int, Int64)] = ["push": (0, nowMs), "sms": (0, nowMs)]
-        for row in rows {
-            let channel = OutboxMetrics.label(AlertsV1.Channel(rawValue: row[0]))
-            pending[channel] = (row[1], row[2] ?? nowMs)
-        }
+        for row in rows { pending[OutboxMetrics.label(row.channel)] = (row.count, row.oldestMs) }
         for (channel, (count, oldest)) in pending {
             Gauge(label: "frienso_outbox_pending", dimensions: [("channel", channel)]).record(count)
             Gauge(label: "frienso_outbox_oldest_pending_seconds", dimensions: [("channel", channel)])

@@ -1,6 +1,5 @@
 import Foundation
 public import FriensoProto
-import GRDB
 import Identity
 import Logging
 import Storage
@@ -42,14 +41,8 @@ extension AlertsService {
         let warn = max(at, due - config.timerWarning.wholeMilliseconds)
         let timer: TimerRecord
         do {
-            timer = try await store.database.write { db in
-                try db.run(sql: """
-                    INSERT INTO timers (owner, note, state, started_ms, due_ms, warn_ms, pin_hash, idempotency_key) VALUES (?, ?, 1, ?, ?, ?, ?, ?)
-                    """, arguments: [caller, request.note, at, due, warn, pinHash, key])
-                guard let t = try AlertsStore.timer(db, id: UInt64(db.lastInsertedRowID)) else { throw RPCError.internal("timer vanished") }
-                return t
-            }
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            timer = try await store.startTimer(NewTimer(owner: caller, note: request.note, at: at, dueMs: due, warnMs: warn, pinHash: pinHash, key: key))
+        } catch AlertsConflict.alreadyActive {
             throw RPCError.failedPrecondition("a check-in timer is already running: end it first (`frienso timer end`)")
         }
         maintenanceBell.ring()
@@ -73,22 +66,21 @@ extension AlertsService {
         }
         let at = now()
         guard valid else {
-            try await store.database.write { db in try db.run(sql: "UPDATE timers SET failures = failures + 1 WHERE id = ?", arguments: [timer.id]) }
+            _ = try await store.changeTimer(id: timer.id, at: at) { _ in TimerChange(failedTry: true) }
             context.logger.notice("check-in timer: a wrong password or PIN", metadata: ["timer": "\(timer.id)", "failures": "\(timer.failures + 1)"])
             throw RPCError.permissionDenied("wrong \(request.pin.isEmpty ? "password" : "PIN") (\(Self.timerAttempts - timer.failures - 1) tries left)")
         }
         let names = timer.warnedMs != 0 ? await people([caller]) : [:]
         let circle = timer.warnedMs != 0 ? (try? await peers.circle(of: caller).compactMap(\.user)) ?? [] : []
-        let ended = try await store.database.write { db -> TimerRecord? in
-            try db.run(sql: "UPDATE timers SET state = 2, ended_ms = ? WHERE id = ? AND state = 1", arguments: [at, timer.id])
-            guard db.changesCount == 1 else { return nil }
+        let name = Self.name(names[caller])
+        let ended = try await store.changeTimer(id: timer.id, at: at) { current in
+            guard let current, current.state == .active else { return nil }
             // Those who were warned are told it is over.
-            try AlertsStore.enqueue(db, circle.map {
+            return TimerChange(end: .ended, messages: circle.map {
                 Outgoing(source: "timer_end:\(timer.id)", recipient: .user($0), channels: [.push],
-                         body: "\(Self.name(names[caller])) ended their check-in timer: they are safe", about: caller)
-            }, now: at)
-            return try AlertsStore.timer(db, id: timer.id)
-        }
+                         body: "\(name) ended their check-in timer: they are safe", about: caller)
+            })
+        }?.record
         guard let ended else { throw RPCError.failedPrecondition("the timer ran out meanwhile: your circle was alerted (resolve it with `frienso help-now resolve`)") }
         if !circle.isEmpty { deliveryBell.ring() }
         return AlertsV1.EndTimerResponse(timer: ended.proto)
@@ -108,10 +100,7 @@ extension AlertsService {
     @discardableResult
     public func runDueTimers() async throws -> (warned: Int, fired: Int) {
         let at = now()
-        let (toWarn, toFire) = try await store.database.read { db in
-            (try AlertsStore.timers(db, "state = 1 AND warned_ms = 0 AND warn_ms <= ? AND due_ms > ?", [at, at]),
-             try AlertsStore.timers(db, "state = 1 AND due_ms <= ?", [at]))
-        }
+        let (toWarn, toFire) = try await store.dueTimers(at: at)
         for timer in toWarn { try await warn(timer, at: at) }
         for timer in toFire { try await fire(timer) }
         return (toWarn.count, toFire.count)
@@ -125,14 +114,12 @@ extension AlertsService {
         let note = timer.note.isEmpty ? "" : ": \"\(timer.note)\""
         let toCircle = "\(who)'s check-in timer runs out at \(when) and they have not ended it yet\(note). If it runs out, you get a helpNow."
         let toOwner = "Your check-in timer runs out at \(when): end it (`frienso timer end`) or your circle is alerted."
-        let warned = try await store.database.write { db -> Bool in
-            try db.run(sql: "UPDATE timers SET warned_ms = ? WHERE id = ? AND state = 1 AND warned_ms = 0", arguments: [at, timer.id])
-            guard db.changesCount == 1 else { return false }
-            try AlertsStore.enqueue(db, circle.map { Outgoing(source: "timer_warning:\(timer.id)", recipient: .user($0), channels: [.push], body: toCircle, about: timer.owner) }
-                                        + [Outgoing(source: "timer_warning:\(timer.id)", recipient: .user(timer.owner), channels: [.push], body: toOwner, about: timer.owner)],
-                                    now: at)
-            return true
-        }
+        let warned = try await store.changeTimer(id: timer.id, at: at) { current in
+            guard let current, current.state == .active, current.warnedMs == 0 else { return nil }
+            return TimerChange(warned: true, messages: circle.map {
+                Outgoing(source: "timer_warning:\(timer.id)", recipient: .user($0), channels: [.push], body: toCircle, about: timer.owner)
+            } + [Outgoing(source: "timer_warning:\(timer.id)", recipient: .user(timer.owner), channels: [.push], body: toOwner, about: timer.owner)])
+        } != nil
         guard warned else { return }
         emit(AlertsV1.AlertEvent(kind: .timerWarning, requestId: timer.id, from: names[timer.owner], text: toCircle, atMs: at, endsAtMs: timer.dueMs), to: circle)
         emit(AlertsV1.AlertEvent(kind: .timerWarning, requestId: timer.id, from: names[timer.owner], text: toOwner, atMs: at, endsAtMs: timer.dueMs),
@@ -145,84 +132,15 @@ extension AlertsService {
         let message = "Automatic alert: my check-in timer ran out at \(Self.clock(timer.dueMs))" + (timer.note.isEmpty ? "" : " (\(timer.note))")
         let (alert, alreadyActive, _) = try await raise(for: timer.owner, message: String(message.prefix(HelpNowPlan.maximumMessageLength)),
                                                         key: "timer:\(timer.id)", logger: logger)
-        try await store.database.write { db in
-            try db.run(sql: "UPDATE timers SET state = 3, ended_ms = ?, alert_id = ? WHERE id = ? AND state = 1", arguments: [self.now(), alert.id, timer.id])
+        _ = try await store.changeTimer(id: timer.id, at: now()) { current in
+            guard let current, current.state == .active else { return nil }
+            return TimerChange(end: .fired, alertID: alert.id)
         }
         logger.notice("check-in timer ran out: helpNow raised", metadata: ["timer": "\(timer.id)", "alert": "\(alert.id)", "already active": "\(alreadyActive)"])
     }
 
     /// When the next timer needs attention (its warning or its end).
     func nextTimerAt() async throws -> Int64? {
-        try await store.database.read { db in
-            try Int64.fetchOne(db, sql: "SELECT MIN(CASE WHEN warned_ms = 0 THEN warn_ms ELSE due_ms END) FROM timers WHERE state = 1")
-        }
-    }
-}
-
-/// A timer row.
-struct TimerRecord: Sendable {
-    var id: UInt64
-    var owner: UInt64
-    var note: String
-    var state: AlertsV1.TimerState
-    var startedMs: Int64
-    var dueMs: Int64
-    var warnMs: Int64
-    var warnedMs: Int64
-    var endedMs: Int64
-    var alertID: UInt64
-    var pinHash: Data?
-    var failures: Int
-
-    static let columns = "id, owner, note, state, started_ms, due_ms, warn_ms, warned_ms, ended_ms, alert_id, pin_hash, failures"
-    init(row: Row) {
-        id = row[0]; owner = row[1]; note = row[2]; state = AlertsV1.TimerState(rawValue: row[3]); startedMs = row[4]; dueMs = row[5]
-        warnMs = row[6]; warnedMs = row[7]; endedMs = row[8]; alertID = row[9]; pinHash = row[10]; failures = row[11]
-    }
-
-    var proto: AlertsV1.CheckInTimer {
-        AlertsV1.CheckInTimer(timerId: id, note: note, state: state, startedAtMs: startedMs, dueAtMs: dueMs, warnAtMs: warnMs, warnedAtMs: warnedMs,
-                              endedAtMs: endedMs, alertId: alertID, hasPin: pinHash != nil, failedAttempts: UInt32(failures))
-    }
-}
-
-extension AlertsStore {
-    static func migrateTimers(_ migrator: inout DatabaseMigrator) {
-        migrator.registerMigration("timers") { db in
-            try db.execute(sql: """
-                CREATE TABLE timers (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT, owner INTEGER NOT NULL, note TEXT NOT NULL, state INTEGER NOT NULL,
-                    started_ms INTEGER NOT NULL, due_ms INTEGER NOT NULL, warn_ms INTEGER NOT NULL, warned_ms INTEGER NOT NULL DEFAULT 0,
-                    ended_ms INTEGER NOT NULL DEFAULT 0, alert_id INTEGER NOT NULL DEFAULT 0, pin_hash BLOB, failures INTEGER NOT NULL DEFAULT 0,
-                    idempotency_key TEXT NOT NULL DEFAULT ''
-                );
-                CREATE UNIQUE INDEX timers_one_active ON timers(owner) WHERE state = 1;
-                CREATE INDEX timers_by_owner ON timers(owner, id);
-                """)
-        }
-    }
-
-    static func timer(_ db: Database, id: UInt64) throws -> TimerRecord? {
-        try Row.fetchOne(db, sql: "SELECT \(TimerRecord.columns) FROM timers WHERE id = ?", arguments: [id]).map(TimerRecord.init)
-    }
-
-    static func timers(_ db: Database, _ condition: String, _ arguments: StatementArguments) throws -> [TimerRecord] {
-        try Row.fetchAll(db, sql: "SELECT \(TimerRecord.columns) FROM timers WHERE \(condition) ORDER BY id", arguments: arguments).map(TimerRecord.init)
-    }
-
-    func timer(owner: UInt64, key: String) async throws -> TimerRecord? {
-        try await database.read { db in try Self.timers(db, "owner = ? AND idempotency_key = ?", [owner, key]).first }
-    }
-
-    func activeTimer(of owner: UInt64) async throws -> TimerRecord? {
-        try await database.read { db in try Self.timers(db, "owner = ? AND state = 1", [owner]).first }
-    }
-
-    /// The active timer, else the latest.
-    func latestTimer(of owner: UInt64) async throws -> TimerRecord? {
-        try await database.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(TimerRecord.columns) FROM timers WHERE owner = ? ORDER BY state = 1 DESC, id DESC LIMIT 1",
-                             arguments: [owner]).map(TimerRecord.init)
-        }
+        try await store.nextTimerAt()
     }
 }

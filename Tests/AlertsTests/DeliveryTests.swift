@@ -77,7 +77,7 @@ extension AlertsTestGroup {
                 #expect(before.filter { $0.status == .delivered }.count == 3 && before.filter { $0.status == .pending }.count == 1
                         && before.filter { $0.status == .skipped }.count == 1, "\(before.map(\.status))")
                 func attempts() async throws -> Int {
-                    try await h.service.store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM delivery_attempts") ?? 0 }
+                    try await h.outbox().map(\.attemptLog.count).reduce(0, +)
                 }
                 #expect(try await attempts() == 4, "3 SMS delivered, 1 push refused")
 
@@ -99,7 +99,7 @@ extension AlertsTestGroup {
             // First life: the provider sends (records) and the process "dies" before marking.
             try await withAlerts(directory: temp.path, peers: peers, worker: false) { h in
                 _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "once"))
-                let recording = RecordingProvider(name: "outbox-sms", database: h.service.store.database, logger: h.logs.logger("p"),
+                let recording = RecordingProvider(name: "outbox-sms", store: h.service.store, logger: h.logs.logger("p"),
                                                   now: { WallClock.milliseconds() })
                 let hanging = SendsThenHangs(recording)
                 let crashed = try AlertsService(directory: temp.path, peers: peers, events: nil, config: testConfig(), sms: hanging, push: hanging,

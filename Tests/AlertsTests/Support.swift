@@ -119,14 +119,12 @@ struct AlertsHarness: Sendable {
 
     /// Every outbox row.
     func outbox() async throws -> [AlertsV1.Delivery] {
-        try await service.store.database.read { db in try Row.fetchAll(db, sql: "SELECT \(AlertsStore.deliveryColumns) FROM outbox ORDER BY id").map(AlertsStore.delivery) }
+        try await service.store.outbox(status: .unspecified, recipient: 0, beforeID: 0, limit: 1_000_000).reversed()
     }
 
     /// What the built-in providers sent: (channel, address, body).
     func sent() async throws -> [(channel: Int32, address: String, body: String)] {
-        try await service.store.database.read { db in
-            try Row.fetchAll(db, sql: "SELECT channel, address, body FROM sent_messages ORDER BY rowid").map { ($0[0], $0[1], $0[2]) }
-        }
+        try await service.store.sentMessages()
     }
 
     /// Waits until nothing in the outbox is pending.

@@ -1,0 +1,109 @@
+import Foundation
+import FriensoProto
+
+/// A watch session row.
+struct WatchRecord: Sendable {
+    var id: UInt64
+    var initiator: UInt64
+    var note: String
+    var state: AlertsV1.WatchState
+    var startedAtMs: Int64
+    var endsAtMs: Int64
+    var endedAtMs: Int64
+    var watchers: [WatcherRecord]
+
+}
+
+struct WatcherRecord: Sendable {
+    var user: UInt64
+    var answer: AlertsV1.Answer
+    var answeredAtMs: Int64
+}
+
+/// A helpNow alert row with its recipients and emergency prompt.
+struct AlertRecord: Sendable {
+    var id: UInt64
+    var initiator: UInt64
+    var message: String
+    var location: AlertsV1.AlertLocation
+    var state: AlertsV1.AlertState
+    var raisedAtMs: Int64
+    var resolvedAtMs: Int64
+    var resolvedBy: String
+    var recipients: [RecipientRecord]
+    var prompt: AlertsV1.EmergencyPrompt
+    var escalation: AlertsV1.Escalation?
+}
+
+struct RecipientRecord: Sendable {
+    var user: UInt64   // 0 for a phone number
+    var phone: String  // set for a phone number
+    var answer: AlertsV1.Answer
+    var answeredAtMs: Int64
+}
+
+/// A message to queue in the outbox. `recipient` names who gets it: a user (the push goes to each
+/// of their devices, the SMS to their phone) or a phone number.
+struct Outgoing: Sendable {
+    enum Recipient: Sendable, Hashable {
+        case user(UInt64)
+        case phone(String)
+    }
+    var source: String
+    var recipient: Recipient
+    var channels: Set<AlertsV1.Channel>
+    var body: String
+    /// Whose message it is (the person who raised, watched, answered, poked): erased with them.
+    var about: UInt64 = 0
+
+    /// The same message, marked as being about `user`.
+    func about(_ user: UInt64) -> Outgoing {
+        var copy = self
+        copy.about = user
+        return copy
+    }
+}
+
+/// A grant as alerts keeps it: the truth it republishes to geo.
+struct GrantRecord: Sendable, Equatable {
+    var subject: UInt64
+    var viewer: UInt64
+    var reason: String
+    /// `GrantRecord.untilResolved` for a helpNow grant (published to geo with a rolling expiry).
+    var expiresMs: Int64
+
+    static let untilResolved = Int64.max
+}
+
+/// A check-in timer row.
+struct TimerRecord: Sendable {
+    var id: UInt64
+    var owner: UInt64
+    var note: String
+    var state: AlertsV1.TimerState
+    var startedMs: Int64
+    var dueMs: Int64
+    var warnMs: Int64
+    var warnedMs: Int64
+    var endedMs: Int64
+    var alertID: UInt64
+    var pinHash: Data?
+    var failures: Int
+
+    var proto: AlertsV1.CheckInTimer {
+        AlertsV1.CheckInTimer(timerId: id, note: note, state: state, startedAtMs: startedMs, dueAtMs: dueMs, warnAtMs: warnMs, warnedAtMs: warnedMs,
+                              endedAtMs: endedMs, alertId: alertID, hasPin: pinHash != nil, failedAttempts: UInt32(failures))
+    }
+}
+
+/// The columns every engine reads a record from, in this order.
+enum RecordColumns {
+    static let watch = "id, initiator, note, state, started_at_ms, ends_at_ms, ended_at_ms"
+    static let timer = "id, owner, note, state, started_ms, due_ms, warn_ms, warned_ms, ended_ms, alert_id, pin_hash, failures"
+    /// The outbox columns a `Delivery` is read from.
+    static let delivery = """
+        id, source, channel, recipient_user, address, body, status, attempts, last_error, created_at_ms, updated_at_ms, next_attempt_ms, provider, reference
+        """
+    /// How many columns `delivery` names (a query may add its own after them).
+    static let deliveryCount = 14
+}

@@ -1,0 +1,340 @@
+import Foundation
+import FriensoProto
+import GRDB
+import Storage
+import Wire
+
+/// Watch sessions, helpNow alerts and check-in timers on SQLite.
+extension SQLiteAlertsStore {
+    // MARK: Watch sessions
+
+    static func watch(_ db: Database, id: UInt64) throws -> WatchRecord? {
+        guard let row = try Row.fetchOne(db, cached: "SELECT \(RecordColumns.watch) FROM watch_sessions WHERE id = ?", arguments: [id]) else { return nil }
+        let watchers = try Row.fetchAll(db, cached: "SELECT watcher, answer, answered_at_ms FROM watchers WHERE session_id = ? ORDER BY position",
+                                        arguments: [id]).map { WatcherRecord(user: $0[0], answer: AlertsV1.Answer(rawValue: $0[1]), answeredAtMs: $0[2]) }
+        return WatchRecord(id: row[0], initiator: row[1], note: row[2], state: AlertsV1.WatchState(rawValue: row[3]), startedAtMs: row[4],
+                           endsAtMs: row[5], endedAtMs: row[6], watchers: watchers)
+    }
+
+    static func watches(_ db: Database, _ sql: String, _ arguments: StatementArguments) throws -> [WatchRecord] {
+        try UInt64.fetchAll(db, cached: sql, arguments: arguments).compactMap { try watch(db, id: $0) }
+    }
+
+    func watch(initiator: UInt64, key: String) async throws -> WatchRecord? {
+        try await database.read { db in
+            try Self.watches(db, "SELECT id FROM watch_sessions WHERE initiator = ? AND idempotency_key = ?", [initiator, key]).first
+        }
+    }
+
+    func activeWatch(of user: UInt64) async throws -> WatchRecord? {
+        try await database.read { db in try Self.watches(db, "SELECT id FROM watch_sessions WHERE initiator = ? AND state = 1", [user]).first }
+    }
+
+    func latestWatch(of user: UInt64) async throws -> WatchRecord? {
+        try await database.read { db in
+            try Self.watches(db, "SELECT id FROM watch_sessions WHERE initiator = ? ORDER BY id DESC LIMIT 1", [user]).first
+        }
+    }
+
+    func watching(_ user: UInt64) async throws -> [WatchRecord] {
+        try await database.read { db in
+            try Self.watches(db, """
+                SELECT s.id FROM watchers w JOIN watch_sessions s ON s.id = w.session_id WHERE w.watcher = ? AND s.state = 1 ORDER BY s.id DESC
+                """, [user])
+        }
+    }
+
+    func startWatch(_ new: NewWatch) async throws -> WatchRecord {
+        do {
+            return try await database.write { db in
+                try db.run(sql: """
+                    INSERT INTO watch_sessions (initiator, note, state, started_at_ms, ends_at_ms, idempotency_key) VALUES (?, ?, 1, ?, ?, ?)
+                    """, arguments: [new.initiator, new.note, new.at, new.endsAtMs, new.key])
+                let id = UInt64(db.lastInsertedRowID)
+                for (position, watcher) in new.watchers.enumerated() {
+                    try db.run(sql: "INSERT INTO watchers (session_id, watcher, position, answer) VALUES (?, ?, ?, ?)",
+                               arguments: [id, watcher, position, AlertsV1.Answer.pending.rawValue])
+                }
+                try Self.enqueue(db, new.messages(id), now: new.at)
+                guard let record = try Self.watch(db, id: id) else { throw StoreInvariant("the watch just written is missing") }
+                return record
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw AlertsConflict.alreadyActive
+        }
+    }
+
+    func changeWatch(_ target: RowTarget, at: Int64, _ decide: @escaping @Sendable (WatchRecord?) throws -> WatchChange?)
+        async throws -> (record: WatchRecord, change: WatchChange)? {
+        try await database.write { db in
+            let session = switch target {
+            case .id(let id): try Self.watch(db, id: id)
+            case .activeOf(let user): try Self.watches(db, "SELECT id FROM watch_sessions WHERE initiator = ? AND state = 1", [user]).first
+            }
+            guard let change = try decide(session), let session else { return nil }
+            if let end = change.end {
+                try db.run(sql: "UPDATE watch_sessions SET state = ?, ended_at_ms = ? WHERE id = ?", arguments: [end.rawValue, at, session.id])
+            }
+            if let ends = change.endsAtMs {
+                try db.run(sql: "UPDATE watch_sessions SET ends_at_ms = ? WHERE id = ?", arguments: [ends, session.id])
+            }
+            if let watcher = change.watcher {
+                if let answer = watcher.answer {
+                    try db.run(sql: "UPDATE watchers SET answer = ?, answered_at_ms = ?, dismissed = 0 WHERE session_id = ? AND watcher = ?",
+                               arguments: [answer.rawValue, at, session.id, watcher.user])
+                } else {
+                    try db.run(sql: "UPDATE watchers SET dismissed = 1 WHERE session_id = ? AND watcher = ?", arguments: [session.id, watcher.user])
+                }
+            }
+            for grant in change.grants { try Self.setGrant(db, grant) }
+            try Self.enqueue(db, change.messages, now: at)
+            guard let record = try Self.watch(db, id: session.id) else { throw StoreInvariant("the watch just changed is missing") }
+            return (record, change)
+        }
+    }
+
+    func dueWatches(at: Int64) async throws -> [WatchRecord] {
+        try await database.read { db in try Self.watches(db, "SELECT id FROM watch_sessions WHERE state = 1 AND ends_at_ms <= ? ORDER BY id", [at]) }
+    }
+
+    func nextWatchExpiry() async throws -> Int64? {
+        try await database.read { db in try Int64.fetchOne(db, cached: "SELECT MIN(ends_at_ms) FROM watch_sessions WHERE state = 1") }
+    }
+
+    // MARK: helpNow alerts
+
+    static func alert(_ db: Database, id: UInt64) throws -> AlertRecord? {
+        guard let row = try Row.fetchOne(db, cached: """
+            SELECT id, initiator, message, location, state, raised_at_ms, resolved_at_ms, resolved_by FROM help_alerts WHERE id = ?
+            """, arguments: [id]) else { return nil }
+        let recipients = try Row.fetchAll(db, cached: "SELECT user_id, phone, answer, answered_at_ms FROM recipients WHERE alert_id = ? ORDER BY position",
+                                          arguments: [id]).map {
+            RecipientRecord(user: $0[0], phone: $0[1], answer: AlertsV1.Answer(rawValue: $0[2]), answeredAtMs: $0[3])
+        }
+        let location = (try? AlertsV1.AlertLocation(serializedBytes: Array(row[3] as Data))) ?? AlertsV1.AlertLocation()
+        var prompt = AlertsV1.EmergencyPrompt()
+        if let p = try Row.fetchOne(db, cached: """
+            SELECT id, number, label, created_at_ms, reported, dialed, reported_at_ms FROM emergency_prompts WHERE alert_id = ?
+            """, arguments: [id]) {
+            prompt = AlertsV1.EmergencyPrompt(promptId: p[0], number: p[1], label: p[2], location: location, createdAtMs: p[3],
+                                              reported: p[4], dialed: p[5], reportedAtMs: p[6])
+        }
+        let escalation = try Row.fetchOne(db, cached: "SELECT number, label, location, created_at_ms, resent_to FROM escalations WHERE alert_id = ?",
+                                          arguments: [id]).map {
+            AlertsV1.Escalation(escalatedAtMs: $0[3], number: $0[0], label: $0[1],
+                                location: (try? AlertsV1.AlertLocation(serializedBytes: Array($0[2] as Data))) ?? AlertsV1.AlertLocation(),
+                                resentTo: $0[4])
+        }
+        return AlertRecord(id: row[0], initiator: row[1], message: row[2], location: location, state: AlertsV1.AlertState(rawValue: row[4]),
+                           raisedAtMs: row[5], resolvedAtMs: row[6], resolvedBy: row[7], recipients: recipients, prompt: prompt, escalation: escalation)
+    }
+
+    static func alerts(_ db: Database, _ sql: String, _ arguments: StatementArguments) throws -> [AlertRecord] {
+        try UInt64.fetchAll(db, cached: sql, arguments: arguments).compactMap { try alert(db, id: $0) }
+    }
+
+    func alert(initiator: UInt64, key: String) async throws -> AlertRecord? {
+        try await database.read { db in
+            try Self.alerts(db, "SELECT id FROM help_alerts WHERE initiator = ? AND idempotency_key = ?", [initiator, key]).first
+        }
+    }
+
+    func alert(id: UInt64) async throws -> AlertRecord? {
+        try await database.read { db in try Self.alert(db, id: id) }
+    }
+
+    func activeAlert(of user: UInt64) async throws -> AlertRecord? {
+        try await database.read { db in try Self.alerts(db, "SELECT id FROM help_alerts WHERE initiator = ? AND state = 1", [user]).first }
+    }
+
+    func latestAlert(of user: UInt64) async throws -> AlertRecord? {
+        try await database.read { db in
+            try Self.alerts(db, "SELECT id FROM help_alerts WHERE initiator = ? ORDER BY id DESC LIMIT 1", [user]).first
+        }
+    }
+
+    func alerts(reaching user: UInt64) async throws -> [AlertRecord] {
+        try await database.read { db in
+            try Self.alerts(db, """
+                SELECT DISTINCT a.id FROM recipients r JOIN help_alerts a ON a.id = r.alert_id WHERE r.user_id = ? AND a.state = 1 ORDER BY a.id DESC
+                """, [user])
+        }
+    }
+
+    func raiseAlert(_ new: NewAlert) async throws -> AlertRecord {
+        do {
+            return try await database.write { db in
+                try db.run(sql: """
+                    INSERT INTO help_alerts (initiator, message, location, state, raised_at_ms, idempotency_key) VALUES (?, ?, ?, 1, ?, ?)
+                    """, arguments: [new.initiator, new.message, Data(new.location.serializedBytes()), new.at, new.key])
+                let id = UInt64(db.lastInsertedRowID)
+                for (position, contact) in new.recipients.enumerated() {
+                    let (user, phone): (UInt64, String) = switch contact {
+                    case .user(let u): (u, "")
+                    case .phone(let p): (0, p)
+                    }
+                    try db.run(sql: "INSERT INTO recipients (alert_id, position, user_id, phone, answer) VALUES (?, ?, ?, ?, ?)",
+                               arguments: [id, position, user, phone, AlertsV1.Answer.pending.rawValue])
+                }
+                for grant in new.grants { try Self.setGrant(db, grant) }
+                try db.run(sql: "INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [id, new.initiator, new.promptNumber, new.promptLabel, new.at])
+                try Self.enqueue(db, new.messages(id), now: new.at)
+                guard let record = try Self.alert(db, id: id) else { throw StoreInvariant("the alert just written is missing") }
+                return record
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw AlertsConflict.alreadyActive
+        }
+    }
+
+    func changeAlert(_ target: RowTarget, at: Int64, _ decide: @escaping @Sendable (AlertRecord?) throws -> AlertChange?)
+        async throws -> (record: AlertRecord, change: AlertChange)? {
+        try await database.write { db in
+            let alert = switch target {
+            case .id(let id): try Self.alert(db, id: id)
+            case .activeOf(let user): try Self.alerts(db, "SELECT id FROM help_alerts WHERE initiator = ? AND state = 1", [user]).first
+            }
+            guard let change = try decide(alert), let alert else { return nil }
+            if let by = change.resolvedBy {
+                try db.run(sql: "UPDATE help_alerts SET state = ?, resolved_at_ms = ?, resolved_by = ? WHERE id = ?",
+                           arguments: [AlertsV1.AlertState.resolved.rawValue, at, by, alert.id])
+            }
+            if let recipient = change.recipient {
+                if let answer = recipient.answer {
+                    try db.run(sql: "UPDATE recipients SET answer = ?, answered_at_ms = ?, dismissed = 0 WHERE alert_id = ? AND user_id = ?",
+                               arguments: [answer.rawValue, at, alert.id, recipient.user])
+                } else {
+                    try db.run(sql: "UPDATE recipients SET dismissed = 1 WHERE alert_id = ? AND user_id = ?", arguments: [alert.id, recipient.user])
+                }
+            }
+            if let e = change.escalation {
+                try db.run(sql: "UPDATE help_alerts SET escalated_at_ms = ? WHERE id = ?", arguments: [at, alert.id])
+                try db.run(sql: "INSERT INTO escalations (alert_id, number, label, location, created_at_ms, resent_to) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [alert.id, e.number, e.label, Data((e.location ?? AlertsV1.AlertLocation()).serializedBytes()), at, e.resentTo])
+            }
+            if let dialed = change.reportedCall {
+                try db.run(sql: "UPDATE emergency_prompts SET reported = 1, dialed = ?, reported_at_ms = ? WHERE alert_id = ?",
+                           arguments: [dialed, at, alert.id])
+            }
+            for grant in change.grants { try Self.setGrant(db, grant) }
+            try Self.enqueue(db, change.messages, now: at)
+            guard let record = try Self.alert(db, id: alert.id) else { throw StoreInvariant("the alert just changed is missing") }
+            return (record, change)
+        }
+    }
+
+    func escalationsDue(raisedBy: Int64) async throws -> [UInt64] {
+        try await database.read { db in
+            try UInt64.fetchAll(db, cached: """
+                SELECT id FROM help_alerts a WHERE state = 1 AND escalated_at_ms = 0 AND raised_at_ms <= ?
+                  AND NOT EXISTS (SELECT 1 FROM recipients r WHERE r.alert_id = a.id AND r.answer = ?)
+                ORDER BY id
+                """, arguments: [raisedBy, AlertsV1.Answer.accepted.rawValue])
+        }
+    }
+
+    func oldestUnescalated() async throws -> Int64? {
+        try await database.read { db in
+            try Int64.fetchOne(db, cached: "SELECT MIN(raised_at_ms) FROM help_alerts WHERE state = 1 AND escalated_at_ms = 0")
+        }
+    }
+
+    func summaries(source: String) async throws -> [String: [AlertsV1.DeliverySummary]] {
+        try await database.read { db in
+            var result: [String: [AlertsV1.DeliverySummary]] = [:]
+            for row in try Row.fetchAll(db, cached: "SELECT recipient_user, address, channel, status, attempts FROM outbox WHERE source = ? ORDER BY id",
+                                        arguments: [source]) {
+                let user: UInt64 = row[0]
+                let key = user != 0 ? "user:\(user)" : "phone:\(row[1] as String)"
+                result[key, default: []].append(AlertsV1.DeliverySummary(channel: AlertsV1.Channel(rawValue: row[2]),
+                                                                         status: AlertsV1.DeliveryStatus(rawValue: row[3]), attempts: row[4]))
+            }
+            return result
+        }
+    }
+
+    // MARK: Check-in timers
+
+    static func timer(_ row: Row) -> TimerRecord {
+        TimerRecord(id: row[0], owner: row[1], note: row[2], state: AlertsV1.TimerState(rawValue: row[3]), startedMs: row[4], dueMs: row[5],
+                    warnMs: row[6], warnedMs: row[7], endedMs: row[8], alertID: row[9], pinHash: row[10], failures: row[11])
+    }
+
+    static func timers(_ db: Database, _ condition: String, _ arguments: StatementArguments) throws -> [TimerRecord] {
+        try Row.fetchAll(db, cached: "SELECT \(RecordColumns.timer) FROM timers WHERE \(condition)", arguments: arguments).map(timer)
+    }
+
+    func timer(owner: UInt64, key: String) async throws -> TimerRecord? {
+        try await database.read { db in try Self.timers(db, "owner = ? AND idempotency_key = ?", [owner, key]).first }
+    }
+
+    func activeTimer(of owner: UInt64) async throws -> TimerRecord? {
+        try await database.read { db in try Self.timers(db, "owner = ? AND state = 1", [owner]).first }
+    }
+
+    func latestTimer(of owner: UInt64) async throws -> TimerRecord? {
+        try await database.read { db in try Self.timers(db, "owner = ? ORDER BY state = 1 DESC, id DESC LIMIT 1", [owner]).first }
+    }
+
+    func startTimer(_ new: NewTimer) async throws -> TimerRecord {
+        do {
+            return try await database.write { db in
+                try db.run(sql: """
+                    INSERT INTO timers (owner, note, state, started_ms, due_ms, warn_ms, pin_hash, idempotency_key) VALUES (?, ?, 1, ?, ?, ?, ?, ?)
+                    """, arguments: [new.owner, new.note, new.at, new.dueMs, new.warnMs, new.pinHash, new.key])
+                guard let timer = try Self.timers(db, "id = ?", [db.lastInsertedRowID]).first else {
+                    throw StoreInvariant("the timer just written is missing")
+                }
+                return timer
+            }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw AlertsConflict.alreadyActive
+        }
+    }
+
+    func changeTimer(id: UInt64, at: Int64, _ decide: @escaping @Sendable (TimerRecord?) throws -> TimerChange?)
+        async throws -> (record: TimerRecord, change: TimerChange)? {
+        try await database.write { db in
+            let timer = try Self.timers(db, "id = ?", [id]).first
+            guard let change = try decide(timer), let timer else { return nil }
+            if let end = change.end {
+                try db.run(sql: "UPDATE timers SET state = ?, ended_ms = ?, alert_id = ? WHERE id = ?", arguments: [end.rawValue, at, change.alertID, id])
+            }
+            if change.warned { try db.run(sql: "UPDATE timers SET warned_ms = ? WHERE id = ?", arguments: [at, id]) }
+            if change.failedTry { try db.run(sql: "UPDATE timers SET failures = failures + 1 WHERE id = ?", arguments: [id]) }
+            try Self.enqueue(db, change.messages, now: at)
+            guard let record = try Self.timers(db, "id = ?", [timer.id]).first else { throw StoreInvariant("the timer just changed is missing") }
+            return (record, change)
+        }
+    }
+
+    func dueTimers(at: Int64) async throws -> (warn: [TimerRecord], fire: [TimerRecord]) {
+        try await database.read { db in
+            (try Self.timers(db, "state = 1 AND warned_ms = 0 AND warn_ms <= ? AND due_ms > ? ORDER BY id", [at, at]),
+             try Self.timers(db, "state = 1 AND due_ms <= ? ORDER BY id", [at]))
+        }
+    }
+
+    func nextTimerAt() async throws -> Int64? {
+        try await database.read { db in
+            try Int64.fetchOne(db, cached: "SELECT MIN(CASE WHEN warned_ms = 0 THEN warn_ms ELSE due_ms END) FROM timers WHERE state = 1")
+        }
+    }
+
+    // MARK: Grants
+
+    static func setGrant(_ db: Database, _ grant: GrantRecord) throws {
+        try db.run(sql: "INSERT OR REPLACE INTO grants (subject, viewer, reason, expires_ms) VALUES (?, ?, ?, ?)",
+                   arguments: [grant.subject, grant.viewer, grant.reason, grant.expiresMs])
+    }
+
+    func grantsToPublish(now: Int64, keepRevoked: Int64) async throws -> [GrantRecord] {
+        try await database.write { db in
+            try db.run(sql: "DELETE FROM grants WHERE expires_ms < ?", arguments: [now - keepRevoked])
+            return try Row.fetchAll(db, cached: "SELECT subject, viewer, reason, expires_ms FROM grants").map {
+                GrantRecord(subject: $0[0], viewer: $0[1], reason: $0[2], expiresMs: $0[3])
+            }
+        }
+    }
+}
