@@ -159,6 +159,7 @@ let package = Package(
                 "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica",
                 grdb,
                 logging,
+                postgres,
                 coreMetrics,
                 serviceLifecycle,
             ],
@@ -296,7 +297,7 @@ let package = Package(
         .executableTarget(
             name: "frienso-alerts",
             dependencies: [
-                "Alerts", "Deliveries", "SocialReplica", "ServiceKit", "Wire",
+                "Alerts", "Deliveries", "SocialReplica", "ServiceKit", "Wire", "Storage",
                 argumentParser,
                 coreMetrics,
                 logging,

@@ -35,6 +35,11 @@ public struct AlertsConfig: Sendable {
     public var retry = RetryPolicy()
     /// Where an SMS invitation points a non-user.
     public var inviteLink = "https://frienso.app/join"
+    /// How long a delivery pass holds the outbox rows it took (PostgreSQL, where several instances
+    /// share them): longer than any provider's timeout, so another instance takes them only from
+    /// a pass that died (the message may have gone: it is sent again with its idempotency key).
+    /// An instance that restarts takes its own back at once.
+    public var deliveryClaim: Duration = .seconds(120)
     /// How long a delivery that ended (with its attempt log) is kept in the outbox.
     public var outboxRetention: Duration = .seconds(90 * 86_400)
     public init() {}
@@ -72,6 +77,21 @@ public final class AlertsService: Sendable {
                             now: (@Sendable () -> Int64)? = nil) throws {
         self.init(store: try SQLiteAlertsStore(path: "\(directory)/alerts.sqlite"), peers: peers, events: events, config: config,
                   sms: sms, push: push, logger: logger, now: now)
+    }
+
+    /// Opens alerts' storage on `engine` (its migrations run first), as `init(directory:…)`.
+    /// - Parameter instance: this instance's name among several sharing one PostgreSQL schema
+    ///   (`--instance`), the same across its restarts: its outbox claims carry it.
+    public static func open(_ engine: StorageEngine, instance: String = "1", peers: any AlertsPeers, events: (any EventSink)?, config: AlertsConfig = AlertsConfig(),
+                            sms: (any SMSProvider)? = nil, push: (any PushProvider)? = nil, logger: Logger,
+                            now: (@Sendable () -> Int64)? = nil) async throws -> AlertsService {
+        switch engine {
+        case .sqlite(let directory):
+            return try AlertsService(directory: directory, peers: peers, events: events, config: config, sms: sms, push: push, logger: logger, now: now)
+        case .postgres(let database):
+            return AlertsService(store: try await PostgresAlertsStore.open(database, instance: instance), peers: peers, events: events, config: config,
+                                 sms: sms, push: push, logger: logger, now: now)
+        }
     }
 
     init(store: any AlertsStorage, peers: any AlertsPeers, events: (any EventSink)?, config: AlertsConfig,
@@ -155,7 +175,7 @@ public final class AlertsService: Sendable {
     /// One delivery pass. - Returns: when the next delivery is due.
     public func deliverDue() async throws -> Int64? {
         let observer = deliveryObserver.withLock { $0 }
-        return try await DeliveryPass(store: store, peers: peers, sms: sms, push: push, policy: config.retry, logger: logger,
+        return try await DeliveryPass(store: store, peers: peers, sms: sms, push: push, policy: config.retry, claim: config.deliveryClaim, logger: logger,
                                       now: now, observer: observer).run()
     }
 }

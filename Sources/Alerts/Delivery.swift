@@ -228,6 +228,8 @@ struct DeliveryPass: Sendable {
     let sms: any SMSProvider
     let push: any PushProvider
     let policy: RetryPolicy
+    /// How long the pass holds the rows it took (`AlertsConfig.deliveryClaim`).
+    let claim: Duration
     let logger: Logger
     let now: @Sendable () -> Int64
     let observer: (@Sendable ([AlertsV1.Delivery]) -> Void)?
@@ -236,7 +238,7 @@ struct DeliveryPass: Sendable {
     func run() async throws -> Int64? {
         let at = now()
         // Each push row with its device's platform (nil: the device was unregistered since).
-        let (read, platforms) = try await store.takeDue(at: at, limit: 256, claimUntil: at + Self.claim.wholeMilliseconds)
+        let (read, platforms) = try await store.takeDue(at: at, limit: 256, claimUntil: at + claim.wholeMilliseconds)
         var due = read
         guard !due.isEmpty else { return try await nextDue() }
 
@@ -316,9 +318,4 @@ struct DeliveryPass: Sendable {
     private func nextDue() async throws -> Int64? {
         try await store.nextDue()
     }
-
-    /// How long a pass holds the rows it took (PostgreSQL): longer than any provider's timeout,
-    /// so another instance takes them only from a pass that died; an instance that restarts takes
-    /// its own back at once.
-    static let claim: Duration = .seconds(120)
 }

@@ -4,6 +4,7 @@ import ArgumentParser
 import Logging
 import ServiceKit
 import ServiceLifecycle
+import Storage
 import SocialReplica
 import Wire
 
@@ -17,12 +18,21 @@ struct AlertsCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "alerts")
-        try resolved.refuseSeveralInstances("alerts runs on SQLite only, and its outbox has no row claims yet")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
-        // PostgreSQL is accounts' only so far (issue 21): a configuration asking it of alerts is refused.
-        _ = try resolved.storageChoice(for: "alerts", postgres: false, logger: logger)
         try resolved.createDataDirectory()
+        let storage = try await resolved.openStorage(for: "alerts", logger: logger)
+        do {
+            try resolved.refuseSeveralInstances(on: storage, logger: logger)
+            try await run(resolved, storage: storage, plane: plane, logger: logger)
+        } catch {
+            await storage.close()
+            throw error
+        }
+        await storage.close()
+    }
+
+    private func run(_ resolved: ResolvedOptions, storage: StorageEngine, plane: InternalPlane, logger: Logger) async throws {
         let toSocial = try plane.client("social", at: resolved.peer("social"), logger: logger)
         let socialEvents = try resolved.peerEvents("social")
         // The graph replica answers "who is in this circle" while social restarts.
@@ -37,8 +47,8 @@ struct AlertsCommand: AsyncParsableCommand {
                                 profiles: profiles, replicaCircle: { owner in replica.read { $0.circle(of: owner) } })
         let publisher = plane.publisher(name: "alerts", endpoint: try resolved.ownEventEndpoint(), logger: logger)
         let providers = try DeliveryProviders(resolved: resolved, logger: logger)
-        let service = try AlertsService(directory: resolved.dataDirectory, peers: peers, events: publisher,
-                                        config: AlertsConfig(resolved: resolved), sms: providers.sms, push: providers.push, logger: logger)
+        let service = try await AlertsService.open(storage, instance: "\(resolved.instance)", peers: peers, events: publisher,
+                                                   config: AlertsConfig(resolved: resolved), sms: providers.sms, push: providers.push, logger: logger)
         let worker = AlertsWorker(service: service, socialEvents: socialEvents, socialEventsSecurity: try plane.client(of: "social"),
                                   geoEvents: try resolved.peerEvents("geo"), geoEventsSecurity: try plane.client(of: "geo"), logger: logger)
         MetricsRefresh.register { await service.recordOutboxMetrics(nowMs: WallClock.milliseconds()) }

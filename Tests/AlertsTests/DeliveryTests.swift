@@ -25,9 +25,9 @@ final class SendsThenHangs: SMSProvider, PushProvider {
 extension AlertsTestGroup {
     @Suite("alerts: delivery", .serialized, .timeLimit(.minutes(2)))
     struct DeliveryTests {
-        @Test func failedDeliveries_areRetriedWithBackoff_untilTheyGoThrough() async throws {
+        @Test(arguments: Engine.allCases) func failedDeliveries_areRetriedWithBackoff_untilTheyGoThrough(engine: Engine) async throws {
             let flaky = FlakyProvider(failures: 2)
-            try await withAlerts(peers: HelpNowTests.anasCircle(), sms: flaky) { h in
+            try await withAlerts(engine: engine, peers: HelpNowTests.anasCircle(), sms: flaky) { h in
                 _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
                 try await h.drained()
                 let sms = try await h.outbox().filter { $0.channel == .sms }
@@ -36,9 +36,9 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func aDeliveryThatKeepsFailing_isMarkedFailed_afterTheLastAttempt() async throws {
+        @Test(arguments: Engine.allCases) func aDeliveryThatKeepsFailing_isMarkedFailed_afterTheLastAttempt(engine: Engine) async throws {
             let broken = FlakyProvider(failures: nil)
-            try await withAlerts(peers: HelpNowTests.anasCircle(), sms: broken) { h in
+            try await withAlerts(engine: engine, peers: HelpNowTests.anasCircle(), sms: broken) { h in
                 let raised = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
                 try await h.drained()
                 let sms = try await h.outbox().filter { $0.channel == .sms }
@@ -55,10 +55,10 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func aNumberTheProviderRejects_failsAtOnce() async throws {
+        @Test(arguments: Engine.allCases) func aNumberTheProviderRejects_failsAtOnce(engine: Engine) async throws {
             let peers = HelpNowTests.anasCircle()
             peers.state.withLock { $0.phones[2] = "12345" }
-            try await withAlerts(peers: peers) { h in
+            try await withAlerts(engine: engine, peers: peers) { h in
                 _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
                 try await h.drained()
                 let bad = try #require(try await h.outbox().first { $0.recipientUserId == 2 && $0.channel == .sms })
@@ -66,10 +66,10 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func endedDeliveries_areDeletedAfterTheRetention_withTheirAttempts_pendingOnesKept() async throws {
+        @Test(arguments: Engine.allCases) func endedDeliveries_areDeletedAfterTheRetention_withTheirAttempts_pendingOnesKept(engine: Engine) async throws {
             let clock = ManualClock()
             let push = FlakyProvider(failures: nil) // every push fails (retryable): it stays pending
-            try await withAlerts(peers: HelpNowTests.anasCircle(), push: push, worker: false, now: { clock.now }) { h in
+            try await withAlerts(engine: engine, peers: HelpNowTests.anasCircle(), push: push, worker: false, now: { clock.now }) { h in
                 try await h.device(2, "ben-phone-token-1")
                 _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "raise-1")
                 _ = try await h.service.deliverDue()
@@ -92,94 +92,96 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func aCrashBetweenSendingAndMarking_doesNotSendTwice() async throws {
-            let temp = try TemporaryDirectory("frienso-alerts-crash")
-            defer { temp.remove() }
-            let peers = HelpNowTests.anasCircle()
-            // First life: the provider sends (records) and the process "dies" before marking.
-            try await withAlerts(directory: temp.path, peers: peers, worker: false) { h in
-                _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "once"))
-                let recording = RecordingProvider(name: "outbox-sms", store: h.service.store, logger: h.logs.logger("p"),
-                                                  now: { WallClock.milliseconds() })
-                let hanging = SendsThenHangs(recording)
-                let crashed = try AlertsService(directory: temp.path, peers: peers, events: nil, config: testConfig(), sms: hanging, push: hanging,
-                                                logger: h.logs.logger("crashing"))
-                let pass = Task { try await crashed.deliverDue() }
-                try await eventually("the provider to send") { hanging.sent.load(ordering: .relaxed) == 3 }
-                pass.cancel()
-                #expect(try await h.outbox().filter { $0.channel == .sms }.allSatisfy { $0.status == .pending }, "not marked: the crash")
-            }
-            // Second life: the same deliveries go again, with the same idempotency keys.
-            try await withAlerts(directory: temp.path, peers: peers) { h in
-                try await h.drained()
-                #expect(try await h.outbox().filter { $0.channel == .sms }.allSatisfy { $0.status == .delivered })
-                #expect(try await h.sent().count == 3, "each SMS sent once")
-            }
-        }
-
-        @Test func placeEvents_arePushedToTheViewer_once_acrossPullsAndRestarts() async throws {
-            let temp = try TemporaryDirectory("frienso-alerts-place-events")
-            defer { temp.remove() }
-            let peers = FakePeers()
-            let events = [
-                (event: GeoV1.PlaceAlertEvent(eventId: 1, alertId: 7, subjectId: 1, label: "Home", arrived: true, atMs: 1), viewer: UInt64(2)),
-                (event: GeoV1.PlaceAlertEvent(eventId: 2, alertId: 7, subjectId: 1, label: "Home", arrived: false, atMs: 2), viewer: UInt64(2)),
-            ]
-            try await withAlerts(directory: temp.path, peers: peers) { h in
-                try await h.device(2, "bens-device-token")
-                peers.state.withLock { $0.placeEvents = events } // geo has them now
-                try await h.service.pullPlaceEvents() // the worker pulls too: either way, once
-                try await eventually("two deliveries") { try await h.outbox().count == 2 }
-                try await h.drained()
-                let sent = try await h.sent()
-                #expect(sent.map(\.address) == ["bens-device-token", "bens-device-token"])
-                #expect(sent.map(\.body) == ["User 1 (@user1) arrived at Home", "User 1 (@user1) left Home"])
-            }
-            peers.state.withLock { s in
-                s.placeEvents.append((GeoV1.PlaceAlertEvent(eventId: 3, alertId: 7, subjectId: 1, label: "Home", arrived: true, atMs: 3), 2))
-                s.down = ["geo"]
-            }
-            try await withAlerts(directory: temp.path, peers: peers) { h in
-                await expectError(.unavailable) { _ = try await h.service.pullPlaceEvents() }
-                peers.state.withLock { $0.down = [] }
-                try await h.service.pullPlaceEvents()
-                try await eventually("the new one only") { try await h.outbox().count == 3 }
-                try await h.drained()
-                #expect(try await h.sent().count == 3)
+        @Test(arguments: Engine.allCases) func aCrashBetweenSendingAndMarking_doesNotSendTwice(engine: Engine) async throws {
+            try await withStorage(engine) { storage in
+                let peers = HelpNowTests.anasCircle()
+                // First life: the provider sends (records) and the process "dies" before marking.
+                try await withAlerts(storage: storage, peers: peers, worker: false) { h in
+                    _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "once"))
+                    let recording = RecordingProvider(name: "outbox-sms", store: h.service.store, logger: h.logs.logger("p"),
+                                                      now: { WallClock.milliseconds() })
+                    let hanging = SendsThenHangs(recording)
+                    let (crashed, crashedStorage) = try await anotherAlerts(on: storage, peers: peers, sms: hanging, push: hanging,
+                                                                            logger: h.logs.logger("crashing"))
+                    let pass = Task { try await crashed.deliverDue() }
+                    try await eventually("the provider to send") { hanging.sent.load(ordering: .relaxed) == 3 }
+                    pass.cancel()
+                    _ = try? await pass.value
+                    await crashedStorage.close()
+                    #expect(try await h.outbox().filter { $0.channel == .sms }.allSatisfy { $0.status == .pending }, "not marked: the crash")
+                }
+                // Second life: the same deliveries go again, with the same idempotency keys.
+                try await withAlerts(storage: storage, peers: peers) { h in
+                    try await h.drained()
+                    #expect(try await h.outbox().filter { $0.channel == .sms }.allSatisfy { $0.status == .delivered })
+                    #expect(try await h.sent().count == 3, "each SMS sent once")
+                }
             }
         }
 
-        @Test func socialNotices_areDeliveredOnce_pokesCircleRequestsAndInvitations() async throws {
-            let temp = try TemporaryDirectory("frienso-alerts-notices")
-            defer { temp.remove() }
-            let peers = FakePeers()
-            let ana = SocialV1.UserRef(userId: 1, username: "ana", firstName: "Ana", lastName: "Lima")
-            let notices = [
-                    SocialV1.Notice(noticeId: 1, kind: .poke, from: ana, toUserId: 2, createdAtMs: 1),
-                    SocialV1.Notice(noticeId: 2, kind: .circleRequest, from: ana, toUserId: 3, createdAtMs: 2),
-                    SocialV1.Notice(noticeId: 3, kind: .circleInvite, from: ana, toPhone: "+15625550123", createdAtMs: 3),
-            ]
-            try await withAlerts(directory: temp.path, peers: peers) { h in
-                try await h.device(2, "bens-device-token")
-                try await h.device(3, "cys-device-token")
-                peers.state.withLock { $0.notices = notices } // social has them now
-                try await h.service.pullNotices() // the worker pulls too: either way, once
-                try await eventually("three deliveries") { try await h.outbox().count == 3 }
-                try await h.drained()
-                let sent = try await h.sent()
-                #expect(sent.map(\.address).sorted() == ["+15625550123", "bens-device-token", "cys-device-token"])
-                #expect(sent.first { $0.address == "bens-device-token" }?.body == "Ana Lima (@ana) poked you")
-                #expect(sent.first { $0.address == "+15625550123" }?.body.contains("https://frienso.app/join") == true)
-                #expect(h.recorder.events(to: 3).first?.kind == .coreFriendRequest)
+        @Test(arguments: Engine.allCases) func placeEvents_arePushedToTheViewer_once_acrossPullsAndRestarts(engine: Engine) async throws {
+            try await withStorage(engine) { storage in
+                let peers = FakePeers()
+                let events = [
+                    (event: GeoV1.PlaceAlertEvent(eventId: 1, alertId: 7, subjectId: 1, label: "Home", arrived: true, atMs: 1), viewer: UInt64(2)),
+                    (event: GeoV1.PlaceAlertEvent(eventId: 2, alertId: 7, subjectId: 1, label: "Home", arrived: false, atMs: 2), viewer: UInt64(2)),
+                ]
+                try await withAlerts(storage: storage, peers: peers) { h in
+                    try await h.device(2, "bens-device-token")
+                    peers.state.withLock { $0.placeEvents = events } // geo has them now
+                    try await h.service.pullPlaceEvents() // the worker pulls too: either way, once
+                    try await eventually("two deliveries") { try await h.outbox().count == 2 }
+                    try await h.drained()
+                    let sent = try await h.sent()
+                    #expect(sent.map(\.address) == ["bens-device-token", "bens-device-token"])
+                    #expect(sent.map(\.body) == ["User 1 (@user1) arrived at Home", "User 1 (@user1) left Home"])
+                }
+                peers.state.withLock { s in
+                    s.placeEvents.append((GeoV1.PlaceAlertEvent(eventId: 3, alertId: 7, subjectId: 1, label: "Home", arrived: true, atMs: 3), 2))
+                    s.down = ["geo"]
+                }
+                try await withAlerts(storage: storage, peers: peers) { h in
+                    await expectError(.unavailable) { _ = try await h.service.pullPlaceEvents() }
+                    peers.state.withLock { $0.down = [] }
+                    try await h.service.pullPlaceEvents()
+                    try await eventually("the new one only") { try await h.outbox().count == 3 }
+                    try await h.drained()
+                    #expect(try await h.sent().count == 3)
+                }
             }
-            // After a restart the cursor holds: nothing queued again; a new notice is.
-            peers.state.withLock { $0.notices.append(SocialV1.Notice(noticeId: 4, kind: .poke, from: ana, toUserId: 3, createdAtMs: 4)) }
-            try await withAlerts(directory: temp.path, peers: peers) { h in
-                try await eventually("the new poke") { try await h.outbox().count == 4 }
-                try await h.service.pullNotices()
-                try await h.drained()
-                #expect(try await h.outbox().count == 4)
-                #expect(try await h.sent().count == 4)
+        }
+
+        @Test(arguments: Engine.allCases) func socialNotices_areDeliveredOnce_pokesCircleRequestsAndInvitations(engine: Engine) async throws {
+            try await withStorage(engine) { storage in
+                let peers = FakePeers()
+                let ana = SocialV1.UserRef(userId: 1, username: "ana", firstName: "Ana", lastName: "Lima")
+                let notices = [
+                        SocialV1.Notice(noticeId: 1, kind: .poke, from: ana, toUserId: 2, createdAtMs: 1),
+                        SocialV1.Notice(noticeId: 2, kind: .circleRequest, from: ana, toUserId: 3, createdAtMs: 2),
+                        SocialV1.Notice(noticeId: 3, kind: .circleInvite, from: ana, toPhone: "+15625550123", createdAtMs: 3),
+                ]
+                try await withAlerts(storage: storage, peers: peers) { h in
+                    try await h.device(2, "bens-device-token")
+                    try await h.device(3, "cys-device-token")
+                    peers.state.withLock { $0.notices = notices } // social has them now
+                    try await h.service.pullNotices() // the worker pulls too: either way, once
+                    try await eventually("three deliveries") { try await h.outbox().count == 3 }
+                    try await h.drained()
+                    let sent = try await h.sent()
+                    #expect(sent.map(\.address).sorted() == ["+15625550123", "bens-device-token", "cys-device-token"])
+                    #expect(sent.first { $0.address == "bens-device-token" }?.body == "Ana Lima (@ana) poked you")
+                    #expect(sent.first { $0.address == "+15625550123" }?.body.contains("https://frienso.app/join") == true)
+                    #expect(h.recorder.events(to: 3).first?.kind == .coreFriendRequest)
+                }
+                // After a restart the cursor holds: nothing queued again; a new notice is.
+                peers.state.withLock { $0.notices.append(SocialV1.Notice(noticeId: 4, kind: .poke, from: ana, toUserId: 3, createdAtMs: 4)) }
+                try await withAlerts(storage: storage, peers: peers) { h in
+                    try await eventually("the new poke") { try await h.outbox().count == 4 }
+                    try await h.service.pullNotices()
+                    try await h.drained()
+                    #expect(try await h.outbox().count == 4)
+                    #expect(try await h.sent().count == 4)
+                }
             }
         }
     }

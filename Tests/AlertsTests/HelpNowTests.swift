@@ -22,8 +22,8 @@ extension AlertsTestGroup {
             return peers
         }
 
-        @Test func helpNow_reachesTheWholeCircle_byPushAndSMS_withoutAnyoneAccepting() async throws {
-            try await withAlerts(peers: Self.anasCircle()) { h in
+        @Test(arguments: Engine.allCases) func helpNow_reachesTheWholeCircle_byPushAndSMS_withoutAnyoneAccepting(engine: Engine) async throws {
+            try await withAlerts(engine: engine, peers: Self.anasCircle()) { h in
                 try await h.device(2, "ben-phone-token-1")
                 try await h.device(2, "ben-tablet-token-2")
                 let reply = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "followed on 5th street"), key: "raise-1")
@@ -57,35 +57,35 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func aRetriedRaise_sendsOnce_evenAfterARestart_andASecondRaiseReturnsTheActiveOne() async throws {
-            let temp = try TemporaryDirectory("frienso-alerts-retry")
-            defer { temp.remove() }
-            let peers = Self.anasCircle()
-            let first = try await withAlerts(directory: temp.path, peers: peers) { h in
-                let a = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
-                let b = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
-                #expect(a.alert?.alertId == b.alert?.alertId)
-                let other = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "HELP!"), key: "another-key")
-                #expect(other.alreadyActive && other.alert?.alertId == a.alert?.alertId)
-                try await h.drained()
-                #expect(try await h.sent().count == 3, "three SMS (no devices), once")
-                return a.alert?.alertId ?? 0
-            }
-            try await withAlerts(directory: temp.path, peers: peers) { h in
-                let again = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
-                #expect(again.alert?.alertId == first)
-                try await h.drained()
-                #expect(try await h.sent().count == 3)
-                #expect(try await h.outbox().count == 5, "3 SMS + 2 skipped pushes, nothing queued twice")
+        @Test(arguments: Engine.allCases) func aRetriedRaise_sendsOnce_evenAfterARestart_andASecondRaiseReturnsTheActiveOne(engine: Engine) async throws {
+            try await withStorage(engine) { storage in
+                let peers = Self.anasCircle()
+                let first = try await withAlerts(storage: storage, peers: peers) { h in
+                    let a = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
+                    let b = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
+                    #expect(a.alert?.alertId == b.alert?.alertId)
+                    let other = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "HELP!"), key: "another-key")
+                    #expect(other.alreadyActive && other.alert?.alertId == a.alert?.alertId)
+                    try await h.drained()
+                    #expect(try await h.sent().count == 3, "three SMS (no devices), once")
+                    return a.alert?.alertId ?? 0
+                }
+                try await withAlerts(storage: storage, peers: peers) { h in
+                    let again = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "same-key")
+                    #expect(again.alert?.alertId == first)
+                    try await h.drained()
+                    #expect(try await h.sent().count == 3)
+                    #expect(try await h.outbox().count == 5, "3 SMS + 2 skipped pushes, nothing queued twice")
+                }
             }
         }
 
-        @Test func anEmptyCircle_isRecorded_andSaysNobodyWasNotified() async throws {
+        @Test(arguments: Engine.allCases) func anEmptyCircle_isRecorded_andSaysNobodyWasNotified(engine: Engine) async throws {
             var config = testConfig()
             config.campusPoliceNumber = "+15625550100"
             let peers = FakePeers()
             peers.state.withLock { $0.locations[9] = AlertsV1.AlertLocation(known: true, latitude: 33.78, longitude: -118.11, placeName: "Library") }
-            try await withAlerts(peers: peers, config: config) { h in
+            try await withAlerts(engine: engine, peers: peers, config: config) { h in
                 let reply = try await h.call(9, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
                 #expect(reply.nobodyNotified && reply.notified == 0)
                 #expect(reply.alert?.state == .active)
@@ -97,10 +97,10 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func alertsGoOut_whenGeoAndAccountsAreDown_andSMSWaitsForThePhoneNumbers() async throws {
+        @Test(arguments: Engine.allCases) func alertsGoOut_whenGeoAndAccountsAreDown_andSMSWaitsForThePhoneNumbers(engine: Engine) async throws {
             let peers = Self.anasCircle()
             peers.state.withLock { $0.down = ["geo", "accounts"] }
-            try await withAlerts(peers: peers) { h in
+            try await withAlerts(engine: engine, peers: peers) { h in
                 let reply = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"))
                 #expect(reply.notified == 3)
                 #expect(reply.alert?.location?.known == false)
@@ -114,8 +114,8 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func onlyTheInitiatorOrAnOperator_resolves_andTheCircleIsTold() async throws {
-            try await withAlerts(peers: Self.anasCircle()) { h in
+        @Test(arguments: Engine.allCases) func onlyTheInitiatorOrAnOperator_resolves_andTheCircleIsTold(engine: Engine) async throws {
+            try await withAlerts(engine: engine, peers: Self.anasCircle()) { h in
                 let raised = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
                 let id = try #require(raised.alert?.alertId)
                 await expectError(.permissionDenied, containing: "not yours") {
@@ -145,8 +145,8 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func badInputs_getStableErrors() async throws {
-            try await withAlerts { h in
+        @Test(arguments: Engine.allCases) func badInputs_getStableErrors(engine: Engine) async throws {
+            try await withAlerts(engine: engine) { h in
                 await expectError(.unauthenticated) { _ = try await h.call(0, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest()) }
                 await expectError(.invalidArgument, containing: "500") {
                     _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: String(repeating: "x", count: 501)))

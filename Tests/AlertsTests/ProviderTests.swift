@@ -174,7 +174,7 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func helpNow_throughTwilioFCMAndAPNs_oneSMSAndOnePushPerDevice_a429DeliversOnce_andADeadTokenIsUnregistered() async throws {
+        @Test(arguments: Engine.allCases) func helpNow_throughTwilioFCMAndAPNs_oneSMSAndOnePushPerDevice_a429DeliversOnce_andADeadTokenIsUnregistered(engine: Engine) async throws {
             try await ProviderFixture.with { f in
                 let twilio = try await FakeTwilio.start(ca: f.ca)
                 let fcmServer = try await FakeFCM.start(ca: f.ca, keyDirectory: f.temp.path)
@@ -184,7 +184,7 @@ extension AlertsTestGroup {
                 twilio.checks.script(for: "+15625550102", FakeTwilio.tooManyRequests(retryAfter: 1))
                 fcmServer.checks.script(for: "cy-android-token-1", FakeFCM.unregistered())
                 let push = PushRouter(fcm: try f.fcm(fcmServer), apns: try f.apns(apnsServer))
-                try await withAlerts(peers: HelpNowTests.anasCircle(), sms: try f.twilio(twilio), push: push) { h in
+                try await withAlerts(engine: engine, peers: HelpNowTests.anasCircle(), sms: try f.twilio(twilio), push: push) { h in
                     try await h.device(2, "ben-android-token-1")
                     _ = try await h.call(2, API.registerDevice, AlertsV1.RegisterDeviceRequest(token: iphone, platform: .ios, appVersion: "1.0"))
                     try await h.device(3, "cy-android-token-1")
@@ -217,35 +217,36 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func aSendCutShort_isLoggedAsInterrupted_andRetriedWithTheSameKey() async throws {
+        @Test(arguments: Engine.allCases) func aSendCutShort_isLoggedAsInterrupted_andRetriedWithTheSameKey(engine: Engine) async throws {
             try await ProviderFixture.with { f in
-                let temp = try TemporaryDirectory("frienso-interrupted")
-                defer { temp.remove() }
-                let fake = try await FakeWebhook.start(ca: f.ca)
-                // First life: the webhook takes the three SMS and alerts dies before recording its answers.
-                let peers = HelpNowTests.anasCircle()
-                try await withAlerts(directory: temp.path, peers: peers, worker: false) { h in
-                    _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "raise-1")
-                    let hanging = SendsThenHangs(try WebhookSMS(.init(url: fake.url, bearerToken: fake.bearerToken), http: f.http))
-                    let crashed = try AlertsService(directory: temp.path, peers: peers, events: nil, config: testConfig(), sms: hanging, push: hanging,
-                                                    logger: h.logs.logger("crashing"))
-                    let pass = Task { try await crashed.deliverDue() }
-                    try await eventually("the three SMS handed over") { hanging.sent.load(ordering: .relaxed) == 3 }
-                    pass.cancel()
-                    await #expect(throws: CancellationError.self) { try await pass.value }
+                try await withStorage(engine) { storage in
+                    let fake = try await FakeWebhook.start(ca: f.ca)
+                    // First life: the webhook takes the three SMS and alerts dies before recording its answers.
+                    let peers = HelpNowTests.anasCircle()
+                    try await withAlerts(storage: storage, peers: peers, worker: false) { h in
+                        _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "help"), key: "raise-1")
+                        let hanging = SendsThenHangs(try WebhookSMS(.init(url: fake.url, bearerToken: fake.bearerToken), http: f.http))
+                        let (crashed, crashedStorage) = try await anotherAlerts(on: storage, peers: peers, sms: hanging, push: hanging,
+                                                                                logger: h.logs.logger("crashing"))
+                        let pass = Task { try await crashed.deliverDue() }
+                        try await eventually("the three SMS handed over") { hanging.sent.load(ordering: .relaxed) == 3 }
+                        pass.cancel()
+                        await #expect(throws: CancellationError.self) { try await pass.value }
+                        await crashedStorage.close()
+                    }
+                    // Second life: the same webhook answers.
+                    try await withAlerts(storage: storage, peers: peers,
+                                         sms: try WebhookSMS(.init(url: fake.url, bearerToken: fake.bearerToken), http: f.http)) { h in
+                        try await h.drained()
+                        let listed = try await h.operatorCall(API.listOutbox, AlertsV1.ListOutboxRequest(operatorKey: "operator-secret"))
+                        let sms = listed.deliveries.filter { $0.channel == .sms }
+                        #expect(sms.count == 3 && sms.allSatisfy { $0.status == .delivered && $0.attemptLog.map(\.outcome) == [.interrupted, .delivered] })
+                    }
+                    // Every copy carried its delivery's key: a gateway that keeps keys sends each once.
+                    let keys = fake.server.requests.compactMap { $0.header("idempotency-key") }
+                    #expect(keys.count == 6 && Set(keys).count == 3)
+                    await fake.server.stop()
                 }
-                // Second life: the same webhook answers.
-                try await withAlerts(directory: temp.path, peers: peers,
-                                     sms: try WebhookSMS(.init(url: fake.url, bearerToken: fake.bearerToken), http: f.http)) { h in
-                    try await h.drained()
-                    let listed = try await h.operatorCall(API.listOutbox, AlertsV1.ListOutboxRequest(operatorKey: "operator-secret"))
-                    let sms = listed.deliveries.filter { $0.channel == .sms }
-                    #expect(sms.count == 3 && sms.allSatisfy { $0.status == .delivered && $0.attemptLog.map(\.outcome) == [.interrupted, .delivered] })
-                }
-                // Every copy carried its delivery's key: a gateway that keeps keys sends each once.
-                let keys = fake.server.requests.compactMap { $0.header("idempotency-key") }
-                #expect(keys.count == 6 && Set(keys).count == 3)
-                await fake.server.stop()
             }
         }
     }

@@ -5,6 +5,7 @@ import FriensoTesting
 import GRDB
 import Logging
 import ServiceLifecycle
+import Storage
 import Synchronization
 import Testing
 import Wire
@@ -106,7 +107,7 @@ struct AlertsHarness: Sendable {
     let client: RouterClient
     let peers: FakePeers
     let recorder: Recorder
-    let directory: String
+    let storage: TestStorage
     let logs: CapturedLogs
 
     func call<Q, R>(_ user: UInt64, _ method: RPCMethod<Q, R>, _ request: Q, key: String = "") async throws -> R {
@@ -150,39 +151,72 @@ func testConfig() -> AlertsConfig {
     return config
 }
 
-/// Runs alerts in process and its worker on `directory` (a new one unless given).
-func withAlerts<T: Sendable>(directory: String? = nil, peers: FakePeers = FakePeers(), config: AlertsConfig = testConfig(),
-                             sms: (any SMSProvider)? = nil, push: (any PushProvider)? = nil, worker: Bool = true,
-                             now: (@Sendable () -> Int64)? = nil,
+/// Runs alerts in process and its worker on `storage` (a fresh one of `engine` unless given: a
+/// test that "restarts" alerts passes the same storage to each run).
+func withAlerts<T: Sendable>(engine: Engine = .sqlite, storage given: TestStorage? = nil, peers: FakePeers = FakePeers(),
+                             config: AlertsConfig = testConfig(), sms: (any SMSProvider)? = nil, push: (any PushProvider)? = nil,
+                             worker: Bool = true, now: (@Sendable () -> Int64)? = nil,
                              _ body: @Sendable (AlertsHarness) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
-    let temp = try TemporaryDirectory("frienso-alerts")
-    defer { temp.remove() }
-    let dir = directory ?? temp.path
+    let storage: TestStorage
+    if let given { storage = given } else { storage = try await TestStorage.fresh(engine, service: "alerts") }
+    let opened = try await storage.open()
     let recorder = Recorder()
-    let service = try AlertsService(directory: dir, peers: peers, events: recorder, config: config, sms: sms, push: push, logger: logs.logger("alerts"),
-                                    now: now)
+    let service: AlertsService
+    do {
+        service = try await AlertsService.open(opened, peers: peers, events: recorder, config: config, sms: sms, push: push,
+                                               logger: logs.logger("alerts"), now: now)
+    } catch {
+        await opened.close()
+        if given == nil { await storage.remove() }
+        throw error
+    }
     // In process: the router and the durable reply cache, as the host runs them (no socket);
     // the worker (deliveries, expiry) runs as in the service.
     let client = RouterClient(service, name: "alerts", logger: logs.logger("alerts-host"))
     let services: [any Service] = worker ? [AlertsWorker(service: service, socialEvents: nil, logger: logs.logger("worker"))] : []
+    let harness = AlertsHarness(service: service, client: client, peers: peers, recorder: recorder, storage: storage, logs: logs)
+    let outcome: Result<T, any Error>
     do {
-        let harness = AlertsHarness(service: service, client: client, peers: peers, recorder: recorder, directory: dir, logs: logs)
-        guard !services.isEmpty else {
-            let result = try await body(harness)
-            await client.flush() // a graceful stop: replies being saved are in before a "restart"
-            return result
+        if services.isEmpty {
+            outcome = .success(try await body(harness))
+        } else {
+            outcome = .success(try await withRunningServices(services, logger: logs.logger("group")) {
+                // The worker's first pass republishes every grant: let it finish before the test's
+                // first request, or a grant made meanwhile would be recorded twice.
+                try await eventually("the worker's start-up pass") { service.maintenancePasses.load(ordering: .relaxed) > 0 }
+                return try await body(harness)
+            })
         }
-        let result = try await withRunningServices(services, logger: logs.logger("group")) {
-            // The worker's first pass republishes every grant: let it finish before the test's
-            // first request, or a grant made meanwhile would be recorded twice.
-            try await eventually("the worker's start-up pass") { service.maintenancePasses.load(ordering: .relaxed) > 0 }
-            return try await body(harness)
-        }
-        await client.flush()
+    } catch {
+        print("alerts test failed (\(storage.engine)); logs:\n\(logs.dump().suffix(6000))")
+        outcome = .failure(error)
+    }
+    await client.flush() // a graceful stop: replies being saved are in before a "restart"
+    await opened.close()
+    if given == nil { await storage.remove() }
+    return try outcome.get()
+}
+
+/// Another alerts process on `storage`: by default the same instance as `withAlerts`'s in an
+/// earlier life (one that crashed mid-pass, whose claims its restart takes back at once).
+func anotherAlerts(on storage: TestStorage, peers: FakePeers, config: AlertsConfig = testConfig(), sms: (any SMSProvider)? = nil,
+                   push: (any PushProvider)? = nil, instance: String = "1", now: (@Sendable () -> Int64)? = nil,
+                   logger: Logger) async throws -> (AlertsService, StorageEngine) {
+    let opened = try await storage.open()
+    return (try await AlertsService.open(opened, instance: instance, peers: peers, events: nil, config: config, sms: sms, push: push,
+                                         logger: logger, now: now), opened)
+}
+
+/// A fresh storage of `engine` for a test that runs alerts more than once on it, removed after.
+func withStorage<T: Sendable>(_ engine: Engine, _ body: (TestStorage) async throws -> T) async throws -> T {
+    let storage = try await TestStorage.fresh(engine, service: "alerts")
+    do {
+        let result = try await body(storage)
+        await storage.remove()
         return result
     } catch {
-        print("alerts test failed; logs:\n\(logs.dump().suffix(6000))")
+        await storage.remove()
         throw error
     }
 }

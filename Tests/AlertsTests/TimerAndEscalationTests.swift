@@ -19,11 +19,11 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test("a timer warns the circle and its owner before its time, then raises helpNow with the last location, once")
-        func runsOut() async throws {
+        @Test("a timer warns the circle and its owner before its time, then raises helpNow with the last location, once", arguments: Engine.allCases)
+        func runsOut(engine: Engine) async throws {
             let clock = ManualClock(), peers = FakePeers()
             circle(peers)
-            try await withAlerts(peers: peers, worker: false, now: { clock.now }) { a in
+            try await withAlerts(engine: engine, peers: peers, worker: false, now: { clock.now }) { a in
                 await expectError(.failedPrecondition, containing: "core circle is empty") {
                     _ = try await a.call(9, API.startTimer, AlertsV1.StartTimerRequest(minutes: 30))
                 }
@@ -62,11 +62,11 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test("ending takes the password or the PIN; five wrong tries and it can no longer be ended early")
-        func ending() async throws {
+        @Test("ending takes the password or the PIN; five wrong tries and it can no longer be ended early", arguments: Engine.allCases)
+        func ending(engine: Engine) async throws {
             let clock = ManualClock(), peers = FakePeers()
             circle(peers)
-            try await withAlerts(peers: peers, worker: false, now: { clock.now }) { a in
+            try await withAlerts(engine: engine, peers: peers, worker: false, now: { clock.now }) { a in
                 _ = try await a.call(1, API.startTimer, AlertsV1.StartTimerRequest(minutes: 10, pin: "4321"))
                 await expectError(.permissionDenied, containing: "wrong PIN") { _ = try await a.call(1, API.endTimer, AlertsV1.EndTimerRequest(pin: "1234")) }
                 await expectError(.permissionDenied, containing: "wrong password") {
@@ -96,30 +96,30 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test("a timer survives a restart: the new process warns and fires it")
-        func survivesRestart() async throws {
+        @Test("a timer survives a restart: the new process warns and fires it", arguments: Engine.allCases)
+        func survivesRestart(engine: Engine) async throws {
             let clock = ManualClock(), peers = FakePeers()
             circle(peers)
-            let dir = try TemporaryDirectory("frienso-timer")
-            defer { dir.remove() }
-            try await withAlerts(directory: dir.path, peers: peers, worker: false, now: { clock.now }) { a in
-                _ = try await a.call(1, API.startTimer, AlertsV1.StartTimerRequest(minutes: 15, note: "late shift"))
-            }
-            clock.advance(minutes: 16)
-            try await withAlerts(directory: dir.path, peers: peers, worker: false, now: { clock.now }) { a async throws in
-                #expect(try await a.service.runDueTimers() == (0, 1))
-                #expect(try await a.call(1, API.getHelpNow, AlertsV1.GetHelpNowRequest()).mine?.message.contains("late shift") == true)
+            try await withStorage(engine) { storage in
+                try await withAlerts(storage: storage, peers: peers, worker: false, now: { clock.now }) { a in
+                    _ = try await a.call(1, API.startTimer, AlertsV1.StartTimerRequest(minutes: 15, note: "late shift"))
+                }
+                clock.advance(minutes: 16)
+                try await withAlerts(storage: storage, peers: peers, worker: false, now: { clock.now }) { a async throws in
+                    #expect(try await a.service.runDueTimers() == (0, 1))
+                    #expect(try await a.call(1, API.getHelpNow, AlertsV1.GetHelpNowRequest()).mine?.message.contains("late shift") == true)
+                }
             }
         }
 
-        @Test("a helpNow nobody accepts in time is sent again and escalated once; an acceptance stops it")
-        func escalation() async throws {
+        @Test("a helpNow nobody accepts in time is sent again and escalated once; an acceptance stops it", arguments: Engine.allCases)
+        func escalation(engine: Engine) async throws {
             let clock = ManualClock(), peers = FakePeers()
             circle(peers)
             peers.state.withLock { $0.circles[5] = [.user(2)] }
             var config = testConfig()
             config.campusPoliceNumber = "+15625550100"
-            try await withAlerts(peers: peers, config: config, worker: false, now: { clock.now }) { a in
+            try await withAlerts(engine: engine, peers: peers, config: config, worker: false, now: { clock.now }) { a in
                 let raised = try #require(try await a.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "followed"), key: "h1").alert)
                 let other = try #require(try await a.call(5, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(), key: "h2").alert)
                 // Someone accepts 5's alert: it does not escalate.

@@ -16,8 +16,8 @@ extension AlertsTestGroup {
             return peers
         }
 
-        @Test func theInitiatorSees_whoWatches_whoDeclined_andWhoHasNotAnswered_andOnlyWatchersGetGrants() async throws {
-            try await withAlerts(peers: Self.deesCircle()) { h in
+        @Test(arguments: Engine.allCases) func theInitiatorSees_whoWatches_whoDeclined_andWhoHasNotAnswered_andOnlyWatchersGetGrants(engine: Engine) async throws {
+            try await withAlerts(engine: engine, peers: Self.deesCircle()) { h in
                 let started = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 1800, note: "walking home"))
                 let session = try #require(started.session)
                 #expect(session.watchers.map { $0.person?.userId ?? 0 } == [11, 12, 13], "users only: an invited number cannot watch")
@@ -74,8 +74,8 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func aWatchExpires_byItself_andRevokesItsGrants() async throws {
-            try await withAlerts(peers: Self.deesCircle()) { h in
+        @Test(arguments: Engine.allCases) func aWatchExpires_byItself_andRevokesItsGrants(engine: Engine) async throws {
+            try await withAlerts(engine: engine, peers: Self.deesCircle()) { h in
                 let started = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 3))
                 let id = try #require(started.session?.sessionId)
                 _ = try await h.call(11, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: id, action: .accept))
@@ -92,8 +92,8 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func watchRules_oneActive_boundedDuration_aCircleToAsk() async throws {
-            try await withAlerts(peers: Self.deesCircle()) { h in
+        @Test(arguments: Engine.allCases) func watchRules_oneActive_boundedDuration_aCircleToAsk(engine: Engine) async throws {
+            try await withAlerts(engine: engine, peers: Self.deesCircle()) { h in
                 await expectError(.invalidArgument, containing: "duration_seconds") {
                     _ = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 13 * 3600))
                 }
@@ -115,13 +115,13 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func theInbox_listsHelpNowWatchAndCoreFriend_andRoutesEachAction() async throws {
+        @Test(arguments: Engine.allCases) func theInbox_listsHelpNowWatchAndCoreFriend_andRoutesEachAction(engine: Engine) async throws {
             let peers = Self.deesCircle()
             peers.state.withLock { s in
                 s.circles[20] = [.user(11)]
                 s.circleRequests[11] = [(owner: 30, atMs: 1_000), (owner: 31, atMs: 2_000)]
             }
-            try await withAlerts(peers: peers) { h in
+            try await withAlerts(engine: engine, peers: peers) { h in
                 let watch = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 600))
                 let help = try await h.call(20, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "car broke down"))
                 let inbox = try await h.call(11, API.listInbox, AlertsV1.ListInboxRequest())
@@ -162,8 +162,8 @@ extension AlertsTestGroup {
             }
         }
 
-        @Test func campusResources_importedByAnOperator_listedToUsers() async throws {
-            try await withAlerts { h in
+        @Test(arguments: Engine.allCases) func campusResources_importedByAnOperator_listedToUsers(engine: Engine) async throws {
+            try await withAlerts(engine: engine) { h in
                 let json = #"[{"title": "Campus police", "phone": "+1 562 555 0100"}, {"title": "Safe walk", "url": "https://example.edu/walk", "detail": "7pm-2am"}]"#
                 await expectError(.permissionDenied) {
                     _ = try await h.operatorCall(API.importResources, AlertsV1.ImportResourcesRequest(operatorKey: "nope", campus: "CSULB", data: Array(json.utf8)))

@@ -73,7 +73,7 @@ struct HostsEndToEndTests {
         config.gateway = .init(requestsPerSecond: 100_000, burst: 100_000)
         let storage = StorageSection(kind: "postgres", url: "postgres://\(PostgresTestServer.user)@\(net.address("db")):\(server.port)/\(database)?sslmode=disable",
                                      passwordFile: passwordFile)
-        config.keepAccountsAndSocial(in: storage)
+        config.keepOnPostgres(in: storage)
         var launchers: [String: ProcessHarness.Handle] = [:]
         for (host, members) in [("svc", Self.serviceMembers), ("svc2", Self.secondMembers.map { "\($0)#2" }), ("front", Self.frontMembers)] {
             config.launch = members

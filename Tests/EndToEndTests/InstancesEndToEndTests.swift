@@ -22,7 +22,7 @@ struct InstancesEndToEndTests {
         let (_, _, storage) = try await PostgresTestServer.deploymentStorage("instances", in: procs)
         var extra: [DeadPort]? = try (0..<4).map { _ in try DeadPort() }
         let stack = try await LaunchedStack(procs) { config in
-            config.keepAccountsAndSocial(in: storage)
+            config.keepOnPostgres(in: storage)
             for (i, member) in ["accounts", "social"].enumerated() {
                 let first = config.endpoints![member]!, firstEvents = config.eventEndpoints![member]!
                 config.endpoints?[member] = EndpointList.join([first, extra![2 * i].endpoint])

@@ -282,13 +282,16 @@ extension PostgresTestServer {
 }
 
 extension FriensoConfig {
-    /// Accounts and social keep their data in `storage` (the others stay on SQLite).
-    mutating func keepAccountsAndSocial(in storage: StorageSection) {
+    /// Accounts, social and alerts keep their data in `storage` (geo and media stay on SQLite).
+    mutating func keepOnPostgres(in storage: StorageSection) {
         var accounts = self.accounts ?? AccountsSection()
         accounts.storage = storage
         self.accounts = accounts
         var social = self.social ?? SocialSection()
         social.storage = storage
         self.social = social
+        var alerts = self.alerts ?? AlertsSection()
+        alerts.storage = storage
+        self.alerts = alerts
     }
 }

@@ -1,0 +1,419 @@
+import Foundation
+import FriensoProto
+import Logging
+import PostgresNIO
+import Storage
+import Wire
+
+/// Watch sessions, helpNow alerts, check-in timers and grants on PostgreSQL.
+extension PostgresAlertsStore {
+    // MARK: Watch sessions
+
+    static func watch(_ connection: PostgresConnection, id: UInt64, logger: Logger) async throws -> WatchRecord? {
+        var found: WatchRecord?
+        for try await (id, initiator, note, state, started, ends, ended) in try await connection.query(
+            "SELECT \(unescaped: RecordColumns.watch) FROM watch_sessions WHERE id = \(Int64(id))", logger: logger)
+            .decode((Int64, Int64, String, Int64, Int64, Int64, Int64).self) {
+            found = WatchRecord(id: UInt64(id), initiator: UInt64(initiator), note: note, state: AlertsV1.WatchState(rawValue: raw(state)),
+                                startedAtMs: started, endsAtMs: ends, endedAtMs: ended, watchers: [])
+        }
+        guard var record = found else { return nil }
+        for try await (user, answer, at) in try await connection.query(
+            "SELECT watcher, answer, answered_at_ms FROM watchers WHERE session_id = \(Int64(id)) ORDER BY position", logger: logger)
+            .decode((Int64, Int64, Int64).self) {
+            record.watchers.append(WatcherRecord(user: UInt64(user), answer: AlertsV1.Answer(rawValue: raw(answer)), answeredAtMs: at))
+        }
+        return record
+    }
+
+    /// The sessions whose ids `query` selects, in its order.
+    func watches(_ query: PostgresQuery) async throws -> [WatchRecord] {
+        try await database.snapshot { connection in
+            var records: [WatchRecord] = []
+            for id in try await Self.ids(connection.query(query, logger: logger)) {
+                if let record = try await Self.watch(connection, id: id, logger: logger) { records.append(record) }
+            }
+            return records
+        }
+    }
+
+    func watch(initiator: UInt64, key: String) async throws -> WatchRecord? {
+        try await watches("SELECT id FROM watch_sessions WHERE initiator = \(Int64(initiator)) AND idempotency_key = \(key)").first
+    }
+
+    func activeWatch(of user: UInt64) async throws -> WatchRecord? {
+        try await watches("SELECT id FROM watch_sessions WHERE initiator = \(Int64(user)) AND state = 1").first
+    }
+
+    func latestWatch(of user: UInt64) async throws -> WatchRecord? {
+        try await watches("SELECT id FROM watch_sessions WHERE initiator = \(Int64(user)) ORDER BY id DESC LIMIT 1").first
+    }
+
+    func watching(_ user: UInt64) async throws -> [WatchRecord] {
+        try await watches("""
+            SELECT s.id FROM watchers w JOIN watch_sessions s ON s.id = w.session_id WHERE w.watcher = \(Int64(user)) AND s.state = 1 ORDER BY s.id DESC
+            """)
+    }
+
+    func startWatch(_ new: NewWatch) async throws -> WatchRecord {
+        do {
+            return try await database.write { connection in
+                guard let id = try await PostgresServiceDatabase.first(connection.query("""
+                    INSERT INTO watch_sessions (initiator, note, state, started_at_ms, ends_at_ms, idempotency_key)
+                    VALUES (\(Int64(new.initiator)), \(new.note), 1, \(new.at), \(new.endsAtMs), \(new.key)) RETURNING id
+                    """, logger: logger), Int64.self).map(UInt64.init) else { throw StoreInvariant("the watch just written has no id") }
+                for (position, watcher) in new.watchers.enumerated() {
+                    try await connection.query("""
+                        INSERT INTO watchers (session_id, watcher, position, answer)
+                        VALUES (\(Int64(id)), \(Int64(watcher)), \(Int64(position)), \(Int64(AlertsV1.Answer.pending.rawValue)))
+                        """, logger: logger)
+                }
+                try await enqueue(connection, new.messages(id), now: new.at)
+                guard let record = try await Self.watch(connection, id: id, logger: logger) else { throw StoreInvariant("the watch just written is missing") }
+                return record
+            }
+        } catch where Self.isSecondActive(error) {
+            throw AlertsConflict.alreadyActive
+        }
+    }
+
+    func changeWatch(_ target: RowTarget, at: Int64, _ decide: @escaping @Sendable (WatchRecord?) throws -> WatchChange?)
+        async throws -> (record: WatchRecord, change: WatchChange)? {
+        try await database.write { connection in
+            let locked: UInt64? = switch target {
+            case .id(let id):
+                try await PostgresServiceDatabase.first(connection.query(
+                    "SELECT id FROM watch_sessions WHERE id = \(Int64(id)) FOR UPDATE", logger: logger), Int64.self).map(UInt64.init)
+            case .activeOf(let user):
+                try await PostgresServiceDatabase.first(connection.query(
+                    "SELECT id FROM watch_sessions WHERE initiator = \(Int64(user)) AND state = 1 FOR UPDATE", logger: logger), Int64.self).map(UInt64.init)
+            }
+            let session = try await locked.asyncMap { try await Self.watch(connection, id: $0, logger: logger) } ?? nil
+            guard let change = try decide(session), let session else { return nil }
+            let id = Int64(session.id)
+            if let end = change.end {
+                try await connection.query("UPDATE watch_sessions SET state = \(Int64(end.rawValue)), ended_at_ms = \(at) WHERE id = \(id)", logger: logger)
+            }
+            if let ends = change.endsAtMs {
+                try await connection.query("UPDATE watch_sessions SET ends_at_ms = \(ends) WHERE id = \(id)", logger: logger)
+            }
+            if let watcher = change.watcher {
+                if let answer = watcher.answer {
+                    try await connection.query("""
+                        UPDATE watchers SET answer = \(Int64(answer.rawValue)), answered_at_ms = \(at), dismissed = false
+                        WHERE session_id = \(id) AND watcher = \(Int64(watcher.user))
+                        """, logger: logger)
+                } else {
+                    try await connection.query("UPDATE watchers SET dismissed = true WHERE session_id = \(id) AND watcher = \(Int64(watcher.user))",
+                                               logger: logger)
+                }
+            }
+            for grant in change.grants { try await setGrant(connection, grant) }
+            try await enqueue(connection, change.messages, now: at)
+            guard let record = try await Self.watch(connection, id: session.id, logger: logger) else { throw StoreInvariant("the watch just changed is missing") }
+            return (record, change)
+        }
+    }
+
+    func dueWatches(at: Int64) async throws -> [WatchRecord] {
+        try await watches("SELECT id FROM watch_sessions WHERE state = 1 AND ends_at_ms <= \(at) ORDER BY id")
+    }
+
+    func nextWatchExpiry() async throws -> Int64? {
+        try await database.read { connection in
+            try await PostgresServiceDatabase.first(connection.query("SELECT min(ends_at_ms) FROM watch_sessions WHERE state = 1", logger: logger),
+                                                    Int64?.self) ?? nil
+        }
+    }
+
+    // MARK: helpNow alerts
+
+    static func alert(_ connection: PostgresConnection, id: UInt64, logger: Logger) async throws -> AlertRecord? {
+        let key = Int64(id)
+        var found: AlertRecord?
+        for try await (id, initiator, message, location, state, raised, resolved, by) in try await connection.query("""
+            SELECT id, initiator, message, location, state, raised_at_ms, resolved_at_ms, resolved_by FROM help_alerts WHERE id = \(key)
+            """, logger: logger).decode((Int64, Int64, String, Data, Int64, Int64, Int64, String).self) {
+            found = AlertRecord(id: UInt64(id), initiator: UInt64(initiator), message: message, location: Self.location(location),
+                                state: AlertsV1.AlertState(rawValue: raw(state)), raisedAtMs: raised, resolvedAtMs: resolved, resolvedBy: by,
+                                recipients: [], prompt: AlertsV1.EmergencyPrompt(), escalation: nil)
+        }
+        guard var record = found else { return nil }
+        for try await (user, phone, answer, at) in try await connection.query(
+            "SELECT user_id, phone, answer, answered_at_ms FROM recipients WHERE alert_id = \(key) ORDER BY position", logger: logger)
+            .decode((Int64, String, Int64, Int64).self) {
+            record.recipients.append(RecipientRecord(user: UInt64(user), phone: phone, answer: AlertsV1.Answer(rawValue: raw(answer)), answeredAtMs: at))
+        }
+        for try await (promptID, number, label, created, reported, dialed, reportedAt) in try await connection.query("""
+            SELECT id, number, label, created_at_ms, reported, dialed, reported_at_ms FROM emergency_prompts WHERE alert_id = \(key)
+            """, logger: logger).decode((Int64, String, String, Int64, Bool, Bool, Int64).self) {
+            record.prompt = AlertsV1.EmergencyPrompt(promptId: UInt64(promptID), number: number, label: label, location: record.location,
+                                                     createdAtMs: created, reported: reported, dialed: dialed, reportedAtMs: reportedAt)
+        }
+        for try await (number, label, location, created, resent) in try await connection.query(
+            "SELECT number, label, location, created_at_ms, resent_to FROM escalations WHERE alert_id = \(key)", logger: logger)
+            .decode((String, String, Data, Int64, Int64).self) {
+            record.escalation = AlertsV1.Escalation(escalatedAtMs: created, number: number, label: label, location: Self.location(location),
+                                                    resentTo: UInt32(clamping: resent))
+        }
+        return record
+    }
+
+    /// The alerts whose ids `query` selects, in its order.
+    func alerts(_ query: PostgresQuery) async throws -> [AlertRecord] {
+        try await database.snapshot { connection in
+            var records: [AlertRecord] = []
+            for id in try await Self.ids(connection.query(query, logger: logger)) {
+                if let record = try await Self.alert(connection, id: id, logger: logger) { records.append(record) }
+            }
+            return records
+        }
+    }
+
+    func alert(initiator: UInt64, key: String) async throws -> AlertRecord? {
+        try await alerts("SELECT id FROM help_alerts WHERE initiator = \(Int64(initiator)) AND idempotency_key = \(key)").first
+    }
+
+    func alert(id: UInt64) async throws -> AlertRecord? {
+        try await alerts("SELECT id FROM help_alerts WHERE id = \(Int64(id))").first
+    }
+
+    func activeAlert(of user: UInt64) async throws -> AlertRecord? {
+        try await alerts("SELECT id FROM help_alerts WHERE initiator = \(Int64(user)) AND state = 1").first
+    }
+
+    func latestAlert(of user: UInt64) async throws -> AlertRecord? {
+        try await alerts("SELECT id FROM help_alerts WHERE initiator = \(Int64(user)) ORDER BY id DESC LIMIT 1").first
+    }
+
+    func alerts(reaching user: UInt64) async throws -> [AlertRecord] {
+        try await alerts("""
+            SELECT DISTINCT a.id FROM recipients r JOIN help_alerts a ON a.id = r.alert_id WHERE r.user_id = \(Int64(user)) AND a.state = 1
+            ORDER BY a.id DESC
+            """)
+    }
+
+    func raiseAlert(_ new: NewAlert) async throws -> AlertRecord {
+        do {
+            return try await database.write { connection in
+                guard let id = try await PostgresServiceDatabase.first(connection.query("""
+                    INSERT INTO help_alerts (initiator, message, location, state, raised_at_ms, idempotency_key)
+                    VALUES (\(Int64(new.initiator)), \(new.message), \(Data(new.location.serializedBytes())), 1, \(new.at), \(new.key)) RETURNING id
+                    """, logger: logger), Int64.self).map(UInt64.init) else { throw StoreInvariant("the alert just written has no id") }
+                for (position, contact) in new.recipients.enumerated() {
+                    let (user, phone): (UInt64, String) = switch contact {
+                    case .user(let u): (u, "")
+                    case .phone(let p): (0, p)
+                    }
+                    try await connection.query("""
+                        INSERT INTO recipients (alert_id, position, user_id, phone, answer)
+                        VALUES (\(Int64(id)), \(Int64(position)), \(Int64(user)), \(phone), \(Int64(AlertsV1.Answer.pending.rawValue)))
+                        """, logger: logger)
+                }
+                for grant in new.grants { try await setGrant(connection, grant) }
+                try await connection.query("""
+                    INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms)
+                    VALUES (\(Int64(id)), \(Int64(new.initiator)), \(new.promptNumber), \(new.promptLabel), \(new.at))
+                    """, logger: logger)
+                try await enqueue(connection, new.messages(id), now: new.at)
+                guard let record = try await Self.alert(connection, id: id, logger: logger) else { throw StoreInvariant("the alert just written is missing") }
+                return record
+            }
+        } catch where Self.isSecondActive(error) {
+            throw AlertsConflict.alreadyActive
+        }
+    }
+
+    func changeAlert(_ target: RowTarget, at: Int64, _ decide: @escaping @Sendable (AlertRecord?) throws -> AlertChange?)
+        async throws -> (record: AlertRecord, change: AlertChange)? {
+        try await database.write { connection in
+            let locked: UInt64? = switch target {
+            case .id(let id):
+                try await PostgresServiceDatabase.first(connection.query(
+                    "SELECT id FROM help_alerts WHERE id = \(Int64(id)) FOR UPDATE", logger: logger), Int64.self).map(UInt64.init)
+            case .activeOf(let user):
+                try await PostgresServiceDatabase.first(connection.query(
+                    "SELECT id FROM help_alerts WHERE initiator = \(Int64(user)) AND state = 1 FOR UPDATE", logger: logger), Int64.self).map(UInt64.init)
+            }
+            let alert = try await locked.asyncMap { try await Self.alert(connection, id: $0, logger: logger) } ?? nil
+            guard let change = try decide(alert), let alert else { return nil }
+            let id = Int64(alert.id)
+            if let by = change.resolvedBy {
+                try await connection.query("""
+                    UPDATE help_alerts SET state = \(Int64(AlertsV1.AlertState.resolved.rawValue)), resolved_at_ms = \(at), resolved_by = \(by) WHERE id = \(id)
+                    """, logger: logger)
+            }
+            if let recipient = change.recipient {
+                if let answer = recipient.answer {
+                    try await connection.query("""
+                        UPDATE recipients SET answer = \(Int64(answer.rawValue)), answered_at_ms = \(at), dismissed = false
+                        WHERE alert_id = \(id) AND user_id = \(Int64(recipient.user))
+                        """, logger: logger)
+                } else {
+                    try await connection.query("UPDATE recipients SET dismissed = true WHERE alert_id = \(id) AND user_id = \(Int64(recipient.user))",
+                                               logger: logger)
+                }
+            }
+            if let e = change.escalation {
+                try await connection.query("UPDATE help_alerts SET escalated_at_ms = \(at) WHERE id = \(id)", logger: logger)
+                try await connection.query("""
+                    INSERT INTO escalations (alert_id, number, label, location, created_at_ms, resent_to)
+                    VALUES (\(id), \(e.number), \(e.label), \(Data((e.location ?? AlertsV1.AlertLocation()).serializedBytes())), \(at), \(Int64(e.resentTo)))
+                    """, logger: logger)
+            }
+            if let dialed = change.reportedCall {
+                try await connection.query("""
+                    UPDATE emergency_prompts SET reported = true, dialed = \(dialed), reported_at_ms = \(at) WHERE alert_id = \(id)
+                    """, logger: logger)
+            }
+            for grant in change.grants { try await setGrant(connection, grant) }
+            try await enqueue(connection, change.messages, now: at)
+            guard let record = try await Self.alert(connection, id: alert.id, logger: logger) else { throw StoreInvariant("the alert just changed is missing") }
+            return (record, change)
+        }
+    }
+
+    func escalationsDue(raisedBy: Int64) async throws -> [UInt64] {
+        try await database.read { connection in
+            try await Self.ids(connection.query("""
+                SELECT id FROM help_alerts a WHERE state = 1 AND escalated_at_ms = 0 AND raised_at_ms <= \(raisedBy)
+                  AND NOT EXISTS (SELECT 1 FROM recipients r WHERE r.alert_id = a.id AND r.answer = \(Int64(AlertsV1.Answer.accepted.rawValue)))
+                ORDER BY id
+                """, logger: logger))
+        }
+    }
+
+    func oldestUnescalated() async throws -> Int64? {
+        try await database.read { connection in
+            try await PostgresServiceDatabase.first(connection.query(
+                "SELECT min(raised_at_ms) FROM help_alerts WHERE state = 1 AND escalated_at_ms = 0", logger: logger), Int64?.self) ?? nil
+        }
+    }
+
+    func summaries(source: String) async throws -> [String: [AlertsV1.DeliverySummary]] {
+        try await database.read { connection in
+            var result: [String: [AlertsV1.DeliverySummary]] = [:]
+            for try await (user, address, channel, status, attempts) in try await connection.query(
+                "SELECT recipient_user, address, channel, status, attempts FROM outbox WHERE source = \(source) ORDER BY id", logger: logger)
+                .decode((Int64, String, Int64, Int64, Int64).self) {
+                let key = user != 0 ? "user:\(user)" : "phone:\(address)"
+                result[key, default: []].append(AlertsV1.DeliverySummary(channel: AlertsV1.Channel(rawValue: Self.raw(channel)),
+                                                                         status: AlertsV1.DeliveryStatus(rawValue: Self.raw(status)),
+                                                                         attempts: UInt32(clamping: attempts)))
+            }
+            return result
+        }
+    }
+
+    // MARK: Check-in timers
+
+    func timers(_ connection: PostgresConnection, _ query: PostgresQuery) async throws -> [TimerRecord] {
+        var timers: [TimerRecord] = []
+        for try await (id, owner, note, state, started, due, warn, warned, ended, alert, pin, failures) in try await connection.query(query, logger: logger)
+            .decode((Int64, Int64, String, Int64, Int64, Int64, Int64, Int64, Int64, Int64, Data?, Int64).self) {
+            timers.append(TimerRecord(id: UInt64(id), owner: UInt64(owner), note: note, state: AlertsV1.TimerState(rawValue: Self.raw(state)),
+                                      startedMs: started, dueMs: due, warnMs: warn, warnedMs: warned, endedMs: ended, alertID: UInt64(alert),
+                                      pinHash: pin, failures: Int(failures)))
+        }
+        return timers
+    }
+
+    func timers(_ query: PostgresQuery) async throws -> [TimerRecord] {
+        try await database.read { connection in try await timers(connection, query) }
+    }
+
+    func timer(owner: UInt64, key: String) async throws -> TimerRecord? {
+        try await timers("SELECT \(unescaped: RecordColumns.timer) FROM timers WHERE owner = \(Int64(owner)) AND idempotency_key = \(key)").first
+    }
+
+    func activeTimer(of owner: UInt64) async throws -> TimerRecord? {
+        try await timers("SELECT \(unescaped: RecordColumns.timer) FROM timers WHERE owner = \(Int64(owner)) AND state = 1").first
+    }
+
+    func latestTimer(of owner: UInt64) async throws -> TimerRecord? {
+        try await timers("""
+            SELECT \(unescaped: RecordColumns.timer) FROM timers WHERE owner = \(Int64(owner)) ORDER BY state = 1 DESC, id DESC LIMIT 1
+            """).first
+    }
+
+    func startTimer(_ new: NewTimer) async throws -> TimerRecord {
+        do {
+            return try await database.write { connection in
+                guard let timer = try await timers(connection, """
+                    INSERT INTO timers (owner, note, state, started_ms, due_ms, warn_ms, pin_hash, idempotency_key)
+                    VALUES (\(Int64(new.owner)), \(new.note), 1, \(new.at), \(new.dueMs), \(new.warnMs), \(new.pinHash), \(new.key))
+                    RETURNING \(unescaped: RecordColumns.timer)
+                    """).first else { throw StoreInvariant("the timer just written is missing") }
+                return timer
+            }
+        } catch where Self.isSecondActive(error) {
+            throw AlertsConflict.alreadyActive
+        }
+    }
+
+    func changeTimer(id: UInt64, at: Int64, _ decide: @escaping @Sendable (TimerRecord?) throws -> TimerChange?)
+        async throws -> (record: TimerRecord, change: TimerChange)? {
+        try await database.write { connection in
+            let key = Int64(id)
+            let timer = try await timers(connection, "SELECT \(unescaped: RecordColumns.timer) FROM timers WHERE id = \(key) FOR UPDATE").first
+            guard let change = try decide(timer), timer != nil else { return nil }
+            if let end = change.end {
+                try await connection.query("""
+                    UPDATE timers SET state = \(Int64(end.rawValue)), ended_ms = \(at), alert_id = \(Int64(change.alertID)) WHERE id = \(key)
+                    """, logger: logger)
+            }
+            if change.warned { try await connection.query("UPDATE timers SET warned_ms = \(at) WHERE id = \(key)", logger: logger) }
+            if change.failedTry { try await connection.query("UPDATE timers SET failures = failures + 1 WHERE id = \(key)", logger: logger) }
+            try await enqueue(connection, change.messages, now: at)
+            guard let record = try await timers(connection, "SELECT \(unescaped: RecordColumns.timer) FROM timers WHERE id = \(key)").first else {
+                throw StoreInvariant("the timer just changed is missing")
+            }
+            return (record, change)
+        }
+    }
+
+    func dueTimers(at: Int64) async throws -> (warn: [TimerRecord], fire: [TimerRecord]) {
+        try await database.snapshot { connection in
+            (try await timers(connection, """
+                SELECT \(unescaped: RecordColumns.timer) FROM timers WHERE state = 1 AND warned_ms = 0 AND warn_ms <= \(at) AND due_ms > \(at) ORDER BY id
+                """),
+             try await timers(connection, "SELECT \(unescaped: RecordColumns.timer) FROM timers WHERE state = 1 AND due_ms <= \(at) ORDER BY id"))
+        }
+    }
+
+    func nextTimerAt() async throws -> Int64? {
+        try await database.read { connection in
+            try await PostgresServiceDatabase.first(connection.query(
+                "SELECT min(CASE WHEN warned_ms = 0 THEN warn_ms ELSE due_ms END) FROM timers WHERE state = 1", logger: logger), Int64?.self) ?? nil
+        }
+    }
+
+    // MARK: Grants
+
+    func setGrant(_ connection: PostgresConnection, _ grant: GrantRecord) async throws {
+        try await connection.query("""
+            INSERT INTO grants (subject, viewer, reason, expires_ms) VALUES (\(Int64(grant.subject)), \(Int64(grant.viewer)), \(grant.reason), \(grant.expiresMs))
+            ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms
+            """, logger: logger)
+    }
+
+    func grantsToPublish(now: Int64, keepRevoked: Int64) async throws -> [GrantRecord] {
+        try await database.transaction { connection in
+            try await connection.query("DELETE FROM grants WHERE expires_ms < \(now - keepRevoked)", logger: logger)
+            var grants: [GrantRecord] = []
+            for try await (subject, viewer, reason, expires) in try await connection.query(
+                "SELECT subject, viewer, reason, expires_ms FROM grants", logger: logger).decode((Int64, Int64, String, Int64).self) {
+                grants.append(GrantRecord(subject: UInt64(subject), viewer: UInt64(viewer), reason: reason, expiresMs: expires))
+            }
+            return grants
+        }
+    }
+}
+
+extension Optional {
+    /// `map` with an async transform.
+    func asyncMap<U>(_ transform: (Wrapped) async throws -> U) async rethrows -> U? {
+        guard let self else { return nil }
+        return try await transform(self)
+    }
+}
