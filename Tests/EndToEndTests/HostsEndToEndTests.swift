@@ -11,19 +11,20 @@ import Wire
 
 /// A deployment over four hosts on one machine, for real (`TestNetwork`: Linux network
 /// namespaces joined by veth links): PostgreSQL on `db`; accounts, social, geo, alerts and media
-/// on `svc`, and a second instance of accounts and of social on `svc2` (both keeping their data on
-/// `db`); the gateway and the edge on `front`. Every hop between hosts is ZeroMQ with CurveZMQ (or
-/// PostgreSQL's protocol); each host has its own launcher and only its own members' secret keys.
-/// While a writer keeps registering through the gateway, `svc`'s link is cut, then restored, then
-/// its processes are killed (`kill -9`, its launcher restarts them): the writer goes on through
-/// `svc2`'s instance of accounts, every acknowledged registration logs in afterwards, clients saw
-/// only transient errors, and the run says how long the writer waited each time.
+/// on `svc`, and a second instance of accounts, social and alerts on `svc2` (all keeping their data
+/// on `db`); the gateway and the edge on `front`. Every hop between hosts is ZeroMQ with CurveZMQ
+/// (or PostgreSQL's protocol); each host has its own launcher and only its own members' secret
+/// keys. While a writer keeps registering and a raiser keeps raising and resolving helpNow through
+/// the gateway, `svc`'s link is cut, then restored, then its processes are killed (`kill -9`, its
+/// launcher restarts them): both go on through `svc2`'s instances, every acknowledged registration
+/// logs in afterwards, every acknowledged helpNow reached the circle's SMS exactly once, clients
+/// saw only transient errors, and the run says how long each waited each time.
 @Suite("end to end: several hosts (network namespaces)", .serialized, .timeLimit(.minutes(5)),
        .enabled(if: geteuid() == 0, "network namespaces need root (CI runs the tests as root); reported as skipped otherwise"))
 struct HostsEndToEndTests {
     static let serviceMembers = ["accounts", "social", "geo", "alerts", "media"]
     /// The second service host: a second instance of the members that can run as several.
-    static let secondMembers = ["accounts", "social"]
+    static let secondMembers = ["accounts", "social", "alerts"]
     static let frontMembers = ["gateway", "edge"]
 
     @Test func fourHosts_overCurve_aServiceHostCutOffThenKilled_failsOver_losingNoAcknowledgedWrite() async throws {
@@ -67,7 +68,7 @@ struct HostsEndToEndTests {
         }
         config.endpoints = endpoints
         config.eventEndpoints = ["accounts": "tcp://\(svc):7111,tcp://\(svc2):7111", "social": "tcp://\(svc):7112,tcp://\(svc2):7112",
-                                 "geo": "tcp://\(svc):7113", "alerts": "tcp://\(svc):7114"]
+                                 "geo": "tcp://\(svc):7113", "alerts": "tcp://\(svc):7114,tcp://\(svc2):7114"]
         config.logLevel = "info"
         config.metricsListen = "127.0.0.1:0"
         config.gateway = .init(requestsPerSecond: 100_000, burst: 100_000)
@@ -125,6 +126,35 @@ struct HostsEndToEndTests {
             _ = try await ana.call(SocialV1.SocialService.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "h_ben"), mutation: true)
             _ = try await ben.call(SocialV1.SocialService.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "h_ana"), mutation: true)
             #expect(try await ana.call(SocialV1.SocialService.listFriends, SocialV1.ListFriendsRequest()).friends.map { $0.user?.username } == ["h_ben"])
+            // Ben is in Ana's core circle: her helpNow texts him.
+            _ = try await ana.call(SocialV1.SocialService.addToCircle, SocialV1.AddToCircleRequest(username: "h_ben"), mutation: true)
+            _ = try await ben.call(SocialV1.SocialService.respondToCircleRequest,
+                                   SocialV1.RespondToCircleRequestRequest(ownerUsername: "h_ana", action: .accept), mutation: true)
+
+            // A raiser raises Ana's helpNow and resolves it, again and again, all along.
+            let raiser = Writer()
+            let raising = Task {
+                let client = FriensoClient(gateway: gateway, options: options, logger: CapturedLogs().logger("raiser"))
+                _ = try? await client.login("h_ana", password: "a long password 1")
+                var n = 0
+                while !raiser.stop.load(ordering: .relaxed) {
+                    n += 1
+                    do {
+                        let raised = try await client.call(AlertsV1.AlertsService.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "hosts \(n)"),
+                                                           mutation: true)
+                        raiser.acknowledged.withLock { $0.append(("\(raised.alert?.alertId ?? 0)", ContinuousClock.now)) }
+                        _ = try await client.call(AlertsV1.AlertsService.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(), mutation: true)
+                    } catch let error as RPCError where error.code == .failedPrecondition && error.message.contains("no active helpNow") {
+                        // A resolve applied before its instance died, its reply lost: its retry finds nothing left to resolve.
+                    } catch let error as RPCError {
+                        raiser.failures.withLock { $0.append((error, ContinuousClock.now)) }
+                    } catch {
+                        raiser.failures.withLock { $0.append((RPCError(.internal, "\(error)"), ContinuousClock.now)) }
+                    }
+                }
+                await client.close()
+            }
+            try await eventually("the raiser raises through the hosts", timeout: .seconds(30)) { raiser.acknowledged.withLock { $0.count } >= 3 }
 
             // A writer registers people through the gateway all along.
             let writer = Writer()
@@ -166,14 +196,19 @@ struct HostsEndToEndTests {
             }
             let beforeKill = acknowledged()
             try await eventually("the writer goes on after svc's processes were killed", timeout: .seconds(60)) { acknowledged() >= beforeKill + 5 }
+            let beforeKillRaised = raiser.acknowledged.withLock { $0.count }
+            try await eventually("the raiser goes on after svc's processes were killed", timeout: .seconds(60)) {
+                raiser.acknowledged.withLock { $0.count } >= beforeKillRaised + 3
+            }
             writer.stop.store(true, ordering: .relaxed)
+            raiser.stop.store(true, ordering: .relaxed)
             await writing.value
+            await raising.value
 
-            let acks = writer.acknowledged.withLock { $0.map(\.1) }
-            /// The longest the writer waited for an acknowledgement from `start` until `end`.
-            func longestWait(from start: ContinuousClock.Instant, to end: ContinuousClock.Instant) -> Duration {
+            /// The longest `who` waited for an acknowledgement from `start` until `end`.
+            func longestWait(_ who: Writer = writer, from start: ContinuousClock.Instant, to end: ContinuousClock.Instant) -> Duration {
                 var previous = start, longest = Duration.zero
-                for at in acks where at > start && at <= end {
+                for at in who.acknowledged.withLock({ $0.map(\.1) }) where at > start && at <= end {
                     longest = max(longest, previous.duration(to: at))
                     previous = at
                 }
@@ -185,11 +220,16 @@ struct HostsEndToEndTests {
                 several hosts, accounts on two: svc cut off: longest wait \(longestWait(from: cutAt, to: restoredAt)), \
                 \(failedWhileCut) failed; svc back: longest wait \(longestWait(from: restoredAt, to: killedAt)); \
                 svc's processes killed: longest wait \(longestWait(from: killedAt, to: .now)), \(failedAfterKill) failed; \
-                \(acknowledged()) acknowledged, \(writer.failures.withLock { $0.count }) failed in all
+                \(acknowledged()) acknowledged, \(writer.failures.withLock { $0.count }) failed in all; \
+                helpNow on two alerts instances: longest wait \(longestWait(raiser, from: cutAt, to: restoredAt)) while svc was cut off, \
+                \(longestWait(raiser, from: killedAt, to: .now)) after the kill; \(raiser.acknowledged.withLock { $0.count }) raised, \
+                \(raiser.failures.withLock { $0.count }) failed
                 """)
-            let failures = writer.failures.withLock { $0.map(\.0) }
+            let failures = writer.failures.withLock { $0.map(\.0) } + raiser.failures.withLock { $0.map(\.0) }
             for error in failures {
-                #expect(isTransient(error), "clients see only transient errors while the host is away: \(error)")
+                // ALREADY_EXISTS "applied once already": committed by an instance that died before its reply was kept.
+                #expect(isTransient(error) || (error.code == .alreadyExists && error.message.contains("applied once already")),
+                        "clients see only transient errors while the host is away: \(error)")
             }
             // Every acknowledged registration is there: each logs in.
             let check = FriensoClient(gateway: gateway, options: options, logger: CapturedLogs().logger("check"))
@@ -197,6 +237,20 @@ struct HostsEndToEndTests {
                 await #expect(throws: Never.self, "\(name) was acknowledged") { _ = try await check.login(name, password: "a long password 1") }
             }
             #expect(try await ben.call(SocialV1.SocialService.listFriends, SocialV1.ListFriendsRequest()).friends.map { $0.user?.username } == ["h_ana"])
+            // Every acknowledged helpNow texted Ben exactly once: one SMS row per alert, delivered,
+            // and one message recorded by the provider for it (it keeps each idempotency key once).
+            let raised = Set(raiser.acknowledged.withLock { $0.map(\.0) })
+            try await eventually("every helpNow SMS delivered", timeout: .seconds(60)) {
+                try await server.psql(database, "SELECT count(*) FROM alerts.outbox WHERE status = 1") == "0"
+            }
+            for id in raised {
+                let rows = try await server.psql(database, """
+                    SELECT count(*) FILTER (WHERE o.status = 2), count(s.idempotency_key) FROM alerts.outbox o
+                    LEFT JOIN alerts.sent_messages s ON s.idempotency_key = 'frienso-delivery-' || o.id
+                    WHERE o.source = 'help_now:\(id)' AND o.channel = 2
+                    """)
+                #expect(rows == "1|1", "alert \(id): SMS rows delivered | messages sent: \(rows)")
+            }
             let users = try await server.psql(database, "SELECT count(*) FROM accounts.users")
             #expect((Int(users) ?? 0) >= acknowledged() + 2, "the rows are on the database host: \(users)")
             for client in [ana, ben, check] { await client.close() }
