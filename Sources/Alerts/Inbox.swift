@@ -180,7 +180,8 @@ extension AlertsService {
     /// Takes another service's records after the cursor `cursor` (alerts' `cursors` table), a
     /// page at a time: each page's deliveries and the cursor's move commit together, so a record
     /// is queued once however often this runs (queueing is idempotent anyway, should two pulls
-    /// overlap). - Returns: how many records were taken.
+    /// overlap, as two instances' do), and `queued` runs for a page only when its rows were new.
+    /// - Returns: how many records were taken.
     func pull<Record: Sendable>(after cursor: String, limit: Int, fetch: (UInt64, Int) async throws -> [Record], id: (Record) -> UInt64,
                                 messages: ([Record]) async throws -> [Outgoing], queued: ([Record]) -> Void = { _ in }) async throws -> Int {
         var taken = 0
@@ -189,8 +190,8 @@ extension AlertsService {
             let records = try await fetch(after, limit)
             guard let last = records.last.map(id) else { return taken }
             let outgoing = try await messages(records), at = now()
-            try await store.enqueue(outgoing, at: at, cursor: (cursor, last))
-            queued(records)
+            // Another instance's pull (or an earlier one) queued this page already: its live events went out then.
+            if try await store.enqueue(outgoing, at: at, cursor: (cursor, last)) > 0 { queued(records) }
             deliveryBell.ring()
             taken += records.count
             if records.count < limit { return taken }

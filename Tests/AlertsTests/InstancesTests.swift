@@ -102,6 +102,29 @@ extension AlertsTestGroup {
             }
         }
 
+        /// Both instances pull social's notices at the same moment: each is queued once, and the
+        /// live event a circle request makes goes out once (fails when every pull announces its page).
+        @Test func twoInstancesPullingTheSameNotices_queueAndAnnounceEachOnce() async throws {
+            try await withStorage(.postgres) { storage in
+                let peers = FakePeers()
+                let ana = SocialV1.UserRef(userId: 1, username: "ana", firstName: "Ana", lastName: "Lima")
+                try await withAlerts(storage: storage, peers: peers, worker: false) { h in
+                    let (other, otherStorage) = try await anotherAlerts(on: storage, peers: peers, instance: "2", events: h.recorder,
+                                                                        logger: h.logs.logger("alerts-2"))
+                    for round in UInt64(0)..<5 {
+                        peers.state.withLock { $0.notices.append(SocialV1.Notice(noticeId: round + 1, kind: .circleRequest, from: ana,
+                                                                                   toUserId: 10 + round, createdAtMs: Int64(round))) }
+                        async let a = h.service.pullNotices()
+                        async let b = other.pullNotices()
+                        _ = try await (a, b)
+                        #expect(h.recorder.events(to: 10 + round).filter { $0.kind == .coreFriendRequest }.count == 1, "round \(round)")
+                    }
+                    #expect(try await h.outbox().count == 5, "one (skipped: no device) push row per notice")
+                    await otherStorage.close()
+                }
+            }
+        }
+
         /// Both instances' maintenance passes at the same moment: a watch whose time ran out ends
         /// once, and an alert nobody accepted escalates once.
         @Test func twoMaintenancePassesAtOnce_endAWatchOnce_andEscalateAnAlertOnce() async throws {

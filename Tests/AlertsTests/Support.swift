@@ -201,10 +201,10 @@ func withAlerts<T: Sendable>(engine: Engine = .sqlite, storage given: TestStorag
 /// Another alerts process on `storage`: by default the same instance as `withAlerts`'s in an
 /// earlier life (one that crashed mid-pass, whose claims its restart takes back at once).
 func anotherAlerts(on storage: TestStorage, peers: FakePeers, config: AlertsConfig = testConfig(), sms: (any SMSProvider)? = nil,
-                   push: (any PushProvider)? = nil, instance: String = "1", now: (@Sendable () -> Int64)? = nil,
+                   push: (any PushProvider)? = nil, instance: String = "1", events: Recorder? = nil, now: (@Sendable () -> Int64)? = nil,
                    logger: Logger) async throws -> (AlertsService, StorageEngine) {
     let opened = try await storage.open()
-    return (try await AlertsService.open(opened, instance: instance, peers: peers, events: nil, config: config, sms: sms, push: push,
+    return (try await AlertsService.open(opened, instance: instance, peers: peers, events: events, config: config, sms: sms, push: push,
                                          logger: logger, now: now), opened)
 }
 

@@ -90,7 +90,8 @@ protocol AlertsStorage: Sendable {
 
     // The outbox (`Delivery.swift`, `AttemptLog.swift`).
     /// Queues `messages` (see `OutboxRows`), and with `cursor` moves that cursor forward to its
-    /// value in the same transaction. - Returns: how many rows are due for delivery.
+    /// value in the same transaction. - Returns: how many rows it added (none: every one was
+    /// queued before, by an earlier pull or another instance).
     @discardableResult
     func enqueue(_ messages: [Outgoing], at: Int64, cursor: (name: String, value: UInt64)?) async throws -> Int
     func cursor(_ name: String) async throws -> UInt64

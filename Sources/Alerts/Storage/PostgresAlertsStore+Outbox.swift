@@ -9,7 +9,7 @@ import Wire
 extension PostgresAlertsStore {
     // MARK: Queueing
 
-    /// Queues `messages` in the caller's transaction (`OutboxRows`). - Returns: rows due for delivery.
+    /// Queues `messages` in the caller's transaction (`OutboxRows`). - Returns: rows added.
     @discardableResult
     func enqueue(_ connection: PostgresConnection, _ messages: [Outgoing], now: Int64) async throws -> Int {
         guard !messages.isEmpty else { return 0 }
@@ -22,7 +22,7 @@ extension PostgresAlertsStore {
             }
             tokens[user] = list
         }
-        var due = 0
+        var added = 0
         for row in OutboxRows.rows(messages, tokens: tokens) {
             let inserted = try await PostgresServiceDatabase.count(connection.query("""
                 INSERT INTO outbox (dedupe_key, source, channel, recipient_user, address, body, status, last_error,
@@ -31,21 +31,21 @@ extension PostgresAlertsStore {
                         \(Int64(row.status.rawValue)), \(row.error), \(now), \(now), \(now), \(Int64(row.message.about)))
                 ON CONFLICT (dedupe_key) DO NOTHING RETURNING 1
                 """, logger: logger))
-            if inserted > 0 && row.status == .pending { due += 1 }
+            added += inserted
         }
-        return due
+        return added
     }
 
     func enqueue(_ messages: [Outgoing], at: Int64, cursor: (name: String, value: UInt64)?) async throws -> Int {
         try await database.write { connection in
-            let due = try await enqueue(connection, messages, now: at)
+            let added = try await enqueue(connection, messages, now: at)
             if let cursor {
                 try await connection.query("""
                     INSERT INTO cursors (name, value) VALUES (\(cursor.name), \(Int64(cursor.value)))
                     ON CONFLICT (name) DO UPDATE SET value = greatest(cursors.value, excluded.value)
                     """, logger: logger)
             }
-            return due
+            return added
         }
     }
 

@@ -8,7 +8,7 @@ import Wire
 extension SQLiteAlertsStore {
     // MARK: Queueing
 
-    /// Queues `messages` in the caller's transaction (`OutboxRows`). - Returns: rows due for delivery.
+    /// Queues `messages` in the caller's transaction (`OutboxRows`). - Returns: rows added.
     @discardableResult
     static func enqueue(_ db: Database, _ messages: [Outgoing], now: Int64) throws -> Int {
         guard !messages.isEmpty else { return 0 }
@@ -16,7 +16,7 @@ extension SQLiteAlertsStore {
         for user in OutboxRows.pushUsers(messages) {
             tokens[user] = try String.fetchAll(db, cached: "SELECT token FROM devices WHERE user_id = ? ORDER BY registered_at_ms", arguments: [user])
         }
-        var due = 0
+        var added = 0
         for row in OutboxRows.rows(messages, tokens: tokens) {
             try db.run(sql: """
                 INSERT OR IGNORE INTO outbox (dedupe_key, source, channel, recipient_user, address, body, status, last_error,
@@ -24,19 +24,19 @@ extension SQLiteAlertsStore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [row.dedupeKey, row.message.source, row.channel.rawValue, row.user, row.address, row.message.body,
                                  row.status.rawValue, row.error, now, now, now, row.message.about])
-            if db.changesCount > 0 && row.status == .pending { due += 1 }
+            added += db.changesCount
         }
-        return due
+        return added
     }
 
     func enqueue(_ messages: [Outgoing], at: Int64, cursor: (name: String, value: UInt64)?) async throws -> Int {
         try await database.write { db in
-            let due = try Self.enqueue(db, messages, now: at)
+            let added = try Self.enqueue(db, messages, now: at)
             if let cursor {
                 try db.run(sql: "INSERT INTO cursors (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
                            arguments: [cursor.name, cursor.value])
             }
-            return due
+            return added
         }
     }
 
