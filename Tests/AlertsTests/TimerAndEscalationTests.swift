@@ -142,6 +142,9 @@ extension AlertsTestGroup {
                 #expect(outbox.contains { $0.source == "help_now_escalated:\(raised.alertId)" && $0.recipientUserId == 1 && $0.body.contains("+15625550100") })
                 #expect(a.recorder.events(to: 1).contains { $0.kind == .helpNowEscalated })
                 #expect(try await a.call(5, API.getHelpNow, AlertsV1.GetHelpNowRequest()).mine?.escalation == nil)
+                // Nothing is left to escalate: the maintenance loop has no escalation to wait for (an
+                // accepted alert counted here made it wake every millisecond for as long as it stayed active).
+                #expect(try await a.service.nextEscalationAt() == nil)
             }
         }
     }

@@ -50,7 +50,7 @@ protocol AlertsStorage: Sendable {
         async throws -> (record: AlertRecord, change: AlertChange)?
     /// Active alerts raised at or before `raisedBy`, not escalated, that nobody accepted.
     func escalationsDue(raisedBy: Int64) async throws -> [UInt64]
-    /// When the oldest active alert not yet escalated was raised.
+    /// When the oldest active alert that may still escalate (not escalated, nobody accepted) was raised.
     func oldestUnescalated() async throws -> Int64?
     /// Delivery summaries of `source` by recipient ("user:<id>", "phone:<number>").
     func summaries(source: String) async throws -> [String: [AlertsV1.DeliverySummary]]

@@ -286,7 +286,10 @@ extension PostgresAlertsStore {
     func oldestUnescalated() async throws -> Int64? {
         try await database.read { connection in
             try await PostgresServiceDatabase.first(connection.query(
-                "SELECT min(raised_at_ms) FROM help_alerts WHERE state = 1 AND escalated_at_ms = 0", logger: logger), Int64?.self) ?? nil
+                """
+                SELECT min(raised_at_ms) FROM help_alerts a WHERE state = 1 AND escalated_at_ms = 0
+                  AND NOT EXISTS (SELECT 1 FROM recipients r WHERE r.alert_id = a.id AND r.answer = \(Int64(AlertsV1.Answer.accepted.rawValue)))
+                """, logger: logger), Int64?.self) ?? nil
         }
     }
 

@@ -236,7 +236,10 @@ extension SQLiteAlertsStore {
 
     func oldestUnescalated() async throws -> Int64? {
         try await database.read { db in
-            try Int64.fetchOne(db, cached: "SELECT MIN(raised_at_ms) FROM help_alerts WHERE state = 1 AND escalated_at_ms = 0")
+            try Int64.fetchOne(db, cached: """
+                SELECT MIN(raised_at_ms) FROM help_alerts a WHERE state = 1 AND escalated_at_ms = 0
+                  AND NOT EXISTS (SELECT 1 FROM recipients r WHERE r.alert_id = a.id AND r.answer = ?)
+                """, arguments: [AlertsV1.Answer.accepted.rawValue])
         }
     }
 
