@@ -3,6 +3,7 @@ import FriensoClient
 import FriensoProto
 import Glibc
 import Launcher
+import PostgresHarness
 public import Logging
 import ServiceKit
 import Synchronization
@@ -24,6 +25,11 @@ public enum StackScenario {
         /// The internal planes to run, one deployment each, in order: `curve` (as deployed) and
         /// `plaintext` (`--insecure-plaintext`), to measure what CurveZMQ costs.
         public var planes: [String] = ["curve", "plaintext"]
+        /// Where accounts, social and alerts keep their data, one deployment each per plane:
+        /// `sqlite` (as `deploy/up`), `postgres` (one instance each, on a PostgreSQL server the
+        /// bench starts), `postgres-x2` (two instances of each on it). Geo and media stay on SQLite.
+        public var storages: [String] = ["sqlite"]
+        public static let knownStorages = ["sqlite", "postgres", "postgres-x2"]
         /// - Parameter binDirectory: nil for the folder of the running executable.
         public init(binDirectory: String?) { self.binDirectory = binDirectory ?? Executables.folder }
     }
@@ -32,26 +38,56 @@ public enum StackScenario {
 
     public static func run(_ options: Options, logger: Logger) async throws -> String {
         var out: [String] = []
-        var rates: [(String, Double)] = []
+        var rates: [(plane: String, storage: String, rate: Double, p99: [String: Double])] = []
+        let postgres = options.storages.contains { $0 != "sqlite" }
+            ? try await Task.detached { try LocalPostgresServer.start(prefix: "frienso-bench-stack-pg") }.value : nil
+        defer { postgres?.stop() }
         for (index, plane) in options.planes.enumerated() {
-            let (report, rate) = try await run(options, plane: plane, redis: index == 0, logger: logger)
-            out.append(report)
-            rates.append((plane, rate))
+            for (storageIndex, storage) in options.storages.enumerated() {
+                let run = try await run(options, plane: plane, storage: storage, postgres: postgres, redis: index == 0 && storageIndex == 0, logger: logger)
+                out.append(run.report)
+                rates.append((plane, storage, run.rate, run.p99))
+            }
         }
-        if let curve = rates.first(where: { $0.0 == "curve" })?.1, let plain = rates.first(where: { $0.0 == "plaintext" })?.1, plain > 0 {
+        if let curve = rates.first(where: { $0.plane == "curve" })?.rate, let plain = rates.first(where: { $0.plane == "plaintext" })?.rate, plain > 0 {
             out += ["", "- CURVE on every internal hop: \(Int(curve)) ops/s vs \(Int(plain)) plaintext in the same run: \(String(format: "%.1f", (1 - curve / plain) * 100))% fewer (target: within 15%)"]
+        }
+        if options.storages.count > 1 {
+            out += ["", "| storage (\(options.planes[0])) | ops/s | vs the first | " + operations.map { "p99 \($0) ms" }.joined(separator: " | ") + " |",
+                    "|---|---:|---:|" + String(repeating: "---:|", count: operations.count)]
+            let first = rates.first?.rate ?? 1
+            for r in rates where r.plane == options.planes[0] {
+                out.append("| \(r.storage) | \(Int(r.rate)) | \(String(format: "%.2f", r.rate / max(first, 1)))× | "
+                           + operations.map { String(format: "%.1f", (r.p99[$0] ?? 0) / 1_000) }.joined(separator: " | ") + " |")
+            }
         }
         return out.joined(separator: "\n")
     }
 
-    /// One deployment on `plane` under the load. - Returns: the report and the operations a second.
-    static func run(_ options: Options, plane: String, redis: Bool, logger: Logger) async throws -> (String, Double) {
+    /// One deployment on `plane` and `storage` under the load.
+    /// - Returns: the report, the operations a second and each operation's p99 (µs).
+    static func run(_ options: Options, plane: String, storage: String, postgres: LocalPostgresServer?, redis: Bool,
+                    logger: Logger) async throws -> (report: String, rate: Double, p99: [String: Double]) {
         let dir = BenchStack.scratchDirectory()
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let deployment = try Deployment.start(in: dir, binDirectory: options.binDirectory, plaintext: plane == "plaintext")
+        var database: StorageSection?
+        if storage != "sqlite", let postgres {
+            let name = try postgres.createDatabase("stack")
+            try postgres.password.write(toFile: "\(dir)/postgres-password", atomically: true, encoding: .utf8)
+            chmod("\(dir)/postgres-password", 0o600)
+            database = StorageSection(kind: "postgres", url: "postgres://\(LocalPostgresServer.user)@127.0.0.1:\(postgres.port)/\(name)?sslmode=disable",
+                                      passwordFile: "\(dir)/postgres-password")
+        }
+        let deployment = try Deployment.start(in: dir, binDirectory: options.binDirectory, plaintext: plane == "plaintext", storage: database,
+                                              instances: storage == "postgres-x2" ? 2 : 1, postgres: storage == "sqlite" ? nil : postgres)
         defer { deployment.stop() }
-        var out = ["## frienso-bench stack (\(plane == "plaintext" ? "plaintext internal plane" : "CurveZMQ on every internal hop")): \(options.users) users, \(options.inFlight) in flight, \(options.seconds) s, mix \(options.mix) (update, nearby, friends, check-in, helpNow)", ""]
+        let storageText = switch storage {
+        case "postgres": "accounts, social and alerts on PostgreSQL"
+        case "postgres-x2": "two instances each of accounts, social and alerts, on PostgreSQL"
+        default: "SQLite"
+        }
+        var out = ["## frienso-bench stack (\(plane == "plaintext" ? "plaintext internal plane" : "CurveZMQ on every internal hop"), \(storageText)): \(options.users) users, \(options.inFlight) in flight, \(options.seconds) s, mix \(options.mix) (update, nearby, friends, check-in, helpNow)", ""]
         try await deployment.awaitReady(logger: logger)
 
         // Setup (not measured): users, friendships (each with the next five), circles, first fixes.
@@ -103,11 +139,12 @@ public enum StackScenario {
             "cpu_us_per_op_with_load_generator": perOperation((resources.cpu["all services"] ?? 0) + (resources.cpu["bench client"] ?? 0)),
         ]
         // Each service's share, so that a chart shows where a change moved the CPU.
-        for service in Deployment.services { metrics["cpu_us_per_op_\(service)"] = perOperation(resources.cpu[service] ?? 0) }
-        Results.shared.record(section: "stack \(plane)", rows: rows, metrics: metrics)
+        for service in deployment.members + ["postgresql"] { metrics["cpu_us_per_op_\(service)"] = perOperation(resources.cpu[service] ?? 0) }
+        Results.shared.record(section: storage == "sqlite" ? "stack \(plane)" : "stack \(plane) \(storage)", rows: rows, metrics: metrics)
         for person in people { await person.client.close() }
         if redis { out += [""] + (await redisBaseline(points, threads: options.inFlight, seconds: options.seconds)) }
-        return (out.joined(separator: "\n"), Double(total) / BenchStack.seconds(elapsed))
+        let p99 = Dictionary(rows.map { ($0.name, $0.micros(99)) }, uniquingKeysWith: { a, _ in a })
+        return (out.joined(separator: "\n"), Double(total) / BenchStack.seconds(elapsed), p99)
     }
 
     struct Person: Sendable {
@@ -233,28 +270,53 @@ public enum StackScenario {
 /// in a scratch folder.
 struct Deployment {
     static let services = LaunchPlan.defaultOrder
+    /// The members that run as two instances in a `postgres-x2` deployment.
+    static let scaled = ["accounts", "social", "alerts"]
     let gateway: String
     /// The HTTP edge, `http://127.0.0.1:<port>`.
     let edge: String
     let run: String
     let pid: pid_t
+    /// Every launched member (`accounts#2` for a second instance).
+    let members: [String]
+    /// The PostgreSQL server the services use, if any: its processes' CPU counts too.
+    let postgres: LocalPostgresServer?
 
-    /// - Parameter plaintext: `--insecure-plaintext` (for the comparison), else CurveZMQ with the keyring the launcher makes.
-    static func start(in dir: String, binDirectory: String, plaintext: Bool = false) throws -> Deployment {
+    /// - Parameters:
+    ///   - plaintext: `--insecure-plaintext` (for the comparison), else CurveZMQ with the keyring the launcher makes.
+    ///   - storage: where accounts, social and alerts keep their data (nil: SQLite).
+    ///   - instances: how many instances of each of them (more than one needs `storage`).
+    static func start(in dir: String, binDirectory: String, plaintext: Bool = false, storage: StorageSection? = nil, instances: Int = 1,
+                      postgres: LocalPostgresServer? = nil) throws -> Deployment {
         func anyPort() throws -> String {
             guard let port = Spawn.freePort() else { throw RPCError(.internal, "no free port") }
             return "tcp://127.0.0.1:\(port)"
         }
+        func ports(_ name: String) throws -> String {
+            let count = scaled.contains(name) ? instances : 1
+            return EndpointList.join(try (0..<count).map { _ in try anyPort() })
+        }
         var endpoints: [String: String] = [:]
-        for name in services { endpoints[name] = try anyPort() }
+        for name in services { endpoints[name] = try ports(name) }
         var events: [String: String] = [:]
-        for name in LaunchPlan.publishers { events[name] = try anyPort() }
+        for name in LaunchPlan.publishers { events[name] = try ports(name) }
         var config = FriensoConfig()
         config.endpoints = endpoints
         config.eventEndpoints = events
         config.logLevel = "warning"
         config.metricsListen = "127.0.0.1:0"
         config.gateway = .init(requestsPerSecond: 1_000_000, burst: 1_000_000)
+        if let storage {
+            var accounts = FriensoConfig.AccountsSection(), social = FriensoConfig.SocialSection(), alerts = FriensoConfig.AlertsSection()
+            accounts.storage = storage
+            social.storage = storage
+            alerts.storage = storage
+            config.accounts = accounts
+            config.social = social
+            config.alerts = alerts
+        }
+        let members = services + (instances > 1 ? scaled.flatMap { name in (2...instances).map { "\(name)#\($0)" } } : [])
+        config.launch = members
         try config.write(to: "\(dir)/frienso.json")
         let path = "\(binDirectory)/frienso-launch"
         guard FileManager.default.isExecutableFile(atPath: path) else { throw RPCError(.failedPrecondition, "no \(path): build with -c release") }
@@ -263,7 +325,7 @@ struct Deployment {
             throw RPCError(.internal, "cannot start \(path)")
         }
         return Deployment(gateway: endpoints["gateway"]!, edge: endpoints["edge"]!.replacingOccurrences(of: "tcp://", with: "http://"),
-                          run: "\(dir)/run", pid: pid)
+                          run: "\(dir)/run", pid: pid, members: members, postgres: postgres)
     }
 
     /// Waits (bounded) until every ZeroMQ member answers Ping through the gateway and the edge
@@ -288,12 +350,27 @@ struct Deployment {
 
     func pid(of service: String) -> pid_t? { Supervisor.recordedPID(run, service) }
 
-    /// utime + stime of each service (clock ticks), and of this process ("bench client").
+    /// utime + stime of each member (clock ticks), of PostgreSQL's processes (the postmaster
+    /// and its children: "postgresql") and of this process ("bench client").
     func cpuTicks() -> [String: Int] {
         var ticks: [String: Int] = [:]
-        for name in Self.services { if let p = pid(of: name) { ticks[name] = Self.ticks("/proc/\(p)/stat") } }
+        for name in members { if let p = pid(of: name) { ticks[name] = Self.ticks("/proc/\(p)/stat") } }
+        if let postmaster = postgres?.postmasterPID {
+            var sum = Self.ticks("/proc/\(postmaster)/stat")
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(entry) != nil {
+                if Self.parent("/proc/\(entry)/stat") == postmaster { sum += Self.ticks("/proc/\(entry)/stat") }
+            }
+            ticks["postgresql"] = sum
+        }
         ticks["bench client"] = Self.ticks("/proc/self/stat")
         return ticks
+    }
+
+    /// A process's parent's pid, from its stat line.
+    static func parent(_ path: String) -> pid_t? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8), let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        return fields.count > 1 ? pid_t(fields[1]) : nil
     }
 
     static func ticks(_ path: String) -> Int {
@@ -317,13 +394,15 @@ struct Deployment {
         var lines = ["| process | CPU (% of one core) | CPU µs per operation | RSS MiB | peak RSS MiB |", "|---|---:|---:|---:|---:|"]
         var cpu: [String: Double] = [:]
         let ops = Double(max(1, operations))
-        for name in Self.services + ["bench client"] {
+        let processes = members + (postgres != nil ? ["postgresql"] : [])
+        for name in processes + ["bench client"] {
             let used = Double((after[name] ?? 0) - (before[name] ?? 0)) / hz
             cpu[name] = used
-            let p = name == "bench client" ? "self" : pid(of: name).map { String($0) } ?? "?"
-            lines.append("| \(name) | \(String(format: "%.0f", used / seconds * 100)) | \(String(format: "%.0f", used / ops * 1e6)) | \(Self.status(p, "VmRSS")) | \(Self.status(p, "VmHWM")) |")
+            let p = name == "bench client" ? "self" : name == "postgresql" ? postgres.map { String($0.postmasterPID) } ?? "?" : pid(of: name).map { String($0) } ?? "?"
+            let rss = name == "postgresql" ? "(all its processes)" : Self.status(p, "VmRSS")
+            lines.append("| \(name) | \(String(format: "%.0f", used / seconds * 100)) | \(String(format: "%.0f", used / ops * 1e6)) | \(rss) | \(name == "postgresql" ? "" : Self.status(p, "VmHWM")) |")
         }
-        let services = Self.services.reduce(0.0) { $0 + (cpu[$1] ?? 0) }
+        let services = processes.reduce(0.0) { $0 + (cpu[$1] ?? 0) }
         let all = services + (cpu["bench client"] ?? 0)
         lines.append("| **all services** | \(String(format: "%.0f", services / seconds * 100)) | **\(String(format: "%.0f", services / ops * 1e6))** | | |")
         lines.append("| all, with the load generator | \(String(format: "%.0f", all / seconds * 100)) | \(String(format: "%.0f", all / ops * 1e6)) | | |")

@@ -274,6 +274,7 @@ struct StackBench: AsyncParsableCommand {
     @Option(help: "Percent of location updates, nearby, friends' locations, check-ins, helpNow (raise or resolve).") var mix = "50,15,20,10,5"
     @Option(help: "Folder with frienso-launch and the services (default: beside this executable).") var binDir: String?
     @Option(help: "Internal planes to run, one deployment each: curve, plaintext (comma-separated).") var planes = "curve,plaintext"
+    @Option(help: "Where accounts, social and alerts keep their data, one deployment each per plane: sqlite, postgres, postgres-x2 (two instances of each; comma-separated). PostgreSQL is started by the bench.") var storages = "sqlite"
 
     func validate() throws {
         guard users >= 2, inFlight >= 1, seconds >= 1 else { throw ValidationError("--users ≥ 2, --in-flight ≥ 1, --seconds ≥ 1") }
@@ -283,9 +284,13 @@ struct StackBench: AsyncParsableCommand {
         guard !planeList.isEmpty, planeList.allSatisfy({ ["curve", "plaintext"].contains($0) }) else {
             throw ValidationError("--planes takes curve, plaintext")
         }
+        guard !storageList.isEmpty, storageList.allSatisfy({ StackScenario.Options.knownStorages.contains($0) }) else {
+            throw ValidationError("--storages takes \(StackScenario.Options.knownStorages.joined(separator: ", "))")
+        }
     }
 
     var planeList: [String] { planes.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+    var storageList: [String] { storages.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
 
     /// The mix's numbers; nil when one is not a number.
     var percentages: [Int]? {
@@ -302,6 +307,7 @@ struct StackBench: AsyncParsableCommand {
         options.seconds = seconds
         options.mix = percentages ?? options.mix
         options.planes = planeList
+        options.storages = storageList
         var logger = Logger(label: "bench")
         logger.logLevel = .warning
         print(try await StackScenario.run(options, logger: logger))
