@@ -11,14 +11,23 @@ public final class FriensoClient: Sendable {
     public let gateway: String
     private let wire: WireClient
     private let tokenBox: Mutex<String>
+    private let retryUnavailable: Bool
+    private let defaultDeadline: Duration
 
     /// - Parameters:
     ///   - token: a session token from an earlier login, if any.
+    ///   - retryUnavailable: a call that is safe to send again (a mutation with its idempotency
+    ///     key, or an idempotent call) answered UNAVAILABLE is sent again, with backoff, until
+    ///     its deadline: the gateway says UNAVAILABLE for a moment when a service is restarting
+    ///     or was too busy to answer its heartbeats, and a person at the CLI should not see that.
+    ///     Off by default: programs that count transient errors (tests, benchmarks) see each one.
     public init(gateway: String = FriensoClient.defaultGateway, token: String = "", options: ClientOptions = ClientOptions(),
-                logger: Logger, context: ZMQContext = .shared, reactor: Reactor = .shared) {
+                retryUnavailable: Bool = false, logger: Logger, context: ZMQContext = .shared, reactor: Reactor = .shared) {
         self.gateway = gateway
         wire = WireClient(endpoint: gateway, options: options, logger: logger, context: context, reactor: reactor)
         tokenBox = Mutex(token)
+        self.retryUnavailable = retryUnavailable
+        defaultDeadline = options.defaultDeadline
     }
 
     public var token: String {
@@ -35,7 +44,23 @@ public final class FriensoClient: Sendable {
         mutation: Bool = false, idempotencyKey: String? = nil, deadline: Duration? = nil, idempotent: Bool = false
     ) async throws(RPCError) -> Response {
         let key = idempotencyKey ?? (mutation ? UUID().uuidString : "")
-        return try await wire.call(method, request, options: CallOptions(deadline: deadline, sessionToken: token, idempotencyKey: key, idempotent: idempotent))
+        guard retryUnavailable && (!key.isEmpty || idempotent) else {
+            return try await wire.call(method, request, options: CallOptions(deadline: deadline, sessionToken: token, idempotencyKey: key, idempotent: idempotent))
+        }
+        // The same key each time: a try that was applied is answered from the reply cache.
+        let until = ContinuousClock.now.advanced(by: deadline ?? defaultDeadline)
+        var pause = Duration.milliseconds(50)
+        while true {
+            let left = ContinuousClock.now.duration(to: until)
+            do throws(RPCError) {
+                return try await wire.call(method, request, options: CallOptions(deadline: left, sessionToken: token, idempotencyKey: key,
+                                                                                 idempotent: idempotent))
+            } catch {
+                guard error.code == .unavailable, ContinuousClock.now.advanced(by: pause) < until, !Task.isCancelled else { throw error }
+                try? await Task.sleep(for: pause) // backoff before the next try
+                pause = min(pause * 2, .seconds(1))
+            }
+        }
     }
 
     /// Pings `<service>.Ping` through the gateway (`gateway` pings the gateway itself).

@@ -54,6 +54,6 @@ struct GlobalOptions: ParsableArguments {
         options.security = (serverKey ?? environment["FRIENSO_GATEWAY_PUBLIC_KEY"]).map { .curve(serverPublicKey: $0, keys: nil) } ?? .plaintext
         var logger = Logger(label: "frienso") { _ in SwiftLogNoOpLogHandler() }
         logger.logLevel = .critical
-        return FriensoClient(gateway: endpoint, token: token, options: options, logger: logger)
+        return FriensoClient(gateway: endpoint, token: token, options: options, retryUnavailable: true, logger: logger)
     }
 }

@@ -47,8 +47,16 @@ struct CLIEndToEndTests {
         #expect(down.status == 19, "\(down.output)\n\(logs())")
         #expect(down.output.contains("UNAVAILABLE"))
 
+        // A mutation sent while accounts is down is sent again (its idempotency key unchanged)
+        // until accounts is back within the CLI's timeout: the person sees it done, not UNAVAILABLE.
+        // The CLI starts before accounts does, and accounts takes far longer to listen and be
+        // heard by the gateway than the CLI to send: its first tries meet accounts down (without
+        // the retry this exits 19, UNAVAILABLE).
+        async let edited = cli.run(["profile", "edit", "--first-name", "Danielle", "--timeout", "60"])
         // It comes back on the same endpoint with the same data: the account and session are there.
         try procs.start("accounts", executable: "frienso-accounts", arguments: ["--data-dir", data, "--endpoint", accounts])
+        let retried = try await edited
+        #expect(retried.status == 0 && retried.output.contains("Danielle"), "retried until accounts was back: \(retried.output)\n\(logs())")
         try await eventually("accounts answers through the gateway", timeout: .seconds(30)) {
             try await cli.run(["ping", "accounts", "--timeout", "2"]).status == 0
         }
