@@ -155,7 +155,7 @@ public final class AlertsService: Sendable {
         let at = now(), window = config.helpNowGrantWindow.wholeMilliseconds
         for g in grants {
             let expires = g.expiresMs == GrantRecord.untilResolved ? at + window : g.expiresMs
-            let grant = GeoV1.LocationGrant(subjectId: g.subject, viewerId: g.viewer, expiresAtMs: expires, reason: g.reason)
+            let grant = GeoV1.LocationGrant(subjectId: g.subject, viewerId: g.viewer, expiresAtMs: expires, reason: g.reason, version: g.version)
             events.emit(topic: "grants", method: "alerts.Grant", payload: grant.serializedBytes())
         }
     }

@@ -51,9 +51,9 @@ extension AlertsService {
         let at = now()
         let text = Self.helpText(names[caller], message, location)
 
-        let alert: AlertRecord
+        let alert: AlertRecord, grants: [GrantRecord]
         do {
-            alert = try await store.raiseAlert(NewAlert(initiator: caller, message: message, location: location, at: at, key: key,
+            (alert, grants) = try await store.raiseAlert(NewAlert(initiator: caller, message: message, location: location, at: at, key: key,
                                                         recipients: plan.recipients, grants: plan.grants, promptNumber: plan.promptNumber,
                                                         promptLabel: plan.promptLabel) { id in
                 plan.deliveries(source: "help_now:\(id)", text: text).map { $0.about(caller) }
@@ -63,7 +63,7 @@ extension AlertsService {
             if let raised = try await store.activeAlert(of: caller) { return (raised, true, nil) }
             throw RPCError.internal("helpNow could not be recorded")
         }
-        emit(plan.grants)
+        emit(grants)
         emit(AlertsV1.AlertEvent(kind: .helpNow, requestId: alert.id, from: names[caller], text: text, atMs: at, location: location), to: users)
         deliveryBell.ring()
         maintenanceBell.ring() // its escalation time is now the next thing to wait for

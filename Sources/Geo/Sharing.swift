@@ -44,13 +44,25 @@ extension GeoService {
 
     // MARK: Grants (from the alerts service)
 
-    /// Applies a grant event: a future expiry grants (or extends), a past one revokes.
+    /// Applies a grant event: a future expiry grants (or extends), a past one revokes. A grant
+    /// older (`version`) than the one last applied for its key is stale and ignored; the same
+    /// version again is applied again (a republish heals a save that failed).
     public func apply(_ grant: GeoV1.LocationGrant) async throws {
         guard grant.subjectId != 0, grant.viewerId != 0, ["watch", "help_now"].contains(grant.reason) else {
             logger.warning("ignoring a malformed grant", metadata: ["reason": "\(grant.reason)"])
             return
         }
         let key = GrantKey(subject: grant.subjectId, viewer: grant.viewerId, reason: grant.reason)
+        let stale = state.mutex.withLock { s -> Bool in
+            guard grant.version != 0 else { return false }
+            if let seen = s.grantVersions[key], seen > grant.version { return true }
+            s.grantVersions[key] = grant.version
+            return false
+        }
+        if stale {
+            logger.debug("ignoring a stale grant", metadata: ["reason": "\(grant.reason)", "version": "\(grant.version)"])
+            return
+        }
         let at = now()
         try await store.saveGrant(key, expiresMs: grant.expiresAtMs, now: at)
         state.mutex.withLock { s in

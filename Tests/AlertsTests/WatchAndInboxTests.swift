@@ -74,6 +74,31 @@ extension AlertsTestGroup {
             }
         }
 
+        /// Every change to a grant takes the next version, and a republish carries each grant's
+        /// latest: geo can tell a late copy of a grant from the revocation that followed it.
+        @Test(arguments: Engine.allCases) func grants_carryIncreasingVersions_andTheRepublishCarriesTheLatest(engine: Engine) async throws {
+            try await withAlerts(engine: engine, peers: Self.deesCircle()) { h in
+                let session = try #require(try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 1800)).session)
+                for watcher in UInt64(11)...12 {
+                    _ = try await h.call(watcher, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .accept))
+                }
+                _ = try await h.call(12, API.respondInbox, AlertsV1.RespondInboxRequest(kind: .watch, requestId: session.sessionId, action: .reject))
+                _ = try await h.call(10, API.endWatch, AlertsV1.EndWatchRequest())
+                let live = h.recorder.grants()
+                #expect(live.count == 4, "two accepted, one taken back, one revoked at the end: \(live.map(\.viewerId))")
+                #expect(live.map(\.version) == live.map(\.version).sorted() && Set(live.map(\.version)).count == live.count && live.allSatisfy { $0.version > 0 },
+                        "each change a newer version: \(live.map(\.version))")
+                _ = h.recorder.take()
+                try await h.service.republishGrants()
+                let republished = h.recorder.grants()
+                for viewer in UInt64(11)...12 {
+                    let last = try #require(live.last { $0.viewerId == viewer })
+                    #expect(republished.filter { $0.viewerId == viewer }.map(\.version) == [last.version], "the latest change of \(viewer)'s grant")
+                    #expect(republished.first { $0.viewerId == viewer }?.expiresAtMs ?? .max <= h.service.now(), "revoked")
+                }
+            }
+        }
+
         @Test(arguments: Engine.allCases) func aWatchExpires_byItself_andRevokesItsGrants(engine: Engine) async throws {
             try await withAlerts(engine: engine, peers: Self.deesCircle()) { h in
                 let started = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 3))

@@ -98,7 +98,7 @@ struct PostgresEndToEndTests {
                 """)
             #expect(delivered == "2", "both SMS delivered, each once: \(delivered)")
             let alertsMigrations = try await server.psql(database, "SELECT string_agg(name, ',' ORDER BY name) FROM alerts.schema_migrations")
-            #expect(alertsMigrations == "alerts_v1,idempotent_replies")
+            #expect(alertsMigrations == "alerts_grant_versions,alerts_v1,idempotent_replies")
             #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/alerts/alerts.sqlite"))
             #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/alerts.sqlite"))
 

@@ -134,6 +134,35 @@ struct GeoServiceTests {
         }
     }
 
+    /// Several alerts instances publish grants on sockets of their own, and a republish may have
+    /// read a grant just before its revocation: a grant older than the last one applied for its
+    /// key arrives late and must not show the location again.
+    @Test func aStaleGrant_arrivingAfterItsRevocation_isIgnored() async throws {
+        try await withGeo { geo async throws in
+            geo.befriend(1, 3)
+            _ = try await geo.call(1, API.updateSharing, GeoV1.UpdateSharingRequest(settings: GeoV1.SharingSettings(ghost: true), fields: ["ghost"]))
+            func liveTo3() async throws -> Bool {
+                geo.clock.advance(1_000) // a newer fix each time
+                _ = geo.recorder.take()
+                try await geo.locate(1, 10, 10)
+                return geo.recorder.take().contains { $0.method == "geo.Location" && $0.topic == ViewerTopic.of(3) }
+            }
+            let later = geo.clock.now + 600_000
+            try await geo.service.apply(GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: later, reason: "watch", version: 7))
+            #expect(try await liveTo3(), "granted")
+            try await geo.service.apply(GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: geo.clock.now, reason: "watch", version: 9))
+            #expect(try await !liveTo3(), "revoked")
+            // The grant of version 7 again, late (another instance's republish): stale.
+            try await geo.service.apply(GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: later, reason: "watch", version: 7))
+            #expect(try await !liveTo3(), "a stale grant does not undo its revocation")
+            // A newer grant applies; so does one without a version.
+            try await geo.service.apply(GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: later, reason: "watch", version: 12))
+            #expect(try await liveTo3())
+            try await geo.service.apply(GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: geo.clock.now, reason: "watch"))
+            #expect(try await !liveTo3())
+        }
+    }
+
     @Test func restart_rebuildsTheIndex_withTheSameAnswers() async throws {
         let dir = try TemporaryDirectory("frienso-geo-restart")
         defer { dir.remove() }

@@ -29,8 +29,8 @@ protocol AlertsStorage: Sendable {
     func watching(_ user: UInt64) async throws -> [WatchRecord]
     /// - Throws: `AlertsConflict.alreadyActive` when the initiator has an active session.
     func startWatch(_ new: NewWatch) async throws -> WatchRecord
-    /// Changes one session as `decide` says. - Returns: the session after, and the change; nil
-    /// when `decide` changed nothing.
+    /// Changes one session as `decide` says. - Returns: the session after, and the change (its
+    /// grants as set, with their versions); nil when `decide` changed nothing.
     func changeWatch(_ target: RowTarget, at: Int64, _ decide: @escaping @Sendable (WatchRecord?) throws -> WatchChange?)
         async throws -> (record: WatchRecord, change: WatchChange)?
     /// Active sessions whose end is at or before `at`.
@@ -44,8 +44,9 @@ protocol AlertsStorage: Sendable {
     func latestAlert(of user: UInt64) async throws -> AlertRecord?
     /// Active alerts that reached `user`, newest first.
     func alerts(reaching user: UInt64) async throws -> [AlertRecord]
+    /// - Returns: the alert, and its grants as set (with their versions).
     /// - Throws: `AlertsConflict.alreadyActive` when the initiator has an active alert.
-    func raiseAlert(_ new: NewAlert) async throws -> AlertRecord
+    func raiseAlert(_ new: NewAlert) async throws -> (record: AlertRecord, grants: [GrantRecord])
     func changeAlert(_ target: RowTarget, at: Int64, _ decide: @escaping @Sendable (AlertRecord?) throws -> AlertChange?)
         async throws -> (record: AlertRecord, change: AlertChange)?
     /// Active alerts raised at or before `raisedBy`, not escalated, that nobody accepted.

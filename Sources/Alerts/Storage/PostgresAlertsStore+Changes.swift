@@ -89,7 +89,7 @@ extension PostgresAlertsStore {
                     "SELECT id FROM watch_sessions WHERE initiator = \(Int64(user)) AND state = 1 FOR UPDATE", logger: logger), Int64.self).map(UInt64.init)
             }
             let session = try await locked.asyncMap { try await Self.watch(connection, id: $0, logger: logger) } ?? nil
-            guard let change = try decide(session), let session else { return nil }
+            guard var change = try decide(session), let session else { return nil }
             let id = Int64(session.id)
             if let end = change.end {
                 try await connection.query("UPDATE watch_sessions SET state = \(Int64(end.rawValue)), ended_at_ms = \(at) WHERE id = \(id)", logger: logger)
@@ -108,7 +108,9 @@ extension PostgresAlertsStore {
                                                logger: logger)
                 }
             }
-            for grant in change.grants { try await setGrant(connection, grant) }
+            var set: [GrantRecord] = []
+            for grant in change.grants { set.append(try await setGrant(connection, grant)) }
+            change.grants = set
             try await enqueue(connection, change.messages, now: at)
             guard let record = try await Self.watch(connection, id: session.id, logger: logger) else { throw StoreInvariant("the watch just changed is missing") }
             return (record, change)
@@ -193,7 +195,7 @@ extension PostgresAlertsStore {
             """)
     }
 
-    func raiseAlert(_ new: NewAlert) async throws -> AlertRecord {
+    func raiseAlert(_ new: NewAlert) async throws -> (record: AlertRecord, grants: [GrantRecord]) {
         do {
             return try await database.write { connection in
                 guard let id = try await PostgresServiceDatabase.first(connection.query("""
@@ -210,14 +212,15 @@ extension PostgresAlertsStore {
                         VALUES (\(Int64(id)), \(Int64(position)), \(Int64(user)), \(phone), \(Int64(AlertsV1.Answer.pending.rawValue)))
                         """, logger: logger)
                 }
-                for grant in new.grants { try await setGrant(connection, grant) }
+                var grants: [GrantRecord] = []
+                for grant in new.grants { grants.append(try await setGrant(connection, grant)) }
                 try await connection.query("""
                     INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms)
                     VALUES (\(Int64(id)), \(Int64(new.initiator)), \(new.promptNumber), \(new.promptLabel), \(new.at))
                     """, logger: logger)
                 try await enqueue(connection, new.messages(id), now: new.at)
                 guard let record = try await Self.alert(connection, id: id, logger: logger) else { throw StoreInvariant("the alert just written is missing") }
-                return record
+                return (record, grants)
             }
         } catch where Self.isSecondActive(error) {
             throw AlertsConflict.alreadyActive
@@ -236,7 +239,7 @@ extension PostgresAlertsStore {
                     "SELECT id FROM help_alerts WHERE initiator = \(Int64(user)) AND state = 1 FOR UPDATE", logger: logger), Int64.self).map(UInt64.init)
             }
             let alert = try await locked.asyncMap { try await Self.alert(connection, id: $0, logger: logger) } ?? nil
-            guard let change = try decide(alert), let alert else { return nil }
+            guard var change = try decide(alert), let alert else { return nil }
             let id = Int64(alert.id)
             if let by = change.resolvedBy {
                 try await connection.query("""
@@ -266,7 +269,9 @@ extension PostgresAlertsStore {
                     UPDATE emergency_prompts SET reported = true, dialed = \(dialed), reported_at_ms = \(at) WHERE alert_id = \(id)
                     """, logger: logger)
             }
-            for grant in change.grants { try await setGrant(connection, grant) }
+            var set: [GrantRecord] = []
+            for grant in change.grants { set.append(try await setGrant(connection, grant)) }
+            change.grants = set
             try await enqueue(connection, change.messages, now: at)
             guard let record = try await Self.alert(connection, id: alert.id, logger: logger) else { throw StoreInvariant("the alert just changed is missing") }
             return (record, change)
@@ -393,20 +398,28 @@ extension PostgresAlertsStore {
 
     // MARK: Grants
 
-    func setGrant(_ connection: PostgresConnection, _ grant: GrantRecord) async throws {
-        try await connection.query("""
-            INSERT INTO grants (subject, viewer, reason, expires_ms) VALUES (\(Int64(grant.subject)), \(Int64(grant.viewer)), \(grant.reason), \(grant.expiresMs))
-            ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms
-            """, logger: logger)
+    /// Sets `grant` with the next version (the `grant_versions` sequence: increasing across
+    /// instances; a number taken by a transaction that rolled back is skipped). - Returns: the
+    /// grant as set.
+    func setGrant(_ connection: PostgresConnection, _ grant: GrantRecord) async throws -> GrantRecord {
+        guard let version = try await PostgresServiceDatabase.first(connection.query("""
+            INSERT INTO grants (subject, viewer, reason, expires_ms, version)
+            VALUES (\(Int64(grant.subject)), \(Int64(grant.viewer)), \(grant.reason), \(grant.expiresMs), nextval('grant_versions'))
+            ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms, version = excluded.version
+            RETURNING version
+            """, logger: logger), Int64.self) else { throw StoreInvariant("the grant just set has no version") }
+        var set = grant
+        set.version = version
+        return set
     }
 
     func grantsToPublish(now: Int64, keepRevoked: Int64) async throws -> [GrantRecord] {
         try await database.transaction { connection in
             try await connection.query("DELETE FROM grants WHERE expires_ms < \(now - keepRevoked)", logger: logger)
             var grants: [GrantRecord] = []
-            for try await (subject, viewer, reason, expires) in try await connection.query(
-                "SELECT subject, viewer, reason, expires_ms FROM grants", logger: logger).decode((Int64, Int64, String, Int64).self) {
-                grants.append(GrantRecord(subject: UInt64(subject), viewer: UInt64(viewer), reason: reason, expiresMs: expires))
+            for try await (subject, viewer, reason, expires, version) in try await connection.query(
+                "SELECT subject, viewer, reason, expires_ms, version FROM grants", logger: logger).decode((Int64, Int64, String, Int64, Int64).self) {
+                grants.append(GrantRecord(subject: UInt64(subject), viewer: UInt64(viewer), reason: reason, expiresMs: expires, version: version))
             }
             return grants
         }

@@ -247,5 +247,10 @@ final class PostgresAlertsStore: AlertsStorage {
             "CREATE INDEX timers_by_owner ON timers (owner, id)",
             "CREATE INDEX timers_active_due ON timers (due_ms) WHERE state = 1",
         ]),
+        // Each grant's place in the order of changes (see `GrantRecord.version`).
+        PostgresMigration("alerts_grant_versions", [
+            "ALTER TABLE grants ADD COLUMN version bigint NOT NULL DEFAULT 0",
+            "CREATE SEQUENCE grant_versions",
+        ]),
     ]
 }

@@ -71,6 +71,9 @@ struct GrantRecord: Sendable, Equatable {
     var reason: String
     /// `GrantRecord.untilResolved` for a helpNow grant (published to geo with a rolling expiry).
     var expiresMs: Int64
+    /// Its place in the order of changes to grants, from the database's counter when it was set
+    /// (0 until then): geo ignores a grant older than the one it applied for the same key.
+    var version: Int64 = 0
 
     static let untilResolved = Int64.max
 }

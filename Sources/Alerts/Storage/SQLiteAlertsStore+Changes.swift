@@ -71,7 +71,7 @@ extension SQLiteAlertsStore {
             case .id(let id): try Self.watch(db, id: id)
             case .activeOf(let user): try Self.watches(db, "SELECT id FROM watch_sessions WHERE initiator = ? AND state = 1", [user]).first
             }
-            guard let change = try decide(session), let session else { return nil }
+            guard var change = try decide(session), let session else { return nil }
             if let end = change.end {
                 try db.run(sql: "UPDATE watch_sessions SET state = ?, ended_at_ms = ? WHERE id = ?", arguments: [end.rawValue, at, session.id])
             }
@@ -86,7 +86,7 @@ extension SQLiteAlertsStore {
                     try db.run(sql: "UPDATE watchers SET dismissed = 1 WHERE session_id = ? AND watcher = ?", arguments: [session.id, watcher.user])
                 }
             }
-            for grant in change.grants { try Self.setGrant(db, grant) }
+            change.grants = try change.grants.map { try Self.setGrant(db, $0) }
             try Self.enqueue(db, change.messages, now: at)
             guard let record = try Self.watch(db, id: session.id) else { throw StoreInvariant("the watch just changed is missing") }
             return (record, change)
@@ -161,7 +161,7 @@ extension SQLiteAlertsStore {
         }
     }
 
-    func raiseAlert(_ new: NewAlert) async throws -> AlertRecord {
+    func raiseAlert(_ new: NewAlert) async throws -> (record: AlertRecord, grants: [GrantRecord]) {
         do {
             return try await database.write { db in
                 try db.run(sql: """
@@ -176,12 +176,12 @@ extension SQLiteAlertsStore {
                     try db.run(sql: "INSERT INTO recipients (alert_id, position, user_id, phone, answer) VALUES (?, ?, ?, ?, ?)",
                                arguments: [id, position, user, phone, AlertsV1.Answer.pending.rawValue])
                 }
-                for grant in new.grants { try Self.setGrant(db, grant) }
+                let grants = try new.grants.map { try Self.setGrant(db, $0) }
                 try db.run(sql: "INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (?, ?, ?, ?, ?)",
                            arguments: [id, new.initiator, new.promptNumber, new.promptLabel, new.at])
                 try Self.enqueue(db, new.messages(id), now: new.at)
                 guard let record = try Self.alert(db, id: id) else { throw StoreInvariant("the alert just written is missing") }
-                return record
+                return (record, grants)
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             throw AlertsConflict.alreadyActive
@@ -195,7 +195,7 @@ extension SQLiteAlertsStore {
             case .id(let id): try Self.alert(db, id: id)
             case .activeOf(let user): try Self.alerts(db, "SELECT id FROM help_alerts WHERE initiator = ? AND state = 1", [user]).first
             }
-            guard let change = try decide(alert), let alert else { return nil }
+            guard var change = try decide(alert), let alert else { return nil }
             if let by = change.resolvedBy {
                 try db.run(sql: "UPDATE help_alerts SET state = ?, resolved_at_ms = ?, resolved_by = ? WHERE id = ?",
                            arguments: [AlertsV1.AlertState.resolved.rawValue, at, by, alert.id])
@@ -217,7 +217,7 @@ extension SQLiteAlertsStore {
                 try db.run(sql: "UPDATE emergency_prompts SET reported = 1, dialed = ?, reported_at_ms = ? WHERE alert_id = ?",
                            arguments: [dialed, at, alert.id])
             }
-            for grant in change.grants { try Self.setGrant(db, grant) }
+            change.grants = try change.grants.map { try Self.setGrant(db, $0) }
             try Self.enqueue(db, change.messages, now: at)
             guard let record = try Self.alert(db, id: alert.id) else { throw StoreInvariant("the alert just changed is missing") }
             return (record, change)
@@ -327,16 +327,23 @@ extension SQLiteAlertsStore {
 
     // MARK: Grants
 
-    static func setGrant(_ db: Database, _ grant: GrantRecord) throws {
-        try db.run(sql: "INSERT OR REPLACE INTO grants (subject, viewer, reason, expires_ms) VALUES (?, ?, ?, ?)",
-                   arguments: [grant.subject, grant.viewer, grant.reason, grant.expiresMs])
+    /// Sets `grant` with the next version (a counter in `cursors`, moved in the same transaction
+    /// on the single writer). - Returns: the grant as set.
+    static func setGrant(_ db: Database, _ grant: GrantRecord) throws -> GrantRecord {
+        try db.run(sql: "INSERT INTO cursors (name, value) VALUES ('grant_version', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1")
+        let version = try Int64.fetchOne(db, cached: "SELECT value FROM cursors WHERE name = 'grant_version'") ?? 1
+        try db.run(sql: "INSERT OR REPLACE INTO grants (subject, viewer, reason, expires_ms, version) VALUES (?, ?, ?, ?, ?)",
+                   arguments: [grant.subject, grant.viewer, grant.reason, grant.expiresMs, version])
+        var set = grant
+        set.version = version
+        return set
     }
 
     func grantsToPublish(now: Int64, keepRevoked: Int64) async throws -> [GrantRecord] {
         try await database.write { db in
             try db.run(sql: "DELETE FROM grants WHERE expires_ms < ?", arguments: [now - keepRevoked])
-            return try Row.fetchAll(db, cached: "SELECT subject, viewer, reason, expires_ms FROM grants").map {
-                GrantRecord(subject: $0[0], viewer: $0[1], reason: $0[2], expiresMs: $0[3])
+            return try Row.fetchAll(db, cached: "SELECT subject, viewer, reason, expires_ms, version FROM grants").map {
+                GrantRecord(subject: $0[0], viewer: $0[1], reason: $0[2], expiresMs: $0[3], version: $0[4])
             }
         }
     }

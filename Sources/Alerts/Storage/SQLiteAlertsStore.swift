@@ -144,6 +144,10 @@ final class SQLiteAlertsStore: AlertsStorage {
         Self.migrateTimers(&migrator)
         Self.migrateEscalation(&migrator)
         Self.migrateAttempts(&migrator)
+        // Each grant's place in the order of changes (see `GrantRecord.version`).
+        migrator.registerMigration("grant_versions") { db in
+            try db.execute(sql: "ALTER TABLE grants ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
+        }
         try database.migrate(migrator)
         replies = SQLiteReplyStore(database: database)
     }

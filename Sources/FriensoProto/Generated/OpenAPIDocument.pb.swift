@@ -8750,6 +8750,11 @@ public enum OpenAPIDocument {
      },
      "reason": {
       "type": "string"
+     },
+     "version": {
+      "type": "string",
+      "format": "int64",
+      "pattern": "^-?[0-9]{1,19}$"
      }
     },
     "additionalProperties": false

@@ -6792,14 +6792,16 @@ extension GeoV1 {
         public var viewerId: UInt64 = 0
         public var expiresAtMs: Int64 = 0
         public var reason: String = ""
+        public var version: Int64 = 0
 
         public init() {}
 
-        public init(subjectId: UInt64 = 0, viewerId: UInt64 = 0, expiresAtMs: Int64 = 0, reason: String = "") {
+        public init(subjectId: UInt64 = 0, viewerId: UInt64 = 0, expiresAtMs: Int64 = 0, reason: String = "", version: Int64 = 0) {
         self.subjectId = subjectId
         self.viewerId = viewerId
         self.expiresAtMs = expiresAtMs
         self.reason = reason
+        self.version = version
         }
     }
 }
@@ -6838,15 +6840,16 @@ extension GeoV1.LocationGrant {
         c.viewer_id = self.viewerId
         c.expires_at_ms = self.expiresAtMs
         if !self.reason.isEmpty { c.reason = arena.string(self.reason) }
+        c.version = self.version
     }
 
     init(c: Frienso__Geo__V1__LocationGrant) {
-        self.init(subjectId: c.subject_id, viewerId: c.viewer_id, expiresAtMs: c.expires_at_ms, reason: ProtoRuntime.string(c.reason))
+        self.init(subjectId: c.subject_id, viewerId: c.viewer_id, expiresAtMs: c.expires_at_ms, reason: ProtoRuntime.string(c.reason), version: c.version)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
-        .object([("subjectId", .string(String(self.subjectId))), ("viewerId", .string(String(self.viewerId))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("reason", .string(self.reason))])
+        .object([("subjectId", .string(String(self.subjectId))), ("viewerId", .string(String(self.viewerId))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("reason", .string(self.reason)), ("version", .string(String(self.version)))])
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -6858,6 +6861,7 @@ extension GeoV1.LocationGrant {
             case "viewerId", "viewer_id": self.viewerId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
             case "expiresAtMs", "expires_at_ms": self.expiresAtMs = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
             case "reason": self.reason = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
+            case "version": self.version = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.int64(value) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -6872,7 +6876,7 @@ extension GeoV1.LocationGrant {
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(subjectId: ProtoSample.uint64(seed, 1), viewerId: ProtoSample.uint64(seed, 2), expiresAtMs: ProtoSample.int64(seed, 3), reason: ProtoSample.string(seed, "reason"))
+        Self(subjectId: ProtoSample.uint64(seed, 1), viewerId: ProtoSample.uint64(seed, 2), expiresAtMs: ProtoSample.int64(seed, 3), reason: ProtoSample.string(seed, "reason"), version: ProtoSample.int64(seed, 5))
     }
 }
 

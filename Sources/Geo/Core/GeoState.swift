@@ -8,6 +8,11 @@ struct GeoState: Sendable {
     var latest: [UInt64: LatestFix] = [:]
     var sharing: [UInt64: Sharing] = [:]
     var grants = Grants()
+    /// The latest version of each grant applied (`LocationGrant.version`), since this process
+    /// started: an older one arriving later (another alerts instance's socket, a republish read
+    /// before a revocation) is stale. Not kept: after a restart every grant is applied again until
+    /// newer ones arrive, and alerts republishes the truth every 30 s.
+    var grantVersions: [GrantKey: Int64] = [:]
     /// Pairs (smaller id first) currently within their proximity distance: not told again until
     /// they have moved apart beyond 1.5 × that distance.
     var near: Set<Pair> = []
@@ -75,6 +80,7 @@ struct GeoState: Sendable {
         sharing[user] = nil
         checkIns[user] = nil
         grants.removeAll(of: user)
+        grantVersions = grantVersions.filter { $0.key.subject != user && $0.key.viewer != user }
         precision.forget(user)
         zones.forget(user)
         placeAlerts.forget(user)

@@ -8338,7 +8338,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__list_check_ins_response__desc
   (ProtobufCMessageInit) frienso__geo__v1__list_check_ins_response__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor frienso__geo__v1__location_grant__field_descriptors[4] =
+static const ProtobufCFieldDescriptor frienso__geo__v1__location_grant__field_descriptors[5] =
 {
   {
     "subject_id",
@@ -8388,17 +8388,30 @@ static const ProtobufCFieldDescriptor frienso__geo__v1__location_grant__field_de
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "version",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT64,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Geo__V1__LocationGrant, version),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__geo__v1__location_grant__field_indices_by_name[] = {
   2,   /* field[2] = expires_at_ms */
   3,   /* field[3] = reason */
   0,   /* field[0] = subject_id */
+  4,   /* field[4] = version */
   1,   /* field[1] = viewer_id */
 };
 static const ProtobufCIntRange frienso__geo__v1__location_grant__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor frienso__geo__v1__location_grant__descriptor =
 {
@@ -8408,7 +8421,7 @@ const ProtobufCMessageDescriptor frienso__geo__v1__location_grant__descriptor =
   "Frienso__Geo__V1__LocationGrant",
   "frienso.geo.v1",
   sizeof(Frienso__Geo__V1__LocationGrant),
-  4,
+  5,
   frienso__geo__v1__location_grant__field_descriptors,
   frienso__geo__v1__location_grant__field_indices_by_name,
   1,  frienso__geo__v1__location_grant__number_ranges,

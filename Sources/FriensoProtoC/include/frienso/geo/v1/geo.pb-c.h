@@ -1478,10 +1478,17 @@ struct  Frienso__Geo__V1__LocationGrant
    * "watch" or "help_now"
    */
   char *reason;
+  /*
+   * Alerts' order of the changes to grants (its database's counter): a grant older than the one
+   * geo last applied for the same subject, viewer and reason is stale (several alerts instances
+   * publish on sockets of their own, and a republish may have read a grant before its
+   * revocation) and is ignored. 0: no order, always applied.
+   */
+  int64_t version;
 };
 #define FRIENSO__GEO__V1__LOCATION_GRANT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__geo__v1__location_grant__descriptor) \
-    , 0, 0, 0, (char *)protobuf_c_empty_string }
+    , 0, 0, 0, (char *)protobuf_c_empty_string, 0 }
 
 
 /*
