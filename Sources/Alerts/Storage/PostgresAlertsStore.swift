@@ -46,13 +46,6 @@ final class PostgresAlertsStore: AlertsStorage {
         (try? AlertsV1.AlertLocation(serializedBytes: Array(bytes))) ?? AlertsV1.AlertLocation()
     }
 
-    /// Ids from a one-column bigint result.
-    static func ids(_ rows: PostgresRowSequence) async throws -> [UInt64] {
-        var ids: [UInt64] = []
-        for try await id in rows.decode(Int64.self) { ids.append(UInt64(id)) }
-        return ids
-    }
-
     /// Whether `error` is the unique index of one active watch, alert or timer per person.
     static func isSecondActive(_ error: any Error) -> Bool {
         PostgresServiceDatabase.sqlState(error) == "23505"

@@ -92,7 +92,7 @@ extension PostgresSocialStore {
 
     func pendingRequestPeers(of user: UInt64) async throws -> Set<UInt64> {
         try await database.read { connection in
-            Set(try await Self.ids(connection.query("""
+            Set(try await PostgresServiceDatabase.ids(connection.query("""
                 SELECT to_user FROM friend_requests WHERE from_user = \(Int64(user)) AND state = \(Self.pending)
                 UNION SELECT from_user FROM friend_requests WHERE to_user = \(Int64(user)) AND state = \(Self.pending)
                 """, logger: logger)))
@@ -101,7 +101,7 @@ extension PostgresSocialStore {
 
     func excludedFromDiscovery(for user: UInt64) async throws -> Set<UInt64> {
         try await database.read { connection in
-            Set(try await Self.ids(connection.query("""
+            Set(try await PostgresServiceDatabase.ids(connection.query("""
                 SELECT user_b FROM friendships WHERE user_a = \(Int64(user))
                 UNION SELECT user_a FROM friendships WHERE user_b = \(Int64(user))
                 UNION SELECT blocked FROM blocks WHERE blocker = \(Int64(user))

@@ -196,7 +196,7 @@ extension PostgresSocialStore {
 
     func blocked(by user: UInt64) async throws -> [UInt64] {
         try await database.read { connection in
-            try await Self.ids(connection.query(
+            try await PostgresServiceDatabase.ids(connection.query(
                 "SELECT blocked FROM blocks WHERE blocker = \(Int64(user)) ORDER BY created_at_ms, id", logger: logger))
         }
     }

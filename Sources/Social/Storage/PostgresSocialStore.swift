@@ -111,12 +111,6 @@ final class PostgresSocialStore: SocialStorage {
 
     // MARK: Rows
 
-    /// Ids from a one-column bigint result.
-    static func ids(_ rows: PostgresRowSequence) async throws -> [UInt64] {
-        var ids: [UInt64] = []
-        for try await id in rows.decode(Int64.self) { ids.append(UInt64(id)) }
-        return ids
-    }
 
     static func event(_ change: SocialV1.GraphChange, _ a: UInt64, _ b: UInt64) -> SocialV1.GraphEvent {
         SocialV1.GraphEvent(change: change, userA: a, userB: b)

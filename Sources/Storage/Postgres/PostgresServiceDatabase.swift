@@ -253,6 +253,13 @@ public final class PostgresServiceDatabase: Sendable {
         return false
     }
 
+    /// The ids of a one-column bigint result, in its order.
+    public static func ids(_ rows: PostgresRowSequence) async throws -> [UInt64] {
+        var ids: [UInt64] = []
+        for try await id in rows.decode(Int64.self) { ids.append(UInt64(id)) }
+        return ids
+    }
+
     /// How many rows a statement gave (`… RETURNING 1`: how many it changed).
     public static func count(_ rows: PostgresRowSequence) async throws -> Int {
         var n = 0
