@@ -1,0 +1,159 @@
+import Foundation
+import FriensoClient
+import Glibc
+import Launcher
+import Logging
+import PostgresHarness
+import ServiceKit
+import Wire
+
+/// `frienso-launch` with every member (the six ZeroMQ ones and the edge) on free loopback ports,
+/// in a scratch folder.
+struct Deployment {
+    static let services = LaunchPlan.defaultOrder
+    /// The members that run as two instances in a `postgres-x2` deployment.
+    static let scaled = ["accounts", "social", "alerts"]
+    let gateway: String
+    /// The HTTP edge, `http://127.0.0.1:<port>`.
+    let edge: String
+    let run: String
+    let pid: pid_t
+    /// Every launched member (`accounts#2` for a second instance).
+    let members: [String]
+    /// The PostgreSQL server the services use, if any: its processes' CPU counts too.
+    let postgres: LocalPostgresServer?
+
+    /// - Parameters:
+    ///   - plaintext: `--insecure-plaintext` (for the comparison), else CurveZMQ with the keyring the launcher makes.
+    ///   - storage: where accounts, social and alerts keep their data (nil: SQLite).
+    ///   - instances: how many instances of each of them (more than one needs `storage`).
+    static func start(in dir: String, binDirectory: String, plaintext: Bool = false, storage: StorageSection? = nil, instances: Int = 1,
+                      postgres: LocalPostgresServer? = nil) throws -> Deployment {
+        func anyPort() throws -> String {
+            guard let port = Spawn.freePort() else { throw RPCError(.internal, "no free port") }
+            return "tcp://127.0.0.1:\(port)"
+        }
+        func ports(_ name: String) throws -> String {
+            let count = scaled.contains(name) ? instances : 1
+            return EndpointList.join(try (0..<count).map { _ in try anyPort() })
+        }
+        var endpoints: [String: String] = [:]
+        for name in services { endpoints[name] = try ports(name) }
+        var events: [String: String] = [:]
+        for name in LaunchPlan.publishers { events[name] = try ports(name) }
+        var config = FriensoConfig()
+        config.endpoints = endpoints
+        config.eventEndpoints = events
+        config.logLevel = "warning"
+        config.metricsListen = "127.0.0.1:0"
+        config.gateway = .init(requestsPerSecond: 1_000_000, burst: 1_000_000)
+        if let storage {
+            var accounts = FriensoConfig.AccountsSection(), social = FriensoConfig.SocialSection(), alerts = FriensoConfig.AlertsSection()
+            accounts.storage = storage
+            social.storage = storage
+            alerts.storage = storage
+            config.accounts = accounts
+            config.social = social
+            config.alerts = alerts
+        }
+        let members = services + (instances > 1 ? scaled.flatMap { name in (2...instances).map { "\(name)#\($0)" } } : [])
+        config.launch = members
+        try config.write(to: "\(dir)/frienso.json")
+        let path = "\(binDirectory)/frienso-launch"
+        guard FileManager.default.isExecutableFile(atPath: path) else { throw RPCError(.failedPrecondition, "no \(path): build with -c release") }
+        guard let pid = Spawn.start([path, "--config", "\(dir)/frienso.json", "--run-dir", "\(dir)/run", "--data-dir", "\(dir)/data",
+                                     "--bin-dir", binDirectory] + (plaintext ? ["--insecure-plaintext"] : []), output: "\(dir)/launcher.log") else {
+            throw RPCError(.internal, "cannot start \(path)")
+        }
+        return Deployment(gateway: endpoints["gateway"]!, edge: endpoints["edge"]!.replacingOccurrences(of: "tcp://", with: "http://"),
+                          run: "\(dir)/run", pid: pid, members: members, postgres: postgres)
+    }
+
+    /// Waits (bounded) until every ZeroMQ member answers Ping through the gateway and the edge
+    /// its health check.
+    func awaitReady(logger: Logger) async throws {
+        let client = FriensoClient(gateway: gateway, logger: logger)
+        defer { Task { await client.close() } }
+        for service in LaunchPlan.zeroMQMembers {
+            var up = false
+            for _ in 0..<600 where !up {
+                up = (try? await client.ping(service, deadline: .seconds(1))) != nil
+                if !up { try await Task.sleep(for: .milliseconds(100)) } // waiting for start-up, not measuring
+            }
+            guard up else { throw RPCError(.unavailable, "\(service) did not start: see \(run)/logs") }
+        }
+        for _ in 0..<600 {
+            if HTTPProbe.isReady(edge) { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw RPCError(.unavailable, "the edge did not start: see \(run)/logs/edge.log")
+    }
+
+    func pid(of service: String) -> pid_t? { Supervisor.recordedPID(run, service) }
+
+    /// utime + stime of each member (clock ticks), of PostgreSQL's processes (the postmaster
+    /// and its children: "postgresql") and of this process ("bench client").
+    func cpuTicks() -> [String: Int] {
+        var ticks: [String: Int] = [:]
+        for name in members { if let p = pid(of: name) { ticks[name] = Self.ticks("/proc/\(p)/stat") } }
+        if let postmaster = postgres?.postmasterPID {
+            var sum = Self.ticks("/proc/\(postmaster)/stat")
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(entry) != nil {
+                if Self.parent("/proc/\(entry)/stat") == postmaster { sum += Self.ticks("/proc/\(entry)/stat") }
+            }
+            ticks["postgresql"] = sum
+        }
+        ticks["bench client"] = Self.ticks("/proc/self/stat")
+        return ticks
+    }
+
+    /// A process's parent's pid, from its stat line.
+    static func parent(_ path: String) -> pid_t? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8), let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        return fields.count > 1 ? pid_t(fields[1]) : nil
+    }
+
+    static func ticks(_ path: String) -> Int {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8), let close = text.lastIndex(of: ")") else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3, utime 14, stime 15 (1-based over the whole line).
+        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    }
+
+    static func status(_ pid: String, _ key: String) -> String {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = text.split(separator: "\n").first { $0.hasPrefix(key) } ?? ""
+        let kb = Double(line.split(separator: " ").dropFirst().first { Int($0) != nil }.flatMap { Int($0) } ?? 0)
+        return String(format: "%.1f", kb / 1_024)
+    }
+
+    /// CPU per process over the measured window, as a share of one core and as µs per operation;
+    /// then the sums (the services alone, and with the load generator).
+    func resources(before: [String: Int], after: [String: Int], seconds: Double, operations: Int) -> (lines: [String], cpu: [String: Double]) {
+        let hz = Double(sysconf(Int32(_SC_CLK_TCK)))
+        var lines = ["| process | CPU (% of one core) | CPU µs per operation | RSS MiB | peak RSS MiB |", "|---|---:|---:|---:|---:|"]
+        var cpu: [String: Double] = [:]
+        let ops = Double(max(1, operations))
+        let processes = members + (postgres != nil ? ["postgresql"] : [])
+        for name in processes + ["bench client"] {
+            let used = Double((after[name] ?? 0) - (before[name] ?? 0)) / hz
+            cpu[name] = used
+            let p = name == "bench client" ? "self" : name == "postgresql" ? postgres.map { String($0.postmasterPID) } ?? "?" : pid(of: name).map { String($0) } ?? "?"
+            let rss = name == "postgresql" ? "(all its processes)" : Self.status(p, "VmRSS")
+            lines.append("| \(name) | \(String(format: "%.0f", used / seconds * 100)) | \(String(format: "%.0f", used / ops * 1e6)) | \(rss) | \(name == "postgresql" ? "" : Self.status(p, "VmHWM")) |")
+        }
+        let services = processes.reduce(0.0) { $0 + (cpu[$1] ?? 0) }
+        let all = services + (cpu["bench client"] ?? 0)
+        lines.append("| **all services** | \(String(format: "%.0f", services / seconds * 100)) | **\(String(format: "%.0f", services / ops * 1e6))** | | |")
+        lines.append("| all, with the load generator | \(String(format: "%.0f", all / seconds * 100)) | \(String(format: "%.0f", all / ops * 1e6)) | | |")
+        lines += ["", "- CPU per operation: \(String(format: "%.0f", services / ops * 1e6)) µs summed over the deployment's processes, \(String(format: "%.0f", all / ops * 1e6)) µs with the load generator (target: ≤ 120 µs)"]
+        cpu["all services"] = services
+        return (lines, cpu)
+    }
+
+    /// SIGTERM: the launcher stops its children and removes their PID files.
+    func stop() {
+        Spawn.stop(pid, signal: SIGTERM)
+    }
+}
