@@ -134,6 +134,9 @@ public struct FriensoConfig: Codable, Sendable {
         public var operatorKey: String?
         /// How long a delivery that ended is kept in the outbox, with its attempts (default 90).
         public var outboxRetentionDays: Int?
+        /// How long a delivery pass of one instance holds the outbox rows it took, on PostgreSQL
+        /// (default 120; at least 10): longer than the slowest provider answers.
+        public var deliveryClaimSeconds: Int?
         /// Where text messages go: the built-in recorder (default), Twilio or a JSON webhook.
         public var sms: SMSSection?
         /// Where push notifications go: the built-in recorder (default), FCM and/or APNs.

@@ -19,6 +19,7 @@ extension AlertsConfig {
         if let v = section?.deliveryMaxAttempts { retry.maxAttempts = max(1, v) }
         if let v = section?.inviteLink { inviteLink = v }
         if let v = section?.outboxRetentionDays { outboxRetention = .seconds(max(1, v) * 86_400) }
+        if let v = section?.deliveryClaimSeconds { deliveryClaim = .seconds(max(10, v)) }
         operatorKey = resolved.environment["FRIENSO_OPERATOR_KEY"] ?? section?.operatorKey ?? ""
     }
 }
