@@ -44,17 +44,15 @@ public final class FriensoClient: Sendable {
         mutation: Bool = false, idempotencyKey: String? = nil, deadline: Duration? = nil, idempotent: Bool = false
     ) async throws(RPCError) -> Response {
         let key = idempotencyKey ?? (mutation ? UUID().uuidString : "")
-        guard retryUnavailable && (!key.isEmpty || idempotent) else {
-            return try await wire.call(method, request, options: CallOptions(deadline: deadline, sessionToken: token, idempotencyKey: key, idempotent: idempotent))
-        }
+        var options = CallOptions(deadline: deadline, sessionToken: token, idempotencyKey: key, idempotent: idempotent)
+        guard retryUnavailable && (!key.isEmpty || idempotent) else { return try await wire.call(method, request, options: options) }
         // The same key each time: a try that was applied is answered from the reply cache.
         let until = ContinuousClock.now.advanced(by: deadline ?? defaultDeadline)
         var pause = Duration.milliseconds(50)
         while true {
-            let left = ContinuousClock.now.duration(to: until)
+            options.deadline = ContinuousClock.now.duration(to: until)
             do throws(RPCError) {
-                return try await wire.call(method, request, options: CallOptions(deadline: left, sessionToken: token, idempotencyKey: key,
-                                                                                 idempotent: idempotent))
+                return try await wire.call(method, request, options: options)
             } catch {
                 guard error.code == .unavailable, ContinuousClock.now.advanced(by: pause) < until, !Task.isCancelled else { throw error }
                 try? await Task.sleep(for: pause) // backoff before the next try

@@ -136,7 +136,7 @@ extension PostgresAlertsStore {
         for try await (id, initiator, message, location, state, raised, resolved, by) in try await connection.query("""
             SELECT id, initiator, message, location, state, raised_at_ms, resolved_at_ms, resolved_by FROM help_alerts WHERE id = \(key)
             """, logger: logger).decode((Int64, Int64, String, Data, Int64, Int64, Int64, String).self) {
-            found = AlertRecord(id: UInt64(id), initiator: UInt64(initiator), message: message, location: Self.location(location),
+            found = AlertRecord(id: UInt64(id), initiator: UInt64(initiator), message: message, location: AlertsV1.AlertLocation.stored(location),
                                 state: AlertsV1.AlertState(rawValue: raw(state)), raisedAtMs: raised, resolvedAtMs: resolved, resolvedBy: by,
                                 recipients: [], prompt: AlertsV1.EmergencyPrompt(), escalation: nil)
         }
@@ -155,7 +155,7 @@ extension PostgresAlertsStore {
         for try await (number, label, location, created, resent) in try await connection.query(
             "SELECT number, label, location, created_at_ms, resent_to FROM escalations WHERE alert_id = \(key)", logger: logger)
             .decode((String, String, Data, Int64, Int64).self) {
-            record.escalation = AlertsV1.Escalation(escalatedAtMs: created, number: number, label: label, location: Self.location(location),
+            record.escalation = AlertsV1.Escalation(escalatedAtMs: created, number: number, label: label, location: AlertsV1.AlertLocation.stored(location),
                                                     resentTo: UInt32(clamping: resent))
         }
         return record

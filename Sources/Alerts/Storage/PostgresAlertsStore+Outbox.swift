@@ -97,11 +97,10 @@ extension PostgresAlertsStore {
         try await database.transaction { connection in
             let taken = try await deliveries(connection.query("""
                 WITH due AS (
-                    SELECT id FROM outbox WHERE status = 1 AND next_attempt_ms <= \(at) AND (claimed_until_ms <= \(at) OR claimed_by = \(instance))
+                    SELECT id AS due_id FROM outbox WHERE status = 1 AND next_attempt_ms <= \(at) AND (claimed_until_ms <= \(at) OR claimed_by = \(instance))
                     ORDER BY next_attempt_ms, id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
-                UPDATE outbox o SET claimed_by = \(instance), claimed_until_ms = \(claimUntil) FROM due WHERE o.id = due.id
-                RETURNING \(unescaped: RecordColumns.delivery.split(separator: ",").map { "o.\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
-                    .joined(separator: ", ")),
+                UPDATE outbox o SET claimed_by = \(instance), claimed_until_ms = \(claimUntil) FROM due WHERE o.id = due.due_id
+                RETURNING \(unescaped: RecordColumns.delivery),
                     (SELECT platform FROM devices d WHERE d.token = o.address AND o.channel = \(Int64(AlertsV1.Channel.push.rawValue)))
                 """, logger: logger), extra: Int64?.self)
             let ids = taken.map { Int64($0.0.deliveryId) }
@@ -292,7 +291,7 @@ extension PostgresAlertsStore {
                 SELECT a.id, a.initiator, a.message, a.raised_at_ms, a.location FROM recipients r JOIN help_alerts a ON a.id = r.alert_id
                 WHERE r.user_id = \(id) AND r.answer = 1 AND NOT r.dismissed AND a.state = 1 ORDER BY a.id DESC
                 """, logger: logger).decode((Int64, Int64, String, Int64, Data).self) {
-                rows.alerts.append((UInt64(alert), UInt64(initiator), message, raised, Self.location(location)))
+                rows.alerts.append((UInt64(alert), UInt64(initiator), message, raised, AlertsV1.AlertLocation.stored(location)))
             }
             for try await (owner, requested) in try await connection.query(
                 "SELECT owner, requested_at_ms FROM dismissed_circle_requests WHERE member = \(id)", logger: logger).decode((Int64, Int64).self) {

@@ -42,10 +42,6 @@ final class PostgresAlertsStore: AlertsStorage {
     /// A stored enum value as the generated enums take it.
     static func raw(_ value: Int64) -> Int32 { Int32(truncatingIfNeeded: value) }
 
-    static func location(_ bytes: Data) -> AlertsV1.AlertLocation {
-        (try? AlertsV1.AlertLocation(serializedBytes: Array(bytes))) ?? AlertsV1.AlertLocation()
-    }
-
     /// Whether `error` is the unique index of one active watch, alert or timer per person.
     static func isSecondActive(_ error: any Error) -> Bool {
         PostgresServiceDatabase.sqlState(error) == "23505"

@@ -99,6 +99,14 @@ struct TimerRecord: Sendable {
     }
 }
 
+extension AlertsV1.AlertLocation {
+    /// A stored location (an alert's, an escalation's) as both engines keep it: the message's
+    /// bytes; unknown when they do not decode.
+    static func stored(_ bytes: Data) -> AlertsV1.AlertLocation {
+        (try? AlertsV1.AlertLocation(serializedBytes: Array(bytes))) ?? AlertsV1.AlertLocation()
+    }
+}
+
 /// The columns every engine reads a record from, in this order.
 enum RecordColumns {
     static let watch = "id, initiator, note, state, started_at_ms, ends_at_ms, ended_at_ms"

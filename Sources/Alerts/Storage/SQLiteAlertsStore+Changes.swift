@@ -111,7 +111,7 @@ extension SQLiteAlertsStore {
                                           arguments: [id]).map {
             RecipientRecord(user: $0[0], phone: $0[1], answer: AlertsV1.Answer(rawValue: $0[2]), answeredAtMs: $0[3])
         }
-        let location = (try? AlertsV1.AlertLocation(serializedBytes: Array(row[3] as Data))) ?? AlertsV1.AlertLocation()
+        let location = AlertsV1.AlertLocation.stored(row[3])
         var prompt = AlertsV1.EmergencyPrompt()
         if let p = try Row.fetchOne(db, cached: """
             SELECT id, number, label, created_at_ms, reported, dialed, reported_at_ms FROM emergency_prompts WHERE alert_id = ?
@@ -122,7 +122,7 @@ extension SQLiteAlertsStore {
         let escalation = try Row.fetchOne(db, cached: "SELECT number, label, location, created_at_ms, resent_to FROM escalations WHERE alert_id = ?",
                                           arguments: [id]).map {
             AlertsV1.Escalation(escalatedAtMs: $0[3], number: $0[0], label: $0[1],
-                                location: (try? AlertsV1.AlertLocation(serializedBytes: Array($0[2] as Data))) ?? AlertsV1.AlertLocation(),
+                                location: AlertsV1.AlertLocation.stored($0[2]),
                                 resentTo: $0[4])
         }
         return AlertRecord(id: row[0], initiator: row[1], message: row[2], location: location, state: AlertsV1.AlertState(rawValue: row[4]),

@@ -212,7 +212,7 @@ extension SQLiteAlertsStore {
                 SELECT a.id, a.initiator, a.message, a.raised_at_ms, a.location FROM recipients r JOIN help_alerts a ON a.id = r.alert_id
                 WHERE r.user_id = ? AND r.answer = 1 AND r.dismissed = 0 AND a.state = 1 ORDER BY a.id DESC
                 """, arguments: [user]).map {
-                ($0[0], $0[1], $0[2], $0[3], (try? AlertsV1.AlertLocation(serializedBytes: Array($0[4] as Data))) ?? AlertsV1.AlertLocation())
+                ($0[0], $0[1], $0[2], $0[3], AlertsV1.AlertLocation.stored($0[4]))
             }
             rows.dismissed = Set(try Row.fetchAll(db, cached: "SELECT owner, requested_at_ms FROM dismissed_circle_requests WHERE member = ?",
                                                   arguments: [user]).map { "\($0[0] as UInt64):\($0[1] as Int64)" })
