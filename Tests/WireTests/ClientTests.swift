@@ -109,7 +109,7 @@ struct ClientTests {
         let retryable = await client.send(Envelope(method: "test.Echo", idempotencyKey: "k1"), deadline: .seconds(5), retryable: true)
         #expect(retryable.status == .unavailable)
         try await eventually("the black hole saw every attempt") { blackHole.requests("k1") == 3 }
-        let once = await client.send(Envelope(method: "test.Echo", idempotencyKey: "k2"), deadline: .seconds(5), retryable: false)
+        let once = await client.send(Envelope(method: "test.Echo", idempotencyKey: "k2"), deadline: .seconds(2), retryable: false)
         #expect(once.status == .unavailable)
         // The black hole counts on its own thread, which may lag behind the client's verdict; the
         // call is over, so nothing can add a second copy after this.
@@ -117,6 +117,30 @@ struct ClientTests {
         #expect(blackHole.requests("k2") == 1, "a request that is not retryable is sent once")
         await client.close()
         await blackHole.stop()
+    }
+
+    /// A peer silent for longer than the dead window while a call that cannot be sent again is
+    /// in flight (a starved or paused process, not a dead one): the socket is kept, so the late
+    /// reply still reaches the caller. (Reopening it lost the reply for certain: a login failed
+    /// UNAVAILABLE on a loaded CI machine while accounts was about to answer it.) New calls
+    /// fail fast meanwhile, and the peer is back in use once it is heard again.
+    @Test func peerSilentWithACallThatCannotBeResent_keepsTheSocket_andTheLateReplyArrives() async throws {
+        let peer = try await StallingPeer.start()
+        let logs = CapturedLogs()
+        let client = WireClient(endpoint: peer.endpoint, options: fastClient(), logger: logs.logger("client"))
+        async let reply = client.send(Envelope(method: "test.Register"), deadline: .seconds(20), retryable: false)
+        try await eventually("the client saw the peer fall silent") { logs.contains("peer silent") }
+        let meanwhile = await client.send(Envelope(method: "test.Other"), deadline: .seconds(20), retryable: false)
+        #expect(meanwhile.status == .unavailable, "a new call fails fast while the peer is silent")
+        peer.release()
+        let answer = await reply
+        #expect(answer.status == .ok, "\(answer.statusMessage)\n\(logs.dump())")
+        #expect(!logs.contains("reopening the socket"), "\(logs.dump())")
+        try await eventually("the peer answers new calls again") {
+            await client.send(Envelope(method: "test.Again"), deadline: .seconds(2)).status == .ok
+        }
+        await client.close()
+        await peer.stop()
     }
 
     @Test func callBeforeServiceStarts_isDeliveredOnceItListens() async throws {
@@ -166,35 +190,23 @@ final class BlackHole: Sendable {
     private let done: OneShot<Void>
 
     static func start(answersUntilARequest: Bool = false) async throws -> BlackHole {
-        let bound = OneShot<String>()
         let done = OneShot<Void>()
         let state = State()
-        let thread = Thread {
-            defer { done.fulfil(()) }
-            guard let peer = try? RawPeer(bind: "tcp://127.0.0.1:*"), let endpoint = try? peer.socket.lastEndpoint() else {
-                bound.fulfil("")
-                return
-            }
-            bound.fulfil(endpoint)
+        let endpoint = try await RawPeer.serve(done: done) { peer in
             var silent = !answersUntilARequest
             while !state.stop.load(ordering: .relaxed) {
-                guard let message = try? peer.socket.receive(dontWait: false), let last = message.frames.last,
-                      let envelope = try? Envelope(serializedBytes: last) else { continue }
+                guard let (route, envelope) = peer.receiveRouted() else { continue }
                 switch envelope.kind {
                 case .request:
                     silent = true
                     state.seen.withLock { $0[envelope.idempotencyKey, default: 0] += 1 }
                 case .heartbeat where !silent:
-                    let beat = Envelope(version: WireProtocol.version, kind: .heartbeat, requestId: envelope.requestId)
-                    _ = try? peer.socket.send(Array(message.frames.dropLast()), packing: beat, dontWait: true)
+                    peer.answerHeartbeat(envelope, to: route)
                 default:
                     break
                 }
             }
         }
-        thread.start()
-        let endpoint = await bound.value
-        guard !endpoint.isEmpty else { throw TimedOut(description: "black hole could not bind") }
         return BlackHole(endpoint: endpoint, state: state, done: done)
     }
 
@@ -212,6 +224,64 @@ final class BlackHole: Sendable {
     }
 
     func requests(_ key: String) -> Int { state.seen.withLock { $0[key] ?? 0 } }
+
+    func stop() async {
+        state.stop.store(true, ordering: .relaxed)
+        await done.value
+    }
+}
+
+/// A ROUTER that answers heartbeats and requests like a live host, until `stall` requests
+/// reached it: from then on it is silent (a starved or stopped process) until `release`, which
+/// answers the requests it holds and makes it live again.
+final class StallingPeer: Sendable {
+    let endpoint: String
+    private let state: State
+    private let done: OneShot<Void>
+
+    final class State: Sendable {
+        let stop = Atomic<Bool>(false)
+        let released = Atomic<Bool>(false)
+    }
+
+    static func start(stall: Int = 1) async throws -> StallingPeer {
+        let done = OneShot<Void>()
+        let state = State()
+        let endpoint = try await RawPeer.serve(done: done) { peer in
+            var held: [([[UInt8]], Envelope)] = []
+            var requests = 0
+            while !state.stop.load(ordering: .relaxed) {
+                if state.released.load(ordering: .relaxed) {
+                    for (route, request) in held { _ = try? peer.socket.send(route, packing: request.reply(), dontWait: true) }
+                    held.removeAll()
+                }
+                guard let (route, envelope) = peer.receiveRouted() else { continue }
+                let silent = requests >= stall && !state.released.load(ordering: .relaxed)
+                switch envelope.kind {
+                case .request:
+                    requests += 1
+                    if requests >= stall && !state.released.load(ordering: .relaxed) {
+                        held.append((route, envelope))
+                    } else {
+                        _ = try? peer.socket.send(route, packing: envelope.reply(), dontWait: true)
+                    }
+                case .heartbeat where !silent:
+                    peer.answerHeartbeat(envelope, to: route)
+                default:
+                    break
+                }
+            }
+        }
+        return StallingPeer(endpoint: endpoint, state: state, done: done)
+    }
+
+    private init(endpoint: String, state: State, done: OneShot<Void>) {
+        self.endpoint = endpoint
+        self.state = state
+        self.done = done
+    }
+
+    func release() { state.released.store(true, ordering: .relaxed) }
 
     func stop() async {
         state.stop.store(true, ordering: .relaxed)

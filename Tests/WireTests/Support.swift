@@ -1,6 +1,7 @@
 import CZeroMQ
 import FriensoProto
 import FriensoTesting
+import Foundation
 import Logging
 import Synchronization
 @testable import Wire
@@ -62,6 +63,38 @@ final class RawPeer {
 
     func send(_ frames: [[UInt8]]) throws {
         try socket.send(frames, dontWait: false)
+    }
+
+    /// Runs `serve` on a thread of its own with a ROUTER bound to an ephemeral port (a test's
+    /// scripted peer); `done` is fulfilled when `serve` returns.
+    /// - Returns: the bound endpoint.
+    static func serve(done: OneShot<Void>, _ serve: @escaping @Sendable (RawPeer) -> Void) async throws -> String {
+        let bound = OneShot<String>()
+        Thread {
+            defer { done.fulfil(()) }
+            guard let peer = try? RawPeer(bind: "tcp://127.0.0.1:*"), let endpoint = try? peer.socket.lastEndpoint() else {
+                bound.fulfil("")
+                return
+            }
+            bound.fulfil(endpoint)
+            serve(peer)
+        }.start()
+        let endpoint = await bound.value
+        guard !endpoint.isEmpty else { throw TimedOut(description: "a scripted peer could not bind") }
+        return endpoint
+    }
+
+    /// The next message on a bound ROUTER: its routing frames and its envelope; nil after the
+    /// receive timeout or for a frame that is no envelope.
+    func receiveRouted() -> (route: [[UInt8]], envelope: Envelope)? {
+        guard let message = try? socket.receive(dontWait: false), let last = message.frames.last,
+              let envelope = try? Envelope(serializedBytes: last) else { return nil }
+        return (Array(message.frames.dropLast()), envelope)
+    }
+
+    func answerHeartbeat(_ heartbeat: Envelope, to route: [[UInt8]]) {
+        let beat = Envelope(version: WireProtocol.version, kind: .heartbeat, requestId: heartbeat.requestId)
+        _ = try? socket.send(route, packing: beat, dontWait: true)
     }
 
     /// The next envelope from the host (the last frame), or nil after the receive timeout.

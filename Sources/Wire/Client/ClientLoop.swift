@@ -52,6 +52,11 @@ final class ClientLoop: ReactorComponent {
     private var lastCheck: ContinuousClock.Instant
     private var silentChecks = 0
     private var peerDown = false
+    /// The peer went silent while a call that cannot be sent again waited for its reply: the
+    /// socket is kept (closing it would lose that reply for certain, and a starved or paused
+    /// peer does answer late), the peer counts as down for new calls, and the socket is
+    /// reopened once no such call is left and the peer is still silent.
+    private var holding = false
     private var deadWindow: Duration
     private var stopping = false
 
@@ -158,6 +163,25 @@ final class ClientLoop: ReactorComponent {
         sendHeartbeat()
     }
 
+    private func canResend(_ request: Pending) -> Bool {
+        request.retryable && request.attempts < options.maxAttempts
+    }
+
+    /// The peer stayed silent for the dead window. With a call in flight that cannot be sent
+    /// again, the socket is kept for its reply (`holding`); otherwise it is reopened.
+    private func peerWentSilent() {
+        guard pending.values.contains(where: { $0.sent && !canResend($0) }) else {
+            reconnect()
+            return
+        }
+        guard !holding else { return }
+        holding = true
+        logger.info("peer silent, keeping the socket for calls that cannot be sent again",
+                    metadata: ["endpoint": "\(endpoint)", "pending": "\(pending.count)"])
+        setPeerDown(true)
+        redistribute()
+    }
+
     /// Lazy Pirate: the peer went silent. Close, reopen, and resend what may be resent.
     private func reconnect() {
         logger.info("peer silent, reopening the socket", metadata: ["endpoint": "\(endpoint)", "pending": "\(pending.count)"])
@@ -165,21 +189,25 @@ final class ClientLoop: ReactorComponent {
         monitor = nil
         socket = nil
         disconnected = false
+        holding = false
         setPeerDown(true)
         // Back off: each silent window is longer, up to 8 × the base.
         deadWindow = min(deadWindow * 2, options.deadAfter * 8)
         openSocket()
-        for (id, request) in pending where request.sent {
-            if request.retryable && request.attempts < options.maxAttempts {
-                request.sent = false
-                if handOff?(request) == true {
-                    pending[id] = nil // resent to another instance
-                } else {
-                    unsent.append(id)
-                }
+        redistribute()
+        events.yield(.reconnected)
+        flushUnsent()
+    }
+
+    /// The calls of a silent peer: the resendable ones to another instance, or again to this
+    /// peer. The others stay: `peerWentSilent` reopens no socket while one is in flight.
+    private func redistribute() {
+        for (id, request) in pending where request.sent && canResend(request) {
+            request.sent = false
+            if handOff?(request) == true {
+                pending[id] = nil // resent to another instance
             } else {
-                pending[id] = nil
-                request.fail(.unavailable("lost the connection to \(endpoint) while waiting for the reply"))
+                unsent.append(id)
             }
         }
         // Calls that never reached the peer: to another instance, or (failing fast) answered
@@ -193,8 +221,6 @@ final class ClientLoop: ReactorComponent {
             }
         }
         unsent.removeAll { pending[$0] == nil }
-        events.yield(.reconnected)
-        flushUnsent()
     }
 
     // MARK: Outbound
@@ -262,7 +288,7 @@ final class ClientLoop: ReactorComponent {
         disconnected = true
         health.answering.store(false, ordering: .relaxed)
         for (id, request) in pending {
-            if request.sent && !(request.retryable && request.attempts < options.maxAttempts) {
+            if request.sent && !canResend(request) {
                 pending[id] = nil
                 request.fail(.unavailable("lost the connection to \(endpoint) while waiting for the reply"))
                 continue
@@ -330,6 +356,7 @@ final class ClientLoop: ReactorComponent {
                 disconnected = false
                 health.answering.store(!peerDown, ordering: .relaxed)
             }
+            holding = false
             if peerDown {
                 setPeerDown(false)
                 deadWindow = options.deadAfter
@@ -372,8 +399,9 @@ final class ClientLoop: ReactorComponent {
             // Read what already arrived before blaming the peer (the poll that would have seen it
             // may not have run yet on this turn).
             try? receive(socket)
-            if lastHeard <= now { reconnect() } // nothing arrived
-        } else if lastSent.duration(to: now) >= options.heartbeatInterval {
+            if lastHeard <= now { peerWentSilent() } // nothing arrived
+        }
+        if socket != nil, lastSent.duration(to: now) >= options.heartbeatInterval {
             sendHeartbeat() // the host answers every heartbeat, which keeps `lastHeard` fresh
         }
         flushUnsent()
@@ -390,7 +418,8 @@ final class ClientLoop: ReactorComponent {
         next = min(next, lastCheck.advanced(by: options.heartbeatInterval))
         // Enough silent checks: wake when the silence window is over (in the future by then,
         // else `timers` would have reconnected already).
-        if silentChecks >= checksToDeath { next = min(next, lastHeard.advanced(by: deadWindow)) }
+        // While holding, the calls' deadlines and the heartbeats wake it instead.
+        if silentChecks >= checksToDeath && !holding { next = min(next, lastHeard.advanced(by: deadWindow)) }
         for request in pending.values where request.deadline < next { next = request.deadline }
         if !unsent.isEmpty { next = min(next, .now.advanced(by: .milliseconds(10))) }
         return next

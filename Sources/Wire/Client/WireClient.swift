@@ -4,8 +4,8 @@ public import Logging
 import Synchronization
 
 /// A Lazy Pirate client for one peer: a DEALER socket on its own thread, any number of calls in
-/// flight, a deadline on every call, heartbeats, and a reopened socket when the peer goes silent.
-/// A call never hangs: it ends with the reply, DEADLINE_EXCEEDED (peer alive but slow) or
+/// flight, a deadline on every call, heartbeats, and a reopened socket when the peer goes silent
+/// (kept, though, while a call that cannot be resent waits for its reply). A call never hangs: it ends with the reply, DEADLINE_EXCEEDED (peer alive but slow) or
 /// UNAVAILABLE (peer silent or down) by its deadline.
 ///
 /// Given several instances of the peer (an `EndpointList`), it keeps one such socket per
