@@ -172,6 +172,7 @@ let package = Package(
                 "Wire", "FriensoProto", "Storage", "Identity", "SocialReplica",
                 grdb,
                 logging,
+                postgres,
                 serviceLifecycle,
             ],
             swiftSettings: swiftSettings
@@ -308,7 +309,7 @@ let package = Package(
         .executableTarget(
             name: "frienso-media",
             dependencies: [
-                "Media", "SocialReplica", "ServiceKit", "Wire",
+                "Media", "SocialReplica", "ServiceKit", "Storage", "Wire",
                 argumentParser,
                 coreMetrics,
                 logging,

@@ -27,7 +27,7 @@ public enum StackScenario {
         public var planes: [String] = ["curve", "plaintext"]
         /// Where accounts, social and alerts keep their data, one deployment each per plane:
         /// `sqlite` (as `deploy/up`), `postgres` (one instance each, on a PostgreSQL server the
-        /// bench starts), `postgres-x2` (two instances of each on it). Geo and media stay on SQLite.
+        /// bench starts), `postgres-x2` (two instances of each on it). Geo stays on SQLite.
         public var storages: [String] = ["sqlite"]
         public static let knownStorages = ["sqlite", "postgres", "postgres-x2"]
         /// - Parameter binDirectory: nil for the folder of the running executable.

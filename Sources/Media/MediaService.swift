@@ -37,27 +37,42 @@ public protocol MediaPeers: Sendable {
 public final class MediaService: Sendable {
     public typealias API = MediaV1.MediaService
 
-    let store: MediaStore
+    let store: any MediaStorage
     let peers: any MediaPeers
     let config: MediaConfig
     let now: @Sendable () -> Int64
     let logger: Logger
-    public let replyStore: SQLiteReplyStore
-    /// Uploads with a chunk or a finish being handled: one at a time per upload.
+    public let replyStore: AnyReplyStore
+    /// Uploads with a chunk or a finish being handled by this instance: one at a time per upload
+    /// (the storage orders requests that reach different instances).
     private let busy = Mutex<Set<String>>([])
 
     /// Opens `<directory>/media.sqlite`, `<directory>/blobs/` and `<directory>/uploads/`, sweeping what a crash left.
-    public init(directory: String, peers: any MediaPeers, config: MediaConfig = MediaConfig(), logger: Logger,
-                now: (@Sendable () -> Int64)? = nil) throws {
-        store = try MediaStore(directory: directory)
+    public convenience init(directory: String, peers: any MediaPeers, config: MediaConfig = MediaConfig(), logger: Logger,
+                            now: (@Sendable () -> Int64)? = nil) throws {
+        self.init(store: try SQLiteMediaStore(directory: directory), peers: peers, config: config, logger: logger, now: now)
+    }
+
+    /// Media on `engine`: SQLite in its folder (as `init(directory:…)`), or the `media` schema of
+    /// a PostgreSQL database, which several instances share.
+    public static func open(_ engine: StorageEngine, peers: any MediaPeers, config: MediaConfig = MediaConfig(), logger: Logger,
+                            now: (@Sendable () -> Int64)? = nil) async throws -> MediaService {
+        switch engine {
+        case .sqlite(let directory):
+            return try MediaService(directory: directory, peers: peers, config: config, logger: logger, now: now)
+        case .postgres(let database):
+            return MediaService(store: try await PostgresMediaStore.open(database), peers: peers, config: config, logger: logger, now: now)
+        }
+    }
+
+    init(store: any MediaStorage, peers: any MediaPeers, config: MediaConfig, logger: Logger, now: (@Sendable () -> Int64)?) {
+        self.store = store
         self.peers = peers
         self.config = config
         self.now = now ?? { WallClock.milliseconds() }
         self.logger = logger
-        replyStore = SQLiteReplyStore(database: store.database)
+        replyStore = AnyReplyStore(store.replies)
     }
-
-    /// Handlers read and write files: they run on the global pool, not on the reactor thread.
 
 
     // MARK: Upload
@@ -110,36 +125,26 @@ public final class MediaService: Sendable {
         guard request.offset + UInt64(request.data.count) <= UInt64(upload.size) else {
             throw RPCError.invalidArgument("the chunk at \(request.offset) runs past the declared size \(upload.size)")
         }
+        if request.offset == 0 {
+            // Decide the type on the first bytes: a text file named .jpg goes no further.
+            let prefixNeeded = min(ImageInspector.sniffLength, Int(upload.size))
+            guard request.data.count >= prefixNeeded else {
+                throw RPCError.invalidArgument("the first chunk must hold at least \(prefixNeeded) bytes")
+            }
+            guard ImageInspector.sniff(request.data) != nil else {
+                try await store.abandon(upload.id)
+                throw RPCError.invalidArgument("not a JPEG, PNG, HEIC or WebP image (decided by its bytes, not its name)")
+            }
+        }
         return try await exclusively(upload.id) {
-            let path = store.partPath(upload.id)
-            let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw RPCError.internal("cannot write the upload (errno \(errno))") }
-            defer { close(fd) }
-            var info = stat()
-            guard fstat(fd, &info) == 0 else { throw RPCError.internal("cannot write the upload (errno \(errno))") }
-            let have = UInt64(info.st_size)
-            let end = request.offset + UInt64(request.data.count)
-            if end <= have { return MediaV1.UploadChunkResponse(receivedBytes: have) } // a retry: already here
-            guard request.offset <= have else {
+            switch try await store.receiveChunk(upload, offset: request.offset, data: request.data) {
+            case .received(let total):
+                return MediaV1.UploadChunkResponse(receivedBytes: total)
+            case .outOfOrder(let have):
                 throw RPCError.failedPrecondition("chunks go in order: \(have) bytes received, this one starts at \(request.offset)")
+            case .gone:
+                throw RPCError.notFound("upload \(upload.id) expired: start again")
             }
-            if have == 0 {
-                // Decide the type on the first bytes: a text file named .jpg goes no further.
-                let prefixNeeded = min(ImageInspector.sniffLength, Int(upload.size))
-                guard request.data.count >= prefixNeeded else {
-                    throw RPCError.invalidArgument("the first chunk must hold at least \(prefixNeeded) bytes")
-                }
-                guard ImageInspector.sniff(request.data) != nil else {
-                    try await store.abandon(upload.id)
-                    throw RPCError.invalidArgument("not a JPEG, PNG, HEIC or WebP image (decided by its bytes, not its name)")
-                }
-            }
-            let skip = Int(have - request.offset)
-            let written = request.data.withUnsafeBytes { raw in
-                pwrite(fd, raw.baseAddress! + skip, raw.count - skip, off_t(have))
-            }
-            guard written == request.data.count - skip else { throw RPCError.internal("cannot write the upload (errno \(errno))") }
-            return MediaV1.UploadChunkResponse(receivedBytes: end)
         }
     }
 
@@ -148,15 +153,10 @@ public final class MediaService: Sendable {
         let upload = try await liveUpload(request.uploadId, caller: caller)
         return try await exclusively(upload.id) {
             // Finished already (a retry): the same answer.
-            if let again = try await store.upload(upload.id), let id = again.mediaID {
-                guard let item = try await store.item(id) else { throw RPCError.notFound("the photo of upload \(upload.id) was deleted since") }
-                return MediaV1.FinishUploadResponse(item: item.proto, locationRemoved: again.locationRemoved, deduplicated: again.deduplicated,
-                                                   replacedMediaId: again.replaced)
-            }
-            let path = store.partPath(upload.id)
-            guard var bytes = FileManager.default.contents(atPath: path).map(Array.init), bytes.count == upload.size else {
-                let have = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
-                throw RPCError.failedPrecondition("received \(have) of \(upload.size) bytes: send the rest first")
+            if try await store.upload(upload.id)?.mediaID != nil { return try await finishedAnswer(upload.id) }
+            var bytes = try await store.receivedBytes(upload)
+            guard bytes.count == upload.size else {
+                throw RPCError.failedPrecondition("received \(bytes.count) of \(upload.size) bytes: send the rest first")
             }
             guard let type = ImageInspector.sniff(bytes) else { throw RPCError.invalidArgument("not a JPEG, PNG, HEIC or WebP image") }
             let size: ImageInspector.Dimensions
@@ -164,32 +164,28 @@ public final class MediaService: Sendable {
                 throw RPCError.invalidArgument("not a whole image: \(error.description)")
             }
             let scrubbed = LocationScrubber.scrub(&bytes, type: type)
-            // The stored bytes go to a file of their own, synced, then renamed into place by the store.
-            // The part is kept until the item is committed, so a failed finish can be retried.
-            // Unchanged bytes are stored from a hard link to the part (synced), not written again.
-            let final = "\(path).final"
-            unlink(final)
-            if scrubbed || link(path, final) != 0 {
-                try writeSynced(bytes, to: final)
-            } else {
-                try syncFile(final)
-            }
             let item = MediaRecord(id: randomID(), owner: caller, purpose: upload.purpose, placeID: upload.placeID, type: type,
                                    size: Int64(bytes.count), width: size.width, height: size.height, sha256: SHA256.hexDigest(bytes),
                                    createdMs: now(), attached: false)
-            let finished: MediaStore.Finished
-            do {
-                finished = try await store.finish(upload: upload, item: item, file: final, locationRemoved: scrubbed)
-            } catch {
-                unlink(final)
-                throw error
+            guard let finished = try await store.finish(upload: upload, item: item, bytes: bytes, unchanged: !scrubbed, locationRemoved: scrubbed) else {
+                return try await finishedAnswer(upload.id) // another request finished it meanwhile
             }
-            unlink(path) // a crash before this leaves a part of a finished upload: the start-up sweep deletes it
             context.logger.info("photo stored", metadata: ["media": "\(item.id)", "bytes": "\(bytes.count)", "type": "\(type.protoName)",
                                                            "deduplicated": "\(finished.deduplicated)", "location-removed": "\(scrubbed)"])
             return MediaV1.FinishUploadResponse(item: finished.item.proto, locationRemoved: scrubbed, deduplicated: finished.deduplicated,
                                                replacedMediaId: finished.replaced)
         }
+    }
+
+    /// The answer of an upload finished already (a retry, or a finish that reached another
+    /// instance at the same time); nil when it is not finished.
+    private func finishedAnswer(_ upload: String) async throws -> MediaV1.FinishUploadResponse {
+        guard let again = try await store.upload(upload), let id = again.mediaID else {
+            throw RPCError.notFound("no upload \(upload)")
+        }
+        guard let item = try await store.item(id) else { throw RPCError.notFound("the photo of upload \(upload) was deleted since") }
+        return MediaV1.FinishUploadResponse(item: item.proto, locationRemoved: again.locationRemoved, deduplicated: again.deduplicated,
+                                           replacedMediaId: again.replaced)
     }
 
     // MARK: Reading
@@ -222,15 +218,8 @@ public final class MediaService: Sendable {
         guard limit <= config.chunkBytes else { throw RPCError.invalidArgument("max_bytes: at most \(config.chunkBytes)") }
         guard request.offset <= UInt64(item.size) else { throw RPCError.invalidArgument("offset: past the end (\(item.size) bytes)") }
         let count = min(limit, Int(item.size) - Int(request.offset))
-        var data = [UInt8](repeating: 0, count: count)
-        let fd = open(store.blobPath(item.sha256), O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw RPCError.notFound("no photo \(item.id) that you may see") } // deleted meanwhile
-        defer { close(fd) }
-        var done = 0
-        while done < count {
-            let n = data.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(Int(request.offset) + done)) }
-            guard n > 0 else { throw RPCError.internal("cannot read photo \(item.id) (errno \(errno))") }
-            done += n
+        guard let data = try await store.photoBytes(item, offset: Int(request.offset), count: count) else {
+            throw RPCError.notFound("no photo \(item.id) that you may see") // deleted meanwhile
         }
         return MediaV1.GetPhotoResponse(item: item.proto, data: data, eof: Int(request.offset) + count >= Int(item.size))
     }
@@ -259,9 +248,7 @@ public final class MediaService: Sendable {
         // until the page is full so a page is not short for it. The token names the last photo
         // looked at, so the next page starts right after it.
         reading: while true {
-            let batch = request.mine
-                ? try await store.list(owner: caller, after: cursor, limit: limit + 1)
-                : try await store.list(place: request.placeId, after: cursor, limit: limit + 1)
+            let batch = try await store.list(request.mine ? .owner(caller) : .venue(place: request.placeId), after: cursor, limit: limit + 1)
             for item in batch {
                 if items.count == limit {
                     next = "\(cursor!.0).\(cursor!.1)" // this one, at least, is left
@@ -317,30 +304,8 @@ public final class MediaService: Sendable {
     }
 }
 
-/// fsync of an existing file.
-func syncFile(_ path: String) throws {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
-    defer { close(fd) }
-    guard fsync(fd) == 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
-}
-
-/// Writes `bytes` to a new file at `path` and fsyncs it.
-func writeSynced(_ bytes: [UInt8], to path: String) throws {
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-    guard fd >= 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
-    defer { close(fd) }
-    var done = 0
-    while done < bytes.count {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, bytes.count - done) }
-        guard n > 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
-        done += n
-    }
-    guard fsync(fd) == 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
-}
-
 /// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
 extension MediaService: FriensoService, MediaV1.MediaService.Handler {
-    /// Handlers read and write files: they run on the global pool, not the reactor.
+    /// Handlers read and write files or wait for PostgreSQL: they run on the global pool, not the reactor.
     public static var handlerExecution: HandlerExecution { .pool }
 }

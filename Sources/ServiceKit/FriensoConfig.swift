@@ -201,6 +201,8 @@ public struct FriensoConfig: Codable, Sendable {
         public var quotaBytes: Int64?
         /// Uploads one user may start in an hour (default 120).
         public var uploadsPerHour: Int?
+
+        public init() {}
     }
 
     /// The HTTP/JSON + WebSocket edge. Its listen address is `endpoints.edge`

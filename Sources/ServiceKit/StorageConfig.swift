@@ -108,6 +108,20 @@ extension ResolvedOptions {
         }
         if instances > 1 { logger.info("instance", metadata: ["instance": "\(instance)", "of": "\(instances)"]) }
     }
+
+    /// Opens `service`'s storage, refuses several instances unless it is PostgreSQL, runs `body`
+    /// with it and closes it, however `body` ends.
+    public func withStorage(for service: String, logger: Logger, _ body: (StorageEngine) async throws -> Void) async throws {
+        let storage = try await openStorage(for: service, logger: logger)
+        do {
+            try refuseSeveralInstances(on: storage, logger: logger)
+            try await body(storage)
+        } catch {
+            await storage.close()
+            throw error
+        }
+        await storage.close()
+    }
 }
 
 extension StorageEngine {

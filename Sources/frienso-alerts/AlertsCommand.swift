@@ -21,15 +21,9 @@ struct AlertsCommand: AsyncParsableCommand {
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
         try resolved.createDataDirectory()
-        let storage = try await resolved.openStorage(for: "alerts", logger: logger)
-        do {
-            try resolved.refuseSeveralInstances(on: storage, logger: logger)
+        try await resolved.withStorage(for: "alerts", logger: logger) { storage in
             try await run(resolved, storage: storage, plane: plane, logger: logger)
-        } catch {
-            await storage.close()
-            throw error
         }
-        await storage.close()
     }
 
     private func run(_ resolved: ResolvedOptions, storage: StorageEngine, plane: InternalPlane, logger: Logger) async throws {

@@ -282,7 +282,7 @@ extension PostgresTestServer {
 }
 
 extension FriensoConfig {
-    /// Accounts, social and alerts keep their data in `storage` (geo and media stay on SQLite).
+    /// Accounts, social, alerts and media keep their data in `storage` (geo stays on SQLite).
     mutating func keepOnPostgres(in storage: StorageSection) {
         var accounts = self.accounts ?? AccountsSection()
         accounts.storage = storage
@@ -293,5 +293,8 @@ extension FriensoConfig {
         var alerts = self.alerts ?? AlertsSection()
         alerts.storage = storage
         self.alerts = alerts
+        var media = self.media ?? MediaSection()
+        media.storage = storage
+        self.media = media
     }
 }

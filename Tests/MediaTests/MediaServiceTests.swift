@@ -12,8 +12,8 @@ private typealias API = MediaV1.MediaService
 
 extension MediaTestGroup {
     @Suite("media: uploads and storage", .timeLimit(.minutes(2))) struct UploadTests {
-        @Test func jpegWithGPS_isStoredWithoutIt_andTheReplySaysSo() async throws {
-            try await withMedia { m in
+        @Test(arguments: Engine.allCases) func jpegWithGPS_isStoredWithoutIt_andTheReplySaysSo(engine: Engine) async throws {
+            try await withMedia(engine: engine) { m in
                 let photo = Fixture.jpeg(width: 800, height: 600, gps: true, filler: 150_000) // several chunks
                 let reply = try await m.upload(photo, as: 1, purpose: .venue)
                 #expect(reply.locationRemoved)
@@ -30,8 +30,8 @@ extension MediaTestGroup {
             }
         }
 
-        @Test func textNamedJPG_isRefusedOnItsFirstChunk_andLeavesNothing() async throws {
-            try await withMedia { m in
+        @Test(arguments: Engine.allCases) func textNamedJPG_isRefusedOnItsFirstChunk_andLeavesNothing(engine: Engine) async throws {
+            try await withMedia(engine: engine) { m in
                 let text = Array(String(repeating: "not a photo, just text pretending. ", count: 5_000).utf8) // 175 kB: several chunks
                 let start = try await m.call(1, API.startUpload, MediaV1.StartUploadRequest(purpose: .venue, placeId: 7, sizeBytes: UInt64(text.count)))
                 await expectError(.invalidArgument, containing: "not a JPEG, PNG, HEIC or WebP") {
@@ -40,14 +40,15 @@ extension MediaTestGroup {
                 await expectError(.notFound) {
                     _ = try await m.call(1, API.uploadChunk, MediaV1.UploadChunkRequest(uploadId: start.uploadId, offset: 0, data: Array(text.prefix(100))))
                 }
-                #expect(m.files().uploads.isEmpty && m.files().blobs.isEmpty)
+                let stored = try await m.stored()
+                #expect(stored.uploadsHoldingBytes == 0 && stored.byteCopies == 0, "\(stored)")
             }
         }
 
-        @Test func truncatedImage_isRefusedAtFinish_emptyAndOversize_atStart() async throws {
+        @Test(arguments: Engine.allCases) func truncatedImage_isRefusedAtFinish_emptyAndOversize_atStart(engine: Engine) async throws {
             var config = testMediaConfig()
             config.maxPhotoBytes = 100_000
-            try await withMedia(config: config) { m in
+            try await withMedia(engine: engine, config: config) { m in
                 for (bytes, type) in [(Fixture.jpeg(), "JPEG"), (Fixture.png(), "PNG"), (Fixture.heic(), "HEIC")] {
                     let cut = Array(bytes.prefix(bytes.count - 3))
                     let start = try await m.call(1, API.startUpload, MediaV1.StartUploadRequest(purpose: .venue, placeId: 7, sizeBytes: UInt64(cut.count)))
@@ -67,14 +68,14 @@ extension MediaTestGroup {
                 await expectError(.invalidArgument, containing: "past the declared size") {
                     _ = try await m.call(1, API.uploadChunk, MediaV1.UploadChunkRequest(uploadId: start.uploadId, offset: 0, data: Fixture.png()))
                 }
-                #expect(m.files().blobs.isEmpty)
+                #expect(try await m.stored().byteCopies == 0)
                 let mine = try await m.call(1, API.listPhotos, MediaV1.ListPhotosRequest(mine: true))
                 #expect(mine.items.isEmpty)
             }
         }
 
-        @Test func badRequests_getStableErrors() async throws {
-            try await withMedia { m in
+        @Test(arguments: Engine.allCases) func badRequests_getStableErrors(engine: Engine) async throws {
+            try await withMedia(engine: engine) { m in
                 await expectError(.invalidArgument, containing: "purpose") {
                     _ = try await m.call(1, API.startUpload, MediaV1.StartUploadRequest(sizeBytes: 10))
                 }
@@ -108,26 +109,26 @@ extension MediaTestGroup {
             }
         }
 
-        @Test func identicalBytes_areStoredOnce_andReleasedWithTheLastReference() async throws {
-            try await withMedia { m in
+        @Test(arguments: Engine.allCases) func identicalBytes_areStoredOnce_andReleasedWithTheLastReference(engine: Engine) async throws {
+            try await withMedia(engine: engine) { m in
                 let photo = Fixture.jpeg(gps: false, filler: 30_000)
                 let a = try #require(try await m.upload(photo, as: 1).item)
                 let second = try await m.upload(photo, as: 2)
                 let b = try #require(second.item)
                 #expect(second.deduplicated && a.sha256 == b.sha256 && a.mediaId != b.mediaId)
                 #expect(try await m.blobRefs() == [a.sha256: 2])
-                #expect(m.files().blobs.count == 1)
+                #expect(try await m.stored().byteCopies == 1)
                 let first = try await m.call(1, API.deletePhoto, MediaV1.DeletePhotoRequest(mediaId: a.mediaId))
                 #expect(!first.bytesReleased)
                 #expect(try await m.download(b.mediaId, as: 2) == photo, "the other holder still reads it")
                 let last = try await m.call(2, API.deletePhoto, MediaV1.DeletePhotoRequest(mediaId: b.mediaId))
                 #expect(last.bytesReleased)
-                #expect(try await m.blobRefs().isEmpty && m.files().blobs.isEmpty)
+                #expect(try await m.stored() == StoredContents(references: [:], byteCopies: 0, uploadsHoldingBytes: 0))
             }
         }
 
-        @Test func concurrentUploadsOfTheSameBytes_allSucceed_oneCopyStored() async throws {
-            try await withMedia { m in
+        @Test(arguments: Engine.allCases) func concurrentUploadsOfTheSameBytes_allSucceed_oneCopyStored(engine: Engine) async throws {
+            try await withMedia(engine: engine) { m in
                 let photo = Fixture.jpeg(gps: true, filler: 100_000)
                 let items = try await withThrowingTaskGroup(of: MediaV1.MediaItem.self) { group in
                     for user in UInt64(1)...8 { group.addTask { try #require(try await m.upload(photo, as: user).item) } }
@@ -136,12 +137,13 @@ extension MediaTestGroup {
                 #expect(Set(items.map(\.mediaId)).count == 8)
                 #expect(Set(items.map(\.sha256)).count == 1)
                 #expect(try await m.blobRefs() == [items[0].sha256: 8])
-                #expect(m.files().blobs.count == 1 && m.files().uploads.isEmpty)
+                let stored = try await m.stored()
+                #expect(stored.byteCopies == 1 && stored.uploadsHoldingBytes == 0, "\(stored)")
             }
         }
 
-        @Test func retries_areIdempotent_chunkAndFinish() async throws {
-            try await withMedia { m in
+        @Test(arguments: Engine.allCases) func retries_areIdempotent_chunkAndFinish(engine: Engine) async throws {
+            try await withMedia(engine: engine) { m in
                 let photo = Fixture.png()
                 let start = try await m.call(1, API.startUpload, MediaV1.StartUploadRequest(purpose: .venue, placeId: 7, sizeBytes: UInt64(photo.count)), key: "s1")
                 let again = try await m.call(1, API.startUpload, MediaV1.StartUploadRequest(purpose: .venue, placeId: 7, sizeBytes: UInt64(photo.count)), key: "s1")
@@ -159,11 +161,11 @@ extension MediaTestGroup {
             }
         }
 
-        @Test func quotas_storageAndUploadRate_areResourceExhausted() async throws {
+        @Test(arguments: Engine.allCases) func quotas_storageAndUploadRate_areResourceExhausted(engine: Engine) async throws {
             var config = testMediaConfig()
             config.quotaBytes = 10_000
             config.uploadsPerHour = 3
-            try await withMedia(config: config) { m in
+            try await withMedia(engine: engine, config: config) { m in
                 _ = try await m.upload(Fixture.jpeg(gps: false, filler: 6_000), as: 1)
                 await expectError(.resourceExhausted, containing: "storage quota") {
                     _ = try await m.call(1, API.startUpload, MediaV1.StartUploadRequest(purpose: .venue, placeId: 7, sizeBytes: 5_000))
@@ -178,47 +180,53 @@ extension MediaTestGroup {
             }
         }
 
-        @Test func crashMidUpload_leavesNothingVisible_andStrayFilesAreSwept() async throws {
-            let temp = try TemporaryDirectory("frienso-media-crash")
-            defer { temp.remove() }
+        /// A restart mid-upload: nothing is visible, and the upload resumes where it stopped. On
+        /// SQLite, what a crash inside finish could leave (the synced temp file, and a blob renamed
+        /// into place whose row never committed) is swept at start; on PostgreSQL a finish is one
+        /// transaction, bytes included, so it leaves nothing to sweep.
+        @Test(arguments: Engine.allCases) func crashMidUpload_leavesNothingVisible_andStrayFilesAreSwept(engine: Engine) async throws {
+            let storage = try await TestStorage.fresh(engine, service: "media")
             let photo = Fixture.jpeg(gps: false, filler: 200_000)
-            let upload = try await withMedia(directory: temp.path) { m in
+            let upload = try await withMedia(storage: storage) { m in
                 let start = try await m.call(1, API.startUpload, MediaV1.StartUploadRequest(purpose: .venue, placeId: 7, sizeBytes: UInt64(photo.count)))
                 try await m.sendChunks(Array(photo.prefix(100_000)), upload: start.uploadId, as: 1, chunk: 65_536)
                 return start.uploadId
             }
-            // What a crash inside finish could leave: the synced temp file, and a blob renamed into
-            // place whose row never committed.
-            try Data(photo).write(to: URL(fileURLWithPath: "\(temp.path)/uploads/\(upload).part.final"))
-            try FileManager.default.createDirectory(atPath: "\(temp.path)/blobs/ab", withIntermediateDirectories: true)
-            try Data(photo).write(to: URL(fileURLWithPath: "\(temp.path)/blobs/ab/ab\(String(repeating: "0", count: 62))"))
-            try await withMedia(directory: temp.path) { m in
-                #expect(m.files().blobs.isEmpty, "\(m.files())")
-                #expect(m.files().uploads == ["\(upload).part"], "the live upload's part is kept so it can resume")
+            if engine == .sqlite {
+                let dir = storage.directory
+                try Data(photo).write(to: URL(fileURLWithPath: "\(dir)/uploads/\(upload).part.final"))
+                try FileManager.default.createDirectory(atPath: "\(dir)/blobs/ab", withIntermediateDirectories: true)
+                try Data(photo).write(to: URL(fileURLWithPath: "\(dir)/blobs/ab/ab\(String(repeating: "0", count: 62))"))
+            }
+            try await withMedia(storage: storage) { m in
+                let stored = try await m.stored()
+                #expect(stored.byteCopies == 0, "\(stored)")
+                #expect(stored.uploadsHoldingBytes == 1, "the live upload's bytes are kept so it can resume")
                 #expect(try await m.call(1, API.listPhotos, MediaV1.ListPhotosRequest(placeId: 7)).items.isEmpty)
                 // It resumes where it stopped.
                 try await m.sendChunks(photo, upload: upload, as: 1, chunk: 65_536, from: 100_000)
                 let done = try await m.call(1, API.finishUpload, MediaV1.FinishUploadRequest(uploadId: upload))
                 #expect(try await m.download(try #require(done.item).mediaId, as: 1) == photo)
             }
+            await storage.remove()
         }
 
-        @Test func photos_surviveARestart() async throws {
-            let temp = try TemporaryDirectory("frienso-media-restart")
-            defer { temp.remove() }
+        @Test(arguments: Engine.allCases) func photos_surviveARestart(engine: Engine) async throws {
+            let storage = try await TestStorage.fresh(engine, service: "media")
             let photo = Fixture.heic()
-            let id = try await withMedia(directory: temp.path) { m in try #require(try await m.upload(photo, as: 1, purpose: .profile).item).mediaId }
-            try await withMedia(directory: temp.path) { m in
+            let id = try await withMedia(storage: storage) { m in try #require(try await m.upload(photo, as: 1, purpose: .profile).item).mediaId }
+            try await withMedia(storage: storage) { m in
                 let scrubbed = try await m.download(id, as: 1)
                 #expect(scrubbed.count == photo.count && !Fixture.contains(scrubbed, Fixture.gpsLatitude))
                 let profile = try await m.call(1, API.listPhotos, MediaV1.ListPhotosRequest(profileOf: 1))
                 #expect(profile.items.map(\.mediaId) == [id] && profile.items.first?.type == .heic && profile.items.first?.width == 4032)
             }
+            await storage.remove()
         }
 
-        @Test func expiredUploads_andNeverAttachedCheckInPhotos_areDropped() async throws {
+        @Test(arguments: Engine.allCases) func expiredUploads_andNeverAttachedCheckInPhotos_areDropped(engine: Engine) async throws {
             let clock = Atomic<Int64>(1_000_000_000)
-            try await withMedia(now: { clock.load(ordering: .relaxed) }) { m in
+            try await withMedia(engine: engine, now: { clock.load(ordering: .relaxed) }) { m in
                 let orphan = try #require(try await m.upload(Fixture.png(), as: 1, purpose: .checkIn).item)
                 let kept = try #require(try await m.upload(Fixture.webp(), as: 1, purpose: .checkIn).item)
                 _ = try await m.call(1, API.attachCheckInPhoto, MediaV1.AttachCheckInPhotoRequest(userId: 1, mediaId: kept.mediaId))
@@ -226,7 +234,7 @@ extension MediaTestGroup {
                 try await m.sendChunks(Array(Fixture.jpeg(filler: 2_000).prefix(500)), upload: start.uploadId, as: 1, chunk: 65_536)
                 clock.store(1_000_000_000 + 25 * 3_600_000, ordering: .relaxed)
                 await m.service.maintain()
-                #expect(m.files().uploads.isEmpty)
+                #expect(try await m.stored().uploadsHoldingBytes == 0)
                 await expectError(.notFound) { _ = try await m.download(orphan.mediaId, as: 1) }
                 #expect(try await m.download(kept.mediaId, as: 1) == Fixture.webp())
                 #expect(try await m.blobRefs().count == 1)
@@ -235,8 +243,8 @@ extension MediaTestGroup {
     }
 
     @Suite("media: who sees what", .timeLimit(.minutes(2))) struct AccessTests {
-        @Test func profilePicture_friendsAndOwner_notStrangersOrBlocked() async throws {
-            try await withMedia { m in
+        @Test(arguments: Engine.allCases) func profilePicture_friendsAndOwner_notStrangersOrBlocked(engine: Engine) async throws {
+            try await withMedia(engine: engine) { m in
                 m.peers.befriend(1, 2)
                 m.peers.befriend(1, 4)
                 m.peers.block(1, 4)
@@ -251,19 +259,20 @@ extension MediaTestGroup {
             }
         }
 
-        @Test func newProfilePicture_releasesTheOldOne() async throws {
-            try await withMedia { m in
+        @Test(arguments: Engine.allCases) func newProfilePicture_releasesTheOldOne(engine: Engine) async throws {
+            try await withMedia(engine: engine) { m in
                 let old = try #require(try await m.upload(Fixture.png(), as: 1, purpose: .profile).item)
                 let reply = try await m.upload(Fixture.webp(), as: 1, purpose: .profile)
                 #expect(reply.replacedMediaId == old.mediaId)
                 await expectError(.notFound) { _ = try await m.download(old.mediaId, as: 1) }
-                #expect(try await m.blobRefs().count == 1 && m.files().blobs.count == 1)
+                let stored = try await m.stored()
+                #expect(stored.references.count == 1 && stored.byteCopies == 1, "\(stored)")
                 #expect(try await m.call(1, API.listPhotos, MediaV1.ListPhotosRequest(profileOf: 1)).items.first?.mediaId == reply.item?.mediaId)
             }
         }
 
-        @Test func checkInPhoto_readableByWhoMaySeeTheCheckIn_only() async throws {
-            try await withMedia { m in
+        @Test(arguments: Engine.allCases) func checkInPhoto_readableByWhoMaySeeTheCheckIn_only(engine: Engine) async throws {
+            try await withMedia(engine: engine) { m in
                 let photo = try #require(try await m.upload(Fixture.jpeg(), as: 1, purpose: .checkIn).item)
                 // Uploaded, not yet attached: the owner's alone.
                 await expectError(.notFound) { _ = try await m.download(photo.mediaId, as: 2) }
@@ -280,8 +289,8 @@ extension MediaTestGroup {
             }
         }
 
-        @Test func attachingANewCheckInPhoto_releasesTheOld_andOnlyYourOwnCheckInUploadsAttach() async throws {
-            try await withMedia { m in
+        @Test(arguments: Engine.allCases) func attachingANewCheckInPhoto_releasesTheOld_andOnlyYourOwnCheckInUploadsAttach(engine: Engine) async throws {
+            try await withMedia(engine: engine) { m in
                 let first = try #require(try await m.upload(Fixture.png(), as: 1, purpose: .checkIn).item)
                 let second = try #require(try await m.upload(Fixture.webp(), as: 1, purpose: .checkIn).item)
                 let venue = try #require(try await m.upload(Fixture.jpeg(), as: 1, purpose: .venue).item)
@@ -303,9 +312,9 @@ extension MediaTestGroup {
             }
         }
 
-        @Test func venuePhotos_anySignedInUser_newestFirst_paginated_minusBlocked() async throws {
+        @Test(arguments: Engine.allCases) func venuePhotos_anySignedInUser_newestFirst_paginated_minusBlocked(engine: Engine) async throws {
             let clock = Atomic<Int64>(1_000)
-            try await withMedia(now: { clock.add(1, ordering: .relaxed).newValue }) { m in
+            try await withMedia(engine: engine, now: { clock.add(1, ordering: .relaxed).newValue }) { m in
                 var ids: [String] = []
                 for i in 0..<5 {
                     ids.append(try #require(try await m.upload(Fixture.jpeg(gps: false, seed: UInt8(i + 1)), as: 1).item).mediaId)
@@ -333,9 +342,9 @@ extension MediaTestGroup {
 
         /// Every page size over photos by a visible and a blocked uploader, interleaved: each
         /// visible photo exactly once, newest first, however the blocked ones fall on pages.
-        @Test func pagination_withBlockedPhotosAnywhere_losesNothing() async throws {
+        @Test(arguments: Engine.allCases) func pagination_withBlockedPhotosAnywhere_losesNothing(engine: Engine) async throws {
             let clock = Atomic<Int64>(1_000)
-            try await withMedia(now: { clock.add(1, ordering: .relaxed).newValue }) { m in
+            try await withMedia(engine: engine, now: { clock.add(1, ordering: .relaxed).newValue }) { m in
                 m.peers.state.withLock { $0.places = [7, 8] }
                 // Oldest first. Place 8 is the case that lost a photo at 3 a page: the page fills
                 // part-way through the last batch of the listing.
@@ -364,8 +373,8 @@ extension MediaTestGroup {
             }
         }
 
-        @Test func onlyTheOwnerDeletes() async throws {
-            try await withMedia { m in
+        @Test(arguments: Engine.allCases) func onlyTheOwnerDeletes(engine: Engine) async throws {
+            try await withMedia(engine: engine) { m in
                 let photo = try #require(try await m.upload(Fixture.png(), as: 1).item)
                 await expectError(.notFound, containing: "of yours") { _ = try await m.call(2, API.deletePhoto, MediaV1.DeletePhotoRequest(mediaId: photo.mediaId)) }
                 #expect(try await m.download(photo.mediaId, as: 2) == Fixture.png())

@@ -1,7 +1,6 @@
 import Foundation
 import FriensoProto
 import FriensoTesting
-import GRDB
 import Logging
 @testable import Media
 import ServiceLifecycle
@@ -45,7 +44,7 @@ struct MediaHarness: Sendable {
     let service: MediaService
     let client: RouterClient
     let peers: FakeMediaPeers
-    let directory: String
+    let storage: TestStorage
     let logs: CapturedLogs
 
     func call<Q, R>(_ user: UInt64, _ method: RPCMethod<Q, R>, _ request: Q, key: String = "") async throws -> R {
@@ -80,20 +79,10 @@ struct MediaHarness: Sendable {
         }
     }
 
-    /// Files under the media folder: (blobs, uploads).
-    func files() -> (blobs: [String], uploads: [String]) {
-        let fm = FileManager.default
-        let blobs = (fm.enumerator(atPath: "\(directory)/blobs")?.allObjects as? [String] ?? [])
-            .filter { $0.contains("/") }
-        let uploads = (try? fm.contentsOfDirectory(atPath: "\(directory)/uploads")) ?? []
-        return (blobs, uploads)
-    }
+    /// What the store holds: blobs' reference counts, copies of bytes, uploads holding bytes.
+    func stored() async throws -> StoredContents { try await service.store.contents() }
 
-    func blobRefs() async throws -> [String: Int] {
-        try await service.store.database.read { db in
-            Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT sha256, refs FROM blobs").map { ($0[0] as String, $0[1] as Int) })
-        }
-    }
+    func blobRefs() async throws -> [String: Int] { try await stored().references }
 }
 
 func testMediaConfig() -> MediaConfig {
@@ -102,25 +91,33 @@ func testMediaConfig() -> MediaConfig {
     return config
 }
 
-/// Runs media in process on `directory` (a new one unless given).
-func withMedia<T: Sendable>(directory: String? = nil, peers: FakeMediaPeers = FakeMediaPeers(), config: MediaConfig = testMediaConfig(),
-                            now: (@Sendable () -> Int64)? = nil,
+/// Runs media in process on `storage` (a fresh one of `engine` unless given: a test that
+/// "restarts" media passes the same storage to each run).
+func withMedia<T: Sendable>(engine: Engine = .sqlite, storage given: TestStorage? = nil, peers: FakeMediaPeers = FakeMediaPeers(),
+                            config: MediaConfig = testMediaConfig(), now: (@Sendable () -> Int64)? = nil,
                             _ body: @Sendable (MediaHarness) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
-    let temp = try TemporaryDirectory("frienso-media")
-    defer { temp.remove() }
-    let dir = directory ?? temp.path
-    let service = try MediaService(directory: dir, peers: peers, config: config, logger: logs.logger("media"), now: now)
-    // In process: the router and the durable reply cache, as the host runs them (no socket).
-    let client = RouterClient(service, name: "media", logger: logs.logger("media-host"))
+    let storage: TestStorage
+    if let given { storage = given } else { storage = try await TestStorage.fresh(engine, service: "media") }
+    let opened = try await storage.open()
+    let outcome: Result<T, any Error>
     do {
-        let result = try await body(MediaHarness(service: service, client: client, peers: peers, directory: dir, logs: logs))
+        let service = try await MediaService.open(opened, peers: peers, config: config, logger: logs.logger("media"), now: now)
+        // In process: the router and the durable reply cache, as the host runs them (no socket).
+        let client = RouterClient(service, name: "media", logger: logs.logger("media-host"))
+        do {
+            outcome = .success(try await body(MediaHarness(service: service, client: client, peers: peers, storage: storage, logs: logs)))
+        } catch {
+            print("media test failed (\(storage.engine)); logs:\n\(logs.dump().suffix(6000))")
+            outcome = .failure(error)
+        }
         await client.flush() // a graceful stop: replies being saved are in before a "restart"
-        return result
     } catch {
-        print("media test failed; logs:\n\(logs.dump().suffix(6000))")
-        throw error
+        outcome = .failure(error)
     }
+    await opened.close()
+    if given == nil { await storage.remove() }
+    return try outcome.get()
 }
 
 /// Every media suite runs inside this one, one test at a time (see `AlertsTestGroup`).

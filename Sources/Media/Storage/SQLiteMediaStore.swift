@@ -2,36 +2,9 @@ import Foundation
 import FriensoProto
 import GRDB
 import Storage
-
-/// Why an upload cannot start: a user's quotas (the service maps each to a status).
-enum QuotaRefusal: Error, Equatable {
-    case uploadRate(perHour: Int)
-    case storage(usedBytes: Int64, quotaBytes: Int64, wantedBytes: Int64)
-}
-
-/// A stored photo's metadata.
-struct MediaRecord: Sendable {
-    var id: String
-    var owner: UInt64
-    var purpose: MediaV1.Purpose
-    var placeID: UInt64
-    var type: MediaV1.ImageType
-    var size: Int64
-    var width: UInt32
-    var height: UInt32
-    var sha256: String
-    var createdMs: Int64
-    var attached: Bool
-
-    var proto: MediaV1.MediaItem {
-        MediaV1.MediaItem(mediaId: id, ownerId: owner, purpose: purpose, placeId: placeID, type: type, sizeBytes: UInt64(size),
-                          width: width, height: height, createdAtMs: createdMs, sha256: sha256,
-                          mimeType: ImageInspector.mimeType(type), attached: attached)
-    }
-}
+import Wire
 
 extension MediaRecord {
-    static let columns = "id, owner, purpose, place_id, type, size, width, height, sha256, created_ms, attached"
     init(row: Row) {
         self.init(id: row[0], owner: row[1], purpose: MediaV1.Purpose(rawValue: row[2]), placeID: row[3],
                   type: MediaV1.ImageType(rawValue: row[4]), size: row[5], width: row[6], height: row[7],
@@ -39,31 +12,11 @@ extension MediaRecord {
     }
 }
 
-/// An upload in progress (or finished: then `mediaID` is set, so finishing again answers the same).
-struct UploadRecord: Sendable {
-    var id: String
-    var owner: UInt64
-    var purpose: MediaV1.Purpose
-    var placeID: UInt64
-    var size: Int64
-    var createdMs: Int64
-    var expiresMs: Int64
-    var mediaID: String? = nil
-    var locationRemoved = false
-    var deduplicated = false
-    var replaced = ""
-}
-
 extension UploadRecord {
-    static let columns = "id, owner, purpose, place_id, size, created_ms, expires_ms, media_id, location_removed, deduplicated, replaced"
     init(row: Row) {
         self.init(id: row[0], owner: row[1], purpose: MediaV1.Purpose(rawValue: row[2]), placeID: row[3], size: row[4],
                   createdMs: row[5], expiresMs: row[6], mediaID: row[7], locationRemoved: row[8], deduplicated: row[9], replaced: row[10])
     }
-
-    /// Upload and media ids: 128 random bits as 32 hex characters. Anything else names nothing
-    /// (checked before a lookup, so no odd string reaches a query or a file name).
-    static func isID(_ id: String) -> Bool { id.utf8.count == 32 && id.allSatisfy(\.isHexDigit) }
 }
 
 /// Metadata in `media.sqlite`; bytes in files named by their SHA-256 under `blobs/`, each stored
@@ -74,8 +27,9 @@ extension UploadRecord {
 ///   a file without a row, which the start-up sweep deletes: never a row without a file);
 /// - a released blob's file is unlinked *after* its row is deleted (a crash leaves an orphan file,
 ///   swept likewise).
-final class MediaStore: Sendable {
+final class SQLiteMediaStore: MediaStorage {
     let database: ServiceDatabase
+    let replies: any ReplyStore
     let blobDirectory: String
     let uploadDirectory: String
 
@@ -107,6 +61,7 @@ final class MediaStore: Sendable {
                 """)
         }
         try database.migrate(migrator)
+        replies = SQLiteReplyStore(database: database)
         try sweep()
     }
 
@@ -160,17 +115,17 @@ final class MediaStore: Sendable {
         }
     }
 
-    /// Newest first, after the cursor `(createdMs, id)` when one is given.
-    func list(place: UInt64? = nil, owner: UInt64? = nil, after cursor: (Int64, String)?, limit: Int) async throws -> [MediaRecord] {
+    func list(_ selection: PhotoSelection, after cursor: (Int64, String)?, limit: Int) async throws -> [MediaRecord] {
         try await database.read { db in
             var sql = "SELECT \(MediaRecord.columns) FROM media WHERE "
             var arguments: StatementArguments
-            if let place {
+            switch selection {
+            case .venue(let place):
                 sql += "purpose = 3 AND place_id = ?"
                 arguments = [place]
-            } else {
+            case .owner(let owner):
                 sql += "owner = ?"
-                arguments = [owner ?? 0]
+                arguments = [owner]
             }
             if let (ms, id) = cursor {
                 sql += " AND (created_ms < ? OR (created_ms = ? AND id < ?))"
@@ -182,43 +137,65 @@ final class MediaStore: Sendable {
         }
     }
 
-    struct Usage: Sendable {
-        var storedBytes: Int64
-        var pendingBytes: Int64
-        var uploadsLastHour: Int
-    }
-
-    /// What counts against `owner`'s quotas: the size of every item they hold (each counts in
-    /// full even when its bytes are shared), unfinished uploads, and uploads started this hour.
-    static func usage(_ db: Database, owner: UInt64, now: Int64) throws -> Usage {
+    static func usage(_ db: Database, owner: UInt64, now: Int64) throws -> MediaUsage {
         let stored = try Int64.fetchOne(db, cached: "SELECT COALESCE(SUM(size), 0) FROM media WHERE owner = ?", arguments: [owner]) ?? 0
         let pending = try Int64.fetchOne(db, cached: "SELECT COALESCE(SUM(size), 0) FROM uploads WHERE owner = ? AND media_id IS NULL AND expires_ms > ?",
                                          arguments: [owner, now]) ?? 0
         let recent = try Int.fetchOne(db, cached: "SELECT COUNT(*) FROM uploads WHERE owner = ? AND created_ms > ?", arguments: [owner, now - 3_600_000]) ?? 0
-        return Usage(storedBytes: stored, pendingBytes: pending, uploadsLastHour: recent)
+        return MediaUsage(storedBytes: stored, pendingBytes: pending, uploadsLastHour: recent)
     }
 
-    func usage(of owner: UInt64, now: Int64) async throws -> Usage {
+    func usage(of owner: UInt64, now: Int64) async throws -> MediaUsage {
         try await database.read { db in try Self.usage(db, owner: owner, now: now) }
     }
 
     // MARK: Writes
 
-    /// Starts an upload after checking the quotas in the same transaction, so two concurrent
-    /// starts cannot both squeeze under a limit.
-    func startUpload(_ upload: UploadRecord, quotaBytes: Int64, uploadsPerHour: Int) async throws -> UploadRecord {
+    func startUpload(_ upload: UploadRecord, quotaBytes: Int64, uploadsPerHour: Int) async throws {
         try await database.write { db in
             let usage = try Self.usage(db, owner: upload.owner, now: upload.createdMs)
-            guard usage.uploadsLastHour < uploadsPerHour else {
-                throw QuotaRefusal.uploadRate(perHour: uploadsPerHour)
-            }
-            guard usage.storedBytes + usage.pendingBytes + upload.size <= quotaBytes else {
-                throw QuotaRefusal.storage(usedBytes: usage.storedBytes + usage.pendingBytes, quotaBytes: quotaBytes, wantedBytes: upload.size)
+            if let refusal = QuotaRefusal(usage: usage, size: upload.size, quotaBytes: quotaBytes, uploadsPerHour: uploadsPerHour) {
+                throw refusal
             }
             try db.run(sql: "INSERT INTO uploads (id, owner, purpose, place_id, size, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
                            arguments: [upload.id, upload.owner, upload.purpose.rawValue, upload.placeID, upload.size, upload.createdMs, upload.expiresMs])
-            return upload
         }
+    }
+
+    // MARK: Parts (one file per unfinished upload; the service takes one request of an upload at a time)
+
+    func receiveChunk(_ upload: UploadRecord, offset: UInt64, data: [UInt8]) async throws -> ChunkOutcome {
+        let fd = open(partPath(upload.id), O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw RPCError.internal("cannot write the upload (errno \(errno))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw RPCError.internal("cannot write the upload (errno \(errno))") }
+        let have = UInt64(info.st_size)
+        let end = offset + UInt64(data.count)
+        if end <= have { return .received(total: have) } // a retry: already here
+        guard offset <= have else { return .outOfOrder(have: have) }
+        let skip = Int(have - offset)
+        let written = data.withUnsafeBytes { raw in pwrite(fd, raw.baseAddress! + skip, raw.count - skip, off_t(have)) }
+        guard written == data.count - skip else { throw RPCError.internal("cannot write the upload (errno \(errno))") }
+        return .received(total: end)
+    }
+
+    func receivedBytes(_ upload: UploadRecord) async throws -> [UInt8] {
+        FileManager.default.contents(atPath: partPath(upload.id)).map(Array.init) ?? []
+    }
+
+    func photoBytes(_ item: MediaRecord, offset: Int, count: Int) async throws -> [UInt8]? {
+        let fd = open(blobPath(item.sha256), O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil } // deleted meanwhile
+        defer { close(fd) }
+        var data = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = data.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+            guard n > 0 else { throw RPCError.internal("cannot read photo \(item.id) (errno \(errno))") }
+            done += n
+        }
+        return data
     }
 
     /// Files to unlink once the transaction that released them committed.
@@ -258,40 +235,54 @@ final class MediaStore: Sendable {
         }
     }
 
-    struct Finished: Sendable {
-        var item: MediaRecord
-        var deduplicated: Bool
-        var replaced: String
-    }
-
-    /// Stores a checked upload: moves `file` (already synced) to its blob path unless those bytes
-    /// are stored already, records the item, and for a profile picture makes it the current one.
-    func finish(upload: UploadRecord, item: MediaRecord, file: String, locationRemoved: Bool) async throws -> Finished {
-        let blob = blobPath(item.sha256)
-        let (finished, _) = try await writing { db, released in
-            let existing = try Int.fetchOne(db, cached: "SELECT refs FROM blobs WHERE sha256 = ?", arguments: [item.sha256])
-            if existing != nil {
-                try db.run(sql: "UPDATE blobs SET refs = refs + 1 WHERE sha256 = ?", arguments: [item.sha256])
-                unlink(file)
-            } else {
-                try FileManager.default.createDirectory(atPath: (blob as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-                guard rename(file, blob) == 0 else { throw StoreInvariant("cannot move the photo into the store (errno \(errno))") }
-                syncDirectory(of: blob)
-                try db.run(sql: "INSERT INTO blobs (sha256, size, refs) VALUES (?, ?, 1)", arguments: [item.sha256, item.size])
-            }
-            try db.run(sql: "INSERT INTO media (\(MediaRecord.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           arguments: [item.id, item.owner, item.purpose.rawValue, item.placeID, item.type.rawValue, item.size,
-                                       item.width, item.height, item.sha256, item.createdMs, item.attached])
-            var replaced = ""
-            if item.purpose == .profile {
-                replaced = try String.fetchOne(db, cached: "SELECT media_id FROM profile_pictures WHERE user = ?", arguments: [item.owner]) ?? ""
-                if !replaced.isEmpty { try self.deleteItem(db, replaced, into: &released) }
-                try db.run(sql: "INSERT OR REPLACE INTO profile_pictures (user, media_id) VALUES (?, ?)", arguments: [item.owner, item.id])
-            }
-            try db.run(sql: "UPDATE uploads SET media_id = ?, location_removed = ?, deduplicated = ?, replaced = ? WHERE id = ?",
-                           arguments: [item.id, locationRemoved, existing != nil, replaced, upload.id])
-            return Finished(item: item, deduplicated: existing != nil, replaced: replaced)
+    /// The photo goes to a file of its own, synced, then renamed into place in the writer. The
+    /// part is kept until the item is committed, so a failed finish can be retried; unchanged
+    /// bytes are stored from a hard link to the part (synced), not written again.
+    func finish(upload: UploadRecord, item: MediaRecord, bytes: [UInt8], unchanged: Bool, locationRemoved: Bool) async throws -> FinishedUpload? {
+        let part = partPath(upload.id)
+        let file = "\(part).final"
+        unlink(file)
+        if !unchanged || link(part, file) != 0 {
+            try writeSynced(bytes, to: file)
+        } else {
+            try syncFile(file)
         }
+        let blob = blobPath(item.sha256)
+        let finished: FinishedUpload?
+        do {
+            (finished, _) = try await writing { db, released -> FinishedUpload? in
+                guard try String.fetchOne(db, cached: "SELECT media_id FROM uploads WHERE id = ?", arguments: [upload.id]) == nil else {
+                    unlink(file)
+                    return nil // finished meanwhile
+                }
+                let existing = try Int.fetchOne(db, cached: "SELECT refs FROM blobs WHERE sha256 = ?", arguments: [item.sha256])
+                if existing != nil {
+                    try db.run(sql: "UPDATE blobs SET refs = refs + 1 WHERE sha256 = ?", arguments: [item.sha256])
+                    unlink(file)
+                } else {
+                    try FileManager.default.createDirectory(atPath: (blob as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                    guard rename(file, blob) == 0 else { throw StoreInvariant("cannot move the photo into the store (errno \(errno))") }
+                    syncDirectory(of: blob)
+                    try db.run(sql: "INSERT INTO blobs (sha256, size, refs) VALUES (?, ?, 1)", arguments: [item.sha256, item.size])
+                }
+                try db.run(sql: "INSERT INTO media (\(MediaRecord.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                               arguments: [item.id, item.owner, item.purpose.rawValue, item.placeID, item.type.rawValue, item.size,
+                                           item.width, item.height, item.sha256, item.createdMs, item.attached])
+                var replaced = ""
+                if item.purpose == .profile {
+                    replaced = try String.fetchOne(db, cached: "SELECT media_id FROM profile_pictures WHERE user = ?", arguments: [item.owner]) ?? ""
+                    if !replaced.isEmpty { try self.deleteItem(db, replaced, into: &released) }
+                    try db.run(sql: "INSERT OR REPLACE INTO profile_pictures (user, media_id) VALUES (?, ?)", arguments: [item.owner, item.id])
+                }
+                try db.run(sql: "UPDATE uploads SET media_id = ?, location_removed = ?, deduplicated = ?, replaced = ? WHERE id = ?",
+                               arguments: [item.id, locationRemoved, existing != nil, replaced, upload.id])
+                return FinishedUpload(item: item, deduplicated: existing != nil, replaced: replaced)
+            }
+        } catch {
+            unlink(file)
+            throw error
+        }
+        unlink(part) // a crash before this leaves a part of a finished upload: the start-up sweep deletes it
         return finished
     }
 
@@ -303,12 +294,6 @@ final class MediaStore: Sendable {
             return true
         }
         return found ? releasedAny : nil
-    }
-
-    enum AttachOutcome: Sendable {
-        case attached(released: String)
-        case notFound
-        case wrongPurpose
     }
 
     /// Makes `id` (empty: none) `user`'s check-in photo, deleting the previous one.
@@ -358,6 +343,63 @@ final class MediaStore: Sendable {
     }
 }
 
+extension SQLiteMediaStore {
+    func erase(_ user: UInt64, traces: [String]) async throws -> Int {
+        try await writing { db, released -> Int in
+            var erased = 0
+            for id in try String.fetchAll(db, sql: "SELECT id FROM media WHERE owner = ?", arguments: [user]) {
+                try self.deleteItem(db, id, into: &released)
+                erased += 1
+            }
+            let parts = try String.fetchAll(db, sql: "SELECT id FROM uploads WHERE owner = ? AND media_id IS NULL", arguments: [user])
+            released += parts.map(self.partPath)
+            for sql in ["DELETE FROM uploads WHERE owner = ?1", "DELETE FROM profile_pictures WHERE user = ?1", "DELETE FROM check_in_photos WHERE user = ?1"] {
+                try db.execute(sql: sql, arguments: [user])
+                erased += db.changesCount
+            }
+            erased += try SQLiteReplyStore.eraseReplies(db, of: user, mentioning: traces)
+            return erased
+        }.0
+    }
+
+    /// The rows are zeroed in the file (`secure_delete`); the WAL's older frames may still hold them.
+    func scrubErased() async throws {
+        try await database.truncateWAL()
+    }
+
+    func contents() async throws -> StoredContents {
+        let references = try await database.read { db in
+            Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT sha256, refs FROM blobs").map { ($0[0] as String, $0[1] as Int) })
+        }
+        let fm = FileManager.default
+        let blobs = (fm.enumerator(atPath: blobDirectory)?.allObjects as? [String] ?? []).filter { $0.contains("/") }
+        let parts = (try? fm.contentsOfDirectory(atPath: uploadDirectory)) ?? []
+        return StoredContents(references: references, byteCopies: blobs.count, uploadsHoldingBytes: parts.count)
+    }
+}
+
+/// fsync of an existing file.
+func syncFile(_ path: String) throws {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
+    defer { close(fd) }
+    guard fsync(fd) == 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
+}
+
+/// Writes `bytes` to a new file at `path` and fsyncs it.
+func writeSynced(_ bytes: [UInt8], to path: String) throws {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
+    defer { close(fd) }
+    var done = 0
+    while done < bytes.count {
+        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, bytes.count - done) }
+        guard n > 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
+        done += n
+    }
+    guard fsync(fd) == 0 else { throw RPCError.internal("cannot store the photo (errno \(errno))") }
+}
+
 /// fsync of the folder holding `path`, so a rename into it survives a power cut.
 func syncDirectory(of path: String) {
     let fd = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY)
@@ -366,8 +408,3 @@ func syncDirectory(of path: String) {
     close(fd)
 }
 
-/// 128 random bits as 32 hex characters: media and upload ids cannot be guessed.
-func randomID() -> String {
-    var g = SystemRandomNumberGenerator()
-    return (0..<2).map { _ in String(format: "%016llx", g.next() as UInt64) }.joined()
-}

@@ -1,0 +1,397 @@
+import Foundation
+import FriensoProto
+import Logging
+import PostgresNIO
+import Storage
+import Wire
+
+/// Media's storage on PostgreSQL: the `media` schema of the deployment's database, photos' bytes
+/// included (`blobs.bytes`, `upload_parts.bytes`), so that every instance on every host reads
+/// and writes the same photos and a database backup holds them all. The same tables as the
+/// SQLite store, and the same behaviour (the media tests run on both engines).
+///
+/// Several instances may share the schema and PostgreSQL runs changes at once, so:
+/// - the changes of one person's photos (quota checks, finishing an upload, deleting, attaching,
+///   erasing) take that person's turn first (a transaction-scoped advisory lock): two uploads
+///   cannot both squeeze under a quota, nor two profile pictures both replace the same one;
+/// - a chunk or a finish locks its upload's row: chunks sent to two instances append in turn,
+///   and a finish that reached two instances stores one photo;
+/// - a blob's reference count changes in one statement on its row, and the row goes with its last
+///   reference in the same transaction.
+///
+/// Bytes are stored uncompressed out of line (`STORAGE EXTERNAL`: photos are compressed already),
+/// so reading a chunk of a photo reads that chunk only.
+final class PostgresMediaStore: MediaStorage {
+    let database: PostgresServiceDatabase
+    let replies: any ReplyStore
+    var logger: Logger { database.logger }
+
+    private init(database: PostgresServiceDatabase) {
+        self.database = database
+        replies = PostgresReplyStore(database: database)
+    }
+
+    /// Runs media's migrations on `database` (its schema must be `media`).
+    static func open(_ database: PostgresServiceDatabase) async throws -> PostgresMediaStore {
+        try await database.migrate(migrations)
+        return PostgresMediaStore(database: database)
+    }
+
+    static let tables = ["blobs", "media", "profile_pictures", "check_in_photos", "uploads", "upload_parts", "idempotent_replies"]
+
+    static let migrations: [PostgresMigration] = PostgresReplyStore.migrations + [
+        PostgresMigration("media_v1", [
+            "CREATE TABLE blobs (sha256 text COLLATE \"C\" PRIMARY KEY, size bigint NOT NULL, refs bigint NOT NULL, bytes bytea NOT NULL)",
+            "ALTER TABLE blobs ALTER COLUMN bytes SET STORAGE EXTERNAL",
+            """
+            CREATE TABLE media (
+                id text COLLATE "C" PRIMARY KEY, owner bigint NOT NULL, purpose bigint NOT NULL, place_id bigint NOT NULL,
+                type bigint NOT NULL, size bigint NOT NULL, width bigint NOT NULL, height bigint NOT NULL,
+                sha256 text COLLATE "C" NOT NULL REFERENCES blobs (sha256), created_ms bigint NOT NULL, attached boolean NOT NULL DEFAULT false)
+            """,
+            "CREATE INDEX media_by_place ON media (place_id, created_ms DESC, id DESC) WHERE purpose = 3",
+            "CREATE INDEX media_by_owner ON media (owner, created_ms DESC, id DESC)",
+            "CREATE INDEX media_by_blob ON media (sha256)",
+            "CREATE TABLE profile_pictures (user_id bigint PRIMARY KEY, media_id text COLLATE \"C\" NOT NULL)",
+            "CREATE TABLE check_in_photos (user_id bigint PRIMARY KEY, media_id text COLLATE \"C\" NOT NULL)",
+            """
+            CREATE TABLE uploads (
+                id text COLLATE "C" PRIMARY KEY, owner bigint NOT NULL, purpose bigint NOT NULL, place_id bigint NOT NULL,
+                size bigint NOT NULL, created_ms bigint NOT NULL, expires_ms bigint NOT NULL, media_id text COLLATE "C",
+                location_removed boolean NOT NULL DEFAULT false, deduplicated boolean NOT NULL DEFAULT false, replaced text NOT NULL DEFAULT '')
+            """,
+            "CREATE INDEX uploads_by_owner ON uploads (owner, created_ms)",
+            """
+            CREATE TABLE upload_parts (
+                upload_id text COLLATE "C" NOT NULL REFERENCES uploads (id) ON DELETE CASCADE,
+                start_offset bigint NOT NULL,
+                bytes bytea NOT NULL,
+                PRIMARY KEY (upload_id, start_offset))
+            """,
+            "ALTER TABLE upload_parts ALTER COLUMN bytes SET STORAGE EXTERNAL",
+        ]),
+    ]
+
+    /// A stored enum value as the generated enums take it.
+    static func raw(_ value: Int64) -> Int32 { Int32(truncatingIfNeeded: value) }
+
+    typealias ItemRow = (String, Int64, Int64, Int64, Int64, Int64, Int64, Int64, String, Int64, Bool)
+    typealias UploadRow = (String, Int64, Int64, Int64, Int64, Int64, Int64, String?, Bool, Bool, String)
+
+    static func item(_ r: ItemRow) -> MediaRecord {
+        MediaRecord(id: r.0, owner: UInt64(r.1), purpose: MediaV1.Purpose(rawValue: raw(r.2)), placeID: UInt64(r.3),
+                    type: MediaV1.ImageType(rawValue: raw(r.4)), size: r.5, width: UInt32(clamping: r.6), height: UInt32(clamping: r.7),
+                    sha256: r.8, createdMs: r.9, attached: r.10)
+    }
+
+    static func upload(_ r: UploadRow) -> UploadRecord {
+        UploadRecord(id: r.0, owner: UInt64(r.1), purpose: MediaV1.Purpose(rawValue: raw(r.2)), placeID: UInt64(r.3), size: r.4,
+                     createdMs: r.5, expiresMs: r.6, mediaID: r.7, locationRemoved: r.8, deduplicated: r.9, replaced: r.10)
+    }
+
+    private func items(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [MediaRecord] {
+        var result: [MediaRecord] = []
+        for try await row in try await connection.query(query, logger: logger).decode(ItemRow.self) { result.append(Self.item(row)) }
+        return result
+    }
+
+    private func items(_ query: PostgresQuery) async throws -> [MediaRecord] {
+        try await database.read { connection in try await self.items(query, on: connection) }
+    }
+
+    /// Takes `owner`'s turn for changes of their photos until the transaction ends.
+    private func lockOwner(_ owner: UInt64, on connection: PostgresConnection) async throws {
+        let key = "frienso media owner \(owner)"
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: logger)
+    }
+
+    // MARK: Reads
+
+    func item(_ id: String) async throws -> MediaRecord? {
+        try await items("SELECT \(unescaped: MediaRecord.columns) FROM media WHERE id = \(id)").first
+    }
+
+    func upload(_ id: String) async throws -> UploadRecord? {
+        try await database.read { connection in
+            for try await row in try await connection.query("SELECT \(unescaped: UploadRecord.columns) FROM uploads WHERE id = \(id)",
+                                                            logger: self.logger).decode(UploadRow.self) {
+                return Self.upload(row)
+            }
+            return nil
+        }
+    }
+
+    func profilePicture(of user: UInt64) async throws -> MediaRecord? {
+        try await items("""
+            SELECT \(unescaped: MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM profile_pictures WHERE user_id = \(Int64(user)))
+            """).first
+    }
+
+    func checkInPhoto(of user: UInt64) async throws -> MediaRecord? {
+        try await items("""
+            SELECT \(unescaped: MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM check_in_photos WHERE user_id = \(Int64(user)))
+            """).first
+    }
+
+    func list(_ selection: PhotoSelection, after cursor: (Int64, String)?, limit: Int) async throws -> [MediaRecord] {
+        let (ms, id) = cursor ?? (Int64.max, "")
+        let after = cursor != nil
+        switch selection {
+        case .venue(let place):
+            return try await items("""
+                SELECT \(unescaped: MediaRecord.columns) FROM media WHERE purpose = 3 AND place_id = \(Int64(place))
+                    AND (NOT \(after) OR created_ms < \(ms) OR (created_ms = \(ms) AND id < \(id)))
+                ORDER BY created_ms DESC, id DESC LIMIT \(limit)
+                """)
+        case .owner(let owner):
+            return try await items("""
+                SELECT \(unescaped: MediaRecord.columns) FROM media WHERE owner = \(Int64(owner))
+                    AND (NOT \(after) OR created_ms < \(ms) OR (created_ms = \(ms) AND id < \(id)))
+                ORDER BY created_ms DESC, id DESC LIMIT \(limit)
+                """)
+        }
+    }
+
+    private func usage(of owner: UInt64, now: Int64, on connection: PostgresConnection) async throws -> MediaUsage {
+        let rows = try await connection.query("""
+            SELECT (SELECT COALESCE(SUM(size), 0)::bigint FROM media WHERE owner = \(Int64(owner))),
+                   (SELECT COALESCE(SUM(size), 0)::bigint FROM uploads WHERE owner = \(Int64(owner)) AND media_id IS NULL AND expires_ms > \(now)),
+                   (SELECT COUNT(*) FROM uploads WHERE owner = \(Int64(owner)) AND created_ms > \(now - 3_600_000))
+            """, logger: logger)
+        for try await (stored, pending, recent) in rows.decode((Int64, Int64, Int64).self) {
+            return MediaUsage(storedBytes: stored, pendingBytes: pending, uploadsLastHour: Int(recent))
+        }
+        return MediaUsage(storedBytes: 0, pendingBytes: 0, uploadsLastHour: 0)
+    }
+
+    func usage(of owner: UInt64, now: Int64) async throws -> MediaUsage {
+        try await database.read { connection in try await self.usage(of: owner, now: now, on: connection) }
+    }
+
+    func photoBytes(_ item: MediaRecord, offset: Int, count: Int) async throws -> [UInt8]? {
+        try await database.read { connection in
+            let rows = try await connection.query("""
+                SELECT substring(bytes FROM \(Int32(offset + 1)) FOR \(Int32(count))) FROM blobs WHERE sha256 = \(item.sha256)
+                """, logger: self.logger)
+            for try await data in rows.decode(Data.self) { return Array(data) }
+            return nil
+        }
+    }
+
+    // MARK: Uploads
+
+    func startUpload(_ upload: UploadRecord, quotaBytes: Int64, uploadsPerHour: Int) async throws {
+        try await database.write { connection in
+            try await self.lockOwner(upload.owner, on: connection)
+            let usage = try await self.usage(of: upload.owner, now: upload.createdMs, on: connection)
+            if let refusal = QuotaRefusal(usage: usage, size: upload.size, quotaBytes: quotaBytes, uploadsPerHour: uploadsPerHour) {
+                throw refusal
+            }
+            try await connection.query("""
+                INSERT INTO uploads (id, owner, purpose, place_id, size, created_ms, expires_ms)
+                VALUES (\(upload.id), \(Int64(upload.owner)), \(Int64(upload.purpose.rawValue)), \(Int64(upload.placeID)), \(upload.size),
+                        \(upload.createdMs), \(upload.expiresMs))
+                """, logger: self.logger)
+        }
+    }
+
+    /// Bytes received so far, with the upload's row locked: nil when the row is gone.
+    private func received(_ upload: String, on connection: PostgresConnection) async throws -> Int64? {
+        guard try await PostgresServiceDatabase.exists(connection.query("SELECT 1 FROM uploads WHERE id = \(upload) FOR UPDATE", logger: logger)) else {
+            return nil
+        }
+        let rows = try await connection.query("SELECT COALESCE(SUM(length(bytes)), 0)::bigint FROM upload_parts WHERE upload_id = \(upload)",
+                                              logger: logger)
+        return try await PostgresServiceDatabase.first(rows, Int64.self) ?? 0
+    }
+
+    func receiveChunk(_ upload: UploadRecord, offset: UInt64, data: [UInt8]) async throws -> ChunkOutcome {
+        try await database.write { connection in
+            guard let have = try await self.received(upload.id, on: connection).map({ UInt64($0) }) else { return .gone }
+            let end = offset + UInt64(data.count)
+            if end <= have { return .received(total: have) } // a retry: already here
+            guard offset <= have else { return .outOfOrder(have: have) }
+            let fresh = Data(data[Int(have - offset)...])
+            try await connection.query("""
+                INSERT INTO upload_parts (upload_id, start_offset, bytes) VALUES (\(upload.id), \(Int64(have)), \(fresh))
+                """, logger: self.logger)
+            return .received(total: end)
+        }
+    }
+
+    func receivedBytes(_ upload: UploadRecord) async throws -> [UInt8] {
+        try await database.read { connection in
+            var bytes: [UInt8] = []
+            let rows = try await connection.query("SELECT bytes FROM upload_parts WHERE upload_id = \(upload.id) ORDER BY start_offset",
+                                                  logger: self.logger)
+            for try await part in rows.decode(Data.self) { bytes.append(contentsOf: part) }
+            return bytes
+        }
+    }
+
+    func finish(upload: UploadRecord, item: MediaRecord, bytes: [UInt8], unchanged: Bool, locationRemoved: Bool) async throws -> FinishedUpload? {
+        try await database.write { connection -> FinishedUpload? in
+            try await self.lockOwner(item.owner, on: connection)
+            let state = try await connection.query("SELECT media_id FROM uploads WHERE id = \(upload.id) FOR UPDATE", logger: self.logger)
+            var found = false
+            for try await mediaID in state.decode(String?.self) {
+                found = true
+                if mediaID != nil { return nil } // finished meanwhile
+            }
+            guard found else { throw RPCError.notFound("upload \(upload.id) expired: start again") }
+            let sha = item.sha256
+            let added = try await connection.query("UPDATE blobs SET refs = refs + 1 WHERE sha256 = \(sha) RETURNING 1", logger: self.logger)
+            let deduplicated = try await PostgresServiceDatabase.exists(added)
+            if !deduplicated {
+                // Another transaction may store the same bytes at the same moment: then this one
+                // counts a reference to its row.
+                try await connection.query("""
+                    INSERT INTO blobs (sha256, size, refs, bytes) VALUES (\(sha), \(item.size), 1, \(Data(bytes)))
+                    ON CONFLICT (sha256) DO UPDATE SET refs = blobs.refs + 1
+                    """, logger: self.logger)
+            }
+            try await connection.query("""
+                INSERT INTO media (\(unescaped: MediaRecord.columns))
+                VALUES (\(item.id), \(Int64(item.owner)), \(Int64(item.purpose.rawValue)), \(Int64(item.placeID)), \(Int64(item.type.rawValue)),
+                        \(item.size), \(Int64(item.width)), \(Int64(item.height)), \(sha), \(item.createdMs), \(item.attached))
+                """, logger: self.logger)
+            var replaced = ""
+            if item.purpose == .profile {
+                let owner = Int64(item.owner)
+                replaced = try await PostgresServiceDatabase.first(
+                    connection.query("SELECT media_id FROM profile_pictures WHERE user_id = \(owner)", logger: self.logger), String.self) ?? ""
+                if !replaced.isEmpty { _ = try await self.deleteItem(replaced, on: connection) }
+                try await connection.query("""
+                    INSERT INTO profile_pictures (user_id, media_id) VALUES (\(owner), \(item.id))
+                    ON CONFLICT (user_id) DO UPDATE SET media_id = excluded.media_id
+                    """, logger: self.logger)
+            }
+            try await connection.query("""
+                UPDATE uploads SET media_id = \(item.id), location_removed = \(locationRemoved), deduplicated = \(deduplicated), replaced = \(replaced)
+                WHERE id = \(upload.id)
+                """, logger: self.logger)
+            try await connection.query("DELETE FROM upload_parts WHERE upload_id = \(upload.id)", logger: self.logger)
+            return FinishedUpload(item: item, deduplicated: deduplicated, replaced: replaced)
+        }
+    }
+
+    func abandon(_ upload: String) async throws {
+        try await database.write { connection in
+            try await connection.query("DELETE FROM uploads WHERE id = \(upload) AND media_id IS NULL", logger: self.logger)
+        }
+    }
+
+    // MARK: Changes
+
+    /// Deletes an item and its pointers, releasing its bytes. - Returns: whether the bytes went
+    /// (the last reference); nil when there was no such item.
+    @discardableResult
+    private func deleteItem(_ id: String, on connection: PostgresConnection) async throws -> Bool? {
+        guard let sha = try await PostgresServiceDatabase.first(
+            connection.query("DELETE FROM media WHERE id = \(id) RETURNING sha256", logger: logger), String.self) else { return nil }
+        try await connection.query("DELETE FROM profile_pictures WHERE media_id = \(id)", logger: logger)
+        try await connection.query("DELETE FROM check_in_photos WHERE media_id = \(id)", logger: logger)
+        let left = try await PostgresServiceDatabase.first(
+            connection.query("UPDATE blobs SET refs = refs - 1 WHERE sha256 = \(sha) RETURNING refs", logger: logger), Int64.self) ?? 0
+        guard left <= 0 else { return false }
+        try await connection.query("DELETE FROM blobs WHERE sha256 = \(sha) AND refs <= 0", logger: logger)
+        return true
+    }
+
+    func delete(_ id: String, owner: UInt64) async throws -> Bool? {
+        try await database.write { connection -> Bool? in
+            try await self.lockOwner(owner, on: connection)
+            guard try await PostgresServiceDatabase.exists(
+                connection.query("SELECT 1 FROM media WHERE id = \(id) AND owner = \(Int64(owner))", logger: self.logger)) else { return nil }
+            return try await self.deleteItem(id, on: connection)
+        }
+    }
+
+    func attachCheckInPhoto(user: UInt64, id: String) async throws -> AttachOutcome {
+        try await database.write { connection -> AttachOutcome in
+            try await self.lockOwner(user, on: connection)
+            let owner = Int64(user)
+            if !id.isEmpty {
+                guard let purpose = try await PostgresServiceDatabase.first(
+                    connection.query("SELECT purpose FROM media WHERE id = \(id) AND owner = \(owner) FOR UPDATE", logger: self.logger), Int64.self) else {
+                    return .notFound
+                }
+                guard MediaV1.Purpose(rawValue: Self.raw(purpose)) == .checkIn else { return .wrongPurpose }
+            }
+            let previous = try await PostgresServiceDatabase.first(
+                connection.query("SELECT media_id FROM check_in_photos WHERE user_id = \(owner)", logger: self.logger), String.self) ?? ""
+            guard previous != id else { return .attached(released: "") }
+            if !previous.isEmpty { try await self.deleteItem(previous, on: connection) }
+            if id.isEmpty {
+                try await connection.query("DELETE FROM check_in_photos WHERE user_id = \(owner)", logger: self.logger)
+            } else {
+                try await connection.query("""
+                    INSERT INTO check_in_photos (user_id, media_id) VALUES (\(owner), \(id))
+                    ON CONFLICT (user_id) DO UPDATE SET media_id = excluded.media_id
+                    """, logger: self.logger)
+                try await connection.query("UPDATE media SET attached = true WHERE id = \(id)", logger: self.logger)
+            }
+            return .attached(released: previous)
+        }
+    }
+
+    /// Two instances' passes at once each delete what they find; an item the other took is
+    /// skipped (`SKIP LOCKED`), and deleting a row twice deletes it once.
+    func expire(now: Int64, unattachedFor: Int64) async throws -> (uploads: Int, photos: Int) {
+        try await database.transaction { connection in
+            let stale = try await PostgresServiceDatabase.count(connection.query(
+                "DELETE FROM uploads WHERE media_id IS NULL AND expires_ms <= \(now) RETURNING 1", logger: self.logger))
+            try await connection.query("DELETE FROM uploads WHERE created_ms <= \(now - 86_400_000)", logger: self.logger)
+            let orphans = try await connection.query("""
+                SELECT id FROM media WHERE purpose = 2 AND NOT attached AND created_ms <= \(now - unattachedFor) FOR UPDATE SKIP LOCKED
+                """, logger: self.logger)
+            var ids: [String] = []
+            for try await id in orphans.decode(String.self) { ids.append(id) }
+            for id in ids { try await self.deleteItem(id, on: connection) }
+            return (stale, ids.count)
+        }
+    }
+
+    // MARK: A deleted account
+
+    func erase(_ user: UInt64, traces: [String]) async throws -> Int {
+        try await database.write { connection in
+            try await self.lockOwner(user, on: connection)
+            let owner = Int64(user)
+            var erased = 0
+            var ids: [String] = []
+            for try await id in try await connection.query("SELECT id FROM media WHERE owner = \(owner)", logger: self.logger).decode(String.self) {
+                ids.append(id)
+            }
+            for id in ids {
+                if try await self.deleteItem(id, on: connection) != nil { erased += 1 }
+            }
+            for query: PostgresQuery in ["DELETE FROM uploads WHERE owner = \(owner) RETURNING 1",
+                                         "DELETE FROM profile_pictures WHERE user_id = \(owner) RETURNING 1",
+                                         "DELETE FROM check_in_photos WHERE user_id = \(owner) RETURNING 1"] {
+                erased += try await PostgresServiceDatabase.count(connection.query(query, logger: self.logger))
+            }
+            erased += try await PostgresReplyStore.eraseReplies(connection, of: user, mentioning: traces, logger: self.logger)
+            return erased
+        }
+    }
+
+    /// Deleted rows stay in the table files as dead versions until a vacuum removes them.
+    func scrubErased() async throws {
+        try await database.read { connection in
+            try await connection.query(PostgresQuery(unsafeSQL: "VACUUM \(Self.tables.joined(separator: ", "))"), logger: self.logger)
+        }
+    }
+
+    func contents() async throws -> StoredContents {
+        try await database.read { connection in
+            var references: [String: Int] = [:]
+            for try await (sha, refs) in try await connection.query("SELECT sha256, refs FROM blobs", logger: self.logger).decode((String, Int64).self) {
+                references[sha] = Int(refs)
+            }
+            let uploads = try await PostgresServiceDatabase.first(
+                connection.query("SELECT COUNT(DISTINCT upload_id) FROM upload_parts", logger: self.logger), Int64.self) ?? 0
+            return StoredContents(references: references, byteCopies: references.count, uploadsHoldingBytes: Int(uploads))
+        }
+    }
+}
