@@ -4,6 +4,9 @@ import FriensoClient
 import FriensoProto
 public import Logging
 import Media
+import PostgresHarness
+import ServiceKit
+import Storage
 import ServiceLifecycle
 import Synchronization
 import Wire
@@ -20,7 +23,13 @@ public enum MediaScenario {
         /// The service's chunk size (bytes a request or reply carries).
         public var chunkBytes = 1 << 20
         public var parts: Set<String> = MediaScenario.parts
-        public init(inFlight: Int = 8, rounds: Int = 32, smallRequests: Int = 2_000, chunkBytes: Int = 1 << 20, parts: Set<String> = MediaScenario.parts) {
+        /// Where media keeps photos, one run each in order: `sqlite` (files, as `deploy/up`) or
+        /// `postgres` (bytes in a PostgreSQL server the bench starts).
+        public var storages: [String] = ["sqlite"]
+        public static let knownStorages = ["sqlite", "postgres"]
+        public init(inFlight: Int = 8, rounds: Int = 32, smallRequests: Int = 2_000, chunkBytes: Int = 1 << 20, parts: Set<String> = MediaScenario.parts,
+                    storages: [String] = ["sqlite"]) {
+            self.storages = storages
             self.chunkBytes = chunkBytes
             self.inFlight = inFlight
             self.rounds = rounds
@@ -56,12 +65,29 @@ public enum MediaScenario {
     }
 
     public static func run(_ options: Options, logger: Logger) async throws -> String {
+        let postgres = options.storages.contains("postgres")
+            ? try await Task.detached { try LocalPostgresServer.start(prefix: "frienso-bench-media-pg") }.value : nil
+        defer { postgres?.stop() }
+        var sections: [String] = []
+        var rates: [String: Double] = [:]
+        for storage in options.storages {
+            let (text, rate) = try await run(options, storage: storage, postgres: postgres, logger: logger)
+            sections.append(options.storages.count > 1 ? "### media on \(storage == "sqlite" ? "SQLite (files)" : "PostgreSQL (bytea)")\n\n\(text)" : text)
+            rates[storage] = rate
+        }
+        if let files = rates["sqlite"], let database = rates["postgres"], files > 0 {
+            sections.append(String(format: "- PostgreSQL against SQLite, same run: %.0f against %.0f MiB/s aggregate (**%.2f×**)", database, files, database / files))
+        }
+        return sections.joined(separator: "\n\n")
+    }
+
+    /// One run on `storage`. - Returns: its report, and the aggregate MiB/s of the throughput part.
+    static func run(_ options: Options, storage: String, postgres: LocalPostgresServer?, logger: Logger) async throws -> (String, Double?) {
         let dir = BenchStack.scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
         for sub in ["accounts", "media"] { try FileManager.default.createDirectory(atPath: "\(dir)/\(sub)", withIntermediateDirectories: true) }
         var quiet = logger
         quiet.logLevel = .warning
-        var out: [String] = []
         let (ac, ar) = (ZMQContext(), Reactor(name: "bench-accounts"))
         let (mc, mr) = (ZMQContext(), Reactor(name: "bench-media"))
         let (cc, cr) = (ZMQContext(), Reactor(name: "bench-clients"))
@@ -71,7 +97,29 @@ public enum MediaScenario {
         config.quotaBytes = 1 << 40
         config.uploadsPerHour = 1_000_000
         config.chunkBytes = options.chunkBytes
-        let media = try MediaService(directory: "\(dir)/media", peers: OpenPeers(), config: config, logger: quiet)
+        let engine: StorageEngine
+        if storage == "postgres", let postgres {
+            let settings = try PostgresSettings(url: postgres.url(database: try postgres.createDatabase("media")), schema: "media")
+            engine = .postgres(try await PostgresServiceDatabase.open(settings, logger: quiet))
+        } else {
+            engine = .sqlite(directory: "\(dir)/media")
+        }
+        do {
+            let result = try await run(options, media: try await MediaService.open(engine, peers: OpenPeers(), config: config, logger: quiet),
+                                       accounts: accounts, contexts: (mc, mr, cc, cr), logger: quiet)
+            await engine.close()
+            return result
+        } catch {
+            await engine.close()
+            throw error
+        }
+    }
+
+    static func run(_ options: Options, media: MediaService, accounts: ServiceHost, contexts: (ZMQContext, Reactor, ZMQContext, Reactor),
+                    logger quiet: Logger) async throws -> (String, Double?) {
+        let (mc, mr, cc, cr) = contexts
+        var out: [String] = []
+        var throughput: Double?
         let mediaHost = media.makeHost(options: HostOptions(name: "media", endpoint: "tcp://127.0.0.1:*"), logger: quiet, context: mc, reactor: mr)
         let services = ServiceGroup(configuration: .init(services: [.init(service: accounts), .init(service: mediaHost)], logger: quiet))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
@@ -128,6 +176,7 @@ public enum MediaScenario {
                 (u.elapsed, d.elapsed) = (elapsed, elapsed)
                 let moved = Double(u.count + d.count) // MiB
                 let rate = moved / BenchStack.seconds(elapsed)
+                throughput = rate
                 out.append(Report.table([u, d]))
                 out.append("- chunks of \(options.chunkBytes >> 10) KiB; \(movers.count) clients in flight, \(rounds) upload+download pairs each: \(Int(moved)) MiB moved in "
                            + String(format: "%.2f s: **%.0f MiB/s** aggregate", BenchStack.seconds(elapsed), rate))
@@ -178,6 +227,6 @@ public enum MediaScenario {
             await services.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
-        return out.joined(separator: "\n")
+        return (out.joined(separator: "\n"), throughput)
     }
 }

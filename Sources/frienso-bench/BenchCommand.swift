@@ -246,9 +246,14 @@ struct MediaBench: AsyncParsableCommand {
     @Option(help: "Small requests measured, with and without a big download in flight.") var smallRequests = 2_000
     @Option(help: "The media service's chunk size in KiB (at most 1024: the service's default and cap).") var chunkKib = 1_024
     @Option(help: "Parts to run, comma-separated: throughput, isolation.") var parts = "throughput,isolation"
+    @Option(help: "Where media keeps photos, one run each, comma-separated: sqlite (files), postgres (bytes in a PostgreSQL server the bench starts).")
+    var storages = "sqlite"
 
     func validate() throws {
         guard ScenarioParts.parse(parts, known: MediaScenario.parts) != nil else { throw ValidationError("--parts takes throughput, isolation") }
+        guard ScenarioParts.parse(storages, known: Set(MediaScenario.Options.knownStorages)) != nil else {
+            throw ValidationError("--storages takes sqlite, postgres")
+        }
         guard inFlight >= 2, rounds > 0, smallRequests > 0 else { throw ValidationError("--in-flight ≥ 2; --rounds, --small-requests > 0") }
         guard (16...1_024).contains(chunkKib) else { throw ValidationError("--chunk-kib: 16 to 1024") }
     }
@@ -257,7 +262,8 @@ struct MediaBench: AsyncParsableCommand {
 
     func run() async throws {
         let options = MediaScenario.Options(inFlight: inFlight, rounds: rounds, smallRequests: smallRequests, chunkBytes: chunkKib << 10,
-                                            parts: ScenarioParts.parse(parts, known: MediaScenario.parts) ?? [])
+                                            parts: ScenarioParts.parse(parts, known: MediaScenario.parts) ?? [],
+                                            storages: storages.split(separator: ",").map(String.init))
         print(try await MediaScenario.run(options, logger: Logger(label: "bench")))
         try results.write("media")
     }

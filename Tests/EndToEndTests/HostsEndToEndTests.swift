@@ -11,20 +11,21 @@ import Wire
 
 /// A deployment over four hosts on one machine, for real (`TestNetwork`: Linux network
 /// namespaces joined by veth links): PostgreSQL on `db`; accounts, social, geo, alerts and media
-/// on `svc`, and a second instance of accounts, social and alerts on `svc2` (all keeping their data
-/// on `db`); the gateway and the edge on `front`. Every hop between hosts is ZeroMQ with CurveZMQ
+/// on `svc`, and a second instance of accounts, social, alerts and media on `svc2` (all keeping
+/// their data, photos included, on `db`); the gateway and the edge on `front`. Every hop between hosts is ZeroMQ with CurveZMQ
 /// (or PostgreSQL's protocol); each host has its own launcher and only its own members' secret
 /// keys. While a writer keeps registering and a raiser keeps raising and resolving helpNow through
 /// the gateway, `svc`'s link is cut, then restored, then its processes are killed (`kill -9`, its
 /// launcher restarts them): both go on through `svc2`'s instances, every acknowledged registration
-/// logs in afterwards, every acknowledged helpNow reached the circle's SMS exactly once, clients
-/// saw only transient errors, and the run says how long each waited each time.
+/// logs in afterwards, every acknowledged helpNow reached the circle's SMS exactly once, a photo
+/// uploaded before the cut is read and another uploaded while `svc` is away, clients saw only
+/// transient errors, and the run says how long each waited each time.
 @Suite("end to end: several hosts (network namespaces)", .serialized, .timeLimit(.minutes(5)),
        .enabled(if: geteuid() == 0, "network namespaces need root (CI runs the tests as root); reported as skipped otherwise"))
 struct HostsEndToEndTests {
     static let serviceMembers = ["accounts", "social", "geo", "alerts", "media"]
     /// The second service host: a second instance of the members that can run as several.
-    static let secondMembers = ["accounts", "social", "alerts"]
+    static let secondMembers = ["accounts", "social", "alerts", "media"]
     static let frontMembers = ["gateway", "edge"]
 
     @Test func fourHosts_overCurve_aServiceHostCutOffThenKilled_failsOver_losingNoAcknowledgedWrite() async throws {
@@ -131,6 +132,10 @@ struct HostsEndToEndTests {
             _ = try await ben.call(SocialV1.SocialService.respondToCircleRequest,
                                    SocialV1.RespondToCircleRequestRequest(ownerUsername: "h_ana", action: .accept), mutation: true)
 
+            // Ben's profile picture, stored before the cut (its bytes in PostgreSQL, on `db`).
+            let picture = Fixture.jpeg(width: 320, height: 240, gps: false, filler: 400_000)
+            let pictureID = try #require(try await ben.uploadPhoto(picture, purpose: .profile).item?.mediaId)
+
             // A raiser raises Ana's helpNow and resolves it, again and again, all along.
             let raiser = Writer()
             let raising = Task {
@@ -184,6 +189,18 @@ struct HostsEndToEndTests {
             let cutAt = ContinuousClock.now
             let beforeCut = acknowledged()
             try await eventually("the writer goes on through svc2 while svc is cut off", timeout: .seconds(30)) { acknowledged() >= beforeCut + 5 }
+            // Photos through svc2's media while svc is away: Ana reads Ben's picture, Ben uploads a new one.
+            try await eventually("Ana reads Ben's picture while svc is cut off", timeout: .seconds(30)) {
+                (try? await ana.downloadPhoto(pictureID))?.bytes == picture
+            }
+            let newPicture = Fixture.jpeg(width: 320, height: 240, gps: false, filler: 400_001)
+            let uploaded = Mutex("")
+            try await eventually("Ben uploads a picture while svc is cut off", timeout: .seconds(30)) {
+                let id = (try? await ben.uploadPhoto(newPicture, purpose: .profile))?.item?.mediaId ?? ""
+                uploaded.withLock { $0 = id }
+                return !id.isEmpty
+            }
+            let newPictureID = uploaded.withLock { $0 }
             try net.restore("svc")
             let restoredAt = ContinuousClock.now
             let beforeRestore = acknowledged()
@@ -200,29 +217,34 @@ struct HostsEndToEndTests {
             try await eventually("the raiser goes on after svc's processes were killed", timeout: .seconds(60)) {
                 raiser.acknowledged.withLock { $0.count } >= beforeKillRaised + 3
             }
+            let stoppedAt = ContinuousClock.now
             writer.stop.store(true, ordering: .relaxed)
             raiser.stop.store(true, ordering: .relaxed)
             await writing.value
             await raising.value
 
-            /// The longest `who` waited for an acknowledgement from `start` until `end`.
+            /// The longest `who` waited for an acknowledgement from `start` until `end` (a wait still
+            /// going on at `end` counts up to `end`).
             func longestWait(_ who: Writer = writer, from start: ContinuousClock.Instant, to end: ContinuousClock.Instant) -> Duration {
                 var previous = start, longest = Duration.zero
                 for at in who.acknowledged.withLock({ $0.map(\.1) }) where at > start && at <= end {
                     longest = max(longest, previous.duration(to: at))
                     previous = at
                 }
-                return longest
+                return max(longest, previous.duration(to: end))
+            }
+            func count(_ who: Writer, from start: ContinuousClock.Instant, to end: ContinuousClock.Instant) -> Int {
+                who.acknowledged.withLock { $0.filter { $0.1 > start && $0.1 <= end }.count }
             }
             let failedWhileCut = writer.failures.withLock { $0.filter { $0.1 > cutAt && $0.1 <= restoredAt }.count }
             let failedAfterKill = writer.failures.withLock { $0.filter { $0.1 > killedAt }.count }
             print("""
                 several hosts, accounts on two: svc cut off: longest wait \(longestWait(from: cutAt, to: restoredAt)), \
                 \(failedWhileCut) failed; svc back: longest wait \(longestWait(from: restoredAt, to: killedAt)); \
-                svc's processes killed: longest wait \(longestWait(from: killedAt, to: .now)), \(failedAfterKill) failed; \
+                svc's processes killed: longest wait \(longestWait(from: killedAt, to: stoppedAt)), \(failedAfterKill) failed; \
                 \(acknowledged()) acknowledged, \(writer.failures.withLock { $0.count }) failed in all; \
-                helpNow on two alerts instances: longest wait \(longestWait(raiser, from: cutAt, to: restoredAt)) while svc was cut off, \
-                \(longestWait(raiser, from: killedAt, to: .now)) after the kill; \(raiser.acknowledged.withLock { $0.count }) raised, \
+                helpNow on two alerts instances: longest wait \(longestWait(raiser, from: cutAt, to: restoredAt)) while svc was cut off \
+                (\(count(raiser, from: cutAt, to: restoredAt)) raised meanwhile), \(longestWait(raiser, from: killedAt, to: stoppedAt)) after the kill; \(raiser.acknowledged.withLock { $0.count }) raised, \
                 \(raiser.failures.withLock { $0.count }) failed
                 """)
             let failures = writer.failures.withLock { $0.map(\.0) } + raiser.failures.withLock { $0.map(\.0) }
@@ -237,6 +259,11 @@ struct HostsEndToEndTests {
                 await #expect(throws: Never.self, "\(name) was acknowledged") { _ = try await check.login(name, password: "a long password 1") }
             }
             #expect(try await ben.call(SocialV1.SocialService.listFriends, SocialV1.ListFriendsRequest()).friends.map { $0.user?.username } == ["h_ana"])
+            // The picture uploaded while svc was away is Ben's picture now, and the old one is gone (one row left).
+            let current = try await ben.call(MediaV1.MediaService.listPhotos, MediaV1.ListPhotosRequest(mine: true))
+            #expect(current.items.map(\.mediaId) == [newPictureID])
+            #expect(try await ana.downloadPhoto(newPictureID).bytes == newPicture)
+            #expect(try await server.psql(database, "SELECT count(*) FROM media.media") == "1")
             // Every acknowledged helpNow texted Ben exactly once: one SMS row per alert, delivered,
             // and one message recorded by the provider for it (it keeps each idempotency key once).
             let raised = Set(raiser.acknowledged.withLock { $0.map(\.0) })

@@ -8,11 +8,13 @@ import Wire
 
 @Suite("social graph replica (Clone)", .serialized, .timeLimit(.minutes(2)))
 struct ReplicaTests {
-    /// Runs a replica of the stack's social service during `body`.
-    func withReplica<T: Sendable>(_ stack: SocketStack, _ body: @Sendable (SocialGraphReplica) async throws -> T) async throws -> T {
+    /// Runs a replica of the stack's social service during `body`, checking its head every
+    /// `checkInterval` (a replica behind for a whole interval without progress resyncs).
+    func withReplica<T: Sendable>(_ stack: SocketStack, checkInterval: Duration = .milliseconds(200),
+                                  _ body: @Sendable (SocialGraphReplica) async throws -> T) async throws -> T {
         let client = WireClient(endpoint: stack.socialEndpoint, logger: stack.logs.logger("replica→social"))
         let replica = SocialGraphReplica(social: client, eventsEndpoint: stack.socialEvents, logger: stack.logs.logger("replica"),
-                                         checkInterval: .milliseconds(200))
+                                         checkInterval: checkInterval)
         let result = try await withRunningServices([replica], logger: stack.logs.logger("group")) {
             await replica.ready()
             return try await body(replica)
@@ -29,7 +31,10 @@ struct ReplicaTests {
             // A friendship before the replica starts arrives in its snapshot.
             _ = try await ann.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_bob"))
             _ = try await bob.call(API.sendFriendRequest, SocialV1.SendFriendRequestRequest(username: "r_ann"))
-            try await withReplica(stack) { replica in
+            // The head is checked at the production interval: at 200 ms, an event held up that long
+            // on a loaded machine (the full suite on two cores) counted as lost and resynced, which
+            // is right for the replica and not what this test is about (changes come as events).
+            try await withReplica(stack, checkInterval: .seconds(5)) { replica in
                 #expect(replica.areFriends(annID, bobID))
                 // The SUB socket joins asynchronously (ZeroMQ's slow joiner): an event published before
                 // the join is missed and the replica resyncs, correctly. Warm up until a change has
@@ -52,7 +57,7 @@ struct ReplicaTests {
                     !replica.areFriends(annID, bobID) && replica.blocked(annID, bobID) && !replica.areFriends(annID, calID)
                         && replica.circle(of: annID).isEmpty
                 }
-                #expect(replica.status.snapshots == joined, "no resync once the stream is joined")
+                #expect(replica.status.snapshots == joined, "no resync once the stream is joined:\n\(stack.logs.dump().suffix(4000))")
             }
         }
     }

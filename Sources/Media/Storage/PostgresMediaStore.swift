@@ -244,11 +244,20 @@ final class PostgresMediaStore: MediaStorage {
             let deduplicated = try await PostgresServiceDatabase.exists(added)
             if !deduplicated {
                 // Another transaction may store the same bytes at the same moment: then this one
-                // counts a reference to its row.
-                try await connection.query("""
-                    INSERT INTO blobs (sha256, size, refs, bytes) VALUES (\(sha), \(item.size), 1, \(Data(bytes)))
-                    ON CONFLICT (sha256) DO UPDATE SET refs = blobs.refs + 1
-                    """, logger: self.logger)
+                // counts a reference to its row. Bytes stored as received are taken from the parts
+                // in the server, not sent to it again.
+                if unchanged {
+                    try await connection.query("""
+                        INSERT INTO blobs (sha256, size, refs, bytes)
+                        SELECT \(sha), \(item.size), 1, string_agg(bytes, ''::bytea ORDER BY start_offset) FROM upload_parts WHERE upload_id = \(upload.id)
+                        ON CONFLICT (sha256) DO UPDATE SET refs = blobs.refs + 1
+                        """, logger: self.logger)
+                } else {
+                    try await connection.query("""
+                        INSERT INTO blobs (sha256, size, refs, bytes) VALUES (\(sha), \(item.size), 1, \(Data(bytes)))
+                        ON CONFLICT (sha256) DO UPDATE SET refs = blobs.refs + 1
+                        """, logger: self.logger)
+                }
             }
             try await connection.query("""
                 INSERT INTO media (\(unescaped: MediaRecord.columns))
