@@ -114,7 +114,7 @@ struct PostgresEndToEndTests {
             #expect(got.status == 0, "\(got.output)")
             let downloaded = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(procs.workDirectory)/got.jpg")))
             #expect(downloaded.count > 3_000_000 && !Fixture.contains(downloaded, Fixture.gpsLatitude))
-            let stored = try await server.psql(database, "SELECT sum(length(bytes)) FROM media.blobs")
+            let stored = try await server.psql(database, "SELECT sum(length(bytes)) FROM media.chunks WHERE sha256 IS NOT NULL")
             #expect(stored == String(downloaded.count), "the photo's bytes are in PostgreSQL: \(stored)")
             let mediaMigrations = try await server.psql(database, "SELECT string_agg(name, ',' ORDER BY name) FROM media.schema_migrations")
             #expect(mediaMigrations == "idempotent_replies,media_v1")

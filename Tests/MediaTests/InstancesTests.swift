@@ -53,6 +53,11 @@ extension MediaTestGroup {
                 #expect(fromA == (try await b.download(item.mediaId, as: 2)))
                 #expect(SHA256.hexDigest(fromA) == item.sha256 && !Fixture.contains(fromA, Fixture.gpsLatitude))
                 #expect(try await a.stored() == StoredContents(references: [item.sha256: 1], byteCopies: 1, uploadsHoldingBytes: 0))
+                // Bytes stored as received keep their chunks: reads that cross chunk boundaries.
+                let clean = Fixture.jpeg(gps: false, filler: 200_000)
+                let stored = try #require(try await b.upload(clean, as: 1).item)
+                #expect(try await a.download(stored.mediaId, as: 2, chunk: 50_000) == clean)
+                #expect(try await b.download(stored.mediaId, as: 2, chunk: 65_536) == clean)
             }
         }
 

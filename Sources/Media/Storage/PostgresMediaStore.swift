@@ -6,7 +6,7 @@ import Storage
 import Wire
 
 /// Media's storage on PostgreSQL: the `media` schema of the deployment's database, photos' bytes
-/// included (`blobs.bytes`, `upload_parts.bytes`), so that every instance on every host reads
+/// included (`chunks`: a row per chunk received, first an upload's, then its photo's), so that every instance on every host reads
 /// and writes the same photos and a database backup holds them all. The same tables as the
 /// SQLite store, and the same behaviour (the media tests run on both engines).
 ///
@@ -20,7 +20,9 @@ import Wire
 ///   reference in the same transaction.
 ///
 /// Bytes are stored uncompressed out of line (`STORAGE EXTERNAL`: photos are compressed already),
-/// so reading a chunk of a photo reads that chunk only.
+/// so reading part of a chunk reads that part only. A finished upload whose bytes are stored as
+/// received hands its chunk rows to the photo (an `UPDATE` of their owner columns: PostgreSQL
+/// keeps an unchanged out-of-line value where it is, so the bytes are not written again).
 final class PostgresMediaStore: MediaStorage {
     let database: PostgresServiceDatabase
     let replies: any ReplyStore
@@ -37,12 +39,11 @@ final class PostgresMediaStore: MediaStorage {
         return PostgresMediaStore(database: database)
     }
 
-    static let tables = ["blobs", "media", "profile_pictures", "check_in_photos", "uploads", "upload_parts", "idempotent_replies"]
+    static let tables = ["blobs", "chunks", "media", "profile_pictures", "check_in_photos", "uploads", "idempotent_replies"]
 
     static let migrations: [PostgresMigration] = PostgresReplyStore.migrations + [
         PostgresMigration("media_v1", [
-            "CREATE TABLE blobs (sha256 text COLLATE \"C\" PRIMARY KEY, size bigint NOT NULL, refs bigint NOT NULL, bytes bytea NOT NULL)",
-            "ALTER TABLE blobs ALTER COLUMN bytes SET STORAGE EXTERNAL",
+            "CREATE TABLE blobs (sha256 text COLLATE \"C\" PRIMARY KEY, size bigint NOT NULL, refs bigint NOT NULL)",
             """
             CREATE TABLE media (
                 id text COLLATE "C" PRIMARY KEY, owner bigint NOT NULL, purpose bigint NOT NULL, place_id bigint NOT NULL,
@@ -61,14 +62,19 @@ final class PostgresMediaStore: MediaStorage {
                 location_removed boolean NOT NULL DEFAULT false, deduplicated boolean NOT NULL DEFAULT false, replaced text NOT NULL DEFAULT '')
             """,
             "CREATE INDEX uploads_by_owner ON uploads (owner, created_ms)",
+            // A chunk of an unfinished upload (`upload_id`) or of a stored photo (`sha256`).
             """
-            CREATE TABLE upload_parts (
-                upload_id text COLLATE "C" NOT NULL REFERENCES uploads (id) ON DELETE CASCADE,
+            CREATE TABLE chunks (
+                id bigserial PRIMARY KEY,
+                upload_id text COLLATE "C" REFERENCES uploads (id) ON DELETE CASCADE,
+                sha256 text COLLATE "C" REFERENCES blobs (sha256) ON DELETE CASCADE,
                 start_offset bigint NOT NULL,
                 bytes bytea NOT NULL,
-                PRIMARY KEY (upload_id, start_offset))
+                CHECK ((upload_id IS NULL) <> (sha256 IS NULL)))
             """,
-            "ALTER TABLE upload_parts ALTER COLUMN bytes SET STORAGE EXTERNAL",
+            "ALTER TABLE chunks ALTER COLUMN bytes SET STORAGE EXTERNAL",
+            "CREATE UNIQUE INDEX chunks_of_upload ON chunks (upload_id, start_offset) WHERE upload_id IS NOT NULL",
+            "CREATE UNIQUE INDEX chunks_of_blob ON chunks (sha256, start_offset) WHERE sha256 IS NOT NULL",
         ]),
     ]
 
@@ -169,12 +175,22 @@ final class PostgresMediaStore: MediaStorage {
     }
 
     func photoBytes(_ item: MediaRecord, offset: Int, count: Int) async throws -> [UInt8]? {
-        try await database.read { connection in
+        try await database.snapshot { connection in
+            guard try await PostgresServiceDatabase.exists(connection.query("SELECT 1 FROM blobs WHERE sha256 = \(item.sha256)",
+                                                                            logger: self.logger)) else { return nil }
+            // The chunks that overlap [offset, offset + count), each cut to the overlap.
+            let (start, end) = (Int64(offset), Int64(offset + count))
             let rows = try await connection.query("""
-                SELECT substring(bytes FROM \(Int32(offset + 1)) FOR \(Int32(count))) FROM blobs WHERE sha256 = \(item.sha256)
+                SELECT substring(bytes FROM (greatest(\(start), start_offset) - start_offset + 1)::integer
+                                 FOR (least(\(end), start_offset + length(bytes)) - greatest(\(start), start_offset))::integer)
+                FROM chunks WHERE sha256 = \(item.sha256) AND start_offset < \(end) AND start_offset + length(bytes) > \(start)
+                ORDER BY start_offset
                 """, logger: self.logger)
-            for try await data in rows.decode(Data.self) { return Array(data) }
-            return nil
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(count)
+            for try await part in rows.decode(Data.self) { bytes.append(contentsOf: part) }
+            guard bytes.count == count else { throw RPCError.internal("photo \(item.id): \(bytes.count) of \(count) bytes stored") }
+            return bytes
         }
     }
 
@@ -200,7 +216,7 @@ final class PostgresMediaStore: MediaStorage {
         guard try await PostgresServiceDatabase.exists(connection.query("SELECT 1 FROM uploads WHERE id = \(upload) FOR UPDATE", logger: logger)) else {
             return nil
         }
-        let rows = try await connection.query("SELECT COALESCE(SUM(length(bytes)), 0)::bigint FROM upload_parts WHERE upload_id = \(upload)",
+        let rows = try await connection.query("SELECT COALESCE(SUM(length(bytes)), 0)::bigint FROM chunks WHERE upload_id = \(upload)",
                                               logger: logger)
         return try await PostgresServiceDatabase.first(rows, Int64.self) ?? 0
     }
@@ -213,7 +229,7 @@ final class PostgresMediaStore: MediaStorage {
             guard offset <= have else { return .outOfOrder(have: have) }
             let fresh = Data(data[Int(have - offset)...])
             try await connection.query("""
-                INSERT INTO upload_parts (upload_id, start_offset, bytes) VALUES (\(upload.id), \(Int64(have)), \(fresh))
+                INSERT INTO chunks (upload_id, start_offset, bytes) VALUES (\(upload.id), \(Int64(have)), \(fresh))
                 """, logger: self.logger)
             return .received(total: end)
         }
@@ -222,7 +238,7 @@ final class PostgresMediaStore: MediaStorage {
     func receivedBytes(_ upload: UploadRecord) async throws -> [UInt8] {
         try await database.read { connection in
             var bytes: [UInt8] = []
-            let rows = try await connection.query("SELECT bytes FROM upload_parts WHERE upload_id = \(upload.id) ORDER BY start_offset",
+            let rows = try await connection.query("SELECT bytes FROM chunks WHERE upload_id = \(upload.id) ORDER BY start_offset",
                                                   logger: self.logger)
             for try await part in rows.decode(Data.self) { bytes.append(contentsOf: part) }
             return bytes
@@ -244,19 +260,17 @@ final class PostgresMediaStore: MediaStorage {
             let deduplicated = try await PostgresServiceDatabase.exists(added)
             if !deduplicated {
                 // Another transaction may store the same bytes at the same moment: then this one
-                // counts a reference to its row. Bytes stored as received are taken from the parts
-                // in the server, not sent to it again.
-                if unchanged {
-                    try await connection.query("""
-                        INSERT INTO blobs (sha256, size, refs, bytes)
-                        SELECT \(sha), \(item.size), 1, string_agg(bytes, ''::bytea ORDER BY start_offset) FROM upload_parts WHERE upload_id = \(upload.id)
-                        ON CONFLICT (sha256) DO UPDATE SET refs = blobs.refs + 1
-                        """, logger: self.logger)
-                } else {
-                    try await connection.query("""
-                        INSERT INTO blobs (sha256, size, refs, bytes) VALUES (\(sha), \(item.size), 1, \(Data(bytes)))
-                        ON CONFLICT (sha256) DO UPDATE SET refs = blobs.refs + 1
-                        """, logger: self.logger)
+                // counts a reference to its row, and its own chunks go.
+                let inserted = try await PostgresServiceDatabase.first(connection.query("""
+                    INSERT INTO blobs (sha256, size, refs) VALUES (\(sha), \(item.size), 1)
+                    ON CONFLICT (sha256) DO UPDATE SET refs = blobs.refs + 1 RETURNING (xmax = 0)
+                    """, logger: self.logger), Bool.self) ?? false
+                if inserted && unchanged {
+                    try await connection.query("UPDATE chunks SET upload_id = NULL, sha256 = \(sha) WHERE upload_id = \(upload.id)",
+                                               logger: self.logger)
+                } else if inserted {
+                    try await connection.query("INSERT INTO chunks (sha256, start_offset, bytes) VALUES (\(sha), 0, \(Data(bytes)))",
+                                               logger: self.logger)
                 }
             }
             try await connection.query("""
@@ -279,7 +293,7 @@ final class PostgresMediaStore: MediaStorage {
                 UPDATE uploads SET media_id = \(item.id), location_removed = \(locationRemoved), deduplicated = \(deduplicated), replaced = \(replaced)
                 WHERE id = \(upload.id)
                 """, logger: self.logger)
-            try await connection.query("DELETE FROM upload_parts WHERE upload_id = \(upload.id)", logger: self.logger)
+            try await connection.query("DELETE FROM chunks WHERE upload_id = \(upload.id)", logger: self.logger)
             return FinishedUpload(item: item, deduplicated: deduplicated, replaced: replaced)
         }
     }
@@ -398,9 +412,11 @@ final class PostgresMediaStore: MediaStorage {
             for try await (sha, refs) in try await connection.query("SELECT sha256, refs FROM blobs", logger: self.logger).decode((String, Int64).self) {
                 references[sha] = Int(refs)
             }
-            let uploads = try await PostgresServiceDatabase.first(
-                connection.query("SELECT COUNT(DISTINCT upload_id) FROM upload_parts", logger: self.logger), Int64.self) ?? 0
-            return StoredContents(references: references, byteCopies: references.count, uploadsHoldingBytes: Int(uploads))
+            let counts = try await connection.query("SELECT COUNT(DISTINCT sha256), COUNT(DISTINCT upload_id) FROM chunks", logger: self.logger)
+            for try await (photos, uploads) in counts.decode((Int64, Int64).self) {
+                return StoredContents(references: references, byteCopies: Int(photos), uploadsHoldingBytes: Int(uploads))
+            }
+            return StoredContents(references: references, byteCopies: 0, uploadsHoldingBytes: 0)
         }
     }
 }
