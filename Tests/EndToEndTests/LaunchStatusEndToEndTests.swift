@@ -26,6 +26,11 @@ struct LaunchStatusEndToEndTests {
         let stack = try await LaunchedStack(procs)
         defer { stack.shutdown() }
         try await stack.showingLogsOnFailure {
+            // The stack answers before the launcher's own probe of the last member (every 5 s)
+            // may have run: the status is read once the launcher saw them all ready.
+            try await eventually("the launcher saw every member ready", timeout: .seconds(30)) {
+                try await status(stack).1?.members.allSatisfy(\.ready) ?? false
+            }
             let (code, report, output) = try await status(stack)
             #expect(code == 0, "\(output)")
             let members = try #require(report?.members, "\(output)")
