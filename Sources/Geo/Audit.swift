@@ -163,7 +163,7 @@ public final class AuditWriter: Service, Sendable {
     }
 }
 
-extension GeoStore {
+extension SQLiteGeoStore {
     static func migrateAudit(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("audit") { db in
             try db.execute(sql: """

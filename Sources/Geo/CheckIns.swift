@@ -133,7 +133,7 @@ struct CheckInRecord: Sendable {
     var expiresMs: Int64
 }
 
-extension GeoStore {
+extension SQLiteGeoStore {
     func loadCheckIns(now: Int64) throws -> [UInt64: CheckInRecord] {
         try database.write { db in
             try db.run(sql: "DELETE FROM check_ins WHERE expires_ms <= ?", arguments: [now])

@@ -18,12 +18,18 @@ extension GeoService {
             folding.mutex.withLock { $0.forget(user) }
             audit.forget(user)
         }
-        try await Erasure.finish(store.database, user: user, erased: erased, logger: context.logger)
+        try await store.scrubErased()
+        if erased > 0 { context.logger.info("erased a deleted account", metadata: ["user-id": "\(user)", "rows": "\(erased)"]) }
         return GeoV1.EraseUserResponse(erased: UInt32(clamping: erased))
     }
 }
 
-extension GeoStore {
+extension SQLiteGeoStore {
+    /// The rows are zeroed in the file (`secure_delete`); the WAL's older frames may still hold them.
+    func scrubErased() async throws {
+        try await database.truncateWAL()
+    }
+
     /// - Parameter forgotten: runs once the deletion committed (before anyone reads again).
     /// - Returns: the rows deleted.
     func erase(_ user: UInt64, traces: [String], forgotten: @escaping @Sendable () -> Void) async throws -> Int {

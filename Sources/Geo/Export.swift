@@ -38,7 +38,7 @@ extension GeoService {
     }
 }
 
-extension GeoStore {
+extension SQLiteGeoStore {
     /// `user`'s history entries after `after`, oldest first (not those inside a private zone,
     /// which are gone once folded).
     func history(of user: UInt64, after: UInt64, limit: Int) async throws -> [GeoV1.HistoryEntry] {

@@ -64,7 +64,7 @@ public protocol CheckInPhotos: Sendable {
 public final class GeoService: Sendable {
     public typealias API = GeoV1.GeoService
 
-    let store: GeoStore
+    let store: any GeoStorage
     let graph: any GraphSource
     let publisher: (any EventSink)?
     let config: GeoConfig
@@ -73,7 +73,7 @@ public final class GeoService: Sendable {
     let writer: GroupCommit<LocationUpdate, Bool>
     /// What of history is folded into `latest` and the per-user index (see `HistoryFolding`).
     let folding: SharedFolding
-    public let replyStore: SQLiteReplyStore
+    public let replyStore: AnyReplyStore
     let logger: Logger
     let photos: (any CheckInPhotos)?
     let audit: AuditLog
@@ -87,7 +87,7 @@ public final class GeoService: Sendable {
         let audit = AuditLog(enabled: config.audit)
         self.audit = audit
         let clock = now ?? { WallClock.milliseconds() }
-        let store = try GeoStore(path: "\(directory)/geo.sqlite")
+        let store = try SQLiteGeoStore(path: "\(directory)/geo.sqlite")
         var initial = GeoState(index: SpatialIndex(cellDegrees: config.cellDegrees))
         let folded = try store.loadLatest()
         initial.latest = folded.latest
@@ -96,14 +96,14 @@ public final class GeoService: Sendable {
         // user's stored fix already reflects; then folded at once, so the plan starts empty.
         var replay = HistoryFolding(foldedThrough: folded.foldedThrough, lastID: folded.lastID, periodMs: config.foldPeriod.wholeMilliseconds)
         var replayed = 0
-        try store.forEachHistoryRow(after: folded.foldedThrough) { rows in
+        try store.forEachHistoryRow(after: folded.foldedThrough, size: 4_096) { rows in
             let fresh = rows.filter { $0.id > folded.historyIDs[$0.update.user] ?? 0 }.map(\.update)
             _ = initial.applied(fresh, replaces: initial.accept(fresh), graph: nil, now: clock())
             replay.committed(rows.map { HistoryFolding.Pair(user: $0.update.user, id: $0.id) })
             replayed += rows.count
         }
         if let chunk = replay.all() {
-            try store.writeFold(GeoStore.FoldWrite(chunk, latest: initial.latest))
+            try store.writeFold(FoldWrite(chunk, latest: initial.latest))
             replay.advance(past: chunk)
         }
         let folding = SharedFolding(replay) // empty now: everything up to its last id is folded
@@ -128,7 +128,7 @@ public final class GeoService: Sendable {
         self.now = clock
         self.state = state
         self.logger = logger
-        replyStore = SQLiteReplyStore(database: store.database)
+        replyStore = AnyReplyStore(store.replies)
         let events = LocationEvents(graph: graph, publisher: publisher, state: state, aroundWithin: config.aroundDistance, audit: audit, now: clock)
         self.folding = folding
         writer = GroupCommit(label: "geo-location-writer") { batch in
@@ -144,7 +144,7 @@ public final class GeoService: Sendable {
                 return (replaces, plan)
             }
             let chunk = folding.mutex.withLock { $0.next(nowMs: clock()) }
-            let fold = chunk.map { chunk in state.mutex.withLock { GeoStore.FoldWrite(chunk, latest: $0.latest) } }
+            let fold = chunk.map { chunk in state.mutex.withLock { FoldWrite(chunk, latest: $0.latest) } }
             let (ids, told) = try store.write(batch, fold: fold, unrecorded: plan.unrecorded, placeEvents: plan.told)
             folding.mutex.withLock { f in
                 if let chunk { f.advance(past: chunk) }

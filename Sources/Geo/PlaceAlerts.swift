@@ -116,7 +116,7 @@ extension GeoService {
 
     /// Place events stored (the benchmark's count).
     public func placeEventCount() async throws -> Int {
-        try await store.database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM place_events") ?? 0 }
+        try await store.placeEventCount()
     }
 
     public func listPlaceEvents(_ request: GeoV1.ListPlaceEventsRequest, _ context: RequestContext) async throws -> GeoV1.ListPlaceEventsResponse {
@@ -127,7 +127,7 @@ extension GeoService {
     }
 }
 
-extension GeoStore {
+extension SQLiteGeoStore {
     /// The alerts whose zone or place still exists, with their labels and areas, and who allows whom.
     func loadPlaceAlerts(zones: ZoneBook, places: [PlaceRecord]) throws -> PlaceAlertBook {
         try database.read { db in
@@ -208,6 +208,10 @@ extension GeoStore {
             stored.id = UInt64(db.lastInsertedRowID)
             return stored
         }
+    }
+
+    func placeEventCount() async throws -> Int {
+        try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM place_events") ?? 0 }
     }
 
     func placeEvents(after id: UInt64, limit: Int) async throws -> [PlaceEventRecord] {

@@ -37,7 +37,7 @@ extension GeoService {
     }
 }
 
-extension GeoStore {
+extension SQLiteGeoStore {
     static func migratePrecision(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("precision") { db in
             try db.execute(sql: """

@@ -72,7 +72,7 @@ extension GeoService {
     }
 }
 
-extension GeoStore {
+extension SQLiteGeoStore {
     static func migrateShareLinks(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("share_links") { db in
             try db.execute(sql: """
@@ -85,12 +85,6 @@ extension GeoStore {
         }
     }
 
-    struct LiveLink: Sendable {
-        var id: UInt64
-        var owner: UInt64
-        var label: String
-        var expiresMs: Int64
-    }
 
     static let linkColumns = "id, label, created_ms, expires_ms, revoked_ms, views"
     static func link(_ row: Row) -> GeoV1.ShareLink {

@@ -89,7 +89,7 @@ extension GeoState {
     }
 }
 
-extension GeoStore {
+extension SQLiteGeoStore {
     static func migrateZonesAndPlaceAlerts(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("zones-and-place-alerts") { db in
             try db.execute(sql: """

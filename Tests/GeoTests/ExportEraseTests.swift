@@ -55,7 +55,7 @@ struct ExportEraseTests {
             #expect(mine.zones.isEmpty && mine.placeAlerts.isEmpty && mine.placeAlertsAllowed.isEmpty)
             #expect(try await geo.call(2, API.listPlaceAlerts, GeoV1.ListPlaceAlertsRequest()).mine.isEmpty)
             #expect(try await geo.call(0, API.listPlaceEvents, GeoV1.ListPlaceEventsRequest()).events.isEmpty)
-            let rows = try await geo.service.store.database.read { db in
+            let rows = try await geo.service.sqlite.database.read { db in
                 try ["zones", "place_alerts", "place_alert_access", "place_events"].map { try Int.fetchOne(db, sql: "SELECT count(*) FROM \($0)") ?? -1 }
             }
             #expect(rows == [0, 0, 0, 0])

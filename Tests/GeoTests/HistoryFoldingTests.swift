@@ -83,14 +83,14 @@ struct HistoryFoldingPlanTests {
 @Suite("geo: history is the log, latest folds behind", .timeLimit(.minutes(1)))
 struct HistoryWriteBehindTests {
     static func table(_ geo: GeoHarness) async throws -> (latest: [UInt64: Double], historyIDs: Set<Int64>, foldedThrough: Int64, maxID: Int64) {
-        try await geo.service.store.database.read { db in
+        try await geo.service.sqlite.database.read { db in
             var latest: [UInt64: Double] = [:]
             var ids: Set<Int64> = []
             for row in try Row.fetchAll(db, sql: "SELECT user_id, lat, history_id FROM latest") {
                 latest[row[0]] = row[1]
                 ids.insert(row[2])
             }
-            return (latest, ids, try GeoStore.foldedThrough(db), try Int64.fetchOne(db, sql: "SELECT max(id) FROM history") ?? 0)
+            return (latest, ids, try SQLiteGeoStore.foldedThrough(db), try Int64.fetchOne(db, sql: "SELECT max(id) FROM history") ?? 0)
         }
     }
 
@@ -161,7 +161,7 @@ struct HistoryWriteBehindTests {
         defer { dir.remove() }
         // The file as the previous release left it: latest kept current, history indexed by user.
         let old = try ServiceDatabase.open("\(dir.path)/geo.sqlite")
-        try GeoStore.migrator.migrate(old.pool, upTo: "idempotent_replies_digest")
+        try SQLiteGeoStore.migrator.migrate(old.pool, upTo: "idempotent_replies_digest")
         try await old.pool.write { db in
             try db.execute(sql: "INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status) VALUES (1, 40, -73, 5, 2, 2, 'here')")
             try db.execute(sql: "INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms) VALUES (1, 41, -73, 5, 1, 1), (1, 40, -73, 5, 2, 2)")

@@ -21,7 +21,7 @@ struct ShareLinkTests {
             let seen = try await geo.call(0, API.viewShareLink, GeoV1.ViewShareLinkRequest(token: link.token))
             #expect(seen.fix?.latitude == 33.7812 && seen.fix?.longitude == -118.1134)
             // The token is stored hashed: no row holds it.
-            let stored = try await geo.service.store.database.read { db in try Data.fetchAll(db, sql: "SELECT token_hash FROM share_links") }
+            let stored = try await geo.service.sqlite.database.read { db in try Data.fetchAll(db, sql: "SELECT token_hash FROM share_links") }
             #expect(stored.count == 1 && !stored[0].elementsEqual(Data(link.token.utf8)))
             // Listing never shows a token; views are counted; the audit names the link.
             let listed = try await geo.call(1, API.listShareLinks, GeoV1.ListShareLinksRequest())

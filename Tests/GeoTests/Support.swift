@@ -79,3 +79,8 @@ func withGeo<T: Sendable>(directory: String? = nil, graph: StaticGraph = StaticG
     await client.flush() // a graceful stop: replies being saved are in before a "restart"
     return result
 }
+
+extension GeoService {
+    /// Its SQLite store, for tests that read the file's rows (geo runs on SQLite only so far).
+    var sqlite: SQLiteGeoStore { store as! SQLiteGeoStore }
+}

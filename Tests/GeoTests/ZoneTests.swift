@@ -126,7 +126,7 @@ struct ZoneTests {
         try await withGeo(directory: dir.path, clock: clock) { geo async throws in
             let history = try await geo.call(1, API.exportMyData, GeoV1.ExportMyDataRequest()).history
             #expect(history.map { $0.fix?.latitude } == [home.lat + 0.01, home.lat + 0.05], "outside, and inside the Library (kept)")
-            let rows = try await geo.service.store.database.read { db in try Double.fetchAll(db, sql: "SELECT lat FROM history WHERE user_id = 1") }
+            let rows = try await geo.service.sqlite.database.read { db in try Double.fetchAll(db, sql: "SELECT lat FROM history WHERE user_id = 1") }
             #expect(rows.sorted() == [home.lat + 0.01, home.lat + 0.05])
             #expect(try await geo.call(1, API.latestLocation, GeoV1.LatestLocationRequest(userId: 1)).fix?.latitude == home.lat + 0.0002)
             #expect(try await geo.call(1, API.exportMyData, GeoV1.ExportMyDataRequest()).zones.map(\.label) == ["Home", "Library"])

@@ -10,7 +10,7 @@ import Synchronization
 /// written a slice per commit, paced to finish one period after it started, so each page of
 /// `latest` and of the index is written about once per sweep however many of its users moved.
 /// When a sweep completes, every history row up to the id it started at (`foldedThrough`) is in
-/// `latest` and indexed; rows past it are replayed at start (`GeoStore.loadLatest`) and found
+/// `latest` and indexed; rows past it are replayed at start (`SQLiteGeoStore.loadLatest`) and found
 /// per user by a scan of the tail. Acknowledged updates are durable the moment their history row
 /// commits: folding is about cost, never about durability.
 ///

@@ -2,36 +2,18 @@ import Foundation
 import FriensoProto
 import GRDB
 import Storage
+import Wire
 
-/// A location update as validated by the service.
-struct LocationUpdate: Sendable {
-    var user: UInt64
-    var lat: Double
-    var lon: Double
-    var accuracy: Double
-    var deviceMs: Int64
-    var receivedMs: Int64
-    /// nil: leave the status as it is.
-    var status: String?
-}
-
-/// The latest fix of a user, as kept in memory and in `latest`.
-struct LatestFix: Sendable, Equatable {
-    var lat: Double
-    var lon: Double
-    var accuracy: Double
-    var deviceMs: Int64
-    var receivedMs: Int64
-    var status: String
-}
-
-/// The geo database: latest fix per user, history, sharing settings, grants.
-final class GeoStore: Sendable {
+/// Geo's storage on SQLite (`geo.sqlite`): the tables of every `GeoStorage` concern, the
+/// extensions in the feature files adding theirs.
+final class SQLiteGeoStore: GeoStorage {
     let database: ServiceDatabase
+    let replies: any ReplyStore
 
     init(path: String) throws {
         database = try ServiceDatabase.open(path)
         try database.migrate(Self.migrator)
+        replies = SQLiteReplyStore(database: database)
     }
 
     /// The schema, one migration per change (tests migrate an old file part of the way).
@@ -118,18 +100,10 @@ final class GeoStore: Sendable {
 
     // MARK: Loading at start
 
-    /// What `latest` holds, each row with the last history id folded into it, and the folding
-    /// watermarks (see `HistoryFolding`).
-    struct Folded {
-        var latest: [UInt64: LatestFix] = [:]
-        var historyIDs: [UInt64: Int64] = [:]
-        var foldedThrough: Int64 = 0
-        var lastID: Int64 = 0
-    }
 
-    func loadLatest() throws -> Folded {
+    func loadLatest() throws -> FoldedLatest {
         try database.read { db in
-            var result = Folded()
+            var result = FoldedLatest()
             let rows = try Row.fetchCursor(db, cached: "SELECT user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id FROM latest")
             while let row = try rows.next() {
                 result.latest[row[0]] = LatestFix(lat: row[1], lon: row[2], accuracy: row[3], deviceMs: row[4], receivedMs: row[5], status: row[6])
@@ -142,7 +116,7 @@ final class GeoStore: Sendable {
     }
 
     /// History rows past `id`, in id order, `size` at a time (the start-up replay).
-    func forEachHistoryRow(after id: Int64, size: Int = 4_096, _ body: ([(id: Int64, update: LocationUpdate)]) throws -> Void) throws {
+    func forEachHistoryRow(after id: Int64, size: Int, _ body: ([(id: Int64, update: LocationUpdate)]) throws -> Void) throws {
         try database.read { db in
             let rows = try Row.fetchCursor(db, cached: """
                 SELECT id, user_id, lat, lon, accuracy, device_ms, received_ms, status FROM history WHERE id > ? ORDER BY id
@@ -209,32 +183,14 @@ final class GeoStore: Sendable {
 
     // MARK: Writing
 
-    /// A slice of the fold to write (`HistoryFolding.Chunk` with the fixes from memory).
-    struct FoldWrite: Sendable {
-        var fixes: [(user: UInt64, fix: LatestFix)]
-        var pairs: [HistoryFolding.Pair]
-        var completesThrough: Int64?
-
-        init(fixes: [(user: UInt64, fix: LatestFix)], pairs: [HistoryFolding.Pair] = [], completesThrough: Int64? = nil) {
-            self.fixes = fixes
-            self.pairs = pairs
-            self.completesThrough = completesThrough
-        }
-
-        /// `chunk` with its users' fixes as `latest` holds them.
-        init(_ chunk: HistoryFolding.Chunk, latest: [UInt64: LatestFix]) {
-            self.init(fixes: chunk.users.compactMap { user in latest[user].map { (user: user, fix: $0) } },
-                      pairs: chunk.pairs, completesThrough: chunk.completesThrough)
-        }
-    }
 
     /// Appends a batch of updates to history in one transaction, with a slice of the fold when
     /// one is due, and the place events the batch causes. - Returns: the history ids of the
     /// batch, in order, and the place events with their ids.
     /// - Parameter unrecorded: per update, whether history keeps it only until it is folded
     ///   (inside a private zone); nil: all kept.
-    func write(_ batch: [LocationUpdate], fold: FoldWrite?, unrecorded: [Bool]? = nil,
-               placeEvents: [PlaceEventRecord] = []) throws -> (ids: [Int64], placeEvents: [PlaceEventRecord]) {
+    func write(_ batch: [LocationUpdate], fold: FoldWrite?, unrecorded: [Bool]?,
+               placeEvents: [PlaceEventRecord]) throws -> (ids: [Int64], placeEvents: [PlaceEventRecord]) {
         try database.write { db in
             if let fold { try Self.write(fold, db) } // first: its fixes are those before this batch
             let history = try db.cachedStatement(sql: """
@@ -337,12 +293,4 @@ final class GeoStore: Sendable {
                              arguments: [user, try Self.foldedThrough(db)]) ?? 0
         }
     }
-}
-
-
-/// One grant: `viewer` may see `subject` for `reason` (watch, help_now).
-struct GrantKey: Hashable, Sendable {
-    var subject: UInt64
-    var viewer: UInt64
-    var reason: String
 }

@@ -1,0 +1,156 @@
+import Foundation
+import FriensoProto
+import Wire
+
+/// What geo keeps: the history of location updates (the log) with its fold (each person's latest
+/// fix and the per-person index of history), sharing settings, precision per friend, grants from
+/// alerts, places, check-ins, privacy zones, place alerts and their events, share links, the
+/// audit of who saw whom, and idempotent replies. `SQLiteGeoStore` implements it (the embedded
+/// default: `geo.sqlite`); a PostgreSQL store is issue 21's next step (`docs/deployment.md`,
+/// How geo scales).
+///
+/// The rules and the live state are in the service and in memory (`GeoState`); the storage
+/// makes them durable. The start-up loads and the batch write run on geo's own threads (the
+/// service's init, the group commit), so they are synchronous; requests' changes are async.
+protocol GeoStorage: Sendable {
+    /// Where replies to idempotent requests are kept (the same database).
+    var replies: any ReplyStore { get }
+
+    // Start-up: what the memory state is rebuilt from.
+    func loadLatest() throws -> FoldedLatest
+    /// History rows past `id`, in id order, `size` at a time (the start-up replay).
+    func forEachHistoryRow(after id: Int64, size: Int, _ body: ([(id: Int64, update: LocationUpdate)]) throws -> Void) throws
+    func loadSharing() throws -> [UInt64: Sharing]
+    /// Live grants (expired ones are dropped first).
+    func loadGrants(now: Int64) throws -> [GrantKey: Int64]
+    func loadPlaces() throws -> [PlaceRecord]
+    func loadCheckIns(now: Int64) throws -> [UInt64: CheckInRecord]
+    func loadPrecision() throws -> PrecisionSettings
+    func loadZones() throws -> [ZoneRecord]
+    func loadPlaceAlerts(zones: ZoneBook, places: [PlaceRecord]) throws -> PlaceAlertBook
+
+    // Location updates: history and its fold.
+    /// Appends a batch of updates to history in one transaction, with a slice of the fold when
+    /// one is due, and the place events the batch causes. - Returns: the history ids of the
+    /// batch, in order, and the place events with their ids.
+    /// - Parameter unrecorded: per update, whether history keeps it only until it is folded
+    ///   (inside a private zone); nil: all kept.
+    func write(_ batch: [LocationUpdate], fold: FoldWrite?, unrecorded: [Bool]?, placeEvents: [PlaceEventRecord]) throws
+        -> (ids: [Int64], placeEvents: [PlaceEventRecord])
+    /// A fold at start-up, in a transaction of its own.
+    func writeFold(_ fold: FoldWrite) throws
+    /// Deletes `user`'s history; their latest fix stays, written from `current` first.
+    /// `forgotten` runs once it committed. - Returns: rows deleted.
+    func deleteHistory(of user: UInt64, current: @escaping @Sendable () -> LatestFix?, forgotten: @escaping @Sendable () -> Void) async throws -> Int
+    /// Drops folded history older than `cutoff` (retention). - Returns: rows deleted.
+    func pruneHistory(before cutoff: Int64) async throws -> Int
+    func historyCount(of user: UInt64) async throws -> Int
+    /// `user`'s history, oldest first, after the id `after` (export).
+    func history(of user: UInt64, after: UInt64, limit: Int) async throws -> [GeoV1.HistoryEntry]
+
+    // Settings, grants, places, check-ins.
+    func saveSharing(_ user: UInt64, _ s: Sharing) async throws
+    func savePrecision(subject: UInt64, viewer: UInt64, _ precision: Precision?) async throws
+    /// Sets a grant (or deletes it, when it expires at or before `now`).
+    func saveGrant(_ key: GrantKey, expiresMs: Int64, now: Int64) async throws
+    /// Adds `places` (after deleting every place when `replace`). - Returns: them with their ids.
+    func importPlaces(_ places: [PlaceRecord], replace: Bool) async throws -> [PlaceRecord]
+    /// - Returns: whether the check-in was stored.
+    func saveCheckIn(_ c: CheckInRecord, now: Int64) async throws -> Bool
+
+    // Privacy zones and place alerts.
+    /// - Returns: the zone's id.
+    func saveZone(_ zone: ZoneRecord, droppingAlerts: [UInt64]) async throws -> UInt64
+    func deleteZone(_ id: UInt64, of user: UInt64) async throws
+    func setPlaceAlertAccess(subject: UInt64, viewer: UInt64, allowed: Bool, droppingAlerts: [UInt64]) async throws
+    /// - Returns: the alert's id.
+    func savePlaceAlert(_ alert: PlaceAlertRecord) async throws -> UInt64
+    func deletePlaceAlert(_ id: UInt64) async throws
+    /// - Returns: the alerts deleted.
+    func deletePlaceAlerts(onPlacesOtherThan kept: Set<UInt64>) async throws -> [UInt64]
+    func placeEvents(after id: UInt64, limit: Int) async throws -> [PlaceEventRecord]
+    func placeEventCount() async throws -> Int
+    func prunePlaceEvents(before cutoff: Int64) async throws -> Int
+
+    // Share links.
+    func createShareLink(owner: UInt64, tokenHash: [UInt8], label: String, now: Int64, expires: Int64) async throws -> GeoV1.ShareLink
+    func shareLinks(of owner: UInt64, now: Int64) async throws -> [GeoV1.ShareLink]
+    func revokeShareLink(_ id: UInt64, owner: UInt64, now: Int64) async throws -> GeoV1.ShareLink?
+    func liveShareLink(tokenHash: [UInt8], now: Int64) async throws -> LiveLink?
+
+    // The audit: who saw whose location, counted.
+    func addAudit(_ counts: [AuditLog.Key: UInt32]) async throws
+    func pruneAudit(before cutoff: Int64) async throws -> Int
+    func audit(of subject: UInt64, since: Int64, limit: Int) async throws -> [GeoV1.AuditEntry]
+
+    // A deleted account.
+    /// Deletes everything that names `user`; `forgotten` runs once it committed. - Returns: rows deleted.
+    func erase(_ user: UInt64, traces: [String], forgotten: @escaping @Sendable () -> Void) async throws -> Int
+    /// Once rows were erased: removes what the engine may still hold of them.
+    func scrubErased() async throws
+}
+
+/// What `latest` holds, each row with the last history id folded into it, and the folding
+/// watermarks (see `HistoryFolding`).
+struct FoldedLatest: Sendable {
+    var latest: [UInt64: LatestFix] = [:]
+    var historyIDs: [UInt64: Int64] = [:]
+    var foldedThrough: Int64 = 0
+    var lastID: Int64 = 0
+}
+
+/// A slice of the fold to write (`HistoryFolding.Chunk` with the fixes from memory).
+struct FoldWrite: Sendable {
+    var fixes: [(user: UInt64, fix: LatestFix)]
+    var pairs: [HistoryFolding.Pair]
+    var completesThrough: Int64?
+
+    init(fixes: [(user: UInt64, fix: LatestFix)], pairs: [HistoryFolding.Pair] = [], completesThrough: Int64? = nil) {
+        self.fixes = fixes
+        self.pairs = pairs
+        self.completesThrough = completesThrough
+    }
+
+    /// `chunk` with its users' fixes as `latest` holds them.
+    init(_ chunk: HistoryFolding.Chunk, latest: [UInt64: LatestFix]) {
+        self.init(fixes: chunk.users.compactMap { user in latest[user].map { (user: user, fix: $0) } },
+                  pairs: chunk.pairs, completesThrough: chunk.completesThrough)
+    }
+}
+
+/// A share link that opens now.
+struct LiveLink: Sendable {
+    var id: UInt64
+    var owner: UInt64
+    var label: String
+    var expiresMs: Int64
+}
+
+/// A location update as validated by the service.
+struct LocationUpdate: Sendable {
+    var user: UInt64
+    var lat: Double
+    var lon: Double
+    var accuracy: Double
+    var deviceMs: Int64
+    var receivedMs: Int64
+    /// nil: leave the status as it is.
+    var status: String?
+}
+
+/// The latest fix of a user, as kept in memory and in `latest`.
+struct LatestFix: Sendable, Equatable {
+    var lat: Double
+    var lon: Double
+    var accuracy: Double
+    var deviceMs: Int64
+    var receivedMs: Int64
+    var status: String
+}
+
+/// One grant: `viewer` may see `subject` for `reason` (watch, help_now).
+struct GrantKey: Hashable, Sendable {
+    var subject: UInt64
+    var viewer: UInt64
+    var reason: String
+}
