@@ -152,8 +152,9 @@ public final class MediaService: Sendable {
         let caller = try context.requireCaller()
         let upload = try await liveUpload(request.uploadId, caller: caller)
         return try await exclusively(upload.id) {
-            // Finished already (a retry): the same answer.
-            if try await store.upload(upload.id)?.mediaID != nil { return try await finishedAnswer(upload.id) }
+            // Finished already (a retry): the same answer. A finish running meanwhile, here or on
+            // another instance, is the storage's to see (`finish` returns nil).
+            if upload.mediaID != nil { return try await finishedAnswer(upload.id) }
             var bytes = try await store.receivedBytes(upload)
             guard bytes.count == upload.size else {
                 throw RPCError.failedPrecondition("received \(bytes.count) of \(upload.size) bytes: send the rest first")
@@ -178,7 +179,7 @@ public final class MediaService: Sendable {
     }
 
     /// The answer of an upload finished already (a retry, or a finish that reached another
-    /// instance at the same time); nil when it is not finished.
+    /// instance at the same time).
     private func finishedAnswer(_ upload: String) async throws -> MediaV1.FinishUploadResponse {
         guard let again = try await store.upload(upload), let id = again.mediaID else {
             throw RPCError.notFound("no upload \(upload)")

@@ -174,10 +174,10 @@ final class PostgresMediaStore: MediaStorage {
         try await database.read { connection in try await self.usage(of: owner, now: now, on: connection) }
     }
 
+    /// One statement, so one snapshot: a photo deleted meanwhile has no chunks left (they go with
+    /// its blob row), never some of them.
     func photoBytes(_ item: MediaRecord, offset: Int, count: Int) async throws -> [UInt8]? {
-        try await database.snapshot { connection in
-            guard try await PostgresServiceDatabase.exists(connection.query("SELECT 1 FROM blobs WHERE sha256 = \(item.sha256)",
-                                                                            logger: self.logger)) else { return nil }
+        try await database.read { connection in
             // The chunks that overlap [offset, offset + count), each cut to the overlap.
             let (start, end) = (Int64(offset), Int64(offset + count))
             let rows = try await connection.query("""
@@ -189,6 +189,7 @@ final class PostgresMediaStore: MediaStorage {
             var bytes: [UInt8] = []
             bytes.reserveCapacity(count)
             for try await part in rows.decode(Data.self) { bytes.append(contentsOf: part) }
+            if bytes.isEmpty && count > 0 { return nil } // deleted meanwhile
             guard bytes.count == count else { throw RPCError.internal("photo \(item.id): \(bytes.count) of \(count) bytes stored") }
             return bytes
         }
