@@ -77,17 +77,54 @@ public final class GeoService: Sendable {
     let logger: Logger
     let photos: (any CheckInPhotos)?
     let audit: AuditLog
+    /// Several instances on PostgreSQL: how far this one has applied the others' updates
+    /// (`followOthers`); nil for one instance.
+    let feed: HistoryFeed?
 
     /// Opens `<directory>/geo.sqlite` and rebuilds the in-memory state (index, latest fixes,
     /// settings, grants) from it.
     /// - Parameter photos: the media service, for check-ins with a photo (nil: such check-ins are UNAVAILABLE).
-    public init(directory: String, graph: any GraphSource, publisher: (any EventSink)?, config: GeoConfig = GeoConfig(),
-                photos: (any CheckInPhotos)? = nil, logger: Logger, now: (@Sendable () -> Int64)? = nil) throws {
+    public convenience init(directory: String, graph: any GraphSource, publisher: (any EventSink)?, config: GeoConfig = GeoConfig(),
+                            photos: (any CheckInPhotos)? = nil, logger: Logger, now: (@Sendable () -> Int64)? = nil) throws {
+        try self.init(store: try SQLiteGeoStore(path: "\(directory)/geo.sqlite"), feed: nil, graph: graph, publisher: publisher,
+                      config: config, photos: photos, logger: logger, now: now)
+    }
+
+    /// Geo on `engine`: SQLite in its folder (as `init(directory:…)`), or the `geo` schema of a
+    /// PostgreSQL database, which several instances share (`instances` > 1: each follows the
+    /// others' updates, `GeoFollower`).
+    public static func open(_ engine: StorageEngine, instance: Int = 1, instances: Int = 1, graph: any GraphSource, publisher: (any EventSink)?,
+                            config: GeoConfig = GeoConfig(), photos: (any CheckInPhotos)? = nil, logger: Logger,
+                            now: (@Sendable () -> Int64)? = nil) async throws -> GeoService {
+        switch engine {
+        case .sqlite(let directory):
+            return try GeoService(directory: directory, graph: graph, publisher: publisher, config: config, photos: photos, logger: logger, now: now)
+        case .postgres(let database):
+            var feed: HistoryFeed?
+            var changes: PostgresEventLog?
+            if instances > 1 {
+                // Opened before the state is loaded: a change committed meanwhile is in the load or relayed after it.
+                let (stream, sink) = AsyncStream.makeStream(of: [UInt8].self)
+                changes = try await PostgresEventLog.open(database, streams: [GeoChange.stream], publisher: nil,
+                                                          relayed: { _, payload in sink.yield(payload) })
+                feed = HistoryFeed(changes: stream)
+            }
+            let store = try await PostgresGeoStore.open(database, instance: instance, changes: changes)
+            // The loads wait for the pool: on a thread of their own, never the cooperative pool's.
+            return try await onOwnThread { [feed] in
+                try GeoService(store: store, feed: feed, graph: graph, publisher: publisher, config: config,
+                               photos: photos, logger: logger, now: now)
+            }
+        }
+    }
+
+    init(store: any GeoStorage, feed: HistoryFeed?, graph: any GraphSource, publisher: (any EventSink)?, config: GeoConfig,
+         photos: (any CheckInPhotos)?, logger: Logger, now: (@Sendable () -> Int64)?) throws {
         self.photos = photos
         let audit = AuditLog(enabled: config.audit)
         self.audit = audit
+        self.feed = feed
         let clock = now ?? { WallClock.milliseconds() }
-        let store = try SQLiteGeoStore(path: "\(directory)/geo.sqlite")
         var initial = GeoState(index: SpatialIndex(cellDegrees: config.cellDegrees))
         let folded = try store.loadLatest()
         initial.latest = folded.latest
@@ -102,8 +139,10 @@ public final class GeoService: Sendable {
             replay.committed(rows.map { HistoryFolding.Pair(user: $0.update.user, id: $0.id) })
             replayed += rows.count
         }
+        // Everything up to the last row replayed is in memory now: the others' rows from here on.
+        feed?.cursor.store(replay.lastID, ordering: .relaxed)
         if let chunk = replay.all() {
-            try store.writeFold(FoldWrite(chunk, latest: initial.latest))
+            try store.writeFold(FoldWrite(chunk, latest: initial.latest, reflects: feed.map { _ in replay.lastID }))
             replay.advance(past: chunk)
         }
         let folding = SharedFolding(replay) // empty now: everything up to its last id is folded
@@ -114,12 +153,7 @@ public final class GeoService: Sendable {
         initial.precision = try store.loadPrecision()
         initial.zones = ZoneBook(try store.loadZones())
         initial.placeAlerts = try store.loadPlaceAlerts(zones: initial.zones, places: initial.places)
-        // Where each watched subject is now: no alert is told for where they already are.
-        for alert in initial.placeAlerts.alerts.values {
-            if let fix = initial.latest[alert.subject] {
-                initial.placeAlerts.seed(subject: alert.subject, target: alert.target, area: alert.area, lat: fix.lat, lon: fix.lon)
-            }
-        }
+        initial.seedPlaceAlerts()
         let state = SharedState(initial)
         self.store = store
         self.graph = graph
@@ -144,11 +178,14 @@ public final class GeoService: Sendable {
                 return (replaces, plan)
             }
             let chunk = folding.mutex.withLock { $0.next(nowMs: clock()) }
-            let fold = chunk.map { chunk in state.mutex.withLock { FoldWrite(chunk, latest: $0.latest) } }
+            // The fixes and how far the others' rows are in them, read together (the feed moves its cursor under the state lock).
+            let fold = chunk.map { chunk in
+                state.mutex.withLock { FoldWrite(chunk, latest: $0.latest, reflects: feed?.cursor.load(ordering: .relaxed)) }
+            }
             let (ids, told) = try store.write(batch, fold: fold, unrecorded: plan.unrecorded, placeEvents: plan.told)
             folding.mutex.withLock { f in
                 if let chunk { f.advance(past: chunk) }
-                f.committed(zip(batch, ids).map { HistoryFolding.Pair(user: $0.user, id: $1) })
+                f.committed(zip(batch, ids).map { HistoryFolding.Pair(user: $0.user, id: $1) }, through: feed?.cursor.load(ordering: .relaxed))
             }
             events.applied(batch, replaces: replaces, inside: plan.inside, told: told)
             return replaces

@@ -131,24 +131,14 @@ extension SQLiteGeoStore {
     /// The alerts whose zone or place still exists, with their labels and areas, and who allows whom.
     func loadPlaceAlerts(zones: ZoneBook, places: [PlaceRecord]) throws -> PlaceAlertBook {
         try database.read { db in
-            let byID = Dictionary(places.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-            let alerts = try Row.fetchAll(db, sql: """
+            let rows = try Row.fetchAll(db, sql: """
                 SELECT id, viewer, subject, zone_id, place_id, on_arrive, on_leave, created_ms FROM place_alerts ORDER BY id
-                """).compactMap { row -> PlaceAlertRecord? in
-                let subject: UInt64 = row[2], zoneID: UInt64 = row[3], placeID: UInt64 = row[4]
-                let target: PlaceTarget, label: String, area: PlaceArea
-                if zoneID != 0 {
-                    guard let zone = zones.zone(zoneID, of: subject) else { return nil }
-                    (target, label, area) = (.zone(zoneID), zone.label, zone.area)
-                } else {
-                    guard let place = byID[placeID] else { return nil }
-                    (target, label, area) = (.place(placeID), place.name, PlaceArea(place))
-                }
-                return PlaceAlertRecord(id: row[0], viewer: row[1], subject: subject, target: target, label: label, area: area,
-                                        onArrive: row[5], onLeave: row[6], createdMs: row[7])
+                """).map { row in
+                PlaceAlertRow(id: row[0], viewer: row[1], subject: row[2], zoneID: row[3], placeID: row[4], onArrive: row[5], onLeave: row[6],
+                              createdMs: row[7])
             }
             let allowed = try Row.fetchAll(db, sql: "SELECT subject, viewer FROM place_alert_access").map { (subject: $0[0] as UInt64, viewer: $0[1] as UInt64) }
-            return PlaceAlertBook(alerts: alerts, allowed: allowed)
+            return PlaceAlertBook(rows: rows, allowed: allowed, zones: zones, places: places)
         }
     }
 

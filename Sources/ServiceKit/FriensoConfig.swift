@@ -107,6 +107,8 @@ public struct FriensoConfig: Codable, Sendable {
         public var foldPeriodSeconds: Double?
         /// Authorises operator imports (places). Or FRIENSO_OPERATOR_KEY.
         public var operatorKey: String?
+
+        public init() {}
     }
 
     public struct AlertsSection: Codable, Sendable {

@@ -54,19 +54,14 @@ public enum StorageChoice: Sendable, Equatable {
 
 extension ResolvedOptions {
     /// Reads `service`'s storage configuration (the password file included).
-    /// - Parameter postgres: whether this service runs on PostgreSQL yet; when it does not, a
-    ///   configuration asking for it is refused rather than ignored.
     /// - Throws: `ConfigError` naming what is wrong.
-    public func storageChoice(for service: String, postgres supported: Bool = true, logger: Logger) throws -> StorageChoice {
+    public func storageChoice(for service: String, logger: Logger) throws -> StorageChoice {
         guard let section = config.storage(for: service) else { return .sqlite(directory: dataDirectory) }
         switch section.kind ?? "sqlite" {
         case "sqlite":
             guard section.url == nil else { throw ConfigError("storage for \(service): a url is only for kind \"postgres\"") }
             return .sqlite(directory: dataDirectory)
         case "postgres":
-            guard supported else {
-                throw ConfigError("storage for \(service): \(service) does not run on PostgreSQL in this version; set its storage to {\"kind\": \"sqlite\"}")
-            }
             guard let url = section.url else { throw ConfigError("storage for \(service): kind \"postgres\" needs a url") }
             var settings: PostgresSettings
             do { settings = try PostgresSettings(url: url, schema: service) } catch {
@@ -85,8 +80,8 @@ extension ResolvedOptions {
     }
 
     /// Opens what `storageChoice` resolved: PostgreSQL's pool is started and the server answered.
-    public func openStorage(for service: String, postgres supported: Bool = true, logger: Logger) async throws -> StorageEngine {
-        let choice = try storageChoice(for: service, postgres: supported, logger: logger)
+    public func openStorage(for service: String, logger: Logger) async throws -> StorageEngine {
+        let choice = try storageChoice(for: service, logger: logger)
         switch choice {
         case .sqlite(let directory):
             logger.info("storage", metadata: ["engine": "sqlite", "at": "\(directory)"])

@@ -5,6 +5,7 @@ import Logging
 import ServiceKit
 import ServiceLifecycle
 import SocialReplica
+import Storage
 import Wire
 
 @main
@@ -17,29 +18,33 @@ struct GeoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try options.resolve(service: "geo")
-        try resolved.refuseSeveralInstances("geo's events are numbered by its process and its index is not yet fed across instances")
         let logger = ServiceRunner.bootstrapLogging(level: resolved.logLevel, format: resolved.logFormat)
         let plane = try resolved.plane(logger: logger)
-        // PostgreSQL is accounts' only so far (issue 21): a configuration asking it of geo is refused.
-        _ = try resolved.storageChoice(for: "geo", postgres: false, logger: logger)
         try resolved.createDataDirectory()
+        try await resolved.withStorage(for: "geo", logger: logger) { storage in
+            try await run(resolved, storage: storage, plane: plane, logger: logger)
+        }
+    }
+
+    private func run(_ resolved: ResolvedOptions, storage: StorageEngine, plane: InternalPlane, logger: Logger) async throws {
         let toSocial = try plane.client("social", at: resolved.peer("social"), logger: logger)
         let replica = SocialGraphReplica(social: toSocial, eventsEndpoint: try resolved.peerEvents("social"),
                                          eventsSecurity: try plane.client(of: "social"), logger: logger)
         let publisher = plane.publisher(name: "geo", endpoint: try resolved.ownEventEndpoint(), logger: logger)
         let media = try plane.client("media", at: resolved.peer("media"), logger: logger)
-        let service = try GeoService(directory: resolved.dataDirectory, graph: replica, publisher: publisher,
-                                     config: GeoConfig(resolved: resolved),
-                                     photos: RemoteCheckInPhotos(media: media),
-                                     logger: logger)
+        let service = try await GeoService.open(storage, instance: resolved.instance, instances: resolved.instances, graph: replica,
+                                                publisher: publisher, config: GeoConfig(resolved: resolved),
+                                                photos: RemoteCheckInPhotos(media: media), logger: logger)
         let grants = GrantConsumer(service: service, endpoint: try resolved.peerEvents("alerts"), security: try plane.client(of: "alerts"),
                                    logger: logger)
         let pruner = HistoryPruner(service: service, logger: logger)
         let audit = AuditWriter(service: service, logger: logger)
         MetricsRefresh.register { service.recordIndexMetrics() }
         let host = service.makeHost(options: plane.hostOptions(name: "geo", endpoint: resolved.endpoint), logger: logger)
-        try await ServiceRunner.run([replica, publisher, grants, pruner, audit, host], endpointFile: resolved.endpointFile, logger: logger,
-                                  boundEventsEndpoint: { try await publisher.boundEndpoint() }) {
+        var services: [any Service] = [replica, publisher, grants, pruner, audit, host]
+        if resolved.instances > 1 { services.append(GeoFollower(service: service, logger: logger)) }
+        try await ServiceRunner.run(services, endpointFile: resolved.endpointFile, logger: logger,
+                                    boundEventsEndpoint: { try await publisher.boundEndpoint() }) {
             try await host.boundEndpoint()
         }
     }

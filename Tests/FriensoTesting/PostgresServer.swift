@@ -1,5 +1,6 @@
 public import PostgresHarness
 import Glibc
+import Storage
 
 /// The test process's PostgreSQL server (`LocalPostgresServer`): started on first use, shared by
 /// every test of the process (each takes a database of its own), stopped by its PID when the
@@ -18,10 +19,12 @@ public enum PostgresTestServer {
 
         func server() async throws -> LocalPostgresServer {
             if let started { return try await started.value }
-            let task = Task.detached {
-                let server = try LocalPostgresServer.start()
-                StopAtExit.register(server)
-                return server
+            let task = Task {
+                try await onOwnThread {
+                    let server = try LocalPostgresServer.start()
+                    StopAtExit.register(server)
+                    return server
+                }
             }
             started = task
             return try await task.value
@@ -30,14 +33,18 @@ public enum PostgresTestServer {
 }
 
 extension LocalPostgresServer {
-    /// `createDatabase` off the cooperative pool (psql runs to its end).
+    /// `createDatabase` off the cooperative pool (psql runs to its end, blocking its thread: on
+    /// the pool's two threads, tests waiting for psql held up every other test, and geo's
+    /// commits, which wait for pool tasks from their own thread). Two at a time: every suite
+    /// making its databases at once at the start of a run starved the timing-sensitive tests'
+    /// reactors on two cores.
     public func createDatabase(_ prefix: String = "t") async throws -> String {
-        try await Task.detached { try self.createDatabase(prefix) }.value
+        try await PsqlTurns.shared.run { try await onOwnThread { try self.createDatabase(prefix) } }
     }
 
-    /// `psql` off the cooperative pool.
+    /// `psql` off the cooperative pool (two at a time, as `createDatabase`).
     public func psql(_ database: String, _ sql: String) async throws -> String {
-        try await Task.detached { try self.psql(database, sql) }.value
+        try await PsqlTurns.shared.run { try await onOwnThread { try self.psql(database, sql) } }
     }
 }
 
@@ -48,5 +55,24 @@ private enum StopAtExit {
     static func register(_ server: LocalPostgresServer) {
         Self.server = server
         atexit { StopAtExit.server?.stop() }
+    }
+}
+
+/// At most two psql processes of this test process at a time; the others wait their turn, in order.
+private actor PsqlTurns {
+    static let shared = PsqlTurns()
+    private var running = 0
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        if running >= 2 {
+            await withCheckedContinuation { waiting.append($0) }
+        } else {
+            running += 1
+        }
+        defer {
+            if waiting.isEmpty { running -= 1 } else { waiting.removeFirst().resume() }
+        }
+        return try await body()
     }
 }

@@ -82,3 +82,28 @@ public struct TestStorage: Sendable {
         }
     }
 }
+
+extension TestStorage {
+    /// Runs `body` with `service`'s storage on `engine` open: `given` when a test restarts the
+    /// service on the same data (left in place), else a fresh one, removed after.
+    public static func withOpen<T>(_ engine: Engine, given: TestStorage?, service: String,
+                                   _ body: (TestStorage, StorageEngine) async throws -> T) async throws -> T {
+        let fresh = given == nil ? try await TestStorage.fresh(engine, service: service) : nil
+        let storage = given ?? fresh!
+        do {
+            let opened = try await storage.open()
+            do {
+                let result = try await body(storage, opened)
+                await opened.close()
+                await fresh?.remove()
+                return result
+            } catch {
+                await opened.close()
+                throw error
+            }
+        } catch {
+            await fresh?.remove()
+            throw error
+        }
+    }
+}

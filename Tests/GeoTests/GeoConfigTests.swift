@@ -53,7 +53,7 @@ struct GeoConfigTests {
         }
     }
 
-    @Test("the several-hosts example: every member on a host address, accounts, social, alerts and media on PostgreSQL over checked TLS")
+    @Test("the several-hosts example: every member on a host address, every service on PostgreSQL over checked TLS")
     func hostsExample() throws {
         let config = try JSONDecoder().decode(FriensoConfig.self, from: Data(contentsOf: URL(fileURLWithPath: ExampleConfigs.hosts)))
         let endpoints = try #require(config.endpoints)
@@ -61,12 +61,11 @@ struct GeoConfigTests {
         for (member, endpoint) in endpoints.merging(config.eventEndpoints ?? [:], uniquingKeysWith: { a, _ in a }) {
             #expect(!endpoint.contains("127.0.0.1") && !endpoint.contains("localhost"), "\(member): \(endpoint)")
         }
-        for service in ["accounts", "social", "alerts", "media"] {
+        for service in ["accounts", "social", "geo", "alerts", "media"] {
             let storage = try #require(config.storage(for: service))
             #expect(storage.kind == "postgres" && storage.passwordFile != nil)
             let settings = try PostgresSettings(url: try #require(storage.url), schema: service)
             #expect(settings.password == nil && settings.tls == .require && settings.caFile == "/etc/frienso/postgres-ca.pem" && settings.host == "10.0.1.10")
         }
-        #expect(config.storage(for: "geo") == nil, "geo stays on SQLite")
     }
 }

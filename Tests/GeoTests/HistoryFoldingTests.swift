@@ -6,173 +6,176 @@ import GRDB
 import Storage
 import Testing
 
-/// The sweep plan alone (pure): pacing, slices, the watermark, forgetting a user.
-@Suite("geo: the history fold plan")
-struct HistoryFoldingPlanTests {
-    typealias Pair = HistoryFolding.Pair
+extension GeoTestGroup {
+    /// The sweep plan alone (pure): pacing, slices, the watermark, forgetting a user.
+    @Suite("geo: the history fold plan")
+    struct HistoryFoldingPlanTests {
+        typealias Pair = HistoryFolding.Pair
 
-    @Test func aSweepStartsWithWhatCommitted_isPacedOverItsPeriod_andMovesTheWatermarkWhenDone() {
-        var plan = HistoryFolding(foldedThrough: 0, lastID: 0, periodMs: 1_000, maxChunk: 100)
-        #expect(plan.next(nowMs: 0) == nil, "nothing committed")
-        plan.committed((1...10).map { Pair(user: UInt64(11 - $0), id: Int64($0)) }) // users 10...1, ids 1...10
-        #expect(plan.next(nowMs: 5_000) == nil, "the sweep starts now: nothing is due yet")
-        #expect(plan.backlog == 10)
-        plan.committed([Pair(user: 3, id: 11)]) // after the start: the next sweep's
-        guard let half = plan.next(nowMs: 5_500) else { Issue.record("half the period: half the sweep"); return }
-        #expect(half.users == [1, 2, 3, 4, 5] && half.completesThrough == nil, "sorted by user, half of them")
-        #expect(half.pairs.map(\.id) == [10, 9, 8, 7, 6])
-        #expect(plan.next(nowMs: 5_500) == half, "not advanced (its commit failed): planned again")
-        plan.advance(past: half)
-        #expect(plan.foldedThrough == 0, "the watermark waits for the whole sweep")
-        guard let rest = plan.next(nowMs: 6_000) else { Issue.record("the period is over: the rest"); return }
-        #expect(rest.users == [6, 7, 8, 9, 10] && rest.completesThrough == 10, "id 11 committed after the start")
-        plan.advance(past: rest)
-        #expect(plan.foldedThrough == 10 && plan.backlog == 1)
-        #expect(plan.next(nowMs: 6_000) == nil, "a new sweep for id 11 starts")
-        #expect(plan.next(nowMs: 7_000)?.completesThrough == 11)
-    }
-
-    @Test func slicesAreCapped_butKeepAUsersRowsTogether() {
-        var plan = HistoryFolding(foldedThrough: 0, lastID: 0, periodMs: 1, maxChunk: 2)
-        plan.committed([Pair(user: 1, id: 1), Pair(user: 1, id: 2), Pair(user: 1, id: 3), Pair(user: 2, id: 4), Pair(user: 3, id: 5)])
-        _ = plan.next(nowMs: 0)
-        var slices: [[UInt64]] = []
-        while let chunk = plan.next(nowMs: 10) {
-            slices.append(chunk.users)
-            plan.advance(past: chunk)
-            if chunk.completesThrough != nil { break }
+        @Test func aSweepStartsWithWhatCommitted_isPacedOverItsPeriod_andMovesTheWatermarkWhenDone() {
+            var plan = HistoryFolding(foldedThrough: 0, lastID: 0, periodMs: 1_000, maxChunk: 100)
+            #expect(plan.next(nowMs: 0) == nil, "nothing committed")
+            plan.committed((1...10).map { Pair(user: UInt64(11 - $0), id: Int64($0)) }) // users 10...1, ids 1...10
+            #expect(plan.next(nowMs: 5_000) == nil, "the sweep starts now: nothing is due yet")
+            #expect(plan.backlog == 10)
+            plan.committed([Pair(user: 3, id: 11)]) // after the start: the next sweep's
+            guard let half = plan.next(nowMs: 5_500) else { Issue.record("half the period: half the sweep"); return }
+            #expect(half.users == [1, 2, 3, 4, 5] && half.completesThrough == nil, "sorted by user, half of them")
+            #expect(half.pairs.map(\.id) == [10, 9, 8, 7, 6])
+            #expect(plan.next(nowMs: 5_500) == half, "not advanced (its commit failed): planned again")
+            plan.advance(past: half)
+            #expect(plan.foldedThrough == 0, "the watermark waits for the whole sweep")
+            guard let rest = plan.next(nowMs: 6_000) else { Issue.record("the period is over: the rest"); return }
+            #expect(rest.users == [6, 7, 8, 9, 10] && rest.completesThrough == 10, "id 11 committed after the start")
+            plan.advance(past: rest)
+            #expect(plan.foldedThrough == 10 && plan.backlog == 1)
+            #expect(plan.next(nowMs: 6_000) == nil, "a new sweep for id 11 starts")
+            #expect(plan.next(nowMs: 7_000)?.completesThrough == 11)
         }
-        #expect(slices == [[1], [2, 3]], "user 1's three rows stay in one slice, past the cap")
-        #expect(plan.foldedThrough == 5)
+
+        @Test func slicesAreCapped_butKeepAUsersRowsTogether() {
+            var plan = HistoryFolding(foldedThrough: 0, lastID: 0, periodMs: 1, maxChunk: 2)
+            plan.committed([Pair(user: 1, id: 1), Pair(user: 1, id: 2), Pair(user: 1, id: 3), Pair(user: 2, id: 4), Pair(user: 3, id: 5)])
+            _ = plan.next(nowMs: 0)
+            var slices: [[UInt64]] = []
+            while let chunk = plan.next(nowMs: 10) {
+                slices.append(chunk.users)
+                plan.advance(past: chunk)
+                if chunk.completesThrough != nil { break }
+            }
+            #expect(slices == [[1], [2, 3]], "user 1's three rows stay in one slice, past the cap")
+            #expect(plan.foldedThrough == 5)
+        }
+
+        @Test func aForgottenUser_leavesThePlan_atTheNextSlice_andAnEmptiedSweepStillCompletes() {
+            var plan = HistoryFolding(foldedThrough: 0, lastID: 0, periodMs: 1_000, maxChunk: 100)
+            plan.committed([Pair(user: 1, id: 1), Pair(user: 2, id: 2), Pair(user: 3, id: 3)])
+            _ = plan.next(nowMs: 0)
+            let first = plan.next(nowMs: 400) // one of three
+            #expect(first?.users == [1])
+            plan.forget(2) // while `first` is being written: its positions stay valid
+            if let first { plan.advance(past: first) }
+            plan.committed([Pair(user: 2, id: 4)])
+            #expect(plan.next(nowMs: 1_000)?.users == [3], "2's rows are gone from the sweep and from the next one")
+            var emptied = HistoryFolding(foldedThrough: 0, lastID: 0, periodMs: 1_000, maxChunk: 100)
+            emptied.committed([Pair(user: 7, id: 1)])
+            _ = emptied.next(nowMs: 0)
+            emptied.forget(7)
+            let chunk = emptied.next(nowMs: 0)
+            #expect(chunk?.users == [] && chunk?.completesThrough == 1)
+            if let chunk { emptied.advance(past: chunk) }
+            #expect(emptied.foldedThrough == 1)
+        }
+
+        @Test func all_takesEverythingWaiting_asOneChunk() {
+            var plan = HistoryFolding(foldedThrough: 0, lastID: 0, periodMs: 1_000, maxChunk: 1)
+            plan.committed([Pair(user: 2, id: 1), Pair(user: 1, id: 2)])
+            _ = plan.next(nowMs: 0)
+            plan.committed([Pair(user: 3, id: 3)])
+            let chunk = plan.all()
+            #expect(chunk?.users == [1, 2, 3] && chunk?.completesThrough == 3)
+            if let chunk { plan.advance(past: chunk) }
+            #expect(plan.foldedThrough == 3 && plan.backlog == 0 && plan.all() == nil)
+        }
     }
 
-    @Test func aForgottenUser_leavesThePlan_atTheNextSlice_andAnEmptiedSweepStillCompletes() {
-        var plan = HistoryFolding(foldedThrough: 0, lastID: 0, periodMs: 1_000, maxChunk: 100)
-        plan.committed([Pair(user: 1, id: 1), Pair(user: 2, id: 2), Pair(user: 3, id: 3)])
-        _ = plan.next(nowMs: 0)
-        let first = plan.next(nowMs: 400) // one of three
-        #expect(first?.users == [1])
-        plan.forget(2) // while `first` is being written: its positions stay valid
-        if let first { plan.advance(past: first) }
-        plan.committed([Pair(user: 2, id: 4)])
-        #expect(plan.next(nowMs: 1_000)?.users == [3], "2's rows are gone from the sweep and from the next one")
-        var emptied = HistoryFolding(foldedThrough: 0, lastID: 0, periodMs: 1_000, maxChunk: 100)
-        emptied.committed([Pair(user: 7, id: 1)])
-        _ = emptied.next(nowMs: 0)
-        emptied.forget(7)
-        let chunk = emptied.next(nowMs: 0)
-        #expect(chunk?.users == [] && chunk?.completesThrough == 1)
-        if let chunk { emptied.advance(past: chunk) }
-        #expect(emptied.foldedThrough == 1)
-    }
-
-    @Test func all_takesEverythingWaiting_asOneChunk() {
-        var plan = HistoryFolding(foldedThrough: 0, lastID: 0, periodMs: 1_000, maxChunk: 1)
-        plan.committed([Pair(user: 2, id: 1), Pair(user: 1, id: 2)])
-        _ = plan.next(nowMs: 0)
-        plan.committed([Pair(user: 3, id: 3)])
-        let chunk = plan.all()
-        #expect(chunk?.users == [1, 2, 3] && chunk?.completesThrough == 3)
-        if let chunk { plan.advance(past: chunk) }
-        #expect(plan.foldedThrough == 3 && plan.backlog == 0 && plan.all() == nil)
-    }
-}
-
-/// The store: history is the log; `latest` and the per-user index follow it; nothing
-/// acknowledged depends on the fold.
-@Suite("geo: history is the log, latest folds behind", .timeLimit(.minutes(1)))
-struct HistoryWriteBehindTests {
-    static func table(_ geo: GeoHarness) async throws -> (latest: [UInt64: Double], historyIDs: Set<Int64>, foldedThrough: Int64, maxID: Int64) {
-        try await geo.service.sqlite.database.read { db in
+    /// The store: history is the log; `latest` and the per-user index follow it; nothing
+    /// acknowledged depends on the fold.
+    @Suite("geo: history is the log, latest folds behind", .timeLimit(.minutes(1)))
+    struct HistoryWriteBehindTests {
+        static func table(_ geo: GeoHarness) async throws -> (latest: [UInt64: Double], historyIDs: Set<Int64>, foldedThrough: Int64, maxID: Int64) {
             var latest: [UInt64: Double] = [:]
             var ids: Set<Int64> = []
-            for row in try Row.fetchAll(db, sql: "SELECT user_id, lat, history_id FROM latest") {
-                latest[row[0]] = row[1]
-                ids.insert(row[2])
+            for row in try await geo.rows("SELECT user_id, lat, history_id FROM latest") {
+                latest[UInt64(row[0])!] = Double(row[1])!
+                ids.insert(Int64(row[2])!)
             }
-            return (latest, ids, try SQLiteGeoStore.foldedThrough(db), try Int64.fetchOne(db, sql: "SELECT max(id) FROM history") ?? 0)
+            let through = Int64(try await geo.number("SELECT value FROM geo_meta WHERE key = 'folded_through'"))
+            let maxID = Int64(try await geo.number("SELECT coalesce(max(id), 0) FROM history"))
+            return (latest, ids, through, maxID)
         }
-    }
 
-    static func status(_ geo: GeoHarness, _ user: UInt64) -> String? {
-        geo.service.state.mutex.withLock { $0.latest[user]?.status }
-    }
+        static func status(_ geo: GeoHarness, _ user: UInt64) -> String? {
+            geo.service.state.mutex.withLock { $0.latest[user]?.status }
+        }
 
-    @Test func aRestartReplaysTheUnfoldedTail_withTheLiveRule() async throws {
-        let dir = try TemporaryDirectory("frienso-geo-fold")
-        defer { dir.remove() }
-        let clock = TestClock()
-        try await withGeo(directory: dir.path, clock: clock) { geo async throws in
-            #expect(try await geo.locate(1, 40.0, -73.0, status: "walking"))
-            #expect(try await geo.locate(1, 41.0, -74.0, ago: 60_000) == false, "older: history only")
-            #expect(try await geo.locate(1, 41.5, -74.5, ago: 120_000, status: "home") == false, "older, but its status applies")
-            for u in 2...20 as ClosedRange<UInt64> { #expect(try await geo.locate(u, 40.0 + Double(u) / 100, -73.0)) }
-            let stored = try await Self.table(geo)
-            #expect(stored.latest.isEmpty && stored.foldedThrough == 0, "the clock has not moved: no sweep was due")
-            #expect(try await geo.service.store.historyCount(of: 1) == 3, "every update is in history at once")
+        @Test(arguments: Engine.allCases) func aRestartReplaysTheUnfoldedTail_withTheLiveRule(engine: Engine) async throws {
+            let storage = try await TestStorage.fresh(engine, service: "geo")
+            let clock = TestClock()
+            try await withGeo(storage: storage, clock: clock) { geo async throws in
+                #expect(try await geo.locate(1, 40.0, -73.0, status: "walking"))
+                #expect(try await geo.locate(1, 41.0, -74.0, ago: 60_000) == false, "older: history only")
+                #expect(try await geo.locate(1, 41.5, -74.5, ago: 120_000, status: "home") == false, "older, but its status applies")
+                for u in 2...20 as ClosedRange<UInt64> { #expect(try await geo.locate(u, 40.0 + Double(u) / 100, -73.0)) }
+                let stored = try await Self.table(geo)
+                #expect(stored.latest.isEmpty && stored.foldedThrough == 0, "the clock has not moved: no sweep was due")
+                #expect(try await geo.service.store.historyCount(of: 1) == 3, "every update is in history at once")
+            }
+            // No stop hook ran (as after kill -9): the new process replays history.
+            try await withGeo(storage: storage, clock: clock) { geo async throws in
+                let latest = try await geo.call(1, API.latestLocation, GeoV1.LatestLocationRequest(userId: 1))
+                #expect(latest.fix?.latitude == 40.0 && Self.status(geo, 1) == "home", "the same rule as live: newest fix, last status")
+                #expect(try await geo.call(20, API.latestLocation, GeoV1.LatestLocationRequest(userId: 20)).fix?.latitude == 40.2)
+                let stored = try await Self.table(geo)
+                #expect(stored.latest.count == 20 && stored.foldedThrough == 22 && stored.maxID == 22, "the replay is folded at start")
+                #expect(stored.historyIDs == [22])
+                #expect(try await geo.service.store.historyCount(of: 1) == 3, "and indexed")
+            }
+            await storage.remove()
         }
-        // No stop hook ran (as after kill -9): the new process replays history.
-        try await withGeo(directory: dir.path, clock: clock) { geo async throws in
-            let latest = try await geo.call(1, API.latestLocation, GeoV1.LatestLocationRequest(userId: 1))
-            #expect(latest.fix?.latitude == 40.0 && Self.status(geo, 1) == "home", "the same rule as live: newest fix, last status")
-            #expect(try await geo.call(20, API.latestLocation, GeoV1.LatestLocationRequest(userId: 20)).fix?.latitude == 40.2)
-            let stored = try await Self.table(geo)
-            #expect(stored.latest.count == 20 && stored.foldedThrough == 22 && stored.maxID == 22, "the replay is folded at start")
-            #expect(stored.historyIDs == [22])
-            #expect(try await geo.service.store.historyCount(of: 1) == 3, "and indexed")
-        }
-    }
 
-    @Test func aRunningSweep_foldsAfterItsPeriod_deleteHistoryReachesEveryRow_andPruneWaitsForTheFold() async throws {
-        let dir = try TemporaryDirectory("frienso-geo-fold")
-        defer { dir.remove() }
-        let clock = TestClock()
-        try await withGeo(directory: dir.path, clock: clock) { geo async throws in
-            #expect(try await geo.locate(2, 42.0, -75.0))             // id 1: pending
-            #expect(try await geo.locate(3, 43.0, -75.0))             // id 2: a sweep of {1} starts now
-            clock.advance(10_001)
-            #expect(try await geo.locate(4, 44.0, -75.0))             // id 3: the sweep's period is over: 2's fix folds
-            var stored = try await Self.table(geo)
-            #expect(stored.latest == [2: 42.0] && stored.foldedThrough == 1)
-            #expect(try await geo.locate(2, 42.5, -75.0))             // id 4: a sweep of {2, 3} starts
-            clock.advance(10_001)
-            #expect(try await geo.locate(5, 45.0, -75.0))             // id 5: {2, 3} fold
-            stored = try await Self.table(geo)
-            #expect(stored.latest == [2: 42.0, 3: 43.0, 4: 44.0] && stored.foldedThrough == 3)
-            #expect(try await geo.locate(2, 42.7, -75.0))             // id 6: a sweep of {4, 5} starts; 6 pending
-            // User 2 has a folded row (1), a row in the running sweep (4) and a pending one (6).
-            #expect(try await geo.call(2, API.deleteHistory, GeoV1.DeleteHistoryRequest()).deleted == 3)
-            #expect(try await geo.service.store.historyCount(of: 2) == 0)
-            #expect(try await Self.table(geo).latest[2] == 42.7, "the latest fix stays, written before its rows went")
-            // Retention: everything is past it, but only folded rows go (3 and 5 wait for a sweep).
-            clock.advance(31 * 24 * 3_600_000)
-            #expect(try await geo.service.pruneHistory() == 2, "ids 2 and 3: user 3's and user 4's folded rows")
-            #expect(try await geo.service.store.historyCount(of: 5) == 1, "not folded yet: kept")
+        @Test(arguments: Engine.allCases) func aRunningSweep_foldsAfterItsPeriod_deleteHistoryReachesEveryRow_andPruneWaitsForTheFold(engine: Engine) async throws {
+            let storage = try await TestStorage.fresh(engine, service: "geo")
+            let clock = TestClock()
+            try await withGeo(storage: storage, clock: clock) { geo async throws in
+                #expect(try await geo.locate(2, 42.0, -75.0))             // id 1: pending
+                #expect(try await geo.locate(3, 43.0, -75.0))             // id 2: a sweep of {1} starts now
+                clock.advance(10_001)
+                #expect(try await geo.locate(4, 44.0, -75.0))             // id 3: the sweep's period is over: 2's fix folds
+                var stored = try await Self.table(geo)
+                #expect(stored.latest == [2: 42.0] && stored.foldedThrough == 1)
+                #expect(try await geo.locate(2, 42.5, -75.0))             // id 4: a sweep of {2, 3} starts
+                clock.advance(10_001)
+                #expect(try await geo.locate(5, 45.0, -75.0))             // id 5: {2, 3} fold
+                stored = try await Self.table(geo)
+                #expect(stored.latest == [2: 42.0, 3: 43.0, 4: 44.0] && stored.foldedThrough == 3)
+                #expect(try await geo.locate(2, 42.7, -75.0))             // id 6: a sweep of {4, 5} starts; 6 pending
+                // User 2 has a folded row (1), a row in the running sweep (4) and a pending one (6).
+                #expect(try await geo.call(2, API.deleteHistory, GeoV1.DeleteHistoryRequest()).deleted == 3)
+                #expect(try await geo.service.store.historyCount(of: 2) == 0)
+                #expect(try await Self.table(geo).latest[2] == 42.7, "the latest fix stays, written before its rows went")
+                // Retention: everything is past it, but only folded rows go (3 and 5 wait for a sweep).
+                clock.advance(31 * 24 * 3_600_000)
+                #expect(try await geo.service.pruneHistory() == 2, "ids 2 and 3: user 3's and user 4's folded rows")
+                #expect(try await geo.service.store.historyCount(of: 5) == 1, "not folded yet: kept")
+            }
+            try await withGeo(storage: storage, clock: clock) { geo async throws in
+                #expect(try await geo.call(2, API.latestLocation, GeoV1.LatestLocationRequest(userId: 2)).fix?.latitude == 42.7)
+                #expect(try await geo.service.store.historyCount(of: 2) == 0, "deleted rows stay deleted: nothing replays them")
+                #expect(try await geo.call(5, API.latestLocation, GeoV1.LatestLocationRequest(userId: 5)).fix?.latitude == 45.0)
+            }
+            await storage.remove()
         }
-        try await withGeo(directory: dir.path, clock: clock) { geo async throws in
-            #expect(try await geo.call(2, API.latestLocation, GeoV1.LatestLocationRequest(userId: 2)).fix?.latitude == 42.7)
-            #expect(try await geo.service.store.historyCount(of: 2) == 0, "deleted rows stay deleted: nothing replays them")
-            #expect(try await geo.call(5, API.latestLocation, GeoV1.LatestLocationRequest(userId: 5)).fix?.latitude == 45.0)
-        }
-    }
 
-    @Test func aDatabaseFromBeforeTheFold_isMigrated_withEverythingFolded() async throws {
-        let dir = try TemporaryDirectory("frienso-geo-fold")
-        defer { dir.remove() }
-        // The file as the previous release left it: latest kept current, history indexed by user.
-        let old = try ServiceDatabase.open("\(dir.path)/geo.sqlite")
-        try SQLiteGeoStore.migrator.migrate(old.pool, upTo: "idempotent_replies_digest")
-        try await old.pool.write { db in
-            try db.execute(sql: "INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status) VALUES (1, 40, -73, 5, 2, 2, 'here')")
-            try db.execute(sql: "INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms) VALUES (1, 41, -73, 5, 1, 1), (1, 40, -73, 5, 2, 2)")
-        }
-        try old.pool.close()
-        try await withGeo(directory: dir.path) { geo async throws in
-            #expect(try await geo.call(1, API.latestLocation, GeoV1.LatestLocationRequest(userId: 1)).fix?.latitude == 40)
-            #expect(Self.status(geo, 1) == "here")
-            #expect(try await Self.table(geo).foldedThrough == 2)
-            #expect(try await geo.service.store.historyCount(of: 1) == 2)
-            #expect(try await geo.call(1, API.deleteHistory, GeoV1.DeleteHistoryRequest()).deleted == 2)
+        /// SQLite only: the PostgreSQL store was made after the fold.
+        @Test func aDatabaseFromBeforeTheFold_isMigrated_withEverythingFolded() async throws {
+            let storage = try await TestStorage.fresh(.sqlite, service: "geo")
+            // The file as the previous release left it: latest kept current, history indexed by user.
+            let old = try ServiceDatabase.open("\(storage.directory)/geo.sqlite")
+            try SQLiteGeoStore.migrator.migrate(old.pool, upTo: "idempotent_replies_digest")
+            try await old.pool.write { db in
+                try db.execute(sql: "INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status) VALUES (1, 40, -73, 5, 2, 2, 'here')")
+                try db.execute(sql: "INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms) VALUES (1, 41, -73, 5, 1, 1), (1, 40, -73, 5, 2, 2)")
+            }
+            try old.pool.close()
+            try await withGeo(storage: storage) { geo async throws in
+                #expect(try await geo.call(1, API.latestLocation, GeoV1.LatestLocationRequest(userId: 1)).fix?.latitude == 40)
+                #expect(Self.status(geo, 1) == "here")
+                #expect(try await Self.table(geo).foldedThrough == 2)
+                #expect(try await geo.service.store.historyCount(of: 1) == 2)
+                #expect(try await geo.call(1, API.deleteHistory, GeoV1.DeleteHistoryRequest()).deleted == 2)
+            }
+            await storage.remove()
         }
     }
 }

@@ -126,6 +126,19 @@ struct LatestRuleTests {
         #expect(GeoState.accept([]) { stored[$0] } == [])
         #expect(GeoState.accept([update(3, .min)]) { _ in nil } == [true], "a user with no fix takes any")
     }
+
+    @Test func aDecisionMadeBeforeTheCommit_yieldsToANewerFixThatArrivedMeanwhile() {
+        var state = GeoState(index: SpatialIndex(cellDegrees: 0.01))
+        let mine = LocationUpdate(user: 1, lat: 1, lon: 1, accuracy: 5, deviceMs: 100, receivedMs: 0, status: "mine")
+        let replaces = state.accept([mine])
+        #expect(replaces == [true])
+        // Another instance's newer fix, applied while this batch was committing.
+        let theirs = LocationUpdate(user: 1, lat: 2, lon: 2, accuracy: 5, deviceMs: 120, receivedMs: 0, status: nil)
+        _ = state.applied([theirs], replaces: state.accept([theirs]), graph: nil, now: 0)
+        _ = state.applied([mine], replaces: replaces, graph: nil, now: 0)
+        #expect(state.latest[1]?.lat == 2 && state.latest[1]?.deviceMs == 120, "the newer fix stays")
+        #expect(state.latest[1]?.status == "mine", "the older update's status applies, as for any older update")
+    }
 }
 
 @Suite("geo: what a committed batch causes (pure)")

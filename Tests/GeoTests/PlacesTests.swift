@@ -5,181 +5,183 @@ import FriensoTesting
 import Testing
 import Wire
 
-@Suite("geo: places, venues, check-ins", .timeLimit(.minutes(2)))
-struct PlacesTests {
-    static let sample = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("deploy/data/campus.geojson")
+extension GeoTestGroup {
+    @Suite("geo: places, venues, check-ins", .timeLimit(.minutes(2)))
+    struct PlacesTests {
+        static let sample = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("deploy/data/campus.geojson")
 
-    func importSample(_ geo: GeoHarness) async throws {
-        let data = try Array(Data(contentsOf: Self.sample))
-        let reply = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "geojson", data: data))
-        #expect(reply.imported == 6 && reply.problems.isEmpty, "\(reply.problems)")
-    }
+        func importSample(_ geo: GeoHarness) async throws {
+            let data = try Array(Data(contentsOf: Self.sample))
+            let reply = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "geojson", data: data))
+            #expect(reply.imported == 6 && reply.problems.isEmpty, "\(reply.problems)")
+        }
 
-    @Test func imports_needTheOperatorKey_andReportBadRows() async throws {
-        try await withGeo(operatorKey: "op-secret") { geo async throws in
-            let csv = Array("name,kind,lat,lon,radius_m\nCafe,venue,33.78,-118.11,30\n,venue,1,1,1\nBad,castle,1,1,1\nFar,venue,95,0,10\n".utf8)
-            await expectError(.permissionDenied) {
-                _ = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "wrong", format: "csv", data: csv))
+        @Test(arguments: Engine.allCases) func imports_needTheOperatorKey_andReportBadRows(engine: Engine) async throws {
+            try await withGeo(engine: engine, operatorKey: "op-secret") { geo async throws in
+                let csv = Array("name,kind,lat,lon,radius_m\nCafe,venue,33.78,-118.11,30\n,venue,1,1,1\nBad,castle,1,1,1\nFar,venue,95,0,10\n".utf8)
+                await expectError(.permissionDenied) {
+                    _ = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "wrong", format: "csv", data: csv))
+                }
+                await expectError(.permissionDenied) {
+                    _ = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(format: "csv", data: csv))
+                }
+                let reply = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "csv", data: csv))
+                #expect(reply.imported == 1)
+                #expect(reply.problems.count == 3, "\(reply.problems)")
+                for bad in [GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "xml", data: csv),
+                            GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "geojson", data: Array("{}".utf8)),
+                            GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "csv", data: [])] {
+                    await expectError(.invalidArgument) { _ = try await geo.call(0, API.importPlaces, bad) }
+                }
             }
-            await expectError(.permissionDenied) {
-                _ = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(format: "csv", data: csv))
-            }
-            let reply = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "csv", data: csv))
-            #expect(reply.imported == 1)
-            #expect(reply.problems.count == 3, "\(reply.problems)")
-            for bad in [GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "xml", data: csv),
-                        GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "geojson", data: Array("{}".utf8)),
-                        GeoV1.ImportPlacesRequest(operatorKey: "op-secret", format: "csv", data: [])] {
-                await expectError(.invalidArgument) { _ = try await geo.call(0, API.importPlaces, bad) }
+            try await withGeo(engine: engine) { geo async throws in // no key configured: imports are off
+                await expectError(.permissionDenied, containing: "no operator key") {
+                    _ = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "", format: "csv", data: Array("x".utf8)))
+                }
             }
         }
-        try await withGeo { geo async throws in // no key configured: imports are off
-            await expectError(.permissionDenied, containing: "no operator key") {
-                _ = try await geo.call(0, API.importPlaces, GeoV1.ImportPlacesRequest(operatorKey: "", format: "csv", data: Array("x".utf8)))
+
+        @Test(arguments: Engine.allCases) func listPlaces_aroundAPoint_nearestFirst_withOutlines_forAMap(engine: Engine) async throws {
+            try await withGeo(engine: engine, operatorKey: "op-secret") { geo async throws in
+                try await importSample(geo)
+                let library = (lat: 33.7774, lon: -118.1145)
+                let all = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: library.lat, longitude: library.lon))
+                #expect(all.places.count == 6)
+                #expect(all.places.first?.name == "University Library")
+                #expect(all.places.contains { $0.kind == .campus && $0.polygonLat.count >= 4 }, "the campus outline, with its ring")
+                let near = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: library.lat, longitude: library.lon, radiusM: 50))
+                // The library itself, and the campus outline the point is inside (its centroid is further).
+                #expect(Set(near.places.map(\.kind)) == [.building, .campus] && near.places.count == 2, "\(near.places.map(\.name))")
+                let one = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: library.lat, longitude: library.lon, limit: 1))
+                #expect(one.places.map(\.name) == ["University Library"])
+                await expectError(.failedPrecondition) { _ = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest()) }
+                await expectError(.invalidArgument) {
+                    _ = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: 1, longitude: 1, radiusM: 50_000))
+                }
+                try await geo.locate(1, library.lat, library.lon)
+                #expect(try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest()).places.first?.name == "University Library")
             }
         }
-    }
 
-    @Test func listPlaces_aroundAPoint_nearestFirst_withOutlines_forAMap() async throws {
-        try await withGeo(operatorKey: "op-secret") { geo async throws in
-            try await importSample(geo)
-            let library = (lat: 33.7774, lon: -118.1145)
-            let all = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: library.lat, longitude: library.lon))
-            #expect(all.places.count == 6)
-            #expect(all.places.first?.name == "University Library")
-            #expect(all.places.contains { $0.kind == .campus && $0.polygonLat.count >= 4 }, "the campus outline, with its ring")
-            let near = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: library.lat, longitude: library.lon, radiusM: 50))
-            // The library itself, and the campus outline the point is inside (its centroid is further).
-            #expect(Set(near.places.map(\.kind)) == [.building, .campus] && near.places.count == 2, "\(near.places.map(\.name))")
-            let one = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: library.lat, longitude: library.lon, limit: 1))
-            #expect(one.places.map(\.name) == ["University Library"])
-            await expectError(.failedPrecondition) { _ = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest()) }
-            await expectError(.invalidArgument) {
-                _ = try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest(hasPoint: true, latitude: 1, longitude: 1, radiusM: 50_000))
+        @Test(arguments: Engine.allCases) func closestPlace_onCampus_andAroundLabel(engine: Engine) async throws {
+            try await withGeo(engine: engine, operatorKey: "op-secret") { geo async throws in
+                try await importSample(geo)
+                let inLibrary = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest(hasPoint: true, latitude: 33.7774, longitude: -118.1145))
+                #expect(inLibrary.place?.name == "University Library" && inLibrary.distanceM == 0 && inLibrary.onCampus)
+                let offCampus = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest(hasPoint: true, latitude: 33.7746, longitude: -118.1204))
+                #expect(offCampus.place?.name == "Harbor Coffee" && !offCampus.onCampus)
+                let building = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest(
+                    hasPoint: true, latitude: 33.7811, longitude: -118.1131, kind: .building))
+                #expect(building.place?.kind == .building)
+                await expectError(.failedPrecondition) { _ = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest()) }
+                // A friend by the Student Union is "Around Student Union".
+                geo.befriend(1, 2)
+                try await geo.locate(2, 33.7811, -118.1131)
+                let seen = try await geo.call(1, API.friendsLocations, GeoV1.FriendsLocationsRequest())
+                #expect(seen.friends.first?.around == "Around Student Union")
             }
-            try await geo.locate(1, library.lat, library.lon)
-            #expect(try await geo.call(1, API.listPlaces, GeoV1.ListPlacesRequest()).places.first?.name == "University Library")
         }
-    }
 
-    @Test func closestPlace_onCampus_andAroundLabel() async throws {
-        try await withGeo(operatorKey: "op-secret") { geo async throws in
-            try await importSample(geo)
-            let inLibrary = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest(hasPoint: true, latitude: 33.7774, longitude: -118.1145))
-            #expect(inLibrary.place?.name == "University Library" && inLibrary.distanceM == 0 && inLibrary.onCampus)
-            let offCampus = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest(hasPoint: true, latitude: 33.7746, longitude: -118.1204))
-            #expect(offCampus.place?.name == "Harbor Coffee" && !offCampus.onCampus)
-            let building = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest(
-                hasPoint: true, latitude: 33.7811, longitude: -118.1131, kind: .building))
-            #expect(building.place?.kind == .building)
-            await expectError(.failedPrecondition) { _ = try await geo.call(1, API.closestPlace, GeoV1.ClosestPlaceRequest()) }
-            // A friend by the Student Union is "Around Student Union".
-            geo.befriend(1, 2)
-            try await geo.locate(2, 33.7811, -118.1131)
-            let seen = try await geo.call(1, API.friendsLocations, GeoV1.FriendsLocationsRequest())
-            #expect(seen.friends.first?.around == "Around Student Union")
-        }
-    }
-
-    @Test func venueAttendance_countsFreshFixesInside_andFriends() async throws {
-        try await withGeo(operatorKey: "op-secret") { geo async throws in
-            try await importSample(geo)
-            geo.befriend(1, 2)
-            let fresh: [(UInt64, Double, Double)] = [
-                (2, 33.7810, -118.1130),    // in the Student Union, a friend
-                (3, 33.78105, -118.11305),  // in it too
-                (9, 33.78102, -118.11302),  // and a third
-                (4, 33.7790, -118.1094),    // inside the arena polygon
-                (5, 33.7830, -118.1130),    // 220 m away: not in the union
-            ]
-            try await geo.locate(6, 33.7810, -118.1130)  // in it, but its fix goes stale
-            geo.clock.advance(16 * 60_000)
-            for (u, lat, lon) in fresh { try await geo.locate(u, lat, lon) }
-            let venues = try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest())
-            let by = Dictionary(uniqueKeysWithValues: venues.venues.map { ($0.venue?.name ?? "", ($0.people, $0.friends, $0.few)) })
-            #expect(by["Student Union"]! == (3, 1, false))
-            #expect(by["Pyramid Arena"]! == (0, 0, true), "one person: the total is withheld")
-            #expect(by["Harbor Coffee"]! == (0, 0, true))
-            #expect(venues.minPeople == 3)
-            #expect(venues.venues.first?.venue?.name == "Student Union", "busiest first")
-        }
-    }
-
-    @Test("venue counts cannot single anyone out: ghosts are not counted, hidden friends are not friends, small totals are withheld")
-    func venueAttendance_privacy() async throws {
-        try await withGeo(operatorKey: "op-secret") { geo async throws in
-            try await importSample(geo)
-            for friend: UInt64 in [2, 7, 8] { geo.befriend(1, friend) }
-            _ = try await geo.call(7, API.updateSharing, GeoV1.UpdateSharingRequest(settings: GeoV1.SharingSettings(ghost: true), fields: ["ghost"]))
-            _ = try await geo.call(8, API.updateSharing, GeoV1.UpdateSharingRequest(
-                settings: GeoV1.SharingSettings(shareWithFriends: false), fields: ["share_with_friends"]))
-            // The ghost friend alone in the union: no "1 friend" there, no person either.
-            try await geo.locate(7, 33.7810, -118.1130)
-            var union = try #require(try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest()).venues.first { $0.venue?.name == "Student Union" })
-            #expect(union.people == 0 && union.friends == 0 && union.few)
-            // A friend who does not share, and two strangers: four people, not counting the ghost; no friend shown.
-            try await geo.locate(8, 33.78101, -118.11301)
-            try await geo.locate(3, 33.78102, -118.11302)
-            try await geo.locate(4, 33.78103, -118.11303)
-            union = try #require(try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest()).venues.first { $0.venue?.name == "Student Union" })
-            #expect((union.people, union.friends, union.few) == (3, 0, false))
-            // A friend who shares: counted as a friend, even while the total is withheld elsewhere.
-            try await geo.locate(2, 33.7790, -118.1094)
-            let arena = try #require(try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest()).venues.first { $0.venue?.name == "Pyramid Arena" })
-            #expect((arena.people, arena.friends, arena.few) == (0, 1, true))
-        }
-    }
-
-    @Test func checkIns_replace_expire_andRespectVisibility() async throws {
-        try await withGeo { geo async throws in
-            geo.befriend(1, 2)
-            geo.findable(3)
-            for u in 1...4 as ClosedRange<UInt64> { try await geo.locate(u, 33.78 + Double(u) * 0.001, -118.11) }
-            let first = try await geo.call(2, API.checkIn, GeoV1.CheckInRequest(placeName: "Library"))
-            #expect(!first.replaced)
-            geo.clock.advance(1_000)
-            let second = try await geo.call(2, API.checkIn, GeoV1.CheckInRequest(placeName: "Student Union", mediaId: "m_abc123"))
-            #expect(second.replaced)
-            _ = try await geo.call(3, API.checkIn, GeoV1.CheckInRequest(placeName: "Arena"))   // a findable stranger
-            _ = try await geo.call(4, API.checkIn, GeoV1.CheckInRequest(placeName: "Secret"))  // a stranger, not findable
-            let nearby = try await geo.call(1, API.listCheckIns, GeoV1.ListCheckInsRequest())
-            #expect(nearby.checkIns.map(\.placeName) == ["Student Union", "Arena"], "one per user, nearest first, visible only")
-            let feed = try await geo.call(1, API.listCheckIns, GeoV1.ListCheckInsRequest(feed: true))
-            #expect(feed.checkIns.map(\.userId) == [3, 2], "newest first")
-            for bad in [GeoV1.CheckInRequest(placeName: ""), GeoV1.CheckInRequest(placeName: String(repeating: "x", count: 81)),
-                        GeoV1.CheckInRequest(placeName: "x", mediaId: "../etc"), GeoV1.CheckInRequest(placeName: "x", hasPoint: true, latitude: 100)] {
-                await expectError(.invalidArgument) { _ = try await geo.call(1, API.checkIn, bad) }
+        @Test(arguments: Engine.allCases) func venueAttendance_countsFreshFixesInside_andFriends(engine: Engine) async throws {
+            try await withGeo(engine: engine, operatorKey: "op-secret") { geo async throws in
+                try await importSample(geo)
+                geo.befriend(1, 2)
+                let fresh: [(UInt64, Double, Double)] = [
+                    (2, 33.7810, -118.1130),    // in the Student Union, a friend
+                    (3, 33.78105, -118.11305),  // in it too
+                    (9, 33.78102, -118.11302),  // and a third
+                    (4, 33.7790, -118.1094),    // inside the arena polygon
+                    (5, 33.7830, -118.1130),    // 220 m away: not in the union
+                ]
+                try await geo.locate(6, 33.7810, -118.1130)  // in it, but its fix goes stale
+                geo.clock.advance(16 * 60_000)
+                for (u, lat, lon) in fresh { try await geo.locate(u, lat, lon) }
+                let venues = try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest())
+                let by = Dictionary(uniqueKeysWithValues: venues.venues.map { ($0.venue?.name ?? "", ($0.people, $0.friends, $0.few)) })
+                #expect(by["Student Union"]! == (3, 1, false))
+                #expect(by["Pyramid Arena"]! == (0, 0, true), "one person: the total is withheld")
+                #expect(by["Harbor Coffee"]! == (0, 0, true))
+                #expect(venues.minPeople == 3)
+                #expect(venues.venues.first?.venue?.name == "Student Union", "busiest first")
             }
-            geo.clock.advance(3 * 3_600_000)
-            #expect(try await geo.call(1, API.listCheckIns, GeoV1.ListCheckInsRequest(feed: true)).checkIns.isEmpty, "expired")
         }
-    }
 
-    /// Check-in photos: media attaches the photo (and releases the replaced check-in's), and
-    /// answers for media which check-in a viewer may see.
-    @Test func checkInPhotos_attachThroughMedia_andMediaAsksWhoMaySee() async throws {
-        try await withGeo { geo async throws in
-            geo.befriend(1, 2)
-            for u in 1...3 as ClosedRange<UInt64> { try await geo.locate(u, 33.78, -118.11) }
-            _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Library", mediaId: "photo1"))
-            _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Union"))  // releases photo1
-            _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Union"))  // nothing to release: no call
-            _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Arena", mediaId: "photo2"))
-            #expect(geo.photos.attached.withLock { $0.map(\.mediaID) } == ["photo1", "", "photo2"])
-            await expectError(.notFound, containing: "of yours") {
-                _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Arena", mediaId: "bad1"))
+        @Test("venue counts cannot single anyone out: ghosts are not counted, hidden friends are not friends, small totals are withheld", arguments: Engine.allCases)
+        func venueAttendance_privacy(engine: Engine) async throws {
+            try await withGeo(engine: engine, operatorKey: "op-secret") { geo async throws in
+                try await importSample(geo)
+                for friend: UInt64 in [2, 7, 8] { geo.befriend(1, friend) }
+                _ = try await geo.call(7, API.updateSharing, GeoV1.UpdateSharingRequest(settings: GeoV1.SharingSettings(ghost: true), fields: ["ghost"]))
+                _ = try await geo.call(8, API.updateSharing, GeoV1.UpdateSharingRequest(
+                    settings: GeoV1.SharingSettings(shareWithFriends: false), fields: ["share_with_friends"]))
+                // The ghost friend alone in the union: no "1 friend" there, no person either.
+                try await geo.locate(7, 33.7810, -118.1130)
+                var union = try #require(try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest()).venues.first { $0.venue?.name == "Student Union" })
+                #expect(union.people == 0 && union.friends == 0 && union.few)
+                // A friend who does not share, and two strangers: four people, not counting the ghost; no friend shown.
+                try await geo.locate(8, 33.78101, -118.11301)
+                try await geo.locate(3, 33.78102, -118.11302)
+                try await geo.locate(4, 33.78103, -118.11303)
+                union = try #require(try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest()).venues.first { $0.venue?.name == "Student Union" })
+                #expect((union.people, union.friends, union.few) == (3, 0, false))
+                // A friend who shares: counted as a friend, even while the total is withheld elsewhere.
+                try await geo.locate(2, 33.7790, -118.1094)
+                let arena = try #require(try await geo.call(1, API.listVenues, GeoV1.ListVenuesRequest()).venues.first { $0.venue?.name == "Pyramid Arena" })
+                #expect((arena.people, arena.friends, arena.few) == (0, 1, true))
             }
-            geo.photos.down.store(true, ordering: .relaxed)
-            await expectError(.unavailable) { _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Gym", mediaId: "photo3")) }
-            // Without a photo the check-in goes ahead; media drops the old photo at the next attach.
-            _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Gym"))
-            // The friend may see user 1's check-in (and learns no photo is on it now); the stranger may not.
-            let friend = try await geo.call(0, API.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: 2, ownerId: 1))
-            #expect(friend.visible && friend.mediaId.isEmpty)
-            #expect(!(try await geo.call(0, API.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: 3, ownerId: 1))).visible)
-            #expect(!(try await geo.call(0, API.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: 2, ownerId: 3))).visible, "no check-in")
-            #expect(!(try await geo.call(0, API.getPlace, GeoV1.GetPlaceRequest(placeId: 12345))).found)
+        }
+
+        @Test(arguments: Engine.allCases) func checkIns_replace_expire_andRespectVisibility(engine: Engine) async throws {
+            try await withGeo(engine: engine) { geo async throws in
+                geo.befriend(1, 2)
+                geo.findable(3)
+                for u in 1...4 as ClosedRange<UInt64> { try await geo.locate(u, 33.78 + Double(u) * 0.001, -118.11) }
+                let first = try await geo.call(2, API.checkIn, GeoV1.CheckInRequest(placeName: "Library"))
+                #expect(!first.replaced)
+                geo.clock.advance(1_000)
+                let second = try await geo.call(2, API.checkIn, GeoV1.CheckInRequest(placeName: "Student Union", mediaId: "m_abc123"))
+                #expect(second.replaced)
+                _ = try await geo.call(3, API.checkIn, GeoV1.CheckInRequest(placeName: "Arena"))   // a findable stranger
+                _ = try await geo.call(4, API.checkIn, GeoV1.CheckInRequest(placeName: "Secret"))  // a stranger, not findable
+                let nearby = try await geo.call(1, API.listCheckIns, GeoV1.ListCheckInsRequest())
+                #expect(nearby.checkIns.map(\.placeName) == ["Student Union", "Arena"], "one per user, nearest first, visible only")
+                let feed = try await geo.call(1, API.listCheckIns, GeoV1.ListCheckInsRequest(feed: true))
+                #expect(feed.checkIns.map(\.userId) == [3, 2], "newest first")
+                for bad in [GeoV1.CheckInRequest(placeName: ""), GeoV1.CheckInRequest(placeName: String(repeating: "x", count: 81)),
+                            GeoV1.CheckInRequest(placeName: "x", mediaId: "../etc"), GeoV1.CheckInRequest(placeName: "x", hasPoint: true, latitude: 100)] {
+                    await expectError(.invalidArgument) { _ = try await geo.call(1, API.checkIn, bad) }
+                }
+                geo.clock.advance(3 * 3_600_000)
+                #expect(try await geo.call(1, API.listCheckIns, GeoV1.ListCheckInsRequest(feed: true)).checkIns.isEmpty, "expired")
+            }
+        }
+
+        /// Check-in photos: media attaches the photo (and releases the replaced check-in's), and
+        /// answers for media which check-in a viewer may see.
+        @Test(arguments: Engine.allCases) func checkInPhotos_attachThroughMedia_andMediaAsksWhoMaySee(engine: Engine) async throws {
+            try await withGeo(engine: engine) { geo async throws in
+                geo.befriend(1, 2)
+                for u in 1...3 as ClosedRange<UInt64> { try await geo.locate(u, 33.78, -118.11) }
+                _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Library", mediaId: "photo1"))
+                _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Union"))  // releases photo1
+                _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Union"))  // nothing to release: no call
+                _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Arena", mediaId: "photo2"))
+                #expect(geo.photos.attached.withLock { $0.map(\.mediaID) } == ["photo1", "", "photo2"])
+                await expectError(.notFound, containing: "of yours") {
+                    _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Arena", mediaId: "bad1"))
+                }
+                geo.photos.down.store(true, ordering: .relaxed)
+                await expectError(.unavailable) { _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Gym", mediaId: "photo3")) }
+                // Without a photo the check-in goes ahead; media drops the old photo at the next attach.
+                _ = try await geo.call(1, API.checkIn, GeoV1.CheckInRequest(placeName: "Gym"))
+                // The friend may see user 1's check-in (and learns no photo is on it now); the stranger may not.
+                let friend = try await geo.call(0, API.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: 2, ownerId: 1))
+                #expect(friend.visible && friend.mediaId.isEmpty)
+                #expect(!(try await geo.call(0, API.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: 3, ownerId: 1))).visible)
+                #expect(!(try await geo.call(0, API.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: 2, ownerId: 3))).visible, "no check-in")
+                #expect(!(try await geo.call(0, API.getPlace, GeoV1.GetPlaceRequest(placeId: 12345))).found)
+            }
         }
     }
 }

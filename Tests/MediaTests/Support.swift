@@ -97,14 +97,11 @@ func withMedia<T: Sendable>(engine: Engine = .sqlite, storage given: TestStorage
                             config: MediaConfig = testMediaConfig(), now: (@Sendable () -> Int64)? = nil,
                             _ body: @Sendable (MediaHarness) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
-    let storage: TestStorage
-    if let given { storage = given } else { storage = try await TestStorage.fresh(engine, service: "media") }
-    let opened = try await storage.open()
-    let outcome: Result<T, any Error>
-    do {
+    return try await TestStorage.withOpen(engine, given: given, service: "media") { storage, opened in
         let service = try await MediaService.open(opened, peers: peers, config: config, logger: logs.logger("media"), now: now)
         // In process: the router and the durable reply cache, as the host runs them (no socket).
         let client = RouterClient(service, name: "media", logger: logs.logger("media-host"))
+        let outcome: Result<T, any Error>
         do {
             outcome = .success(try await body(MediaHarness(service: service, client: client, peers: peers, storage: storage, logs: logs)))
         } catch {
@@ -112,12 +109,8 @@ func withMedia<T: Sendable>(engine: Engine = .sqlite, storage given: TestStorage
             outcome = .failure(error)
         }
         await client.flush() // a graceful stop: replies being saved are in before a "restart"
-    } catch {
-        outcome = .failure(error)
+        return try outcome.get()
     }
-    await opened.close()
-    if given == nil { await storage.remove() }
-    return try outcome.get()
 }
 
 /// Every media suite runs inside this one, one test at a time (see `AlertsTestGroup`).

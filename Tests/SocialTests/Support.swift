@@ -52,23 +52,7 @@ func accountsService(_ directory: String, events: (any NumberedEventSink)? = nil
 /// Runs `body` with social's storage on `engine` open: `storage` when given (a test that
 /// restarts social on the same data), else a fresh one, removed after.
 func withSocialStorage<T>(_ engine: Engine, _ given: TestStorage?, _ body: (StorageEngine) async throws -> T) async throws -> T {
-    let fresh = given == nil ? try await TestStorage.fresh(engine, service: "social") : nil
-    let storage = given ?? fresh!
-    do {
-        let opened = try await storage.open()
-        do {
-            let result = try await body(opened)
-            await opened.close()
-            await fresh?.remove()
-            return result
-        } catch {
-            await opened.close()
-            throw error
-        }
-    } catch {
-        await fresh?.remove()
-        throw error
-    }
+    try await TestStorage.withOpen(engine, given: given, service: "social") { _, opened in try await body(opened) }
 }
 
 /// Runs accounts and social in process, social on `engine` (on `storage` when given, so a test

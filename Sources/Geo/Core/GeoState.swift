@@ -235,6 +235,9 @@ extension GeoState {
                 hiddenBefore.insert(update.user)
             }
         }
+        // A decision taken before the batch committed may be stale now: another instance's newer
+        // fix may have arrived meanwhile (`GeoService.followOthers`). One process: never.
+        let replaces = zip(batch, replaces).map { update, replace in replace && update.deviceMs >= latest[update.user]?.deviceMs ?? .min }
         for (update, replace) in zip(batch, replaces) {
             if replace {
                 let status = update.status ?? latest[update.user]?.status ?? ""

@@ -65,9 +65,12 @@ struct HistoryFolding: Sendable {
     var backlog: Int { pending.count + (sweep.map { $0.pairs.count - $0.position } ?? 0) }
 
     /// History rows that committed (ids ascending).
-    mutating func committed(_ pairs: [Pair]) {
+    /// - Parameter through: several instances: the id through which this instance has applied
+    ///   every row, its own and the others' (a sweep completes through no further); nil: one
+    ///   instance, the rows' own ids.
+    mutating func committed(_ pairs: [Pair], through: Int64? = nil) {
         pending += pairs
-        if let last = pairs.last?.id { lastID = max(lastID, last) }
+        if let through { lastID = max(lastID, through) } else if let last = pairs.last?.id { lastID = max(lastID, last) }
     }
 
     /// The slice to write with the next commit, or nil when the sweep is ahead of its pace.

@@ -104,17 +104,21 @@ struct FoldWrite: Sendable {
     var fixes: [(user: UInt64, fix: LatestFix)]
     var pairs: [HistoryFolding.Pair]
     var completesThrough: Int64?
+    /// The history id through which the writer had applied every row when it took the fixes
+    /// (several instances on PostgreSQL: `HistoryFeed`); nil: every row committed (one process).
+    var reflects: Int64?
 
-    init(fixes: [(user: UInt64, fix: LatestFix)], pairs: [HistoryFolding.Pair] = [], completesThrough: Int64? = nil) {
+    init(fixes: [(user: UInt64, fix: LatestFix)], pairs: [HistoryFolding.Pair] = [], completesThrough: Int64? = nil, reflects: Int64? = nil) {
         self.fixes = fixes
         self.pairs = pairs
         self.completesThrough = completesThrough
+        self.reflects = reflects
     }
 
     /// `chunk` with its users' fixes as `latest` holds them.
-    init(_ chunk: HistoryFolding.Chunk, latest: [UInt64: LatestFix]) {
+    init(_ chunk: HistoryFolding.Chunk, latest: [UInt64: LatestFix], reflects: Int64? = nil) {
         self.init(fixes: chunk.users.compactMap { user in latest[user].map { (user: user, fix: $0) } },
-                  pairs: chunk.pairs, completesThrough: chunk.completesThrough)
+                  pairs: chunk.pairs, completesThrough: chunk.completesThrough, reflects: reflects)
     }
 }
 
@@ -153,4 +157,50 @@ struct GrantKey: Hashable, Sendable {
     var subject: UInt64
     var viewer: UInt64
     var reason: String
+}
+
+/// A stored place alert as both engines read it, before its zone or place is looked up.
+struct PlaceAlertRow: Sendable {
+    var id: UInt64
+    var viewer: UInt64
+    var subject: UInt64
+    var zoneID: UInt64
+    var placeID: UInt64
+    var onArrive: Bool
+    var onLeave: Bool
+    var createdMs: Int64
+}
+
+extension PlaceAlertBook {
+    /// The alerts whose zone or place still exists, with their labels and areas, and who allows whom.
+    init(rows: [PlaceAlertRow], allowed: [(subject: UInt64, viewer: UInt64)], zones: ZoneBook, places: [PlaceRecord]) {
+        self.init(alerts: rows.compactMap { PlaceAlertRecord(row: $0, zones: zones, places: Dictionary(places.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })) },
+                  allowed: allowed)
+    }
+}
+
+extension PlaceAlertRecord {
+    /// `row` with its target's label and area; nil when the zone or place is gone.
+    init?(row: PlaceAlertRow, zones: ZoneBook, places: [UInt64: PlaceRecord]) {
+        let target: PlaceTarget, label: String, area: PlaceArea
+        if row.zoneID != 0 {
+            guard let zone = zones.zone(row.zoneID, of: row.subject) else { return nil }
+            (target, label, area) = (.zone(row.zoneID), zone.label, zone.area)
+        } else {
+            guard let place = places[row.placeID] else { return nil }
+            (target, label, area) = (.place(row.placeID), place.name, PlaceArea(place))
+        }
+        self.init(id: row.id, viewer: row.viewer, subject: row.subject, target: target, label: label, area: area,
+                  onArrive: row.onArrive, onLeave: row.onLeave, createdMs: row.createdMs)
+    }
+}
+
+extension PlaceRecord {
+    /// A polygon as stored: JSON `[[lat, lon], ...]`, `[]` for a point.
+    var ringJSON: String { "[" + ring.map { "[\($0.lat),\($0.lon)]" }.joined(separator: ",") + "]" }
+
+    static func ring(json: String) -> [(lat: Double, lon: Double)] {
+        let pairs = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [[Double]] ?? []
+        return pairs.compactMap { $0.count == 2 ? (lat: $0[0], lon: $0[1]) : nil }
+    }
 }

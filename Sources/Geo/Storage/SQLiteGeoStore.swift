@@ -159,9 +159,8 @@ final class SQLiteGeoStore: GeoStorage {
     func loadPlaces() throws -> [PlaceRecord] {
         try database.read { db in
             try Row.fetchAll(db, cached: "SELECT id, name, kind, lat, lon, radius_m, ring FROM places ORDER BY id").map { row in
-                let pairs = (try? JSONSerialization.jsonObject(with: Data((row[6] as String).utf8))) as? [[Double]] ?? []
-                return PlaceRecord(id: row[0], name: row[1], kind: GeoV1.PlaceKind(rawValue: row[2]), lat: row[3], lon: row[4],
-                                   radius: row[5], ring: pairs.map { (lat: $0[0], lon: $0[1]) })
+                PlaceRecord(id: row[0], name: row[1], kind: GeoV1.PlaceKind(rawValue: row[2]), lat: row[3], lon: row[4],
+                            radius: row[5], ring: PlaceRecord.ring(json: row[6]))
             }
         }
     }
@@ -171,9 +170,8 @@ final class SQLiteGeoStore: GeoStorage {
         try await database.write { db in
             if replace { try db.run(sql: "DELETE FROM places") }
             return try places.map { place in
-                let ring = "[" + place.ring.map { "[\($0.lat),\($0.lon)]" }.joined(separator: ",") + "]"
                 try db.run(sql: "INSERT INTO places (name, kind, lat, lon, radius_m, ring) VALUES (?, ?, ?, ?, ?, ?)",
-                               arguments: [place.name, place.kind.rawValue, place.lat, place.lon, place.radius, ring])
+                               arguments: [place.name, place.kind.rawValue, place.lat, place.lon, place.radius, place.ringJSON])
                 var stored = place
                 stored.id = UInt64(db.lastInsertedRowID)
                 return stored

@@ -302,12 +302,15 @@ public final class PostgresServiceDatabase: Sendable {
     /// returned to the pool inside a transaction.
     private func inTransaction<T>(begin: String, _ body: (PostgresConnection) async throws -> (T, TransactionEnd)) async throws -> T {
         try await client.withConnection { connection in
+            try connection.ensureOpen()
             try await connection.query(PostgresQuery(unsafeSQL: begin), logger: logger)
             do {
                 let (result, end) = try await body(connection)
+                try connection.ensureOpen()
                 try await connection.query(end == .commit ? "COMMIT" : "ROLLBACK", logger: logger)
                 return result
             } catch {
+                if connection.isClosed { throw error } // the server ended the session: nothing to roll back
                 do {
                     try await connection.query("ROLLBACK", logger: logger)
                 } catch {
@@ -396,5 +399,15 @@ final class KeyedSerialGate: Sendable {
             return first
         }
         next?.resume()
+    }
+}
+
+extension PostgresConnection {
+    /// Throws UNAVAILABLE when the connection is closed (the server ended the session: an idle
+    /// transaction's timeout, an administrator, a restart). postgres-nio 1.33 writes a query to a
+    /// closed channel without failing it, so its caller would wait forever; call this before a
+    /// statement that may follow a pause (`GeoTests`, a batch left open by an instance cut off).
+    public func ensureOpen() throws {
+        if isClosed { throw RPCError.unavailable("the database ended this connection") }
     }
 }
