@@ -12,7 +12,7 @@ import Wire
 struct Deployment {
     static let services = LaunchPlan.defaultOrder
     /// The members that run as two instances in a `postgres-x2` deployment.
-    static let scaled = ["accounts", "social", "alerts", "media"]
+    static let scaled = ["accounts", "social", "geo", "alerts", "media"]
     let gateway: String
     /// The HTTP edge, `http://127.0.0.1:<port>`.
     let edge: String
@@ -25,7 +25,7 @@ struct Deployment {
 
     /// - Parameters:
     ///   - plaintext: `--insecure-plaintext` (for the comparison), else CurveZMQ with the keyring the launcher makes.
-    ///   - storage: where accounts, social, alerts and media keep their data (nil: SQLite).
+    ///   - storage: where every service keeps its data (nil: SQLite).
     ///   - instances: how many instances of each of them (more than one needs `storage`).
     static func start(in dir: String, binDirectory: String, plaintext: Bool = false, storage: StorageSection? = nil, instances: Int = 1,
                       postgres: LocalPostgresServer? = nil) throws -> Deployment {
@@ -47,18 +47,7 @@ struct Deployment {
         config.logLevel = "warning"
         config.metricsListen = "127.0.0.1:0"
         config.gateway = .init(requestsPerSecond: 1_000_000, burst: 1_000_000)
-        if let storage {
-            var accounts = FriensoConfig.AccountsSection(), social = FriensoConfig.SocialSection(), alerts = FriensoConfig.AlertsSection()
-            var media = FriensoConfig.MediaSection()
-            accounts.storage = storage
-            social.storage = storage
-            alerts.storage = storage
-            media.storage = storage
-            config.accounts = accounts
-            config.social = social
-            config.alerts = alerts
-            config.media = media
-        }
+        config.storage = storage
         let members = services + (instances > 1 ? scaled.flatMap { name in (2...instances).map { "\(name)#\($0)" } } : [])
         config.launch = members
         try config.write(to: "\(dir)/frienso.json")

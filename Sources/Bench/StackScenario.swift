@@ -25,9 +25,9 @@ public enum StackScenario {
         /// The internal planes to run, one deployment each, in order: `curve` (as deployed) and
         /// `plaintext` (`--insecure-plaintext`), to measure what CurveZMQ costs.
         public var planes: [String] = ["curve", "plaintext"]
-        /// Where accounts, social and alerts keep their data, one deployment each per plane:
-        /// `sqlite` (as `deploy/up`), `postgres` (one instance each, on a PostgreSQL server the
-        /// bench starts), `postgres-x2` (two instances of each on it). Geo stays on SQLite.
+        /// Where the services keep their data, one deployment each per plane: `sqlite` (as
+        /// `deploy/up`), `postgres` (one instance each, on a PostgreSQL server the bench starts),
+        /// `postgres-x2` (two instances of each on it).
         public var storages: [String] = ["sqlite"]
         public static let knownStorages = ["sqlite", "postgres", "postgres-x2"]
         /// - Parameter binDirectory: nil for the folder of the running executable.
@@ -83,8 +83,8 @@ public enum StackScenario {
                                               instances: storage == "postgres-x2" ? 2 : 1, postgres: storage == "sqlite" ? nil : postgres)
         defer { deployment.stop() }
         let storageText = switch storage {
-        case "postgres": "accounts, social and alerts on PostgreSQL"
-        case "postgres-x2": "two instances each of accounts, social and alerts, on PostgreSQL"
+        case "postgres": "every service on PostgreSQL"
+        case "postgres-x2": "two instances of every service, on PostgreSQL"
         default: "SQLite"
         }
         var out = ["## frienso-bench stack (\(plane == "plaintext" ? "plaintext internal plane" : "CurveZMQ on every internal hop"), \(storageText)): \(options.users) users, \(options.inFlight) in flight, \(options.seconds) s, mix \(options.mix) (update, nearby, friends, check-in, helpNow)", ""]

@@ -11,21 +11,23 @@ import Wire
 
 /// A deployment over four hosts on one machine, for real (`TestNetwork`: Linux network
 /// namespaces joined by veth links): PostgreSQL on `db`; accounts, social, geo, alerts and media
-/// on `svc`, and a second instance of accounts, social, alerts and media on `svc2` (all keeping
-/// their data, photos included, on `db`); the gateway and the edge on `front`. Every hop between hosts is ZeroMQ with CurveZMQ
+/// on `svc`, and a second instance of each on `svc2` (all keeping their data, photos included,
+/// on `db`); the gateway and the edge on `front`. Every hop between hosts is ZeroMQ with CurveZMQ
 /// (or PostgreSQL's protocol); each host has its own launcher and only its own members' secret
-/// keys. While a writer keeps registering and a raiser keeps raising and resolving helpNow through
-/// the gateway, `svc`'s link is cut, then restored, then its processes are killed (`kill -9`, its
-/// launcher restarts them): both go on through `svc2`'s instances, every acknowledged registration
-/// logs in afterwards, every acknowledged helpNow reached the circle's SMS exactly once, a photo
-/// uploaded before the cut is read and another uploaded while `svc` is away, clients saw only
-/// transient errors, and the run says how long each waited each time.
+/// keys. While a writer keeps registering, a raiser keeps raising and resolving helpNow and a
+/// walker keeps sharing her location through the gateway, `svc`'s link is cut, then restored,
+/// then its processes are killed (`kill -9`, its launcher restarts them): all three go on through
+/// `svc2`'s instances, every acknowledged registration logs in afterwards, every acknowledged
+/// helpNow reached the circle's SMS exactly once, every acknowledged location is in history and
+/// her friend sees the last one through either geo instance, a photo uploaded before the cut is
+/// read and another uploaded while `svc` is away, clients saw only transient errors, and the run
+/// says how long each waited each time.
 @Suite("end to end: several hosts (network namespaces)", .serialized, .timeLimit(.minutes(5)),
        .enabled(if: geteuid() == 0, "network namespaces need root (CI runs the tests as root); reported as skipped otherwise"))
 struct HostsEndToEndTests {
     static let serviceMembers = ["accounts", "social", "geo", "alerts", "media"]
-    /// The second service host: a second instance of the members that can run as several.
-    static let secondMembers = ["accounts", "social", "alerts", "media"]
+    /// The second service host: a second instance of each.
+    static let secondMembers = ["accounts", "social", "geo", "alerts", "media"]
     static let frontMembers = ["gateway", "edge"]
 
     @Test func fourHosts_overCurve_aServiceHostCutOffThenKilled_failsOver_losingNoAcknowledgedWrite() async throws {
@@ -69,7 +71,7 @@ struct HostsEndToEndTests {
         }
         config.endpoints = endpoints
         config.eventEndpoints = ["accounts": "tcp://\(svc):7111,tcp://\(svc2):7111", "social": "tcp://\(svc):7112,tcp://\(svc2):7112",
-                                 "geo": "tcp://\(svc):7113", "alerts": "tcp://\(svc):7114,tcp://\(svc2):7114"]
+                                 "geo": "tcp://\(svc):7113,tcp://\(svc2):7113", "alerts": "tcp://\(svc):7114,tcp://\(svc2):7114"]
         config.logLevel = "info"
         config.metricsListen = "127.0.0.1:0"
         config.gateway = .init(requestsPerSecond: 100_000, burst: 100_000)
@@ -183,6 +185,31 @@ struct HostsEndToEndTests {
             @Sendable func acknowledged() -> Int { writer.acknowledged.withLock { $0.count } }
             try await eventually("the writer registers through the hosts", timeout: .seconds(30)) { acknowledged() >= 3 }
 
+            // A walker (Ana, on a client of her own) shares her location all along: each fix a
+            // little further north, its latitude its name.
+            let walker = Writer()
+            let walking = Task {
+                let client = FriensoClient(gateway: gateway, options: options, logger: CapturedLogs().logger("walker"))
+                _ = try? await client.login("h_ana", password: "a long password 1")
+                var n = 0
+                while !walker.stop.load(ordering: .relaxed) {
+                    n += 1
+                    let latitude = Self.walk(n)
+                    do {
+                        _ = try await client.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
+                            latitude: latitude, longitude: -118.11, accuracyM: 5, deviceTimeMs: Int64(Date().timeIntervalSince1970 * 1000)),
+                                                  mutation: true)
+                        walker.acknowledged.withLock { $0.append(("\(n)", ContinuousClock.now)) }
+                    } catch let error as RPCError {
+                        walker.failures.withLock { $0.append((error, ContinuousClock.now)) }
+                    } catch {
+                        walker.failures.withLock { $0.append((RPCError(.internal, "\(error)"), ContinuousClock.now)) }
+                    }
+                }
+                await client.close()
+            }
+            try await eventually("the walker shares through the hosts", timeout: .seconds(30)) { walker.acknowledged.withLock { $0.count } >= 3 }
+
             // The first service host's cable is pulled: accounts' calls go to svc2's instance
             // once the gateway finds svc silent (its heartbeat window), and the writer goes on.
             try net.cut("svc")
@@ -217,11 +244,15 @@ struct HostsEndToEndTests {
             try await eventually("the raiser goes on after svc's processes were killed", timeout: .seconds(60)) {
                 raiser.acknowledged.withLock { $0.count } >= beforeKillRaised + 3
             }
+            let beforeKillWalked = walker.acknowledged.withLock { $0.count }
+            try await eventually("the walker goes on after svc's processes were killed", timeout: .seconds(60)) {
+                walker.acknowledged.withLock { $0.count } >= beforeKillWalked + 3
+            }
             let stoppedAt = ContinuousClock.now
-            writer.stop.store(true, ordering: .relaxed)
-            raiser.stop.store(true, ordering: .relaxed)
+            for who in [writer, raiser, walker] { who.stop.store(true, ordering: .relaxed) }
             await writing.value
             await raising.value
+            await walking.value
 
             /// The longest `who` waited for an acknowledgement from `start` until `end` (a wait still
             /// going on at `end` counts up to `end`).
@@ -245,9 +276,12 @@ struct HostsEndToEndTests {
                 \(acknowledged()) acknowledged, \(writer.failures.withLock { $0.count }) failed in all; \
                 helpNow on two alerts instances: longest wait \(longestWait(raiser, from: cutAt, to: restoredAt)) while svc was cut off \
                 (\(count(raiser, from: cutAt, to: restoredAt)) raised meanwhile), \(longestWait(raiser, from: killedAt, to: stoppedAt)) after the kill; \(raiser.acknowledged.withLock { $0.count }) raised, \
-                \(raiser.failures.withLock { $0.count }) failed
+                \(raiser.failures.withLock { $0.count }) failed; \
+                locations on two geo instances: longest wait \(longestWait(walker, from: cutAt, to: restoredAt)) while svc was cut off \
+                (\(count(walker, from: cutAt, to: restoredAt)) shared meanwhile), \(longestWait(walker, from: killedAt, to: stoppedAt)) after the kill; \
+                \(walker.acknowledged.withLock { $0.count }) shared, \(walker.failures.withLock { $0.count }) failed
                 """)
-            let failures = writer.failures.withLock { $0.map(\.0) } + raiser.failures.withLock { $0.map(\.0) }
+            let failures = writer.failures.withLock { $0.map(\.0) } + raiser.failures.withLock { $0.map(\.0) } + walker.failures.withLock { $0.map(\.0) }
             for error in failures {
                 // ALREADY_EXISTS "applied once already": committed by an instance that died before its reply was kept.
                 #expect(isTransient(error) || (error.code == .alreadyExists && error.message.contains("applied once already")),
@@ -278,6 +312,20 @@ struct HostsEndToEndTests {
                     """)
                 #expect(rows == "1|1", "alert \(id): SMS rows delivered | messages sent: \(rows)")
             }
+            // Every acknowledged location is in history (a retry of one whose instance died before
+            // answering may add its twin), and Ben sees the last one through either geo instance.
+            let shared = walker.acknowledged.withLock { $0.compactMap { Int($0.0) } }
+            let lastShared = try #require(shared.max())
+            let kept = try await server.psql(database, "SELECT count(DISTINCT lat) FROM geo.history WHERE lat > 40")
+            #expect(Int(kept) ?? 0 >= shared.count, "acknowledged \(shared.count) locations, history holds \(kept)")
+            let latest = try await server.psql(database, "SELECT max(lat) FROM geo.history")
+            #expect((Double(latest) ?? 0) >= Self.walk(lastShared), "history's newest: \(latest)")
+            for _ in 0..<4 { // the gateway spreads these over both instances
+                try await eventually("Ben sees Ana's last location", timeout: .seconds(10)) {
+                    let friends = try await ben.call(GeoV1.GeoService.friendsLocations, GeoV1.FriendsLocationsRequest()).friends
+                    return friends.first?.fix.map { $0.latitude >= Self.walk(lastShared) } == true
+                }
+            }
             let users = try await server.psql(database, "SELECT count(*) FROM accounts.users")
             #expect((Int(users) ?? 0) >= acknowledged() + 2, "the rows are on the database host: \(users)")
             for client in [ana, ben, check] { await client.close() }
@@ -286,6 +334,9 @@ struct HostsEndToEndTests {
             throw error
         }
     }
+
+    /// The walker's `n`-th latitude.
+    static func walk(_ n: Int) -> Double { 40 + Double(n) / 100_000 }
 
     func registration(_ name: String, number: Int) -> AccountsV1.RegisterRequest {
         AccountsV1.RegisterRequest(username: name, email: "\(name)@example.org", phone: "+1562558\(String(format: "%04d", number))",

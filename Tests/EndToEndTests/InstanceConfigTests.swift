@@ -44,7 +44,7 @@ struct InstanceConfigTests {
         #expect(throws: ConfigError.self) { try resolved.ownEventEndpoint() }
     }
 
-    @Test func severalInstancesOnSQLite_orOfAServiceThatCannotYet_areRefused() throws {
+    @Test func severalInstancesOnSQLite_areRefused_saying_why() throws {
         let resolved = try ServiceOptions.parse([]).resolve(service: "accounts", environment: environment)
         do {
             try resolved.refuseSeveralInstances(on: .sqlite(directory: "/nonexistent"), logger: Logger(label: "test"))
@@ -53,7 +53,7 @@ struct InstanceConfigTests {
             #expect(error.description.contains("PostgreSQL"), "\(error)")
         }
         let geo = try ServiceOptions.parse([]).resolve(service: "geo", environment: ["FRIENSO_GEO_ENDPOINT": "tcp://a:1,tcp://b:1"])
-        #expect(throws: ConfigError.self) { try geo.refuseSeveralInstances("geo runs one instance") }
+        #expect(throws: ConfigError.self) { try geo.refuseSeveralInstances(on: .sqlite(directory: "/nonexistent"), logger: Logger(label: "test")) }
     }
 
     @Test func launchEntries_nameAMemberAndAnInstance() throws {

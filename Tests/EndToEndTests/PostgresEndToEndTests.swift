@@ -133,21 +133,23 @@ struct PostgresEndToEndTests {
         }
     }
 
-    @Test func aPasswordInTheURL_orPostgresForAServiceThatDoesNotRunOnItYet_isRefusedAtStart() async throws {
+    @Test func aPasswordInTheURL_noURL_anUnknownKind_orSeveralInstancesOnSQLite_areRefusedAtStart() async throws {
         let procs = try ProcessHarness()
         defer { procs.shutdown() }
-        for (service, storage, expected) in [
-            ("accounts", StorageSection(kind: "postgres", url: "postgres://frienso:hunter2@127.0.0.1:1/frienso"), "carries a password"),
-            ("accounts", StorageSection(kind: "postgres"), "needs a url"),
-            ("accounts", StorageSection(kind: "mysql"), "unknown kind"),
-            ("geo", StorageSection(kind: "postgres", url: "postgres://frienso@127.0.0.1:1/frienso"), "does not run on PostgreSQL"),
+        let one = "tcp://127.0.0.1:*", two = "tcp://127.0.0.1:*,tcp://127.0.0.1:*"
+        for (service, storage, endpoints, expected) in [
+            ("accounts", StorageSection(kind: "postgres", url: "postgres://frienso:hunter2@127.0.0.1:1/frienso"), one, "carries a password"),
+            ("accounts", StorageSection(kind: "postgres"), one, "needs a url"),
+            ("accounts", StorageSection(kind: "mysql"), one, "unknown kind"),
+            ("geo", StorageSection(kind: "postgres", url: "postgres://frienso:hunter2@127.0.0.1:1/frienso"), one, "carries a password"),
+            ("geo", StorageSection(kind: "sqlite"), two, "share their data through PostgreSQL"),
         ] {
             var config = FriensoConfig()
             config.storage = storage
             let path = "\(procs.workDirectory)/\(service)-\(expected.count).json"
             try config.write(to: path)
             let result = try await ProcessHarness.run("frienso-\(service)", ["--config", path, "--data-dir", "\(procs.workDirectory)/data",
-                                                                           "--endpoint", "tcp://127.0.0.1:*", "--insecure-plaintext"])
+                                                                           "--endpoint", endpoints, "--insecure-plaintext"])
             #expect(result.status != 0, "\(service) must not start: \(result.output)")
             #expect(result.output.contains(expected), "\(service): \(result.output)")
             #expect(!result.output.contains("hunter2"), "the password is not echoed")

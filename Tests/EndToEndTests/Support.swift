@@ -296,5 +296,8 @@ extension FriensoConfig {
         var media = self.media ?? MediaSection()
         media.storage = storage
         self.media = media
+        var geo = self.geo ?? GeoSection()
+        geo.storage = storage
+        self.geo = geo
     }
 }

@@ -58,7 +58,12 @@ struct InstancesTests {
         let logs = CapturedLogs()
         let blackHole = try await BlackHole.start(answersUntilARequest: true)
         try await withTwoHosts(logs) { endpoints, counts in
-            let client = WireClient(endpoint: EndpointList.join([endpoints[0], blackHole.endpoint]), options: fastClient(),
+            // The deployed dead window (3 × 500 ms), not the fast one: with 600 ms, a loaded two-core
+            // machine sometimes kept the answering instance from its heartbeats as long, and both
+            // looked silent at once (the calls then fail fast, as they should with no instance up).
+            var options = fastClient()
+            options.heartbeatInterval = .milliseconds(500)
+            let client = WireClient(endpoint: EndpointList.join([endpoints[0], blackHole.endpoint]), options: options,
                                     logger: logs.logger("client"))
             let outcomes = try await withThrowingTaskGroup(of: (Bool, StatusCode?).self) { group in
                 for i in 0..<20 {
