@@ -76,12 +76,14 @@ public final class GeoFollower: Service, Sendable {
 
     /// Settings, places and erasures, as any instance announced them.
     private static func followChanges(_ service: GeoService, logger: Logger) async {
-        guard let changes = service.feed?.changes else { return }
+        guard let changes = service.feed?.changes, let store = service.store as? PostgresGeoStore else { return }
         for await payload in changes {
-            guard let change = GeoChange(payload: payload) else {
+            guard let (change, origin) = GeoChange.parse(payload) else {
                 logger.warning("an unreadable geo change was announced")
                 continue
             }
+            // This instance's own change is in its memory already (its handler put it there).
+            if origin == store.writer { continue }
             // Until it is taken (the database may be unreachable a while): a change skipped would leave this instance stale.
             var delay = Duration.milliseconds(100)
             while !Task.isCancelled {
@@ -128,23 +130,27 @@ enum GeoChange: Sendable, Equatable {
     static let stream = "geochanges"
     static let method = "geo.Changed"
 
-    /// As kept in the log: `people 1 2`, `places`, `erased 7`.
-    var payload: [UInt8] {
-        switch self {
-        case .people(let users): Array(("people " + users.map(String.init).joined(separator: " ")).utf8)
-        case .places: Array("places".utf8)
-        case .erased(let user): Array("erased \(user)".utf8)
+    /// As kept in the log, with the instance that made it: `people 1 2 @1`, `places @2`, `erased 7 @1`.
+    func payload(from instance: Int64) -> [UInt8] {
+        let text = switch self {
+        case .people(let users): "people " + users.map(String.init).joined(separator: " ")
+        case .places: "places"
+        case .erased(let user): "erased \(user)"
         }
+        return Array("\(text) @\(instance)".utf8)
     }
 
-    init?(payload: [UInt8]) {
-        let words = String(decoding: payload, as: UTF8.self).split(separator: " ")
+    /// A payload read back: the change, and the instance that made it.
+    static func parse(_ payload: [UInt8]) -> (GeoChange, origin: Int64)? {
+        var words = String(decoding: payload, as: UTF8.self).split(separator: " ")
+        guard let last = words.last, last.hasPrefix("@"), let origin = Int64(last.dropFirst()) else { return nil }
+        words.removeLast()
         guard let kind = words.first else { return nil }
         let ids = words.dropFirst().compactMap { UInt64($0) }
         switch kind {
-        case "people" where !ids.isEmpty: self = .people(ids)
-        case "places": self = .places
-        case "erased" where ids.count == 1: self = .erased(ids[0])
+        case "people" where !ids.isEmpty: return (.people(ids), origin)
+        case "places": return (.places, origin)
+        case "erased" where ids.count == 1: return (.erased(ids[0]), origin)
         default: return nil
         }
     }
@@ -160,9 +166,8 @@ enum GeoChange: Sendable, Equatable {
 }
 
 extension GeoService {
-    /// Takes a change another instance (or this one) announced: reads what changed back from the
-    /// database. Idempotent, so the copy of this instance's own change, or a change read twice,
-    /// leaves memory as the database is.
+    /// Takes a change another instance announced: reads what changed back from the database.
+    /// Idempotent, so a change read twice leaves memory as the database is.
     func apply(_ change: GeoChange) async throws {
         guard let store = store as? PostgresGeoStore else { return }
         switch change {

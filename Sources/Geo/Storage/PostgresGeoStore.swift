@@ -60,7 +60,7 @@ final class PostgresGeoStore: GeoStorage {
         case .places: nil
         }
         return try await database.write(body, committed: { result in
-            changes.emit(topic: GeoChange.stream, method: GeoChange.method, payload: change.payload, subject: change.subject ?? 0)
+            changes.emit(topic: GeoChange.stream, method: GeoChange.method, payload: change.payload(from: self.writer), subject: change.subject ?? 0)
             if let after { PostgresEventLog.alsoAfterCommit { after(result) } }
         }, orderedBy: keys)
     }
