@@ -49,6 +49,8 @@ public final class SocialGraphReplica: Service, Sendable {
 
     /// Returns once the first snapshot is loaded.
     public func ready() async { await replica.ready() }
+    /// Whether the first snapshot is loaded.
+    public var isReady: Bool { replica.isReady }
 
     public func run() async throws { try await replica.run() }
 

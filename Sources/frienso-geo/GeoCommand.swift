@@ -41,7 +41,8 @@ struct GeoCommand: AsyncParsableCommand {
         let audit = AuditWriter(service: service, logger: logger)
         MetricsRefresh.register { service.recordIndexMetrics() }
         let host = service.makeHost(options: plane.hostOptions(name: "geo", endpoint: resolved.endpoint), logger: logger)
-        var services: [any Service] = [replica, publisher, grants, pruner, audit, host]
+        let answering = StartWhenReady(host, when: { replica.isReady }, what: "social's graph", logger: logger)
+        var services: [any Service] = [replica, publisher, grants, pruner, audit, answering]
         if resolved.instances > 1 { services.append(GeoFollower(service: service, logger: logger)) }
         try await ServiceRunner.run(services, endpointFile: resolved.endpointFile, logger: logger,
                                     boundEventsEndpoint: { try await publisher.boundEndpoint() }) {

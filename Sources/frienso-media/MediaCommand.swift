@@ -31,7 +31,8 @@ struct MediaCommand: AsyncParsableCommand {
         let peers = RemoteMediaPeers(replica: replica, geo: try plane.client("geo", at: resolved.peer("geo"), logger: logger))
         let service = try await MediaService.open(storage, peers: peers, config: MediaConfig(resolved: resolved), logger: logger)
         let host = service.makeHost(options: plane.hostOptions(name: "media", endpoint: resolved.endpoint), logger: logger)
-        try await ServiceRunner.run([replica, MediaWorker(service: service), host], endpointFile: resolved.endpointFile, logger: logger) {
+        let answering = StartWhenReady(host, when: { replica.isReady }, what: "social's graph", logger: logger)
+        try await ServiceRunner.run([replica, MediaWorker(service: service), answering], endpointFile: resolved.endpointFile, logger: logger) {
             try await host.boundEndpoint()
         }
     }

@@ -14,9 +14,10 @@ import Wire
 /// on `svc`, and a second instance of each on `svc2` (all keeping their data, photos included,
 /// on `db`); the gateway and the edge on `front`. Every hop between hosts is ZeroMQ with CurveZMQ
 /// (or PostgreSQL's protocol); each host has its own launcher and only its own members' secret
-/// keys. While a writer keeps registering, a raiser keeps raising and resolving helpNow and a
-/// walker keeps sharing her location through the gateway, `svc`'s link is cut, then restored,
-/// then its processes are killed (`kill -9`, its launcher restarts them): all three go on through
+/// keys. While a writer keeps registering, a raiser keeps raising and resolving helpNow, a
+/// walker keeps sharing her location and a reader keeps reading friends' locations and nearby
+/// and checking in (the stack benchmark's mix) through the gateway, `svc`'s link is cut, then
+/// restored, then its processes are killed (`kill -9`, its launcher restarts them): all go on through
 /// `svc2`'s instances, every acknowledged registration logs in afterwards, every acknowledged
 /// helpNow reached the circle's SMS exactly once, every acknowledged location is in history and
 /// her friend sees the last one through either geo instance, a photo uploaded before the cut is
@@ -171,13 +172,8 @@ struct HostsEndToEndTests {
                 while !writer.stop.load(ordering: .relaxed) {
                     n += 1
                     let name = "h_w\(n)"
-                    do {
+                    await writer.attempt(name) { [n] in
                         _ = try await client.call(AccountsV1.AccountsService.register, registration(name, number: n), mutation: true)
-                        writer.acknowledged.withLock { $0.append((name, ContinuousClock.now)) }
-                    } catch let error as RPCError {
-                        writer.failures.withLock { $0.append((error, ContinuousClock.now)) }
-                    } catch {
-                        writer.failures.withLock { $0.append((RPCError(.internal, "\(error)"), ContinuousClock.now)) }
                     }
                 }
                 await client.close()
@@ -195,20 +191,45 @@ struct HostsEndToEndTests {
                 while !walker.stop.load(ordering: .relaxed) {
                     n += 1
                     let latitude = Self.walk(n)
-                    do {
+                    await walker.attempt("\(n)") {
                         _ = try await client.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
                             latitude: latitude, longitude: -118.11, accuracyM: 5, deviceTimeMs: Int64(Date().timeIntervalSince1970 * 1000)),
                                                   mutation: true)
-                        walker.acknowledged.withLock { $0.append(("\(n)", ContinuousClock.now)) }
-                    } catch let error as RPCError {
-                        walker.failures.withLock { $0.append((error, ContinuousClock.now)) }
-                    } catch {
-                        walker.failures.withLock { $0.append((RPCError(.internal, "\(error)"), ContinuousClock.now)) }
                     }
                 }
                 await client.close()
             }
             try await eventually("the walker shares through the hosts", timeout: .seconds(30)) { walker.acknowledged.withLock { $0.count } >= 3 }
+
+            // A reader (Ben, on a client of his own) does the rest of the stack benchmark's mix in
+            // turn: friends' locations, nearby, a check-in.
+            let reader = Writer()
+            let reading = Task {
+                let client = FriensoClient(gateway: gateway, options: options, logger: CapturedLogs().logger("reader"))
+                _ = try? await client.login("h_ben", password: "a long password 1")
+                _ = try? await client.call(SocialV1.SocialService.setFindable, SocialV1.SetFindableRequest(findable: true), mutation: true)
+                _ = try? await client.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
+                    latitude: 40, longitude: -118.11, accuracyM: 5, deviceTimeMs: Int64(Date().timeIntervalSince1970 * 1000)), mutation: true)
+                // The other geo instance has his fix within its follow interval (100 ms): nearby
+                // answers on both (the gateway alternates) before the measured loop starts.
+                var answered = 0
+                while answered < 4 && !reader.stop.load(ordering: .relaxed) {
+                    answered = (try? await client.call(GeoV1.GeoService.nearby, GeoV1.NearbyRequest())) == nil ? 0 : answered + 1
+                }
+                var n = 0
+                while !reader.stop.load(ordering: .relaxed) {
+                    n += 1
+                    await reader.attempt("\(n)") { [n] in
+                        switch n % 3 {
+                        case 0: _ = try await client.call(GeoV1.GeoService.friendsLocations, GeoV1.FriendsLocationsRequest())
+                        case 1: _ = try await client.call(GeoV1.GeoService.nearby, GeoV1.NearbyRequest(radiusM: 1_500, limit: 50))
+                        default: _ = try await client.call(GeoV1.GeoService.checkIn, GeoV1.CheckInRequest(placeName: "Library \(n)"), mutation: true)
+                        }
+                    }
+                }
+                await client.close()
+            }
+            try await eventually("the reader reads through the hosts", timeout: .seconds(30)) { reader.acknowledged.withLock { $0.count } >= 3 }
 
             // The first service host's cable is pulled: accounts' calls go to svc2's instance
             // once the gateway finds svc silent (its heartbeat window), and the writer goes on.
@@ -249,10 +270,11 @@ struct HostsEndToEndTests {
                 walker.acknowledged.withLock { $0.count } >= beforeKillWalked + 3
             }
             let stoppedAt = ContinuousClock.now
-            for who in [writer, raiser, walker] { who.stop.store(true, ordering: .relaxed) }
+            for who in [writer, raiser, walker, reader] { who.stop.store(true, ordering: .relaxed) }
             await writing.value
             await raising.value
             await walking.value
+            await reading.value
 
             /// The longest `who` waited for an acknowledgement from `start` until `end` (a wait still
             /// going on at `end` counts up to `end`).
@@ -279,9 +301,13 @@ struct HostsEndToEndTests {
                 \(raiser.failures.withLock { $0.count }) failed; \
                 locations on two geo instances: longest wait \(longestWait(walker, from: cutAt, to: restoredAt)) while svc was cut off \
                 (\(count(walker, from: cutAt, to: restoredAt)) shared meanwhile), \(longestWait(walker, from: killedAt, to: stoppedAt)) after the kill; \
-                \(walker.acknowledged.withLock { $0.count }) shared, \(walker.failures.withLock { $0.count }) failed
+                \(walker.acknowledged.withLock { $0.count }) shared, \(walker.failures.withLock { $0.count }) failed; \
+                reads and check-ins: longest wait \(longestWait(reader, from: cutAt, to: restoredAt)) while svc was cut off, \
+                \(longestWait(reader, from: killedAt, to: stoppedAt)) after the kill; \(reader.acknowledged.withLock { $0.count }) answered, \
+                \(reader.failures.withLock { $0.count }) failed
                 """)
             let failures = writer.failures.withLock { $0.map(\.0) } + raiser.failures.withLock { $0.map(\.0) } + walker.failures.withLock { $0.map(\.0) }
+                + reader.failures.withLock { $0.map(\.0) }
             for error in failures {
                 // ALREADY_EXISTS "applied once already": committed by an instance that died before its reply was kept.
                 #expect(isTransient(error) || (error.code == .alreadyExists && error.message.contains("applied once already")),
@@ -347,5 +373,17 @@ struct HostsEndToEndTests {
         let acknowledged = Mutex<[(String, ContinuousClock.Instant)]>([])
         let failures = Mutex<[(RPCError, ContinuousClock.Instant)]>([])
         let stop = Atomic<Bool>(false)
+
+        /// Runs one call: acknowledged as `name` when it returns, a failure (with when) when it throws.
+        func attempt(_ name: String, _ call: () async throws -> Void) async {
+            do {
+                try await call()
+                acknowledged.withLock { $0.append((name, ContinuousClock.now)) }
+            } catch let error as RPCError {
+                failures.withLock { $0.append((error, ContinuousClock.now)) }
+            } catch {
+                failures.withLock { $0.append((RPCError(.internal, "\(error)"), ContinuousClock.now)) }
+            }
+        }
     }
 }

@@ -4,6 +4,8 @@ import FriensoTesting
 import Logging
 import ServiceKit
 import Storage
+import ServiceLifecycle
+import Synchronization
 import Testing
 
 /// Naming several instances of a member, and the ways to get it wrong: each refused at start
@@ -63,5 +65,31 @@ struct InstanceConfigTests {
         for bad in ["accounts#0", "accounts#x", "nobody#2", "accounts#2#3", "frienso-accounts"] {
             #expect(throws: ConfigError.self, "\(bad)") { try LaunchPlan.entry(bad) }
         }
+    }
+}
+
+/// A request host that reads social's graph starts once the graph is loaded (or the bound passed).
+@Suite("a member answers once its replica is loaded") struct StartWhenReadyTests {
+    final class Probe: Service, Sendable {
+        private let flag = Atomic<Bool>(false)
+        var started: Bool { flag.load(ordering: .relaxed) }
+        func run() async throws { flag.store(true, ordering: .relaxed) }
+    }
+
+    @Test func theHostWaitsForTheReplica_thenStarts() async throws {
+        let ready = Atomic<Bool>(false), probe = Probe(), logs = CapturedLogs()
+        let running = Task { try await StartWhenReady(probe, when: { ready.load(ordering: .relaxed) }, within: .seconds(60), what: "the graph",
+                                                      logger: logs.logger("member")).run() }
+        for _ in 0..<10 { try await Task.sleep(for: .milliseconds(20)) } // several of its checks
+        #expect(!probe.started, "not before the replica is loaded")
+        ready.store(true, ordering: .relaxed)
+        try await running.value
+        #expect(probe.started && !logs.contains("answering before"))
+    }
+
+    @Test func aReplicaThatNeverLoads_delaysTheHostOnlyUntilTheBound_andSaysSo() async throws {
+        let probe = Probe(), logs = CapturedLogs()
+        try await StartWhenReady(probe, when: { false }, within: .milliseconds(100), what: "the graph", logger: logs.logger("member")).run()
+        #expect(probe.started && logs.contains("answering before the graph is loaded"))
     }
 }

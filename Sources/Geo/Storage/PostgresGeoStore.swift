@@ -51,6 +51,7 @@ final class PostgresGeoStore: GeoStorage {
 
     /// A write whose change the other instances must learn (`GeoChange`): announced in its
     /// transaction when there are several instances. `after` runs once it committed.
+    @discardableResult
     func write<T: Sendable>(announcing change: GeoChange, _ body: @escaping (PostgresConnection) async throws -> T,
                             after: (@Sendable (T) -> Void)? = nil) async throws -> T {
         guard let changes else { return try await database.write(body, committed: after) }
@@ -64,85 +65,6 @@ final class PostgresGeoStore: GeoStorage {
             if let after { PostgresEventLog.alsoAfterCommit { after(result) } }
         }, orderedBy: keys)
     }
-
-    static let tables = ["latest", "history", "geo_meta", "sharing", "grants", "places", "check_ins", "precision", "audit", "share_links",
-                         "zones", "place_alerts", "place_alert_access", "place_events", "idempotent_replies"]
-
-    static let migrations: [PostgresMigration] = PostgresReplyStore.migrations + [
-        PostgresMigration("geo_v1", [
-            """
-            CREATE TABLE latest (user_id bigint PRIMARY KEY, lat double precision NOT NULL, lon double precision NOT NULL,
-                                 accuracy double precision NOT NULL, device_ms bigint NOT NULL, received_ms bigint NOT NULL,
-                                 status text NOT NULL DEFAULT '', history_id bigint NOT NULL DEFAULT 0)
-            """,
-            """
-            CREATE TABLE history (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, user_id bigint NOT NULL,
-                                  lat double precision NOT NULL, lon double precision NOT NULL, accuracy double precision NOT NULL,
-                                  device_ms bigint NOT NULL, received_ms bigint NOT NULL,
-                                  status text, -- NULL: unchanged
-                                  unrecorded boolean NOT NULL DEFAULT false, -- inside a private zone keeping none: deleted once folded
-                                  writer bigint NOT NULL DEFAULT 0) -- the instance
-            """,
-            "CREATE INDEX history_user ON history (user_id, id)",
-            "CREATE INDEX history_received ON history (received_ms)",
-            "CREATE INDEX history_unrecorded ON history (id) WHERE unrecorded",
-            "CREATE TABLE geo_meta (key text COLLATE \"C\" PRIMARY KEY, value bigint NOT NULL)",
-            "INSERT INTO geo_meta (key, value) VALUES ('folded_through', 0)",
-            """
-            CREATE TABLE sharing (user_id bigint PRIMARY KEY, share_with_friends boolean NOT NULL, ghost boolean NOT NULL,
-                                  proximity_alerts boolean NOT NULL, proximity_m double precision NOT NULL)
-            """,
-            """
-            CREATE TABLE grants (subject bigint NOT NULL, viewer bigint NOT NULL, reason text COLLATE "C" NOT NULL, expires_ms bigint NOT NULL,
-                                 PRIMARY KEY (subject, viewer, reason))
-            """,
-            "CREATE INDEX grants_viewer ON grants (viewer)",
-            """
-            CREATE TABLE places (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, name text NOT NULL, kind bigint NOT NULL,
-                                 lat double precision NOT NULL, lon double precision NOT NULL, radius_m double precision NOT NULL,
-                                 ring text NOT NULL) -- JSON [[lat, lon], ...]; '[]' for a point
-            """,
-            """
-            CREATE TABLE check_ins (user_id bigint PRIMARY KEY, place_name text NOT NULL, lat double precision NOT NULL,
-                                    lon double precision NOT NULL, media_id text NOT NULL, created_ms bigint NOT NULL, expires_ms bigint NOT NULL)
-            """,
-            "CREATE TABLE precision (subject bigint NOT NULL, viewer bigint NOT NULL, level bigint NOT NULL, PRIMARY KEY (subject, viewer))",
-            "CREATE INDEX precision_viewer ON precision (viewer)",
-            """
-            CREATE TABLE audit (subject bigint NOT NULL, viewer bigint NOT NULL, hour bigint NOT NULL, kind bigint NOT NULL,
-                                link bigint NOT NULL, count bigint NOT NULL, PRIMARY KEY (subject, hour, viewer, kind, link))
-            """,
-            "CREATE INDEX audit_viewer ON audit (viewer)",
-            "CREATE INDEX audit_hour ON audit (hour)",
-            """
-            CREATE TABLE share_links (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, owner bigint NOT NULL, token_hash bytea NOT NULL UNIQUE,
-                                      label text NOT NULL, created_ms bigint NOT NULL, expires_ms bigint NOT NULL,
-                                      revoked_ms bigint NOT NULL DEFAULT 0, views bigint NOT NULL DEFAULT 0)
-            """,
-            "CREATE INDEX share_links_owner ON share_links (owner, id)",
-            """
-            CREATE TABLE zones (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, user_id bigint NOT NULL, label text NOT NULL,
-                                lat double precision NOT NULL, lon double precision NOT NULL, radius_m double precision NOT NULL,
-                                privacy bigint NOT NULL, keep_history boolean NOT NULL,
-                                shift_north double precision NOT NULL DEFAULT 0, shift_east double precision NOT NULL DEFAULT 0)
-            """,
-            "CREATE INDEX zones_user ON zones (user_id)",
-            """
-            CREATE TABLE place_alerts (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, viewer bigint NOT NULL, subject bigint NOT NULL,
-                                       zone_id bigint NOT NULL, place_id bigint NOT NULL, on_arrive boolean NOT NULL, on_leave boolean NOT NULL,
-                                       created_ms bigint NOT NULL)
-            """,
-            "CREATE INDEX place_alerts_subject ON place_alerts (subject)",
-            "CREATE INDEX place_alerts_viewer ON place_alerts (viewer)",
-            "CREATE TABLE place_alert_access (subject bigint NOT NULL, viewer bigint NOT NULL, PRIMARY KEY (subject, viewer))",
-            "CREATE INDEX place_alert_access_viewer ON place_alert_access (viewer)",
-            """
-            CREATE TABLE place_events (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, viewer bigint NOT NULL, subject bigint NOT NULL,
-                                       alert_id bigint NOT NULL, label text NOT NULL, arrived boolean NOT NULL, at_ms bigint NOT NULL)
-            """,
-            "CREATE INDEX place_events_at ON place_events (at_ms)",
-        ]),
-    ]
 
     /// A user id as a bigint bind (ids are below 2^63; the bit pattern keeps any value).
     static func id(_ value: UInt64) -> Int64 { Int64(bitPattern: value) }
@@ -417,92 +339,6 @@ final class PostgresGeoStore: GeoStorage {
                                                  hasStatus: status != nil, status: status ?? ""))
             }
             return result
-        }
-    }
-
-    // MARK: Settings and grants
-
-    func saveSharing(_ user: UInt64, _ s: Sharing) async throws {
-        try await write(announcing: .people([user])) { connection in
-            try await connection.query("""
-                INSERT INTO sharing (user_id, share_with_friends, ghost, proximity_alerts, proximity_m)
-                VALUES (\(Self.id(user)), \(s.shareWithFriends), \(s.ghost), \(s.proximityAlerts), \(s.proximityMetres))
-                ON CONFLICT (user_id) DO UPDATE SET share_with_friends = excluded.share_with_friends, ghost = excluded.ghost,
-                    proximity_alerts = excluded.proximity_alerts, proximity_m = excluded.proximity_m
-                """, logger: self.logger)
-        }
-    }
-
-    func saveGrant(_ key: GrantKey, expiresMs: Int64, now: Int64) async throws {
-        try await database.write { connection in
-            if expiresMs <= now {
-                try await connection.query("""
-                    DELETE FROM grants WHERE subject = \(Self.id(key.subject)) AND viewer = \(Self.id(key.viewer)) AND reason = \(key.reason)
-                    """, logger: self.logger)
-            } else {
-                try await connection.query("""
-                    INSERT INTO grants (subject, viewer, reason, expires_ms) VALUES (\(Self.id(key.subject)), \(Self.id(key.viewer)), \(key.reason), \(expiresMs))
-                    ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms
-                    """, logger: self.logger)
-            }
-        }
-    }
-
-    func loadCheckIns(now: Int64) throws -> [UInt64: CheckInRecord] {
-        try awaitBlocking { [database, logger] in
-            try await database.transaction { connection in
-                try await connection.query("DELETE FROM check_ins WHERE expires_ms <= \(now)", logger: logger)
-                var result: [UInt64: CheckInRecord] = [:]
-                for try await (user, name, lat, lon, media, created, expires) in try await connection.query("""
-                    SELECT user_id, place_name, lat, lon, media_id, created_ms, expires_ms FROM check_ins
-                    """, logger: logger).decode((Int64, String, Double, Double, String, Int64, Int64).self) {
-                    result[Self.id(user)] = CheckInRecord(user: Self.id(user), placeName: name, lat: lat, lon: lon, mediaID: media,
-                                                          createdMs: created, expiresMs: expires)
-                }
-                return result
-            }
-        }
-    }
-
-    func saveCheckIn(_ c: CheckInRecord, now: Int64) async throws -> Bool {
-        try await write(announcing: .people([c.user])) { connection in
-            // The row's lock, so two check-ins at once on two instances see each other.
-            let replaced = try await PostgresServiceDatabase.exists(connection.query(
-                "SELECT 1 FROM check_ins WHERE user_id = \(Self.id(c.user)) AND expires_ms > \(now) FOR UPDATE", logger: self.logger))
-            try await connection.query("""
-                INSERT INTO check_ins (user_id, place_name, lat, lon, media_id, created_ms, expires_ms)
-                VALUES (\(Self.id(c.user)), \(c.placeName), \(c.lat), \(c.lon), \(c.mediaID), \(c.createdMs), \(c.expiresMs))
-                ON CONFLICT (user_id) DO UPDATE SET place_name = excluded.place_name, lat = excluded.lat, lon = excluded.lon,
-                    media_id = excluded.media_id, created_ms = excluded.created_ms, expires_ms = excluded.expires_ms
-                """, logger: self.logger)
-            return replaced
-        }
-    }
-
-    func loadPrecision() throws -> PrecisionSettings {
-        try awaitBlocking { [database, logger] in
-            try await database.read { connection in
-                var rows: [(subject: UInt64, viewer: UInt64, precision: Precision)] = []
-                for try await (subject, viewer, level) in try await connection.query("SELECT subject, viewer, level FROM precision", logger: logger)
-                    .decode((Int64, Int64, Int64).self) {
-                    if let precision = Precision(rawValue: Int(level)) { rows.append((Self.id(subject), Self.id(viewer), precision)) }
-                }
-                return PrecisionSettings(rows)
-            }
-        }
-    }
-
-    func savePrecision(subject: UInt64, viewer: UInt64, _ precision: Precision?) async throws {
-        try await write(announcing: .people([subject])) { connection in
-            if let precision {
-                try await connection.query("""
-                    INSERT INTO precision (subject, viewer, level) VALUES (\(Self.id(subject)), \(Self.id(viewer)), \(Int64(precision.rawValue)))
-                    ON CONFLICT (subject, viewer) DO UPDATE SET level = excluded.level
-                    """, logger: self.logger)
-            } else {
-                try await connection.query("DELETE FROM precision WHERE subject = \(Self.id(subject)) AND viewer = \(Self.id(viewer))",
-                                           logger: self.logger)
-            }
         }
     }
 }
