@@ -12,15 +12,18 @@ extension GeoService {
     public func eraseUser(_ request: GeoV1.EraseUserRequest, _ context: RequestContext) async throws -> GeoV1.EraseUserResponse {
         let user = request.userId
         try Erasure.check(user: request.userId, traces: request.traces)
-        let state = state, folding = folding, audit = audit
-        let erased = try await store.erase(user, traces: request.traces) {
-            state.mutex.withLock { $0.forget(user) }
-            folding.mutex.withLock { $0.forget(user) }
-            audit.forget(user)
-        }
+        let erased = try await store.erase(user, traces: request.traces) { [self] in forgetInMemory(user) }
         try await store.scrubErased()
         if erased > 0 { context.logger.info("erased a deleted account", metadata: ["user-id": "\(user)", "rows": "\(erased)"]) }
         return GeoV1.EraseUserResponse(erased: UInt32(clamping: erased))
+    }
+
+    /// What memory holds of an erased person goes: their state, their rows in the fold's plan,
+    /// the audit counts not written yet (this instance's erasure, or another's announced).
+    func forgetInMemory(_ user: UInt64) {
+        state.mutex.withLock { $0.forget(user) }
+        folding.mutex.withLock { $0.forget(user) }
+        audit.forget(user)
     }
 }
 

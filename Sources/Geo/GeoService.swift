@@ -142,7 +142,7 @@ public final class GeoService: Sendable {
         // Everything up to the last row replayed is in memory now: the others' rows from here on.
         feed?.cursor.store(replay.lastID, ordering: .relaxed)
         if let chunk = replay.all() {
-            try store.writeFold(FoldWrite(chunk, latest: initial.latest, reflects: feed.map { _ in replay.lastID }))
+            try store.writeFold(FoldWrite(chunk, latest: initial.latest, reflects: replay.lastID))
             replay.advance(past: chunk)
         }
         let folding = SharedFolding(replay) // empty now: everything up to its last id is folded
@@ -177,10 +177,12 @@ public final class GeoService: Sendable {
                 if !plan.fired.isEmpty { plan.told = graph.read { [plan] in s.told(plan, graph: $0, now: at) } }
                 return (replaces, plan)
             }
-            let chunk = folding.mutex.withLock { $0.next(nowMs: clock()) }
-            // The fixes and how far the others' rows are in them, read together (the feed moves its cursor under the state lock).
+            // Memory holds every row up to the last one committed (one instance: all are its own,
+            // the batch before this one applied) or up to the feed's cursor (read with the fixes:
+            // the feed moves it under the state lock).
+            let (chunk, committedThrough) = folding.mutex.withLock { ($0.next(nowMs: clock()), $0.lastID) }
             let fold = chunk.map { chunk in
-                state.mutex.withLock { FoldWrite(chunk, latest: $0.latest, reflects: feed?.cursor.load(ordering: .relaxed)) }
+                state.mutex.withLock { FoldWrite(chunk, latest: $0.latest, reflects: feed?.cursor.load(ordering: .relaxed) ?? committedThrough) }
             }
             let (ids, told) = try store.write(batch, fold: fold, unrecorded: plan.unrecorded, placeEvents: plan.told)
             folding.mutex.withLock { f in

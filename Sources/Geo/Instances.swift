@@ -172,9 +172,7 @@ extension GeoService {
         guard let store = store as? PostgresGeoStore else { return }
         switch change {
         case .erased(let user):
-            state.mutex.withLock { $0.forget(user) }
-            folding.mutex.withLock { $0.forget(user) }
-            audit.forget(user)
+            forgetInMemory(user)
         case .places:
             let places = try await store.places()
             let (rows, access) = try await store.placeAlertRows(where: "true", access: "true")

@@ -104,8 +104,9 @@ struct FoldWrite: Sendable {
     var fixes: [(user: UInt64, fix: LatestFix)]
     var pairs: [HistoryFolding.Pair]
     var completesThrough: Int64?
-    /// The history id through which the writer had applied every row when it took the fixes
-    /// (several instances on PostgreSQL: `HistoryFeed`); nil: every row committed (one process).
+    /// The history id through which the writer had applied every row when it took the fixes:
+    /// its last commit (one instance) or its cursor over the others' rows (`HistoryFeed`).
+    /// SQLite (one process) reads it in the fold's transaction instead.
     var reflects: Int64?
 
     init(fixes: [(user: UInt64, fix: LatestFix)], pairs: [HistoryFolding.Pair] = [], completesThrough: Int64? = nil, reflects: Int64? = nil) {

@@ -138,11 +138,9 @@ final class PostgresGeoStore: GeoStorage {
                 UNION ALL
                 (SELECT id, -1, 0, 0, 0, 0, 0, NULL FROM top)
                 """, logger: self.logger)
-            for try await (id, user, lat, lon, accuracy, device, received, status)
-                    in query.decode((Int64, Int64, Double, Double, Double, Int64, Int64, String?).self) {
-                if user == -1 { top = max(top, id); continue }
-                rows.append((id, LocationUpdate(user: Self.id(user), lat: lat, lon: lon, accuracy: accuracy, deviceMs: device,
-                                                receivedMs: received, status: status)))
+            for try await row in query.decode(HistoryRow.self) {
+                if row.1 == -1 { top = max(top, row.0); continue }
+                rows.append(Self.update(row))
             }
             return (rows, rows.count == limit ? rows.last!.id : top)
         }
@@ -155,13 +153,16 @@ final class PostgresGeoStore: GeoStorage {
             let query = try await connection.query("""
                 SELECT id, user_id, lat, lon, accuracy, device_ms, received_ms, status FROM history WHERE id > \(id) ORDER BY id LIMIT \(limit)
                 """, logger: self.logger)
-            for try await (id, user, lat, lon, accuracy, device, received, status)
-                    in query.decode((Int64, Int64, Double, Double, Double, Int64, Int64, String?).self) {
-                rows.append((id, LocationUpdate(user: Self.id(user), lat: lat, lon: lon, accuracy: accuracy, deviceMs: device,
-                                                receivedMs: received, status: status)))
-            }
+            for try await row in query.decode(HistoryRow.self) { rows.append(Self.update(row)) }
             return rows
         }
+    }
+
+    /// `id, user_id, lat, lon, accuracy, device_ms, received_ms, status` of `history`.
+    typealias HistoryRow = (Int64, Int64, Double, Double, Double, Int64, Int64, String?)
+
+    static func update(_ r: HistoryRow) -> (id: Int64, update: LocationUpdate) {
+        (r.0, LocationUpdate(user: id(r.1), lat: r.2, lon: r.3, accuracy: r.4, deviceMs: r.5, receivedMs: r.6, status: r.7))
     }
 
     func loadSharing() throws -> [UInt64: Sharing] {
@@ -267,12 +268,8 @@ final class PostgresGeoStore: GeoStorage {
     /// holds (another instance may have folded a newer one). The watermark moves only as far as
     /// the writer had applied every row.
     private func write(_ fold: FoldWrite, _ connection: PostgresConnection) async throws {
-        // One instance: every committed row is in memory (its own).
-        var reflects = fold.reflects
-        if reflects == nil {
-            reflects = try await PostgresServiceDatabase.first(connection.query("SELECT coalesce(max(id), 0) FROM history", logger: logger), Int64.self)
-        }
-        let reflectsID = reflects ?? 0
+        // Nil: nothing claimed (replay re-applies what is past the row's id, harmlessly).
+        let reflectsID = fold.reflects ?? 0
         if !fold.fixes.isEmpty {
             let users = fold.fixes.map { Self.id($0.user) }, lats = fold.fixes.map(\.fix.lat), lons = fold.fixes.map(\.fix.lon)
             let accuracies = fold.fixes.map(\.fix.accuracy), devices = fold.fixes.map(\.fix.deviceMs)
