@@ -216,9 +216,7 @@ public struct MutationScope: Sendable {
             return .commit
         }
         if savepoint { try CachedTransactions.savepoint(db, work) } else { try db.inTransaction(nil, work) }
-        if changedInDryRun {
-            throw RPCError(.alreadyExists, "this request (idempotency key \"\(idempotency?.key.split(separator: "|").last ?? "")\") was applied once already; its reply was lost when the service stopped: read the current state instead of retrying")
-        }
+        if changedInDryRun, let idempotency { throw idempotency.appliedOnceAlready }
         return committed
     }
 }

@@ -11,6 +11,9 @@ import Testing
 /// finds its work done when run again (as `SendFriendRequest` returns a pending request).
 private let create = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(service: "test", name: "Create", access: .authenticated)
 private let ensure = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(service: "test", name: "Ensure", access: .authenticated)
+/// Refuses a name it holds already (as `Register` refuses a taken username): run again after its
+/// commit, it meets its own row.
+private let claimName = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(service: "test", name: "ClaimName", access: .authenticated)
 
 private struct Items {
     let database: ServiceDatabase
@@ -47,6 +50,17 @@ private struct Items {
             }
             return CommonV1.PingResponse(service: "item \(id)")
         }
+        router.register(claimName) { request, _ in
+            let name = String(decoding: request.echo, as: UTF8.self)
+            let id = try await database.write { db -> Int64 in
+                if try Bool.fetchOne(db, sql: "SELECT 1 FROM items WHERE name = ?", arguments: [name]) == true {
+                    throw RPCError.alreadyExists("name: already registered")
+                }
+                try db.execute(sql: "INSERT INTO items (name) VALUES (?)", arguments: [name])
+                return db.lastInsertedRowID
+            }
+            return CommonV1.PingResponse(service: "item \(id)")
+        }
         return router
     }
 }
@@ -73,7 +87,9 @@ struct CrashWindowTests {
         #expect(first.status == .ok)
         let second = await applyThenDie(items, ensure.fullName, name: "b", key: "k-ensure")
         #expect(second.status == .ok)
-        #expect(items.count == 2)
+        let third = await applyThenDie(items, claimName.fullName, name: "taken", key: "k-claim")
+        #expect(third.status == .ok)
+        #expect(items.count == 3)
 
         // The service comes back: a fresh host and cache over the same database.
         let logs = CapturedLogs()
@@ -90,13 +106,19 @@ struct CrashWindowTests {
             #expect(try await call(ensure, "b", key: "k-ensure") == "item 2")
             // The one that would create again is told it was applied, and creates nothing.
             await expectError(.alreadyExists, containing: "applied once already") { _ = try await call(create, "a", key: "k-create") }
-            #expect(items.count == 2, "no mutation was applied twice")
+            // The one that refuses now that its own row is there is told the same, never that
+            // its name is taken (the registration a killed instance committed: found by the
+            // two-instances e2e test).
+            await expectError(.alreadyExists, containing: "applied once already") { _ = try await call(claimName, "taken", key: "k-claim") }
+            #expect(items.count == 3, "no mutation was applied twice")
             // Its answer is kept: asked again, the same.
-            await expectError(.alreadyExists) { _ = try await call(create, "a", key: "k-create") }
+            await expectError(.alreadyExists, containing: "applied once already") { _ = try await call(create, "a", key: "k-create") }
+            // A new request for the name is refused as usual.
+            await expectError(.alreadyExists, containing: "name: already registered") { _ = try await call(claimName, "taken", key: "k-claim-2") }
             // Ordinary requests are untouched: applied once, replayed after.
-            #expect(try await call(create, "c", key: "k-new") == "item 3")
-            #expect(try await call(create, "c", key: "k-new") == "item 3")
-            #expect(items.count == 3)
+            #expect(try await call(create, "c", key: "k-new") == "item 4")
+            #expect(try await call(create, "c", key: "k-new") == "item 4")
+            #expect(items.count == 4)
         }
     }
 

@@ -289,9 +289,7 @@ public final class PostgresServiceDatabase: Sendable {
             }
             return ((result, true, false), .commit)
         }
-        if changedInDryRun, let idempotency {
-            throw RPCError(.alreadyExists, "this request (idempotency key \"\(idempotency.key.split(separator: "|").last ?? "")\") was applied once already; its reply was lost when the service stopped: read the current state instead of retrying")
-        }
+        if changedInDryRun, let idempotency { throw idempotency.appliedOnceAlready }
         return (result, applied)
     }
 

@@ -33,6 +33,15 @@ public struct IdempotencyScope: Sendable {
     }
 
     @TaskLocal public static var current: IdempotencyScope?
+
+    /// The answer to a request applied before its reply was lost (a crash between the commit and
+    /// the reply): it is not applied again, and a dry run could not give the reply back (the
+    /// mutation creates a row, or refuses now that its own row is there).
+    public var appliedOnceAlready: RPCError { Self.appliedOnceAlready(key) }
+
+    public static func appliedOnceAlready(_ key: String) -> RPCError {
+        RPCError(.alreadyExists, "this request (idempotency key \"\(key.split(separator: "|").last ?? "")\") was applied once already; its reply was lost when the service stopped: read the current state instead of retrying")
+    }
 }
 
 /// Whether one run of an idempotent request has written its claim. Its first mutation must
@@ -138,6 +147,11 @@ public final class ReplyCache: Sendable {
         return .execute(previous: reply)
     }
 
+    /// Replies that say "try again": never kept, never replayed.
+    static func isTransient(_ status: StatusCode) -> Bool {
+        [.unavailable, .deadlineExceeded, .internal].contains(status)
+    }
+
     /// Records the reply and returns the host keys of duplicates that waited for it.
     /// Replies that say "try again" (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL) are not kept.
     ///
@@ -147,7 +161,7 @@ public final class ReplyCache: Sendable {
     /// (`IdempotencyScope`), so nothing is applied twice. A graceful stop waits for every save
     /// (`flush`). This took one fsync off the latency of every mutation with a key.
     func finish(_ key: String, digest: UInt64, _ reply: Envelope) async -> [UInt64] {
-        let keep = ![.unavailable, .deadlineExceeded, .internal].contains(reply.status)
+        let keep = !Self.isTransient(reply.status)
         let stored = StoredReply(digest: digest, reply: reply)
         let waiters = complete(key, keep ? stored : nil)
         if keep, let store {

@@ -79,7 +79,14 @@ public struct RequestDispatcher: Sendable {
             deliver(request.key, result)
         case .recover:
             logger.notice("answering a request applied before a crash that lost its reply (a dry run: nothing is written again)")
-            let result = await handle(request, scope: IdempotencyScope(key: key, digest: digest, dryRun: true), cache: replyCache, logger: logger)
+            let scope = IdempotencyScope(key: key, digest: digest, dryRun: true)
+            var result = await handle(request, scope: scope, cache: replyCache, logger: logger)
+            // The claim says the first run committed: a refusal now is the dry run meeting the
+            // first run's own rows (a registration finds its username taken), not the answer.
+            // Transient failures stay as they are, for the client to retry.
+            if result.status != .ok, !ReplyCache.isTransient(result.status) {
+                result = envelope.reply(error: scope.appliedOnceAlready)
+            }
             for waiter in await replyCache.finish(key, digest: digest, result) { deliver(waiter, result) }
             deliver(request.key, result)
         }
