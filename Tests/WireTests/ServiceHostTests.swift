@@ -29,6 +29,26 @@ struct ServiceHostTests {
         }
     }
 
+    /// Ping is answered on the host's reactor thread as it arrives: no task, and no place among
+    /// the requests in flight, so a host whose handlers are all busy still says it is alive (and
+    /// a request meanwhile is told so).
+    @Test func ping_isAnsweredOnTheReactor_evenWhileEveryHandlerIsBusy() async throws {
+        let release = OneShot<Void>()
+        let started = OneShot<Void>()
+        var router = MethodRouter()
+        router.registerSlow(started: started, gate: release, answering: "finished")
+        try await withHost(router, logs: CapturedLogs(), options: { $0.maxInFlight = 1 }) { _, client in
+            let slowCall = Task { try await client.call(slow, CommonV1.PingRequest()) }
+            await started.value
+            await expectError(.resourceExhausted, containing: "busy") { _ = try await client.call(slow, CommonV1.PingRequest()) }
+            var answer = ""
+            do { answer = try await client.ping(service: "test").service } catch { answer = "\(error)" }
+            release.fulfil(())
+            #expect(answer == "test")
+            #expect((try? await slowCall.value)?.service == "finished")
+        }
+    }
+
     @Test func unknownMethod_getsInvalidArgument_andHostKeepsServing() async throws {
         try await withHost(router(), logs: CapturedLogs()) { _, client in
             let reply = await client.send(Envelope(method: "test.Nope"))

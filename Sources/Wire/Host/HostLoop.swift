@@ -220,6 +220,15 @@ final class HostLoop: ReactorComponent {
             metrics.answered(method: envelope.method, status: .unavailable, after: .zero)
             return
         }
+        if dispatcher.answersOnReactor(envelope) {
+            // `<name>.Ping` needs nothing but the host: answered as it arrives, with no task
+            // (health probes, the launcher's readiness check, and the Wire benchmarks).
+            send(to: peer, dispatcher.ping(envelope))
+            lastReplyAt = ContinuousClock.now
+            counters.replied.add(1, ordering: .relaxed)
+            metrics.answered(method: envelope.method, status: .ok, after: .zero)
+            return
+        }
         if inFlight.count >= options.maxInFlight {
             send(to: peer, envelope.reply(status: .resourceExhausted, message: "\(options.name) is busy: \(inFlight.count) requests in flight"))
             metrics.answered(method: envelope.method, status: .resourceExhausted, after: .zero)

@@ -1,3 +1,4 @@
+import Foundation
 public import FriensoProto
 public import Logging
 
@@ -32,6 +33,15 @@ public struct RequestDispatcher: Sendable {
     /// The handler, when it takes requests on the host's reactor thread.
     var reactorHandler: (any ReactorRequestHandler)? {
         (handler as? any ReactorRequestHandler).flatMap { $0.takesRequestsOnReactor ? $0 : nil }
+    }
+
+    /// `FRIENSO_PING=task` answers Ping on a task, as before, for A/B runs.
+    private static let pingOnReactor = ProcessInfo.processInfo.environment["FRIENSO_PING"] != "task"
+
+    /// Whether the host answers `envelope` itself on its reactor thread (`ping`): a Ping, which
+    /// reads nothing but the host's name, version and clock.
+    func answersOnReactor(_ envelope: Envelope) -> Bool {
+        Self.pingOnReactor && envelope.method == pingMethod
     }
 
     /// Whether the reactor handler may take `envelope`: only when `dispatch` would hand it
@@ -119,7 +129,7 @@ public struct RequestDispatcher: Sendable {
         return request.reply(payload: CommonV1.MetricsResponse(exposition: await metrics.render()).serializedBytes())
     }
 
-    private func ping(_ request: Envelope) -> Envelope {
+    func ping(_ request: Envelope) -> Envelope {
         let echo = (try? CommonV1.PingRequest(serializedBytes: request.payload))?.echo ?? []
         let response = CommonV1.PingResponse(
             service: name, echo: echo, version: version,
