@@ -1,7 +1,7 @@
 import Foundation
 import FriensoTesting
 import GRDB
-import Storage
+@testable import Storage
 import Testing
 
 /// The WAL is checkpointed by a connection of its own, never inside a commit; nothing is lost.
@@ -17,6 +17,9 @@ struct CheckpointerTests {
         try database.migrate(migrator)
         #expect(try await database.read { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") } == 0,
                 "the hook replaced SQLite's checkpoint inside the commit")
+        // Statement journals (a savepoint per mutation in a group commit) stay in memory.
+        #expect(try await database.read { db in try Int.fetchOne(db, sql: "PRAGMA temp_store") } == 2)
+        #expect(try await database.write { db in try Int.fetchOne(db, sql: "PRAGMA temp_store") } == 2)
         // About 3,000 pages of WAL: past the threshold a few times over.
         for batch in 0..<30 {
             try await database.write { db in
@@ -33,5 +36,13 @@ struct CheckpointerTests {
         #expect(try await fresh.read { db in try Int.fetchOne(db, sql: "SELECT SUM(length(data)) FROM blobs") } == 12_000_000)
         let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0
         #expect(size > 8_000_000, "the pages were copied into the database file (\(size) bytes)")
+    }
+
+    /// A checkpoint is asked for once per 1,000 new WAL frames, not after every commit while the
+    /// WAL stays long (SQLite starts it over only when no reader holds its old frames).
+    @Test func aCheckpointIsAskedForOncePerThousandNewFrames_andAgainAfterTheWALStartsOver() {
+        let signal = Checkpointer.Signal()
+        let asked = [10, 999, 1_000, 1_001, 1_500, 1_999, 2_000, 2_400, 40, 900, 1_000, 1_999, 2_000].map(signal.due)
+        #expect(asked == [false, false, true, false, false, false, true, false, false, false, true, false, true])
     }
 }
