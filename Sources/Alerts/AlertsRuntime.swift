@@ -79,6 +79,7 @@ public final class AlertsWorker: Service, Sendable {
         let interval = service.config.grantRepublishInterval.wholeMilliseconds
         while !Task.isCancelled {
             var wait = Int64(1_000)
+            service.maintenanceWakeAt.store(0, ordering: .sequentiallyConsistent)
             do {
                 try await service.expireDueWatches()
                 try await service.runDueTimers()
@@ -102,7 +103,9 @@ public final class AlertsWorker: Service, Sendable {
                 logger.error("alerts maintenance failed", metadata: ["error": "\(error)"])
             }
             service.maintenancePasses.add(1, ordering: .relaxed)
-            await service.maintenanceBell.wait(timeout: .milliseconds(max(1, wait)))
+            wait = max(1, wait)
+            service.maintenanceWakeAt.store(service.now() + wait, ordering: .sequentiallyConsistent)
+            await service.maintenanceBell.wait(timeout: .milliseconds(wait))
         }
     }
 

@@ -68,6 +68,8 @@ public final class AlertsService: Sendable {
     /// Maintenance passes finished (expiry and grant republishing): a sign the worker runs, and
     /// how a test knows its start-up pass is behind it.
     public let maintenancePasses = Atomic<Int>(0)
+    /// When the maintenance loop will wake next (ms), or 0 while it runs a pass.
+    let maintenanceWakeAt = Atomic<Int64>(0)
 
     /// Opens `<directory>/alerts.sqlite`.
     /// - Parameters:

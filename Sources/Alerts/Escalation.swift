@@ -57,6 +57,21 @@ extension AlertsService {
         return true
     }
 
+    /// Wakes the maintenance loop for work due at `dueMs` (an escalation, a timer, a watch's
+    /// end), unless it wakes by then anyway (it sleeps a second at most). A pass reads six
+    /// tables; ringing it on every helpNow ran one per raise under load, for an escalation five
+    /// minutes away. A loop in the middle of a pass (0) is rung: its reads may have missed the
+    /// commit that just made this work.
+    func maintenanceDue(at dueMs: Int64) {
+        if Self.wakesMaintenance(due: dueMs, wakeAt: maintenanceWakeAt.load(ordering: .sequentiallyConsistent)) {
+            maintenanceBell.ring()
+        }
+    }
+
+    static func wakesMaintenance(due: Int64, wakeAt: Int64) -> Bool {
+        wakeAt == 0 || due < wakeAt
+    }
+
     /// When the next active, unaccepted alert is due for escalation.
     func nextEscalationAt() async throws -> Int64? {
         let after = config.helpEscalation.wholeMilliseconds

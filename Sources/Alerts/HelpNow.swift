@@ -66,7 +66,7 @@ extension AlertsService {
         emit(grants)
         emit(AlertsV1.AlertEvent(kind: .helpNow, requestId: alert.id, from: names[caller], text: text, atMs: at, location: location), to: users)
         deliveryBell.ring()
-        maintenanceBell.ring() // its escalation time is now the next thing to wait for
+        maintenanceDue(at: at + config.helpEscalation.wholeMilliseconds) // its escalation
         requestLogger.notice("helpNow raised", metadata: ["alert": "\(alert.id)", "recipients": "\(circle.count)", "located": "\(location.known)"])
         return (alert, false, names)
     }

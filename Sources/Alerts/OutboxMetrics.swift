@@ -39,10 +39,15 @@ enum OutboxMetrics {
         }
     }
 
+    /// `DELIVERED` for `ATTEMPT_OUTCOME_DELIVERED`, and so on.
+    static func label(_ outcome: AlertsV1.AttemptOutcome) -> String {
+        let name = outcome.protoName
+        return name.hasPrefix("ATTEMPT_OUTCOME_") ? String(name.dropFirst("ATTEMPT_OUTCOME_".count)) : name
+    }
+
     static func attempted(channel: AlertsV1.Channel, provider: String, result: DeliveryResult) {
-        let outcome = result.outcome.protoName.replacingOccurrences(of: "ATTEMPT_OUTCOME_", with: "")
         counter("frienso_delivery_attempts_total",
-                [("channel", label(channel)), ("provider", provider.isEmpty ? "none" : provider), ("outcome", outcome)]).increment()
+                [("channel", label(channel)), ("provider", provider.isEmpty ? "none" : provider), ("outcome", label(result.outcome))]).increment()
     }
 
     static func failed(channel: AlertsV1.Channel, source: String) {

@@ -244,3 +244,14 @@ struct DeliveryPlanTests {
                                outcomes: [], at: 0).isEmpty, "a row nothing happened to is not rewritten")
     }
 }
+
+/// The labels of `frienso_delivery_attempts_total` (dashboards and alerts rules name them).
+@Suite("alerts: outbox metric labels")
+struct OutboxMetricLabelTests {
+    @Test func attemptOutcomes_areLabelledByTheirShortProtoName() {
+        #expect(OutboxMetrics.label(AlertsV1.AttemptOutcome.delivered) == "DELIVERED")
+        #expect(OutboxMetrics.label(AlertsV1.AttemptOutcome.deadAddress) == "DEAD_ADDRESS")
+        #expect(OutboxMetrics.label(AlertsV1.AttemptOutcome.retry) == "RETRY")
+        #expect(OutboxMetrics.kind(of: "help_now:12") == "help_now" && OutboxMetrics.kind(of: "Weird:1") == "other")
+    }
+}

@@ -149,3 +149,17 @@ extension AlertsTestGroup {
         }
     }
 }
+
+/// helpNow wakes the maintenance loop only for an escalation due before the loop wakes anyway.
+@Suite("alerts: when a raise wakes the maintenance loop")
+struct MaintenanceWakeTests {
+    @Test func onlyWorkDueBeforeTheLoopsNextWakeUp_orAPassUnderWay_ringsIt() {
+        // The loop sleeps until 10,000 (ms): an escalation five minutes after a raise at 9,500 does not ring it.
+        #expect(!AlertsService.wakesMaintenance(due: 9_500 + 300_000, wakeAt: 10_000))
+        // A short escalation (a test's, a deployment's) due before then does.
+        #expect(AlertsService.wakesMaintenance(due: 9_800, wakeAt: 10_000))
+        #expect(!AlertsService.wakesMaintenance(due: 10_000, wakeAt: 10_000))
+        // A pass under way may have read before the raise committed: rung.
+        #expect(AlertsService.wakesMaintenance(due: 9_500 + 300_000, wakeAt: 0))
+    }
+}
