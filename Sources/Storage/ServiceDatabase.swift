@@ -48,7 +48,8 @@ public final class ServiceDatabase: Sendable {
         configuration.maximumReaderCount = max(5, ProcessInfo.processInfo.activeProcessorCount * 2)
         let signal = Checkpointer.Signal()
         configuration.prepareDatabase { db in
-            // FULL: a write acknowledged to a client is on disk, even across a power cut.
+            // FULL: a write acknowledged to a client is on disk, even across a power cut (the
+            // writer's is set again below: the pool's WAL set-up lowers it).
             try db.execute(sql: "PRAGMA synchronous = FULL")
             // Deleted rows are overwritten with zeros, not left in free space: an erased account
             // must not survive in the file's unused pages (see `truncateWAL`).
@@ -64,6 +65,11 @@ public final class ServiceDatabase: Sendable {
             Checkpointer.install(on: db, signal: signal)
         }
         let pool = try DatabasePool(path: path, configuration: configuration) // WAL mode
+        // Again on the writer, after the pool's set-up: GRDB's `setUpWALMode` sets `synchronous =
+        // NORMAL` after `prepareDatabase` has run, and NORMAL syncs the WAL only at checkpoints,
+        // so an acknowledged commit could be lost to a power cut (a kill -9 keeps it: it is in
+        // the OS's page cache). FULL syncs the WAL at every commit, before anyone is answered.
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         let checkpointer = Checkpointer(path: path)
         signal.attach(checkpointer)
         return ServiceDatabase(pool: pool, checkpointer: checkpointer)

@@ -20,6 +20,8 @@ struct CheckpointerTests {
         // Statement journals (a savepoint per mutation in a group commit) stay in memory.
         #expect(try await database.read { db in try Int.fetchOne(db, sql: "PRAGMA temp_store") } == 2)
         #expect(try await database.write { db in try Int.fetchOne(db, sql: "PRAGMA temp_store") } == 2)
+        // Every commit is fsynced before it is acknowledged.
+        #expect(try await database.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") } == 2)
         // About 3,000 pages of WAL: past the threshold a few times over.
         for batch in 0..<30 {
             try await database.write { db in
