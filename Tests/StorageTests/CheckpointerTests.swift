@@ -22,6 +22,7 @@ struct CheckpointerTests {
         #expect(try await database.write { db in try Int.fetchOne(db, sql: "PRAGMA temp_store") } == 2)
         // Every commit is fsynced before it is acknowledged.
         #expect(try await database.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") } == 2)
+        #expect(try Self.synchronousOfTheBlockingWritePath(database) == 2)
         // About 3,000 pages of WAL: past the threshold a few times over.
         for batch in 0..<30 {
             try await database.write { db in
@@ -38,6 +39,11 @@ struct CheckpointerTests {
         #expect(try await fresh.read { db in try Int.fetchOne(db, sql: "SELECT SUM(length(data)) FROM blobs") } == 12_000_000)
         let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0
         #expect(size > 8_000_000, "the pages were copied into the database file (\(size) bytes)")
+    }
+
+    /// Geo's group commit writes through the blocking path.
+    static func synchronousOfTheBlockingWritePath(_ database: ServiceDatabase) throws -> Int? {
+        try database.write { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") }
     }
 
     /// A checkpoint is asked for once per 1,000 new WAL frames, not after every commit while the
