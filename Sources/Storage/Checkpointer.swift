@@ -41,8 +41,8 @@ final class Checkpointer: Sendable {
         /// `Checkpointer.pages` new frames. SQLite reuses the WAL from its start only when a
         /// commit begins after a complete checkpoint with no reader on the old frames; under a
         /// steady read load that is rare, so the WAL stays past the threshold, and asking after
-        /// every commit ran a checkpoint (and two fsyncs) every few commits: in `stack`, alerts
-        /// synced its database file 21 times a second for 75 commits.
+        /// every commit ran a checkpoint (and its fsyncs of the WAL and the database file) every
+        /// few commits: in `stack`, alerts synced its database file 21 times a second.
         func due(_ pages: Int32) -> Bool {
             askedAt.withLock { asked in
                 if pages < asked { asked = 0 } // the WAL started over
