@@ -19,45 +19,45 @@ public enum ClientEvent: Sendable {
 /// The DEALER socket of a `WireClient`, as a component of its reactor: created on the reactor
 /// thread and never leaving it.
 final class ClientLoop: ReactorComponent {
-    private let endpoint: String
-    private let options: ClientOptions
+    let endpoint: String
+    let options: ClientOptions
     private let context: ZMQContext
     private let commands: CommandQueue<ClientCommand>
     private let finished: OneShot<Void>
-    private let events: AsyncStream<ClientEvent>.Continuation
-    private let logger: Logger
+    let events: AsyncStream<ClientEvent>.Continuation
+    let logger: Logger
     /// Where `WireClient` finds this loop from the reactor thread; emptied when the loop closes.
     private let slot: Slot
-    private var socket: ZMQSocket?
+    var socket: ZMQSocket?
     /// The socket's monitor: tells at once when the connection drops (the peer's process died,
     /// its host closed it), where heartbeats would take the dead window to notice.
     private var monitor: ZMQSocket?
     /// The connection dropped and nothing was heard since (the peer may be restarting).
-    private var disconnected = false
+    var disconnected = false
     /// Whether the socket has a monitor: only a client of several instances, which gains a
     /// faster failover from it. A client of one peer has nowhere else to send a call, and
     /// keeps the path it had before monitors (one full end-to-end run of the CI stalled a
     /// service's reactor for seconds after they came in, unexplained: `docs/architecture.md`).
     private let watchesConnection: Bool
-    private var pending: [UInt64: Pending] = [:]
+    var pending: [UInt64: Pending] = [:]
     /// Ids of pending calls not yet handed to libzmq, oldest first.
-    private var unsent: [UInt64] = []
-    private var lastHeard: ContinuousClock.Instant
-    private var lastSent: ContinuousClock.Instant
+    var unsent: [UInt64] = []
+    var lastHeard: ContinuousClock.Instant
+    var lastSent: ContinuousClock.Instant
     /// Liveness is counted in checks, one per heartbeat interval, as in Paranoid Pirate: the peer
     /// is dead after `deadWindow / heartbeatInterval` checks in a row heard nothing. Counting
     /// wall time alone would blame the peer for this process's own stall: a reactor held up for
     /// two seconds (page faults on a cold binary, a starved CPU) woke, saw two seconds of silence
     /// and dropped a healthy connection whose answers were waiting to be read.
-    private var lastCheck: ContinuousClock.Instant
-    private var silentChecks = 0
-    private var peerDown = false
+    var lastCheck: ContinuousClock.Instant
+    var silentChecks = 0
+    var peerDown = false
     /// The peer went silent while a call that cannot be sent again waited for its reply: the
     /// socket is kept (closing it would lose that reply for certain, and a starved or paused
     /// peer does answer late), the peer counts as down for new calls, and the socket is
     /// reopened once no such call is left and the peer is still silent.
-    private var holding = false
-    private var deadWindow: Duration
+    var holding = false
+    var deadWindow: Duration
     private var stopping = false
 
     /// Where a call goes when this loop's peer is not answering: another instance's loop of the
@@ -169,7 +169,7 @@ final class ClientLoop: ReactorComponent {
 
     /// The peer stayed silent for the dead window. With a call in flight that cannot be sent
     /// again, the socket is kept for its reply (`holding`); otherwise it is reopened.
-    private func peerWentSilent() {
+    func peerWentSilent() {
         guard pending.values.contains(where: { $0.sent && !canResend($0) }) else {
             reconnect()
             return
@@ -268,7 +268,7 @@ final class ClientLoop: ReactorComponent {
         flushUnsent()
     }
 
-    private func setPeerDown(_ down: Bool) {
+    func setPeerDown(_ down: Bool) {
         peerDown = down
         health.answering.store(!down && !disconnected, ordering: .relaxed)
     }
@@ -305,7 +305,7 @@ final class ClientLoop: ReactorComponent {
         flushUnsent()
     }
 
-    private func flushUnsent() {
+    func flushUnsent() {
         guard let socket, !unsent.isEmpty else { return }
         let now = ContinuousClock.now
         var kept: [UInt64] = []
@@ -332,7 +332,7 @@ final class ClientLoop: ReactorComponent {
         unsent = kept
     }
 
-    private func sendHeartbeat() {
+    func sendHeartbeat() {
         guard let socket else { return }
         let beat = Envelope(version: WireProtocol.version, kind: .heartbeat)
         if (try? socket.send([], packing: beat, dontWait: true)) == true {
@@ -343,85 +343,5 @@ final class ClientLoop: ReactorComponent {
             // as the peer was down; a whole interval later would let a brief refusal cost liveness.
             lastSent = ContinuousClock.now.advanced(by: .milliseconds(50) - options.heartbeatInterval)
         }
-    }
-
-    // MARK: Inbound
-
-    private func receive(_ socket: ZMQSocket) throws(ZMQError) {
-        for _ in 0..<256 {
-            // Decoded in libzmq's memory: the reply's bytes are not copied first.
-            guard let message = try socket.receive(dontWait: true, decodingLast: { try? Envelope(serializedBuffer: $0) }) else { return }
-            lastHeard = .now
-            if disconnected {
-                disconnected = false
-                health.answering.store(!peerDown, ordering: .relaxed)
-            }
-            holding = false
-            if peerDown {
-                setPeerDown(false)
-                deadWindow = options.deadAfter
-                logger.info("peer answering again", metadata: ["endpoint": "\(endpoint)"])
-                flushUnsent()
-            }
-            guard let envelope = message.last else {
-                logger.debug("dropped an undecodable frame from the peer")
-                continue
-            }
-            switch envelope.kind {
-            case .reply:
-                if let request = pending.removeValue(forKey: envelope.requestId) {
-                    request.finish(envelope)
-                }
-            case .event:
-                events.yield(.event(envelope))
-            default:
-                break // heartbeats only refresh liveness
-            }
-        }
-    }
-
-    // MARK: Timers
-
-    private func timers(_ now: ContinuousClock.Instant) {
-        let silent = lastHeard.duration(to: now)
-        for (id, request) in pending where request.deadline <= now {
-            pending[id] = nil
-            let error: RPCError = !request.sent || silent >= options.deadAfter
-                ? .unavailable("no answer from \(endpoint) within the deadline")
-                : .deadlineExceeded("\(request.envelope.method) did not finish within its deadline")
-            request.fail(error)
-        }
-        if lastCheck.duration(to: now) >= options.heartbeatInterval {
-            silentChecks = lastHeard > lastCheck ? 0 : silentChecks + 1
-            lastCheck = now
-        }
-        if silent >= deadWindow && silentChecks >= checksToDeath, let socket {
-            // Read what already arrived before blaming the peer (the poll that would have seen it
-            // may not have run yet on this turn).
-            try? receive(socket)
-            if lastHeard <= now { peerWentSilent() } // nothing arrived
-        }
-        if socket != nil, lastSent.duration(to: now) >= options.heartbeatInterval {
-            sendHeartbeat() // the host answers every heartbeat, which keeps `lastHeard` fresh
-        }
-        flushUnsent()
-    }
-
-    /// Silent checks that make the peer dead: `liveness`, times the back-off while it stays dead.
-    private var checksToDeath: Int {
-        max(1, Int((deadWindow / options.heartbeatInterval).rounded(.down)))
-    }
-
-    func nextWakeup() -> ContinuousClock.Instant? {
-        guard socket != nil else { return nil }
-        var next = lastSent.advanced(by: options.heartbeatInterval)
-        next = min(next, lastCheck.advanced(by: options.heartbeatInterval))
-        // Enough silent checks: wake when the silence window is over (in the future by then,
-        // else `timers` would have reconnected already).
-        // While holding, the calls' deadlines and the heartbeats wake it instead.
-        if silentChecks >= checksToDeath && !holding { next = min(next, lastHeard.advanced(by: deadWindow)) }
-        for request in pending.values where request.deadline < next { next = request.deadline }
-        if !unsent.isEmpty { next = min(next, .now.advanced(by: .milliseconds(10))) }
-        return next
     }
 }

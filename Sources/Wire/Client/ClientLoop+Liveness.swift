@@ -1,0 +1,86 @@
+import CZeroMQ
+import FriensoProto
+
+/// What the client hears from its peer (replies, events, heartbeats' answers) and the clock
+/// that judges it: deadlines, silent checks, heartbeats and the wake-up they need.
+extension ClientLoop {
+    // MARK: Inbound
+
+    func receive(_ socket: ZMQSocket) throws(ZMQError) {
+        for _ in 0..<256 {
+            // Decoded in libzmq's memory: the reply's bytes are not copied first.
+            guard let message = try socket.receive(dontWait: true, decodingLast: { try? Envelope(serializedBuffer: $0) }) else { return }
+            lastHeard = .now
+            if disconnected {
+                disconnected = false
+                health.answering.store(!peerDown, ordering: .relaxed)
+            }
+            holding = false
+            if peerDown {
+                setPeerDown(false)
+                deadWindow = options.deadAfter
+                logger.info("peer answering again", metadata: ["endpoint": "\(endpoint)"])
+                flushUnsent()
+            }
+            guard let envelope = message.last else {
+                logger.debug("dropped an undecodable frame from the peer")
+                continue
+            }
+            switch envelope.kind {
+            case .reply:
+                if let request = pending.removeValue(forKey: envelope.requestId) {
+                    request.finish(envelope)
+                }
+            case .event:
+                events.yield(.event(envelope))
+            default:
+                break // heartbeats only refresh liveness
+            }
+        }
+    }
+
+    // MARK: Timers
+
+    func timers(_ now: ContinuousClock.Instant) {
+        let silent = lastHeard.duration(to: now)
+        for (id, request) in pending where request.deadline <= now {
+            pending[id] = nil
+            let error: RPCError = !request.sent || silent >= options.deadAfter
+                ? .unavailable("no answer from \(endpoint) within the deadline")
+                : .deadlineExceeded("\(request.envelope.method) did not finish within its deadline")
+            request.fail(error)
+        }
+        if lastCheck.duration(to: now) >= options.heartbeatInterval {
+            silentChecks = lastHeard > lastCheck ? 0 : silentChecks + 1
+            lastCheck = now
+        }
+        if silent >= deadWindow && silentChecks >= checksToDeath, let socket {
+            // Read what already arrived before blaming the peer (the poll that would have seen it
+            // may not have run yet on this turn).
+            try? receive(socket)
+            if lastHeard <= now { peerWentSilent() } // nothing arrived
+        }
+        if socket != nil, lastSent.duration(to: now) >= options.heartbeatInterval {
+            sendHeartbeat() // the host answers every heartbeat, which keeps `lastHeard` fresh
+        }
+        flushUnsent()
+    }
+
+    /// Silent checks that make the peer dead: `liveness`, times the back-off while it stays dead.
+    private var checksToDeath: Int {
+        max(1, Int((deadWindow / options.heartbeatInterval).rounded(.down)))
+    }
+
+    func nextWakeup() -> ContinuousClock.Instant? {
+        guard socket != nil else { return nil }
+        var next = lastSent.advanced(by: options.heartbeatInterval)
+        next = min(next, lastCheck.advanced(by: options.heartbeatInterval))
+        // Enough silent checks: wake when the silence window is over (in the future by then,
+        // else `timers` would have reconnected already).
+        // While holding, the calls' deadlines and the heartbeats wake it instead.
+        if silentChecks >= checksToDeath && !holding { next = min(next, lastHeard.advanced(by: deadWindow)) }
+        for request in pending.values where request.deadline < next { next = request.deadline }
+        if !unsent.isEmpty { next = min(next, .now.advanced(by: .milliseconds(10))) }
+        return next
+    }
+}
