@@ -3,6 +3,8 @@ import FriensoTesting
 import GRDB
 import Storage
 import Testing
+import Wire
+import FriensoProto
 
 private struct Refused: Error, Equatable {}
 
@@ -55,5 +57,38 @@ struct GroupCommitTests {
         #expect(!names.contains("item 0") && !names.contains("item 5"), "refused mutations left nothing behind")
         let groups = database.groupCommits
         #expect(groups.mutations == 200 && groups.batches <= groups.mutations)
+    }
+
+    /// A reply saved on top of its claim takes no commit of its own: it rides in the write
+    /// queue's next batch, with the mutations (issue 16: saves in batches of their own were a
+    /// third of the writer's commits in alerts). Fails with `FRIENSO_REPLY_SAVES=own-batches`.
+    @Test func savedReplies_rideInTheMutationsBatches_andAreDurable() async throws {
+        let dir = try TemporaryDirectory("frienso-reply-saves")
+        defer { dir.remove() }
+        let path = "\(dir.path)/items.sqlite"
+        var migrator = DatabaseMigrator()
+        SQLiteReplyStore.migrate(&migrator)
+        migrator.registerMigration("items") { db in
+            try db.execute(sql: "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
+        }
+        let database = try ServiceDatabase.open(path)
+        try database.migrate(migrator)
+        let replies = SQLiteReplyStore(database: database)
+        func reply(_ i: Int) -> Envelope {
+            Envelope(version: WireProtocol.version, kind: .reply, requestId: UInt64(i), payload: Array("reply \(i)".utf8))
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<40 {
+                group.addTask { _ = try? await database.write { db in try db.run(sql: "INSERT INTO items (name) VALUES (?)", arguments: ["item \(i)"]) } }
+                group.addTask { await replies.save("key \(i)", StoredReply(digest: UInt64(i), reply: reply(i))) }
+            }
+        }
+        let groups = database.groupCommits
+        #expect(groups.mutations == 80, "the 40 saves went through the write queue with the 40 mutations: \(groups)")
+        let reopened = SQLiteReplyStore(database: try ServiceDatabase.open(path))
+        for i in 0..<40 {
+            let stored = await reopened.load("key \(i)")
+            #expect(stored == StoredReply(digest: UInt64(i), reply: reply(i)))
+        }
     }
 }
