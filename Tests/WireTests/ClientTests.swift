@@ -65,6 +65,39 @@ struct ClientTests {
         reactor.stop()
     }
 
+    /// Many clients on one reactor, most of them idle (the benchmark's load generator, a gateway
+    /// with many peers): a turn asks libzmq only about the sockets that may have input (their
+    /// descriptor fired, or they were used since), not about every socket twice as `zmq_poll`
+    /// did; and no reply is missed for it. Fails with `FRIENSO_POLL=zmq` (docs/benchmarks.md,
+    /// issue 16, item 24).
+    @Test func idleSocketsOnAReactor_areNotAskedAboutEveryTurn_andEveryReplyArrives() async throws {
+        let reactor = Reactor(name: "poll-test")
+        let logs = CapturedLogs()
+        // `test.Ping` is answered by the host itself, on the same reactor.
+        let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: MethodRouter(),
+                               logger: logs.logger("host"), reactor: reactor)
+        try await withRunningServices([host], logger: logs.logger("group")) {
+            let endpoint = try await host.boundEndpoint()
+            var idle: [WireClient] = []
+            for _ in 0..<40 {
+                let client = WireClient(endpoint: endpoint, logger: logs.logger("idle"), reactor: reactor)
+                _ = try await client.call(echoRoute, CommonV1.PingRequest(echo: [0])) // connected, then idle
+                idle.append(client)
+            }
+            let busy = WireClient(endpoint: endpoint, logger: logs.logger("busy"), reactor: reactor)
+            let before = reactor.socketQuestions.load(ordering: .relaxed)
+            for i in 0..<300 {
+                let pong = try await busy.call(echoRoute, CommonV1.PingRequest(echo: [UInt8(i % 256)]))
+                #expect(pong.echo == [UInt8(i % 256)])
+            }
+            let questions = reactor.socketQuestions.load(ordering: .relaxed) - before
+            // 42 sockets (the host's, 41 clients'): asking all of them each turn is > 12,000 here.
+            #expect(questions < 300 * 12, "\(questions) questions about sockets for 300 calls")
+            for client in idle + [busy] { await client.close() }
+        }
+        reactor.stop()
+    }
+
     /// The process itself stalls (here: its reactor thread held for twice the silence window, as
     /// page faults on a cold binary or a starved CPU do): the peer did nothing wrong, so a call in
     /// flight still gets its reply and the connection is kept. Liveness counts silent checks, one

@@ -90,9 +90,9 @@ final class ClientLoop: ReactorComponent {
 
     // MARK: ReactorComponent
 
-    func pollItems() -> [zmq_pollitem_t] {
+    func pollSockets() -> [ZMQSocket] {
         guard let socket else { return [] }
-        return [socket.pollItem()] + (monitor.map { [$0.pollItem()] } ?? [])
+        return [socket] + (monitor.map { [$0] } ?? [])
     }
 
     func readable(_ index: Int) {

@@ -108,7 +108,7 @@ final class HostLoop: ReactorComponent {
 
     // MARK: ReactorComponent
 
-    func pollItems() -> [zmq_pollitem_t] { [socket.pollItem()] }
+    func pollSockets() -> [ZMQSocket] { [socket] }
 
     func readable(_ index: Int) {
         do {

@@ -132,7 +132,7 @@ private final class PublisherLoop: ReactorComponent {
         self.finished = finished
     }
 
-    func pollItems() -> [zmq_pollitem_t] { [] }
+    func pollSockets() -> [ZMQSocket] { [] }
     func readable(_ index: Int) {}
     func nextWakeup() -> ContinuousClock.Instant? { nil }
 

@@ -116,7 +116,7 @@ private final class SubscriberLoop: ReactorComponent {
         self.finished = finished
     }
 
-    func pollItems() -> [zmq_pollitem_t] { [socket.pollItem()] }
+    func pollSockets() -> [ZMQSocket] { [socket] }
     func nextWakeup() -> ContinuousClock.Instant? { nil }
 
     func tick(now: ContinuousClock.Instant) {

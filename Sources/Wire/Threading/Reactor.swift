@@ -8,7 +8,7 @@ public import Synchronization
 /// leaving it), reacts when they are readable, and does timed work in `tick`.
 protocol ReactorComponent: AnyObject {
     /// Sockets to poll for input, in a fixed order; `readable(_:)` gets the index.
-    func pollItems() -> [zmq_pollitem_t]
+    func pollSockets() -> [ZMQSocket]
     func readable(_ index: Int)
     /// Called on every loop turn: drain commands, expire timers, flush queues.
     func tick(now: ContinuousClock.Instant)
@@ -46,6 +46,10 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
     /// a second with nothing to do means a component asks to be woken in the past.
     public let turns = Atomic<Int>(0)
     public static let slowTurn = Duration.milliseconds(20)
+    /// Questions put to libzmq about a socket's pending input (`ZMQ_EVENTS`), each a `poll(2)`
+    /// and a `getpid(2)` inside libzmq when the socket is idle: a reactor with many idle sockets
+    /// must not ask about all of them every turn.
+    public let socketQuestions = Atomic<Int>(0)
     // Touched on the reactor thread only.
     private var components: [any ReactorComponent] = []
 
@@ -156,25 +160,70 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
         return max(0, Int(now.duration(to: next).wholeMilliseconds) + 1)
     }
 
+    /// `FRIENSO_POLL=zmq` waits with `zmq_poll`, as before item 24 (for A/B runs).
+    static let pollsDirectly = ProcessInfo.processInfo.environment["FRIENSO_POLL"] != "zmq"
+
     private func poll(timeout: Int) {
-        var items = [zmq_pollitem_t(socket: nil, fd: readEnd, events: Int16(ZMQ_POLLIN), revents: 0)]
+        var sockets: [ZMQSocket] = []
         var owners: [(component: any ReactorComponent, index: Int)] = []
         for component in components {
-            for (index, item) in component.pollItems().enumerated() {
-                items.append(item)
+            for (index, socket) in component.pollSockets().enumerated() {
+                sockets.append(socket)
                 owners.append((component, index))
             }
         }
-        guard (try? ZMQPoller.poll(&items, timeoutMilliseconds: timeout)) ?? 0 > 0 else { return }
-        if items[0].revents & Int16(ZMQ_POLLIN) != 0 {
-            // Woken from another thread: empty the pipe (what was posted is picked up next turn).
-            var sink = [UInt8](repeating: 0, count: 512)
-            while read(readEnd, &sink, sink.count) > 0 {}
+        let ready = Self.pollsDirectly ? waitDirectly(sockets, timeout: timeout) : waitWithZMQPoll(sockets, timeout: timeout)
+        for slot in ready {
+            owners[slot].component.readable(owners[slot].index)
+            // Asked again next turn, whatever `readable` did: a component that stops short of
+            // draining its socket (a host yields after 256 messages) must not be left waiting
+            // for a wake-up its descriptor already gave.
+            sockets[slot].mayHaveInput = true
         }
-        for (slot, item) in items.enumerated().dropFirst() where item.revents & Int16(ZMQ_POLLIN) != 0 {
-            let owner = owners[slot - 1]
-            owner.component.readable(owner.index)
+    }
+
+    /// Waits with one `poll(2)` on the wake-up pipe and each socket's `ZMQ_FD`, asking libzmq
+    /// (`ZMQ_EVENTS`) only about sockets that may have input: those whose descriptor fired, and
+    /// those used since they were last asked (a send or receive may consume the wake-up that
+    /// announced a message, so their descriptor cannot be trusted). `zmq_poll` asks every socket
+    /// twice per call, and each question about an idle socket is a `poll(2)` and a `getpid(2)`
+    /// inside libzmq: in the benchmark's load generator (120 clients on one reactor) that was a
+    /// quarter of its CPU (docs/benchmarks.md, issue 16, item 24).
+    /// - Returns: the indices of the sockets with a message waiting.
+    private func waitDirectly(_ sockets: [ZMQSocket], timeout: Int) -> [Int] {
+        var ready: [Int] = []
+        var questions = 0
+        defer { socketQuestions.add(questions, ordering: .relaxed) }
+        for (slot, socket) in sockets.enumerated() where socket.mayHaveInput {
+            questions += 1
+            if socket.hasInput() { ready.append(slot) }
         }
+        var fds = [pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)]
+        fds.reserveCapacity(sockets.count + 1)
+        for socket in sockets { fds.append(pollfd(fd: socket.signalFD, events: Int16(POLLIN), revents: 0)) }
+        let count = Glibc.poll(&fds, nfds_t(fds.count), ready.isEmpty ? Int32(clamping: timeout) : 0)
+        guard count > 0 else { return ready }
+        if fds[0].revents & Int16(POLLIN) != 0 { drainPipe() }
+        for slot in sockets.indices where fds[slot + 1].revents != 0 && !ready.contains(slot) {
+            questions += 1
+            if sockets[slot].hasInput() { ready.append(slot) }
+        }
+        return ready
+    }
+
+    private func waitWithZMQPoll(_ sockets: [ZMQSocket], timeout: Int) -> [Int] {
+        // `zmq_poll` asks every socket once with a zero timeout, and again after waiting.
+        socketQuestions.add(sockets.count * (timeout == 0 ? 1 : 2), ordering: .relaxed)
+        var items = [zmq_pollitem_t(socket: nil, fd: readEnd, events: Int16(ZMQ_POLLIN), revents: 0)] + sockets.map { $0.pollItem() }
+        guard (try? ZMQPoller.poll(&items, timeoutMilliseconds: timeout)) ?? 0 > 0 else { return [] }
+        if items[0].revents & Int16(ZMQ_POLLIN) != 0 { drainPipe() }
+        return items.indices.dropFirst().filter { items[$0].revents & Int16(ZMQ_POLLIN) != 0 }.map { $0 - 1 }
+    }
+
+    /// Woken from another thread: empty the pipe (what was posted is picked up next turn).
+    private func drainPipe() {
+        var sink = [UInt8](repeating: 0, count: 512)
+        while read(readEnd, &sink, sink.count) > 0 {}
     }
 }
 

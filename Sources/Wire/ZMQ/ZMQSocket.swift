@@ -30,6 +30,16 @@ public final class ZMQSocket {
     private let context: ZMQContext
     /// The ZAP domain this (CurveZMQ server) socket registered, forgotten when it closes.
     private var zapDomain: String?
+    /// Whether input may be waiting that the socket's `ZMQ_FD` will not announce: set by every
+    /// call into libzmq that can process the socket's commands (a send or a receive may take the
+    /// wake-up that said a message arrived), cleared by the reactor when it asks `ZMQ_EVENTS`.
+    var mayHaveInput = true
+    /// `ZMQ_FD`: readable when libzmq has something for this socket to look at (read once).
+    private(set) lazy var signalFD: Int32 = {
+        var fd: Int32 = -1
+        var size = MemoryLayout<Int32>.size
+        return zmq_getsockopt(handle, ZMQ_FD, &fd, &size) == 0 ? fd : -1
+    }()
 
     /// Creates a socket with `LINGER 0`: closing never blocks on unsent messages.
     public init(_ context: ZMQContext, _ kind: Kind) throws(ZMQError) {
@@ -107,11 +117,13 @@ public final class ZMQSocket {
     /// - Returns: the endpoint actually bound (ephemeral ports resolved).
     @discardableResult
     public func bind(_ endpoint: String) throws(ZMQError) -> String {
+        mayHaveInput = true
         guard zmq_bind(handle, endpoint) == 0 else { throw ZMQError("zmq_bind(\(endpoint))") }
         return try lastEndpoint()
     }
 
     public func connect(_ endpoint: String) throws(ZMQError) {
+        mayHaveInput = true
         guard zmq_connect(handle, endpoint) == 0 else { throw ZMQError("zmq_connect(\(endpoint))") }
     }
 
@@ -127,6 +139,7 @@ public final class ZMQSocket {
     /// every socket of the context (seen: every client of a test process silent at once).
     public func monitor(events: Int32) throws(ZMQError) -> ZMQSocket {
         let address = "inproc://frienso-monitor-\(Self.monitors.add(1, ordering: .relaxed).newValue)"
+        mayHaveInput = true
         guard zmq_socket_monitor(handle, address, events) == 0 else { throw ZMQError("zmq_socket_monitor") }
         monitoring = true
         let pair = try ZMQSocket(context, .pair)
@@ -170,6 +183,7 @@ public final class ZMQSocket {
     /// One frame; nil when it was queued.
     private func sendFrame(_ frame: [UInt8], flags: Int32) -> ZMQError? {
         var dummy: UInt8 = 0
+        mayHaveInput = true
         let rc = frame.withUnsafeBytes { buffer in
             zmq_send(handle, buffer.baseAddress ?? UnsafeRawPointer(withUnsafeMutablePointer(to: &dummy) { $0 }), buffer.count, flags)
         }
@@ -195,6 +209,7 @@ public final class ZMQSocket {
                 throw error
             }
         }
+        mayHaveInput = true
         if zmq_msg_send(&last, handle, flags) < 0 {
             let error = ZMQError("zmq_msg_send")
             zmq_msg_close(&last) // not sent: still ours
@@ -216,6 +231,7 @@ public final class ZMQSocket {
             var message = zmq_msg_t()
             zmq_msg_init(&message)
             defer { zmq_msg_close(&message) }
+            mayHaveInput = true
             let rc = zmq_msg_recv(&message, handle, dontWait && prefix.isEmpty ? ZMQ_DONTWAIT : 0)
             if rc < 0 {
                 let error = ZMQError("zmq_msg_recv")
@@ -246,6 +262,16 @@ public final class ZMQSocket {
     public func receive(dontWait: Bool = true, properties: Bool = false) throws(ZMQError) -> (frames: [[UInt8]], peerAddress: String, userID: String)? {
         try receive(dontWait: dontWait, properties: properties, decodingLast: { Array($0) })
             .map { ($0.prefix + [$0.last], $0.peerAddress, $0.userID) }
+    }
+
+    /// Whether a message is waiting (`ZMQ_EVENTS`; libzmq processes the socket's commands first).
+    func hasInput() -> Bool {
+        mayHaveInput = false
+        var events: Int32 = 0
+        var size = MemoryLayout<Int32>.size
+        // An error (a closed context) reads as input: the owner's receive then sees the error.
+        guard zmq_getsockopt(handle, ZMQ_EVENTS, &events, &size) == 0 else { return true }
+        return events & Int32(ZMQ_POLLIN) != 0
     }
 
     /// A poll item for this socket, valid while the socket lives.
