@@ -163,14 +163,24 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
     /// `FRIENSO_POLL=zmq` waits with `zmq_poll`, as before item 24 (for A/B runs).
     static let pollsDirectly = ProcessInfo.processInfo.environment["FRIENSO_POLL"] != "zmq"
 
+    // The wait's lists, kept between turns (reactor thread only): no allocation per turn.
+    private var sockets: [ZMQSocket] = []
+    private var owners: [(component: any ReactorComponent, index: Int)] = []
+    private var fds: [pollfd] = []
+
     private func poll(timeout: Int) {
-        var sockets: [ZMQSocket] = []
-        var owners: [(component: any ReactorComponent, index: Int)] = []
+        sockets.removeAll(keepingCapacity: true)
+        owners.removeAll(keepingCapacity: true)
         for component in components {
             for (index, socket) in component.pollSockets().enumerated() {
                 sockets.append(socket)
                 owners.append((component, index))
             }
+        }
+        defer {
+            // Not kept alive past the turn: a closed component's socket must close now.
+            sockets.removeAll(keepingCapacity: true)
+            owners.removeAll(keepingCapacity: true)
         }
         let ready = Self.pollsDirectly ? waitDirectly(sockets, timeout: timeout) : waitWithZMQPoll(sockets, timeout: timeout)
         for slot in ready {
@@ -198,8 +208,8 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
             questions += 1
             if socket.hasInput() { ready.append(slot) }
         }
-        var fds = [pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0)]
-        fds.reserveCapacity(sockets.count + 1)
+        fds.removeAll(keepingCapacity: true)
+        fds.append(pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0))
         for socket in sockets { fds.append(pollfd(fd: socket.signalFD, events: Int16(POLLIN), revents: 0)) }
         let count = Glibc.poll(&fds, nfds_t(fds.count), ready.isEmpty ? Int32(clamping: timeout) : 0)
         guard count > 0 else { return ready }
