@@ -53,15 +53,30 @@ final class Checkpointer: Sendable {
         }
     }
 
+    /// WAL frames past which a checkpoint also restarts the log (`wal_checkpoint(RESTART)`):
+    /// ~32 MiB of 4 KiB pages. See `checkpoint()`.
+    static let restartPages = 8_000
+    /// `FRIENSO_WAL_RESTART=off` runs passive checkpoints only, as before, for A/B runs.
+    static let restarts = ProcessInfo.processInfo.environment["FRIENSO_WAL_RESTART"] != "off"
+
     private let path: String
+    private let restartPages: Int
+    /// Runs a restarting checkpoint on the writer connection (set once the pool is open).
+    private let restartOnWriter = Mutex<(@Sendable () throws -> Void)?>(nil)
     private let queue = DispatchQueue(label: "frienso-checkpointer")
     private let scheduled = Atomic<Bool>(false)
     private let connection = Mutex<DatabaseQueue?>(nil)
-    /// Checkpoints run (for tests).
-    let runs = Atomic<Int>(0)
+    /// Checkpoints run, and those of them that restarted the WAL (for tests).
+    let runs = Atomic<Int>(0), restartsRun = Atomic<Int>(0)
 
-    init(path: String) {
+    init(path: String, restartPages: Int = Checkpointer.restartPages) {
         self.path = path
+        self.restartPages = restartPages
+    }
+
+    /// How to restart the log: on the writer connection, between its commits (see `checkpoint()`).
+    func restart(using body: @escaping @Sendable () throws -> Void) {
+        restartOnWriter.withLock { $0 = body }
     }
 
     /// Installs the hook on a connection (every connection of the pool: only the writer commits).
@@ -82,21 +97,37 @@ final class Checkpointer: Sendable {
         }
     }
 
-    /// A passive checkpoint now, on this object's own connection.
+    /// A passive checkpoint now, on this object's own connection; and when the WAL has grown past
+    /// `restartPages`, a restarting one.
+    ///
+    /// Under a steady load a passive checkpoint never catches up (commits append while it copies,
+    /// and some reader is always on the newer frames), so SQLite never starts the log over and
+    /// the WAL grew without bound: in `stack`, alerts' and geo's grew by 30–40 MB a second, to
+    /// gigabytes over a long run (disk, page cache, and every reader's search through a WAL
+    /// index of as many hash tables). `RESTART` holds new writers for as long as it copies what
+    /// the passive pass left (little) and waits for readers to leave the old frames (a read
+    /// transaction here lasts microseconds); the next commit then writes the log from its start,
+    /// over the same file, which `journal_size_limit` (`ServiceDatabase.open`) trims if a burst
+    /// made it larger. It runs on the writer connection, between two commits: from a connection
+    /// of its own it would have to win the write lock from a writer that commits back to back.
     private func checkpoint() {
         do {
-            try connection.withLock { connection in
+            let frames = try connection.withLock { connection -> Int in
                 if connection == nil {
                     var configuration = Configuration()
                     configuration.busyMode = .timeout(5)
                     configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
                     connection = try DatabaseQueue(path: path, configuration: configuration)
                 }
-                try connection?.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+                return try connection?.writeWithoutTransaction { db in try db.checkpoint(.passive).walFrameCount } ?? 0
             }
             runs.add(1, ordering: .relaxed)
+            guard Self.restarts, frames >= restartPages, let restart = restartOnWriter.withLock({ $0 }) else { return }
+            try restart()
+            restartsRun.add(1, ordering: .relaxed)
         } catch {
-            // Not fatal: the next commit past the threshold asks again; the WAL only grows meanwhile.
+            // Not fatal (a reader held the old frames past the wait): the next commit past the
+            // threshold asks again; the WAL only grows meanwhile.
         }
     }
 }

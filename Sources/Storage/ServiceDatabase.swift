@@ -40,6 +40,11 @@ public final class ServiceDatabase: Sendable {
     static let tempStoreInMemory = ProcessInfo.processInfo.environment["FRIENSO_TEMP_STORE"] != "file"
 
     public static func open(_ path: String) throws -> ServiceDatabase {
+        try open(path, walRestartPages: Checkpointer.restartPages)
+    }
+
+    /// - Parameter walRestartPages: WAL frames past which a checkpoint restarts the log (tests lower it).
+    static func open(_ path: String, walRestartPages: Int) throws -> ServiceDatabase {
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
@@ -61,6 +66,9 @@ public final class ServiceDatabase: Sendable {
             // them (a crash rolls back through the WAL), and no erased row reaches a disk this
             // way. `FRIENSO_TEMP_STORE=file` keeps SQLite's default, for A/B runs.
             if Self.tempStoreInMemory { try db.execute(sql: "PRAGMA temp_store = MEMORY") }
+            // When the log starts over (`Checkpointer`), a WAL file a burst made larger than
+            // this is cut back to it (64 MiB) rather than kept at its largest.
+            try db.execute(sql: "PRAGMA journal_size_limit = 67108864")
             // No checkpoint inside a commit: the WAL's growth is signalled to the checkpointer.
             Checkpointer.install(on: db, signal: signal)
         }
@@ -70,7 +78,16 @@ public final class ServiceDatabase: Sendable {
         // so an acknowledged commit could be lost to a power cut (a kill -9 keeps it: it is in
         // the OS's page cache). FULL syncs the WAL at every commit, before anyone is answered.
         try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-        let checkpointer = Checkpointer(path: path)
+        let checkpointer = Checkpointer(path: path, restartPages: walRestartPages)
+        checkpointer.restart { [weak pool] in
+            try pool?.writeWithoutTransaction { db in
+                // Waits this long at most for readers to leave the old frames, holding commits
+                // back meanwhile; busy: tried again at the next checkpoint.
+                try db.execute(sql: "PRAGMA busy_timeout = 200")
+                defer { try? db.execute(sql: "PRAGMA busy_timeout = 5000") }
+                _ = try db.checkpoint(.restart)
+            }
+        }
         signal.attach(checkpointer)
         return ServiceDatabase(pool: pool, checkpointer: checkpointer)
     }
