@@ -100,7 +100,12 @@ public enum StackScenario {
         let started = ContinuousClock.now
         let until = started.advanced(by: .seconds(options.seconds))
         let weights = options.mix
-        let parts = await withTaskGroup(of: [LatencyStats].self) { group in
+        // The workers run on the clients' reactor, as the other scenarios' load loops do (a
+        // client built on Wire would): a call is sent and its reply resumes the worker on the
+        // reactor's thread, with no hop to the cooperative pool and back. `FRIENSO_BENCH_LOAD=pool`
+        // runs them on the pool, as before 2026-11-25 (A/B: the load generator's own CPU).
+        let executor: (any TaskExecutor)? = ProcessInfo.processInfo.environment["FRIENSO_BENCH_LOAD"] == "pool" ? nil : Reactor.shared
+        let parts = await withTaskExecutorPreference(executor) { await withTaskGroup(of: [LatencyStats].self) { group in
             for worker in 0..<options.inFlight {
                 group.addTask {
                     var stats = operations.map { LatencyStats(name: $0, inFlight: options.inFlight) }
@@ -122,7 +127,7 @@ public enum StackScenario {
             var merged = operations.map { LatencyStats(name: $0, inFlight: options.inFlight) }
             for await part in group { for i in merged.indices { merged[i].merge(part[i]) } }
             return merged
-        }
+        } }
         let elapsed = started.duration(to: .now)
         let after = deployment.cpuTicks()
         var rows = parts
