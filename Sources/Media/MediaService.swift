@@ -157,6 +157,10 @@ public final class MediaService: Sendable {
             if upload.mediaID != nil { return try await finishedAnswer(upload.id) }
             var bytes = try await store.receivedBytes(upload)
             guard bytes.count == upload.size else {
+                // Another instance may have finished it since `upload` was read: its finish
+                // moved the received bytes into the photo. Then this is a retry, and gets the
+                // same answer.
+                if try await store.upload(upload.id)?.mediaID != nil { return try await finishedAnswer(upload.id) }
                 throw RPCError.failedPrecondition("received \(bytes.count) of \(upload.size) bytes: send the rest first")
             }
             guard let type = ImageInspector.sniff(bytes) else { throw RPCError.invalidArgument("not a JPEG, PNG, HEIC or WebP image") }

@@ -126,3 +126,81 @@ extension MediaTestGroup {
         }
     }
 }
+
+/// A second instance's view of the same store, whose `receivedBytes` first lets `meanwhile` run
+/// (once): another instance's request landing between this one's reads.
+private final class InterleavingMediaStore: MediaStorage, @unchecked Sendable {
+    let base: any MediaStorage
+    private let meanwhile = Mutex<(@Sendable () async throws -> Void)?>(nil)
+
+    init(_ base: any MediaStorage, meanwhile: @escaping @Sendable () async throws -> Void) {
+        self.base = base
+        self.meanwhile.withLock { $0 = meanwhile }
+    }
+
+    var replies: any ReplyStore { base.replies }
+    func item(_ id: String) async throws -> MediaRecord? { try await base.item(id) }
+    func upload(_ id: String) async throws -> UploadRecord? { try await base.upload(id) }
+    func profilePicture(of user: UInt64) async throws -> MediaRecord? { try await base.profilePicture(of: user) }
+    func checkInPhoto(of user: UInt64) async throws -> MediaRecord? { try await base.checkInPhoto(of: user) }
+    func list(_ selection: PhotoSelection, after cursor: (Int64, String)?, limit: Int) async throws -> [MediaRecord] {
+        try await base.list(selection, after: cursor, limit: limit)
+    }
+    func usage(of owner: UInt64, now: Int64) async throws -> MediaUsage { try await base.usage(of: owner, now: now) }
+    func photoBytes(_ item: MediaRecord, offset: Int, count: Int) async throws -> [UInt8]? {
+        try await base.photoBytes(item, offset: offset, count: count)
+    }
+    func startUpload(_ upload: UploadRecord, quotaBytes: Int64, uploadsPerHour: Int) async throws {
+        try await base.startUpload(upload, quotaBytes: quotaBytes, uploadsPerHour: uploadsPerHour)
+    }
+    func receiveChunk(_ upload: UploadRecord, offset: UInt64, data: [UInt8]) async throws -> ChunkOutcome {
+        try await base.receiveChunk(upload, offset: offset, data: data)
+    }
+    func receivedBytes(_ upload: UploadRecord) async throws -> [UInt8] {
+        if let first = meanwhile.withLock({ m in defer { m = nil }; return m }) { try await first() }
+        return try await base.receivedBytes(upload)
+    }
+    func finish(upload: UploadRecord, item: MediaRecord, bytes: [UInt8], unchanged: Bool, locationRemoved: Bool) async throws -> FinishedUpload? {
+        try await base.finish(upload: upload, item: item, bytes: bytes, unchanged: unchanged, locationRemoved: locationRemoved)
+    }
+    func abandon(_ upload: String) async throws { try await base.abandon(upload) }
+    func delete(_ id: String, owner: UInt64) async throws -> Bool? { try await base.delete(id, owner: owner) }
+    func attachCheckInPhoto(user: UInt64, id: String) async throws -> AttachOutcome { try await base.attachCheckInPhoto(user: user, id: id) }
+    func expire(now: Int64, unattachedFor: Int64) async throws -> (uploads: Int, photos: Int) {
+        try await base.expire(now: now, unattachedFor: unattachedFor)
+    }
+    func erase(_ user: UInt64, traces: [String]) async throws -> Int { try await base.erase(user, traces: traces) }
+    func scrubErased() async throws { try await base.scrubErased() }
+    func contents() async throws -> StoredContents { try await base.contents() }
+}
+
+extension MediaTestGroup {
+    @Suite("media: a finish racing another instance's") struct FinishRaceTests {
+        /// The interleaving `oneUploadFinishedOnBothAtOnce_storesOnePhoto` hits now and then, made
+        /// certain: instance B reads the upload (not finished), instance A finishes it, and only
+        /// then does B read the received bytes, which A's finish moved into the photo. B's answer
+        /// is A's photo, as for any retry; it was FAILED_PRECONDITION ("received 0 of … bytes").
+        @Test(arguments: Engine.allCases) func aFinishThatFindsTheUploadFinishedMeanwhile_answersWithThatPhoto(engine: Engine) async throws {
+            try await withMedia(engine: engine) { a in
+                let photo = Fixture.jpeg(gps: false, filler: 120_000)
+                let start = try await a.call(1, API.startUpload, MediaV1.StartUploadRequest(purpose: .venue, placeId: 7, sizeBytes: UInt64(photo.count)))
+                try await a.sendChunks(photo, upload: start.uploadId, as: 1, chunk: 65_536)
+                let finishedByA = Mutex<MediaV1.FinishUploadResponse?>(nil)
+                let store = InterleavingMediaStore(a.service.store) {
+                    let reply = try await a.call(1, API.finishUpload, MediaV1.FinishUploadRequest(uploadId: start.uploadId))
+                    finishedByA.withLock { $0 = reply }
+                }
+                let b = MediaService(store: store, peers: a.peers, config: testMediaConfig(), logger: a.logs.logger("media-b"), now: nil)
+                let bClient = RouterClient(b, name: "media", logger: a.logs.logger("media-b-host"))
+                let fromB = try await bClient.call(API.finishUpload, MediaV1.FinishUploadRequest(uploadId: start.uploadId),
+                                                   options: CallOptions(callerUserID: 1))
+                let fromA = try #require(finishedByA.withLock { $0 }, "A finished in between")
+                #expect(fromB.item?.mediaId == fromA.item?.mediaId && fromA.item != nil, "both answers name the one photo")
+                let mine = try await a.call(1, API.listPhotos, MediaV1.ListPhotosRequest(mine: true))
+                #expect(mine.items.map(\.mediaId) == [fromA.item?.mediaId ?? ""])
+                #expect(try await a.download(fromA.item?.mediaId ?? "", as: 1) == photo)
+                await bClient.flush()
+            }
+        }
+    }
+}
