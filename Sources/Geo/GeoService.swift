@@ -147,7 +147,10 @@ public final class GeoService: Sendable {
         }
         let folding = SharedFolding(replay) // empty now: everything up to its last id is folded
         initial.sharing = try store.loadSharing()
-        initial.grants = Grants(try store.loadGrants(now: clock()))
+        let grantsAt = clock(), stored = try store.loadGrants(now: grantsAt)
+        initial.grants = Grants(stored.filter { $0.value.expiresMs > grantsAt }.mapValues(\.expiresMs))
+        // The versions of revocations too: a stale grant arriving after a restart stays stale.
+        initial.grantVersions = stored.filter { $0.value.version != 0 }.mapValues(\.version)
         initial.places = try store.loadPlaces()
         initial.checkIns = try store.loadCheckIns(now: clock())
         initial.precision = try store.loadPrecision()

@@ -64,7 +64,11 @@ extension GeoService {
             return
         }
         let at = now()
-        try await store.saveGrant(key, expiresMs: grant.expiresAtMs, now: at)
+        guard try await store.saveGrant(key, expiresMs: grant.expiresAtMs, version: grant.version, now: at) else {
+            // Another instance stored a newer version of this grant first.
+            logger.debug("ignoring a stale grant", metadata: ["reason": "\(grant.reason)", "version": "\(grant.version)"])
+            return
+        }
         state.mutex.withLock { s in
             s.grants.set(key, expiresMs: grant.expiresAtMs > at ? grant.expiresAtMs : nil)
         }

@@ -164,6 +164,40 @@ extension GeoTestGroup {
             }
         }
 
+        /// The same after a restart of geo between the revocation and the stale grant: the
+        /// revocation's version is stored with it (a tombstone row), not only kept in memory.
+        @Test(arguments: Engine.allCases) func aStaleGrant_arrivingAfterItsRevocationAndARestart_isIgnored(engine: Engine) async throws {
+            let storage = try await TestStorage.fresh(engine, service: "geo")
+            let graph = StaticGraph()
+            let clock = TestClock()
+            let later = clock.now + 600_000
+            @Sendable func liveTo3(_ geo: GeoHarness) async throws -> Bool {
+                geo.clock.advance(1_000) // a newer fix each time
+                _ = geo.recorder.take()
+                try await geo.locate(1, 10, 10)
+                return geo.recorder.take().contains { $0.method == "geo.Location" && $0.topic == ViewerTopic.of(3) }
+            }
+            try await withGeo(storage: storage, graph: graph, clock: clock) { geo async throws in
+                geo.befriend(1, 3)
+                _ = try await geo.call(1, API.updateSharing, GeoV1.UpdateSharingRequest(settings: GeoV1.SharingSettings(ghost: true), fields: ["ghost"]))
+                try await geo.service.apply(GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: later, reason: "watch", version: 7))
+                #expect(try await liveTo3(geo), "granted")
+                try await geo.service.apply(GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: geo.clock.now, reason: "watch", version: 9))
+                #expect(try await !liveTo3(geo), "revoked")
+            }
+            try await withGeo(storage: storage, graph: graph, clock: clock) { geo async throws in
+                #expect(try await !liveTo3(geo), "still revoked after the restart")
+                try await geo.service.apply(GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: later, reason: "watch", version: 7))
+                #expect(try await !liveTo3(geo), "a stale grant does not undo its revocation after a restart")
+                // The store refuses it too (another instance, whose memory has not seen version 9).
+                let key = GrantKey(subject: 1, viewer: 3, reason: "watch")
+                #expect(try await !geo.service.store.saveGrant(key, expiresMs: later, version: 8, now: geo.clock.now))
+                try await geo.service.apply(GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: later, reason: "watch", version: 12))
+                #expect(try await liveTo3(geo), "a newer grant applies")
+            }
+            await storage.remove()
+        }
+
         @Test(arguments: Engine.allCases) func restart_rebuildsTheIndex_withTheSameAnswers(engine: Engine) async throws {
             let storage = try await TestStorage.fresh(engine, service: "geo")
             let graph = StaticGraph()

@@ -21,8 +21,9 @@ protocol GeoStorage: Sendable {
     /// History rows past `id`, in id order, `size` at a time (the start-up replay).
     func forEachHistoryRow(after id: Int64, size: Int, _ body: ([(id: Int64, update: LocationUpdate)]) throws -> Void) throws
     func loadSharing() throws -> [UInt64: Sharing]
-    /// Live grants (expired ones are dropped first).
-    func loadGrants(now: Int64) throws -> [GrantKey: Int64]
+    /// Every stored grant with its version: the live ones and the revoked or expired ones kept as
+    /// tombstones (`StoredGrant.tombstoneKeepMs`; older tombstones are dropped first).
+    func loadGrants(now: Int64) throws -> [GrantKey: StoredGrant]
     func loadPlaces() throws -> [PlaceRecord]
     func loadCheckIns(now: Int64) throws -> [UInt64: CheckInRecord]
     func loadPrecision() throws -> PrecisionSettings
@@ -51,8 +52,11 @@ protocol GeoStorage: Sendable {
     // Settings, grants, places, check-ins.
     func saveSharing(_ user: UInt64, _ s: Sharing) async throws
     func savePrecision(subject: UInt64, viewer: UInt64, _ precision: Precision?) async throws
-    /// Sets a grant (or deletes it, when it expires at or before `now`).
-    func saveGrant(_ key: GrantKey, expiresMs: Int64, now: Int64) async throws
+    /// Sets a grant; one that expires at or before `now` is a revocation, kept as a tombstone
+    /// with its version. Unless the stored row has a newer version (another instance applied a
+    /// later grant first): then nothing changes.
+    /// - Returns: whether the grant was applied.
+    func saveGrant(_ key: GrantKey, expiresMs: Int64, version: Int64, now: Int64) async throws -> Bool
     /// Adds `places` (after deleting every place when `replace`). - Returns: them with their ids.
     func importPlaces(_ places: [PlaceRecord], replace: Bool) async throws -> [PlaceRecord]
     /// - Returns: whether the check-in was stored.
@@ -158,6 +162,20 @@ struct GrantKey: Hashable, Sendable {
     var subject: UInt64
     var viewer: UInt64
     var reason: String
+}
+
+/// A grant as stored: its expiry (past: revoked or expired, a tombstone) and the version alerts
+/// gave it (0: none). The tombstones keep the versions of revocations across restarts, so a
+/// grant older than its revocation that arrives late (a delayed republish, another alerts
+/// instance's event) is still recognised as stale after geo restarted.
+struct StoredGrant: Sendable, Equatable {
+    var expiresMs: Int64
+    var version: Int64
+
+    /// How long a revoked or expired grant's row is kept. A stale grant is one alerts sent before
+    /// its revocation, so it expires within alerts' longest grant window (a watch, 4 hours by
+    /// default, or a helpNow window) of being sent: a week covers any delay a message could have.
+    static let tombstoneKeepMs: Int64 = 7 * 24 * 3_600_000
 }
 
 /// A stored place alert as both engines read it, before its zone or place is looked up.

@@ -79,5 +79,7 @@ extension PostgresGeoStore {
             """,
             "CREATE INDEX place_events_at ON place_events (at_ms)",
         ]),
+        // Revocations are kept as rows with their version (`StoredGrant`).
+        PostgresMigration("geo_grant_versions", ["ALTER TABLE grants ADD COLUMN version bigint NOT NULL DEFAULT 0"]),
     ]
 }

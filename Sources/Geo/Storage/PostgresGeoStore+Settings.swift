@@ -20,18 +20,21 @@ extension PostgresGeoStore {
         }
     }
 
-    func saveGrant(_ key: GrantKey, expiresMs: Int64, now: Int64) async throws {
+    func saveGrant(_ key: GrantKey, expiresMs: Int64, version: Int64, now: Int64) async throws -> Bool {
         try await database.write { connection in
-            if expiresMs <= now {
-                try await connection.query("""
-                    DELETE FROM grants WHERE subject = \(Self.id(key.subject)) AND viewer = \(Self.id(key.viewer)) AND reason = \(key.reason)
-                    """, logger: self.logger)
-            } else {
-                try await connection.query("""
-                    INSERT INTO grants (subject, viewer, reason, expires_ms) VALUES (\(Self.id(key.subject)), \(Self.id(key.viewer)), \(key.reason), \(expiresMs))
-                    ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms
-                    """, logger: self.logger)
-            }
+            // A revocation stays as a tombstone (its expiry in the past), for its version. The
+            // row is locked by the upsert, so two instances applying grants of one key take turns.
+            let rows = try await connection.query("""
+                INSERT INTO grants (subject, viewer, reason, expires_ms, version)
+                VALUES (\(Self.id(key.subject)), \(Self.id(key.viewer)), \(key.reason), \(expiresMs), \(version))
+                ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms,
+                    version = greatest(grants.version, excluded.version)
+                WHERE excluded.version = 0 OR excluded.version >= grants.version
+                RETURNING 1
+                """, logger: self.logger)
+            var applied = false
+            for try await _ in rows { applied = true }
+            return applied
         }
     }
 

@@ -179,14 +179,15 @@ final class PostgresGeoStore: GeoStorage {
         }
     }
 
-    func loadGrants(now: Int64) throws -> [GrantKey: Int64] {
+    func loadGrants(now: Int64) throws -> [GrantKey: StoredGrant] {
         try awaitBlocking { [database, logger] in
             try await database.transaction { connection in
-                try await connection.query("DELETE FROM grants WHERE expires_ms <= \(now)", logger: logger)
-                var result: [GrantKey: Int64] = [:]
-                for try await (subject, viewer, reason, expires) in try await connection.query(
-                    "SELECT subject, viewer, reason, expires_ms FROM grants", logger: logger).decode((Int64, Int64, String, Int64).self) {
-                    result[GrantKey(subject: Self.id(subject), viewer: Self.id(viewer), reason: reason)] = expires
+                try await connection.query("DELETE FROM grants WHERE expires_ms <= \(now - StoredGrant.tombstoneKeepMs)", logger: logger)
+                var result: [GrantKey: StoredGrant] = [:]
+                for try await (subject, viewer, reason, expires, version) in try await connection.query(
+                    "SELECT subject, viewer, reason, expires_ms, version FROM grants", logger: logger)
+                    .decode((Int64, Int64, String, Int64, Int64).self) {
+                    result[GrantKey(subject: Self.id(subject), viewer: Self.id(viewer), reason: reason)] = StoredGrant(expiresMs: expires, version: version)
                 }
                 return result
             }

@@ -95,6 +95,10 @@ final class SQLiteGeoStore: GeoStorage {
         Self.migrateAudit(&migrator)
         Self.migrateShareLinks(&migrator)
         Self.migrateZonesAndPlaceAlerts(&migrator)
+        migrator.registerMigration("grant-versions") { db in
+            // Revocations are kept as rows with their version (`StoredGrant`).
+            try db.execute(sql: "ALTER TABLE grants ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 
@@ -145,12 +149,12 @@ final class SQLiteGeoStore: GeoStorage {
         }
     }
 
-    func loadGrants(now: Int64) throws -> [GrantKey: Int64] {
+    func loadGrants(now: Int64) throws -> [GrantKey: StoredGrant] {
         try database.write { db in
-            try db.run(sql: "DELETE FROM grants WHERE expires_ms <= ?", arguments: [now])
-            var result: [GrantKey: Int64] = [:]
-            for row in try Row.fetchAll(db, cached: "SELECT subject, viewer, reason, expires_ms FROM grants") {
-                result[GrantKey(subject: row[0], viewer: row[1], reason: row[2])] = row[3]
+            try db.run(sql: "DELETE FROM grants WHERE expires_ms <= ?", arguments: [now - StoredGrant.tombstoneKeepMs])
+            var result: [GrantKey: StoredGrant] = [:]
+            for row in try Row.fetchAll(db, cached: "SELECT subject, viewer, reason, expires_ms, version FROM grants") {
+                result[GrantKey(subject: row[0], viewer: row[1], reason: row[2])] = StoredGrant(expiresMs: row[3], version: row[4])
             }
             return result
         }
@@ -237,15 +241,15 @@ final class SQLiteGeoStore: GeoStorage {
         }
     }
 
-    func saveGrant(_ key: GrantKey, expiresMs: Int64, now: Int64) async throws {
+    func saveGrant(_ key: GrantKey, expiresMs: Int64, version: Int64, now: Int64) async throws -> Bool {
         try await database.write { db in
-            if expiresMs <= now {
-                try db.run(sql: "DELETE FROM grants WHERE subject = ? AND viewer = ? AND reason = ?",
-                               arguments: [key.subject, key.viewer, key.reason])
-            } else {
-                try db.run(sql: "INSERT OR REPLACE INTO grants (subject, viewer, reason, expires_ms) VALUES (?, ?, ?, ?)",
-                               arguments: [key.subject, key.viewer, key.reason, expiresMs])
-            }
+            // A revocation stays as a tombstone (its expiry in the past), for its version.
+            try db.run(sql: """
+                INSERT INTO grants (subject, viewer, reason, expires_ms, version) VALUES (?1, ?2, ?3, ?4, ?5)
+                ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = ?4, version = max(version, ?5)
+                WHERE ?5 = 0 OR ?5 >= version
+                """, arguments: [key.subject, key.viewer, key.reason, expiresMs, version])
+            return db.changesCount > 0
         }
     }
 
