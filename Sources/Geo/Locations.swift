@@ -52,6 +52,11 @@ extension GeoService {
 
     /// Durable once this returns: the batch holding it has committed.
     func submit(_ update: LocationUpdate) async throws -> Bool {
+        // The user's latest fix again (a phone's retry after a lost reply: the same reading, the
+        // same device time): it is stored already, so it is answered without a second history
+        // row. Only what this instance holds in memory is caught (a retry that went to another
+        // instance before its feed carried the first is stored twice, as before).
+        if state.mutex.withLock({ Self.repeats(update, $0.latest[update.user]) }) { return true }
         do {
             return try await writer.submit(update)
         } catch let error as RPCError {
@@ -68,6 +73,14 @@ extension GeoService {
         let deleted = try await store.deleteHistory(of: caller, current: { state.mutex.withLock { $0.latest[caller] } },
                                                     forgotten: { folding.mutex.withLock { $0.forget(caller) } })
         return GeoV1.DeleteHistoryResponse(deleted: UInt64(deleted))
+    }
+
+    /// Whether `update` is the reading `latest` already holds: same device time, place,
+    /// accuracy, and status (or none given).
+    static func repeats(_ update: LocationUpdate, _ latest: LatestFix?) -> Bool {
+        guard let latest else { return false }
+        return latest.deviceMs == update.deviceMs && latest.lat == update.lat && latest.lon == update.lon
+            && latest.accuracy == update.accuracy && (update.status == nil || update.status == latest.status)
     }
 
     /// Drops history past the retention period. Run periodically by the executable.

@@ -164,6 +164,26 @@ extension GeoTestGroup {
             }
         }
 
+        /// A phone that lost the reply sends the same reading again (same device time, place and
+        /// accuracy): it is answered as the latest fix it is, without a second history row. A
+        /// new reading at the same place is a new row.
+        @Test(arguments: Engine.allCases) func aRepeatedReading_aRetry_isStoredOnce(engine: Engine) async throws {
+            try await withGeo(engine: engine) { geo async throws in
+                func rows() async throws -> Int { try await geo.rows("SELECT id FROM history WHERE user_id = 1").count }
+                #expect(try await geo.locate(1, 10, 10, status: "walking home"))
+                #expect(try await geo.locate(1, 10, 10, status: "walking home"), "the retry is answered as the latest fix")
+                #expect(try await geo.locate(1, 10, 10), "the same reading, status left as it is")
+                #expect(try await rows() == 1)
+                #expect(try await geo.call(1, API.exportMyData, GeoV1.ExportMyDataRequest()).history.count == 1)
+                // The same device time with another place or status is not a repeat.
+                _ = try await geo.locate(1, 10, 10.001)
+                _ = try await geo.locate(1, 10, 10.001, status: "home")
+                geo.clock.advance(1_000)
+                #expect(try await geo.locate(1, 10, 10.001, status: "home"), "a new reading at the same place")
+                #expect(try await rows() == 4)
+            }
+        }
+
         /// The same after a restart of geo between the revocation and the stale grant: the
         /// revocation's version is stored with it (a tombstone row), not only kept in memory.
         @Test(arguments: Engine.allCases) func aStaleGrant_arrivingAfterItsRevocationAndARestart_isIgnored(engine: Engine) async throws {
