@@ -98,34 +98,6 @@ struct ClientTests {
         reactor.stop()
     }
 
-    /// A host that read its socket until libzmq said "nothing" is not asked about it again before
-    /// its descriptor fires: that receive left libzmq's state as fresh as a question would (one
-    /// `poll` and one `getpid` in libzmq saved per request). And no request is missed for it:
-    /// each of 300 calls, made one after another so that every one arrives after a drain, is
-    /// answered. Fails with `FRIENSO_RECV_EMPTY=ask` (docs/benchmarks.md, issue 16, item 27).
-    @Test func aHostThatDrainedItsSocket_isNotAskedAgain_andEveryRequestArrives() async throws {
-        let hostReactor = Reactor(name: "drain-host"), clientReactor = Reactor(name: "drain-client")
-        let logs = CapturedLogs()
-        let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: MethodRouter(),
-                               logger: logs.logger("host"), reactor: hostReactor)
-        try await withRunningServices([host], logger: logs.logger("group")) {
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"), reactor: clientReactor)
-            _ = try await client.call(echoRoute, CommonV1.PingRequest(echo: [0])) // connected
-            let before = hostReactor.socketQuestions.load(ordering: .relaxed)
-            for i in 0..<300 {
-                let pong = try await client.call(echoRoute, CommonV1.PingRequest(echo: [UInt8(i % 256)]))
-                #expect(pong.echo == [UInt8(i % 256)])
-            }
-            let questions = hostReactor.socketQuestions.load(ordering: .relaxed) - before
-            // One question a request (its descriptor fired); two with the old rule (also after
-            // the drain): 299 and 598 when this was written.
-            #expect(questions < 450, "\(questions) questions about the host's socket for 300 requests")
-            await client.close()
-        }
-        hostReactor.stop()
-        clientReactor.stop()
-    }
-
     /// The process itself stalls (here: its reactor thread held for twice the silence window, as
     /// page faults on a cold binary or a starved CPU do): the peer did nothing wrong, so a call in
     /// flight still gets its reply and the connection is kept. Liveness counts silent checks, one

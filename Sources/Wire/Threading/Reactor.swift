@@ -185,11 +185,10 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
         let ready = Self.pollsDirectly ? waitDirectly(sockets, timeout: timeout) : waitWithZMQPoll(sockets, timeout: timeout)
         for slot in ready {
             owners[slot].component.readable(owners[slot].index)
-            // Asked again next turn unless `readable` read until libzmq said "nothing" and made
-            // no other call after it: a component that stops short of draining its socket (a
-            // host yields after 256 messages) must not be left waiting for a wake-up its
-            // descriptor already gave.
-            if !sockets[slot].drained { sockets[slot].mayHaveInput = true }
+            // Asked again next turn, whatever `readable` did: a component that stops short of
+            // draining its socket (a host yields after 256 messages) must not be left waiting
+            // for a wake-up its descriptor already gave.
+            sockets[slot].mayHaveInput = true
         }
     }
 

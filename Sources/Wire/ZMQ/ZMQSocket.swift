@@ -1,6 +1,5 @@
 import CZeroMQ
 public import FriensoProto
-import Foundation
 import Glibc
 import Synchronization
 
@@ -33,21 +32,8 @@ public final class ZMQSocket {
     private var zapDomain: String?
     /// Whether input may be waiting that the socket's `ZMQ_FD` will not announce: set by every
     /// call into libzmq that can process the socket's commands (a send or a receive may take the
-    /// wake-up that said a message arrived), cleared by the reactor when it asks `ZMQ_EVENTS`, and
-    /// by a receive that found nothing (`receive`).
+    /// wake-up that said a message arrived), cleared by the reactor when it asks `ZMQ_EVENTS`.
     var mayHaveInput = true
-    /// `FRIENSO_RECV_EMPTY=ask` keeps asking `ZMQ_EVENTS` after a receive that found nothing,
-    /// as before (A/B runs).
-    /// The last call into libzmq on this socket was a receive that found nothing (see `receive`):
-    /// a component that stopped reading there left nothing behind.
-    var drained = false
-    /// A call into libzmq that may process the socket's commands (see `mayHaveInput`).
-    private func touched() {
-        mayHaveInput = true
-        drained = false
-    }
-
-    static let trustsEmptyReceive = ProcessInfo.processInfo.environment["FRIENSO_RECV_EMPTY"] != "ask"
     /// `ZMQ_FD`: readable when libzmq has something for this socket to look at (read once).
     private(set) lazy var signalFD: Int32 = {
         var fd: Int32 = -1
@@ -131,13 +117,13 @@ public final class ZMQSocket {
     /// - Returns: the endpoint actually bound (ephemeral ports resolved).
     @discardableResult
     public func bind(_ endpoint: String) throws(ZMQError) -> String {
-        touched()
+        mayHaveInput = true
         guard zmq_bind(handle, endpoint) == 0 else { throw ZMQError("zmq_bind(\(endpoint))") }
         return try lastEndpoint()
     }
 
     public func connect(_ endpoint: String) throws(ZMQError) {
-        touched()
+        mayHaveInput = true
         guard zmq_connect(handle, endpoint) == 0 else { throw ZMQError("zmq_connect(\(endpoint))") }
     }
 
@@ -153,7 +139,7 @@ public final class ZMQSocket {
     /// every socket of the context (seen: every client of a test process silent at once).
     public func monitor(events: Int32) throws(ZMQError) -> ZMQSocket {
         let address = "inproc://frienso-monitor-\(Self.monitors.add(1, ordering: .relaxed).newValue)"
-        touched()
+        mayHaveInput = true
         guard zmq_socket_monitor(handle, address, events) == 0 else { throw ZMQError("zmq_socket_monitor") }
         monitoring = true
         let pair = try ZMQSocket(context, .pair)
@@ -197,7 +183,7 @@ public final class ZMQSocket {
     /// One frame; nil when it was queued.
     private func sendFrame(_ frame: [UInt8], flags: Int32) -> ZMQError? {
         var dummy: UInt8 = 0
-        touched()
+        mayHaveInput = true
         let rc = frame.withUnsafeBytes { buffer in
             zmq_send(handle, buffer.baseAddress ?? UnsafeRawPointer(withUnsafeMutablePointer(to: &dummy) { $0 }), buffer.count, flags)
         }
@@ -223,7 +209,7 @@ public final class ZMQSocket {
                 throw error
             }
         }
-        touched()
+        mayHaveInput = true
         if zmq_msg_send(&last, handle, flags) < 0 {
             let error = ZMQError("zmq_msg_send")
             zmq_msg_close(&last) // not sent: still ours
@@ -249,17 +235,9 @@ public final class ZMQSocket {
             let rc = zmq_msg_recv(&message, handle, dontWait && prefix.isEmpty ? ZMQ_DONTWAIT : 0)
             if rc < 0 {
                 let error = ZMQError("zmq_msg_recv")
-                if error.wouldBlock && prefix.isEmpty {
-                    // libzmq processed the socket's commands before it said "nothing": the
-                    // state is as fresh as `ZMQ_EVENTS` would make it, and a message arriving
-                    // from now on signals `ZMQ_FD` again. So the reactor need not ask (a drain
-                    // ends with this receive: one `poll` and one `getpid` in libzmq saved).
-                    if Self.trustsEmptyReceive { mayHaveInput = false; drained = true }
-                    return nil
-                }
+                if error.wouldBlock && prefix.isEmpty { return nil }
                 throw error
             }
-            drained = false
             let size = zmq_msg_size(&message)
             let bytes = UnsafeRawBufferPointer(start: size > 0 ? zmq_msg_data(&message) : nil, count: size)
             guard zmq_msg_more(&message) == 0 else {
