@@ -18,10 +18,15 @@ public enum WireScenario {
         public var separateContexts: Bool
         /// raw, host, gateway; plain, curve (the internal hop's security). Empty-free subsets run fewer rows.
         public var paths: Set<String>
+        /// At 1 in flight, the raw REQ/REP, raw REQ → host and Wire client → host rows run in
+        /// this many rounds, taking turns (each a round's share of the requests), so the VM's
+        /// drift between minutes falls on all three alike; 1: each row in one go, one after the other.
+        public var rounds: Int
 
         public init(requests: Int, warmup: Int, inFlight: [Int], separateContexts: Bool,
-                    paths: Set<String> = ["raw", "host", "gateway", "plain", "curve"]) {
+                    paths: Set<String> = ["raw", "host", "gateway", "plain", "curve"], rounds: Int = 1) {
             self.paths = paths
+            self.rounds = max(1, rounds)
             self.requests = requests
             self.warmup = warmup
             self.inFlight = inFlight
@@ -33,11 +38,12 @@ public enum WireScenario {
         let ping = CommonV1.PingRequest(echo: Array("frienso-bench".utf8))
         let payload = Envelope.request(method: "accounts.Ping", payload: ping.serializedBytes(), requestID: 1).serializedBytes()
         var rows: [LatencyStats] = []
+        var turns: [Turn] = []
 
         // 1. libzmq alone.
         func context() -> ZMQContext { options.separateContexts ? ZMQContext() : .shared }
         if options.paths.contains("raw") {
-            if options.inFlight.contains(1) {
+            if options.inFlight.contains(1) && !options.takesTurns {
                 rows.append(RawZMQ.reqRep(payload: payload, count: options.requests, warmup: options.warmup,
                                           contexts: (context(), context())))
             }
@@ -50,9 +56,16 @@ public enum WireScenario {
         // gateway: plain TCP, then CurveZMQ on the internal hop as deployed (client → gateway
         // stays plain, as the default client socket is).
         for curve in [false, true] where options.paths.contains(curve ? "curve" : "plain") && !options.paths.isDisjoint(with: ["host", "gateway"]) {
-            rows += try await hostAndGateway(options, payload: payload, ping: ping, curve: curve, context: context, logger: logger)
+            let (more, taken) = try await hostAndGateway(options, payload: payload, ping: ping, curve: curve, context: context, logger: logger)
+            rows += more
+            turns += taken
         }
-        return report(rows)
+        return report(rows, turns: turns)
+    }
+
+    /// One round of the 1-in-flight rows taking turns: their p50s, µs.
+    struct Turn {
+        var raw: Double, rawToHost: Double, wire: Double
     }
 
     /// One deployment's keys in memory: the gateway (which the direct client also uses: every
@@ -64,8 +77,11 @@ public enum WireScenario {
     }
 
     static func hostAndGateway(_ options: Options, payload: [UInt8], ping: CommonV1.PingRequest, curve: Bool,
-                               context: () -> ZMQContext, logger: Logger) async throws -> [LatencyStats] {
+                               context: () -> ZMQContext, logger: Logger) async throws -> ([LatencyStats], [Turn]) {
         var rows: [LatencyStats] = []
+        var turns: [Turn] = []
+        // The raw pair's own contexts when the rows take turns (made once: a context is an I/O thread).
+        let rawContexts = !curve && options.takesTurns ? (context(), context()) : nil
         let suffix = curve ? " (CURVE)" : ""
         let keys = curve ? try keyrings() : nil
         let dir = BenchStack.scratchDirectory()
@@ -88,7 +104,8 @@ public enum WireScenario {
             tasks.addTask { try await gatewayGroup.run() }
             let gatewayEndpoint = try await gateway.boundEndpoint()
 
-            if !curve && options.paths.contains("raw") && options.inFlight.contains(1) {
+            let takingTurns = rawContexts != nil
+            if !curve && options.paths.contains("raw") && options.inFlight.contains(1) && !takingTurns {
                 // The host's share: a raw C REQ client against the Wire host (runs on its own thread).
                 let rawToHost = await Task.detached {
                     RawZMQ.reqClient(name: "raw REQ → Wire host Ping", endpoint: accountsEndpoint, payload: payload,
@@ -100,10 +117,16 @@ public enum WireScenario {
             if let keys { directOptions.security = try keys.gateway.client(of: "accounts") }
             let direct = WireClient(endpoint: accountsEndpoint, options: directOptions, logger: quiet, context: clientContext, reactor: clientReactor)
             let viaGateway = FriensoClient(gateway: gatewayEndpoint, logger: quiet, context: clientContext, reactor: clientReactor)
+            if let rawContexts {
+                let (taken, rounds) = await takeTurns(options, payload: payload, ping: ping, rawContexts: rawContexts, host: accountsEndpoint,
+                                                      hostClientContext: clientContext, direct: direct, reactor: clientReactor)
+                rows += taken
+                turns = rounds
+            }
             // The load loops run on the client's reactor, as a client built on Wire would.
             await withTaskExecutorPreference(clientReactor) {
                 for n in options.inFlight {
-                    if options.paths.contains("host") {
+                    if options.paths.contains("host") && !(takingTurns && n == 1) {
                         rows.append(await drive(name: "Wire client → host Ping" + suffix, inFlight: n, count: options.requests, warmup: options.warmup) {
                             (try? await direct.call(CommonMethods.ping("accounts"), ping)) != nil
                         })
@@ -120,11 +143,50 @@ public enum WireScenario {
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
-        return rows
+        return (rows, turns)
     }
 
-    static func report(_ rows: [LatencyStats]) -> String {
+    /// The three 1-in-flight rows in `options.rounds` rounds, taking turns: raw REQ/REP, a raw REQ
+    /// client against the host, the Wire client against the host. The C loops run on a thread of
+    /// their own (never on the reactor); the Wire loop on the client's reactor, as above.
+    static func takeTurns(_ options: Options, payload: [UInt8], ping: CommonV1.PingRequest, rawContexts: (ZMQContext, ZMQContext),
+                          host: String, hostClientContext: ZMQContext, direct: WireClient, reactor: Reactor) async -> ([LatencyStats], [Turn]) {
+        let count = max(1, options.requests / options.rounds), warmup = options.warmup / options.rounds
+        var raw = LatencyStats(name: "raw libzmq REQ/REP", inFlight: 1)
+        let rawToHostName = "raw REQ → Wire host Ping"
+        var rawToHost = LatencyStats(name: rawToHostName, inFlight: 1)
+        var wire = LatencyStats(name: "Wire client → host Ping", inFlight: 1)
+        var turns: [Turn] = []
+        for _ in 0..<options.rounds {
+            let r = await Task.detached { RawZMQ.reqRep(payload: payload, count: count, warmup: warmup, contexts: rawContexts) }.value
+            let h = await Task.detached {
+                RawZMQ.reqClient(name: rawToHostName, endpoint: host, payload: payload, count: count, warmup: warmup, context: hostClientContext)
+            }.value
+            let w = await withTaskExecutorPreference(reactor) {
+                await drive(name: wire.name, inFlight: 1, count: count, warmup: warmup) {
+                    (try? await direct.call(CommonMethods.ping("accounts"), ping)) != nil
+                }
+            }
+            turns.append(Turn(raw: r.micros(50), rawToHost: h.micros(50), wire: w.micros(50)))
+            raw.merge(r); raw.elapsed += r.elapsed
+            rawToHost.merge(h); rawToHost.elapsed += h.elapsed
+            wire.merge(w); wire.elapsed += w.elapsed
+        }
+        return ([raw, rawToHost, wire], turns)
+    }
+
+    static func report(_ rows: [LatencyStats], turns: [Turn] = []) -> String {
         var out = [Report.table(rows), ""]
+        if !turns.isEmpty {
+            func median(_ values: [Double]) -> Double {
+                let sorted = values.sorted()
+                return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+            }
+            let wire = turns.map { $0.wire / $0.raw }, host = turns.map { $0.rawToHost / $0.raw }
+            out.append("- 1 in flight, \(turns.count) rounds taking turns: Wire / raw libzmq p50 per round median \(String(format: "%.2f", median(wire)))× "
+                + "(\(String(format: "%.2f", wire.min() ?? 0))–\(String(format: "%.2f", wire.max() ?? 0))×; target ≤ 1.3×); "
+                + "the host's share, raw REQ → host / raw, median \(String(format: "%.2f", median(host)))×")
+        }
         func row(_ prefix: String, _ n: Int, curve: Bool = false) -> LatencyStats? {
             rows.first { $0.name.hasPrefix(prefix) && $0.inFlight == n && $0.name.hasSuffix("(CURVE)") == curve }
         }
@@ -143,4 +205,11 @@ public enum WireScenario {
     }
 
     static func ratio(_ a: Double, _ b: Double) -> String { b > 0 ? String(format: "%.2f", a / b) : "-" }
+}
+
+extension WireScenario.Options {
+    /// Whether the 1-in-flight rows take turns in rounds (all three of them are asked for).
+    var takesTurns: Bool {
+        rounds > 1 && inFlight.contains(1) && paths.isSuperset(of: ["raw", "host", "plain"])
+    }
 }

@@ -31,11 +31,14 @@ struct WireBench: AsyncParsableCommand {
     var contexts = "separate"
     @Option(help: "Which paths to run, comma-separated: raw (libzmq alone), host (Wire client → host), gateway (client → gateway → accounts); with plain and/or curve for the internal hop. Default: all. Narrow it to profile one path.")
     var paths = "raw,host,gateway,plain,curve"
+    @Option(help: "At 1 in flight, run raw REQ/REP, raw REQ → host and Wire client → host in this many rounds, taking turns (each a round's share of --requests), and report the median of the rounds' p50 ratios: the VM's drift then falls on all three alike. 1: each row in one go.")
+    var rounds = 1
 
     var pathSet: Set<String> { Set(paths.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }) }
 
     func validate() throws {
         guard requests > 0, warmup >= 0 else { throw ValidationError("--requests must be positive and --warmup not negative") }
+        guard (1...1_000).contains(rounds), rounds <= requests else { throw ValidationError("--rounds takes 1 to 1,000, and no more than --requests") }
         guard ["separate", "shared"].contains(contexts) else { throw ValidationError("--contexts is separate or shared") }
         guard pathSet.isSubset(of: ["raw", "host", "gateway", "plain", "curve"]), !pathSet.isEmpty else {
             throw ValidationError("--paths takes raw, host, gateway, plain, curve")
@@ -52,7 +55,7 @@ struct WireBench: AsyncParsableCommand {
         // The hosts record their metrics as deployed ones do (FRIENSO_METRICS=off: not at all).
         ServiceMetrics.bootstrap(service: "bench")
         print(try await WireScenario.run(.init(requests: requests, warmup: warmup, inFlight: levels,
-                                               separateContexts: contexts == "separate", paths: pathSet), logger: logger))
+                                               separateContexts: contexts == "separate", paths: pathSet, rounds: rounds), logger: logger))
         try results.write("wire")
     }
 }
