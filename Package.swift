@@ -228,6 +228,7 @@ let package = Package(
             dependencies: [
                 "Wire", "FriensoProto", "FriensoClient", "Gateway", "Accounts", "Social", "SocialReplica", "Geo", "Alerts", "Media", "ServiceKit", "Launcher", "CZeroMQ", "CLinuxShims",
                 "PostgresHarness", "Storage",
+                argumentParser,
                 grdb,
                 histogram,
                 wsClient,
@@ -357,12 +358,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "frienso-bench",
-            dependencies: [
-                "Bench", "Wire",
-                "ServiceKit",
-                argumentParser,
-                logging,
-            ],
+            dependencies: ["Bench"],
             swiftSettings: swiftSettings
         ),
 

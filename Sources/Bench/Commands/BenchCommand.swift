@@ -1,19 +1,21 @@
-import ArgumentParser
-import Bench
+public import ArgumentParser
 import Foundation
 import Logging
 import ServiceKit
 import Wire
 
-@main
-struct BenchCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+/// `frienso-bench`'s commands (the executable only calls `BenchCommand.start()`).
+public struct BenchCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "frienso-bench",
         abstract: "Frienso benchmarks. Build with -c release before measuring.",
         subcommands: [WireBench.self, AccountsBench.self, SocialBench.self, SocialStorageBench.self, InstancesBench.self, GeoBench.self, AlertsBench.self, MediaBench.self, StackBench.self, EdgeBench.self, ReportCommand.self])
 
-    /// Every scenario runs with the allocator set up as the services run (`ServiceRunner`).
-    static func main() async {
+    public init() {}
+
+    /// Parses the command line and runs the command it names, with the allocator set up as the
+    /// services run (`ServiceRunner`): the executable's whole body.
+    public static func start() async {
         MemoryTuning.keepLargeBuffers()
         await main(nil)
     }
