@@ -298,8 +298,9 @@ struct DeliveryPass: Sendable {
         let updated = DeliveryPlan(policy: policy).afterPass(
             due, postponed: postponed, skipped: skipped, outcomes: outcomes.map { ($0.0.deliveryID, $0.0.address, $0.1, $0.2) }, at: finished)
         let dead = outcomes.filter { if case .deadAddress = $0.1, $0.0.channel == .push { true } else { false } }.map(\.0.address)
-        try await store.finishPass(updated, answers: outcomes.map { ($0.0.deliveryID, $0.2, $0.1) }, begun: Set(offMachine), at: finished,
-                                   deadTokens: Set(dead))
+        // When the next row is due comes from the pass's own transaction (no read of its own).
+        let next = try await store.finishPass(updated, answers: outcomes.map { ($0.0.deliveryID, $0.2, $0.1) }, begun: Set(offMachine),
+                                              at: finished, deadTokens: Set(dead))
         for (message, result, provider) in outcomes {
             OutboxMetrics.attempted(channel: message.channel, provider: provider, result: result)
         }
@@ -312,7 +313,7 @@ struct DeliveryPass: Sendable {
                                                                "provider": "\(d.provider)", "attempts": "\(d.attempts)", "error": "\(d.lastError)"])
         }
         observer?(updated.filter { !postponed.contains($0.deliveryId) })
-        return try await nextDue()
+        return next
     }
 
     private func nextDue() async throws -> Int64? {

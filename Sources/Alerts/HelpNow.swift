@@ -23,10 +23,7 @@ extension AlertsService {
         async throws -> (alert: AlertRecord, alreadyActive: Bool, names: [UInt64: AlertsV1.Person]?) {
         // One read for both: a retry of this raise (same key, even after a restart) gets the alert
         // as it was raised; otherwise an alert already active is the answer.
-        let earlier = key.isEmpty ? nil : try await store.alert(initiator: caller, key: key)
-        let active = earlier == nil ? try await store.activeAlert(of: caller) : nil
-        if let earlier { return (earlier, false, nil) }
-        if let active { return (active, true, nil) }
+        if let (met, retry) = try await store.alertMeetingRaise(by: caller, key: key) { return (met, !retry, nil) }
 
         // Who and where, from the other services, at the same time; none of them can stop the alert.
         let peers = peers, logger = logger
@@ -56,7 +53,7 @@ extension AlertsService {
             (alert, grants) = try await store.raiseAlert(NewAlert(initiator: caller, message: message, location: location, at: at, key: key,
                                                         recipients: plan.recipients, grants: plan.grants, promptNumber: plan.promptNumber,
                                                         promptLabel: plan.promptLabel) { id in
-                plan.deliveries(source: "help_now:\(id)", text: text).map { $0.about(caller) }
+                plan.deliveries(source: AlertRecord.source(id), text: text).map { $0.about(caller) }
             })
         } catch AlertsConflict.alreadyActive {
             // A concurrent raise won: it is the active alert.
@@ -200,7 +197,7 @@ extension AlertsService {
     func view(_ alert: AlertRecord, _ known: [UInt64: AlertsV1.Person]? = nil) async throws -> AlertsV1.HelpAlert {
         var names: [UInt64: AlertsV1.Person]
         if let known { names = known } else { names = await people(Set(alert.recipients.map(\.user).filter { $0 != 0 } + [alert.initiator])) }
-        let deliveries = try await store.summaries(source: "help_now:\(alert.id)")
+        let deliveries = alert.deliveries
         return AlertsV1.HelpAlert(
             alertId: alert.id, initiator: names[alert.initiator] ?? AlertsV1.Person(userId: alert.initiator), message: alert.message,
             location: alert.location, state: alert.state, raisedAtMs: alert.raisedAtMs, resolvedAtMs: alert.resolvedAtMs, resolvedBy: alert.resolvedBy,

@@ -80,6 +80,31 @@ extension AlertsTestGroup {
             }
         }
 
+        /// Beneath the reply cache (a reply pruned or never saved): the store's one read finds a
+        /// retry's alert by its key even after it was resolved and another became active, and
+        /// otherwise the active alert; the view shows the deliveries read with the alert.
+        @Test(arguments: Engine.allCases) func aRaiseMeets_itsRetryByKey_beforeTheActiveAlert(engine: Engine) async throws {
+            try await withAlerts(engine: engine, peers: Self.anasCircle(), worker: false) { h in
+                let log = h.logs.logger("test")
+                let first = try await h.service.raise(for: 1, message: "help", key: "k1", logger: log)
+                #expect(!first.alreadyActive)
+                _ = try await h.call(1, API.resolveHelpNow, AlertsV1.ResolveHelpNowRequest(alertId: first.alert.id))
+                let second = try await h.service.raise(for: 1, message: "again", key: "k2", logger: log)
+                #expect(second.alert.id != first.alert.id && !second.alreadyActive)
+
+                let retried = try await h.service.raise(for: 1, message: "help", key: "k1", logger: log)
+                #expect(retried.alert.id == first.alert.id && !retried.alreadyActive && retried.alert.state == .resolved)
+                let other = try await h.service.raise(for: 1, message: "HELP", key: "k3", logger: log)
+                #expect(other.alert.id == second.alert.id && other.alreadyActive)
+                let unkeyed = try await h.service.raise(for: 1, message: "HELP", key: "", logger: log)
+                #expect(unkeyed.alert.id == second.alert.id && unkeyed.alreadyActive)
+
+                // Queued with the alert, read with it, by recipient: a push (no device: skipped) and an SMS to each user, an SMS to the number.
+                let view = try await h.service.view(retried.alert)
+                #expect(view.recipients.map { $0.deliveries.count } == [2, 2, 1])
+            }
+        }
+
         @Test(arguments: Engine.allCases) func anEmptyCircle_isRecorded_andSaysNobodyWasNotified(engine: Engine) async throws {
             var config = testConfig()
             config.campusPoliceNumber = "+15625550100"

@@ -38,7 +38,9 @@ protocol AlertsStorage: Sendable {
     func nextWatchExpiry() async throws -> Int64?
 
     // helpNow alerts (`HelpNow.swift`, `Escalation.swift`).
-    func alert(initiator: UInt64, key: String) async throws -> AlertRecord?
+    /// What a raise by `user` meets, in one read: the alert raised earlier with `key` (a retry;
+    /// `retry` true), else `user`'s active alert; nil when neither.
+    func alertMeetingRaise(by user: UInt64, key: String) async throws -> (alert: AlertRecord, retry: Bool)?
     func alert(id: UInt64) async throws -> AlertRecord?
     func activeAlert(of user: UInt64) async throws -> AlertRecord?
     func latestAlert(of user: UInt64) async throws -> AlertRecord?
@@ -53,8 +55,6 @@ protocol AlertsStorage: Sendable {
     func escalationsDue(raisedBy: Int64) async throws -> [UInt64]
     /// When the oldest active alert that may still escalate (not escalated, nobody accepted) was raised.
     func oldestUnescalated() async throws -> Int64?
-    /// Delivery summaries of `source` by recipient ("user:<id>", "phone:<number>").
-    func summaries(source: String) async throws -> [String: [AlertsV1.DeliverySummary]]
 
     // Check-in timers (`Timers.swift`).
     func timer(owner: UInt64, key: String) async throws -> TimerRecord?
@@ -106,9 +106,10 @@ protocol AlertsStorage: Sendable {
     /// deliveries still SENDING belongs to a pass that never finished: it becomes INTERRUPTED).
     func beginAttempts(_ attempts: [(delivery: UInt64, provider: String)], at: Int64) async throws
     /// Records a pass: the rows as they are after it, each provider answer in the attempt log,
-    /// and the tokens a provider called dead unregistered.
+    /// and the tokens a provider called dead unregistered. - Returns: when the next pending row
+    /// is due as the pass commits (`nextDue`, read in the same transaction); nil: none pending.
     func finishPass(_ updated: [AlertsV1.Delivery], answers: [(delivery: UInt64, provider: String, result: DeliveryResult)],
-                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>) async throws
+                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>) async throws -> Int64?
     /// When the next pending row is due.
     func nextDue() async throws -> Int64?
     /// Pending rows by channel: how many, and the oldest one's creation.

@@ -158,6 +158,7 @@ extension PostgresAlertsStore {
             record.escalation = AlertsV1.Escalation(escalatedAtMs: created, number: number, label: label, location: AlertsV1.AlertLocation.stored(location),
                                                     resentTo: UInt32(clamping: resent))
         }
+        record.deliveries = try await summaries(connection, source: AlertRecord.source(record.id), logger: logger)
         return record
     }
 
@@ -172,8 +173,18 @@ extension PostgresAlertsStore {
         }
     }
 
-    func alert(initiator: UInt64, key: String) async throws -> AlertRecord? {
-        try await alerts("SELECT id FROM help_alerts WHERE initiator = \(Int64(initiator)) AND idempotency_key = \(key)").first
+    func alertMeetingRaise(by user: UInt64, key: String) async throws -> (alert: AlertRecord, retry: Bool)? {
+        try await database.snapshot { connection in
+            var found: (UInt64, Bool)?
+            for try await (id, retry) in try await connection.query("""
+                SELECT id, (\(key) <> '' AND idempotency_key = \(key)) AS retry FROM help_alerts
+                WHERE initiator = \(Int64(user)) AND ((\(key) <> '' AND idempotency_key = \(key)) OR state = 1) ORDER BY retry DESC LIMIT 1
+                """, logger: logger).decode((Int64, Bool).self) {
+                found = (UInt64(id), retry)
+            }
+            guard let (id, retry) = found, let alert = try await Self.alert(connection, id: id, logger: logger) else { return nil }
+            return (alert, retry)
+        }
     }
 
     func alert(id: UInt64) async throws -> AlertRecord? {
@@ -298,18 +309,16 @@ extension PostgresAlertsStore {
         }
     }
 
-    func summaries(source: String) async throws -> [String: [AlertsV1.DeliverySummary]] {
-        try await database.read { connection in
-            var result: [String: [AlertsV1.DeliverySummary]] = [:]
-            for try await (user, address, channel, status, attempts) in try await connection.query(
-                "SELECT recipient_user, address, channel, status, attempts FROM outbox WHERE source = \(source) ORDER BY id", logger: logger)
-                .decode((Int64, String, Int64, Int64, Int64).self) {
-                let key = user != 0 ? "user:\(user)" : "phone:\(address)"
-                result[key, default: []].append(AlertsV1.DeliverySummary(channel: AlertsV1.Channel(rawValue: Self.raw(channel)),
-                                                                         status: AlertsV1.DeliveryStatus(rawValue: Self.raw(status)),
-                                                                         attempts: UInt32(clamping: attempts)))
-            }
-            return result
+    static func summaries(_ connection: PostgresConnection, source: String, logger: Logger) async throws -> [String: [AlertsV1.DeliverySummary]] {
+        var result: [String: [AlertsV1.DeliverySummary]] = [:]
+        for try await (user, address, channel, status, attempts) in try await connection.query(
+            "SELECT recipient_user, address, channel, status, attempts FROM outbox WHERE source = \(source) ORDER BY id", logger: logger)
+            .decode((Int64, String, Int64, Int64, Int64).self) {
+            let key = user != 0 ? "user:\(user)" : "phone:\(address)"
+            result[key, default: []].append(AlertsV1.DeliverySummary(channel: AlertsV1.Channel(rawValue: raw(channel)),
+                                                                     status: AlertsV1.DeliveryStatus(rawValue: raw(status)),
+                                                                     attempts: UInt32(clamping: attempts)))
         }
+        return result
     }
 }

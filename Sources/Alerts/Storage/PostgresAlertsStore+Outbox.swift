@@ -136,7 +136,7 @@ extension PostgresAlertsStore {
     /// Records the pass on the rows this instance still holds: a row another instance took
     /// after this pass's claim ran out is that instance's to record.
     func finishPass(_ updated: [AlertsV1.Delivery], answers: [(delivery: UInt64, provider: String, result: DeliveryResult)],
-                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>) async throws {
+                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>) async throws -> Int64? {
         try await database.transaction { connection in
             var held = Set<UInt64>()
             for d in updated {
@@ -172,6 +172,7 @@ extension PostgresAlertsStore {
             if !deadTokens.isEmpty {
                 try await connection.query("DELETE FROM devices WHERE token = ANY(\(Array(deadTokens)))", logger: logger)
             }
+            return try await nextDue(connection)
         }
     }
 
@@ -190,10 +191,12 @@ extension PostgresAlertsStore {
 
     /// When the next pending row is due, or a claim on one runs out.
     func nextDue() async throws -> Int64? {
-        try await database.read { connection in
-            try await PostgresServiceDatabase.first(connection.query(
-                "SELECT min(greatest(next_attempt_ms, claimed_until_ms)) FROM outbox WHERE status = 1", logger: logger), Int64?.self) ?? nil
-        }
+        try await database.read { connection in try await nextDue(connection) }
+    }
+
+    private func nextDue(_ connection: PostgresConnection) async throws -> Int64? {
+        try await PostgresServiceDatabase.first(connection.query(
+            "SELECT min(greatest(next_attempt_ms, claimed_until_ms)) FROM outbox WHERE status = 1", logger: logger), Int64?.self) ?? nil
     }
 
     func pendingByChannel() async throws -> [(channel: AlertsV1.Channel, count: Int, oldestMs: Int64)] {

@@ -33,6 +33,12 @@ struct AlertRecord: Sendable {
     var recipients: [RecipientRecord]
     var prompt: AlertsV1.EmergencyPrompt
     var escalation: AlertsV1.Escalation?
+    /// Its helpNow messages by recipient ("user:<id>", "phone:<number>"), read with the alert in
+    /// the same transaction: what a view of the alert shows without a read of its own.
+    var deliveries: [String: [AlertsV1.DeliverySummary]] = [:]
+
+    /// The outbox source of alert `id`'s helpNow messages.
+    static func source(_ id: UInt64) -> String { "help_now:\(id)" }
 }
 
 struct RecipientRecord: Sendable {

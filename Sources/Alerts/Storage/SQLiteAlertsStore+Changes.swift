@@ -126,18 +126,27 @@ extension SQLiteAlertsStore {
                                 resentTo: $0[4])
         }
         return AlertRecord(id: row[0], initiator: row[1], message: row[2], location: location, state: AlertsV1.AlertState(rawValue: row[4]),
-                           raisedAtMs: row[5], resolvedAtMs: row[6], resolvedBy: row[7], recipients: recipients, prompt: prompt, escalation: escalation)
+                           raisedAtMs: row[5], resolvedAtMs: row[6], resolvedBy: row[7], recipients: recipients, prompt: prompt, escalation: escalation,
+                           deliveries: try summaries(db, source: AlertRecord.source(id)))
     }
 
     static func alerts(_ db: Database, _ sql: String, _ arguments: StatementArguments) throws -> [AlertRecord] {
         try UInt64.fetchAll(db, cached: sql, arguments: arguments).compactMap { try alert(db, id: $0) }
     }
 
-    func alert(initiator: UInt64, key: String) async throws -> AlertRecord? {
+    func alertMeetingRaise(by user: UInt64, key: String) async throws -> (alert: AlertRecord, retry: Bool)? {
         try await database.read { db in
-            try Self.alerts(db, "SELECT id FROM help_alerts WHERE initiator = ? AND idempotency_key = ?", [initiator, key]).first
+            guard let row = try Row.fetchOne(db, cached: Self.meetingRaise, arguments: [user, key]),
+                  let alert = try Self.alert(db, id: row[0]) else { return nil }
+            return (alert, row[1])
         }
     }
+
+    /// The alert raised with the key (when there is one), else the active one.
+    static let meetingRaise = """
+        SELECT id, (?2 <> '' AND idempotency_key = ?2) AS retry FROM help_alerts
+        WHERE initiator = ?1 AND ((?2 <> '' AND idempotency_key = ?2) OR state = 1) ORDER BY retry DESC LIMIT 1
+        """
 
     func alert(id: UInt64) async throws -> AlertRecord? {
         try await database.read { db in try Self.alert(db, id: id) }
@@ -243,18 +252,16 @@ extension SQLiteAlertsStore {
         }
     }
 
-    func summaries(source: String) async throws -> [String: [AlertsV1.DeliverySummary]] {
-        try await database.read { db in
-            var result: [String: [AlertsV1.DeliverySummary]] = [:]
-            for row in try Row.fetchAll(db, cached: "SELECT recipient_user, address, channel, status, attempts FROM outbox WHERE source = ? ORDER BY id",
-                                        arguments: [source]) {
-                let user: UInt64 = row[0]
-                let key = user != 0 ? "user:\(user)" : "phone:\(row[1] as String)"
-                result[key, default: []].append(AlertsV1.DeliverySummary(channel: AlertsV1.Channel(rawValue: row[2]),
-                                                                         status: AlertsV1.DeliveryStatus(rawValue: row[3]), attempts: row[4]))
-            }
-            return result
+    static func summaries(_ db: Database, source: String) throws -> [String: [AlertsV1.DeliverySummary]] {
+        var result: [String: [AlertsV1.DeliverySummary]] = [:]
+        for row in try Row.fetchAll(db, cached: "SELECT recipient_user, address, channel, status, attempts FROM outbox WHERE source = ? ORDER BY id",
+                                    arguments: [source]) {
+            let user: UInt64 = row[0]
+            let key = user != 0 ? "user:\(user)" : "phone:\(row[1] as String)"
+            result[key, default: []].append(AlertsV1.DeliverySummary(channel: AlertsV1.Channel(rawValue: row[2]),
+                                                                     status: AlertsV1.DeliveryStatus(rawValue: row[3]), attempts: row[4]))
         }
+        return result
     }
 
     // MARK: Check-in timers

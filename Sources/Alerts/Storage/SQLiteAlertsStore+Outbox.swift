@@ -100,7 +100,7 @@ extension SQLiteAlertsStore {
     }
 
     func finishPass(_ updated: [AlertsV1.Delivery], answers: [(delivery: UInt64, provider: String, result: DeliveryResult)],
-                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>) async throws {
+                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>) async throws -> Int64? {
         try await database.write { db in
             for d in updated {
                 try db.run(sql: """
@@ -124,6 +124,7 @@ extension SQLiteAlertsStore {
                     """, arguments: [answer.delivery, at, answer.provider, a.outcome, a.reference, a.error, a.retryAfterMs])
             }
             for token in deadTokens { try db.run(sql: "DELETE FROM devices WHERE token = ?", arguments: [token]) }
+            return try Self.nextDue(db)
         }
     }
 
@@ -138,7 +139,11 @@ extension SQLiteAlertsStore {
     }
 
     func nextDue() async throws -> Int64? {
-        try await database.read { db in try Int64.fetchOne(db, cached: "SELECT MIN(next_attempt_ms) FROM outbox WHERE status = 1") }
+        try await database.read { db in try Self.nextDue(db) }
+    }
+
+    static func nextDue(_ db: Database) throws -> Int64? {
+        try Int64.fetchOne(db, cached: "SELECT MIN(next_attempt_ms) FROM outbox WHERE status = 1")
     }
 
     func pendingByChannel() async throws -> [(channel: AlertsV1.Channel, count: Int, oldestMs: Int64)] {
