@@ -60,13 +60,13 @@ extension GeoService {
             return false
         }
         if stale {
-            logger.debug("ignoring a stale grant", metadata: ["reason": "\(grant.reason)", "version": "\(grant.version)"])
+            logger.debug("ignoring a grant older than one this instance applied", metadata: ["reason": "\(grant.reason)", "version": "\(grant.version)"])
             return
         }
         let at = now()
         guard try await store.saveGrant(key, expiresMs: grant.expiresAtMs, version: grant.version, now: at) else {
-            // Another instance stored a newer version of this grant first.
-            logger.debug("ignoring a stale grant", metadata: ["reason": "\(grant.reason)", "version": "\(grant.version)"])
+            logger.debug("ignoring a grant older than the stored one (another instance stored a newer version first)",
+                         metadata: ["reason": "\(grant.reason)", "version": "\(grant.version)"])
             return
         }
         state.mutex.withLock { s in
