@@ -189,6 +189,8 @@ struct PubSubTests {
     @Test func streamName_isTopicFirstSegment() {
         #expect(Publisher.stream(of: "viewer.42") == "viewer")
         #expect(Publisher.stream(of: "graph") == "graph")
+        #expect(Publisher.stream(of: "viewer.42.place") == "viewer")
+        #expect(Publisher.stream(of: "") == "")
     }
 }
 

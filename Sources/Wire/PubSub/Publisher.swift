@@ -24,7 +24,9 @@ public final class Publisher: Service, Sendable {
     private let bound = OneShot<Result<String, ZMQError>>()
 
     enum Outgoing: Sendable {
-        case event(topic: [UInt8], envelope: [UInt8])
+        /// `base` (an encoded envelope without its sequence) is shared by every topic of one
+        /// post; the socket writes it with `sequence` appended straight into the libzmq message.
+        case event(topic: String, base: [UInt8], sequence: UInt64)
         case stop
     }
 
@@ -46,7 +48,8 @@ public final class Publisher: Service, Sendable {
     }
 
     public static func stream(of topic: String) -> String {
-        topic.split(separator: ".", maxSplits: 1).first.map(String.init) ?? topic
+        guard let dot = topic.utf8.firstIndex(of: UInt8(ascii: ".")) else { return topic }
+        return String(topic[..<dot])
     }
 
     /// Numbers and queues an event. - Returns: its sequence number in its stream.
@@ -68,7 +71,7 @@ public final class Publisher: Service, Sendable {
                 sequence = (sequences[stream] ?? 0) + 1
                 sequences[stream] = sequence
                 // Posted under the lock, so the socket sends in sequence order.
-                outbox.post(.event(topic: Array(topic.utf8), envelope: Self.numbered(base, sequence: sequence)))
+                outbox.post(.event(topic: topic, base: base, sequence: sequence))
             }
             return sequence
         }
@@ -139,9 +142,11 @@ private final class PublisherLoop: ReactorComponent {
     func tick(now: ContinuousClock.Instant) {
         for item in outbox.drain() {
             switch item {
-            case .event(let topic, let envelope):
+            case .event(let topic, let base, let sequence):
                 do {
-                    try socket.send([topic, envelope], dontWait: true)
+                    try socket.send(topic: topic, bodySize: Publisher.numberedSize(base, sequence: sequence)) { body in
+                        Publisher.writeNumbered(base, sequence: sequence, into: body)
+                    }
                 } catch {
                     logger.warning("publish failed", metadata: ["error": "\(error)"])
                 }
@@ -194,7 +199,7 @@ extension Publisher: RelayingEventSink {
     /// given in number order per stream.
     public func relay(topic: String, method: String, payload: [UInt8], epoch: UInt64, sequence: UInt64) {
         let base = Envelope(version: WireProtocol.version, kind: .event, method: method, payload: payload, epoch: epoch).serializedBytes()
-        outbox.post(.event(topic: Array(topic.utf8), envelope: Self.numbered(base, sequence: sequence)))
+        outbox.post(.event(topic: topic, base: base, sequence: sequence))
     }
 
     public func emit(topics: [String], method: String, payload: [UInt8]) {
@@ -204,16 +209,35 @@ extension Publisher: RelayingEventSink {
     /// An encoded envelope without a sequence, with `sequence` appended as its field 12 (a
     /// varint: key (12 << 3) | 0, then the value seven bits at a time).
     static func numbered(_ base: [UInt8], sequence: UInt64) -> [UInt8] {
-        var envelope = base
-        envelope.reserveCapacity(base.count + 11)
-        envelope.append(12 << 3)
-        var value = sequence
+        [UInt8](unsafeUninitializedCapacity: numberedSize(base, sequence: sequence)) { buffer, count in
+            count = buffer.count
+            writeNumbered(base, sequence: sequence, into: UnsafeMutableRawBufferPointer(buffer))
+        }
+    }
+
+    /// The size of `numbered(base, sequence:)`.
+    static func numberedSize(_ base: [UInt8], sequence: UInt64) -> Int {
+        var size = base.count + 2, value = sequence
         while value >= 0x80 {
-            envelope.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            size += 1
             value >>= 7
         }
-        envelope.append(UInt8(value))
-        return envelope
+        return size
+    }
+
+    /// Writes `numbered(base, sequence:)` into `buffer`, of exactly `numberedSize` bytes.
+    static func writeNumbered(_ base: [UInt8], sequence: UInt64, into buffer: UnsafeMutableRawBufferPointer) {
+        base.withUnsafeBytes { buffer.copyMemory(from: $0) }
+        var at = base.count
+        buffer[at] = 12 << 3
+        at += 1
+        var value = sequence
+        while value >= 0x80 {
+            buffer[at] = UInt8(truncatingIfNeeded: value) | 0x80
+            at += 1
+            value >>= 7
+        }
+        buffer[at] = UInt8(value)
     }
 }
 

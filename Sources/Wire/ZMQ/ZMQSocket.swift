@@ -190,6 +190,37 @@ public final class ZMQSocket {
         return rc < 0 ? ZMQError("zmq_send") : nil
     }
 
+    /// Sends a two-frame message: `topic`, then a body of `bodySize` bytes that `writeBody`
+    /// writes straight into the libzmq message (a PUB socket's event): no array for either frame.
+    /// - Returns: `false` when `dontWait` was set and the message could not be queued.
+    @discardableResult
+    public func send(topic: String, bodySize: Int, dontWait: Bool = true,
+                     writeBody: (UnsafeMutableRawBufferPointer) -> Void) throws(ZMQError) -> Bool {
+        var body = zmq_msg_t()
+        guard zmq_msg_init_size(&body, bodySize) == 0 else { throw ZMQError("zmq_msg_init_size") }
+        writeBody(UnsafeMutableRawBufferPointer(start: zmq_msg_data(&body), count: bodySize))
+        let flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
+        mayHaveInput = true
+        var topic = topic
+        let rc = topic.withUTF8 { bytes in
+            var dummy: UInt8 = 0
+            return zmq_send(handle, bytes.baseAddress.map(UnsafeRawPointer.init) ?? UnsafeRawPointer(withUnsafeMutablePointer(to: &dummy) { $0 }),
+                            bytes.count, flags | ZMQ_SNDMORE)
+        }
+        if rc < 0 {
+            let error = ZMQError("zmq_send")
+            zmq_msg_close(&body)
+            if error.wouldBlock { return false }
+            throw error
+        }
+        if zmq_msg_send(&body, handle, flags) < 0 {
+            let error = ZMQError("zmq_msg_send")
+            zmq_msg_close(&body) // not sent: still ours
+            throw error
+        }
+        return true
+    }
+
     /// Sends `prefix` frames (routing id, delimiter, topic: small) and then `message`, encoded
     /// straight into a libzmq message of its size, which libzmq then owns: no array in between,
     /// and no copy into libzmq.
