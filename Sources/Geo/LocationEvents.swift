@@ -42,7 +42,11 @@ struct LocationEvents: Sendable {
         if !told.isEmpty { publisher.emit(topic: GeoService.placeEventStream, method: "geo.PlaceEvents", payload: []) }
         for (event, label) in zip(outgoing, labels) {
             switch event {
-            case .location(let viewers, let subject, let fix, let precision):
+            case .location(let all, let subject, let fix, let precision):
+                // Only to viewers with a live connection somewhere (a gateway or the edge subscribed
+                // their topic): nobody else would receive it, and it counts as seen only when sent.
+                let viewers = all.filter { publisher.listens(toViewer: $0) }
+                if viewers.isEmpty { continue }
                 // Encoded once per precision, however many viewers.
                 var message = GeoV1.LocationEvent(userId: subject, status: fix.status, precision: precision.proto)
                 switch precision {
@@ -54,6 +58,7 @@ struct LocationEvents: Sendable {
                 publisher.emit(topics: viewers.map(ViewerTopic.of), method: "geo.Location", payload: message.serializedBytes())
                 if precision != .hidden { audit.record(subject: subject, viewers: viewers, kind: .live, at: at) }
             case .nearby(let viewer, let friend, let distance, let atMs):
+                guard publisher.listens(toViewer: viewer) else { continue }
                 publisher.emit(topic: ViewerTopic.of(viewer), method: "geo.FriendNearby",
                                payload: GeoV1.FriendNearbyEvent(userId: friend, distanceM: distance, atMs: atMs).serializedBytes())
             }

@@ -10,6 +10,8 @@ public final class EventRecorder: ServiceEventSink {
         var sequences: [String: UInt64] = [:]
         var relayed: [(topic: String, sequence: UInt64)] = []
         var relayedEpoch: UInt64?
+        /// The topics someone listens to (nil: every topic), as a publisher's subscribers would say.
+        var heard: Set<String>?
     }
     private let state = Mutex(State())
     public let epoch = UInt64.random(in: 1...UInt64.max)
@@ -24,6 +26,12 @@ public final class EventRecorder: ServiceEventSink {
     }
 
     public func lastSequence(stream: String) -> UInt64 { state.withLock { $0.sequences[stream] ?? 0 } }
+
+    public func listens(to topic: String) -> Bool { state.withLock { $0.heard?.contains(topic) ?? true } }
+
+    /// From now on only `topics` are listened to (nil: every topic again): the subscribers a test
+    /// pretends are connected.
+    public func hear(only topics: Set<String>?) { state.withLock { $0.heard = topics } }
 
     /// An event numbered by a database's event log: kept with its number (`relayed`).
     public func relay(topic: String, method: String, payload: [UInt8], epoch: UInt64, sequence: UInt64) {

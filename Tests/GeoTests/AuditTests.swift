@@ -38,5 +38,28 @@ extension GeoTestGroup {
                 #expect(try await geo.call(1, API.listAudit, GeoV1.ListAuditRequest()).entries.isEmpty, "the deleted viewer's reads go too")
             }
         }
+
+        /// A live location counts as seen only when it is sent: to a viewer whose topic someone
+        /// listens to (a gateway or the edge subscribed it for their live connection). Nobody
+        /// connected for a friend: no event is published to them and their audit row is not made.
+        @Test("a live event counts as seen only by viewers someone is connected to hear", arguments: Engine.allCases)
+        func liveOnlyWhenHeard(engine: Engine) async throws {
+            try await withGeo(engine: engine) { geo async throws in
+                for friend: UInt64 in [2, 3] { geo.befriend(1, friend) }
+                geo.recorder.hear(only: [ViewerTopic.of(2)]) // 2 has the app open; 3 does not
+                _ = geo.recorder.take()
+                _ = try await geo.locate(1, 33.78, -118.11)
+                let sent = geo.recorder.take().filter { $0.method == "geo.Location" }.map(\.topic)
+                #expect(sent == [ViewerTopic.of(2)], "\(sent)")
+                let mine = try await geo.call(1, API.listAudit, GeoV1.ListAuditRequest())
+                #expect(mine.entries.map { "\($0.viewerId) \($0.kind)" } == ["2 live"])
+
+                geo.recorder.hear(only: [])
+                _ = try await geo.locate(1, 33.781, -118.11)
+                #expect(geo.recorder.take().filter { $0.method == "geo.Location" }.isEmpty, "nobody connected: nothing sent")
+                let after = try await geo.call(1, API.listAudit, GeoV1.ListAuditRequest())
+                #expect(after.entries.map { "\($0.viewerId) \($0.kind) \($0.count)" } == ["2 live 1"], "not counted again")
+            }
+        }
     }
 }

@@ -31,6 +31,33 @@ struct PubSubTests {
         }
     }
 
+    /// The publisher hears its subscribers (XPUB): a topic is listened to while a subscription
+    /// that is its prefix stands, and no longer once that subscriber unsubscribed or went away.
+    @Test func thePublisher_knowsWhichTopicsAreListenedTo() async throws {
+        let logs = CapturedLogs()
+        let publisher = Publisher(name: "test", endpoint: "tcp://127.0.0.1:*", logger: logs.logger("pub"))
+        try await withRunningServices([publisher], logger: logs.logger("group")) {
+            let endpoint = try await publisher.boundEndpoint()
+            #expect(!publisher.listens(to: "viewer.7."), "nobody subscribed yet")
+            let one = Subscriber(endpoint: endpoint, prefixes: [ViewerTopic.of(7)], logger: logs.logger("one"))
+            try await eventually("the subscription reaches the publisher") { publisher.listens(to: ViewerTopic.of(7)) }
+            #expect(!publisher.listens(to: ViewerTopic.of(70)) && !publisher.listens(to: ViewerTopic.of(8)) && !publisher.listens(to: "graph"))
+
+            let all = Subscriber(endpoint: endpoint, prefixes: [""], logger: logs.logger("all"))
+            try await eventually("a subscription to everything") { publisher.listens(to: "graph") && publisher.listens(to: ViewerTopic.of(8)) }
+            await all.close()
+            try await eventually("the subscriber to everything went away") { !publisher.listens(to: ViewerTopic.of(8)) }
+            #expect(publisher.listens(to: ViewerTopic.of(7)), "the other subscription stands")
+
+            one.unsubscribe(ViewerTopic.of(7))
+            try await eventually("unsubscribed") { !publisher.listens(to: ViewerTopic.of(7)) }
+            one.subscribe(ViewerTopic.of(9))
+            try await eventually("subscribed again") { publisher.listens(to: ViewerTopic.of(9)) }
+            await one.close()
+            try await eventually("the last subscriber went away") { !publisher.listens(to: ViewerTopic.of(9)) }
+        }
+    }
+
     /// On a thread of its own: connects a raw XSUB with a monitor, sends an oversized
     /// subscription, and waits (5 s at most) for the connection to be dropped.
     static func oversizedSubscriptionIsDropped(_ endpoint: String) -> Bool {

@@ -144,6 +144,16 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
         emit(topics: [topic], method: method, payload: payload, subject: nil)
     }
 
+    /// A kept stream is always heard (consumers catch up from the log); a live one as this
+    /// instance's PUB socket hears its subscribers.
+    public func listens(to topic: String) -> Bool {
+        streams.contains(Publisher.stream(of: topic)) || (publisher?.listens(to: topic) ?? true)
+    }
+
+    public func listens(toViewer user: UInt64) -> Bool {
+        streams.contains(Publisher.stream(of: ViewerTopic.prefix)) ? true : (publisher?.listens(toViewer: user) ?? true)
+    }
+
     public func emit(topics: [String], method: String, payload: [UInt8]) {
         emit(topics: topics, method: method, payload: payload, subject: nil)
     }

@@ -6,6 +6,11 @@ import Synchronization
 
 /// A PUB socket that numbers its events. Frames are `[topic][Envelope(kind: event)]`.
 ///
+/// It is an XPUB socket, so it also hears what its subscribers subscribe (libzmq passes each
+/// topic prefix up when its first subscriber asks for it, and down when its last one leaves or
+/// disconnects): `listens(to:)` says whether anyone would receive a topic, so a service can skip
+/// an event nobody is connected to hear, and not count it as seen (geo's live locations).
+///
 /// Numbering is per *stream*, the topic's first dot-separated segment (`graph`, `grants`,
 /// `viewer`), so a consumer of one stream sees 1, 2, 3… with no gaps from the others. Every start
 /// draws a random `epoch`: a consumer that sees a new epoch must resync (Clone pattern).
@@ -21,6 +26,7 @@ public final class Publisher: Service, Sendable {
     private let reactor: Reactor
     private let finished = OneShot<Void>()
     private let sequences = Mutex<[String: UInt64]>([:])
+    private let listened = ListenedTopics()
     private let bound = OneShot<Result<String, ZMQError>>()
 
     enum Outgoing: Sendable {
@@ -92,16 +98,16 @@ public final class Publisher: Service, Sendable {
 
     public func run() async throws {
         let outbox = outbox, bound = bound, context = context, endpoint = endpoint, hwm = highWaterMark
-        let logger = logger, reactor = reactor, finished = finished, security = security
+        let logger = logger, reactor = reactor, finished = finished, security = security, listened = listened
         reactor.execute {
             do throws(ZMQError) {
-                let socket = try ZMQSocket(context, .pub)
+                let socket = try ZMQSocket(context, .xpub)
                 // Subscribers only ever send subscriptions (a topic prefix): a bigger frame is a
                 // misbehaving peer, refused by libzmq (it drops that connection) before it is buffered.
                 try socket.configure(highWaterMark: hwm, maxMessageSize: Publisher.maxInboundMessageSize)
                 try socket.secure(security)
                 bound.fulfil(.success(try socket.bind(endpoint)))
-                reactor.register(PublisherLoop(socket: socket, outbox: outbox, logger: logger, finished: finished))
+                reactor.register(PublisherLoop(socket: socket, outbox: outbox, listened: listened, logger: logger, finished: finished))
             } catch {
                 bound.fulfil(.failure(error))
                 finished.fulfil(())
@@ -118,25 +124,96 @@ public final class Publisher: Service, Sendable {
     public func stop() {
         outbox.post(.stop)
     }
+
+    /// Whether a subscriber of this socket would receive `topic` (one of its subscriptions is a
+    /// prefix of it). False before anyone subscribed, and shortly after a subscription was made
+    /// (it reaches the socket asynchronously, as it reaches libzmq's own filter).
+    public func listens(to topic: String) -> Bool {
+        listened.matches(topic)
+    }
+
+    public func listens(toViewer user: UInt64) -> Bool {
+        listened.matches(viewer: user)
+    }
+}
+
+/// The topic prefixes a publisher's subscribers asked for, as its XPUB socket tells them. A
+/// gateway subscribes one exact viewer topic per user connected to it (thousands): those are
+/// kept as ids, so asking about a viewer is one set lookup; the few other prefixes (whole
+/// streams) are compared byte by byte.
+final class ListenedTopics: Sendable {
+    private struct State {
+        var viewers: Set<UInt64> = []
+        var others: Set<[UInt8]> = []
+    }
+    private let state = Mutex(State())
+
+    /// Applies one subscription message: `1` + prefix (subscribe) or `0` + prefix (unsubscribe).
+    func apply(_ message: UnsafeRawBufferPointer) {
+        guard let kind = message.first, kind <= 1 else { return }
+        let prefix = message.dropFirst()
+        let viewer = ViewerTopic.user(in: prefix)
+        let bytes = viewer == nil ? [UInt8](prefix) : []
+        state.withLock { s in
+            switch (kind, viewer) {
+            case (1, let id?): s.viewers.insert(id)
+            case (_, let id?): s.viewers.remove(id)
+            case (1, nil): s.others.insert(bytes)
+            default: s.others.remove(bytes)
+            }
+        }
+    }
+
+    func matches(_ topic: String) -> Bool {
+        let viewer = ViewerTopic.user(in: topic.utf8)
+        return state.withLock { s in
+            if let viewer, s.viewers.contains(viewer) { return true }
+            return s.others.contains { topic.utf8.starts(with: $0) }
+        }
+    }
+
+    func matches(viewer: UInt64) -> Bool {
+        state.withLock { s in
+            if s.viewers.contains(viewer) { return true }
+            if s.others.isEmpty { return false }
+            let topic = ViewerTopic.of(viewer)
+            return s.others.contains { topic.utf8.starts(with: $0) }
+        }
+    }
 }
 
 /// The PUB socket on its reactor.
 private final class PublisherLoop: ReactorComponent {
     private let socket: ZMQSocket
     private let outbox: CommandQueue<Publisher.Outgoing>
+    private let listened: ListenedTopics
     private let logger: Logger
     private let finished: OneShot<Void>
     private(set) var isFinished = false
 
-    init(socket: ZMQSocket, outbox: CommandQueue<Publisher.Outgoing>, logger: Logger, finished: OneShot<Void>) {
+    init(socket: ZMQSocket, outbox: CommandQueue<Publisher.Outgoing>, listened: ListenedTopics, logger: Logger, finished: OneShot<Void>) {
         self.socket = socket
         self.outbox = outbox
+        self.listened = listened
         self.logger = logger
         self.finished = finished
     }
 
-    func pollSockets() -> [ZMQSocket] { [] }
-    func readable(_ index: Int) {}
+    func pollSockets() -> [ZMQSocket] { [socket] }
+
+    /// Subscriptions and unsubscriptions from the subscribers (all the XPUB socket receives).
+    func readable(_ index: Int) {
+        for _ in 0..<1_024 {
+            let received: (prefix: [[UInt8]], last: Void, peerAddress: String, userID: String)?
+            do {
+                received = try socket.receive(dontWait: true) { message in listened.apply(message) }
+            } catch {
+                logger.debug("cannot read a subscription", metadata: ["error": "\(error)"])
+                return
+            }
+            if received == nil { return }
+        }
+    }
     func nextWakeup() -> ContinuousClock.Instant? { nil }
 
     func tick(now: ContinuousClock.Instant) {
@@ -165,6 +242,11 @@ private final class PublisherLoop: ReactorComponent {
 
 /// Where a service's events go: the PUB socket in production, a recorder in tests.
 public protocol EventSink: Sendable {
+    /// Whether anyone would receive an event to `topic` now: false lets a service skip an event
+    /// nobody is connected to hear (and not count it as seen). A sink that cannot tell says true.
+    func listens(to topic: String) -> Bool
+    /// `listens(to: ViewerTopic.of(user))`, without making the topic when the sink can tell.
+    func listens(toViewer user: UInt64) -> Bool
     func emit(topic: String, method: String, payload: [UInt8])
     /// The same event to several topics (a fix for every viewer allowed to see it).
     func emit(topics: [String], method: String, payload: [UInt8])
@@ -174,6 +256,10 @@ public protocol EventSink: Sendable {
 }
 
 extension EventSink {
+    public func listens(to topic: String) -> Bool { true }
+
+    public func listens(toViewer user: UInt64) -> Bool { listens(to: ViewerTopic.of(user)) }
+
     public func emit(topics: [String], method: String, payload: [UInt8]) {
         for topic in topics { emit(topic: topic, method: method, payload: payload) }
     }

@@ -9,13 +9,14 @@ import Synchronization
 /// last replies are not dropped).
 public final class ZMQSocket {
     public enum Kind: Sendable {
-        case router, dealer, pub, sub, req, rep, pair
+        case router, dealer, pub, xpub, sub, req, rep, pair
 
         var raw: Int32 {
             switch self {
             case .router: ZMQ_ROUTER
             case .dealer: ZMQ_DEALER
             case .pub: ZMQ_PUB
+            case .xpub: ZMQ_XPUB
             case .sub: ZMQ_SUB
             case .req: ZMQ_REQ
             case .rep: ZMQ_REP
