@@ -90,13 +90,15 @@ struct PostgresEndToEndTests {
             let raised = try await dana.run(["help-now", "--message", "stuck in the lift"])
             #expect(raised.status == 0 && raised.output.contains("helpNow sent to 2 people"), "\(raised.output)")
             try await stack.kill9AndAwaitRestart("alerts")
-            try await eventually("both helpNow SMS, after the restart", timeout: .seconds(20)) {
-                try await server.psql(database, "SELECT count(*) FROM alerts.sent_messages WHERE body LIKE '%stuck in the lift%'") == "2"
+            // A pass records the provider's send, then the rows' outcome, in two commits: wait
+            // for the second (reading right after the first found the rows still pending).
+            try await eventually("both helpNow SMS delivered, after the restart", timeout: .seconds(20)) {
+                try await server.psql(database, """
+                    SELECT count(*) FROM alerts.outbox WHERE source = 'help_now:1' AND channel = 2 AND status = 2
+                    """) == "2"
             }
-            let delivered = try await server.psql(database, """
-                SELECT count(*) FROM alerts.outbox WHERE source = 'help_now:1' AND channel = 2 AND status = 2
-                """)
-            #expect(delivered == "2", "both SMS delivered, each once: \(delivered)")
+            let sent = try await server.psql(database, "SELECT count(*) FROM alerts.sent_messages WHERE body LIKE '%stuck in the lift%'")
+            #expect(sent == "2", "both SMS sent, each once: \(sent)")
             let alertsMigrations = try await server.psql(database, "SELECT string_agg(name, ',' ORDER BY name) FROM alerts.schema_migrations")
             #expect(alertsMigrations == "alerts_grant_versions,alerts_v1,idempotent_replies")
             #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/alerts/alerts.sqlite"))
