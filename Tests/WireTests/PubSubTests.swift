@@ -228,7 +228,12 @@ struct MultiTopicEventTests {
     @Test func anAppendedSequence_decodesAsTheWholeEnvelope() throws {
         let base = Envelope(version: WireProtocol.version, kind: .event, method: "geo.Location", payload: [1, 2, 3, 0, 255], epoch: 77)
         for sequence: UInt64 in [1, 127, 128, 300, 1 << 35, UInt64(Int64.max), .max] {
-            let decoded = try Envelope(serializedBytes: Publisher.numbered(base.serializedBytes(), sequence: sequence))
+            let bytes = base.serializedBytes()
+            let numbered = [UInt8](unsafeUninitializedCapacity: Publisher.numberedSize(bytes, sequence: sequence)) { buffer, count in
+                count = buffer.count
+                Publisher.writeNumbered(bytes, sequence: sequence, into: UnsafeMutableRawBufferPointer(buffer))
+            }
+            let decoded = try Envelope(serializedBytes: numbered)
             var expected = base
             expected.sequence = sequence
             #expect(decoded == expected)

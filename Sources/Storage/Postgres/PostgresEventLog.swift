@@ -151,7 +151,7 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
     }
 
     public func listens(toViewer user: UInt64) -> Bool {
-        streams.contains(Publisher.stream(of: ViewerTopic.prefix)) ? true : (publisher?.listens(toViewer: user) ?? true)
+        streams.contains(ViewerTopic.stream) || (publisher?.listens(toViewer: user) ?? true)
     }
 
     public func emit(topics: [String], method: String, payload: [UInt8]) {

@@ -165,19 +165,13 @@ final class ListenedTopics: Sendable {
     }
 
     func matches(_ topic: String) -> Bool {
-        let viewer = ViewerTopic.user(in: topic.utf8)
-        return state.withLock { s in
-            if let viewer, s.viewers.contains(viewer) { return true }
-            return s.others.contains { topic.utf8.starts(with: $0) }
-        }
+        if let viewer = ViewerTopic.user(in: topic.utf8) { return matches(viewer: viewer) }
+        return state.withLock { $0.others.contains { topic.utf8.starts(with: $0) } }
     }
 
     func matches(viewer: UInt64) -> Bool {
         state.withLock { s in
-            if s.viewers.contains(viewer) { return true }
-            if s.others.isEmpty { return false }
-            let topic = ViewerTopic.of(viewer)
-            return s.others.contains { topic.utf8.starts(with: $0) }
+            s.viewers.contains(viewer) || (!s.others.isEmpty && s.others.contains { ViewerTopic.of(viewer).utf8.starts(with: $0) })
         }
     }
 }
@@ -293,15 +287,8 @@ extension Publisher: RelayingEventSink {
     }
 
     /// An encoded envelope without a sequence, with `sequence` appended as its field 12 (a
-    /// varint: key (12 << 3) | 0, then the value seven bits at a time).
-    static func numbered(_ base: [UInt8], sequence: UInt64) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: numberedSize(base, sequence: sequence)) { buffer, count in
-            count = buffer.count
-            writeNumbered(base, sequence: sequence, into: UnsafeMutableRawBufferPointer(buffer))
-        }
-    }
-
-    /// The size of `numbered(base, sequence:)`.
+    /// varint: key (12 << 3) | 0, then the value seven bits at a time): its size, then
+    /// `writeNumbered` writes it (into the libzmq message that goes out).
     static func numberedSize(_ base: [UInt8], sequence: UInt64) -> Int {
         var size = base.count + 2, value = sequence
         while value >= 0x80 {
@@ -311,7 +298,7 @@ extension Publisher: RelayingEventSink {
         return size
     }
 
-    /// Writes `numbered(base, sequence:)` into `buffer`, of exactly `numberedSize` bytes.
+    /// Writes `base` with `sequence` appended into `buffer`, of exactly `numberedSize` bytes.
     static func writeNumbered(_ base: [UInt8], sequence: UInt64, into buffer: UnsafeMutableRawBufferPointer) {
         base.withUnsafeBytes { buffer.copyMemory(from: $0) }
         var at = base.count

@@ -8,6 +8,8 @@
 public enum ViewerTopic {
     /// What every viewer topic starts with (a subscription to all of them).
     public static let prefix = "viewer."
+    /// Their stream (`Publisher.stream(of:)`).
+    public static let stream = "viewer"
 
     /// The topic (and the exact subscription) for `user`'s events.
     public static func of(_ user: UInt64) -> String { "viewer.\(user)." }

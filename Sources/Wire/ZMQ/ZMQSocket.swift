@@ -183,11 +183,13 @@ public final class ZMQSocket {
 
     /// One frame; nil when it was queued.
     private func sendFrame(_ frame: [UInt8], flags: Int32) -> ZMQError? {
+        frame.withUnsafeBytes { sendFrame($0, flags: flags) }
+    }
+
+    private func sendFrame(_ frame: UnsafeRawBufferPointer, flags: Int32) -> ZMQError? {
         var dummy: UInt8 = 0
         mayHaveInput = true
-        let rc = frame.withUnsafeBytes { buffer in
-            zmq_send(handle, buffer.baseAddress ?? UnsafeRawPointer(withUnsafeMutablePointer(to: &dummy) { $0 }), buffer.count, flags)
-        }
+        let rc = zmq_send(handle, frame.baseAddress ?? UnsafeRawPointer(withUnsafeMutablePointer(to: &dummy) { $0 }), frame.count, flags)
         return rc < 0 ? ZMQError("zmq_send") : nil
     }
 
@@ -197,29 +199,16 @@ public final class ZMQSocket {
     @discardableResult
     public func send(topic: String, bodySize: Int, dontWait: Bool = true,
                      writeBody: (UnsafeMutableRawBufferPointer) -> Void) throws(ZMQError) -> Bool {
-        var body = zmq_msg_t()
-        guard zmq_msg_init_size(&body, bodySize) == 0 else { throw ZMQError("zmq_msg_init_size") }
-        writeBody(UnsafeMutableRawBufferPointer(start: zmq_msg_data(&body), count: bodySize))
-        let flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
-        mayHaveInput = true
+        var last = zmq_msg_t()
+        guard zmq_msg_init_size(&last, bodySize) == 0 else { throw ZMQError("zmq_msg_init_size") }
+        writeBody(UnsafeMutableRawBufferPointer(start: zmq_msg_data(&last), count: bodySize))
         var topic = topic
-        let rc = topic.withUTF8 { bytes in
-            var dummy: UInt8 = 0
-            return zmq_send(handle, bytes.baseAddress.map(UnsafeRawPointer.init) ?? UnsafeRawPointer(withUnsafeMutablePointer(to: &dummy) { $0 }),
-                            bytes.count, flags | ZMQ_SNDMORE)
+        let sent = topic.withUTF8 { bytes in
+            Result { () throws(ZMQError) -> Bool in
+                try sendLast(&last, prefixCount: 1, dontWait: dontWait) { _, flags in sendFrame(UnsafeRawBufferPointer(bytes), flags: flags) }
+            }
         }
-        if rc < 0 {
-            let error = ZMQError("zmq_send")
-            zmq_msg_close(&body)
-            if error.wouldBlock { return false }
-            throw error
-        }
-        if zmq_msg_send(&body, handle, flags) < 0 {
-            let error = ZMQError("zmq_msg_send")
-            zmq_msg_close(&body) // not sent: still ours
-            throw error
-        }
-        return true
+        return try sent.get()
     }
 
     /// Sends `prefix` frames (routing id, delimiter, topic: small) and then `message`, encoded
@@ -233,9 +222,16 @@ public final class ZMQSocket {
             message.serialize { count in zmq_msg_init_size(pointer, count) == 0 ? zmq_msg_data(pointer) : nil }
         }
         guard packed != nil else { throw ZMQError("zmq_msg_init_size") } // nothing was initialised
+        return try sendLast(&last, prefixCount: prefix.count, dontWait: dontWait) { index, flags in sendFrame(prefix[index], flags: flags) }
+    }
+
+    /// Sends `prefixCount` frames with `sendPrefix` (its index, the flags), then `last` (a libzmq
+    /// message of ours, which libzmq then owns; closed here when it was not sent).
+    private func sendLast(_ last: inout zmq_msg_t, prefixCount: Int, dontWait: Bool,
+                          sendPrefix: (Int, Int32) -> ZMQError?) throws(ZMQError) -> Bool {
         let flags: Int32 = dontWait ? ZMQ_DONTWAIT : 0
-        for (index, frame) in prefix.enumerated() {
-            if let error = sendFrame(frame, flags: flags | ZMQ_SNDMORE) {
+        for index in 0..<prefixCount {
+            if let error = sendPrefix(index, flags | ZMQ_SNDMORE) {
                 zmq_msg_close(&last)
                 if error.wouldBlock && index == 0 { return false }
                 throw error
@@ -245,7 +241,7 @@ public final class ZMQSocket {
         if zmq_msg_send(&last, handle, flags) < 0 {
             let error = ZMQError("zmq_msg_send")
             zmq_msg_close(&last) // not sent: still ours
-            if error.wouldBlock && prefix.isEmpty { return false }
+            if error.wouldBlock && prefixCount == 0 { return false }
             throw error
         }
         return true
