@@ -11,7 +11,21 @@ public import Synchronization
 public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     private struct Waiter: @unchecked Sendable {
         var item: Item
-        var continuation: CheckedContinuation<Result, any Error>
+        var answer: Answer
+    }
+
+    /// How a waiter hears its item's outcome: a suspended caller is resumed; a callback runs on
+    /// the commit's queue (for a write nobody waits for, so no task is made for it).
+    private enum Answer {
+        case resume(CheckedContinuation<Result, any Error>)
+        case call(@Sendable (Swift.Result<Result, any Error>) -> Void)
+
+        func callAsFunction(_ outcome: Swift.Result<Result, any Error>) {
+            switch self {
+            case .resume(let continuation): continuation.resume(with: outcome)
+            case .call(let done): done(outcome)
+            }
+        }
     }
 
     private struct State {
@@ -45,14 +59,24 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
 
     public func submit(_ item: Item) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
-            let start = state.withLock { s -> Bool in
-                s.waiting.append(Waiter(item: item, continuation: continuation))
-                guard !s.draining else { return false }
-                s.draining = true
-                return true
-            }
-            if start { queue.async { self.drain() } }
+            enqueue(Waiter(item: item, answer: .resume(continuation)))
         }
+    }
+
+    /// Submits `item` without waiting: `done` runs on the commit's queue once its batch committed
+    /// (or failed). It must be short and must not block.
+    public func submit(_ item: Item, then done: @escaping @Sendable (Swift.Result<Result, any Error>) -> Void) {
+        enqueue(Waiter(item: item, answer: .call(done)))
+    }
+
+    private func enqueue(_ waiter: Waiter) {
+        let start = state.withLock { s -> Bool in
+            s.waiting.append(waiter)
+            guard !s.draining else { return false }
+            s.draining = true
+            return true
+        }
+        if start { queue.async { self.drain() } }
     }
 
     private func drain() {
@@ -67,7 +91,7 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
             if batch.isEmpty { return }
             do {
                 let started = ContinuousClock.now
-                let results = try commit(batch.map(\.item))
+                let results = try commit(batch.map { $0.item })
                 let took = started.duration(to: .now).components
                 batches.add(1, ordering: .relaxed)
                 items.add(batch.count, ordering: .relaxed)
@@ -75,10 +99,10 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
                 commitNanos.add(nanos, ordering: .relaxed)
                 sizes.record(batch.count)
                 durations.recordNanoseconds(Int64(nanos))
-                for (waiter, result) in zip(batch, results) { waiter.continuation.resume(returning: result) }
+                for (waiter, result) in zip(batch, results) { waiter.answer(.success(result)) }
             } catch {
                 failures.increment()
-                for waiter in batch { waiter.continuation.resume(throwing: error) }
+                for waiter in batch { waiter.answer(.failure(error)) }
             }
         }
     }

@@ -126,17 +126,22 @@ public final class SQLiteReplyStore: ReplyStore {
     /// Saves the reply on top of the request's claim. By default it rides in the write queue's
     /// next batch (`writeAlong`): under load there always is one, so a save costs no commit of
     /// its own (in `stack`, saves in batches of their own were 29% of geo's commits and 38% of
-    /// alerts', each a turn of the single writer). Nobody's acknowledgement waits for it; `flush` does.
-    public func save(_ key: String, _ stored: StoredReply) async {
+    /// alerts', each a turn of the single writer). Nobody's acknowledgement waits for it; `flush`
+    /// does. `done` runs on the writer's queue once the batch committed: no task is made for it.
+    public func save(_ key: String, _ stored: StoredReply, then done: @escaping @Sendable () -> Void) {
         guard Self.savesAlong, ServiceDatabase.groupCommit else {
-            _ = try? await saves.submit((key, stored))
+            saves.submit((key, stored)) { _ in done() }
             return
         }
         let now = Date().timeIntervalSince1970, retention = retention
         let prune = pruning.due(now: now)
-        try? await database.writeAlong { db in
+        database.writeAlong({ db in
             try Self.store(db, key, stored, now: now)
             if prune { try Self.prune(db, before: now - retention) }
-        }
+        }, then: { _ in done() })
+    }
+
+    public func save(_ key: String, _ stored: StoredReply) async {
+        await withCheckedContinuation { (saved: CheckedContinuation<Void, Never>) in save(key, stored) { saved.resume() } }
     }
 }

@@ -169,14 +169,17 @@ public final class ServiceDatabase: Sendable {
     }
 
     /// Writes `updates` in the write queue's next batch, beside the mutations waiting for it (one
-    /// commit, one fsync for all), and returns once that batch committed: for writes that carry no
-    /// request's claim and that no acknowledgement waits for (a reply saved on top of its claim).
-    /// No savepoint of its own: keep `updates` to statements that each stand alone (SQLite undoes
-    /// a failed statement by itself; a failure that ends the transaction fails the whole batch).
-    func writeAlong(_ updates: @escaping @Sendable (Database) throws -> Void) async throws {
+    /// commit, one fsync for all), and calls `done` on the writer's queue once that batch committed
+    /// (or failed): for writes that carry no request's claim and that nobody waits for (a reply
+    /// saved on top of its claim). No savepoint of its own: keep `updates` to statements that each
+    /// stand alone (SQLite undoes a failed statement by itself; a failure that ends the
+    /// transaction fails the whole batch).
+    func writeAlong(_ updates: @escaping @Sendable (Database) throws -> Void,
+                    then done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         let box = OutcomeBox<Void>()
-        try await writes.submit(WriteQueue.Pending(run: { db in box.outcome = Result { try updates(db) } }))
-        try (box.outcome ?? .failure(StoreInvariant("the write did not run"))).get()
+        writes.submit(WriteQueue.Pending(run: { db in box.outcome = Result { try updates(db) } })) { committed in
+            done(committed.flatMap { box.outcome ?? .failure(StoreInvariant("the write did not run")) })
+        }
     }
 
     /// `FRIENSO_GROUP_COMMIT=off` commits each mutation on its own, as before group commit: for

@@ -45,6 +45,11 @@ final class WriteQueue: Sendable {
     func submit(_ pending: Pending) async throws {
         try await commits.submit(pending)
     }
+
+    /// Queues `pending` without waiting: `done` runs on the commit's queue after its batch.
+    func submit(_ pending: Pending, then done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        commits.submit(pending, then: done)
+    }
 }
 
 /// A mutation's outcome, kept between its savepoint and the batch's commit.

@@ -66,6 +66,20 @@ public final class ClaimLedger: Sendable {
 public protocol ReplyStore: Sendable {
     func load(_ key: String) async -> StoredReply?
     func save(_ key: String, _ stored: StoredReply) async
+    /// Saves without making the caller wait, then calls `done` (short, non-blocking), whether the
+    /// save landed or not: a lost save leaves the claim, and the retry is a dry run. By default a
+    /// task runs `save`; a store that can queue the write itself does so with no task (SQLite's
+    /// write queue: a task per reply woke a thread of Swift's pool for every mutation with a key).
+    func save(_ key: String, _ stored: StoredReply, then done: @escaping @Sendable () -> Void)
+}
+
+extension ReplyStore {
+    public func save(_ key: String, _ stored: StoredReply, then done: @escaping @Sendable () -> Void) {
+        Task {
+            await save(key, stored)
+            done()
+        }
+    }
 }
 
 /// Remembers the reply to every request that carried an idempotency key, keyed by
@@ -166,18 +180,19 @@ public final class ReplyCache: Sendable {
         let waiters = complete(key, keep ? stored : nil)
         if keep, let store {
             saves.withLock { $0.pending += 1 }
-            Task {
-                await store.save(key, stored)
-                let done = saves.withLock { s -> [CheckedContinuation<Void, Never>] in
-                    s.pending -= 1
-                    guard s.pending == 0 else { return [] }
-                    defer { s.flushers.removeAll() }
-                    return s.flushers
-                }
-                for flusher in done { flusher.resume() }
-            }
+            store.save(key, stored) { self.saved() }
         }
         return waiters
+    }
+
+    private func saved() {
+        let done = saves.withLock { s -> [CheckedContinuation<Void, Never>] in
+            s.pending -= 1
+            guard s.pending == 0 else { return [] }
+            defer { s.flushers.removeAll() }
+            return s.flushers
+        }
+        for flusher in done { flusher.resume() }
     }
 
     private struct Saves {
@@ -226,4 +241,7 @@ public struct AnyReplyStore: ReplyStore {
 
     public func load(_ key: String) async -> StoredReply? { await base.load(key) }
     public func save(_ key: String, _ stored: StoredReply) async { await base.save(key, stored) }
+    public func save(_ key: String, _ stored: StoredReply, then done: @escaping @Sendable () -> Void) {
+        base.save(key, stored, then: done)
+    }
 }
