@@ -180,7 +180,7 @@ public enum MediaScenario {
                 out.append(Report.table([u, d]))
                 out.append("- chunks of \(options.chunkBytes >> 10) KiB; \(movers.count) clients in flight, \(rounds) upload+download pairs each: \(Int(moved)) MiB moved in "
                            + String(format: "%.2f s: **%.0f MiB/s** aggregate", BenchStack.seconds(elapsed), rate))
-                out.append("- target: ≥ 200 MiB/s aggregate at 8 in flight")
+                out.append("- target: ≥ 250 MiB/s aggregate at 8 in flight")
             }
 
             if options.parts.contains("isolation") {
