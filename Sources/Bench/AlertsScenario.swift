@@ -302,13 +302,13 @@ public enum AlertsScenario {
                 // Updates overlap (each waits for geo's group commit): one task per update, started on time.
                 let start = ContinuousClock.now
                 let toGeoNow = toGeo, everyone = initiators, ticks = options.seconds
-                var updateLatency = await withTaskGroup(of: LatencyStats.self) { group in
+                var updateLatency = await withTaskGroup(of: LatencySamples.self) { group in
                     for tick in 0..<ticks {
                         for (s, me) in everyone.enumerated() {
                             let due = start.advanced(by: .milliseconds(tick * 1_000 + s * 1_000 / everyone.count))
                             if due > .now { try? await Task.sleep(until: due) }
                             group.addTask {
-                                var one = LatencyStats(name: "location update (watch load) → geo", inFlight: 1)
+                                var one = LatencySamples(capacity: 1)
                                 let t0 = ContinuousClock.now
                                 let ok = (try? await toGeoNow.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
                                     latitude: 33.7 + Double(s) * 1e-4, longitude: -118.1 + Double(tick) * 1e-5, accuracyM: 5,

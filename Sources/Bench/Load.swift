@@ -9,17 +9,18 @@ func drive(
     for _ in 0..<warmup { _ = await operation() }
     let perLoop = max(1, count / inFlight)
     let started = ContinuousClock.now
-    var total = await withTaskGroup(of: LatencyStats.self) { group in
+    // Each loop keeps its latencies as plain numbers (`LatencySamples`), put into one histogram.
+    var total = await withTaskGroup(of: LatencySamples.self) { group in
         for _ in 0..<inFlight {
             group.addTask {
-                var stats = LatencyStats(name: name, inFlight: inFlight)
+                var samples = LatencySamples(capacity: perLoop)
                 for _ in 0..<perLoop {
                     let t0 = ContinuousClock.now
                     let ok = await operation()
-                    stats.record(t0.duration(to: .now))
-                    if !ok { stats.errors += 1 }
+                    samples.record(t0.duration(to: .now))
+                    if !ok { samples.errors += 1 }
                 }
-                return stats
+                return samples
             }
         }
         var merged = LatencyStats(name: name, inFlight: inFlight)

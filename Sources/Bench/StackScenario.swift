@@ -105,10 +105,10 @@ public enum StackScenario {
         // reactor's thread, with no hop to the cooperative pool and back. `FRIENSO_BENCH_LOAD=pool`
         // runs them on the pool, as before 2026-11-25 (A/B: the load generator's own CPU).
         let executor: (any TaskExecutor)? = ProcessInfo.processInfo.environment["FRIENSO_BENCH_LOAD"] == "pool" ? nil : Reactor.shared
-        let parts = await withTaskExecutorPreference(executor) { await withTaskGroup(of: [LatencyStats].self) { group in
+        let parts = await withTaskExecutorPreference(executor) { await withTaskGroup(of: [LatencySamples].self) { group in
             for worker in 0..<options.inFlight {
                 group.addTask {
-                    var stats = operations.map { LatencyStats(name: $0, inFlight: options.inFlight) }
+                    var stats = operations.map { _ in LatencySamples() }
                     let mine = stride(from: worker % people.count, to: people.count, by: options.inFlight).map { people[$0] }
                     var random = BenchRandom(seed: UInt64(worker) &+ 1)
                     var openAlerts: [Int: UInt64] = [:]
@@ -160,7 +160,7 @@ public enum StackScenario {
 
     /// One operation of `kind` as `person`. `openAlerts`: the alerts the worker's people raised
     /// and have not resolved (by person index; only the owning worker touches them).
-    static func perform(_ kind: Int, _ person: Person, _ stats: inout [LatencyStats], _ random: inout BenchRandom,
+    static func perform(_ kind: Int, _ person: Person, _ stats: inout [LatencySamples], _ random: inout BenchRandom,
                         _ openAlerts: inout [Int: UInt64], _ points: GeoScenario.Points) async {
         let c = person.client
         let i = person.index
