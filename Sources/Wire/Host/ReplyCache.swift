@@ -174,7 +174,7 @@ public final class ReplyCache: Sendable {
     /// answered from memory; if the process dies first, the claim makes the retry a dry run
     /// (`IdempotencyScope`), so nothing is applied twice. A graceful stop waits for every save
     /// (`flush`). This took one fsync off the latency of every mutation with a key.
-    func finish(_ key: String, digest: UInt64, _ reply: Envelope) async -> [UInt64] {
+    func finish(_ key: String, digest: UInt64, _ reply: Envelope) -> [UInt64] {
         let keep = !Self.isTransient(reply.status)
         let stored = StoredReply(digest: digest, reply: reply)
         let waiters = complete(key, keep ? stored : nil)

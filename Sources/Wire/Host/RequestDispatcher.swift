@@ -85,7 +85,7 @@ public struct RequestDispatcher: Sendable {
             } else {
                 result = await handle(request, scope: IdempotencyScope(key: key, digest: digest, dryRun: false), cache: replyCache, logger: logger)
             }
-            for waiter in await replyCache.finish(key, digest: digest, result) { deliver(waiter, result) }
+            for waiter in replyCache.finish(key, digest: digest, result) { deliver(waiter, result) }
             deliver(request.key, result)
         case .recover:
             logger.notice("answering a request applied before a crash that lost its reply (a dry run: nothing is written again)")
@@ -97,7 +97,7 @@ public struct RequestDispatcher: Sendable {
             if result.status != .ok, !ReplyCache.isTransient(result.status) {
                 result = envelope.reply(error: scope.appliedOnceAlready)
             }
-            for waiter in await replyCache.finish(key, digest: digest, result) { deliver(waiter, result) }
+            for waiter in replyCache.finish(key, digest: digest, result) { deliver(waiter, result) }
             deliver(request.key, result)
         }
     }
