@@ -3,6 +3,7 @@ import FriensoTesting
 import GRDB
 import Storage
 import Testing
+import Synchronization
 import Wire
 import FriensoProto
 
@@ -57,6 +58,50 @@ struct GroupCommitTests {
         #expect(!names.contains("item 0") && !names.contains("item 5"), "refused mutations left nothing behind")
         let groups = database.groupCommits
         #expect(groups.mutations == 200 && groups.batches <= groups.mutations)
+    }
+
+    /// A write nobody waits for (a reply's save) is handed to the batch with a callback instead of
+    /// a suspended task (issue 16, item 37): the callback runs only after the batch holding its
+    /// item committed, with that item's own result, and learns of a failed batch too.
+    @Test func callbacks_runAfterTheirBatchCommitted_withTheirOwnResult_orTheBatchsFailure() async throws {
+        struct Broken: Error {}
+        final class Committed: Sendable {
+            let items = Mutex<Set<Int>>([])
+            func contains(_ i: Int) -> Bool { items.withLock { $0.contains(i) } }
+        }
+        let committed = Committed()
+        let commits = GroupCommit<Int, Int>(label: "test-callbacks") { batch in
+            if batch.contains(-1) { throw Broken() }
+            committed.items.withLock { $0.formUnion(batch) }
+            return batch.map { $0 * 10 }
+        }
+        let heard = await withTaskGroup(of: [(Int, Result<Int, any Error>, Bool)].self) { group in
+            for i in 0..<100 {
+                group.addTask {
+                    if i % 2 == 0 {
+                        // Half wait as mutations do, so callbacks and continuations share batches.
+                        let value = try? await commits.submit(i)
+                        return [(i, value.map { .success($0) } ?? .failure(Broken()), committed.contains(i))]
+                    }
+                    return [await withCheckedContinuation { (done: CheckedContinuation<(Int, Result<Int, any Error>, Bool), Never>) in
+                        commits.submit(i) { result in done.resume(returning: (i, result, committed.contains(i))) }
+                    }]
+                }
+            }
+            var all: [(Int, Result<Int, any Error>, Bool)] = []
+            for await part in group { all += part }
+            return all
+        }
+        #expect(heard.count == 100)
+        for (i, result, wasCommitted) in heard {
+            #expect((try? result.get()) == i * 10, "item \(i) got its own result")
+            #expect(wasCommitted, "item \(i) heard before its batch committed")
+        }
+        let failed = await withCheckedContinuation { (done: CheckedContinuation<Bool, Never>) in
+            commits.submit(-1) { result in done.resume(returning: (try? result.get()) == nil) }
+        }
+        #expect(failed, "a callback learns that its batch failed")
+        #expect(commits.items.load(ordering: .relaxed) == 100, "the failed batch is not counted as committed")
     }
 
     /// A reply saved on top of its claim takes no commit of its own: it rides in the write
