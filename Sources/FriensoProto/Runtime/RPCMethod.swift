@@ -21,10 +21,12 @@ public struct RPCMethod<Request: ProtoMessage, Response: ProtoMessage>: Sendable
         self.name = name
         self.access = access
         self.callers = callers
+        fullName = "\(service).\(name)"
     }
 
-    /// The method string carried in `Envelope.method`.
-    public var fullName: String { "\(service).\(name)" }
+    /// The method string carried in `Envelope.method`: made once (every call sends it; built
+    /// per call it was a `String` allocation on the gateway's path for each request).
+    public let fullName: String
 
     public var erased: AnyRPCMethod { AnyRPCMethod(service: service, name: name, access: access, callers: callers) }
 }
@@ -42,9 +44,10 @@ public struct AnyRPCMethod: Sendable, Hashable {
         self.name = name
         self.access = access
         self.callers = callers
+        fullName = "\(service).\(name)"
     }
 
-    public var fullName: String { "\(service).\(name)" }
+    public let fullName: String
 }
 
 /// Methods outside the service contracts: every host's Ping, and the gateway's own.

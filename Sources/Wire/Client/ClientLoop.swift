@@ -28,10 +28,12 @@ final class ClientLoop: ReactorComponent {
     let logger: Logger
     /// Where `WireClient` finds this loop from the reactor thread; emptied when the loop closes.
     private let slot: Slot
-    var socket: ZMQSocket?
+    var socket: ZMQSocket? { didSet { polled = Self.polled(socket, monitor) } }
     /// The socket's monitor: tells at once when the connection drops (the peer's process died,
     /// its host closed it), where heartbeats would take the dead window to notice.
-    private var monitor: ZMQSocket?
+    private var monitor: ZMQSocket? { didSet { polled = Self.polled(socket, monitor) } }
+    /// What `pollSockets` answers, made when a socket changes rather than on every loop turn.
+    private var polled: [ZMQSocket] = []
     /// The connection dropped and nothing was heard since (the peer may be restarting).
     var disconnected = false
     /// Whether the socket has a monitor: only a client of several instances, which gains a
@@ -90,7 +92,9 @@ final class ClientLoop: ReactorComponent {
 
     // MARK: ReactorComponent
 
-    func pollSockets() -> [ZMQSocket] {
+    func pollSockets() -> [ZMQSocket] { polled }
+
+    private static func polled(_ socket: ZMQSocket?, _ monitor: ZMQSocket?) -> [ZMQSocket] {
         guard let socket else { return [] }
         return [socket] + (monitor.map { [$0] } ?? [])
     }

@@ -108,7 +108,9 @@ final class HostLoop: ReactorComponent {
 
     // MARK: ReactorComponent
 
-    func pollSockets() -> [ZMQSocket] { [socket] }
+    func pollSockets() -> [ZMQSocket] { polled }
+    /// Made once: the reactor asks on every loop turn.
+    private lazy var polled = [socket]
 
     func readable(_ index: Int) {
         do {
@@ -239,21 +241,26 @@ final class HostLoop: ReactorComponent {
         let deadline = arrived.advanced(by: .milliseconds(budget))
         nextKey &+= 1
         let key = nextKey
-        inFlight[key] = InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, deadline: deadline, arrived: arrived)
+        // Stored whole with `updateValue`, never changed through the dictionary's subscript: its
+        // modify accessor (`inFlight[key]?.onReactor = true`) allocated a coroutine frame on
+        // every request (a sixth of the gateway's mallocs).
+        let offered = reactorHandler != nil && dispatcher.offersToReactor(envelope)
+        inFlight.updateValue(InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, deadline: deadline,
+                                      arrived: arrived, onReactor: offered), forKey: key)
         metrics.inFlight(inFlight.count)
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
         let request = IncomingRequest(envelope: envelope, peer: peer, peerAddress: address, peerMember: member,
                                       deadline: deadline, key: key)
-        if let reactorHandler, dispatcher.offersToReactor(envelope) {
-            inFlight[key]?.onReactor = true
+        if offered, let reactorHandler {
             takenOnReactor += 1
             // Weak: a forwarded call may end after this loop closed (its client closes later).
             if reactorHandler.take(request, reply: ReactorReply { [weak self] in self?.answer(key, $0) }) {
                 counters.onReactor.add(1, ordering: .relaxed)
                 return
             }
-            if inFlight[key]?.onReactor == true {
-                inFlight[key]?.onReactor = false
+            if var entry = inFlight[key], entry.onReactor {
+                entry.onReactor = false
+                inFlight.updateValue(entry, forKey: key)
                 takenOnReactor -= 1
             }
         }
@@ -301,7 +308,7 @@ final class HostLoop: ReactorComponent {
         var earliest: ContinuousClock.Instant?
         for (key, request) in inFlight {
             if request.deadline <= now {
-                inFlight[key] = nil
+                inFlight.removeValue(forKey: key)
                 if request.onReactor { takenOnReactor -= 1 }
                 lastReplyAt = now
                 counters.deadlineExceeded.add(1, ordering: .relaxed)

@@ -193,7 +193,9 @@ private final class PublisherLoop: ReactorComponent {
         self.finished = finished
     }
 
-    func pollSockets() -> [ZMQSocket] { [socket] }
+    func pollSockets() -> [ZMQSocket] { polled }
+    /// Made once: the reactor asks on every loop turn.
+    private lazy var polled = [socket]
 
     /// Subscriptions and unsubscriptions from the subscribers (all the XPUB socket receives).
     func readable(_ index: Int) {

@@ -116,7 +116,9 @@ private final class SubscriberLoop: ReactorComponent {
         self.finished = finished
     }
 
-    func pollSockets() -> [ZMQSocket] { [socket] }
+    func pollSockets() -> [ZMQSocket] { polled }
+    /// Made once: the reactor asks on every loop turn.
+    private lazy var polled = [socket]
     func nextWakeup() -> ContinuousClock.Instant? { nil }
 
     func tick(now: ContinuousClock.Instant) {
