@@ -50,8 +50,9 @@ public struct LatencyStats: Sendable {
 /// What one loop of a load measured, as plain numbers: put into a `LatencyStats` once the loop
 /// ends. A histogram per loop (about 220 KB for the range and precision `LatencyStats` keeps, zeroed
 /// when made, merged whole) cost more than the calls it measured at thousands of loops: `wire`
-/// at 4,096 in flight did 74,674 req/s with p99 617 ms that way, 225,420 with p99 29 ms this way
-/// (docs/benchmarks.md, item 38).
+/// at 4,096 in flight did 77–79k req/s with p99 567–586 ms that way, 205–224k with p99 27–36 ms
+/// this way (docs/benchmarks.md, item 38). Every load loop (`drive`, `threadLoad`, `stack`'s
+/// workers) keeps these.
 struct LatencySamples: Sendable {
     var nanos: [UInt64] = []
     var errors = 0

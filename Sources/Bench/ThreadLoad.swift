@@ -6,13 +6,13 @@ import Synchronization
 func threadLoad(name: String, threads: Int, count: Int, warmup: Int = 0,
                 _ operation: @escaping @Sendable (_ thread: Int, _ i: Int) -> Bool) -> LatencyStats {
     let perThread = max(1, count / threads)
-    let results = Mutex<[LatencyStats]>([])
+    let results = Mutex<[LatencySamples]>([])
     let done = DispatchGroup()
     let started = ContinuousClock.now
     for t in 0..<threads {
         done.enter()
         Thread {
-            var stats = LatencyStats(name: name, inFlight: threads)
+            var stats = LatencySamples(capacity: perThread)
             for i in 0..<warmup { _ = operation(t, i) }
             for i in 0..<perThread {
                 let t0 = ContinuousClock.now
