@@ -3,10 +3,11 @@ import Foundation
 /// Drives `operation` from `inFlight` concurrent loops until `count` operations finished.
 /// Each loop measures its own calls; the results are merged.
 func drive(
-    name: String, inFlight: Int, count: Int, warmup: Int,
+    name: String, inFlight: Int, count: Int, warmup: Int, measuring: () -> Void = {},
     _ operation: @escaping @Sendable () async -> Bool
 ) async -> LatencyStats {
     for _ in 0..<warmup { _ = await operation() }
+    measuring()
     let perLoop = max(1, count / inFlight)
     let started = ContinuousClock.now
     // Each loop keeps its latencies as plain numbers (`LatencySamples`), put into one histogram.

@@ -1,3 +1,4 @@
+import CLinuxShims
 import CZeroMQ
 import Foundation
 import Wire
@@ -92,6 +93,119 @@ enum RawZMQ {
         }
         stats.elapsed = started.duration(to: .now)
         return stats
+    }
+}
+
+extension RawZMQ {
+    /// What libzmq alone spends forwarding: DEALER clients with `window` requests outstanding →
+    /// `zmq_proxy` (a ROUTER in front, a DEALER behind, on a thread and context of its own, as a
+    /// gateway process has) → a ROUTER echo; CurveZMQ on the hop behind the proxy when `curve`
+    /// (the internal plane), the front plain (as a client's default socket is).
+    /// - Returns: the latencies, and the proxy's CPU per request (its thread and its context's
+    ///   I/O thread, over the measured requests), µs.
+    static func proxied(payload: [UInt8], count: Int, warmup: Int, window: Int, clients: Int, curve: Bool,
+                        contexts: (client: ZMQContext, proxy: ZMQContext, server: ZMQContext), proxyPrefix: Int32?) -> (LatencyStats, Double) {
+        var stats = LatencyStats(name: "raw DEALER → zmq_proxy → ROUTER" + (clients > 1 ? ", \(clients) clients" : "") + (curve ? " (CURVE)" : ""), inFlight: window)
+        let total = count + warmup
+        var server = (public: [CChar](repeating: 0, count: 41), secret: [CChar](repeating: 0, count: 41))
+        var proxyKeys = (public: [CChar](repeating: 0, count: 41), secret: [CChar](repeating: 0, count: 41))
+        if curve {
+            zmq_curve_keypair(&server.public, &server.secret)
+            zmq_curve_keypair(&proxyKeys.public, &proxyKeys.secret)
+        }
+        let serverKeys = server
+        let echoEndpoint = OneShotEndpoint()
+        let echo = Thread {
+            let router = RawSocket(contexts.server, ZMQ_ROUTER)
+            if curve {
+                var on: Int32 = 1
+                zmq_setsockopt(router.handle, ZMQ_CURVE_SERVER, &on, 4)
+                zmq_setsockopt(router.handle, ZMQ_CURVE_SECRETKEY, serverKeys.secret, 40)
+            }
+            echoEndpoint.set(router.bind("tcp://127.0.0.1:*"))
+            var body = [UInt8](repeating: 0, count: 65_536)
+            for _ in 0..<total {
+                // The proxy's DEALER adds no frames of its own: the client's identity frame rides along.
+                var frames: [[UInt8]] = []
+                var more: Int32 = 1
+                while more != 0 {
+                    let n = zmq_recv(router.handle, &body, body.count, 0)
+                    guard n >= 0 else { return }
+                    frames.append(Array(body.prefix(Int(n))))
+                    var size = 4
+                    zmq_getsockopt(router.handle, ZMQ_RCVMORE, &more, &size)
+                }
+                for (index, frame) in frames.enumerated() {
+                    _ = zmq_send(router.handle, frame, frame.count, index < frames.count - 1 ? ZMQ_SNDMORE : 0)
+                }
+            }
+        }
+        echo.start()
+        // Named before its first socket starts it, so its CPU can be told from the others'.
+        if let proxyPrefix { zmq_ctx_set(contexts.proxy.handle, ZMQ_THREAD_NAME_PREFIX, proxyPrefix) }
+        let frontEndpoint = OneShotEndpoint()
+        let proxyThread = OneShotEndpoint()
+        let proxyName = "raw-proxy-\(proxyPrefix ?? 0)"
+        // Its own control endpoint: with a shared context an earlier proxy may still hold its name.
+        let control = "inproc://raw-proxy-control-\(UUID().uuidString)"
+        let backEndpoint = echoEndpoint.wait()
+        let keys = proxyKeys
+        let proxy = Thread {
+            let front = RawSocket(contexts.proxy, ZMQ_ROUTER), back = RawSocket(contexts.proxy, ZMQ_DEALER)
+            let steering = RawSocket(contexts.proxy, ZMQ_PAIR)
+            steering.bind(control)
+            if curve {
+                zmq_setsockopt(back.handle, ZMQ_CURVE_SERVERKEY, serverKeys.public, 40)
+                zmq_setsockopt(back.handle, ZMQ_CURVE_PUBLICKEY, keys.public, 40)
+                zmq_setsockopt(back.handle, ZMQ_CURVE_SECRETKEY, keys.secret, 40)
+            }
+            back.connect(backEndpoint)
+            frontEndpoint.set(front.bind("tcp://127.0.0.1:*"))
+            _ = frienso_set_thread_name(proxyName)
+            proxyThread.set(proxyName)
+            zmq_proxy_steerable(front.handle, back.handle, nil, steering.handle)
+        }
+        proxy.start()
+        // `clients` connections, as many phones would have: each request goes out on the next
+        // one in turn, so with more connections than requests in flight each carries one at a time.
+        let front = frontEndpoint.wait()
+        let dealers = (0..<max(1, clients)).map { _ in RawSocket(contexts.client, ZMQ_DEALER) }
+        for dealer in dealers { dealer.connect(front) }
+        var items = dealers.map { zmq_pollitem_t(socket: $0.handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0) }
+        let cpu = ThreadCPU(named: Set([proxyThread.wait()] + (proxyPrefix.map { [ThreadCPU.ioThread(prefix: $0)] } ?? [])))
+        var sentAt = [ContinuousClock.Instant](repeating: .now, count: total)
+        var message = [UInt8](repeating: 0, count: 8) + payload
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var sent = 0, received = 0
+        func sendNext() {
+            withUnsafeBytes(of: UInt64(sent)) { message.replaceSubrange(0..<8, with: $0) }
+            sentAt[sent] = .now
+            _ = zmq_send(dealers[sent % dealers.count].handle, message, message.count, 0)
+            sent += 1
+        }
+        while sent < min(window, total) { sendNext() }
+        var started = ContinuousClock.now, cpuAtStart = cpu.nanos()
+        receiving: while received < total {
+            guard zmq_poll(&items, Int32(items.count), -1) >= 0 else { stats.errors += 1; break }
+            for i in items.indices where items[i].revents & Int16(ZMQ_POLLIN) != 0 {
+                while true {
+                    let n = zmq_recv(dealers[i].handle, &buffer, buffer.count, ZMQ_DONTWAIT)
+                    if n < 0 { break }
+                    guard n >= 8 else { stats.errors += 1; break receiving }
+                    let index = buffer.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                    if Int(index) >= warmup { stats.record(sentAt[Int(index)].duration(to: .now)) }
+                    received += 1
+                    if received == warmup { started = .now; cpuAtStart = cpu.nanos() }
+                    if sent < total { sendNext() }
+                }
+            }
+        }
+        stats.elapsed = started.duration(to: .now)
+        let forwarding = Double(cpu.nanos() - cpuAtStart) / 1_000 / Double(max(1, count))
+        let stop = RawSocket(contexts.proxy, ZMQ_PAIR)
+        stop.connect(control)
+        _ = zmq_send(stop.handle, "TERMINATE", 9, 0)
+        return (stats, forwarding)
     }
 }
 

@@ -1,10 +1,12 @@
 import Accounts
+import CZeroMQ
 import Foundation
 import FriensoClient
 import FriensoProto
 import Gateway
 public import Logging
 import ServiceLifecycle
+import Synchronization
 import Wire
 
 /// `wire`: raw libzmq vs the Wire library vs the full gateway path, same payload, one run.
@@ -16,16 +18,21 @@ public enum WireScenario {
         /// One libzmq context (and I/O thread) per simulated process, as in a deployment; or one
         /// shared by all, as one process would.
         public var separateContexts: Bool
-        /// raw, host, gateway; plain, curve (the internal hop's security). Empty-free subsets run fewer rows.
+        /// raw, proxy (libzmq's own forwarding), host, gateway; plain, curve (the internal hop's
+        /// security). Subsets run fewer rows.
         public var paths: Set<String>
         /// At 1 in flight, the raw REQ/REP, raw REQ → host and Wire client → host rows run in
         /// this many rounds, taking turns (each a round's share of the requests), so the VM's
         /// drift between minutes falls on all three alike; 1: each row in one go, one after the other.
         public var rounds: Int
+        /// Connections the gateway and proxy rows spread their requests over (each request on the
+        /// next in turn), as many phones would; 1: one connection carries them all.
+        public var clients: Int
 
         public init(requests: Int, warmup: Int, inFlight: [Int], separateContexts: Bool,
-                    paths: Set<String> = ["raw", "host", "gateway", "plain", "curve"], rounds: Int = 1) {
+                    paths: Set<String> = ["raw", "proxy", "host", "gateway", "plain", "curve"], rounds: Int = 1, clients: Int = 1) {
             self.paths = paths
+            self.clients = max(1, clients)
             self.rounds = max(1, rounds)
             self.requests = requests
             self.warmup = warmup
@@ -39,6 +46,7 @@ public enum WireScenario {
         let payload = Envelope.request(method: "accounts.Ping", payload: ping.serializedBytes(), requestID: 1).serializedBytes()
         var rows: [LatencyStats] = []
         var turns: [Turn] = []
+        var forwarding: [Forwarding] = []
 
         // 1. libzmq alone.
         func context() -> ZMQContext { options.separateContexts ? ZMQContext() : .shared }
@@ -51,16 +59,40 @@ public enum WireScenario {
                 rows.append(RawZMQ.pipelined(payload: payload, count: options.requests, window: n, contexts: (context(), context())))
             }
         }
+        // libzmq forwarding on its own (`zmq_proxy` between a raw client and a raw echo): the floor
+        // under the gateway's row, with the proxy's CPU per request beside the gateway's.
+        if options.paths.contains("proxy") {
+            for curve in [false, true] where options.paths.contains(curve ? "curve" : "plain") {
+                for n in options.inFlight {
+                    let prefix = options.separateContexts ? Int32(10 + forwarding.count) : nil
+                    let (row, micros) = RawZMQ.proxied(payload: payload, count: options.requests, warmup: options.warmup, window: n, clients: options.clients,
+                                                       curve: curve, contexts: (context(), context(), context()), proxyPrefix: prefix)
+                    rows.append(row)
+                    if prefix != nil { forwarding.append(Forwarding(forwarder: "zmq_proxy", curve: curve, inFlight: n, micros: micros)) }
+                }
+            }
+        }
 
         // 2 and 3. Accounts host in process; a Wire client straight to it, and a client through a
         // gateway: plain TCP, then CurveZMQ on the internal hop as deployed (client → gateway
         // stays plain, as the default client socket is).
         for curve in [false, true] where options.paths.contains(curve ? "curve" : "plain") && !options.paths.isDisjoint(with: ["host", "gateway"]) {
-            let (more, taken) = try await hostAndGateway(options, payload: payload, ping: ping, curve: curve, context: context, logger: logger)
+            let (more, taken, forwarded) = try await hostAndGateway(options, payload: payload, ping: ping, curve: curve, context: context, logger: logger)
             rows += more
             turns += taken
+            forwarding += forwarded
         }
-        return report(rows, turns: turns)
+        return report(rows, turns: turns, forwarding: forwarding)
+    }
+
+    /// CPU per request of the process in the middle (the gateway, or `zmq_proxy` for the floor):
+    /// its own threads (the reactor, or the proxy's thread) and its libzmq I/O thread, over the
+    /// row's measured requests.
+    struct Forwarding {
+        var forwarder: String
+        var curve: Bool
+        var inFlight: Int
+        var micros: Double
     }
 
     /// One round of the 1-in-flight rows taking turns: their p50s, µs.
@@ -77,9 +109,10 @@ public enum WireScenario {
     }
 
     static func hostAndGateway(_ options: Options, payload: [UInt8], ping: CommonV1.PingRequest, curve: Bool,
-                               context: () -> ZMQContext, logger: Logger) async throws -> ([LatencyStats], [Turn]) {
+                               context: () -> ZMQContext, logger: Logger) async throws -> ([LatencyStats], [Turn], [Forwarding]) {
         var rows: [LatencyStats] = []
         var turns: [Turn] = []
+        var forwarding: [Forwarding] = []
         // The raw pair's own contexts when the rows take turns (made once: a context is an I/O thread).
         let rawContexts = !curve && options.takesTurns ? (context(), context()) : nil
         let suffix = curve ? " (CURVE)" : ""
@@ -91,6 +124,10 @@ public enum WireScenario {
         // One reactor and one libzmq context (own I/O thread) per would-be process: client, gateway, accounts.
         let clientReactor = Reactor(name: "bench-client"), gatewayReactor = Reactor(name: "bench-gateway")
         let clientContext = context(), gatewayContext = context()
+        // The gateway's I/O thread gets a name of its own (before its first socket starts it), so
+        // its CPU can be told from the other contexts' in this one process.
+        let gatewayPrefix: Int32? = options.separateContexts ? (curve ? 3 : 2) : nil
+        if let gatewayPrefix { zmq_ctx_set(gatewayContext.handle, ZMQ_THREAD_NAME_PREFIX, gatewayPrefix) }
         var hostOptions = HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*")
         if let keys { hostOptions.security = keys.accounts.server() }
         let accounts = try AccountsService(directory: dir).makeHost(
@@ -116,7 +153,8 @@ public enum WireScenario {
             var directOptions = ClientOptions()
             if let keys { directOptions.security = try keys.gateway.client(of: "accounts") }
             let direct = WireClient(endpoint: accountsEndpoint, options: directOptions, logger: quiet, context: clientContext, reactor: clientReactor)
-            let viaGateway = FriensoClient(gateway: gatewayEndpoint, logger: quiet, context: clientContext, reactor: clientReactor)
+            let viaGateway = (0..<options.clients).map { _ in FriensoClient(gateway: gatewayEndpoint, logger: quiet, context: clientContext, reactor: clientReactor) }
+            let turn = Atomic<Int>(0)
             if let rawContexts {
                 let (taken, rounds) = await takeTurns(options, payload: payload, ping: ping, rawContexts: rawContexts, host: accountsEndpoint,
                                                       hostClientContext: clientContext, direct: direct, reactor: clientReactor)
@@ -132,18 +170,28 @@ public enum WireScenario {
                         })
                     }
                     guard options.paths.contains("gateway") else { continue }
-                    rows.append(await drive(name: "client → gateway → accounts Ping" + suffix, inFlight: n, count: options.requests, warmup: options.warmup) {
-                        (try? await viaGateway.call(CommonMethods.ping("accounts"), ping)) != nil
-                    })
+                    let cpu = gatewayPrefix.map { ThreadCPU(named: ["bench-gateway", ThreadCPU.ioThread(prefix: $0)]) }
+                    var before: UInt64 = 0
+                    let name = "client → gateway → accounts Ping" + (options.clients > 1 ? ", \(options.clients) clients" : "") + suffix
+                    let row = await drive(name: name, inFlight: n, count: options.requests, warmup: options.warmup,
+                                          measuring: { before = cpu?.nanos() ?? 0 }) {
+                        let client = viaGateway[turn.add(1, ordering: .relaxed).oldValue % viaGateway.count]
+                        return (try? await client.call(CommonMethods.ping("accounts"), ping)) != nil
+                    }
+                    rows.append(row)
+                    if let cpu {
+                        let micros = Double((cpu.nanos() - before)) / 1_000 / Double(max(1, row.count))
+                        forwarding.append(Forwarding(forwarder: "gateway", curve: curve, inFlight: n, micros: micros))
+                    }
                 }
             }
             await direct.close()
-            await viaGateway.close()
+            for client in viaGateway { await client.close() }
             await gatewayGroup.triggerGracefulShutdown()
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
-        return (rows, turns)
+        return (rows, turns, forwarding)
     }
 
     /// The three 1-in-flight rows in `options.rounds` rounds, taking turns: raw REQ/REP, a raw REQ
@@ -175,8 +223,16 @@ public enum WireScenario {
         return ([raw, rawToHost, wire], turns)
     }
 
-    static func report(_ rows: [LatencyStats], turns: [Turn] = []) -> String {
+    static func report(_ rows: [LatencyStats], turns: [Turn] = [], forwarding: [Forwarding] = []) -> String {
         var out = [Report.table(rows), ""]
+        var metrics: [String: Double] = [:]
+        for f in forwarding { metrics["forwarding_cpu_us_\(f.forwarder)_\(f.inFlight)\(f.curve ? "_curve" : "")"] = f.micros }
+        if !metrics.isEmpty { Results.shared.record(section: "forwarding CPU", rows: [], metrics: metrics) }
+        for f in forwarding where f.forwarder == "gateway" {
+            let floor = forwarding.first { $0.forwarder == "zmq_proxy" && $0.curve == f.curve && $0.inFlight == f.inFlight }
+            out.append("- \(f.inFlight) in flight\(f.curve ? ", CURVE behind" : ""): the forwarding process's CPU per request (its thread and its libzmq I/O thread): "
+                + "gateway \(Report.f(f.micros)) µs" + (floor.map { ", zmq_proxy \(Report.f($0.micros)) µs (\(ratio(f.micros, $0.micros))×; the gateway's goal: ≤ 20 µs)" } ?? ""))
+        }
         if !turns.isEmpty {
             func median(_ values: [Double]) -> Double {
                 let sorted = values.sorted()
