@@ -55,19 +55,12 @@ public enum Spawn {
         _ = wait(pid)
     }
 
-    /// A loopback port the kernel just handed out and let go of, for a child to bind.
+    /// A free loopback port for a child to bind, from below the ephemeral range
+    /// (`LoopbackPorts`): released at once, so another process could still take it first.
     public static func freePort() -> Int? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &address) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        return ok ? Int(UInt16(bigEndian: address.sin_port)) : nil
+        guard let (port, fd) = LoopbackPorts.claim() else { return nil }
+        close(fd)
+        return Int(port)
     }
 }
 
