@@ -26,7 +26,7 @@ struct LocationEvents: Sendable {
             if !inside.isEmpty { s.placeAlerts.apply(inside: inside) }
             let outgoing = publisher == nil
                 ? s.applied(batch, replaces: replaces, graph: nil, now: at)
-                : graph.read { g in s.applied(batch, replaces: replaces, graph: g, now: at) }
+                : graph.read { g in s.applied(batch, replaces: replaces, graph: g, now: at) { publisher?.listens(toViewer: $0) ?? false } }
             // The "Around" label, for the viewers who see only the place (computed under the lock: it reads the places).
             let labels = outgoing.map { event -> String in
                 guard case .location(_, let subject, let fix, .place) = event else { return "" }

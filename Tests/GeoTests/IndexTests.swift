@@ -193,4 +193,34 @@ struct AppliedBatchTests {
         #expect(apply(&s, [move(4, 33.7801, at: 2)], g).isEmpty, "nobody may see Dan")
         #expect(s.latest[1] != nil && s.latest[4] != nil, "memory has the fixes all the same")
     }
+    @Test func aFixIsDecidedOnlyForViewersSomeoneListensFor_withTheSameEventsForThem_andNearbyStateKeptForAll() {
+        // The same moves twice: every viewer listening, then only Cat (3).
+        func state() -> GeoState {
+            var s = GeoState(index: SpatialIndex())
+            s.sharing[1] = Sharing(proximityAlerts: true, proximityMetres: 200)
+            s.sharing[2] = Sharing(proximityAlerts: true, proximityMetres: 200)
+            return s
+        }
+        var all = state(), cat = state()
+        let g = graph()
+        var everyone: [[GeoState.Outgoing]] = [], onlyCat: [[GeoState.Outgoing]] = []
+        for (user, lat, at) in [(2, 33.7800, 1), (1, 33.7810, 2), (1, 33.7830, 3), (1, 33.7805, 4)] as [(UInt64, Double, Int64)] {
+            let update = [move(user, lat, at: at)]
+            everyone.append(all.applied(update, replaces: all.accept(update), graph: g, now: 1_000))
+            onlyCat.append(cat.applied(update, replaces: cat.accept(update), graph: g, now: 1_000) { $0 == 3 })
+        }
+        func locations(_ out: [GeoState.Outgoing], for viewer: UInt64) -> [GeoState.Outgoing] {
+            out.compactMap {
+                guard case .location(let viewers, let subject, let fix, let precision) = $0, viewers.contains(viewer) else { return nil }
+                return .location(viewers: [viewer], subject: subject, fix: fix, precision: precision)
+            }
+        }
+        for (a, b) in zip(everyone, onlyCat) {
+            #expect(locations(a, for: 3) == locations(b, for: 3), "Cat, who listens, is told the same")
+            #expect(locations(b, for: 2).isEmpty, "Ben listens nowhere: no location is decided for him")
+            #expect(nearby(a).map { [$0.0, $0.1] } == nearby(b).map { [$0.0, $0.1] },
+                    "proximity is decided for everyone (its hysteresis is state), whoever listens")
+        }
+        #expect(everyone.joined().contains { if case .location(let viewers, 1, _, _) = $0 { viewers.contains(2) } else { false } })
+    }
 }

@@ -226,7 +226,12 @@ extension GeoState {
     /// reach, and `nearby` for friends who both asked for proximity alerts and came within the
     /// smaller of their distances (re-armed only beyond 1.5 × it, so a pair hovering at the
     /// boundary is told once). Pure: no publishing, no encoding.
-    mutating func applied(_ batch: [LocationUpdate], replaces: [Bool], graph: GraphState?, now at: Int64) -> [Outgoing] {
+    ///
+    /// `listening` says which viewers someone is connected to hear: a fix's viewers are decided
+    /// among those only (a live event reaches nobody else, and most friends are offline at any
+    /// moment), so a visibility check is not made for each offline friend on every update.
+    mutating func applied(_ batch: [LocationUpdate], replaces: [Bool], graph: GraphState?, now at: Int64,
+                          listening: (UInt64) -> Bool = { _ in true }) -> [Outgoing] {
         // Who was out of sight before this batch (no fix yet, or inside a HIDDEN zone): only
         // going from seen to a HIDDEN zone is told.
         var hiddenBefore: Set<UInt64> = []
@@ -252,15 +257,17 @@ extension GeoState {
         var outgoing: [Outgoing] = []
         for (update, replace) in zip(batch, replaces) where replace {
             guard let fix = latest[update.user] else { continue }
-            outgoing += locationEvents(for: update.user, fix: fix, graph, at, wasHidden: hiddenBefore.contains(update.user))
+            outgoing += locationEvents(for: update.user, fix: fix, graph, at, wasHidden: hiddenBefore.contains(update.user), listening: listening)
             outgoing += proximityEvents(for: update.user, fix: fix, graph, at)
         }
         return outgoing
     }
 
-    private func locationEvents(for subject: UInt64, fix: LatestFix, _ g: GraphState, _ at: Int64, wasHidden: Bool) -> [Outgoing] {
-        var viewers = Set(g.friends(of: subject))
-        viewers.formUnion(grants.viewers(of: subject, now: at))
+    private func locationEvents(for subject: UInt64, fix: LatestFix, _ g: GraphState, _ at: Int64, wasHidden: Bool,
+                                listening: (UInt64) -> Bool) -> [Outgoing] {
+        var viewers = Set(g.friends(of: subject).lazy.filter(listening))
+        viewers.formUnion(grants.viewers(of: subject, now: at).lazy.filter(listening))
+        if viewers.isEmpty { return [] }
         // Most people set no precision and no zone: everyone allowed sees them exactly (no grouping, no dictionary per update).
         let zone = zones.privateZone(of: subject, at: fix)
         guard precision.hasSettings(subject) || zone != nil else {
