@@ -9,9 +9,9 @@ import Synchronization
 /// after another, seconds apart on a cold start). A port from the ephemeral range may meanwhile
 /// become the local port of an outgoing connection (a service that started first connecting to
 /// its peers), and then the server's bind fails and keeps failing while that connection lives
-/// (seen: a whole-stack test timing out on a first run after a rebuild; a benchmark deployment
-/// whose accounts "did not start"). Below the range only explicit binds compete, and this
-/// process hands each port out once.
+/// (seen: a whole-stack test timing out on a first run after a rebuild; the likely cause of a
+/// benchmark deployment whose accounts "did not start"). Below the range only explicit binds
+/// compete, and this process hands each port out once.
 public enum LoopbackPorts {
     /// Ports handed out by this process (never again, even after release).
     private static let handedOut = Mutex<Set<UInt16>>([])
