@@ -123,20 +123,17 @@ extension RawZMQ {
                 zmq_setsockopt(router.handle, ZMQ_CURVE_SECRETKEY, serverKeys.secret, 40)
             }
             echoEndpoint.set(router.bind("tcp://127.0.0.1:*"))
-            var body = [UInt8](repeating: 0, count: 65_536)
+            // Each frame goes back as it arrives, in libzmq's own message (no copy): the proxy's
+            // identity, the client's (which the proxy's DEALER carries along), the body.
+            var frame = zmq_msg_t()
+            zmq_msg_init(&frame)
+            defer { zmq_msg_close(&frame) }
             for _ in 0..<total {
-                // The proxy's DEALER adds no frames of its own: the client's identity frame rides along.
-                var frames: [[UInt8]] = []
                 var more: Int32 = 1
                 while more != 0 {
-                    let n = zmq_recv(router.handle, &body, body.count, 0)
-                    guard n >= 0 else { return }
-                    frames.append(Array(body.prefix(Int(n))))
-                    var size = 4
-                    zmq_getsockopt(router.handle, ZMQ_RCVMORE, &more, &size)
-                }
-                for (index, frame) in frames.enumerated() {
-                    _ = zmq_send(router.handle, frame, frame.count, index < frames.count - 1 ? ZMQ_SNDMORE : 0)
+                    guard zmq_msg_recv(&frame, router.handle, 0) >= 0 else { return }
+                    more = zmq_msg_more(&frame)
+                    _ = zmq_msg_send(&frame, router.handle, more != 0 ? ZMQ_SNDMORE : 0)
                 }
             }
         }
