@@ -150,7 +150,7 @@ extension RawZMQ {
         let proxy = Thread {
             let front = RawSocket(contexts.proxy, ZMQ_ROUTER), back = RawSocket(contexts.proxy, ZMQ_DEALER)
             let steering = RawSocket(contexts.proxy, ZMQ_PAIR)
-            steering.bind(control)
+            _ = steering.bind(control)
             if curve {
                 zmq_setsockopt(back.handle, ZMQ_CURVE_SERVERKEY, serverKeys.public, 40)
                 zmq_setsockopt(back.handle, ZMQ_CURVE_PUBLICKEY, keys.public, 40)
@@ -181,7 +181,7 @@ extension RawZMQ {
             sent += 1
         }
         while sent < min(window, total) { sendNext() }
-        var started = ContinuousClock.now, cpuAtStart = cpu.nanos()
+        var started = ContinuousClock.now, cpuAtStart = cpu.read()
         receiving: while received < total {
             guard zmq_poll(&items, Int32(items.count), -1) >= 0 else { stats.errors += 1; break }
             for i in items.indices where items[i].revents & Int16(ZMQ_POLLIN) != 0 {
@@ -192,13 +192,13 @@ extension RawZMQ {
                     let index = buffer.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
                     if Int(index) >= warmup { stats.record(sentAt[Int(index)].duration(to: .now)) }
                     received += 1
-                    if received == warmup { started = .now; cpuAtStart = cpu.nanos() }
+                    if received == warmup { started = .now; cpuAtStart = cpu.read() }
                     if sent < total { sendNext() }
                 }
             }
         }
         stats.elapsed = started.duration(to: .now)
-        let forwarding = Double(cpu.nanos() - cpuAtStart) / 1_000 / Double(max(1, count))
+        let forwarding = Double(ThreadCPU.spent(from: cpuAtStart, to: cpu.read())) / 1_000 / Double(max(1, count))
         let stop = RawSocket(contexts.proxy, ZMQ_PAIR)
         stop.connect(control)
         _ = zmq_send(stop.handle, "TERMINATE", 9, 0)

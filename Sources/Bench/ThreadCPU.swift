@@ -17,15 +17,25 @@ struct ThreadCPU {
         }
     }
 
-    /// Their CPU time so far, ns (a thread that ended counts 0).
-    func nanos() -> UInt64 {
-        threads.reduce(0) { sum, tid in
+    /// Each thread's CPU time so far, ns (a thread that has ended is left out).
+    func read() -> [pid_t: UInt64] {
+        var times: [pid_t: UInt64] = [:]
+        for tid in threads {
             // The kernel's per-thread CPU clock of `tid` (what glibc's pthread_getcpuclockid
             // makes): ~tid << 3, per-thread bit 4, scheduler clock 2.
             let clock = clockid_t((~Int32(tid)) << 3) | 4 | 2
             var now = timespec()
-            guard clock_gettime(clock, &now) == 0 else { return sum }
-            return sum + UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+            if clock_gettime(clock, &now) == 0 { times[tid] = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec) }
+        }
+        return times
+    }
+
+    /// CPU time the threads spent between two readings, ns: a thread that ended in between
+    /// counts nothing (its clock is gone), rather than making the sum go backwards.
+    static func spent(from before: [pid_t: UInt64], to after: [pid_t: UInt64]) -> UInt64 {
+        after.reduce(0) { sum, entry in
+            guard let start = before[entry.key], entry.value >= start else { return sum }
+            return sum + (entry.value - start)
         }
     }
 

@@ -171,16 +171,16 @@ public enum WireScenario {
                     }
                     guard options.paths.contains("gateway") else { continue }
                     let cpu = gatewayPrefix.map { ThreadCPU(named: ["bench-gateway", ThreadCPU.ioThread(prefix: $0)]) }
-                    var before: UInt64 = 0
+                    var before: [pid_t: UInt64] = [:]
                     let name = "client → gateway → accounts Ping" + (options.clients > 1 ? ", \(options.clients) clients" : "") + suffix
                     let row = await drive(name: name, inFlight: n, count: options.requests, warmup: options.warmup,
-                                          measuring: { before = cpu?.nanos() ?? 0 }) {
+                                          measuring: { before = cpu?.read() ?? [:] }) {
                         let client = viaGateway[turn.add(1, ordering: .relaxed).oldValue % viaGateway.count]
                         return (try? await client.call(CommonMethods.ping("accounts"), ping)) != nil
                     }
                     rows.append(row)
                     if let cpu {
-                        let micros = Double((cpu.nanos() - before)) / 1_000 / Double(max(1, row.count))
+                        let micros = Double(ThreadCPU.spent(from: before, to: cpu.read())) / 1_000 / Double(max(1, row.count))
                         forwarding.append(Forwarding(forwarder: "gateway", curve: curve, inFlight: n, micros: micros))
                     }
                 }
