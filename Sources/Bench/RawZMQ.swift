@@ -139,15 +139,15 @@ extension RawZMQ {
         }
         echo.start()
         // Named before its first socket starts it, so its CPU can be told from the others'.
-        if let proxyPrefix { zmq_ctx_set(contexts.proxy.handle, ZMQ_THREAD_NAME_PREFIX, proxyPrefix) }
+        let ioThread = proxyPrefix.map { ThreadCPU.nameIOThread(of: contexts.proxy, prefix: $0) }
         let frontEndpoint = OneShotEndpoint()
-        let proxyThread = OneShotEndpoint()
         let proxyName = "raw-proxy-\(proxyPrefix ?? 0)"
         // Its own control endpoint: with a shared context an earlier proxy may still hold its name.
         let control = "inproc://raw-proxy-control-\(UUID().uuidString)"
         let backEndpoint = echoEndpoint.wait()
         let keys = proxyKeys
         let proxy = Thread {
+            _ = frienso_set_thread_name(proxyName)
             let front = RawSocket(contexts.proxy, ZMQ_ROUTER), back = RawSocket(contexts.proxy, ZMQ_DEALER)
             let steering = RawSocket(contexts.proxy, ZMQ_PAIR)
             _ = steering.bind(control)
@@ -158,8 +158,6 @@ extension RawZMQ {
             }
             back.connect(backEndpoint)
             frontEndpoint.set(front.bind("tcp://127.0.0.1:*"))
-            _ = frienso_set_thread_name(proxyName)
-            proxyThread.set(proxyName)
             zmq_proxy_steerable(front.handle, back.handle, nil, steering.handle)
         }
         proxy.start()
@@ -169,7 +167,8 @@ extension RawZMQ {
         let dealers = (0..<max(1, clients)).map { _ in RawSocket(contexts.client, ZMQ_DEALER) }
         for dealer in dealers { dealer.connect(front) }
         var items = dealers.map { zmq_pollitem_t(socket: $0.handle, fd: 0, events: Int16(ZMQ_POLLIN), revents: 0) }
-        let cpu = ThreadCPU(named: Set([proxyThread.wait()] + (proxyPrefix.map { [ThreadCPU.ioThread(prefix: $0)] } ?? [])))
+        // The proxy named its thread before it bound the front, so it has its name by now.
+        let cpu = ThreadCPU(named: Set([proxyName] + (ioThread.map { [$0] } ?? [])))
         var sentAt = [ContinuousClock.Instant](repeating: .now, count: total)
         var message = [UInt8](repeating: 0, count: 8) + payload
         var buffer = [UInt8](repeating: 0, count: 65_536)

@@ -1,5 +1,7 @@
+import CZeroMQ
 import Foundation
 import Glibc
+import Wire
 
 /// CPU time of some of this process's threads, found by name: what one simulated process's
 /// threads spent (its reactor and its libzmq I/O thread) while the others ran beside it in the
@@ -39,6 +41,11 @@ struct ThreadCPU {
         }
     }
 
-    /// The name libzmq gives the I/O thread of a context whose `ZMQ_THREAD_NAME_PREFIX` is `prefix`.
-    static func ioThread(prefix: Int32) -> String { "\(prefix)/ZMQbg/IO/0" }
+    /// Gives `context`'s libzmq I/O thread a name of its own (before its first socket starts the
+    /// thread), so its CPU can be told from other contexts' in this one process.
+    /// - Returns: that name.
+    static func nameIOThread(of context: ZMQContext, prefix: Int32) -> String {
+        zmq_ctx_set(context.handle, ZMQ_THREAD_NAME_PREFIX, prefix)
+        return "\(prefix)/ZMQbg/IO/0"
+    }
 }

@@ -1,5 +1,4 @@
 import Accounts
-import CZeroMQ
 import Foundation
 import FriensoClient
 import FriensoProto
@@ -124,10 +123,8 @@ public enum WireScenario {
         // One reactor and one libzmq context (own I/O thread) per would-be process: client, gateway, accounts.
         let clientReactor = Reactor(name: "bench-client"), gatewayReactor = Reactor(name: "bench-gateway")
         let clientContext = context(), gatewayContext = context()
-        // The gateway's I/O thread gets a name of its own (before its first socket starts it), so
-        // its CPU can be told from the other contexts' in this one process.
-        let gatewayPrefix: Int32? = options.separateContexts ? (curve ? 3 : 2) : nil
-        if let gatewayPrefix { zmq_ctx_set(gatewayContext.handle, ZMQ_THREAD_NAME_PREFIX, gatewayPrefix) }
+        // The gateway's I/O thread named, to tell its CPU from the other contexts' (separate ones only).
+        let gatewayIOThread = options.separateContexts ? ThreadCPU.nameIOThread(of: gatewayContext, prefix: curve ? 3 : 2) : nil
         var hostOptions = HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*")
         if let keys { hostOptions.security = keys.accounts.server() }
         let accounts = try AccountsService(directory: dir).makeHost(
@@ -170,7 +167,7 @@ public enum WireScenario {
                         })
                     }
                     guard options.paths.contains("gateway") else { continue }
-                    let cpu = gatewayPrefix.map { ThreadCPU(named: ["bench-gateway", ThreadCPU.ioThread(prefix: $0)]) }
+                    let cpu = gatewayIOThread.map { ThreadCPU(named: ["bench-gateway", $0]) }
                     var before: [pid_t: UInt64] = [:]
                     let name = "client → gateway → accounts Ping" + (options.clients > 1 ? ", \(options.clients) clients" : "") + suffix
                     let row = await drive(name: name, inFlight: n, count: options.requests, warmup: options.warmup,
