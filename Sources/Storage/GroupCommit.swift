@@ -9,27 +9,17 @@ public import Synchronization
 /// The commit runs on its own dispatch queue, never on Swift's cooperative pool (it blocks on
 /// SQLite and fsync).
 public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
-    private struct Waiter: @unchecked Sendable {
-        var item: Item
-        var answer: Answer
-    }
+    /// How a waiter hears its item's outcome: a suspended caller is resumed (`submit(_:)`), or a
+    /// callback runs on the commit's queue (for a write nobody waits for, so no task is made for it).
+    private typealias Answer = @Sendable (Swift.Result<Result, any Error>) -> Void
 
-    /// How a waiter hears its item's outcome: a suspended caller is resumed; a callback runs on
-    /// the commit's queue (for a write nobody waits for, so no task is made for it).
-    private enum Answer {
-        case resume(CheckedContinuation<Result, any Error>)
-        case call(@Sendable (Swift.Result<Result, any Error>) -> Void)
-
-        func callAsFunction(_ outcome: Swift.Result<Result, any Error>) {
-            switch self {
-            case .resume(let continuation): continuation.resume(with: outcome)
-            case .call(let done): done(outcome)
-            }
-        }
-    }
-
+    /// The items waiting and their answers, side by side. Not one array of (item, answer) pairs:
+    /// copying or freeing an element of a generic struct goes through the runtime's metadata for
+    /// its fields, several lookups per item; these arrays' elements are the caller's own item type
+    /// and plain closures (`docs/benchmarks.md`, issue 16, item 44).
     private struct State {
-        var waiting: [Waiter] = []
+        var items: [Item] = []
+        var answers: [Answer] = []
         var draining = false
     }
 
@@ -59,19 +49,20 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
 
     public func submit(_ item: Item) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
-            enqueue(Waiter(item: item, answer: .resume(continuation)))
+            enqueue(item) { continuation.resume(with: $0) }
         }
     }
 
     /// Submits `item` without waiting: `done` runs on the commit's queue once its batch committed
     /// (or failed). It must be short and must not block.
     public func submit(_ item: Item, then done: @escaping @Sendable (Swift.Result<Result, any Error>) -> Void) {
-        enqueue(Waiter(item: item, answer: .call(done)))
+        enqueue(item, done)
     }
 
-    private func enqueue(_ waiter: Waiter) {
+    private func enqueue(_ item: Item, _ answer: @escaping Answer) {
         let start = state.withLock { s -> Bool in
-            s.waiting.append(waiter)
+            s.items.append(item)
+            s.answers.append(answer)
             guard !s.draining else { return false }
             s.draining = true
             return true
@@ -81,28 +72,37 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
 
     private func drain() {
         while true {
-            let (batch, left) = state.withLock { s -> ([Waiter], Int) in
-                let take = Array(s.waiting.prefix(maxBatch))
-                s.waiting.removeFirst(take.count)
-                if take.isEmpty { s.draining = false }
-                return (take, s.waiting.count)
+            let (items, answers, left) = state.withLock { s -> ([Item], [Answer], Int) in
+                // Usually everything waiting fits: the arrays are handed over whole.
+                let items: [Item], answers: [Answer]
+                if s.items.count <= maxBatch {
+                    (items, answers) = (s.items, s.answers)
+                    s.items = []
+                    s.answers = []
+                } else {
+                    (items, answers) = (Array(s.items.prefix(maxBatch)), Array(s.answers.prefix(maxBatch)))
+                    s.items.removeFirst(maxBatch)
+                    s.answers.removeFirst(maxBatch)
+                }
+                if items.isEmpty { s.draining = false }
+                return (items, answers, s.items.count)
             }
             waitingGauge.record(left)
-            if batch.isEmpty { return }
+            if items.isEmpty { return }
             do {
                 let started = ContinuousClock.now
-                let results = try commit(batch.map { $0.item })
+                let results = try commit(items)
                 let took = started.duration(to: .now).components
                 batches.add(1, ordering: .relaxed)
-                items.add(batch.count, ordering: .relaxed)
+                self.items.add(items.count, ordering: .relaxed)
                 let nanos = Int(took.seconds) * 1_000_000_000 + Int(took.attoseconds / 1_000_000_000)
                 commitNanos.add(nanos, ordering: .relaxed)
-                sizes.record(batch.count)
+                sizes.record(items.count)
                 durations.recordNanoseconds(Int64(nanos))
-                for (waiter, result) in zip(batch, results) { waiter.answer(.success(result)) }
+                for (answer, result) in zip(answers, results) { answer(.success(result)) }
             } catch {
                 failures.increment()
-                for waiter in batch { waiter.answer(.failure(error)) }
+                for answer in answers { answer(.failure(error)) }
             }
         }
     }
