@@ -77,13 +77,26 @@ extension AlertsService {
         var text = "HELP NOW: \(name(who)) needs help"
         if !message.isEmpty { text += ": \"\(message)\"" }
         if location.known {
-            let coordinates = String(format: "%.5f,%.5f", location.latitude, location.longitude)
+            let latitude = fiveDecimals(location.latitude), longitude = fiveDecimals(location.longitude)
+            let coordinates = "\(latitude),\(longitude)"
             text += location.placeName.isEmpty ? ". Last location \(coordinates)" : ". Last location near \(location.placeName) (\(coordinates))"
-            text += " https://www.openstreetmap.org/?mlat=\(String(format: "%.5f", location.latitude))&mlon=\(String(format: "%.5f", location.longitude))"
+            text += " https://www.openstreetmap.org/?mlat=\(latitude)&mlon=\(longitude)"
         } else {
             text += ". Location unknown"
         }
         return text
+    }
+
+    /// `value` as `"%.5f"` prints it (five decimals: about a metre), by C's own formatter:
+    /// Foundation's `String(format:)` went through NSString for each of the four numbers, about
+    /// 1.4% of alerts' CPU in `frienso-bench stack` (`docs/benchmarks.md`, issue 16, item 44).
+    static func fiveDecimals(_ value: Double) -> String {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer in
+            let written = withVaList([value]) { vsnprintf(buffer.baseAddress, buffer.count, "%.5f", $0) }
+            // A number too long for the buffer (none a coordinate can be) is cut, never overrun.
+            let count = Int(max(0, min(written, Int32(buffer.count - 1))))
+            return String(decoding: UnsafeRawBufferPointer(start: buffer.baseAddress, count: count), as: UTF8.self)
+        }
     }
 
     public func resolveHelpNow(_ request: AlertsV1.ResolveHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.ResolveHelpNowResponse {

@@ -237,3 +237,28 @@ struct HelpNowPlanTests {
         #expect(plan.promptNumber == "911")
     }
 }
+
+@Suite("alerts: the helpNow text (pure)")
+struct HelpNowTextTests {
+    @Test func theTextNamesWhoWhatAndWhere_withCoordinatesToFiveDecimals() {
+        let ana = AlertsV1.Person(userId: 1, username: "ana", firstName: "Ana", lastName: "Diaz")
+        let at = AlertsV1.AlertLocation(known: true, latitude: 33.7838, longitude: -118.1141, accuracyM: 8, fixTimeMs: 1, placeName: "Library")
+        #expect(AlertsService.helpText(ana, "followed", at) == """
+            HELP NOW: Ana Diaz (@ana) needs help: "followed". Last location near Library (33.78380,-118.11410) \
+            https://www.openstreetmap.org/?mlat=33.78380&mlon=-118.11410
+            """)
+        var unnamed = at
+        unnamed.placeName = ""
+        #expect(AlertsService.helpText(nil, "", unnamed) == """
+            HELP NOW: Someone needs help. Last location 33.78380,-118.11410 https://www.openstreetmap.org/?mlat=33.78380&mlon=-118.11410
+            """)
+        #expect(AlertsService.helpText(ana, "", AlertsV1.AlertLocation()) == "HELP NOW: Ana Diaz (@ana) needs help. Location unknown")
+    }
+
+    /// The coordinates are printed by C's formatter, as Foundation's `String(format: "%.5f")` printed them.
+    @Test(arguments: [0.0, -0.0, 1e-6, -1e-6, 0.000005, 0.000015, 12.3456749, 12.345675, -33.86882, 51.500729, 89.999999, -90, 180, -179.999995,
+                      0.1 + 0.2, 1.0 / 3.0, 1e20])
+    func fiveDecimals_printsWhatPrintfPrints(value: Double) {
+        #expect(AlertsService.fiveDecimals(value) == String(format: "%.5f", value))
+    }
+}
