@@ -73,12 +73,13 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     private func drain() {
         while true {
             let (items, answers, left) = state.withLock { s -> ([Item], [Answer], Int) in
-                // Usually everything waiting fits: the arrays are handed over whole.
+                // Usually everything waiting fits: the arrays are handed over whole, and the next
+                // ones start at their size (one allocation each, not one per doubling).
                 let items: [Item], answers: [Answer]
                 if s.items.count <= maxBatch {
                     (items, answers) = (s.items, s.answers)
-                    s.items = []
-                    s.answers = []
+                    s.items.removeAll(keepingCapacity: true)
+                    s.answers.removeAll(keepingCapacity: true)
                 } else {
                     (items, answers) = (Array(s.items.prefix(maxBatch)), Array(s.answers.prefix(maxBatch)))
                     s.items.removeFirst(maxBatch)
