@@ -446,6 +446,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "ClientTests", dependencies: ["FriensoClient"], swiftSettings: swiftSettings),
+        // The benchmark's own instruments (what `frienso-bench` reads from the kernel).
+        .testTarget(name: "BenchTests", dependencies: ["Bench"], swiftSettings: swiftSettings),
         // The storage layer every service shares (idempotency claims).
         .testTarget(
             name: "StorageTests",

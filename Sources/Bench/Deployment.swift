@@ -83,20 +83,20 @@ struct Deployment {
 
     func pid(of service: String) -> pid_t? { Supervisor.recordedPID(run, service) }
 
-    /// utime + stime of each member (clock ticks), of PostgreSQL's processes (the postmaster
-    /// and its children: "postgresql") and of this process ("bench client").
-    func cpuTicks() -> [String: Int] {
-        var ticks: [String: Int] = [:]
-        for name in members { if let p = pid(of: name) { ticks[name] = Self.ticks("/proc/\(p)/stat") } }
+    /// The kernel's counts (CPU, context switches, page faults) of each member, of PostgreSQL's
+    /// processes (the postmaster and its children: "postgresql") and of this process ("bench client").
+    func counters() -> [String: ProcessCounters] {
+        var counters: [String: ProcessCounters] = [:]
+        for name in members { if let p = pid(of: name) { counters[name] = .read(String(p)) } }
         if let postmaster = postgres?.postmasterPID {
-            var sum = Self.ticks("/proc/\(postmaster)/stat")
+            var parts = [ProcessCounters.read(String(postmaster))]
             for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(entry) != nil {
-                if Self.parent("/proc/\(entry)/stat") == postmaster { sum += Self.ticks("/proc/\(entry)/stat") }
+                if Self.parent("/proc/\(entry)/stat") == postmaster { parts.append(.read(entry)) }
             }
-            ticks["postgresql"] = sum
+            counters["postgresql"] = .sum(parts)
         }
-        ticks["bench client"] = Self.ticks("/proc/self/stat")
-        return ticks
+        counters["bench client"] = .read("self")
+        return counters
     }
 
     /// A process's parent's pid, from its stat line.
@@ -106,13 +106,6 @@ struct Deployment {
         return fields.count > 1 ? pid_t(fields[1]) : nil
     }
 
-    static func ticks(_ path: String) -> Int {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8), let close = text.lastIndex(of: ")") else { return 0 }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        // After the command: state is field 3, utime 14, stime 15 (1-based over the whole line).
-        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
-    }
-
     static func status(_ pid: String, _ key: String) -> String {
         let text = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
         let line = text.split(separator: "\n").first { $0.hasPrefix(key) } ?? ""
@@ -120,28 +113,45 @@ struct Deployment {
         return String(format: "%.1f", kb / 1_024)
     }
 
-    /// CPU per process over the measured window, as a share of one core and as µs per operation;
-    /// then the sums (the services alone, and with the load generator).
-    func resources(before: [String: Int], after: [String: Int], seconds: Double, operations: Int) -> (lines: [String], cpu: [String: Double]) {
+    /// CPU per process over the measured window, as a share of one core and as µs per operation,
+    /// with its context switches per operation (voluntary: it slept and was woken; involuntary:
+    /// preempted) and the page faults that read from disk; then the sums (the services alone, and
+    /// with the load generator).
+    func resources(before: [String: ProcessCounters], after: [String: ProcessCounters], seconds: Double,
+                   operations: Int) -> (lines: [String], cpu: [String: Double], windows: [String: ProcessCounters.Window]) {
         let hz = Double(sysconf(Int32(_SC_CLK_TCK)))
-        var lines = ["| process | CPU (% of one core) | CPU µs per operation | RSS MiB | peak RSS MiB |", "|---|---:|---:|---:|---:|"]
+        var lines = ["| process | CPU (% of one core) | CPU µs per operation | wake-ups per operation | preemptions per operation | major faults | RSS MiB | peak RSS MiB |",
+                     "|---|---:|---:|---:|---:|---:|---:|---:|"]
         var cpu: [String: Double] = [:]
+        var windows: [String: ProcessCounters.Window] = [:]
         let ops = Double(max(1, operations))
+        func row(_ name: String, _ w: ProcessCounters.Window, bold: Bool = false, memory: (String, String) = ("", "")) -> String {
+            let used = Double(w.ticks) / hz, b = bold ? "**" : ""
+            return "| \(name) | \(String(format: "%.0f", used / seconds * 100)) | \(b)\(String(format: "%.0f", used / ops * 1e6))\(b) | "
+                + "\(String(format: "%.2f", Double(w.voluntary) / ops)) | \(String(format: "%.2f", Double(w.involuntary) / ops)) | \(w.majorFaults) | "
+                + "\(memory.0) | \(memory.1) |"
+        }
         let processes = members + (postgres != nil ? ["postgresql"] : [])
         for name in processes + ["bench client"] {
-            let used = Double((after[name] ?? 0) - (before[name] ?? 0)) / hz
-            cpu[name] = used
+            let w = (after[name] ?? ProcessCounters()).since(before[name] ?? ProcessCounters())
+            windows[name] = w
+            cpu[name] = Double(w.ticks) / hz
             let p = name == "bench client" ? "self" : name == "postgresql" ? postgres.map { String($0.postmasterPID) } ?? "?" : pid(of: name).map { String($0) } ?? "?"
-            let rss = name == "postgresql" ? "(all its processes)" : Self.status(p, "VmRSS")
-            lines.append("| \(name) | \(String(format: "%.0f", used / seconds * 100)) | \(String(format: "%.0f", used / ops * 1e6)) | \(rss) | \(name == "postgresql" ? "" : Self.status(p, "VmHWM")) |")
+            let memory = name == "postgresql" ? ("(all its processes)", "") : (Self.status(p, "VmRSS"), Self.status(p, "VmHWM"))
+            lines.append(row(name, w, memory: memory))
         }
-        let services = processes.reduce(0.0) { $0 + (cpu[$1] ?? 0) }
-        let all = services + (cpu["bench client"] ?? 0)
-        lines.append("| **all services** | \(String(format: "%.0f", services / seconds * 100)) | **\(String(format: "%.0f", services / ops * 1e6))** | | |")
-        lines.append("| all, with the load generator | \(String(format: "%.0f", all / seconds * 100)) | \(String(format: "%.0f", all / ops * 1e6)) | | |")
-        lines += ["", "- CPU per operation: \(String(format: "%.0f", services / ops * 1e6)) µs summed over the deployment's processes, \(String(format: "%.0f", all / ops * 1e6)) µs with the load generator (target: ≤ 120 µs)"]
-        cpu["all services"] = services
-        return (lines, cpu)
+        let services = processes.reduce(ProcessCounters.Window()) { $0 + (windows[$1] ?? .init()) }
+        let all = services + (windows["bench client"] ?? .init())
+        lines.append(row("**all services**", services, bold: true))
+        lines.append(row("all, with the load generator", all))
+        windows["all services"] = services
+        let servicesCPU = Double(services.ticks) / hz, allCPU = Double(all.ticks) / hz
+        lines += ["", "- CPU per operation: \(String(format: "%.0f", servicesCPU / ops * 1e6)) µs summed over the deployment's processes, "
+                  + "\(String(format: "%.0f", allCPU / ops * 1e6)) µs with the load generator (target: ≤ 120 µs); "
+                  + "\(String(format: "%.1f", Double(services.voluntary) / ops)) wake-ups and \(String(format: "%.1f", Double(services.involuntary) / ops)) "
+                  + "preemptions per operation in the services' threads"]
+        cpu["all services"] = servicesCPU
+        return (lines, cpu, windows)
     }
 
     /// SIGTERM: the launcher stops its children and removes their PID files.

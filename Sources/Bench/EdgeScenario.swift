@@ -69,14 +69,14 @@ public enum EdgeScenario {
             let c = clients[Int.random(in: 0..<clients.count)].client
             return (try? await c.call(GeoV1.GeoService.nearby, request)) != nil
         }
-        let before = deployment.cpuTicks()
+        let before = deployment.counters()
         guard let http = try await Wrk.run(url: "\(deployment.edge)/v1/geo/Nearby", body: request.jsonValue.rendered(),
                                            token: asker.client.token, connections: options.connections, seconds: options.seconds,
                                            directory: directory) else {
             return ["", Report.table([zmq]), "", "wrk is not installed (`deploy/install-deps --for-bench`, or apt-get install wrk): no HTTP figures in this run."]
         }
-        let after = deployment.cpuTicks()
-        let edgeSeconds = Double((after["edge"] ?? 0) - (before["edge"] ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        let after = deployment.counters()
+        let edgeSeconds = Double((after["edge"]?.ticks ?? 0) - (before["edge"]?.ticks ?? 0)) / Double(sysconf(Int32(_SC_CLK_TCK)))
         let throughput = http.requestsPerSecond / max(1, zmq.throughput)
         let tail = http.p99Us / max(1, zmq.micros(99))
         Results.shared.record(section: "nearby", rows: [zmq], metrics: [

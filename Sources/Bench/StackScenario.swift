@@ -96,7 +96,7 @@ public enum StackScenario {
 
         // Measured: a closed loop per worker, each owning every inFlight-th user (so one user's
         // helpNow is never raised twice at once).
-        let before = deployment.cpuTicks()
+        let before = deployment.counters()
         let started = ContinuousClock.now
         let until = started.advanced(by: .seconds(options.seconds))
         let weights = options.mix
@@ -129,7 +129,7 @@ public enum StackScenario {
             return merged
         } }
         let elapsed = started.duration(to: .now)
-        let after = deployment.cpuTicks()
+        let after = deployment.counters()
         var rows = parts
         for i in rows.indices { rows[i].elapsed = elapsed }
         let total = rows.reduce(0) { $0 + Int($1.count) }, errors = rows.reduce(0) { $0 + $1.errors }
@@ -145,6 +145,14 @@ public enum StackScenario {
         ]
         // Each service's share, so that a chart shows where a change moved the CPU.
         for service in deployment.members + ["postgresql"] { metrics["cpu_us_per_op_\(service)"] = perOperation(resources.cpu[service] ?? 0) }
+        // Counts the VM's speed does not scale: context switches per operation, and the faults
+        // that read from disk in the window (a run with many was stalled by the VM's paging).
+        for (name, window) in resources.windows {
+            let key = name.replacingOccurrences(of: " ", with: "_")
+            metrics["wakeups_per_op_\(key)"] = Double(window.voluntary) / Double(max(1, total))
+            metrics["preemptions_per_op_\(key)"] = Double(window.involuntary) / Double(max(1, total))
+            metrics["major_faults_\(key)"] = Double(window.majorFaults)
+        }
         Results.shared.record(section: storage == "sqlite" ? "stack \(plane)" : "stack \(plane) \(storage)", rows: rows, metrics: metrics)
         for person in people { await person.client.close() }
         if redis { out += [""] + (await redisBaseline(points, threads: options.inFlight, seconds: options.seconds)) }

@@ -1,0 +1,95 @@
+import Foundation
+
+/// What the kernel counts for one process, read from `/proc`: its CPU time, its page faults and
+/// each live thread's context switches. Two readings around a measured window give counts per
+/// operation that the VM's speed does not move the way it moves seconds: a change that saves a
+/// wake-up per request shows as one fewer switch per operation in any hour of the VM
+/// (`docs/benchmarks.md`, issue 16, item 45).
+struct ProcessCounters: Sendable {
+    /// utime + stime, in clock ticks (threads that ended are included: the kernel adds them up).
+    var ticks = 0
+    var minorFaults = 0
+    /// Faults that had to read the page back from disk: a binary or a database page that the
+    /// kernel dropped (this VM pages out memory it deems cold), felt as a stall.
+    var majorFaults = 0
+    /// Each thread's voluntary switches (it slept: waited for input, a lock, a disk) and
+    /// involuntary ones (preempted), by thread id.
+    var threads: [Int32: Switches] = [:]
+
+    struct Switches: Sendable {
+        var voluntary = 0
+        var involuntary = 0
+    }
+
+    /// The process `pid` ("self" for this one); zeros for a process that is gone.
+    static func read(_ pid: String) -> ProcessCounters {
+        var counters = ProcessCounters()
+        if let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") {
+            // After the command: state is field 3 of the line; minflt 10, majflt 12, utime 14, stime 15.
+            let fields = text[text.index(after: close)...].split(separator: " ")
+            if fields.count > 12 {
+                counters.minorFaults = Int(fields[7]) ?? 0
+                counters.majorFaults = Int(fields[9]) ?? 0
+                counters.ticks = (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+            }
+        }
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? [] {
+            guard let tid = Int32(entry), let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(entry)/status", encoding: .utf8) else { continue }
+            var switches = Switches()
+            for line in status.split(separator: "\n") {
+                if line.hasPrefix("voluntary_ctxt_switches:") {
+                    switches.voluntary = Self.number(line)
+                } else if line.hasPrefix("nonvoluntary_ctxt_switches:") {
+                    switches.involuntary = Self.number(line)
+                }
+            }
+            counters.threads[tid] = switches
+        }
+        return counters
+    }
+
+    private static func number(_ line: Substring) -> Int {
+        line.split(whereSeparator: { $0 == " " || $0 == "\t" }).last.flatMap { Int($0) } ?? 0
+    }
+
+    /// Several processes as one (PostgreSQL's postmaster and its children).
+    static func sum(_ parts: [ProcessCounters]) -> ProcessCounters {
+        var total = ProcessCounters()
+        for part in parts {
+            total.ticks += part.ticks
+            total.minorFaults += part.minorFaults
+            total.majorFaults += part.majorFaults
+            // Thread ids are unique on the machine while the threads live.
+            total.threads.merge(part.threads) { a, _ in a }
+        }
+        return total
+    }
+
+    /// What happened between `earlier` and this reading. A thread that started in between counts
+    /// from zero; one that ended in between is left out (its switches are not kept by the kernel
+    /// per process), so a window should be long against the life of a pool thread.
+    func since(_ earlier: ProcessCounters) -> Window {
+        var window = Window(ticks: ticks - earlier.ticks, minorFaults: minorFaults - earlier.minorFaults,
+                            majorFaults: majorFaults - earlier.majorFaults)
+        for (tid, now) in threads {
+            let before = earlier.threads[tid] ?? Switches()
+            window.voluntary += max(0, now.voluntary - before.voluntary)
+            window.involuntary += max(0, now.involuntary - before.involuntary)
+        }
+        return window
+    }
+
+    /// Counts over a measured window.
+    struct Window: Sendable {
+        var ticks = 0
+        var minorFaults = 0
+        var majorFaults = 0
+        var voluntary = 0
+        var involuntary = 0
+
+        static func + (a: Window, b: Window) -> Window {
+            Window(ticks: a.ticks + b.ticks, minorFaults: a.minorFaults + b.minorFaults, majorFaults: a.majorFaults + b.majorFaults,
+                   voluntary: a.voluntary + b.voluntary, involuntary: a.involuntary + b.involuntary)
+        }
+    }
+}
