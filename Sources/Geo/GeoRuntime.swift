@@ -1,3 +1,4 @@
+import Foundation
 import FriensoProto
 public import Logging
 public import ServiceLifecycle
@@ -25,19 +26,30 @@ public final class GrantConsumer: Service, Sendable {
         self.reactor = reactor
     }
 
+    /// `FRIENSO_GEO_GRANTS=each` stores each grant in a transaction of its own, as before item 46
+    /// of `docs/benchmarks.md` (issue 16), for A/B runs.
+    static let grantsPerCommit = ProcessInfo.processInfo.environment["FRIENSO_GEO_GRANTS"] == "each" ? 1 : 256
+
     public func run() async throws {
         let subscriber = Subscriber(endpoint: endpoint, prefixes: ["grants"], logger: logger, security: security,
                                     context: context, reactor: reactor)
         let service = service, logger = logger
+        // The grants that arrive while a batch is stored are stored together next, in order.
+        let batches = AsyncBatcher<GeoV1.LocationGrant>(maxBatch: Self.grantsPerCommit) { grants in
+            do { try await service.apply(grants) } catch {
+                logger.error("grants not applied", metadata: ["error": "\(error)", "grants": "\(grants.count)"])
+            }
+        }
         await cancelWhenGracefulShutdown {
             for await event in subscriber.events {
                 guard let grant = try? GeoV1.LocationGrant(serializedBytes: event.envelope.payload) else {
                     logger.warning("undecodable grant event")
                     continue
                 }
-                do { try await service.apply(grant) } catch { logger.error("grant not applied", metadata: ["error": "\(error)"]) }
+                batches.add(grant)
             }
         }
+        await batches.flush()
         subscriber.stop()
     }
 }

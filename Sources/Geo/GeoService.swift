@@ -203,7 +203,7 @@ public final class GeoService: Sendable {
 /// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
 extension GeoService: FriensoService, GeoV1.GeoService.Handler {
     /// The generated routes, with the reads answered from memory taken on the host's reactor
-    /// thread as they arrive (no task per request: `docs/benchmarks.md`, issue 16, item 18).
+    /// thread as they arrive (no task per request: `docs/benchmarks.md`, issue 16, items 18 and 46).
     /// `FRIENSO_GEO_READS=tasks` leaves them on the task path, for A/B runs.
     public func router() -> MethodRouter {
         var router = MethodRouter()
@@ -211,6 +211,8 @@ extension GeoService: FriensoService, GeoV1.GeoService.Handler {
         if ProcessInfo.processInfo.environment["FRIENSO_GEO_READS"] != "tasks" {
             router.answerOnReactor(GeoV1.GeoService.friendsLocations) { _, context in self.locations(seenBy: try context.requireCaller()) }
             router.answerOnReactor(GeoV1.GeoService.nearby) { request, context in try self.nearbyNow(request, context) }
+            // alerts asks it for every helpNow (item 46).
+            router.answerOnReactor(GeoV1.GeoService.latestLocation) { request, _ in self.latestLocationNow(request) }
         }
         return router
     }

@@ -122,6 +122,11 @@ extension GeoService {
     }
 
     public func latestLocation(_ request: GeoV1.LatestLocationRequest, _ context: RequestContext) async throws -> GeoV1.LatestLocationResponse {
+        latestLocationNow(request)
+    }
+
+    /// From memory, without waiting: answered on the host's reactor thread (`router()`).
+    func latestLocationNow(_ request: GeoV1.LatestLocationRequest) -> GeoV1.LatestLocationResponse {
         let around = config.aroundDistance
         return state.mutex.withLock { s in
             guard let fix = s.latest[request.userId] else { return GeoV1.LatestLocationResponse(found: false) }

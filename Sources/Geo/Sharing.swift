@@ -48,29 +48,43 @@ extension GeoService {
     /// older (`version`) than the one last applied for its key is stale and ignored; the same
     /// version again is applied again (a republish heals a save that failed).
     public func apply(_ grant: GeoV1.LocationGrant) async throws {
-        guard grant.subjectId != 0, grant.viewerId != 0, ["watch", "help_now"].contains(grant.reason) else {
-            logger.warning("ignoring a malformed grant", metadata: ["reason": "\(grant.reason)"])
-            return
+        try await apply([grant])
+    }
+
+    /// Applies grant events in order, as `apply(_:)` applies each, stored in one transaction: a
+    /// burst of helpNows and watches costs one commit, not one each (`docs/benchmarks.md`, issue
+    /// 16, item 46). A failed save fails them all (none is in memory; alerts republishes).
+    public func apply(_ grants: [GeoV1.LocationGrant]) async throws {
+        var writes: [GrantWrite] = []
+        for grant in grants {
+            guard grant.subjectId != 0, grant.viewerId != 0, ["watch", "help_now"].contains(grant.reason) else {
+                logger.warning("ignoring a malformed grant", metadata: ["reason": "\(grant.reason)"])
+                continue
+            }
+            let key = GrantKey(subject: grant.subjectId, viewer: grant.viewerId, reason: grant.reason)
+            let stale = state.mutex.withLock { s -> Bool in
+                guard grant.version != 0 else { return false }
+                if let seen = s.grantVersions[key], seen > grant.version { return true }
+                s.grantVersions[key] = grant.version
+                return false
+            }
+            if stale {
+                logger.debug("ignoring a grant older than one this instance applied", metadata: ["reason": "\(grant.reason)", "version": "\(grant.version)"])
+                continue
+            }
+            writes.append(GrantWrite(key: key, expiresMs: grant.expiresAtMs, version: grant.version))
         }
-        let key = GrantKey(subject: grant.subjectId, viewer: grant.viewerId, reason: grant.reason)
-        let stale = state.mutex.withLock { s -> Bool in
-            guard grant.version != 0 else { return false }
-            if let seen = s.grantVersions[key], seen > grant.version { return true }
-            s.grantVersions[key] = grant.version
-            return false
-        }
-        if stale {
-            logger.debug("ignoring a grant older than one this instance applied", metadata: ["reason": "\(grant.reason)", "version": "\(grant.version)"])
-            return
-        }
+        guard !writes.isEmpty else { return }
         let at = now()
-        guard try await store.saveGrant(key, expiresMs: grant.expiresAtMs, version: grant.version, now: at) else {
-            logger.debug("ignoring a grant older than the stored one (another instance stored a newer version first)",
-                         metadata: ["reason": "\(grant.reason)", "version": "\(grant.version)"])
-            return
-        }
+        let applied = try await store.saveGrants(writes, now: at)
         state.mutex.withLock { s in
-            s.grants.set(key, expiresMs: grant.expiresAtMs > at ? grant.expiresAtMs : nil)
+            for (write, stored) in zip(writes, applied) where stored {
+                s.grants.set(write.key, expiresMs: write.expiresMs > at ? write.expiresMs : nil)
+            }
+        }
+        for (write, stored) in zip(writes, applied) where !stored {
+            logger.debug("ignoring a grant older than the stored one (another instance stored a newer version first)",
+                         metadata: ["reason": "\(write.key.reason)", "version": "\(write.version)"])
         }
     }
 }

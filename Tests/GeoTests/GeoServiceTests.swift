@@ -164,6 +164,44 @@ extension GeoTestGroup {
             }
         }
 
+        /// Grants that arrive together are stored in one transaction (`apply(_: [LocationGrant])`,
+        /// as the grant consumer batches them) with the rules of one at a time: in order, a stale
+        /// one ignored even when it follows its newer version in the same batch, and all of them
+        /// kept across a restart.
+        @Test(arguments: Engine.allCases) func grantsInOneBatch_followTheRulesOfOneAtATime(engine: Engine) async throws {
+            let storage = try await TestStorage.fresh(engine, service: "geo")
+            let graph = StaticGraph()
+            let clock = TestClock()
+            @Sendable func liveTo(_ viewer: UInt64, _ geo: GeoHarness) async throws -> Bool {
+                geo.clock.advance(1_000) // a newer fix each time
+                _ = geo.recorder.take()
+                try await geo.locate(1, 10, 10)
+                return geo.recorder.take().contains { $0.method == "geo.Location" && $0.topic == ViewerTopic.of(viewer) }
+            }
+            let later = clock.now + 600_000
+            try await withGeo(storage: storage, graph: graph, clock: clock) { geo async throws in
+                for viewer: UInt64 in [3, 4, 5] { geo.befriend(1, viewer) }
+                _ = try await geo.call(1, API.updateSharing, GeoV1.UpdateSharingRequest(settings: GeoV1.SharingSettings(ghost: true), fields: ["ghost"]))
+                try await geo.service.apply([
+                    GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: later, reason: "watch", version: 7),
+                    GeoV1.LocationGrant(subjectId: 1, viewerId: 4, expiresAtMs: later, reason: "help_now", version: 2),
+                    GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: geo.clock.now, reason: "watch", version: 9), // revokes 7
+                    GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: later, reason: "watch", version: 8),          // stale
+                    GeoV1.LocationGrant(subjectId: 1, viewerId: 5, expiresAtMs: later, reason: "help_now", version: 1),
+                    GeoV1.LocationGrant(subjectId: 1, viewerId: 5, expiresAtMs: later, reason: "bogus", version: 1),          // malformed
+                ])
+                #expect(try await !liveTo(3, geo), "revoked by version 9 in the same batch; version 8 after it is stale")
+                #expect(try await liveTo(4, geo))
+                #expect(try await liveTo(5, geo))
+            }
+            try await withGeo(storage: storage, graph: graph, clock: clock) { geo async throws in
+                #expect(try await !liveTo(3, geo), "still revoked after the restart")
+                #expect(try await liveTo(4, geo), "kept across the restart")
+                #expect(try await liveTo(5, geo), "kept across the restart")
+            }
+            await storage.remove()
+        }
+
         /// A phone that lost the reply sends the same reading again (same device time, place and
         /// accuracy): it is answered as the latest fix it is, without a second history row. A
         /// new reading at the same place is a new row.

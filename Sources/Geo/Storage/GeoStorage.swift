@@ -52,11 +52,11 @@ protocol GeoStorage: Sendable {
     // Settings, grants, places, check-ins.
     func saveSharing(_ user: UInt64, _ s: Sharing) async throws
     func savePrecision(subject: UInt64, viewer: UInt64, _ precision: Precision?) async throws
-    /// Sets a grant; one that expires at or before `now` is a revocation, kept as a tombstone
-    /// with its version. Unless the stored row has a newer version (another instance applied a
-    /// later grant first): then nothing changes.
-    /// - Returns: whether the grant was applied.
-    func saveGrant(_ key: GrantKey, expiresMs: Int64, version: Int64, now: Int64) async throws -> Bool
+    /// Sets grants, in order, in one transaction (one commit for all of them); one that expires
+    /// at or before `now` is a revocation, kept as a tombstone with its version. A grant whose
+    /// stored row has a newer version (another instance applied a later grant first) changes
+    /// nothing. - Returns: for each grant, whether it was applied.
+    func saveGrants(_ grants: [GrantWrite], now: Int64) async throws -> [Bool]
     /// Adds `places` (after deleting every place when `replace`). - Returns: them with their ids.
     func importPlaces(_ places: [PlaceRecord], replace: Bool) async throws -> [PlaceRecord]
     /// - Returns: whether the check-in was stored.
@@ -162,6 +162,20 @@ struct GrantKey: Hashable, Sendable {
     var subject: UInt64
     var viewer: UInt64
     var reason: String
+}
+
+/// A grant to store: its key, its expiry (at or before now: a revocation) and alerts' version.
+struct GrantWrite: Sendable {
+    var key: GrantKey
+    var expiresMs: Int64
+    var version: Int64
+}
+
+extension GeoStorage {
+    /// One grant (`saveGrants`). - Returns: whether it was applied.
+    func saveGrant(_ key: GrantKey, expiresMs: Int64, version: Int64, now: Int64) async throws -> Bool {
+        try await saveGrants([GrantWrite(key: key, expiresMs: expiresMs, version: version)], now: now).first ?? false
+    }
 }
 
 /// A grant as stored: its expiry (past: revoked or expired, a tombstone) and the version alerts

@@ -20,20 +20,30 @@ extension PostgresGeoStore {
         }
     }
 
-    func saveGrant(_ key: GrantKey, expiresMs: Int64, version: Int64, now: Int64) async throws -> Bool {
-        try await database.write { connection in
+    func saveGrants(_ grants: [GrantWrite], now: Int64) async throws -> [Bool] {
+        guard !grants.isEmpty else { return [] }
+        return try await database.write { connection in
             // A revocation stays as a tombstone (its expiry in the past), for its version. The
             // row is locked by the upsert, so two instances applying grants of one key take turns.
-            let rows = try await connection.query("""
-                INSERT INTO grants (subject, viewer, reason, expires_ms, version)
-                VALUES (\(Self.id(key.subject)), \(Self.id(key.viewer)), \(key.reason), \(expiresMs), \(version))
-                ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms,
-                    version = greatest(grants.version, excluded.version)
-                WHERE excluded.version = 0 OR excluded.version >= grants.version
-                RETURNING 1
-                """, logger: self.logger)
-            var applied = false
-            for try await _ in rows { applied = true }
+            // Rows are locked in one order (by key; a key's grants keep theirs), so two instances
+            // whose batches hold the same keys never wait for each other in a cycle.
+            let order = grants.indices.sorted { a, b in
+                let x = grants[a].key, y = grants[b].key
+                return (x.subject, x.viewer, x.reason, a) < (y.subject, y.viewer, y.reason, b)
+            }
+            var applied = [Bool](repeating: false, count: grants.count)
+            for index in order {
+                let grant = grants[index], key = grant.key
+                let rows = try await connection.query("""
+                    INSERT INTO grants (subject, viewer, reason, expires_ms, version)
+                    VALUES (\(Self.id(key.subject)), \(Self.id(key.viewer)), \(key.reason), \(grant.expiresMs), \(grant.version))
+                    ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms,
+                        version = greatest(grants.version, excluded.version)
+                    WHERE excluded.version = 0 OR excluded.version >= grants.version
+                    RETURNING 1
+                    """, logger: self.logger)
+                for try await _ in rows { applied[index] = true }
+            }
             return applied
         }
     }

@@ -241,15 +241,19 @@ final class SQLiteGeoStore: GeoStorage {
         }
     }
 
-    func saveGrant(_ key: GrantKey, expiresMs: Int64, version: Int64, now: Int64) async throws -> Bool {
-        try await database.write { db in
+    func saveGrants(_ grants: [GrantWrite], now: Int64) async throws -> [Bool] {
+        guard !grants.isEmpty else { return [] }
+        return try await database.write { db in
             // A revocation stays as a tombstone (its expiry in the past), for its version.
-            try db.run(sql: """
+            let upsert = try db.cachedStatement(sql: """
                 INSERT INTO grants (subject, viewer, reason, expires_ms, version) VALUES (?1, ?2, ?3, ?4, ?5)
                 ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = ?4, version = max(version, ?5)
                 WHERE ?5 = 0 OR ?5 >= version
-                """, arguments: [key.subject, key.viewer, key.reason, expiresMs, version])
-            return db.changesCount > 0
+                """)
+            return try grants.map { grant in
+                try upsert.execute(arguments: [grant.key.subject, grant.key.viewer, grant.key.reason, grant.expiresMs, grant.version])
+                return db.changesCount > 0
+            }
         }
     }
 
