@@ -8,7 +8,7 @@ import Wire
 
 /// A retry that arrives while its request's first run is still open on another instance (that
 /// instance's host cut off between its statements and its commit): the two must not both run.
-@Suite("accounts: a retry meeting its first run (PostgreSQL)", .timeLimit(.minutes(1)))
+@Suite("accounts: a retry meeting its first run (PostgreSQL)", .timeLimit(.minutes(3)))
 struct RetryRaceTests {
     /// The retry waits at its claim for the first run's transaction, and once that commits it is
     /// refused UNAVAILABLE ("retry it for its reply"), touching nothing. With the claim taken at
@@ -44,7 +44,9 @@ struct RetryRaceTests {
             }
             await written.value
             let retry = Task { await client.send(envelope) }
-            try await eventually("the retry waits on a lock of the first run") {
+            // Up to 40 s: while the suite starts its PostgreSQL servers on two cores, the retry
+            // once took longer than the default 10 s to reach its claim (the test ran 58 s).
+            try await eventually("the retry waits on a lock of the first run", timeout: .seconds(40)) {
                 try await storage.psql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") == "1"
             }
             release.fulfil(())
