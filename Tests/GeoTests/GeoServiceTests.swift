@@ -249,7 +249,7 @@ extension GeoTestGroup {
                 #expect(try await !liveTo3(geo), "a stale grant does not undo its revocation after a restart")
                 // The store refuses it too (another instance, whose memory has not seen version 9).
                 let key = GrantKey(subject: 1, viewer: 3, reason: "watch")
-                #expect(try await !geo.service.store.saveGrant(key, expiresMs: later, version: 8, now: geo.clock.now))
+                #expect(try await geo.service.store.saveGrants([GrantWrite(key: key, expiresMs: later, version: 8)], now: geo.clock.now) == [false])
                 try await geo.service.apply(GeoV1.LocationGrant(subjectId: 1, viewerId: 3, expiresAtMs: later, reason: "watch", version: 12))
                 #expect(try await liveTo3(geo), "a newer grant applies")
             }

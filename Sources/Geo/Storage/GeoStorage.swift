@@ -171,13 +171,6 @@ struct GrantWrite: Sendable {
     var version: Int64
 }
 
-extension GeoStorage {
-    /// One grant (`saveGrants`). - Returns: whether it was applied.
-    func saveGrant(_ key: GrantKey, expiresMs: Int64, version: Int64, now: Int64) async throws -> Bool {
-        try await saveGrants([GrantWrite(key: key, expiresMs: expiresMs, version: version)], now: now).first ?? false
-    }
-}
-
 /// A grant as stored: its expiry (past: revoked or expired, a tombstone) and the version alerts
 /// gave it (0: none). The tombstones keep the versions of revocations across restarts, so a
 /// grant older than its revocation that arrives late (a delayed republish, another alerts

@@ -4,7 +4,8 @@ import Synchronization
 /// a time and in the order they were added; whatever arrives while a batch is being handled is
 /// the next batch. Alone, an item is a batch of one; in a burst, many share one handling (one
 /// transaction, one fsync). Nobody waits on `add`: a consumer of an event stream keeps reading
-/// while the batch before is committed.
+/// while the batch before is committed. `Storage.GroupCommit` is the same idea for a commit that
+/// blocks (SQLite, on a dispatch queue); this one awaits (PostgreSQL's client is async).
 public final class AsyncBatcher<Item: Sendable>: Sendable {
     private struct State {
         var items: [Item] = []
