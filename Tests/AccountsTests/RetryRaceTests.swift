@@ -43,7 +43,9 @@ struct RetryRaceTests {
                 }
             }
             await written.value
-            let retry = Task { await client.send(envelope) }
+            // A long deadline: the retry must still be waiting at its claim when it is seen. With
+            // the default 5 s, a starved suite let its deadline end the wait before a poll saw it.
+            let retry = Task { await client.send(envelope, deadline: .seconds(120)) }
             // Up to 40 s: while the suite starts its PostgreSQL servers on two cores, the retry
             // once took longer than the default 10 s to reach its claim (the test ran 58 s).
             try await eventually("the retry waits on a lock of the first run", timeout: .seconds(40)) {

@@ -73,7 +73,7 @@ private let quiet: Logger = {
     return logger
 }()
 
-@Suite("PostgreSQL storage: settings, migrations, the idempotency claim", .timeLimit(.minutes(1)))
+@Suite("PostgreSQL storage: settings, migrations, the idempotency claim", .timeLimit(.minutes(3)))
 struct PostgresStorageTests {
     @Test func urls_parse_refuseWhatTheyCannotUse_andNeverShowThePassword() throws {
         let settings = try PostgresSettings(url: "postgres://frienso:s3cret%21@db.internal:6543/frienso?sslmode=require&pool_max=8", schema: "geo")
