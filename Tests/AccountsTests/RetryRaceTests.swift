@@ -28,9 +28,13 @@ struct RetryRaceTests {
                                     clientAddress: "10.0.0.9")
             let (key, digest) = ReplyCache.key(for: envelope)
             // The first run, on "another instance": its user row and its claim, not committed yet.
+            // It stays open until released: without `SET LOCAL`, the server ends it after 15 s
+            // idle in its transaction (our setting for cut-off hosts), and a retry that a starved
+            // suite took longer than that to bring to its claim found no first run to wait for.
             let written = OneShot<Void>(), release = OneShot<Void>()
             let firstRun = Task {
                 try await database.transaction { connection in
+                    try await connection.query("SET LOCAL idle_in_transaction_session_timeout = 0", logger: database.logger)
                     try await connection.query("""
                         INSERT INTO users (username, email, phone, password_hash, first_name, last_name, created_at_ms)
                         VALUES ('race', 'race@example.org', '+15625550700', 'x', 'R', 'C', 0)
@@ -43,11 +47,10 @@ struct RetryRaceTests {
                 }
             }
             await written.value
-            // A long deadline: the retry must still be waiting at its claim when it is seen. With
-            // the default 5 s, a starved suite let its deadline end the wait before a poll saw it.
+            // A long deadline and a long wait: on a starved suite (PostgreSQL servers starting on
+            // two cores) the retry has taken more than 15 s to reach its claim, and it must still
+            // be waiting there when a poll sees it.
             let retry = Task { await client.send(envelope, deadline: .seconds(120)) }
-            // Up to 40 s: while the suite starts its PostgreSQL servers on two cores, the retry
-            // once took longer than the default 10 s to reach its claim (the test ran 58 s).
             try await eventually("the retry waits on a lock of the first run", timeout: .seconds(40)) {
                 try await storage.psql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") == "1"
             }
