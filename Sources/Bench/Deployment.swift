@@ -118,15 +118,13 @@ struct Deployment {
     /// preempted) and the page faults that read from disk; then the sums (the services alone, and
     /// with the load generator).
     func resources(before: [String: ProcessCounters], after: [String: ProcessCounters], seconds: Double,
-                   operations: Int) -> (lines: [String], cpu: [String: Double], windows: [String: ProcessCounters.Window]) {
-        let hz = Double(sysconf(Int32(_SC_CLK_TCK)))
+                   operations: Int) -> (lines: [String], windows: [String: ProcessCounters.Window]) {
         var lines = ["| process | CPU (% of one core) | CPU µs per operation | wake-ups per operation | preemptions per operation | major faults | RSS MiB | peak RSS MiB |",
                      "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        var cpu: [String: Double] = [:]
         var windows: [String: ProcessCounters.Window] = [:]
         let ops = Double(max(1, operations))
         func row(_ name: String, _ w: ProcessCounters.Window, bold: Bool = false, memory: (String, String) = ("", "")) -> String {
-            let used = Double(w.ticks) / hz, b = bold ? "**" : ""
+            let used = w.cpuSeconds, b = bold ? "**" : ""
             return "| \(name) | \(String(format: "%.0f", used / seconds * 100)) | \(b)\(String(format: "%.0f", used / ops * 1e6))\(b) | "
                 + "\(String(format: "%.2f", Double(w.voluntary) / ops)) | \(String(format: "%.2f", Double(w.involuntary) / ops)) | \(w.majorFaults) | "
                 + "\(memory.0) | \(memory.1) |"
@@ -135,7 +133,6 @@ struct Deployment {
         for name in processes + ["bench client"] {
             let w = (after[name] ?? ProcessCounters()).since(before[name] ?? ProcessCounters())
             windows[name] = w
-            cpu[name] = Double(w.ticks) / hz
             let p = name == "bench client" ? "self" : name == "postgresql" ? postgres.map { String($0.postmasterPID) } ?? "?" : pid(of: name).map { String($0) } ?? "?"
             let memory = name == "postgresql" ? ("(all its processes)", "") : (Self.status(p, "VmRSS"), Self.status(p, "VmHWM"))
             lines.append(row(name, w, memory: memory))
@@ -145,13 +142,12 @@ struct Deployment {
         lines.append(row("**all services**", services, bold: true))
         lines.append(row("all, with the load generator", all))
         windows["all services"] = services
-        let servicesCPU = Double(services.ticks) / hz, allCPU = Double(all.ticks) / hz
+        let servicesCPU = services.cpuSeconds, allCPU = all.cpuSeconds
         lines += ["", "- CPU per operation: \(String(format: "%.0f", servicesCPU / ops * 1e6)) µs summed over the deployment's processes, "
                   + "\(String(format: "%.0f", allCPU / ops * 1e6)) µs with the load generator (target: ≤ 120 µs); "
                   + "\(String(format: "%.1f", Double(services.voluntary) / ops)) wake-ups and \(String(format: "%.1f", Double(services.involuntary) / ops)) "
                   + "preemptions per operation in the services' threads"]
-        cpu["all services"] = servicesCPU
-        return (lines, cpu, windows)
+        return (lines, windows)
     }
 
     /// SIGTERM: the launcher stops its children and removes their PID files.

@@ -6,6 +6,9 @@ import Foundation
 /// wake-up per request shows as one fewer switch per operation in any hour of the VM
 /// (`docs/benchmarks.md`, issue 16, item 45).
 struct ProcessCounters: Sendable {
+    /// The kernel's clock ticks per second (`ticks` are in these).
+    static let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+
     /// utime + stime, in clock ticks (threads that ended are included: the kernel adds them up).
     var ticks = 0
     var minorFaults = 0
@@ -86,6 +89,9 @@ struct ProcessCounters: Sendable {
         var majorFaults = 0
         var voluntary = 0
         var involuntary = 0
+
+        /// The CPU time in the window.
+        var cpuSeconds: Double { Double(ticks) / ProcessCounters.ticksPerSecond }
 
         static func + (a: Window, b: Window) -> Window {
             Window(ticks: a.ticks + b.ticks, minorFaults: a.minorFaults + b.minorFaults, majorFaults: a.majorFaults + b.majorFaults,

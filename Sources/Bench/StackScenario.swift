@@ -140,11 +140,12 @@ public enum StackScenario {
         let perOperation = { (seconds: Double) in seconds / Double(max(1, total)) * 1e6 }
         var metrics = [
             "ops_per_second": Double(total) / BenchStack.seconds(elapsed),
-            "cpu_us_per_op_services": perOperation(resources.cpu["all services"] ?? 0),
-            "cpu_us_per_op_with_load_generator": perOperation((resources.cpu["all services"] ?? 0) + (resources.cpu["bench client"] ?? 0)),
+            "cpu_us_per_op_services": perOperation(resources.windows["all services"]?.cpuSeconds ?? 0),
+            "cpu_us_per_op_with_load_generator": perOperation((resources.windows["all services"]?.cpuSeconds ?? 0)
+                                                              + (resources.windows["bench client"]?.cpuSeconds ?? 0)),
         ]
         // Each service's share, so that a chart shows where a change moved the CPU.
-        for service in deployment.members + ["postgresql"] { metrics["cpu_us_per_op_\(service)"] = perOperation(resources.cpu[service] ?? 0) }
+        for service in deployment.members + ["postgresql"] { metrics["cpu_us_per_op_\(service)"] = perOperation(resources.windows[service]?.cpuSeconds ?? 0) }
         // Counts the VM's speed does not scale: context switches per operation, and the faults
         // that read from disk in the window (a run with many was stalled by the VM's paging).
         for (name, window) in resources.windows {
