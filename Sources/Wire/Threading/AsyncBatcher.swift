@@ -33,10 +33,11 @@ public final class AsyncBatcher<Item: Sendable>: Sendable {
     private func drain() async {
         while true {
             let batch = state.withLock { s -> [Item] in
-                let batch = Array(s.items.prefix(maxBatch))
-                s.items.removeFirst(batch.count)
-                if batch.isEmpty { s.drainer = nil }
-                return batch
+                if s.items.isEmpty { s.drainer = nil }
+                // Usually all that waits is one batch: taken whole, nothing copied or shifted.
+                guard s.items.count > maxBatch else { defer { s.items = [] }; return s.items }
+                defer { s.items.removeFirst(maxBatch) }
+                return Array(s.items.prefix(maxBatch))
             }
             if batch.isEmpty { return }
             await handle(batch)
