@@ -21,8 +21,13 @@ public struct EdgeConfig: Sendable {
     public var maxPhotoBytes: Int = 16 << 20
     /// How long a request may take through the deployment before DEADLINE_EXCEEDED.
     public var requestTimeout: Duration = .seconds(10)
-    /// How often a WebSocket client gets a heartbeat frame (and a WebSocket ping).
+    /// How often a WebSocket client gets a heartbeat frame.
     public var heartbeat: Duration = .seconds(15)
+    /// How often a WebSocket client is pinged; a client whose pong has not come by the next ping is
+    /// closed (swift-websocket's rule: the period is also the pong's deadline). The heartbeat's
+    /// period, but never under 10 s: a client whose pong took over a second (a slow network, a busy
+    /// phone) was cut off when the heartbeat was set to 1 s (an end-to-end test on a starved CI run).
+    public var pingPeriod: Duration { max(heartbeat, .seconds(10)) }
     /// Live events kept per user for resuming, and how long after the user's last connection.
     public var resumeEvents: Int = 1_024
 

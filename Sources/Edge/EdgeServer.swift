@@ -72,7 +72,7 @@ public final class EdgeServer: Service, Sendable {
         let routes = EdgeRoutes(config: config, core: core, hub: hub, logger: logger)
         let router = routes.router()
         let webSocketRouter = routes.webSocketRouter()
-        var ws = WebSocketServerConfiguration(maxFrameSize: 1 << 16, autoPing: .enabled(timePeriod: config.heartbeat))
+        var ws = WebSocketServerConfiguration(maxFrameSize: 1 << 16, autoPing: .enabled(timePeriod: config.pingPeriod))
         ws.closeTimeout = .seconds(5)
         var server = HTTPServerBuilder.http1WebSocketUpgrade(
             webSocketRouter: webSocketRouter,

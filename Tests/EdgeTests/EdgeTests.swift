@@ -6,6 +6,16 @@ import Wire
 
 @Suite("edge: the pure parts (no socket)")
 struct EdgeUnitTests {
+    @Test("a WebSocket is pinged at the heartbeat's period, never under 10 s (the pong's deadline is the period)")
+    func pingPeriod() {
+        var config = EdgeConfig(core: GatewayConfig(endpoint: "tcp://127.0.0.1:1", services: [:]), listen: "127.0.0.1:0")
+        #expect(config.pingPeriod == .seconds(15))
+        config.heartbeat = .seconds(1)
+        #expect(config.pingPeriod == .seconds(10))
+        config.heartbeat = .seconds(40)
+        #expect(config.pingPeriod == .seconds(40))
+    }
+
     @Test("every StatusCode has one HTTP status and a JSON body with its number and name")
     func errorMapping() {
         let expected: [(StatusCode, Int)] = [
