@@ -225,13 +225,14 @@ extension PostgresAlertsStore {
                 }
                 var grants: [GrantRecord] = []
                 for grant in new.grants { grants.append(try await setGrant(connection, grant)) }
-                try await connection.query("""
+                guard let promptID = try await PostgresServiceDatabase.first(connection.query("""
                     INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms)
-                    VALUES (\(Int64(id)), \(Int64(new.initiator)), \(new.promptNumber), \(new.promptLabel), \(new.at))
-                    """, logger: logger)
+                    VALUES (\(Int64(id)), \(Int64(new.initiator)), \(new.promptNumber), \(new.promptLabel), \(new.at)) RETURNING id
+                    """, logger: logger), Int64.self).map(UInt64.init) else { throw StoreInvariant("the prompt just written has no id") }
                 try await enqueue(connection, new.messages(id), now: new.at)
-                guard let record = try await Self.alert(connection, id: id, logger: logger) else { throw StoreInvariant("the alert just written is missing") }
-                return (record, grants)
+                // What was written, without reading it back; only the outbox rows are read (enqueue decided them).
+                let deliveries = try await Self.summaries(connection, source: AlertRecord.source(id), logger: logger)
+                return (AlertRecord(raised: new, id: id, promptID: promptID, deliveries: deliveries), grants)
             }
         } catch where Self.isSecondActive(error) {
             throw AlertsConflict.alreadyActive
@@ -284,7 +285,11 @@ extension PostgresAlertsStore {
             for grant in change.grants { set.append(try await setGrant(connection, grant)) }
             change.grants = set
             try await enqueue(connection, change.messages, now: at)
-            guard let record = try await Self.alert(connection, id: alert.id, logger: logger) else { throw StoreInvariant("the alert just changed is missing") }
+            // The alert as written, from the rows read above (no second read of them).
+            var record = alert.applying(change, at: at)
+            if change.messages.contains(where: { $0.source == AlertRecord.source(alert.id) }) {
+                record.deliveries = try await Self.summaries(connection, source: AlertRecord.source(alert.id), logger: logger)
+            }
             return (record, change)
         }
     }

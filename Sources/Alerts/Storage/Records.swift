@@ -21,7 +21,7 @@ struct WatcherRecord: Sendable {
 }
 
 /// A helpNow alert row with its recipients and emergency prompt.
-struct AlertRecord: Sendable {
+struct AlertRecord: Sendable, Equatable {
     var id: UInt64
     var initiator: UInt64
     var message: String
@@ -41,7 +41,57 @@ struct AlertRecord: Sendable {
     static func source(_ id: UInt64) -> String { "help_now:\(id)" }
 }
 
-struct RecipientRecord: Sendable {
+extension AlertRecord {
+    /// The alert as `raiseAlert` has just written `new`, with the ids the database gave it and
+    /// its prompt: what a read of those rows returns, built without one (`deliveries` is read).
+    init(raised new: NewAlert, id: UInt64, promptID: UInt64, deliveries: [String: [AlertsV1.DeliverySummary]]) {
+        let location = AlertsV1.AlertLocation.stored(Data(new.location.serializedBytes())) // as read back: from its stored bytes
+        self.init(id: id, initiator: new.initiator, message: new.message, location: location, state: .active, raisedAtMs: new.at,
+                  resolvedAtMs: 0, resolvedBy: "",
+                  recipients: new.recipients.map { contact in
+                      switch contact {
+                      case .user(let user): RecipientRecord(user: user, phone: "", answer: .pending, answeredAtMs: 0)
+                      case .phone(let phone): RecipientRecord(user: 0, phone: phone, answer: .pending, answeredAtMs: 0)
+                      }
+                  },
+                  prompt: AlertsV1.EmergencyPrompt(promptId: promptID, number: new.promptNumber, label: new.promptLabel, location: location,
+                                                   createdAtMs: new.at),
+                  escalation: nil, deliveries: deliveries)
+    }
+
+    /// This alert after `changeAlert` wrote `change` at `at`: what a read of its rows returns
+    /// then, built from the rows as the transaction read them before the change, without a second
+    /// read (`AlertsStoreTests` compares the two on both engines). Its deliveries are as before:
+    /// a change queues messages under sources of its own (`help_now_resolved:`, …), never the
+    /// alert's helpNow source, which `changeAlert` checks.
+    func applying(_ change: AlertChange, at: Int64) -> AlertRecord {
+        var after = self
+        if let by = change.resolvedBy {
+            after.state = .resolved
+            after.resolvedAtMs = at
+            after.resolvedBy = by
+        }
+        if let recipient = change.recipient, let answer = recipient.answer { // a dismissal is not part of the record
+            for i in after.recipients.indices where after.recipients[i].user == recipient.user {
+                after.recipients[i].answer = answer
+                after.recipients[i].answeredAtMs = at
+            }
+        }
+        if let e = change.escalation {
+            after.escalation = AlertsV1.Escalation(escalatedAtMs: at, number: e.number, label: e.label,
+                                                   location: AlertsV1.AlertLocation.stored(Data((e.location ?? AlertsV1.AlertLocation()).serializedBytes())),
+                                                   resentTo: e.resentTo)
+        }
+        if let dialed = change.reportedCall {
+            after.prompt.reported = true
+            after.prompt.dialed = dialed
+            after.prompt.reportedAtMs = at
+        }
+        return after
+    }
+}
+
+struct RecipientRecord: Sendable, Equatable {
     var user: UInt64   // 0 for a phone number
     var phone: String  // set for a phone number
     var answer: AlertsV1.Answer

@@ -188,9 +188,10 @@ extension SQLiteAlertsStore {
                 let grants = try new.grants.map { try Self.setGrant(db, $0) }
                 try db.run(sql: "INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (?, ?, ?, ?, ?)",
                            arguments: [id, new.initiator, new.promptNumber, new.promptLabel, new.at])
+                let promptID = UInt64(db.lastInsertedRowID)
                 try Self.enqueue(db, new.messages(id), now: new.at)
-                guard let record = try Self.alert(db, id: id) else { throw StoreInvariant("the alert just written is missing") }
-                return (record, grants)
+                // What was written, without reading it back; only the outbox rows are read (enqueue decided them).
+                return (AlertRecord(raised: new, id: id, promptID: promptID, deliveries: try Self.summaries(db, source: AlertRecord.source(id))), grants)
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             throw AlertsConflict.alreadyActive
@@ -228,7 +229,11 @@ extension SQLiteAlertsStore {
             }
             change.grants = try change.grants.map { try Self.setGrant(db, $0) }
             try Self.enqueue(db, change.messages, now: at)
-            guard let record = try Self.alert(db, id: alert.id) else { throw StoreInvariant("the alert just changed is missing") }
+            // The alert as written, from the rows read above (no second read of them).
+            var record = alert.applying(change, at: at)
+            if change.messages.contains(where: { $0.source == AlertRecord.source(alert.id) }) {
+                record.deliveries = try Self.summaries(db, source: AlertRecord.source(alert.id))
+            }
             return (record, change)
         }
     }
