@@ -101,32 +101,32 @@ extension AlertsService {
 
     public func resolveHelpNow(_ request: AlertsV1.ResolveHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.ResolveHelpNowResponse {
         let byOperator = !request.operatorKey.isEmpty
-        var caller: UInt64 = 0
+        // Who raised it: the caller, or (for an operator, who names the alert) as the alert says.
+        // The alert itself is read once, in `changeAlert`'s transaction, where the checks are.
+        let caller: UInt64, initiator: UInt64
         if byOperator {
             try checkOperator(request.operatorKey, context, "resolving an alert as operator")
             guard request.alertId != 0 else { throw RPCError.invalidArgument("alert_id: an operator names the alert") }
+            guard let found = try await store.alert(id: request.alertId) else { throw RPCError.notFound("no alert \(request.alertId)") }
+            (caller, initiator) = (0, found.initiator)
         } else {
             caller = try context.requireCaller()
+            initiator = caller
         }
-        var target: AlertRecord
-        if request.alertId == 0 {
-            guard let active = try await store.activeAlert(of: caller) else { throw RPCError.failedPrecondition("you have no active helpNow alert") }
-            target = active
-        } else {
-            guard let found = try await store.alert(id: request.alertId) else { throw RPCError.notFound("no alert \(request.alertId)") }
-            guard byOperator || found.initiator == caller else {
-                throw RPCError.permissionDenied("alert \(request.alertId) is not yours: only who raised it (or an operator) may resolve it")
-            }
-            target = found
-        }
-        guard target.state == .active else { return AlertsV1.ResolveHelpNowResponse(alert: try await view(target)) } // resolving again: as it is
         let at = now(), by = byOperator ? "operator" : "initiator"
-        let names = await people(Set(target.recipients.map(\.user).filter { $0 != 0 } + [target.initiator]))
-        let text = "\(Self.name(names[target.initiator])) is safe: the helpNow alert was resolved" + (byOperator ? " by an operator" : "")
-        let alertID = target.id
-        let changed = try await store.changeAlert(.id(alertID), at: at) { record in
-            guard let record else { throw RPCError.internal("alert vanished") }
-            guard record.state == .active else { return nil } // resolved meanwhile
+        let initiatorPerson = await people([initiator])[initiator]
+        let text = "\(Self.name(initiatorPerson)) is safe: the helpNow alert was resolved" + (byOperator ? " by an operator" : "")
+        let requested = request.alertId
+        let changed = try await store.changeAlert(requested == 0 ? .activeOf(caller) : .id(requested), at: at) { record in
+            guard let record else {
+                if requested == 0 { throw RPCError.failedPrecondition("you have no active helpNow alert") }
+                throw RPCError.notFound("no alert \(requested)")
+            }
+            guard byOperator || record.initiator == caller else {
+                throw RPCError.permissionDenied("alert \(requested) is not yours: only who raised it (or an operator) may resolve it")
+            }
+            guard record.state == .active else { return nil } // resolved before: answered as it is, below
+            let alertID = record.id
             return AlertChange(resolvedBy: by, grants: record.recipients.filter { $0.user != 0 }.map {
                 GrantRecord(subject: record.initiator, viewer: $0.user, reason: "help_now", expiresMs: at)
             }, messages: record.recipients.map { r in
@@ -136,16 +136,17 @@ extension AlertsService {
                                        about: record.initiator)
             })
         }
-        let resolved: AlertRecord
-        if let changed { resolved = changed.record } else { resolved = try await store.alert(id: alertID) ?? target }
-        if let grants = changed?.change.grants {
-            emit(grants)
-            emit(AlertsV1.AlertEvent(kind: .helpNowResolved, requestId: alertID, from: names[target.initiator], text: text, atMs: at),
-                 to: resolved.recipients.map(\.user).filter { $0 != 0 })
-            deliveryBell.ring()
-            context.logger.notice("helpNow resolved", metadata: ["alert": "\(alertID)", "by": "\(by)"])
+        guard let (resolved, change) = changed else {
+            // Resolving again (only by id: the active one is never resolved): the alert as it is.
+            guard let current = try await store.alert(id: requested) else { throw RPCError.notFound("no alert \(requested)") }
+            return AlertsV1.ResolveHelpNowResponse(alert: try await view(current))
         }
-        return AlertsV1.ResolveHelpNowResponse(alert: try await view(resolved, names))
+        emit(change.grants)
+        emit(AlertsV1.AlertEvent(kind: .helpNowResolved, requestId: resolved.id, from: initiatorPerson, text: text, atMs: at),
+             to: resolved.recipients.map(\.user).filter { $0 != 0 })
+        deliveryBell.ring()
+        context.logger.notice("helpNow resolved", metadata: ["alert": "\(resolved.id)", "by": "\(by)"])
+        return AlertsV1.ResolveHelpNowResponse(alert: try await view(resolved))
     }
 
     public func reportEmergencyCall(_ request: AlertsV1.ReportEmergencyCallRequest, _ context: RequestContext) async throws -> AlertsV1.ReportEmergencyCallResponse {
