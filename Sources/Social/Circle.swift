@@ -9,8 +9,15 @@ import Identity
 extension SocialService {
     // MARK: Alerts' circle methods (internal): the client rules, for the person alerts serves
 
+    /// The owner's circle as a helpNow needs it, in one read: each member's user id (no names:
+    /// alerts names people from its own profile replica) or invited number, and state. Not the
+    /// circles the owner is in, and no profile lookups: a raise asks this of every helpNow, and
+    /// `showCircle`'s extra read and lookups were most of social's cost per raise
+    /// (`docs/benchmarks.md`, issue 16, item 50).
     public func circleOf(_ request: SocialV1.CircleOfRequest, _ context: RequestContext) async throws -> SocialV1.ShowCircleResponse {
-        try await showCircle(SocialV1.ShowCircleRequest(), try Self.acting(as: request.ownerUserId, context))
+        let owner = try Self.acting(as: request.ownerUserId, context).requireCaller()
+        let members = try await store.circle(of: owner)
+        return SocialV1.ShowCircleResponse(members: members.map { Self.view($0, [:]) }, limit: UInt32(circleLimit))
     }
 
     public func circleRequestsFor(_ request: SocialV1.CircleRequestsForRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse {

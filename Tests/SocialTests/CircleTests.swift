@@ -34,6 +34,37 @@ struct CircleTests {
         }
     }
 
+    /// Alerts' internal `CircleOf` (what a helpNow reaches): the owner's members in order, each by
+    /// id or invited number with its state, and nothing else: no names, not the circles the owner
+    /// is in.
+    @Test(arguments: Engine.allCases) func circleOf_givesAlertsTheMembers_byIdOrNumber_withTheirState(engine: Engine) async throws {
+        try await withSocial(engine) { stack in
+            let (gus, gusID) = try await stack.user("gus_c")
+            let (hal, halID) = try await stack.user("hal_c")
+            let (ivy, ivyID) = try await stack.user("ivy_c")
+            try await befriend(gus, hal, "hal_c", "gus_c")
+            try await befriend(gus, ivy, "ivy_c", "gus_c")
+            _ = try await gus.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "hal_c"))
+            _ = try await gus.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "ivy_c"))
+            _ = try await gus.call(API.addToCircle, SocialV1.AddToCircleRequest(phone: "+1 (562) 555-0177"))
+            _ = try await hal.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "gus_c", action: .accept))
+            _ = try await hal.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "gus_c")) // Gus is in Hal's circle too
+            _ = try await gus.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "hal_c", action: .accept))
+
+            let ofGus = try await stack.social.call(API.circleOf, SocialV1.CircleOfRequest(ownerUserId: gusID))
+            #expect(ofGus.members.map { $0.user?.userId ?? 0 } == [halID, ivyID, 0])
+            #expect(ofGus.members.map(\.state) == [.accepted, .pending, .invited])
+            #expect(ofGus.members.map(\.phone) == ["", "", "+15625550177"])
+            #expect(ofGus.members.allSatisfy { $0.user.map { $0.username.isEmpty && $0.firstName.isEmpty } ?? true }, "ids only: alerts names people itself")
+            #expect(ofGus.memberOf.isEmpty && ofGus.limit == 3)
+            // The client method still shows names and the circles the caller is in.
+            let shown = try await circle(gus)
+            #expect(shown.members.map { $0.user?.username ?? $0.phone } == ["hal_c", "ivy_c", "+15625550177"])
+            #expect(shown.memberOf.map(\.username) == ["hal_c"])
+            await expectError(.invalidArgument) { _ = try await stack.social.call(API.circleOf, SocialV1.CircleOfRequest()) }
+        }
+    }
+
     @Test(arguments: Engine.allCases) func circleLimit_isEnforced_withAClearError_andPhoneInvitationsCount(engine: Engine) async throws {
         try await withSocial(engine) { stack in
             let (owner, _) = try await stack.user("owner_c")

@@ -1034,6 +1034,8 @@ struct  Frienso__Social__V1__ListNoticesResponse
  * Alerts acts on circles for the person it serves (helpNow reaches the circle; the inbox lists and
  * answers coreFriend requests). It names that person in the request: only the gateway stamps a
  * caller on client methods, so these are alerts' own internal methods with the client rules.
+ * CircleOf answers the members only, each by user id alone (no names) or invited phone number,
+ * with its state; `member_of` stays empty.
  */
 struct  Frienso__Social__V1__CircleOfRequest
 {
