@@ -10,7 +10,7 @@ public import Wire
 extension GeoService {
     public func checkIn(_ request: GeoV1.CheckInRequest, _ context: RequestContext) async throws -> GeoV1.CheckInResponse {
         let caller = try context.requireCaller()
-        let name = request.placeName.trimmingCharacters(in: .whitespacesAndNewlines)
+        let name = request.placeName.trimmingWhitespace()
         guard (1...80).contains(name.count) else { throw RPCError.invalidArgument("place_name: 1-80 characters") }
         guard request.mediaId.count <= 64, request.mediaId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
             throw RPCError.invalidArgument("media_id: an id from the media service")

@@ -27,7 +27,7 @@ extension GeoService {
         }
         var status: String?
         if request.setStatus {
-            let text = request.status.trimmingCharacters(in: .whitespacesAndNewlines)
+            let text = request.status.trimmingWhitespace()
             guard text.count <= 140 else { throw RPCError.invalidArgument("status: at most 140 characters") }
             guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
                 throw RPCError.invalidArgument("status: no control characters")

@@ -69,7 +69,7 @@ extension SocialService {
 
     public func addExchange(_ request: SocialV1.AddExchangeRequest, _ context: RequestContext) async throws -> SocialV1.AddExchangeResponse {
         let caller = try context.requireCaller()
-        var label = request.placeLabel.trimmingCharacters(in: .whitespacesAndNewlines)
+        var label = request.placeLabel.trimmingWhitespace()
         guard label.count <= 80 else { throw RPCError.invalidArgument("place_label: at most 80 characters") }
         var location: ExchangeLocation?
         if request.hasLocation {
