@@ -61,7 +61,7 @@ extension AlertRecord {
 
     /// This alert after `changeAlert` wrote `change` at `at`: what a read of its rows returns
     /// then, built from the rows as the transaction read them before the change, without a second
-    /// read (`AlertsStoreTests` compares the two on both engines). Its deliveries are as before:
+    /// read (`AlertRecordTests` compares the two on both engines). Its deliveries are as before:
     /// a change queues messages under sources of its own (`help_now_resolved:`, …), never the
     /// alert's helpNow source, which `changeAlert` checks.
     func applying(_ change: AlertChange, at: Int64) -> AlertRecord {
