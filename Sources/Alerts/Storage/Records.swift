@@ -45,8 +45,7 @@ extension AlertRecord {
     /// The alert as `raiseAlert` has just written `new`, with the ids the database gave it and
     /// its prompt: what a read of those rows returns, built without one (`deliveries` is read).
     init(raised new: NewAlert, id: UInt64, promptID: UInt64, deliveries: [String: [AlertsV1.DeliverySummary]]) {
-        let location = AlertsV1.AlertLocation.stored(Data(new.location.serializedBytes())) // as read back: from its stored bytes
-        self.init(id: id, initiator: new.initiator, message: new.message, location: location, state: .active, raisedAtMs: new.at,
+        self.init(id: id, initiator: new.initiator, message: new.message, location: new.location, state: .active, raisedAtMs: new.at,
                   resolvedAtMs: 0, resolvedBy: "",
                   recipients: new.recipients.map { contact in
                       switch contact {
@@ -54,7 +53,7 @@ extension AlertRecord {
                       case .phone(let phone): RecipientRecord(user: 0, phone: phone, answer: .pending, answeredAtMs: 0)
                       }
                   },
-                  prompt: AlertsV1.EmergencyPrompt(promptId: promptID, number: new.promptNumber, label: new.promptLabel, location: location,
+                  prompt: AlertsV1.EmergencyPrompt(promptId: promptID, number: new.promptNumber, label: new.promptLabel, location: new.location,
                                                    createdAtMs: new.at),
                   escalation: nil, deliveries: deliveries)
     }
@@ -78,8 +77,7 @@ extension AlertRecord {
             }
         }
         if let e = change.escalation {
-            after.escalation = AlertsV1.Escalation(escalatedAtMs: at, number: e.number, label: e.label,
-                                                   location: AlertsV1.AlertLocation.stored(Data((e.location ?? AlertsV1.AlertLocation()).serializedBytes())),
+            after.escalation = AlertsV1.Escalation(escalatedAtMs: at, number: e.number, label: e.label, location: e.location ?? AlertsV1.AlertLocation(),
                                                    resentTo: e.resentTo)
         }
         if let dialed = change.reportedCall {
