@@ -1,12 +1,12 @@
 import Foundation
 import GRDB
 
-// The statements that open and close a read transaction and a mutation's savepoint, from the
-// connection's statement cache. GRDB's `read` and `inSavepoint` run them through
-// `execute(sql:)`, which compiles the text anew every time under GRDB's statement authorizer (a
-// Swift callback per compiled token): two compilations for every read and two for every
-// mutation, in every service (`docs/benchmarks.md`, issue 16, item 17).
-// `FRIENSO_TX_STATEMENTS=uncached` keeps GRDB's own path, for A/B runs.
+// The statements that open and close a read transaction, a write transaction and a mutation's
+// savepoint, from the connection's statement cache. GRDB's `read`, `inTransaction` and
+// `inSavepoint` run them through `execute(sql:)`, which compiles the text anew every time under
+// GRDB's statement authorizer (a Swift callback per compiled token): two compilations for every
+// read, every mutation and every commit, in every service (`docs/benchmarks.md`, issue 16,
+// items 17 and 52). `FRIENSO_TX_STATEMENTS=uncached` keeps GRDB's own path, for A/B runs.
 
 enum CachedTransactions {
     static let enabled = ProcessInfo.processInfo.environment["FRIENSO_TX_STATEMENTS"] != "uncached"
@@ -25,6 +25,29 @@ enum CachedTransactions {
             }
             try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
             return result
+        }
+    }
+
+    /// `work` in a write transaction of the writer (`BEGIN IMMEDIATE`, as GRDB's `inTransaction`
+    /// opens one on a writer): committed on `.commit`; rolled back on `.rollback`, on a throw, and
+    /// when the commit itself fails. A transaction SQLite ended by itself inside `work` (on an I/O
+    /// error, a full disk) is not committed: the caller gets an error, as GRDB gives
+    /// `SQLITE_ABORT`, and none of it is durable.
+    static func transaction(_ db: Database, _ work: () throws -> Database.TransactionCompletion) throws {
+        guard enabled else { return try db.inTransaction(.immediate, work) }
+        try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+        do {
+            switch try work() {
+            case .commit:
+                guard db.isInsideTransaction else { throw StoreInvariant("the transaction ended before its commit: nothing of it was committed") }
+                try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+            case .rollback:
+                try db.cachedStatement(sql: "ROLLBACK TRANSACTION").execute()
+            }
+        } catch {
+            // The first error is the one the caller sees; a failed rollback leaves SQLite's own.
+            if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK TRANSACTION").execute() }
+            throw error
         }
     }
 

@@ -123,7 +123,15 @@ public final class ServiceDatabase: Sendable {
 
     /// A synchronous write (start-up, migrations, workers): never part of a request's claim.
     public func write<T>(_ updates: (Database) throws -> T) throws -> T {
-        try pool.write(updates)
+        try pool.writeWithoutTransaction { db in
+            var result: T?
+            try CachedTransactions.transaction(db) {
+                result = try updates(db)
+                return .commit
+            }
+            guard let result else { throw StoreInvariant("the write produced no result") }
+            return result
+        }
     }
 
     /// One mutation, atomic and durable when this returns: group-committed with the mutations
@@ -261,7 +269,7 @@ public struct MutationScope: Sendable {
             try SQLiteReplyStore.claim(db, idempotency)
             return .commit
         }
-        if savepoint { try CachedTransactions.savepoint(db, work) } else { try db.inTransaction(nil, work) }
+        if savepoint { try CachedTransactions.savepoint(db, work) } else { try CachedTransactions.transaction(db, work) }
         if changedInDryRun, let idempotency { throw idempotency.appliedOnceAlready }
         return committed
     }

@@ -24,7 +24,7 @@ final class WriteQueue: Sendable {
     init(pool: DatabasePool) {
         commits = GroupCommit(label: "service-database-writes", maxBatch: 256) { batch in
             try pool.writeWithoutTransaction { db in
-                try db.inTransaction(.immediate) {
+                try CachedTransactions.transaction(db) {
                     for pending in batch {
                         pending.run(db)
                         // Some failures (I/O, disk full) make SQLite roll the whole transaction

@@ -136,4 +136,41 @@ struct GroupCommitTests {
             #expect(stored == StoredReply(digest: UInt64(i), reply: reply(i)))
         }
     }
+
+    /// Write transactions open and commit from the statement cache (issue 16, item 52), with
+    /// GRDB's rules: committed on success, nothing kept after a throw, and a transaction SQLite
+    /// ended inside (as on an I/O error or a full disk) is an error, never a commit. Both the
+    /// synchronous path (geo's location writer) and the write queue's batches.
+    @Test func writeTransactions_commitOnSuccess_keepNothingOnAThrow_andNeverCommitAnEndedOne() async throws {
+        let dir = try TemporaryDirectory("frienso-write-transactions")
+        defer { dir.remove() }
+        let database = try open(dir)
+        /// The synchronous path (a non-escaping closure, outside any task's context).
+        func writeNow(_ updates: (Database) throws -> Void) throws { try database.write(updates) }
+        try writeNow { db in try db.run(sql: "INSERT INTO items (name) VALUES ('kept')") }
+        #expect(throws: Refused.self) {
+            try writeNow { db in
+                try db.run(sql: "INSERT INTO items (name) VALUES ('thrown')")
+                throw Refused()
+            }
+        }
+        #expect(throws: StoreInvariant.self) {
+            try writeNow { db in
+                try db.run(sql: "INSERT INTO items (name) VALUES ('ended')")
+                try db.execute(sql: "ROLLBACK") // what SQLite does by itself on some errors
+            }
+        }
+        try await database.write { db in try db.run(sql: "INSERT INTO items (name) VALUES ('queued')") }
+        await #expect(throws: Refused.self) {
+            try await database.write { db in
+                try db.run(sql: "INSERT INTO items (name) VALUES ('queued and thrown')")
+                throw Refused()
+            }
+        }
+        // The writer is usable after each of them, and a fresh connection sees what committed.
+        try writeNow { db in try db.run(sql: "INSERT INTO items (name) VALUES ('after')") }
+        let reopened = try ServiceDatabase.open("\(dir.path)/items.sqlite")
+        let names = try await reopened.read { db in try String.fetchAll(db, sql: "SELECT name FROM items ORDER BY id") }
+        #expect(names == ["kept", "queued", "after"])
+    }
 }
