@@ -183,4 +183,15 @@ public final class AlertsService: Sendable {
 }
 
 /// Every rpc of the contract has its handler above (or the build fails): see `MethodRouter.register(all:)`.
-extension AlertsService: FriensoService, AlertsV1.AlertsService.Handler {}
+extension AlertsService: FriensoService, AlertsV1.AlertsService.Handler {
+    /// Every rpc of the contract; a helpNow's raise and resolve run before the reply cache reads
+    /// the store (item 54): before their write they only read (the circle, the location, names),
+    /// and a raise retried under its key finds its alert by that key.
+    public func router() -> MethodRouter {
+        var router = MethodRouter()
+        router.register(all: self)
+        router.claimFirst(AlertsV1.AlertsService.raiseHelpNow)
+        router.claimFirst(AlertsV1.AlertsService.resolveHelpNow)
+        return router
+    }
+}

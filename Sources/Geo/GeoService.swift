@@ -208,6 +208,8 @@ extension GeoService: FriensoService, GeoV1.GeoService.Handler {
     public func router() -> MethodRouter {
         var router = MethodRouter()
         router.register(all: self)
+        // Its first effect is its store write, or it confirms first (a photo to attach): item 54.
+        router.claimFirst(GeoV1.GeoService.checkIn)
         if ProcessInfo.processInfo.environment["FRIENSO_GEO_READS"] != "tasks" {
             router.answerOnReactor(GeoV1.GeoService.friendsLocations) { _, context in self.locations(seenBy: try context.requireCaller()) }
             router.answerOnReactor(GeoV1.GeoService.nearby) { request, context in try self.nearbyNow(request, context) }

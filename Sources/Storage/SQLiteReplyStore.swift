@@ -109,18 +109,26 @@ public final class SQLiteReplyStore: ReplyStore {
     /// Records, inside a mutation's transaction, that the request `key` was applied.
     /// - Throws: `claimedAlready` when the key has a claim or a reply that this run of the request
     ///   did not write (`ClaimLedger`): the reply cache's read of it missed (it failed, or another
-    ///   process applied the request meanwhile), and applying the mutation again would apply it
-    ///   twice; the mutation is rolled back instead.
-    static func claim(_ db: Database, _ scope: IdempotencyScope) throws {
+    ///   process applied the request meanwhile) or was skipped (a method that claims first), and
+    ///   applying the mutation again would apply it twice; the mutation is rolled back instead,
+    ///   and the run is marked collided (the host then answers from the store).
+    /// - Returns: whether it wrote the claim (false: this run's own claim was there already);
+    ///   the caller tells the ledger (`ClaimLedger.wrote`) once the mutation went through.
+    static func claim(_ db: Database, _ scope: IdempotencyScope) throws -> Bool {
         try db.run(sql: "INSERT OR IGNORE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, x'', ?, ?)",
                    arguments: [scope.key, Int64(bitPattern: scope.digest), Date().timeIntervalSince1970])
-        if db.changesCount == 1 { scope.claims.wrote() } else if scope.claims.mustBeFirst { throw claimedAlready(scope.key) }
+        if db.changesCount == 1 { return true }
+        if scope.claims.mustBeFirst {
+            scope.claims.collided()
+            throw claimedAlready(scope.key)
+        }
+        return false
     }
 
     /// A mutation whose request was applied under its key already: refused (rolled back), as a
     /// transient error, so the client's retry is answered with the stored reply.
     public static func claimedAlready(_ key: String) -> RPCError {
-        .unavailable("this request (idempotency key \"\(key.split(separator: "|").last ?? "")\") was applied already or is being applied: retry it for its reply")
+        IdempotencyScope.claimedAlready(key)
     }
 
     /// Saves the reply on top of the request's claim. By default it rides in the write queue's

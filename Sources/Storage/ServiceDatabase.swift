@@ -258,6 +258,12 @@ public struct MutationScope: Sendable {
         var committed = true
         var changedInDryRun = false
         let work = { () throws -> Database.TransactionCompletion in
+            // The claim first, as on PostgreSQL: a run of a request applied before is refused
+            // before its handler's own checks can answer for it (a registration that meets its
+            // first run's row would say "username: already registered"), which a method that
+            // claims first relies on (`MethodRouter.claimFirst`). Rolled back with the rest on a
+            // throw; the ledger counts it only once the body went through.
+            let claimed = try idempotency.map { $0.dryRun ? false : try SQLiteReplyStore.claim(db, $0) } ?? false
             let before = db.totalChangesCount
             try body()
             guard let idempotency else { return .commit }
@@ -266,7 +272,7 @@ public struct MutationScope: Sendable {
                 changedInDryRun = db.totalChangesCount != before
                 return .rollback
             }
-            try SQLiteReplyStore.claim(db, idempotency)
+            if claimed { idempotency.claims.wrote() }
             return .commit
         }
         if savepoint { try CachedTransactions.savepoint(db, work) } else { try CachedTransactions.transaction(db, work) }

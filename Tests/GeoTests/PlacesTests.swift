@@ -183,5 +183,35 @@ extension GeoTestGroup {
                 #expect(!(try await geo.call(0, API.getPlace, GeoV1.GetPlaceRequest(placeId: 12345))).found)
             }
         }
+
+        /// A check-in retried after a restart under its key (its reply no longer in memory) is
+        /// answered as it was, and never attaches its photo again over the check-in made since:
+        /// check-ins run before the reply store is read (issue 16, item 54), so the handler reads
+        /// it itself before it asks media for anything.
+        @Test(arguments: Engine.allCases) func aCheckInRetriedAfterARestart_isAnsweredAsItWas_andAttachesNoPhotoAgain(engine: Engine) async throws {
+            let storage = try await TestStorage.fresh(engine, service: "geo")
+            let (graph, clock) = (StaticGraph(), TestClock())
+            @Sendable func checkIn(_ geo: GeoHarness, _ place: String, photo: String, key: String) async throws -> GeoV1.CheckInResponse {
+                try await geo.client.call(API.checkIn, GeoV1.CheckInRequest(placeName: place, mediaId: photo),
+                                          options: CallOptions(idempotencyKey: key, callerUserID: 1))
+            }
+            let first = try await withGeo(storage: storage, graph: graph, clock: clock) { geo async throws in
+                try await geo.locate(1, 33.78, -118.11)
+                let first = try await checkIn(geo, "Library", photo: "photo1", key: "k1")
+                _ = try await checkIn(geo, "Arena", photo: "photo2", key: "k2")
+                #expect(geo.photos.attached.withLock { $0.map(\.mediaID) } == ["photo1", "photo2"])
+                return first
+            }
+            try await withGeo(storage: storage, graph: graph, clock: clock) { geo async throws in
+                let again = try await checkIn(geo, "Library", photo: "photo1", key: "k1")
+                #expect(again == first, "the first run's reply, from the store")
+                #expect(geo.photos.attached.withLock { $0.isEmpty }, "media was not asked again")
+                let mine = try await geo.call(0, API.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: 1, ownerId: 1))
+                #expect(mine.mediaId == "photo2", "the check-in made since keeps its photo")
+                // A new check-in under a new key goes ahead as usual.
+                _ = try await checkIn(geo, "Gym", photo: "photo3", key: "k3")
+                #expect(geo.photos.attached.withLock { $0.map(\.mediaID) } == ["photo3"])
+            }
+        }
     }
 }

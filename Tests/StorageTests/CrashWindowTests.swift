@@ -4,6 +4,7 @@ import FriensoTesting
 import GRDB
 import Logging
 import Storage
+import Synchronization
 import Testing
 @testable import Wire
 
@@ -30,7 +31,9 @@ private struct Items {
 
     var count: Int { (try? database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM items") ?? 0 }) ?? -1 }
 
-    func router() -> MethodRouter {
+    /// - Parameter claimsFirst: the three methods run before the reply cache reads the store
+    ///   (`MethodRouter.claimFirst`): every answer must be the same either way.
+    func router(claimsFirst: Bool = false) -> MethodRouter {
         var router = MethodRouter()
         let database = database
         router.register(create) { request, _ in
@@ -61,8 +64,29 @@ private struct Items {
             }
             return CommonV1.PingResponse(service: "item \(id)")
         }
+        if claimsFirst {
+            router.claimFirst(create)
+            router.claimFirst(ensure)
+            router.claimFirst(claimName)
+        }
         return router
     }
+}
+
+/// The durable reply store, counting its reads.
+private final class CountingReplies: ReplyStore, Sendable {
+    let base: SQLiteReplyStore
+    private let reads = Atomic<Int>(0)
+    var loads: Int { reads.load(ordering: .relaxed) }
+
+    init(_ base: SQLiteReplyStore) { self.base = base }
+
+    func load(_ key: String) async -> StoredReply? {
+        reads.add(1, ordering: .relaxed)
+        return await base.load(key)
+    }
+    func save(_ key: String, _ stored: StoredReply) async { await base.save(key, stored) }
+    func save(_ key: String, _ stored: StoredReply, then done: @escaping @Sendable () -> Void) { base.save(key, stored, then: done) }
 }
 
 @Suite("a mutation and its idempotency claim commit together", .timeLimit(.minutes(1)))
@@ -79,7 +103,8 @@ struct CrashWindowTests {
         }
     }
 
-    @Test func aRetryAfterACrashBetweenCommitAndReply_neverAppliesTheMutationTwice() async throws {
+    @Test(arguments: [false, true])
+    func aRetryAfterACrashBetweenCommitAndReply_neverAppliesTheMutationTwice(claimsFirst: Bool) async throws {
         let directory = try TemporaryDirectory("frienso-crash-window")
         defer { directory.remove() }
         let items = try Items("\(directory.path)/items.sqlite")
@@ -93,7 +118,7 @@ struct CrashWindowTests {
 
         // The service comes back: a fresh host and cache over the same database.
         let logs = CapturedLogs()
-        let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: items.router(),
+        let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: items.router(claimsFirst: claimsFirst),
                                logger: logs.logger("host"), replyCache: ReplyCache(store: SQLiteReplyStore(database: items.database)))
         try await withRunningServices([host], logger: logs.logger("group")) {
             let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
@@ -163,5 +188,72 @@ struct CrashWindowTests {
             }
         }
         #expect(items.count == 2, "the second run's write was rolled back")
+    }
+
+    /// A method that claims first (issue 16, item 54) runs without the reply cache's read of the
+    /// store; the store is read only when its claim meets an earlier run's (then the stored reply
+    /// is the answer, or a key used for another request is refused, as the read would have
+    /// said), or when the handler confirms before an effect its claim cannot take back.
+    @Test func aMethodThatClaimsFirst_readsTheStoreOnlyWhenItMust_andAnswersRetriesFromIt() async throws {
+        let directory = try TemporaryDirectory("frienso-claims-first")
+        defer { directory.remove() }
+        let items = try Items("\(directory.path)/items.sqlite")
+        let effects = Atomic<Int>(0)
+        let effect = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(service: "test", name: "Effect", access: .authenticated)
+        func router() -> MethodRouter {
+            var router = items.router(claimsFirst: true)
+            let database = items.database
+            router.register(effect) { request, _ in
+                // What its claim cannot take back (a call that changes another service): after the check.
+                try await IdempotencyScope.confirmFirstRun()
+                effects.add(1, ordering: .relaxed)
+                let id = try await database.write { db -> Int64 in
+                    try db.execute(sql: "INSERT INTO items (name) VALUES (?)", arguments: [String(decoding: request.echo, as: UTF8.self)])
+                    return db.lastInsertedRowID
+                }
+                return CommonV1.PingResponse(service: "item \(id)")
+            }
+            router.claimFirst(effect)
+            return router
+        }
+        let logs = CapturedLogs()
+        /// Runs `body` against a fresh host (a restart: nothing in memory) over the same database.
+        typealias Call = @Sendable (RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>, String, String) async throws -> String
+        func serve(_ body: @escaping @Sendable (_ call: Call, _ replies: CountingReplies) async throws -> Void) async throws {
+            let replies = CountingReplies(SQLiteReplyStore(database: items.database))
+            let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router(),
+                                   logger: logs.logger("host"), replyCache: ReplyCache(store: replies))
+            try await withRunningServices([host], logger: logs.logger("group")) {
+                let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+                defer { Task { await client.close() } }
+                try await body({ method, name, key in
+                    try await client.call(method, CommonV1.PingRequest(echo: Array(name.utf8)),
+                                          options: CallOptions(idempotencyKey: key, callerUserID: 5)).service
+                }, replies)
+            }
+        }
+        try await serve { call, replies in
+            let answer1 = try await call(create, "a", "k1")
+            #expect(answer1 == "item 1")
+            #expect(replies.loads == 0, "a new request that claims first never reads the store")
+            let answer2 = try await call(effect, "e", "k2")
+            #expect(answer2 == "item 2")
+            #expect(replies.loads == 1, "the handler's confirmation read it once")
+            let answer3 = try await call(create, "a", "k1")
+            #expect(answer3 == "item 1", "replayed from memory")
+            #expect(replies.loads == 1)
+        }
+        try await serve { call, replies in
+            let answer4 = try await call(create, "a", "k1")
+            #expect(answer4 == "item 1", "after a restart: the claim met, the stored reply given back")
+            #expect(replies.loads == 1)
+            let answer5 = try await call(effect, "e", "k2")
+            #expect(answer5 == "item 2")
+            #expect(effects.load(ordering: .relaxed) == 1, "confirmed before the effect: the retry did not repeat it")
+            await expectError(.invalidArgument, containing: "already used for a different") { _ = try await call(create, "other", "k1") }
+            let answer6 = try await call(create, "b", "k3")
+            #expect(answer6 == "item 3")
+            #expect(items.count == 3, "nothing applied twice, nothing of the refused request kept")
+        }
     }
 }

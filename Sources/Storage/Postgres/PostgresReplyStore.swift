@@ -80,7 +80,12 @@ public final class PostgresReplyStore: ReplyStore {
             VALUES (\(scope.key), \(empty), \(Int64(bitPattern: scope.digest)), \(Date().timeIntervalSince1970))
             ON CONFLICT (key) DO NOTHING RETURNING 1
             """, logger: logger))
-        if claimed == 1 { scope.claims.wrote() } else if scope.claims.mustBeFirst { throw SQLiteReplyStore.claimedAlready(scope.key) }
+        if claimed == 1 {
+            scope.claims.wrote()
+        } else if scope.claims.mustBeFirst {
+            scope.claims.collided()
+            throw SQLiteReplyStore.claimedAlready(scope.key)
+        }
     }
 
     /// As `SQLiteReplyStore.eraseReplies`: deletes `user`'s own kept replies and clears every

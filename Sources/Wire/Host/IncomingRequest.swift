@@ -99,4 +99,11 @@ public struct RequestContext: Sendable {
 public protocol RequestHandler: Sendable {
     /// - Returns: the reply envelope (its request id and method are set by the host).
     func handle(_ request: IncomingRequest, logger: Logger) async -> Envelope
+    /// Whether a keyed request for `method` may run before the reply cache reads the durable
+    /// store (`MethodRouter.claimFirst`). Default: no.
+    func claimsFirst(_ method: String) -> Bool
+}
+
+extension RequestHandler {
+    public func claimsFirst(_ method: String) -> Bool { false }
 }

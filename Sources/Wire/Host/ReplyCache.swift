@@ -25,14 +25,44 @@ public struct IdempotencyScope: Sendable {
     public var dryRun: Bool
     /// Whether this run of the request has written its claim yet (shared by its copies).
     public let claims = ClaimLedger()
+    /// Set when the reply cache did not read the durable store before the handler ran (a method
+    /// that claims first, `MethodRouter.claimFirst`): whether the store holds the key. The
+    /// handler asks it through `confirmFirstRun` before anything its claim cannot take back.
+    let storeHolds: (@Sendable () async -> Bool)?
 
     public init(key: String, digest: UInt64, dryRun: Bool) {
+        self.init(key: key, digest: digest, dryRun: dryRun, storeHolds: nil)
+    }
+
+    init(key: String, digest: UInt64, dryRun: Bool, storeHolds: (@Sendable () async -> Bool)?) {
         self.key = key
         self.digest = digest
         self.dryRun = dryRun
+        self.storeHolds = storeHolds
     }
 
     @TaskLocal public static var current: IdempotencyScope?
+
+    /// For a handler that claims first, before it does what the claim of its first write
+    /// cannot take back (a call that changes another service): reads the durable store the reply
+    /// cache skipped, and when an earlier run of this request left its claim or reply there,
+    /// throws `claimedAlready` without doing it (the host then answers from the store, as the
+    /// claim's refusal would have it). Does nothing for any other request, and reads once.
+    public static func confirmFirstRun() async throws {
+        guard let scope = current, !scope.dryRun, let storeHolds = scope.storeHolds, scope.claims.mustBeFirst,
+              !scope.claims.confirmed else { return }
+        if await storeHolds() {
+            scope.claims.collided()
+            throw claimedAlready(scope.key)
+        }
+        scope.claims.confirm()
+    }
+
+    /// A mutation whose request was applied under its key already (its claim is there): refused
+    /// (rolled back), as a transient error, so the client's retry is answered with the stored reply.
+    public static func claimedAlready(_ key: String) -> RPCError {
+        .unavailable("this request (idempotency key \"\(key.split(separator: "|").last ?? "")\") was applied already or is being applied: retry it for its reply")
+    }
 
     /// The answer to a request applied before its reply was lost (a crash between the commit and
     /// the reply): it is not applied again, and a dry run could not give the reply back (the
@@ -59,6 +89,18 @@ public final class ClaimLedger: Sendable {
 
     /// This run's claim is written (in a transaction that commits unless its mutation fails).
     public func wrote() { written.store(true, ordering: .releasing) }
+
+    private let collision = Atomic<Bool>(false)
+    private let checked = Atomic<Bool>(false)
+
+    /// A claim or reply of another run of this request was found where this run's claim was to
+    /// go: the mutation was refused. The host then looks the key up (a method that claims first).
+    public func collided() { collision.store(true, ordering: .releasing) }
+    public var hasCollided: Bool { collision.load(ordering: .acquiring) }
+
+    /// `confirmFirstRun` read the store and found nothing.
+    func confirm() { checked.store(true, ordering: .releasing) }
+    var confirmed: Bool { checked.load(ordering: .acquiring) }
 }
 
 /// Durable storage for replies to idempotent mutations, so a retry after a restart is not applied
@@ -142,7 +184,10 @@ public final class ReplyCache: Sendable {
         return hash
     }
 
-    func begin(_ key: String, digest: UInt64, waiter: UInt64) async -> Begin {
+    /// - Parameter claimsFirst: the method's handler may run before the durable store is read
+    ///   (`MethodRouter.claimFirst`): the claim its first write makes refuses a request applied
+    ///   before, and the host then asks `afterCollision`. Requests in memory are answered as ever.
+    func begin(_ key: String, digest: UInt64, waiter: UInt64, claimsFirst: Bool = false) async -> Begin {
         let first: Begin = state.withLock { state in
             if let stored = state.done[key], let reply = stored.reply { return stored.digest == digest ? .replay(reply) : .mismatch(waiters: []) }
             if let running = state.running[key] {
@@ -153,12 +198,30 @@ public final class ReplyCache: Sendable {
             state.running[key] = (digest, [])
             return .execute(previous: nil)
         }
-        guard case .execute = first, let store else { return first }
+        guard case .execute = first, let store, !claimsFirst else { return first }
         guard let previous = await store.load(key) else { return first }
         // Duplicates that waited behind this one learn the same.
         guard previous.digest == digest else { return .mismatch(waiters: complete(key, nil)) }
         guard let reply = previous.reply else { return .recover }
         return .execute(previous: reply)
+    }
+
+    /// After a run of a claims-first request was refused by the claim already there: what the
+    /// durable store says, as `begin` would have said it had it read the store first (a kept
+    /// reply to replay, a claim to recover, a key used for another request). nil: the store has
+    /// nothing (the claim was pruned meanwhile, or the store failed): the refusal stands, and
+    /// the client's retry runs again.
+    func afterCollision(_ key: String, digest: UInt64) async -> Begin? {
+        guard let store, let previous = await store.load(key) else { return nil }
+        guard previous.digest == digest else { return .mismatch(waiters: complete(key, nil)) }
+        guard let reply = previous.reply else { return .recover }
+        return .execute(previous: reply)
+    }
+
+    /// Whether the durable store holds `key` (a claim or a reply).
+    func storeHolds(_ key: String) async -> Bool {
+        guard let store else { return false }
+        return await store.load(key) != nil
     }
 
     /// Replies that say "try again": never kept, never replayed.

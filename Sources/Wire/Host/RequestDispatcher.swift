@@ -66,7 +66,21 @@ public struct RequestDispatcher: Sendable {
             return deliver(request.key, await handler.handle(request, logger: logger))
         }
         let (key, digest) = ReplyCache.key(for: envelope)
-        switch await replyCache.begin(key, digest: digest, waiter: request.key) {
+        let claimsFirst = handler.claimsFirst(envelope.method)
+        var begun = await replyCache.begin(key, digest: digest, waiter: request.key, claimsFirst: claimsFirst)
+        if claimsFirst, case .execute(previous: nil) = begun {
+            // Run at once; the store is read only if the claim finds this request applied before.
+            let scope = IdempotencyScope(key: key, digest: digest, dryRun: false,
+                                         storeHolds: { await replyCache.storeHolds(key) })
+            let result = await handle(request, scope: scope, cache: replyCache, logger: logger)
+            guard scope.claims.hasCollided, let stored = await replyCache.afterCollision(key, digest: digest) else {
+                for waiter in replyCache.finish(key, digest: digest, result) { deliver(waiter, result) }
+                return deliver(request.key, result)
+            }
+            logger.debug("a request that claims first met its earlier run's claim: answered from the store")
+            begun = stored
+        }
+        switch begun {
         case .mismatch(let waiters):
             logger.notice("refused an idempotency key reused for a different request")
             let refusal = envelope.reply(error: .invalidArgument(
