@@ -175,6 +175,11 @@ extension SocialService: FriensoService, SocialV1.SocialService.Handler {
         var router = MethodRouter()
         router.register(all: self)
         router.replace(API.listFriends) { _, context in try await self.encodedFriendList(context) }
+        // Before their one write they only read (who the user named): no read of the reply store
+        // first (issue 16, item 54; `MethodRouter.claimFirst`).
+        router.claimFirst(API.sendFriendRequest)
+        router.claimFirst(API.respondToFriendRequest)
+        router.claimFirst(API.cancelFriendRequest)
         return router
     }
 }

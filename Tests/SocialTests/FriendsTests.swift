@@ -234,6 +234,39 @@ struct FriendsTests {
         }
     }
 
+    /// Friend requests claim first (issue 16, item 54): no read of the reply store before the
+    /// handler; a retry after a restart meets its claim and is answered from the store, never
+    /// sent again (here after the first was rejected, when a second run would send a new one).
+    @Test(arguments: Engine.allCases) func aFriendRequestRetriedAfterARestart_isAnsweredAsItWas_neverSentTwice(engine: Engine) async throws {
+        let dir = try TemporaryDirectory("frienso-social-data")
+        defer { dir.remove() }
+        let storage = try await TestStorage.fresh(engine, service: "social")
+        let accountsDir = "\(dir.path)/accounts"
+        let request = SocialV1.SendFriendRequestRequest(username: "wes")
+        let first = try await withSocial(storage: storage, accountsDirectory: accountsDir) { stack in
+            let (vic, _) = try await stack.user("vic")
+            let (wes, _) = try await stack.user("wes")
+            let first = try await vic.call(API.sendFriendRequest, request, idempotencyKey: "add-wes")
+            _ = try await wes.call(API.respondToFriendRequest, SocialV1.RespondToFriendRequestRequest(requestId: first.request?.requestId ?? 0, action: .reject),
+                                   idempotencyKey: "reject-vic")
+            return first
+        }
+        try await withSocial(storage: storage, accountsDirectory: accountsDir) { stack in
+            let vic = try await stack.login("vic", password: "password vic")
+            let wes = try await stack.login("wes", password: "password wes")
+            let retry = try await vic.call(API.sendFriendRequest, request, idempotencyKey: "add-wes")
+            #expect(retry == first)
+            #expect(try await wes.call(API.listFriendRequests, SocialV1.ListFriendRequestsRequest()).incoming.isEmpty, "not sent twice")
+            let answer = try await wes.call(API.respondToFriendRequest, SocialV1.RespondToFriendRequestRequest(requestId: first.request?.requestId ?? 0,
+                                                                                                              action: .reject), idempotencyKey: "reject-vic")
+            #expect(answer.request?.state == .rejected)
+            // A new request under a new key is sent as usual.
+            _ = try await vic.call(API.sendFriendRequest, request, idempotencyKey: "add-wes-again")
+            #expect(try await wes.call(API.listFriendRequests, SocialV1.ListFriendRequestsRequest()).incoming.count == 1)
+        }
+        await storage.remove()
+    }
+
     @Test(arguments: Engine.allCases) func friendships_surviveARestartOfSocial(engine: Engine) async throws {
         let dir = try TemporaryDirectory("frienso-social-data")
         defer { dir.remove() }
