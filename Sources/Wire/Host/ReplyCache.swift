@@ -200,6 +200,11 @@ public final class ReplyCache: Sendable {
         }
         guard case .execute = first, let store, !claimsFirst else { return first }
         guard let previous = await store.load(key) else { return first }
+        return answer(from: previous, key, digest: digest)
+    }
+
+    /// What a reply or claim the durable store kept for `key` makes of this request.
+    private func answer(from previous: StoredReply, _ key: String, digest: UInt64) -> Begin {
         // Duplicates that waited behind this one learn the same.
         guard previous.digest == digest else { return .mismatch(waiters: complete(key, nil)) }
         guard let reply = previous.reply else { return .recover }
@@ -213,9 +218,7 @@ public final class ReplyCache: Sendable {
     /// the client's retry runs again.
     func afterCollision(_ key: String, digest: UInt64) async -> Begin? {
         guard let store, let previous = await store.load(key) else { return nil }
-        guard previous.digest == digest else { return .mismatch(waiters: complete(key, nil)) }
-        guard let reply = previous.reply else { return .recover }
-        return .execute(previous: reply)
+        return answer(from: previous, key, digest: digest)
     }
 
     /// Whether the durable store holds `key` (a claim or a reply).
