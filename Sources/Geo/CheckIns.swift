@@ -19,8 +19,9 @@ extension GeoService {
         let previousPhoto = state.mutex.withLock { $0.checkIns[caller]?.mediaID ?? "" }
         if !request.mediaId.isEmpty || !previousPhoto.isEmpty {
             // The photo must be the caller's check-in upload; the replaced check-in's photo is released.
-            // Not for a request applied before (a retry after a restart): it would take the photo
-            // of the check-in made since. The method claims first, so the store is read here.
+            // Not for a request applied before (a retry after a restart, or the dry run of one
+            // whose reply a crash lost): it would take the photo of the check-in made since. The
+            // method claims first, so the store is read here.
             try await IdempotencyScope.confirmFirstRun()
             if let photos {
                 do {

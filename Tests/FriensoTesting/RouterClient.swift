@@ -11,12 +11,14 @@ public import Wire
 /// Wire, gateway and end-to-end suites.
 public final class RouterClient: RPCCalling {
     private let dispatcher: RequestDispatcher
+    private let router: MethodRouter
     private let logger: Logger
     private let waiting = Mutex<[UInt64: CheckedContinuation<Envelope, Never>]>([:])
     private let nextKey = Atomic<UInt64>(0)
 
     public init(name: String, router: MethodRouter, replyCache: ReplyCache? = ReplyCache(), logger: Logger) {
         dispatcher = RequestDispatcher(name: name, handler: router, replyCache: replyCache)
+        self.router = router
         self.logger = logger
     }
 
@@ -52,6 +54,26 @@ public final class RouterClient: RPCCalling {
             method: method.fullName, callerUserId: options.callerUserID, idempotencyKey: options.idempotencyKey,
             payload: request.serializedBytes(), clientAddress: options.clientAddress, sessionId: options.sessionID)
         return try await send(envelope, deadline: options.deadline ?? .seconds(5)).decodeReply(Response.self)
+    }
+
+    /// Applies a keyed mutation as a host would up to its commit, then "dies": the reply is
+    /// neither saved nor kept, as when the process is killed between the commit and the reply.
+    /// A retry of the request after a restart finds only its claim (and gets the dry run).
+    public func callThenLoseTheReply<Request, Response>(
+        _ method: RPCMethod<Request, Response>, _ request: Request, options: CallOptions
+    ) async throws(RPCError) -> Response {
+        precondition(!options.idempotencyKey.isEmpty, "only a keyed mutation leaves a claim")
+        let envelope = Envelope(
+            version: WireProtocol.version, kind: .request, requestId: nextKey.add(1, ordering: .relaxed).newValue,
+            method: method.fullName, callerUserId: options.callerUserID, idempotencyKey: options.idempotencyKey,
+            payload: request.serializedBytes(), clientAddress: options.clientAddress, sessionId: options.sessionID)
+        let (key, digest) = ReplyCache.key(for: envelope)
+        let incoming = IncomingRequest(local: envelope, key: envelope.requestId, deadline: .now.advanced(by: options.deadline ?? .seconds(5)))
+        let router = router, logger = logger
+        let reply = await IdempotencyScope.$current.withValue(IdempotencyScope(key: key, digest: digest, dryRun: false)) {
+            await router.handle(incoming, logger: logger)
+        }
+        return try reply.decodeReply(Response.self)
     }
 
     /// Waits for the replies still being saved (after their mutation committed and the caller

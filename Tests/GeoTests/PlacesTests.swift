@@ -213,5 +213,31 @@ extension GeoTestGroup {
                 #expect(geo.photos.attached.withLock { $0.map(\.mediaID) } == ["photo3"])
             }
         }
+
+        /// A crash between a check-in's commit and its reply leaves only the claim: the retry is
+        /// answered by a dry run, which must not ask media to attach the first run's photo again
+        /// (it would replace the photo of the check-in made since).
+        @Test(arguments: Engine.allCases) func aCheckInWhoseReplyACrashLost_isAnsweredAppliedOnce_andAttachesNoPhotoAgain(engine: Engine) async throws {
+            let storage = try await TestStorage.fresh(engine, service: "geo")
+            let (graph, clock) = (StaticGraph(), TestClock())
+            let options = { @Sendable (key: String) in CallOptions(idempotencyKey: key, callerUserID: 1) }
+            try await withGeo(storage: storage, graph: graph, clock: clock) { geo async throws in
+                try await geo.locate(1, 33.78, -118.11)
+                _ = try await geo.client.callThenLoseTheReply(API.checkIn, GeoV1.CheckInRequest(placeName: "Library", mediaId: "photo1"),
+                                                              options: options("k1"))
+                _ = try await geo.client.call(API.checkIn, GeoV1.CheckInRequest(placeName: "Arena", mediaId: "photo2"), options: options("k2"))
+                #expect(geo.photos.attached.withLock { $0.map(\.mediaID) } == ["photo1", "photo2"])
+            }
+            try await withGeo(storage: storage, graph: graph, clock: clock) { geo async throws in
+                await expectError(.alreadyExists, containing: "applied once already") {
+                    _ = try await geo.client.call(API.checkIn, GeoV1.CheckInRequest(placeName: "Library", mediaId: "photo1"), options: options("k1"))
+                }
+                #expect(geo.photos.attached.withLock { $0.isEmpty }, "media was not asked again")
+                let mine = try await geo.call(0, API.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: 1, ownerId: 1))
+                #expect(mine.mediaId == "photo2", "the check-in made since keeps its photo")
+                let listed = try await geo.call(1, API.listCheckIns, GeoV1.ListCheckInsRequest())
+                #expect(listed.checkIns.map(\.placeName) == ["Arena"])
+            }
+        }
     }
 }

@@ -43,14 +43,18 @@ public struct IdempotencyScope: Sendable {
 
     @TaskLocal public static var current: IdempotencyScope?
 
-    /// For a handler that claims first, before it does what the claim of its first write
-    /// cannot take back (a call that changes another service): reads the durable store the reply
-    /// cache skipped, and when an earlier run of this request left its claim or reply there,
-    /// throws `claimedAlready` without doing it (the host then answers from the store, as the
-    /// claim's refusal would have it). Does nothing for any other request, and reads once.
+    /// For a handler, before it does what the claim of its first write cannot take back (a call
+    /// that changes another service). In the dry run of a request applied before a crash lost
+    /// its reply, throws `appliedOnceAlready` there and then: the effect belongs to the first run
+    /// and may have been overtaken since (a check-in's photo by a later check-in's). For a
+    /// method that claims first, reads the durable store the reply cache skipped, and when an
+    /// earlier run of this request left its claim or reply there, throws `claimedAlready`
+    /// without doing it (the host then answers from the store, as the claim's refusal would have
+    /// it); it reads once. Does nothing for any other request.
     public static func confirmFirstRun() async throws {
-        guard let scope = current, !scope.dryRun, let storeHolds = scope.storeHolds, scope.claims.mustBeFirst,
-              !scope.claims.confirmed else { return }
+        guard let scope = current else { return }
+        if scope.dryRun { throw scope.appliedOnceAlready }
+        guard let storeHolds = scope.storeHolds, scope.claims.mustBeFirst, !scope.claims.confirmed else { return }
         if await storeHolds() {
             scope.claims.collided()
             throw claimedAlready(scope.key)
