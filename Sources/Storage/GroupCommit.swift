@@ -8,6 +8,10 @@ public import Synchronization
 ///
 /// The commit runs on its own dispatch queue, never on Swift's cooperative pool (it blocks on
 /// SQLite and fsync).
+///
+/// An item submitted with `lingers` (a write nobody waits for: a reply's save on top of its
+/// claim) does not start a commit by itself: it waits up to `linger` for an item that does, and
+/// rides in that batch; a batch of lingering items alone is committed once the linger is over.
 public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     /// How a waiter hears its item's outcome: a suspended caller is resumed (`submit(_:)`), or a
     /// callback runs on the commit's queue (for a write nobody waits for, so no task is made for it).
@@ -20,7 +24,11 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     private struct State {
         var items: [Item] = []
         var answers: [Answer] = []
+        /// Waiting items that may not linger (a batch starts for them).
+        var urgent = 0
         var draining = false
+        /// A commit of lingering items alone is scheduled (`lingerEnded`).
+        var lingerArmed = false
     }
 
     private let state = Mutex(State())
@@ -28,6 +36,7 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     public let batches = Atomic<Int>(0), items = Atomic<Int>(0), commitNanos = Atomic<Int>(0)
     private let queue: DispatchQueue
     private let maxBatch: Int
+    private let linger: DispatchTimeInterval?
     private let commit: @Sendable ([Item]) throws -> [Result]
     /// `frienso_group_commit_items{queue}` (a histogram of batch sizes),
     /// `frienso_group_commit_duration_seconds{queue}`, `frienso_group_commit_waiting{queue}` (items
@@ -36,7 +45,9 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
 
     /// - Parameter commit: writes a batch and returns one result per item, in order; a throw
     ///   fails every item of the batch (none of them is acknowledged).
-    public init(label: String, maxBatch: Int = 4_096, commit: @escaping @Sendable ([Item]) throws -> [Result]) {
+    ///   `linger`: how long an item submitted with `lingers` may wait for a batch started by
+    ///   another; nil: it starts one at once, as every item does.
+    public init(label: String, maxBatch: Int = 4_096, linger: Duration? = nil, commit: @escaping @Sendable ([Item]) throws -> [Result]) {
         queue = DispatchQueue(label: label)
         let dimensions = [("queue", label)]
         sizes = Recorder(label: "frienso_group_commit_items", dimensions: dimensions, aggregate: true)
@@ -44,8 +55,12 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
         waitingGauge = Gauge(label: "frienso_group_commit_waiting", dimensions: dimensions)
         failures = Counter(label: "frienso_group_commit_failures_total", dimensions: dimensions)
         self.maxBatch = maxBatch
+        self.linger = linger.map { .nanoseconds(Int($0.components.seconds) * 1_000_000_000 + Int($0.components.attoseconds / 1_000_000_000)) }
         self.commit = commit
     }
+
+    /// Items waiting for a batch (tests).
+    public var waiting: Int { state.withLock { $0.items.count } }
 
     public func submit(_ item: Item) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
@@ -54,25 +69,58 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     }
 
     /// Submits `item` without waiting: `done` runs on the commit's queue once its batch committed
-    /// (or failed). It must be short and must not block.
-    public func submit(_ item: Item, then done: @escaping @Sendable (Swift.Result<Result, any Error>) -> Void) {
-        enqueue(item, done)
+    /// (or failed). It must be short and must not block. With `lingers`, the item waits for a
+    /// batch another item starts, up to the queue's `linger`.
+    public func submit(_ item: Item, lingers: Bool = false, then done: @escaping @Sendable (Swift.Result<Result, any Error>) -> Void) {
+        enqueue(item, lingers: lingers, done)
     }
 
-    private func enqueue(_ item: Item, _ answer: @escaping Answer) {
-        let start = state.withLock { s -> Bool in
+    private enum Start { case none, drain, armLinger }
+
+    private func enqueue(_ item: Item, lingers: Bool = false, _ answer: @escaping Answer) {
+        let lingers = lingers && linger != nil
+        let start = state.withLock { s -> Start in
             s.items.append(item)
             s.answers.append(answer)
-            guard !s.draining else { return false }
+            if !lingers { s.urgent += 1 }
+            guard !s.draining else { return .none }
+            if lingers {
+                guard !s.lingerArmed else { return .none }
+                s.lingerArmed = true
+                return .armLinger
+            }
+            s.draining = true
+            return .drain
+        }
+        switch start {
+        case .none: break
+        case .drain: queue.async { self.drain() }
+        case .armLinger: queue.asyncAfter(deadline: .now() + (linger ?? .never)) { self.lingerEnded() }
+        }
+    }
+
+    /// The linger of the oldest waiting item is over: whatever waits is committed now.
+    private func lingerEnded() {
+        let start = state.withLock { s -> Bool in
+            s.lingerArmed = false
+            guard !s.draining, !s.items.isEmpty else { return false }
             s.draining = true
             return true
         }
-        if start { queue.async { self.drain() } }
+        if start { drain(all: true) }
     }
 
-    private func drain() {
+    /// - Parameter all: commit lingering items too when nothing else waits (their linger is over).
+    private func drain(all: Bool = false) {
+        var all = all
         while true {
-            let (items, answers, left) = state.withLock { s -> ([Item], [Answer], Int) in
+            let (items, answers, left, armLinger) = state.withLock { s -> ([Item], [Answer], Int, Bool) in
+                // Lingering items alone wait for the next batch that something else starts.
+                if s.urgent == 0, !all, !s.items.isEmpty {
+                    s.draining = false
+                    defer { s.lingerArmed = true }
+                    return ([], [], s.items.count, !s.lingerArmed)
+                }
                 // Usually everything waiting fits: the arrays are handed over whole, and the next
                 // ones start at their size (one allocation each, not one per doubling).
                 let items: [Item], answers: [Answer]
@@ -80,15 +128,21 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
                     (items, answers) = (s.items, s.answers)
                     s.items.removeAll(keepingCapacity: true)
                     s.answers.removeAll(keepingCapacity: true)
+                    s.urgent = 0
                 } else {
                     (items, answers) = (Array(s.items.prefix(maxBatch)), Array(s.answers.prefix(maxBatch)))
                     s.items.removeFirst(maxBatch)
                     s.answers.removeFirst(maxBatch)
+                    // Which of those were urgent is not kept: what is left counts as urgent (it
+                    // may have been waiting through a whole batch already).
+                    s.urgent = s.items.count
                 }
                 if items.isEmpty { s.draining = false }
-                return (items, answers, s.items.count)
+                return (items, answers, s.items.count, false)
             }
+            all = false
             waitingGauge.record(left)
+            if armLinger { queue.asyncAfter(deadline: .now() + (linger ?? .never)) { self.lingerEnded() } }
             if items.isEmpty { return }
             do {
                 let started = ContinuousClock.now

@@ -12,6 +12,8 @@ final class WriteQueue: Sendable {
         var run: (Database) -> Void
         /// After the batch committed, in batch order (events that follow commit order).
         var committed: () -> Void = {}
+        /// Waits for a batch a mutation starts, up to the queue's linger (a reply's save).
+        var lingers = false
     }
 
     private let commits: GroupCommit<Pending, Void>
@@ -21,8 +23,9 @@ final class WriteQueue: Sendable {
         (commits.batches.load(ordering: .relaxed), commits.items.load(ordering: .relaxed))
     }
 
-    init(pool: DatabasePool) {
-        commits = GroupCommit(label: "service-database-writes", maxBatch: 256) { batch in
+    /// - Parameter linger: how long a write that `lingers` waits for a mutation's batch.
+    init(pool: DatabasePool, linger: Duration?) {
+        commits = GroupCommit(label: "service-database-writes", maxBatch: 256, linger: linger) { batch in
             try pool.writeWithoutTransaction { db in
                 try CachedTransactions.transaction(db) {
                     for pending in batch {
@@ -48,7 +51,7 @@ final class WriteQueue: Sendable {
 
     /// Queues `pending` without waiting: `done` runs on the commit's queue after its batch.
     func submit(_ pending: Pending, then done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        commits.submit(pending, then: done)
+        commits.submit(pending, lingers: pending.lingers, then: done)
     }
 }
 

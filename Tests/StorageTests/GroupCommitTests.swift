@@ -104,6 +104,46 @@ struct GroupCommitTests {
         #expect(commits.items.load(ordering: .relaxed) == 100, "the failed batch is not counted as committed")
     }
 
+    /// A write nobody waits for (a reply's save) lingers: it starts no batch of its own while
+    /// the linger lasts, and rides in the one the next mutation starts; alone, it is committed
+    /// once the linger is over (issue 16, item 55).
+    @Test func lingeringItems_rideInTheNextBatch_orCommitAloneOnceTheLingerIsOver() async throws {
+        let batches = Mutex<[[Int]]>([])
+        func queue(linger: Duration) -> GroupCommit<Int, Int> {
+            GroupCommit<Int, Int>(label: "test-linger", linger: linger) { batch in
+                batches.withLock { $0.append(batch) }
+                return batch
+            }
+        }
+        // A linger longer than the test: the save can only have gone with the mutation's batch.
+        let long = queue(linger: .seconds(600))
+        async let saved: Int? = withCheckedContinuation { (done: CheckedContinuation<Int?, Never>) in
+            long.submit(1, lingers: true) { done.resume(returning: try? $0.get()) }
+        }
+        // The save is queued before the mutation: wait (bounded) until it is waiting.
+        for _ in 0..<10_000 where long.waiting == 0 { await Task.yield() }
+        #expect(long.waiting == 1)
+        let mutation = try await long.submit(2)
+        #expect(mutation == 2)
+        #expect(await saved == 1)
+        #expect(batches.withLock { $0 } == [[1, 2]], "one batch: the save rode with the mutation")
+
+        // Alone, it is committed after its linger, with nobody else to start a batch.
+        batches.withLock { $0 = [] }
+        let short = queue(linger: .milliseconds(5))
+        let alone = await withCheckedContinuation { (done: CheckedContinuation<Int?, Never>) in
+            short.submit(3, lingers: true) { done.resume(returning: try? $0.get()) }
+        }
+        #expect(alone == 3)
+        #expect(batches.withLock { $0 } == [[3]])
+        // Without a linger, the flag changes nothing: it starts its batch at once.
+        let none = GroupCommit<Int, Int>(label: "test-no-linger") { $0 }
+        let direct = await withCheckedContinuation { (done: CheckedContinuation<Int?, Never>) in
+            none.submit(4, lingers: true) { done.resume(returning: try? $0.get()) }
+        }
+        #expect(direct == 4)
+    }
+
     /// A reply saved on top of its claim takes no commit of its own: it rides in the write
     /// queue's next batch, with the mutations (issue 16: saves in batches of their own were a
     /// third of the writer's commits in alerts). Fails with `FRIENSO_REPLY_SAVES=own-batches`.
