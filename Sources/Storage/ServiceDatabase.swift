@@ -187,11 +187,11 @@ public final class ServiceDatabase: Sendable {
     }
 
     /// Writes `updates` in the write queue's next batch, beside the mutations waiting for it (one
-    /// commit, one fsync for all; alone, it waits up to `saveLinger` for one), and calls `done` on the writer's queue once that batch committed
-    /// (or failed): for writes that carry no request's claim and that nobody waits for (a reply
-    /// saved on top of its claim). No savepoint of its own: keep `updates` to statements that each
-    /// stand alone (SQLite undoes a failed statement by itself; a failure that ends the
-    /// transaction fails the whole batch).
+    /// commit, one fsync for all; alone, it waits up to `saveLinger` for one), and calls `done` on
+    /// the writer's queue once that batch committed (or failed): for writes that carry no
+    /// request's claim and that nobody waits for (a reply saved on top of its claim). No
+    /// savepoint of its own: keep `updates` to statements that each stand alone (SQLite undoes a
+    /// failed statement by itself; a failure that ends the transaction fails the whole batch).
     func writeAlong(_ updates: @escaping @Sendable (Database) throws -> Void,
                     then done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         let box = OutcomeBox<Void>()
