@@ -92,15 +92,11 @@ private final class CountingReplies: ReplyStore, Sendable {
 @Suite("a mutation and its idempotency claim commit together", .timeLimit(.minutes(1)))
 struct CrashWindowTests {
     /// Runs `method` as a host would, up to the commit, then "dies": the reply is never saved.
-    private func applyThenDie(_ items: Items, _ method: String, name: String, key: String) async -> Envelope {
-        let envelope = Envelope(version: WireProtocol.version, kind: .request, requestId: 1, method: method, callerUserId: 5,
-                                idempotencyKey: key, payload: CommonV1.PingRequest(echo: Array(name.utf8)).serializedBytes())
-        let (cacheKey, digest) = ReplyCache.key(for: envelope)
-        let incoming = IncomingRequest(envelope: envelope, peer: PeerIdentity(routingID: [1], hasDelimiter: false), peerAddress: "",
-                                       deadline: .now.advanced(by: .seconds(5)), key: 1)
-        return await IdempotencyScope.$current.withValue(IdempotencyScope(key: cacheKey, digest: digest, dryRun: false)) {
-            await items.router().handle(incoming, logger: Logger(label: "test"))
-        }
+    private func applyThenDie(_ items: Items, _ method: RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>,
+                              name: String, key: String) async throws -> String {
+        let host = RouterClient(name: "test", router: items.router(), replyCache: nil, logger: Logger(label: "test"))
+        return try await host.callThenLoseTheReply(method, CommonV1.PingRequest(echo: Array(name.utf8)),
+                                                   options: CallOptions(idempotencyKey: key, callerUserID: 5)).service
     }
 
     @Test(arguments: [false, true])
@@ -108,12 +104,12 @@ struct CrashWindowTests {
         let directory = try TemporaryDirectory("frienso-crash-window")
         defer { directory.remove() }
         let items = try Items("\(directory.path)/items.sqlite")
-        let first = await applyThenDie(items, create.fullName, name: "a", key: "k-create")
-        #expect(first.status == .ok)
-        let second = await applyThenDie(items, ensure.fullName, name: "b", key: "k-ensure")
-        #expect(second.status == .ok)
-        let third = await applyThenDie(items, claimName.fullName, name: "taken", key: "k-claim")
-        #expect(third.status == .ok)
+        let first = try await applyThenDie(items, create, name: "a", key: "k-create")
+        #expect(first == "item 1")
+        let second = try await applyThenDie(items, ensure, name: "b", key: "k-ensure")
+        #expect(second == "item 2")
+        let third = try await applyThenDie(items, claimName, name: "taken", key: "k-claim")
+        #expect(third == "item 3")
         #expect(items.count == 3)
 
         // The service comes back: a fresh host and cache over the same database.
