@@ -38,7 +38,10 @@ struct ServiceHostTests {
         var router = MethodRouter()
         router.registerSlow(started: started, gate: release, answering: "finished")
         try await withHost(router, logs: CapturedLogs(), options: { $0.maxInFlight = 1 }) { _, client in
-            let slowCall = Task { try await client.call(slow, CommonV1.PingRequest()) }
+            // A deadline well past the test's own steps: the claim is that Ping is answered while
+            // this call holds the only place, not how soon the call ends (at the default 5 s, a
+            // deploy/test run whose suites all started at once on two cores ran out of it).
+            let slowCall = Task { try await client.call(slow, CommonV1.PingRequest(), options: CallOptions(deadline: .seconds(60))) }
             await started.value
             await expectError(.resourceExhausted, containing: "busy") { _ = try await client.call(slow, CommonV1.PingRequest()) }
             var answer = ""
