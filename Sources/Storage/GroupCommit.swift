@@ -1,5 +1,6 @@
 import CoreMetrics
 import Dispatch
+import Wire
 public import Synchronization
 
 /// Group commit: callers submit items and wait; one serial queue writes everything waiting as a
@@ -55,7 +56,7 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
         waitingGauge = Gauge(label: "frienso_group_commit_waiting", dimensions: dimensions)
         failures = Counter(label: "frienso_group_commit_failures_total", dimensions: dimensions)
         self.maxBatch = maxBatch
-        self.linger = linger.map { .nanoseconds(Int($0.components.seconds) * 1_000_000_000 + Int($0.components.attoseconds / 1_000_000_000)) }
+        self.linger = linger.map { .nanoseconds(Int($0.wholeNanoseconds)) }
         self.commit = commit
     }
 
@@ -147,10 +148,10 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
             do {
                 let started = ContinuousClock.now
                 let results = try commit(items)
-                let took = started.duration(to: .now).components
+                let took = started.duration(to: .now)
                 batches.add(1, ordering: .relaxed)
                 self.items.add(items.count, ordering: .relaxed)
-                let nanos = Int(took.seconds) * 1_000_000_000 + Int(took.attoseconds / 1_000_000_000)
+                let nanos = Int(took.wholeNanoseconds)
                 commitNanos.add(nanos, ordering: .relaxed)
                 sizes.record(items.count)
                 durations.recordNanoseconds(Int64(nanos))
