@@ -6,6 +6,10 @@ let swiftSettings: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+    // A warning in every build's output (deploy/test prints them) for a function or expression that
+    // takes the type checker more than 2 s: three test expressions took 9-12 s each of every clean
+    // build before they were split into typed steps (docs/architecture.md, "Build time").
+    .unsafeFlags(["-Xfrontend", "-warn-long-function-bodies=2000", "-Xfrontend", "-warn-long-expression-type-checking=2000"]),
 ]
 
 /// Library products, named once.

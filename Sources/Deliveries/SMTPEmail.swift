@@ -217,7 +217,9 @@ final class SMTPConnection: Sendable {
         if let command { try await send(command) }
         let reply = try await replies.next(timeout: .seconds(30))
         guard codes.contains(reply.code) else {
-            let said = "smtp answered \(reply.code) \(reply.lines.joined(separator: " ")) to \(redacted ?? command?.split(separator: " ").first.map(String.init) ?? "the greeting")"
+            let verb: String? = command?.split(separator: " ").first.map { String($0) }
+            let what: String = redacted ?? verb ?? "the greeting"
+            let said = "smtp answered \(reply.code) \(reply.lines.joined(separator: " ")) to \(what)"
             throw SMTPFailure(.failed(said, retryable: reply.code < 500), code: reply.code)
         }
         return reply

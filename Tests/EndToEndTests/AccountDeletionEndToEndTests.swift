@@ -136,7 +136,8 @@ struct AccountDeletionEndToEndTests {
         #expect(geo.contains("\(leaver.latitude)") && geo.contains("\"history\"") && geo.contains("Library"), "\(geo)")
         #expect(alerts.contains(leaver.token) && alerts.contains("leaver0 needs help") && alerts.contains("keeper needs help"), "\(alerts)")
         let media = try file("media.json")
-        let mediaID = try #require(media.split(separator: "\"").first { $0.count == 32 && $0.allSatisfy(\.isHexDigit) }.map(String.init))
+        let hexID: Substring? = media.split(separator: "\"").first { $0.count == 32 && $0.allSatisfy(\.isHexDigit) }
+        let mediaID = try #require(hexID.map { String($0) })
         let entry = try #require(archive["photos/\(mediaID).jpg"])
         var photo = Data()
         _ = try archive.extract(entry) { photo.append($0) }

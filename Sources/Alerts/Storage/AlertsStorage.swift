@@ -285,8 +285,13 @@ enum OutboxRows {
     /// The sources of deliveries about `user`'s own alerts, watches and timers (rows older than
     /// the `about_user` column are found by them), and the patterns of their answers' sources.
     static func erasedSources(alerts: [UInt64], watches: [UInt64], timers: [UInt64], user: UInt64) -> (sources: [String], patterns: [String]) {
-        (alerts.flatMap { ["help_now:\($0)", "help_now_resolved:\($0)", "help_now_resend:\($0)", "help_now_escalated:\($0)"] }
-            + watches.flatMap { ["watch:\($0)", "watch_end:\($0)"] } + timers.flatMap { ["timer_warning:\($0)", "timer_end:\($0)"] },
-         ["help_answer:%:\(user):%", "watch_answer:%:\(user):%"])
+        // Appended kind by kind: one `+` chain of three closures took the type checker 1.7 s.
+        var sources: [String] = []
+        for alert in alerts {
+            sources += ["help_now:\(alert)", "help_now_resolved:\(alert)", "help_now_resend:\(alert)", "help_now_escalated:\(alert)"]
+        }
+        for watch in watches { sources += ["watch:\(watch)", "watch_end:\(watch)"] }
+        for timer in timers { sources += ["timer_warning:\(timer)", "timer_end:\(timer)"] }
+        return (sources, ["help_answer:%:\(user):%", "watch_answer:%:\(user):%"])
     }
 }
