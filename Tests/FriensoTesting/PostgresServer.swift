@@ -33,6 +33,41 @@ public enum PostgresTestServer {
 }
 
 extension LocalPostgresServer {
+    /// A database for one test's storage: one an earlier test handed back (`recycleDatabase`) if
+    /// there is one, else a new one. Measured on 2026-11-28: the in-process suites made 189
+    /// databases and dropped 180, at 0.4 s a `CREATE DATABASE` and 0.6 s a `DROP DATABASE`
+    /// (two at a time, see `createDatabase`): the psql queue was busy for 100 of the run's 160 s,
+    /// and the PostgreSQL half of every engine test waited in it.
+    public func takeDatabase() async throws -> String {
+        if let name = await RecycledDatabases.shared.take() { return name }
+        return try await createDatabase("t")
+    }
+
+    /// Hands `name` back for another test, emptied: its connections ended and every schema of its
+    /// own dropped (the services keep everything in their schema). A database with anything in
+    /// `public`, or that does not empty cleanly, is dropped instead.
+    public func recycleDatabase(_ name: String) async {
+        let emptied = try? await psql(name, """
+            SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid();
+            DO $$
+            DECLARE s text;
+            BEGIN
+              IF EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public') THEN
+                RAISE EXCEPTION 'public is not empty';
+              END IF;
+              FOR s IN SELECT nspname FROM pg_namespace
+                       WHERE nspname NOT IN ('public', 'information_schema') AND nspname NOT LIKE 'pg\\_%' LOOP
+                EXECUTE format('DROP SCHEMA %I CASCADE', s);
+              END LOOP;
+            END $$;
+            """)
+        if emptied != nil {
+            await RecycledDatabases.shared.give(name)
+        } else {
+            _ = try? await psql("postgres", "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+        }
+    }
+
     /// `createDatabase` off the cooperative pool (psql runs to its end, blocking its thread: on
     /// the pool's two threads, tests waiting for psql held up every other test, and geo's
     /// commits, which wait for pool tasks from their own thread). Two at a time: every suite
@@ -75,4 +110,13 @@ private actor PsqlTurns {
         }
         return try await body()
     }
+}
+
+/// Databases handed back by tests, emptied, for the next test to take.
+private actor RecycledDatabases {
+    static let shared = RecycledDatabases()
+    private var free: [String] = []
+
+    func take() -> String? { free.popLast() }
+    func give(_ name: String) { free.append(name) }
 }

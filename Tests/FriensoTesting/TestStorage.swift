@@ -27,7 +27,7 @@ public struct TestStorage: Sendable {
         case .sqlite:
             return TestStorage(engine: engine, service: service, directory: temp.path, postgresDatabase: nil, temp: temp)
         case .postgres:
-            let database = try await PostgresTestServer.shared().createDatabase(service)
+            let database = try await PostgresTestServer.shared().takeDatabase()
             return TestStorage(engine: engine, service: service, directory: temp.path, postgresDatabase: database, temp: temp)
         }
     }
@@ -74,11 +74,11 @@ public struct TestStorage: Sendable {
         }
     }
 
-    /// Deletes the folder, and drops the database (PostgreSQL).
+    /// Deletes the folder, and hands the database back emptied (PostgreSQL).
     public func remove() async {
         temp.remove()
         if let postgresDatabase, let server = try? await PostgresTestServer.shared() {
-            _ = try? await server.psql("postgres", "DROP DATABASE IF EXISTS \(postgresDatabase) WITH (FORCE)")
+            await server.recycleDatabase(postgresDatabase)
         }
     }
 }
