@@ -469,11 +469,15 @@ let package = Package(
             dependencies: ["Edge", "Gateway", "Wire", "FriensoProto", "FriensoTesting"],
             swiftSettings: swiftSettings
         ),
+        // Runs the executables from the build's bin folder (FRIENSO_BIN_DIR; `swift build
+        // --build-tests` and `swift test` build every product) and imports none of them: as
+        // dependencies they made this, the largest test module, compile after every executable
+        // had, last and alone on a clean build's critical path, and linked their objects into
+        // the test binary.
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["FriensoClient", "Wire", "FriensoProto", "FriensoTesting", "Launcher", "ServiceKit", "Identity", "Storage", "CZeroMQ", grdb, logging,
-                           wsClient, zip,
-                           "frienso", "frienso-accounts", "frienso-gateway", "frienso-edge", "frienso-social", "frienso-geo", "frienso-alerts", "frienso-media", "frienso-launch"],
+                           wsClient, zip],
             swiftSettings: swiftSettings
         ),
     ]
