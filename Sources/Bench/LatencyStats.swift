@@ -1,4 +1,5 @@
 public import Histogram
+import Wire
 
 /// Latencies of one measured run, in nanoseconds, and how long the run took.
 public struct LatencyStats: Sendable {
@@ -24,9 +25,9 @@ public struct LatencyStats: Sendable {
         _ = histogram.record(nanoseconds)
     }
 
+    /// Whole nanoseconds (`Duration.wholeNanoseconds`), a negative duration as 0.
     static func nanoseconds(_ duration: Duration) -> UInt64 {
-        let c = duration.components
-        return UInt64(max(0, c.seconds * 1_000_000_000 + c.attoseconds / 1_000_000_000))
+        UInt64(max(0, duration.wholeNanoseconds))
     }
 
     public mutating func merge(_ other: LatencyStats) {
