@@ -40,7 +40,7 @@ extension LocalPostgresServer {
     /// and the PostgreSQL half of every engine test waited in it.
     public func takeDatabase() async throws -> String {
         if let name = await RecycledDatabases.shared.take() { return name }
-        return try await createDatabase("t")
+        return try await createDatabase()
     }
 
     /// Hands `name` back for another test, emptied: its connections ended and every schema of its
