@@ -87,7 +87,7 @@ struct CheckpointerTests {
         let fresh = try DatabaseQueue(path: path)
         #expect(try await fresh.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM blobs") } == 500)
         // Every row holds its last rewrite: row r was last written by batch 310 + r / 50.
-        let rows = try await fresh.read { db in try Row.fetchAll(db, sql: "SELECT id, data FROM blobs") }
+        let rows = try fresh.read { db in try Row.fetchAll(db, sql: "SELECT id, data FROM blobs") }
         let stale = rows.filter { row in
             let id: Int = row["id"], data: Data = row["data"]
             return data != Data(repeating: UInt8((310 + id / 50) % 256), count: 8_000)
