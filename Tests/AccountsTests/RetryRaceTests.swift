@@ -31,10 +31,15 @@ struct RetryRaceTests {
             // It stays open until released: without `SET LOCAL`, the server ends it after 15 s
             // idle in its transaction (our setting for cut-off hosts), and a retry that a starved
             // suite took longer than that to bring to its claim found no first run to wait for.
-            let written = OneShot<Void>(), release = OneShot<Void>()
+            let written = OneShot<Int32>(), release = OneShot<Void>()
             let firstRun = Task {
                 try await database.transaction { connection in
                     try await connection.query("SET LOCAL idle_in_transaction_session_timeout = 0", logger: database.logger)
+                    // Its server process, to find who waits on it (other tests' schemas share the database).
+                    var backend: Int32 = 0
+                    for try await (pid) in try await connection.query("SELECT pg_backend_pid()", logger: database.logger).decode(Int32.self) {
+                        backend = pid
+                    }
                     try await connection.query("""
                         INSERT INTO users (username, email, phone, password_hash, first_name, last_name, created_at_ms)
                         VALUES ('race', 'race@example.org', '+15625550700', 'x', 'R', 'C', 0)
@@ -42,17 +47,17 @@ struct RetryRaceTests {
                     try await connection.query("""
                         INSERT INTO idempotent_replies (key, reply, digest, created_at) VALUES (\(key), ''::bytea, \(Int64(bitPattern: digest)), 0)
                         """, logger: database.logger)
-                    written.fulfil(())
+                    written.fulfil(backend)
                     await release.value
                 }
             }
-            await written.value
+            let firstRunBackend = await written.value
             // A long deadline and a long wait: on a starved suite (PostgreSQL servers starting on
             // two cores) the retry has taken more than 15 s to reach its claim, and it must still
             // be waiting there when a poll sees it.
             let retry = Task { await client.send(envelope, deadline: .seconds(120)) }
             try await eventually("the retry waits on a lock of the first run", timeout: .seconds(40)) {
-                try await storage.psql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") == "1"
+                try await storage.psql("SELECT count(*) FROM pg_stat_activity WHERE \(firstRunBackend) = ANY(pg_blocking_pids(pid))") == "1"
             }
             release.fulfil(())
             try await firstRun.value

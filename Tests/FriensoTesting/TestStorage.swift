@@ -10,25 +10,29 @@ public enum Engine: String, CaseIterable, Sendable, CustomTestStringConvertible 
 }
 
 /// Where one test's data of one service lives, across "restarts": a folder (SQLite) or a
-/// database of the test process's PostgreSQL server (`PostgresTestServer`), with the service's
-/// schema in it.
+/// schema of its own in the test process's PostgreSQL database (`PostgresTestServer.database`),
+/// as a deployment keeps each service in a schema of one database.
 public struct TestStorage: Sendable {
     public let engine: Engine
-    /// The service, and the schema it uses on PostgreSQL.
+    /// The service.
     public let service: String
     /// SQLite: the data folder. PostgreSQL: a scratch folder.
     public let directory: String
     public let postgresDatabase: String?
+    /// The service's schema on PostgreSQL: the service's name and a suffix of this storage's own
+    /// (`accounts_1f3a…`), so that every test's tables are apart in the one database.
+    public let schema: String
     private let temp: TemporaryDirectory
 
     public static func fresh(_ engine: Engine, service: String) async throws -> TestStorage {
         let temp = try TemporaryDirectory("frienso-\(service)")
         switch engine {
         case .sqlite:
-            return TestStorage(engine: engine, service: service, directory: temp.path, postgresDatabase: nil, temp: temp)
+            return TestStorage(engine: engine, service: service, directory: temp.path, postgresDatabase: nil, schema: service, temp: temp)
         case .postgres:
-            let database = try await PostgresTestServer.shared().takeDatabase()
-            return TestStorage(engine: engine, service: service, directory: temp.path, postgresDatabase: database, temp: temp)
+            let database = try await PostgresTestServer.database()
+            let schema = "\(service)_\(UUID().uuidString.prefix(8).lowercased())"
+            return TestStorage(engine: engine, service: service, directory: temp.path, postgresDatabase: database, schema: schema, temp: temp)
         }
     }
 
@@ -40,7 +44,7 @@ public struct TestStorage: Sendable {
             return .sqlite(directory: directory)
         case .postgres:
             let server = try await PostgresTestServer.shared()
-            let settings = try PostgresSettings(url: server.url(database: postgresDatabase!), schema: service)
+            let settings = try PostgresSettings(url: server.url(database: postgresDatabase!), schema: schema)
             var logger = Logger(label: "test.postgres")
             logger.logLevel = .warning
             return .postgres(try await PostgresServiceDatabase.open(settings, logger: logger))
@@ -49,7 +53,7 @@ public struct TestStorage: Sendable {
 
     /// Runs `sql` through psql in the service's schema (PostgreSQL), for checks of what is stored.
     public func psql(_ sql: String) async throws -> String {
-        try await PostgresTestServer.shared().psql(postgresDatabase!, "SET search_path = \(service); \(sql)")
+        try await PostgresTestServer.shared().psql(postgresDatabase!, "SET search_path = \(schema); \(sql)")
     }
 
     /// What of `texts` is still stored: SQLite, the bytes of every file in the data folder
@@ -60,13 +64,13 @@ public struct TestStorage: Sendable {
         case .sqlite:
             return Residue.find(texts.map { .text($0) }, under: directory)
         case .postgres:
-            let tables = try await psql("SELECT table_name FROM information_schema.tables WHERE table_schema = '\(service)' ORDER BY 1")
+            let tables = try await psql("SELECT table_name FROM information_schema.tables WHERE table_schema = '\(schema)' ORDER BY 1")
                 .split(separator: "\n").map(String.init)
             var found: [String] = []
             for table in tables {
                 for text in texts {
                     let hex = text.utf8.map { String(format: "%02x", $0) }.joined()
-                    let n = try await psql("SELECT count(*) FROM \(service).\(table) r WHERE r::text LIKE '%\(text)%' OR r::text LIKE '%\(hex)%'")
+                    let n = try await psql("SELECT count(*) FROM \(schema).\(table) r WHERE r::text LIKE '%\(text)%' OR r::text LIKE '%\(hex)%'")
                     if n != "0" { found.append("\(table): \(n) row(s) with \"\(text)\"") }
                 }
             }
@@ -78,7 +82,9 @@ public struct TestStorage: Sendable {
     public func remove() async {
         temp.remove()
         if let postgresDatabase, let server = try? await PostgresTestServer.shared() {
-            await server.recycleDatabase(postgresDatabase)
+            // Not waiting on a connection left open in a transaction: the schema then stays (the
+            // server's folder goes at the end of the run).
+            _ = try? await server.psql(postgresDatabase, "SET lock_timeout = '5s'; DROP SCHEMA IF EXISTS \(schema) CASCADE")
         }
     }
 }
