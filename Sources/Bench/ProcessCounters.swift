@@ -22,6 +22,21 @@ struct ProcessCounters: Sendable {
     struct Switches: Sendable {
         var voluntary = 0
         var involuntary = 0
+        /// The thread's utime + stime, in clock ticks, and what it is (by its name).
+        var ticks = 0
+        var role = Role.other
+    }
+
+    /// What a thread of a Frienso process does, by the name it runs under: the reactor (`Reactor`
+    /// names its thread `frienso-reactor`: our sockets, the requests answered on it, the tasks it
+    /// runs), libzmq's I/O threads (`ZMQbg/IO/n`: TCP, CurveZMQ boxes), and every other thread
+    /// (the concurrency pool, GRDB's and libdispatch's queues, the checkpointer).
+    enum Role: Sendable {
+        case reactor, zmqIO, other
+
+        init(threadName name: Substring) {
+            self = name == "frienso-reactor" ? .reactor : name.hasPrefix("ZMQbg/IO/") || name.contains("/ZMQbg/IO/") ? .zmqIO : .other
+        }
     }
 
     /// The process `pid` ("self" for this one); zeros for a process that is gone.
@@ -45,6 +60,12 @@ struct ProcessCounters: Sendable {
                 } else if line.hasPrefix("nonvoluntary_ctxt_switches:") {
                     switches.involuntary = Self.number(line)
                 }
+            }
+            if let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(entry)/stat", encoding: .utf8),
+               let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") {
+                switches.role = Role(threadName: stat[stat.index(after: open)..<close])
+                let fields = stat[stat.index(after: close)...].split(separator: " ")
+                if fields.count > 12 { switches.ticks = (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0) }
             }
             counters.threads[tid] = switches
         }
@@ -78,6 +99,12 @@ struct ProcessCounters: Sendable {
             let before = earlier.threads[tid] ?? Switches()
             window.voluntary += max(0, now.voluntary - before.voluntary)
             window.involuntary += max(0, now.involuntary - before.involuntary)
+            let ticks = max(0, now.ticks - before.ticks)
+            switch now.role {
+            case .reactor: window.reactorTicks += ticks
+            case .zmqIO: window.zmqIOTicks += ticks
+            case .other: break
+            }
         }
         return window
     }
@@ -89,13 +116,20 @@ struct ProcessCounters: Sendable {
         var majorFaults = 0
         var voluntary = 0
         var involuntary = 0
+        /// Of `ticks`, the reactor threads' and libzmq's I/O threads' (threads alive at the
+        /// window's end; the rest, other threads and ended ones, is `ticks` minus both).
+        var reactorTicks = 0
+        var zmqIOTicks = 0
 
         /// The CPU time in the window.
         var cpuSeconds: Double { Double(ticks) / ProcessCounters.ticksPerSecond }
+        var reactorSeconds: Double { Double(reactorTicks) / ProcessCounters.ticksPerSecond }
+        var zmqIOSeconds: Double { Double(zmqIOTicks) / ProcessCounters.ticksPerSecond }
 
         static func + (a: Window, b: Window) -> Window {
             Window(ticks: a.ticks + b.ticks, minorFaults: a.minorFaults + b.minorFaults, majorFaults: a.majorFaults + b.majorFaults,
-                   voluntary: a.voluntary + b.voluntary, involuntary: a.involuntary + b.involuntary)
+                   voluntary: a.voluntary + b.voluntary, involuntary: a.involuntary + b.involuntary,
+                   reactorTicks: a.reactorTicks + b.reactorTicks, zmqIOTicks: a.zmqIOTicks + b.zmqIOTicks)
         }
     }
 }

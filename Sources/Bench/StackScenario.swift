@@ -145,7 +145,13 @@ public enum StackScenario {
                                                               + (resources.windows["bench client"]?.cpuSeconds ?? 0)),
         ]
         // Each service's share, so that a chart shows where a change moved the CPU.
-        for service in deployment.members + ["postgresql"] { metrics["cpu_us_per_op_\(service)"] = perOperation(resources.windows[service]?.cpuSeconds ?? 0) }
+        for service in deployment.members + ["postgresql"] {
+            metrics["cpu_us_per_op_\(service)"] = perOperation(resources.windows[service]?.cpuSeconds ?? 0)
+            if service != "postgresql" {
+                metrics["cpu_us_per_op_\(service)_reactor"] = perOperation(resources.windows[service]?.reactorSeconds ?? 0)
+                metrics["cpu_us_per_op_\(service)_zmq_io"] = perOperation(resources.windows[service]?.zmqIOSeconds ?? 0)
+            }
+        }
         // Counts the VM's speed does not scale: context switches per operation, and the faults
         // that read from disk in the window (a run with many was stalled by the VM's paging).
         for (name, window) in resources.windows {

@@ -63,4 +63,31 @@ struct ProcessCountersTests {
         #expect(total.threads.count == 2)
         #expect(total.since(ProcessCounters()).voluntary == 3)
     }
+
+    @Test("a thread's CPU counts as its role's: the reactor by its name, libzmq's I/O threads by theirs")
+    func ticksByRole() {
+        #expect(ProcessCounters.Role(threadName: "frienso-reactor") == .reactor)
+        #expect(ProcessCounters.Role(threadName: "ZMQbg/IO/0") == .zmqIO)
+        #expect(ProcessCounters.Role(threadName: "2/ZMQbg/IO/0") == .zmqIO)
+        #expect(ProcessCounters.Role(threadName: "ZMQbg/Reaper") == .other)
+        #expect(ProcessCounters.Role(threadName: "oot.default-qos") == .other)
+        var earlier = ProcessCounters(ticks: 100)
+        earlier.threads = [1: .init(ticks: 40, role: .reactor), 2: .init(ticks: 10, role: .zmqIO), 3: .init(ticks: 5, role: .other)]
+        var later = ProcessCounters(ticks: 160)
+        later.threads = [1: .init(ticks: 70, role: .reactor), 2: .init(ticks: 22, role: .zmqIO), 3: .init(ticks: 9, role: .other),
+                         4: .init(ticks: 3, role: .reactor)] // a reactor that started in the window counts from zero
+        let window = later.since(earlier)
+        #expect(window.ticks == 60)
+        #expect(window.reactorTicks == 30 + 3)
+        #expect(window.zmqIOTicks == 12)
+        #expect((window + window).reactorTicks == 66)
+    }
+
+    @Test("this process's own threads are read with their names and CPU")
+    func readsThreadNamesAndTicks() throws {
+        let tid = try Self.threadID()
+        let mine = try #require(ProcessCounters.read("self").threads[tid])
+        #expect(mine.ticks >= 0)
+        #expect(mine.role == .other) // the test's thread is not a reactor
+    }
 }
