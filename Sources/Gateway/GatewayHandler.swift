@@ -5,9 +5,10 @@ import Wire
 
 /// The gateway's request path: allow-list, session, rate limit, forward, relay.
 ///
-/// A class: every forwarded request's completion holds it, and a struct this size (the
-/// configuration's strings and tables, the clients) was copied into each of them, a dozen
-/// retains and releases per request.
+/// A class, so that nothing holding it copies its fields: as a struct (the configuration's
+/// strings and tables, the clients) it was copied into every forwarded request's completion, a
+/// dozen retains and releases per request. That completion now keeps only the session cache and
+/// what the reply does to it (`take`).
 final class GatewayHandler: ReactorRequestHandler, Sendable {
     static let subscribe = CommonMethods.subscribe
     static let unsubscribe = CommonMethods.unsubscribe
