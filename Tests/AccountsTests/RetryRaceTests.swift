@@ -37,7 +37,7 @@ struct RetryRaceTests {
                     try await connection.query("SET LOCAL idle_in_transaction_session_timeout = 0", logger: database.logger)
                     // Its server process, to find who waits on it (other tests' schemas share the database).
                     var backend: Int32 = 0
-                    for try await (pid) in try await connection.query("SELECT pg_backend_pid()", logger: database.logger).decode(Int32.self) {
+                    for try await pid in try await connection.query("SELECT pg_backend_pid()", logger: database.logger).decode(Int32.self) {
                         backend = pid
                     }
                     try await connection.query("""
