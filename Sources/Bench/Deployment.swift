@@ -114,9 +114,9 @@ struct Deployment {
     }
 
     /// CPU per process over the measured window, as a share of one core and as µs per operation
-    /// (and of that, its reactor thread's and libzmq's I/O threads'), with its context switches per operation (voluntary: it slept and was woken; involuntary:
-    /// preempted) and the page faults that read from disk; then the sums (the services alone, and
-    /// with the load generator).
+    /// (and of that, its reactor thread's and libzmq's I/O threads'), with its context switches
+    /// per operation (voluntary: it slept and was woken; involuntary: preempted) and the page
+    /// faults that read from disk; then the sums (the services alone, and with the load generator).
     func resources(before: [String: ProcessCounters], after: [String: ProcessCounters], seconds: Double,
                    operations: Int) -> (lines: [String], windows: [String: ProcessCounters.Window]) {
         var lines = ["| process | CPU (% of one core) | CPU µs per operation | its reactor thread | libzmq's I/O threads | wake-ups per operation | preemptions per operation | major faults | RSS MiB | peak RSS MiB |",

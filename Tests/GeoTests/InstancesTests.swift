@@ -199,7 +199,7 @@ extension GeoTestGroup {
                 try await a.rows("""
                     SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
                     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                    AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('frienso geo history ' || current_schema(), 0)
+                    AND ((classid::bigint << 32) | objid::bigint) = \(PostgresGeoStore.historyLockKey)
                     """).first == ["1"]
             }
             #expect(try await b.locate(1, 40, -73), "B's update commits once the server has ended A's transaction")

@@ -79,9 +79,13 @@ final class PostgresGeoStore: GeoStorage {
         try connection.ensureOpen()
         try await connection.query("""
             SELECT set_config('idle_in_transaction_session_timeout', \(idleTimeout), true),
-                   pg_advisory_xact_lock(hashtextextended('frienso geo history ' || current_schema(), 0))
+                   pg_advisory_xact_lock(\(unescaped: historyLockKey))
             """, logger: logger)
     }
+
+    /// The history lock's key, in SQL: one per schema, so that instances of the same geo share
+    /// it and nothing else in the database does.
+    static let historyLockKey = "hashtextextended('frienso geo history ' || current_schema(), 0)"
 
     /// How long a batch's transaction may sit idle before the server ends it (milliseconds).
     static let idleTimeout = "2000"
