@@ -292,9 +292,14 @@ struct OpenAPIEndToEndTests {
             let tools = try PythonTools.require()
             let validated = try await ProcessHarness.run(tools.python, ["-c", "import json,sys; from openapi_spec_validator import validate; validate(json.load(open(sys.argv[1]))); print('valid')", spec])
             #expect(validated.status == 0 && validated.output.contains("valid"), "\(validated.output)")
-            // A bounded run: a few examples per operation, every operation, a fixed seed.
+            // A bounded run: a few examples per operation, every operation, a fixed seed. Hypothesis's
+            // "too slow" health check times the fuzzer's own data generation, not the edge: on two
+            // busy cores it failed the run for ChangeEmail and ChangePassword (their password
+            // patterns) with every request answered (deploy/test, 2026-11-29). It is a timing
+            // assertion, so it is off; the check on the edge's answers is the same.
             let fuzzed = try await ProcessHarness.run(tools.schemathesis, [
                 "run", spec, "--url", stack.edge, "--checks", "not_a_server_error", "--max-examples", "8", "--workers", "2",
+                "--suppress-health-check", "too_slow",
                 "--header", "Authorization: Bearer \(user.token)", "--seed", "7", "--phases", "examples,fuzzing",
             ], environment: ["HOME": procs.workDirectory, "NO_COLOR": "1"], directory: procs.workDirectory) // its cache goes there
             #expect(fuzzed.status == 0, "schemathesis:\n\(fuzzed.output)")
