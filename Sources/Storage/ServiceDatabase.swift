@@ -1,6 +1,6 @@
 public import GRDB
-public import Foundation
-public import Wire
+import Foundation
+import Wire
 import FriensoProto
 import Synchronization
 
