@@ -13,7 +13,8 @@ extension ClientLoop {
             case call((Envelope) -> Void)
         }
 
-        let envelope: Envelope
+        /// The request; `flushUnsent` sets its deadline in place before each send.
+        var envelope: Envelope
         let deadline: ContinuousClock.Instant
         let retryable: Bool
         private let completion: Completion
@@ -28,7 +29,7 @@ extension ClientLoop {
             self.completion = completion
         }
 
-        func finish(_ reply: Envelope) {
+        func finish(_ reply: consuming Envelope) {
             switch completion {
             case .resume(let continuation): continuation.resume(returning: reply)
             case .call(let body): body(reply)

@@ -315,11 +315,11 @@ final class ClientLoop: ReactorComponent {
         var kept: [UInt64] = []
         for (index, id) in unsent.enumerated() {
             guard let request = pending[id], !request.sent else { continue } // answered, failed or cancelled
-            var envelope = request.envelope
-            envelope.deadlineMs = UInt32(clamping: max(0, now.duration(to: request.deadline).wholeMilliseconds))
-            guard envelope.deadlineMs > 0 else { continue } // the timers expire it
+            // In place: a copy of the envelope here was one of a request's whole-struct copies.
+            request.envelope.deadlineMs = UInt32(clamping: max(0, now.duration(to: request.deadline).wholeMilliseconds))
+            guard request.envelope.deadlineMs > 0 else { continue } // the timers expire it
             do {
-                if try socket.send([], packing: envelope, dontWait: true) {
+                if try socket.send([], packing: request.envelope, dontWait: true) {
                     request.sent = true
                     request.attempts += 1
                     lastSent = now

@@ -106,16 +106,16 @@ public final class WireClient: Sendable {
     /// Sends a request envelope and returns the reply envelope (whose status may be an error).
     /// The request id is assigned here.
     public func send(_ request: Envelope, deadline: Duration? = nil, retryable: Bool = false) async -> Envelope {
-        let request = stamped(request)
-        let id = request.requestId
-        if Task.isCancelled { return request.reply(error: .unavailable("call cancelled")) }
+        let id = nextRequestID.add(1, ordering: .relaxed).newValue
+        if Task.isCancelled { return stamped(request, id: id).reply(error: .unavailable("call cancelled")) }
         let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
         let commands = queues[chooseInstance()], queues = queues
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let posted = commands.post(.call(ClientLoop.Pending(envelope: request, deadline: until, retryable: retryable,
-                                                                    completion: .resume(continuation))))
-                if !posted { continuation.resume(returning: request.reply(error: .unavailable("client closed"))) }
+                // The stamped copy goes straight into the call: the one copy of the request a send makes.
+                let call = ClientLoop.Pending(envelope: stamped(request, id: id), deadline: until, retryable: retryable,
+                                              completion: .resume(continuation))
+                if !commands.post(.call(call)) { continuation.resume(returning: call.envelope.reply(error: .unavailable("client closed"))) }
             }
         } onCancel: {
             // The call may have moved to another instance's loop.
@@ -133,21 +133,21 @@ public final class WireClient: Sendable {
     public func sendOnReactor(_ request: Envelope, deadline: Duration? = nil, retryable: Bool = false,
                               completion: @escaping (Envelope) -> Void) -> Bool {
         guard reactor.isCurrent, let loop = slots[chooseInstance()].loop else { return false }
-        let request = stamped(request)
         let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
-        loop.callNow(ClientLoop.Pending(envelope: request, deadline: until, retryable: retryable, completion: .call(completion)))
+        loop.callNow(ClientLoop.Pending(envelope: stamped(request, id: nextRequestID.add(1, ordering: .relaxed).newValue),
+                                        deadline: until, retryable: retryable, completion: .call(completion)))
         return true
     }
 
     /// Whether `sendOnReactor` would send now: on this client's reactor thread, its socket made.
     public var canSendOnReactor: Bool { reactor.isCurrent && slots.allSatisfy { $0.loop != nil } }
 
-    /// A request with this client's protocol version, kind and next request id.
-    private func stamped(_ request: Envelope) -> Envelope {
+    /// A request with this client's protocol version, kind and the request id `id`.
+    private func stamped(_ request: Envelope, id: UInt64) -> Envelope {
         var request = request
         request.version = WireProtocol.version
         request.kind = .request
-        request.requestId = nextRequestID.add(1, ordering: .relaxed).newValue
+        request.requestId = id
         return request
     }
 
