@@ -106,7 +106,7 @@ public final class WireClient: Sendable {
     /// Sends a request envelope and returns the reply envelope (whose status may be an error).
     /// The request id is assigned here.
     public func send(_ request: Envelope, deadline: Duration? = nil, retryable: Bool = false) async -> Envelope {
-        let id = nextRequestID.add(1, ordering: .relaxed).newValue
+        let id = nextID()
         if Task.isCancelled { return stamped(request, id: id).reply(error: .unavailable("call cancelled")) }
         let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
         let commands = queues[chooseInstance()], queues = queues
@@ -134,13 +134,16 @@ public final class WireClient: Sendable {
                               completion: @escaping (Envelope) -> Void) -> Bool {
         guard reactor.isCurrent, let loop = slots[chooseInstance()].loop else { return false }
         let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
-        loop.callNow(ClientLoop.Pending(envelope: stamped(request, id: nextRequestID.add(1, ordering: .relaxed).newValue),
-                                        deadline: until, retryable: retryable, completion: .call(completion)))
+        loop.callNow(ClientLoop.Pending(envelope: stamped(request, id: nextID()), deadline: until, retryable: retryable,
+                                        completion: .call(completion)))
         return true
     }
 
     /// Whether `sendOnReactor` would send now: on this client's reactor thread, its socket made.
     public var canSendOnReactor: Bool { reactor.isCurrent && slots.allSatisfy { $0.loop != nil } }
+
+    /// This client's next request id.
+    private func nextID() -> UInt64 { nextRequestID.add(1, ordering: .relaxed).newValue }
 
     /// A request with this client's protocol version, kind and the request id `id`.
     private func stamped(_ request: Envelope, id: UInt64) -> Envelope {
