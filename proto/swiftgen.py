@@ -340,6 +340,12 @@ def decl_type(info):
     return info["swift_type"]
 
 
+def stored_type(info):
+    if info["kind"] == "message" and not info["repeated"]:
+        return f"Optional<{info['swift_type']}>"
+    return decl_type(info)
+
+
 def decl_default(info):
     return "[]" if info["repeated"] else info["default"]
 
@@ -479,10 +485,20 @@ def gen_message(reg, f, name, fields, out):
     out.append(f"extension {f.namespace} {{")
     out.append(f"    /// `{f.package}.{name}`")
     out.append(f"    public struct {name}: ProtoMessage {{")
+    # No default values on the stored properties (and `Optional<T>`, not `T?`, which would
+    # default to nil): with them, Swift 6.3 -O built every initialiser as the defaults, then
+    # a copy of the whole value and a destroy of the first (two outlined copies of an envelope a
+    # request, by callgrind). Each initialiser assigns every field instead.
     for info in infos:
-        out.append(f"        public var {info['swift']}: {decl_type(info)} = {decl_default(info)}")
+        out.append(f"        public var {info['swift']}: {stored_type(info)}")
     out.append("")
-    out.append("        public init() {}")
+    if infos:
+        out.append("        public init() {")
+        for i in infos:
+            out.append(f"        self.{i['swift']} = {decl_default(i)}")
+        out.append("        }")
+    else:
+        out.append("        public init() {}")
     if infos:
         out.append("")
         params = ", ".join(f"{i['swift'].strip('`')}: {decl_type(i)} = {decl_default(i)}" for i in infos)
@@ -501,7 +517,11 @@ def gen_message(reg, f, name, fields, out):
     lent = [i for i in infos if i["kind"] == "bytes" and not i["repeated"]]
 
     def gen_pack(call, indent):
-        lines = [f"{indent}let arena = ProtoArena()",
+        # The arena's first chunk is on the stack (at most 1 KiB, no runtime check): the header
+        # strings of an envelope fit, so a typical encode calls `malloc` for the output only.
+        lines = [f"{indent}return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) {{ stack in"]
+        indent += "    "
+        lines += [f"{indent}let arena = ProtoArena(stack: stack)",
                  f"{indent}var c = {ctype}()",
                  f"{indent}{c_func(f, name, 'init')}(&c)",
                  f"{indent}copy(into: &c, arena: arena{', lendingBytes: true' if lent else ''})"]
@@ -514,6 +534,7 @@ def gen_message(reg, f, name, fields, out):
         for k in range(len(lent)):
             depth = depth[:-4]
             lines.append(f"{depth}}}")
+        lines.append(f"{indent[:-4]}}}")
         return lines
 
     out.append("    public func serializedBytes() -> [UInt8] {")
@@ -525,13 +546,11 @@ def gen_message(reg, f, name, fields, out):
     out.append("    }")
     out.append("")
     out.append("    public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {")
-    out.append(f"        let c = try ProtoRuntime.unpack(bytes, \"{f.package}.{name}\", unpack: {c_func(f, name, 'unpack')}, free: {c_func(f, name, 'free_unpacked')}) {{ Self(c: $0.pointee) }}")
-    out.append("        self = c")
+    out.append(f"        self = try ProtoRuntime.unpack(bytes, \"{f.package}.{name}\", unpack: {c_func(f, name, 'unpack')}) {{ Self(c: $0.pointee) }}")
     out.append("    }")
     out.append("")
     out.append("    public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {")
-    out.append(f"        let c = try ProtoRuntime.unpack(buffer, \"{f.package}.{name}\", unpack: {c_func(f, name, 'unpack')}, free: {c_func(f, name, 'free_unpacked')}) {{ Self(c: $0.pointee) }}")
-    out.append("        self = c")
+    out.append(f"        self = try ProtoRuntime.unpack(buffer, \"{f.package}.{name}\", unpack: {c_func(f, name, 'unpack')}) {{ Self(c: $0.pointee) }}")
     out.append("    }")
     out.append("")
     arena_used = any(i["kind"] in ("string", "bytes", "message") or i["repeated"] for i in infos)
@@ -549,9 +568,11 @@ def gen_message(reg, f, name, fields, out):
     out.append("")
     c_param = "c" if infos else "c _"
     out.append(f"    init({c_param}: {ctype}) {{")
+    # Each field assigned straight from the C struct: plain stores into the new value, since the
+    # stored properties have no defaults (above); the memberwise initialiser would add a call.
     if infos:
-        args = ", ".join(f"{i['swift'].strip('`')}: {gen_from_c(i)}" for i in infos)
-        out.append(f"        self.init({args})")
+        for i in infos:
+            out.append(f"        self.{i['swift']} = {gen_from_c(i)}")
     else:
         out.append("        self.init()")
     out.append("    }")

@@ -71,6 +71,33 @@ struct CodecRoundTripTests {
         #expect(rejected > 0)
     }
 
+    @Test("messages past the arenas' stack chunks round-trip: a payload in a block of its own, strings over chained chunks, a long repeated list")
+    func largeMessagesRoundTrip() throws {
+        // Encode and decode start their arenas in 1 KiB on the stack; past it they chain blocks
+        // from malloc (doubling to 64 KiB), and anything over 16 KiB gets a block of its own.
+        let payload = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let envelope = CommonV1.Envelope(
+            method: String(repeating: "m", count: 900), sessionToken: String(repeating: "t", count: 700),
+            idempotencyKey: String(repeating: "k", count: 5_000), statusMessage: "ünïcødé " + String(repeating: "s", count: 20_000),
+            payload: payload, clientAddress: "198.51.100.7", sessionId: Array(repeating: 7, count: 17_000))
+        let bytes = envelope.serializedBytes()
+        #expect(try CommonV1.Envelope(serializedBytes: bytes) == envelope)
+        #expect(try bytes.withUnsafeBytes { try CommonV1.Envelope(serializedBuffer: $0) } == envelope)
+
+        let friends = (0..<3_000).map { i in
+            SocialV1.Friend(user: SocialV1.UserRef(userId: UInt64(i), username: "user-\(i)-" + String(repeating: "u", count: i % 40),
+                                                   firstName: "First \(i)", lastName: "Last", profilePictureMediaId: "media-\(i)"),
+                            sinceMs: Int64(i) * 1_000)
+        }
+        let list = SocialV1.ListFriendsResponse(friends: friends)
+        let decoded = try SocialV1.ListFriendsResponse(serializedBytes: list.serializedBytes())
+        #expect(decoded == list)
+        #expect(decoded.friends.count == 3_000 && decoded.friends.last?.user?.username.hasPrefix("user-2999-") == true)
+
+        // Malformed past the stack chunk: protobuf-c gives up mid-message, and what it built is the arena's.
+        #expect(throws: ProtoDecodingError.self) { try SocialV1.ListFriendsResponse(serializedBytes: Array(list.serializedBytes().dropLast(3))) }
+    }
+
     @Test("a truncated message is rejected, not half-decoded")
     func truncatedIsRejected() {
         let bytes = CommonV1.Envelope(method: "accounts.Login", payload: [1, 2, 3, 4]).serializedBytes()

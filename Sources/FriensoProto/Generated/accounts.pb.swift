@@ -5,14 +5,21 @@ internal import FriensoProtoC
 extension AccountsV1 {
     /// `frienso.accounts.v1.Profile`
     public struct Profile: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var username: String = ""
-        public var firstName: String = ""
-        public var lastName: String = ""
-        public var profilePictureMediaId: String = ""
-        public var createdAtMs: Int64 = 0
+        public var userId: UInt64
+        public var username: String
+        public var firstName: String
+        public var lastName: String
+        public var profilePictureMediaId: String
+        public var createdAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.username = ""
+        self.firstName = ""
+        self.lastName = ""
+        self.profilePictureMediaId = ""
+        self.createdAtMs = 0
+        }
 
         public init(userId: UInt64 = 0, username: String = "", firstName: String = "", lastName: String = "", profilePictureMediaId: String = "", createdAtMs: Int64 = 0) {
         self.userId = userId
@@ -29,29 +36,31 @@ extension AccountsV1.Profile {
     public static let protoName = "frienso.accounts.v1.Profile"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__Profile()
-        frienso__accounts__v1__profile__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile__get_packed_size, pack: frienso__accounts__v1__profile__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__Profile()
+            frienso__accounts__v1__profile__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile__get_packed_size, pack: frienso__accounts__v1__profile__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__Profile()
-        frienso__accounts__v1__profile__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile__get_packed_size, pack: frienso__accounts__v1__profile__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__Profile()
+            frienso__accounts__v1__profile__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile__get_packed_size, pack: frienso__accounts__v1__profile__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.Profile", unpack: frienso__accounts__v1__profile__unpack, free: frienso__accounts__v1__profile__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.Profile", unpack: frienso__accounts__v1__profile__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.Profile", unpack: frienso__accounts__v1__profile__unpack, free: frienso__accounts__v1__profile__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.Profile", unpack: frienso__accounts__v1__profile__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__Profile, arena: ProtoArena) {
@@ -64,7 +73,12 @@ extension AccountsV1.Profile {
     }
 
     init(c: Frienso__Accounts__V1__Profile) {
-        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username), firstName: ProtoRuntime.string(c.first_name), lastName: ProtoRuntime.string(c.last_name), profilePictureMediaId: ProtoRuntime.string(c.profile_picture_media_id), createdAtMs: c.created_at_ms)
+        self.userId = c.user_id
+        self.username = ProtoRuntime.string(c.username)
+        self.firstName = ProtoRuntime.string(c.first_name)
+        self.lastName = ProtoRuntime.string(c.last_name)
+        self.profilePictureMediaId = ProtoRuntime.string(c.profile_picture_media_id)
+        self.createdAtMs = c.created_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -102,11 +116,15 @@ extension AccountsV1.Profile {
 extension AccountsV1 {
     /// `frienso.accounts.v1.Account`
     public struct Account: ProtoMessage {
-        public var profile: AccountsV1.Profile? = nil
-        public var email: String = ""
-        public var phone: String = ""
+        public var profile: Optional<AccountsV1.Profile>
+        public var email: String
+        public var phone: String
 
-        public init() {}
+        public init() {
+        self.profile = nil
+        self.email = ""
+        self.phone = ""
+        }
 
         public init(profile: AccountsV1.Profile? = nil, email: String = "", phone: String = "") {
         self.profile = profile
@@ -120,29 +138,31 @@ extension AccountsV1.Account {
     public static let protoName = "frienso.accounts.v1.Account"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__Account()
-        frienso__accounts__v1__account__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__account__get_packed_size, pack: frienso__accounts__v1__account__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__Account()
+            frienso__accounts__v1__account__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__account__get_packed_size, pack: frienso__accounts__v1__account__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__Account()
-        frienso__accounts__v1__account__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__account__get_packed_size, pack: frienso__accounts__v1__account__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__Account()
+            frienso__accounts__v1__account__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__account__get_packed_size, pack: frienso__accounts__v1__account__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.Account", unpack: frienso__accounts__v1__account__unpack, free: frienso__accounts__v1__account__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.Account", unpack: frienso__accounts__v1__account__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.Account", unpack: frienso__accounts__v1__account__unpack, free: frienso__accounts__v1__account__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.Account", unpack: frienso__accounts__v1__account__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__Account, arena: ProtoArena) {
@@ -154,7 +174,9 @@ extension AccountsV1.Account {
     }
 
     init(c: Frienso__Accounts__V1__Account) {
-        self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) }, email: ProtoRuntime.string(c.email), phone: ProtoRuntime.string(c.phone))
+        self.profile = c.profile.map { AccountsV1.Profile(c: $0.pointee) }
+        self.email = ProtoRuntime.string(c.email)
+        self.phone = ProtoRuntime.string(c.phone)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -189,14 +211,21 @@ extension AccountsV1.Account {
 extension AccountsV1 {
     /// `frienso.accounts.v1.RegisterRequest`
     public struct RegisterRequest: ProtoMessage {
-        public var username: String = ""
-        public var email: String = ""
-        public var phone: String = ""
-        public var password: String = ""
-        public var firstName: String = ""
-        public var lastName: String = ""
+        public var username: String
+        public var email: String
+        public var phone: String
+        public var password: String
+        public var firstName: String
+        public var lastName: String
 
-        public init() {}
+        public init() {
+        self.username = ""
+        self.email = ""
+        self.phone = ""
+        self.password = ""
+        self.firstName = ""
+        self.lastName = ""
+        }
 
         public init(username: String = "", email: String = "", phone: String = "", password: String = "", firstName: String = "", lastName: String = "") {
         self.username = username
@@ -213,29 +242,31 @@ extension AccountsV1.RegisterRequest {
     public static let protoName = "frienso.accounts.v1.RegisterRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__RegisterRequest()
-        frienso__accounts__v1__register_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_request__get_packed_size, pack: frienso__accounts__v1__register_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__RegisterRequest()
+            frienso__accounts__v1__register_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_request__get_packed_size, pack: frienso__accounts__v1__register_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__RegisterRequest()
-        frienso__accounts__v1__register_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_request__get_packed_size, pack: frienso__accounts__v1__register_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__RegisterRequest()
+            frienso__accounts__v1__register_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_request__get_packed_size, pack: frienso__accounts__v1__register_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RegisterRequest", unpack: frienso__accounts__v1__register_request__unpack, free: frienso__accounts__v1__register_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RegisterRequest", unpack: frienso__accounts__v1__register_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RegisterRequest", unpack: frienso__accounts__v1__register_request__unpack, free: frienso__accounts__v1__register_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RegisterRequest", unpack: frienso__accounts__v1__register_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__RegisterRequest, arena: ProtoArena) {
@@ -248,7 +279,12 @@ extension AccountsV1.RegisterRequest {
     }
 
     init(c: Frienso__Accounts__V1__RegisterRequest) {
-        self.init(username: ProtoRuntime.string(c.username), email: ProtoRuntime.string(c.email), phone: ProtoRuntime.string(c.phone), password: ProtoRuntime.string(c.password), firstName: ProtoRuntime.string(c.first_name), lastName: ProtoRuntime.string(c.last_name))
+        self.username = ProtoRuntime.string(c.username)
+        self.email = ProtoRuntime.string(c.email)
+        self.phone = ProtoRuntime.string(c.phone)
+        self.password = ProtoRuntime.string(c.password)
+        self.firstName = ProtoRuntime.string(c.first_name)
+        self.lastName = ProtoRuntime.string(c.last_name)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -286,9 +322,11 @@ extension AccountsV1.RegisterRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.RegisterResponse`
     public struct RegisterResponse: ProtoMessage {
-        public var account: AccountsV1.Account? = nil
+        public var account: Optional<AccountsV1.Account>
 
-        public init() {}
+        public init() {
+        self.account = nil
+        }
 
         public init(account: AccountsV1.Account? = nil) {
         self.account = account
@@ -300,29 +338,31 @@ extension AccountsV1.RegisterResponse {
     public static let protoName = "frienso.accounts.v1.RegisterResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__RegisterResponse()
-        frienso__accounts__v1__register_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_response__get_packed_size, pack: frienso__accounts__v1__register_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__RegisterResponse()
+            frienso__accounts__v1__register_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_response__get_packed_size, pack: frienso__accounts__v1__register_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__RegisterResponse()
-        frienso__accounts__v1__register_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_response__get_packed_size, pack: frienso__accounts__v1__register_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__RegisterResponse()
+            frienso__accounts__v1__register_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__register_response__get_packed_size, pack: frienso__accounts__v1__register_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RegisterResponse", unpack: frienso__accounts__v1__register_response__unpack, free: frienso__accounts__v1__register_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RegisterResponse", unpack: frienso__accounts__v1__register_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RegisterResponse", unpack: frienso__accounts__v1__register_response__unpack, free: frienso__accounts__v1__register_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RegisterResponse", unpack: frienso__accounts__v1__register_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__RegisterResponse, arena: ProtoArena) {
@@ -332,7 +372,7 @@ extension AccountsV1.RegisterResponse {
     }
 
     init(c: Frienso__Accounts__V1__RegisterResponse) {
-        self.init(account: c.account.map { AccountsV1.Account(c: $0.pointee) })
+        self.account = c.account.map { AccountsV1.Account(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -365,10 +405,13 @@ extension AccountsV1.RegisterResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.LoginRequest`
     public struct LoginRequest: ProtoMessage {
-        public var login: String = ""
-        public var password: String = ""
+        public var login: String
+        public var password: String
 
-        public init() {}
+        public init() {
+        self.login = ""
+        self.password = ""
+        }
 
         public init(login: String = "", password: String = "") {
         self.login = login
@@ -381,29 +424,31 @@ extension AccountsV1.LoginRequest {
     public static let protoName = "frienso.accounts.v1.LoginRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LoginRequest()
-        frienso__accounts__v1__login_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_request__get_packed_size, pack: frienso__accounts__v1__login_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LoginRequest()
+            frienso__accounts__v1__login_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_request__get_packed_size, pack: frienso__accounts__v1__login_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LoginRequest()
-        frienso__accounts__v1__login_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_request__get_packed_size, pack: frienso__accounts__v1__login_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LoginRequest()
+            frienso__accounts__v1__login_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_request__get_packed_size, pack: frienso__accounts__v1__login_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LoginRequest", unpack: frienso__accounts__v1__login_request__unpack, free: frienso__accounts__v1__login_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LoginRequest", unpack: frienso__accounts__v1__login_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LoginRequest", unpack: frienso__accounts__v1__login_request__unpack, free: frienso__accounts__v1__login_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LoginRequest", unpack: frienso__accounts__v1__login_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__LoginRequest, arena: ProtoArena) {
@@ -412,7 +457,8 @@ extension AccountsV1.LoginRequest {
     }
 
     init(c: Frienso__Accounts__V1__LoginRequest) {
-        self.init(login: ProtoRuntime.string(c.login), password: ProtoRuntime.string(c.password))
+        self.login = ProtoRuntime.string(c.login)
+        self.password = ProtoRuntime.string(c.password)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -446,11 +492,15 @@ extension AccountsV1.LoginRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.LoginResponse`
     public struct LoginResponse: ProtoMessage {
-        public var sessionToken: String = ""
-        public var expiresAtMs: Int64 = 0
-        public var account: AccountsV1.Account? = nil
+        public var sessionToken: String
+        public var expiresAtMs: Int64
+        public var account: Optional<AccountsV1.Account>
 
-        public init() {}
+        public init() {
+        self.sessionToken = ""
+        self.expiresAtMs = 0
+        self.account = nil
+        }
 
         public init(sessionToken: String = "", expiresAtMs: Int64 = 0, account: AccountsV1.Account? = nil) {
         self.sessionToken = sessionToken
@@ -464,29 +514,31 @@ extension AccountsV1.LoginResponse {
     public static let protoName = "frienso.accounts.v1.LoginResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LoginResponse()
-        frienso__accounts__v1__login_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_response__get_packed_size, pack: frienso__accounts__v1__login_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LoginResponse()
+            frienso__accounts__v1__login_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_response__get_packed_size, pack: frienso__accounts__v1__login_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LoginResponse()
-        frienso__accounts__v1__login_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_response__get_packed_size, pack: frienso__accounts__v1__login_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LoginResponse()
+            frienso__accounts__v1__login_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__login_response__get_packed_size, pack: frienso__accounts__v1__login_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LoginResponse", unpack: frienso__accounts__v1__login_response__unpack, free: frienso__accounts__v1__login_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LoginResponse", unpack: frienso__accounts__v1__login_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LoginResponse", unpack: frienso__accounts__v1__login_response__unpack, free: frienso__accounts__v1__login_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LoginResponse", unpack: frienso__accounts__v1__login_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__LoginResponse, arena: ProtoArena) {
@@ -498,7 +550,9 @@ extension AccountsV1.LoginResponse {
     }
 
     init(c: Frienso__Accounts__V1__LoginResponse) {
-        self.init(sessionToken: ProtoRuntime.string(c.session_token), expiresAtMs: c.expires_at_ms, account: c.account.map { AccountsV1.Account(c: $0.pointee) })
+        self.sessionToken = ProtoRuntime.string(c.session_token)
+        self.expiresAtMs = c.expires_at_ms
+        self.account = c.account.map { AccountsV1.Account(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -542,29 +596,31 @@ extension AccountsV1.LogoutRequest {
     public static let protoName = "frienso.accounts.v1.LogoutRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LogoutRequest()
-        frienso__accounts__v1__logout_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_request__get_packed_size, pack: frienso__accounts__v1__logout_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LogoutRequest()
+            frienso__accounts__v1__logout_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_request__get_packed_size, pack: frienso__accounts__v1__logout_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LogoutRequest()
-        frienso__accounts__v1__logout_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_request__get_packed_size, pack: frienso__accounts__v1__logout_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LogoutRequest()
+            frienso__accounts__v1__logout_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_request__get_packed_size, pack: frienso__accounts__v1__logout_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LogoutRequest", unpack: frienso__accounts__v1__logout_request__unpack, free: frienso__accounts__v1__logout_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LogoutRequest", unpack: frienso__accounts__v1__logout_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LogoutRequest", unpack: frienso__accounts__v1__logout_request__unpack, free: frienso__accounts__v1__logout_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LogoutRequest", unpack: frienso__accounts__v1__logout_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Accounts__V1__LogoutRequest, arena _: ProtoArena) {
@@ -608,29 +664,31 @@ extension AccountsV1.LogoutResponse {
     public static let protoName = "frienso.accounts.v1.LogoutResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LogoutResponse()
-        frienso__accounts__v1__logout_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_response__get_packed_size, pack: frienso__accounts__v1__logout_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LogoutResponse()
+            frienso__accounts__v1__logout_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_response__get_packed_size, pack: frienso__accounts__v1__logout_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LogoutResponse()
-        frienso__accounts__v1__logout_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_response__get_packed_size, pack: frienso__accounts__v1__logout_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LogoutResponse()
+            frienso__accounts__v1__logout_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__logout_response__get_packed_size, pack: frienso__accounts__v1__logout_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LogoutResponse", unpack: frienso__accounts__v1__logout_response__unpack, free: frienso__accounts__v1__logout_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LogoutResponse", unpack: frienso__accounts__v1__logout_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LogoutResponse", unpack: frienso__accounts__v1__logout_response__unpack, free: frienso__accounts__v1__logout_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LogoutResponse", unpack: frienso__accounts__v1__logout_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Accounts__V1__LogoutResponse, arena _: ProtoArena) {
@@ -674,29 +732,31 @@ extension AccountsV1.WhoAmIRequest {
     public static let protoName = "frienso.accounts.v1.WhoAmIRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__WhoAmIRequest()
-        frienso__accounts__v1__who_am_irequest__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_irequest__get_packed_size, pack: frienso__accounts__v1__who_am_irequest__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__WhoAmIRequest()
+            frienso__accounts__v1__who_am_irequest__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_irequest__get_packed_size, pack: frienso__accounts__v1__who_am_irequest__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__WhoAmIRequest()
-        frienso__accounts__v1__who_am_irequest__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_irequest__get_packed_size, pack: frienso__accounts__v1__who_am_irequest__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__WhoAmIRequest()
+            frienso__accounts__v1__who_am_irequest__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_irequest__get_packed_size, pack: frienso__accounts__v1__who_am_irequest__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.WhoAmIRequest", unpack: frienso__accounts__v1__who_am_irequest__unpack, free: frienso__accounts__v1__who_am_irequest__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.WhoAmIRequest", unpack: frienso__accounts__v1__who_am_irequest__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.WhoAmIRequest", unpack: frienso__accounts__v1__who_am_irequest__unpack, free: frienso__accounts__v1__who_am_irequest__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.WhoAmIRequest", unpack: frienso__accounts__v1__who_am_irequest__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Accounts__V1__WhoAmIRequest, arena _: ProtoArena) {
@@ -731,10 +791,13 @@ extension AccountsV1.WhoAmIRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.WhoAmIResponse`
     public struct WhoAmIResponse: ProtoMessage {
-        public var account: AccountsV1.Account? = nil
-        public var sessionExpiresAtMs: Int64 = 0
+        public var account: Optional<AccountsV1.Account>
+        public var sessionExpiresAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.account = nil
+        self.sessionExpiresAtMs = 0
+        }
 
         public init(account: AccountsV1.Account? = nil, sessionExpiresAtMs: Int64 = 0) {
         self.account = account
@@ -747,29 +810,31 @@ extension AccountsV1.WhoAmIResponse {
     public static let protoName = "frienso.accounts.v1.WhoAmIResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__WhoAmIResponse()
-        frienso__accounts__v1__who_am_iresponse__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_iresponse__get_packed_size, pack: frienso__accounts__v1__who_am_iresponse__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__WhoAmIResponse()
+            frienso__accounts__v1__who_am_iresponse__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_iresponse__get_packed_size, pack: frienso__accounts__v1__who_am_iresponse__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__WhoAmIResponse()
-        frienso__accounts__v1__who_am_iresponse__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_iresponse__get_packed_size, pack: frienso__accounts__v1__who_am_iresponse__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__WhoAmIResponse()
+            frienso__accounts__v1__who_am_iresponse__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__who_am_iresponse__get_packed_size, pack: frienso__accounts__v1__who_am_iresponse__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.WhoAmIResponse", unpack: frienso__accounts__v1__who_am_iresponse__unpack, free: frienso__accounts__v1__who_am_iresponse__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.WhoAmIResponse", unpack: frienso__accounts__v1__who_am_iresponse__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.WhoAmIResponse", unpack: frienso__accounts__v1__who_am_iresponse__unpack, free: frienso__accounts__v1__who_am_iresponse__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.WhoAmIResponse", unpack: frienso__accounts__v1__who_am_iresponse__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__WhoAmIResponse, arena: ProtoArena) {
@@ -780,7 +845,8 @@ extension AccountsV1.WhoAmIResponse {
     }
 
     init(c: Frienso__Accounts__V1__WhoAmIResponse) {
-        self.init(account: c.account.map { AccountsV1.Account(c: $0.pointee) }, sessionExpiresAtMs: c.session_expires_at_ms)
+        self.account = c.account.map { AccountsV1.Account(c: $0.pointee) }
+        self.sessionExpiresAtMs = c.session_expires_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -814,10 +880,13 @@ extension AccountsV1.WhoAmIResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ChangeEmailRequest`
     public struct ChangeEmailRequest: ProtoMessage {
-        public var newEmail: String = ""
-        public var password: String = ""
+        public var newEmail: String
+        public var password: String
 
-        public init() {}
+        public init() {
+        self.newEmail = ""
+        self.password = ""
+        }
 
         public init(newEmail: String = "", password: String = "") {
         self.newEmail = newEmail
@@ -830,29 +899,31 @@ extension AccountsV1.ChangeEmailRequest {
     public static let protoName = "frienso.accounts.v1.ChangeEmailRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ChangeEmailRequest()
-        frienso__accounts__v1__change_email_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_request__get_packed_size, pack: frienso__accounts__v1__change_email_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ChangeEmailRequest()
+            frienso__accounts__v1__change_email_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_request__get_packed_size, pack: frienso__accounts__v1__change_email_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ChangeEmailRequest()
-        frienso__accounts__v1__change_email_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_request__get_packed_size, pack: frienso__accounts__v1__change_email_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ChangeEmailRequest()
+            frienso__accounts__v1__change_email_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_request__get_packed_size, pack: frienso__accounts__v1__change_email_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangeEmailRequest", unpack: frienso__accounts__v1__change_email_request__unpack, free: frienso__accounts__v1__change_email_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangeEmailRequest", unpack: frienso__accounts__v1__change_email_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangeEmailRequest", unpack: frienso__accounts__v1__change_email_request__unpack, free: frienso__accounts__v1__change_email_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangeEmailRequest", unpack: frienso__accounts__v1__change_email_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ChangeEmailRequest, arena: ProtoArena) {
@@ -861,7 +932,8 @@ extension AccountsV1.ChangeEmailRequest {
     }
 
     init(c: Frienso__Accounts__V1__ChangeEmailRequest) {
-        self.init(newEmail: ProtoRuntime.string(c.new_email), password: ProtoRuntime.string(c.password))
+        self.newEmail = ProtoRuntime.string(c.new_email)
+        self.password = ProtoRuntime.string(c.password)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -895,9 +967,11 @@ extension AccountsV1.ChangeEmailRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ChangeEmailResponse`
     public struct ChangeEmailResponse: ProtoMessage {
-        public var account: AccountsV1.Account? = nil
+        public var account: Optional<AccountsV1.Account>
 
-        public init() {}
+        public init() {
+        self.account = nil
+        }
 
         public init(account: AccountsV1.Account? = nil) {
         self.account = account
@@ -909,29 +983,31 @@ extension AccountsV1.ChangeEmailResponse {
     public static let protoName = "frienso.accounts.v1.ChangeEmailResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ChangeEmailResponse()
-        frienso__accounts__v1__change_email_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_response__get_packed_size, pack: frienso__accounts__v1__change_email_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ChangeEmailResponse()
+            frienso__accounts__v1__change_email_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_response__get_packed_size, pack: frienso__accounts__v1__change_email_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ChangeEmailResponse()
-        frienso__accounts__v1__change_email_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_response__get_packed_size, pack: frienso__accounts__v1__change_email_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ChangeEmailResponse()
+            frienso__accounts__v1__change_email_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_email_response__get_packed_size, pack: frienso__accounts__v1__change_email_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangeEmailResponse", unpack: frienso__accounts__v1__change_email_response__unpack, free: frienso__accounts__v1__change_email_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangeEmailResponse", unpack: frienso__accounts__v1__change_email_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangeEmailResponse", unpack: frienso__accounts__v1__change_email_response__unpack, free: frienso__accounts__v1__change_email_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangeEmailResponse", unpack: frienso__accounts__v1__change_email_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ChangeEmailResponse, arena: ProtoArena) {
@@ -941,7 +1017,7 @@ extension AccountsV1.ChangeEmailResponse {
     }
 
     init(c: Frienso__Accounts__V1__ChangeEmailResponse) {
-        self.init(account: c.account.map { AccountsV1.Account(c: $0.pointee) })
+        self.account = c.account.map { AccountsV1.Account(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -974,9 +1050,11 @@ extension AccountsV1.ChangeEmailResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.RequestPasswordResetRequest`
     public struct RequestPasswordResetRequest: ProtoMessage {
-        public var login: String = ""
+        public var login: String
 
-        public init() {}
+        public init() {
+        self.login = ""
+        }
 
         public init(login: String = "") {
         self.login = login
@@ -988,29 +1066,31 @@ extension AccountsV1.RequestPasswordResetRequest {
     public static let protoName = "frienso.accounts.v1.RequestPasswordResetRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__RequestPasswordResetRequest()
-        frienso__accounts__v1__request_password_reset_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_request__get_packed_size, pack: frienso__accounts__v1__request_password_reset_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__RequestPasswordResetRequest()
+            frienso__accounts__v1__request_password_reset_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_request__get_packed_size, pack: frienso__accounts__v1__request_password_reset_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__RequestPasswordResetRequest()
-        frienso__accounts__v1__request_password_reset_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_request__get_packed_size, pack: frienso__accounts__v1__request_password_reset_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__RequestPasswordResetRequest()
+            frienso__accounts__v1__request_password_reset_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_request__get_packed_size, pack: frienso__accounts__v1__request_password_reset_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RequestPasswordResetRequest", unpack: frienso__accounts__v1__request_password_reset_request__unpack, free: frienso__accounts__v1__request_password_reset_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RequestPasswordResetRequest", unpack: frienso__accounts__v1__request_password_reset_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RequestPasswordResetRequest", unpack: frienso__accounts__v1__request_password_reset_request__unpack, free: frienso__accounts__v1__request_password_reset_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RequestPasswordResetRequest", unpack: frienso__accounts__v1__request_password_reset_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__RequestPasswordResetRequest, arena: ProtoArena) {
@@ -1018,7 +1098,7 @@ extension AccountsV1.RequestPasswordResetRequest {
     }
 
     init(c: Frienso__Accounts__V1__RequestPasswordResetRequest) {
-        self.init(login: ProtoRuntime.string(c.login))
+        self.login = ProtoRuntime.string(c.login)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1051,9 +1131,11 @@ extension AccountsV1.RequestPasswordResetRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.RequestPasswordResetResponse`
     public struct RequestPasswordResetResponse: ProtoMessage {
-        public var expiresInMinutes: UInt32 = 0
+        public var expiresInMinutes: UInt32
 
-        public init() {}
+        public init() {
+        self.expiresInMinutes = 0
+        }
 
         public init(expiresInMinutes: UInt32 = 0) {
         self.expiresInMinutes = expiresInMinutes
@@ -1065,29 +1147,31 @@ extension AccountsV1.RequestPasswordResetResponse {
     public static let protoName = "frienso.accounts.v1.RequestPasswordResetResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__RequestPasswordResetResponse()
-        frienso__accounts__v1__request_password_reset_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_response__get_packed_size, pack: frienso__accounts__v1__request_password_reset_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__RequestPasswordResetResponse()
+            frienso__accounts__v1__request_password_reset_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_response__get_packed_size, pack: frienso__accounts__v1__request_password_reset_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__RequestPasswordResetResponse()
-        frienso__accounts__v1__request_password_reset_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_response__get_packed_size, pack: frienso__accounts__v1__request_password_reset_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__RequestPasswordResetResponse()
+            frienso__accounts__v1__request_password_reset_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__request_password_reset_response__get_packed_size, pack: frienso__accounts__v1__request_password_reset_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RequestPasswordResetResponse", unpack: frienso__accounts__v1__request_password_reset_response__unpack, free: frienso__accounts__v1__request_password_reset_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.RequestPasswordResetResponse", unpack: frienso__accounts__v1__request_password_reset_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RequestPasswordResetResponse", unpack: frienso__accounts__v1__request_password_reset_response__unpack, free: frienso__accounts__v1__request_password_reset_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.RequestPasswordResetResponse", unpack: frienso__accounts__v1__request_password_reset_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__RequestPasswordResetResponse, arena _: ProtoArena) {
@@ -1095,7 +1179,7 @@ extension AccountsV1.RequestPasswordResetResponse {
     }
 
     init(c: Frienso__Accounts__V1__RequestPasswordResetResponse) {
-        self.init(expiresInMinutes: c.expires_in_minutes)
+        self.expiresInMinutes = c.expires_in_minutes
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1128,11 +1212,15 @@ extension AccountsV1.RequestPasswordResetResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ResetPasswordRequest`
     public struct ResetPasswordRequest: ProtoMessage {
-        public var login: String = ""
-        public var code: String = ""
-        public var newPassword: String = ""
+        public var login: String
+        public var code: String
+        public var newPassword: String
 
-        public init() {}
+        public init() {
+        self.login = ""
+        self.code = ""
+        self.newPassword = ""
+        }
 
         public init(login: String = "", code: String = "", newPassword: String = "") {
         self.login = login
@@ -1146,29 +1234,31 @@ extension AccountsV1.ResetPasswordRequest {
     public static let protoName = "frienso.accounts.v1.ResetPasswordRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ResetPasswordRequest()
-        frienso__accounts__v1__reset_password_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_request__get_packed_size, pack: frienso__accounts__v1__reset_password_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ResetPasswordRequest()
+            frienso__accounts__v1__reset_password_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_request__get_packed_size, pack: frienso__accounts__v1__reset_password_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ResetPasswordRequest()
-        frienso__accounts__v1__reset_password_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_request__get_packed_size, pack: frienso__accounts__v1__reset_password_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ResetPasswordRequest()
+            frienso__accounts__v1__reset_password_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_request__get_packed_size, pack: frienso__accounts__v1__reset_password_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ResetPasswordRequest", unpack: frienso__accounts__v1__reset_password_request__unpack, free: frienso__accounts__v1__reset_password_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ResetPasswordRequest", unpack: frienso__accounts__v1__reset_password_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ResetPasswordRequest", unpack: frienso__accounts__v1__reset_password_request__unpack, free: frienso__accounts__v1__reset_password_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ResetPasswordRequest", unpack: frienso__accounts__v1__reset_password_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ResetPasswordRequest, arena: ProtoArena) {
@@ -1178,7 +1268,9 @@ extension AccountsV1.ResetPasswordRequest {
     }
 
     init(c: Frienso__Accounts__V1__ResetPasswordRequest) {
-        self.init(login: ProtoRuntime.string(c.login), code: ProtoRuntime.string(c.code), newPassword: ProtoRuntime.string(c.new_password))
+        self.login = ProtoRuntime.string(c.login)
+        self.code = ProtoRuntime.string(c.code)
+        self.newPassword = ProtoRuntime.string(c.new_password)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1213,9 +1305,11 @@ extension AccountsV1.ResetPasswordRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ResetPasswordResponse`
     public struct ResetPasswordResponse: ProtoMessage {
-        public var revokedSessions: UInt32 = 0
+        public var revokedSessions: UInt32
 
-        public init() {}
+        public init() {
+        self.revokedSessions = 0
+        }
 
         public init(revokedSessions: UInt32 = 0) {
         self.revokedSessions = revokedSessions
@@ -1227,29 +1321,31 @@ extension AccountsV1.ResetPasswordResponse {
     public static let protoName = "frienso.accounts.v1.ResetPasswordResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ResetPasswordResponse()
-        frienso__accounts__v1__reset_password_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_response__get_packed_size, pack: frienso__accounts__v1__reset_password_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ResetPasswordResponse()
+            frienso__accounts__v1__reset_password_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_response__get_packed_size, pack: frienso__accounts__v1__reset_password_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ResetPasswordResponse()
-        frienso__accounts__v1__reset_password_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_response__get_packed_size, pack: frienso__accounts__v1__reset_password_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ResetPasswordResponse()
+            frienso__accounts__v1__reset_password_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__reset_password_response__get_packed_size, pack: frienso__accounts__v1__reset_password_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ResetPasswordResponse", unpack: frienso__accounts__v1__reset_password_response__unpack, free: frienso__accounts__v1__reset_password_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ResetPasswordResponse", unpack: frienso__accounts__v1__reset_password_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ResetPasswordResponse", unpack: frienso__accounts__v1__reset_password_response__unpack, free: frienso__accounts__v1__reset_password_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ResetPasswordResponse", unpack: frienso__accounts__v1__reset_password_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ResetPasswordResponse, arena _: ProtoArena) {
@@ -1257,7 +1353,7 @@ extension AccountsV1.ResetPasswordResponse {
     }
 
     init(c: Frienso__Accounts__V1__ResetPasswordResponse) {
-        self.init(revokedSessions: c.revoked_sessions)
+        self.revokedSessions = c.revoked_sessions
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1290,9 +1386,11 @@ extension AccountsV1.ResetPasswordResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.DeleteAccountRequest`
     public struct DeleteAccountRequest: ProtoMessage {
-        public var password: String = ""
+        public var password: String
 
-        public init() {}
+        public init() {
+        self.password = ""
+        }
 
         public init(password: String = "") {
         self.password = password
@@ -1304,29 +1402,31 @@ extension AccountsV1.DeleteAccountRequest {
     public static let protoName = "frienso.accounts.v1.DeleteAccountRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__DeleteAccountRequest()
-        frienso__accounts__v1__delete_account_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_request__get_packed_size, pack: frienso__accounts__v1__delete_account_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__DeleteAccountRequest()
+            frienso__accounts__v1__delete_account_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_request__get_packed_size, pack: frienso__accounts__v1__delete_account_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__DeleteAccountRequest()
-        frienso__accounts__v1__delete_account_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_request__get_packed_size, pack: frienso__accounts__v1__delete_account_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__DeleteAccountRequest()
+            frienso__accounts__v1__delete_account_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_request__get_packed_size, pack: frienso__accounts__v1__delete_account_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.DeleteAccountRequest", unpack: frienso__accounts__v1__delete_account_request__unpack, free: frienso__accounts__v1__delete_account_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.DeleteAccountRequest", unpack: frienso__accounts__v1__delete_account_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.DeleteAccountRequest", unpack: frienso__accounts__v1__delete_account_request__unpack, free: frienso__accounts__v1__delete_account_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.DeleteAccountRequest", unpack: frienso__accounts__v1__delete_account_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__DeleteAccountRequest, arena: ProtoArena) {
@@ -1334,7 +1434,7 @@ extension AccountsV1.DeleteAccountRequest {
     }
 
     init(c: Frienso__Accounts__V1__DeleteAccountRequest) {
-        self.init(password: ProtoRuntime.string(c.password))
+        self.password = ProtoRuntime.string(c.password)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1367,10 +1467,13 @@ extension AccountsV1.DeleteAccountRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.DeleteAccountResponse`
     public struct DeleteAccountResponse: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var erasing: [String] = []
+        public var userId: UInt64
+        public var erasing: [String]
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.erasing = []
+        }
 
         public init(userId: UInt64 = 0, erasing: [String] = []) {
         self.userId = userId
@@ -1383,29 +1486,31 @@ extension AccountsV1.DeleteAccountResponse {
     public static let protoName = "frienso.accounts.v1.DeleteAccountResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__DeleteAccountResponse()
-        frienso__accounts__v1__delete_account_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_response__get_packed_size, pack: frienso__accounts__v1__delete_account_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__DeleteAccountResponse()
+            frienso__accounts__v1__delete_account_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_response__get_packed_size, pack: frienso__accounts__v1__delete_account_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__DeleteAccountResponse()
-        frienso__accounts__v1__delete_account_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_response__get_packed_size, pack: frienso__accounts__v1__delete_account_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__DeleteAccountResponse()
+            frienso__accounts__v1__delete_account_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__delete_account_response__get_packed_size, pack: frienso__accounts__v1__delete_account_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.DeleteAccountResponse", unpack: frienso__accounts__v1__delete_account_response__unpack, free: frienso__accounts__v1__delete_account_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.DeleteAccountResponse", unpack: frienso__accounts__v1__delete_account_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.DeleteAccountResponse", unpack: frienso__accounts__v1__delete_account_response__unpack, free: frienso__accounts__v1__delete_account_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.DeleteAccountResponse", unpack: frienso__accounts__v1__delete_account_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__DeleteAccountResponse, arena: ProtoArena) {
@@ -1415,7 +1520,8 @@ extension AccountsV1.DeleteAccountResponse {
     }
 
     init(c: Frienso__Accounts__V1__DeleteAccountResponse) {
-        self.init(userId: c.user_id, erasing: ProtoRuntime.array(c.erasing, count: c.n_erasing) { ProtoRuntime.string($0) })
+        self.userId = c.user_id
+        self.erasing = ProtoRuntime.array(c.erasing, count: c.n_erasing) { ProtoRuntime.string($0) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1449,10 +1555,13 @@ extension AccountsV1.DeleteAccountResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ChangePasswordRequest`
     public struct ChangePasswordRequest: ProtoMessage {
-        public var currentPassword: String = ""
-        public var newPassword: String = ""
+        public var currentPassword: String
+        public var newPassword: String
 
-        public init() {}
+        public init() {
+        self.currentPassword = ""
+        self.newPassword = ""
+        }
 
         public init(currentPassword: String = "", newPassword: String = "") {
         self.currentPassword = currentPassword
@@ -1465,29 +1574,31 @@ extension AccountsV1.ChangePasswordRequest {
     public static let protoName = "frienso.accounts.v1.ChangePasswordRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ChangePasswordRequest()
-        frienso__accounts__v1__change_password_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_request__get_packed_size, pack: frienso__accounts__v1__change_password_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ChangePasswordRequest()
+            frienso__accounts__v1__change_password_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_request__get_packed_size, pack: frienso__accounts__v1__change_password_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ChangePasswordRequest()
-        frienso__accounts__v1__change_password_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_request__get_packed_size, pack: frienso__accounts__v1__change_password_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ChangePasswordRequest()
+            frienso__accounts__v1__change_password_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_request__get_packed_size, pack: frienso__accounts__v1__change_password_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangePasswordRequest", unpack: frienso__accounts__v1__change_password_request__unpack, free: frienso__accounts__v1__change_password_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangePasswordRequest", unpack: frienso__accounts__v1__change_password_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangePasswordRequest", unpack: frienso__accounts__v1__change_password_request__unpack, free: frienso__accounts__v1__change_password_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangePasswordRequest", unpack: frienso__accounts__v1__change_password_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ChangePasswordRequest, arena: ProtoArena) {
@@ -1496,7 +1607,8 @@ extension AccountsV1.ChangePasswordRequest {
     }
 
     init(c: Frienso__Accounts__V1__ChangePasswordRequest) {
-        self.init(currentPassword: ProtoRuntime.string(c.current_password), newPassword: ProtoRuntime.string(c.new_password))
+        self.currentPassword = ProtoRuntime.string(c.current_password)
+        self.newPassword = ProtoRuntime.string(c.new_password)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1530,9 +1642,11 @@ extension AccountsV1.ChangePasswordRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ChangePasswordResponse`
     public struct ChangePasswordResponse: ProtoMessage {
-        public var revokedSessions: UInt32 = 0
+        public var revokedSessions: UInt32
 
-        public init() {}
+        public init() {
+        self.revokedSessions = 0
+        }
 
         public init(revokedSessions: UInt32 = 0) {
         self.revokedSessions = revokedSessions
@@ -1544,29 +1658,31 @@ extension AccountsV1.ChangePasswordResponse {
     public static let protoName = "frienso.accounts.v1.ChangePasswordResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ChangePasswordResponse()
-        frienso__accounts__v1__change_password_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_response__get_packed_size, pack: frienso__accounts__v1__change_password_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ChangePasswordResponse()
+            frienso__accounts__v1__change_password_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_response__get_packed_size, pack: frienso__accounts__v1__change_password_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ChangePasswordResponse()
-        frienso__accounts__v1__change_password_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_response__get_packed_size, pack: frienso__accounts__v1__change_password_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ChangePasswordResponse()
+            frienso__accounts__v1__change_password_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__change_password_response__get_packed_size, pack: frienso__accounts__v1__change_password_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangePasswordResponse", unpack: frienso__accounts__v1__change_password_response__unpack, free: frienso__accounts__v1__change_password_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ChangePasswordResponse", unpack: frienso__accounts__v1__change_password_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangePasswordResponse", unpack: frienso__accounts__v1__change_password_response__unpack, free: frienso__accounts__v1__change_password_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ChangePasswordResponse", unpack: frienso__accounts__v1__change_password_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ChangePasswordResponse, arena _: ProtoArena) {
@@ -1574,7 +1690,7 @@ extension AccountsV1.ChangePasswordResponse {
     }
 
     init(c: Frienso__Accounts__V1__ChangePasswordResponse) {
-        self.init(revokedSessions: c.revoked_sessions)
+        self.revokedSessions = c.revoked_sessions
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1607,9 +1723,11 @@ extension AccountsV1.ChangePasswordResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.GetProfileRequest`
     public struct GetProfileRequest: ProtoMessage {
-        public var userId: UInt64 = 0
+        public var userId: UInt64
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        }
 
         public init(userId: UInt64 = 0) {
         self.userId = userId
@@ -1621,29 +1739,31 @@ extension AccountsV1.GetProfileRequest {
     public static let protoName = "frienso.accounts.v1.GetProfileRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__GetProfileRequest()
-        frienso__accounts__v1__get_profile_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_request__get_packed_size, pack: frienso__accounts__v1__get_profile_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__GetProfileRequest()
+            frienso__accounts__v1__get_profile_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_request__get_packed_size, pack: frienso__accounts__v1__get_profile_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__GetProfileRequest()
-        frienso__accounts__v1__get_profile_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_request__get_packed_size, pack: frienso__accounts__v1__get_profile_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__GetProfileRequest()
+            frienso__accounts__v1__get_profile_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_request__get_packed_size, pack: frienso__accounts__v1__get_profile_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfileRequest", unpack: frienso__accounts__v1__get_profile_request__unpack, free: frienso__accounts__v1__get_profile_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfileRequest", unpack: frienso__accounts__v1__get_profile_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfileRequest", unpack: frienso__accounts__v1__get_profile_request__unpack, free: frienso__accounts__v1__get_profile_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfileRequest", unpack: frienso__accounts__v1__get_profile_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__GetProfileRequest, arena _: ProtoArena) {
@@ -1651,7 +1771,7 @@ extension AccountsV1.GetProfileRequest {
     }
 
     init(c: Frienso__Accounts__V1__GetProfileRequest) {
-        self.init(userId: c.user_id)
+        self.userId = c.user_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1684,9 +1804,11 @@ extension AccountsV1.GetProfileRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.GetProfileResponse`
     public struct GetProfileResponse: ProtoMessage {
-        public var profile: AccountsV1.Profile? = nil
+        public var profile: Optional<AccountsV1.Profile>
 
-        public init() {}
+        public init() {
+        self.profile = nil
+        }
 
         public init(profile: AccountsV1.Profile? = nil) {
         self.profile = profile
@@ -1698,29 +1820,31 @@ extension AccountsV1.GetProfileResponse {
     public static let protoName = "frienso.accounts.v1.GetProfileResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__GetProfileResponse()
-        frienso__accounts__v1__get_profile_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_response__get_packed_size, pack: frienso__accounts__v1__get_profile_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__GetProfileResponse()
+            frienso__accounts__v1__get_profile_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_response__get_packed_size, pack: frienso__accounts__v1__get_profile_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__GetProfileResponse()
-        frienso__accounts__v1__get_profile_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_response__get_packed_size, pack: frienso__accounts__v1__get_profile_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__GetProfileResponse()
+            frienso__accounts__v1__get_profile_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profile_response__get_packed_size, pack: frienso__accounts__v1__get_profile_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfileResponse", unpack: frienso__accounts__v1__get_profile_response__unpack, free: frienso__accounts__v1__get_profile_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfileResponse", unpack: frienso__accounts__v1__get_profile_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfileResponse", unpack: frienso__accounts__v1__get_profile_response__unpack, free: frienso__accounts__v1__get_profile_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfileResponse", unpack: frienso__accounts__v1__get_profile_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__GetProfileResponse, arena: ProtoArena) {
@@ -1730,7 +1854,7 @@ extension AccountsV1.GetProfileResponse {
     }
 
     init(c: Frienso__Accounts__V1__GetProfileResponse) {
-        self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) })
+        self.profile = c.profile.map { AccountsV1.Profile(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1763,12 +1887,17 @@ extension AccountsV1.GetProfileResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.EditProfileRequest`
     public struct EditProfileRequest: ProtoMessage {
-        public var fields: [String] = []
-        public var firstName: String = ""
-        public var lastName: String = ""
-        public var profilePictureMediaId: String = ""
+        public var fields: [String]
+        public var firstName: String
+        public var lastName: String
+        public var profilePictureMediaId: String
 
-        public init() {}
+        public init() {
+        self.fields = []
+        self.firstName = ""
+        self.lastName = ""
+        self.profilePictureMediaId = ""
+        }
 
         public init(fields: [String] = [], firstName: String = "", lastName: String = "", profilePictureMediaId: String = "") {
         self.fields = fields
@@ -1783,29 +1912,31 @@ extension AccountsV1.EditProfileRequest {
     public static let protoName = "frienso.accounts.v1.EditProfileRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__EditProfileRequest()
-        frienso__accounts__v1__edit_profile_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_request__get_packed_size, pack: frienso__accounts__v1__edit_profile_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__EditProfileRequest()
+            frienso__accounts__v1__edit_profile_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_request__get_packed_size, pack: frienso__accounts__v1__edit_profile_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__EditProfileRequest()
-        frienso__accounts__v1__edit_profile_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_request__get_packed_size, pack: frienso__accounts__v1__edit_profile_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__EditProfileRequest()
+            frienso__accounts__v1__edit_profile_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_request__get_packed_size, pack: frienso__accounts__v1__edit_profile_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.EditProfileRequest", unpack: frienso__accounts__v1__edit_profile_request__unpack, free: frienso__accounts__v1__edit_profile_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.EditProfileRequest", unpack: frienso__accounts__v1__edit_profile_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.EditProfileRequest", unpack: frienso__accounts__v1__edit_profile_request__unpack, free: frienso__accounts__v1__edit_profile_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.EditProfileRequest", unpack: frienso__accounts__v1__edit_profile_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__EditProfileRequest, arena: ProtoArena) {
@@ -1817,7 +1948,10 @@ extension AccountsV1.EditProfileRequest {
     }
 
     init(c: Frienso__Accounts__V1__EditProfileRequest) {
-        self.init(fields: ProtoRuntime.array(c.fields, count: c.n_fields) { ProtoRuntime.string($0) }, firstName: ProtoRuntime.string(c.first_name), lastName: ProtoRuntime.string(c.last_name), profilePictureMediaId: ProtoRuntime.string(c.profile_picture_media_id))
+        self.fields = ProtoRuntime.array(c.fields, count: c.n_fields) { ProtoRuntime.string($0) }
+        self.firstName = ProtoRuntime.string(c.first_name)
+        self.lastName = ProtoRuntime.string(c.last_name)
+        self.profilePictureMediaId = ProtoRuntime.string(c.profile_picture_media_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1853,9 +1987,11 @@ extension AccountsV1.EditProfileRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.EditProfileResponse`
     public struct EditProfileResponse: ProtoMessage {
-        public var account: AccountsV1.Account? = nil
+        public var account: Optional<AccountsV1.Account>
 
-        public init() {}
+        public init() {
+        self.account = nil
+        }
 
         public init(account: AccountsV1.Account? = nil) {
         self.account = account
@@ -1867,29 +2003,31 @@ extension AccountsV1.EditProfileResponse {
     public static let protoName = "frienso.accounts.v1.EditProfileResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__EditProfileResponse()
-        frienso__accounts__v1__edit_profile_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_response__get_packed_size, pack: frienso__accounts__v1__edit_profile_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__EditProfileResponse()
+            frienso__accounts__v1__edit_profile_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_response__get_packed_size, pack: frienso__accounts__v1__edit_profile_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__EditProfileResponse()
-        frienso__accounts__v1__edit_profile_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_response__get_packed_size, pack: frienso__accounts__v1__edit_profile_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__EditProfileResponse()
+            frienso__accounts__v1__edit_profile_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__edit_profile_response__get_packed_size, pack: frienso__accounts__v1__edit_profile_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.EditProfileResponse", unpack: frienso__accounts__v1__edit_profile_response__unpack, free: frienso__accounts__v1__edit_profile_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.EditProfileResponse", unpack: frienso__accounts__v1__edit_profile_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.EditProfileResponse", unpack: frienso__accounts__v1__edit_profile_response__unpack, free: frienso__accounts__v1__edit_profile_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.EditProfileResponse", unpack: frienso__accounts__v1__edit_profile_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__EditProfileResponse, arena: ProtoArena) {
@@ -1899,7 +2037,7 @@ extension AccountsV1.EditProfileResponse {
     }
 
     init(c: Frienso__Accounts__V1__EditProfileResponse) {
-        self.init(account: c.account.map { AccountsV1.Account(c: $0.pointee) })
+        self.account = c.account.map { AccountsV1.Account(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1932,9 +2070,11 @@ extension AccountsV1.EditProfileResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ValidateSessionRequest`
     public struct ValidateSessionRequest: ProtoMessage {
-        public var sessionToken: String = ""
+        public var sessionToken: String
 
-        public init() {}
+        public init() {
+        self.sessionToken = ""
+        }
 
         public init(sessionToken: String = "") {
         self.sessionToken = sessionToken
@@ -1946,29 +2086,31 @@ extension AccountsV1.ValidateSessionRequest {
     public static let protoName = "frienso.accounts.v1.ValidateSessionRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ValidateSessionRequest()
-        frienso__accounts__v1__validate_session_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_request__get_packed_size, pack: frienso__accounts__v1__validate_session_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ValidateSessionRequest()
+            frienso__accounts__v1__validate_session_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_request__get_packed_size, pack: frienso__accounts__v1__validate_session_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ValidateSessionRequest()
-        frienso__accounts__v1__validate_session_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_request__get_packed_size, pack: frienso__accounts__v1__validate_session_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ValidateSessionRequest()
+            frienso__accounts__v1__validate_session_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_request__get_packed_size, pack: frienso__accounts__v1__validate_session_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ValidateSessionRequest", unpack: frienso__accounts__v1__validate_session_request__unpack, free: frienso__accounts__v1__validate_session_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ValidateSessionRequest", unpack: frienso__accounts__v1__validate_session_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ValidateSessionRequest", unpack: frienso__accounts__v1__validate_session_request__unpack, free: frienso__accounts__v1__validate_session_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ValidateSessionRequest", unpack: frienso__accounts__v1__validate_session_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ValidateSessionRequest, arena: ProtoArena) {
@@ -1976,7 +2118,7 @@ extension AccountsV1.ValidateSessionRequest {
     }
 
     init(c: Frienso__Accounts__V1__ValidateSessionRequest) {
-        self.init(sessionToken: ProtoRuntime.string(c.session_token))
+        self.sessionToken = ProtoRuntime.string(c.session_token)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2009,11 +2151,15 @@ extension AccountsV1.ValidateSessionRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ValidateSessionResponse`
     public struct ValidateSessionResponse: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var expiresAtMs: Int64 = 0
-        public var sessionId: [UInt8] = []
+        public var userId: UInt64
+        public var expiresAtMs: Int64
+        public var sessionId: [UInt8]
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.expiresAtMs = 0
+        self.sessionId = []
+        }
 
         public init(userId: UInt64 = 0, expiresAtMs: Int64 = 0, sessionId: [UInt8] = []) {
         self.userId = userId
@@ -2027,35 +2173,37 @@ extension AccountsV1.ValidateSessionResponse {
     public static let protoName = "frienso.accounts.v1.ValidateSessionResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ValidateSessionResponse()
-        frienso__accounts__v1__validate_session_response__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.sessionId.withUnsafeBufferPointer { lent0 in
-            c.session_id = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_response__get_packed_size, pack: frienso__accounts__v1__validate_session_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ValidateSessionResponse()
+            frienso__accounts__v1__validate_session_response__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.sessionId.withUnsafeBufferPointer { lent0 in
+                c.session_id = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_response__get_packed_size, pack: frienso__accounts__v1__validate_session_response__pack)
+            }
         }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ValidateSessionResponse()
-        frienso__accounts__v1__validate_session_response__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.sessionId.withUnsafeBufferPointer { lent0 in
-            c.session_id = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_response__get_packed_size, pack: frienso__accounts__v1__validate_session_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ValidateSessionResponse()
+            frienso__accounts__v1__validate_session_response__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.sessionId.withUnsafeBufferPointer { lent0 in
+                c.session_id = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__accounts__v1__validate_session_response__get_packed_size, pack: frienso__accounts__v1__validate_session_response__pack, into: allocate)
+            }
         }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ValidateSessionResponse", unpack: frienso__accounts__v1__validate_session_response__unpack, free: frienso__accounts__v1__validate_session_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ValidateSessionResponse", unpack: frienso__accounts__v1__validate_session_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ValidateSessionResponse", unpack: frienso__accounts__v1__validate_session_response__unpack, free: frienso__accounts__v1__validate_session_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ValidateSessionResponse", unpack: frienso__accounts__v1__validate_session_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ValidateSessionResponse, arena: ProtoArena, lendingBytes: Bool = false) {
@@ -2065,7 +2213,9 @@ extension AccountsV1.ValidateSessionResponse {
     }
 
     init(c: Frienso__Accounts__V1__ValidateSessionResponse) {
-        self.init(userId: c.user_id, expiresAtMs: c.expires_at_ms, sessionId: ProtoRuntime.bytes(c.session_id))
+        self.userId = c.user_id
+        self.expiresAtMs = c.expires_at_ms
+        self.sessionId = ProtoRuntime.bytes(c.session_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2100,9 +2250,11 @@ extension AccountsV1.ValidateSessionResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.GetProfilesRequest`
     public struct GetProfilesRequest: ProtoMessage {
-        public var userIds: [UInt64] = []
+        public var userIds: [UInt64]
 
-        public init() {}
+        public init() {
+        self.userIds = []
+        }
 
         public init(userIds: [UInt64] = []) {
         self.userIds = userIds
@@ -2114,29 +2266,31 @@ extension AccountsV1.GetProfilesRequest {
     public static let protoName = "frienso.accounts.v1.GetProfilesRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__GetProfilesRequest()
-        frienso__accounts__v1__get_profiles_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_request__get_packed_size, pack: frienso__accounts__v1__get_profiles_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__GetProfilesRequest()
+            frienso__accounts__v1__get_profiles_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_request__get_packed_size, pack: frienso__accounts__v1__get_profiles_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__GetProfilesRequest()
-        frienso__accounts__v1__get_profiles_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_request__get_packed_size, pack: frienso__accounts__v1__get_profiles_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__GetProfilesRequest()
+            frienso__accounts__v1__get_profiles_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_request__get_packed_size, pack: frienso__accounts__v1__get_profiles_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfilesRequest", unpack: frienso__accounts__v1__get_profiles_request__unpack, free: frienso__accounts__v1__get_profiles_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfilesRequest", unpack: frienso__accounts__v1__get_profiles_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfilesRequest", unpack: frienso__accounts__v1__get_profiles_request__unpack, free: frienso__accounts__v1__get_profiles_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfilesRequest", unpack: frienso__accounts__v1__get_profiles_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__GetProfilesRequest, arena: ProtoArena) {
@@ -2145,7 +2299,7 @@ extension AccountsV1.GetProfilesRequest {
     }
 
     init(c: Frienso__Accounts__V1__GetProfilesRequest) {
-        self.init(userIds: ProtoRuntime.array(c.user_ids, count: c.n_user_ids) { $0 })
+        self.userIds = ProtoRuntime.array(c.user_ids, count: c.n_user_ids) { $0 }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2178,9 +2332,11 @@ extension AccountsV1.GetProfilesRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.GetProfilesResponse`
     public struct GetProfilesResponse: ProtoMessage {
-        public var profiles: [AccountsV1.Profile] = []
+        public var profiles: [AccountsV1.Profile]
 
-        public init() {}
+        public init() {
+        self.profiles = []
+        }
 
         public init(profiles: [AccountsV1.Profile] = []) {
         self.profiles = profiles
@@ -2192,29 +2348,31 @@ extension AccountsV1.GetProfilesResponse {
     public static let protoName = "frienso.accounts.v1.GetProfilesResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__GetProfilesResponse()
-        frienso__accounts__v1__get_profiles_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_response__get_packed_size, pack: frienso__accounts__v1__get_profiles_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__GetProfilesResponse()
+            frienso__accounts__v1__get_profiles_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_response__get_packed_size, pack: frienso__accounts__v1__get_profiles_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__GetProfilesResponse()
-        frienso__accounts__v1__get_profiles_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_response__get_packed_size, pack: frienso__accounts__v1__get_profiles_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__GetProfilesResponse()
+            frienso__accounts__v1__get_profiles_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__get_profiles_response__get_packed_size, pack: frienso__accounts__v1__get_profiles_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfilesResponse", unpack: frienso__accounts__v1__get_profiles_response__unpack, free: frienso__accounts__v1__get_profiles_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.GetProfilesResponse", unpack: frienso__accounts__v1__get_profiles_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfilesResponse", unpack: frienso__accounts__v1__get_profiles_response__unpack, free: frienso__accounts__v1__get_profiles_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.GetProfilesResponse", unpack: frienso__accounts__v1__get_profiles_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__GetProfilesResponse, arena: ProtoArena) {
@@ -2223,7 +2381,7 @@ extension AccountsV1.GetProfilesResponse {
     }
 
     init(c: Frienso__Accounts__V1__GetProfilesResponse) {
-        self.init(profiles: ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) })
+        self.profiles = ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2256,9 +2414,11 @@ extension AccountsV1.GetProfilesResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ContactDetailsRequest`
     public struct ContactDetailsRequest: ProtoMessage {
-        public var userIds: [UInt64] = []
+        public var userIds: [UInt64]
 
-        public init() {}
+        public init() {
+        self.userIds = []
+        }
 
         public init(userIds: [UInt64] = []) {
         self.userIds = userIds
@@ -2270,29 +2430,31 @@ extension AccountsV1.ContactDetailsRequest {
     public static let protoName = "frienso.accounts.v1.ContactDetailsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ContactDetailsRequest()
-        frienso__accounts__v1__contact_details_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_request__get_packed_size, pack: frienso__accounts__v1__contact_details_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ContactDetailsRequest()
+            frienso__accounts__v1__contact_details_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_request__get_packed_size, pack: frienso__accounts__v1__contact_details_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ContactDetailsRequest()
-        frienso__accounts__v1__contact_details_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_request__get_packed_size, pack: frienso__accounts__v1__contact_details_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ContactDetailsRequest()
+            frienso__accounts__v1__contact_details_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_request__get_packed_size, pack: frienso__accounts__v1__contact_details_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetailsRequest", unpack: frienso__accounts__v1__contact_details_request__unpack, free: frienso__accounts__v1__contact_details_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetailsRequest", unpack: frienso__accounts__v1__contact_details_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactDetailsRequest", unpack: frienso__accounts__v1__contact_details_request__unpack, free: frienso__accounts__v1__contact_details_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactDetailsRequest", unpack: frienso__accounts__v1__contact_details_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ContactDetailsRequest, arena: ProtoArena) {
@@ -2301,7 +2463,7 @@ extension AccountsV1.ContactDetailsRequest {
     }
 
     init(c: Frienso__Accounts__V1__ContactDetailsRequest) {
-        self.init(userIds: ProtoRuntime.array(c.user_ids, count: c.n_user_ids) { $0 })
+        self.userIds = ProtoRuntime.array(c.user_ids, count: c.n_user_ids) { $0 }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2334,10 +2496,13 @@ extension AccountsV1.ContactDetailsRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ContactDetails`
     public struct ContactDetails: ProtoMessage {
-        public var profile: AccountsV1.Profile? = nil
-        public var phone: String = ""
+        public var profile: Optional<AccountsV1.Profile>
+        public var phone: String
 
-        public init() {}
+        public init() {
+        self.profile = nil
+        self.phone = ""
+        }
 
         public init(profile: AccountsV1.Profile? = nil, phone: String = "") {
         self.profile = profile
@@ -2350,29 +2515,31 @@ extension AccountsV1.ContactDetails {
     public static let protoName = "frienso.accounts.v1.ContactDetails"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ContactDetails()
-        frienso__accounts__v1__contact_details__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details__get_packed_size, pack: frienso__accounts__v1__contact_details__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ContactDetails()
+            frienso__accounts__v1__contact_details__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details__get_packed_size, pack: frienso__accounts__v1__contact_details__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ContactDetails()
-        frienso__accounts__v1__contact_details__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details__get_packed_size, pack: frienso__accounts__v1__contact_details__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ContactDetails()
+            frienso__accounts__v1__contact_details__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details__get_packed_size, pack: frienso__accounts__v1__contact_details__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetails", unpack: frienso__accounts__v1__contact_details__unpack, free: frienso__accounts__v1__contact_details__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetails", unpack: frienso__accounts__v1__contact_details__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactDetails", unpack: frienso__accounts__v1__contact_details__unpack, free: frienso__accounts__v1__contact_details__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactDetails", unpack: frienso__accounts__v1__contact_details__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ContactDetails, arena: ProtoArena) {
@@ -2383,7 +2550,8 @@ extension AccountsV1.ContactDetails {
     }
 
     init(c: Frienso__Accounts__V1__ContactDetails) {
-        self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) }, phone: ProtoRuntime.string(c.phone))
+        self.profile = c.profile.map { AccountsV1.Profile(c: $0.pointee) }
+        self.phone = ProtoRuntime.string(c.phone)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2417,9 +2585,11 @@ extension AccountsV1.ContactDetails {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ContactDetailsResponse`
     public struct ContactDetailsResponse: ProtoMessage {
-        public var contacts: [AccountsV1.ContactDetails] = []
+        public var contacts: [AccountsV1.ContactDetails]
 
-        public init() {}
+        public init() {
+        self.contacts = []
+        }
 
         public init(contacts: [AccountsV1.ContactDetails] = []) {
         self.contacts = contacts
@@ -2431,29 +2601,31 @@ extension AccountsV1.ContactDetailsResponse {
     public static let protoName = "frienso.accounts.v1.ContactDetailsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ContactDetailsResponse()
-        frienso__accounts__v1__contact_details_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_response__get_packed_size, pack: frienso__accounts__v1__contact_details_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ContactDetailsResponse()
+            frienso__accounts__v1__contact_details_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_response__get_packed_size, pack: frienso__accounts__v1__contact_details_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ContactDetailsResponse()
-        frienso__accounts__v1__contact_details_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_response__get_packed_size, pack: frienso__accounts__v1__contact_details_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ContactDetailsResponse()
+            frienso__accounts__v1__contact_details_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_details_response__get_packed_size, pack: frienso__accounts__v1__contact_details_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetailsResponse", unpack: frienso__accounts__v1__contact_details_response__unpack, free: frienso__accounts__v1__contact_details_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactDetailsResponse", unpack: frienso__accounts__v1__contact_details_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactDetailsResponse", unpack: frienso__accounts__v1__contact_details_response__unpack, free: frienso__accounts__v1__contact_details_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactDetailsResponse", unpack: frienso__accounts__v1__contact_details_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ContactDetailsResponse, arena: ProtoArena) {
@@ -2462,7 +2634,7 @@ extension AccountsV1.ContactDetailsResponse {
     }
 
     init(c: Frienso__Accounts__V1__ContactDetailsResponse) {
-        self.init(contacts: ProtoRuntime.array(c.contacts, count: c.n_contacts) { AccountsV1.ContactDetails(c: $0!.pointee) })
+        self.contacts = ProtoRuntime.array(c.contacts, count: c.n_contacts) { AccountsV1.ContactDetails(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2495,9 +2667,11 @@ extension AccountsV1.ContactDetailsResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.FindUsersRequest`
     public struct FindUsersRequest: ProtoMessage {
-        public var usernames: [String] = []
+        public var usernames: [String]
 
-        public init() {}
+        public init() {
+        self.usernames = []
+        }
 
         public init(usernames: [String] = []) {
         self.usernames = usernames
@@ -2509,29 +2683,31 @@ extension AccountsV1.FindUsersRequest {
     public static let protoName = "frienso.accounts.v1.FindUsersRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__FindUsersRequest()
-        frienso__accounts__v1__find_users_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_request__get_packed_size, pack: frienso__accounts__v1__find_users_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__FindUsersRequest()
+            frienso__accounts__v1__find_users_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_request__get_packed_size, pack: frienso__accounts__v1__find_users_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__FindUsersRequest()
-        frienso__accounts__v1__find_users_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_request__get_packed_size, pack: frienso__accounts__v1__find_users_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__FindUsersRequest()
+            frienso__accounts__v1__find_users_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_request__get_packed_size, pack: frienso__accounts__v1__find_users_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.FindUsersRequest", unpack: frienso__accounts__v1__find_users_request__unpack, free: frienso__accounts__v1__find_users_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.FindUsersRequest", unpack: frienso__accounts__v1__find_users_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.FindUsersRequest", unpack: frienso__accounts__v1__find_users_request__unpack, free: frienso__accounts__v1__find_users_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.FindUsersRequest", unpack: frienso__accounts__v1__find_users_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__FindUsersRequest, arena: ProtoArena) {
@@ -2540,7 +2716,7 @@ extension AccountsV1.FindUsersRequest {
     }
 
     init(c: Frienso__Accounts__V1__FindUsersRequest) {
-        self.init(usernames: ProtoRuntime.array(c.usernames, count: c.n_usernames) { ProtoRuntime.string($0) })
+        self.usernames = ProtoRuntime.array(c.usernames, count: c.n_usernames) { ProtoRuntime.string($0) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2573,9 +2749,11 @@ extension AccountsV1.FindUsersRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.FindUsersResponse`
     public struct FindUsersResponse: ProtoMessage {
-        public var profiles: [AccountsV1.Profile] = []
+        public var profiles: [AccountsV1.Profile]
 
-        public init() {}
+        public init() {
+        self.profiles = []
+        }
 
         public init(profiles: [AccountsV1.Profile] = []) {
         self.profiles = profiles
@@ -2587,29 +2765,31 @@ extension AccountsV1.FindUsersResponse {
     public static let protoName = "frienso.accounts.v1.FindUsersResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__FindUsersResponse()
-        frienso__accounts__v1__find_users_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_response__get_packed_size, pack: frienso__accounts__v1__find_users_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__FindUsersResponse()
+            frienso__accounts__v1__find_users_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_response__get_packed_size, pack: frienso__accounts__v1__find_users_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__FindUsersResponse()
-        frienso__accounts__v1__find_users_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_response__get_packed_size, pack: frienso__accounts__v1__find_users_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__FindUsersResponse()
+            frienso__accounts__v1__find_users_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__find_users_response__get_packed_size, pack: frienso__accounts__v1__find_users_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.FindUsersResponse", unpack: frienso__accounts__v1__find_users_response__unpack, free: frienso__accounts__v1__find_users_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.FindUsersResponse", unpack: frienso__accounts__v1__find_users_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.FindUsersResponse", unpack: frienso__accounts__v1__find_users_response__unpack, free: frienso__accounts__v1__find_users_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.FindUsersResponse", unpack: frienso__accounts__v1__find_users_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__FindUsersResponse, arena: ProtoArena) {
@@ -2618,7 +2798,7 @@ extension AccountsV1.FindUsersResponse {
     }
 
     init(c: Frienso__Accounts__V1__FindUsersResponse) {
-        self.init(profiles: ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) })
+        self.profiles = ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2651,11 +2831,15 @@ extension AccountsV1.FindUsersResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.SearchUsersRequest`
     public struct SearchUsersRequest: ProtoMessage {
-        public var prefix: String = ""
-        public var afterUsername: String = ""
-        public var limit: UInt32 = 0
+        public var prefix: String
+        public var afterUsername: String
+        public var limit: UInt32
 
-        public init() {}
+        public init() {
+        self.prefix = ""
+        self.afterUsername = ""
+        self.limit = 0
+        }
 
         public init(prefix: String = "", afterUsername: String = "", limit: UInt32 = 0) {
         self.prefix = prefix
@@ -2669,29 +2853,31 @@ extension AccountsV1.SearchUsersRequest {
     public static let protoName = "frienso.accounts.v1.SearchUsersRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__SearchUsersRequest()
-        frienso__accounts__v1__search_users_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_request__get_packed_size, pack: frienso__accounts__v1__search_users_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__SearchUsersRequest()
+            frienso__accounts__v1__search_users_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_request__get_packed_size, pack: frienso__accounts__v1__search_users_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__SearchUsersRequest()
-        frienso__accounts__v1__search_users_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_request__get_packed_size, pack: frienso__accounts__v1__search_users_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__SearchUsersRequest()
+            frienso__accounts__v1__search_users_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_request__get_packed_size, pack: frienso__accounts__v1__search_users_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SearchUsersRequest", unpack: frienso__accounts__v1__search_users_request__unpack, free: frienso__accounts__v1__search_users_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SearchUsersRequest", unpack: frienso__accounts__v1__search_users_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SearchUsersRequest", unpack: frienso__accounts__v1__search_users_request__unpack, free: frienso__accounts__v1__search_users_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SearchUsersRequest", unpack: frienso__accounts__v1__search_users_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__SearchUsersRequest, arena: ProtoArena) {
@@ -2701,7 +2887,9 @@ extension AccountsV1.SearchUsersRequest {
     }
 
     init(c: Frienso__Accounts__V1__SearchUsersRequest) {
-        self.init(prefix: ProtoRuntime.string(c.prefix), afterUsername: ProtoRuntime.string(c.after_username), limit: c.limit)
+        self.prefix = ProtoRuntime.string(c.prefix)
+        self.afterUsername = ProtoRuntime.string(c.after_username)
+        self.limit = c.limit
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2736,10 +2924,13 @@ extension AccountsV1.SearchUsersRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.SearchUsersResponse`
     public struct SearchUsersResponse: ProtoMessage {
-        public var profiles: [AccountsV1.Profile] = []
-        public var more: Bool = false
+        public var profiles: [AccountsV1.Profile]
+        public var more: Bool
 
-        public init() {}
+        public init() {
+        self.profiles = []
+        self.more = false
+        }
 
         public init(profiles: [AccountsV1.Profile] = [], more: Bool = false) {
         self.profiles = profiles
@@ -2752,29 +2943,31 @@ extension AccountsV1.SearchUsersResponse {
     public static let protoName = "frienso.accounts.v1.SearchUsersResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__SearchUsersResponse()
-        frienso__accounts__v1__search_users_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_response__get_packed_size, pack: frienso__accounts__v1__search_users_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__SearchUsersResponse()
+            frienso__accounts__v1__search_users_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_response__get_packed_size, pack: frienso__accounts__v1__search_users_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__SearchUsersResponse()
-        frienso__accounts__v1__search_users_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_response__get_packed_size, pack: frienso__accounts__v1__search_users_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__SearchUsersResponse()
+            frienso__accounts__v1__search_users_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__search_users_response__get_packed_size, pack: frienso__accounts__v1__search_users_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SearchUsersResponse", unpack: frienso__accounts__v1__search_users_response__unpack, free: frienso__accounts__v1__search_users_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SearchUsersResponse", unpack: frienso__accounts__v1__search_users_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SearchUsersResponse", unpack: frienso__accounts__v1__search_users_response__unpack, free: frienso__accounts__v1__search_users_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SearchUsersResponse", unpack: frienso__accounts__v1__search_users_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__SearchUsersResponse, arena: ProtoArena) {
@@ -2784,7 +2977,8 @@ extension AccountsV1.SearchUsersResponse {
     }
 
     init(c: Frienso__Accounts__V1__SearchUsersResponse) {
-        self.init(profiles: ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) }, more: (c.more != 0))
+        self.profiles = ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) }
+        self.more = (c.more != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2818,10 +3012,13 @@ extension AccountsV1.SearchUsersResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ExternalId`
     public struct ExternalId: ProtoMessage {
-        public var provider: String = ""
-        public var externalId: String = ""
+        public var provider: String
+        public var externalId: String
 
-        public init() {}
+        public init() {
+        self.provider = ""
+        self.externalId = ""
+        }
 
         public init(provider: String = "", externalId: String = "") {
         self.provider = provider
@@ -2834,29 +3031,31 @@ extension AccountsV1.ExternalId {
     public static let protoName = "frienso.accounts.v1.ExternalId"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ExternalId()
-        frienso__accounts__v1__external_id__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__external_id__get_packed_size, pack: frienso__accounts__v1__external_id__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ExternalId()
+            frienso__accounts__v1__external_id__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__external_id__get_packed_size, pack: frienso__accounts__v1__external_id__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ExternalId()
-        frienso__accounts__v1__external_id__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__external_id__get_packed_size, pack: frienso__accounts__v1__external_id__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ExternalId()
+            frienso__accounts__v1__external_id__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__external_id__get_packed_size, pack: frienso__accounts__v1__external_id__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ExternalId", unpack: frienso__accounts__v1__external_id__unpack, free: frienso__accounts__v1__external_id__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ExternalId", unpack: frienso__accounts__v1__external_id__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ExternalId", unpack: frienso__accounts__v1__external_id__unpack, free: frienso__accounts__v1__external_id__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ExternalId", unpack: frienso__accounts__v1__external_id__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ExternalId, arena: ProtoArena) {
@@ -2865,7 +3064,8 @@ extension AccountsV1.ExternalId {
     }
 
     init(c: Frienso__Accounts__V1__ExternalId) {
-        self.init(provider: ProtoRuntime.string(c.provider), externalId: ProtoRuntime.string(c.external_id))
+        self.provider = ProtoRuntime.string(c.provider)
+        self.externalId = ProtoRuntime.string(c.external_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2899,9 +3099,11 @@ extension AccountsV1.ExternalId {
 extension AccountsV1 {
     /// `frienso.accounts.v1.LinkExternalIdRequest`
     public struct LinkExternalIdRequest: ProtoMessage {
-        public var externalId: AccountsV1.ExternalId? = nil
+        public var externalId: Optional<AccountsV1.ExternalId>
 
-        public init() {}
+        public init() {
+        self.externalId = nil
+        }
 
         public init(externalId: AccountsV1.ExternalId? = nil) {
         self.externalId = externalId
@@ -2913,29 +3115,31 @@ extension AccountsV1.LinkExternalIdRequest {
     public static let protoName = "frienso.accounts.v1.LinkExternalIdRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LinkExternalIdRequest()
-        frienso__accounts__v1__link_external_id_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_request__get_packed_size, pack: frienso__accounts__v1__link_external_id_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LinkExternalIdRequest()
+            frienso__accounts__v1__link_external_id_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_request__get_packed_size, pack: frienso__accounts__v1__link_external_id_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LinkExternalIdRequest()
-        frienso__accounts__v1__link_external_id_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_request__get_packed_size, pack: frienso__accounts__v1__link_external_id_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LinkExternalIdRequest()
+            frienso__accounts__v1__link_external_id_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_request__get_packed_size, pack: frienso__accounts__v1__link_external_id_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LinkExternalIdRequest", unpack: frienso__accounts__v1__link_external_id_request__unpack, free: frienso__accounts__v1__link_external_id_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LinkExternalIdRequest", unpack: frienso__accounts__v1__link_external_id_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LinkExternalIdRequest", unpack: frienso__accounts__v1__link_external_id_request__unpack, free: frienso__accounts__v1__link_external_id_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LinkExternalIdRequest", unpack: frienso__accounts__v1__link_external_id_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__LinkExternalIdRequest, arena: ProtoArena) {
@@ -2945,7 +3149,7 @@ extension AccountsV1.LinkExternalIdRequest {
     }
 
     init(c: Frienso__Accounts__V1__LinkExternalIdRequest) {
-        self.init(externalId: c.external_id.map { AccountsV1.ExternalId(c: $0.pointee) })
+        self.externalId = c.external_id.map { AccountsV1.ExternalId(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2978,9 +3182,11 @@ extension AccountsV1.LinkExternalIdRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.LinkExternalIdResponse`
     public struct LinkExternalIdResponse: ProtoMessage {
-        public var linked: [AccountsV1.ExternalId] = []
+        public var linked: [AccountsV1.ExternalId]
 
-        public init() {}
+        public init() {
+        self.linked = []
+        }
 
         public init(linked: [AccountsV1.ExternalId] = []) {
         self.linked = linked
@@ -2992,29 +3198,31 @@ extension AccountsV1.LinkExternalIdResponse {
     public static let protoName = "frienso.accounts.v1.LinkExternalIdResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LinkExternalIdResponse()
-        frienso__accounts__v1__link_external_id_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_response__get_packed_size, pack: frienso__accounts__v1__link_external_id_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LinkExternalIdResponse()
+            frienso__accounts__v1__link_external_id_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_response__get_packed_size, pack: frienso__accounts__v1__link_external_id_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__LinkExternalIdResponse()
-        frienso__accounts__v1__link_external_id_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_response__get_packed_size, pack: frienso__accounts__v1__link_external_id_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__LinkExternalIdResponse()
+            frienso__accounts__v1__link_external_id_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__link_external_id_response__get_packed_size, pack: frienso__accounts__v1__link_external_id_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LinkExternalIdResponse", unpack: frienso__accounts__v1__link_external_id_response__unpack, free: frienso__accounts__v1__link_external_id_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.LinkExternalIdResponse", unpack: frienso__accounts__v1__link_external_id_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LinkExternalIdResponse", unpack: frienso__accounts__v1__link_external_id_response__unpack, free: frienso__accounts__v1__link_external_id_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.LinkExternalIdResponse", unpack: frienso__accounts__v1__link_external_id_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__LinkExternalIdResponse, arena: ProtoArena) {
@@ -3023,7 +3231,7 @@ extension AccountsV1.LinkExternalIdResponse {
     }
 
     init(c: Frienso__Accounts__V1__LinkExternalIdResponse) {
-        self.init(linked: ProtoRuntime.array(c.linked, count: c.n_linked) { AccountsV1.ExternalId(c: $0!.pointee) })
+        self.linked = ProtoRuntime.array(c.linked, count: c.n_linked) { AccountsV1.ExternalId(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3056,9 +3264,11 @@ extension AccountsV1.LinkExternalIdResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.UnlinkExternalIdRequest`
     public struct UnlinkExternalIdRequest: ProtoMessage {
-        public var externalId: AccountsV1.ExternalId? = nil
+        public var externalId: Optional<AccountsV1.ExternalId>
 
-        public init() {}
+        public init() {
+        self.externalId = nil
+        }
 
         public init(externalId: AccountsV1.ExternalId? = nil) {
         self.externalId = externalId
@@ -3070,29 +3280,31 @@ extension AccountsV1.UnlinkExternalIdRequest {
     public static let protoName = "frienso.accounts.v1.UnlinkExternalIdRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__UnlinkExternalIdRequest()
-        frienso__accounts__v1__unlink_external_id_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_request__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__UnlinkExternalIdRequest()
+            frienso__accounts__v1__unlink_external_id_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_request__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__UnlinkExternalIdRequest()
-        frienso__accounts__v1__unlink_external_id_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_request__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__UnlinkExternalIdRequest()
+            frienso__accounts__v1__unlink_external_id_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_request__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.UnlinkExternalIdRequest", unpack: frienso__accounts__v1__unlink_external_id_request__unpack, free: frienso__accounts__v1__unlink_external_id_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.UnlinkExternalIdRequest", unpack: frienso__accounts__v1__unlink_external_id_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.UnlinkExternalIdRequest", unpack: frienso__accounts__v1__unlink_external_id_request__unpack, free: frienso__accounts__v1__unlink_external_id_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.UnlinkExternalIdRequest", unpack: frienso__accounts__v1__unlink_external_id_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__UnlinkExternalIdRequest, arena: ProtoArena) {
@@ -3102,7 +3314,7 @@ extension AccountsV1.UnlinkExternalIdRequest {
     }
 
     init(c: Frienso__Accounts__V1__UnlinkExternalIdRequest) {
-        self.init(externalId: c.external_id.map { AccountsV1.ExternalId(c: $0.pointee) })
+        self.externalId = c.external_id.map { AccountsV1.ExternalId(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3135,9 +3347,11 @@ extension AccountsV1.UnlinkExternalIdRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.UnlinkExternalIdResponse`
     public struct UnlinkExternalIdResponse: ProtoMessage {
-        public var linked: [AccountsV1.ExternalId] = []
+        public var linked: [AccountsV1.ExternalId]
 
-        public init() {}
+        public init() {
+        self.linked = []
+        }
 
         public init(linked: [AccountsV1.ExternalId] = []) {
         self.linked = linked
@@ -3149,29 +3363,31 @@ extension AccountsV1.UnlinkExternalIdResponse {
     public static let protoName = "frienso.accounts.v1.UnlinkExternalIdResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__UnlinkExternalIdResponse()
-        frienso__accounts__v1__unlink_external_id_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_response__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__UnlinkExternalIdResponse()
+            frienso__accounts__v1__unlink_external_id_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_response__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__UnlinkExternalIdResponse()
-        frienso__accounts__v1__unlink_external_id_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_response__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__UnlinkExternalIdResponse()
+            frienso__accounts__v1__unlink_external_id_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__unlink_external_id_response__get_packed_size, pack: frienso__accounts__v1__unlink_external_id_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.UnlinkExternalIdResponse", unpack: frienso__accounts__v1__unlink_external_id_response__unpack, free: frienso__accounts__v1__unlink_external_id_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.UnlinkExternalIdResponse", unpack: frienso__accounts__v1__unlink_external_id_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.UnlinkExternalIdResponse", unpack: frienso__accounts__v1__unlink_external_id_response__unpack, free: frienso__accounts__v1__unlink_external_id_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.UnlinkExternalIdResponse", unpack: frienso__accounts__v1__unlink_external_id_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__UnlinkExternalIdResponse, arena: ProtoArena) {
@@ -3180,7 +3396,7 @@ extension AccountsV1.UnlinkExternalIdResponse {
     }
 
     init(c: Frienso__Accounts__V1__UnlinkExternalIdResponse) {
-        self.init(linked: ProtoRuntime.array(c.linked, count: c.n_linked) { AccountsV1.ExternalId(c: $0!.pointee) })
+        self.linked = ProtoRuntime.array(c.linked, count: c.n_linked) { AccountsV1.ExternalId(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3213,10 +3429,13 @@ extension AccountsV1.UnlinkExternalIdResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.MatchContactsRequest`
     public struct MatchContactsRequest: ProtoMessage {
-        public var hashes: [[UInt8]] = []
-        public var externalIds: [AccountsV1.ExternalId] = []
+        public var hashes: [[UInt8]]
+        public var externalIds: [AccountsV1.ExternalId]
 
-        public init() {}
+        public init() {
+        self.hashes = []
+        self.externalIds = []
+        }
 
         public init(hashes: [[UInt8]] = [], externalIds: [AccountsV1.ExternalId] = []) {
         self.hashes = hashes
@@ -3229,29 +3448,31 @@ extension AccountsV1.MatchContactsRequest {
     public static let protoName = "frienso.accounts.v1.MatchContactsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__MatchContactsRequest()
-        frienso__accounts__v1__match_contacts_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_request__get_packed_size, pack: frienso__accounts__v1__match_contacts_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__MatchContactsRequest()
+            frienso__accounts__v1__match_contacts_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_request__get_packed_size, pack: frienso__accounts__v1__match_contacts_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__MatchContactsRequest()
-        frienso__accounts__v1__match_contacts_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_request__get_packed_size, pack: frienso__accounts__v1__match_contacts_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__MatchContactsRequest()
+            frienso__accounts__v1__match_contacts_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_request__get_packed_size, pack: frienso__accounts__v1__match_contacts_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.MatchContactsRequest", unpack: frienso__accounts__v1__match_contacts_request__unpack, free: frienso__accounts__v1__match_contacts_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.MatchContactsRequest", unpack: frienso__accounts__v1__match_contacts_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.MatchContactsRequest", unpack: frienso__accounts__v1__match_contacts_request__unpack, free: frienso__accounts__v1__match_contacts_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.MatchContactsRequest", unpack: frienso__accounts__v1__match_contacts_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__MatchContactsRequest, arena: ProtoArena) {
@@ -3262,7 +3483,8 @@ extension AccountsV1.MatchContactsRequest {
     }
 
     init(c: Frienso__Accounts__V1__MatchContactsRequest) {
-        self.init(hashes: ProtoRuntime.array(c.hashes, count: c.n_hashes) { ProtoRuntime.bytes($0) }, externalIds: ProtoRuntime.array(c.external_ids, count: c.n_external_ids) { AccountsV1.ExternalId(c: $0!.pointee) })
+        self.hashes = ProtoRuntime.array(c.hashes, count: c.n_hashes) { ProtoRuntime.bytes($0) }
+        self.externalIds = ProtoRuntime.array(c.external_ids, count: c.n_external_ids) { AccountsV1.ExternalId(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3296,12 +3518,17 @@ extension AccountsV1.MatchContactsRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ContactMatch`
     public struct ContactMatch: ProtoMessage {
-        public var profile: AccountsV1.Profile? = nil
-        public var byPhone: Bool = false
-        public var byEmail: Bool = false
-        public var byExternalId: Bool = false
+        public var profile: Optional<AccountsV1.Profile>
+        public var byPhone: Bool
+        public var byEmail: Bool
+        public var byExternalId: Bool
 
-        public init() {}
+        public init() {
+        self.profile = nil
+        self.byPhone = false
+        self.byEmail = false
+        self.byExternalId = false
+        }
 
         public init(profile: AccountsV1.Profile? = nil, byPhone: Bool = false, byEmail: Bool = false, byExternalId: Bool = false) {
         self.profile = profile
@@ -3316,29 +3543,31 @@ extension AccountsV1.ContactMatch {
     public static let protoName = "frienso.accounts.v1.ContactMatch"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ContactMatch()
-        frienso__accounts__v1__contact_match__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_match__get_packed_size, pack: frienso__accounts__v1__contact_match__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ContactMatch()
+            frienso__accounts__v1__contact_match__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_match__get_packed_size, pack: frienso__accounts__v1__contact_match__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ContactMatch()
-        frienso__accounts__v1__contact_match__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_match__get_packed_size, pack: frienso__accounts__v1__contact_match__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ContactMatch()
+            frienso__accounts__v1__contact_match__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__contact_match__get_packed_size, pack: frienso__accounts__v1__contact_match__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactMatch", unpack: frienso__accounts__v1__contact_match__unpack, free: frienso__accounts__v1__contact_match__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ContactMatch", unpack: frienso__accounts__v1__contact_match__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactMatch", unpack: frienso__accounts__v1__contact_match__unpack, free: frienso__accounts__v1__contact_match__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ContactMatch", unpack: frienso__accounts__v1__contact_match__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ContactMatch, arena: ProtoArena) {
@@ -3351,7 +3580,10 @@ extension AccountsV1.ContactMatch {
     }
 
     init(c: Frienso__Accounts__V1__ContactMatch) {
-        self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) }, byPhone: (c.by_phone != 0), byEmail: (c.by_email != 0), byExternalId: (c.by_external_id != 0))
+        self.profile = c.profile.map { AccountsV1.Profile(c: $0.pointee) }
+        self.byPhone = (c.by_phone != 0)
+        self.byEmail = (c.by_email != 0)
+        self.byExternalId = (c.by_external_id != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3387,9 +3619,11 @@ extension AccountsV1.ContactMatch {
 extension AccountsV1 {
     /// `frienso.accounts.v1.MatchContactsResponse`
     public struct MatchContactsResponse: ProtoMessage {
-        public var matches: [AccountsV1.ContactMatch] = []
+        public var matches: [AccountsV1.ContactMatch]
 
-        public init() {}
+        public init() {
+        self.matches = []
+        }
 
         public init(matches: [AccountsV1.ContactMatch] = []) {
         self.matches = matches
@@ -3401,29 +3635,31 @@ extension AccountsV1.MatchContactsResponse {
     public static let protoName = "frienso.accounts.v1.MatchContactsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__MatchContactsResponse()
-        frienso__accounts__v1__match_contacts_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_response__get_packed_size, pack: frienso__accounts__v1__match_contacts_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__MatchContactsResponse()
+            frienso__accounts__v1__match_contacts_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_response__get_packed_size, pack: frienso__accounts__v1__match_contacts_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__MatchContactsResponse()
-        frienso__accounts__v1__match_contacts_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_response__get_packed_size, pack: frienso__accounts__v1__match_contacts_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__MatchContactsResponse()
+            frienso__accounts__v1__match_contacts_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__match_contacts_response__get_packed_size, pack: frienso__accounts__v1__match_contacts_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.MatchContactsResponse", unpack: frienso__accounts__v1__match_contacts_response__unpack, free: frienso__accounts__v1__match_contacts_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.MatchContactsResponse", unpack: frienso__accounts__v1__match_contacts_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.MatchContactsResponse", unpack: frienso__accounts__v1__match_contacts_response__unpack, free: frienso__accounts__v1__match_contacts_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.MatchContactsResponse", unpack: frienso__accounts__v1__match_contacts_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__MatchContactsResponse, arena: ProtoArena) {
@@ -3432,7 +3668,7 @@ extension AccountsV1.MatchContactsResponse {
     }
 
     init(c: Frienso__Accounts__V1__MatchContactsResponse) {
-        self.init(matches: ProtoRuntime.array(c.matches, count: c.n_matches) { AccountsV1.ContactMatch(c: $0!.pointee) })
+        self.matches = ProtoRuntime.array(c.matches, count: c.n_matches) { AccountsV1.ContactMatch(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3465,9 +3701,11 @@ extension AccountsV1.MatchContactsResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.SessionsRevoked`
     public struct SessionsRevoked: ProtoMessage {
-        public var userId: UInt64 = 0
+        public var userId: UInt64
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        }
 
         public init(userId: UInt64 = 0) {
         self.userId = userId
@@ -3479,29 +3717,31 @@ extension AccountsV1.SessionsRevoked {
     public static let protoName = "frienso.accounts.v1.SessionsRevoked"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__SessionsRevoked()
-        frienso__accounts__v1__sessions_revoked__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__sessions_revoked__get_packed_size, pack: frienso__accounts__v1__sessions_revoked__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__SessionsRevoked()
+            frienso__accounts__v1__sessions_revoked__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__sessions_revoked__get_packed_size, pack: frienso__accounts__v1__sessions_revoked__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__SessionsRevoked()
-        frienso__accounts__v1__sessions_revoked__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__sessions_revoked__get_packed_size, pack: frienso__accounts__v1__sessions_revoked__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__SessionsRevoked()
+            frienso__accounts__v1__sessions_revoked__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__sessions_revoked__get_packed_size, pack: frienso__accounts__v1__sessions_revoked__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SessionsRevoked", unpack: frienso__accounts__v1__sessions_revoked__unpack, free: frienso__accounts__v1__sessions_revoked__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SessionsRevoked", unpack: frienso__accounts__v1__sessions_revoked__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SessionsRevoked", unpack: frienso__accounts__v1__sessions_revoked__unpack, free: frienso__accounts__v1__sessions_revoked__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SessionsRevoked", unpack: frienso__accounts__v1__sessions_revoked__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__SessionsRevoked, arena _: ProtoArena) {
@@ -3509,7 +3749,7 @@ extension AccountsV1.SessionsRevoked {
     }
 
     init(c: Frienso__Accounts__V1__SessionsRevoked) {
-        self.init(userId: c.user_id)
+        self.userId = c.user_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3542,10 +3782,13 @@ extension AccountsV1.SessionsRevoked {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ProfileChanged`
     public struct ProfileChanged: ProtoMessage {
-        public var profile: AccountsV1.Profile? = nil
-        public var deleted: Bool = false
+        public var profile: Optional<AccountsV1.Profile>
+        public var deleted: Bool
 
-        public init() {}
+        public init() {
+        self.profile = nil
+        self.deleted = false
+        }
 
         public init(profile: AccountsV1.Profile? = nil, deleted: Bool = false) {
         self.profile = profile
@@ -3558,29 +3801,31 @@ extension AccountsV1.ProfileChanged {
     public static let protoName = "frienso.accounts.v1.ProfileChanged"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ProfileChanged()
-        frienso__accounts__v1__profile_changed__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile_changed__get_packed_size, pack: frienso__accounts__v1__profile_changed__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ProfileChanged()
+            frienso__accounts__v1__profile_changed__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile_changed__get_packed_size, pack: frienso__accounts__v1__profile_changed__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ProfileChanged()
-        frienso__accounts__v1__profile_changed__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile_changed__get_packed_size, pack: frienso__accounts__v1__profile_changed__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ProfileChanged()
+            frienso__accounts__v1__profile_changed__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profile_changed__get_packed_size, pack: frienso__accounts__v1__profile_changed__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfileChanged", unpack: frienso__accounts__v1__profile_changed__unpack, free: frienso__accounts__v1__profile_changed__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfileChanged", unpack: frienso__accounts__v1__profile_changed__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ProfileChanged", unpack: frienso__accounts__v1__profile_changed__unpack, free: frienso__accounts__v1__profile_changed__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ProfileChanged", unpack: frienso__accounts__v1__profile_changed__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ProfileChanged, arena: ProtoArena) {
@@ -3591,7 +3836,8 @@ extension AccountsV1.ProfileChanged {
     }
 
     init(c: Frienso__Accounts__V1__ProfileChanged) {
-        self.init(profile: c.profile.map { AccountsV1.Profile(c: $0.pointee) }, deleted: (c.deleted != 0))
+        self.profile = c.profile.map { AccountsV1.Profile(c: $0.pointee) }
+        self.deleted = (c.deleted != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3625,11 +3871,15 @@ extension AccountsV1.ProfileChanged {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ProfilesSnapshotRequest`
     public struct ProfilesSnapshotRequest: ProtoMessage {
-        public var afterUserId: UInt64 = 0
-        public var limit: UInt32 = 0
-        public var sequenceOnly: Bool = false
+        public var afterUserId: UInt64
+        public var limit: UInt32
+        public var sequenceOnly: Bool
 
-        public init() {}
+        public init() {
+        self.afterUserId = 0
+        self.limit = 0
+        self.sequenceOnly = false
+        }
 
         public init(afterUserId: UInt64 = 0, limit: UInt32 = 0, sequenceOnly: Bool = false) {
         self.afterUserId = afterUserId
@@ -3643,29 +3893,31 @@ extension AccountsV1.ProfilesSnapshotRequest {
     public static let protoName = "frienso.accounts.v1.ProfilesSnapshotRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ProfilesSnapshotRequest()
-        frienso__accounts__v1__profiles_snapshot_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_request__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ProfilesSnapshotRequest()
+            frienso__accounts__v1__profiles_snapshot_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_request__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ProfilesSnapshotRequest()
-        frienso__accounts__v1__profiles_snapshot_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_request__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ProfilesSnapshotRequest()
+            frienso__accounts__v1__profiles_snapshot_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_request__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfilesSnapshotRequest", unpack: frienso__accounts__v1__profiles_snapshot_request__unpack, free: frienso__accounts__v1__profiles_snapshot_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfilesSnapshotRequest", unpack: frienso__accounts__v1__profiles_snapshot_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ProfilesSnapshotRequest", unpack: frienso__accounts__v1__profiles_snapshot_request__unpack, free: frienso__accounts__v1__profiles_snapshot_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ProfilesSnapshotRequest", unpack: frienso__accounts__v1__profiles_snapshot_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ProfilesSnapshotRequest, arena _: ProtoArena) {
@@ -3675,7 +3927,9 @@ extension AccountsV1.ProfilesSnapshotRequest {
     }
 
     init(c: Frienso__Accounts__V1__ProfilesSnapshotRequest) {
-        self.init(afterUserId: c.after_user_id, limit: c.limit, sequenceOnly: (c.sequence_only != 0))
+        self.afterUserId = c.after_user_id
+        self.limit = c.limit
+        self.sequenceOnly = (c.sequence_only != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3710,12 +3964,17 @@ extension AccountsV1.ProfilesSnapshotRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ProfilesSnapshotResponse`
     public struct ProfilesSnapshotResponse: ProtoMessage {
-        public var epoch: UInt64 = 0
-        public var sequence: UInt64 = 0
-        public var profiles: [AccountsV1.Profile] = []
-        public var more: Bool = false
+        public var epoch: UInt64
+        public var sequence: UInt64
+        public var profiles: [AccountsV1.Profile]
+        public var more: Bool
 
-        public init() {}
+        public init() {
+        self.epoch = 0
+        self.sequence = 0
+        self.profiles = []
+        self.more = false
+        }
 
         public init(epoch: UInt64 = 0, sequence: UInt64 = 0, profiles: [AccountsV1.Profile] = [], more: Bool = false) {
         self.epoch = epoch
@@ -3730,29 +3989,31 @@ extension AccountsV1.ProfilesSnapshotResponse {
     public static let protoName = "frienso.accounts.v1.ProfilesSnapshotResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ProfilesSnapshotResponse()
-        frienso__accounts__v1__profiles_snapshot_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_response__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ProfilesSnapshotResponse()
+            frienso__accounts__v1__profiles_snapshot_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_response__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ProfilesSnapshotResponse()
-        frienso__accounts__v1__profiles_snapshot_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_response__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ProfilesSnapshotResponse()
+            frienso__accounts__v1__profiles_snapshot_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__profiles_snapshot_response__get_packed_size, pack: frienso__accounts__v1__profiles_snapshot_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfilesSnapshotResponse", unpack: frienso__accounts__v1__profiles_snapshot_response__unpack, free: frienso__accounts__v1__profiles_snapshot_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ProfilesSnapshotResponse", unpack: frienso__accounts__v1__profiles_snapshot_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ProfilesSnapshotResponse", unpack: frienso__accounts__v1__profiles_snapshot_response__unpack, free: frienso__accounts__v1__profiles_snapshot_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ProfilesSnapshotResponse", unpack: frienso__accounts__v1__profiles_snapshot_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ProfilesSnapshotResponse, arena: ProtoArena) {
@@ -3764,7 +4025,10 @@ extension AccountsV1.ProfilesSnapshotResponse {
     }
 
     init(c: Frienso__Accounts__V1__ProfilesSnapshotResponse) {
-        self.init(epoch: c.epoch, sequence: c.sequence, profiles: ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) }, more: (c.more != 0))
+        self.epoch = c.epoch
+        self.sequence = c.sequence
+        self.profiles = ProtoRuntime.array(c.profiles, count: c.n_profiles) { AccountsV1.Profile(c: $0!.pointee) }
+        self.more = (c.more != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3812,29 +4076,31 @@ extension AccountsV1.ExportMyDataRequest {
     public static let protoName = "frienso.accounts.v1.ExportMyDataRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ExportMyDataRequest()
-        frienso__accounts__v1__export_my_data_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_request__get_packed_size, pack: frienso__accounts__v1__export_my_data_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ExportMyDataRequest()
+            frienso__accounts__v1__export_my_data_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_request__get_packed_size, pack: frienso__accounts__v1__export_my_data_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ExportMyDataRequest()
-        frienso__accounts__v1__export_my_data_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_request__get_packed_size, pack: frienso__accounts__v1__export_my_data_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ExportMyDataRequest()
+            frienso__accounts__v1__export_my_data_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_request__get_packed_size, pack: frienso__accounts__v1__export_my_data_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ExportMyDataRequest", unpack: frienso__accounts__v1__export_my_data_request__unpack, free: frienso__accounts__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ExportMyDataRequest", unpack: frienso__accounts__v1__export_my_data_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ExportMyDataRequest", unpack: frienso__accounts__v1__export_my_data_request__unpack, free: frienso__accounts__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ExportMyDataRequest", unpack: frienso__accounts__v1__export_my_data_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Accounts__V1__ExportMyDataRequest, arena _: ProtoArena) {
@@ -3869,12 +4135,17 @@ extension AccountsV1.ExportMyDataRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.SessionInfo`
     public struct SessionInfo: ProtoMessage {
-        public var createdAtMs: Int64 = 0
-        public var expiresAtMs: Int64 = 0
-        public var revokedAtMs: Int64 = 0
-        public var current: Bool = false
+        public var createdAtMs: Int64
+        public var expiresAtMs: Int64
+        public var revokedAtMs: Int64
+        public var current: Bool
 
-        public init() {}
+        public init() {
+        self.createdAtMs = 0
+        self.expiresAtMs = 0
+        self.revokedAtMs = 0
+        self.current = false
+        }
 
         public init(createdAtMs: Int64 = 0, expiresAtMs: Int64 = 0, revokedAtMs: Int64 = 0, current: Bool = false) {
         self.createdAtMs = createdAtMs
@@ -3889,29 +4160,31 @@ extension AccountsV1.SessionInfo {
     public static let protoName = "frienso.accounts.v1.SessionInfo"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__SessionInfo()
-        frienso__accounts__v1__session_info__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__session_info__get_packed_size, pack: frienso__accounts__v1__session_info__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__SessionInfo()
+            frienso__accounts__v1__session_info__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__session_info__get_packed_size, pack: frienso__accounts__v1__session_info__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__SessionInfo()
-        frienso__accounts__v1__session_info__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__session_info__get_packed_size, pack: frienso__accounts__v1__session_info__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__SessionInfo()
+            frienso__accounts__v1__session_info__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__session_info__get_packed_size, pack: frienso__accounts__v1__session_info__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SessionInfo", unpack: frienso__accounts__v1__session_info__unpack, free: frienso__accounts__v1__session_info__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.SessionInfo", unpack: frienso__accounts__v1__session_info__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SessionInfo", unpack: frienso__accounts__v1__session_info__unpack, free: frienso__accounts__v1__session_info__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.SessionInfo", unpack: frienso__accounts__v1__session_info__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__SessionInfo, arena _: ProtoArena) {
@@ -3922,7 +4195,10 @@ extension AccountsV1.SessionInfo {
     }
 
     init(c: Frienso__Accounts__V1__SessionInfo) {
-        self.init(createdAtMs: c.created_at_ms, expiresAtMs: c.expires_at_ms, revokedAtMs: c.revoked_at_ms, current: (c.current != 0))
+        self.createdAtMs = c.created_at_ms
+        self.expiresAtMs = c.expires_at_ms
+        self.revokedAtMs = c.revoked_at_ms
+        self.current = (c.current != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3958,11 +4234,15 @@ extension AccountsV1.SessionInfo {
 extension AccountsV1 {
     /// `frienso.accounts.v1.PasswordResetInfo`
     public struct PasswordResetInfo: ProtoMessage {
-        public var createdAtMs: Int64 = 0
-        public var expiresAtMs: Int64 = 0
-        public var usedAtMs: Int64 = 0
+        public var createdAtMs: Int64
+        public var expiresAtMs: Int64
+        public var usedAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.createdAtMs = 0
+        self.expiresAtMs = 0
+        self.usedAtMs = 0
+        }
 
         public init(createdAtMs: Int64 = 0, expiresAtMs: Int64 = 0, usedAtMs: Int64 = 0) {
         self.createdAtMs = createdAtMs
@@ -3976,29 +4256,31 @@ extension AccountsV1.PasswordResetInfo {
     public static let protoName = "frienso.accounts.v1.PasswordResetInfo"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__PasswordResetInfo()
-        frienso__accounts__v1__password_reset_info__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__password_reset_info__get_packed_size, pack: frienso__accounts__v1__password_reset_info__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__PasswordResetInfo()
+            frienso__accounts__v1__password_reset_info__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__password_reset_info__get_packed_size, pack: frienso__accounts__v1__password_reset_info__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__PasswordResetInfo()
-        frienso__accounts__v1__password_reset_info__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__password_reset_info__get_packed_size, pack: frienso__accounts__v1__password_reset_info__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__PasswordResetInfo()
+            frienso__accounts__v1__password_reset_info__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__password_reset_info__get_packed_size, pack: frienso__accounts__v1__password_reset_info__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.PasswordResetInfo", unpack: frienso__accounts__v1__password_reset_info__unpack, free: frienso__accounts__v1__password_reset_info__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.PasswordResetInfo", unpack: frienso__accounts__v1__password_reset_info__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.PasswordResetInfo", unpack: frienso__accounts__v1__password_reset_info__unpack, free: frienso__accounts__v1__password_reset_info__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.PasswordResetInfo", unpack: frienso__accounts__v1__password_reset_info__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__PasswordResetInfo, arena _: ProtoArena) {
@@ -4008,7 +4290,9 @@ extension AccountsV1.PasswordResetInfo {
     }
 
     init(c: Frienso__Accounts__V1__PasswordResetInfo) {
-        self.init(createdAtMs: c.created_at_ms, expiresAtMs: c.expires_at_ms, usedAtMs: c.used_at_ms)
+        self.createdAtMs = c.created_at_ms
+        self.expiresAtMs = c.expires_at_ms
+        self.usedAtMs = c.used_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4043,12 +4327,17 @@ extension AccountsV1.PasswordResetInfo {
 extension AccountsV1 {
     /// `frienso.accounts.v1.EmailInfo`
     public struct EmailInfo: ProtoMessage {
-        public var address: String = ""
-        public var subject: String = ""
-        public var status: String = ""
-        public var createdAtMs: Int64 = 0
+        public var address: String
+        public var subject: String
+        public var status: String
+        public var createdAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.address = ""
+        self.subject = ""
+        self.status = ""
+        self.createdAtMs = 0
+        }
 
         public init(address: String = "", subject: String = "", status: String = "", createdAtMs: Int64 = 0) {
         self.address = address
@@ -4063,29 +4352,31 @@ extension AccountsV1.EmailInfo {
     public static let protoName = "frienso.accounts.v1.EmailInfo"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__EmailInfo()
-        frienso__accounts__v1__email_info__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__email_info__get_packed_size, pack: frienso__accounts__v1__email_info__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__EmailInfo()
+            frienso__accounts__v1__email_info__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__email_info__get_packed_size, pack: frienso__accounts__v1__email_info__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__EmailInfo()
-        frienso__accounts__v1__email_info__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__email_info__get_packed_size, pack: frienso__accounts__v1__email_info__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__EmailInfo()
+            frienso__accounts__v1__email_info__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__email_info__get_packed_size, pack: frienso__accounts__v1__email_info__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.EmailInfo", unpack: frienso__accounts__v1__email_info__unpack, free: frienso__accounts__v1__email_info__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.EmailInfo", unpack: frienso__accounts__v1__email_info__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.EmailInfo", unpack: frienso__accounts__v1__email_info__unpack, free: frienso__accounts__v1__email_info__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.EmailInfo", unpack: frienso__accounts__v1__email_info__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__EmailInfo, arena: ProtoArena) {
@@ -4096,7 +4387,10 @@ extension AccountsV1.EmailInfo {
     }
 
     init(c: Frienso__Accounts__V1__EmailInfo) {
-        self.init(address: ProtoRuntime.string(c.address), subject: ProtoRuntime.string(c.subject), status: ProtoRuntime.string(c.status), createdAtMs: c.created_at_ms)
+        self.address = ProtoRuntime.string(c.address)
+        self.subject = ProtoRuntime.string(c.subject)
+        self.status = ProtoRuntime.string(c.status)
+        self.createdAtMs = c.created_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4132,13 +4426,19 @@ extension AccountsV1.EmailInfo {
 extension AccountsV1 {
     /// `frienso.accounts.v1.ExportMyDataResponse`
     public struct ExportMyDataResponse: ProtoMessage {
-        public var account: AccountsV1.Account? = nil
-        public var sessions: [AccountsV1.SessionInfo] = []
-        public var linked: [AccountsV1.ExternalId] = []
-        public var passwordResets: [AccountsV1.PasswordResetInfo] = []
-        public var emails: [AccountsV1.EmailInfo] = []
+        public var account: Optional<AccountsV1.Account>
+        public var sessions: [AccountsV1.SessionInfo]
+        public var linked: [AccountsV1.ExternalId]
+        public var passwordResets: [AccountsV1.PasswordResetInfo]
+        public var emails: [AccountsV1.EmailInfo]
 
-        public init() {}
+        public init() {
+        self.account = nil
+        self.sessions = []
+        self.linked = []
+        self.passwordResets = []
+        self.emails = []
+        }
 
         public init(account: AccountsV1.Account? = nil, sessions: [AccountsV1.SessionInfo] = [], linked: [AccountsV1.ExternalId] = [], passwordResets: [AccountsV1.PasswordResetInfo] = [], emails: [AccountsV1.EmailInfo] = []) {
         self.account = account
@@ -4154,29 +4454,31 @@ extension AccountsV1.ExportMyDataResponse {
     public static let protoName = "frienso.accounts.v1.ExportMyDataResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ExportMyDataResponse()
-        frienso__accounts__v1__export_my_data_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_response__get_packed_size, pack: frienso__accounts__v1__export_my_data_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ExportMyDataResponse()
+            frienso__accounts__v1__export_my_data_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_response__get_packed_size, pack: frienso__accounts__v1__export_my_data_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__ExportMyDataResponse()
-        frienso__accounts__v1__export_my_data_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_response__get_packed_size, pack: frienso__accounts__v1__export_my_data_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__ExportMyDataResponse()
+            frienso__accounts__v1__export_my_data_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__export_my_data_response__get_packed_size, pack: frienso__accounts__v1__export_my_data_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ExportMyDataResponse", unpack: frienso__accounts__v1__export_my_data_response__unpack, free: frienso__accounts__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.ExportMyDataResponse", unpack: frienso__accounts__v1__export_my_data_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ExportMyDataResponse", unpack: frienso__accounts__v1__export_my_data_response__unpack, free: frienso__accounts__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.ExportMyDataResponse", unpack: frienso__accounts__v1__export_my_data_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__ExportMyDataResponse, arena: ProtoArena) {
@@ -4194,7 +4496,11 @@ extension AccountsV1.ExportMyDataResponse {
     }
 
     init(c: Frienso__Accounts__V1__ExportMyDataResponse) {
-        self.init(account: c.account.map { AccountsV1.Account(c: $0.pointee) }, sessions: ProtoRuntime.array(c.sessions, count: c.n_sessions) { AccountsV1.SessionInfo(c: $0!.pointee) }, linked: ProtoRuntime.array(c.linked, count: c.n_linked) { AccountsV1.ExternalId(c: $0!.pointee) }, passwordResets: ProtoRuntime.array(c.password_resets, count: c.n_password_resets) { AccountsV1.PasswordResetInfo(c: $0!.pointee) }, emails: ProtoRuntime.array(c.emails, count: c.n_emails) { AccountsV1.EmailInfo(c: $0!.pointee) })
+        self.account = c.account.map { AccountsV1.Account(c: $0.pointee) }
+        self.sessions = ProtoRuntime.array(c.sessions, count: c.n_sessions) { AccountsV1.SessionInfo(c: $0!.pointee) }
+        self.linked = ProtoRuntime.array(c.linked, count: c.n_linked) { AccountsV1.ExternalId(c: $0!.pointee) }
+        self.passwordResets = ProtoRuntime.array(c.password_resets, count: c.n_password_resets) { AccountsV1.PasswordResetInfo(c: $0!.pointee) }
+        self.emails = ProtoRuntime.array(c.emails, count: c.n_emails) { AccountsV1.EmailInfo(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4236,10 +4542,13 @@ extension AccountsV1.ExportMyDataResponse {
 extension AccountsV1 {
     /// `frienso.accounts.v1.VerifyPasswordRequest`
     public struct VerifyPasswordRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var password: String = ""
+        public var userId: UInt64
+        public var password: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.password = ""
+        }
 
         public init(userId: UInt64 = 0, password: String = "") {
         self.userId = userId
@@ -4252,29 +4561,31 @@ extension AccountsV1.VerifyPasswordRequest {
     public static let protoName = "frienso.accounts.v1.VerifyPasswordRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__VerifyPasswordRequest()
-        frienso__accounts__v1__verify_password_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_request__get_packed_size, pack: frienso__accounts__v1__verify_password_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__VerifyPasswordRequest()
+            frienso__accounts__v1__verify_password_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_request__get_packed_size, pack: frienso__accounts__v1__verify_password_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__VerifyPasswordRequest()
-        frienso__accounts__v1__verify_password_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_request__get_packed_size, pack: frienso__accounts__v1__verify_password_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__VerifyPasswordRequest()
+            frienso__accounts__v1__verify_password_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_request__get_packed_size, pack: frienso__accounts__v1__verify_password_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.VerifyPasswordRequest", unpack: frienso__accounts__v1__verify_password_request__unpack, free: frienso__accounts__v1__verify_password_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.VerifyPasswordRequest", unpack: frienso__accounts__v1__verify_password_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.VerifyPasswordRequest", unpack: frienso__accounts__v1__verify_password_request__unpack, free: frienso__accounts__v1__verify_password_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.VerifyPasswordRequest", unpack: frienso__accounts__v1__verify_password_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__VerifyPasswordRequest, arena: ProtoArena) {
@@ -4283,7 +4594,8 @@ extension AccountsV1.VerifyPasswordRequest {
     }
 
     init(c: Frienso__Accounts__V1__VerifyPasswordRequest) {
-        self.init(userId: c.user_id, password: ProtoRuntime.string(c.password))
+        self.userId = c.user_id
+        self.password = ProtoRuntime.string(c.password)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4317,9 +4629,11 @@ extension AccountsV1.VerifyPasswordRequest {
 extension AccountsV1 {
     /// `frienso.accounts.v1.VerifyPasswordResponse`
     public struct VerifyPasswordResponse: ProtoMessage {
-        public var valid: Bool = false
+        public var valid: Bool
 
-        public init() {}
+        public init() {
+        self.valid = false
+        }
 
         public init(valid: Bool = false) {
         self.valid = valid
@@ -4331,29 +4645,31 @@ extension AccountsV1.VerifyPasswordResponse {
     public static let protoName = "frienso.accounts.v1.VerifyPasswordResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__VerifyPasswordResponse()
-        frienso__accounts__v1__verify_password_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_response__get_packed_size, pack: frienso__accounts__v1__verify_password_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__VerifyPasswordResponse()
+            frienso__accounts__v1__verify_password_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_response__get_packed_size, pack: frienso__accounts__v1__verify_password_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Accounts__V1__VerifyPasswordResponse()
-        frienso__accounts__v1__verify_password_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_response__get_packed_size, pack: frienso__accounts__v1__verify_password_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Accounts__V1__VerifyPasswordResponse()
+            frienso__accounts__v1__verify_password_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__accounts__v1__verify_password_response__get_packed_size, pack: frienso__accounts__v1__verify_password_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.VerifyPasswordResponse", unpack: frienso__accounts__v1__verify_password_response__unpack, free: frienso__accounts__v1__verify_password_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.accounts.v1.VerifyPasswordResponse", unpack: frienso__accounts__v1__verify_password_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.VerifyPasswordResponse", unpack: frienso__accounts__v1__verify_password_response__unpack, free: frienso__accounts__v1__verify_password_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.accounts.v1.VerifyPasswordResponse", unpack: frienso__accounts__v1__verify_password_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Accounts__V1__VerifyPasswordResponse, arena _: ProtoArena) {
@@ -4361,7 +4677,7 @@ extension AccountsV1.VerifyPasswordResponse {
     }
 
     init(c: Frienso__Accounts__V1__VerifyPasswordResponse) {
-        self.init(valid: (c.valid != 0))
+        self.valid = (c.valid != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).

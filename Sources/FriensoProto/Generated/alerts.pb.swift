@@ -514,12 +514,17 @@ extension AlertsV1 {
 extension AlertsV1 {
     /// `frienso.alerts.v1.Person`
     public struct Person: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var username: String = ""
-        public var firstName: String = ""
-        public var lastName: String = ""
+        public var userId: UInt64
+        public var username: String
+        public var firstName: String
+        public var lastName: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.username = ""
+        self.firstName = ""
+        self.lastName = ""
+        }
 
         public init(userId: UInt64 = 0, username: String = "", firstName: String = "", lastName: String = "") {
         self.userId = userId
@@ -534,29 +539,31 @@ extension AlertsV1.Person {
     public static let protoName = "frienso.alerts.v1.Person"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Person()
-        frienso__alerts__v1__person__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__person__get_packed_size, pack: frienso__alerts__v1__person__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Person()
+            frienso__alerts__v1__person__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__person__get_packed_size, pack: frienso__alerts__v1__person__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Person()
-        frienso__alerts__v1__person__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__person__get_packed_size, pack: frienso__alerts__v1__person__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Person()
+            frienso__alerts__v1__person__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__person__get_packed_size, pack: frienso__alerts__v1__person__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Person", unpack: frienso__alerts__v1__person__unpack, free: frienso__alerts__v1__person__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Person", unpack: frienso__alerts__v1__person__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Person", unpack: frienso__alerts__v1__person__unpack, free: frienso__alerts__v1__person__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Person", unpack: frienso__alerts__v1__person__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__Person, arena: ProtoArena) {
@@ -567,7 +574,10 @@ extension AlertsV1.Person {
     }
 
     init(c: Frienso__Alerts__V1__Person) {
-        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username), firstName: ProtoRuntime.string(c.first_name), lastName: ProtoRuntime.string(c.last_name))
+        self.userId = c.user_id
+        self.username = ProtoRuntime.string(c.username)
+        self.firstName = ProtoRuntime.string(c.first_name)
+        self.lastName = ProtoRuntime.string(c.last_name)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -603,14 +613,21 @@ extension AlertsV1.Person {
 extension AlertsV1 {
     /// `frienso.alerts.v1.AlertLocation`
     public struct AlertLocation: ProtoMessage {
-        public var known: Bool = false
-        public var latitude: Double = 0
-        public var longitude: Double = 0
-        public var accuracyM: Double = 0
-        public var fixTimeMs: Int64 = 0
-        public var placeName: String = ""
+        public var known: Bool
+        public var latitude: Double
+        public var longitude: Double
+        public var accuracyM: Double
+        public var fixTimeMs: Int64
+        public var placeName: String
 
-        public init() {}
+        public init() {
+        self.known = false
+        self.latitude = 0
+        self.longitude = 0
+        self.accuracyM = 0
+        self.fixTimeMs = 0
+        self.placeName = ""
+        }
 
         public init(known: Bool = false, latitude: Double = 0, longitude: Double = 0, accuracyM: Double = 0, fixTimeMs: Int64 = 0, placeName: String = "") {
         self.known = known
@@ -627,29 +644,31 @@ extension AlertsV1.AlertLocation {
     public static let protoName = "frienso.alerts.v1.AlertLocation"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__AlertLocation()
-        frienso__alerts__v1__alert_location__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_location__get_packed_size, pack: frienso__alerts__v1__alert_location__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__AlertLocation()
+            frienso__alerts__v1__alert_location__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_location__get_packed_size, pack: frienso__alerts__v1__alert_location__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__AlertLocation()
-        frienso__alerts__v1__alert_location__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_location__get_packed_size, pack: frienso__alerts__v1__alert_location__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__AlertLocation()
+            frienso__alerts__v1__alert_location__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_location__get_packed_size, pack: frienso__alerts__v1__alert_location__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.AlertLocation", unpack: frienso__alerts__v1__alert_location__unpack, free: frienso__alerts__v1__alert_location__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.AlertLocation", unpack: frienso__alerts__v1__alert_location__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.AlertLocation", unpack: frienso__alerts__v1__alert_location__unpack, free: frienso__alerts__v1__alert_location__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.AlertLocation", unpack: frienso__alerts__v1__alert_location__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__AlertLocation, arena: ProtoArena) {
@@ -662,7 +681,12 @@ extension AlertsV1.AlertLocation {
     }
 
     init(c: Frienso__Alerts__V1__AlertLocation) {
-        self.init(known: (c.known != 0), latitude: c.latitude, longitude: c.longitude, accuracyM: c.accuracy_m, fixTimeMs: c.fix_time_ms, placeName: ProtoRuntime.string(c.place_name))
+        self.known = (c.known != 0)
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.accuracyM = c.accuracy_m
+        self.fixTimeMs = c.fix_time_ms
+        self.placeName = ProtoRuntime.string(c.place_name)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -700,11 +724,15 @@ extension AlertsV1.AlertLocation {
 extension AlertsV1 {
     /// `frienso.alerts.v1.Watcher`
     public struct Watcher: ProtoMessage {
-        public var person: AlertsV1.Person? = nil
-        public var answer: AlertsV1.Answer = .init(rawValue: 0)
-        public var answeredAtMs: Int64 = 0
+        public var person: Optional<AlertsV1.Person>
+        public var answer: AlertsV1.Answer
+        public var answeredAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.person = nil
+        self.answer = .init(rawValue: 0)
+        self.answeredAtMs = 0
+        }
 
         public init(person: AlertsV1.Person? = nil, answer: AlertsV1.Answer = .init(rawValue: 0), answeredAtMs: Int64 = 0) {
         self.person = person
@@ -718,29 +746,31 @@ extension AlertsV1.Watcher {
     public static let protoName = "frienso.alerts.v1.Watcher"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Watcher()
-        frienso__alerts__v1__watcher__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watcher__get_packed_size, pack: frienso__alerts__v1__watcher__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Watcher()
+            frienso__alerts__v1__watcher__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watcher__get_packed_size, pack: frienso__alerts__v1__watcher__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Watcher()
-        frienso__alerts__v1__watcher__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watcher__get_packed_size, pack: frienso__alerts__v1__watcher__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Watcher()
+            frienso__alerts__v1__watcher__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watcher__get_packed_size, pack: frienso__alerts__v1__watcher__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Watcher", unpack: frienso__alerts__v1__watcher__unpack, free: frienso__alerts__v1__watcher__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Watcher", unpack: frienso__alerts__v1__watcher__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Watcher", unpack: frienso__alerts__v1__watcher__unpack, free: frienso__alerts__v1__watcher__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Watcher", unpack: frienso__alerts__v1__watcher__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__Watcher, arena: ProtoArena) {
@@ -752,7 +782,9 @@ extension AlertsV1.Watcher {
     }
 
     init(c: Frienso__Alerts__V1__Watcher) {
-        self.init(person: c.person.map { AlertsV1.Person(c: $0.pointee) }, answer: AlertsV1.Answer(rawValue: Int32(truncatingIfNeeded: c.answer.rawValue)), answeredAtMs: c.answered_at_ms)
+        self.person = c.person.map { AlertsV1.Person(c: $0.pointee) }
+        self.answer = AlertsV1.Answer(rawValue: Int32(truncatingIfNeeded: c.answer.rawValue))
+        self.answeredAtMs = c.answered_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -787,16 +819,25 @@ extension AlertsV1.Watcher {
 extension AlertsV1 {
     /// `frienso.alerts.v1.WatchSession`
     public struct WatchSession: ProtoMessage {
-        public var sessionId: UInt64 = 0
-        public var initiator: AlertsV1.Person? = nil
-        public var note: String = ""
-        public var state: AlertsV1.WatchState = .init(rawValue: 0)
-        public var startedAtMs: Int64 = 0
-        public var endsAtMs: Int64 = 0
-        public var endedAtMs: Int64 = 0
-        public var watchers: [AlertsV1.Watcher] = []
+        public var sessionId: UInt64
+        public var initiator: Optional<AlertsV1.Person>
+        public var note: String
+        public var state: AlertsV1.WatchState
+        public var startedAtMs: Int64
+        public var endsAtMs: Int64
+        public var endedAtMs: Int64
+        public var watchers: [AlertsV1.Watcher]
 
-        public init() {}
+        public init() {
+        self.sessionId = 0
+        self.initiator = nil
+        self.note = ""
+        self.state = .init(rawValue: 0)
+        self.startedAtMs = 0
+        self.endsAtMs = 0
+        self.endedAtMs = 0
+        self.watchers = []
+        }
 
         public init(sessionId: UInt64 = 0, initiator: AlertsV1.Person? = nil, note: String = "", state: AlertsV1.WatchState = .init(rawValue: 0), startedAtMs: Int64 = 0, endsAtMs: Int64 = 0, endedAtMs: Int64 = 0, watchers: [AlertsV1.Watcher] = []) {
         self.sessionId = sessionId
@@ -815,29 +856,31 @@ extension AlertsV1.WatchSession {
     public static let protoName = "frienso.alerts.v1.WatchSession"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__WatchSession()
-        frienso__alerts__v1__watch_session__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watch_session__get_packed_size, pack: frienso__alerts__v1__watch_session__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__WatchSession()
+            frienso__alerts__v1__watch_session__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watch_session__get_packed_size, pack: frienso__alerts__v1__watch_session__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__WatchSession()
-        frienso__alerts__v1__watch_session__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watch_session__get_packed_size, pack: frienso__alerts__v1__watch_session__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__WatchSession()
+            frienso__alerts__v1__watch_session__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__watch_session__get_packed_size, pack: frienso__alerts__v1__watch_session__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.WatchSession", unpack: frienso__alerts__v1__watch_session__unpack, free: frienso__alerts__v1__watch_session__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.WatchSession", unpack: frienso__alerts__v1__watch_session__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.WatchSession", unpack: frienso__alerts__v1__watch_session__unpack, free: frienso__alerts__v1__watch_session__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.WatchSession", unpack: frienso__alerts__v1__watch_session__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__WatchSession, arena: ProtoArena) {
@@ -855,7 +898,14 @@ extension AlertsV1.WatchSession {
     }
 
     init(c: Frienso__Alerts__V1__WatchSession) {
-        self.init(sessionId: c.session_id, initiator: c.initiator.map { AlertsV1.Person(c: $0.pointee) }, note: ProtoRuntime.string(c.note), state: AlertsV1.WatchState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue)), startedAtMs: c.started_at_ms, endsAtMs: c.ends_at_ms, endedAtMs: c.ended_at_ms, watchers: ProtoRuntime.array(c.watchers, count: c.n_watchers) { AlertsV1.Watcher(c: $0!.pointee) })
+        self.sessionId = c.session_id
+        self.initiator = c.initiator.map { AlertsV1.Person(c: $0.pointee) }
+        self.note = ProtoRuntime.string(c.note)
+        self.state = AlertsV1.WatchState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue))
+        self.startedAtMs = c.started_at_ms
+        self.endsAtMs = c.ends_at_ms
+        self.endedAtMs = c.ended_at_ms
+        self.watchers = ProtoRuntime.array(c.watchers, count: c.n_watchers) { AlertsV1.Watcher(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -898,10 +948,13 @@ extension AlertsV1.WatchSession {
 extension AlertsV1 {
     /// `frienso.alerts.v1.StartWatchRequest`
     public struct StartWatchRequest: ProtoMessage {
-        public var durationSeconds: UInt32 = 0
-        public var note: String = ""
+        public var durationSeconds: UInt32
+        public var note: String
 
-        public init() {}
+        public init() {
+        self.durationSeconds = 0
+        self.note = ""
+        }
 
         public init(durationSeconds: UInt32 = 0, note: String = "") {
         self.durationSeconds = durationSeconds
@@ -914,29 +967,31 @@ extension AlertsV1.StartWatchRequest {
     public static let protoName = "frienso.alerts.v1.StartWatchRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__StartWatchRequest()
-        frienso__alerts__v1__start_watch_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_request__get_packed_size, pack: frienso__alerts__v1__start_watch_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__StartWatchRequest()
+            frienso__alerts__v1__start_watch_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_request__get_packed_size, pack: frienso__alerts__v1__start_watch_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__StartWatchRequest()
-        frienso__alerts__v1__start_watch_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_request__get_packed_size, pack: frienso__alerts__v1__start_watch_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__StartWatchRequest()
+            frienso__alerts__v1__start_watch_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_request__get_packed_size, pack: frienso__alerts__v1__start_watch_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartWatchRequest", unpack: frienso__alerts__v1__start_watch_request__unpack, free: frienso__alerts__v1__start_watch_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartWatchRequest", unpack: frienso__alerts__v1__start_watch_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartWatchRequest", unpack: frienso__alerts__v1__start_watch_request__unpack, free: frienso__alerts__v1__start_watch_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartWatchRequest", unpack: frienso__alerts__v1__start_watch_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__StartWatchRequest, arena: ProtoArena) {
@@ -945,7 +1000,8 @@ extension AlertsV1.StartWatchRequest {
     }
 
     init(c: Frienso__Alerts__V1__StartWatchRequest) {
-        self.init(durationSeconds: c.duration_seconds, note: ProtoRuntime.string(c.note))
+        self.durationSeconds = c.duration_seconds
+        self.note = ProtoRuntime.string(c.note)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -979,9 +1035,11 @@ extension AlertsV1.StartWatchRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.StartWatchResponse`
     public struct StartWatchResponse: ProtoMessage {
-        public var session: AlertsV1.WatchSession? = nil
+        public var session: Optional<AlertsV1.WatchSession>
 
-        public init() {}
+        public init() {
+        self.session = nil
+        }
 
         public init(session: AlertsV1.WatchSession? = nil) {
         self.session = session
@@ -993,29 +1051,31 @@ extension AlertsV1.StartWatchResponse {
     public static let protoName = "frienso.alerts.v1.StartWatchResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__StartWatchResponse()
-        frienso__alerts__v1__start_watch_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_response__get_packed_size, pack: frienso__alerts__v1__start_watch_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__StartWatchResponse()
+            frienso__alerts__v1__start_watch_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_response__get_packed_size, pack: frienso__alerts__v1__start_watch_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__StartWatchResponse()
-        frienso__alerts__v1__start_watch_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_response__get_packed_size, pack: frienso__alerts__v1__start_watch_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__StartWatchResponse()
+            frienso__alerts__v1__start_watch_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_watch_response__get_packed_size, pack: frienso__alerts__v1__start_watch_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartWatchResponse", unpack: frienso__alerts__v1__start_watch_response__unpack, free: frienso__alerts__v1__start_watch_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartWatchResponse", unpack: frienso__alerts__v1__start_watch_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartWatchResponse", unpack: frienso__alerts__v1__start_watch_response__unpack, free: frienso__alerts__v1__start_watch_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartWatchResponse", unpack: frienso__alerts__v1__start_watch_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__StartWatchResponse, arena: ProtoArena) {
@@ -1025,7 +1085,7 @@ extension AlertsV1.StartWatchResponse {
     }
 
     init(c: Frienso__Alerts__V1__StartWatchResponse) {
-        self.init(session: c.session.map { AlertsV1.WatchSession(c: $0.pointee) })
+        self.session = c.session.map { AlertsV1.WatchSession(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1058,9 +1118,11 @@ extension AlertsV1.StartWatchResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ExtendWatchRequest`
     public struct ExtendWatchRequest: ProtoMessage {
-        public var extraSeconds: UInt32 = 0
+        public var extraSeconds: UInt32
 
-        public init() {}
+        public init() {
+        self.extraSeconds = 0
+        }
 
         public init(extraSeconds: UInt32 = 0) {
         self.extraSeconds = extraSeconds
@@ -1072,29 +1134,31 @@ extension AlertsV1.ExtendWatchRequest {
     public static let protoName = "frienso.alerts.v1.ExtendWatchRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ExtendWatchRequest()
-        frienso__alerts__v1__extend_watch_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_request__get_packed_size, pack: frienso__alerts__v1__extend_watch_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ExtendWatchRequest()
+            frienso__alerts__v1__extend_watch_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_request__get_packed_size, pack: frienso__alerts__v1__extend_watch_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ExtendWatchRequest()
-        frienso__alerts__v1__extend_watch_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_request__get_packed_size, pack: frienso__alerts__v1__extend_watch_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ExtendWatchRequest()
+            frienso__alerts__v1__extend_watch_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_request__get_packed_size, pack: frienso__alerts__v1__extend_watch_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExtendWatchRequest", unpack: frienso__alerts__v1__extend_watch_request__unpack, free: frienso__alerts__v1__extend_watch_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExtendWatchRequest", unpack: frienso__alerts__v1__extend_watch_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExtendWatchRequest", unpack: frienso__alerts__v1__extend_watch_request__unpack, free: frienso__alerts__v1__extend_watch_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExtendWatchRequest", unpack: frienso__alerts__v1__extend_watch_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ExtendWatchRequest, arena _: ProtoArena) {
@@ -1102,7 +1166,7 @@ extension AlertsV1.ExtendWatchRequest {
     }
 
     init(c: Frienso__Alerts__V1__ExtendWatchRequest) {
-        self.init(extraSeconds: c.extra_seconds)
+        self.extraSeconds = c.extra_seconds
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1135,9 +1199,11 @@ extension AlertsV1.ExtendWatchRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ExtendWatchResponse`
     public struct ExtendWatchResponse: ProtoMessage {
-        public var session: AlertsV1.WatchSession? = nil
+        public var session: Optional<AlertsV1.WatchSession>
 
-        public init() {}
+        public init() {
+        self.session = nil
+        }
 
         public init(session: AlertsV1.WatchSession? = nil) {
         self.session = session
@@ -1149,29 +1215,31 @@ extension AlertsV1.ExtendWatchResponse {
     public static let protoName = "frienso.alerts.v1.ExtendWatchResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ExtendWatchResponse()
-        frienso__alerts__v1__extend_watch_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_response__get_packed_size, pack: frienso__alerts__v1__extend_watch_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ExtendWatchResponse()
+            frienso__alerts__v1__extend_watch_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_response__get_packed_size, pack: frienso__alerts__v1__extend_watch_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ExtendWatchResponse()
-        frienso__alerts__v1__extend_watch_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_response__get_packed_size, pack: frienso__alerts__v1__extend_watch_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ExtendWatchResponse()
+            frienso__alerts__v1__extend_watch_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__extend_watch_response__get_packed_size, pack: frienso__alerts__v1__extend_watch_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExtendWatchResponse", unpack: frienso__alerts__v1__extend_watch_response__unpack, free: frienso__alerts__v1__extend_watch_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExtendWatchResponse", unpack: frienso__alerts__v1__extend_watch_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExtendWatchResponse", unpack: frienso__alerts__v1__extend_watch_response__unpack, free: frienso__alerts__v1__extend_watch_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExtendWatchResponse", unpack: frienso__alerts__v1__extend_watch_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ExtendWatchResponse, arena: ProtoArena) {
@@ -1181,7 +1249,7 @@ extension AlertsV1.ExtendWatchResponse {
     }
 
     init(c: Frienso__Alerts__V1__ExtendWatchResponse) {
-        self.init(session: c.session.map { AlertsV1.WatchSession(c: $0.pointee) })
+        self.session = c.session.map { AlertsV1.WatchSession(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1223,29 +1291,31 @@ extension AlertsV1.EndWatchRequest {
     public static let protoName = "frienso.alerts.v1.EndWatchRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EndWatchRequest()
-        frienso__alerts__v1__end_watch_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_request__get_packed_size, pack: frienso__alerts__v1__end_watch_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EndWatchRequest()
+            frienso__alerts__v1__end_watch_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_request__get_packed_size, pack: frienso__alerts__v1__end_watch_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EndWatchRequest()
-        frienso__alerts__v1__end_watch_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_request__get_packed_size, pack: frienso__alerts__v1__end_watch_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EndWatchRequest()
+            frienso__alerts__v1__end_watch_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_request__get_packed_size, pack: frienso__alerts__v1__end_watch_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndWatchRequest", unpack: frienso__alerts__v1__end_watch_request__unpack, free: frienso__alerts__v1__end_watch_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndWatchRequest", unpack: frienso__alerts__v1__end_watch_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndWatchRequest", unpack: frienso__alerts__v1__end_watch_request__unpack, free: frienso__alerts__v1__end_watch_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndWatchRequest", unpack: frienso__alerts__v1__end_watch_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Alerts__V1__EndWatchRequest, arena _: ProtoArena) {
@@ -1280,9 +1350,11 @@ extension AlertsV1.EndWatchRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.EndWatchResponse`
     public struct EndWatchResponse: ProtoMessage {
-        public var session: AlertsV1.WatchSession? = nil
+        public var session: Optional<AlertsV1.WatchSession>
 
-        public init() {}
+        public init() {
+        self.session = nil
+        }
 
         public init(session: AlertsV1.WatchSession? = nil) {
         self.session = session
@@ -1294,29 +1366,31 @@ extension AlertsV1.EndWatchResponse {
     public static let protoName = "frienso.alerts.v1.EndWatchResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EndWatchResponse()
-        frienso__alerts__v1__end_watch_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_response__get_packed_size, pack: frienso__alerts__v1__end_watch_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EndWatchResponse()
+            frienso__alerts__v1__end_watch_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_response__get_packed_size, pack: frienso__alerts__v1__end_watch_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EndWatchResponse()
-        frienso__alerts__v1__end_watch_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_response__get_packed_size, pack: frienso__alerts__v1__end_watch_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EndWatchResponse()
+            frienso__alerts__v1__end_watch_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_watch_response__get_packed_size, pack: frienso__alerts__v1__end_watch_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndWatchResponse", unpack: frienso__alerts__v1__end_watch_response__unpack, free: frienso__alerts__v1__end_watch_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndWatchResponse", unpack: frienso__alerts__v1__end_watch_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndWatchResponse", unpack: frienso__alerts__v1__end_watch_response__unpack, free: frienso__alerts__v1__end_watch_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndWatchResponse", unpack: frienso__alerts__v1__end_watch_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__EndWatchResponse, arena: ProtoArena) {
@@ -1326,7 +1400,7 @@ extension AlertsV1.EndWatchResponse {
     }
 
     init(c: Frienso__Alerts__V1__EndWatchResponse) {
-        self.init(session: c.session.map { AlertsV1.WatchSession(c: $0.pointee) })
+        self.session = c.session.map { AlertsV1.WatchSession(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1368,29 +1442,31 @@ extension AlertsV1.GetWatchRequest {
     public static let protoName = "frienso.alerts.v1.GetWatchRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetWatchRequest()
-        frienso__alerts__v1__get_watch_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_request__get_packed_size, pack: frienso__alerts__v1__get_watch_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetWatchRequest()
+            frienso__alerts__v1__get_watch_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_request__get_packed_size, pack: frienso__alerts__v1__get_watch_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetWatchRequest()
-        frienso__alerts__v1__get_watch_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_request__get_packed_size, pack: frienso__alerts__v1__get_watch_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetWatchRequest()
+            frienso__alerts__v1__get_watch_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_request__get_packed_size, pack: frienso__alerts__v1__get_watch_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetWatchRequest", unpack: frienso__alerts__v1__get_watch_request__unpack, free: frienso__alerts__v1__get_watch_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetWatchRequest", unpack: frienso__alerts__v1__get_watch_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetWatchRequest", unpack: frienso__alerts__v1__get_watch_request__unpack, free: frienso__alerts__v1__get_watch_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetWatchRequest", unpack: frienso__alerts__v1__get_watch_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Alerts__V1__GetWatchRequest, arena _: ProtoArena) {
@@ -1425,10 +1501,13 @@ extension AlertsV1.GetWatchRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.GetWatchResponse`
     public struct GetWatchResponse: ProtoMessage {
-        public var mine: AlertsV1.WatchSession? = nil
-        public var watching: [AlertsV1.WatchSession] = []
+        public var mine: Optional<AlertsV1.WatchSession>
+        public var watching: [AlertsV1.WatchSession]
 
-        public init() {}
+        public init() {
+        self.mine = nil
+        self.watching = []
+        }
 
         public init(mine: AlertsV1.WatchSession? = nil, watching: [AlertsV1.WatchSession] = []) {
         self.mine = mine
@@ -1441,29 +1520,31 @@ extension AlertsV1.GetWatchResponse {
     public static let protoName = "frienso.alerts.v1.GetWatchResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetWatchResponse()
-        frienso__alerts__v1__get_watch_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_response__get_packed_size, pack: frienso__alerts__v1__get_watch_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetWatchResponse()
+            frienso__alerts__v1__get_watch_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_response__get_packed_size, pack: frienso__alerts__v1__get_watch_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetWatchResponse()
-        frienso__alerts__v1__get_watch_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_response__get_packed_size, pack: frienso__alerts__v1__get_watch_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetWatchResponse()
+            frienso__alerts__v1__get_watch_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_watch_response__get_packed_size, pack: frienso__alerts__v1__get_watch_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetWatchResponse", unpack: frienso__alerts__v1__get_watch_response__unpack, free: frienso__alerts__v1__get_watch_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetWatchResponse", unpack: frienso__alerts__v1__get_watch_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetWatchResponse", unpack: frienso__alerts__v1__get_watch_response__unpack, free: frienso__alerts__v1__get_watch_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetWatchResponse", unpack: frienso__alerts__v1__get_watch_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__GetWatchResponse, arena: ProtoArena) {
@@ -1475,7 +1556,8 @@ extension AlertsV1.GetWatchResponse {
     }
 
     init(c: Frienso__Alerts__V1__GetWatchResponse) {
-        self.init(mine: c.mine.map { AlertsV1.WatchSession(c: $0.pointee) }, watching: ProtoRuntime.array(c.watching, count: c.n_watching) { AlertsV1.WatchSession(c: $0!.pointee) })
+        self.mine = c.mine.map { AlertsV1.WatchSession(c: $0.pointee) }
+        self.watching = ProtoRuntime.array(c.watching, count: c.n_watching) { AlertsV1.WatchSession(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1511,13 +1593,19 @@ extension AlertsV1.GetWatchResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.Recipient`
     public struct Recipient: ProtoMessage {
-        public var person: AlertsV1.Person? = nil
-        public var phone: String = ""
-        public var answer: AlertsV1.Answer = .init(rawValue: 0)
-        public var answeredAtMs: Int64 = 0
-        public var deliveries: [AlertsV1.DeliverySummary] = []
+        public var person: Optional<AlertsV1.Person>
+        public var phone: String
+        public var answer: AlertsV1.Answer
+        public var answeredAtMs: Int64
+        public var deliveries: [AlertsV1.DeliverySummary]
 
-        public init() {}
+        public init() {
+        self.person = nil
+        self.phone = ""
+        self.answer = .init(rawValue: 0)
+        self.answeredAtMs = 0
+        self.deliveries = []
+        }
 
         public init(person: AlertsV1.Person? = nil, phone: String = "", answer: AlertsV1.Answer = .init(rawValue: 0), answeredAtMs: Int64 = 0, deliveries: [AlertsV1.DeliverySummary] = []) {
         self.person = person
@@ -1533,29 +1621,31 @@ extension AlertsV1.Recipient {
     public static let protoName = "frienso.alerts.v1.Recipient"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Recipient()
-        frienso__alerts__v1__recipient__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__recipient__get_packed_size, pack: frienso__alerts__v1__recipient__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Recipient()
+            frienso__alerts__v1__recipient__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__recipient__get_packed_size, pack: frienso__alerts__v1__recipient__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Recipient()
-        frienso__alerts__v1__recipient__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__recipient__get_packed_size, pack: frienso__alerts__v1__recipient__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Recipient()
+            frienso__alerts__v1__recipient__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__recipient__get_packed_size, pack: frienso__alerts__v1__recipient__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Recipient", unpack: frienso__alerts__v1__recipient__unpack, free: frienso__alerts__v1__recipient__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Recipient", unpack: frienso__alerts__v1__recipient__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Recipient", unpack: frienso__alerts__v1__recipient__unpack, free: frienso__alerts__v1__recipient__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Recipient", unpack: frienso__alerts__v1__recipient__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__Recipient, arena: ProtoArena) {
@@ -1570,7 +1660,11 @@ extension AlertsV1.Recipient {
     }
 
     init(c: Frienso__Alerts__V1__Recipient) {
-        self.init(person: c.person.map { AlertsV1.Person(c: $0.pointee) }, phone: ProtoRuntime.string(c.phone), answer: AlertsV1.Answer(rawValue: Int32(truncatingIfNeeded: c.answer.rawValue)), answeredAtMs: c.answered_at_ms, deliveries: ProtoRuntime.array(c.deliveries, count: c.n_deliveries) { AlertsV1.DeliverySummary(c: $0!.pointee) })
+        self.person = c.person.map { AlertsV1.Person(c: $0.pointee) }
+        self.phone = ProtoRuntime.string(c.phone)
+        self.answer = AlertsV1.Answer(rawValue: Int32(truncatingIfNeeded: c.answer.rawValue))
+        self.answeredAtMs = c.answered_at_ms
+        self.deliveries = ProtoRuntime.array(c.deliveries, count: c.n_deliveries) { AlertsV1.DeliverySummary(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1609,11 +1703,15 @@ extension AlertsV1.Recipient {
 extension AlertsV1 {
     /// `frienso.alerts.v1.DeliverySummary`
     public struct DeliverySummary: ProtoMessage {
-        public var channel: AlertsV1.Channel = .init(rawValue: 0)
-        public var status: AlertsV1.DeliveryStatus = .init(rawValue: 0)
-        public var attempts: UInt32 = 0
+        public var channel: AlertsV1.Channel
+        public var status: AlertsV1.DeliveryStatus
+        public var attempts: UInt32
 
-        public init() {}
+        public init() {
+        self.channel = .init(rawValue: 0)
+        self.status = .init(rawValue: 0)
+        self.attempts = 0
+        }
 
         public init(channel: AlertsV1.Channel = .init(rawValue: 0), status: AlertsV1.DeliveryStatus = .init(rawValue: 0), attempts: UInt32 = 0) {
         self.channel = channel
@@ -1627,29 +1725,31 @@ extension AlertsV1.DeliverySummary {
     public static let protoName = "frienso.alerts.v1.DeliverySummary"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__DeliverySummary()
-        frienso__alerts__v1__delivery_summary__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_summary__get_packed_size, pack: frienso__alerts__v1__delivery_summary__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__DeliverySummary()
+            frienso__alerts__v1__delivery_summary__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_summary__get_packed_size, pack: frienso__alerts__v1__delivery_summary__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__DeliverySummary()
-        frienso__alerts__v1__delivery_summary__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_summary__get_packed_size, pack: frienso__alerts__v1__delivery_summary__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__DeliverySummary()
+            frienso__alerts__v1__delivery_summary__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_summary__get_packed_size, pack: frienso__alerts__v1__delivery_summary__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.DeliverySummary", unpack: frienso__alerts__v1__delivery_summary__unpack, free: frienso__alerts__v1__delivery_summary__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.DeliverySummary", unpack: frienso__alerts__v1__delivery_summary__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.DeliverySummary", unpack: frienso__alerts__v1__delivery_summary__unpack, free: frienso__alerts__v1__delivery_summary__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.DeliverySummary", unpack: frienso__alerts__v1__delivery_summary__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__DeliverySummary, arena _: ProtoArena) {
@@ -1659,7 +1759,9 @@ extension AlertsV1.DeliverySummary {
     }
 
     init(c: Frienso__Alerts__V1__DeliverySummary) {
-        self.init(channel: AlertsV1.Channel(rawValue: Int32(truncatingIfNeeded: c.channel.rawValue)), status: AlertsV1.DeliveryStatus(rawValue: Int32(truncatingIfNeeded: c.status.rawValue)), attempts: c.attempts)
+        self.channel = AlertsV1.Channel(rawValue: Int32(truncatingIfNeeded: c.channel.rawValue))
+        self.status = AlertsV1.DeliveryStatus(rawValue: Int32(truncatingIfNeeded: c.status.rawValue))
+        self.attempts = c.attempts
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1694,16 +1796,25 @@ extension AlertsV1.DeliverySummary {
 extension AlertsV1 {
     /// `frienso.alerts.v1.EmergencyPrompt`
     public struct EmergencyPrompt: ProtoMessage {
-        public var promptId: UInt64 = 0
-        public var number: String = ""
-        public var label: String = ""
-        public var location: AlertsV1.AlertLocation? = nil
-        public var createdAtMs: Int64 = 0
-        public var reported: Bool = false
-        public var dialed: Bool = false
-        public var reportedAtMs: Int64 = 0
+        public var promptId: UInt64
+        public var number: String
+        public var label: String
+        public var location: Optional<AlertsV1.AlertLocation>
+        public var createdAtMs: Int64
+        public var reported: Bool
+        public var dialed: Bool
+        public var reportedAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.promptId = 0
+        self.number = ""
+        self.label = ""
+        self.location = nil
+        self.createdAtMs = 0
+        self.reported = false
+        self.dialed = false
+        self.reportedAtMs = 0
+        }
 
         public init(promptId: UInt64 = 0, number: String = "", label: String = "", location: AlertsV1.AlertLocation? = nil, createdAtMs: Int64 = 0, reported: Bool = false, dialed: Bool = false, reportedAtMs: Int64 = 0) {
         self.promptId = promptId
@@ -1722,29 +1833,31 @@ extension AlertsV1.EmergencyPrompt {
     public static let protoName = "frienso.alerts.v1.EmergencyPrompt"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EmergencyPrompt()
-        frienso__alerts__v1__emergency_prompt__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__emergency_prompt__get_packed_size, pack: frienso__alerts__v1__emergency_prompt__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EmergencyPrompt()
+            frienso__alerts__v1__emergency_prompt__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__emergency_prompt__get_packed_size, pack: frienso__alerts__v1__emergency_prompt__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EmergencyPrompt()
-        frienso__alerts__v1__emergency_prompt__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__emergency_prompt__get_packed_size, pack: frienso__alerts__v1__emergency_prompt__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EmergencyPrompt()
+            frienso__alerts__v1__emergency_prompt__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__emergency_prompt__get_packed_size, pack: frienso__alerts__v1__emergency_prompt__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EmergencyPrompt", unpack: frienso__alerts__v1__emergency_prompt__unpack, free: frienso__alerts__v1__emergency_prompt__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EmergencyPrompt", unpack: frienso__alerts__v1__emergency_prompt__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EmergencyPrompt", unpack: frienso__alerts__v1__emergency_prompt__unpack, free: frienso__alerts__v1__emergency_prompt__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EmergencyPrompt", unpack: frienso__alerts__v1__emergency_prompt__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__EmergencyPrompt, arena: ProtoArena) {
@@ -1761,7 +1874,14 @@ extension AlertsV1.EmergencyPrompt {
     }
 
     init(c: Frienso__Alerts__V1__EmergencyPrompt) {
-        self.init(promptId: c.prompt_id, number: ProtoRuntime.string(c.number), label: ProtoRuntime.string(c.label), location: c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }, createdAtMs: c.created_at_ms, reported: (c.reported != 0), dialed: (c.dialed != 0), reportedAtMs: c.reported_at_ms)
+        self.promptId = c.prompt_id
+        self.number = ProtoRuntime.string(c.number)
+        self.label = ProtoRuntime.string(c.label)
+        self.location = c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }
+        self.createdAtMs = c.created_at_ms
+        self.reported = (c.reported != 0)
+        self.dialed = (c.dialed != 0)
+        self.reportedAtMs = c.reported_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1803,19 +1923,31 @@ extension AlertsV1.EmergencyPrompt {
 extension AlertsV1 {
     /// `frienso.alerts.v1.HelpAlert`
     public struct HelpAlert: ProtoMessage {
-        public var alertId: UInt64 = 0
-        public var initiator: AlertsV1.Person? = nil
-        public var message: String = ""
-        public var location: AlertsV1.AlertLocation? = nil
-        public var state: AlertsV1.AlertState = .init(rawValue: 0)
-        public var raisedAtMs: Int64 = 0
-        public var resolvedAtMs: Int64 = 0
-        public var resolvedBy: String = ""
-        public var recipients: [AlertsV1.Recipient] = []
-        public var emergency: AlertsV1.EmergencyPrompt? = nil
-        public var escalation: AlertsV1.Escalation? = nil
+        public var alertId: UInt64
+        public var initiator: Optional<AlertsV1.Person>
+        public var message: String
+        public var location: Optional<AlertsV1.AlertLocation>
+        public var state: AlertsV1.AlertState
+        public var raisedAtMs: Int64
+        public var resolvedAtMs: Int64
+        public var resolvedBy: String
+        public var recipients: [AlertsV1.Recipient]
+        public var emergency: Optional<AlertsV1.EmergencyPrompt>
+        public var escalation: Optional<AlertsV1.Escalation>
 
-        public init() {}
+        public init() {
+        self.alertId = 0
+        self.initiator = nil
+        self.message = ""
+        self.location = nil
+        self.state = .init(rawValue: 0)
+        self.raisedAtMs = 0
+        self.resolvedAtMs = 0
+        self.resolvedBy = ""
+        self.recipients = []
+        self.emergency = nil
+        self.escalation = nil
+        }
 
         public init(alertId: UInt64 = 0, initiator: AlertsV1.Person? = nil, message: String = "", location: AlertsV1.AlertLocation? = nil, state: AlertsV1.AlertState = .init(rawValue: 0), raisedAtMs: Int64 = 0, resolvedAtMs: Int64 = 0, resolvedBy: String = "", recipients: [AlertsV1.Recipient] = [], emergency: AlertsV1.EmergencyPrompt? = nil, escalation: AlertsV1.Escalation? = nil) {
         self.alertId = alertId
@@ -1837,29 +1969,31 @@ extension AlertsV1.HelpAlert {
     public static let protoName = "frienso.alerts.v1.HelpAlert"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__HelpAlert()
-        frienso__alerts__v1__help_alert__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__help_alert__get_packed_size, pack: frienso__alerts__v1__help_alert__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__HelpAlert()
+            frienso__alerts__v1__help_alert__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__help_alert__get_packed_size, pack: frienso__alerts__v1__help_alert__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__HelpAlert()
-        frienso__alerts__v1__help_alert__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__help_alert__get_packed_size, pack: frienso__alerts__v1__help_alert__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__HelpAlert()
+            frienso__alerts__v1__help_alert__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__help_alert__get_packed_size, pack: frienso__alerts__v1__help_alert__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.HelpAlert", unpack: frienso__alerts__v1__help_alert__unpack, free: frienso__alerts__v1__help_alert__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.HelpAlert", unpack: frienso__alerts__v1__help_alert__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.HelpAlert", unpack: frienso__alerts__v1__help_alert__unpack, free: frienso__alerts__v1__help_alert__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.HelpAlert", unpack: frienso__alerts__v1__help_alert__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__HelpAlert, arena: ProtoArena) {
@@ -1886,7 +2020,17 @@ extension AlertsV1.HelpAlert {
     }
 
     init(c: Frienso__Alerts__V1__HelpAlert) {
-        self.init(alertId: c.alert_id, initiator: c.initiator.map { AlertsV1.Person(c: $0.pointee) }, message: ProtoRuntime.string(c.message), location: c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }, state: AlertsV1.AlertState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue)), raisedAtMs: c.raised_at_ms, resolvedAtMs: c.resolved_at_ms, resolvedBy: ProtoRuntime.string(c.resolved_by), recipients: ProtoRuntime.array(c.recipients, count: c.n_recipients) { AlertsV1.Recipient(c: $0!.pointee) }, emergency: c.emergency.map { AlertsV1.EmergencyPrompt(c: $0.pointee) }, escalation: c.escalation.map { AlertsV1.Escalation(c: $0.pointee) })
+        self.alertId = c.alert_id
+        self.initiator = c.initiator.map { AlertsV1.Person(c: $0.pointee) }
+        self.message = ProtoRuntime.string(c.message)
+        self.location = c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }
+        self.state = AlertsV1.AlertState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue))
+        self.raisedAtMs = c.raised_at_ms
+        self.resolvedAtMs = c.resolved_at_ms
+        self.resolvedBy = ProtoRuntime.string(c.resolved_by)
+        self.recipients = ProtoRuntime.array(c.recipients, count: c.n_recipients) { AlertsV1.Recipient(c: $0!.pointee) }
+        self.emergency = c.emergency.map { AlertsV1.EmergencyPrompt(c: $0.pointee) }
+        self.escalation = c.escalation.map { AlertsV1.Escalation(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1948,13 +2092,19 @@ extension AlertsV1.HelpAlert {
 extension AlertsV1 {
     /// `frienso.alerts.v1.Escalation`
     public struct Escalation: ProtoMessage {
-        public var escalatedAtMs: Int64 = 0
-        public var number: String = ""
-        public var label: String = ""
-        public var location: AlertsV1.AlertLocation? = nil
-        public var resentTo: UInt32 = 0
+        public var escalatedAtMs: Int64
+        public var number: String
+        public var label: String
+        public var location: Optional<AlertsV1.AlertLocation>
+        public var resentTo: UInt32
 
-        public init() {}
+        public init() {
+        self.escalatedAtMs = 0
+        self.number = ""
+        self.label = ""
+        self.location = nil
+        self.resentTo = 0
+        }
 
         public init(escalatedAtMs: Int64 = 0, number: String = "", label: String = "", location: AlertsV1.AlertLocation? = nil, resentTo: UInt32 = 0) {
         self.escalatedAtMs = escalatedAtMs
@@ -1970,29 +2120,31 @@ extension AlertsV1.Escalation {
     public static let protoName = "frienso.alerts.v1.Escalation"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Escalation()
-        frienso__alerts__v1__escalation__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__escalation__get_packed_size, pack: frienso__alerts__v1__escalation__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Escalation()
+            frienso__alerts__v1__escalation__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__escalation__get_packed_size, pack: frienso__alerts__v1__escalation__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Escalation()
-        frienso__alerts__v1__escalation__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__escalation__get_packed_size, pack: frienso__alerts__v1__escalation__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Escalation()
+            frienso__alerts__v1__escalation__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__escalation__get_packed_size, pack: frienso__alerts__v1__escalation__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Escalation", unpack: frienso__alerts__v1__escalation__unpack, free: frienso__alerts__v1__escalation__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Escalation", unpack: frienso__alerts__v1__escalation__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Escalation", unpack: frienso__alerts__v1__escalation__unpack, free: frienso__alerts__v1__escalation__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Escalation", unpack: frienso__alerts__v1__escalation__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__Escalation, arena: ProtoArena) {
@@ -2006,7 +2158,11 @@ extension AlertsV1.Escalation {
     }
 
     init(c: Frienso__Alerts__V1__Escalation) {
-        self.init(escalatedAtMs: c.escalated_at_ms, number: ProtoRuntime.string(c.number), label: ProtoRuntime.string(c.label), location: c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }, resentTo: c.resent_to)
+        self.escalatedAtMs = c.escalated_at_ms
+        self.number = ProtoRuntime.string(c.number)
+        self.label = ProtoRuntime.string(c.label)
+        self.location = c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }
+        self.resentTo = c.resent_to
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2043,9 +2199,11 @@ extension AlertsV1.Escalation {
 extension AlertsV1 {
     /// `frienso.alerts.v1.RaiseHelpNowRequest`
     public struct RaiseHelpNowRequest: ProtoMessage {
-        public var message: String = ""
+        public var message: String
 
-        public init() {}
+        public init() {
+        self.message = ""
+        }
 
         public init(message: String = "") {
         self.message = message
@@ -2057,29 +2215,31 @@ extension AlertsV1.RaiseHelpNowRequest {
     public static let protoName = "frienso.alerts.v1.RaiseHelpNowRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RaiseHelpNowRequest()
-        frienso__alerts__v1__raise_help_now_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_request__get_packed_size, pack: frienso__alerts__v1__raise_help_now_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RaiseHelpNowRequest()
+            frienso__alerts__v1__raise_help_now_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_request__get_packed_size, pack: frienso__alerts__v1__raise_help_now_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RaiseHelpNowRequest()
-        frienso__alerts__v1__raise_help_now_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_request__get_packed_size, pack: frienso__alerts__v1__raise_help_now_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RaiseHelpNowRequest()
+            frienso__alerts__v1__raise_help_now_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_request__get_packed_size, pack: frienso__alerts__v1__raise_help_now_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RaiseHelpNowRequest", unpack: frienso__alerts__v1__raise_help_now_request__unpack, free: frienso__alerts__v1__raise_help_now_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RaiseHelpNowRequest", unpack: frienso__alerts__v1__raise_help_now_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RaiseHelpNowRequest", unpack: frienso__alerts__v1__raise_help_now_request__unpack, free: frienso__alerts__v1__raise_help_now_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RaiseHelpNowRequest", unpack: frienso__alerts__v1__raise_help_now_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__RaiseHelpNowRequest, arena: ProtoArena) {
@@ -2087,7 +2247,7 @@ extension AlertsV1.RaiseHelpNowRequest {
     }
 
     init(c: Frienso__Alerts__V1__RaiseHelpNowRequest) {
-        self.init(message: ProtoRuntime.string(c.message))
+        self.message = ProtoRuntime.string(c.message)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2120,12 +2280,17 @@ extension AlertsV1.RaiseHelpNowRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.RaiseHelpNowResponse`
     public struct RaiseHelpNowResponse: ProtoMessage {
-        public var alert: AlertsV1.HelpAlert? = nil
-        public var alreadyActive: Bool = false
-        public var notified: UInt32 = 0
-        public var nobodyNotified: Bool = false
+        public var alert: Optional<AlertsV1.HelpAlert>
+        public var alreadyActive: Bool
+        public var notified: UInt32
+        public var nobodyNotified: Bool
 
-        public init() {}
+        public init() {
+        self.alert = nil
+        self.alreadyActive = false
+        self.notified = 0
+        self.nobodyNotified = false
+        }
 
         public init(alert: AlertsV1.HelpAlert? = nil, alreadyActive: Bool = false, notified: UInt32 = 0, nobodyNotified: Bool = false) {
         self.alert = alert
@@ -2140,29 +2305,31 @@ extension AlertsV1.RaiseHelpNowResponse {
     public static let protoName = "frienso.alerts.v1.RaiseHelpNowResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RaiseHelpNowResponse()
-        frienso__alerts__v1__raise_help_now_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_response__get_packed_size, pack: frienso__alerts__v1__raise_help_now_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RaiseHelpNowResponse()
+            frienso__alerts__v1__raise_help_now_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_response__get_packed_size, pack: frienso__alerts__v1__raise_help_now_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RaiseHelpNowResponse()
-        frienso__alerts__v1__raise_help_now_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_response__get_packed_size, pack: frienso__alerts__v1__raise_help_now_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RaiseHelpNowResponse()
+            frienso__alerts__v1__raise_help_now_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__raise_help_now_response__get_packed_size, pack: frienso__alerts__v1__raise_help_now_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RaiseHelpNowResponse", unpack: frienso__alerts__v1__raise_help_now_response__unpack, free: frienso__alerts__v1__raise_help_now_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RaiseHelpNowResponse", unpack: frienso__alerts__v1__raise_help_now_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RaiseHelpNowResponse", unpack: frienso__alerts__v1__raise_help_now_response__unpack, free: frienso__alerts__v1__raise_help_now_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RaiseHelpNowResponse", unpack: frienso__alerts__v1__raise_help_now_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__RaiseHelpNowResponse, arena: ProtoArena) {
@@ -2175,7 +2342,10 @@ extension AlertsV1.RaiseHelpNowResponse {
     }
 
     init(c: Frienso__Alerts__V1__RaiseHelpNowResponse) {
-        self.init(alert: c.alert.map { AlertsV1.HelpAlert(c: $0.pointee) }, alreadyActive: (c.already_active != 0), notified: c.notified, nobodyNotified: (c.nobody_notified != 0))
+        self.alert = c.alert.map { AlertsV1.HelpAlert(c: $0.pointee) }
+        self.alreadyActive = (c.already_active != 0)
+        self.notified = c.notified
+        self.nobodyNotified = (c.nobody_notified != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2211,10 +2381,13 @@ extension AlertsV1.RaiseHelpNowResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ResolveHelpNowRequest`
     public struct ResolveHelpNowRequest: ProtoMessage {
-        public var alertId: UInt64 = 0
-        public var operatorKey: String = ""
+        public var alertId: UInt64
+        public var operatorKey: String
 
-        public init() {}
+        public init() {
+        self.alertId = 0
+        self.operatorKey = ""
+        }
 
         public init(alertId: UInt64 = 0, operatorKey: String = "") {
         self.alertId = alertId
@@ -2227,29 +2400,31 @@ extension AlertsV1.ResolveHelpNowRequest {
     public static let protoName = "frienso.alerts.v1.ResolveHelpNowRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ResolveHelpNowRequest()
-        frienso__alerts__v1__resolve_help_now_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_request__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ResolveHelpNowRequest()
+            frienso__alerts__v1__resolve_help_now_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_request__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ResolveHelpNowRequest()
-        frienso__alerts__v1__resolve_help_now_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_request__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ResolveHelpNowRequest()
+            frienso__alerts__v1__resolve_help_now_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_request__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ResolveHelpNowRequest", unpack: frienso__alerts__v1__resolve_help_now_request__unpack, free: frienso__alerts__v1__resolve_help_now_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ResolveHelpNowRequest", unpack: frienso__alerts__v1__resolve_help_now_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ResolveHelpNowRequest", unpack: frienso__alerts__v1__resolve_help_now_request__unpack, free: frienso__alerts__v1__resolve_help_now_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ResolveHelpNowRequest", unpack: frienso__alerts__v1__resolve_help_now_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ResolveHelpNowRequest, arena: ProtoArena) {
@@ -2258,7 +2433,8 @@ extension AlertsV1.ResolveHelpNowRequest {
     }
 
     init(c: Frienso__Alerts__V1__ResolveHelpNowRequest) {
-        self.init(alertId: c.alert_id, operatorKey: ProtoRuntime.string(c.operator_key))
+        self.alertId = c.alert_id
+        self.operatorKey = ProtoRuntime.string(c.operator_key)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2292,9 +2468,11 @@ extension AlertsV1.ResolveHelpNowRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ResolveHelpNowResponse`
     public struct ResolveHelpNowResponse: ProtoMessage {
-        public var alert: AlertsV1.HelpAlert? = nil
+        public var alert: Optional<AlertsV1.HelpAlert>
 
-        public init() {}
+        public init() {
+        self.alert = nil
+        }
 
         public init(alert: AlertsV1.HelpAlert? = nil) {
         self.alert = alert
@@ -2306,29 +2484,31 @@ extension AlertsV1.ResolveHelpNowResponse {
     public static let protoName = "frienso.alerts.v1.ResolveHelpNowResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ResolveHelpNowResponse()
-        frienso__alerts__v1__resolve_help_now_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_response__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ResolveHelpNowResponse()
+            frienso__alerts__v1__resolve_help_now_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_response__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ResolveHelpNowResponse()
-        frienso__alerts__v1__resolve_help_now_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_response__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ResolveHelpNowResponse()
+            frienso__alerts__v1__resolve_help_now_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resolve_help_now_response__get_packed_size, pack: frienso__alerts__v1__resolve_help_now_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ResolveHelpNowResponse", unpack: frienso__alerts__v1__resolve_help_now_response__unpack, free: frienso__alerts__v1__resolve_help_now_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ResolveHelpNowResponse", unpack: frienso__alerts__v1__resolve_help_now_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ResolveHelpNowResponse", unpack: frienso__alerts__v1__resolve_help_now_response__unpack, free: frienso__alerts__v1__resolve_help_now_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ResolveHelpNowResponse", unpack: frienso__alerts__v1__resolve_help_now_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ResolveHelpNowResponse, arena: ProtoArena) {
@@ -2338,7 +2518,7 @@ extension AlertsV1.ResolveHelpNowResponse {
     }
 
     init(c: Frienso__Alerts__V1__ResolveHelpNowResponse) {
-        self.init(alert: c.alert.map { AlertsV1.HelpAlert(c: $0.pointee) })
+        self.alert = c.alert.map { AlertsV1.HelpAlert(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2371,10 +2551,13 @@ extension AlertsV1.ResolveHelpNowResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ReportEmergencyCallRequest`
     public struct ReportEmergencyCallRequest: ProtoMessage {
-        public var alertId: UInt64 = 0
-        public var dialed: Bool = false
+        public var alertId: UInt64
+        public var dialed: Bool
 
-        public init() {}
+        public init() {
+        self.alertId = 0
+        self.dialed = false
+        }
 
         public init(alertId: UInt64 = 0, dialed: Bool = false) {
         self.alertId = alertId
@@ -2387,29 +2570,31 @@ extension AlertsV1.ReportEmergencyCallRequest {
     public static let protoName = "frienso.alerts.v1.ReportEmergencyCallRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ReportEmergencyCallRequest()
-        frienso__alerts__v1__report_emergency_call_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_request__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ReportEmergencyCallRequest()
+            frienso__alerts__v1__report_emergency_call_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_request__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ReportEmergencyCallRequest()
-        frienso__alerts__v1__report_emergency_call_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_request__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ReportEmergencyCallRequest()
+            frienso__alerts__v1__report_emergency_call_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_request__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ReportEmergencyCallRequest", unpack: frienso__alerts__v1__report_emergency_call_request__unpack, free: frienso__alerts__v1__report_emergency_call_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ReportEmergencyCallRequest", unpack: frienso__alerts__v1__report_emergency_call_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ReportEmergencyCallRequest", unpack: frienso__alerts__v1__report_emergency_call_request__unpack, free: frienso__alerts__v1__report_emergency_call_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ReportEmergencyCallRequest", unpack: frienso__alerts__v1__report_emergency_call_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ReportEmergencyCallRequest, arena _: ProtoArena) {
@@ -2418,7 +2603,8 @@ extension AlertsV1.ReportEmergencyCallRequest {
     }
 
     init(c: Frienso__Alerts__V1__ReportEmergencyCallRequest) {
-        self.init(alertId: c.alert_id, dialed: (c.dialed != 0))
+        self.alertId = c.alert_id
+        self.dialed = (c.dialed != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2452,9 +2638,11 @@ extension AlertsV1.ReportEmergencyCallRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ReportEmergencyCallResponse`
     public struct ReportEmergencyCallResponse: ProtoMessage {
-        public var emergency: AlertsV1.EmergencyPrompt? = nil
+        public var emergency: Optional<AlertsV1.EmergencyPrompt>
 
-        public init() {}
+        public init() {
+        self.emergency = nil
+        }
 
         public init(emergency: AlertsV1.EmergencyPrompt? = nil) {
         self.emergency = emergency
@@ -2466,29 +2654,31 @@ extension AlertsV1.ReportEmergencyCallResponse {
     public static let protoName = "frienso.alerts.v1.ReportEmergencyCallResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ReportEmergencyCallResponse()
-        frienso__alerts__v1__report_emergency_call_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_response__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ReportEmergencyCallResponse()
+            frienso__alerts__v1__report_emergency_call_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_response__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ReportEmergencyCallResponse()
-        frienso__alerts__v1__report_emergency_call_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_response__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ReportEmergencyCallResponse()
+            frienso__alerts__v1__report_emergency_call_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__report_emergency_call_response__get_packed_size, pack: frienso__alerts__v1__report_emergency_call_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ReportEmergencyCallResponse", unpack: frienso__alerts__v1__report_emergency_call_response__unpack, free: frienso__alerts__v1__report_emergency_call_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ReportEmergencyCallResponse", unpack: frienso__alerts__v1__report_emergency_call_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ReportEmergencyCallResponse", unpack: frienso__alerts__v1__report_emergency_call_response__unpack, free: frienso__alerts__v1__report_emergency_call_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ReportEmergencyCallResponse", unpack: frienso__alerts__v1__report_emergency_call_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ReportEmergencyCallResponse, arena: ProtoArena) {
@@ -2498,7 +2688,7 @@ extension AlertsV1.ReportEmergencyCallResponse {
     }
 
     init(c: Frienso__Alerts__V1__ReportEmergencyCallResponse) {
-        self.init(emergency: c.emergency.map { AlertsV1.EmergencyPrompt(c: $0.pointee) })
+        self.emergency = c.emergency.map { AlertsV1.EmergencyPrompt(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2540,29 +2730,31 @@ extension AlertsV1.GetHelpNowRequest {
     public static let protoName = "frienso.alerts.v1.GetHelpNowRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetHelpNowRequest()
-        frienso__alerts__v1__get_help_now_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_request__get_packed_size, pack: frienso__alerts__v1__get_help_now_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetHelpNowRequest()
+            frienso__alerts__v1__get_help_now_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_request__get_packed_size, pack: frienso__alerts__v1__get_help_now_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetHelpNowRequest()
-        frienso__alerts__v1__get_help_now_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_request__get_packed_size, pack: frienso__alerts__v1__get_help_now_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetHelpNowRequest()
+            frienso__alerts__v1__get_help_now_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_request__get_packed_size, pack: frienso__alerts__v1__get_help_now_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetHelpNowRequest", unpack: frienso__alerts__v1__get_help_now_request__unpack, free: frienso__alerts__v1__get_help_now_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetHelpNowRequest", unpack: frienso__alerts__v1__get_help_now_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetHelpNowRequest", unpack: frienso__alerts__v1__get_help_now_request__unpack, free: frienso__alerts__v1__get_help_now_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetHelpNowRequest", unpack: frienso__alerts__v1__get_help_now_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Alerts__V1__GetHelpNowRequest, arena _: ProtoArena) {
@@ -2597,10 +2789,13 @@ extension AlertsV1.GetHelpNowRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.GetHelpNowResponse`
     public struct GetHelpNowResponse: ProtoMessage {
-        public var mine: AlertsV1.HelpAlert? = nil
-        public var others: [AlertsV1.HelpAlert] = []
+        public var mine: Optional<AlertsV1.HelpAlert>
+        public var others: [AlertsV1.HelpAlert]
 
-        public init() {}
+        public init() {
+        self.mine = nil
+        self.others = []
+        }
 
         public init(mine: AlertsV1.HelpAlert? = nil, others: [AlertsV1.HelpAlert] = []) {
         self.mine = mine
@@ -2613,29 +2808,31 @@ extension AlertsV1.GetHelpNowResponse {
     public static let protoName = "frienso.alerts.v1.GetHelpNowResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetHelpNowResponse()
-        frienso__alerts__v1__get_help_now_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_response__get_packed_size, pack: frienso__alerts__v1__get_help_now_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetHelpNowResponse()
+            frienso__alerts__v1__get_help_now_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_response__get_packed_size, pack: frienso__alerts__v1__get_help_now_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetHelpNowResponse()
-        frienso__alerts__v1__get_help_now_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_response__get_packed_size, pack: frienso__alerts__v1__get_help_now_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetHelpNowResponse()
+            frienso__alerts__v1__get_help_now_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_help_now_response__get_packed_size, pack: frienso__alerts__v1__get_help_now_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetHelpNowResponse", unpack: frienso__alerts__v1__get_help_now_response__unpack, free: frienso__alerts__v1__get_help_now_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetHelpNowResponse", unpack: frienso__alerts__v1__get_help_now_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetHelpNowResponse", unpack: frienso__alerts__v1__get_help_now_response__unpack, free: frienso__alerts__v1__get_help_now_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetHelpNowResponse", unpack: frienso__alerts__v1__get_help_now_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__GetHelpNowResponse, arena: ProtoArena) {
@@ -2647,7 +2844,8 @@ extension AlertsV1.GetHelpNowResponse {
     }
 
     init(c: Frienso__Alerts__V1__GetHelpNowResponse) {
-        self.init(mine: c.mine.map { AlertsV1.HelpAlert(c: $0.pointee) }, others: ProtoRuntime.array(c.others, count: c.n_others) { AlertsV1.HelpAlert(c: $0!.pointee) })
+        self.mine = c.mine.map { AlertsV1.HelpAlert(c: $0.pointee) }
+        self.others = ProtoRuntime.array(c.others, count: c.n_others) { AlertsV1.HelpAlert(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2683,15 +2881,23 @@ extension AlertsV1.GetHelpNowResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.InboxItem`
     public struct InboxItem: ProtoMessage {
-        public var kind: AlertsV1.RequestKind = .init(rawValue: 0)
-        public var requestId: UInt64 = 0
-        public var from: AlertsV1.Person? = nil
-        public var createdAtMs: Int64 = 0
-        public var text: String = ""
-        public var endsAtMs: Int64 = 0
-        public var location: AlertsV1.AlertLocation? = nil
+        public var kind: AlertsV1.RequestKind
+        public var requestId: UInt64
+        public var from: Optional<AlertsV1.Person>
+        public var createdAtMs: Int64
+        public var text: String
+        public var endsAtMs: Int64
+        public var location: Optional<AlertsV1.AlertLocation>
 
-        public init() {}
+        public init() {
+        self.kind = .init(rawValue: 0)
+        self.requestId = 0
+        self.from = nil
+        self.createdAtMs = 0
+        self.text = ""
+        self.endsAtMs = 0
+        self.location = nil
+        }
 
         public init(kind: AlertsV1.RequestKind = .init(rawValue: 0), requestId: UInt64 = 0, from: AlertsV1.Person? = nil, createdAtMs: Int64 = 0, text: String = "", endsAtMs: Int64 = 0, location: AlertsV1.AlertLocation? = nil) {
         self.kind = kind
@@ -2709,29 +2915,31 @@ extension AlertsV1.InboxItem {
     public static let protoName = "frienso.alerts.v1.InboxItem"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__InboxItem()
-        frienso__alerts__v1__inbox_item__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__inbox_item__get_packed_size, pack: frienso__alerts__v1__inbox_item__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__InboxItem()
+            frienso__alerts__v1__inbox_item__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__inbox_item__get_packed_size, pack: frienso__alerts__v1__inbox_item__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__InboxItem()
-        frienso__alerts__v1__inbox_item__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__inbox_item__get_packed_size, pack: frienso__alerts__v1__inbox_item__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__InboxItem()
+            frienso__alerts__v1__inbox_item__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__inbox_item__get_packed_size, pack: frienso__alerts__v1__inbox_item__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.InboxItem", unpack: frienso__alerts__v1__inbox_item__unpack, free: frienso__alerts__v1__inbox_item__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.InboxItem", unpack: frienso__alerts__v1__inbox_item__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.InboxItem", unpack: frienso__alerts__v1__inbox_item__unpack, free: frienso__alerts__v1__inbox_item__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.InboxItem", unpack: frienso__alerts__v1__inbox_item__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__InboxItem, arena: ProtoArena) {
@@ -2749,7 +2957,13 @@ extension AlertsV1.InboxItem {
     }
 
     init(c: Frienso__Alerts__V1__InboxItem) {
-        self.init(kind: AlertsV1.RequestKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), requestId: c.request_id, from: c.from.map { AlertsV1.Person(c: $0.pointee) }, createdAtMs: c.created_at_ms, text: ProtoRuntime.string(c.text), endsAtMs: c.ends_at_ms, location: c.location.map { AlertsV1.AlertLocation(c: $0.pointee) })
+        self.kind = AlertsV1.RequestKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue))
+        self.requestId = c.request_id
+        self.from = c.from.map { AlertsV1.Person(c: $0.pointee) }
+        self.createdAtMs = c.created_at_ms
+        self.text = ProtoRuntime.string(c.text)
+        self.endsAtMs = c.ends_at_ms
+        self.location = c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2800,29 +3014,31 @@ extension AlertsV1.ListInboxRequest {
     public static let protoName = "frienso.alerts.v1.ListInboxRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListInboxRequest()
-        frienso__alerts__v1__list_inbox_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_request__get_packed_size, pack: frienso__alerts__v1__list_inbox_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListInboxRequest()
+            frienso__alerts__v1__list_inbox_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_request__get_packed_size, pack: frienso__alerts__v1__list_inbox_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListInboxRequest()
-        frienso__alerts__v1__list_inbox_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_request__get_packed_size, pack: frienso__alerts__v1__list_inbox_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListInboxRequest()
+            frienso__alerts__v1__list_inbox_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_request__get_packed_size, pack: frienso__alerts__v1__list_inbox_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListInboxRequest", unpack: frienso__alerts__v1__list_inbox_request__unpack, free: frienso__alerts__v1__list_inbox_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListInboxRequest", unpack: frienso__alerts__v1__list_inbox_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListInboxRequest", unpack: frienso__alerts__v1__list_inbox_request__unpack, free: frienso__alerts__v1__list_inbox_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListInboxRequest", unpack: frienso__alerts__v1__list_inbox_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Alerts__V1__ListInboxRequest, arena _: ProtoArena) {
@@ -2857,10 +3073,13 @@ extension AlertsV1.ListInboxRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ListInboxResponse`
     public struct ListInboxResponse: ProtoMessage {
-        public var items: [AlertsV1.InboxItem] = []
-        public var partial: Bool = false
+        public var items: [AlertsV1.InboxItem]
+        public var partial: Bool
 
-        public init() {}
+        public init() {
+        self.items = []
+        self.partial = false
+        }
 
         public init(items: [AlertsV1.InboxItem] = [], partial: Bool = false) {
         self.items = items
@@ -2873,29 +3092,31 @@ extension AlertsV1.ListInboxResponse {
     public static let protoName = "frienso.alerts.v1.ListInboxResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListInboxResponse()
-        frienso__alerts__v1__list_inbox_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_response__get_packed_size, pack: frienso__alerts__v1__list_inbox_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListInboxResponse()
+            frienso__alerts__v1__list_inbox_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_response__get_packed_size, pack: frienso__alerts__v1__list_inbox_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListInboxResponse()
-        frienso__alerts__v1__list_inbox_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_response__get_packed_size, pack: frienso__alerts__v1__list_inbox_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListInboxResponse()
+            frienso__alerts__v1__list_inbox_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_inbox_response__get_packed_size, pack: frienso__alerts__v1__list_inbox_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListInboxResponse", unpack: frienso__alerts__v1__list_inbox_response__unpack, free: frienso__alerts__v1__list_inbox_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListInboxResponse", unpack: frienso__alerts__v1__list_inbox_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListInboxResponse", unpack: frienso__alerts__v1__list_inbox_response__unpack, free: frienso__alerts__v1__list_inbox_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListInboxResponse", unpack: frienso__alerts__v1__list_inbox_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ListInboxResponse, arena: ProtoArena) {
@@ -2905,7 +3126,8 @@ extension AlertsV1.ListInboxResponse {
     }
 
     init(c: Frienso__Alerts__V1__ListInboxResponse) {
-        self.init(items: ProtoRuntime.array(c.items, count: c.n_items) { AlertsV1.InboxItem(c: $0!.pointee) }, partial: (c.partial != 0))
+        self.items = ProtoRuntime.array(c.items, count: c.n_items) { AlertsV1.InboxItem(c: $0!.pointee) }
+        self.partial = (c.partial != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2939,11 +3161,15 @@ extension AlertsV1.ListInboxResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.RespondInboxRequest`
     public struct RespondInboxRequest: ProtoMessage {
-        public var kind: AlertsV1.RequestKind = .init(rawValue: 0)
-        public var requestId: UInt64 = 0
-        public var action: AlertsV1.InboxAction = .init(rawValue: 0)
+        public var kind: AlertsV1.RequestKind
+        public var requestId: UInt64
+        public var action: AlertsV1.InboxAction
 
-        public init() {}
+        public init() {
+        self.kind = .init(rawValue: 0)
+        self.requestId = 0
+        self.action = .init(rawValue: 0)
+        }
 
         public init(kind: AlertsV1.RequestKind = .init(rawValue: 0), requestId: UInt64 = 0, action: AlertsV1.InboxAction = .init(rawValue: 0)) {
         self.kind = kind
@@ -2957,29 +3183,31 @@ extension AlertsV1.RespondInboxRequest {
     public static let protoName = "frienso.alerts.v1.RespondInboxRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RespondInboxRequest()
-        frienso__alerts__v1__respond_inbox_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_request__get_packed_size, pack: frienso__alerts__v1__respond_inbox_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RespondInboxRequest()
+            frienso__alerts__v1__respond_inbox_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_request__get_packed_size, pack: frienso__alerts__v1__respond_inbox_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RespondInboxRequest()
-        frienso__alerts__v1__respond_inbox_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_request__get_packed_size, pack: frienso__alerts__v1__respond_inbox_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RespondInboxRequest()
+            frienso__alerts__v1__respond_inbox_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_request__get_packed_size, pack: frienso__alerts__v1__respond_inbox_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RespondInboxRequest", unpack: frienso__alerts__v1__respond_inbox_request__unpack, free: frienso__alerts__v1__respond_inbox_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RespondInboxRequest", unpack: frienso__alerts__v1__respond_inbox_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RespondInboxRequest", unpack: frienso__alerts__v1__respond_inbox_request__unpack, free: frienso__alerts__v1__respond_inbox_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RespondInboxRequest", unpack: frienso__alerts__v1__respond_inbox_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__RespondInboxRequest, arena _: ProtoArena) {
@@ -2989,7 +3217,9 @@ extension AlertsV1.RespondInboxRequest {
     }
 
     init(c: Frienso__Alerts__V1__RespondInboxRequest) {
-        self.init(kind: AlertsV1.RequestKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), requestId: c.request_id, action: AlertsV1.InboxAction(rawValue: Int32(truncatingIfNeeded: c.action.rawValue)))
+        self.kind = AlertsV1.RequestKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue))
+        self.requestId = c.request_id
+        self.action = AlertsV1.InboxAction(rawValue: Int32(truncatingIfNeeded: c.action.rawValue))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3033,29 +3263,31 @@ extension AlertsV1.RespondInboxResponse {
     public static let protoName = "frienso.alerts.v1.RespondInboxResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RespondInboxResponse()
-        frienso__alerts__v1__respond_inbox_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_response__get_packed_size, pack: frienso__alerts__v1__respond_inbox_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RespondInboxResponse()
+            frienso__alerts__v1__respond_inbox_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_response__get_packed_size, pack: frienso__alerts__v1__respond_inbox_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RespondInboxResponse()
-        frienso__alerts__v1__respond_inbox_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_response__get_packed_size, pack: frienso__alerts__v1__respond_inbox_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RespondInboxResponse()
+            frienso__alerts__v1__respond_inbox_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__respond_inbox_response__get_packed_size, pack: frienso__alerts__v1__respond_inbox_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RespondInboxResponse", unpack: frienso__alerts__v1__respond_inbox_response__unpack, free: frienso__alerts__v1__respond_inbox_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RespondInboxResponse", unpack: frienso__alerts__v1__respond_inbox_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RespondInboxResponse", unpack: frienso__alerts__v1__respond_inbox_response__unpack, free: frienso__alerts__v1__respond_inbox_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RespondInboxResponse", unpack: frienso__alerts__v1__respond_inbox_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Alerts__V1__RespondInboxResponse, arena _: ProtoArena) {
@@ -3090,12 +3322,17 @@ extension AlertsV1.RespondInboxResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.Device`
     public struct Device: ProtoMessage {
-        public var token: String = ""
-        public var platform: AlertsV1.Platform = .init(rawValue: 0)
-        public var appVersion: String = ""
-        public var registeredAtMs: Int64 = 0
+        public var token: String
+        public var platform: AlertsV1.Platform
+        public var appVersion: String
+        public var registeredAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.token = ""
+        self.platform = .init(rawValue: 0)
+        self.appVersion = ""
+        self.registeredAtMs = 0
+        }
 
         public init(token: String = "", platform: AlertsV1.Platform = .init(rawValue: 0), appVersion: String = "", registeredAtMs: Int64 = 0) {
         self.token = token
@@ -3110,29 +3347,31 @@ extension AlertsV1.Device {
     public static let protoName = "frienso.alerts.v1.Device"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Device()
-        frienso__alerts__v1__device__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__device__get_packed_size, pack: frienso__alerts__v1__device__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Device()
+            frienso__alerts__v1__device__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__device__get_packed_size, pack: frienso__alerts__v1__device__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Device()
-        frienso__alerts__v1__device__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__device__get_packed_size, pack: frienso__alerts__v1__device__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Device()
+            frienso__alerts__v1__device__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__device__get_packed_size, pack: frienso__alerts__v1__device__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Device", unpack: frienso__alerts__v1__device__unpack, free: frienso__alerts__v1__device__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Device", unpack: frienso__alerts__v1__device__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Device", unpack: frienso__alerts__v1__device__unpack, free: frienso__alerts__v1__device__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Device", unpack: frienso__alerts__v1__device__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__Device, arena: ProtoArena) {
@@ -3143,7 +3382,10 @@ extension AlertsV1.Device {
     }
 
     init(c: Frienso__Alerts__V1__Device) {
-        self.init(token: ProtoRuntime.string(c.token), platform: AlertsV1.Platform(rawValue: Int32(truncatingIfNeeded: c.platform.rawValue)), appVersion: ProtoRuntime.string(c.app_version), registeredAtMs: c.registered_at_ms)
+        self.token = ProtoRuntime.string(c.token)
+        self.platform = AlertsV1.Platform(rawValue: Int32(truncatingIfNeeded: c.platform.rawValue))
+        self.appVersion = ProtoRuntime.string(c.app_version)
+        self.registeredAtMs = c.registered_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3179,11 +3421,15 @@ extension AlertsV1.Device {
 extension AlertsV1 {
     /// `frienso.alerts.v1.RegisterDeviceRequest`
     public struct RegisterDeviceRequest: ProtoMessage {
-        public var token: String = ""
-        public var platform: AlertsV1.Platform = .init(rawValue: 0)
-        public var appVersion: String = ""
+        public var token: String
+        public var platform: AlertsV1.Platform
+        public var appVersion: String
 
-        public init() {}
+        public init() {
+        self.token = ""
+        self.platform = .init(rawValue: 0)
+        self.appVersion = ""
+        }
 
         public init(token: String = "", platform: AlertsV1.Platform = .init(rawValue: 0), appVersion: String = "") {
         self.token = token
@@ -3197,29 +3443,31 @@ extension AlertsV1.RegisterDeviceRequest {
     public static let protoName = "frienso.alerts.v1.RegisterDeviceRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RegisterDeviceRequest()
-        frienso__alerts__v1__register_device_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_request__get_packed_size, pack: frienso__alerts__v1__register_device_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RegisterDeviceRequest()
+            frienso__alerts__v1__register_device_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_request__get_packed_size, pack: frienso__alerts__v1__register_device_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RegisterDeviceRequest()
-        frienso__alerts__v1__register_device_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_request__get_packed_size, pack: frienso__alerts__v1__register_device_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RegisterDeviceRequest()
+            frienso__alerts__v1__register_device_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_request__get_packed_size, pack: frienso__alerts__v1__register_device_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RegisterDeviceRequest", unpack: frienso__alerts__v1__register_device_request__unpack, free: frienso__alerts__v1__register_device_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RegisterDeviceRequest", unpack: frienso__alerts__v1__register_device_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RegisterDeviceRequest", unpack: frienso__alerts__v1__register_device_request__unpack, free: frienso__alerts__v1__register_device_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RegisterDeviceRequest", unpack: frienso__alerts__v1__register_device_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__RegisterDeviceRequest, arena: ProtoArena) {
@@ -3229,7 +3477,9 @@ extension AlertsV1.RegisterDeviceRequest {
     }
 
     init(c: Frienso__Alerts__V1__RegisterDeviceRequest) {
-        self.init(token: ProtoRuntime.string(c.token), platform: AlertsV1.Platform(rawValue: Int32(truncatingIfNeeded: c.platform.rawValue)), appVersion: ProtoRuntime.string(c.app_version))
+        self.token = ProtoRuntime.string(c.token)
+        self.platform = AlertsV1.Platform(rawValue: Int32(truncatingIfNeeded: c.platform.rawValue))
+        self.appVersion = ProtoRuntime.string(c.app_version)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3264,9 +3514,11 @@ extension AlertsV1.RegisterDeviceRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.RegisterDeviceResponse`
     public struct RegisterDeviceResponse: ProtoMessage {
-        public var device: AlertsV1.Device? = nil
+        public var device: Optional<AlertsV1.Device>
 
-        public init() {}
+        public init() {
+        self.device = nil
+        }
 
         public init(device: AlertsV1.Device? = nil) {
         self.device = device
@@ -3278,29 +3530,31 @@ extension AlertsV1.RegisterDeviceResponse {
     public static let protoName = "frienso.alerts.v1.RegisterDeviceResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RegisterDeviceResponse()
-        frienso__alerts__v1__register_device_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_response__get_packed_size, pack: frienso__alerts__v1__register_device_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RegisterDeviceResponse()
+            frienso__alerts__v1__register_device_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_response__get_packed_size, pack: frienso__alerts__v1__register_device_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__RegisterDeviceResponse()
-        frienso__alerts__v1__register_device_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_response__get_packed_size, pack: frienso__alerts__v1__register_device_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__RegisterDeviceResponse()
+            frienso__alerts__v1__register_device_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__register_device_response__get_packed_size, pack: frienso__alerts__v1__register_device_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RegisterDeviceResponse", unpack: frienso__alerts__v1__register_device_response__unpack, free: frienso__alerts__v1__register_device_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.RegisterDeviceResponse", unpack: frienso__alerts__v1__register_device_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RegisterDeviceResponse", unpack: frienso__alerts__v1__register_device_response__unpack, free: frienso__alerts__v1__register_device_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.RegisterDeviceResponse", unpack: frienso__alerts__v1__register_device_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__RegisterDeviceResponse, arena: ProtoArena) {
@@ -3310,7 +3564,7 @@ extension AlertsV1.RegisterDeviceResponse {
     }
 
     init(c: Frienso__Alerts__V1__RegisterDeviceResponse) {
-        self.init(device: c.device.map { AlertsV1.Device(c: $0.pointee) })
+        self.device = c.device.map { AlertsV1.Device(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3343,9 +3597,11 @@ extension AlertsV1.RegisterDeviceResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.UnregisterDeviceRequest`
     public struct UnregisterDeviceRequest: ProtoMessage {
-        public var token: String = ""
+        public var token: String
 
-        public init() {}
+        public init() {
+        self.token = ""
+        }
 
         public init(token: String = "") {
         self.token = token
@@ -3357,29 +3613,31 @@ extension AlertsV1.UnregisterDeviceRequest {
     public static let protoName = "frienso.alerts.v1.UnregisterDeviceRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__UnregisterDeviceRequest()
-        frienso__alerts__v1__unregister_device_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_request__get_packed_size, pack: frienso__alerts__v1__unregister_device_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__UnregisterDeviceRequest()
+            frienso__alerts__v1__unregister_device_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_request__get_packed_size, pack: frienso__alerts__v1__unregister_device_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__UnregisterDeviceRequest()
-        frienso__alerts__v1__unregister_device_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_request__get_packed_size, pack: frienso__alerts__v1__unregister_device_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__UnregisterDeviceRequest()
+            frienso__alerts__v1__unregister_device_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_request__get_packed_size, pack: frienso__alerts__v1__unregister_device_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.UnregisterDeviceRequest", unpack: frienso__alerts__v1__unregister_device_request__unpack, free: frienso__alerts__v1__unregister_device_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.UnregisterDeviceRequest", unpack: frienso__alerts__v1__unregister_device_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.UnregisterDeviceRequest", unpack: frienso__alerts__v1__unregister_device_request__unpack, free: frienso__alerts__v1__unregister_device_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.UnregisterDeviceRequest", unpack: frienso__alerts__v1__unregister_device_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__UnregisterDeviceRequest, arena: ProtoArena) {
@@ -3387,7 +3645,7 @@ extension AlertsV1.UnregisterDeviceRequest {
     }
 
     init(c: Frienso__Alerts__V1__UnregisterDeviceRequest) {
-        self.init(token: ProtoRuntime.string(c.token))
+        self.token = ProtoRuntime.string(c.token)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3429,29 +3687,31 @@ extension AlertsV1.UnregisterDeviceResponse {
     public static let protoName = "frienso.alerts.v1.UnregisterDeviceResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__UnregisterDeviceResponse()
-        frienso__alerts__v1__unregister_device_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_response__get_packed_size, pack: frienso__alerts__v1__unregister_device_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__UnregisterDeviceResponse()
+            frienso__alerts__v1__unregister_device_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_response__get_packed_size, pack: frienso__alerts__v1__unregister_device_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__UnregisterDeviceResponse()
-        frienso__alerts__v1__unregister_device_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_response__get_packed_size, pack: frienso__alerts__v1__unregister_device_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__UnregisterDeviceResponse()
+            frienso__alerts__v1__unregister_device_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__unregister_device_response__get_packed_size, pack: frienso__alerts__v1__unregister_device_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.UnregisterDeviceResponse", unpack: frienso__alerts__v1__unregister_device_response__unpack, free: frienso__alerts__v1__unregister_device_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.UnregisterDeviceResponse", unpack: frienso__alerts__v1__unregister_device_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.UnregisterDeviceResponse", unpack: frienso__alerts__v1__unregister_device_response__unpack, free: frienso__alerts__v1__unregister_device_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.UnregisterDeviceResponse", unpack: frienso__alerts__v1__unregister_device_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Alerts__V1__UnregisterDeviceResponse, arena _: ProtoArena) {
@@ -3495,29 +3755,31 @@ extension AlertsV1.ListDevicesRequest {
     public static let protoName = "frienso.alerts.v1.ListDevicesRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListDevicesRequest()
-        frienso__alerts__v1__list_devices_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_request__get_packed_size, pack: frienso__alerts__v1__list_devices_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListDevicesRequest()
+            frienso__alerts__v1__list_devices_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_request__get_packed_size, pack: frienso__alerts__v1__list_devices_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListDevicesRequest()
-        frienso__alerts__v1__list_devices_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_request__get_packed_size, pack: frienso__alerts__v1__list_devices_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListDevicesRequest()
+            frienso__alerts__v1__list_devices_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_request__get_packed_size, pack: frienso__alerts__v1__list_devices_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListDevicesRequest", unpack: frienso__alerts__v1__list_devices_request__unpack, free: frienso__alerts__v1__list_devices_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListDevicesRequest", unpack: frienso__alerts__v1__list_devices_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListDevicesRequest", unpack: frienso__alerts__v1__list_devices_request__unpack, free: frienso__alerts__v1__list_devices_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListDevicesRequest", unpack: frienso__alerts__v1__list_devices_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Alerts__V1__ListDevicesRequest, arena _: ProtoArena) {
@@ -3552,9 +3814,11 @@ extension AlertsV1.ListDevicesRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ListDevicesResponse`
     public struct ListDevicesResponse: ProtoMessage {
-        public var devices: [AlertsV1.Device] = []
+        public var devices: [AlertsV1.Device]
 
-        public init() {}
+        public init() {
+        self.devices = []
+        }
 
         public init(devices: [AlertsV1.Device] = []) {
         self.devices = devices
@@ -3566,29 +3830,31 @@ extension AlertsV1.ListDevicesResponse {
     public static let protoName = "frienso.alerts.v1.ListDevicesResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListDevicesResponse()
-        frienso__alerts__v1__list_devices_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_response__get_packed_size, pack: frienso__alerts__v1__list_devices_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListDevicesResponse()
+            frienso__alerts__v1__list_devices_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_response__get_packed_size, pack: frienso__alerts__v1__list_devices_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListDevicesResponse()
-        frienso__alerts__v1__list_devices_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_response__get_packed_size, pack: frienso__alerts__v1__list_devices_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListDevicesResponse()
+            frienso__alerts__v1__list_devices_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_devices_response__get_packed_size, pack: frienso__alerts__v1__list_devices_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListDevicesResponse", unpack: frienso__alerts__v1__list_devices_response__unpack, free: frienso__alerts__v1__list_devices_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListDevicesResponse", unpack: frienso__alerts__v1__list_devices_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListDevicesResponse", unpack: frienso__alerts__v1__list_devices_response__unpack, free: frienso__alerts__v1__list_devices_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListDevicesResponse", unpack: frienso__alerts__v1__list_devices_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ListDevicesResponse, arena: ProtoArena) {
@@ -3597,7 +3863,7 @@ extension AlertsV1.ListDevicesResponse {
     }
 
     init(c: Frienso__Alerts__V1__ListDevicesResponse) {
-        self.init(devices: ProtoRuntime.array(c.devices, count: c.n_devices) { AlertsV1.Device(c: $0!.pointee) })
+        self.devices = ProtoRuntime.array(c.devices, count: c.n_devices) { AlertsV1.Device(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3630,23 +3896,39 @@ extension AlertsV1.ListDevicesResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.Delivery`
     public struct Delivery: ProtoMessage {
-        public var deliveryId: UInt64 = 0
-        public var source: String = ""
-        public var channel: AlertsV1.Channel = .init(rawValue: 0)
-        public var recipientUserId: UInt64 = 0
-        public var address: String = ""
-        public var body: String = ""
-        public var status: AlertsV1.DeliveryStatus = .init(rawValue: 0)
-        public var attempts: UInt32 = 0
-        public var lastError: String = ""
-        public var createdAtMs: Int64 = 0
-        public var updatedAtMs: Int64 = 0
-        public var nextAttemptAtMs: Int64 = 0
-        public var provider: String = ""
-        public var reference: String = ""
-        public var attemptLog: [AlertsV1.DeliveryAttempt] = []
+        public var deliveryId: UInt64
+        public var source: String
+        public var channel: AlertsV1.Channel
+        public var recipientUserId: UInt64
+        public var address: String
+        public var body: String
+        public var status: AlertsV1.DeliveryStatus
+        public var attempts: UInt32
+        public var lastError: String
+        public var createdAtMs: Int64
+        public var updatedAtMs: Int64
+        public var nextAttemptAtMs: Int64
+        public var provider: String
+        public var reference: String
+        public var attemptLog: [AlertsV1.DeliveryAttempt]
 
-        public init() {}
+        public init() {
+        self.deliveryId = 0
+        self.source = ""
+        self.channel = .init(rawValue: 0)
+        self.recipientUserId = 0
+        self.address = ""
+        self.body = ""
+        self.status = .init(rawValue: 0)
+        self.attempts = 0
+        self.lastError = ""
+        self.createdAtMs = 0
+        self.updatedAtMs = 0
+        self.nextAttemptAtMs = 0
+        self.provider = ""
+        self.reference = ""
+        self.attemptLog = []
+        }
 
         public init(deliveryId: UInt64 = 0, source: String = "", channel: AlertsV1.Channel = .init(rawValue: 0), recipientUserId: UInt64 = 0, address: String = "", body: String = "", status: AlertsV1.DeliveryStatus = .init(rawValue: 0), attempts: UInt32 = 0, lastError: String = "", createdAtMs: Int64 = 0, updatedAtMs: Int64 = 0, nextAttemptAtMs: Int64 = 0, provider: String = "", reference: String = "", attemptLog: [AlertsV1.DeliveryAttempt] = []) {
         self.deliveryId = deliveryId
@@ -3672,29 +3954,31 @@ extension AlertsV1.Delivery {
     public static let protoName = "frienso.alerts.v1.Delivery"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Delivery()
-        frienso__alerts__v1__delivery__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery__get_packed_size, pack: frienso__alerts__v1__delivery__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Delivery()
+            frienso__alerts__v1__delivery__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery__get_packed_size, pack: frienso__alerts__v1__delivery__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Delivery()
-        frienso__alerts__v1__delivery__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery__get_packed_size, pack: frienso__alerts__v1__delivery__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Delivery()
+            frienso__alerts__v1__delivery__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery__get_packed_size, pack: frienso__alerts__v1__delivery__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Delivery", unpack: frienso__alerts__v1__delivery__unpack, free: frienso__alerts__v1__delivery__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Delivery", unpack: frienso__alerts__v1__delivery__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Delivery", unpack: frienso__alerts__v1__delivery__unpack, free: frienso__alerts__v1__delivery__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Delivery", unpack: frienso__alerts__v1__delivery__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__Delivery, arena: ProtoArena) {
@@ -3717,7 +4001,21 @@ extension AlertsV1.Delivery {
     }
 
     init(c: Frienso__Alerts__V1__Delivery) {
-        self.init(deliveryId: c.delivery_id, source: ProtoRuntime.string(c.source), channel: AlertsV1.Channel(rawValue: Int32(truncatingIfNeeded: c.channel.rawValue)), recipientUserId: c.recipient_user_id, address: ProtoRuntime.string(c.address), body: ProtoRuntime.string(c.body), status: AlertsV1.DeliveryStatus(rawValue: Int32(truncatingIfNeeded: c.status.rawValue)), attempts: c.attempts, lastError: ProtoRuntime.string(c.last_error), createdAtMs: c.created_at_ms, updatedAtMs: c.updated_at_ms, nextAttemptAtMs: c.next_attempt_at_ms, provider: ProtoRuntime.string(c.provider), reference: ProtoRuntime.string(c.reference), attemptLog: ProtoRuntime.array(c.attempt_log, count: c.n_attempt_log) { AlertsV1.DeliveryAttempt(c: $0!.pointee) })
+        self.deliveryId = c.delivery_id
+        self.source = ProtoRuntime.string(c.source)
+        self.channel = AlertsV1.Channel(rawValue: Int32(truncatingIfNeeded: c.channel.rawValue))
+        self.recipientUserId = c.recipient_user_id
+        self.address = ProtoRuntime.string(c.address)
+        self.body = ProtoRuntime.string(c.body)
+        self.status = AlertsV1.DeliveryStatus(rawValue: Int32(truncatingIfNeeded: c.status.rawValue))
+        self.attempts = c.attempts
+        self.lastError = ProtoRuntime.string(c.last_error)
+        self.createdAtMs = c.created_at_ms
+        self.updatedAtMs = c.updated_at_ms
+        self.nextAttemptAtMs = c.next_attempt_at_ms
+        self.provider = ProtoRuntime.string(c.provider)
+        self.reference = ProtoRuntime.string(c.reference)
+        self.attemptLog = ProtoRuntime.array(c.attempt_log, count: c.n_attempt_log) { AlertsV1.DeliveryAttempt(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3784,16 +4082,25 @@ extension AlertsV1.Delivery {
 extension AlertsV1 {
     /// `frienso.alerts.v1.DeliveryAttempt`
     public struct DeliveryAttempt: ProtoMessage {
-        public var attempt: UInt32 = 0
-        public var startedAtMs: Int64 = 0
-        public var finishedAtMs: Int64 = 0
-        public var provider: String = ""
-        public var outcome: AlertsV1.AttemptOutcome = .init(rawValue: 0)
-        public var reference: String = ""
-        public var error: String = ""
-        public var retryAfterMs: Int64 = 0
+        public var attempt: UInt32
+        public var startedAtMs: Int64
+        public var finishedAtMs: Int64
+        public var provider: String
+        public var outcome: AlertsV1.AttemptOutcome
+        public var reference: String
+        public var error: String
+        public var retryAfterMs: Int64
 
-        public init() {}
+        public init() {
+        self.attempt = 0
+        self.startedAtMs = 0
+        self.finishedAtMs = 0
+        self.provider = ""
+        self.outcome = .init(rawValue: 0)
+        self.reference = ""
+        self.error = ""
+        self.retryAfterMs = 0
+        }
 
         public init(attempt: UInt32 = 0, startedAtMs: Int64 = 0, finishedAtMs: Int64 = 0, provider: String = "", outcome: AlertsV1.AttemptOutcome = .init(rawValue: 0), reference: String = "", error: String = "", retryAfterMs: Int64 = 0) {
         self.attempt = attempt
@@ -3812,29 +4119,31 @@ extension AlertsV1.DeliveryAttempt {
     public static let protoName = "frienso.alerts.v1.DeliveryAttempt"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__DeliveryAttempt()
-        frienso__alerts__v1__delivery_attempt__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_attempt__get_packed_size, pack: frienso__alerts__v1__delivery_attempt__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__DeliveryAttempt()
+            frienso__alerts__v1__delivery_attempt__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_attempt__get_packed_size, pack: frienso__alerts__v1__delivery_attempt__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__DeliveryAttempt()
-        frienso__alerts__v1__delivery_attempt__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_attempt__get_packed_size, pack: frienso__alerts__v1__delivery_attempt__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__DeliveryAttempt()
+            frienso__alerts__v1__delivery_attempt__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__delivery_attempt__get_packed_size, pack: frienso__alerts__v1__delivery_attempt__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.DeliveryAttempt", unpack: frienso__alerts__v1__delivery_attempt__unpack, free: frienso__alerts__v1__delivery_attempt__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.DeliveryAttempt", unpack: frienso__alerts__v1__delivery_attempt__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.DeliveryAttempt", unpack: frienso__alerts__v1__delivery_attempt__unpack, free: frienso__alerts__v1__delivery_attempt__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.DeliveryAttempt", unpack: frienso__alerts__v1__delivery_attempt__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__DeliveryAttempt, arena: ProtoArena) {
@@ -3849,7 +4158,14 @@ extension AlertsV1.DeliveryAttempt {
     }
 
     init(c: Frienso__Alerts__V1__DeliveryAttempt) {
-        self.init(attempt: c.attempt, startedAtMs: c.started_at_ms, finishedAtMs: c.finished_at_ms, provider: ProtoRuntime.string(c.provider), outcome: AlertsV1.AttemptOutcome(rawValue: Int32(truncatingIfNeeded: c.outcome.rawValue)), reference: ProtoRuntime.string(c.reference), error: ProtoRuntime.string(c.error), retryAfterMs: c.retry_after_ms)
+        self.attempt = c.attempt
+        self.startedAtMs = c.started_at_ms
+        self.finishedAtMs = c.finished_at_ms
+        self.provider = ProtoRuntime.string(c.provider)
+        self.outcome = AlertsV1.AttemptOutcome(rawValue: Int32(truncatingIfNeeded: c.outcome.rawValue))
+        self.reference = ProtoRuntime.string(c.reference)
+        self.error = ProtoRuntime.string(c.error)
+        self.retryAfterMs = c.retry_after_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3889,13 +4205,19 @@ extension AlertsV1.DeliveryAttempt {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ListOutboxRequest`
     public struct ListOutboxRequest: ProtoMessage {
-        public var operatorKey: String = ""
-        public var status: AlertsV1.DeliveryStatus = .init(rawValue: 0)
-        public var recipientUserId: UInt64 = 0
-        public var beforeId: UInt64 = 0
-        public var limit: UInt32 = 0
+        public var operatorKey: String
+        public var status: AlertsV1.DeliveryStatus
+        public var recipientUserId: UInt64
+        public var beforeId: UInt64
+        public var limit: UInt32
 
-        public init() {}
+        public init() {
+        self.operatorKey = ""
+        self.status = .init(rawValue: 0)
+        self.recipientUserId = 0
+        self.beforeId = 0
+        self.limit = 0
+        }
 
         public init(operatorKey: String = "", status: AlertsV1.DeliveryStatus = .init(rawValue: 0), recipientUserId: UInt64 = 0, beforeId: UInt64 = 0, limit: UInt32 = 0) {
         self.operatorKey = operatorKey
@@ -3911,29 +4233,31 @@ extension AlertsV1.ListOutboxRequest {
     public static let protoName = "frienso.alerts.v1.ListOutboxRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListOutboxRequest()
-        frienso__alerts__v1__list_outbox_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_request__get_packed_size, pack: frienso__alerts__v1__list_outbox_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListOutboxRequest()
+            frienso__alerts__v1__list_outbox_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_request__get_packed_size, pack: frienso__alerts__v1__list_outbox_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListOutboxRequest()
-        frienso__alerts__v1__list_outbox_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_request__get_packed_size, pack: frienso__alerts__v1__list_outbox_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListOutboxRequest()
+            frienso__alerts__v1__list_outbox_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_request__get_packed_size, pack: frienso__alerts__v1__list_outbox_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListOutboxRequest", unpack: frienso__alerts__v1__list_outbox_request__unpack, free: frienso__alerts__v1__list_outbox_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListOutboxRequest", unpack: frienso__alerts__v1__list_outbox_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListOutboxRequest", unpack: frienso__alerts__v1__list_outbox_request__unpack, free: frienso__alerts__v1__list_outbox_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListOutboxRequest", unpack: frienso__alerts__v1__list_outbox_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ListOutboxRequest, arena: ProtoArena) {
@@ -3945,7 +4269,11 @@ extension AlertsV1.ListOutboxRequest {
     }
 
     init(c: Frienso__Alerts__V1__ListOutboxRequest) {
-        self.init(operatorKey: ProtoRuntime.string(c.operator_key), status: AlertsV1.DeliveryStatus(rawValue: Int32(truncatingIfNeeded: c.status.rawValue)), recipientUserId: c.recipient_user_id, beforeId: c.before_id, limit: c.limit)
+        self.operatorKey = ProtoRuntime.string(c.operator_key)
+        self.status = AlertsV1.DeliveryStatus(rawValue: Int32(truncatingIfNeeded: c.status.rawValue))
+        self.recipientUserId = c.recipient_user_id
+        self.beforeId = c.before_id
+        self.limit = c.limit
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3984,9 +4312,11 @@ extension AlertsV1.ListOutboxRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ListOutboxResponse`
     public struct ListOutboxResponse: ProtoMessage {
-        public var deliveries: [AlertsV1.Delivery] = []
+        public var deliveries: [AlertsV1.Delivery]
 
-        public init() {}
+        public init() {
+        self.deliveries = []
+        }
 
         public init(deliveries: [AlertsV1.Delivery] = []) {
         self.deliveries = deliveries
@@ -3998,29 +4328,31 @@ extension AlertsV1.ListOutboxResponse {
     public static let protoName = "frienso.alerts.v1.ListOutboxResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListOutboxResponse()
-        frienso__alerts__v1__list_outbox_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_response__get_packed_size, pack: frienso__alerts__v1__list_outbox_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListOutboxResponse()
+            frienso__alerts__v1__list_outbox_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_response__get_packed_size, pack: frienso__alerts__v1__list_outbox_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListOutboxResponse()
-        frienso__alerts__v1__list_outbox_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_response__get_packed_size, pack: frienso__alerts__v1__list_outbox_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListOutboxResponse()
+            frienso__alerts__v1__list_outbox_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_outbox_response__get_packed_size, pack: frienso__alerts__v1__list_outbox_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListOutboxResponse", unpack: frienso__alerts__v1__list_outbox_response__unpack, free: frienso__alerts__v1__list_outbox_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListOutboxResponse", unpack: frienso__alerts__v1__list_outbox_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListOutboxResponse", unpack: frienso__alerts__v1__list_outbox_response__unpack, free: frienso__alerts__v1__list_outbox_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListOutboxResponse", unpack: frienso__alerts__v1__list_outbox_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ListOutboxResponse, arena: ProtoArena) {
@@ -4029,7 +4361,7 @@ extension AlertsV1.ListOutboxResponse {
     }
 
     init(c: Frienso__Alerts__V1__ListOutboxResponse) {
-        self.init(deliveries: ProtoRuntime.array(c.deliveries, count: c.n_deliveries) { AlertsV1.Delivery(c: $0!.pointee) })
+        self.deliveries = ProtoRuntime.array(c.deliveries, count: c.n_deliveries) { AlertsV1.Delivery(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4062,13 +4394,19 @@ extension AlertsV1.ListOutboxResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.Resource`
     public struct Resource: ProtoMessage {
-        public var campus: String = ""
-        public var title: String = ""
-        public var detail: String = ""
-        public var phone: String = ""
-        public var url: String = ""
+        public var campus: String
+        public var title: String
+        public var detail: String
+        public var phone: String
+        public var url: String
 
-        public init() {}
+        public init() {
+        self.campus = ""
+        self.title = ""
+        self.detail = ""
+        self.phone = ""
+        self.url = ""
+        }
 
         public init(campus: String = "", title: String = "", detail: String = "", phone: String = "", url: String = "") {
         self.campus = campus
@@ -4084,29 +4422,31 @@ extension AlertsV1.Resource {
     public static let protoName = "frienso.alerts.v1.Resource"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Resource()
-        frienso__alerts__v1__resource__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resource__get_packed_size, pack: frienso__alerts__v1__resource__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Resource()
+            frienso__alerts__v1__resource__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resource__get_packed_size, pack: frienso__alerts__v1__resource__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__Resource()
-        frienso__alerts__v1__resource__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resource__get_packed_size, pack: frienso__alerts__v1__resource__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__Resource()
+            frienso__alerts__v1__resource__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__resource__get_packed_size, pack: frienso__alerts__v1__resource__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Resource", unpack: frienso__alerts__v1__resource__unpack, free: frienso__alerts__v1__resource__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.Resource", unpack: frienso__alerts__v1__resource__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Resource", unpack: frienso__alerts__v1__resource__unpack, free: frienso__alerts__v1__resource__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.Resource", unpack: frienso__alerts__v1__resource__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__Resource, arena: ProtoArena) {
@@ -4118,7 +4458,11 @@ extension AlertsV1.Resource {
     }
 
     init(c: Frienso__Alerts__V1__Resource) {
-        self.init(campus: ProtoRuntime.string(c.campus), title: ProtoRuntime.string(c.title), detail: ProtoRuntime.string(c.detail), phone: ProtoRuntime.string(c.phone), url: ProtoRuntime.string(c.url))
+        self.campus = ProtoRuntime.string(c.campus)
+        self.title = ProtoRuntime.string(c.title)
+        self.detail = ProtoRuntime.string(c.detail)
+        self.phone = ProtoRuntime.string(c.phone)
+        self.url = ProtoRuntime.string(c.url)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4155,11 +4499,15 @@ extension AlertsV1.Resource {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ImportResourcesRequest`
     public struct ImportResourcesRequest: ProtoMessage {
-        public var operatorKey: String = ""
-        public var campus: String = ""
-        public var data: [UInt8] = []
+        public var operatorKey: String
+        public var campus: String
+        public var data: [UInt8]
 
-        public init() {}
+        public init() {
+        self.operatorKey = ""
+        self.campus = ""
+        self.data = []
+        }
 
         public init(operatorKey: String = "", campus: String = "", data: [UInt8] = []) {
         self.operatorKey = operatorKey
@@ -4173,35 +4521,37 @@ extension AlertsV1.ImportResourcesRequest {
     public static let protoName = "frienso.alerts.v1.ImportResourcesRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ImportResourcesRequest()
-        frienso__alerts__v1__import_resources_request__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.data.withUnsafeBufferPointer { lent0 in
-            c.data = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_request__get_packed_size, pack: frienso__alerts__v1__import_resources_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ImportResourcesRequest()
+            frienso__alerts__v1__import_resources_request__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.data.withUnsafeBufferPointer { lent0 in
+                c.data = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_request__get_packed_size, pack: frienso__alerts__v1__import_resources_request__pack)
+            }
         }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ImportResourcesRequest()
-        frienso__alerts__v1__import_resources_request__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.data.withUnsafeBufferPointer { lent0 in
-            c.data = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_request__get_packed_size, pack: frienso__alerts__v1__import_resources_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ImportResourcesRequest()
+            frienso__alerts__v1__import_resources_request__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.data.withUnsafeBufferPointer { lent0 in
+                c.data = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_request__get_packed_size, pack: frienso__alerts__v1__import_resources_request__pack, into: allocate)
+            }
         }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ImportResourcesRequest", unpack: frienso__alerts__v1__import_resources_request__unpack, free: frienso__alerts__v1__import_resources_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ImportResourcesRequest", unpack: frienso__alerts__v1__import_resources_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ImportResourcesRequest", unpack: frienso__alerts__v1__import_resources_request__unpack, free: frienso__alerts__v1__import_resources_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ImportResourcesRequest", unpack: frienso__alerts__v1__import_resources_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ImportResourcesRequest, arena: ProtoArena, lendingBytes: Bool = false) {
@@ -4211,7 +4561,9 @@ extension AlertsV1.ImportResourcesRequest {
     }
 
     init(c: Frienso__Alerts__V1__ImportResourcesRequest) {
-        self.init(operatorKey: ProtoRuntime.string(c.operator_key), campus: ProtoRuntime.string(c.campus), data: ProtoRuntime.bytes(c.data))
+        self.operatorKey = ProtoRuntime.string(c.operator_key)
+        self.campus = ProtoRuntime.string(c.campus)
+        self.data = ProtoRuntime.bytes(c.data)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4246,10 +4598,13 @@ extension AlertsV1.ImportResourcesRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ImportResourcesResponse`
     public struct ImportResourcesResponse: ProtoMessage {
-        public var imported: UInt32 = 0
-        public var campuses: [String] = []
+        public var imported: UInt32
+        public var campuses: [String]
 
-        public init() {}
+        public init() {
+        self.imported = 0
+        self.campuses = []
+        }
 
         public init(imported: UInt32 = 0, campuses: [String] = []) {
         self.imported = imported
@@ -4262,29 +4617,31 @@ extension AlertsV1.ImportResourcesResponse {
     public static let protoName = "frienso.alerts.v1.ImportResourcesResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ImportResourcesResponse()
-        frienso__alerts__v1__import_resources_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_response__get_packed_size, pack: frienso__alerts__v1__import_resources_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ImportResourcesResponse()
+            frienso__alerts__v1__import_resources_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_response__get_packed_size, pack: frienso__alerts__v1__import_resources_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ImportResourcesResponse()
-        frienso__alerts__v1__import_resources_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_response__get_packed_size, pack: frienso__alerts__v1__import_resources_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ImportResourcesResponse()
+            frienso__alerts__v1__import_resources_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__import_resources_response__get_packed_size, pack: frienso__alerts__v1__import_resources_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ImportResourcesResponse", unpack: frienso__alerts__v1__import_resources_response__unpack, free: frienso__alerts__v1__import_resources_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ImportResourcesResponse", unpack: frienso__alerts__v1__import_resources_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ImportResourcesResponse", unpack: frienso__alerts__v1__import_resources_response__unpack, free: frienso__alerts__v1__import_resources_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ImportResourcesResponse", unpack: frienso__alerts__v1__import_resources_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ImportResourcesResponse, arena: ProtoArena) {
@@ -4294,7 +4651,8 @@ extension AlertsV1.ImportResourcesResponse {
     }
 
     init(c: Frienso__Alerts__V1__ImportResourcesResponse) {
-        self.init(imported: c.imported, campuses: ProtoRuntime.array(c.campuses, count: c.n_campuses) { ProtoRuntime.string($0) })
+        self.imported = c.imported
+        self.campuses = ProtoRuntime.array(c.campuses, count: c.n_campuses) { ProtoRuntime.string($0) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4328,9 +4686,11 @@ extension AlertsV1.ImportResourcesResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ListResourcesRequest`
     public struct ListResourcesRequest: ProtoMessage {
-        public var campus: String = ""
+        public var campus: String
 
-        public init() {}
+        public init() {
+        self.campus = ""
+        }
 
         public init(campus: String = "") {
         self.campus = campus
@@ -4342,29 +4702,31 @@ extension AlertsV1.ListResourcesRequest {
     public static let protoName = "frienso.alerts.v1.ListResourcesRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListResourcesRequest()
-        frienso__alerts__v1__list_resources_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_request__get_packed_size, pack: frienso__alerts__v1__list_resources_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListResourcesRequest()
+            frienso__alerts__v1__list_resources_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_request__get_packed_size, pack: frienso__alerts__v1__list_resources_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListResourcesRequest()
-        frienso__alerts__v1__list_resources_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_request__get_packed_size, pack: frienso__alerts__v1__list_resources_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListResourcesRequest()
+            frienso__alerts__v1__list_resources_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_request__get_packed_size, pack: frienso__alerts__v1__list_resources_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListResourcesRequest", unpack: frienso__alerts__v1__list_resources_request__unpack, free: frienso__alerts__v1__list_resources_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListResourcesRequest", unpack: frienso__alerts__v1__list_resources_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListResourcesRequest", unpack: frienso__alerts__v1__list_resources_request__unpack, free: frienso__alerts__v1__list_resources_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListResourcesRequest", unpack: frienso__alerts__v1__list_resources_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ListResourcesRequest, arena: ProtoArena) {
@@ -4372,7 +4734,7 @@ extension AlertsV1.ListResourcesRequest {
     }
 
     init(c: Frienso__Alerts__V1__ListResourcesRequest) {
-        self.init(campus: ProtoRuntime.string(c.campus))
+        self.campus = ProtoRuntime.string(c.campus)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4405,9 +4767,11 @@ extension AlertsV1.ListResourcesRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ListResourcesResponse`
     public struct ListResourcesResponse: ProtoMessage {
-        public var resources: [AlertsV1.Resource] = []
+        public var resources: [AlertsV1.Resource]
 
-        public init() {}
+        public init() {
+        self.resources = []
+        }
 
         public init(resources: [AlertsV1.Resource] = []) {
         self.resources = resources
@@ -4419,29 +4783,31 @@ extension AlertsV1.ListResourcesResponse {
     public static let protoName = "frienso.alerts.v1.ListResourcesResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListResourcesResponse()
-        frienso__alerts__v1__list_resources_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_response__get_packed_size, pack: frienso__alerts__v1__list_resources_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListResourcesResponse()
+            frienso__alerts__v1__list_resources_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_response__get_packed_size, pack: frienso__alerts__v1__list_resources_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ListResourcesResponse()
-        frienso__alerts__v1__list_resources_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_response__get_packed_size, pack: frienso__alerts__v1__list_resources_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ListResourcesResponse()
+            frienso__alerts__v1__list_resources_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__list_resources_response__get_packed_size, pack: frienso__alerts__v1__list_resources_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListResourcesResponse", unpack: frienso__alerts__v1__list_resources_response__unpack, free: frienso__alerts__v1__list_resources_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ListResourcesResponse", unpack: frienso__alerts__v1__list_resources_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListResourcesResponse", unpack: frienso__alerts__v1__list_resources_response__unpack, free: frienso__alerts__v1__list_resources_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ListResourcesResponse", unpack: frienso__alerts__v1__list_resources_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ListResourcesResponse, arena: ProtoArena) {
@@ -4450,7 +4816,7 @@ extension AlertsV1.ListResourcesResponse {
     }
 
     init(c: Frienso__Alerts__V1__ListResourcesResponse) {
-        self.init(resources: ProtoRuntime.array(c.resources, count: c.n_resources) { AlertsV1.Resource(c: $0!.pointee) })
+        self.resources = ProtoRuntime.array(c.resources, count: c.n_resources) { AlertsV1.Resource(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4483,19 +4849,31 @@ extension AlertsV1.ListResourcesResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.CheckInTimer`
     public struct CheckInTimer: ProtoMessage {
-        public var timerId: UInt64 = 0
-        public var note: String = ""
-        public var state: AlertsV1.TimerState = .init(rawValue: 0)
-        public var startedAtMs: Int64 = 0
-        public var dueAtMs: Int64 = 0
-        public var warnAtMs: Int64 = 0
-        public var warnedAtMs: Int64 = 0
-        public var endedAtMs: Int64 = 0
-        public var alertId: UInt64 = 0
-        public var hasPin: Bool = false
-        public var failedAttempts: UInt32 = 0
+        public var timerId: UInt64
+        public var note: String
+        public var state: AlertsV1.TimerState
+        public var startedAtMs: Int64
+        public var dueAtMs: Int64
+        public var warnAtMs: Int64
+        public var warnedAtMs: Int64
+        public var endedAtMs: Int64
+        public var alertId: UInt64
+        public var hasPin: Bool
+        public var failedAttempts: UInt32
 
-        public init() {}
+        public init() {
+        self.timerId = 0
+        self.note = ""
+        self.state = .init(rawValue: 0)
+        self.startedAtMs = 0
+        self.dueAtMs = 0
+        self.warnAtMs = 0
+        self.warnedAtMs = 0
+        self.endedAtMs = 0
+        self.alertId = 0
+        self.hasPin = false
+        self.failedAttempts = 0
+        }
 
         public init(timerId: UInt64 = 0, note: String = "", state: AlertsV1.TimerState = .init(rawValue: 0), startedAtMs: Int64 = 0, dueAtMs: Int64 = 0, warnAtMs: Int64 = 0, warnedAtMs: Int64 = 0, endedAtMs: Int64 = 0, alertId: UInt64 = 0, hasPin: Bool = false, failedAttempts: UInt32 = 0) {
         self.timerId = timerId
@@ -4517,29 +4895,31 @@ extension AlertsV1.CheckInTimer {
     public static let protoName = "frienso.alerts.v1.CheckInTimer"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__CheckInTimer()
-        frienso__alerts__v1__check_in_timer__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__check_in_timer__get_packed_size, pack: frienso__alerts__v1__check_in_timer__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__CheckInTimer()
+            frienso__alerts__v1__check_in_timer__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__check_in_timer__get_packed_size, pack: frienso__alerts__v1__check_in_timer__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__CheckInTimer()
-        frienso__alerts__v1__check_in_timer__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__check_in_timer__get_packed_size, pack: frienso__alerts__v1__check_in_timer__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__CheckInTimer()
+            frienso__alerts__v1__check_in_timer__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__check_in_timer__get_packed_size, pack: frienso__alerts__v1__check_in_timer__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.CheckInTimer", unpack: frienso__alerts__v1__check_in_timer__unpack, free: frienso__alerts__v1__check_in_timer__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.CheckInTimer", unpack: frienso__alerts__v1__check_in_timer__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.CheckInTimer", unpack: frienso__alerts__v1__check_in_timer__unpack, free: frienso__alerts__v1__check_in_timer__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.CheckInTimer", unpack: frienso__alerts__v1__check_in_timer__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__CheckInTimer, arena: ProtoArena) {
@@ -4557,7 +4937,17 @@ extension AlertsV1.CheckInTimer {
     }
 
     init(c: Frienso__Alerts__V1__CheckInTimer) {
-        self.init(timerId: c.timer_id, note: ProtoRuntime.string(c.note), state: AlertsV1.TimerState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue)), startedAtMs: c.started_at_ms, dueAtMs: c.due_at_ms, warnAtMs: c.warn_at_ms, warnedAtMs: c.warned_at_ms, endedAtMs: c.ended_at_ms, alertId: c.alert_id, hasPin: (c.has_pin != 0), failedAttempts: c.failed_attempts)
+        self.timerId = c.timer_id
+        self.note = ProtoRuntime.string(c.note)
+        self.state = AlertsV1.TimerState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue))
+        self.startedAtMs = c.started_at_ms
+        self.dueAtMs = c.due_at_ms
+        self.warnAtMs = c.warn_at_ms
+        self.warnedAtMs = c.warned_at_ms
+        self.endedAtMs = c.ended_at_ms
+        self.alertId = c.alert_id
+        self.hasPin = (c.has_pin != 0)
+        self.failedAttempts = c.failed_attempts
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4615,12 +5005,17 @@ extension AlertsV1.CheckInTimer {
 extension AlertsV1 {
     /// `frienso.alerts.v1.StartTimerRequest`
     public struct StartTimerRequest: ProtoMessage {
-        public var dueAtMs: Int64 = 0
-        public var minutes: UInt32 = 0
-        public var note: String = ""
-        public var pin: String = ""
+        public var dueAtMs: Int64
+        public var minutes: UInt32
+        public var note: String
+        public var pin: String
 
-        public init() {}
+        public init() {
+        self.dueAtMs = 0
+        self.minutes = 0
+        self.note = ""
+        self.pin = ""
+        }
 
         public init(dueAtMs: Int64 = 0, minutes: UInt32 = 0, note: String = "", pin: String = "") {
         self.dueAtMs = dueAtMs
@@ -4635,29 +5030,31 @@ extension AlertsV1.StartTimerRequest {
     public static let protoName = "frienso.alerts.v1.StartTimerRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__StartTimerRequest()
-        frienso__alerts__v1__start_timer_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_request__get_packed_size, pack: frienso__alerts__v1__start_timer_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__StartTimerRequest()
+            frienso__alerts__v1__start_timer_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_request__get_packed_size, pack: frienso__alerts__v1__start_timer_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__StartTimerRequest()
-        frienso__alerts__v1__start_timer_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_request__get_packed_size, pack: frienso__alerts__v1__start_timer_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__StartTimerRequest()
+            frienso__alerts__v1__start_timer_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_request__get_packed_size, pack: frienso__alerts__v1__start_timer_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartTimerRequest", unpack: frienso__alerts__v1__start_timer_request__unpack, free: frienso__alerts__v1__start_timer_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartTimerRequest", unpack: frienso__alerts__v1__start_timer_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartTimerRequest", unpack: frienso__alerts__v1__start_timer_request__unpack, free: frienso__alerts__v1__start_timer_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartTimerRequest", unpack: frienso__alerts__v1__start_timer_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__StartTimerRequest, arena: ProtoArena) {
@@ -4668,7 +5065,10 @@ extension AlertsV1.StartTimerRequest {
     }
 
     init(c: Frienso__Alerts__V1__StartTimerRequest) {
-        self.init(dueAtMs: c.due_at_ms, minutes: c.minutes, note: ProtoRuntime.string(c.note), pin: ProtoRuntime.string(c.pin))
+        self.dueAtMs = c.due_at_ms
+        self.minutes = c.minutes
+        self.note = ProtoRuntime.string(c.note)
+        self.pin = ProtoRuntime.string(c.pin)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4704,9 +5104,11 @@ extension AlertsV1.StartTimerRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.StartTimerResponse`
     public struct StartTimerResponse: ProtoMessage {
-        public var timer: AlertsV1.CheckInTimer? = nil
+        public var timer: Optional<AlertsV1.CheckInTimer>
 
-        public init() {}
+        public init() {
+        self.timer = nil
+        }
 
         public init(timer: AlertsV1.CheckInTimer? = nil) {
         self.timer = timer
@@ -4718,29 +5120,31 @@ extension AlertsV1.StartTimerResponse {
     public static let protoName = "frienso.alerts.v1.StartTimerResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__StartTimerResponse()
-        frienso__alerts__v1__start_timer_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_response__get_packed_size, pack: frienso__alerts__v1__start_timer_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__StartTimerResponse()
+            frienso__alerts__v1__start_timer_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_response__get_packed_size, pack: frienso__alerts__v1__start_timer_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__StartTimerResponse()
-        frienso__alerts__v1__start_timer_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_response__get_packed_size, pack: frienso__alerts__v1__start_timer_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__StartTimerResponse()
+            frienso__alerts__v1__start_timer_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__start_timer_response__get_packed_size, pack: frienso__alerts__v1__start_timer_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartTimerResponse", unpack: frienso__alerts__v1__start_timer_response__unpack, free: frienso__alerts__v1__start_timer_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.StartTimerResponse", unpack: frienso__alerts__v1__start_timer_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartTimerResponse", unpack: frienso__alerts__v1__start_timer_response__unpack, free: frienso__alerts__v1__start_timer_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.StartTimerResponse", unpack: frienso__alerts__v1__start_timer_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__StartTimerResponse, arena: ProtoArena) {
@@ -4750,7 +5154,7 @@ extension AlertsV1.StartTimerResponse {
     }
 
     init(c: Frienso__Alerts__V1__StartTimerResponse) {
-        self.init(timer: c.timer.map { AlertsV1.CheckInTimer(c: $0.pointee) })
+        self.timer = c.timer.map { AlertsV1.CheckInTimer(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4783,10 +5187,13 @@ extension AlertsV1.StartTimerResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.EndTimerRequest`
     public struct EndTimerRequest: ProtoMessage {
-        public var password: String = ""
-        public var pin: String = ""
+        public var password: String
+        public var pin: String
 
-        public init() {}
+        public init() {
+        self.password = ""
+        self.pin = ""
+        }
 
         public init(password: String = "", pin: String = "") {
         self.password = password
@@ -4799,29 +5206,31 @@ extension AlertsV1.EndTimerRequest {
     public static let protoName = "frienso.alerts.v1.EndTimerRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EndTimerRequest()
-        frienso__alerts__v1__end_timer_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_request__get_packed_size, pack: frienso__alerts__v1__end_timer_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EndTimerRequest()
+            frienso__alerts__v1__end_timer_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_request__get_packed_size, pack: frienso__alerts__v1__end_timer_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EndTimerRequest()
-        frienso__alerts__v1__end_timer_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_request__get_packed_size, pack: frienso__alerts__v1__end_timer_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EndTimerRequest()
+            frienso__alerts__v1__end_timer_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_request__get_packed_size, pack: frienso__alerts__v1__end_timer_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndTimerRequest", unpack: frienso__alerts__v1__end_timer_request__unpack, free: frienso__alerts__v1__end_timer_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndTimerRequest", unpack: frienso__alerts__v1__end_timer_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndTimerRequest", unpack: frienso__alerts__v1__end_timer_request__unpack, free: frienso__alerts__v1__end_timer_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndTimerRequest", unpack: frienso__alerts__v1__end_timer_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__EndTimerRequest, arena: ProtoArena) {
@@ -4830,7 +5239,8 @@ extension AlertsV1.EndTimerRequest {
     }
 
     init(c: Frienso__Alerts__V1__EndTimerRequest) {
-        self.init(password: ProtoRuntime.string(c.password), pin: ProtoRuntime.string(c.pin))
+        self.password = ProtoRuntime.string(c.password)
+        self.pin = ProtoRuntime.string(c.pin)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4864,9 +5274,11 @@ extension AlertsV1.EndTimerRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.EndTimerResponse`
     public struct EndTimerResponse: ProtoMessage {
-        public var timer: AlertsV1.CheckInTimer? = nil
+        public var timer: Optional<AlertsV1.CheckInTimer>
 
-        public init() {}
+        public init() {
+        self.timer = nil
+        }
 
         public init(timer: AlertsV1.CheckInTimer? = nil) {
         self.timer = timer
@@ -4878,29 +5290,31 @@ extension AlertsV1.EndTimerResponse {
     public static let protoName = "frienso.alerts.v1.EndTimerResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EndTimerResponse()
-        frienso__alerts__v1__end_timer_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_response__get_packed_size, pack: frienso__alerts__v1__end_timer_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EndTimerResponse()
+            frienso__alerts__v1__end_timer_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_response__get_packed_size, pack: frienso__alerts__v1__end_timer_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EndTimerResponse()
-        frienso__alerts__v1__end_timer_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_response__get_packed_size, pack: frienso__alerts__v1__end_timer_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EndTimerResponse()
+            frienso__alerts__v1__end_timer_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__end_timer_response__get_packed_size, pack: frienso__alerts__v1__end_timer_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndTimerResponse", unpack: frienso__alerts__v1__end_timer_response__unpack, free: frienso__alerts__v1__end_timer_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EndTimerResponse", unpack: frienso__alerts__v1__end_timer_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndTimerResponse", unpack: frienso__alerts__v1__end_timer_response__unpack, free: frienso__alerts__v1__end_timer_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EndTimerResponse", unpack: frienso__alerts__v1__end_timer_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__EndTimerResponse, arena: ProtoArena) {
@@ -4910,7 +5324,7 @@ extension AlertsV1.EndTimerResponse {
     }
 
     init(c: Frienso__Alerts__V1__EndTimerResponse) {
-        self.init(timer: c.timer.map { AlertsV1.CheckInTimer(c: $0.pointee) })
+        self.timer = c.timer.map { AlertsV1.CheckInTimer(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4952,29 +5366,31 @@ extension AlertsV1.GetTimerRequest {
     public static let protoName = "frienso.alerts.v1.GetTimerRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetTimerRequest()
-        frienso__alerts__v1__get_timer_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_request__get_packed_size, pack: frienso__alerts__v1__get_timer_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetTimerRequest()
+            frienso__alerts__v1__get_timer_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_request__get_packed_size, pack: frienso__alerts__v1__get_timer_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetTimerRequest()
-        frienso__alerts__v1__get_timer_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_request__get_packed_size, pack: frienso__alerts__v1__get_timer_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetTimerRequest()
+            frienso__alerts__v1__get_timer_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_request__get_packed_size, pack: frienso__alerts__v1__get_timer_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetTimerRequest", unpack: frienso__alerts__v1__get_timer_request__unpack, free: frienso__alerts__v1__get_timer_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetTimerRequest", unpack: frienso__alerts__v1__get_timer_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetTimerRequest", unpack: frienso__alerts__v1__get_timer_request__unpack, free: frienso__alerts__v1__get_timer_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetTimerRequest", unpack: frienso__alerts__v1__get_timer_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Alerts__V1__GetTimerRequest, arena _: ProtoArena) {
@@ -5009,9 +5425,11 @@ extension AlertsV1.GetTimerRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.GetTimerResponse`
     public struct GetTimerResponse: ProtoMessage {
-        public var timer: AlertsV1.CheckInTimer? = nil
+        public var timer: Optional<AlertsV1.CheckInTimer>
 
-        public init() {}
+        public init() {
+        self.timer = nil
+        }
 
         public init(timer: AlertsV1.CheckInTimer? = nil) {
         self.timer = timer
@@ -5023,29 +5441,31 @@ extension AlertsV1.GetTimerResponse {
     public static let protoName = "frienso.alerts.v1.GetTimerResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetTimerResponse()
-        frienso__alerts__v1__get_timer_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_response__get_packed_size, pack: frienso__alerts__v1__get_timer_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetTimerResponse()
+            frienso__alerts__v1__get_timer_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_response__get_packed_size, pack: frienso__alerts__v1__get_timer_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__GetTimerResponse()
-        frienso__alerts__v1__get_timer_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_response__get_packed_size, pack: frienso__alerts__v1__get_timer_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__GetTimerResponse()
+            frienso__alerts__v1__get_timer_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__get_timer_response__get_packed_size, pack: frienso__alerts__v1__get_timer_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetTimerResponse", unpack: frienso__alerts__v1__get_timer_response__unpack, free: frienso__alerts__v1__get_timer_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.GetTimerResponse", unpack: frienso__alerts__v1__get_timer_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetTimerResponse", unpack: frienso__alerts__v1__get_timer_response__unpack, free: frienso__alerts__v1__get_timer_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.GetTimerResponse", unpack: frienso__alerts__v1__get_timer_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__GetTimerResponse, arena: ProtoArena) {
@@ -5055,7 +5475,7 @@ extension AlertsV1.GetTimerResponse {
     }
 
     init(c: Frienso__Alerts__V1__GetTimerResponse) {
-        self.init(timer: c.timer.map { AlertsV1.CheckInTimer(c: $0.pointee) })
+        self.timer = c.timer.map { AlertsV1.CheckInTimer(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5088,16 +5508,25 @@ extension AlertsV1.GetTimerResponse {
 extension AlertsV1 {
     /// `frienso.alerts.v1.AlertEvent`
     public struct AlertEvent: ProtoMessage {
-        public var kind: AlertsV1.EventKind = .init(rawValue: 0)
-        public var requestId: UInt64 = 0
-        public var from: AlertsV1.Person? = nil
-        public var text: String = ""
-        public var atMs: Int64 = 0
-        public var answer: AlertsV1.Answer = .init(rawValue: 0)
-        public var location: AlertsV1.AlertLocation? = nil
-        public var endsAtMs: Int64 = 0
+        public var kind: AlertsV1.EventKind
+        public var requestId: UInt64
+        public var from: Optional<AlertsV1.Person>
+        public var text: String
+        public var atMs: Int64
+        public var answer: AlertsV1.Answer
+        public var location: Optional<AlertsV1.AlertLocation>
+        public var endsAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.kind = .init(rawValue: 0)
+        self.requestId = 0
+        self.from = nil
+        self.text = ""
+        self.atMs = 0
+        self.answer = .init(rawValue: 0)
+        self.location = nil
+        self.endsAtMs = 0
+        }
 
         public init(kind: AlertsV1.EventKind = .init(rawValue: 0), requestId: UInt64 = 0, from: AlertsV1.Person? = nil, text: String = "", atMs: Int64 = 0, answer: AlertsV1.Answer = .init(rawValue: 0), location: AlertsV1.AlertLocation? = nil, endsAtMs: Int64 = 0) {
         self.kind = kind
@@ -5116,29 +5545,31 @@ extension AlertsV1.AlertEvent {
     public static let protoName = "frienso.alerts.v1.AlertEvent"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__AlertEvent()
-        frienso__alerts__v1__alert_event__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_event__get_packed_size, pack: frienso__alerts__v1__alert_event__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__AlertEvent()
+            frienso__alerts__v1__alert_event__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_event__get_packed_size, pack: frienso__alerts__v1__alert_event__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__AlertEvent()
-        frienso__alerts__v1__alert_event__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_event__get_packed_size, pack: frienso__alerts__v1__alert_event__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__AlertEvent()
+            frienso__alerts__v1__alert_event__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__alert_event__get_packed_size, pack: frienso__alerts__v1__alert_event__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.AlertEvent", unpack: frienso__alerts__v1__alert_event__unpack, free: frienso__alerts__v1__alert_event__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.AlertEvent", unpack: frienso__alerts__v1__alert_event__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.AlertEvent", unpack: frienso__alerts__v1__alert_event__unpack, free: frienso__alerts__v1__alert_event__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.AlertEvent", unpack: frienso__alerts__v1__alert_event__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__AlertEvent, arena: ProtoArena) {
@@ -5157,7 +5588,14 @@ extension AlertsV1.AlertEvent {
     }
 
     init(c: Frienso__Alerts__V1__AlertEvent) {
-        self.init(kind: AlertsV1.EventKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), requestId: c.request_id, from: c.from.map { AlertsV1.Person(c: $0.pointee) }, text: ProtoRuntime.string(c.text), atMs: c.at_ms, answer: AlertsV1.Answer(rawValue: Int32(truncatingIfNeeded: c.answer.rawValue)), location: c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }, endsAtMs: c.ends_at_ms)
+        self.kind = AlertsV1.EventKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue))
+        self.requestId = c.request_id
+        self.from = c.from.map { AlertsV1.Person(c: $0.pointee) }
+        self.text = ProtoRuntime.string(c.text)
+        self.atMs = c.at_ms
+        self.answer = AlertsV1.Answer(rawValue: Int32(truncatingIfNeeded: c.answer.rawValue))
+        self.location = c.location.map { AlertsV1.AlertLocation(c: $0.pointee) }
+        self.endsAtMs = c.ends_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5200,11 +5638,15 @@ extension AlertsV1.AlertEvent {
 extension AlertsV1 {
     /// `frienso.alerts.v1.EraseUserRequest`
     public struct EraseUserRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var addresses: [String] = []
-        public var traces: [String] = []
+        public var userId: UInt64
+        public var addresses: [String]
+        public var traces: [String]
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.addresses = []
+        self.traces = []
+        }
 
         public init(userId: UInt64 = 0, addresses: [String] = [], traces: [String] = []) {
         self.userId = userId
@@ -5218,29 +5660,31 @@ extension AlertsV1.EraseUserRequest {
     public static let protoName = "frienso.alerts.v1.EraseUserRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EraseUserRequest()
-        frienso__alerts__v1__erase_user_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_request__get_packed_size, pack: frienso__alerts__v1__erase_user_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EraseUserRequest()
+            frienso__alerts__v1__erase_user_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_request__get_packed_size, pack: frienso__alerts__v1__erase_user_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EraseUserRequest()
-        frienso__alerts__v1__erase_user_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_request__get_packed_size, pack: frienso__alerts__v1__erase_user_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EraseUserRequest()
+            frienso__alerts__v1__erase_user_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_request__get_packed_size, pack: frienso__alerts__v1__erase_user_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EraseUserRequest", unpack: frienso__alerts__v1__erase_user_request__unpack, free: frienso__alerts__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EraseUserRequest", unpack: frienso__alerts__v1__erase_user_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EraseUserRequest", unpack: frienso__alerts__v1__erase_user_request__unpack, free: frienso__alerts__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EraseUserRequest", unpack: frienso__alerts__v1__erase_user_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__EraseUserRequest, arena: ProtoArena) {
@@ -5252,7 +5696,9 @@ extension AlertsV1.EraseUserRequest {
     }
 
     init(c: Frienso__Alerts__V1__EraseUserRequest) {
-        self.init(userId: c.user_id, addresses: ProtoRuntime.array(c.addresses, count: c.n_addresses) { ProtoRuntime.string($0) }, traces: ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) })
+        self.userId = c.user_id
+        self.addresses = ProtoRuntime.array(c.addresses, count: c.n_addresses) { ProtoRuntime.string($0) }
+        self.traces = ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5287,9 +5733,11 @@ extension AlertsV1.EraseUserRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.EraseUserResponse`
     public struct EraseUserResponse: ProtoMessage {
-        public var erased: UInt32 = 0
+        public var erased: UInt32
 
-        public init() {}
+        public init() {
+        self.erased = 0
+        }
 
         public init(erased: UInt32 = 0) {
         self.erased = erased
@@ -5301,29 +5749,31 @@ extension AlertsV1.EraseUserResponse {
     public static let protoName = "frienso.alerts.v1.EraseUserResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EraseUserResponse()
-        frienso__alerts__v1__erase_user_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_response__get_packed_size, pack: frienso__alerts__v1__erase_user_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EraseUserResponse()
+            frienso__alerts__v1__erase_user_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_response__get_packed_size, pack: frienso__alerts__v1__erase_user_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__EraseUserResponse()
-        frienso__alerts__v1__erase_user_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_response__get_packed_size, pack: frienso__alerts__v1__erase_user_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__EraseUserResponse()
+            frienso__alerts__v1__erase_user_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__erase_user_response__get_packed_size, pack: frienso__alerts__v1__erase_user_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EraseUserResponse", unpack: frienso__alerts__v1__erase_user_response__unpack, free: frienso__alerts__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.EraseUserResponse", unpack: frienso__alerts__v1__erase_user_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EraseUserResponse", unpack: frienso__alerts__v1__erase_user_response__unpack, free: frienso__alerts__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.EraseUserResponse", unpack: frienso__alerts__v1__erase_user_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__EraseUserResponse, arena _: ProtoArena) {
@@ -5331,7 +5781,7 @@ extension AlertsV1.EraseUserResponse {
     }
 
     init(c: Frienso__Alerts__V1__EraseUserResponse) {
-        self.init(erased: c.erased)
+        self.erased = c.erased
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5373,29 +5823,31 @@ extension AlertsV1.ExportMyDataRequest {
     public static let protoName = "frienso.alerts.v1.ExportMyDataRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ExportMyDataRequest()
-        frienso__alerts__v1__export_my_data_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_request__get_packed_size, pack: frienso__alerts__v1__export_my_data_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ExportMyDataRequest()
+            frienso__alerts__v1__export_my_data_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_request__get_packed_size, pack: frienso__alerts__v1__export_my_data_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ExportMyDataRequest()
-        frienso__alerts__v1__export_my_data_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_request__get_packed_size, pack: frienso__alerts__v1__export_my_data_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ExportMyDataRequest()
+            frienso__alerts__v1__export_my_data_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_request__get_packed_size, pack: frienso__alerts__v1__export_my_data_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExportMyDataRequest", unpack: frienso__alerts__v1__export_my_data_request__unpack, free: frienso__alerts__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExportMyDataRequest", unpack: frienso__alerts__v1__export_my_data_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExportMyDataRequest", unpack: frienso__alerts__v1__export_my_data_request__unpack, free: frienso__alerts__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExportMyDataRequest", unpack: frienso__alerts__v1__export_my_data_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Alerts__V1__ExportMyDataRequest, arena _: ProtoArena) {
@@ -5430,15 +5882,23 @@ extension AlertsV1.ExportMyDataRequest {
 extension AlertsV1 {
     /// `frienso.alerts.v1.ExportMyDataResponse`
     public struct ExportMyDataResponse: ProtoMessage {
-        public var watches: [AlertsV1.WatchSession] = []
-        public var watched: [AlertsV1.WatchSession] = []
-        public var alerts: [AlertsV1.HelpAlert] = []
-        public var alertsReceived: [AlertsV1.HelpAlert] = []
-        public var devices: [AlertsV1.Device] = []
-        public var deliveries: [AlertsV1.Delivery] = []
-        public var timers: [AlertsV1.CheckInTimer] = []
+        public var watches: [AlertsV1.WatchSession]
+        public var watched: [AlertsV1.WatchSession]
+        public var alerts: [AlertsV1.HelpAlert]
+        public var alertsReceived: [AlertsV1.HelpAlert]
+        public var devices: [AlertsV1.Device]
+        public var deliveries: [AlertsV1.Delivery]
+        public var timers: [AlertsV1.CheckInTimer]
 
-        public init() {}
+        public init() {
+        self.watches = []
+        self.watched = []
+        self.alerts = []
+        self.alertsReceived = []
+        self.devices = []
+        self.deliveries = []
+        self.timers = []
+        }
 
         public init(watches: [AlertsV1.WatchSession] = [], watched: [AlertsV1.WatchSession] = [], alerts: [AlertsV1.HelpAlert] = [], alertsReceived: [AlertsV1.HelpAlert] = [], devices: [AlertsV1.Device] = [], deliveries: [AlertsV1.Delivery] = [], timers: [AlertsV1.CheckInTimer] = []) {
         self.watches = watches
@@ -5456,29 +5916,31 @@ extension AlertsV1.ExportMyDataResponse {
     public static let protoName = "frienso.alerts.v1.ExportMyDataResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ExportMyDataResponse()
-        frienso__alerts__v1__export_my_data_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_response__get_packed_size, pack: frienso__alerts__v1__export_my_data_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ExportMyDataResponse()
+            frienso__alerts__v1__export_my_data_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_response__get_packed_size, pack: frienso__alerts__v1__export_my_data_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Alerts__V1__ExportMyDataResponse()
-        frienso__alerts__v1__export_my_data_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_response__get_packed_size, pack: frienso__alerts__v1__export_my_data_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Alerts__V1__ExportMyDataResponse()
+            frienso__alerts__v1__export_my_data_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__alerts__v1__export_my_data_response__get_packed_size, pack: frienso__alerts__v1__export_my_data_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExportMyDataResponse", unpack: frienso__alerts__v1__export_my_data_response__unpack, free: frienso__alerts__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.alerts.v1.ExportMyDataResponse", unpack: frienso__alerts__v1__export_my_data_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExportMyDataResponse", unpack: frienso__alerts__v1__export_my_data_response__unpack, free: frienso__alerts__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.alerts.v1.ExportMyDataResponse", unpack: frienso__alerts__v1__export_my_data_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Alerts__V1__ExportMyDataResponse, arena: ProtoArena) {
@@ -5499,7 +5961,13 @@ extension AlertsV1.ExportMyDataResponse {
     }
 
     init(c: Frienso__Alerts__V1__ExportMyDataResponse) {
-        self.init(watches: ProtoRuntime.array(c.watches, count: c.n_watches) { AlertsV1.WatchSession(c: $0!.pointee) }, watched: ProtoRuntime.array(c.watched, count: c.n_watched) { AlertsV1.WatchSession(c: $0!.pointee) }, alerts: ProtoRuntime.array(c.alerts, count: c.n_alerts) { AlertsV1.HelpAlert(c: $0!.pointee) }, alertsReceived: ProtoRuntime.array(c.alerts_received, count: c.n_alerts_received) { AlertsV1.HelpAlert(c: $0!.pointee) }, devices: ProtoRuntime.array(c.devices, count: c.n_devices) { AlertsV1.Device(c: $0!.pointee) }, deliveries: ProtoRuntime.array(c.deliveries, count: c.n_deliveries) { AlertsV1.Delivery(c: $0!.pointee) }, timers: ProtoRuntime.array(c.timers, count: c.n_timers) { AlertsV1.CheckInTimer(c: $0!.pointee) })
+        self.watches = ProtoRuntime.array(c.watches, count: c.n_watches) { AlertsV1.WatchSession(c: $0!.pointee) }
+        self.watched = ProtoRuntime.array(c.watched, count: c.n_watched) { AlertsV1.WatchSession(c: $0!.pointee) }
+        self.alerts = ProtoRuntime.array(c.alerts, count: c.n_alerts) { AlertsV1.HelpAlert(c: $0!.pointee) }
+        self.alertsReceived = ProtoRuntime.array(c.alerts_received, count: c.n_alerts_received) { AlertsV1.HelpAlert(c: $0!.pointee) }
+        self.devices = ProtoRuntime.array(c.devices, count: c.n_devices) { AlertsV1.Device(c: $0!.pointee) }
+        self.deliveries = ProtoRuntime.array(c.deliveries, count: c.n_deliveries) { AlertsV1.Delivery(c: $0!.pointee) }
+        self.timers = ProtoRuntime.array(c.timers, count: c.n_timers) { AlertsV1.CheckInTimer(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).

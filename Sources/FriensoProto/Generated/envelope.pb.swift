@@ -127,23 +127,39 @@ extension CommonV1 {
 extension CommonV1 {
     /// `frienso.common.v1.Envelope`
     public struct Envelope: ProtoMessage {
-        public var version: UInt32 = 0
-        public var kind: CommonV1.Kind = .init(rawValue: 0)
-        public var requestId: UInt64 = 0
-        public var method: String = ""
-        public var callerUserId: UInt64 = 0
-        public var sessionToken: String = ""
-        public var idempotencyKey: String = ""
-        public var deadlineMs: UInt32 = 0
-        public var status: CommonV1.StatusCode = .init(rawValue: 0)
-        public var statusMessage: String = ""
-        public var payload: [UInt8] = []
-        public var sequence: UInt64 = 0
-        public var epoch: UInt64 = 0
-        public var clientAddress: String = ""
-        public var sessionId: [UInt8] = []
+        public var version: UInt32
+        public var kind: CommonV1.Kind
+        public var requestId: UInt64
+        public var method: String
+        public var callerUserId: UInt64
+        public var sessionToken: String
+        public var idempotencyKey: String
+        public var deadlineMs: UInt32
+        public var status: CommonV1.StatusCode
+        public var statusMessage: String
+        public var payload: [UInt8]
+        public var sequence: UInt64
+        public var epoch: UInt64
+        public var clientAddress: String
+        public var sessionId: [UInt8]
 
-        public init() {}
+        public init() {
+        self.version = 0
+        self.kind = .init(rawValue: 0)
+        self.requestId = 0
+        self.method = ""
+        self.callerUserId = 0
+        self.sessionToken = ""
+        self.idempotencyKey = ""
+        self.deadlineMs = 0
+        self.status = .init(rawValue: 0)
+        self.statusMessage = ""
+        self.payload = []
+        self.sequence = 0
+        self.epoch = 0
+        self.clientAddress = ""
+        self.sessionId = []
+        }
 
         public init(version: UInt32 = 0, kind: CommonV1.Kind = .init(rawValue: 0), requestId: UInt64 = 0, method: String = "", callerUserId: UInt64 = 0, sessionToken: String = "", idempotencyKey: String = "", deadlineMs: UInt32 = 0, status: CommonV1.StatusCode = .init(rawValue: 0), statusMessage: String = "", payload: [UInt8] = [], sequence: UInt64 = 0, epoch: UInt64 = 0, clientAddress: String = "", sessionId: [UInt8] = []) {
         self.version = version
@@ -169,41 +185,43 @@ extension CommonV1.Envelope {
     public static let protoName = "frienso.common.v1.Envelope"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__Envelope()
-        frienso__common__v1__envelope__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.payload.withUnsafeBufferPointer { lent0 in
-            c.payload = ProtoRuntime.lent(lent0)
-            return self.sessionId.withUnsafeBufferPointer { lent1 in
-                c.session_id = ProtoRuntime.lent(lent1)
-                return ProtoRuntime.pack(&c, size: frienso__common__v1__envelope__get_packed_size, pack: frienso__common__v1__envelope__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__Envelope()
+            frienso__common__v1__envelope__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.payload.withUnsafeBufferPointer { lent0 in
+                c.payload = ProtoRuntime.lent(lent0)
+                return self.sessionId.withUnsafeBufferPointer { lent1 in
+                    c.session_id = ProtoRuntime.lent(lent1)
+                    return ProtoRuntime.pack(&c, size: frienso__common__v1__envelope__get_packed_size, pack: frienso__common__v1__envelope__pack)
+                }
             }
         }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__Envelope()
-        frienso__common__v1__envelope__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.payload.withUnsafeBufferPointer { lent0 in
-            c.payload = ProtoRuntime.lent(lent0)
-            return self.sessionId.withUnsafeBufferPointer { lent1 in
-                c.session_id = ProtoRuntime.lent(lent1)
-                return ProtoRuntime.pack(&c, size: frienso__common__v1__envelope__get_packed_size, pack: frienso__common__v1__envelope__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__Envelope()
+            frienso__common__v1__envelope__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.payload.withUnsafeBufferPointer { lent0 in
+                c.payload = ProtoRuntime.lent(lent0)
+                return self.sessionId.withUnsafeBufferPointer { lent1 in
+                    c.session_id = ProtoRuntime.lent(lent1)
+                    return ProtoRuntime.pack(&c, size: frienso__common__v1__envelope__get_packed_size, pack: frienso__common__v1__envelope__pack, into: allocate)
+                }
             }
         }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.Envelope", unpack: frienso__common__v1__envelope__unpack, free: frienso__common__v1__envelope__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.common.v1.Envelope", unpack: frienso__common__v1__envelope__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.Envelope", unpack: frienso__common__v1__envelope__unpack, free: frienso__common__v1__envelope__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.common.v1.Envelope", unpack: frienso__common__v1__envelope__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Common__V1__Envelope, arena: ProtoArena, lendingBytes: Bool = false) {
@@ -225,7 +243,21 @@ extension CommonV1.Envelope {
     }
 
     init(c: Frienso__Common__V1__Envelope) {
-        self.init(version: c.version, kind: CommonV1.Kind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), requestId: c.request_id, method: ProtoRuntime.string(c.method), callerUserId: c.caller_user_id, sessionToken: ProtoRuntime.string(c.session_token), idempotencyKey: ProtoRuntime.string(c.idempotency_key), deadlineMs: c.deadline_ms, status: CommonV1.StatusCode(rawValue: Int32(truncatingIfNeeded: c.status.rawValue)), statusMessage: ProtoRuntime.string(c.status_message), payload: ProtoRuntime.bytes(c.payload), sequence: c.sequence, epoch: c.epoch, clientAddress: ProtoRuntime.string(c.client_address), sessionId: ProtoRuntime.bytes(c.session_id))
+        self.version = c.version
+        self.kind = CommonV1.Kind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue))
+        self.requestId = c.request_id
+        self.method = ProtoRuntime.string(c.method)
+        self.callerUserId = c.caller_user_id
+        self.sessionToken = ProtoRuntime.string(c.session_token)
+        self.idempotencyKey = ProtoRuntime.string(c.idempotency_key)
+        self.deadlineMs = c.deadline_ms
+        self.status = CommonV1.StatusCode(rawValue: Int32(truncatingIfNeeded: c.status.rawValue))
+        self.statusMessage = ProtoRuntime.string(c.status_message)
+        self.payload = ProtoRuntime.bytes(c.payload)
+        self.sequence = c.sequence
+        self.epoch = c.epoch
+        self.clientAddress = ProtoRuntime.string(c.client_address)
+        self.sessionId = ProtoRuntime.bytes(c.session_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -293,9 +325,11 @@ extension CommonV1.Envelope {
 extension CommonV1 {
     /// `frienso.common.v1.PingRequest`
     public struct PingRequest: ProtoMessage {
-        public var echo: [UInt8] = []
+        public var echo: [UInt8]
 
-        public init() {}
+        public init() {
+        self.echo = []
+        }
 
         public init(echo: [UInt8] = []) {
         self.echo = echo
@@ -307,35 +341,37 @@ extension CommonV1.PingRequest {
     public static let protoName = "frienso.common.v1.PingRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__PingRequest()
-        frienso__common__v1__ping_request__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.echo.withUnsafeBufferPointer { lent0 in
-            c.echo = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_request__get_packed_size, pack: frienso__common__v1__ping_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__PingRequest()
+            frienso__common__v1__ping_request__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.echo.withUnsafeBufferPointer { lent0 in
+                c.echo = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_request__get_packed_size, pack: frienso__common__v1__ping_request__pack)
+            }
         }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__PingRequest()
-        frienso__common__v1__ping_request__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.echo.withUnsafeBufferPointer { lent0 in
-            c.echo = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_request__get_packed_size, pack: frienso__common__v1__ping_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__PingRequest()
+            frienso__common__v1__ping_request__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.echo.withUnsafeBufferPointer { lent0 in
+                c.echo = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_request__get_packed_size, pack: frienso__common__v1__ping_request__pack, into: allocate)
+            }
         }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.PingRequest", unpack: frienso__common__v1__ping_request__unpack, free: frienso__common__v1__ping_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.common.v1.PingRequest", unpack: frienso__common__v1__ping_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.PingRequest", unpack: frienso__common__v1__ping_request__unpack, free: frienso__common__v1__ping_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.common.v1.PingRequest", unpack: frienso__common__v1__ping_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Common__V1__PingRequest, arena: ProtoArena, lendingBytes: Bool = false) {
@@ -343,7 +379,7 @@ extension CommonV1.PingRequest {
     }
 
     init(c: Frienso__Common__V1__PingRequest) {
-        self.init(echo: ProtoRuntime.bytes(c.echo))
+        self.echo = ProtoRuntime.bytes(c.echo)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -376,12 +412,17 @@ extension CommonV1.PingRequest {
 extension CommonV1 {
     /// `frienso.common.v1.PingResponse`
     public struct PingResponse: ProtoMessage {
-        public var service: String = ""
-        public var echo: [UInt8] = []
-        public var version: String = ""
-        public var uptimeMs: UInt64 = 0
+        public var service: String
+        public var echo: [UInt8]
+        public var version: String
+        public var uptimeMs: UInt64
 
-        public init() {}
+        public init() {
+        self.service = ""
+        self.echo = []
+        self.version = ""
+        self.uptimeMs = 0
+        }
 
         public init(service: String = "", echo: [UInt8] = [], version: String = "", uptimeMs: UInt64 = 0) {
         self.service = service
@@ -396,35 +437,37 @@ extension CommonV1.PingResponse {
     public static let protoName = "frienso.common.v1.PingResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__PingResponse()
-        frienso__common__v1__ping_response__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.echo.withUnsafeBufferPointer { lent0 in
-            c.echo = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_response__get_packed_size, pack: frienso__common__v1__ping_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__PingResponse()
+            frienso__common__v1__ping_response__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.echo.withUnsafeBufferPointer { lent0 in
+                c.echo = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_response__get_packed_size, pack: frienso__common__v1__ping_response__pack)
+            }
         }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__PingResponse()
-        frienso__common__v1__ping_response__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.echo.withUnsafeBufferPointer { lent0 in
-            c.echo = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_response__get_packed_size, pack: frienso__common__v1__ping_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__PingResponse()
+            frienso__common__v1__ping_response__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.echo.withUnsafeBufferPointer { lent0 in
+                c.echo = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__common__v1__ping_response__get_packed_size, pack: frienso__common__v1__ping_response__pack, into: allocate)
+            }
         }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.PingResponse", unpack: frienso__common__v1__ping_response__unpack, free: frienso__common__v1__ping_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.common.v1.PingResponse", unpack: frienso__common__v1__ping_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.PingResponse", unpack: frienso__common__v1__ping_response__unpack, free: frienso__common__v1__ping_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.common.v1.PingResponse", unpack: frienso__common__v1__ping_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Common__V1__PingResponse, arena: ProtoArena, lendingBytes: Bool = false) {
@@ -435,7 +478,10 @@ extension CommonV1.PingResponse {
     }
 
     init(c: Frienso__Common__V1__PingResponse) {
-        self.init(service: ProtoRuntime.string(c.service), echo: ProtoRuntime.bytes(c.echo), version: ProtoRuntime.string(c.version), uptimeMs: c.uptime_ms)
+        self.service = ProtoRuntime.string(c.service)
+        self.echo = ProtoRuntime.bytes(c.echo)
+        self.version = ProtoRuntime.string(c.version)
+        self.uptimeMs = c.uptime_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -471,9 +517,11 @@ extension CommonV1.PingResponse {
 extension CommonV1 {
     /// `frienso.common.v1.MetricsRequest`
     public struct MetricsRequest: ProtoMessage {
-        public var token: [UInt8] = []
+        public var token: [UInt8]
 
-        public init() {}
+        public init() {
+        self.token = []
+        }
 
         public init(token: [UInt8] = []) {
         self.token = token
@@ -485,35 +533,37 @@ extension CommonV1.MetricsRequest {
     public static let protoName = "frienso.common.v1.MetricsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__MetricsRequest()
-        frienso__common__v1__metrics_request__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.token.withUnsafeBufferPointer { lent0 in
-            c.token = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_request__get_packed_size, pack: frienso__common__v1__metrics_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__MetricsRequest()
+            frienso__common__v1__metrics_request__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.token.withUnsafeBufferPointer { lent0 in
+                c.token = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_request__get_packed_size, pack: frienso__common__v1__metrics_request__pack)
+            }
         }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__MetricsRequest()
-        frienso__common__v1__metrics_request__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.token.withUnsafeBufferPointer { lent0 in
-            c.token = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_request__get_packed_size, pack: frienso__common__v1__metrics_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__MetricsRequest()
+            frienso__common__v1__metrics_request__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.token.withUnsafeBufferPointer { lent0 in
+                c.token = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_request__get_packed_size, pack: frienso__common__v1__metrics_request__pack, into: allocate)
+            }
         }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.MetricsRequest", unpack: frienso__common__v1__metrics_request__unpack, free: frienso__common__v1__metrics_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.common.v1.MetricsRequest", unpack: frienso__common__v1__metrics_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.MetricsRequest", unpack: frienso__common__v1__metrics_request__unpack, free: frienso__common__v1__metrics_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.common.v1.MetricsRequest", unpack: frienso__common__v1__metrics_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Common__V1__MetricsRequest, arena: ProtoArena, lendingBytes: Bool = false) {
@@ -521,7 +571,7 @@ extension CommonV1.MetricsRequest {
     }
 
     init(c: Frienso__Common__V1__MetricsRequest) {
-        self.init(token: ProtoRuntime.bytes(c.token))
+        self.token = ProtoRuntime.bytes(c.token)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -554,9 +604,11 @@ extension CommonV1.MetricsRequest {
 extension CommonV1 {
     /// `frienso.common.v1.MetricsResponse`
     public struct MetricsResponse: ProtoMessage {
-        public var exposition: String = ""
+        public var exposition: String
 
-        public init() {}
+        public init() {
+        self.exposition = ""
+        }
 
         public init(exposition: String = "") {
         self.exposition = exposition
@@ -568,29 +620,31 @@ extension CommonV1.MetricsResponse {
     public static let protoName = "frienso.common.v1.MetricsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__MetricsResponse()
-        frienso__common__v1__metrics_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_response__get_packed_size, pack: frienso__common__v1__metrics_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__MetricsResponse()
+            frienso__common__v1__metrics_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_response__get_packed_size, pack: frienso__common__v1__metrics_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__MetricsResponse()
-        frienso__common__v1__metrics_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_response__get_packed_size, pack: frienso__common__v1__metrics_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__MetricsResponse()
+            frienso__common__v1__metrics_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__metrics_response__get_packed_size, pack: frienso__common__v1__metrics_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.MetricsResponse", unpack: frienso__common__v1__metrics_response__unpack, free: frienso__common__v1__metrics_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.common.v1.MetricsResponse", unpack: frienso__common__v1__metrics_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.MetricsResponse", unpack: frienso__common__v1__metrics_response__unpack, free: frienso__common__v1__metrics_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.common.v1.MetricsResponse", unpack: frienso__common__v1__metrics_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Common__V1__MetricsResponse, arena: ProtoArena) {
@@ -598,7 +652,7 @@ extension CommonV1.MetricsResponse {
     }
 
     init(c: Frienso__Common__V1__MetricsResponse) {
-        self.init(exposition: ProtoRuntime.string(c.exposition))
+        self.exposition = ProtoRuntime.string(c.exposition)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -640,29 +694,31 @@ extension CommonV1.SubscribeRequest {
     public static let protoName = "frienso.common.v1.SubscribeRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__SubscribeRequest()
-        frienso__common__v1__subscribe_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_request__get_packed_size, pack: frienso__common__v1__subscribe_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__SubscribeRequest()
+            frienso__common__v1__subscribe_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_request__get_packed_size, pack: frienso__common__v1__subscribe_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__SubscribeRequest()
-        frienso__common__v1__subscribe_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_request__get_packed_size, pack: frienso__common__v1__subscribe_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__SubscribeRequest()
+            frienso__common__v1__subscribe_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_request__get_packed_size, pack: frienso__common__v1__subscribe_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.SubscribeRequest", unpack: frienso__common__v1__subscribe_request__unpack, free: frienso__common__v1__subscribe_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.common.v1.SubscribeRequest", unpack: frienso__common__v1__subscribe_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.SubscribeRequest", unpack: frienso__common__v1__subscribe_request__unpack, free: frienso__common__v1__subscribe_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.common.v1.SubscribeRequest", unpack: frienso__common__v1__subscribe_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Common__V1__SubscribeRequest, arena _: ProtoArena) {
@@ -697,9 +753,11 @@ extension CommonV1.SubscribeRequest {
 extension CommonV1 {
     /// `frienso.common.v1.SubscribeResponse`
     public struct SubscribeResponse: ProtoMessage {
-        public var heartbeatIntervalMs: UInt32 = 0
+        public var heartbeatIntervalMs: UInt32
 
-        public init() {}
+        public init() {
+        self.heartbeatIntervalMs = 0
+        }
 
         public init(heartbeatIntervalMs: UInt32 = 0) {
         self.heartbeatIntervalMs = heartbeatIntervalMs
@@ -711,29 +769,31 @@ extension CommonV1.SubscribeResponse {
     public static let protoName = "frienso.common.v1.SubscribeResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__SubscribeResponse()
-        frienso__common__v1__subscribe_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_response__get_packed_size, pack: frienso__common__v1__subscribe_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__SubscribeResponse()
+            frienso__common__v1__subscribe_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_response__get_packed_size, pack: frienso__common__v1__subscribe_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__SubscribeResponse()
-        frienso__common__v1__subscribe_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_response__get_packed_size, pack: frienso__common__v1__subscribe_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__SubscribeResponse()
+            frienso__common__v1__subscribe_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__subscribe_response__get_packed_size, pack: frienso__common__v1__subscribe_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.SubscribeResponse", unpack: frienso__common__v1__subscribe_response__unpack, free: frienso__common__v1__subscribe_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.common.v1.SubscribeResponse", unpack: frienso__common__v1__subscribe_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.SubscribeResponse", unpack: frienso__common__v1__subscribe_response__unpack, free: frienso__common__v1__subscribe_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.common.v1.SubscribeResponse", unpack: frienso__common__v1__subscribe_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Common__V1__SubscribeResponse, arena _: ProtoArena) {
@@ -741,7 +801,7 @@ extension CommonV1.SubscribeResponse {
     }
 
     init(c: Frienso__Common__V1__SubscribeResponse) {
-        self.init(heartbeatIntervalMs: c.heartbeat_interval_ms)
+        self.heartbeatIntervalMs = c.heartbeat_interval_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -783,29 +843,31 @@ extension CommonV1.UnsubscribeRequest {
     public static let protoName = "frienso.common.v1.UnsubscribeRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__UnsubscribeRequest()
-        frienso__common__v1__unsubscribe_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_request__get_packed_size, pack: frienso__common__v1__unsubscribe_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__UnsubscribeRequest()
+            frienso__common__v1__unsubscribe_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_request__get_packed_size, pack: frienso__common__v1__unsubscribe_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__UnsubscribeRequest()
-        frienso__common__v1__unsubscribe_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_request__get_packed_size, pack: frienso__common__v1__unsubscribe_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__UnsubscribeRequest()
+            frienso__common__v1__unsubscribe_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_request__get_packed_size, pack: frienso__common__v1__unsubscribe_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.UnsubscribeRequest", unpack: frienso__common__v1__unsubscribe_request__unpack, free: frienso__common__v1__unsubscribe_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.common.v1.UnsubscribeRequest", unpack: frienso__common__v1__unsubscribe_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.UnsubscribeRequest", unpack: frienso__common__v1__unsubscribe_request__unpack, free: frienso__common__v1__unsubscribe_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.common.v1.UnsubscribeRequest", unpack: frienso__common__v1__unsubscribe_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Common__V1__UnsubscribeRequest, arena _: ProtoArena) {
@@ -849,29 +911,31 @@ extension CommonV1.UnsubscribeResponse {
     public static let protoName = "frienso.common.v1.UnsubscribeResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__UnsubscribeResponse()
-        frienso__common__v1__unsubscribe_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_response__get_packed_size, pack: frienso__common__v1__unsubscribe_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__UnsubscribeResponse()
+            frienso__common__v1__unsubscribe_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_response__get_packed_size, pack: frienso__common__v1__unsubscribe_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Common__V1__UnsubscribeResponse()
-        frienso__common__v1__unsubscribe_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_response__get_packed_size, pack: frienso__common__v1__unsubscribe_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Common__V1__UnsubscribeResponse()
+            frienso__common__v1__unsubscribe_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__common__v1__unsubscribe_response__get_packed_size, pack: frienso__common__v1__unsubscribe_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.common.v1.UnsubscribeResponse", unpack: frienso__common__v1__unsubscribe_response__unpack, free: frienso__common__v1__unsubscribe_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.common.v1.UnsubscribeResponse", unpack: frienso__common__v1__unsubscribe_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.common.v1.UnsubscribeResponse", unpack: frienso__common__v1__unsubscribe_response__unpack, free: frienso__common__v1__unsubscribe_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.common.v1.UnsubscribeResponse", unpack: frienso__common__v1__unsubscribe_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Common__V1__UnsubscribeResponse, arena _: ProtoArena) {

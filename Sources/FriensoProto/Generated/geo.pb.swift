@@ -189,13 +189,19 @@ extension GeoV1 {
 extension GeoV1 {
     /// `frienso.geo.v1.Fix`
     public struct Fix: ProtoMessage {
-        public var latitude: Double = 0
-        public var longitude: Double = 0
-        public var accuracyM: Double = 0
-        public var deviceTimeMs: Int64 = 0
-        public var receivedAtMs: Int64 = 0
+        public var latitude: Double
+        public var longitude: Double
+        public var accuracyM: Double
+        public var deviceTimeMs: Int64
+        public var receivedAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.latitude = 0
+        self.longitude = 0
+        self.accuracyM = 0
+        self.deviceTimeMs = 0
+        self.receivedAtMs = 0
+        }
 
         public init(latitude: Double = 0, longitude: Double = 0, accuracyM: Double = 0, deviceTimeMs: Int64 = 0, receivedAtMs: Int64 = 0) {
         self.latitude = latitude
@@ -211,29 +217,31 @@ extension GeoV1.Fix {
     public static let protoName = "frienso.geo.v1.Fix"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__Fix()
-        frienso__geo__v1__fix__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__fix__get_packed_size, pack: frienso__geo__v1__fix__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__Fix()
+            frienso__geo__v1__fix__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__fix__get_packed_size, pack: frienso__geo__v1__fix__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__Fix()
-        frienso__geo__v1__fix__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__fix__get_packed_size, pack: frienso__geo__v1__fix__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__Fix()
+            frienso__geo__v1__fix__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__fix__get_packed_size, pack: frienso__geo__v1__fix__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.Fix", unpack: frienso__geo__v1__fix__unpack, free: frienso__geo__v1__fix__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.Fix", unpack: frienso__geo__v1__fix__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.Fix", unpack: frienso__geo__v1__fix__unpack, free: frienso__geo__v1__fix__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.Fix", unpack: frienso__geo__v1__fix__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__Fix, arena _: ProtoArena) {
@@ -245,7 +253,11 @@ extension GeoV1.Fix {
     }
 
     init(c: Frienso__Geo__V1__Fix) {
-        self.init(latitude: c.latitude, longitude: c.longitude, accuracyM: c.accuracy_m, deviceTimeMs: c.device_time_ms, receivedAtMs: c.received_at_ms)
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.accuracyM = c.accuracy_m
+        self.deviceTimeMs = c.device_time_ms
+        self.receivedAtMs = c.received_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -282,14 +294,21 @@ extension GeoV1.Fix {
 extension GeoV1 {
     /// `frienso.geo.v1.UpdateLocationRequest`
     public struct UpdateLocationRequest: ProtoMessage {
-        public var latitude: Double = 0
-        public var longitude: Double = 0
-        public var accuracyM: Double = 0
-        public var deviceTimeMs: Int64 = 0
-        public var setStatus: Bool = false
-        public var status: String = ""
+        public var latitude: Double
+        public var longitude: Double
+        public var accuracyM: Double
+        public var deviceTimeMs: Int64
+        public var setStatus: Bool
+        public var status: String
 
-        public init() {}
+        public init() {
+        self.latitude = 0
+        self.longitude = 0
+        self.accuracyM = 0
+        self.deviceTimeMs = 0
+        self.setStatus = false
+        self.status = ""
+        }
 
         public init(latitude: Double = 0, longitude: Double = 0, accuracyM: Double = 0, deviceTimeMs: Int64 = 0, setStatus: Bool = false, status: String = "") {
         self.latitude = latitude
@@ -306,29 +325,31 @@ extension GeoV1.UpdateLocationRequest {
     public static let protoName = "frienso.geo.v1.UpdateLocationRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__UpdateLocationRequest()
-        frienso__geo__v1__update_location_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_request__get_packed_size, pack: frienso__geo__v1__update_location_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__UpdateLocationRequest()
+            frienso__geo__v1__update_location_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_request__get_packed_size, pack: frienso__geo__v1__update_location_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__UpdateLocationRequest()
-        frienso__geo__v1__update_location_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_request__get_packed_size, pack: frienso__geo__v1__update_location_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__UpdateLocationRequest()
+            frienso__geo__v1__update_location_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_request__get_packed_size, pack: frienso__geo__v1__update_location_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateLocationRequest", unpack: frienso__geo__v1__update_location_request__unpack, free: frienso__geo__v1__update_location_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateLocationRequest", unpack: frienso__geo__v1__update_location_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateLocationRequest", unpack: frienso__geo__v1__update_location_request__unpack, free: frienso__geo__v1__update_location_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateLocationRequest", unpack: frienso__geo__v1__update_location_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__UpdateLocationRequest, arena: ProtoArena) {
@@ -341,7 +362,12 @@ extension GeoV1.UpdateLocationRequest {
     }
 
     init(c: Frienso__Geo__V1__UpdateLocationRequest) {
-        self.init(latitude: c.latitude, longitude: c.longitude, accuracyM: c.accuracy_m, deviceTimeMs: c.device_time_ms, setStatus: (c.set_status != 0), status: ProtoRuntime.string(c.status))
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.accuracyM = c.accuracy_m
+        self.deviceTimeMs = c.device_time_ms
+        self.setStatus = (c.set_status != 0)
+        self.status = ProtoRuntime.string(c.status)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -379,9 +405,11 @@ extension GeoV1.UpdateLocationRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.UpdateLocationResponse`
     public struct UpdateLocationResponse: ProtoMessage {
-        public var becameLatest: Bool = false
+        public var becameLatest: Bool
 
-        public init() {}
+        public init() {
+        self.becameLatest = false
+        }
 
         public init(becameLatest: Bool = false) {
         self.becameLatest = becameLatest
@@ -393,29 +421,31 @@ extension GeoV1.UpdateLocationResponse {
     public static let protoName = "frienso.geo.v1.UpdateLocationResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__UpdateLocationResponse()
-        frienso__geo__v1__update_location_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_response__get_packed_size, pack: frienso__geo__v1__update_location_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__UpdateLocationResponse()
+            frienso__geo__v1__update_location_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_response__get_packed_size, pack: frienso__geo__v1__update_location_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__UpdateLocationResponse()
-        frienso__geo__v1__update_location_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_response__get_packed_size, pack: frienso__geo__v1__update_location_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__UpdateLocationResponse()
+            frienso__geo__v1__update_location_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_location_response__get_packed_size, pack: frienso__geo__v1__update_location_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateLocationResponse", unpack: frienso__geo__v1__update_location_response__unpack, free: frienso__geo__v1__update_location_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateLocationResponse", unpack: frienso__geo__v1__update_location_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateLocationResponse", unpack: frienso__geo__v1__update_location_response__unpack, free: frienso__geo__v1__update_location_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateLocationResponse", unpack: frienso__geo__v1__update_location_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__UpdateLocationResponse, arena _: ProtoArena) {
@@ -423,7 +453,7 @@ extension GeoV1.UpdateLocationResponse {
     }
 
     init(c: Frienso__Geo__V1__UpdateLocationResponse) {
-        self.init(becameLatest: (c.became_latest != 0))
+        self.becameLatest = (c.became_latest != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -456,12 +486,17 @@ extension GeoV1.UpdateLocationResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.SharingSettings`
     public struct SharingSettings: ProtoMessage {
-        public var shareWithFriends: Bool = false
-        public var ghost: Bool = false
-        public var proximityAlerts: Bool = false
-        public var proximityM: Double = 0
+        public var shareWithFriends: Bool
+        public var ghost: Bool
+        public var proximityAlerts: Bool
+        public var proximityM: Double
 
-        public init() {}
+        public init() {
+        self.shareWithFriends = false
+        self.ghost = false
+        self.proximityAlerts = false
+        self.proximityM = 0
+        }
 
         public init(shareWithFriends: Bool = false, ghost: Bool = false, proximityAlerts: Bool = false, proximityM: Double = 0) {
         self.shareWithFriends = shareWithFriends
@@ -476,29 +511,31 @@ extension GeoV1.SharingSettings {
     public static let protoName = "frienso.geo.v1.SharingSettings"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__SharingSettings()
-        frienso__geo__v1__sharing_settings__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__sharing_settings__get_packed_size, pack: frienso__geo__v1__sharing_settings__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__SharingSettings()
+            frienso__geo__v1__sharing_settings__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__sharing_settings__get_packed_size, pack: frienso__geo__v1__sharing_settings__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__SharingSettings()
-        frienso__geo__v1__sharing_settings__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__sharing_settings__get_packed_size, pack: frienso__geo__v1__sharing_settings__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__SharingSettings()
+            frienso__geo__v1__sharing_settings__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__sharing_settings__get_packed_size, pack: frienso__geo__v1__sharing_settings__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SharingSettings", unpack: frienso__geo__v1__sharing_settings__unpack, free: frienso__geo__v1__sharing_settings__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SharingSettings", unpack: frienso__geo__v1__sharing_settings__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SharingSettings", unpack: frienso__geo__v1__sharing_settings__unpack, free: frienso__geo__v1__sharing_settings__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SharingSettings", unpack: frienso__geo__v1__sharing_settings__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__SharingSettings, arena _: ProtoArena) {
@@ -509,7 +546,10 @@ extension GeoV1.SharingSettings {
     }
 
     init(c: Frienso__Geo__V1__SharingSettings) {
-        self.init(shareWithFriends: (c.share_with_friends != 0), ghost: (c.ghost != 0), proximityAlerts: (c.proximity_alerts != 0), proximityM: c.proximity_m)
+        self.shareWithFriends = (c.share_with_friends != 0)
+        self.ghost = (c.ghost != 0)
+        self.proximityAlerts = (c.proximity_alerts != 0)
+        self.proximityM = c.proximity_m
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -554,29 +594,31 @@ extension GeoV1.GetSharingRequest {
     public static let protoName = "frienso.geo.v1.GetSharingRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetSharingRequest()
-        frienso__geo__v1__get_sharing_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_request__get_packed_size, pack: frienso__geo__v1__get_sharing_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetSharingRequest()
+            frienso__geo__v1__get_sharing_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_request__get_packed_size, pack: frienso__geo__v1__get_sharing_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetSharingRequest()
-        frienso__geo__v1__get_sharing_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_request__get_packed_size, pack: frienso__geo__v1__get_sharing_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetSharingRequest()
+            frienso__geo__v1__get_sharing_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_request__get_packed_size, pack: frienso__geo__v1__get_sharing_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetSharingRequest", unpack: frienso__geo__v1__get_sharing_request__unpack, free: frienso__geo__v1__get_sharing_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetSharingRequest", unpack: frienso__geo__v1__get_sharing_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetSharingRequest", unpack: frienso__geo__v1__get_sharing_request__unpack, free: frienso__geo__v1__get_sharing_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetSharingRequest", unpack: frienso__geo__v1__get_sharing_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Geo__V1__GetSharingRequest, arena _: ProtoArena) {
@@ -611,9 +653,11 @@ extension GeoV1.GetSharingRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.GetSharingResponse`
     public struct GetSharingResponse: ProtoMessage {
-        public var settings: GeoV1.SharingSettings? = nil
+        public var settings: Optional<GeoV1.SharingSettings>
 
-        public init() {}
+        public init() {
+        self.settings = nil
+        }
 
         public init(settings: GeoV1.SharingSettings? = nil) {
         self.settings = settings
@@ -625,29 +669,31 @@ extension GeoV1.GetSharingResponse {
     public static let protoName = "frienso.geo.v1.GetSharingResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetSharingResponse()
-        frienso__geo__v1__get_sharing_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_response__get_packed_size, pack: frienso__geo__v1__get_sharing_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetSharingResponse()
+            frienso__geo__v1__get_sharing_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_response__get_packed_size, pack: frienso__geo__v1__get_sharing_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetSharingResponse()
-        frienso__geo__v1__get_sharing_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_response__get_packed_size, pack: frienso__geo__v1__get_sharing_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetSharingResponse()
+            frienso__geo__v1__get_sharing_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_sharing_response__get_packed_size, pack: frienso__geo__v1__get_sharing_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetSharingResponse", unpack: frienso__geo__v1__get_sharing_response__unpack, free: frienso__geo__v1__get_sharing_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetSharingResponse", unpack: frienso__geo__v1__get_sharing_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetSharingResponse", unpack: frienso__geo__v1__get_sharing_response__unpack, free: frienso__geo__v1__get_sharing_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetSharingResponse", unpack: frienso__geo__v1__get_sharing_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__GetSharingResponse, arena: ProtoArena) {
@@ -657,7 +703,7 @@ extension GeoV1.GetSharingResponse {
     }
 
     init(c: Frienso__Geo__V1__GetSharingResponse) {
-        self.init(settings: c.settings.map { GeoV1.SharingSettings(c: $0.pointee) })
+        self.settings = c.settings.map { GeoV1.SharingSettings(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -690,10 +736,13 @@ extension GeoV1.GetSharingResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.UpdateSharingRequest`
     public struct UpdateSharingRequest: ProtoMessage {
-        public var settings: GeoV1.SharingSettings? = nil
-        public var fields: [String] = []
+        public var settings: Optional<GeoV1.SharingSettings>
+        public var fields: [String]
 
-        public init() {}
+        public init() {
+        self.settings = nil
+        self.fields = []
+        }
 
         public init(settings: GeoV1.SharingSettings? = nil, fields: [String] = []) {
         self.settings = settings
@@ -706,29 +755,31 @@ extension GeoV1.UpdateSharingRequest {
     public static let protoName = "frienso.geo.v1.UpdateSharingRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__UpdateSharingRequest()
-        frienso__geo__v1__update_sharing_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_request__get_packed_size, pack: frienso__geo__v1__update_sharing_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__UpdateSharingRequest()
+            frienso__geo__v1__update_sharing_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_request__get_packed_size, pack: frienso__geo__v1__update_sharing_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__UpdateSharingRequest()
-        frienso__geo__v1__update_sharing_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_request__get_packed_size, pack: frienso__geo__v1__update_sharing_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__UpdateSharingRequest()
+            frienso__geo__v1__update_sharing_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_request__get_packed_size, pack: frienso__geo__v1__update_sharing_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateSharingRequest", unpack: frienso__geo__v1__update_sharing_request__unpack, free: frienso__geo__v1__update_sharing_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateSharingRequest", unpack: frienso__geo__v1__update_sharing_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateSharingRequest", unpack: frienso__geo__v1__update_sharing_request__unpack, free: frienso__geo__v1__update_sharing_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateSharingRequest", unpack: frienso__geo__v1__update_sharing_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__UpdateSharingRequest, arena: ProtoArena) {
@@ -740,7 +791,8 @@ extension GeoV1.UpdateSharingRequest {
     }
 
     init(c: Frienso__Geo__V1__UpdateSharingRequest) {
-        self.init(settings: c.settings.map { GeoV1.SharingSettings(c: $0.pointee) }, fields: ProtoRuntime.array(c.fields, count: c.n_fields) { ProtoRuntime.string($0) })
+        self.settings = c.settings.map { GeoV1.SharingSettings(c: $0.pointee) }
+        self.fields = ProtoRuntime.array(c.fields, count: c.n_fields) { ProtoRuntime.string($0) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -774,9 +826,11 @@ extension GeoV1.UpdateSharingRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.UpdateSharingResponse`
     public struct UpdateSharingResponse: ProtoMessage {
-        public var settings: GeoV1.SharingSettings? = nil
+        public var settings: Optional<GeoV1.SharingSettings>
 
-        public init() {}
+        public init() {
+        self.settings = nil
+        }
 
         public init(settings: GeoV1.SharingSettings? = nil) {
         self.settings = settings
@@ -788,29 +842,31 @@ extension GeoV1.UpdateSharingResponse {
     public static let protoName = "frienso.geo.v1.UpdateSharingResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__UpdateSharingResponse()
-        frienso__geo__v1__update_sharing_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_response__get_packed_size, pack: frienso__geo__v1__update_sharing_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__UpdateSharingResponse()
+            frienso__geo__v1__update_sharing_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_response__get_packed_size, pack: frienso__geo__v1__update_sharing_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__UpdateSharingResponse()
-        frienso__geo__v1__update_sharing_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_response__get_packed_size, pack: frienso__geo__v1__update_sharing_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__UpdateSharingResponse()
+            frienso__geo__v1__update_sharing_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__update_sharing_response__get_packed_size, pack: frienso__geo__v1__update_sharing_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateSharingResponse", unpack: frienso__geo__v1__update_sharing_response__unpack, free: frienso__geo__v1__update_sharing_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.UpdateSharingResponse", unpack: frienso__geo__v1__update_sharing_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateSharingResponse", unpack: frienso__geo__v1__update_sharing_response__unpack, free: frienso__geo__v1__update_sharing_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.UpdateSharingResponse", unpack: frienso__geo__v1__update_sharing_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__UpdateSharingResponse, arena: ProtoArena) {
@@ -820,7 +876,7 @@ extension GeoV1.UpdateSharingResponse {
     }
 
     init(c: Frienso__Geo__V1__UpdateSharingResponse) {
-        self.init(settings: c.settings.map { GeoV1.SharingSettings(c: $0.pointee) })
+        self.settings = c.settings.map { GeoV1.SharingSettings(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -853,15 +909,23 @@ extension GeoV1.UpdateSharingResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.FriendLocation`
     public struct FriendLocation: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var fix: GeoV1.Fix? = nil
-        public var ageMs: Int64 = 0
-        public var status: String = ""
-        public var around: String = ""
-        public var distanceM: Double = 0
-        public var precision: GeoV1.LocationPrecision = .init(rawValue: 0)
+        public var userId: UInt64
+        public var fix: Optional<GeoV1.Fix>
+        public var ageMs: Int64
+        public var status: String
+        public var around: String
+        public var distanceM: Double
+        public var precision: GeoV1.LocationPrecision
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.fix = nil
+        self.ageMs = 0
+        self.status = ""
+        self.around = ""
+        self.distanceM = 0
+        self.precision = .init(rawValue: 0)
+        }
 
         public init(userId: UInt64 = 0, fix: GeoV1.Fix? = nil, ageMs: Int64 = 0, status: String = "", around: String = "", distanceM: Double = 0, precision: GeoV1.LocationPrecision = .init(rawValue: 0)) {
         self.userId = userId
@@ -879,29 +943,31 @@ extension GeoV1.FriendLocation {
     public static let protoName = "frienso.geo.v1.FriendLocation"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__FriendLocation()
-        frienso__geo__v1__friend_location__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_location__get_packed_size, pack: frienso__geo__v1__friend_location__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__FriendLocation()
+            frienso__geo__v1__friend_location__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_location__get_packed_size, pack: frienso__geo__v1__friend_location__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__FriendLocation()
-        frienso__geo__v1__friend_location__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_location__get_packed_size, pack: frienso__geo__v1__friend_location__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__FriendLocation()
+            frienso__geo__v1__friend_location__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_location__get_packed_size, pack: frienso__geo__v1__friend_location__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendLocation", unpack: frienso__geo__v1__friend_location__unpack, free: frienso__geo__v1__friend_location__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendLocation", unpack: frienso__geo__v1__friend_location__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendLocation", unpack: frienso__geo__v1__friend_location__unpack, free: frienso__geo__v1__friend_location__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendLocation", unpack: frienso__geo__v1__friend_location__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__FriendLocation, arena: ProtoArena) {
@@ -917,7 +983,13 @@ extension GeoV1.FriendLocation {
     }
 
     init(c: Frienso__Geo__V1__FriendLocation) {
-        self.init(userId: c.user_id, fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, ageMs: c.age_ms, status: ProtoRuntime.string(c.status), around: ProtoRuntime.string(c.around), distanceM: c.distance_m, precision: GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue)))
+        self.userId = c.user_id
+        self.fix = c.fix.map { GeoV1.Fix(c: $0.pointee) }
+        self.ageMs = c.age_ms
+        self.status = ProtoRuntime.string(c.status)
+        self.around = ProtoRuntime.string(c.around)
+        self.distanceM = c.distance_m
+        self.precision = GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -967,29 +1039,31 @@ extension GeoV1.FriendsLocationsRequest {
     public static let protoName = "frienso.geo.v1.FriendsLocationsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__FriendsLocationsRequest()
-        frienso__geo__v1__friends_locations_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_request__get_packed_size, pack: frienso__geo__v1__friends_locations_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__FriendsLocationsRequest()
+            frienso__geo__v1__friends_locations_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_request__get_packed_size, pack: frienso__geo__v1__friends_locations_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__FriendsLocationsRequest()
-        frienso__geo__v1__friends_locations_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_request__get_packed_size, pack: frienso__geo__v1__friends_locations_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__FriendsLocationsRequest()
+            frienso__geo__v1__friends_locations_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_request__get_packed_size, pack: frienso__geo__v1__friends_locations_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendsLocationsRequest", unpack: frienso__geo__v1__friends_locations_request__unpack, free: frienso__geo__v1__friends_locations_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendsLocationsRequest", unpack: frienso__geo__v1__friends_locations_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendsLocationsRequest", unpack: frienso__geo__v1__friends_locations_request__unpack, free: frienso__geo__v1__friends_locations_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendsLocationsRequest", unpack: frienso__geo__v1__friends_locations_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Geo__V1__FriendsLocationsRequest, arena _: ProtoArena) {
@@ -1024,10 +1098,13 @@ extension GeoV1.FriendsLocationsRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.FriendsLocationsResponse`
     public struct FriendsLocationsResponse: ProtoMessage {
-        public var friends: [GeoV1.FriendLocation] = []
-        public var you: GeoV1.Fix? = nil
+        public var friends: [GeoV1.FriendLocation]
+        public var you: Optional<GeoV1.Fix>
 
-        public init() {}
+        public init() {
+        self.friends = []
+        self.you = nil
+        }
 
         public init(friends: [GeoV1.FriendLocation] = [], you: GeoV1.Fix? = nil) {
         self.friends = friends
@@ -1040,29 +1117,31 @@ extension GeoV1.FriendsLocationsResponse {
     public static let protoName = "frienso.geo.v1.FriendsLocationsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__FriendsLocationsResponse()
-        frienso__geo__v1__friends_locations_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_response__get_packed_size, pack: frienso__geo__v1__friends_locations_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__FriendsLocationsResponse()
+            frienso__geo__v1__friends_locations_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_response__get_packed_size, pack: frienso__geo__v1__friends_locations_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__FriendsLocationsResponse()
-        frienso__geo__v1__friends_locations_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_response__get_packed_size, pack: frienso__geo__v1__friends_locations_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__FriendsLocationsResponse()
+            frienso__geo__v1__friends_locations_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__friends_locations_response__get_packed_size, pack: frienso__geo__v1__friends_locations_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendsLocationsResponse", unpack: frienso__geo__v1__friends_locations_response__unpack, free: frienso__geo__v1__friends_locations_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendsLocationsResponse", unpack: frienso__geo__v1__friends_locations_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendsLocationsResponse", unpack: frienso__geo__v1__friends_locations_response__unpack, free: frienso__geo__v1__friends_locations_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendsLocationsResponse", unpack: frienso__geo__v1__friends_locations_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__FriendsLocationsResponse, arena: ProtoArena) {
@@ -1074,7 +1153,8 @@ extension GeoV1.FriendsLocationsResponse {
     }
 
     init(c: Frienso__Geo__V1__FriendsLocationsResponse) {
-        self.init(friends: ProtoRuntime.array(c.friends, count: c.n_friends) { GeoV1.FriendLocation(c: $0!.pointee) }, you: c.you.map { GeoV1.Fix(c: $0.pointee) })
+        self.friends = ProtoRuntime.array(c.friends, count: c.n_friends) { GeoV1.FriendLocation(c: $0!.pointee) }
+        self.you = c.you.map { GeoV1.Fix(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1110,11 +1190,15 @@ extension GeoV1.FriendsLocationsResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.NearbyRequest`
     public struct NearbyRequest: ProtoMessage {
-        public var radiusM: Double = 0
-        public var limit: UInt32 = 0
-        public var excludeExchanged: Bool = false
+        public var radiusM: Double
+        public var limit: UInt32
+        public var excludeExchanged: Bool
 
-        public init() {}
+        public init() {
+        self.radiusM = 0
+        self.limit = 0
+        self.excludeExchanged = false
+        }
 
         public init(radiusM: Double = 0, limit: UInt32 = 0, excludeExchanged: Bool = false) {
         self.radiusM = radiusM
@@ -1128,29 +1212,31 @@ extension GeoV1.NearbyRequest {
     public static let protoName = "frienso.geo.v1.NearbyRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__NearbyRequest()
-        frienso__geo__v1__nearby_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_request__get_packed_size, pack: frienso__geo__v1__nearby_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__NearbyRequest()
+            frienso__geo__v1__nearby_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_request__get_packed_size, pack: frienso__geo__v1__nearby_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__NearbyRequest()
-        frienso__geo__v1__nearby_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_request__get_packed_size, pack: frienso__geo__v1__nearby_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__NearbyRequest()
+            frienso__geo__v1__nearby_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_request__get_packed_size, pack: frienso__geo__v1__nearby_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NearbyRequest", unpack: frienso__geo__v1__nearby_request__unpack, free: frienso__geo__v1__nearby_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NearbyRequest", unpack: frienso__geo__v1__nearby_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NearbyRequest", unpack: frienso__geo__v1__nearby_request__unpack, free: frienso__geo__v1__nearby_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NearbyRequest", unpack: frienso__geo__v1__nearby_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__NearbyRequest, arena _: ProtoArena) {
@@ -1160,7 +1246,9 @@ extension GeoV1.NearbyRequest {
     }
 
     init(c: Frienso__Geo__V1__NearbyRequest) {
-        self.init(radiusM: c.radius_m, limit: c.limit, excludeExchanged: (c.exclude_exchanged != 0))
+        self.radiusM = c.radius_m
+        self.limit = c.limit
+        self.excludeExchanged = (c.exclude_exchanged != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1195,10 +1283,13 @@ extension GeoV1.NearbyRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.NearbyUser`
     public struct NearbyUser: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var distanceM: Double = 0
+        public var userId: UInt64
+        public var distanceM: Double
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.distanceM = 0
+        }
 
         public init(userId: UInt64 = 0, distanceM: Double = 0) {
         self.userId = userId
@@ -1211,29 +1302,31 @@ extension GeoV1.NearbyUser {
     public static let protoName = "frienso.geo.v1.NearbyUser"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__NearbyUser()
-        frienso__geo__v1__nearby_user__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_user__get_packed_size, pack: frienso__geo__v1__nearby_user__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__NearbyUser()
+            frienso__geo__v1__nearby_user__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_user__get_packed_size, pack: frienso__geo__v1__nearby_user__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__NearbyUser()
-        frienso__geo__v1__nearby_user__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_user__get_packed_size, pack: frienso__geo__v1__nearby_user__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__NearbyUser()
+            frienso__geo__v1__nearby_user__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_user__get_packed_size, pack: frienso__geo__v1__nearby_user__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NearbyUser", unpack: frienso__geo__v1__nearby_user__unpack, free: frienso__geo__v1__nearby_user__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NearbyUser", unpack: frienso__geo__v1__nearby_user__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NearbyUser", unpack: frienso__geo__v1__nearby_user__unpack, free: frienso__geo__v1__nearby_user__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NearbyUser", unpack: frienso__geo__v1__nearby_user__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__NearbyUser, arena _: ProtoArena) {
@@ -1242,7 +1335,8 @@ extension GeoV1.NearbyUser {
     }
 
     init(c: Frienso__Geo__V1__NearbyUser) {
-        self.init(userId: c.user_id, distanceM: c.distance_m)
+        self.userId = c.user_id
+        self.distanceM = c.distance_m
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1276,9 +1370,11 @@ extension GeoV1.NearbyUser {
 extension GeoV1 {
     /// `frienso.geo.v1.NearbyResponse`
     public struct NearbyResponse: ProtoMessage {
-        public var users: [GeoV1.NearbyUser] = []
+        public var users: [GeoV1.NearbyUser]
 
-        public init() {}
+        public init() {
+        self.users = []
+        }
 
         public init(users: [GeoV1.NearbyUser] = []) {
         self.users = users
@@ -1290,29 +1386,31 @@ extension GeoV1.NearbyResponse {
     public static let protoName = "frienso.geo.v1.NearbyResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__NearbyResponse()
-        frienso__geo__v1__nearby_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_response__get_packed_size, pack: frienso__geo__v1__nearby_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__NearbyResponse()
+            frienso__geo__v1__nearby_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_response__get_packed_size, pack: frienso__geo__v1__nearby_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__NearbyResponse()
-        frienso__geo__v1__nearby_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_response__get_packed_size, pack: frienso__geo__v1__nearby_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__NearbyResponse()
+            frienso__geo__v1__nearby_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__nearby_response__get_packed_size, pack: frienso__geo__v1__nearby_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NearbyResponse", unpack: frienso__geo__v1__nearby_response__unpack, free: frienso__geo__v1__nearby_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NearbyResponse", unpack: frienso__geo__v1__nearby_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NearbyResponse", unpack: frienso__geo__v1__nearby_response__unpack, free: frienso__geo__v1__nearby_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NearbyResponse", unpack: frienso__geo__v1__nearby_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__NearbyResponse, arena: ProtoArena) {
@@ -1321,7 +1419,7 @@ extension GeoV1.NearbyResponse {
     }
 
     init(c: Frienso__Geo__V1__NearbyResponse) {
-        self.init(users: ProtoRuntime.array(c.users, count: c.n_users) { GeoV1.NearbyUser(c: $0!.pointee) })
+        self.users = ProtoRuntime.array(c.users, count: c.n_users) { GeoV1.NearbyUser(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1354,9 +1452,11 @@ extension GeoV1.NearbyResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.NavigateRequest`
     public struct NavigateRequest: ProtoMessage {
-        public var userId: UInt64 = 0
+        public var userId: UInt64
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        }
 
         public init(userId: UInt64 = 0) {
         self.userId = userId
@@ -1368,29 +1468,31 @@ extension GeoV1.NavigateRequest {
     public static let protoName = "frienso.geo.v1.NavigateRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__NavigateRequest()
-        frienso__geo__v1__navigate_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_request__get_packed_size, pack: frienso__geo__v1__navigate_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__NavigateRequest()
+            frienso__geo__v1__navigate_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_request__get_packed_size, pack: frienso__geo__v1__navigate_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__NavigateRequest()
-        frienso__geo__v1__navigate_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_request__get_packed_size, pack: frienso__geo__v1__navigate_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__NavigateRequest()
+            frienso__geo__v1__navigate_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_request__get_packed_size, pack: frienso__geo__v1__navigate_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NavigateRequest", unpack: frienso__geo__v1__navigate_request__unpack, free: frienso__geo__v1__navigate_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NavigateRequest", unpack: frienso__geo__v1__navigate_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NavigateRequest", unpack: frienso__geo__v1__navigate_request__unpack, free: frienso__geo__v1__navigate_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NavigateRequest", unpack: frienso__geo__v1__navigate_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__NavigateRequest, arena _: ProtoArena) {
@@ -1398,7 +1500,7 @@ extension GeoV1.NavigateRequest {
     }
 
     init(c: Frienso__Geo__V1__NavigateRequest) {
-        self.init(userId: c.user_id)
+        self.userId = c.user_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1431,12 +1533,17 @@ extension GeoV1.NavigateRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.NavigateResponse`
     public struct NavigateResponse: ProtoMessage {
-        public var distanceM: Double = 0
-        public var bearingDeg: Double = 0
-        public var theirFix: GeoV1.Fix? = nil
-        public var yourFix: GeoV1.Fix? = nil
+        public var distanceM: Double
+        public var bearingDeg: Double
+        public var theirFix: Optional<GeoV1.Fix>
+        public var yourFix: Optional<GeoV1.Fix>
 
-        public init() {}
+        public init() {
+        self.distanceM = 0
+        self.bearingDeg = 0
+        self.theirFix = nil
+        self.yourFix = nil
+        }
 
         public init(distanceM: Double = 0, bearingDeg: Double = 0, theirFix: GeoV1.Fix? = nil, yourFix: GeoV1.Fix? = nil) {
         self.distanceM = distanceM
@@ -1451,29 +1558,31 @@ extension GeoV1.NavigateResponse {
     public static let protoName = "frienso.geo.v1.NavigateResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__NavigateResponse()
-        frienso__geo__v1__navigate_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_response__get_packed_size, pack: frienso__geo__v1__navigate_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__NavigateResponse()
+            frienso__geo__v1__navigate_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_response__get_packed_size, pack: frienso__geo__v1__navigate_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__NavigateResponse()
-        frienso__geo__v1__navigate_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_response__get_packed_size, pack: frienso__geo__v1__navigate_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__NavigateResponse()
+            frienso__geo__v1__navigate_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__navigate_response__get_packed_size, pack: frienso__geo__v1__navigate_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NavigateResponse", unpack: frienso__geo__v1__navigate_response__unpack, free: frienso__geo__v1__navigate_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.NavigateResponse", unpack: frienso__geo__v1__navigate_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NavigateResponse", unpack: frienso__geo__v1__navigate_response__unpack, free: frienso__geo__v1__navigate_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.NavigateResponse", unpack: frienso__geo__v1__navigate_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__NavigateResponse, arena: ProtoArena) {
@@ -1488,7 +1597,10 @@ extension GeoV1.NavigateResponse {
     }
 
     init(c: Frienso__Geo__V1__NavigateResponse) {
-        self.init(distanceM: c.distance_m, bearingDeg: c.bearing_deg, theirFix: c.their_fix.map { GeoV1.Fix(c: $0.pointee) }, yourFix: c.your_fix.map { GeoV1.Fix(c: $0.pointee) })
+        self.distanceM = c.distance_m
+        self.bearingDeg = c.bearing_deg
+        self.theirFix = c.their_fix.map { GeoV1.Fix(c: $0.pointee) }
+        self.yourFix = c.your_fix.map { GeoV1.Fix(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1535,29 +1647,31 @@ extension GeoV1.DeleteHistoryRequest {
     public static let protoName = "frienso.geo.v1.DeleteHistoryRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeleteHistoryRequest()
-        frienso__geo__v1__delete_history_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_request__get_packed_size, pack: frienso__geo__v1__delete_history_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeleteHistoryRequest()
+            frienso__geo__v1__delete_history_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_request__get_packed_size, pack: frienso__geo__v1__delete_history_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeleteHistoryRequest()
-        frienso__geo__v1__delete_history_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_request__get_packed_size, pack: frienso__geo__v1__delete_history_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeleteHistoryRequest()
+            frienso__geo__v1__delete_history_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_request__get_packed_size, pack: frienso__geo__v1__delete_history_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteHistoryRequest", unpack: frienso__geo__v1__delete_history_request__unpack, free: frienso__geo__v1__delete_history_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteHistoryRequest", unpack: frienso__geo__v1__delete_history_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteHistoryRequest", unpack: frienso__geo__v1__delete_history_request__unpack, free: frienso__geo__v1__delete_history_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteHistoryRequest", unpack: frienso__geo__v1__delete_history_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Geo__V1__DeleteHistoryRequest, arena _: ProtoArena) {
@@ -1592,9 +1706,11 @@ extension GeoV1.DeleteHistoryRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.DeleteHistoryResponse`
     public struct DeleteHistoryResponse: ProtoMessage {
-        public var deleted: UInt64 = 0
+        public var deleted: UInt64
 
-        public init() {}
+        public init() {
+        self.deleted = 0
+        }
 
         public init(deleted: UInt64 = 0) {
         self.deleted = deleted
@@ -1606,29 +1722,31 @@ extension GeoV1.DeleteHistoryResponse {
     public static let protoName = "frienso.geo.v1.DeleteHistoryResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeleteHistoryResponse()
-        frienso__geo__v1__delete_history_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_response__get_packed_size, pack: frienso__geo__v1__delete_history_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeleteHistoryResponse()
+            frienso__geo__v1__delete_history_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_response__get_packed_size, pack: frienso__geo__v1__delete_history_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeleteHistoryResponse()
-        frienso__geo__v1__delete_history_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_response__get_packed_size, pack: frienso__geo__v1__delete_history_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeleteHistoryResponse()
+            frienso__geo__v1__delete_history_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_history_response__get_packed_size, pack: frienso__geo__v1__delete_history_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteHistoryResponse", unpack: frienso__geo__v1__delete_history_response__unpack, free: frienso__geo__v1__delete_history_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteHistoryResponse", unpack: frienso__geo__v1__delete_history_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteHistoryResponse", unpack: frienso__geo__v1__delete_history_response__unpack, free: frienso__geo__v1__delete_history_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteHistoryResponse", unpack: frienso__geo__v1__delete_history_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__DeleteHistoryResponse, arena _: ProtoArena) {
@@ -1636,7 +1754,7 @@ extension GeoV1.DeleteHistoryResponse {
     }
 
     init(c: Frienso__Geo__V1__DeleteHistoryResponse) {
-        self.init(deleted: c.deleted)
+        self.deleted = c.deleted
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1669,9 +1787,11 @@ extension GeoV1.DeleteHistoryResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.LatestLocationRequest`
     public struct LatestLocationRequest: ProtoMessage {
-        public var userId: UInt64 = 0
+        public var userId: UInt64
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        }
 
         public init(userId: UInt64 = 0) {
         self.userId = userId
@@ -1683,29 +1803,31 @@ extension GeoV1.LatestLocationRequest {
     public static let protoName = "frienso.geo.v1.LatestLocationRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__LatestLocationRequest()
-        frienso__geo__v1__latest_location_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_request__get_packed_size, pack: frienso__geo__v1__latest_location_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__LatestLocationRequest()
+            frienso__geo__v1__latest_location_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_request__get_packed_size, pack: frienso__geo__v1__latest_location_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__LatestLocationRequest()
-        frienso__geo__v1__latest_location_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_request__get_packed_size, pack: frienso__geo__v1__latest_location_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__LatestLocationRequest()
+            frienso__geo__v1__latest_location_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_request__get_packed_size, pack: frienso__geo__v1__latest_location_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LatestLocationRequest", unpack: frienso__geo__v1__latest_location_request__unpack, free: frienso__geo__v1__latest_location_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LatestLocationRequest", unpack: frienso__geo__v1__latest_location_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LatestLocationRequest", unpack: frienso__geo__v1__latest_location_request__unpack, free: frienso__geo__v1__latest_location_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LatestLocationRequest", unpack: frienso__geo__v1__latest_location_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__LatestLocationRequest, arena _: ProtoArena) {
@@ -1713,7 +1835,7 @@ extension GeoV1.LatestLocationRequest {
     }
 
     init(c: Frienso__Geo__V1__LatestLocationRequest) {
-        self.init(userId: c.user_id)
+        self.userId = c.user_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1746,11 +1868,15 @@ extension GeoV1.LatestLocationRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.LatestLocationResponse`
     public struct LatestLocationResponse: ProtoMessage {
-        public var found: Bool = false
-        public var fix: GeoV1.Fix? = nil
-        public var placeName: String = ""
+        public var found: Bool
+        public var fix: Optional<GeoV1.Fix>
+        public var placeName: String
 
-        public init() {}
+        public init() {
+        self.found = false
+        self.fix = nil
+        self.placeName = ""
+        }
 
         public init(found: Bool = false, fix: GeoV1.Fix? = nil, placeName: String = "") {
         self.found = found
@@ -1764,29 +1890,31 @@ extension GeoV1.LatestLocationResponse {
     public static let protoName = "frienso.geo.v1.LatestLocationResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__LatestLocationResponse()
-        frienso__geo__v1__latest_location_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_response__get_packed_size, pack: frienso__geo__v1__latest_location_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__LatestLocationResponse()
+            frienso__geo__v1__latest_location_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_response__get_packed_size, pack: frienso__geo__v1__latest_location_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__LatestLocationResponse()
-        frienso__geo__v1__latest_location_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_response__get_packed_size, pack: frienso__geo__v1__latest_location_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__LatestLocationResponse()
+            frienso__geo__v1__latest_location_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__latest_location_response__get_packed_size, pack: frienso__geo__v1__latest_location_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LatestLocationResponse", unpack: frienso__geo__v1__latest_location_response__unpack, free: frienso__geo__v1__latest_location_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LatestLocationResponse", unpack: frienso__geo__v1__latest_location_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LatestLocationResponse", unpack: frienso__geo__v1__latest_location_response__unpack, free: frienso__geo__v1__latest_location_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LatestLocationResponse", unpack: frienso__geo__v1__latest_location_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__LatestLocationResponse, arena: ProtoArena) {
@@ -1798,7 +1926,9 @@ extension GeoV1.LatestLocationResponse {
     }
 
     init(c: Frienso__Geo__V1__LatestLocationResponse) {
-        self.init(found: (c.found != 0), fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, placeName: ProtoRuntime.string(c.place_name))
+        self.found = (c.found != 0)
+        self.fix = c.fix.map { GeoV1.Fix(c: $0.pointee) }
+        self.placeName = ProtoRuntime.string(c.place_name)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1833,10 +1963,13 @@ extension GeoV1.LatestLocationResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.CheckInAccessRequest`
     public struct CheckInAccessRequest: ProtoMessage {
-        public var viewerId: UInt64 = 0
-        public var ownerId: UInt64 = 0
+        public var viewerId: UInt64
+        public var ownerId: UInt64
 
-        public init() {}
+        public init() {
+        self.viewerId = 0
+        self.ownerId = 0
+        }
 
         public init(viewerId: UInt64 = 0, ownerId: UInt64 = 0) {
         self.viewerId = viewerId
@@ -1849,29 +1982,31 @@ extension GeoV1.CheckInAccessRequest {
     public static let protoName = "frienso.geo.v1.CheckInAccessRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CheckInAccessRequest()
-        frienso__geo__v1__check_in_access_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_request__get_packed_size, pack: frienso__geo__v1__check_in_access_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CheckInAccessRequest()
+            frienso__geo__v1__check_in_access_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_request__get_packed_size, pack: frienso__geo__v1__check_in_access_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CheckInAccessRequest()
-        frienso__geo__v1__check_in_access_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_request__get_packed_size, pack: frienso__geo__v1__check_in_access_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CheckInAccessRequest()
+            frienso__geo__v1__check_in_access_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_request__get_packed_size, pack: frienso__geo__v1__check_in_access_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInAccessRequest", unpack: frienso__geo__v1__check_in_access_request__unpack, free: frienso__geo__v1__check_in_access_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInAccessRequest", unpack: frienso__geo__v1__check_in_access_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInAccessRequest", unpack: frienso__geo__v1__check_in_access_request__unpack, free: frienso__geo__v1__check_in_access_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInAccessRequest", unpack: frienso__geo__v1__check_in_access_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__CheckInAccessRequest, arena _: ProtoArena) {
@@ -1880,7 +2015,8 @@ extension GeoV1.CheckInAccessRequest {
     }
 
     init(c: Frienso__Geo__V1__CheckInAccessRequest) {
-        self.init(viewerId: c.viewer_id, ownerId: c.owner_id)
+        self.viewerId = c.viewer_id
+        self.ownerId = c.owner_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1916,10 +2052,13 @@ extension GeoV1.CheckInAccessRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.CheckInAccessResponse`
     public struct CheckInAccessResponse: ProtoMessage {
-        public var visible: Bool = false
-        public var mediaId: String = ""
+        public var visible: Bool
+        public var mediaId: String
 
-        public init() {}
+        public init() {
+        self.visible = false
+        self.mediaId = ""
+        }
 
         public init(visible: Bool = false, mediaId: String = "") {
         self.visible = visible
@@ -1932,29 +2071,31 @@ extension GeoV1.CheckInAccessResponse {
     public static let protoName = "frienso.geo.v1.CheckInAccessResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CheckInAccessResponse()
-        frienso__geo__v1__check_in_access_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_response__get_packed_size, pack: frienso__geo__v1__check_in_access_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CheckInAccessResponse()
+            frienso__geo__v1__check_in_access_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_response__get_packed_size, pack: frienso__geo__v1__check_in_access_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CheckInAccessResponse()
-        frienso__geo__v1__check_in_access_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_response__get_packed_size, pack: frienso__geo__v1__check_in_access_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CheckInAccessResponse()
+            frienso__geo__v1__check_in_access_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_access_response__get_packed_size, pack: frienso__geo__v1__check_in_access_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInAccessResponse", unpack: frienso__geo__v1__check_in_access_response__unpack, free: frienso__geo__v1__check_in_access_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInAccessResponse", unpack: frienso__geo__v1__check_in_access_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInAccessResponse", unpack: frienso__geo__v1__check_in_access_response__unpack, free: frienso__geo__v1__check_in_access_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInAccessResponse", unpack: frienso__geo__v1__check_in_access_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__CheckInAccessResponse, arena: ProtoArena) {
@@ -1963,7 +2104,8 @@ extension GeoV1.CheckInAccessResponse {
     }
 
     init(c: Frienso__Geo__V1__CheckInAccessResponse) {
-        self.init(visible: (c.visible != 0), mediaId: ProtoRuntime.string(c.media_id))
+        self.visible = (c.visible != 0)
+        self.mediaId = ProtoRuntime.string(c.media_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1997,9 +2139,11 @@ extension GeoV1.CheckInAccessResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.GetPlaceRequest`
     public struct GetPlaceRequest: ProtoMessage {
-        public var placeId: UInt64 = 0
+        public var placeId: UInt64
 
-        public init() {}
+        public init() {
+        self.placeId = 0
+        }
 
         public init(placeId: UInt64 = 0) {
         self.placeId = placeId
@@ -2011,29 +2155,31 @@ extension GeoV1.GetPlaceRequest {
     public static let protoName = "frienso.geo.v1.GetPlaceRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetPlaceRequest()
-        frienso__geo__v1__get_place_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_request__get_packed_size, pack: frienso__geo__v1__get_place_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetPlaceRequest()
+            frienso__geo__v1__get_place_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_request__get_packed_size, pack: frienso__geo__v1__get_place_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetPlaceRequest()
-        frienso__geo__v1__get_place_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_request__get_packed_size, pack: frienso__geo__v1__get_place_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetPlaceRequest()
+            frienso__geo__v1__get_place_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_request__get_packed_size, pack: frienso__geo__v1__get_place_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPlaceRequest", unpack: frienso__geo__v1__get_place_request__unpack, free: frienso__geo__v1__get_place_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPlaceRequest", unpack: frienso__geo__v1__get_place_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPlaceRequest", unpack: frienso__geo__v1__get_place_request__unpack, free: frienso__geo__v1__get_place_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPlaceRequest", unpack: frienso__geo__v1__get_place_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__GetPlaceRequest, arena _: ProtoArena) {
@@ -2041,7 +2187,7 @@ extension GeoV1.GetPlaceRequest {
     }
 
     init(c: Frienso__Geo__V1__GetPlaceRequest) {
-        self.init(placeId: c.place_id)
+        self.placeId = c.place_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2074,10 +2220,13 @@ extension GeoV1.GetPlaceRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.GetPlaceResponse`
     public struct GetPlaceResponse: ProtoMessage {
-        public var found: Bool = false
-        public var place: GeoV1.Place? = nil
+        public var found: Bool
+        public var place: Optional<GeoV1.Place>
 
-        public init() {}
+        public init() {
+        self.found = false
+        self.place = nil
+        }
 
         public init(found: Bool = false, place: GeoV1.Place? = nil) {
         self.found = found
@@ -2090,29 +2239,31 @@ extension GeoV1.GetPlaceResponse {
     public static let protoName = "frienso.geo.v1.GetPlaceResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetPlaceResponse()
-        frienso__geo__v1__get_place_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_response__get_packed_size, pack: frienso__geo__v1__get_place_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetPlaceResponse()
+            frienso__geo__v1__get_place_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_response__get_packed_size, pack: frienso__geo__v1__get_place_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetPlaceResponse()
-        frienso__geo__v1__get_place_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_response__get_packed_size, pack: frienso__geo__v1__get_place_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetPlaceResponse()
+            frienso__geo__v1__get_place_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_place_response__get_packed_size, pack: frienso__geo__v1__get_place_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPlaceResponse", unpack: frienso__geo__v1__get_place_response__unpack, free: frienso__geo__v1__get_place_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPlaceResponse", unpack: frienso__geo__v1__get_place_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPlaceResponse", unpack: frienso__geo__v1__get_place_response__unpack, free: frienso__geo__v1__get_place_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPlaceResponse", unpack: frienso__geo__v1__get_place_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__GetPlaceResponse, arena: ProtoArena) {
@@ -2123,7 +2274,8 @@ extension GeoV1.GetPlaceResponse {
     }
 
     init(c: Frienso__Geo__V1__GetPlaceResponse) {
-        self.init(found: (c.found != 0), place: c.place.map { GeoV1.Place(c: $0.pointee) })
+        self.found = (c.found != 0)
+        self.place = c.place.map { GeoV1.Place(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2157,13 +2309,19 @@ extension GeoV1.GetPlaceResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.LocationEvent`
     public struct LocationEvent: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var fix: GeoV1.Fix? = nil
-        public var status: String = ""
-        public var around: String = ""
-        public var precision: GeoV1.LocationPrecision = .init(rawValue: 0)
+        public var userId: UInt64
+        public var fix: Optional<GeoV1.Fix>
+        public var status: String
+        public var around: String
+        public var precision: GeoV1.LocationPrecision
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.fix = nil
+        self.status = ""
+        self.around = ""
+        self.precision = .init(rawValue: 0)
+        }
 
         public init(userId: UInt64 = 0, fix: GeoV1.Fix? = nil, status: String = "", around: String = "", precision: GeoV1.LocationPrecision = .init(rawValue: 0)) {
         self.userId = userId
@@ -2179,29 +2337,31 @@ extension GeoV1.LocationEvent {
     public static let protoName = "frienso.geo.v1.LocationEvent"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__LocationEvent()
-        frienso__geo__v1__location_event__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_event__get_packed_size, pack: frienso__geo__v1__location_event__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__LocationEvent()
+            frienso__geo__v1__location_event__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_event__get_packed_size, pack: frienso__geo__v1__location_event__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__LocationEvent()
-        frienso__geo__v1__location_event__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_event__get_packed_size, pack: frienso__geo__v1__location_event__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__LocationEvent()
+            frienso__geo__v1__location_event__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_event__get_packed_size, pack: frienso__geo__v1__location_event__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LocationEvent", unpack: frienso__geo__v1__location_event__unpack, free: frienso__geo__v1__location_event__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LocationEvent", unpack: frienso__geo__v1__location_event__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LocationEvent", unpack: frienso__geo__v1__location_event__unpack, free: frienso__geo__v1__location_event__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LocationEvent", unpack: frienso__geo__v1__location_event__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__LocationEvent, arena: ProtoArena) {
@@ -2215,7 +2375,11 @@ extension GeoV1.LocationEvent {
     }
 
     init(c: Frienso__Geo__V1__LocationEvent) {
-        self.init(userId: c.user_id, fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, status: ProtoRuntime.string(c.status), around: ProtoRuntime.string(c.around), precision: GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue)))
+        self.userId = c.user_id
+        self.fix = c.fix.map { GeoV1.Fix(c: $0.pointee) }
+        self.status = ProtoRuntime.string(c.status)
+        self.around = ProtoRuntime.string(c.around)
+        self.precision = GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2254,13 +2418,19 @@ extension GeoV1.LocationEvent {
 extension GeoV1 {
     /// `frienso.geo.v1.AuditEntry`
     public struct AuditEntry: ProtoMessage {
-        public var viewerId: UInt64 = 0
-        public var kind: GeoV1.AuditKind = .init(rawValue: 0)
-        public var hourStartMs: Int64 = 0
-        public var count: UInt32 = 0
-        public var linkId: UInt64 = 0
+        public var viewerId: UInt64
+        public var kind: GeoV1.AuditKind
+        public var hourStartMs: Int64
+        public var count: UInt32
+        public var linkId: UInt64
 
-        public init() {}
+        public init() {
+        self.viewerId = 0
+        self.kind = .init(rawValue: 0)
+        self.hourStartMs = 0
+        self.count = 0
+        self.linkId = 0
+        }
 
         public init(viewerId: UInt64 = 0, kind: GeoV1.AuditKind = .init(rawValue: 0), hourStartMs: Int64 = 0, count: UInt32 = 0, linkId: UInt64 = 0) {
         self.viewerId = viewerId
@@ -2276,29 +2446,31 @@ extension GeoV1.AuditEntry {
     public static let protoName = "frienso.geo.v1.AuditEntry"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__AuditEntry()
-        frienso__geo__v1__audit_entry__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__audit_entry__get_packed_size, pack: frienso__geo__v1__audit_entry__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__AuditEntry()
+            frienso__geo__v1__audit_entry__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__audit_entry__get_packed_size, pack: frienso__geo__v1__audit_entry__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__AuditEntry()
-        frienso__geo__v1__audit_entry__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__audit_entry__get_packed_size, pack: frienso__geo__v1__audit_entry__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__AuditEntry()
+            frienso__geo__v1__audit_entry__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__audit_entry__get_packed_size, pack: frienso__geo__v1__audit_entry__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.AuditEntry", unpack: frienso__geo__v1__audit_entry__unpack, free: frienso__geo__v1__audit_entry__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.AuditEntry", unpack: frienso__geo__v1__audit_entry__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.AuditEntry", unpack: frienso__geo__v1__audit_entry__unpack, free: frienso__geo__v1__audit_entry__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.AuditEntry", unpack: frienso__geo__v1__audit_entry__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__AuditEntry, arena _: ProtoArena) {
@@ -2310,7 +2482,11 @@ extension GeoV1.AuditEntry {
     }
 
     init(c: Frienso__Geo__V1__AuditEntry) {
-        self.init(viewerId: c.viewer_id, kind: GeoV1.AuditKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), hourStartMs: c.hour_start_ms, count: c.count, linkId: c.link_id)
+        self.viewerId = c.viewer_id
+        self.kind = GeoV1.AuditKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue))
+        self.hourStartMs = c.hour_start_ms
+        self.count = c.count
+        self.linkId = c.link_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2349,10 +2525,13 @@ extension GeoV1.AuditEntry {
 extension GeoV1 {
     /// `frienso.geo.v1.ListAuditRequest`
     public struct ListAuditRequest: ProtoMessage {
-        public var sinceMs: Int64 = 0
-        public var limit: UInt32 = 0
+        public var sinceMs: Int64
+        public var limit: UInt32
 
-        public init() {}
+        public init() {
+        self.sinceMs = 0
+        self.limit = 0
+        }
 
         public init(sinceMs: Int64 = 0, limit: UInt32 = 0) {
         self.sinceMs = sinceMs
@@ -2365,29 +2544,31 @@ extension GeoV1.ListAuditRequest {
     public static let protoName = "frienso.geo.v1.ListAuditRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListAuditRequest()
-        frienso__geo__v1__list_audit_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_request__get_packed_size, pack: frienso__geo__v1__list_audit_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListAuditRequest()
+            frienso__geo__v1__list_audit_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_request__get_packed_size, pack: frienso__geo__v1__list_audit_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListAuditRequest()
-        frienso__geo__v1__list_audit_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_request__get_packed_size, pack: frienso__geo__v1__list_audit_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListAuditRequest()
+            frienso__geo__v1__list_audit_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_request__get_packed_size, pack: frienso__geo__v1__list_audit_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListAuditRequest", unpack: frienso__geo__v1__list_audit_request__unpack, free: frienso__geo__v1__list_audit_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListAuditRequest", unpack: frienso__geo__v1__list_audit_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListAuditRequest", unpack: frienso__geo__v1__list_audit_request__unpack, free: frienso__geo__v1__list_audit_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListAuditRequest", unpack: frienso__geo__v1__list_audit_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListAuditRequest, arena _: ProtoArena) {
@@ -2396,7 +2577,8 @@ extension GeoV1.ListAuditRequest {
     }
 
     init(c: Frienso__Geo__V1__ListAuditRequest) {
-        self.init(sinceMs: c.since_ms, limit: c.limit)
+        self.sinceMs = c.since_ms
+        self.limit = c.limit
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2430,10 +2612,13 @@ extension GeoV1.ListAuditRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ListAuditResponse`
     public struct ListAuditResponse: ProtoMessage {
-        public var entries: [GeoV1.AuditEntry] = []
-        public var retentionDays: Int64 = 0
+        public var entries: [GeoV1.AuditEntry]
+        public var retentionDays: Int64
 
-        public init() {}
+        public init() {
+        self.entries = []
+        self.retentionDays = 0
+        }
 
         public init(entries: [GeoV1.AuditEntry] = [], retentionDays: Int64 = 0) {
         self.entries = entries
@@ -2446,29 +2631,31 @@ extension GeoV1.ListAuditResponse {
     public static let protoName = "frienso.geo.v1.ListAuditResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListAuditResponse()
-        frienso__geo__v1__list_audit_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_response__get_packed_size, pack: frienso__geo__v1__list_audit_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListAuditResponse()
+            frienso__geo__v1__list_audit_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_response__get_packed_size, pack: frienso__geo__v1__list_audit_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListAuditResponse()
-        frienso__geo__v1__list_audit_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_response__get_packed_size, pack: frienso__geo__v1__list_audit_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListAuditResponse()
+            frienso__geo__v1__list_audit_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_audit_response__get_packed_size, pack: frienso__geo__v1__list_audit_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListAuditResponse", unpack: frienso__geo__v1__list_audit_response__unpack, free: frienso__geo__v1__list_audit_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListAuditResponse", unpack: frienso__geo__v1__list_audit_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListAuditResponse", unpack: frienso__geo__v1__list_audit_response__unpack, free: frienso__geo__v1__list_audit_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListAuditResponse", unpack: frienso__geo__v1__list_audit_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListAuditResponse, arena: ProtoArena) {
@@ -2478,7 +2665,8 @@ extension GeoV1.ListAuditResponse {
     }
 
     init(c: Frienso__Geo__V1__ListAuditResponse) {
-        self.init(entries: ProtoRuntime.array(c.entries, count: c.n_entries) { GeoV1.AuditEntry(c: $0!.pointee) }, retentionDays: c.retention_days)
+        self.entries = ProtoRuntime.array(c.entries, count: c.n_entries) { GeoV1.AuditEntry(c: $0!.pointee) }
+        self.retentionDays = c.retention_days
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2512,15 +2700,23 @@ extension GeoV1.ListAuditResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.ShareLink`
     public struct ShareLink: ProtoMessage {
-        public var linkId: UInt64 = 0
-        public var token: String = ""
-        public var label: String = ""
-        public var createdAtMs: Int64 = 0
-        public var expiresAtMs: Int64 = 0
-        public var revokedAtMs: Int64 = 0
-        public var views: UInt32 = 0
+        public var linkId: UInt64
+        public var token: String
+        public var label: String
+        public var createdAtMs: Int64
+        public var expiresAtMs: Int64
+        public var revokedAtMs: Int64
+        public var views: UInt32
 
-        public init() {}
+        public init() {
+        self.linkId = 0
+        self.token = ""
+        self.label = ""
+        self.createdAtMs = 0
+        self.expiresAtMs = 0
+        self.revokedAtMs = 0
+        self.views = 0
+        }
 
         public init(linkId: UInt64 = 0, token: String = "", label: String = "", createdAtMs: Int64 = 0, expiresAtMs: Int64 = 0, revokedAtMs: Int64 = 0, views: UInt32 = 0) {
         self.linkId = linkId
@@ -2538,29 +2734,31 @@ extension GeoV1.ShareLink {
     public static let protoName = "frienso.geo.v1.ShareLink"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ShareLink()
-        frienso__geo__v1__share_link__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__share_link__get_packed_size, pack: frienso__geo__v1__share_link__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ShareLink()
+            frienso__geo__v1__share_link__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__share_link__get_packed_size, pack: frienso__geo__v1__share_link__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ShareLink()
-        frienso__geo__v1__share_link__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__share_link__get_packed_size, pack: frienso__geo__v1__share_link__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ShareLink()
+            frienso__geo__v1__share_link__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__share_link__get_packed_size, pack: frienso__geo__v1__share_link__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ShareLink", unpack: frienso__geo__v1__share_link__unpack, free: frienso__geo__v1__share_link__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ShareLink", unpack: frienso__geo__v1__share_link__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ShareLink", unpack: frienso__geo__v1__share_link__unpack, free: frienso__geo__v1__share_link__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ShareLink", unpack: frienso__geo__v1__share_link__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ShareLink, arena: ProtoArena) {
@@ -2574,7 +2772,13 @@ extension GeoV1.ShareLink {
     }
 
     init(c: Frienso__Geo__V1__ShareLink) {
-        self.init(linkId: c.link_id, token: ProtoRuntime.string(c.token), label: ProtoRuntime.string(c.label), createdAtMs: c.created_at_ms, expiresAtMs: c.expires_at_ms, revokedAtMs: c.revoked_at_ms, views: c.views)
+        self.linkId = c.link_id
+        self.token = ProtoRuntime.string(c.token)
+        self.label = ProtoRuntime.string(c.label)
+        self.createdAtMs = c.created_at_ms
+        self.expiresAtMs = c.expires_at_ms
+        self.revokedAtMs = c.revoked_at_ms
+        self.views = c.views
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2613,10 +2817,13 @@ extension GeoV1.ShareLink {
 extension GeoV1 {
     /// `frienso.geo.v1.CreateShareLinkRequest`
     public struct CreateShareLinkRequest: ProtoMessage {
-        public var minutes: UInt32 = 0
-        public var label: String = ""
+        public var minutes: UInt32
+        public var label: String
 
-        public init() {}
+        public init() {
+        self.minutes = 0
+        self.label = ""
+        }
 
         public init(minutes: UInt32 = 0, label: String = "") {
         self.minutes = minutes
@@ -2629,29 +2836,31 @@ extension GeoV1.CreateShareLinkRequest {
     public static let protoName = "frienso.geo.v1.CreateShareLinkRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CreateShareLinkRequest()
-        frienso__geo__v1__create_share_link_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_request__get_packed_size, pack: frienso__geo__v1__create_share_link_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CreateShareLinkRequest()
+            frienso__geo__v1__create_share_link_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_request__get_packed_size, pack: frienso__geo__v1__create_share_link_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CreateShareLinkRequest()
-        frienso__geo__v1__create_share_link_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_request__get_packed_size, pack: frienso__geo__v1__create_share_link_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CreateShareLinkRequest()
+            frienso__geo__v1__create_share_link_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_request__get_packed_size, pack: frienso__geo__v1__create_share_link_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreateShareLinkRequest", unpack: frienso__geo__v1__create_share_link_request__unpack, free: frienso__geo__v1__create_share_link_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreateShareLinkRequest", unpack: frienso__geo__v1__create_share_link_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreateShareLinkRequest", unpack: frienso__geo__v1__create_share_link_request__unpack, free: frienso__geo__v1__create_share_link_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreateShareLinkRequest", unpack: frienso__geo__v1__create_share_link_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__CreateShareLinkRequest, arena: ProtoArena) {
@@ -2660,7 +2869,8 @@ extension GeoV1.CreateShareLinkRequest {
     }
 
     init(c: Frienso__Geo__V1__CreateShareLinkRequest) {
-        self.init(minutes: c.minutes, label: ProtoRuntime.string(c.label))
+        self.minutes = c.minutes
+        self.label = ProtoRuntime.string(c.label)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2694,10 +2904,13 @@ extension GeoV1.CreateShareLinkRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.CreateShareLinkResponse`
     public struct CreateShareLinkResponse: ProtoMessage {
-        public var link: GeoV1.ShareLink? = nil
-        public var path: String = ""
+        public var link: Optional<GeoV1.ShareLink>
+        public var path: String
 
-        public init() {}
+        public init() {
+        self.link = nil
+        self.path = ""
+        }
 
         public init(link: GeoV1.ShareLink? = nil, path: String = "") {
         self.link = link
@@ -2710,29 +2923,31 @@ extension GeoV1.CreateShareLinkResponse {
     public static let protoName = "frienso.geo.v1.CreateShareLinkResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CreateShareLinkResponse()
-        frienso__geo__v1__create_share_link_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_response__get_packed_size, pack: frienso__geo__v1__create_share_link_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CreateShareLinkResponse()
+            frienso__geo__v1__create_share_link_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_response__get_packed_size, pack: frienso__geo__v1__create_share_link_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CreateShareLinkResponse()
-        frienso__geo__v1__create_share_link_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_response__get_packed_size, pack: frienso__geo__v1__create_share_link_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CreateShareLinkResponse()
+            frienso__geo__v1__create_share_link_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_share_link_response__get_packed_size, pack: frienso__geo__v1__create_share_link_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreateShareLinkResponse", unpack: frienso__geo__v1__create_share_link_response__unpack, free: frienso__geo__v1__create_share_link_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreateShareLinkResponse", unpack: frienso__geo__v1__create_share_link_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreateShareLinkResponse", unpack: frienso__geo__v1__create_share_link_response__unpack, free: frienso__geo__v1__create_share_link_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreateShareLinkResponse", unpack: frienso__geo__v1__create_share_link_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__CreateShareLinkResponse, arena: ProtoArena) {
@@ -2743,7 +2958,8 @@ extension GeoV1.CreateShareLinkResponse {
     }
 
     init(c: Frienso__Geo__V1__CreateShareLinkResponse) {
-        self.init(link: c.link.map { GeoV1.ShareLink(c: $0.pointee) }, path: ProtoRuntime.string(c.path))
+        self.link = c.link.map { GeoV1.ShareLink(c: $0.pointee) }
+        self.path = ProtoRuntime.string(c.path)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2786,29 +3002,31 @@ extension GeoV1.ListShareLinksRequest {
     public static let protoName = "frienso.geo.v1.ListShareLinksRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListShareLinksRequest()
-        frienso__geo__v1__list_share_links_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_request__get_packed_size, pack: frienso__geo__v1__list_share_links_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListShareLinksRequest()
+            frienso__geo__v1__list_share_links_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_request__get_packed_size, pack: frienso__geo__v1__list_share_links_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListShareLinksRequest()
-        frienso__geo__v1__list_share_links_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_request__get_packed_size, pack: frienso__geo__v1__list_share_links_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListShareLinksRequest()
+            frienso__geo__v1__list_share_links_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_request__get_packed_size, pack: frienso__geo__v1__list_share_links_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListShareLinksRequest", unpack: frienso__geo__v1__list_share_links_request__unpack, free: frienso__geo__v1__list_share_links_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListShareLinksRequest", unpack: frienso__geo__v1__list_share_links_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListShareLinksRequest", unpack: frienso__geo__v1__list_share_links_request__unpack, free: frienso__geo__v1__list_share_links_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListShareLinksRequest", unpack: frienso__geo__v1__list_share_links_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Geo__V1__ListShareLinksRequest, arena _: ProtoArena) {
@@ -2843,9 +3061,11 @@ extension GeoV1.ListShareLinksRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ListShareLinksResponse`
     public struct ListShareLinksResponse: ProtoMessage {
-        public var links: [GeoV1.ShareLink] = []
+        public var links: [GeoV1.ShareLink]
 
-        public init() {}
+        public init() {
+        self.links = []
+        }
 
         public init(links: [GeoV1.ShareLink] = []) {
         self.links = links
@@ -2857,29 +3077,31 @@ extension GeoV1.ListShareLinksResponse {
     public static let protoName = "frienso.geo.v1.ListShareLinksResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListShareLinksResponse()
-        frienso__geo__v1__list_share_links_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_response__get_packed_size, pack: frienso__geo__v1__list_share_links_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListShareLinksResponse()
+            frienso__geo__v1__list_share_links_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_response__get_packed_size, pack: frienso__geo__v1__list_share_links_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListShareLinksResponse()
-        frienso__geo__v1__list_share_links_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_response__get_packed_size, pack: frienso__geo__v1__list_share_links_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListShareLinksResponse()
+            frienso__geo__v1__list_share_links_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_share_links_response__get_packed_size, pack: frienso__geo__v1__list_share_links_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListShareLinksResponse", unpack: frienso__geo__v1__list_share_links_response__unpack, free: frienso__geo__v1__list_share_links_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListShareLinksResponse", unpack: frienso__geo__v1__list_share_links_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListShareLinksResponse", unpack: frienso__geo__v1__list_share_links_response__unpack, free: frienso__geo__v1__list_share_links_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListShareLinksResponse", unpack: frienso__geo__v1__list_share_links_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListShareLinksResponse, arena: ProtoArena) {
@@ -2888,7 +3110,7 @@ extension GeoV1.ListShareLinksResponse {
     }
 
     init(c: Frienso__Geo__V1__ListShareLinksResponse) {
-        self.init(links: ProtoRuntime.array(c.links, count: c.n_links) { GeoV1.ShareLink(c: $0!.pointee) })
+        self.links = ProtoRuntime.array(c.links, count: c.n_links) { GeoV1.ShareLink(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2921,9 +3143,11 @@ extension GeoV1.ListShareLinksResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.RevokeShareLinkRequest`
     public struct RevokeShareLinkRequest: ProtoMessage {
-        public var linkId: UInt64 = 0
+        public var linkId: UInt64
 
-        public init() {}
+        public init() {
+        self.linkId = 0
+        }
 
         public init(linkId: UInt64 = 0) {
         self.linkId = linkId
@@ -2935,29 +3159,31 @@ extension GeoV1.RevokeShareLinkRequest {
     public static let protoName = "frienso.geo.v1.RevokeShareLinkRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__RevokeShareLinkRequest()
-        frienso__geo__v1__revoke_share_link_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_request__get_packed_size, pack: frienso__geo__v1__revoke_share_link_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__RevokeShareLinkRequest()
+            frienso__geo__v1__revoke_share_link_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_request__get_packed_size, pack: frienso__geo__v1__revoke_share_link_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__RevokeShareLinkRequest()
-        frienso__geo__v1__revoke_share_link_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_request__get_packed_size, pack: frienso__geo__v1__revoke_share_link_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__RevokeShareLinkRequest()
+            frienso__geo__v1__revoke_share_link_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_request__get_packed_size, pack: frienso__geo__v1__revoke_share_link_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.RevokeShareLinkRequest", unpack: frienso__geo__v1__revoke_share_link_request__unpack, free: frienso__geo__v1__revoke_share_link_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.RevokeShareLinkRequest", unpack: frienso__geo__v1__revoke_share_link_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.RevokeShareLinkRequest", unpack: frienso__geo__v1__revoke_share_link_request__unpack, free: frienso__geo__v1__revoke_share_link_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.RevokeShareLinkRequest", unpack: frienso__geo__v1__revoke_share_link_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__RevokeShareLinkRequest, arena _: ProtoArena) {
@@ -2965,7 +3191,7 @@ extension GeoV1.RevokeShareLinkRequest {
     }
 
     init(c: Frienso__Geo__V1__RevokeShareLinkRequest) {
-        self.init(linkId: c.link_id)
+        self.linkId = c.link_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2998,9 +3224,11 @@ extension GeoV1.RevokeShareLinkRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.RevokeShareLinkResponse`
     public struct RevokeShareLinkResponse: ProtoMessage {
-        public var link: GeoV1.ShareLink? = nil
+        public var link: Optional<GeoV1.ShareLink>
 
-        public init() {}
+        public init() {
+        self.link = nil
+        }
 
         public init(link: GeoV1.ShareLink? = nil) {
         self.link = link
@@ -3012,29 +3240,31 @@ extension GeoV1.RevokeShareLinkResponse {
     public static let protoName = "frienso.geo.v1.RevokeShareLinkResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__RevokeShareLinkResponse()
-        frienso__geo__v1__revoke_share_link_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_response__get_packed_size, pack: frienso__geo__v1__revoke_share_link_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__RevokeShareLinkResponse()
+            frienso__geo__v1__revoke_share_link_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_response__get_packed_size, pack: frienso__geo__v1__revoke_share_link_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__RevokeShareLinkResponse()
-        frienso__geo__v1__revoke_share_link_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_response__get_packed_size, pack: frienso__geo__v1__revoke_share_link_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__RevokeShareLinkResponse()
+            frienso__geo__v1__revoke_share_link_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__revoke_share_link_response__get_packed_size, pack: frienso__geo__v1__revoke_share_link_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.RevokeShareLinkResponse", unpack: frienso__geo__v1__revoke_share_link_response__unpack, free: frienso__geo__v1__revoke_share_link_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.RevokeShareLinkResponse", unpack: frienso__geo__v1__revoke_share_link_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.RevokeShareLinkResponse", unpack: frienso__geo__v1__revoke_share_link_response__unpack, free: frienso__geo__v1__revoke_share_link_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.RevokeShareLinkResponse", unpack: frienso__geo__v1__revoke_share_link_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__RevokeShareLinkResponse, arena: ProtoArena) {
@@ -3044,7 +3274,7 @@ extension GeoV1.RevokeShareLinkResponse {
     }
 
     init(c: Frienso__Geo__V1__RevokeShareLinkResponse) {
-        self.init(link: c.link.map { GeoV1.ShareLink(c: $0.pointee) })
+        self.link = c.link.map { GeoV1.ShareLink(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3077,9 +3307,11 @@ extension GeoV1.RevokeShareLinkResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.ViewShareLinkRequest`
     public struct ViewShareLinkRequest: ProtoMessage {
-        public var token: String = ""
+        public var token: String
 
-        public init() {}
+        public init() {
+        self.token = ""
+        }
 
         public init(token: String = "") {
         self.token = token
@@ -3091,29 +3323,31 @@ extension GeoV1.ViewShareLinkRequest {
     public static let protoName = "frienso.geo.v1.ViewShareLinkRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ViewShareLinkRequest()
-        frienso__geo__v1__view_share_link_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_request__get_packed_size, pack: frienso__geo__v1__view_share_link_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ViewShareLinkRequest()
+            frienso__geo__v1__view_share_link_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_request__get_packed_size, pack: frienso__geo__v1__view_share_link_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ViewShareLinkRequest()
-        frienso__geo__v1__view_share_link_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_request__get_packed_size, pack: frienso__geo__v1__view_share_link_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ViewShareLinkRequest()
+            frienso__geo__v1__view_share_link_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_request__get_packed_size, pack: frienso__geo__v1__view_share_link_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ViewShareLinkRequest", unpack: frienso__geo__v1__view_share_link_request__unpack, free: frienso__geo__v1__view_share_link_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ViewShareLinkRequest", unpack: frienso__geo__v1__view_share_link_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ViewShareLinkRequest", unpack: frienso__geo__v1__view_share_link_request__unpack, free: frienso__geo__v1__view_share_link_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ViewShareLinkRequest", unpack: frienso__geo__v1__view_share_link_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ViewShareLinkRequest, arena: ProtoArena) {
@@ -3121,7 +3355,7 @@ extension GeoV1.ViewShareLinkRequest {
     }
 
     init(c: Frienso__Geo__V1__ViewShareLinkRequest) {
-        self.init(token: ProtoRuntime.string(c.token))
+        self.token = ProtoRuntime.string(c.token)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3154,13 +3388,19 @@ extension GeoV1.ViewShareLinkRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ViewShareLinkResponse`
     public struct ViewShareLinkResponse: ProtoMessage {
-        public var label: String = ""
-        public var fix: GeoV1.Fix? = nil
-        public var ageMs: Int64 = 0
-        public var expiresAtMs: Int64 = 0
-        public var around: String = ""
+        public var label: String
+        public var fix: Optional<GeoV1.Fix>
+        public var ageMs: Int64
+        public var expiresAtMs: Int64
+        public var around: String
 
-        public init() {}
+        public init() {
+        self.label = ""
+        self.fix = nil
+        self.ageMs = 0
+        self.expiresAtMs = 0
+        self.around = ""
+        }
 
         public init(label: String = "", fix: GeoV1.Fix? = nil, ageMs: Int64 = 0, expiresAtMs: Int64 = 0, around: String = "") {
         self.label = label
@@ -3176,29 +3416,31 @@ extension GeoV1.ViewShareLinkResponse {
     public static let protoName = "frienso.geo.v1.ViewShareLinkResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ViewShareLinkResponse()
-        frienso__geo__v1__view_share_link_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_response__get_packed_size, pack: frienso__geo__v1__view_share_link_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ViewShareLinkResponse()
+            frienso__geo__v1__view_share_link_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_response__get_packed_size, pack: frienso__geo__v1__view_share_link_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ViewShareLinkResponse()
-        frienso__geo__v1__view_share_link_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_response__get_packed_size, pack: frienso__geo__v1__view_share_link_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ViewShareLinkResponse()
+            frienso__geo__v1__view_share_link_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__view_share_link_response__get_packed_size, pack: frienso__geo__v1__view_share_link_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ViewShareLinkResponse", unpack: frienso__geo__v1__view_share_link_response__unpack, free: frienso__geo__v1__view_share_link_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ViewShareLinkResponse", unpack: frienso__geo__v1__view_share_link_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ViewShareLinkResponse", unpack: frienso__geo__v1__view_share_link_response__unpack, free: frienso__geo__v1__view_share_link_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ViewShareLinkResponse", unpack: frienso__geo__v1__view_share_link_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ViewShareLinkResponse, arena: ProtoArena) {
@@ -3212,7 +3454,11 @@ extension GeoV1.ViewShareLinkResponse {
     }
 
     init(c: Frienso__Geo__V1__ViewShareLinkResponse) {
-        self.init(label: ProtoRuntime.string(c.label), fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, ageMs: c.age_ms, expiresAtMs: c.expires_at_ms, around: ProtoRuntime.string(c.around))
+        self.label = ProtoRuntime.string(c.label)
+        self.fix = c.fix.map { GeoV1.Fix(c: $0.pointee) }
+        self.ageMs = c.age_ms
+        self.expiresAtMs = c.expires_at_ms
+        self.around = ProtoRuntime.string(c.around)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3249,10 +3495,13 @@ extension GeoV1.ViewShareLinkResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.PrecisionSetting`
     public struct PrecisionSetting: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var precision: GeoV1.LocationPrecision = .init(rawValue: 0)
+        public var userId: UInt64
+        public var precision: GeoV1.LocationPrecision
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.precision = .init(rawValue: 0)
+        }
 
         public init(userId: UInt64 = 0, precision: GeoV1.LocationPrecision = .init(rawValue: 0)) {
         self.userId = userId
@@ -3265,29 +3514,31 @@ extension GeoV1.PrecisionSetting {
     public static let protoName = "frienso.geo.v1.PrecisionSetting"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__PrecisionSetting()
-        frienso__geo__v1__precision_setting__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__precision_setting__get_packed_size, pack: frienso__geo__v1__precision_setting__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__PrecisionSetting()
+            frienso__geo__v1__precision_setting__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__precision_setting__get_packed_size, pack: frienso__geo__v1__precision_setting__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__PrecisionSetting()
-        frienso__geo__v1__precision_setting__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__precision_setting__get_packed_size, pack: frienso__geo__v1__precision_setting__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__PrecisionSetting()
+            frienso__geo__v1__precision_setting__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__precision_setting__get_packed_size, pack: frienso__geo__v1__precision_setting__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.PrecisionSetting", unpack: frienso__geo__v1__precision_setting__unpack, free: frienso__geo__v1__precision_setting__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.PrecisionSetting", unpack: frienso__geo__v1__precision_setting__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.PrecisionSetting", unpack: frienso__geo__v1__precision_setting__unpack, free: frienso__geo__v1__precision_setting__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.PrecisionSetting", unpack: frienso__geo__v1__precision_setting__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__PrecisionSetting, arena _: ProtoArena) {
@@ -3296,7 +3547,8 @@ extension GeoV1.PrecisionSetting {
     }
 
     init(c: Frienso__Geo__V1__PrecisionSetting) {
-        self.init(userId: c.user_id, precision: GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue)))
+        self.userId = c.user_id
+        self.precision = GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3330,10 +3582,13 @@ extension GeoV1.PrecisionSetting {
 extension GeoV1 {
     /// `frienso.geo.v1.SetPrecisionRequest`
     public struct SetPrecisionRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var precision: GeoV1.LocationPrecision = .init(rawValue: 0)
+        public var userId: UInt64
+        public var precision: GeoV1.LocationPrecision
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.precision = .init(rawValue: 0)
+        }
 
         public init(userId: UInt64 = 0, precision: GeoV1.LocationPrecision = .init(rawValue: 0)) {
         self.userId = userId
@@ -3346,29 +3601,31 @@ extension GeoV1.SetPrecisionRequest {
     public static let protoName = "frienso.geo.v1.SetPrecisionRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__SetPrecisionRequest()
-        frienso__geo__v1__set_precision_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_precision_request__get_packed_size, pack: frienso__geo__v1__set_precision_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__SetPrecisionRequest()
+            frienso__geo__v1__set_precision_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_precision_request__get_packed_size, pack: frienso__geo__v1__set_precision_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__SetPrecisionRequest()
-        frienso__geo__v1__set_precision_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_precision_request__get_packed_size, pack: frienso__geo__v1__set_precision_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__SetPrecisionRequest()
+            frienso__geo__v1__set_precision_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_precision_request__get_packed_size, pack: frienso__geo__v1__set_precision_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SetPrecisionRequest", unpack: frienso__geo__v1__set_precision_request__unpack, free: frienso__geo__v1__set_precision_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SetPrecisionRequest", unpack: frienso__geo__v1__set_precision_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SetPrecisionRequest", unpack: frienso__geo__v1__set_precision_request__unpack, free: frienso__geo__v1__set_precision_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SetPrecisionRequest", unpack: frienso__geo__v1__set_precision_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__SetPrecisionRequest, arena _: ProtoArena) {
@@ -3377,7 +3634,8 @@ extension GeoV1.SetPrecisionRequest {
     }
 
     init(c: Frienso__Geo__V1__SetPrecisionRequest) {
-        self.init(userId: c.user_id, precision: GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue)))
+        self.userId = c.user_id
+        self.precision = GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.precision.rawValue))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3420,29 +3678,31 @@ extension GeoV1.GetPrecisionRequest {
     public static let protoName = "frienso.geo.v1.GetPrecisionRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetPrecisionRequest()
-        frienso__geo__v1__get_precision_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_request__get_packed_size, pack: frienso__geo__v1__get_precision_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetPrecisionRequest()
+            frienso__geo__v1__get_precision_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_request__get_packed_size, pack: frienso__geo__v1__get_precision_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetPrecisionRequest()
-        frienso__geo__v1__get_precision_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_request__get_packed_size, pack: frienso__geo__v1__get_precision_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetPrecisionRequest()
+            frienso__geo__v1__get_precision_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_request__get_packed_size, pack: frienso__geo__v1__get_precision_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPrecisionRequest", unpack: frienso__geo__v1__get_precision_request__unpack, free: frienso__geo__v1__get_precision_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPrecisionRequest", unpack: frienso__geo__v1__get_precision_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPrecisionRequest", unpack: frienso__geo__v1__get_precision_request__unpack, free: frienso__geo__v1__get_precision_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPrecisionRequest", unpack: frienso__geo__v1__get_precision_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Geo__V1__GetPrecisionRequest, arena _: ProtoArena) {
@@ -3477,10 +3737,13 @@ extension GeoV1.GetPrecisionRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.GetPrecisionResponse`
     public struct GetPrecisionResponse: ProtoMessage {
-        public var defaultPrecision: GeoV1.LocationPrecision = .init(rawValue: 0)
-        public var settings: [GeoV1.PrecisionSetting] = []
+        public var defaultPrecision: GeoV1.LocationPrecision
+        public var settings: [GeoV1.PrecisionSetting]
 
-        public init() {}
+        public init() {
+        self.defaultPrecision = .init(rawValue: 0)
+        self.settings = []
+        }
 
         public init(defaultPrecision: GeoV1.LocationPrecision = .init(rawValue: 0), settings: [GeoV1.PrecisionSetting] = []) {
         self.defaultPrecision = defaultPrecision
@@ -3493,29 +3756,31 @@ extension GeoV1.GetPrecisionResponse {
     public static let protoName = "frienso.geo.v1.GetPrecisionResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetPrecisionResponse()
-        frienso__geo__v1__get_precision_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_response__get_packed_size, pack: frienso__geo__v1__get_precision_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetPrecisionResponse()
+            frienso__geo__v1__get_precision_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_response__get_packed_size, pack: frienso__geo__v1__get_precision_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__GetPrecisionResponse()
-        frienso__geo__v1__get_precision_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_response__get_packed_size, pack: frienso__geo__v1__get_precision_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__GetPrecisionResponse()
+            frienso__geo__v1__get_precision_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__get_precision_response__get_packed_size, pack: frienso__geo__v1__get_precision_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPrecisionResponse", unpack: frienso__geo__v1__get_precision_response__unpack, free: frienso__geo__v1__get_precision_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.GetPrecisionResponse", unpack: frienso__geo__v1__get_precision_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPrecisionResponse", unpack: frienso__geo__v1__get_precision_response__unpack, free: frienso__geo__v1__get_precision_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.GetPrecisionResponse", unpack: frienso__geo__v1__get_precision_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__GetPrecisionResponse, arena: ProtoArena) {
@@ -3525,7 +3790,8 @@ extension GeoV1.GetPrecisionResponse {
     }
 
     init(c: Frienso__Geo__V1__GetPrecisionResponse) {
-        self.init(defaultPrecision: GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.default_precision.rawValue)), settings: ProtoRuntime.array(c.settings, count: c.n_settings) { GeoV1.PrecisionSetting(c: $0!.pointee) })
+        self.defaultPrecision = GeoV1.LocationPrecision(rawValue: Int32(truncatingIfNeeded: c.default_precision.rawValue))
+        self.settings = ProtoRuntime.array(c.settings, count: c.n_settings) { GeoV1.PrecisionSetting(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3559,16 +3825,25 @@ extension GeoV1.GetPrecisionResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.Zone`
     public struct Zone: ProtoMessage {
-        public var zoneId: UInt64 = 0
-        public var label: String = ""
-        public var latitude: Double = 0
-        public var longitude: Double = 0
-        public var radiusM: Double = 0
-        public var privacy: GeoV1.ZonePrivacy = .init(rawValue: 0)
-        public var keepHistory: Bool = false
-        public var inside: Bool = false
+        public var zoneId: UInt64
+        public var label: String
+        public var latitude: Double
+        public var longitude: Double
+        public var radiusM: Double
+        public var privacy: GeoV1.ZonePrivacy
+        public var keepHistory: Bool
+        public var inside: Bool
 
-        public init() {}
+        public init() {
+        self.zoneId = 0
+        self.label = ""
+        self.latitude = 0
+        self.longitude = 0
+        self.radiusM = 0
+        self.privacy = .init(rawValue: 0)
+        self.keepHistory = false
+        self.inside = false
+        }
 
         public init(zoneId: UInt64 = 0, label: String = "", latitude: Double = 0, longitude: Double = 0, radiusM: Double = 0, privacy: GeoV1.ZonePrivacy = .init(rawValue: 0), keepHistory: Bool = false, inside: Bool = false) {
         self.zoneId = zoneId
@@ -3587,29 +3862,31 @@ extension GeoV1.Zone {
     public static let protoName = "frienso.geo.v1.Zone"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__Zone()
-        frienso__geo__v1__zone__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone__get_packed_size, pack: frienso__geo__v1__zone__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__Zone()
+            frienso__geo__v1__zone__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone__get_packed_size, pack: frienso__geo__v1__zone__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__Zone()
-        frienso__geo__v1__zone__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone__get_packed_size, pack: frienso__geo__v1__zone__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__Zone()
+            frienso__geo__v1__zone__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone__get_packed_size, pack: frienso__geo__v1__zone__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.Zone", unpack: frienso__geo__v1__zone__unpack, free: frienso__geo__v1__zone__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.Zone", unpack: frienso__geo__v1__zone__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.Zone", unpack: frienso__geo__v1__zone__unpack, free: frienso__geo__v1__zone__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.Zone", unpack: frienso__geo__v1__zone__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__Zone, arena: ProtoArena) {
@@ -3624,7 +3901,14 @@ extension GeoV1.Zone {
     }
 
     init(c: Frienso__Geo__V1__Zone) {
-        self.init(zoneId: c.zone_id, label: ProtoRuntime.string(c.label), latitude: c.latitude, longitude: c.longitude, radiusM: c.radius_m, privacy: GeoV1.ZonePrivacy(rawValue: Int32(truncatingIfNeeded: c.privacy.rawValue)), keepHistory: (c.keep_history != 0), inside: (c.inside != 0))
+        self.zoneId = c.zone_id
+        self.label = ProtoRuntime.string(c.label)
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.radiusM = c.radius_m
+        self.privacy = GeoV1.ZonePrivacy(rawValue: Int32(truncatingIfNeeded: c.privacy.rawValue))
+        self.keepHistory = (c.keep_history != 0)
+        self.inside = (c.inside != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3664,9 +3948,11 @@ extension GeoV1.Zone {
 extension GeoV1 {
     /// `frienso.geo.v1.SetZoneRequest`
     public struct SetZoneRequest: ProtoMessage {
-        public var zone: GeoV1.Zone? = nil
+        public var zone: Optional<GeoV1.Zone>
 
-        public init() {}
+        public init() {
+        self.zone = nil
+        }
 
         public init(zone: GeoV1.Zone? = nil) {
         self.zone = zone
@@ -3678,29 +3964,31 @@ extension GeoV1.SetZoneRequest {
     public static let protoName = "frienso.geo.v1.SetZoneRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__SetZoneRequest()
-        frienso__geo__v1__set_zone_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_request__get_packed_size, pack: frienso__geo__v1__set_zone_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__SetZoneRequest()
+            frienso__geo__v1__set_zone_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_request__get_packed_size, pack: frienso__geo__v1__set_zone_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__SetZoneRequest()
-        frienso__geo__v1__set_zone_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_request__get_packed_size, pack: frienso__geo__v1__set_zone_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__SetZoneRequest()
+            frienso__geo__v1__set_zone_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_request__get_packed_size, pack: frienso__geo__v1__set_zone_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SetZoneRequest", unpack: frienso__geo__v1__set_zone_request__unpack, free: frienso__geo__v1__set_zone_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SetZoneRequest", unpack: frienso__geo__v1__set_zone_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SetZoneRequest", unpack: frienso__geo__v1__set_zone_request__unpack, free: frienso__geo__v1__set_zone_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SetZoneRequest", unpack: frienso__geo__v1__set_zone_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__SetZoneRequest, arena: ProtoArena) {
@@ -3710,7 +3998,7 @@ extension GeoV1.SetZoneRequest {
     }
 
     init(c: Frienso__Geo__V1__SetZoneRequest) {
-        self.init(zone: c.zone.map { GeoV1.Zone(c: $0.pointee) })
+        self.zone = c.zone.map { GeoV1.Zone(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3743,9 +4031,11 @@ extension GeoV1.SetZoneRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.SetZoneResponse`
     public struct SetZoneResponse: ProtoMessage {
-        public var zone: GeoV1.Zone? = nil
+        public var zone: Optional<GeoV1.Zone>
 
-        public init() {}
+        public init() {
+        self.zone = nil
+        }
 
         public init(zone: GeoV1.Zone? = nil) {
         self.zone = zone
@@ -3757,29 +4047,31 @@ extension GeoV1.SetZoneResponse {
     public static let protoName = "frienso.geo.v1.SetZoneResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__SetZoneResponse()
-        frienso__geo__v1__set_zone_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_response__get_packed_size, pack: frienso__geo__v1__set_zone_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__SetZoneResponse()
+            frienso__geo__v1__set_zone_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_response__get_packed_size, pack: frienso__geo__v1__set_zone_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__SetZoneResponse()
-        frienso__geo__v1__set_zone_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_response__get_packed_size, pack: frienso__geo__v1__set_zone_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__SetZoneResponse()
+            frienso__geo__v1__set_zone_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__set_zone_response__get_packed_size, pack: frienso__geo__v1__set_zone_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SetZoneResponse", unpack: frienso__geo__v1__set_zone_response__unpack, free: frienso__geo__v1__set_zone_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.SetZoneResponse", unpack: frienso__geo__v1__set_zone_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SetZoneResponse", unpack: frienso__geo__v1__set_zone_response__unpack, free: frienso__geo__v1__set_zone_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.SetZoneResponse", unpack: frienso__geo__v1__set_zone_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__SetZoneResponse, arena: ProtoArena) {
@@ -3789,7 +4081,7 @@ extension GeoV1.SetZoneResponse {
     }
 
     init(c: Frienso__Geo__V1__SetZoneResponse) {
-        self.init(zone: c.zone.map { GeoV1.Zone(c: $0.pointee) })
+        self.zone = c.zone.map { GeoV1.Zone(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3831,29 +4123,31 @@ extension GeoV1.ListZonesRequest {
     public static let protoName = "frienso.geo.v1.ListZonesRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListZonesRequest()
-        frienso__geo__v1__list_zones_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_request__get_packed_size, pack: frienso__geo__v1__list_zones_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListZonesRequest()
+            frienso__geo__v1__list_zones_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_request__get_packed_size, pack: frienso__geo__v1__list_zones_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListZonesRequest()
-        frienso__geo__v1__list_zones_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_request__get_packed_size, pack: frienso__geo__v1__list_zones_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListZonesRequest()
+            frienso__geo__v1__list_zones_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_request__get_packed_size, pack: frienso__geo__v1__list_zones_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListZonesRequest", unpack: frienso__geo__v1__list_zones_request__unpack, free: frienso__geo__v1__list_zones_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListZonesRequest", unpack: frienso__geo__v1__list_zones_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListZonesRequest", unpack: frienso__geo__v1__list_zones_request__unpack, free: frienso__geo__v1__list_zones_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListZonesRequest", unpack: frienso__geo__v1__list_zones_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Geo__V1__ListZonesRequest, arena _: ProtoArena) {
@@ -3888,9 +4182,11 @@ extension GeoV1.ListZonesRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ListZonesResponse`
     public struct ListZonesResponse: ProtoMessage {
-        public var zones: [GeoV1.Zone] = []
+        public var zones: [GeoV1.Zone]
 
-        public init() {}
+        public init() {
+        self.zones = []
+        }
 
         public init(zones: [GeoV1.Zone] = []) {
         self.zones = zones
@@ -3902,29 +4198,31 @@ extension GeoV1.ListZonesResponse {
     public static let protoName = "frienso.geo.v1.ListZonesResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListZonesResponse()
-        frienso__geo__v1__list_zones_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_response__get_packed_size, pack: frienso__geo__v1__list_zones_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListZonesResponse()
+            frienso__geo__v1__list_zones_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_response__get_packed_size, pack: frienso__geo__v1__list_zones_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListZonesResponse()
-        frienso__geo__v1__list_zones_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_response__get_packed_size, pack: frienso__geo__v1__list_zones_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListZonesResponse()
+            frienso__geo__v1__list_zones_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_zones_response__get_packed_size, pack: frienso__geo__v1__list_zones_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListZonesResponse", unpack: frienso__geo__v1__list_zones_response__unpack, free: frienso__geo__v1__list_zones_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListZonesResponse", unpack: frienso__geo__v1__list_zones_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListZonesResponse", unpack: frienso__geo__v1__list_zones_response__unpack, free: frienso__geo__v1__list_zones_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListZonesResponse", unpack: frienso__geo__v1__list_zones_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListZonesResponse, arena: ProtoArena) {
@@ -3933,7 +4231,7 @@ extension GeoV1.ListZonesResponse {
     }
 
     init(c: Frienso__Geo__V1__ListZonesResponse) {
-        self.init(zones: ProtoRuntime.array(c.zones, count: c.n_zones) { GeoV1.Zone(c: $0!.pointee) })
+        self.zones = ProtoRuntime.array(c.zones, count: c.n_zones) { GeoV1.Zone(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3966,9 +4264,11 @@ extension GeoV1.ListZonesResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.DeleteZoneRequest`
     public struct DeleteZoneRequest: ProtoMessage {
-        public var zoneId: UInt64 = 0
+        public var zoneId: UInt64
 
-        public init() {}
+        public init() {
+        self.zoneId = 0
+        }
 
         public init(zoneId: UInt64 = 0) {
         self.zoneId = zoneId
@@ -3980,29 +4280,31 @@ extension GeoV1.DeleteZoneRequest {
     public static let protoName = "frienso.geo.v1.DeleteZoneRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeleteZoneRequest()
-        frienso__geo__v1__delete_zone_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_request__get_packed_size, pack: frienso__geo__v1__delete_zone_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeleteZoneRequest()
+            frienso__geo__v1__delete_zone_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_request__get_packed_size, pack: frienso__geo__v1__delete_zone_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeleteZoneRequest()
-        frienso__geo__v1__delete_zone_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_request__get_packed_size, pack: frienso__geo__v1__delete_zone_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeleteZoneRequest()
+            frienso__geo__v1__delete_zone_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_request__get_packed_size, pack: frienso__geo__v1__delete_zone_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteZoneRequest", unpack: frienso__geo__v1__delete_zone_request__unpack, free: frienso__geo__v1__delete_zone_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteZoneRequest", unpack: frienso__geo__v1__delete_zone_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteZoneRequest", unpack: frienso__geo__v1__delete_zone_request__unpack, free: frienso__geo__v1__delete_zone_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteZoneRequest", unpack: frienso__geo__v1__delete_zone_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__DeleteZoneRequest, arena _: ProtoArena) {
@@ -4010,7 +4312,7 @@ extension GeoV1.DeleteZoneRequest {
     }
 
     init(c: Frienso__Geo__V1__DeleteZoneRequest) {
-        self.init(zoneId: c.zone_id)
+        self.zoneId = c.zone_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4043,9 +4345,11 @@ extension GeoV1.DeleteZoneRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.DeleteZoneResponse`
     public struct DeleteZoneResponse: ProtoMessage {
-        public var deleted: Bool = false
+        public var deleted: Bool
 
-        public init() {}
+        public init() {
+        self.deleted = false
+        }
 
         public init(deleted: Bool = false) {
         self.deleted = deleted
@@ -4057,29 +4361,31 @@ extension GeoV1.DeleteZoneResponse {
     public static let protoName = "frienso.geo.v1.DeleteZoneResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeleteZoneResponse()
-        frienso__geo__v1__delete_zone_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_response__get_packed_size, pack: frienso__geo__v1__delete_zone_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeleteZoneResponse()
+            frienso__geo__v1__delete_zone_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_response__get_packed_size, pack: frienso__geo__v1__delete_zone_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeleteZoneResponse()
-        frienso__geo__v1__delete_zone_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_response__get_packed_size, pack: frienso__geo__v1__delete_zone_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeleteZoneResponse()
+            frienso__geo__v1__delete_zone_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_zone_response__get_packed_size, pack: frienso__geo__v1__delete_zone_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteZoneResponse", unpack: frienso__geo__v1__delete_zone_response__unpack, free: frienso__geo__v1__delete_zone_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeleteZoneResponse", unpack: frienso__geo__v1__delete_zone_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteZoneResponse", unpack: frienso__geo__v1__delete_zone_response__unpack, free: frienso__geo__v1__delete_zone_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeleteZoneResponse", unpack: frienso__geo__v1__delete_zone_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__DeleteZoneResponse, arena _: ProtoArena) {
@@ -4087,7 +4393,7 @@ extension GeoV1.DeleteZoneResponse {
     }
 
     init(c: Frienso__Geo__V1__DeleteZoneResponse) {
-        self.init(deleted: (c.deleted != 0))
+        self.deleted = (c.deleted != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4120,17 +4426,27 @@ extension GeoV1.DeleteZoneResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.PlaceAlert`
     public struct PlaceAlert: ProtoMessage {
-        public var alertId: UInt64 = 0
-        public var viewerId: UInt64 = 0
-        public var subjectId: UInt64 = 0
-        public var zoneId: UInt64 = 0
-        public var placeId: UInt64 = 0
-        public var label: String = ""
-        public var onArrive: Bool = false
-        public var onLeave: Bool = false
-        public var createdAtMs: Int64 = 0
+        public var alertId: UInt64
+        public var viewerId: UInt64
+        public var subjectId: UInt64
+        public var zoneId: UInt64
+        public var placeId: UInt64
+        public var label: String
+        public var onArrive: Bool
+        public var onLeave: Bool
+        public var createdAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.alertId = 0
+        self.viewerId = 0
+        self.subjectId = 0
+        self.zoneId = 0
+        self.placeId = 0
+        self.label = ""
+        self.onArrive = false
+        self.onLeave = false
+        self.createdAtMs = 0
+        }
 
         public init(alertId: UInt64 = 0, viewerId: UInt64 = 0, subjectId: UInt64 = 0, zoneId: UInt64 = 0, placeId: UInt64 = 0, label: String = "", onArrive: Bool = false, onLeave: Bool = false, createdAtMs: Int64 = 0) {
         self.alertId = alertId
@@ -4150,29 +4466,31 @@ extension GeoV1.PlaceAlert {
     public static let protoName = "frienso.geo.v1.PlaceAlert"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__PlaceAlert()
-        frienso__geo__v1__place_alert__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert__get_packed_size, pack: frienso__geo__v1__place_alert__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__PlaceAlert()
+            frienso__geo__v1__place_alert__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert__get_packed_size, pack: frienso__geo__v1__place_alert__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__PlaceAlert()
-        frienso__geo__v1__place_alert__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert__get_packed_size, pack: frienso__geo__v1__place_alert__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__PlaceAlert()
+            frienso__geo__v1__place_alert__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert__get_packed_size, pack: frienso__geo__v1__place_alert__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.PlaceAlert", unpack: frienso__geo__v1__place_alert__unpack, free: frienso__geo__v1__place_alert__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.PlaceAlert", unpack: frienso__geo__v1__place_alert__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.PlaceAlert", unpack: frienso__geo__v1__place_alert__unpack, free: frienso__geo__v1__place_alert__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.PlaceAlert", unpack: frienso__geo__v1__place_alert__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__PlaceAlert, arena: ProtoArena) {
@@ -4188,7 +4506,15 @@ extension GeoV1.PlaceAlert {
     }
 
     init(c: Frienso__Geo__V1__PlaceAlert) {
-        self.init(alertId: c.alert_id, viewerId: c.viewer_id, subjectId: c.subject_id, zoneId: c.zone_id, placeId: c.place_id, label: ProtoRuntime.string(c.label), onArrive: (c.on_arrive != 0), onLeave: (c.on_leave != 0), createdAtMs: c.created_at_ms)
+        self.alertId = c.alert_id
+        self.viewerId = c.viewer_id
+        self.subjectId = c.subject_id
+        self.zoneId = c.zone_id
+        self.placeId = c.place_id
+        self.label = ProtoRuntime.string(c.label)
+        self.onArrive = (c.on_arrive != 0)
+        self.onLeave = (c.on_leave != 0)
+        self.createdAtMs = c.created_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4234,10 +4560,13 @@ extension GeoV1.PlaceAlert {
 extension GeoV1 {
     /// `frienso.geo.v1.AllowPlaceAlertsRequest`
     public struct AllowPlaceAlertsRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var allowed: Bool = false
+        public var userId: UInt64
+        public var allowed: Bool
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.allowed = false
+        }
 
         public init(userId: UInt64 = 0, allowed: Bool = false) {
         self.userId = userId
@@ -4250,29 +4579,31 @@ extension GeoV1.AllowPlaceAlertsRequest {
     public static let protoName = "frienso.geo.v1.AllowPlaceAlertsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__AllowPlaceAlertsRequest()
-        frienso__geo__v1__allow_place_alerts_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_request__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__AllowPlaceAlertsRequest()
+            frienso__geo__v1__allow_place_alerts_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_request__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__AllowPlaceAlertsRequest()
-        frienso__geo__v1__allow_place_alerts_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_request__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__AllowPlaceAlertsRequest()
+            frienso__geo__v1__allow_place_alerts_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_request__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.AllowPlaceAlertsRequest", unpack: frienso__geo__v1__allow_place_alerts_request__unpack, free: frienso__geo__v1__allow_place_alerts_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.AllowPlaceAlertsRequest", unpack: frienso__geo__v1__allow_place_alerts_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.AllowPlaceAlertsRequest", unpack: frienso__geo__v1__allow_place_alerts_request__unpack, free: frienso__geo__v1__allow_place_alerts_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.AllowPlaceAlertsRequest", unpack: frienso__geo__v1__allow_place_alerts_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__AllowPlaceAlertsRequest, arena _: ProtoArena) {
@@ -4281,7 +4612,8 @@ extension GeoV1.AllowPlaceAlertsRequest {
     }
 
     init(c: Frienso__Geo__V1__AllowPlaceAlertsRequest) {
-        self.init(userId: c.user_id, allowed: (c.allowed != 0))
+        self.userId = c.user_id
+        self.allowed = (c.allowed != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4315,9 +4647,11 @@ extension GeoV1.AllowPlaceAlertsRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.AllowPlaceAlertsResponse`
     public struct AllowPlaceAlertsResponse: ProtoMessage {
-        public var allowed: [UInt64] = []
+        public var allowed: [UInt64]
 
-        public init() {}
+        public init() {
+        self.allowed = []
+        }
 
         public init(allowed: [UInt64] = []) {
         self.allowed = allowed
@@ -4329,29 +4663,31 @@ extension GeoV1.AllowPlaceAlertsResponse {
     public static let protoName = "frienso.geo.v1.AllowPlaceAlertsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__AllowPlaceAlertsResponse()
-        frienso__geo__v1__allow_place_alerts_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_response__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__AllowPlaceAlertsResponse()
+            frienso__geo__v1__allow_place_alerts_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_response__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__AllowPlaceAlertsResponse()
-        frienso__geo__v1__allow_place_alerts_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_response__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__AllowPlaceAlertsResponse()
+            frienso__geo__v1__allow_place_alerts_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__allow_place_alerts_response__get_packed_size, pack: frienso__geo__v1__allow_place_alerts_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.AllowPlaceAlertsResponse", unpack: frienso__geo__v1__allow_place_alerts_response__unpack, free: frienso__geo__v1__allow_place_alerts_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.AllowPlaceAlertsResponse", unpack: frienso__geo__v1__allow_place_alerts_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.AllowPlaceAlertsResponse", unpack: frienso__geo__v1__allow_place_alerts_response__unpack, free: frienso__geo__v1__allow_place_alerts_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.AllowPlaceAlertsResponse", unpack: frienso__geo__v1__allow_place_alerts_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__AllowPlaceAlertsResponse, arena: ProtoArena) {
@@ -4360,7 +4696,7 @@ extension GeoV1.AllowPlaceAlertsResponse {
     }
 
     init(c: Frienso__Geo__V1__AllowPlaceAlertsResponse) {
-        self.init(allowed: ProtoRuntime.array(c.allowed, count: c.n_allowed) { $0 })
+        self.allowed = ProtoRuntime.array(c.allowed, count: c.n_allowed) { $0 }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4393,10 +4729,13 @@ extension GeoV1.AllowPlaceAlertsResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.ZoneLabel`
     public struct ZoneLabel: ProtoMessage {
-        public var zoneId: UInt64 = 0
-        public var label: String = ""
+        public var zoneId: UInt64
+        public var label: String
 
-        public init() {}
+        public init() {
+        self.zoneId = 0
+        self.label = ""
+        }
 
         public init(zoneId: UInt64 = 0, label: String = "") {
         self.zoneId = zoneId
@@ -4409,29 +4748,31 @@ extension GeoV1.ZoneLabel {
     public static let protoName = "frienso.geo.v1.ZoneLabel"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ZoneLabel()
-        frienso__geo__v1__zone_label__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone_label__get_packed_size, pack: frienso__geo__v1__zone_label__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ZoneLabel()
+            frienso__geo__v1__zone_label__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone_label__get_packed_size, pack: frienso__geo__v1__zone_label__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ZoneLabel()
-        frienso__geo__v1__zone_label__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone_label__get_packed_size, pack: frienso__geo__v1__zone_label__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ZoneLabel()
+            frienso__geo__v1__zone_label__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__zone_label__get_packed_size, pack: frienso__geo__v1__zone_label__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ZoneLabel", unpack: frienso__geo__v1__zone_label__unpack, free: frienso__geo__v1__zone_label__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ZoneLabel", unpack: frienso__geo__v1__zone_label__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ZoneLabel", unpack: frienso__geo__v1__zone_label__unpack, free: frienso__geo__v1__zone_label__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ZoneLabel", unpack: frienso__geo__v1__zone_label__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ZoneLabel, arena: ProtoArena) {
@@ -4440,7 +4781,8 @@ extension GeoV1.ZoneLabel {
     }
 
     init(c: Frienso__Geo__V1__ZoneLabel) {
-        self.init(zoneId: c.zone_id, label: ProtoRuntime.string(c.label))
+        self.zoneId = c.zone_id
+        self.label = ProtoRuntime.string(c.label)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4474,9 +4816,11 @@ extension GeoV1.ZoneLabel {
 extension GeoV1 {
     /// `frienso.geo.v1.ListPlaceAlertTargetsRequest`
     public struct ListPlaceAlertTargetsRequest: ProtoMessage {
-        public var subjectId: UInt64 = 0
+        public var subjectId: UInt64
 
-        public init() {}
+        public init() {
+        self.subjectId = 0
+        }
 
         public init(subjectId: UInt64 = 0) {
         self.subjectId = subjectId
@@ -4488,29 +4832,31 @@ extension GeoV1.ListPlaceAlertTargetsRequest {
     public static let protoName = "frienso.geo.v1.ListPlaceAlertTargetsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceAlertTargetsRequest()
-        frienso__geo__v1__list_place_alert_targets_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_request__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceAlertTargetsRequest()
+            frienso__geo__v1__list_place_alert_targets_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_request__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceAlertTargetsRequest()
-        frienso__geo__v1__list_place_alert_targets_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_request__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceAlertTargetsRequest()
+            frienso__geo__v1__list_place_alert_targets_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_request__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertTargetsRequest", unpack: frienso__geo__v1__list_place_alert_targets_request__unpack, free: frienso__geo__v1__list_place_alert_targets_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertTargetsRequest", unpack: frienso__geo__v1__list_place_alert_targets_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertTargetsRequest", unpack: frienso__geo__v1__list_place_alert_targets_request__unpack, free: frienso__geo__v1__list_place_alert_targets_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertTargetsRequest", unpack: frienso__geo__v1__list_place_alert_targets_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListPlaceAlertTargetsRequest, arena _: ProtoArena) {
@@ -4518,7 +4864,7 @@ extension GeoV1.ListPlaceAlertTargetsRequest {
     }
 
     init(c: Frienso__Geo__V1__ListPlaceAlertTargetsRequest) {
-        self.init(subjectId: c.subject_id)
+        self.subjectId = c.subject_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4551,9 +4897,11 @@ extension GeoV1.ListPlaceAlertTargetsRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ListPlaceAlertTargetsResponse`
     public struct ListPlaceAlertTargetsResponse: ProtoMessage {
-        public var zones: [GeoV1.ZoneLabel] = []
+        public var zones: [GeoV1.ZoneLabel]
 
-        public init() {}
+        public init() {
+        self.zones = []
+        }
 
         public init(zones: [GeoV1.ZoneLabel] = []) {
         self.zones = zones
@@ -4565,29 +4913,31 @@ extension GeoV1.ListPlaceAlertTargetsResponse {
     public static let protoName = "frienso.geo.v1.ListPlaceAlertTargetsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceAlertTargetsResponse()
-        frienso__geo__v1__list_place_alert_targets_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_response__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceAlertTargetsResponse()
+            frienso__geo__v1__list_place_alert_targets_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_response__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceAlertTargetsResponse()
-        frienso__geo__v1__list_place_alert_targets_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_response__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceAlertTargetsResponse()
+            frienso__geo__v1__list_place_alert_targets_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alert_targets_response__get_packed_size, pack: frienso__geo__v1__list_place_alert_targets_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertTargetsResponse", unpack: frienso__geo__v1__list_place_alert_targets_response__unpack, free: frienso__geo__v1__list_place_alert_targets_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertTargetsResponse", unpack: frienso__geo__v1__list_place_alert_targets_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertTargetsResponse", unpack: frienso__geo__v1__list_place_alert_targets_response__unpack, free: frienso__geo__v1__list_place_alert_targets_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertTargetsResponse", unpack: frienso__geo__v1__list_place_alert_targets_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListPlaceAlertTargetsResponse, arena: ProtoArena) {
@@ -4596,7 +4946,7 @@ extension GeoV1.ListPlaceAlertTargetsResponse {
     }
 
     init(c: Frienso__Geo__V1__ListPlaceAlertTargetsResponse) {
-        self.init(zones: ProtoRuntime.array(c.zones, count: c.n_zones) { GeoV1.ZoneLabel(c: $0!.pointee) })
+        self.zones = ProtoRuntime.array(c.zones, count: c.n_zones) { GeoV1.ZoneLabel(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4629,13 +4979,19 @@ extension GeoV1.ListPlaceAlertTargetsResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.CreatePlaceAlertRequest`
     public struct CreatePlaceAlertRequest: ProtoMessage {
-        public var subjectId: UInt64 = 0
-        public var zoneId: UInt64 = 0
-        public var placeId: UInt64 = 0
-        public var onArrive: Bool = false
-        public var onLeave: Bool = false
+        public var subjectId: UInt64
+        public var zoneId: UInt64
+        public var placeId: UInt64
+        public var onArrive: Bool
+        public var onLeave: Bool
 
-        public init() {}
+        public init() {
+        self.subjectId = 0
+        self.zoneId = 0
+        self.placeId = 0
+        self.onArrive = false
+        self.onLeave = false
+        }
 
         public init(subjectId: UInt64 = 0, zoneId: UInt64 = 0, placeId: UInt64 = 0, onArrive: Bool = false, onLeave: Bool = false) {
         self.subjectId = subjectId
@@ -4651,29 +5007,31 @@ extension GeoV1.CreatePlaceAlertRequest {
     public static let protoName = "frienso.geo.v1.CreatePlaceAlertRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CreatePlaceAlertRequest()
-        frienso__geo__v1__create_place_alert_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_request__get_packed_size, pack: frienso__geo__v1__create_place_alert_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CreatePlaceAlertRequest()
+            frienso__geo__v1__create_place_alert_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_request__get_packed_size, pack: frienso__geo__v1__create_place_alert_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CreatePlaceAlertRequest()
-        frienso__geo__v1__create_place_alert_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_request__get_packed_size, pack: frienso__geo__v1__create_place_alert_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CreatePlaceAlertRequest()
+            frienso__geo__v1__create_place_alert_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_request__get_packed_size, pack: frienso__geo__v1__create_place_alert_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreatePlaceAlertRequest", unpack: frienso__geo__v1__create_place_alert_request__unpack, free: frienso__geo__v1__create_place_alert_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreatePlaceAlertRequest", unpack: frienso__geo__v1__create_place_alert_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreatePlaceAlertRequest", unpack: frienso__geo__v1__create_place_alert_request__unpack, free: frienso__geo__v1__create_place_alert_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreatePlaceAlertRequest", unpack: frienso__geo__v1__create_place_alert_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__CreatePlaceAlertRequest, arena _: ProtoArena) {
@@ -4685,7 +5043,11 @@ extension GeoV1.CreatePlaceAlertRequest {
     }
 
     init(c: Frienso__Geo__V1__CreatePlaceAlertRequest) {
-        self.init(subjectId: c.subject_id, zoneId: c.zone_id, placeId: c.place_id, onArrive: (c.on_arrive != 0), onLeave: (c.on_leave != 0))
+        self.subjectId = c.subject_id
+        self.zoneId = c.zone_id
+        self.placeId = c.place_id
+        self.onArrive = (c.on_arrive != 0)
+        self.onLeave = (c.on_leave != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4725,9 +5087,11 @@ extension GeoV1.CreatePlaceAlertRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.CreatePlaceAlertResponse`
     public struct CreatePlaceAlertResponse: ProtoMessage {
-        public var alert: GeoV1.PlaceAlert? = nil
+        public var alert: Optional<GeoV1.PlaceAlert>
 
-        public init() {}
+        public init() {
+        self.alert = nil
+        }
 
         public init(alert: GeoV1.PlaceAlert? = nil) {
         self.alert = alert
@@ -4739,29 +5103,31 @@ extension GeoV1.CreatePlaceAlertResponse {
     public static let protoName = "frienso.geo.v1.CreatePlaceAlertResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CreatePlaceAlertResponse()
-        frienso__geo__v1__create_place_alert_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_response__get_packed_size, pack: frienso__geo__v1__create_place_alert_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CreatePlaceAlertResponse()
+            frienso__geo__v1__create_place_alert_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_response__get_packed_size, pack: frienso__geo__v1__create_place_alert_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CreatePlaceAlertResponse()
-        frienso__geo__v1__create_place_alert_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_response__get_packed_size, pack: frienso__geo__v1__create_place_alert_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CreatePlaceAlertResponse()
+            frienso__geo__v1__create_place_alert_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__create_place_alert_response__get_packed_size, pack: frienso__geo__v1__create_place_alert_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreatePlaceAlertResponse", unpack: frienso__geo__v1__create_place_alert_response__unpack, free: frienso__geo__v1__create_place_alert_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CreatePlaceAlertResponse", unpack: frienso__geo__v1__create_place_alert_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreatePlaceAlertResponse", unpack: frienso__geo__v1__create_place_alert_response__unpack, free: frienso__geo__v1__create_place_alert_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CreatePlaceAlertResponse", unpack: frienso__geo__v1__create_place_alert_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__CreatePlaceAlertResponse, arena: ProtoArena) {
@@ -4771,7 +5137,7 @@ extension GeoV1.CreatePlaceAlertResponse {
     }
 
     init(c: Frienso__Geo__V1__CreatePlaceAlertResponse) {
-        self.init(alert: c.alert.map { GeoV1.PlaceAlert(c: $0.pointee) })
+        self.alert = c.alert.map { GeoV1.PlaceAlert(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4813,29 +5179,31 @@ extension GeoV1.ListPlaceAlertsRequest {
     public static let protoName = "frienso.geo.v1.ListPlaceAlertsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceAlertsRequest()
-        frienso__geo__v1__list_place_alerts_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_request__get_packed_size, pack: frienso__geo__v1__list_place_alerts_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceAlertsRequest()
+            frienso__geo__v1__list_place_alerts_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_request__get_packed_size, pack: frienso__geo__v1__list_place_alerts_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceAlertsRequest()
-        frienso__geo__v1__list_place_alerts_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_request__get_packed_size, pack: frienso__geo__v1__list_place_alerts_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceAlertsRequest()
+            frienso__geo__v1__list_place_alerts_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_request__get_packed_size, pack: frienso__geo__v1__list_place_alerts_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertsRequest", unpack: frienso__geo__v1__list_place_alerts_request__unpack, free: frienso__geo__v1__list_place_alerts_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertsRequest", unpack: frienso__geo__v1__list_place_alerts_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertsRequest", unpack: frienso__geo__v1__list_place_alerts_request__unpack, free: frienso__geo__v1__list_place_alerts_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertsRequest", unpack: frienso__geo__v1__list_place_alerts_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Geo__V1__ListPlaceAlertsRequest, arena _: ProtoArena) {
@@ -4870,11 +5238,15 @@ extension GeoV1.ListPlaceAlertsRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ListPlaceAlertsResponse`
     public struct ListPlaceAlertsResponse: ProtoMessage {
-        public var mine: [GeoV1.PlaceAlert] = []
-        public var aboutMe: [GeoV1.PlaceAlert] = []
-        public var allowed: [UInt64] = []
+        public var mine: [GeoV1.PlaceAlert]
+        public var aboutMe: [GeoV1.PlaceAlert]
+        public var allowed: [UInt64]
 
-        public init() {}
+        public init() {
+        self.mine = []
+        self.aboutMe = []
+        self.allowed = []
+        }
 
         public init(mine: [GeoV1.PlaceAlert] = [], aboutMe: [GeoV1.PlaceAlert] = [], allowed: [UInt64] = []) {
         self.mine = mine
@@ -4888,29 +5260,31 @@ extension GeoV1.ListPlaceAlertsResponse {
     public static let protoName = "frienso.geo.v1.ListPlaceAlertsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceAlertsResponse()
-        frienso__geo__v1__list_place_alerts_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_response__get_packed_size, pack: frienso__geo__v1__list_place_alerts_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceAlertsResponse()
+            frienso__geo__v1__list_place_alerts_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_response__get_packed_size, pack: frienso__geo__v1__list_place_alerts_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceAlertsResponse()
-        frienso__geo__v1__list_place_alerts_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_response__get_packed_size, pack: frienso__geo__v1__list_place_alerts_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceAlertsResponse()
+            frienso__geo__v1__list_place_alerts_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_alerts_response__get_packed_size, pack: frienso__geo__v1__list_place_alerts_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertsResponse", unpack: frienso__geo__v1__list_place_alerts_response__unpack, free: frienso__geo__v1__list_place_alerts_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceAlertsResponse", unpack: frienso__geo__v1__list_place_alerts_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertsResponse", unpack: frienso__geo__v1__list_place_alerts_response__unpack, free: frienso__geo__v1__list_place_alerts_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceAlertsResponse", unpack: frienso__geo__v1__list_place_alerts_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListPlaceAlertsResponse, arena: ProtoArena) {
@@ -4923,7 +5297,9 @@ extension GeoV1.ListPlaceAlertsResponse {
     }
 
     init(c: Frienso__Geo__V1__ListPlaceAlertsResponse) {
-        self.init(mine: ProtoRuntime.array(c.mine, count: c.n_mine) { GeoV1.PlaceAlert(c: $0!.pointee) }, aboutMe: ProtoRuntime.array(c.about_me, count: c.n_about_me) { GeoV1.PlaceAlert(c: $0!.pointee) }, allowed: ProtoRuntime.array(c.allowed, count: c.n_allowed) { $0 })
+        self.mine = ProtoRuntime.array(c.mine, count: c.n_mine) { GeoV1.PlaceAlert(c: $0!.pointee) }
+        self.aboutMe = ProtoRuntime.array(c.about_me, count: c.n_about_me) { GeoV1.PlaceAlert(c: $0!.pointee) }
+        self.allowed = ProtoRuntime.array(c.allowed, count: c.n_allowed) { $0 }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4961,9 +5337,11 @@ extension GeoV1.ListPlaceAlertsResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.DeletePlaceAlertRequest`
     public struct DeletePlaceAlertRequest: ProtoMessage {
-        public var alertId: UInt64 = 0
+        public var alertId: UInt64
 
-        public init() {}
+        public init() {
+        self.alertId = 0
+        }
 
         public init(alertId: UInt64 = 0) {
         self.alertId = alertId
@@ -4975,29 +5353,31 @@ extension GeoV1.DeletePlaceAlertRequest {
     public static let protoName = "frienso.geo.v1.DeletePlaceAlertRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeletePlaceAlertRequest()
-        frienso__geo__v1__delete_place_alert_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_request__get_packed_size, pack: frienso__geo__v1__delete_place_alert_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeletePlaceAlertRequest()
+            frienso__geo__v1__delete_place_alert_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_request__get_packed_size, pack: frienso__geo__v1__delete_place_alert_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeletePlaceAlertRequest()
-        frienso__geo__v1__delete_place_alert_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_request__get_packed_size, pack: frienso__geo__v1__delete_place_alert_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeletePlaceAlertRequest()
+            frienso__geo__v1__delete_place_alert_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_request__get_packed_size, pack: frienso__geo__v1__delete_place_alert_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeletePlaceAlertRequest", unpack: frienso__geo__v1__delete_place_alert_request__unpack, free: frienso__geo__v1__delete_place_alert_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeletePlaceAlertRequest", unpack: frienso__geo__v1__delete_place_alert_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeletePlaceAlertRequest", unpack: frienso__geo__v1__delete_place_alert_request__unpack, free: frienso__geo__v1__delete_place_alert_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeletePlaceAlertRequest", unpack: frienso__geo__v1__delete_place_alert_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__DeletePlaceAlertRequest, arena _: ProtoArena) {
@@ -5005,7 +5385,7 @@ extension GeoV1.DeletePlaceAlertRequest {
     }
 
     init(c: Frienso__Geo__V1__DeletePlaceAlertRequest) {
-        self.init(alertId: c.alert_id)
+        self.alertId = c.alert_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5038,9 +5418,11 @@ extension GeoV1.DeletePlaceAlertRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.DeletePlaceAlertResponse`
     public struct DeletePlaceAlertResponse: ProtoMessage {
-        public var deleted: Bool = false
+        public var deleted: Bool
 
-        public init() {}
+        public init() {
+        self.deleted = false
+        }
 
         public init(deleted: Bool = false) {
         self.deleted = deleted
@@ -5052,29 +5434,31 @@ extension GeoV1.DeletePlaceAlertResponse {
     public static let protoName = "frienso.geo.v1.DeletePlaceAlertResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeletePlaceAlertResponse()
-        frienso__geo__v1__delete_place_alert_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_response__get_packed_size, pack: frienso__geo__v1__delete_place_alert_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeletePlaceAlertResponse()
+            frienso__geo__v1__delete_place_alert_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_response__get_packed_size, pack: frienso__geo__v1__delete_place_alert_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__DeletePlaceAlertResponse()
-        frienso__geo__v1__delete_place_alert_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_response__get_packed_size, pack: frienso__geo__v1__delete_place_alert_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__DeletePlaceAlertResponse()
+            frienso__geo__v1__delete_place_alert_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__delete_place_alert_response__get_packed_size, pack: frienso__geo__v1__delete_place_alert_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeletePlaceAlertResponse", unpack: frienso__geo__v1__delete_place_alert_response__unpack, free: frienso__geo__v1__delete_place_alert_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.DeletePlaceAlertResponse", unpack: frienso__geo__v1__delete_place_alert_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeletePlaceAlertResponse", unpack: frienso__geo__v1__delete_place_alert_response__unpack, free: frienso__geo__v1__delete_place_alert_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.DeletePlaceAlertResponse", unpack: frienso__geo__v1__delete_place_alert_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__DeletePlaceAlertResponse, arena _: ProtoArena) {
@@ -5082,7 +5466,7 @@ extension GeoV1.DeletePlaceAlertResponse {
     }
 
     init(c: Frienso__Geo__V1__DeletePlaceAlertResponse) {
-        self.init(deleted: (c.deleted != 0))
+        self.deleted = (c.deleted != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5115,14 +5499,21 @@ extension GeoV1.DeletePlaceAlertResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.PlaceAlertEvent`
     public struct PlaceAlertEvent: ProtoMessage {
-        public var eventId: UInt64 = 0
-        public var alertId: UInt64 = 0
-        public var subjectId: UInt64 = 0
-        public var label: String = ""
-        public var arrived: Bool = false
-        public var atMs: Int64 = 0
+        public var eventId: UInt64
+        public var alertId: UInt64
+        public var subjectId: UInt64
+        public var label: String
+        public var arrived: Bool
+        public var atMs: Int64
 
-        public init() {}
+        public init() {
+        self.eventId = 0
+        self.alertId = 0
+        self.subjectId = 0
+        self.label = ""
+        self.arrived = false
+        self.atMs = 0
+        }
 
         public init(eventId: UInt64 = 0, alertId: UInt64 = 0, subjectId: UInt64 = 0, label: String = "", arrived: Bool = false, atMs: Int64 = 0) {
         self.eventId = eventId
@@ -5139,29 +5530,31 @@ extension GeoV1.PlaceAlertEvent {
     public static let protoName = "frienso.geo.v1.PlaceAlertEvent"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__PlaceAlertEvent()
-        frienso__geo__v1__place_alert_event__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert_event__get_packed_size, pack: frienso__geo__v1__place_alert_event__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__PlaceAlertEvent()
+            frienso__geo__v1__place_alert_event__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert_event__get_packed_size, pack: frienso__geo__v1__place_alert_event__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__PlaceAlertEvent()
-        frienso__geo__v1__place_alert_event__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert_event__get_packed_size, pack: frienso__geo__v1__place_alert_event__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__PlaceAlertEvent()
+            frienso__geo__v1__place_alert_event__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__place_alert_event__get_packed_size, pack: frienso__geo__v1__place_alert_event__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.PlaceAlertEvent", unpack: frienso__geo__v1__place_alert_event__unpack, free: frienso__geo__v1__place_alert_event__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.PlaceAlertEvent", unpack: frienso__geo__v1__place_alert_event__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.PlaceAlertEvent", unpack: frienso__geo__v1__place_alert_event__unpack, free: frienso__geo__v1__place_alert_event__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.PlaceAlertEvent", unpack: frienso__geo__v1__place_alert_event__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__PlaceAlertEvent, arena: ProtoArena) {
@@ -5174,7 +5567,12 @@ extension GeoV1.PlaceAlertEvent {
     }
 
     init(c: Frienso__Geo__V1__PlaceAlertEvent) {
-        self.init(eventId: c.event_id, alertId: c.alert_id, subjectId: c.subject_id, label: ProtoRuntime.string(c.label), arrived: (c.arrived != 0), atMs: c.at_ms)
+        self.eventId = c.event_id
+        self.alertId = c.alert_id
+        self.subjectId = c.subject_id
+        self.label = ProtoRuntime.string(c.label)
+        self.arrived = (c.arrived != 0)
+        self.atMs = c.at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5215,10 +5613,13 @@ extension GeoV1.PlaceAlertEvent {
 extension GeoV1 {
     /// `frienso.geo.v1.ListPlaceEventsRequest`
     public struct ListPlaceEventsRequest: ProtoMessage {
-        public var afterId: UInt64 = 0
-        public var limit: UInt32 = 0
+        public var afterId: UInt64
+        public var limit: UInt32
 
-        public init() {}
+        public init() {
+        self.afterId = 0
+        self.limit = 0
+        }
 
         public init(afterId: UInt64 = 0, limit: UInt32 = 0) {
         self.afterId = afterId
@@ -5231,29 +5632,31 @@ extension GeoV1.ListPlaceEventsRequest {
     public static let protoName = "frienso.geo.v1.ListPlaceEventsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceEventsRequest()
-        frienso__geo__v1__list_place_events_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_request__get_packed_size, pack: frienso__geo__v1__list_place_events_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceEventsRequest()
+            frienso__geo__v1__list_place_events_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_request__get_packed_size, pack: frienso__geo__v1__list_place_events_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceEventsRequest()
-        frienso__geo__v1__list_place_events_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_request__get_packed_size, pack: frienso__geo__v1__list_place_events_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceEventsRequest()
+            frienso__geo__v1__list_place_events_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_request__get_packed_size, pack: frienso__geo__v1__list_place_events_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceEventsRequest", unpack: frienso__geo__v1__list_place_events_request__unpack, free: frienso__geo__v1__list_place_events_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceEventsRequest", unpack: frienso__geo__v1__list_place_events_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceEventsRequest", unpack: frienso__geo__v1__list_place_events_request__unpack, free: frienso__geo__v1__list_place_events_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceEventsRequest", unpack: frienso__geo__v1__list_place_events_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListPlaceEventsRequest, arena _: ProtoArena) {
@@ -5262,7 +5665,8 @@ extension GeoV1.ListPlaceEventsRequest {
     }
 
     init(c: Frienso__Geo__V1__ListPlaceEventsRequest) {
-        self.init(afterId: c.after_id, limit: c.limit)
+        self.afterId = c.after_id
+        self.limit = c.limit
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5296,10 +5700,13 @@ extension GeoV1.ListPlaceEventsRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ListPlaceEventsResponse`
     public struct ListPlaceEventsResponse: ProtoMessage {
-        public var events: [GeoV1.PlaceAlertEvent] = []
-        public var viewers: [UInt64] = []
+        public var events: [GeoV1.PlaceAlertEvent]
+        public var viewers: [UInt64]
 
-        public init() {}
+        public init() {
+        self.events = []
+        self.viewers = []
+        }
 
         public init(events: [GeoV1.PlaceAlertEvent] = [], viewers: [UInt64] = []) {
         self.events = events
@@ -5312,29 +5719,31 @@ extension GeoV1.ListPlaceEventsResponse {
     public static let protoName = "frienso.geo.v1.ListPlaceEventsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceEventsResponse()
-        frienso__geo__v1__list_place_events_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_response__get_packed_size, pack: frienso__geo__v1__list_place_events_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceEventsResponse()
+            frienso__geo__v1__list_place_events_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_response__get_packed_size, pack: frienso__geo__v1__list_place_events_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlaceEventsResponse()
-        frienso__geo__v1__list_place_events_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_response__get_packed_size, pack: frienso__geo__v1__list_place_events_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlaceEventsResponse()
+            frienso__geo__v1__list_place_events_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_place_events_response__get_packed_size, pack: frienso__geo__v1__list_place_events_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceEventsResponse", unpack: frienso__geo__v1__list_place_events_response__unpack, free: frienso__geo__v1__list_place_events_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlaceEventsResponse", unpack: frienso__geo__v1__list_place_events_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceEventsResponse", unpack: frienso__geo__v1__list_place_events_response__unpack, free: frienso__geo__v1__list_place_events_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlaceEventsResponse", unpack: frienso__geo__v1__list_place_events_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListPlaceEventsResponse, arena: ProtoArena) {
@@ -5345,7 +5754,8 @@ extension GeoV1.ListPlaceEventsResponse {
     }
 
     init(c: Frienso__Geo__V1__ListPlaceEventsResponse) {
-        self.init(events: ProtoRuntime.array(c.events, count: c.n_events) { GeoV1.PlaceAlertEvent(c: $0!.pointee) }, viewers: ProtoRuntime.array(c.viewers, count: c.n_viewers) { $0 })
+        self.events = ProtoRuntime.array(c.events, count: c.n_events) { GeoV1.PlaceAlertEvent(c: $0!.pointee) }
+        self.viewers = ProtoRuntime.array(c.viewers, count: c.n_viewers) { $0 }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5381,11 +5791,15 @@ extension GeoV1.ListPlaceEventsResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.FriendNearbyEvent`
     public struct FriendNearbyEvent: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var distanceM: Double = 0
-        public var atMs: Int64 = 0
+        public var userId: UInt64
+        public var distanceM: Double
+        public var atMs: Int64
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.distanceM = 0
+        self.atMs = 0
+        }
 
         public init(userId: UInt64 = 0, distanceM: Double = 0, atMs: Int64 = 0) {
         self.userId = userId
@@ -5399,29 +5813,31 @@ extension GeoV1.FriendNearbyEvent {
     public static let protoName = "frienso.geo.v1.FriendNearbyEvent"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__FriendNearbyEvent()
-        frienso__geo__v1__friend_nearby_event__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_nearby_event__get_packed_size, pack: frienso__geo__v1__friend_nearby_event__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__FriendNearbyEvent()
+            frienso__geo__v1__friend_nearby_event__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_nearby_event__get_packed_size, pack: frienso__geo__v1__friend_nearby_event__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__FriendNearbyEvent()
-        frienso__geo__v1__friend_nearby_event__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_nearby_event__get_packed_size, pack: frienso__geo__v1__friend_nearby_event__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__FriendNearbyEvent()
+            frienso__geo__v1__friend_nearby_event__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__friend_nearby_event__get_packed_size, pack: frienso__geo__v1__friend_nearby_event__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendNearbyEvent", unpack: frienso__geo__v1__friend_nearby_event__unpack, free: frienso__geo__v1__friend_nearby_event__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.FriendNearbyEvent", unpack: frienso__geo__v1__friend_nearby_event__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendNearbyEvent", unpack: frienso__geo__v1__friend_nearby_event__unpack, free: frienso__geo__v1__friend_nearby_event__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.FriendNearbyEvent", unpack: frienso__geo__v1__friend_nearby_event__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__FriendNearbyEvent, arena _: ProtoArena) {
@@ -5431,7 +5847,9 @@ extension GeoV1.FriendNearbyEvent {
     }
 
     init(c: Frienso__Geo__V1__FriendNearbyEvent) {
-        self.init(userId: c.user_id, distanceM: c.distance_m, atMs: c.at_ms)
+        self.userId = c.user_id
+        self.distanceM = c.distance_m
+        self.atMs = c.at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5466,16 +5884,25 @@ extension GeoV1.FriendNearbyEvent {
 extension GeoV1 {
     /// `frienso.geo.v1.Place`
     public struct Place: ProtoMessage {
-        public var placeId: UInt64 = 0
-        public var name: String = ""
-        public var kind: GeoV1.PlaceKind = .init(rawValue: 0)
-        public var latitude: Double = 0
-        public var longitude: Double = 0
-        public var radiusM: Double = 0
-        public var polygonLat: [Double] = []
-        public var polygonLon: [Double] = []
+        public var placeId: UInt64
+        public var name: String
+        public var kind: GeoV1.PlaceKind
+        public var latitude: Double
+        public var longitude: Double
+        public var radiusM: Double
+        public var polygonLat: [Double]
+        public var polygonLon: [Double]
 
-        public init() {}
+        public init() {
+        self.placeId = 0
+        self.name = ""
+        self.kind = .init(rawValue: 0)
+        self.latitude = 0
+        self.longitude = 0
+        self.radiusM = 0
+        self.polygonLat = []
+        self.polygonLon = []
+        }
 
         public init(placeId: UInt64 = 0, name: String = "", kind: GeoV1.PlaceKind = .init(rawValue: 0), latitude: Double = 0, longitude: Double = 0, radiusM: Double = 0, polygonLat: [Double] = [], polygonLon: [Double] = []) {
         self.placeId = placeId
@@ -5494,29 +5921,31 @@ extension GeoV1.Place {
     public static let protoName = "frienso.geo.v1.Place"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__Place()
-        frienso__geo__v1__place__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place__get_packed_size, pack: frienso__geo__v1__place__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__Place()
+            frienso__geo__v1__place__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__place__get_packed_size, pack: frienso__geo__v1__place__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__Place()
-        frienso__geo__v1__place__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__place__get_packed_size, pack: frienso__geo__v1__place__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__Place()
+            frienso__geo__v1__place__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__place__get_packed_size, pack: frienso__geo__v1__place__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.Place", unpack: frienso__geo__v1__place__unpack, free: frienso__geo__v1__place__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.Place", unpack: frienso__geo__v1__place__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.Place", unpack: frienso__geo__v1__place__unpack, free: frienso__geo__v1__place__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.Place", unpack: frienso__geo__v1__place__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__Place, arena: ProtoArena) {
@@ -5533,7 +5962,14 @@ extension GeoV1.Place {
     }
 
     init(c: Frienso__Geo__V1__Place) {
-        self.init(placeId: c.place_id, name: ProtoRuntime.string(c.name), kind: GeoV1.PlaceKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), latitude: c.latitude, longitude: c.longitude, radiusM: c.radius_m, polygonLat: ProtoRuntime.array(c.polygon_lat, count: c.n_polygon_lat) { $0 }, polygonLon: ProtoRuntime.array(c.polygon_lon, count: c.n_polygon_lon) { $0 })
+        self.placeId = c.place_id
+        self.name = ProtoRuntime.string(c.name)
+        self.kind = GeoV1.PlaceKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue))
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.radiusM = c.radius_m
+        self.polygonLat = ProtoRuntime.array(c.polygon_lat, count: c.n_polygon_lat) { $0 }
+        self.polygonLon = ProtoRuntime.array(c.polygon_lon, count: c.n_polygon_lon) { $0 }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5573,12 +6009,17 @@ extension GeoV1.Place {
 extension GeoV1 {
     /// `frienso.geo.v1.ImportPlacesRequest`
     public struct ImportPlacesRequest: ProtoMessage {
-        public var operatorKey: String = ""
-        public var format: String = ""
-        public var data: [UInt8] = []
-        public var replace: Bool = false
+        public var operatorKey: String
+        public var format: String
+        public var data: [UInt8]
+        public var replace: Bool
 
-        public init() {}
+        public init() {
+        self.operatorKey = ""
+        self.format = ""
+        self.data = []
+        self.replace = false
+        }
 
         public init(operatorKey: String = "", format: String = "", data: [UInt8] = [], replace: Bool = false) {
         self.operatorKey = operatorKey
@@ -5593,35 +6034,37 @@ extension GeoV1.ImportPlacesRequest {
     public static let protoName = "frienso.geo.v1.ImportPlacesRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ImportPlacesRequest()
-        frienso__geo__v1__import_places_request__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.data.withUnsafeBufferPointer { lent0 in
-            c.data = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_request__get_packed_size, pack: frienso__geo__v1__import_places_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ImportPlacesRequest()
+            frienso__geo__v1__import_places_request__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.data.withUnsafeBufferPointer { lent0 in
+                c.data = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_request__get_packed_size, pack: frienso__geo__v1__import_places_request__pack)
+            }
         }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ImportPlacesRequest()
-        frienso__geo__v1__import_places_request__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.data.withUnsafeBufferPointer { lent0 in
-            c.data = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_request__get_packed_size, pack: frienso__geo__v1__import_places_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ImportPlacesRequest()
+            frienso__geo__v1__import_places_request__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.data.withUnsafeBufferPointer { lent0 in
+                c.data = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_request__get_packed_size, pack: frienso__geo__v1__import_places_request__pack, into: allocate)
+            }
         }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ImportPlacesRequest", unpack: frienso__geo__v1__import_places_request__unpack, free: frienso__geo__v1__import_places_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ImportPlacesRequest", unpack: frienso__geo__v1__import_places_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ImportPlacesRequest", unpack: frienso__geo__v1__import_places_request__unpack, free: frienso__geo__v1__import_places_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ImportPlacesRequest", unpack: frienso__geo__v1__import_places_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ImportPlacesRequest, arena: ProtoArena, lendingBytes: Bool = false) {
@@ -5632,7 +6075,10 @@ extension GeoV1.ImportPlacesRequest {
     }
 
     init(c: Frienso__Geo__V1__ImportPlacesRequest) {
-        self.init(operatorKey: ProtoRuntime.string(c.operator_key), format: ProtoRuntime.string(c.format), data: ProtoRuntime.bytes(c.data), replace: (c.replace != 0))
+        self.operatorKey = ProtoRuntime.string(c.operator_key)
+        self.format = ProtoRuntime.string(c.format)
+        self.data = ProtoRuntime.bytes(c.data)
+        self.replace = (c.replace != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5668,10 +6114,13 @@ extension GeoV1.ImportPlacesRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ImportPlacesResponse`
     public struct ImportPlacesResponse: ProtoMessage {
-        public var imported: UInt32 = 0
-        public var problems: [String] = []
+        public var imported: UInt32
+        public var problems: [String]
 
-        public init() {}
+        public init() {
+        self.imported = 0
+        self.problems = []
+        }
 
         public init(imported: UInt32 = 0, problems: [String] = []) {
         self.imported = imported
@@ -5684,29 +6133,31 @@ extension GeoV1.ImportPlacesResponse {
     public static let protoName = "frienso.geo.v1.ImportPlacesResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ImportPlacesResponse()
-        frienso__geo__v1__import_places_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_response__get_packed_size, pack: frienso__geo__v1__import_places_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ImportPlacesResponse()
+            frienso__geo__v1__import_places_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_response__get_packed_size, pack: frienso__geo__v1__import_places_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ImportPlacesResponse()
-        frienso__geo__v1__import_places_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_response__get_packed_size, pack: frienso__geo__v1__import_places_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ImportPlacesResponse()
+            frienso__geo__v1__import_places_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__import_places_response__get_packed_size, pack: frienso__geo__v1__import_places_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ImportPlacesResponse", unpack: frienso__geo__v1__import_places_response__unpack, free: frienso__geo__v1__import_places_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ImportPlacesResponse", unpack: frienso__geo__v1__import_places_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ImportPlacesResponse", unpack: frienso__geo__v1__import_places_response__unpack, free: frienso__geo__v1__import_places_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ImportPlacesResponse", unpack: frienso__geo__v1__import_places_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ImportPlacesResponse, arena: ProtoArena) {
@@ -5716,7 +6167,8 @@ extension GeoV1.ImportPlacesResponse {
     }
 
     init(c: Frienso__Geo__V1__ImportPlacesResponse) {
-        self.init(imported: c.imported, problems: ProtoRuntime.array(c.problems, count: c.n_problems) { ProtoRuntime.string($0) })
+        self.imported = c.imported
+        self.problems = ProtoRuntime.array(c.problems, count: c.n_problems) { ProtoRuntime.string($0) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5750,12 +6202,17 @@ extension GeoV1.ImportPlacesResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.ClosestPlaceRequest`
     public struct ClosestPlaceRequest: ProtoMessage {
-        public var hasPoint: Bool = false
-        public var latitude: Double = 0
-        public var longitude: Double = 0
-        public var kind: GeoV1.PlaceKind = .init(rawValue: 0)
+        public var hasPoint: Bool
+        public var latitude: Double
+        public var longitude: Double
+        public var kind: GeoV1.PlaceKind
 
-        public init() {}
+        public init() {
+        self.hasPoint = false
+        self.latitude = 0
+        self.longitude = 0
+        self.kind = .init(rawValue: 0)
+        }
 
         public init(hasPoint: Bool = false, latitude: Double = 0, longitude: Double = 0, kind: GeoV1.PlaceKind = .init(rawValue: 0)) {
         self.hasPoint = hasPoint
@@ -5770,29 +6227,31 @@ extension GeoV1.ClosestPlaceRequest {
     public static let protoName = "frienso.geo.v1.ClosestPlaceRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ClosestPlaceRequest()
-        frienso__geo__v1__closest_place_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_request__get_packed_size, pack: frienso__geo__v1__closest_place_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ClosestPlaceRequest()
+            frienso__geo__v1__closest_place_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_request__get_packed_size, pack: frienso__geo__v1__closest_place_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ClosestPlaceRequest()
-        frienso__geo__v1__closest_place_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_request__get_packed_size, pack: frienso__geo__v1__closest_place_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ClosestPlaceRequest()
+            frienso__geo__v1__closest_place_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_request__get_packed_size, pack: frienso__geo__v1__closest_place_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ClosestPlaceRequest", unpack: frienso__geo__v1__closest_place_request__unpack, free: frienso__geo__v1__closest_place_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ClosestPlaceRequest", unpack: frienso__geo__v1__closest_place_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ClosestPlaceRequest", unpack: frienso__geo__v1__closest_place_request__unpack, free: frienso__geo__v1__closest_place_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ClosestPlaceRequest", unpack: frienso__geo__v1__closest_place_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ClosestPlaceRequest, arena _: ProtoArena) {
@@ -5803,7 +6262,10 @@ extension GeoV1.ClosestPlaceRequest {
     }
 
     init(c: Frienso__Geo__V1__ClosestPlaceRequest) {
-        self.init(hasPoint: (c.has_point != 0), latitude: c.latitude, longitude: c.longitude, kind: GeoV1.PlaceKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)))
+        self.hasPoint = (c.has_point != 0)
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.kind = GeoV1.PlaceKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5839,12 +6301,17 @@ extension GeoV1.ClosestPlaceRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ClosestPlaceResponse`
     public struct ClosestPlaceResponse: ProtoMessage {
-        public var found: Bool = false
-        public var place: GeoV1.Place? = nil
-        public var distanceM: Double = 0
-        public var onCampus: Bool = false
+        public var found: Bool
+        public var place: Optional<GeoV1.Place>
+        public var distanceM: Double
+        public var onCampus: Bool
 
-        public init() {}
+        public init() {
+        self.found = false
+        self.place = nil
+        self.distanceM = 0
+        self.onCampus = false
+        }
 
         public init(found: Bool = false, place: GeoV1.Place? = nil, distanceM: Double = 0, onCampus: Bool = false) {
         self.found = found
@@ -5859,29 +6326,31 @@ extension GeoV1.ClosestPlaceResponse {
     public static let protoName = "frienso.geo.v1.ClosestPlaceResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ClosestPlaceResponse()
-        frienso__geo__v1__closest_place_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_response__get_packed_size, pack: frienso__geo__v1__closest_place_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ClosestPlaceResponse()
+            frienso__geo__v1__closest_place_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_response__get_packed_size, pack: frienso__geo__v1__closest_place_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ClosestPlaceResponse()
-        frienso__geo__v1__closest_place_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_response__get_packed_size, pack: frienso__geo__v1__closest_place_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ClosestPlaceResponse()
+            frienso__geo__v1__closest_place_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__closest_place_response__get_packed_size, pack: frienso__geo__v1__closest_place_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ClosestPlaceResponse", unpack: frienso__geo__v1__closest_place_response__unpack, free: frienso__geo__v1__closest_place_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ClosestPlaceResponse", unpack: frienso__geo__v1__closest_place_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ClosestPlaceResponse", unpack: frienso__geo__v1__closest_place_response__unpack, free: frienso__geo__v1__closest_place_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ClosestPlaceResponse", unpack: frienso__geo__v1__closest_place_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ClosestPlaceResponse, arena: ProtoArena) {
@@ -5894,7 +6363,10 @@ extension GeoV1.ClosestPlaceResponse {
     }
 
     init(c: Frienso__Geo__V1__ClosestPlaceResponse) {
-        self.init(found: (c.found != 0), place: c.place.map { GeoV1.Place(c: $0.pointee) }, distanceM: c.distance_m, onCampus: (c.on_campus != 0))
+        self.found = (c.found != 0)
+        self.place = c.place.map { GeoV1.Place(c: $0.pointee) }
+        self.distanceM = c.distance_m
+        self.onCampus = (c.on_campus != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5930,13 +6402,19 @@ extension GeoV1.ClosestPlaceResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.ListPlacesRequest`
     public struct ListPlacesRequest: ProtoMessage {
-        public var hasPoint: Bool = false
-        public var latitude: Double = 0
-        public var longitude: Double = 0
-        public var radiusM: Double = 0
-        public var limit: UInt32 = 0
+        public var hasPoint: Bool
+        public var latitude: Double
+        public var longitude: Double
+        public var radiusM: Double
+        public var limit: UInt32
 
-        public init() {}
+        public init() {
+        self.hasPoint = false
+        self.latitude = 0
+        self.longitude = 0
+        self.radiusM = 0
+        self.limit = 0
+        }
 
         public init(hasPoint: Bool = false, latitude: Double = 0, longitude: Double = 0, radiusM: Double = 0, limit: UInt32 = 0) {
         self.hasPoint = hasPoint
@@ -5952,29 +6430,31 @@ extension GeoV1.ListPlacesRequest {
     public static let protoName = "frienso.geo.v1.ListPlacesRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlacesRequest()
-        frienso__geo__v1__list_places_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_request__get_packed_size, pack: frienso__geo__v1__list_places_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlacesRequest()
+            frienso__geo__v1__list_places_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_request__get_packed_size, pack: frienso__geo__v1__list_places_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlacesRequest()
-        frienso__geo__v1__list_places_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_request__get_packed_size, pack: frienso__geo__v1__list_places_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlacesRequest()
+            frienso__geo__v1__list_places_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_request__get_packed_size, pack: frienso__geo__v1__list_places_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlacesRequest", unpack: frienso__geo__v1__list_places_request__unpack, free: frienso__geo__v1__list_places_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlacesRequest", unpack: frienso__geo__v1__list_places_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlacesRequest", unpack: frienso__geo__v1__list_places_request__unpack, free: frienso__geo__v1__list_places_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlacesRequest", unpack: frienso__geo__v1__list_places_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListPlacesRequest, arena _: ProtoArena) {
@@ -5986,7 +6466,11 @@ extension GeoV1.ListPlacesRequest {
     }
 
     init(c: Frienso__Geo__V1__ListPlacesRequest) {
-        self.init(hasPoint: (c.has_point != 0), latitude: c.latitude, longitude: c.longitude, radiusM: c.radius_m, limit: c.limit)
+        self.hasPoint = (c.has_point != 0)
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.radiusM = c.radius_m
+        self.limit = c.limit
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -6023,9 +6507,11 @@ extension GeoV1.ListPlacesRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ListPlacesResponse`
     public struct ListPlacesResponse: ProtoMessage {
-        public var places: [GeoV1.Place] = []
+        public var places: [GeoV1.Place]
 
-        public init() {}
+        public init() {
+        self.places = []
+        }
 
         public init(places: [GeoV1.Place] = []) {
         self.places = places
@@ -6037,29 +6523,31 @@ extension GeoV1.ListPlacesResponse {
     public static let protoName = "frienso.geo.v1.ListPlacesResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlacesResponse()
-        frienso__geo__v1__list_places_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_response__get_packed_size, pack: frienso__geo__v1__list_places_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlacesResponse()
+            frienso__geo__v1__list_places_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_response__get_packed_size, pack: frienso__geo__v1__list_places_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListPlacesResponse()
-        frienso__geo__v1__list_places_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_response__get_packed_size, pack: frienso__geo__v1__list_places_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListPlacesResponse()
+            frienso__geo__v1__list_places_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_places_response__get_packed_size, pack: frienso__geo__v1__list_places_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlacesResponse", unpack: frienso__geo__v1__list_places_response__unpack, free: frienso__geo__v1__list_places_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListPlacesResponse", unpack: frienso__geo__v1__list_places_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlacesResponse", unpack: frienso__geo__v1__list_places_response__unpack, free: frienso__geo__v1__list_places_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListPlacesResponse", unpack: frienso__geo__v1__list_places_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListPlacesResponse, arena: ProtoArena) {
@@ -6068,7 +6556,7 @@ extension GeoV1.ListPlacesResponse {
     }
 
     init(c: Frienso__Geo__V1__ListPlacesResponse) {
-        self.init(places: ProtoRuntime.array(c.places, count: c.n_places) { GeoV1.Place(c: $0!.pointee) })
+        self.places = ProtoRuntime.array(c.places, count: c.n_places) { GeoV1.Place(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -6101,12 +6589,17 @@ extension GeoV1.ListPlacesResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.VenueAttendance`
     public struct VenueAttendance: ProtoMessage {
-        public var venue: GeoV1.Place? = nil
-        public var people: UInt32 = 0
-        public var friends: UInt32 = 0
-        public var few: Bool = false
+        public var venue: Optional<GeoV1.Place>
+        public var people: UInt32
+        public var friends: UInt32
+        public var few: Bool
 
-        public init() {}
+        public init() {
+        self.venue = nil
+        self.people = 0
+        self.friends = 0
+        self.few = false
+        }
 
         public init(venue: GeoV1.Place? = nil, people: UInt32 = 0, friends: UInt32 = 0, few: Bool = false) {
         self.venue = venue
@@ -6121,29 +6614,31 @@ extension GeoV1.VenueAttendance {
     public static let protoName = "frienso.geo.v1.VenueAttendance"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__VenueAttendance()
-        frienso__geo__v1__venue_attendance__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__venue_attendance__get_packed_size, pack: frienso__geo__v1__venue_attendance__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__VenueAttendance()
+            frienso__geo__v1__venue_attendance__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__venue_attendance__get_packed_size, pack: frienso__geo__v1__venue_attendance__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__VenueAttendance()
-        frienso__geo__v1__venue_attendance__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__venue_attendance__get_packed_size, pack: frienso__geo__v1__venue_attendance__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__VenueAttendance()
+            frienso__geo__v1__venue_attendance__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__venue_attendance__get_packed_size, pack: frienso__geo__v1__venue_attendance__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.VenueAttendance", unpack: frienso__geo__v1__venue_attendance__unpack, free: frienso__geo__v1__venue_attendance__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.VenueAttendance", unpack: frienso__geo__v1__venue_attendance__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.VenueAttendance", unpack: frienso__geo__v1__venue_attendance__unpack, free: frienso__geo__v1__venue_attendance__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.VenueAttendance", unpack: frienso__geo__v1__venue_attendance__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__VenueAttendance, arena: ProtoArena) {
@@ -6156,7 +6651,10 @@ extension GeoV1.VenueAttendance {
     }
 
     init(c: Frienso__Geo__V1__VenueAttendance) {
-        self.init(venue: c.venue.map { GeoV1.Place(c: $0.pointee) }, people: c.people, friends: c.friends, few: (c.few != 0))
+        self.venue = c.venue.map { GeoV1.Place(c: $0.pointee) }
+        self.people = c.people
+        self.friends = c.friends
+        self.few = (c.few != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -6201,29 +6699,31 @@ extension GeoV1.ListVenuesRequest {
     public static let protoName = "frienso.geo.v1.ListVenuesRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListVenuesRequest()
-        frienso__geo__v1__list_venues_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_request__get_packed_size, pack: frienso__geo__v1__list_venues_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListVenuesRequest()
+            frienso__geo__v1__list_venues_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_request__get_packed_size, pack: frienso__geo__v1__list_venues_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListVenuesRequest()
-        frienso__geo__v1__list_venues_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_request__get_packed_size, pack: frienso__geo__v1__list_venues_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListVenuesRequest()
+            frienso__geo__v1__list_venues_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_request__get_packed_size, pack: frienso__geo__v1__list_venues_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListVenuesRequest", unpack: frienso__geo__v1__list_venues_request__unpack, free: frienso__geo__v1__list_venues_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListVenuesRequest", unpack: frienso__geo__v1__list_venues_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListVenuesRequest", unpack: frienso__geo__v1__list_venues_request__unpack, free: frienso__geo__v1__list_venues_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListVenuesRequest", unpack: frienso__geo__v1__list_venues_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Geo__V1__ListVenuesRequest, arena _: ProtoArena) {
@@ -6258,11 +6758,15 @@ extension GeoV1.ListVenuesRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ListVenuesResponse`
     public struct ListVenuesResponse: ProtoMessage {
-        public var venues: [GeoV1.VenueAttendance] = []
-        public var freshMinutes: UInt32 = 0
-        public var minPeople: UInt32 = 0
+        public var venues: [GeoV1.VenueAttendance]
+        public var freshMinutes: UInt32
+        public var minPeople: UInt32
 
-        public init() {}
+        public init() {
+        self.venues = []
+        self.freshMinutes = 0
+        self.minPeople = 0
+        }
 
         public init(venues: [GeoV1.VenueAttendance] = [], freshMinutes: UInt32 = 0, minPeople: UInt32 = 0) {
         self.venues = venues
@@ -6276,29 +6780,31 @@ extension GeoV1.ListVenuesResponse {
     public static let protoName = "frienso.geo.v1.ListVenuesResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListVenuesResponse()
-        frienso__geo__v1__list_venues_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_response__get_packed_size, pack: frienso__geo__v1__list_venues_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListVenuesResponse()
+            frienso__geo__v1__list_venues_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_response__get_packed_size, pack: frienso__geo__v1__list_venues_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListVenuesResponse()
-        frienso__geo__v1__list_venues_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_response__get_packed_size, pack: frienso__geo__v1__list_venues_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListVenuesResponse()
+            frienso__geo__v1__list_venues_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_venues_response__get_packed_size, pack: frienso__geo__v1__list_venues_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListVenuesResponse", unpack: frienso__geo__v1__list_venues_response__unpack, free: frienso__geo__v1__list_venues_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListVenuesResponse", unpack: frienso__geo__v1__list_venues_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListVenuesResponse", unpack: frienso__geo__v1__list_venues_response__unpack, free: frienso__geo__v1__list_venues_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListVenuesResponse", unpack: frienso__geo__v1__list_venues_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListVenuesResponse, arena: ProtoArena) {
@@ -6309,7 +6815,9 @@ extension GeoV1.ListVenuesResponse {
     }
 
     init(c: Frienso__Geo__V1__ListVenuesResponse) {
-        self.init(venues: ProtoRuntime.array(c.venues, count: c.n_venues) { GeoV1.VenueAttendance(c: $0!.pointee) }, freshMinutes: c.fresh_minutes, minPeople: c.min_people)
+        self.venues = ProtoRuntime.array(c.venues, count: c.n_venues) { GeoV1.VenueAttendance(c: $0!.pointee) }
+        self.freshMinutes = c.fresh_minutes
+        self.minPeople = c.min_people
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -6344,16 +6852,25 @@ extension GeoV1.ListVenuesResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.CheckIn`
     public struct CheckIn: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var placeName: String = ""
-        public var latitude: Double = 0
-        public var longitude: Double = 0
-        public var mediaId: String = ""
-        public var createdAtMs: Int64 = 0
-        public var expiresAtMs: Int64 = 0
-        public var distanceM: Double = 0
+        public var userId: UInt64
+        public var placeName: String
+        public var latitude: Double
+        public var longitude: Double
+        public var mediaId: String
+        public var createdAtMs: Int64
+        public var expiresAtMs: Int64
+        public var distanceM: Double
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.placeName = ""
+        self.latitude = 0
+        self.longitude = 0
+        self.mediaId = ""
+        self.createdAtMs = 0
+        self.expiresAtMs = 0
+        self.distanceM = 0
+        }
 
         public init(userId: UInt64 = 0, placeName: String = "", latitude: Double = 0, longitude: Double = 0, mediaId: String = "", createdAtMs: Int64 = 0, expiresAtMs: Int64 = 0, distanceM: Double = 0) {
         self.userId = userId
@@ -6372,29 +6889,31 @@ extension GeoV1.CheckIn {
     public static let protoName = "frienso.geo.v1.CheckIn"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CheckIn()
-        frienso__geo__v1__check_in__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in__get_packed_size, pack: frienso__geo__v1__check_in__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CheckIn()
+            frienso__geo__v1__check_in__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in__get_packed_size, pack: frienso__geo__v1__check_in__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CheckIn()
-        frienso__geo__v1__check_in__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in__get_packed_size, pack: frienso__geo__v1__check_in__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CheckIn()
+            frienso__geo__v1__check_in__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in__get_packed_size, pack: frienso__geo__v1__check_in__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckIn", unpack: frienso__geo__v1__check_in__unpack, free: frienso__geo__v1__check_in__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckIn", unpack: frienso__geo__v1__check_in__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckIn", unpack: frienso__geo__v1__check_in__unpack, free: frienso__geo__v1__check_in__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckIn", unpack: frienso__geo__v1__check_in__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__CheckIn, arena: ProtoArena) {
@@ -6409,7 +6928,14 @@ extension GeoV1.CheckIn {
     }
 
     init(c: Frienso__Geo__V1__CheckIn) {
-        self.init(userId: c.user_id, placeName: ProtoRuntime.string(c.place_name), latitude: c.latitude, longitude: c.longitude, mediaId: ProtoRuntime.string(c.media_id), createdAtMs: c.created_at_ms, expiresAtMs: c.expires_at_ms, distanceM: c.distance_m)
+        self.userId = c.user_id
+        self.placeName = ProtoRuntime.string(c.place_name)
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.mediaId = ProtoRuntime.string(c.media_id)
+        self.createdAtMs = c.created_at_ms
+        self.expiresAtMs = c.expires_at_ms
+        self.distanceM = c.distance_m
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -6449,13 +6975,19 @@ extension GeoV1.CheckIn {
 extension GeoV1 {
     /// `frienso.geo.v1.CheckInRequest`
     public struct CheckInRequest: ProtoMessage {
-        public var placeName: String = ""
-        public var hasPoint: Bool = false
-        public var latitude: Double = 0
-        public var longitude: Double = 0
-        public var mediaId: String = ""
+        public var placeName: String
+        public var hasPoint: Bool
+        public var latitude: Double
+        public var longitude: Double
+        public var mediaId: String
 
-        public init() {}
+        public init() {
+        self.placeName = ""
+        self.hasPoint = false
+        self.latitude = 0
+        self.longitude = 0
+        self.mediaId = ""
+        }
 
         public init(placeName: String = "", hasPoint: Bool = false, latitude: Double = 0, longitude: Double = 0, mediaId: String = "") {
         self.placeName = placeName
@@ -6471,29 +7003,31 @@ extension GeoV1.CheckInRequest {
     public static let protoName = "frienso.geo.v1.CheckInRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CheckInRequest()
-        frienso__geo__v1__check_in_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_request__get_packed_size, pack: frienso__geo__v1__check_in_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CheckInRequest()
+            frienso__geo__v1__check_in_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_request__get_packed_size, pack: frienso__geo__v1__check_in_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CheckInRequest()
-        frienso__geo__v1__check_in_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_request__get_packed_size, pack: frienso__geo__v1__check_in_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CheckInRequest()
+            frienso__geo__v1__check_in_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_request__get_packed_size, pack: frienso__geo__v1__check_in_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInRequest", unpack: frienso__geo__v1__check_in_request__unpack, free: frienso__geo__v1__check_in_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInRequest", unpack: frienso__geo__v1__check_in_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInRequest", unpack: frienso__geo__v1__check_in_request__unpack, free: frienso__geo__v1__check_in_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInRequest", unpack: frienso__geo__v1__check_in_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__CheckInRequest, arena: ProtoArena) {
@@ -6505,7 +7039,11 @@ extension GeoV1.CheckInRequest {
     }
 
     init(c: Frienso__Geo__V1__CheckInRequest) {
-        self.init(placeName: ProtoRuntime.string(c.place_name), hasPoint: (c.has_point != 0), latitude: c.latitude, longitude: c.longitude, mediaId: ProtoRuntime.string(c.media_id))
+        self.placeName = ProtoRuntime.string(c.place_name)
+        self.hasPoint = (c.has_point != 0)
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.mediaId = ProtoRuntime.string(c.media_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -6542,10 +7080,13 @@ extension GeoV1.CheckInRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.CheckInResponse`
     public struct CheckInResponse: ProtoMessage {
-        public var checkIn: GeoV1.CheckIn? = nil
-        public var replaced: Bool = false
+        public var checkIn: Optional<GeoV1.CheckIn>
+        public var replaced: Bool
 
-        public init() {}
+        public init() {
+        self.checkIn = nil
+        self.replaced = false
+        }
 
         public init(checkIn: GeoV1.CheckIn? = nil, replaced: Bool = false) {
         self.checkIn = checkIn
@@ -6558,29 +7099,31 @@ extension GeoV1.CheckInResponse {
     public static let protoName = "frienso.geo.v1.CheckInResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CheckInResponse()
-        frienso__geo__v1__check_in_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_response__get_packed_size, pack: frienso__geo__v1__check_in_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CheckInResponse()
+            frienso__geo__v1__check_in_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_response__get_packed_size, pack: frienso__geo__v1__check_in_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__CheckInResponse()
-        frienso__geo__v1__check_in_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_response__get_packed_size, pack: frienso__geo__v1__check_in_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__CheckInResponse()
+            frienso__geo__v1__check_in_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__check_in_response__get_packed_size, pack: frienso__geo__v1__check_in_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInResponse", unpack: frienso__geo__v1__check_in_response__unpack, free: frienso__geo__v1__check_in_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.CheckInResponse", unpack: frienso__geo__v1__check_in_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInResponse", unpack: frienso__geo__v1__check_in_response__unpack, free: frienso__geo__v1__check_in_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.CheckInResponse", unpack: frienso__geo__v1__check_in_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__CheckInResponse, arena: ProtoArena) {
@@ -6591,7 +7134,8 @@ extension GeoV1.CheckInResponse {
     }
 
     init(c: Frienso__Geo__V1__CheckInResponse) {
-        self.init(checkIn: c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }, replaced: (c.replaced != 0))
+        self.checkIn = c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }
+        self.replaced = (c.replaced != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -6625,11 +7169,15 @@ extension GeoV1.CheckInResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.ListCheckInsRequest`
     public struct ListCheckInsRequest: ProtoMessage {
-        public var feed: Bool = false
-        public var radiusM: Double = 0
-        public var limit: UInt32 = 0
+        public var feed: Bool
+        public var radiusM: Double
+        public var limit: UInt32
 
-        public init() {}
+        public init() {
+        self.feed = false
+        self.radiusM = 0
+        self.limit = 0
+        }
 
         public init(feed: Bool = false, radiusM: Double = 0, limit: UInt32 = 0) {
         self.feed = feed
@@ -6643,29 +7191,31 @@ extension GeoV1.ListCheckInsRequest {
     public static let protoName = "frienso.geo.v1.ListCheckInsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListCheckInsRequest()
-        frienso__geo__v1__list_check_ins_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_request__get_packed_size, pack: frienso__geo__v1__list_check_ins_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListCheckInsRequest()
+            frienso__geo__v1__list_check_ins_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_request__get_packed_size, pack: frienso__geo__v1__list_check_ins_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListCheckInsRequest()
-        frienso__geo__v1__list_check_ins_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_request__get_packed_size, pack: frienso__geo__v1__list_check_ins_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListCheckInsRequest()
+            frienso__geo__v1__list_check_ins_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_request__get_packed_size, pack: frienso__geo__v1__list_check_ins_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListCheckInsRequest", unpack: frienso__geo__v1__list_check_ins_request__unpack, free: frienso__geo__v1__list_check_ins_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListCheckInsRequest", unpack: frienso__geo__v1__list_check_ins_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListCheckInsRequest", unpack: frienso__geo__v1__list_check_ins_request__unpack, free: frienso__geo__v1__list_check_ins_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListCheckInsRequest", unpack: frienso__geo__v1__list_check_ins_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListCheckInsRequest, arena _: ProtoArena) {
@@ -6675,7 +7225,9 @@ extension GeoV1.ListCheckInsRequest {
     }
 
     init(c: Frienso__Geo__V1__ListCheckInsRequest) {
-        self.init(feed: (c.feed != 0), radiusM: c.radius_m, limit: c.limit)
+        self.feed = (c.feed != 0)
+        self.radiusM = c.radius_m
+        self.limit = c.limit
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -6710,9 +7262,11 @@ extension GeoV1.ListCheckInsRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.ListCheckInsResponse`
     public struct ListCheckInsResponse: ProtoMessage {
-        public var checkIns: [GeoV1.CheckIn] = []
+        public var checkIns: [GeoV1.CheckIn]
 
-        public init() {}
+        public init() {
+        self.checkIns = []
+        }
 
         public init(checkIns: [GeoV1.CheckIn] = []) {
         self.checkIns = checkIns
@@ -6724,29 +7278,31 @@ extension GeoV1.ListCheckInsResponse {
     public static let protoName = "frienso.geo.v1.ListCheckInsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListCheckInsResponse()
-        frienso__geo__v1__list_check_ins_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_response__get_packed_size, pack: frienso__geo__v1__list_check_ins_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListCheckInsResponse()
+            frienso__geo__v1__list_check_ins_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_response__get_packed_size, pack: frienso__geo__v1__list_check_ins_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ListCheckInsResponse()
-        frienso__geo__v1__list_check_ins_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_response__get_packed_size, pack: frienso__geo__v1__list_check_ins_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ListCheckInsResponse()
+            frienso__geo__v1__list_check_ins_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__list_check_ins_response__get_packed_size, pack: frienso__geo__v1__list_check_ins_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListCheckInsResponse", unpack: frienso__geo__v1__list_check_ins_response__unpack, free: frienso__geo__v1__list_check_ins_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ListCheckInsResponse", unpack: frienso__geo__v1__list_check_ins_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListCheckInsResponse", unpack: frienso__geo__v1__list_check_ins_response__unpack, free: frienso__geo__v1__list_check_ins_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ListCheckInsResponse", unpack: frienso__geo__v1__list_check_ins_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ListCheckInsResponse, arena: ProtoArena) {
@@ -6755,7 +7311,7 @@ extension GeoV1.ListCheckInsResponse {
     }
 
     init(c: Frienso__Geo__V1__ListCheckInsResponse) {
-        self.init(checkIns: ProtoRuntime.array(c.check_ins, count: c.n_check_ins) { GeoV1.CheckIn(c: $0!.pointee) })
+        self.checkIns = ProtoRuntime.array(c.check_ins, count: c.n_check_ins) { GeoV1.CheckIn(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -6788,13 +7344,19 @@ extension GeoV1.ListCheckInsResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.LocationGrant`
     public struct LocationGrant: ProtoMessage {
-        public var subjectId: UInt64 = 0
-        public var viewerId: UInt64 = 0
-        public var expiresAtMs: Int64 = 0
-        public var reason: String = ""
-        public var version: Int64 = 0
+        public var subjectId: UInt64
+        public var viewerId: UInt64
+        public var expiresAtMs: Int64
+        public var reason: String
+        public var version: Int64
 
-        public init() {}
+        public init() {
+        self.subjectId = 0
+        self.viewerId = 0
+        self.expiresAtMs = 0
+        self.reason = ""
+        self.version = 0
+        }
 
         public init(subjectId: UInt64 = 0, viewerId: UInt64 = 0, expiresAtMs: Int64 = 0, reason: String = "", version: Int64 = 0) {
         self.subjectId = subjectId
@@ -6810,29 +7372,31 @@ extension GeoV1.LocationGrant {
     public static let protoName = "frienso.geo.v1.LocationGrant"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__LocationGrant()
-        frienso__geo__v1__location_grant__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_grant__get_packed_size, pack: frienso__geo__v1__location_grant__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__LocationGrant()
+            frienso__geo__v1__location_grant__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_grant__get_packed_size, pack: frienso__geo__v1__location_grant__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__LocationGrant()
-        frienso__geo__v1__location_grant__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_grant__get_packed_size, pack: frienso__geo__v1__location_grant__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__LocationGrant()
+            frienso__geo__v1__location_grant__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__location_grant__get_packed_size, pack: frienso__geo__v1__location_grant__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LocationGrant", unpack: frienso__geo__v1__location_grant__unpack, free: frienso__geo__v1__location_grant__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.LocationGrant", unpack: frienso__geo__v1__location_grant__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LocationGrant", unpack: frienso__geo__v1__location_grant__unpack, free: frienso__geo__v1__location_grant__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.LocationGrant", unpack: frienso__geo__v1__location_grant__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__LocationGrant, arena: ProtoArena) {
@@ -6844,7 +7408,11 @@ extension GeoV1.LocationGrant {
     }
 
     init(c: Frienso__Geo__V1__LocationGrant) {
-        self.init(subjectId: c.subject_id, viewerId: c.viewer_id, expiresAtMs: c.expires_at_ms, reason: ProtoRuntime.string(c.reason), version: c.version)
+        self.subjectId = c.subject_id
+        self.viewerId = c.viewer_id
+        self.expiresAtMs = c.expires_at_ms
+        self.reason = ProtoRuntime.string(c.reason)
+        self.version = c.version
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -6883,10 +7451,13 @@ extension GeoV1.LocationGrant {
 extension GeoV1 {
     /// `frienso.geo.v1.EraseUserRequest`
     public struct EraseUserRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var traces: [String] = []
+        public var userId: UInt64
+        public var traces: [String]
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.traces = []
+        }
 
         public init(userId: UInt64 = 0, traces: [String] = []) {
         self.userId = userId
@@ -6899,29 +7470,31 @@ extension GeoV1.EraseUserRequest {
     public static let protoName = "frienso.geo.v1.EraseUserRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__EraseUserRequest()
-        frienso__geo__v1__erase_user_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_request__get_packed_size, pack: frienso__geo__v1__erase_user_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__EraseUserRequest()
+            frienso__geo__v1__erase_user_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_request__get_packed_size, pack: frienso__geo__v1__erase_user_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__EraseUserRequest()
-        frienso__geo__v1__erase_user_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_request__get_packed_size, pack: frienso__geo__v1__erase_user_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__EraseUserRequest()
+            frienso__geo__v1__erase_user_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_request__get_packed_size, pack: frienso__geo__v1__erase_user_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.EraseUserRequest", unpack: frienso__geo__v1__erase_user_request__unpack, free: frienso__geo__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.EraseUserRequest", unpack: frienso__geo__v1__erase_user_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.EraseUserRequest", unpack: frienso__geo__v1__erase_user_request__unpack, free: frienso__geo__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.EraseUserRequest", unpack: frienso__geo__v1__erase_user_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__EraseUserRequest, arena: ProtoArena) {
@@ -6931,7 +7504,8 @@ extension GeoV1.EraseUserRequest {
     }
 
     init(c: Frienso__Geo__V1__EraseUserRequest) {
-        self.init(userId: c.user_id, traces: ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) })
+        self.userId = c.user_id
+        self.traces = ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -6965,9 +7539,11 @@ extension GeoV1.EraseUserRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.EraseUserResponse`
     public struct EraseUserResponse: ProtoMessage {
-        public var erased: UInt32 = 0
+        public var erased: UInt32
 
-        public init() {}
+        public init() {
+        self.erased = 0
+        }
 
         public init(erased: UInt32 = 0) {
         self.erased = erased
@@ -6979,29 +7555,31 @@ extension GeoV1.EraseUserResponse {
     public static let protoName = "frienso.geo.v1.EraseUserResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__EraseUserResponse()
-        frienso__geo__v1__erase_user_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_response__get_packed_size, pack: frienso__geo__v1__erase_user_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__EraseUserResponse()
+            frienso__geo__v1__erase_user_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_response__get_packed_size, pack: frienso__geo__v1__erase_user_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__EraseUserResponse()
-        frienso__geo__v1__erase_user_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_response__get_packed_size, pack: frienso__geo__v1__erase_user_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__EraseUserResponse()
+            frienso__geo__v1__erase_user_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__erase_user_response__get_packed_size, pack: frienso__geo__v1__erase_user_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.EraseUserResponse", unpack: frienso__geo__v1__erase_user_response__unpack, free: frienso__geo__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.EraseUserResponse", unpack: frienso__geo__v1__erase_user_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.EraseUserResponse", unpack: frienso__geo__v1__erase_user_response__unpack, free: frienso__geo__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.EraseUserResponse", unpack: frienso__geo__v1__erase_user_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__EraseUserResponse, arena _: ProtoArena) {
@@ -7009,7 +7587,7 @@ extension GeoV1.EraseUserResponse {
     }
 
     init(c: Frienso__Geo__V1__EraseUserResponse) {
-        self.init(erased: c.erased)
+        self.erased = c.erased
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -7042,10 +7620,13 @@ extension GeoV1.EraseUserResponse {
 extension GeoV1 {
     /// `frienso.geo.v1.ExportMyDataRequest`
     public struct ExportMyDataRequest: ProtoMessage {
-        public var afterHistoryId: UInt64 = 0
-        public var limit: UInt32 = 0
+        public var afterHistoryId: UInt64
+        public var limit: UInt32
 
-        public init() {}
+        public init() {
+        self.afterHistoryId = 0
+        self.limit = 0
+        }
 
         public init(afterHistoryId: UInt64 = 0, limit: UInt32 = 0) {
         self.afterHistoryId = afterHistoryId
@@ -7058,29 +7639,31 @@ extension GeoV1.ExportMyDataRequest {
     public static let protoName = "frienso.geo.v1.ExportMyDataRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ExportMyDataRequest()
-        frienso__geo__v1__export_my_data_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_request__get_packed_size, pack: frienso__geo__v1__export_my_data_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ExportMyDataRequest()
+            frienso__geo__v1__export_my_data_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_request__get_packed_size, pack: frienso__geo__v1__export_my_data_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ExportMyDataRequest()
-        frienso__geo__v1__export_my_data_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_request__get_packed_size, pack: frienso__geo__v1__export_my_data_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ExportMyDataRequest()
+            frienso__geo__v1__export_my_data_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_request__get_packed_size, pack: frienso__geo__v1__export_my_data_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ExportMyDataRequest", unpack: frienso__geo__v1__export_my_data_request__unpack, free: frienso__geo__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ExportMyDataRequest", unpack: frienso__geo__v1__export_my_data_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ExportMyDataRequest", unpack: frienso__geo__v1__export_my_data_request__unpack, free: frienso__geo__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ExportMyDataRequest", unpack: frienso__geo__v1__export_my_data_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ExportMyDataRequest, arena _: ProtoArena) {
@@ -7089,7 +7672,8 @@ extension GeoV1.ExportMyDataRequest {
     }
 
     init(c: Frienso__Geo__V1__ExportMyDataRequest) {
-        self.init(afterHistoryId: c.after_history_id, limit: c.limit)
+        self.afterHistoryId = c.after_history_id
+        self.limit = c.limit
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -7123,12 +7707,17 @@ extension GeoV1.ExportMyDataRequest {
 extension GeoV1 {
     /// `frienso.geo.v1.HistoryEntry`
     public struct HistoryEntry: ProtoMessage {
-        public var id: UInt64 = 0
-        public var fix: GeoV1.Fix? = nil
-        public var hasStatus: Bool = false
-        public var status: String = ""
+        public var id: UInt64
+        public var fix: Optional<GeoV1.Fix>
+        public var hasStatus: Bool
+        public var status: String
 
-        public init() {}
+        public init() {
+        self.id = 0
+        self.fix = nil
+        self.hasStatus = false
+        self.status = ""
+        }
 
         public init(id: UInt64 = 0, fix: GeoV1.Fix? = nil, hasStatus: Bool = false, status: String = "") {
         self.id = id
@@ -7143,29 +7732,31 @@ extension GeoV1.HistoryEntry {
     public static let protoName = "frienso.geo.v1.HistoryEntry"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__HistoryEntry()
-        frienso__geo__v1__history_entry__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__history_entry__get_packed_size, pack: frienso__geo__v1__history_entry__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__HistoryEntry()
+            frienso__geo__v1__history_entry__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__history_entry__get_packed_size, pack: frienso__geo__v1__history_entry__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__HistoryEntry()
-        frienso__geo__v1__history_entry__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__history_entry__get_packed_size, pack: frienso__geo__v1__history_entry__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__HistoryEntry()
+            frienso__geo__v1__history_entry__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__history_entry__get_packed_size, pack: frienso__geo__v1__history_entry__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.HistoryEntry", unpack: frienso__geo__v1__history_entry__unpack, free: frienso__geo__v1__history_entry__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.HistoryEntry", unpack: frienso__geo__v1__history_entry__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.HistoryEntry", unpack: frienso__geo__v1__history_entry__unpack, free: frienso__geo__v1__history_entry__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.HistoryEntry", unpack: frienso__geo__v1__history_entry__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__HistoryEntry, arena: ProtoArena) {
@@ -7178,7 +7769,10 @@ extension GeoV1.HistoryEntry {
     }
 
     init(c: Frienso__Geo__V1__HistoryEntry) {
-        self.init(id: c.id, fix: c.fix.map { GeoV1.Fix(c: $0.pointee) }, hasStatus: (c.has_status != 0), status: ProtoRuntime.string(c.status))
+        self.id = c.id
+        self.fix = c.fix.map { GeoV1.Fix(c: $0.pointee) }
+        self.hasStatus = (c.has_status != 0)
+        self.status = ProtoRuntime.string(c.status)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -7216,21 +7810,35 @@ extension GeoV1.HistoryEntry {
 extension GeoV1 {
     /// `frienso.geo.v1.ExportMyDataResponse`
     public struct ExportMyDataResponse: ProtoMessage {
-        public var sharing: GeoV1.SharingSettings? = nil
-        public var latest: GeoV1.Fix? = nil
-        public var status: String = ""
-        public var checkIn: GeoV1.CheckIn? = nil
-        public var grants: [GeoV1.LocationGrant] = []
-        public var history: [GeoV1.HistoryEntry] = []
-        public var more: Bool = false
-        public var precision: GeoV1.GetPrecisionResponse? = nil
-        public var audit: [GeoV1.AuditEntry] = []
-        public var shareLinks: [GeoV1.ShareLink] = []
-        public var zones: [GeoV1.Zone] = []
-        public var placeAlerts: [GeoV1.PlaceAlert] = []
-        public var placeAlertsAllowed: [UInt64] = []
+        public var sharing: Optional<GeoV1.SharingSettings>
+        public var latest: Optional<GeoV1.Fix>
+        public var status: String
+        public var checkIn: Optional<GeoV1.CheckIn>
+        public var grants: [GeoV1.LocationGrant]
+        public var history: [GeoV1.HistoryEntry]
+        public var more: Bool
+        public var precision: Optional<GeoV1.GetPrecisionResponse>
+        public var audit: [GeoV1.AuditEntry]
+        public var shareLinks: [GeoV1.ShareLink]
+        public var zones: [GeoV1.Zone]
+        public var placeAlerts: [GeoV1.PlaceAlert]
+        public var placeAlertsAllowed: [UInt64]
 
-        public init() {}
+        public init() {
+        self.sharing = nil
+        self.latest = nil
+        self.status = ""
+        self.checkIn = nil
+        self.grants = []
+        self.history = []
+        self.more = false
+        self.precision = nil
+        self.audit = []
+        self.shareLinks = []
+        self.zones = []
+        self.placeAlerts = []
+        self.placeAlertsAllowed = []
+        }
 
         public init(sharing: GeoV1.SharingSettings? = nil, latest: GeoV1.Fix? = nil, status: String = "", checkIn: GeoV1.CheckIn? = nil, grants: [GeoV1.LocationGrant] = [], history: [GeoV1.HistoryEntry] = [], more: Bool = false, precision: GeoV1.GetPrecisionResponse? = nil, audit: [GeoV1.AuditEntry] = [], shareLinks: [GeoV1.ShareLink] = [], zones: [GeoV1.Zone] = [], placeAlerts: [GeoV1.PlaceAlert] = [], placeAlertsAllowed: [UInt64] = []) {
         self.sharing = sharing
@@ -7254,29 +7862,31 @@ extension GeoV1.ExportMyDataResponse {
     public static let protoName = "frienso.geo.v1.ExportMyDataResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ExportMyDataResponse()
-        frienso__geo__v1__export_my_data_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_response__get_packed_size, pack: frienso__geo__v1__export_my_data_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ExportMyDataResponse()
+            frienso__geo__v1__export_my_data_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_response__get_packed_size, pack: frienso__geo__v1__export_my_data_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Geo__V1__ExportMyDataResponse()
-        frienso__geo__v1__export_my_data_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_response__get_packed_size, pack: frienso__geo__v1__export_my_data_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Geo__V1__ExportMyDataResponse()
+            frienso__geo__v1__export_my_data_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__geo__v1__export_my_data_response__get_packed_size, pack: frienso__geo__v1__export_my_data_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ExportMyDataResponse", unpack: frienso__geo__v1__export_my_data_response__unpack, free: frienso__geo__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.geo.v1.ExportMyDataResponse", unpack: frienso__geo__v1__export_my_data_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ExportMyDataResponse", unpack: frienso__geo__v1__export_my_data_response__unpack, free: frienso__geo__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.geo.v1.ExportMyDataResponse", unpack: frienso__geo__v1__export_my_data_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Geo__V1__ExportMyDataResponse, arena: ProtoArena) {
@@ -7311,7 +7921,19 @@ extension GeoV1.ExportMyDataResponse {
     }
 
     init(c: Frienso__Geo__V1__ExportMyDataResponse) {
-        self.init(sharing: c.sharing.map { GeoV1.SharingSettings(c: $0.pointee) }, latest: c.latest.map { GeoV1.Fix(c: $0.pointee) }, status: ProtoRuntime.string(c.status), checkIn: c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }, grants: ProtoRuntime.array(c.grants, count: c.n_grants) { GeoV1.LocationGrant(c: $0!.pointee) }, history: ProtoRuntime.array(c.history, count: c.n_history) { GeoV1.HistoryEntry(c: $0!.pointee) }, more: (c.more != 0), precision: c.precision.map { GeoV1.GetPrecisionResponse(c: $0.pointee) }, audit: ProtoRuntime.array(c.audit, count: c.n_audit) { GeoV1.AuditEntry(c: $0!.pointee) }, shareLinks: ProtoRuntime.array(c.share_links, count: c.n_share_links) { GeoV1.ShareLink(c: $0!.pointee) }, zones: ProtoRuntime.array(c.zones, count: c.n_zones) { GeoV1.Zone(c: $0!.pointee) }, placeAlerts: ProtoRuntime.array(c.place_alerts, count: c.n_place_alerts) { GeoV1.PlaceAlert(c: $0!.pointee) }, placeAlertsAllowed: ProtoRuntime.array(c.place_alerts_allowed, count: c.n_place_alerts_allowed) { $0 })
+        self.sharing = c.sharing.map { GeoV1.SharingSettings(c: $0.pointee) }
+        self.latest = c.latest.map { GeoV1.Fix(c: $0.pointee) }
+        self.status = ProtoRuntime.string(c.status)
+        self.checkIn = c.check_in.map { GeoV1.CheckIn(c: $0.pointee) }
+        self.grants = ProtoRuntime.array(c.grants, count: c.n_grants) { GeoV1.LocationGrant(c: $0!.pointee) }
+        self.history = ProtoRuntime.array(c.history, count: c.n_history) { GeoV1.HistoryEntry(c: $0!.pointee) }
+        self.more = (c.more != 0)
+        self.precision = c.precision.map { GeoV1.GetPrecisionResponse(c: $0.pointee) }
+        self.audit = ProtoRuntime.array(c.audit, count: c.n_audit) { GeoV1.AuditEntry(c: $0!.pointee) }
+        self.shareLinks = ProtoRuntime.array(c.share_links, count: c.n_share_links) { GeoV1.ShareLink(c: $0!.pointee) }
+        self.zones = ProtoRuntime.array(c.zones, count: c.n_zones) { GeoV1.Zone(c: $0!.pointee) }
+        self.placeAlerts = ProtoRuntime.array(c.place_alerts, count: c.n_place_alerts) { GeoV1.PlaceAlert(c: $0!.pointee) }
+        self.placeAlertsAllowed = ProtoRuntime.array(c.place_alerts_allowed, count: c.n_place_alerts_allowed) { $0 }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).

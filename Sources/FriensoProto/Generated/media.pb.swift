@@ -95,20 +95,33 @@ extension MediaV1 {
 extension MediaV1 {
     /// `frienso.media.v1.MediaItem`
     public struct MediaItem: ProtoMessage {
-        public var mediaId: String = ""
-        public var ownerId: UInt64 = 0
-        public var purpose: MediaV1.Purpose = .init(rawValue: 0)
-        public var placeId: UInt64 = 0
-        public var type: MediaV1.ImageType = .init(rawValue: 0)
-        public var sizeBytes: UInt64 = 0
-        public var width: UInt32 = 0
-        public var height: UInt32 = 0
-        public var createdAtMs: Int64 = 0
-        public var sha256: String = ""
-        public var mimeType: String = ""
-        public var attached: Bool = false
+        public var mediaId: String
+        public var ownerId: UInt64
+        public var purpose: MediaV1.Purpose
+        public var placeId: UInt64
+        public var type: MediaV1.ImageType
+        public var sizeBytes: UInt64
+        public var width: UInt32
+        public var height: UInt32
+        public var createdAtMs: Int64
+        public var sha256: String
+        public var mimeType: String
+        public var attached: Bool
 
-        public init() {}
+        public init() {
+        self.mediaId = ""
+        self.ownerId = 0
+        self.purpose = .init(rawValue: 0)
+        self.placeId = 0
+        self.type = .init(rawValue: 0)
+        self.sizeBytes = 0
+        self.width = 0
+        self.height = 0
+        self.createdAtMs = 0
+        self.sha256 = ""
+        self.mimeType = ""
+        self.attached = false
+        }
 
         public init(mediaId: String = "", ownerId: UInt64 = 0, purpose: MediaV1.Purpose = .init(rawValue: 0), placeId: UInt64 = 0, type: MediaV1.ImageType = .init(rawValue: 0), sizeBytes: UInt64 = 0, width: UInt32 = 0, height: UInt32 = 0, createdAtMs: Int64 = 0, sha256: String = "", mimeType: String = "", attached: Bool = false) {
         self.mediaId = mediaId
@@ -131,29 +144,31 @@ extension MediaV1.MediaItem {
     public static let protoName = "frienso.media.v1.MediaItem"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__MediaItem()
-        frienso__media__v1__media_item__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__media_item__get_packed_size, pack: frienso__media__v1__media_item__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__MediaItem()
+            frienso__media__v1__media_item__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__media_item__get_packed_size, pack: frienso__media__v1__media_item__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__MediaItem()
-        frienso__media__v1__media_item__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__media_item__get_packed_size, pack: frienso__media__v1__media_item__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__MediaItem()
+            frienso__media__v1__media_item__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__media_item__get_packed_size, pack: frienso__media__v1__media_item__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.MediaItem", unpack: frienso__media__v1__media_item__unpack, free: frienso__media__v1__media_item__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.MediaItem", unpack: frienso__media__v1__media_item__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.MediaItem", unpack: frienso__media__v1__media_item__unpack, free: frienso__media__v1__media_item__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.MediaItem", unpack: frienso__media__v1__media_item__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__MediaItem, arena: ProtoArena) {
@@ -172,7 +187,18 @@ extension MediaV1.MediaItem {
     }
 
     init(c: Frienso__Media__V1__MediaItem) {
-        self.init(mediaId: ProtoRuntime.string(c.media_id), ownerId: c.owner_id, purpose: MediaV1.Purpose(rawValue: Int32(truncatingIfNeeded: c.purpose.rawValue)), placeId: c.place_id, type: MediaV1.ImageType(rawValue: Int32(truncatingIfNeeded: c.type.rawValue)), sizeBytes: c.size_bytes, width: c.width, height: c.height, createdAtMs: c.created_at_ms, sha256: ProtoRuntime.string(c.sha256), mimeType: ProtoRuntime.string(c.mime_type), attached: (c.attached != 0))
+        self.mediaId = ProtoRuntime.string(c.media_id)
+        self.ownerId = c.owner_id
+        self.purpose = MediaV1.Purpose(rawValue: Int32(truncatingIfNeeded: c.purpose.rawValue))
+        self.placeId = c.place_id
+        self.type = MediaV1.ImageType(rawValue: Int32(truncatingIfNeeded: c.type.rawValue))
+        self.sizeBytes = c.size_bytes
+        self.width = c.width
+        self.height = c.height
+        self.createdAtMs = c.created_at_ms
+        self.sha256 = ProtoRuntime.string(c.sha256)
+        self.mimeType = ProtoRuntime.string(c.mime_type)
+        self.attached = (c.attached != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -233,11 +259,15 @@ extension MediaV1.MediaItem {
 extension MediaV1 {
     /// `frienso.media.v1.StartUploadRequest`
     public struct StartUploadRequest: ProtoMessage {
-        public var purpose: MediaV1.Purpose = .init(rawValue: 0)
-        public var placeId: UInt64 = 0
-        public var sizeBytes: UInt64 = 0
+        public var purpose: MediaV1.Purpose
+        public var placeId: UInt64
+        public var sizeBytes: UInt64
 
-        public init() {}
+        public init() {
+        self.purpose = .init(rawValue: 0)
+        self.placeId = 0
+        self.sizeBytes = 0
+        }
 
         public init(purpose: MediaV1.Purpose = .init(rawValue: 0), placeId: UInt64 = 0, sizeBytes: UInt64 = 0) {
         self.purpose = purpose
@@ -251,29 +281,31 @@ extension MediaV1.StartUploadRequest {
     public static let protoName = "frienso.media.v1.StartUploadRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__StartUploadRequest()
-        frienso__media__v1__start_upload_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_request__get_packed_size, pack: frienso__media__v1__start_upload_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__StartUploadRequest()
+            frienso__media__v1__start_upload_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_request__get_packed_size, pack: frienso__media__v1__start_upload_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__StartUploadRequest()
-        frienso__media__v1__start_upload_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_request__get_packed_size, pack: frienso__media__v1__start_upload_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__StartUploadRequest()
+            frienso__media__v1__start_upload_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_request__get_packed_size, pack: frienso__media__v1__start_upload_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.StartUploadRequest", unpack: frienso__media__v1__start_upload_request__unpack, free: frienso__media__v1__start_upload_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.StartUploadRequest", unpack: frienso__media__v1__start_upload_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.StartUploadRequest", unpack: frienso__media__v1__start_upload_request__unpack, free: frienso__media__v1__start_upload_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.StartUploadRequest", unpack: frienso__media__v1__start_upload_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__StartUploadRequest, arena _: ProtoArena) {
@@ -283,7 +315,9 @@ extension MediaV1.StartUploadRequest {
     }
 
     init(c: Frienso__Media__V1__StartUploadRequest) {
-        self.init(purpose: MediaV1.Purpose(rawValue: Int32(truncatingIfNeeded: c.purpose.rawValue)), placeId: c.place_id, sizeBytes: c.size_bytes)
+        self.purpose = MediaV1.Purpose(rawValue: Int32(truncatingIfNeeded: c.purpose.rawValue))
+        self.placeId = c.place_id
+        self.sizeBytes = c.size_bytes
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -320,11 +354,15 @@ extension MediaV1.StartUploadRequest {
 extension MediaV1 {
     /// `frienso.media.v1.StartUploadResponse`
     public struct StartUploadResponse: ProtoMessage {
-        public var uploadId: String = ""
-        public var chunkBytes: UInt32 = 0
-        public var expiresAtMs: Int64 = 0
+        public var uploadId: String
+        public var chunkBytes: UInt32
+        public var expiresAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.uploadId = ""
+        self.chunkBytes = 0
+        self.expiresAtMs = 0
+        }
 
         public init(uploadId: String = "", chunkBytes: UInt32 = 0, expiresAtMs: Int64 = 0) {
         self.uploadId = uploadId
@@ -338,29 +376,31 @@ extension MediaV1.StartUploadResponse {
     public static let protoName = "frienso.media.v1.StartUploadResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__StartUploadResponse()
-        frienso__media__v1__start_upload_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_response__get_packed_size, pack: frienso__media__v1__start_upload_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__StartUploadResponse()
+            frienso__media__v1__start_upload_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_response__get_packed_size, pack: frienso__media__v1__start_upload_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__StartUploadResponse()
-        frienso__media__v1__start_upload_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_response__get_packed_size, pack: frienso__media__v1__start_upload_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__StartUploadResponse()
+            frienso__media__v1__start_upload_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__start_upload_response__get_packed_size, pack: frienso__media__v1__start_upload_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.StartUploadResponse", unpack: frienso__media__v1__start_upload_response__unpack, free: frienso__media__v1__start_upload_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.StartUploadResponse", unpack: frienso__media__v1__start_upload_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.StartUploadResponse", unpack: frienso__media__v1__start_upload_response__unpack, free: frienso__media__v1__start_upload_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.StartUploadResponse", unpack: frienso__media__v1__start_upload_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__StartUploadResponse, arena: ProtoArena) {
@@ -370,7 +410,9 @@ extension MediaV1.StartUploadResponse {
     }
 
     init(c: Frienso__Media__V1__StartUploadResponse) {
-        self.init(uploadId: ProtoRuntime.string(c.upload_id), chunkBytes: c.chunk_bytes, expiresAtMs: c.expires_at_ms)
+        self.uploadId = ProtoRuntime.string(c.upload_id)
+        self.chunkBytes = c.chunk_bytes
+        self.expiresAtMs = c.expires_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -405,11 +447,15 @@ extension MediaV1.StartUploadResponse {
 extension MediaV1 {
     /// `frienso.media.v1.UploadChunkRequest`
     public struct UploadChunkRequest: ProtoMessage {
-        public var uploadId: String = ""
-        public var offset: UInt64 = 0
-        public var data: [UInt8] = []
+        public var uploadId: String
+        public var offset: UInt64
+        public var data: [UInt8]
 
-        public init() {}
+        public init() {
+        self.uploadId = ""
+        self.offset = 0
+        self.data = []
+        }
 
         public init(uploadId: String = "", offset: UInt64 = 0, data: [UInt8] = []) {
         self.uploadId = uploadId
@@ -423,35 +469,37 @@ extension MediaV1.UploadChunkRequest {
     public static let protoName = "frienso.media.v1.UploadChunkRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__UploadChunkRequest()
-        frienso__media__v1__upload_chunk_request__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.data.withUnsafeBufferPointer { lent0 in
-            c.data = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_request__get_packed_size, pack: frienso__media__v1__upload_chunk_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__UploadChunkRequest()
+            frienso__media__v1__upload_chunk_request__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.data.withUnsafeBufferPointer { lent0 in
+                c.data = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_request__get_packed_size, pack: frienso__media__v1__upload_chunk_request__pack)
+            }
         }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__UploadChunkRequest()
-        frienso__media__v1__upload_chunk_request__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.data.withUnsafeBufferPointer { lent0 in
-            c.data = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_request__get_packed_size, pack: frienso__media__v1__upload_chunk_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__UploadChunkRequest()
+            frienso__media__v1__upload_chunk_request__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.data.withUnsafeBufferPointer { lent0 in
+                c.data = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_request__get_packed_size, pack: frienso__media__v1__upload_chunk_request__pack, into: allocate)
+            }
         }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.UploadChunkRequest", unpack: frienso__media__v1__upload_chunk_request__unpack, free: frienso__media__v1__upload_chunk_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.UploadChunkRequest", unpack: frienso__media__v1__upload_chunk_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.UploadChunkRequest", unpack: frienso__media__v1__upload_chunk_request__unpack, free: frienso__media__v1__upload_chunk_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.UploadChunkRequest", unpack: frienso__media__v1__upload_chunk_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__UploadChunkRequest, arena: ProtoArena, lendingBytes: Bool = false) {
@@ -461,7 +509,9 @@ extension MediaV1.UploadChunkRequest {
     }
 
     init(c: Frienso__Media__V1__UploadChunkRequest) {
-        self.init(uploadId: ProtoRuntime.string(c.upload_id), offset: c.offset, data: ProtoRuntime.bytes(c.data))
+        self.uploadId = ProtoRuntime.string(c.upload_id)
+        self.offset = c.offset
+        self.data = ProtoRuntime.bytes(c.data)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -496,9 +546,11 @@ extension MediaV1.UploadChunkRequest {
 extension MediaV1 {
     /// `frienso.media.v1.UploadChunkResponse`
     public struct UploadChunkResponse: ProtoMessage {
-        public var receivedBytes: UInt64 = 0
+        public var receivedBytes: UInt64
 
-        public init() {}
+        public init() {
+        self.receivedBytes = 0
+        }
 
         public init(receivedBytes: UInt64 = 0) {
         self.receivedBytes = receivedBytes
@@ -510,29 +562,31 @@ extension MediaV1.UploadChunkResponse {
     public static let protoName = "frienso.media.v1.UploadChunkResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__UploadChunkResponse()
-        frienso__media__v1__upload_chunk_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_response__get_packed_size, pack: frienso__media__v1__upload_chunk_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__UploadChunkResponse()
+            frienso__media__v1__upload_chunk_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_response__get_packed_size, pack: frienso__media__v1__upload_chunk_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__UploadChunkResponse()
-        frienso__media__v1__upload_chunk_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_response__get_packed_size, pack: frienso__media__v1__upload_chunk_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__UploadChunkResponse()
+            frienso__media__v1__upload_chunk_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__upload_chunk_response__get_packed_size, pack: frienso__media__v1__upload_chunk_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.UploadChunkResponse", unpack: frienso__media__v1__upload_chunk_response__unpack, free: frienso__media__v1__upload_chunk_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.UploadChunkResponse", unpack: frienso__media__v1__upload_chunk_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.UploadChunkResponse", unpack: frienso__media__v1__upload_chunk_response__unpack, free: frienso__media__v1__upload_chunk_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.UploadChunkResponse", unpack: frienso__media__v1__upload_chunk_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__UploadChunkResponse, arena _: ProtoArena) {
@@ -540,7 +594,7 @@ extension MediaV1.UploadChunkResponse {
     }
 
     init(c: Frienso__Media__V1__UploadChunkResponse) {
-        self.init(receivedBytes: c.received_bytes)
+        self.receivedBytes = c.received_bytes
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -573,9 +627,11 @@ extension MediaV1.UploadChunkResponse {
 extension MediaV1 {
     /// `frienso.media.v1.FinishUploadRequest`
     public struct FinishUploadRequest: ProtoMessage {
-        public var uploadId: String = ""
+        public var uploadId: String
 
-        public init() {}
+        public init() {
+        self.uploadId = ""
+        }
 
         public init(uploadId: String = "") {
         self.uploadId = uploadId
@@ -587,29 +643,31 @@ extension MediaV1.FinishUploadRequest {
     public static let protoName = "frienso.media.v1.FinishUploadRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__FinishUploadRequest()
-        frienso__media__v1__finish_upload_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_request__get_packed_size, pack: frienso__media__v1__finish_upload_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__FinishUploadRequest()
+            frienso__media__v1__finish_upload_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_request__get_packed_size, pack: frienso__media__v1__finish_upload_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__FinishUploadRequest()
-        frienso__media__v1__finish_upload_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_request__get_packed_size, pack: frienso__media__v1__finish_upload_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__FinishUploadRequest()
+            frienso__media__v1__finish_upload_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_request__get_packed_size, pack: frienso__media__v1__finish_upload_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.FinishUploadRequest", unpack: frienso__media__v1__finish_upload_request__unpack, free: frienso__media__v1__finish_upload_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.FinishUploadRequest", unpack: frienso__media__v1__finish_upload_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.FinishUploadRequest", unpack: frienso__media__v1__finish_upload_request__unpack, free: frienso__media__v1__finish_upload_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.FinishUploadRequest", unpack: frienso__media__v1__finish_upload_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__FinishUploadRequest, arena: ProtoArena) {
@@ -617,7 +675,7 @@ extension MediaV1.FinishUploadRequest {
     }
 
     init(c: Frienso__Media__V1__FinishUploadRequest) {
-        self.init(uploadId: ProtoRuntime.string(c.upload_id))
+        self.uploadId = ProtoRuntime.string(c.upload_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -650,12 +708,17 @@ extension MediaV1.FinishUploadRequest {
 extension MediaV1 {
     /// `frienso.media.v1.FinishUploadResponse`
     public struct FinishUploadResponse: ProtoMessage {
-        public var item: MediaV1.MediaItem? = nil
-        public var locationRemoved: Bool = false
-        public var deduplicated: Bool = false
-        public var replacedMediaId: String = ""
+        public var item: Optional<MediaV1.MediaItem>
+        public var locationRemoved: Bool
+        public var deduplicated: Bool
+        public var replacedMediaId: String
 
-        public init() {}
+        public init() {
+        self.item = nil
+        self.locationRemoved = false
+        self.deduplicated = false
+        self.replacedMediaId = ""
+        }
 
         public init(item: MediaV1.MediaItem? = nil, locationRemoved: Bool = false, deduplicated: Bool = false, replacedMediaId: String = "") {
         self.item = item
@@ -670,29 +733,31 @@ extension MediaV1.FinishUploadResponse {
     public static let protoName = "frienso.media.v1.FinishUploadResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__FinishUploadResponse()
-        frienso__media__v1__finish_upload_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_response__get_packed_size, pack: frienso__media__v1__finish_upload_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__FinishUploadResponse()
+            frienso__media__v1__finish_upload_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_response__get_packed_size, pack: frienso__media__v1__finish_upload_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__FinishUploadResponse()
-        frienso__media__v1__finish_upload_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_response__get_packed_size, pack: frienso__media__v1__finish_upload_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__FinishUploadResponse()
+            frienso__media__v1__finish_upload_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__finish_upload_response__get_packed_size, pack: frienso__media__v1__finish_upload_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.FinishUploadResponse", unpack: frienso__media__v1__finish_upload_response__unpack, free: frienso__media__v1__finish_upload_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.FinishUploadResponse", unpack: frienso__media__v1__finish_upload_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.FinishUploadResponse", unpack: frienso__media__v1__finish_upload_response__unpack, free: frienso__media__v1__finish_upload_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.FinishUploadResponse", unpack: frienso__media__v1__finish_upload_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__FinishUploadResponse, arena: ProtoArena) {
@@ -705,7 +770,10 @@ extension MediaV1.FinishUploadResponse {
     }
 
     init(c: Frienso__Media__V1__FinishUploadResponse) {
-        self.init(item: c.item.map { MediaV1.MediaItem(c: $0.pointee) }, locationRemoved: (c.location_removed != 0), deduplicated: (c.deduplicated != 0), replacedMediaId: ProtoRuntime.string(c.replaced_media_id))
+        self.item = c.item.map { MediaV1.MediaItem(c: $0.pointee) }
+        self.locationRemoved = (c.location_removed != 0)
+        self.deduplicated = (c.deduplicated != 0)
+        self.replacedMediaId = ProtoRuntime.string(c.replaced_media_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -741,11 +809,15 @@ extension MediaV1.FinishUploadResponse {
 extension MediaV1 {
     /// `frienso.media.v1.GetPhotoRequest`
     public struct GetPhotoRequest: ProtoMessage {
-        public var mediaId: String = ""
-        public var offset: UInt64 = 0
-        public var maxBytes: UInt32 = 0
+        public var mediaId: String
+        public var offset: UInt64
+        public var maxBytes: UInt32
 
-        public init() {}
+        public init() {
+        self.mediaId = ""
+        self.offset = 0
+        self.maxBytes = 0
+        }
 
         public init(mediaId: String = "", offset: UInt64 = 0, maxBytes: UInt32 = 0) {
         self.mediaId = mediaId
@@ -759,29 +831,31 @@ extension MediaV1.GetPhotoRequest {
     public static let protoName = "frienso.media.v1.GetPhotoRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__GetPhotoRequest()
-        frienso__media__v1__get_photo_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_request__get_packed_size, pack: frienso__media__v1__get_photo_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__GetPhotoRequest()
+            frienso__media__v1__get_photo_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_request__get_packed_size, pack: frienso__media__v1__get_photo_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__GetPhotoRequest()
-        frienso__media__v1__get_photo_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_request__get_packed_size, pack: frienso__media__v1__get_photo_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__GetPhotoRequest()
+            frienso__media__v1__get_photo_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_request__get_packed_size, pack: frienso__media__v1__get_photo_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.GetPhotoRequest", unpack: frienso__media__v1__get_photo_request__unpack, free: frienso__media__v1__get_photo_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.GetPhotoRequest", unpack: frienso__media__v1__get_photo_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetPhotoRequest", unpack: frienso__media__v1__get_photo_request__unpack, free: frienso__media__v1__get_photo_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetPhotoRequest", unpack: frienso__media__v1__get_photo_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__GetPhotoRequest, arena: ProtoArena) {
@@ -791,7 +865,9 @@ extension MediaV1.GetPhotoRequest {
     }
 
     init(c: Frienso__Media__V1__GetPhotoRequest) {
-        self.init(mediaId: ProtoRuntime.string(c.media_id), offset: c.offset, maxBytes: c.max_bytes)
+        self.mediaId = ProtoRuntime.string(c.media_id)
+        self.offset = c.offset
+        self.maxBytes = c.max_bytes
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -826,11 +902,15 @@ extension MediaV1.GetPhotoRequest {
 extension MediaV1 {
     /// `frienso.media.v1.GetPhotoResponse`
     public struct GetPhotoResponse: ProtoMessage {
-        public var item: MediaV1.MediaItem? = nil
-        public var data: [UInt8] = []
-        public var eof: Bool = false
+        public var item: Optional<MediaV1.MediaItem>
+        public var data: [UInt8]
+        public var eof: Bool
 
-        public init() {}
+        public init() {
+        self.item = nil
+        self.data = []
+        self.eof = false
+        }
 
         public init(item: MediaV1.MediaItem? = nil, data: [UInt8] = [], eof: Bool = false) {
         self.item = item
@@ -844,35 +924,37 @@ extension MediaV1.GetPhotoResponse {
     public static let protoName = "frienso.media.v1.GetPhotoResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__GetPhotoResponse()
-        frienso__media__v1__get_photo_response__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.data.withUnsafeBufferPointer { lent0 in
-            c.data = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_response__get_packed_size, pack: frienso__media__v1__get_photo_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__GetPhotoResponse()
+            frienso__media__v1__get_photo_response__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.data.withUnsafeBufferPointer { lent0 in
+                c.data = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_response__get_packed_size, pack: frienso__media__v1__get_photo_response__pack)
+            }
         }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__GetPhotoResponse()
-        frienso__media__v1__get_photo_response__init(&c)
-        copy(into: &c, arena: arena, lendingBytes: true)
-        return self.data.withUnsafeBufferPointer { lent0 in
-            c.data = ProtoRuntime.lent(lent0)
-            return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_response__get_packed_size, pack: frienso__media__v1__get_photo_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__GetPhotoResponse()
+            frienso__media__v1__get_photo_response__init(&c)
+            copy(into: &c, arena: arena, lendingBytes: true)
+            return self.data.withUnsafeBufferPointer { lent0 in
+                c.data = ProtoRuntime.lent(lent0)
+                return ProtoRuntime.pack(&c, size: frienso__media__v1__get_photo_response__get_packed_size, pack: frienso__media__v1__get_photo_response__pack, into: allocate)
+            }
         }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.GetPhotoResponse", unpack: frienso__media__v1__get_photo_response__unpack, free: frienso__media__v1__get_photo_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.GetPhotoResponse", unpack: frienso__media__v1__get_photo_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetPhotoResponse", unpack: frienso__media__v1__get_photo_response__unpack, free: frienso__media__v1__get_photo_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetPhotoResponse", unpack: frienso__media__v1__get_photo_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__GetPhotoResponse, arena: ProtoArena, lendingBytes: Bool = false) {
@@ -884,7 +966,9 @@ extension MediaV1.GetPhotoResponse {
     }
 
     init(c: Frienso__Media__V1__GetPhotoResponse) {
-        self.init(item: c.item.map { MediaV1.MediaItem(c: $0.pointee) }, data: ProtoRuntime.bytes(c.data), eof: (c.eof != 0))
+        self.item = c.item.map { MediaV1.MediaItem(c: $0.pointee) }
+        self.data = ProtoRuntime.bytes(c.data)
+        self.eof = (c.eof != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -919,14 +1003,21 @@ extension MediaV1.GetPhotoResponse {
 extension MediaV1 {
     /// `frienso.media.v1.ListPhotosRequest`
     public struct ListPhotosRequest: ProtoMessage {
-        public var placeId: UInt64 = 0
-        public var checkInOf: UInt64 = 0
-        public var profileOf: UInt64 = 0
-        public var mine: Bool = false
-        public var limit: UInt32 = 0
-        public var pageToken: String = ""
+        public var placeId: UInt64
+        public var checkInOf: UInt64
+        public var profileOf: UInt64
+        public var mine: Bool
+        public var limit: UInt32
+        public var pageToken: String
 
-        public init() {}
+        public init() {
+        self.placeId = 0
+        self.checkInOf = 0
+        self.profileOf = 0
+        self.mine = false
+        self.limit = 0
+        self.pageToken = ""
+        }
 
         public init(placeId: UInt64 = 0, checkInOf: UInt64 = 0, profileOf: UInt64 = 0, mine: Bool = false, limit: UInt32 = 0, pageToken: String = "") {
         self.placeId = placeId
@@ -943,29 +1034,31 @@ extension MediaV1.ListPhotosRequest {
     public static let protoName = "frienso.media.v1.ListPhotosRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__ListPhotosRequest()
-        frienso__media__v1__list_photos_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_request__get_packed_size, pack: frienso__media__v1__list_photos_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__ListPhotosRequest()
+            frienso__media__v1__list_photos_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_request__get_packed_size, pack: frienso__media__v1__list_photos_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__ListPhotosRequest()
-        frienso__media__v1__list_photos_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_request__get_packed_size, pack: frienso__media__v1__list_photos_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__ListPhotosRequest()
+            frienso__media__v1__list_photos_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_request__get_packed_size, pack: frienso__media__v1__list_photos_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.ListPhotosRequest", unpack: frienso__media__v1__list_photos_request__unpack, free: frienso__media__v1__list_photos_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.ListPhotosRequest", unpack: frienso__media__v1__list_photos_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.ListPhotosRequest", unpack: frienso__media__v1__list_photos_request__unpack, free: frienso__media__v1__list_photos_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.ListPhotosRequest", unpack: frienso__media__v1__list_photos_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__ListPhotosRequest, arena: ProtoArena) {
@@ -978,7 +1071,12 @@ extension MediaV1.ListPhotosRequest {
     }
 
     init(c: Frienso__Media__V1__ListPhotosRequest) {
-        self.init(placeId: c.place_id, checkInOf: c.check_in_of, profileOf: c.profile_of, mine: (c.mine != 0), limit: c.limit, pageToken: ProtoRuntime.string(c.page_token))
+        self.placeId = c.place_id
+        self.checkInOf = c.check_in_of
+        self.profileOf = c.profile_of
+        self.mine = (c.mine != 0)
+        self.limit = c.limit
+        self.pageToken = ProtoRuntime.string(c.page_token)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1019,10 +1117,13 @@ extension MediaV1.ListPhotosRequest {
 extension MediaV1 {
     /// `frienso.media.v1.ListPhotosResponse`
     public struct ListPhotosResponse: ProtoMessage {
-        public var items: [MediaV1.MediaItem] = []
-        public var nextPageToken: String = ""
+        public var items: [MediaV1.MediaItem]
+        public var nextPageToken: String
 
-        public init() {}
+        public init() {
+        self.items = []
+        self.nextPageToken = ""
+        }
 
         public init(items: [MediaV1.MediaItem] = [], nextPageToken: String = "") {
         self.items = items
@@ -1035,29 +1136,31 @@ extension MediaV1.ListPhotosResponse {
     public static let protoName = "frienso.media.v1.ListPhotosResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__ListPhotosResponse()
-        frienso__media__v1__list_photos_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_response__get_packed_size, pack: frienso__media__v1__list_photos_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__ListPhotosResponse()
+            frienso__media__v1__list_photos_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_response__get_packed_size, pack: frienso__media__v1__list_photos_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__ListPhotosResponse()
-        frienso__media__v1__list_photos_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_response__get_packed_size, pack: frienso__media__v1__list_photos_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__ListPhotosResponse()
+            frienso__media__v1__list_photos_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__list_photos_response__get_packed_size, pack: frienso__media__v1__list_photos_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.ListPhotosResponse", unpack: frienso__media__v1__list_photos_response__unpack, free: frienso__media__v1__list_photos_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.ListPhotosResponse", unpack: frienso__media__v1__list_photos_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.ListPhotosResponse", unpack: frienso__media__v1__list_photos_response__unpack, free: frienso__media__v1__list_photos_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.ListPhotosResponse", unpack: frienso__media__v1__list_photos_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__ListPhotosResponse, arena: ProtoArena) {
@@ -1067,7 +1170,8 @@ extension MediaV1.ListPhotosResponse {
     }
 
     init(c: Frienso__Media__V1__ListPhotosResponse) {
-        self.init(items: ProtoRuntime.array(c.items, count: c.n_items) { MediaV1.MediaItem(c: $0!.pointee) }, nextPageToken: ProtoRuntime.string(c.next_page_token))
+        self.items = ProtoRuntime.array(c.items, count: c.n_items) { MediaV1.MediaItem(c: $0!.pointee) }
+        self.nextPageToken = ProtoRuntime.string(c.next_page_token)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1101,9 +1205,11 @@ extension MediaV1.ListPhotosResponse {
 extension MediaV1 {
     /// `frienso.media.v1.DeletePhotoRequest`
     public struct DeletePhotoRequest: ProtoMessage {
-        public var mediaId: String = ""
+        public var mediaId: String
 
-        public init() {}
+        public init() {
+        self.mediaId = ""
+        }
 
         public init(mediaId: String = "") {
         self.mediaId = mediaId
@@ -1115,29 +1221,31 @@ extension MediaV1.DeletePhotoRequest {
     public static let protoName = "frienso.media.v1.DeletePhotoRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__DeletePhotoRequest()
-        frienso__media__v1__delete_photo_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_request__get_packed_size, pack: frienso__media__v1__delete_photo_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__DeletePhotoRequest()
+            frienso__media__v1__delete_photo_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_request__get_packed_size, pack: frienso__media__v1__delete_photo_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__DeletePhotoRequest()
-        frienso__media__v1__delete_photo_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_request__get_packed_size, pack: frienso__media__v1__delete_photo_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__DeletePhotoRequest()
+            frienso__media__v1__delete_photo_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_request__get_packed_size, pack: frienso__media__v1__delete_photo_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.DeletePhotoRequest", unpack: frienso__media__v1__delete_photo_request__unpack, free: frienso__media__v1__delete_photo_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.DeletePhotoRequest", unpack: frienso__media__v1__delete_photo_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.DeletePhotoRequest", unpack: frienso__media__v1__delete_photo_request__unpack, free: frienso__media__v1__delete_photo_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.DeletePhotoRequest", unpack: frienso__media__v1__delete_photo_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__DeletePhotoRequest, arena: ProtoArena) {
@@ -1145,7 +1253,7 @@ extension MediaV1.DeletePhotoRequest {
     }
 
     init(c: Frienso__Media__V1__DeletePhotoRequest) {
-        self.init(mediaId: ProtoRuntime.string(c.media_id))
+        self.mediaId = ProtoRuntime.string(c.media_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1178,9 +1286,11 @@ extension MediaV1.DeletePhotoRequest {
 extension MediaV1 {
     /// `frienso.media.v1.DeletePhotoResponse`
     public struct DeletePhotoResponse: ProtoMessage {
-        public var bytesReleased: Bool = false
+        public var bytesReleased: Bool
 
-        public init() {}
+        public init() {
+        self.bytesReleased = false
+        }
 
         public init(bytesReleased: Bool = false) {
         self.bytesReleased = bytesReleased
@@ -1192,29 +1302,31 @@ extension MediaV1.DeletePhotoResponse {
     public static let protoName = "frienso.media.v1.DeletePhotoResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__DeletePhotoResponse()
-        frienso__media__v1__delete_photo_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_response__get_packed_size, pack: frienso__media__v1__delete_photo_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__DeletePhotoResponse()
+            frienso__media__v1__delete_photo_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_response__get_packed_size, pack: frienso__media__v1__delete_photo_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__DeletePhotoResponse()
-        frienso__media__v1__delete_photo_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_response__get_packed_size, pack: frienso__media__v1__delete_photo_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__DeletePhotoResponse()
+            frienso__media__v1__delete_photo_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__delete_photo_response__get_packed_size, pack: frienso__media__v1__delete_photo_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.DeletePhotoResponse", unpack: frienso__media__v1__delete_photo_response__unpack, free: frienso__media__v1__delete_photo_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.DeletePhotoResponse", unpack: frienso__media__v1__delete_photo_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.DeletePhotoResponse", unpack: frienso__media__v1__delete_photo_response__unpack, free: frienso__media__v1__delete_photo_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.DeletePhotoResponse", unpack: frienso__media__v1__delete_photo_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__DeletePhotoResponse, arena _: ProtoArena) {
@@ -1222,7 +1334,7 @@ extension MediaV1.DeletePhotoResponse {
     }
 
     init(c: Frienso__Media__V1__DeletePhotoResponse) {
-        self.init(bytesReleased: (c.bytes_released != 0))
+        self.bytesReleased = (c.bytes_released != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1264,29 +1376,31 @@ extension MediaV1.GetUsageRequest {
     public static let protoName = "frienso.media.v1.GetUsageRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__GetUsageRequest()
-        frienso__media__v1__get_usage_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_request__get_packed_size, pack: frienso__media__v1__get_usage_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__GetUsageRequest()
+            frienso__media__v1__get_usage_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_request__get_packed_size, pack: frienso__media__v1__get_usage_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__GetUsageRequest()
-        frienso__media__v1__get_usage_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_request__get_packed_size, pack: frienso__media__v1__get_usage_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__GetUsageRequest()
+            frienso__media__v1__get_usage_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_request__get_packed_size, pack: frienso__media__v1__get_usage_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.GetUsageRequest", unpack: frienso__media__v1__get_usage_request__unpack, free: frienso__media__v1__get_usage_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.GetUsageRequest", unpack: frienso__media__v1__get_usage_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetUsageRequest", unpack: frienso__media__v1__get_usage_request__unpack, free: frienso__media__v1__get_usage_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetUsageRequest", unpack: frienso__media__v1__get_usage_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Media__V1__GetUsageRequest, arena _: ProtoArena) {
@@ -1321,13 +1435,19 @@ extension MediaV1.GetUsageRequest {
 extension MediaV1 {
     /// `frienso.media.v1.GetUsageResponse`
     public struct GetUsageResponse: ProtoMessage {
-        public var usedBytes: UInt64 = 0
-        public var quotaBytes: UInt64 = 0
-        public var uploadsLastHour: UInt32 = 0
-        public var uploadsPerHour: UInt32 = 0
-        public var maxPhotoBytes: UInt64 = 0
+        public var usedBytes: UInt64
+        public var quotaBytes: UInt64
+        public var uploadsLastHour: UInt32
+        public var uploadsPerHour: UInt32
+        public var maxPhotoBytes: UInt64
 
-        public init() {}
+        public init() {
+        self.usedBytes = 0
+        self.quotaBytes = 0
+        self.uploadsLastHour = 0
+        self.uploadsPerHour = 0
+        self.maxPhotoBytes = 0
+        }
 
         public init(usedBytes: UInt64 = 0, quotaBytes: UInt64 = 0, uploadsLastHour: UInt32 = 0, uploadsPerHour: UInt32 = 0, maxPhotoBytes: UInt64 = 0) {
         self.usedBytes = usedBytes
@@ -1343,29 +1463,31 @@ extension MediaV1.GetUsageResponse {
     public static let protoName = "frienso.media.v1.GetUsageResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__GetUsageResponse()
-        frienso__media__v1__get_usage_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_response__get_packed_size, pack: frienso__media__v1__get_usage_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__GetUsageResponse()
+            frienso__media__v1__get_usage_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_response__get_packed_size, pack: frienso__media__v1__get_usage_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__GetUsageResponse()
-        frienso__media__v1__get_usage_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_response__get_packed_size, pack: frienso__media__v1__get_usage_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__GetUsageResponse()
+            frienso__media__v1__get_usage_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__get_usage_response__get_packed_size, pack: frienso__media__v1__get_usage_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.GetUsageResponse", unpack: frienso__media__v1__get_usage_response__unpack, free: frienso__media__v1__get_usage_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.GetUsageResponse", unpack: frienso__media__v1__get_usage_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetUsageResponse", unpack: frienso__media__v1__get_usage_response__unpack, free: frienso__media__v1__get_usage_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.GetUsageResponse", unpack: frienso__media__v1__get_usage_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__GetUsageResponse, arena _: ProtoArena) {
@@ -1377,7 +1499,11 @@ extension MediaV1.GetUsageResponse {
     }
 
     init(c: Frienso__Media__V1__GetUsageResponse) {
-        self.init(usedBytes: c.used_bytes, quotaBytes: c.quota_bytes, uploadsLastHour: c.uploads_last_hour, uploadsPerHour: c.uploads_per_hour, maxPhotoBytes: c.max_photo_bytes)
+        self.usedBytes = c.used_bytes
+        self.quotaBytes = c.quota_bytes
+        self.uploadsLastHour = c.uploads_last_hour
+        self.uploadsPerHour = c.uploads_per_hour
+        self.maxPhotoBytes = c.max_photo_bytes
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1417,10 +1543,13 @@ extension MediaV1.GetUsageResponse {
 extension MediaV1 {
     /// `frienso.media.v1.AttachCheckInPhotoRequest`
     public struct AttachCheckInPhotoRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var mediaId: String = ""
+        public var userId: UInt64
+        public var mediaId: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.mediaId = ""
+        }
 
         public init(userId: UInt64 = 0, mediaId: String = "") {
         self.userId = userId
@@ -1433,29 +1562,31 @@ extension MediaV1.AttachCheckInPhotoRequest {
     public static let protoName = "frienso.media.v1.AttachCheckInPhotoRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__AttachCheckInPhotoRequest()
-        frienso__media__v1__attach_check_in_photo_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_request__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__AttachCheckInPhotoRequest()
+            frienso__media__v1__attach_check_in_photo_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_request__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__AttachCheckInPhotoRequest()
-        frienso__media__v1__attach_check_in_photo_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_request__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__AttachCheckInPhotoRequest()
+            frienso__media__v1__attach_check_in_photo_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_request__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.AttachCheckInPhotoRequest", unpack: frienso__media__v1__attach_check_in_photo_request__unpack, free: frienso__media__v1__attach_check_in_photo_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.AttachCheckInPhotoRequest", unpack: frienso__media__v1__attach_check_in_photo_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.AttachCheckInPhotoRequest", unpack: frienso__media__v1__attach_check_in_photo_request__unpack, free: frienso__media__v1__attach_check_in_photo_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.AttachCheckInPhotoRequest", unpack: frienso__media__v1__attach_check_in_photo_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__AttachCheckInPhotoRequest, arena: ProtoArena) {
@@ -1464,7 +1595,8 @@ extension MediaV1.AttachCheckInPhotoRequest {
     }
 
     init(c: Frienso__Media__V1__AttachCheckInPhotoRequest) {
-        self.init(userId: c.user_id, mediaId: ProtoRuntime.string(c.media_id))
+        self.userId = c.user_id
+        self.mediaId = ProtoRuntime.string(c.media_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1498,9 +1630,11 @@ extension MediaV1.AttachCheckInPhotoRequest {
 extension MediaV1 {
     /// `frienso.media.v1.AttachCheckInPhotoResponse`
     public struct AttachCheckInPhotoResponse: ProtoMessage {
-        public var releasedMediaId: String = ""
+        public var releasedMediaId: String
 
-        public init() {}
+        public init() {
+        self.releasedMediaId = ""
+        }
 
         public init(releasedMediaId: String = "") {
         self.releasedMediaId = releasedMediaId
@@ -1512,29 +1646,31 @@ extension MediaV1.AttachCheckInPhotoResponse {
     public static let protoName = "frienso.media.v1.AttachCheckInPhotoResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__AttachCheckInPhotoResponse()
-        frienso__media__v1__attach_check_in_photo_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_response__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__AttachCheckInPhotoResponse()
+            frienso__media__v1__attach_check_in_photo_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_response__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__AttachCheckInPhotoResponse()
-        frienso__media__v1__attach_check_in_photo_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_response__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__AttachCheckInPhotoResponse()
+            frienso__media__v1__attach_check_in_photo_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__attach_check_in_photo_response__get_packed_size, pack: frienso__media__v1__attach_check_in_photo_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.AttachCheckInPhotoResponse", unpack: frienso__media__v1__attach_check_in_photo_response__unpack, free: frienso__media__v1__attach_check_in_photo_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.AttachCheckInPhotoResponse", unpack: frienso__media__v1__attach_check_in_photo_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.AttachCheckInPhotoResponse", unpack: frienso__media__v1__attach_check_in_photo_response__unpack, free: frienso__media__v1__attach_check_in_photo_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.AttachCheckInPhotoResponse", unpack: frienso__media__v1__attach_check_in_photo_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__AttachCheckInPhotoResponse, arena: ProtoArena) {
@@ -1542,7 +1678,7 @@ extension MediaV1.AttachCheckInPhotoResponse {
     }
 
     init(c: Frienso__Media__V1__AttachCheckInPhotoResponse) {
-        self.init(releasedMediaId: ProtoRuntime.string(c.released_media_id))
+        self.releasedMediaId = ProtoRuntime.string(c.released_media_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1575,10 +1711,13 @@ extension MediaV1.AttachCheckInPhotoResponse {
 extension MediaV1 {
     /// `frienso.media.v1.EraseUserRequest`
     public struct EraseUserRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var traces: [String] = []
+        public var userId: UInt64
+        public var traces: [String]
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.traces = []
+        }
 
         public init(userId: UInt64 = 0, traces: [String] = []) {
         self.userId = userId
@@ -1591,29 +1730,31 @@ extension MediaV1.EraseUserRequest {
     public static let protoName = "frienso.media.v1.EraseUserRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__EraseUserRequest()
-        frienso__media__v1__erase_user_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_request__get_packed_size, pack: frienso__media__v1__erase_user_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__EraseUserRequest()
+            frienso__media__v1__erase_user_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_request__get_packed_size, pack: frienso__media__v1__erase_user_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__EraseUserRequest()
-        frienso__media__v1__erase_user_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_request__get_packed_size, pack: frienso__media__v1__erase_user_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__EraseUserRequest()
+            frienso__media__v1__erase_user_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_request__get_packed_size, pack: frienso__media__v1__erase_user_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.EraseUserRequest", unpack: frienso__media__v1__erase_user_request__unpack, free: frienso__media__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.EraseUserRequest", unpack: frienso__media__v1__erase_user_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.EraseUserRequest", unpack: frienso__media__v1__erase_user_request__unpack, free: frienso__media__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.EraseUserRequest", unpack: frienso__media__v1__erase_user_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__EraseUserRequest, arena: ProtoArena) {
@@ -1623,7 +1764,8 @@ extension MediaV1.EraseUserRequest {
     }
 
     init(c: Frienso__Media__V1__EraseUserRequest) {
-        self.init(userId: c.user_id, traces: ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) })
+        self.userId = c.user_id
+        self.traces = ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1657,9 +1799,11 @@ extension MediaV1.EraseUserRequest {
 extension MediaV1 {
     /// `frienso.media.v1.EraseUserResponse`
     public struct EraseUserResponse: ProtoMessage {
-        public var erased: UInt32 = 0
+        public var erased: UInt32
 
-        public init() {}
+        public init() {
+        self.erased = 0
+        }
 
         public init(erased: UInt32 = 0) {
         self.erased = erased
@@ -1671,29 +1815,31 @@ extension MediaV1.EraseUserResponse {
     public static let protoName = "frienso.media.v1.EraseUserResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__EraseUserResponse()
-        frienso__media__v1__erase_user_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_response__get_packed_size, pack: frienso__media__v1__erase_user_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__EraseUserResponse()
+            frienso__media__v1__erase_user_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_response__get_packed_size, pack: frienso__media__v1__erase_user_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Media__V1__EraseUserResponse()
-        frienso__media__v1__erase_user_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_response__get_packed_size, pack: frienso__media__v1__erase_user_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Media__V1__EraseUserResponse()
+            frienso__media__v1__erase_user_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__media__v1__erase_user_response__get_packed_size, pack: frienso__media__v1__erase_user_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.media.v1.EraseUserResponse", unpack: frienso__media__v1__erase_user_response__unpack, free: frienso__media__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.media.v1.EraseUserResponse", unpack: frienso__media__v1__erase_user_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.media.v1.EraseUserResponse", unpack: frienso__media__v1__erase_user_response__unpack, free: frienso__media__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.media.v1.EraseUserResponse", unpack: frienso__media__v1__erase_user_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Media__V1__EraseUserResponse, arena _: ProtoArena) {
@@ -1701,7 +1847,7 @@ extension MediaV1.EraseUserResponse {
     }
 
     init(c: Frienso__Media__V1__EraseUserResponse) {
-        self.init(erased: c.erased)
+        self.erased = c.erased
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).

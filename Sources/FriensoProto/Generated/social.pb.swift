@@ -295,13 +295,19 @@ extension SocialV1 {
 extension SocialV1 {
     /// `frienso.social.v1.UserRef`
     public struct UserRef: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var username: String = ""
-        public var firstName: String = ""
-        public var lastName: String = ""
-        public var profilePictureMediaId: String = ""
+        public var userId: UInt64
+        public var username: String
+        public var firstName: String
+        public var lastName: String
+        public var profilePictureMediaId: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.username = ""
+        self.firstName = ""
+        self.lastName = ""
+        self.profilePictureMediaId = ""
+        }
 
         public init(userId: UInt64 = 0, username: String = "", firstName: String = "", lastName: String = "", profilePictureMediaId: String = "") {
         self.userId = userId
@@ -317,29 +323,31 @@ extension SocialV1.UserRef {
     public static let protoName = "frienso.social.v1.UserRef"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__UserRef()
-        frienso__social__v1__user_ref__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__user_ref__get_packed_size, pack: frienso__social__v1__user_ref__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__UserRef()
+            frienso__social__v1__user_ref__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__user_ref__get_packed_size, pack: frienso__social__v1__user_ref__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__UserRef()
-        frienso__social__v1__user_ref__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__user_ref__get_packed_size, pack: frienso__social__v1__user_ref__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__UserRef()
+            frienso__social__v1__user_ref__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__user_ref__get_packed_size, pack: frienso__social__v1__user_ref__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.UserRef", unpack: frienso__social__v1__user_ref__unpack, free: frienso__social__v1__user_ref__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.UserRef", unpack: frienso__social__v1__user_ref__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.UserRef", unpack: frienso__social__v1__user_ref__unpack, free: frienso__social__v1__user_ref__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.UserRef", unpack: frienso__social__v1__user_ref__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__UserRef, arena: ProtoArena) {
@@ -351,7 +359,11 @@ extension SocialV1.UserRef {
     }
 
     init(c: Frienso__Social__V1__UserRef) {
-        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username), firstName: ProtoRuntime.string(c.first_name), lastName: ProtoRuntime.string(c.last_name), profilePictureMediaId: ProtoRuntime.string(c.profile_picture_media_id))
+        self.userId = c.user_id
+        self.username = ProtoRuntime.string(c.username)
+        self.firstName = ProtoRuntime.string(c.first_name)
+        self.lastName = ProtoRuntime.string(c.last_name)
+        self.profilePictureMediaId = ProtoRuntime.string(c.profile_picture_media_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -388,15 +400,23 @@ extension SocialV1.UserRef {
 extension SocialV1 {
     /// `frienso.social.v1.FriendRequest`
     public struct FriendRequest: ProtoMessage {
-        public var requestId: UInt64 = 0
-        public var from: SocialV1.UserRef? = nil
-        public var to: SocialV1.UserRef? = nil
-        public var state: SocialV1.RequestState = .init(rawValue: 0)
-        public var dismissed: Bool = false
-        public var createdAtMs: Int64 = 0
-        public var updatedAtMs: Int64 = 0
+        public var requestId: UInt64
+        public var from: Optional<SocialV1.UserRef>
+        public var to: Optional<SocialV1.UserRef>
+        public var state: SocialV1.RequestState
+        public var dismissed: Bool
+        public var createdAtMs: Int64
+        public var updatedAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.requestId = 0
+        self.from = nil
+        self.to = nil
+        self.state = .init(rawValue: 0)
+        self.dismissed = false
+        self.createdAtMs = 0
+        self.updatedAtMs = 0
+        }
 
         public init(requestId: UInt64 = 0, from: SocialV1.UserRef? = nil, to: SocialV1.UserRef? = nil, state: SocialV1.RequestState = .init(rawValue: 0), dismissed: Bool = false, createdAtMs: Int64 = 0, updatedAtMs: Int64 = 0) {
         self.requestId = requestId
@@ -414,29 +434,31 @@ extension SocialV1.FriendRequest {
     public static let protoName = "frienso.social.v1.FriendRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__FriendRequest()
-        frienso__social__v1__friend_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__friend_request__get_packed_size, pack: frienso__social__v1__friend_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__FriendRequest()
+            frienso__social__v1__friend_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__friend_request__get_packed_size, pack: frienso__social__v1__friend_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__FriendRequest()
-        frienso__social__v1__friend_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__friend_request__get_packed_size, pack: frienso__social__v1__friend_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__FriendRequest()
+            frienso__social__v1__friend_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__friend_request__get_packed_size, pack: frienso__social__v1__friend_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.FriendRequest", unpack: frienso__social__v1__friend_request__unpack, free: frienso__social__v1__friend_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.FriendRequest", unpack: frienso__social__v1__friend_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.FriendRequest", unpack: frienso__social__v1__friend_request__unpack, free: frienso__social__v1__friend_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.FriendRequest", unpack: frienso__social__v1__friend_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__FriendRequest, arena: ProtoArena) {
@@ -454,7 +476,13 @@ extension SocialV1.FriendRequest {
     }
 
     init(c: Frienso__Social__V1__FriendRequest) {
-        self.init(requestId: c.request_id, from: c.from.map { SocialV1.UserRef(c: $0.pointee) }, to: c.to.map { SocialV1.UserRef(c: $0.pointee) }, state: SocialV1.RequestState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue)), dismissed: (c.dismissed != 0), createdAtMs: c.created_at_ms, updatedAtMs: c.updated_at_ms)
+        self.requestId = c.request_id
+        self.from = c.from.map { SocialV1.UserRef(c: $0.pointee) }
+        self.to = c.to.map { SocialV1.UserRef(c: $0.pointee) }
+        self.state = SocialV1.RequestState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue))
+        self.dismissed = (c.dismissed != 0)
+        self.createdAtMs = c.created_at_ms
+        self.updatedAtMs = c.updated_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -496,10 +524,13 @@ extension SocialV1.FriendRequest {
 extension SocialV1 {
     /// `frienso.social.v1.Friend`
     public struct Friend: ProtoMessage {
-        public var user: SocialV1.UserRef? = nil
-        public var sinceMs: Int64 = 0
+        public var user: Optional<SocialV1.UserRef>
+        public var sinceMs: Int64
 
-        public init() {}
+        public init() {
+        self.user = nil
+        self.sinceMs = 0
+        }
 
         public init(user: SocialV1.UserRef? = nil, sinceMs: Int64 = 0) {
         self.user = user
@@ -512,29 +543,31 @@ extension SocialV1.Friend {
     public static let protoName = "frienso.social.v1.Friend"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__Friend()
-        frienso__social__v1__friend__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__friend__get_packed_size, pack: frienso__social__v1__friend__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__Friend()
+            frienso__social__v1__friend__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__friend__get_packed_size, pack: frienso__social__v1__friend__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__Friend()
-        frienso__social__v1__friend__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__friend__get_packed_size, pack: frienso__social__v1__friend__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__Friend()
+            frienso__social__v1__friend__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__friend__get_packed_size, pack: frienso__social__v1__friend__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Friend", unpack: frienso__social__v1__friend__unpack, free: frienso__social__v1__friend__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Friend", unpack: frienso__social__v1__friend__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Friend", unpack: frienso__social__v1__friend__unpack, free: frienso__social__v1__friend__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Friend", unpack: frienso__social__v1__friend__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__Friend, arena: ProtoArena) {
@@ -545,7 +578,8 @@ extension SocialV1.Friend {
     }
 
     init(c: Frienso__Social__V1__Friend) {
-        self.init(user: c.user.map { SocialV1.UserRef(c: $0.pointee) }, sinceMs: c.since_ms)
+        self.user = c.user.map { SocialV1.UserRef(c: $0.pointee) }
+        self.sinceMs = c.since_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -579,10 +613,13 @@ extension SocialV1.Friend {
 extension SocialV1 {
     /// `frienso.social.v1.SendFriendRequestRequest`
     public struct SendFriendRequestRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var username: String = ""
+        public var userId: UInt64
+        public var username: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.username = ""
+        }
 
         public init(userId: UInt64 = 0, username: String = "") {
         self.userId = userId
@@ -595,29 +632,31 @@ extension SocialV1.SendFriendRequestRequest {
     public static let protoName = "frienso.social.v1.SendFriendRequestRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SendFriendRequestRequest()
-        frienso__social__v1__send_friend_request_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_request__get_packed_size, pack: frienso__social__v1__send_friend_request_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SendFriendRequestRequest()
+            frienso__social__v1__send_friend_request_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_request__get_packed_size, pack: frienso__social__v1__send_friend_request_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SendFriendRequestRequest()
-        frienso__social__v1__send_friend_request_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_request__get_packed_size, pack: frienso__social__v1__send_friend_request_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SendFriendRequestRequest()
+            frienso__social__v1__send_friend_request_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_request__get_packed_size, pack: frienso__social__v1__send_friend_request_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SendFriendRequestRequest", unpack: frienso__social__v1__send_friend_request_request__unpack, free: frienso__social__v1__send_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SendFriendRequestRequest", unpack: frienso__social__v1__send_friend_request_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SendFriendRequestRequest", unpack: frienso__social__v1__send_friend_request_request__unpack, free: frienso__social__v1__send_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SendFriendRequestRequest", unpack: frienso__social__v1__send_friend_request_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__SendFriendRequestRequest, arena: ProtoArena) {
@@ -626,7 +665,8 @@ extension SocialV1.SendFriendRequestRequest {
     }
 
     init(c: Frienso__Social__V1__SendFriendRequestRequest) {
-        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username))
+        self.userId = c.user_id
+        self.username = ProtoRuntime.string(c.username)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -660,10 +700,13 @@ extension SocialV1.SendFriendRequestRequest {
 extension SocialV1 {
     /// `frienso.social.v1.SendFriendRequestResponse`
     public struct SendFriendRequestResponse: ProtoMessage {
-        public var request: SocialV1.FriendRequest? = nil
-        public var becameFriends: Bool = false
+        public var request: Optional<SocialV1.FriendRequest>
+        public var becameFriends: Bool
 
-        public init() {}
+        public init() {
+        self.request = nil
+        self.becameFriends = false
+        }
 
         public init(request: SocialV1.FriendRequest? = nil, becameFriends: Bool = false) {
         self.request = request
@@ -676,29 +719,31 @@ extension SocialV1.SendFriendRequestResponse {
     public static let protoName = "frienso.social.v1.SendFriendRequestResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SendFriendRequestResponse()
-        frienso__social__v1__send_friend_request_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_response__get_packed_size, pack: frienso__social__v1__send_friend_request_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SendFriendRequestResponse()
+            frienso__social__v1__send_friend_request_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_response__get_packed_size, pack: frienso__social__v1__send_friend_request_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SendFriendRequestResponse()
-        frienso__social__v1__send_friend_request_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_response__get_packed_size, pack: frienso__social__v1__send_friend_request_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SendFriendRequestResponse()
+            frienso__social__v1__send_friend_request_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__send_friend_request_response__get_packed_size, pack: frienso__social__v1__send_friend_request_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SendFriendRequestResponse", unpack: frienso__social__v1__send_friend_request_response__unpack, free: frienso__social__v1__send_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SendFriendRequestResponse", unpack: frienso__social__v1__send_friend_request_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SendFriendRequestResponse", unpack: frienso__social__v1__send_friend_request_response__unpack, free: frienso__social__v1__send_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SendFriendRequestResponse", unpack: frienso__social__v1__send_friend_request_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__SendFriendRequestResponse, arena: ProtoArena) {
@@ -709,7 +754,8 @@ extension SocialV1.SendFriendRequestResponse {
     }
 
     init(c: Frienso__Social__V1__SendFriendRequestResponse) {
-        self.init(request: c.request.map { SocialV1.FriendRequest(c: $0.pointee) }, becameFriends: (c.became_friends != 0))
+        self.request = c.request.map { SocialV1.FriendRequest(c: $0.pointee) }
+        self.becameFriends = (c.became_friends != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -743,10 +789,13 @@ extension SocialV1.SendFriendRequestResponse {
 extension SocialV1 {
     /// `frienso.social.v1.RespondToFriendRequestRequest`
     public struct RespondToFriendRequestRequest: ProtoMessage {
-        public var requestId: UInt64 = 0
-        public var action: SocialV1.RequestAction = .init(rawValue: 0)
+        public var requestId: UInt64
+        public var action: SocialV1.RequestAction
 
-        public init() {}
+        public init() {
+        self.requestId = 0
+        self.action = .init(rawValue: 0)
+        }
 
         public init(requestId: UInt64 = 0, action: SocialV1.RequestAction = .init(rawValue: 0)) {
         self.requestId = requestId
@@ -759,29 +808,31 @@ extension SocialV1.RespondToFriendRequestRequest {
     public static let protoName = "frienso.social.v1.RespondToFriendRequestRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RespondToFriendRequestRequest()
-        frienso__social__v1__respond_to_friend_request_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_request__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RespondToFriendRequestRequest()
+            frienso__social__v1__respond_to_friend_request_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_request__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RespondToFriendRequestRequest()
-        frienso__social__v1__respond_to_friend_request_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_request__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RespondToFriendRequestRequest()
+            frienso__social__v1__respond_to_friend_request_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_request__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToFriendRequestRequest", unpack: frienso__social__v1__respond_to_friend_request_request__unpack, free: frienso__social__v1__respond_to_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToFriendRequestRequest", unpack: frienso__social__v1__respond_to_friend_request_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToFriendRequestRequest", unpack: frienso__social__v1__respond_to_friend_request_request__unpack, free: frienso__social__v1__respond_to_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToFriendRequestRequest", unpack: frienso__social__v1__respond_to_friend_request_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__RespondToFriendRequestRequest, arena _: ProtoArena) {
@@ -790,7 +841,8 @@ extension SocialV1.RespondToFriendRequestRequest {
     }
 
     init(c: Frienso__Social__V1__RespondToFriendRequestRequest) {
-        self.init(requestId: c.request_id, action: SocialV1.RequestAction(rawValue: Int32(truncatingIfNeeded: c.action.rawValue)))
+        self.requestId = c.request_id
+        self.action = SocialV1.RequestAction(rawValue: Int32(truncatingIfNeeded: c.action.rawValue))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -824,9 +876,11 @@ extension SocialV1.RespondToFriendRequestRequest {
 extension SocialV1 {
     /// `frienso.social.v1.RespondToFriendRequestResponse`
     public struct RespondToFriendRequestResponse: ProtoMessage {
-        public var request: SocialV1.FriendRequest? = nil
+        public var request: Optional<SocialV1.FriendRequest>
 
-        public init() {}
+        public init() {
+        self.request = nil
+        }
 
         public init(request: SocialV1.FriendRequest? = nil) {
         self.request = request
@@ -838,29 +892,31 @@ extension SocialV1.RespondToFriendRequestResponse {
     public static let protoName = "frienso.social.v1.RespondToFriendRequestResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RespondToFriendRequestResponse()
-        frienso__social__v1__respond_to_friend_request_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_response__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RespondToFriendRequestResponse()
+            frienso__social__v1__respond_to_friend_request_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_response__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RespondToFriendRequestResponse()
-        frienso__social__v1__respond_to_friend_request_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_response__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RespondToFriendRequestResponse()
+            frienso__social__v1__respond_to_friend_request_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_friend_request_response__get_packed_size, pack: frienso__social__v1__respond_to_friend_request_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToFriendRequestResponse", unpack: frienso__social__v1__respond_to_friend_request_response__unpack, free: frienso__social__v1__respond_to_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToFriendRequestResponse", unpack: frienso__social__v1__respond_to_friend_request_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToFriendRequestResponse", unpack: frienso__social__v1__respond_to_friend_request_response__unpack, free: frienso__social__v1__respond_to_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToFriendRequestResponse", unpack: frienso__social__v1__respond_to_friend_request_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__RespondToFriendRequestResponse, arena: ProtoArena) {
@@ -870,7 +926,7 @@ extension SocialV1.RespondToFriendRequestResponse {
     }
 
     init(c: Frienso__Social__V1__RespondToFriendRequestResponse) {
-        self.init(request: c.request.map { SocialV1.FriendRequest(c: $0.pointee) })
+        self.request = c.request.map { SocialV1.FriendRequest(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -903,9 +959,11 @@ extension SocialV1.RespondToFriendRequestResponse {
 extension SocialV1 {
     /// `frienso.social.v1.CancelFriendRequestRequest`
     public struct CancelFriendRequestRequest: ProtoMessage {
-        public var requestId: UInt64 = 0
+        public var requestId: UInt64
 
-        public init() {}
+        public init() {
+        self.requestId = 0
+        }
 
         public init(requestId: UInt64 = 0) {
         self.requestId = requestId
@@ -917,29 +975,31 @@ extension SocialV1.CancelFriendRequestRequest {
     public static let protoName = "frienso.social.v1.CancelFriendRequestRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CancelFriendRequestRequest()
-        frienso__social__v1__cancel_friend_request_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_request__get_packed_size, pack: frienso__social__v1__cancel_friend_request_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CancelFriendRequestRequest()
+            frienso__social__v1__cancel_friend_request_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_request__get_packed_size, pack: frienso__social__v1__cancel_friend_request_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CancelFriendRequestRequest()
-        frienso__social__v1__cancel_friend_request_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_request__get_packed_size, pack: frienso__social__v1__cancel_friend_request_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CancelFriendRequestRequest()
+            frienso__social__v1__cancel_friend_request_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_request__get_packed_size, pack: frienso__social__v1__cancel_friend_request_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CancelFriendRequestRequest", unpack: frienso__social__v1__cancel_friend_request_request__unpack, free: frienso__social__v1__cancel_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CancelFriendRequestRequest", unpack: frienso__social__v1__cancel_friend_request_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CancelFriendRequestRequest", unpack: frienso__social__v1__cancel_friend_request_request__unpack, free: frienso__social__v1__cancel_friend_request_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CancelFriendRequestRequest", unpack: frienso__social__v1__cancel_friend_request_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__CancelFriendRequestRequest, arena _: ProtoArena) {
@@ -947,7 +1007,7 @@ extension SocialV1.CancelFriendRequestRequest {
     }
 
     init(c: Frienso__Social__V1__CancelFriendRequestRequest) {
-        self.init(requestId: c.request_id)
+        self.requestId = c.request_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -980,9 +1040,11 @@ extension SocialV1.CancelFriendRequestRequest {
 extension SocialV1 {
     /// `frienso.social.v1.CancelFriendRequestResponse`
     public struct CancelFriendRequestResponse: ProtoMessage {
-        public var request: SocialV1.FriendRequest? = nil
+        public var request: Optional<SocialV1.FriendRequest>
 
-        public init() {}
+        public init() {
+        self.request = nil
+        }
 
         public init(request: SocialV1.FriendRequest? = nil) {
         self.request = request
@@ -994,29 +1056,31 @@ extension SocialV1.CancelFriendRequestResponse {
     public static let protoName = "frienso.social.v1.CancelFriendRequestResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CancelFriendRequestResponse()
-        frienso__social__v1__cancel_friend_request_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_response__get_packed_size, pack: frienso__social__v1__cancel_friend_request_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CancelFriendRequestResponse()
+            frienso__social__v1__cancel_friend_request_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_response__get_packed_size, pack: frienso__social__v1__cancel_friend_request_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CancelFriendRequestResponse()
-        frienso__social__v1__cancel_friend_request_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_response__get_packed_size, pack: frienso__social__v1__cancel_friend_request_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CancelFriendRequestResponse()
+            frienso__social__v1__cancel_friend_request_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__cancel_friend_request_response__get_packed_size, pack: frienso__social__v1__cancel_friend_request_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CancelFriendRequestResponse", unpack: frienso__social__v1__cancel_friend_request_response__unpack, free: frienso__social__v1__cancel_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CancelFriendRequestResponse", unpack: frienso__social__v1__cancel_friend_request_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CancelFriendRequestResponse", unpack: frienso__social__v1__cancel_friend_request_response__unpack, free: frienso__social__v1__cancel_friend_request_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CancelFriendRequestResponse", unpack: frienso__social__v1__cancel_friend_request_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__CancelFriendRequestResponse, arena: ProtoArena) {
@@ -1026,7 +1090,7 @@ extension SocialV1.CancelFriendRequestResponse {
     }
 
     init(c: Frienso__Social__V1__CancelFriendRequestResponse) {
-        self.init(request: c.request.map { SocialV1.FriendRequest(c: $0.pointee) })
+        self.request = c.request.map { SocialV1.FriendRequest(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1059,9 +1123,11 @@ extension SocialV1.CancelFriendRequestResponse {
 extension SocialV1 {
     /// `frienso.social.v1.ListFriendRequestsRequest`
     public struct ListFriendRequestsRequest: ProtoMessage {
-        public var includeDismissed: Bool = false
+        public var includeDismissed: Bool
 
-        public init() {}
+        public init() {
+        self.includeDismissed = false
+        }
 
         public init(includeDismissed: Bool = false) {
         self.includeDismissed = includeDismissed
@@ -1073,29 +1139,31 @@ extension SocialV1.ListFriendRequestsRequest {
     public static let protoName = "frienso.social.v1.ListFriendRequestsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListFriendRequestsRequest()
-        frienso__social__v1__list_friend_requests_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_request__get_packed_size, pack: frienso__social__v1__list_friend_requests_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListFriendRequestsRequest()
+            frienso__social__v1__list_friend_requests_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_request__get_packed_size, pack: frienso__social__v1__list_friend_requests_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListFriendRequestsRequest()
-        frienso__social__v1__list_friend_requests_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_request__get_packed_size, pack: frienso__social__v1__list_friend_requests_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListFriendRequestsRequest()
+            frienso__social__v1__list_friend_requests_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_request__get_packed_size, pack: frienso__social__v1__list_friend_requests_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendRequestsRequest", unpack: frienso__social__v1__list_friend_requests_request__unpack, free: frienso__social__v1__list_friend_requests_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendRequestsRequest", unpack: frienso__social__v1__list_friend_requests_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendRequestsRequest", unpack: frienso__social__v1__list_friend_requests_request__unpack, free: frienso__social__v1__list_friend_requests_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendRequestsRequest", unpack: frienso__social__v1__list_friend_requests_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ListFriendRequestsRequest, arena _: ProtoArena) {
@@ -1103,7 +1171,7 @@ extension SocialV1.ListFriendRequestsRequest {
     }
 
     init(c: Frienso__Social__V1__ListFriendRequestsRequest) {
-        self.init(includeDismissed: (c.include_dismissed != 0))
+        self.includeDismissed = (c.include_dismissed != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1136,10 +1204,13 @@ extension SocialV1.ListFriendRequestsRequest {
 extension SocialV1 {
     /// `frienso.social.v1.ListFriendRequestsResponse`
     public struct ListFriendRequestsResponse: ProtoMessage {
-        public var incoming: [SocialV1.FriendRequest] = []
-        public var outgoing: [SocialV1.FriendRequest] = []
+        public var incoming: [SocialV1.FriendRequest]
+        public var outgoing: [SocialV1.FriendRequest]
 
-        public init() {}
+        public init() {
+        self.incoming = []
+        self.outgoing = []
+        }
 
         public init(incoming: [SocialV1.FriendRequest] = [], outgoing: [SocialV1.FriendRequest] = []) {
         self.incoming = incoming
@@ -1152,29 +1223,31 @@ extension SocialV1.ListFriendRequestsResponse {
     public static let protoName = "frienso.social.v1.ListFriendRequestsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListFriendRequestsResponse()
-        frienso__social__v1__list_friend_requests_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_response__get_packed_size, pack: frienso__social__v1__list_friend_requests_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListFriendRequestsResponse()
+            frienso__social__v1__list_friend_requests_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_response__get_packed_size, pack: frienso__social__v1__list_friend_requests_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListFriendRequestsResponse()
-        frienso__social__v1__list_friend_requests_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_response__get_packed_size, pack: frienso__social__v1__list_friend_requests_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListFriendRequestsResponse()
+            frienso__social__v1__list_friend_requests_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friend_requests_response__get_packed_size, pack: frienso__social__v1__list_friend_requests_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendRequestsResponse", unpack: frienso__social__v1__list_friend_requests_response__unpack, free: frienso__social__v1__list_friend_requests_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendRequestsResponse", unpack: frienso__social__v1__list_friend_requests_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendRequestsResponse", unpack: frienso__social__v1__list_friend_requests_response__unpack, free: frienso__social__v1__list_friend_requests_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendRequestsResponse", unpack: frienso__social__v1__list_friend_requests_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ListFriendRequestsResponse, arena: ProtoArena) {
@@ -1185,7 +1258,8 @@ extension SocialV1.ListFriendRequestsResponse {
     }
 
     init(c: Frienso__Social__V1__ListFriendRequestsResponse) {
-        self.init(incoming: ProtoRuntime.array(c.incoming, count: c.n_incoming) { SocialV1.FriendRequest(c: $0!.pointee) }, outgoing: ProtoRuntime.array(c.outgoing, count: c.n_outgoing) { SocialV1.FriendRequest(c: $0!.pointee) })
+        self.incoming = ProtoRuntime.array(c.incoming, count: c.n_incoming) { SocialV1.FriendRequest(c: $0!.pointee) }
+        self.outgoing = ProtoRuntime.array(c.outgoing, count: c.n_outgoing) { SocialV1.FriendRequest(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1230,29 +1304,31 @@ extension SocialV1.ListFriendsRequest {
     public static let protoName = "frienso.social.v1.ListFriendsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListFriendsRequest()
-        frienso__social__v1__list_friends_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_request__get_packed_size, pack: frienso__social__v1__list_friends_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListFriendsRequest()
+            frienso__social__v1__list_friends_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_request__get_packed_size, pack: frienso__social__v1__list_friends_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListFriendsRequest()
-        frienso__social__v1__list_friends_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_request__get_packed_size, pack: frienso__social__v1__list_friends_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListFriendsRequest()
+            frienso__social__v1__list_friends_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_request__get_packed_size, pack: frienso__social__v1__list_friends_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendsRequest", unpack: frienso__social__v1__list_friends_request__unpack, free: frienso__social__v1__list_friends_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendsRequest", unpack: frienso__social__v1__list_friends_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendsRequest", unpack: frienso__social__v1__list_friends_request__unpack, free: frienso__social__v1__list_friends_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendsRequest", unpack: frienso__social__v1__list_friends_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Social__V1__ListFriendsRequest, arena _: ProtoArena) {
@@ -1287,9 +1363,11 @@ extension SocialV1.ListFriendsRequest {
 extension SocialV1 {
     /// `frienso.social.v1.ListFriendsResponse`
     public struct ListFriendsResponse: ProtoMessage {
-        public var friends: [SocialV1.Friend] = []
+        public var friends: [SocialV1.Friend]
 
-        public init() {}
+        public init() {
+        self.friends = []
+        }
 
         public init(friends: [SocialV1.Friend] = []) {
         self.friends = friends
@@ -1301,29 +1379,31 @@ extension SocialV1.ListFriendsResponse {
     public static let protoName = "frienso.social.v1.ListFriendsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListFriendsResponse()
-        frienso__social__v1__list_friends_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_response__get_packed_size, pack: frienso__social__v1__list_friends_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListFriendsResponse()
+            frienso__social__v1__list_friends_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_response__get_packed_size, pack: frienso__social__v1__list_friends_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListFriendsResponse()
-        frienso__social__v1__list_friends_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_response__get_packed_size, pack: frienso__social__v1__list_friends_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListFriendsResponse()
+            frienso__social__v1__list_friends_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_friends_response__get_packed_size, pack: frienso__social__v1__list_friends_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendsResponse", unpack: frienso__social__v1__list_friends_response__unpack, free: frienso__social__v1__list_friends_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListFriendsResponse", unpack: frienso__social__v1__list_friends_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendsResponse", unpack: frienso__social__v1__list_friends_response__unpack, free: frienso__social__v1__list_friends_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListFriendsResponse", unpack: frienso__social__v1__list_friends_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ListFriendsResponse, arena: ProtoArena) {
@@ -1332,7 +1412,7 @@ extension SocialV1.ListFriendsResponse {
     }
 
     init(c: Frienso__Social__V1__ListFriendsResponse) {
-        self.init(friends: ProtoRuntime.array(c.friends, count: c.n_friends) { SocialV1.Friend(c: $0!.pointee) })
+        self.friends = ProtoRuntime.array(c.friends, count: c.n_friends) { SocialV1.Friend(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1365,10 +1445,13 @@ extension SocialV1.ListFriendsResponse {
 extension SocialV1 {
     /// `frienso.social.v1.RemoveFriendRequest`
     public struct RemoveFriendRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var username: String = ""
+        public var userId: UInt64
+        public var username: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.username = ""
+        }
 
         public init(userId: UInt64 = 0, username: String = "") {
         self.userId = userId
@@ -1381,29 +1464,31 @@ extension SocialV1.RemoveFriendRequest {
     public static let protoName = "frienso.social.v1.RemoveFriendRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RemoveFriendRequest()
-        frienso__social__v1__remove_friend_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_request__get_packed_size, pack: frienso__social__v1__remove_friend_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RemoveFriendRequest()
+            frienso__social__v1__remove_friend_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_request__get_packed_size, pack: frienso__social__v1__remove_friend_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RemoveFriendRequest()
-        frienso__social__v1__remove_friend_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_request__get_packed_size, pack: frienso__social__v1__remove_friend_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RemoveFriendRequest()
+            frienso__social__v1__remove_friend_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_request__get_packed_size, pack: frienso__social__v1__remove_friend_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFriendRequest", unpack: frienso__social__v1__remove_friend_request__unpack, free: frienso__social__v1__remove_friend_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFriendRequest", unpack: frienso__social__v1__remove_friend_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFriendRequest", unpack: frienso__social__v1__remove_friend_request__unpack, free: frienso__social__v1__remove_friend_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFriendRequest", unpack: frienso__social__v1__remove_friend_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__RemoveFriendRequest, arena: ProtoArena) {
@@ -1412,7 +1497,8 @@ extension SocialV1.RemoveFriendRequest {
     }
 
     init(c: Frienso__Social__V1__RemoveFriendRequest) {
-        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username))
+        self.userId = c.user_id
+        self.username = ProtoRuntime.string(c.username)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1455,29 +1541,31 @@ extension SocialV1.RemoveFriendResponse {
     public static let protoName = "frienso.social.v1.RemoveFriendResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RemoveFriendResponse()
-        frienso__social__v1__remove_friend_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_response__get_packed_size, pack: frienso__social__v1__remove_friend_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RemoveFriendResponse()
+            frienso__social__v1__remove_friend_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_response__get_packed_size, pack: frienso__social__v1__remove_friend_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RemoveFriendResponse()
-        frienso__social__v1__remove_friend_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_response__get_packed_size, pack: frienso__social__v1__remove_friend_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RemoveFriendResponse()
+            frienso__social__v1__remove_friend_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_friend_response__get_packed_size, pack: frienso__social__v1__remove_friend_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFriendResponse", unpack: frienso__social__v1__remove_friend_response__unpack, free: frienso__social__v1__remove_friend_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFriendResponse", unpack: frienso__social__v1__remove_friend_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFriendResponse", unpack: frienso__social__v1__remove_friend_response__unpack, free: frienso__social__v1__remove_friend_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFriendResponse", unpack: frienso__social__v1__remove_friend_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Social__V1__RemoveFriendResponse, arena _: ProtoArena) {
@@ -1512,10 +1600,13 @@ extension SocialV1.RemoveFriendResponse {
 extension SocialV1 {
     /// `frienso.social.v1.BlockRequest`
     public struct BlockRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var username: String = ""
+        public var userId: UInt64
+        public var username: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.username = ""
+        }
 
         public init(userId: UInt64 = 0, username: String = "") {
         self.userId = userId
@@ -1528,29 +1619,31 @@ extension SocialV1.BlockRequest {
     public static let protoName = "frienso.social.v1.BlockRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__BlockRequest()
-        frienso__social__v1__block_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__block_request__get_packed_size, pack: frienso__social__v1__block_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__BlockRequest()
+            frienso__social__v1__block_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__block_request__get_packed_size, pack: frienso__social__v1__block_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__BlockRequest()
-        frienso__social__v1__block_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__block_request__get_packed_size, pack: frienso__social__v1__block_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__BlockRequest()
+            frienso__social__v1__block_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__block_request__get_packed_size, pack: frienso__social__v1__block_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.BlockRequest", unpack: frienso__social__v1__block_request__unpack, free: frienso__social__v1__block_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.BlockRequest", unpack: frienso__social__v1__block_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.BlockRequest", unpack: frienso__social__v1__block_request__unpack, free: frienso__social__v1__block_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.BlockRequest", unpack: frienso__social__v1__block_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__BlockRequest, arena: ProtoArena) {
@@ -1559,7 +1652,8 @@ extension SocialV1.BlockRequest {
     }
 
     init(c: Frienso__Social__V1__BlockRequest) {
-        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username))
+        self.userId = c.user_id
+        self.username = ProtoRuntime.string(c.username)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1593,10 +1687,13 @@ extension SocialV1.BlockRequest {
 extension SocialV1 {
     /// `frienso.social.v1.BlockResponse`
     public struct BlockResponse: ProtoMessage {
-        public var removedFriendship: Bool = false
-        public var removedRequests: UInt32 = 0
+        public var removedFriendship: Bool
+        public var removedRequests: UInt32
 
-        public init() {}
+        public init() {
+        self.removedFriendship = false
+        self.removedRequests = 0
+        }
 
         public init(removedFriendship: Bool = false, removedRequests: UInt32 = 0) {
         self.removedFriendship = removedFriendship
@@ -1609,29 +1706,31 @@ extension SocialV1.BlockResponse {
     public static let protoName = "frienso.social.v1.BlockResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__BlockResponse()
-        frienso__social__v1__block_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__block_response__get_packed_size, pack: frienso__social__v1__block_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__BlockResponse()
+            frienso__social__v1__block_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__block_response__get_packed_size, pack: frienso__social__v1__block_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__BlockResponse()
-        frienso__social__v1__block_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__block_response__get_packed_size, pack: frienso__social__v1__block_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__BlockResponse()
+            frienso__social__v1__block_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__block_response__get_packed_size, pack: frienso__social__v1__block_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.BlockResponse", unpack: frienso__social__v1__block_response__unpack, free: frienso__social__v1__block_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.BlockResponse", unpack: frienso__social__v1__block_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.BlockResponse", unpack: frienso__social__v1__block_response__unpack, free: frienso__social__v1__block_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.BlockResponse", unpack: frienso__social__v1__block_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__BlockResponse, arena _: ProtoArena) {
@@ -1640,7 +1739,8 @@ extension SocialV1.BlockResponse {
     }
 
     init(c: Frienso__Social__V1__BlockResponse) {
-        self.init(removedFriendship: (c.removed_friendship != 0), removedRequests: c.removed_requests)
+        self.removedFriendship = (c.removed_friendship != 0)
+        self.removedRequests = c.removed_requests
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1674,10 +1774,13 @@ extension SocialV1.BlockResponse {
 extension SocialV1 {
     /// `frienso.social.v1.UnblockRequest`
     public struct UnblockRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var username: String = ""
+        public var userId: UInt64
+        public var username: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.username = ""
+        }
 
         public init(userId: UInt64 = 0, username: String = "") {
         self.userId = userId
@@ -1690,29 +1793,31 @@ extension SocialV1.UnblockRequest {
     public static let protoName = "frienso.social.v1.UnblockRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__UnblockRequest()
-        frienso__social__v1__unblock_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_request__get_packed_size, pack: frienso__social__v1__unblock_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__UnblockRequest()
+            frienso__social__v1__unblock_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_request__get_packed_size, pack: frienso__social__v1__unblock_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__UnblockRequest()
-        frienso__social__v1__unblock_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_request__get_packed_size, pack: frienso__social__v1__unblock_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__UnblockRequest()
+            frienso__social__v1__unblock_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_request__get_packed_size, pack: frienso__social__v1__unblock_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.UnblockRequest", unpack: frienso__social__v1__unblock_request__unpack, free: frienso__social__v1__unblock_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.UnblockRequest", unpack: frienso__social__v1__unblock_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.UnblockRequest", unpack: frienso__social__v1__unblock_request__unpack, free: frienso__social__v1__unblock_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.UnblockRequest", unpack: frienso__social__v1__unblock_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__UnblockRequest, arena: ProtoArena) {
@@ -1721,7 +1826,8 @@ extension SocialV1.UnblockRequest {
     }
 
     init(c: Frienso__Social__V1__UnblockRequest) {
-        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username))
+        self.userId = c.user_id
+        self.username = ProtoRuntime.string(c.username)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1764,29 +1870,31 @@ extension SocialV1.UnblockResponse {
     public static let protoName = "frienso.social.v1.UnblockResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__UnblockResponse()
-        frienso__social__v1__unblock_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_response__get_packed_size, pack: frienso__social__v1__unblock_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__UnblockResponse()
+            frienso__social__v1__unblock_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_response__get_packed_size, pack: frienso__social__v1__unblock_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__UnblockResponse()
-        frienso__social__v1__unblock_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_response__get_packed_size, pack: frienso__social__v1__unblock_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__UnblockResponse()
+            frienso__social__v1__unblock_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__unblock_response__get_packed_size, pack: frienso__social__v1__unblock_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.UnblockResponse", unpack: frienso__social__v1__unblock_response__unpack, free: frienso__social__v1__unblock_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.UnblockResponse", unpack: frienso__social__v1__unblock_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.UnblockResponse", unpack: frienso__social__v1__unblock_response__unpack, free: frienso__social__v1__unblock_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.UnblockResponse", unpack: frienso__social__v1__unblock_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Social__V1__UnblockResponse, arena _: ProtoArena) {
@@ -1830,29 +1938,31 @@ extension SocialV1.ListBlockedRequest {
     public static let protoName = "frienso.social.v1.ListBlockedRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListBlockedRequest()
-        frienso__social__v1__list_blocked_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_request__get_packed_size, pack: frienso__social__v1__list_blocked_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListBlockedRequest()
+            frienso__social__v1__list_blocked_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_request__get_packed_size, pack: frienso__social__v1__list_blocked_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListBlockedRequest()
-        frienso__social__v1__list_blocked_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_request__get_packed_size, pack: frienso__social__v1__list_blocked_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListBlockedRequest()
+            frienso__social__v1__list_blocked_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_request__get_packed_size, pack: frienso__social__v1__list_blocked_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListBlockedRequest", unpack: frienso__social__v1__list_blocked_request__unpack, free: frienso__social__v1__list_blocked_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListBlockedRequest", unpack: frienso__social__v1__list_blocked_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListBlockedRequest", unpack: frienso__social__v1__list_blocked_request__unpack, free: frienso__social__v1__list_blocked_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListBlockedRequest", unpack: frienso__social__v1__list_blocked_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Social__V1__ListBlockedRequest, arena _: ProtoArena) {
@@ -1887,9 +1997,11 @@ extension SocialV1.ListBlockedRequest {
 extension SocialV1 {
     /// `frienso.social.v1.ListBlockedResponse`
     public struct ListBlockedResponse: ProtoMessage {
-        public var users: [SocialV1.UserRef] = []
+        public var users: [SocialV1.UserRef]
 
-        public init() {}
+        public init() {
+        self.users = []
+        }
 
         public init(users: [SocialV1.UserRef] = []) {
         self.users = users
@@ -1901,29 +2013,31 @@ extension SocialV1.ListBlockedResponse {
     public static let protoName = "frienso.social.v1.ListBlockedResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListBlockedResponse()
-        frienso__social__v1__list_blocked_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_response__get_packed_size, pack: frienso__social__v1__list_blocked_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListBlockedResponse()
+            frienso__social__v1__list_blocked_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_response__get_packed_size, pack: frienso__social__v1__list_blocked_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListBlockedResponse()
-        frienso__social__v1__list_blocked_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_response__get_packed_size, pack: frienso__social__v1__list_blocked_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListBlockedResponse()
+            frienso__social__v1__list_blocked_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_blocked_response__get_packed_size, pack: frienso__social__v1__list_blocked_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListBlockedResponse", unpack: frienso__social__v1__list_blocked_response__unpack, free: frienso__social__v1__list_blocked_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListBlockedResponse", unpack: frienso__social__v1__list_blocked_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListBlockedResponse", unpack: frienso__social__v1__list_blocked_response__unpack, free: frienso__social__v1__list_blocked_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListBlockedResponse", unpack: frienso__social__v1__list_blocked_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ListBlockedResponse, arena: ProtoArena) {
@@ -1932,7 +2046,7 @@ extension SocialV1.ListBlockedResponse {
     }
 
     init(c: Frienso__Social__V1__ListBlockedResponse) {
-        self.init(users: ProtoRuntime.array(c.users, count: c.n_users) { SocialV1.UserRef(c: $0!.pointee) })
+        self.users = ProtoRuntime.array(c.users, count: c.n_users) { SocialV1.UserRef(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -1965,12 +2079,17 @@ extension SocialV1.ListBlockedResponse {
 extension SocialV1 {
     /// `frienso.social.v1.CircleMember`
     public struct CircleMember: ProtoMessage {
-        public var user: SocialV1.UserRef? = nil
-        public var phone: String = ""
-        public var state: SocialV1.CircleState = .init(rawValue: 0)
-        public var addedAtMs: Int64 = 0
+        public var user: Optional<SocialV1.UserRef>
+        public var phone: String
+        public var state: SocialV1.CircleState
+        public var addedAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.user = nil
+        self.phone = ""
+        self.state = .init(rawValue: 0)
+        self.addedAtMs = 0
+        }
 
         public init(user: SocialV1.UserRef? = nil, phone: String = "", state: SocialV1.CircleState = .init(rawValue: 0), addedAtMs: Int64 = 0) {
         self.user = user
@@ -1985,29 +2104,31 @@ extension SocialV1.CircleMember {
     public static let protoName = "frienso.social.v1.CircleMember"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CircleMember()
-        frienso__social__v1__circle_member__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_member__get_packed_size, pack: frienso__social__v1__circle_member__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleMember()
+            frienso__social__v1__circle_member__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_member__get_packed_size, pack: frienso__social__v1__circle_member__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CircleMember()
-        frienso__social__v1__circle_member__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_member__get_packed_size, pack: frienso__social__v1__circle_member__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleMember()
+            frienso__social__v1__circle_member__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_member__get_packed_size, pack: frienso__social__v1__circle_member__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleMember", unpack: frienso__social__v1__circle_member__unpack, free: frienso__social__v1__circle_member__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleMember", unpack: frienso__social__v1__circle_member__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleMember", unpack: frienso__social__v1__circle_member__unpack, free: frienso__social__v1__circle_member__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleMember", unpack: frienso__social__v1__circle_member__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__CircleMember, arena: ProtoArena) {
@@ -2020,7 +2141,10 @@ extension SocialV1.CircleMember {
     }
 
     init(c: Frienso__Social__V1__CircleMember) {
-        self.init(user: c.user.map { SocialV1.UserRef(c: $0.pointee) }, phone: ProtoRuntime.string(c.phone), state: SocialV1.CircleState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue)), addedAtMs: c.added_at_ms)
+        self.user = c.user.map { SocialV1.UserRef(c: $0.pointee) }
+        self.phone = ProtoRuntime.string(c.phone)
+        self.state = SocialV1.CircleState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue))
+        self.addedAtMs = c.added_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2065,29 +2189,31 @@ extension SocialV1.ShowCircleRequest {
     public static let protoName = "frienso.social.v1.ShowCircleRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ShowCircleRequest()
-        frienso__social__v1__show_circle_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_request__get_packed_size, pack: frienso__social__v1__show_circle_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ShowCircleRequest()
+            frienso__social__v1__show_circle_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_request__get_packed_size, pack: frienso__social__v1__show_circle_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ShowCircleRequest()
-        frienso__social__v1__show_circle_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_request__get_packed_size, pack: frienso__social__v1__show_circle_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ShowCircleRequest()
+            frienso__social__v1__show_circle_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_request__get_packed_size, pack: frienso__social__v1__show_circle_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ShowCircleRequest", unpack: frienso__social__v1__show_circle_request__unpack, free: frienso__social__v1__show_circle_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ShowCircleRequest", unpack: frienso__social__v1__show_circle_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ShowCircleRequest", unpack: frienso__social__v1__show_circle_request__unpack, free: frienso__social__v1__show_circle_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ShowCircleRequest", unpack: frienso__social__v1__show_circle_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Social__V1__ShowCircleRequest, arena _: ProtoArena) {
@@ -2122,11 +2248,15 @@ extension SocialV1.ShowCircleRequest {
 extension SocialV1 {
     /// `frienso.social.v1.ShowCircleResponse`
     public struct ShowCircleResponse: ProtoMessage {
-        public var members: [SocialV1.CircleMember] = []
-        public var limit: UInt32 = 0
-        public var memberOf: [SocialV1.UserRef] = []
+        public var members: [SocialV1.CircleMember]
+        public var limit: UInt32
+        public var memberOf: [SocialV1.UserRef]
 
-        public init() {}
+        public init() {
+        self.members = []
+        self.limit = 0
+        self.memberOf = []
+        }
 
         public init(members: [SocialV1.CircleMember] = [], limit: UInt32 = 0, memberOf: [SocialV1.UserRef] = []) {
         self.members = members
@@ -2140,29 +2270,31 @@ extension SocialV1.ShowCircleResponse {
     public static let protoName = "frienso.social.v1.ShowCircleResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ShowCircleResponse()
-        frienso__social__v1__show_circle_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_response__get_packed_size, pack: frienso__social__v1__show_circle_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ShowCircleResponse()
+            frienso__social__v1__show_circle_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_response__get_packed_size, pack: frienso__social__v1__show_circle_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ShowCircleResponse()
-        frienso__social__v1__show_circle_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_response__get_packed_size, pack: frienso__social__v1__show_circle_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ShowCircleResponse()
+            frienso__social__v1__show_circle_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__show_circle_response__get_packed_size, pack: frienso__social__v1__show_circle_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ShowCircleResponse", unpack: frienso__social__v1__show_circle_response__unpack, free: frienso__social__v1__show_circle_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ShowCircleResponse", unpack: frienso__social__v1__show_circle_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ShowCircleResponse", unpack: frienso__social__v1__show_circle_response__unpack, free: frienso__social__v1__show_circle_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ShowCircleResponse", unpack: frienso__social__v1__show_circle_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ShowCircleResponse, arena: ProtoArena) {
@@ -2174,7 +2306,9 @@ extension SocialV1.ShowCircleResponse {
     }
 
     init(c: Frienso__Social__V1__ShowCircleResponse) {
-        self.init(members: ProtoRuntime.array(c.members, count: c.n_members) { SocialV1.CircleMember(c: $0!.pointee) }, limit: c.limit, memberOf: ProtoRuntime.array(c.member_of, count: c.n_member_of) { SocialV1.UserRef(c: $0!.pointee) })
+        self.members = ProtoRuntime.array(c.members, count: c.n_members) { SocialV1.CircleMember(c: $0!.pointee) }
+        self.limit = c.limit
+        self.memberOf = ProtoRuntime.array(c.member_of, count: c.n_member_of) { SocialV1.UserRef(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2211,11 +2345,15 @@ extension SocialV1.ShowCircleResponse {
 extension SocialV1 {
     /// `frienso.social.v1.AddToCircleRequest`
     public struct AddToCircleRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var username: String = ""
-        public var phone: String = ""
+        public var userId: UInt64
+        public var username: String
+        public var phone: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.username = ""
+        self.phone = ""
+        }
 
         public init(userId: UInt64 = 0, username: String = "", phone: String = "") {
         self.userId = userId
@@ -2229,29 +2367,31 @@ extension SocialV1.AddToCircleRequest {
     public static let protoName = "frienso.social.v1.AddToCircleRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__AddToCircleRequest()
-        frienso__social__v1__add_to_circle_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_request__get_packed_size, pack: frienso__social__v1__add_to_circle_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__AddToCircleRequest()
+            frienso__social__v1__add_to_circle_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_request__get_packed_size, pack: frienso__social__v1__add_to_circle_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__AddToCircleRequest()
-        frienso__social__v1__add_to_circle_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_request__get_packed_size, pack: frienso__social__v1__add_to_circle_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__AddToCircleRequest()
+            frienso__social__v1__add_to_circle_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_request__get_packed_size, pack: frienso__social__v1__add_to_circle_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddToCircleRequest", unpack: frienso__social__v1__add_to_circle_request__unpack, free: frienso__social__v1__add_to_circle_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddToCircleRequest", unpack: frienso__social__v1__add_to_circle_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddToCircleRequest", unpack: frienso__social__v1__add_to_circle_request__unpack, free: frienso__social__v1__add_to_circle_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddToCircleRequest", unpack: frienso__social__v1__add_to_circle_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__AddToCircleRequest, arena: ProtoArena) {
@@ -2261,7 +2401,9 @@ extension SocialV1.AddToCircleRequest {
     }
 
     init(c: Frienso__Social__V1__AddToCircleRequest) {
-        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username), phone: ProtoRuntime.string(c.phone))
+        self.userId = c.user_id
+        self.username = ProtoRuntime.string(c.username)
+        self.phone = ProtoRuntime.string(c.phone)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2296,9 +2438,11 @@ extension SocialV1.AddToCircleRequest {
 extension SocialV1 {
     /// `frienso.social.v1.AddToCircleResponse`
     public struct AddToCircleResponse: ProtoMessage {
-        public var member: SocialV1.CircleMember? = nil
+        public var member: Optional<SocialV1.CircleMember>
 
-        public init() {}
+        public init() {
+        self.member = nil
+        }
 
         public init(member: SocialV1.CircleMember? = nil) {
         self.member = member
@@ -2310,29 +2454,31 @@ extension SocialV1.AddToCircleResponse {
     public static let protoName = "frienso.social.v1.AddToCircleResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__AddToCircleResponse()
-        frienso__social__v1__add_to_circle_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_response__get_packed_size, pack: frienso__social__v1__add_to_circle_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__AddToCircleResponse()
+            frienso__social__v1__add_to_circle_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_response__get_packed_size, pack: frienso__social__v1__add_to_circle_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__AddToCircleResponse()
-        frienso__social__v1__add_to_circle_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_response__get_packed_size, pack: frienso__social__v1__add_to_circle_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__AddToCircleResponse()
+            frienso__social__v1__add_to_circle_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__add_to_circle_response__get_packed_size, pack: frienso__social__v1__add_to_circle_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddToCircleResponse", unpack: frienso__social__v1__add_to_circle_response__unpack, free: frienso__social__v1__add_to_circle_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddToCircleResponse", unpack: frienso__social__v1__add_to_circle_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddToCircleResponse", unpack: frienso__social__v1__add_to_circle_response__unpack, free: frienso__social__v1__add_to_circle_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddToCircleResponse", unpack: frienso__social__v1__add_to_circle_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__AddToCircleResponse, arena: ProtoArena) {
@@ -2342,7 +2488,7 @@ extension SocialV1.AddToCircleResponse {
     }
 
     init(c: Frienso__Social__V1__AddToCircleResponse) {
-        self.init(member: c.member.map { SocialV1.CircleMember(c: $0.pointee) })
+        self.member = c.member.map { SocialV1.CircleMember(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2375,11 +2521,15 @@ extension SocialV1.AddToCircleResponse {
 extension SocialV1 {
     /// `frienso.social.v1.RemoveFromCircleRequest`
     public struct RemoveFromCircleRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var username: String = ""
-        public var phone: String = ""
+        public var userId: UInt64
+        public var username: String
+        public var phone: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.username = ""
+        self.phone = ""
+        }
 
         public init(userId: UInt64 = 0, username: String = "", phone: String = "") {
         self.userId = userId
@@ -2393,29 +2543,31 @@ extension SocialV1.RemoveFromCircleRequest {
     public static let protoName = "frienso.social.v1.RemoveFromCircleRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RemoveFromCircleRequest()
-        frienso__social__v1__remove_from_circle_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_request__get_packed_size, pack: frienso__social__v1__remove_from_circle_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RemoveFromCircleRequest()
+            frienso__social__v1__remove_from_circle_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_request__get_packed_size, pack: frienso__social__v1__remove_from_circle_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RemoveFromCircleRequest()
-        frienso__social__v1__remove_from_circle_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_request__get_packed_size, pack: frienso__social__v1__remove_from_circle_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RemoveFromCircleRequest()
+            frienso__social__v1__remove_from_circle_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_request__get_packed_size, pack: frienso__social__v1__remove_from_circle_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFromCircleRequest", unpack: frienso__social__v1__remove_from_circle_request__unpack, free: frienso__social__v1__remove_from_circle_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFromCircleRequest", unpack: frienso__social__v1__remove_from_circle_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFromCircleRequest", unpack: frienso__social__v1__remove_from_circle_request__unpack, free: frienso__social__v1__remove_from_circle_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFromCircleRequest", unpack: frienso__social__v1__remove_from_circle_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__RemoveFromCircleRequest, arena: ProtoArena) {
@@ -2425,7 +2577,9 @@ extension SocialV1.RemoveFromCircleRequest {
     }
 
     init(c: Frienso__Social__V1__RemoveFromCircleRequest) {
-        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username), phone: ProtoRuntime.string(c.phone))
+        self.userId = c.user_id
+        self.username = ProtoRuntime.string(c.username)
+        self.phone = ProtoRuntime.string(c.phone)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2469,29 +2623,31 @@ extension SocialV1.RemoveFromCircleResponse {
     public static let protoName = "frienso.social.v1.RemoveFromCircleResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RemoveFromCircleResponse()
-        frienso__social__v1__remove_from_circle_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_response__get_packed_size, pack: frienso__social__v1__remove_from_circle_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RemoveFromCircleResponse()
+            frienso__social__v1__remove_from_circle_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_response__get_packed_size, pack: frienso__social__v1__remove_from_circle_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RemoveFromCircleResponse()
-        frienso__social__v1__remove_from_circle_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_response__get_packed_size, pack: frienso__social__v1__remove_from_circle_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RemoveFromCircleResponse()
+            frienso__social__v1__remove_from_circle_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__remove_from_circle_response__get_packed_size, pack: frienso__social__v1__remove_from_circle_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFromCircleResponse", unpack: frienso__social__v1__remove_from_circle_response__unpack, free: frienso__social__v1__remove_from_circle_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RemoveFromCircleResponse", unpack: frienso__social__v1__remove_from_circle_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFromCircleResponse", unpack: frienso__social__v1__remove_from_circle_response__unpack, free: frienso__social__v1__remove_from_circle_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RemoveFromCircleResponse", unpack: frienso__social__v1__remove_from_circle_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Social__V1__RemoveFromCircleResponse, arena _: ProtoArena) {
@@ -2526,10 +2682,13 @@ extension SocialV1.RemoveFromCircleResponse {
 extension SocialV1 {
     /// `frienso.social.v1.CircleRequest`
     public struct CircleRequest: ProtoMessage {
-        public var owner: SocialV1.UserRef? = nil
-        public var addedAtMs: Int64 = 0
+        public var owner: Optional<SocialV1.UserRef>
+        public var addedAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.owner = nil
+        self.addedAtMs = 0
+        }
 
         public init(owner: SocialV1.UserRef? = nil, addedAtMs: Int64 = 0) {
         self.owner = owner
@@ -2542,29 +2701,31 @@ extension SocialV1.CircleRequest {
     public static let protoName = "frienso.social.v1.CircleRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CircleRequest()
-        frienso__social__v1__circle_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_request__get_packed_size, pack: frienso__social__v1__circle_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleRequest()
+            frienso__social__v1__circle_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_request__get_packed_size, pack: frienso__social__v1__circle_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CircleRequest()
-        frienso__social__v1__circle_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_request__get_packed_size, pack: frienso__social__v1__circle_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleRequest()
+            frienso__social__v1__circle_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_request__get_packed_size, pack: frienso__social__v1__circle_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleRequest", unpack: frienso__social__v1__circle_request__unpack, free: frienso__social__v1__circle_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleRequest", unpack: frienso__social__v1__circle_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleRequest", unpack: frienso__social__v1__circle_request__unpack, free: frienso__social__v1__circle_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleRequest", unpack: frienso__social__v1__circle_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__CircleRequest, arena: ProtoArena) {
@@ -2575,7 +2736,8 @@ extension SocialV1.CircleRequest {
     }
 
     init(c: Frienso__Social__V1__CircleRequest) {
-        self.init(owner: c.owner.map { SocialV1.UserRef(c: $0.pointee) }, addedAtMs: c.added_at_ms)
+        self.owner = c.owner.map { SocialV1.UserRef(c: $0.pointee) }
+        self.addedAtMs = c.added_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2618,29 +2780,31 @@ extension SocialV1.ListCircleRequestsRequest {
     public static let protoName = "frienso.social.v1.ListCircleRequestsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListCircleRequestsRequest()
-        frienso__social__v1__list_circle_requests_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_request__get_packed_size, pack: frienso__social__v1__list_circle_requests_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListCircleRequestsRequest()
+            frienso__social__v1__list_circle_requests_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_request__get_packed_size, pack: frienso__social__v1__list_circle_requests_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListCircleRequestsRequest()
-        frienso__social__v1__list_circle_requests_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_request__get_packed_size, pack: frienso__social__v1__list_circle_requests_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListCircleRequestsRequest()
+            frienso__social__v1__list_circle_requests_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_request__get_packed_size, pack: frienso__social__v1__list_circle_requests_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListCircleRequestsRequest", unpack: frienso__social__v1__list_circle_requests_request__unpack, free: frienso__social__v1__list_circle_requests_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListCircleRequestsRequest", unpack: frienso__social__v1__list_circle_requests_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListCircleRequestsRequest", unpack: frienso__social__v1__list_circle_requests_request__unpack, free: frienso__social__v1__list_circle_requests_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListCircleRequestsRequest", unpack: frienso__social__v1__list_circle_requests_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Social__V1__ListCircleRequestsRequest, arena _: ProtoArena) {
@@ -2675,9 +2839,11 @@ extension SocialV1.ListCircleRequestsRequest {
 extension SocialV1 {
     /// `frienso.social.v1.ListCircleRequestsResponse`
     public struct ListCircleRequestsResponse: ProtoMessage {
-        public var requests: [SocialV1.CircleRequest] = []
+        public var requests: [SocialV1.CircleRequest]
 
-        public init() {}
+        public init() {
+        self.requests = []
+        }
 
         public init(requests: [SocialV1.CircleRequest] = []) {
         self.requests = requests
@@ -2689,29 +2855,31 @@ extension SocialV1.ListCircleRequestsResponse {
     public static let protoName = "frienso.social.v1.ListCircleRequestsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListCircleRequestsResponse()
-        frienso__social__v1__list_circle_requests_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_response__get_packed_size, pack: frienso__social__v1__list_circle_requests_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListCircleRequestsResponse()
+            frienso__social__v1__list_circle_requests_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_response__get_packed_size, pack: frienso__social__v1__list_circle_requests_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListCircleRequestsResponse()
-        frienso__social__v1__list_circle_requests_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_response__get_packed_size, pack: frienso__social__v1__list_circle_requests_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListCircleRequestsResponse()
+            frienso__social__v1__list_circle_requests_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_circle_requests_response__get_packed_size, pack: frienso__social__v1__list_circle_requests_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListCircleRequestsResponse", unpack: frienso__social__v1__list_circle_requests_response__unpack, free: frienso__social__v1__list_circle_requests_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListCircleRequestsResponse", unpack: frienso__social__v1__list_circle_requests_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListCircleRequestsResponse", unpack: frienso__social__v1__list_circle_requests_response__unpack, free: frienso__social__v1__list_circle_requests_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListCircleRequestsResponse", unpack: frienso__social__v1__list_circle_requests_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ListCircleRequestsResponse, arena: ProtoArena) {
@@ -2720,7 +2888,7 @@ extension SocialV1.ListCircleRequestsResponse {
     }
 
     init(c: Frienso__Social__V1__ListCircleRequestsResponse) {
-        self.init(requests: ProtoRuntime.array(c.requests, count: c.n_requests) { SocialV1.CircleRequest(c: $0!.pointee) })
+        self.requests = ProtoRuntime.array(c.requests, count: c.n_requests) { SocialV1.CircleRequest(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2753,11 +2921,15 @@ extension SocialV1.ListCircleRequestsResponse {
 extension SocialV1 {
     /// `frienso.social.v1.RespondToCircleRequestRequest`
     public struct RespondToCircleRequestRequest: ProtoMessage {
-        public var ownerUserId: UInt64 = 0
-        public var ownerUsername: String = ""
-        public var action: SocialV1.RequestAction = .init(rawValue: 0)
+        public var ownerUserId: UInt64
+        public var ownerUsername: String
+        public var action: SocialV1.RequestAction
 
-        public init() {}
+        public init() {
+        self.ownerUserId = 0
+        self.ownerUsername = ""
+        self.action = .init(rawValue: 0)
+        }
 
         public init(ownerUserId: UInt64 = 0, ownerUsername: String = "", action: SocialV1.RequestAction = .init(rawValue: 0)) {
         self.ownerUserId = ownerUserId
@@ -2771,29 +2943,31 @@ extension SocialV1.RespondToCircleRequestRequest {
     public static let protoName = "frienso.social.v1.RespondToCircleRequestRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RespondToCircleRequestRequest()
-        frienso__social__v1__respond_to_circle_request_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_request__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RespondToCircleRequestRequest()
+            frienso__social__v1__respond_to_circle_request_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_request__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RespondToCircleRequestRequest()
-        frienso__social__v1__respond_to_circle_request_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_request__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RespondToCircleRequestRequest()
+            frienso__social__v1__respond_to_circle_request_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_request__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToCircleRequestRequest", unpack: frienso__social__v1__respond_to_circle_request_request__unpack, free: frienso__social__v1__respond_to_circle_request_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToCircleRequestRequest", unpack: frienso__social__v1__respond_to_circle_request_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToCircleRequestRequest", unpack: frienso__social__v1__respond_to_circle_request_request__unpack, free: frienso__social__v1__respond_to_circle_request_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToCircleRequestRequest", unpack: frienso__social__v1__respond_to_circle_request_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__RespondToCircleRequestRequest, arena: ProtoArena) {
@@ -2803,7 +2977,9 @@ extension SocialV1.RespondToCircleRequestRequest {
     }
 
     init(c: Frienso__Social__V1__RespondToCircleRequestRequest) {
-        self.init(ownerUserId: c.owner_user_id, ownerUsername: ProtoRuntime.string(c.owner_username), action: SocialV1.RequestAction(rawValue: Int32(truncatingIfNeeded: c.action.rawValue)))
+        self.ownerUserId = c.owner_user_id
+        self.ownerUsername = ProtoRuntime.string(c.owner_username)
+        self.action = SocialV1.RequestAction(rawValue: Int32(truncatingIfNeeded: c.action.rawValue))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2838,9 +3014,11 @@ extension SocialV1.RespondToCircleRequestRequest {
 extension SocialV1 {
     /// `frienso.social.v1.RespondToCircleRequestResponse`
     public struct RespondToCircleRequestResponse: ProtoMessage {
-        public var member: SocialV1.CircleMember? = nil
+        public var member: Optional<SocialV1.CircleMember>
 
-        public init() {}
+        public init() {
+        self.member = nil
+        }
 
         public init(member: SocialV1.CircleMember? = nil) {
         self.member = member
@@ -2852,29 +3030,31 @@ extension SocialV1.RespondToCircleRequestResponse {
     public static let protoName = "frienso.social.v1.RespondToCircleRequestResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RespondToCircleRequestResponse()
-        frienso__social__v1__respond_to_circle_request_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_response__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RespondToCircleRequestResponse()
+            frienso__social__v1__respond_to_circle_request_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_response__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RespondToCircleRequestResponse()
-        frienso__social__v1__respond_to_circle_request_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_response__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RespondToCircleRequestResponse()
+            frienso__social__v1__respond_to_circle_request_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__respond_to_circle_request_response__get_packed_size, pack: frienso__social__v1__respond_to_circle_request_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToCircleRequestResponse", unpack: frienso__social__v1__respond_to_circle_request_response__unpack, free: frienso__social__v1__respond_to_circle_request_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RespondToCircleRequestResponse", unpack: frienso__social__v1__respond_to_circle_request_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToCircleRequestResponse", unpack: frienso__social__v1__respond_to_circle_request_response__unpack, free: frienso__social__v1__respond_to_circle_request_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RespondToCircleRequestResponse", unpack: frienso__social__v1__respond_to_circle_request_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__RespondToCircleRequestResponse, arena: ProtoArena) {
@@ -2884,7 +3064,7 @@ extension SocialV1.RespondToCircleRequestResponse {
     }
 
     init(c: Frienso__Social__V1__RespondToCircleRequestResponse) {
-        self.init(member: c.member.map { SocialV1.CircleMember(c: $0.pointee) })
+        self.member = c.member.map { SocialV1.CircleMember(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -2917,11 +3097,15 @@ extension SocialV1.RespondToCircleRequestResponse {
 extension SocialV1 {
     /// `frienso.social.v1.SearchUsersRequest`
     public struct SearchUsersRequest: ProtoMessage {
-        public var query: String = ""
-        public var pageSize: UInt32 = 0
-        public var pageToken: String = ""
+        public var query: String
+        public var pageSize: UInt32
+        public var pageToken: String
 
-        public init() {}
+        public init() {
+        self.query = ""
+        self.pageSize = 0
+        self.pageToken = ""
+        }
 
         public init(query: String = "", pageSize: UInt32 = 0, pageToken: String = "") {
         self.query = query
@@ -2935,29 +3119,31 @@ extension SocialV1.SearchUsersRequest {
     public static let protoName = "frienso.social.v1.SearchUsersRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SearchUsersRequest()
-        frienso__social__v1__search_users_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_request__get_packed_size, pack: frienso__social__v1__search_users_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SearchUsersRequest()
+            frienso__social__v1__search_users_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_request__get_packed_size, pack: frienso__social__v1__search_users_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SearchUsersRequest()
-        frienso__social__v1__search_users_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_request__get_packed_size, pack: frienso__social__v1__search_users_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SearchUsersRequest()
+            frienso__social__v1__search_users_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_request__get_packed_size, pack: frienso__social__v1__search_users_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SearchUsersRequest", unpack: frienso__social__v1__search_users_request__unpack, free: frienso__social__v1__search_users_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SearchUsersRequest", unpack: frienso__social__v1__search_users_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SearchUsersRequest", unpack: frienso__social__v1__search_users_request__unpack, free: frienso__social__v1__search_users_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SearchUsersRequest", unpack: frienso__social__v1__search_users_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__SearchUsersRequest, arena: ProtoArena) {
@@ -2967,7 +3153,9 @@ extension SocialV1.SearchUsersRequest {
     }
 
     init(c: Frienso__Social__V1__SearchUsersRequest) {
-        self.init(query: ProtoRuntime.string(c.query), pageSize: c.page_size, pageToken: ProtoRuntime.string(c.page_token))
+        self.query = ProtoRuntime.string(c.query)
+        self.pageSize = c.page_size
+        self.pageToken = ProtoRuntime.string(c.page_token)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3002,10 +3190,13 @@ extension SocialV1.SearchUsersRequest {
 extension SocialV1 {
     /// `frienso.social.v1.SearchUsersResponse`
     public struct SearchUsersResponse: ProtoMessage {
-        public var users: [SocialV1.UserRef] = []
-        public var nextPageToken: String = ""
+        public var users: [SocialV1.UserRef]
+        public var nextPageToken: String
 
-        public init() {}
+        public init() {
+        self.users = []
+        self.nextPageToken = ""
+        }
 
         public init(users: [SocialV1.UserRef] = [], nextPageToken: String = "") {
         self.users = users
@@ -3018,29 +3209,31 @@ extension SocialV1.SearchUsersResponse {
     public static let protoName = "frienso.social.v1.SearchUsersResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SearchUsersResponse()
-        frienso__social__v1__search_users_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_response__get_packed_size, pack: frienso__social__v1__search_users_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SearchUsersResponse()
+            frienso__social__v1__search_users_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_response__get_packed_size, pack: frienso__social__v1__search_users_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SearchUsersResponse()
-        frienso__social__v1__search_users_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_response__get_packed_size, pack: frienso__social__v1__search_users_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SearchUsersResponse()
+            frienso__social__v1__search_users_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__search_users_response__get_packed_size, pack: frienso__social__v1__search_users_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SearchUsersResponse", unpack: frienso__social__v1__search_users_response__unpack, free: frienso__social__v1__search_users_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SearchUsersResponse", unpack: frienso__social__v1__search_users_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SearchUsersResponse", unpack: frienso__social__v1__search_users_response__unpack, free: frienso__social__v1__search_users_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SearchUsersResponse", unpack: frienso__social__v1__search_users_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__SearchUsersResponse, arena: ProtoArena) {
@@ -3050,7 +3243,8 @@ extension SocialV1.SearchUsersResponse {
     }
 
     init(c: Frienso__Social__V1__SearchUsersResponse) {
-        self.init(users: ProtoRuntime.array(c.users, count: c.n_users) { SocialV1.UserRef(c: $0!.pointee) }, nextPageToken: ProtoRuntime.string(c.next_page_token))
+        self.users = ProtoRuntime.array(c.users, count: c.n_users) { SocialV1.UserRef(c: $0!.pointee) }
+        self.nextPageToken = ProtoRuntime.string(c.next_page_token)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3084,11 +3278,15 @@ extension SocialV1.SearchUsersResponse {
 extension SocialV1 {
     /// `frienso.social.v1.GraphEvent`
     public struct GraphEvent: ProtoMessage {
-        public var change: SocialV1.GraphChange = .init(rawValue: 0)
-        public var userA: UInt64 = 0
-        public var userB: UInt64 = 0
+        public var change: SocialV1.GraphChange
+        public var userA: UInt64
+        public var userB: UInt64
 
-        public init() {}
+        public init() {
+        self.change = .init(rawValue: 0)
+        self.userA = 0
+        self.userB = 0
+        }
 
         public init(change: SocialV1.GraphChange = .init(rawValue: 0), userA: UInt64 = 0, userB: UInt64 = 0) {
         self.change = change
@@ -3102,29 +3300,31 @@ extension SocialV1.GraphEvent {
     public static let protoName = "frienso.social.v1.GraphEvent"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__GraphEvent()
-        frienso__social__v1__graph_event__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_event__get_packed_size, pack: frienso__social__v1__graph_event__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__GraphEvent()
+            frienso__social__v1__graph_event__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_event__get_packed_size, pack: frienso__social__v1__graph_event__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__GraphEvent()
-        frienso__social__v1__graph_event__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_event__get_packed_size, pack: frienso__social__v1__graph_event__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__GraphEvent()
+            frienso__social__v1__graph_event__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_event__get_packed_size, pack: frienso__social__v1__graph_event__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphEvent", unpack: frienso__social__v1__graph_event__unpack, free: frienso__social__v1__graph_event__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphEvent", unpack: frienso__social__v1__graph_event__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GraphEvent", unpack: frienso__social__v1__graph_event__unpack, free: frienso__social__v1__graph_event__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GraphEvent", unpack: frienso__social__v1__graph_event__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__GraphEvent, arena _: ProtoArena) {
@@ -3134,7 +3334,9 @@ extension SocialV1.GraphEvent {
     }
 
     init(c: Frienso__Social__V1__GraphEvent) {
-        self.init(change: SocialV1.GraphChange(rawValue: Int32(truncatingIfNeeded: c.change.rawValue)), userA: c.user_a, userB: c.user_b)
+        self.change = SocialV1.GraphChange(rawValue: Int32(truncatingIfNeeded: c.change.rawValue))
+        self.userA = c.user_a
+        self.userB = c.user_b
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3171,10 +3373,13 @@ extension SocialV1.GraphEvent {
 extension SocialV1 {
     /// `frienso.social.v1.GraphSnapshotRequest`
     public struct GraphSnapshotRequest: ProtoMessage {
-        public var sequenceOnly: Bool = false
-        public var cursor: String = ""
+        public var sequenceOnly: Bool
+        public var cursor: String
 
-        public init() {}
+        public init() {
+        self.sequenceOnly = false
+        self.cursor = ""
+        }
 
         public init(sequenceOnly: Bool = false, cursor: String = "") {
         self.sequenceOnly = sequenceOnly
@@ -3187,29 +3392,31 @@ extension SocialV1.GraphSnapshotRequest {
     public static let protoName = "frienso.social.v1.GraphSnapshotRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__GraphSnapshotRequest()
-        frienso__social__v1__graph_snapshot_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_request__get_packed_size, pack: frienso__social__v1__graph_snapshot_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__GraphSnapshotRequest()
+            frienso__social__v1__graph_snapshot_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_request__get_packed_size, pack: frienso__social__v1__graph_snapshot_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__GraphSnapshotRequest()
-        frienso__social__v1__graph_snapshot_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_request__get_packed_size, pack: frienso__social__v1__graph_snapshot_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__GraphSnapshotRequest()
+            frienso__social__v1__graph_snapshot_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_request__get_packed_size, pack: frienso__social__v1__graph_snapshot_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphSnapshotRequest", unpack: frienso__social__v1__graph_snapshot_request__unpack, free: frienso__social__v1__graph_snapshot_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphSnapshotRequest", unpack: frienso__social__v1__graph_snapshot_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GraphSnapshotRequest", unpack: frienso__social__v1__graph_snapshot_request__unpack, free: frienso__social__v1__graph_snapshot_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GraphSnapshotRequest", unpack: frienso__social__v1__graph_snapshot_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__GraphSnapshotRequest, arena: ProtoArena) {
@@ -3218,7 +3425,8 @@ extension SocialV1.GraphSnapshotRequest {
     }
 
     init(c: Frienso__Social__V1__GraphSnapshotRequest) {
-        self.init(sequenceOnly: (c.sequence_only != 0), cursor: ProtoRuntime.string(c.cursor))
+        self.sequenceOnly = (c.sequence_only != 0)
+        self.cursor = ProtoRuntime.string(c.cursor)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3252,20 +3460,33 @@ extension SocialV1.GraphSnapshotRequest {
 extension SocialV1 {
     /// `frienso.social.v1.GraphSnapshotResponse`
     public struct GraphSnapshotResponse: ProtoMessage {
-        public var epoch: UInt64 = 0
-        public var sequence: UInt64 = 0
-        public var friendsA: [UInt64] = []
-        public var friendsB: [UInt64] = []
-        public var blockers: [UInt64] = []
-        public var blocked: [UInt64] = []
-        public var circleOwners: [UInt64] = []
-        public var circleMembers: [UInt64] = []
-        public var findable: [UInt64] = []
-        public var exchangesA: [UInt64] = []
-        public var exchangesB: [UInt64] = []
-        public var nextCursor: String = ""
+        public var epoch: UInt64
+        public var sequence: UInt64
+        public var friendsA: [UInt64]
+        public var friendsB: [UInt64]
+        public var blockers: [UInt64]
+        public var blocked: [UInt64]
+        public var circleOwners: [UInt64]
+        public var circleMembers: [UInt64]
+        public var findable: [UInt64]
+        public var exchangesA: [UInt64]
+        public var exchangesB: [UInt64]
+        public var nextCursor: String
 
-        public init() {}
+        public init() {
+        self.epoch = 0
+        self.sequence = 0
+        self.friendsA = []
+        self.friendsB = []
+        self.blockers = []
+        self.blocked = []
+        self.circleOwners = []
+        self.circleMembers = []
+        self.findable = []
+        self.exchangesA = []
+        self.exchangesB = []
+        self.nextCursor = ""
+        }
 
         public init(epoch: UInt64 = 0, sequence: UInt64 = 0, friendsA: [UInt64] = [], friendsB: [UInt64] = [], blockers: [UInt64] = [], blocked: [UInt64] = [], circleOwners: [UInt64] = [], circleMembers: [UInt64] = [], findable: [UInt64] = [], exchangesA: [UInt64] = [], exchangesB: [UInt64] = [], nextCursor: String = "") {
         self.epoch = epoch
@@ -3288,29 +3509,31 @@ extension SocialV1.GraphSnapshotResponse {
     public static let protoName = "frienso.social.v1.GraphSnapshotResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__GraphSnapshotResponse()
-        frienso__social__v1__graph_snapshot_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_response__get_packed_size, pack: frienso__social__v1__graph_snapshot_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__GraphSnapshotResponse()
+            frienso__social__v1__graph_snapshot_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_response__get_packed_size, pack: frienso__social__v1__graph_snapshot_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__GraphSnapshotResponse()
-        frienso__social__v1__graph_snapshot_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_response__get_packed_size, pack: frienso__social__v1__graph_snapshot_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__GraphSnapshotResponse()
+            frienso__social__v1__graph_snapshot_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__graph_snapshot_response__get_packed_size, pack: frienso__social__v1__graph_snapshot_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphSnapshotResponse", unpack: frienso__social__v1__graph_snapshot_response__unpack, free: frienso__social__v1__graph_snapshot_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GraphSnapshotResponse", unpack: frienso__social__v1__graph_snapshot_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GraphSnapshotResponse", unpack: frienso__social__v1__graph_snapshot_response__unpack, free: frienso__social__v1__graph_snapshot_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GraphSnapshotResponse", unpack: frienso__social__v1__graph_snapshot_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__GraphSnapshotResponse, arena: ProtoArena) {
@@ -3338,7 +3561,18 @@ extension SocialV1.GraphSnapshotResponse {
     }
 
     init(c: Frienso__Social__V1__GraphSnapshotResponse) {
-        self.init(epoch: c.epoch, sequence: c.sequence, friendsA: ProtoRuntime.array(c.friends_a, count: c.n_friends_a) { $0 }, friendsB: ProtoRuntime.array(c.friends_b, count: c.n_friends_b) { $0 }, blockers: ProtoRuntime.array(c.blockers, count: c.n_blockers) { $0 }, blocked: ProtoRuntime.array(c.blocked, count: c.n_blocked) { $0 }, circleOwners: ProtoRuntime.array(c.circle_owners, count: c.n_circle_owners) { $0 }, circleMembers: ProtoRuntime.array(c.circle_members, count: c.n_circle_members) { $0 }, findable: ProtoRuntime.array(c.findable, count: c.n_findable) { $0 }, exchangesA: ProtoRuntime.array(c.exchanges_a, count: c.n_exchanges_a) { $0 }, exchangesB: ProtoRuntime.array(c.exchanges_b, count: c.n_exchanges_b) { $0 }, nextCursor: ProtoRuntime.string(c.next_cursor))
+        self.epoch = c.epoch
+        self.sequence = c.sequence
+        self.friendsA = ProtoRuntime.array(c.friends_a, count: c.n_friends_a) { $0 }
+        self.friendsB = ProtoRuntime.array(c.friends_b, count: c.n_friends_b) { $0 }
+        self.blockers = ProtoRuntime.array(c.blockers, count: c.n_blockers) { $0 }
+        self.blocked = ProtoRuntime.array(c.blocked, count: c.n_blocked) { $0 }
+        self.circleOwners = ProtoRuntime.array(c.circle_owners, count: c.n_circle_owners) { $0 }
+        self.circleMembers = ProtoRuntime.array(c.circle_members, count: c.n_circle_members) { $0 }
+        self.findable = ProtoRuntime.array(c.findable, count: c.n_findable) { $0 }
+        self.exchangesA = ProtoRuntime.array(c.exchanges_a, count: c.n_exchanges_a) { $0 }
+        self.exchangesB = ProtoRuntime.array(c.exchanges_b, count: c.n_exchanges_b) { $0 }
+        self.nextCursor = ProtoRuntime.string(c.next_cursor)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3407,9 +3641,11 @@ extension SocialV1.GraphSnapshotResponse {
 extension SocialV1 {
     /// `frienso.social.v1.DiscoverySettings`
     public struct DiscoverySettings: ProtoMessage {
-        public var findable: Bool = false
+        public var findable: Bool
 
-        public init() {}
+        public init() {
+        self.findable = false
+        }
 
         public init(findable: Bool = false) {
         self.findable = findable
@@ -3421,29 +3657,31 @@ extension SocialV1.DiscoverySettings {
     public static let protoName = "frienso.social.v1.DiscoverySettings"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__DiscoverySettings()
-        frienso__social__v1__discovery_settings__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__discovery_settings__get_packed_size, pack: frienso__social__v1__discovery_settings__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__DiscoverySettings()
+            frienso__social__v1__discovery_settings__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__discovery_settings__get_packed_size, pack: frienso__social__v1__discovery_settings__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__DiscoverySettings()
-        frienso__social__v1__discovery_settings__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__discovery_settings__get_packed_size, pack: frienso__social__v1__discovery_settings__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__DiscoverySettings()
+            frienso__social__v1__discovery_settings__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__discovery_settings__get_packed_size, pack: frienso__social__v1__discovery_settings__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.DiscoverySettings", unpack: frienso__social__v1__discovery_settings__unpack, free: frienso__social__v1__discovery_settings__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.DiscoverySettings", unpack: frienso__social__v1__discovery_settings__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.DiscoverySettings", unpack: frienso__social__v1__discovery_settings__unpack, free: frienso__social__v1__discovery_settings__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.DiscoverySettings", unpack: frienso__social__v1__discovery_settings__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__DiscoverySettings, arena _: ProtoArena) {
@@ -3451,7 +3689,7 @@ extension SocialV1.DiscoverySettings {
     }
 
     init(c: Frienso__Social__V1__DiscoverySettings) {
-        self.init(findable: (c.findable != 0))
+        self.findable = (c.findable != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3493,29 +3731,31 @@ extension SocialV1.GetDiscoverySettingsRequest {
     public static let protoName = "frienso.social.v1.GetDiscoverySettingsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__GetDiscoverySettingsRequest()
-        frienso__social__v1__get_discovery_settings_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_request__get_packed_size, pack: frienso__social__v1__get_discovery_settings_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__GetDiscoverySettingsRequest()
+            frienso__social__v1__get_discovery_settings_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_request__get_packed_size, pack: frienso__social__v1__get_discovery_settings_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__GetDiscoverySettingsRequest()
-        frienso__social__v1__get_discovery_settings_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_request__get_packed_size, pack: frienso__social__v1__get_discovery_settings_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__GetDiscoverySettingsRequest()
+            frienso__social__v1__get_discovery_settings_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_request__get_packed_size, pack: frienso__social__v1__get_discovery_settings_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GetDiscoverySettingsRequest", unpack: frienso__social__v1__get_discovery_settings_request__unpack, free: frienso__social__v1__get_discovery_settings_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GetDiscoverySettingsRequest", unpack: frienso__social__v1__get_discovery_settings_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GetDiscoverySettingsRequest", unpack: frienso__social__v1__get_discovery_settings_request__unpack, free: frienso__social__v1__get_discovery_settings_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GetDiscoverySettingsRequest", unpack: frienso__social__v1__get_discovery_settings_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Social__V1__GetDiscoverySettingsRequest, arena _: ProtoArena) {
@@ -3550,9 +3790,11 @@ extension SocialV1.GetDiscoverySettingsRequest {
 extension SocialV1 {
     /// `frienso.social.v1.GetDiscoverySettingsResponse`
     public struct GetDiscoverySettingsResponse: ProtoMessage {
-        public var settings: SocialV1.DiscoverySettings? = nil
+        public var settings: Optional<SocialV1.DiscoverySettings>
 
-        public init() {}
+        public init() {
+        self.settings = nil
+        }
 
         public init(settings: SocialV1.DiscoverySettings? = nil) {
         self.settings = settings
@@ -3564,29 +3806,31 @@ extension SocialV1.GetDiscoverySettingsResponse {
     public static let protoName = "frienso.social.v1.GetDiscoverySettingsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__GetDiscoverySettingsResponse()
-        frienso__social__v1__get_discovery_settings_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_response__get_packed_size, pack: frienso__social__v1__get_discovery_settings_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__GetDiscoverySettingsResponse()
+            frienso__social__v1__get_discovery_settings_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_response__get_packed_size, pack: frienso__social__v1__get_discovery_settings_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__GetDiscoverySettingsResponse()
-        frienso__social__v1__get_discovery_settings_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_response__get_packed_size, pack: frienso__social__v1__get_discovery_settings_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__GetDiscoverySettingsResponse()
+            frienso__social__v1__get_discovery_settings_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__get_discovery_settings_response__get_packed_size, pack: frienso__social__v1__get_discovery_settings_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GetDiscoverySettingsResponse", unpack: frienso__social__v1__get_discovery_settings_response__unpack, free: frienso__social__v1__get_discovery_settings_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.GetDiscoverySettingsResponse", unpack: frienso__social__v1__get_discovery_settings_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GetDiscoverySettingsResponse", unpack: frienso__social__v1__get_discovery_settings_response__unpack, free: frienso__social__v1__get_discovery_settings_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.GetDiscoverySettingsResponse", unpack: frienso__social__v1__get_discovery_settings_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__GetDiscoverySettingsResponse, arena: ProtoArena) {
@@ -3596,7 +3840,7 @@ extension SocialV1.GetDiscoverySettingsResponse {
     }
 
     init(c: Frienso__Social__V1__GetDiscoverySettingsResponse) {
-        self.init(settings: c.settings.map { SocialV1.DiscoverySettings(c: $0.pointee) })
+        self.settings = c.settings.map { SocialV1.DiscoverySettings(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3629,9 +3873,11 @@ extension SocialV1.GetDiscoverySettingsResponse {
 extension SocialV1 {
     /// `frienso.social.v1.SetFindableRequest`
     public struct SetFindableRequest: ProtoMessage {
-        public var findable: Bool = false
+        public var findable: Bool
 
-        public init() {}
+        public init() {
+        self.findable = false
+        }
 
         public init(findable: Bool = false) {
         self.findable = findable
@@ -3643,29 +3889,31 @@ extension SocialV1.SetFindableRequest {
     public static let protoName = "frienso.social.v1.SetFindableRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SetFindableRequest()
-        frienso__social__v1__set_findable_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_request__get_packed_size, pack: frienso__social__v1__set_findable_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SetFindableRequest()
+            frienso__social__v1__set_findable_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_request__get_packed_size, pack: frienso__social__v1__set_findable_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SetFindableRequest()
-        frienso__social__v1__set_findable_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_request__get_packed_size, pack: frienso__social__v1__set_findable_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SetFindableRequest()
+            frienso__social__v1__set_findable_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_request__get_packed_size, pack: frienso__social__v1__set_findable_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SetFindableRequest", unpack: frienso__social__v1__set_findable_request__unpack, free: frienso__social__v1__set_findable_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SetFindableRequest", unpack: frienso__social__v1__set_findable_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SetFindableRequest", unpack: frienso__social__v1__set_findable_request__unpack, free: frienso__social__v1__set_findable_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SetFindableRequest", unpack: frienso__social__v1__set_findable_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__SetFindableRequest, arena _: ProtoArena) {
@@ -3673,7 +3921,7 @@ extension SocialV1.SetFindableRequest {
     }
 
     init(c: Frienso__Social__V1__SetFindableRequest) {
-        self.init(findable: (c.findable != 0))
+        self.findable = (c.findable != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3706,9 +3954,11 @@ extension SocialV1.SetFindableRequest {
 extension SocialV1 {
     /// `frienso.social.v1.SetFindableResponse`
     public struct SetFindableResponse: ProtoMessage {
-        public var settings: SocialV1.DiscoverySettings? = nil
+        public var settings: Optional<SocialV1.DiscoverySettings>
 
-        public init() {}
+        public init() {
+        self.settings = nil
+        }
 
         public init(settings: SocialV1.DiscoverySettings? = nil) {
         self.settings = settings
@@ -3720,29 +3970,31 @@ extension SocialV1.SetFindableResponse {
     public static let protoName = "frienso.social.v1.SetFindableResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SetFindableResponse()
-        frienso__social__v1__set_findable_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_response__get_packed_size, pack: frienso__social__v1__set_findable_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SetFindableResponse()
+            frienso__social__v1__set_findable_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_response__get_packed_size, pack: frienso__social__v1__set_findable_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__SetFindableResponse()
-        frienso__social__v1__set_findable_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_response__get_packed_size, pack: frienso__social__v1__set_findable_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__SetFindableResponse()
+            frienso__social__v1__set_findable_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__set_findable_response__get_packed_size, pack: frienso__social__v1__set_findable_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SetFindableResponse", unpack: frienso__social__v1__set_findable_response__unpack, free: frienso__social__v1__set_findable_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.SetFindableResponse", unpack: frienso__social__v1__set_findable_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SetFindableResponse", unpack: frienso__social__v1__set_findable_response__unpack, free: frienso__social__v1__set_findable_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.SetFindableResponse", unpack: frienso__social__v1__set_findable_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__SetFindableResponse, arena: ProtoArena) {
@@ -3752,7 +4004,7 @@ extension SocialV1.SetFindableResponse {
     }
 
     init(c: Frienso__Social__V1__SetFindableResponse) {
-        self.init(settings: c.settings.map { SocialV1.DiscoverySettings(c: $0.pointee) })
+        self.settings = c.settings.map { SocialV1.DiscoverySettings(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3785,10 +4037,13 @@ extension SocialV1.SetFindableResponse {
 extension SocialV1 {
     /// `frienso.social.v1.ExternalId`
     public struct ExternalId: ProtoMessage {
-        public var provider: String = ""
-        public var externalId: String = ""
+        public var provider: String
+        public var externalId: String
 
-        public init() {}
+        public init() {
+        self.provider = ""
+        self.externalId = ""
+        }
 
         public init(provider: String = "", externalId: String = "") {
         self.provider = provider
@@ -3801,29 +4056,31 @@ extension SocialV1.ExternalId {
     public static let protoName = "frienso.social.v1.ExternalId"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ExternalId()
-        frienso__social__v1__external_id__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__external_id__get_packed_size, pack: frienso__social__v1__external_id__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ExternalId()
+            frienso__social__v1__external_id__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__external_id__get_packed_size, pack: frienso__social__v1__external_id__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ExternalId()
-        frienso__social__v1__external_id__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__external_id__get_packed_size, pack: frienso__social__v1__external_id__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ExternalId()
+            frienso__social__v1__external_id__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__external_id__get_packed_size, pack: frienso__social__v1__external_id__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ExternalId", unpack: frienso__social__v1__external_id__unpack, free: frienso__social__v1__external_id__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ExternalId", unpack: frienso__social__v1__external_id__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ExternalId", unpack: frienso__social__v1__external_id__unpack, free: frienso__social__v1__external_id__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ExternalId", unpack: frienso__social__v1__external_id__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ExternalId, arena: ProtoArena) {
@@ -3832,7 +4089,8 @@ extension SocialV1.ExternalId {
     }
 
     init(c: Frienso__Social__V1__ExternalId) {
-        self.init(provider: ProtoRuntime.string(c.provider), externalId: ProtoRuntime.string(c.external_id))
+        self.provider = ProtoRuntime.string(c.provider)
+        self.externalId = ProtoRuntime.string(c.external_id)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3866,12 +4124,17 @@ extension SocialV1.ExternalId {
 extension SocialV1 {
     /// `frienso.social.v1.RecommendFriendsRequest`
     public struct RecommendFriendsRequest: ProtoMessage {
-        public var phones: [String] = []
-        public var emails: [String] = []
-        public var contactHashes: [[UInt8]] = []
-        public var externalIds: [SocialV1.ExternalId] = []
+        public var phones: [String]
+        public var emails: [String]
+        public var contactHashes: [[UInt8]]
+        public var externalIds: [SocialV1.ExternalId]
 
-        public init() {}
+        public init() {
+        self.phones = []
+        self.emails = []
+        self.contactHashes = []
+        self.externalIds = []
+        }
 
         public init(phones: [String] = [], emails: [String] = [], contactHashes: [[UInt8]] = [], externalIds: [SocialV1.ExternalId] = []) {
         self.phones = phones
@@ -3886,29 +4149,31 @@ extension SocialV1.RecommendFriendsRequest {
     public static let protoName = "frienso.social.v1.RecommendFriendsRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RecommendFriendsRequest()
-        frienso__social__v1__recommend_friends_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_request__get_packed_size, pack: frienso__social__v1__recommend_friends_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RecommendFriendsRequest()
+            frienso__social__v1__recommend_friends_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_request__get_packed_size, pack: frienso__social__v1__recommend_friends_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RecommendFriendsRequest()
-        frienso__social__v1__recommend_friends_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_request__get_packed_size, pack: frienso__social__v1__recommend_friends_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RecommendFriendsRequest()
+            frienso__social__v1__recommend_friends_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_request__get_packed_size, pack: frienso__social__v1__recommend_friends_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RecommendFriendsRequest", unpack: frienso__social__v1__recommend_friends_request__unpack, free: frienso__social__v1__recommend_friends_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RecommendFriendsRequest", unpack: frienso__social__v1__recommend_friends_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RecommendFriendsRequest", unpack: frienso__social__v1__recommend_friends_request__unpack, free: frienso__social__v1__recommend_friends_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RecommendFriendsRequest", unpack: frienso__social__v1__recommend_friends_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__RecommendFriendsRequest, arena: ProtoArena) {
@@ -3923,7 +4188,10 @@ extension SocialV1.RecommendFriendsRequest {
     }
 
     init(c: Frienso__Social__V1__RecommendFriendsRequest) {
-        self.init(phones: ProtoRuntime.array(c.phones, count: c.n_phones) { ProtoRuntime.string($0) }, emails: ProtoRuntime.array(c.emails, count: c.n_emails) { ProtoRuntime.string($0) }, contactHashes: ProtoRuntime.array(c.contact_hashes, count: c.n_contact_hashes) { ProtoRuntime.bytes($0) }, externalIds: ProtoRuntime.array(c.external_ids, count: c.n_external_ids) { SocialV1.ExternalId(c: $0!.pointee) })
+        self.phones = ProtoRuntime.array(c.phones, count: c.n_phones) { ProtoRuntime.string($0) }
+        self.emails = ProtoRuntime.array(c.emails, count: c.n_emails) { ProtoRuntime.string($0) }
+        self.contactHashes = ProtoRuntime.array(c.contact_hashes, count: c.n_contact_hashes) { ProtoRuntime.bytes($0) }
+        self.externalIds = ProtoRuntime.array(c.external_ids, count: c.n_external_ids) { SocialV1.ExternalId(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -3959,13 +4227,19 @@ extension SocialV1.RecommendFriendsRequest {
 extension SocialV1 {
     /// `frienso.social.v1.Recommendation`
     public struct Recommendation: ProtoMessage {
-        public var user: SocialV1.UserRef? = nil
-        public var byPhone: Bool = false
-        public var byEmail: Bool = false
-        public var byExternalId: Bool = false
-        public var requestPending: Bool = false
+        public var user: Optional<SocialV1.UserRef>
+        public var byPhone: Bool
+        public var byEmail: Bool
+        public var byExternalId: Bool
+        public var requestPending: Bool
 
-        public init() {}
+        public init() {
+        self.user = nil
+        self.byPhone = false
+        self.byEmail = false
+        self.byExternalId = false
+        self.requestPending = false
+        }
 
         public init(user: SocialV1.UserRef? = nil, byPhone: Bool = false, byEmail: Bool = false, byExternalId: Bool = false, requestPending: Bool = false) {
         self.user = user
@@ -3981,29 +4255,31 @@ extension SocialV1.Recommendation {
     public static let protoName = "frienso.social.v1.Recommendation"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__Recommendation()
-        frienso__social__v1__recommendation__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommendation__get_packed_size, pack: frienso__social__v1__recommendation__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__Recommendation()
+            frienso__social__v1__recommendation__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__recommendation__get_packed_size, pack: frienso__social__v1__recommendation__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__Recommendation()
-        frienso__social__v1__recommendation__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommendation__get_packed_size, pack: frienso__social__v1__recommendation__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__Recommendation()
+            frienso__social__v1__recommendation__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__recommendation__get_packed_size, pack: frienso__social__v1__recommendation__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Recommendation", unpack: frienso__social__v1__recommendation__unpack, free: frienso__social__v1__recommendation__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Recommendation", unpack: frienso__social__v1__recommendation__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Recommendation", unpack: frienso__social__v1__recommendation__unpack, free: frienso__social__v1__recommendation__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Recommendation", unpack: frienso__social__v1__recommendation__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__Recommendation, arena: ProtoArena) {
@@ -4017,7 +4293,11 @@ extension SocialV1.Recommendation {
     }
 
     init(c: Frienso__Social__V1__Recommendation) {
-        self.init(user: c.user.map { SocialV1.UserRef(c: $0.pointee) }, byPhone: (c.by_phone != 0), byEmail: (c.by_email != 0), byExternalId: (c.by_external_id != 0), requestPending: (c.request_pending != 0))
+        self.user = c.user.map { SocialV1.UserRef(c: $0.pointee) }
+        self.byPhone = (c.by_phone != 0)
+        self.byEmail = (c.by_email != 0)
+        self.byExternalId = (c.by_external_id != 0)
+        self.requestPending = (c.request_pending != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4054,10 +4334,13 @@ extension SocialV1.Recommendation {
 extension SocialV1 {
     /// `frienso.social.v1.RecommendFriendsResponse`
     public struct RecommendFriendsResponse: ProtoMessage {
-        public var recommendations: [SocialV1.Recommendation] = []
-        public var unusable: UInt32 = 0
+        public var recommendations: [SocialV1.Recommendation]
+        public var unusable: UInt32
 
-        public init() {}
+        public init() {
+        self.recommendations = []
+        self.unusable = 0
+        }
 
         public init(recommendations: [SocialV1.Recommendation] = [], unusable: UInt32 = 0) {
         self.recommendations = recommendations
@@ -4070,29 +4353,31 @@ extension SocialV1.RecommendFriendsResponse {
     public static let protoName = "frienso.social.v1.RecommendFriendsResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RecommendFriendsResponse()
-        frienso__social__v1__recommend_friends_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_response__get_packed_size, pack: frienso__social__v1__recommend_friends_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RecommendFriendsResponse()
+            frienso__social__v1__recommend_friends_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_response__get_packed_size, pack: frienso__social__v1__recommend_friends_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__RecommendFriendsResponse()
-        frienso__social__v1__recommend_friends_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_response__get_packed_size, pack: frienso__social__v1__recommend_friends_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__RecommendFriendsResponse()
+            frienso__social__v1__recommend_friends_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__recommend_friends_response__get_packed_size, pack: frienso__social__v1__recommend_friends_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RecommendFriendsResponse", unpack: frienso__social__v1__recommend_friends_response__unpack, free: frienso__social__v1__recommend_friends_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.RecommendFriendsResponse", unpack: frienso__social__v1__recommend_friends_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RecommendFriendsResponse", unpack: frienso__social__v1__recommend_friends_response__unpack, free: frienso__social__v1__recommend_friends_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.RecommendFriendsResponse", unpack: frienso__social__v1__recommend_friends_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__RecommendFriendsResponse, arena: ProtoArena) {
@@ -4102,7 +4387,8 @@ extension SocialV1.RecommendFriendsResponse {
     }
 
     init(c: Frienso__Social__V1__RecommendFriendsResponse) {
-        self.init(recommendations: ProtoRuntime.array(c.recommendations, count: c.n_recommendations) { SocialV1.Recommendation(c: $0!.pointee) }, unusable: c.unusable)
+        self.recommendations = ProtoRuntime.array(c.recommendations, count: c.n_recommendations) { SocialV1.Recommendation(c: $0!.pointee) }
+        self.unusable = c.unusable
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4136,15 +4422,23 @@ extension SocialV1.RecommendFriendsResponse {
 extension SocialV1 {
     /// `frienso.social.v1.Exchange`
     public struct Exchange: ProtoMessage {
-        public var exchangeId: UInt64 = 0
-        public var user: SocialV1.UserRef? = nil
-        public var exchangedAtMs: Int64 = 0
-        public var latitude: Double = 0
-        public var longitude: Double = 0
-        public var placeLabel: String = ""
-        public var hasLocation: Bool = false
+        public var exchangeId: UInt64
+        public var user: Optional<SocialV1.UserRef>
+        public var exchangedAtMs: Int64
+        public var latitude: Double
+        public var longitude: Double
+        public var placeLabel: String
+        public var hasLocation: Bool
 
-        public init() {}
+        public init() {
+        self.exchangeId = 0
+        self.user = nil
+        self.exchangedAtMs = 0
+        self.latitude = 0
+        self.longitude = 0
+        self.placeLabel = ""
+        self.hasLocation = false
+        }
 
         public init(exchangeId: UInt64 = 0, user: SocialV1.UserRef? = nil, exchangedAtMs: Int64 = 0, latitude: Double = 0, longitude: Double = 0, placeLabel: String = "", hasLocation: Bool = false) {
         self.exchangeId = exchangeId
@@ -4162,29 +4456,31 @@ extension SocialV1.Exchange {
     public static let protoName = "frienso.social.v1.Exchange"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__Exchange()
-        frienso__social__v1__exchange__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__exchange__get_packed_size, pack: frienso__social__v1__exchange__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__Exchange()
+            frienso__social__v1__exchange__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__exchange__get_packed_size, pack: frienso__social__v1__exchange__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__Exchange()
-        frienso__social__v1__exchange__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__exchange__get_packed_size, pack: frienso__social__v1__exchange__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__Exchange()
+            frienso__social__v1__exchange__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__exchange__get_packed_size, pack: frienso__social__v1__exchange__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Exchange", unpack: frienso__social__v1__exchange__unpack, free: frienso__social__v1__exchange__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Exchange", unpack: frienso__social__v1__exchange__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Exchange", unpack: frienso__social__v1__exchange__unpack, free: frienso__social__v1__exchange__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Exchange", unpack: frienso__social__v1__exchange__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__Exchange, arena: ProtoArena) {
@@ -4200,7 +4496,13 @@ extension SocialV1.Exchange {
     }
 
     init(c: Frienso__Social__V1__Exchange) {
-        self.init(exchangeId: c.exchange_id, user: c.user.map { SocialV1.UserRef(c: $0.pointee) }, exchangedAtMs: c.exchanged_at_ms, latitude: c.latitude, longitude: c.longitude, placeLabel: ProtoRuntime.string(c.place_label), hasLocation: (c.has_location != 0))
+        self.exchangeId = c.exchange_id
+        self.user = c.user.map { SocialV1.UserRef(c: $0.pointee) }
+        self.exchangedAtMs = c.exchanged_at_ms
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.placeLabel = ProtoRuntime.string(c.place_label)
+        self.hasLocation = (c.has_location != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4241,14 +4543,21 @@ extension SocialV1.Exchange {
 extension SocialV1 {
     /// `frienso.social.v1.AddExchangeRequest`
     public struct AddExchangeRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var username: String = ""
-        public var hasLocation: Bool = false
-        public var latitude: Double = 0
-        public var longitude: Double = 0
-        public var placeLabel: String = ""
+        public var userId: UInt64
+        public var username: String
+        public var hasLocation: Bool
+        public var latitude: Double
+        public var longitude: Double
+        public var placeLabel: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.username = ""
+        self.hasLocation = false
+        self.latitude = 0
+        self.longitude = 0
+        self.placeLabel = ""
+        }
 
         public init(userId: UInt64 = 0, username: String = "", hasLocation: Bool = false, latitude: Double = 0, longitude: Double = 0, placeLabel: String = "") {
         self.userId = userId
@@ -4265,29 +4574,31 @@ extension SocialV1.AddExchangeRequest {
     public static let protoName = "frienso.social.v1.AddExchangeRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__AddExchangeRequest()
-        frienso__social__v1__add_exchange_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_request__get_packed_size, pack: frienso__social__v1__add_exchange_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__AddExchangeRequest()
+            frienso__social__v1__add_exchange_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_request__get_packed_size, pack: frienso__social__v1__add_exchange_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__AddExchangeRequest()
-        frienso__social__v1__add_exchange_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_request__get_packed_size, pack: frienso__social__v1__add_exchange_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__AddExchangeRequest()
+            frienso__social__v1__add_exchange_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_request__get_packed_size, pack: frienso__social__v1__add_exchange_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddExchangeRequest", unpack: frienso__social__v1__add_exchange_request__unpack, free: frienso__social__v1__add_exchange_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddExchangeRequest", unpack: frienso__social__v1__add_exchange_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddExchangeRequest", unpack: frienso__social__v1__add_exchange_request__unpack, free: frienso__social__v1__add_exchange_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddExchangeRequest", unpack: frienso__social__v1__add_exchange_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__AddExchangeRequest, arena: ProtoArena) {
@@ -4300,7 +4611,12 @@ extension SocialV1.AddExchangeRequest {
     }
 
     init(c: Frienso__Social__V1__AddExchangeRequest) {
-        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username), hasLocation: (c.has_location != 0), latitude: c.latitude, longitude: c.longitude, placeLabel: ProtoRuntime.string(c.place_label))
+        self.userId = c.user_id
+        self.username = ProtoRuntime.string(c.username)
+        self.hasLocation = (c.has_location != 0)
+        self.latitude = c.latitude
+        self.longitude = c.longitude
+        self.placeLabel = ProtoRuntime.string(c.place_label)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4338,10 +4654,13 @@ extension SocialV1.AddExchangeRequest {
 extension SocialV1 {
     /// `frienso.social.v1.AddExchangeResponse`
     public struct AddExchangeResponse: ProtoMessage {
-        public var state: SocialV1.ExchangeState = .init(rawValue: 0)
-        public var exchange: SocialV1.Exchange? = nil
+        public var state: SocialV1.ExchangeState
+        public var exchange: Optional<SocialV1.Exchange>
 
-        public init() {}
+        public init() {
+        self.state = .init(rawValue: 0)
+        self.exchange = nil
+        }
 
         public init(state: SocialV1.ExchangeState = .init(rawValue: 0), exchange: SocialV1.Exchange? = nil) {
         self.state = state
@@ -4354,29 +4673,31 @@ extension SocialV1.AddExchangeResponse {
     public static let protoName = "frienso.social.v1.AddExchangeResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__AddExchangeResponse()
-        frienso__social__v1__add_exchange_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_response__get_packed_size, pack: frienso__social__v1__add_exchange_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__AddExchangeResponse()
+            frienso__social__v1__add_exchange_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_response__get_packed_size, pack: frienso__social__v1__add_exchange_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__AddExchangeResponse()
-        frienso__social__v1__add_exchange_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_response__get_packed_size, pack: frienso__social__v1__add_exchange_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__AddExchangeResponse()
+            frienso__social__v1__add_exchange_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__add_exchange_response__get_packed_size, pack: frienso__social__v1__add_exchange_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddExchangeResponse", unpack: frienso__social__v1__add_exchange_response__unpack, free: frienso__social__v1__add_exchange_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AddExchangeResponse", unpack: frienso__social__v1__add_exchange_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddExchangeResponse", unpack: frienso__social__v1__add_exchange_response__unpack, free: frienso__social__v1__add_exchange_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AddExchangeResponse", unpack: frienso__social__v1__add_exchange_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__AddExchangeResponse, arena: ProtoArena) {
@@ -4387,7 +4708,8 @@ extension SocialV1.AddExchangeResponse {
     }
 
     init(c: Frienso__Social__V1__AddExchangeResponse) {
-        self.init(state: SocialV1.ExchangeState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue)), exchange: c.exchange.map { SocialV1.Exchange(c: $0.pointee) })
+        self.state = SocialV1.ExchangeState(rawValue: Int32(truncatingIfNeeded: c.state.rawValue))
+        self.exchange = c.exchange.map { SocialV1.Exchange(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4421,10 +4743,13 @@ extension SocialV1.AddExchangeResponse {
 extension SocialV1 {
     /// `frienso.social.v1.ListExchangesRequest`
     public struct ListExchangesRequest: ProtoMessage {
-        public var pageSize: UInt32 = 0
-        public var pageToken: String = ""
+        public var pageSize: UInt32
+        public var pageToken: String
 
-        public init() {}
+        public init() {
+        self.pageSize = 0
+        self.pageToken = ""
+        }
 
         public init(pageSize: UInt32 = 0, pageToken: String = "") {
         self.pageSize = pageSize
@@ -4437,29 +4762,31 @@ extension SocialV1.ListExchangesRequest {
     public static let protoName = "frienso.social.v1.ListExchangesRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListExchangesRequest()
-        frienso__social__v1__list_exchanges_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_request__get_packed_size, pack: frienso__social__v1__list_exchanges_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListExchangesRequest()
+            frienso__social__v1__list_exchanges_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_request__get_packed_size, pack: frienso__social__v1__list_exchanges_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListExchangesRequest()
-        frienso__social__v1__list_exchanges_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_request__get_packed_size, pack: frienso__social__v1__list_exchanges_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListExchangesRequest()
+            frienso__social__v1__list_exchanges_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_request__get_packed_size, pack: frienso__social__v1__list_exchanges_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListExchangesRequest", unpack: frienso__social__v1__list_exchanges_request__unpack, free: frienso__social__v1__list_exchanges_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListExchangesRequest", unpack: frienso__social__v1__list_exchanges_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListExchangesRequest", unpack: frienso__social__v1__list_exchanges_request__unpack, free: frienso__social__v1__list_exchanges_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListExchangesRequest", unpack: frienso__social__v1__list_exchanges_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ListExchangesRequest, arena: ProtoArena) {
@@ -4468,7 +4795,8 @@ extension SocialV1.ListExchangesRequest {
     }
 
     init(c: Frienso__Social__V1__ListExchangesRequest) {
-        self.init(pageSize: c.page_size, pageToken: ProtoRuntime.string(c.page_token))
+        self.pageSize = c.page_size
+        self.pageToken = ProtoRuntime.string(c.page_token)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4502,10 +4830,13 @@ extension SocialV1.ListExchangesRequest {
 extension SocialV1 {
     /// `frienso.social.v1.ListExchangesResponse`
     public struct ListExchangesResponse: ProtoMessage {
-        public var exchanges: [SocialV1.Exchange] = []
-        public var nextPageToken: String = ""
+        public var exchanges: [SocialV1.Exchange]
+        public var nextPageToken: String
 
-        public init() {}
+        public init() {
+        self.exchanges = []
+        self.nextPageToken = ""
+        }
 
         public init(exchanges: [SocialV1.Exchange] = [], nextPageToken: String = "") {
         self.exchanges = exchanges
@@ -4518,29 +4849,31 @@ extension SocialV1.ListExchangesResponse {
     public static let protoName = "frienso.social.v1.ListExchangesResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListExchangesResponse()
-        frienso__social__v1__list_exchanges_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_response__get_packed_size, pack: frienso__social__v1__list_exchanges_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListExchangesResponse()
+            frienso__social__v1__list_exchanges_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_response__get_packed_size, pack: frienso__social__v1__list_exchanges_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListExchangesResponse()
-        frienso__social__v1__list_exchanges_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_response__get_packed_size, pack: frienso__social__v1__list_exchanges_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListExchangesResponse()
+            frienso__social__v1__list_exchanges_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_exchanges_response__get_packed_size, pack: frienso__social__v1__list_exchanges_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListExchangesResponse", unpack: frienso__social__v1__list_exchanges_response__unpack, free: frienso__social__v1__list_exchanges_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListExchangesResponse", unpack: frienso__social__v1__list_exchanges_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListExchangesResponse", unpack: frienso__social__v1__list_exchanges_response__unpack, free: frienso__social__v1__list_exchanges_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListExchangesResponse", unpack: frienso__social__v1__list_exchanges_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ListExchangesResponse, arena: ProtoArena) {
@@ -4550,7 +4883,8 @@ extension SocialV1.ListExchangesResponse {
     }
 
     init(c: Frienso__Social__V1__ListExchangesResponse) {
-        self.init(exchanges: ProtoRuntime.array(c.exchanges, count: c.n_exchanges) { SocialV1.Exchange(c: $0!.pointee) }, nextPageToken: ProtoRuntime.string(c.next_page_token))
+        self.exchanges = ProtoRuntime.array(c.exchanges, count: c.n_exchanges) { SocialV1.Exchange(c: $0!.pointee) }
+        self.nextPageToken = ProtoRuntime.string(c.next_page_token)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4584,10 +4918,13 @@ extension SocialV1.ListExchangesResponse {
 extension SocialV1 {
     /// `frienso.social.v1.PokeRequest`
     public struct PokeRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var username: String = ""
+        public var userId: UInt64
+        public var username: String
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.username = ""
+        }
 
         public init(userId: UInt64 = 0, username: String = "") {
         self.userId = userId
@@ -4600,29 +4937,31 @@ extension SocialV1.PokeRequest {
     public static let protoName = "frienso.social.v1.PokeRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__PokeRequest()
-        frienso__social__v1__poke_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_request__get_packed_size, pack: frienso__social__v1__poke_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__PokeRequest()
+            frienso__social__v1__poke_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_request__get_packed_size, pack: frienso__social__v1__poke_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__PokeRequest()
-        frienso__social__v1__poke_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_request__get_packed_size, pack: frienso__social__v1__poke_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__PokeRequest()
+            frienso__social__v1__poke_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_request__get_packed_size, pack: frienso__social__v1__poke_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.PokeRequest", unpack: frienso__social__v1__poke_request__unpack, free: frienso__social__v1__poke_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.PokeRequest", unpack: frienso__social__v1__poke_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.PokeRequest", unpack: frienso__social__v1__poke_request__unpack, free: frienso__social__v1__poke_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.PokeRequest", unpack: frienso__social__v1__poke_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__PokeRequest, arena: ProtoArena) {
@@ -4631,7 +4970,8 @@ extension SocialV1.PokeRequest {
     }
 
     init(c: Frienso__Social__V1__PokeRequest) {
-        self.init(userId: c.user_id, username: ProtoRuntime.string(c.username))
+        self.userId = c.user_id
+        self.username = ProtoRuntime.string(c.username)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4665,12 +5005,17 @@ extension SocialV1.PokeRequest {
 extension SocialV1 {
     /// `frienso.social.v1.Poke`
     public struct Poke: ProtoMessage {
-        public var pokeId: UInt64 = 0
-        public var from: SocialV1.UserRef? = nil
-        public var toUserId: UInt64 = 0
-        public var createdAtMs: Int64 = 0
+        public var pokeId: UInt64
+        public var from: Optional<SocialV1.UserRef>
+        public var toUserId: UInt64
+        public var createdAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.pokeId = 0
+        self.from = nil
+        self.toUserId = 0
+        self.createdAtMs = 0
+        }
 
         public init(pokeId: UInt64 = 0, from: SocialV1.UserRef? = nil, toUserId: UInt64 = 0, createdAtMs: Int64 = 0) {
         self.pokeId = pokeId
@@ -4685,29 +5030,31 @@ extension SocialV1.Poke {
     public static let protoName = "frienso.social.v1.Poke"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__Poke()
-        frienso__social__v1__poke__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke__get_packed_size, pack: frienso__social__v1__poke__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__Poke()
+            frienso__social__v1__poke__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__poke__get_packed_size, pack: frienso__social__v1__poke__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__Poke()
-        frienso__social__v1__poke__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke__get_packed_size, pack: frienso__social__v1__poke__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__Poke()
+            frienso__social__v1__poke__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__poke__get_packed_size, pack: frienso__social__v1__poke__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Poke", unpack: frienso__social__v1__poke__unpack, free: frienso__social__v1__poke__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Poke", unpack: frienso__social__v1__poke__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Poke", unpack: frienso__social__v1__poke__unpack, free: frienso__social__v1__poke__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Poke", unpack: frienso__social__v1__poke__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__Poke, arena: ProtoArena) {
@@ -4720,7 +5067,10 @@ extension SocialV1.Poke {
     }
 
     init(c: Frienso__Social__V1__Poke) {
-        self.init(pokeId: c.poke_id, from: c.from.map { SocialV1.UserRef(c: $0.pointee) }, toUserId: c.to_user_id, createdAtMs: c.created_at_ms)
+        self.pokeId = c.poke_id
+        self.from = c.from.map { SocialV1.UserRef(c: $0.pointee) }
+        self.toUserId = c.to_user_id
+        self.createdAtMs = c.created_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4759,9 +5109,11 @@ extension SocialV1.Poke {
 extension SocialV1 {
     /// `frienso.social.v1.PokeResponse`
     public struct PokeResponse: ProtoMessage {
-        public var poke: SocialV1.Poke? = nil
+        public var poke: Optional<SocialV1.Poke>
 
-        public init() {}
+        public init() {
+        self.poke = nil
+        }
 
         public init(poke: SocialV1.Poke? = nil) {
         self.poke = poke
@@ -4773,29 +5125,31 @@ extension SocialV1.PokeResponse {
     public static let protoName = "frienso.social.v1.PokeResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__PokeResponse()
-        frienso__social__v1__poke_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_response__get_packed_size, pack: frienso__social__v1__poke_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__PokeResponse()
+            frienso__social__v1__poke_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_response__get_packed_size, pack: frienso__social__v1__poke_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__PokeResponse()
-        frienso__social__v1__poke_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_response__get_packed_size, pack: frienso__social__v1__poke_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__PokeResponse()
+            frienso__social__v1__poke_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__poke_response__get_packed_size, pack: frienso__social__v1__poke_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.PokeResponse", unpack: frienso__social__v1__poke_response__unpack, free: frienso__social__v1__poke_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.PokeResponse", unpack: frienso__social__v1__poke_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.PokeResponse", unpack: frienso__social__v1__poke_response__unpack, free: frienso__social__v1__poke_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.PokeResponse", unpack: frienso__social__v1__poke_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__PokeResponse, arena: ProtoArena) {
@@ -4805,7 +5159,7 @@ extension SocialV1.PokeResponse {
     }
 
     init(c: Frienso__Social__V1__PokeResponse) {
-        self.init(poke: c.poke.map { SocialV1.Poke(c: $0.pointee) })
+        self.poke = c.poke.map { SocialV1.Poke(c: $0.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4838,14 +5192,21 @@ extension SocialV1.PokeResponse {
 extension SocialV1 {
     /// `frienso.social.v1.Notice`
     public struct Notice: ProtoMessage {
-        public var noticeId: UInt64 = 0
-        public var kind: SocialV1.NoticeKind = .init(rawValue: 0)
-        public var from: SocialV1.UserRef? = nil
-        public var toUserId: UInt64 = 0
-        public var toPhone: String = ""
-        public var createdAtMs: Int64 = 0
+        public var noticeId: UInt64
+        public var kind: SocialV1.NoticeKind
+        public var from: Optional<SocialV1.UserRef>
+        public var toUserId: UInt64
+        public var toPhone: String
+        public var createdAtMs: Int64
 
-        public init() {}
+        public init() {
+        self.noticeId = 0
+        self.kind = .init(rawValue: 0)
+        self.from = nil
+        self.toUserId = 0
+        self.toPhone = ""
+        self.createdAtMs = 0
+        }
 
         public init(noticeId: UInt64 = 0, kind: SocialV1.NoticeKind = .init(rawValue: 0), from: SocialV1.UserRef? = nil, toUserId: UInt64 = 0, toPhone: String = "", createdAtMs: Int64 = 0) {
         self.noticeId = noticeId
@@ -4862,29 +5223,31 @@ extension SocialV1.Notice {
     public static let protoName = "frienso.social.v1.Notice"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__Notice()
-        frienso__social__v1__notice__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__notice__get_packed_size, pack: frienso__social__v1__notice__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__Notice()
+            frienso__social__v1__notice__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__notice__get_packed_size, pack: frienso__social__v1__notice__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__Notice()
-        frienso__social__v1__notice__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__notice__get_packed_size, pack: frienso__social__v1__notice__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__Notice()
+            frienso__social__v1__notice__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__notice__get_packed_size, pack: frienso__social__v1__notice__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Notice", unpack: frienso__social__v1__notice__unpack, free: frienso__social__v1__notice__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.Notice", unpack: frienso__social__v1__notice__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Notice", unpack: frienso__social__v1__notice__unpack, free: frienso__social__v1__notice__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.Notice", unpack: frienso__social__v1__notice__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__Notice, arena: ProtoArena) {
@@ -4899,7 +5262,12 @@ extension SocialV1.Notice {
     }
 
     init(c: Frienso__Social__V1__Notice) {
-        self.init(noticeId: c.notice_id, kind: SocialV1.NoticeKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue)), from: c.from.map { SocialV1.UserRef(c: $0.pointee) }, toUserId: c.to_user_id, toPhone: ProtoRuntime.string(c.to_phone), createdAtMs: c.created_at_ms)
+        self.noticeId = c.notice_id
+        self.kind = SocialV1.NoticeKind(rawValue: Int32(truncatingIfNeeded: c.kind.rawValue))
+        self.from = c.from.map { SocialV1.UserRef(c: $0.pointee) }
+        self.toUserId = c.to_user_id
+        self.toPhone = ProtoRuntime.string(c.to_phone)
+        self.createdAtMs = c.created_at_ms
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -4940,10 +5308,13 @@ extension SocialV1.Notice {
 extension SocialV1 {
     /// `frienso.social.v1.ListNoticesRequest`
     public struct ListNoticesRequest: ProtoMessage {
-        public var afterId: UInt64 = 0
-        public var limit: UInt32 = 0
+        public var afterId: UInt64
+        public var limit: UInt32
 
-        public init() {}
+        public init() {
+        self.afterId = 0
+        self.limit = 0
+        }
 
         public init(afterId: UInt64 = 0, limit: UInt32 = 0) {
         self.afterId = afterId
@@ -4956,29 +5327,31 @@ extension SocialV1.ListNoticesRequest {
     public static let protoName = "frienso.social.v1.ListNoticesRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListNoticesRequest()
-        frienso__social__v1__list_notices_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_request__get_packed_size, pack: frienso__social__v1__list_notices_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListNoticesRequest()
+            frienso__social__v1__list_notices_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_request__get_packed_size, pack: frienso__social__v1__list_notices_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListNoticesRequest()
-        frienso__social__v1__list_notices_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_request__get_packed_size, pack: frienso__social__v1__list_notices_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListNoticesRequest()
+            frienso__social__v1__list_notices_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_request__get_packed_size, pack: frienso__social__v1__list_notices_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListNoticesRequest", unpack: frienso__social__v1__list_notices_request__unpack, free: frienso__social__v1__list_notices_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListNoticesRequest", unpack: frienso__social__v1__list_notices_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListNoticesRequest", unpack: frienso__social__v1__list_notices_request__unpack, free: frienso__social__v1__list_notices_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListNoticesRequest", unpack: frienso__social__v1__list_notices_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ListNoticesRequest, arena _: ProtoArena) {
@@ -4987,7 +5360,8 @@ extension SocialV1.ListNoticesRequest {
     }
 
     init(c: Frienso__Social__V1__ListNoticesRequest) {
-        self.init(afterId: c.after_id, limit: c.limit)
+        self.afterId = c.after_id
+        self.limit = c.limit
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5021,9 +5395,11 @@ extension SocialV1.ListNoticesRequest {
 extension SocialV1 {
     /// `frienso.social.v1.ListNoticesResponse`
     public struct ListNoticesResponse: ProtoMessage {
-        public var notices: [SocialV1.Notice] = []
+        public var notices: [SocialV1.Notice]
 
-        public init() {}
+        public init() {
+        self.notices = []
+        }
 
         public init(notices: [SocialV1.Notice] = []) {
         self.notices = notices
@@ -5035,29 +5411,31 @@ extension SocialV1.ListNoticesResponse {
     public static let protoName = "frienso.social.v1.ListNoticesResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListNoticesResponse()
-        frienso__social__v1__list_notices_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_response__get_packed_size, pack: frienso__social__v1__list_notices_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListNoticesResponse()
+            frienso__social__v1__list_notices_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_response__get_packed_size, pack: frienso__social__v1__list_notices_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ListNoticesResponse()
-        frienso__social__v1__list_notices_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_response__get_packed_size, pack: frienso__social__v1__list_notices_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ListNoticesResponse()
+            frienso__social__v1__list_notices_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__list_notices_response__get_packed_size, pack: frienso__social__v1__list_notices_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListNoticesResponse", unpack: frienso__social__v1__list_notices_response__unpack, free: frienso__social__v1__list_notices_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ListNoticesResponse", unpack: frienso__social__v1__list_notices_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListNoticesResponse", unpack: frienso__social__v1__list_notices_response__unpack, free: frienso__social__v1__list_notices_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ListNoticesResponse", unpack: frienso__social__v1__list_notices_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ListNoticesResponse, arena: ProtoArena) {
@@ -5066,7 +5444,7 @@ extension SocialV1.ListNoticesResponse {
     }
 
     init(c: Frienso__Social__V1__ListNoticesResponse) {
-        self.init(notices: ProtoRuntime.array(c.notices, count: c.n_notices) { SocialV1.Notice(c: $0!.pointee) })
+        self.notices = ProtoRuntime.array(c.notices, count: c.n_notices) { SocialV1.Notice(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5099,9 +5477,11 @@ extension SocialV1.ListNoticesResponse {
 extension SocialV1 {
     /// `frienso.social.v1.CircleOfRequest`
     public struct CircleOfRequest: ProtoMessage {
-        public var ownerUserId: UInt64 = 0
+        public var ownerUserId: UInt64
 
-        public init() {}
+        public init() {
+        self.ownerUserId = 0
+        }
 
         public init(ownerUserId: UInt64 = 0) {
         self.ownerUserId = ownerUserId
@@ -5113,29 +5493,31 @@ extension SocialV1.CircleOfRequest {
     public static let protoName = "frienso.social.v1.CircleOfRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CircleOfRequest()
-        frienso__social__v1__circle_of_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_of_request__get_packed_size, pack: frienso__social__v1__circle_of_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleOfRequest()
+            frienso__social__v1__circle_of_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_of_request__get_packed_size, pack: frienso__social__v1__circle_of_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CircleOfRequest()
-        frienso__social__v1__circle_of_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_of_request__get_packed_size, pack: frienso__social__v1__circle_of_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleOfRequest()
+            frienso__social__v1__circle_of_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_of_request__get_packed_size, pack: frienso__social__v1__circle_of_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleOfRequest", unpack: frienso__social__v1__circle_of_request__unpack, free: frienso__social__v1__circle_of_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleOfRequest", unpack: frienso__social__v1__circle_of_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleOfRequest", unpack: frienso__social__v1__circle_of_request__unpack, free: frienso__social__v1__circle_of_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleOfRequest", unpack: frienso__social__v1__circle_of_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__CircleOfRequest, arena _: ProtoArena) {
@@ -5143,7 +5525,7 @@ extension SocialV1.CircleOfRequest {
     }
 
     init(c: Frienso__Social__V1__CircleOfRequest) {
-        self.init(ownerUserId: c.owner_user_id)
+        self.ownerUserId = c.owner_user_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5176,9 +5558,11 @@ extension SocialV1.CircleOfRequest {
 extension SocialV1 {
     /// `frienso.social.v1.CircleRequestsForRequest`
     public struct CircleRequestsForRequest: ProtoMessage {
-        public var memberUserId: UInt64 = 0
+        public var memberUserId: UInt64
 
-        public init() {}
+        public init() {
+        self.memberUserId = 0
+        }
 
         public init(memberUserId: UInt64 = 0) {
         self.memberUserId = memberUserId
@@ -5190,29 +5574,31 @@ extension SocialV1.CircleRequestsForRequest {
     public static let protoName = "frienso.social.v1.CircleRequestsForRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CircleRequestsForRequest()
-        frienso__social__v1__circle_requests_for_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_requests_for_request__get_packed_size, pack: frienso__social__v1__circle_requests_for_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleRequestsForRequest()
+            frienso__social__v1__circle_requests_for_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_requests_for_request__get_packed_size, pack: frienso__social__v1__circle_requests_for_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__CircleRequestsForRequest()
-        frienso__social__v1__circle_requests_for_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_requests_for_request__get_packed_size, pack: frienso__social__v1__circle_requests_for_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__CircleRequestsForRequest()
+            frienso__social__v1__circle_requests_for_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__circle_requests_for_request__get_packed_size, pack: frienso__social__v1__circle_requests_for_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleRequestsForRequest", unpack: frienso__social__v1__circle_requests_for_request__unpack, free: frienso__social__v1__circle_requests_for_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.CircleRequestsForRequest", unpack: frienso__social__v1__circle_requests_for_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleRequestsForRequest", unpack: frienso__social__v1__circle_requests_for_request__unpack, free: frienso__social__v1__circle_requests_for_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.CircleRequestsForRequest", unpack: frienso__social__v1__circle_requests_for_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__CircleRequestsForRequest, arena _: ProtoArena) {
@@ -5220,7 +5606,7 @@ extension SocialV1.CircleRequestsForRequest {
     }
 
     init(c: Frienso__Social__V1__CircleRequestsForRequest) {
-        self.init(memberUserId: c.member_user_id)
+        self.memberUserId = c.member_user_id
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5253,11 +5639,15 @@ extension SocialV1.CircleRequestsForRequest {
 extension SocialV1 {
     /// `frienso.social.v1.AnswerCircleRequestRequest`
     public struct AnswerCircleRequestRequest: ProtoMessage {
-        public var memberUserId: UInt64 = 0
-        public var ownerUserId: UInt64 = 0
-        public var action: SocialV1.RequestAction = .init(rawValue: 0)
+        public var memberUserId: UInt64
+        public var ownerUserId: UInt64
+        public var action: SocialV1.RequestAction
 
-        public init() {}
+        public init() {
+        self.memberUserId = 0
+        self.ownerUserId = 0
+        self.action = .init(rawValue: 0)
+        }
 
         public init(memberUserId: UInt64 = 0, ownerUserId: UInt64 = 0, action: SocialV1.RequestAction = .init(rawValue: 0)) {
         self.memberUserId = memberUserId
@@ -5271,29 +5661,31 @@ extension SocialV1.AnswerCircleRequestRequest {
     public static let protoName = "frienso.social.v1.AnswerCircleRequestRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__AnswerCircleRequestRequest()
-        frienso__social__v1__answer_circle_request_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__answer_circle_request_request__get_packed_size, pack: frienso__social__v1__answer_circle_request_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__AnswerCircleRequestRequest()
+            frienso__social__v1__answer_circle_request_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__answer_circle_request_request__get_packed_size, pack: frienso__social__v1__answer_circle_request_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__AnswerCircleRequestRequest()
-        frienso__social__v1__answer_circle_request_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__answer_circle_request_request__get_packed_size, pack: frienso__social__v1__answer_circle_request_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__AnswerCircleRequestRequest()
+            frienso__social__v1__answer_circle_request_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__answer_circle_request_request__get_packed_size, pack: frienso__social__v1__answer_circle_request_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AnswerCircleRequestRequest", unpack: frienso__social__v1__answer_circle_request_request__unpack, free: frienso__social__v1__answer_circle_request_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.AnswerCircleRequestRequest", unpack: frienso__social__v1__answer_circle_request_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AnswerCircleRequestRequest", unpack: frienso__social__v1__answer_circle_request_request__unpack, free: frienso__social__v1__answer_circle_request_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.AnswerCircleRequestRequest", unpack: frienso__social__v1__answer_circle_request_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__AnswerCircleRequestRequest, arena _: ProtoArena) {
@@ -5303,7 +5695,9 @@ extension SocialV1.AnswerCircleRequestRequest {
     }
 
     init(c: Frienso__Social__V1__AnswerCircleRequestRequest) {
-        self.init(memberUserId: c.member_user_id, ownerUserId: c.owner_user_id, action: SocialV1.RequestAction(rawValue: Int32(truncatingIfNeeded: c.action.rawValue)))
+        self.memberUserId = c.member_user_id
+        self.ownerUserId = c.owner_user_id
+        self.action = SocialV1.RequestAction(rawValue: Int32(truncatingIfNeeded: c.action.rawValue))
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5340,10 +5734,13 @@ extension SocialV1.AnswerCircleRequestRequest {
 extension SocialV1 {
     /// `frienso.social.v1.EraseUserRequest`
     public struct EraseUserRequest: ProtoMessage {
-        public var userId: UInt64 = 0
-        public var traces: [String] = []
+        public var userId: UInt64
+        public var traces: [String]
 
-        public init() {}
+        public init() {
+        self.userId = 0
+        self.traces = []
+        }
 
         public init(userId: UInt64 = 0, traces: [String] = []) {
         self.userId = userId
@@ -5356,29 +5753,31 @@ extension SocialV1.EraseUserRequest {
     public static let protoName = "frienso.social.v1.EraseUserRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__EraseUserRequest()
-        frienso__social__v1__erase_user_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_request__get_packed_size, pack: frienso__social__v1__erase_user_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__EraseUserRequest()
+            frienso__social__v1__erase_user_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_request__get_packed_size, pack: frienso__social__v1__erase_user_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__EraseUserRequest()
-        frienso__social__v1__erase_user_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_request__get_packed_size, pack: frienso__social__v1__erase_user_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__EraseUserRequest()
+            frienso__social__v1__erase_user_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_request__get_packed_size, pack: frienso__social__v1__erase_user_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.EraseUserRequest", unpack: frienso__social__v1__erase_user_request__unpack, free: frienso__social__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.EraseUserRequest", unpack: frienso__social__v1__erase_user_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.EraseUserRequest", unpack: frienso__social__v1__erase_user_request__unpack, free: frienso__social__v1__erase_user_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.EraseUserRequest", unpack: frienso__social__v1__erase_user_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__EraseUserRequest, arena: ProtoArena) {
@@ -5388,7 +5787,8 @@ extension SocialV1.EraseUserRequest {
     }
 
     init(c: Frienso__Social__V1__EraseUserRequest) {
-        self.init(userId: c.user_id, traces: ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) })
+        self.userId = c.user_id
+        self.traces = ProtoRuntime.array(c.traces, count: c.n_traces) { ProtoRuntime.string($0) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5422,9 +5822,11 @@ extension SocialV1.EraseUserRequest {
 extension SocialV1 {
     /// `frienso.social.v1.EraseUserResponse`
     public struct EraseUserResponse: ProtoMessage {
-        public var erased: UInt32 = 0
+        public var erased: UInt32
 
-        public init() {}
+        public init() {
+        self.erased = 0
+        }
 
         public init(erased: UInt32 = 0) {
         self.erased = erased
@@ -5436,29 +5838,31 @@ extension SocialV1.EraseUserResponse {
     public static let protoName = "frienso.social.v1.EraseUserResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__EraseUserResponse()
-        frienso__social__v1__erase_user_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_response__get_packed_size, pack: frienso__social__v1__erase_user_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__EraseUserResponse()
+            frienso__social__v1__erase_user_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_response__get_packed_size, pack: frienso__social__v1__erase_user_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__EraseUserResponse()
-        frienso__social__v1__erase_user_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_response__get_packed_size, pack: frienso__social__v1__erase_user_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__EraseUserResponse()
+            frienso__social__v1__erase_user_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__erase_user_response__get_packed_size, pack: frienso__social__v1__erase_user_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.EraseUserResponse", unpack: frienso__social__v1__erase_user_response__unpack, free: frienso__social__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.EraseUserResponse", unpack: frienso__social__v1__erase_user_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.EraseUserResponse", unpack: frienso__social__v1__erase_user_response__unpack, free: frienso__social__v1__erase_user_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.EraseUserResponse", unpack: frienso__social__v1__erase_user_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__EraseUserResponse, arena _: ProtoArena) {
@@ -5466,7 +5870,7 @@ extension SocialV1.EraseUserResponse {
     }
 
     init(c: Frienso__Social__V1__EraseUserResponse) {
-        self.init(erased: c.erased)
+        self.erased = c.erased
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
@@ -5508,29 +5912,31 @@ extension SocialV1.ExportMyDataRequest {
     public static let protoName = "frienso.social.v1.ExportMyDataRequest"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ExportMyDataRequest()
-        frienso__social__v1__export_my_data_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_request__get_packed_size, pack: frienso__social__v1__export_my_data_request__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ExportMyDataRequest()
+            frienso__social__v1__export_my_data_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_request__get_packed_size, pack: frienso__social__v1__export_my_data_request__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ExportMyDataRequest()
-        frienso__social__v1__export_my_data_request__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_request__get_packed_size, pack: frienso__social__v1__export_my_data_request__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ExportMyDataRequest()
+            frienso__social__v1__export_my_data_request__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_request__get_packed_size, pack: frienso__social__v1__export_my_data_request__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ExportMyDataRequest", unpack: frienso__social__v1__export_my_data_request__unpack, free: frienso__social__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ExportMyDataRequest", unpack: frienso__social__v1__export_my_data_request__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ExportMyDataRequest", unpack: frienso__social__v1__export_my_data_request__unpack, free: frienso__social__v1__export_my_data_request__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ExportMyDataRequest", unpack: frienso__social__v1__export_my_data_request__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into _: inout Frienso__Social__V1__ExportMyDataRequest, arena _: ProtoArena) {
@@ -5565,17 +5971,27 @@ extension SocialV1.ExportMyDataRequest {
 extension SocialV1 {
     /// `frienso.social.v1.ExportMyDataResponse`
     public struct ExportMyDataResponse: ProtoMessage {
-        public var friends: [SocialV1.Friend] = []
-        public var requests: [SocialV1.FriendRequest] = []
-        public var blocked: [SocialV1.UserRef] = []
-        public var circle: SocialV1.ShowCircleResponse? = nil
-        public var circleRequests: [SocialV1.CircleRequest] = []
-        public var findable: Bool = false
-        public var exchanges: [SocialV1.Exchange] = []
-        public var pokesSent: [SocialV1.Poke] = []
-        public var pokesReceived: [SocialV1.Poke] = []
+        public var friends: [SocialV1.Friend]
+        public var requests: [SocialV1.FriendRequest]
+        public var blocked: [SocialV1.UserRef]
+        public var circle: Optional<SocialV1.ShowCircleResponse>
+        public var circleRequests: [SocialV1.CircleRequest]
+        public var findable: Bool
+        public var exchanges: [SocialV1.Exchange]
+        public var pokesSent: [SocialV1.Poke]
+        public var pokesReceived: [SocialV1.Poke]
 
-        public init() {}
+        public init() {
+        self.friends = []
+        self.requests = []
+        self.blocked = []
+        self.circle = nil
+        self.circleRequests = []
+        self.findable = false
+        self.exchanges = []
+        self.pokesSent = []
+        self.pokesReceived = []
+        }
 
         public init(friends: [SocialV1.Friend] = [], requests: [SocialV1.FriendRequest] = [], blocked: [SocialV1.UserRef] = [], circle: SocialV1.ShowCircleResponse? = nil, circleRequests: [SocialV1.CircleRequest] = [], findable: Bool = false, exchanges: [SocialV1.Exchange] = [], pokesSent: [SocialV1.Poke] = [], pokesReceived: [SocialV1.Poke] = []) {
         self.friends = friends
@@ -5595,29 +6011,31 @@ extension SocialV1.ExportMyDataResponse {
     public static let protoName = "frienso.social.v1.ExportMyDataResponse"
 
     public func serializedBytes() -> [UInt8] {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ExportMyDataResponse()
-        frienso__social__v1__export_my_data_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_response__get_packed_size, pack: frienso__social__v1__export_my_data_response__pack)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ExportMyDataResponse()
+            frienso__social__v1__export_my_data_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_response__get_packed_size, pack: frienso__social__v1__export_my_data_response__pack)
+        }
     }
 
     public func serialize(into allocate: (Int) -> UnsafeMutableRawPointer?) -> Int? {
-        let arena = ProtoArena()
-        var c = Frienso__Social__V1__ExportMyDataResponse()
-        frienso__social__v1__export_my_data_response__init(&c)
-        copy(into: &c, arena: arena)
-        return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_response__get_packed_size, pack: frienso__social__v1__export_my_data_response__pack, into: allocate)
+        return withUnsafeTemporaryAllocation(byteCount: ProtoArena.stackBytes, alignment: ProtoArena.alignment) { stack in
+            let arena = ProtoArena(stack: stack)
+            var c = Frienso__Social__V1__ExportMyDataResponse()
+            frienso__social__v1__export_my_data_response__init(&c)
+            copy(into: &c, arena: arena)
+            return ProtoRuntime.pack(&c, size: frienso__social__v1__export_my_data_response__get_packed_size, pack: frienso__social__v1__export_my_data_response__pack, into: allocate)
+        }
     }
 
     public init(serializedBytes bytes: [UInt8]) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ExportMyDataResponse", unpack: frienso__social__v1__export_my_data_response__unpack, free: frienso__social__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(bytes, "frienso.social.v1.ExportMyDataResponse", unpack: frienso__social__v1__export_my_data_response__unpack) { Self(c: $0.pointee) }
     }
 
     public init(serializedBuffer buffer: UnsafeRawBufferPointer) throws(ProtoDecodingError) {
-        let c = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ExportMyDataResponse", unpack: frienso__social__v1__export_my_data_response__unpack, free: frienso__social__v1__export_my_data_response__free_unpacked) { Self(c: $0.pointee) }
-        self = c
+        self = try ProtoRuntime.unpack(buffer, "frienso.social.v1.ExportMyDataResponse", unpack: frienso__social__v1__export_my_data_response__unpack) { Self(c: $0.pointee) }
     }
 
     func copy(into c: inout Frienso__Social__V1__ExportMyDataResponse, arena: ProtoArena) {
@@ -5642,7 +6060,15 @@ extension SocialV1.ExportMyDataResponse {
     }
 
     init(c: Frienso__Social__V1__ExportMyDataResponse) {
-        self.init(friends: ProtoRuntime.array(c.friends, count: c.n_friends) { SocialV1.Friend(c: $0!.pointee) }, requests: ProtoRuntime.array(c.requests, count: c.n_requests) { SocialV1.FriendRequest(c: $0!.pointee) }, blocked: ProtoRuntime.array(c.blocked, count: c.n_blocked) { SocialV1.UserRef(c: $0!.pointee) }, circle: c.circle.map { SocialV1.ShowCircleResponse(c: $0.pointee) }, circleRequests: ProtoRuntime.array(c.circle_requests, count: c.n_circle_requests) { SocialV1.CircleRequest(c: $0!.pointee) }, findable: (c.findable != 0), exchanges: ProtoRuntime.array(c.exchanges, count: c.n_exchanges) { SocialV1.Exchange(c: $0!.pointee) }, pokesSent: ProtoRuntime.array(c.pokes_sent, count: c.n_pokes_sent) { SocialV1.Poke(c: $0!.pointee) }, pokesReceived: ProtoRuntime.array(c.pokes_received, count: c.n_pokes_received) { SocialV1.Poke(c: $0!.pointee) })
+        self.friends = ProtoRuntime.array(c.friends, count: c.n_friends) { SocialV1.Friend(c: $0!.pointee) }
+        self.requests = ProtoRuntime.array(c.requests, count: c.n_requests) { SocialV1.FriendRequest(c: $0!.pointee) }
+        self.blocked = ProtoRuntime.array(c.blocked, count: c.n_blocked) { SocialV1.UserRef(c: $0!.pointee) }
+        self.circle = c.circle.map { SocialV1.ShowCircleResponse(c: $0.pointee) }
+        self.circleRequests = ProtoRuntime.array(c.circle_requests, count: c.n_circle_requests) { SocialV1.CircleRequest(c: $0!.pointee) }
+        self.findable = (c.findable != 0)
+        self.exchanges = ProtoRuntime.array(c.exchanges, count: c.n_exchanges) { SocialV1.Exchange(c: $0!.pointee) }
+        self.pokesSent = ProtoRuntime.array(c.pokes_sent, count: c.n_pokes_sent) { SocialV1.Poke(c: $0!.pointee) }
+        self.pokesReceived = ProtoRuntime.array(c.pokes_received, count: c.n_pokes_received) { SocialV1.Poke(c: $0!.pointee) }
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).

@@ -1,52 +1,90 @@
 internal import FriensoProtoC
 import Glibc
 
-/// Owns the C memory that an encode borrows: strings, arrays and nested messages.
-/// Everything is freed when the arena goes away, after `pack` has copied it into the output.
-///
-/// A bump allocator: allocations are carved from a few growing chunks (256 B, then doubling to
-/// 64 KiB) and large ones get a block of their own, so encoding an envelope costs one or two
-/// `malloc`s instead of one `calloc` per string, array and nested message (malloc and free were
-/// the largest single items in every service's profile).
-final class ProtoArena {
-    /// The first block, apart from the rest: most encodes need no other, and an array holding
-    /// it was one more `malloc` per message.
-    private var first: UnsafeMutableRawPointer?
-    private var blocks: [UnsafeMutableRawPointer] = []
-    private var cursor: UnsafeMutableRawPointer?
-    private var remaining = 0
-    private var nextChunk = 256
-    private static let alignment = 16
+/// A bump allocator for the C memory of one encode or decode: allocations are carved from a
+/// buffer on the caller's stack (at most 1 KiB, the size Swift places on the stack without
+/// asking the runtime how much is left), then from `malloc`'d chunks doubling from 2 KiB to
+/// 64 KiB; anything over 16 KiB (a payload) gets a block of its own. Chunks are chained through
+/// their first 16 bytes and freed together by `release()`. One `malloc` per string, array and
+/// nested message was the largest single item in every service's profile; with this, a typical
+/// envelope needs none.
+struct BumpAllocator {
+    static let stackBytes = 1024
+    static let alignment = 16
+    private static let firstChunk = 2048
     private static let largestChunk = 64 << 10
+    /// Room at the front of each chunk for the link to the one before (alignment kept).
+    private static let header = 16
 
-    deinit {
-        free(first)
-        for block in blocks { free(block) }
+    private var cursor: UnsafeMutableRawPointer?
+    private var remaining: Int
+    private var chunks: UnsafeMutableRawPointer?
+    private var nextChunk = BumpAllocator.firstChunk
+
+    /// `stack` is the caller's and outlives this allocator; it is never freed here.
+    init(stack: UnsafeMutableRawBufferPointer) {
+        cursor = stack.baseAddress
+        remaining = stack.count
     }
 
-    private func keep(_ block: UnsafeMutableRawPointer) {
-        if first == nil { first = block } else { blocks.append(block) }
-    }
-
-    private func raw(_ size: Int) -> UnsafeMutableRawPointer {
+    /// nil only when `malloc` fails.
+    mutating func allocate(_ size: Int) -> UnsafeMutableRawPointer? {
         let size = max(1, (size + Self.alignment - 1) & ~(Self.alignment - 1))
         if size > remaining {
             if size > Self.largestChunk / 4 {
-                // Large (a payload): its own block, leaving the current chunk in use.
-                guard let block = malloc(size) else { preconditionFailure("out of memory") }
-                keep(block)
-                return block
+                // Large: a block of its own, leaving the current chunk in use.
+                return chain(Self.header + size).map { $0 + Self.header }
             }
-            while nextChunk < size { nextChunk *= 2 }
-            guard let chunk = malloc(nextChunk) else { preconditionFailure("out of memory") }
-            keep(chunk)
-            cursor = chunk
-            remaining = nextChunk
+            while nextChunk < Self.header + size { nextChunk *= 2 }
+            guard let chunk = chain(nextChunk) else { return nil }
+            cursor = chunk + Self.header
+            remaining = nextChunk - Self.header
             nextChunk = min(nextChunk * 2, Self.largestChunk)
         }
         let pointer = cursor!
         cursor = pointer + size
         remaining -= size
+        return pointer
+    }
+
+    private mutating func chain(_ bytes: Int) -> UnsafeMutableRawPointer? {
+        guard let chunk = malloc(bytes) else { return nil }
+        chunk.storeBytes(of: chunks, as: UnsafeMutableRawPointer?.self)
+        chunks = chunk
+        return chunk
+    }
+
+    /// Frees every chunk from `malloc`; the stack buffer goes with its scope.
+    mutating func release() {
+        while let chunk = chunks {
+            chunks = chunk.load(as: UnsafeMutableRawPointer?.self)
+            free(chunk)
+        }
+    }
+}
+
+/// Owns the C memory that an encode borrows: strings, arrays and nested messages, freed when
+/// the arena goes away, after `pack` has copied them into the output. The generated encoders
+/// create it over a stack buffer (`withUnsafeTemporaryAllocation`); it never escapes them, so
+/// Swift places the object itself on the stack too.
+final class ProtoArena {
+    static let stackBytes = BumpAllocator.stackBytes
+    static let alignment = BumpAllocator.alignment
+    /// Unchecked: one encode uses the arena, on one thread, and nothing re-enters `raw`; the
+    /// dynamic exclusivity check of a class's stored property cost ~700 instructions a request
+    /// (item 61 of `docs/benchmarks.md`).
+    @exclusivity(unchecked) private var memory: BumpAllocator
+
+    init(stack: UnsafeMutableRawBufferPointer) {
+        memory = BumpAllocator(stack: stack)
+    }
+
+    deinit {
+        memory.release()
+    }
+
+    private func raw(_ size: Int) -> UnsafeMutableRawPointer {
+        guard let pointer = memory.allocate(size) else { preconditionFailure("out of memory") }
         return pointer
     }
 
@@ -125,10 +163,9 @@ enum ProtoRuntime {
         _ bytes: [UInt8],
         _ name: String,
         unpack: (UnsafeMutablePointer<ProtobufCAllocator>?, Int, UnsafePointer<UInt8>?) -> UnsafeMutablePointer<C>?,
-        free: (UnsafeMutablePointer<C>?, UnsafeMutablePointer<ProtobufCAllocator>?) -> Void,
         convert: (UnsafeMutablePointer<C>) -> M
     ) throws(ProtoDecodingError) -> M {
-        let decoded: M? = bytes.withUnsafeBytes { buffer in decode(buffer, unpack: unpack, free: free, convert: convert) }
+        let decoded: M? = bytes.withUnsafeBytes { buffer in decode(buffer, unpack: unpack, convert: convert) }
         guard let decoded else { throw ProtoDecodingError(messageName: name, byteCount: bytes.count) }
         return decoded
     }
@@ -137,10 +174,9 @@ enum ProtoRuntime {
         _ buffer: UnsafeRawBufferPointer,
         _ name: String,
         unpack: (UnsafeMutablePointer<ProtobufCAllocator>?, Int, UnsafePointer<UInt8>?) -> UnsafeMutablePointer<C>?,
-        free: (UnsafeMutablePointer<C>?, UnsafeMutablePointer<ProtobufCAllocator>?) -> Void,
         convert: (UnsafeMutablePointer<C>) -> M
     ) throws(ProtoDecodingError) -> M {
-        guard let decoded = decode(buffer, unpack: unpack, free: free, convert: convert) else {
+        guard let decoded = decode(buffer, unpack: unpack, convert: convert) else {
             throw ProtoDecodingError(messageName: name, byteCount: buffer.count)
         }
         return decoded
@@ -149,16 +185,25 @@ enum ProtoRuntime {
     private static func decode<C, M>(
         _ buffer: UnsafeRawBufferPointer,
         unpack: (UnsafeMutablePointer<ProtobufCAllocator>?, Int, UnsafePointer<UInt8>?) -> UnsafeMutablePointer<C>?,
-        free: (UnsafeMutablePointer<C>?, UnsafeMutablePointer<ProtobufCAllocator>?) -> Void,
         convert: (UnsafeMutablePointer<C>) -> M
     ) -> M? {
         // protobuf-c wants a valid pointer even for zero bytes.
         var empty: UInt8 = 0
         return withUnsafePointer(to: &empty) { fallback in
             let base = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? fallback
-            guard let message = unpack(nil, buffer.count, base) else { return nil }
-            defer { free(message, nil) }
-            return convert(message)
+            // Everything protobuf-c allocates for this message (the struct, its strings, bytes,
+            // arrays and nested messages, its scratch slabs) comes from an arena that starts on
+            // the stack and is dropped whole once `convert` has copied the fields out: no
+            // `malloc` for a typical envelope and no `free_unpacked` walk over the fields.
+            return withUnsafeTemporaryAllocation(byteCount: BumpAllocator.stackBytes, alignment: BumpAllocator.alignment) { stack -> M? in
+                var arena = BumpAllocator(stack: stack)
+                defer { arena.release() }
+                return withUnsafeMutablePointer(to: &arena) { arenaPointer -> M? in
+                    var allocator = ProtobufCAllocator(alloc: decodeArenaAlloc, free: decodeArenaFree, allocator_data: arenaPointer)
+                    guard let message = unpack(&allocator, buffer.count, base) else { return nil }
+                    return convert(message)
+                }
+            }
         }
     }
 
@@ -183,6 +228,16 @@ enum ProtoRuntime {
         return UnsafeBufferPointer(start: pointer, count: count).map(transform)
     }
 }
+
+/// protobuf-c's allocator for one decode: `allocator_data` points to a `BumpAllocator`; `free`
+/// does nothing, and everything goes at once when the decode releases the allocator. protobuf-c
+/// keeps no pointer to the allocator after `unpack` returns, and on a malformed message it frees
+/// what it built through `free` (a no-op here; the release reclaims it).
+private let decodeArenaAlloc: @convention(c) (UnsafeMutableRawPointer?, Int) -> UnsafeMutableRawPointer? = { data, size in
+    data?.assumingMemoryBound(to: BumpAllocator.self).pointee.allocate(size)
+}
+
+private let decodeArenaFree: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = { _, _ in }
 
 /// Deterministic field values for the generated `sample(seed:)` (codec tests).
 @_spi(Testing) public enum ProtoSample {
