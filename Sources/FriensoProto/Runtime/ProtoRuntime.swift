@@ -70,9 +70,9 @@ struct BumpAllocator {
 final class ProtoArena {
     static let stackBytes = BumpAllocator.stackBytes
     static let alignment = BumpAllocator.alignment
-    /// Unchecked: one encode uses the arena, on one thread, and nothing re-enters `raw`; the
-    /// dynamic exclusivity check of a class's stored property cost ~700 instructions a request
-    /// (item 61 of `docs/benchmarks.md`).
+    /// Unchecked: one encode uses the arena, on one thread, and nothing re-enters `raw`. The
+    /// dynamic exclusivity check on every allocation cost about 900 instructions a Wire request
+    /// (48,053 against 47,154, item 61 of `docs/benchmarks.md`).
     @exclusivity(unchecked) private var memory: BumpAllocator
 
     init(stack: UnsafeMutableRawBufferPointer) {
