@@ -1,4 +1,5 @@
 import CZeroMQ
+import Dispatch
 import FriensoProto
 import FriensoTesting
 import Logging
@@ -198,6 +199,68 @@ struct ServiceHostTests {
             try await tasks.waitForAll()
             await client.close()
         }
+    }
+
+    /// A reply sent while the host drains reaches a client whose thread is too busy to read it
+    /// for a while: the host asks (`KIND_GOODBYE`) and closes once the client answered, after
+    /// reading everything before it. With no grace at all after the last reply (`closeGrace`
+    /// zero), a host that closed on a timer dropped the connection with the reply unread, and
+    /// the client's DEALER (`ZMQ_IMMEDIATE`) threw it away (this test, before the goodbye).
+    /// The other client, gone before the goodbyes, is asked too and must not hold the close.
+    @Test func gracefulShutdown_waitsForABusyClientToReadItsLastReply() async throws {
+        let release = OneShot<Void>(), started = OneShot<Void>()
+        var router = MethodRouter()
+        router.registerSlow(started: started, gate: release, answering: "finished")
+        let logs = CapturedLogs()
+        var options = HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*")
+        options.closeGrace = .zero
+        options.farewellTimeout = .seconds(40)
+        let host = ServiceHost(options: options, handler: router, logger: logs.logger("host"))
+        let group = ServiceGroup(configuration: .init(services: [.init(service: host)], logger: logs.logger("group")))
+        let clientReactor = Reactor(name: "busy-client")
+        let closed = OneShot<Void>()
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask {
+                try await group.run()
+                closed.fulfil(())
+            }
+            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"), reactor: clientReactor)
+            let reply = Task { try await client.call(slow, CommonV1.PingRequest(), options: CallOptions(deadline: .seconds(20))) }
+            await started.value
+            await group.triggerGracefulShutdown()
+            // Until the host says it is draining (a bounded retry): the goodbye is for replies
+            // sent from then on (earlier ones have `closeGrace`, zero here).
+            let other = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("other"))
+            try await eventually("the host draining") {
+                await other.send(Envelope(method: "test.Ping"), deadline: .seconds(5)).status == .unavailable
+            }
+            await other.close()
+            // Fault injection: the client's thread is held, as a starved process's is, from
+            // before the reply goes out until the host has asked whether it was read.
+            let busy = DispatchSemaphore(value: 0), held = OneShot<Void>()
+            clientReactor.execute {
+                held.fulfil(())
+                busy.wait()
+            }
+            await held.value
+            release.fulfil(())
+            // Until the host has asked, or closed without asking (the reply is then lost).
+            do {
+                try await eventually("the stopping host's goodbye or its close", timeout: .seconds(30)) {
+                    host.counters.goodbyes.load(ordering: .relaxed) >= 1 || closed.current != nil
+                }
+            } catch {
+                busy.signal()
+                throw error
+            }
+            busy.signal()
+            let finished = await reply.result
+            #expect((try? finished.get())?.service == "finished", "the reply was lost: \(finished)\n\(logs.dump())")
+            try await tasks.waitForAll()
+            #expect(!logs.contains("goodbyes unanswered"), "a peer that left held the close: \(logs.dump())")
+            await client.close()
+        }
+        clientReactor.stop()
     }
 }
 

@@ -7610,7 +7610,8 @@ public enum OpenAPIDocument {
        "KIND_REQUEST",
        "KIND_REPLY",
        "KIND_EVENT",
-       "KIND_HEARTBEAT"
+       "KIND_HEARTBEAT",
+       "KIND_GOODBYE"
       ]
      },
      "requestId": {

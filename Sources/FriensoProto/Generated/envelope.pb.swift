@@ -85,9 +85,10 @@ extension CommonV1 {
         case reply // KIND_REPLY
         case event // KIND_EVENT
         case heartbeat // KIND_HEARTBEAT
+        case goodbye // KIND_GOODBYE
         case unrecognized(Int32)
 
-        public static let allKnownCases: [Kind] = [.unspecified, .request, .reply, .event, .heartbeat]
+        public static let allKnownCases: [Kind] = [.unspecified, .request, .reply, .event, .heartbeat, .goodbye]
 
         public init(rawValue: Int32) {
             switch rawValue {
@@ -96,6 +97,7 @@ extension CommonV1 {
             case 2: self = .reply
             case 3: self = .event
             case 4: self = .heartbeat
+            case 5: self = .goodbye
             default: self = .unrecognized(rawValue)
             }
         }
@@ -107,6 +109,7 @@ extension CommonV1 {
             case .reply: return 2
             case .event: return 3
             case .heartbeat: return 4
+            case .goodbye: return 5
             case .unrecognized(let value): return value
             }
         }
@@ -118,6 +121,7 @@ extension CommonV1 {
             case .reply: return "KIND_REPLY"
             case .event: return "KIND_EVENT"
             case .heartbeat: return "KIND_HEARTBEAT"
+            case .goodbye: return "KIND_GOODBYE"
             case .unrecognized(let value): return "\(value)"
             }
         }

@@ -33,6 +33,13 @@ extension ClientLoop {
                 }
             case .event:
                 events.yield(.event(envelope))
+            case .goodbye:
+                // The host is stopping and asks whether its replies were read: they were, every
+                // message before this one came off the socket first.
+                let answer = Envelope(version: WireProtocol.version, kind: .goodbye, requestId: envelope.requestId)
+                if (try? socket.send([], packing: answer, dontWait: true)) != true {
+                    logger.debug("could not answer the host's goodbye", metadata: ["endpoint": "\(endpoint)"])
+                }
             default:
                 break // heartbeats only refresh liveness
             }

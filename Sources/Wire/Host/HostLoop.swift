@@ -32,6 +32,8 @@ public final class HostCounters: Sendable {
     public let refused = Atomic<Int>(0)
     /// Requests a `ReactorRequestHandler` took on the socket's thread (no task).
     public let onReactor = Atomic<Int>(0)
+    /// Goodbyes a stopping host sent, each asking a peer it answered to confirm it read it.
+    public let goodbyes = Atomic<Int>(0)
 
     public init() {}
 }
@@ -75,6 +77,18 @@ final class HostLoop: ReactorComponent {
     private var lastReplyAt: ContinuousClock.Instant?
     private var closeAt: ContinuousClock.Instant?
     private var closing = false
+    /// Peers answered since draining began, each with the goodbye it has yet to answer (0: none
+    /// sent since its last reply). The host closes once this is empty: a peer's answer to a
+    /// goodbye comes after it read everything sent before it (one connection keeps its order), so
+    /// no reply is lost to the close however late the peer's thread gets to it.
+    private var farewells: [PeerIdentity: UInt64] = [:]
+    private var nextFarewell: UInt64 = 0
+    /// When the first goodbyes went out: peers silent for `farewellTimeout` after it are given up.
+    private var farewellsBegan: ContinuousClock.Instant?
+    /// When every unanswered goodbye was last sent again: a peer that left after its goodbye went
+    /// out never answers, and only a send to it (refused: `ZMQ_ROUTER_MANDATORY`) tells so.
+    private var farewellsAsked: ContinuousClock.Instant?
+    private static let farewellRetry = Duration.milliseconds(100)
     private let metrics = RequestMetrics()
 
     /// Binds the ROUTER socket. - Returns: the loop and the bound endpoint.
@@ -99,6 +113,9 @@ final class HostLoop: ReactorComponent {
         socket = try ZMQSocket(context, .router)
         try socket.configure(highWaterMark: options.highWaterMark, maxMessageSize: options.maxMessageSize)
         try socket.set(ZMQ_ROUTER_HANDOVER, 1)
+        // A send to a peer that has gone fails (EHOSTUNREACH) instead of vanishing: a stopping
+        // host does not wait for the answer to a goodbye nobody received.
+        try socket.set(ZMQ_ROUTER_MANDATORY, 1)
         try socket.secure(options.security)
     }
 
@@ -123,8 +140,8 @@ final class HostLoop: ReactorComponent {
     func tick(now: ContinuousClock.Instant) {
         handleCommands()
         expireDeadlines(now)
-        if stopping, takenOnReactor == 0, closeAt == nil {
-            // The last replies get `closeGrace` to be read before the connection drops.
+        if stopping, takenOnReactor == 0, closeAt == nil, farewellsAnswered(now) {
+            // Replies to peers not asked (sent before draining began) get `closeGrace` to be read.
             closeAt = lastReplyAt.map { max(now, $0.advanced(by: options.closeGrace)) } ?? now
         }
         // Decided here, so that `isFinished` holds for the whole turn (a clock read there could
@@ -133,8 +150,40 @@ final class HostLoop: ReactorComponent {
     }
 
     func nextWakeup() -> ContinuousClock.Instant? {
-        guard let closeAt else { return nextDeadline }
-        return min(closeAt, nextDeadline ?? closeAt)
+        let next = closeAt ?? (farewells.isEmpty ? nil : farewellsAsked?.advanced(by: Self.farewellRetry))
+        guard let next else { return nextDeadline }
+        return min(next, nextDeadline ?? next)
+    }
+
+    /// Sends a goodbye to every peer answered since its last one. - Returns: whether every peer
+    /// answered while draining has answered its goodbye (or `farewellTimeout` passed).
+    private func farewellsAnswered(_ now: ContinuousClock.Instant) -> Bool {
+        if farewells.isEmpty { return true }
+        let began = farewellsBegan ?? now
+        farewellsBegan = began
+        if began.duration(to: now) >= options.farewellTimeout {
+            logger.warning("closing with goodbyes unanswered: their last replies may be lost",
+                           metadata: ["peers": "\(farewells.count)"])
+            farewells.removeAll()
+            return true
+        }
+        let again = farewellsAsked.map { $0.duration(to: now) >= Self.farewellRetry } ?? true
+        if again { farewellsAsked = now }
+        for (peer, token) in farewells where token == 0 || again {
+            var sent = token
+            if sent == 0 {
+                nextFarewell &+= 1
+                sent = nextFarewell
+            }
+            let goodbye = Envelope(version: WireProtocol.version, kind: .goodbye, requestId: sent)
+            if (try? socket.send(peer.prefix, packing: goodbye, dontWait: true)) == true {
+                if token == 0 { farewells.updateValue(sent, forKey: peer) }
+                counters.goodbyes.add(1, ordering: .relaxed)
+            } else {
+                farewells.removeValue(forKey: peer) // gone, or its queue full: it cannot be asked
+            }
+        }
+        return farewells.isEmpty
     }
 
     /// Stopped, every request taken on this thread answered (or expired), and the grace after
@@ -196,6 +245,11 @@ final class HostLoop: ReactorComponent {
         switch envelope.kind {
         case .heartbeat:
             send(to: peer, Envelope(version: WireProtocol.version, kind: .heartbeat, requestId: envelope.requestId))
+        case .goodbye:
+            // The peer read everything up to that goodbye; an older goodbye's answer proves less.
+            if let token = farewells[peer], token != 0, token == envelope.requestId {
+                farewells.removeValue(forKey: peer)
+            }
         case .request:
             counters.requests.add(1, ordering: .relaxed)
             if let policy, let refusal = policy.check(member: member, method: envelope.method) {
@@ -324,6 +378,8 @@ final class HostLoop: ReactorComponent {
     }
 
     private func send(to peer: PeerIdentity, _ envelope: Envelope) {
+        // Once draining, the host's close waits for each peer answered to confirm it read it.
+        if draining, envelope.kind == .reply { farewells.updateValue(0, forKey: peer) }
         do {
             // Encoded straight into the libzmq message that goes out.
             if try !socket.send(peer.prefix, packing: envelope, dontWait: true) {

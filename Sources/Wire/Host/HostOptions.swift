@@ -22,8 +22,13 @@ public struct HostOptions: Sendable {
     /// How long a stopping host keeps its socket open after its last reply before closing it.
     /// The client's DEALER (`ZMQ_IMMEDIATE`) drops what it has received but not yet read when its
     /// peer disconnects, so a reply sent just before the close could be lost to a client whose
-    /// thread had not got to it; found by `ReactorHandlerTests` (one run in a few lost it).
+    /// thread had not got to it; found by `ReactorHandlerTests` (one run in a few lost it). Peers
+    /// answered after draining began are asked instead (`KIND_GOODBYE`, `farewellTimeout`): a
+    /// grace is a guess at how late a busy peer reads, which a loaded machine can outlast.
     public var closeGrace: Duration = .milliseconds(100)
+    /// How long a stopping host waits for the peers it answered while draining to answer its
+    /// goodbye (each proves it read its replies); a peer that does not is logged and given up.
+    public var farewellTimeout: Duration = .seconds(3)
     public var version: String = FriensoVersion.current
     /// Where handlers run. `.reactor` (the default) runs them on the host's reactor thread: no
     /// thread hop per request, but handlers share that one thread, so they must not block it.

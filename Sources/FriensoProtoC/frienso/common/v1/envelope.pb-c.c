@@ -963,20 +963,22 @@ const ProtobufCEnumDescriptor frienso__common__v1__status_code__descriptor =
   frienso__common__v1__status_code__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue frienso__common__v1__kind__enum_values_by_number[5] =
+static const ProtobufCEnumValue frienso__common__v1__kind__enum_values_by_number[6] =
 {
   { "KIND_UNSPECIFIED", "FRIENSO__COMMON__V1__KIND__KIND_UNSPECIFIED", 0 },
   { "KIND_REQUEST", "FRIENSO__COMMON__V1__KIND__KIND_REQUEST", 1 },
   { "KIND_REPLY", "FRIENSO__COMMON__V1__KIND__KIND_REPLY", 2 },
   { "KIND_EVENT", "FRIENSO__COMMON__V1__KIND__KIND_EVENT", 3 },
   { "KIND_HEARTBEAT", "FRIENSO__COMMON__V1__KIND__KIND_HEARTBEAT", 4 },
+  { "KIND_GOODBYE", "FRIENSO__COMMON__V1__KIND__KIND_GOODBYE", 5 },
 };
 static const ProtobufCIntRange frienso__common__v1__kind__value_ranges[] = {
-{0, 0},{0, 5}
+{0, 0},{0, 6}
 };
-static const ProtobufCEnumValueIndex frienso__common__v1__kind__enum_values_by_name[5] =
+static const ProtobufCEnumValueIndex frienso__common__v1__kind__enum_values_by_name[6] =
 {
   { "KIND_EVENT", 3 },
+  { "KIND_GOODBYE", 5 },
   { "KIND_HEARTBEAT", 4 },
   { "KIND_REPLY", 2 },
   { "KIND_REQUEST", 1 },
@@ -989,9 +991,9 @@ const ProtobufCEnumDescriptor frienso__common__v1__kind__descriptor =
   "Kind",
   "Frienso__Common__V1__Kind",
   "frienso.common.v1",
-  5,
+  6,
   frienso__common__v1__kind__enum_values_by_number,
-  5,
+  6,
   frienso__common__v1__kind__enum_values_by_name,
   1,
   frienso__common__v1__kind__value_ranges,

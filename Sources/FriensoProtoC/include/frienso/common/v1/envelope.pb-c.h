@@ -75,7 +75,13 @@ typedef enum _Frienso__Common__V1__Kind {
   /*
    * either direction; the peer answers a heartbeat request with a heartbeat
    */
-  FRIENSO__COMMON__V1__KIND__KIND_HEARTBEAT = 4
+  FRIENSO__COMMON__V1__KIND__KIND_HEARTBEAT = 4,
+  /*
+   * Host to client, from a host that is stopping: "answer once you have read every message I sent
+   * before this one". The client answers with KIND_GOODBYE and the same request_id; the host closes
+   * once every peer it answered while stopping has, so no reply is lost to the closing connection.
+   */
+  FRIENSO__COMMON__V1__KIND__KIND_GOODBYE = 5
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(FRIENSO__COMMON__V1__KIND)
 } Frienso__Common__V1__Kind;
 
