@@ -105,13 +105,13 @@ public final class WireClient: Sendable {
 
     /// Sends a request envelope and returns the reply envelope (whose status may be an error).
     /// The request id is assigned here.
-    public func send(_ request: Envelope, deadline: Duration? = nil, retryable: Bool = false) async -> Envelope {
+    public nonisolated(nonsending) func send(_ request: Envelope, deadline: Duration? = nil, retryable: Bool = false) async -> Envelope {
         let id = nextID()
         if Task.isCancelled { return stamped(request, id: id).reply(error: .unavailable("call cancelled")) }
         let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
         let commands = queues[chooseInstance()], queues = queues
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
+            await withReplyContinuation { continuation in
                 // The stamped copy goes straight into the call: the one copy of the request a send makes.
                 let call = ClientLoop.Pending(envelope: stamped(request, id: id), deadline: until, retryable: retryable,
                                               completion: .resume(continuation))
@@ -156,7 +156,7 @@ public final class WireClient: Sendable {
 
     /// Calls a typed method.
     /// - Throws: `RPCError` with the reply's status, or UNAVAILABLE / DEADLINE_EXCEEDED from the client.
-    public func call<Request, Response>(
+    public nonisolated(nonsending) func call<Request, Response>(
         _ method: RPCMethod<Request, Response>, _ request: Request, options call: CallOptions = CallOptions()
     ) async throws(RPCError) -> Response {
         let envelope = Envelope(
