@@ -208,7 +208,10 @@ enum ProtoRuntime {
     }
 
     static func string(_ pointer: UnsafeMutablePointer<CChar>?) -> String {
-        guard let pointer else { return "" }
+        // Most of an envelope's strings are empty (protobuf-c points them at its own ""): no
+        // `strlen` and no UTF-8 check for those, which were about 1,500 instructions of a Wire
+        // request's 44,000 (issue 16, item 62).
+        guard let pointer, pointer.pointee != 0 else { return "" }
         return String(decoding: UnsafeRawBufferPointer(start: pointer, count: strlen(pointer)), as: UTF8.self)
     }
 
