@@ -8,41 +8,49 @@ extension ClientLoop {
 
     func receive(_ socket: ZMQSocket) throws(ZMQError) {
         for _ in 0..<256 {
-            // Decoded in libzmq's memory: the reply's bytes are not copied first.
-            guard let message = try socket.receive(dontWait: true, decodingLast: { try? Envelope(serializedBuffer: $0) }) else { return }
-            lastHeard = .now
-            if disconnected {
-                disconnected = false
-                health.answering.store(!peerDown, ordering: .relaxed)
+            // Decoded in libzmq's memory (the reply's bytes are not copied first) and handled
+            // there: nothing is returned through the socket's call to be copied on the way.
+            let received = try socket.receive(dontWait: true) { message in
+                heard(try? Envelope(serializedBuffer: message.bytes), on: socket)
             }
-            holding = false
-            if peerDown {
-                setPeerDown(false)
-                deadWindow = options.deadAfter
-                logger.info("peer answering again", metadata: ["endpoint": "\(endpoint)"])
-                flushUnsent()
+            guard received else { return }
+        }
+    }
+
+    /// One message from the peer (nil: not a decodable envelope).
+    private func heard(_ decoded: Envelope?, on socket: ZMQSocket) {
+        lastHeard = .now
+        if disconnected {
+            disconnected = false
+            health.answering.store(!peerDown, ordering: .relaxed)
+        }
+        holding = false
+        if peerDown {
+            setPeerDown(false)
+            deadWindow = options.deadAfter
+            logger.info("peer answering again", metadata: ["endpoint": "\(endpoint)"])
+            flushUnsent()
+        }
+        guard let envelope = decoded else {
+            logger.debug("dropped an undecodable frame from the peer")
+            return
+        }
+        switch envelope.kind {
+        case .reply:
+            if let request = pending.removeValue(forKey: envelope.requestId) {
+                request.finish(envelope)
             }
-            guard let envelope = message.last else {
-                logger.debug("dropped an undecodable frame from the peer")
-                continue
+        case .event:
+            events.yield(.event(envelope))
+        case .goodbye:
+            // The host is stopping and asks whether its replies were read: they were, every
+            // message before this one came off the socket first.
+            let answer = Envelope(version: WireProtocol.version, kind: .goodbye, requestId: envelope.requestId)
+            if (try? socket.send([], packing: answer, dontWait: true)) != true {
+                logger.debug("could not answer the host's goodbye", metadata: ["endpoint": "\(endpoint)"])
             }
-            switch envelope.kind {
-            case .reply:
-                if let request = pending.removeValue(forKey: envelope.requestId) {
-                    request.finish(envelope)
-                }
-            case .event:
-                events.yield(.event(envelope))
-            case .goodbye:
-                // The host is stopping and asks whether its replies were read: they were, every
-                // message before this one came off the socket first.
-                let answer = Envelope(version: WireProtocol.version, kind: .goodbye, requestId: envelope.requestId)
-                if (try? socket.send([], packing: answer, dontWait: true)) != true {
-                    logger.debug("could not answer the host's goodbye", metadata: ["endpoint": "\(endpoint)"])
-                }
-            default:
-                break // heartbeats only refresh liveness
-            }
+        default:
+            break // heartbeats only refresh liveness
         }
     }
 

@@ -34,31 +34,35 @@ final class ClientLoop: ReactorComponent {
     private var monitor: ZMQSocket? { didSet { polled = Self.polled(socket, monitor) } }
     /// What `pollSockets` answers, made when a socket changes rather than on every loop turn.
     private var polled: [ZMQSocket] = []
+    // `@exclusivity(unchecked)` on the state every request touches: this object lives on its
+    // reactor's thread, no access to these properties encloses a call that could reach them
+    // again (a completion runs after its call left `pending`), and the dynamic checks cost
+    // about 1,500 instructions of a Wire request (issue 16, item 62).
     /// The connection dropped and nothing was heard since (the peer may be restarting).
-    var disconnected = false
+    @exclusivity(unchecked) var disconnected = false
     /// Whether the socket has a monitor: only a client of several instances, which gains a
     /// faster failover from it. A client of one peer has nowhere else to send a call, and
     /// keeps the path it had before monitors (one full end-to-end run of the CI stalled a
     /// service's reactor for seconds after they came in, unexplained: `docs/architecture.md`).
     private let watchesConnection: Bool
-    var pending: [UInt64: Pending] = [:]
+    @exclusivity(unchecked) var pending: [UInt64: Pending] = [:]
     /// Ids of pending calls not yet handed to libzmq, oldest first.
-    var unsent: [UInt64] = []
-    var lastHeard: ContinuousClock.Instant
-    var lastSent: ContinuousClock.Instant
+    @exclusivity(unchecked) var unsent: [UInt64] = []
+    @exclusivity(unchecked) var lastHeard: ContinuousClock.Instant
+    @exclusivity(unchecked) var lastSent: ContinuousClock.Instant
     /// Liveness is counted in checks, one per heartbeat interval, as in Paranoid Pirate: the peer
     /// is dead after `deadWindow / heartbeatInterval` checks in a row heard nothing. Counting
     /// wall time alone would blame the peer for this process's own stall: a reactor held up for
     /// two seconds (page faults on a cold binary, a starved CPU) woke, saw two seconds of silence
     /// and dropped a healthy connection whose answers were waiting to be read.
-    var lastCheck: ContinuousClock.Instant
-    var silentChecks = 0
-    var peerDown = false
+    @exclusivity(unchecked) var lastCheck: ContinuousClock.Instant
+    @exclusivity(unchecked) var silentChecks = 0
+    @exclusivity(unchecked) var peerDown = false
     /// The peer went silent while a call that cannot be sent again waited for its reply: the
     /// socket is kept (closing it would lose that reply for certain, and a starved or paused
     /// peer does answer late), the peer counts as down for new calls, and the socket is
     /// reopened once no such call is left and the peer is still silent.
-    var holding = false
+    @exclusivity(unchecked) var holding = false
     var deadWindow: Duration
     private var stopping = false
 

@@ -57,24 +57,28 @@ final class HostLoop: ReactorComponent {
     private let commands: CommandQueue<HostCommand>
     private let finished: OneShot<Void>
     private let requests: AsyncStream<[IncomingRequest]>.Continuation
+    // `@exclusivity(unchecked)` on the state every request touches: this object lives on its
+    // reactor's thread, no access to these properties encloses a call that could reach them
+    // again (a reply is sent after its request left `inFlight`), and the dynamic checks cost
+    // about 1,500 instructions of a Wire request (issue 16, item 62).
     /// Requests accepted in this turn, handed over together when the turn's reads are done
     /// (one stream element and one task wake-up per batch, not per request).
-    private var accepted: [IncomingRequest] = []
+    @exclusivity(unchecked) private var accepted: [IncomingRequest] = []
     private let counters: HostCounters
     private let logger: Logger
-    private var inFlight: [UInt64: InFlight] = [:]
-    private var nextKey: UInt64 = 0
-    private var draining = false
+    @exclusivity(unchecked) private var inFlight: [UInt64: InFlight] = [:]
+    @exclusivity(unchecked) private var nextKey: UInt64 = 0
+    @exclusivity(unchecked) private var draining = false
     private var stopping = false
-    private var nextDeadline: ContinuousClock.Instant?
+    @exclusivity(unchecked) private var nextDeadline: ContinuousClock.Instant?
     /// Set when the socket admits deployment members only: each request is checked for its sender.
     private let policy: PlanePolicy?
     private let dispatcher: RequestDispatcher
     private let reactorHandler: (any ReactorRequestHandler)?
     /// Requests the reactor handler took and has not answered yet.
-    private var takenOnReactor = 0
+    @exclusivity(unchecked) private var takenOnReactor = 0
     /// When the last reply went out, and (once stopping with nothing left to answer) when to close.
-    private var lastReplyAt: ContinuousClock.Instant?
+    @exclusivity(unchecked) private var lastReplyAt: ContinuousClock.Instant?
     private var closeAt: ContinuousClock.Instant?
     private var closing = false
     /// Peers answered since draining began, each with the goodbye it has yet to answer (0: none
@@ -176,7 +180,7 @@ final class HostLoop: ReactorComponent {
                 sent = nextFarewell
             }
             let goodbye = Envelope(version: WireProtocol.version, kind: .goodbye, requestId: sent)
-            if (try? socket.send(peer.prefix, packing: goodbye, dontWait: true)) == true {
+            if (try? socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter, packing: goodbye, dontWait: true)) == true {
                 if token == 0 { farewells.updateValue(sent, forKey: peer) }
                 counters.goodbyes.add(1, ordering: .relaxed)
             } else {
@@ -203,12 +207,17 @@ final class HostLoop: ReactorComponent {
         defer { handOver() }
         // Take what is queued, but yield to the command side now and then.
         for _ in 0..<256 {
-            // The envelope is decoded in libzmq's memory: the request's bytes are not copied first.
-            guard let message = try socket.receive(dontWait: true, properties: true, decodingLast: { buffer in
-                Result { () throws(ProtoDecodingError) -> Envelope in try Envelope(serializedBuffer: buffer) }
-            }) else { return }
-            counters.received.add(1, ordering: .relaxed)
-            handleInbound(message.prefix, message.last, address: message.peerAddress, member: message.userID)
+            // The envelope is decoded in libzmq's memory: the request's bytes are not copied
+            // first; of the frames before it, only the routing id is kept, and whether the
+            // second (a REQ peer's delimiter) was empty.
+            var routingID: [UInt8] = [], delimiterEmpty = true
+            let received = try socket.receive(dontWait: true, prefixFrame: { index, bytes in
+                if index == 0 { routingID = Array(bytes) } else if index == 1 { delimiterEmpty = bytes.isEmpty }
+            }, lastFrame: { message in
+                counters.received.add(1, ordering: .relaxed)
+                handleInbound(routingID: routingID, prefixCount: message.prefixCount, delimiterEmpty: delimiterEmpty, message)
+            })
+            guard received else { return }
         }
     }
 
@@ -218,18 +227,19 @@ final class HostLoop: ReactorComponent {
         accepted = []
     }
 
-    private func handleInbound(_ prefix: [[UInt8]], _ decoded: Result<Envelope, ProtoDecodingError>, address: String, member: String) {
-        guard prefix.count == 1 || (prefix.count == 2 && prefix[1].isEmpty) else {
+    /// One message off the socket, in libzmq's memory (`message` is valid during this call only).
+    private func handleInbound(routingID: [UInt8], prefixCount: Int, delimiterEmpty: Bool, _ message: ZMQSocket.Received) {
+        guard prefixCount == 1 || (prefixCount == 2 && delimiterEmpty) else {
             // No way to tell identity from payload: nothing to answer.
             counters.malformed.add(1, ordering: .relaxed)
             counters.dropped.add(1, ordering: .relaxed)
-            logger.debug("dropped a message with \(prefix.count + 1) frames")
+            logger.debug("dropped a message with \(prefixCount + 1) frames")
             return
         }
-        let peer = PeerIdentity(routingID: prefix[0], hasDelimiter: prefix.count == 2)
+        let peer = PeerIdentity(routingID: routingID, hasDelimiter: prefixCount == 2)
         let envelope: Envelope
         do {
-            envelope = try decoded.get()
+            envelope = try Envelope(serializedBuffer: message.bytes)
         } catch {
             counters.malformed.add(1, ordering: .relaxed)
             send(to: peer, Envelope(version: WireProtocol.version, kind: .reply, status: .invalidArgument,
@@ -252,7 +262,9 @@ final class HostLoop: ReactorComponent {
             }
         case .request:
             counters.requests.add(1, ordering: .relaxed)
-            if let policy, let refusal = policy.check(member: member, method: envelope.method) {
+            // The message's properties are read when needed: two strings per request that a Ping
+            // answered on this thread never uses.
+            if let policy, case let member = message.userID, let refusal = policy.check(member: member, method: envelope.method) {
                 counters.refused.add(1, ordering: .relaxed)
                 logger.warning("refused a request the member may not make",
                                metadata: ["member": "\(member)", "method": "\(envelope.method)"])
@@ -260,7 +272,7 @@ final class HostLoop: ReactorComponent {
                 metrics.answered(method: envelope.method, status: refusal.code, after: .zero)
                 return
             }
-            accept(envelope, from: peer, address: address, member: member)
+            accept(envelope, from: peer, message)
         default:
             // A reply, an event or a kind this build does not know: a host takes requests and
             // heartbeats only, and says so rather than leaving the sender to its deadline.
@@ -270,7 +282,7 @@ final class HostLoop: ReactorComponent {
         }
     }
 
-    private func accept(_ envelope: Envelope, from peer: PeerIdentity, address: String, member: String) {
+    private func accept(_ envelope: Envelope, from peer: PeerIdentity, _ message: ZMQSocket.Received) {
         if draining {
             send(to: peer, envelope.reply(status: .unavailable, message: "\(options.name) is shutting down"))
             metrics.answered(method: envelope.method, status: .unavailable, after: .zero)
@@ -303,7 +315,7 @@ final class HostLoop: ReactorComponent {
                                       arrived: arrived, onReactor: offered), forKey: key)
         metrics.inFlight(inFlight.count)
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
-        let request = IncomingRequest(envelope: envelope, peer: peer, peerAddress: address, peerMember: member,
+        let request = IncomingRequest(envelope: envelope, peer: peer, peerAddress: message.peerAddress, peerMember: message.userID,
                                       deadline: deadline, key: key)
         if offered, let reactorHandler {
             takenOnReactor += 1
@@ -382,7 +394,7 @@ final class HostLoop: ReactorComponent {
         if draining, envelope.kind == .reply { farewells.updateValue(0, forKey: peer) }
         do {
             // Encoded straight into the libzmq message that goes out.
-            if try !socket.send(peer.prefix, packing: envelope, dontWait: true) {
+            if try !socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter, packing: envelope, dontWait: true) {
                 counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
             }
         } catch {

@@ -14,20 +14,21 @@ import FriensoProto
 /// not pick the series. Confined to the host's reactor thread, so no lock; the metric handles are
 /// made once per method and status, not per request.
 final class RequestMetrics {
+    /// Unchecked exclusivity: confined to one thread, and no access encloses another (see
+    /// `HostLoop`'s note).
     private struct PerMethod {
         let label: String
         let duration: CoreMetrics.Timer
         var byStatus: [Int32: Counter] = [:]
     }
 
-    private var methods: [String: PerMethod] = [:]
+    @exclusivity(unchecked) private var methods: [String: PerMethod] = [:]
     private let inFlight = Gauge(label: "frienso_requests_in_flight")
 
     init() {}
 
     func answered(method: String, status: StatusCode, after elapsed: Duration) {
-        let (seconds, attoseconds) = elapsed.components
-        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let nanoseconds = elapsed.wholeNanoseconds
         // The usual case: one lookup for the method, one for the status.
         if let entry = methods[method], let counter = entry.byStatus[status.rawValue] {
             counter.increment()

@@ -164,9 +164,10 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
     static let pollsDirectly = ProcessInfo.processInfo.environment["FRIENSO_POLL"] != "zmq"
 
     // The wait's lists, kept between turns (reactor thread only): no allocation per turn.
-    private var sockets: [ZMQSocket] = []
-    private var owners: [(component: any ReactorComponent, index: Int)] = []
-    private var fds: [pollfd] = []
+    // Unchecked exclusivity: only `poll` touches them, on this thread, without re-entry.
+    @exclusivity(unchecked) private var sockets: [ZMQSocket] = []
+    @exclusivity(unchecked) private var owners: [(component: any ReactorComponent, index: Int)] = []
+    @exclusivity(unchecked) private var fds: [pollfd] = []
 
     private func poll(timeout: Int) {
         sockets.removeAll(keepingCapacity: true)

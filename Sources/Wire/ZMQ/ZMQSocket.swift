@@ -217,12 +217,29 @@ public final class ZMQSocket {
     /// - Returns: `false` when `dontWait` was set and the message could not be queued.
     @discardableResult
     public func send(_ prefix: [[UInt8]], packing message: some ProtoMessage, dontWait: Bool = true) throws(ZMQError) -> Bool {
+        var last = try Self.packed(message)
+        return try sendLast(&last, prefixCount: prefix.count, dontWait: dontWait) { index, flags in sendFrame(prefix[index], flags: flags) }
+    }
+
+    /// Sends `message` to a ROUTER socket's peer: its routing id, the empty delimiter frame when
+    /// the peer is a REQ socket (`delimited`), then the message as `send(_:packing:)` does. The
+    /// same as `send(peer.prefix, packing:)` without an array of frames made for every message.
+    @discardableResult
+    public func send(routingID: [UInt8], delimited: Bool, packing message: some ProtoMessage, dontWait: Bool = true) throws(ZMQError) -> Bool {
+        var last = try Self.packed(message)
+        return try sendLast(&last, prefixCount: delimited ? 2 : 1, dontWait: dontWait) { index, flags in
+            index == 0 ? sendFrame(routingID, flags: flags) : sendFrame(UnsafeRawBufferPointer(start: nil, count: 0), flags: flags)
+        }
+    }
+
+    /// `message` encoded straight into a new libzmq message of its size.
+    private static func packed(_ message: some ProtoMessage) throws(ZMQError) -> zmq_msg_t {
         var last = zmq_msg_t()
         let packed = withUnsafeMutablePointer(to: &last) { pointer in
             message.serialize { count in zmq_msg_init_size(pointer, count) == 0 ? zmq_msg_data(pointer) : nil }
         }
         guard packed != nil else { throw ZMQError("zmq_msg_init_size") } // nothing was initialised
-        return try sendLast(&last, prefixCount: prefix.count, dontWait: dontWait) { index, flags in sendFrame(prefix[index], flags: flags) }
+        return last
     }
 
     /// Sends `prefixCount` frames with `sendPrefix` (its index, the flags), then `last` (a libzmq
@@ -255,28 +272,69 @@ public final class ZMQSocket {
     public func receive<T>(dontWait: Bool = true, properties: Bool = false,
                            decodingLast decode: (UnsafeRawBufferPointer) -> T) throws(ZMQError) -> (prefix: [[UInt8]], last: T, peerAddress: String, userID: String)? {
         var prefix: [[UInt8]] = []
+        var result: (prefix: [[UInt8]], last: T, peerAddress: String, userID: String)?
+        _ = try receive(dontWait: dontWait, prefixFrame: { _, bytes in prefix.append(Array(bytes)) }) { message in
+            result = (prefix, decode(message.bytes), properties ? message.peerAddress : "", properties ? message.userID : "")
+        }
+        return result
+    }
+
+    /// One message as `receive(dontWait:prefixFrame:lastFrame:)` hands it over: valid during
+    /// that call only, like the buffer pointer it holds (its bytes are libzmq's, and the
+    /// properties are read from its message); never keep it.
+    public struct Received {
+        /// The last frame.
+        public let bytes: UnsafeRawBufferPointer
+        /// How many frames came before it.
+        public let prefixCount: Int
+        fileprivate let message: UnsafeMutablePointer<zmq_msg_t>
+
+        fileprivate init(bytes: UnsafeRawBufferPointer, prefixCount: Int, message: UnsafeMutablePointer<zmq_msg_t>) {
+            self.bytes = bytes
+            self.prefixCount = prefixCount
+            self.message = message
+        }
+
+        /// The peer's address (`Peer-Address`), read when asked: a string made per message.
+        public var peerAddress: String { property("Peer-Address") }
+        /// On a CurveZMQ server, the member name its ZAP handler gave the peer (`User-Id`).
+        public var userID: String { property("User-Id") }
+
+        private func property(_ name: String) -> String {
+            zmq_msg_gets(message, name).map { String(cString: $0) } ?? ""
+        }
+    }
+
+    /// Receives one multipart message: each frame before the last goes to `prefixFrame` (its
+    /// index and bytes), and the last, with its properties, to `handle`; all in libzmq's memory,
+    /// valid during the call only. The hot paths (a host's requests, a client's replies) work
+    /// on the message where it lies: no array of frames, and nothing returned to copy.
+    /// - Returns: `false` when `dontWait` is set and nothing is queued.
+    public func receive(dontWait: Bool = true, prefixFrame: (Int, UnsafeRawBufferPointer) -> Void = { _, _ in },
+                        lastFrame: (Received) -> Void) throws(ZMQError) -> Bool {
+        var count = 0
         while true {
             var message = zmq_msg_t()
             zmq_msg_init(&message)
             defer { zmq_msg_close(&message) }
             mayHaveInput = true
-            let rc = zmq_msg_recv(&message, handle, dontWait && prefix.isEmpty ? ZMQ_DONTWAIT : 0)
+            let rc = zmq_msg_recv(&message, handle, dontWait && count == 0 ? ZMQ_DONTWAIT : 0)
             if rc < 0 {
                 let error = ZMQError("zmq_msg_recv")
-                if error.wouldBlock && prefix.isEmpty { return nil }
+                if error.wouldBlock && count == 0 { return false }
                 throw error
             }
             let size = zmq_msg_size(&message)
             let bytes = UnsafeRawBufferPointer(start: size > 0 ? zmq_msg_data(&message) : nil, count: size)
             guard zmq_msg_more(&message) == 0 else {
-                prefix.append(Array(bytes))
+                prefixFrame(count, bytes)
+                count += 1
                 continue
             }
-            let last = decode(bytes)
-            guard properties else { return (prefix, last, "", "") }
-            let address = zmq_msg_gets(&message, "Peer-Address").map { String(cString: $0) } ?? ""
-            let user = zmq_msg_gets(&message, "User-Id").map { String(cString: $0) } ?? ""
-            return (prefix, last, address, user)
+            withUnsafeMutablePointer(to: &message) { pointer in
+                lastFrame(Received(bytes: bytes, prefixCount: count, message: pointer))
+            }
+            return true
         }
     }
 
