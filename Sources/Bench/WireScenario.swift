@@ -8,6 +8,11 @@ import ServiceLifecycle
 import Synchronization
 import Wire
 
+/// The method every Wire row calls, made once: a loop that built it per call (the name is
+/// concatenated) spent about 800 instructions a request of the load generator's own
+/// (`docs/benchmarks.md`, item 62); a raw row builds nothing per request.
+private let accountsPing = CommonMethods.ping("accounts")
+
 /// `wire`: raw libzmq vs the Wire library vs the full gateway path, same payload, one run.
 public enum WireScenario {
     public struct Options: Sendable {
@@ -166,7 +171,7 @@ public enum WireScenario {
                 for n in options.inFlight {
                     if options.paths.contains("host") && !(takingTurns && n == 1) {
                         rows.append(await drive(name: "Wire client → host Ping" + suffix, inFlight: n, count: options.requests, warmup: options.warmup) {
-                            (try? await direct.call(CommonMethods.ping("accounts"), ping)) != nil
+                            (try? await direct.call(accountsPing, ping)) != nil
                         })
                     }
                     guard options.paths.contains("gateway") else { continue }
@@ -177,7 +182,7 @@ public enum WireScenario {
                     let row = await drive(name: name, inFlight: n, count: options.requests, warmup: options.warmup,
                                           measuring: { before = cpu?.read() ?? [:] }) {
                         let client = viaGateway[turn.add(1, ordering: .relaxed).oldValue % viaGateway.count]
-                        return (try? await client.call(CommonMethods.ping("accounts"), ping)) != nil
+                        return (try? await client.call(accountsPing, ping)) != nil
                     }
                     rows.append(row)
                     if let cpu {
@@ -216,7 +221,7 @@ public enum WireScenario {
             }.value
             let w = await withTaskExecutorPreference(reactor) {
                 await drive(name: wire.name, inFlight: 1, count: count, warmup: warmup) {
-                    (try? await direct.call(CommonMethods.ping("accounts"), ping)) != nil
+                    (try? await direct.call(accountsPing, ping)) != nil
                 }
             }
             turns.append(Turn(raw: r.micros(50), rawToHost: h.micros(50), wire: w.micros(50)))
