@@ -28,6 +28,16 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
 
     let config: GatewayConfig
     let clients: [String: WireClient]
+    /// Each method a client may name, with the client of the service that answers it (nil: the
+    /// gateway's own methods, or a service not deployed here): one lookup of the method's name per
+    /// forwarded request where the method and then its service's client were two (issue 16,
+    /// item 63 of `docs/benchmarks.md`).
+    private let routes: [String: Route]
+
+    private struct Route {
+        let method: AnyRPCMethod
+        let client: WireClient?
+    }
     let sessions: SessionCache
     let limiter: RateLimiter
     let subscriptions: Subscriptions
@@ -37,6 +47,7 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
          subscriptions: Subscriptions, nowMs: @escaping @Sendable () -> Int64) {
         self.config = config
         self.clients = clients
+        routes = Self.methodTable.mapValues { Route(method: $0, client: clients[$0.service]) }
         self.sessions = sessions
         self.limiter = limiter
         self.subscriptions = subscriptions
@@ -62,7 +73,8 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
             if method.service == "gateway" {
                 return try local(method, envelope, request.peer, session)
             }
-            let (client, outgoing) = try forwarding(request, method: method, session: session)
+            guard let client = clients[method.service] else { throw RPCError.unavailable("\(method.service) is not deployed here") }
+            let outgoing = try forwarding(request, method: method, session: session)
             let reply = await client.send(outgoing, deadline: request.downstreamBudget, retryable: !envelope.idempotencyKey.isEmpty)
             SessionEffect(envelope, session).apply(after: reply, to: sessions)
             return envelope.reply(status: reply.status, message: reply.statusMessage, payload: reply.payload)
@@ -79,7 +91,11 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     /// the reply straight back, with no task. A session to resolve, the gateway's own methods and
     /// any refusal go to `handle` instead (they are not the path every request takes).
     func take(_ request: IncomingRequest, reply: ReactorReply) -> Bool {
-        guard let method = try? Self.route(request.envelope), method.service != "gateway" else { return false }
+        // Anything this path would refuse (an unknown or internal method, a service not deployed
+        // here) is declined, for `handle` to answer with the same rules.
+        guard let route = routes[request.envelope.method], route.method.access != .internal,
+              let client = route.client else { return false }
+        let method = route.method
         var session: ResolvedSession?
         if !request.envelope.sessionToken.isEmpty {
             guard let cached = sessions.get(request.envelope.sessionToken, nowMs: nowMs()) else { return false }
@@ -87,8 +103,7 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
         } else if method.access == .authenticated {
             return false
         }
-        guard let (client, outgoing) = try? forwarding(request, method: method, session: session),
-              client.canSendOnReactor else { return false }
+        guard let outgoing = try? forwarding(request, method: method, session: session), client.canSendOnReactor else { return false }
         // The bucket is charged only once the request stays here: one declined to `handle` is
         // charged there, once.
         do {
@@ -157,10 +172,9 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
         return session
     }
 
-    /// The service's client and the envelope it is sent: the caller the session names stamped,
-    /// the client's token left out, and the size checked against what the service accepts.
-    private func forwarding(_ request: IncomingRequest, method: AnyRPCMethod, session: ResolvedSession?) throws(RPCError) -> (WireClient, Envelope) {
-        guard let client = clients[method.service] else { throw RPCError.unavailable("\(method.service) is not deployed here") }
+    /// The envelope sent to the service: the caller the session names stamped, the client's token
+    /// left out, and the size checked against what the service accepts.
+    private func forwarding(_ request: IncomingRequest, method: AnyRPCMethod, session: ResolvedSession?) throws(RPCError) -> Envelope {
         let incoming = request.envelope
         let outgoing = Envelope(
             method: incoming.method, callerUserId: session?.userID ?? 0, idempotencyKey: incoming.idempotencyKey,
@@ -171,7 +185,7 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
            Int64(outgoing.serializedBytes().count) > config.serviceMaxMessageSize {
             throw RPCError.invalidArgument("the request is \(incoming.payload.count) bytes; \(method.service) accepts at most \(config.serviceMaxMessageSize) bytes (\(config.serviceMaxMessageSize >> 20) MiB) a request")
         }
-        return (client, outgoing)
+        return outgoing
     }
 
     /// What a successful call does to the gateway's cached sessions: a logout ends the session it
