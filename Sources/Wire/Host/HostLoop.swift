@@ -81,18 +81,9 @@ final class HostLoop: ReactorComponent {
     @exclusivity(unchecked) private var lastReplyAt: ContinuousClock.Instant?
     private var closeAt: ContinuousClock.Instant?
     private var closing = false
-    /// Peers answered since draining began, each with the goodbye it has yet to answer (0: none
-    /// sent since its last reply). The host closes once this is empty: a peer's answer to a
-    /// goodbye comes after it read everything sent before it (one connection keeps its order), so
-    /// no reply is lost to the close however late the peer's thread gets to it.
-    private var farewells: [PeerIdentity: UInt64] = [:]
-    private var nextFarewell: UInt64 = 0
-    /// When the first goodbyes went out: peers silent for `farewellTimeout` after it are given up.
-    private var farewellsBegan: ContinuousClock.Instant?
-    /// When every unanswered goodbye was last sent again: a peer that left after its goodbye went
-    /// out never answers, and only a send to it (refused: `ZMQ_ROUTER_MANDATORY`) tells so.
-    private var farewellsAsked: ContinuousClock.Instant?
-    private static let farewellRetry = Duration.milliseconds(100)
+    /// The goodbyes of a stopping host: it closes once every peer it answered while draining has
+    /// confirmed reading its replies, however late that peer's thread gets to them.
+    private var farewells = Farewells()
     private let metrics = RequestMetrics()
 
     /// Binds the ROUTER socket. - Returns: the loop and the bound endpoint.
@@ -154,40 +145,26 @@ final class HostLoop: ReactorComponent {
     }
 
     func nextWakeup() -> ContinuousClock.Instant? {
-        let next = closeAt ?? (farewells.isEmpty ? nil : farewellsAsked?.advanced(by: Self.farewellRetry))
+        let next = closeAt ?? farewells.nextRetry
         guard let next else { return nextDeadline }
         return min(next, nextDeadline ?? next)
     }
 
-    /// Sends a goodbye to every peer answered since its last one. - Returns: whether every peer
-    /// answered while draining has answered its goodbye (or `farewellTimeout` passed).
+    /// Sends the goodbyes due. - Returns: whether every peer answered while draining has
+    /// answered its goodbye (or `farewellTimeout` passed).
     private func farewellsAnswered(_ now: ContinuousClock.Instant) -> Bool {
-        if farewells.isEmpty { return true }
-        let began = farewellsBegan ?? now
-        farewellsBegan = began
-        if began.duration(to: now) >= options.farewellTimeout {
-            logger.warning("closing with goodbyes unanswered: their last replies may be lost",
-                           metadata: ["peers": "\(farewells.count)"])
-            farewells.removeAll()
+        let (done, givenUp) = farewells.ask(now: now, timeout: options.farewellTimeout) { peer, token in
+            let goodbye = Envelope(version: WireProtocol.version, kind: .goodbye, requestId: token)
+            guard (try? socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter, packing: goodbye, dontWait: true)) == true else {
+                return false
+            }
+            counters.goodbyes.add(1, ordering: .relaxed)
             return true
         }
-        let again = farewellsAsked.map { $0.duration(to: now) >= Self.farewellRetry } ?? true
-        if again { farewellsAsked = now }
-        for (peer, token) in farewells where token == 0 || again {
-            var sent = token
-            if sent == 0 {
-                nextFarewell &+= 1
-                sent = nextFarewell
-            }
-            let goodbye = Envelope(version: WireProtocol.version, kind: .goodbye, requestId: sent)
-            if (try? socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter, packing: goodbye, dontWait: true)) == true {
-                if token == 0 { farewells.updateValue(sent, forKey: peer) }
-                counters.goodbyes.add(1, ordering: .relaxed)
-            } else {
-                farewells.removeValue(forKey: peer) // gone, or its queue full: it cannot be asked
-            }
+        if givenUp > 0 {
+            logger.warning("closing with goodbyes unanswered: their last replies may be lost", metadata: ["peers": "\(givenUp)"])
         }
-        return farewells.isEmpty
+        return done
     }
 
     /// Stopped, every request taken on this thread answered (or expired), and the grace after
@@ -257,9 +234,7 @@ final class HostLoop: ReactorComponent {
             send(to: peer, Envelope(version: WireProtocol.version, kind: .heartbeat, requestId: envelope.requestId))
         case .goodbye:
             // The peer read everything up to that goodbye; an older goodbye's answer proves less.
-            if let token = farewells[peer], token != 0, token == envelope.requestId {
-                farewells.removeValue(forKey: peer)
-            }
+            farewells.answered(peer, token: envelope.requestId)
         case .request:
             counters.requests.add(1, ordering: .relaxed)
             // The message's properties are read when needed: two strings per request that a Ping
@@ -278,7 +253,7 @@ final class HostLoop: ReactorComponent {
             // heartbeats only, and says so rather than leaving the sender to its deadline.
             counters.malformed.add(1, ordering: .relaxed)
             send(to: peer, envelope.reply(status: .invalidArgument,
-                                         message: "envelope kind \(envelope.kind.protoName) is not a request: a host takes KIND_REQUEST and KIND_HEARTBEAT"))
+                                         message: "envelope kind \(envelope.kind.protoName) is not a request: a host takes KIND_REQUEST, KIND_HEARTBEAT and the answer to its KIND_GOODBYE"))
         }
     }
 
@@ -391,7 +366,7 @@ final class HostLoop: ReactorComponent {
 
     private func send(to peer: PeerIdentity, _ envelope: Envelope) {
         // Once draining, the host's close waits for each peer answered to confirm it read it.
-        if draining, envelope.kind == .reply { farewells.updateValue(0, forKey: peer) }
+        if draining, envelope.kind == .reply { farewells.replied(to: peer) }
         do {
             // Encoded straight into the libzmq message that goes out.
             if try !socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter, packing: envelope, dontWait: true) {

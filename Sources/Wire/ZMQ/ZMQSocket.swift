@@ -306,7 +306,7 @@ public final class ZMQSocket {
     }
 
     /// Receives one multipart message: each frame before the last goes to `prefixFrame` (its
-    /// index and bytes), and the last, with its properties, to `handle`; all in libzmq's memory,
+    /// index and bytes), and the last, with its properties, to `lastFrame`; all in libzmq's memory,
     /// valid during the call only. The hot paths (a host's requests, a client's replies) work
     /// on the message where it lies: no array of frames, and nothing returned to copy.
     /// - Returns: `false` when `dontWait` is set and nothing is queued.
