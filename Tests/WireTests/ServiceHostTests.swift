@@ -117,6 +117,62 @@ struct ServiceHostTests {
         }
     }
 
+    /// A goodbye the host never sent (a peer's mistake, or an old one's answer) changes nothing
+    /// and gets no reply; other kinds a host does not take are refused, naming what it takes.
+    @Test func unsolicitedGoodbye_isIgnored_andAnEventIsRefused() async throws {
+        try await withHost(router(), logs: CapturedLogs()) { host, client in
+            let raw = try RawPeer(.dealer, connect: try await host.boundEndpoint())
+            try raw.socket.set(ZMQ_RCVTIMEO, 300)
+            try raw.send([Envelope(version: 1, kind: .goodbye, requestId: 42).serializedBytes()])
+            #expect(try raw.receiveEnvelope() == nil, "a goodbye is not answered")
+            try raw.send([Envelope(version: 1, kind: .event, requestId: 43, method: "test.Echo").serializedBytes()])
+            let refused = try raw.receiveEnvelope()
+            #expect(refused?.status == .invalidArgument && refused?.requestId == 43)
+            #expect(refused?.statusMessage.contains("KIND_GOODBYE") == true, "\(refused?.statusMessage ?? "")")
+            #expect(host.counters.malformed.load(ordering: .relaxed) == 1, "only the event counts as malformed")
+            #expect(try await client.call(echo, CommonV1.PingRequest(echo: [5])).echo == [5])
+        }
+    }
+
+    /// A peer answered while the host drains that never answers its goodbye (a raw DEALER here)
+    /// holds the close for `farewellTimeout`, not longer, and the host says so in its log.
+    @Test func silentPeer_holdsTheCloseForTheFarewellTimeoutOnly() async throws {
+        var router = MethodRouter()
+        let started = OneShot<Void>(), release = OneShot<Void>()
+        router.registerSlow(started: started, gate: release, answering: "finished")
+        let logs = CapturedLogs()
+        var options = HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*")
+        options.farewellTimeout = .milliseconds(300)
+        let host = ServiceHost(options: options, handler: router, logger: logs.logger("host"))
+        let group = ServiceGroup(configuration: .init(services: [.init(service: host)], logger: logs.logger("group")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+            let reply = Task { try await client.call(slow, CommonV1.PingRequest(), options: CallOptions(deadline: .seconds(20))) }
+            await started.value
+            await group.triggerGracefulShutdown()
+            // The raw peer is answered while the host drains (its Pings, until the host says it is
+            // draining: a bounded retry), and never reads again.
+            let raw = try RawPeer(.dealer, connect: try await host.boundEndpoint())
+            try raw.socket.set(ZMQ_RCVTIMEO, 5_000)
+            let until = ContinuousClock.now.advanced(by: .seconds(10))
+            var requestID: UInt64 = 0, status: StatusCode?
+            repeat {
+                requestID += 1
+                try raw.send([Envelope.request(method: "test.Ping", payload: [], requestID: requestID).serializedBytes()])
+                status = try raw.receiveEnvelope()?.status
+            } while status != .unavailable && ContinuousClock.now < until
+            try #require(status == .unavailable, "the host never said it was draining")
+            release.fulfil(())
+            #expect(try await reply.value.service == "finished")
+            try await tasks.waitForAll() // returns once the host closed: after the timeout, not never
+            #expect(logs.contains("goodbyes unanswered"), "\(logs.dump())")
+            #expect(host.counters.goodbyes.load(ordering: .relaxed) >= 2, "both peers were asked")
+            await client.close()
+            _ = raw
+        }
+    }
+
     @Test func reqSocketPeers_withDelimiterFrame_areServed() async throws {
         try await withHost(router(), logs: CapturedLogs()) { host, _ in
             let raw = try RawPeer(.req, connect: try await host.boundEndpoint())
