@@ -90,13 +90,26 @@ public struct Browser: Sendable {
         try await eventuallyValue("\(css) on the page", timeout: timeout) { try await element(css) }
     }
 
+    /// Waits (bounded) for `css` to select an element a person could use now: displayed and
+    /// enabled. In the page is not enough: a form the app is still showing refuses keys with
+    /// "element not interactable" (a CI run failed so, typing into one). - Returns: it.
+    @discardableResult
+    public func waitForUsable(_ css: String, timeout: Duration = .seconds(10)) async throws -> String {
+        try await eventuallyValue("\(css) displayed and enabled", timeout: timeout) {
+            guard let element = try await element(css),
+                  case .bool(true) = try await driver.send("GET", "/session/\(id)/element/\(element)/displayed"),
+                  case .bool(true) = try await driver.send("GET", "/session/\(id)/element/\(element)/enabled") else { return nil }
+            return element
+        }
+    }
+
     public func click(_ css: String) async throws {
-        let element = try await waitFor(css)
+        let element = try await waitForUsable(css)
         try await driver.send("POST", "/session/\(id)/element/\(element)/click", .object([]))
     }
 
     public func type(_ css: String, _ text: String) async throws {
-        let element = try await waitFor(css)
+        let element = try await waitForUsable(css)
         try await driver.send("POST", "/session/\(id)/element/\(element)/value", .object([("text", .string(text))]))
     }
 
