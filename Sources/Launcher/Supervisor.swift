@@ -59,8 +59,7 @@ public struct Backoff: Sendable {
 
 /// Starts children in order, waits until each answers Ping, restarts one that dies (with
 /// backoff), probes them all every `probeInterval`, and on graceful shutdown stops them in
-/// reverse order: SIGTERM, then SIGKILL after `stopTimeout` (15 s: past a host's longest graceful
-/// stop, `drainTimeout` 10 s, then at most `farewellTimeout` 3 s and `closeLinger` 1 s). Logs go to
+/// reverse order: SIGTERM, then SIGKILL after `stopTimeout` (past a host's longest graceful stop). Logs go to
 /// `<runDir>/logs/<name>.log`, PIDs to `<runDir>/pids/<name>.pid`, and what it knows of each
 /// member to `<runDir>/status.json` (`LaunchStatus`, read by `frienso-launch status`).
 public final class Supervisor: Service, Sendable {
