@@ -29,9 +29,9 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     let config: GatewayConfig
     let clients: [String: WireClient]
     /// Each method a client may name, with the client of the service that answers it (nil: the
-    /// gateway's own methods, or a service not deployed here): one lookup of the method's name per
-    /// forwarded request where the method and then its service's client were two (issue 16,
-    /// item 63 of `docs/benchmarks.md`).
+    /// gateway's own methods, or a service not deployed here): `route` finds both with one lookup
+    /// of the method's name, for the reactor path and the task path alike, where the method and
+    /// then its service's client were two (issue 16, item 63 of `docs/benchmarks.md`).
     private let routes: [String: Route]
 
     private struct Route {
@@ -57,7 +57,8 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     func handle(_ request: IncomingRequest, logger: Logger) async -> Envelope {
         let envelope = request.envelope
         do {
-            let method = try Self.route(envelope)
+            let route = try route(envelope)
+            let method = route.method
             var session: ResolvedSession?
             if method.access == .authenticated {
                 session = try await resolve(envelope.sessionToken, budget: request.downstreamBudget)
@@ -73,7 +74,7 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
             if method.service == "gateway" {
                 return try local(method, envelope, request.peer, session)
             }
-            guard let client = clients[method.service] else { throw RPCError.unavailable("\(method.service) is not deployed here") }
+            guard let client = route.client else { throw RPCError.unavailable("\(method.service) is not deployed here") }
             let outgoing = try forwarding(request, method: method, session: session)
             let reply = await client.send(outgoing, deadline: request.downstreamBudget, retryable: !envelope.idempotencyKey.isEmpty)
             SessionEffect(envelope, session).apply(after: reply, to: sessions)
@@ -91,10 +92,9 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     /// the reply straight back, with no task. A session to resolve, the gateway's own methods and
     /// any refusal go to `handle` instead (they are not the path every request takes).
     func take(_ request: IncomingRequest, reply: ReactorReply) -> Bool {
-        // Anything this path would refuse (an unknown or internal method, a service not deployed
-        // here) is declined, for `handle` to answer with the same rules.
-        guard let route = routes[request.envelope.method], route.method.access != .internal,
-              let client = route.client else { return false }
+        // Anything refused (an unknown or internal method, a service not deployed here, the
+        // gateway's own methods) is declined, for `handle` to answer.
+        guard let route = try? route(request.envelope), let client = route.client else { return false }
         let method = route.method
         var session: ResolvedSession?
         if !request.envelope.sessionToken.isEmpty {
@@ -123,15 +123,16 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
         }
     }
 
-    /// The method a client's request names, if clients may call it.
-    static func route(_ envelope: Envelope) throws(RPCError) -> AnyRPCMethod {
-        guard let method = methodTable[envelope.method] else {
+    /// The method a client's request names, if clients may call it, and its service's client.
+    private func route(_ envelope: Envelope) throws(RPCError) -> Route {
+        guard let route = routes[envelope.method] else {
             throw RPCError.invalidArgument("unknown method \"\(envelope.method)\"")
         }
+        let method = route.method
         guard method.access != .internal else {
             throw RPCError.permissionDenied("\(method.fullName) is internal and cannot be called by clients")
         }
-        return method
+        return route
     }
 
     /// The rate limit: per session when there is one, else per client host.

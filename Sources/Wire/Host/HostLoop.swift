@@ -237,9 +237,10 @@ final class HostLoop: ReactorComponent {
             farewells.answered(peer, token: envelope.requestId)
         case .request:
             counters.requests.add(1, ordering: .relaxed)
-            // The message's properties are read when needed: two strings per request that a Ping
-            // answered on this thread never uses.
-            if let policy, case let member = message.userID, let refusal = policy.check(member: member, method: envelope.method) {
+            // The message's properties are read when needed, and once: two strings per request
+            // that a Ping answered on this thread never uses (the member here only for the policy).
+            let member = policy == nil ? nil : message.userID
+            if let policy, let member, let refusal = policy.check(member: member, method: envelope.method) {
                 counters.refused.add(1, ordering: .relaxed)
                 logger.warning("refused a request the member may not make",
                                metadata: ["member": "\(member)", "method": "\(envelope.method)"])
@@ -247,17 +248,19 @@ final class HostLoop: ReactorComponent {
                 metrics.answered(method: envelope.method, status: refusal.code, after: .zero)
                 return
             }
-            accept(envelope, from: peer, message)
+            accept(envelope, from: peer, message, member: member)
         default:
-            // A reply, an event or a kind this build does not know: a host takes requests and
-            // heartbeats only, and says so rather than leaving the sender to its deadline.
+            // A reply, an event or a kind this build does not know: a host takes requests,
+            // heartbeats and goodbyes' answers only, and says so rather than leaving the sender to
+            // its deadline.
             counters.malformed.add(1, ordering: .relaxed)
             send(to: peer, envelope.reply(status: .invalidArgument,
                                          message: "envelope kind \(envelope.kind.protoName) is not a request: a host takes KIND_REQUEST, KIND_HEARTBEAT and the answer to its KIND_GOODBYE"))
         }
     }
 
-    private func accept(_ envelope: Envelope, from peer: PeerIdentity, _ message: ZMQSocket.Received) {
+    /// - Parameter member: the sender's member name when the policy check already read it.
+    private func accept(_ envelope: Envelope, from peer: PeerIdentity, _ message: ZMQSocket.Received, member: String?) {
         if draining {
             send(to: peer, envelope.reply(status: .unavailable, message: "\(options.name) is shutting down"))
             metrics.answered(method: envelope.method, status: .unavailable, after: .zero)
@@ -290,7 +293,7 @@ final class HostLoop: ReactorComponent {
                                       arrived: arrived, onReactor: offered), forKey: key)
         metrics.inFlight(inFlight.count)
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
-        let request = IncomingRequest(envelope: envelope, peer: peer, peerAddress: message.peerAddress, peerMember: message.userID,
+        let request = IncomingRequest(envelope: envelope, peer: peer, peerAddress: message.peerAddress, peerMember: member ?? message.userID,
                                       deadline: deadline, key: key)
         if offered, let reactorHandler {
             takenOnReactor += 1
