@@ -3,6 +3,7 @@ import FriensoTesting
 import Foundation
 import Logging
 import Synchronization
+import ServiceLifecycle
 import Testing
 @testable import Wire
 
@@ -142,6 +143,64 @@ struct InstancesTests {
             #expect(answered == 6, "calls lost with the dropped connection: \(6 - answered)\n\(logs.dump())")
             #expect(counts[1].count == 6)
             await client.close()
+        }
+    }
+
+    /// An instance that is stopping (a rolling restart) refuses new calls as it drains, marked as
+    /// never started: the client sends each to the other instance, even a call that could not be
+    /// resent after a failure (no key), and leaves the stopping one out of the turn. Its calls in
+    /// flight still finish there. Before the mark, the refusal reached the caller as UNAVAILABLE.
+    @Test func stoppingInstance_passesNewCallsToTheOther_evenOnesThatCannotBeResent() async throws {
+        let logs = CapturedLogs()
+        let counts = [Counter(), Counter()]
+        let started = OneShot<Void>(), release = OneShot<Void>()
+        let hosts = (0..<2).map { index in
+            var router = MethodRouter()
+            router.register(echo) { request, _ in
+                _ = counts[index].increment()
+                return CommonV1.PingResponse(echo: [UInt8(index)] + request.echo)
+            }
+            if index == 0 { router.registerSlow(started: started, gate: release, answering: "finished") }
+            return ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router, logger: logs.logger("host\(index)"))
+        }
+        // The stopping instance in a group of its own, to stop it alone.
+        let stopping = ServiceGroup(configuration: .init(services: [.init(service: hosts[0])], gracefulShutdownSignals: [],
+                                                         cancellationSignals: [], logger: logs.logger("group0")))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await stopping.run() }
+            try await withRunningServices([hosts[1]], logger: logs.logger("group1")) {
+                let endpoints = [try await hosts[0].boundEndpoint(), try await hosts[1].boundEndpoint()]
+                let client = WireClient(endpoint: EndpointList.join(endpoints), logger: logs.logger("client"))
+                // A call in flight on the first instance holds its drain open.
+                let direct = WireClient(endpoint: endpoints[0], logger: logs.logger("direct"))
+                let held = Task { try await direct.call(slow, CommonV1.PingRequest(), options: CallOptions(deadline: .seconds(30))) }
+                await started.value
+                await stopping.triggerGracefulShutdown()
+                try await eventually("the first instance draining") {
+                    await direct.send(Envelope(method: "test.Ping"), deadline: .seconds(5)).status == .unavailable
+                }
+                let refusal = await direct.send(Envelope(method: "test.Echo"), deadline: .seconds(5))
+                #expect(refusal.status == .unavailable && refusal.notStarted, "a stopping host's refusal is not marked as never started: \(refusal)")
+                // Failures are collected, not thrown: the held call must be released either way.
+                var failures: [StatusCode] = []
+                for i in 0..<20 {
+                    do throws(RPCError) {
+                        let reply = try await client.call(echo, CommonV1.PingRequest(echo: [UInt8(i)]), options: CallOptions(deadline: .seconds(10)))
+                        #expect(reply.echo == [1, UInt8(i)])
+                    } catch {
+                        failures.append(error.code)
+                    }
+                }
+                #expect(failures.isEmpty, "calls failed while an instance was stopping: \(failures)\n\(logs.dump())")
+                #expect(counts[0].count == 0 && counts[1].count == 20 - failures.count, "\(counts.map(\.count))")
+                #expect(logs.contains("instance stopping"), "no call reached the stopping instance: the test proves nothing\n\(logs.dump())")
+                #expect(client.answeringInstances == 1)
+                release.fulfil(())
+                #expect(try await held.value.service == "finished", "the call in flight on the stopping instance did not finish there")
+                await direct.close()
+                await client.close()
+            }
+            try await tasks.waitForAll()
         }
     }
 }

@@ -7679,6 +7679,9 @@ public enum OpenAPIDocument {
      "sessionId": {
       "type": "string",
       "contentEncoding": "base64"
+     },
+     "notStarted": {
+      "type": "boolean"
      }
     },
     "additionalProperties": false

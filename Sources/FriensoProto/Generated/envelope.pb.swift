@@ -146,6 +146,7 @@ extension CommonV1 {
         public var epoch: UInt64
         public var clientAddress: String
         public var sessionId: [UInt8]
+        public var notStarted: Bool
 
         public init() {
         self.version = 0
@@ -163,9 +164,10 @@ extension CommonV1 {
         self.epoch = 0
         self.clientAddress = ""
         self.sessionId = []
+        self.notStarted = false
         }
 
-        public init(version: UInt32 = 0, kind: CommonV1.Kind = .init(rawValue: 0), requestId: UInt64 = 0, method: String = "", callerUserId: UInt64 = 0, sessionToken: String = "", idempotencyKey: String = "", deadlineMs: UInt32 = 0, status: CommonV1.StatusCode = .init(rawValue: 0), statusMessage: String = "", payload: [UInt8] = [], sequence: UInt64 = 0, epoch: UInt64 = 0, clientAddress: String = "", sessionId: [UInt8] = []) {
+        public init(version: UInt32 = 0, kind: CommonV1.Kind = .init(rawValue: 0), requestId: UInt64 = 0, method: String = "", callerUserId: UInt64 = 0, sessionToken: String = "", idempotencyKey: String = "", deadlineMs: UInt32 = 0, status: CommonV1.StatusCode = .init(rawValue: 0), statusMessage: String = "", payload: [UInt8] = [], sequence: UInt64 = 0, epoch: UInt64 = 0, clientAddress: String = "", sessionId: [UInt8] = [], notStarted: Bool = false) {
         self.version = version
         self.kind = kind
         self.requestId = requestId
@@ -181,6 +183,7 @@ extension CommonV1 {
         self.epoch = epoch
         self.clientAddress = clientAddress
         self.sessionId = sessionId
+        self.notStarted = notStarted
         }
     }
 }
@@ -244,6 +247,7 @@ extension CommonV1.Envelope {
         c.epoch = self.epoch
         if !self.clientAddress.isEmpty { c.client_address = arena.string(self.clientAddress) }
         if !lendingBytes { c.session_id = arena.binary(self.sessionId) }
+        c.not_started = (self.notStarted ? 1 : 0)
     }
 
     init(c: Frienso__Common__V1__Envelope) {
@@ -262,12 +266,13 @@ extension CommonV1.Envelope {
         self.epoch = c.epoch
         self.clientAddress = ProtoRuntime.string(c.client_address)
         self.sessionId = ProtoRuntime.bytes(c.session_id)
+        self.notStarted = (c.not_started != 0)
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         var fields: [(String, JSONValue)] = []
-        fields.reserveCapacity(15)
+        fields.reserveCapacity(16)
         fields.append(("version", .number(Double(self.version))))
         fields.append(("kind", .string(self.kind.protoName)))
         fields.append(("requestId", .string(String(self.requestId))))
@@ -283,6 +288,7 @@ extension CommonV1.Envelope {
         fields.append(("epoch", .string(String(self.epoch))))
         fields.append(("clientAddress", .string(self.clientAddress)))
         fields.append(("sessionId", .bytes(self.sessionId)))
+        fields.append(("notStarted", .bool(self.notStarted)))
         return .object(fields)
     }
 
@@ -306,6 +312,7 @@ extension CommonV1.Envelope {
             case "epoch": self.epoch = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint64(value) }
             case "clientAddress", "client_address": self.clientAddress = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
             case "sessionId", "session_id": self.sessionId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
+            case "notStarted", "not_started": self.notStarted = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -322,7 +329,7 @@ extension CommonV1.Envelope {
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(version: ProtoSample.uint32(seed, 1), kind: ProtoSample.enumValue(seed, CommonV1.Kind.self), requestId: ProtoSample.uint64(seed, 3), method: ProtoSample.string(seed, "method"), callerUserId: ProtoSample.uint64(seed, 5), sessionToken: ProtoSample.string(seed, "session_token"), idempotencyKey: ProtoSample.string(seed, "idempotency_key"), deadlineMs: ProtoSample.uint32(seed, 8), status: ProtoSample.enumValue(seed, CommonV1.StatusCode.self), statusMessage: ProtoSample.string(seed, "status_message"), payload: ProtoSample.bytes(seed, 11), sequence: ProtoSample.uint64(seed, 12), epoch: ProtoSample.uint64(seed, 13), clientAddress: ProtoSample.string(seed, "client_address"), sessionId: ProtoSample.bytes(seed, 15))
+        Self(version: ProtoSample.uint32(seed, 1), kind: ProtoSample.enumValue(seed, CommonV1.Kind.self), requestId: ProtoSample.uint64(seed, 3), method: ProtoSample.string(seed, "method"), callerUserId: ProtoSample.uint64(seed, 5), sessionToken: ProtoSample.string(seed, "session_token"), idempotencyKey: ProtoSample.string(seed, "idempotency_key"), deadlineMs: ProtoSample.uint32(seed, 8), status: ProtoSample.enumValue(seed, CommonV1.StatusCode.self), statusMessage: ProtoSample.string(seed, "status_message"), payload: ProtoSample.bytes(seed, 11), sequence: ProtoSample.uint64(seed, 12), epoch: ProtoSample.uint64(seed, 13), clientAddress: ProtoSample.string(seed, "client_address"), sessionId: ProtoSample.bytes(seed, 15), notStarted: seed % 2 == 0)
     }
 }
 

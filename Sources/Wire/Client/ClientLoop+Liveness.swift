@@ -22,7 +22,7 @@ extension ClientLoop {
         lastHeard = .now
         if disconnected {
             disconnected = false
-            health.answering.store(!peerDown, ordering: .relaxed)
+            health.answering.store(isAnswering, ordering: .relaxed)
         }
         holding = false
         if peerDown {
@@ -37,9 +37,17 @@ extension ClientLoop {
         }
         switch envelope.kind {
         case .reply:
-            if let request = pending.removeValue(forKey: envelope.requestId) {
-                request.finish(envelope)
+            guard let request = pending.removeValue(forKey: envelope.requestId) else { break }
+            if envelope.notStarted && envelope.status == .unavailable, let handOff {
+                // A stopping instance refused it before any of it ran: another instance takes
+                // it, whatever the method, and this one is out of the turn.
+                setPeerStopping(true)
+                request.sent = false
+                if handOff(request) { return }
+            } else if peerStopping {
+                setPeerStopping(false) // it answers calls again
             }
+            request.finish(envelope)
         case .event:
             events.yield(.event(envelope))
         case .goodbye:

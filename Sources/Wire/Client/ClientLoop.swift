@@ -63,6 +63,10 @@ final class ClientLoop: ReactorComponent {
     /// peer does answer late), the peer counts as down for new calls, and the socket is
     /// reopened once no such call is left and the peer is still silent.
     @exclusivity(unchecked) var holding = false
+    /// The peer is one of several instances and said it is stopping (it refused a call as not
+    /// started): it is out of the turn until its connection drops (the process that comes back
+    /// in its place is a new instance) or it answers a call again. Its heartbeats do not count.
+    @exclusivity(unchecked) var peerStopping = false
     var deadWindow: Duration
     private var stopping = false
 
@@ -72,7 +76,7 @@ final class ClientLoop: ReactorComponent {
     let health: Health
 
     /// Whether this loop's peer answers (reactor thread).
-    var isAnswering: Bool { socket != nil && !peerDown && !disconnected }
+    var isAnswering: Bool { socket != nil && !peerDown && !disconnected && !peerStopping }
 
     init(endpoint: String, options: ClientOptions, context: ZMQContext, commands: CommandQueue<ClientCommand>,
          events: AsyncStream<ClientEvent>.Continuation, logger: Logger, finished: OneShot<Void>, slot: Slot, health: Health = Health(),
@@ -198,6 +202,7 @@ final class ClientLoop: ReactorComponent {
         socket = nil
         disconnected = false
         holding = false
+        peerStopping = false
         setPeerDown(true)
         // Back off: each silent window is longer, up to 8 × the base.
         deadWindow = min(deadWindow * 2, options.deadAfter * 8)
@@ -257,7 +262,7 @@ final class ClientLoop: ReactorComponent {
     }
 
     private func take(_ request: Pending) {
-        if peerDown || disconnected {
+        if peerDown || disconnected || peerStopping {
             if handOff?(request) == true { return }
             if peerDown && options.failFastWhenPeerDown {
                 request.fail(.unavailable("\(endpoint) is not answering"))
@@ -278,7 +283,17 @@ final class ClientLoop: ReactorComponent {
 
     func setPeerDown(_ down: Bool) {
         peerDown = down
-        health.answering.store(!down && !disconnected, ordering: .relaxed)
+        health.answering.store(isAnswering, ordering: .relaxed)
+    }
+
+    /// Sets whether the peer said it is stopping (`peerStopping`).
+    func setPeerStopping(_ stopping: Bool) {
+        guard stopping != peerStopping else { return }
+        peerStopping = stopping
+        health.answering.store(isAnswering, ordering: .relaxed)
+        if stopping {
+            logger.info("instance stopping: calls go to the other instances", metadata: ["endpoint": "\(endpoint)"])
+        }
     }
 
     /// Reads the monitor: a dropped connection loses every call sent on it. The resendable ones
@@ -294,6 +309,7 @@ final class ClientLoop: ReactorComponent {
         guard dropped else { return }
         logger.info("connection to the peer dropped", metadata: ["endpoint": "\(endpoint)", "pending": "\(pending.count)"])
         disconnected = true
+        peerStopping = false // whatever answers here next is a new instance
         health.answering.store(false, ordering: .relaxed)
         for (id, request) in pending {
             if request.sent && !canResend(request) {

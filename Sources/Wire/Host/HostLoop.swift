@@ -262,7 +262,10 @@ final class HostLoop: ReactorComponent {
     /// - Parameter member: the sender's member name when the policy check already read it.
     private func accept(_ envelope: Envelope, from peer: PeerIdentity, _ message: ZMQSocket.Received, member: String?) {
         if draining {
-            send(to: peer, envelope.reply(status: .unavailable, message: "\(options.name) is shutting down"))
+            // Marked as never started: a client of several instances sends it to another one.
+            var refusal = envelope.reply(status: .unavailable, message: "\(options.name) is shutting down")
+            refusal.notStarted = true
+            send(to: peer, refusal)
             metrics.answered(method: envelope.method, status: .unavailable, after: .zero)
             return
         }

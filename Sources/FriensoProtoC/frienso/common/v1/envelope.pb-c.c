@@ -412,7 +412,7 @@ void   frienso__common__v1__unsubscribe_response__free_unpacked
   assert(message->base.descriptor == &frienso__common__v1__unsubscribe_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor frienso__common__v1__envelope__field_descriptors[15] =
+static const ProtobufCFieldDescriptor frienso__common__v1__envelope__field_descriptors[16] =
 {
   {
     "version",
@@ -594,6 +594,18 @@ static const ProtobufCFieldDescriptor frienso__common__v1__envelope__field_descr
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "not_started",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Common__V1__Envelope, not_started),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__common__v1__envelope__field_indices_by_name[] = {
   4,   /* field[4] = caller_user_id */
@@ -603,6 +615,7 @@ static const unsigned frienso__common__v1__envelope__field_indices_by_name[] = {
   6,   /* field[6] = idempotency_key */
   1,   /* field[1] = kind */
   3,   /* field[3] = method */
+  15,   /* field[15] = not_started */
   10,   /* field[10] = payload */
   2,   /* field[2] = request_id */
   11,   /* field[11] = sequence */
@@ -615,7 +628,7 @@ static const unsigned frienso__common__v1__envelope__field_indices_by_name[] = {
 static const ProtobufCIntRange frienso__common__v1__envelope__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 15 }
+  { 0, 16 }
 };
 const ProtobufCMessageDescriptor frienso__common__v1__envelope__descriptor =
 {
@@ -625,7 +638,7 @@ const ProtobufCMessageDescriptor frienso__common__v1__envelope__descriptor =
   "Frienso__Common__V1__Envelope",
   "frienso.common.v1",
   sizeof(Frienso__Common__V1__Envelope),
-  15,
+  16,
   frienso__common__v1__envelope__field_descriptors,
   frienso__common__v1__envelope__field_indices_by_name,
   1,  frienso__common__v1__envelope__number_ranges,

@@ -147,10 +147,15 @@ struct  Frienso__Common__V1__Envelope
    * internal hops only: the caller's session, stamped by the gateway
    */
   ProtobufCBinaryData session_id;
+  /*
+   * Replies (with STATUS_CODE_UNAVAILABLE): this instance is stopping and refused the request before
+   * any of it ran, so a client may send it to another instance of the service, whatever the method.
+   */
+  protobuf_c_boolean not_started;
 };
 #define FRIENSO__COMMON__V1__ENVELOPE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__common__v1__envelope__descriptor) \
-    , 0, FRIENSO__COMMON__V1__KIND__KIND_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, FRIENSO__COMMON__V1__STATUS_CODE__STATUS_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, {0,NULL}, 0, 0, (char *)protobuf_c_empty_string, {0,NULL} }
+    , 0, FRIENSO__COMMON__V1__KIND__KIND_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, FRIENSO__COMMON__V1__STATUS_CODE__STATUS_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, {0,NULL}, 0, 0, (char *)protobuf_c_empty_string, {0,NULL}, 0 }
 
 
 /*
