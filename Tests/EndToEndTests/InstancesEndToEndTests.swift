@@ -13,7 +13,7 @@ import Wire
 /// both accounts instances' relays of one event stream, each social instance drops the friend
 /// lists the other's changes touched, and a `kill -9` of one accounts instance under a writer
 /// loses no acknowledged write, costs social's replica no reload, and the run says how long the
-/// writer stalled.
+/// writer stalled; a graceful restart of the other (SIGTERM) fails no call at all.
 @Suite("end to end: two instances of accounts and of social", .serialized, .timeLimit(.minutes(4)))
 struct InstancesEndToEndTests {
     @Test func twoInstancesOfAccountsAndSocial_shareTheWork_andOneDyingLosesNothing() async throws {
@@ -88,7 +88,7 @@ struct InstancesEndToEndTests {
             let snapshotsBefore = try await Self.profileSnapshots(stack)
 
             // A writer registers while the first instance is killed (the launcher restarts it).
-            let run = try await Self.registerWhileKilling(stack)
+            let run = try await Self.register(stack, names: "inst", phones: "+1562558") { try await stack.kill9AndAwaitRestart("accounts") }
             print("two accounts instances, kill -9 of one: \(run.acknowledged.count) registrations acknowledged, "
                   + "\(run.appliedReplyLost.count) applied with their reply lost, \(run.failures) failed "
                   + "(\(run.codes.sorted().joined(separator: ", "))), longest stall \(run.longestStall)")
@@ -102,6 +102,21 @@ struct InstancesEndToEndTests {
             // social's replica did not have to reload it (one publisher's restart would).
             let snapshotsAfter = try await Self.profileSnapshots(stack)
             #expect(snapshotsAfter == snapshotsBefore, "social reloaded accounts' profiles: \(snapshotsBefore) → \(snapshotsAfter)")
+
+            // A graceful restart of the second instance (SIGTERM: it drains, then the launcher
+            // starts it again), under the same writer: no call fails and no reply is lost. What
+            // reaches it while it drains is refused as never started and goes to the first.
+            let rolling = try await Self.register(stack, names: "roll", phones: "+1562559") { try await stack.terminateAndAwaitRestart("accounts#2") }
+            print("two accounts instances, graceful restart of one: \(rolling.acknowledged.count) registrations acknowledged, "
+                  + "\(rolling.appliedReplyLost.count) applied with their reply lost, \(rolling.failures) failed "
+                  + "(\(rolling.codes.sorted().joined(separator: ", "))), longest stall \(rolling.longestStall)")
+            #expect(rolling.acknowledged.count >= 10, "the writer made progress: \(rolling.acknowledged.count)")
+            #expect(rolling.failures == 0 && rolling.appliedReplyLost.isEmpty,
+                    "a graceful restart of one instance failed calls: \(rolling.messages), replies lost: \(rolling.appliedReplyLost)")
+            for name in rolling.acknowledged {
+                let login = try await stack.cli("check-\(name)").run(["login", name, "--password-stdin"], stdin: "a long password 1\n")
+                #expect(login.status == 0, "\(name) was acknowledged and must log in: \(login.output)")
+            }
         }
     }
 
@@ -130,21 +145,24 @@ struct InstancesEndToEndTests {
         var longestStall: Duration
     }
 
-    /// Registers users one after another while the first instance of accounts is killed with
-    /// SIGKILL; the launcher restarts it.
-    static func registerWhileKilling(_ stack: LaunchedStack) async throws -> WriterRun {
+    /// Registers users one after another (`<names><n>`, phone `<phones><n, four digits>`) while
+    /// `restart` restarts an instance of accounts.
+    static func register(_ stack: LaunchedStack, names: String, phones: String,
+                         while restart: @escaping @Sendable () async throws -> Void) async throws -> WriterRun {
         let client = stack.client(deadline: .seconds(5))
         let writer = Writer()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 var n = 0
                 var last = ContinuousClock.now
-                while !writer.stop.load(ordering: .relaxed) {
+                // Cancelled too (the restart failed): a cancelled call fails at once, so the
+                // loop would spin.
+                while !writer.stop.load(ordering: .relaxed) && !Task.isCancelled {
                     n += 1
-                    let name = "inst\(n)"
+                    let name = "\(names)\(n)"
                     do throws(RPCError) {
                         _ = try await client.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(
-                            username: name, email: "\(name)@example.org", phone: "+1562558\(String(format: "%04d", n))",
+                            username: name, email: "\(name)@example.org", phone: "\(phones)\(String(format: "%04d", n))",
                             password: "a long password 1", firstName: "W", lastName: "R"), mutation: true)
                         let now = ContinuousClock.now
                         writer.state.withLock {
@@ -162,7 +180,7 @@ struct InstancesEndToEndTests {
                 }
             }
             try await eventually("the writer registered a few before the kill", timeout: .seconds(30)) { writer.state.withLock { $0.acknowledged.count } >= 5 }
-            try await stack.kill9AndAwaitRestart("accounts")
+            try await restart()
             let after = writer.state.withLock { $0.acknowledged.count }
             try await eventually("the writer goes on after the restart", timeout: .seconds(30)) { writer.state.withLock { $0.acknowledged.count } >= after + 5 }
             writer.stop.store(true, ordering: .relaxed)

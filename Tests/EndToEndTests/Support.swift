@@ -226,14 +226,29 @@ final class LaunchedStack: @unchecked Sendable {
     /// `kill -9` of `service` by its PID, then waits until the launcher has started it again and
     /// it answers through the gateway (the edge: its health check).
     func kill9AndAwaitRestart(_ service: String, timeout: Duration = .seconds(60)) async throws {
+        try await signalAndAwaitRestart(service, SIGKILL, timeout: timeout)
+    }
+
+    /// A graceful restart, as in a rolling one: SIGTERM (the service drains and exits), and the
+    /// launcher starts it again.
+    func terminateAndAwaitRestart(_ service: String, timeout: Duration = .seconds(60)) async throws {
+        try await signalAndAwaitRestart(service, SIGTERM, timeout: timeout)
+    }
+
+    private func signalAndAwaitRestart(_ service: String, _ signal: Int32, timeout: Duration) async throws {
         let old = try #require(pid(of: service), "no PID file for \(service)")
-        kill(old, SIGKILL)
+        kill(old, signal)
         let probe = client(deadline: .seconds(2))
         defer { Task { await probe.close() } }
         let edge = edge
         try await eventually("the launcher restarted \(service)", timeout: timeout) {
             guard let now = self.pid(of: service), now != old else { return false }
             if service == "edge" { return HTTPProbe.isReady(edge) }
+            // An instance (`accounts#2`): ready as the launcher found it (a Ping through the
+            // gateway may reach the other instance).
+            if service.contains("#") {
+                return ((try? LaunchStatus.read(self.run).members) ?? []).contains { $0.name == service && $0.state == "ready" }
+            }
             return (try? await probe.ping(service, deadline: .seconds(2))) != nil
         }
     }
