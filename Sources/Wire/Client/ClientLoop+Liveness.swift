@@ -44,9 +44,10 @@ extension ClientLoop {
                 setPeerStopping(true)
                 request.sent = false
                 if handOff(request) { return }
-            } else if peerStopping {
-                setPeerStopping(false) // it answers calls again
             }
+            // A reply that is not such a refusal does not bring it back: a stopping host refuses
+            // everything that arrives after its first refusal, so the reply is to a call that
+            // reached it before (it finishes those while it drains).
             request.finish(envelope)
         case .event:
             events.yield(.event(envelope))

@@ -65,7 +65,8 @@ final class ClientLoop: ReactorComponent {
     @exclusivity(unchecked) var holding = false
     /// The peer is one of several instances and said it is stopping (it refused a call as not
     /// started): it is out of the turn until its connection drops (the process that comes back
-    /// in its place is a new instance) or it answers a call again. Its heartbeats do not count.
+    /// in its place is a new instance) or the socket is reopened after a silence. Neither its
+    /// heartbeats nor its replies to calls it took before draining bring it back.
     @exclusivity(unchecked) var peerStopping = false
     var deadWindow: Duration
     private var stopping = false
