@@ -149,18 +149,25 @@ struct InstancesTests {
     /// An instance that is stopping (a rolling restart) refuses new calls as it drains, marked as
     /// never started: the client sends each to the other instance, even a call that could not be
     /// resent after a failure (no key), and leaves the stopping one out of the turn. Its calls in
-    /// flight still finish there. Before the mark, the refusal reached the caller as UNAVAILABLE.
+    /// flight still finish there, and their replies do not put it back in the turn. Before the
+    /// mark, the refusal reached the caller as UNAVAILABLE.
     @Test func stoppingInstance_passesNewCallsToTheOther_evenOnesThatCannotBeResent() async throws {
         let logs = CapturedLogs()
         let counts = [Counter(), Counter()]
-        let started = OneShot<Void>(), release = OneShot<Void>()
+        let started = [OneShot<Void>(), OneShot<Void>()], gates = [OneShot<Void>(), OneShot<Void>()]
         let hosts = (0..<2).map { index in
             var router = MethodRouter()
             router.register(echo) { request, _ in
                 _ = counts[index].increment()
                 return CommonV1.PingResponse(echo: [UInt8(index)] + request.echo)
             }
-            if index == 0 { router.registerSlow(started: started, gate: release, answering: "finished") }
+            // On the first instance, slow call n waits for gate n.
+            router.register(slow) { request, _ in
+                guard index == 0, let n = request.echo.first.map(Int.init), n < 2 else { return CommonV1.PingResponse(service: "instance \(index)") }
+                started[n].fulfil(())
+                await gates[n].value
+                return CommonV1.PingResponse(service: "finished \(n)")
+            }
             return ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router, logger: logs.logger("host\(index)"))
         }
         // The stopping instance in a group of its own, to stop it alone.
@@ -171,19 +178,26 @@ struct InstancesTests {
             try await withRunningServices([hosts[1]], logger: logs.logger("group1")) {
                 let endpoints = [try await hosts[0].boundEndpoint(), try await hosts[1].boundEndpoint()]
                 let client = WireClient(endpoint: EndpointList.join(endpoints), logger: logs.logger("client"))
-                // A call in flight on the first instance holds its drain open.
-                let direct = WireClient(endpoint: endpoints[0], logger: logs.logger("direct"))
-                let held = Task { try await direct.call(slow, CommonV1.PingRequest(), options: CallOptions(deadline: .seconds(30))) }
-                await started.value
+                // Two calls in flight on the first instance hold its drain open. While both
+                // instances answer, calls take turns, the first to the second instance: an echo,
+                // then a slow call, twice over.
+                var held: [Task<CommonV1.PingResponse, any Error>] = []
+                for n in 0..<2 {
+                    _ = try await client.call(echo, CommonV1.PingRequest(echo: [100]))
+                    held.append(Task { try await client.call(slow, CommonV1.PingRequest(echo: [UInt8(n)]), options: CallOptions(deadline: .seconds(30))) })
+                    try await eventually("slow call \(n) reached the first instance") { started[n].current != nil }
+                }
                 await stopping.triggerGracefulShutdown()
+                let direct = WireClient(endpoint: endpoints[0], logger: logs.logger("direct"))
                 try await eventually("the first instance draining") {
                     await direct.send(Envelope(method: "test.Ping"), deadline: .seconds(5)).status == .unavailable
                 }
                 let refusal = await direct.send(Envelope(method: "test.Echo"), deadline: .seconds(5))
                 #expect(refusal.status == .unavailable && refusal.notStarted, "a stopping host's refusal is not marked as never started: \(refusal)")
-                // Failures are collected, not thrown: the held call must be released either way.
+                await direct.close()
+                // Failures are collected, not thrown: the held calls must be released either way.
                 var failures: [StatusCode] = []
-                for i in 0..<20 {
+                func callEcho(_ i: Int) async {
                     do throws(RPCError) {
                         let reply = try await client.call(echo, CommonV1.PingRequest(echo: [UInt8(i)]), options: CallOptions(deadline: .seconds(10)))
                         #expect(reply.echo == [1, UInt8(i)])
@@ -191,13 +205,18 @@ struct InstancesTests {
                         failures.append(error.code)
                     }
                 }
-                #expect(failures.isEmpty, "calls failed while an instance was stopping: \(failures)\n\(logs.dump())")
-                #expect(counts[0].count == 0 && counts[1].count == 20 - failures.count, "\(counts.map(\.count))")
+                for i in 0..<20 { await callEcho(i) }
                 #expect(logs.contains("instance stopping"), "no call reached the stopping instance: the test proves nothing\n\(logs.dump())")
                 #expect(client.answeringInstances == 1)
-                release.fulfil(())
-                #expect(try await held.value.service == "finished", "the call in flight on the stopping instance did not finish there")
-                await direct.close()
+                // A reply to a call it took before draining does not bring it back.
+                gates[0].fulfil(())
+                #expect(try await held[0].value.service == "finished 0", "a call in flight on the stopping instance did not finish there")
+                #expect(client.answeringInstances == 1, "a reply from the stopping instance put it back in the turn")
+                for i in 20..<30 { await callEcho(i) }
+                #expect(failures.isEmpty, "calls failed while an instance was stopping: \(failures)\n\(logs.dump())")
+                #expect(counts[0].count == 0 && counts[1].count == 32 - failures.count, "\(counts.map(\.count))")
+                gates[1].fulfil(())
+                #expect(try await held[1].value.service == "finished 1")
                 await client.close()
             }
             try await tasks.waitForAll()
