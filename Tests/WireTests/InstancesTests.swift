@@ -222,4 +222,48 @@ struct InstancesTests {
             try await tasks.waitForAll()
         }
     }
+
+    /// The "never started" mark counts only on an UNAVAILABLE refusal: an instance that sets it on
+    /// another status (a bug, or a peer that is no Frienso host) gets no call sent elsewhere (its
+    /// status may follow work that ran) and stays in the turn.
+    @Test func notStartedMark_onAnotherStatus_isNotResent_andTheInstanceStaysInTheTurn() async throws {
+        let logs = CapturedLogs()
+        let done = OneShot<Void>(), stop = Atomic<Bool>(false), seen = Atomic<Int>(0)
+        let marking = try await RawPeer.serve(done: done) { peer in
+            while !stop.load(ordering: .relaxed) {
+                guard let (route, envelope) = peer.receiveRouted() else { continue }
+                switch envelope.kind {
+                case .heartbeat:
+                    peer.answerHeartbeat(envelope, to: route)
+                case .request:
+                    seen.add(1, ordering: .relaxed)
+                    var reply = envelope.reply(status: .internal, message: "scripted failure")
+                    reply.notStarted = true
+                    _ = try? peer.socket.send(route, packing: reply, dontWait: true)
+                default:
+                    break
+                }
+            }
+        }
+        try await withTwoHosts(logs) { endpoints, counts in
+            // Calls take turns while both answer, the first to the second endpoint: the scripted one.
+            let client = WireClient(endpoint: EndpointList.join([endpoints[0], marking]), logger: logs.logger("client"))
+            var outcomes: [StatusCode] = []
+            for i in 0..<4 {
+                do throws(RPCError) {
+                    _ = try await client.call(echo, CommonV1.PingRequest(echo: [UInt8(i)]), options: CallOptions(deadline: .seconds(10)))
+                    outcomes.append(.ok)
+                } catch {
+                    outcomes.append(error.code)
+                }
+            }
+            #expect(outcomes == [.internal, .ok, .internal, .ok], "\(outcomes)\n\(logs.dump())")
+            #expect(seen.load(ordering: .relaxed) == 2 && counts[0].count == 2, "a marked INTERNAL was sent elsewhere")
+            #expect(client.answeringInstances == 2)
+            #expect(!logs.contains("instance stopping"))
+            await client.close()
+        }
+        stop.store(true, ordering: .relaxed)
+        await done.value
+    }
 }
