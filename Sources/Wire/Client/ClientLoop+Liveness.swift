@@ -41,7 +41,7 @@ extension ClientLoop {
             if envelope.notStarted && envelope.status == .unavailable, let handOff {
                 // A stopping instance refused it before any of it ran: another instance takes
                 // it, whatever the method, and this one is out of the turn.
-                setPeerStopping(true)
+                peerSaidStopping()
                 request.sent = false
                 if handOff(request) { return }
             }

@@ -287,14 +287,13 @@ final class ClientLoop: ReactorComponent {
         health.answering.store(isAnswering, ordering: .relaxed)
     }
 
-    /// Sets whether the peer said it is stopping (`peerStopping`).
-    func setPeerStopping(_ stopping: Bool) {
-        guard stopping != peerStopping else { return }
-        peerStopping = stopping
-        health.answering.store(isAnswering, ordering: .relaxed)
-        if stopping {
-            logger.info("instance stopping: calls go to the other instances", metadata: ["endpoint": "\(endpoint)"])
-        }
+    /// The peer said it is stopping: out of the turn (`peerStopping`; the connection's drop or a
+    /// reopened socket clears it).
+    func peerSaidStopping() {
+        guard !peerStopping else { return }
+        peerStopping = true
+        health.answering.store(false, ordering: .relaxed)
+        logger.info("instance stopping: calls go to the other instances", metadata: ["endpoint": "\(endpoint)"])
     }
 
     /// Reads the monitor: a dropped connection loses every call sent on it. The resendable ones

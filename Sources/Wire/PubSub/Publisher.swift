@@ -200,14 +200,14 @@ private final class PublisherLoop: ReactorComponent {
     /// Subscriptions and unsubscriptions from the subscribers (all the XPUB socket receives).
     func readable(_ index: Int) {
         for _ in 0..<1_024 {
-            let received: (prefix: [[UInt8]], last: Void, peerAddress: String, userID: String)?
+            let received: Bool
             do {
-                received = try socket.receive(dontWait: true) { message in listened.apply(message) }
+                received = try socket.receive(dontWait: true) { message in listened.apply(message.bytes) }
             } catch {
                 logger.debug("cannot read a subscription", metadata: ["error": "\(error)"])
                 return
             }
-            if received == nil { return }
+            if !received { return }
         }
     }
     func nextWakeup() -> ContinuousClock.Instant? { nil }

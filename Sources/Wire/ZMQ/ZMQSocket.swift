@@ -264,21 +264,6 @@ public final class ZMQSocket {
         return true
     }
 
-    /// Receives one multipart message and hands its last frame to `decode` in libzmq's own
-    /// memory (valid during the call only): the frame is not copied into an array first.
-    /// - Returns: the frames before the last (copied: routing ids, delimiters, topics), what
-    ///   `decode` made of the last, and the properties as `receive` reads them; `nil` when
-    ///   `dontWait` is set and nothing is queued.
-    public func receive<T>(dontWait: Bool = true, properties: Bool = false,
-                           decodingLast decode: (UnsafeRawBufferPointer) -> T) throws(ZMQError) -> (prefix: [[UInt8]], last: T, peerAddress: String, userID: String)? {
-        var prefix: [[UInt8]] = []
-        var result: (prefix: [[UInt8]], last: T, peerAddress: String, userID: String)?
-        _ = try receive(dontWait: dontWait, prefixFrame: { _, bytes in prefix.append(Array(bytes)) }) { message in
-            result = (prefix, decode(message.bytes), properties ? message.peerAddress : "", properties ? message.userID : "")
-        }
-        return result
-    }
-
     /// One message as `receive(dontWait:prefixFrame:lastFrame:)` hands it over: valid during
     /// that call only, like the buffer pointer it holds (its bytes are libzmq's, and the
     /// properties are read from its message); never keep it.
@@ -346,8 +331,12 @@ public final class ZMQSocket {
     /// - Returns: the frames and those properties (empty when not read), or `nil` when `dontWait`
     ///   is set and nothing is queued.
     public func receive(dontWait: Bool = true, properties: Bool = false) throws(ZMQError) -> (frames: [[UInt8]], peerAddress: String, userID: String)? {
-        try receive(dontWait: dontWait, properties: properties, decodingLast: { Array($0) })
-            .map { ($0.prefix + [$0.last], $0.peerAddress, $0.userID) }
+        var frames: [[UInt8]] = [], address = "", user = ""
+        let received = try receive(dontWait: dontWait, prefixFrame: { _, bytes in frames.append(Array(bytes)) }) { message in
+            frames.append(Array(message.bytes))
+            if properties { (address, user) = (message.peerAddress, message.userID) }
+        }
+        return received ? (frames, address, user) : nil
     }
 
     /// Whether a message is waiting (`ZMQ_EVENTS`; libzmq processes the socket's commands first).
