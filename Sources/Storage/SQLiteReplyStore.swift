@@ -30,6 +30,12 @@ public final class SQLiteReplyStore: ReplyStore {
             try db.execute(sql: "DELETE FROM idempotent_replies")
             try db.alter(table: "idempotent_replies") { t in t.add(column: "digest", .integer).notNull().defaults(to: 0) }
         }
+        // Expired replies are found by rowid, which grows with `created_at` (`prune`): the index
+        // on `created_at` cost a page write in every commit that claimed or saved a reply, and
+        // two when a save replaced its claim (issue 16, `docs/benchmarks.md` item 66).
+        migrator.registerMigration("idempotent_replies_pruned_by_rowid") { db in
+            try db.execute(sql: "DROP INDEX IF EXISTS idempotent_replies_on_created_at")
+        }
     }
 
     /// - Parameter retention: how long a reply is kept (a day by default: far longer than any retry).
@@ -65,13 +71,40 @@ public final class SQLiteReplyStore: ReplyStore {
         }
     }
 
+    /// Saves a reply over its request's claim in place: the row keeps its rowid and its
+    /// `created_at` (the claim's), so only the table's page changes, not the key's index page
+    /// (`INSERT OR REPLACE` deleted the row and inserted it again, writing both).
     private static func store(_ db: Database, _ key: String, _ stored: StoredReply, now: TimeInterval) throws {
-        try db.run(sql: "INSERT OR REPLACE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, ?, ?, ?)",
-                   arguments: [key, Data(stored.reply?.serializedBytes() ?? []), Int64(bitPattern: stored.digest), now])
+        try db.run(sql: """
+            INSERT INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT (key) DO UPDATE SET reply = excluded.reply, digest = excluded.digest
+            """, arguments: [key, Data(stored.reply?.serializedBytes() ?? []), Int64(bitPattern: stored.digest), now])
     }
 
-    private static func prune(_ db: Database, before cutoff: TimeInterval) throws {
-        try db.run(sql: "DELETE FROM idempotent_replies WHERE created_at < ?", arguments: [cutoff])
+    /// Deletes the replies kept since before `cutoff`, without an index on `created_at`.
+    ///
+    /// A row's rowid is one past the largest at its insert, so rowids grow with `created_at`
+    /// (both are set when the claim is written, and a save keeps both). A binary search over
+    /// rowids (each probe one lookup in the table's own tree) finds the first row kept since
+    /// `cutoff`; everything before it goes. The delete also checks `created_at`, so a row is
+    /// never deleted early, whatever the order (a clock set back, or `VACUUM` renumbering rows):
+    /// at worst such a row is kept until a later pass.
+    static func prune(_ db: Database, before cutoff: TimeInterval) throws {
+        guard let first = try Int64.fetchOne(db, cached: "SELECT min(rowid) FROM idempotent_replies"),
+              let last = try Int64.fetchOne(db, cached: "SELECT max(rowid) FROM idempotent_replies") else { return }
+        // Rows before `low` were made before `cutoff`; the first row at or after `high` was not.
+        var low = first, high = last + 1
+        while low < high {
+            let middle = low + (high - low) / 2
+            guard let row = try Row.fetchOne(db, cached: "SELECT rowid, created_at FROM idempotent_replies WHERE rowid >= ? ORDER BY rowid LIMIT 1",
+                                             arguments: [middle]) else {
+                high = middle
+                continue
+            }
+            let (rowid, createdAt): (Int64, Double) = (row[0], row[1])
+            if createdAt < cutoff { low = rowid + 1 } else { high = middle }
+        }
+        try db.run(sql: "DELETE FROM idempotent_replies WHERE rowid < ? AND created_at < ?", arguments: [low, cutoff])
     }
 
     public func load(_ key: String) async -> StoredReply? {
