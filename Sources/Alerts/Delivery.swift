@@ -307,7 +307,6 @@ struct DeliveryPass: Sendable {
         let localSMS = sms as? RecordingProvider, localPush = push as? RecordingProvider
         let s: [DeliveryResult], p: [DeliveryResult]
         if let localSMS, let localPush {
-            // Neither sends anything: no child tasks to answer.
             (s, p) = (localSMS.results(for: smsBatch), localPush.results(for: pushBatch))
         } else {
             async let smsResults = Self.answers(smsBatch, sms)
