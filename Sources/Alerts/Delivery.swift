@@ -106,42 +106,23 @@ final class RecordingProvider: SMSProvider, PushProvider {
         self.now = now
     }
 
-    /// Sends on its own: records what it accepts in a transaction of its own, then answers. The
-    /// delivery pass does not call this for a built-in provider it holds directly: it takes
-    /// `results(for:)` and writes the record in the transaction that records the pass
-    /// (`DeliveryPass.run`). A provider that wraps this one (the tests') comes here.
     func send(_ batch: [OutgoingMessage]) async -> [DeliveryResult] {
-        let at = now()
-        let results = results(for: batch)
-        let accepted = Self.accepted(batch, results)
+        let at = now(), name = name
+        // A phone number must be E.164; anything else is a final failure, as a real gateway says.
+        let results: [DeliveryResult] = batch.map { m in
+            m.channel == .sms && PhoneNumber.normalize(m.address) != m.address
+                ? .failed("not an E.164 phone number", retryable: false) : .delivered(reference: m.idempotencyKey)
+        }
+        let accepted = zip(batch, results).filter { $0.1 == .delivered(reference: $0.0.idempotencyKey) }.map(\.0)
         do {
             try await store.recordSent(accepted, provider: name, at: at)
         } catch {
             return batch.map { _ in .failed("could not record: \(error)", retryable: true) }
         }
-        Self.logSent(accepted, provider: name, logger: logger)
+        for m in accepted {
+            logger.info("\(name) sent", metadata: ["delivery": "\(m.deliveryID)", "to": "\(Redact.address(m.address))", "body": "\(m.body)"])
+        }
         return results
-    }
-
-    /// What it answers for each message, without recording anything: a phone number must be
-    /// E.164, anything else is a final failure, as a real gateway says.
-    func results(for batch: [OutgoingMessage]) -> [DeliveryResult] {
-        batch.map { m in
-            m.channel == .sms && PhoneNumber.normalize(m.address) != m.address
-                ? .failed("not an E.164 phone number", retryable: false) : .delivered(reference: m.idempotencyKey)
-        }
-    }
-
-    /// The messages of `batch` it accepted (to record), from its `results(for:)`.
-    static func accepted(_ batch: [OutgoingMessage], _ results: [DeliveryResult]) -> [OutgoingMessage] {
-        zip(batch, results).filter { $0.1 == .delivered(reference: $0.0.idempotencyKey) }.map(\.0)
-    }
-
-    /// The log line of each message recorded (once its record committed).
-    static func logSent(_ messages: [OutgoingMessage], provider: String, logger: Logger) {
-        for m in messages {
-            logger.info("\(provider) sent", metadata: ["delivery": "\(m.deliveryID)", "to": "\(Redact.address(m.address))", "body": "\(m.body)"])
-        }
     }
 }
 
@@ -299,20 +280,9 @@ struct DeliveryPass: Sendable {
             let names = Dictionary(sent.map { ($0.0.deliveryID, $0.1) }, uniquingKeysWith: { a, _ in a })
             try await store.beginAttempts(offMachine.map { ($0, names[$0] ?? "") }, at: now())
         }
-        // The built-in providers' record is a row of this database: it is written in the
-        // transaction that records the pass (`finishPass`), so a message is recorded as sent
-        // exactly when its delivery is recorded as delivered, in one commit (their own
-        // transactions were two more commits and writer turns a pass; `docs/benchmarks.md`,
-        // issue 16, item 67). Providers that send off the machine answer first, as before.
-        let localSMS = sms as? RecordingProvider, localPush = push as? RecordingProvider
-        let s: [DeliveryResult], p: [DeliveryResult]
-        if let localSMS, let localPush {
-            (s, p) = (localSMS.results(for: smsBatch), localPush.results(for: pushBatch))
-        } else {
-            async let smsResults = Self.answers(smsBatch, sms)
-            async let pushResults = Self.answers(pushBatch, push)
-            (s, p) = await (smsResults, pushResults)
-        }
+        async let smsResults = smsBatch.isEmpty ? [] : sms.send(smsBatch)
+        async let pushResults = pushBatch.isEmpty ? [] : push.send(pushBatch)
+        let (s, p) = await (smsResults, pushResults)
         // Stopping mid-send: what went out is not known. Nothing is recorded; the attempts stay
         // SENDING and read INTERRUPTED at the next start, which sends them again.
         try Task.checkCancellation()
@@ -328,15 +298,9 @@ struct DeliveryPass: Sendable {
         let updated = DeliveryPlan(policy: policy).afterPass(
             due, postponed: postponed, skipped: skipped, outcomes: outcomes.map { ($0.0.deliveryID, $0.0.address, $0.1, $0.2) }, at: finished)
         let dead = outcomes.filter { if case .deadAddress = $0.1, $0.0.channel == .push { true } else { false } }.map(\.0.address)
-        var recorded: [(message: OutgoingMessage, provider: String)] = []
-        if let localSMS { recorded += RecordingProvider.accepted(smsBatch, s).map { ($0, localSMS.name) } }
-        if let localPush { recorded += RecordingProvider.accepted(pushBatch, p).map { ($0, localPush.name) } }
         // When the next row is due comes from the pass's own transaction (no read of its own).
         let next = try await store.finishPass(updated, answers: outcomes.map { ($0.0.deliveryID, $0.2, $0.1) }, begun: Set(offMachine),
-                                              at: finished, deadTokens: Set(dead), recorded: recorded)
-        for (provider, messages) in Dictionary(grouping: recorded, by: \.provider) {
-            RecordingProvider.logSent(messages.map(\.message), provider: provider, logger: logger)
-        }
+                                              at: finished, deadTokens: Set(dead))
         for (message, result, provider) in outcomes {
             OutboxMetrics.attempted(channel: message.channel, provider: provider, result: result)
         }
@@ -354,13 +318,5 @@ struct DeliveryPass: Sendable {
 
     private func nextDue() async throws -> Int64? {
         try await store.nextDue()
-    }
-
-    /// A provider's answers for `batch`: a built-in one's without its own record (the pass
-    /// writes it), any other's as it sends.
-    private static func answers(_ batch: [OutgoingMessage], _ provider: any DeliveryProvider) async -> [DeliveryResult] {
-        guard !batch.isEmpty else { return [] }
-        if let local = provider as? RecordingProvider { return local.results(for: batch) }
-        return await provider.send(batch)
     }
 }

@@ -36,49 +36,6 @@ extension AlertsTestGroup {
             }
         }
 
-        /// The built-in providers' record of a message commits with its delivery's outcome, in the
-        /// pass's one write (issue 16, `docs/benchmarks.md` item 67): a pass that cannot record
-        /// its outcome leaves no record of sending either, and the pass after it records each
-        /// message once. With each provider recording in a transaction of its own, the failed
-        /// pass left every message recorded as sent while its delivery stayed pending, and a
-        /// pass took three writes.
-        @Test func theBuiltInProviders_recordInThePassOwnWrite_soAPassThatFailsRecordsNothing() async throws {
-            try await withAlerts(engine: .sqlite, peers: HelpNowTests.anasCircle(), worker: false) { h in
-                try await h.device(2, "ben-phone-token-1")
-                let database = try #require(h.service.store as? SQLiteAlertsStore).database
-                _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest())
-                await h.client.flush() // the raise's reply is saved: the writes counted below are the pass's
-                // The pass's outcome cannot be recorded: SQLite aborts the first row it marks DELIVERED.
-                try await database.write { db in
-                    try db.execute(sql: """
-                        CREATE TRIGGER refuse_delivered BEFORE UPDATE OF status ON outbox
-                        WHEN NEW.status = \(AlertsV1.DeliveryStatus.delivered.rawValue) BEGIN SELECT RAISE(ABORT, 'refused by the test'); END
-                        """)
-                }
-                // What the pass has to send (a push to someone without a device is skipped when queued).
-                let due = try await h.outbox().filter { $0.status == .pending }
-                #expect(due.contains { $0.channel == .push } && due.contains { $0.channel == .sms })
-                await #expect(throws: (any Error).self) { _ = try await h.service.deliverDue() }
-                #expect(try await h.sent().isEmpty, "a pass that recorded no outcome recorded no message as sent")
-                #expect(try await h.outbox().filter { $0.status == .pending }.map(\.deliveryId) == due.map(\.deliveryId))
-
-                try await database.write { db in try db.execute(sql: "DROP TRIGGER refuse_delivered") }
-                let before = database.groupCommits.mutations
-                _ = try await h.service.deliverDue()
-                #expect(database.groupCommits.mutations - before == 1, "one write: the outcomes and the providers' record together")
-                // A loop, not `filter`: in this test's debug build `rows.filter { $0.status == .delivered }`
-                // kept the push rows (1 and 3) instead of the delivered ones, though each row's
-                // `status` reads right outside the closure (seen 2026-11-29, Swift 6.3; not pursued).
-                let rows = try await h.outbox()
-                var deliveredRows: [AlertsV1.Delivery] = []
-                for row in rows where row.status == .delivered { deliveredRows.append(row) }
-                #expect(deliveredRows.map(\.deliveryId) == due.map(\.deliveryId))
-                let sent = try await h.sent()
-                #expect(sent.count == deliveredRows.count, "each message recorded once")
-                #expect(Set(sent.map(\.address)) == Set(deliveredRows.map(\.address)))
-            }
-        }
-
         @Test(arguments: Engine.allCases) func aDeliveryThatKeepsFailing_isMarkedFailed_afterTheLastAttempt(engine: Engine) async throws {
             let broken = FlakyProvider(failures: nil)
             try await withAlerts(engine: engine, peers: HelpNowTests.anasCircle(), sms: broken) { h in

@@ -106,13 +106,10 @@ protocol AlertsStorage: Sendable {
     /// deliveries still SENDING belongs to a pass that never finished: it becomes INTERRUPTED).
     func beginAttempts(_ attempts: [(delivery: UInt64, provider: String)], at: Int64) async throws
     /// Records a pass: the rows as they are after it, each provider answer in the attempt log,
-    /// the tokens a provider called dead unregistered, and the built-in providers' record of
-    /// what they accepted (`recorded`, as `recordSent` writes it), all in one transaction.
-    /// - Returns: when the next pending row is due as the pass commits (`nextDue`, read in the
-    ///   same transaction); nil: none pending.
+    /// and the tokens a provider called dead unregistered. - Returns: when the next pending row
+    /// is due as the pass commits (`nextDue`, read in the same transaction); nil: none pending.
     func finishPass(_ updated: [AlertsV1.Delivery], answers: [(delivery: UInt64, provider: String, result: DeliveryResult)],
-                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>,
-                    recorded: [(message: OutgoingMessage, provider: String)]) async throws -> Int64?
+                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>) async throws -> Int64?
     /// When the next pending row is due.
     func nextDue() async throws -> Int64?
     /// Pending rows by channel: how many, and the oldest one's creation.
@@ -120,8 +117,7 @@ protocol AlertsStorage: Sendable {
     /// Deletes deliveries that ended before `cutoff` (with their attempts) and the built-in
     /// recorders' copies of messages sent before it. - Returns: outbox rows deleted.
     func pruneOutbox(before cutoff: Int64) async throws -> Int
-    /// The built-in providers' record, in a transaction of its own (a provider called on its
-    /// own; a pass writes it in `finishPass`): each message once by its idempotency key.
+    /// The built-in providers' record: each message once by its idempotency key.
     func recordSent(_ messages: [OutgoingMessage], provider: String, at: Int64) async throws
     /// What the built-in providers recorded, in order: (channel, address, body).
     func sentMessages() async throws -> [(channel: Int32, address: String, body: String)]

@@ -136,8 +136,7 @@ extension PostgresAlertsStore {
     /// Records the pass on the rows this instance still holds: a row another instance took
     /// after this pass's claim ran out is that instance's to record.
     func finishPass(_ updated: [AlertsV1.Delivery], answers: [(delivery: UInt64, provider: String, result: DeliveryResult)],
-                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>,
-                    recorded: [(message: OutgoingMessage, provider: String)]) async throws -> Int64? {
+                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>) async throws -> Int64? {
         try await database.transaction { connection in
             var held = Set<UInt64>()
             for d in updated {
@@ -172,10 +171,6 @@ extension PostgresAlertsStore {
             }
             if !deadTokens.isEmpty {
                 try await connection.query("DELETE FROM devices WHERE token = ANY(\(Array(deadTokens)))", logger: logger)
-            }
-            // Only for rows still held: a row another instance took is that instance's to send.
-            for (message, provider) in recorded where held.contains(message.deliveryID) {
-                try await recordSent(connection, message, provider: provider, at: at)
             }
             return try await nextDue(connection)
         }
@@ -228,16 +223,14 @@ extension PostgresAlertsStore {
 
     func recordSent(_ messages: [OutgoingMessage], provider: String, at: Int64) async throws {
         try await database.transaction { connection in
-            for m in messages { try await recordSent(connection, m, provider: provider, at: at) }
+            for m in messages {
+                try await connection.query("""
+                    INSERT INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms)
+                    VALUES (\(m.idempotencyKey), \(provider), \(Int64(m.channel.rawValue)), \(m.address), \(m.body), \(at))
+                    ON CONFLICT (idempotency_key) DO NOTHING
+                    """, logger: logger)
+            }
         }
-    }
-
-    private func recordSent(_ connection: PostgresConnection, _ m: OutgoingMessage, provider: String, at: Int64) async throws {
-        try await connection.query("""
-            INSERT INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms)
-            VALUES (\(m.idempotencyKey), \(provider), \(Int64(m.channel.rawValue)), \(m.address), \(m.body), \(at))
-            ON CONFLICT (idempotency_key) DO NOTHING
-            """, logger: logger)
     }
 
     func sentMessages() async throws -> [(channel: Int32, address: String, body: String)] {
