@@ -90,8 +90,8 @@ public final class SQLiteReplyStore: ReplyStore {
     /// never deleted early, whatever the order (a clock set back, or `VACUUM` renumbering rows):
     /// at worst such a row is kept until a later pass.
     static func prune(_ db: Database, before cutoff: TimeInterval) throws {
-        guard let first = try Int64.fetchOne(db, cached: "SELECT min(rowid) FROM idempotent_replies"),
-              let last = try Int64.fetchOne(db, cached: "SELECT max(rowid) FROM idempotent_replies") else { return }
+        guard let ends = try Row.fetchOne(db, cached: "SELECT min(rowid), max(rowid) FROM idempotent_replies"),
+              let first = ends[0] as Int64?, let last = ends[1] as Int64? else { return }
         // Rows before `low` were made before `cutoff`; the first row at or after `high` was not.
         var low = first, high = last + 1
         while low < high {

@@ -292,7 +292,7 @@ final class ClientLoop: ReactorComponent {
     func peerSaidStopping() {
         guard !peerStopping else { return }
         peerStopping = true
-        health.answering.store(false, ordering: .relaxed)
+        health.answering.store(isAnswering, ordering: .relaxed)
         logger.info("instance stopping: calls go to the other instances", metadata: ["endpoint": "\(endpoint)"])
     }
 
@@ -310,7 +310,7 @@ final class ClientLoop: ReactorComponent {
         logger.info("connection to the peer dropped", metadata: ["endpoint": "\(endpoint)", "pending": "\(pending.count)"])
         disconnected = true
         peerStopping = false // whatever answers here next is a new instance
-        health.answering.store(false, ordering: .relaxed)
+        health.answering.store(isAnswering, ordering: .relaxed)
         for (id, request) in pending {
             if request.sent && !canResend(request) {
                 pending[id] = nil
