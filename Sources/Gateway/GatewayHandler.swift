@@ -77,7 +77,7 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
             guard let client = route.client else { throw RPCError.unavailable("\(method.service) is not deployed here") }
             let outgoing = try forwarding(request, method: method, session: session)
             let reply = await client.send(outgoing, deadline: request.downstreamBudget, retryable: !envelope.idempotencyKey.isEmpty)
-            SessionEffect(envelope, session).apply(after: reply, to: sessions)
+            SessionEffect(envelope, session).apply(after: reply.status, to: sessions)
             return envelope.reply(status: reply.status, message: reply.statusMessage, payload: reply.payload)
         } catch let error as RPCError {
             return envelope.reply(error: error)
@@ -88,7 +88,7 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     }
 
     /// The same path on the socket's thread, for a request whose session (if it names one) is
-    /// cached: the rules above, in the same functions, then `sendOnReactor` to the service and
+    /// cached: the rules above, in the same functions, then `relayOnReactor` to the service and
     /// the reply straight back, with no task. A session to resolve, the gateway's own methods and
     /// any refusal go to `handle` instead (they are not the path every request takes).
     func take(_ request: IncomingRequest, reply: ReactorReply) -> Bool {
@@ -114,12 +114,12 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
         }
         // The completion keeps what the reply needs, not the request's envelope.
         let effect = SessionEffect(request.envelope, session)
-        return client.sendOnReactor(outgoing, deadline: request.downstreamBudget, retryable: !request.envelope.idempotencyKey.isEmpty) {
+        // The service's status, message and payload go back as they came, copied once from its
+        // reply into the one sent, which the host stamps with the request's id and method.
+        return client.relayOnReactor(outgoing, deadline: request.downstreamBudget, retryable: !request.envelope.idempotencyKey.isEmpty) {
             [sessions] forwarded in
-            effect.apply(after: forwarded, to: sessions)
-            // The host that sends it stamps the request's id and method.
-            reply(Envelope(version: WireProtocol.version, kind: .reply, status: forwarded.status,
-                           statusMessage: forwarded.statusMessage, payload: forwarded.payload))
+            effect.apply(after: forwarded.status, to: sessions)
+            reply.relay(forwarded)
         }
     }
 
@@ -205,8 +205,8 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
             }
         }
 
-        func apply(after reply: Envelope, to sessions: SessionCache) {
-            guard reply.status == .ok else { return }
+        func apply(after status: StatusCode, to sessions: SessionCache) {
+            guard status == .ok else { return }
             switch self {
             case .none: break
             case .logout(let token): sessions.invalidate(token: token)

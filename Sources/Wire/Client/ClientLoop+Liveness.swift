@@ -11,26 +11,30 @@ extension ClientLoop {
             // Decoded in libzmq's memory (the reply's bytes are not copied first) and handled
             // there: nothing is returned through the socket's call to be copied on the way.
             let received = try socket.receive(dontWait: true) { message in
+                if relaying, relayed(message.bytes) { return }
                 heard(try? Envelope(serializedBuffer: message.bytes), on: socket)
             }
             guard received else { return }
         }
     }
 
+    /// A reply read where it lies, for a call that relays it (`WireClient.relayOnReactor`):
+    /// nothing decoded, the completion handed the reply's fields in libzmq's memory.
+    /// - Returns: false when it is not such a reply, or not one to relay as it is (a stopping
+    ///   instance's refusal, which another instance takes): `heard` takes it then.
+    private func relayed(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let fields = ReplyFields(scanning: bytes), fields.kind == Envelope.replyKind,
+              !(fields.notStarted && fields.status == StatusCode.unavailable.rawValue && handOff != nil),
+              let index = pending.index(forKey: fields.requestID), pending.values[index].relays else { return false }
+        noteHeard()
+        let request = pending.remove(at: index).value
+        request.finish(relaying: fields)
+        return true
+    }
+
     /// One message from the peer (nil: not a decodable envelope).
     private func heard(_ decoded: Envelope?, on socket: ZMQSocket) {
-        lastHeard = .now
-        if disconnected {
-            disconnected = false
-            health.answering.store(isAnswering, ordering: .relaxed)
-        }
-        holding = false
-        if peerDown {
-            setPeerDown(false)
-            deadWindow = options.deadAfter
-            logger.info("peer answering again", metadata: ["endpoint": "\(endpoint)"])
-            flushUnsent()
-        }
+        noteHeard()
         guard let envelope = decoded else {
             logger.debug("dropped an undecodable frame from the peer")
             return
@@ -60,6 +64,22 @@ extension ClientLoop {
             }
         default:
             break // heartbeats only refresh liveness
+        }
+    }
+
+    /// Anything heard from the peer: it is alive, and answering again if it was not.
+    private func noteHeard() {
+        lastHeard = .now
+        if disconnected {
+            disconnected = false
+            health.answering.store(isAnswering, ordering: .relaxed)
+        }
+        holding = false
+        if peerDown {
+            setPeerDown(false)
+            deadWindow = options.deadAfter
+            logger.info("peer answering again", metadata: ["endpoint": "\(endpoint)"])
+            flushUnsent()
         }
     }
 

@@ -30,6 +30,9 @@ extension ClientLoop {
             case resume(ReplyContinuation)
             /// A caller on this reactor (`WireClient.sendOnReactor`), called on its thread.
             case call((Envelope) -> Void)
+            /// A caller on this reactor that passes the reply on (`WireClient.relayOnReactor`):
+            /// handed the reply where it lies when the loop can read it in place.
+            case relay((RelayedReply) -> Void)
         }
 
         /// The request; `flushUnsent` sets its deadline in place before each send.
@@ -48,11 +51,23 @@ extension ClientLoop {
             self.completion = completion
         }
 
+        /// Whether the reply goes to a relay (`Completion.relay`).
+        var relays: Bool {
+            if case .relay = completion { true } else { false }
+        }
+
         func finish(_ reply: consuming Envelope) {
             switch completion {
             case .resume(let continuation): continuation.resume(returning: reply)
             case .call(let body): body(reply)
+            case .relay(let body): body(RelayedReply(reply))
             }
+        }
+
+        /// Ends a relaying call with the reply's fields read in place (valid during this call).
+        func finish(relaying fields: ReplyFields) {
+            guard case .relay(let body) = completion else { preconditionFailure("finish(relaying:) on a call that does not relay") }
+            body(RelayedReply(fields))
         }
 
         /// Ends the call with `error`, as the client (not the peer) answers it.

@@ -68,6 +68,9 @@ final class ClientLoop: ReactorComponent {
     /// in its place is a new instance) or the socket is reopened after a silence. Neither its
     /// heartbeats nor its replies to calls it took before draining bring it back.
     @exclusivity(unchecked) var peerStopping = false
+    /// Set once a call that relays its reply was taken (`WireClient.relayOnReactor`): from then
+    /// on replies are first read in place (`relayed`), which a client that never relays skips.
+    @exclusivity(unchecked) var relaying = false
     var deadWindow: Duration
     private var stopping = false
 
@@ -255,7 +258,7 @@ final class ClientLoop: ReactorComponent {
         flushUnsent()
     }
 
-    /// A call from this reactor's own thread (`WireClient.sendOnReactor`): taken and sent now,
+    /// A call from this reactor's own thread (`WireClient.sendOnReactor`, `relayOnReactor`): taken and sent now,
     /// without the command queue's hand-over to the next turn.
     func callNow(_ request: Pending) {
         take(request)
@@ -270,6 +273,7 @@ final class ClientLoop: ReactorComponent {
                 return
             }
         }
+        if request.relays { relaying = true }
         pending[request.envelope.requestId] = request
         unsent.append(request.envelope.requestId)
     }
@@ -277,6 +281,7 @@ final class ClientLoop: ReactorComponent {
     /// A call another instance's loop could not get answered (reactor thread): sent from here.
     func adopt(_ request: Pending) {
         request.sent = false
+        if request.relays { relaying = true }
         pending[request.envelope.requestId] = request
         unsent.append(request.envelope.requestId)
         flushUnsent()

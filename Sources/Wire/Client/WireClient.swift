@@ -132,10 +132,22 @@ public final class WireClient: Sendable {
     ///   before its socket exists; the caller then takes the async path (`send`).
     public func sendOnReactor(_ request: Envelope, deadline: Duration? = nil, retryable: Bool = false,
                               completion: @escaping (Envelope) -> Void) -> Bool {
+        callOnReactor(request, deadline: deadline, retryable: retryable, completion: .call(completion))
+    }
+
+    /// `sendOnReactor` for a caller that passes the reply on (the gateway): `completion` is
+    /// handed the reply's status, message and payload where the reply lies in libzmq's memory,
+    /// for a `ReactorReply.relay` inside the completion, with nothing decoded (`RelayedReply`).
+    public func relayOnReactor(_ request: Envelope, deadline: Duration? = nil, retryable: Bool = false,
+                               completion: @escaping (RelayedReply) -> Void) -> Bool {
+        callOnReactor(request, deadline: deadline, retryable: retryable, completion: .relay(completion))
+    }
+
+    private func callOnReactor(_ request: Envelope, deadline: Duration?, retryable: Bool, completion: ClientLoop.Pending.Completion) -> Bool {
         guard reactor.isCurrent, let loop = slots[chooseInstance()].loop else { return false }
         let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
         loop.callNow(ClientLoop.Pending(envelope: stamped(request, id: nextID()), deadline: until, retryable: retryable,
-                                        completion: .call(completion)))
+                                        completion: completion))
         return true
     }
 

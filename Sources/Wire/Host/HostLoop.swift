@@ -32,6 +32,9 @@ public final class HostCounters: Sendable {
     public let refused = Atomic<Int>(0)
     /// Requests a `ReactorRequestHandler` took on the socket's thread (no task).
     public let onReactor = Atomic<Int>(0)
+    /// Replies sent as relayed, their fields copied from a peer's reply read in place
+    /// (`ReactorReply.relay`; one the relaying client decoded or made is not counted).
+    public let relayed = Atomic<Int>(0)
     /// Goodbyes a stopping host sent, each asking a peer it answered to confirm it read it.
     public let goodbyes = Atomic<Int>(0)
 
@@ -300,8 +303,7 @@ final class HostLoop: ReactorComponent {
                                       deadline: deadline, key: key)
         if offered, let reactorHandler {
             takenOnReactor += 1
-            // Weak: a forwarded call may end after this loop closed (its client closes later).
-            if reactorHandler.take(request, reply: ReactorReply { [weak self] in self?.answer(key, $0) }) {
+            if reactorHandler.take(request, reply: ReactorReply(loop: self, key: key)) {
                 counters.onReactor.add(1, ordering: .relaxed)
                 return
             }
@@ -333,20 +335,53 @@ final class HostLoop: ReactorComponent {
     }
 
     /// Sends the reply to the request the host knows as `key`, unless its deadline was answered.
-    private func answer(_ key: UInt64, _ reply: Envelope) {
+    func answer(_ key: UInt64, _ reply: Envelope) {
         guard let request = inFlight.removeValue(forKey: key) else {
             counters.dropped.add(1, ordering: .relaxed) // answered DEADLINE_EXCEEDED already
             return
         }
-        if request.onReactor { takenOnReactor -= 1 }
         var reply = reply
         reply.requestId = request.requestID
         reply.method = request.method
         send(to: request.peer, reply)
+        answered(request, status: reply.status)
+    }
+
+    /// Sends a relayed reply (`ReactorReply.relay`) to the request the host knows as `key`:
+    /// read in place, it is written once into the message that goes out, with this request's id
+    /// and method; one the client decoded or made goes out as an envelope.
+    func answer(_ key: UInt64, relayed reply: RelayedReply) {
+        guard case .wire(let fields) = reply.body else { return answer(key, reply.envelope) }
+        guard let request = inFlight.removeValue(forKey: key) else {
+            counters.dropped.add(1, ordering: .relaxed) // answered DEADLINE_EXCEEDED already
+            return
+        }
+        if draining { farewells.replied(to: request.peer) }
+        var method = request.method
+        method.withUTF8 { method in
+            let name = UnsafeRawBufferPointer(method)
+            do {
+                let sent = try socket.send(routingID: request.peer.routingID, delimited: request.peer.hasDelimiter,
+                                           bodySize: fields.replySize(requestID: request.requestID, method: name), dontWait: true) {
+                    fields.writeReply(into: $0, requestID: request.requestID, method: name)
+                }
+                counters.relayed.add(1, ordering: .relaxed)
+                if !sent { counters.dropped.add(1, ordering: .relaxed) } // peer's queue full or peer gone
+            } catch {
+                counters.dropped.add(1, ordering: .relaxed) // EHOSTUNREACH: the peer disconnected
+                logger.debug("send failed", metadata: ["error": "\(error)"])
+            }
+        }
+        answered(request, status: StatusCode(rawValue: fields.status))
+    }
+
+    /// What follows every reply sent for a request that was in flight.
+    private func answered(_ request: InFlight, status: StatusCode) {
+        if request.onReactor { takenOnReactor -= 1 }
         let now = ContinuousClock.now
         lastReplyAt = now
         counters.replied.add(1, ordering: .relaxed)
-        metrics.answered(method: request.method, status: reply.status, after: request.arrived.duration(to: now))
+        metrics.answered(method: request.method, status: status, after: request.arrived.duration(to: now))
         metrics.inFlight(inFlight.count)
     }
 

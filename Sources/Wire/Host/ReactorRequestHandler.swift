@@ -1,12 +1,26 @@
 public import FriensoProto
 
 /// The reply to a request taken on the host's reactor thread (`ReactorRequestHandler`): call it
-/// once, on that thread.
+/// (or `relay`) once, on that thread.
 public struct ReactorReply {
-    let send: (Envelope) -> Void
+    /// Weak: a forwarded call may end after the host's loop closed (its client closes later).
+    private weak var loop: HostLoop?
+    private let key: UInt64
+
+    init(loop: HostLoop, key: UInt64) {
+        self.loop = loop
+        self.key = key
+    }
 
     public func callAsFunction(_ reply: Envelope) {
-        send(reply)
+        loop?.answer(key, reply)
+    }
+
+    /// Answers with a reply a `WireClient` relayed (`relayOnReactor`): its status, message and
+    /// payload, copied straight from the peer's message into the one sent when the client read
+    /// it in place. Call it inside the completion the reply was handed to.
+    public func relay(_ reply: RelayedReply) {
+        loop?.answer(key, relayed: reply)
     }
 }
 

@@ -292,27 +292,14 @@ extension Publisher: RelayingEventSink {
     /// varint: key (12 << 3) | 0, then the value seven bits at a time): its size, then
     /// `writeNumbered` writes it (into the libzmq message that goes out).
     static func numberedSize(_ base: [UInt8], sequence: UInt64) -> Int {
-        var size = base.count + 2, value = sequence
-        while value >= 0x80 {
-            size += 1
-            value >>= 7
-        }
-        return size
+        base.count + 1 + WireWriter.varintSize(sequence)
     }
 
     /// Writes `base` with `sequence` appended into `buffer`, of exactly `numberedSize` bytes.
     static func writeNumbered(_ base: [UInt8], sequence: UInt64, into buffer: UnsafeMutableRawBufferPointer) {
-        base.withUnsafeBytes { buffer.copyMemory(from: $0) }
-        var at = base.count
-        buffer[at] = 12 << 3
-        at += 1
-        var value = sequence
-        while value >= 0x80 {
-            buffer[at] = UInt8(truncatingIfNeeded: value) | 0x80
-            at += 1
-            value >>= 7
-        }
-        buffer[at] = UInt8(value)
+        var writer = WireWriter(buffer)
+        base.withUnsafeBytes { writer.raw($0) }
+        writer.varintField(12, sequence)
     }
 }
 

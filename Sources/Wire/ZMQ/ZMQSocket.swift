@@ -232,6 +232,21 @@ public final class ZMQSocket {
         }
     }
 
+    /// Sends a message of `bodySize` bytes, which `writeBody` writes straight into the libzmq
+    /// message, to a ROUTER socket's peer (its routing id, then the delimiter when `delimited`):
+    /// a relayed reply (`RelayedReply`), already encoded but for its header.
+    /// - Returns: `false` when `dontWait` was set and the message could not be queued.
+    @discardableResult
+    public func send(routingID: [UInt8], delimited: Bool, bodySize: Int, dontWait: Bool = true,
+                     writeBody: (UnsafeMutableRawBufferPointer) -> Void) throws(ZMQError) -> Bool {
+        var last = zmq_msg_t()
+        guard zmq_msg_init_size(&last, bodySize) == 0 else { throw ZMQError("zmq_msg_init_size") }
+        writeBody(UnsafeMutableRawBufferPointer(start: zmq_msg_data(&last), count: bodySize))
+        return try sendLast(&last, prefixCount: delimited ? 2 : 1, dontWait: dontWait) { index, flags in
+            index == 0 ? sendFrame(routingID, flags: flags) : sendFrame(UnsafeRawBufferPointer(start: nil, count: 0), flags: flags)
+        }
+    }
+
     /// `message` encoded straight into a new libzmq message of its size.
     private static func packed(_ message: some ProtoMessage) throws(ZMQError) -> zmq_msg_t {
         var last = zmq_msg_t()

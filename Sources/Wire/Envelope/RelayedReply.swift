@@ -1,0 +1,161 @@
+public import FriensoProto
+
+/// A peer's reply as a client on the reactor hands it to code that passes it on
+/// (`WireClient.relayOnReactor`: the gateway relaying a service's reply to its own client). What
+/// is relayed is the status, the status message and the payload; the peer's request id, method
+/// and flags belong to the hop behind and are left there.
+///
+/// Usually the reply is read where libzmq holds it, without a decode (`ReplyFields`), and the
+/// host that answers with it copies those three fields once into the reply it sends
+/// (`ReactorReply.relay`): no envelope is decoded, made or encoded on the way (issue 16, item 68
+/// of `docs/benchmarks.md`). Such a value is valid during the completion it is handed to only:
+/// never keep it. A reply the client had to decode, or made itself (UNAVAILABLE,
+/// DEADLINE_EXCEEDED), is carried as an envelope.
+public struct RelayedReply {
+    enum Body {
+        case envelope(Envelope)
+        case wire(ReplyFields)
+    }
+
+    let body: Body
+
+    init(_ envelope: Envelope) {
+        body = .envelope(envelope)
+    }
+
+    init(_ fields: ReplyFields) {
+        body = .wire(fields)
+    }
+
+    public var status: StatusCode {
+        switch body {
+        case .envelope(let envelope): envelope.status
+        case .wire(let fields): StatusCode(rawValue: fields.status)
+        }
+    }
+
+    /// The reply a host sends for it, without its request id and method (the host stamps those):
+    /// the status, message and payload, as the wire form carries them.
+    public var envelope: Envelope {
+        switch body {
+        case .envelope(let envelope):
+            Envelope(version: WireProtocol.version, kind: .reply, status: envelope.status,
+                     statusMessage: envelope.statusMessage, payload: envelope.payload)
+        case .wire(let fields):
+            Envelope(version: WireProtocol.version, kind: .reply, status: StatusCode(rawValue: fields.status),
+                     statusMessage: String(decoding: fields.statusMessage, as: UTF8.self), payload: Array(fields.payload))
+        }
+    }
+}
+
+/// The fields of an encoded reply envelope a relay needs, read in place (`init?(scanning:)`): the
+/// protobuf wire format's top-level fields, each varint read and each length-delimited field
+/// kept as a slice of the buffer. Written out again by `reply(requestID:method:)`'s size and
+/// `writeReply`, in protobuf-c's own order and form, so that the bytes are those protobuf-c
+/// would pack for the same envelope.
+///
+/// protobuf-c has no call that reads some fields of a message without unpacking all of it, or
+/// that writes a message from fields already encoded; these few lines of its wire format are
+/// that (`ProtoWire.swift`; `docs/architecture.md`, "Relayed replies"). Anything the scan does not fully understand
+/// (a malformed buffer, a known field with another wire type, a status message that is not
+/// plain ASCII) is not scanned: the caller decodes it with protobuf-c as before.
+struct ReplyFields {
+    var version: UInt32 = 0
+    var kind: Int32 = 0
+    var requestID: UInt64 = 0
+    var status: Int32 = 0
+    var notStarted = false
+    var statusMessage = UnsafeRawBufferPointer(start: nil, count: 0)
+    var payload = UnsafeRawBufferPointer(start: nil, count: 0)
+
+    /// The envelope's field numbers this scan reads or must see with their own wire type.
+    private enum Field {
+        static let version: UInt64 = 1, kind: UInt64 = 2, requestID: UInt64 = 3, method: UInt64 = 4
+        static let status: UInt64 = 9, statusMessage: UInt64 = 10, payload: UInt64 = 11
+        static let notStarted: UInt64 = 16
+        /// Envelope fields of varint type (uint32, uint64, enum, bool), and of length-delimited
+        /// type (string, bytes): a field seen with another wire type is not scanned.
+        static func isVarint(_ number: UInt64) -> Bool {
+            switch number {
+            case 1, 2, 3, 5, 8, 9, 12, 13, 16: true
+            default: false
+            }
+        }
+        static func isDelimited(_ number: UInt64) -> Bool {
+            switch number {
+            case 4, 6, 7, 10, 11, 14, 15: true
+            default: false
+            }
+        }
+    }
+
+    /// nil: `bytes` is not a reply this scan reads whole (see the type's note).
+    init?(scanning bytes: UnsafeRawBufferPointer) {
+        var reader = WireReader(bytes)
+        while !reader.atEnd {
+            guard let key = reader.varint() else { return nil }
+            let number = key >> 3
+            guard number > 0 else { return nil }
+            switch key & 7 {
+            case 0: // varint
+                guard !Field.isDelimited(number), let value = reader.varint() else { return nil }
+                switch number {
+                case Field.version: version = UInt32(truncatingIfNeeded: value)
+                case Field.kind: kind = Int32(truncatingIfNeeded: value)
+                case Field.requestID: requestID = value
+                case Field.status: status = Int32(truncatingIfNeeded: value)
+                case Field.notStarted: notStarted = value != 0
+                default: break
+                }
+            case 2: // length-delimited
+                guard !Field.isVarint(number), let slice = reader.delimited() else { return nil }
+                switch number {
+                case Field.statusMessage:
+                    // Relayed as it is only when decoding could not change it: protobuf-c's
+                    // strings end at a NUL, and Swift repairs invalid UTF-8.
+                    guard slice.allSatisfy({ $0 != 0 && $0 < 0x80 }) else { return nil }
+                    statusMessage = slice
+                case Field.payload: payload = slice
+                default: break
+                }
+            case 1: // 64-bit
+                guard !Field.isVarint(number), !Field.isDelimited(number), reader.skip(8) else { return nil }
+            case 5: // 32-bit
+                guard !Field.isVarint(number), !Field.isDelimited(number), reader.skip(4) else { return nil }
+            default: // groups (deprecated) and invalid wire types
+                return nil
+            }
+        }
+    }
+
+    /// The size of the reply `writeReply` writes.
+    func replySize(requestID: UInt64, method: UnsafeRawBufferPointer) -> Int {
+        var size = 1 + WireWriter.varintSize(UInt64(WireProtocol.version)) + 1 + WireWriter.varintSize(UInt64(Envelope.replyKind))
+        if requestID != 0 { size += 1 + WireWriter.varintSize(requestID) }
+        if !method.isEmpty { size += 1 + WireWriter.varintSize(UInt64(method.count)) + method.count }
+        if status != 0 { size += 1 + WireWriter.varintSize(UInt64(bitPattern: Int64(status))) }
+        if !statusMessage.isEmpty { size += 1 + WireWriter.varintSize(UInt64(statusMessage.count)) + statusMessage.count }
+        if !payload.isEmpty { size += 1 + WireWriter.varintSize(UInt64(payload.count)) + payload.count }
+        return size
+    }
+
+    /// Writes the reply a host sends for this one (`replySize` bytes): version, kind REPLY,
+    /// `requestID`, `method`, and this reply's status, message and payload; fields in number
+    /// order, zero and empty ones left out, as protobuf-c packs a proto3 message.
+    func writeReply(into buffer: UnsafeMutableRawBufferPointer, requestID: UInt64, method: UnsafeRawBufferPointer) {
+        var writer = WireWriter(buffer)
+        writer.varintField(Field.version, UInt64(WireProtocol.version))
+        writer.varintField(Field.kind, UInt64(Envelope.replyKind))
+        if requestID != 0 { writer.varintField(Field.requestID, requestID) }
+        if !method.isEmpty { writer.delimitedField(Field.method, method) }
+        if status != 0 { writer.varintField(Field.status, UInt64(bitPattern: Int64(status))) } // int32: sign-extended
+        if !statusMessage.isEmpty { writer.delimitedField(Field.statusMessage, statusMessage) }
+        if !payload.isEmpty { writer.delimitedField(Field.payload, payload) }
+        assert(writer.offset == buffer.count, "writeReply wrote \(writer.offset) bytes of \(buffer.count)")
+    }
+}
+
+extension Envelope {
+    /// `KIND_REPLY`'s number.
+    static let replyKind = CommonV1.Kind.reply.rawValue
+}
