@@ -68,9 +68,11 @@ final class ClientLoop: ReactorComponent {
     /// in its place is a new instance) or the socket is reopened after a silence. Neither its
     /// heartbeats nor its replies to calls it took before draining bring it back.
     @exclusivity(unchecked) var peerStopping = false
-    /// Set once a call that relays its reply was taken (`WireClient.relayOnReactor`): from then
-    /// on replies are first read in place (`relayed`), which a client that never relays skips.
+    /// Set once a call that relays its reply was taken (`WireClient.relayOnReactor`), when this
+    /// build reads replies in place right (`ReplyFields.readsAsProtobufC`): from then on replies
+    /// are first read in place (`relayed`), which a client that never relays skips.
     @exclusivity(unchecked) var relaying = false
+    private var relayChecked = false
     var deadWindow: Duration
     private var stopping = false
 
@@ -273,15 +275,26 @@ final class ClientLoop: ReactorComponent {
                 return
             }
         }
-        if request.relays { relaying = true }
+        if request.relays, !relayChecked { startRelaying() }
         pending[request.envelope.requestId] = request
         unsent.append(request.envelope.requestId)
+    }
+
+    /// The first call that relays: replies are read in place from now on, if this build reads
+    /// them right; if not, they are decoded (as before relays) and the log says why.
+    private func startRelaying() {
+        relayChecked = true
+        relaying = ReplyFields.readsAsProtobufC
+        if !relaying {
+            logger.error("this build does not read replies in place as protobuf-c does (a compiler fault): relayed replies are decoded instead",
+                         metadata: ["endpoint": "\(endpoint)"])
+        }
     }
 
     /// A call another instance's loop could not get answered (reactor thread): sent from here.
     func adopt(_ request: Pending) {
         request.sent = false
-        if request.relays { relaying = true }
+        if request.relays, !relayChecked { startRelaying() }
         pending[request.envelope.requestId] = request
         unsent.append(request.envelope.requestId)
         flushUnsent()

@@ -90,8 +90,17 @@ struct ReplyFields {
     }
 
     /// nil: `bytes` is not a reply this scan reads whole (see the type's note).
+    ///
+    /// Never inlined, so that the check of this build (`readsAsProtobufC`) runs the very code
+    /// the relays run. The two slices are kept in locals and stored once at the end: stored as
+    /// they were found, Swift 6.3.1's optimizer (its SILCombine pass) dropped both from the
+    /// returned value in release builds while keeping every varint field; debug builds, which the
+    /// tests run, were right (`docs/architecture.md`, "Relayed replies";
+    /// `docs/repro/swift-6.3.1-silcombine-scan.swift`).
+    @inline(never)
     init?(scanning bytes: UnsafeRawBufferPointer) {
         var reader = WireReader(bytes)
+        var message = UnsafeRawBufferPointer(start: nil, count: 0), body = UnsafeRawBufferPointer(start: nil, count: 0)
         while !reader.atEnd {
             guard let key = reader.varint() else { return nil }
             let number = key >> 3
@@ -114,8 +123,8 @@ struct ReplyFields {
                     // Relayed as it is only when decoding could not change it: protobuf-c's
                     // strings end at a NUL, and Swift repairs invalid UTF-8.
                     guard slice.allSatisfy({ $0 != 0 && $0 < 0x80 }) else { return nil }
-                    statusMessage = slice
-                case Field.payload: payload = slice
+                    message = slice
+                case Field.payload: body = slice
                 default: break
                 }
             case 1: // 64-bit
@@ -124,6 +133,47 @@ struct ReplyFields {
                 guard !Field.isVarint(number), !Field.isDelimited(number), reader.skip(4) else { return nil }
             default: // groups (deprecated) and invalid wire types
                 return nil
+            }
+        }
+        statusMessage = message
+        payload = body
+    }
+
+    /// Whether this build reads and writes relayed replies exactly as protobuf-c packs and
+    /// unpacks them, checked once on sample replies (every status, empty and non-empty messages
+    /// and payloads) with the same code the relays run. A client relays in place only when it
+    /// does; otherwise it decodes, as before relays, and says so in its log. The tests run debug
+    /// builds and deployments release ones: this is what guards a release build against a
+    /// compiler fault like the one `init?(scanning:)` works around.
+    static let readsAsProtobufC: Bool = {
+        let payloads: [[UInt8]] = [[], [0x0A, 0x03, 0x61, 0x62, 0x63], Array(repeating: 0xA5, count: 300)]
+        for (index, status) in StatusCode.allKnownCases.enumerated() {
+            let payload = payloads[index % payloads.count]
+            let message = index.isMultiple(of: 2) ? "" : "refused: sample \(index)"
+            let peer = Envelope(version: WireProtocol.version, kind: .reply, requestId: 7, method: "peer.Method", status: status,
+                                statusMessage: message, payload: payload, notStarted: index == 3)
+            let expected = Envelope(version: WireProtocol.version, kind: .reply, requestId: 1 << 40 | UInt64(index),
+                                    method: "caller.Method", status: status, statusMessage: message, payload: payload)
+            guard relay(peer.serializedBytes(), requestID: expected.requestId, method: expected.method) == expected.serializedBytes() else {
+                return false
+            }
+        }
+        return true
+    }()
+
+    /// The reply relayed for the encoded `reply` to the request `requestID`, `method` (nil when it
+    /// does not scan): what a host sends, as bytes.
+    static func relay(_ reply: [UInt8], requestID: UInt64, method: String) -> [UInt8]? {
+        reply.withUnsafeBytes { bytes -> [UInt8]? in
+            guard let fields = ReplyFields(scanning: bytes) else { return nil }
+            var method = method
+            return method.withUTF8 { name in
+                let name = UnsafeRawBufferPointer(name)
+                let size = fields.replySize(requestID: requestID, method: name)
+                return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+                    fields.writeReply(into: UnsafeMutableRawBufferPointer(buffer), requestID: requestID, method: name)
+                    count = size
+                }
             }
         }
     }
