@@ -171,7 +171,7 @@ public enum WireScenario {
                 for n in options.inFlight {
                     if options.paths.contains("host") && !(takingTurns && n == 1) {
                         rows.append(await drive(name: "Wire client → host Ping" + suffix, inFlight: n, count: options.requests, warmup: options.warmup) {
-                            (try? await direct.call(accountsPing, ping)) != nil
+                            (try? await direct.call(accountsPing, ping))?.echo == ping.echo
                         })
                     }
                     guard options.paths.contains("gateway") else { continue }
@@ -182,7 +182,7 @@ public enum WireScenario {
                     let row = await drive(name: name, inFlight: n, count: options.requests, warmup: options.warmup,
                                           measuring: { before = cpu?.read() ?? [:] }) {
                         let client = viaGateway[turn.add(1, ordering: .relaxed).oldValue % viaGateway.count]
-                        return (try? await client.call(accountsPing, ping)) != nil
+                        return (try? await client.call(accountsPing, ping))?.echo == ping.echo
                     }
                     rows.append(row)
                     if let cpu {
@@ -221,7 +221,7 @@ public enum WireScenario {
             }.value
             let w = await withTaskExecutorPreference(reactor) {
                 await drive(name: wire.name, inFlight: 1, count: count, warmup: warmup) {
-                    (try? await direct.call(accountsPing, ping)) != nil
+                    (try? await direct.call(accountsPing, ping))?.echo == ping.echo
                 }
             }
             turns.append(Turn(raw: r.micros(50), rawToHost: h.micros(50), wire: w.micros(50)))
