@@ -70,12 +70,13 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
                 // (anonymously, the initiator's resolve was refused for good while accounts restarted).
                 session = try await resolveUnlessInvalid(envelope.sessionToken, budget: request.downstreamBudget)
             }
-            try limit(request, session)
+            let clientHost = Self.host(of: request.peerAddress)
+            try limit(clientHost, session)
             if method.service == "gateway" {
                 return try local(method, envelope, request.peer, session)
             }
             guard let client = route.client else { throw RPCError.unavailable("\(method.service) is not deployed here") }
-            let outgoing = try forwarding(request, method: method, session: session)
+            let outgoing = try forwarding(request, method: method, session: session, clientHost: clientHost)
             let reply = await client.send(outgoing, deadline: request.downstreamBudget, retryable: !envelope.idempotencyKey.isEmpty)
             SessionEffect(envelope, session).apply(after: reply.status, to: sessions)
             return envelope.reply(status: reply.status, message: reply.statusMessage, payload: reply.payload)
@@ -103,11 +104,16 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
         } else if method.access == .authenticated {
             return false
         }
-        guard let outgoing = try? forwarding(request, method: method, session: session), client.canSendOnReactor else { return false }
+        // The client's host (its address without the port) is found once, for the rate limit and
+        // the forwarded envelope: twice, it was 1% of a forwarded request's instructions.
+        let clientHost = Self.host(of: request.peerAddress)
+        guard let outgoing = try? forwarding(request, method: method, session: session, clientHost: clientHost), client.canSendOnReactor else {
+            return false
+        }
         // The bucket is charged only once the request stays here: one declined to `handle` is
         // charged there, once.
         do {
-            try limit(request, session)
+            try limit(clientHost, session)
         } catch {
             reply(request.envelope.reply(error: error))
             return true
@@ -135,9 +141,10 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
         return route
     }
 
-    /// The rate limit: per session when there is one, else per client host.
-    private func limit(_ request: IncomingRequest, _ session: ResolvedSession?) throws(RPCError) {
-        let limitKey = session.map { RateKey.session(userID: $0.userID, sessionID: $0.sessionID) } ?? .address(Self.host(of: request.peerAddress))
+    /// The rate limit: per session when there is one, else per client host (`host(of:)` of the
+    /// request's peer address).
+    private func limit(_ clientHost: String, _ session: ResolvedSession?) throws(RPCError) {
+        let limitKey = session.map { RateKey.session(userID: $0.userID, sessionID: $0.sessionID) } ?? .address(clientHost)
         guard limiter.allow(limitKey, now: Date().timeIntervalSince1970) else {
             throw RPCError.resourceExhausted("rate limit: at most \(Int(config.requestsPerSecond)) requests a second (burst \(Int(config.burst)))")
         }
@@ -175,11 +182,12 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
 
     /// The envelope sent to the service: the caller the session names stamped, the client's token
     /// left out, and the size checked against what the service accepts.
-    private func forwarding(_ request: IncomingRequest, method: AnyRPCMethod, session: ResolvedSession?) throws(RPCError) -> Envelope {
+    private func forwarding(_ request: IncomingRequest, method: AnyRPCMethod, session: ResolvedSession?,
+                            clientHost: String) throws(RPCError) -> Envelope {
         let incoming = request.envelope
         let outgoing = Envelope(
             method: incoming.method, callerUserId: session?.userID ?? 0, idempotencyKey: incoming.idempotencyKey,
-            payload: incoming.payload, clientAddress: Self.host(of: request.peerAddress), sessionId: session?.sessionID ?? [])
+            payload: incoming.payload, clientAddress: clientHost, sessionId: session?.sessionID ?? [])
         // Checked on the payload first (cheap), then exactly when close: the envelope adds a few
         // dozen bytes of header.
         if Int64(incoming.payload.count) + 1_024 > config.serviceMaxMessageSize,
