@@ -72,7 +72,7 @@ final class ClientLoop: ReactorComponent {
     /// build reads replies in place right (`ReplyFields.readsAsProtobufC`): from then on replies
     /// are first read in place (`relayed`), which a client that never relays skips.
     @exclusivity(unchecked) var relaying = false
-    private var relayChecked = false
+    @exclusivity(unchecked) private var relayChecked = false
     var deadWindow: Duration
     private var stopping = false
 

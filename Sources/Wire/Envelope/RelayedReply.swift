@@ -50,15 +50,15 @@ public struct RelayedReply {
 
 /// The fields of an encoded reply envelope a relay needs, read in place (`init?(scanning:)`): the
 /// protobuf wire format's top-level fields, each varint read and each length-delimited field
-/// kept as a slice of the buffer. Written out again by `reply(requestID:method:)`'s size and
-/// `writeReply`, in protobuf-c's own order and form, so that the bytes are those protobuf-c
-/// would pack for the same envelope.
+/// kept as a slice of the buffer. Written out again by `replySize` and `writeReply`, in
+/// protobuf-c's own order and form, so that the bytes are those protobuf-c would pack for the
+/// same envelope.
 ///
 /// protobuf-c has no call that reads some fields of a message without unpacking all of it, or
 /// that writes a message from fields already encoded; these few lines of its wire format are
-/// that (`ProtoWire.swift`; `docs/architecture.md`, "Relayed replies"). Anything the scan does not fully understand
-/// (a malformed buffer, a known field with another wire type, a status message that is not
-/// plain ASCII) is not scanned: the caller decodes it with protobuf-c as before.
+/// that (`ProtoWire.swift`; `docs/architecture.md`, "Relayed replies"). Anything the scan does
+/// not fully understand (a malformed buffer, a known field with another wire type, a status
+/// message that is not plain ASCII) is not scanned: the caller decodes it with protobuf-c.
 struct ReplyFields {
     var version: UInt32 = 0
     var kind: Int32 = 0

@@ -365,8 +365,11 @@ final class HostLoop: ReactorComponent {
                                            bodySize: fields.replySize(requestID: request.requestID, method: name), dontWait: true) {
                     fields.writeReply(into: $0, requestID: request.requestID, method: name)
                 }
-                counters.relayed.add(1, ordering: .relaxed)
-                if !sent { counters.dropped.add(1, ordering: .relaxed) } // peer's queue full or peer gone
+                if sent {
+                    counters.relayed.add(1, ordering: .relaxed)
+                } else {
+                    counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
+                }
             } catch {
                 counters.dropped.add(1, ordering: .relaxed) // EHOSTUNREACH: the peer disconnected
                 logger.debug("send failed", metadata: ["error": "\(error)"])
