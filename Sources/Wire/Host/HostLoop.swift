@@ -44,7 +44,7 @@ public final class HostCounters: Sendable {
 /// The ROUTER socket of a `ServiceHost`, as a component of its reactor: created on the reactor
 /// thread and never leaving it.
 final class HostLoop: ReactorComponent {
-    private struct InFlight {
+    struct InFlight {
         var peer: PeerIdentity
         var requestID: UInt64
         var method: String
@@ -56,10 +56,10 @@ final class HostLoop: ReactorComponent {
     }
 
     private let options: HostOptions
-    private let socket: ZMQSocket
-    private let commands: CommandQueue<HostCommand>
+    let socket: ZMQSocket
+    let commands: CommandQueue<HostCommand>
     private let finished: OneShot<Void>
-    private let requests: AsyncStream<[IncomingRequest]>.Continuation
+    let requests: AsyncStream<[IncomingRequest]>.Continuation
     // `@exclusivity(unchecked)` on the state every request touches: this object lives on its
     // reactor's thread, no access to these properties encloses a call that could reach them
     // again (a reply is sent after its request left `inFlight`), and the dynamic checks cost
@@ -67,27 +67,27 @@ final class HostLoop: ReactorComponent {
     /// Requests accepted in this turn, handed over together when the turn's reads are done
     /// (one stream element and one task wake-up per batch, not per request).
     @exclusivity(unchecked) private var accepted: [IncomingRequest] = []
-    private let counters: HostCounters
-    private let logger: Logger
-    @exclusivity(unchecked) private var inFlight: [UInt64: InFlight] = [:]
+    let counters: HostCounters
+    let logger: Logger
+    @exclusivity(unchecked) var inFlight: [UInt64: InFlight] = [:]
     @exclusivity(unchecked) private var nextKey: UInt64 = 0
-    @exclusivity(unchecked) private var draining = false
-    private var stopping = false
-    @exclusivity(unchecked) private var nextDeadline: ContinuousClock.Instant?
+    @exclusivity(unchecked) var draining = false
+    var stopping = false
+    @exclusivity(unchecked) var nextDeadline: ContinuousClock.Instant?
     /// Set when the socket admits deployment members only: each request is checked for its sender.
     private let policy: PlanePolicy?
     private let dispatcher: RequestDispatcher
     private let reactorHandler: (any ReactorRequestHandler)?
     /// Requests the reactor handler took and has not answered yet.
-    @exclusivity(unchecked) private var takenOnReactor = 0
+    @exclusivity(unchecked) var takenOnReactor = 0
     /// When the last reply went out, and (once stopping with nothing left to answer) when to close.
-    @exclusivity(unchecked) private var lastReplyAt: ContinuousClock.Instant?
+    @exclusivity(unchecked) var lastReplyAt: ContinuousClock.Instant?
     private var closeAt: ContinuousClock.Instant?
     private var closing = false
     /// The goodbyes of a stopping host: it closes once every peer it answered while draining has
     /// confirmed reading its replies, however late that peer's thread gets to them.
-    private var farewells = Farewells()
-    private let metrics = RequestMetrics()
+    var farewells = Farewells()
+    let metrics = RequestMetrics()
 
     /// Binds the ROUTER socket. - Returns: the loop and the bound endpoint.
     init(
@@ -314,123 +314,5 @@ final class HostLoop: ReactorComponent {
             }
         }
         accepted.append(request)
-    }
-
-    // MARK: Outbound
-
-    private func handleCommands() {
-        for command in commands.drain() {
-            switch command {
-            case .reply(let key, let envelope):
-                answer(key, envelope)
-            case .push(let peer, let bytes):
-                sendFrames(peer.frames(bytes))
-            case .drain:
-                draining = true
-                requests.finish()
-            case .stop:
-                stopping = true
-            }
-        }
-    }
-
-    /// Sends the reply to the request the host knows as `key`, unless its deadline was answered.
-    func answer(_ key: UInt64, _ reply: Envelope) {
-        guard let request = inFlight.removeValue(forKey: key) else {
-            counters.dropped.add(1, ordering: .relaxed) // answered DEADLINE_EXCEEDED already
-            return
-        }
-        var reply = reply
-        reply.requestId = request.requestID
-        reply.method = request.method
-        send(to: request.peer, reply)
-        answered(request, status: reply.status)
-    }
-
-    /// Sends a relayed reply (`ReactorReply.relay`) to the request the host knows as `key`:
-    /// read in place, it is written once into the message that goes out, with this request's id
-    /// and method; one the client decoded or made goes out as an envelope.
-    func answer(_ key: UInt64, relayed reply: RelayedReply) {
-        guard case .wire(let fields) = reply.body else { return answer(key, reply.envelope) }
-        guard let request = inFlight.removeValue(forKey: key) else {
-            counters.dropped.add(1, ordering: .relaxed) // answered DEADLINE_EXCEEDED already
-            return
-        }
-        if draining { farewells.replied(to: request.peer) }
-        var method = request.method
-        method.withUTF8 { method in
-            let name = UnsafeRawBufferPointer(method)
-            do {
-                let sent = try socket.send(routingID: request.peer.routingID, delimited: request.peer.hasDelimiter,
-                                           bodySize: fields.replySize(requestID: request.requestID, method: name), dontWait: true) {
-                    fields.writeReply(into: $0, requestID: request.requestID, method: name)
-                }
-                if sent {
-                    counters.relayed.add(1, ordering: .relaxed)
-                } else {
-                    counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
-                }
-            } catch {
-                counters.dropped.add(1, ordering: .relaxed) // EHOSTUNREACH: the peer disconnected
-                logger.debug("send failed", metadata: ["error": "\(error)"])
-            }
-        }
-        answered(request, status: StatusCode(rawValue: fields.status))
-    }
-
-    /// What follows every reply sent for a request that was in flight.
-    private func answered(_ request: InFlight, status: StatusCode) {
-        if request.onReactor { takenOnReactor -= 1 }
-        let now = ContinuousClock.now
-        lastReplyAt = now
-        counters.replied.add(1, ordering: .relaxed)
-        metrics.answered(method: request.method, status: status, after: request.arrived.duration(to: now))
-        metrics.inFlight(inFlight.count)
-    }
-
-    private func expireDeadlines(_ now: ContinuousClock.Instant) {
-        guard let next = nextDeadline, now >= next else { return }
-        var earliest: ContinuousClock.Instant?
-        for (key, request) in inFlight {
-            if request.deadline <= now {
-                inFlight.removeValue(forKey: key)
-                if request.onReactor { takenOnReactor -= 1 }
-                lastReplyAt = now
-                counters.deadlineExceeded.add(1, ordering: .relaxed)
-                metrics.answered(method: request.method, status: .deadlineExceeded, after: request.arrived.duration(to: now))
-                send(to: request.peer, Envelope(
-                    version: WireProtocol.version, kind: .reply, requestId: request.requestID, method: request.method,
-                    status: .deadlineExceeded, statusMessage: "\(request.method) did not finish within its deadline"))
-            } else if earliest.map({ request.deadline < $0 }) ?? true {
-                earliest = request.deadline
-            }
-        }
-        nextDeadline = earliest
-    }
-
-    private func send(to peer: PeerIdentity, _ envelope: Envelope) {
-        // Once draining, the host's close waits for each peer answered to confirm it read it.
-        if draining, envelope.kind == .reply { farewells.replied(to: peer) }
-        do {
-            // Encoded straight into the libzmq message that goes out.
-            if try !socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter, packing: envelope, dontWait: true) {
-                counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
-            }
-        } catch {
-            counters.dropped.add(1, ordering: .relaxed) // EHOSTUNREACH: the peer disconnected
-            logger.debug("send failed", metadata: ["error": "\(error)"])
-        }
-    }
-
-    private func sendFrames(_ frames: [[UInt8]]) {
-        do {
-            if try !socket.send(frames, dontWait: true) {
-                counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
-            }
-        } catch {
-            // EHOSTUNREACH: the peer disconnected. Nothing to do but count it.
-            counters.dropped.add(1, ordering: .relaxed)
-            logger.debug("send failed", metadata: ["error": "\(error)"])
-        }
     }
 }

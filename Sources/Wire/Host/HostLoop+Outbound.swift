@@ -1,0 +1,123 @@
+import CZeroMQ
+import FriensoProto
+import Logging
+
+/// What a host's loop sends: replies (decoded ones, relayed ones, and the deadlines it answers
+/// itself), pushes, and the commands that come from async code.
+extension HostLoop {
+    func handleCommands() {
+        for command in commands.drain() {
+            switch command {
+            case .reply(let key, let envelope):
+                answer(key, envelope)
+            case .push(let peer, let bytes):
+                sendFrames(peer.frames(bytes))
+            case .drain:
+                draining = true
+                requests.finish()
+            case .stop:
+                stopping = true
+            }
+        }
+    }
+
+    /// Sends the reply to the request the host knows as `key`, unless its deadline was answered.
+    func answer(_ key: UInt64, _ reply: Envelope) {
+        guard let request = inFlight.removeValue(forKey: key) else {
+            counters.dropped.add(1, ordering: .relaxed) // answered DEADLINE_EXCEEDED already
+            return
+        }
+        var reply = reply
+        reply.requestId = request.requestID
+        reply.method = request.method
+        send(to: request.peer, reply)
+        answered(request, status: reply.status)
+    }
+
+    /// Sends a relayed reply (`ReactorReply.relay`) to the request the host knows as `key`:
+    /// read in place, it is written once into the message that goes out, with this request's id
+    /// and method; one the client decoded or made goes out as an envelope.
+    func answer(_ key: UInt64, relayed reply: RelayedReply) {
+        guard case .wire(let fields) = reply.body else { return answer(key, reply.envelope) }
+        guard let request = inFlight.removeValue(forKey: key) else {
+            counters.dropped.add(1, ordering: .relaxed) // answered DEADLINE_EXCEEDED already
+            return
+        }
+        if draining { farewells.replied(to: request.peer) }
+        var method = request.method
+        method.withUTF8 { method in
+            let name = UnsafeRawBufferPointer(method)
+            do {
+                let sent = try socket.send(routingID: request.peer.routingID, delimited: request.peer.hasDelimiter,
+                                           bodySize: fields.replySize(requestID: request.requestID, method: name), dontWait: true) {
+                    fields.writeReply(into: $0, requestID: request.requestID, method: name)
+                }
+                if sent {
+                    counters.relayed.add(1, ordering: .relaxed)
+                } else {
+                    counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
+                }
+            } catch {
+                counters.dropped.add(1, ordering: .relaxed) // EHOSTUNREACH: the peer disconnected
+                logger.debug("send failed", metadata: ["error": "\(error)"])
+            }
+        }
+        answered(request, status: StatusCode(rawValue: fields.status))
+    }
+
+    /// What follows every reply sent for a request that was in flight.
+    private func answered(_ request: InFlight, status: StatusCode) {
+        if request.onReactor { takenOnReactor -= 1 }
+        let now = ContinuousClock.now
+        lastReplyAt = now
+        counters.replied.add(1, ordering: .relaxed)
+        metrics.answered(method: request.method, status: status, after: request.arrived.duration(to: now))
+        metrics.inFlight(inFlight.count)
+    }
+
+    func expireDeadlines(_ now: ContinuousClock.Instant) {
+        guard let next = nextDeadline, now >= next else { return }
+        var earliest: ContinuousClock.Instant?
+        for (key, request) in inFlight {
+            if request.deadline <= now {
+                inFlight.removeValue(forKey: key)
+                if request.onReactor { takenOnReactor -= 1 }
+                lastReplyAt = now
+                counters.deadlineExceeded.add(1, ordering: .relaxed)
+                metrics.answered(method: request.method, status: .deadlineExceeded, after: request.arrived.duration(to: now))
+                send(to: request.peer, Envelope(
+                    version: WireProtocol.version, kind: .reply, requestId: request.requestID, method: request.method,
+                    status: .deadlineExceeded, statusMessage: "\(request.method) did not finish within its deadline"))
+            } else if earliest.map({ request.deadline < $0 }) ?? true {
+                earliest = request.deadline
+            }
+        }
+        nextDeadline = earliest
+    }
+
+    func send(to peer: PeerIdentity, _ envelope: Envelope) {
+        // Once draining, the host's close waits for each peer answered to confirm it read it.
+        if draining, envelope.kind == .reply { farewells.replied(to: peer) }
+        do {
+            // Encoded straight into the libzmq message that goes out.
+            if try !socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter, packing: envelope, dontWait: true) {
+                counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
+            }
+        } catch {
+            counters.dropped.add(1, ordering: .relaxed) // EHOSTUNREACH: the peer disconnected
+            logger.debug("send failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func sendFrames(_ frames: [[UInt8]]) {
+        do {
+            if try !socket.send(frames, dontWait: true) {
+                counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
+            }
+        } catch {
+            // EHOSTUNREACH: the peer disconnected. Nothing to do but count it.
+            counters.dropped.add(1, ordering: .relaxed)
+            logger.debug("send failed", metadata: ["error": "\(error)"])
+        }
+    }
+}
