@@ -43,25 +43,17 @@ extension HostLoop {
             counters.dropped.add(1, ordering: .relaxed) // answered DEADLINE_EXCEEDED already
             return
         }
-        if draining { farewells.replied(to: request.peer) }
         var method = request.method
-        method.withUTF8 { method in
+        let sent = method.withUTF8 { method in
             let name = UnsafeRawBufferPointer(method)
-            do {
-                let sent = try socket.send(routingID: request.peer.routingID, delimited: request.peer.hasDelimiter,
-                                           bodySize: fields.replySize(requestID: request.requestID, method: name), dontWait: true) {
+            return send(to: request.peer, isReply: true) { socket, peer throws(ZMQError) in
+                try socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter,
+                                bodySize: fields.replySize(requestID: request.requestID, method: name), dontWait: true) {
                     fields.writeReply(into: $0, requestID: request.requestID, method: name)
                 }
-                if sent {
-                    counters.relayed.add(1, ordering: .relaxed)
-                } else {
-                    counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
-                }
-            } catch {
-                counters.dropped.add(1, ordering: .relaxed) // EHOSTUNREACH: the peer disconnected
-                logger.debug("send failed", metadata: ["error": "\(error)"])
             }
         }
+        if sent { counters.relayed.add(1, ordering: .relaxed) }
         answered(request, status: StatusCode(rawValue: fields.status))
     }
 
@@ -96,17 +88,28 @@ extension HostLoop {
     }
 
     func send(to peer: PeerIdentity, _ envelope: Envelope) {
-        // Once draining, the host's close waits for each peer answered to confirm it read it.
-        if draining, envelope.kind == .reply { farewells.replied(to: peer) }
-        do {
+        send(to: peer, isReply: envelope.kind == .reply) { socket, peer throws(ZMQError) in
             // Encoded straight into the libzmq message that goes out.
-            if try !socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter, packing: envelope, dontWait: true) {
-                counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
-            }
+            try socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter, packing: envelope, dontWait: true)
+        }
+    }
+
+    /// Sends one message to `peer` with `write` (the socket's send of its choice), counting
+    /// what libzmq refused as dropped.
+    /// - Returns: whether libzmq took it.
+    @discardableResult
+    private func send(to peer: PeerIdentity, isReply: Bool,
+                      _ write: (ZMQSocket, PeerIdentity) throws(ZMQError) -> Bool) -> Bool {
+        // Once draining, the host's close waits for each peer answered to confirm it read it.
+        if draining, isReply { farewells.replied(to: peer) }
+        do {
+            if try write(socket, peer) { return true }
+            counters.dropped.add(1, ordering: .relaxed) // peer's queue full or peer gone
         } catch {
             counters.dropped.add(1, ordering: .relaxed) // EHOSTUNREACH: the peer disconnected
             logger.debug("send failed", metadata: ["error": "\(error)"])
         }
+        return false
     }
 
     func sendFrames(_ frames: [[UInt8]]) {

@@ -199,9 +199,7 @@ public final class ZMQSocket {
     @discardableResult
     public func send(topic: String, bodySize: Int, dontWait: Bool = true,
                      writeBody: (UnsafeMutableRawBufferPointer) -> Void) throws(ZMQError) -> Bool {
-        var last = zmq_msg_t()
-        guard zmq_msg_init_size(&last, bodySize) == 0 else { throw ZMQError("zmq_msg_init_size") }
-        writeBody(UnsafeMutableRawBufferPointer(start: zmq_msg_data(&last), count: bodySize))
+        var last = try Self.written(bodySize, writeBody)
         var topic = topic
         let sent = topic.withUTF8 { bytes in
             Result { () throws(ZMQError) -> Bool in
@@ -227,9 +225,7 @@ public final class ZMQSocket {
     @discardableResult
     public func send(routingID: [UInt8], delimited: Bool, packing message: some ProtoMessage, dontWait: Bool = true) throws(ZMQError) -> Bool {
         var last = try Self.packed(message)
-        return try sendLast(&last, prefixCount: delimited ? 2 : 1, dontWait: dontWait) { index, flags in
-            index == 0 ? sendFrame(routingID, flags: flags) : sendFrame(UnsafeRawBufferPointer(start: nil, count: 0), flags: flags)
-        }
+        return try sendLast(&last, routingID: routingID, delimited: delimited, dontWait: dontWait)
     }
 
     /// Sends a message of `bodySize` bytes, which `writeBody` writes straight into the libzmq
@@ -239,10 +235,21 @@ public final class ZMQSocket {
     @discardableResult
     public func send(routingID: [UInt8], delimited: Bool, bodySize: Int, dontWait: Bool = true,
                      writeBody: (UnsafeMutableRawBufferPointer) -> Void) throws(ZMQError) -> Bool {
+        var last = try Self.written(bodySize, writeBody)
+        return try sendLast(&last, routingID: routingID, delimited: delimited, dontWait: dontWait)
+    }
+
+    /// A new libzmq message of `bodySize` bytes, which `writeBody` fills.
+    private static func written(_ bodySize: Int, _ writeBody: (UnsafeMutableRawBufferPointer) -> Void) throws(ZMQError) -> zmq_msg_t {
         var last = zmq_msg_t()
         guard zmq_msg_init_size(&last, bodySize) == 0 else { throw ZMQError("zmq_msg_init_size") }
         writeBody(UnsafeMutableRawBufferPointer(start: zmq_msg_data(&last), count: bodySize))
-        return try sendLast(&last, prefixCount: delimited ? 2 : 1, dontWait: dontWait) { index, flags in
+        return last
+    }
+
+    /// `sendLast` to a ROUTER socket's peer: its routing id, then the empty delimiter when `delimited`.
+    private func sendLast(_ last: inout zmq_msg_t, routingID: [UInt8], delimited: Bool, dontWait: Bool) throws(ZMQError) -> Bool {
+        try sendLast(&last, prefixCount: delimited ? 2 : 1, dontWait: dontWait) { index, flags in
             index == 0 ? sendFrame(routingID, flags: flags) : sendFrame(UnsafeRawBufferPointer(start: nil, count: 0), flags: flags)
         }
     }
