@@ -70,7 +70,8 @@ public final class GeoService: Sendable {
     let config: GeoConfig
     let now: @Sendable () -> Int64
     let state: SharedState
-    let writer: GroupCommit<LocationUpdate, Bool>
+    /// Where location updates wait for their batch's commit (`LocationWriter`).
+    let writer: any LocationWriter
     /// What of history is folded into `latest` and the per-user index (see `HistoryFolding`).
     let folding: SharedFolding
     public let replyStore: AnyReplyStore
@@ -168,33 +169,35 @@ public final class GeoService: Sendable {
         replyStore = AnyReplyStore(store.replies)
         let events = LocationEvents(graph: graph, publisher: publisher, state: state, aroundWithin: config.aroundDistance, audit: audit, now: clock)
         self.folding = folding
-        writer = GroupCommit(label: "geo-location-writer") { batch in
-            // Decide which updates become the latest (`GeoState.accept`); append them to history
-            // with the fold's next slice, taken from memory before this batch; then show the
-            // batch to readers and viewers.
-            // Zones keep updates out of history and place alerts fire: decided here, written with the batch.
-            let at = clock()
-            let (replaces, plan) = state.mutex.withLock { s in
-                let replaces = s.accept(batch)
-                var plan = s.plan(batch, replaces: replaces)
-                if !plan.fired.isEmpty { plan.told = graph.read { [plan] in s.told(plan, graph: $0, now: at) } }
-                return (replaces, plan)
-            }
-            // Memory holds every row up to the last one committed (one instance: all are its own,
-            // the batch before this one applied) or up to the feed's cursor (read with the fixes:
-            // the feed moves it under the state lock).
-            let (chunk, committedThrough) = folding.mutex.withLock { ($0.next(nowMs: clock()), $0.lastID) }
-            let fold = chunk.map { chunk in
-                state.mutex.withLock { FoldWrite(chunk, latest: $0.latest, reflects: feed?.cursor.load(ordering: .relaxed) ?? committedThrough) }
-            }
-            let (ids, told) = try store.write(batch, fold: fold, unrecorded: plan.unrecorded, placeEvents: plan.told)
-            folding.mutex.withLock { f in
-                if let chunk { f.advance(past: chunk) }
-                f.committed(zip(batch, ids).map { HistoryFolding.Pair(user: $0.user, id: $1) }, through: feed?.cursor.load(ordering: .relaxed))
-            }
-            events.applied(batch, replaces: replaces, inside: plan.inside, told: told)
-            return replaces
-        }
+        // Decide which updates become the latest (`GeoState.accept`); append them to history
+        // with the fold's next slice, taken from memory before this batch; then show the batch
+        // to readers and viewers. Zones keep updates out of history and place alerts fire:
+        // decided here, written with the batch. The store's writer calls these in commit order.
+        writer = store.locationWriter(LocationBatchSteps(
+            prepare: { batch in
+                let at = clock()
+                let (replaces, plan) = state.mutex.withLock { s in
+                    let replaces = s.accept(batch)
+                    var plan = s.plan(batch, replaces: replaces)
+                    if !plan.fired.isEmpty { plan.told = graph.read { [plan] in s.told(plan, graph: $0, now: at) } }
+                    return (replaces, plan)
+                }
+                // Memory holds every row up to the last one committed (one instance: all are its
+                // own, the batch before this one applied) or up to the feed's cursor (read with
+                // the fixes: the feed moves it under the state lock).
+                let (chunk, committedThrough) = folding.mutex.withLock { ($0.next(nowMs: clock()), $0.lastID) }
+                let fold = chunk.map { chunk in
+                    state.mutex.withLock { FoldWrite(chunk, latest: $0.latest, reflects: feed?.cursor.load(ordering: .relaxed) ?? committedThrough) }
+                }
+                return PreparedLocations(replaces: replaces, plan: plan, chunk: chunk, fold: fold)
+            },
+            finish: { batch, prepared, ids, told in
+                folding.mutex.withLock { f in
+                    if let chunk = prepared.chunk { f.advance(past: chunk) }
+                    f.committed(zip(batch, ids).map { HistoryFolding.Pair(user: $0.user, id: $1) }, through: feed?.cursor.load(ordering: .relaxed))
+                }
+                events.applied(batch, replaces: prepared.replaces, inside: prepared.plan.inside, told: told)
+            }))
         logger.info("geo state loaded", metadata: ["users": "\(initial.latest.count)", "grants": "\(initial.grants.count)",
                                                   "history replayed": "\(replayed)"])
     }

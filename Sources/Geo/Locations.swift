@@ -40,8 +40,8 @@ extension GeoService {
 
     /// Group-commit figures so far: batches, updates, mean commit time in µs.
     public var commitStats: (batches: Int, updates: Int, meanCommitMicros: Double) {
-        let b = writer.batches.load(ordering: .relaxed), n = writer.items.load(ordering: .relaxed)
-        return (b, n, b == 0 ? 0 : Double(writer.commitNanos.load(ordering: .relaxed)) / Double(b) / 1_000)
+        let (b, n, nanos) = writer.counts
+        return (b, n, b == 0 ? 0 : Double(nanos) / Double(b) / 1_000)
     }
 
     /// Validates and records an update for `user` (what the RPC does, for in-process callers:

@@ -200,6 +200,13 @@ public final class ServiceDatabase: Sendable {
         }
     }
 
+    /// A stream of writes the service batches itself (geo's location updates), committed in the
+    /// write queue's batches beside the other mutations (`BatchedWrites`).
+    public func batchedWrites<Item: Sendable, Output: Sendable>(label: String, maxBatch: Int = 4_096,
+                                                               _ write: @escaping BatchedWrites<Item, Output>.Write) -> BatchedWrites<Item, Output> {
+        BatchedWrites(label: label, queue: writes, maxBatch: maxBatch, write: write)
+    }
+
     /// `FRIENSO_GROUP_COMMIT=off` commits each mutation on its own, as before group commit: for
     /// A/B runs of `frienso-bench` (the launcher's children inherit it). On by default.
     static let groupCommit = ProcessInfo.processInfo.environment["FRIENSO_GROUP_COMMIT"] != "off"

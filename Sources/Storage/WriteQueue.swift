@@ -23,6 +23,9 @@ final class WriteQueue: Sendable {
         (commits.batches.load(ordering: .relaxed), commits.items.load(ordering: .relaxed))
     }
 
+    /// Entries waiting for the next batch (tests).
+    var waiting: Int { commits.waiting }
+
     /// - Parameter linger: how long a write that `lingers` waits for a mutation's batch.
     init(pool: DatabasePool, linger: Duration?) {
         commits = GroupCommit(label: "service-database-writes", maxBatch: 256, linger: linger) { batch in

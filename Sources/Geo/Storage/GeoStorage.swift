@@ -40,6 +40,9 @@ protocol GeoStorage: Sendable {
         -> (ids: [Int64], placeEvents: [PlaceEventRecord])
     /// A fold at start-up, in a transaction of its own.
     func writeFold(_ fold: FoldWrite) throws
+    /// Where location updates wait for their batch's commit (`LocationWriter`): by default a
+    /// group commit of their own, each batch one `write`.
+    func locationWriter(_ steps: LocationBatchSteps) -> any LocationWriter
     /// Deletes `user`'s history; their latest fix stays, written from `current` first.
     /// `forgotten` runs once it committed. - Returns: rows deleted.
     func deleteHistory(of user: UInt64, current: @escaping @Sendable () -> LatestFix?, forgotten: @escaping @Sendable () -> Void) async throws -> Int
@@ -92,6 +95,12 @@ protocol GeoStorage: Sendable {
     func erase(_ user: UInt64, traces: [String], forgotten: @escaping @Sendable () -> Void) async throws -> Int
     /// Once rows were erased: removes what the engine may still hold of them.
     func scrubErased() async throws
+}
+
+extension GeoStorage {
+    func locationWriter(_ steps: LocationBatchSteps) -> any LocationWriter {
+        OwnCommitLocationWriter(store: self, steps: steps)
+    }
 }
 
 /// What `latest` holds, each row with the last history id folded into it, and the folding

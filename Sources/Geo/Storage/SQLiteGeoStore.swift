@@ -193,20 +193,34 @@ final class SQLiteGeoStore: GeoStorage {
     ///   (inside a private zone); nil: all kept.
     func write(_ batch: [LocationUpdate], fold: FoldWrite?, unrecorded: [Bool]?,
                placeEvents: [PlaceEventRecord]) throws -> (ids: [Int64], placeEvents: [PlaceEventRecord]) {
-        try database.write { db in
-            if let fold { try Self.write(fold, db) } // first: its fixes are those before this batch
-            let history = try db.cachedStatement(sql: """
-                INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status, unrecorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """)
-            var ids: [Int64] = []
-            ids.reserveCapacity(batch.count)
-            for (i, update) in batch.enumerated() {
-                try history.execute(arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
-                                                update.receivedMs, update.status, unrecorded?[i] == true ? 1 : nil])
-                ids.append(db.lastInsertedRowID)
-            }
-            return (ids, try Self.insert(placeEvents, db))
+        try database.write { db in try Self.write(batch, fold: fold, unrecorded: unrecorded, placeEvents: placeEvents, db) }
+    }
+
+    /// Location batches commit in the service database's group commit, with the other mutations
+    /// waiting at the same time (one fsync for both; item 69), unless `FRIENSO_GEO_LOCATION_COMMIT=own`.
+    func locationWriter(_ steps: LocationBatchSteps) -> any LocationWriter {
+        guard !locationsCommitOnTheirOwn else { return OwnCommitLocationWriter(store: self, steps: steps) }
+        return SharedCommitLocationWriter(database: database, steps: steps) { batch, prepared, db in
+            try Self.write(batch, fold: prepared.fold, unrecorded: prepared.plan.unrecorded, placeEvents: prepared.plan.told, db)
         }
+    }
+
+    /// A batch's rows in `db`'s transaction: the fold's slice first, then the history rows and
+    /// the place events. - Returns: the history ids, in the batch's order, and the events with theirs.
+    private static func write(_ batch: [LocationUpdate], fold: FoldWrite?, unrecorded: [Bool]?, placeEvents: [PlaceEventRecord],
+                              _ db: Database) throws -> (ids: [Int64], placeEvents: [PlaceEventRecord]) {
+        if let fold { try write(fold, db) } // first: its fixes are those before this batch
+        let history = try db.cachedStatement(sql: """
+            INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status, unrecorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        var ids: [Int64] = []
+        ids.reserveCapacity(batch.count)
+        for (i, update) in batch.enumerated() {
+            try history.execute(arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
+                                            update.receivedMs, update.status, unrecorded?[i] == true ? 1 : nil])
+            ids.append(db.lastInsertedRowID)
+        }
+        return (ids, try insert(placeEvents, db))
     }
 
     /// A fold at start-up, in a transaction of its own.
