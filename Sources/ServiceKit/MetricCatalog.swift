@@ -15,6 +15,7 @@ public enum MetricCatalog {
         "frienso_group_commit_duration_seconds": "Time to write and fsync one group commit.",
         "frienso_group_commit_waiting": "Items waiting for the next group commit.",
         "frienso_group_commit_failures_total": "Group commits that failed (none of their items acknowledged).",
+        "frienso_batched_writes_items": "Items of a service's own batches (geo's location updates) per write-queue commit they rode in.",
         // Alerts.
         "frienso_delivery_attempts_total": "SMS and push attempts answered, by channel, provider and outcome.",
         "frienso_deliveries_failed_total": "Deliveries that failed for good, by channel and what raised them.",
