@@ -219,6 +219,11 @@ extension GeoService: FriensoService, GeoV1.GeoService.Handler {
             // alerts asks it for every helpNow (item 46).
             router.answerOnReactor(GeoV1.GeoService.latestLocation) { request, _ in self.latestLocationNow(request) }
         }
+        // Updates start on the reactor and are answered from their commit's thread (item 70);
+        // `FRIENSO_GEO_UPDATES=tasks` leaves them on the task path, for A/B runs.
+        if ProcessInfo.processInfo.environment["FRIENSO_GEO_UPDATES"] != "tasks" {
+            router.startOnReactor(GeoV1.GeoService.updateLocation) { request, context, done in self.updateLocation(request, context, done: done) }
+        }
         return router
     }
 }

@@ -8,6 +8,8 @@ import Storage
 protocol LocationWriter: Sendable {
     /// Returns once the batch holding `update` committed: whether it became the user's latest fix.
     func submit(_ update: LocationUpdate) async throws -> Bool
+    /// The same without waiting: `done` runs on the commit's queue once the batch committed (or failed).
+    func submit(_ update: LocationUpdate, then done: @escaping @Sendable (Result<Bool, any Error>) -> Void)
     /// Batches, updates in them, and nanoseconds spent committing them (for the benchmark).
     var counts: (batches: Int, items: Int, commitNanos: Int) { get }
 }
@@ -45,6 +47,9 @@ struct OwnCommitLocationWriter: LocationWriter {
     }
 
     func submit(_ update: LocationUpdate) async throws -> Bool { try await commits.submit(update) }
+    func submit(_ update: LocationUpdate, then done: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
+        commits.submit(update, then: done)
+    }
 
     var counts: (batches: Int, items: Int, commitNanos: Int) {
         (commits.batches.load(ordering: .relaxed), commits.items.load(ordering: .relaxed), commits.commitNanos.load(ordering: .relaxed))
@@ -66,6 +71,9 @@ struct SharedCommitLocationWriter: LocationWriter {
     }
 
     func submit(_ update: LocationUpdate) async throws -> Bool { try await writes.submit(update) }
+    func submit(_ update: LocationUpdate, then done: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
+        writes.submit(update, then: done)
+    }
 
     var counts: (batches: Int, items: Int, commitNanos: Int) {
         (writes.batches.load(ordering: .relaxed), writes.items.load(ordering: .relaxed), writes.commitNanos.load(ordering: .relaxed))

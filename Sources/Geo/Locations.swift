@@ -52,19 +52,45 @@ extension GeoService {
 
     /// Durable once this returns: the batch holding it has committed.
     func submit(_ update: LocationUpdate) async throws -> Bool {
-        // The user's latest fix again (a phone's retry after a lost reply: the same reading, the
-        // same device time): it is stored already, so it is answered without a second history
-        // row. Only what this instance holds in memory is caught (a retry that went to another
-        // instance before its feed carried the first is stored twice, as before).
-        if state.mutex.withLock({ Self.repeats(update, $0.latest[update.user]) }) { return true }
+        if isRepeat(update) { return true }
         do {
             return try await writer.submit(update)
-        } catch let error as RPCError {
-            throw error
         } catch {
-            logger.error("location batch failed to commit", metadata: ["error": "\(error)"])
-            throw RPCError.unavailable("location store unavailable; retry")
+            throw storeFailure(error)
         }
+    }
+
+    /// `UpdateLocation` taken on the host's reactor thread (`MethodRouter.startOnReactor`): the
+    /// same checks and write as `updateLocation`, answered from the commit's thread with no task
+    /// per update (`docs/benchmarks.md`, issue 16, item 70).
+    func updateLocation(_ request: GeoV1.UpdateLocationRequest, _ context: RequestContext,
+                        done: @escaping @Sendable (Result<GeoV1.UpdateLocationResponse, any Error>) -> Void) {
+        let update: LocationUpdate
+        do {
+            update = try validate(request, user: try context.requireCaller())
+        } catch {
+            return done(.failure(error))
+        }
+        if isRepeat(update) { return done(.success(GeoV1.UpdateLocationResponse(becameLatest: true))) }
+        writer.submit(update) { result in
+            done(result.map { GeoV1.UpdateLocationResponse(becameLatest: $0) }.mapError { self.storeFailure($0) })
+        }
+    }
+
+    /// The user's latest fix again (a phone's retry after a lost reply: the same reading, the
+    /// same device time): it is stored already, so it is answered without a second history row.
+    /// Only what this instance holds in memory is caught (a retry that went to another instance
+    /// before its feed carried the first is stored twice, as before).
+    private func isRepeat(_ update: LocationUpdate) -> Bool {
+        state.mutex.withLock { Self.repeats(update, $0.latest[update.user]) }
+    }
+
+    /// What the caller hears of a failed batch: its own status when it has one, else UNAVAILABLE
+    /// (logged: the store's error is not the caller's to see).
+    private func storeFailure(_ error: any Error) -> any Error {
+        if error is RPCError { return error }
+        logger.error("location batch failed to commit", metadata: ["error": "\(error)"])
+        return RPCError.unavailable("location store unavailable; retry")
     }
 
     public func deleteHistory(_ request: GeoV1.DeleteHistoryRequest, _ context: RequestContext) async throws -> GeoV1.DeleteHistoryResponse {

@@ -56,6 +56,12 @@ public final class BatchedWrites<Item: Sendable, Output: Sendable>: Sendable {
         }
     }
 
+    /// Submits `item` without waiting: `done` runs on the commit's queue once the batch holding
+    /// it committed (or failed). It must be short and must not block.
+    public func submit(_ item: Item, then done: @escaping @Sendable (Result<Output, any Error>) -> Void) {
+        enqueue(item, done)
+    }
+
     private func enqueue(_ item: Item, _ answer: @escaping Answer) {
         let schedule = state.withLock { s -> Bool in
             s.items.append(item)

@@ -50,11 +50,40 @@ public struct MethodRouter: RequestHandler {
         _ handler: @escaping @Sendable (Request, RequestContext) throws -> Response
     ) {
         precondition(routes[method.fullName] != nil, "\(method.fullName) is not registered")
-        let answer: ReactorRoute = { incoming, logger in
+        let answer: @Sendable (IncomingRequest, Logger) -> Envelope = { incoming, logger in
             Self.answer(method, incoming, logger) { request, context in try handler(request, context).serializedBytes() }
         }
-        reactorRoutes[method.fullName] = answer
+        reactorRoutes[method.fullName] = .now(answer)
         routes[method.fullName] = { incoming, logger in answer(incoming, logger) }
+    }
+
+    /// Handlers that start on the host's reactor thread and answer once, later, from any thread
+    /// (`done`): a write that waits for its group commit, with no task and no hand-over per
+    /// request on the way in or out (the reply goes to the loop's command queue from the commit's
+    /// thread: `LaterReply`). What runs before `done` must not block. Only requests the host
+    /// offers the reactor come here (no idempotency key while it keeps replies); keyed ones, and
+    /// in-process callers, take `method`'s registered handler on a task.
+    public mutating func startOnReactor<Request, Response>(
+        _ method: RPCMethod<Request, Response>,
+        _ handler: @escaping @Sendable (Request, RequestContext, _ done: @escaping @Sendable (Result<Response, any Error>) -> Void) -> Void
+    ) {
+        precondition(routes[method.fullName] != nil, "\(method.fullName) is not registered")
+        reactorRoutes[method.fullName] = .later { incoming, logger, reply in
+            let request: Request, context: RequestContext
+            switch Self.prepare(method, incoming, logger) {
+            case .success(let prepared): (request, context) = prepared
+            case .failure(let refusal): return reply(refusal.envelope)
+            }
+            let envelope = incoming.envelope, label = RequestScope.current
+            handler(request, context) { result in
+                switch result {
+                case .success(let response):
+                    reply(envelope.reply(payload: response.serializedBytes()))
+                case .failure(let error):
+                    reply(RequestScope.$current.withValue(label) { Self.reply(to: envelope, method, error, logger) })
+                }
+            }
+        }
     }
 
     /// Lets a keyed request for `method` run before the reply cache reads the durable store:
@@ -73,7 +102,12 @@ public struct MethodRouter: RequestHandler {
 
     public func claimsFirst(_ method: String) -> Bool { claimingFirst.contains(method) }
 
-    public typealias ReactorRoute = @Sendable (IncomingRequest, Logger) -> Envelope
+    /// How a method is answered on the reactor: at once (`answerOnReactor`), or later from any
+    /// thread (`startOnReactor`).
+    enum ReactorRoute: Sendable {
+        case now(@Sendable (IncomingRequest, Logger) -> Envelope)
+        case later(@Sendable (IncomingRequest, Logger, LaterReply) -> Void)
+    }
     private var reactorRoutes: [String: ReactorRoute] = [:]
 
     private static func route<Request, Response>(
@@ -178,7 +212,12 @@ extension MethodRouter: ReactorRequestHandler {
         guard let route = reactorRoutes[request.envelope.method] else { return false }
         let label = RequestScope.Label(requestID: request.envelope.requestId, method: request.envelope.method,
                                        callerUserID: request.envelope.callerUserId)
-        reply(RequestScope.$current.withValue(label) { route(request, Self.reactorLogger) })
+        RequestScope.$current.withValue(label) {
+            switch route {
+            case .now(let answer): reply(answer(request, Self.reactorLogger))
+            case .later(let start): start(request, Self.reactorLogger, reply.fromAnyThread)
+            }
+        }
         return true
     }
 }

@@ -22,6 +22,22 @@ public struct ReactorReply {
     public func relay(_ reply: RelayedReply) {
         loop?.answer(key, relayed: reply)
     }
+
+    /// The same reply, for an answer that comes later on another thread (a write that waits for
+    /// its commit): posted to the host's loop, which sends it on its reactor thread.
+    public var fromAnyThread: LaterReply { LaterReply(commands: loop?.commands, key: key) }
+}
+
+/// A reply to a request taken on the host's reactor thread, sent from any thread, once
+/// (`ReactorReply.fromAnyThread`). It goes through the loop's command queue, as a task's reply
+/// does; a request whose deadline the host answered meanwhile drops it, as it drops a task's.
+public struct LaterReply: Sendable {
+    let commands: CommandQueue<HostCommand>?
+    let key: UInt64
+
+    public func callAsFunction(_ reply: Envelope) {
+        commands?.post(.reply(key: key, envelope: reply))
+    }
 }
 
 /// A handler that can take requests on the host's reactor thread, as they come off the socket,
