@@ -46,7 +46,7 @@ public final class ServiceHost: Service, Sendable {
 
     /// Sends an unsolicited envelope (an event) to a peer that reached this host.
     public func push(_ envelope: Envelope, to peer: PeerIdentity) {
-        commands.post(.push(peer, envelope.serializedBytes()))
+        commands.post(.push(peer, envelope.wireBytes))
     }
 
     public func run() async throws {

@@ -69,7 +69,7 @@ public final class Publisher: Service, Sendable {
     /// a whole envelope per topic. - Returns: the last topic's sequence number.
     @discardableResult
     func post(topics: [String], method: String, payload: [UInt8]) -> UInt64 {
-        let base = Envelope(version: WireProtocol.version, kind: .event, method: method, payload: payload, epoch: epoch).serializedBytes()
+        let base = Envelope(version: WireProtocol.version, kind: .event, method: method, payload: payload, epoch: epoch).wireBytes
         return sequences.withLock { sequences in
             var sequence: UInt64 = 0
             for topic in topics {
@@ -280,7 +280,7 @@ extension Publisher: RelayingEventSink {
     /// publisher's), leaving this publisher's own numbering alone. Relayed events must be
     /// given in number order per stream.
     public func relay(topic: String, method: String, payload: [UInt8], epoch: UInt64, sequence: UInt64) {
-        let base = Envelope(version: WireProtocol.version, kind: .event, method: method, payload: payload, epoch: epoch).serializedBytes()
+        let base = Envelope(version: WireProtocol.version, kind: .event, method: method, payload: payload, epoch: epoch).wireBytes
         outbox.post(.event(topic: topic, base: base, sequence: sequence))
     }
 

@@ -255,7 +255,13 @@ public final class ZMQSocket {
     }
 
     /// `message` encoded straight into a new libzmq message of its size.
+    /// An envelope (every message a host or client sends) is encoded by hand when this build
+    /// encodes as protobuf-c (`Envelope.encodesByHand`; `FRIENSO_ENVELOPE_ENCODER=protobuf-c` keeps
+    /// protobuf-c, for A/B runs). The cast is resolved when this is specialised for a type.
     private static func packed(_ message: some ProtoMessage) throws(ZMQError) -> zmq_msg_t {
+        if let envelope = message as? Envelope, Envelope.encodesByHand {
+            return try written(envelope.encodedSize) { envelope.encode(into: $0) }
+        }
         var last = zmq_msg_t()
         let packed = withUnsafeMutablePointer(to: &last) { pointer in
             message.serialize { count in zmq_msg_init_size(pointer, count) == 0 ? zmq_msg_data(pointer) : nil }
