@@ -99,6 +99,17 @@ struct RelayedReplyTests {
         #expect(!scans([0x58, 0x01])) // payload (bytes) as a varint
         #expect(!scans([0x1D, 0, 0, 0, 0])) // request_id as 32-bit
         #expect(!scans([0x9B, 0x06])) // a group
+        // protobuf-c reads at most five bytes of a tag and of a length: longer ones it refuses.
+        #expect(!scans([0x98, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01])) // request_id's tag in six bytes
+        #expect(!scans([0x5A, 0x83, 0x80, 0x80, 0x80, 0x80, 0x00, 1, 2, 3])) // a payload's length in six bytes
+        #expect(scans([0x98, 0x80, 0x80, 0x80, 0x00, 0x01]) && scans([0x5A, 0x83, 0x80, 0x80, 0x80, 0x00, 1, 2, 3])) // five: read
+        for bytes: [UInt8] in [[0x98, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01], [0x5A, 0x83, 0x80, 0x80, 0x80, 0x80, 0x00, 1, 2, 3]] {
+            #expect((try? Envelope(serializedBytes: bytes)) == nil, "protobuf-c refuses \(bytes) too")
+        }
+        // not_started whose only set bit is past the 64 a varint keeps: true, as protobuf-c reads a bool.
+        let pastSixtyFour: [UInt8] = [0x80, 0x01] + [UInt8](repeating: 0x80, count: 9) + [0x02]
+        #expect(pastSixtyFour.withUnsafeBytes { ReplyFields(scanning: $0)?.notStarted } == true)
+        #expect((try? Envelope(serializedBytes: pastSixtyFour))?.notStarted == true)
         #expect(!scans(Envelope(kind: .reply, statusMessage: "caf\u{e9}").serializedBytes()))
         #expect(!scans([0x52, 0x03, 0x61, 0x00, 0x62])) // a NUL in the status message
         #expect(!scans([0x52, 0x02, 0xC3, 0x28])) // not UTF-8

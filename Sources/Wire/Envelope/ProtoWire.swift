@@ -1,7 +1,8 @@
-/// The few pieces of protobuf's wire format Wire reads and writes by hand, where protobuf-c has
-/// no call for the job: reading some fields of an encoded reply in place, and writing a message
-/// from fields already encoded (`ReplyFields`: relayed replies), and appending an event's sequence
-/// number to its encoded envelope (`Publisher`). Everything else goes through protobuf-c.
+/// The few pieces of protobuf's wire format Wire reads and writes by hand: reading some fields of
+/// an encoded reply in place, and writing a message from fields already encoded (`ReplyFields`:
+/// relayed replies), appending an event's sequence number to its encoded envelope
+/// (`Publisher`), and the envelope's encoding (`EnvelopeEncoding.swift`).
+/// Every other message goes through protobuf-c.
 
 /// Reads protobuf's wire format: varints (at most ten bytes, the low 64 bits kept, as
 /// protobuf-c reads them) and length-delimited slices.
@@ -15,10 +16,12 @@ struct WireReader {
 
     var atEnd: Bool { offset >= bytes.count }
 
-    mutating func varint() -> UInt64? {
+    /// A varint of at most `maxBytes` bytes (nil past them, as protobuf-c refuses it).
+    mutating func varint(maxBytes: Int = 10) -> UInt64? {
         var value: UInt64 = 0
         var shift: UInt64 = 0
-        while offset < bytes.count, shift < 70 {
+        let limit = UInt64(maxBytes) * 7
+        while offset < bytes.count, shift < limit {
             let byte = bytes[offset]
             offset += 1
             value |= UInt64(byte & 0x7F) << shift
@@ -28,8 +31,33 @@ struct WireReader {
         return nil // truncated, or longer than ten bytes
     }
 
+    /// A varint, and whether any of its bits is set, past the 64 kept too: protobuf-c's bool is
+    /// true then (it tests every byte), where the value kept may be 0.
+    mutating func varintWithAnyBit() -> (value: UInt64, anyBit: Bool)? {
+        var again = self
+        guard let value = varint() else { return nil }
+        return (value, value != 0 || again.anyBitSet())
+    }
+
+    private mutating func anyBitSet() -> Bool {
+        var any = false
+        while offset < bytes.count {
+            let byte = bytes[offset]
+            offset += 1
+            if byte & 0x7F != 0 { any = true }
+            if byte < 0x80 { break }
+        }
+        return any
+    }
+
+    /// A field's tag and wire type: protobuf-c reads at most five bytes of it.
+    mutating func key() -> UInt64? {
+        varint(maxBytes: 5)
+    }
+
+    /// A length-delimited slice: protobuf-c reads at most five bytes of its length.
     mutating func delimited() -> UnsafeRawBufferPointer? {
-        guard let length = varint(), length <= UInt64(bytes.count - offset) else { return nil }
+        guard let length = varint(maxBytes: 5), length <= UInt64(bytes.count - offset) else { return nil }
         let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(length)])
         offset += Int(length)
         return slice

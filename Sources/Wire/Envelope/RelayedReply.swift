@@ -102,18 +102,18 @@ struct ReplyFields {
         var reader = WireReader(bytes)
         var message = UnsafeRawBufferPointer(start: nil, count: 0), body = UnsafeRawBufferPointer(start: nil, count: 0)
         while !reader.atEnd {
-            guard let key = reader.varint() else { return nil }
+            guard let key = reader.key() else { return nil }
             let number = key >> 3
             guard number > 0 else { return nil }
             switch key & 7 {
             case 0: // varint
-                guard !Field.isDelimited(number), let value = reader.varint() else { return nil }
+                guard !Field.isDelimited(number), let (value, anyBit) = reader.varintWithAnyBit() else { return nil }
                 switch number {
                 case Field.version: version = UInt32(truncatingIfNeeded: value)
                 case Field.kind: kind = Int32(truncatingIfNeeded: value)
                 case Field.requestID: requestID = value
                 case Field.status: status = Int32(truncatingIfNeeded: value)
-                case Field.notStarted: notStarted = value != 0
+                case Field.notStarted: notStarted = anyBit
                 default: break
                 }
             case 2: // length-delimited
