@@ -6,12 +6,20 @@ import Storage
 /// decided in memory (`LocationBatchSteps.prepare`), written (`GeoStorage.write`), then shown
 /// (`finish`), in commit order.
 protocol LocationWriter: Sendable {
-    /// Returns once the batch holding `update` committed: whether it became the user's latest fix.
-    func submit(_ update: LocationUpdate) async throws -> Bool
-    /// The same without waiting: `done` runs on the commit's queue once the batch committed (or failed).
+    /// `done` runs on the commit's queue once the batch holding `update` committed (or failed):
+    /// whether it became the user's latest fix.
     func submit(_ update: LocationUpdate, then done: @escaping @Sendable (Result<Bool, any Error>) -> Void)
     /// Batches, updates in them, and nanoseconds spent committing them (for the benchmark).
     var counts: (batches: Int, items: Int, commitNanos: Int) { get }
+}
+
+extension LocationWriter {
+    /// Returns once the batch holding `update` committed: whether it became the user's latest fix.
+    func submit(_ update: LocationUpdate) async throws -> Bool {
+        try await withCheckedThrowingContinuation { continuation in
+            submit(update) { continuation.resume(with: $0) }
+        }
+    }
 }
 
 /// A batch of location updates decided in memory, before it is written.
@@ -46,7 +54,6 @@ struct OwnCommitLocationWriter: LocationWriter {
         }
     }
 
-    func submit(_ update: LocationUpdate) async throws -> Bool { try await commits.submit(update) }
     func submit(_ update: LocationUpdate, then done: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
         commits.submit(update, then: done)
     }
@@ -70,7 +77,6 @@ struct SharedCommitLocationWriter: LocationWriter {
         }
     }
 
-    func submit(_ update: LocationUpdate) async throws -> Bool { try await writes.submit(update) }
     func submit(_ update: LocationUpdate, then done: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
         writes.submit(update, then: done)
     }
