@@ -13,15 +13,6 @@ protocol LocationWriter: Sendable {
     var counts: (batches: Int, items: Int, commitNanos: Int) { get }
 }
 
-extension LocationWriter {
-    /// Returns once the batch holding `update` committed: whether it became the user's latest fix.
-    func submit(_ update: LocationUpdate) async throws -> Bool {
-        try await withCheckedThrowingContinuation { continuation in
-            submit(update) { continuation.resume(with: $0) }
-        }
-    }
-}
-
 /// A batch of location updates decided in memory, before it is written.
 struct PreparedLocations: Sendable {
     /// Per update: whether it replaces the user's latest fix (`GeoState.accept`).

@@ -52,12 +52,16 @@ extension GeoService {
 
     /// Durable once this returns: the batch holding it has committed.
     func submit(_ update: LocationUpdate) async throws -> Bool {
-        if isRepeat(update) { return true }
-        do {
-            return try await writer.submit(update)
-        } catch {
-            throw storeFailure(error)
+        try await withCheckedThrowingContinuation { continuation in
+            submit(update) { continuation.resume(with: $0) }
         }
+    }
+
+    /// `done` runs once the batch holding `update` committed (on the commit's queue), or at once
+    /// for a repeat: whether it became the user's latest fix.
+    private func submit(_ update: LocationUpdate, then done: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
+        if isRepeat(update) { return done(.success(true)) }
+        writer.submit(update) { result in done(result.mapError { self.storeFailure($0) }) }
     }
 
     /// `UpdateLocation` taken on the host's reactor thread (`MethodRouter.startOnReactor`): the
@@ -71,10 +75,7 @@ extension GeoService {
         } catch {
             return done(.failure(error))
         }
-        if isRepeat(update) { return done(.success(GeoV1.UpdateLocationResponse(becameLatest: true))) }
-        writer.submit(update) { result in
-            done(result.map { GeoV1.UpdateLocationResponse(becameLatest: $0) }.mapError { self.storeFailure($0) })
-        }
+        submit(update) { result in done(result.map { GeoV1.UpdateLocationResponse(becameLatest: $0) }) }
     }
 
     /// The user's latest fix again (a phone's retry after a lost reply: the same reading, the
