@@ -92,18 +92,9 @@ public final class BatchedWrites<Item: Sendable, Output: Sendable>: Sendable {
     private func run(_ taken: Taken, _ db: Database) {
         taken.started = .now
         let (items, answers, more) = state.withLock { s -> ([Item], [Answer], Bool) in
-            let items: [Item], answers: [Answer]
-            if s.items.count <= maxBatch {
-                (items, answers) = (s.items, s.answers)
-                s.items.removeAll(keepingCapacity: true)
-                s.answers.removeAll(keepingCapacity: true)
-                s.scheduled = false
-                return (items, answers, false)
-            }
-            (items, answers) = (Array(s.items.prefix(maxBatch)), Array(s.answers.prefix(maxBatch)))
-            s.items.removeFirst(maxBatch)
-            s.answers.removeFirst(maxBatch)
-            return (items, answers, true) // still scheduled: the next entry stands for the rest
+            let taken = takeWaiting(&s.items, &s.answers, max: maxBatch)
+            s.scheduled = taken.left // still scheduled when some are left: the next entry stands for them
+            return taken
         }
         // Into the write queue's next batch (this one is under way).
         if more { scheduleEntry() }

@@ -122,22 +122,10 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
                     defer { s.lingerArmed = true }
                     return ([], [], s.items.count, !s.lingerArmed)
                 }
-                // Usually everything waiting fits: the arrays are handed over whole, and the next
-                // ones start at their size (one allocation each, not one per doubling).
-                let items: [Item], answers: [Answer]
-                if s.items.count <= maxBatch {
-                    (items, answers) = (s.items, s.answers)
-                    s.items.removeAll(keepingCapacity: true)
-                    s.answers.removeAll(keepingCapacity: true)
-                    s.urgent = 0
-                } else {
-                    (items, answers) = (Array(s.items.prefix(maxBatch)), Array(s.answers.prefix(maxBatch)))
-                    s.items.removeFirst(maxBatch)
-                    s.answers.removeFirst(maxBatch)
-                    // Which of those were urgent is not kept: what is left counts as urgent (it
-                    // may have been waiting through a whole batch already).
-                    s.urgent = s.items.count
-                }
+                let (items, answers, more) = takeWaiting(&s.items, &s.answers, max: maxBatch)
+                // Which of those were urgent is not kept: what is left counts as urgent (it may
+                // have been waiting through a whole batch already).
+                s.urgent = more ? s.items.count : 0
                 if items.isEmpty { s.draining = false }
                 return (items, answers, s.items.count, false)
             }
@@ -162,4 +150,22 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
             }
         }
     }
+}
+
+/// The first `max` of the waiting items and their answers, taken out of the two arrays.
+/// Usually everything waiting fits: the arrays are handed over whole, and the next ones start at
+/// their size (one allocation each, not one per doubling). - Returns: also whether some are left.
+func takeWaiting<Item, Answer>(_ items: inout [Item], _ answers: inout [Answer], max: Int) -> (items: [Item], answers: [Answer], left: Bool) {
+    guard items.count > max else {
+        defer {
+            items.removeAll(keepingCapacity: true)
+            answers.removeAll(keepingCapacity: true)
+        }
+        return (items, answers, false)
+    }
+    defer {
+        items.removeFirst(max)
+        answers.removeFirst(max)
+    }
+    return (Array(items.prefix(max)), Array(answers.prefix(max)), true)
 }
