@@ -106,23 +106,41 @@ final class RecordingProvider: SMSProvider, PushProvider {
         self.now = now
     }
 
+    /// Records the messages it accepts in a commit of its own. A delivery pass does not call it
+    /// for a provider of this type: it takes `answers` and writes the record in its own finishing
+    /// transaction (`DeliveryPass.recordsInPass`). This is for a provider composed into another.
     func send(_ batch: [OutgoingMessage]) async -> [DeliveryResult] {
-        let at = now(), name = name
-        // A phone number must be E.164; anything else is a final failure, as a real gateway says.
-        let results: [DeliveryResult] = batch.map { m in
-            m.channel == .sms && PhoneNumber.normalize(m.address) != m.address
-                ? .failed("not an E.164 phone number", retryable: false) : .delivered(reference: m.idempotencyKey)
-        }
-        let accepted = zip(batch, results).filter { $0.1 == .delivered(reference: $0.0.idempotencyKey) }.map(\.0)
+        let at = now()
+        let results = answers(batch)
+        let accepted = Self.accepted(batch, results)
         do {
             try await store.recordSent(accepted, provider: name, at: at)
         } catch {
             return batch.map { _ in .failed("could not record: \(error)", retryable: true) }
         }
+        logSent(accepted)
+        return results
+    }
+
+    /// What it answers for each message, without recording anything: a phone number must be
+    /// E.164, anything else is a final failure (as a real gateway says); the rest is delivered.
+    func answers(_ batch: [OutgoingMessage]) -> [DeliveryResult] {
+        batch.map { m in
+            m.channel == .sms && PhoneNumber.normalize(m.address) != m.address
+                ? .failed("not an E.164 phone number", retryable: false) : .delivered(reference: m.idempotencyKey)
+        }
+    }
+
+    /// The messages `results` accepted (the ones its record holds).
+    static func accepted(_ batch: [OutgoingMessage], _ results: [DeliveryResult]) -> [OutgoingMessage] {
+        zip(batch, results).filter { $0.1 == .delivered(reference: $0.0.idempotencyKey) }.map(\.0)
+    }
+
+    /// Its log line for each message, once the record is committed.
+    func logSent(_ accepted: [OutgoingMessage]) {
         for m in accepted {
             logger.info("\(name) sent", metadata: ["delivery": "\(m.deliveryID)", "to": "\(Redact.address(m.address))", "body": "\(m.body)"])
         }
-        return results
     }
 }
 
@@ -280,8 +298,13 @@ struct DeliveryPass: Sendable {
             let names = Dictionary(sent.map { ($0.0.deliveryID, $0.1) }, uniquingKeysWith: { a, _ in a })
             try await store.beginAttempts(offMachine.map { ($0, names[$0] ?? "") }, at: now())
         }
-        async let smsResults = smsBatch.isEmpty ? [] : sms.send(smsBatch)
-        async let pushResults = pushBatch.isEmpty ? [] : push.send(pushBatch)
+        // A built-in provider is not called: its answers are known here, and its record is
+        // written in this pass's finishing transaction, so a message counts as sent exactly when
+        // its row is marked (one commit per pass instead of two).
+        let smsRecorder = Self.recordsInPass ? sms as? RecordingProvider : nil
+        let pushRecorder = Self.recordsInPass ? push as? RecordingProvider : nil
+        async let smsResults = Self.send(smsBatch, sms, smsRecorder)
+        async let pushResults = Self.send(pushBatch, push, pushRecorder)
         let (s, p) = await (smsResults, pushResults)
         // Stopping mid-send: what went out is not known. Nothing is recorded; the attempts stay
         // SENDING and read INTERRUPTED at the next start, which sends them again.
@@ -298,9 +321,14 @@ struct DeliveryPass: Sendable {
         let updated = DeliveryPlan(policy: policy).afterPass(
             due, postponed: postponed, skipped: skipped, outcomes: outcomes.map { ($0.0.deliveryID, $0.0.address, $0.1, $0.2) }, at: finished)
         let dead = outcomes.filter { if case .deadAddress = $0.1, $0.0.channel == .push { true } else { false } }.map(\.0.address)
+        var recorded: [(recorder: RecordingProvider, messages: [OutgoingMessage])] = []
+        if let smsRecorder { recorded.append((smsRecorder, RecordingProvider.accepted(smsBatch, padded(s, smsBatch.count)))) }
+        if let pushRecorder { recorded.append((pushRecorder, RecordingProvider.accepted(pushBatch, padded(p, pushBatch.count)))) }
+        let records = recorded.flatMap { r in r.messages.map { (message: $0, provider: r.recorder.name) } }
         // When the next row is due comes from the pass's own transaction (no read of its own).
         let next = try await store.finishPass(updated, answers: outcomes.map { ($0.0.deliveryID, $0.2, $0.1) }, begun: Set(offMachine),
-                                              at: finished, deadTokens: Set(dead))
+                                              at: finished, deadTokens: Set(dead), sent: records)
+        for r in recorded { r.recorder.logSent(r.messages) }
         for (message, result, provider) in outcomes {
             OutboxMetrics.attempted(channel: message.channel, provider: provider, result: result)
         }
@@ -319,4 +347,16 @@ struct DeliveryPass: Sendable {
     private func nextDue() async throws -> Int64? {
         try await store.nextDue()
     }
+
+    /// A batch through its provider, or a built-in one's answers (recorded by the pass).
+    private static func send(_ batch: [OutgoingMessage], _ provider: any DeliveryProvider, _ recorder: RecordingProvider?) async -> [DeliveryResult] {
+        guard !batch.isEmpty else { return [] }
+        if let recorder { return recorder.answers(batch) }
+        return await provider.send(batch)
+    }
+
+    /// `FRIENSO_DELIVERY_RECORDS=own-commit`: the built-in providers record in a commit of their
+    /// own before the pass finishes, as before item 73 (`docs/benchmarks.md`, issue 16), for A/B
+    /// runs of `frienso-bench` (the launcher's children inherit it).
+    static let recordsInPass = ProcessInfo.processInfo.environment["FRIENSO_DELIVERY_RECORDS"] != "own-commit"
 }

@@ -124,6 +124,51 @@ extension AlertsTestGroup {
             }
         }
 
+        /// The built-in providers' record is written by the pass's finishing transaction (item 73
+        /// of issue 16): a message counts as sent exactly when its row is marked. When that commit
+        /// fails, nothing was sent and the rows stay pending; the next pass sends each once.
+        @Test(arguments: Engine.allCases) func theBuiltInRecord_commitsWithThePassThatMarksTheRows(engine: Engine) async throws {
+            try await withStorage(engine) { storage in
+                try await withAlerts(storage: storage, peers: HelpNowTests.anasCircle(), worker: false) { h in
+                    _ = try await h.call(1, API.raiseHelpNow, AlertsV1.RaiseHelpNowRequest(message: "once"))
+                    let before = try await h.outbox()
+                    #expect(before.filter { $0.channel == .sms && $0.status == .pending }.count == 3)
+                    try await Self.refuseMarking(storage, true)
+                    await #expect(throws: (any Error).self, "the pass's commit fails") { _ = try await h.service.deliverDue() }
+                    #expect(try await h.sent().isEmpty, "nothing counts as sent: the record went with the failed commit")
+                    #expect(try await h.outbox().map(\.status) == before.map(\.status), "every row as before the pass")
+                    #expect(try await h.outbox().map(\.attempts) == before.map(\.attempts))
+                    try await Self.refuseMarking(storage, false)
+                    _ = try await h.service.deliverDue()
+                    #expect(try await h.outbox().filter { $0.channel == .sms }.allSatisfy { $0.status == .delivered })
+                    #expect(try await h.sent().count == 3, "each SMS recorded once")
+                }
+            }
+        }
+
+        /// A trigger that fails any change of an outbox row's status (a pass's marking), or drops it.
+        static func refuseMarking(_ storage: TestStorage, _ refuse: Bool) async throws {
+            switch storage.engine {
+            case .sqlite:
+                var configuration = Configuration()
+                configuration.busyMode = .timeout(10)
+                let queue = try DatabaseQueue(path: "\(storage.directory)/alerts.sqlite", configuration: configuration)
+                try await queue.write { db in
+                    try db.execute(sql: refuse ? """
+                        CREATE TRIGGER refuse_marking BEFORE UPDATE OF status ON outbox WHEN OLD.status != NEW.status
+                        BEGIN SELECT RAISE(ABORT, 'injected: marking refused'); END
+                        """ : "DROP TRIGGER refuse_marking")
+                }
+                try queue.close()
+            case .postgres:
+                _ = try await storage.psql(refuse ? """
+                    CREATE FUNCTION refuse_marking() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RAISE EXCEPTION ''injected: marking refused''; END';
+                    CREATE TRIGGER refuse_marking BEFORE UPDATE OF status ON outbox FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status)
+                        EXECUTE FUNCTION refuse_marking();
+                    """ : "DROP TRIGGER refuse_marking ON outbox; DROP FUNCTION refuse_marking();")
+            }
+        }
+
         @Test(arguments: Engine.allCases) func placeEvents_arePushedToTheViewer_once_acrossPullsAndRestarts(engine: Engine) async throws {
             try await withStorage(engine) { storage in
                 let peers = FakePeers()

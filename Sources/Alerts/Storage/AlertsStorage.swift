@@ -106,10 +106,13 @@ protocol AlertsStorage: Sendable {
     /// deliveries still SENDING belongs to a pass that never finished: it becomes INTERRUPTED).
     func beginAttempts(_ attempts: [(delivery: UInt64, provider: String)], at: Int64) async throws
     /// Records a pass: the rows as they are after it, each provider answer in the attempt log,
-    /// and the tokens a provider called dead unregistered. - Returns: when the next pending row
-    /// is due as the pass commits (`nextDue`, read in the same transaction); nil: none pending.
+    /// the tokens a provider called dead unregistered, and the built-in providers' record of what
+    /// they sent (`sent`, as `recordSent` writes it: in the same transaction, so a message counts
+    /// as sent exactly when its row is marked). - Returns: when the next pending row is due as
+    /// the pass commits (`nextDue`, read in the same transaction); nil: none pending.
     func finishPass(_ updated: [AlertsV1.Delivery], answers: [(delivery: UInt64, provider: String, result: DeliveryResult)],
-                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>) async throws -> Int64?
+                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>,
+                    sent: [(message: OutgoingMessage, provider: String)]) async throws -> Int64?
     /// When the next pending row is due.
     func nextDue() async throws -> Int64?
     /// Pending rows by channel: how many, and the oldest one's creation.

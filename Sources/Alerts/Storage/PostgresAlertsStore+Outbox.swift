@@ -136,8 +136,12 @@ extension PostgresAlertsStore {
     /// Records the pass on the rows this instance still holds: a row another instance took
     /// after this pass's claim ran out is that instance's to record.
     func finishPass(_ updated: [AlertsV1.Delivery], answers: [(delivery: UInt64, provider: String, result: DeliveryResult)],
-                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>) async throws -> Int64? {
+                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>,
+                    sent: [(message: OutgoingMessage, provider: String)]) async throws -> Int64? {
         try await database.transaction { connection in
+            // Every message the built-in providers took (a row whose claim ran out too: the other
+            // instance's record of it, with the same key, then changes nothing).
+            for s in sent { try await recordSent(connection, s.message, provider: s.provider, at: at) }
             var held = Set<UInt64>()
             for d in updated {
                 let changed = try await PostgresServiceDatabase.count(connection.query("""
@@ -223,14 +227,16 @@ extension PostgresAlertsStore {
 
     func recordSent(_ messages: [OutgoingMessage], provider: String, at: Int64) async throws {
         try await database.transaction { connection in
-            for m in messages {
-                try await connection.query("""
-                    INSERT INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms)
-                    VALUES (\(m.idempotencyKey), \(provider), \(Int64(m.channel.rawValue)), \(m.address), \(m.body), \(at))
-                    ON CONFLICT (idempotency_key) DO NOTHING
-                    """, logger: logger)
-            }
+            for m in messages { try await recordSent(connection, m, provider: provider, at: at) }
         }
+    }
+
+    private func recordSent(_ connection: PostgresConnection, _ m: OutgoingMessage, provider: String, at: Int64) async throws {
+        try await connection.query("""
+            INSERT INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms)
+            VALUES (\(m.idempotencyKey), \(provider), \(Int64(m.channel.rawValue)), \(m.address), \(m.body), \(at))
+            ON CONFLICT (idempotency_key) DO NOTHING
+            """, logger: logger)
     }
 
     func sentMessages() async throws -> [(channel: Int32, address: String, body: String)] {

@@ -100,8 +100,10 @@ extension SQLiteAlertsStore {
     }
 
     func finishPass(_ updated: [AlertsV1.Delivery], answers: [(delivery: UInt64, provider: String, result: DeliveryResult)],
-                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>) async throws -> Int64? {
+                    begun: Set<UInt64>, at: Int64, deadTokens: Set<String>,
+                    sent: [(message: OutgoingMessage, provider: String)]) async throws -> Int64? {
         try await database.write { db in
+            for s in sent { try Self.recordSent(db, s.message, provider: s.provider, at: at) }
             for d in updated {
                 try db.run(sql: """
                     UPDATE outbox SET status = ?, attempts = ?, provider = ?, address = ?, last_error = ?, updated_at_ms = ?, next_attempt_ms = ?,
@@ -165,12 +167,14 @@ extension SQLiteAlertsStore {
 
     func recordSent(_ messages: [OutgoingMessage], provider: String, at: Int64) async throws {
         try await database.write { db in
-            for m in messages {
-                try db.run(sql: """
-                    INSERT OR IGNORE INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms) VALUES (?, ?, ?, ?, ?, ?)
-                    """, arguments: [m.idempotencyKey, provider, m.channel.rawValue, m.address, m.body, at])
-            }
+            for m in messages { try Self.recordSent(db, m, provider: provider, at: at) }
         }
+    }
+
+    static func recordSent(_ db: Database, _ m: OutgoingMessage, provider: String, at: Int64) throws {
+        try db.run(sql: """
+            INSERT OR IGNORE INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms) VALUES (?, ?, ?, ?, ?, ?)
+            """, arguments: [m.idempotencyKey, provider, m.channel.rawValue, m.address, m.body, at])
     }
 
     func sentMessages() async throws -> [(channel: Int32, address: String, body: String)] {
