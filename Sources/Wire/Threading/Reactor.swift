@@ -168,6 +168,7 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
     @exclusivity(unchecked) private var sockets: [ZMQSocket] = []
     @exclusivity(unchecked) private var owners: [(component: any ReactorComponent, index: Int)] = []
     @exclusivity(unchecked) private var fds: [pollfd] = []
+    @exclusivity(unchecked) private var readyBuffer: [Int] = []
 
     private func poll(timeout: Int) {
         sockets.removeAll(keepingCapacity: true)
@@ -202,7 +203,11 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
     /// quarter of its CPU (docs/benchmarks.md, issue 16, item 24).
     /// - Returns: the indices of the sockets with a message waiting.
     private func waitDirectly(_ sockets: [ZMQSocket], timeout: Int) -> [Int] {
-        var ready: [Int] = []
+        // Kept between turns (reactor thread only): no allocation per turn with input.
+        var ready = readyBuffer
+        readyBuffer = []
+        ready.removeAll(keepingCapacity: true)
+        defer { readyBuffer = ready }
         var questions = 0
         defer { socketQuestions.add(questions, ordering: .relaxed) }
         for (slot, socket) in sockets.enumerated() where socket.mayHaveInput {
