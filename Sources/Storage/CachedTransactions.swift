@@ -14,18 +14,29 @@ enum CachedTransactions {
     /// `value` in a read transaction of a pool reader (WAL: a snapshot; it never waits for the writer).
     static func read<T>(_ pool: DatabasePool, _ value: (Database) throws -> T) throws -> T {
         guard enabled else { return try pool.read(value) }
-        return try pool.unsafeRead { db in
-            try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
-            let result: T
-            do {
+        return try pool.unsafeRead { db in try inReadTransaction(db, value) }
+    }
+
+    /// `value` in a read transaction of `db` (a reader connection outside any transaction).
+    static func inReadTransaction<T>(_ db: Database, _ value: (Database) throws -> T) throws -> T {
+        guard enabled else {
+            var result: T?
+            try db.inTransaction(.deferred) {
                 result = try value(db)
-            } catch {
-                if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK TRANSACTION").execute() }
-                throw error
+                return .commit
             }
-            try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
-            return result
+            return result!
         }
+        try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
+        let result: T
+        do {
+            result = try value(db)
+        } catch {
+            if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK TRANSACTION").execute() }
+            throw error
+        }
+        try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+        return result
     }
 
     /// `work` in a write transaction of the writer (`BEGIN IMMEDIATE`, as GRDB's `inTransaction`

@@ -27,10 +27,18 @@ public final class ServiceDatabase: Sendable {
     /// Checkpoints the WAL off the commit path (see `Checkpointer`).
     let checkpointer: Checkpointer
 
-    init(pool: DatabasePool, checkpointer: Checkpointer) {
+    /// The connections reads in place use (nil: GRDB's pool serves them, `FRIENSO_READERS=pool`).
+    let readers: InPlaceReaders?
+
+    init(pool: DatabasePool, checkpointer: Checkpointer, readers: InPlaceReaders?) {
         self.pool = pool
         self.checkpointer = checkpointer
+        self.readers = readers
         writes = WriteQueue(pool: pool, linger: Self.saveLinger)
+    }
+
+    deinit {
+        readers?.close() // before the pool's writer, as GRDB closes its own readers first
     }
 
     /// How long a write nobody waits for (a reply's save, `writeAlong`) waits for a mutation's
@@ -99,11 +107,13 @@ public final class ServiceDatabase: Sendable {
             }
         }
         signal.attach(checkpointer)
-        return ServiceDatabase(pool: pool, checkpointer: checkpointer)
+        let readers = InPlaceReaders.enabled
+            ? InPlaceReaders(path: path, configuration: configuration, limit: configuration.maximumReaderCount) : nil
+        return ServiceDatabase(pool: pool, checkpointer: checkpointer, readers: readers)
     }
 
     public func read<T>(_ value: (Database) throws -> T) throws -> T {
-        try CachedTransactions.read(pool, value)
+        try readHere(value)
     }
 
     /// A read from a request: a few index lookups, bounded by a key or a LIMIT. It runs on the
@@ -111,7 +121,8 @@ public final class ServiceDatabase: Sendable {
     /// for the writer). Handing it to the reader's queue instead, as GRDB's async `read` does,
     /// costs two thread switches and a continuation per read, more than the read itself: under
     /// 64 helpNow raises in flight that hop was a fifth of the throughput (`docs/benchmarks.md`,
-    /// issue 16, item 15). A read that may visit a large part of a table uses `scan`.
+    /// issue 16, item 15). The connection is one of `InPlaceReaders`' (item 75), else a pool
+    /// reader. A read that may visit a large part of a table uses `scan`.
     public func read<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
         if Self.readsInPlace { return try readHere(value) }
         return try await pool.read(value)
@@ -124,7 +135,8 @@ public final class ServiceDatabase: Sendable {
     }
 
     private func readHere<T>(_ value: (Database) throws -> T) throws -> T {
-        try CachedTransactions.read(pool, value)
+        if let readers, let result = try readers.read(value) { return result }
+        return try CachedTransactions.read(pool, value)
     }
 
     /// `FRIENSO_READS=queued` sends every async read to the reader's queue, as before item 15:
