@@ -104,9 +104,24 @@ struct InstancesTests {
         let logs = CapturedLogs()
         let dead = try DeadPort()
         try await withTwoHosts(logs) { endpoints, counts in
-            let client = WireClient(endpoint: EndpointList.join([dead.endpoint, endpoints[1]]), options: fastClient(), logger: logs.logger("client"))
+            // The silent instance is found out after its dead window (three heartbeats), and its
+            // calls go to an instance that answers then. With `fastClient`'s 200 ms heartbeats a
+            // fresh-clone CI run once failed the first call with UNAVAILABLE from the silent
+            // instance: no instance was answering when it was handed on, which a stall of the live
+            // host past 600 ms under the whole suite's load would explain (not reproduced alone).
+            // One-second heartbeats give the live host 3 s of slack; the deadline covers the dead
+            // window and is no timing claim. A failure now shows the client's and hosts' logs.
+            var options = fastClient()
+            options.heartbeatInterval = .seconds(1)
+            let client = WireClient(endpoint: EndpointList.join([dead.endpoint, endpoints[1]]), options: options, logger: logs.logger("client"))
             for i in 0..<10 {
-                let reply = try await client.call(echo, CommonV1.PingRequest(echo: [UInt8(i)]), options: CallOptions(deadline: .seconds(5)))
+                let reply: CommonV1.PingResponse
+                do {
+                    reply = try await client.call(echo, CommonV1.PingRequest(echo: [UInt8(i)]), options: CallOptions(deadline: .seconds(15)))
+                } catch {
+                    Issue.record("call \(i): \(error)\n\(logs.dump())")
+                    throw error
+                }
                 #expect(reply.echo == [1, UInt8(i)])
             }
             #expect(counts[1].count == 10)
