@@ -153,7 +153,7 @@ struct ProvidersEndToEndTests {
             let settled = try await outbox()
             #expect(settled.filter { $0.status == .delivered }.count == 4, "\(settled)")
             let dead = try #require(settled.first { $0.recipientUserId == cy.id && $0.channel == .push })
-            #expect(dead.status == .failed && dead.attemptLog.map(\.outcome) == [.deadAddress])
+            #expect(dead.status == .failed && dead.attemptLog.map(\.outcome) == [.deadAddress], "\(dead)\n\(settled)\n\(stack.logs())")
             let cysDevices = try await cy.client.call(AlertsV1.AlertsService.listDevices, AlertsV1.ListDevicesRequest())
             #expect(cysDevices.devices.isEmpty, "the dead token is unregistered")
 
