@@ -67,6 +67,10 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
     private let logger: Logger
     /// The last number relayed per stream.
     private let cursors: Mutex<[String: UInt64]>
+    /// One pass at a time (the relay task's and `catchUp`'s): two at once read from the same
+    /// cursor and both sent the events after it (a fresh-clone CI run saw social's graph events
+    /// 10–12 relayed twice by one instance).
+    private let passes = KeyedSerialGate()
     private let nudges: AsyncStream<Void>.Continuation
     private let relayTask = Mutex<Task<Void, Never>?>(nil)
 
@@ -129,9 +133,8 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
 
     /// Numbers and relays every event committed so far (the relay would within its poll
     /// interval): a snapshot's head read after this covers every change committed before it.
-    /// Runs beside the relay task safely: each pass publishes in number order from a cursor it
-    /// moves only after sending, so passes at once send some events twice, never out of order
-    /// (consumers drop the copies).
+    /// Runs beside the relay task safely: passes take turns (`passes`), each publishing in number
+    /// order from the cursor the one before it left, so an instance sends each event once.
     public func catchUp() async {
         do {
             try await relayNew()
@@ -290,6 +293,8 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
     /// Numbers what committed, then publishes every kept event after this instance's cursors,
     /// in number order.
     func relayNew() async throws {
+        await passes.acquire(nil)
+        defer { passes.release(nil) }
         for stream in streams.sorted() {
             try await number(stream)
             while true {
