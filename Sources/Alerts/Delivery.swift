@@ -313,7 +313,8 @@ struct DeliveryPass: Sendable {
         func padded(_ results: [DeliveryResult], _ count: Int) -> [DeliveryResult] {
             Array(results.prefix(count)) + Array(repeating: .failed("the provider gave no result", retryable: true), count: max(0, count - results.count))
         }
-        let results = padded(s, smsBatch.count) + padded(p, pushBatch.count)
+        let smsAnswers = padded(s, smsBatch.count), pushAnswers = padded(p, pushBatch.count)
+        let results = smsAnswers + pushAnswers
         let outcomes = zip(sent, results).map { ($0.0, $1, $0.1) }
 
         // The rows as they will be after this pass, from what was read (no second read).
@@ -322,8 +323,8 @@ struct DeliveryPass: Sendable {
             due, postponed: postponed, skipped: skipped, outcomes: outcomes.map { ($0.0.deliveryID, $0.0.address, $0.1, $0.2) }, at: finished)
         let dead = outcomes.filter { if case .deadAddress = $0.1, $0.0.channel == .push { true } else { false } }.map(\.0.address)
         var recorded: [(recorder: RecordingProvider, messages: [OutgoingMessage])] = []
-        if let smsRecorder { recorded.append((smsRecorder, RecordingProvider.accepted(smsBatch, padded(s, smsBatch.count)))) }
-        if let pushRecorder { recorded.append((pushRecorder, RecordingProvider.accepted(pushBatch, padded(p, pushBatch.count)))) }
+        if let smsRecorder { recorded.append((smsRecorder, RecordingProvider.accepted(smsBatch, smsAnswers))) }
+        if let pushRecorder { recorded.append((pushRecorder, RecordingProvider.accepted(pushBatch, pushAnswers))) }
         let records = recorded.flatMap { r in r.messages.map { (message: $0, provider: r.recorder.name) } }
         // When the next row is due comes from the pass's own transaction (no read of its own).
         let next = try await store.finishPass(updated, answers: outcomes.map { ($0.0.deliveryID, $0.2, $0.1) }, begun: Set(offMachine),

@@ -203,28 +203,26 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
     /// quarter of its CPU (docs/benchmarks.md, issue 16, item 24).
     /// - Returns: the indices of the sockets with a message waiting.
     private func waitDirectly(_ sockets: [ZMQSocket], timeout: Int) -> [Int] {
-        // Kept between turns (reactor thread only): no allocation per turn with input.
-        var ready = readyBuffer
-        readyBuffer = []
-        ready.removeAll(keepingCapacity: true)
-        defer { readyBuffer = ready }
+        // Kept between turns (reactor thread only): no allocation per turn with input. The list
+        // returned is the caller's until the next turn, when it is unique again.
+        readyBuffer.removeAll(keepingCapacity: true)
         var questions = 0
         defer { socketQuestions.add(questions, ordering: .relaxed) }
         for (slot, socket) in sockets.enumerated() where socket.mayHaveInput {
             questions += 1
-            if socket.hasInput() { ready.append(slot) }
+            if socket.hasInput() { readyBuffer.append(slot) }
         }
         fds.removeAll(keepingCapacity: true)
         fds.append(pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0))
         for socket in sockets { fds.append(pollfd(fd: socket.signalFD, events: Int16(POLLIN), revents: 0)) }
-        let count = Glibc.poll(&fds, nfds_t(fds.count), ready.isEmpty ? Int32(clamping: timeout) : 0)
-        guard count > 0 else { return ready }
+        let count = Glibc.poll(&fds, nfds_t(fds.count), readyBuffer.isEmpty ? Int32(clamping: timeout) : 0)
+        guard count > 0 else { return readyBuffer }
         if fds[0].revents & Int16(POLLIN) != 0 { drainPipe() }
-        for slot in sockets.indices where fds[slot + 1].revents != 0 && !ready.contains(slot) {
+        for slot in sockets.indices where fds[slot + 1].revents != 0 && !readyBuffer.contains(slot) {
             questions += 1
-            if sockets[slot].hasInput() { ready.append(slot) }
+            if sockets[slot].hasInput() { readyBuffer.append(slot) }
         }
-        return ready
+        return readyBuffer
     }
 
     private func waitWithZMQPoll(_ sockets: [ZMQSocket], timeout: Int) -> [Int] {
