@@ -146,6 +146,34 @@ extension AlertsTestGroup {
             }
         }
 
+        /// An alert's deliveries are found through the `dedupe_key` index (which starts with the
+        /// source) since the index on `source` went (issue 16, item 77): only that source's rows,
+        /// not those of a source it is a prefix of, in the order they were queued.
+        @Test func anAlertsDeliveries_areFoundByTheirKeysIndex_andOnlyThem() async throws {
+            let storage = try await TestStorage.fresh(.sqlite, service: "alerts")
+            let store = try SQLiteAlertsStore(path: "\(storage.directory)/alerts.sqlite")
+            let found = try await store.database.write { db in
+                for source in ["help_now:1", "help_now:10", "help_now:1|odd", "help_now:0"] {
+                    try SQLiteAlertsStore.enqueue(db, [Outgoing(source: source, recipient: .phone("+15625550199"), channels: [.sms], body: source),
+                                                       Outgoing(source: source, recipient: .user(7), channels: [.sms, .push], body: source)],
+                                                  now: 1)
+                }
+                let indexes = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'outbox'")
+                let plan = try Row.fetchAll(db, sql: """
+                    EXPLAIN QUERY PLAN SELECT recipient_user, address, channel, status, attempts FROM outbox
+                    WHERE dedupe_key >= ? AND dedupe_key < ? AND source = ? ORDER BY id
+                    """, arguments: ["help_now:1|", "help_now:1}", "help_now:1"]).map { $0["detail"] as String }
+                return (indexes, plan, try SQLiteAlertsStore.summaries(db, source: "help_now:1"))
+            }
+            let (indexes, plan, summaries) = found
+            #expect(!indexes.contains("outbox_source"), "the index on source is gone: \(indexes)")
+            #expect(plan.contains { $0.contains("USING INDEX sqlite_autoindex_outbox_1 (dedupe_key>? AND dedupe_key<?)") }, "\(plan)")
+            #expect(summaries.keys.sorted() == ["phone:+15625550199", "user:7"])
+            #expect(summaries["user:7"]?.map(\.status) == [.skipped, .pending], "the push (no device), then the SMS, as queued")
+            #expect(summaries["phone:+15625550199"]?.map(\.channel) == [.sms])
+            withExtendedLifetime(storage) {} // its folder holds the database
+        }
+
         /// A trigger that fails any change of an outbox row's status (a pass's marking), or drops it.
         static func refuseMarking(_ storage: TestStorage, _ refuse: Bool) async throws {
             switch storage.engine {

@@ -107,6 +107,25 @@ extension AlertsTestGroup {
             }
         }
 
+        /// A raise answers with its deliveries as it queued them, without reading them back
+        /// (issue 16, item 78): the same summaries the store reads for the alert afterwards, for
+        /// every kind of row (a push per device, a push skipped for want of one, an SMS to a
+        /// member and to a number outside the app).
+        @Test(arguments: Engine.allCases) func aRaisesDeliveries_areWhatTheStoreReadsBack(engine: Engine) async throws {
+            try await withAlerts(engine: engine, peers: Self.anasCircle(), worker: false) { h in
+                try await h.device(2, "ben-phone-token-1")
+                try await h.device(2, "ben-tablet-token-2")
+                let raised = try await h.service.raise(for: 1, message: "help", key: "k1", logger: h.logs.logger("test"))
+                let read = try #require(try await h.service.store.alert(id: raised.alert.id))
+                #expect(raised.alert.deliveries == read.deliveries)
+                #expect(raised.alert.deliveries.keys.sorted() == ["phone:+15625550199", "user:2", "user:3"])
+                #expect(raised.alert.deliveries["user:2"]?.filter { $0.channel == .push }.map(\.status) == [.pending, .pending], "a push per device")
+                #expect(raised.alert.deliveries["user:3"]?.filter { $0.channel == .push }.map(\.status) == [.skipped], "no device")
+                #expect(raised.alert.deliveries["phone:+15625550199"]?.map(\.channel) == [.sms])
+                #expect(raised.alert.deliveries.values.joined().allSatisfy { $0.attempts == 0 })
+            }
+        }
+
         @Test(arguments: Engine.allCases) func anEmptyCircle_isRecorded_andSaysNobodyWasNotified(engine: Engine) async throws {
             var config = testConfig()
             config.campusPoliceNumber = "+15625550100"

@@ -277,6 +277,31 @@ enum OutboxRows {
         return rows
     }
 
+    /// What a delivery summary is made of: an outbox row's recipient, channel, status and attempts.
+    typealias Summarised = (user: UInt64, address: String, channel: AlertsV1.Channel, status: AlertsV1.DeliveryStatus, attempts: UInt32)
+
+    /// The per-recipient delivery summaries of an alert (`AlertRecord.deliveries`), from its
+    /// outbox rows in the order they were queued (by id): keyed `user:<id>`, or `phone:<number>`
+    /// for a number outside the app. Both engines' reads and a raise's own rows come through here.
+    static func summaries(_ rows: some Sequence<Summarised>) -> [String: [AlertsV1.DeliverySummary]] {
+        var result: [String: [AlertsV1.DeliverySummary]] = [:]
+        for row in rows {
+            result[row.user != 0 ? "user:\(row.user)" : "phone:\(row.address)", default: []]
+                .append(AlertsV1.DeliverySummary(channel: row.channel, status: row.status, attempts: row.attempts))
+        }
+        return result
+    }
+
+    /// The summaries of rows just queued (`enqueue`'s answer): what reading them back would give,
+    /// since a new row has had no attempt yet.
+    static func summaries(queued rows: [Row]) -> [String: [AlertsV1.DeliverySummary]] {
+        summaries(rows.lazy.map { row -> Summarised in (user: row.user, address: row.address, channel: row.channel, status: row.status, attempts: 0) })
+    }
+
+    /// `FRIENSO_RAISE_SUMMARIES=read-back`: a raise reads its outbox rows back for its reply, as
+    /// before issue 16's item 78 (for A/B runs of `frienso-bench`; the launcher's children inherit it).
+    static let raiseReadsBack = ProcessInfo.processInfo.environment["FRIENSO_RAISE_SUMMARIES"] == "read-back"
+
     /// Users whose devices `rows(_:tokens:)` needs.
     static func pushUsers(_ messages: [Outgoing]) -> Set<UInt64> {
         Set(messages.compactMap { m in

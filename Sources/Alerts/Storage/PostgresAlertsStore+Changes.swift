@@ -229,9 +229,11 @@ extension PostgresAlertsStore {
                     INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms)
                     VALUES (\(Int64(id)), \(Int64(new.initiator)), \(new.promptNumber), \(new.promptLabel), \(new.at)) RETURNING id
                     """, logger: logger), Int64.self).map(UInt64.init) else { throw StoreInvariant("the prompt just written has no id") }
-                try await enqueue(connection, new.messages(id), now: new.at)
-                // What was written, without reading it back; only the outbox rows are read (enqueue decided them).
-                let deliveries = try await Self.summaries(connection, source: AlertRecord.source(id), logger: logger)
+                let queued = try await enqueue(connection, new.messages(id), now: new.at)
+                // What was written, without reading it back: the alert's id is new, so the rows
+                // `enqueue` added are all its source has.
+                let deliveries = OutboxRows.raiseReadsBack ? try await Self.summaries(connection, source: AlertRecord.source(id), logger: logger)
+                                                           : OutboxRows.summaries(queued: queued)
                 return (AlertRecord(raised: new, id: id, promptID: promptID, deliveries: deliveries), grants)
             }
         } catch where Self.isSecondActive(error) {
@@ -314,16 +316,17 @@ extension PostgresAlertsStore {
         }
     }
 
+    /// An alert's deliveries, by the index on `source`. (SQLite finds them by a range of the
+    /// `dedupe_key` index instead; here the key's index orders text by the database's collation,
+    /// in which `|` and `}` need not sort as bytes do, so the index on `source` stays.)
     static func summaries(_ connection: PostgresConnection, source: String, logger: Logger) async throws -> [String: [AlertsV1.DeliverySummary]] {
-        var result: [String: [AlertsV1.DeliverySummary]] = [:]
+        var rows: [OutboxRows.Summarised] = []
         for try await (user, address, channel, status, attempts) in try await connection.query(
             "SELECT recipient_user, address, channel, status, attempts FROM outbox WHERE source = \(source) ORDER BY id", logger: logger)
             .decode((Int64, String, Int64, Int64, Int64).self) {
-            let key = user != 0 ? "user:\(user)" : "phone:\(address)"
-            result[key, default: []].append(AlertsV1.DeliverySummary(channel: AlertsV1.Channel(rawValue: raw(channel)),
-                                                                     status: AlertsV1.DeliveryStatus(rawValue: raw(status)),
-                                                                     attempts: UInt32(clamping: attempts)))
+            rows.append((user: UInt64(user), address: address, channel: AlertsV1.Channel(rawValue: raw(channel)),
+                         status: AlertsV1.DeliveryStatus(rawValue: raw(status)), attempts: UInt32(clamping: attempts)))
         }
-        return result
+        return OutboxRows.summaries(rows)
     }
 }

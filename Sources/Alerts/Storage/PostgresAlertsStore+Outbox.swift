@@ -9,10 +9,11 @@ import Wire
 extension PostgresAlertsStore {
     // MARK: Queueing
 
-    /// Queues `messages` in the caller's transaction (`OutboxRows`). - Returns: rows added.
+    /// Queues `messages` in the caller's transaction (`OutboxRows`). - Returns: the rows added, in
+    /// the order of their ids (a row already queued under its `dedupeKey` is not among them).
     @discardableResult
-    func enqueue(_ connection: PostgresConnection, _ messages: [Outgoing], now: Int64) async throws -> Int {
-        guard !messages.isEmpty else { return 0 }
+    func enqueue(_ connection: PostgresConnection, _ messages: [Outgoing], now: Int64) async throws -> [OutboxRows.Row] {
+        guard !messages.isEmpty else { return [] }
         var tokens: [UInt64: [String]] = [:]
         for user in OutboxRows.pushUsers(messages) {
             var list: [String] = []
@@ -22,7 +23,7 @@ extension PostgresAlertsStore {
             }
             tokens[user] = list
         }
-        var added = 0
+        var added: [OutboxRows.Row] = []
         for row in OutboxRows.rows(messages, tokens: tokens) {
             let inserted = try await PostgresServiceDatabase.count(connection.query("""
                 INSERT INTO outbox (dedupe_key, source, channel, recipient_user, address, body, status, last_error,
@@ -31,14 +32,14 @@ extension PostgresAlertsStore {
                         \(Int64(row.status.rawValue)), \(row.error), \(now), \(now), \(now), \(Int64(row.message.about)))
                 ON CONFLICT (dedupe_key) DO NOTHING RETURNING 1
                 """, logger: logger))
-            added += inserted
+            if inserted == 1 { added.append(row) }
         }
         return added
     }
 
     func enqueue(_ messages: [Outgoing], at: Int64, cursor: (name: String, value: UInt64)?) async throws -> Int {
         try await database.write { connection in
-            let added = try await enqueue(connection, messages, now: at)
+            let added = try await enqueue(connection, messages, now: at).count
             if let cursor {
                 try await connection.query("""
                     INSERT INTO cursors (name, value) VALUES (\(cursor.name), \(Int64(cursor.value)))

@@ -189,9 +189,11 @@ extension SQLiteAlertsStore {
                 try db.run(sql: "INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (?, ?, ?, ?, ?)",
                            arguments: [id, new.initiator, new.promptNumber, new.promptLabel, new.at])
                 let promptID = UInt64(db.lastInsertedRowID)
-                try Self.enqueue(db, new.messages(id), now: new.at)
-                // What was written, without reading it back; only the outbox rows are read (enqueue decided them).
-                return (AlertRecord(raised: new, id: id, promptID: promptID, deliveries: try Self.summaries(db, source: AlertRecord.source(id))), grants)
+                let queued = try Self.enqueue(db, new.messages(id), now: new.at)
+                // What was written, without reading it back: the alert's id is new, so the rows
+                // `enqueue` added are all its source has.
+                let deliveries = OutboxRows.raiseReadsBack ? try Self.summaries(db, source: AlertRecord.source(id)) : OutboxRows.summaries(queued: queued)
+                return (AlertRecord(raised: new, id: id, promptID: promptID, deliveries: deliveries), grants)
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             throw AlertsConflict.alreadyActive
@@ -257,16 +259,20 @@ extension SQLiteAlertsStore {
         }
     }
 
+    /// An alert's deliveries, found by the `dedupe_key` index: a row's key starts with its source
+    /// and `|` (`OutboxRows`), and `}` follows `|` in the index's byte order, so the range is the
+    /// source's rows (and those of a source that starts with it and `|`, which `source = ?` drops).
+    /// An index of its own on `source` cost a page write in every commit that queued a message
+    /// (issue 16, `docs/benchmarks.md` item 77).
     static func summaries(_ db: Database, source: String) throws -> [String: [AlertsV1.DeliverySummary]] {
-        var result: [String: [AlertsV1.DeliverySummary]] = [:]
-        for row in try Row.fetchAll(db, cached: "SELECT recipient_user, address, channel, status, attempts FROM outbox WHERE source = ? ORDER BY id",
-                                    arguments: [source]) {
-            let user: UInt64 = row[0]
-            let key = user != 0 ? "user:\(user)" : "phone:\(row[1] as String)"
-            result[key, default: []].append(AlertsV1.DeliverySummary(channel: AlertsV1.Channel(rawValue: row[2]),
-                                                                     status: AlertsV1.DeliveryStatus(rawValue: row[3]), attempts: row[4]))
-        }
-        return result
+        let rows = try Row.fetchAll(db, cached: """
+            SELECT recipient_user, address, channel, status, attempts FROM outbox
+            WHERE dedupe_key >= ? AND dedupe_key < ? AND source = ? ORDER BY id
+            """, arguments: [source + "|", source + "}", source])
+        return OutboxRows.summaries(rows.lazy.map { row -> OutboxRows.Summarised in
+            (user: row[0], address: row[1], channel: AlertsV1.Channel(rawValue: row[2]), status: AlertsV1.DeliveryStatus(rawValue: row[3]),
+             attempts: row[4])
+        })
     }
 
     // MARK: Check-in timers

@@ -8,15 +8,16 @@ import Wire
 extension SQLiteAlertsStore {
     // MARK: Queueing
 
-    /// Queues `messages` in the caller's transaction (`OutboxRows`). - Returns: rows added.
+    /// Queues `messages` in the caller's transaction (`OutboxRows`). - Returns: the rows added, in
+    /// the order of their ids (a row already queued under its `dedupeKey` is not among them).
     @discardableResult
-    static func enqueue(_ db: Database, _ messages: [Outgoing], now: Int64) throws -> Int {
-        guard !messages.isEmpty else { return 0 }
+    static func enqueue(_ db: Database, _ messages: [Outgoing], now: Int64) throws -> [OutboxRows.Row] {
+        guard !messages.isEmpty else { return [] }
         var tokens: [UInt64: [String]] = [:]
         for user in OutboxRows.pushUsers(messages) {
             tokens[user] = try String.fetchAll(db, cached: "SELECT token FROM devices WHERE user_id = ? ORDER BY registered_at_ms", arguments: [user])
         }
-        var added = 0
+        var added: [OutboxRows.Row] = []
         for row in OutboxRows.rows(messages, tokens: tokens) {
             try db.run(sql: """
                 INSERT OR IGNORE INTO outbox (dedupe_key, source, channel, recipient_user, address, body, status, last_error,
@@ -24,14 +25,14 @@ extension SQLiteAlertsStore {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [row.dedupeKey, row.message.source, row.channel.rawValue, row.user, row.address, row.message.body,
                                  row.status.rawValue, row.error, now, now, now, row.message.about])
-            added += db.changesCount
+            if db.changesCount == 1 { added.append(row) }
         }
         return added
     }
 
     func enqueue(_ messages: [Outgoing], at: Int64, cursor: (name: String, value: UInt64)?) async throws -> Int {
         try await database.write { db in
-            let added = try Self.enqueue(db, messages, now: at)
+            let added = try Self.enqueue(db, messages, now: at).count
             if let cursor {
                 try db.run(sql: "INSERT INTO cursors (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
                            arguments: [cursor.name, cursor.value])

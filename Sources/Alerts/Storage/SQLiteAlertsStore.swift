@@ -148,9 +148,21 @@ final class SQLiteAlertsStore: AlertsStorage {
         migrator.registerMigration("grant_versions") { db in
             try db.execute(sql: "ALTER TABLE grants ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
         }
+        // An alert's deliveries are found by `dedupe_key`, which starts with the source
+        // (`summaries(_:source:)`); the index on `source` only cost writes.
+        if !Self.keepsSourceIndex {
+            migrator.registerMigration("outbox_source_index_dropped") { db in
+                try db.execute(sql: "DROP INDEX IF EXISTS outbox_source")
+            }
+        }
         try database.migrate(migrator)
         replies = SQLiteReplyStore(database: database)
     }
+
+    /// `FRIENSO_OUTBOX_SOURCE_INDEX=keep`: a new database keeps the index on `outbox.source`, as
+    /// before issue 16's item 77 (for A/B runs of `frienso-bench`, each on new databases; a later
+    /// start without it drops the index).
+    static let keepsSourceIndex = ProcessInfo.processInfo.environment["FRIENSO_OUTBOX_SOURCE_INDEX"] == "keep"
 
     static func migrateTimers(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("timers") { db in
