@@ -155,6 +155,17 @@ final class SQLiteAlertsStore: AlertsStorage {
                 try db.execute(sql: "DROP INDEX IF EXISTS outbox_source")
             }
         }
+        // No query could use these: a partial index (`WHERE about_user != 0`) serves a query only
+        // when its terms imply that condition, and `about_user = ?` does not (SQLite does not look
+        // at the bound value). Export and erasure read the outbox whole, as they did with them; the
+        // operator's listing walks ids down. Each cost a page write in every commit that queued a
+        // message (issue 16, `docs/benchmarks.md` item 78).
+        if !Self.keepsUserIndexes {
+            migrator.registerMigration("outbox_user_indexes_dropped") { db in
+                try db.execute(sql: "DROP INDEX IF EXISTS outbox_about")
+                try db.execute(sql: "DROP INDEX IF EXISTS outbox_recipient")
+            }
+        }
         try database.migrate(migrator)
         replies = SQLiteReplyStore(database: database)
     }
@@ -163,6 +174,10 @@ final class SQLiteAlertsStore: AlertsStorage {
     /// before issue 16's item 77 (for A/B runs of `frienso-bench`, each on new databases; a later
     /// start without it drops the index).
     static let keepsSourceIndex = ProcessInfo.processInfo.environment["FRIENSO_OUTBOX_SOURCE_INDEX"] == "keep"
+
+    /// `FRIENSO_OUTBOX_USER_INDEXES=keep`: a new database keeps `outbox_about` and
+    /// `outbox_recipient`, as before item 78 (A/B runs only, like `keepsSourceIndex`).
+    static let keepsUserIndexes = ProcessInfo.processInfo.environment["FRIENSO_OUTBOX_USER_INDEXES"] == "keep"
 
     static func migrateTimers(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("timers") { db in
