@@ -99,6 +99,30 @@ extension AlertsTestGroup {
             }
         }
 
+        /// A grant set again (the same circle at each helpNow, its expiry at the resolve) is
+        /// updated where it is (issue 16, item 79): the same row, so the key's index is not
+        /// written again; it carries the new expiry and the next version.
+        @Test func aGrantSetAgain_isUpdatedInPlace() async throws {
+            let storage = try await TestStorage.fresh(.sqlite, service: "alerts")
+            let store = try SQLiteAlertsStore(path: "\(storage.directory)/alerts.sqlite")
+            let found = try await store.database.write { db in
+                func stored() throws -> Row? {
+                    try Row.fetchOne(db, sql: "SELECT rowid, expires_ms, version FROM grants WHERE subject = 1 AND viewer = 2 AND reason = 'help_now'")
+                }
+                _ = try SQLiteAlertsStore.setGrant(db, GrantRecord(subject: 1, viewer: 3, reason: "help_now", expiresMs: .max))
+                let first = try SQLiteAlertsStore.setGrant(db, GrantRecord(subject: 1, viewer: 2, reason: "help_now", expiresMs: .max))
+                let before = try stored()
+                _ = try SQLiteAlertsStore.setGrant(db, GrantRecord(subject: 1, viewer: 4, reason: "help_now", expiresMs: .max))
+                let again = try SQLiteAlertsStore.setGrant(db, GrantRecord(subject: 1, viewer: 2, reason: "help_now", expiresMs: 50))
+                return (first, before, again, try stored(), try Int.fetchOne(db, sql: "SELECT count(*) FROM grants") ?? 0)
+            }
+            let (first, before, again, after, count) = found
+            #expect(before?["rowid"] as Int64? == after?["rowid"] as Int64?, "the same row: \(String(describing: before)) → \(String(describing: after))")
+            #expect(after?["expires_ms"] as Int64? == 50 && after?["version"] as Int64? == again.version && again.version > first.version)
+            #expect(count == 3)
+            withExtendedLifetime(storage) {} // its folder holds the database
+        }
+
         @Test(arguments: Engine.allCases) func aWatchExpires_byItself_andRevokesItsGrants(engine: Engine) async throws {
             try await withAlerts(engine: engine, peers: Self.deesCircle()) { h in
                 let started = try await h.call(10, API.startWatch, AlertsV1.StartWatchRequest(durationSeconds: 3))

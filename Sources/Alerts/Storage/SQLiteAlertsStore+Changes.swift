@@ -347,15 +347,24 @@ extension SQLiteAlertsStore {
 
     /// Sets `grant` with the next version (a counter in `cursors`, moved in the same transaction
     /// on the single writer). - Returns: the grant as set.
+    ///
+    /// A grant set again (the same person's circle at each helpNow, its expiry at the resolve) is
+    /// updated where it is: `INSERT OR REPLACE` deleted the row and inserted it under a new rowid,
+    /// writing the key's index page as well as the table's (issue 16, `docs/benchmarks.md` item 79).
     static func setGrant(_ db: Database, _ grant: GrantRecord) throws -> GrantRecord {
         try db.run(sql: "INSERT INTO cursors (name, value) VALUES ('grant_version', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1")
         let version = try Int64.fetchOne(db, cached: "SELECT value FROM cursors WHERE name = 'grant_version'") ?? 1
-        try db.run(sql: "INSERT OR REPLACE INTO grants (subject, viewer, reason, expires_ms, version) VALUES (?, ?, ?, ?, ?)",
-                   arguments: [grant.subject, grant.viewer, grant.reason, grant.expiresMs, version])
+        try db.run(sql: replacesGrants ? "INSERT OR REPLACE INTO grants (subject, viewer, reason, expires_ms, version) VALUES (?, ?, ?, ?, ?)" : """
+            INSERT INTO grants (subject, viewer, reason, expires_ms, version) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms, version = excluded.version
+            """, arguments: [grant.subject, grant.viewer, grant.reason, grant.expiresMs, version])
         var set = grant
         set.version = version
         return set
     }
+
+    /// `FRIENSO_GRANT_WRITES=replace`: grants set by `INSERT OR REPLACE`, as before item 79 (A/B runs only).
+    static let replacesGrants = ProcessInfo.processInfo.environment["FRIENSO_GRANT_WRITES"] == "replace"
 
     func grantsToPublish(now: Int64, keepRevoked: Int64) async throws -> [GrantRecord] {
         try await database.write { db in
