@@ -116,11 +116,11 @@ struct Deployment {
     /// CPU per process over the measured window, as a share of one core and as µs per operation
     /// (and of that, its reactor thread's and libzmq's I/O threads'), with its context switches
     /// per operation (voluntary: it slept and was woken; involuntary: preempted) and the page
-    /// faults that read from disk; then the sums (the services alone, and with the load generator).
+    /// faults that read from disk, and the bytes it wrote per operation (`ProcessCounters.writtenBytes`); then the sums (the services alone, and with the load generator).
     func resources(before: [String: ProcessCounters], after: [String: ProcessCounters], seconds: Double,
                    operations: Int) -> (lines: [String], windows: [String: ProcessCounters.Window]) {
-        var lines = ["| process | CPU (% of one core) | CPU µs per operation | its reactor thread | libzmq's I/O threads | wake-ups per operation | preemptions per operation | major faults | RSS MiB | peak RSS MiB |",
-                     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        var lines = ["| process | CPU (% of one core) | CPU µs per operation | its reactor thread | libzmq's I/O threads | wake-ups per operation | preemptions per operation | major faults | KiB written per operation | RSS MiB | peak RSS MiB |",
+                     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         var windows: [String: ProcessCounters.Window] = [:]
         let ops = Double(max(1, operations))
         func row(_ name: String, _ w: ProcessCounters.Window, bold: Bool = false, memory: (String, String) = ("", "")) -> String {
@@ -128,7 +128,7 @@ struct Deployment {
             return "| \(name) | \(String(format: "%.0f", used / seconds * 100)) | \(b)\(String(format: "%.0f", used / ops * 1e6))\(b) | "
                 + "\(String(format: "%.0f", w.reactorSeconds / ops * 1e6)) | \(String(format: "%.0f", w.zmqIOSeconds / ops * 1e6)) | "
                 + "\(String(format: "%.2f", Double(w.voluntary) / ops)) | \(String(format: "%.2f", Double(w.involuntary) / ops)) | \(w.majorFaults) | "
-                + "\(memory.0) | \(memory.1) |"
+                + "\(String(format: "%.2f", Double(w.writtenBytes) / 1_024 / ops)) | \(memory.0) | \(memory.1) |"
         }
         let processes = members + (postgres != nil ? ["postgresql"] : [])
         for name in processes + ["bench client"] {

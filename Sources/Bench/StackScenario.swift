@@ -159,6 +159,8 @@ public enum StackScenario {
             metrics["wakeups_per_op_\(key)"] = Double(window.voluntary) / Double(max(1, total))
             metrics["preemptions_per_op_\(key)"] = Double(window.involuntary) / Double(max(1, total))
             metrics["major_faults_\(key)"] = Double(window.majorFaults)
+            metrics["kib_written_per_op_\(key)"] = Double(window.writtenBytes) / 1_024 / Double(max(1, total))
+            metrics["write_calls_per_op_\(key)"] = Double(window.writeCalls) / Double(max(1, total))
         }
         Results.shared.record(section: storage == "sqlite" ? "stack \(plane)" : "stack \(plane) \(storage)", rows: rows, metrics: metrics)
         for person in people { await person.client.close() }

@@ -38,6 +38,24 @@ struct ProcessCountersTests {
         #expect(window.majorFaults >= 0)
     }
 
+    @Test("bytes handed to pwrite(2) are counted, with the calls: whatever the file system does with them")
+    func writesAreCounted() throws {
+        var template = Array((FileManager.default.temporaryDirectory.path + "/frienso-process-counters-XXXXXX").utf8CString)
+        let fd = mkstemp(&template)
+        try #require(fd >= 0)
+        defer {
+            close(fd)
+            unlink(template)
+        }
+        let page = [UInt8](repeating: 7, count: 4_096)
+        let before = ProcessCounters.read("self")
+        for i in 0..<16 { _ = page.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(i * 4_096)) } }
+        let window = ProcessCounters.read("self").since(before)
+        // Other threads of the test process may write too (logs): at least ours.
+        #expect(window.writtenBytes >= 16 * 4_096)
+        #expect(window.writeCalls >= 16)
+    }
+
     @Test("a window counts threads alive at its end: a new one from zero, an ended one not at all")
     func windowsOverThreadsThatComeAndGo() {
         var earlier = ProcessCounters(ticks: 100, minorFaults: 10, majorFaults: 1)
@@ -60,6 +78,9 @@ struct ProcessCountersTests {
         b.threads = [11: .init(voluntary: 2, involuntary: 0)]
         let total = ProcessCounters.sum([a, b])
         #expect(total.ticks == 5 && total.minorFaults == 7 && total.majorFaults == 9)
+        a.writtenBytes = 100; b.writtenBytes = 28; a.writeCalls = 2; b.writeCalls = 1
+        #expect(ProcessCounters.sum([a, b]).since(ProcessCounters()).writtenBytes == 128)
+        #expect(ProcessCounters.sum([a, b]).since(ProcessCounters()).writeCalls == 3)
         #expect(total.threads.count == 2)
         #expect(total.since(ProcessCounters()).voluntary == 3)
     }
