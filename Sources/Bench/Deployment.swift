@@ -115,8 +115,9 @@ struct Deployment {
 
     /// CPU per process over the measured window, as a share of one core and as µs per operation
     /// (and of that, its reactor thread's and libzmq's I/O threads'), with its context switches
-    /// per operation (voluntary: it slept and was woken; involuntary: preempted) and the page
-    /// faults that read from disk, and the bytes it wrote per operation (`ProcessCounters.writtenBytes`); then the sums (the services alone, and with the load generator).
+    /// per operation (voluntary: it slept and was woken; involuntary: preempted), the page faults
+    /// that read from disk and the bytes it wrote per operation (`ProcessCounters.writtenBytes`);
+    /// then the sums (the services alone, and with the load generator).
     func resources(before: [String: ProcessCounters], after: [String: ProcessCounters], seconds: Double,
                    operations: Int) -> (lines: [String], windows: [String: ProcessCounters.Window]) {
         var lines = ["| process | CPU (% of one core) | CPU µs per operation | its reactor thread | libzmq's I/O threads | wake-ups per operation | preemptions per operation | major faults | KiB written per operation | RSS MiB | peak RSS MiB |",

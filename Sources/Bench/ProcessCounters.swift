@@ -148,7 +148,8 @@ struct ProcessCounters: Sendable {
 
         static func + (a: Window, b: Window) -> Window {
             Window(ticks: a.ticks + b.ticks, minorFaults: a.minorFaults + b.minorFaults, majorFaults: a.majorFaults + b.majorFaults,
-                   writtenBytes: a.writtenBytes + b.writtenBytes, writeCalls: a.writeCalls + b.writeCalls, voluntary: a.voluntary + b.voluntary, involuntary: a.involuntary + b.involuntary,
+                   writtenBytes: a.writtenBytes + b.writtenBytes, writeCalls: a.writeCalls + b.writeCalls,
+                   voluntary: a.voluntary + b.voluntary, involuntary: a.involuntary + b.involuntary,
                    reactorTicks: a.reactorTicks + b.reactorTicks, zmqIOTicks: a.zmqIOTicks + b.zmqIOTicks)
         }
     }

@@ -299,7 +299,7 @@ enum OutboxRows {
     }
 
     /// `FRIENSO_RAISE_SUMMARIES=read-back`: a raise reads its outbox rows back for its reply, as
-    /// before issue 16's item 78 (for A/B runs of `frienso-bench`; the launcher's children inherit it).
+    /// before issue 16's item 77 (for A/B runs of `frienso-bench`; the launcher's children inherit it).
     static let raiseReadsBack = ProcessInfo.processInfo.environment["FRIENSO_RAISE_SUMMARIES"] == "read-back"
 
     /// Users whose devices `rows(_:tokens:)` needs.
