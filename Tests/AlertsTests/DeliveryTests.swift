@@ -159,10 +159,9 @@ extension AlertsTestGroup {
                                                   now: 1)
                 }
                 let indexes = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'outbox'")
-                let plan = try Row.fetchAll(db, sql: """
-                    EXPLAIN QUERY PLAN SELECT recipient_user, address, channel, status, attempts FROM outbox
-                    WHERE dedupe_key >= ? AND dedupe_key < ? AND source = ? ORDER BY id
-                    """, arguments: ["help_now:1|", "help_now:1}", "help_now:1"]).map { $0["detail"] as String }
+                let (lower, upper) = OutboxRows.keyRange(of: "help_now:1")
+                let plan = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + SQLiteAlertsStore.summariesSQL,
+                                            arguments: [lower, upper, "help_now:1"]).map { $0["detail"] as String }
                 return (indexes, plan, try SQLiteAlertsStore.summaries(db, source: "help_now:1"))
             }
             let (indexes, plan, summaries) = found

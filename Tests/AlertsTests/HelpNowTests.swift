@@ -108,7 +108,7 @@ extension AlertsTestGroup {
         }
 
         /// A raise answers with its deliveries as it queued them, without reading them back
-        /// (issue 16, item 78): the same summaries the store reads for the alert afterwards, for
+        /// (issue 16, item 77): the same summaries the store reads for the alert afterwards, for
         /// every kind of row (a push per device, a push skipped for want of one, an SMS to a
         /// member and to a number outside the app).
         @Test(arguments: Engine.allCases) func aRaisesDeliveries_areWhatTheStoreReadsBack(engine: Engine) async throws {

@@ -277,6 +277,13 @@ enum OutboxRows {
         return rows
     }
 
+    /// The `dedupeKey`s of `source`'s rows (`<source>|…`, above) lie in `lower..<upper` in byte
+    /// order (`}` follows `|`), with those of any source that starts with `source` and `|`: a
+    /// lookup by this range also checks the source.
+    static func keyRange(of source: String) -> (lower: String, upper: String) {
+        (source + "|", source + "}")
+    }
+
     /// What a delivery summary is made of: an outbox row's recipient, channel, status and attempts.
     typealias Summarised = (user: UInt64, address: String, channel: AlertsV1.Channel, status: AlertsV1.DeliveryStatus, attempts: UInt32)
 

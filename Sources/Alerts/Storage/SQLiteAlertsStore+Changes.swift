@@ -259,21 +259,23 @@ extension SQLiteAlertsStore {
         }
     }
 
-    /// An alert's deliveries, found by the `dedupe_key` index: a row's key starts with its source
-    /// and `|` (`OutboxRows`), and `}` follows `|` in the index's byte order, so the range is the
-    /// source's rows (and those of a source that starts with it and `|`, which `source = ?` drops).
-    /// An index of its own on `source` cost a page write in every commit that queued a message
-    /// (issue 16, `docs/benchmarks.md` item 77).
+    /// An alert's deliveries, found by a range of the `dedupe_key` index (`OutboxRows.keyRange`;
+    /// SQLite compares text as bytes). An index of its own on `source` cost a page write in every
+    /// commit that queued a message (issue 16, `docs/benchmarks.md` item 77).
     static func summaries(_ db: Database, source: String) throws -> [String: [AlertsV1.DeliverySummary]] {
-        let rows = try Row.fetchAll(db, cached: """
-            SELECT recipient_user, address, channel, status, attempts FROM outbox
-            WHERE dedupe_key >= ? AND dedupe_key < ? AND source = ? ORDER BY id
-            """, arguments: [source + "|", source + "}", source])
+        let (lower, upper) = OutboxRows.keyRange(of: source)
+        let rows = try Row.fetchAll(db, cached: summariesSQL, arguments: [lower, upper, source])
         return OutboxRows.summaries(rows.lazy.map { row -> OutboxRows.Summarised in
             (user: row[0], address: row[1], channel: AlertsV1.Channel(rawValue: row[2]), status: AlertsV1.DeliveryStatus(rawValue: row[3]),
              attempts: row[4])
         })
     }
+
+    /// `summaries(_:source:)`'s query (its plan is tested).
+    static let summariesSQL = """
+        SELECT recipient_user, address, channel, status, attempts FROM outbox
+        WHERE dedupe_key >= ? AND dedupe_key < ? AND source = ? ORDER BY id
+        """
 
     // MARK: Check-in timers
 
