@@ -57,14 +57,7 @@ extension GeoService {
         let me = try point(false, 0, 0, caller: caller)
         let at = now()
         var found = state.mutex.withLock { s in
-            graph.read { g in
-                s.checkIns.values.compactMap { c -> GeoV1.CheckIn? in
-                    guard c.expiresMs > at else { return nil }
-                    let d = GeoMath.distance(lat1: me.lat, lon1: me.lon, lat2: c.lat, lon2: c.lon)
-                    guard d <= radius, let precision = Self.checkInPrecision(to: caller, of: c.user, s, g, at) else { return nil }
-                    return Self.proto(c, distance: d, at: precision)
-                }
-            }
+            graph.read { g in Self.checkIns(within: radius, of: me, seenBy: caller, in: s, graph: g, at: at) }
         }
         if request.feed {
             found.sort { ($0.createdAtMs, $0.userId) > ($1.createdAtMs, $1.userId) }
@@ -72,6 +65,20 @@ extension GeoService {
             found.sort { ($0.distanceM, $0.userId) < ($1.distanceM, $1.userId) }
         }
         return GeoV1.ListCheckInsResponse(checkIns: Array(found.prefix(limit)))
+    }
+
+    /// The live check-ins within `radius` of `me` that `caller` may see, unsorted. A loop over
+    /// the borrowed state, not a closure that captures it: that would copy the whole state for
+    /// every check-in it looks at (`docs/benchmarks.md`, item 81).
+    static func checkIns(within radius: Double, of me: (lat: Double, lon: Double), seenBy caller: UInt64,
+                         in s: borrowing GeoState, graph g: borrowing GraphState, at: Int64) -> [GeoV1.CheckIn] {
+        var found: [GeoV1.CheckIn] = []
+        for c in s.checkIns.values where c.expiresMs > at {
+            let d = GeoMath.distance(lat1: me.lat, lon1: me.lon, lat2: c.lat, lon2: c.lon)
+            guard d <= radius, let precision = checkInPrecision(to: caller, of: c.user, s, g, at) else { continue }
+            found.append(proto(c, distance: d, at: precision))
+        }
+        return found
     }
 
     /// Who sees a check-in: its owner, those who may see the owner's location, and anyone not

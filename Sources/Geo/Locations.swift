@@ -127,25 +127,36 @@ extension GeoService {
     public func locations(seenBy caller: UInt64) -> GeoV1.FriendsLocationsResponse {
         let at = now()
         let friends = graph.read { $0.friends(of: caller) }
-        var result = state.mutex.withLock { s -> [GeoV1.FriendLocation] in
-            let mine = s.latest[caller]
-            // Friends, and anyone who granted the caller a view (a watchMe or helpNow).
-            var subjects = Set(friends)
-            subjects.formUnion(s.grants.subjects(visibleTo: caller, now: at))
-            return graph.read { g in
-                subjects.compactMap { subject -> GeoV1.FriendLocation? in
-                    guard let fix = s.latest[subject], let precision = s.disclosure(viewer: caller, subject: subject, graph: g, now: at) else { return nil }
-                    let (shown, around) = s.shown(fix, of: subject, at: precision, aroundWithin: config.aroundDistance)
-                    let distance = zip2(mine, shown).map { GeoMath.distance(lat1: $0.lat, lon1: $0.lon, lat2: $1.lat, lon2: $1.lon) } ?? 0
-                    return GeoV1.FriendLocation(userId: subject, fix: shown.map(Self.proto), ageMs: max(0, at - fix.receivedMs),
-                                                status: fix.status, around: around, distanceM: distance, precision: precision.proto)
-                }
-            }
+        let around = config.aroundDistance
+        var result = state.mutex.withLock { s in
+            graph.read { g in Self.locations(seenBy: caller, friends: friends, in: s, graph: g, at: at, aroundWithin: around) }
         }
         result.sort { ($0.distanceM, $0.userId) < ($1.distanceM, $1.userId) }
         audit.record(subjects: result.lazy.map(\.userId), viewer: caller, kind: .friendsLocations, at: at)
         let you = state.mutex.withLock { $0.latest[caller] }.map(Self.proto)
         return GeoV1.FriendsLocationsResponse(friends: result, you: you)
+    }
+
+    /// The locations `caller` may see: of `friends`, and of anyone who granted the caller a view
+    /// (a watchMe or helpNow), unsorted. The state and the graph are borrowed, and read in a loop,
+    /// not in closures: a closure that captures either copies the whole struct (a retain and a
+    /// release per field) on every method call it makes on it (`docs/benchmarks.md`, item 81).
+    static func locations(seenBy caller: UInt64, friends: [UInt64], in s: borrowing GeoState, graph g: borrowing GraphState,
+                          at: Int64, aroundWithin: Double) -> [GeoV1.FriendLocation] {
+        let mine = s.latest[caller]
+        var subjects = Set(friends)
+        subjects.formUnion(s.grants.subjects(visibleTo: caller, now: at))
+        var result: [GeoV1.FriendLocation] = []
+        result.reserveCapacity(subjects.count)
+        for subject in subjects {
+            guard let fix = s.latest[subject], let precision = s.disclosure(viewer: caller, subject: subject, graph: g, now: at) else { continue }
+            let (shown, around) = s.shown(fix, of: subject, at: precision, aroundWithin: aroundWithin)
+            var distance = 0.0
+            if let mine, let shown { distance = GeoMath.distance(lat1: mine.lat, lon1: mine.lon, lat2: shown.lat, lon2: shown.lon) }
+            result.append(GeoV1.FriendLocation(userId: subject, fix: shown.map(proto), ageMs: max(0, at - fix.receivedMs),
+                                               status: fix.status, around: around, distanceM: distance, precision: precision.proto))
+        }
+        return result
     }
 
     public func latestLocation(_ request: GeoV1.LatestLocationRequest, _ context: RequestContext) async throws -> GeoV1.LatestLocationResponse {
@@ -161,10 +172,4 @@ extension GeoService {
                                                 placeName: s.placeNear(lat: fix.lat, lon: fix.lon, within: around)?.name ?? "")
         }
     }
-}
-
-/// Both values, when both are there.
-func zip2<A, B>(_ a: A?, _ b: B?) -> (A, B)? {
-    guard let a, let b else { return nil }
-    return (a, b)
 }

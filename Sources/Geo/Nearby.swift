@@ -36,7 +36,8 @@ extension GeoService {
                 // and whether anyone is a ghost at all.
                 let hidden = g.blockedEitherWay(caller)
                 let anyGhost = !s.sharing.isEmpty, anyZone = !s.zones.isEmpty
-                return s.index.nearest(lat: me.lat, lon: me.lon, radius: radius, limit: limit) { user in
+                // The graph is the filter's argument, not a capture: no copy of it per candidate (item 81).
+                return s.index.nearest(lat: me.lat, lon: me.lon, radius: radius, limit: limit, reading: g) { g, user in
                     user != caller && g.isFindable(user) && (hidden.isEmpty || !hidden.contains(user))
                         && !(anyGhost && s.sharing[user]?.ghost == true)
                         // Inside a private zone, a distance would tell where the zone is.

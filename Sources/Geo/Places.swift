@@ -93,24 +93,35 @@ extension GeoService {
         let at = now(), freshAfter = at - config.venueFreshness.wholeMilliseconds
         let k = config.venueMinimumPeople
         var venues = state.mutex.withLock { s in
-            graph.read { g in
-                s.places.filter { $0.kind == .venue }.map { venue -> GeoV1.VenueAttendance in
-                    var count = VenueCount()
-                    s.index.forEach(within: venue.reach + 1, ofLat: venue.lat, lon: venue.lon) { user, _ in
-                        guard let fix = s.latest[user], fix.receivedMs >= freshAfter, venue.contains(lat: fix.lat, lon: fix.lon) else { return }
-                        // A friend counts as one where their precision for the caller places them there (exact or place).
-                        let shown = user != caller && g.areFriends(caller, user) ? s.disclosure(viewer: caller, subject: user, graph: g, now: at) : nil
-                        // Inside a private zone, friends see the zone, not the venue.
-                        let placed = (shown == .exact || shown == .place) && s.zones.privateZone(of: user, at: fix) == nil
-                        count.add(ghost: user != caller && s.settings(of: user).ghost, visibleFriend: placed)
-                    }
-                    return count.attendance(of: venue.proto, minimum: k)
-                }
-            }
+            graph.read { g in Self.venues(seenBy: caller, freshAfter: freshAfter, minimum: k, in: s, graph: g, at: at) }
         }
         venues.sort { ($0.people, $0.friends) > ($1.people, $1.friends) }
         return GeoV1.ListVenuesResponse(venues: venues, freshMinutes: UInt32(config.venueFreshness.wholeMilliseconds / 60_000),
                                         minPeople: UInt32(k))
+    }
+
+    /// Every venue's attendance as `caller` may count it. The state and the graph are borrowed
+    /// and read in loops: a closure calling a method on either copies the whole struct on each
+    /// call, here per person near a venue (`docs/benchmarks.md`, item 81).
+    static func venues(seenBy caller: UInt64, freshAfter: Int64, minimum k: Int, in s: borrowing GeoState,
+                       graph g: borrowing GraphState, at: Int64) -> [GeoV1.VenueAttendance] {
+        var venues: [GeoV1.VenueAttendance] = []
+        var near: [UInt64] = []
+        for venue in s.places where venue.kind == .venue {
+            near.removeAll(keepingCapacity: true)
+            s.index.forEach(within: venue.reach + 1, ofLat: venue.lat, lon: venue.lon) { user, _ in near.append(user) }
+            var count = VenueCount()
+            for user in near {
+                guard let fix = s.latest[user], fix.receivedMs >= freshAfter, venue.contains(lat: fix.lat, lon: fix.lon) else { continue }
+                // A friend counts as one where their precision for the caller places them there (exact or place).
+                let shown = user != caller && g.areFriends(caller, user) ? s.disclosure(viewer: caller, subject: user, graph: g, now: at) : nil
+                // Inside a private zone, friends see the zone, not the venue.
+                let placed = (shown == .exact || shown == .place) && s.zones.privateZone(of: user, at: fix) == nil
+                count.add(ghost: user != caller && s.settings(of: user).ghost, visibleFriend: placed)
+            }
+            venues.append(count.attendance(of: venue.proto, minimum: k))
+        }
+        return venues
     }
 
     public func getPlace(_ request: GeoV1.GetPlaceRequest, _ context: RequestContext) async throws -> GeoV1.GetPlaceResponse {

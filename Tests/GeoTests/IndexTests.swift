@@ -40,6 +40,8 @@ struct IndexTests {
             }
             for user in stride(from: UInt64(2), through: 500, by: 11) { index.remove(user) }
             let odd: (UInt64) -> Bool = { $0 % 3 != 0 }
+            // The same filter as a context the search hands to `include` (what geo's nearby passes the graph as).
+            let thirds = Set(stride(from: UInt64(0), through: 3_000, by: 3))
             var mismatches: [String] = []
             for _ in 0..<40 {
                 let lat = Double.random(in: area.latRange, using: &rng)
@@ -50,6 +52,10 @@ struct IndexTests {
                 let got = index.nearest(lat: lat, lon: lon, radius: radius, limit: limit, include: odd).map(\.user)
                 if got != bruteForce(index, lat: lat, lon: lon, radius: radius, limit: limit, include: odd) {
                     mismatches.append("\(area.name): \(lat), \(lon) r \(radius) k \(limit)")
+                }
+                let read = index.nearest(lat: lat, lon: lon, radius: radius, limit: limit, reading: thirds) { thirds, user in !thirds.contains(user) }
+                if read.map(\.user) != got {
+                    mismatches.append("\(area.name), with a context: \(lat), \(lon) r \(radius) k \(limit)")
                 }
             }
             return mismatches

@@ -271,7 +271,9 @@ extension GeoState {
         // Most people set no precision and no zone: everyone allowed sees them exactly (no grouping, no dictionary per update).
         let zone = zones.privateZone(of: subject, at: fix)
         guard precision.hasSettings(subject) || zone != nil else {
-            let permitted = viewers.filter { visible(viewer: $0, subject: subject, graph: g, now: at) }
+            // A loop, not `filter`: a closure calling `visible` copies the state per viewer (item 81).
+            var permitted: [UInt64] = []
+            for viewer in viewers where visible(viewer: viewer, subject: subject, graph: g, now: at) { permitted.append(viewer) }
             return permitted.isEmpty ? [] : [.location(viewers: permitted.sorted(), subject: subject, fix: fix, precision: .exact)]
         }
         var byPrecision: [Precision: [UInt64]] = [:]

@@ -177,6 +177,15 @@ public struct SpatialIndex: Sendable {
     /// with two subtractions and two comparisons.
     public func nearest(lat: Double, lon: Double, radius: Double, limit: Int,
                         include: (UInt64) -> Bool) -> [(user: UInt64, distance: Double)] {
+        nearest(lat: lat, lon: lon, radius: radius, limit: limit, reading: ()) { _, user in include(user) }
+    }
+
+    /// `nearest`, with `include` handed what it reads (`context`) as an argument rather than
+    /// capturing it: a closure that captures a struct (geo's state, the social graph) and calls
+    /// a method on it copies the whole struct on every call, a retain and a release per field;
+    /// an argument is borrowed (`docs/benchmarks.md`, item 81).
+    public func nearest<Context>(lat: Double, lon: Double, radius: Double, limit: Int, reading context: Context,
+                                 include: (Context, UInt64) -> Bool) -> [(user: UInt64, distance: Double)] {
         guard limit > 0 else { return [] }
         var search = Search(lat: lat, lon: lon, radius: radius, limit: limit)
         // Rings of cells around the query's cell, nearest ring first, stopping once a whole ring
@@ -191,7 +200,7 @@ public struct SpatialIndex: Sendable {
         if latMin <= -90 || latMax >= 90 || columnSpan > 256 || 2 * lastRing + 1 > columns {
             for cell in candidateCells(lat: lat, lon: lon, radius: radius) {
                 if search.full, cell.bound > search.worst { break }
-                search.scan(cells[cell.key]!, cosMin: cell.cosMin, userOf: userOf, include: include)
+                search.scan(cells[cell.key]!, cosMin: cell.cosMin, userOf: userOf, context: context, include: include)
             }
             return search.result()
         }
@@ -212,7 +221,7 @@ public struct SpatialIndex: Sendable {
                     var wrapped = c % columns
                     if wrapped < 0 { wrapped += columns }
                     if let entries = cells[key(r, wrapped)] {
-                        search.scan(entries, cosMin: rowCos, userOf: userOf, include: include)
+                        search.scan(entries, cosMin: rowCos, userOf: userOf, context: context, include: include)
                     }
                     // Inner rows of the ring have only its two edge columns.
                     c += edgeRow || k == 0 ? 1 : 2 * k
@@ -249,7 +258,7 @@ public struct SpatialIndex: Sendable {
 
         /// Most points are rejected without trigonometry: the haversine term is at least
         /// sin²(Δlat/2), and at least cos(lat)·cos(lat_min of the cell)·sin²(Δlon/2).
-        mutating func scan(_ entries: [Entry], cosMin: Double, userOf: [UInt64], include: (UInt64) -> Bool) {
+        mutating func scan<Context>(_ entries: [Entry], cosMin: Double, userOf: [UInt64], context: Context, include: (Context, UInt64) -> Bool) {
             let lonFactor = cosLat * cosMin
             var cellWorst = worst
             var maxDLon = lonFactor > 1e-12 ? Self.angle(worst / lonFactor) : 360
@@ -268,7 +277,7 @@ public struct SpatialIndex: Sendable {
                 if full, h > best[limit - 1].term { continue }
                 let user = userOf[Int(entry.slot)]
                 if full, h == best[limit - 1].term, user > best[limit - 1].user { continue }
-                guard include(user) else { continue }
+                guard include(context, user) else { continue }
                 var i = best.count
                 while i > 0, best[i - 1].term > h || (best[i - 1].term == h && best[i - 1].user > user) { i -= 1 }
                 best.insert((h, user), at: i)
