@@ -189,6 +189,35 @@ struct PubSubTests {
         }
     }
 
+    /// `matches(viewer:)` answers as libzmq's own filter would: some subscribed prefix starts
+    /// the viewer's topic. Whole-stream prefixes, part of an id, another stream's name, each
+    /// subscribed and dropped again, against every viewer from 0 to 130.
+    @Test func listenedTopics_matchAViewer_exactlyAsAPrefixFilterWould() {
+        let listened = ListenedTopics()
+        var subscribed: Set<String> = []
+        func apply(_ kind: UInt8, _ prefix: String) {
+            ([kind] + Array(prefix.utf8)).withUnsafeBytes { listened.apply($0) }
+            if kind == 1 { subscribed.insert(prefix) } else { subscribed.remove(prefix) }
+        }
+        func check(_ step: String) {
+            for viewer in UInt64(0)...130 {
+                let expected = subscribed.contains { ViewerTopic.of(viewer).utf8.starts(with: $0.utf8) }
+                #expect(listened.matches(viewer: viewer) == expected, "\(step): viewer \(viewer)")
+                #expect(listened.matches(ViewerTopic.of(viewer)) == expected, "\(step): topic of \(viewer)")
+            }
+        }
+        check("nobody subscribed")
+        let steps: [(UInt8, String)] = [
+            (1, "graph"), (1, ViewerTopic.of(7)), (1, "viewer.1"), (1, "viewer.12.x"), (1, "viewers"),
+            (1, "viewer."), (0, "viewer."), (1, ""), (0, ""), (1, "vie"), (0, "viewer.1"), (0, "vie"),
+            (0, ViewerTopic.of(7)), (1, "viewer.12"), (0, "graph"), (0, "viewer.12"),
+        ]
+        for (kind, prefix) in steps {
+            apply(kind, prefix)
+            check("\(kind == 1 ? "subscribed" : "dropped") \"\(prefix)\"")
+        }
+    }
+
     @Test func viewerTopics_nameTheirUser_andNothingElseDoes() {
         #expect(ViewerTopic.of(42) == "viewer.42.")
         #expect(ViewerTopic.user(in: Array("viewer.42.".utf8)) == 42)
