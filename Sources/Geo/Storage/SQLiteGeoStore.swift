@@ -210,18 +210,33 @@ final class SQLiteGeoStore: GeoStorage {
     private static func write(_ batch: [LocationUpdate], fold: FoldWrite?, unrecorded: [Bool]?, placeEvents: [PlaceEventRecord],
                               _ db: Database) throws -> (ids: [Int64], placeEvents: [PlaceEventRecord]) {
         if let fold { try write(fold, db) } // first: its fixes are those before this batch
-        let history = try db.cachedStatement(sql: """
-            INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status, unrecorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """)
         var ids: [Int64] = []
         ids.reserveCapacity(batch.count)
         for (i, update) in batch.enumerated() {
-            try history.execute(arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
-                                            update.receivedMs, update.status, unrecorded?[i] == true ? 1 : nil])
+            let unrecorded: Int? = unrecorded?[i] == true ? 1 : nil
+            if Self.bindsThroughArguments {
+                try db.run(sql: historyInsert, arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
+                                                           update.receivedMs, update.status, unrecorded])
+            } else {
+                try db.run(sql: historyInsert, binding: update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
+                           update.receivedMs, update.status, unrecorded)
+            }
             ids.append(db.lastInsertedRowID)
         }
         return (ids, try insert(placeEvents, db))
     }
+
+    private static let historyInsert = """
+        INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status, unrecorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+        """
+    private static let latestUpsert = """
+        INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+        ON CONFLICT(user_id) DO UPDATE SET lat = ?2, lon = ?3, accuracy = ?4, device_ms = ?5, received_ms = ?6, status = ?7, history_id = ?8
+        """
+    private static let historyIndexInsert = "INSERT OR IGNORE INTO history_by_user (user_id, history_id) VALUES (?, ?)"
+    /// `FRIENSO_GEO_BINDING=arguments`: the batch's rows bound through GRDB's `StatementArguments`,
+    /// as before item 83 (A/B runs only).
+    static let bindsThroughArguments = ProcessInfo.processInfo.environment["FRIENSO_GEO_BINDING"] == "arguments"
 
     /// A fold at start-up, in a transaction of its own.
     func writeFold(_ fold: FoldWrite) throws {
@@ -232,15 +247,20 @@ final class SQLiteGeoStore: GeoStorage {
     /// each row records the last history id it reflects: replay skips what it already holds.
     private static func write(_ fold: FoldWrite, _ db: Database) throws {
         let through = try Int64.fetchOne(db, cached: "SELECT max(id) FROM history") ?? 0
-        let latest = try db.cachedStatement(sql: """
-            INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-            ON CONFLICT(user_id) DO UPDATE SET lat = ?2, lon = ?3, accuracy = ?4, device_ms = ?5, received_ms = ?6, status = ?7, history_id = ?8
-            """)
         for (user, fix) in fold.fixes {
-            try latest.execute(arguments: [user, fix.lat, fix.lon, fix.accuracy, fix.deviceMs, fix.receivedMs, fix.status, through])
+            if bindsThroughArguments {
+                try db.run(sql: latestUpsert, arguments: [user, fix.lat, fix.lon, fix.accuracy, fix.deviceMs, fix.receivedMs, fix.status, through])
+            } else {
+                try db.run(sql: latestUpsert, binding: user, fix.lat, fix.lon, fix.accuracy, fix.deviceMs, fix.receivedMs, fix.status, through)
+            }
         }
-        let index = try db.cachedStatement(sql: "INSERT OR IGNORE INTO history_by_user (user_id, history_id) VALUES (?, ?)")
-        for pair in fold.pairs { try index.execute(arguments: [pair.user, pair.id]) }
+        for pair in fold.pairs {
+            if bindsThroughArguments {
+                try db.run(sql: historyIndexInsert, arguments: [pair.user, pair.id])
+            } else {
+                try db.run(sql: historyIndexInsert, binding: pair.user, pair.id)
+            }
+        }
         if let done = fold.completesThrough {
             try db.run(sql: "UPDATE geo_meta SET value = max(value, ?) WHERE key = 'folded_through'", arguments: [done])
             try dropUnrecorded(through: done, db)

@@ -1,0 +1,57 @@
+public import GRDB
+import GRDBSQLite
+
+// The statements a service runs for every row of its hottest writes (geo's history and latest
+// fixes), bound by position straight to SQLite. `Statement.execute(arguments:)` first builds a
+// `StatementArguments` (an existential and a `DatabaseValue` per value), validates it against
+// the statement, and binds through nested closures (strings bound without a copy): about 5% of
+// geo's samples under location updates, for three statements a row (`docs/benchmarks.md`,
+// issue 16, item 83). Here each value binds itself with GRDB's own `StatementBinding` (the same
+// `sqlite3_bind_*` call and storage as GRDB's path, SQLite copying strings), and the statement
+// steps to its end.
+//
+// Hand-written because GRDB has no public way to execute a statement without a
+// `StatementArguments`. What GRDB does around `execute` that this skips, and why that is safe
+// here: transaction observers and observed regions (the project registers none); the check that
+// the transaction was not aborted (the write queue checks `isInsideTransaction` after every
+// mutation, and a failed statement throws here); the schema cache (data statements only: no DDL).
+// A failed step resets the statement, so its next use (here or through GRDB) starts clean.
+
+extension Database {
+    /// Executes one data statement (INSERT, UPDATE, DELETE) from the connection's statement
+    /// cache, inside the current transaction, with `values` bound to its parameters in order:
+    /// as many values as the statement's highest parameter index (`?NNN` counts once).
+    /// - Throws: `DatabaseError` when the statement fails (its SQLite code and message), when
+    ///   the values do not match the parameters (`SQLITE_MISUSE`), or outside a transaction.
+    public func run<each Value: StatementBinding>(sql: String, binding values: repeat each Value) throws {
+        guard isInsideTransaction else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "run(sql:binding:) runs inside a transaction only", sql: sql)
+        }
+        let statement = try cachedStatement(sql: sql)
+        let handle = statement.sqliteStatement
+        // Ready for new bindings: a statement that ran before is still at its end.
+        sqlite3_reset(handle)
+        var index: CInt = 0
+        var failed: CInt = SQLITE_OK
+        for value in repeat each values {
+            index += 1
+            if failed == SQLITE_OK { failed = value.bind(to: handle, at: index) }
+        }
+        let expected = sqlite3_bind_parameter_count(handle)
+        guard failed == SQLITE_OK, index == expected else {
+            sqlite3_clear_bindings(handle)
+            throw DatabaseError(resultCode: ResultCode(rawValue: failed == SQLITE_OK ? SQLITE_MISUSE : failed),
+                                message: "\(index) values bound for \(expected) parameters", sql: sql)
+        }
+        while true {
+            switch sqlite3_step(handle) {
+            case SQLITE_DONE: return
+            case SQLITE_ROW: continue
+            case let code:
+                let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+                sqlite3_reset(handle)
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
+            }
+        }
+    }
+}

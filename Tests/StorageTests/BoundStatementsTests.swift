@@ -1,0 +1,76 @@
+import GRDB
+import Storage
+import Testing
+
+/// `Database.run(sql:binding:)`: values bound by position straight to SQLite store exactly what
+/// GRDB's own arguments store, and a statement that fails or is given the wrong values throws and
+/// leaves its cached statement usable.
+@Suite("storage: statements bound by position")
+struct BoundStatementsTests {
+    static let insert = "INSERT INTO t (i, u, d, s, n, b) VALUES (?, ?, ?, ?, ?, ?)"
+
+    func open() throws -> DatabaseQueue {
+        let queue = try DatabaseQueue()
+        try queue.write { db in
+            try db.execute(sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, i INTEGER, u INTEGER UNIQUE, d REAL, s TEXT, n INTEGER, b INTEGER)")
+        }
+        return queue
+    }
+
+    /// Every column read back with its SQLite type and value.
+    func rows(_ queue: DatabaseQueue) throws -> [String] {
+        try queue.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT typeof(i), i, typeof(u), u, typeof(d), d, typeof(s), s, typeof(n), n, typeof(b), b FROM t ORDER BY id
+                """).map { $0.description }
+        }
+    }
+
+    @Test func boundValues_storeWhatGRDBsArgumentsStore() throws {
+        let bound = try open(), argued = try open()
+        let values: [(Int64, UInt64, Double, String?, Int?, Bool)] = [
+            (-7, 1, 0.1, "", nil, true), (Int64.max, UInt64(Int64.max), -180.000001, "ünïcode ✓", 1, false),
+            (Int64.min, 0, .infinity, nil, 0, true), (0, 42, 1e-300, "a\u{0}b", -1, false),
+        ]
+        try bound.write { db in
+            for v in values { try db.run(sql: Self.insert, binding: v.0, v.1, v.2, v.3, v.4, v.5) }
+        }
+        try argued.write { db in
+            for v in values { try db.execute(sql: Self.insert, arguments: [v.0, v.1, v.2, v.3, v.4, v.5]) }
+        }
+        #expect(try rows(bound) == rows(argued))
+        #expect(try rows(bound).count == values.count)
+    }
+
+    @Test func aFailingStatement_throwsItsError_andRunsAgainAfterwards() throws {
+        let queue = try open()
+        try queue.write { db in
+            try db.run(sql: Self.insert, binding: 1 as Int64, 5 as UInt64, 1.0, "one", 1, true)
+            // The same unique value: SQLite's constraint error, with its code.
+            let error = #expect(throws: DatabaseError.self) {
+                try db.run(sql: Self.insert, binding: 2 as Int64, 5 as UInt64, 2.0, "two", 2, true)
+            }
+            #expect(error?.resultCode == .SQLITE_CONSTRAINT)
+            // Too few values: refused before any step (no earlier value may stay bound).
+            let short = #expect(throws: DatabaseError.self) {
+                try db.run(sql: Self.insert, binding: 3 as Int64, 6 as UInt64, 3.0)
+            }
+            #expect(short?.resultCode == .SQLITE_MISUSE)
+            // The cached statement works again, here and through GRDB.
+            try db.run(sql: Self.insert, binding: 4 as Int64, 7 as UInt64, 4.0, "four", 4, false)
+            try db.execute(sql: Self.insert, arguments: [5, 8, 5.0, "five", 5, true])
+        }
+        #expect(try queue.read { db in try Int.fetchAll(db, sql: "SELECT i FROM t ORDER BY id") } == [1, 4, 5])
+    }
+
+    @Test func outsideATransaction_itRefusesToRun() throws {
+        let queue = try open()
+        queue.writeWithoutTransaction { db in
+            let error = #expect(throws: DatabaseError.self) {
+                try db.run(sql: Self.insert, binding: 1 as Int64, 1 as UInt64, 1.0, "x", 1, true)
+            }
+            #expect(error?.resultCode == .SQLITE_MISUSE)
+        }
+        #expect(try rows(queue).isEmpty)
+    }
+}
