@@ -23,8 +23,8 @@ extension SQLiteAlertsStore {
                 INSERT OR IGNORE INTO outbox (dedupe_key, source, channel, recipient_user, address, body, status, last_error,
                                               created_at_ms, updated_at_ms, next_attempt_ms, about_user)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [row.dedupeKey, row.message.source, row.channel.rawValue, row.user, row.address, row.message.body,
-                                 row.status.rawValue, row.error, now, now, now, row.message.about])
+                """, binding: row.dedupeKey, row.message.source, row.channel.rawValue, row.user, row.address, row.message.body,
+                               row.status.rawValue, row.error, now, now, now, row.message.about)
             if db.changesCount == 1 { added.append(row) }
         }
         return added
@@ -95,7 +95,7 @@ extension SQLiteAlertsStore {
                 try db.run(sql: """
                     INSERT INTO delivery_attempts (delivery_id, attempt, started_ms, provider, outcome)
                     VALUES (?1, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM delivery_attempts WHERE delivery_id = ?1), ?2, ?3, ?4)
-                    """, arguments: [attempt.delivery, at, attempt.provider, AlertsV1.AttemptOutcome.sending.rawValue])
+                    """, binding: attempt.delivery, at, attempt.provider, AlertsV1.AttemptOutcome.sending.rawValue)
             }
         }
     }
@@ -109,8 +109,8 @@ extension SQLiteAlertsStore {
                 try db.run(sql: """
                     UPDATE outbox SET status = ?, attempts = ?, provider = ?, address = ?, last_error = ?, updated_at_ms = ?, next_attempt_ms = ?,
                     reference = ? WHERE id = ?
-                    """, arguments: [d.status.rawValue, d.attempts, d.provider, d.address, d.lastError, d.updatedAtMs, d.nextAttemptAtMs,
-                                     d.reference, d.deliveryId])
+                    """, binding: d.status.rawValue, d.attempts, d.provider, d.address, d.lastError, d.updatedAtMs, d.nextAttemptAtMs,
+                                   d.reference, d.deliveryId)
             }
             for answer in answers {
                 let a = AttemptLog.Answer(answer.result)
@@ -118,13 +118,13 @@ extension SQLiteAlertsStore {
                     try db.run(sql: """
                         UPDATE delivery_attempts SET outcome = ?, finished_ms = ?, reference = ?, error = ?, retry_after_ms = ?
                         WHERE delivery_id = ? AND outcome = 1
-                        """, arguments: [a.outcome, at, a.reference, a.error, a.retryAfterMs, answer.delivery])
+                        """, binding: a.outcome, at, a.reference, a.error, a.retryAfterMs, answer.delivery)
                     if db.changesCount > 0 { continue }
                 }
                 try db.run(sql: """
                     INSERT INTO delivery_attempts (delivery_id, attempt, started_ms, finished_ms, provider, outcome, reference, error, retry_after_ms)
                     VALUES (?1, (SELECT COALESCE(MAX(attempt), 0) + 1 FROM delivery_attempts WHERE delivery_id = ?1), ?2, ?2, ?3, ?4, ?5, ?6, ?7)
-                    """, arguments: [answer.delivery, at, answer.provider, a.outcome, a.reference, a.error, a.retryAfterMs])
+                    """, binding: answer.delivery, at, answer.provider, a.outcome, a.reference, a.error, a.retryAfterMs)
             }
             for token in deadTokens { try db.run(sql: "DELETE FROM devices WHERE token = ?", arguments: [token]) }
             return try Self.nextDue(db)
