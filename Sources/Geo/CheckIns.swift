@@ -164,7 +164,7 @@ extension SQLiteGeoStore {
                                              arguments: [c.user, now]) ?? false
             try db.run(sql: """
                 INSERT OR REPLACE INTO check_ins (user_id, place_name, lat, lon, media_id, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [c.user, c.placeName, c.lat, c.lon, c.mediaID, c.createdMs, c.expiresMs])
+                """, binding: c.user, c.placeName, c.lat, c.lon, c.mediaID, c.createdMs, c.expiresMs)
             return replaced
         }
     }

@@ -78,7 +78,7 @@ public final class SQLiteReplyStore: ReplyStore {
         try db.run(sql: """
             INSERT INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, ?, ?, ?)
             ON CONFLICT (key) DO UPDATE SET reply = excluded.reply, digest = excluded.digest
-            """, arguments: [key, Data(stored.reply?.serializedBytes() ?? []), Int64(bitPattern: stored.digest), now])
+            """, binding: key, Data(stored.reply?.serializedBytes() ?? []), Int64(bitPattern: stored.digest), now)
     }
 
     /// Deletes the replies kept since before `cutoff`, without an index on `created_at`.
@@ -149,7 +149,7 @@ public final class SQLiteReplyStore: ReplyStore {
     ///   the caller tells the ledger (`ClaimLedger.wrote`) once the mutation went through.
     static func claim(_ db: Database, _ scope: IdempotencyScope) throws -> Bool {
         try db.run(sql: "INSERT OR IGNORE INTO idempotent_replies (key, reply, digest, created_at) VALUES (?, x'', ?, ?)",
-                   arguments: [scope.key, Int64(bitPattern: scope.digest), Date().timeIntervalSince1970])
+                   binding: scope.key, Int64(bitPattern: scope.digest), Date().timeIntervalSince1970)
         if db.changesCount == 1 { return true }
         if scope.claims.mustBeFirst {
             scope.claims.collided()
