@@ -49,11 +49,11 @@ extension SQLiteAlertsStore {
             return try await database.write { db in
                 try db.run(sql: """
                     INSERT INTO watch_sessions (initiator, note, state, started_at_ms, ends_at_ms, idempotency_key) VALUES (?, ?, 1, ?, ?, ?)
-                    """, arguments: [new.initiator, new.note, new.at, new.endsAtMs, new.key])
+                    """, binding: new.initiator, new.note, new.at, new.endsAtMs, new.key)
                 let id = UInt64(db.lastInsertedRowID)
                 for (position, watcher) in new.watchers.enumerated() {
                     try db.run(sql: "INSERT INTO watchers (session_id, watcher, position, answer) VALUES (?, ?, ?, ?)",
-                               arguments: [id, watcher, position, AlertsV1.Answer.pending.rawValue])
+                               binding: id, watcher, position, AlertsV1.Answer.pending.rawValue)
                 }
                 try Self.enqueue(db, new.messages(id), now: new.at)
                 guard let record = try Self.watch(db, id: id) else { throw StoreInvariant("the watch just written is missing") }
@@ -73,17 +73,17 @@ extension SQLiteAlertsStore {
             }
             guard var change = try decide(session), let session else { return nil }
             if let end = change.end {
-                try db.run(sql: "UPDATE watch_sessions SET state = ?, ended_at_ms = ? WHERE id = ?", arguments: [end.rawValue, at, session.id])
+                try db.run(sql: "UPDATE watch_sessions SET state = ?, ended_at_ms = ? WHERE id = ?", binding: end.rawValue, at, session.id)
             }
             if let ends = change.endsAtMs {
-                try db.run(sql: "UPDATE watch_sessions SET ends_at_ms = ? WHERE id = ?", arguments: [ends, session.id])
+                try db.run(sql: "UPDATE watch_sessions SET ends_at_ms = ? WHERE id = ?", binding: ends, session.id)
             }
             if let watcher = change.watcher {
                 if let answer = watcher.answer {
                     try db.run(sql: "UPDATE watchers SET answer = ?, answered_at_ms = ?, dismissed = 0 WHERE session_id = ? AND watcher = ?",
-                               arguments: [answer.rawValue, at, session.id, watcher.user])
+                               binding: answer.rawValue, at, session.id, watcher.user)
                 } else {
-                    try db.run(sql: "UPDATE watchers SET dismissed = 1 WHERE session_id = ? AND watcher = ?", arguments: [session.id, watcher.user])
+                    try db.run(sql: "UPDATE watchers SET dismissed = 1 WHERE session_id = ? AND watcher = ?", binding: session.id, watcher.user)
                 }
             }
             change.grants = try change.grants.map { try Self.setGrant(db, $0) }
@@ -175,7 +175,7 @@ extension SQLiteAlertsStore {
             return try await database.write { db in
                 try db.run(sql: """
                     INSERT INTO help_alerts (initiator, message, location, state, raised_at_ms, idempotency_key) VALUES (?, ?, ?, 1, ?, ?)
-                    """, arguments: [new.initiator, new.message, Data(new.location.serializedBytes()), new.at, new.key])
+                    """, binding: new.initiator, new.message, Data(new.location.serializedBytes()), new.at, new.key)
                 let id = UInt64(db.lastInsertedRowID)
                 for (position, contact) in new.recipients.enumerated() {
                     let (user, phone): (UInt64, String) = switch contact {
@@ -183,11 +183,11 @@ extension SQLiteAlertsStore {
                     case .phone(let p): (0, p)
                     }
                     try db.run(sql: "INSERT INTO recipients (alert_id, position, user_id, phone, answer) VALUES (?, ?, ?, ?, ?)",
-                               arguments: [id, position, user, phone, AlertsV1.Answer.pending.rawValue])
+                               binding: id, position, user, phone, AlertsV1.Answer.pending.rawValue)
                 }
                 let grants = try new.grants.map { try Self.setGrant(db, $0) }
                 try db.run(sql: "INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [id, new.initiator, new.promptNumber, new.promptLabel, new.at])
+                           binding: id, new.initiator, new.promptNumber, new.promptLabel, new.at)
                 let promptID = UInt64(db.lastInsertedRowID)
                 let queued = try Self.enqueue(db, new.messages(id), now: new.at)
                 // What was written, without reading it back: the alert's id is new, so the rows
@@ -210,24 +210,24 @@ extension SQLiteAlertsStore {
             guard var change = try decide(alert), let alert else { return nil }
             if let by = change.resolvedBy {
                 try db.run(sql: "UPDATE help_alerts SET state = ?, resolved_at_ms = ?, resolved_by = ? WHERE id = ?",
-                           arguments: [AlertsV1.AlertState.resolved.rawValue, at, by, alert.id])
+                           binding: AlertsV1.AlertState.resolved.rawValue, at, by, alert.id)
             }
             if let recipient = change.recipient {
                 if let answer = recipient.answer {
                     try db.run(sql: "UPDATE recipients SET answer = ?, answered_at_ms = ?, dismissed = 0 WHERE alert_id = ? AND user_id = ?",
-                               arguments: [answer.rawValue, at, alert.id, recipient.user])
+                               binding: answer.rawValue, at, alert.id, recipient.user)
                 } else {
-                    try db.run(sql: "UPDATE recipients SET dismissed = 1 WHERE alert_id = ? AND user_id = ?", arguments: [alert.id, recipient.user])
+                    try db.run(sql: "UPDATE recipients SET dismissed = 1 WHERE alert_id = ? AND user_id = ?", binding: alert.id, recipient.user)
                 }
             }
             if let e = change.escalation {
-                try db.run(sql: "UPDATE help_alerts SET escalated_at_ms = ? WHERE id = ?", arguments: [at, alert.id])
+                try db.run(sql: "UPDATE help_alerts SET escalated_at_ms = ? WHERE id = ?", binding: at, alert.id)
                 try db.run(sql: "INSERT INTO escalations (alert_id, number, label, location, created_at_ms, resent_to) VALUES (?, ?, ?, ?, ?, ?)",
-                           arguments: [alert.id, e.number, e.label, Data((e.location ?? AlertsV1.AlertLocation()).serializedBytes()), at, e.resentTo])
+                           binding: alert.id, e.number, e.label, Data((e.location ?? AlertsV1.AlertLocation()).serializedBytes()), at, e.resentTo)
             }
             if let dialed = change.reportedCall {
                 try db.run(sql: "UPDATE emergency_prompts SET reported = 1, dialed = ?, reported_at_ms = ? WHERE alert_id = ?",
-                           arguments: [dialed, at, alert.id])
+                           binding: dialed, at, alert.id)
             }
             change.grants = try change.grants.map { try Self.setGrant(db, $0) }
             try Self.enqueue(db, change.messages, now: at)
@@ -305,7 +305,7 @@ extension SQLiteAlertsStore {
             return try await database.write { db in
                 try db.run(sql: """
                     INSERT INTO timers (owner, note, state, started_ms, due_ms, warn_ms, pin_hash, idempotency_key) VALUES (?, ?, 1, ?, ?, ?, ?, ?)
-                    """, arguments: [new.owner, new.note, new.at, new.dueMs, new.warnMs, new.pinHash, new.key])
+                    """, binding: new.owner, new.note, new.at, new.dueMs, new.warnMs, new.pinHash, new.key)
                 guard let timer = try Self.timers(db, "id = ?", [db.lastInsertedRowID]).first else {
                     throw StoreInvariant("the timer just written is missing")
                 }
@@ -322,10 +322,10 @@ extension SQLiteAlertsStore {
             let timer = try Self.timers(db, "id = ?", [id]).first
             guard let change = try decide(timer), let timer else { return nil }
             if let end = change.end {
-                try db.run(sql: "UPDATE timers SET state = ?, ended_ms = ?, alert_id = ? WHERE id = ?", arguments: [end.rawValue, at, change.alertID, id])
+                try db.run(sql: "UPDATE timers SET state = ?, ended_ms = ?, alert_id = ? WHERE id = ?", binding: end.rawValue, at, change.alertID, id)
             }
-            if change.warned { try db.run(sql: "UPDATE timers SET warned_ms = ? WHERE id = ?", arguments: [at, id]) }
-            if change.failedTry { try db.run(sql: "UPDATE timers SET failures = failures + 1 WHERE id = ?", arguments: [id]) }
+            if change.warned { try db.run(sql: "UPDATE timers SET warned_ms = ? WHERE id = ?", binding: at, id) }
+            if change.failedTry { try db.run(sql: "UPDATE timers SET failures = failures + 1 WHERE id = ?", binding: id) }
             try Self.enqueue(db, change.messages, now: at)
             guard let record = try Self.timers(db, "id = ?", [timer.id]).first else { throw StoreInvariant("the timer just changed is missing") }
             return (record, change)
@@ -359,7 +359,7 @@ extension SQLiteAlertsStore {
         try db.run(sql: replacesGrants ? "INSERT OR REPLACE INTO grants (subject, viewer, reason, expires_ms, version) VALUES (?, ?, ?, ?, ?)" : """
             INSERT INTO grants (subject, viewer, reason, expires_ms, version) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms, version = excluded.version
-            """, arguments: [grant.subject, grant.viewer, grant.reason, grant.expiresMs, version])
+            """, binding: grant.subject, grant.viewer, grant.reason, grant.expiresMs, version)
         var set = grant
         set.version = version
         return set
