@@ -126,10 +126,9 @@ extension GeoService {
     /// first; each one counted in the subject's audit. (The handler, callable in process by the benchmark.)
     public func locations(seenBy caller: UInt64) -> GeoV1.FriendsLocationsResponse {
         let at = now()
-        let friends = graph.read { $0.friends(of: caller) }
         let around = config.aroundDistance
         var result = state.mutex.withLock { s in
-            graph.read { g in Self.locations(seenBy: caller, friends: friends, in: s, graph: g, at: at, aroundWithin: around) }
+            graph.read { g in Self.locations(seenBy: caller, in: s, graph: g, at: at, aroundWithin: around) }
         }
         result.sort { ($0.distanceM, $0.userId) < ($1.distanceM, $1.userId) }
         audit.record(subjects: result.lazy.map(\.userId), viewer: caller, kind: .friendsLocations, at: at)
@@ -137,14 +136,14 @@ extension GeoService {
         return GeoV1.FriendsLocationsResponse(friends: result, you: you)
     }
 
-    /// The locations `caller` may see: of `friends`, and of anyone who granted the caller a view
+    /// The locations `caller` may see: of their friends, and of anyone who granted them a view
     /// (a watchMe or helpNow), unsorted. The state and the graph are borrowed, and read in a loop,
     /// not in closures: a closure that captures either copies the whole struct (a retain and a
     /// release per field) on every method call it makes on it (`docs/benchmarks.md`, item 81).
-    static func locations(seenBy caller: UInt64, friends: [UInt64], in s: borrowing GeoState, graph g: borrowing GraphState,
+    static func locations(seenBy caller: UInt64, in s: borrowing GeoState, graph g: borrowing GraphState,
                           at: Int64, aroundWithin: Double) -> [GeoV1.FriendLocation] {
         let mine = s.latest[caller]
-        var subjects = Set(friends)
+        var subjects = Set(g.friends(of: caller))
         subjects.formUnion(s.grants.subjects(visibleTo: caller, now: at))
         var result: [GeoV1.FriendLocation] = []
         result.reserveCapacity(subjects.count)
