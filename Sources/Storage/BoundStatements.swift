@@ -1,8 +1,9 @@
 public import GRDB
 import GRDBSQLite
 
-// The statements a service runs for every row of its hottest writes (geo's history and latest
-// fixes), bound by position straight to SQLite. `Statement.execute(arguments:)` first builds a
+// The data statements the services run for every row or mutation they write (geo's location
+// rows, every idempotency claim and saved reply, alerts' outbox and alerts), bound by position
+// straight to SQLite. `Statement.execute(arguments:)` first builds a
 // `StatementArguments` (an existential and a `DatabaseValue` per value), validates it against
 // the statement, and binds through nested closures (strings bound without a copy): about 5% of
 // geo's samples under location updates, for three statements a row (`docs/benchmarks.md`,
@@ -39,9 +40,11 @@ extension Database {
         }
         let expected = sqlite3_bind_parameter_count(handle)
         guard failed == SQLITE_OK, index == expected else {
+            // SQLite's own message for a value it refused; ours for a wrong count.
+            let message = failed == SQLITE_OK ? "\(index) values bound for \(expected) parameters"
+                : String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
             sqlite3_clear_bindings(handle)
-            throw DatabaseError(resultCode: ResultCode(rawValue: failed == SQLITE_OK ? SQLITE_MISUSE : failed),
-                                message: "\(index) values bound for \(expected) parameters", sql: sql)
+            throw DatabaseError(resultCode: ResultCode(rawValue: failed == SQLITE_OK ? SQLITE_MISUSE : failed), message: message, sql: sql)
         }
         while true {
             switch sqlite3_step(handle) {
