@@ -56,15 +56,14 @@ extension GeoService {
         guard limit <= 100 else { throw RPCError.invalidArgument("limit: at most 100") }
         let me = try point(false, 0, 0, caller: caller)
         let at = now()
-        var found = state.mutex.withLock { s in
+        let found = state.mutex.withLock { s in
             graph.read { g in Self.checkIns(within: radius, of: me, seenBy: caller, in: s, graph: g, at: at) }
         }
-        if request.feed {
-            found.sort { ($0.createdAtMs, $0.userId) > ($1.createdAtMs, $1.userId) }
-        } else {
-            found.sort { ($0.distanceM, $0.userId) < ($1.distanceM, $1.userId) }
-        }
-        return GeoV1.ListCheckInsResponse(checkIns: Array(found.prefix(limit)))
+        // Sorted by their keys, each check-in moved once (`sorted(byKey:descending:limit:)`).
+        let shown = request.feed
+            ? found.sorted(byKey: { KeyPair($0.createdAtMs, $0.userId) }, descending: true, limit: limit)
+            : found.sorted(byKey: { KeyPair($0.distanceM, $0.userId) }, limit: limit)
+        return GeoV1.ListCheckInsResponse(checkIns: shown)
     }
 
     /// The live check-ins within `radius` of `me` that `caller` may see, unsorted. A loop over

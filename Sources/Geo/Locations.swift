@@ -127,10 +127,9 @@ extension GeoService {
     public func locations(seenBy caller: UInt64) -> GeoV1.FriendsLocationsResponse {
         let at = now()
         let around = config.aroundDistance
-        var result = state.mutex.withLock { s in
+        let result = state.mutex.withLock { s in
             graph.read { g in Self.locations(seenBy: caller, in: s, graph: g, at: at, aroundWithin: around) }
-        }
-        result.sort { ($0.distanceM, $0.userId) < ($1.distanceM, $1.userId) }
+        }.sorted(byKey: { KeyPair($0.distanceM, $0.userId) })
         audit.record(subjects: result.lazy.map(\.userId), viewer: caller, kind: .friendsLocations, at: at)
         let you = state.mutex.withLock { $0.latest[caller] }.map(Self.proto)
         return GeoV1.FriendsLocationsResponse(friends: result, you: you)
@@ -143,19 +142,35 @@ extension GeoService {
     static func locations(seenBy caller: UInt64, in s: borrowing GeoState, graph g: borrowing GraphState,
                           at: Int64, aroundWithin: Double) -> [GeoV1.FriendLocation] {
         let mine = s.latest[caller]
-        var subjects = Set(g.friends(of: caller))
-        subjects.formUnion(s.grants.subjects(visibleTo: caller, now: at))
+        // Friends are unique (the graph's list); a set to skip them among the grants is made only
+        // when the caller holds a grant, which is rare.
+        let friends = g.friends(of: caller)
+        let granted = s.grants.subjects(visibleTo: caller, now: at)
         var result: [GeoV1.FriendLocation] = []
-        result.reserveCapacity(subjects.count)
-        for subject in subjects {
-            guard let fix = s.latest[subject], let precision = s.disclosure(viewer: caller, subject: subject, graph: g, now: at) else { continue }
-            let (shown, around) = s.shown(fix, of: subject, at: precision, aroundWithin: aroundWithin)
-            var distance = 0.0
-            if let mine, let shown { distance = GeoMath.distance(lat1: mine.lat, lon1: mine.lon, lat2: shown.lat, lon2: shown.lon) }
-            result.append(GeoV1.FriendLocation(userId: subject, fix: shown.map(proto), ageMs: max(0, at - fix.receivedMs),
-                                               status: fix.status, around: around, distanceM: distance, precision: precision.proto))
+        result.reserveCapacity(friends.count + granted.count)
+        for subject in friends {
+            if let entry = location(of: subject, seenBy: caller, from: mine, in: s, graph: g, at: at, aroundWithin: aroundWithin) { result.append(entry) }
+        }
+        if !granted.isEmpty {
+            let listed = Set(friends)
+            for subject in granted where !listed.contains(subject) {
+                if let entry = location(of: subject, seenBy: caller, from: mine, in: s, graph: g, at: at, aroundWithin: aroundWithin) { result.append(entry) }
+            }
         }
         return result
+    }
+
+    /// `subject`'s entry as `caller` may see it (nil: no fix, or not theirs to see).
+    private static func location(of subject: UInt64, seenBy caller: UInt64, from mine: LatestFix?, in s: borrowing GeoState,
+                                 graph g: borrowing GraphState, at: Int64, aroundWithin: Double) -> GeoV1.FriendLocation? {
+        guard let fix = s.latest[subject],
+              let precision = s.disclosure(viewer: caller, subject: subject, graph: g, now: at, zone: s.zones.privateZone(of: subject, at: fix))
+        else { return nil }
+        let (shown, around) = s.shown(fix, of: subject, at: precision, aroundWithin: aroundWithin)
+        var distance = 0.0
+        if let mine, let shown { distance = GeoMath.distance(lat1: mine.lat, lon1: mine.lon, lat2: shown.lat, lon2: shown.lon) }
+        return GeoV1.FriendLocation(userId: subject, fix: shown.map(proto), ageMs: max(0, at - fix.receivedMs),
+                                    status: fix.status, around: around, distanceM: distance, precision: precision.proto)
     }
 
     public func latestLocation(_ request: GeoV1.LatestLocationRequest, _ context: RequestContext) async throws -> GeoV1.LatestLocationResponse {

@@ -92,10 +92,9 @@ extension GeoService {
         let caller = try context.requireCaller()
         let at = now(), freshAfter = at - config.venueFreshness.wholeMilliseconds
         let k = config.venueMinimumPeople
-        var venues = state.mutex.withLock { s in
+        let venues = state.mutex.withLock { s in
             graph.read { g in Self.venues(seenBy: caller, freshAfter: freshAfter, minimum: k, in: s, graph: g, at: at) }
-        }
-        venues.sort { ($0.people, $0.friends) > ($1.people, $1.friends) }
+        }.sorted(byKey: { KeyPair($0.people, $0.friends) }, descending: true)
         return GeoV1.ListVenuesResponse(venues: venues, freshMinutes: UInt32(config.venueFreshness.wholeMilliseconds / 60_000),
                                         minPeople: UInt32(k))
     }

@@ -53,8 +53,10 @@ extension GeoTestGroup {
                 _ = try await geo.call(4, API.updateSharing, GeoV1.UpdateSharingRequest(
                     settings: GeoV1.SharingSettings(shareWithFriends: false), fields: ["share_with_friends"]))
                 try await geo.service.apply(GeoV1.LocationGrant(subjectId: 6, viewerId: 1, expiresAtMs: geo.clock.now + 60_000, reason: "watch"))
+                // A friend who granted a view too is listed once.
+                try await geo.service.apply(GeoV1.LocationGrant(subjectId: 2, viewerId: 1, expiresAtMs: geo.clock.now + 60_000, reason: "watch"))
                 let seen = try await geo.call(1, API.friendsLocations, GeoV1.FriendsLocationsRequest())
-                #expect(seen.friends.map(\.userId) == [2, 6], "nearest first: the sharing friend and the grant")
+                #expect(seen.friends.map(\.userId) == [2, 6], "nearest first: the sharing friend and the grant, each once")
                 #expect(seen.friends.first?.status == "s2")
                 #expect(seen.you?.latitude == 33.781, "the caller's own fix comes along (the map centres on it)")
                 #expect(try await geo.call(7, API.friendsLocations, GeoV1.FriendsLocationsRequest()).you == nil, "no fix, no position")
