@@ -21,6 +21,9 @@ struct IndexTests {
         (name: "uniform city", latRange: 40.6...40.9, lonRange: -74.1 ... -73.8),
         (name: "antimeridian", latRange: -17.0 ... -16.0, lonRange: 179.5...180.0),
         (name: "near the north pole", latRange: 89.9...90.0, lonRange: -180.0...180.0),
+        // A few rows, each with occupied cells far apart: the search walks each row's occupied
+        // columns outward from the query's, across long empty stretches.
+        (name: "few rows, wide", latRange: 40.0...40.01, lonRange: -74.5 ... -73.5),
     ])
     func nearest_matchesBruteForce(_ area: (name: String, latRange: ClosedRange<Double>, lonRange: ClosedRange<Double>)) async {
         // CPU-bound for a second or two: on a thread of its own, so the cooperative pool (two

@@ -8,7 +8,9 @@ import Foundation
 /// - k-nearest: rings of cells around the query's cell, nearest ring first, keeping the best k
 ///   and stopping at the first ring whose lower bound is beyond the k-th distance: a dense area
 ///   answers from a few cells, never scanning every point within the radius when only k are
-///   wanted. Near a pole, the candidate cells are listed with a bound each and scanned in order.
+///   wanted. A ring's cells come from each row's list of occupied columns, walked outward from
+///   the query's column, so empty cells cost nothing. Near a pole, the candidate cells are listed
+///   with a bound each and scanned in order.
 /// - Antimeridian: column indices wrap.
 public struct SpatialIndex: Sendable {
     struct Entry: Sendable {
@@ -21,6 +23,10 @@ public struct SpatialIndex: Sendable {
     private let columns: Int
     private let rows: Int
     private var cells: [Int: [Entry]] = [:]
+    /// Each row's occupied columns, ascending. A search reads a row's list once and walks it
+    /// outward from its own column; asking `cells` about every cell of every ring instead (most
+    /// of them empty) cost a hash per cell, more than half of a nearby search (item 85).
+    private var occupied: [Int: [Int32]] = [:]
     private var slotOf: [UInt64: UInt32] = [:]
     private var userOf: [UInt64] = []        // slot → user id
     private var cellOf: [Int] = []           // slot → cell key
@@ -88,8 +94,32 @@ public struct SpatialIndex: Sendable {
 
     private mutating func attach(_ slot: UInt32, cell: Int, lat: Float, lon: Float) {
         cellOf[Int(slot)] = cell
-        positionOf[Int(slot)] = UInt32(cells[cell, default: []].count)
+        let count = cells[cell]?.count ?? 0
+        if count == 0 { markOccupied(cell, true) }
+        positionOf[Int(slot)] = UInt32(count)
         cells[cell, default: []].append(Entry(slot: slot, lat: lat, lon: lon))
+    }
+
+    /// Adds `cell`'s column to its row's list, or removes it (the cell's first entry came, or
+    /// its last left).
+    private mutating func markOccupied(_ cell: Int, _ isOccupied: Bool) {
+        let r = cell / columns, c = Int32(cell % columns)
+        let (found, index) = Self.lowerBound(occupied[r] ?? [], c)
+        if isOccupied {
+            if !found { occupied[r, default: []].insert(c, at: index) }
+        } else if found {
+            if occupied[r]!.count == 1 { occupied[r] = nil } else { occupied[r]!.remove(at: index) }
+        }
+    }
+
+    /// Where `value` is in the ascending `list`, or would go.
+    private static func lowerBound(_ list: [Int32], _ value: Int32) -> (found: Bool, index: Int) {
+        var low = 0, high = list.count
+        while low < high {
+            let mid = (low + high) / 2
+            if list[mid] < value { low = mid + 1 } else { high = mid }
+        }
+        return (low < list.count && list[low] == value, low)
     }
 
     /// Removes the slot from its cell by moving the cell's last entry into its place.
@@ -101,7 +131,7 @@ public struct SpatialIndex: Sendable {
             entries[position] = last
             positionOf[Int(last.slot)] = UInt32(position)
         }
-        if !entries.isEmpty { cells[cell] = entries }
+        if entries.isEmpty { markOccupied(cell, false) } else { cells[cell] = entries }
     }
 
     /// Where the index has `user` (as stored: `Float` precision).
@@ -206,6 +236,9 @@ public struct SpatialIndex: Sendable {
         }
         let r0 = row(lat), c0 = column(lon)
         let stepRadians = GeoMath.radians(cellDegrees)
+        // The rows the rings have reached, each walking its occupied columns outward.
+        var walks: [RowWalk] = []
+        walks.reserveCapacity(2 * min(lastRing, 64) + 1)
         for k in 0...lastRing {
             if k >= 2 {
                 // Everything on ring k is at least k-1 whole cells away in latitude or longitude.
@@ -213,22 +246,69 @@ public struct SpatialIndex: Sendable {
                 let ringBound = min(s * s, search.cosLat * cosMinRange * s * s)
                 if ringBound > search.radiusTerm || (search.full && ringBound > search.worst) { break }
             }
-            for r in max(0, r0 - k)...min(rows - 1, r0 + k) {
-                let edgeRow = abs(r - r0) == k
-                let rowCos = cosMin(row: r)
-                var c = c0 - k
-                while c <= c0 + k {
-                    var wrapped = c % columns
-                    if wrapped < 0 { wrapped += columns }
-                    if let entries = cells[key(r, wrapped)] {
-                        search.scan(entries, cosMin: rowCos, userOf: userOf, context: context, include: include)
-                    }
-                    // Inner rows of the ring have only its two edge columns.
-                    c += edgeRow || k == 0 ? 1 : 2 * k
+            // Ring k's two new rows (one at k = 0) join with their occupied columns.
+            var r = r0 - k
+            while r <= r0 + k {
+                if r >= 0, r < rows, let list = occupied[r] {
+                    walks.append(RowWalk(row: r, cosMin: cosMin(row: r), columns: list, center: c0, width: columns))
+                }
+                r += max(1, 2 * k)
+            }
+            // Ring k is every cell at most k columns from the query's in the new rows, and the
+            // cells exactly k columns away in the rows that joined before (the nearer ones were
+            // taken by earlier rings): in both, the columns not taken yet that are at most k away.
+            for w in walks.indices {
+                while let c = walks[w].next(within: k) {
+                    search.scan(cells[key(walks[w].row, c)]!, cosMin: walks[w].cosMin, userOf: userOf, context: context, include: include)
                 }
             }
         }
         return search.result()
+    }
+
+    /// One row's occupied columns, taken in order of their distance from the query's column
+    /// (`center`): a cursor to each side, wrapping around the antimeridian. Only called with
+    /// rings narrower than the world (`2 * lastRing + 1 <= columns`), so no column is within
+    /// reach from both sides.
+    private struct RowWalk {
+        let row: Int
+        let cosMin: Double
+        let columns: [Int32]
+        let center: Int
+        let width: Int
+        /// The next index to the right (the center's column included) and to the left.
+        var right: Int
+        var left: Int
+        /// Columns taken so far: never more than the row has.
+        var taken = 0
+
+        init(row: Int, cosMin: Double, columns: [Int32], center: Int, width: Int) {
+            self.row = row
+            self.cosMin = cosMin
+            self.columns = columns
+            self.center = center
+            self.width = width
+            right = SpatialIndex.lowerBound(columns, Int32(center)).index % columns.count
+            left = (right + columns.count - 1) % columns.count
+        }
+
+        /// The next column not taken yet that is at most `reach` columns from the center.
+        mutating func next(within reach: Int) -> Int? {
+            guard taken < columns.count else { return nil }
+            let r = Int(columns[right])
+            if (r - center + width) % width <= reach {
+                taken += 1
+                right = (right + 1) % columns.count
+                return r
+            }
+            let l = Int(columns[left])
+            if (center - l + width) % width <= reach {
+                taken += 1
+                left = (left + columns.count - 1) % columns.count
+                return l
+            }
+            return nil
+        }
     }
 
     /// The running state of one k-nearest search.
