@@ -72,11 +72,19 @@ struct Adjacency: Sendable {
     }
 
     private static func search(_ list: [UInt32], _ value: UInt32) -> (found: Bool, index: Int) {
-        var low = 0, high = list.count
+        list.sortedPosition(of: value)
+    }
+}
+
+extension Array where Element: Comparable {
+    /// Where `value` is in this ascending array, or would go to keep it so (a binary search).
+    /// Also geo's, for its index's lists of occupied cells (`SpatialIndex`).
+    @inlinable package func sortedPosition(of value: Element) -> (found: Bool, index: Int) {
+        var low = 0, high = count
         while low < high {
             let mid = (low + high) / 2
-            if list[mid] < value { low = mid + 1 } else { high = mid }
+            if self[mid] < value { low = mid + 1 } else { high = mid }
         }
-        return (low < list.count && list[low] == value, low)
+        return (low < count && self[low] == value, low)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import SocialReplica
 
 /// The in-memory index of every user's latest position: a grid of cells of `cellDegrees` ×
 /// `cellDegrees` (lat × lon), each holding a compact array of the users inside.
@@ -104,7 +105,7 @@ public struct SpatialIndex: Sendable {
     /// its last left).
     private mutating func markOccupied(_ cell: Int, _ isOccupied: Bool) {
         let r = cell / columns, c = Int32(cell % columns)
-        let (found, index) = Self.lowerBound(occupied[r] ?? [], c)
+        let (found, index) = (occupied[r] ?? []).sortedPosition(of: c)
         if isOccupied {
             if !found { occupied[r, default: []].insert(c, at: index) }
         } else if found {
@@ -112,15 +113,6 @@ public struct SpatialIndex: Sendable {
         }
     }
 
-    /// Where `value` is in the ascending `list`, or would go.
-    private static func lowerBound(_ list: [Int32], _ value: Int32) -> (found: Bool, index: Int) {
-        var low = 0, high = list.count
-        while low < high {
-            let mid = (low + high) / 2
-            if list[mid] < value { low = mid + 1 } else { high = mid }
-        }
-        return (low < list.count && list[low] == value, low)
-    }
 
     /// Removes the slot from its cell by moving the cell's last entry into its place.
     private mutating func detach(_ slot: UInt32) {
@@ -288,7 +280,7 @@ public struct SpatialIndex: Sendable {
             self.columns = columns
             self.center = center
             self.width = width
-            right = SpatialIndex.lowerBound(columns, Int32(center)).index % columns.count
+            right = columns.sortedPosition(of: Int32(center)).index % columns.count
             left = (right + columns.count - 1) % columns.count
         }
 
