@@ -177,11 +177,11 @@ extension SQLiteGeoStore {
 
     func addAudit(_ counts: [AuditLog.Key: UInt32]) async throws {
         try await database.write { db in
-            let statement = try db.cachedStatement(sql: """
+            let upsert = try db.cachedStatement(sql: """
                 INSERT INTO audit (subject, viewer, hour, kind, link, count) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT (subject, hour, viewer, kind, link) DO UPDATE SET count = count + excluded.count
                 """)
-            for (k, n) in counts { try statement.execute(arguments: [k.subject, k.viewer, k.hour, k.kind, k.link, n]) }
+            for (k, n) in counts { try db.run(upsert, binding: k.subject, k.viewer, k.hour, k.kind, k.link, n) }
         }
     }
 

@@ -189,11 +189,9 @@ extension SQLiteGeoStore {
     /// The place events of a batch, in its transaction. - Returns: them with their ids.
     static func insert(_ events: [PlaceEventRecord], _ db: Database) throws -> [PlaceEventRecord] {
         guard !events.isEmpty else { return [] }
-        let statement = try db.cachedStatement(sql: """
-            INSERT INTO place_events (viewer, subject, alert_id, label, arrived, at_ms) VALUES (?, ?, ?, ?, ?, ?)
-            """)
         return try events.map { event in
-            try statement.execute(arguments: [event.viewer, event.subject, event.alert, event.label, event.arrived, event.atMs])
+            try db.run(sql: "INSERT INTO place_events (viewer, subject, alert_id, label, arrived, at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                       binding: event.viewer, event.subject, event.alert, event.label, event.arrived, event.atMs)
             var stored = event
             stored.id = UInt64(db.lastInsertedRowID)
             return stored

@@ -2,7 +2,8 @@ public import GRDB
 import GRDBSQLite
 
 // The data statements the services run for every row or mutation they write (geo's location
-// rows, every idempotency claim and saved reply, alerts' outbox and alerts), bound by position
+// rows, audit flush, grants and place events, every idempotency claim and saved reply, alerts'
+// outbox and alerts), bound by position
 // straight to SQLite. `Statement.execute(arguments:)` first builds a
 // `StatementArguments` (an existential and a `DatabaseValue` per value), validates it against
 // the statement, and binds through nested closures (strings bound without a copy): about 5% of
@@ -28,7 +29,17 @@ extension Database {
         guard isInsideTransaction else {
             throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "run(sql:binding:) runs inside a transaction only", sql: sql)
         }
-        let statement = try cachedStatement(sql: sql)
+        try run(cachedStatement(sql: sql), binding: repeat each values)
+    }
+
+    /// `run(sql:binding:)` with a statement already taken from this connection's cache
+    /// (`cachedStatement(sql:)`), for a loop that runs one statement for many rows: the cache
+    /// is asked once, not once a row (its key is the SQL, hashed on every question).
+    /// (`Statement.sql` is read only for an error: GRDB trims it anew on every read.)
+    public func run<each Value: StatementBinding>(_ statement: Statement, binding values: repeat each Value) throws {
+        guard isInsideTransaction else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "run(sql:binding:) runs inside a transaction only", sql: statement.sql)
+        }
         let handle = statement.sqliteStatement
         // Ready for new bindings: a statement that ran before is still at its end.
         sqlite3_reset(handle)
@@ -44,7 +55,7 @@ extension Database {
             let message = failed == SQLITE_OK ? "\(index) values bound for \(expected) parameters"
                 : String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
             sqlite3_clear_bindings(handle)
-            throw DatabaseError(resultCode: ResultCode(rawValue: failed == SQLITE_OK ? SQLITE_MISUSE : failed), message: message, sql: sql)
+            throw DatabaseError(resultCode: ResultCode(rawValue: failed == SQLITE_OK ? SQLITE_MISUSE : failed), message: message, sql: statement.sql)
         }
         while true {
             switch sqlite3_step(handle) {
@@ -53,7 +64,7 @@ extension Database {
             case let code:
                 let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
                 sqlite3_reset(handle)
-                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
             }
         }
     }

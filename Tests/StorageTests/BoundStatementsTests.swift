@@ -63,6 +63,32 @@ struct BoundStatementsTests {
         #expect(try queue.read { db in try Int.fetchAll(db, sql: "SELECT i FROM t ORDER BY id") } == [1, 4, 5])
     }
 
+    /// The form for a loop (`run(_:binding:)`, one cached statement for many rows): the same rows,
+    /// the same errors with the statement's SQL, and the statement usable after a failure.
+    @Test func aStatementTakenOnce_runsForManyRows_andNamesItsSQLWhenItFails() throws {
+        let once = try open(), each = try open()
+        try once.write { db in
+            let insert = try db.cachedStatement(sql: Self.insert)
+            for n in 1...3 as ClosedRange<Int64> { try db.run(insert, binding: n, UInt64(n), Double(n), "row \(n)", Int(n), n % 2 == 0) }
+            let error = #expect(throws: DatabaseError.self) {
+                try db.run(insert, binding: 9 as Int64, 2 as UInt64, 9.0, "again", 9, true) // u = 2 is taken
+            }
+            #expect(error?.resultCode == .SQLITE_CONSTRAINT)
+            #expect(error?.sql == Self.insert)
+            try db.run(insert, binding: 4 as Int64, 4 as UInt64, 4.0, "row 4", 4, true)
+        }
+        try each.write { db in
+            for n in 1...4 as ClosedRange<Int64> { try db.run(sql: Self.insert, binding: n, UInt64(n), Double(n), "row \(n)", Int(n), n % 2 == 0) }
+        }
+        #expect(try rows(once) == rows(each))
+        try once.writeWithoutTransaction { db in
+            let insert = try db.cachedStatement(sql: Self.insert)
+            let outside = #expect(throws: DatabaseError.self) { try db.run(insert, binding: 5 as Int64, 5 as UInt64, 5.0, "x", 5, true) }
+            #expect(outside?.resultCode == .SQLITE_MISUSE)
+        }
+        #expect(try rows(once).count == 4)
+    }
+
     @Test func outsideATransaction_itRefusesToRun() throws {
         let queue = try open()
         queue.writeWithoutTransaction { db in

@@ -279,13 +279,12 @@ final class SQLiteGeoStore: GeoStorage {
         guard !grants.isEmpty else { return [] }
         return try await database.write { db in
             // A revocation stays as a tombstone (its expiry in the past), for its version.
-            let upsert = try db.cachedStatement(sql: """
-                INSERT INTO grants (subject, viewer, reason, expires_ms, version) VALUES (?1, ?2, ?3, ?4, ?5)
-                ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = ?4, version = max(version, ?5)
-                WHERE ?5 = 0 OR ?5 >= version
-                """)
-            return try grants.map { grant in
-                try upsert.execute(arguments: [grant.key.subject, grant.key.viewer, grant.key.reason, grant.expiresMs, grant.version])
+            try grants.map { grant in
+                try db.run(sql: """
+                    INSERT INTO grants (subject, viewer, reason, expires_ms, version) VALUES (?1, ?2, ?3, ?4, ?5)
+                    ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = ?4, version = max(version, ?5)
+                    WHERE ?5 = 0 OR ?5 >= version
+                    """, binding: grant.key.subject, grant.key.viewer, grant.key.reason, grant.expiresMs, grant.version)
                 return db.changesCount > 0
             }
         }
