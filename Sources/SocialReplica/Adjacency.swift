@@ -11,7 +11,7 @@ struct Adjacency: Sendable {
     @discardableResult
     mutating func insert(_ from: UInt64, _ to: UInt64) -> Bool {
         guard let small = UInt32(exactly: to) else { return overflow[from, default: []].insert(to).inserted }
-        let (found, index) = Self.search(lists[from] ?? [], small)
+        let (found, index) = (lists[from] ?? []).sortedPosition(of: small)
         guard !found else { return false }
         lists[from, default: []].insert(small, at: index)
         return true
@@ -25,7 +25,7 @@ struct Adjacency: Sendable {
             return removed
         }
         guard let list = lists[from] else { return false }
-        let (found, index) = Self.search(list, small)
+        let (found, index) = list.sortedPosition(of: small)
         guard found else { return false }
         if list.count == 1 { lists[from] = nil } else { lists[from]!.remove(at: index) }
         return true
@@ -34,7 +34,7 @@ struct Adjacency: Sendable {
     func contains(_ from: UInt64, _ to: UInt64) -> Bool {
         guard let small = UInt32(exactly: to) else { return overflow[from]?.contains(to) ?? false }
         guard let list = lists[from] else { return false }
-        return Self.search(list, small).found
+        return list.sortedPosition(of: small).found
     }
 
     func neighbours(of user: UInt64) -> [UInt64] {
@@ -69,10 +69,6 @@ struct Adjacency: Sendable {
                 count = unique
             }
         }
-    }
-
-    private static func search(_ list: [UInt32], _ value: UInt32) -> (found: Bool, index: Int) {
-        list.sortedPosition(of: value)
     }
 }
 

@@ -113,7 +113,6 @@ public struct SpatialIndex: Sendable {
         }
     }
 
-
     /// Removes the slot from its cell by moving the cell's last entry into its place.
     private mutating func detach(_ slot: UInt32) {
         let cell = Int(cellOf[Int(slot)]), position = Int(positionOf[Int(slot)])
