@@ -63,9 +63,11 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     /// Items waiting for a batch (tests).
     public var waiting: Int { state.withLock { $0.items.count } }
 
-    public func submit(_ item: Item) async throws -> Result {
+    /// Submits `item` and waits until its batch committed. With `lingers`, the item waits for a
+    /// batch another item starts, up to the queue's `linger`.
+    public func submit(_ item: Item, lingers: Bool = false) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
-            enqueue(item) { continuation.resume(with: $0) }
+            enqueue(item, lingers: lingers) { continuation.resume(with: $0) }
         }
     }
 
