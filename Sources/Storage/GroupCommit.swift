@@ -10,9 +10,10 @@ public import Synchronization
 /// The commit runs on its own dispatch queue, never on Swift's cooperative pool (it blocks on
 /// SQLite and fsync).
 ///
-/// An item submitted with `lingers` (a write nobody waits for: a reply's save on top of its
-/// claim) does not start a commit by itself: it waits up to `linger` for an item that does, and
-/// rides in that batch; a batch of lingering items alone is committed once the linger is over.
+/// An item submitted with `lingers` (a write no request waits for: a reply's save on top of its
+/// claim, a delivery pass's record) does not start a commit by itself: it waits up to `linger`
+/// for an item that does, and rides in that batch; a batch of lingering items alone is committed
+/// once the linger is over. Its submitter may still wait for that commit (`submit(_:lingers:)`).
 public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     /// How a waiter hears its item's outcome: a suspended caller is resumed (`submit(_:)`), or a
     /// callback runs on the commit's queue (for a write nobody waits for, so no task is made for it).
