@@ -97,6 +97,7 @@ public enum StackScenario {
         // Measured: a closed loop per worker, each owning every inFlight-th user (so one user's
         // helpNow is never raised twice at once).
         let before = deployment.counters()
+        let commitsBefore = deployment.commitCounts()
         let started = ContinuousClock.now
         let until = started.advanced(by: .seconds(options.seconds))
         let weights = options.mix
@@ -130,6 +131,7 @@ public enum StackScenario {
         } }
         let elapsed = started.duration(to: .now)
         let after = deployment.counters()
+        let commits = CommitCounts.window(before: commitsBefore, after: deployment.commitCounts())
         var rows = parts
         for i in rows.indices { rows[i].elapsed = elapsed }
         let total = rows.reduce(0) { $0 + Int($1.count) }, errors = rows.reduce(0) { $0 + $1.errors }
@@ -137,6 +139,7 @@ public enum StackScenario {
                 "- all operations: \(Int(Double(total) / BenchStack.seconds(elapsed))) ops/s, \(errors) errors (target: 10,000 ops/s with p99 ≤ 10 ms for every type, 0 errors)", ""]
         let resources = deployment.resources(before: before, after: after, seconds: BenchStack.seconds(elapsed), operations: total)
         out += resources.lines
+        out += ["", Self.commitLine(commits, operations: total)]
         let perOperation = { (seconds: Double) in seconds / Double(max(1, total)) * 1e6 }
         var metrics = [
             "ops_per_second": Double(total) / BenchStack.seconds(elapsed),
@@ -162,11 +165,28 @@ public enum StackScenario {
             metrics["kib_written_per_op_\(key)"] = Double(window.writtenBytes) / 1_024 / Double(max(1, total))
             metrics["write_calls_per_op_\(key)"] = Double(window.writeCalls) / Double(max(1, total))
         }
+        for (service, c) in commits {
+            metrics["commits_per_op_\(service)"] = c.commits / Double(max(1, total))
+            metrics["items_per_commit_\(service)"] = c.items / c.commits
+            metrics["commit_ms_\(service)"] = c.seconds / c.commits * 1e3
+        }
         Results.shared.record(section: storage == "sqlite" ? "stack \(plane)" : "stack \(plane) \(storage)", rows: rows, metrics: metrics)
         for person in people { await person.client.close() }
         if redis { out += [""] + (await redisBaseline(points, threads: options.inFlight, seconds: options.seconds)) }
         let p99 = Dictionary(rows.map { ($0.name, $0.micros(99)) }, uniquingKeysWith: { a, _ in a })
         return (out.joined(separator: "\n"), Double(total) / BenchStack.seconds(elapsed), p99)
+    }
+
+    /// The window's group commits per operation, by service: each one transaction and (on SQLite)
+    /// one `fdatasync`, with the items it carried (a mutation, a reply's save, a delivery pass's
+    /// record, or one batch of geo's location updates) and how long it took on average.
+    static func commitLine(_ commits: [String: CommitCounts], operations: Int) -> String {
+        guard !commits.isEmpty else { return "- group commits: not read (the launcher's metrics did not answer)" }
+        let parts = commits.sorted { $0.key < $1.key }.map { service, c in
+            "\(service) \(String(format: "%.3f", c.commits / Double(max(1, operations)))) (\(String(format: "%.2f", c.items / c.commits)) items each, "
+                + "\(String(format: "%.2f", c.seconds / c.commits * 1e3)) ms)"
+        }
+        return "- group commits per operation (each service's `frienso_group_commit_*`): " + parts.joined(separator: ", ")
     }
 
     struct Person: Sendable {

@@ -1,0 +1,66 @@
+import Foundation
+import Launcher
+
+/// A service's group commits over a window, from the deployment's merged metrics
+/// (`frienso_group_commit_items` and `frienso_group_commit_duration_seconds`, summed over its
+/// queues): how many commits (each one transaction and one `fdatasync` on SQLite), how many
+/// items they carried, and the seconds they took. `stack` prints them per operation beside the
+/// KiB written: counts the VM's speed does not scale (`docs/benchmarks.md`, issue 16, item 90).
+struct CommitCounts: Equatable, Sendable {
+    var commits: Double = 0
+    var items: Double = 0
+    var seconds: Double = 0
+
+    /// Per service (its `service` label), from a Prometheus text exposition; services without a
+    /// group commit are absent.
+    static func parse(_ exposition: String) -> [String: CommitCounts] {
+        var found: [String: CommitCounts] = [:]
+        for line in exposition.split(separator: "\n") where line.hasPrefix("frienso_group_commit_") {
+            guard let open = line.firstIndex(of: "{"), let close = line.lastIndex(of: "}"),
+                  let value = Double(line[line.index(after: close)...].trimmingCharacters(in: .whitespaces)),
+                  let service = label("service", in: line[line.index(after: open)..<close]) else { continue }
+            switch line[..<open] {
+            case "frienso_group_commit_items_count": found[service, default: CommitCounts()].commits += value
+            case "frienso_group_commit_items_sum": found[service, default: CommitCounts()].items += value
+            case "frienso_group_commit_duration_seconds_sum": found[service, default: CommitCounts()].seconds += value
+            default: break
+            }
+        }
+        return found
+    }
+
+    /// `name`'s value in a label set such as `service="geo",queue="service-database-writes"`
+    /// (its values hold no quotes or commas: service names and queue labels).
+    private static func label(_ name: String, in labels: Substring) -> String? {
+        for pair in labels.split(separator: ",") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, parts[0] == name else { continue }
+            return String(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+        }
+        return nil
+    }
+
+    /// What happened between two readings.
+    static func - (after: CommitCounts, before: CommitCounts) -> CommitCounts {
+        CommitCounts(commits: after.commits - before.commits, items: after.items - before.items, seconds: after.seconds - before.seconds)
+    }
+
+    /// The window's commits per service: `after` minus `before`, for services that committed.
+    static func window(before: [String: CommitCounts], after: [String: CommitCounts]) -> [String: CommitCounts] {
+        after.reduce(into: [:]) { result, entry in
+            let delta = entry.value - (before[entry.key] ?? CommitCounts())
+            if delta.commits > 0 { result[entry.key] = delta }
+        }
+    }
+}
+
+extension Deployment {
+    /// Every service's group commits so far, from the launcher's metrics port (empty when it
+    /// cannot be read: the report then says so instead of printing zeros).
+    func commitCounts() -> [String: CommitCounts] {
+        guard let endpoint = (try? LaunchStatus.read(run))?.metricsEndpoint, endpoint.hasSuffix("/metrics"),
+              let answer = HTTPProbe.get(String(endpoint.dropLast("/metrics".count)), path: "/metrics", timeout: .seconds(5)),
+              answer.status == 200 else { return [:] }
+        return CommitCounts.parse(answer.body)
+    }
+}
