@@ -10,10 +10,9 @@ public import Synchronization
 /// The commit runs on its own dispatch queue, never on Swift's cooperative pool (it blocks on
 /// SQLite and fsync).
 ///
-/// An item submitted with `lingers` (a write no request waits for: a reply's save on top of its
-/// claim, a delivery pass's record) does not start a commit by itself: it waits up to `linger`
-/// for an item that does, and rides in that batch; a batch of lingering items alone is committed
-/// once the linger is over. Its submitter may still wait for that commit (`submit(_:lingers:)`).
+/// An item submitted with `lingers` (a write nobody waits for: a reply's save on top of its
+/// claim) does not start a commit by itself: it waits up to `linger` for an item that does, and
+/// rides in that batch; a batch of lingering items alone is committed once the linger is over.
 public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     /// How a waiter hears its item's outcome: a suspended caller is resumed (`submit(_:)`), or a
     /// callback runs on the commit's queue (for a write nobody waits for, so no task is made for it).
@@ -64,11 +63,9 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
     /// Items waiting for a batch (tests).
     public var waiting: Int { state.withLock { $0.items.count } }
 
-    /// Submits `item` and waits until its batch committed. With `lingers`, the item waits for a
-    /// batch another item starts, up to the queue's `linger`.
-    public func submit(_ item: Item, lingers: Bool = false) async throws -> Result {
+    public func submit(_ item: Item) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
-            enqueue(item, lingers: lingers) { continuation.resume(with: $0) }
+            enqueue(item) { continuation.resume(with: $0) }
         }
     }
 

@@ -30,11 +30,11 @@ public final class ServiceDatabase: Sendable {
     /// The connections reads in place use (nil: GRDB's pool serves them, `FRIENSO_READERS=pool`).
     let readers: InPlaceReaders?
 
-    init(pool: DatabasePool, checkpointer: Checkpointer, readers: InPlaceReaders?, linger: Duration?) {
+    init(pool: DatabasePool, checkpointer: Checkpointer, readers: InPlaceReaders?) {
         self.pool = pool
         self.checkpointer = checkpointer
         self.readers = readers
-        writes = WriteQueue(pool: pool, linger: linger)
+        writes = WriteQueue(pool: pool, linger: Self.saveLinger)
     }
 
     deinit {
@@ -51,10 +51,6 @@ public final class ServiceDatabase: Sendable {
         return ms > 0 ? .milliseconds(ms) : nil
     }()
 
-    /// `FRIENSO_LINGERING_WRITES=off`: `writeLingering` starts a batch at once, as `write` does
-    /// (for A/B runs of `frienso-bench`; the launcher's children inherit it).
-    static let writesLinger = ProcessInfo.processInfo.environment["FRIENSO_LINGERING_WRITES"] != "off"
-
     /// WAL checkpoints run by the background checkpointer so far.
     public var checkpoints: Int { checkpointer.runs.load(ordering: .relaxed) }
 
@@ -65,11 +61,8 @@ public final class ServiceDatabase: Sendable {
         try open(path, walRestartPages: Checkpointer.restartPages)
     }
 
-    /// - Parameters:
-    ///   - walRestartPages: WAL frames past which a checkpoint restarts the log (tests lower it).
-    ///   - linger: how long a write nobody waits for waits for a mutation's batch (`saveLinger`;
-    ///     tests set one longer than themselves, so what rode together did by construction).
-    static func open(_ path: String, walRestartPages: Int, linger: Duration? = saveLinger) throws -> ServiceDatabase {
+    /// - Parameter walRestartPages: WAL frames past which a checkpoint restarts the log (tests lower it).
+    static func open(_ path: String, walRestartPages: Int) throws -> ServiceDatabase {
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
@@ -116,7 +109,7 @@ public final class ServiceDatabase: Sendable {
         signal.attach(checkpointer)
         let readers = InPlaceReaders.enabled
             ? InPlaceReaders(path: path, configuration: configuration, limit: configuration.maximumReaderCount) : nil
-        return ServiceDatabase(pool: pool, checkpointer: checkpointer, readers: readers, linger: linger)
+        return ServiceDatabase(pool: pool, checkpointer: checkpointer, readers: readers)
     }
 
     public func read<T>(_ value: (Database) throws -> T) throws -> T {
@@ -176,20 +169,6 @@ public final class ServiceDatabase: Sendable {
     /// short): for events that must follow the order of the changes they announce.
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T,
                                    committed: (@Sendable (T) -> Void)?) async throws -> T {
-        try await write(updates, lingering: false, committed: committed)
-    }
-
-    /// A write that no request waits for (a delivery pass's record of what it sent): atomic, and
-    /// durable when this returns, as `write`; but it starts no commit of its own. It waits up to
-    /// `saveLinger` for a batch that a mutation starts and rides in it (one fsync for both), and is
-    /// committed alone only when nothing else comes meanwhile. Not for anything a caller is
-    /// answered after: that caller would wait out the linger when the service is quiet.
-    public func writeLingering<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await write(updates, lingering: Self.writesLinger, committed: nil)
-    }
-
-    private func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T, lingering: Bool,
-                                    committed: (@Sendable (T) -> Void)?) async throws -> T {
         let scope = MutationScope()
         guard Self.groupCommit else {
             // The path before group commit, for A/B measurements (`FRIENSO_GROUP_COMMIT=off`).
@@ -214,8 +193,7 @@ public final class ServiceDatabase: Sendable {
             committed: {
                 guard let committed, !scope.isDryRun, case .success(let result) = box.outcome else { return }
                 committed(result)
-            },
-            lingers: lingering))
+            }))
         // Written on the commit queue before the batch's waiters were resumed.
         return try (box.outcome ?? .failure(StoreInvariant("the mutation did not run"))).get()
     }
@@ -247,9 +225,6 @@ public final class ServiceDatabase: Sendable {
 
     /// Mutations committed through the write queue, and the batches they took (for the benchmark).
     public var groupCommits: (batches: Int, mutations: Int) { writes.counts }
-
-    /// Writes waiting for the write queue's next batch (tests).
-    var waitingWrites: Int { writes.waiting }
 
     public func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) rethrows -> T {
         try pool.writeWithoutTransaction(updates)

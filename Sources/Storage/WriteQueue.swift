@@ -48,9 +48,8 @@ final class WriteQueue: Sendable {
     }
 
     /// Returns once the batch holding `pending` committed; throws when the batch failed as a whole.
-    /// A `pending` that lingers waits for a batch a mutation starts (up to the queue's linger).
     func submit(_ pending: Pending) async throws {
-        try await commits.submit(pending, lingers: pending.lingers)
+        try await commits.submit(pending)
     }
 
     /// Queues `pending` without waiting: `done` runs on the commit's queue after its batch.

@@ -1,7 +1,7 @@
 import Foundation
 import FriensoTesting
 import GRDB
-@testable import Storage
+import Storage
 import Testing
 import Synchronization
 import Wire
@@ -143,66 +143,6 @@ struct GroupCommitTests {
             none.submit(4, lingers: true) { done.resume(returning: try? $0.get()) }
         }
         #expect(direct == 4)
-    }
-
-    /// `GroupCommit.submit(_:lingers:)` awaited: the caller is resumed with the batch a mutation
-    /// starts, not before; without one, once its linger is over (issue 16, item 88).
-    @Test func awaitedLingeringItems_resumeWithTheNextBatch() async throws {
-        let batches = Mutex<[[Int]]>([])
-        let long = GroupCommit<Int, Int>(label: "test-linger-awaited", linger: .seconds(600)) { batch in
-            batches.withLock { $0.append(batch) }
-            return batch.map { $0 * 10 }
-        }
-        async let record = long.submit(1, lingers: true)
-        for _ in 0..<10_000 where long.waiting == 0 { await Task.yield() }
-        #expect(long.waiting == 1, "it waits for a batch instead of starting one")
-        #expect(batches.withLock { $0 }.isEmpty)
-        #expect(try await long.submit(2) == 20)
-        #expect(try await record == 10)
-        #expect(batches.withLock { $0 } == [[1, 2]], "one batch: the lingering item rode with the mutation")
-
-        let short = GroupCommit<Int, Int>(label: "test-linger-awaited-alone", linger: .milliseconds(5)) { $0 }
-        #expect(try await short.submit(3, lingers: true) == 3, "alone, it is committed once its linger is over")
-    }
-
-    /// `ServiceDatabase.writeLingering` (a delivery pass's record of what it sent) starts no commit
-    /// of its own: it rides in the batch of the next mutation, is durable when it returns, and a
-    /// throw in it takes back only its own changes (issue 16, item 88: a quarter of alerts'
-    /// commits in `stack` were passes alone). Fails with `FRIENSO_LINGERING_WRITES=off`.
-    @Test func lingeringWrites_rideInTheNextMutationsBatch_andAreDurable() async throws {
-        let dir = try TemporaryDirectory("frienso-lingering-writes")
-        defer { dir.remove() }
-        let path = "\(dir.path)/items.sqlite"
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("items") { db in
-            try db.execute(sql: "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
-        }
-        // A linger longer than the test: what commits together can only have ridden together.
-        let database = try ServiceDatabase.open(path, walRestartPages: Checkpointer.restartPages, linger: .seconds(600))
-        try database.migrate(migrator)
-        async let record: Int = database.writeLingering { db in
-            try db.run(sql: "INSERT INTO items (name) VALUES ('pass record')")
-            return 7
-        }
-        for _ in 0..<10_000 where database.waitingWrites == 0 { await Task.yield() }
-        #expect(database.waitingWrites == 1, "the lingering write waits: no commit started for it")
-        #expect(database.groupCommits.batches == 0)
-        // A lingering write that throws is undone alone, in the same batch.
-        let refused = Task {
-            try await database.writeLingering { db in
-                try db.run(sql: "INSERT INTO items (name) VALUES ('refused record')")
-                throw Refused()
-            }
-        }
-        for _ in 0..<10_000 where database.waitingWrites < 2 { await Task.yield() }
-        try await database.write { db in try db.run(sql: "INSERT INTO items (name) VALUES ('mutation')") }
-        #expect(try await record == 7)
-        await #expect(throws: Refused.self) { try await refused.value }
-        let groups = database.groupCommits
-        #expect(groups.batches == 1 && groups.mutations == 3, "all three in the mutation's one commit: \(groups)")
-        let reopened = try ServiceDatabase.open(path)
-        let names = try await reopened.read { db in try String.fetchAll(db, sql: "SELECT name FROM items ORDER BY name") }
-        #expect(names == ["mutation", "pass record"])
     }
 
     /// A reply saved on top of its claim takes no commit of its own: it rides in the write

@@ -103,8 +103,7 @@ extension SQLiteAlertsStore {
     func finishPass(_ updated: [AlertsV1.Delivery], answers: [(delivery: UInt64, provider: String, result: DeliveryResult)],
                     begun: Set<UInt64>, at: Int64, deadTokens: Set<String>,
                     sent: [(message: OutgoingMessage, provider: String)]) async throws -> Int64? {
-        // No request waits for a pass: its record rides in the next mutation's commit.
-        try await database.writeLingering { db in
+        try await database.write { db in
             for s in sent { try Self.recordSent(db, s.message, provider: s.provider, at: at) }
             for d in updated {
                 try db.run(sql: """
