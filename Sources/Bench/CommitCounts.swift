@@ -5,7 +5,8 @@ import Launcher
 /// (`frienso_group_commit_items` and `frienso_group_commit_duration_seconds`, summed over its
 /// queues): how many commits (each one transaction and one `fdatasync` on SQLite), how many
 /// items they carried, and the seconds they took. `stack` prints them per operation beside the
-/// KiB written: counts the VM's speed does not scale (`docs/benchmarks.md`, issue 16, item 90).
+/// KiB written (`docs/benchmarks.md`, issue 16, item 90): the commits and their items are counts
+/// the VM's speed changes little; the mean commit is a time, and moves with it.
 struct CommitCounts: Equatable, Sendable {
     var commits: Double = 0
     var items: Double = 0
@@ -40,6 +41,13 @@ struct CommitCounts: Equatable, Sendable {
         return nil
     }
 
+    /// Commits per operation, of `operations` in the window.
+    func perOperation(_ operations: Int) -> Double { commits / Double(max(1, operations)) }
+    /// Items each commit carried, on average.
+    var itemsPerCommit: Double { items / max(1, commits) }
+    /// The mean commit, in milliseconds.
+    var meanMilliseconds: Double { seconds / max(1, commits) * 1e3 }
+
     /// What happened between two readings.
     static func - (after: CommitCounts, before: CommitCounts) -> CommitCounts {
         CommitCounts(commits: after.commits - before.commits, items: after.items - before.items, seconds: after.seconds - before.seconds)
@@ -55,12 +63,12 @@ struct CommitCounts: Equatable, Sendable {
 }
 
 extension Deployment {
-    /// Every service's group commits so far, from the launcher's metrics port (empty when it
+    /// Every service's group commits so far, from the launcher's metrics port (nil when it
     /// cannot be read: the report then says so instead of printing zeros).
-    func commitCounts() -> [String: CommitCounts] {
+    func commitCounts() -> [String: CommitCounts]? {
         guard let endpoint = (try? LaunchStatus.read(run))?.metricsEndpoint, endpoint.hasSuffix("/metrics"),
               let answer = HTTPProbe.get(String(endpoint.dropLast("/metrics".count)), path: "/metrics", timeout: .seconds(5)),
-              answer.status == 200 else { return [:] }
+              answer.status == 200 else { return nil }
         return CommitCounts.parse(answer.body)
     }
 }

@@ -131,7 +131,7 @@ public enum StackScenario {
         } }
         let elapsed = started.duration(to: .now)
         let after = deployment.counters()
-        let commits = CommitCounts.window(before: commitsBefore, after: deployment.commitCounts())
+        let commits = commitsBefore.flatMap { before in deployment.commitCounts().map { CommitCounts.window(before: before, after: $0) } }
         var rows = parts
         for i in rows.indices { rows[i].elapsed = elapsed }
         let total = rows.reduce(0) { $0 + Int($1.count) }, errors = rows.reduce(0) { $0 + $1.errors }
@@ -165,10 +165,10 @@ public enum StackScenario {
             metrics["kib_written_per_op_\(key)"] = Double(window.writtenBytes) / 1_024 / Double(max(1, total))
             metrics["write_calls_per_op_\(key)"] = Double(window.writeCalls) / Double(max(1, total))
         }
-        for (service, c) in commits {
-            metrics["commits_per_op_\(service)"] = c.commits / Double(max(1, total))
-            metrics["items_per_commit_\(service)"] = c.items / c.commits
-            metrics["commit_ms_\(service)"] = c.seconds / c.commits * 1e3
+        for (service, c) in commits ?? [:] {
+            metrics["commits_per_op_\(service)"] = c.perOperation(total)
+            metrics["items_per_commit_\(service)"] = c.itemsPerCommit
+            metrics["commit_ms_\(service)"] = c.meanMilliseconds
         }
         Results.shared.record(section: storage == "sqlite" ? "stack \(plane)" : "stack \(plane) \(storage)", rows: rows, metrics: metrics)
         for person in people { await person.client.close() }
@@ -180,11 +180,12 @@ public enum StackScenario {
     /// The window's group commits per operation, by service: each one transaction and (on SQLite)
     /// one `fdatasync`, with the items it carried (a mutation, a reply's save, a delivery pass's
     /// record, or one batch of geo's location updates) and how long it took on average.
-    static func commitLine(_ commits: [String: CommitCounts], operations: Int) -> String {
-        guard !commits.isEmpty else { return "- group commits: not read (the launcher's metrics did not answer)" }
+    static func commitLine(_ commits: [String: CommitCounts]?, operations: Int) -> String {
+        guard let commits else { return "- group commits: not read (the launcher's metrics did not answer)" }
+        guard !commits.isEmpty else { return "- group commits: none in the window" }
         let parts = commits.sorted { $0.key < $1.key }.map { service, c in
-            "\(service) \(String(format: "%.3f", c.commits / Double(max(1, operations)))) (\(String(format: "%.2f", c.items / c.commits)) items each, "
-                + "\(String(format: "%.2f", c.seconds / c.commits * 1e3)) ms)"
+            "\(service) \(String(format: "%.3f", c.perOperation(operations))) (\(String(format: "%.2f", c.itemsPerCommit)) items each, "
+                + "\(String(format: "%.2f", c.meanMilliseconds)) ms)"
         }
         return "- group commits per operation (each service's `frienso_group_commit_*`): " + parts.joined(separator: ", ")
     }

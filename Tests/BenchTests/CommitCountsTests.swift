@@ -44,6 +44,7 @@ struct CommitCountsTests {
         #expect(abs((geo?.seconds ?? 0) - 0.2) < 1e-9)
         let line = StackScenario.commitLine(window, operations: 5_000)
         #expect(line.contains("geo 0.050 (8.00 items each, 0.80 ms)"), "\(line)")
-        #expect(StackScenario.commitLine([:], operations: 5_000).contains("not read"))
+        #expect(StackScenario.commitLine(nil, operations: 5_000).contains("not read"))
+        #expect(StackScenario.commitLine([:], operations: 5_000).contains("none in the window"))
     }
 }
