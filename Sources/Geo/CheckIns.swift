@@ -9,6 +9,50 @@ public import Wire
 /// findable, to anyone nearby; never across a block. Handlers, then storage.
 extension GeoService {
     public func checkIn(_ request: GeoV1.CheckInRequest, _ context: RequestContext) async throws -> GeoV1.CheckInResponse {
+        let checked = try checkedCheckIn(request, context)
+        return try await checkIn(request, checked, context)
+    }
+
+    /// `CheckIn` started on the host's reactor thread (`MethodRouter.startOnReactor(_:keyed:_:)`):
+    /// checked there, written through the write queue with the request's scope, and answered from
+    /// the commit's thread (`docs/benchmarks.md`, issue 16, item 91). A check-in that attaches or
+    /// releases a photo asks media first, which suspends: it goes on on a task of its own, with
+    /// the request's scope bound as the task path binds it.
+    func checkIn(_ request: GeoV1.CheckInRequest, _ context: RequestContext,
+                 done: @escaping @Sendable (Result<GeoV1.CheckInResponse, any Error>) -> Void) {
+        let checked: CheckedCheckIn
+        do { checked = try checkedCheckIn(request, context) } catch { return done(.failure(error)) }
+        guard !checked.photos else {
+            Task {
+                do {
+                    done(.success(try await IdempotencyScope.$current.withValue(context.idempotency) { try await checkIn(request, checked, context) }))
+                } catch {
+                    done(.failure(error))
+                }
+            }
+            return
+        }
+        let record = checked.record(at: now(), lifetime: config.checkInLifetime)
+        store.saveCheckIn(record, now: record.createdMs, as: context.idempotency) { result in
+            done(result.map { replaced in self.checkedIn(record, replaced: replaced) })
+        }
+    }
+
+    /// A check-in's request, checked: the place's name, where, and whether media is asked (a
+    /// photo to attach, or the previous check-in's to release).
+    struct CheckedCheckIn: Sendable {
+        var caller: UInt64
+        var name: String
+        var point: (lat: Double, lon: Double)
+        var photos: Bool
+
+        func record(at: Int64, lifetime: Duration) -> CheckInRecord {
+            CheckInRecord(user: caller, placeName: name, lat: point.lat, lon: point.lon, mediaID: "",
+                          createdMs: at, expiresMs: at + lifetime.wholeMilliseconds)
+        }
+    }
+
+    private func checkedCheckIn(_ request: GeoV1.CheckInRequest, _ context: RequestContext) throws -> CheckedCheckIn {
         let caller = try context.requireCaller()
         let name = request.placeName.trimmingWhitespace()
         guard (1...80).contains(name.count) else { throw RPCError.invalidArgument("place_name: 1-80 characters") }
@@ -17,7 +61,18 @@ extension GeoService {
         }
         let p = try point(request.hasPoint, request.latitude, request.longitude, caller: caller)
         let previousPhoto = state.mutex.withLock { $0.checkIns[caller]?.mediaID ?? "" }
-        if !request.mediaId.isEmpty || !previousPhoto.isEmpty {
+        return CheckedCheckIn(caller: caller, name: name, point: p, photos: !request.mediaId.isEmpty || !previousPhoto.isEmpty)
+    }
+
+    /// The stored check-in in memory, and the reply.
+    private func checkedIn(_ record: CheckInRecord, replaced: Bool) -> GeoV1.CheckInResponse {
+        state.mutex.withLock { $0.checkIns[record.user] = record }
+        return GeoV1.CheckInResponse(checkIn: Self.proto(record, distance: 0), replaced: replaced)
+    }
+
+    private func checkIn(_ request: GeoV1.CheckInRequest, _ checked: CheckedCheckIn, _ context: RequestContext) async throws -> GeoV1.CheckInResponse {
+        let caller = checked.caller, name = checked.name, p = checked.point
+        if checked.photos {
             // The photo must be the caller's check-in upload; the replaced check-in's photo is released.
             // Not for a request applied before (a retry after a restart, or the dry run of one
             // whose reply a crash lost): it would take the photo of the check-in made since. The
@@ -37,9 +92,7 @@ extension GeoService {
         let at = now()
         let record = CheckInRecord(user: caller, placeName: name, lat: p.lat, lon: p.lon, mediaID: request.mediaId,
                                    createdMs: at, expiresMs: at + config.checkInLifetime.wholeMilliseconds)
-        let replaced = try await store.saveCheckIn(record, now: at)
-        state.mutex.withLock { $0.checkIns[caller] = record }
-        return GeoV1.CheckInResponse(checkIn: Self.proto(record, distance: 0), replaced: replaced)
+        return checkedIn(record, replaced: try await store.saveCheckIn(record, now: at))
     }
 
     /// Active check-ins the caller may see near them: those of people whose location they may
@@ -158,13 +211,20 @@ extension SQLiteGeoStore {
 
     /// - Returns: whether an active check-in was replaced.
     func saveCheckIn(_ c: CheckInRecord, now: Int64) async throws -> Bool {
-        try await database.write { db in
-            let replaced = try Bool.fetchOne(db, cached: "SELECT EXISTS(SELECT 1 FROM check_ins WHERE user_id = ? AND expires_ms > ?)",
-                                             arguments: [c.user, now]) ?? false
-            try db.run(sql: """
-                INSERT OR REPLACE INTO check_ins (user_id, place_name, lat, lon, media_id, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)
-                """, binding: c.user, c.placeName, c.lat, c.lon, c.mediaID, c.createdMs, c.expiresMs)
-            return replaced
-        }
+        try await database.write { db in try Self.saveCheckIn(c, now: now, db) }
+    }
+
+    func saveCheckIn(_ c: CheckInRecord, now: Int64, as scope: IdempotencyScope?,
+                     then done: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
+        database.write(as: scope, { db in try Self.saveCheckIn(c, now: now, db) }, then: done)
+    }
+
+    private static func saveCheckIn(_ c: CheckInRecord, now: Int64, _ db: Database) throws -> Bool {
+        let replaced = try Bool.fetchOne(db, cached: "SELECT EXISTS(SELECT 1 FROM check_ins WHERE user_id = ? AND expires_ms > ?)",
+                                         arguments: [c.user, now]) ?? false
+        try db.run(sql: """
+            INSERT OR REPLACE INTO check_ins (user_id, place_name, lat, lon, media_id, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)
+            """, binding: c.user, c.placeName, c.lat, c.lon, c.mediaID, c.createdMs, c.expiresMs)
+        return replaced
     }
 }

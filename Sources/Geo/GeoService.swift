@@ -224,6 +224,11 @@ extension GeoService: FriensoService, GeoV1.GeoService.Handler {
         if ProcessInfo.processInfo.environment["FRIENSO_GEO_UPDATES"] != "tasks" {
             router.startOnReactor(GeoV1.GeoService.updateLocation) { request, context, done in self.updateLocation(request, context, done: done) }
         }
+        // Check-ins too, keyed ones included, the reply cache's in-memory steps taken on the
+        // reactor (item 91); `FRIENSO_GEO_CHECKINS=tasks` leaves them on the task path.
+        if ProcessInfo.processInfo.environment["FRIENSO_GEO_CHECKINS"] != "tasks" {
+            router.startOnReactor(GeoV1.GeoService.checkIn, keyed: true) { request, context, done in self.checkIn(request, context, done: done) }
+        }
         return router
     }
 }

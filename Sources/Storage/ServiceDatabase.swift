@@ -1,6 +1,6 @@
 public import GRDB
 import Foundation
-import Wire
+public import Wire
 import FriensoProto
 import Synchronization
 
@@ -198,6 +198,33 @@ public final class ServiceDatabase: Sendable {
         return try (box.outcome ?? .failure(StoreInvariant("the mutation did not run"))).get()
     }
 
+    /// The same mutation without a task (a handler started on the host's reactor,
+    /// `MethodRouter.startOnReactor(_:keyed:_:)`): `scope` is the request's, which a task would
+    /// have bound (`RequestContext.idempotency`), and `done` runs with the outcome on the commit's
+    /// queue once the batch holding it committed (or failed). Keep `done` short.
+    public func write<T: Sendable>(as scope: IdempotencyScope?, _ updates: @escaping @Sendable (Database) throws -> T,
+                                   then done: @escaping @Sendable (Result<T, any Error>) -> Void) {
+        guard Self.groupCommit else {
+            // No write queue to hand it to (A/B runs without group commit): the async path on a task.
+            Task {
+                do { done(.success(try await IdempotencyScope.$current.withValue(scope) { try await write(updates) })) } catch { done(.failure(error)) }
+            }
+            return
+        }
+        let mutation = MutationScope(idempotency: scope)
+        let box = OutcomeBox<T>()
+        writes.submit(WriteQueue.Pending(run: { db in
+            box.outcome = Result {
+                var result: T?
+                try mutation.savepoint(db) { result = try updates(db) }
+                guard let result else { throw StoreInvariant("the mutation produced no result") }
+                return result
+            }
+        })) { committed in
+            done(committed.flatMap { box.outcome ?? .failure(StoreInvariant("the mutation did not run")) })
+        }
+    }
+
     /// Writes `updates` in the write queue's next batch, beside the mutations waiting for it (one
     /// commit, one fsync for all; alone, it waits up to `saveLinger` for one), and calls `done` on
     /// the writer's queue once that batch committed (or failed): for writes that carry no
@@ -263,6 +290,11 @@ public struct MutationScope: Sendable {
 
     init() {
         idempotency = IdempotencyScope.current
+    }
+
+    /// For a mutation made off a task (the request's scope handed over explicitly).
+    init(idempotency: IdempotencyScope?) {
+        self.idempotency = idempotency
     }
 
     /// Whether this is the dry run of a request applied before a crash (writes are rolled back).

@@ -64,6 +64,10 @@ protocol GeoStorage: Sendable {
     func importPlaces(_ places: [PlaceRecord], replace: Bool) async throws -> [PlaceRecord]
     /// - Returns: whether the check-in was stored.
     func saveCheckIn(_ c: CheckInRecord, now: Int64) async throws -> Bool
+    /// The same without a task (a check-in started on the host's reactor): `scope` is the
+    /// request's, written with it as a task's would be; `done` once the write is durable (or failed).
+    func saveCheckIn(_ c: CheckInRecord, now: Int64, as scope: IdempotencyScope?,
+                     then done: @escaping @Sendable (Result<Bool, any Error>) -> Void)
 
     // Privacy zones and place alerts.
     /// - Returns: the zone's id.
@@ -100,6 +104,15 @@ protocol GeoStorage: Sendable {
 extension GeoStorage {
     func locationWriter(_ steps: LocationBatchSteps) -> any LocationWriter {
         OwnCommitLocationWriter(store: self, steps: steps)
+    }
+
+    /// An engine with no write queue to hand it to (PostgreSQL): the async write, on a task with
+    /// the request's scope bound.
+    func saveCheckIn(_ c: CheckInRecord, now: Int64, as scope: IdempotencyScope?,
+                     then done: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
+        Task {
+            do { done(.success(try await IdempotencyScope.$current.withValue(scope) { try await saveCheckIn(c, now: now) })) } catch { done(.failure(error)) }
+        }
     }
 }
 

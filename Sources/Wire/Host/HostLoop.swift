@@ -294,7 +294,7 @@ final class HostLoop: ReactorComponent {
         // Stored whole with `updateValue`, never changed through the dictionary's subscript: its
         // modify accessor (`inFlight[key]?.onReactor = true`) allocated a coroutine frame on
         // every request (a sixth of the gateway's mallocs).
-        let offered = reactorHandler != nil && dispatcher.offersToReactor(envelope)
+        let offered = reactorHandler.map { dispatcher.offersToReactor(envelope, $0) } ?? false
         inFlight.updateValue(InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, deadline: deadline,
                                       arrived: arrived, onReactor: offered), forKey: key)
         metrics.inFlight(inFlight.count)
@@ -303,7 +303,11 @@ final class HostLoop: ReactorComponent {
                                       deadline: deadline, key: key)
         if offered, let reactorHandler {
             takenOnReactor += 1
-            if reactorHandler.take(request, reply: ReactorReply(loop: self, key: key)) {
+            let reply = ReactorReply(loop: self, key: key)
+            let taken = dispatcher.runsKeyed(envelope)
+                ? dispatcher.takeKeyed(request, reply: reply, handler: reactorHandler, logger: logger)
+                : reactorHandler.take(request, reply: reply)
+            if taken {
                 counters.onReactor.add(1, ordering: .relaxed)
                 return
             }

@@ -84,6 +84,11 @@ public struct RequestContext: Sendable {
     public var sessionID: [UInt8]
     /// A logger carrying `request-id` and `method` metadata.
     public var logger: Logger
+    /// The idempotent request being served, when the host keeps replies and the request has a
+    /// key: the same `IdempotencyScope.current` binds on a task. A handler started on the host's
+    /// reactor (`MethodRouter.startOnReactor(_:keyed:_:)`) has no task to bind it to, and hands
+    /// it to the storage layer itself.
+    public var idempotency: IdempotencyScope?
 
     public var isExpired: Bool { ContinuousClock.now >= deadline }
 

@@ -61,19 +61,32 @@ public struct MethodRouter: RequestHandler {
     /// (`done`): a write that waits for its group commit, with no task and no hand-over per
     /// request on the way in or out (the reply goes to the loop's command queue from the commit's
     /// thread: `LaterReply`). What runs before `done` must not block. Only requests the host
-    /// offers the reactor come here (no idempotency key while it keeps replies); keyed ones, and
-    /// in-process callers, take `method`'s registered handler on a task.
+    /// offers the reactor come here: without an idempotency key while it keeps replies, unless
+    /// `keyed`; in-process callers take `method`'s registered handler on a task.
+    ///
+    /// - Parameter keyed: keyed requests start here too, for a method that claims first
+    ///   (`claimFirst`): the host runs the reply cache's steps that need no store read on the
+    ///   reactor (a reply kept in memory replayed, a duplicate in flight waiting for the first,
+    ///   a key reused for another request refused) and hands the handler the request's scope as
+    ///   `context.idempotency`, which it must pass to its store write (there is no task to bind
+    ///   it to). A write that meets an earlier run's claim goes on as on a task (the store read,
+    ///   a dry run). Whatever the handler cannot do without suspending, it does on a task of its
+    ///   own with the scope bound.
     public mutating func startOnReactor<Request, Response>(
-        _ method: RPCMethod<Request, Response>,
+        _ method: RPCMethod<Request, Response>, keyed: Bool = false,
         _ handler: @escaping @Sendable (Request, RequestContext, _ done: @escaping @Sendable (Result<Response, any Error>) -> Void) -> Void
     ) {
         precondition(routes[method.fullName] != nil, "\(method.fullName) is not registered")
-        reactorRoutes[method.fullName] = .later { incoming, logger, reply in
-            let request: Request, context: RequestContext
+        precondition(!keyed || claimingFirst.contains(method.fullName), "\(method.fullName) starts keyed requests on the reactor: it must claim first")
+        if keyed { keyedOnReactor.insert(method.fullName) }
+        reactorRoutes[method.fullName] = .later { incoming, logger, scope, reply in
+            let request: Request
+            var context: RequestContext
             switch Self.prepare(method, incoming, logger) {
             case .success(let prepared): (request, context) = prepared
             case .failure(let refusal): return reply(refusal.envelope)
             }
+            context.idempotency = scope
             let envelope = incoming.envelope, label = RequestScope.current
             handler(request, context) { result in
                 switch result {
@@ -102,11 +115,14 @@ public struct MethodRouter: RequestHandler {
 
     public func claimsFirst(_ method: String) -> Bool { claimingFirst.contains(method) }
 
+    /// Methods whose keyed requests start on the reactor (`startOnReactor(_:keyed:_:)`).
+    private var keyedOnReactor: Set<String> = []
+
     /// How a method is answered on the reactor: at once (`answerOnReactor`), or later from any
     /// thread (`startOnReactor`).
     enum ReactorRoute: Sendable {
         case now(@Sendable (IncomingRequest, Logger) -> Envelope)
-        case later(@Sendable (IncomingRequest, Logger, LaterReply) -> Void)
+        case later(@Sendable (IncomingRequest, Logger, IdempotencyScope?, LaterReply) -> Void)
     }
     private var reactorRoutes: [String: ReactorRoute] = [:]
 
@@ -171,7 +187,8 @@ public struct MethodRouter: RequestHandler {
         return .success((request, RequestContext(
             requestID: envelope.requestId, method: envelope.method, callerUserID: envelope.callerUserId,
             idempotencyKey: envelope.idempotencyKey, deadline: incoming.deadline,
-            clientAddress: envelope.clientAddress, sessionID: envelope.sessionId, logger: logger)))
+            clientAddress: envelope.clientAddress, sessionID: envelope.sessionId, logger: logger,
+            idempotency: IdempotencyScope.current)))
     }
 
     /// A thrown `RPCError` as its status, a domain refusal as the status it names, anything else
@@ -210,14 +227,26 @@ extension MethodRouter: ReactorRequestHandler {
 
     public func take(_ request: IncomingRequest, reply: ReactorReply) -> Bool {
         guard let route = reactorRoutes[request.envelope.method] else { return false }
-        let label = RequestScope.Label(requestID: request.envelope.requestId, method: request.envelope.method,
-                                       callerUserID: request.envelope.callerUserId)
-        RequestScope.$current.withValue(label) {
+        RequestScope.$current.withValue(Self.label(request)) {
             switch route {
             case .now(let answer): reply(answer(request, Self.reactorLogger))
-            case .later(let start): start(request, Self.reactorLogger, reply.fromAnyThread)
+            case .later(let start): start(request, Self.reactorLogger, nil, reply.fromAnyThread)
             }
         }
         return true
+    }
+
+    public func takesKeyedOnReactor(_ method: String) -> Bool { keyedOnReactor.contains(method) }
+
+    public func startKeyed(_ request: IncomingRequest, scope: IdempotencyScope, done: LaterReply) -> Bool {
+        guard keyedOnReactor.contains(request.envelope.method), case .later(let start)? = reactorRoutes[request.envelope.method] else {
+            return false
+        }
+        RequestScope.$current.withValue(Self.label(request)) { start(request, Self.reactorLogger, scope, done) }
+        return true
+    }
+
+    private static func label(_ request: IncomingRequest) -> RequestScope.Label {
+        RequestScope.Label(requestID: request.envelope.requestId, method: request.envelope.method, callerUserID: request.envelope.callerUserId)
     }
 }

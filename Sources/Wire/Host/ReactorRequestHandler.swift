@@ -34,8 +34,31 @@ public struct ReactorReply {
 public struct LaterReply: Sendable {
     let commands: CommandQueue<HostCommand>?
     let key: UInt64
+    /// Takes the reply instead of the loop (a keyed request's run: the host's reply cache keeps
+    /// it and answers the duplicates that waited for it).
+    private let taker: (@Sendable (Envelope) -> Void)?
+
+    init(commands: CommandQueue<HostCommand>?, key: UInt64) {
+        self.commands = commands
+        self.key = key
+        taker = nil
+    }
+
+    /// A reply for `taker`, which sends it on (through `send(_:to:)`).
+    init(loop reply: LaterReply, taker: @escaping @Sendable (Envelope) -> Void) {
+        commands = reply.commands
+        key = reply.key
+        self.taker = taker
+    }
 
     public func callAsFunction(_ reply: Envelope) {
+        if let taker { return taker(reply) }
+        commands?.post(.reply(key: key, envelope: reply))
+    }
+
+    /// Posts `reply` to the loop for the request it knows as `key` (this one, or a duplicate that
+    /// waited for it).
+    func send(_ reply: Envelope, to key: UInt64) {
         commands?.post(.reply(key: key, envelope: reply))
     }
 }
@@ -46,7 +69,9 @@ public struct LaterReply: Sendable {
 /// same reactor). Whatever it declines goes to `handle` on a task, as for any handler.
 ///
 /// The host offers it a request only when its own steps have nothing to do: not `<name>.Ping`,
-/// and no idempotency key while the host keeps replies (`RequestDispatcher.offersToReactor`).
+/// and no idempotency key while the host keeps replies (`RequestDispatcher.offersToReactor`);
+/// a keyed request of a method it starts keyed (`takesKeyedOnReactor`) goes through the reply
+/// cache's in-memory steps first and then to `startKeyed` (`RequestDispatcher.takeKeyed`).
 /// Deadlines and a graceful stop hold as on the task path: the host answers DEADLINE_EXCEEDED
 /// when a taken request's deadline passes, and waits for taken requests before it closes.
 public protocol ReactorRequestHandler: RequestHandler {
@@ -55,8 +80,17 @@ public protocol ReactorRequestHandler: RequestHandler {
     func take(_ request: IncomingRequest, reply: ReactorReply) -> Bool
     /// Whether the host should offer it requests at all (a router with no reactor routes: no).
     var takesRequestsOnReactor: Bool { get }
+    /// Whether keyed requests for `method` start on the reactor while the host keeps replies
+    /// (`MethodRouter.startOnReactor(_:keyed:_:)`). Default: no.
+    func takesKeyedOnReactor(_ method: String) -> Bool
+    /// Starts a keyed request the host's reply cache let run (`RequestDispatcher.takeKeyed`),
+    /// with its scope for the storage layer; `done` once, from any thread.
+    /// - Returns: false when it does not start `method`'s keyed requests (the host then runs it on a task).
+    func startKeyed(_ request: IncomingRequest, scope: IdempotencyScope, done: LaterReply) -> Bool
 }
 
 extension ReactorRequestHandler {
     public var takesRequestsOnReactor: Bool { true }
+    public func takesKeyedOnReactor(_ method: String) -> Bool { false }
+    public func startKeyed(_ request: IncomingRequest, scope: IdempotencyScope, done: LaterReply) -> Bool { false }
 }

@@ -192,7 +192,17 @@ public final class ReplyCache: Sendable {
     ///   (`MethodRouter.claimFirst`): the claim its first write makes refuses a request applied
     ///   before, and the host then asks `afterCollision`. Requests in memory are answered as ever.
     func begin(_ key: String, digest: UInt64, waiter: UInt64, claimsFirst: Bool = false) async -> Begin {
-        let first: Begin = state.withLock { state in
+        let first = beginInMemory(key, digest: digest, waiter: waiter)
+        guard case .execute = first, let store, !claimsFirst else { return first }
+        guard let previous = await store.load(key) else { return first }
+        return answer(from: previous, key, digest: digest)
+    }
+
+    /// `begin` for a method that claims first, without suspending (a request taken on the host's
+    /// reactor thread): what memory says. `.execute(previous: nil)` registers the request as
+    /// running (`finish` ends it); `.wait` registers `waiter` behind the run in flight.
+    func beginInMemory(_ key: String, digest: UInt64, waiter: UInt64) -> Begin {
+        state.withLock { state in
             if let stored = state.done[key], let reply = stored.reply { return stored.digest == digest ? .replay(reply) : .mismatch(waiters: []) }
             if let running = state.running[key] {
                 guard running.digest == digest else { return .mismatch(waiters: []) }
@@ -202,9 +212,6 @@ public final class ReplyCache: Sendable {
             state.running[key] = (digest, [])
             return .execute(previous: nil)
         }
-        guard case .execute = first, let store, !claimsFirst else { return first }
-        guard let previous = await store.load(key) else { return first }
-        return answer(from: previous, key, digest: digest)
     }
 
     /// What a reply or claim the durable store kept for `key` makes of this request.
@@ -254,6 +261,15 @@ public final class ReplyCache: Sendable {
         }
         return waiters
     }
+
+    /// A run that no task awaits began (a keyed request started on the host's reactor): `flush`
+    /// waits for it as for a save, since its reply's save is still to come. `runEnded` once its
+    /// reply is handed to `finish` (whose save `flush` then waits for).
+    func runStarted() {
+        saves.withLock { $0.pending += 1 }
+    }
+
+    func runEnded() { saved() }
 
     private func saved() {
         let done = saves.withLock { s -> [CheckedContinuation<Void, Never>] in

@@ -44,10 +44,66 @@ public struct RequestDispatcher: Sendable {
         Self.pingOnReactor && envelope.method == pingMethod
     }
 
-    /// Whether the reactor handler may take `envelope`: only when `dispatch` would hand it
-    /// straight to the handler (not a Ping, no reply to replay or keep).
-    func offersToReactor(_ envelope: Envelope) -> Bool {
-        envelope.method != pingMethod && envelope.method != metricsMethod && (envelope.idempotencyKey.isEmpty || replyCache == nil)
+    /// Whether the reactor handler may take `envelope`: when `dispatch` would hand it straight to
+    /// the handler (not a Ping, no reply to replay or keep), or when it is keyed and its method
+    /// starts keyed requests there (`takeKeyed`).
+    func offersToReactor(_ envelope: Envelope, _ reactorHandler: any ReactorRequestHandler) -> Bool {
+        guard envelope.method != pingMethod, envelope.method != metricsMethod else { return false }
+        return envelope.idempotencyKey.isEmpty || replyCache == nil || reactorHandler.takesKeyedOnReactor(envelope.method)
+    }
+
+    /// Whether `takeKeyed`, not the handler's `take`, gets a request the reactor handler was offered.
+    func runsKeyed(_ envelope: Envelope) -> Bool {
+        !envelope.idempotencyKey.isEmpty && replyCache != nil
+    }
+
+    /// `dispatch` for a keyed request of a method that starts them on the reactor
+    /// (`MethodRouter.startOnReactor(_:keyed:_:)`), on the host's reactor thread: the reply cache's
+    /// steps that need no store read happen here (a kept reply, a duplicate in flight, a key
+    /// reused); a run starts the handler with the request's scope; its reply is kept and given
+    /// to the duplicates that waited, from the thread that answered. A run whose write met an
+    /// earlier run's claim goes on on a task, as `dispatch` goes on (the store read, the dry run).
+    /// - Returns: false when the handler did not take the request (the host queues it for `dispatch`).
+    func takeKeyed(_ request: IncomingRequest, reply: ReactorReply, handler: any ReactorRequestHandler, logger: Logger) -> Bool {
+        guard let replyCache else { return false }
+        let envelope = request.envelope
+        let (key, digest) = ReplyCache.key(for: envelope)
+        switch replyCache.beginInMemory(key, digest: digest, waiter: request.key) {
+        case .replay(let stored):
+            logger.debug("replayed an idempotent reply")
+            reply(stored)
+        case .mismatch:
+            logger.notice("refused an idempotency key reused for a different request")
+            reply(Self.keyReused(envelope))
+        case .wait:
+            logger.debug("waiting for the same idempotent request in flight")
+        case .execute, .recover:
+            let scope = IdempotencyScope(key: key, digest: digest, dryRun: false, storeHolds: { await replyCache.storeHolds(key) })
+            let loop = reply.fromAnyThread
+            replyCache.runStarted()
+            let done = LaterReply(loop: loop, taker: { result in
+                defer { replyCache.runEnded() }
+                guard scope.claims.hasCollided else {
+                    for waiter in replyCache.finish(key, digest: digest, result) { loop.send(result, to: waiter) }
+                    return loop(result)
+                }
+                // Rare (a retry after a restart, or on another instance): the store is read on a task.
+                replyCache.runStarted()
+                Task {
+                    defer { replyCache.runEnded() }
+                    await self.afterCollision(request, key: key, digest: digest, result, logger: logger) { loop.send($1, to: $0) }
+                }
+            })
+            if !handler.startKeyed(request, scope: scope, done: done) {
+                replyCache.runStarted()
+                Task {
+                    defer { replyCache.runEnded() }
+                    let result = await handle(request, scope: scope, cache: replyCache, logger: logger)
+                    done(result)
+                }
+            }
+        }
+        return true
     }
 
     /// Answers `request`. `deliver` is called with the key of each request the reply is for: this
@@ -67,24 +123,48 @@ public struct RequestDispatcher: Sendable {
         }
         let (key, digest) = ReplyCache.key(for: envelope)
         let claimsFirst = handler.claimsFirst(envelope.method)
-        var begun = await replyCache.begin(key, digest: digest, waiter: request.key, claimsFirst: claimsFirst)
+        let begun = await replyCache.begin(key, digest: digest, waiter: request.key, claimsFirst: claimsFirst)
         if claimsFirst, case .execute(previous: nil) = begun {
             // Run at once; the store is read only if the claim finds this request applied before.
             let scope = IdempotencyScope(key: key, digest: digest, dryRun: false,
                                          storeHolds: { await replyCache.storeHolds(key) })
             let result = await handle(request, scope: scope, cache: replyCache, logger: logger)
-            guard scope.claims.hasCollided, let stored = await replyCache.afterCollision(key, digest: digest) else {
+            guard scope.claims.hasCollided else {
                 for waiter in replyCache.finish(key, digest: digest, result) { deliver(waiter, result) }
                 return deliver(request.key, result)
             }
-            logger.debug("a request that claims first met its earlier run's claim: answered from the store")
-            begun = stored
+            return await afterCollision(request, key: key, digest: digest, result, logger: logger, deliver: deliver)
         }
+        await conclude(begun, request, key: key, digest: digest, logger: logger, deliver: deliver)
+    }
+
+    /// A run of a claims-first request whose write met an earlier run's claim: answered as the
+    /// durable store says (`ReplyCache.afterCollision`), or with `result` (the refusal) when it has nothing.
+    private func afterCollision(_ request: IncomingRequest, key: String, digest: UInt64, _ result: Envelope, logger: Logger,
+                                deliver: @Sendable (UInt64, Envelope) -> Void) async {
+        guard let replyCache else { return deliver(request.key, result) }
+        guard let stored = await replyCache.afterCollision(key, digest: digest) else {
+            for waiter in replyCache.finish(key, digest: digest, result) { deliver(waiter, result) }
+            return deliver(request.key, result)
+        }
+        logger.debug("a request that claims first met its earlier run's claim: answered from the store")
+        await conclude(stored, request, key: key, digest: digest, logger: logger, deliver: deliver)
+    }
+
+    private static func keyReused(_ envelope: Envelope) -> Envelope {
+        envelope.reply(error: .invalidArgument(
+            "idempotency key \"\(envelope.idempotencyKey)\" was already used for a different \(envelope.method) request: use a new key for a new request"))
+    }
+
+    /// What `begun` says of a keyed request, once nothing remains to read.
+    private func conclude(_ begun: ReplyCache.Begin, _ request: IncomingRequest, key: String, digest: UInt64, logger: Logger,
+                          deliver: @Sendable (UInt64, Envelope) -> Void) async {
+        guard let replyCache else { return }
+        let envelope = request.envelope
         switch begun {
         case .mismatch(let waiters):
             logger.notice("refused an idempotency key reused for a different request")
-            let refusal = envelope.reply(error: .invalidArgument(
-                "idempotency key \"\(envelope.idempotencyKey)\" was already used for a different \(envelope.method) request: use a new key for a new request"))
+            let refusal = Self.keyReused(envelope)
             for waiter in waiters { deliver(waiter, refusal) }
             deliver(request.key, refusal)
         case .replay(let stored):
