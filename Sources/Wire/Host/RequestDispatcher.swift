@@ -62,8 +62,9 @@ public struct RequestDispatcher: Sendable {
     /// steps that need no store read happen here (a kept reply, a duplicate in flight, a key
     /// reused); a run starts the handler with the request's scope; its reply is kept and given
     /// to the duplicates that waited, from the thread that answered. A run whose write met an
-    /// earlier run's claim goes on on a task, as `dispatch` goes on (the store read, the dry run).
-    /// - Returns: false when the handler did not take the request (the host queues it for `dispatch`).
+    /// earlier run's claim goes on on a task, as `dispatch` goes on (the store read, the dry run);
+    /// so does a run the handler declines (`startKeyed` false), through its registered handler.
+    /// - Returns: false only without a reply cache (the host then queues the request for `dispatch`).
     func takeKeyed(_ request: IncomingRequest, reply: ReactorReply, handler: any ReactorRequestHandler, logger: Logger) -> Bool {
         guard let replyCache else { return false }
         let envelope = request.envelope
@@ -77,7 +78,7 @@ public struct RequestDispatcher: Sendable {
             reply(Self.keyReused(envelope))
         case .wait:
             logger.debug("waiting for the same idempotent request in flight")
-        case .execute, .recover:
+        case .execute, .recover: // memory alone never says `.recover` (that takes the store)
             let scope = IdempotencyScope(key: key, digest: digest, dryRun: false, storeHolds: { await replyCache.storeHolds(key) })
             let loop = reply.fromAnyThread
             replyCache.runStarted()
