@@ -23,16 +23,9 @@ extension GeoService {
         let checked: CheckedCheckIn
         do { checked = try checkedCheckIn(request, context) } catch { return done(.failure(error)) }
         guard !checked.photos else {
-            Task {
-                do {
-                    done(.success(try await IdempotencyScope.$current.withValue(context.idempotency) { try await checkIn(request, checked, context) }))
-                } catch {
-                    done(.failure(error))
-                }
-            }
-            return
+            return IdempotencyScope.onTask(bound: context.idempotency, { try await self.checkIn(request, checked, context) }, then: done)
         }
-        let record = checked.record(at: now(), lifetime: config.checkInLifetime)
+        let record = checked.record(at: now(), lifetime: config.checkInLifetime, mediaID: request.mediaId)
         store.saveCheckIn(record, now: record.createdMs, as: context.idempotency) { result in
             done(result.map { replaced in self.checkedIn(record, replaced: replaced) })
         }
@@ -46,8 +39,8 @@ extension GeoService {
         var point: (lat: Double, lon: Double)
         var photos: Bool
 
-        func record(at: Int64, lifetime: Duration) -> CheckInRecord {
-            CheckInRecord(user: caller, placeName: name, lat: point.lat, lon: point.lon, mediaID: "",
+        func record(at: Int64, lifetime: Duration, mediaID: String) -> CheckInRecord {
+            CheckInRecord(user: caller, placeName: name, lat: point.lat, lon: point.lon, mediaID: mediaID,
                           createdMs: at, expiresMs: at + lifetime.wholeMilliseconds)
         }
     }
@@ -71,7 +64,7 @@ extension GeoService {
     }
 
     private func checkIn(_ request: GeoV1.CheckInRequest, _ checked: CheckedCheckIn, _ context: RequestContext) async throws -> GeoV1.CheckInResponse {
-        let caller = checked.caller, name = checked.name, p = checked.point
+        let caller = checked.caller
         if checked.photos {
             // The photo must be the caller's check-in upload; the replaced check-in's photo is released.
             // Not for a request applied before (a retry after a restart, or the dry run of one
@@ -89,10 +82,8 @@ extension GeoService {
                 throw RPCError.unavailable("photos are not available: check in without one")
             }
         }
-        let at = now()
-        let record = CheckInRecord(user: caller, placeName: name, lat: p.lat, lon: p.lon, mediaID: request.mediaId,
-                                   createdMs: at, expiresMs: at + config.checkInLifetime.wholeMilliseconds)
-        return checkedIn(record, replaced: try await store.saveCheckIn(record, now: at))
+        let record = checked.record(at: now(), lifetime: config.checkInLifetime, mediaID: request.mediaId)
+        return checkedIn(record, replaced: try await store.saveCheckIn(record, now: record.createdMs))
     }
 
     /// Active check-ins the caller may see near them: those of people whose location they may

@@ -206,10 +206,7 @@ public final class ServiceDatabase: Sendable {
                                    then done: @escaping @Sendable (Result<T, any Error>) -> Void) {
         guard Self.groupCommit else {
             // No write queue to hand it to (A/B runs without group commit): the async path on a task.
-            Task {
-                do { done(.success(try await IdempotencyScope.$current.withValue(scope) { try await write(updates) })) } catch { done(.failure(error)) }
-            }
-            return
+            return IdempotencyScope.onTask(bound: scope, { try await self.write(updates) }, then: done)
         }
         let mutation = MutationScope(idempotency: scope)
         let box = OutcomeBox<T>()

@@ -110,9 +110,7 @@ extension GeoStorage {
     /// the request's scope bound.
     func saveCheckIn(_ c: CheckInRecord, now: Int64, as scope: IdempotencyScope?,
                      then done: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
-        Task {
-            do { done(.success(try await IdempotencyScope.$current.withValue(scope) { try await saveCheckIn(c, now: now) })) } catch { done(.failure(error)) }
-        }
+        IdempotencyScope.onTask(bound: scope, { try await saveCheckIn(c, now: now) }, then: done)
     }
 }
 

@@ -78,6 +78,19 @@ public struct IdempotencyScope: Sendable {
     }
 }
 
+extension IdempotencyScope {
+    /// Runs `body` on a task with `scope` bound, as the host binds it for a handler on a task,
+    /// and hands the outcome to `done`: for work started without a task (a keyed request taken
+    /// on the host's reactor) whose next step must suspend (a call to another service, an engine
+    /// with no write queue).
+    public static func onTask<T: Sendable>(bound scope: IdempotencyScope?, _ body: @escaping @Sendable () async throws -> T,
+                                           then done: @escaping @Sendable (Result<T, any Error>) -> Void) {
+        Task {
+            do { done(.success(try await $current.withValue(scope) { try await body() })) } catch { done(.failure(error)) }
+        }
+    }
+}
+
 /// Whether one run of an idempotent request has written its claim. Its first mutation must
 /// write it: a claim already there means the request was applied (or is being applied) by
 /// another run whose claim the reply cache's read missed, and that mutation is refused instead
