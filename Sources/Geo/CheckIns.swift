@@ -17,7 +17,8 @@ extension GeoService {
     /// checked there, written through the write queue with the request's scope, and answered from
     /// the commit's thread (`docs/benchmarks.md`, issue 16, item 91). A check-in that attaches or
     /// releases a photo asks media first, which suspends: it goes on on a task of its own, with
-    /// the request's scope bound as the task path binds it.
+    /// the request's scope bound as the task path binds it. A keyed check-in's reply is written
+    /// with its row and claim (item 94): a retry after a crash gets it back, not ALREADY_EXISTS.
     func checkIn(_ request: GeoV1.CheckInRequest, _ context: RequestContext,
                  done: @escaping @Sendable (Result<GeoV1.CheckInResponse, any Error>) -> Void) {
         let checked: CheckedCheckIn
@@ -26,7 +27,8 @@ extension GeoService {
             return IdempotencyScope.onTask(bound: context.idempotency, { try await self.checkIn(request, checked, context) }, then: done)
         }
         let record = checked.record(at: now(), lifetime: config.checkInLifetime, mediaID: request.mediaId)
-        store.saveCheckIn(record, now: record.createdMs, as: context.idempotency) { result in
+        store.saveCheckIn(record, now: record.createdMs, as: context.idempotency,
+                          reply: { replaced in Self.checkedIn(record, replaced: replaced).serializedBytes() }) { result in
             done(result.map { replaced in self.checkedIn(record, replaced: replaced) })
         }
     }
@@ -60,7 +62,12 @@ extension GeoService {
     /// The stored check-in in memory, and the reply.
     private func checkedIn(_ record: CheckInRecord, replaced: Bool) -> GeoV1.CheckInResponse {
         state.mutex.withLock { $0.checkIns[record.user] = record }
-        return GeoV1.CheckInResponse(checkIn: Self.proto(record, distance: 0), replaced: replaced)
+        return Self.checkedIn(record, replaced: replaced)
+    }
+
+    /// The reply to a check-in that made `record`.
+    static func checkedIn(_ record: CheckInRecord, replaced: Bool) -> GeoV1.CheckInResponse {
+        GeoV1.CheckInResponse(checkIn: proto(record, distance: 0), replaced: replaced)
     }
 
     private func checkIn(_ request: GeoV1.CheckInRequest, _ checked: CheckedCheckIn, _ context: RequestContext) async throws -> GeoV1.CheckInResponse {
@@ -205,9 +212,9 @@ extension SQLiteGeoStore {
         try await database.write { db in try Self.saveCheckIn(c, now: now, db) }
     }
 
-    func saveCheckIn(_ c: CheckInRecord, now: Int64, as scope: IdempotencyScope?,
+    func saveCheckIn(_ c: CheckInRecord, now: Int64, as scope: IdempotencyScope?, reply: @escaping @Sendable (Bool) -> [UInt8],
                      then done: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
-        database.write(as: scope, { db in try Self.saveCheckIn(c, now: now, db) }, then: done)
+        database.write(as: scope, { db in try Self.saveCheckIn(c, now: now, db) }, reply: reply, then: done)
     }
 
     private static func saveCheckIn(_ c: CheckInRecord, now: Int64, _ db: Database) throws -> Bool {

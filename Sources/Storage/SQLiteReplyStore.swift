@@ -158,6 +158,13 @@ public final class SQLiteReplyStore: ReplyStore {
         return false
     }
 
+    /// Writes `reply` on top of the request's claim, in the mutation's own transaction (after
+    /// `claim`, in the same savepoint): `ServiceDatabase.write(as:_:reply:then:)`.
+    static func keep(_ db: Database, _ scope: IdempotencyScope, _ reply: Envelope) throws {
+        try db.run(sql: "UPDATE idempotent_replies SET reply = ? WHERE key = ?", binding: Data(reply.serializedBytes()), scope.key)
+        guard db.changesCount == 1 else { throw StoreInvariant("the claim of \(scope.key) was not there for its reply") }
+    }
+
     /// A mutation whose request was applied under its key already: refused (rolled back), as a
     /// transient error, so the client's retry is answered with the stored reply.
     public static func claimedAlready(_ key: String) -> RPCError {

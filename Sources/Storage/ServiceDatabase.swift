@@ -16,7 +16,9 @@ import Synchronization
 /// a pending request returned as it is, an alert raised under that key), its reply is the answer;
 /// when it would have changed rows (a handler that creates something anew each time), that reply
 /// would describe rows that do not exist, so the retry is answered ALREADY_EXISTS: applied once,
-/// reply lost, read the state.
+/// reply lost, read the state. A handler started on the host's reactor that can build its reply
+/// from its write's result hands it to `write(as:_:reply:then:)`, which writes it over the claim
+/// in the same savepoint: that window is then closed (geo's check-ins).
 ///
 /// The handlers keep to "one decision, one transaction" (a mutation is one `write`), which is
 /// what lets the claim stand for the whole mutation.
@@ -202,25 +204,47 @@ public final class ServiceDatabase: Sendable {
     /// `MethodRouter.startOnReactor(_:keyed:_:)`): `scope` is the request's, which a task would
     /// have bound (`RequestContext.idempotency`), and `done` runs with the outcome on the commit's
     /// queue once the batch holding it committed (or failed). Keep `done` short.
+    ///
+    /// - Parameter reply: the encoded response the handler answers with for `updates`' result:
+    ///   the reply is then written in the same savepoint, on top of the claim, so the mutation and
+    ///   its reply become durable together (`IdempotencyScope.reply(payload:)`), and the host
+    ///   answers with it and saves nothing after (`ClaimLedger.keptReply`). Without it, or for a
+    ///   scope that keeps no reply, the host saves the reply after the commit, as on a task.
     public func write<T: Sendable>(as scope: IdempotencyScope?, _ updates: @escaping @Sendable (Database) throws -> T,
+                                   reply: (@Sendable (T) -> [UInt8])? = nil,
                                    then done: @escaping @Sendable (Result<T, any Error>) -> Void) {
         guard Self.groupCommit else {
             // No write queue to hand it to (A/B runs without group commit): the async path on a task.
             return IdempotencyScope.onTask(bound: scope, { try await self.write(updates) }, then: done)
         }
         let mutation = MutationScope(idempotency: scope)
-        let box = OutcomeBox<T>()
+        let keeping = Self.repliesInTransaction ? reply : nil
+        let box = OutcomeBox<(T, kept: Envelope?)>()
         writes.submit(WriteQueue.Pending(run: { db in
             box.outcome = Result {
-                var result: T?
-                try mutation.savepoint(db) { result = try updates(db) }
+                var result: T?, kept: Envelope?
+                try mutation.savepoint(db) {
+                    let made = try updates(db)
+                    if let keeping, let scope, let envelope = scope.reply(payload: keeping(made)) {
+                        try SQLiteReplyStore.keep(db, scope, envelope)
+                        kept = envelope
+                    }
+                    result = made
+                }
                 guard let result else { throw StoreInvariant("the mutation produced no result") }
-                return result
+                return (result, kept)
             }
         })) { committed in
-            done(committed.flatMap { box.outcome ?? .failure(StoreInvariant("the mutation did not run")) })
+            let outcome = committed.flatMap { box.outcome ?? .failure(StoreInvariant("the mutation did not run")) }
+            if case .success((_, let kept?)) = outcome { scope?.claims.keep(kept) }
+            done(outcome.map(\.0))
         }
     }
+
+    /// `FRIENSO_KEPT_REPLIES=after` saves the reply of a keyed request started on the host's
+    /// reactor after its commit, as before replies were written in the mutation's savepoint:
+    /// for A/B runs of `frienso-bench` (the launcher's children inherit it).
+    static let repliesInTransaction = ProcessInfo.processInfo.environment["FRIENSO_KEPT_REPLIES"] != "after"
 
     /// Writes `updates` in the write queue's next batch, beside the mutations waiting for it (one
     /// commit, one fsync for all; alone, it waits up to `saveLinger` for one), and calls `done` on

@@ -9,7 +9,8 @@ extension GeoTestGroup {
     /// Check-ins through a real host with a durable reply cache start on its reactor thread, keyed
     /// ones included, and are answered from their commit's thread
     /// (`MethodRouter.startOnReactor(_:keyed:_:)`, issue 16, item 91): the reply cache's steps,
-    /// the claim committed with the row, the reply kept for a retry, before and after a restart.
+    /// the claim committed with the row, the reply kept for a retry, before and after a restart
+    /// (on SQLite written in the same transaction as the row and claim: item 94).
     @Suite("geo: check-ins started on the host's reactor", .timeLimit(.minutes(2)))
     struct CheckInsOnReactorTests {
         /// geo behind a host as its executable runs it (`FriensoService.host`: replies kept in its database).
@@ -61,6 +62,11 @@ extension GeoTestGroup {
                     #expect(host.counters.onReactor.load(ordering: .relaxed) == 30, "each started on the reactor")
                     #expect(try await geo.number("SELECT count(*) FROM check_ins") == 30)
                     #expect(try await geo.number("SELECT count(*) FROM idempotent_replies") == 30, "each with its claim")
+                    if engine == .sqlite {
+                        // Each reply was written with its row and claim (item 94): durable when it
+                        // was answered, with no save after the commit for a crash to lose.
+                        #expect(try await geo.number("SELECT count(*) FROM idempotent_replies WHERE length(reply) > 0") == 30)
+                    }
 
                     // A retry is the kept reply: the check-in as it was made, not made again.
                     let first = try await Self.checkIn(client, 1, "Place 1", key: "k-1").get()

@@ -89,6 +89,41 @@ private final class CountingReplies: ReplyStore, Sendable {
     func save(_ key: String, _ stored: StoredReply, then done: @escaping @Sendable () -> Void) { base.save(key, stored, then: done) }
 }
 
+/// The durable reply store of a process that dies before any reply's save lands: reads go to
+/// the database, saves are counted and lost.
+private final class LosingSaves: ReplyStore, Sendable {
+    let base: SQLiteReplyStore
+    private let count = Atomic<Int>(0)
+    var saves: Int { count.load(ordering: .relaxed) }
+
+    init(_ base: SQLiteReplyStore) { self.base = base }
+
+    func load(_ key: String) async -> StoredReply? { await base.load(key) }
+    func save(_ key: String, _ stored: StoredReply) async { count.add(1, ordering: .relaxed) }
+    func save(_ key: String, _ stored: StoredReply, then done: @escaping @Sendable () -> Void) {
+        count.add(1, ordering: .relaxed)
+        done()
+    }
+}
+
+/// A call of one of the test methods, as client 5, under an idempotency key: its answer.
+private typealias Call = @Sendable (RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>, _ name: String, _ key: String) async throws -> String
+
+/// Runs `body` against a fresh host of `router` (a restart: nothing in memory) over `store`.
+private func serveHost(_ router: MethodRouter, replies store: any ReplyStore, logs: CapturedLogs,
+                   _ body: @escaping @Sendable (_ call: Call, _ host: ServiceHost) async throws -> Void) async throws {
+    let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router,
+                           logger: logs.logger("host"), replyCache: ReplyCache(store: store))
+    try await withRunningServices([host], logger: logs.logger("group")) {
+        let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+        defer { Task { await client.close() } }
+        try await body({ method, name, key in
+            try await client.call(method, CommonV1.PingRequest(echo: Array(name.utf8)),
+                                  options: CallOptions(idempotencyKey: key, callerUserID: 5)).service
+        }, host)
+    }
+}
+
 @Suite("a mutation and its idempotency claim commit together", .timeLimit(.minutes(1)))
 struct CrashWindowTests {
     /// Runs `method` as a host would, up to the commit, then "dies": the reply is never saved.
@@ -141,6 +176,57 @@ struct CrashWindowTests {
             #expect(try await call(create, "c", key: "k-new") == "item 4")
             #expect(items.count == 4)
         }
+    }
+
+    /// A keyed request started on the host's reactor whose write is given its reply
+    /// (`ServiceDatabase.write(as:_:reply:then:)`) makes the reply durable with the mutation and
+    /// its claim (issue 16, item 94): nothing is left to save after the commit, so a crash there
+    /// loses nothing, and the retry gets the reply where a claim alone says ALREADY_EXISTS.
+    @Test func aReplyWrittenWithItsMutation_answersTheRetryAfterACrash_whereAClaimAloneCannot() async throws {
+        let directory = try TemporaryDirectory("frienso-crash-window")
+        defer { directory.remove() }
+        let items = try Items("\(directory.path)/items.sqlite")
+        let onReactor = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(service: "test", name: "CreateOnReactor", access: .authenticated)
+        func router() -> MethodRouter {
+            var router = items.router(claimsFirst: true)
+            let database = items.database
+            @Sendable func insert(_ request: CommonV1.PingRequest) -> @Sendable (Database) throws -> Int64 {
+                { db in
+                    try db.execute(sql: "INSERT INTO items (name) VALUES (?)", arguments: [String(decoding: request.echo, as: UTF8.self)])
+                    return db.lastInsertedRowID
+                }
+            }
+            router.register(onReactor) { request, _ in CommonV1.PingResponse(service: "item \(try await database.write(insert(request)))") }
+            router.claimFirst(onReactor)
+            router.startOnReactor(onReactor, keyed: true) { request, context, done in
+                database.write(as: context.idempotency, insert(request), reply: { id in CommonV1.PingResponse(service: "item \(id)").serializedBytes() }) {
+                    done($0.map { CommonV1.PingResponse(service: "item \($0)") })
+                }
+            }
+            return router
+        }
+        let logs = CapturedLogs()
+        // The process that dies: every save after a commit is lost.
+        let losing = LosingSaves(SQLiteReplyStore(database: items.database))
+        try await serveHost(router(), replies: losing, logs: logs) { call, host async throws in
+            #expect(try await call(onReactor, "a", "k-reactor") == "item 1")
+            #expect(host.counters.onReactor.load(ordering: .relaxed) == 1, "started on the reactor")
+            #expect(losing.saves == 0, "nothing left to save after its commit")
+            let stored = await losing.load("u5|test.CreateOnReactor|k-reactor")
+            #expect(stored?.reply.map { try? CommonV1.PingResponse(serializedBytes: $0.payload) }??.service == "item 1",
+                    "durable when it was answered: \(String(describing: stored))")
+            // The same request made on a task: its reply's save comes after, and is lost.
+            #expect(try await call(create, "b", "k-task") == "item 2")
+            #expect(losing.saves == 1, "handed to the store before it was answered")
+        }
+        // The service comes back.
+        try await serveHost(router(), replies: SQLiteReplyStore(database: items.database), logs: logs) { call, _ async throws in
+            #expect(try await call(onReactor, "a", "k-reactor") == "item 1", "the reply, kept with its mutation")
+            await expectError(.alreadyExists, containing: "applied once already") { _ = try await call(create, "b", "k-task") }
+            #expect(try await call(onReactor, "c", "k-reactor-2") == "item 3")
+            #expect(try await call(onReactor, "c", "k-reactor-2") == "item 3", "replayed from memory")
+        }
+        #expect(items.count == 3, "nothing applied twice")
     }
 
     @Test func theClaimCommitsWithTheMutation_andARolledBackMutationLeavesNoClaim() async throws {
@@ -213,20 +299,10 @@ struct CrashWindowTests {
             return router
         }
         let logs = CapturedLogs()
-        /// Runs `body` against a fresh host (a restart: nothing in memory) over the same database.
-        typealias Call = @Sendable (RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>, String, String) async throws -> String
+        /// A fresh host over the same database, counting the store's reads.
         func serve(_ body: @escaping @Sendable (_ call: Call, _ replies: CountingReplies) async throws -> Void) async throws {
             let replies = CountingReplies(SQLiteReplyStore(database: items.database))
-            let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router(),
-                                   logger: logs.logger("host"), replyCache: ReplyCache(store: replies))
-            try await withRunningServices([host], logger: logs.logger("group")) {
-                let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
-                defer { Task { await client.close() } }
-                try await body({ method, name, key in
-                    try await client.call(method, CommonV1.PingRequest(echo: Array(name.utf8)),
-                                          options: CallOptions(idempotencyKey: key, callerUserID: 5)).service
-                }, replies)
-            }
+            try await serveHost(router(), replies: replies, logs: logs) { call, _ in try await body(call, replies) }
         }
         try await serve { call, replies in
             let answer1 = try await call(create, "a", "k1")

@@ -66,7 +66,10 @@ protocol GeoStorage: Sendable {
     func saveCheckIn(_ c: CheckInRecord, now: Int64) async throws -> Bool
     /// The same without a task (a check-in started on the host's reactor): `scope` is the
     /// request's, written with it as a task's would be; `done` once the write is durable (or failed).
-    func saveCheckIn(_ c: CheckInRecord, now: Int64, as scope: IdempotencyScope?,
+    /// `reply` encodes the response for the result: an engine with a write queue writes it in the
+    /// same transaction, on top of the claim (`ServiceDatabase.write(as:_:reply:then:)`); the
+    /// others leave the reply to the host, which saves it after the commit.
+    func saveCheckIn(_ c: CheckInRecord, now: Int64, as scope: IdempotencyScope?, reply: @escaping @Sendable (Bool) -> [UInt8],
                      then done: @escaping @Sendable (Result<Bool, any Error>) -> Void)
 
     // Privacy zones and place alerts.
@@ -108,7 +111,7 @@ extension GeoStorage {
 
     /// An engine with no write queue to hand it to (PostgreSQL): the async write, on a task with
     /// the request's scope bound.
-    func saveCheckIn(_ c: CheckInRecord, now: Int64, as scope: IdempotencyScope?,
+    func saveCheckIn(_ c: CheckInRecord, now: Int64, as scope: IdempotencyScope?, reply: @escaping @Sendable (Bool) -> [UInt8],
                      then done: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
         IdempotencyScope.onTask(bound: scope, { try await saveCheckIn(c, now: now) }, then: done)
     }

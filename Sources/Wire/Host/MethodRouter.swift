@@ -91,7 +91,8 @@ public struct MethodRouter: RequestHandler {
             handler(request, context) { result in
                 switch result {
                 case .success(let response):
-                    reply(envelope.reply(payload: response.serializedBytes()))
+                    // The reply its write made durable with it, when it did (`IdempotencyScope.reply(payload:)`).
+                    reply(scope?.claims.keptReply ?? envelope.reply(payload: response.serializedBytes()))
                 case .failure(let error):
                     reply(RequestScope.$current.withValue(label) { Self.reply(to: envelope, method, error, logger) })
                 }

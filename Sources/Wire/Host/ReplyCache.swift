@@ -29,16 +29,30 @@ public struct IdempotencyScope: Sendable {
     /// that claims first, `MethodRouter.claimFirst`): whether the store holds the key. The
     /// handler asks it through `confirmFirstRun` before anything its claim cannot take back.
     let storeHolds: (@Sendable () async -> Bool)?
+    /// The request, when its reply may be written in the transaction of its write, on top of
+    /// the claim (a keyed request started on the host's reactor: `reply(payload:)`).
+    let request: Envelope?
 
     public init(key: String, digest: UInt64, dryRun: Bool) {
         self.init(key: key, digest: digest, dryRun: dryRun, storeHolds: nil)
     }
 
-    init(key: String, digest: UInt64, dryRun: Bool, storeHolds: (@Sendable () async -> Bool)?) {
+    init(key: String, digest: UInt64, dryRun: Bool, storeHolds: (@Sendable () async -> Bool)?, request: Envelope? = nil) {
         self.key = key
         self.digest = digest
         self.dryRun = dryRun
         self.storeHolds = storeHolds
+        self.request = request
+    }
+
+    /// The reply envelope for `payload` (an OK response), for the storage layer to write in the
+    /// request's own transaction, on top of its claim, so the mutation and its reply are durable
+    /// together: a retry after a crash then gets the reply, where a claim alone could only say
+    /// ALREADY_EXISTS for a handler whose dry run would create a row again. nil when the host
+    /// saves the reply itself after the handler (a request on a task, or a dry run).
+    public func reply(payload: [UInt8]) -> Envelope? {
+        guard !dryRun, let request else { return nil }
+        return request.reply(payload: payload)
     }
 
     @TaskLocal public static var current: IdempotencyScope?
@@ -118,6 +132,15 @@ public final class ClaimLedger: Sendable {
     /// `confirmFirstRun` read the store and found nothing.
     func confirm() { checked.store(true, ordering: .releasing) }
     var confirmed: Bool { checked.load(ordering: .acquiring) }
+
+    private let kept = Mutex<Envelope?>(nil)
+
+    /// The storage layer wrote `reply` in this run's committed transaction, on top of its claim
+    /// (`IdempotencyScope.reply(payload:)`): the host answers with it and saves nothing after.
+    public func keep(_ reply: Envelope) { kept.withLock { $0 = reply } }
+
+    /// The reply this run's transaction made durable, if it did.
+    public var keptReply: Envelope? { kept.withLock { $0 } }
 }
 
 /// Durable storage for replies to idempotent mutations, so a retry after a restart is not applied
@@ -264,11 +287,14 @@ public final class ReplyCache: Sendable {
     /// answered from memory; if the process dies first, the claim makes the retry a dry run
     /// (`IdempotencyScope`), so nothing is applied twice. A graceful stop waits for every save
     /// (`flush`). This took one fsync off the latency of every mutation with a key.
-    func finish(_ key: String, digest: UInt64, _ reply: Envelope) -> [UInt64] {
+    ///
+    /// - Parameter durable: the reply was written in its request's transaction
+    ///   (`ClaimLedger.keptReply`): kept in memory only, as the store has it already.
+    func finish(_ key: String, digest: UInt64, _ reply: Envelope, durable: Bool = false) -> [UInt64] {
         let keep = !Self.isTransient(reply.status)
         let stored = StoredReply(digest: digest, reply: reply)
         let waiters = complete(key, keep ? stored : nil)
-        if keep, let store {
+        if keep, !durable, let store {
             saves.withLock { $0.pending += 1 }
             store.save(key, stored) { self.saved() }
         }

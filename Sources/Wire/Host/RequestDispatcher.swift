@@ -79,13 +79,16 @@ public struct RequestDispatcher: Sendable {
         case .wait:
             logger.debug("waiting for the same idempotent request in flight")
         case .execute, .recover: // memory alone never says `.recover` (that takes the store)
-            let scope = IdempotencyScope(key: key, digest: digest, dryRun: false, storeHolds: { await replyCache.storeHolds(key) })
+            let scope = IdempotencyScope(key: key, digest: digest, dryRun: false, storeHolds: { await replyCache.storeHolds(key) },
+                                         request: replyCache.isDurable ? envelope : nil)
             let loop = reply.fromAnyThread
             replyCache.runStarted()
             let done = LaterReply(loop: loop, taker: { result in
                 defer { replyCache.runEnded() }
                 guard scope.claims.hasCollided else {
-                    for waiter in replyCache.finish(key, digest: digest, result) { loop.send(result, to: waiter) }
+                    // A reply its transaction wrote (`IdempotencyScope.reply(payload:)`) is not saved again.
+                    let durable = result.status == .ok && scope.claims.keptReply != nil
+                    for waiter in replyCache.finish(key, digest: digest, result, durable: durable) { loop.send(result, to: waiter) }
                     return loop(result)
                 }
                 // Rare (a retry after a restart, or on another instance): the store is read on a task.
