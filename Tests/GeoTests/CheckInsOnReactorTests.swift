@@ -10,14 +10,16 @@ extension GeoTestGroup {
     /// ones included, and are answered from their commit's thread
     /// (`MethodRouter.startOnReactor(_:keyed:_:)`, issue 16, item 91): the reply cache's steps,
     /// the claim committed with the row, the reply kept for a retry, before and after a restart
-    /// (on SQLite written in the same transaction as the row and claim: item 94).
+    /// (written in the same transaction as the row and claim: item 94).
     @Suite("geo: check-ins started on the host's reactor", .timeLimit(.minutes(2)))
     struct CheckInsOnReactorTests {
         /// geo behind a host as its executable runs it (`FriensoService.host`: replies kept in its database).
-        func withHost(_ geo: GeoHarness, _ body: @Sendable (ServiceHost, WireClient) async throws -> Void) async throws {
+        /// - Parameter replies: the durable reply store (default: the service's own).
+        func withHost(_ geo: GeoHarness, replies: (any ReplyStore)? = nil,
+                      _ body: @Sendable (ServiceHost, WireClient) async throws -> Void) async throws {
             let logs = CapturedLogs()
             let host = ServiceHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), handler: geo.service.router(),
-                                   logger: logs.logger("geo-host"), replyCache: ReplyCache(store: geo.service.replyStore))
+                                   logger: logs.logger("geo-host"), replyCache: ReplyCache(store: replies ?? geo.service.replyStore))
             do {
                 try await withRunningServices([host], logger: logs.logger("group")) {
                     let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
@@ -62,11 +64,9 @@ extension GeoTestGroup {
                     #expect(host.counters.onReactor.load(ordering: .relaxed) == 30, "each started on the reactor")
                     #expect(try await geo.number("SELECT count(*) FROM check_ins") == 30)
                     #expect(try await geo.number("SELECT count(*) FROM idempotent_replies") == 30, "each with its claim")
-                    if engine == .sqlite {
-                        // Each reply was written with its row and claim (item 94): durable when it
-                        // was answered, with no save after the commit for a crash to lose.
-                        #expect(try await geo.number("SELECT count(*) FROM idempotent_replies WHERE length(reply) > 0") == 30)
-                    }
+                    // Each reply was written with its row and claim (item 94): durable when it was
+                    // answered, with no save after the commit for a crash to lose.
+                    #expect(try await geo.number("SELECT count(*) FROM idempotent_replies WHERE length(reply) > 0") == 30)
 
                     // A retry is the kept reply: the check-in as it was made, not made again.
                     let first = try await Self.checkIn(client, 1, "Place 1", key: "k-1").get()
@@ -93,6 +93,37 @@ extension GeoTestGroup {
                     #expect(geo.photos.attached.withLock { $0.count } == 1, "the retry attached nothing again")
                 }
             }
+        }
+
+        /// The process dies once the check-in is answered, before any reply's save after a commit
+        /// could land (the store below loses them all): the reply was written with the row and the
+        /// claim (item 94), so the retry after the restart gets the check-in back. Saved after the
+        /// commit instead (`FRIENSO_KEPT_REPLIES=after`), the claim alone could only answer
+        /// ALREADY_EXISTS.
+        @Test(arguments: Engine.allCases) func aCrashRightAfterTheAnswer_losesNoReply(engine: Engine) async throws {
+            let storage = try await TestStorage.fresh(engine, service: "geo")
+            let clock = TestClock()
+            let first = try await withGeo(storage: storage, clock: clock) { geo async throws in
+                try await geo.locate(1, 40.7, -73.9)
+                let losing = LosingSaves(geo.service.replyStore)
+                let reply = Mutex<GeoV1.CheckInResponse?>(nil)
+                try await withHost(geo, replies: losing) { _, client async throws in
+                    let made = try await Self.checkIn(client, 1, "Before the crash", key: "k-crash").get()
+                    reply.withLock { $0 = made }
+                }
+                #expect(losing.saves == 0, "nothing was left to save after the commit")
+                return try #require(reply.withLock { $0 })
+            }
+            clock.advance(60_000)
+            try await withGeo(storage: storage, clock: clock) { geo async throws in
+                try await withHost(geo) { _, client async throws in
+                    let retry = await Self.checkIn(client, 1, "Before the crash", key: "k-crash")
+                    #expect((try? retry.get()) == first, "the check-in as it was made: \(retry)")
+                    #expect(try await geo.number("SELECT count(*) FROM check_ins") == 1)
+                    #expect(try await geo.number("SELECT created_ms FROM check_ins WHERE user_id = 1") == Double(clock.now - 60_000))
+                }
+            }
+            await storage.remove()
         }
 
         /// After a restart the reply cache's memory is empty: the retry starts on the reactor, its

@@ -89,23 +89,6 @@ private final class CountingReplies: ReplyStore, Sendable {
     func save(_ key: String, _ stored: StoredReply, then done: @escaping @Sendable () -> Void) { base.save(key, stored, then: done) }
 }
 
-/// The durable reply store of a process that dies before any reply's save lands: reads go to
-/// the database, saves are counted and lost.
-private final class LosingSaves: ReplyStore, Sendable {
-    let base: SQLiteReplyStore
-    private let count = Atomic<Int>(0)
-    var saves: Int { count.load(ordering: .relaxed) }
-
-    init(_ base: SQLiteReplyStore) { self.base = base }
-
-    func load(_ key: String) async -> StoredReply? { await base.load(key) }
-    func save(_ key: String, _ stored: StoredReply) async { count.add(1, ordering: .relaxed) }
-    func save(_ key: String, _ stored: StoredReply, then done: @escaping @Sendable () -> Void) {
-        count.add(1, ordering: .relaxed)
-        done()
-    }
-}
-
 /// A call of one of the test methods, as client 5, under an idempotency key: its answer.
 private typealias Call = @Sendable (RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>, _ name: String, _ key: String) async throws -> String
 

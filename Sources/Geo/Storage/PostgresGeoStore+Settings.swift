@@ -65,7 +65,18 @@ extension PostgresGeoStore {
     }
 
     func saveCheckIn(_ c: CheckInRecord, now: Int64) async throws -> Bool {
-        try await write(announcing: .people([c.user])) { connection in
+        try await saveCheckIn(c, now: now, reply: nil)
+    }
+
+    /// On a task with the request's scope bound (no write queue here), its reply written in the
+    /// same transaction as the row and claim: the host then saves nothing after the commit.
+    func saveCheckIn(_ c: CheckInRecord, now: Int64, as scope: IdempotencyScope?, reply: @escaping @Sendable (Bool) -> [UInt8],
+                     then done: @escaping @Sendable (Result<Bool, any Error>) -> Void) {
+        IdempotencyScope.onTask(bound: scope, { try await self.saveCheckIn(c, now: now, reply: reply) }, then: done)
+    }
+
+    private func saveCheckIn(_ c: CheckInRecord, now: Int64, reply: (@Sendable (Bool) -> [UInt8])?) async throws -> Bool {
+        try await write(announcing: .people([c.user]), reply: reply) { connection in
             // The row's lock, so two check-ins at once on two instances see each other.
             let replaced = try await PostgresServiceDatabase.exists(connection.query(
                 "SELECT 1 FROM check_ins WHERE user_id = \(Self.id(c.user)) AND expires_ms > \(now) FOR UPDATE", logger: self.logger))

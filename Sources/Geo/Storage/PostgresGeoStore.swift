@@ -52,9 +52,11 @@ final class PostgresGeoStore: GeoStorage {
     /// A write whose change the other instances must learn (`GeoChange`): announced in its
     /// transaction when there are several instances. `after` runs once it committed.
     @discardableResult
-    func write<T: Sendable>(announcing change: GeoChange, _ body: @escaping (PostgresConnection) async throws -> T,
+    /// - Parameter reply: see `PostgresServiceDatabase.write(_:committed:orderedBy:reply:)`.
+    func write<T: Sendable>(announcing change: GeoChange, reply: (@Sendable (T) -> [UInt8])? = nil,
+                            _ body: @escaping (PostgresConnection) async throws -> T,
                             after: (@Sendable (T) -> Void)? = nil) async throws -> T {
-        guard let changes else { return try await database.write(body, committed: after) }
+        guard let changes else { return try await database.write(body, committed: after, orderedBy: nil, reply: reply) }
         let keys: [UInt64]? = switch change {
         case .people(let users): users
         case .erased(let user): [user]
@@ -63,7 +65,7 @@ final class PostgresGeoStore: GeoStorage {
         return try await database.write(body, committed: { result in
             changes.emit(topic: GeoChange.stream, method: GeoChange.method, payload: change.payload(from: self.writer), subject: change.subject ?? 0)
             if let after { PostgresEventLog.alsoAfterCommit { after(result) } }
-        }, orderedBy: keys)
+        }, orderedBy: keys, reply: reply)
     }
 
     /// A user id as a bigint bind (ids are below 2^63; the bit pattern keeps any value).

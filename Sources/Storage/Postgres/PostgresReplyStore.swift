@@ -88,6 +88,15 @@ public final class PostgresReplyStore: ReplyStore {
         }
     }
 
+    /// Writes `reply` over the request's claim, in the mutation's own transaction (after `claim`):
+    /// `PostgresServiceDatabase.write(_:committed:orderedBy:reply:)`.
+    static func keep(_ connection: PostgresConnection, _ scope: IdempotencyScope, _ reply: Envelope, logger: Logger) async throws {
+        let bytes = Data(reply.serializedBytes())
+        let updated = try await PostgresServiceDatabase.count(connection.query(
+            "UPDATE idempotent_replies SET reply = \(bytes) WHERE key = \(scope.key) RETURNING 1", logger: logger))
+        guard updated == 1 else { throw StoreInvariant("the claim of \(scope.key) was not there for its reply") }
+    }
+
     /// As `SQLiteReplyStore.eraseReplies`: deletes `user`'s own kept replies and clears every
     /// other one whose bytes mention one of `traces` (a cleared reply stays a claim).
     @discardableResult

@@ -196,24 +196,31 @@ public final class PostgresServiceDatabase: Sendable {
     /// action announces facts about several things (two people) holds each one's turn, so it is
     /// ordered with every mutation that shares any of them. Keys are taken in ascending order, so
     /// two mutations never wait for each other. Nil: one order for all.
+    ///
+    /// - Parameter reply: the encoded response the handler answers with for `body`'s result:
+    ///   written over the claim in the same transaction when the request's scope keeps its reply
+    ///   (a keyed request started on the host's reactor: `IdempotencyScope.reply(payload:)`), so
+    ///   the host saves nothing after the commit (as `ServiceDatabase.write(as:_:reply:then:)`).
     @discardableResult
     public func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T,
-                                   committed: (@Sendable (T) -> Void)?, orderedBy keys: [UInt64]?) async throws -> T {
+                                   committed: (@Sendable (T) -> Void)?, orderedBy keys: [UInt64]?,
+                                   reply: (@Sendable (T) -> [UInt8])? = nil) async throws -> T {
         let idempotency = IdempotencyScope.current
+        let keeping = ServiceDatabase.repliesInTransaction ? reply : nil
         return try await guarded {
-            guard let committed else { return try await transaction(idempotency: idempotency, body).result }
+            guard let committed else { return try await transaction(idempotency: idempotency, body, reply: keeping).result }
             let turns: [UInt64?] = keys.map { Array(Set($0)).sorted() } ?? [nil]
             for key in turns { await ordered.acquire(key) }
             defer { for key in turns.reversed() { ordered.release(key) } }
             guard let log = eventLog.withLock({ $0 }) else {
-                let (result, applied) = try await transaction(idempotency: idempotency, body)
+                let (result, applied) = try await transaction(idempotency: idempotency, body, reply: keeping)
                 if applied { committed(result) }
                 return result
             }
             // With an event log, the action runs inside the transaction: what it emits is kept
             // with the mutation, so it commits (and is numbered) with it, or not at all.
             let capture = EventCapture()
-            let (result, applied) = try await transaction(idempotency: idempotency, body) { connection, result in
+            let (result, applied) = try await transaction(idempotency: idempotency, body, reply: keeping) { connection, result in
                 EventCapture.$current.withValue(capture) { committed(result) }
                 try await log.append(capture, on: connection)
             }
@@ -269,8 +276,12 @@ public final class PostgresServiceDatabase: Sendable {
 
     /// - Parameter beforeCommit: runs after `body` in a transaction that will commit (not in a
     ///   dry run), on its connection: a write's events are appended there.
+    /// - Parameter reply: see `write(_:committed:orderedBy:reply:)`; once committed, the reply
+    ///   written is handed to the run's ledger (`ClaimLedger.keep`).
     private func transaction<T>(idempotency: IdempotencyScope?, _ body: (PostgresConnection) async throws -> T,
+                                reply: ((T) -> [UInt8])? = nil,
                                 beforeCommit: ((PostgresConnection, T) async throws -> Void)? = nil) async throws -> (result: T, applied: Bool) {
+        var kept: Envelope?
         let (result, applied, changedInDryRun) = try await inTransaction(begin: "BEGIN") { connection -> ((T, Bool, Bool), TransactionEnd) in
             // The claim first: a second run of the request (a retry sent to another instance
             // while the first run's transaction is still open, its host cut off) waits here for
@@ -281,6 +292,10 @@ public final class PostgresServiceDatabase: Sendable {
             let result = try await body(connection)
             if idempotency?.dryRun != true { try await beforeCommit?(connection, result) }
             guard let idempotency else { return ((result, true, false), .commit) }
+            if let reply, let envelope = idempotency.reply(payload: reply(result)) {
+                try await PostgresReplyStore.keep(connection, idempotency, envelope, logger: logger)
+                kept = envelope
+            }
             if idempotency.dryRun {
                 // A transaction that wrote anything has been given a transaction id.
                 let changed = try await connection.query("SELECT txid_current_if_assigned() IS NOT NULL", logger: logger)
@@ -290,6 +305,7 @@ public final class PostgresServiceDatabase: Sendable {
             return ((result, true, false), .commit)
         }
         if changedInDryRun, let idempotency { throw idempotency.appliedOnceAlready }
+        if let kept { idempotency?.claims.keep(kept) }
         return (result, applied)
     }
 
