@@ -191,6 +191,30 @@ struct FaultToleranceEndToEndTests {
         }
     }
 
+    /// A check-in answered, then geo killed at once (kill -9, before anything after the commit
+    /// could run): its reply was written with its row and claim (issue 16, item 94), so the
+    /// client's retry with the same key, after the launcher restarted geo, is the check-in as it
+    /// was made. A reply saved after the commit (`FRIENSO_KEPT_REPLIES=after`) is lost in that
+    /// window and the retry is told ALREADY_EXISTS.
+    @Test func aCheckInAnsweredRightBeforeAKill9_isTheAnswerToItsRetry() async throws {
+        let procs = try ProcessHarness()
+        defer { procs.shutdown() }
+        let stack = try await LaunchedStack(procs)
+        defer { stack.shutdown() }
+        try await stack.showingLogsOnFailure {
+            let walker = try await makeActor(stack, "walker", number: 700)
+            _ = try await walker.client.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
+                latitude: 33.78, longitude: -118.11, accuracyM: 5, deviceTimeMs: WallClock.milliseconds()), mutation: true)
+            let request = GeoV1.CheckInRequest(placeName: "The library")
+            let made = try await walker.client.call(GeoV1.GeoService.checkIn, request, idempotencyKey: "check-in-before-the-kill")
+            try await stack.kill9AndAwaitRestart("geo")
+            let retry = try await walker.client.call(GeoV1.GeoService.checkIn, request, idempotencyKey: "check-in-before-the-kill")
+            #expect(retry == made, "the kept reply, not a second check-in or ALREADY_EXISTS")
+            let listed = try await walker.client.call(GeoV1.GeoService.listCheckIns, GeoV1.ListCheckInsRequest()).checkIns
+            #expect(listed.map(\.createdAtMs) == [made.checkIn?.createdAtMs ?? -1], "one check-in, made once: \(listed)")
+        }
+    }
+
     // MARK: The load
 
     /// One update at a time per user, each with its own device time; not resent (not keyed).
