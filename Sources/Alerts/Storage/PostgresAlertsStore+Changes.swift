@@ -175,12 +175,14 @@ extension PostgresAlertsStore {
 
     func alertMeetingRaise(by user: UInt64, key: String) async throws -> (alert: AlertRecord, retry: Bool)? {
         try await database.snapshot { connection in
+            // The alert raised with the key, else the active one: two index searches, as on SQLite (item 96).
             var found: (UInt64, Bool)?
-            for try await (id, retry) in try await connection.query("""
-                SELECT id, (\(key) <> '' AND idempotency_key = \(key)) AS retry FROM help_alerts
-                WHERE initiator = \(Int64(user)) AND ((\(key) <> '' AND idempotency_key = \(key)) OR state = 1) ORDER BY retry DESC LIMIT 1
-                """, logger: logger).decode((Int64, Bool).self) {
-                found = (UInt64(id), retry)
+            if !key.isEmpty, let id = try await PostgresServiceDatabase.first(connection.query(
+                "SELECT id FROM help_alerts WHERE initiator = \(Int64(user)) AND idempotency_key = \(key) LIMIT 1", logger: logger), Int64.self) {
+                found = (UInt64(id), true)
+            } else if let id = try await PostgresServiceDatabase.first(connection.query(
+                "SELECT id FROM help_alerts WHERE initiator = \(Int64(user)) AND state = 1", logger: logger), Int64.self) {
+                found = (UInt64(id), false)
             }
             guard let (id, retry) = found, let alert = try await Self.alert(connection, id: id, logger: logger) else { return nil }
             return (alert, retry)

@@ -241,5 +241,9 @@ final class PostgresAlertsStore: AlertsStorage {
             "ALTER TABLE grants ADD COLUMN version bigint NOT NULL DEFAULT 0",
             "CREATE SEQUENCE grant_versions",
         ]),
+        // A raise's key found by an index search, not a walk over the person's alerts (item 96).
+        PostgresMigration("alerts_help_by_key", [
+            "CREATE INDEX help_alerts_by_key ON help_alerts (initiator, idempotency_key)",
+        ]),
     ]
 }

@@ -136,17 +136,30 @@ extension SQLiteAlertsStore {
 
     func alertMeetingRaise(by user: UInt64, key: String) async throws -> (alert: AlertRecord, retry: Bool)? {
         try await database.read { db in
-            guard let row = try Row.fetchOne(db, cached: Self.meetingRaise, arguments: [user, key]),
-                  let alert = try Self.alert(db, id: row[0]) else { return nil }
-            return (alert, row[1])
+            guard let (id, retry) = try Self.meetingRaise(db, by: user, key: key), let alert = try Self.alert(db, id: id) else { return nil }
+            return (alert, retry)
         }
     }
 
-    /// The alert raised with the key (when there is one), else the active one.
-    static let meetingRaise = """
+    /// The alert raised with the key (when there is one), else the active one: two index searches
+    /// (`help_alerts_by_key`, then `help_one_active`), whatever the number of alerts the person
+    /// raised before. `FRIENSO_RAISE_LOOKUP=scan` reads it with the one query of before item 96,
+    /// which walked them all (A/B runs only).
+    static func meetingRaise(_ db: Database, by user: UInt64, key: String) throws -> (id: UInt64, retry: Bool)? {
+        if scansForRaise {
+            return try Row.fetchOne(db, cached: meetingRaiseByScan, arguments: [user, key]).map { ($0[0], $0[1]) }
+        }
+        if !key.isEmpty, let id = try UInt64.fetchOne(db, cached: raisedWithKey, arguments: [user, key]) { return (id, true) }
+        return try UInt64.fetchOne(db, cached: activeOf, arguments: [user]).map { ($0, false) }
+    }
+
+    static let raisedWithKey = "SELECT id FROM help_alerts WHERE initiator = ? AND idempotency_key = ?"
+    static let activeOf = "SELECT id FROM help_alerts WHERE initiator = ? AND state = 1"
+    static let meetingRaiseByScan = """
         SELECT id, (?2 <> '' AND idempotency_key = ?2) AS retry FROM help_alerts
         WHERE initiator = ?1 AND ((?2 <> '' AND idempotency_key = ?2) OR state = 1) ORDER BY retry DESC LIMIT 1
         """
+    static let scansForRaise = ProcessInfo.processInfo.environment["FRIENSO_RAISE_LOOKUP"] == "scan"
 
     func alert(id: UInt64) async throws -> AlertRecord? {
         try await database.read { db in try Self.alert(db, id: id) }

@@ -166,6 +166,12 @@ final class SQLiteAlertsStore: AlertsStorage {
                 try db.execute(sql: "DROP INDEX IF EXISTS outbox_recipient")
             }
         }
+        // A raise looks its key up by the initiator and the key (`alertMeetingRaise`): with only
+        // the index on `initiator`, that read walked every alert the person ever raised
+        // (`docs/benchmarks.md`, issue 16, item 96).
+        migrator.registerMigration("help_alerts_by_key") { db in
+            try db.execute(sql: "CREATE INDEX help_alerts_by_key ON help_alerts(initiator, idempotency_key)")
+        }
         try database.migrate(migrator)
         replies = SQLiteReplyStore(database: database)
     }
