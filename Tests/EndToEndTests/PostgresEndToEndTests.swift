@@ -100,7 +100,7 @@ struct PostgresEndToEndTests {
             let sent = try await server.psql(database, "SELECT count(*) FROM alerts.sent_messages WHERE body LIKE '%stuck in the lift%'")
             #expect(sent == "2", "both SMS sent, each once: \(sent)")
             let alertsMigrations = try await server.psql(database, "SELECT string_agg(name, ',' ORDER BY name) FROM alerts.schema_migrations")
-            #expect(alertsMigrations == "alerts_grant_versions,alerts_v1,idempotent_replies")
+            #expect(alertsMigrations == "alerts_grant_versions,alerts_help_by_key,alerts_v1,idempotent_replies")
             #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/alerts/alerts.sqlite"))
             #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/alerts.sqlite"))
 
