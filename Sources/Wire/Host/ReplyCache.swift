@@ -49,10 +49,11 @@ public struct IdempotencyScope: Sendable {
     /// request's own transaction, on top of its claim, so the mutation and its reply are durable
     /// together: a retry after a crash then gets the reply, where a claim alone could only say
     /// ALREADY_EXISTS for a handler whose dry run would create a row again. nil when the host
-    /// saves the reply itself after the handler (a request on a task, or a dry run).
-    public func reply(payload: [UInt8]) -> Envelope? {
+    /// saves the reply itself after the handler (a request on a task, or a dry run); `payload`
+    /// is then not encoded at all.
+    public func reply(payload: @autoclosure () -> [UInt8]) -> Envelope? {
         guard !dryRun, let request else { return nil }
-        return request.reply(payload: payload)
+        return request.reply(payload: payload())
     }
 
     @TaskLocal public static var current: IdempotencyScope?

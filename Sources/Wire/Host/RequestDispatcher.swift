@@ -92,22 +92,24 @@ public struct RequestDispatcher: Sendable {
                     return loop(result)
                 }
                 // Rare (a retry after a restart, or on another instance): the store is read on a task.
-                replyCache.runStarted()
-                Task {
-                    defer { replyCache.runEnded() }
+                Self.onTask(counted: replyCache) {
                     await self.afterCollision(request, key: key, digest: digest, result, logger: logger) { loop.send($1, to: $0) }
                 }
             })
             if !handler.startKeyed(request, scope: scope, done: done) {
-                replyCache.runStarted()
-                Task {
-                    defer { replyCache.runEnded() }
-                    let result = await handle(request, scope: scope, cache: replyCache, logger: logger)
-                    done(result)
-                }
+                Self.onTask(counted: replyCache) { done(await handle(request, scope: scope, cache: replyCache, logger: logger)) }
             }
         }
         return true
+    }
+
+    /// Runs `work` on a task that a graceful stop's `flush` waits for (`ReplyCache.runStarted`).
+    private static func onTask(counted cache: ReplyCache, _ work: @escaping @Sendable () async -> Void) {
+        cache.runStarted()
+        Task {
+            defer { cache.runEnded() }
+            await work()
+        }
     }
 
     /// Answers `request`. `deliver` is called with the key of each request the reply is for: this
