@@ -12,7 +12,7 @@ extension ClientLoop {
             // there: nothing is returned through the socket's call to be copied on the way.
             let received = try socket.receive(dontWait: true) { message in
                 if relaying, relayed(message.bytes) { return }
-                heard(try? Envelope(serializedBuffer: message.bytes), on: socket)
+                heard(try? Envelope.decoded(message.bytes), on: socket)
             }
             guard received else { return }
         }

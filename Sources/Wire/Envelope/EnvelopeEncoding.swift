@@ -18,12 +18,7 @@ import Logging
 /// with a NUL is left out). `EnvelopeEncodingTests` compare the bytes with protobuf-c's, and
 /// `encodesAsProtobufC` checks the build once before any socket uses it.
 extension Envelope {
-    private enum Field {
-        static let version: UInt64 = 1, kind: UInt64 = 2, requestID: UInt64 = 3, method: UInt64 = 4, callerUserID: UInt64 = 5
-        static let sessionToken: UInt64 = 6, idempotencyKey: UInt64 = 7, deadlineMs: UInt64 = 8, status: UInt64 = 9
-        static let statusMessage: UInt64 = 10, payload: UInt64 = 11, sequence: UInt64 = 12, epoch: UInt64 = 13
-        static let clientAddress: UInt64 = 14, sessionID: UInt64 = 15, notStarted: UInt64 = 16
-    }
+    private typealias Field = EnvelopeFieldNumber
 
     /// Calls `varint`, `string` and `bytes` for every field, in number order (zero and empty
     /// ones too: each leaves out what protobuf-c leaves out).

@@ -68,26 +68,7 @@ struct ReplyFields {
     var statusMessage = UnsafeRawBufferPointer(start: nil, count: 0)
     var payload = UnsafeRawBufferPointer(start: nil, count: 0)
 
-    /// The envelope's field numbers this scan reads or must see with their own wire type.
-    private enum Field {
-        static let version: UInt64 = 1, kind: UInt64 = 2, requestID: UInt64 = 3, method: UInt64 = 4
-        static let status: UInt64 = 9, statusMessage: UInt64 = 10, payload: UInt64 = 11
-        static let notStarted: UInt64 = 16
-        /// Envelope fields of varint type (uint32, uint64, enum, bool), and of length-delimited
-        /// type (string, bytes): a field seen with another wire type is not scanned.
-        static func isVarint(_ number: UInt64) -> Bool {
-            switch number {
-            case 1, 2, 3, 5, 8, 9, 12, 13, 16: true
-            default: false
-            }
-        }
-        static func isDelimited(_ number: UInt64) -> Bool {
-            switch number {
-            case 4, 6, 7, 10, 11, 14, 15: true
-            default: false
-            }
-        }
-    }
+    private typealias Field = EnvelopeFieldNumber
 
     /// nil: `bytes` is not a reply this scan reads whole (see the type's note).
     ///
@@ -102,12 +83,10 @@ struct ReplyFields {
         var reader = WireReader(bytes)
         var message = UnsafeRawBufferPointer(start: nil, count: 0), body = UnsafeRawBufferPointer(start: nil, count: 0)
         while !reader.atEnd {
-            guard let key = reader.key() else { return nil }
-            let number = key >> 3
-            guard number > 0 else { return nil }
-            switch key & 7 {
-            case 0: // varint
-                guard !Field.isDelimited(number), let (value, anyBit) = reader.varintWithAnyBit() else { return nil }
+            switch reader.envelopeField() {
+            case nil:
+                return nil
+            case .varint(let number, let value, let anyBit)?:
                 switch number {
                 case Field.version: version = UInt32(truncatingIfNeeded: value)
                 case Field.kind: kind = Int32(truncatingIfNeeded: value)
@@ -116,8 +95,7 @@ struct ReplyFields {
                 case Field.notStarted: notStarted = anyBit
                 default: break
                 }
-            case 2: // length-delimited
-                guard !Field.isVarint(number), let slice = reader.delimited() else { return nil }
+            case .delimited(let number, let slice)?:
                 switch number {
                 case Field.statusMessage:
                     // Relayed as it is only when decoding could not change it: protobuf-c's
@@ -127,12 +105,8 @@ struct ReplyFields {
                 case Field.payload: body = slice
                 default: break
                 }
-            case 1: // 64-bit
-                guard !Field.isVarint(number), !Field.isDelimited(number), reader.skip(8) else { return nil }
-            case 5: // 32-bit
-                guard !Field.isVarint(number), !Field.isDelimited(number), reader.skip(4) else { return nil }
-            default: // groups (deprecated) and invalid wire types
-                return nil
+            case .skipped?:
+                break
             }
         }
         statusMessage = message

@@ -219,7 +219,7 @@ final class HostLoop: ReactorComponent {
         let peer = PeerIdentity(routingID: routingID, hasDelimiter: prefixCount == 2)
         let envelope: Envelope
         do {
-            envelope = try Envelope(serializedBuffer: message.bytes)
+            envelope = try Envelope.decoded(message.bytes)
         } catch {
             counters.malformed.add(1, ordering: .relaxed)
             send(to: peer, Envelope(version: WireProtocol.version, kind: .reply, status: .invalidArgument,

@@ -140,7 +140,7 @@ private final class SubscriberLoop: ReactorComponent {
             guard let message = try? socket.receive(dontWait: true) else { return }
             if let accept, message.frames.count == 2, !accept(message.frames[0]) { continue }
             guard message.frames.count == 2,
-                  let envelope = try? Envelope(serializedBytes: message.frames[1]),
+                  let envelope = try? Envelope.decoded(message.frames[1]),
                   envelope.kind == .event
             else {
                 logger.debug("dropped a malformed event frame")
