@@ -113,7 +113,10 @@ extension Envelope {
             }
         } && samplesForTheEncodingCheck.allSatisfy { sample in
             let bytes = sample.serializedBytes()
-            return bytes.withUnsafeBytes { buffer in scanned(buffer) != nil && scanned(buffer) == (try? Envelope(serializedBuffer: buffer)) }
+            return bytes.withUnsafeBytes { buffer in
+                guard let mine = scanned(buffer) else { return false } // protobuf-c's own bytes must be read here
+                return mine == (try? Envelope(serializedBuffer: buffer))
+            }
         }
         if !matches {
             Logger(label: "frienso.wire").error("envelopes are decoded with protobuf-c: this build's hand-written decoder disagrees with it")
