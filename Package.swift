@@ -464,7 +464,7 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: ["Gateway", "Launcher", "Accounts", "Wire", "FriensoProto", "FriensoClient", "FriensoTesting", "ServiceKit", "Identity", "Storage",
-                           logging],
+                           logging, prometheus],
             swiftSettings: swiftSettings
         ),
         .testTarget(

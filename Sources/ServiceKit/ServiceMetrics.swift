@@ -22,6 +22,10 @@ public enum ServiceMetrics {
         .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
         .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2_500), .seconds(5), .seconds(10),
     ]
+    /// `frienso_request_duration_seconds`' buckets: the same bounds, in seconds, for the `Double`
+    /// histogram every host records each request into (`RequestMetrics.answered`, item 99); they
+    /// render as the `Duration` buckets do (`le="0.0001"` … `le="10.0"`).
+    public static let requestDurationBuckets: [Double] = durationBuckets.map(RequestDuration.seconds)
     /// Sizes (group-commit batches): powers of two.
     public static let sizeBuckets: [Double] = (0...12).map { Double(1 << $0) }
 
@@ -34,18 +38,24 @@ public enum ServiceMetrics {
             if let registry = box { return registry }
             let registry = PrometheusCollectorRegistry()
             if environment["FRIENSO_METRICS"] != "off" {
-                var factory = PrometheusMetricsFactory(registry: registry)
-                factory.defaultDurationHistogramBuckets = durationBuckets
-                factory.defaultValueHistogramBuckets = sizeBuckets
-                factory.nameAndLabelSanitizer = { name, labels in
-                    (prometheusName(name), [("service", service)] + labels.map { (prometheusName($0.0), $0.1) })
-                }
-                MetricsSystem.bootstrap(factory)
+                MetricsSystem.bootstrap(factory(registry: registry, service: service))
             }
             ProcessMetrics.shared.start(registry: registry, service: service)
             box = registry
             return registry
         }
+    }
+
+    /// swift-prometheus's factory over `registry`, configured as `bootstrap` installs it.
+    public static func factory(registry: PrometheusCollectorRegistry, service: String) -> PrometheusMetricsFactory {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = durationBuckets
+        factory.defaultValueHistogramBuckets = sizeBuckets
+        factory.valueHistogramBuckets[RequestDuration.label] = requestDurationBuckets
+        factory.nameAndLabelSanitizer = { name, labels in
+            (prometheusName(name), [("service", service)] + labels.map { (prometheusName($0.0), $0.1) })
+        }
+        return factory
     }
 
     /// Libraries' names in Prometheus's conventions: Hummingbird's HTTP metrics under `frienso_http_`,
