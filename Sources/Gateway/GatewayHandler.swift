@@ -151,11 +151,21 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     }
 
     /// "tcp://1.2.3.4:5678"-like peer addresses name a connection; throttling wants the host.
-    /// Scans the UTF-8 bytes: `String.lastIndex(of:)` walked grapheme clusters, about 5% of the
-    /// gateway's reactor thread per forwarded request.
+    /// Scans the UTF-8 bytes from the end: `String.lastIndex(of:)` walked grapheme clusters (about
+    /// 5% of the gateway's reactor thread per forwarded request), and `utf8.lastIndex(of:)` still
+    /// stepped one checked index at a time (337 instructions a request, item 100).
     static func host(of address: String) -> String {
-        guard let colon = address.utf8.lastIndex(of: UInt8(ascii: ":")) else { return address }
-        return String(address[..<colon])
+        var address = address
+        let host: String? = address.withUTF8 { bytes in
+            var end = bytes.count
+            while end > 0 {
+                end -= 1
+                // Cut at an ASCII byte: the prefix is valid UTF-8, nothing to repair.
+                if bytes[end] == UInt8(ascii: ":") { return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<end]), as: UTF8.self) }
+            }
+            return nil
+        }
+        return host ?? address
     }
 
     /// The session, or nil when accounts says it is not valid; any other failure (accounts
