@@ -83,7 +83,10 @@ final class RateLimiter: Sendable {
     func allow(_ key: RateKey, now: Double) -> Bool {
         buckets.withLock { buckets in
             if buckets.count > 100_000 { buckets = buckets.filter { !$0.value.isFull(now: now) } }
-            var bucket = buckets[key] ?? TokenBucket(rate: rate, burst: burst, now: now)
+            // A known key is hashed once: its bucket changed in place where it lies (a lookup and
+            // a store hashed it twice, the session id's bytes each time: item 102).
+            if let index = buckets.index(forKey: key) { return buckets.values[index].take(now: now) }
+            var bucket = TokenBucket(rate: rate, burst: burst, now: now)
             let allowed = bucket.take(now: now)
             buckets[key] = bucket
             return allowed
