@@ -13,14 +13,15 @@ import Wire
 struct EdgeContext: Hummingbird.RequestContext, WebSocketRequestContext {
     var coreContext: CoreRequestContextStorage
     let webSocket: WebSocketHandlerReference<EdgeContext>
-    /// "host:port" of the TCP peer.
+    /// "ip:port" of the TCP peer, an IPv6 address in brackets ("[2001:db8::1]:443"), so the
+    /// gateway finds the IP in it as in a ZeroMQ peer's address (`GatewayHandler.host(of:)`).
     let clientAddress: String
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         webSocket = .init()
         if let address = source.channel.remoteAddress, let ip = address.ipAddress {
-            clientAddress = "\(ip):\(address.port ?? 0)"
+            clientAddress = ip.contains(":") ? "[\(ip)]:\(address.port ?? 0)" : "\(ip):\(address.port ?? 0)"
         } else {
             clientAddress = ""
         }
