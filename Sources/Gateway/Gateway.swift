@@ -22,6 +22,8 @@ public final class Gateway: Service, Sendable {
         options.maxMessageSize = config.maxMessageSize
         options.security = config.curveSecretKey.map { .curve(secretKey: $0, admission: .anyClient) } ?? .plaintext
         options.metrics = config.metrics
+        // The per-address rate limit and the forwarded envelope's client address need it.
+        options.keepsPeerAddress = true
         // No reply cache here: a client's envelope carries no caller, so keys would be shared
         // across clients; each service keeps replies by the caller the gateway stamps.
         host = ServiceHost(options: options, handler: core.handler, logger: logger, replyCache: nil, context: context, reactor: reactor)

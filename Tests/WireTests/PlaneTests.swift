@@ -50,9 +50,11 @@ struct PlaneTests {
     }
 
     func withGeo<T: Sendable>(_ deployment: TestDeployment, origins: Origins = Origins(), logs: CapturedLogs = CapturedLogs(),
+                              keepsPeerAddress: Bool = true,
                               _ body: @Sendable (ServiceHost, String) async throws -> T) async throws -> T {
         var options = HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*")
         options.security = try deployment.keyring("geo").server()
+        options.keepsPeerAddress = keepsPeerAddress
         let host = ServiceHost(options: options, handler: RecordingHandler(inner: geoRouter(), origins: origins), logger: logs.logger("geo"))
         return try await withRunningServices([host], logger: logs.logger("group")) {
             try await body(host, try await host.boundEndpoint())
@@ -104,6 +106,21 @@ struct PlaneTests {
             // throttle needs it; it used to be read from the routing-id frame, which has none).
             #expect(origins.members.withLock { $0 } == ["gateway"])
             #expect(origins.addresses.withLock { $0 } == ["127.0.0.1"])
+        }
+    }
+
+    /// A host that does not keep peer addresses (every service but the gateway) hands its
+    /// handlers none, and still names the member that sent each request.
+    @Test func aHostThatKeepsNoAddresses_stillNamesTheMember() async throws {
+        let deployment = try TestDeployment()
+        let origins = Origins()
+        try await withGeo(deployment, origins: origins, keepsPeerAddress: false) { _, endpoint in
+            let social = client(endpoint, try deployment.keyring("social").client(of: "geo"))
+            defer { Task { await social.close() } }
+            let reply = try await social.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: 7))
+            #expect(reply.found)
+            #expect(origins.members.withLock { $0 } == ["social"])
+            #expect(origins.addresses.withLock { $0 } == [""])
         }
     }
 

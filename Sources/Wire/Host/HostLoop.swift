@@ -299,7 +299,10 @@ final class HostLoop: ReactorComponent {
                                       arrived: arrived, onReactor: offered), forKey: key)
         metrics.inFlight(inFlight.count)
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
-        let request = IncomingRequest(envelope: envelope, peer: peer, peerAddress: message.peerAddress, peerMember: member ?? message.userID,
+        // Only a socket that admits members by name has one (`member`, read for the policy); on
+        // any other the ZAP handler names no one, so its `User-Id` is not read at all.
+        let request = IncomingRequest(envelope: envelope, peer: peer, peerAddress: options.keepsPeerAddress ? message.peerAddress : "",
+                                      peerMember: member ?? "",
                                       deadline: deadline, key: key)
         if offered, let reactorHandler {
             takenOnReactor += 1

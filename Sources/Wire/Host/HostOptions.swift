@@ -38,6 +38,10 @@ public struct HostOptions: Sendable {
     /// request is also checked against `PlanePolicy` for the member that sent it. `.plaintext`
     /// believes whoever reaches the port: only for tests and an explicit debugging flag.
     public var security: ServerSecurity = .plaintext
+    /// Whether each request carries its TCP peer's address (`IncomingRequest.peerAddress`). It is
+    /// read from libzmq per request (a property lookup and a string: about 330 instructions), so
+    /// only a host that limits by address asks (the gateway's front door); elsewhere it is empty.
+    public var keepsPeerAddress = false
     /// What `<name>.Metrics` answers the launcher; nil: the host has no metrics to give (NOT_FOUND).
     public var metrics: MetricsExposition?
 

@@ -24,7 +24,8 @@ public struct PeerIdentity: Sendable, Hashable {
 public struct IncomingRequest: Sendable {
     public var envelope: Envelope
     public var peer: PeerIdentity
-    /// The TCP peer's address as libzmq reports it (empty for inproc/ipc).
+    /// The TCP peer's address as libzmq reports it (the bare IP); empty for inproc/ipc, and on a
+    /// host whose options do not keep it (`HostOptions.keepsPeerAddress`: only the gateway does).
     public var peerAddress: String
     /// The deployment member whose key the peer authenticated with (empty on a plaintext socket
     /// or a socket open to any client).
