@@ -39,7 +39,7 @@ public struct HostOptions: Sendable {
     /// believes whoever reaches the port: only for tests and an explicit debugging flag.
     public var security: ServerSecurity = .plaintext
     /// Whether each request carries its TCP peer's address (`IncomingRequest.peerAddress`). It is
-    /// read from libzmq per request (a property lookup and a string: about 330 instructions), so
+    /// read from libzmq per request (a property lookup and a string: about 400 instructions), so
     /// only a host that limits by address asks (the gateway's front door); elsewhere it is empty.
     public var keepsPeerAddress = false
     /// What `<name>.Metrics` answers the launcher; nil: the host has no metrics to give (NOT_FOUND).
