@@ -200,15 +200,15 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     /// left out, and the size checked against what the service accepts.
     private func forwarding(_ request: IncomingRequest, method: AnyRPCMethod, session: ResolvedSession?,
                             clientHost: String) throws(RPCError) -> Envelope {
-        let incoming = request.envelope
         let outgoing = Envelope(
-            method: incoming.method, callerUserId: session?.userID ?? 0, idempotencyKey: incoming.idempotencyKey,
-            payload: incoming.payload, clientAddress: clientHost, sessionId: session?.sessionID ?? [])
+            method: request.envelope.method, callerUserId: session?.userID ?? 0, idempotencyKey: request.envelope.idempotencyKey,
+            payload: request.envelope.payload, clientAddress: clientHost, sessionId: session?.sessionID ?? [])
         // Checked on the payload first (cheap), then exactly when close: the envelope adds a few
         // dozen bytes of header.
-        if Int64(incoming.payload.count) + 1_024 > config.serviceMaxMessageSize,
+        let payloadSize = request.envelope.payload.count
+        if Int64(payloadSize) + 1_024 > config.serviceMaxMessageSize,
            Int64(outgoing.serializedBytes().count) > config.serviceMaxMessageSize {
-            throw RPCError.invalidArgument("the request is \(incoming.payload.count) bytes; \(method.service) accepts at most \(config.serviceMaxMessageSize) bytes (\(config.serviceMaxMessageSize >> 20) MiB) a request")
+            throw RPCError.invalidArgument("the request is \(payloadSize) bytes; \(method.service) accepts at most \(config.serviceMaxMessageSize) bytes (\(config.serviceMaxMessageSize >> 20) MiB) a request")
         }
         return outgoing
     }
@@ -220,7 +220,9 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
         case logout(token: String)
         case passwordChanged(userID: UInt64)
 
-        init(_ incoming: Envelope, _ session: ResolvedSession?) {
+        /// - Parameter incoming: borrowed: an initializer's parameters are otherwise taken, and
+        ///   `SessionEffect(request.envelope, …)` copied the request's envelope whole (item 104).
+        init(_ incoming: borrowing Envelope, _ session: ResolvedSession?) {
             guard let session else { self = .none; return }
             switch incoming.method {
             case AccountsV1.AccountsService.logout.fullName: self = .logout(token: incoming.sessionToken)

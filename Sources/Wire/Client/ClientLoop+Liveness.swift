@@ -12,7 +12,12 @@ extension ClientLoop {
             // there: nothing is returned through the socket's call to be copied on the way.
             let received = try socket.receive(dontWait: true) { message in
                 if relaying, relayed(message.bytes) { return }
-                heard(try? Envelope.decoded(message.bytes), on: socket)
+                guard let envelope = try? Envelope.decoded(message.bytes) else {
+                    noteHeard()
+                    logger.debug("dropped an undecodable frame from the peer")
+                    return
+                }
+                heard(envelope, on: socket)
             }
             guard received else { return }
         }
@@ -32,13 +37,9 @@ extension ClientLoop {
         return true
     }
 
-    /// One message from the peer (nil: not a decodable envelope).
-    private func heard(_ decoded: Envelope?, on socket: ZMQSocket) {
+    /// One envelope from the peer, taken (`consuming`): a reply moves on to its caller uncopied.
+    private func heard(_ envelope: consuming Envelope, on socket: ZMQSocket) {
         noteHeard()
-        guard let envelope = decoded else {
-            logger.debug("dropped an undecodable frame from the peer")
-            return
-        }
         switch envelope.kind {
         case .reply:
             guard let request = pending.removeValue(forKey: envelope.requestId) else { break }
@@ -52,9 +53,9 @@ extension ClientLoop {
             // A reply that is not such a refusal does not bring it back: a stopping host refuses
             // everything that arrives after its first refusal, so the reply is to a call that
             // reached it before (it finishes those while it drains).
-            request.finish(envelope)
+            request.finish(consume envelope)
         case .event:
-            events.yield(.event(envelope))
+            events.yield(.event(consume envelope))
         case .goodbye:
             // The host is stopping and asks whether its replies were read: they were, every
             // message before this one came off the socket first.

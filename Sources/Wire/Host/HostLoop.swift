@@ -251,7 +251,7 @@ final class HostLoop: ReactorComponent {
                 metrics.answered(method: envelope.method, status: refusal.code, after: .zero)
                 return
             }
-            accept(envelope, from: peer, message, member: member)
+            accept(consume envelope, from: peer, message, member: member)
         default:
             // A reply, an event or a kind this build does not know: a host takes requests,
             // heartbeats and goodbyes' answers only, and says so rather than leaving the sender to
@@ -262,8 +262,10 @@ final class HostLoop: ReactorComponent {
         }
     }
 
-    /// - Parameter member: the sender's member name when the policy check already read it.
-    private func accept(_ envelope: Envelope, from peer: PeerIdentity, _ message: ZMQSocket.Received, member: String?) {
+    /// - Parameters:
+    ///   - envelope: taken (`consuming`): it moves into the `IncomingRequest` uncopied (item 104).
+    ///   - member: the sender's member name when the policy check already read it.
+    private func accept(_ envelope: consuming Envelope, from peer: PeerIdentity, _ message: ZMQSocket.Received, member: String?) {
         if draining {
             // Marked as never started: a client of several instances sends it to another one.
             var refusal = envelope.reply(status: .unavailable, message: "\(options.name) is shutting down")
@@ -299,15 +301,16 @@ final class HostLoop: ReactorComponent {
                                       arrived: arrived, onReactor: offered), forKey: key)
         metrics.inFlight(inFlight.count)
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
+        let runsKeyed = offered && dispatcher.runsKeyed(envelope)
         // Only a socket that admits members by name has one (`member`, read for the policy); on
         // any other the ZAP handler names no one, so its `User-Id` is not read at all.
-        let request = IncomingRequest(envelope: envelope, peer: peer, peerAddress: options.keepsPeerAddress ? message.peerAddress : "",
+        let request = IncomingRequest(envelope: consume envelope, peer: peer, peerAddress: options.keepsPeerAddress ? message.peerAddress : "",
                                       peerMember: member ?? "",
                                       deadline: deadline, key: key)
         if offered, let reactorHandler {
             takenOnReactor += 1
             let reply = ReactorReply(loop: self, key: key)
-            let taken = dispatcher.runsKeyed(envelope)
+            let taken = runsKeyed
                 ? dispatcher.takeKeyed(request, reply: reply, handler: reactorHandler, logger: logger)
                 : reactorHandler.take(request, reply: reply)
             if taken {
