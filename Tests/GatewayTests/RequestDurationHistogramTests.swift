@@ -40,4 +40,35 @@ import Testing
         #expect(text.contains(#"# TYPE frienso_request_duration_seconds histogram"#), "\(text)")
         #expect(text.contains(#"frienso_requests_total{service="accounts",method="accounts.Ping",status="NOT_FOUND"} 1"#), "\(text)")
     }
+
+    /// `frienso_requests_total` by method and status: the counters are kept by status code in a
+    /// table indexed by its raw value since item 105, with codes past the contract's apart.
+    @Test func repliesAreCountedByMethodAndStatus_unnamedMethodsAsOther() async throws {
+        let registry = PrometheusCollectorRegistry()
+        let metrics = RequestMetrics(factory: ServiceMetrics.factory(registry: registry, service: "geo"))
+        for _ in 0..<3 { metrics.answered(method: "geo.Ping", status: .ok, after: .microseconds(50)) }
+        metrics.answered(method: "geo.Ping", status: .internal, after: .microseconds(50)) // a status after the method's first
+        metrics.answered(method: "geo.Ping", status: .unspecified, after: .microseconds(50)) // raw value 0
+        metrics.answered(method: "geo.Ping", status: .unrecognized(42), after: .microseconds(50)) // past the contract's codes
+        metrics.answered(method: "geo.Ping", status: .unrecognized(42), after: .microseconds(50))
+        metrics.answered(method: "geo.Ping", status: .unrecognized(-1), after: .microseconds(50))
+        metrics.answered(method: "no.such/Method", status: .invalidArgument, after: .microseconds(50))
+        metrics.answered(method: "another.unknown/One", status: .invalidArgument, after: .microseconds(50))
+        metrics.answered(method: "another.unknown/One", status: .ok, after: .microseconds(50))
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        let text = String(decoding: buffer, as: UTF8.self)
+        let totals = Set(text.split(separator: "\n").filter { $0.hasPrefix("frienso_requests_total{") }.map(String.init))
+        #expect(totals == [
+            #"frienso_requests_total{service="geo",method="geo.Ping",status="OK"} 3"#,
+            #"frienso_requests_total{service="geo",method="geo.Ping",status="INTERNAL"} 1"#,
+            #"frienso_requests_total{service="geo",method="geo.Ping",status="UNSPECIFIED"} 1"#,
+            #"frienso_requests_total{service="geo",method="geo.Ping",status="42"} 2"#,
+            #"frienso_requests_total{service="geo",method="geo.Ping",status="-1"} 1"#,
+            #"frienso_requests_total{service="geo",method="other",status="INVALID_ARGUMENT"} 2"#,
+            #"frienso_requests_total{service="geo",method="other",status="OK"} 1"#,
+        ], "\(text)")
+        #expect(text.contains(#"frienso_request_duration_seconds_count{service="geo",method="geo.Ping"} 8"#), "\(text)")
+        #expect(text.contains(#"frienso_request_duration_seconds_count{service="geo",method="other"} 3"#), "\(text)")
+    }
 }
