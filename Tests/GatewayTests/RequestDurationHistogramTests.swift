@@ -17,9 +17,7 @@ import Testing
         metrics.answered(method: "accounts.Ping", status: .ok, after: .microseconds(300))
         metrics.answered(method: "accounts.Ping", status: .notFound, after: .seconds(12))
         metrics.answered(method: "accounts.Register", status: .ok, after: .milliseconds(2))
-        var buffer: [UInt8] = []
-        registry.emit(into: &buffer)
-        let text = String(decoding: buffer, as: UTF8.self)
+        let text = Self.rendered(registry)
 
         let series = #"frienso_request_duration_seconds_bucket{service="accounts",method="accounts.Ping",le=""#
         let ping = text.split(separator: "\n").filter { $0.hasPrefix(series) }.map { String($0.dropFirst(series.count)) }
@@ -46,18 +44,15 @@ import Testing
     @Test func repliesAreCountedByMethodAndStatus_unnamedMethodsAsOther() async throws {
         let registry = PrometheusCollectorRegistry()
         let metrics = RequestMetrics(factory: ServiceMetrics.factory(registry: registry, service: "geo"))
-        for _ in 0..<3 { metrics.answered(method: "geo.Ping", status: .ok, after: .microseconds(50)) }
-        metrics.answered(method: "geo.Ping", status: .internal, after: .microseconds(50)) // a status after the method's first
-        metrics.answered(method: "geo.Ping", status: .unspecified, after: .microseconds(50)) // raw value 0
-        metrics.answered(method: "geo.Ping", status: .unrecognized(42), after: .microseconds(50)) // past the contract's codes
-        metrics.answered(method: "geo.Ping", status: .unrecognized(42), after: .microseconds(50))
-        metrics.answered(method: "geo.Ping", status: .unrecognized(-1), after: .microseconds(50))
-        metrics.answered(method: "no.such/Method", status: .invalidArgument, after: .microseconds(50))
-        metrics.answered(method: "another.unknown/One", status: .invalidArgument, after: .microseconds(50))
-        metrics.answered(method: "another.unknown/One", status: .ok, after: .microseconds(50))
-        var buffer: [UInt8] = []
-        registry.emit(into: &buffer)
-        let text = String(decoding: buffer, as: UTF8.self)
+        let replies: [(String, StatusCode)] = [
+            ("geo.Ping", .ok), ("geo.Ping", .ok), ("geo.Ping", .ok),
+            ("geo.Ping", .internal),                                // a status after the method's first
+            ("geo.Ping", .unspecified),                             // raw value 0
+            ("geo.Ping", .unrecognized(42)), ("geo.Ping", .unrecognized(42)), ("geo.Ping", .unrecognized(-1)), // past the contract's codes
+            ("no.such/Method", .invalidArgument), ("another.unknown/One", .invalidArgument), ("another.unknown/One", .ok),
+        ]
+        for (method, status) in replies { metrics.answered(method: method, status: status, after: .microseconds(50)) }
+        let text = Self.rendered(registry)
         let totals = Set(text.split(separator: "\n").filter { $0.hasPrefix("frienso_requests_total{") }.map(String.init))
         #expect(totals == [
             #"frienso_requests_total{service="geo",method="geo.Ping",status="OK"} 3"#,
@@ -70,5 +65,12 @@ import Testing
         ], "\(text)")
         #expect(text.contains(#"frienso_request_duration_seconds_count{service="geo",method="geo.Ping"} 8"#), "\(text)")
         #expect(text.contains(#"frienso_request_duration_seconds_count{service="geo",method="other"} 3"#), "\(text)")
+    }
+
+    /// The registry's exposition text.
+    private static func rendered(_ registry: PrometheusCollectorRegistry) -> String {
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return String(decoding: buffer, as: UTF8.self)
     }
 }
