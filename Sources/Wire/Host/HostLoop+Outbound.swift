@@ -6,7 +6,10 @@ import Logging
 /// itself), pushes, and the commands that come from async code.
 extension HostLoop {
     func handleCommands() {
-        for command in commands.drain() {
+        // Each command moved out of the drained array, in the order they were posted (`for
+        // command in` copied each out, a reply's envelope with it: item 106).
+        var drained = commands.drain()
+        drained.forEachMovedOut(leaving: { .stop }) { command in
             switch command {
             case .reply(let key, let envelope):
                 answer(key, envelope)
@@ -22,7 +25,7 @@ extension HostLoop {
     }
 
     /// Sends the reply to the request the host knows as `key`, unless its deadline was answered.
-    func answer(_ key: UInt64, _ reply: Envelope) {
+    func answer(_ key: UInt64, _ reply: consuming Envelope) {
         guard let request = inFlight.removeValue(forKey: key) else {
             counters.dropped.add(1, ordering: .relaxed) // answered DEADLINE_EXCEEDED already
             return

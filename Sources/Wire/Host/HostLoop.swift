@@ -323,6 +323,6 @@ final class HostLoop: ReactorComponent {
                 takenOnReactor -= 1
             }
         }
-        accepted.append(request)
+        accepted.append(consume request)
     }
 }

@@ -46,6 +46,15 @@ public struct IncomingRequest: Sendable {
         self.init(envelope: envelope, peer: peer, peerAddress: peerAddress, deadline: deadline, key: 0)
     }
 
+    /// What `Array.forEachMovedOut` leaves in a batch's slots: empty strings and arrays, nothing
+    /// to retain; never handled.
+    static var filler: IncomingRequest {
+        IncomingRequest(envelope: Envelope(), peer: PeerIdentity(routingID: [], hasDelimiter: false), peerAddress: "",
+                        deadline: fillerInstant, key: 0)
+    }
+
+    private static let fillerInstant = ContinuousClock.now
+
     init(envelope: Envelope, peer: PeerIdentity, peerAddress: String, peerMember: String = "",
          deadline: ContinuousClock.Instant, key: UInt64) {
         self.envelope = envelope

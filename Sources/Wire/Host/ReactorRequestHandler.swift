@@ -12,7 +12,7 @@ public struct ReactorReply {
         self.key = key
     }
 
-    public func callAsFunction(_ reply: Envelope) {
+    public func callAsFunction(_ reply: consuming Envelope) {
         loop?.answer(key, reply)
     }
 
@@ -51,15 +51,15 @@ public struct LaterReply: Sendable {
         self.taker = taker
     }
 
-    public func callAsFunction(_ reply: Envelope) {
+    public func callAsFunction(_ reply: consuming Envelope) {
         if let taker { return taker(reply) }
-        commands?.post(.reply(key: key, envelope: reply))
+        commands?.post(.reply(key: key, envelope: consume reply))
     }
 
     /// Posts `reply` to the loop for the request it knows as `key` (this one, or a duplicate that
     /// waited for it).
     func send(_ reply: Envelope, to key: UInt64) {
-        commands?.post(.reply(key: key, envelope: reply))
+        commands?.post(.reply(key: key, envelope: consume reply))
     }
 }
 

@@ -91,7 +91,10 @@ public final class ServiceHost: Service, Sendable {
                 let onPool = self.options.handlerExecution == .pool
                 await withDiscardingTaskGroup { group in
                     for await batch in requests {
-                        for request in batch {
+                        // Each request moved out of the batch into its task, in arrival order
+                        // (`for request in batch` copied it out: item 106).
+                        var batch = batch
+                        batch.forEachMovedOut(leaving: { IncomingRequest.filler }) { request in
                             if onPool {
                                 group.addTask(executorPreference: globalConcurrentExecutor) { await self.serve(request) }
                             } else {
@@ -118,10 +121,10 @@ public final class ServiceHost: Service, Sendable {
     }
 
     private func serveInScope(_ request: IncomingRequest) async {
-        await dispatcher.dispatch(request, logger: logger) { key, envelope in self.reply(key, envelope) }
+        await dispatcher.dispatch(request, logger: logger) { key, envelope in self.reply(key, consume envelope) }
     }
 
-    private func reply(_ key: UInt64, _ envelope: Envelope) {
-        commands.post(.reply(key: key, envelope: envelope))
+    private func reply(_ key: UInt64, _ envelope: consuming Envelope) {
+        commands.post(.reply(key: key, envelope: consume envelope))
     }
 }

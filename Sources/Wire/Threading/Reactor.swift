@@ -253,10 +253,13 @@ final class CommandQueue<Command: Sendable>: Sendable {
 
     /// - Returns: false when the component has closed the queue (the command was not taken).
     @discardableResult
-    func post(_ command: Command) -> Bool {
+    func post(_ command: consuming Command) -> Bool {
+        // Taken into the queue, not copied: a host's reply carries a whole envelope (item 106).
+        // The closure cannot consume what it captures; it takes it out of an optional.
+        var command = Optional(consume command)
         let taken = queue.withLock { queue in
             guard queue != nil else { return false }
-            queue!.append(command)
+            queue!.append(command.take()!)
             return true
         }
         if taken, !reactor.isCurrent { reactor.wake() }
