@@ -44,28 +44,22 @@ extension ClientLoop {
         @exclusivity(unchecked) var envelope: Envelope
         let deadline: ContinuousClock.Instant
         let retryable: Bool
-        /// Who is told the outcome; nil only between `init(envelope:deadline:retryable:)` and
+        /// Who is told the outcome; nil only for an async caller's call between its `init` and
         /// `resumes(_:)`, both before the call is posted to its loop.
         private var completion: Completion?
         // Touched on the reactor thread only (after the hand-over through the command queue).
         var attempts = 0
         var sent = false
 
-        init(envelope: consuming Envelope, deadline: ContinuousClock.Instant, retryable: Bool, completion: Completion) {
+        /// - Parameter completion: nil for an async caller, whose continuation does not exist
+        ///   yet: `resumes(_:)` gives it, in the continuation's closure, before the call is
+        ///   posted. The envelope moves in outside that closure: a value the closure captured
+        ///   would be copied into the call.
+        init(envelope: consuming Envelope, deadline: ContinuousClock.Instant, retryable: Bool, completion: Completion? = nil) {
             self.envelope = envelope
             self.deadline = deadline
             self.retryable = retryable
             self.completion = completion
-        }
-
-        /// A call whose async caller's continuation does not exist yet: `resumes(_:)` gives it, in
-        /// the continuation's closure, before the call is posted. The envelope moves in here,
-        /// outside that closure: a value the closure captured would be copied into the call.
-        init(envelope: consuming Envelope, deadline: ContinuousClock.Instant, retryable: Bool) {
-            self.envelope = envelope
-            self.deadline = deadline
-            self.retryable = retryable
-            self.completion = nil
         }
 
         /// Names the async caller to resume (before the call is posted to its loop).

@@ -58,7 +58,7 @@ public struct LaterReply: Sendable {
 
     /// Posts `reply` to the loop for the request it knows as `key` (this one, or a duplicate that
     /// waited for it).
-    func send(_ reply: Envelope, to key: UInt64) {
+    func send(_ reply: consuming Envelope, to key: UInt64) {
         commands?.post(.reply(key: key, envelope: consume reply))
     }
 }
