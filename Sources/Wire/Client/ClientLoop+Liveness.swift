@@ -30,9 +30,9 @@ extension ClientLoop {
     private func relayed(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let fields = ReplyFields(scanning: bytes), fields.kind == Envelope.replyKind,
               !(fields.notStarted && fields.status == StatusCode.unavailable.rawValue && handOff != nil),
-              let index = pending.index(forKey: fields.requestID), pending.values[index].relays else { return false }
+              let index = pending.index(forKey: fields.requestID), pending.value(at: index).relays else { return false }
         noteHeard()
-        let request = pending.remove(at: index).value
+        let request = pending.remove(at: index)
         request.finish(relaying: fields)
         return true
     }
@@ -88,13 +88,7 @@ extension ClientLoop {
 
     func timers(_ now: ContinuousClock.Instant) {
         let silent = lastHeard.duration(to: now)
-        for (id, request) in pending where request.deadline <= now {
-            pending[id] = nil
-            let error: RPCError = !request.sent || silent >= options.deadAfter
-                ? .unavailable("no answer from \(endpoint) within the deadline")
-                : .deadlineExceeded("\(request.envelope.method) did not finish within its deadline")
-            request.fail(error)
-        }
+        if let due = earliestDeadline, due <= now { expireCalls(now, silent: silent) }
         if lastCheck.duration(to: now) >= options.heartbeatInterval {
             silentChecks = lastHeard > lastCheck ? 0 : silentChecks + 1
             lastCheck = now
@@ -109,6 +103,25 @@ extension ClientLoop {
             sendHeartbeat() // the host answers every heartbeat, which keeps `lastHeard` fresh
         }
         flushUnsent()
+    }
+
+    /// Fails the calls whose deadline passed, and finds the next deadline. A completion may make
+    /// another call on this loop while it runs (`keep` lowers `earliestDeadline` then).
+    private func expireCalls(_ now: ContinuousClock.Instant, silent: Duration) {
+        earliestDeadline = nil
+        var earliest: ContinuousClock.Instant?
+        for (id, request) in pending {
+            guard request.deadline <= now else {
+                if earliest.map({ request.deadline < $0 }) ?? true { earliest = request.deadline }
+                continue
+            }
+            pending[id] = nil
+            let error: RPCError = !request.sent || silent >= options.deadAfter
+                ? .unavailable("no answer from \(endpoint) within the deadline")
+                : .deadlineExceeded("\(request.envelope.method) did not finish within its deadline")
+            request.fail(error)
+        }
+        if let earliest, earliestDeadline.map({ earliest < $0 }) ?? true { earliestDeadline = earliest }
     }
 
     /// Silent checks that make the peer dead: `liveness`, times the back-off while it stays dead.
@@ -126,7 +139,7 @@ extension ClientLoop {
         // else `timers` would have reconnected already).
         // While holding, the calls' deadlines and the heartbeats wake it instead.
         if silentChecks > 0, silentChecks >= checksToDeath, !holding { next = min(next, lastHeard.advanced(by: deadWindow)) }
-        for request in pending.values where request.deadline < next { next = request.deadline }
+        if let earliestDeadline, earliestDeadline < next { next = earliestDeadline }
         if !unsent.isEmpty { next = min(next, .now.advanced(by: .milliseconds(10))) }
         return next
     }

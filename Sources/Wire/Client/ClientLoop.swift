@@ -45,7 +45,11 @@ final class ClientLoop: ReactorComponent {
     /// keeps the path it had before monitors (one full end-to-end run of the CI stalled a
     /// service's reactor for seconds after they came in, unexplained: `docs/architecture.md`).
     private let watchesConnection: Bool
-    @exclusivity(unchecked) var pending: [UInt64: Pending] = [:]
+    @exclusivity(unchecked) var pending = RequestTable<Pending>()
+    /// No call in `pending` has an earlier deadline (one that did may have left since); nil when
+    /// none was taken since the last look. The timers look through the calls only once it is
+    /// reached, not on every turn (item 107).
+    @exclusivity(unchecked) var earliestDeadline: ContinuousClock.Instant?
     /// Ids of pending calls not yet handed to libzmq, oldest first.
     @exclusivity(unchecked) var unsent: [UInt64] = []
     @exclusivity(unchecked) var lastHeard: ContinuousClock.Instant
@@ -276,8 +280,14 @@ final class ClientLoop: ReactorComponent {
             }
         }
         if request.relays, !relayChecked { startRelaying() }
+        keep(request)
+    }
+
+    /// Adds a call to `pending`, to be sent by the next `flushUnsent`.
+    private func keep(_ request: Pending) {
         pending[request.envelope.requestId] = request
         unsent.append(request.envelope.requestId)
+        if earliestDeadline.map({ request.deadline < $0 }) ?? true { earliestDeadline = request.deadline }
     }
 
     /// The first call that relays: replies are read in place from now on, if this build reads
@@ -295,8 +305,7 @@ final class ClientLoop: ReactorComponent {
     func adopt(_ request: Pending) {
         request.sent = false
         if request.relays, !relayChecked { startRelaying() }
-        pending[request.envelope.requestId] = request
-        unsent.append(request.envelope.requestId)
+        keep(request)
         flushUnsent()
     }
 

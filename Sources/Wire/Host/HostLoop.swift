@@ -69,7 +69,7 @@ final class HostLoop: ReactorComponent {
     @exclusivity(unchecked) private var accepted: [IncomingRequest] = []
     let counters: HostCounters
     let logger: Logger
-    @exclusivity(unchecked) var inFlight: [UInt64: InFlight] = [:]
+    @exclusivity(unchecked) var inFlight = RequestTable<InFlight>()
     @exclusivity(unchecked) private var nextKey: UInt64 = 0
     @exclusivity(unchecked) var draining = false
     var stopping = false
