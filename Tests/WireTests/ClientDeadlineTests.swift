@@ -12,7 +12,7 @@ struct ClientDeadlineTests {
     /// earlier one, expires it then and keeps the other; the other expires at its own deadline.
     @Test func aCallTakenLater_withAnEarlierDeadline_expiresFirst() throws {
         try withLoop { loop in
-            let start = ContinuousClock.now
+            let start = Moment.now
             var outcomes: [String: StatusCode] = [:]
             loop.callNow(call("test.Long", until: start.advanced(by: .seconds(30))) { outcomes["test.Long"] = $0.status })
             loop.callNow(call("test.Short", until: start.advanced(by: .seconds(2))) { outcomes["test.Short"] = $0.status })
@@ -36,7 +36,7 @@ struct ClientDeadlineTests {
     /// expires nothing, and the loop looks again for the next one.
     @Test func aStaleEarliestDeadline_expiresNothing_andMovesOn() throws {
         try withLoop { loop in
-            let start = ContinuousClock.now
+            let start = Moment.now
             var failed: [String] = []
             let short = call("test.Short", until: start.advanced(by: .seconds(1))) { _ in failed.append("test.Short") }
             loop.callNow(short)
@@ -53,7 +53,7 @@ struct ClientDeadlineTests {
     /// A completion that makes another call while the timers expire calls: its deadline is kept.
     @Test func aCallMadeByAnExpiringCallsCompletion_keepsItsDeadline() throws {
         try withLoop { loop in
-            let start = ContinuousClock.now
+            let start = Moment.now
             var failed: [String] = []
             loop.callNow(call("test.First", until: start.advanced(by: .seconds(1))) { _ in
                 failed.append("test.First")
@@ -68,7 +68,7 @@ struct ClientDeadlineTests {
 
     private static let ids = Counter()
 
-    private func call(_ method: String, until deadline: ContinuousClock.Instant,
+    private func call(_ method: String, until deadline: Moment,
                       _ completion: @escaping (Envelope) -> Void) -> ClientLoop.Pending {
         ClientLoop.Pending(envelope: Envelope(kind: .request, requestId: UInt64(Self.ids.increment()), method: method),
                            deadline: deadline, retryable: false, completion: .call(completion))

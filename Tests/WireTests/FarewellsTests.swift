@@ -6,7 +6,7 @@ import Testing
 struct FarewellsTests {
     let ann = PeerIdentity(routingID: [0, 0, 0, 0, 1], hasDelimiter: false)
     let bob = PeerIdentity(routingID: [0, 0, 0, 0, 2], hasDelimiter: true)
-    let start = ContinuousClock.now
+    let start = Moment.now
 
     /// Sends through `ask`, recording each (peer, token) and refusing the peers in `gone`.
     func ask(_ farewells: inout Farewells, at offset: Duration, timeout: Duration = .seconds(3),

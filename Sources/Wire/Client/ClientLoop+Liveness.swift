@@ -86,20 +86,20 @@ extension ClientLoop {
 
     // MARK: Timers
 
-    func timers(_ now: ContinuousClock.Instant) {
-        let silent = lastHeard.duration(to: now)
+    func timers(_ now: Moment) {
+        let silent = lastHeard.nanoseconds(to: now)
         if let due = earliestDeadline, due <= now { expireCalls(now, silent: silent) }
-        if lastCheck.duration(to: now) >= options.heartbeatInterval {
+        if lastCheck.nanoseconds(to: now) >= heartbeatNanoseconds {
             silentChecks = lastHeard > lastCheck ? 0 : silentChecks + 1
             lastCheck = now
         }
-        if silent >= deadWindow && silentChecks >= checksToDeath, let socket {
+        if silent >= deadWindow.wholeNanoseconds && silentChecks >= checksToDeath, let socket {
             // Read what already arrived before blaming the peer (the poll that would have seen it
             // may not have run yet on this turn).
             try? receive(socket)
             if lastHeard <= now { peerWentSilent() } // nothing arrived
         }
-        if socket != nil, lastSent.duration(to: now) >= options.heartbeatInterval {
+        if socket != nil, lastSent.nanoseconds(to: now) >= heartbeatNanoseconds {
             sendHeartbeat() // the host answers every heartbeat, which keeps `lastHeard` fresh
         }
         flushUnsent()
@@ -107,16 +107,16 @@ extension ClientLoop {
 
     /// Fails the calls whose deadline passed, and finds the next deadline. A completion may make
     /// another call on this loop while it runs (`keep` lowers `earliestDeadline` then).
-    private func expireCalls(_ now: ContinuousClock.Instant, silent: Duration) {
+    private func expireCalls(_ now: Moment, silent: Int64) {
         earliestDeadline = nil
-        var earliest: ContinuousClock.Instant?
+        var earliest: Moment?
         for (id, request) in pending {
             guard request.deadline <= now else {
                 if earliest.map({ request.deadline < $0 }) ?? true { earliest = request.deadline }
                 continue
             }
             pending[id] = nil
-            let error: RPCError = !request.sent || silent >= options.deadAfter
+            let error: RPCError = !request.sent || silent >= options.deadAfter.wholeNanoseconds
                 ? .unavailable("no answer from \(endpoint) within the deadline")
                 : .deadlineExceeded("\(request.envelope.method) did not finish within its deadline")
             request.fail(error)
@@ -128,19 +128,19 @@ extension ClientLoop {
     /// In whole nanoseconds: `Duration / Duration` goes through `Double` in the runtime (about 110
     /// instructions, on every loop turn: issue 16, item 74).
     private var checksToDeath: Int {
-        max(1, Int(deadWindow.wholeNanoseconds / max(1, options.heartbeatInterval.wholeNanoseconds)))
+        max(1, Int(deadWindow.wholeNanoseconds / max(1, heartbeatNanoseconds)))
     }
 
-    func nextWakeup() -> ContinuousClock.Instant? {
+    func nextWakeup() -> Moment? {
         guard socket != nil else { return nil }
-        var next = lastSent.advanced(by: options.heartbeatInterval)
-        next = min(next, lastCheck.advanced(by: options.heartbeatInterval))
+        var next = lastSent.advanced(byNanoseconds: heartbeatNanoseconds)
+        next = min(next, lastCheck.advanced(byNanoseconds: heartbeatNanoseconds))
         // Enough silent checks: wake when the silence window is over (in the future by then,
         // else `timers` would have reconnected already).
         // While holding, the calls' deadlines and the heartbeats wake it instead.
         if silentChecks > 0, silentChecks >= checksToDeath, !holding { next = min(next, lastHeard.advanced(by: deadWindow)) }
         if let earliestDeadline, earliestDeadline < next { next = earliestDeadline }
-        if !unsent.isEmpty { next = min(next, .now.advanced(by: .milliseconds(10))) }
+        if !unsent.isEmpty { next = min(next, .now.advanced(byMilliseconds: 10)) }
         return next
     }
 }

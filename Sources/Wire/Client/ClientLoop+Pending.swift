@@ -42,7 +42,7 @@ extension ClientLoop {
         /// that could reach it again; checked, the `inout` send made every access to it pay for
         /// a dynamic check (about 80 instructions each, three a request: item 104).
         @exclusivity(unchecked) var envelope: Envelope
-        let deadline: ContinuousClock.Instant
+        let deadline: Moment
         let retryable: Bool
         /// Who is told the outcome; nil only for an async caller's call between its `init` and
         /// `resumes(_:)`, both before the call is posted to its loop.
@@ -55,7 +55,7 @@ extension ClientLoop {
         ///   yet: `resumes(_:)` gives it, in the continuation's closure, before the call is
         ///   posted. The envelope moves in outside that closure: a value the closure captured
         ///   would be copied into the call.
-        init(envelope: consuming Envelope, deadline: ContinuousClock.Instant, retryable: Bool, completion: Completion? = nil) {
+        init(envelope: consuming Envelope, deadline: Moment, retryable: Bool, completion: Completion? = nil) {
             self.envelope = envelope
             self.deadline = deadline
             self.retryable = retryable

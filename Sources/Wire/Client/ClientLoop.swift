@@ -49,17 +49,17 @@ final class ClientLoop: ReactorComponent {
     /// No call in `pending` has an earlier deadline (one that did may have left since); nil when
     /// none was taken since the last look. The timers look through the calls only once it is
     /// reached, not on every turn (item 107).
-    @exclusivity(unchecked) var earliestDeadline: ContinuousClock.Instant?
+    @exclusivity(unchecked) var earliestDeadline: Moment?
     /// Ids of pending calls not yet handed to libzmq, oldest first.
     @exclusivity(unchecked) var unsent: [UInt64] = []
-    @exclusivity(unchecked) var lastHeard: ContinuousClock.Instant
-    @exclusivity(unchecked) var lastSent: ContinuousClock.Instant
+    @exclusivity(unchecked) var lastHeard: Moment
+    @exclusivity(unchecked) var lastSent: Moment
     /// Liveness is counted in checks, one per heartbeat interval, as in Paranoid Pirate: the peer
     /// is dead after `deadWindow / heartbeatInterval` checks in a row heard nothing. Counting
     /// wall time alone would blame the peer for this process's own stall: a reactor held up for
     /// two seconds (page faults on a cold binary, a starved CPU) woke, saw two seconds of silence
     /// and dropped a healthy connection whose answers were waiting to be read.
-    @exclusivity(unchecked) var lastCheck: ContinuousClock.Instant
+    @exclusivity(unchecked) var lastCheck: Moment
     @exclusivity(unchecked) var silentChecks = 0
     @exclusivity(unchecked) var peerDown = false
     /// The peer went silent while a call that cannot be sent again waited for its reply: the
@@ -78,6 +78,8 @@ final class ClientLoop: ReactorComponent {
     @exclusivity(unchecked) var relaying = false
     @exclusivity(unchecked) private var relayChecked = false
     var deadWindow: Duration
+    /// `options.heartbeatInterval` in nanoseconds, compared with on every turn.
+    let heartbeatNanoseconds: Int64
     private var stopping = false
 
     /// Where a call goes when this loop's peer is not answering: another instance's loop of the
@@ -105,6 +107,7 @@ final class ClientLoop: ReactorComponent {
         lastSent = .now
         lastCheck = .now
         deadWindow = options.deadAfter
+        heartbeatNanoseconds = options.heartbeatInterval.wholeNanoseconds
         openSocket()
     }
 
@@ -130,7 +133,7 @@ final class ClientLoop: ReactorComponent {
         }
     }
 
-    func tick(now: ContinuousClock.Instant) {
+    func tick(now: Moment) {
         handleCommands()
         guard socket != nil else {
             // No socket could be made (e.g. a malformed endpoint): nothing can be sent.
@@ -358,12 +361,12 @@ final class ClientLoop: ReactorComponent {
 
     func flushUnsent() {
         guard let socket, !unsent.isEmpty else { return }
-        let now = ContinuousClock.now
+        let now = Moment.now
         var kept: [UInt64] = []
         for (index, id) in unsent.enumerated() {
             guard let request = pending[id], !request.sent else { continue } // answered, failed or cancelled
             // In place: a copy of the envelope here was one of a request's whole-struct copies.
-            request.envelope.deadlineMs = UInt32(clamping: max(0, now.duration(to: request.deadline).wholeMilliseconds))
+            request.envelope.deadlineMs = UInt32(clamping: max(0, now.nanoseconds(to: request.deadline) / 1_000_000))
             guard request.envelope.deadlineMs > 0 else { continue } // the timers expire it
             do {
                 if try Self.send(&request.envelope, on: socket) {
@@ -399,7 +402,7 @@ final class ClientLoop: ReactorComponent {
             // Refused (no peer connected, or its queue full): try again in 50 ms. Left at its old
             // value, `nextWakeup` stayed in the past and the reactor spun at full CPU for as long
             // as the peer was down; a whole interval later would let a brief refusal cost liveness.
-            lastSent = ContinuousClock.now.advanced(by: .milliseconds(50) - options.heartbeatInterval)
+            lastSent = Moment.now.advanced(by: .milliseconds(50) - options.heartbeatInterval)
         }
     }
 }

@@ -112,7 +112,7 @@ public final class WireClient: Sendable {
     public nonisolated(nonsending) func send(_ request: consuming Envelope, deadline: Duration? = nil, retryable: Bool = false) async -> Envelope {
         let id = nextID()
         if Task.isCancelled { return stamped(request, id: id).reply(error: .unavailable("call cancelled")) }
-        let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
+        let until = Moment.now.advanced(by: deadline ?? options.defaultDeadline)
         let commands = queues[chooseInstance()], queues = queues
         // The request moves into the call here, outside the closures: one they captured would be
         // copied into it.
@@ -150,7 +150,7 @@ public final class WireClient: Sendable {
 
     private func callOnReactor(_ request: consuming Envelope, deadline: Duration?, retryable: Bool, completion: ClientLoop.Pending.Completion) -> Bool {
         guard reactor.isCurrent, let loop = slots[chooseInstance()].loop else { return false }
-        let until = ContinuousClock.now.advanced(by: deadline ?? options.defaultDeadline)
+        let until = Moment.now.advanced(by: deadline ?? options.defaultDeadline)
         loop.callNow(ClientLoop.Pending(envelope: stamped(request, id: nextID()), deadline: until, retryable: retryable,
                                         completion: completion))
         return true

@@ -12,8 +12,8 @@ struct Farewells {
     private var peers: [PeerIdentity: UInt64] = [:]
     private var lastToken: UInt64 = 0
     /// When the first goodbyes went out, and when all were last sent.
-    private var began: ContinuousClock.Instant?
-    private var asked: ContinuousClock.Instant?
+    private var began: Moment?
+    private var asked: Moment?
 
     /// Peers still to confirm.
     var waiting: Int { peers.count }
@@ -33,7 +33,7 @@ struct Farewells {
     /// answered since its last one, and to every peer still waiting once `retry` passed. A
     /// peer whose goodbye `send` refuses (gone, or its queue full) cannot be asked: it is dropped.
     /// - Returns: whether no peer is left to wait for, and how many were given up.
-    mutating func ask(now: ContinuousClock.Instant, timeout: Duration,
+    mutating func ask(now: Moment, timeout: Duration,
                       send: (PeerIdentity, UInt64) -> Bool) -> (done: Bool, givenUp: Int) {
         if peers.isEmpty { return (true, 0) }
         let first = began ?? now
@@ -61,7 +61,7 @@ struct Farewells {
     }
 
     /// When to ask again (nil: nobody is waited for).
-    var nextRetry: ContinuousClock.Instant? {
+    var nextRetry: Moment? {
         peers.isEmpty ? nil : asked?.advanced(by: Self.retry)
     }
 }

@@ -63,23 +63,23 @@ extension HostLoop {
     /// What follows every reply sent for a request that was in flight.
     private func answered(_ request: InFlight, status: StatusCode) {
         if request.onReactor { takenOnReactor -= 1 }
-        let now = ContinuousClock.now
+        let now = Moment.now
         lastReplyAt = now
         counters.replied.add(1, ordering: .relaxed)
-        metrics.answered(method: request.method, status: status, after: request.arrived.duration(to: now))
+        metrics.answered(method: request.method, status: status, afterNanoseconds: request.arrived.nanoseconds(to: now))
         metrics.inFlight(inFlight.count)
     }
 
-    func expireDeadlines(_ now: ContinuousClock.Instant) {
+    func expireDeadlines(_ now: Moment) {
         guard let next = nextDeadline, now >= next else { return }
-        var earliest: ContinuousClock.Instant?
+        var earliest: Moment?
         for (key, request) in inFlight {
             if request.deadline <= now {
                 inFlight.removeValue(forKey: key)
                 if request.onReactor { takenOnReactor -= 1 }
                 lastReplyAt = now
                 counters.deadlineExceeded.add(1, ordering: .relaxed)
-                metrics.answered(method: request.method, status: .deadlineExceeded, after: request.arrived.duration(to: now))
+                metrics.answered(method: request.method, status: .deadlineExceeded, afterNanoseconds: request.arrived.nanoseconds(to: now))
                 send(to: request.peer, Envelope(
                     version: WireProtocol.version, kind: .reply, requestId: request.requestID, method: request.method,
                     status: .deadlineExceeded, statusMessage: "\(request.method) did not finish within its deadline"))

@@ -48,9 +48,9 @@ final class HostLoop: ReactorComponent {
         var peer: PeerIdentity
         var requestID: UInt64
         var method: String
-        var deadline: ContinuousClock.Instant
+        var deadline: Moment
         /// When it arrived (its reply's latency is measured from here).
-        var arrived: ContinuousClock.Instant
+        var arrived: Moment
         /// Taken by the reactor handler: the loop must not close before it is answered.
         var onReactor = false
     }
@@ -73,7 +73,7 @@ final class HostLoop: ReactorComponent {
     @exclusivity(unchecked) private var nextKey: UInt64 = 0
     @exclusivity(unchecked) var draining = false
     var stopping = false
-    @exclusivity(unchecked) var nextDeadline: ContinuousClock.Instant?
+    @exclusivity(unchecked) var nextDeadline: Moment?
     /// Set when the socket admits deployment members only: each request is checked for its sender.
     private let policy: PlanePolicy?
     private let dispatcher: RequestDispatcher
@@ -81,8 +81,8 @@ final class HostLoop: ReactorComponent {
     /// Requests the reactor handler took and has not answered yet.
     @exclusivity(unchecked) var takenOnReactor = 0
     /// When the last reply went out, and (once stopping with nothing left to answer) when to close.
-    @exclusivity(unchecked) var lastReplyAt: ContinuousClock.Instant?
-    private var closeAt: ContinuousClock.Instant?
+    @exclusivity(unchecked) var lastReplyAt: Moment?
+    private var closeAt: Moment?
     private var closing = false
     /// The goodbyes of a stopping host: it closes once every peer it answered while draining has
     /// confirmed reading its replies, however late that peer's thread gets to them.
@@ -135,7 +135,7 @@ final class HostLoop: ReactorComponent {
         }
     }
 
-    func tick(now: ContinuousClock.Instant) {
+    func tick(now: Moment) {
         handleCommands()
         expireDeadlines(now)
         if stopping, takenOnReactor == 0, closeAt == nil, farewellsAnswered(now) {
@@ -147,7 +147,7 @@ final class HostLoop: ReactorComponent {
         if let closeAt, now >= closeAt { closing = true }
     }
 
-    func nextWakeup() -> ContinuousClock.Instant? {
+    func nextWakeup() -> Moment? {
         let next = closeAt ?? farewells.nextRetry
         guard let next else { return nextDeadline }
         return min(next, nextDeadline ?? next)
@@ -155,7 +155,7 @@ final class HostLoop: ReactorComponent {
 
     /// Sends the goodbyes due. - Returns: whether every peer answered while draining has
     /// answered its goodbye (or `farewellTimeout` passed).
-    private func farewellsAnswered(_ now: ContinuousClock.Instant) -> Bool {
+    private func farewellsAnswered(_ now: Moment) -> Bool {
         let (done, givenUp) = farewells.ask(now: now, timeout: options.farewellTimeout) { peer, token in
             let goodbye = Envelope(version: WireProtocol.version, kind: .goodbye, requestId: token)
             guard (try? socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter, packing: goodbye, dontWait: true)) == true else {
@@ -248,7 +248,7 @@ final class HostLoop: ReactorComponent {
                 logger.warning("refused a request the member may not make",
                                metadata: ["member": "\(member)", "method": "\(envelope.method)"])
                 send(to: peer, envelope.reply(error: refusal))
-                metrics.answered(method: envelope.method, status: refusal.code, after: .zero)
+                metrics.answered(method: envelope.method, status: refusal.code, afterNanoseconds: 0)
                 return
             }
             accept(consume envelope, from: peer, message, member: member)
@@ -271,26 +271,26 @@ final class HostLoop: ReactorComponent {
             var refusal = envelope.reply(status: .unavailable, message: "\(options.name) is shutting down")
             refusal.notStarted = true
             send(to: peer, refusal)
-            metrics.answered(method: envelope.method, status: .unavailable, after: .zero)
+            metrics.answered(method: envelope.method, status: .unavailable, afterNanoseconds: 0)
             return
         }
         if dispatcher.answersOnReactor(envelope) {
             // `<name>.Ping` needs nothing but the host: answered as it arrives, with no task
             // (health probes, the launcher's readiness check, and the Wire benchmarks).
             send(to: peer, dispatcher.ping(envelope))
-            lastReplyAt = ContinuousClock.now
+            lastReplyAt = Moment.now
             counters.replied.add(1, ordering: .relaxed)
-            metrics.answered(method: envelope.method, status: .ok, after: .zero)
+            metrics.answered(method: envelope.method, status: .ok, afterNanoseconds: 0)
             return
         }
         if inFlight.count >= options.maxInFlight {
             send(to: peer, envelope.reply(status: .resourceExhausted, message: "\(options.name) is busy: \(inFlight.count) requests in flight"))
-            metrics.answered(method: envelope.method, status: .resourceExhausted, after: .zero)
+            metrics.answered(method: envelope.method, status: .resourceExhausted, afterNanoseconds: 0)
             return
         }
         let budget = envelope.deadlineMs == 0 ? WireProtocol.defaultDeadlineMilliseconds : min(envelope.deadlineMs, WireProtocol.maxDeadlineMilliseconds)
-        let arrived = ContinuousClock.now
-        let deadline = arrived.advanced(by: .milliseconds(budget))
+        let arrived = Moment.now
+        let deadline = arrived.advanced(byMilliseconds: Int64(budget))
         nextKey &+= 1
         let key = nextKey
         // Stored whole with `updateValue`, never changed through the dictionary's subscript: its

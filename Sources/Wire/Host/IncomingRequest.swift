@@ -30,19 +30,19 @@ public struct IncomingRequest: Sendable {
     /// The deployment member whose key the peer authenticated with (empty on a plaintext socket
     /// or a socket open to any client).
     public var peerMember: String
-    public var deadline: ContinuousClock.Instant
+    public var deadline: Moment
     /// The host's own key for this request (unique per host run).
     var key: UInt64
 
     /// A request made in process (a test's `RouterClient`): no socket, no peer; `key` names it to
     /// `RequestDispatcher.dispatch`'s `deliver`.
-    public init(local envelope: Envelope, key: UInt64, deadline: ContinuousClock.Instant) {
+    public init(local envelope: Envelope, key: UInt64, deadline: Moment) {
         self.init(envelope: envelope, peer: PeerIdentity(routingID: [], hasDelimiter: false), peerAddress: "", deadline: deadline, key: key)
     }
 
     /// A request that reached another front door (the HTTP edge): `peer` names its connection
     /// (for live events), `peerAddress` its client as "host:port" (for per-address limits).
-    public init(frontDoor envelope: Envelope, peer: PeerIdentity, peerAddress: String, deadline: ContinuousClock.Instant) {
+    public init(frontDoor envelope: Envelope, peer: PeerIdentity, peerAddress: String, deadline: Moment) {
         self.init(envelope: envelope, peer: peer, peerAddress: peerAddress, deadline: deadline, key: 0)
     }
 
@@ -50,13 +50,13 @@ public struct IncomingRequest: Sendable {
     /// to retain; never handled.
     static var filler: IncomingRequest {
         IncomingRequest(envelope: Envelope(), peer: PeerIdentity(routingID: [], hasDelimiter: false), peerAddress: "",
-                        deadline: fillerInstant, key: 0)
+                        deadline: fillerMoment, key: 0)
     }
 
-    private static let fillerInstant = ContinuousClock.now
+    private static let fillerMoment = Moment(nanoseconds: 0)
 
     init(envelope: Envelope, peer: PeerIdentity, peerAddress: String, peerMember: String = "",
-         deadline: ContinuousClock.Instant, key: UInt64) {
+         deadline: Moment, key: UInt64) {
         self.envelope = envelope
         self.peer = peer
         self.peerAddress = peerAddress
@@ -72,10 +72,10 @@ public struct IncomingRequest: Sendable {
 }
 
 enum Deadlines {
-    static func downstreamBudget(until deadline: ContinuousClock.Instant) -> Duration {
+    static func downstreamBudget(until deadline: Moment) -> Duration {
         // In whole nanoseconds: `Duration / Int` divides 128-bit integers in the runtime, about
         // 560 instructions of every request the gateway forwards (issue 16, item 68).
-        let left = ContinuousClock.now.duration(to: deadline).wholeNanoseconds
+        let left = Moment.now.nanoseconds(to: deadline)
         return .nanoseconds(max(1_000_000, left - min(left / 10, 100_000_000)))
     }
 }
@@ -87,7 +87,7 @@ public struct RequestContext: Sendable {
     /// The authenticated caller, stamped by the gateway; 0 when there is none.
     public var callerUserID: UInt64
     public var idempotencyKey: String
-    public var deadline: ContinuousClock.Instant
+    public var deadline: Moment
     /// The client's address as the gateway saw it, for throttling.
     public var clientAddress: String
     /// The caller's session as the gateway resolved it (empty when there is none).
@@ -100,7 +100,7 @@ public struct RequestContext: Sendable {
     /// it to the storage layer itself.
     public var idempotency: IdempotencyScope?
 
-    public var isExpired: Bool { ContinuousClock.now >= deadline }
+    public var isExpired: Bool { Moment.now >= deadline }
 
     /// The deadline for a call this handler makes to another service (see `IncomingRequest.downstreamBudget`).
     public var downstreamBudget: Duration { Deadlines.downstreamBudget(until: deadline) }

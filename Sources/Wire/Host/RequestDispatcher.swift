@@ -14,7 +14,7 @@ public struct RequestDispatcher: Sendable {
     private let handler: any RequestHandler
     /// nil: requests are handed over whatever key they carry (the gateway: the services keep the replies).
     private let replyCache: ReplyCache?
-    private let started = ContinuousClock.now
+    private let started = Moment.now
     /// `<name>.Ping` and `<name>.Metrics`, made once rather than per request.
     private let pingMethod: String, metricsMethod: String
     private let metrics: MetricsExposition?

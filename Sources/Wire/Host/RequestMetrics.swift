@@ -62,7 +62,12 @@ final class RequestMetrics {
     /// A `Double` histogram compares inline; the buckets' bounds and their rendering are the same
     /// (`ServiceMetrics.requestDurationBuckets`).
     func answered(method: String, status: StatusCode, after elapsed: Duration) {
-        let seconds = RequestDuration.seconds(elapsed)
+        answered(method: method, status: status, afterNanoseconds: elapsed.wholeNanoseconds)
+    }
+
+    /// The same, the time taken in nanoseconds (a host's moments subtracted: no `Duration` made).
+    func answered(method: String, status: StatusCode, afterNanoseconds elapsed: Int64) {
+        let seconds = RequestDuration.seconds(nanoseconds: elapsed)
         // The usual case: one lookup for the method, one for the status.
         if let entry = methods[method], let counter = entry.counter(status) {
             counter.increment()
@@ -107,7 +112,11 @@ public enum RequestDuration {
     /// `duration` in seconds, as the histogram records it: whole nanoseconds divided once, so a
     /// bucket's bound made by the same function from the same duration compares equal to it.
     @inlinable public static func seconds(_ duration: Duration) -> Double {
-        Double(duration.wholeNanoseconds) / 1_000_000_000
+        seconds(nanoseconds: duration.wholeNanoseconds)
+    }
+
+    @inlinable public static func seconds(nanoseconds: Int64) -> Double {
+        Double(nanoseconds) / 1_000_000_000
     }
 }
 

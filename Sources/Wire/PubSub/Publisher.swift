@@ -227,9 +227,9 @@ private final class PublisherLoop: ReactorComponent {
             if !received { return }
         }
     }
-    func nextWakeup() -> ContinuousClock.Instant? { nil }
+    func nextWakeup() -> Moment? { nil }
 
-    func tick(now: ContinuousClock.Instant) {
+    func tick(now: Moment) {
         for item in outbox.drain() {
             switch item {
             case .event(let topic, let base, let sequence):

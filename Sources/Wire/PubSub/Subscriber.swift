@@ -119,9 +119,9 @@ private final class SubscriberLoop: ReactorComponent {
     func pollSockets() -> [ZMQSocket] { polled }
     /// Made once: the reactor asks on every loop turn.
     private lazy var polled = [socket]
-    func nextWakeup() -> ContinuousClock.Instant? { nil }
+    func nextWakeup() -> Moment? { nil }
 
-    func tick(now: ContinuousClock.Instant) {
+    func tick(now: Moment) {
         for command in control.drain() {
             do throws(ZMQError) {
                 switch command {

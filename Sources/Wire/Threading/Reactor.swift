@@ -11,9 +11,9 @@ protocol ReactorComponent: AnyObject {
     func pollSockets() -> [ZMQSocket]
     func readable(_ index: Int)
     /// Called on every loop turn: drain commands, expire timers, flush queues.
-    func tick(now: ContinuousClock.Instant)
+    func tick(now: Moment)
     /// When the component next needs a `tick` even without input (nil: only on input).
-    func nextWakeup() -> ContinuousClock.Instant?
+    func nextWakeup() -> Moment?
     /// Done: the reactor calls `close()` and forgets it.
     var isFinished: Bool { get }
     func close()
@@ -46,6 +46,7 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
     /// a second with nothing to do means a component asks to be woken in the past.
     public let turns = Atomic<Int>(0)
     public static let slowTurn = Duration.milliseconds(20)
+    private static let slowTurnNanoseconds = slowTurn.wholeNanoseconds
     /// Questions put to libzmq about a socket's pending input (`ZMQ_EVENTS`), each a `poll(2)`
     /// and a `getpid(2)` inside libzmq when the socket is idle: a reactor with many idle sockets
     /// must not ask about all of them every turn.
@@ -119,12 +120,12 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
             // Before the queues are read: a post after this point writes the pipe again, so the
             // poll below cannot sleep through it; a post before it is drained this turn.
             _ = wakePending.exchange(false, ordering: .acquiringAndReleasing) // reads the posters' writes: their queued work is visible below
-            let started = ContinuousClock.now
+            let started = Moment.now
             for action in actions.withLock({ q in defer { q.removeAll(keepingCapacity: true) }; return q }) { action() }
             runJobs()
-            let now = ContinuousClock.now
+            let now = Moment.now
             for component in components { component.tick(now: now) }
-            if started.duration(to: .now) > Self.slowTurn { slowTurns.add(1, ordering: .relaxed) }
+            if started.nanoseconds(to: .now) > Self.slowTurnNanoseconds { slowTurns.add(1, ordering: .relaxed) }
             if components.contains(where: \.isFinished) {
                 // One answer per component decides both: the ones closed are the ones forgotten.
                 var kept: [any ReactorComponent] = []
@@ -151,13 +152,13 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
         }
     }
 
-    private func pollTimeout(_ now: ContinuousClock.Instant) -> Int {
+    private func pollTimeout(_ now: Moment) -> Int {
         if !jobs.withLock({ $0.isEmpty }) || !actions.withLock({ $0.isEmpty }) { return 0 }
-        var next = now.advanced(by: .seconds(1))
+        var next = now.advanced(byMilliseconds: 1_000)
         for component in components {
             if let wakeup = component.nextWakeup(), wakeup < next { next = wakeup }
         }
-        return max(0, Int(now.duration(to: next).wholeMilliseconds) + 1)
+        return max(0, Int(now.nanoseconds(to: next) / 1_000_000) + 1)
     }
 
     /// `FRIENSO_POLL=zmq` waits with `zmq_poll`, as before item 24 (for A/B runs).
