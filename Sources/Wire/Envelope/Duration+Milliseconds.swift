@@ -10,11 +10,15 @@ extension Duration {
         return c.seconds * 1000 + c.attoseconds / 1_000_000_000_000_000
     }
 
-    /// The duration in whole nanoseconds (for Dispatch's intervals, commit timings and the
-    /// request-duration metric).
+    /// The duration in whole nanoseconds (for Dispatch's intervals, commit timings, the
+    /// request-duration metric and `Moment`), clamped to `Int64`'s range: a duration of
+    /// centuries (an option meaning "forever") saturates instead of trapping.
     public var wholeNanoseconds: Int64 {
         if let attoseconds = Int64(exactly: attoseconds) { return attoseconds / 1_000_000_000 }
         let c = components
-        return c.seconds * 1_000_000_000 + c.attoseconds / 1_000_000_000
+        let (product, overflow) = c.seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return c.seconds > 0 ? .max : .min }
+        let (sum, overflowed) = product.addingReportingOverflow(c.attoseconds / 1_000_000_000)
+        return overflowed ? (c.seconds > 0 ? .max : .min) : sum
     }
 }

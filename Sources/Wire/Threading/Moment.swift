@@ -28,7 +28,7 @@ public struct Moment: Comparable, Hashable, Sendable, CustomStringConvertible {
 
     /// This moment moved by `duration` (whole nanoseconds; saturating, never trapping).
     public func advanced(by duration: Duration) -> Moment {
-        advanced(byNanoseconds: duration.wholeNanosecondsClamped)
+        advanced(byNanoseconds: duration.wholeNanoseconds)
     }
 
     public func advanced(byNanoseconds nanoseconds: Int64) -> Moment {
@@ -55,16 +55,4 @@ public struct Moment: Comparable, Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "Moment(\(nanoseconds) ns)" }
-}
-
-extension Duration {
-    /// Whole nanoseconds, clamped to `Int64`'s range (a duration of centuries is "forever").
-    var wholeNanosecondsClamped: Int64 {
-        if let attoseconds = Int64(exactly: attoseconds) { return attoseconds / 1_000_000_000 }
-        let c = components
-        let (product, overflow) = c.seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        guard !overflow else { return c.seconds > 0 ? .max : .min }
-        let (sum, overflowed) = product.addingReportingOverflow(c.attoseconds / 1_000_000_000)
-        return overflowed ? (c.seconds > 0 ? .max : .min) : sum
-    }
 }
