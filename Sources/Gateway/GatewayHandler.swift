@@ -31,8 +31,9 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     /// Each method a client may name, with the client of the service that answers it (nil: the
     /// gateway's own methods, or a service not deployed here): `route` finds both with one lookup
     /// of the method's name, for the reactor path and the task path alike, where the method and
-    /// then its service's client were two (issue 16, item 63 of `docs/benchmarks.md`).
-    private let routes: [String: Route]
+    /// then its service's client were two (issue 16, item 63 of `docs/benchmarks.md`); by the
+    /// method's `KnownMethod` ordinal, its name unhashed (item 110).
+    private let routes: MethodTable<Route>
 
     /// A class: the lookup on every request hands out one reference. A struct was copied out of
     /// the table whole, its method's strings and its client retained and released again, then
@@ -55,7 +56,9 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
          subscriptions: Subscriptions, nowMs: @escaping @Sendable () -> Int64) {
         self.config = config
         self.clients = clients
-        routes = Self.methodTable.mapValues { Route(method: $0, client: clients[$0.service]) }
+        var routes = MethodTable<Route>()
+        for (name, method) in Self.methodTable { routes[name] = Route(method: method, client: clients[method.service]) }
+        self.routes = routes
         self.sessions = sessions
         self.limiter = limiter
         self.subscriptions = subscriptions
@@ -65,7 +68,7 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     func handle(_ request: IncomingRequest, logger: Logger) async -> Envelope {
         let envelope = request.envelope
         do {
-            let route = try route(envelope)
+            let route = try route(request)
             let method = route.method
             var session: ResolvedSession?
             if method.access == .authenticated {
@@ -103,7 +106,7 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     func take(_ request: IncomingRequest, reply: ReactorReply) -> Bool {
         // Anything refused (an unknown or internal method, a service not deployed here, the
         // gateway's own methods) is declined, for `handle` to answer.
-        guard let route = try? route(request.envelope), let client = route.client else { return false }
+        guard let route = try? route(request), let client = route.client else { return false }
         var session: ResolvedSession?
         if !request.envelope.sessionToken.isEmpty {
             guard let cached = sessions.get(request.envelope.sessionToken, nowMs: nowMs()) else { return false }
@@ -137,9 +140,9 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     }
 
     /// The method a client's request names, if clients may call it, and its service's client.
-    private func route(_ envelope: Envelope) throws(RPCError) -> Route {
-        guard let route = routes[envelope.method] else {
-            throw RPCError.invalidArgument("unknown method \"\(envelope.method)\"")
+    private func route(_ request: IncomingRequest) throws(RPCError) -> Route {
+        guard let route = routes[request: request] else {
+            throw RPCError.invalidArgument("unknown method \"\(request.envelope.method)\"")
         }
         guard route.method.access != .internal else {
             throw RPCError.permissionDenied("\(route.method.fullName) is internal and cannot be called by clients")

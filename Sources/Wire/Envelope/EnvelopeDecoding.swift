@@ -22,8 +22,17 @@ extension Envelope {
     /// scan does not read the bytes whole, with protobuf-c.
     /// - Throws: `ProtoDecodingError` when protobuf-c cannot decode them either.
     static func decoded(_ bytes: UnsafeRawBufferPointer) throws(ProtoDecodingError) -> Envelope {
-        if decodesByHand, let envelope = scanned(bytes) { return envelope }
-        return try Envelope(serializedBuffer: bytes)
+        var method: KnownMethod?
+        return try decoded(bytes, knownMethod: &method)
+    }
+
+    /// `decoded(_:)`, with the method found in `KnownMethod`'s index on the way (nil: a name this
+    /// build does not know), for the tables a host looks it up in.
+    static func decoded(_ bytes: UnsafeRawBufferPointer, knownMethod: inout KnownMethod?) throws(ProtoDecodingError) -> Envelope {
+        if decodesByHand, let envelope = scanned(bytes, knownMethod: &knownMethod) { return envelope }
+        let envelope = try Envelope(serializedBuffer: bytes)
+        knownMethod = KnownMethod(envelope.method)
+        return envelope
     }
 
     /// `decoded(_:)` for bytes in an array.
@@ -38,15 +47,23 @@ extension Envelope {
     private typealias Field = EnvelopeFieldNumber
 
     /// The envelope in `bytes`, or nil when this scan does not read them whole (see the type's
-    /// note): protobuf-c decides then. Never inlined, so that the check of this build
+    /// note): protobuf-c decides then.
+    static func scanned(_ bytes: UnsafeRawBufferPointer) -> Envelope? {
+        var method: KnownMethod?
+        return scanned(bytes, knownMethod: &method)
+    }
+
+    /// `scanned(_:)`, with the method found in `KnownMethod`'s index: a name it knows is that
+    /// name's one `String`, not a new one. Never inlined, so that the check of this build
     /// (`decodesAsProtobufC`) runs the very code the sockets run.
     @inline(never)
-    static func scanned(_ bytes: UnsafeRawBufferPointer) -> Envelope? {
+    static func scanned(_ bytes: UnsafeRawBufferPointer, knownMethod: inout KnownMethod?) -> Envelope? {
         // Each field in a local, the envelope made once at the end: a value made empty and then
         // changed field by field was copied whole on its way out (its strings and arrays
         // retained and released again).
         var version: UInt32 = 0, kind: Int32 = 0, requestID: UInt64 = 0, callerUserID: UInt64 = 0, deadlineMs: UInt32 = 0
         var status: Int32 = 0, sequence: UInt64 = 0, epoch: UInt64 = 0, notStarted = false
+        knownMethod = nil
         var method = "", sessionToken = "", idempotencyKey = "", statusMessage = "", clientAddress = ""
         var payload: [UInt8] = [], sessionID: [UInt8] = []
         var reader = WireReader(bytes)
@@ -69,7 +86,7 @@ extension Envelope {
                 }
             case .delimited(let number, let slice)?:
                 switch number {
-                case Field.method: method = string(slice)
+                case Field.method: method = methodField(slice, &knownMethod)
                 case Field.sessionToken: sessionToken = string(slice)
                 case Field.idempotencyKey: idempotencyKey = string(slice)
                 case Field.statusMessage: statusMessage = string(slice)
@@ -86,6 +103,15 @@ extension Envelope {
                         sessionToken: sessionToken, idempotencyKey: idempotencyKey, deadlineMs: deadlineMs,
                         status: CommonV1.StatusCode(rawValue: status), statusMessage: statusMessage, payload: payload, sequence: sequence,
                         epoch: epoch, clientAddress: clientAddress, sessionId: sessionID, notStarted: notStarted)
+    }
+
+    /// The method field: the index's string for a name it knows (`knownMethod` says which), else
+    /// a new one as `string` makes it. Never inlined: in `scanned`, this grew it past what the
+    /// compiler inlines `WireReader.envelopeField` into, and that cost more than this saves.
+    @inline(never)
+    private static func methodField(_ slice: UnsafeRawBufferPointer, _ knownMethod: inout KnownMethod?) -> String {
+        knownMethod = KnownMethod(utf8: slice)
+        return knownMethod?.name ?? string(slice)
     }
 
     /// A string field as the generated conversion makes it from protobuf-c's C string: its bytes

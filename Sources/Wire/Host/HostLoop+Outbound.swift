@@ -66,7 +66,7 @@ extension HostLoop {
         let now = Moment.now
         lastReplyAt = now
         counters.replied.add(1, ordering: .relaxed)
-        metrics.answered(method: request.method, status: status, afterNanoseconds: request.arrived.nanoseconds(to: now))
+        metrics.answered(method: request.method, known: request.knownMethod, status: status, afterNanoseconds: request.arrived.nanoseconds(to: now))
         metrics.inFlight(inFlight.count)
     }
 
@@ -79,7 +79,7 @@ extension HostLoop {
                 if request.onReactor { takenOnReactor -= 1 }
                 lastReplyAt = now
                 counters.deadlineExceeded.add(1, ordering: .relaxed)
-                metrics.answered(method: request.method, status: .deadlineExceeded, afterNanoseconds: request.arrived.nanoseconds(to: now))
+                metrics.answered(method: request.method, known: request.knownMethod, status: .deadlineExceeded, afterNanoseconds: request.arrived.nanoseconds(to: now))
                 send(to: request.peer, Envelope(
                     version: WireProtocol.version, kind: .reply, requestId: request.requestID, method: request.method,
                     status: .deadlineExceeded, statusMessage: "\(request.method) did not finish within its deadline"))

@@ -48,6 +48,8 @@ final class HostLoop: ReactorComponent {
         var peer: PeerIdentity
         var requestID: UInt64
         var method: String
+        /// `method` in `KnownMethod`'s index, for the metrics.
+        var knownMethod: KnownMethod?
         var deadline: Moment
         /// When it arrived (its reply's latency is measured from here).
         var arrived: Moment
@@ -218,8 +220,9 @@ final class HostLoop: ReactorComponent {
         }
         let peer = PeerIdentity(routingID: routingID, hasDelimiter: prefixCount == 2)
         let envelope: Envelope
+        var knownMethod: KnownMethod?
         do {
-            envelope = try Envelope.decoded(message.bytes)
+            envelope = try Envelope.decoded(message.bytes, knownMethod: &knownMethod)
         } catch {
             counters.malformed.add(1, ordering: .relaxed)
             send(to: peer, Envelope(version: WireProtocol.version, kind: .reply, status: .invalidArgument,
@@ -243,15 +246,15 @@ final class HostLoop: ReactorComponent {
             // The message's properties are read when needed, and once: two strings per request
             // that a Ping answered on this thread never uses (the member here only for the policy).
             let member = policy == nil ? nil : message.userID
-            if let policy, let member, let refusal = policy.check(member: member, method: envelope.method) {
+            if let policy, let member, let refusal = policy.check(member: member, method: envelope.method, known: knownMethod) {
                 counters.refused.add(1, ordering: .relaxed)
                 logger.warning("refused a request the member may not make",
                                metadata: ["member": "\(member)", "method": "\(envelope.method)"])
                 send(to: peer, envelope.reply(error: refusal))
-                metrics.answered(method: envelope.method, status: refusal.code, afterNanoseconds: 0)
+                metrics.answered(method: envelope.method, known: knownMethod, status: refusal.code, afterNanoseconds: 0)
                 return
             }
-            accept(consume envelope, from: peer, message, member: member)
+            accept(consume envelope, knownMethod, from: peer, message, member: member)
         default:
             // A reply, an event or a kind this build does not know: a host takes requests,
             // heartbeats and goodbyes' answers only, and says so rather than leaving the sender to
@@ -264,28 +267,30 @@ final class HostLoop: ReactorComponent {
 
     /// - Parameters:
     ///   - envelope: taken (`consuming`): it moves into the `IncomingRequest` uncopied (item 104).
+    ///   - knownMethod: its method in `KnownMethod`'s index, as decoding found it.
     ///   - member: the sender's member name when the policy check already read it.
-    private func accept(_ envelope: consuming Envelope, from peer: PeerIdentity, _ message: ZMQSocket.Received, member: String?) {
+    private func accept(_ envelope: consuming Envelope, _ knownMethod: KnownMethod?, from peer: PeerIdentity, _ message: ZMQSocket.Received,
+                        member: String?) {
         if draining {
             // Marked as never started: a client of several instances sends it to another one.
             var refusal = envelope.reply(status: .unavailable, message: "\(options.name) is shutting down")
             refusal.notStarted = true
             send(to: peer, refusal)
-            metrics.answered(method: envelope.method, status: .unavailable, afterNanoseconds: 0)
+            metrics.answered(method: envelope.method, known: knownMethod, status: .unavailable, afterNanoseconds: 0)
             return
         }
-        if dispatcher.answersOnReactor(envelope) {
+        if dispatcher.answersOnReactor(knownMethod, envelope.method) {
             // `<name>.Ping` needs nothing but the host: answered as it arrives, with no task
             // (health probes, the launcher's readiness check, and the Wire benchmarks).
             send(to: peer, dispatcher.ping(envelope))
             lastReplyAt = Moment.now
             counters.replied.add(1, ordering: .relaxed)
-            metrics.answered(method: envelope.method, status: .ok, afterNanoseconds: 0)
+            metrics.answered(method: envelope.method, known: knownMethod, status: .ok, afterNanoseconds: 0)
             return
         }
         if inFlight.count >= options.maxInFlight {
             send(to: peer, envelope.reply(status: .resourceExhausted, message: "\(options.name) is busy: \(inFlight.count) requests in flight"))
-            metrics.answered(method: envelope.method, status: .resourceExhausted, afterNanoseconds: 0)
+            metrics.answered(method: envelope.method, known: knownMethod, status: .resourceExhausted, afterNanoseconds: 0)
             return
         }
         let budget = envelope.deadlineMs == 0 ? WireProtocol.defaultDeadlineMilliseconds : min(envelope.deadlineMs, WireProtocol.maxDeadlineMilliseconds)
@@ -296,15 +301,15 @@ final class HostLoop: ReactorComponent {
         // Stored whole with `updateValue`, never changed through the dictionary's subscript: its
         // modify accessor (`inFlight[key]?.onReactor = true`) allocated a coroutine frame on
         // every request (a sixth of the gateway's mallocs).
-        let offered = reactorHandler.map { dispatcher.offersToReactor(envelope, $0) } ?? false
-        inFlight.updateValue(InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, deadline: deadline,
+        let offered = reactorHandler.map { dispatcher.offersToReactor(envelope, knownMethod, $0) } ?? false
+        inFlight.updateValue(InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, knownMethod: knownMethod, deadline: deadline,
                                       arrived: arrived, onReactor: offered), forKey: key)
         metrics.inFlight(inFlight.count)
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
         let runsKeyed = offered && dispatcher.runsKeyed(envelope)
         // Only a socket that admits members by name has one (`member`, read for the policy); on
         // any other the ZAP handler names no one, so its `User-Id` is not read at all.
-        let request = IncomingRequest(envelope: consume envelope, peer: peer, peerAddress: options.keepsPeerAddress ? message.peerAddress : "",
+        let request = IncomingRequest(envelope: consume envelope, knownMethod: knownMethod, peer: peer, peerAddress: options.keepsPeerAddress ? message.peerAddress : "",
                                       peerMember: member ?? "",
                                       deadline: deadline, key: key)
         if offered, let reactorHandler {

@@ -22,7 +22,11 @@ public struct PeerIdentity: Sendable, Hashable {
 
 /// A decoded request as the socket thread hands it to the handlers.
 public struct IncomingRequest: Sendable {
-    public var envelope: Envelope
+    /// Set once, with `knownMethod` (so that the two always agree).
+    public internal(set) var envelope: Envelope
+    /// The envelope's method as `KnownMethod` numbers it (nil: a name this build does not know),
+    /// for the tables it is looked up in (`MethodTable`).
+    public internal(set) var knownMethod: KnownMethod?
     public var peer: PeerIdentity
     /// The TCP peer's address as libzmq reports it (the bare IP); empty for inproc/ipc, and on a
     /// host whose options do not keep it (`HostOptions.keepsPeerAddress`: only the gateway does).
@@ -49,15 +53,25 @@ public struct IncomingRequest: Sendable {
     /// What `Array.forEachMovedOut` leaves in a batch's slots: empty strings and arrays, nothing
     /// to retain; never handled.
     static var filler: IncomingRequest {
-        IncomingRequest(envelope: Envelope(), peer: PeerIdentity(routingID: [], hasDelimiter: false), peerAddress: "",
+        IncomingRequest(envelope: Envelope(), knownMethod: nil, peer: PeerIdentity(routingID: [], hasDelimiter: false), peerAddress: "",
                         deadline: fillerMoment, key: 0)
     }
 
     private static let fillerMoment = Moment(nanoseconds: 0)
 
+    /// A request whose method is looked up in `KnownMethod`'s index here (the tests' and the
+    /// front doors' requests; a host's come with it found by decoding).
     init(envelope: Envelope, peer: PeerIdentity, peerAddress: String, peerMember: String = "",
          deadline: Moment, key: UInt64) {
+        self.init(envelope: envelope, knownMethod: KnownMethod(envelope.method), peer: peer, peerAddress: peerAddress,
+                  peerMember: peerMember, deadline: deadline, key: key)
+    }
+
+    /// - Parameter knownMethod: `envelope`'s method as decoding found it (`Envelope.decoded(_:knownMethod:)`).
+    init(envelope: Envelope, knownMethod: KnownMethod?, peer: PeerIdentity, peerAddress: String, peerMember: String = "",
+         deadline: Moment, key: UInt64) {
         self.envelope = envelope
+        self.knownMethod = knownMethod
         self.peer = peer
         self.peerAddress = peerAddress
         self.peerMember = peerMember

@@ -16,11 +16,12 @@ public protocol RPCErrorConvertible: Error {
 public struct MethodRouter: RequestHandler {
     public typealias Route = @Sendable (IncomingRequest, Logger) async -> Envelope
 
-    private var routes: [String: Route] = [:]
+    /// By method (`MethodTable`: a method this build knows found by its ordinal, unhashed).
+    private var routes = MethodTable<Route>()
 
     public init() {}
 
-    public var methods: [String] { routes.keys.sorted() }
+    public var methods: [String] { routes.names.sorted() }
 
     public mutating func register<Request, Response>(
         _ method: RPCMethod<Request, Response>,
@@ -77,8 +78,8 @@ public struct MethodRouter: RequestHandler {
         _ handler: @escaping @Sendable (Request, RequestContext, _ done: @escaping @Sendable (Result<Response, any Error>) -> Void) -> Void
     ) {
         precondition(routes[method.fullName] != nil, "\(method.fullName) is not registered")
-        precondition(!keyed || claimingFirst.contains(method.fullName), "\(method.fullName) starts keyed requests on the reactor: it must claim first")
-        if keyed { keyedOnReactor.insert(method.fullName) }
+        precondition(!keyed || claimsFirst(method.fullName), "\(method.fullName) starts keyed requests on the reactor: it must claim first")
+        if keyed { keyedOnReactor[method.fullName] = true }
         reactorRoutes[method.fullName] = .later { incoming, logger, scope, reply in
             let request: Request
             var context: RequestContext
@@ -109,15 +110,15 @@ public struct MethodRouter: RequestHandler {
     /// `IdempotencyScope.confirmFirstRun()`, which reads the store first when it has to.
     public mutating func claimFirst<Request, Response>(_ method: RPCMethod<Request, Response>) {
         precondition(routes[method.fullName] != nil, "\(method.fullName) is not registered")
-        claimingFirst.insert(method.fullName)
+        claimingFirst[method.fullName] = true
     }
 
-    private var claimingFirst: Set<String> = []
+    private var claimingFirst = MethodTable<Bool>()
 
-    public func claimsFirst(_ method: String) -> Bool { claimingFirst.contains(method) }
+    public func claimsFirst(_ method: String) -> Bool { claimingFirst[method] ?? false }
 
     /// Methods whose keyed requests start on the reactor (`startOnReactor(_:keyed:_:)`).
-    private var keyedOnReactor: Set<String> = []
+    private var keyedOnReactor = MethodTable<Bool>()
 
     /// How a method is answered on the reactor: at once (`answerOnReactor`), or later from any
     /// thread (`startOnReactor`).
@@ -125,7 +126,7 @@ public struct MethodRouter: RequestHandler {
         case now(@Sendable (IncomingRequest, Logger) -> Envelope)
         case later(@Sendable (IncomingRequest, Logger, IdempotencyScope?, LaterReply) -> Void)
     }
-    private var reactorRoutes: [String: ReactorRoute] = [:]
+    private var reactorRoutes = MethodTable<ReactorRoute>()
 
     private static func route<Request, Response>(
         _ method: RPCMethod<Request, Response>,
@@ -213,7 +214,7 @@ public struct MethodRouter: RequestHandler {
     }
 
     public func handle(_ request: IncomingRequest, logger: Logger) async -> Envelope {
-        guard let route = routes[request.envelope.method] else {
+        guard let route = routes[request: request] else {
             return request.envelope.reply(error: .invalidArgument("unknown method \"\(request.envelope.method)\""))
         }
         return await route(request, logger)
@@ -227,7 +228,7 @@ extension MethodRouter: ReactorRequestHandler {
     public var takesRequestsOnReactor: Bool { !reactorRoutes.isEmpty }
 
     public func take(_ request: IncomingRequest, reply: ReactorReply) -> Bool {
-        guard let route = reactorRoutes[request.envelope.method] else { return false }
+        guard let route = reactorRoutes[request: request] else { return false }
         RequestScope.$current.withValue(Self.label(request)) {
             switch route {
             case .now(let answer): reply(answer(request, Self.reactorLogger))
@@ -237,10 +238,10 @@ extension MethodRouter: ReactorRequestHandler {
         return true
     }
 
-    public func takesKeyedOnReactor(_ method: String) -> Bool { keyedOnReactor.contains(method) }
+    public func takesKeyedOnReactor(_ method: String) -> Bool { keyedOnReactor[method] ?? false }
 
     public func startKeyed(_ request: IncomingRequest, scope: IdempotencyScope, done: LaterReply) -> Bool {
-        guard keyedOnReactor.contains(request.envelope.method), case .later(let start)? = reactorRoutes[request.envelope.method] else {
+        guard keyedOnReactor[request: request] ?? false, case .later(let start)? = reactorRoutes[request: request] else {
             return false
         }
         RequestScope.$current.withValue(Self.label(request)) { start(request, Self.reactorLogger, scope, done) }

@@ -15,8 +15,10 @@ public struct RequestDispatcher: Sendable {
     /// nil: requests are handed over whatever key they carry (the gateway: the services keep the replies).
     private let replyCache: ReplyCache?
     private let started = Moment.now
-    /// `<name>.Ping` and `<name>.Metrics`, made once rather than per request.
+    /// `<name>.Ping` and `<name>.Metrics`, made once rather than per request, and found in
+    /// `KnownMethod`'s index (nil for a name outside it: a test's host).
     private let pingMethod: String, metricsMethod: String
+    private let knownPing: KnownMethod?, knownMetrics: KnownMethod?
     private let metrics: MetricsExposition?
 
     public init(name: String, version: String = FriensoVersion.current, handler: some RequestHandler, replyCache: ReplyCache?,
@@ -24,6 +26,8 @@ public struct RequestDispatcher: Sendable {
         self.name = name
         pingMethod = "\(name).Ping"
         metricsMethod = "\(name).Metrics"
+        knownPing = KnownMethod(pingMethod)
+        knownMetrics = KnownMethod(metricsMethod)
         self.metrics = metrics
         self.version = version
         self.handler = handler
@@ -38,18 +42,29 @@ public struct RequestDispatcher: Sendable {
     /// `FRIENSO_PING=task` answers Ping on a task, as before, for A/B runs.
     private static let pingOnReactor = ProcessInfo.processInfo.environment["FRIENSO_PING"] != "task"
 
-    /// Whether the host answers `envelope` itself on its reactor thread (`ping`): a Ping, which
-    /// reads nothing but the host's name, version and clock.
-    func answersOnReactor(_ envelope: Envelope) -> Bool {
-        Self.pingOnReactor && envelope.method == pingMethod
+    /// Whether the host answers a request for `method` (`known`: in `KnownMethod`'s index)
+    /// itself on its reactor thread (`ping`): a Ping, which reads nothing but the host's name,
+    /// version and clock.
+    func answersOnReactor(_ known: KnownMethod?, _ method: String) -> Bool {
+        Self.pingOnReactor && Self.same(known, method, knownPing, pingMethod)
     }
 
     /// Whether the reactor handler may take `envelope`: when `dispatch` would hand it straight to
     /// the handler (not a Ping, no reply to replay or keep), or when it is keyed and its method
     /// starts keyed requests there (`takeKeyed`).
-    func offersToReactor(_ envelope: Envelope, _ reactorHandler: any ReactorRequestHandler) -> Bool {
-        guard envelope.method != pingMethod, envelope.method != metricsMethod else { return false }
+    /// - Parameter known: `envelope`'s method in `KnownMethod`'s index.
+    func offersToReactor(_ envelope: Envelope, _ known: KnownMethod?, _ reactorHandler: any ReactorRequestHandler) -> Bool {
+        guard !Self.same(known, envelope.method, knownPing, pingMethod), !Self.same(known, envelope.method, knownMetrics, metricsMethod) else {
+            return false
+        }
         return envelope.idempotencyKey.isEmpty || replyCache == nil || reactorHandler.takesKeyedOnReactor(envelope.method)
+    }
+
+    /// Whether a request's method (`known`, `method`) is this host's `mine`: by ordinal when this
+    /// host's name is in `KnownMethod`'s index, else by name.
+    private static func same(_ known: KnownMethod?, _ method: String, _ mineKnown: KnownMethod?, _ mine: String) -> Bool {
+        if let mineKnown { return known == mineKnown }
+        return method == mine
     }
 
     /// Whether `takeKeyed`, not the handler's `take`, gets a request the reactor handler was offered.
@@ -121,10 +136,10 @@ public struct RequestDispatcher: Sendable {
     /// one of each reply, cost about 400 instructions each (issue 16, item 106).
     public func dispatch(_ request: IncomingRequest, logger: Logger, deliver: @Sendable (UInt64, consuming Envelope) -> Void) async {
         logger.trace("request")
-        if request.envelope.method == pingMethod {
+        if Self.same(request.knownMethod, request.envelope.method, knownPing, pingMethod) {
             return deliver(request.key, ping(request.envelope))
         }
-        if request.envelope.method == metricsMethod {
+        if Self.same(request.knownMethod, request.envelope.method, knownMetrics, metricsMethod) {
             return deliver(request.key, await exposition(request.envelope, logger: logger))
         }
         guard !request.envelope.idempotencyKey.isEmpty, let replyCache else {

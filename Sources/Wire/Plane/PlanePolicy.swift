@@ -15,14 +15,23 @@ public struct PlanePolicy: Sendable {
     /// The member that serves HTTP/JSON and WebSocket clients.
     public static let edge = "edge"
     /// The members that serve clients.
-    public static let frontDoors: Set<String> = [gateway, edge]
+    public static let frontDoors: [String] = [gateway, edge]
 
-    /// Every contract method by its wire name.
-    static let methods: [String: AnyRPCMethod] = Dictionary(uniqueKeysWithValues: ProtoIndex.methods.map { ($0.fullName, $0) })
+    /// Every contract method by its `KnownMethod` ordinal (nil: a member's `Ping` or `Metrics`,
+    /// or the gateway's own): found without hashing the name (item 110).
+    static let methods: [AnyRPCMethod?] = {
+        var methods = [AnyRPCMethod?](repeating: nil, count: KnownMethod.count)
+        for method in ProtoIndex.methods {
+            guard let known = KnownMethod(method.fullName) else { preconditionFailure("\(method.fullName) is not in KnownMethod's index") }
+            methods[known.ordinal] = method
+        }
+        return methods
+    }()
 
     /// The host's service name (whose Ping any member may call).
     public let service: String
     private let ping: String, metrics: String
+    private let knownPing: KnownMethod?, knownMetrics: KnownMethod?
     /// The member that reads every member's metrics.
     public static let launcher = "launcher"
 
@@ -30,21 +39,29 @@ public struct PlanePolicy: Sendable {
         self.service = service
         ping = "\(service).Ping"
         metrics = "\(service).Metrics"
+        knownPing = KnownMethod(ping)
+        knownMetrics = KnownMethod(metrics)
     }
 
     /// - Returns: nil when `member` may call `method`, else the error to answer.
     public func check(member: String, method: String) -> RPCError? {
-        if method == ping { return nil }
-        if method == metrics {
+        check(member: member, method: method, known: KnownMethod(method))
+    }
+
+    /// The same, `method` found in `KnownMethod`'s index already (`known`, nil when it is not there).
+    func check(member: String, method: String, known: KnownMethod?) -> RPCError? {
+        if knownPing.map({ $0 == known }) ?? (method == ping) { return nil }
+        if knownMetrics.map({ $0 == known }) ?? (method == metrics) {
             return member == Self.launcher ? nil : .permissionDenied("\(method) answers the launcher only, not \(member)")
         }
         // A method no contract names: the router answers INVALID_ARGUMENT, as to anyone.
-        guard let rpc = Self.methods[method] else { return nil }
+        guard let known, let rpc = Self.methods[known.ordinal] else { return nil }
         switch rpc.access {
         case .internal:
             if rpc.callers.contains(member) { return nil }
             return .permissionDenied("\(method) is internal; \(member) may not call it")
         case .public, .authenticated:
+            // Compared one by one: two names, where a set hashed the member's.
             if Self.frontDoors.contains(member) { return nil }
             return .permissionDenied("\(method) is a client method: only the gateway and the edge call it, not \(member)")
         }
