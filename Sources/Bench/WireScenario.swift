@@ -80,7 +80,7 @@ public enum WireScenario {
         // 2 and 3. Accounts host in process; a Wire client straight to it, and a client through a
         // gateway: plain TCP, then CurveZMQ on the internal hop as deployed (client → gateway
         // stays plain, as the default client socket is).
-        for curve in [false, true] where options.paths.contains(curve ? "curve" : "plain") && !options.paths.isDisjoint(with: ["host", "gateway"]) {
+        for curve in [false, true] where options.paths.contains(curve ? "curve" : "plain") && !options.paths.isDisjoint(with: ["host", "gateway", "session"]) {
             let (more, taken, forwarded) = try await hostAndGateway(options, payload: payload, ping: ping, curve: curve, context: context, logger: logger)
             rows += more
             turns += taken
@@ -135,7 +135,7 @@ public enum WireScenario {
         let gatewayIOThread = options.separateContexts ? ThreadCPU.nameIOThread(of: gatewayContext, prefix: curve ? 3 : 2) : nil
         var hostOptions = HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*")
         if let keys { hostOptions.security = keys.accounts.server() }
-        let accounts = try AccountsService(directory: dir).makeHost(
+        let accounts = try AccountsService(directory: dir, config: BenchStack.accountsConfig()).makeHost(
             options: hostOptions, logger: quiet, context: context(), reactor: Reactor(name: "bench-accounts"))
         let group = ServiceGroup(configuration: .init(services: [.init(service: accounts)], logger: quiet))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
@@ -159,6 +159,17 @@ public enum WireScenario {
             if let keys { directOptions.security = try keys.gateway.client(of: "accounts") }
             let direct = WireClient(endpoint: accountsEndpoint, options: directOptions, logger: quiet, context: clientContext, reactor: clientReactor)
             let viaGateway = (0..<options.clients).map { _ in FriensoClient(gateway: gatewayEndpoint, logger: quiet, context: clientContext, reactor: clientReactor) }
+            // Path `session`: a user per client, registered and logged in through the gateway
+            // (setup, not measured), whose calls carry the session token: the gateway's session
+            // cache and per-session rate limit on every request, as a phone's requests take them.
+            var users: [FriensoClient] = []
+            if options.paths.contains("session") {
+                for number in 0..<options.clients {
+                    users.append(try await BenchStack.user("wire\(number)", number: number, gateway: gatewayEndpoint, logger: quiet,
+                                                           context: clientContext, reactor: clientReactor).client)
+                }
+            }
+            let withSessions = users
             let turn = Atomic<Int>(0)
             if let rawContexts {
                 let (taken, rounds) = await takeTurns(options, payload: payload, ping: ping, rawContexts: rawContexts, host: accountsEndpoint,
@@ -172,6 +183,13 @@ public enum WireScenario {
                     if options.paths.contains("host") && !(takingTurns && n == 1) {
                         rows.append(await drive(name: "Wire client → host Ping" + suffix, inFlight: n, count: options.requests, warmup: options.warmup) {
                             (try? await direct.call(accountsPing, ping))?.echo == ping.echo
+                        })
+                    }
+                    if options.paths.contains("session") {
+                        rows.append(await drive(name: "client → gateway → accounts WhoAmI, with a session" + suffix, inFlight: n,
+                                                count: options.requests, warmup: options.warmup) {
+                            let client = withSessions[turn.add(1, ordering: .relaxed).oldValue % withSessions.count]
+                            return (try? await client.call(AccountsV1.AccountsService.whoAmI, AccountsV1.WhoAmIRequest())) != nil
                         })
                     }
                     guard options.paths.contains("gateway") else { continue }
@@ -195,7 +213,7 @@ public enum WireScenario {
                 }
             }
             await direct.close()
-            for client in viaGateway { await client.close() }
+            for client in viaGateway + withSessions { await client.close() }
             await gatewayGroup.triggerGracefulShutdown()
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()

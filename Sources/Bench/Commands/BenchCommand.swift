@@ -31,7 +31,7 @@ struct WireBench: AsyncParsableCommand {
     @Option(help: "Requests in flight, comma-separated.") var inFlight = "1,64"
     @Option(help: "separate: a libzmq context (I/O thread) per simulated process, as deployed; shared: one for all.")
     var contexts = "separate"
-    @Option(help: "Which paths to run, comma-separated: raw (libzmq alone), proxy (libzmq's zmq_proxy in the gateway's place: its floor), host (Wire client → host), gateway (client → gateway → accounts); with plain and/or curve for the internal hop. Default: all. Narrow it to profile one path.")
+    @Option(help: "Which paths to run, comma-separated: raw (libzmq alone), proxy (libzmq's zmq_proxy in the gateway's place: its floor), host (Wire client → host), gateway (client → gateway → accounts Ping), session (client → gateway → accounts WhoAmI with a session token: the gateway's session cache and per-session rate limit; not in the default); with plain and/or curve for the internal hop. Default: all but session. Narrow it to profile one path.")
     var paths = "raw,proxy,host,gateway,plain,curve"
     @Option(help: "Connections the gateway and proxy rows spread their requests over, each request on the next in turn (stack's load generator has one per user: 120).")
     var clients = 1
@@ -44,8 +44,8 @@ struct WireBench: AsyncParsableCommand {
         guard requests > 0, warmup >= 0 else { throw ValidationError("--requests must be positive and --warmup not negative") }
         guard (1...1_000).contains(rounds), rounds <= requests else { throw ValidationError("--rounds takes 1 to 1,000, and no more than --requests") }
         guard ["separate", "shared"].contains(contexts) else { throw ValidationError("--contexts is separate or shared") }
-        guard pathSet.isSubset(of: ["raw", "proxy", "host", "gateway", "plain", "curve"]), !pathSet.isEmpty else {
-            throw ValidationError("--paths takes raw, proxy, host, gateway, plain, curve")
+        guard pathSet.isSubset(of: ["raw", "proxy", "host", "gateway", "session", "plain", "curve"]), !pathSet.isEmpty else {
+            throw ValidationError("--paths takes raw, proxy, host, gateway, session, plain, curve")
         }
         guard LoadLevels.parse(inFlight) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 4096") }
         guard (1...1_000).contains(clients) else { throw ValidationError("--clients takes 1 to 1,000") }
