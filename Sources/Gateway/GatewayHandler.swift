@@ -153,10 +153,14 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
     /// The rate limit: per session when there is one, else per client host (`host(of:)` of the
     /// request's peer address).
     private func limit(_ clientHost: String, _ session: ResolvedSession?) throws(RPCError) {
-        let limitKey = session.map { RateKey.session(userID: $0.userID, sessionID: $0.sessionID) } ?? .address(clientHost)
-        // Seconds on the reactors' monotonic clock: a bucket refills by elapsed time, which the
-        // wall clock (`Date`, about 100 instructions a request through Foundation) can step.
-        guard limiter.allow(limitKey, now: Double(Moment.now.nanoseconds) / 1_000_000_000) else {
+        let now = RateLimiter.now
+        // A resolved session brings its bucket; only a request without one looks its key up.
+        let allowed = if let bucket = session?.bucket {
+            bucket.take(now: now)
+        } else {
+            limiter.allow(session.map { RateKey.session(userID: $0.userID, sessionID: $0.sessionID) } ?? .address(clientHost), now: now)
+        }
+        guard allowed else {
             throw RPCError.resourceExhausted("rate limit: at most \(Int(config.requestsPerSecond)) requests a second (burst \(Int(config.burst)))")
         }
     }
@@ -202,7 +206,9 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
         guard let accounts = clients["accounts"] else { throw .unavailable("accounts is not deployed") }
         let reply = try await accounts.call(Self.validate, AccountsV1.ValidateSessionRequest(sessionToken: token),
                                             options: CallOptions(deadline: budget, idempotent: true))
-        let session = ResolvedSession(userID: reply.userId, sessionID: reply.sessionId, expiresAtMs: reply.expiresAtMs)
+        var session = ResolvedSession(userID: reply.userId, sessionID: reply.sessionId, expiresAtMs: reply.expiresAtMs)
+        session.bucket = limiter.bucket(for: .session(userID: session.userID, sessionID: session.sessionID),
+                                        now: RateLimiter.now)
         sessions.put(token, session)
         return session
     }

@@ -6,6 +6,10 @@ struct ResolvedSession: Sendable {
     var userID: UInt64
     var sessionID: [UInt8]
     var expiresAtMs: Int64
+    /// The session's rate-limit bucket (`RateLimiter.bucket(for:now:)`), found once when the
+    /// token is resolved and kept with it in the session cache: a request with a cached
+    /// session takes its token without looking the session up again (item 112).
+    var bucket: RateBucket?
 }
 
 /// Session tokens resolved recently, trusted for a short TTL. Logout and password changes
@@ -75,7 +79,7 @@ enum RateKey: Hashable, Sendable {
 }
 
 final class RateLimiter: Sendable {
-    private let buckets = Mutex<[RateKey: TokenBucket]>([:])
+    private let buckets = Mutex<[RateKey: RateBucket]>([:])
     private let rate: Double
     private let burst: Double
 
@@ -84,16 +88,44 @@ final class RateLimiter: Sendable {
         self.burst = burst
     }
 
-    func allow(_ key: RateKey, now: Double) -> Bool {
+    /// The time the buckets are given: seconds on the reactors' monotonic clock. A bucket
+    /// refills by elapsed time, which the wall clock (`Date`, also about 100 instructions a
+    /// request through Foundation) can step.
+    static var now: Double { Double(Moment.now.nanoseconds) / 1_000_000_000 }
+
+    /// `key`'s bucket, made full the first time. The same object until the key is forgotten
+    /// (when more than 100,000 keys are kept, the full ones: forgetting a full bucket changes
+    /// nothing a new one would not give).
+    func bucket(for key: RateKey, now: Double) -> RateBucket {
         buckets.withLock { buckets in
             if buckets.count > 100_000 { buckets = buckets.filter { !$0.value.isFull(now: now) } }
-            // A known key is hashed once: its bucket changed in place where it lies (a lookup and
-            // a store hashed it twice, the session id's bytes each time: item 102).
-            if let index = buckets.index(forKey: key) { return buckets.values[index].take(now: now) }
-            var bucket = TokenBucket(rate: rate, burst: burst, now: now)
-            let allowed = bucket.take(now: now)
+            if let bucket = buckets[key] { return bucket }
+            let bucket = RateBucket(TokenBucket(rate: rate, burst: burst, now: now))
             buckets[key] = bucket
-            return allowed
+            return bucket
         }
+    }
+
+    /// Takes a token from `key`'s bucket. - Returns: false when the caller must wait.
+    func allow(_ key: RateKey, now: Double) -> Bool {
+        bucket(for: key, now: now).take(now: now)
+    }
+}
+
+/// One key's token bucket, shared by the limiter's table and a cached session that holds it: a
+/// class, so that a take through either is the same take.
+final class RateBucket: Sendable {
+    private let bucket: Mutex<TokenBucket>
+
+    init(_ bucket: TokenBucket) {
+        self.bucket = Mutex(bucket)
+    }
+
+    func take(now: Double) -> Bool {
+        bucket.withLock { $0.take(now: now) }
+    }
+
+    func isFull(now: Double) -> Bool {
+        bucket.withLock { $0.isFull(now: now) }
     }
 }

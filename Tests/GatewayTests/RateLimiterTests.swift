@@ -21,3 +21,23 @@ import Testing
         #expect((0..<4).map { _ in limiter.allow(alice, now: 200) } == [true, true, true, false])
     }
 }
+
+/// A resolved session keeps its bucket (item 112): the bucket the limiter hands out for a key is
+/// the one `allow` takes from, so a take through a cached session counts against the key as any
+/// other take does, and the other way round.
+@Suite struct SessionBucketTests {
+    @Test func aSessionsBucket_isTheLimitersBucketForItsKey() {
+        let limiter = RateLimiter(rate: 2, burst: 3)
+        let key = RateKey.session(userID: 7, sessionID: [1, 2, 3])
+        let bucket = limiter.bucket(for: key, now: 100)
+        #expect(limiter.bucket(for: key, now: 100) === bucket)
+        #expect(limiter.bucket(for: .session(userID: 7, sessionID: [4]), now: 100) !== bucket)
+        #expect(bucket.take(now: 100))
+        #expect(limiter.allow(key, now: 100))
+        #expect(bucket.take(now: 100))
+        // The burst of 3 is spent, whichever way it was taken.
+        #expect(!limiter.allow(key, now: 100))
+        #expect(!bucket.take(now: 100))
+        #expect(bucket.take(now: 100.5))
+    }
+}
