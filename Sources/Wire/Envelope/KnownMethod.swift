@@ -13,15 +13,11 @@ import FriensoProto
 /// The names are looked up with a multiplicative hash of their length and first and last eight
 /// bytes in a table kept at most an eighth full, and always confirmed byte for byte (those
 /// sixteen bytes and the length, then any middle): a name that is not one of these is not
-/// found, whatever its hash. Hand-written for the reason
-/// `RequestTable` is: no listed package has a table that takes another hash.
+/// found, whatever its hash. Hand-written for the reason `RequestTable` is: no listed package
+/// has a table that takes another hash.
 public struct KnownMethod: Hashable, Sendable {
     /// Its place in `names`.
     public let ordinal: Int
-
-    private init(ordinal: Int) {
-        self.ordinal = ordinal
-    }
 
     /// The method named `name`, if this build knows it.
     public init?(_ name: String) {
