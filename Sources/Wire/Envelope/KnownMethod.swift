@@ -144,6 +144,24 @@ public struct KnownMethod: Hashable, Sendable {
     }
 }
 
+/// One method's name, made once with its place in `KnownMethod`'s index (a host's own `Ping` and
+/// `Metrics`), to compare a request's method with: by number when the index has it, else by name.
+struct OwnMethod: Sendable {
+    let name: String
+    let known: KnownMethod?
+
+    init(_ name: String) {
+        self.name = name
+        known = KnownMethod(name)
+    }
+
+    /// Whether a request's method (`known` in the index, `name`) is this one.
+    func matches(_ known: KnownMethod?, _ name: String) -> Bool {
+        if let mine = self.known { return known == mine }
+        return name == self.name
+    }
+}
+
 /// Values by method name, for the tables every request looks in (a host's routes and metrics,
 /// the gateway's routes): a method this build knows is found by its ordinal (`KnownMethod`),
 /// without hashing its name; any other name (a test's method, a client's unknown one) in a

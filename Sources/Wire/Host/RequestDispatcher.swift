@@ -15,19 +15,16 @@ public struct RequestDispatcher: Sendable {
     /// nil: requests are handed over whatever key they carry (the gateway: the services keep the replies).
     private let replyCache: ReplyCache?
     private let started = Moment.now
-    /// `<name>.Ping` and `<name>.Metrics`, made once rather than per request, and found in
-    /// `KnownMethod`'s index (nil for a name outside it: a test's host).
-    private let pingMethod: String, metricsMethod: String
-    private let knownPing: KnownMethod?, knownMetrics: KnownMethod?
+    /// `<name>.Ping` and `<name>.Metrics`, made once rather than per request, with their place in
+    /// `KnownMethod`'s index when it has them (a test's host may be named outside it).
+    private let pingMethod: OwnMethod, metricsMethod: OwnMethod
     private let metrics: MetricsExposition?
 
     public init(name: String, version: String = FriensoVersion.current, handler: some RequestHandler, replyCache: ReplyCache?,
                 metrics: MetricsExposition? = nil) {
         self.name = name
-        pingMethod = "\(name).Ping"
-        metricsMethod = "\(name).Metrics"
-        knownPing = KnownMethod(pingMethod)
-        knownMetrics = KnownMethod(metricsMethod)
+        pingMethod = OwnMethod("\(name).Ping")
+        metricsMethod = OwnMethod("\(name).Metrics")
         self.metrics = metrics
         self.version = version
         self.handler = handler
@@ -46,7 +43,7 @@ public struct RequestDispatcher: Sendable {
     /// itself on its reactor thread (`ping`): a Ping, which reads nothing but the host's name,
     /// version and clock.
     func answersOnReactor(_ known: KnownMethod?, _ method: String) -> Bool {
-        Self.pingOnReactor && Self.same(known, method, knownPing, pingMethod)
+        Self.pingOnReactor && pingMethod.matches(known, method)
     }
 
     /// Whether the reactor handler may take `envelope`: when `dispatch` would hand it straight to
@@ -54,17 +51,10 @@ public struct RequestDispatcher: Sendable {
     /// starts keyed requests there (`takeKeyed`).
     /// - Parameter known: `envelope`'s method in `KnownMethod`'s index.
     func offersToReactor(_ envelope: Envelope, _ known: KnownMethod?, _ reactorHandler: any ReactorRequestHandler) -> Bool {
-        guard !Self.same(known, envelope.method, knownPing, pingMethod), !Self.same(known, envelope.method, knownMetrics, metricsMethod) else {
+        guard !pingMethod.matches(known, envelope.method), !metricsMethod.matches(known, envelope.method) else {
             return false
         }
         return envelope.idempotencyKey.isEmpty || replyCache == nil || reactorHandler.takesKeyedOnReactor(envelope.method)
-    }
-
-    /// Whether a request's method (`known`, `method`) is this host's `mine`: by ordinal when this
-    /// host's name is in `KnownMethod`'s index, else by name.
-    private static func same(_ known: KnownMethod?, _ method: String, _ mineKnown: KnownMethod?, _ mine: String) -> Bool {
-        if let mineKnown { return known == mineKnown }
-        return method == mine
     }
 
     /// Whether `takeKeyed`, not the handler's `take`, gets a request the reactor handler was offered.
@@ -136,10 +126,10 @@ public struct RequestDispatcher: Sendable {
     /// one of each reply, cost about 400 instructions each (issue 16, item 106).
     public func dispatch(_ request: IncomingRequest, logger: Logger, deliver: @Sendable (UInt64, consuming Envelope) -> Void) async {
         logger.trace("request")
-        if Self.same(request.knownMethod, request.envelope.method, knownPing, pingMethod) {
+        if pingMethod.matches(request.knownMethod, request.envelope.method) {
             return deliver(request.key, ping(request.envelope))
         }
-        if Self.same(request.knownMethod, request.envelope.method, knownMetrics, metricsMethod) {
+        if metricsMethod.matches(request.knownMethod, request.envelope.method) {
             return deliver(request.key, await exposition(request.envelope, logger: logger))
         }
         guard !request.envelope.idempotencyKey.isEmpty, let replyCache else {

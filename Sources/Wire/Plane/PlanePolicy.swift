@@ -30,17 +30,14 @@ public struct PlanePolicy: Sendable {
 
     /// The host's service name (whose Ping any member may call).
     public let service: String
-    private let ping: String, metrics: String
-    private let knownPing: KnownMethod?, knownMetrics: KnownMethod?
+    private let ping: OwnMethod, metrics: OwnMethod
     /// The member that reads every member's metrics.
     public static let launcher = "launcher"
 
     public init(service: String) {
         self.service = service
-        ping = "\(service).Ping"
-        metrics = "\(service).Metrics"
-        knownPing = KnownMethod(ping)
-        knownMetrics = KnownMethod(metrics)
+        ping = OwnMethod("\(service).Ping")
+        metrics = OwnMethod("\(service).Metrics")
     }
 
     /// - Returns: nil when `member` may call `method`, else the error to answer.
@@ -50,8 +47,8 @@ public struct PlanePolicy: Sendable {
 
     /// The same, `method` found in `KnownMethod`'s index already (`known`, nil when it is not there).
     func check(member: String, method: String, known: KnownMethod?) -> RPCError? {
-        if knownPing.map({ $0 == known }) ?? (method == ping) { return nil }
-        if knownMetrics.map({ $0 == known }) ?? (method == metrics) {
+        if ping.matches(known, method) { return nil }
+        if metrics.matches(known, method) {
             return member == Self.launcher ? nil : .permissionDenied("\(method) answers the launcher only, not \(member)")
         }
         // A method no contract names: the router answers INVALID_ARGUMENT, as to anyone.
