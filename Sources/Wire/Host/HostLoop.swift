@@ -37,6 +37,8 @@ public final class HostCounters: Sendable {
     public let relayed = Atomic<Int>(0)
     /// Goodbyes a stopping host sent, each asking a peer it answered to confirm it read it.
     public let goodbyes = Atomic<Int>(0)
+    /// Handler tasks started: a request that found a parked one ran on it instead (`HandlerTasks`).
+    public let handlerTasks = Atomic<Int>(0)
 
     public init() {}
 }

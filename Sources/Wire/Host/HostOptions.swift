@@ -14,6 +14,10 @@ public struct HostOptions: Sendable {
     public var maxMessageSize: Int64 = 4 << 20
     /// Requests being handled at once; past it new requests get RESOURCE_EXHAUSTED.
     public var maxInFlight: Int = 4_096
+    /// How many handler tasks wait between requests for the next one (`HandlerTasks`): a request
+    /// that finds one waiting runs on it rather than on a new task. More requests than this at
+    /// once still get a task each; those past this number end when their handlers return.
+    public var parkedHandlerTasks: Int = 256
     /// How long a graceful shutdown waits for handlers before it stops anyway.
     public var drainTimeout: Duration = .seconds(10)
     /// How long the closed socket may keep sending replies still queued in libzmq (LINGER on

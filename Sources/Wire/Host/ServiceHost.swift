@@ -82,26 +82,37 @@ public final class ServiceHost: Service, Sendable {
         logger.info("stopped", metadata: ["served": "\(counters.replied.load(ordering: .relaxed))"])
     }
 
-    /// Runs a handler task per request until the request stream ends; once draining has begun,
-    /// handlers still running after `drainTimeout` are cancelled.
+    /// Runs each request on a handler task (one parked in `HandlerTasks` when one waits, else a
+    /// new one) until the request stream ends; once draining has begun, handlers still running
+    /// after `drainTimeout` are cancelled.
     private func dispatch(_ requests: AsyncStream<[IncomingRequest]>, draining: OneShot<Void>) async {
         let drainTimeout = options.drainTimeout
         await withTaskGroup(of: Void.self) { race in
             race.addTask {
                 let onPool = self.options.handlerExecution == .pool
+                let tasks = HandlerTasks.kept ? HandlerTasks(keepParked: self.options.parkedHandlerTasks) : nil
                 await withDiscardingTaskGroup { group in
                     for await batch in requests {
                         // Each request moved out of the batch into its task, in arrival order
-                        // (`for request in batch` copied it out: item 106).
+                        // (`for request in batch` copied it out: item 106): a parked one's when
+                        // one waits (item 114), else a new one.
                         var batch = batch
                         batch.forEachMovedOut(leaving: { IncomingRequest.filler }) { request in
+                            if let parked = tasks?.takeParked() {
+                                parked.resume(returning: request)
+                                return
+                            }
+                            self.counters.handlerTasks.add(1, ordering: .relaxed)
                             if onPool {
-                                group.addTask(executorPreference: globalConcurrentExecutor) { await self.serve(request) }
+                                group.addTask(executorPreference: globalConcurrentExecutor) { await self.serve(request, then: tasks) }
                             } else {
-                                group.addTask { await self.serve(request) }
+                                group.addTask { await self.serve(request, then: tasks) }
                             }
                         }
                     }
+                    // The stream has ended (or this task was cancelled): the parked tasks end,
+                    // and the busy ones when their handlers return, for the group to finish.
+                    tasks?.close()
                 }
             }
             race.addTask {
@@ -111,6 +122,16 @@ public final class ServiceHost: Service, Sendable {
             _ = await race.next()
             draining.fulfil(())
             race.cancelAll()
+        }
+    }
+
+    /// Serves `first`, then, with `tasks`, every request handed to this task while it is parked
+    /// there, until it is told to end.
+    private func serve(_ first: IncomingRequest, then tasks: HandlerTasks?) async {
+        await serve(first)
+        guard let tasks else { return }
+        while let request = await tasks.next() {
+            await serve(request)
         }
     }
 
