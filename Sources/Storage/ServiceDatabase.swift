@@ -136,9 +136,35 @@ public final class ServiceDatabase: Sendable {
         try await pool.read(value)
     }
 
+    /// `value` read on this thread (`read`). Generic code called from another module runs
+    /// unspecialized, and there every `T?` (a reader's "none idle", a transaction's result, a
+    /// local to keep the result in) is a lookup in the runtime's metadata cache, about 430
+    /// instructions each: five a read through the generic chain this replaced. So only this
+    /// function is generic, the result made in a slot of its own (no `T?`), and `readOnce`
+    /// below it is not generic (`docs/benchmarks.md`, issue 16, item 115).
     private func readHere<T>(_ value: (Database) throws -> T) throws -> T {
-        if let readers, let result = try readers.read(value) { return result }
-        return try CachedTransactions.read(pool, value)
+        // Not `withUnsafeTemporaryAllocation`: its `Result` is another lookup. A malloc is less.
+        let slot = UnsafeMutablePointer<T>.allocate(capacity: 1)
+        defer { slot.deallocate() }
+        var made = false
+        do {
+            try readOnce { db in
+                if made { slot.deinitialize(count: 1); made = false } // never run twice; were it, no leak
+                slot.initialize(to: try value(db))
+                made = true
+            }
+        } catch {
+            if made { slot.deinitialize(count: 1) } // the transaction's end failed after the value was made
+            throw error
+        }
+        guard made else { throw StoreInvariant("the read did not run") }
+        return slot.move()
+    }
+
+    /// `body` in a read transaction of an idle in-place reader, else of a pool reader.
+    private func readOnce(_ body: (Database) throws -> Void) throws {
+        if let readers, try readers.read(body) != nil { return }
+        try CachedTransactions.read(pool, body)
     }
 
     /// `FRIENSO_READS=queued` sends every async read to the reader's queue, as before item 15:

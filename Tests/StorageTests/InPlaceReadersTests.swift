@@ -8,6 +8,22 @@ import Testing
 
 private struct Refused: Error {}
 
+private final class Releases: Sendable {
+    let count = Atomic<Int>(0)
+}
+
+private final class Tracked: Sendable {
+    let v: Int
+    let releases: Releases
+    init(v: Int, releases: Releases) { self.v = v; self.releases = releases }
+    deinit { releases.count.add(1, ordering: .relaxed) }
+}
+
+/// `ServiceDatabase.read`'s synchronous overload (an async caller would get the async one).
+private func readSynchronously(_ database: ServiceDatabase) throws -> Int? {
+    try database.read { db in try Int.fetchOne(db, sql: "SELECT v FROM t") }
+}
+
 /// `InPlaceReaders`: a request's reads on read-only connections of their own, kept idle between
 /// reads, instead of GRDB's pool (issue 16, item 75).
 @Suite("storage: reads in place on connections of their own")
@@ -44,6 +60,30 @@ struct InPlaceReadersTests {
         #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT v FROM t") } == 7,
                 "not stuck in the failed read's snapshot")
         #expect(database.readers?.opened == 1)
+    }
+
+    /// A read's result comes back whole whatever its type (item 115: made in a slot of
+    /// `readHere`'s own, moved out): an object, released exactly once when the caller drops it; an
+    /// optional that is nil; a value larger than a few words; by the synchronous read too.
+    @Test func aReadsResult_ofAnyType_isMovedOutOnce() async throws {
+        let dir = try TemporaryDirectory("readers")
+        defer { dir.remove() }
+        let database = try open(dir)
+        try await database.write { db in try db.execute(sql: "INSERT INTO t (id, v) VALUES (1, 5)") }
+        let releases = Releases()
+        do {
+            let object = try await database.read { db in Tracked(v: try Int.fetchOne(db, sql: "SELECT v FROM t") ?? -1, releases: releases) }
+            #expect(object.v == 5)
+            #expect(releases.count.load(ordering: .relaxed) == 0, "alive while the caller holds it")
+        }
+        #expect(releases.count.load(ordering: .relaxed) == 1, "released once")
+        let none = try await database.read { db in try Int.fetchOne(db, sql: "SELECT v FROM t WHERE id = 2") }
+        #expect(none == nil)
+        let wide = try await database.read { db in
+            (try String.fetchAll(db, sql: "SELECT 'x' || v FROM t"), 1, 2.5, "y", [UInt8](repeating: 7, count: 3), Optional(9))
+        }
+        #expect(wide.0 == ["x5"] && wide.1 == 1 && wide.2 == 2.5 && wide.3 == "y" && wide.4 == [7, 7, 7] && wide.5 == 9)
+        #expect(try readSynchronously(database) == 5, "the synchronous read too")
     }
 
     /// With every allowed connection in a read, the next read is not held up: GRDB's pool serves it.
