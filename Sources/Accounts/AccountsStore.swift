@@ -182,7 +182,7 @@ final class SQLiteAccountsStore: AccountsStorage {
     func loginEvents(since: Double) throws -> [LoginGuard.Event] {
         try database.write { db in
             try db.run(sql: "DELETE FROM login_events WHERE at < ?", arguments: [since])
-            return try Row.fetchAll(db, cached: "SELECT failed, account, client, at FROM login_events ORDER BY id").map { row in
+            return try Row.fetchAll(db, cached: "SELECT failed, account, client, at FROM login_events ORDER BY id") { row in
                 row["failed"] as Bool
                     ? .failure(account: row["account"], client: row["client"], at: row["at"])
                     : .success(account: row["account"], at: row["at"])
@@ -232,7 +232,7 @@ final class SQLiteAccountsStore: AccountsStorage {
 
     func user(id: UInt64) async throws -> UserRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", arguments: [id]).map(UserRecord.init)
+            try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", arguments: [id], as: UserRecord.init)
         }
     }
 
@@ -272,7 +272,7 @@ final class SQLiteAccountsStore: AccountsStorage {
                 WHERE (username LIKE ?1 ESCAPE '\\' OR lower(first_name) LIKE ?1 ESCAPE '\\' OR lower(last_name) LIKE ?1 ESCAPE '\\')
                   AND username > ?2
                 ORDER BY username LIMIT ?3
-                """, arguments: [escaped, after, limit]).map(UserRecord.init)
+                """, arguments: [escaped, after, limit], as: UserRecord.init)
         }
     }
 
@@ -283,7 +283,7 @@ final class SQLiteAccountsStore: AccountsStorage {
         case .phone(let v): ("phone", v)
         }
         return try await database.read { db in
-            try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE \(column) = ?", arguments: [value]).map(UserRecord.init)
+            try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE \(column) = ?", arguments: [value], as: UserRecord.init)
         }
     }
 
@@ -298,14 +298,14 @@ final class SQLiteAccountsStore: AccountsStorage {
     func session(tokenHash: [UInt8]) async throws -> SessionRecord? {
         try await database.read { db in
             try Row.fetchOne(db, cached: "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE token_hash = ?",
-                             arguments: [Data(tokenHash)]).map(Self.session)
+                             arguments: [Data(tokenHash)], as: Self.session)
         }
     }
 
     func session(id: UInt64) async throws -> SessionRecord? {
         try await database.read { db in
             try Row.fetchOne(db, cached: "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE id = ?",
-                             arguments: [id]).map(Self.session)
+                             arguments: [id], as: Self.session)
         }
     }
 
@@ -359,7 +359,7 @@ final class SQLiteAccountsStore: AccountsStorage {
     func users(after id: UInt64, limit: Int) async throws -> [UserRecord] {
         try await database.read { db in
             try Row.fetchAll(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE id > ? ORDER BY id LIMIT ?",
-                             arguments: [id, limit]).map(UserRecord.init)
+                             arguments: [id, limit], as: UserRecord.init)
         }
     }
 

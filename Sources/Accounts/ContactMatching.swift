@@ -91,7 +91,7 @@ extension SQLiteAccountsStore {
 
     private static func links(_ db: Database, userID: UInt64) throws -> [ExternalID] {
         try Row.fetchAll(db, cached: "SELECT provider, external_id FROM external_ids WHERE user_id = ? ORDER BY provider, external_id",
-                         arguments: [userID]).map { ExternalID(provider: $0["provider"], id: $0["external_id"]) }
+                         arguments: [userID]) { ExternalID(provider: $0["provider"], id: $0["external_id"]) }
     }
 
     /// - Throws: ALREADY_EXISTS naming the field that is taken.

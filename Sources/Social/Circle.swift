@@ -187,7 +187,7 @@ extension SQLiteSocialStore {
     func respondToCircle(owner: UInt64, member: UInt64, accept: Bool, now: Int64) async throws -> CircleRecord {
         try await mutate { db, events in
             guard let row = try Row.fetchOne(db, cached: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ''",
-                                             arguments: [owner, member]).map(CircleRecord.init),
+                                             arguments: [owner, member], as: CircleRecord.init),
                   row.state == .pending
             else { throw CircleRefusal.noPendingRequest(owner: owner) }
             let state: SocialV1.CircleState = accept ? .accepted : .rejected
@@ -209,7 +209,7 @@ extension SQLiteSocialStore {
     func circles(containing member: UInt64, state: SocialV1.CircleState) async throws -> [CircleRecord] {
         try await database.read { db in
             try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE member = ? AND state = ? ORDER BY added_at_ms DESC",
-                             arguments: [member, state.rawValue]).map(CircleRecord.init)
+                             arguments: [member, state.rawValue], as: CircleRecord.init)
         }
     }
 

@@ -276,7 +276,7 @@ extension SQLiteSocialStore {
             try Row.fetchAll(db, cached: """
                 SELECT * FROM exchanges WHERE (user_a = ?1 OR user_b = ?1) AND (?2 = 0 OR id < ?2)
                 ORDER BY id DESC LIMIT ?3
-                """, arguments: [user, before, limit]).map(ExchangeRecord.init)
+                """, arguments: [user, before, limit], as: ExchangeRecord.init)
         }
     }
 

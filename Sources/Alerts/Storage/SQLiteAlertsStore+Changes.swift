@@ -11,7 +11,7 @@ extension SQLiteAlertsStore {
     static func watch(_ db: Database, id: UInt64) throws -> WatchRecord? {
         guard let row = try Row.fetchOne(db, cached: "SELECT \(RecordColumns.watch) FROM watch_sessions WHERE id = ?", arguments: [id]) else { return nil }
         let watchers = try Row.fetchAll(db, cached: "SELECT watcher, answer, answered_at_ms FROM watchers WHERE session_id = ? ORDER BY position",
-                                        arguments: [id]).map { WatcherRecord(user: $0[0], answer: AlertsV1.Answer(rawValue: $0[1]), answeredAtMs: $0[2]) }
+                                        arguments: [id]) { WatcherRecord(user: $0[0], answer: AlertsV1.Answer(rawValue: $0[1]), answeredAtMs: $0[2]) }
         return WatchRecord(id: row[0], initiator: row[1], note: row[2], state: AlertsV1.WatchState(rawValue: row[3]), startedAtMs: row[4],
                            endsAtMs: row[5], endedAtMs: row[6], watchers: watchers)
     }
@@ -108,7 +108,7 @@ extension SQLiteAlertsStore {
             SELECT id, initiator, message, location, state, raised_at_ms, resolved_at_ms, resolved_by FROM help_alerts WHERE id = ?
             """, arguments: [id]) else { return nil }
         let recipients = try Row.fetchAll(db, cached: "SELECT user_id, phone, answer, answered_at_ms FROM recipients WHERE alert_id = ? ORDER BY position",
-                                          arguments: [id]).map {
+                                          arguments: [id]) {
             RecipientRecord(user: $0[0], phone: $0[1], answer: AlertsV1.Answer(rawValue: $0[2]), answeredAtMs: $0[3])
         }
         let location = AlertsV1.AlertLocation.stored(row[3])
@@ -120,7 +120,7 @@ extension SQLiteAlertsStore {
                                               reported: p[4], dialed: p[5], reportedAtMs: p[6])
         }
         let escalation = try Row.fetchOne(db, cached: "SELECT number, label, location, created_at_ms, resent_to FROM escalations WHERE alert_id = ?",
-                                          arguments: [id]).map {
+                                          arguments: [id]) {
             AlertsV1.Escalation(escalatedAtMs: $0[3], number: $0[0], label: $0[1],
                                 location: AlertsV1.AlertLocation.stored($0[2]),
                                 resentTo: $0[4])
@@ -147,7 +147,7 @@ extension SQLiteAlertsStore {
     /// which walked them all (A/B runs only).
     static func meetingRaise(_ db: Database, by user: UInt64, key: String) throws -> (id: UInt64, retry: Bool)? {
         if scansForRaise {
-            return try Row.fetchOne(db, cached: meetingRaiseByScan, arguments: [user, key]).map { ($0[0], $0[1]) }
+            return try Row.fetchOne(db, cached: meetingRaiseByScan, arguments: [user, key]) { ($0[0], $0[1]) }
         }
         if !key.isEmpty, let id = try UInt64.fetchOne(db, cached: raisedWithKey, arguments: [user, key]) { return (id, true) }
         return try UInt64.fetchOne(db, cached: activeOf, arguments: [user]).map { ($0, false) }
@@ -298,7 +298,7 @@ extension SQLiteAlertsStore {
     }
 
     static func timers(_ db: Database, _ condition: String, _ arguments: StatementArguments) throws -> [TimerRecord] {
-        try Row.fetchAll(db, cached: "SELECT \(RecordColumns.timer) FROM timers WHERE \(condition)", arguments: arguments).map(timer)
+        try Row.fetchAll(db, cached: "SELECT \(RecordColumns.timer) FROM timers WHERE \(condition)", arguments: arguments, as: timer)
     }
 
     func timer(owner: UInt64, key: String) async throws -> TimerRecord? {
@@ -384,7 +384,7 @@ extension SQLiteAlertsStore {
     func grantsToPublish(now: Int64, keepRevoked: Int64) async throws -> [GrantRecord] {
         try await database.write { db in
             try db.run(sql: "DELETE FROM grants WHERE expires_ms < ?", arguments: [now - keepRevoked])
-            return try Row.fetchAll(db, cached: "SELECT subject, viewer, reason, expires_ms, version FROM grants").map {
+            return try Row.fetchAll(db, cached: "SELECT subject, viewer, reason, expires_ms, version FROM grants") {
                 GrantRecord(subject: $0[0], viewer: $0[1], reason: $0[2], expiresMs: $0[3], version: $0[4])
             }
         }

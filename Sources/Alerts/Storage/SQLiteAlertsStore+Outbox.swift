@@ -61,7 +61,7 @@ extension SQLiteAlertsStore {
             if recipient != 0 { sql += " AND recipient_user = ?"; _ = arguments.append(contentsOf: [recipient]) }
             sql += " ORDER BY id DESC LIMIT ?"
             _ = arguments.append(contentsOf: [limit])
-            return try Row.fetchAll(db, cached: sql, arguments: arguments).map { row in
+            return try Row.fetchAll(db, cached: sql, arguments: arguments) { row in
                 var d = Self.delivery(row)
                 d.attemptLog = try Self.attempts(db, of: d.deliveryId)
                 return d
@@ -76,7 +76,7 @@ extension SQLiteAlertsStore {
             let rows = try Row.fetchAll(db, cached: """
                 SELECT \(RecordColumns.delivery), (SELECT platform FROM devices WHERE token = outbox.address AND outbox.channel = ?)
                 FROM outbox WHERE status = 1 AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT ?
-                """, arguments: [AlertsV1.Channel.push.rawValue, at, limit]).map { row -> AlertsV1.Delivery in
+                """, arguments: [AlertsV1.Channel.push.rawValue, at, limit]) { row -> AlertsV1.Delivery in
                 let d = Self.delivery(row)
                 if let platform = row[RecordColumns.deliveryCount] as Int32? { platforms[d.deliveryId] = AlertsV1.Platform(rawValue: platform) }
                 return d
@@ -135,7 +135,7 @@ extension SQLiteAlertsStore {
         try Row.fetchAll(db, cached: """
             SELECT attempt, started_ms, finished_ms, provider, outcome, reference, error, retry_after_ms FROM delivery_attempts
             WHERE delivery_id = ? ORDER BY attempt
-            """, arguments: [delivery]).map {
+            """, arguments: [delivery]) {
             AlertsV1.DeliveryAttempt(attempt: $0[0], startedAtMs: $0[1], finishedAtMs: $0[2], provider: $0[3],
                                      outcome: AlertsV1.AttemptOutcome(rawValue: $0[4]), reference: $0[5], error: $0[6], retryAfterMs: $0[7])
         }
@@ -151,7 +151,7 @@ extension SQLiteAlertsStore {
 
     func pendingByChannel() async throws -> [(channel: AlertsV1.Channel, count: Int, oldestMs: Int64)] {
         try await database.read { db in
-            try Row.fetchAll(db, cached: "SELECT channel, COUNT(*), MIN(created_at_ms) FROM outbox WHERE status = 1 GROUP BY channel").map {
+            try Row.fetchAll(db, cached: "SELECT channel, COUNT(*), MIN(created_at_ms) FROM outbox WHERE status = 1 GROUP BY channel") {
                 (AlertsV1.Channel(rawValue: $0[0]), $0[1], $0[2])
             }
         }
@@ -205,7 +205,7 @@ extension SQLiteAlertsStore {
     func devices(of user: UInt64) async throws -> [AlertsV1.Device] {
         try await database.read { db in
             try Row.fetchAll(db, cached: "SELECT token, platform, app_version, registered_at_ms FROM devices WHERE user_id = ? ORDER BY registered_at_ms",
-                             arguments: [user]).map {
+                             arguments: [user]) {
                 AlertsV1.Device(token: $0[0], platform: AlertsV1.Platform(rawValue: $0[1]), appVersion: $0[2], registeredAtMs: $0[3])
             }
         }
@@ -217,15 +217,15 @@ extension SQLiteAlertsStore {
             rows.watches = try Row.fetchAll(db, cached: """
                 SELECT s.id, s.initiator, s.note, s.started_at_ms, s.ends_at_ms FROM watchers w JOIN watch_sessions s ON s.id = w.session_id
                 WHERE w.watcher = ? AND w.answer = 1 AND w.dismissed = 0 AND s.state = 1 AND s.ends_at_ms > ? ORDER BY s.id DESC
-                """, arguments: [user, at]).map { ($0[0], $0[1], $0[2], $0[3], $0[4]) }
+                """, arguments: [user, at]) { ($0[0], $0[1], $0[2], $0[3], $0[4]) }
             rows.alerts = try Row.fetchAll(db, cached: """
                 SELECT a.id, a.initiator, a.message, a.raised_at_ms, a.location FROM recipients r JOIN help_alerts a ON a.id = r.alert_id
                 WHERE r.user_id = ? AND r.answer = 1 AND r.dismissed = 0 AND a.state = 1 ORDER BY a.id DESC
-                """, arguments: [user]).map {
+                """, arguments: [user]) {
                 ($0[0], $0[1], $0[2], $0[3], AlertsV1.AlertLocation.stored($0[4]))
             }
             rows.dismissed = Set(try Row.fetchAll(db, cached: "SELECT owner, requested_at_ms FROM dismissed_circle_requests WHERE member = ?",
-                                                  arguments: [user]).map { "\($0[0] as UInt64):\($0[1] as Int64)" })
+                                                  arguments: [user]) { "\($0[0] as UInt64):\($0[1] as Int64)" })
             return rows
         }
     }
@@ -253,7 +253,7 @@ extension SQLiteAlertsStore {
         try await database.read { db in
             try Row.fetchAll(db, cached: """
                 SELECT campus, title, detail, phone, url FROM resources WHERE ? = '' OR campus = ? COLLATE NOCASE ORDER BY campus, position
-                """, arguments: [campus, campus]).map {
+                """, arguments: [campus, campus]) {
                 AlertsV1.Resource(campus: $0[0], title: $0[1], detail: $0[2], phone: $0[3], url: $0[4])
             }
         }

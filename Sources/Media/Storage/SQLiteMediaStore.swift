@@ -91,27 +91,27 @@ final class SQLiteMediaStore: MediaStorage {
 
     func item(_ id: String) async throws -> MediaRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, cached: "SELECT \(MediaRecord.columns) FROM media WHERE id = ?", arguments: [id]).map(MediaRecord.init(row:))
+            try Row.fetchOne(db, cached: "SELECT \(MediaRecord.columns) FROM media WHERE id = ?", arguments: [id], as: MediaRecord.init(row:))
         }
     }
 
     func upload(_ id: String) async throws -> UploadRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, cached: "SELECT \(UploadRecord.columns) FROM uploads WHERE id = ?", arguments: [id]).map(UploadRecord.init(row:))
+            try Row.fetchOne(db, cached: "SELECT \(UploadRecord.columns) FROM uploads WHERE id = ?", arguments: [id], as: UploadRecord.init(row:))
         }
     }
 
     func profilePicture(of user: UInt64) async throws -> MediaRecord? {
         try await database.read { db in
             try Row.fetchOne(db, cached: "SELECT \(MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM profile_pictures WHERE user = ?)",
-                             arguments: [user]).map(MediaRecord.init(row:))
+                             arguments: [user], as: MediaRecord.init(row:))
         }
     }
 
     func checkInPhoto(of user: UInt64) async throws -> MediaRecord? {
         try await database.read { db in
             try Row.fetchOne(db, cached: "SELECT \(MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM check_in_photos WHERE user = ?)",
-                             arguments: [user]).map(MediaRecord.init(row:))
+                             arguments: [user], as: MediaRecord.init(row:))
         }
     }
 
@@ -133,7 +133,7 @@ final class SQLiteMediaStore: MediaStorage {
             }
             sql += " ORDER BY created_ms DESC, id DESC LIMIT ?"
             arguments += [limit]
-            return try Row.fetchAll(db, cached: sql, arguments: arguments).map(MediaRecord.init(row:))
+            return try Row.fetchAll(db, cached: sql, arguments: arguments, as: MediaRecord.init(row:))
         }
     }
 
