@@ -200,8 +200,8 @@ extension SQLiteSocialStore {
 
     func circle(of owner: UInt64) async throws -> [CircleRecord] {
         try await database.read { db in
-            try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE owner = ? ORDER BY added_at_ms, member, phone", arguments: [owner])
-                .map(CircleRecord.init)
+            try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE owner = ? ORDER BY added_at_ms, member, phone", arguments: [owner],
+                             as: CircleRecord.init)
         }
     }
 

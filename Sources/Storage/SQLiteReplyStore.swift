@@ -109,8 +109,9 @@ public final class SQLiteReplyStore: ReplyStore {
 
     public func load(_ key: String) async -> StoredReply? {
         let found = try? await database.read { db -> (Data, Int64)? in
-            try Row.fetchOne(db, cached: "SELECT reply, digest FROM idempotent_replies WHERE key = ?", arguments: [key])
-                .map { ($0["reply"] as Data, $0["digest"] as Int64) }
+            try Row.fetchOne(db, cached: "SELECT reply, digest FROM idempotent_replies WHERE key = ?", arguments: [key]) {
+                ($0["reply"] as Data, $0["digest"] as Int64)
+            }
         }
         guard let (bytes, stored) = found ?? nil else { return nil }
         let digest = UInt64(bitPattern: stored)

@@ -9,11 +9,13 @@ extension SQLiteAlertsStore {
     // MARK: Watch sessions
 
     static func watch(_ db: Database, id: UInt64) throws -> WatchRecord? {
-        guard let row = try Row.fetchOne(db, cached: "SELECT \(RecordColumns.watch) FROM watch_sessions WHERE id = ?", arguments: [id]) else { return nil }
-        let watchers = try Row.fetchAll(db, cached: "SELECT watcher, answer, answered_at_ms FROM watchers WHERE session_id = ? ORDER BY position",
-                                        arguments: [id]) { WatcherRecord(user: $0[0], answer: AlertsV1.Answer(rawValue: $0[1]), answeredAtMs: $0[2]) }
-        return WatchRecord(id: row[0], initiator: row[1], note: row[2], state: AlertsV1.WatchState(rawValue: row[3]), startedAtMs: row[4],
-                           endsAtMs: row[5], endedAtMs: row[6], watchers: watchers)
+        guard var watch = try Row.fetchOne(db, cached: "SELECT \(RecordColumns.watch) FROM watch_sessions WHERE id = ?", arguments: [id], as: { row in
+            WatchRecord(id: row[0], initiator: row[1], note: row[2], state: AlertsV1.WatchState(rawValue: row[3]), startedAtMs: row[4],
+                        endsAtMs: row[5], endedAtMs: row[6], watchers: [])
+        }) else { return nil }
+        watch.watchers = try Row.fetchAll(db, cached: "SELECT watcher, answer, answered_at_ms FROM watchers WHERE session_id = ? ORDER BY position",
+                                          arguments: [id]) { WatcherRecord(user: $0[0], answer: AlertsV1.Answer(rawValue: $0[1]), answeredAtMs: $0[2]) }
+        return watch
     }
 
     static func watches(_ db: Database, _ sql: String, _ arguments: StatementArguments) throws -> [WatchRecord] {
@@ -104,30 +106,35 @@ extension SQLiteAlertsStore {
     // MARK: helpNow alerts
 
     static func alert(_ db: Database, id: UInt64) throws -> AlertRecord? {
-        guard let row = try Row.fetchOne(db, cached: """
+        // Each row decoded where the statement holds it (item 116): the alert first, its parts after.
+        guard var alert = try Row.fetchOne(db, cached: """
             SELECT id, initiator, message, location, state, raised_at_ms, resolved_at_ms, resolved_by FROM help_alerts WHERE id = ?
-            """, arguments: [id]) else { return nil }
-        let recipients = try Row.fetchAll(db, cached: "SELECT user_id, phone, answer, answered_at_ms FROM recipients WHERE alert_id = ? ORDER BY position",
-                                          arguments: [id]) {
+            """, arguments: [id], as: { row in
+                AlertRecord(id: row[0], initiator: row[1], message: row[2], location: AlertsV1.AlertLocation.stored(row[3]),
+                            state: AlertsV1.AlertState(rawValue: row[4]), raisedAtMs: row[5], resolvedAtMs: row[6], resolvedBy: row[7],
+                            recipients: [], prompt: AlertsV1.EmergencyPrompt(), escalation: nil)
+            }) else { return nil }
+        alert.recipients = try Row.fetchAll(db, cached: "SELECT user_id, phone, answer, answered_at_ms FROM recipients WHERE alert_id = ? ORDER BY position",
+                                            arguments: [id]) {
             RecipientRecord(user: $0[0], phone: $0[1], answer: AlertsV1.Answer(rawValue: $0[2]), answeredAtMs: $0[3])
         }
-        let location = AlertsV1.AlertLocation.stored(row[3])
-        var prompt = AlertsV1.EmergencyPrompt()
-        if let p = try Row.fetchOne(db, cached: """
+        let location = alert.location
+        if let prompt = try Row.fetchOne(db, cached: """
             SELECT id, number, label, created_at_ms, reported, dialed, reported_at_ms FROM emergency_prompts WHERE alert_id = ?
-            """, arguments: [id]) {
-            prompt = AlertsV1.EmergencyPrompt(promptId: p[0], number: p[1], label: p[2], location: location, createdAtMs: p[3],
-                                              reported: p[4], dialed: p[5], reportedAtMs: p[6])
+            """, arguments: [id], as: { p in
+                AlertsV1.EmergencyPrompt(promptId: p[0], number: p[1], label: p[2], location: location, createdAtMs: p[3],
+                                         reported: p[4], dialed: p[5], reportedAtMs: p[6])
+            }) {
+            alert.prompt = prompt
         }
-        let escalation = try Row.fetchOne(db, cached: "SELECT number, label, location, created_at_ms, resent_to FROM escalations WHERE alert_id = ?",
-                                          arguments: [id]) {
+        alert.escalation = try Row.fetchOne(db, cached: "SELECT number, label, location, created_at_ms, resent_to FROM escalations WHERE alert_id = ?",
+                                            arguments: [id]) {
             AlertsV1.Escalation(escalatedAtMs: $0[3], number: $0[0], label: $0[1],
                                 location: AlertsV1.AlertLocation.stored($0[2]),
                                 resentTo: $0[4])
         }
-        return AlertRecord(id: row[0], initiator: row[1], message: row[2], location: location, state: AlertsV1.AlertState(rawValue: row[4]),
-                           raisedAtMs: row[5], resolvedAtMs: row[6], resolvedBy: row[7], recipients: recipients, prompt: prompt, escalation: escalation,
-                           deliveries: try summaries(db, source: AlertRecord.source(id)))
+        alert.deliveries = try summaries(db, source: AlertRecord.source(id))
+        return alert
     }
 
     static func alerts(_ db: Database, _ sql: String, _ arguments: StatementArguments) throws -> [AlertRecord] {
@@ -277,8 +284,7 @@ extension SQLiteAlertsStore {
     /// commit that queued a message (issue 16, `docs/benchmarks.md` item 77).
     static func summaries(_ db: Database, source: String) throws -> [String: [AlertsV1.DeliverySummary]] {
         let (lower, upper) = OutboxRows.keyRange(of: source)
-        let rows = try Row.fetchAll(db, cached: summariesSQL, arguments: [lower, upper, source])
-        return OutboxRows.summaries(rows.lazy.map { row -> OutboxRows.Summarised in
+        return OutboxRows.summaries(try Row.fetchAll(db, cached: summariesSQL, arguments: [lower, upper, source]) { row -> OutboxRows.Summarised in
             (user: row[0], address: row[1], channel: AlertsV1.Channel(rawValue: row[2]), status: AlertsV1.DeliveryStatus(rawValue: row[3]),
              attempts: row[4])
         })
