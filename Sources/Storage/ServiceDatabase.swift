@@ -149,7 +149,6 @@ public final class ServiceDatabase: Sendable {
         var made = false
         do {
             try readOnce { db in
-                if made { slot.deinitialize(count: 1); made = false } // never run twice; were it, no leak
                 slot.initialize(to: try value(db))
                 made = true
             }

@@ -1,24 +1,9 @@
 import FriensoProto
 import Synchronization
 
-#if DEBUG
-/// How an async call waits for its reply. Debug builds (the tests) check that every call is
-/// resumed exactly once; release builds trust the loop, which removes a call from `pending`
-/// before finishing it: a checked continuation allocates and frees a canary object per call.
-typealias ReplyContinuation = CheckedContinuation<Envelope, Never>
-#else
-typealias ReplyContinuation = UnsafeContinuation<Envelope, Never>
-#endif
-
-/// Suspends the caller until the continuation `body` is given is resumed (see `ReplyContinuation`).
-@inline(__always)
-nonisolated(nonsending) func withReplyContinuation(_ body: (ReplyContinuation) -> Void) async -> Envelope {
-    #if DEBUG
-    await withCheckedContinuation(body)
-    #else
-    await withUnsafeContinuation(body)
-    #endif
-}
+/// How an async call waits for its reply (release builds trust the loop, which removes a call
+/// from `pending` before finishing it).
+typealias ReplyContinuation = ResumedOnce<Envelope>
 
 /// What a `ClientLoop` keeps per call and shares with its `WireClient`.
 extension ClientLoop {

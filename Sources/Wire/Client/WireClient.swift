@@ -118,7 +118,7 @@ public final class WireClient: Sendable {
         // copied into it.
         let call = ClientLoop.Pending(envelope: stamped(request, id: id), deadline: until, retryable: retryable)
         return await withTaskCancellationHandler {
-            await withReplyContinuation { continuation in
+            await withResumedOnce { (continuation: ReplyContinuation) in
                 call.resumes(continuation)
                 if !commands.post(.call(call)) { continuation.resume(returning: call.envelope.reply(error: .unavailable("client closed"))) }
             }

@@ -13,12 +13,8 @@ import Synchronization
 /// does not leave its tasks (and their slabs) behind for good. `close()` ends the parked ones and
 /// any that would park later, for the host's dispatch to finish.
 final class HandlerTasks: Sendable {
-    #if DEBUG
-    /// Debug builds (the tests) check that every parked task is resumed exactly once.
-    typealias Parked = CheckedContinuation<IncomingRequest?, Never>
-    #else
-    typealias Parked = UnsafeContinuation<IncomingRequest?, Never>
-    #endif
+    /// A parked task: resumed once, with its next request or nil to end.
+    typealias Parked = ResumedOnce<IncomingRequest?>
 
     private struct State {
         /// Last parked, first resumed: its slabs are the likeliest to be in the cache.
@@ -49,7 +45,7 @@ final class HandlerTasks: Sendable {
     /// was cancelled (the host's drain ran out of time).
     nonisolated(nonsending) func next() async -> IncomingRequest? {
         if Task.isCancelled { return nil }
-        return await withParkedContinuation { continuation in
+        return await withResumedOnce { (continuation: Parked) in
             let parked = state.withLock { state -> Bool in
                 guard !state.closed, state.parked.count < keepParked else { return false }
                 state.parked.append(continuation)
@@ -71,13 +67,4 @@ final class HandlerTasks: Sendable {
 
     /// How many tasks wait for a request now (for tests).
     var parkedCount: Int { state.withLock { $0.parked.count } }
-
-    @inline(__always)
-    private nonisolated(nonsending) func withParkedContinuation(_ body: (Parked) -> Void) async -> IncomingRequest? {
-        #if DEBUG
-        await withCheckedContinuation(body)
-        #else
-        await withUnsafeContinuation(body)
-        #endif
-    }
 }
