@@ -246,7 +246,10 @@ struct ServiceHostTests {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
-            let reply = Task { try await client.call(slow, CommonV1.PingRequest()) }
+            // A deadline well past the test's own steps: the claim is that the drain lets the
+            // request finish, not how soon (at the default 5 s, a CI run whose suites all started
+            // at once on a loaded host ran out of it: DEADLINE_EXCEEDED after 16 s of the run).
+            let reply = Task { try await client.call(slow, CommonV1.PingRequest(), options: CallOptions(deadline: .seconds(60))) }
             await started.value
             await group.triggerGracefulShutdown()
             release.fulfil(())
