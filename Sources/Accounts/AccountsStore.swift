@@ -35,7 +35,7 @@ struct UserRecord: Sendable {
         self.createdAtMs = createdAtMs
     }
 
-    init(row: Row) {
+    init(row: CurrentRow) {
         id = row[0]
         username = row[1]
         email = row[2]
@@ -232,7 +232,7 @@ final class SQLiteAccountsStore: AccountsStorage {
 
     func user(id: UInt64) async throws -> UserRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", arguments: [id], as: UserRecord.init)
+            try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", binding: id, as: UserRecord.init(row:))
         }
     }
 
@@ -241,14 +241,9 @@ final class SQLiteAccountsStore: AccountsStorage {
         // One cached statement whatever the count: the ids go in as one JSON array.
         let list = "[" + ids.map(String.init).joined(separator: ",") + "]"
         return try await database.read { db in
-            let statement = try db.cachedStatement(sql: """
+            try Row.fetchAll(db, cached: """
                 SELECT \(UserRecord.columns) FROM users WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id
-                """)
-            let rows = try Row.fetchCursor(statement, arguments: [list])
-            var users: [UserRecord] = []
-            users.reserveCapacity(ids.count)
-            while let row = try rows.next() { users.append(UserRecord(row: row)) }
-            return users
+                """, binding: list, as: UserRecord.init(row:))
         }
     }
 
@@ -257,7 +252,7 @@ final class SQLiteAccountsStore: AccountsStorage {
         return try await database.read { db in
             let marks = Array(repeating: "?", count: usernames.count).joined(separator: ",")
             return try Row.fetchAll(db, sql: "SELECT \(UserRecord.columns) FROM users WHERE username IN (\(marks)) ORDER BY username",
-                                    arguments: StatementArguments(usernames)).map(UserRecord.init)
+                                    arguments: StatementArguments(usernames), as: UserRecord.init(row:))
         }
     }
 
@@ -272,7 +267,7 @@ final class SQLiteAccountsStore: AccountsStorage {
                 WHERE (username LIKE ?1 ESCAPE '\\' OR lower(first_name) LIKE ?1 ESCAPE '\\' OR lower(last_name) LIKE ?1 ESCAPE '\\')
                   AND username > ?2
                 ORDER BY username LIMIT ?3
-                """, arguments: [escaped, after, limit], as: UserRecord.init)
+                """, binding: escaped, after, limit, as: UserRecord.init(row:))
         }
     }
 
@@ -283,7 +278,7 @@ final class SQLiteAccountsStore: AccountsStorage {
         case .phone(let v): ("phone", v)
         }
         return try await database.read { db in
-            try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE \(column) = ?", arguments: [value], as: UserRecord.init)
+            try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE \(column) = ?", binding: value, as: UserRecord.init(row:))
         }
     }
 
@@ -298,20 +293,21 @@ final class SQLiteAccountsStore: AccountsStorage {
     func session(tokenHash: [UInt8]) async throws -> SessionRecord? {
         try await database.read { db in
             try Row.fetchOne(db, cached: "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE token_hash = ?",
-                             arguments: [Data(tokenHash)], as: Self.session)
+                             binding: Data(tokenHash), as: Self.session)
         }
     }
 
     func session(id: UInt64) async throws -> SessionRecord? {
         try await database.read { db in
             try Row.fetchOne(db, cached: "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE id = ?",
-                             arguments: [id], as: Self.session)
+                             binding: id, as: Self.session)
         }
     }
 
-    private static func session(_ row: Row) -> SessionRecord {
-        SessionRecord(id: row["id"], userID: row["user_id"], expiresAtMs: row["expires_at_ms"],
-                      revoked: (row["revoked_at_ms"] as Int64?) != nil)
+    /// A session from `id, user_id, expires_at_ms, revoked_at_ms`, by position (a name is looked
+    /// up among the statement's columns on every read: item 117).
+    private static func session(_ row: CurrentRow) -> SessionRecord {
+        SessionRecord(id: row[0], userID: row[1], expiresAtMs: row[2], revoked: (row[3] as Int64?) != nil)
     }
 
     func revokeSession(id: UInt64, userID: UInt64, now: Int64, committed: (@Sendable () -> Void)?) async throws {
@@ -359,14 +355,14 @@ final class SQLiteAccountsStore: AccountsStorage {
     func users(after id: UInt64, limit: Int) async throws -> [UserRecord] {
         try await database.read { db in
             try Row.fetchAll(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE id > ? ORDER BY id LIMIT ?",
-                             arguments: [id, limit], as: UserRecord.init)
+                             binding: id, limit, as: UserRecord.init(row:))
         }
     }
 
     private static func fetchUser(_ db: Database, id: UInt64) throws -> UserRecord {
-        guard let row = try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", arguments: [id]) else {
+        guard let user = try Row.fetchOne(db, cached: "SELECT \(UserRecord.columns) FROM users WHERE id = ?", binding: id, as: UserRecord.init(row:)) else {
             throw AccountRefusal.noUser(id)
         }
-        return UserRecord(row: row)
+        return user
     }
 }

@@ -45,17 +45,16 @@ extension SQLiteAccountsStore {
             for chunk in stride(from: 0, to: hashes.count, by: 400) {
                 let part = hashes[chunk..<min(chunk + 400, hashes.count)].map { Data($0) }
                 let marks = Array(repeating: "?", count: part.count).joined(separator: ",")
-                for row in try Row.fetchAll(db, sql: "SELECT \(UserRecord.columns), phone_sha256, email_sha256 FROM users WHERE phone_sha256 IN (\(marks)) OR email_sha256 IN (\(marks))",
-                                            arguments: StatementArguments(part + part)) {
-                    found.add(UserRecord(row: row), phoneHash: row[9], emailHash: row[10])
-                }
+                let rows = try Row.fetchAll(db, sql: "SELECT \(UserRecord.columns), phone_sha256, email_sha256 FROM users WHERE phone_sha256 IN (\(marks)) OR email_sha256 IN (\(marks))",
+                                            arguments: StatementArguments(part + part)) { row in (UserRecord(row: row), row[9] as Data?, row[10] as Data?) }
+                for (user, phoneHash, emailHash) in rows { found.add(user, phoneHash: phoneHash, emailHash: emailHash) }
             }
             for link in externalIDs {
-                guard let row = try Row.fetchOne(db, cached: """
+                guard let user = try Row.fetchOne(db, cached: """
                     SELECT \(UserRecord.columns) FROM external_ids JOIN users ON users.id = external_ids.user_id
                     WHERE provider = ? AND external_id = ?
-                    """, arguments: [link.provider, link.id]) else { continue }
-                found.addLinked(UserRecord(row: row))
+                    """, binding: link.provider, link.id, as: UserRecord.init(row:)) else { continue }
+                found.addLinked(user)
             }
             return found.matches
         }
@@ -91,7 +90,7 @@ extension SQLiteAccountsStore {
 
     private static func links(_ db: Database, userID: UInt64) throws -> [ExternalID] {
         try Row.fetchAll(db, cached: "SELECT provider, external_id FROM external_ids WHERE user_id = ? ORDER BY provider, external_id",
-                         arguments: [userID]) { ExternalID(provider: $0["provider"], id: $0["external_id"]) }
+                         binding: userID) { ExternalID(provider: $0["provider"], id: $0["external_id"]) }
     }
 
     /// - Throws: ALREADY_EXISTS naming the field that is taken.

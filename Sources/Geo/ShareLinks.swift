@@ -87,7 +87,7 @@ extension SQLiteGeoStore {
 
 
     static let linkColumns = "id, label, created_ms, expires_ms, revoked_ms, views"
-    static func link(_ row: Row) -> GeoV1.ShareLink {
+    static func link(_ row: CurrentRow) -> GeoV1.ShareLink {
         GeoV1.ShareLink(linkId: row[0], label: row[1], createdAtMs: row[2], expiresAtMs: row[3], revokedAtMs: row[4], views: UInt32(clamping: row[5] as Int64))
     }
 
@@ -98,26 +98,27 @@ extension SQLiteGeoStore {
                        arguments: [owner, now - 7 * 86_400_000])
             try db.run(sql: "INSERT INTO share_links (owner, token_hash, label, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?)",
                        arguments: [owner, Data(tokenHash), label, now, expires])
-            guard let row = try Row.fetchOne(db, sql: "SELECT \(Self.linkColumns) FROM share_links WHERE id = ?", arguments: [db.lastInsertedRowID]) else {
+            guard let link = try Row.fetchOne(db, cached: "SELECT \(Self.linkColumns) FROM share_links WHERE id = ?", binding: db.lastInsertedRowID,
+                                              as: Self.link) else {
                 throw StoreInvariant("the share link just made is missing")
             }
-            return Self.link(row)
+            return link
         }
     }
 
     func shareLinks(of owner: UInt64, now: Int64) async throws -> [GeoV1.ShareLink] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: """
+            try Row.fetchAll(db, cached: """
                 SELECT \(Self.linkColumns) FROM share_links WHERE owner = ?
                 ORDER BY (revoked_ms = 0 AND expires_ms > ?) DESC, id DESC
-                """, arguments: [owner, now]).map(Self.link)
+                """, binding: owner, now, as: Self.link)
         }
     }
 
     func revokeShareLink(_ id: UInt64, owner: UInt64, now: Int64) async throws -> GeoV1.ShareLink? {
         try await database.write { db in
             try db.run(sql: "UPDATE share_links SET revoked_ms = ? WHERE id = ? AND owner = ? AND revoked_ms = 0", arguments: [now, id, owner])
-            return try Row.fetchOne(db, sql: "SELECT \(Self.linkColumns) FROM share_links WHERE id = ? AND owner = ?", arguments: [id, owner]).map(Self.link)
+            return try Row.fetchOne(db, cached: "SELECT \(Self.linkColumns) FROM share_links WHERE id = ? AND owner = ?", binding: id, owner, as: Self.link)
         }
     }
 

@@ -124,7 +124,7 @@ struct CircleRecord: Sendable {
         self.addedAtMs = addedAtMs
     }
 
-    init(row: Row) {
+    init(row: CurrentRow) {
         owner = row["owner"]
         member = row["member"]
         phone = row["phone"]
@@ -187,7 +187,7 @@ extension SQLiteSocialStore {
     func respondToCircle(owner: UInt64, member: UInt64, accept: Bool, now: Int64) async throws -> CircleRecord {
         try await mutate { db, events in
             guard let row = try Row.fetchOne(db, cached: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ''",
-                                             arguments: [owner, member], as: CircleRecord.init),
+                                             binding: owner, member, as: CircleRecord.init(row:)),
                   row.state == .pending
             else { throw CircleRefusal.noPendingRequest(owner: owner) }
             let state: SocialV1.CircleState = accept ? .accepted : .rejected
@@ -201,7 +201,7 @@ extension SQLiteSocialStore {
     func circle(of owner: UInt64) async throws -> [CircleRecord] {
         try await database.read { db in
             try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE owner = ? ORDER BY added_at_ms, member, phone", arguments: [owner],
-                             as: CircleRecord.init)
+                             as: CircleRecord.init(row:))
         }
     }
 
@@ -209,7 +209,7 @@ extension SQLiteSocialStore {
     func circles(containing member: UInt64, state: SocialV1.CircleState) async throws -> [CircleRecord] {
         try await database.read { db in
             try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE member = ? AND state = ? ORDER BY added_at_ms DESC",
-                             arguments: [member, state.rawValue], as: CircleRecord.init)
+                             binding: member, state.rawValue, as: CircleRecord.init(row:))
         }
     }
 
@@ -224,8 +224,10 @@ extension SQLiteSocialStore {
     }
 
     private static func circleRow(_ db: Database, owner: UInt64, member: UInt64, phone: String) throws -> CircleRecord {
-        guard let row = try Row.fetchOne(db, cached: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ?",
-                                         arguments: [owner, member, phone]) else { throw StoreInvariant("the circle row just written is missing") }
-        return CircleRecord(row: row)
+        guard let record = try Row.fetchOne(db, cached: "SELECT * FROM circle WHERE owner = ? AND member = ? AND phone = ?",
+                                            binding: owner, member, phone, as: CircleRecord.init(row:)) else {
+            throw StoreInvariant("the circle row just written is missing")
+        }
+        return record
     }
 }

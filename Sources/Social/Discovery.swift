@@ -2,6 +2,7 @@ import Foundation
 public import FriensoProto
 import GRDB
 import Identity
+import Storage
 public import Wire
 
 /// Findable setting, recommendations and contact exchange.
@@ -164,7 +165,7 @@ struct ExchangeRecord: Sendable {
         self.placeLabel = placeLabel
     }
 
-    init(row: Row) {
+    init(row: CurrentRow) {
         id = row["id"]
         userA = row["user_a"]
         userB = row["user_b"]
@@ -243,8 +244,9 @@ extension SQLiteSocialStore {
         try await mutate { db, events in
             guard from != to else { throw ExchangeRefusal.yourself }
             let (a, b) = from < to ? (from, to) : (to, from)
-            if let row = try Row.fetchOne(db, cached: "SELECT * FROM exchanges WHERE user_a = ? AND user_b = ?", arguments: [a, b]) {
-                return .recorded(ExchangeRecord(row: row))
+            if let recorded = try Row.fetchOne(db, cached: "SELECT * FROM exchanges WHERE user_a = ? AND user_b = ?", binding: a, b,
+                                               as: ExchangeRecord.init(row:)) {
+                return .recorded(recorded)
             }
             guard try !Self.blocked(db, from, to) else { throw ExchangeRefusal.blocked }
             guard try Self.isFindable(db, from) else { throw ExchangeRefusal.callerNotFindable }
@@ -265,8 +267,10 @@ extension SQLiteSocialStore {
             try db.run(sql: "DELETE FROM exchange_intents WHERE (from_user = ?1 AND to_user = ?2) OR (from_user = ?2 AND to_user = ?1)",
                            arguments: [from, to])
             events.append(Self.event(.exchangeAdded, a, b))
-            let row = try Row.fetchOne(db, cached: "SELECT * FROM exchanges WHERE id = ?", arguments: [id])!
-            return .recorded(ExchangeRecord(row: row))
+            guard let recorded = try Row.fetchOne(db, cached: "SELECT * FROM exchanges WHERE id = ?", binding: id, as: ExchangeRecord.init(row:)) else {
+                throw StoreInvariant("the exchange just written is missing")
+            }
+            return .recorded(recorded)
         }
     }
 
@@ -276,7 +280,7 @@ extension SQLiteSocialStore {
             try Row.fetchAll(db, cached: """
                 SELECT * FROM exchanges WHERE (user_a = ?1 OR user_b = ?1) AND (?2 = 0 OR id < ?2)
                 ORDER BY id DESC LIMIT ?3
-                """, arguments: [user, before, limit], as: ExchangeRecord.init)
+                """, binding: user, before, limit, as: ExchangeRecord.init(row:))
         }
     }
 

@@ -202,7 +202,7 @@ struct RequestRecord: Sendable {
         self.updatedAtMs = updatedAtMs
     }
 
-    init(row: Row) {
+    init(row: CurrentRow) {
         id = row["id"]
         from = row["from_user"]
         to = row["to_user"]
@@ -229,12 +229,12 @@ enum SendOutcome: Sendable {
 
 extension SQLiteSocialStore {
     static func request(_ db: Database, id: UInt64) throws -> RequestRecord? {
-        try Row.fetchOne(db, cached: "SELECT * FROM friend_requests WHERE id = ?", arguments: [id], as: RequestRecord.init)
+        try Row.fetchOne(db, cached: "SELECT * FROM friend_requests WHERE id = ?", binding: id, as: RequestRecord.init(row:))
     }
 
     static func pendingRequest(_ db: Database, from: UInt64, to: UInt64) throws -> RequestRecord? {
         try Row.fetchOne(db, cached: "SELECT * FROM friend_requests WHERE from_user = ? AND to_user = ? AND state = ?",
-                         arguments: [from, to, pending], as: RequestRecord.init)
+                         binding: from, to, pending, as: RequestRecord.init(row:))
     }
 
     static func befriend(_ db: Database, _ x: UInt64, _ y: UInt64, now: Int64) throws {
@@ -313,10 +313,10 @@ extension SQLiteSocialStore {
             let incoming = try Row.fetchAll(db, cached: """
                 SELECT * FROM friend_requests WHERE to_user = ? AND state = ? \(includeDismissed ? "" : "AND dismissed = 0")
                 ORDER BY created_at_ms DESC, id DESC
-                """, arguments: [user, Self.pending], as: RequestRecord.init)
+                """, binding: user, Self.pending, as: RequestRecord.init(row:))
             let outgoing = try Row.fetchAll(db, cached: """
                 SELECT * FROM friend_requests WHERE from_user = ? AND state = ? ORDER BY created_at_ms DESC, id DESC
-                """, arguments: [user, Self.pending], as: RequestRecord.init)
+                """, binding: user, Self.pending, as: RequestRecord.init(row:))
             return (incoming, outgoing)
         }
     }
@@ -327,7 +327,7 @@ extension SQLiteSocialStore {
             try Row.fetchAll(db, cached: """
                 SELECT user_b AS other, since_ms FROM friendships WHERE user_a = ?
                 UNION ALL SELECT user_a AS other, since_ms FROM friendships WHERE user_b = ?
-                """, arguments: [user, user]) { (id: $0["other"], since: $0["since_ms"]) }
+                """, binding: user, user) { (id: $0["other"], since: $0["since_ms"]) }
         }
     }
 

@@ -40,32 +40,7 @@ extension Database {
         guard isInsideTransaction else {
             throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "run(sql:binding:) runs inside a transaction only", sql: statement.sql)
         }
-        let handle = statement.sqliteStatement
-        // Ready for new bindings: a statement that ran before is still at its end.
-        sqlite3_reset(handle)
-        var index: CInt = 0
-        var failed: CInt = SQLITE_OK
-        for value in repeat each values {
-            index += 1
-            if failed == SQLITE_OK { failed = value.bind(to: handle, at: index) }
-        }
-        let expected = sqlite3_bind_parameter_count(handle)
-        guard failed == SQLITE_OK, index == expected else {
-            // SQLite's own message for a value it refused; ours for a wrong count.
-            let message = failed == SQLITE_OK ? "\(index) values bound for \(expected) parameters"
-                : String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
-            sqlite3_clear_bindings(handle)
-            throw DatabaseError(resultCode: ResultCode(rawValue: failed == SQLITE_OK ? SQLITE_MISUSE : failed), message: message, sql: statement.sql)
-        }
-        while true {
-            switch sqlite3_step(handle) {
-            case SQLITE_DONE: return
-            case SQLITE_ROW: continue
-            case let code:
-                let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
-                sqlite3_reset(handle)
-                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: statement.sql)
-            }
-        }
+        try StatementSteps.bind(statement, repeat each values)
+        while try StatementSteps.step(statement) {} // to its end (a write's RETURNING rows are not read)
     }
 }

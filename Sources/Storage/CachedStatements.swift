@@ -29,29 +29,78 @@ extension Row {
 }
 
 extension Row {
-    /// The first row made into a value by `decode`, which reads it where the statement holds it.
-    /// `fetchOne(_:cached:arguments:)` copies the row first (GRDB's `ArrayRowImpl`: every column
+    /// The first row made into a value by `decode`, which reads it where the statement holds it
+    /// (`CurrentRow`). GRDB's `fetchOne(_:cached:arguments:)` copies the row first (every column
     /// made a `DatabaseValue` in an array of its own), and a copied row's columns are decoded
     /// through `DatabaseValue` and generic code that looks `T?`'s metadata up in the runtime's
     /// cache: about 570 instructions a column (`docs/benchmarks.md`, issue 16, item 116). Read in
-    /// place, a column is one `sqlite3_column_*` call. `decode` must not keep the row: it is
-    /// valid only during the call. Inlinable so that it is specialized in the caller's module.
+    /// place, a column is one `sqlite3_column_*` call, and no `Row` is made (item 117). `decode`
+    /// must not keep the row: it is valid only during the call. Inlinable so that it is
+    /// specialized in the caller's module.
     @inlinable
-    public static func fetchOne<T>(_ db: Database, cached sql: String, arguments: StatementArguments = StatementArguments(),
-                                   as decode: (Row) throws -> T) throws -> T? {
-        let rows = try fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
-        return try withExtendedLifetime(rows) { rows in try rows.next().map(decode) }
+    public static func fetchOne<T>(_ db: Database, cached sql: String, arguments: StatementArguments,
+                                   as decode: (CurrentRow) throws -> T) throws -> T? {
+        let statement = try db.cachedStatement(sql: sql)
+        try statement.setArguments(arguments) // resets, checks and binds, as GRDB's cursors do
+        return try first(of: statement, decode)
+    }
+
+    /// `fetchOne(_:cached:arguments:as:)` with `values` bound to the statement's parameters in
+    /// order, without a `StatementArguments` (an array of existentials, each value made a
+    /// `DatabaseValue` and checked against the statement first: item 117).
+    @inlinable
+    public static func fetchOne<T, each Value: StatementBinding>(_ db: Database, cached sql: String, binding values: repeat each Value,
+                                                                as decode: (CurrentRow) throws -> T) throws -> T? {
+        let statement = try db.cachedStatement(sql: sql)
+        try StatementSteps.bind(statement, repeat each values)
+        return try first(of: statement, decode)
     }
 
     /// Every row made into a value by `decode`, each read where the statement holds it (see
     /// `fetchOne(_:cached:arguments:as:)`).
     @inlinable
-    public static func fetchAll<T>(_ db: Database, cached sql: String, arguments: StatementArguments = StatementArguments(),
-                                   as decode: (Row) throws -> T) throws -> [T] {
-        let rows = try fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+    public static func fetchAll<T>(_ db: Database, cached sql: String, arguments: StatementArguments,
+                                   as decode: (CurrentRow) throws -> T) throws -> [T] {
+        let statement = try db.cachedStatement(sql: sql)
+        try statement.setArguments(arguments)
+        return try all(of: statement, decode)
+    }
+
+    /// `fetchAll(_:cached:arguments:as:)` with `values` bound by position (see
+    /// `fetchOne(_:cached:binding:as:)`).
+    @inlinable
+    public static func fetchAll<T, each Value: StatementBinding>(_ db: Database, cached sql: String, binding values: repeat each Value,
+                                                                as decode: (CurrentRow) throws -> T) throws -> [T] {
+        let statement = try db.cachedStatement(sql: sql)
+        try StatementSteps.bind(statement, repeat each values)
+        return try all(of: statement, decode)
+    }
+
+    /// `fetchAll(_:cached:arguments:as:)` for SQL that is compiled for this call only (text built
+    /// with a variable number of placeholders, which would fill the statement cache).
+    @inlinable
+    public static func fetchAll<T>(_ db: Database, sql: String, arguments: StatementArguments,
+                                   as decode: (CurrentRow) throws -> T) throws -> [T] {
+        let statement = try db.makeStatement(sql: sql)
+        try statement.setArguments(arguments)
+        return try all(of: statement, decode)
+    }
+
+    /// The bound `statement`'s first row through `decode`; the statement reset after it.
+    @inlinable
+    static func first<T>(of statement: Statement, _ decode: (CurrentRow) throws -> T) throws -> T? {
+        defer { StatementSteps.finish(statement) }
+        guard try StatementSteps.step(statement) else { return nil }
+        return try decode(CurrentRow(statement.sqliteStatement))
+    }
+
+    /// The bound `statement`'s rows through `decode`; the statement reset after them.
+    @inlinable
+    static func all<T>(of statement: Statement, _ decode: (CurrentRow) throws -> T) throws -> [T] {
+        defer { StatementSteps.finish(statement) }
         var values: [T] = []
-        try withExtendedLifetime(rows) { rows in
-            while let row = try rows.next() { values.append(try decode(row)) }
+        while try StatementSteps.step(statement) {
+            values.append(try decode(CurrentRow(statement.sqliteStatement)))
         }
         return values
     }

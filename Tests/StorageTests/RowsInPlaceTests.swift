@@ -4,9 +4,10 @@ import Storage
 import Testing
 
 /// `Row.fetchOne(_:cached:arguments:as:)` and `fetchAll(…as:)`: rows decoded where the statement
-/// holds them (issue 16, item 116) give what the copied rows of GRDB's `fetchOne`/`fetchAll` give,
-/// by column index and by name, NULLs and every type included, and leave the cached statement
-/// ready for its next use, also after a `fetchOne` that left rows unread.
+/// holds them (issue 16, items 116–117, `CurrentRow`) give what the copied rows of GRDB's
+/// `fetchOne`/`fetchAll` give, by column index and by name, NULLs and every type included, with
+/// arguments or values bound by position, and leave the cached statement ready for its next use,
+/// also after a `fetchOne` that left rows unread or a step that failed.
 @Suite("storage: rows decoded in place")
 struct RowsInPlaceTests {
     static let select = "SELECT id, i, s, d, b, n FROM t WHERE id >= ? ORDER BY id"
@@ -22,14 +23,6 @@ struct RowsInPlaceTests {
 
     struct Record: Equatable {
         var id: Int64, i: Int64, s: String?, d: Double, b: [UInt8]?, n: Int?
-        init(row: Row) {
-            id = row[0]
-            i = row["i"]
-            s = row[2]
-            d = row["d"]
-            b = (row["b"] as Data?).map { [UInt8]($0) }
-            n = row[5]
-        }
     }
 
     @Test func inPlace_decodesAsCopiedRowsDo() throws {
@@ -37,9 +30,66 @@ struct RowsInPlaceTests {
         try queue.read { db in
             for from in 0...4 {
                 let copied = try Row.fetchAll(db, sql: Self.select, arguments: [from]).map(Record.init)
-                #expect(try Row.fetchAll(db, cached: Self.select, arguments: [from], as: Record.init) == copied)
-                #expect(try Row.fetchOne(db, cached: Self.select, arguments: [from], as: Record.init) == copied.first)
+                #expect(try Row.fetchAll(db, cached: Self.select, arguments: [from], as: Record.init(row:)) == copied)
+                #expect(try Row.fetchOne(db, cached: Self.select, arguments: [from], as: Record.init(row:)) == copied.first)
+                #expect(try Row.fetchAll(db, cached: Self.select, binding: from, as: Record.init(row:)) == copied)
+                #expect(try Row.fetchOne(db, cached: Self.select, binding: Int64(from), as: Record.init(row:)) == copied.first)
             }
+        }
+    }
+
+    /// A column missing by name is nil for an optional type; no argument, numbered parameters
+    /// (`?1` twice counts once) and optional values bind as GRDB binds them.
+    @Test func names_numberedParameters_andOptionalValues() throws {
+        let queue = try open()
+        try queue.read { db in
+            let missing = try Row.fetchOne(db, cached: "SELECT id FROM t WHERE id = 1") { row -> Int64? in row["nope"] }
+            #expect(missing == .some(nil))
+            let count = try Row.fetchOne(db, cached: "SELECT count(*) FROM t WHERE id >= ?1 OR n = ?1", binding: 2) { $0[0] as Int }
+            #expect(count == 2)
+            let none: Int64? = nil
+            let nulls = try Row.fetchAll(db, cached: "SELECT id FROM t WHERE n IS ? OR s IS ? ORDER BY id", binding: none, Optional<String>.none) { $0[0] as Int64 }
+            #expect(nulls == [1, 3])
+            let text = try Row.fetchOne(db, cached: "SELECT ?, ?", binding: "ünï", Data([0, 1])) { row in (row[0] as String, row[1] as Data) }
+            #expect(text?.0 == "ünï" && text?.1 == Data([0, 1]))
+        }
+    }
+
+    /// Too few or too many values for the parameters: SQLITE_MISUSE, nothing read, and the
+    /// statement serves the next call.
+    @Test func aWrongNumberOfValues_isMisuse_andTheStatementServesTheNext() throws {
+        let queue = try open()
+        try queue.read { db in
+            for values in [[], [1, 2]] as [[Int]] {
+                do {
+                    _ = try values.count == 0
+                        ? Row.fetchOne(db, cached: Self.select) { $0[0] as Int64 }
+                        : Row.fetchOne(db, cached: Self.select, binding: values[0], values[1]) { $0[0] as Int64 }
+                    Issue.record("\(values.count) values were bound for one parameter")
+                } catch let error as DatabaseError {
+                    #expect(error.resultCode == .SQLITE_MISUSE, "\(error)")
+                }
+            }
+            #expect(try Row.fetchOne(db, cached: Self.select, binding: 3) { $0[0] as Int64 } == 3)
+        }
+    }
+
+    /// A step that fails (malformed JSON in the third row) throws SQLite's error; the statement
+    /// serves the next call.
+    @Test func aFailedStep_throwsSQLitesError_andTheStatementServesTheNext() throws {
+        let queue = try open()
+        let sql = "SELECT id, CASE WHEN id = ? THEN json(s) ELSE '' END FROM t ORDER BY id DESC"
+        try queue.read { db in
+            var read: [Int64] = []
+            do {
+                _ = try Row.fetchAll(db, cached: sql, binding: 1) { row -> Int64 in read.append(row[0]); return row[0] }
+                Issue.record("json() of text that is not JSON did not fail")
+            } catch let error as DatabaseError {
+                #expect(error.resultCode == .SQLITE_ERROR && error.message?.contains("JSON") == true, "\(error)")
+            }
+            #expect(read == [3, 2])
+            let ok = try Row.fetchAll(db, cached: sql, binding: 0) { $0[0] as Int64 }
+            #expect(ok == [3, 2, 1])
         }
     }
 
@@ -55,6 +105,10 @@ struct RowsInPlaceTests {
             let left = try Row.fetchAll(db, cached: Self.select, arguments: [0]) { $0[0] as Int64 }
             let none = try Row.fetchOne(db, cached: Self.select, arguments: [4]) { $0[0] as Int64 }
             #expect(left == [1, 3] && none == nil)
+            // Reset after its first row: a statement left on a row would hold the table
+            // ("database table is locked"), and dropping it would fail.
+            _ = try Row.fetchOne(db, cached: Self.select, binding: 1) { $0[0] as Int64 }
+            try db.execute(sql: "DROP TABLE t")
         }
     }
 
@@ -72,5 +126,22 @@ struct RowsInPlaceTests {
             let all = try Row.fetchAll(db, cached: Self.select, arguments: [0]) { $0[0] as Int64 }
             #expect(all == [1, 2, 3])
         }
+    }
+}
+
+extension RowsInPlaceTests.Record {
+    /// From a copied row, as GRDB decodes it, every column by name.
+    init(row: Row) {
+        self.init(id: row["id"], i: row["i"], s: row["s"], d: row["d"], b: (row["b"] as Data?).map { [UInt8]($0) }, n: row["n"])
+    }
+
+    /// In place, by index and by names in another case than the statement's, as `Row` allows.
+    init(row: CurrentRow) {
+        id = row[0]
+        i = row["I"]
+        s = row[2]
+        d = row["d"]
+        b = (row["B"] as Data?).map { [UInt8]($0) }
+        n = row[5]
     }
 }

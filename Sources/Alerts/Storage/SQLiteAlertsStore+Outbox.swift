@@ -47,7 +47,7 @@ extension SQLiteAlertsStore {
 
     // MARK: Deliveries
 
-    static func delivery(_ row: Row) -> AlertsV1.Delivery {
+    static func delivery(_ row: CurrentRow) -> AlertsV1.Delivery {
         AlertsV1.Delivery(deliveryId: row[0], source: row[1], channel: AlertsV1.Channel(rawValue: row[2]), recipientUserId: row[3],
                           address: row[4], body: row[5], status: AlertsV1.DeliveryStatus(rawValue: row[6]), attempts: row[7], lastError: row[8],
                           createdAtMs: row[9], updatedAtMs: row[10], nextAttemptAtMs: row[11], provider: row[12], reference: row[13])
@@ -76,7 +76,7 @@ extension SQLiteAlertsStore {
             let rows = try Row.fetchAll(db, cached: """
                 SELECT \(RecordColumns.delivery), (SELECT platform FROM devices WHERE token = outbox.address AND outbox.channel = ?)
                 FROM outbox WHERE status = 1 AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT ?
-                """, arguments: [AlertsV1.Channel.push.rawValue, at, limit]) { row -> AlertsV1.Delivery in
+                """, binding: AlertsV1.Channel.push.rawValue, at, limit) { row -> AlertsV1.Delivery in
                 let d = Self.delivery(row)
                 if let platform = row[RecordColumns.deliveryCount] as Int32? { platforms[d.deliveryId] = AlertsV1.Platform(rawValue: platform) }
                 return d
@@ -135,7 +135,7 @@ extension SQLiteAlertsStore {
         try Row.fetchAll(db, cached: """
             SELECT attempt, started_ms, finished_ms, provider, outcome, reference, error, retry_after_ms FROM delivery_attempts
             WHERE delivery_id = ? ORDER BY attempt
-            """, arguments: [delivery]) {
+            """, binding: delivery) {
             AlertsV1.DeliveryAttempt(attempt: $0[0], startedAtMs: $0[1], finishedAtMs: $0[2], provider: $0[3],
                                      outcome: AlertsV1.AttemptOutcome(rawValue: $0[4]), reference: $0[5], error: $0[6], retryAfterMs: $0[7])
         }
@@ -205,7 +205,7 @@ extension SQLiteAlertsStore {
     func devices(of user: UInt64) async throws -> [AlertsV1.Device] {
         try await database.read { db in
             try Row.fetchAll(db, cached: "SELECT token, platform, app_version, registered_at_ms FROM devices WHERE user_id = ? ORDER BY registered_at_ms",
-                             arguments: [user]) {
+                             binding: user) {
                 AlertsV1.Device(token: $0[0], platform: AlertsV1.Platform(rawValue: $0[1]), appVersion: $0[2], registeredAtMs: $0[3])
             }
         }
@@ -217,15 +217,15 @@ extension SQLiteAlertsStore {
             rows.watches = try Row.fetchAll(db, cached: """
                 SELECT s.id, s.initiator, s.note, s.started_at_ms, s.ends_at_ms FROM watchers w JOIN watch_sessions s ON s.id = w.session_id
                 WHERE w.watcher = ? AND w.answer = 1 AND w.dismissed = 0 AND s.state = 1 AND s.ends_at_ms > ? ORDER BY s.id DESC
-                """, arguments: [user, at]) { ($0[0], $0[1], $0[2], $0[3], $0[4]) }
+                """, binding: user, at) { ($0[0], $0[1], $0[2], $0[3], $0[4]) }
             rows.alerts = try Row.fetchAll(db, cached: """
                 SELECT a.id, a.initiator, a.message, a.raised_at_ms, a.location FROM recipients r JOIN help_alerts a ON a.id = r.alert_id
                 WHERE r.user_id = ? AND r.answer = 1 AND r.dismissed = 0 AND a.state = 1 ORDER BY a.id DESC
-                """, arguments: [user]) {
+                """, binding: user) {
                 ($0[0], $0[1], $0[2], $0[3], AlertsV1.AlertLocation.stored($0[4]))
             }
             rows.dismissed = Set(try Row.fetchAll(db, cached: "SELECT owner, requested_at_ms FROM dismissed_circle_requests WHERE member = ?",
-                                                  arguments: [user]) { "\($0[0] as UInt64):\($0[1] as Int64)" })
+                                                  binding: user) { "\($0[0] as UInt64):\($0[1] as Int64)" })
             return rows
         }
     }
@@ -253,7 +253,7 @@ extension SQLiteAlertsStore {
         try await database.read { db in
             try Row.fetchAll(db, cached: """
                 SELECT campus, title, detail, phone, url FROM resources WHERE ? = '' OR campus = ? COLLATE NOCASE ORDER BY campus, position
-                """, arguments: [campus, campus]) {
+                """, binding: campus, campus) {
                 AlertsV1.Resource(campus: $0[0], title: $0[1], detail: $0[2], phone: $0[3], url: $0[4])
             }
         }
@@ -326,9 +326,9 @@ extension SQLiteAlertsStore {
             rows.watched = try Self.watches(db, "SELECT DISTINCT session_id FROM watchers WHERE watcher = ? ORDER BY session_id DESC", [user])
             rows.alerts = try Self.alerts(db, "SELECT id FROM help_alerts WHERE initiator = ? ORDER BY id DESC", [user])
             rows.alertsReceived = try Self.alerts(db, "SELECT DISTINCT alert_id FROM recipients WHERE user_id = ? ORDER BY alert_id DESC", [user])
-            rows.deliveries = try Row.fetchAll(db, sql: """
+            rows.deliveries = try Row.fetchAll(db, cached: """
                 SELECT \(RecordColumns.delivery) FROM outbox WHERE recipient_user = ?1 OR about_user = ?1 ORDER BY id DESC
-                """, arguments: [user]).map(Self.delivery)
+                """, binding: user, as: Self.delivery)
             rows.timers = try Self.timers(db, "owner = ? ORDER BY id DESC", [user])
             return rows
         }

@@ -5,7 +5,7 @@ import Storage
 import Wire
 
 extension MediaRecord {
-    init(row: Row) {
+    init(row: CurrentRow) {
         self.init(id: row[0], owner: row[1], purpose: MediaV1.Purpose(rawValue: row[2]), placeID: row[3],
                   type: MediaV1.ImageType(rawValue: row[4]), size: row[5], width: row[6], height: row[7],
                   sha256: row[8], createdMs: row[9], attached: row[10])
@@ -13,7 +13,7 @@ extension MediaRecord {
 }
 
 extension UploadRecord {
-    init(row: Row) {
+    init(row: CurrentRow) {
         self.init(id: row[0], owner: row[1], purpose: MediaV1.Purpose(rawValue: row[2]), placeID: row[3], size: row[4],
                   createdMs: row[5], expiresMs: row[6], mediaID: row[7], locationRemoved: row[8], deduplicated: row[9], replaced: row[10])
     }
@@ -91,27 +91,27 @@ final class SQLiteMediaStore: MediaStorage {
 
     func item(_ id: String) async throws -> MediaRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, cached: "SELECT \(MediaRecord.columns) FROM media WHERE id = ?", arguments: [id], as: MediaRecord.init(row:))
+            try Row.fetchOne(db, cached: "SELECT \(MediaRecord.columns) FROM media WHERE id = ?", binding: id, as: MediaRecord.init(row:))
         }
     }
 
     func upload(_ id: String) async throws -> UploadRecord? {
         try await database.read { db in
-            try Row.fetchOne(db, cached: "SELECT \(UploadRecord.columns) FROM uploads WHERE id = ?", arguments: [id], as: UploadRecord.init(row:))
+            try Row.fetchOne(db, cached: "SELECT \(UploadRecord.columns) FROM uploads WHERE id = ?", binding: id, as: UploadRecord.init(row:))
         }
     }
 
     func profilePicture(of user: UInt64) async throws -> MediaRecord? {
         try await database.read { db in
             try Row.fetchOne(db, cached: "SELECT \(MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM profile_pictures WHERE user = ?)",
-                             arguments: [user], as: MediaRecord.init(row:))
+                             binding: user, as: MediaRecord.init(row:))
         }
     }
 
     func checkInPhoto(of user: UInt64) async throws -> MediaRecord? {
         try await database.read { db in
             try Row.fetchOne(db, cached: "SELECT \(MediaRecord.columns) FROM media WHERE id = (SELECT media_id FROM check_in_photos WHERE user = ?)",
-                             arguments: [user], as: MediaRecord.init(row:))
+                             binding: user, as: MediaRecord.init(row:))
         }
     }
 
