@@ -91,3 +91,42 @@ enum CachedTransactions {
         try db.cachedStatement(sql: "RELEASE SAVEPOINT frienso_mutation").execute()
     }
 }
+
+/// The statements that open and close the read transactions of one reader connection
+/// (`InPlaceReaders`), compiled once on it and stepped by hand. Through the connection's
+/// statement cache, each was found by hashing its text (about 930 instructions a lookup), then
+/// run through GRDB's `execute`, which checks the statement against suspension, observation and
+/// aborted transactions on every run and reads the clock when a transaction begins: two
+/// statements on every read of every service, about 4,900 instructions a read together
+/// (`docs/benchmarks.md`, issue 16, item 118). Stepped as `StatementSteps` steps the in-place
+/// reads (`BoundStatements.swift` says what of GRDB's stepping that skips, and why that is safe
+/// here); GRDB's `isInsideTransaction` asks SQLite, so it stays true. Used only by whoever holds
+/// the connection, inside its `inDatabase`, and made on that connection.
+final class ReadTransactionStatements {
+    private let begin: Statement
+    private let commit: Statement
+    private let rollback: Statement
+
+    init(_ db: Database) throws {
+        begin = try db.makeStatement(sql: "BEGIN DEFERRED TRANSACTION")
+        commit = try db.makeStatement(sql: "COMMIT TRANSACTION")
+        rollback = try db.makeStatement(sql: "ROLLBACK TRANSACTION")
+    }
+
+    /// `value` in a read transaction of `db` (the connection these statements were made on,
+    /// outside any transaction): committed after it, rolled back when it throws or when the
+    /// commit fails, so the connection is never left inside a transaction.
+    func run<T>(_ db: Database, _ value: (Database) throws -> T) throws -> T {
+        try StatementSteps.run(begin)
+        let result: T
+        do {
+            result = try value(db)
+            try StatementSteps.run(commit)
+        } catch {
+            if db.isInsideTransaction { try? StatementSteps.run(rollback) }
+            throw error
+        }
+        return result
+    }
+}
+

@@ -131,6 +131,14 @@ enum StatementSteps {
         }
     }
 
+    /// Runs `statement` (no parameters, no rows: a transaction's `BEGIN`, `COMMIT`) from its
+    /// start to its end, and resets it.
+    static func run(_ statement: Statement) throws {
+        sqlite3_reset(statement.sqliteStatement)
+        while try step(statement) {}
+        sqlite3_reset(statement.sqliteStatement)
+    }
+
     /// Resets `statement` after its rows were read (all or some): the read's hold on the
     /// database ends now, not at the statement's next use, as GRDB's cursors reset on `deinit`.
     @usableFromInline

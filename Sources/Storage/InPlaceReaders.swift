@@ -17,8 +17,39 @@ import Synchronization
 /// pool, as before item 75, for A/B runs.
 final class InPlaceReaders: Sendable {
     private struct State {
-        var idle: [DatabaseQueue] = []
+        var idle: [Reader] = []
         var opened = 0
+    }
+
+    /// A connection and its read transactions' statements (made on it at its first read). Only
+    /// whoever took it from the idle list uses it, inside its `inDatabase`, so the statements,
+    /// which GRDB does not let cross threads (not `Sendable`), are never used by two at once.
+    private final class Reader: @unchecked Sendable {
+        let connection: DatabaseQueue
+        var transactions: ReadTransactionStatements?
+
+        init(_ connection: DatabaseQueue) {
+            self.connection = connection
+        }
+
+        func read<T>(_ value: (Database) throws -> T) throws -> T {
+            try connection.inDatabase { db in
+                guard CachedTransactions.enabled else { return try CachedTransactions.inReadTransaction(db, value) }
+                let transactions = try self.transactions ?? ReadTransactionStatements(db)
+                self.transactions = transactions
+                return try transactions.run(db, value)
+            }
+        }
+
+        /// Closes the connection, its statements finalized first (on its queue).
+        func close() {
+            try? connection.inDatabase { _ in self.transactions = nil }
+            try? connection.close()
+        }
+
+        deinit {
+            transactions = nil // before the connection: GRDB warns of a close with statements alive
+        }
     }
 
     private let state = Mutex(State())
@@ -43,25 +74,25 @@ final class InPlaceReaders: Sendable {
     /// `value` in a read transaction of an idle connection (opened if none is idle and fewer than
     /// `limit` are open). - Returns: nil when every allowed connection is busy (nothing ran).
     func read<T>(_ value: (Database) throws -> T) throws -> T? {
-        guard let connection = try take() else { return nil }
-        defer { state.withLock { $0.idle.append(connection) } }
-        return try connection.inDatabase { db in try CachedTransactions.inReadTransaction(db, value) }
+        guard let reader = try take() else { return nil }
+        defer { state.withLock { $0.idle.append(reader) } }
+        return try reader.read(value)
     }
 
-    private func take() throws -> DatabaseQueue? {
-        enum Next { case idle(DatabaseQueue), open, none }
+    private func take() throws -> Reader? {
+        enum Next { case idle(Reader), open, none }
         let next = state.withLock { s -> Next in
-            if let connection = s.idle.popLast() { return .idle(connection) }
+            if let reader = s.idle.popLast() { return .idle(reader) }
             guard s.opened < limit else { return .none }
             s.opened += 1
             return .open
         }
         switch next {
-        case .idle(let connection): return connection
+        case .idle(let reader): return reader
         case .none: return nil
         case .open:
             do {
-                return try DatabaseQueue(path: path, configuration: configuration)
+                return Reader(try DatabaseQueue(path: path, configuration: configuration))
             } catch {
                 state.withLock { $0.opened -= 1 }
                 throw error
@@ -72,10 +103,10 @@ final class InPlaceReaders: Sendable {
     /// Closes the idle connections (before the pool's writer closes: GRDB closes its readers
     /// first too).
     func close() {
-        let idle = state.withLock { s -> [DatabaseQueue] in
+        let idle = state.withLock { s -> [Reader] in
             defer { s.opened -= s.idle.count; s.idle.removeAll() }
             return s.idle
         }
-        for connection in idle { try? connection.close() }
+        for reader in idle { reader.close() }
     }
 }

@@ -62,6 +62,26 @@ struct InPlaceReadersTests {
         #expect(database.readers?.opened == 1)
     }
 
+    /// A read is one transaction (its `BEGIN` and `COMMIT` kept on the connection and stepped by
+    /// hand: item 118): a commit made between two of its statements is not seen by the second,
+    /// and the next read sees it. Without the transaction each statement would see the latest.
+    @Test func aRead_isOneSnapshot_whileAWriteCommitsInTheMiddle() async throws {
+        let dir = try TemporaryDirectory("readers")
+        defer { dir.remove() }
+        let database = try open(dir)
+        try await database.write { db in try db.execute(sql: "INSERT INTO t (id, v) VALUES (1, 1)") }
+        for round in 2...4 {
+            let (before, after) = try await database.read { db -> (Int?, Int?) in
+                let before = try Int.fetchOne(db, sql: "SELECT count(*) FROM t")
+                try database.write { db in try db.execute(sql: "INSERT INTO t (id, v) VALUES (?, 1)", arguments: [round]) }
+                return (before, try Int.fetchOne(db, sql: "SELECT count(*) FROM t"))
+            }
+            #expect(before == round - 1 && after == round - 1, "round \(round): \(String(describing: before)), \(String(describing: after))")
+        }
+        #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM t") } == 4)
+        #expect(database.readers?.opened == 1)
+    }
+
     /// A read's result comes back whole whatever its type (item 115: made in a slot of
     /// `readHere`'s own, moved out): an object, released exactly once when the caller drops it; an
     /// optional that is nil; a value larger than a few words; by the synchronous read too.
