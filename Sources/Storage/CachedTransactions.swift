@@ -97,7 +97,7 @@ enum CachedTransactions {
 /// statement cache, each was found by hashing its text (about 930 instructions a lookup), then
 /// run through GRDB's `execute`, which checks the statement against suspension, observation and
 /// aborted transactions on every run and reads the clock when a transaction begins: two
-/// statements on every read of every service, about 4,900 instructions a read together
+/// statements on every read of every service, about 4,100 instructions a read together
 /// (`docs/benchmarks.md`, issue 16, item 118). Stepped as `StatementSteps` steps the in-place
 /// reads (`BoundStatements.swift` says what of GRDB's stepping that skips, and why that is safe
 /// here); GRDB's `isInsideTransaction` asks SQLite, so it stays true. Used only by whoever holds
