@@ -49,9 +49,6 @@ public struct CurrentRow {
         return value
     }
 
-    /// The number of columns.
-    public var count: Int { Int(sqlite3_column_count(handle)) }
-
     /// The index of the column named `name`, compared as `Row` compares (ASCII letters in any
     /// case); the leftmost when several have it.
     @usableFromInline
