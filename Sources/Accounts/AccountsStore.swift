@@ -35,16 +35,16 @@ struct UserRecord: Sendable {
         self.createdAtMs = createdAtMs
     }
 
-    init(row: CurrentRow) {
-        id = row[0]
-        username = row[1]
-        email = row[2]
-        phone = row[3]
-        passwordHash = row[4]
-        firstName = row[5]
-        lastName = row[6]
-        profilePictureMediaID = row[7]
-        createdAtMs = row[8]
+    init(row: CurrentRow) throws {
+        id = try row[0]
+        username = try row[1]
+        email = try row[2]
+        phone = try row[3]
+        passwordHash = try row[4]
+        firstName = try row[5]
+        lastName = try row[6]
+        profilePictureMediaID = try row[7]
+        createdAtMs = try row[8]
     }
 
     var profile: AccountsV1.Profile {
@@ -183,7 +183,7 @@ final class SQLiteAccountsStore: AccountsStorage {
         try database.write { db in
             try db.run(sql: "DELETE FROM login_events WHERE at < ?", arguments: [since])
             return try Row.fetchAll(db, cached: "SELECT failed, account, client, at FROM login_events ORDER BY id") { row in
-                row["failed"] as Bool
+                try row["failed"] as Bool
                     ? .failure(account: row["account"], client: row["client"], at: row["at"])
                     : .success(account: row["account"], at: row["at"])
             }
@@ -306,8 +306,8 @@ final class SQLiteAccountsStore: AccountsStorage {
 
     /// A session from `id, user_id, expires_at_ms, revoked_at_ms`, by position (a name is looked
     /// up among the statement's columns on every read: item 117).
-    private static func session(_ row: CurrentRow) -> SessionRecord {
-        SessionRecord(id: row[0], userID: row[1], expiresAtMs: row[2], revoked: (row[3] as Int64?) != nil)
+    private static func session(_ row: CurrentRow) throws -> SessionRecord {
+        try SessionRecord(id: row[0], userID: row[1], expiresAtMs: row[2], revoked: (row[3] as Int64?) != nil)
     }
 
     func revokeSession(id: UInt64, userID: UInt64, now: Int64, committed: (@Sendable () -> Void)?) async throws {

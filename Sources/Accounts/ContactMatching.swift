@@ -46,7 +46,7 @@ extension SQLiteAccountsStore {
                 let part = hashes[chunk..<min(chunk + 400, hashes.count)].map { Data($0) }
                 let marks = Array(repeating: "?", count: part.count).joined(separator: ",")
                 let rows = try Row.fetchAll(db, sql: "SELECT \(UserRecord.columns), phone_sha256, email_sha256 FROM users WHERE phone_sha256 IN (\(marks)) OR email_sha256 IN (\(marks))",
-                                            arguments: StatementArguments(part + part)) { row in (UserRecord(row: row), row[9] as Data?, row[10] as Data?) }
+                                            arguments: StatementArguments(part + part)) { row in try (UserRecord(row: row), row[9] as Data?, row[10] as Data?) }
                 for (user, phoneHash, emailHash) in rows { found.add(user, phoneHash: phoneHash, emailHash: emailHash) }
             }
             for link in externalIDs {
@@ -90,7 +90,7 @@ extension SQLiteAccountsStore {
 
     private static func links(_ db: Database, userID: UInt64) throws -> [ExternalID] {
         try Row.fetchAll(db, cached: "SELECT provider, external_id FROM external_ids WHERE user_id = ? ORDER BY provider, external_id",
-                         binding: userID) { ExternalID(provider: $0["provider"], id: $0["external_id"]) }
+                         binding: userID) { try ExternalID(provider: $0["provider"], id: $0["external_id"]) }
     }
 
     /// - Throws: ALREADY_EXISTS naming the field that is taken.

@@ -207,7 +207,7 @@ extension SQLiteGeoStore {
             try Row.fetchAll(db, cached: """
                 SELECT id, viewer, subject, alert_id, label, arrived, at_ms FROM place_events WHERE id > ? ORDER BY id LIMIT ?
                 """, binding: id, limit) { row in
-                PlaceEventRecord(id: row[0], viewer: row[1], subject: row[2], alert: row[3], label: row[4], arrived: row[5], atMs: row[6])
+                try PlaceEventRecord(id: row[0], viewer: row[1], subject: row[2], alert: row[3], label: row[4], arrived: row[5], atMs: row[6])
             }
         }
     }

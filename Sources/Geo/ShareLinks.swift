@@ -87,8 +87,8 @@ extension SQLiteGeoStore {
 
 
     static let linkColumns = "id, label, created_ms, expires_ms, revoked_ms, views"
-    static func link(_ row: CurrentRow) -> GeoV1.ShareLink {
-        GeoV1.ShareLink(linkId: row[0], label: row[1], createdAtMs: row[2], expiresAtMs: row[3], revokedAtMs: row[4], views: UInt32(clamping: row[5] as Int64))
+    static func link(_ row: CurrentRow) throws -> GeoV1.ShareLink {
+        try GeoV1.ShareLink(linkId: row[0], label: row[1], createdAtMs: row[2], expiresAtMs: row[3], revokedAtMs: row[4], views: UInt32(clamping: row[5] as Int64))
     }
 
     func createShareLink(owner: UInt64, tokenHash: [UInt8], label: String, now: Int64, expires: Int64) async throws -> GeoV1.ShareLink {

@@ -124,12 +124,12 @@ struct CircleRecord: Sendable {
         self.addedAtMs = addedAtMs
     }
 
-    init(row: CurrentRow) {
-        owner = row["owner"]
-        member = row["member"]
-        phone = row["phone"]
-        state = SocialV1.CircleState(rawValue: row["state"])
-        addedAtMs = row["added_at_ms"]
+    init(row: CurrentRow) throws {
+        owner = try row["owner"]
+        member = try row["member"]
+        phone = try row["phone"]
+        state = try SocialV1.CircleState(rawValue: row["state"])
+        addedAtMs = try row["added_at_ms"]
     }
 }
 

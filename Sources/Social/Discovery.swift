@@ -165,14 +165,14 @@ struct ExchangeRecord: Sendable {
         self.placeLabel = placeLabel
     }
 
-    init(row: CurrentRow) {
-        id = row["id"]
-        userA = row["user_a"]
-        userB = row["user_b"]
-        exchangedAtMs = row["exchanged_at_ms"]
-        let lat: Double? = row["latitude"], lon: Double? = row["longitude"]
+    init(row: CurrentRow) throws {
+        id = try row["id"]
+        userA = try row["user_a"]
+        userB = try row["user_b"]
+        exchangedAtMs = try row["exchanged_at_ms"]
+        let lat: Double? = try row["latitude"], lon: Double? = try row["longitude"]
         location = lat.flatMap { lat in lon.map { ExchangeLocation(latitude: lat, longitude: $0) } }
-        placeLabel = row["place_label"]
+        placeLabel = try row["place_label"]
     }
 
     func other(than user: UInt64) -> UInt64 { user == userA ? userB : userA }

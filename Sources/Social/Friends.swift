@@ -202,14 +202,14 @@ struct RequestRecord: Sendable {
         self.updatedAtMs = updatedAtMs
     }
 
-    init(row: CurrentRow) {
-        id = row["id"]
-        from = row["from_user"]
-        to = row["to_user"]
-        state = SocialV1.RequestState(rawValue: row["state"])
-        dismissed = row["dismissed"]
-        createdAtMs = row["created_at_ms"]
-        updatedAtMs = row["updated_at_ms"]
+    init(row: CurrentRow) throws {
+        id = try row["id"]
+        from = try row["from_user"]
+        to = try row["to_user"]
+        state = try SocialV1.RequestState(rawValue: row["state"])
+        dismissed = try row["dismissed"]
+        createdAtMs = try row["created_at_ms"]
+        updatedAtMs = try row["updated_at_ms"]
     }
 }
 
@@ -327,7 +327,7 @@ extension SQLiteSocialStore {
             try Row.fetchAll(db, cached: """
                 SELECT user_b AS other, since_ms FROM friendships WHERE user_a = ?
                 UNION ALL SELECT user_a AS other, since_ms FROM friendships WHERE user_b = ?
-                """, binding: user, user) { (id: $0["other"], since: $0["since_ms"]) }
+                """, binding: user, user) { try (id: $0["other"], since: $0["since_ms"]) }
         }
     }
 

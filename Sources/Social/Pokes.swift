@@ -99,7 +99,7 @@ extension SQLiteSocialStore {
         try await database.read { db in
             try Row.fetchAll(db, cached: "SELECT id, kind, from_user, to_user, to_phone, created_at_ms FROM notices WHERE id > ? ORDER BY id LIMIT ?",
                              binding: id, limit) { row in
-                SocialV1.Notice(noticeId: row[0], kind: SocialV1.NoticeKind(rawValue: row[1]),
+                try SocialV1.Notice(noticeId: row[0], kind: SocialV1.NoticeKind(rawValue: row[1]),
                                 from: SocialV1.UserRef(userId: row[2]), toUserId: row[3], toPhone: row[4], createdAtMs: row[5])
             }
         }

@@ -3,9 +3,13 @@ import GRDBSQLite
 
 /// The row a statement is on, read where SQLite holds it: what a decoder passed to
 /// `Row.fetchOne(_:cached:arguments:as:)` or `Row.fetchAll(…as:)` gets. Subscripts by column
-/// index or name, as on GRDB's `Row`: a non-optional type from a NULL column, or from a column
-/// that is missing, stops the process as `Row` does (the schemas make such columns NOT NULL);
-/// an optional type gives nil for either.
+/// index or name, as on GRDB's `Row`; an optional type gives nil for a NULL column or a missing
+/// one. Where GRDB's `Row` stops the process (a NULL read as a non-optional type, a column
+/// that is missing, an index out of range), a subscript here throws `StoreInvariant`: the
+/// schemas make such columns NOT NULL and the decoders name columns the statements select, so
+/// it is a bug or a damaged database, and the request that met it is answered INTERNAL (the
+/// read's transaction rolled back, the statement reset) while the service goes on serving the
+/// others.
 ///
 /// Why not GRDB's `Row`: a `Row` over a statement (GRDB's `RowCursor`, which its `fetchOne` and
 /// `fetchAll` step through too) builds a dictionary of the statement's column names, each read
@@ -25,29 +29,40 @@ public struct CurrentRow {
     }
 
     /// The value of the column at `index` (0-based). For an optional type, nil when the column
-    /// is NULL; for another type a NULL stops the process, as on `Row`.
+    /// is NULL.
+    /// - Throws: `StoreInvariant` when there is no such column, or when the value cannot be
+    ///   `Value` (a NULL for a non-optional type).
     @inlinable
     public subscript<Value: DatabaseValueConvertible & StatementColumnConvertible>(_ index: Int) -> Value {
-        guard let value = Value.fromStatement(handle, atUncheckedIndex: CInt(checked(index))) else {
-            undecodable(Value.self, at: index)
+        get throws {
+            guard index >= 0, index < columnCount else { throw outOfRange(index) }
+            guard let value = Value.fromStatement(handle, atUncheckedIndex: CInt(index)) else {
+                throw undecodable(Value.self, at: index)
+            }
+            return value
         }
-        return value
     }
 
     /// The value of the column named `name` (any case). For an optional type, nil when the
-    /// column is NULL or there is no such column; for another type either stops the process, as
-    /// on `Row`.
+    /// column is NULL or there is no such column.
+    /// - Throws: `StoreInvariant` for a non-optional type when there is no such column or its
+    ///   value cannot be `Value` (a NULL).
     @inlinable
     public subscript<Value: DatabaseValueConvertible & StatementColumnConvertible>(_ name: String) -> Value {
-        guard let index = index(of: name) else {
-            guard let absent = Value.fromMissingColumn() else { missing(name) }
-            return absent
+        get throws {
+            guard let index = index(of: name) else {
+                guard let absent = Value.fromMissingColumn() else { throw missing(name) }
+                return absent
+            }
+            guard let value = Value.fromStatement(handle, atUncheckedIndex: CInt(index)) else {
+                throw undecodable(Value.self, at: index)
+            }
+            return value
         }
-        guard let value = Value.fromStatement(handle, atUncheckedIndex: CInt(index)) else {
-            undecodable(Value.self, at: index)
-        }
-        return value
     }
+
+    @usableFromInline
+    var columnCount: Int { Int(sqlite3_column_count(handle)) }
 
     /// The index of the column named `name`, compared as `Row` compares (ASCII letters in any
     /// case); the leftmost when several have it.
@@ -76,26 +91,30 @@ public struct CurrentRow {
         byte >= 65 && byte <= 90 ? byte | 0x20 : byte
     }
 
-    /// `index` when the statement has such a column; stops the process otherwise (a decoder's
-    /// mistake, as on `Row`).
+    // The errors name the statement, the column and the stored value's SQLite type, never the
+    // value: the log that gets them must not get a row's contents (a token's hash, a place).
+
     @usableFromInline
-    func checked(_ index: Int) -> Int {
-        guard index >= 0, index < Int(sqlite3_column_count(handle)) else {
-            fatalError("row index \(index) out of range for \(sql)")
-        }
-        return index
+    func outOfRange(_ index: Int) -> StoreInvariant {
+        StoreInvariant("row index \(index) out of range (\(columnCount) columns) in \(sql)")
     }
 
     @usableFromInline
-    func undecodable(_ type: Any.Type, at index: Int) -> Never {
+    func undecodable(_ type: Any.Type, at index: Int) -> StoreInvariant {
         let name = sqlite3_column_name(handle, CInt(index)).map { String(cString: $0) } ?? "\(index)"
-        let value = DatabaseValue(sqliteStatement: handle, index: CInt(index))
-        fatalError("could not decode \(type) from \(value) in column \(name) of \(sql)")
+        let stored = switch sqlite3_column_type(handle, CInt(index)) {
+        case SQLITE_NULL: "NULL"
+        case SQLITE_INTEGER: "an INTEGER"
+        case SQLITE_FLOAT: "a REAL"
+        case SQLITE_TEXT: "a TEXT"
+        default: "a BLOB"
+        }
+        return StoreInvariant("could not decode \(type) from \(stored) in column \(name) of \(sql)")
     }
 
     @usableFromInline
-    func missing(_ name: String) -> Never {
-        fatalError("no column \(name) in \(sql)")
+    func missing(_ name: String) -> StoreInvariant {
+        StoreInvariant("no column \(name) in \(sql)")
     }
 
     private var sql: String {

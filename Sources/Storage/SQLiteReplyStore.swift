@@ -110,7 +110,7 @@ public final class SQLiteReplyStore: ReplyStore {
     public func load(_ key: String) async -> StoredReply? {
         let found = try? await database.read { db -> (Data, Int64)? in
             try Row.fetchOne(db, cached: "SELECT reply, digest FROM idempotent_replies WHERE key = ?", binding: key) {
-                ($0["reply"] as Data, $0["digest"] as Int64)
+                try ($0["reply"] as Data, $0["digest"] as Int64)
             }
         }
         guard let (bytes, stored) = found ?? nil else { return nil }

@@ -10,11 +10,11 @@ extension SQLiteAlertsStore {
 
     static func watch(_ db: Database, id: UInt64) throws -> WatchRecord? {
         guard var watch = try Row.fetchOne(db, cached: "SELECT \(RecordColumns.watch) FROM watch_sessions WHERE id = ?", binding: id, as: { row in
-            WatchRecord(id: row[0], initiator: row[1], note: row[2], state: AlertsV1.WatchState(rawValue: row[3]), startedAtMs: row[4],
+            try WatchRecord(id: row[0], initiator: row[1], note: row[2], state: AlertsV1.WatchState(rawValue: row[3]), startedAtMs: row[4],
                         endsAtMs: row[5], endedAtMs: row[6], watchers: [])
         }) else { return nil }
         watch.watchers = try Row.fetchAll(db, cached: "SELECT watcher, answer, answered_at_ms FROM watchers WHERE session_id = ? ORDER BY position",
-                                          binding: id) { WatcherRecord(user: $0[0], answer: AlertsV1.Answer(rawValue: $0[1]), answeredAtMs: $0[2]) }
+                                          binding: id) { try WatcherRecord(user: $0[0], answer: AlertsV1.Answer(rawValue: $0[1]), answeredAtMs: $0[2]) }
         return watch
     }
 
@@ -110,26 +110,26 @@ extension SQLiteAlertsStore {
         guard var alert = try Row.fetchOne(db, cached: """
             SELECT id, initiator, message, location, state, raised_at_ms, resolved_at_ms, resolved_by FROM help_alerts WHERE id = ?
             """, binding: id, as: { row in
-                AlertRecord(id: row[0], initiator: row[1], message: row[2], location: AlertsV1.AlertLocation.stored(row[3]),
+                try AlertRecord(id: row[0], initiator: row[1], message: row[2], location: AlertsV1.AlertLocation.stored(row[3]),
                             state: AlertsV1.AlertState(rawValue: row[4]), raisedAtMs: row[5], resolvedAtMs: row[6], resolvedBy: row[7],
                             recipients: [], prompt: AlertsV1.EmergencyPrompt(), escalation: nil)
             }) else { return nil }
         alert.recipients = try Row.fetchAll(db, cached: "SELECT user_id, phone, answer, answered_at_ms FROM recipients WHERE alert_id = ? ORDER BY position",
                                             binding: id) {
-            RecipientRecord(user: $0[0], phone: $0[1], answer: AlertsV1.Answer(rawValue: $0[2]), answeredAtMs: $0[3])
+            try RecipientRecord(user: $0[0], phone: $0[1], answer: AlertsV1.Answer(rawValue: $0[2]), answeredAtMs: $0[3])
         }
         let location = alert.location
         if let prompt = try Row.fetchOne(db, cached: """
             SELECT id, number, label, created_at_ms, reported, dialed, reported_at_ms FROM emergency_prompts WHERE alert_id = ?
             """, binding: id, as: { p in
-                AlertsV1.EmergencyPrompt(promptId: p[0], number: p[1], label: p[2], location: location, createdAtMs: p[3],
+                try AlertsV1.EmergencyPrompt(promptId: p[0], number: p[1], label: p[2], location: location, createdAtMs: p[3],
                                          reported: p[4], dialed: p[5], reportedAtMs: p[6])
             }) {
             alert.prompt = prompt
         }
         alert.escalation = try Row.fetchOne(db, cached: "SELECT number, label, location, created_at_ms, resent_to FROM escalations WHERE alert_id = ?",
                                             binding: id) {
-            AlertsV1.Escalation(escalatedAtMs: $0[3], number: $0[0], label: $0[1],
+            try AlertsV1.Escalation(escalatedAtMs: $0[3], number: $0[0], label: $0[1],
                                 location: AlertsV1.AlertLocation.stored($0[2]),
                                 resentTo: $0[4])
         }
@@ -154,7 +154,7 @@ extension SQLiteAlertsStore {
     /// which walked them all (A/B runs only).
     static func meetingRaise(_ db: Database, by user: UInt64, key: String) throws -> (id: UInt64, retry: Bool)? {
         if scansForRaise {
-            return try Row.fetchOne(db, cached: meetingRaiseByScan, binding: user, key) { ($0[0], $0[1]) }
+            return try Row.fetchOne(db, cached: meetingRaiseByScan, binding: user, key) { try ($0[0], $0[1]) }
         }
         if !key.isEmpty, let id = try UInt64.fetchOne(db, cached: raisedWithKey, arguments: [user, key]) { return (id, true) }
         return try UInt64.fetchOne(db, cached: activeOf, arguments: [user]).map { ($0, false) }
@@ -285,7 +285,7 @@ extension SQLiteAlertsStore {
     static func summaries(_ db: Database, source: String) throws -> [String: [AlertsV1.DeliverySummary]] {
         let (lower, upper) = OutboxRows.keyRange(of: source)
         return OutboxRows.summaries(try Row.fetchAll(db, cached: summariesSQL, binding: lower, upper, source) { row -> OutboxRows.Summarised in
-            (user: row[0], address: row[1], channel: AlertsV1.Channel(rawValue: row[2]), status: AlertsV1.DeliveryStatus(rawValue: row[3]),
+            try (user: row[0], address: row[1], channel: AlertsV1.Channel(rawValue: row[2]), status: AlertsV1.DeliveryStatus(rawValue: row[3]),
              attempts: row[4])
         })
     }
@@ -298,8 +298,8 @@ extension SQLiteAlertsStore {
 
     // MARK: Check-in timers
 
-    static func timer(_ row: CurrentRow) -> TimerRecord {
-        TimerRecord(id: row[0], owner: row[1], note: row[2], state: AlertsV1.TimerState(rawValue: row[3]), startedMs: row[4], dueMs: row[5],
+    static func timer(_ row: CurrentRow) throws -> TimerRecord {
+        try TimerRecord(id: row[0], owner: row[1], note: row[2], state: AlertsV1.TimerState(rawValue: row[3]), startedMs: row[4], dueMs: row[5],
                     warnMs: row[6], warnedMs: row[7], endedMs: row[8], alertID: row[9], pinHash: row[10], failures: row[11])
     }
 
@@ -391,7 +391,7 @@ extension SQLiteAlertsStore {
         try await database.write { db in
             try db.run(sql: "DELETE FROM grants WHERE expires_ms < ?", arguments: [now - keepRevoked])
             return try Row.fetchAll(db, cached: "SELECT subject, viewer, reason, expires_ms, version FROM grants") {
-                GrantRecord(subject: $0[0], viewer: $0[1], reason: $0[2], expiresMs: $0[3], version: $0[4])
+                try GrantRecord(subject: $0[0], viewer: $0[1], reason: $0[2], expiresMs: $0[3], version: $0[4])
             }
         }
     }

@@ -47,8 +47,8 @@ extension SQLiteAlertsStore {
 
     // MARK: Deliveries
 
-    static func delivery(_ row: CurrentRow) -> AlertsV1.Delivery {
-        AlertsV1.Delivery(deliveryId: row[0], source: row[1], channel: AlertsV1.Channel(rawValue: row[2]), recipientUserId: row[3],
+    static func delivery(_ row: CurrentRow) throws -> AlertsV1.Delivery {
+        try AlertsV1.Delivery(deliveryId: row[0], source: row[1], channel: AlertsV1.Channel(rawValue: row[2]), recipientUserId: row[3],
                           address: row[4], body: row[5], status: AlertsV1.DeliveryStatus(rawValue: row[6]), attempts: row[7], lastError: row[8],
                           createdAtMs: row[9], updatedAtMs: row[10], nextAttemptAtMs: row[11], provider: row[12], reference: row[13])
     }
@@ -62,7 +62,7 @@ extension SQLiteAlertsStore {
             sql += " ORDER BY id DESC LIMIT ?"
             _ = arguments.append(contentsOf: [limit])
             return try Row.fetchAll(db, cached: sql, arguments: arguments) { row in
-                var d = Self.delivery(row)
+                var d = try Self.delivery(row)
                 d.attemptLog = try Self.attempts(db, of: d.deliveryId)
                 return d
             }
@@ -77,8 +77,8 @@ extension SQLiteAlertsStore {
                 SELECT \(RecordColumns.delivery), (SELECT platform FROM devices WHERE token = outbox.address AND outbox.channel = ?)
                 FROM outbox WHERE status = 1 AND next_attempt_ms <= ? ORDER BY next_attempt_ms, id LIMIT ?
                 """, binding: AlertsV1.Channel.push.rawValue, at, limit) { row -> AlertsV1.Delivery in
-                let d = Self.delivery(row)
-                if let platform = row[RecordColumns.deliveryCount] as Int32? { platforms[d.deliveryId] = AlertsV1.Platform(rawValue: platform) }
+                let d = try Self.delivery(row)
+                if let platform = try row[RecordColumns.deliveryCount] as Int32? { platforms[d.deliveryId] = AlertsV1.Platform(rawValue: platform) }
                 return d
             }
             return (rows, platforms)
@@ -136,7 +136,7 @@ extension SQLiteAlertsStore {
             SELECT attempt, started_ms, finished_ms, provider, outcome, reference, error, retry_after_ms FROM delivery_attempts
             WHERE delivery_id = ? ORDER BY attempt
             """, binding: delivery) {
-            AlertsV1.DeliveryAttempt(attempt: $0[0], startedAtMs: $0[1], finishedAtMs: $0[2], provider: $0[3],
+            try AlertsV1.DeliveryAttempt(attempt: $0[0], startedAtMs: $0[1], finishedAtMs: $0[2], provider: $0[3],
                                      outcome: AlertsV1.AttemptOutcome(rawValue: $0[4]), reference: $0[5], error: $0[6], retryAfterMs: $0[7])
         }
     }
@@ -152,7 +152,7 @@ extension SQLiteAlertsStore {
     func pendingByChannel() async throws -> [(channel: AlertsV1.Channel, count: Int, oldestMs: Int64)] {
         try await database.read { db in
             try Row.fetchAll(db, cached: "SELECT channel, COUNT(*), MIN(created_at_ms) FROM outbox WHERE status = 1 GROUP BY channel") {
-                (AlertsV1.Channel(rawValue: $0[0]), $0[1], $0[2])
+                try (AlertsV1.Channel(rawValue: $0[0]), $0[1], $0[2])
             }
         }
     }
@@ -206,7 +206,7 @@ extension SQLiteAlertsStore {
         try await database.read { db in
             try Row.fetchAll(db, cached: "SELECT token, platform, app_version, registered_at_ms FROM devices WHERE user_id = ? ORDER BY registered_at_ms",
                              binding: user) {
-                AlertsV1.Device(token: $0[0], platform: AlertsV1.Platform(rawValue: $0[1]), appVersion: $0[2], registeredAtMs: $0[3])
+                try AlertsV1.Device(token: $0[0], platform: AlertsV1.Platform(rawValue: $0[1]), appVersion: $0[2], registeredAtMs: $0[3])
             }
         }
     }
@@ -217,15 +217,15 @@ extension SQLiteAlertsStore {
             rows.watches = try Row.fetchAll(db, cached: """
                 SELECT s.id, s.initiator, s.note, s.started_at_ms, s.ends_at_ms FROM watchers w JOIN watch_sessions s ON s.id = w.session_id
                 WHERE w.watcher = ? AND w.answer = 1 AND w.dismissed = 0 AND s.state = 1 AND s.ends_at_ms > ? ORDER BY s.id DESC
-                """, binding: user, at) { ($0[0], $0[1], $0[2], $0[3], $0[4]) }
+                """, binding: user, at) { try ($0[0], $0[1], $0[2], $0[3], $0[4]) }
             rows.alerts = try Row.fetchAll(db, cached: """
                 SELECT a.id, a.initiator, a.message, a.raised_at_ms, a.location FROM recipients r JOIN help_alerts a ON a.id = r.alert_id
                 WHERE r.user_id = ? AND r.answer = 1 AND r.dismissed = 0 AND a.state = 1 ORDER BY a.id DESC
                 """, binding: user) {
-                ($0[0], $0[1], $0[2], $0[3], AlertsV1.AlertLocation.stored($0[4]))
+                try ($0[0], $0[1], $0[2], $0[3], AlertsV1.AlertLocation.stored($0[4]))
             }
             rows.dismissed = Set(try Row.fetchAll(db, cached: "SELECT owner, requested_at_ms FROM dismissed_circle_requests WHERE member = ?",
-                                                  binding: user) { "\($0[0] as UInt64):\($0[1] as Int64)" })
+                                                  binding: user) { try "\($0[0] as UInt64):\($0[1] as Int64)" })
             return rows
         }
     }
@@ -254,7 +254,7 @@ extension SQLiteAlertsStore {
             try Row.fetchAll(db, cached: """
                 SELECT campus, title, detail, phone, url FROM resources WHERE ? = '' OR campus = ? COLLATE NOCASE ORDER BY campus, position
                 """, binding: campus, campus) {
-                AlertsV1.Resource(campus: $0[0], title: $0[1], detail: $0[2], phone: $0[3], url: $0[4])
+                try AlertsV1.Resource(campus: $0[0], title: $0[1], detail: $0[2], phone: $0[3], url: $0[4])
             }
         }
     }

@@ -163,7 +163,7 @@ final class SQLiteGeoStore: GeoStorage {
     func loadPlaces() throws -> [PlaceRecord] {
         try database.read { db in
             try Row.fetchAll(db, cached: "SELECT id, name, kind, lat, lon, radius_m, ring FROM places ORDER BY id") { row in
-                PlaceRecord(id: row[0], name: row[1], kind: GeoV1.PlaceKind(rawValue: row[2]), lat: row[3], lon: row[4],
+                try PlaceRecord(id: row[0], name: row[1], kind: GeoV1.PlaceKind(rawValue: row[2]), lat: row[3], lon: row[4],
                             radius: row[5], ring: PlaceRecord.ring(json: row[6]))
             }
         }

@@ -5,16 +5,16 @@ import Storage
 import Wire
 
 extension MediaRecord {
-    init(row: CurrentRow) {
-        self.init(id: row[0], owner: row[1], purpose: MediaV1.Purpose(rawValue: row[2]), placeID: row[3],
+    init(row: CurrentRow) throws {
+        try self.init(id: row[0], owner: row[1], purpose: MediaV1.Purpose(rawValue: row[2]), placeID: row[3],
                   type: MediaV1.ImageType(rawValue: row[4]), size: row[5], width: row[6], height: row[7],
                   sha256: row[8], createdMs: row[9], attached: row[10])
     }
 }
 
 extension UploadRecord {
-    init(row: CurrentRow) {
-        self.init(id: row[0], owner: row[1], purpose: MediaV1.Purpose(rawValue: row[2]), placeID: row[3], size: row[4],
+    init(row: CurrentRow) throws {
+        try self.init(id: row[0], owner: row[1], purpose: MediaV1.Purpose(rawValue: row[2]), placeID: row[3], size: row[4],
                   createdMs: row[5], expiresMs: row[6], mediaID: row[7], locationRemoved: row[8], deduplicated: row[9], replaced: row[10])
     }
 }
