@@ -121,9 +121,10 @@ final class SQLiteAccountsStore: AccountsStorage {
                 t.add(column: "phone_sha256", .blob)
                 t.add(column: "email_sha256", .blob)
             }
-            for row in try Row.fetchAll(db, cached: "SELECT id, phone, email FROM users") {
+            let users = try Row.fetchAll(db, sql: "SELECT id, phone, email FROM users") { try ($0["id"] as Int64, $0["phone"] as String, $0["email"] as String) }
+            for (id, phone, email) in users {
                 try db.execute(sql: "UPDATE users SET phone_sha256 = ?, email_sha256 = ? WHERE id = ?", arguments: [
-                    Data(ContactIdentifier.hash(row["phone"])), Data(ContactIdentifier.hash(row["email"])), row["id"] as Int64])
+                    Data(ContactIdentifier.hash(phone)), Data(ContactIdentifier.hash(email)), id])
             }
             try db.execute(sql: "CREATE INDEX users_phone_sha256 ON users(phone_sha256)")
             try db.execute(sql: "CREATE INDEX users_email_sha256 ON users(email_sha256)")
@@ -196,8 +197,8 @@ final class SQLiteAccountsStore: AccountsStorage {
                 SELECT failed, account, client, at FROM login_events
                 WHERE at >= ? AND (account = ? OR (failed AND client = ? AND client != ''))
                 ORDER BY id
-                """, arguments: [since, account, client]).map { row in
-                row["failed"] as Bool
+                """, arguments: [since, account, client]) { row in
+                try row["failed"] as Bool
                     ? .failure(account: row["account"], client: row["client"], at: row["at"])
                     : .success(account: row["account"], at: row["at"])
             }

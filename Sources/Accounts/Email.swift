@@ -133,9 +133,9 @@ extension SQLiteAccountsStore {
             try db.run(sql: "UPDATE email_outbox SET status = ?, body = '', last_error = 'expired before it could be sent', done_ms = ? WHERE status = ? AND expires_ms <= ?",
                        arguments: [EmailStatus.failed, now, EmailStatus.pending, now])
             return try Row.fetchAll(db, sql: "SELECT id, address, subject, body FROM email_outbox WHERE status = ? AND next_attempt_ms <= ? ORDER BY id LIMIT 50",
-                                    arguments: [EmailStatus.pending, now]).map { row in
-                let id: UInt64 = row[0]
-                return EmailMessage(deliveryID: id, idempotencyKey: "frienso-email-\(id)", to: row[1], subject: row[2], body: row[3])
+                                    arguments: [EmailStatus.pending, now]) { row in
+                let id: UInt64 = try row[0]
+                return try EmailMessage(deliveryID: id, idempotencyKey: "frienso-email-\(id)", to: row[1], subject: row[2], body: row[3])
             }
         }
     }

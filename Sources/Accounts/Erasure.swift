@@ -206,8 +206,8 @@ extension SQLiteAccountsStore {
     func dueErasures(now: Int64) async throws -> [ErasureStep] {
         try await database.read { db in
             try Row.fetchAll(db, sql: "SELECT user_id, target, pass, attempts, traces FROM erasures WHERE due_ms <= ? ORDER BY due_ms LIMIT 100",
-                             arguments: [now]).map { row in
-                ErasureStep(user: row[0], target: row[1], pass: row[2], attempts: row[3],
+                             arguments: [now]) { row in
+                try ErasureStep(user: row[0], target: row[1], pass: row[2], attempts: row[3],
                             traces: try JSONDecoder().decode(ErasureTraces.self, from: Data((row[4] as String).utf8)))
             }
         }

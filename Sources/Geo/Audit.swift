@@ -196,8 +196,8 @@ extension SQLiteGeoStore {
         try await database.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT viewer, kind, hour, count, link FROM audit WHERE subject = ? AND hour >= ? ORDER BY hour DESC, count DESC, viewer LIMIT ?
-                """, arguments: [subject, AuditLog.hour(since), limit]).map {
-                GeoV1.AuditEntry(viewerId: $0[0], kind: GeoV1.AuditKind(rawValue: $0[1]), hourStartMs: $0[2], count: UInt32(clamping: $0[3] as Int64),
+                """, arguments: [subject, AuditLog.hour(since), limit]) {
+                try GeoV1.AuditEntry(viewerId: $0[0], kind: GeoV1.AuditKind(rawValue: $0[1]), hourStartMs: $0[2], count: UInt32(clamping: $0[3] as Int64),
                                  linkId: $0[4])
             }
         }

@@ -199,8 +199,8 @@ extension SQLiteGeoStore {
         try database.write { db in
             try db.run(sql: "DELETE FROM check_ins WHERE expires_ms <= ?", arguments: [now])
             var result: [UInt64: CheckInRecord] = [:]
-            for row in try Row.fetchAll(db, cached: "SELECT user_id, place_name, lat, lon, media_id, created_ms, expires_ms FROM check_ins") {
-                result[row[0]] = CheckInRecord(user: row[0], placeName: row[1], lat: row[2], lon: row[3], mediaID: row[4],
+            try Row.forEach(db, cached: "SELECT user_id, place_name, lat, lon, media_id, created_ms, expires_ms FROM check_ins") { row in
+                result[try row[0]] = try CheckInRecord(user: row[0], placeName: row[1], lat: row[2], lon: row[3], mediaID: row[4],
                                                createdMs: row[5], expiresMs: row[6])
             }
             return result

@@ -46,9 +46,9 @@ extension SQLiteGeoStore {
             try Row.fetchAll(db, sql: """
                 SELECT id, lat, lon, accuracy, device_ms, received_ms, status FROM history
                 WHERE id IN (\(Self.userHistory)) AND id > ?3 AND unrecorded IS NULL ORDER BY id LIMIT ?4
-                """, arguments: [user, try Self.foldedThrough(db), after, limit]).map { row in
-                let status: String? = row[6]
-                return GeoV1.HistoryEntry(id: row[0], fix: GeoV1.Fix(latitude: row[1], longitude: row[2], accuracyM: row[3], deviceTimeMs: row[4],
+                """, arguments: [user, try Self.foldedThrough(db), after, limit]) { row in
+                let status: String? = try row[6]
+                return try GeoV1.HistoryEntry(id: row[0], fix: GeoV1.Fix(latitude: row[1], longitude: row[2], accuracyM: row[3], deviceTimeMs: row[4],
                                                                      receivedAtMs: row[5]),
                                           hasStatus: status != nil, status: status ?? "")
             }

@@ -133,11 +133,11 @@ extension SQLiteGeoStore {
         try database.read { db in
             let rows = try Row.fetchAll(db, sql: """
                 SELECT id, viewer, subject, zone_id, place_id, on_arrive, on_leave, created_ms FROM place_alerts ORDER BY id
-                """).map { row in
-                PlaceAlertRow(id: row[0], viewer: row[1], subject: row[2], zoneID: row[3], placeID: row[4], onArrive: row[5], onLeave: row[6],
+                """) { row in
+                try PlaceAlertRow(id: row[0], viewer: row[1], subject: row[2], zoneID: row[3], placeID: row[4], onArrive: row[5], onLeave: row[6],
                               createdMs: row[7])
             }
-            let allowed = try Row.fetchAll(db, sql: "SELECT subject, viewer FROM place_alert_access").map { (subject: $0[0] as UInt64, viewer: $0[1] as UInt64) }
+            let allowed = try Row.fetchAll(db, sql: "SELECT subject, viewer FROM place_alert_access") { try (subject: $0[0] as UInt64, viewer: $0[1] as UInt64) }
             return PlaceAlertBook(rows: rows, allowed: allowed, zones: zones, places: places)
         }
     }
@@ -179,8 +179,8 @@ extension SQLiteGeoStore {
     /// Alerts on places that an import replaced: gone with them.
     func deletePlaceAlerts(onPlacesOtherThan kept: Set<UInt64>) async throws -> [UInt64] {
         try await database.write { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT id, place_id FROM place_alerts WHERE place_id != 0")
-            let ids = rows.filter { !kept.contains($0[1] as UInt64) }.map { $0[0] as UInt64 }
+            let rows = try Row.fetchAll(db, sql: "SELECT id, place_id FROM place_alerts WHERE place_id != 0") { try (id: $0[0] as UInt64, place: $0[1] as UInt64) }
+            let ids = rows.filter { !kept.contains($0.place) }.map(\.id)
             for id in ids { try db.run(sql: "DELETE FROM place_alerts WHERE id = ?", arguments: [id]) }
             return ids
         }

@@ -50,9 +50,10 @@ extension SQLiteGeoStore {
 
     func loadPrecision() throws -> PrecisionSettings {
         try database.read { db in
-            PrecisionSettings(try Row.fetchAll(db, sql: "SELECT subject, viewer, level FROM precision").compactMap { row in
-                Precision(rawValue: row[2]).map { (subject: row[0], viewer: row[1], precision: $0) }
-            })
+            PrecisionSettings(try Row.fetchAll(db, sql: "SELECT subject, viewer, level FROM precision") { row -> (subject: UInt64, viewer: UInt64, precision: Precision)? in
+                guard let precision = Precision(rawValue: try row[2]) else { return nil }
+                return try (subject: row[0], viewer: row[1], precision: precision)
+            }.compactMap { $0 })
         }
     }
 

@@ -125,10 +125,9 @@ extension SQLiteGeoStore {
     /// The live link with this token hash, its view counted.
     func liveShareLink(tokenHash: [UInt8], now: Int64) async throws -> LiveLink? {
         try await database.write { db in
-            guard let row = try Row.fetchOne(db, cached: """
+            guard let link = try Row.fetchOne(db, cached: """
                 SELECT id, owner, label, expires_ms FROM share_links WHERE token_hash = ? AND revoked_ms = 0 AND expires_ms > ?
-                """, arguments: [Data(tokenHash), now]) else { return nil }
-            let link = LiveLink(id: row[0], owner: row[1], label: row[2], expiresMs: row[3])
+                """, binding: Data(tokenHash), now, as: { try LiveLink(id: $0[0], owner: $0[1], label: $0[2], expiresMs: $0[3]) }) else { return nil }
             try db.run(sql: "UPDATE share_links SET views = views + 1 WHERE id = ?", arguments: [link.id])
             return link
         }

@@ -126,12 +126,11 @@ extension SQLiteGeoStore {
         try database.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT id, user_id, label, lat, lon, radius_m, privacy, keep_history, shift_north, shift_east FROM zones ORDER BY id
-                """).compactMap { row in
-                ZonePrivacy(rawValue: row[6]).map {
-                    ZoneRecord(id: row[0], user: row[1], label: row[2], lat: row[3], lon: row[4], radius: row[5], privacy: $0, keepHistory: row[7],
-                               shift: (row[8], row[9]))
-                }
-            }
+                """) { row -> ZoneRecord? in
+                guard let privacy = ZonePrivacy(rawValue: try row[6]) else { return nil }
+                return try ZoneRecord(id: row[0], user: row[1], label: row[2], lat: row[3], lon: row[4], radius: row[5], privacy: privacy,
+                                      keepHistory: row[7], shift: (row[8], row[9]))
+            }.compactMap { $0 }
         }
     }
 

@@ -158,7 +158,7 @@ extension SQLiteSocialStore {
                 guard try Self.areFriends(db, owner, member) else { throw CircleRefusal.notFriends }
             }
             if try Row.fetchOne(db, cached: "SELECT 1 FROM circle WHERE owner = ? AND member = ? AND phone = ? AND state != ?",
-                                arguments: [owner, member, phone, SocialV1.CircleState.rejected.rawValue]) != nil {
+                                binding: owner, member, phone, SocialV1.CircleState.rejected.rawValue, as: { _ in () }) != nil {
                 throw CircleRefusal.alreadyMember
             }
             let count = try Int.fetchOne(db, cached: "SELECT COUNT(*) FROM circle WHERE owner = ? AND state != ?",
@@ -218,9 +218,9 @@ extension SQLiteSocialStore {
     static func dropCircle(_ db: Database, _ x: UInt64, _ y: UInt64) throws -> [SocialV1.GraphEvent] {
         let accepted = try Row.fetchAll(db, cached: """
             SELECT owner, member FROM circle WHERE state = ? AND ((owner = ? AND member = ?) OR (owner = ? AND member = ?))
-            """, arguments: [SocialV1.CircleState.accepted.rawValue, x, y, y, x])
+            """, arguments: [SocialV1.CircleState.accepted.rawValue, x, y, y, x]) { try event(.circleMemberRemoved, $0["owner"], $0["member"]) }
         try db.run(sql: "DELETE FROM circle WHERE (owner = ? AND member = ?) OR (owner = ? AND member = ?)", arguments: [x, y, y, x])
-        return accepted.map { event(.circleMemberRemoved, $0["owner"], $0["member"]) }
+        return accepted
     }
 
     private static func circleRow(_ db: Database, owner: UInt64, member: UInt64, phone: String) throws -> CircleRecord {

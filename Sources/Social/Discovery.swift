@@ -255,11 +255,12 @@ extension SQLiteSocialStore {
                 INSERT OR REPLACE INTO exchange_intents (from_user, to_user, latitude, longitude, place_label, created_at_ms)
                 VALUES (?, ?, ?, ?, ?, ?)
                 """, arguments: [from, to, location?.latitude, location?.longitude, placeLabel, now])
-            guard let theirs = try Row.fetchOne(db, cached: "SELECT * FROM exchange_intents WHERE from_user = ? AND to_user = ?",
-                                                arguments: [to, from]) else { return .waiting }
-            let lat: Double? = location?.latitude ?? theirs["latitude"]
-            let lon: Double? = location?.longitude ?? theirs["longitude"]
-            let label = placeLabel.isEmpty ? theirs["place_label"] : placeLabel
+            guard let theirs = try Row.fetchOne(db, cached: "SELECT latitude, longitude, place_label FROM exchange_intents WHERE from_user = ? AND to_user = ?",
+                                                binding: to, from, as: { try (lat: $0[0] as Double?, lon: $0[1] as Double?, label: $0[2] as String) })
+            else { return .waiting }
+            let lat = location?.latitude ?? theirs.lat
+            let lon = location?.longitude ?? theirs.lon
+            let label = placeLabel.isEmpty ? theirs.label : placeLabel
             try db.run(sql: """
                 INSERT INTO exchanges (user_a, user_b, exchanged_at_ms, latitude, longitude, place_label) VALUES (?, ?, ?, ?, ?, ?)
                 """, arguments: [a, b, now, lat, lon, label])

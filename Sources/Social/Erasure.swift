@@ -20,16 +20,18 @@ extension SQLiteSocialStore {
     /// - Returns: the rows deleted.
     func erase(_ user: UInt64, traces: [String]) async throws -> Int {
         try await mutate { db, events in
-            let friends = try Row.fetchAll(db, cached: "SELECT user_a, user_b FROM friendships WHERE user_a = ?1 OR user_b = ?1", arguments: [user])
-            events += friends.map { Self.event(.friendshipRemoved, $0[0], $0[1]) }
-            let blocks = try Row.fetchAll(db, cached: "SELECT blocker, blocked FROM blocks WHERE blocker = ?1 OR blocked = ?1", arguments: [user])
-            events += blocks.map { Self.event(.blockRemoved, $0[0], $0[1]) }
-            let circle = try Row.fetchAll(db, cached: "SELECT owner, member FROM circle WHERE state = ?1 AND (owner = ?2 OR member = ?2)",
-                                          arguments: [SocialV1.CircleState.accepted.rawValue, user])
-            events += circle.map { Self.event(.circleMemberRemoved, $0[0], $0[1]) }
+            events += try Row.fetchAll(db, cached: "SELECT user_a, user_b FROM friendships WHERE user_a = ?1 OR user_b = ?1", binding: user) {
+                try Self.event(.friendshipRemoved, $0[0], $0[1])
+            }
+            events += try Row.fetchAll(db, cached: "SELECT blocker, blocked FROM blocks WHERE blocker = ?1 OR blocked = ?1", binding: user) {
+                try Self.event(.blockRemoved, $0[0], $0[1])
+            }
+            events += try Row.fetchAll(db, cached: "SELECT owner, member FROM circle WHERE state = ?1 AND (owner = ?2 OR member = ?2)",
+                                       binding: SocialV1.CircleState.accepted.rawValue, user) { try Self.event(.circleMemberRemoved, $0[0], $0[1]) }
             if try Self.isFindable(db, user) { events.append(Self.event(.findableOff, user, 0)) }
-            let exchanges = try Row.fetchAll(db, cached: "SELECT user_a, user_b FROM exchanges WHERE user_a = ?1 OR user_b = ?1", arguments: [user])
-            events += exchanges.map { Self.event(.exchangeRemoved, $0[0], $0[1]) }
+            events += try Row.fetchAll(db, cached: "SELECT user_a, user_b FROM exchanges WHERE user_a = ?1 OR user_b = ?1", binding: user) {
+                try Self.event(.exchangeRemoved, $0[0], $0[1])
+            }
 
             var erased = 0
             for sql in [

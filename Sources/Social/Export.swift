@@ -37,7 +37,7 @@ extension SQLiteSocialStore {
             let requests = try Row.fetchAll(db, cached: "SELECT * FROM friend_requests WHERE from_user = ?1 OR to_user = ?1 ORDER BY id",
                                             binding: user, as: RequestRecord.init(row:))
             let pokes = try Row.fetchAll(db, sql: "SELECT id, from_user, to_user, created_at_ms FROM pokes WHERE from_user = ?1 OR to_user = ?1 ORDER BY id",
-                                         arguments: [user]).map { PokeRecord(id: $0[0], from: $0[1], to: $0[2], at: $0[3]) }
+                                         arguments: [user]) { try PokeRecord(id: $0[0], from: $0[1], to: $0[2], at: $0[3]) }
             return (requests, pokes)
         }
     }

@@ -53,10 +53,9 @@ extension SQLiteSocialStore {
         var cursor = cursor
         var room = limit
         while cursor.section < sectionQueries.count {
-            let rows = try Row.fetchCursor(db, cached: sectionQueries[cursor.section], arguments: [cursor.after, room])
             var count = 0
-            while let row = try rows.next() {
-                let rowid: Int64 = row[0], first: UInt64 = row[1], second: UInt64 = row[2]
+            try Row.forEach(db, cached: sectionQueries[cursor.section], arguments: [cursor.after, room]) { row in
+                let rowid: Int64 = try row[0], first: UInt64 = try row[1], second: UInt64 = try row[2]
                 GraphSnapshotCursor.append(section: cursor.section, first, second, to: &page)
                 cursor.after = rowid
                 count += 1

@@ -15,20 +15,6 @@ extension Database {
 }
 
 extension Row {
-    public static func fetchAll(_ db: Database, cached sql: String, arguments: StatementArguments = StatementArguments()) throws -> [Row] {
-        try fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
-    }
-
-    public static func fetchOne(_ db: Database, cached sql: String, arguments: StatementArguments = StatementArguments()) throws -> Row? {
-        try fetchOne(db.cachedStatement(sql: sql), arguments: arguments)
-    }
-
-    public static func fetchCursor(_ db: Database, cached sql: String, arguments: StatementArguments = StatementArguments()) throws -> RowCursor {
-        try fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
-    }
-}
-
-extension Row {
     /// The first row made into a value by `decode`, which reads it where the statement holds it
     /// (`CurrentRow`). GRDB's `fetchOne(_:cached:arguments:)` copies the row first (every column
     /// made a `DatabaseValue` in an array of its own), and a copied row's columns are decoded
@@ -79,11 +65,25 @@ extension Row {
     /// `fetchAll(_:cached:arguments:as:)` for SQL that is compiled for this call only (text built
     /// with a variable number of placeholders, which would fill the statement cache).
     @inlinable
-    public static func fetchAll<T>(_ db: Database, sql: String, arguments: StatementArguments,
+    public static func fetchAll<T>(_ db: Database, sql: String, arguments: StatementArguments = StatementArguments(),
                                    as decode: (CurrentRow) throws -> T) throws -> [T] {
         let statement = try db.makeStatement(sql: sql)
         try statement.setArguments(arguments)
         return try all(of: statement, decode)
+    }
+
+    /// Every row through `body`, each read where the statement holds it and none kept: for a
+    /// table read whole (at start-up) or in pages, where `fetchAll` would hold every value at
+    /// once. A throw from `body` stops the read with its error.
+    @inlinable
+    public static func forEach(_ db: Database, cached sql: String, arguments: StatementArguments = StatementArguments(),
+                               _ body: (CurrentRow) throws -> Void) throws {
+        let statement = try db.cachedStatement(sql: sql)
+        try statement.setArguments(arguments)
+        defer { StatementSteps.finish(statement) }
+        while try StatementSteps.step(statement) {
+            try body(CurrentRow(statement.sqliteStatement))
+        }
     }
 
     /// The bound `statement`'s first row through `decode`; the statement reset after it.

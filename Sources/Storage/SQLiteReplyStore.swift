@@ -90,18 +90,17 @@ public final class SQLiteReplyStore: ReplyStore {
     /// never deleted early, whatever the order (a clock set back, or `VACUUM` renumbering rows):
     /// at worst such a row is kept until a later pass.
     static func prune(_ db: Database, before cutoff: TimeInterval) throws {
-        guard let ends = try Row.fetchOne(db, cached: "SELECT min(rowid), max(rowid) FROM idempotent_replies"),
-              let first = ends[0] as Int64?, let last = ends[1] as Int64? else { return }
+        guard let ends = try Row.fetchOne(db, cached: "SELECT min(rowid), max(rowid) FROM idempotent_replies", as: { try ($0[0] as Int64?, $0[1] as Int64?) }),
+              let first = ends.0, let last = ends.1 else { return }
         // Rows before `low` were made before `cutoff`; the first row at or after `high` was not.
         var low = first, high = last + 1
         while low < high {
             let middle = low + (high - low) / 2
-            guard let row = try Row.fetchOne(db, cached: "SELECT rowid, created_at FROM idempotent_replies WHERE rowid >= ? ORDER BY rowid LIMIT 1",
-                                             arguments: [middle]) else {
+            guard let (rowid, createdAt) = try Row.fetchOne(db, cached: "SELECT rowid, created_at FROM idempotent_replies WHERE rowid >= ? ORDER BY rowid LIMIT 1",
+                                                            binding: middle, as: { try ($0[0] as Int64, $0[1] as Double) }) else {
                 high = middle
                 continue
             }
-            let (rowid, createdAt): (Int64, Double) = (row[0], row[1])
             if createdAt < cutoff { low = rowid + 1 } else { high = middle }
         }
         try db.run(sql: "DELETE FROM idempotent_replies WHERE rowid < ? AND created_at < ?", arguments: [low, cutoff])

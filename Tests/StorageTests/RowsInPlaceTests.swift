@@ -3,7 +3,7 @@ import GRDB
 import Storage
 import Testing
 
-/// `Row.fetchOne(_:cached:arguments:as:)` and `fetchAll(…as:)`: rows decoded where the statement
+/// `Row.fetchOne(_:cached:arguments:as:)`, `fetchAll(…as:)` and `forEach`: rows decoded where the statement
 /// holds them (issue 16, items 116–117, `CurrentRow`) give what the copied rows of GRDB's
 /// `fetchOne`/`fetchAll` give, by column index and by name, NULLs and every type included, with
 /// arguments or values bound by position, and leave the cached statement ready for its next use,
@@ -34,6 +34,10 @@ struct RowsInPlaceTests {
                 #expect(try Row.fetchOne(db, cached: Self.select, arguments: [from], as: Record.init(row:)) == copied.first)
                 #expect(try Row.fetchAll(db, cached: Self.select, binding: from, as: Record.init(row:)) == copied)
                 #expect(try Row.fetchOne(db, cached: Self.select, binding: Int64(from), as: Record.init(row:)) == copied.first)
+                var each: [Record] = []
+                try Row.forEach(db, cached: Self.select, arguments: [from]) { each.append(try Record(row: $0)) }
+                #expect(each == copied)
+                #expect(try Row.fetchAll(db, sql: Self.select, arguments: [from], as: Record.init(row:)) == copied)
             }
         }
     }
@@ -136,6 +140,12 @@ struct RowsInPlaceTests {
                 }
                 #expect(try Row.fetchAll(db, cached: Self.select, binding: 0) { try $0[0] as Int64 } == [1, 2, 3])
             }
+            var read: [Int64] = []
+            #expect(throws: StoreInvariant.self) {
+                try Row.forEach(db, cached: Self.select, arguments: [0]) { read.append(try $0[0]); _ = try $0[5] as Int64 }
+            }
+            #expect(read == [1])
+            #expect(try Row.fetchAll(db, cached: Self.select, binding: 0) { try $0[0] as Int64 } == [1, 2, 3])
             // The same column read as an optional type is nil, as on `Row`.
             #expect(try Row.fetchAll(db, cached: Self.select, binding: 0) { try $0["n"] as Int64? } == [nil, 3, nil])
         }

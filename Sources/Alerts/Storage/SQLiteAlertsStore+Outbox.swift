@@ -180,7 +180,7 @@ extension SQLiteAlertsStore {
 
     func sentMessages() async throws -> [(channel: Int32, address: String, body: String)] {
         try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT channel, address, body FROM sent_messages ORDER BY rowid").map { ($0[0], $0[1], $0[2]) }
+            try Row.fetchAll(db, sql: "SELECT channel, address, body FROM sent_messages ORDER BY rowid") { try ($0[0], $0[1], $0[2]) }
         }
     }
 

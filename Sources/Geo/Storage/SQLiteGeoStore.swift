@@ -108,10 +108,10 @@ final class SQLiteGeoStore: GeoStorage {
     func loadLatest() throws -> FoldedLatest {
         try database.read { db in
             var result = FoldedLatest()
-            let rows = try Row.fetchCursor(db, cached: "SELECT user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id FROM latest")
-            while let row = try rows.next() {
-                result.latest[row[0]] = LatestFix(lat: row[1], lon: row[2], accuracy: row[3], deviceMs: row[4], receivedMs: row[5], status: row[6])
-                result.historyIDs[row[0]] = row[7]
+            try Row.forEach(db, cached: "SELECT user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id FROM latest") { row in
+                let user: UInt64 = try row[0]
+                result.latest[user] = try LatestFix(lat: row[1], lon: row[2], accuracy: row[3], deviceMs: row[4], receivedMs: row[5], status: row[6])
+                result.historyIDs[user] = try row[7]
             }
             result.foldedThrough = try Self.foldedThrough(db)
             result.lastID = try Int64.fetchOne(db, cached: "SELECT max(id) FROM history") ?? 0
@@ -122,13 +122,12 @@ final class SQLiteGeoStore: GeoStorage {
     /// History rows past `id`, in id order, `size` at a time (the start-up replay).
     func forEachHistoryRow(after id: Int64, size: Int, _ body: ([(id: Int64, update: LocationUpdate)]) throws -> Void) throws {
         try database.read { db in
-            let rows = try Row.fetchCursor(db, cached: """
-                SELECT id, user_id, lat, lon, accuracy, device_ms, received_ms, status FROM history WHERE id > ? ORDER BY id
-                """, arguments: [id])
             var chunk: [(id: Int64, update: LocationUpdate)] = []
-            while let row = try rows.next() {
-                chunk.append((row[0], LocationUpdate(user: row[1], lat: row[2], lon: row[3], accuracy: row[4], deviceMs: row[5],
-                                                     receivedMs: row[6], status: row[7])))
+            try Row.forEach(db, cached: """
+                SELECT id, user_id, lat, lon, accuracy, device_ms, received_ms, status FROM history WHERE id > ? ORDER BY id
+                """, arguments: [id]) { row in
+                chunk.append(try (row[0], LocationUpdate(user: row[1], lat: row[2], lon: row[3], accuracy: row[4], deviceMs: row[5],
+                                                         receivedMs: row[6], status: row[7])))
                 if chunk.count == size { try body(chunk); chunk.removeAll(keepingCapacity: true) }
             }
             if !chunk.isEmpty { try body(chunk) }
@@ -142,8 +141,8 @@ final class SQLiteGeoStore: GeoStorage {
     func loadSharing() throws -> [UInt64: Sharing] {
         try database.read { db in
             var result: [UInt64: Sharing] = [:]
-            for row in try Row.fetchAll(db, cached: "SELECT user_id, share_with_friends, ghost, proximity_alerts, proximity_m FROM sharing") {
-                result[row[0]] = Sharing(shareWithFriends: row[1], ghost: row[2], proximityAlerts: row[3], proximityMetres: row[4])
+            try Row.forEach(db, cached: "SELECT user_id, share_with_friends, ghost, proximity_alerts, proximity_m FROM sharing") { row in
+                result[try row[0]] = try Sharing(shareWithFriends: row[1], ghost: row[2], proximityAlerts: row[3], proximityMetres: row[4])
             }
             return result
         }
@@ -153,8 +152,8 @@ final class SQLiteGeoStore: GeoStorage {
         try database.write { db in
             try db.run(sql: "DELETE FROM grants WHERE expires_ms <= ?", arguments: [now - StoredGrant.tombstoneKeepMs])
             var result: [GrantKey: StoredGrant] = [:]
-            for row in try Row.fetchAll(db, cached: "SELECT subject, viewer, reason, expires_ms, version FROM grants") {
-                result[GrantKey(subject: row[0], viewer: row[1], reason: row[2])] = StoredGrant(expiresMs: row[3], version: row[4])
+            try Row.forEach(db, cached: "SELECT subject, viewer, reason, expires_ms, version FROM grants") { row in
+                result[try GrantKey(subject: row[0], viewer: row[1], reason: row[2])] = try StoredGrant(expiresMs: row[3], version: row[4])
             }
             return result
         }

@@ -29,7 +29,7 @@ extension SQLiteMediaStore {
 
     func contents() async throws -> StoredContents {
         let references = try await database.read { db in
-            Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT sha256, refs FROM blobs").map { ($0[0] as String, $0[1] as Int) })
+            Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT sha256, refs FROM blobs") { try ($0[0] as String, $0[1] as Int) })
         }
         let fm = FileManager.default
         let blobs = (fm.enumerator(atPath: blobDirectory)?.allObjects as? [String] ?? []).filter { $0.contains("/") }

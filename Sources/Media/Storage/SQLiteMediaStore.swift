@@ -300,10 +300,11 @@ final class SQLiteMediaStore: MediaStorage {
     func attachCheckInPhoto(user: UInt64, id: String) async throws -> AttachOutcome {
         try await writing { db, released -> AttachOutcome in
             if !id.isEmpty {
-                guard let row = try Row.fetchOne(db, cached: "SELECT purpose FROM media WHERE id = ? AND owner = ?", arguments: [id, user]) else {
+                guard let purpose = try Row.fetchOne(db, cached: "SELECT purpose FROM media WHERE id = ? AND owner = ?", binding: id, user,
+                                                     as: { try MediaV1.Purpose(rawValue: $0[0]) }) else {
                     return .notFound
                 }
-                guard MediaV1.Purpose(rawValue: row[0]) == .checkIn else { return .wrongPurpose }
+                guard purpose == .checkIn else { return .wrongPurpose }
             }
             let previous = try String.fetchOne(db, cached: "SELECT media_id FROM check_in_photos WHERE user = ?", arguments: [user]) ?? ""
             guard previous != id else { return .attached(released: "") }
