@@ -59,7 +59,9 @@ struct Logout: AsyncParsableCommand {
     func run() async throws {
         try await performCall(global) { client in
             do {
-                _ = try await client.call(Accounts.logout, AccountsV1.LogoutRequest())
+                // Safe to send again: a second try after the first ended the session is
+                // UNAUTHENTICATED, taken below as done.
+                _ = try await client.call(Accounts.logout, AccountsV1.LogoutRequest(), idempotent: true)
             } catch let error as RPCError where error.code == .unauthenticated {
                 // Already over on the server: forgetting it here is all that is left.
             }
@@ -76,7 +78,7 @@ struct WhoAmI: AsyncParsableCommand {
 
     func run() async throws {
         try await performCall(global) { client in
-            let response = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest())
+            let response = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest(), idempotent: true)
             let account = response.account ?? AccountsV1.Account()
             return (account.text + "\nsession   until \(formatTime(response.sessionExpiresAtMs))", response.jsonValue)
         }
@@ -162,7 +164,7 @@ struct Profile: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let response = try await client.call(Accounts.getProfile, AccountsV1.GetProfileRequest(userId: user ?? 0))
+                let response = try await client.call(Accounts.getProfile, AccountsV1.GetProfileRequest(userId: user ?? 0), idempotent: true)
                 return ((response.profile ?? AccountsV1.Profile()).text, response.jsonValue)
             }
         }
@@ -300,7 +302,7 @@ struct AccountCommand: AsyncParsableCommand {
         func run() async throws {
             try await performCall(global) { client in
                 if !yes {
-                    let me = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest())
+                    let me = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest(), idempotent: true)
                     let username = me.account?.profile?.username ?? ""
                     guard isatty(STDIN_FILENO) == 1 else {
                         throw CLIError(message: "refusing to delete without confirmation: pass --yes", exitCode: 64)

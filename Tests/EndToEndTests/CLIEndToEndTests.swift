@@ -53,10 +53,14 @@ struct CLIEndToEndTests {
         // heard by the gateway than the CLI to send: its first tries meet accounts down (without
         // the retry this exits 19, UNAVAILABLE).
         async let edited = cli.run(["profile", "edit", "--first-name", "Danielle", "--timeout", "60"])
+        // So is a read (the CLI marks its reads idempotent): without it this exits 19 too.
+        async let read = cli.run(["whoami", "--timeout", "60"])
         // It comes back on the same endpoint with the same data: the account and session are there.
         try procs.start("accounts", executable: "frienso-accounts", arguments: ["--data-dir", data, "--endpoint", accounts])
         let retried = try await edited
         #expect(retried.status == 0 && retried.output.contains("Danielle"), "retried until accounts was back: \(retried.output)\n\(logs())")
+        let reread = try await read
+        #expect(reread.status == 0 && reread.output.contains("dana"), "read again until accounts was back: \(reread.output)\n\(logs())")
         try await eventually("accounts answers through the gateway", timeout: .seconds(30)) {
             try await cli.run(["ping", "accounts", "--timeout", "2"]).status == 0
         }
