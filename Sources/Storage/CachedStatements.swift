@@ -80,10 +80,7 @@ extension Row {
                                _ body: (CurrentRow) throws -> Void) throws {
         let statement = try db.cachedStatement(sql: sql)
         try statement.setArguments(arguments)
-        defer { StatementSteps.finish(statement) }
-        while try StatementSteps.step(statement) {
-            try body(CurrentRow(statement.sqliteStatement))
-        }
+        try each(of: statement, body)
     }
 
     /// The bound `statement`'s first row through `decode`; the statement reset after it.
@@ -97,12 +94,18 @@ extension Row {
     /// The bound `statement`'s rows through `decode`; the statement reset after them.
     @inlinable
     static func all<T>(of statement: Statement, _ decode: (CurrentRow) throws -> T) throws -> [T] {
-        defer { StatementSteps.finish(statement) }
         var values: [T] = []
-        while try StatementSteps.step(statement) {
-            values.append(try decode(CurrentRow(statement.sqliteStatement)))
-        }
+        try each(of: statement) { values.append(try decode($0)) }
         return values
+    }
+
+    /// The bound `statement`'s rows, each through `body`; the statement reset after them.
+    @inlinable
+    static func each(of statement: Statement, _ body: (CurrentRow) throws -> Void) throws {
+        defer { StatementSteps.finish(statement) }
+        while try StatementSteps.step(statement) {
+            try body(CurrentRow(statement.sqliteStatement))
+        }
     }
 }
 
