@@ -21,7 +21,7 @@ struct PeopleFromReplicaTests {
         let host = try AccountsService(directory: temp.path, config: config, events: events)
             .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
         try await withRunningServices([events, host], logger: logs.logger("group")) {
-            let accounts = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("alerts→accounts"))
+            let accounts = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("alerts→accounts"))
             defer { Task { await accounts.close() } }
             @Sendable func register(_ name: String, _ n: Int) async throws -> UInt64 {
                 try await accounts.call(AccountsV1.AccountsService.register, AccountsV1.RegisterRequest(

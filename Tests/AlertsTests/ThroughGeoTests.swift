@@ -29,8 +29,8 @@ extension AlertsTestGroup {
             try await withRunningServices([publisher, alertsHost, worker, geoHost], logger: logs.logger("group")) {
                 let grants = GrantConsumer(service: geo, endpoint: try await publisher.boundEndpoint(), logger: logs.logger("grants"))
                 try await withRunningServices([grants], logger: logs.logger("group")) {
-                    let toAlerts = WireClient(endpoint: try await alertsHost.boundEndpoint(), logger: logs.logger("client"))
-                    let toGeo = WireClient(endpoint: try await geoHost.boundEndpoint(), logger: logs.logger("client"))
+                    let toAlerts = WireClient(endpoint: try await alertsHost.boundEndpoint(), options: .patient, logger: logs.logger("client"))
+                    let toGeo = WireClient(endpoint: try await geoHost.boundEndpoint(), options: .patient, logger: logs.logger("client"))
                     @Sendable func sees(_ viewer: UInt64) async throws -> Bool {
                         try await toGeo.call(GeoV1.GeoService.friendsLocations, GeoV1.FriendsLocationsRequest(), options: CallOptions(callerUserID: viewer))
                             .friends.contains { $0.userId == 40 }

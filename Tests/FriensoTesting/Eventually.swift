@@ -10,9 +10,11 @@ public struct TimedOut: Error, CustomStringConvertible {
 
 /// Polls `condition` until it holds, with a bounded number of tries and growing pauses.
 /// This is readiness waiting, not synchronisation by sleep: it returns as soon as the condition holds.
+/// The default bound is `TestDeadline.patient`: it is reached only when the condition never holds,
+/// never by a machine that is merely slow (see `TestDeadline`).
 /// - Throws: `TimedOut` naming `what` when it never held within `timeout`.
 public func eventually(
-    _ what: String, timeout: Duration = .seconds(10),
+    _ what: String, timeout: Duration = TestDeadline.patient,
     _ condition: @Sendable () async throws -> Bool
 ) async throws {
     let until = ContinuousClock.now.advanced(by: timeout)
@@ -27,7 +29,7 @@ public func eventually(
 
 /// Like `eventually`, for a condition that produces a value once it holds (nil until then).
 public func eventuallyValue<T: Sendable>(
-    _ what: String, timeout: Duration = .seconds(10),
+    _ what: String, timeout: Duration = TestDeadline.patient,
     _ produce: @Sendable () async throws -> T?
 ) async throws -> T {
     let until = ContinuousClock.now.advanced(by: timeout)

@@ -28,7 +28,7 @@ public final class RouterClient: RPCCalling {
     }
 
     /// Sends a request envelope and returns the reply envelope (whose status may be an error).
-    public func send(_ request: Envelope, deadline: Duration = .seconds(5)) async -> Envelope {
+    public func send(_ request: Envelope, deadline: Duration = TestDeadline.patient) async -> Envelope {
         let key = nextKey.add(1, ordering: .relaxed).newValue
         var envelope = request
         envelope.version = WireProtocol.version
@@ -53,7 +53,7 @@ public final class RouterClient: RPCCalling {
         let envelope = Envelope(
             method: method.fullName, callerUserId: options.callerUserID, idempotencyKey: options.idempotencyKey,
             payload: request.serializedBytes(), clientAddress: options.clientAddress, sessionId: options.sessionID)
-        return try await send(envelope, deadline: options.deadline ?? .seconds(5)).decodeReply(Response.self)
+        return try await send(envelope, deadline: options.deadline ?? TestDeadline.patient).decodeReply(Response.self)
     }
 
     /// Applies a keyed mutation as a host would up to its commit, then "dies": the reply is
@@ -68,7 +68,7 @@ public final class RouterClient: RPCCalling {
             method: method.fullName, callerUserId: options.callerUserID, idempotencyKey: options.idempotencyKey,
             payload: request.serializedBytes(), clientAddress: options.clientAddress, sessionId: options.sessionID)
         let (key, digest) = ReplyCache.key(for: envelope)
-        let incoming = IncomingRequest(local: envelope, key: envelope.requestId, deadline: .now.advanced(by: options.deadline ?? .seconds(5)))
+        let incoming = IncomingRequest(local: envelope, key: envelope.requestId, deadline: .now.advanced(by: options.deadline ?? TestDeadline.patient))
         let router = router, logger = logger
         let reply = await IdempotencyScope.$current.withValue(IdempotencyScope(key: key, digest: digest, dryRun: false)) {
             await router.handle(incoming, logger: logger)

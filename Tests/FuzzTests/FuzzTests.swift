@@ -168,7 +168,7 @@ struct FuzzTests {
                 .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
             let publisher = Publisher(name: "social", endpoint: "tcp://127.0.0.1:*", logger: logs.logger("pub"))
             try await withRunningServices([accounts, publisher], logger: logs.logger("group")) {
-                let client = WireClient(endpoint: try await accounts.boundEndpoint(), logger: logs.logger("client"))
+                let client = WireClient(endpoint: try await accounts.boundEndpoint(), options: .patient, logger: logs.logger("client"))
                 let social = try SocialService(directory: temp.path, accounts: client, publisher: publisher)
                 try await Self.fuzz(social.router(), service, logs)
                 await client.close()

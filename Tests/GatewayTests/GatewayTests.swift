@@ -24,7 +24,7 @@ struct GatewayTests {
     func internalMethods_areUnreachable(_ method: String) async throws {
         try await withStack { stack in
             let alice = try await stack.user("alice", phone: "+15625550001")
-            let wire = WireClient(endpoint: stack.endpoint, logger: stack.logs.logger("raw"))
+            let wire = WireClient(endpoint: stack.endpoint, options: .patient, logger: stack.logs.logger("raw"))
             let reply = await wire.send(Envelope(method: method, sessionToken: alice.token, payload: []))
             #expect(reply.status == .permissionDenied, "\(reply.statusMessage)")
             #expect(reply.statusMessage.contains("internal"))
@@ -34,7 +34,7 @@ struct GatewayTests {
 
     @Test func unknownMethods_areInvalidArgument() async throws {
         try await withStack { stack in
-            let wire = WireClient(endpoint: stack.endpoint, logger: stack.logs.logger("raw"))
+            let wire = WireClient(endpoint: stack.endpoint, options: .patient, logger: stack.logs.logger("raw"))
             for method in ["", "accounts", "accounts.DropTables", "nosuch.Ping.Extra", "gateway.Nope"] {
                 let reply = await wire.send(Envelope(method: method))
                 #expect(reply.status == .invalidArgument, "\(method): \(reply.statusMessage)")
@@ -48,7 +48,7 @@ struct GatewayTests {
             let victim = try await stack.user("victim", phone: "+15625550002")
             let attacker = try await stack.user("attacker", phone: "+15625550003")
             let victimID = try await victim.call(API.whoAmI, AccountsV1.WhoAmIRequest()).account?.profile?.userId ?? 0
-            let wire = WireClient(endpoint: stack.endpoint, logger: stack.logs.logger("raw"))
+            let wire = WireClient(endpoint: stack.endpoint, options: .patient, logger: stack.logs.logger("raw"))
             // Claims to be the victim, without and with the attacker's own session.
             let noSession = await wire.send(Envelope(method: API.whoAmI.fullName, callerUserId: victimID))
             #expect(noSession.status == .unauthenticated)
@@ -201,7 +201,7 @@ struct GatewayTests {
         let stranger = try CurveKeys.generate()
         try await withStack(configure: { $0.curveSecretKey = server.secretKey }) { stack in
             func client(_ key: String?) -> WireClient {
-                var options = ClientOptions()
+                var options = ClientOptions.patient
                 options.security = key.map { .curve(serverPublicKey: $0, keys: nil) } ?? .plaintext
                 options.failFastWhenPeerDown = false
                 return WireClient(endpoint: stack.endpoint, options: options, logger: stack.logs.logger("curve"))
@@ -265,7 +265,7 @@ struct GatewayRevocationTests {
                 var made: [FriensoClient] = []
                 var ids: [UInt64] = []
                 for name in ["rita", "sam"] {
-                    let client = FriensoClient(gateway: endpoint, logger: logs.logger(name))
+                    let client = FriensoClient(gateway: endpoint, options: .patient, logger: logs.logger(name))
                     let account = try await client.call(API.register, AccountsV1.RegisterRequest(
                         username: name, email: "\(name)@example.org", phone: name == "rita" ? "+15625551201" : "+15625551202",
                         password: "password \(name)", firstName: "R", lastName: "L"))
@@ -316,13 +316,13 @@ struct GatewayRevocationTests {
             }
             let a = try await gateway(following: true), b = try await gateway(following: true), control = try await gateway(following: false)
             try await withRunningServices([a, b, control], logger: logs.logger("gateways")) {
-                let viaA = FriensoClient(gateway: try await a.boundEndpoint(), logger: logs.logger("via-a"))
+                let viaA = FriensoClient(gateway: try await a.boundEndpoint(), options: .patient, logger: logs.logger("via-a"))
                 _ = try await viaA.call(API.register, AccountsV1.RegisterRequest(
                     username: "rita", email: "rita@example.org", phone: "+15625551111", password: "password rita", firstName: "R", lastName: "L"))
                 for round in 0..<2 {
                     let login = try await viaA.login("rita", password: "password rita")
-                    let viaB = FriensoClient(gateway: try await b.boundEndpoint(), token: login.sessionToken, logger: logs.logger("via-b"))
-                    let viaControl = FriensoClient(gateway: try await control.boundEndpoint(), token: login.sessionToken, logger: logs.logger("via-c"))
+                    let viaB = FriensoClient(gateway: try await b.boundEndpoint(), token: login.sessionToken, options: .patient, logger: logs.logger("via-b"))
+                    let viaControl = FriensoClient(gateway: try await control.boundEndpoint(), token: login.sessionToken, options: .patient, logger: logs.logger("via-c"))
                     _ = try await viaB.call(API.whoAmI, AccountsV1.WhoAmIRequest())
                     _ = try await viaControl.call(API.whoAmI, AccountsV1.WhoAmIRequest())
                     #expect(b.cachedSessions >= 1 && control.cachedSessions >= 1)
@@ -330,7 +330,7 @@ struct GatewayRevocationTests {
                         _ = try await viaA.call(API.logout, AccountsV1.LogoutRequest(), mutation: true)
                     } else {
                         // A password change from another session revokes this one.
-                        let other = FriensoClient(gateway: try await a.boundEndpoint(), logger: logs.logger("other"))
+                        let other = FriensoClient(gateway: try await a.boundEndpoint(), options: .patient, logger: logs.logger("other"))
                         _ = try await other.login("rita", password: "password rita")
                         _ = try await other.call(API.changePassword, AccountsV1.ChangePasswordRequest(
                             currentPassword: "password rita", newPassword: "password rita 2"), mutation: true)

@@ -16,7 +16,7 @@ struct Stack: Sendable {
     let logs: CapturedLogs
 
     func client(token: String = "") -> FriensoClient {
-        FriensoClient(gateway: endpoint, token: token, logger: logs.logger("client"))
+        FriensoClient(gateway: endpoint, token: token, options: .patient, logger: logs.logger("client"))
     }
 
     /// Registers and logs in `name`, returning a client that carries the session.

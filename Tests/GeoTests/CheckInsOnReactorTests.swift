@@ -22,7 +22,7 @@ extension GeoTestGroup {
                                    logger: logs.logger("geo-host"), replyCache: ReplyCache(store: replies ?? geo.service.replyStore))
             do {
                 try await withRunningServices([host], logger: logs.logger("group")) {
-                    let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+                    let client = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("client"))
                     do {
                         try await body(host, client)
                     } catch {

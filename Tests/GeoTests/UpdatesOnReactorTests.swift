@@ -16,7 +16,7 @@ extension GeoTestGroup {
                 let host = ServiceHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), handler: geo.service.router(),
                                        logger: logs.logger("geo-host"))
                 try await withRunningServices([host], logger: logs.logger("group")) {
-                    let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+                    let client = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("client"))
                     defer { Task { await client.close() } }
                     func update(_ user: UInt64, _ request: GeoV1.UpdateLocationRequest) async -> Result<GeoV1.UpdateLocationResponse, RPCError> {
                         do {

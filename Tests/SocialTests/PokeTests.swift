@@ -32,7 +32,7 @@ struct PokeTests {
             #expect(seenLive?.method == "social.Poke")
             #expect(try SocialV1.Poke(serializedBytes: seenLive?.payload ?? []).from?.username == "p_pia")
             // The notice itself is in social's database, for a reader that missed the wake-up too.
-            let internalClient = WireClient(endpoint: stack.socialEndpoint, logger: stack.logs.logger("alerts→social"))
+            let internalClient = WireClient(endpoint: stack.socialEndpoint, options: .patient, logger: stack.logs.logger("alerts→social"))
             let notices = try await internalClient.call(API.listNotices, SocialV1.ListNoticesRequest()).notices
             #expect(notices.count == 1, "retries of one poke are one notice")
             #expect(notices.first?.kind == .poke)

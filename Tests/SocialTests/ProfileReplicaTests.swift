@@ -21,7 +21,7 @@ struct ProfileReplicaTests {
         let accountsHost = try accountsService("\(temp.path)/accounts", events: events)
             .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
         try await withRunningServices([events, accountsHost], logger: logs.logger("group")) {
-            let accounts = WireClient(endpoint: try await accountsHost.boundEndpoint(), logger: logs.logger("social→accounts"))
+            let accounts = WireClient(endpoint: try await accountsHost.boundEndpoint(), options: .patient, logger: logs.logger("social→accounts"))
             defer { Task { await accounts.close() } }
             @Sendable func register(_ name: String) async throws -> UInt64 {
                 try await accounts.call(AccountsV1.AccountsService.register, registration(name, phone: nil), options: CallOptions())

@@ -12,7 +12,7 @@ struct ReplicaTests {
     /// `checkInterval` (a replica behind for a whole interval without progress resyncs).
     func withReplica<T: Sendable>(_ stack: SocketStack, checkInterval: Duration = .milliseconds(200),
                                   _ body: @Sendable (SocialGraphReplica) async throws -> T) async throws -> T {
-        let client = WireClient(endpoint: stack.socialEndpoint, logger: stack.logs.logger("replica→social"))
+        let client = WireClient(endpoint: stack.socialEndpoint, options: .patient, logger: stack.logs.logger("replica→social"))
         let replica = SocialGraphReplica(social: client, eventsEndpoint: stack.socialEvents, logger: stack.logs.logger("replica"),
                                          checkInterval: checkInterval)
         let result = try await withRunningServices([replica], logger: stack.logs.logger("group")) {
@@ -91,7 +91,7 @@ struct ReplicaTests {
         let endpoints = (requests: requests.endpoint, events: events.endpoint)
         _ = consume requests
         _ = consume events
-        let client = WireClient(endpoint: endpoints.requests, logger: CapturedLogs().logger("replica→social"))
+        let client = WireClient(endpoint: endpoints.requests, options: .patient, logger: CapturedLogs().logger("replica→social"))
         let logs = CapturedLogs()
         let replica = SocialGraphReplica(social: client, eventsEndpoint: endpoints.events, logger: logs.logger("replica"),
                                          checkInterval: .milliseconds(200))
@@ -112,7 +112,7 @@ struct ReplicaTests {
             // socket joined the new publisher is a gap.)
             let snapshotsBefore = replica.status.snapshots
             try await withSocialOverSockets(storage: storage, accountsDirectory: accountsDir, socialEndpoints: endpoints) { stack in
-                let fay = FriensoClient(gateway: stack.endpoint, logger: stack.logs.logger("fay"))
+                let fay = FriensoClient(gateway: stack.endpoint, options: .patient, logger: stack.logs.logger("fay"))
                 _ = try await fay.login("r_fay", password: "password r_fay")
                 _ = try await fay.call(API.removeFriend, SocialV1.RemoveFriendRequest(username: "r_gus"))
                 try await eventually("following the restarted social's events", timeout: .seconds(20)) {

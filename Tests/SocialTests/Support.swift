@@ -89,7 +89,7 @@ struct SocketStack: Sendable {
     let socialEvents: String
 
     func user(_ name: String) async throws -> (client: FriensoClient, id: UInt64) {
-        let client = FriensoClient(gateway: endpoint, logger: logs.logger("client-\(name)"))
+        let client = FriensoClient(gateway: endpoint, options: .patient, logger: logs.logger("client-\(name)"))
         _ = try await client.call(AccountsV1.AccountsService.register, registration(name, phone: nil))
         let login = try await client.login(name, password: "password \(name)")
         return (client, login.account?.profile?.userId ?? 0)
@@ -111,7 +111,7 @@ func withSocialOverSockets<T: Sendable>(_ engine: Engine = .sqlite, storage: Tes
             .makeHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: logs.logger("accounts"))
         return try await withRunningServices([accounts], logger: logs.logger("group")) {
             let accountsEndpoint = try await accounts.boundEndpoint()
-            let toAccounts = WireClient(endpoint: accountsEndpoint, logger: logs.logger("social→accounts"))
+            let toAccounts = WireClient(endpoint: accountsEndpoint, options: .patient, logger: logs.logger("social→accounts"))
             let publisher = Publisher(name: "social", endpoint: socialEndpoints?.events ?? "tcp://127.0.0.1:*", logger: logs.logger("social-pub"))
             let social = try await SocialService.open(opened, accounts: toAccounts, publisher: publisher, snapshotPageSize: snapshotPageSize)
                 .makeHost(options: HostOptions(name: "social", endpoint: socialEndpoints?.requests ?? "tcp://127.0.0.1:*"), logger: logs.logger("social"))

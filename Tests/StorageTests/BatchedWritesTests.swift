@@ -151,7 +151,7 @@ struct BatchedWritesTests {
     }
 
     @Test func moreThanMaxBatchWaiting_areWrittenInBatchesOfMaxBatch_inOrder() async throws {
-        let (dir, database, stream, blocker) = try await blocked("max", maxBatch: 4)
+        let (dir, _, stream, blocker) = try await blocked("max", maxBatch: 4)
         defer { dir.remove() }
         let answers = Task { () -> [Int] in
             var all: [Int] = []

@@ -98,7 +98,7 @@ private func serveHost(_ router: MethodRouter, replies store: any ReplyStore, lo
     let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router,
                            logger: logs.logger("host"), replyCache: ReplyCache(store: store))
     try await withRunningServices([host], logger: logs.logger("group")) {
-        let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+        let client = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("client"))
         defer { Task { await client.close() } }
         try await body({ method, name, key in
             try await client.call(method, CommonV1.PingRequest(echo: Array(name.utf8)),
@@ -135,7 +135,7 @@ struct CrashWindowTests {
         let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: items.router(claimsFirst: claimsFirst),
                                logger: logs.logger("host"), replyCache: ReplyCache(store: SQLiteReplyStore(database: items.database)))
         try await withRunningServices([host], logger: logs.logger("group")) {
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+            let client = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("client"))
             defer { Task { await client.close() } }
             func call(_ method: RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>, _ name: String, key: String) async throws -> String {
                 try await client.call(method, CommonV1.PingRequest(echo: Array(name.utf8)),

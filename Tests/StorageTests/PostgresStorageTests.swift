@@ -306,7 +306,7 @@ struct PostgresStorageTests {
             let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: items.router(),
                                    logger: logs.logger("host"), replyCache: ReplyCache(store: PostgresReplyStore(database: database)))
             try await withRunningServices([host], logger: logs.logger("group")) {
-                let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+                let client = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("client"))
                 func call(_ method: RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>, _ name: String, key: String) async throws -> String {
                     try await client.call(method, CommonV1.PingRequest(echo: Array(name.utf8)),
                                           options: CallOptions(idempotencyKey: key, callerUserID: 5)).service

@@ -38,7 +38,7 @@ struct InstancesTests {
     @Test func calls_areSpreadOverEveryInstance() async throws {
         let logs = CapturedLogs()
         try await withTwoHosts(logs) { endpoints, counts in
-            let client = WireClient(endpoint: EndpointList.join(endpoints), logger: logs.logger("client"))
+            let client = WireClient(endpoint: EndpointList.join(endpoints), options: .patient, logger: logs.logger("client"))
             for i in 0..<40 {
                 let reply = try await client.call(echo, CommonV1.PingRequest(echo: [UInt8(i)]))
                 #expect(reply.echo.last == UInt8(i))
@@ -192,7 +192,7 @@ struct InstancesTests {
             tasks.addTask { try await stopping.run() }
             try await withRunningServices([hosts[1]], logger: logs.logger("group1")) {
                 let endpoints = [try await hosts[0].boundEndpoint(), try await hosts[1].boundEndpoint()]
-                let client = WireClient(endpoint: EndpointList.join(endpoints), logger: logs.logger("client"))
+                let client = WireClient(endpoint: EndpointList.join(endpoints), options: .patient, logger: logs.logger("client"))
                 // Two calls in flight on the first instance hold its drain open. While both
                 // instances answer, calls take turns, the first to the second instance: an echo,
                 // then a slow call, twice over.
@@ -203,7 +203,7 @@ struct InstancesTests {
                     try await eventually("slow call \(n) reached the first instance") { started[n].current != nil }
                 }
                 await stopping.triggerGracefulShutdown()
-                let direct = WireClient(endpoint: endpoints[0], logger: logs.logger("direct"))
+                let direct = WireClient(endpoint: endpoints[0], options: .patient, logger: logs.logger("direct"))
                 try await eventually("the first instance draining") {
                     await direct.send(Envelope(method: "test.Ping"), deadline: .seconds(5)).status == .unavailable
                 }
@@ -262,7 +262,7 @@ struct InstancesTests {
         }
         try await withTwoHosts(logs) { endpoints, counts in
             // Calls take turns while both answer, the first to the second endpoint: the scripted one.
-            let client = WireClient(endpoint: EndpointList.join([endpoints[0], marking]), logger: logs.logger("client"))
+            let client = WireClient(endpoint: EndpointList.join([endpoints[0], marking]), options: .patient, logger: logs.logger("client"))
             var outcomes: [StatusCode] = []
             for i in 0..<4 {
                 do throws(RPCError) {

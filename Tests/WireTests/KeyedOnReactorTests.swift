@@ -50,7 +50,7 @@ struct KeyedOnReactorTests {
         let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router,
                                logger: logs.logger("host"), replyCache: ReplyCache(store: store))
         try await withRunningServices([host], logger: logs.logger("group")) {
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+            let client = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("client"))
             try await body(host, runs, client)
             await client.close()
         }

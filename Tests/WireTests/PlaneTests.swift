@@ -61,7 +61,7 @@ struct PlaneTests {
         }
     }
 
-    func client(_ endpoint: String, _ security: ClientSecurity, deadline: Duration = .seconds(5)) -> WireClient {
+    func client(_ endpoint: String, _ security: ClientSecurity, deadline: Duration = TestDeadline.patient) -> WireClient {
         var options = ClientOptions(security: security)
         options.defaultDeadline = deadline
         return WireClient(endpoint: endpoint, options: options, logger: Logger(label: "client"))

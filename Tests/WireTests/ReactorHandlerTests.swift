@@ -61,7 +61,7 @@ struct ReactorHandlerTests {
                                   logger: logs.logger("backend"))
         try await withRunningServices([backend], logger: logs.logger("backend-group")) {
             let reactor = Reactor(name: "front")
-            let toBackend = WireClient(endpoint: try await backend.boundEndpoint(), logger: logs.logger("to-backend"), reactor: reactor)
+            let toBackend = WireClient(endpoint: try await backend.boundEndpoint(), options: .patient, logger: logs.logger("to-backend"), reactor: reactor)
             let handler = ForwardOnReactor(backend: toBackend, reactor: reactor, relays: relays)
             // A graceful stop waits up to 40 s for what it has taken (10 s by default): the
             // shutdown test must not depend on how quickly a loaded machine runs its checks.
@@ -72,7 +72,7 @@ struct ReactorHandlerTests {
             let group = ServiceGroup(configuration: .init(services: [.init(service: front)], logger: logs.logger("front-group")))
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { try await group.run() }
-                let client = WireClient(endpoint: try await front.boundEndpoint(), logger: logs.logger("client"))
+                let client = WireClient(endpoint: try await front.boundEndpoint(), options: .patient, logger: logs.logger("client"))
                 try await body(front, handler, client, group)
                 await client.close()
                 await group.triggerGracefulShutdown()
@@ -154,7 +154,7 @@ struct ReactorHandlerTests {
             await started.value
             await group.triggerGracefulShutdown()
             // Until the host says it is draining (a bounded retry)...
-            let other = WireClient(endpoint: try await front.boundEndpoint(), logger: CapturedLogs().logger("other"))
+            let other = WireClient(endpoint: try await front.boundEndpoint(), options: .patient, logger: CapturedLogs().logger("other"))
             func draining(within deadline: Duration = .milliseconds(500)) async -> Bool {
                 let pong = await other.send(Envelope(method: "test.Ping"), deadline: deadline)
                 return pong.status == .unavailable && pong.statusMessage.contains("shutting down")

@@ -147,7 +147,7 @@ struct ServiceHostTests {
         let group = ServiceGroup(configuration: .init(services: [.init(service: host)], logger: logs.logger("group")))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+            let client = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("client"))
             let reply = Task { try await client.call(slow, CommonV1.PingRequest(), options: CallOptions(deadline: .seconds(20))) }
             await started.value
             await group.triggerGracefulShutdown()
@@ -227,7 +227,7 @@ struct ServiceHostTests {
         options.handlerExecution = mode
         let host = ServiceHost(options: options, handler: router, logger: logs.logger("host"), reactor: reactor)
         try await withRunningServices([host], logger: logs.logger("group")) {
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+            let client = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("client"))
             _ = try await client.call(echo, CommonV1.PingRequest())
             await client.close()
         }
@@ -245,7 +245,7 @@ struct ServiceHostTests {
         let group = ServiceGroup(configuration: .init(services: [.init(service: host)], logger: logs.logger("group")))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+            let client = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("client"))
             // A deadline well past the test's own steps: the claim is that the drain lets the
             // request finish, not how soon (at the default 5 s, a CI run whose suites all started
             // at once on a loaded host ran out of it: DEADLINE_EXCEEDED after 16 s of the run).
@@ -283,13 +283,13 @@ struct ServiceHostTests {
                 try await group.run()
                 closed.fulfil(())
             }
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"), reactor: clientReactor)
+            let client = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("client"), reactor: clientReactor)
             let reply = Task { try await client.call(slow, CommonV1.PingRequest(), options: CallOptions(deadline: .seconds(20))) }
             await started.value
             await group.triggerGracefulShutdown()
             // Until the host says it is draining (a bounded retry): the goodbye is for replies
             // sent from then on (earlier ones have `closeGrace`, zero here).
-            let other = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("other"))
+            let other = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("other"))
             try await eventually("the host draining") {
                 await other.send(Envelope(method: "test.Ping"), deadline: .seconds(5)).status == .unavailable
             }

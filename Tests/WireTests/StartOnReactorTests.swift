@@ -69,7 +69,7 @@ struct StartOnReactorTests {
         let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: router,
                                logger: logs.logger("host"), reactor: reactor)
         try await withRunningServices([host], logger: logs.logger("group")) {
-            let client = WireClient(endpoint: try await host.boundEndpoint(), logger: logs.logger("client"))
+            let client = WireClient(endpoint: try await host.boundEndpoint(), options: .patient, logger: logs.logger("client"))
             try await body(host, seen, client)
             await client.close()
         }
@@ -98,14 +98,14 @@ struct StartOnReactorTests {
     @Test func failuresAndRefusals_getTheirStatuses() async throws {
         try await withHost { host, seen, client async throws in
             let refused = await client.send(Envelope(method: "test.Refuse", payload: CommonV1.PingRequest(echo: Array("not now".utf8)).serializedBytes()),
-                                            deadline: .seconds(5))
+                                            deadline: TestDeadline.patient)
             #expect(refused.status == .failedPrecondition && refused.statusMessage == "not now")
-            let broken = await client.send(Envelope(method: "test.Broken", payload: CommonV1.PingRequest().serializedBytes()), deadline: .seconds(5))
+            let broken = await client.send(Envelope(method: "test.Broken", payload: CommonV1.PingRequest().serializedBytes()), deadline: TestDeadline.patient)
             #expect(broken.status == .internal && broken.statusMessage == "internal error in test.Broken",
                     "an error that is no status is INTERNAL, its text not shown: \(broken.statusMessage)")
-            let garbage = await client.send(Envelope(method: "test.Echo", payload: [0xFF, 0xFF, 0xFF]), deadline: .seconds(5))
+            let garbage = await client.send(Envelope(method: "test.Echo", payload: [0xFF, 0xFF, 0xFF]), deadline: TestDeadline.patient)
             #expect(garbage.status == .invalidArgument, "a payload that does not decode is refused before the handler")
-            let anonymous = await client.send(Envelope(method: "test.SignedIn", payload: CommonV1.PingRequest().serializedBytes()), deadline: .seconds(5))
+            let anonymous = await client.send(Envelope(method: "test.SignedIn", payload: CommonV1.PingRequest().serializedBytes()), deadline: TestDeadline.patient)
             #expect(anonymous.status == .unauthenticated)
             let caller = try await client.call(signedIn, CommonV1.PingRequest(), options: CallOptions(callerUserID: 42))
             #expect(caller.service == "caller 42")

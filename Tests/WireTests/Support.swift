@@ -14,7 +14,7 @@ let needsSession = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(servic
 /// Runs a host with `router` on an ephemeral port and gives `body` a client to it.
 func withHost<T: Sendable>(
     _ router: MethodRouter, logs: CapturedLogs, options: (inout HostOptions) -> Void = { _ in },
-    clientOptions: ClientOptions = ClientOptions(), replyCache: ReplyCache = ReplyCache(),
+    clientOptions: ClientOptions = .patient, replyCache: ReplyCache = ReplyCache(),
     _ body: @Sendable (ServiceHost, WireClient) async throws -> T
 ) async throws -> T {
     var hostOptions = HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*")
