@@ -206,8 +206,9 @@ final class LaunchedStack: @unchecked Sendable {
         }
     }
 
-    /// A client of the gateway (trusting its key when it has one).
-    func client(deadline: Duration = .seconds(5)) -> FriensoClient {
+    /// A client of the gateway (trusting its key when it has one); a test about time names its
+    /// deadline, every other call waits `TestDeadline.patient`.
+    func client(deadline: Duration = TestDeadline.patient) -> FriensoClient {
         var options = ClientOptions()
         options.security = serverKey.map { .curve(serverPublicKey: $0, keys: nil) } ?? .plaintext
         options.defaultDeadline = deadline
