@@ -7,7 +7,10 @@ contracts (a strict subset of proto3, below) and writes one Swift file per .prot
 
 Supported: syntax proto3, package, import, top-level `message` and `enum`, scalar fields, `repeated`,
 fields typed by a message or enum of any imported package, `reserved`, `service` with `rpc`, and the
-method annotations `// frienso:public` and `// frienso:internal(member, …)` on the line above an rpc.
+method annotations `// frienso:public`, `// frienso:internal(member, …)` and `// frienso:read` on the
+lines above an rpc (`read`: the rpc changes nothing a caller sees, so a client, the gateway or a
+service may send it again when its first try met a peer that went silent or an instance that
+died; it goes with either of the others).
 Anything else (nested types, oneof, map, optional, field options, streams) stops the script with an
 error naming the file and line, so the contracts and the glue can never silently disagree.
 
@@ -79,6 +82,7 @@ class File:
         self.messages = []  # (name, [fields])
         self.enums = []     # (name, [(value_name, number)])
         self.services = []  # (name, [(rpc, req, resp, access)])
+        self.reads = set()  # (service name, rpc) marked frienso:read
 
     @property
     def namespace(self):
@@ -195,10 +199,16 @@ def parse(path, rel):
             rpcs = []
             access = "authenticated"
             callers = []
+            read = False
             while toks[i][1] != "}":
                 word = take()
                 if word.startswith("@"):
                     kind, _, listed = word[1:].partition(":")
+                    if kind == "read":
+                        if listed or read:
+                            fail("frienso:read stands once above an rpc and takes no arguments")
+                        read = True
+                        continue
                     if kind not in ("public", "internal"):
                         fail(f"unknown annotation frienso:{kind}")
                     callers = listed.split(",") if listed else []
@@ -222,8 +232,11 @@ def parse(path, rel):
                 take(")")
                 take(";")
                 rpcs.append((rpc, req, resp, access, callers))
+                if read:
+                    f.reads.add((name, rpc))
                 access = "authenticated"
                 callers = []
+                read = False
             take("}")
             f.services.append((name, rpcs))
         elif tok.startswith("@"):
@@ -650,6 +663,8 @@ def gen_service(f, name, rpcs, out):
     for rpc, req, resp, access, callers in rpcs:
         listed = ", ".join(f'"{c}"' for c in callers)
         extra = f", callers: [{listed}]" if callers else ""
+        if (name, rpc) in f.reads:
+            extra += ", readOnly: true"
         out.append(f"        public static let {lower_camel(camel_to_lower(rpc))} = RPCMethod<{req}, {resp}>("
                    f'service: "{f.service_short_name}", name: "{rpc}", access: .{access}{extra})')
     names = ", ".join(lower_camel(camel_to_lower(r[0])) + ".erased" for r in rpcs)
@@ -678,6 +693,8 @@ def gen_handlers(files, path):
             for rpc, req, resp, access, callers in rpcs:
                 method = lower_camel(camel_to_lower(rpc))
                 who = f"internal: {', '.join(callers)}" if access == "internal" else access
+                if (name, rpc) in f.reads:
+                    who += ", read"
                 out.append(f"        /// `{f.service_short_name}.{rpc}` ({who}).")
                 out.append(f"        func {method}(_ request: {ns}.{req}, _ context: RequestContext) async throws -> {ns}.{resp}")
             out.append("    }")
@@ -780,6 +797,9 @@ def gen_openapi(files, reg, path):
                     },
                 }
                 op["security"] = [{"bearer": []}] if access == "authenticated" else [{}, {"bearer": []}]
+                if (sname, rpc) in f.reads:
+                    # A read: safe to send again without an Idempotency-Key (a 503 is worth a retry).
+                    op["x-frienso-read"] = True
                 paths[f"/v1/{f.service_short_name}/{rpc}"] = {"post": op}
     for f in files:
         if f.services:

@@ -93,12 +93,12 @@ public struct RemotePeers: AlertsPeers {
 
     public func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice] {
         try await social.call(SocialV1.SocialService.listNotices, SocialV1.ListNoticesRequest(afterId: id, limit: UInt32(limit)),
-                              options: CallOptions(deadline: .seconds(5), idempotent: true)).notices
+                              options: CallOptions(deadline: .seconds(5))).notices
     }
 
     public func placeEvents(after id: UInt64, limit: Int) async throws -> [(event: GeoV1.PlaceAlertEvent, viewer: UInt64)] {
         let reply = try await geo.call(GeoV1.GeoService.listPlaceEvents, GeoV1.ListPlaceEventsRequest(afterId: id, limit: UInt32(limit)),
-                                       options: CallOptions(deadline: .seconds(5), idempotent: true))
+                                       options: CallOptions(deadline: .seconds(5)))
         guard reply.events.count == reply.viewers.count else { throw RPCError.internal("geo's place events came without their viewers") }
         return Array(zip(reply.events, reply.viewers))
     }
@@ -139,7 +139,7 @@ public struct RemotePeers: AlertsPeers {
     public func phones(_ ids: Set<UInt64>) async throws -> [UInt64: String] {
         guard !ids.isEmpty else { return [:] }
         let contacts = try await accounts.call(AccountsV1.AccountsService.contactDetails, AccountsV1.ContactDetailsRequest(userIds: Array(ids)),
-                                               options: CallOptions(deadline: .seconds(5), idempotent: true)).contacts
+                                               options: CallOptions(deadline: .seconds(5))).contacts
         return Dictionary(contacts.compactMap { c in c.profile.map { ($0.userId, c.phone) } }, uniquingKeysWith: { a, _ in a })
     }
 

@@ -38,14 +38,15 @@ public final class FriensoClient: Sendable {
     /// Calls a method through the gateway.
     /// - Parameter mutation: attach a fresh idempotency key, so a resend after a reconnect is
     ///   answered from the service's reply cache instead of being applied twice.
-    /// - Parameter idempotent: safe to send again as it is (a read, a chunk at a fixed offset).
+    /// - Parameter idempotent: safe to send again as it is (a chunk at a fixed offset, a logout);
+    ///   a read by contract (`method.readOnly`, `frienso:read`) is, without saying so.
     public func call<Request, Response>(
         _ method: RPCMethod<Request, Response>, _ request: Request,
         mutation: Bool = false, idempotencyKey: String? = nil, deadline: Duration? = nil, idempotent: Bool = false
     ) async throws(RPCError) -> Response {
         let key = idempotencyKey ?? (mutation ? UUID().uuidString : "")
         var options = CallOptions(deadline: deadline, sessionToken: token, idempotencyKey: key, idempotent: idempotent)
-        guard retryUnavailable && (!key.isEmpty || idempotent) else { return try await wire.call(method, request, options: options) }
+        guard retryUnavailable && (!key.isEmpty || idempotent || method.readOnly) else { return try await wire.call(method, request, options: options) }
         // The same key each time: a try that was applied is answered from the reply cache.
         let until = ContinuousClock.now.advanced(by: deadline ?? defaultDeadline)
         var pause = Duration.milliseconds(50)

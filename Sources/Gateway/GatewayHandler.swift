@@ -46,6 +46,13 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
             self.method = method
             self.client = client
         }
+
+        /// Whether the service's client may send `request` again when its reply is lost (the
+        /// service went silent, or its instance died and another answers): a read by contract,
+        /// or a mutation under an idempotency key, which the service answers once.
+        func resendable(_ request: borrowing Envelope) -> Bool {
+            method.readOnly || !request.idempotencyKey.isEmpty
+        }
     }
     let sessions: SessionCache
     let limiter: RateLimiter
@@ -88,7 +95,7 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
             }
             guard let client = route.client else { throw RPCError.unavailable("\(method.service) is not deployed here") }
             let outgoing = try forwarding(request, to: route, session: session, clientHost: clientHost)
-            let reply = await client.send(outgoing, deadline: request.downstreamBudget, retryable: !envelope.idempotencyKey.isEmpty)
+            let reply = await client.send(outgoing, deadline: request.downstreamBudget, retryable: route.resendable(envelope))
             SessionEffect(request, session).apply(after: reply.status, to: sessions)
             return envelope.reply(status: reply.status, message: reply.statusMessage, payload: reply.payload)
         } catch let error as RPCError {
@@ -132,7 +139,7 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
         let effect = SessionEffect(request, session)
         // The service's status, message and payload go back as they came, copied once from its
         // reply into the one sent, which the host stamps with the request's id and method.
-        return client.relayOnReactor(outgoing, deadline: request.downstreamBudget, retryable: !request.envelope.idempotencyKey.isEmpty) {
+        return client.relayOnReactor(outgoing, deadline: request.downstreamBudget, retryable: route.resendable(request.envelope)) {
             [sessions] forwarded in
             effect.apply(after: forwarded.status, to: sessions)
             reply.relay(forwarded)

@@ -21,12 +21,12 @@ public struct RemoteMediaPeers: MediaPeers {
 
     public func checkInAccess(viewer: UInt64, owner: UInt64) async throws -> (visible: Bool, mediaID: String) {
         let reply = try await geo.call(GeoV1.GeoService.checkInAccess, GeoV1.CheckInAccessRequest(viewerId: viewer, ownerId: owner),
-                                       options: CallOptions(deadline: deadline, idempotent: true))
+                                       options: CallOptions(deadline: deadline))
         return (reply.visible, reply.mediaId)
     }
 
     public func placeExists(_ id: UInt64) async throws -> Bool {
-        try await geo.call(GeoV1.GeoService.getPlace, GeoV1.GetPlaceRequest(placeId: id), options: CallOptions(deadline: deadline, idempotent: true)).found
+        try await geo.call(GeoV1.GeoService.getPlace, GeoV1.GetPlaceRequest(placeId: id), options: CallOptions(deadline: deadline)).found
     }
 }
 

@@ -51,7 +51,7 @@ extension SocialService {
         }
         let matches = try await accounts.call(AccountsAPI.matchContacts,
                                               AccountsV1.MatchContactsRequest(hashes: Array(hashes), externalIds: externals),
-                                              options: CallOptions(deadline: context.downstreamBudget, idempotent: true)).matches
+                                              options: CallOptions(deadline: context.downstreamBudget)).matches
         var excluded = try await store.excludedFromDiscovery(for: caller)
         excluded.insert(caller)
         let pending = try await store.pendingRequestPeers(of: caller)
@@ -85,7 +85,7 @@ extension SocialService {
             // Where the caller is now, from geo; an exchange without coordinates if geo cannot say.
             do {
                 let latest = try await geo.call(GeoV1.GeoService.latestLocation, GeoV1.LatestLocationRequest(userId: caller),
-                                                options: CallOptions(deadline: min(context.downstreamBudget, .seconds(1)), idempotent: true))
+                                                options: CallOptions(deadline: min(context.downstreamBudget, .seconds(1))))
                 if latest.found, let fix = latest.fix {
                     location = ExchangeLocation(latitude: fix.latitude, longitude: fix.longitude)
                     if label.isEmpty { label = latest.placeName }

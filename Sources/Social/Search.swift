@@ -26,7 +26,7 @@ extension SocialService {
         for _ in 0..<10 where users.count < pageSize && !exhausted {
             let batch = try await accounts.call(AccountsAPI.searchUsers,
                                                 AccountsV1.SearchUsersRequest(prefix: query, afterUsername: after, limit: 100),
-                                                options: CallOptions(deadline: context.downstreamBudget, idempotent: true))
+                                                options: CallOptions(deadline: context.downstreamBudget))
             for profile in batch.profiles {
                 after = profile.username
                 if excluded.contains(profile.userId) { continue }

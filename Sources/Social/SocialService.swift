@@ -115,7 +115,7 @@ public final class SocialService: Sendable {
         case (0, false):
             guard username.count <= 64 else { throw RPCError.invalidArgument("username: too long") }
             let found = try await accounts.call(AccountsAPI.findUsers, AccountsV1.FindUsersRequest(usernames: [username]),
-                                                options: CallOptions(deadline: context.downstreamBudget, idempotent: true))
+                                                options: CallOptions(deadline: context.downstreamBudget))
             guard let profile = found.profiles.first else { throw RPCError.notFound("no user named \"\(username)\"") }
             return profile.userId
         default:
@@ -161,7 +161,7 @@ public final class SocialService: Sendable {
         for start in stride(from: 0, to: all.count, by: 500) {
             let batch = Array(all[start..<min(start + 500, all.count)])
             let reply = try await accounts.call(AccountsAPI.getProfiles, AccountsV1.GetProfilesRequest(userIds: batch),
-                                                options: CallOptions(deadline: context.downstreamBudget, idempotent: true))
+                                                options: CallOptions(deadline: context.downstreamBudget))
             for p in reply.profiles { result[p.userId] = Self.ref(p) }
         }
         return result

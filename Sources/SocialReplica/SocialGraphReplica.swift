@@ -30,7 +30,7 @@ public final class SocialGraphReplica: Service, Sendable {
             snapshot: { try await Self.fetchSnapshot(from: social) },
             head: {
                 let head = try await social.call(SocialV1.SocialService.graphSnapshot, SocialV1.GraphSnapshotRequest(sequenceOnly: true),
-                                                 options: CallOptions(deadline: .seconds(2), idempotent: true))
+                                                 options: CallOptions(deadline: .seconds(2)))
                 return CloneHead(epoch: head.epoch, sequence: head.sequence)
             })
     }

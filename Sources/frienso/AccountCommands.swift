@@ -78,7 +78,7 @@ struct WhoAmI: AsyncParsableCommand {
 
     func run() async throws {
         try await performCall(global) { client in
-            let response = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest(), idempotent: true)
+            let response = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest())
             let account = response.account ?? AccountsV1.Account()
             return (account.text + "\nsession   until \(formatTime(response.sessionExpiresAtMs))", response.jsonValue)
         }
@@ -164,7 +164,7 @@ struct Profile: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let response = try await client.call(Accounts.getProfile, AccountsV1.GetProfileRequest(userId: user ?? 0), idempotent: true)
+                let response = try await client.call(Accounts.getProfile, AccountsV1.GetProfileRequest(userId: user ?? 0))
                 return ((response.profile ?? AccountsV1.Profile()).text, response.jsonValue)
             }
         }
@@ -302,7 +302,7 @@ struct AccountCommand: AsyncParsableCommand {
         func run() async throws {
             try await performCall(global) { client in
                 if !yes {
-                    let me = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest(), idempotent: true)
+                    let me = try await client.call(Accounts.whoAmI, AccountsV1.WhoAmIRequest())
                     let username = me.account?.profile?.username ?? ""
                     guard isatty(STDIN_FILENO) == 1 else {
                         throw CLIError(message: "refusing to delete without confirmation: pass --yes", exitCode: 64)

@@ -103,7 +103,7 @@ struct Watch: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(AlertsAPI.getWatch, AlertsV1.GetWatchRequest(), idempotent: true)
+                let reply = try await client.call(AlertsAPI.getWatch, AlertsV1.GetWatchRequest())
                 var lines = [reply.mine.map(describe) ?? "you have not started a watch"]
                 lines += reply.watching.map { "you were asked to watch: " + describe($0) }
                 return (lines.joined(separator: "\n"), reply.jsonValue)
@@ -161,7 +161,7 @@ struct HelpNow: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(AlertsAPI.getHelpNow, AlertsV1.GetHelpNowRequest(), idempotent: true)
+                let reply = try await client.call(AlertsAPI.getHelpNow, AlertsV1.GetHelpNowRequest())
                 var lines = [reply.mine.map(describe) ?? "you have not raised a helpNow alert"]
                 lines += reply.others.map { "someone in your circle needs help: " + describe($0) }
                 return (lines.joined(separator: "\n"), reply.jsonValue)
@@ -207,7 +207,7 @@ struct Inbox: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(AlertsAPI.listInbox, AlertsV1.ListInboxRequest(), idempotent: true)
+                let reply = try await client.call(AlertsAPI.listInbox, AlertsV1.ListInboxRequest())
                 var lines = reply.items.map { item -> String in
                     let kind = Kind.allCases.first { $0.proto == item.kind }?.rawValue ?? item.kind.protoName
                     var line = "\(kind) \(item.requestId)  from \(personName(item.from))  \(formatTime(item.createdAtMs))"
@@ -265,7 +265,7 @@ struct Devices: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(AlertsAPI.listDevices, AlertsV1.ListDevicesRequest(), idempotent: true)
+                let reply = try await client.call(AlertsAPI.listDevices, AlertsV1.ListDevicesRequest())
                 let lines = reply.devices.map { "\($0.platform.protoName.dropFirst("PLATFORM_".count).lowercased())  \($0.token)  \($0.appVersion)" }
                 return (lines.isEmpty ? "no devices registered" : lines.joined(separator: "\n"), reply.jsonValue)
             }
@@ -333,7 +333,7 @@ struct Outbox: AsyncParsableCommand {
         let key = operatorKey ?? ProcessInfo.processInfo.environment["FRIENSO_OPERATOR_KEY"] ?? ""
         try await performCall(global, requireSession: false) { client in
             let reply = try await client.call(AlertsAPI.listOutbox, AlertsV1.ListOutboxRequest(operatorKey: key, status: wanted, recipientUserId: user,
-                                                                                              limit: limit), idempotent: true)
+                                                                                              limit: limit))
             let lines = reply.deliveries.map { d in
                 "\(d.deliveryId)  \(d.source)  \(d.channel.protoName.dropFirst("CHANNEL_".count).lowercased())  "
                     + "\(d.status.protoName.dropFirst("DELIVERY_STATUS_".count).lowercased()) ×\(d.attempts)  to \(d.recipientUserId == 0 ? d.address : "user \(d.recipientUserId) (\(d.address))")"
@@ -358,7 +358,7 @@ struct Resources: AsyncParsableCommand {
         @Option(help: "Only this campus.") var campus = ""
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(AlertsAPI.listResources, AlertsV1.ListResourcesRequest(campus: campus), idempotent: true)
+                let reply = try await client.call(AlertsAPI.listResources, AlertsV1.ListResourcesRequest(campus: campus))
                 let lines = reply.resources.map { r in
                     ["\(r.campus): \(r.title)", r.phone, r.url, r.detail].filter { !$0.isEmpty }.joined(separator: "  ")
                 }

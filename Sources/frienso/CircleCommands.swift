@@ -38,7 +38,7 @@ struct Circle: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(SocialAPI.showCircle, SocialV1.ShowCircleRequest(), idempotent: true)
+                let reply = try await client.call(SocialAPI.showCircle, SocialV1.ShowCircleRequest())
                 var lines = ["your circle (\(reply.members.count) of \(reply.limit)):"]
                 lines += reply.members.isEmpty ? ["  nobody yet: `frienso circle add FRIEND`"] : reply.members.map { "  " + $0.line }
                 lines += ["you are in the circle of:"] + (reply.memberOf.isEmpty ? ["  nobody"] : reply.memberOf.map { "  " + $0.label })
@@ -86,7 +86,7 @@ struct Circle: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(SocialAPI.listCircleRequests, SocialV1.ListCircleRequestsRequest(), idempotent: true)
+                let reply = try await client.call(SocialAPI.listCircleRequests, SocialV1.ListCircleRequestsRequest())
                 let lines = reply.requests.map { "\($0.owner?.label ?? "?")  asked \(formatTime($0.addedAtMs))" }
                 return (lines.isEmpty ? "no circle requests" : lines.joined(separator: "\n"), reply.jsonValue)
             }

@@ -48,7 +48,7 @@ struct Recommend: AsyncParsableCommand {
         }
         let file = try ContactsFile(text: text)
         try await performCall(global) { client in
-            let reply = try await client.call(SocialAPI.recommendFriends, file.request, idempotent: true)
+            let reply = try await client.call(SocialAPI.recommendFriends, file.request)
             var lines = reply.recommendations.map { r -> String in
                 let how = [r.byPhone ? "phone" : nil, r.byEmail ? "email" : nil, r.byExternalId ? "linked account" : nil].compactMap { $0 }
                 return "\(r.user?.label ?? "?")  by \(how.joined(separator: ", "))\(r.requestPending ? "  (request pending)" : "")"
@@ -71,7 +71,7 @@ struct Findable: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(SocialAPI.getDiscoverySettings, SocialV1.GetDiscoverySettingsRequest(), idempotent: true)
+                let reply = try await client.call(SocialAPI.getDiscoverySettings, SocialV1.GetDiscoverySettingsRequest())
                 return ("findable: \(reply.settings?.findable == true ? "on" : "off")", reply.jsonValue)
             }
         }
@@ -144,7 +144,7 @@ struct ExchangeCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(SocialAPI.listExchanges, SocialV1.ListExchangesRequest(pageSize: limit, pageToken: page ?? ""), idempotent: true)
+                let reply = try await client.call(SocialAPI.listExchanges, SocialV1.ListExchangesRequest(pageSize: limit, pageToken: page ?? ""))
                 var lines = reply.exchanges.map(\.line)
                 if lines.isEmpty { lines = ["no exchanges yet: `frienso exchange add USER`"] }
                 if !reply.nextPageToken.isEmpty { lines.append("more: --page \(reply.nextPageToken)") }

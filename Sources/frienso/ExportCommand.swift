@@ -33,25 +33,25 @@ extension AccountCommand {
                 var files: [(String, [UInt8])] = []
                 func json(_ value: JSONValue) -> [UInt8] { Array((value.rendered(indent: 2) + "\n").utf8) }
 
-                let accounts = try await client.call(Accounts.exportMyData, AccountsV1.ExportMyDataRequest(), idempotent: true)
+                let accounts = try await client.call(Accounts.exportMyData, AccountsV1.ExportMyDataRequest())
                 files.append(("accounts.json", json(accounts.jsonValue)))
-                let social = try await client.call(SocialAPI.exportMyData, SocialV1.ExportMyDataRequest(), idempotent: true)
+                let social = try await client.call(SocialAPI.exportMyData, SocialV1.ExportMyDataRequest())
                 files.append(("social.json", json(social.jsonValue)))
-                var geo = try await client.call(GeoAPI.exportMyData, GeoV1.ExportMyDataRequest(limit: 10_000), idempotent: true)
+                var geo = try await client.call(GeoAPI.exportMyData, GeoV1.ExportMyDataRequest(limit: 10_000))
                 var page = geo
                 while page.more, let last = page.history.last {
-                    page = try await client.call(GeoAPI.exportMyData, GeoV1.ExportMyDataRequest(afterHistoryId: last.id, limit: 10_000), idempotent: true)
+                    page = try await client.call(GeoAPI.exportMyData, GeoV1.ExportMyDataRequest(afterHistoryId: last.id, limit: 10_000))
                     geo.history += page.history
                 }
                 geo.more = false
                 files.append(("geo.json", json(geo.jsonValue)))
-                let alerts = try await client.call(AlertsAPI.exportMyData, AlertsV1.ExportMyDataRequest(), idempotent: true)
+                let alerts = try await client.call(AlertsAPI.exportMyData, AlertsV1.ExportMyDataRequest())
                 files.append(("alerts.json", json(alerts.jsonValue)))
 
                 var photos: [MediaV1.MediaItem] = []
                 var token = ""
                 repeat {
-                    let listed = try await client.call(MediaAPI.listPhotos, MediaV1.ListPhotosRequest(mine: true, limit: 100, pageToken: token), idempotent: true)
+                    let listed = try await client.call(MediaAPI.listPhotos, MediaV1.ListPhotosRequest(mine: true, limit: 100, pageToken: token))
                     photos += listed.items
                     token = listed.nextPageToken
                 } while !token.isEmpty

@@ -8,7 +8,7 @@ typealias GeoAPI = GeoV1.GeoService
 
 /// Your friends' usernames by id (one ListFriends call), to show names instead of ids.
 func friendNames(_ client: FriensoClient) async throws -> [UInt64: String] {
-    let reply = try await client.call(SocialAPI.listFriends, SocialV1.ListFriendsRequest(), idempotent: true)
+    let reply = try await client.call(SocialAPI.listFriends, SocialV1.ListFriendsRequest())
     return Dictionary(reply.friends.compactMap { f in f.user.map { ($0.userId, $0.username) } }, uniquingKeysWith: { a, _ in a })
 }
 
@@ -57,7 +57,7 @@ struct Nearby: AsyncParsableCommand {
 
     func run() async throws {
         try await performCall(global) { client in
-            let reply = try await client.call(GeoAPI.nearby, GeoV1.NearbyRequest(radiusM: radius, limit: limit, excludeExchanged: new), idempotent: true)
+            let reply = try await client.call(GeoAPI.nearby, GeoV1.NearbyRequest(radiusM: radius, limit: limit, excludeExchanged: new))
             let names = reply.users.isEmpty ? [:] : try await friendNames(client)
             let lines = reply.users.map { "\(label($0.userId, names))  \(metres($0.distanceM))" }
             return (lines.isEmpty ? "nobody findable nearby" : lines.joined(separator: "\n"), reply.jsonValue)
@@ -79,7 +79,7 @@ struct Navigate: AsyncParsableCommand {
                 }
                 id = match.key
             }
-            let reply = try await client.call(GeoAPI.navigate, GeoV1.NavigateRequest(userId: id), idempotent: true)
+            let reply = try await client.call(GeoAPI.navigate, GeoV1.NavigateRequest(userId: id))
             let compass = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"][Int(((reply.bearingDeg + 22.5) / 45).rounded(.down)) % 8]
             return ("\(metres(reply.distanceM)) \(compass) (bearing \(Int(reply.bearingDeg.rounded()))°)", reply.jsonValue)
         }
@@ -95,7 +95,7 @@ struct Sharing: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(GeoAPI.getSharing, GeoV1.GetSharingRequest(), idempotent: true)
+                let reply = try await client.call(GeoAPI.getSharing, GeoV1.GetSharingRequest())
                 return (sharingText(reply.settings ?? GeoV1.SharingSettings()), reply.jsonValue)
             }
         }
@@ -168,7 +168,7 @@ struct Where: AsyncParsableCommand {
 
     func run() async throws {
         try await performCall(global) { client in
-            let reply = try await client.call(GeoAPI.friendsLocations, GeoV1.FriendsLocationsRequest(), idempotent: true)
+            let reply = try await client.call(GeoAPI.friendsLocations, GeoV1.FriendsLocationsRequest())
             let names = reply.friends.isEmpty ? [:] : try await friendNames(client)
             let lines = reply.friends.map { f -> String in
                 var line = label(f.userId, names)
@@ -211,7 +211,7 @@ struct Places: AsyncParsableCommand {
         func run() async throws {
             try await performCall(global) { client in
                 let reply = try await client.call(GeoAPI.listPlaces, GeoV1.ListPlacesRequest(
-                    hasPoint: lat != nil, latitude: lat ?? 0, longitude: lon ?? 0, radiusM: radius ?? 0), idempotent: true)
+                    hasPoint: lat != nil, latitude: lat ?? 0, longitude: lon ?? 0, radiusM: radius ?? 0))
                 let lines = reply.places.map { place in
                     "\(place.name) (\(place.kind.label))  \(String(format: "%.5f, %.5f", place.latitude, place.longitude))\(place.polygonLat.isEmpty ? "" : "  outline of \(place.polygonLat.count) points")"
                 }
@@ -236,7 +236,7 @@ struct Places: AsyncParsableCommand {
             let kinds: [String: GeoV1.PlaceKind] = ["building": .building, "venue": .venue, "campus": .campus]
             try await performCall(global) { client in
                 let reply = try await client.call(GeoAPI.closestPlace, GeoV1.ClosestPlaceRequest(
-                    hasPoint: lat != nil, latitude: lat ?? 0, longitude: lon ?? 0, kind: kind.flatMap { kinds[$0] } ?? .unspecified), idempotent: true)
+                    hasPoint: lat != nil, latitude: lat ?? 0, longitude: lon ?? 0, kind: kind.flatMap { kinds[$0] } ?? .unspecified))
                 var text = reply.found ? "\(reply.place?.name ?? "?") (\(reply.place?.kind.label ?? "")), \(reply.distanceM == 0 ? "you are in it" : metres(reply.distanceM) + " away")"
                                        : "no places known: an operator imports them (frienso places import)"
                 text += reply.onCampus ? "\non campus" : "\nnot on campus"
@@ -275,7 +275,7 @@ struct Venues: AsyncParsableCommand {
 
     func run() async throws {
         try await performCall(global) { client in
-            let reply = try await client.call(GeoAPI.listVenues, GeoV1.ListVenuesRequest(), idempotent: true)
+            let reply = try await client.call(GeoAPI.listVenues, GeoV1.ListVenuesRequest())
             let lines = reply.venues.map {
                 "\($0.venue?.name ?? "?")  \($0.few ? "fewer than \(reply.minPeople) people" : "\($0.people) \($0.people == 1 ? "person" : "people")"), \($0.friends) \($0.friends == 1 ? "friend" : "friends")"
             }
@@ -336,7 +336,7 @@ struct CheckIns: AsyncParsableCommand {
 
     static func list(_ global: GlobalOptions, feed: Bool, limit: UInt32) async throws {
         try await performCall(global) { client in
-            let reply = try await client.call(GeoAPI.listCheckIns, GeoV1.ListCheckInsRequest(feed: feed, limit: limit), idempotent: true)
+            let reply = try await client.call(GeoAPI.listCheckIns, GeoV1.ListCheckInsRequest(feed: feed, limit: limit))
             let names = reply.checkIns.isEmpty ? [:] : try await friendNames(client)
             let lines = reply.checkIns.map { "\(label($0.userId, names)) at \($0.placeName)  \(metres($0.distanceM))  \(formatTime($0.createdAtMs))\($0.mediaId.isEmpty ? "" : "  photo \($0.mediaId)")" }
             return (lines.isEmpty ? "no check-ins around you" : lines.joined(separator: "\n"), reply.jsonValue)

@@ -14,10 +14,10 @@ struct MapCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await performCall(global) { client in
-            async let located = client.call(GeoAPI.friendsLocations, GeoV1.FriendsLocationsRequest(), idempotent: true)
-            async let checkIns = client.call(GeoAPI.listCheckIns, GeoV1.ListCheckInsRequest(limit: 50), idempotent: true)
-            async let venues = client.call(GeoAPI.listVenues, GeoV1.ListVenuesRequest(), idempotent: true)
-            async let me = client.call(AccountsV1.AccountsService.whoAmI, AccountsV1.WhoAmIRequest(), idempotent: true)
+            async let located = client.call(GeoAPI.friendsLocations, GeoV1.FriendsLocationsRequest())
+            async let checkIns = client.call(GeoAPI.listCheckIns, GeoV1.ListCheckInsRequest(limit: 50))
+            async let venues = client.call(GeoAPI.listVenues, GeoV1.ListVenuesRequest())
+            async let me = client.call(AccountsV1.AccountsService.whoAmI, AccountsV1.WhoAmIRequest())
             let (where_, nearby, busy, myID) = try await (located, checkIns, venues, me.account?.profile?.userId ?? 0)
             guard let you = where_.you else {
                 throw CLIError(message: "you have no location yet: run `frienso locate LAT LON` first", exitCode: 2)

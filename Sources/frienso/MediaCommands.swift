@@ -94,7 +94,7 @@ struct Photo: AsyncParsableCommand {
         func run() async throws {
             try await performCall(global) { client in
                 let reply = try await client.call(MediaAPI.listPhotos, MediaV1.ListPhotosRequest(
-                    placeId: venue, checkInOf: checkInOf, profileOf: profileOf, mine: mine, limit: limit, pageToken: page), idempotent: true)
+                    placeId: venue, checkInOf: checkInOf, profileOf: profileOf, mine: mine, limit: limit, pageToken: page))
                 var lines = reply.items.isEmpty ? ["no photos you may see"] : reply.items.map(describe)
                 if !reply.nextPageToken.isEmpty { lines.append("more: --page \(reply.nextPageToken)") }
                 return (lines.joined(separator: "\n"), reply.jsonValue)
@@ -140,7 +140,7 @@ struct Photo: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let u = try await client.call(MediaAPI.getUsage, MediaV1.GetUsageRequest(), idempotent: true)
+                let u = try await client.call(MediaAPI.getUsage, MediaV1.GetUsageRequest())
                 return ("""
                     storage   \(byteCount(u.usedBytes)) of \(byteCount(u.quotaBytes))
                     uploads   \(u.uploadsLastHour) in the last hour (at most \(u.uploadsPerHour))

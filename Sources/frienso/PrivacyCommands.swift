@@ -45,7 +45,7 @@ struct ShareCommand: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(GeoAPI.listShareLinks, GeoV1.ListShareLinksRequest(), idempotent: true)
+                let reply = try await client.call(GeoAPI.listShareLinks, GeoV1.ListShareLinksRequest())
                 let now = WallClock.milliseconds()
                 return (reply.links.isEmpty ? "no share links" : reply.links.map { ShareCommand.describe($0, now: now) }.joined(separator: "\n"),
                         reply.jsonValue)
@@ -72,7 +72,7 @@ struct ShareCommand: AsyncParsableCommand {
         func run() async throws {
             try await performCall(global, requireSession: false) { client in
                 let token = link.split(separator: "/").last.map(String.init) ?? link
-                let reply = try await client.call(GeoAPI.viewShareLink, GeoV1.ViewShareLinkRequest(token: token), idempotent: true)
+                let reply = try await client.call(GeoAPI.viewShareLink, GeoV1.ViewShareLinkRequest(token: token))
                 var text = reply.label.isEmpty ? "a shared location" : reply.label
                 if let fix = reply.fix {
                     text += ": \(String(format: "%.5f, %.5f", fix.latitude, fix.longitude))  ±\(metres(fix.accuracyM))  \(age(reply.ageMs))"
@@ -97,7 +97,7 @@ struct AuditCommand: AsyncParsableCommand {
     func run() async throws {
         try await performCall(global) { client in
             let since = hours.map { WallClock.milliseconds() - Int64($0) * 3_600_000 } ?? 0
-            let reply = try await client.call(GeoAPI.listAudit, GeoV1.ListAuditRequest(sinceMs: since, limit: limit), idempotent: true)
+            let reply = try await client.call(GeoAPI.listAudit, GeoV1.ListAuditRequest(sinceMs: since, limit: limit))
             let names = reply.entries.isEmpty ? [:] : try await friendNames(client)
             let kinds: [GeoV1.AuditKind: String] = [.friendsLocations: "friends' locations", .navigate: "navigate", .live: "live updates",
                                                     .shareLink: "share link", .placeAlert: "place alerts"]
@@ -148,7 +148,7 @@ struct PrecisionCommand: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(GeoAPI.getPrecision, GeoV1.GetPrecisionRequest(), idempotent: true)
+                let reply = try await client.call(GeoAPI.getPrecision, GeoV1.GetPrecisionRequest())
                 return (PrecisionCommand.text(reply, reply.settings.isEmpty ? [:] : try await friendNames(client)), reply.jsonValue)
             }
         }

@@ -37,7 +37,7 @@ struct Friends: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(SocialAPI.listFriends, SocialV1.ListFriendsRequest(), idempotent: true)
+                let reply = try await client.call(SocialAPI.listFriends, SocialV1.ListFriendsRequest())
                 let lines = reply.friends.map { "\($0.user?.label ?? "?")  since \(formatTime($0.sinceMs))" }
                 return (lines.isEmpty ? "no friends yet: `frienso friends add USERNAME`" : lines.joined(separator: "\n"), reply.jsonValue)
             }
@@ -68,7 +68,7 @@ struct Friends: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(SocialAPI.listFriendRequests, SocialV1.ListFriendRequestsRequest(includeDismissed: all), idempotent: true)
+                let reply = try await client.call(SocialAPI.listFriendRequests, SocialV1.ListFriendRequestsRequest(includeDismissed: all))
                 let text = ["incoming:"] + (reply.incoming.isEmpty ? ["  none"] : reply.incoming.map { "  " + $0.line })
                     + ["outgoing:"] + (reply.outgoing.isEmpty ? ["  none"] : reply.outgoing.map { "  " + $0.line })
                 return (text.joined(separator: "\n"), reply.jsonValue)
@@ -141,7 +141,7 @@ struct Search: AsyncParsableCommand {
 
     func run() async throws {
         try await performCall(global) { client in
-            let reply = try await client.call(SocialAPI.searchUsers, SocialV1.SearchUsersRequest(query: query, pageSize: limit, pageToken: page ?? ""), idempotent: true)
+            let reply = try await client.call(SocialAPI.searchUsers, SocialV1.SearchUsersRequest(query: query, pageSize: limit, pageToken: page ?? ""))
             var lines = reply.users.isEmpty ? ["nobody found"] : reply.users.map(\.label)
             if !reply.nextPageToken.isEmpty { lines.append("more: frienso search \(query) --page \(reply.nextPageToken)") }
             return (lines.joined(separator: "\n"), reply.jsonValue)
@@ -194,7 +194,7 @@ struct Blocked: AsyncParsableCommand {
 
     func run() async throws {
         try await performCall(global) { client in
-            let reply = try await client.call(SocialAPI.listBlocked, SocialV1.ListBlockedRequest(), idempotent: true)
+            let reply = try await client.call(SocialAPI.listBlocked, SocialV1.ListBlockedRequest())
             return (reply.users.isEmpty ? "nobody" : reply.users.map(\.label).joined(separator: "\n"), reply.jsonValue)
         }
     }

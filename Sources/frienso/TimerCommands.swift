@@ -86,7 +86,7 @@ struct TimerCommand: AsyncParsableCommand {
 
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(AlertsAPI.getTimer, AlertsV1.GetTimerRequest(), idempotent: true)
+                let reply = try await client.call(AlertsAPI.getTimer, AlertsV1.GetTimerRequest())
                 return (reply.timer.map(describe) ?? "you have not started a check-in timer", reply.jsonValue)
             }
         }

@@ -35,7 +35,7 @@ struct ZoneCommand: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(GeoAPI.listZones, GeoV1.ListZonesRequest(), idempotent: true)
+                let reply = try await client.call(GeoAPI.listZones, GeoV1.ListZonesRequest())
                 return (reply.zones.isEmpty ? "no zones" : reply.zones.map(ZoneCommand.describe).joined(separator: "\n"), reply.jsonValue)
             }
         }
@@ -80,7 +80,7 @@ struct ZoneCommand: AsyncParsableCommand {
         @Option(help: "true or false.") var keepHistory: Bool?
         func run() async throws {
             try await performCall(global) { client in
-                let zones = try await client.call(GeoAPI.listZones, GeoV1.ListZonesRequest(), idempotent: true).zones
+                let zones = try await client.call(GeoAPI.listZones, GeoV1.ListZonesRequest()).zones
                 guard var zone = zones.first(where: { $0.zoneId == zoneId }) else {
                     throw CLIError(message: "no zone \(zoneId) of yours (frienso zone list)", exitCode: 15)
                 }
@@ -134,7 +134,7 @@ struct PlaceAlertCommand: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         func run() async throws {
             try await performCall(global) { client in
-                let reply = try await client.call(GeoAPI.listPlaceAlerts, GeoV1.ListPlaceAlertsRequest(), idempotent: true)
+                let reply = try await client.call(GeoAPI.listPlaceAlerts, GeoV1.ListPlaceAlertsRequest())
                 let names = reply.mine.isEmpty && reply.aboutMe.isEmpty && reply.allowed.isEmpty ? [:] : try await friendNames(client)
                 var lines = reply.mine.map { describe($0, names, mine: true) } + reply.aboutMe.map { describe($0, names, mine: false) }
                 lines.append(allowedText(reply.allowed, names))
@@ -150,7 +150,7 @@ struct PlaceAlertCommand: AsyncParsableCommand {
         func run() async throws {
             try await performCall(global) { client in
                 let (id, _) = try await PrecisionCommand.friend(friend, client)
-                let reply = try await client.call(GeoAPI.listPlaceAlertTargets, GeoV1.ListPlaceAlertTargetsRequest(subjectId: id), idempotent: true)
+                let reply = try await client.call(GeoAPI.listPlaceAlertTargets, GeoV1.ListPlaceAlertTargetsRequest(subjectId: id))
                 return (reply.zones.isEmpty ? "\(friend) has no zones you may use" : reply.zones.map { "zone \($0.zoneId)  “\($0.label)”" }.joined(separator: "\n"),
                         reply.jsonValue)
             }

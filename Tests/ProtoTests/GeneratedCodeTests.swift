@@ -23,6 +23,33 @@ struct GeneratedCodeTests {
         }
     }
 
+    /// `frienso:read` lets the gateway and the clients send a call again without a key, so a
+    /// change marked as a read could be applied twice. The marks follow the names: every
+    /// `Get…`, `List…`, `Show…`, `Search…` and `ExportMyData` rpc is a read, no rpc named for a
+    /// change is, and the reads named otherwise are this list (a new one is added here on
+    /// purpose, after reading its handler).
+    @Test("reads are marked in the contracts, and nothing that changes state is")
+    func readsAreMarked() {
+        let readPrefixes = ["Get", "List", "Show", "Search", "ExportMyData"]
+        let changePrefixes = ["Set", "Add", "Remove", "Delete", "Create", "Update", "Start", "End", "Extend", "Send", "Respond",
+                              "Cancel", "Block", "Unblock", "Raise", "Resolve", "Report", "Register", "Unregister", "Import", "Erase",
+                              "Edit", "Change", "Link", "Unlink", "Login", "Logout", "Reset", "Request", "Revoke", "Allow", "Upload",
+                              "Finish", "Attach", "Poke", "CheckIn", "Verify", "Answer"]
+        let readsByOtherNames: Set = [
+            "accounts.WhoAmI", "accounts.ValidateSession", "accounts.ContactDetails", "accounts.FindUsers", "accounts.MatchContacts",
+            "accounts.ProfilesSnapshot", "geo.FriendsLocations", "geo.Nearby", "geo.Navigate", "geo.ClosestPlace", "geo.LatestLocation",
+            "geo.CheckInAccess", "geo.ViewShareLink", "social.RecommendFriends", "social.GraphSnapshot", "social.CircleOf",
+            "social.CircleRequestsFor"]
+        for method in ProtoIndex.methods {
+            let named = readPrefixes.contains { method.name.hasPrefix($0) }
+            let change = changePrefixes.contains { method.name.hasPrefix($0) } && !named && method.name != "CheckInAccess"
+            #expect(!(change && method.readOnly), "\(method.fullName) is named for a change and marked frienso:read")
+            #expect(method.readOnly == (named || readsByOtherNames.contains(method.fullName)),
+                    "\(method.fullName): frienso:read is \(method.readOnly), its name says otherwise (see this test)")
+        }
+        #expect(CommonMethods.ping("geo").readOnly)
+    }
+
     @Test("every rpc has a unique wire name and Ping is never declared by a contract")
     func methodTable() {
         let names = ProtoIndex.methods.map(\.fullName)

@@ -303,7 +303,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/accounts/GetProfile": {
@@ -361,7 +362,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/accounts/LinkExternalId": {
@@ -876,7 +878,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/alerts/EndTimer": {
@@ -1050,7 +1053,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/alerts/ExtendWatch": {
@@ -1166,7 +1170,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/alerts/GetTimer": {
@@ -1224,7 +1229,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/alerts/GetWatch": {
@@ -1282,7 +1288,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/alerts/ImportResources": {
@@ -1399,7 +1406,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/alerts/ListInbox": {
@@ -1457,7 +1465,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/alerts/ListOutbox": {
@@ -1516,7 +1525,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/alerts/ListResources": {
@@ -1574,7 +1584,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/alerts/Ping": {
@@ -2260,7 +2271,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/CreatePlaceAlert": {
@@ -2608,7 +2620,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/FriendsLocations": {
@@ -2666,7 +2679,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/GetPrecision": {
@@ -2724,7 +2738,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/GetSharing": {
@@ -2782,7 +2797,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/ImportPlaces": {
@@ -2899,7 +2915,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/ListCheckIns": {
@@ -2957,7 +2974,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/ListPlaceAlertTargets": {
@@ -3015,7 +3033,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/ListPlaceAlerts": {
@@ -3073,7 +3092,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/ListPlaces": {
@@ -3131,7 +3151,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/ListShareLinks": {
@@ -3189,7 +3210,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/ListVenues": {
@@ -3247,7 +3269,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/ListZones": {
@@ -3305,7 +3328,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/Navigate": {
@@ -3363,7 +3387,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/Nearby": {
@@ -3421,7 +3446,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/geo/Ping": {
@@ -3817,7 +3843,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/health": {
@@ -4012,7 +4039,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/media/GetUsage": {
@@ -4070,7 +4098,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/media/ListPhotos": {
@@ -4128,7 +4157,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/media/Ping": {
@@ -4602,7 +4632,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/social/GetDiscoverySettings": {
@@ -4660,7 +4691,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/social/ListBlocked": {
@@ -4718,7 +4750,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/social/ListCircleRequests": {
@@ -4776,7 +4809,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/social/ListExchanges": {
@@ -4834,7 +4868,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/social/ListFriendRequests": {
@@ -4892,7 +4927,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/social/ListFriends": {
@@ -4950,7 +4986,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/social/Ping": {
@@ -5113,7 +5150,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/social/RemoveFriend": {
@@ -5403,7 +5441,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/social/SendFriendRequest": {
@@ -5577,7 +5616,8 @@ public enum OpenAPIDocument {
      {
       "bearer": []
      }
-    ]
+    ],
+    "x-frienso-read": true
    }
   },
   "/v1/social/Unblock": {

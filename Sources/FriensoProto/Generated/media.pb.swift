@@ -1883,10 +1883,10 @@ extension MediaV1 {
         public static let startUpload = RPCMethod<StartUploadRequest, StartUploadResponse>(service: "media", name: "StartUpload", access: .authenticated)
         public static let uploadChunk = RPCMethod<UploadChunkRequest, UploadChunkResponse>(service: "media", name: "UploadChunk", access: .authenticated)
         public static let finishUpload = RPCMethod<FinishUploadRequest, FinishUploadResponse>(service: "media", name: "FinishUpload", access: .authenticated)
-        public static let getPhoto = RPCMethod<GetPhotoRequest, GetPhotoResponse>(service: "media", name: "GetPhoto", access: .authenticated)
-        public static let listPhotos = RPCMethod<ListPhotosRequest, ListPhotosResponse>(service: "media", name: "ListPhotos", access: .authenticated)
+        public static let getPhoto = RPCMethod<GetPhotoRequest, GetPhotoResponse>(service: "media", name: "GetPhoto", access: .authenticated, readOnly: true)
+        public static let listPhotos = RPCMethod<ListPhotosRequest, ListPhotosResponse>(service: "media", name: "ListPhotos", access: .authenticated, readOnly: true)
         public static let deletePhoto = RPCMethod<DeletePhotoRequest, DeletePhotoResponse>(service: "media", name: "DeletePhoto", access: .authenticated)
-        public static let getUsage = RPCMethod<GetUsageRequest, GetUsageResponse>(service: "media", name: "GetUsage", access: .authenticated)
+        public static let getUsage = RPCMethod<GetUsageRequest, GetUsageResponse>(service: "media", name: "GetUsage", access: .authenticated, readOnly: true)
         public static let attachCheckInPhoto = RPCMethod<AttachCheckInPhotoRequest, AttachCheckInPhotoResponse>(service: "media", name: "AttachCheckInPhoto", access: .internal, callers: ["geo"])
         public static let eraseUser = RPCMethod<EraseUserRequest, EraseUserResponse>(service: "media", name: "EraseUser", access: .internal, callers: ["accounts"])
 

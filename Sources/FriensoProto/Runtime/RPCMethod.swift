@@ -15,12 +15,17 @@ public struct RPCMethod<Request: ProtoMessage, Response: ProtoMessage>: Sendable
     public let access: MethodAccess
     /// For internal methods: the deployment members that may call it (`frienso:internal(geo, alerts)`).
     public let callers: [String]
+    /// A read (`frienso:read`): it changes nothing a caller sees, so a try whose reply was lost
+    /// (a peer gone silent, an instance that died) may be sent again without an idempotency
+    /// key. An audited read (a friend's location) is logged for each try its service answers.
+    public let readOnly: Bool
 
-    public init(service: String, name: String, access: MethodAccess, callers: [String] = []) {
+    public init(service: String, name: String, access: MethodAccess, callers: [String] = [], readOnly: Bool = false) {
         self.service = service
         self.name = name
         self.access = access
         self.callers = callers
+        self.readOnly = readOnly
         fullName = "\(service).\(name)"
     }
 
@@ -28,7 +33,7 @@ public struct RPCMethod<Request: ProtoMessage, Response: ProtoMessage>: Sendable
     /// per call it was a `String` allocation on the gateway's path for each request).
     public let fullName: String
 
-    public var erased: AnyRPCMethod { AnyRPCMethod(service: service, name: name, access: access, callers: callers) }
+    public var erased: AnyRPCMethod { AnyRPCMethod(service: service, name: name, access: access, callers: callers, readOnly: readOnly) }
 }
 
 /// An rpc without its types, for tables (the gateway's allow-list, the internal plane's policy, docs).
@@ -38,12 +43,15 @@ public struct AnyRPCMethod: Sendable, Hashable {
     public let access: MethodAccess
     /// For internal methods: the deployment members that may call it.
     public let callers: [String]
+    /// A read, safe to send again (`RPCMethod.readOnly`).
+    public let readOnly: Bool
 
-    public init(service: String, name: String, access: MethodAccess, callers: [String] = []) {
+    public init(service: String, name: String, access: MethodAccess, callers: [String] = [], readOnly: Bool = false) {
         self.service = service
         self.name = name
         self.access = access
         self.callers = callers
+        self.readOnly = readOnly
         fullName = "\(service).\(name)"
     }
 
@@ -53,12 +61,12 @@ public struct AnyRPCMethod: Sendable, Hashable {
 /// Methods outside the service contracts: every host's Ping, and the gateway's own.
 public enum CommonMethods {
     public static func ping(_ service: String) -> RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse> {
-        RPCMethod(service: service, name: "Ping", access: .public)
+        RPCMethod(service: service, name: "Ping", access: .public, readOnly: true)
     }
 
     /// The member's metrics in Prometheus's text format, for the launcher (its scrape token in the request).
     public static func metrics(_ service: String) -> RPCMethod<CommonV1.MetricsRequest, CommonV1.MetricsResponse> {
-        RPCMethod(service: service, name: "Metrics", access: .public)
+        RPCMethod(service: service, name: "Metrics", access: .public, readOnly: true)
     }
 
     /// Push this connection the caller's live events (renew as the reply says).

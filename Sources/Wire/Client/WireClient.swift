@@ -171,7 +171,8 @@ public final class WireClient: Sendable {
         return request
     }
 
-    /// Calls a typed method.
+    /// Calls a typed method. A read (`frienso:read`), an idempotent call or a keyed one may be
+    /// sent again (after the peer went silent, or to another instance).
     /// - Throws: `RPCError` with the reply's status, or UNAVAILABLE / DEADLINE_EXCEEDED from the client.
     public nonisolated(nonsending) func call<Request, Response>(
         _ method: RPCMethod<Request, Response>, _ request: Request, options call: CallOptions = CallOptions()
@@ -180,12 +181,12 @@ public final class WireClient: Sendable {
             method: method.fullName, callerUserId: call.callerUserID, sessionToken: call.sessionToken,
             idempotencyKey: call.idempotencyKey, payload: request.serializedBytes(), clientAddress: call.clientAddress,
             sessionId: call.sessionID)
-        let reply = await send(envelope, deadline: call.deadline, retryable: call.idempotent || !call.idempotencyKey.isEmpty)
+        let reply = await send(envelope, deadline: call.deadline, retryable: method.readOnly || call.idempotent || !call.idempotencyKey.isEmpty)
         return try reply.decodeReply(Response.self)
     }
 
     /// Pings `<service>.Ping` on the peer.
     public func ping(service: String, deadline: Duration? = nil) async throws(RPCError) -> CommonV1.PingResponse {
-        try await call(CommonMethods.ping(service), CommonV1.PingRequest(), options: CallOptions(deadline: deadline, idempotent: true))
+        try await call(CommonMethods.ping(service), CommonV1.PingRequest(), options: CallOptions(deadline: deadline))
     }
 }

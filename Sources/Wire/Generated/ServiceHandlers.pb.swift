@@ -12,7 +12,7 @@ extension AccountsV1.AccountsService {
         func login(_ request: AccountsV1.LoginRequest, _ context: RequestContext) async throws -> AccountsV1.LoginResponse
         /// `accounts.Logout` (authenticated).
         func logout(_ request: AccountsV1.LogoutRequest, _ context: RequestContext) async throws -> AccountsV1.LogoutResponse
-        /// `accounts.WhoAmI` (authenticated).
+        /// `accounts.WhoAmI` (authenticated, read).
         func whoAmI(_ request: AccountsV1.WhoAmIRequest, _ context: RequestContext) async throws -> AccountsV1.WhoAmIResponse
         /// `accounts.ChangeEmail` (authenticated).
         func changeEmail(_ request: AccountsV1.ChangeEmailRequest, _ context: RequestContext) async throws -> AccountsV1.ChangeEmailResponse
@@ -24,29 +24,29 @@ extension AccountsV1.AccountsService {
         func requestPasswordReset(_ request: AccountsV1.RequestPasswordResetRequest, _ context: RequestContext) async throws -> AccountsV1.RequestPasswordResetResponse
         /// `accounts.ResetPassword` (public).
         func resetPassword(_ request: AccountsV1.ResetPasswordRequest, _ context: RequestContext) async throws -> AccountsV1.ResetPasswordResponse
-        /// `accounts.GetProfile` (authenticated).
+        /// `accounts.GetProfile` (authenticated, read).
         func getProfile(_ request: AccountsV1.GetProfileRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfileResponse
         /// `accounts.EditProfile` (authenticated).
         func editProfile(_ request: AccountsV1.EditProfileRequest, _ context: RequestContext) async throws -> AccountsV1.EditProfileResponse
-        /// `accounts.ValidateSession` (internal: gateway, edge).
+        /// `accounts.ValidateSession` (internal: gateway, edge, read).
         func validateSession(_ request: AccountsV1.ValidateSessionRequest, _ context: RequestContext) async throws -> AccountsV1.ValidateSessionResponse
-        /// `accounts.GetProfiles` (internal: social, alerts).
+        /// `accounts.GetProfiles` (internal: social, alerts, read).
         func getProfiles(_ request: AccountsV1.GetProfilesRequest, _ context: RequestContext) async throws -> AccountsV1.GetProfilesResponse
-        /// `accounts.ContactDetails` (internal: alerts).
+        /// `accounts.ContactDetails` (internal: alerts, read).
         func contactDetails(_ request: AccountsV1.ContactDetailsRequest, _ context: RequestContext) async throws -> AccountsV1.ContactDetailsResponse
-        /// `accounts.FindUsers` (internal: social).
+        /// `accounts.FindUsers` (internal: social, read).
         func findUsers(_ request: AccountsV1.FindUsersRequest, _ context: RequestContext) async throws -> AccountsV1.FindUsersResponse
-        /// `accounts.SearchUsers` (internal: social).
+        /// `accounts.SearchUsers` (internal: social, read).
         func searchUsers(_ request: AccountsV1.SearchUsersRequest, _ context: RequestContext) async throws -> AccountsV1.SearchUsersResponse
         /// `accounts.LinkExternalId` (authenticated).
         func linkExternalId(_ request: AccountsV1.LinkExternalIdRequest, _ context: RequestContext) async throws -> AccountsV1.LinkExternalIdResponse
         /// `accounts.UnlinkExternalId` (authenticated).
         func unlinkExternalId(_ request: AccountsV1.UnlinkExternalIdRequest, _ context: RequestContext) async throws -> AccountsV1.UnlinkExternalIdResponse
-        /// `accounts.MatchContacts` (internal: social).
+        /// `accounts.MatchContacts` (internal: social, read).
         func matchContacts(_ request: AccountsV1.MatchContactsRequest, _ context: RequestContext) async throws -> AccountsV1.MatchContactsResponse
-        /// `accounts.ProfilesSnapshot` (internal: social, alerts).
+        /// `accounts.ProfilesSnapshot` (internal: social, alerts, read).
         func profilesSnapshot(_ request: AccountsV1.ProfilesSnapshotRequest, _ context: RequestContext) async throws -> AccountsV1.ProfilesSnapshotResponse
-        /// `accounts.ExportMyData` (authenticated).
+        /// `accounts.ExportMyData` (authenticated, read).
         func exportMyData(_ request: AccountsV1.ExportMyDataRequest, _ context: RequestContext) async throws -> AccountsV1.ExportMyDataResponse
         /// `accounts.VerifyPassword` (internal: alerts).
         func verifyPassword(_ request: AccountsV1.VerifyPasswordRequest, _ context: RequestContext) async throws -> AccountsV1.VerifyPasswordResponse
@@ -100,7 +100,7 @@ extension AlertsV1.AlertsService {
         func extendWatch(_ request: AlertsV1.ExtendWatchRequest, _ context: RequestContext) async throws -> AlertsV1.ExtendWatchResponse
         /// `alerts.EndWatch` (authenticated).
         func endWatch(_ request: AlertsV1.EndWatchRequest, _ context: RequestContext) async throws -> AlertsV1.EndWatchResponse
-        /// `alerts.GetWatch` (authenticated).
+        /// `alerts.GetWatch` (authenticated, read).
         func getWatch(_ request: AlertsV1.GetWatchRequest, _ context: RequestContext) async throws -> AlertsV1.GetWatchResponse
         /// `alerts.RaiseHelpNow` (authenticated).
         func raiseHelpNow(_ request: AlertsV1.RaiseHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.RaiseHelpNowResponse
@@ -108,9 +108,9 @@ extension AlertsV1.AlertsService {
         func resolveHelpNow(_ request: AlertsV1.ResolveHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.ResolveHelpNowResponse
         /// `alerts.ReportEmergencyCall` (authenticated).
         func reportEmergencyCall(_ request: AlertsV1.ReportEmergencyCallRequest, _ context: RequestContext) async throws -> AlertsV1.ReportEmergencyCallResponse
-        /// `alerts.GetHelpNow` (authenticated).
+        /// `alerts.GetHelpNow` (authenticated, read).
         func getHelpNow(_ request: AlertsV1.GetHelpNowRequest, _ context: RequestContext) async throws -> AlertsV1.GetHelpNowResponse
-        /// `alerts.ListInbox` (authenticated).
+        /// `alerts.ListInbox` (authenticated, read).
         func listInbox(_ request: AlertsV1.ListInboxRequest, _ context: RequestContext) async throws -> AlertsV1.ListInboxResponse
         /// `alerts.RespondInbox` (authenticated).
         func respondInbox(_ request: AlertsV1.RespondInboxRequest, _ context: RequestContext) async throws -> AlertsV1.RespondInboxResponse
@@ -118,23 +118,23 @@ extension AlertsV1.AlertsService {
         func registerDevice(_ request: AlertsV1.RegisterDeviceRequest, _ context: RequestContext) async throws -> AlertsV1.RegisterDeviceResponse
         /// `alerts.UnregisterDevice` (authenticated).
         func unregisterDevice(_ request: AlertsV1.UnregisterDeviceRequest, _ context: RequestContext) async throws -> AlertsV1.UnregisterDeviceResponse
-        /// `alerts.ListDevices` (authenticated).
+        /// `alerts.ListDevices` (authenticated, read).
         func listDevices(_ request: AlertsV1.ListDevicesRequest, _ context: RequestContext) async throws -> AlertsV1.ListDevicesResponse
-        /// `alerts.ListOutbox` (public).
+        /// `alerts.ListOutbox` (public, read).
         func listOutbox(_ request: AlertsV1.ListOutboxRequest, _ context: RequestContext) async throws -> AlertsV1.ListOutboxResponse
         /// `alerts.ImportResources` (public).
         func importResources(_ request: AlertsV1.ImportResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ImportResourcesResponse
-        /// `alerts.ListResources` (authenticated).
+        /// `alerts.ListResources` (authenticated, read).
         func listResources(_ request: AlertsV1.ListResourcesRequest, _ context: RequestContext) async throws -> AlertsV1.ListResourcesResponse
         /// `alerts.EraseUser` (internal: accounts).
         func eraseUser(_ request: AlertsV1.EraseUserRequest, _ context: RequestContext) async throws -> AlertsV1.EraseUserResponse
-        /// `alerts.ExportMyData` (authenticated).
+        /// `alerts.ExportMyData` (authenticated, read).
         func exportMyData(_ request: AlertsV1.ExportMyDataRequest, _ context: RequestContext) async throws -> AlertsV1.ExportMyDataResponse
         /// `alerts.StartTimer` (authenticated).
         func startTimer(_ request: AlertsV1.StartTimerRequest, _ context: RequestContext) async throws -> AlertsV1.StartTimerResponse
         /// `alerts.EndTimer` (authenticated).
         func endTimer(_ request: AlertsV1.EndTimerRequest, _ context: RequestContext) async throws -> AlertsV1.EndTimerResponse
-        /// `alerts.GetTimer` (authenticated).
+        /// `alerts.GetTimer` (authenticated, read).
         func getTimer(_ request: AlertsV1.GetTimerRequest, _ context: RequestContext) async throws -> AlertsV1.GetTimerResponse
     }
 }
@@ -181,71 +181,71 @@ extension GeoV1.GeoService {
     public protocol Handler: Sendable {
         /// `geo.UpdateLocation` (authenticated).
         func updateLocation(_ request: GeoV1.UpdateLocationRequest, _ context: RequestContext) async throws -> GeoV1.UpdateLocationResponse
-        /// `geo.GetSharing` (authenticated).
+        /// `geo.GetSharing` (authenticated, read).
         func getSharing(_ request: GeoV1.GetSharingRequest, _ context: RequestContext) async throws -> GeoV1.GetSharingResponse
         /// `geo.UpdateSharing` (authenticated).
         func updateSharing(_ request: GeoV1.UpdateSharingRequest, _ context: RequestContext) async throws -> GeoV1.UpdateSharingResponse
-        /// `geo.FriendsLocations` (authenticated).
+        /// `geo.FriendsLocations` (authenticated, read).
         func friendsLocations(_ request: GeoV1.FriendsLocationsRequest, _ context: RequestContext) async throws -> GeoV1.FriendsLocationsResponse
-        /// `geo.Nearby` (authenticated).
+        /// `geo.Nearby` (authenticated, read).
         func nearby(_ request: GeoV1.NearbyRequest, _ context: RequestContext) async throws -> GeoV1.NearbyResponse
-        /// `geo.Navigate` (authenticated).
+        /// `geo.Navigate` (authenticated, read).
         func navigate(_ request: GeoV1.NavigateRequest, _ context: RequestContext) async throws -> GeoV1.NavigateResponse
         /// `geo.DeleteHistory` (authenticated).
         func deleteHistory(_ request: GeoV1.DeleteHistoryRequest, _ context: RequestContext) async throws -> GeoV1.DeleteHistoryResponse
         /// `geo.ImportPlaces` (public).
         func importPlaces(_ request: GeoV1.ImportPlacesRequest, _ context: RequestContext) async throws -> GeoV1.ImportPlacesResponse
-        /// `geo.ClosestPlace` (authenticated).
+        /// `geo.ClosestPlace` (authenticated, read).
         func closestPlace(_ request: GeoV1.ClosestPlaceRequest, _ context: RequestContext) async throws -> GeoV1.ClosestPlaceResponse
-        /// `geo.ListPlaces` (authenticated).
+        /// `geo.ListPlaces` (authenticated, read).
         func listPlaces(_ request: GeoV1.ListPlacesRequest, _ context: RequestContext) async throws -> GeoV1.ListPlacesResponse
-        /// `geo.ListVenues` (authenticated).
+        /// `geo.ListVenues` (authenticated, read).
         func listVenues(_ request: GeoV1.ListVenuesRequest, _ context: RequestContext) async throws -> GeoV1.ListVenuesResponse
         /// `geo.CheckIn` (authenticated).
         func checkIn(_ request: GeoV1.CheckInRequest, _ context: RequestContext) async throws -> GeoV1.CheckInResponse
-        /// `geo.ListCheckIns` (authenticated).
+        /// `geo.ListCheckIns` (authenticated, read).
         func listCheckIns(_ request: GeoV1.ListCheckInsRequest, _ context: RequestContext) async throws -> GeoV1.ListCheckInsResponse
-        /// `geo.LatestLocation` (internal: social, alerts).
+        /// `geo.LatestLocation` (internal: social, alerts, read).
         func latestLocation(_ request: GeoV1.LatestLocationRequest, _ context: RequestContext) async throws -> GeoV1.LatestLocationResponse
-        /// `geo.CheckInAccess` (internal: media).
+        /// `geo.CheckInAccess` (internal: media, read).
         func checkInAccess(_ request: GeoV1.CheckInAccessRequest, _ context: RequestContext) async throws -> GeoV1.CheckInAccessResponse
-        /// `geo.GetPlace` (internal: media).
+        /// `geo.GetPlace` (internal: media, read).
         func getPlace(_ request: GeoV1.GetPlaceRequest, _ context: RequestContext) async throws -> GeoV1.GetPlaceResponse
         /// `geo.EraseUser` (internal: accounts).
         func eraseUser(_ request: GeoV1.EraseUserRequest, _ context: RequestContext) async throws -> GeoV1.EraseUserResponse
-        /// `geo.ExportMyData` (authenticated).
+        /// `geo.ExportMyData` (authenticated, read).
         func exportMyData(_ request: GeoV1.ExportMyDataRequest, _ context: RequestContext) async throws -> GeoV1.ExportMyDataResponse
         /// `geo.SetPrecision` (authenticated).
         func setPrecision(_ request: GeoV1.SetPrecisionRequest, _ context: RequestContext) async throws -> GeoV1.GetPrecisionResponse
-        /// `geo.GetPrecision` (authenticated).
+        /// `geo.GetPrecision` (authenticated, read).
         func getPrecision(_ request: GeoV1.GetPrecisionRequest, _ context: RequestContext) async throws -> GeoV1.GetPrecisionResponse
-        /// `geo.ListAudit` (authenticated).
+        /// `geo.ListAudit` (authenticated, read).
         func listAudit(_ request: GeoV1.ListAuditRequest, _ context: RequestContext) async throws -> GeoV1.ListAuditResponse
         /// `geo.CreateShareLink` (authenticated).
         func createShareLink(_ request: GeoV1.CreateShareLinkRequest, _ context: RequestContext) async throws -> GeoV1.CreateShareLinkResponse
-        /// `geo.ListShareLinks` (authenticated).
+        /// `geo.ListShareLinks` (authenticated, read).
         func listShareLinks(_ request: GeoV1.ListShareLinksRequest, _ context: RequestContext) async throws -> GeoV1.ListShareLinksResponse
         /// `geo.RevokeShareLink` (authenticated).
         func revokeShareLink(_ request: GeoV1.RevokeShareLinkRequest, _ context: RequestContext) async throws -> GeoV1.RevokeShareLinkResponse
-        /// `geo.ViewShareLink` (public).
+        /// `geo.ViewShareLink` (public, read).
         func viewShareLink(_ request: GeoV1.ViewShareLinkRequest, _ context: RequestContext) async throws -> GeoV1.ViewShareLinkResponse
         /// `geo.SetZone` (authenticated).
         func setZone(_ request: GeoV1.SetZoneRequest, _ context: RequestContext) async throws -> GeoV1.SetZoneResponse
-        /// `geo.ListZones` (authenticated).
+        /// `geo.ListZones` (authenticated, read).
         func listZones(_ request: GeoV1.ListZonesRequest, _ context: RequestContext) async throws -> GeoV1.ListZonesResponse
         /// `geo.DeleteZone` (authenticated).
         func deleteZone(_ request: GeoV1.DeleteZoneRequest, _ context: RequestContext) async throws -> GeoV1.DeleteZoneResponse
         /// `geo.AllowPlaceAlerts` (authenticated).
         func allowPlaceAlerts(_ request: GeoV1.AllowPlaceAlertsRequest, _ context: RequestContext) async throws -> GeoV1.AllowPlaceAlertsResponse
-        /// `geo.ListPlaceAlertTargets` (authenticated).
+        /// `geo.ListPlaceAlertTargets` (authenticated, read).
         func listPlaceAlertTargets(_ request: GeoV1.ListPlaceAlertTargetsRequest, _ context: RequestContext) async throws -> GeoV1.ListPlaceAlertTargetsResponse
         /// `geo.CreatePlaceAlert` (authenticated).
         func createPlaceAlert(_ request: GeoV1.CreatePlaceAlertRequest, _ context: RequestContext) async throws -> GeoV1.CreatePlaceAlertResponse
-        /// `geo.ListPlaceAlerts` (authenticated).
+        /// `geo.ListPlaceAlerts` (authenticated, read).
         func listPlaceAlerts(_ request: GeoV1.ListPlaceAlertsRequest, _ context: RequestContext) async throws -> GeoV1.ListPlaceAlertsResponse
         /// `geo.DeletePlaceAlert` (authenticated).
         func deletePlaceAlert(_ request: GeoV1.DeletePlaceAlertRequest, _ context: RequestContext) async throws -> GeoV1.DeletePlaceAlertResponse
-        /// `geo.ListPlaceEvents` (internal: alerts).
+        /// `geo.ListPlaceEvents` (internal: alerts, read).
         func listPlaceEvents(_ request: GeoV1.ListPlaceEventsRequest, _ context: RequestContext) async throws -> GeoV1.ListPlaceEventsResponse
     }
 }
@@ -309,13 +309,13 @@ extension MediaV1.MediaService {
         func uploadChunk(_ request: MediaV1.UploadChunkRequest, _ context: RequestContext) async throws -> MediaV1.UploadChunkResponse
         /// `media.FinishUpload` (authenticated).
         func finishUpload(_ request: MediaV1.FinishUploadRequest, _ context: RequestContext) async throws -> MediaV1.FinishUploadResponse
-        /// `media.GetPhoto` (authenticated).
+        /// `media.GetPhoto` (authenticated, read).
         func getPhoto(_ request: MediaV1.GetPhotoRequest, _ context: RequestContext) async throws -> MediaV1.GetPhotoResponse
-        /// `media.ListPhotos` (authenticated).
+        /// `media.ListPhotos` (authenticated, read).
         func listPhotos(_ request: MediaV1.ListPhotosRequest, _ context: RequestContext) async throws -> MediaV1.ListPhotosResponse
         /// `media.DeletePhoto` (authenticated).
         func deletePhoto(_ request: MediaV1.DeletePhotoRequest, _ context: RequestContext) async throws -> MediaV1.DeletePhotoResponse
-        /// `media.GetUsage` (authenticated).
+        /// `media.GetUsage` (authenticated, read).
         func getUsage(_ request: MediaV1.GetUsageRequest, _ context: RequestContext) async throws -> MediaV1.GetUsageResponse
         /// `media.AttachCheckInPhoto` (internal: geo).
         func attachCheckInPhoto(_ request: MediaV1.AttachCheckInPhotoRequest, _ context: RequestContext) async throws -> MediaV1.AttachCheckInPhotoResponse
@@ -358,9 +358,9 @@ extension SocialV1.SocialService {
         func respondToFriendRequest(_ request: SocialV1.RespondToFriendRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToFriendRequestResponse
         /// `social.CancelFriendRequest` (authenticated).
         func cancelFriendRequest(_ request: SocialV1.CancelFriendRequestRequest, _ context: RequestContext) async throws -> SocialV1.CancelFriendRequestResponse
-        /// `social.ListFriendRequests` (authenticated).
+        /// `social.ListFriendRequests` (authenticated, read).
         func listFriendRequests(_ request: SocialV1.ListFriendRequestsRequest, _ context: RequestContext) async throws -> SocialV1.ListFriendRequestsResponse
-        /// `social.ListFriends` (authenticated).
+        /// `social.ListFriends` (authenticated, read).
         func listFriends(_ request: SocialV1.ListFriendsRequest, _ context: RequestContext) async throws -> SocialV1.ListFriendsResponse
         /// `social.RemoveFriend` (authenticated).
         func removeFriend(_ request: SocialV1.RemoveFriendRequest, _ context: RequestContext) async throws -> SocialV1.RemoveFriendResponse
@@ -368,45 +368,45 @@ extension SocialV1.SocialService {
         func block(_ request: SocialV1.BlockRequest, _ context: RequestContext) async throws -> SocialV1.BlockResponse
         /// `social.Unblock` (authenticated).
         func unblock(_ request: SocialV1.UnblockRequest, _ context: RequestContext) async throws -> SocialV1.UnblockResponse
-        /// `social.ListBlocked` (authenticated).
+        /// `social.ListBlocked` (authenticated, read).
         func listBlocked(_ request: SocialV1.ListBlockedRequest, _ context: RequestContext) async throws -> SocialV1.ListBlockedResponse
-        /// `social.ShowCircle` (authenticated).
+        /// `social.ShowCircle` (authenticated, read).
         func showCircle(_ request: SocialV1.ShowCircleRequest, _ context: RequestContext) async throws -> SocialV1.ShowCircleResponse
         /// `social.AddToCircle` (authenticated).
         func addToCircle(_ request: SocialV1.AddToCircleRequest, _ context: RequestContext) async throws -> SocialV1.AddToCircleResponse
         /// `social.RemoveFromCircle` (authenticated).
         func removeFromCircle(_ request: SocialV1.RemoveFromCircleRequest, _ context: RequestContext) async throws -> SocialV1.RemoveFromCircleResponse
-        /// `social.ListCircleRequests` (authenticated).
+        /// `social.ListCircleRequests` (authenticated, read).
         func listCircleRequests(_ request: SocialV1.ListCircleRequestsRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse
         /// `social.RespondToCircleRequest` (authenticated).
         func respondToCircleRequest(_ request: SocialV1.RespondToCircleRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToCircleRequestResponse
-        /// `social.SearchUsers` (authenticated).
+        /// `social.SearchUsers` (authenticated, read).
         func searchUsers(_ request: SocialV1.SearchUsersRequest, _ context: RequestContext) async throws -> SocialV1.SearchUsersResponse
         /// `social.Poke` (authenticated).
         func poke(_ request: SocialV1.PokeRequest, _ context: RequestContext) async throws -> SocialV1.PokeResponse
-        /// `social.GetDiscoverySettings` (authenticated).
+        /// `social.GetDiscoverySettings` (authenticated, read).
         func getDiscoverySettings(_ request: SocialV1.GetDiscoverySettingsRequest, _ context: RequestContext) async throws -> SocialV1.GetDiscoverySettingsResponse
         /// `social.SetFindable` (authenticated).
         func setFindable(_ request: SocialV1.SetFindableRequest, _ context: RequestContext) async throws -> SocialV1.SetFindableResponse
-        /// `social.RecommendFriends` (authenticated).
+        /// `social.RecommendFriends` (authenticated, read).
         func recommendFriends(_ request: SocialV1.RecommendFriendsRequest, _ context: RequestContext) async throws -> SocialV1.RecommendFriendsResponse
         /// `social.AddExchange` (authenticated).
         func addExchange(_ request: SocialV1.AddExchangeRequest, _ context: RequestContext) async throws -> SocialV1.AddExchangeResponse
-        /// `social.ListExchanges` (authenticated).
+        /// `social.ListExchanges` (authenticated, read).
         func listExchanges(_ request: SocialV1.ListExchangesRequest, _ context: RequestContext) async throws -> SocialV1.ListExchangesResponse
-        /// `social.ListNotices` (internal: alerts).
+        /// `social.ListNotices` (internal: alerts, read).
         func listNotices(_ request: SocialV1.ListNoticesRequest, _ context: RequestContext) async throws -> SocialV1.ListNoticesResponse
-        /// `social.GraphSnapshot` (internal: geo, alerts, media, accounts).
+        /// `social.GraphSnapshot` (internal: geo, alerts, media, accounts, read).
         func graphSnapshot(_ request: SocialV1.GraphSnapshotRequest, _ context: RequestContext) async throws -> SocialV1.GraphSnapshotResponse
-        /// `social.CircleOf` (internal: alerts).
+        /// `social.CircleOf` (internal: alerts, read).
         func circleOf(_ request: SocialV1.CircleOfRequest, _ context: RequestContext) async throws -> SocialV1.ShowCircleResponse
-        /// `social.CircleRequestsFor` (internal: alerts).
+        /// `social.CircleRequestsFor` (internal: alerts, read).
         func circleRequestsFor(_ request: SocialV1.CircleRequestsForRequest, _ context: RequestContext) async throws -> SocialV1.ListCircleRequestsResponse
         /// `social.AnswerCircleRequest` (internal: alerts).
         func answerCircleRequest(_ request: SocialV1.AnswerCircleRequestRequest, _ context: RequestContext) async throws -> SocialV1.RespondToCircleRequestResponse
         /// `social.EraseUser` (internal: accounts).
         func eraseUser(_ request: SocialV1.EraseUserRequest, _ context: RequestContext) async throws -> SocialV1.EraseUserResponse
-        /// `social.ExportMyData` (authenticated).
+        /// `social.ExportMyData` (authenticated, read).
         func exportMyData(_ request: SocialV1.ExportMyDataRequest, _ context: RequestContext) async throws -> SocialV1.ExportMyDataResponse
     }
 }
