@@ -43,6 +43,7 @@ struct WebAppEndToEndTests {
             // Closed before the harness stops chromedriver (its browsers would outlive it).
             do {
                 try await browse(anaPage, benPage, ana: ana, ben: ben, cyd: cyd, edge: edge)
+                try await aReadWaitsOutAStoppedService(anaPage, stack: stack)
                 try await forgetThenLeave(benPage, cyd: cyd, stack: stack)
             } catch {
                 await anaPage.quit()
@@ -52,6 +53,35 @@ struct WebAppEndToEndTests {
             await anaPage.quit()
             await benPage.quit()
         }
+    }
+
+    /// A read from the page while alerts is stopped (as a restarting service looks to the
+    /// gateway: 503 UNAVAILABLE) is sent again by the app, which says so (`frienso:retrying`),
+    /// and is answered once alerts runs again; before, the page showed the 503 at once.
+    private func aReadWaitsOutAStoppedService(_ page: Browser, stack: LaunchedStack) async throws {
+        let alerts = try #require(stack.pid(of: "alerts"))
+        kill(alerts, SIGSTOP)
+        var stopped = true
+        defer { if stopped { kill(alerts, SIGCONT) } }
+        try await eventually("alerts (PID \(alerts)) is stopped", timeout: .seconds(10)) { ProcessState.of(alerts) == "T" }
+        try await eventually("the edge answers 503 for alerts") {
+            try await HTTP.post("\(stack.edge)/v1/alerts/Ping", json: "{}").status == 503
+        }
+        _ = try await page.run("""
+            window.__retries = 0; window.__read = null;
+            window.addEventListener("frienso:retrying", () => { window.__retries += 1; });
+            import("/js/api.js").then((api) => api.call("alerts.GetWatch"))
+              .then(() => { window.__read = "answered"; }, (error) => { window.__read = `${error.name}: ${error.message}`; });
+            """)
+        try await eventually("the page met the stopped service and tries again") {
+            if case .number(let tries) = try await page.run("return window.__retries") { return tries > 0 }
+            return false
+        }
+        #expect(try await page.run("return window.__read") == .null, "the read ended while alerts was stopped")
+        kill(alerts, SIGCONT)
+        stopped = false
+        try await eventually("the read is answered once alerts runs") { try await page.run("return window.__read") != .null }
+        #expect(try await page.run("return window.__read") == .string("answered"))
     }
 
     private func browse(_ anaPage: Browser, _ benPage: Browser, ana: WebUser, ben: WebUser, cyd: WebUser, edge: String) async throws {

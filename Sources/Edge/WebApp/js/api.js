@@ -19,16 +19,50 @@ function newKey() {
   return crypto.randomUUID ? crypto.randomUUID() : `${Date.now()}-${Math.random().toString(16).slice(2)}`;
 }
 
-/** Calls `method` ("geo.Nearby") with `body`; `mutation` attaches an idempotency key. */
+// The rpcs the contracts mark as reads (`x-frienso-read` in the edge's OpenAPI document), read
+// once: safe to send again as they are.
+let reads;
+function readMethods() {
+  reads ??= fetch("/v1/openapi.json")
+    .then((response) => (response.ok ? response.json() : Promise.reject(new Error(`HTTP ${response.status}`))))
+    .then((doc) => new Set(Object.values(doc.paths ?? {}).map((path) => path.post)
+      .filter((op) => op?.["x-frienso-read"]).map((op) => op.operationId)))
+    .catch(() => { reads = undefined; return new Set(); }); // asked again next time
+  return reads;
+}
+
+/** How long a call that is safe to send again keeps trying while a service restarts. */
+const RETRY_FOR_MS = 30000;
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Calls `method` ("geo.Nearby") with `body`; `mutation` attaches an idempotency key. A read (by
+ * its contract) or a mutation (under its one key: a try that was applied is answered from the
+ * service's replies) that meets a service restarting (503) or an edge out of reach is sent again,
+ * with backoff, for up to 30 s; each new try dispatches `frienso:retrying` on `window` first.
+ */
 export async function call(method, body = {}, { mutation = false } = {}) {
   const [service, rpc] = method.split(".");
   const headers = { "Content-Type": "application/json" };
   if (session.token) headers.Authorization = `Bearer ${session.token}`;
   if (mutation) headers["Idempotency-Key"] = newKey();
-  const response = await fetch(`/v1/${service}/${rpc}`, { method: "POST", headers, body: JSON.stringify(body) });
-  const json = await response.json().catch(() => ({}));
-  if (!response.ok) throw new APIError(response.status, json);
-  return json;
+  const resendable = mutation || (await readMethods()).has(method);
+  const until = Date.now() + RETRY_FOR_MS;
+  for (let wait = 100; ; wait = Math.min(wait * 2, 1000)) {
+    let response;
+    try {
+      response = await fetch(`/v1/${service}/${rpc}`, { method: "POST", headers, body: JSON.stringify(body) });
+    } catch (error) { // the edge out of reach
+      if (!resendable || Date.now() + wait > until) throw error;
+    }
+    if (response) {
+      const json = await response.json().catch(() => ({}));
+      if (response.ok) return json;
+      if (response.status !== 503 || !resendable || Date.now() + wait > until) throw new APIError(response.status, json);
+    }
+    window.dispatchEvent(new CustomEvent("frienso:retrying", { detail: { method } }));
+    await pause(wait);
+  }
 }
 
 /** Uploads a photo (PUT /v1/photos); resolves with FinishUploadResponse. */

@@ -355,12 +355,18 @@ $("#help").addEventListener("click", () => { $("#help-confirm").hidden = false; 
 $("#help-no").addEventListener("click", () => { $("#help-confirm").hidden = true; });
 $("#help-yes").addEventListener("click", async () => {
   $("#help-confirm").hidden = true;
+  $("#help-status").textContent = "Sending your alert…";
   try {
     const reply = await call("alerts.RaiseHelpNow", { message: $("#help-message").value }, { mutation: true });
     $("#help-status").textContent = reply.nobodyNotified
       ? "Nobody is in your circle: call the emergency number now."
       : `Your circle was alerted (${reply.notified}). Call the emergency number if you are in danger.`;
   } catch (error) { $("#help-status").textContent = error.message; }
+});
+
+// A call sent again (api.js) while a service restarts: said where someone waits for it.
+window.addEventListener("frienso:retrying", (event) => {
+  if (event.detail.method === "alerts.RaiseHelpNow") $("#help-status").textContent = "Still sending your alert: the service is restarting…";
 });
 
 // ---- start and stop ----
