@@ -22,11 +22,4 @@ extension ClientOptions {
         options.defaultDeadline = TestDeadline.patient
         return options
     }
-
-    /// These options with `TestDeadline.patient` for calls that name no deadline.
-    public func patient() -> ClientOptions {
-        var options = self
-        options.defaultDeadline = TestDeadline.patient
-        return options
-    }
 }
