@@ -50,6 +50,50 @@ struct GeneratedCodeTests {
         #expect(CommonMethods.ping("geo").readOnly)
     }
 
+    /// The generator on a contract of the test's own: `frienso:read` goes with an access mark
+    /// into the generated method, and is refused twice, with arguments, or away from an rpc.
+    @Test("frienso:read is generated with the access beside it, and refused where it means nothing",
+          .enabled(if: Repository.which("python3") != nil, "python3 is not installed: cannot run proto/swiftgen.py"))
+    func readAnnotation() async throws {
+        func generate(_ service: String, before: String = "") async throws -> (status: Int32, output: String, swift: String) {
+            let scratch = try TemporaryDirectory("frienso-swiftgen")
+            defer { scratch.remove() }
+            let folder = "\(scratch.path)/proto/frienso/x/v1"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            try """
+                syntax = "proto3";
+                package frienso.x.v1;
+                message AReq {}
+                message AResp {}
+                \(before)
+                service XService {
+                \(service)
+                }
+                """.write(toFile: "\(folder)/x.proto", atomically: true, encoding: .utf8)
+            let result = try await ProcessHarness.run(Repository.which("python3")!, [
+                Repository.root.appendingPathComponent("proto/swiftgen.py").path, "\(scratch.path)/proto", scratch.path])
+            let swift = (try? String(contentsOfFile: "\(scratch.path)/x.pb.swift", encoding: .utf8)) ?? ""
+            return (result.status, result.output, swift)
+        }
+        let good = try await generate("""
+              // frienso:internal(gateway, edge)
+              // frienso:read
+              rpc A(AReq) returns (AResp);
+              rpc B(AReq) returns (AResp);
+            """)
+        #expect(good.status == 0, "\(good.output)")
+        #expect(good.swift.contains(#"name: "A", access: .internal, callers: ["gateway", "edge"], readOnly: true)"#), "\(good.swift)")
+        #expect(good.swift.contains(#"name: "B", access: .authenticated)"#), "an rpc without the mark is no read")
+        for (service, before, message) in [
+            ("  // frienso:read\n  // frienso:read\n  rpc A(AReq) returns (AResp);", "", "frienso:read stands once above an rpc and takes no arguments"),
+            ("  // frienso:read(gateway)\n  rpc A(AReq) returns (AResp);", "", "frienso:read stands once above an rpc and takes no arguments"),
+            ("  rpc A(AReq) returns (AResp);", "// frienso:read", "a frienso annotation must stand directly above an rpc"),
+        ] {
+            let bad = try await generate(service, before: before)
+            #expect(bad.status != 0 && bad.output.contains(message), "\(service): \(bad.status) \(bad.output)")
+        }
+    }
+
     @Test("every rpc has a unique wire name and Ping is never declared by a contract")
     func methodTable() {
         let names = ProtoIndex.methods.map(\.fullName)
