@@ -46,7 +46,7 @@ public final class FriensoClient: Sendable {
     ) async throws(RPCError) -> Response {
         let key = idempotencyKey ?? (mutation ? UUID().uuidString : "")
         var options = CallOptions(deadline: deadline, sessionToken: token, idempotencyKey: key, idempotent: idempotent)
-        guard retryUnavailable && (!key.isEmpty || idempotent || method.readOnly) else { return try await wire.call(method, request, options: options) }
+        guard retryUnavailable && options.mayResend(method) else { return try await wire.call(method, request, options: options) }
         // The same key each time: a try that was applied is answered from the reply cache.
         let until = ContinuousClock.now.advanced(by: deadline ?? defaultDeadline)
         var pause = Duration.milliseconds(50)

@@ -212,7 +212,7 @@ final class GatewayHandler: ReactorRequestHandler, Sendable {
         if let cached = sessions.get(token, nowMs: nowMs()) { return cached }
         guard let accounts = clients["accounts"] else { throw .unavailable("accounts is not deployed") }
         let reply = try await accounts.call(Self.validate, AccountsV1.ValidateSessionRequest(sessionToken: token),
-                                            options: CallOptions(deadline: budget, idempotent: true))
+                                            options: CallOptions(deadline: budget))
         var session = ResolvedSession(userID: reply.userId, sessionID: reply.sessionId, expiresAtMs: reply.expiresAtMs)
         session.bucket = limiter.bucket(for: .session(userID: session.userID, sessionID: session.sessionID),
                                         now: RateLimiter.now)

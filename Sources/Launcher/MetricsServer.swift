@@ -145,7 +145,7 @@ public final class MetricsServer: Service, Sendable {
             }
         } else if let client = clients[child.name] {
             let reply = try? await client.call(CommonMethods.metrics(child.member), CommonV1.MetricsRequest(token: child.scrapeToken ?? []),
-                                               options: CallOptions(deadline: .seconds(2), idempotent: true))
+                                               options: CallOptions(deadline: .seconds(2)))
             text = reply?.exposition
         }
         if text == nil { logger.debug("could not read a member's metrics", metadata: ["service": "\(child.name)"]) }

@@ -57,7 +57,7 @@ extension CloneReplica where Model == ProfileModel {
     public static func profiles(accounts: any RPCCalling, eventsEndpoint: String, eventsSecurity: ClientSecurity = .plaintext,
                                 logger: Logger, checkInterval: Duration = .seconds(5), pageSize: UInt32 = 5_000,
                                 context: ZMQContext = .shared, reactor: Reactor = .shared) -> ProfileReplica {
-        let options = CallOptions(deadline: .seconds(30), idempotent: true)
+        let options = CallOptions(deadline: .seconds(30))
         let api = AccountsV1.AccountsService.self
         return ProfileReplica(
             initial: ProfileDirectory(), eventsEndpoint: eventsEndpoint, eventsSecurity: eventsSecurity, logger: logger,
@@ -79,7 +79,7 @@ extension CloneReplica where Model == ProfileModel {
             },
             head: {
                 let head = try await accounts.call(api.profilesSnapshot, AccountsV1.ProfilesSnapshotRequest(sequenceOnly: true),
-                                                   options: CallOptions(deadline: .seconds(2), idempotent: true))
+                                                   options: CallOptions(deadline: .seconds(2)))
                 return CloneHead(epoch: head.epoch, sequence: head.sequence)
             })
     }

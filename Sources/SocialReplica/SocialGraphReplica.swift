@@ -57,7 +57,7 @@ public final class SocialGraphReplica: Service, Sendable {
     /// Every page of a snapshot, loaded into a new state. The first page's epoch and sequence
     /// are the state's; a page from another epoch (social restarted mid-way) starts over.
     public static func fetchSnapshot(from social: WireClient) async throws -> (GraphState, CloneHead) {
-        let options = CallOptions(deadline: .seconds(30), idempotent: true)
+        let options = CallOptions(deadline: .seconds(30))
         restart: while true {
             var page = try await social.call(SocialV1.SocialService.graphSnapshot, SocialV1.GraphSnapshotRequest(), options: options)
             let head = CloneHead(epoch: page.epoch, sequence: page.sequence)

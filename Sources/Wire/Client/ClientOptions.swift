@@ -1,3 +1,5 @@
+public import FriensoProto
+
 /// How a `WireClient` times out, retries and watches its peer.
 public struct ClientOptions: Sendable {
     /// Deadline for a call that names none.
@@ -40,7 +42,9 @@ public struct CallOptions: Sendable {
     public var clientAddress: String = ""
     /// Internal hops only: the caller's session as resolved by the gateway.
     public var sessionID: [UInt8] = []
-    /// A read that may safely be sent again after a reconnect. Implied by an idempotency key.
+    /// A call that is not a read by contract and may still safely be sent again after a
+    /// reconnect (a chunk at a fixed offset). Implied by an idempotency key and by
+    /// `RPCMethod.readOnly` (`mayResend`).
     public var idempotent = false
 
     public init(deadline: Duration? = nil, sessionToken: String = "", idempotencyKey: String = "",
@@ -52,5 +56,12 @@ public struct CallOptions: Sendable {
         self.callerUserID = callerUserID
         self.clientAddress = clientAddress
         self.idempotent = idempotent
+    }
+
+    /// Whether a call of `method` with these options may be sent again when its reply is lost:
+    /// a read by contract, a call marked idempotent, or one under an idempotency key (which its
+    /// service answers once).
+    public func mayResend<Request, Response>(_ method: RPCMethod<Request, Response>) -> Bool {
+        method.readOnly || idempotent || !idempotencyKey.isEmpty
     }
 }

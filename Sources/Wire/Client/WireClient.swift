@@ -181,7 +181,7 @@ public final class WireClient: Sendable {
             method: method.fullName, callerUserId: call.callerUserID, sessionToken: call.sessionToken,
             idempotencyKey: call.idempotencyKey, payload: request.serializedBytes(), clientAddress: call.clientAddress,
             sessionId: call.sessionID)
-        let reply = await send(envelope, deadline: call.deadline, retryable: method.readOnly || call.idempotent || !call.idempotencyKey.isEmpty)
+        let reply = await send(envelope, deadline: call.deadline, retryable: call.mayResend(method))
         return try reply.decodeReply(Response.self)
     }
 
