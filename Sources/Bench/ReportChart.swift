@@ -62,11 +62,17 @@ public enum ReportChart {
                 return [Bar(label: "p50", run: r, value: row.p50Us), Bar(label: "p99", run: r, value: row.p99Us)]
             })
         }))
+        // A figure that was 0 in every run (a process the mix left idle, no major faults) is
+        // counted in a note, not drawn: a stack run has about a hundred figures, and bars of
+        // nothing made most of its chart.
+        let zero = metricKeys.filter { key in metrics[key]?.values.allSatisfy { $0 == 0 } ?? true }
+        metricKeys.removeAll { zero.contains($0) }
         if !metricKeys.isEmpty {
             // Each figure has its own unit (µs, ops/s, MiB): each is scaled on its own.
             panels.append(Panel(title: "run figures (each on its own scale)", unit: "", groups: metricKeys.map { key in
                 (key, runs.indices.compactMap { r in metrics[key]?[r].map { Bar(label: runs[r].label, run: r, value: $0) } })
-            }, scalePerGroup: true))
+            }, scalePerGroup: true, note: zero.isEmpty ? nil
+                : "\(zero.count) more \(zero.count == 1 ? "figure was" : "figures were") 0 in every run: \(zero.joined(separator: ", "))"))
         }
         return svg(title: "frienso-bench \(scenario)", runs: runs.map(\.label), commands: Array(Set(runs.map(\.command))).sorted(), panels: panels)
     }
@@ -76,6 +82,8 @@ public enum ReportChart {
         var unit: String
         var groups: [(String, [Bar])]
         var scalePerGroup = false
+        /// A line under the title (what the panel leaves out).
+        var note: String? = nil
     }
 
     static func svg(title: String, runs: [String], commands: [String], panels: [Panel]) -> String {
@@ -94,6 +102,10 @@ public enum ReportChart {
         y += Double((runs.count + 3) / 4) * 16 + 10
         for panel in panels where !panel.groups.isEmpty {
             body.append(text(10, y, panel.title, size: 13, bold: true))
+            if let note = panel.note {
+                // Wrapped at about 150 characters a line: SVG text does not wrap itself.
+                for line in wrap(note, width: 150) { y += 14; body.append(text(10, y, line, size: 10, fill: "#555")) }
+            }
             y += 10
             let top = panel.groups.flatMap { $0.1.map(\.value) }.max() ?? 1
             for (label, bars) in panel.groups {
@@ -131,7 +143,40 @@ public enum ReportChart {
 
     static func fmt(_ v: Double) -> String { String(format: "%.1f", v) }
 
+    /// A bar's figure, to the digits that tell runs apart: whole numbers with thousands
+    /// separators from 100 up, one decimal from 10, two from 1, and three significant digits
+    /// under 1 (commits per operation are 0.04–0.08: "%.1f" printed every one of them as 0.0).
+    /// Not `NumberFormatter`: the chart must read the same whatever the machine's locale.
     static func number(_ v: Double) -> String {
-        v >= 100 ? NumberFormatter.localizedString(from: NSNumber(value: Int(v.rounded())), number: .decimal) : String(format: "%.1f", v)
+        guard v.isFinite else { return "\(v)" }
+        let magnitude = abs(v)
+        if magnitude >= 100 {
+            let digits = String(Int64(magnitude.rounded()))
+            var grouped = ""
+            for (i, digit) in digits.enumerated() {
+                if i > 0, (digits.count - i) % 3 == 0 { grouped += "," }
+                grouped.append(digit)
+            }
+            return (v < 0 ? "-" : "") + grouped
+        }
+        if magnitude >= 10 { return String(format: "%.1f", v) }
+        if magnitude >= 1 { return String(format: "%.2f", v) }
+        if magnitude == 0 { return "0" }
+        let decimals = min(9, 2 - Int(log10(magnitude).rounded(.down)))
+        var text = String(format: "%.\(decimals)f", v)
+        while text.hasSuffix("0") { text.removeLast() }
+        return text
+    }
+
+    /// `s` in lines of at most `width` characters, broken at spaces (a word longer than that
+    /// stays whole on its own line).
+    static func wrap(_ s: String, width: Int) -> [String] {
+        var lines: [String] = [], line = ""
+        for word in s.split(separator: " ", omittingEmptySubsequences: true) {
+            if !line.isEmpty, line.count + 1 + word.count > width { lines.append(line); line = "" }
+            line += (line.isEmpty ? "" : " ") + word
+        }
+        if !line.isEmpty { lines.append(line) }
+        return lines
     }
 }
