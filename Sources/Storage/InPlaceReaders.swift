@@ -43,7 +43,7 @@ final class InPlaceReaders: Sendable {
 
         /// Closes the connection, its statements finalized first (on its queue).
         func close() {
-            try? connection.inDatabase { _ in self.transactions = nil }
+            connection.inDatabase { _ in self.transactions = nil }
             try? connection.close()
         }
 
