@@ -52,6 +52,7 @@ public enum ServiceMetrics {
         factory.defaultDurationHistogramBuckets = durationBuckets
         factory.defaultValueHistogramBuckets = sizeBuckets
         factory.valueHistogramBuckets[RequestDuration.label] = requestDurationBuckets
+        factory.valueHistogramBuckets[PeerCallMetrics.durationLabel] = requestDurationBuckets
         factory.nameAndLabelSanitizer = { name, labels in
             (prometheusName(name), [("service", service)] + labels.map { (prometheusName($0.0), $0.1) })
         }

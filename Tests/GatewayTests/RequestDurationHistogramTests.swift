@@ -17,7 +17,7 @@ import Testing
         metrics.answered(method: "accounts.Ping", status: .ok, after: .microseconds(300))
         metrics.answered(method: "accounts.Ping", status: .notFound, after: .seconds(12))
         metrics.answered(method: "accounts.Register", status: .ok, after: .milliseconds(2))
-        let text = Self.rendered(registry)
+        let text = registry.exposition
 
         let series = #"frienso_request_duration_seconds_bucket{service="accounts",method="accounts.Ping",le=""#
         let ping = text.split(separator: "\n").filter { $0.hasPrefix(series) }.map { String($0.dropFirst(series.count)) }
@@ -52,8 +52,8 @@ import Testing
             ("no.such/Method", .invalidArgument), ("another.unknown/One", .invalidArgument), ("another.unknown/One", .ok),
         ]
         for (method, status) in replies { metrics.answered(method: method, status: status, after: .microseconds(50)) }
-        let text = Self.rendered(registry)
-        let totals = Set(text.split(separator: "\n").filter { $0.hasPrefix("frienso_requests_total{") }.map(String.init))
+        let text = registry.exposition
+        let totals = exposedLines(text, startingWith: "frienso_requests_total{")
         #expect(totals == [
             #"frienso_requests_total{service="geo",method="geo.Ping",status="OK"} 3"#,
             #"frienso_requests_total{service="geo",method="geo.Ping",status="INTERNAL"} 1"#,
@@ -65,12 +65,5 @@ import Testing
         ], "\(text)")
         #expect(text.contains(#"frienso_request_duration_seconds_count{service="geo",method="geo.Ping"} 8"#), "\(text)")
         #expect(text.contains(#"frienso_request_duration_seconds_count{service="geo",method="other"} 3"#), "\(text)")
-    }
-
-    /// The registry's exposition text.
-    private static func rendered(_ registry: PrometheusCollectorRegistry) -> String {
-        var buffer: [UInt8] = []
-        registry.emit(into: &buffer)
-        return String(decoding: buffer, as: UTF8.self)
     }
 }

@@ -20,6 +20,9 @@ public struct ClientOptions: Sendable {
     /// How the client authenticates to its server: plain TCP, or CurveZMQ trusting the server's
     /// public key (Z85) with this client's key pair (a deployment member's, or a fresh anonymous one).
     public var security: ClientSecurity = .plaintext
+    /// Where the client's typed calls are recorded (`WireClient.call`): the process's metrics,
+    /// or a test's own.
+    public var metrics: PeerCallMetrics = .shared
 
     public init() {}
 

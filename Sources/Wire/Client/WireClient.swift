@@ -172,7 +172,8 @@ public final class WireClient: Sendable {
     }
 
     /// Calls a typed method. A read (`frienso:read`), an idempotent call or a keyed one may be
-    /// sent again (after the peer went silent, or to another instance).
+    /// sent again (after the peer went silent, or to another instance). Its time and status, as
+    /// the caller sees them, go to `PeerCallMetrics`.
     /// - Throws: `RPCError` with the reply's status, or UNAVAILABLE / DEADLINE_EXCEEDED from the client.
     public nonisolated(nonsending) func call<Request, Response>(
         _ method: RPCMethod<Request, Response>, _ request: Request, options call: CallOptions = CallOptions()
@@ -181,7 +182,10 @@ public final class WireClient: Sendable {
             method: method.fullName, callerUserId: call.callerUserID, sessionToken: call.sessionToken,
             idempotencyKey: call.idempotencyKey, payload: request.serializedBytes(), clientAddress: call.clientAddress,
             sessionId: call.sessionID)
+        let started = Moment.now
         let reply = await send(envelope, deadline: call.deadline, retryable: call.mayResend(method))
+        options.metrics.record(method: method.fullName, status: reply.status,
+                               afterNanoseconds: Moment.now.nanoseconds - started.nanoseconds)
         return try reply.decodeReply(Response.self)
     }
 
