@@ -31,8 +31,8 @@ struct CommitCounts: Equatable, Sendable {
     }
 
     /// `name`'s value in a label set such as `service="geo",queue="service-database-writes"`
-    /// (its values hold no quotes or commas: service names and queue labels).
-    private static func label(_ name: String, in labels: Substring) -> String? {
+    /// (its values hold no quotes or commas: service names, queue labels and method names).
+    static func label(_ name: String, in labels: Substring) -> String? {
         for pair in labels.split(separator: ",") {
             let parts = pair.split(separator: "=", maxSplits: 1)
             guard parts.count == 2, parts[0] == name else { continue }
@@ -63,12 +63,12 @@ struct CommitCounts: Equatable, Sendable {
 }
 
 extension Deployment {
-    /// Every service's group commits so far, from the launcher's metrics port (nil when it
+    /// The whole deployment's metrics so far, from the launcher's metrics port (nil when it
     /// cannot be read: the report then says so instead of printing zeros).
-    func commitCounts() -> [String: CommitCounts]? {
+    func metricsText() -> String? {
         guard let endpoint = (try? LaunchStatus.read(run))?.metricsEndpoint, endpoint.hasSuffix("/metrics"),
               let answer = HTTPProbe.get(String(endpoint.dropLast("/metrics".count)), path: "/metrics", timeout: .seconds(5)),
               answer.status == 200 else { return nil }
-        return CommitCounts.parse(answer.body)
+        return answer.body
     }
 }

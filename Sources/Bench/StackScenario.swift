@@ -97,7 +97,7 @@ public enum StackScenario {
         // Measured: a closed loop per worker, each owning every inFlight-th user (so one user's
         // helpNow is never raised twice at once).
         let before = deployment.counters()
-        let commitsBefore = deployment.commitCounts()
+        let metricsBefore = deployment.metricsText()
         let started = ContinuousClock.now
         let until = started.advanced(by: .seconds(options.seconds))
         let weights = options.mix
@@ -131,7 +131,13 @@ public enum StackScenario {
         } }
         let elapsed = started.duration(to: .now)
         let after = deployment.counters()
-        let commits = commitsBefore.flatMap { before in deployment.commitCounts().map { CommitCounts.window(before: before, after: $0) } }
+        let metricsAfter = metricsBefore == nil ? nil : deployment.metricsText()
+        let commits = metricsBefore.flatMap { before in
+            metricsAfter.map { CommitCounts.window(before: CommitCounts.parse(before), after: CommitCounts.parse($0)) }
+        }
+        let calls = metricsBefore.flatMap { before in
+            metricsAfter.map { PeerCallTimes.window(before: PeerCallTimes.parse(before), after: PeerCallTimes.parse($0)) }
+        }
         var rows = parts
         for i in rows.indices { rows[i].elapsed = elapsed }
         let total = rows.reduce(0) { $0 + Int($1.count) }, errors = rows.reduce(0) { $0 + $1.errors }
@@ -140,6 +146,7 @@ public enum StackScenario {
         let resources = deployment.resources(before: before, after: after, seconds: BenchStack.seconds(elapsed), operations: total)
         out += resources.lines
         out += ["", Self.commitLine(commits, operations: total)]
+        out += ["", calls?.line ?? "- calls between services: not read (the launcher's metrics did not answer)"]
         let perOperation = { (seconds: Double) in seconds / Double(max(1, total)) * 1e6 }
         var metrics = [
             "ops_per_second": Double(total) / BenchStack.seconds(elapsed),
@@ -164,6 +171,10 @@ public enum StackScenario {
             metrics["major_faults_\(key)"] = Double(window.majorFaults)
             metrics["kib_written_per_op_\(key)"] = Double(window.writtenBytes) / 1_024 / Double(max(1, total))
             metrics["write_calls_per_op_\(key)"] = Double(window.writeCalls) / Double(max(1, total))
+        }
+        for (key, timed) in calls?.calls ?? [:] {
+            metrics["peer_call_ms_\(key.service)_\(key.method)"] = timed.meanMilliseconds
+            if let inService = calls?.answeredMilliseconds(key.method) { metrics["peer_answer_ms_\(key.service)_\(key.method)"] = inService }
         }
         for (service, c) in commits ?? [:] {
             metrics["commits_per_op_\(service)"] = c.perOperation(total)

@@ -1,0 +1,84 @@
+import Foundation
+
+/// The calls services made to each other over a window, from the deployment's merged metrics:
+/// for each caller and method, how many, and their mean as the caller saw it
+/// (`frienso_peer_call_duration_seconds`), beside the same method's mean in the service that
+/// answered it (`frienso_request_duration_seconds` of that service). `stack` prints them: the
+/// difference is what crossing from one process to another and back costs under the load (the
+/// hops, the wake-ups, the caller's resumption), which item 88 needed a build with timers to see
+/// (`docs/benchmarks.md`, issue 16, item 122).
+struct PeerCallTimes: Equatable, Sendable {
+    /// A count of events and the seconds they took together.
+    struct Timed: Equatable, Sendable {
+        var count: Double = 0
+        var seconds: Double = 0
+
+        var meanMilliseconds: Double { seconds / max(1, count) * 1e3 }
+
+        static func - (after: Timed, before: Timed) -> Timed {
+            Timed(count: after.count - before.count, seconds: after.seconds - before.seconds)
+        }
+    }
+
+    /// A service (the `service` label) and a method.
+    struct Key: Hashable, Comparable, Sendable {
+        var service: String
+        var method: String
+
+        static func < (a: Key, b: Key) -> Bool { (a.service, a.method) < (b.service, b.method) }
+    }
+
+    /// By caller and the method it called.
+    var calls: [Key: Timed] = [:]
+    /// By the service that answered and the method (every request a host answered).
+    var answered: [Key: Timed] = [:]
+
+    static func parse(_ exposition: String) -> PeerCallTimes {
+        var found = PeerCallTimes()
+        for line in exposition.split(separator: "\n") where line.hasPrefix("frienso_peer_call_duration_seconds_")
+            || line.hasPrefix("frienso_request_duration_seconds_") {
+            guard let open = line.firstIndex(of: "{"), let close = line.lastIndex(of: "}"),
+                  let value = Double(line[line.index(after: close)...].trimmingCharacters(in: .whitespaces)) else { continue }
+            let labels = line[line.index(after: open)..<close]
+            guard let service = CommitCounts.label("service", in: labels), let method = CommitCounts.label("method", in: labels) else { continue }
+            let key = Key(service: service, method: method)
+            switch line[..<open] {
+            case "frienso_peer_call_duration_seconds_count": found.calls[key, default: Timed()].count = value
+            case "frienso_peer_call_duration_seconds_sum": found.calls[key, default: Timed()].seconds = value
+            case "frienso_request_duration_seconds_count": found.answered[key, default: Timed()].count = value
+            case "frienso_request_duration_seconds_sum": found.answered[key, default: Timed()].seconds = value
+            default: break
+            }
+        }
+        return found
+    }
+
+    /// What happened between two readings: the calls made in the window, and the requests answered.
+    static func window(before: PeerCallTimes, after: PeerCallTimes) -> PeerCallTimes {
+        func delta(_ after: [Key: Timed], _ before: [Key: Timed]) -> [Key: Timed] {
+            after.reduce(into: [:]) { result, entry in
+                let d = entry.value - (before[entry.key] ?? Timed())
+                if d.count > 0 { result[entry.key] = d }
+            }
+        }
+        return PeerCallTimes(calls: delta(after.calls, before.calls), answered: delta(after.answered, before.answered))
+    }
+
+    /// The mean of `method` in the service that answers it: the service its name starts with
+    /// (`social.CircleOf` is social's), not a gateway that forwarded it.
+    func answeredMilliseconds(_ method: String) -> Double? {
+        guard let dot = method.firstIndex(of: "."), let timed = answered[Key(service: String(method[..<dot]), method: method)] else { return nil }
+        return timed.meanMilliseconds
+    }
+
+    /// One line for the report: each caller → method, its calls, and the two means.
+    var line: String {
+        guard !calls.isEmpty else { return "- calls between services: none in the window" }
+        let parts = calls.sorted { $0.key < $1.key }.map { key, timed in
+            let inService = answeredMilliseconds(key.method).map { String(format: "%.2f", $0) } ?? "?"
+            return "\(key.service) → \(key.method) \(Int(timed.count)) calls, \(String(format: "%.2f", timed.meanMilliseconds)) / \(inService) ms"
+        }
+        return "- calls between services (mean as the caller saw it / in the service that answered; "
+            + "`frienso_peer_call_duration_seconds`, `frienso_request_duration_seconds`): " + parts.joined(separator: ", ")
+    }
+}
