@@ -32,11 +32,23 @@ struct PeerCallTimes: Equatable, Sendable {
     var calls: [Key: Timed] = [:]
     /// By the service that answered and the method (every request a host answered).
     var answered: [Key: Timed] = [:]
+    /// Calls that did not end OK, by caller, method and status (`frienso_peer_calls_total`): a
+    /// user's request can still succeed over one (a raise takes its circle from the replica when
+    /// social does not answer), so a run that looks clean may not have been.
+    var failed: [Failure: Double] = [:]
+
+    /// A caller, the method it called and the status it got.
+    struct Failure: Hashable, Comparable, Sendable {
+        var key: Key
+        var status: String
+
+        static func < (a: Failure, b: Failure) -> Bool { (a.key, a.status) < (b.key, b.status) }
+    }
 
     static func parse(_ exposition: String) -> PeerCallTimes {
         var found = PeerCallTimes()
         for line in exposition.split(separator: "\n") where line.hasPrefix("frienso_peer_call_duration_seconds_")
-            || line.hasPrefix("frienso_request_duration_seconds_") {
+            || line.hasPrefix("frienso_request_duration_seconds_") || line.hasPrefix("frienso_peer_calls_total{") {
             guard let open = line.firstIndex(of: "{"), let close = line.lastIndex(of: "}"),
                   let value = Double(line[line.index(after: close)...].trimmingCharacters(in: .whitespaces)) else { continue }
             let labels = line[line.index(after: open)..<close]
@@ -47,6 +59,9 @@ struct PeerCallTimes: Equatable, Sendable {
             case "frienso_peer_call_duration_seconds_sum": found.calls[key, default: Timed()].seconds = value
             case "frienso_request_duration_seconds_count": found.answered[key, default: Timed()].count = value
             case "frienso_request_duration_seconds_sum": found.answered[key, default: Timed()].seconds = value
+            case "frienso_peer_calls_total":
+                guard let status = CommitCounts.label("status", in: labels), status != "OK" else { continue }
+                found.failed[Failure(key: key, status: status)] = value
             default: break
             }
         }
@@ -61,7 +76,11 @@ struct PeerCallTimes: Equatable, Sendable {
                 if d.count > 0 { result[entry.key] = d }
             }
         }
-        return PeerCallTimes(calls: delta(after.calls, before.calls), answered: delta(after.answered, before.answered))
+        let failed = after.failed.reduce(into: [Failure: Double]()) { result, entry in
+            let d = entry.value - (before.failed[entry.key] ?? 0)
+            if d > 0 { result[entry.key] = d }
+        }
+        return PeerCallTimes(calls: delta(after.calls, before.calls), answered: delta(after.answered, before.answered), failed: failed)
     }
 
     /// The mean of `method` in the service that answers it: the service its name starts with
@@ -69,6 +88,14 @@ struct PeerCallTimes: Equatable, Sendable {
     func answeredMilliseconds(_ method: String) -> Double? {
         guard let dot = method.firstIndex(of: "."), let timed = answered[Key(service: String(method[..<dot]), method: method)] else { return nil }
         return timed.meanMilliseconds
+    }
+
+    /// The report's line of calls that did not end OK ("none" is a finding too).
+    var failureLine: String {
+        guard !failed.isEmpty else { return "- calls between services that did not end OK: none" }
+        return "- calls between services that did not end OK: "
+            + failed.sorted { $0.key < $1.key }.map { "\($0.key.key.service) → \($0.key.key.method) \(Int($0.value)) \($0.key.status)" }
+                .joined(separator: ", ")
     }
 
     /// One line for the report: each caller → method, its calls, and the two means.

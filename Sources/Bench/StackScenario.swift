@@ -147,6 +147,7 @@ public enum StackScenario {
         out += resources.lines
         out += ["", Self.commitLine(commits, operations: total)]
         out += ["", calls?.line ?? "- calls between services: not read (the launcher's metrics did not answer)"]
+        if let calls { out.append(calls.failureLine) }
         let perOperation = { (seconds: Double) in seconds / Double(max(1, total)) * 1e6 }
         var metrics = [
             "ops_per_second": Double(total) / BenchStack.seconds(elapsed),
@@ -172,6 +173,7 @@ public enum StackScenario {
             metrics["kib_written_per_op_\(key)"] = Double(window.writtenBytes) / 1_024 / Double(max(1, total))
             metrics["write_calls_per_op_\(key)"] = Double(window.writeCalls) / Double(max(1, total))
         }
+        metrics["peer_calls_not_ok"] = calls.map { $0.failed.values.reduce(0, +) }
         for (key, timed) in calls?.calls ?? [:] {
             metrics["peer_call_ms_\(key.service)_\(key.method)"] = timed.meanMilliseconds
             if let inService = calls?.answeredMilliseconds(key.method) { metrics["peer_answer_ms_\(key.service)_\(key.method)"] = inService }

@@ -5,7 +5,8 @@ import Testing
 struct PeerCallTimesTests {
     /// Lines as the launcher's merged `/metrics` has them: alerts' calls, social's and geo's own
     /// requests, the gateway's record of a method it forwarded, and a bucket line.
-    static func exposition(circleCalls: Int, circleSeconds: Double, circleAnswered: Int, circleInSocial: Double) -> String {
+    static func exposition(circleCalls: Int, circleSeconds: Double, circleAnswered: Int, circleInSocial: Double,
+                           circleUnavailable: Int = 0) -> String {
         """
         frienso_peer_call_duration_seconds_bucket{service="alerts",method="social.CircleOf",le="0.001"} 3
         frienso_peer_call_duration_seconds_count{service="alerts",method="social.CircleOf"} \(circleCalls)
@@ -17,6 +18,8 @@ struct PeerCallTimesTests {
         frienso_request_duration_seconds_count{service="gateway",method="social.CircleOf"} 99
         frienso_request_duration_seconds_sum{service="gateway",method="social.CircleOf"} 9.9
         frienso_peer_calls_total{service="alerts",method="social.CircleOf",status="OK"} 4
+        frienso_peer_calls_total{service="alerts",method="social.CircleOf",status="UNAVAILABLE"} \(circleUnavailable)
+        frienso_peer_calls_total{service="alerts",method="geo.LatestLocation",status="DEADLINE_EXCEEDED"} 2
         """
     }
 
@@ -36,5 +39,19 @@ struct PeerCallTimesTests {
         #expect(window.answeredMilliseconds("geo.LatestLocation") == nil)
         #expect(window.line.hasSuffix("alerts → social.CircleOf 1000 calls, 1.20 / 0.30 ms"), "\(window.line)")
         #expect(PeerCallTimes.window(before: after, after: after).line == "- calls between services: none in the window")
+        // Nothing failed in this window (geo's two expired calls were before it).
+        #expect(window.failureLine == "- calls between services that did not end OK: none")
+    }
+
+    @Test("calls that did not end OK in the window are named, by caller, method and status")
+    func failures() {
+        let before = PeerCallTimes.parse(Self.exposition(circleCalls: 4, circleSeconds: 0.004, circleAnswered: 4, circleInSocial: 0.001,
+                                                         circleUnavailable: 1))
+        let after = PeerCallTimes.parse(Self.exposition(circleCalls: 10, circleSeconds: 0.01, circleAnswered: 7, circleInSocial: 0.002,
+                                                        circleUnavailable: 4))
+        #expect(before.failed.count == 2)
+        let window = PeerCallTimes.window(before: before, after: after)
+        #expect(window.failed == [.init(key: .init(service: "alerts", method: "social.CircleOf"), status: "UNAVAILABLE"): 3])
+        #expect(window.failureLine == "- calls between services that did not end OK: alerts → social.CircleOf 3 UNAVAILABLE")
     }
 }
