@@ -24,35 +24,9 @@ public final class PeerCallMetrics: Sendable {
     /// The process's: every `WireClient` records here unless its options name another.
     public static let shared = PeerCallMetrics()
 
-    /// A method's handles: its histogram, and its counters by status code (indexed by the code's
-    /// raw value, the contract's 0 to 11; a code past them in `otherStatuses`). A class: the
-    /// usual call reads it in place, where a struct was copied out of the table with its arrays.
-    /// Touched only under `methods`' lock.
-    private final class PerMethod {
-        let label: String
-        let duration: any RecorderHandler
-        var byStatus: [Counter?] = Array(repeating: nil, count: StatusCode.allKnownCases.count)
-        var otherStatuses: [Int32: Counter] = [:]
-
-        init(label: String, duration: any RecorderHandler) {
-            self.label = label
-            self.duration = duration
-        }
-
-        func counter(_ status: StatusCode) -> Counter? {
-            let code = Int(status.rawValue)
-            return byStatus.indices.contains(code) ? byStatus[code] : otherStatuses[status.rawValue]
-        }
-
-        func setCounter(_ counter: Counter, for status: StatusCode) {
-            let code = Int(status.rawValue)
-            if byStatus.indices.contains(code) { byStatus[code] = counter } else { otherStatuses[status.rawValue] = counter }
-        }
-    }
-
     /// By `KnownMethod` ordinal, `other` last; an array, not a dictionary: a call's entry is
     /// found without hashing (item 122).
-    private let methods = Mutex<[PerMethod?]>(Array(repeating: nil, count: KnownMethod.count + 1))
+    private let methods = Mutex<[MethodMetricHandles?]>(Array(repeating: nil, count: KnownMethod.count + 1))
     /// nil: the process's bootstrapped backend, read when a method's handles are first made
     /// (after `ServiceMetrics.bootstrap`, which a service runs before it calls anyone).
     private let factory: (any MetricsFactory)?
@@ -71,8 +45,8 @@ public final class PeerCallMetrics: Sendable {
             if let entry = table[index], let counter = entry.counter(status) { return (entry.duration, counter) }
             let factory = factory ?? MetricsSystem.factory
             let label = known?.name ?? "other"
-            let entry = table[index] ?? PerMethod(
-                label: label, duration: factory.makeRecorder(label: Self.durationLabel, dimensions: [("method", label)], aggregate: true))
+            let entry = table[index]
+                ?? MethodMetricHandles(duration: factory.makeRecorder(label: Self.durationLabel, dimensions: [("method", label)], aggregate: true))
             table[index] = entry
             let counter = Counter(label: Self.callsLabel, dimensions: [("method", label), ("status", RequestMetrics.label(status))],
                                   factory: factory)

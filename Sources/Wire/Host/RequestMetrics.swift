@@ -1,6 +1,37 @@
 import CoreMetrics
 import FriensoProto
 
+/// A method's metric handles: its duration recorder, and its counters by status code. A class:
+/// the lookup on every reply or call hands out one reference, where a struct was copied out of
+/// the table whole (its handler and its table of counters each retained and released again: about
+/// 200 instructions a reply, item 105). Unchecked exclusivity: each owner touches it from one
+/// thread at a time (`RequestMetrics` from its host's reactor, `PeerCallMetrics` under its lock),
+/// and no access encloses another.
+final class MethodMetricHandles {
+    /// The backend's handler itself: `Recorder.record`'s generic conversion to `Double` was
+    /// not specialized here and cost 300 instructions a request (dynamic casts included).
+    let duration: any RecorderHandler
+    /// By status code, indexed by its raw value: the contract's codes are 0 to 11, so a
+    /// reply's counter is found without hashing (a `[Int32: Counter]` lookup was about 115
+    /// instructions a reply). A code past them (`.unrecognized`) goes to `otherStatuses`.
+    @exclusivity(unchecked) var byStatus: [Counter?] = Array(repeating: nil, count: StatusCode.allKnownCases.count)
+    @exclusivity(unchecked) var otherStatuses: [Int32: Counter] = [:]
+
+    init(duration: any RecorderHandler) {
+        self.duration = duration
+    }
+
+    func counter(_ status: StatusCode) -> Counter? {
+        let index = Int(status.rawValue)
+        return byStatus.indices.contains(index) ? byStatus[index] : otherStatuses[status.rawValue]
+    }
+
+    func setCounter(_ counter: Counter, for status: StatusCode) {
+        let index = Int(status.rawValue)
+        if byStatus.indices.contains(index) { byStatus[index] = counter } else { otherStatuses[status.rawValue] = counter }
+    }
+}
+
 /// What a host records of every request it answers, through swift-metrics (an executable
 /// bootstraps the Prometheus backend, which adds the `service` label; in tests the default no-op
 /// backend records nothing):
@@ -14,40 +45,12 @@ import FriensoProto
 /// not pick the series. Confined to the host's reactor thread, so no lock; the metric handles are
 /// made once per method and status, not per request.
 final class RequestMetrics {
-    /// A method's handles. A class: the lookup on every reply hands out one reference, where a
-    /// struct was copied out of the table whole (its label, its handler and its table of
-    /// counters each retained and released again: about 200 instructions a reply, item 105).
-    private final class PerMethod {
-        /// The backend's handler itself: `Recorder.record`'s generic conversion to `Double` was
-        /// not specialized here and cost 300 instructions a request (dynamic casts included).
-        let duration: any RecorderHandler
-        /// By status code, indexed by its raw value: the contract's codes are 0 to 11, so a
-        /// reply's counter is found without hashing (a `[Int32: Counter]` lookup was about 115
-        /// instructions a reply). A code past them (`.unrecognized`) goes to `otherStatuses`.
-        @exclusivity(unchecked) var byStatus: [Counter?] = Array(repeating: nil, count: StatusCode.allKnownCases.count)
-        @exclusivity(unchecked) var otherStatuses: [Int32: Counter] = [:]
-
-        init(duration: any RecorderHandler) {
-            self.duration = duration
-        }
-
-        func counter(_ status: StatusCode) -> Counter? {
-            let index = Int(status.rawValue)
-            return byStatus.indices.contains(index) ? byStatus[index] : otherStatuses[status.rawValue]
-        }
-
-        func setCounter(_ counter: Counter, for status: StatusCode) {
-            let index = Int(status.rawValue)
-            if byStatus.indices.contains(index) { byStatus[index] = counter } else { otherStatuses[status.rawValue] = counter }
-        }
-    }
-
     /// By `KnownMethod` ordinal: a reply's entry is found without hashing its method's name
-    /// (a `[String: PerMethod]` lookup was about 390 instructions a reply, item 110); any other
+    /// (a `[String: MethodMetricHandles]` lookup was about 390 instructions a reply, item 110); any other
     /// name is recorded as `other`. Unchecked exclusivity: confined to one thread, and no access
     /// encloses another (see `HostLoop`'s note).
-    @exclusivity(unchecked) private var methods: [PerMethod?] = Array(repeating: nil, count: KnownMethod.count)
-    @exclusivity(unchecked) private var other: PerMethod?
+    @exclusivity(unchecked) private var methods: [MethodMetricHandles?] = Array(repeating: nil, count: KnownMethod.count)
+    @exclusivity(unchecked) private var other: MethodMetricHandles?
     private let factory: any MetricsFactory
     private let inFlight: Gauge
 
@@ -82,11 +85,11 @@ final class RequestMetrics {
             return
         }
         let label = known?.name ?? "other"
-        let made: PerMethod
+        let made: MethodMetricHandles
         if let entry {
             made = entry
         } else {
-            made = PerMethod(duration: factory.makeRecorder(label: RequestDuration.label, dimensions: [("method", label)], aggregate: true))
+            made = MethodMetricHandles(duration: factory.makeRecorder(label: RequestDuration.label, dimensions: [("method", label)], aggregate: true))
             if let known { methods[known.ordinal] = made } else { other = made }
         }
         let counter = Counter(label: "frienso_requests_total", dimensions: [("method", label), ("status", Self.label(status))], factory: factory)
