@@ -16,29 +16,16 @@ struct CommitCounts: Equatable, Sendable {
     /// group commit are absent.
     static func parse(_ exposition: String) -> [String: CommitCounts] {
         var found: [String: CommitCounts] = [:]
-        for line in exposition.split(separator: "\n") where line.hasPrefix("frienso_group_commit_") {
-            guard let open = line.firstIndex(of: "{"), let close = line.lastIndex(of: "}"),
-                  let value = Double(line[line.index(after: close)...].trimmingCharacters(in: .whitespaces)),
-                  let service = label("service", in: line[line.index(after: open)..<close]) else { continue }
-            switch line[..<open] {
-            case "frienso_group_commit_items_count": found[service, default: CommitCounts()].commits += value
-            case "frienso_group_commit_items_sum": found[service, default: CommitCounts()].items += value
-            case "frienso_group_commit_duration_seconds_sum": found[service, default: CommitCounts()].seconds += value
+        for sample in ExpositionSample.samples(exposition, prefixes: ["frienso_group_commit_"]) {
+            guard let service = sample.label("service") else { continue }
+            switch sample.name {
+            case "frienso_group_commit_items_count": found[service, default: CommitCounts()].commits += sample.value
+            case "frienso_group_commit_items_sum": found[service, default: CommitCounts()].items += sample.value
+            case "frienso_group_commit_duration_seconds_sum": found[service, default: CommitCounts()].seconds += sample.value
             default: break
             }
         }
         return found
-    }
-
-    /// `name`'s value in a label set such as `service="geo",queue="service-database-writes"`
-    /// (its values hold no quotes or commas: service names, queue labels and method names).
-    static func label(_ name: String, in labels: Substring) -> String? {
-        for pair in labels.split(separator: ",") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, parts[0] == name else { continue }
-            return String(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
-        }
-        return nil
     }
 
     /// Commits per operation, of `operations` in the window.

@@ -47,20 +47,17 @@ struct PeerCallTimes: Equatable, Sendable {
 
     static func parse(_ exposition: String) -> PeerCallTimes {
         var found = PeerCallTimes()
-        for line in exposition.split(separator: "\n") where line.hasPrefix("frienso_peer_call_duration_seconds_")
-            || line.hasPrefix("frienso_request_duration_seconds_") || line.hasPrefix("frienso_peer_calls_total{") {
-            guard let open = line.firstIndex(of: "{"), let close = line.lastIndex(of: "}"),
-                  let value = Double(line[line.index(after: close)...].trimmingCharacters(in: .whitespaces)) else { continue }
-            let labels = line[line.index(after: open)..<close]
-            guard let service = CommitCounts.label("service", in: labels), let method = CommitCounts.label("method", in: labels) else { continue }
-            let key = Key(service: service, method: method)
-            switch line[..<open] {
+        let prefixes = ["frienso_peer_call_duration_seconds_", "frienso_request_duration_seconds_", "frienso_peer_calls_total{"]
+        for sample in ExpositionSample.samples(exposition, prefixes: prefixes) {
+            guard let service = sample.label("service"), let method = sample.label("method") else { continue }
+            let key = Key(service: service, method: method), value = sample.value
+            switch sample.name {
             case "frienso_peer_call_duration_seconds_count": found.calls[key, default: Timed()].count = value
             case "frienso_peer_call_duration_seconds_sum": found.calls[key, default: Timed()].seconds = value
             case "frienso_request_duration_seconds_count": found.answered[key, default: Timed()].count = value
             case "frienso_request_duration_seconds_sum": found.answered[key, default: Timed()].seconds = value
             case "frienso_peer_calls_total":
-                guard let status = CommitCounts.label("status", in: labels), status != "OK" else { continue }
+                guard let status = sample.label("status"), status != "OK" else { continue }
                 found.failed[Failure(key: key, status: status)] = value
             default: break
             }
