@@ -87,6 +87,33 @@ struct PeerCallTimes: Equatable, Sendable {
         return timed.meanMilliseconds
     }
 
+    /// The mean of `method` in `service` (a gateway that forwarded it, or the service that owns it).
+    func answeredMilliseconds(_ method: String, in service: String) -> Double? {
+        answered[Key(service: service, method: method)]?.meanMilliseconds
+    }
+
+    /// A user-facing operation as `stack` measured it: its name in the report, the method the load
+    /// generator called, and its mean as the client saw it (ms).
+    struct Operation: Sendable {
+        var name: String
+        var method: String
+        var clientMilliseconds: Double
+    }
+
+    /// One line for the report: each operation's mean as the client saw it, in the gateway that
+    /// forwarded it, and in the service that answered it. What separates the three is the hops:
+    /// client → gateway → service and back, and the load generator's own time (the first minus
+    /// the second); gateway → service and back (the second minus the third). The third is the
+    /// service's own work, its commit wait included (`docs/benchmarks.md`, issue 16, item 124).
+    func stageLine(_ operations: [Operation]) -> String {
+        func ms(_ value: Double?) -> String { value.map { String(format: "%.2f", $0) } ?? "?" }
+        let parts = operations.map { op in
+            "\(op.name) \(ms(op.clientMilliseconds)) / \(ms(answeredMilliseconds(op.method, in: "gateway"))) / \(ms(answeredMilliseconds(op.method)))"
+        }
+        return "- each operation's mean (ms; as the client saw it / in the gateway / in the service that answered; "
+            + "`frienso_request_duration_seconds`): " + parts.joined(separator: ", ")
+    }
+
     /// The report's line of calls that did not end OK ("none" is a finding too).
     var failureLine: String {
         guard !failed.isEmpty else { return "- calls between services that did not end OK: none" }

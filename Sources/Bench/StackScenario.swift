@@ -35,6 +35,8 @@ public enum StackScenario {
     }
 
     static let operations = ["location update", "nearby", "friends' locations", "check-in", "helpNow raise", "helpNow resolve"]
+    /// The method each of `operations` calls (`perform`).
+    static let methods = ["geo.UpdateLocation", "geo.Nearby", "geo.FriendsLocations", "geo.CheckIn", "alerts.RaiseHelpNow", "alerts.ResolveHelpNow"]
 
     public static func run(_ options: Options, logger: Logger) async throws -> String {
         var out: [String] = []
@@ -148,6 +150,10 @@ public enum StackScenario {
         out += ["", Self.commitLine(commits, operations: total)]
         out += ["", calls?.line ?? "- calls between services: not read (the launcher's metrics did not answer)"]
         if let calls { out.append(calls.failureLine) }
+        let stages = zip(rows, methods).map { row, method in
+            PeerCallTimes.Operation(name: row.name, method: method, clientMilliseconds: row.histogram.mean / 1e6)
+        }
+        if let calls { out.append(calls.stageLine(stages.filter { $0.clientMilliseconds > 0 })) }
         let perOperation = { (seconds: Double) in seconds / Double(max(1, total)) * 1e6 }
         var metrics = [
             "ops_per_second": Double(total) / BenchStack.seconds(elapsed),
@@ -177,6 +183,13 @@ public enum StackScenario {
         for (key, timed) in calls?.calls ?? [:] {
             metrics["peer_call_ms_\(key.service)_\(key.method)"] = timed.meanMilliseconds
             if let inService = calls?.answeredMilliseconds(key.method) { metrics["peer_answer_ms_\(key.service)_\(key.method)"] = inService }
+        }
+        // Each operation's mean at each stage (the line above), for charts.
+        for op in stages where op.clientMilliseconds > 0 {
+            let key = op.method.replacingOccurrences(of: ".", with: "_")
+            metrics["op_ms_client_\(key)"] = op.clientMilliseconds
+            if let gateway = calls?.answeredMilliseconds(op.method, in: "gateway") { metrics["op_ms_gateway_\(key)"] = gateway }
+            if let service = calls?.answeredMilliseconds(op.method) { metrics["op_ms_service_\(key)"] = service }
         }
         for (service, c) in commits ?? [:] {
             metrics["commits_per_op_\(service)"] = c.perOperation(total)

@@ -54,4 +54,17 @@ struct PeerCallTimesTests {
         #expect(window.failed == [.init(key: .init(service: "alerts", method: "social.CircleOf"), status: "UNAVAILABLE"): 3])
         #expect(window.failureLine == "- calls between services that did not end OK: alerts → social.CircleOf 3 UNAVAILABLE")
     }
+
+    @Test("each operation's mean as the client saw it, in the gateway that forwarded it and in the service that answered it")
+    func stages() {
+        let before = PeerCallTimes.parse(Self.exposition(circleCalls: 4, circleSeconds: 0.004, circleAnswered: 4, circleInSocial: 0.001))
+        let after = PeerCallTimes.parse(Self.exposition(circleCalls: 1_004, circleSeconds: 1.204, circleAnswered: 1_004, circleInSocial: 0.301)
+                                        .replacingOccurrences(of: "} 99\n", with: "} 1099\n").replacingOccurrences(of: "} 9.9\n", with: "} 10.4\n"))
+        let window = PeerCallTimes.window(before: before, after: after)
+        #expect(abs((window.answeredMilliseconds("social.CircleOf", in: "gateway") ?? 0) - 0.5) < 1e-9)
+        #expect(abs((window.answeredMilliseconds("social.CircleOf", in: "social") ?? 0) - 0.3) < 1e-9)
+        let line = window.stageLine([.init(name: "circle", method: "social.CircleOf", clientMilliseconds: 1.25),
+                                     .init(name: "nearby", method: "geo.Nearby", clientMilliseconds: 2)])
+        #expect(line.hasSuffix("`frienso_request_duration_seconds`): circle 1.25 / 0.50 / 0.30, nearby 2.00 / ? / ?"), "\(line)")
+    }
 }
