@@ -21,24 +21,29 @@ extension AlertsService {
     /// is active, that one is returned and nothing new is sent.
     func raise(for caller: UInt64, message: String, key: String, logger requestLogger: Logger)
         async throws -> (alert: AlertRecord, alreadyActive: Bool, names: [UInt64: AlertsV1.Person]?) {
-        // One read for both: a retry of this raise (same key, even after a restart) gets the alert
-        // as it was raised; otherwise an alert already active is the answer.
-        if let (met, retry) = try await store.alertMeetingRaise(by: caller, key: key) { return (met, !retry, nil) }
-
         // Who and where, from the other services, at the same time; none of them can stop the alert.
+        // They start with the read of this person's alerts, not after it: a raise waited for that
+        // read before asking (`docs/benchmarks.md`, issue 16, item 124). A raise the read answers
+        // (a retry, or one while an alert is active) leaves, and the lookups are cancelled unread.
         let peers = peers, logger = logger
         async let circleLookup: [CircleContact] = {
             do { return try await peers.circle(of: caller) } catch {
-                logger.error("helpNow: the core circle could not be read; the alert goes to nobody", metadata: ["error": "\(error)"])
+                if !Task.isCancelled {
+                    logger.error("helpNow: the core circle could not be read; the alert goes to nobody", metadata: ["error": "\(error)"])
+                }
                 return []
             }
         }()
         async let locationLookup: AlertsV1.AlertLocation = {
             do { return try await peers.latestLocation(of: caller) } catch {
-                logger.warning("helpNow: no location from geo", metadata: ["error": "\(error)"])
+                if !Task.isCancelled { logger.warning("helpNow: no location from geo", metadata: ["error": "\(error)"]) }
                 return AlertsV1.AlertLocation()
             }
         }()
+        // One read for both: a retry of this raise (same key, even after a restart) gets the alert
+        // as it was raised; otherwise an alert already active is the answer.
+        if let (met, retry) = try await store.alertMeetingRaise(by: caller, key: key) { return (met, !retry, nil) }
+
         let (circle, location) = await (circleLookup, locationLookup)
         let plan = HelpNowPlan(initiator: caller, circle: circle, location: location, numbers: HelpNowPlan.Numbers(
             emergency: config.emergencyNumber, emergencyLabel: config.emergencyLabel,
