@@ -325,6 +325,50 @@ struct PostgresStorageTests {
         }
     }
 
+    /// `PostgresConnection.prepared` (issue 16, item 126): a statement is prepared once per
+    /// connection and run again with other values; its results are the plain query's.
+    @Test func aPreparedStatement_isPreparedOncePerConnection_andRunAgainWithOtherValues() async throws {
+        try await withPostgres { database, _ in
+            let sum = { (connection: PostgresConnection, value: Int64) async throws -> Int64? in
+                try await PostgresServiceDatabase.first(connection.prepared("SELECT \(value)::bigint + 1 AS next_of_a_prepared_test", logger: quiet),
+                                                        Int64.self)
+            }
+            let (answers, prepared) = try await database.read { connection in
+                var answers: [Int64?] = []
+                for value: Int64 in [1, 41, -8] { answers.append(try await sum(connection, value)) }
+                var prepared: [String] = []
+                for try await statement in try await connection.query("""
+                    SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%next_of_a_prepared_test%' AND statement NOT LIKE '%pg_prepared_statements%'
+                    """, logger: quiet).decode(String.self) {
+                    prepared.append(statement)
+                }
+                return (answers, prepared)
+            }
+            #expect(answers == [2, 42, -7])
+            #expect(prepared == ["SELECT $1::bigint + 1 AS next_of_a_prepared_test"], "one statement on the connection, prepared once")
+        }
+    }
+
+    /// A statement first run inside a transaction that already failed cannot be prepared, and
+    /// postgres-nio would keep that failure for it on the connection: the connection is closed,
+    /// and the statement runs on the next one.
+    @Test func aStatementFirstRunInAFailedTransaction_closesItsConnection_andRunsOnTheNext() async throws {
+        try await withPostgres { database, _ in
+            let statement: (Int64) -> PostgresQuery = { "SELECT \($0)::bigint * 2 AS doubled_in_a_failed_transaction" }
+            let closed = Mutex<PostgresConnection?>(nil)
+            await #expect(throws: (any Error).self) {
+                try await database.transaction { connection in
+                    closed.withLock { $0 = connection }
+                    _ = try? await PostgresServiceDatabase.count(connection.query("SELECT 1 / 0", logger: quiet))
+                    _ = try await PostgresServiceDatabase.count(connection.prepared(statement(1), logger: quiet))
+                }
+            }
+            #expect(closed.withLock { $0?.isClosed } == true)
+            let doubled = try await database.read { connection in try await PostgresServiceDatabase.first(connection.prepared(statement(21), logger: quiet), Int64.self) }
+            #expect(doubled == 42)
+        }
+    }
+
     @Test func committedActions_runInCommitOrder_onlyForWhatCommitted() async throws {
         try await withPostgres { database, _ in
             try await database.migrate(PostgresItems.migrations)

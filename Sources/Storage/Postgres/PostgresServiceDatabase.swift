@@ -249,26 +249,27 @@ public final class PostgresServiceDatabase: Sendable {
     }
 
     /// The first row's value of a one-column result, nil when there is none.
-    public static func first<T>(_ rows: PostgresRowSequence, _ type: T.Type) async throws -> T? where T: PostgresDecodable & Sendable {
+    public static func first<T, Rows: AsyncSequence>(_ rows: Rows, _ type: T.Type) async throws -> T?
+        where T: PostgresDecodable & Sendable, Rows.Element == PostgresRow {
         for try await value in rows.decode(T.self) { return value }
         return nil
     }
 
     /// Whether a statement gave any row.
-    public static func exists(_ rows: PostgresRowSequence) async throws -> Bool {
+    public static func exists<Rows: AsyncSequence>(_ rows: Rows) async throws -> Bool where Rows.Element == PostgresRow {
         for try await _ in rows { return true }
         return false
     }
 
     /// The ids of a one-column bigint result, in its order.
-    public static func ids(_ rows: PostgresRowSequence) async throws -> [UInt64] {
+    public static func ids<Rows: AsyncSequence>(_ rows: Rows) async throws -> [UInt64] where Rows.Element == PostgresRow {
         var ids: [UInt64] = []
         for try await id in rows.decode(Int64.self) { ids.append(UInt64(id)) }
         return ids
     }
 
     /// How many rows a statement gave (`… RETURNING 1`: how many it changed).
-    public static func count(_ rows: PostgresRowSequence) async throws -> Int {
+    public static func count<Rows: AsyncSequence>(_ rows: Rows) async throws -> Int where Rows.Element == PostgresRow {
         var n = 0
         for try await _ in rows { n += 1 }
         return n
