@@ -105,7 +105,7 @@ extension AlertsTestGroup {
         @Test func aGrantSetAgain_isUpdatedInPlace() async throws {
             let storage = try await TestStorage.fresh(.sqlite, service: "alerts")
             let store = try SQLiteAlertsStore(path: "\(storage.directory)/alerts.sqlite")
-            let found = try await store.database.write { db in
+            let found = try store.database.write { db in
                 func stored() throws -> Row? {
                     try Row.fetchOne(db, sql: "SELECT rowid, expires_ms, version FROM grants WHERE subject = 1 AND viewer = 2 AND reason = 'help_now'")
                 }

@@ -11,14 +11,14 @@ extension PostgresAlertsStore {
 
     static func watch(_ connection: PostgresConnection, id: UInt64, logger: Logger) async throws -> WatchRecord? {
         var found: WatchRecord?
-        for try await (id, initiator, note, state, started, ends, ended) in try await connection.query(
+        for try await (id, initiator, note, state, started, ends, ended) in try await connection.prepared(
             "SELECT \(unescaped: RecordColumns.watch) FROM watch_sessions WHERE id = \(Int64(id))", logger: logger)
             .decode((Int64, Int64, String, Int64, Int64, Int64, Int64).self) {
             found = WatchRecord(id: UInt64(id), initiator: UInt64(initiator), note: note, state: AlertsV1.WatchState(rawValue: raw(state)),
                                 startedAtMs: started, endsAtMs: ends, endedAtMs: ended, watchers: [])
         }
         guard var record = found else { return nil }
-        for try await (user, answer, at) in try await connection.query(
+        for try await (user, answer, at) in try await connection.prepared(
             "SELECT watcher, answer, answered_at_ms FROM watchers WHERE session_id = \(Int64(id)) ORDER BY position", logger: logger)
             .decode((Int64, Int64, Int64).self) {
             record.watchers.append(WatcherRecord(user: UInt64(user), answer: AlertsV1.Answer(rawValue: raw(answer)), answeredAtMs: at))
@@ -30,7 +30,7 @@ extension PostgresAlertsStore {
     func watches(_ query: PostgresQuery) async throws -> [WatchRecord] {
         try await database.snapshot { connection in
             var records: [WatchRecord] = []
-            for id in try await PostgresServiceDatabase.ids(connection.query(query, logger: logger)) {
+            for id in try await PostgresServiceDatabase.ids(connection.prepared(query, logger: logger)) {
                 if let record = try await Self.watch(connection, id: id, logger: logger) { records.append(record) }
             }
             return records
@@ -58,14 +58,15 @@ extension PostgresAlertsStore {
     func startWatch(_ new: NewWatch) async throws -> WatchRecord {
         do {
             return try await database.write { connection in
-                guard let id = try await PostgresServiceDatabase.first(connection.query("""
+                guard let id = try await PostgresServiceDatabase.first(connection.prepared("""
                     INSERT INTO watch_sessions (initiator, note, state, started_at_ms, ends_at_ms, idempotency_key)
                     VALUES (\(Int64(new.initiator)), \(new.note), 1, \(new.at), \(new.endsAtMs), \(new.key)) RETURNING id
                     """, logger: logger), Int64.self).map(UInt64.init) else { throw StoreInvariant("the watch just written has no id") }
-                for (position, watcher) in new.watchers.enumerated() {
-                    try await connection.query("""
+                if !new.watchers.isEmpty {
+                    try await connection.prepared("""
                         INSERT INTO watchers (session_id, watcher, position, answer)
-                        VALUES (\(Int64(id)), \(Int64(watcher)), \(Int64(position)), \(Int64(AlertsV1.Answer.pending.rawValue)))
+                        SELECT \(Int64(id)), w, p - 1, \(Int64(AlertsV1.Answer.pending.rawValue))
+                        FROM unnest(\(new.watchers.map { Int64($0) })::bigint[]) WITH ORDINALITY AS r(w, p)
                         """, logger: logger)
                 }
                 try await enqueue(connection, new.messages(id), now: new.at)
@@ -82,35 +83,33 @@ extension PostgresAlertsStore {
         try await database.write { connection in
             let locked: UInt64? = switch target {
             case .id(let id):
-                try await PostgresServiceDatabase.first(connection.query(
+                try await PostgresServiceDatabase.first(connection.prepared(
                     "SELECT id FROM watch_sessions WHERE id = \(Int64(id)) FOR UPDATE", logger: logger), Int64.self).map(UInt64.init)
             case .activeOf(let user):
-                try await PostgresServiceDatabase.first(connection.query(
+                try await PostgresServiceDatabase.first(connection.prepared(
                     "SELECT id FROM watch_sessions WHERE initiator = \(Int64(user)) AND state = 1 FOR UPDATE", logger: logger), Int64.self).map(UInt64.init)
             }
             let session = if let locked { try await Self.watch(connection, id: locked, logger: logger) } else { nil as WatchRecord? }
             guard var change = try decide(session), let session else { return nil }
             let id = Int64(session.id)
             if let end = change.end {
-                try await connection.query("UPDATE watch_sessions SET state = \(Int64(end.rawValue)), ended_at_ms = \(at) WHERE id = \(id)", logger: logger)
+                try await connection.prepared("UPDATE watch_sessions SET state = \(Int64(end.rawValue)), ended_at_ms = \(at) WHERE id = \(id)", logger: logger)
             }
             if let ends = change.endsAtMs {
-                try await connection.query("UPDATE watch_sessions SET ends_at_ms = \(ends) WHERE id = \(id)", logger: logger)
+                try await connection.prepared("UPDATE watch_sessions SET ends_at_ms = \(ends) WHERE id = \(id)", logger: logger)
             }
             if let watcher = change.watcher {
                 if let answer = watcher.answer {
-                    try await connection.query("""
+                    try await connection.prepared("""
                         UPDATE watchers SET answer = \(Int64(answer.rawValue)), answered_at_ms = \(at), dismissed = false
                         WHERE session_id = \(id) AND watcher = \(Int64(watcher.user))
                         """, logger: logger)
                 } else {
-                    try await connection.query("UPDATE watchers SET dismissed = true WHERE session_id = \(id) AND watcher = \(Int64(watcher.user))",
+                    try await connection.prepared("UPDATE watchers SET dismissed = true WHERE session_id = \(id) AND watcher = \(Int64(watcher.user))",
                                                logger: logger)
                 }
             }
-            var set: [GrantRecord] = []
-            for grant in change.grants { set.append(try await setGrant(connection, grant)) }
-            change.grants = set
+            change.grants = try await setGrants(connection, change.grants)
             try await enqueue(connection, change.messages, now: at)
             guard let record = try await Self.watch(connection, id: session.id, logger: logger) else { throw StoreInvariant("the watch just changed is missing") }
             return (record, change)
@@ -123,7 +122,7 @@ extension PostgresAlertsStore {
 
     func nextWatchExpiry() async throws -> Int64? {
         try await database.read { connection in
-            try await PostgresServiceDatabase.first(connection.query("SELECT min(ends_at_ms) FROM watch_sessions WHERE state = 1", logger: logger),
+            try await PostgresServiceDatabase.first(connection.prepared("SELECT min(ends_at_ms) FROM watch_sessions WHERE state = 1", logger: logger),
                                                     Int64?.self) ?? nil
         }
     }
@@ -133,7 +132,7 @@ extension PostgresAlertsStore {
     static func alert(_ connection: PostgresConnection, id: UInt64, logger: Logger) async throws -> AlertRecord? {
         let key = Int64(id)
         var found: AlertRecord?
-        for try await (id, initiator, message, location, state, raised, resolved, by) in try await connection.query("""
+        for try await (id, initiator, message, location, state, raised, resolved, by) in try await connection.prepared("""
             SELECT id, initiator, message, location, state, raised_at_ms, resolved_at_ms, resolved_by FROM help_alerts WHERE id = \(key)
             """, logger: logger).decode((Int64, Int64, String, Data, Int64, Int64, Int64, String).self) {
             found = AlertRecord(id: UInt64(id), initiator: UInt64(initiator), message: message, location: AlertsV1.AlertLocation.stored(location),
@@ -141,18 +140,18 @@ extension PostgresAlertsStore {
                                 recipients: [], prompt: AlertsV1.EmergencyPrompt(), escalation: nil)
         }
         guard var record = found else { return nil }
-        for try await (user, phone, answer, at) in try await connection.query(
+        for try await (user, phone, answer, at) in try await connection.prepared(
             "SELECT user_id, phone, answer, answered_at_ms FROM recipients WHERE alert_id = \(key) ORDER BY position", logger: logger)
             .decode((Int64, String, Int64, Int64).self) {
             record.recipients.append(RecipientRecord(user: UInt64(user), phone: phone, answer: AlertsV1.Answer(rawValue: raw(answer)), answeredAtMs: at))
         }
-        for try await (promptID, number, label, created, reported, dialed, reportedAt) in try await connection.query("""
+        for try await (promptID, number, label, created, reported, dialed, reportedAt) in try await connection.prepared("""
             SELECT id, number, label, created_at_ms, reported, dialed, reported_at_ms FROM emergency_prompts WHERE alert_id = \(key)
             """, logger: logger).decode((Int64, String, String, Int64, Bool, Bool, Int64).self) {
             record.prompt = AlertsV1.EmergencyPrompt(promptId: UInt64(promptID), number: number, label: label, location: record.location,
                                                      createdAtMs: created, reported: reported, dialed: dialed, reportedAtMs: reportedAt)
         }
-        for try await (number, label, location, created, resent) in try await connection.query(
+        for try await (number, label, location, created, resent) in try await connection.prepared(
             "SELECT number, label, location, created_at_ms, resent_to FROM escalations WHERE alert_id = \(key)", logger: logger)
             .decode((String, String, Data, Int64, Int64).self) {
             record.escalation = AlertsV1.Escalation(escalatedAtMs: created, number: number, label: label, location: AlertsV1.AlertLocation.stored(location),
@@ -166,7 +165,7 @@ extension PostgresAlertsStore {
     func alerts(_ query: PostgresQuery) async throws -> [AlertRecord] {
         try await database.snapshot { connection in
             var records: [AlertRecord] = []
-            for id in try await PostgresServiceDatabase.ids(connection.query(query, logger: logger)) {
+            for id in try await PostgresServiceDatabase.ids(connection.prepared(query, logger: logger)) {
                 if let record = try await Self.alert(connection, id: id, logger: logger) { records.append(record) }
             }
             return records
@@ -177,10 +176,10 @@ extension PostgresAlertsStore {
         try await database.snapshot { connection in
             // The alert raised with the key, else the active one: two index searches, as on SQLite (item 96).
             var found: (UInt64, Bool)?
-            if !key.isEmpty, let id = try await PostgresServiceDatabase.first(connection.query(
+            if !key.isEmpty, let id = try await PostgresServiceDatabase.first(connection.prepared(
                 "SELECT id FROM help_alerts WHERE initiator = \(Int64(user)) AND idempotency_key = \(key) LIMIT 1", logger: logger), Int64.self) {
                 found = (UInt64(id), true)
-            } else if let id = try await PostgresServiceDatabase.first(connection.query(
+            } else if let id = try await PostgresServiceDatabase.first(connection.prepared(
                 "SELECT id FROM help_alerts WHERE initiator = \(Int64(user)) AND state = 1", logger: logger), Int64.self) {
                 found = (UInt64(id), false)
             }
@@ -211,23 +210,26 @@ extension PostgresAlertsStore {
     func raiseAlert(_ new: NewAlert) async throws -> (record: AlertRecord, grants: [GrantRecord]) {
         do {
             return try await database.write { connection in
-                guard let id = try await PostgresServiceDatabase.first(connection.query("""
+                guard let id = try await PostgresServiceDatabase.first(connection.prepared("""
                     INSERT INTO help_alerts (initiator, message, location, state, raised_at_ms, idempotency_key)
                     VALUES (\(Int64(new.initiator)), \(new.message), \(Data(new.location.serializedBytes())), 1, \(new.at), \(new.key)) RETURNING id
                     """, logger: logger), Int64.self).map(UInt64.init) else { throw StoreInvariant("the alert just written has no id") }
-                for (position, contact) in new.recipients.enumerated() {
-                    let (user, phone): (UInt64, String) = switch contact {
-                    case .user(let u): (u, "")
-                    case .phone(let p): (0, p)
+                if !new.recipients.isEmpty {
+                    // One statement for the whole circle (item 125).
+                    let contacts: [(user: Int64, phone: String)] = new.recipients.map { contact in
+                        switch contact {
+                        case .user(let u): (Int64(u), "")
+                        case .phone(let p): (0, p)
+                        }
                     }
-                    try await connection.query("""
+                    try await connection.prepared("""
                         INSERT INTO recipients (alert_id, position, user_id, phone, answer)
-                        VALUES (\(Int64(id)), \(Int64(position)), \(Int64(user)), \(phone), \(Int64(AlertsV1.Answer.pending.rawValue)))
+                        SELECT \(Int64(id)), p - 1, u, ph, \(Int64(AlertsV1.Answer.pending.rawValue))
+                        FROM unnest(\(contacts.map(\.user))::bigint[], \(contacts.map(\.phone))::text[]) WITH ORDINALITY AS r(u, ph, p)
                         """, logger: logger)
                 }
-                var grants: [GrantRecord] = []
-                for grant in new.grants { grants.append(try await setGrant(connection, grant)) }
-                guard let promptID = try await PostgresServiceDatabase.first(connection.query("""
+                let grants = try await setGrants(connection, new.grants)
+                guard let promptID = try await PostgresServiceDatabase.first(connection.prepared("""
                     INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms)
                     VALUES (\(Int64(id)), \(Int64(new.initiator)), \(new.promptNumber), \(new.promptLabel), \(new.at)) RETURNING id
                     """, logger: logger), Int64.self).map(UInt64.init) else { throw StoreInvariant("the prompt just written has no id") }
@@ -248,46 +250,44 @@ extension PostgresAlertsStore {
         try await database.write { connection in
             let locked: UInt64? = switch target {
             case .id(let id):
-                try await PostgresServiceDatabase.first(connection.query(
+                try await PostgresServiceDatabase.first(connection.prepared(
                     "SELECT id FROM help_alerts WHERE id = \(Int64(id)) FOR UPDATE", logger: logger), Int64.self).map(UInt64.init)
             case .activeOf(let user):
-                try await PostgresServiceDatabase.first(connection.query(
+                try await PostgresServiceDatabase.first(connection.prepared(
                     "SELECT id FROM help_alerts WHERE initiator = \(Int64(user)) AND state = 1 FOR UPDATE", logger: logger), Int64.self).map(UInt64.init)
             }
             let alert = if let locked { try await Self.alert(connection, id: locked, logger: logger) } else { nil as AlertRecord? }
             guard var change = try decide(alert), let alert else { return nil }
             let id = Int64(alert.id)
             if let by = change.resolvedBy {
-                try await connection.query("""
+                try await connection.prepared("""
                     UPDATE help_alerts SET state = \(Int64(AlertsV1.AlertState.resolved.rawValue)), resolved_at_ms = \(at), resolved_by = \(by) WHERE id = \(id)
                     """, logger: logger)
             }
             if let recipient = change.recipient {
                 if let answer = recipient.answer {
-                    try await connection.query("""
+                    try await connection.prepared("""
                         UPDATE recipients SET answer = \(Int64(answer.rawValue)), answered_at_ms = \(at), dismissed = false
                         WHERE alert_id = \(id) AND user_id = \(Int64(recipient.user))
                         """, logger: logger)
                 } else {
-                    try await connection.query("UPDATE recipients SET dismissed = true WHERE alert_id = \(id) AND user_id = \(Int64(recipient.user))",
+                    try await connection.prepared("UPDATE recipients SET dismissed = true WHERE alert_id = \(id) AND user_id = \(Int64(recipient.user))",
                                                logger: logger)
                 }
             }
             if let e = change.escalation {
-                try await connection.query("UPDATE help_alerts SET escalated_at_ms = \(at) WHERE id = \(id)", logger: logger)
-                try await connection.query("""
+                try await connection.prepared("UPDATE help_alerts SET escalated_at_ms = \(at) WHERE id = \(id)", logger: logger)
+                try await connection.prepared("""
                     INSERT INTO escalations (alert_id, number, label, location, created_at_ms, resent_to)
                     VALUES (\(id), \(e.number), \(e.label), \(Data((e.location ?? AlertsV1.AlertLocation()).serializedBytes())), \(at), \(Int64(e.resentTo)))
                     """, logger: logger)
             }
             if let dialed = change.reportedCall {
-                try await connection.query("""
+                try await connection.prepared("""
                     UPDATE emergency_prompts SET reported = true, dialed = \(dialed), reported_at_ms = \(at) WHERE alert_id = \(id)
                     """, logger: logger)
             }
-            var set: [GrantRecord] = []
-            for grant in change.grants { set.append(try await setGrant(connection, grant)) }
-            change.grants = set
+            change.grants = try await setGrants(connection, change.grants)
             try await enqueue(connection, change.messages, now: at)
             // The alert as written, from the rows read above (no second read of them).
             var record = alert.applying(change, at: at)
@@ -300,7 +300,7 @@ extension PostgresAlertsStore {
 
     func escalationsDue(raisedBy: Int64) async throws -> [UInt64] {
         try await database.read { connection in
-            try await PostgresServiceDatabase.ids(connection.query("""
+            try await PostgresServiceDatabase.ids(connection.prepared("""
                 SELECT id FROM help_alerts a WHERE state = 1 AND escalated_at_ms = 0 AND raised_at_ms <= \(raisedBy)
                   AND NOT EXISTS (SELECT 1 FROM recipients r WHERE r.alert_id = a.id AND r.answer = \(Int64(AlertsV1.Answer.accepted.rawValue)))
                 ORDER BY id
@@ -310,7 +310,7 @@ extension PostgresAlertsStore {
 
     func oldestUnescalated() async throws -> Int64? {
         try await database.read { connection in
-            try await PostgresServiceDatabase.first(connection.query(
+            try await PostgresServiceDatabase.first(connection.prepared(
                 """
                 SELECT min(raised_at_ms) FROM help_alerts a WHERE state = 1 AND escalated_at_ms = 0
                   AND NOT EXISTS (SELECT 1 FROM recipients r WHERE r.alert_id = a.id AND r.answer = \(Int64(AlertsV1.Answer.accepted.rawValue)))
@@ -323,7 +323,7 @@ extension PostgresAlertsStore {
     /// in which `|` and `}` need not sort as bytes do, so the index on `source` stays.)
     static func summaries(_ connection: PostgresConnection, source: String, logger: Logger) async throws -> [String: [AlertsV1.DeliverySummary]] {
         var rows: [OutboxRows.Summarised] = []
-        for try await (user, address, channel, status, attempts) in try await connection.query(
+        for try await (user, address, channel, status, attempts) in try await connection.prepared(
             "SELECT recipient_user, address, channel, status, attempts FROM outbox WHERE source = \(source) ORDER BY id", logger: logger)
             .decode((Int64, String, Int64, Int64, Int64).self) {
             rows.append((user: UInt64(user), address: address, channel: AlertsV1.Channel(rawValue: raw(channel)),
