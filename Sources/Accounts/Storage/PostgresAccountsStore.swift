@@ -66,13 +66,13 @@ final class PostgresAccountsStore: AccountsStorage {
                    lastName: row.6, profilePictureMediaID: row.7, createdAtMs: row.8)
     }
 
-    static func users(_ rows: PostgresRowSequence) async throws -> [UserRecord] {
+    static func users<Rows: AsyncSequence>(_ rows: Rows) async throws -> [UserRecord] where Rows.Element == PostgresRow {
         var users: [UserRecord] = []
         for try await row in rows.decode(UserRow.self) { users.append(user(row)) }
         return users
     }
 
-    static func int(_ rows: PostgresRowSequence) async throws -> Int {
+    static func int<Rows: AsyncSequence>(_ rows: Rows) async throws -> Int where Rows.Element == PostgresRow {
         Int(try await PostgresServiceDatabase.first(rows, Int64.self) ?? 0)
     }
 
@@ -92,24 +92,24 @@ final class PostgresAccountsStore: AccountsStorage {
             switch event {
             case .failure(let account, let client, let time):
                 at = time
-                id = try await PostgresServiceDatabase.first(connection.query(
+                id = try await PostgresServiceDatabase.first(connection.prepared(
                     "INSERT INTO login_events (failed, account, client, at) VALUES (true, \(account), \(client), \(time)) RETURNING id", logger: logger), Int64.self)
             case .success(let account, let time):
                 at = time
-                id = try await PostgresServiceDatabase.first(connection.query(
+                id = try await PostgresServiceDatabase.first(connection.prepared(
                     "INSERT INTO login_events (failed, account, client, at) VALUES (false, \(account), '', \(time)) RETURNING id", logger: logger), Int64.self)
             }
             if let id, id % 1_000 == 0 {
-                try await connection.query("DELETE FROM login_events WHERE at < \(at - horizon)", logger: logger)
+                try await connection.prepared("DELETE FROM login_events WHERE at < \(at - horizon)", logger: logger)
             }
         }
     }
 
     func loginEvents(since: Double) async throws -> [LoginGuard.Event] {
         try await database.transaction { connection in
-            try await connection.query("DELETE FROM login_events WHERE at < \(since)", logger: logger)
+            try await connection.prepared("DELETE FROM login_events WHERE at < \(since)", logger: logger)
             var events: [LoginGuard.Event] = []
-            let rows = try await connection.query("SELECT failed, account, client, at FROM login_events ORDER BY id", logger: logger)
+            let rows = try await connection.prepared("SELECT failed, account, client, at FROM login_events ORDER BY id", logger: logger)
             for try await (failed, account, client, at) in rows.decode((Bool, String, String, Double).self) {
                 events.append(failed ? .failure(account: account, client: client, at: at) : .success(account: account, at: at))
             }
@@ -120,7 +120,7 @@ final class PostgresAccountsStore: AccountsStorage {
     func loginEvents(account: String, client: String, since: Double) async throws -> [LoginGuard.Event] {
         try await database.read { connection in
             var events: [LoginGuard.Event] = []
-            let rows = try await connection.query("""
+            let rows = try await connection.prepared("""
                 SELECT failed, account, client, at FROM login_events
                 WHERE at >= \(since) AND (account = \(account) OR (failed AND client = \(client) AND client <> ''))
                 ORDER BY id
@@ -139,7 +139,7 @@ final class PostgresAccountsStore: AccountsStorage {
         let phoneHash = Data(ContactIdentifier.hash(phone)), emailHash = Data(ContactIdentifier.hash(email))
         do {
             return try await database.write({ connection in
-                let rows = try await connection.query("""
+                let rows = try await connection.prepared("""
                     INSERT INTO users (username, email, phone, password_hash, first_name, last_name, created_at_ms, phone_sha256, email_sha256)
                     VALUES (\(username), \(email), \(phone), \(passwordHash), \(firstName), \(lastName), \(now), \(phoneHash), \(emailHash))
                     RETURNING \(unescaped: Self.userColumns)
@@ -174,14 +174,14 @@ final class PostgresAccountsStore: AccountsStorage {
     func users(usernames: [String]) async throws -> [UserRecord] {
         guard !usernames.isEmpty else { return [] }
         return try await database.read { connection in
-            try await Self.users(connection.query(
+            try await Self.users(connection.prepared(
                 "SELECT \(unescaped: Self.userColumns) FROM users WHERE username = ANY(\(usernames)) ORDER BY username", logger: logger))
         }
     }
 
     func users(after id: UInt64, limit: Int) async throws -> [UserRecord] {
         try await database.read { connection in
-            try await Self.users(connection.query(
+            try await Self.users(connection.prepared(
                 "SELECT \(unescaped: Self.userColumns) FROM users WHERE id > \(Int64(bitPattern: id)) ORDER BY id LIMIT \(limit)", logger: logger))
         }
     }
@@ -190,7 +190,7 @@ final class PostgresAccountsStore: AccountsStorage {
         let pattern = prefix.lowercased().replacingOccurrences(of: "\\", with: "\\\\")
             .replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_") + "%"
         return try await database.read { connection in
-            try await Self.users(connection.query("""
+            try await Self.users(connection.prepared("""
                 SELECT \(unescaped: Self.userColumns) FROM users
                 WHERE (lower(username) LIKE \(pattern) ESCAPE '\\' OR lower(first_name) LIKE \(pattern) ESCAPE '\\'
                        OR lower(last_name) LIKE \(pattern) ESCAPE '\\')
@@ -203,9 +203,9 @@ final class PostgresAccountsStore: AccountsStorage {
     func user(login: Validation.LoginName) async throws -> UserRecord? {
         try await database.read { connection in
             let rows = switch login {
-            case .username(let v): try await connection.query("SELECT \(unescaped: Self.userColumns) FROM users WHERE username = \(v)", logger: logger)
-            case .email(let v): try await connection.query("SELECT \(unescaped: Self.userColumns) FROM users WHERE email = \(v)", logger: logger)
-            case .phone(let v): try await connection.query("SELECT \(unescaped: Self.userColumns) FROM users WHERE phone = \(v)", logger: logger)
+            case .username(let v): try await connection.prepared("SELECT \(unescaped: Self.userColumns) FROM users WHERE username = \(v)", logger: logger)
+            case .email(let v): try await connection.prepared("SELECT \(unescaped: Self.userColumns) FROM users WHERE email = \(v)", logger: logger)
+            case .phone(let v): try await connection.prepared("SELECT \(unescaped: Self.userColumns) FROM users WHERE phone = \(v)", logger: logger)
             }
             return try await Self.users(rows).first
         }
@@ -215,7 +215,7 @@ final class PostgresAccountsStore: AccountsStorage {
         let hash = Data(ContactIdentifier.hash(email))
         do {
             return try await database.write { connection in
-                guard let user = try await Self.users(connection.query("""
+                guard let user = try await Self.users(connection.prepared("""
                     UPDATE users SET email = \(email), email_sha256 = \(hash) WHERE id = \(Int64(userID)) RETURNING \(unescaped: Self.userColumns)
                     """, logger: logger)).first else { throw AccountRefusal.noUser(userID) }
                 return user
@@ -229,7 +229,7 @@ final class PostgresAccountsStore: AccountsStorage {
     func updateProfile(userID: UInt64, firstName: String?, lastName: String?, mediaID: String?,
                        committed: (@Sendable (UserRecord) -> Void)?) async throws -> UserRecord {
         try await database.write({ connection in
-            guard let user = try await Self.users(connection.query("""
+            guard let user = try await Self.users(connection.prepared("""
                 UPDATE users SET first_name = coalesce(\(firstName)::text, first_name), last_name = coalesce(\(lastName)::text, last_name),
                     profile_picture_media_id = coalesce(\(mediaID)::text, profile_picture_media_id)
                 WHERE id = \(Int64(userID)) RETURNING \(unescaped: Self.userColumns)
@@ -243,7 +243,7 @@ final class PostgresAccountsStore: AccountsStorage {
     func createSession(userID: UInt64, tokenHash: [UInt8], now: Int64, expiresAt: Int64) async throws -> UInt64 {
         let hash = Data(tokenHash)
         return try await database.write { connection in
-            guard let id = try await PostgresServiceDatabase.first(connection.query("""
+            guard let id = try await PostgresServiceDatabase.first(connection.prepared("""
                 INSERT INTO sessions (user_id, token_hash, created_at_ms, expires_at_ms) VALUES (\(Int64(userID)), \(hash), \(now), \(expiresAt))
                 RETURNING id
                 """, logger: logger), Int64.self) else { throw StoreInvariant("the insert returned no id") }
@@ -253,7 +253,7 @@ final class PostgresAccountsStore: AccountsStorage {
 
     private typealias SessionRow = (Int64, Int64, Int64, Int64?)
 
-    static func session(_ rows: PostgresRowSequence) async throws -> SessionRecord? {
+    static func session<Rows: AsyncSequence>(_ rows: Rows) async throws -> SessionRecord? where Rows.Element == PostgresRow {
         for try await (id, user, expires, revoked) in rows.decode(SessionRow.self) {
             return SessionRecord(id: UInt64(id), userID: UInt64(user), expiresAtMs: expires, revoked: revoked != nil)
         }
@@ -272,22 +272,22 @@ final class PostgresAccountsStore: AccountsStorage {
 
     func session(id: UInt64) async throws -> SessionRecord? {
         try await database.read { connection in
-            try await Self.session(connection.query(
+            try await Self.session(connection.prepared(
                 "SELECT id, user_id, expires_at_ms, revoked_at_ms FROM sessions WHERE id = \(Int64(bitPattern: id))", logger: logger))
         }
     }
 
     func revokeSession(id: UInt64, userID: UInt64, now: Int64, committed: (@Sendable () -> Void)?) async throws {
         try await database.write({ connection in
-            try await connection.query(
+            try await connection.prepared(
                 "UPDATE sessions SET revoked_at_ms = \(now) WHERE id = \(Int64(bitPattern: id)) AND revoked_at_ms IS NULL", logger: logger)
         }, committed: CommittedAction.ignoringResult(committed), orderedBy: userID)
     }
 
     func changePassword(userID: UInt64, hash: String, keepSession keep: UInt64, now: Int64, committed: (@Sendable () -> Void)?) async throws -> Int {
         try await database.write({ connection in
-            try await connection.query("UPDATE users SET password_hash = \(hash) WHERE id = \(Int64(userID))", logger: logger)
-            return try await PostgresServiceDatabase.count(connection.query("""
+            try await connection.prepared("UPDATE users SET password_hash = \(hash) WHERE id = \(Int64(userID))", logger: logger)
+            return try await PostgresServiceDatabase.count(connection.prepared("""
                 UPDATE sessions SET revoked_at_ms = \(now)
                 WHERE user_id = \(Int64(userID)) AND id != \(Int64(bitPattern: keep)) AND revoked_at_ms IS NULL AND expires_at_ms > \(now)
                 RETURNING 1

@@ -11,7 +11,7 @@ extension PostgresGeoStore {
 
     func saveSharing(_ user: UInt64, _ s: Sharing) async throws {
         try await write(announcing: .people([user])) { connection in
-            try await connection.query("""
+            try await connection.prepared("""
                 INSERT INTO sharing (user_id, share_with_friends, ghost, proximity_alerts, proximity_m)
                 VALUES (\(Self.id(user)), \(s.shareWithFriends), \(s.ghost), \(s.proximityAlerts), \(s.proximityMetres))
                 ON CONFLICT (user_id) DO UPDATE SET share_with_friends = excluded.share_with_friends, ghost = excluded.ghost,
@@ -34,7 +34,7 @@ extension PostgresGeoStore {
             var applied = [Bool](repeating: false, count: grants.count)
             for index in order {
                 let grant = grants[index], key = grant.key
-                let rows = try await connection.query("""
+                let rows = try await connection.prepared("""
                     INSERT INTO grants (subject, viewer, reason, expires_ms, version)
                     VALUES (\(Self.id(key.subject)), \(Self.id(key.viewer)), \(key.reason), \(grant.expiresMs), \(grant.version))
                     ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms,
@@ -51,9 +51,9 @@ extension PostgresGeoStore {
     func loadCheckIns(now: Int64) throws -> [UInt64: CheckInRecord] {
         try awaitBlocking { [database, logger] in
             try await database.transaction { connection in
-                try await connection.query("DELETE FROM check_ins WHERE expires_ms <= \(now)", logger: logger)
+                try await connection.prepared("DELETE FROM check_ins WHERE expires_ms <= \(now)", logger: logger)
                 var result: [UInt64: CheckInRecord] = [:]
-                for try await (user, name, lat, lon, media, created, expires) in try await connection.query("""
+                for try await (user, name, lat, lon, media, created, expires) in try await connection.prepared("""
                     SELECT user_id, place_name, lat, lon, media_id, created_ms, expires_ms FROM check_ins
                     """, logger: logger).decode((Int64, String, Double, Double, String, Int64, Int64).self) {
                     result[Self.id(user)] = CheckInRecord(user: Self.id(user), placeName: name, lat: lat, lon: lon, mediaID: media,
@@ -78,9 +78,9 @@ extension PostgresGeoStore {
     private func saveCheckIn(_ c: CheckInRecord, now: Int64, reply: (@Sendable (Bool) -> [UInt8])?) async throws -> Bool {
         try await write(announcing: .people([c.user]), reply: reply) { connection in
             // The row's lock, so two check-ins at once on two instances see each other.
-            let replaced = try await PostgresServiceDatabase.exists(connection.query(
+            let replaced = try await PostgresServiceDatabase.exists(connection.prepared(
                 "SELECT 1 FROM check_ins WHERE user_id = \(Self.id(c.user)) AND expires_ms > \(now) FOR UPDATE", logger: self.logger))
-            try await connection.query("""
+            try await connection.prepared("""
                 INSERT INTO check_ins (user_id, place_name, lat, lon, media_id, created_ms, expires_ms)
                 VALUES (\(Self.id(c.user)), \(c.placeName), \(c.lat), \(c.lon), \(c.mediaID), \(c.createdMs), \(c.expiresMs))
                 ON CONFLICT (user_id) DO UPDATE SET place_name = excluded.place_name, lat = excluded.lat, lon = excluded.lon,
@@ -94,7 +94,7 @@ extension PostgresGeoStore {
         try awaitBlocking { [database, logger] in
             try await database.read { connection in
                 var rows: [(subject: UInt64, viewer: UInt64, precision: Precision)] = []
-                for try await (subject, viewer, level) in try await connection.query("SELECT subject, viewer, level FROM precision", logger: logger)
+                for try await (subject, viewer, level) in try await connection.prepared("SELECT subject, viewer, level FROM precision", logger: logger)
                     .decode((Int64, Int64, Int64).self) {
                     if let precision = Precision(rawValue: Int(level)) { rows.append((Self.id(subject), Self.id(viewer), precision)) }
                 }
@@ -106,12 +106,12 @@ extension PostgresGeoStore {
     func savePrecision(subject: UInt64, viewer: UInt64, _ precision: Precision?) async throws {
         try await write(announcing: .people([subject])) { connection in
             if let precision {
-                try await connection.query("""
+                try await connection.prepared("""
                     INSERT INTO precision (subject, viewer, level) VALUES (\(Self.id(subject)), \(Self.id(viewer)), \(Int64(precision.rawValue)))
                     ON CONFLICT (subject, viewer) DO UPDATE SET level = excluded.level
                     """, logger: self.logger)
             } else {
-                try await connection.query("DELETE FROM precision WHERE subject = \(Self.id(subject)) AND viewer = \(Self.id(viewer))",
+                try await connection.prepared("DELETE FROM precision WHERE subject = \(Self.id(subject)) AND viewer = \(Self.id(viewer))",
                                            logger: self.logger)
             }
         }
@@ -135,17 +135,17 @@ extension PostgresGeoStore {
         let u = Self.id(user)
         var result = PersonSettings()
         try await database.snapshot { connection in
-            for try await (share, ghost, proximity, metres) in try await connection.query("""
+            for try await (share, ghost, proximity, metres) in try await connection.prepared("""
                 SELECT share_with_friends, ghost, proximity_alerts, proximity_m FROM sharing WHERE user_id = \(u)
                 """, logger: self.logger).decode((Bool, Bool, Bool, Double).self) {
                 result.sharing = Sharing(shareWithFriends: share, ghost: ghost, proximityAlerts: proximity, proximityMetres: metres)
             }
-            for try await (subject, viewer, level) in try await connection.query("""
+            for try await (subject, viewer, level) in try await connection.prepared("""
                 SELECT subject, viewer, level FROM precision WHERE subject = \(u) OR viewer = \(u)
                 """, logger: self.logger).decode((Int64, Int64, Int64).self) {
                 if let precision = Precision(rawValue: Int(level)) { result.precision.append((Self.id(subject), Self.id(viewer), precision)) }
             }
-            for try await (name, lat, lon, media, created, expires) in try await connection.query("""
+            for try await (name, lat, lon, media, created, expires) in try await connection.prepared("""
                 SELECT place_name, lat, lon, media_id, created_ms, expires_ms FROM check_ins WHERE user_id = \(u)
                 """, logger: self.logger).decode((String, Double, Double, String, Int64, Int64).self) {
                 result.checkIn = CheckInRecord(user: user, placeName: name, lat: lat, lon: lon, mediaID: media, createdMs: created, expiresMs: expires)

@@ -79,7 +79,7 @@ final class PostgresGeoStore: GeoStorage {
     /// updates waited that long behind a host that was gone (the several-hosts test found it).
     static func lockHistory(_ connection: PostgresConnection, logger: Logger) async throws {
         try connection.ensureOpen()
-        try await connection.query("""
+        try await connection.prepared("""
             SELECT set_config('idle_in_transaction_session_timeout', \(idleTimeout), true),
                    pg_advisory_xact_lock(\(unescaped: historyLockKey))
             """, logger: logger)
@@ -93,7 +93,7 @@ final class PostgresGeoStore: GeoStorage {
     static let idleTimeout = "2000"
 
     static func foldedThrough(_ connection: PostgresConnection, logger: Logger) async throws -> Int64 {
-        try await PostgresServiceDatabase.first(connection.query("SELECT value FROM geo_meta WHERE key = 'folded_through'", logger: logger),
+        try await PostgresServiceDatabase.first(connection.prepared("SELECT value FROM geo_meta WHERE key = 'folded_through'", logger: logger),
                                                 Int64.self) ?? 0
     }
 
@@ -103,7 +103,7 @@ final class PostgresGeoStore: GeoStorage {
         try awaitBlocking { [database, logger] in
             try await database.snapshot { connection in
                 var result = FoldedLatest()
-                let rows = try await connection.query("""
+                let rows = try await connection.prepared("""
                     SELECT user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id FROM latest
                     """, logger: logger)
                 for try await (user, lat, lon, accuracy, device, received, status, historyID)
@@ -112,7 +112,7 @@ final class PostgresGeoStore: GeoStorage {
                     result.historyIDs[Self.id(user)] = historyID
                 }
                 result.foldedThrough = try await Self.foldedThrough(connection, logger: logger)
-                result.lastID = try await PostgresServiceDatabase.first(connection.query("SELECT coalesce(max(id), 0) FROM history", logger: logger),
+                result.lastID = try await PostgresServiceDatabase.first(connection.prepared("SELECT coalesce(max(id), 0) FROM history", logger: logger),
                                                                         Int64.self) ?? 0
                 return result
             }
@@ -137,7 +137,7 @@ final class PostgresGeoStore: GeoStorage {
         try await database.read { connection in
             var rows: [(id: Int64, update: LocationUpdate)] = []
             var top: Int64 = id
-            let query = try await connection.query("""
+            let query = try await connection.prepared("""
                 WITH top AS (SELECT coalesce(max(id), 0) AS id FROM history)
                 (SELECT id, user_id, lat, lon, accuracy, device_ms, received_ms, status FROM history
                  WHERE id > \(id) AND id <= (SELECT id FROM top) AND writer <> \(self.writer) ORDER BY id LIMIT \(limit))
@@ -156,7 +156,7 @@ final class PostgresGeoStore: GeoStorage {
     func rows(after id: Int64, limit: Int) async throws -> [(id: Int64, update: LocationUpdate)] {
         try await database.read { connection in
             var rows: [(id: Int64, update: LocationUpdate)] = []
-            let query = try await connection.query("""
+            let query = try await connection.prepared("""
                 SELECT id, user_id, lat, lon, accuracy, device_ms, received_ms, status FROM history WHERE id > \(id) ORDER BY id LIMIT \(limit)
                 """, logger: self.logger)
             for try await row in query.decode(HistoryRow.self) { rows.append(Self.update(row)) }
@@ -175,7 +175,7 @@ final class PostgresGeoStore: GeoStorage {
         try awaitBlocking { [database, logger] in
             try await database.read { connection in
                 var result: [UInt64: Sharing] = [:]
-                for try await (user, share, ghost, proximity, metres) in try await connection.query("""
+                for try await (user, share, ghost, proximity, metres) in try await connection.prepared("""
                     SELECT user_id, share_with_friends, ghost, proximity_alerts, proximity_m FROM sharing
                     """, logger: logger).decode((Int64, Bool, Bool, Bool, Double).self) {
                     result[Self.id(user)] = Sharing(shareWithFriends: share, ghost: ghost, proximityAlerts: proximity, proximityMetres: metres)
@@ -188,9 +188,9 @@ final class PostgresGeoStore: GeoStorage {
     func loadGrants(now: Int64) throws -> [GrantKey: StoredGrant] {
         try awaitBlocking { [database, logger] in
             try await database.transaction { connection in
-                try await connection.query("DELETE FROM grants WHERE expires_ms <= \(now - StoredGrant.tombstoneKeepMs)", logger: logger)
+                try await connection.prepared("DELETE FROM grants WHERE expires_ms <= \(now - StoredGrant.tombstoneKeepMs)", logger: logger)
                 var result: [GrantKey: StoredGrant] = [:]
-                for try await (subject, viewer, reason, expires, version) in try await connection.query(
+                for try await (subject, viewer, reason, expires, version) in try await connection.prepared(
                     "SELECT subject, viewer, reason, expires_ms, version FROM grants", logger: logger)
                     .decode((Int64, Int64, String, Int64, Int64).self) {
                     result[GrantKey(subject: Self.id(subject), viewer: Self.id(viewer), reason: reason)] = StoredGrant(expiresMs: expires, version: version)
@@ -207,7 +207,7 @@ final class PostgresGeoStore: GeoStorage {
     func places() async throws -> [PlaceRecord] {
         try await database.read { connection in
             var result: [PlaceRecord] = []
-            for try await (id, name, kind, lat, lon, radius, ring) in try await connection.query(
+            for try await (id, name, kind, lat, lon, radius, ring) in try await connection.prepared(
                 "SELECT id, name, kind, lat, lon, radius_m, ring FROM places ORDER BY id", logger: self.logger)
                 .decode((Int64, String, Int64, Double, Double, Double, String).self) {
                 result.append(PlaceRecord(id: Self.id(id), name: name, kind: GeoV1.PlaceKind(rawValue: Int32(truncatingIfNeeded: kind)),
@@ -219,11 +219,11 @@ final class PostgresGeoStore: GeoStorage {
 
     func importPlaces(_ places: [PlaceRecord], replace: Bool) async throws -> [PlaceRecord] {
         try await write(announcing: .places) { connection in
-            if replace { try await connection.query("DELETE FROM places", logger: self.logger) }
+            if replace { try await connection.prepared("DELETE FROM places", logger: self.logger) }
             var stored: [PlaceRecord] = []
             for place in places {
                 let ring = place.ringJSON
-                let id = try await PostgresServiceDatabase.first(connection.query("""
+                let id = try await PostgresServiceDatabase.first(connection.prepared("""
                     INSERT INTO places (name, kind, lat, lon, radius_m, ring)
                     VALUES (\(place.name), \(Int64(place.kind.rawValue)), \(place.lat), \(place.lon), \(place.radius), \(ring)) RETURNING id
                     """, logger: self.logger), Int64.self)
@@ -249,7 +249,7 @@ final class PostgresGeoStore: GeoStorage {
                 let accuracies = batch.map(\.accuracy), devices = batch.map(\.deviceMs), received = batch.map(\.receivedMs)
                 let hasStatus = batch.map { $0.status != nil }, statuses = batch.map { $0.status ?? "" }
                 let hidden = unrecorded ?? Array(repeating: false, count: batch.count)
-                var ids = try await PostgresServiceDatabase.ids(connection.query("""
+                var ids = try await PostgresServiceDatabase.ids(connection.prepared("""
                     INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status, unrecorded, writer)
                     SELECT u, la, lo, a, d, r, CASE WHEN h THEN s END, x, \(self.writer)
                     FROM unnest(\(users)::bigint[], \(lats)::float8[], \(lons)::float8[], \(accuracies)::float8[], \(devices)::bigint[],
@@ -281,7 +281,7 @@ final class PostgresGeoStore: GeoStorage {
             let users = fold.fixes.map { Self.id($0.user) }, lats = fold.fixes.map(\.fix.lat), lons = fold.fixes.map(\.fix.lon)
             let accuracies = fold.fixes.map(\.fix.accuracy), devices = fold.fixes.map(\.fix.deviceMs)
             let received = fold.fixes.map(\.fix.receivedMs), statuses = fold.fixes.map(\.fix.status)
-            try await connection.query("""
+            try await connection.prepared("""
                 INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id)
                 SELECT u, la, lo, a, d, r, s, \(reflectsID)
                 FROM unnest(\(users)::bigint[], \(lats)::float8[], \(lons)::float8[], \(accuracies)::float8[], \(devices)::bigint[],
@@ -294,14 +294,14 @@ final class PostgresGeoStore: GeoStorage {
         }
         if let done = fold.completesThrough {
             let through = min(reflectsID, done)
-            try await connection.query("UPDATE geo_meta SET value = greatest(value, \(through)) WHERE key = 'folded_through'", logger: logger)
+            try await connection.prepared("UPDATE geo_meta SET value = greatest(value, \(through)) WHERE key = 'folded_through'", logger: logger)
             try await Self.dropUnrecorded(through: through, connection, logger: logger)
         }
     }
 
     /// History rows inside a private zone that keeps none, once folded: deleted.
     static func dropUnrecorded(through id: Int64, _ connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("DELETE FROM history WHERE unrecorded AND id <= \(id)", logger: logger)
+        try await connection.prepared("DELETE FROM history WHERE unrecorded AND id <= \(id)", logger: logger)
     }
 
     func deleteHistory(of user: UInt64, current: @escaping @Sendable () -> LatestFix?,
@@ -310,7 +310,7 @@ final class PostgresGeoStore: GeoStorage {
             if let fix = current() {
                 try await self.write(FoldWrite(fixes: [(user, fix)], reflects: 0), connection)
             }
-            return try await PostgresServiceDatabase.count(connection.query(
+            return try await PostgresServiceDatabase.count(connection.prepared(
                 "DELETE FROM history WHERE user_id = \(Self.id(user)) RETURNING 1", logger: self.logger))
         }, committed: { _ in forgotten() })
     }
@@ -319,14 +319,14 @@ final class PostgresGeoStore: GeoStorage {
     func pruneHistory(before cutoff: Int64) async throws -> Int {
         try await database.write { connection in
             let through = try await Self.foldedThrough(connection, logger: self.logger)
-            return try await PostgresServiceDatabase.count(connection.query(
+            return try await PostgresServiceDatabase.count(connection.prepared(
                 "DELETE FROM history WHERE received_ms < \(cutoff) AND id <= \(through) RETURNING 1", logger: self.logger))
         }
     }
 
     func historyCount(of user: UInt64) async throws -> Int {
         try await database.read { connection in
-            Int(try await PostgresServiceDatabase.first(connection.query(
+            Int(try await PostgresServiceDatabase.first(connection.prepared(
                 "SELECT count(*) FROM history WHERE user_id = \(Self.id(user))", logger: self.logger), Int64.self) ?? 0)
         }
     }
@@ -334,7 +334,7 @@ final class PostgresGeoStore: GeoStorage {
     func history(of user: UInt64, after: UInt64, limit: Int) async throws -> [GeoV1.HistoryEntry] {
         try await database.read { connection in
             var result: [GeoV1.HistoryEntry] = []
-            for try await (id, lat, lon, accuracy, device, received, status) in try await connection.query("""
+            for try await (id, lat, lon, accuracy, device, received, status) in try await connection.prepared("""
                 SELECT id, lat, lon, accuracy, device_ms, received_ms, status FROM history
                 WHERE user_id = \(Self.id(user)) AND id > \(Self.id(after)) AND NOT unrecorded ORDER BY id LIMIT \(limit)
                 """, logger: self.logger).decode((Int64, Double, Double, Double, Int64, Int64, String?).self) {

@@ -16,14 +16,14 @@ extension CircleRecord {
 /// The core circle on PostgreSQL (the rules as `Circle.swift` states them). Locks are taken in
 /// one order, the owner's before the pair's, so two changes never wait for each other.
 extension PostgresSocialStore {
-    static func circleRows(_ rows: PostgresRowSequence) async throws -> [CircleRecord] {
+    static func circleRows<Rows: AsyncSequence>(_ rows: Rows) async throws -> [CircleRecord] where Rows.Element == PostgresRow {
         var records: [CircleRecord] = []
         for try await row in rows.decode(CircleRecord.Columns.self) { records.append(CircleRecord(row)) }
         return records
     }
 
     private func circleRow(_ connection: PostgresConnection, owner: UInt64, member: UInt64, phone: String) async throws -> CircleRecord {
-        guard let row = try await Self.circleRows(connection.query("""
+        guard let row = try await Self.circleRows(connection.prepared("""
             SELECT \(unescaped: CircleRecord.columns) FROM circle WHERE owner = \(Int64(owner)) AND member = \(Int64(member)) AND phone = \(phone)
             """, logger: logger)).first else { throw StoreInvariant("the circle row just written is missing") }
         return row
@@ -40,16 +40,16 @@ extension PostgresSocialStore {
                 guard try await Self.areFriends(connection, owner, member, logger: logger) else { throw CircleRefusal.notFriends }
             }
             let rejected = Int64(SocialV1.CircleState.rejected.rawValue)
-            if try await PostgresServiceDatabase.exists(connection.query("""
+            if try await PostgresServiceDatabase.exists(connection.prepared("""
                 SELECT 1 FROM circle WHERE owner = \(Int64(owner)) AND member = \(Int64(member)) AND phone = \(phone) AND state <> \(rejected)
                 """, logger: logger)) {
                 throw CircleRefusal.alreadyMember
             }
-            let count = try await PostgresServiceDatabase.first(connection.query(
+            let count = try await PostgresServiceDatabase.first(connection.prepared(
                 "SELECT count(*) FROM circle WHERE owner = \(Int64(owner)) AND state <> \(rejected)", logger: logger), Int64.self) ?? 0
             guard count < limit else { throw CircleRefusal.full(limit: limit) }
             let state: SocialV1.CircleState = member == 0 ? .invited : .pending
-            try await connection.query("""
+            try await connection.prepared("""
                 INSERT INTO circle (owner, member, phone, state, added_at_ms, updated_at_ms)
                 VALUES (\(Int64(owner)), \(Int64(member)), \(phone), \(Int64(state.rawValue)), \(now), \(now))
                 ON CONFLICT (owner, member, phone) DO UPDATE
@@ -64,7 +64,7 @@ extension PostgresSocialStore {
         try await mutate(orderedBy: [owner, member]) { connection, events in
             try await lockOwner(connection, owner)
             if member != 0 { try await lockPair(connection, owner, member) }
-            let removed = try await PostgresServiceDatabase.first(connection.query("""
+            let removed = try await PostgresServiceDatabase.first(connection.prepared("""
                 DELETE FROM circle WHERE owner = \(Int64(owner)) AND member = \(Int64(member)) AND phone = \(phone) RETURNING state
                 """, logger: logger), Int64.self)
             guard let removed else { throw CircleRefusal.notMember }
@@ -76,12 +76,12 @@ extension PostgresSocialStore {
         try await mutate(orderedBy: [owner, member]) { connection, events in
             try await lockOwner(connection, owner)
             try await lockPair(connection, owner, member)
-            guard let row = try await Self.circleRows(connection.query("""
+            guard let row = try await Self.circleRows(connection.prepared("""
                 SELECT \(unescaped: CircleRecord.columns) FROM circle WHERE owner = \(Int64(owner)) AND member = \(Int64(member)) AND phone = ''
                 """, logger: logger)).first, row.state == .pending
             else { throw CircleRefusal.noPendingRequest(owner: owner) }
             let state: SocialV1.CircleState = accept ? .accepted : .rejected
-            try await connection.query("""
+            try await connection.prepared("""
                 UPDATE circle SET state = \(Int64(state.rawValue)), updated_at_ms = \(now)
                 WHERE owner = \(Int64(owner)) AND member = \(Int64(member)) AND phone = ''
                 """, logger: logger)
@@ -92,7 +92,7 @@ extension PostgresSocialStore {
 
     func circle(of owner: UInt64) async throws -> [CircleRecord] {
         try await database.read { connection in
-            try await Self.circleRows(connection.query("""
+            try await Self.circleRows(connection.prepared("""
                 SELECT \(unescaped: CircleRecord.columns) FROM circle WHERE owner = \(Int64(owner)) ORDER BY added_at_ms, member, phone COLLATE "C"
                 """, logger: logger))
         }
@@ -100,7 +100,7 @@ extension PostgresSocialStore {
 
     func circles(containing member: UInt64, state: SocialV1.CircleState) async throws -> [CircleRecord] {
         try await database.read { connection in
-            try await Self.circleRows(connection.query("""
+            try await Self.circleRows(connection.prepared("""
                 SELECT \(unescaped: CircleRecord.columns) FROM circle WHERE member = \(Int64(member)) AND state = \(Int64(state.rawValue))
                 ORDER BY added_at_ms DESC
                 """, logger: logger))
@@ -110,7 +110,7 @@ extension PostgresSocialStore {
     /// In the transactions that end a friendship (the pair locked): neither stays in the other's circle.
     /// - Returns: the graph events for accepted memberships that ended.
     func dropCircle(_ connection: PostgresConnection, _ x: UInt64, _ y: UInt64) async throws -> [SocialV1.GraphEvent] {
-        let rows = try await connection.query("""
+        let rows = try await connection.prepared("""
             DELETE FROM circle WHERE (owner = \(Int64(x)) AND member = \(Int64(y))) OR (owner = \(Int64(y)) AND member = \(Int64(x)))
             RETURNING owner, member, state
             """, logger: logger)

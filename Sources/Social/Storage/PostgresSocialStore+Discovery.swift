@@ -16,7 +16,7 @@ extension ExchangeRecord {
 /// The findable setting, contact exchange, and the reads recommendations and search filter by,
 /// on PostgreSQL (the rules as `Discovery.swift` states them).
 extension PostgresSocialStore {
-    static func exchangeRows(_ rows: PostgresRowSequence) async throws -> [ExchangeRecord] {
+    static func exchangeRows<Rows: AsyncSequence>(_ rows: Rows) async throws -> [ExchangeRecord] where Rows.Element == PostgresRow {
         var records: [ExchangeRecord] = []
         for try await row in rows.decode(ExchangeRecord.Columns.self) { records.append(ExchangeRecord(row)) }
         return records

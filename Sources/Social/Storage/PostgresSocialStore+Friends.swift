@@ -15,7 +15,7 @@ extension RequestRecord {
 
 /// Friend requests, friendships and blocks on PostgreSQL (the rules as `Friends.swift` states them).
 extension PostgresSocialStore {
-    static func requests(_ rows: PostgresRowSequence) async throws -> [RequestRecord] {
+    static func requests<Rows: AsyncSequence>(_ rows: Rows) async throws -> [RequestRecord] where Rows.Element == PostgresRow {
         var records: [RequestRecord] = []
         for try await row in rows.decode(RequestRecord.Columns.self) { records.append(RequestRecord(row)) }
         return records

@@ -80,7 +80,7 @@ final class PostgresSocialStore: SocialStorage {
     }
 
     private func lock(_ connection: PostgresConnection, _ key: Int64) async throws {
-        try await connection.query("SELECT pg_advisory_xact_lock(\(key))", logger: logger)
+        try await connection.prepared("SELECT pg_advisory_xact_lock(\(key))", logger: logger)
     }
 
     /// A 64-bit lock key for two ids (a different pair sharing it only waits longer).
@@ -95,18 +95,18 @@ final class PostgresSocialStore: SocialStorage {
 
     static func areFriends(_ connection: PostgresConnection, _ x: UInt64, _ y: UInt64, logger: Logger) async throws -> Bool {
         let (a, b) = x < y ? (x, y) : (y, x)
-        return try await PostgresServiceDatabase.exists(connection.query(
+        return try await PostgresServiceDatabase.exists(connection.prepared(
             "SELECT 1 FROM friendships WHERE user_a = \(Int64(a)) AND user_b = \(Int64(b))", logger: logger))
     }
 
     static func blocked(_ connection: PostgresConnection, _ x: UInt64, _ y: UInt64, logger: Logger) async throws -> Bool {
-        try await PostgresServiceDatabase.exists(connection.query("""
+        try await PostgresServiceDatabase.exists(connection.prepared("""
             SELECT 1 FROM blocks WHERE (blocker = \(Int64(x)) AND blocked = \(Int64(y))) OR (blocker = \(Int64(y)) AND blocked = \(Int64(x)))
             """, logger: logger))
     }
 
     static func isFindable(_ connection: PostgresConnection, _ user: UInt64, logger: Logger) async throws -> Bool {
-        try await PostgresServiceDatabase.first(connection.query("SELECT findable FROM discovery WHERE user_id = \(Int64(user))", logger: logger), Bool.self) ?? false
+        try await PostgresServiceDatabase.first(connection.prepared("SELECT findable FROM discovery WHERE user_id = \(Int64(user))", logger: logger), Bool.self) ?? false
     }
 
     // MARK: Rows

@@ -87,9 +87,9 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
                             pollInterval: Duration = .milliseconds(200), retention: Duration = .seconds(3_600)) async throws -> PostgresEventLog {
         try await database.migrate(migrations)
         let (epoch, heads) = try await database.read { connection -> (Int64?, [String: UInt64]) in
-            let epoch = try await PostgresServiceDatabase.first(connection.query("SELECT epoch FROM event_epoch", logger: database.logger), Int64.self)
+            let epoch = try await PostgresServiceDatabase.first(connection.prepared("SELECT epoch FROM event_epoch", logger: database.logger), Int64.self)
             var heads: [String: UInt64] = [:]
-            for try await (stream, seq) in try await connection.query("SELECT stream, seq FROM event_heads", logger: database.logger)
+            for try await (stream, seq) in try await connection.prepared("SELECT stream, seq FROM event_heads", logger: database.logger)
                 .decode((String, Int64).self) { heads[stream] = UInt64(seq) }
             return (epoch, heads)
         }
@@ -203,7 +203,7 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
         for event in events {
             let stream = Publisher.stream(of: event.topic)
             let payload = Data(event.payload), subject = event.subject.map { Int64(bitPattern: $0) }
-            try await connection.query("""
+            try await connection.prepared("""
                 INSERT INTO events (stream, topic, method, payload, subject, at_ms)
                 VALUES (\(stream), \(event.topic), \(event.method), \(payload), \(subject), \(now))
                 """, logger: logger)
@@ -234,7 +234,7 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
 
     /// Deletes the events about `subject` (an erased person), in the erasure's transaction.
     public static func erase(subject: UInt64, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("DELETE FROM events WHERE subject = \(Int64(bitPattern: subject))", logger: logger)
+        try await connection.prepared("DELETE FROM events WHERE subject = \(Int64(bitPattern: subject))", logger: logger)
     }
 
     // MARK: Relay
@@ -274,9 +274,9 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
     func number(_ stream: String) async throws {
         while true {
             let numbered = try await database.transaction { connection -> Int in
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtext('frienso events ' || current_schema() || ' ' || \(stream)))",
+                try await connection.prepared("SELECT pg_advisory_xact_lock(hashtext('frienso events ' || current_schema() || ' ' || \(stream)))",
                                            logger: logger)
-                return try await PostgresServiceDatabase.count(connection.query("""
+                return try await PostgresServiceDatabase.count(connection.prepared("""
                     WITH head AS (SELECT coalesce((SELECT seq FROM event_heads WHERE stream = \(stream)), 0) AS seq),
                          batch AS (SELECT id, row_number() OVER (ORDER BY id) AS n
                                    FROM (SELECT id FROM events WHERE stream = \(stream) AND seq IS NULL ORDER BY id LIMIT 1000) unnumbered),
@@ -305,7 +305,7 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
                 // came between them and skip its event.
                 let rows = try await database.read { connection -> [(Int64, String, String, Data)] in
                     var rows: [(Int64, String, String, Data)] = []
-                    for try await row in try await connection.query("""
+                    for try await row in try await connection.prepared("""
                         (SELECT seq, topic, method, payload FROM events WHERE stream = \(stream) AND seq > \(after) ORDER BY seq LIMIT 1000)
                         UNION ALL
                         (SELECT seq, '', '', ''::bytea FROM event_heads
@@ -328,7 +328,7 @@ public final class PostgresEventLog: NumberedEventSink, Sendable {
     private func prune() async throws {
         let horizon = Int64(Date().timeIntervalSince1970 * 1000) - Int64(retention.wholeMilliseconds)
         try await database.transaction { connection in
-            try await connection.query("DELETE FROM events WHERE at_ms < \(horizon)", logger: logger)
+            try await connection.prepared("DELETE FROM events WHERE at_ms < \(horizon)", logger: logger)
         }
     }
 }

@@ -32,7 +32,7 @@ public final class PostgresReplyStore: ReplyStore {
 
     public func load(_ key: String) async -> StoredReply? {
         let found = try? await database.read { connection -> (Data, Int64)? in
-            let rows = try await connection.query("SELECT reply, digest FROM idempotent_replies WHERE key = \(key)", logger: database.logger)
+            let rows = try await connection.prepared("SELECT reply, digest FROM idempotent_replies WHERE key = \(key)", logger: database.logger)
             for try await row in rows.decode((Data, Int64).self) { return row }
             return nil
         }
@@ -55,12 +55,12 @@ public final class PostgresReplyStore: ReplyStore {
         let horizon = now - retention
         do {
             try await database.transaction { connection in
-                try await connection.query("""
+                try await connection.prepared("""
                     INSERT INTO idempotent_replies (key, reply, digest, created_at) VALUES (\(key), \(reply), \(digest), \(now))
                     ON CONFLICT (key) DO UPDATE SET reply = excluded.reply, digest = excluded.digest, created_at = excluded.created_at
                     """, logger: database.logger)
                 if prune {
-                    try await connection.query("DELETE FROM idempotent_replies WHERE created_at < \(horizon)", logger: database.logger)
+                    try await connection.prepared("DELETE FROM idempotent_replies WHERE created_at < \(horizon)", logger: database.logger)
                 }
             }
         } catch {
@@ -75,7 +75,7 @@ public final class PostgresReplyStore: ReplyStore {
     ///   not write (see there): the mutation is rolled back instead of applied twice.
     static func claim(_ connection: PostgresConnection, _ scope: IdempotencyScope, logger: Logger) async throws {
         let empty = Data()
-        let claimed = try await PostgresServiceDatabase.count(connection.query("""
+        let claimed = try await PostgresServiceDatabase.count(connection.prepared("""
             INSERT INTO idempotent_replies (key, reply, digest, created_at)
             VALUES (\(scope.key), \(empty), \(Int64(bitPattern: scope.digest)), \(Date().timeIntervalSince1970))
             ON CONFLICT (key) DO NOTHING RETURNING 1
@@ -92,7 +92,7 @@ public final class PostgresReplyStore: ReplyStore {
     /// `PostgresServiceDatabase.write(_:committed:orderedBy:reply:)`.
     static func keep(_ connection: PostgresConnection, _ scope: IdempotencyScope, _ reply: Envelope, logger: Logger) async throws {
         let bytes = Data(reply.serializedBytes())
-        let updated = try await PostgresServiceDatabase.count(connection.query(
+        let updated = try await PostgresServiceDatabase.count(connection.prepared(
             "UPDATE idempotent_replies SET reply = \(bytes) WHERE key = \(scope.key) RETURNING 1", logger: logger))
         guard updated == 1 else { throw StoreInvariant("the claim of \(scope.key) was not there for its reply") }
     }
@@ -103,10 +103,10 @@ public final class PostgresReplyStore: ReplyStore {
     public static func eraseReplies(_ connection: PostgresConnection, of user: UInt64, mentioning traces: [String], logger: Logger) async throws -> Int {
         let prefix = "u\(user)|"
         var erased = 0
-        erased += try await PostgresServiceDatabase.count(connection.query("DELETE FROM idempotent_replies WHERE starts_with(key, \(prefix)) RETURNING 1", logger: logger))
+        erased += try await PostgresServiceDatabase.count(connection.prepared("DELETE FROM idempotent_replies WHERE starts_with(key, \(prefix)) RETURNING 1", logger: logger))
         for trace in Set(traces) where trace.utf8.count >= 3 {
             let needle = Data(trace.utf8)
-            erased += try await PostgresServiceDatabase.count(connection.query("""
+            erased += try await PostgresServiceDatabase.count(connection.prepared("""
                 UPDATE idempotent_replies SET reply = '\\x'::bytea WHERE length(reply) > 0 AND position(\(needle) in reply) > 0 RETURNING 1
                 """, logger: logger))
         }
