@@ -11,12 +11,12 @@ import Wire
 extension PostgresAccountsStore {
     func dueEmails(now: Int64) async throws -> [EmailMessage] {
         try await database.transaction { connection in
-            try await connection.query("""
+            try await connection.prepared("""
                 UPDATE email_outbox SET status = \(EmailStatus.failed), body = '', last_error = 'expired before it could be sent', done_ms = \(now)
                 WHERE status = \(EmailStatus.pending) AND expires_ms <= \(now)
                 """, logger: logger)
             var due: [EmailMessage] = []
-            let rows = try await connection.query("""
+            let rows = try await connection.prepared("""
                 SELECT id, address, subject, body FROM email_outbox WHERE status = \(EmailStatus.pending) AND next_attempt_ms <= \(now) ORDER BY id LIMIT 50
                 """, logger: logger)
             for try await (id, address, subject, body) in rows.decode((Int64, String, String, String).self) {
@@ -28,7 +28,7 @@ extension PostgresAccountsStore {
 
     func emailSent(_ id: UInt64, provider: String, reference: String, now: Int64) async throws {
         try await database.transaction { connection in
-            try await connection.query("""
+            try await connection.prepared("""
                 UPDATE email_outbox SET status = \(EmailStatus.sent), body = '', provider = \(provider), reference = \(reference),
                     attempts = attempts + 1, done_ms = \(now) WHERE id = \(Int64(id))
                 """, logger: logger)
@@ -37,10 +37,10 @@ extension PostgresAccountsStore {
 
     func emailFailed(_ id: UInt64, error: String, final: Bool, now: Int64) async throws {
         try await database.transaction { connection in
-            let attempts = try await Self.int(connection.query("SELECT attempts FROM email_outbox WHERE id = \(Int64(id))", logger: logger)) + 1
+            let attempts = try await Self.int(connection.prepared("SELECT attempts FROM email_outbox WHERE id = \(Int64(id))", logger: logger)) + 1
             let delay = Int64(min(60_000, 1_000 << min(attempts, 6)))
             let status = final ? EmailStatus.failed : EmailStatus.pending
-            try await connection.query("""
+            try await connection.prepared("""
                 UPDATE email_outbox SET attempts = \(attempts), last_error = \(error), next_attempt_ms = \(now + delay), status = \(status),
                     body = CASE WHEN \(final) THEN '' ELSE body END, done_ms = CASE WHEN \(final) THEN \(now) ELSE 0 END
                 WHERE id = \(Int64(id))
@@ -50,7 +50,7 @@ extension PostgresAccountsStore {
 
     func recordSentEmail(_ message: EmailMessage, at: Int64) async throws {
         try await database.transaction { connection in
-            try await connection.query("""
+            try await connection.prepared("""
                 INSERT INTO sent_emails (idempotency_key, provider, address, subject, body, sent_at_ms)
                 VALUES (\(message.idempotencyKey), 'recording', \(message.to), \(message.subject), \(message.body), \(at))
                 ON CONFLICT DO NOTHING
@@ -61,7 +61,7 @@ extension PostgresAccountsStore {
     func recordedEmailBodies(to address: String) async throws -> [String] {
         try await database.read { connection in
             var bodies: [String] = []
-            let rows = try await connection.query(
+            let rows = try await connection.prepared(
                 "SELECT body FROM sent_emails WHERE address = \(address) ORDER BY sent_at_ms, idempotency_key COLLATE \"C\"", logger: logger)
             for try await body in rows.decode(String.self) { bodies.append(body) }
             return bodies

@@ -14,14 +14,14 @@ extension PostgresAlertsStore {
             let id = Int64(user)
             var erased = 0
             func run(_ query: PostgresQuery) async throws {
-                erased += try await PostgresServiceDatabase.count(connection.query(query, logger: logger))
+                erased += try await PostgresServiceDatabase.count(connection.prepared(query, logger: logger))
             }
-            let watches = try await PostgresServiceDatabase.ids(connection.query("SELECT id FROM watch_sessions WHERE initiator = \(id)", logger: logger)).map { Int64($0) }
-            let alerts = try await PostgresServiceDatabase.ids(connection.query("SELECT id FROM help_alerts WHERE initiator = \(id)", logger: logger)).map { Int64($0) }
-            let timers = try await PostgresServiceDatabase.ids(connection.query("SELECT id FROM timers WHERE owner = \(id)", logger: logger))
+            let watches = try await PostgresServiceDatabase.ids(connection.prepared("SELECT id FROM watch_sessions WHERE initiator = \(id)", logger: logger)).map { Int64($0) }
+            let alerts = try await PostgresServiceDatabase.ids(connection.prepared("SELECT id FROM help_alerts WHERE initiator = \(id)", logger: logger)).map { Int64($0) }
+            let timers = try await PostgresServiceDatabase.ids(connection.prepared("SELECT id FROM timers WHERE owner = \(id)", logger: logger))
             let (sources, patterns) = OutboxRows.erasedSources(alerts: alerts.map { UInt64($0) }, watches: watches.map { UInt64($0) },
                                                                timers: timers, user: user)
-            let deliveries = try await PostgresServiceDatabase.ids(connection.query("""
+            let deliveries = try await PostgresServiceDatabase.ids(connection.prepared("""
                 SELECT id FROM outbox WHERE about_user = \(id) OR recipient_user = \(id) OR address = ANY(\(addresses)) OR source = ANY(\(sources))
                     OR source LIKE \(patterns[0]) OR source LIKE \(patterns[1])
                 """, logger: logger)).map { Int64($0) }
@@ -57,7 +57,7 @@ extension PostgresAlertsStore {
         rows.alerts = try await alerts("SELECT id FROM help_alerts WHERE initiator = \(id) ORDER BY id DESC")
         rows.alertsReceived = try await alerts("SELECT DISTINCT alert_id FROM recipients WHERE user_id = \(id) ORDER BY alert_id DESC")
         rows.deliveries = try await database.read { connection in
-            try await deliveries(connection.query("""
+            try await deliveries(connection.prepared("""
                 SELECT \(unescaped: RecordColumns.delivery), 0::bigint FROM outbox WHERE recipient_user = \(id) OR about_user = \(id) ORDER BY id DESC
                 """, logger: logger), extra: Int64.self).map(\.0)
         }

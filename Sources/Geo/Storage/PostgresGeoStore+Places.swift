@@ -34,14 +34,14 @@ extension PostgresGeoStore {
             try await self.deleteAlerts(droppingAlerts, connection)
             let user = Self.id(zone.user), privacy = Int64(zone.privacy.rawValue)
             if zone.id == 0 {
-                let id = try await PostgresServiceDatabase.first(connection.query("""
+                let id = try await PostgresServiceDatabase.first(connection.prepared("""
                     INSERT INTO zones (user_id, label, lat, lon, radius_m, privacy, keep_history, shift_north, shift_east)
                     VALUES (\(user), \(zone.label), \(zone.lat), \(zone.lon), \(zone.radius), \(privacy), \(zone.keepHistory),
                             \(zone.shift.north), \(zone.shift.east)) RETURNING id
                     """, logger: self.logger), Int64.self)
                 return Self.id(id ?? 0)
             }
-            try await connection.query("""
+            try await connection.prepared("""
                 UPDATE zones SET label = \(zone.label), lat = \(zone.lat), lon = \(zone.lon), radius_m = \(zone.radius), privacy = \(privacy),
                     keep_history = \(zone.keepHistory), shift_north = \(zone.shift.north), shift_east = \(zone.shift.east)
                 WHERE id = \(Self.id(zone.id)) AND user_id = \(user)
@@ -52,8 +52,8 @@ extension PostgresGeoStore {
 
     func deleteZone(_ id: UInt64, of user: UInt64) async throws {
         try await write(announcing: .people([user])) { connection in
-            try await connection.query("DELETE FROM zones WHERE id = \(Self.id(id)) AND user_id = \(Self.id(user))", logger: self.logger)
-            try await connection.query("DELETE FROM place_alerts WHERE subject = \(Self.id(user)) AND zone_id = \(Self.id(id))", logger: self.logger)
+            try await connection.prepared("DELETE FROM zones WHERE id = \(Self.id(id)) AND user_id = \(Self.id(user))", logger: self.logger)
+            try await connection.prepared("DELETE FROM place_alerts WHERE subject = \(Self.id(user)) AND zone_id = \(Self.id(id))", logger: self.logger)
         }
     }
 
@@ -88,13 +88,13 @@ extension PostgresGeoStore {
     private func deleteAlerts(_ ids: [UInt64], _ connection: PostgresConnection) async throws {
         guard !ids.isEmpty else { return }
         let binds = ids.map(Self.id)
-        try await connection.query("DELETE FROM place_alerts WHERE id = ANY(\(binds))", logger: logger)
+        try await connection.prepared("DELETE FROM place_alerts WHERE id = ANY(\(binds))", logger: logger)
     }
 
     /// The subject of alert `id`, if it exists.
     private func subject(ofAlert id: UInt64) async throws -> UInt64? {
         try await database.read { connection in
-            try await PostgresServiceDatabase.first(connection.query("SELECT subject FROM place_alerts WHERE id = \(Self.id(id))", logger: self.logger),
+            try await PostgresServiceDatabase.first(connection.prepared("SELECT subject FROM place_alerts WHERE id = \(Self.id(id))", logger: self.logger),
                                                     Int64.self).map(Self.id)
         }
     }
@@ -102,11 +102,11 @@ extension PostgresGeoStore {
     func setPlaceAlertAccess(subject: UInt64, viewer: UInt64, allowed: Bool, droppingAlerts: [UInt64]) async throws {
         try await write(announcing: .people([subject])) { connection in
             if allowed {
-                try await connection.query("""
+                try await connection.prepared("""
                     INSERT INTO place_alert_access (subject, viewer) VALUES (\(Self.id(subject)), \(Self.id(viewer))) ON CONFLICT DO NOTHING
                     """, logger: self.logger)
             } else {
-                try await connection.query("DELETE FROM place_alert_access WHERE subject = \(Self.id(subject)) AND viewer = \(Self.id(viewer))",
+                try await connection.prepared("DELETE FROM place_alert_access WHERE subject = \(Self.id(subject)) AND viewer = \(Self.id(viewer))",
                                            logger: self.logger)
                 try await self.deleteAlerts(droppingAlerts, connection)
             }
@@ -116,7 +116,7 @@ extension PostgresGeoStore {
     func savePlaceAlert(_ alert: PlaceAlertRecord) async throws -> UInt64 {
         try await write(announcing: .people([alert.subject])) { connection in
             if alert.id != 0 {
-                try await connection.query("""
+                try await connection.prepared("""
                     UPDATE place_alerts SET on_arrive = \(alert.onArrive), on_leave = \(alert.onLeave) WHERE id = \(Self.id(alert.id))
                     """, logger: self.logger)
                 return alert.id
@@ -125,7 +125,7 @@ extension PostgresGeoStore {
             case .zone(let id): (id, 0)
             case .place(let id): (0, id)
             }
-            let id = try await PostgresServiceDatabase.first(connection.query("""
+            let id = try await PostgresServiceDatabase.first(connection.prepared("""
                 INSERT INTO place_alerts (viewer, subject, zone_id, place_id, on_arrive, on_leave, created_ms)
                 VALUES (\(Self.id(alert.viewer)), \(Self.id(alert.subject)), \(Self.id(zone)), \(Self.id(place)), \(alert.onArrive),
                         \(alert.onLeave), \(alert.createdMs)) RETURNING id
@@ -142,7 +142,7 @@ extension PostgresGeoStore {
     func deletePlaceAlerts(onPlacesOtherThan kept: Set<UInt64>) async throws -> [UInt64] {
         try await write(announcing: .places) { connection in
             let keep = kept.map(Self.id)
-            return try await PostgresServiceDatabase.ids(connection.query("""
+            return try await PostgresServiceDatabase.ids(connection.prepared("""
                 DELETE FROM place_alerts WHERE place_id != 0 AND NOT (place_id = ANY(\(keep))) RETURNING id
                 """, logger: self.logger))
         }
@@ -153,7 +153,7 @@ extension PostgresGeoStore {
     func insert(_ events: [PlaceEventRecord], _ connection: PostgresConnection) async throws -> [PlaceEventRecord] {
         var stored: [PlaceEventRecord] = []
         for event in events {
-            let id = try await PostgresServiceDatabase.first(connection.query("""
+            let id = try await PostgresServiceDatabase.first(connection.prepared("""
                 INSERT INTO place_events (viewer, subject, alert_id, label, arrived, at_ms)
                 VALUES (\(Self.id(event.viewer)), \(Self.id(event.subject)), \(Self.id(event.alert)), \(event.label), \(event.arrived), \(event.atMs))
                 RETURNING id
@@ -168,7 +168,7 @@ extension PostgresGeoStore {
     func placeEvents(after id: UInt64, limit: Int) async throws -> [PlaceEventRecord] {
         try await database.read { connection in
             var result: [PlaceEventRecord] = []
-            for try await (id, viewer, subject, alert, label, arrived, at) in try await connection.query("""
+            for try await (id, viewer, subject, alert, label, arrived, at) in try await connection.prepared("""
                 SELECT id, viewer, subject, alert_id, label, arrived, at_ms FROM place_events WHERE id > \(Self.id(id)) ORDER BY id LIMIT \(limit)
                 """, logger: self.logger).decode((Int64, Int64, Int64, Int64, String, Bool, Int64).self) {
                 result.append(PlaceEventRecord(id: Self.id(id), viewer: Self.id(viewer), subject: Self.id(subject), alert: Self.id(alert),
@@ -180,13 +180,13 @@ extension PostgresGeoStore {
 
     func placeEventCount() async throws -> Int {
         try await database.read { connection in
-            Int(try await PostgresServiceDatabase.first(connection.query("SELECT count(*) FROM place_events", logger: self.logger), Int64.self) ?? 0)
+            Int(try await PostgresServiceDatabase.first(connection.prepared("SELECT count(*) FROM place_events", logger: self.logger), Int64.self) ?? 0)
         }
     }
 
     func prunePlaceEvents(before cutoff: Int64) async throws -> Int {
         try await database.write { connection in
-            try await PostgresServiceDatabase.count(connection.query("DELETE FROM place_events WHERE at_ms < \(cutoff) RETURNING 1", logger: self.logger))
+            try await PostgresServiceDatabase.count(connection.prepared("DELETE FROM place_events WHERE at_ms < \(cutoff) RETURNING 1", logger: self.logger))
         }
     }
 
@@ -201,10 +201,10 @@ extension PostgresGeoStore {
         try await database.write { connection in
             // Links ended more than a week ago are forgotten.
             let horizon = now - 7 * 86_400_000
-            try await connection.query("""
+            try await connection.prepared("""
                 DELETE FROM share_links WHERE owner = \(Self.id(owner)) AND (expires_ms < \(horizon) OR (revoked_ms != 0 AND revoked_ms < \(horizon)))
                 """, logger: self.logger)
-            for try await row in try await connection.query("""
+            for try await row in try await connection.prepared("""
                 INSERT INTO share_links (owner, token_hash, label, created_ms, expires_ms) VALUES (\(Self.id(owner)), \(Data(tokenHash)), \(label), \(now), \(expires))
                 RETURNING id, label, created_ms, expires_ms, revoked_ms, views
                 """, logger: self.logger).decode(LinkRow.self) { return Self.link(row) }
@@ -215,7 +215,7 @@ extension PostgresGeoStore {
     func shareLinks(of owner: UInt64, now: Int64) async throws -> [GeoV1.ShareLink] {
         try await database.read { connection in
             var result: [GeoV1.ShareLink] = []
-            for try await row in try await connection.query("""
+            for try await row in try await connection.prepared("""
                 SELECT id, label, created_ms, expires_ms, revoked_ms, views FROM share_links WHERE owner = \(Self.id(owner))
                 ORDER BY (revoked_ms = 0 AND expires_ms > \(now)) DESC, id DESC
                 """, logger: self.logger).decode(LinkRow.self) { result.append(Self.link(row)) }
@@ -225,10 +225,10 @@ extension PostgresGeoStore {
 
     func revokeShareLink(_ id: UInt64, owner: UInt64, now: Int64) async throws -> GeoV1.ShareLink? {
         try await database.write { connection in
-            try await connection.query("""
+            try await connection.prepared("""
                 UPDATE share_links SET revoked_ms = \(now) WHERE id = \(Self.id(id)) AND owner = \(Self.id(owner)) AND revoked_ms = 0
                 """, logger: self.logger)
-            for try await row in try await connection.query("""
+            for try await row in try await connection.prepared("""
                 SELECT id, label, created_ms, expires_ms, revoked_ms, views FROM share_links WHERE id = \(Self.id(id)) AND owner = \(Self.id(owner))
                 """, logger: self.logger).decode(LinkRow.self) { return Self.link(row) }
             return nil
@@ -237,7 +237,7 @@ extension PostgresGeoStore {
 
     func liveShareLink(tokenHash: [UInt8], now: Int64) async throws -> LiveLink? {
         try await database.write { connection in
-            for try await (id, owner, label, expires) in try await connection.query("""
+            for try await (id, owner, label, expires) in try await connection.prepared("""
                 UPDATE share_links SET views = views + 1 WHERE token_hash = \(Data(tokenHash)) AND revoked_ms = 0 AND expires_ms > \(now)
                 RETURNING id, owner, label, expires_ms
                 """, logger: self.logger).decode((Int64, Int64, String, Int64).self) {
@@ -256,7 +256,7 @@ extension PostgresGeoStore {
         let hours = entries.map(\.key.hour), kinds = entries.map { Int64($0.key.kind) }, links = entries.map { Self.id($0.key.link) }
         let numbers = entries.map { Int64($0.value) }
         try await database.write { connection in
-            try await connection.query("""
+            try await connection.prepared("""
                 INSERT INTO audit (subject, viewer, hour, kind, link, count)
                 SELECT * FROM unnest(\(subjects)::bigint[], \(viewers)::bigint[], \(hours)::bigint[], \(kinds)::bigint[], \(links)::bigint[],
                                      \(numbers)::bigint[])
@@ -267,7 +267,7 @@ extension PostgresGeoStore {
 
     func pruneAudit(before cutoff: Int64) async throws -> Int {
         try await database.write { connection in
-            try await PostgresServiceDatabase.count(connection.query("DELETE FROM audit WHERE hour < \(AuditLog.hour(cutoff)) RETURNING 1",
+            try await PostgresServiceDatabase.count(connection.prepared("DELETE FROM audit WHERE hour < \(AuditLog.hour(cutoff)) RETURNING 1",
                                                                      logger: self.logger))
         }
     }
@@ -275,7 +275,7 @@ extension PostgresGeoStore {
     func audit(of subject: UInt64, since: Int64, limit: Int) async throws -> [GeoV1.AuditEntry] {
         try await database.read { connection in
             var result: [GeoV1.AuditEntry] = []
-            for try await (viewer, kind, hour, count, link) in try await connection.query("""
+            for try await (viewer, kind, hour, count, link) in try await connection.prepared("""
                 SELECT viewer, kind, hour, count, link FROM audit WHERE subject = \(Self.id(subject)) AND hour >= \(AuditLog.hour(since))
                 ORDER BY hour DESC, count DESC, viewer LIMIT \(limit)
                 """, logger: self.logger).decode((Int64, Int64, Int64, Int64, Int64).self) {
@@ -307,7 +307,7 @@ extension PostgresGeoStore {
                 "DELETE FROM place_alert_access WHERE subject = \(u) OR viewer = \(u) RETURNING 1",
                 "DELETE FROM place_events WHERE viewer = \(u) OR subject = \(u) RETURNING 1",
             ] {
-                erased += try await PostgresServiceDatabase.count(connection.query(query, logger: self.logger))
+                erased += try await PostgresServiceDatabase.count(connection.prepared(query, logger: self.logger))
             }
             erased += try await PostgresReplyStore.eraseReplies(connection, of: user, mentioning: traces, logger: self.logger)
             return erased

@@ -13,7 +13,7 @@ extension PostgresMediaStore {
             let owner = Int64(user)
             var erased = 0
             var ids: [String] = []
-            for try await id in try await connection.query("SELECT id FROM media WHERE owner = \(owner)", logger: self.logger).decode(String.self) {
+            for try await id in try await connection.prepared("SELECT id FROM media WHERE owner = \(owner)", logger: self.logger).decode(String.self) {
                 ids.append(id)
             }
             for id in ids {
@@ -22,7 +22,7 @@ extension PostgresMediaStore {
             for query: PostgresQuery in ["DELETE FROM uploads WHERE owner = \(owner) RETURNING 1",
                                          "DELETE FROM profile_pictures WHERE user_id = \(owner) RETURNING 1",
                                          "DELETE FROM check_in_photos WHERE user_id = \(owner) RETURNING 1"] {
-                erased += try await PostgresServiceDatabase.count(connection.query(query, logger: self.logger))
+                erased += try await PostgresServiceDatabase.count(connection.prepared(query, logger: self.logger))
             }
             erased += try await PostgresReplyStore.eraseReplies(connection, of: user, mentioning: traces, logger: self.logger)
             return erased
@@ -39,10 +39,10 @@ extension PostgresMediaStore {
     func contents() async throws -> StoredContents {
         try await database.read { connection in
             var references: [String: Int] = [:]
-            for try await (sha, refs) in try await connection.query("SELECT sha256, refs FROM blobs", logger: self.logger).decode((String, Int64).self) {
+            for try await (sha, refs) in try await connection.prepared("SELECT sha256, refs FROM blobs", logger: self.logger).decode((String, Int64).self) {
                 references[sha] = Int(refs)
             }
-            let counts = try await connection.query("SELECT COUNT(DISTINCT sha256), COUNT(DISTINCT upload_id) FROM chunks", logger: self.logger)
+            let counts = try await connection.prepared("SELECT COUNT(DISTINCT sha256), COUNT(DISTINCT upload_id) FROM chunks", logger: self.logger)
             for try await (photos, uploads) in counts.decode((Int64, Int64).self) {
                 return StoredContents(references: references, byteCopies: Int(photos), uploadsHoldingBytes: Int(uploads))
             }

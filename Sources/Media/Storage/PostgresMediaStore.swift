@@ -97,7 +97,7 @@ final class PostgresMediaStore: MediaStorage {
 
     private func items(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [MediaRecord] {
         var result: [MediaRecord] = []
-        for try await row in try await connection.query(query, logger: logger).decode(ItemRow.self) { result.append(Self.item(row)) }
+        for try await row in try await connection.prepared(query, logger: logger).decode(ItemRow.self) { result.append(Self.item(row)) }
         return result
     }
 
@@ -108,7 +108,7 @@ final class PostgresMediaStore: MediaStorage {
     /// Takes `owner`'s turn for changes of their photos until the transaction ends.
     func lockOwner(_ owner: UInt64, on connection: PostgresConnection) async throws {
         let key = "frienso media owner \(owner)"
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: logger)
+        try await connection.prepared("SELECT pg_advisory_xact_lock(hashtextextended(\(key), 0))", logger: logger)
     }
 
     // MARK: Reads
@@ -119,7 +119,7 @@ final class PostgresMediaStore: MediaStorage {
 
     func upload(_ id: String) async throws -> UploadRecord? {
         try await database.read { connection in
-            for try await row in try await connection.query("SELECT \(unescaped: UploadRecord.columns) FROM uploads WHERE id = \(id)",
+            for try await row in try await connection.prepared("SELECT \(unescaped: UploadRecord.columns) FROM uploads WHERE id = \(id)",
                                                             logger: self.logger).decode(UploadRow.self) {
                 return Self.upload(row)
             }
@@ -159,7 +159,7 @@ final class PostgresMediaStore: MediaStorage {
     }
 
     private func usage(of owner: UInt64, now: Int64, on connection: PostgresConnection) async throws -> MediaUsage {
-        let rows = try await connection.query("""
+        let rows = try await connection.prepared("""
             SELECT (SELECT COALESCE(SUM(size), 0)::bigint FROM media WHERE owner = \(Int64(owner))),
                    (SELECT COALESCE(SUM(size), 0)::bigint FROM uploads WHERE owner = \(Int64(owner)) AND media_id IS NULL AND expires_ms > \(now)),
                    (SELECT COUNT(*) FROM uploads WHERE owner = \(Int64(owner)) AND created_ms > \(now - 3_600_000))
@@ -180,7 +180,7 @@ final class PostgresMediaStore: MediaStorage {
         try await database.read { connection in
             // The chunks that overlap [offset, offset + count), each cut to the overlap.
             let (start, end) = (Int64(offset), Int64(offset + count))
-            let rows = try await connection.query("""
+            let rows = try await connection.prepared("""
                 SELECT substring(bytes FROM (greatest(\(start), start_offset) - start_offset + 1)::integer
                                  FOR (least(\(end), start_offset + length(bytes)) - greatest(\(start), start_offset))::integer)
                 FROM chunks WHERE sha256 = \(item.sha256) AND start_offset < \(end) AND start_offset + length(bytes) > \(start)
@@ -204,7 +204,7 @@ final class PostgresMediaStore: MediaStorage {
             if let refusal = QuotaRefusal(usage: usage, size: upload.size, quotaBytes: quotaBytes, uploadsPerHour: uploadsPerHour) {
                 throw refusal
             }
-            try await connection.query("""
+            try await connection.prepared("""
                 INSERT INTO uploads (id, owner, purpose, place_id, size, created_ms, expires_ms)
                 VALUES (\(upload.id), \(Int64(upload.owner)), \(Int64(upload.purpose.rawValue)), \(Int64(upload.placeID)), \(upload.size),
                         \(upload.createdMs), \(upload.expiresMs))
@@ -214,10 +214,10 @@ final class PostgresMediaStore: MediaStorage {
 
     /// Bytes received so far, with the upload's row locked: nil when the row is gone.
     private func received(_ upload: String, on connection: PostgresConnection) async throws -> Int64? {
-        guard try await PostgresServiceDatabase.exists(connection.query("SELECT 1 FROM uploads WHERE id = \(upload) FOR UPDATE", logger: logger)) else {
+        guard try await PostgresServiceDatabase.exists(connection.prepared("SELECT 1 FROM uploads WHERE id = \(upload) FOR UPDATE", logger: logger)) else {
             return nil
         }
-        let rows = try await connection.query("SELECT COALESCE(SUM(length(bytes)), 0)::bigint FROM chunks WHERE upload_id = \(upload)",
+        let rows = try await connection.prepared("SELECT COALESCE(SUM(length(bytes)), 0)::bigint FROM chunks WHERE upload_id = \(upload)",
                                               logger: logger)
         return try await PostgresServiceDatabase.first(rows, Int64.self) ?? 0
     }
@@ -229,7 +229,7 @@ final class PostgresMediaStore: MediaStorage {
             if end <= have { return .received(total: have) } // a retry: already here
             guard offset <= have else { return .outOfOrder(have: have) }
             let fresh = Data(data[Int(have - offset)...])
-            try await connection.query("""
+            try await connection.prepared("""
                 INSERT INTO chunks (upload_id, start_offset, bytes) VALUES (\(upload.id), \(Int64(have)), \(fresh))
                 """, logger: self.logger)
             return .received(total: end)
@@ -239,7 +239,7 @@ final class PostgresMediaStore: MediaStorage {
     func receivedBytes(_ upload: UploadRecord) async throws -> [UInt8] {
         try await database.read { connection in
             var bytes: [UInt8] = []
-            let rows = try await connection.query("SELECT bytes FROM chunks WHERE upload_id = \(upload.id) ORDER BY start_offset",
+            let rows = try await connection.prepared("SELECT bytes FROM chunks WHERE upload_id = \(upload.id) ORDER BY start_offset",
                                                   logger: self.logger)
             for try await part in rows.decode(Data.self) { bytes.append(contentsOf: part) }
             return bytes
@@ -249,7 +249,7 @@ final class PostgresMediaStore: MediaStorage {
     func finish(upload: UploadRecord, item: MediaRecord, bytes: [UInt8], unchanged: Bool, locationRemoved: Bool) async throws -> FinishedUpload? {
         try await database.write { connection -> FinishedUpload? in
             try await self.lockOwner(item.owner, on: connection)
-            let state = try await connection.query("SELECT media_id FROM uploads WHERE id = \(upload.id) FOR UPDATE", logger: self.logger)
+            let state = try await connection.prepared("SELECT media_id FROM uploads WHERE id = \(upload.id) FOR UPDATE", logger: self.logger)
             var found = false
             for try await mediaID in state.decode(String?.self) {
                 found = true
@@ -257,24 +257,24 @@ final class PostgresMediaStore: MediaStorage {
             }
             guard found else { throw RPCError.notFound("upload \(upload.id) expired: start again") }
             let sha = item.sha256
-            let added = try await connection.query("UPDATE blobs SET refs = refs + 1 WHERE sha256 = \(sha) RETURNING 1", logger: self.logger)
+            let added = try await connection.prepared("UPDATE blobs SET refs = refs + 1 WHERE sha256 = \(sha) RETURNING 1", logger: self.logger)
             let deduplicated = try await PostgresServiceDatabase.exists(added)
             if !deduplicated {
                 // Another transaction may store the same bytes at the same moment: then this one
                 // counts a reference to its row, and its own chunks go.
-                let inserted = try await PostgresServiceDatabase.first(connection.query("""
+                let inserted = try await PostgresServiceDatabase.first(connection.prepared("""
                     INSERT INTO blobs (sha256, size, refs) VALUES (\(sha), \(item.size), 1)
                     ON CONFLICT (sha256) DO UPDATE SET refs = blobs.refs + 1 RETURNING (xmax = 0)
                     """, logger: self.logger), Bool.self) ?? false
                 if inserted && unchanged {
-                    try await connection.query("UPDATE chunks SET upload_id = NULL, sha256 = \(sha) WHERE upload_id = \(upload.id)",
+                    try await connection.prepared("UPDATE chunks SET upload_id = NULL, sha256 = \(sha) WHERE upload_id = \(upload.id)",
                                                logger: self.logger)
                 } else if inserted {
-                    try await connection.query("INSERT INTO chunks (sha256, start_offset, bytes) VALUES (\(sha), 0, \(Data(bytes)))",
+                    try await connection.prepared("INSERT INTO chunks (sha256, start_offset, bytes) VALUES (\(sha), 0, \(Data(bytes)))",
                                                logger: self.logger)
                 }
             }
-            try await connection.query("""
+            try await connection.prepared("""
                 INSERT INTO media (\(unescaped: MediaRecord.columns))
                 VALUES (\(item.id), \(Int64(item.owner)), \(Int64(item.purpose.rawValue)), \(Int64(item.placeID)), \(Int64(item.type.rawValue)),
                         \(item.size), \(Int64(item.width)), \(Int64(item.height)), \(sha), \(item.createdMs), \(item.attached))
@@ -283,25 +283,25 @@ final class PostgresMediaStore: MediaStorage {
             if item.purpose == .profile {
                 let owner = Int64(item.owner)
                 replaced = try await PostgresServiceDatabase.first(
-                    connection.query("SELECT media_id FROM profile_pictures WHERE user_id = \(owner)", logger: self.logger), String.self) ?? ""
+                    connection.prepared("SELECT media_id FROM profile_pictures WHERE user_id = \(owner)", logger: self.logger), String.self) ?? ""
                 if !replaced.isEmpty { _ = try await self.deleteItem(replaced, on: connection) }
-                try await connection.query("""
+                try await connection.prepared("""
                     INSERT INTO profile_pictures (user_id, media_id) VALUES (\(owner), \(item.id))
                     ON CONFLICT (user_id) DO UPDATE SET media_id = excluded.media_id
                     """, logger: self.logger)
             }
-            try await connection.query("""
+            try await connection.prepared("""
                 UPDATE uploads SET media_id = \(item.id), location_removed = \(locationRemoved), deduplicated = \(deduplicated), replaced = \(replaced)
                 WHERE id = \(upload.id)
                 """, logger: self.logger)
-            try await connection.query("DELETE FROM chunks WHERE upload_id = \(upload.id)", logger: self.logger)
+            try await connection.prepared("DELETE FROM chunks WHERE upload_id = \(upload.id)", logger: self.logger)
             return FinishedUpload(item: item, deduplicated: deduplicated, replaced: replaced)
         }
     }
 
     func abandon(_ upload: String) async throws {
         try await database.write { connection in
-            try await connection.query("DELETE FROM uploads WHERE id = \(upload) AND media_id IS NULL", logger: self.logger)
+            try await connection.prepared("DELETE FROM uploads WHERE id = \(upload) AND media_id IS NULL", logger: self.logger)
         }
     }
 
@@ -312,13 +312,13 @@ final class PostgresMediaStore: MediaStorage {
     @discardableResult
     func deleteItem(_ id: String, on connection: PostgresConnection) async throws -> Bool? {
         guard let sha = try await PostgresServiceDatabase.first(
-            connection.query("DELETE FROM media WHERE id = \(id) RETURNING sha256", logger: logger), String.self) else { return nil }
-        try await connection.query("DELETE FROM profile_pictures WHERE media_id = \(id)", logger: logger)
-        try await connection.query("DELETE FROM check_in_photos WHERE media_id = \(id)", logger: logger)
+            connection.prepared("DELETE FROM media WHERE id = \(id) RETURNING sha256", logger: logger), String.self) else { return nil }
+        try await connection.prepared("DELETE FROM profile_pictures WHERE media_id = \(id)", logger: logger)
+        try await connection.prepared("DELETE FROM check_in_photos WHERE media_id = \(id)", logger: logger)
         let left = try await PostgresServiceDatabase.first(
-            connection.query("UPDATE blobs SET refs = refs - 1 WHERE sha256 = \(sha) RETURNING refs", logger: logger), Int64.self) ?? 0
+            connection.prepared("UPDATE blobs SET refs = refs - 1 WHERE sha256 = \(sha) RETURNING refs", logger: logger), Int64.self) ?? 0
         guard left <= 0 else { return false }
-        try await connection.query("DELETE FROM blobs WHERE sha256 = \(sha) AND refs <= 0", logger: logger)
+        try await connection.prepared("DELETE FROM blobs WHERE sha256 = \(sha) AND refs <= 0", logger: logger)
         return true
     }
 
@@ -326,7 +326,7 @@ final class PostgresMediaStore: MediaStorage {
         try await database.write { connection -> Bool? in
             try await self.lockOwner(owner, on: connection)
             guard try await PostgresServiceDatabase.exists(
-                connection.query("SELECT 1 FROM media WHERE id = \(id) AND owner = \(Int64(owner))", logger: self.logger)) else { return nil }
+                connection.prepared("SELECT 1 FROM media WHERE id = \(id) AND owner = \(Int64(owner))", logger: self.logger)) else { return nil }
             return try await self.deleteItem(id, on: connection)
         }
     }
@@ -337,23 +337,23 @@ final class PostgresMediaStore: MediaStorage {
             let owner = Int64(user)
             if !id.isEmpty {
                 guard let purpose = try await PostgresServiceDatabase.first(
-                    connection.query("SELECT purpose FROM media WHERE id = \(id) AND owner = \(owner) FOR UPDATE", logger: self.logger), Int64.self) else {
+                    connection.prepared("SELECT purpose FROM media WHERE id = \(id) AND owner = \(owner) FOR UPDATE", logger: self.logger), Int64.self) else {
                     return .notFound
                 }
                 guard MediaV1.Purpose(rawValue: Self.raw(purpose)) == .checkIn else { return .wrongPurpose }
             }
             let previous = try await PostgresServiceDatabase.first(
-                connection.query("SELECT media_id FROM check_in_photos WHERE user_id = \(owner)", logger: self.logger), String.self) ?? ""
+                connection.prepared("SELECT media_id FROM check_in_photos WHERE user_id = \(owner)", logger: self.logger), String.self) ?? ""
             guard previous != id else { return .attached(released: "") }
             if !previous.isEmpty { try await self.deleteItem(previous, on: connection) }
             if id.isEmpty {
-                try await connection.query("DELETE FROM check_in_photos WHERE user_id = \(owner)", logger: self.logger)
+                try await connection.prepared("DELETE FROM check_in_photos WHERE user_id = \(owner)", logger: self.logger)
             } else {
-                try await connection.query("""
+                try await connection.prepared("""
                     INSERT INTO check_in_photos (user_id, media_id) VALUES (\(owner), \(id))
                     ON CONFLICT (user_id) DO UPDATE SET media_id = excluded.media_id
                     """, logger: self.logger)
-                try await connection.query("UPDATE media SET attached = true WHERE id = \(id)", logger: self.logger)
+                try await connection.prepared("UPDATE media SET attached = true WHERE id = \(id)", logger: self.logger)
             }
             return .attached(released: previous)
         }
@@ -363,10 +363,10 @@ final class PostgresMediaStore: MediaStorage {
     /// skipped (`SKIP LOCKED`), and deleting a row twice deletes it once.
     func expire(now: Int64, unattachedFor: Int64) async throws -> (uploads: Int, photos: Int) {
         try await database.transaction { connection in
-            let stale = try await PostgresServiceDatabase.count(connection.query(
+            let stale = try await PostgresServiceDatabase.count(connection.prepared(
                 "DELETE FROM uploads WHERE media_id IS NULL AND expires_ms <= \(now) RETURNING 1", logger: self.logger))
-            try await connection.query("DELETE FROM uploads WHERE created_ms <= \(now - 86_400_000)", logger: self.logger)
-            let orphans = try await connection.query("""
+            try await connection.prepared("DELETE FROM uploads WHERE created_ms <= \(now - 86_400_000)", logger: self.logger)
+            let orphans = try await connection.prepared("""
                 SELECT id FROM media WHERE purpose = 2 AND NOT attached AND created_ms <= \(now - unattachedFor) FOR UPDATE SKIP LOCKED
                 """, logger: self.logger)
             var ids: [String] = []

@@ -22,26 +22,26 @@ extension PostgresSocialStore {
     }
 
     func request(_ connection: PostgresConnection, id: UInt64) async throws -> RequestRecord? {
-        try await Self.requests(connection.query(
+        try await Self.requests(connection.prepared(
             "SELECT \(unescaped: RequestRecord.columns) FROM friend_requests WHERE id = \(Int64(id))", logger: logger)).first
     }
 
     func pendingRequest(_ connection: PostgresConnection, from: UInt64, to: UInt64) async throws -> RequestRecord? {
-        try await Self.requests(connection.query("""
+        try await Self.requests(connection.prepared("""
             SELECT \(unescaped: RequestRecord.columns) FROM friend_requests
             WHERE from_user = \(Int64(from)) AND to_user = \(Int64(to)) AND state = \(Self.pending)
             """, logger: logger)).first
     }
 
     func setState(_ connection: PostgresConnection, request id: UInt64, _ state: SocialV1.RequestState, now: Int64) async throws {
-        try await connection.query("""
+        try await connection.prepared("""
             UPDATE friend_requests SET state = \(Int64(state.rawValue)), updated_at_ms = \(now) WHERE id = \(Int64(id))
             """, logger: logger)
     }
 
     func befriend(_ connection: PostgresConnection, _ x: UInt64, _ y: UInt64, now: Int64) async throws {
         let (a, b) = Self.edge(x, y)
-        try await connection.query("""
+        try await connection.prepared("""
             INSERT INTO friendships (user_a, user_b, since_ms) VALUES (\(Int64(a)), \(Int64(b)), \(now)) ON CONFLICT DO NOTHING
             """, logger: logger)
     }
@@ -60,7 +60,7 @@ extension PostgresSocialStore {
                 return .collapsed(try await request(connection, id: theirs.id) ?? theirs)
             }
             if let mine = try await pendingRequest(connection, from: from, to: to) { return .existing(mine) }
-            let created = try await Self.requests(connection.query("""
+            let created = try await Self.requests(connection.prepared("""
                 INSERT INTO friend_requests (from_user, to_user, state, created_at_ms, updated_at_ms)
                 VALUES (\(Int64(from)), \(Int64(to)), \(Self.pending), \(now), \(now)) RETURNING \(unescaped: RequestRecord.columns)
                 """, logger: logger))
@@ -97,7 +97,7 @@ extension PostgresSocialStore {
             case .reject:
                 try await setState(connection, request: requestID, .rejected, now: now)
             case .dismiss:
-                try await connection.query(
+                try await connection.prepared(
                     "UPDATE friend_requests SET dismissed = true, updated_at_ms = \(now) WHERE id = \(Int64(requestID))", logger: logger)
             default:
                 throw FriendRefusal.unknownAction
@@ -122,7 +122,7 @@ extension PostgresSocialStore {
     func pendingRequests(of user: UInt64, includeDismissed: Bool) async throws -> (incoming: [RequestRecord], outgoing: [RequestRecord]) {
         // One statement for both lists (one round trip, one snapshot), split here.
         let all = try await database.read { connection in
-            try await Self.requests(connection.query("""
+            try await Self.requests(connection.prepared("""
                 SELECT \(unescaped: RequestRecord.columns) FROM friend_requests
                 WHERE state = \(Self.pending)
                   AND ((to_user = \(Int64(user)) AND (\(includeDismissed) OR NOT dismissed)) OR from_user = \(Int64(user)))
@@ -135,7 +135,7 @@ extension PostgresSocialStore {
     func friends(of user: UInt64) async throws -> [(id: UInt64, since: Int64)] {
         try await database.read { connection in
             var friends: [(id: UInt64, since: Int64)] = []
-            let rows = try await connection.query("""
+            let rows = try await connection.prepared("""
                 SELECT user_b, since_ms FROM friendships WHERE user_a = \(Int64(user))
                 UNION ALL SELECT user_a, since_ms FROM friendships WHERE user_b = \(Int64(user))
                 """, logger: logger)
@@ -148,7 +148,7 @@ extension PostgresSocialStore {
         try await mutate(orderedBy: [user, other]) { connection, events in
             try await lockPair(connection, user, other)
             let (a, b) = Self.edge(user, other)
-            let removed = try await PostgresServiceDatabase.count(connection.query(
+            let removed = try await PostgresServiceDatabase.count(connection.prepared(
                 "DELETE FROM friendships WHERE user_a = \(Int64(a)) AND user_b = \(Int64(b)) RETURNING 1", logger: logger))
             guard removed == 1 else { throw FriendRefusal.notFriends(other) }
             events.append(Self.event(.friendshipRemoved, a, b))
@@ -160,23 +160,23 @@ extension PostgresSocialStore {
         try await mutate(orderedBy: [user, other]) { connection, events in
             guard user != other else { throw FriendRefusal.blockYourself }
             try await lockPair(connection, user, other)
-            let added = try await PostgresServiceDatabase.count(connection.query("""
+            let added = try await PostgresServiceDatabase.count(connection.prepared("""
                 INSERT INTO blocks (blocker, blocked, created_at_ms) VALUES (\(Int64(user)), \(Int64(other)), \(now))
                 ON CONFLICT DO NOTHING RETURNING 1
                 """, logger: logger))
             if added == 1 { events.append(Self.event(.blockAdded, user, other)) }
             let (a, b) = Self.edge(user, other)
-            let removedFriendship = try await PostgresServiceDatabase.count(connection.query(
+            let removedFriendship = try await PostgresServiceDatabase.count(connection.prepared(
                 "DELETE FROM friendships WHERE user_a = \(Int64(a)) AND user_b = \(Int64(b)) RETURNING 1", logger: logger)) == 1
             if removedFriendship { events.append(Self.event(.friendshipRemoved, a, b)) }
             events += try await dropCircle(connection, user, other)
-            let removedRequests = try await PostgresServiceDatabase.count(connection.query("""
+            let removedRequests = try await PostgresServiceDatabase.count(connection.prepared("""
                 UPDATE friend_requests SET state = \(Int64(SocialV1.RequestState.cancelled.rawValue)), updated_at_ms = \(now)
                 WHERE state = \(Self.pending) AND ((from_user = \(Int64(user)) AND to_user = \(Int64(other)))
                                                  OR (from_user = \(Int64(other)) AND to_user = \(Int64(user))))
                 RETURNING 1
                 """, logger: logger))
-            try await connection.query("""
+            try await connection.prepared("""
                 DELETE FROM exchange_intents WHERE (from_user = \(Int64(user)) AND to_user = \(Int64(other)))
                                                 OR (from_user = \(Int64(other)) AND to_user = \(Int64(user)))
                 """, logger: logger)
@@ -187,7 +187,7 @@ extension PostgresSocialStore {
     func unblock(_ user: UInt64, _ other: UInt64) async throws {
         try await mutate(orderedBy: [user, other]) { connection, events in
             try await lockPair(connection, user, other)
-            let removed = try await PostgresServiceDatabase.count(connection.query(
+            let removed = try await PostgresServiceDatabase.count(connection.prepared(
                 "DELETE FROM blocks WHERE blocker = \(Int64(user)) AND blocked = \(Int64(other)) RETURNING 1", logger: logger))
             guard removed == 1 else { throw FriendRefusal.notBlocked(other) }
             events.append(Self.event(.blockRemoved, user, other))
@@ -196,7 +196,7 @@ extension PostgresSocialStore {
 
     func blocked(by user: UInt64) async throws -> [UInt64] {
         try await database.read { connection in
-            try await PostgresServiceDatabase.ids(connection.query(
+            try await PostgresServiceDatabase.ids(connection.prepared(
                 "SELECT blocked FROM blocks WHERE blocker = \(Int64(user)) ORDER BY created_at_ms, id", logger: logger))
         }
     }

@@ -12,12 +12,12 @@ extension PostgresSocialStore {
             guard from != to else { throw FriendRefusal.pokeYourself }
             try await lockPair(connection, from, to)
             guard try await Self.areFriends(connection, from, to, logger: logger) else { throw FriendRefusal.pokeStranger }
-            if let last = try await PostgresServiceDatabase.first(connection.query(
+            if let last = try await PostgresServiceDatabase.first(connection.prepared(
                 "SELECT max(created_at_ms) FROM pokes WHERE from_user = \(Int64(from)) AND to_user = \(Int64(to))", logger: logger), Int64?.self) ?? nil,
                now - last < interval {
                 throw FriendRefusal.pokedRecently(agoMs: now - last, waitMs: interval - (now - last))
             }
-            guard let id = try await PostgresServiceDatabase.first(connection.query(
+            guard let id = try await PostgresServiceDatabase.first(connection.prepared(
                 "INSERT INTO pokes (from_user, to_user, created_at_ms) VALUES (\(Int64(from)), \(Int64(to)), \(now)) RETURNING id",
                 logger: logger), Int64.self) else { throw StoreInvariant("the poke just written is missing") }
             try await addNotice(connection, .poke, from: from, toUser: to, toPhone: "", now: now)
@@ -30,7 +30,7 @@ extension PostgresSocialStore {
     func addNotice(_ connection: PostgresConnection, _ kind: SocialV1.NoticeKind, from: UInt64, toUser: UInt64, toPhone: String,
                    now: Int64) async throws {
         try await lockNotices(connection)
-        try await connection.query("""
+        try await connection.prepared("""
             INSERT INTO notices (kind, from_user, to_user, to_phone, created_at_ms)
             VALUES (\(Int64(kind.rawValue)), \(Int64(from)), \(Int64(toUser)), \(toPhone), \(now))
             """, logger: logger)
@@ -39,7 +39,7 @@ extension PostgresSocialStore {
     func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice] {
         try await database.read { connection in
             var notices: [SocialV1.Notice] = []
-            let rows = try await connection.query("""
+            let rows = try await connection.prepared("""
                 SELECT id, kind, from_user, to_user, to_phone, created_at_ms FROM notices WHERE id > \(Int64(id)) ORDER BY id LIMIT \(Int64(limit))
                 """, logger: logger)
             for try await (id, kind, from, to, phone, at) in rows.decode((Int64, Int64, Int64, Int64, String, Int64).self) {
@@ -56,21 +56,21 @@ extension PostgresSocialStore {
         // Every event names the person: their turn orders it with every change that involves them.
         try await mutate(orderedBy: [user]) { connection, events in
             let id = Int64(user)
-            for try await (a, b) in try await connection.query(
+            for try await (a, b) in try await connection.prepared(
                 "SELECT user_a, user_b FROM friendships WHERE user_a = \(id) OR user_b = \(id) ORDER BY id", logger: logger).decode((Int64, Int64).self) {
                 events.append(Self.event(.friendshipRemoved, UInt64(a), UInt64(b)))
             }
-            for try await (a, b) in try await connection.query(
+            for try await (a, b) in try await connection.prepared(
                 "SELECT blocker, blocked FROM blocks WHERE blocker = \(id) OR blocked = \(id) ORDER BY id", logger: logger).decode((Int64, Int64).self) {
                 events.append(Self.event(.blockRemoved, UInt64(a), UInt64(b)))
             }
-            for try await (a, b) in try await connection.query("""
+            for try await (a, b) in try await connection.prepared("""
                 SELECT owner, member FROM circle WHERE state = \(Self.accepted) AND (owner = \(id) OR member = \(id)) ORDER BY id
                 """, logger: logger).decode((Int64, Int64).self) {
                 events.append(Self.event(.circleMemberRemoved, UInt64(a), UInt64(b)))
             }
             if try await Self.isFindable(connection, user, logger: logger) { events.append(Self.event(.findableOff, user, 0)) }
-            for try await (a, b) in try await connection.query(
+            for try await (a, b) in try await connection.prepared(
                 "SELECT user_a, user_b FROM exchanges WHERE user_a = \(id) OR user_b = \(id) ORDER BY id", logger: logger).decode((Int64, Int64).self) {
                 events.append(Self.event(.exchangeRemoved, UInt64(a), UInt64(b)))
             }
@@ -104,11 +104,11 @@ extension PostgresSocialStore {
 
     func exportRows(of user: UInt64) async throws -> ([RequestRecord], [PokeRecord]) {
         try await database.snapshot { connection in
-            let requests = try await Self.requests(connection.query("""
+            let requests = try await Self.requests(connection.prepared("""
                 SELECT \(unescaped: RequestRecord.columns) FROM friend_requests WHERE from_user = \(Int64(user)) OR to_user = \(Int64(user)) ORDER BY id
                 """, logger: logger))
             var pokes: [PokeRecord] = []
-            let rows = try await connection.query("""
+            let rows = try await connection.prepared("""
                 SELECT id, from_user, to_user, created_at_ms FROM pokes WHERE from_user = \(Int64(user)) OR to_user = \(Int64(user)) ORDER BY id
                 """, logger: logger)
             for try await (id, from, to, at) in rows.decode((Int64, Int64, Int64, Int64).self) {
