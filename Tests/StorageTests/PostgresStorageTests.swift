@@ -53,10 +53,11 @@ private struct PostgresItems {
 }
 
 /// A fresh database of the test process's PostgreSQL server, opened on schema `schema`.
-private func withPostgres<T>(schema: String = "items", _ body: (PostgresServiceDatabase, String) async throws -> T) async throws -> T {
+private func withPostgres<T>(schema: String = "items", urlParameters: String = "", _ body: (PostgresServiceDatabase, String) async throws -> T) async throws -> T {
     let server = try await PostgresTestServer.shared()
     let name = try await server.createDatabase("storage")
-    let database = try await PostgresServiceDatabase.open(try PostgresSettings(url: server.url(database: name), schema: schema), logger: quiet)
+    let url = server.url(database: name) + (urlParameters.isEmpty ? "" : "&" + urlParameters) // the URL has `?sslmode=` already
+    let database = try await PostgresServiceDatabase.open(try PostgresSettings(url: url, schema: schema), logger: quiet)
     do {
         let result = try await body(database, name)
         await database.close()
@@ -84,9 +85,11 @@ struct PostgresStorageTests {
         let socket = try PostgresSettings(url: "postgresql://frienso@/frienso?host=/run/postgresql", schema: "accounts")
         #expect(socket.unixSocketPath == "/run/postgresql/.s.PGSQL.5432" && socket.password == nil)
         #expect(try PostgresSettings(url: "postgres://a@db/c?sslmode=require&sslrootcert=/etc/frienso/db-ca.pem", schema: "geo").caFile == "/etc/frienso/db-ca.pem")
+        #expect(settings.preparedStatements, "prepared unless the URL says otherwise")
+        #expect(try PostgresSettings(url: "postgres://a@db/c?prepared_statements=off", schema: "geo").preparedStatements == false)
         for (url, reason) in [("mysql://a@b/c", "postgres://"), ("postgres://a@b", "names no database"), ("postgres://b:5432/c", "names no user"),
                               ("postgres://a@b/c?sslmode=sometimes", "sslmode"), ("postgres://a@b/c?colour=blue", "unknown PostgreSQL URL parameter"),
-                              ("postgres://a:pw@b/c?pool_max=0", "pool_max")] {
+                              ("postgres://a:pw@b/c?pool_max=0", "pool_max"), ("postgres://a@b/c?prepared_statements=sometimes", "prepared_statements")] {
             #expect {
                 _ = try PostgresSettings(url: url, schema: "accounts")
             } throws: { error in
@@ -326,9 +329,10 @@ struct PostgresStorageTests {
     }
 
     /// `PostgresConnection.prepared` (issue 16, item 126): a statement is prepared once per
-    /// connection and run again with other values; its results are the plain query's.
-    @Test func aPreparedStatement_isPreparedOncePerConnection_andRunAgainWithOtherValues() async throws {
-        try await withPostgres { database, _ in
+    /// connection and run again with other values; its results are the plain query's. With
+    /// `?prepared_statements=off` it runs from its text, and nothing stays prepared.
+    @Test(arguments: [true, false]) func aPreparedStatement_isPreparedOncePerConnection_andRunAgainWithOtherValues(prepares: Bool) async throws {
+        try await withPostgres(urlParameters: prepares ? "" : "prepared_statements=off") { database, _ in
             let sum = { (connection: PostgresConnection, value: Int64) async throws -> Int64? in
                 try await PostgresServiceDatabase.first(connection.prepared("SELECT \(value)::bigint + 1 AS next_of_a_prepared_test", logger: quiet),
                                                         Int64.self)
@@ -345,7 +349,8 @@ struct PostgresStorageTests {
                 return (answers, prepared)
             }
             #expect(answers == [2, 42, -7])
-            #expect(prepared == ["SELECT $1::bigint + 1 AS next_of_a_prepared_test"], "one statement on the connection, prepared once")
+            // Off (`?prepared_statements=off`, for a pooler that does not keep them): none.
+            #expect(prepared == (prepares ? ["SELECT $1::bigint + 1 AS next_of_a_prepared_test"] : []), "one statement on the connection, prepared once")
         }
     }
 

@@ -235,14 +235,15 @@ public final class PostgresServiceDatabase: Sendable {
         try await guarded { try await transaction(idempotency: nil, body).result }
     }
 
-    /// Every way in: refused at once while the server is known not to answer (`watch`), and
-    /// errors mapped for requests (`mapped`).
+    /// Every way in: refused at once while the server is known not to answer (`watch`), errors
+    /// mapped for requests (`mapped`), and statements prepared or not as the settings say
+    /// (`PostgresConnection.prepared`).
     private func guarded<T>(_ work: () async throws -> T) async throws -> T {
         guard reachable.load(ordering: .relaxed) else {
             throw RPCError.unavailable("the database is unavailable: PostgreSQL does not answer")
         }
         do {
-            return try await work()
+            return try await QueryStatement.$prepares.withValue(settings.preparedStatements) { try await work() }
         } catch {
             throw Self.mapped(error)
         }

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Where a service's PostgreSQL database is, parsed from a libpq-style URL
-/// (`postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require][&host=/socket/dir]`).
+/// (`postgres://user[:password]@host[:port]/database[?sslmode=disable|prefer|require][&host=/socket/dir]`,
+/// and `pool_max`, `sslrootcert`, `prepared_statements=on|off`).
 /// Each service keeps its tables in a schema of its own (`accounts`, `social`, …), so one
 /// database can hold a whole deployment, and two instances of a service share one schema.
 public struct PostgresSettings: Sendable, Equatable {
@@ -22,6 +23,10 @@ public struct PostgresSettings: Sendable, Equatable {
     /// PEM certificates to trust for the server's certificate instead of the system's roots
     /// (`?sslrootcert=/path`, as libpq): a database with a certificate from a private CA.
     public var caFile: String?
+    /// Whether statements run prepared, once per connection (`PostgresConnection.prepared`;
+    /// `?prepared_statements=off` runs each from its text, for a connection pooler in transaction
+    /// mode that does not keep them: PgBouncer before 1.21, or without `max_prepared_statements`).
+    public var preparedStatements = true
 
     public init(host: String = "127.0.0.1", port: Int = 5432, socketDirectory: String? = nil, username: String,
                 password: String? = nil, database: String, tls: TLSMode = .prefer, schema: String) {
@@ -77,8 +82,14 @@ public struct PostgresSettings: Sendable, Equatable {
                     throw Invalid(description: "pool_max is a number of connections, 1 to 1000")
                 }
                 settings.maximumConnections = value
+            case "prepared_statements":
+                switch item.value ?? "" {
+                case "on": settings.preparedStatements = true
+                case "off": settings.preparedStatements = false
+                case let other: throw Invalid(description: "prepared_statements \"\(other)\" is not one of on, off")
+                }
             default:
-                throw Invalid(description: "unknown PostgreSQL URL parameter \"\(item.name)\" (known: sslmode, sslrootcert, host, pool_max)")
+                throw Invalid(description: "unknown PostgreSQL URL parameter \"\(item.name)\" (known: sslmode, sslrootcert, host, pool_max, prepared_statements)")
             }
         }
         if settings.socketDirectory == nil && settings.host.isEmpty {

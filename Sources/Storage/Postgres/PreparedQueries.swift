@@ -15,9 +15,13 @@ extension PostgresConnection {
     /// postgres-nio prepares statements of a type (`PostgresPreparedStatement`: its name and SQL
     /// are static). Rather than a type per statement, `QueryStatement` takes them from a task-local
     /// value bound around the call: `execute` reads them in the calling task as it starts (the test
-    /// `PreparedQueriesTests` fails if a version of the library stopped doing so).
+    /// `PostgresStorageTests` fails if a version of the library stopped doing so). With
+    /// `?prepared_statements=off` in the database's URL, `query` runs it.
     public func prepared(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws
         -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
+        guard QueryStatement.prepares else {
+            return try await self.query(query, logger: logger, file: file, line: line).map { (row: PostgresRow) async throws -> PostgresRow in row }
+        }
         let text = QueryStatement.Text(name: QueryStatement.names.name(for: query.sql), sql: query.sql)
         do {
             return try await QueryStatement.$text.withValue(text) {
@@ -45,6 +49,9 @@ struct QueryStatement: PostgresPreparedStatement {
         var sql: String
     }
 
+    /// Whether `PostgresConnection.prepared` prepares: the database's setting
+    /// (`PostgresSettings.preparedStatements`), bound around every way into it.
+    @TaskLocal static var prepares = true
     /// The statement being run by this task (`PostgresConnection.prepared` binds it).
     @TaskLocal static var text = Text(name: "", sql: "")
     /// Every text's name, the same on every connection of the process.
