@@ -65,7 +65,8 @@ public struct RemotePeers: AlertsPeers {
         do {
             members = try await social.call(SocialV1.SocialService.circleOf, SocialV1.CircleOfRequest(ownerUserId: owner), options: options()).members
         } catch {
-            guard error.code == .unavailable || error.code == .deadlineExceeded else { throw error }
+            // A lookup its raise no longer needs (cancelled) is not social failing.
+            guard error.code == .unavailable || error.code == .deadlineExceeded, !Task.isCancelled else { throw error }
             logger.warning("social did not answer: the circle comes from the replica (no invited phone numbers)", metadata: ["user": "\(owner)"])
             return replicaCircle(owner).map { CircleContact.user($0) }
         }

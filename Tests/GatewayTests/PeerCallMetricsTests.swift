@@ -44,11 +44,7 @@ struct PeerCallMetricsTests {
     func aClientsCallsAreRecorded() async throws {
         let logs = CapturedLogs()
         let registry = PrometheusCollectorRegistry()
-        let options = {
-            var options = ClientOptions.patient
-            options.metrics = PeerCallMetrics(factory: ServiceMetrics.factory(registry: registry, service: "alerts"))
-            return options
-        }()
+        let options = Self.recording(into: registry)
         let host = ServiceHost(options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), handler: MethodRouter(),
                                logger: logs.logger("accounts"))
         let endpoint = try await withRunningServices([host], logger: logs.logger("group")) {
@@ -70,5 +66,44 @@ struct PeerCallMetricsTests {
         #expect(text.contains(#"frienso_peer_calls_total{service="alerts",method="accounts.Ping",status="\#(RequestMetrics.label(code))"} 1"#),
                 "\(text)\n\(logs.dump())")
         #expect(text.contains(#"frienso_peer_call_duration_seconds_count{service="alerts",method="accounts.Ping"} 4"#), "\(text)")
+    }
+
+    @Test("a call its caller cancels is not recorded: it says nothing of the peer")
+    func aCancelledCallIsNotRecorded() async throws {
+        let logs = CapturedLogs()
+        let registry = PrometheusCollectorRegistry()
+        let options = Self.recording(into: registry)
+        let hold = RPCMethod<CommonV1.PingRequest, CommonV1.PingResponse>(service: "accounts", name: "Hold", access: .public)
+        let (arrivals, arrived) = AsyncStream<Void>.makeStream()
+        var router = MethodRouter()
+        router.register(hold) { _, _ in
+            arrived.yield()
+            try await Task.sleep(for: .seconds(30)) // a peer slower than the caller's patience
+            return CommonV1.PingResponse()
+        }
+        var hostOptions = HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*")
+        hostOptions.drainTimeout = .milliseconds(50) // the held handler is not waited for at the end
+        let host = ServiceHost(options: hostOptions, handler: router, logger: logs.logger("accounts"))
+        try await withRunningServices([host], logger: logs.logger("group")) {
+            let client = WireClient(endpoint: try await host.boundEndpoint(), options: options, logger: logs.logger("client"))
+            let call = Task { try await client.call(hold, CommonV1.PingRequest(), options: CallOptions(deadline: .seconds(60))) }
+            for await _ in arrivals { break } // the host has it: the call is in flight
+            call.cancel()
+            let failure = await #expect(throws: RPCError.self) { _ = try await call.value }
+            #expect(failure?.code == .unavailable, "answered by the client, as it always was")
+            _ = try await client.ping(service: "accounts")
+            await client.close()
+        }
+        let text = registry.exposition
+        // Recorded, it would be an UNAVAILABLE call (of method "other": `Hold` is no known method).
+        #expect(!text.contains(#"status="UNAVAILABLE""#) && !text.contains(#"method="other""#), "\(text)")
+        #expect(text.contains(#"frienso_peer_calls_total{service="alerts",method="accounts.Ping",status="OK"} 1"#), "\(text)\n\(logs.dump())")
+    }
+
+    /// A patient client's options that record its calls as alerts' in `registry`.
+    static func recording(into registry: PrometheusCollectorRegistry) -> ClientOptions {
+        var options = ClientOptions.patient
+        options.metrics = PeerCallMetrics(factory: ServiceMetrics.factory(registry: registry, service: "alerts"))
+        return options
     }
 }

@@ -184,8 +184,13 @@ public final class WireClient: Sendable {
             sessionId: call.sessionID)
         let started = Moment.now
         let reply = await send(envelope, deadline: call.deadline, retryable: call.mayResend(method))
-        options.metrics.record(method: method.fullName, status: reply.status,
-                               afterNanoseconds: Moment.now.nanoseconds - started.nanoseconds)
+        // A call its caller gave up (its task cancelled: the client answers it UNAVAILABLE) says
+        // nothing of the peer: not recorded, or a retried helpNow, whose lookups are cancelled
+        // unread, would read as social and geo failing.
+        if !Task.isCancelled {
+            options.metrics.record(method: method.fullName, status: reply.status,
+                                   afterNanoseconds: Moment.now.nanoseconds - started.nanoseconds)
+        }
         return try reply.decodeReply(Response.self)
     }
 
