@@ -132,12 +132,17 @@ extension PostgresAlertsStore {
     static func alert(_ connection: PostgresConnection, id: UInt64, logger: Logger) async throws -> AlertRecord? {
         let key = Int64(id)
         var found: AlertRecord?
-        for try await (id, initiator, message, location, state, raised, resolved, by) in try await connection.prepared("""
-            SELECT id, initiator, message, location, state, raised_at_ms, resolved_at_ms, resolved_by FROM help_alerts WHERE id = \(key)
-            """, logger: logger).decode((Int64, Int64, String, Data, Int64, Int64, Int64, String).self) {
-            found = AlertRecord(id: UInt64(id), initiator: UInt64(initiator), message: message, location: AlertsV1.AlertLocation.stored(location),
-                                state: AlertsV1.AlertState(rawValue: raw(state)), raisedAtMs: raised, resolvedAtMs: resolved, resolvedBy: by,
-                                recipients: [], prompt: AlertsV1.EmergencyPrompt(), escalation: nil)
+        // The alert with its prompt and its escalation (at most one each): one statement.
+        for try await alert in try await connection.prepared("""
+            SELECT a.id, a.initiator, a.message, a.location, a.state, a.raised_at_ms, a.resolved_at_ms, a.resolved_by,
+                   p.id, p.number, p.label, p.created_at_ms, p.reported, p.dialed, p.reported_at_ms,
+                   e.number, e.label, e.location, e.created_at_ms, e.resent_to
+            FROM help_alerts a LEFT JOIN emergency_prompts p ON p.alert_id = a.id LEFT JOIN escalations e ON e.alert_id = a.id
+            WHERE a.id = \(key)
+            """, logger: logger).decode((Int64, Int64, String, Data, Int64, Int64, Int64, String,
+                                         Int64?, String?, String?, Int64?, Bool?, Bool?, Int64?,
+                                         String?, String?, Data?, Int64?, Int64?).self).map(Self.alertRow) {
+            found = alert
         }
         guard var record = found else { return nil }
         for try await (user, phone, answer, at) in try await connection.prepared(
@@ -145,20 +150,27 @@ extension PostgresAlertsStore {
             .decode((Int64, String, Int64, Int64).self) {
             record.recipients.append(RecipientRecord(user: UInt64(user), phone: phone, answer: AlertsV1.Answer(rawValue: raw(answer)), answeredAtMs: at))
         }
-        for try await (promptID, number, label, created, reported, dialed, reportedAt) in try await connection.prepared("""
-            SELECT id, number, label, created_at_ms, reported, dialed, reported_at_ms FROM emergency_prompts WHERE alert_id = \(key)
-            """, logger: logger).decode((Int64, String, String, Int64, Bool, Bool, Int64).self) {
-            record.prompt = AlertsV1.EmergencyPrompt(promptId: UInt64(promptID), number: number, label: label, location: record.location,
-                                                     createdAtMs: created, reported: reported, dialed: dialed, reportedAtMs: reportedAt)
-        }
-        for try await (number, label, location, created, resent) in try await connection.prepared(
-            "SELECT number, label, location, created_at_ms, resent_to FROM escalations WHERE alert_id = \(key)", logger: logger)
-            .decode((String, String, Data, Int64, Int64).self) {
-            record.escalation = AlertsV1.Escalation(escalatedAtMs: created, number: number, label: label, location: AlertsV1.AlertLocation.stored(location),
-                                                    resentTo: UInt32(clamping: resent))
-        }
         record.deliveries = try await summaries(connection, source: AlertRecord.source(record.id), logger: logger)
         return record
+    }
+
+    /// One row of `alert(_:id:logger:)`'s statement: the alert (without its recipients and
+    /// deliveries), with its prompt (none: the empty prompt) and its escalation.
+    private static func alertRow(_ r: (Int64, Int64, String, Data, Int64, Int64, Int64, String,
+                                       Int64?, String?, String?, Int64?, Bool?, Bool?, Int64?,
+                                       String?, String?, Data?, Int64?, Int64?)) -> AlertRecord {
+        var alert = AlertRecord(id: UInt64(r.0), initiator: UInt64(r.1), message: r.2, location: AlertsV1.AlertLocation.stored(r.3),
+                                state: AlertsV1.AlertState(rawValue: raw(r.4)), raisedAtMs: r.5, resolvedAtMs: r.6, resolvedBy: r.7,
+                                recipients: [], prompt: AlertsV1.EmergencyPrompt(), escalation: nil)
+        if let promptID = r.8 {
+            alert.prompt = AlertsV1.EmergencyPrompt(promptId: UInt64(promptID), number: r.9 ?? "", label: r.10 ?? "", location: alert.location,
+                                                    createdAtMs: r.11 ?? 0, reported: r.12 ?? false, dialed: r.13 ?? false, reportedAtMs: r.14 ?? 0)
+        }
+        if let number = r.15 {
+            alert.escalation = AlertsV1.Escalation(escalatedAtMs: r.18 ?? 0, number: number, label: r.16 ?? "",
+                                                   location: AlertsV1.AlertLocation.stored(r.17 ?? Data()), resentTo: UInt32(clamping: r.19 ?? 0))
+        }
+        return alert
     }
 
     /// The alerts whose ids `query` selects, in its order.
@@ -173,19 +185,24 @@ extension PostgresAlertsStore {
     }
 
     func alertMeetingRaise(by user: UInt64, key: String) async throws -> (alert: AlertRecord, retry: Bool)? {
-        try await database.snapshot { connection in
-            // The alert raised with the key, else the active one: two index searches, as on SQLite (item 96).
-            var found: (UInt64, Bool)?
-            if !key.isEmpty, let id = try await PostgresServiceDatabase.first(connection.prepared(
-                "SELECT id FROM help_alerts WHERE initiator = \(Int64(user)) AND idempotency_key = \(key) LIMIT 1", logger: logger), Int64.self) {
-                found = (UInt64(id), true)
-            } else if let id = try await PostgresServiceDatabase.first(connection.prepared(
-                "SELECT id FROM help_alerts WHERE initiator = \(Int64(user)) AND state = 1", logger: logger), Int64.self) {
-                found = (UInt64(id), false)
+        // The alert raised with the key, else the active one: one statement of two index searches
+        // (as on SQLite, item 96), the key's first, outside a transaction. A raise meets
+        // none as a rule; that was four statements (a read-only transaction, two searches).
+        let u = Int64(user)
+        let met = try await database.read { connection -> (UInt64, Bool)? in
+            for try await (id, retry) in try await connection.prepared("""
+                (SELECT id, true AS retry FROM help_alerts WHERE \(key) <> '' AND initiator = \(u) AND idempotency_key = \(key) LIMIT 1)
+                UNION ALL
+                (SELECT id, false FROM help_alerts WHERE initiator = \(u) AND state = 1)
+                ORDER BY retry DESC LIMIT 1
+                """, logger: logger).decode((Int64, Bool).self) {
+                return (UInt64(id), retry)
             }
-            guard let (id, retry) = found, let alert = try await Self.alert(connection, id: id, logger: logger) else { return nil }
-            return (alert, retry)
+            return nil
         }
+        // The alert as it is now (on a snapshot of its own); gone meanwhile (erased): none.
+        guard let (id, retry) = met, let alert = try await alert(id: id) else { return nil }
+        return (alert, retry)
     }
 
     func alert(id: UInt64) async throws -> AlertRecord? {
