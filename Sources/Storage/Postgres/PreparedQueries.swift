@@ -79,7 +79,4 @@ final class StatementNames: Sendable {
             return name
         }
     }
-
-    /// Texts named so far (tests).
-    var count: Int { names.withLock { $0.count } }
 }
