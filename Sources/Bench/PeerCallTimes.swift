@@ -83,8 +83,8 @@ struct PeerCallTimes: Equatable, Sendable {
     /// The mean of `method` in the service that answers it: the service its name starts with
     /// (`social.CircleOf` is social's), not a gateway that forwarded it.
     func answeredMilliseconds(_ method: String) -> Double? {
-        guard let dot = method.firstIndex(of: "."), let timed = answered[Key(service: String(method[..<dot]), method: method)] else { return nil }
-        return timed.meanMilliseconds
+        guard let dot = method.firstIndex(of: ".") else { return nil }
+        return answeredMilliseconds(method, in: String(method[..<dot]))
     }
 
     /// The mean of `method` in `service` (a gateway that forwarded it, or the service that owns it).

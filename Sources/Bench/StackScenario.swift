@@ -34,9 +34,12 @@ public enum StackScenario {
         public init(binDirectory: String?) { self.binDirectory = binDirectory ?? Executables.folder }
     }
 
-    static let operations = ["location update", "nearby", "friends' locations", "check-in", "helpNow raise", "helpNow resolve"]
-    /// The method each of `operations` calls (`perform`).
-    static let methods = ["geo.UpdateLocation", "geo.Nearby", "geo.FriendsLocations", "geo.CheckIn", "alerts.RaiseHelpNow", "alerts.ResolveHelpNow"]
+    /// Each kind of operation's name in the report and the method it calls (`perform`).
+    static let kinds = [("location update", GeoV1.GeoService.updateLocation.fullName), ("nearby", GeoV1.GeoService.nearby.fullName),
+                        ("friends' locations", GeoV1.GeoService.friendsLocations.fullName), ("check-in", GeoV1.GeoService.checkIn.fullName),
+                        ("helpNow raise", AlertsV1.AlertsService.raiseHelpNow.fullName),
+                        ("helpNow resolve", AlertsV1.AlertsService.resolveHelpNow.fullName)]
+    static let operations = kinds.map(\.0)
 
     public static func run(_ options: Options, logger: Logger) async throws -> String {
         var out: [String] = []
@@ -150,8 +153,8 @@ public enum StackScenario {
         out += ["", Self.commitLine(commits, operations: total)]
         out += ["", calls?.line ?? "- calls between services: not read (the launcher's metrics did not answer)"]
         if let calls { out.append(calls.failureLine) }
-        let stages = zip(rows, methods).map { row, method in
-            PeerCallTimes.Operation(name: row.name, method: method, clientMilliseconds: row.histogram.mean / 1e6)
+        let stages = zip(rows, kinds).map { row, kind in
+            PeerCallTimes.Operation(name: row.name, method: kind.1, clientMilliseconds: row.histogram.mean / 1e6)
         }
         if let calls { out.append(calls.stageLine(stages.filter { $0.clientMilliseconds > 0 })) }
         let perOperation = { (seconds: Double) in seconds / Double(max(1, total)) * 1e6 }
