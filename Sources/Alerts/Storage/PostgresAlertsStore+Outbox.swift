@@ -176,11 +176,13 @@ extension PostgresAlertsStore {
                 logger.warning("a delivery's claim ran out before its pass finished: another instance took it",
                                metadata: ["delivery": "\(d.deliveryId)"])
             }
-            let recorded = answers.filter { held.contains($0.delivery) }.map { (delivery: $0.delivery, provider: $0.provider, answer: AttemptLog.Answer($0.result)) }
-            // The attempt a begun delivery logged as SENDING gets its answer (its first listing
+            // The attempt a begun delivery logged as SENDING gets its answer (its first answer
             // only: that row is not SENDING after it); every other answer is a new attempt.
-            var firsts = Set<UInt64>()
-            let finishing = recorded.filter { begun.contains($0.delivery) && firsts.insert($0.delivery).inserted }
+            var answered = Set<UInt64>()
+            let recorded = answers.filter { held.contains($0.delivery) }.map {
+                (delivery: $0.delivery, provider: $0.provider, answer: AttemptLog.Answer($0.result), first: answered.insert($0.delivery).inserted)
+            }
+            let finishing = recorded.filter { $0.first && begun.contains($0.delivery) }
             var finished = Set<UInt64>()
             if !finishing.isEmpty {
                 for try await id in try await connection.prepared("""
@@ -193,11 +195,7 @@ extension PostgresAlertsStore {
                     finished.insert(UInt64(id))
                 }
             }
-            var first = Set<UInt64>()
-            let added = recorded.filter { a in
-                let isFirst = first.insert(a.delivery).inserted
-                return !(isFirst && begun.contains(a.delivery) && finished.contains(a.delivery))
-            }
+            let added = recorded.filter { !($0.first && begun.contains($0.delivery) && finished.contains($0.delivery)) }
             if !added.isEmpty {
                 try await connection.prepared("""
                     INSERT INTO delivery_attempts (delivery_id, attempt, started_ms, finished_ms, provider, outcome, reference, error, retry_after_ms)
