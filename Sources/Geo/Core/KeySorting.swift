@@ -13,7 +13,7 @@ extension Array {
         var order: [SortEntry<Key>] = []
         order.reserveCapacity(count)
         for position in indices { order.append(SortEntry(key: key(self[position]), position: position)) }
-        if descending { order.sort(by: SortEntry.descending) } else { order.sort(by: SortEntry.ascending) }
+        if descending { order.sort { SortEntry.descending($0, $1) } } else { order.sort { SortEntry.ascending($0, $1) } }
         var sorted: [Element] = []
         sorted.reserveCapacity(Swift.min(count, limit))
         for entry in order.prefix(limit) { sorted.append(self[entry.position]) }

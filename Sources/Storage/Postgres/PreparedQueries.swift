@@ -17,6 +17,7 @@ extension PostgresConnection {
     /// value bound around the call: `execute` reads them in the calling task as it starts (the test
     /// `PostgresStorageTests` fails if a version of the library stopped doing so). With
     /// `?prepared_statements=off` in the database's URL, `query` runs it.
+    @discardableResult
     public func prepared(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws
         -> AsyncThrowingMapSequence<PostgresRowSequence, PostgresRow> {
         guard QueryStatement.prepares else {
