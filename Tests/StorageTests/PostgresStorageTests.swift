@@ -354,6 +354,34 @@ struct PostgresStorageTests {
         }
     }
 
+    /// Every way in runs its body on the event loop of the connection it leased, so a statement's
+    /// rows resume it on the thread that read them (no thread woken per statement), and hands the
+    /// caller back to its own executor afterwards (a service's reactor).
+    @Test func aBodyRunsOnItsConnectionsEventLoop_andTheCallerResumesOnItsOwnExecutor() async throws {
+        try await withPostgres { database, _ in
+            let reactor = Reactor(name: "test-pg-caller")
+            defer { reactor.stop() }
+            let body = { @Sendable (connection: PostgresConnection) async throws -> [Bool] in
+                let first = connection.eventLoop.inEventLoop
+                let rows = try await PostgresServiceDatabase.count(connection.prepared("SELECT generate_series(1, 500)", logger: quiet))
+                return [first, rows == 500, connection.eventLoop.inEventLoop]
+            }
+            try await withTaskExecutorPreference(reactor) { () async throws in
+                #expect(reactor.isCurrent)
+                let read = try await database.read(body)
+                #expect(read == [true, true, true] && reactor.isCurrent, "read, and back")
+                let snapshot = try await database.snapshot(body)
+                #expect(snapshot == [true, true, true] && reactor.isCurrent, "snapshot, and back")
+                let transaction = try await database.transaction(body)
+                #expect(transaction == [true, true, true] && reactor.isCurrent, "transaction, and back")
+                let write = try await database.write(body)
+                #expect(write == [true, true, true] && reactor.isCurrent, "write, and back")
+                await #expect(throws: (any Error).self) { try await database.write { connection in try await connection.query("SELECT 1 / 0", logger: quiet) } }
+                #expect(reactor.isCurrent, "after a failed write")
+            }
+        }
+    }
+
     /// A statement first run inside a transaction that already failed cannot be prepared, and
     /// postgres-nio would keep that failure for it on the connection: the connection is closed,
     /// and the statement runs on the next one.

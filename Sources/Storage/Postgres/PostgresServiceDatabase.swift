@@ -168,7 +168,9 @@ public final class PostgresServiceDatabase: Sendable {
     /// A read: one pooled connection, autocommit (each statement sees the latest commits).
     @discardableResult
     public func read<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await guarded { try await client.withConnection { connection in try await body(connection) } }
+        try await guarded {
+            try await client.withConnection { connection in OneTask(try await connection.onItsLoop { try await body(connection) }) }.value
+        }
     }
 
     /// Several reads that must agree: one read-only transaction on one snapshot (REPEATABLE READ).
@@ -317,7 +319,7 @@ public final class PostgresServiceDatabase: Sendable {
     /// transaction is rolled back; a connection whose state is then unknown is closed, never
     /// returned to the pool inside a transaction.
     private func inTransaction<T>(begin: String, _ body: (PostgresConnection) async throws -> (T, TransactionEnd)) async throws -> T {
-        try await client.withConnection { connection in
+        try await client.withConnection { connection in OneTask(try await connection.onItsLoop {
             try connection.ensureOpen()
             try await connection.query(PostgresQuery(unsafeSQL: begin), logger: logger)
             do {
@@ -334,7 +336,7 @@ public final class PostgresServiceDatabase: Sendable {
                 }
                 throw error
             }
-        }
+        }) }.value
     }
 
     // MARK: Errors
@@ -382,6 +384,16 @@ public struct PostgresMigration: Sendable {
 }
 
 extension PostgresConnection {
+    /// Runs `body` on the event loop that reads and writes this connection's socket, then goes
+    /// back to the caller's executor. A statement's reply then resumes its caller on the thread
+    /// that read it: a transaction hands over between threads twice (in and out), not twice per
+    /// statement (to the loop to write it, back to the caller with its rows), each hand-over a
+    /// thread woken (docs/benchmarks.md, issue 16, item 128). `body` must not block its thread:
+    /// every connection on that loop waits while it runs.
+    public func onItsLoop<T>(isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async throws -> T {
+        try await withTaskExecutorPreference(EventLoopTaskExecutor(eventLoop), isolation: isolation) { try await body() }
+    }
+
     /// Throws UNAVAILABLE when the connection is closed (the server ended the session: an idle
     /// transaction's timeout, an administrator, a restart). postgres-nio 1.33 writes a query to a
     /// closed channel without failing it, so its caller would wait forever; call this before a
@@ -389,4 +401,26 @@ extension PostgresConnection {
     public func ensureOpen() throws {
         if isClosed { throw RPCError.unavailable("the database ended this connection") }
     }
+}
+
+/// A NIO event loop as a Swift task executor: a job runs as one of the loop's tasks (enqueued
+/// from the loop's own thread, it needs no wake-up). swift-nio makes an event loop an actor's
+/// `SerialExecutor`, not a `TaskExecutor`.
+final class EventLoopTaskExecutor: TaskExecutor {
+    let loop: any EventLoop
+
+    init(_ loop: any EventLoop) { self.loop = loop }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        loop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+}
+
+/// A value handed back out of `PostgresClient.withConnection`, which asks for a result it can send
+/// to another isolation domain: ours is made and used by one task, the caller's, so it never is.
+struct OneTask<T>: @unchecked Sendable {
+    let value: T
+
+    init(_ value: T) { self.value = value }
 }
