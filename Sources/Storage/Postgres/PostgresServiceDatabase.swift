@@ -388,7 +388,7 @@ extension PostgresConnection {
     /// back to the caller's executor. A statement's reply then resumes its caller on the thread
     /// that read it: a transaction hands over between threads twice (in and out), not twice per
     /// statement (to the loop to write it, back to the caller with its rows), each hand-over a
-    /// thread woken (docs/benchmarks.md, issue 16, item 128). `body` must not block its thread:
+    /// thread woken (docs/benchmarks.md, issue 16, item 129). `body` must not block its thread:
     /// every connection on that loop waits while it runs.
     public func onItsLoop<T>(isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async throws -> T {
         try await withTaskExecutorPreference(EventLoopTaskExecutor(eventLoop), isolation: isolation) { try await body() }
