@@ -27,9 +27,10 @@ public enum StackScenario {
         public var planes: [String] = ["curve", "plaintext"]
         /// Where the services keep their data, one deployment each per plane: `sqlite` (as
         /// `deploy/up`), `postgres` (one instance each, on a PostgreSQL server the bench starts),
-        /// `postgres-x2` (two instances of each on it).
+        /// `postgres-x2` (two instances of each on it), `postgres-socket` (one instance each,
+        /// connected through the server's Unix socket instead of TCP on the loopback).
         public var storages: [String] = ["sqlite"]
-        public static let knownStorages = ["sqlite", "postgres", "postgres-x2"]
+        public static let knownStorages = ["sqlite", "postgres", "postgres-x2", "postgres-socket"]
         /// - Parameter binDirectory: nil for the folder of the running executable.
         public init(binDirectory: String?) { self.binDirectory = binDirectory ?? Executables.folder }
     }
@@ -81,7 +82,8 @@ public enum StackScenario {
             let name = try postgres.createDatabase("stack")
             try postgres.password.write(toFile: "\(dir)/postgres-password", atomically: true, encoding: .utf8)
             chmod("\(dir)/postgres-password", 0o600)
-            database = StorageSection(kind: "postgres", url: "postgres://\(LocalPostgresServer.user)@127.0.0.1:\(postgres.port)/\(name)?sslmode=disable",
+            let socket = storage == "postgres-socket" ? "&host=\(postgres.socketDirectory)" : ""
+            database = StorageSection(kind: "postgres", url: "postgres://\(LocalPostgresServer.user)@127.0.0.1:\(postgres.port)/\(name)?sslmode=disable\(socket)",
                                       passwordFile: "\(dir)/postgres-password")
         }
         let deployment = try Deployment.start(in: dir, binDirectory: options.binDirectory, plaintext: plane == "plaintext", storage: database,
@@ -90,6 +92,7 @@ public enum StackScenario {
         let storageText = switch storage {
         case "postgres": "every service on PostgreSQL"
         case "postgres-x2": "two instances of every service, on PostgreSQL"
+        case "postgres-socket": "every service on PostgreSQL, through its Unix socket"
         default: "SQLite"
         }
         var out = ["## frienso-bench stack (\(plane == "plaintext" ? "plaintext internal plane" : "CurveZMQ on every internal hop"), \(storageText)): \(options.users) users, \(options.inFlight) in flight, \(options.seconds) s, mix \(options.mix) (update, nearby, friends, check-in, helpNow)", ""]

@@ -288,7 +288,7 @@ struct StackBench: AsyncParsableCommand {
     @Option(help: "Percent of location updates, nearby, friends' locations, check-ins, helpNow (raise or resolve).") var mix = "50,15,20,10,5"
     @Option(help: "Folder with frienso-launch and the services (default: beside this executable).") var binDir: String?
     @Option(help: "Internal planes to run, one deployment each: curve, plaintext (comma-separated).") var planes = "curve,plaintext"
-    @Option(help: "Where accounts, social and alerts keep their data, one deployment each per plane: sqlite, postgres, postgres-x2 (two instances of each; comma-separated). PostgreSQL is started by the bench.") var storages = "sqlite"
+    @Option(help: "Where accounts, social and alerts keep their data, one deployment each per plane: sqlite, postgres, postgres-x2 (two instances of each), postgres-socket (through the server's Unix socket, not TCP; comma-separated). PostgreSQL is started by the bench.") var storages = "sqlite"
 
     func validate() throws {
         guard users >= 2, inFlight >= 1, seconds >= 1 else { throw ValidationError("--users ≥ 2, --in-flight ≥ 1, --seconds ≥ 1") }
