@@ -200,7 +200,7 @@ extension SQLiteSocialStore {
 
     func circle(of owner: UInt64) async throws -> [CircleRecord] {
         try await database.read { db in
-            try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE owner = ? ORDER BY added_at_ms, member, phone", arguments: [owner],
+            try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE owner = ? ORDER BY added_at_ms, rowid", arguments: [owner],
                              as: CircleRecord.init(row:))
         }
     }
@@ -208,7 +208,7 @@ extension SQLiteSocialStore {
     /// Circles `member` is in (accepted), or asked to join (pending).
     func circles(containing member: UInt64, state: SocialV1.CircleState) async throws -> [CircleRecord] {
         try await database.read { db in
-            try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE member = ? AND state = ? ORDER BY added_at_ms DESC",
+            try Row.fetchAll(db, cached: "SELECT * FROM circle WHERE member = ? AND state = ? ORDER BY added_at_ms DESC, rowid DESC",
                              binding: member, state.rawValue, as: CircleRecord.init(row:))
         }
     }

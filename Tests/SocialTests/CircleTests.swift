@@ -34,6 +34,33 @@ struct CircleTests {
         }
     }
 
+    /// Members added within one millisecond (social's clock stands still here) are still listed
+    /// in the order they were added, to the owner and to alerts, not by id or number; and the
+    /// circles a person was asked into, newest first, likewise.
+    @Test(arguments: Engine.allCases) func membersAddedInTheSameMillisecond_keepTheOrderTheyWereAdded(engine: Engine) async throws {
+        try await withSocial(engine, now: { 1_790_000_000_000 }) { stack in
+            let (owner, ownerID) = try await stack.user("kim_c")
+            // Registered so that the later-added member has the smaller id.
+            let (zed, zedID) = try await stack.user("zed_c")
+            let (abe, abeID) = try await stack.user("abe_c")
+            #expect(zedID < abeID)
+            try await befriend(owner, abe, "abe_c", "kim_c")
+            try await befriend(owner, zed, "zed_c", "kim_c")
+            _ = try await owner.call(API.addToCircle, SocialV1.AddToCircleRequest(phone: "+1 (562) 555-0199"))
+            _ = try await owner.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "abe_c"))
+            _ = try await owner.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "zed_c"))
+            let ofKim = try await stack.social.call(API.circleOf, SocialV1.CircleOfRequest(ownerUserId: ownerID))
+            #expect(ofKim.members.map { $0.user?.userId ?? 0 } == [0, abeID, zedID])
+            #expect(try await circle(owner).members.map { $0.user?.username ?? $0.phone } == ["+15625550199", "abe_c", "zed_c"])
+
+            // Zed asks Abe into his circle after Kim did: Abe's requests, newest first.
+            try await befriend(zed, abe, "abe_c", "zed_c")
+            _ = try await zed.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "abe_c"))
+            let asks = try await abe.call(API.listCircleRequests, SocialV1.ListCircleRequestsRequest())
+            #expect(asks.requests.map { $0.owner?.username } == ["zed_c", "kim_c"])
+        }
+    }
+
     /// Alerts' internal `CircleOf` (what a helpNow reaches): the owner's members in order, each by
     /// id or invited number with its state, and nothing else: no names, not the circles the owner
     /// is in.

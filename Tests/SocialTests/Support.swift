@@ -59,7 +59,7 @@ func withSocialStorage<T>(_ engine: Engine, _ given: TestStorage?, _ body: (Stor
 /// can restart social on the same data; accounts on SQLite in `accountsDirectory`, new unless
 /// given). `geo` stands in for geo's internal methods.
 func withSocial<T: Sendable>(_ engine: Engine = .sqlite, storage: TestStorage? = nil, accountsDirectory: String? = nil,
-                             snapshotPageSize: Int = 100_000, geo: (any RPCCalling)? = nil,
+                             snapshotPageSize: Int = 100_000, geo: (any RPCCalling)? = nil, now: (@Sendable () -> Int64)? = nil,
                              _ body: @Sendable (SocialStack) async throws -> T) async throws -> T {
     let logs = CapturedLogs()
     let temp = try TemporaryDirectory("frienso-social")
@@ -69,7 +69,8 @@ func withSocial<T: Sendable>(_ engine: Engine = .sqlite, storage: TestStorage? =
     return try await withSocialStorage(engine, storage) { opened in
         let accounts = RouterClient(try accountsService(accountsDir), name: "accounts", logger: logs.logger("accounts"))
         let events = EventRecorder()
-        let service = try await SocialService.open(opened, accounts: accounts, publisher: events, snapshotPageSize: snapshotPageSize, geo: geo)
+        let service = try await SocialService.open(opened, accounts: accounts, publisher: events, snapshotPageSize: snapshotPageSize, geo: geo,
+                                                   now: now)
         let social = RouterClient(service, name: "social", logger: logs.logger("social"))
         let gateway = InProcessGateway(["accounts": accounts, "social": social])
         let result = try await body(SocialStack(gateway: gateway, social: social, events: events, logs: logs))

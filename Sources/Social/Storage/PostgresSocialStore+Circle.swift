@@ -93,7 +93,7 @@ extension PostgresSocialStore {
     func circle(of owner: UInt64) async throws -> [CircleRecord] {
         try await database.read { connection in
             try await Self.circleRows(connection.prepared("""
-                SELECT \(unescaped: CircleRecord.columns) FROM circle WHERE owner = \(Int64(owner)) ORDER BY added_at_ms, member, phone COLLATE "C"
+                SELECT \(unescaped: CircleRecord.columns) FROM circle WHERE owner = \(Int64(owner)) ORDER BY added_at_ms, id
                 """, logger: logger))
         }
     }
@@ -102,7 +102,7 @@ extension PostgresSocialStore {
         try await database.read { connection in
             try await Self.circleRows(connection.prepared("""
                 SELECT \(unescaped: CircleRecord.columns) FROM circle WHERE member = \(Int64(member)) AND state = \(Int64(state.rawValue))
-                ORDER BY added_at_ms DESC
+                ORDER BY added_at_ms DESC, id DESC
                 """, logger: logger))
         }
     }
