@@ -373,7 +373,7 @@ extension SQLiteSocialStore {
 
     func blocked(by user: UInt64) async throws -> [UInt64] {
         try await database.read { db in
-            try UInt64.fetchAll(db, cached: "SELECT blocked FROM blocks WHERE blocker = ? ORDER BY created_at_ms", arguments: [user])
+            try UInt64.fetchAll(db, cached: "SELECT blocked FROM blocks WHERE blocker = ? ORDER BY created_at_ms, rowid", arguments: [user])
         }
     }
 }

@@ -223,6 +223,17 @@ extension AlertsTestGroup {
                 #expect(try await h.call(2, API.listDevices, AlertsV1.ListDevicesRequest()).devices.map(\.token) == ["shared-token-123"])
             }
         }
+
+        /// A person's devices are listed (and pushed to) in the order they were registered; two
+        /// registered within one millisecond (alerts' clock stands still here) by token, alike
+        /// on both engines.
+        @Test(arguments: Engine.allCases) func devicesRegisteredInOneMillisecond_areListedByToken(engine: Engine) async throws {
+            try await withAlerts(engine: engine, worker: false, now: { 1_790_000_000_000 }) { h in
+                try await h.device(1, "zz-device-token-1")
+                try await h.device(1, "aa-device-token-2")
+                #expect(try await h.call(1, API.listDevices, AlertsV1.ListDevicesRequest()).devices.map(\.token) == ["aa-device-token-2", "zz-device-token-1"])
+            }
+        }
     }
 }
 

@@ -197,6 +197,20 @@ struct FriendsTests {
         }
     }
 
+    /// The people one blocked are listed in the order they were blocked, even within one
+    /// millisecond (social's clock stands still here), not by id: on both engines alike.
+    @Test(arguments: Engine.allCases) func blockedPeople_areListedInTheOrderTheyWereBlocked(engine: Engine) async throws {
+        try await withSocial(engine, now: { 1_790_000_000_000 }) { stack in
+            let (vic, _) = try await stack.user("vic")
+            let (_, yanID) = try await stack.user("yan")
+            let (_, xiaID) = try await stack.user("xia")
+            #expect(yanID < xiaID)
+            _ = try await vic.call(API.block, SocialV1.BlockRequest(username: "xia"))
+            _ = try await vic.call(API.block, SocialV1.BlockRequest(username: "yan"))
+            #expect(try await vic.call(API.listBlocked, SocialV1.ListBlockedRequest()).users.map(\.username) == ["xia", "yan"])
+        }
+    }
+
     @Test(arguments: Engine.allCases) func block_endsFriendshipAndRequests_unblockAllowsAgain(engine: Engine) async throws {
         try await withSocial(engine) { stack in
             let (sam, _) = try await stack.user("sam")

@@ -20,7 +20,7 @@ extension PostgresAlertsStore {
         let pushUsers = OutboxRows.pushUsers(messages)
         if !pushUsers.isEmpty {
             for try await (user, token) in try await connection.prepared("""
-                SELECT user_id, token FROM devices WHERE user_id = ANY(\(pushUsers.map { Int64($0) })::bigint[]) ORDER BY user_id, registered_at_ms
+                SELECT user_id, token FROM devices WHERE user_id = ANY(\(pushUsers.map { Int64($0) })::bigint[]) ORDER BY user_id, registered_at_ms, token COLLATE "C"
                 """, logger: logger).decode((Int64, String).self) {
                 tokens[UInt64(user), default: []].append(token)
             }
@@ -316,7 +316,7 @@ extension PostgresAlertsStore {
         try await database.read { connection in
             var devices: [AlertsV1.Device] = []
             for try await (token, platform, version, at) in try await connection.prepared(
-                "SELECT token, platform, app_version, registered_at_ms FROM devices WHERE user_id = \(Int64(user)) ORDER BY registered_at_ms",
+                "SELECT token, platform, app_version, registered_at_ms FROM devices WHERE user_id = \(Int64(user)) ORDER BY registered_at_ms, token COLLATE \"C\"",
                 logger: logger).decode((String, Int64, String, Int64).self) {
                 devices.append(AlertsV1.Device(token: token, platform: AlertsV1.Platform(rawValue: Self.raw(platform)), appVersion: version,
                                                registeredAtMs: at))

@@ -15,7 +15,7 @@ extension SQLiteAlertsStore {
         guard !messages.isEmpty else { return [] }
         var tokens: [UInt64: [String]] = [:]
         for user in OutboxRows.pushUsers(messages) {
-            tokens[user] = try String.fetchAll(db, cached: "SELECT token FROM devices WHERE user_id = ? ORDER BY registered_at_ms", arguments: [user])
+            tokens[user] = try String.fetchAll(db, cached: "SELECT token FROM devices WHERE user_id = ? ORDER BY registered_at_ms, token", arguments: [user])
         }
         var added: [OutboxRows.Row] = []
         for row in OutboxRows.rows(messages, tokens: tokens) {
@@ -204,7 +204,7 @@ extension SQLiteAlertsStore {
 
     func devices(of user: UInt64) async throws -> [AlertsV1.Device] {
         try await database.read { db in
-            try Row.fetchAll(db, cached: "SELECT token, platform, app_version, registered_at_ms FROM devices WHERE user_id = ? ORDER BY registered_at_ms",
+            try Row.fetchAll(db, cached: "SELECT token, platform, app_version, registered_at_ms FROM devices WHERE user_id = ? ORDER BY registered_at_ms, token",
                              binding: user) {
                 try AlertsV1.Device(token: $0[0], platform: AlertsV1.Platform(rawValue: $0[1]), appVersion: $0[2], registeredAtMs: $0[3])
             }
