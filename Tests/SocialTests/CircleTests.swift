@@ -38,7 +38,7 @@ struct CircleTests {
     /// in the order they were added, to the owner and to alerts, not by id or number; and the
     /// circles a person was asked into, newest first, likewise.
     @Test(arguments: Engine.allCases) func membersAddedInTheSameMillisecond_keepTheOrderTheyWereAdded(engine: Engine) async throws {
-        try await withSocial(engine, now: { 1_790_000_000_000 }) { stack in
+        try await withSocial(engine, now: stillClock) { stack in
             let (owner, ownerID) = try await stack.user("kim_c")
             // Registered so that the later-added member has the smaller id.
             let (zed, zedID) = try await stack.user("zed_c")

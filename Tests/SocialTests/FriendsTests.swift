@@ -200,7 +200,7 @@ struct FriendsTests {
     /// The people one blocked are listed in the order they were blocked, even within one
     /// millisecond (social's clock stands still here), not by id: on both engines alike.
     @Test(arguments: Engine.allCases) func blockedPeople_areListedInTheOrderTheyWereBlocked(engine: Engine) async throws {
-        try await withSocial(engine, now: { 1_790_000_000_000 }) { stack in
+        try await withSocial(engine, now: stillClock) { stack in
             let (vic, _) = try await stack.user("vic")
             let (_, yanID) = try await stack.user("yan")
             let (_, xiaID) = try await stack.user("xia")

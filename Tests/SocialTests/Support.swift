@@ -55,6 +55,10 @@ func withSocialStorage<T>(_ engine: Engine, _ given: TestStorage?, _ body: (Stor
     try await TestStorage.withOpen(engine, given: given, service: "social") { _, opened in try await body(opened) }
 }
 
+/// Social's clock held still: everything it records happens in the same millisecond (ties in
+/// every order by time).
+let stillClock: @Sendable () -> Int64 = { 1_790_000_000_000 }
+
 /// Runs accounts and social in process, social on `engine` (on `storage` when given, so a test
 /// can restart social on the same data; accounts on SQLite in `accountsDirectory`, new unless
 /// given). `geo` stands in for geo's internal methods.
