@@ -23,7 +23,7 @@ extension SQLiteAccountsStore {
                 """, arguments: [user.id]) {
                 try AccountsV1.SessionInfo(createdAtMs: $0[1], expiresAtMs: $0[2], revokedAtMs: $0[3], current: ($0[0] as UInt64) == currentSession)
             }
-            out.linked = try Row.fetchAll(db, sql: "SELECT provider, external_id FROM external_ids WHERE user_id = ? ORDER BY linked_at_ms",
+            out.linked = try Row.fetchAll(db, sql: "SELECT provider, external_id FROM external_ids WHERE user_id = ? ORDER BY linked_at_ms, provider, external_id",
                                           arguments: [user.id]) { try AccountsV1.ExternalId(provider: $0[0], externalId: $0[1]) }
             out.passwordResets = try Row.fetchAll(db, sql: "SELECT created_ms, expires_ms, used_ms FROM password_resets WHERE user_id = ? ORDER BY id",
                                                   arguments: [user.id]) {

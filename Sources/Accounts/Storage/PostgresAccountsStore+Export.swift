@@ -20,7 +20,7 @@ extension PostgresAccountsStore {
                                                            current: UInt64(session) == currentSession))
             }
             for try await (provider, external) in try await connection.prepared(
-                "SELECT provider, external_id FROM external_ids WHERE user_id = \(id) ORDER BY linked_at_ms", logger: logger).decode((String, String).self) {
+                "SELECT provider, external_id FROM external_ids WHERE user_id = \(id) ORDER BY linked_at_ms, provider COLLATE \"C\", external_id COLLATE \"C\"", logger: logger).decode((String, String).self) {
                 out.linked.append(AccountsV1.ExternalId(provider: provider, externalId: external))
             }
             for try await (created, expires, used) in try await connection.prepared(
