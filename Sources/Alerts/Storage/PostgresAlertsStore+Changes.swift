@@ -205,8 +205,9 @@ extension PostgresAlertsStore {
         return (alert, retry)
     }
 
+    /// Read straight by its id (no statement to find an id it already has), on a snapshot.
     func alert(id: UInt64) async throws -> AlertRecord? {
-        try await alerts("SELECT id FROM help_alerts WHERE id = \(Int64(id))").first
+        try await database.snapshot { connection in try await Self.alert(connection, id: id, logger: logger) }
     }
 
     func activeAlert(of user: UInt64) async throws -> AlertRecord? {
