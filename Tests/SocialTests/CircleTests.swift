@@ -61,6 +61,26 @@ struct CircleTests {
         }
     }
 
+    /// Someone who refused and is asked again is added again: after whoever was added in between,
+    /// in the same millisecond too (SQLite's `REPLACE` gives the row a new rowid; PostgreSQL's
+    /// upsert a new id).
+    @Test(arguments: Engine.allCases) func aMemberAskedAgainAfterRefusing_comesAfterThoseAddedSince(engine: Engine) async throws {
+        try await withSocial(engine, now: stillClock) { stack in
+            let (owner, ownerID) = try await stack.user("kim_r")
+            let (abe, abeID) = try await stack.user("abe_r")
+            let (zed, zedID) = try await stack.user("zed_r")
+            try await befriend(owner, abe, "abe_r", "kim_r")
+            try await befriend(owner, zed, "zed_r", "kim_r")
+            _ = try await owner.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "abe_r"))
+            _ = try await abe.call(API.respondToCircleRequest, SocialV1.RespondToCircleRequestRequest(ownerUsername: "kim_r", action: .reject))
+            _ = try await owner.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "zed_r"))
+            _ = try await owner.call(API.addToCircle, SocialV1.AddToCircleRequest(username: "abe_r"))
+            let ofKim = try await stack.social.call(API.circleOf, SocialV1.CircleOfRequest(ownerUserId: ownerID))
+            #expect(ofKim.members.map { $0.user?.userId ?? 0 } == [zedID, abeID])
+            #expect(try await circle(owner).members.map { $0.user?.username } == ["zed_r", "abe_r"])
+        }
+    }
+
     /// Alerts' internal `CircleOf` (what a helpNow reaches): the owner's members in order, each by
     /// id or invited number with its state, and nothing else: no names, not the circles the owner
     /// is in.

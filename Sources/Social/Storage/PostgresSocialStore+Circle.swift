@@ -49,11 +49,13 @@ extension PostgresSocialStore {
                 "SELECT count(*) FROM circle WHERE owner = \(Int64(owner)) AND state <> \(rejected)", logger: logger), Int64.self) ?? 0
             guard count < limit else { throw CircleRefusal.full(limit: limit) }
             let state: SocialV1.CircleState = member == 0 ? .invited : .pending
+            // Someone who refused, asked again, takes a new id (SQLite's REPLACE a new rowid): the
+            // circle lists them after those added since, in the same millisecond too.
             try await connection.prepared("""
                 INSERT INTO circle (owner, member, phone, state, added_at_ms, updated_at_ms)
                 VALUES (\(Int64(owner)), \(Int64(member)), \(phone), \(Int64(state.rawValue)), \(now), \(now))
                 ON CONFLICT (owner, member, phone) DO UPDATE
-                SET state = excluded.state, added_at_ms = excluded.added_at_ms, updated_at_ms = excluded.updated_at_ms
+                SET state = excluded.state, added_at_ms = excluded.added_at_ms, updated_at_ms = excluded.updated_at_ms, id = DEFAULT
                 """, logger: logger)
             try await addNotice(connection, member == 0 ? .circleInvite : .circleRequest, from: owner, toUser: member, toPhone: phone, now: now)
             return try await circleRow(connection, owner: owner, member: member, phone: phone)
