@@ -444,29 +444,50 @@ def gen_sample(info, index, seed="seed"):
     return one
 
 
+def json_forms(info, expr):
+    """One value of the field: (the `JSONValue` expression, the statement writing the same
+    text with `JSONText`), side by side so that the two stay one rendering."""
+    kind = info["kind"]
+    if kind == "scalar":
+        t = info["swift_type"]
+        if t == "Bool":
+            return f".bool({expr})", f"JSONText.bool({expr}, into: &out)"
+        if t in ("Int64", "UInt64"):
+            return f".string(String({expr}))", f"JSONText.quoted({expr}, into: &out)"
+        return f".number(Double({expr}))", f"JSONText.number(Double({expr}), into: &out)"
+    if kind == "string":
+        return f".string({expr})", f"JSONValue.quote({expr}, into: &out)"
+    if kind == "bytes":
+        return f".bytes({expr})", f"JSONText.bytes({expr}, into: &out)"
+    if kind == "enum":
+        return f".string({expr}.protoName)", f"JSONValue.quote({expr}.protoName, into: &out)"
+    return f"{expr}.jsonValue", f"{expr}.writeJSON(into: &out)"
+
+
 def gen_json(info):
     """An expression giving the field's canonical proto3 JSON value."""
-    def one(kind, expr):
-        if kind == "scalar":
-            t = info["swift_type"]
-            if t == "Bool":
-                return f".bool({expr})"
-            if t in ("Int64", "UInt64"):
-                return f".string(String({expr}))"
-            return f".number(Double({expr}))"
-        if kind == "string":
-            return f".string({expr})"
-        if kind == "bytes":
-            return f".bytes({expr})"
-        if kind == "enum":
-            return f".string({expr}.protoName)"
-        return f"{expr}.jsonValue"
     s = f"self.{info['swift']}"
     if info["repeated"]:
-        return f".array({s}.map {{ {one(info['kind'], '$0')} }})"
+        return f".array({s}.map {{ {json_forms(info, '$0')[0]} }})"
     if info["kind"] == "message":
         return f"{s}.map {{ $0.jsonValue }} ?? .null"
-    return one(info["kind"], s)
+    return json_forms(info, s)[0]
+
+
+def gen_json_write(info, indent):
+    """Statements writing the field's value as `gen_json`'s expression renders it."""
+    s = f"self.{info['swift']}"
+    pad = " " * indent
+    if info["repeated"]:
+        return [f'{pad}out.append(UInt8(ascii: "["))',
+                f"{pad}for (index, item) in {s}.enumerated() {{",
+                f'{pad}    if index > 0 {{ out.append(UInt8(ascii: ",")) }}',
+                f"{pad}    {json_forms(info, 'item')[1]}",
+                f"{pad}}}",
+                f'{pad}out.append(UInt8(ascii: "]"))']
+    if info["kind"] == "message":
+        return [f"{pad}if let value = {s} {{ value.writeJSON(into: &out) }} else {{ JSONText.null(into: &out) }}"]
+    return [pad + json_forms(info, s)[1]]
 
 
 def gen_from_json(info, value="value"):
@@ -603,6 +624,18 @@ def gen_message(reg, f, name, fields, out):
     else:
         pairs = ", ".join(f'("{lower_camel(i["c"]).strip("`")}", {gen_json(i)})' for i in infos)
         out.append(f"        .object([{pairs}])" if infos else "        .object([])")
+    out.append("    }")
+    out.append("")
+    out.append("    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).")
+    out.append("    public func writeJSON(into out: inout [UInt8]) {")
+    if infos:
+        for n, i in enumerate(infos):
+            key = lower_camel(i["c"]).strip("`")
+            out.append(f'        out.append(contentsOf: #"{"{" if n == 0 else ","}"{key}":"#.utf8)')
+            out.extend(gen_json_write(i, 8))
+        out.append('        out.append(UInt8(ascii: "}"))')
+    else:
+        out.append('        out.append(contentsOf: "{}".utf8)')
     out.append("    }")
     out.append("")
     # Checked by every host on every request: no array is built (a literal or `map` would

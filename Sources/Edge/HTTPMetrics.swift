@@ -2,6 +2,7 @@ import CoreMetrics
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Synchronization
 import Wire
 
 /// The edge's HTTP requests in metrics (through swift-metrics; the executable's backend renders
@@ -30,11 +31,35 @@ struct HTTPMetricsMiddleware: RouterMiddleware {
         }
     }
 
+    let handles = HTTPMetricHandles()
+
     private func record(route: String, method: String, status: Int, since started: ContinuousClock.Instant) {
-        Counter(label: "frienso_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))]).increment()
+        let (counter, timer) = handles.handles(route: route, method: method, status: status)
+        counter.increment()
         let (seconds, attoseconds) = started.duration(to: .now).components
-        CoreMetrics.Timer(label: "frienso_http_request_duration_seconds", dimensions: [("route", route)])
-            .recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        timer.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}
+
+/// Each series' handles, made the first time they are needed and kept: a handle made for each
+/// request looked its series up in the metrics backend every time (2% of the edge's CPU,
+/// `docs/benchmarks.md` item 131). Routes, methods and statuses are few (see above), so few are kept.
+final class HTTPMetricHandles: Sendable {
+    private struct Key: Hashable {
+        let route: String, method: String, status: Int
+    }
+
+    private let kept = Mutex<[Key: (Counter, CoreMetrics.Timer)]>([:])
+
+    func handles(route: String, method: String, status: Int) -> (Counter, CoreMetrics.Timer) {
+        let key = Key(route: route, method: method, status: status)
+        return kept.withLock { kept in
+            if let handles = kept[key] { return handles }
+            let handles = (Counter(label: "frienso_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))]),
+                           CoreMetrics.Timer(label: "frienso_http_request_duration_seconds", dimensions: [("route", route)]))
+            kept[key] = handles
+            return handles
+        }
     }
 }
 

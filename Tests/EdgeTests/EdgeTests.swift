@@ -29,6 +29,17 @@ struct EdgeUnitTests {
         #expect(ErrorMapping.body(.unrecognized(99), "odd").rendered() == #"{"code":11,"name":"INTERNAL","message":"odd"}"#)
     }
 
+    @Test("Authorization: the Bearer scheme in any case, then a space; the token without the blanks around it")
+    func bearerTokens() {
+        let tokens: [(String, String?)] = [
+            ("Bearer abc", "abc"), ("bearer abc", "abc"), ("BEARER   abc \t ", "abc"), ("  Bearer abc", "abc"),
+            ("Bearer a b", "a b"), ("Bearer tök", "tök"),
+            ("Bearer", nil), ("Bearer ", nil), ("Bearer \t", nil), ("Bearer\tabc", nil), ("Bearerabc", nil),
+            ("Basic abc", nil), ("Béarer abc", nil), ("", nil), ("Bear abc", nil),
+        ]
+        for (header, token) in tokens { #expect(EdgeRoutes.bearer(header) == token, "\(header)") }
+    }
+
     @Test("listen addresses: http, https, tcp, IPv6, port 0; anything else refused")
     func addresses() throws {
         func address(_ text: String) throws -> (String, Int) {

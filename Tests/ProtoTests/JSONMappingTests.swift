@@ -20,6 +20,35 @@ struct JSONMappingTests {
         }
     }
 
+    @Test("every message type writes jsonValue's text without the tree (what the HTTP edge sends)")
+    func writtenAsItsJSONValue() {
+        func check<M: ProtoMessage>(_ type: M.Type) {
+            for seed in UInt64(0)..<40 {
+                let value = M.sample(seed: seed, depth: 0)
+                var written: [UInt8] = []
+                value.writeJSON(into: &written)
+                #expect(written == value.jsonValue.utf8(), "\(M.protoName) seed \(seed)")
+            }
+        }
+        for type in ProtoIndex.messageTypes { check(type) }
+        // What the samples do not hold: escapes, fractions, values that are not numbers.
+        var odd = GeoV1.NavigateResponse(distanceM: 12.345678, bearingDeg: .nan,
+                                         theirFix: GeoV1.Fix(latitude: -33.8, longitude: .infinity, accuracyM: 1e20, deviceTimeMs: -1),
+                                         yourFix: nil)
+        var written: [UInt8] = []
+        odd.writeJSON(into: &written)
+        #expect(String(decoding: written, as: UTF8.self) == odd.jsonValue.rendered())
+        #expect(String(decoding: written, as: UTF8.self).contains(#""bearingDeg":null"#))
+        odd.yourFix = GeoV1.Fix()
+        var status = GeoV1.UpdateLocationRequest()
+        status.status = "a \"quoted\"\n\u{1}\\ ünï 🙂"
+        for message in [odd as any ProtoMessage, status] {
+            var text: [UInt8] = []
+            message.writeJSON(into: &text)
+            #expect(text == message.jsonValue.utf8())
+        }
+    }
+
     @Test("fields by their proto names too; null is the default; 64-bit values from strings and exact numbers")
     func acceptedForms() throws {
         let fix = try GeoV1.Fix(json: JSONParser.parse(#"{"latitude": 33.78, "accuracy_m": null, "device_time_ms": "1795444678658", "receivedAtMs": 12}"#))

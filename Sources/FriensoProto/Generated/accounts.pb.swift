@@ -86,6 +86,23 @@ extension AccountsV1.Profile {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName)), ("profilePictureMediaId", .string(self.profilePictureMediaId)), ("createdAtMs", .string(String(self.createdAtMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(contentsOf: #","firstName":"#.utf8)
+        JSONValue.quote(self.firstName, into: &out)
+        out.append(contentsOf: #","lastName":"#.utf8)
+        JSONValue.quote(self.lastName, into: &out)
+        out.append(contentsOf: #","profilePictureMediaId":"#.utf8)
+        JSONValue.quote(self.profilePictureMediaId, into: &out)
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -182,6 +199,17 @@ extension AccountsV1.Account {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("email", .string(self.email)), ("phone", .string(self.phone))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"profile":"#.utf8)
+        if let value = self.profile { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","email":"#.utf8)
+        JSONValue.quote(self.email, into: &out)
+        out.append(contentsOf: #","phone":"#.utf8)
+        JSONValue.quote(self.phone, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -292,6 +320,23 @@ extension AccountsV1.RegisterRequest {
         .object([("username", .string(self.username)), ("email", .string(self.email)), ("phone", .string(self.phone)), ("password", .string(self.password)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(contentsOf: #","email":"#.utf8)
+        JSONValue.quote(self.email, into: &out)
+        out.append(contentsOf: #","phone":"#.utf8)
+        JSONValue.quote(self.phone, into: &out)
+        out.append(contentsOf: #","password":"#.utf8)
+        JSONValue.quote(self.password, into: &out)
+        out.append(contentsOf: #","firstName":"#.utf8)
+        JSONValue.quote(self.firstName, into: &out)
+        out.append(contentsOf: #","lastName":"#.utf8)
+        JSONValue.quote(self.lastName, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -380,6 +425,13 @@ extension AccountsV1.RegisterResponse {
         .object([("account", self.account.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"account":"#.utf8)
+        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -464,6 +516,15 @@ extension AccountsV1.LoginRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("login", .string(self.login)), ("password", .string(self.password))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"login":"#.utf8)
+        JSONValue.quote(self.login, into: &out)
+        out.append(contentsOf: #","password":"#.utf8)
+        JSONValue.quote(self.password, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -560,6 +621,17 @@ extension AccountsV1.LoginResponse {
         .object([("sessionToken", .string(self.sessionToken)), ("expiresAtMs", .string(String(self.expiresAtMs))), ("account", self.account.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"sessionToken":"#.utf8)
+        JSONValue.quote(self.sessionToken, into: &out)
+        out.append(contentsOf: #","expiresAtMs":"#.utf8)
+        JSONText.quoted(self.expiresAtMs, into: &out)
+        out.append(contentsOf: #","account":"#.utf8)
+        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -635,6 +707,11 @@ extension AccountsV1.LogoutRequest {
         .object([])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -703,6 +780,11 @@ extension AccountsV1.LogoutResponse {
         .object([])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -769,6 +851,11 @@ extension AccountsV1.WhoAmIRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -852,6 +939,15 @@ extension AccountsV1.WhoAmIResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("account", self.account.map { $0.jsonValue } ?? .null), ("sessionExpiresAtMs", .string(String(self.sessionExpiresAtMs)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"account":"#.utf8)
+        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","sessionExpiresAtMs":"#.utf8)
+        JSONText.quoted(self.sessionExpiresAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -941,6 +1037,15 @@ extension AccountsV1.ChangeEmailRequest {
         .object([("newEmail", .string(self.newEmail)), ("password", .string(self.password))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"newEmail":"#.utf8)
+        JSONValue.quote(self.newEmail, into: &out)
+        out.append(contentsOf: #","password":"#.utf8)
+        JSONValue.quote(self.password, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1025,6 +1130,13 @@ extension AccountsV1.ChangeEmailResponse {
         .object([("account", self.account.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"account":"#.utf8)
+        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1106,6 +1218,13 @@ extension AccountsV1.RequestPasswordResetRequest {
         .object([("login", .string(self.login))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"login":"#.utf8)
+        JSONValue.quote(self.login, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1185,6 +1304,13 @@ extension AccountsV1.RequestPasswordResetResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("expiresInMinutes", .number(Double(self.expiresInMinutes)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"expiresInMinutes":"#.utf8)
+        JSONText.number(Double(self.expiresInMinutes), into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1278,6 +1404,17 @@ extension AccountsV1.ResetPasswordRequest {
         .object([("login", .string(self.login)), ("code", .string(self.code)), ("newPassword", .string(self.newPassword))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"login":"#.utf8)
+        JSONValue.quote(self.login, into: &out)
+        out.append(contentsOf: #","code":"#.utf8)
+        JSONValue.quote(self.code, into: &out)
+        out.append(contentsOf: #","newPassword":"#.utf8)
+        JSONValue.quote(self.newPassword, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1361,6 +1498,13 @@ extension AccountsV1.ResetPasswordResponse {
         .object([("revokedSessions", .number(Double(self.revokedSessions)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"revokedSessions":"#.utf8)
+        JSONText.number(Double(self.revokedSessions), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1440,6 +1584,13 @@ extension AccountsV1.DeleteAccountRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("password", .string(self.password))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"password":"#.utf8)
+        JSONValue.quote(self.password, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1529,6 +1680,20 @@ extension AccountsV1.DeleteAccountResponse {
         .object([("userId", .string(String(self.userId))), ("erasing", .array(self.erasing.map { .string($0) }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","erasing":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.erasing.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1616,6 +1781,15 @@ extension AccountsV1.ChangePasswordRequest {
         .object([("currentPassword", .string(self.currentPassword)), ("newPassword", .string(self.newPassword))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"currentPassword":"#.utf8)
+        JSONValue.quote(self.currentPassword, into: &out)
+        out.append(contentsOf: #","newPassword":"#.utf8)
+        JSONValue.quote(self.newPassword, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1696,6 +1870,13 @@ extension AccountsV1.ChangePasswordResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("revokedSessions", .number(Double(self.revokedSessions)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"revokedSessions":"#.utf8)
+        JSONText.number(Double(self.revokedSessions), into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1779,6 +1960,13 @@ extension AccountsV1.GetProfileRequest {
         .object([("userId", .string(String(self.userId)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1860,6 +2048,13 @@ extension AccountsV1.GetProfileResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"profile":"#.utf8)
+        if let value = self.profile { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1959,6 +2154,24 @@ extension AccountsV1.EditProfileRequest {
         .object([("fields", .array(self.fields.map { .string($0) })), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName)), ("profilePictureMediaId", .string(self.profilePictureMediaId))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"fields":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.fields.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","firstName":"#.utf8)
+        JSONValue.quote(self.firstName, into: &out)
+        out.append(contentsOf: #","lastName":"#.utf8)
+        JSONValue.quote(self.lastName, into: &out)
+        out.append(contentsOf: #","profilePictureMediaId":"#.utf8)
+        JSONValue.quote(self.profilePictureMediaId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2045,6 +2258,13 @@ extension AccountsV1.EditProfileResponse {
         .object([("account", self.account.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"account":"#.utf8)
+        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2124,6 +2344,13 @@ extension AccountsV1.ValidateSessionRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("sessionToken", .string(self.sessionToken))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"sessionToken":"#.utf8)
+        JSONValue.quote(self.sessionToken, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2223,6 +2450,17 @@ extension AccountsV1.ValidateSessionResponse {
         .object([("userId", .string(String(self.userId))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("sessionId", .bytes(self.sessionId))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","expiresAtMs":"#.utf8)
+        JSONText.quoted(self.expiresAtMs, into: &out)
+        out.append(contentsOf: #","sessionId":"#.utf8)
+        JSONText.bytes(self.sessionId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2307,6 +2545,18 @@ extension AccountsV1.GetProfilesRequest {
         .object([("userIds", .array(self.userIds.map { .string(String($0)) }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userIds":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.userIds.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2389,6 +2639,18 @@ extension AccountsV1.GetProfilesResponse {
         .object([("profiles", .array(self.profiles.map { $0.jsonValue }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"profiles":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.profiles.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2469,6 +2731,18 @@ extension AccountsV1.ContactDetailsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userIds", .array(self.userIds.map { .string(String($0)) }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userIds":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.userIds.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2559,6 +2833,15 @@ extension AccountsV1.ContactDetails {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("phone", .string(self.phone))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"profile":"#.utf8)
+        if let value = self.profile { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","phone":"#.utf8)
+        JSONValue.quote(self.phone, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2640,6 +2923,18 @@ extension AccountsV1.ContactDetailsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("contacts", .array(self.contacts.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"contacts":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.contacts.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2724,6 +3019,18 @@ extension AccountsV1.FindUsersRequest {
         .object([("usernames", .array(self.usernames.map { .string($0) }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"usernames":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.usernames.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2804,6 +3111,18 @@ extension AccountsV1.FindUsersResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profiles", .array(self.profiles.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"profiles":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.profiles.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2897,6 +3216,17 @@ extension AccountsV1.SearchUsersRequest {
         .object([("prefix", .string(self.prefix)), ("afterUsername", .string(self.afterUsername)), ("limit", .number(Double(self.limit)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"prefix":"#.utf8)
+        JSONValue.quote(self.prefix, into: &out)
+        out.append(contentsOf: #","afterUsername":"#.utf8)
+        JSONValue.quote(self.afterUsername, into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2986,6 +3316,20 @@ extension AccountsV1.SearchUsersResponse {
         .object([("profiles", .array(self.profiles.map { $0.jsonValue })), ("more", .bool(self.more))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"profiles":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.profiles.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","more":"#.utf8)
+        JSONText.bool(self.more, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3073,6 +3417,15 @@ extension AccountsV1.ExternalId {
         .object([("provider", .string(self.provider)), ("externalId", .string(self.externalId))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"provider":"#.utf8)
+        JSONValue.quote(self.provider, into: &out)
+        out.append(contentsOf: #","externalId":"#.utf8)
+        JSONValue.quote(self.externalId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3157,6 +3510,13 @@ extension AccountsV1.LinkExternalIdRequest {
         .object([("externalId", self.externalId.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"externalId":"#.utf8)
+        if let value = self.externalId { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3237,6 +3597,18 @@ extension AccountsV1.LinkExternalIdResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("linked", .array(self.linked.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"linked":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.linked.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3322,6 +3694,13 @@ extension AccountsV1.UnlinkExternalIdRequest {
         .object([("externalId", self.externalId.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"externalId":"#.utf8)
+        if let value = self.externalId { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3402,6 +3781,18 @@ extension AccountsV1.UnlinkExternalIdResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("linked", .array(self.linked.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"linked":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.linked.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3490,6 +3881,25 @@ extension AccountsV1.MatchContactsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("hashes", .array(self.hashes.map { .bytes($0) })), ("externalIds", .array(self.externalIds.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"hashes":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.hashes.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.bytes(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","externalIds":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.externalIds.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3591,6 +4001,19 @@ extension AccountsV1.ContactMatch {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("byPhone", .bool(self.byPhone)), ("byEmail", .bool(self.byEmail)), ("byExternalId", .bool(self.byExternalId))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"profile":"#.utf8)
+        if let value = self.profile { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","byPhone":"#.utf8)
+        JSONText.bool(self.byPhone, into: &out)
+        out.append(contentsOf: #","byEmail":"#.utf8)
+        JSONText.bool(self.byEmail, into: &out)
+        out.append(contentsOf: #","byExternalId":"#.utf8)
+        JSONText.bool(self.byExternalId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3676,6 +4099,18 @@ extension AccountsV1.MatchContactsResponse {
         .object([("matches", .array(self.matches.map { $0.jsonValue }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"matches":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.matches.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3755,6 +4190,13 @@ extension AccountsV1.SessionsRevoked {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3843,6 +4285,15 @@ extension AccountsV1.ProfileChanged {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("profile", self.profile.map { $0.jsonValue } ?? .null), ("deleted", .bool(self.deleted))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"profile":"#.utf8)
+        if let value = self.profile { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","deleted":"#.utf8)
+        JSONText.bool(self.deleted, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3935,6 +4386,17 @@ extension AccountsV1.ProfilesSnapshotRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("afterUserId", .string(String(self.afterUserId))), ("limit", .number(Double(self.limit))), ("sequenceOnly", .bool(self.sequenceOnly))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"afterUserId":"#.utf8)
+        JSONText.quoted(self.afterUserId, into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(contentsOf: #","sequenceOnly":"#.utf8)
+        JSONText.bool(self.sequenceOnly, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4036,6 +4498,24 @@ extension AccountsV1.ProfilesSnapshotResponse {
         .object([("epoch", .string(String(self.epoch))), ("sequence", .string(String(self.sequence))), ("profiles", .array(self.profiles.map { $0.jsonValue })), ("more", .bool(self.more))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"epoch":"#.utf8)
+        JSONText.quoted(self.epoch, into: &out)
+        out.append(contentsOf: #","sequence":"#.utf8)
+        JSONText.quoted(self.sequence, into: &out)
+        out.append(contentsOf: #","profiles":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.profiles.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","more":"#.utf8)
+        JSONText.bool(self.more, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4113,6 +4593,11 @@ extension AccountsV1.ExportMyDataRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4204,6 +4689,19 @@ extension AccountsV1.SessionInfo {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("createdAtMs", .string(String(self.createdAtMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("revokedAtMs", .string(String(self.revokedAtMs))), ("current", .bool(self.current))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(contentsOf: #","expiresAtMs":"#.utf8)
+        JSONText.quoted(self.expiresAtMs, into: &out)
+        out.append(contentsOf: #","revokedAtMs":"#.utf8)
+        JSONText.quoted(self.revokedAtMs, into: &out)
+        out.append(contentsOf: #","current":"#.utf8)
+        JSONText.bool(self.current, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4298,6 +4796,17 @@ extension AccountsV1.PasswordResetInfo {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("createdAtMs", .string(String(self.createdAtMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("usedAtMs", .string(String(self.usedAtMs)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(contentsOf: #","expiresAtMs":"#.utf8)
+        JSONText.quoted(self.expiresAtMs, into: &out)
+        out.append(contentsOf: #","usedAtMs":"#.utf8)
+        JSONText.quoted(self.usedAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4396,6 +4905,19 @@ extension AccountsV1.EmailInfo {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("address", .string(self.address)), ("subject", .string(self.subject)), ("status", .string(self.status)), ("createdAtMs", .string(String(self.createdAtMs)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"address":"#.utf8)
+        JSONValue.quote(self.address, into: &out)
+        out.append(contentsOf: #","subject":"#.utf8)
+        JSONValue.quote(self.subject, into: &out)
+        out.append(contentsOf: #","status":"#.utf8)
+        JSONValue.quote(self.status, into: &out)
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4508,6 +5030,41 @@ extension AccountsV1.ExportMyDataResponse {
         .object([("account", self.account.map { $0.jsonValue } ?? .null), ("sessions", .array(self.sessions.map { $0.jsonValue })), ("linked", .array(self.linked.map { $0.jsonValue })), ("passwordResets", .array(self.passwordResets.map { $0.jsonValue })), ("emails", .array(self.emails.map { $0.jsonValue }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"account":"#.utf8)
+        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","sessions":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.sessions.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","linked":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.linked.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","passwordResets":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.passwordResets.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","emails":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.emails.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4603,6 +5160,15 @@ extension AccountsV1.VerifyPasswordRequest {
         .object([("userId", .string(String(self.userId))), ("password", .string(self.password))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","password":"#.utf8)
+        JSONValue.quote(self.password, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4683,6 +5249,13 @@ extension AccountsV1.VerifyPasswordResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("valid", .bool(self.valid))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"valid":"#.utf8)
+        JSONText.bool(self.valid, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.

@@ -585,6 +585,19 @@ extension AlertsV1.Person {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(contentsOf: #","firstName":"#.utf8)
+        JSONValue.quote(self.firstName, into: &out)
+        out.append(contentsOf: #","lastName":"#.utf8)
+        JSONValue.quote(self.lastName, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -694,6 +707,23 @@ extension AlertsV1.AlertLocation {
         .object([("known", .bool(self.known)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("accuracyM", .number(Double(self.accuracyM))), ("fixTimeMs", .string(String(self.fixTimeMs))), ("placeName", .string(self.placeName))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"known":"#.utf8)
+        JSONText.bool(self.known, into: &out)
+        out.append(contentsOf: #","latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","accuracyM":"#.utf8)
+        JSONText.number(Double(self.accuracyM), into: &out)
+        out.append(contentsOf: #","fixTimeMs":"#.utf8)
+        JSONText.quoted(self.fixTimeMs, into: &out)
+        out.append(contentsOf: #","placeName":"#.utf8)
+        JSONValue.quote(self.placeName, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -790,6 +820,17 @@ extension AlertsV1.Watcher {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("person", self.person.map { $0.jsonValue } ?? .null), ("answer", .string(self.answer.protoName)), ("answeredAtMs", .string(String(self.answeredAtMs)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"person":"#.utf8)
+        if let value = self.person { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","answer":"#.utf8)
+        JSONValue.quote(self.answer.protoName, into: &out)
+        out.append(contentsOf: #","answeredAtMs":"#.utf8)
+        JSONText.quoted(self.answeredAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -913,6 +954,32 @@ extension AlertsV1.WatchSession {
         .object([("sessionId", .string(String(self.sessionId))), ("initiator", self.initiator.map { $0.jsonValue } ?? .null), ("note", .string(self.note)), ("state", .string(self.state.protoName)), ("startedAtMs", .string(String(self.startedAtMs))), ("endsAtMs", .string(String(self.endsAtMs))), ("endedAtMs", .string(String(self.endedAtMs))), ("watchers", .array(self.watchers.map { $0.jsonValue }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"sessionId":"#.utf8)
+        JSONText.quoted(self.sessionId, into: &out)
+        out.append(contentsOf: #","initiator":"#.utf8)
+        if let value = self.initiator { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","note":"#.utf8)
+        JSONValue.quote(self.note, into: &out)
+        out.append(contentsOf: #","state":"#.utf8)
+        JSONValue.quote(self.state.protoName, into: &out)
+        out.append(contentsOf: #","startedAtMs":"#.utf8)
+        JSONText.quoted(self.startedAtMs, into: &out)
+        out.append(contentsOf: #","endsAtMs":"#.utf8)
+        JSONText.quoted(self.endsAtMs, into: &out)
+        out.append(contentsOf: #","endedAtMs":"#.utf8)
+        JSONText.quoted(self.endedAtMs, into: &out)
+        out.append(contentsOf: #","watchers":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.watchers.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1009,6 +1076,15 @@ extension AlertsV1.StartWatchRequest {
         .object([("durationSeconds", .number(Double(self.durationSeconds))), ("note", .string(self.note))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"durationSeconds":"#.utf8)
+        JSONText.number(Double(self.durationSeconds), into: &out)
+        out.append(contentsOf: #","note":"#.utf8)
+        JSONValue.quote(self.note, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1093,6 +1169,13 @@ extension AlertsV1.StartWatchResponse {
         .object([("session", self.session.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"session":"#.utf8)
+        if let value = self.session { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1172,6 +1255,13 @@ extension AlertsV1.ExtendWatchRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("extraSeconds", .number(Double(self.extraSeconds)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"extraSeconds":"#.utf8)
+        JSONText.number(Double(self.extraSeconds), into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1257,6 +1347,13 @@ extension AlertsV1.ExtendWatchResponse {
         .object([("session", self.session.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"session":"#.utf8)
+        if let value = self.session { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1328,6 +1425,11 @@ extension AlertsV1.EndWatchRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1408,6 +1510,13 @@ extension AlertsV1.EndWatchResponse {
         .object([("session", self.session.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"session":"#.utf8)
+        if let value = self.session { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1479,6 +1588,11 @@ extension AlertsV1.GetWatchRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1563,6 +1677,20 @@ extension AlertsV1.GetWatchResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mine", self.mine.map { $0.jsonValue } ?? .null), ("watching", .array(self.watching.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"mine":"#.utf8)
+        if let value = self.mine { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","watching":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.watching.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1672,6 +1800,26 @@ extension AlertsV1.Recipient {
         .object([("person", self.person.map { $0.jsonValue } ?? .null), ("phone", .string(self.phone)), ("answer", .string(self.answer.protoName)), ("answeredAtMs", .string(String(self.answeredAtMs))), ("deliveries", .array(self.deliveries.map { $0.jsonValue }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"person":"#.utf8)
+        if let value = self.person { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","phone":"#.utf8)
+        JSONValue.quote(self.phone, into: &out)
+        out.append(contentsOf: #","answer":"#.utf8)
+        JSONValue.quote(self.answer.protoName, into: &out)
+        out.append(contentsOf: #","answeredAtMs":"#.utf8)
+        JSONText.quoted(self.answeredAtMs, into: &out)
+        out.append(contentsOf: #","deliveries":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.deliveries.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1767,6 +1915,17 @@ extension AlertsV1.DeliverySummary {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("channel", .string(self.channel.protoName)), ("status", .string(self.status.protoName)), ("attempts", .number(Double(self.attempts)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"channel":"#.utf8)
+        JSONValue.quote(self.channel.protoName, into: &out)
+        out.append(contentsOf: #","status":"#.utf8)
+        JSONValue.quote(self.status.protoName, into: &out)
+        out.append(contentsOf: #","attempts":"#.utf8)
+        JSONText.number(Double(self.attempts), into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1887,6 +2046,27 @@ extension AlertsV1.EmergencyPrompt {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("promptId", .string(String(self.promptId))), ("number", .string(self.number)), ("label", .string(self.label)), ("location", self.location.map { $0.jsonValue } ?? .null), ("createdAtMs", .string(String(self.createdAtMs))), ("reported", .bool(self.reported)), ("dialed", .bool(self.dialed)), ("reportedAtMs", .string(String(self.reportedAtMs)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"promptId":"#.utf8)
+        JSONText.quoted(self.promptId, into: &out)
+        out.append(contentsOf: #","number":"#.utf8)
+        JSONValue.quote(self.number, into: &out)
+        out.append(contentsOf: #","label":"#.utf8)
+        JSONValue.quote(self.label, into: &out)
+        out.append(contentsOf: #","location":"#.utf8)
+        if let value = self.location { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(contentsOf: #","reported":"#.utf8)
+        JSONText.bool(self.reported, into: &out)
+        out.append(contentsOf: #","dialed":"#.utf8)
+        JSONText.bool(self.dialed, into: &out)
+        out.append(contentsOf: #","reportedAtMs":"#.utf8)
+        JSONText.quoted(self.reportedAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2051,6 +2231,38 @@ extension AlertsV1.HelpAlert {
         return .object(fields)
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"alertId":"#.utf8)
+        JSONText.quoted(self.alertId, into: &out)
+        out.append(contentsOf: #","initiator":"#.utf8)
+        if let value = self.initiator { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","message":"#.utf8)
+        JSONValue.quote(self.message, into: &out)
+        out.append(contentsOf: #","location":"#.utf8)
+        if let value = self.location { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","state":"#.utf8)
+        JSONValue.quote(self.state.protoName, into: &out)
+        out.append(contentsOf: #","raisedAtMs":"#.utf8)
+        JSONText.quoted(self.raisedAtMs, into: &out)
+        out.append(contentsOf: #","resolvedAtMs":"#.utf8)
+        JSONText.quoted(self.resolvedAtMs, into: &out)
+        out.append(contentsOf: #","resolvedBy":"#.utf8)
+        JSONValue.quote(self.resolvedBy, into: &out)
+        out.append(contentsOf: #","recipients":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.recipients.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","emergency":"#.utf8)
+        if let value = self.emergency { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","escalation":"#.utf8)
+        if let value = self.escalation { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2170,6 +2382,21 @@ extension AlertsV1.Escalation {
         .object([("escalatedAtMs", .string(String(self.escalatedAtMs))), ("number", .string(self.number)), ("label", .string(self.label)), ("location", self.location.map { $0.jsonValue } ?? .null), ("resentTo", .number(Double(self.resentTo)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"escalatedAtMs":"#.utf8)
+        JSONText.quoted(self.escalatedAtMs, into: &out)
+        out.append(contentsOf: #","number":"#.utf8)
+        JSONValue.quote(self.number, into: &out)
+        out.append(contentsOf: #","label":"#.utf8)
+        JSONValue.quote(self.label, into: &out)
+        out.append(contentsOf: #","location":"#.utf8)
+        if let value = self.location { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","resentTo":"#.utf8)
+        JSONText.number(Double(self.resentTo), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2253,6 +2480,13 @@ extension AlertsV1.RaiseHelpNowRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("message", .string(self.message))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"message":"#.utf8)
+        JSONValue.quote(self.message, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2353,6 +2587,19 @@ extension AlertsV1.RaiseHelpNowResponse {
         .object([("alert", self.alert.map { $0.jsonValue } ?? .null), ("alreadyActive", .bool(self.alreadyActive)), ("notified", .number(Double(self.notified))), ("nobodyNotified", .bool(self.nobodyNotified))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"alert":"#.utf8)
+        if let value = self.alert { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","alreadyActive":"#.utf8)
+        JSONText.bool(self.alreadyActive, into: &out)
+        out.append(contentsOf: #","notified":"#.utf8)
+        JSONText.number(Double(self.notified), into: &out)
+        out.append(contentsOf: #","nobodyNotified":"#.utf8)
+        JSONText.bool(self.nobodyNotified, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2442,6 +2689,15 @@ extension AlertsV1.ResolveHelpNowRequest {
         .object([("alertId", .string(String(self.alertId))), ("operatorKey", .string(self.operatorKey))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"alertId":"#.utf8)
+        JSONText.quoted(self.alertId, into: &out)
+        out.append(contentsOf: #","operatorKey":"#.utf8)
+        JSONValue.quote(self.operatorKey, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2524,6 +2780,13 @@ extension AlertsV1.ResolveHelpNowResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("alert", self.alert.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"alert":"#.utf8)
+        if let value = self.alert { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2612,6 +2875,15 @@ extension AlertsV1.ReportEmergencyCallRequest {
         .object([("alertId", .string(String(self.alertId))), ("dialed", .bool(self.dialed))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"alertId":"#.utf8)
+        JSONText.quoted(self.alertId, into: &out)
+        out.append(contentsOf: #","dialed":"#.utf8)
+        JSONText.bool(self.dialed, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2696,6 +2968,13 @@ extension AlertsV1.ReportEmergencyCallResponse {
         .object([("emergency", self.emergency.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"emergency":"#.utf8)
+        if let value = self.emergency { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2767,6 +3046,11 @@ extension AlertsV1.GetHelpNowRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2851,6 +3135,20 @@ extension AlertsV1.GetHelpNowResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mine", self.mine.map { $0.jsonValue } ?? .null), ("others", .array(self.others.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"mine":"#.utf8)
+        if let value = self.mine { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","others":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.others.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2971,6 +3269,25 @@ extension AlertsV1.InboxItem {
         .object([("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("createdAtMs", .string(String(self.createdAtMs))), ("text", .string(self.text)), ("endsAtMs", .string(String(self.endsAtMs))), ("location", self.location.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"kind":"#.utf8)
+        JSONValue.quote(self.kind.protoName, into: &out)
+        out.append(contentsOf: #","requestId":"#.utf8)
+        JSONText.quoted(self.requestId, into: &out)
+        out.append(contentsOf: #","from":"#.utf8)
+        if let value = self.from { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(contentsOf: #","text":"#.utf8)
+        JSONValue.quote(self.text, into: &out)
+        out.append(contentsOf: #","endsAtMs":"#.utf8)
+        JSONText.quoted(self.endsAtMs, into: &out)
+        out.append(contentsOf: #","location":"#.utf8)
+        if let value = self.location { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3053,6 +3370,11 @@ extension AlertsV1.ListInboxRequest {
         .object([])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3133,6 +3455,20 @@ extension AlertsV1.ListInboxResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("items", .array(self.items.map { $0.jsonValue })), ("partial", .bool(self.partial))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"items":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.items.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","partial":"#.utf8)
+        JSONText.bool(self.partial, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3227,6 +3563,17 @@ extension AlertsV1.RespondInboxRequest {
         .object([("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("action", .string(self.action.protoName))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"kind":"#.utf8)
+        JSONValue.quote(self.kind.protoName, into: &out)
+        out.append(contentsOf: #","requestId":"#.utf8)
+        JSONText.quoted(self.requestId, into: &out)
+        out.append(contentsOf: #","action":"#.utf8)
+        JSONValue.quote(self.action.protoName, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3300,6 +3647,11 @@ extension AlertsV1.RespondInboxResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3391,6 +3743,19 @@ extension AlertsV1.Device {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("token", .string(self.token)), ("platform", .string(self.platform.protoName)), ("appVersion", .string(self.appVersion)), ("registeredAtMs", .string(String(self.registeredAtMs)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"token":"#.utf8)
+        JSONValue.quote(self.token, into: &out)
+        out.append(contentsOf: #","platform":"#.utf8)
+        JSONValue.quote(self.platform.protoName, into: &out)
+        out.append(contentsOf: #","appVersion":"#.utf8)
+        JSONValue.quote(self.appVersion, into: &out)
+        out.append(contentsOf: #","registeredAtMs":"#.utf8)
+        JSONText.quoted(self.registeredAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3487,6 +3852,17 @@ extension AlertsV1.RegisterDeviceRequest {
         .object([("token", .string(self.token)), ("platform", .string(self.platform.protoName)), ("appVersion", .string(self.appVersion))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"token":"#.utf8)
+        JSONValue.quote(self.token, into: &out)
+        out.append(contentsOf: #","platform":"#.utf8)
+        JSONValue.quote(self.platform.protoName, into: &out)
+        out.append(contentsOf: #","appVersion":"#.utf8)
+        JSONValue.quote(self.appVersion, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3572,6 +3948,13 @@ extension AlertsV1.RegisterDeviceResponse {
         .object([("device", self.device.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"device":"#.utf8)
+        if let value = self.device { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3653,6 +4036,13 @@ extension AlertsV1.UnregisterDeviceRequest {
         .object([("token", .string(self.token))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"token":"#.utf8)
+        JSONValue.quote(self.token, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3726,6 +4116,11 @@ extension AlertsV1.UnregisterDeviceResponse {
         .object([])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3792,6 +4187,11 @@ extension AlertsV1.ListDevicesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3869,6 +4269,18 @@ extension AlertsV1.ListDevicesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("devices", .array(self.devices.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"devices":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.devices.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4040,6 +4452,46 @@ extension AlertsV1.Delivery {
         return .object(fields)
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"deliveryId":"#.utf8)
+        JSONText.quoted(self.deliveryId, into: &out)
+        out.append(contentsOf: #","source":"#.utf8)
+        JSONValue.quote(self.source, into: &out)
+        out.append(contentsOf: #","channel":"#.utf8)
+        JSONValue.quote(self.channel.protoName, into: &out)
+        out.append(contentsOf: #","recipientUserId":"#.utf8)
+        JSONText.quoted(self.recipientUserId, into: &out)
+        out.append(contentsOf: #","address":"#.utf8)
+        JSONValue.quote(self.address, into: &out)
+        out.append(contentsOf: #","body":"#.utf8)
+        JSONValue.quote(self.body, into: &out)
+        out.append(contentsOf: #","status":"#.utf8)
+        JSONValue.quote(self.status.protoName, into: &out)
+        out.append(contentsOf: #","attempts":"#.utf8)
+        JSONText.number(Double(self.attempts), into: &out)
+        out.append(contentsOf: #","lastError":"#.utf8)
+        JSONValue.quote(self.lastError, into: &out)
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(contentsOf: #","updatedAtMs":"#.utf8)
+        JSONText.quoted(self.updatedAtMs, into: &out)
+        out.append(contentsOf: #","nextAttemptAtMs":"#.utf8)
+        JSONText.quoted(self.nextAttemptAtMs, into: &out)
+        out.append(contentsOf: #","provider":"#.utf8)
+        JSONValue.quote(self.provider, into: &out)
+        out.append(contentsOf: #","reference":"#.utf8)
+        JSONValue.quote(self.reference, into: &out)
+        out.append(contentsOf: #","attemptLog":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.attemptLog.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4173,6 +4625,27 @@ extension AlertsV1.DeliveryAttempt {
         .object([("attempt", .number(Double(self.attempt))), ("startedAtMs", .string(String(self.startedAtMs))), ("finishedAtMs", .string(String(self.finishedAtMs))), ("provider", .string(self.provider)), ("outcome", .string(self.outcome.protoName)), ("reference", .string(self.reference)), ("error", .string(self.error)), ("retryAfterMs", .string(String(self.retryAfterMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"attempt":"#.utf8)
+        JSONText.number(Double(self.attempt), into: &out)
+        out.append(contentsOf: #","startedAtMs":"#.utf8)
+        JSONText.quoted(self.startedAtMs, into: &out)
+        out.append(contentsOf: #","finishedAtMs":"#.utf8)
+        JSONText.quoted(self.finishedAtMs, into: &out)
+        out.append(contentsOf: #","provider":"#.utf8)
+        JSONValue.quote(self.provider, into: &out)
+        out.append(contentsOf: #","outcome":"#.utf8)
+        JSONValue.quote(self.outcome.protoName, into: &out)
+        out.append(contentsOf: #","reference":"#.utf8)
+        JSONValue.quote(self.reference, into: &out)
+        out.append(contentsOf: #","error":"#.utf8)
+        JSONValue.quote(self.error, into: &out)
+        out.append(contentsOf: #","retryAfterMs":"#.utf8)
+        JSONText.quoted(self.retryAfterMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4281,6 +4754,21 @@ extension AlertsV1.ListOutboxRequest {
         .object([("operatorKey", .string(self.operatorKey)), ("status", .string(self.status.protoName)), ("recipientUserId", .string(String(self.recipientUserId))), ("beforeId", .string(String(self.beforeId))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"operatorKey":"#.utf8)
+        JSONValue.quote(self.operatorKey, into: &out)
+        out.append(contentsOf: #","status":"#.utf8)
+        JSONValue.quote(self.status.protoName, into: &out)
+        out.append(contentsOf: #","recipientUserId":"#.utf8)
+        JSONText.quoted(self.recipientUserId, into: &out)
+        out.append(contentsOf: #","beforeId":"#.utf8)
+        JSONText.quoted(self.beforeId, into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4367,6 +4855,18 @@ extension AlertsV1.ListOutboxResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("deliveries", .array(self.deliveries.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"deliveries":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.deliveries.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4470,6 +4970,21 @@ extension AlertsV1.Resource {
         .object([("campus", .string(self.campus)), ("title", .string(self.title)), ("detail", .string(self.detail)), ("phone", .string(self.phone)), ("url", .string(self.url))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"campus":"#.utf8)
+        JSONValue.quote(self.campus, into: &out)
+        out.append(contentsOf: #","title":"#.utf8)
+        JSONValue.quote(self.title, into: &out)
+        out.append(contentsOf: #","detail":"#.utf8)
+        JSONValue.quote(self.detail, into: &out)
+        out.append(contentsOf: #","phone":"#.utf8)
+        JSONValue.quote(self.phone, into: &out)
+        out.append(contentsOf: #","url":"#.utf8)
+        JSONValue.quote(self.url, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4571,6 +5086,17 @@ extension AlertsV1.ImportResourcesRequest {
         .object([("operatorKey", .string(self.operatorKey)), ("campus", .string(self.campus)), ("data", .bytes(self.data))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"operatorKey":"#.utf8)
+        JSONValue.quote(self.operatorKey, into: &out)
+        out.append(contentsOf: #","campus":"#.utf8)
+        JSONValue.quote(self.campus, into: &out)
+        out.append(contentsOf: #","data":"#.utf8)
+        JSONText.bytes(self.data, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4660,6 +5186,20 @@ extension AlertsV1.ImportResourcesResponse {
         .object([("imported", .number(Double(self.imported))), ("campuses", .array(self.campuses.map { .string($0) }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"imported":"#.utf8)
+        JSONText.number(Double(self.imported), into: &out)
+        out.append(contentsOf: #","campuses":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.campuses.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4742,6 +5282,13 @@ extension AlertsV1.ListResourcesRequest {
         .object([("campus", .string(self.campus))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"campus":"#.utf8)
+        JSONValue.quote(self.campus, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4822,6 +5369,18 @@ extension AlertsV1.ListResourcesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("resources", .array(self.resources.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"resources":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.resources.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4968,6 +5527,33 @@ extension AlertsV1.CheckInTimer {
         return .object(fields)
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"timerId":"#.utf8)
+        JSONText.quoted(self.timerId, into: &out)
+        out.append(contentsOf: #","note":"#.utf8)
+        JSONValue.quote(self.note, into: &out)
+        out.append(contentsOf: #","state":"#.utf8)
+        JSONValue.quote(self.state.protoName, into: &out)
+        out.append(contentsOf: #","startedAtMs":"#.utf8)
+        JSONText.quoted(self.startedAtMs, into: &out)
+        out.append(contentsOf: #","dueAtMs":"#.utf8)
+        JSONText.quoted(self.dueAtMs, into: &out)
+        out.append(contentsOf: #","warnAtMs":"#.utf8)
+        JSONText.quoted(self.warnAtMs, into: &out)
+        out.append(contentsOf: #","warnedAtMs":"#.utf8)
+        JSONText.quoted(self.warnedAtMs, into: &out)
+        out.append(contentsOf: #","endedAtMs":"#.utf8)
+        JSONText.quoted(self.endedAtMs, into: &out)
+        out.append(contentsOf: #","alertId":"#.utf8)
+        JSONText.quoted(self.alertId, into: &out)
+        out.append(contentsOf: #","hasPin":"#.utf8)
+        JSONText.bool(self.hasPin, into: &out)
+        out.append(contentsOf: #","failedAttempts":"#.utf8)
+        JSONText.number(Double(self.failedAttempts), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5076,6 +5662,19 @@ extension AlertsV1.StartTimerRequest {
         .object([("dueAtMs", .string(String(self.dueAtMs))), ("minutes", .number(Double(self.minutes))), ("note", .string(self.note)), ("pin", .string(self.pin))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"dueAtMs":"#.utf8)
+        JSONText.quoted(self.dueAtMs, into: &out)
+        out.append(contentsOf: #","minutes":"#.utf8)
+        JSONText.number(Double(self.minutes), into: &out)
+        out.append(contentsOf: #","note":"#.utf8)
+        JSONValue.quote(self.note, into: &out)
+        out.append(contentsOf: #","pin":"#.utf8)
+        JSONValue.quote(self.pin, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5160,6 +5759,13 @@ extension AlertsV1.StartTimerResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("timer", self.timer.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"timer":"#.utf8)
+        if let value = self.timer { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5248,6 +5854,15 @@ extension AlertsV1.EndTimerRequest {
         .object([("password", .string(self.password)), ("pin", .string(self.pin))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"password":"#.utf8)
+        JSONValue.quote(self.password, into: &out)
+        out.append(contentsOf: #","pin":"#.utf8)
+        JSONValue.quote(self.pin, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5332,6 +5947,13 @@ extension AlertsV1.EndTimerResponse {
         .object([("timer", self.timer.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"timer":"#.utf8)
+        if let value = self.timer { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5403,6 +6025,11 @@ extension AlertsV1.GetTimerRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5481,6 +6108,13 @@ extension AlertsV1.GetTimerResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("timer", self.timer.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"timer":"#.utf8)
+        if let value = self.timer { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5603,6 +6237,27 @@ extension AlertsV1.AlertEvent {
         .object([("kind", .string(self.kind.protoName)), ("requestId", .string(String(self.requestId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("text", .string(self.text)), ("atMs", .string(String(self.atMs))), ("answer", .string(self.answer.protoName)), ("location", self.location.map { $0.jsonValue } ?? .null), ("endsAtMs", .string(String(self.endsAtMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"kind":"#.utf8)
+        JSONValue.quote(self.kind.protoName, into: &out)
+        out.append(contentsOf: #","requestId":"#.utf8)
+        JSONText.quoted(self.requestId, into: &out)
+        out.append(contentsOf: #","from":"#.utf8)
+        if let value = self.from { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","text":"#.utf8)
+        JSONValue.quote(self.text, into: &out)
+        out.append(contentsOf: #","atMs":"#.utf8)
+        JSONText.quoted(self.atMs, into: &out)
+        out.append(contentsOf: #","answer":"#.utf8)
+        JSONValue.quote(self.answer.protoName, into: &out)
+        out.append(contentsOf: #","location":"#.utf8)
+        if let value = self.location { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","endsAtMs":"#.utf8)
+        JSONText.quoted(self.endsAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5706,6 +6361,27 @@ extension AlertsV1.EraseUserRequest {
         .object([("userId", .string(String(self.userId))), ("addresses", .array(self.addresses.map { .string($0) })), ("traces", .array(self.traces.map { .string($0) }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","addresses":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.addresses.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","traces":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.traces.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5789,6 +6465,13 @@ extension AlertsV1.EraseUserResponse {
         .object([("erased", .number(Double(self.erased)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"erased":"#.utf8)
+        JSONText.number(Double(self.erased), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5860,6 +6543,11 @@ extension AlertsV1.ExportMyDataRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5973,6 +6661,60 @@ extension AlertsV1.ExportMyDataResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("watches", .array(self.watches.map { $0.jsonValue })), ("watched", .array(self.watched.map { $0.jsonValue })), ("alerts", .array(self.alerts.map { $0.jsonValue })), ("alertsReceived", .array(self.alertsReceived.map { $0.jsonValue })), ("devices", .array(self.devices.map { $0.jsonValue })), ("deliveries", .array(self.deliveries.map { $0.jsonValue })), ("timers", .array(self.timers.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"watches":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.watches.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","watched":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.watched.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","alerts":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.alerts.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","alertsReceived":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.alertsReceived.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","devices":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.devices.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","deliveries":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.deliveries.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","timers":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.timers.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.

@@ -292,6 +292,43 @@ extension CommonV1.Envelope {
         return .object(fields)
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"version":"#.utf8)
+        JSONText.number(Double(self.version), into: &out)
+        out.append(contentsOf: #","kind":"#.utf8)
+        JSONValue.quote(self.kind.protoName, into: &out)
+        out.append(contentsOf: #","requestId":"#.utf8)
+        JSONText.quoted(self.requestId, into: &out)
+        out.append(contentsOf: #","method":"#.utf8)
+        JSONValue.quote(self.method, into: &out)
+        out.append(contentsOf: #","callerUserId":"#.utf8)
+        JSONText.quoted(self.callerUserId, into: &out)
+        out.append(contentsOf: #","sessionToken":"#.utf8)
+        JSONValue.quote(self.sessionToken, into: &out)
+        out.append(contentsOf: #","idempotencyKey":"#.utf8)
+        JSONValue.quote(self.idempotencyKey, into: &out)
+        out.append(contentsOf: #","deadlineMs":"#.utf8)
+        JSONText.number(Double(self.deadlineMs), into: &out)
+        out.append(contentsOf: #","status":"#.utf8)
+        JSONValue.quote(self.status.protoName, into: &out)
+        out.append(contentsOf: #","statusMessage":"#.utf8)
+        JSONValue.quote(self.statusMessage, into: &out)
+        out.append(contentsOf: #","payload":"#.utf8)
+        JSONText.bytes(self.payload, into: &out)
+        out.append(contentsOf: #","sequence":"#.utf8)
+        JSONText.quoted(self.sequence, into: &out)
+        out.append(contentsOf: #","epoch":"#.utf8)
+        JSONText.quoted(self.epoch, into: &out)
+        out.append(contentsOf: #","clientAddress":"#.utf8)
+        JSONValue.quote(self.clientAddress, into: &out)
+        out.append(contentsOf: #","sessionId":"#.utf8)
+        JSONText.bytes(self.sessionId, into: &out)
+        out.append(contentsOf: #","notStarted":"#.utf8)
+        JSONText.bool(self.notStarted, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -398,6 +435,13 @@ extension CommonV1.PingRequest {
         .object([("echo", .bytes(self.echo))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"echo":"#.utf8)
+        JSONText.bytes(self.echo, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -500,6 +544,19 @@ extension CommonV1.PingResponse {
         .object([("service", .string(self.service)), ("echo", .bytes(self.echo)), ("version", .string(self.version)), ("uptimeMs", .string(String(self.uptimeMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"service":"#.utf8)
+        JSONValue.quote(self.service, into: &out)
+        out.append(contentsOf: #","echo":"#.utf8)
+        JSONText.bytes(self.echo, into: &out)
+        out.append(contentsOf: #","version":"#.utf8)
+        JSONValue.quote(self.version, into: &out)
+        out.append(contentsOf: #","uptimeMs":"#.utf8)
+        JSONText.quoted(self.uptimeMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -590,6 +647,13 @@ extension CommonV1.MetricsRequest {
         .object([("token", .bytes(self.token))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"token":"#.utf8)
+        JSONText.bytes(self.token, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -671,6 +735,13 @@ extension CommonV1.MetricsResponse {
         .object([("exposition", .string(self.exposition))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"exposition":"#.utf8)
+        JSONValue.quote(self.exposition, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -742,6 +813,11 @@ extension CommonV1.SubscribeRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -820,6 +896,13 @@ extension CommonV1.SubscribeResponse {
         .object([("heartbeatIntervalMs", .number(Double(self.heartbeatIntervalMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"heartbeatIntervalMs":"#.utf8)
+        JSONText.number(Double(self.heartbeatIntervalMs), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -893,6 +976,11 @@ extension CommonV1.UnsubscribeRequest {
         .object([])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -959,6 +1047,11 @@ extension CommonV1.UnsubscribeResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.

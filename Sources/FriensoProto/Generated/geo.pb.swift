@@ -265,6 +265,21 @@ extension GeoV1.Fix {
         .object([("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("accuracyM", .number(Double(self.accuracyM))), ("deviceTimeMs", .string(String(self.deviceTimeMs))), ("receivedAtMs", .string(String(self.receivedAtMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","accuracyM":"#.utf8)
+        JSONText.number(Double(self.accuracyM), into: &out)
+        out.append(contentsOf: #","deviceTimeMs":"#.utf8)
+        JSONText.quoted(self.deviceTimeMs, into: &out)
+        out.append(contentsOf: #","receivedAtMs":"#.utf8)
+        JSONText.quoted(self.receivedAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -375,6 +390,23 @@ extension GeoV1.UpdateLocationRequest {
         .object([("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("accuracyM", .number(Double(self.accuracyM))), ("deviceTimeMs", .string(String(self.deviceTimeMs))), ("setStatus", .bool(self.setStatus)), ("status", .string(self.status))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","accuracyM":"#.utf8)
+        JSONText.number(Double(self.accuracyM), into: &out)
+        out.append(contentsOf: #","deviceTimeMs":"#.utf8)
+        JSONText.quoted(self.deviceTimeMs, into: &out)
+        out.append(contentsOf: #","setStatus":"#.utf8)
+        JSONText.bool(self.setStatus, into: &out)
+        out.append(contentsOf: #","status":"#.utf8)
+        JSONValue.quote(self.status, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -459,6 +491,13 @@ extension GeoV1.UpdateLocationResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("becameLatest", .bool(self.becameLatest))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"becameLatest":"#.utf8)
+        JSONText.bool(self.becameLatest, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -557,6 +596,19 @@ extension GeoV1.SharingSettings {
         .object([("shareWithFriends", .bool(self.shareWithFriends)), ("ghost", .bool(self.ghost)), ("proximityAlerts", .bool(self.proximityAlerts)), ("proximityM", .number(Double(self.proximityM)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"shareWithFriends":"#.utf8)
+        JSONText.bool(self.shareWithFriends, into: &out)
+        out.append(contentsOf: #","ghost":"#.utf8)
+        JSONText.bool(self.ghost, into: &out)
+        out.append(contentsOf: #","proximityAlerts":"#.utf8)
+        JSONText.bool(self.proximityAlerts, into: &out)
+        out.append(contentsOf: #","proximityM":"#.utf8)
+        JSONText.number(Double(self.proximityM), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -631,6 +683,11 @@ extension GeoV1.GetSharingRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -709,6 +766,13 @@ extension GeoV1.GetSharingResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"settings":"#.utf8)
+        if let value = self.settings { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -800,6 +864,20 @@ extension GeoV1.UpdateSharingRequest {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null), ("fields", .array(self.fields.map { .string($0) }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"settings":"#.utf8)
+        if let value = self.settings { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","fields":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.fields.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -882,6 +960,13 @@ extension GeoV1.UpdateSharingResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"settings":"#.utf8)
+        if let value = self.settings { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -997,6 +1082,25 @@ extension GeoV1.FriendLocation {
         .object([("userId", .string(String(self.userId))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("ageMs", .string(String(self.ageMs))), ("status", .string(self.status)), ("around", .string(self.around)), ("distanceM", .number(Double(self.distanceM))), ("precision", .string(self.precision.protoName))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","fix":"#.utf8)
+        if let value = self.fix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","ageMs":"#.utf8)
+        JSONText.quoted(self.ageMs, into: &out)
+        out.append(contentsOf: #","status":"#.utf8)
+        JSONValue.quote(self.status, into: &out)
+        out.append(contentsOf: #","around":"#.utf8)
+        JSONValue.quote(self.around, into: &out)
+        out.append(contentsOf: #","distanceM":"#.utf8)
+        JSONText.number(Double(self.distanceM), into: &out)
+        out.append(contentsOf: #","precision":"#.utf8)
+        JSONValue.quote(self.precision.protoName, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1076,6 +1180,11 @@ extension GeoV1.FriendsLocationsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1160,6 +1269,20 @@ extension GeoV1.FriendsLocationsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("friends", .array(self.friends.map { $0.jsonValue })), ("you", self.you.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"friends":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.friends.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","you":"#.utf8)
+        if let value = self.you { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1256,6 +1379,17 @@ extension GeoV1.NearbyRequest {
         .object([("radiusM", .number(Double(self.radiusM))), ("limit", .number(Double(self.limit))), ("excludeExchanged", .bool(self.excludeExchanged))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"radiusM":"#.utf8)
+        JSONText.number(Double(self.radiusM), into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(contentsOf: #","excludeExchanged":"#.utf8)
+        JSONText.bool(self.excludeExchanged, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1344,6 +1478,15 @@ extension GeoV1.NearbyUser {
         .object([("userId", .string(String(self.userId))), ("distanceM", .number(Double(self.distanceM)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","distanceM":"#.utf8)
+        JSONText.number(Double(self.distanceM), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1427,6 +1570,18 @@ extension GeoV1.NearbyResponse {
         .object([("users", .array(self.users.map { $0.jsonValue }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"users":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.users.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1506,6 +1661,13 @@ extension GeoV1.NavigateRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1608,6 +1770,19 @@ extension GeoV1.NavigateResponse {
         .object([("distanceM", .number(Double(self.distanceM))), ("bearingDeg", .number(Double(self.bearingDeg))), ("theirFix", self.theirFix.map { $0.jsonValue } ?? .null), ("yourFix", self.yourFix.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"distanceM":"#.utf8)
+        JSONText.number(Double(self.distanceM), into: &out)
+        out.append(contentsOf: #","bearingDeg":"#.utf8)
+        JSONText.number(Double(self.bearingDeg), into: &out)
+        out.append(contentsOf: #","theirFix":"#.utf8)
+        if let value = self.theirFix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","yourFix":"#.utf8)
+        if let value = self.yourFix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1686,6 +1861,11 @@ extension GeoV1.DeleteHistoryRequest {
         .object([])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1760,6 +1940,13 @@ extension GeoV1.DeleteHistoryResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("deleted", .string(String(self.deleted)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"deleted":"#.utf8)
+        JSONText.quoted(self.deleted, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1841,6 +2028,13 @@ extension GeoV1.LatestLocationRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1936,6 +2130,17 @@ extension GeoV1.LatestLocationResponse {
         .object([("found", .bool(self.found)), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("placeName", .string(self.placeName))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"found":"#.utf8)
+        JSONText.bool(self.found, into: &out)
+        out.append(contentsOf: #","fix":"#.utf8)
+        if let value = self.fix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","placeName":"#.utf8)
+        JSONValue.quote(self.placeName, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2022,6 +2227,15 @@ extension GeoV1.CheckInAccessRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("viewerId", .string(String(self.viewerId))), ("ownerId", .string(String(self.ownerId)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"viewerId":"#.utf8)
+        JSONText.quoted(self.viewerId, into: &out)
+        out.append(contentsOf: #","ownerId":"#.utf8)
+        JSONText.quoted(self.ownerId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2113,6 +2327,15 @@ extension GeoV1.CheckInAccessResponse {
         .object([("visible", .bool(self.visible)), ("mediaId", .string(self.mediaId))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"visible":"#.utf8)
+        JSONText.bool(self.visible, into: &out)
+        out.append(contentsOf: #","mediaId":"#.utf8)
+        JSONValue.quote(self.mediaId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2193,6 +2416,13 @@ extension GeoV1.GetPlaceRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("placeId", .string(String(self.placeId)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"placeId":"#.utf8)
+        JSONText.quoted(self.placeId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2281,6 +2511,15 @@ extension GeoV1.GetPlaceResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("found", .bool(self.found)), ("place", self.place.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"found":"#.utf8)
+        JSONText.bool(self.found, into: &out)
+        out.append(contentsOf: #","place":"#.utf8)
+        if let value = self.place { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2385,6 +2624,21 @@ extension GeoV1.LocationEvent {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("status", .string(self.status)), ("around", .string(self.around)), ("precision", .string(self.precision.protoName))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","fix":"#.utf8)
+        if let value = self.fix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","status":"#.utf8)
+        JSONValue.quote(self.status, into: &out)
+        out.append(contentsOf: #","around":"#.utf8)
+        JSONValue.quote(self.around, into: &out)
+        out.append(contentsOf: #","precision":"#.utf8)
+        JSONValue.quote(self.precision.protoName, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2494,6 +2748,21 @@ extension GeoV1.AuditEntry {
         .object([("viewerId", .string(String(self.viewerId))), ("kind", .string(self.kind.protoName)), ("hourStartMs", .string(String(self.hourStartMs))), ("count", .number(Double(self.count))), ("linkId", .string(String(self.linkId)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"viewerId":"#.utf8)
+        JSONText.quoted(self.viewerId, into: &out)
+        out.append(contentsOf: #","kind":"#.utf8)
+        JSONValue.quote(self.kind.protoName, into: &out)
+        out.append(contentsOf: #","hourStartMs":"#.utf8)
+        JSONText.quoted(self.hourStartMs, into: &out)
+        out.append(contentsOf: #","count":"#.utf8)
+        JSONText.number(Double(self.count), into: &out)
+        out.append(contentsOf: #","linkId":"#.utf8)
+        JSONText.quoted(self.linkId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2586,6 +2855,15 @@ extension GeoV1.ListAuditRequest {
         .object([("sinceMs", .string(String(self.sinceMs))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"sinceMs":"#.utf8)
+        JSONText.quoted(self.sinceMs, into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2672,6 +2950,20 @@ extension GeoV1.ListAuditResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("entries", .array(self.entries.map { $0.jsonValue })), ("retentionDays", .string(String(self.retentionDays)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"entries":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.entries.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","retentionDays":"#.utf8)
+        JSONText.quoted(self.retentionDays, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2786,6 +3078,25 @@ extension GeoV1.ShareLink {
         .object([("linkId", .string(String(self.linkId))), ("token", .string(self.token)), ("label", .string(self.label)), ("createdAtMs", .string(String(self.createdAtMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("revokedAtMs", .string(String(self.revokedAtMs))), ("views", .number(Double(self.views)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"linkId":"#.utf8)
+        JSONText.quoted(self.linkId, into: &out)
+        out.append(contentsOf: #","token":"#.utf8)
+        JSONValue.quote(self.token, into: &out)
+        out.append(contentsOf: #","label":"#.utf8)
+        JSONValue.quote(self.label, into: &out)
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(contentsOf: #","expiresAtMs":"#.utf8)
+        JSONText.quoted(self.expiresAtMs, into: &out)
+        out.append(contentsOf: #","revokedAtMs":"#.utf8)
+        JSONText.quoted(self.revokedAtMs, into: &out)
+        out.append(contentsOf: #","views":"#.utf8)
+        JSONText.number(Double(self.views), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2878,6 +3189,15 @@ extension GeoV1.CreateShareLinkRequest {
         .object([("minutes", .number(Double(self.minutes))), ("label", .string(self.label))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"minutes":"#.utf8)
+        JSONText.number(Double(self.minutes), into: &out)
+        out.append(contentsOf: #","label":"#.utf8)
+        JSONValue.quote(self.label, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2967,6 +3287,15 @@ extension GeoV1.CreateShareLinkResponse {
         .object([("link", self.link.map { $0.jsonValue } ?? .null), ("path", .string(self.path))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"link":"#.utf8)
+        if let value = self.link { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","path":"#.utf8)
+        JSONValue.quote(self.path, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3039,6 +3368,11 @@ extension GeoV1.ListShareLinksRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3116,6 +3450,18 @@ extension GeoV1.ListShareLinksResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("links", .array(self.links.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"links":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.links.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3197,6 +3543,13 @@ extension GeoV1.RevokeShareLinkRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("linkId", .string(String(self.linkId)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"linkId":"#.utf8)
+        JSONText.quoted(self.linkId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3282,6 +3635,13 @@ extension GeoV1.RevokeShareLinkResponse {
         .object([("link", self.link.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"link":"#.utf8)
+        if let value = self.link { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3361,6 +3721,13 @@ extension GeoV1.ViewShareLinkRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("token", .string(self.token))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"token":"#.utf8)
+        JSONValue.quote(self.token, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3466,6 +3833,21 @@ extension GeoV1.ViewShareLinkResponse {
         .object([("label", .string(self.label)), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("ageMs", .string(String(self.ageMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("around", .string(self.around))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"label":"#.utf8)
+        JSONValue.quote(self.label, into: &out)
+        out.append(contentsOf: #","fix":"#.utf8)
+        if let value = self.fix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","ageMs":"#.utf8)
+        JSONText.quoted(self.ageMs, into: &out)
+        out.append(contentsOf: #","expiresAtMs":"#.utf8)
+        JSONText.quoted(self.expiresAtMs, into: &out)
+        out.append(contentsOf: #","around":"#.utf8)
+        JSONValue.quote(self.around, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3556,6 +3938,15 @@ extension GeoV1.PrecisionSetting {
         .object([("userId", .string(String(self.userId))), ("precision", .string(self.precision.protoName))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","precision":"#.utf8)
+        JSONValue.quote(self.precision.protoName, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3643,6 +4034,15 @@ extension GeoV1.SetPrecisionRequest {
         .object([("userId", .string(String(self.userId))), ("precision", .string(self.precision.protoName))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","precision":"#.utf8)
+        JSONValue.quote(self.precision.protoName, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3715,6 +4115,11 @@ extension GeoV1.GetPrecisionRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3797,6 +4202,20 @@ extension GeoV1.GetPrecisionResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("defaultPrecision", .string(self.defaultPrecision.protoName)), ("settings", .array(self.settings.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"defaultPrecision":"#.utf8)
+        JSONValue.quote(self.defaultPrecision.protoName, into: &out)
+        out.append(contentsOf: #","settings":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.settings.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3916,6 +4335,27 @@ extension GeoV1.Zone {
         .object([("zoneId", .string(String(self.zoneId))), ("label", .string(self.label)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("radiusM", .number(Double(self.radiusM))), ("privacy", .string(self.privacy.protoName)), ("keepHistory", .bool(self.keepHistory)), ("inside", .bool(self.inside))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"zoneId":"#.utf8)
+        JSONText.quoted(self.zoneId, into: &out)
+        out.append(contentsOf: #","label":"#.utf8)
+        JSONValue.quote(self.label, into: &out)
+        out.append(contentsOf: #","latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","radiusM":"#.utf8)
+        JSONText.number(Double(self.radiusM), into: &out)
+        out.append(contentsOf: #","privacy":"#.utf8)
+        JSONValue.quote(self.privacy.protoName, into: &out)
+        out.append(contentsOf: #","keepHistory":"#.utf8)
+        JSONText.bool(self.keepHistory, into: &out)
+        out.append(contentsOf: #","inside":"#.utf8)
+        JSONText.bool(self.inside, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4006,6 +4446,13 @@ extension GeoV1.SetZoneRequest {
         .object([("zone", self.zone.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"zone":"#.utf8)
+        if let value = self.zone { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4089,6 +4536,13 @@ extension GeoV1.SetZoneResponse {
         .object([("zone", self.zone.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"zone":"#.utf8)
+        if let value = self.zone { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4160,6 +4614,11 @@ extension GeoV1.ListZonesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4237,6 +4696,18 @@ extension GeoV1.ListZonesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("zones", .array(self.zones.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"zones":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.zones.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4320,6 +4791,13 @@ extension GeoV1.DeleteZoneRequest {
         .object([("zoneId", .string(String(self.zoneId)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"zoneId":"#.utf8)
+        JSONText.quoted(self.zoneId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4399,6 +4877,13 @@ extension GeoV1.DeleteZoneResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("deleted", .bool(self.deleted))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"deleted":"#.utf8)
+        JSONText.bool(self.deleted, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4522,6 +5007,29 @@ extension GeoV1.PlaceAlert {
         .object([("alertId", .string(String(self.alertId))), ("viewerId", .string(String(self.viewerId))), ("subjectId", .string(String(self.subjectId))), ("zoneId", .string(String(self.zoneId))), ("placeId", .string(String(self.placeId))), ("label", .string(self.label)), ("onArrive", .bool(self.onArrive)), ("onLeave", .bool(self.onLeave)), ("createdAtMs", .string(String(self.createdAtMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"alertId":"#.utf8)
+        JSONText.quoted(self.alertId, into: &out)
+        out.append(contentsOf: #","viewerId":"#.utf8)
+        JSONText.quoted(self.viewerId, into: &out)
+        out.append(contentsOf: #","subjectId":"#.utf8)
+        JSONText.quoted(self.subjectId, into: &out)
+        out.append(contentsOf: #","zoneId":"#.utf8)
+        JSONText.quoted(self.zoneId, into: &out)
+        out.append(contentsOf: #","placeId":"#.utf8)
+        JSONText.quoted(self.placeId, into: &out)
+        out.append(contentsOf: #","label":"#.utf8)
+        JSONValue.quote(self.label, into: &out)
+        out.append(contentsOf: #","onArrive":"#.utf8)
+        JSONText.bool(self.onArrive, into: &out)
+        out.append(contentsOf: #","onLeave":"#.utf8)
+        JSONText.bool(self.onLeave, into: &out)
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4621,6 +5129,15 @@ extension GeoV1.AllowPlaceAlertsRequest {
         .object([("userId", .string(String(self.userId))), ("allowed", .bool(self.allowed))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","allowed":"#.utf8)
+        JSONText.bool(self.allowed, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4702,6 +5219,18 @@ extension GeoV1.AllowPlaceAlertsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("allowed", .array(self.allowed.map { .string(String($0)) }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"allowed":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.allowed.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4790,6 +5319,15 @@ extension GeoV1.ZoneLabel {
         .object([("zoneId", .string(String(self.zoneId))), ("label", .string(self.label))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"zoneId":"#.utf8)
+        JSONText.quoted(self.zoneId, into: &out)
+        out.append(contentsOf: #","label":"#.utf8)
+        JSONValue.quote(self.label, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4872,6 +5410,13 @@ extension GeoV1.ListPlaceAlertTargetsRequest {
         .object([("subjectId", .string(String(self.subjectId)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"subjectId":"#.utf8)
+        JSONText.quoted(self.subjectId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4952,6 +5497,18 @@ extension GeoV1.ListPlaceAlertTargetsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("zones", .array(self.zones.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"zones":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.zones.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5055,6 +5612,21 @@ extension GeoV1.CreatePlaceAlertRequest {
         .object([("subjectId", .string(String(self.subjectId))), ("zoneId", .string(String(self.zoneId))), ("placeId", .string(String(self.placeId))), ("onArrive", .bool(self.onArrive)), ("onLeave", .bool(self.onLeave))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"subjectId":"#.utf8)
+        JSONText.quoted(self.subjectId, into: &out)
+        out.append(contentsOf: #","zoneId":"#.utf8)
+        JSONText.quoted(self.zoneId, into: &out)
+        out.append(contentsOf: #","placeId":"#.utf8)
+        JSONText.quoted(self.placeId, into: &out)
+        out.append(contentsOf: #","onArrive":"#.utf8)
+        JSONText.bool(self.onArrive, into: &out)
+        out.append(contentsOf: #","onLeave":"#.utf8)
+        JSONText.bool(self.onLeave, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5145,6 +5717,13 @@ extension GeoV1.CreatePlaceAlertResponse {
         .object([("alert", self.alert.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"alert":"#.utf8)
+        if let value = self.alert { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5216,6 +5795,11 @@ extension GeoV1.ListPlaceAlertsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5307,6 +5891,32 @@ extension GeoV1.ListPlaceAlertsResponse {
         .object([("mine", .array(self.mine.map { $0.jsonValue })), ("aboutMe", .array(self.aboutMe.map { $0.jsonValue })), ("allowed", .array(self.allowed.map { .string(String($0)) }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"mine":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.mine.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","aboutMe":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.aboutMe.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","allowed":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.allowed.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5393,6 +6003,13 @@ extension GeoV1.DeletePlaceAlertRequest {
         .object([("alertId", .string(String(self.alertId)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"alertId":"#.utf8)
+        JSONText.quoted(self.alertId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5472,6 +6089,13 @@ extension GeoV1.DeletePlaceAlertResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("deleted", .bool(self.deleted))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"deleted":"#.utf8)
+        JSONText.bool(self.deleted, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5580,6 +6204,23 @@ extension GeoV1.PlaceAlertEvent {
         .object([("eventId", .string(String(self.eventId))), ("alertId", .string(String(self.alertId))), ("subjectId", .string(String(self.subjectId))), ("label", .string(self.label)), ("arrived", .bool(self.arrived)), ("atMs", .string(String(self.atMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"eventId":"#.utf8)
+        JSONText.quoted(self.eventId, into: &out)
+        out.append(contentsOf: #","alertId":"#.utf8)
+        JSONText.quoted(self.alertId, into: &out)
+        out.append(contentsOf: #","subjectId":"#.utf8)
+        JSONText.quoted(self.subjectId, into: &out)
+        out.append(contentsOf: #","label":"#.utf8)
+        JSONValue.quote(self.label, into: &out)
+        out.append(contentsOf: #","arrived":"#.utf8)
+        JSONText.bool(self.arrived, into: &out)
+        out.append(contentsOf: #","atMs":"#.utf8)
+        JSONText.quoted(self.atMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5674,6 +6315,15 @@ extension GeoV1.ListPlaceEventsRequest {
         .object([("afterId", .string(String(self.afterId))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"afterId":"#.utf8)
+        JSONText.quoted(self.afterId, into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5761,6 +6411,25 @@ extension GeoV1.ListPlaceEventsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("events", .array(self.events.map { $0.jsonValue })), ("viewers", .array(self.viewers.map { .string(String($0)) }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"events":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.events.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","viewers":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.viewers.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5855,6 +6524,17 @@ extension GeoV1.FriendNearbyEvent {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId))), ("distanceM", .number(Double(self.distanceM))), ("atMs", .string(String(self.atMs)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","distanceM":"#.utf8)
+        JSONText.number(Double(self.distanceM), into: &out)
+        out.append(contentsOf: #","atMs":"#.utf8)
+        JSONText.quoted(self.atMs, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5977,6 +6657,37 @@ extension GeoV1.Place {
         .object([("placeId", .string(String(self.placeId))), ("name", .string(self.name)), ("kind", .string(self.kind.protoName)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("radiusM", .number(Double(self.radiusM))), ("polygonLat", .array(self.polygonLat.map { .number(Double($0)) })), ("polygonLon", .array(self.polygonLon.map { .number(Double($0)) }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"placeId":"#.utf8)
+        JSONText.quoted(self.placeId, into: &out)
+        out.append(contentsOf: #","name":"#.utf8)
+        JSONValue.quote(self.name, into: &out)
+        out.append(contentsOf: #","kind":"#.utf8)
+        JSONValue.quote(self.kind.protoName, into: &out)
+        out.append(contentsOf: #","latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","radiusM":"#.utf8)
+        JSONText.number(Double(self.radiusM), into: &out)
+        out.append(contentsOf: #","polygonLat":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.polygonLat.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.number(Double(item), into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","polygonLon":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.polygonLon.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.number(Double(item), into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -6086,6 +6797,19 @@ extension GeoV1.ImportPlacesRequest {
         .object([("operatorKey", .string(self.operatorKey)), ("format", .string(self.format)), ("data", .bytes(self.data)), ("replace", .bool(self.replace))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"operatorKey":"#.utf8)
+        JSONValue.quote(self.operatorKey, into: &out)
+        out.append(contentsOf: #","format":"#.utf8)
+        JSONValue.quote(self.format, into: &out)
+        out.append(contentsOf: #","data":"#.utf8)
+        JSONText.bytes(self.data, into: &out)
+        out.append(contentsOf: #","replace":"#.utf8)
+        JSONText.bool(self.replace, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -6174,6 +6898,20 @@ extension GeoV1.ImportPlacesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("imported", .number(Double(self.imported))), ("problems", .array(self.problems.map { .string($0) }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"imported":"#.utf8)
+        JSONText.number(Double(self.imported), into: &out)
+        out.append(contentsOf: #","problems":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.problems.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -6271,6 +7009,19 @@ extension GeoV1.ClosestPlaceRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("hasPoint", .bool(self.hasPoint)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("kind", .string(self.kind.protoName))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"hasPoint":"#.utf8)
+        JSONText.bool(self.hasPoint, into: &out)
+        out.append(contentsOf: #","latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","kind":"#.utf8)
+        JSONValue.quote(self.kind.protoName, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -6372,6 +7123,19 @@ extension GeoV1.ClosestPlaceResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("found", .bool(self.found)), ("place", self.place.map { $0.jsonValue } ?? .null), ("distanceM", .number(Double(self.distanceM))), ("onCampus", .bool(self.onCampus))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"found":"#.utf8)
+        JSONText.bool(self.found, into: &out)
+        out.append(contentsOf: #","place":"#.utf8)
+        if let value = self.place { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","distanceM":"#.utf8)
+        JSONText.number(Double(self.distanceM), into: &out)
+        out.append(contentsOf: #","onCampus":"#.utf8)
+        JSONText.bool(self.onCampus, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -6478,6 +7242,21 @@ extension GeoV1.ListPlacesRequest {
         .object([("hasPoint", .bool(self.hasPoint)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("radiusM", .number(Double(self.radiusM))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"hasPoint":"#.utf8)
+        JSONText.bool(self.hasPoint, into: &out)
+        out.append(contentsOf: #","latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","radiusM":"#.utf8)
+        JSONText.number(Double(self.radiusM), into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -6562,6 +7341,18 @@ extension GeoV1.ListPlacesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("places", .array(self.places.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"places":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.places.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -6662,6 +7453,19 @@ extension GeoV1.VenueAttendance {
         .object([("venue", self.venue.map { $0.jsonValue } ?? .null), ("people", .number(Double(self.people))), ("friends", .number(Double(self.friends))), ("few", .bool(self.few))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"venue":"#.utf8)
+        if let value = self.venue { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","people":"#.utf8)
+        JSONText.number(Double(self.people), into: &out)
+        out.append(contentsOf: #","friends":"#.utf8)
+        JSONText.number(Double(self.friends), into: &out)
+        out.append(contentsOf: #","few":"#.utf8)
+        JSONText.bool(self.few, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -6736,6 +7540,11 @@ extension GeoV1.ListVenuesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -6823,6 +7632,22 @@ extension GeoV1.ListVenuesResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("venues", .array(self.venues.map { $0.jsonValue })), ("freshMinutes", .number(Double(self.freshMinutes))), ("minPeople", .number(Double(self.minPeople)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"venues":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.venues.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","freshMinutes":"#.utf8)
+        JSONText.number(Double(self.freshMinutes), into: &out)
+        out.append(contentsOf: #","minPeople":"#.utf8)
+        JSONText.number(Double(self.minPeople), into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -6943,6 +7768,27 @@ extension GeoV1.CheckIn {
         .object([("userId", .string(String(self.userId))), ("placeName", .string(self.placeName)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("mediaId", .string(self.mediaId)), ("createdAtMs", .string(String(self.createdAtMs))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("distanceM", .number(Double(self.distanceM)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","placeName":"#.utf8)
+        JSONValue.quote(self.placeName, into: &out)
+        out.append(contentsOf: #","latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","mediaId":"#.utf8)
+        JSONValue.quote(self.mediaId, into: &out)
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(contentsOf: #","expiresAtMs":"#.utf8)
+        JSONText.quoted(self.expiresAtMs, into: &out)
+        out.append(contentsOf: #","distanceM":"#.utf8)
+        JSONText.number(Double(self.distanceM), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -7051,6 +7897,21 @@ extension GeoV1.CheckInRequest {
         .object([("placeName", .string(self.placeName)), ("hasPoint", .bool(self.hasPoint)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("mediaId", .string(self.mediaId))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"placeName":"#.utf8)
+        JSONValue.quote(self.placeName, into: &out)
+        out.append(contentsOf: #","hasPoint":"#.utf8)
+        JSONText.bool(self.hasPoint, into: &out)
+        out.append(contentsOf: #","latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","mediaId":"#.utf8)
+        JSONValue.quote(self.mediaId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -7141,6 +8002,15 @@ extension GeoV1.CheckInResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("checkIn", self.checkIn.map { $0.jsonValue } ?? .null), ("replaced", .bool(self.replaced))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"checkIn":"#.utf8)
+        if let value = self.checkIn { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","replaced":"#.utf8)
+        JSONText.bool(self.replaced, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -7235,6 +8105,17 @@ extension GeoV1.ListCheckInsRequest {
         .object([("feed", .bool(self.feed)), ("radiusM", .number(Double(self.radiusM))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"feed":"#.utf8)
+        JSONText.bool(self.feed, into: &out)
+        out.append(contentsOf: #","radiusM":"#.utf8)
+        JSONText.number(Double(self.radiusM), into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -7317,6 +8198,18 @@ extension GeoV1.ListCheckInsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("checkIns", .array(self.checkIns.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"checkIns":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.checkIns.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -7420,6 +8313,21 @@ extension GeoV1.LocationGrant {
         .object([("subjectId", .string(String(self.subjectId))), ("viewerId", .string(String(self.viewerId))), ("expiresAtMs", .string(String(self.expiresAtMs))), ("reason", .string(self.reason)), ("version", .string(String(self.version)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"subjectId":"#.utf8)
+        JSONText.quoted(self.subjectId, into: &out)
+        out.append(contentsOf: #","viewerId":"#.utf8)
+        JSONText.quoted(self.viewerId, into: &out)
+        out.append(contentsOf: #","expiresAtMs":"#.utf8)
+        JSONText.quoted(self.expiresAtMs, into: &out)
+        out.append(contentsOf: #","reason":"#.utf8)
+        JSONValue.quote(self.reason, into: &out)
+        out.append(contentsOf: #","version":"#.utf8)
+        JSONText.quoted(self.version, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -7513,6 +8421,20 @@ extension GeoV1.EraseUserRequest {
         .object([("userId", .string(String(self.userId))), ("traces", .array(self.traces.map { .string($0) }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","traces":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.traces.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -7593,6 +8515,13 @@ extension GeoV1.EraseUserResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("erased", .number(Double(self.erased)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"erased":"#.utf8)
+        JSONText.number(Double(self.erased), into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -7679,6 +8608,15 @@ extension GeoV1.ExportMyDataRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("afterHistoryId", .string(String(self.afterHistoryId))), ("limit", .number(Double(self.limit)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"afterHistoryId":"#.utf8)
+        JSONText.quoted(self.afterHistoryId, into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -7778,6 +8716,19 @@ extension GeoV1.HistoryEntry {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("id", .string(String(self.id))), ("fix", self.fix.map { $0.jsonValue } ?? .null), ("hasStatus", .bool(self.hasStatus)), ("status", .string(self.status))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"id":"#.utf8)
+        JSONText.quoted(self.id, into: &out)
+        out.append(contentsOf: #","fix":"#.utf8)
+        if let value = self.fix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","hasStatus":"#.utf8)
+        JSONText.bool(self.hasStatus, into: &out)
+        out.append(contentsOf: #","status":"#.utf8)
+        JSONValue.quote(self.status, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -7954,6 +8905,72 @@ extension GeoV1.ExportMyDataResponse {
         fields.append(("placeAlerts", .array(self.placeAlerts.map { $0.jsonValue })))
         fields.append(("placeAlertsAllowed", .array(self.placeAlertsAllowed.map { .string(String($0)) })))
         return .object(fields)
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"sharing":"#.utf8)
+        if let value = self.sharing { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","latest":"#.utf8)
+        if let value = self.latest { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","status":"#.utf8)
+        JSONValue.quote(self.status, into: &out)
+        out.append(contentsOf: #","checkIn":"#.utf8)
+        if let value = self.checkIn { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","grants":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.grants.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","history":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.history.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","more":"#.utf8)
+        JSONText.bool(self.more, into: &out)
+        out.append(contentsOf: #","precision":"#.utf8)
+        if let value = self.precision { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","audit":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.audit.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","shareLinks":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.shareLinks.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","zones":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.zones.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","placeAlerts":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.placeAlerts.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","placeAlertsAllowed":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.placeAlertsAllowed.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.

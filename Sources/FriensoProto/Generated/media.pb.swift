@@ -220,6 +220,35 @@ extension MediaV1.MediaItem {
         return .object(fields)
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"mediaId":"#.utf8)
+        JSONValue.quote(self.mediaId, into: &out)
+        out.append(contentsOf: #","ownerId":"#.utf8)
+        JSONText.quoted(self.ownerId, into: &out)
+        out.append(contentsOf: #","purpose":"#.utf8)
+        JSONValue.quote(self.purpose.protoName, into: &out)
+        out.append(contentsOf: #","placeId":"#.utf8)
+        JSONText.quoted(self.placeId, into: &out)
+        out.append(contentsOf: #","type":"#.utf8)
+        JSONValue.quote(self.type.protoName, into: &out)
+        out.append(contentsOf: #","sizeBytes":"#.utf8)
+        JSONText.quoted(self.sizeBytes, into: &out)
+        out.append(contentsOf: #","width":"#.utf8)
+        JSONText.number(Double(self.width), into: &out)
+        out.append(contentsOf: #","height":"#.utf8)
+        JSONText.number(Double(self.height), into: &out)
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(contentsOf: #","sha256":"#.utf8)
+        JSONValue.quote(self.sha256, into: &out)
+        out.append(contentsOf: #","mimeType":"#.utf8)
+        JSONValue.quote(self.mimeType, into: &out)
+        out.append(contentsOf: #","attached":"#.utf8)
+        JSONText.bool(self.attached, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -325,6 +354,17 @@ extension MediaV1.StartUploadRequest {
         .object([("purpose", .string(self.purpose.protoName)), ("placeId", .string(String(self.placeId))), ("sizeBytes", .string(String(self.sizeBytes)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"purpose":"#.utf8)
+        JSONValue.quote(self.purpose.protoName, into: &out)
+        out.append(contentsOf: #","placeId":"#.utf8)
+        JSONText.quoted(self.placeId, into: &out)
+        out.append(contentsOf: #","sizeBytes":"#.utf8)
+        JSONText.quoted(self.sizeBytes, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -418,6 +458,17 @@ extension MediaV1.StartUploadResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("uploadId", .string(self.uploadId)), ("chunkBytes", .number(Double(self.chunkBytes))), ("expiresAtMs", .string(String(self.expiresAtMs)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"uploadId":"#.utf8)
+        JSONValue.quote(self.uploadId, into: &out)
+        out.append(contentsOf: #","chunkBytes":"#.utf8)
+        JSONText.number(Double(self.chunkBytes), into: &out)
+        out.append(contentsOf: #","expiresAtMs":"#.utf8)
+        JSONText.quoted(self.expiresAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -519,6 +570,17 @@ extension MediaV1.UploadChunkRequest {
         .object([("uploadId", .string(self.uploadId)), ("offset", .string(String(self.offset))), ("data", .bytes(self.data))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"uploadId":"#.utf8)
+        JSONValue.quote(self.uploadId, into: &out)
+        out.append(contentsOf: #","offset":"#.utf8)
+        JSONText.quoted(self.offset, into: &out)
+        out.append(contentsOf: #","data":"#.utf8)
+        JSONText.bytes(self.data, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -602,6 +664,13 @@ extension MediaV1.UploadChunkResponse {
         .object([("receivedBytes", .string(String(self.receivedBytes)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"receivedBytes":"#.utf8)
+        JSONText.quoted(self.receivedBytes, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -681,6 +750,13 @@ extension MediaV1.FinishUploadRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("uploadId", .string(self.uploadId))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"uploadId":"#.utf8)
+        JSONValue.quote(self.uploadId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -781,6 +857,19 @@ extension MediaV1.FinishUploadResponse {
         .object([("item", self.item.map { $0.jsonValue } ?? .null), ("locationRemoved", .bool(self.locationRemoved)), ("deduplicated", .bool(self.deduplicated)), ("replacedMediaId", .string(self.replacedMediaId))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"item":"#.utf8)
+        if let value = self.item { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","locationRemoved":"#.utf8)
+        JSONText.bool(self.locationRemoved, into: &out)
+        out.append(contentsOf: #","deduplicated":"#.utf8)
+        JSONText.bool(self.deduplicated, into: &out)
+        out.append(contentsOf: #","replacedMediaId":"#.utf8)
+        JSONValue.quote(self.replacedMediaId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -873,6 +962,17 @@ extension MediaV1.GetPhotoRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mediaId", .string(self.mediaId)), ("offset", .string(String(self.offset))), ("maxBytes", .number(Double(self.maxBytes)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"mediaId":"#.utf8)
+        JSONValue.quote(self.mediaId, into: &out)
+        out.append(contentsOf: #","offset":"#.utf8)
+        JSONText.quoted(self.offset, into: &out)
+        out.append(contentsOf: #","maxBytes":"#.utf8)
+        JSONText.number(Double(self.maxBytes), into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -974,6 +1074,17 @@ extension MediaV1.GetPhotoResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("item", self.item.map { $0.jsonValue } ?? .null), ("data", .bytes(self.data)), ("eof", .bool(self.eof))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"item":"#.utf8)
+        if let value = self.item { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","data":"#.utf8)
+        JSONText.bytes(self.data, into: &out)
+        out.append(contentsOf: #","eof":"#.utf8)
+        JSONText.bool(self.eof, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1084,6 +1195,23 @@ extension MediaV1.ListPhotosRequest {
         .object([("placeId", .string(String(self.placeId))), ("checkInOf", .string(String(self.checkInOf))), ("profileOf", .string(String(self.profileOf))), ("mine", .bool(self.mine)), ("limit", .number(Double(self.limit))), ("pageToken", .string(self.pageToken))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"placeId":"#.utf8)
+        JSONText.quoted(self.placeId, into: &out)
+        out.append(contentsOf: #","checkInOf":"#.utf8)
+        JSONText.quoted(self.checkInOf, into: &out)
+        out.append(contentsOf: #","profileOf":"#.utf8)
+        JSONText.quoted(self.profileOf, into: &out)
+        out.append(contentsOf: #","mine":"#.utf8)
+        JSONText.bool(self.mine, into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(contentsOf: #","pageToken":"#.utf8)
+        JSONValue.quote(self.pageToken, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1179,6 +1307,20 @@ extension MediaV1.ListPhotosResponse {
         .object([("items", .array(self.items.map { $0.jsonValue })), ("nextPageToken", .string(self.nextPageToken))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"items":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.items.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","nextPageToken":"#.utf8)
+        JSONValue.quote(self.nextPageToken, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1259,6 +1401,13 @@ extension MediaV1.DeletePhotoRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("mediaId", .string(self.mediaId))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"mediaId":"#.utf8)
+        JSONValue.quote(self.mediaId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1342,6 +1491,13 @@ extension MediaV1.DeletePhotoResponse {
         .object([("bytesReleased", .bool(self.bytesReleased))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"bytesReleased":"#.utf8)
+        JSONText.bool(self.bytesReleased, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1413,6 +1569,11 @@ extension MediaV1.GetUsageRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1511,6 +1672,21 @@ extension MediaV1.GetUsageResponse {
         .object([("usedBytes", .string(String(self.usedBytes))), ("quotaBytes", .string(String(self.quotaBytes))), ("uploadsLastHour", .number(Double(self.uploadsLastHour))), ("uploadsPerHour", .number(Double(self.uploadsPerHour))), ("maxPhotoBytes", .string(String(self.maxPhotoBytes)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"usedBytes":"#.utf8)
+        JSONText.quoted(self.usedBytes, into: &out)
+        out.append(contentsOf: #","quotaBytes":"#.utf8)
+        JSONText.quoted(self.quotaBytes, into: &out)
+        out.append(contentsOf: #","uploadsLastHour":"#.utf8)
+        JSONText.number(Double(self.uploadsLastHour), into: &out)
+        out.append(contentsOf: #","uploadsPerHour":"#.utf8)
+        JSONText.number(Double(self.uploadsPerHour), into: &out)
+        out.append(contentsOf: #","maxPhotoBytes":"#.utf8)
+        JSONText.quoted(self.maxPhotoBytes, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1604,6 +1780,15 @@ extension MediaV1.AttachCheckInPhotoRequest {
         .object([("userId", .string(String(self.userId))), ("mediaId", .string(self.mediaId))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","mediaId":"#.utf8)
+        JSONValue.quote(self.mediaId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1684,6 +1869,13 @@ extension MediaV1.AttachCheckInPhotoResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("releasedMediaId", .string(self.releasedMediaId))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"releasedMediaId":"#.utf8)
+        JSONValue.quote(self.releasedMediaId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1773,6 +1965,20 @@ extension MediaV1.EraseUserRequest {
         .object([("userId", .string(String(self.userId))), ("traces", .array(self.traces.map { .string($0) }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","traces":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.traces.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1853,6 +2059,13 @@ extension MediaV1.EraseUserResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("erased", .number(Double(self.erased)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"erased":"#.utf8)
+        JSONText.number(Double(self.erased), into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.

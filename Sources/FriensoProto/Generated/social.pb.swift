@@ -371,6 +371,21 @@ extension SocialV1.UserRef {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("firstName", .string(self.firstName)), ("lastName", .string(self.lastName)), ("profilePictureMediaId", .string(self.profilePictureMediaId))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(contentsOf: #","firstName":"#.utf8)
+        JSONValue.quote(self.firstName, into: &out)
+        out.append(contentsOf: #","lastName":"#.utf8)
+        JSONValue.quote(self.lastName, into: &out)
+        out.append(contentsOf: #","profilePictureMediaId":"#.utf8)
+        JSONValue.quote(self.profilePictureMediaId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -490,6 +505,25 @@ extension SocialV1.FriendRequest {
         .object([("requestId", .string(String(self.requestId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("to", self.to.map { $0.jsonValue } ?? .null), ("state", .string(self.state.protoName)), ("dismissed", .bool(self.dismissed)), ("createdAtMs", .string(String(self.createdAtMs))), ("updatedAtMs", .string(String(self.updatedAtMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"requestId":"#.utf8)
+        JSONText.quoted(self.requestId, into: &out)
+        out.append(contentsOf: #","from":"#.utf8)
+        if let value = self.from { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","to":"#.utf8)
+        if let value = self.to { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","state":"#.utf8)
+        JSONValue.quote(self.state.protoName, into: &out)
+        out.append(contentsOf: #","dismissed":"#.utf8)
+        JSONText.bool(self.dismissed, into: &out)
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(contentsOf: #","updatedAtMs":"#.utf8)
+        JSONText.quoted(self.updatedAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -587,6 +621,15 @@ extension SocialV1.Friend {
         .object([("user", self.user.map { $0.jsonValue } ?? .null), ("sinceMs", .string(String(self.sinceMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"user":"#.utf8)
+        if let value = self.user { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","sinceMs":"#.utf8)
+        JSONText.quoted(self.sinceMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -672,6 +715,15 @@ extension SocialV1.SendFriendRequestRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -763,6 +815,15 @@ extension SocialV1.SendFriendRequestResponse {
         .object([("request", self.request.map { $0.jsonValue } ?? .null), ("becameFriends", .bool(self.becameFriends))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"request":"#.utf8)
+        if let value = self.request { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","becameFriends":"#.utf8)
+        JSONText.bool(self.becameFriends, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -850,6 +911,15 @@ extension SocialV1.RespondToFriendRequestRequest {
         .object([("requestId", .string(String(self.requestId))), ("action", .string(self.action.protoName))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"requestId":"#.utf8)
+        JSONText.quoted(self.requestId, into: &out)
+        out.append(contentsOf: #","action":"#.utf8)
+        JSONValue.quote(self.action.protoName, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -934,6 +1004,13 @@ extension SocialV1.RespondToFriendRequestResponse {
         .object([("request", self.request.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"request":"#.utf8)
+        if let value = self.request { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1013,6 +1090,13 @@ extension SocialV1.CancelFriendRequestRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("requestId", .string(String(self.requestId)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"requestId":"#.utf8)
+        JSONText.quoted(self.requestId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1098,6 +1182,13 @@ extension SocialV1.CancelFriendRequestResponse {
         .object([("request", self.request.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"request":"#.utf8)
+        if let value = self.request { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1177,6 +1268,13 @@ extension SocialV1.ListFriendRequestsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("includeDismissed", .bool(self.includeDismissed))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"includeDismissed":"#.utf8)
+        JSONText.bool(self.includeDismissed, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1267,6 +1365,25 @@ extension SocialV1.ListFriendRequestsResponse {
         .object([("incoming", .array(self.incoming.map { $0.jsonValue })), ("outgoing", .array(self.outgoing.map { $0.jsonValue }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"incoming":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.incoming.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","outgoing":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.outgoing.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1341,6 +1458,11 @@ extension SocialV1.ListFriendsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1418,6 +1540,18 @@ extension SocialV1.ListFriendsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("friends", .array(self.friends.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"friends":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.friends.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1506,6 +1640,15 @@ extension SocialV1.RemoveFriendRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1578,6 +1721,11 @@ extension SocialV1.RemoveFriendResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1659,6 +1807,15 @@ extension SocialV1.BlockRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -1748,6 +1905,15 @@ extension SocialV1.BlockResponse {
         .object([("removedFriendship", .bool(self.removedFriendship)), ("removedRequests", .number(Double(self.removedRequests)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"removedFriendship":"#.utf8)
+        JSONText.bool(self.removedFriendship, into: &out)
+        out.append(contentsOf: #","removedRequests":"#.utf8)
+        JSONText.number(Double(self.removedRequests), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1835,6 +2001,15 @@ extension SocialV1.UnblockRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1909,6 +2084,11 @@ extension SocialV1.UnblockResponse {
         .object([])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -1975,6 +2155,11 @@ extension SocialV1.ListBlockedRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2052,6 +2237,18 @@ extension SocialV1.ListBlockedResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("users", .array(self.users.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"users":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.users.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2152,6 +2349,19 @@ extension SocialV1.CircleMember {
         .object([("user", self.user.map { $0.jsonValue } ?? .null), ("phone", .string(self.phone)), ("state", .string(self.state.protoName)), ("addedAtMs", .string(String(self.addedAtMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"user":"#.utf8)
+        if let value = self.user { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","phone":"#.utf8)
+        JSONValue.quote(self.phone, into: &out)
+        out.append(contentsOf: #","state":"#.utf8)
+        JSONValue.quote(self.state.protoName, into: &out)
+        out.append(contentsOf: #","addedAtMs":"#.utf8)
+        JSONText.quoted(self.addedAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2226,6 +2436,11 @@ extension SocialV1.ShowCircleRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2314,6 +2529,27 @@ extension SocialV1.ShowCircleResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("members", .array(self.members.map { $0.jsonValue })), ("limit", .number(Double(self.limit))), ("memberOf", .array(self.memberOf.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"members":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.members.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(contentsOf: #","memberOf":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.memberOf.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2411,6 +2647,17 @@ extension SocialV1.AddToCircleRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("phone", .string(self.phone))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(contentsOf: #","phone":"#.utf8)
+        JSONValue.quote(self.phone, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2494,6 +2741,13 @@ extension SocialV1.AddToCircleResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("member", self.member.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"member":"#.utf8)
+        if let value = self.member { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2587,6 +2841,17 @@ extension SocialV1.RemoveFromCircleRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("phone", .string(self.phone))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(contentsOf: #","phone":"#.utf8)
+        JSONValue.quote(self.phone, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2660,6 +2925,11 @@ extension SocialV1.RemoveFromCircleResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2745,6 +3015,15 @@ extension SocialV1.CircleRequest {
         .object([("owner", self.owner.map { $0.jsonValue } ?? .null), ("addedAtMs", .string(String(self.addedAtMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"owner":"#.utf8)
+        if let value = self.owner { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","addedAtMs":"#.utf8)
+        JSONText.quoted(self.addedAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -2817,6 +3096,11 @@ extension SocialV1.ListCircleRequestsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2894,6 +3178,18 @@ extension SocialV1.ListCircleRequestsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("requests", .array(self.requests.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"requests":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.requests.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -2987,6 +3283,17 @@ extension SocialV1.RespondToCircleRequestRequest {
         .object([("ownerUserId", .string(String(self.ownerUserId))), ("ownerUsername", .string(self.ownerUsername)), ("action", .string(self.action.protoName))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"ownerUserId":"#.utf8)
+        JSONText.quoted(self.ownerUserId, into: &out)
+        out.append(contentsOf: #","ownerUsername":"#.utf8)
+        JSONValue.quote(self.ownerUsername, into: &out)
+        out.append(contentsOf: #","action":"#.utf8)
+        JSONValue.quote(self.action.protoName, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3070,6 +3377,13 @@ extension SocialV1.RespondToCircleRequestResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("member", self.member.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"member":"#.utf8)
+        if let value = self.member { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3163,6 +3477,17 @@ extension SocialV1.SearchUsersRequest {
         .object([("query", .string(self.query)), ("pageSize", .number(Double(self.pageSize))), ("pageToken", .string(self.pageToken))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"query":"#.utf8)
+        JSONValue.quote(self.query, into: &out)
+        out.append(contentsOf: #","pageSize":"#.utf8)
+        JSONText.number(Double(self.pageSize), into: &out)
+        out.append(contentsOf: #","pageToken":"#.utf8)
+        JSONValue.quote(self.pageToken, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3250,6 +3575,20 @@ extension SocialV1.SearchUsersResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("users", .array(self.users.map { $0.jsonValue })), ("nextPageToken", .string(self.nextPageToken))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"users":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.users.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","nextPageToken":"#.utf8)
+        JSONValue.quote(self.nextPageToken, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3344,6 +3683,17 @@ extension SocialV1.GraphEvent {
         .object([("change", .string(self.change.protoName)), ("userA", .string(String(self.userA))), ("userB", .string(String(self.userB)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"change":"#.utf8)
+        JSONValue.quote(self.change.protoName, into: &out)
+        out.append(contentsOf: #","userA":"#.utf8)
+        JSONText.quoted(self.userA, into: &out)
+        out.append(contentsOf: #","userB":"#.utf8)
+        JSONText.quoted(self.userB, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3432,6 +3782,15 @@ extension SocialV1.GraphSnapshotRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("sequenceOnly", .bool(self.sequenceOnly)), ("cursor", .string(self.cursor))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"sequenceOnly":"#.utf8)
+        JSONText.bool(self.sequenceOnly, into: &out)
+        out.append(contentsOf: #","cursor":"#.utf8)
+        JSONValue.quote(self.cursor, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3594,6 +3953,80 @@ extension SocialV1.GraphSnapshotResponse {
         return .object(fields)
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"epoch":"#.utf8)
+        JSONText.quoted(self.epoch, into: &out)
+        out.append(contentsOf: #","sequence":"#.utf8)
+        JSONText.quoted(self.sequence, into: &out)
+        out.append(contentsOf: #","friendsA":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.friendsA.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","friendsB":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.friendsB.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","blockers":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.blockers.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","blocked":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.blocked.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","circleOwners":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.circleOwners.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","circleMembers":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.circleMembers.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","findable":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.findable.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","exchangesA":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.exchangesA.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","exchangesB":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.exchangesB.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.quoted(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","nextCursor":"#.utf8)
+        JSONValue.quote(self.nextCursor, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3697,6 +4130,13 @@ extension SocialV1.DiscoverySettings {
         .object([("findable", .bool(self.findable))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"findable":"#.utf8)
+        JSONText.bool(self.findable, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -3768,6 +4208,11 @@ extension SocialV1.GetDiscoverySettingsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3846,6 +4291,13 @@ extension SocialV1.GetDiscoverySettingsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"settings":"#.utf8)
+        if let value = self.settings { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -3929,6 +4381,13 @@ extension SocialV1.SetFindableRequest {
         .object([("findable", .bool(self.findable))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"findable":"#.utf8)
+        JSONText.bool(self.findable, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4010,6 +4469,13 @@ extension SocialV1.SetFindableResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("settings", self.settings.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"settings":"#.utf8)
+        if let value = self.settings { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4096,6 +4562,15 @@ extension SocialV1.ExternalId {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("provider", .string(self.provider)), ("externalId", .string(self.externalId))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"provider":"#.utf8)
+        JSONValue.quote(self.provider, into: &out)
+        out.append(contentsOf: #","externalId":"#.utf8)
+        JSONValue.quote(self.externalId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4197,6 +4672,39 @@ extension SocialV1.RecommendFriendsRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("phones", .array(self.phones.map { .string($0) })), ("emails", .array(self.emails.map { .string($0) })), ("contactHashes", .array(self.contactHashes.map { .bytes($0) })), ("externalIds", .array(self.externalIds.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"phones":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.phones.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","emails":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.emails.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","contactHashes":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.contactHashes.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.bytes(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","externalIds":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.externalIds.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4305,6 +4813,21 @@ extension SocialV1.Recommendation {
         .object([("user", self.user.map { $0.jsonValue } ?? .null), ("byPhone", .bool(self.byPhone)), ("byEmail", .bool(self.byEmail)), ("byExternalId", .bool(self.byExternalId)), ("requestPending", .bool(self.requestPending))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"user":"#.utf8)
+        if let value = self.user { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","byPhone":"#.utf8)
+        JSONText.bool(self.byPhone, into: &out)
+        out.append(contentsOf: #","byEmail":"#.utf8)
+        JSONText.bool(self.byEmail, into: &out)
+        out.append(contentsOf: #","byExternalId":"#.utf8)
+        JSONText.bool(self.byExternalId, into: &out)
+        out.append(contentsOf: #","requestPending":"#.utf8)
+        JSONText.bool(self.requestPending, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4394,6 +4917,20 @@ extension SocialV1.RecommendFriendsResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("recommendations", .array(self.recommendations.map { $0.jsonValue })), ("unusable", .number(Double(self.unusable)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"recommendations":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.recommendations.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","unusable":"#.utf8)
+        JSONText.number(Double(self.unusable), into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4510,6 +5047,25 @@ extension SocialV1.Exchange {
         .object([("exchangeId", .string(String(self.exchangeId))), ("user", self.user.map { $0.jsonValue } ?? .null), ("exchangedAtMs", .string(String(self.exchangedAtMs))), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("placeLabel", .string(self.placeLabel)), ("hasLocation", .bool(self.hasLocation))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"exchangeId":"#.utf8)
+        JSONText.quoted(self.exchangeId, into: &out)
+        out.append(contentsOf: #","user":"#.utf8)
+        if let value = self.user { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","exchangedAtMs":"#.utf8)
+        JSONText.quoted(self.exchangedAtMs, into: &out)
+        out.append(contentsOf: #","latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","placeLabel":"#.utf8)
+        JSONValue.quote(self.placeLabel, into: &out)
+        out.append(contentsOf: #","hasLocation":"#.utf8)
+        JSONText.bool(self.hasLocation, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4624,6 +5180,23 @@ extension SocialV1.AddExchangeRequest {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username)), ("hasLocation", .bool(self.hasLocation)), ("latitude", .number(Double(self.latitude))), ("longitude", .number(Double(self.longitude))), ("placeLabel", .string(self.placeLabel))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(contentsOf: #","hasLocation":"#.utf8)
+        JSONText.bool(self.hasLocation, into: &out)
+        out.append(contentsOf: #","latitude":"#.utf8)
+        JSONText.number(Double(self.latitude), into: &out)
+        out.append(contentsOf: #","longitude":"#.utf8)
+        JSONText.number(Double(self.longitude), into: &out)
+        out.append(contentsOf: #","placeLabel":"#.utf8)
+        JSONValue.quote(self.placeLabel, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4717,6 +5290,15 @@ extension SocialV1.AddExchangeResponse {
         .object([("state", .string(self.state.protoName)), ("exchange", self.exchange.map { $0.jsonValue } ?? .null)])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"state":"#.utf8)
+        JSONValue.quote(self.state.protoName, into: &out)
+        out.append(contentsOf: #","exchange":"#.utf8)
+        if let value = self.exchange { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4802,6 +5384,15 @@ extension SocialV1.ListExchangesRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("pageSize", .number(Double(self.pageSize))), ("pageToken", .string(self.pageToken))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"pageSize":"#.utf8)
+        JSONText.number(Double(self.pageSize), into: &out)
+        out.append(contentsOf: #","pageToken":"#.utf8)
+        JSONValue.quote(self.pageToken, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -4892,6 +5483,20 @@ extension SocialV1.ListExchangesResponse {
         .object([("exchanges", .array(self.exchanges.map { $0.jsonValue })), ("nextPageToken", .string(self.nextPageToken))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"exchanges":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.exchanges.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","nextPageToken":"#.utf8)
+        JSONValue.quote(self.nextPageToken, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -4977,6 +5582,15 @@ extension SocialV1.PokeRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("userId", .string(String(self.userId))), ("username", .string(self.username))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","username":"#.utf8)
+        JSONValue.quote(self.username, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5078,6 +5692,19 @@ extension SocialV1.Poke {
         .object([("pokeId", .string(String(self.pokeId))), ("from", self.from.map { $0.jsonValue } ?? .null), ("toUserId", .string(String(self.toUserId))), ("createdAtMs", .string(String(self.createdAtMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"pokeId":"#.utf8)
+        JSONText.quoted(self.pokeId, into: &out)
+        out.append(contentsOf: #","from":"#.utf8)
+        if let value = self.from { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","toUserId":"#.utf8)
+        JSONText.quoted(self.toUserId, into: &out)
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5165,6 +5792,13 @@ extension SocialV1.PokeResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("poke", self.poke.map { $0.jsonValue } ?? .null)])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"poke":"#.utf8)
+        if let value = self.poke { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5275,6 +5909,23 @@ extension SocialV1.Notice {
         .object([("noticeId", .string(String(self.noticeId))), ("kind", .string(self.kind.protoName)), ("from", self.from.map { $0.jsonValue } ?? .null), ("toUserId", .string(String(self.toUserId))), ("toPhone", .string(self.toPhone)), ("createdAtMs", .string(String(self.createdAtMs)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"noticeId":"#.utf8)
+        JSONText.quoted(self.noticeId, into: &out)
+        out.append(contentsOf: #","kind":"#.utf8)
+        JSONValue.quote(self.kind.protoName, into: &out)
+        out.append(contentsOf: #","from":"#.utf8)
+        if let value = self.from { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","toUserId":"#.utf8)
+        JSONText.quoted(self.toUserId, into: &out)
+        out.append(contentsOf: #","toPhone":"#.utf8)
+        JSONValue.quote(self.toPhone, into: &out)
+        out.append(contentsOf: #","createdAtMs":"#.utf8)
+        JSONText.quoted(self.createdAtMs, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5369,6 +6020,15 @@ extension SocialV1.ListNoticesRequest {
         .object([("afterId", .string(String(self.afterId))), ("limit", .number(Double(self.limit)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"afterId":"#.utf8)
+        JSONText.quoted(self.afterId, into: &out)
+        out.append(contentsOf: #","limit":"#.utf8)
+        JSONText.number(Double(self.limit), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5452,6 +6112,18 @@ extension SocialV1.ListNoticesResponse {
         .object([("notices", .array(self.notices.map { $0.jsonValue }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"notices":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.notices.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5533,6 +6205,13 @@ extension SocialV1.CircleOfRequest {
         .object([("ownerUserId", .string(String(self.ownerUserId)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"ownerUserId":"#.utf8)
+        JSONText.quoted(self.ownerUserId, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5612,6 +6291,13 @@ extension SocialV1.CircleRequestsForRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("memberUserId", .string(String(self.memberUserId)))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"memberUserId":"#.utf8)
+        JSONText.quoted(self.memberUserId, into: &out)
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -5705,6 +6391,17 @@ extension SocialV1.AnswerCircleRequestRequest {
         .object([("memberUserId", .string(String(self.memberUserId))), ("ownerUserId", .string(String(self.ownerUserId))), ("action", .string(self.action.protoName))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"memberUserId":"#.utf8)
+        JSONText.quoted(self.memberUserId, into: &out)
+        out.append(contentsOf: #","ownerUserId":"#.utf8)
+        JSONText.quoted(self.ownerUserId, into: &out)
+        out.append(contentsOf: #","action":"#.utf8)
+        JSONValue.quote(self.action.protoName, into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5796,6 +6493,20 @@ extension SocialV1.EraseUserRequest {
         .object([("userId", .string(String(self.userId))), ("traces", .array(self.traces.map { .string($0) }))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"userId":"#.utf8)
+        JSONText.quoted(self.userId, into: &out)
+        out.append(contentsOf: #","traces":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.traces.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.quote(item, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5878,6 +6589,13 @@ extension SocialV1.EraseUserResponse {
         .object([("erased", .number(Double(self.erased)))])
     }
 
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"erased":"#.utf8)
+        JSONText.number(Double(self.erased), into: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
     public init(json: JSONValue) throws(JSONMappingError) {
         self.init()
@@ -5949,6 +6667,11 @@ extension SocialV1.ExportMyDataRequest {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: "{}".utf8)
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.
@@ -6074,6 +6797,64 @@ extension SocialV1.ExportMyDataResponse {
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         .object([("friends", .array(self.friends.map { $0.jsonValue })), ("requests", .array(self.requests.map { $0.jsonValue })), ("blocked", .array(self.blocked.map { $0.jsonValue })), ("circle", self.circle.map { $0.jsonValue } ?? .null), ("circleRequests", .array(self.circleRequests.map { $0.jsonValue })), ("findable", .bool(self.findable)), ("exchanges", .array(self.exchanges.map { $0.jsonValue })), ("pokesSent", .array(self.pokesSent.map { $0.jsonValue })), ("pokesReceived", .array(self.pokesReceived.map { $0.jsonValue }))])
+    }
+
+    /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
+    public func writeJSON(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"friends":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.friends.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","requests":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.requests.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","blocked":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.blocked.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","circle":"#.utf8)
+        if let value = self.circle { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        out.append(contentsOf: #","circleRequests":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.circleRequests.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","findable":"#.utf8)
+        JSONText.bool(self.findable, into: &out)
+        out.append(contentsOf: #","exchanges":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.exchanges.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","pokesSent":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.pokesSent.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: #","pokesReceived":"#.utf8)
+        out.append(UInt8(ascii: "["))
+        for (index, item) in self.pokesReceived.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            item.writeJSON(into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        out.append(UInt8(ascii: "}"))
     }
 
     /// Reads proto3's JSON mapping: lowerCamel or proto field names, the rules of `ProtoJSON`.

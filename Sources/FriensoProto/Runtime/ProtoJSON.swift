@@ -179,8 +179,9 @@ public struct MethodJSONCodec: Sendable {
     public let responseName: String
     /// JSON (already parsed) to the request's protobuf encoding.
     public let request: @Sendable (JSONValue) throws(JSONMappingError) -> [UInt8]
-    /// The response's protobuf encoding to its JSON; nil when the bytes do not decode.
-    public let response: @Sendable ([UInt8]) -> JSONValue?
+    /// The response's protobuf encoding to its JSON text (`jsonValue`'s, in UTF-8, on one
+    /// line); nil when the bytes do not decode.
+    public let response: @Sendable ([UInt8]) -> [UInt8]?
 }
 
 extension RPCMethod {
@@ -188,6 +189,12 @@ extension RPCMethod {
         MethodJSONCodec(
             method: erased, requestName: Request.protoName, responseName: Response.protoName,
             request: { (json: JSONValue) throws(JSONMappingError) -> [UInt8] in try Request(json: json).serializedBytes() },
-            response: { bytes in (try? Response(serializedBytes: bytes))?.jsonValue })
+            response: { bytes in
+                guard let response = try? Response(serializedBytes: bytes) else { return nil }
+                var text: [UInt8] = []
+                text.reserveCapacity(256 + 2 * bytes.count)
+                response.writeJSON(into: &text)
+                return text
+            })
     }
 }

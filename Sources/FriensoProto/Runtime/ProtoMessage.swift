@@ -20,6 +20,8 @@ public protocol ProtoMessage: Sendable, Hashable {
     var largestUInt64: UInt64 { get }
     /// The canonical proto3 JSON form (generated).
     var jsonValue: JSONValue { get }
+    /// `jsonValue`'s text on one line, in UTF-8, appended to `out` without the tree (generated).
+    func writeJSON(into out: inout [UInt8])
     /// Reads proto3's JSON mapping (generated; the rules are `ProtoJSON`'s).
     /// - Throws: `JSONMappingError` naming the field path and what is wrong with it.
     init(json: JSONValue) throws(JSONMappingError)
