@@ -81,3 +81,26 @@ struct JSONRenderingTests {
         }
     }
 }
+
+extension JSONRenderingTests {
+    @Test("integers: the digits String writes, both ends of each type included; quoted as proto3 wants 64-bit values")
+    func integers() {
+        for value: Int64 in [0, 1, -1, 9, 10, -10, 999_999_999_999_999, -999_999_999_999_999, Int64.max, Int64.min] {
+            var out: [UInt8] = []
+            JSONText.quoted(value, into: &out)
+            #expect(out == Array("\"\(value)\"".utf8))
+            out = []
+            JSONText.number(Double(value), into: &out)
+            #expect(out == JSONValue.number(Double(value)).utf8(), "\(value)")
+        }
+        for value: UInt64 in [0, 7, 10, UInt64(Int64.max) + 1, UInt64.max] {
+            var out: [UInt8] = []
+            JSONText.quoted(value, into: &out)
+            #expect(out == Array("\"\(value)\"".utf8))
+        }
+        var out: [UInt8] = []
+        JSONText.number(-0.0, into: &out)
+        JSONText.number(123_456_789_012_345, into: &out)
+        #expect(String(decoding: out, as: UTF8.self) == "0123456789012345")
+    }
+}

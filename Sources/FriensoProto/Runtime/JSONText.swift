@@ -8,7 +8,7 @@ public enum JSONText {
     /// A number: whole below 10¹⁵ without a fraction, else Swift's shortest form; null when not finite.
     public static func number(_ n: Double, into out: inout [UInt8]) {
         if n.isFinite && n == n.rounded() && abs(n) < 1e15 {
-            out.append(contentsOf: String(Int64(n)).utf8)
+            decimal(Int64(n), into: &out)
         } else if n.isFinite {
             out.append(contentsOf: n.description.utf8)
         } else {
@@ -25,10 +25,38 @@ public enum JSONText {
     }
 
     /// A 64-bit integer as proto3's JSON writes it: a string of its digits.
-    public static func quoted(_ value: some BinaryInteger, into out: inout [UInt8]) {
+    public static func quoted(_ value: Int64, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        out.append(contentsOf: String(value).utf8)
+        decimal(value, into: &out)
         out.append(UInt8(ascii: "\""))
+    }
+
+    public static func quoted(_ value: UInt64, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        decimal(value, negative: false, into: &out)
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// `value`'s decimal digits, as `String(value)` writes them, without the `String`.
+    static func decimal(_ value: Int64, into out: inout [UInt8]) {
+        decimal(value.magnitude, negative: value < 0, into: &out)
+    }
+
+    static func decimal(_ magnitude: UInt64, negative: Bool, into out: inout [UInt8]) {
+        // 20 digits and a sign at the most, written from the end of a buffer on the stack.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 21) { buffer in
+            var rest = magnitude, start = buffer.count
+            repeat {
+                start -= 1
+                buffer[start] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            } while rest > 0
+            if negative {
+                start -= 1
+                buffer[start] = UInt8(ascii: "-")
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[start...]))
+        }
     }
 
     /// Bytes as proto3's JSON writes them: a string of their base64.
