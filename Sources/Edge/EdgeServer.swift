@@ -54,7 +54,7 @@ public final class EdgeServer: Service, Sendable {
                         self.logger.debug("event not relayed: unknown to this build", metadata: ["event": "\(event.method)"])
                         return
                     }
-                    hub.publish(user: user, event: event.method, data: data)
+                    hub.publish(user: user, event: event.method, text: data)
                 }
             }
             group.addTask {

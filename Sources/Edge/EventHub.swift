@@ -119,10 +119,22 @@ public final class EventHub: Sendable {
     /// - Returns: the sequence given, or nil when skipped.
     @discardableResult
     public func publish(user: UInt64, event method: String, data: JSONValue) -> UInt64? {
+        publish(user: user, event: method, text: data.utf8())
+    }
+
+    /// `publish(user:event:data:)` with the data's JSON text already written (`LiveEvents.json`).
+    @discardableResult
+    public func publish(user: UInt64, event method: String, text data: [UInt8]) -> UInt64? {
         var overflowed: [AsyncStream<Frame>.Continuation] = []
-        // The event's JSON is rendered once, outside the lock; only the numbered header is
+        // The event's JSON is written once, outside the lock; only the numbered header is
         // written under it.
-        let body = JSONValue.object([("event", .string(method)), ("data", data)]).rendered().dropFirst()
+        var bytes = Array(#""event":"#.utf8)
+        bytes.reserveCapacity(bytes.count + method.utf8.count + data.count + 12)
+        JSONValue.quote(method, into: &bytes)
+        bytes.append(contentsOf: #","data":"#.utf8)
+        bytes.append(contentsOf: data)
+        bytes.append(UInt8(ascii: "}"))
+        let body = String(decoding: bytes, as: UTF8.self)
         let sequence = state.withLock { state -> UInt64? in
             guard var log = state.users[user] else { return nil }
             log.last += 1

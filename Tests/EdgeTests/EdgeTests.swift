@@ -130,11 +130,13 @@ struct EdgeUnitTests {
     }
 
     @Test("the events the gateway relays are all known here, as their messages' JSON")
-    func liveEvents() {
+    func liveEvents() throws {
         #expect(LiveEvents.methods == ["alerts.Event", "geo.FriendNearby", "geo.Location", "geo.PlaceAlert", "social.Poke"])
         let event = GeoV1.LocationEvent(userId: 5, status: "here")
-        let json = LiveEvents.json(Envelope(method: "geo.Location", payload: event.serializedBytes()))
-        #expect(json?["userId"] == .string("5") && json?["status"] == .string("here"))
+        let text = try #require(LiveEvents.json(Envelope(method: "geo.Location", payload: event.serializedBytes())))
+        #expect(text == event.jsonValue.utf8())
+        let json = try JSONParser.parse(String(decoding: text, as: UTF8.self))
+        #expect(json["userId"] == .string("5") && json["status"] == .string("here"))
         #expect(LiveEvents.json(Envelope(method: "geo.Unknown", payload: [])) == nil)
     }
 }
