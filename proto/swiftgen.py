@@ -479,14 +479,9 @@ def gen_json_write(info, indent):
     s = f"self.{info['swift']}"
     pad = " " * indent
     if info["repeated"]:
-        return [f'{pad}out.append(UInt8(ascii: "["))',
-                f"{pad}for (index, item) in {s}.enumerated() {{",
-                f'{pad}    if index > 0 {{ out.append(UInt8(ascii: ",")) }}',
-                f"{pad}    {json_forms(info, 'item')[1]}",
-                f"{pad}}}",
-                f'{pad}out.append(UInt8(ascii: "]"))']
+        return [f"{pad}JSONText.array({s}, into: &out) {{ item, out in {json_forms(info, 'item')[1]} }}"]
     if info["kind"] == "message":
-        return [f"{pad}if let value = {s} {{ value.writeJSON(into: &out) }} else {{ JSONText.null(into: &out) }}"]
+        return [f"{pad}JSONText.message({s}, into: &out)"]
     return [pad + json_forms(info, s)[1]]
 
 

@@ -204,7 +204,7 @@ extension AccountsV1.Account {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"profile":"#.utf8)
-        if let value = self.profile { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.profile, into: &out)
         out.append(contentsOf: #","email":"#.utf8)
         JSONValue.quote(self.email, into: &out)
         out.append(contentsOf: #","phone":"#.utf8)
@@ -428,7 +428,7 @@ extension AccountsV1.RegisterResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"account":"#.utf8)
-        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.account, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -628,7 +628,7 @@ extension AccountsV1.LoginResponse {
         out.append(contentsOf: #","expiresAtMs":"#.utf8)
         JSONText.quoted(self.expiresAtMs, into: &out)
         out.append(contentsOf: #","account":"#.utf8)
-        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.account, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -944,7 +944,7 @@ extension AccountsV1.WhoAmIResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"account":"#.utf8)
-        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.account, into: &out)
         out.append(contentsOf: #","sessionExpiresAtMs":"#.utf8)
         JSONText.quoted(self.sessionExpiresAtMs, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -1133,7 +1133,7 @@ extension AccountsV1.ChangeEmailResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"account":"#.utf8)
-        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.account, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1685,12 +1685,7 @@ extension AccountsV1.DeleteAccountResponse {
         out.append(contentsOf: #"{"userId":"#.utf8)
         JSONText.quoted(self.userId, into: &out)
         out.append(contentsOf: #","erasing":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.erasing.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.erasing, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2053,7 +2048,7 @@ extension AccountsV1.GetProfileResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"profile":"#.utf8)
-        if let value = self.profile { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.profile, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2157,12 +2152,7 @@ extension AccountsV1.EditProfileRequest {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"fields":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.fields.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.fields, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(contentsOf: #","firstName":"#.utf8)
         JSONValue.quote(self.firstName, into: &out)
         out.append(contentsOf: #","lastName":"#.utf8)
@@ -2261,7 +2251,7 @@ extension AccountsV1.EditProfileResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"account":"#.utf8)
-        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.account, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2548,12 +2538,7 @@ extension AccountsV1.GetProfilesRequest {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"userIds":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.userIds.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.userIds, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2642,12 +2627,7 @@ extension AccountsV1.GetProfilesResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"profiles":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.profiles.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.profiles, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2736,12 +2716,7 @@ extension AccountsV1.ContactDetailsRequest {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"userIds":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.userIds.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.userIds, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2836,7 +2811,7 @@ extension AccountsV1.ContactDetails {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"profile":"#.utf8)
-        if let value = self.profile { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.profile, into: &out)
         out.append(contentsOf: #","phone":"#.utf8)
         JSONValue.quote(self.phone, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -2928,12 +2903,7 @@ extension AccountsV1.ContactDetailsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"contacts":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.contacts.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.contacts, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3022,12 +2992,7 @@ extension AccountsV1.FindUsersRequest {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"usernames":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.usernames.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.usernames, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3116,12 +3081,7 @@ extension AccountsV1.FindUsersResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"profiles":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.profiles.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.profiles, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3319,12 +3279,7 @@ extension AccountsV1.SearchUsersResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"profiles":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.profiles.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.profiles, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","more":"#.utf8)
         JSONText.bool(self.more, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -3513,7 +3468,7 @@ extension AccountsV1.LinkExternalIdRequest {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"externalId":"#.utf8)
-        if let value = self.externalId { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.externalId, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3602,12 +3557,7 @@ extension AccountsV1.LinkExternalIdResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"linked":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.linked.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.linked, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3697,7 +3647,7 @@ extension AccountsV1.UnlinkExternalIdRequest {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"externalId":"#.utf8)
-        if let value = self.externalId { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.externalId, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3786,12 +3736,7 @@ extension AccountsV1.UnlinkExternalIdResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"linked":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.linked.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.linked, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3886,19 +3831,9 @@ extension AccountsV1.MatchContactsRequest {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"hashes":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.hashes.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.bytes(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.hashes, into: &out) { item, out in JSONText.bytes(item, into: &out) }
         out.append(contentsOf: #","externalIds":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.externalIds.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.externalIds, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -4004,7 +3939,7 @@ extension AccountsV1.ContactMatch {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"profile":"#.utf8)
-        if let value = self.profile { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.profile, into: &out)
         out.append(contentsOf: #","byPhone":"#.utf8)
         JSONText.bool(self.byPhone, into: &out)
         out.append(contentsOf: #","byEmail":"#.utf8)
@@ -4102,12 +4037,7 @@ extension AccountsV1.MatchContactsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"matches":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.matches.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.matches, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -4290,7 +4220,7 @@ extension AccountsV1.ProfileChanged {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"profile":"#.utf8)
-        if let value = self.profile { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.profile, into: &out)
         out.append(contentsOf: #","deleted":"#.utf8)
         JSONText.bool(self.deleted, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -4505,12 +4435,7 @@ extension AccountsV1.ProfilesSnapshotResponse {
         out.append(contentsOf: #","sequence":"#.utf8)
         JSONText.quoted(self.sequence, into: &out)
         out.append(contentsOf: #","profiles":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.profiles.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.profiles, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","more":"#.utf8)
         JSONText.bool(self.more, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -5033,35 +4958,15 @@ extension AccountsV1.ExportMyDataResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"account":"#.utf8)
-        if let value = self.account { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.account, into: &out)
         out.append(contentsOf: #","sessions":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.sessions.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.sessions, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","linked":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.linked.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.linked, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","passwordResets":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.passwordResets.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.passwordResets, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","emails":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.emails.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.emails, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 

@@ -825,7 +825,7 @@ extension AlertsV1.Watcher {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"person":"#.utf8)
-        if let value = self.person { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.person, into: &out)
         out.append(contentsOf: #","answer":"#.utf8)
         JSONValue.quote(self.answer.protoName, into: &out)
         out.append(contentsOf: #","answeredAtMs":"#.utf8)
@@ -959,7 +959,7 @@ extension AlertsV1.WatchSession {
         out.append(contentsOf: #"{"sessionId":"#.utf8)
         JSONText.quoted(self.sessionId, into: &out)
         out.append(contentsOf: #","initiator":"#.utf8)
-        if let value = self.initiator { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.initiator, into: &out)
         out.append(contentsOf: #","note":"#.utf8)
         JSONValue.quote(self.note, into: &out)
         out.append(contentsOf: #","state":"#.utf8)
@@ -971,12 +971,7 @@ extension AlertsV1.WatchSession {
         out.append(contentsOf: #","endedAtMs":"#.utf8)
         JSONText.quoted(self.endedAtMs, into: &out)
         out.append(contentsOf: #","watchers":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.watchers.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.watchers, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1172,7 +1167,7 @@ extension AlertsV1.StartWatchResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"session":"#.utf8)
-        if let value = self.session { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.session, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1350,7 +1345,7 @@ extension AlertsV1.ExtendWatchResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"session":"#.utf8)
-        if let value = self.session { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.session, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1513,7 +1508,7 @@ extension AlertsV1.EndWatchResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"session":"#.utf8)
-        if let value = self.session { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.session, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1682,14 +1677,9 @@ extension AlertsV1.GetWatchResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"mine":"#.utf8)
-        if let value = self.mine { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.mine, into: &out)
         out.append(contentsOf: #","watching":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.watching.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.watching, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1803,7 +1793,7 @@ extension AlertsV1.Recipient {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"person":"#.utf8)
-        if let value = self.person { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.person, into: &out)
         out.append(contentsOf: #","phone":"#.utf8)
         JSONValue.quote(self.phone, into: &out)
         out.append(contentsOf: #","answer":"#.utf8)
@@ -1811,12 +1801,7 @@ extension AlertsV1.Recipient {
         out.append(contentsOf: #","answeredAtMs":"#.utf8)
         JSONText.quoted(self.answeredAtMs, into: &out)
         out.append(contentsOf: #","deliveries":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.deliveries.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.deliveries, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2057,7 +2042,7 @@ extension AlertsV1.EmergencyPrompt {
         out.append(contentsOf: #","label":"#.utf8)
         JSONValue.quote(self.label, into: &out)
         out.append(contentsOf: #","location":"#.utf8)
-        if let value = self.location { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.location, into: &out)
         out.append(contentsOf: #","createdAtMs":"#.utf8)
         JSONText.quoted(self.createdAtMs, into: &out)
         out.append(contentsOf: #","reported":"#.utf8)
@@ -2236,11 +2221,11 @@ extension AlertsV1.HelpAlert {
         out.append(contentsOf: #"{"alertId":"#.utf8)
         JSONText.quoted(self.alertId, into: &out)
         out.append(contentsOf: #","initiator":"#.utf8)
-        if let value = self.initiator { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.initiator, into: &out)
         out.append(contentsOf: #","message":"#.utf8)
         JSONValue.quote(self.message, into: &out)
         out.append(contentsOf: #","location":"#.utf8)
-        if let value = self.location { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.location, into: &out)
         out.append(contentsOf: #","state":"#.utf8)
         JSONValue.quote(self.state.protoName, into: &out)
         out.append(contentsOf: #","raisedAtMs":"#.utf8)
@@ -2250,16 +2235,11 @@ extension AlertsV1.HelpAlert {
         out.append(contentsOf: #","resolvedBy":"#.utf8)
         JSONValue.quote(self.resolvedBy, into: &out)
         out.append(contentsOf: #","recipients":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.recipients.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.recipients, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","emergency":"#.utf8)
-        if let value = self.emergency { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.emergency, into: &out)
         out.append(contentsOf: #","escalation":"#.utf8)
-        if let value = self.escalation { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.escalation, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2391,7 +2371,7 @@ extension AlertsV1.Escalation {
         out.append(contentsOf: #","label":"#.utf8)
         JSONValue.quote(self.label, into: &out)
         out.append(contentsOf: #","location":"#.utf8)
-        if let value = self.location { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.location, into: &out)
         out.append(contentsOf: #","resentTo":"#.utf8)
         JSONText.number(Double(self.resentTo), into: &out)
         out.append(UInt8(ascii: "}"))
@@ -2590,7 +2570,7 @@ extension AlertsV1.RaiseHelpNowResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"alert":"#.utf8)
-        if let value = self.alert { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.alert, into: &out)
         out.append(contentsOf: #","alreadyActive":"#.utf8)
         JSONText.bool(self.alreadyActive, into: &out)
         out.append(contentsOf: #","notified":"#.utf8)
@@ -2785,7 +2765,7 @@ extension AlertsV1.ResolveHelpNowResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"alert":"#.utf8)
-        if let value = self.alert { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.alert, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2971,7 +2951,7 @@ extension AlertsV1.ReportEmergencyCallResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"emergency":"#.utf8)
-        if let value = self.emergency { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.emergency, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3140,14 +3120,9 @@ extension AlertsV1.GetHelpNowResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"mine":"#.utf8)
-        if let value = self.mine { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.mine, into: &out)
         out.append(contentsOf: #","others":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.others.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.others, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3276,7 +3251,7 @@ extension AlertsV1.InboxItem {
         out.append(contentsOf: #","requestId":"#.utf8)
         JSONText.quoted(self.requestId, into: &out)
         out.append(contentsOf: #","from":"#.utf8)
-        if let value = self.from { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.from, into: &out)
         out.append(contentsOf: #","createdAtMs":"#.utf8)
         JSONText.quoted(self.createdAtMs, into: &out)
         out.append(contentsOf: #","text":"#.utf8)
@@ -3284,7 +3259,7 @@ extension AlertsV1.InboxItem {
         out.append(contentsOf: #","endsAtMs":"#.utf8)
         JSONText.quoted(self.endsAtMs, into: &out)
         out.append(contentsOf: #","location":"#.utf8)
-        if let value = self.location { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.location, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3460,12 +3435,7 @@ extension AlertsV1.ListInboxResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"items":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.items.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.items, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","partial":"#.utf8)
         JSONText.bool(self.partial, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -3951,7 +3921,7 @@ extension AlertsV1.RegisterDeviceResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"device":"#.utf8)
-        if let value = self.device { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.device, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -4274,12 +4244,7 @@ extension AlertsV1.ListDevicesResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"devices":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.devices.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.devices, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -4483,12 +4448,7 @@ extension AlertsV1.Delivery {
         out.append(contentsOf: #","reference":"#.utf8)
         JSONValue.quote(self.reference, into: &out)
         out.append(contentsOf: #","attemptLog":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.attemptLog.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.attemptLog, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -4860,12 +4820,7 @@ extension AlertsV1.ListOutboxResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"deliveries":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.deliveries.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.deliveries, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -5191,12 +5146,7 @@ extension AlertsV1.ImportResourcesResponse {
         out.append(contentsOf: #"{"imported":"#.utf8)
         JSONText.number(Double(self.imported), into: &out)
         out.append(contentsOf: #","campuses":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.campuses.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.campuses, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -5374,12 +5324,7 @@ extension AlertsV1.ListResourcesResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"resources":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.resources.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.resources, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -5764,7 +5709,7 @@ extension AlertsV1.StartTimerResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"timer":"#.utf8)
-        if let value = self.timer { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.timer, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -5950,7 +5895,7 @@ extension AlertsV1.EndTimerResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"timer":"#.utf8)
-        if let value = self.timer { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.timer, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -6113,7 +6058,7 @@ extension AlertsV1.GetTimerResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"timer":"#.utf8)
-        if let value = self.timer { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.timer, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -6244,7 +6189,7 @@ extension AlertsV1.AlertEvent {
         out.append(contentsOf: #","requestId":"#.utf8)
         JSONText.quoted(self.requestId, into: &out)
         out.append(contentsOf: #","from":"#.utf8)
-        if let value = self.from { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.from, into: &out)
         out.append(contentsOf: #","text":"#.utf8)
         JSONValue.quote(self.text, into: &out)
         out.append(contentsOf: #","atMs":"#.utf8)
@@ -6252,7 +6197,7 @@ extension AlertsV1.AlertEvent {
         out.append(contentsOf: #","answer":"#.utf8)
         JSONValue.quote(self.answer.protoName, into: &out)
         out.append(contentsOf: #","location":"#.utf8)
-        if let value = self.location { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.location, into: &out)
         out.append(contentsOf: #","endsAtMs":"#.utf8)
         JSONText.quoted(self.endsAtMs, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -6366,19 +6311,9 @@ extension AlertsV1.EraseUserRequest {
         out.append(contentsOf: #"{"userId":"#.utf8)
         JSONText.quoted(self.userId, into: &out)
         out.append(contentsOf: #","addresses":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.addresses.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.addresses, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(contentsOf: #","traces":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.traces.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.traces, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -6666,54 +6601,19 @@ extension AlertsV1.ExportMyDataResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"watches":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.watches.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.watches, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","watched":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.watched.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.watched, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","alerts":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.alerts.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.alerts, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","alertsReceived":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.alertsReceived.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.alertsReceived, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","devices":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.devices.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.devices, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","deliveries":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.deliveries.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.deliveries, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","timers":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.timers.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.timers, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 

@@ -771,7 +771,7 @@ extension GeoV1.GetSharingResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"settings":"#.utf8)
-        if let value = self.settings { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.settings, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -867,14 +867,9 @@ extension GeoV1.UpdateSharingRequest {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"settings":"#.utf8)
-        if let value = self.settings { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.settings, into: &out)
         out.append(contentsOf: #","fields":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.fields.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.fields, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -965,7 +960,7 @@ extension GeoV1.UpdateSharingResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"settings":"#.utf8)
-        if let value = self.settings { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.settings, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1087,7 +1082,7 @@ extension GeoV1.FriendLocation {
         out.append(contentsOf: #"{"userId":"#.utf8)
         JSONText.quoted(self.userId, into: &out)
         out.append(contentsOf: #","fix":"#.utf8)
-        if let value = self.fix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.fix, into: &out)
         out.append(contentsOf: #","ageMs":"#.utf8)
         JSONText.quoted(self.ageMs, into: &out)
         out.append(contentsOf: #","status":"#.utf8)
@@ -1274,14 +1269,9 @@ extension GeoV1.FriendsLocationsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"friends":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.friends.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.friends, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","you":"#.utf8)
-        if let value = self.you { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.you, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1573,12 +1563,7 @@ extension GeoV1.NearbyResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"users":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.users.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.users, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1777,9 +1762,9 @@ extension GeoV1.NavigateResponse {
         out.append(contentsOf: #","bearingDeg":"#.utf8)
         JSONText.number(Double(self.bearingDeg), into: &out)
         out.append(contentsOf: #","theirFix":"#.utf8)
-        if let value = self.theirFix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.theirFix, into: &out)
         out.append(contentsOf: #","yourFix":"#.utf8)
-        if let value = self.yourFix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.yourFix, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2135,7 +2120,7 @@ extension GeoV1.LatestLocationResponse {
         out.append(contentsOf: #"{"found":"#.utf8)
         JSONText.bool(self.found, into: &out)
         out.append(contentsOf: #","fix":"#.utf8)
-        if let value = self.fix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.fix, into: &out)
         out.append(contentsOf: #","placeName":"#.utf8)
         JSONValue.quote(self.placeName, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -2518,7 +2503,7 @@ extension GeoV1.GetPlaceResponse {
         out.append(contentsOf: #"{"found":"#.utf8)
         JSONText.bool(self.found, into: &out)
         out.append(contentsOf: #","place":"#.utf8)
-        if let value = self.place { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.place, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2631,7 +2616,7 @@ extension GeoV1.LocationEvent {
         out.append(contentsOf: #"{"userId":"#.utf8)
         JSONText.quoted(self.userId, into: &out)
         out.append(contentsOf: #","fix":"#.utf8)
-        if let value = self.fix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.fix, into: &out)
         out.append(contentsOf: #","status":"#.utf8)
         JSONValue.quote(self.status, into: &out)
         out.append(contentsOf: #","around":"#.utf8)
@@ -2955,12 +2940,7 @@ extension GeoV1.ListAuditResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"entries":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.entries.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.entries, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","retentionDays":"#.utf8)
         JSONText.quoted(self.retentionDays, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -3290,7 +3270,7 @@ extension GeoV1.CreateShareLinkResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"link":"#.utf8)
-        if let value = self.link { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.link, into: &out)
         out.append(contentsOf: #","path":"#.utf8)
         JSONValue.quote(self.path, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -3455,12 +3435,7 @@ extension GeoV1.ListShareLinksResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"links":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.links.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.links, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3638,7 +3613,7 @@ extension GeoV1.RevokeShareLinkResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"link":"#.utf8)
-        if let value = self.link { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.link, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3838,7 +3813,7 @@ extension GeoV1.ViewShareLinkResponse {
         out.append(contentsOf: #"{"label":"#.utf8)
         JSONValue.quote(self.label, into: &out)
         out.append(contentsOf: #","fix":"#.utf8)
-        if let value = self.fix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.fix, into: &out)
         out.append(contentsOf: #","ageMs":"#.utf8)
         JSONText.quoted(self.ageMs, into: &out)
         out.append(contentsOf: #","expiresAtMs":"#.utf8)
@@ -4209,12 +4184,7 @@ extension GeoV1.GetPrecisionResponse {
         out.append(contentsOf: #"{"defaultPrecision":"#.utf8)
         JSONValue.quote(self.defaultPrecision.protoName, into: &out)
         out.append(contentsOf: #","settings":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.settings.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.settings, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -4449,7 +4419,7 @@ extension GeoV1.SetZoneRequest {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"zone":"#.utf8)
-        if let value = self.zone { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.zone, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -4539,7 +4509,7 @@ extension GeoV1.SetZoneResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"zone":"#.utf8)
-        if let value = self.zone { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.zone, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -4701,12 +4671,7 @@ extension GeoV1.ListZonesResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"zones":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.zones.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.zones, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -5224,12 +5189,7 @@ extension GeoV1.AllowPlaceAlertsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"allowed":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.allowed.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.allowed, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -5502,12 +5462,7 @@ extension GeoV1.ListPlaceAlertTargetsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"zones":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.zones.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.zones, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -5720,7 +5675,7 @@ extension GeoV1.CreatePlaceAlertResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"alert":"#.utf8)
-        if let value = self.alert { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.alert, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -5894,26 +5849,11 @@ extension GeoV1.ListPlaceAlertsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"mine":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.mine.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.mine, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","aboutMe":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.aboutMe.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.aboutMe, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","allowed":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.allowed.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.allowed, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -6416,19 +6356,9 @@ extension GeoV1.ListPlaceEventsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"events":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.events.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.events, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","viewers":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.viewers.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.viewers, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -6672,19 +6602,9 @@ extension GeoV1.Place {
         out.append(contentsOf: #","radiusM":"#.utf8)
         JSONText.number(Double(self.radiusM), into: &out)
         out.append(contentsOf: #","polygonLat":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.polygonLat.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.number(Double(item), into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.polygonLat, into: &out) { item, out in JSONText.number(Double(item), into: &out) }
         out.append(contentsOf: #","polygonLon":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.polygonLon.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.number(Double(item), into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.polygonLon, into: &out) { item, out in JSONText.number(Double(item), into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -6905,12 +6825,7 @@ extension GeoV1.ImportPlacesResponse {
         out.append(contentsOf: #"{"imported":"#.utf8)
         JSONText.number(Double(self.imported), into: &out)
         out.append(contentsOf: #","problems":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.problems.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.problems, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -7130,7 +7045,7 @@ extension GeoV1.ClosestPlaceResponse {
         out.append(contentsOf: #"{"found":"#.utf8)
         JSONText.bool(self.found, into: &out)
         out.append(contentsOf: #","place":"#.utf8)
-        if let value = self.place { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.place, into: &out)
         out.append(contentsOf: #","distanceM":"#.utf8)
         JSONText.number(Double(self.distanceM), into: &out)
         out.append(contentsOf: #","onCampus":"#.utf8)
@@ -7346,12 +7261,7 @@ extension GeoV1.ListPlacesResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"places":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.places.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.places, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -7456,7 +7366,7 @@ extension GeoV1.VenueAttendance {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"venue":"#.utf8)
-        if let value = self.venue { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.venue, into: &out)
         out.append(contentsOf: #","people":"#.utf8)
         JSONText.number(Double(self.people), into: &out)
         out.append(contentsOf: #","friends":"#.utf8)
@@ -7637,12 +7547,7 @@ extension GeoV1.ListVenuesResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"venues":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.venues.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.venues, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","freshMinutes":"#.utf8)
         JSONText.number(Double(self.freshMinutes), into: &out)
         out.append(contentsOf: #","minPeople":"#.utf8)
@@ -8007,7 +7912,7 @@ extension GeoV1.CheckInResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"checkIn":"#.utf8)
-        if let value = self.checkIn { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.checkIn, into: &out)
         out.append(contentsOf: #","replaced":"#.utf8)
         JSONText.bool(self.replaced, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -8203,12 +8108,7 @@ extension GeoV1.ListCheckInsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"checkIns":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.checkIns.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.checkIns, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -8426,12 +8326,7 @@ extension GeoV1.EraseUserRequest {
         out.append(contentsOf: #"{"userId":"#.utf8)
         JSONText.quoted(self.userId, into: &out)
         out.append(contentsOf: #","traces":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.traces.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.traces, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -8723,7 +8618,7 @@ extension GeoV1.HistoryEntry {
         out.append(contentsOf: #"{"id":"#.utf8)
         JSONText.quoted(self.id, into: &out)
         out.append(contentsOf: #","fix":"#.utf8)
-        if let value = self.fix { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.fix, into: &out)
         out.append(contentsOf: #","hasStatus":"#.utf8)
         JSONText.bool(self.hasStatus, into: &out)
         out.append(contentsOf: #","status":"#.utf8)
@@ -8910,66 +8805,31 @@ extension GeoV1.ExportMyDataResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"sharing":"#.utf8)
-        if let value = self.sharing { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.sharing, into: &out)
         out.append(contentsOf: #","latest":"#.utf8)
-        if let value = self.latest { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.latest, into: &out)
         out.append(contentsOf: #","status":"#.utf8)
         JSONValue.quote(self.status, into: &out)
         out.append(contentsOf: #","checkIn":"#.utf8)
-        if let value = self.checkIn { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.checkIn, into: &out)
         out.append(contentsOf: #","grants":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.grants.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.grants, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","history":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.history.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.history, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","more":"#.utf8)
         JSONText.bool(self.more, into: &out)
         out.append(contentsOf: #","precision":"#.utf8)
-        if let value = self.precision { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.precision, into: &out)
         out.append(contentsOf: #","audit":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.audit.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.audit, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","shareLinks":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.shareLinks.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.shareLinks, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","zones":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.zones.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.zones, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","placeAlerts":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.placeAlerts.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.placeAlerts, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","placeAlertsAllowed":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.placeAlertsAllowed.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.placeAlertsAllowed, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 

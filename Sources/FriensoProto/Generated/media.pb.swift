@@ -860,7 +860,7 @@ extension MediaV1.FinishUploadResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"item":"#.utf8)
-        if let value = self.item { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.item, into: &out)
         out.append(contentsOf: #","locationRemoved":"#.utf8)
         JSONText.bool(self.locationRemoved, into: &out)
         out.append(contentsOf: #","deduplicated":"#.utf8)
@@ -1079,7 +1079,7 @@ extension MediaV1.GetPhotoResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"item":"#.utf8)
-        if let value = self.item { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.item, into: &out)
         out.append(contentsOf: #","data":"#.utf8)
         JSONText.bytes(self.data, into: &out)
         out.append(contentsOf: #","eof":"#.utf8)
@@ -1310,12 +1310,7 @@ extension MediaV1.ListPhotosResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"items":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.items.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.items, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","nextPageToken":"#.utf8)
         JSONValue.quote(self.nextPageToken, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -1970,12 +1965,7 @@ extension MediaV1.EraseUserRequest {
         out.append(contentsOf: #"{"userId":"#.utf8)
         JSONText.quoted(self.userId, into: &out)
         out.append(contentsOf: #","traces":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.traces.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.traces, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 

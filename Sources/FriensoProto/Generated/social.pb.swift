@@ -510,9 +510,9 @@ extension SocialV1.FriendRequest {
         out.append(contentsOf: #"{"requestId":"#.utf8)
         JSONText.quoted(self.requestId, into: &out)
         out.append(contentsOf: #","from":"#.utf8)
-        if let value = self.from { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.from, into: &out)
         out.append(contentsOf: #","to":"#.utf8)
-        if let value = self.to { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.to, into: &out)
         out.append(contentsOf: #","state":"#.utf8)
         JSONValue.quote(self.state.protoName, into: &out)
         out.append(contentsOf: #","dismissed":"#.utf8)
@@ -624,7 +624,7 @@ extension SocialV1.Friend {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"user":"#.utf8)
-        if let value = self.user { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.user, into: &out)
         out.append(contentsOf: #","sinceMs":"#.utf8)
         JSONText.quoted(self.sinceMs, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -818,7 +818,7 @@ extension SocialV1.SendFriendRequestResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"request":"#.utf8)
-        if let value = self.request { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.request, into: &out)
         out.append(contentsOf: #","becameFriends":"#.utf8)
         JSONText.bool(self.becameFriends, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -1007,7 +1007,7 @@ extension SocialV1.RespondToFriendRequestResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"request":"#.utf8)
-        if let value = self.request { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.request, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1185,7 +1185,7 @@ extension SocialV1.CancelFriendRequestResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"request":"#.utf8)
-        if let value = self.request { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.request, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1368,19 +1368,9 @@ extension SocialV1.ListFriendRequestsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"incoming":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.incoming.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.incoming, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","outgoing":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.outgoing.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.outgoing, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -1545,12 +1535,7 @@ extension SocialV1.ListFriendsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"friends":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.friends.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.friends, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2242,12 +2227,7 @@ extension SocialV1.ListBlockedResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"users":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.users.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.users, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2352,7 +2332,7 @@ extension SocialV1.CircleMember {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"user":"#.utf8)
-        if let value = self.user { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.user, into: &out)
         out.append(contentsOf: #","phone":"#.utf8)
         JSONValue.quote(self.phone, into: &out)
         out.append(contentsOf: #","state":"#.utf8)
@@ -2534,21 +2514,11 @@ extension SocialV1.ShowCircleResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"members":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.members.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.members, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","limit":"#.utf8)
         JSONText.number(Double(self.limit), into: &out)
         out.append(contentsOf: #","memberOf":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.memberOf.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.memberOf, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -2746,7 +2716,7 @@ extension SocialV1.AddToCircleResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"member":"#.utf8)
-        if let value = self.member { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.member, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3018,7 +2988,7 @@ extension SocialV1.CircleRequest {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"owner":"#.utf8)
-        if let value = self.owner { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.owner, into: &out)
         out.append(contentsOf: #","addedAtMs":"#.utf8)
         JSONText.quoted(self.addedAtMs, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -3183,12 +3153,7 @@ extension SocialV1.ListCircleRequestsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"requests":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.requests.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.requests, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3382,7 +3347,7 @@ extension SocialV1.RespondToCircleRequestResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"member":"#.utf8)
-        if let value = self.member { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.member, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -3580,12 +3545,7 @@ extension SocialV1.SearchUsersResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"users":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.users.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.users, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","nextPageToken":"#.utf8)
         JSONValue.quote(self.nextPageToken, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -3960,68 +3920,23 @@ extension SocialV1.GraphSnapshotResponse {
         out.append(contentsOf: #","sequence":"#.utf8)
         JSONText.quoted(self.sequence, into: &out)
         out.append(contentsOf: #","friendsA":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.friendsA.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.friendsA, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(contentsOf: #","friendsB":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.friendsB.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.friendsB, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(contentsOf: #","blockers":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.blockers.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.blockers, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(contentsOf: #","blocked":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.blocked.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.blocked, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(contentsOf: #","circleOwners":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.circleOwners.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.circleOwners, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(contentsOf: #","circleMembers":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.circleMembers.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.circleMembers, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(contentsOf: #","findable":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.findable.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.findable, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(contentsOf: #","exchangesA":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.exchangesA.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.exchangesA, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(contentsOf: #","exchangesB":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.exchangesB.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.quoted(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.exchangesB, into: &out) { item, out in JSONText.quoted(item, into: &out) }
         out.append(contentsOf: #","nextCursor":"#.utf8)
         JSONValue.quote(self.nextCursor, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -4296,7 +4211,7 @@ extension SocialV1.GetDiscoverySettingsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"settings":"#.utf8)
-        if let value = self.settings { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.settings, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -4474,7 +4389,7 @@ extension SocialV1.SetFindableResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"settings":"#.utf8)
-        if let value = self.settings { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.settings, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -4677,33 +4592,13 @@ extension SocialV1.RecommendFriendsRequest {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"phones":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.phones.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.phones, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(contentsOf: #","emails":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.emails.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.emails, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(contentsOf: #","contactHashes":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.contactHashes.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.bytes(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.contactHashes, into: &out) { item, out in JSONText.bytes(item, into: &out) }
         out.append(contentsOf: #","externalIds":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.externalIds.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.externalIds, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -4816,7 +4711,7 @@ extension SocialV1.Recommendation {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"user":"#.utf8)
-        if let value = self.user { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.user, into: &out)
         out.append(contentsOf: #","byPhone":"#.utf8)
         JSONText.bool(self.byPhone, into: &out)
         out.append(contentsOf: #","byEmail":"#.utf8)
@@ -4922,12 +4817,7 @@ extension SocialV1.RecommendFriendsResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"recommendations":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.recommendations.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.recommendations, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","unusable":"#.utf8)
         JSONText.number(Double(self.unusable), into: &out)
         out.append(UInt8(ascii: "}"))
@@ -5052,7 +4942,7 @@ extension SocialV1.Exchange {
         out.append(contentsOf: #"{"exchangeId":"#.utf8)
         JSONText.quoted(self.exchangeId, into: &out)
         out.append(contentsOf: #","user":"#.utf8)
-        if let value = self.user { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.user, into: &out)
         out.append(contentsOf: #","exchangedAtMs":"#.utf8)
         JSONText.quoted(self.exchangedAtMs, into: &out)
         out.append(contentsOf: #","latitude":"#.utf8)
@@ -5295,7 +5185,7 @@ extension SocialV1.AddExchangeResponse {
         out.append(contentsOf: #"{"state":"#.utf8)
         JSONValue.quote(self.state.protoName, into: &out)
         out.append(contentsOf: #","exchange":"#.utf8)
-        if let value = self.exchange { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.exchange, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -5486,12 +5376,7 @@ extension SocialV1.ListExchangesResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"exchanges":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.exchanges.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.exchanges, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","nextPageToken":"#.utf8)
         JSONValue.quote(self.nextPageToken, into: &out)
         out.append(UInt8(ascii: "}"))
@@ -5697,7 +5582,7 @@ extension SocialV1.Poke {
         out.append(contentsOf: #"{"pokeId":"#.utf8)
         JSONText.quoted(self.pokeId, into: &out)
         out.append(contentsOf: #","from":"#.utf8)
-        if let value = self.from { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.from, into: &out)
         out.append(contentsOf: #","toUserId":"#.utf8)
         JSONText.quoted(self.toUserId, into: &out)
         out.append(contentsOf: #","createdAtMs":"#.utf8)
@@ -5797,7 +5682,7 @@ extension SocialV1.PokeResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"poke":"#.utf8)
-        if let value = self.poke { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.poke, into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -5916,7 +5801,7 @@ extension SocialV1.Notice {
         out.append(contentsOf: #","kind":"#.utf8)
         JSONValue.quote(self.kind.protoName, into: &out)
         out.append(contentsOf: #","from":"#.utf8)
-        if let value = self.from { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.from, into: &out)
         out.append(contentsOf: #","toUserId":"#.utf8)
         JSONText.quoted(self.toUserId, into: &out)
         out.append(contentsOf: #","toPhone":"#.utf8)
@@ -6115,12 +6000,7 @@ extension SocialV1.ListNoticesResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"notices":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.notices.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.notices, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -6498,12 +6378,7 @@ extension SocialV1.EraseUserRequest {
         out.append(contentsOf: #"{"userId":"#.utf8)
         JSONText.quoted(self.userId, into: &out)
         out.append(contentsOf: #","traces":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.traces.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.quote(item, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.traces, into: &out) { item, out in JSONValue.quote(item, into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -6802,58 +6677,23 @@ extension SocialV1.ExportMyDataResponse {
     /// `jsonValue` as one line of UTF-8, written without the tree (the HTTP edge's replies).
     public func writeJSON(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"friends":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.friends.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.friends, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","requests":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.requests.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.requests, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","blocked":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.blocked.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.blocked, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","circle":"#.utf8)
-        if let value = self.circle { value.writeJSON(into: &out) } else { JSONText.null(into: &out) }
+        JSONText.message(self.circle, into: &out)
         out.append(contentsOf: #","circleRequests":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.circleRequests.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.circleRequests, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","findable":"#.utf8)
         JSONText.bool(self.findable, into: &out)
         out.append(contentsOf: #","exchanges":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.exchanges.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.exchanges, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","pokesSent":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.pokesSent.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.pokesSent, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(contentsOf: #","pokesReceived":"#.utf8)
-        out.append(UInt8(ascii: "["))
-        for (index, item) in self.pokesReceived.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            item.writeJSON(into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
+        JSONText.array(self.pokesReceived, into: &out) { item, out in item.writeJSON(into: &out) }
         out.append(UInt8(ascii: "}"))
     }
 

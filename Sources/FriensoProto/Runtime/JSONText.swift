@@ -59,6 +59,21 @@ public enum JSONText {
         }
     }
 
+    /// A repeated field: its items, each written by `write`, between brackets.
+    public static func array<Item>(_ items: [Item], into out: inout [UInt8], _ write: (Item, inout [UInt8]) -> Void) {
+        out.append(UInt8(ascii: "["))
+        for (index, item) in items.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            write(item, &out)
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+
+    /// A message field: the message, or null when it is not set.
+    public static func message(_ message: (some ProtoMessage)?, into out: inout [UInt8]) {
+        if let message { message.writeJSON(into: &out) } else { null(into: &out) }
+    }
+
     /// Bytes as proto3's JSON writes them: a string of their base64.
     public static func bytes(_ bytes: [UInt8], into out: inout [UInt8]) {
         JSONValue.quote(Data(bytes).base64EncodedString(), into: &out)
