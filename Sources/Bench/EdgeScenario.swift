@@ -189,7 +189,7 @@ public enum EdgeScenario {
             if got >= expected { break }
             try await Task.sleep(for: .milliseconds(100))
         }
-        let tailMs = Int((lastArrival - lastMove).components.seconds * 1000 + (lastArrival - lastMove).components.attoseconds / 1_000_000_000_000_000)
+        let tailMs = (lastArrival - lastMove).wholeMilliseconds
         let state = tally.state.withLock { $0 }
         var lost = 0, duplicated = 0, delivered = 0
         var lossesByWatcher: [Int: Int] = [:], lossesByMove: [Int64: Int] = [:]
