@@ -41,6 +41,14 @@ enum BenchStack {
         return (gateway, ServiceGroup(configuration: .init(services: [.init(service: gateway)], logger: logger)))
     }
 
+    /// One deployment's internal plane in memory: a keyring for each of `members` (a key pair of
+    /// its own, every member's public key), as `frienso-launch` makes them on disk.
+    static func keyrings(_ members: [String]) throws -> [String: Keyring] {
+        let pairs = try members.map { ($0, try CurveKeys.generate()) }
+        let publicKeys = Dictionary(uniqueKeysWithValues: pairs.map { ($0.0, $0.1.publicKey) })
+        return try Dictionary(uniqueKeysWithValues: pairs.map { ($0.0, try Keyring(member: $0.0, keys: $0.1, members: publicKeys)) })
+    }
+
     /// Registers `name` through the gateway and logs in. `number` makes the phone unique in the run.
     static func user(_ name: String, number: Int, gateway: String, logger: Logger, context: ZMQContext,
                      reactor: Reactor) async throws -> (client: FriensoClient, id: UInt64) {

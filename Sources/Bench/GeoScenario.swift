@@ -24,6 +24,8 @@ public enum GeoScenario {
         public var inFlight: [Int]
         /// Which parts to run: index, service (in service and through the gateway), redis.
         public var parts: Set<String> = GeoScenario.parts
+        /// The internal hop of the rows through the gateway: plaintext, curve (one gateway each).
+        public var planes: Set<String> = ["plaintext", "curve"]
         public init(users: Int, queries: Int, updates: Int, inFlight: [Int]) {
             self.users = users
             self.queries = queries
@@ -112,7 +114,7 @@ public enum GeoScenario {
         // 2. The service: n users seeded in geo's database, all findable; the state rebuilt at start.
         let dir = BenchStack.scratchDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        for sub in ["accounts", "geo"] { try FileManager.default.createDirectory(atPath: "\(dir)/\(sub)", withIntermediateDirectories: true) }
+        try FileManager.default.createDirectory(atPath: "\(dir)/geo", withIntermediateDirectories: true)
         let points = uniform(n, seed: 1)
         var graphState = GraphState()
         for i in 0..<n { graphState.apply(SocialV1.GraphEvent(change: .findableOn, userA: UInt64(i + 1))) }
@@ -153,49 +155,15 @@ public enum GeoScenario {
             })
         }
 
-        // 3. Through the gateway: accounts, geo and a gateway, each with its own reactor and context.
-        let accounts = try AccountsService(directory: "\(dir)/accounts", config: BenchStack.accountsConfig()).makeHost(
-            options: HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), logger: quiet, context: ZMQContext(), reactor: Reactor(name: "bench-accounts"))
-        let geoHost = geo.makeHost(options: HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*"), logger: quiet, context: ZMQContext(), reactor: Reactor(name: "bench-geo"))
-        let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client")
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            let backends = ServiceGroup(configuration: .init(services: [.init(service: accounts), .init(service: geoHost)], logger: quiet))
-            tasks.addTask { try await backends.run() }
-            let (gateway, front) = BenchStack.gateway(services: [
-                "accounts": try await accounts.boundEndpoint(), "geo": try await geoHost.boundEndpoint()], logger: quiet)
-            tasks.addTask { try await front.run() }
-            let gatewayEndpoint = try await gateway.boundEndpoint()
-            // 64 users, each placed at a random point among the others.
-            var clients: [FriensoClient] = []
-            var rng = BenchRandom(seed: 5)
-            for k in 0..<64 {
-                let (client, id) = try await BenchStack.user("geo_bench_\(k)", number: k, gateway: gatewayEndpoint, logger: quiet,
-                                                             context: clientContext, reactor: clientReactor)
-                graph.apply(SocialV1.GraphEvent(change: .findableOn, userA: id))
-                let u = Int(rng.unit() * Double(n))
-                _ = try await client.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
-                    latitude: points.lat[u], longitude: points.lon[u], accuracyM: 5, deviceTimeMs: WallClock.milliseconds()))
-                clients.append(client)
-            }
-            let all = clients
-            await withTaskExecutorPreference(clientReactor) {
-                for inFlight in options.inFlight {
-                    rows.append(await drive(name: "nearby via gateway", inFlight: inFlight, count: options.queries, warmup: 500) {
-                        let reply = try? await all[Int.random(in: 0..<all.count)].call(GeoV1.GeoService.nearby, GeoV1.NearbyRequest(limit: 50))
-                        return reply?.users.count == 50
-                    })
-                }
-                rows.append(await drive(name: "location updates via gateway, durable ack", inFlight: 64, count: options.updates / 2, warmup: 0) {
-                    let request = GeoV1.UpdateLocationRequest(latitude: 40.75, longitude: -73.99, accuracyM: 5,
-                                                              deviceTimeMs: WallClock.milliseconds())
-                    return (try? await all[Int.random(in: 0..<all.count)].call(GeoV1.GeoService.updateLocation, request)) != nil
-                })
-            }
-            for client in clients { await client.close() }
-            await front.triggerGracefulShutdown()
-            await backends.triggerGracefulShutdown()
-            try await tasks.waitForAll()
+        // 3. Through the gateway, the internal hop in plain TCP and with CurveZMQ as a deployment runs it.
+        for curve in [false, true] where options.planes.contains(curve ? "curve" : "plaintext") {
+            rows += try await viaGateway(geo, graph: graph, points: points, directory: "\(dir)/\(curve ? "curve" : "plaintext")", curve: curve,
+                                         options: options, logger: quiet)
         }
+        }
+        for suffix in ["", " (CURVE)"] {
+            guard let ours = rows.first(where: { $0.name == "location updates via gateway, durable ack\(suffix)" }) else { continue }
+            commitLines.append("- durable updates via gateway\(suffix), 64 in flight: \(Int(ours.throughput))/s, p99 \(Report.f(ours.micros(99))) µs (target ≥ 40,000/s)")
         }
         out += ["### Geo service (\(n) users, all findable; state rebuilt from SQLite in \(String(format: "%.1f", rebuild)) s)", "",
                 Report.table(rows), ""] + commitLines + [""]
@@ -256,12 +224,14 @@ public enum GeoScenario {
             }
         })
         out += ["### Redis \(redisVersion(port: redis.port)) on the same points (MEMORY USAGE: \(redisMemory) B per member)", "", Report.table(redisRows), ""]
-        func row(_ prefix: String, _ k: Int? = nil) -> LatencyStats? {
-            (rows + redisRows).first { $0.name.hasPrefix(prefix) && (k == nil || $0.inFlight == k) }
+        /// The first row whose name starts with `prefix` (is `prefix`, when `exactly`).
+        func row(_ prefix: String, _ k: Int? = nil, exactly: Bool = false) -> LatencyStats? {
+            (rows + redisRows).first { (exactly ? $0.name == prefix : $0.name.hasPrefix(prefix)) && (k == nil || $0.inFlight == k) }
         }
         for k in options.inFlight {
-            if let ours = row("nearby via gateway", k), let theirs = row("Redis GEOSEARCH", k) {
-                out.append("- \(k) in flight: nearby via gateway \(Int(ours.throughput)) q/s vs Redis GEOSEARCH \(Int(theirs.throughput)) q/s: \(String(format: "%.1f", ours.throughput / max(1, theirs.throughput)))× (target ≥ 50× at 64), gateway p99 \(Report.f(ours.micros(99))) µs (target ≤ 2,000)")
+            for suffix in ["", " (CURVE)"] {
+                guard let ours = row("nearby via gateway\(suffix)", k, exactly: true), let theirs = row("Redis GEOSEARCH", k) else { continue }
+                out.append("- \(k) in flight: nearby via gateway\(suffix) \(Int(ours.throughput)) q/s vs Redis GEOSEARCH \(Int(theirs.throughput)) q/s: \(String(format: "%.1f", ours.throughput / max(1, theirs.throughput)))× (target ≥ 50× at 64), gateway p99 \(Report.f(ours.micros(99))) µs (target ≤ 2,000)")
             }
         }
         if let ours = row("in-service location updates"), let theirs = row("Redis GEOADD") {
@@ -270,7 +240,67 @@ public enum GeoScenario {
         return out.joined(separator: "\n")
     }
 
-    /// Prints what is ready (a long run keeps its first sections if stopped).
+    /// Nearby and durable location updates through a gateway: accounts, `geo`'s host and a
+    /// gateway, each with its own reactor and context, and 64 users on a client reactor. With
+    /// `curve`, the gateway reaches accounts and geo over CurveZMQ with a keyring each, and both
+    /// check every request against the plane policy, as in a deployment (the client's own hop to
+    /// the gateway is plain TCP in both, as `frienso-launch` runs it by default).
+    static func viaGateway(_ geo: GeoService, graph: StaticGraph, points: Points, directory dir: String, curve: Bool,
+                           options: Options, logger quiet: Logger) async throws -> [LatencyStats] {
+        let n = options.users, suffix = curve ? " (CURVE)" : ""
+        let keys = curve ? try BenchStack.keyrings(["gateway", "accounts", "geo"]) : [:]
+        try FileManager.default.createDirectory(atPath: "\(dir)/accounts", withIntermediateDirectories: true)
+        var accountsOptions = HostOptions(name: "accounts", endpoint: "tcp://127.0.0.1:*"), geoOptions = HostOptions(name: "geo", endpoint: "tcp://127.0.0.1:*")
+        if curve {
+            accountsOptions.security = keys["accounts"]!.server()
+            geoOptions.security = keys["geo"]!.server()
+        }
+        var rows: [LatencyStats] = []
+        let accounts = try AccountsService(directory: "\(dir)/accounts", config: BenchStack.accountsConfig()).makeHost(
+            options: accountsOptions, logger: quiet, context: ZMQContext(), reactor: Reactor(name: "bench-accounts"))
+        let geoHost = geo.makeHost(options: geoOptions, logger: quiet, context: ZMQContext(), reactor: Reactor(name: "bench-geo"))
+        let clientContext = ZMQContext(), clientReactor = Reactor(name: "bench-client")
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            let backends = ServiceGroup(configuration: .init(services: [.init(service: accounts), .init(service: geoHost)], logger: quiet))
+            tasks.addTask { try await backends.run() }
+            let (gateway, front) = BenchStack.gateway(services: [
+                "accounts": try await accounts.boundEndpoint(), "geo": try await geoHost.boundEndpoint()], logger: quiet, keyring: keys["gateway"])
+            tasks.addTask { try await front.run() }
+            let gatewayEndpoint = try await gateway.boundEndpoint()
+            // 64 users, each placed at a random point among the others.
+            var clients: [FriensoClient] = []
+            var rng = BenchRandom(seed: 5)
+            for k in 0..<64 {
+                let (client, id) = try await BenchStack.user("geo_bench_\(k)", number: k, gateway: gatewayEndpoint, logger: quiet,
+                                                             context: clientContext, reactor: clientReactor)
+                graph.apply(SocialV1.GraphEvent(change: .findableOn, userA: id))
+                let u = Int(rng.unit() * Double(n))
+                _ = try await client.call(GeoV1.GeoService.updateLocation, GeoV1.UpdateLocationRequest(
+                    latitude: points.lat[u], longitude: points.lon[u], accuracyM: 5, deviceTimeMs: WallClock.milliseconds()))
+                clients.append(client)
+            }
+            let all = clients
+            await withTaskExecutorPreference(clientReactor) {
+                for inFlight in options.inFlight {
+                    rows.append(await drive(name: "nearby via gateway\(suffix)", inFlight: inFlight, count: options.queries, warmup: 500) {
+                        let reply = try? await all[Int.random(in: 0..<all.count)].call(GeoV1.GeoService.nearby, GeoV1.NearbyRequest(limit: 50))
+                        return reply?.users.count == 50
+                    })
+                }
+                rows.append(await drive(name: "location updates via gateway, durable ack\(suffix)", inFlight: 64, count: options.updates / 2, warmup: 0) {
+                    let request = GeoV1.UpdateLocationRequest(latitude: 40.75, longitude: -73.99, accuracyM: 5,
+                                                              deviceTimeMs: WallClock.milliseconds())
+                    return (try? await all[Int.random(in: 0..<all.count)].call(GeoV1.GeoService.updateLocation, request)) != nil
+                })
+            }
+            for client in clients { await client.close() }
+            await front.triggerGracefulShutdown()
+            await backends.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        return rows
+    }
+
     /// Friends' locations in process at 64 in flight, with "who saw my location" counted and
     /// without, alternating twice, in one run: the audit's cost as a ratio (target: at most 10%).
     static func auditCost(_ options: Options, logger: Logger) async throws -> [String] {
@@ -322,6 +352,7 @@ public enum GeoScenario {
                 String(format: "- friends' locations with the audit on / off: %.3f× throughput (target ≥ 0.90×)", on / max(off, 1)), ""]
     }
 
+    /// Prints what is ready (a long run keeps its first sections if stopped).
     static func report(_ lines: inout [String]) {
         FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         lines.removeAll()

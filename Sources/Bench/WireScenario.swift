@@ -110,9 +110,8 @@ public enum WireScenario {
     /// One deployment's keys in memory: the gateway (which the direct client also uses: every
     /// member may Ping) and accounts.
     static func keyrings() throws -> (gateway: Keyring, accounts: Keyring) {
-        let gateway = try CurveKeys.generate(), accounts = try CurveKeys.generate()
-        let members = ["gateway": gateway.publicKey, "accounts": accounts.publicKey]
-        return (try Keyring(member: "gateway", keys: gateway, members: members), try Keyring(member: "accounts", keys: accounts, members: members))
+        let keys = try BenchStack.keyrings(["gateway", "accounts"])
+        return (keys["gateway"]!, keys["accounts"]!)
     }
 
     static func hostAndGateway(_ options: Options, payload: [UInt8], ping: CommonV1.PingRequest, curve: Bool,

@@ -199,9 +199,11 @@ struct GeoBench: AsyncParsableCommand {
     @Option(help: "Measured location updates per row.") var updates = 200_000
     @Option(help: "Requests in flight (threads for Redis), comma-separated.") var inFlight = "1,64"
     @Option(help: "Parts to run, comma-separated: index, service, redis, audit (who saw my location), places (zones and place alerts), fold (the history fold's period).") var parts = "index,service,redis"
+    @Option(help: "The internal hop of the rows through the gateway, one gateway each: plaintext, curve (comma-separated).") var planes = "plaintext,curve"
 
     func validate() throws {
         guard ScenarioParts.parse(parts, known: GeoScenario.parts) != nil else { throw ValidationError("--parts takes index, service, redis, audit, places, fold") }
+        guard ScenarioParts.parse(planes, known: ["plaintext", "curve"]) != nil else { throw ValidationError("--planes takes plaintext, curve") }
         guard users >= 1_000, queries > 0, updates > 0 else { throw ValidationError("--users ≥ 1000, --queries and --updates > 0") }
         guard LoadLevels.parse(inFlight, max: 1_024) != nil else { throw ValidationError("--in-flight takes numbers from 1 to 1024") }
     }
@@ -213,6 +215,7 @@ struct GeoBench: AsyncParsableCommand {
     func run() async throws {
         var options = GeoScenario.Options(users: users, queries: queries, updates: updates, inFlight: levels)
         options.parts = ScenarioParts.parse(parts, known: GeoScenario.parts) ?? []
+        options.planes = ScenarioParts.parse(planes, known: ["plaintext", "curve"]) ?? []
         print(try await GeoScenario.run(options, logger: Logger(label: "bench")))
         try results.write("geo")
     }
