@@ -24,6 +24,9 @@ public final class Gateway: Service, Sendable {
         options.metrics = config.metrics
         // The per-address rate limit and the forwarded envelope's client address need it.
         options.keepsPeerAddress = true
+        // Clients of any build connect here: one envelope a message, as every build speaks
+        // (batches are for the deployment's own hops, `WireBatch`).
+        options.takesBatches = false
         // No reply cache here: a client's envelope carries no caller, so keys would be shared
         // across clients; each service keeps replies by the caller the gateway stamps.
         host = ServiceHost(options: options, handler: core.handler, logger: logger, replyCache: nil, context: context, reactor: reactor)

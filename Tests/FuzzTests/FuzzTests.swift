@@ -97,8 +97,10 @@ struct FuzzTests {
         return decodeIsStable(type, input)
     }
 
-    /// Raw frames, most of them mutated envelopes, some not envelopes at all, some multi-frame, at a
-    /// running host: it answers what it can, drops the rest, and still answers a Ping afterwards.
+    /// Raw frames, most of them mutated envelopes, some not envelopes at all, some multi-frame,
+    /// some batch frames of mutated envelopes (a seventh; half of those with their framing mutated
+    /// too), at a running host: it answers what it can, drops the rest, and still answers a Ping
+    /// afterwards.
     @Test func liveHost_survivesMutatedFrames() async throws {
         let logs = CapturedLogs()
         let host = ServiceHost(options: HostOptions(name: "fuzz", endpoint: "tcp://127.0.0.1:*"), handler: DecodingHandler(), logger: logs.logger("host"))
@@ -130,9 +132,28 @@ struct FuzzTests {
             e.deadlineMs = 2_000
             return e.serializedBytes()
         }
+        /// A batch frame (`WireBatch`: the marker, then each member's length and bytes).
+        func batch(_ members: [[UInt8]]) -> [UInt8] {
+            var bytes: [UInt8] = [0]
+            for member in members {
+                var length = UInt64(member.count)
+                while length >= 0x80 {
+                    bytes.append(UInt8(truncatingIfNeeded: length) | 0x80)
+                    length >>= 7
+                }
+                bytes.append(UInt8(length))
+                bytes += member
+            }
+            return bytes
+        }
         var replies = 0
         for i in 0..<frames {
-            let input = mutator.mutate(corpus[i % corpus.count], other: corpus[(i + 5) % corpus.count])
+            var input = mutator.mutate(corpus[i % corpus.count], other: corpus[(i + 5) % corpus.count])
+            if i % 7 == 3 {
+                // Batches of mutated envelopes; every other one with its own framing mutated too.
+                input = batch((0..<(2 + i % 3)).map { k in mutator.mutate(corpus[(i + k) % corpus.count], other: corpus[(i + k + 3) % corpus.count]) })
+                if i % 14 == 3 { input = [0] + mutator.mutate(Array(input.dropFirst()), other: corpus[i % corpus.count]) }
+            }
             let message: [[UInt8]] = i % 97 == 0 ? [input, input] : (i % 89 == 0 ? [[], input] : [input])
             _ = try socket.send(message, dontWait: false)
             while let reply = try socket.receive(dontWait: true) { if !reply.frames.isEmpty { replies += 1 } }

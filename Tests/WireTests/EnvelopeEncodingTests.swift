@@ -42,7 +42,8 @@ struct EnvelopeEncodingTests {
                  method: random.string(), callerUserId: random.number(), sessionToken: random.string(), idempotencyKey: random.string(),
                  deadlineMs: UInt32(truncatingIfNeeded: random.number()), status: .init(rawValue: random.int32()),
                  statusMessage: random.string(), payload: random.bytes(), sequence: random.number(), epoch: random.number(),
-                 clientAddress: random.string(), sessionId: random.bytes(), notStarted: random.below(2) == 0)
+                 clientAddress: random.string(), sessionId: random.bytes(), notStarted: random.below(2) == 0,
+                 features: random.below(2) == 0 ? 0 : UInt32(truncatingIfNeeded: random.number()))
     }
 
     /// Async, yielding now and then: a long loop on one of the two cooperative threads starved
@@ -60,7 +61,8 @@ struct EnvelopeEncodingTests {
             }
             // protobuf-c reads them back as it reads its own (strings up to their first NUL).
             let decoded = try Envelope(serializedBytes: mine)
-            #expect(decoded.requestId == envelope.requestId && decoded.payload == envelope.payload && decoded.notStarted == envelope.notStarted)
+            #expect(decoded.requestId == envelope.requestId && decoded.payload == envelope.payload && decoded.notStarted == envelope.notStarted
+                    && decoded.features == envelope.features)
         }
     }
 
@@ -68,7 +70,8 @@ struct EnvelopeEncodingTests {
         var fields: [Envelope] = []
         for value: UInt64 in [1, 127, 128, 16_383, 16_384, UInt64(UInt32.max), UInt64.max] {
             fields += [Envelope(version: UInt32(truncatingIfNeeded: value)), Envelope(requestId: value), Envelope(callerUserId: value),
-                       Envelope(deadlineMs: UInt32(truncatingIfNeeded: value)), Envelope(sequence: value), Envelope(epoch: value)]
+                       Envelope(deadlineMs: UInt32(truncatingIfNeeded: value)), Envelope(sequence: value), Envelope(epoch: value),
+                       Envelope(features: UInt32(truncatingIfNeeded: value))]
         }
         for raw: Int32 in [1, 5, 127, 128, -1, Int32.min, Int32.max] {
             fields += [Envelope(kind: .init(rawValue: raw)), Envelope(status: .init(rawValue: raw))]

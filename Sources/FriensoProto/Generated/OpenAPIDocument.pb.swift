@@ -7722,6 +7722,12 @@ public enum OpenAPIDocument {
      },
      "notStarted": {
       "type": "boolean"
+     },
+     "features": {
+      "type": "integer",
+      "format": "int64",
+      "minimum": 0,
+      "maximum": 4294967295
      }
     },
     "additionalProperties": false

@@ -147,6 +147,7 @@ extension CommonV1 {
         public var clientAddress: String
         public var sessionId: [UInt8]
         public var notStarted: Bool
+        public var features: UInt32
 
         public init() {
         self.version = 0
@@ -165,9 +166,10 @@ extension CommonV1 {
         self.clientAddress = ""
         self.sessionId = []
         self.notStarted = false
+        self.features = 0
         }
 
-        public init(version: UInt32 = 0, kind: CommonV1.Kind = .init(rawValue: 0), requestId: UInt64 = 0, method: String = "", callerUserId: UInt64 = 0, sessionToken: String = "", idempotencyKey: String = "", deadlineMs: UInt32 = 0, status: CommonV1.StatusCode = .init(rawValue: 0), statusMessage: String = "", payload: [UInt8] = [], sequence: UInt64 = 0, epoch: UInt64 = 0, clientAddress: String = "", sessionId: [UInt8] = [], notStarted: Bool = false) {
+        public init(version: UInt32 = 0, kind: CommonV1.Kind = .init(rawValue: 0), requestId: UInt64 = 0, method: String = "", callerUserId: UInt64 = 0, sessionToken: String = "", idempotencyKey: String = "", deadlineMs: UInt32 = 0, status: CommonV1.StatusCode = .init(rawValue: 0), statusMessage: String = "", payload: [UInt8] = [], sequence: UInt64 = 0, epoch: UInt64 = 0, clientAddress: String = "", sessionId: [UInt8] = [], notStarted: Bool = false, features: UInt32 = 0) {
         self.version = version
         self.kind = kind
         self.requestId = requestId
@@ -184,6 +186,7 @@ extension CommonV1 {
         self.clientAddress = clientAddress
         self.sessionId = sessionId
         self.notStarted = notStarted
+        self.features = features
         }
     }
 }
@@ -248,6 +251,7 @@ extension CommonV1.Envelope {
         if !self.clientAddress.isEmpty { c.client_address = arena.string(self.clientAddress) }
         if !lendingBytes { c.session_id = arena.binary(self.sessionId) }
         c.not_started = (self.notStarted ? 1 : 0)
+        c.features = self.features
     }
 
     init(c: Frienso__Common__V1__Envelope) {
@@ -267,12 +271,13 @@ extension CommonV1.Envelope {
         self.clientAddress = ProtoRuntime.string(c.client_address)
         self.sessionId = ProtoRuntime.bytes(c.session_id)
         self.notStarted = (c.not_started != 0)
+        self.features = c.features
     }
 
     /// The canonical proto3 JSON form (lowerCamel names, 64-bit integers as strings).
     public var jsonValue: JSONValue {
         var fields: [(String, JSONValue)] = []
-        fields.reserveCapacity(16)
+        fields.reserveCapacity(17)
         fields.append(("version", .number(Double(self.version))))
         fields.append(("kind", .string(self.kind.protoName)))
         fields.append(("requestId", .string(String(self.requestId))))
@@ -289,6 +294,7 @@ extension CommonV1.Envelope {
         fields.append(("clientAddress", .string(self.clientAddress)))
         fields.append(("sessionId", .bytes(self.sessionId)))
         fields.append(("notStarted", .bool(self.notStarted)))
+        fields.append(("features", .number(Double(self.features))))
         return .object(fields)
     }
 
@@ -326,6 +332,8 @@ extension CommonV1.Envelope {
         JSONText.bytes(self.sessionId, into: &out)
         out.append(contentsOf: #","notStarted":"#.utf8)
         JSONText.bool(self.notStarted, into: &out)
+        out.append(contentsOf: #","features":"#.utf8)
+        JSONText.number(Double(self.features), into: &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -350,6 +358,7 @@ extension CommonV1.Envelope {
             case "clientAddress", "client_address": self.clientAddress = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.string(value) }
             case "sessionId", "session_id": self.sessionId = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bytes(value) }
             case "notStarted", "not_started": self.notStarted = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.bool(value) }
+            case "features": self.features = try ProtoJSON.field(key) { () throws(JSONMappingError) in try ProtoJSON.uint32(value) }
             default: throw ProtoJSON.unknown(key, Self.protoName)
             }
         }
@@ -366,7 +375,7 @@ extension CommonV1.Envelope {
 
     /// A deterministic value with every field set, for codec tests.
     @_spi(Testing) public static func sample(seed: UInt64, depth: Int = 0) -> Self {
-        Self(version: ProtoSample.uint32(seed, 1), kind: ProtoSample.enumValue(seed, CommonV1.Kind.self), requestId: ProtoSample.uint64(seed, 3), method: ProtoSample.string(seed, "method"), callerUserId: ProtoSample.uint64(seed, 5), sessionToken: ProtoSample.string(seed, "session_token"), idempotencyKey: ProtoSample.string(seed, "idempotency_key"), deadlineMs: ProtoSample.uint32(seed, 8), status: ProtoSample.enumValue(seed, CommonV1.StatusCode.self), statusMessage: ProtoSample.string(seed, "status_message"), payload: ProtoSample.bytes(seed, 11), sequence: ProtoSample.uint64(seed, 12), epoch: ProtoSample.uint64(seed, 13), clientAddress: ProtoSample.string(seed, "client_address"), sessionId: ProtoSample.bytes(seed, 15), notStarted: seed % 2 == 0)
+        Self(version: ProtoSample.uint32(seed, 1), kind: ProtoSample.enumValue(seed, CommonV1.Kind.self), requestId: ProtoSample.uint64(seed, 3), method: ProtoSample.string(seed, "method"), callerUserId: ProtoSample.uint64(seed, 5), sessionToken: ProtoSample.string(seed, "session_token"), idempotencyKey: ProtoSample.string(seed, "idempotency_key"), deadlineMs: ProtoSample.uint32(seed, 8), status: ProtoSample.enumValue(seed, CommonV1.StatusCode.self), statusMessage: ProtoSample.string(seed, "status_message"), payload: ProtoSample.bytes(seed, 11), sequence: ProtoSample.uint64(seed, 12), epoch: ProtoSample.uint64(seed, 13), clientAddress: ProtoSample.string(seed, "client_address"), sessionId: ProtoSample.bytes(seed, 15), notStarted: seed % 2 == 0, features: ProtoSample.uint32(seed, 17))
     }
 }
 

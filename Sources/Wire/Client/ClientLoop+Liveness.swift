@@ -11,16 +11,28 @@ extension ClientLoop {
             // Decoded in libzmq's memory (the reply's bytes are not copied first) and handled
             // there: nothing is returned through the socket's call to be copied on the way.
             let received = try socket.receive(dontWait: true) { message in
-                if relaying, relayed(message.bytes) { return }
-                guard let envelope = try? Envelope.decoded(message.bytes) else {
+                guard WireBatch.isBatch(message.bytes) else { return handleFrame(message.bytes, on: socket) }
+                // Replies the host had ready together, sent only for calls that went in a batch.
+                guard let records = WireBatch.records(message.bytes) else {
                     noteHeard()
-                    logger.debug("dropped an undecodable frame from the peer")
+                    logger.debug("dropped a malformed batch frame from the peer")
                     return
                 }
-                heard(envelope, on: socket)
+                for record in records { handleFrame(record, on: socket) }
             }
             guard received else { return }
         }
+    }
+
+    /// One envelope from the peer: a message, or a member of its batch.
+    private func handleFrame(_ bytes: UnsafeRawBufferPointer, on socket: ZMQSocket) {
+        if relaying, relayed(bytes) { return }
+        guard let envelope = try? Envelope.decoded(bytes) else {
+            noteHeard()
+            logger.debug("dropped an undecodable frame from the peer")
+            return
+        }
+        heard(envelope, on: socket)
     }
 
     /// A reply read where it lies, for a call that relays it (`WireClient.relayOnReactor`):
@@ -42,6 +54,13 @@ extension ClientLoop {
         noteHeard()
         switch envelope.kind {
         case .reply:
+            if envelope.requestId == 0, envelope.status == .invalidArgument, peerTakesBatches {
+                // A host that could not read what it got (an older build behind a batch, after
+                // a restart this socket did not see): one envelope a message until told again.
+                peerTakesBatches = false
+                logger.warning("the peer refused a message as malformed: no batches until its heartbeat reply offers them",
+                               metadata: ["endpoint": "\(endpoint)", "detail": "\(envelope.statusMessage)"])
+            }
             guard let request = pending.removeValue(forKey: envelope.requestId) else { break }
             if envelope.notStarted && envelope.status == .unavailable, let handOff {
                 // A stopping instance refused it before any of it ran: another instance takes
@@ -63,8 +82,11 @@ extension ClientLoop {
             if (try? socket.send([], packing: answer, dontWait: true)) != true {
                 logger.debug("could not answer the host's goodbye", metadata: ["endpoint": "\(endpoint)"])
             }
+        case .heartbeat:
+            // Its answer to a heartbeat says whether the host takes batches.
+            peerTakesBatches = envelope.features & WireBatch.feature != 0
         default:
-            break // heartbeats only refresh liveness
+            break
         }
     }
 
@@ -133,6 +155,7 @@ extension ClientLoop {
 
     func nextWakeup() -> Moment? {
         guard socket != nil else { return nil }
+        if flushDue { return .now } // calls taken after this turn's `tick`: sent on the next, at once
         var next = lastSent.advanced(byNanoseconds: heartbeatNanoseconds)
         next = min(next, lastCheck.advanced(byNanoseconds: heartbeatNanoseconds))
         // Enough silent checks: wake when the silence window is over (in the future by then,

@@ -2,8 +2,15 @@ import FriensoProto
 
 /// What a `ClientLoop` hands to libzmq: the calls waiting to be sent, and its heartbeats.
 extension ClientLoop {
+    /// Whether calls go out in batches: the peer said it takes them, and envelopes are encoded
+    /// by hand (straight into the frame).
+    var batching: Bool { peerTakesBatches && Envelope.encodesByHand }
+
     func flushUnsent() {
+        flushDue = false
         guard let socket, !unsent.isEmpty else { return }
+        if batching { return flushInBatches(socket) }
+        if !askedForFeatures { sendHeartbeat() }
         let now = Moment.now
         var kept: [UInt64] = []
         for (index, id) in unsent.enumerated() {
@@ -29,6 +36,71 @@ extension ClientLoop {
         unsent = kept
     }
 
+    /// `flushUnsent` for a peer that takes batches: the calls ready go out in as few messages as
+    /// `WireBatch`'s bounds allow, a lone call or a large one as a plain message, in order. What
+    /// libzmq refuses (no peer, queue full) stays unsent with everything after it.
+    private func flushInBatches(_ socket: ZMQSocket) {
+        let now = Moment.now
+        // The calls to send and their sizes, in arrays kept between flushes.
+        ready.removeAll(keepingCapacity: true)
+        readySizes.removeAll(keepingCapacity: true)
+        for id in unsent {
+            guard let request = pending[id], !request.sent else { continue } // answered, failed or cancelled
+            request.envelope.deadlineMs = UInt32(clamping: max(0, now.nanoseconds(to: request.deadline) / 1_000_000))
+            guard request.envelope.deadlineMs > 0 else { continue } // the timers expire it
+            ready.append(request)
+            readySizes.append(request.envelope.encodedSize)
+        }
+        var kept: [UInt64] = []
+        var start = 0
+        while start < ready.count {
+            // One message: ready[start..<end], small calls up to the batch's bound; a large one alone.
+            var end = start + 1
+            var total = WireBatch.size(ofMembers: CollectionOfOne(readySizes[start]))
+            if readySizes[start] <= WireBatch.largestMember {
+                while end < ready.count, end - start < WireBatch.members, readySizes[end] <= WireBatch.largestMember {
+                    let more = WireWriter.varintSize(UInt64(readySizes[end])) + readySizes[end]
+                    guard total + more <= WireBatch.largest else { break }
+                    total += more
+                    end += 1
+                }
+            }
+            do {
+                let sent: Bool
+                if end - start == 1 {
+                    sent = try Self.send(&ready[start].envelope, on: socket)
+                } else {
+                    sent = try socket.send(bodySize: total) { buffer in
+                        WireBatch.write(into: buffer, sizes: readySizes[start..<end]) { index, slice in
+                            Self.encode(&ready[start + index].envelope, into: slice)
+                        }
+                    }
+                }
+                guard sent else {
+                    // No peer or queue full: keep this and everything after it, in order.
+                    for request in ready[start...] { kept.append(request.envelope.requestId) }
+                    break
+                }
+                for request in ready[start..<end] {
+                    request.sent = true
+                    request.attempts += 1
+                }
+                lastSent = now
+            } catch {
+                logger.debug("send failed", metadata: ["error": "\(error)"])
+                for request in ready[start..<end] { kept.append(request.envelope.requestId) }
+            }
+            start = end
+        }
+        ready.removeAll(keepingCapacity: true) // no call kept alive past the flush
+        unsent = kept
+    }
+
+    /// Encodes a call's envelope where the call keeps it (an `inout` access: no copy, as `send`).
+    private static func encode(_ envelope: inout Envelope, into buffer: UnsafeMutableRawBufferPointer) {
+        envelope.encode(into: buffer)
+    }
+
     /// Sends a call's envelope from where the call keeps it. Through an `inout` access the
     /// encoder reads it in place: passed as `request.envelope`, a class's stored property, it was
     /// copied whole for the call and destroyed after, about 800 instructions a request (item 104).
@@ -41,6 +113,7 @@ extension ClientLoop {
         let beat = Envelope(version: WireProtocol.version, kind: .heartbeat)
         if (try? socket.send([], packing: beat, dontWait: true)) == true {
             lastSent = .now
+            askedForFeatures = true
         } else {
             // Refused (no peer connected, or its queue full): try again in 50 ms. Left at its old
             // value, `nextWakeup` stayed in the past and the reactor spun at full CPU for as long

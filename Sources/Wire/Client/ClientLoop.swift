@@ -76,6 +76,20 @@ final class ClientLoop: ReactorComponent {
     /// build reads replies in place right (`ReplyFields.readsAsProtobufC`): from then on replies
     /// are first read in place (`relayed`), which a client that never relays skips.
     @exclusivity(unchecked) var relaying = false
+    /// The peer's latest heartbeat reply said it takes batches (`WireBatch`): calls ready
+    /// together go out in one message. Unset by a new socket or a dropped connection (whatever
+    /// answers next may be an older build) until a heartbeat reply says so again.
+    @exclusivity(unchecked) var peerTakesBatches = false
+    /// A heartbeat (whose reply tells `peerTakesBatches`) went out on this connection. A busy
+    /// client sends no heartbeat of its own (its calls keep the peer hearing from it), so the
+    /// first flush asks with one.
+    @exclusivity(unchecked) var askedForFeatures = false
+    /// A call taken on the reactor's thread waits for this turn's `tick` to go out with the
+    /// others taken in the turn (only while batching: `callNow`).
+    @exclusivity(unchecked) var flushDue = false
+    /// `flushInBatches`'s lists, kept between flushes (empty outside it).
+    @exclusivity(unchecked) var ready: [Pending] = []
+    @exclusivity(unchecked) var readySizes: [Int] = []
     @exclusivity(unchecked) private var relayChecked = false
     var deadWindow: Duration
     /// `options.heartbeatInterval` in nanoseconds, compared with on every turn.
@@ -185,6 +199,8 @@ final class ClientLoop: ReactorComponent {
         lastHeard = .now
         lastCheck = .now
         silentChecks = 0
+        peerTakesBatches = false // until this socket's peer says so: its first heartbeat's reply
+        askedForFeatures = false
         sendHeartbeat()
     }
 
@@ -269,9 +285,14 @@ final class ClientLoop: ReactorComponent {
 
     /// A call from this reactor's own thread (`WireClient.sendOnReactor`, `relayOnReactor`): taken and sent now,
     /// without the command queue's hand-over to the next turn.
+    /// While batching, it goes out at the end of the turn, with the turn's other calls.
     func callNow(_ request: Pending) {
         take(request)
-        flushUnsent()
+        if batching, unsent.count < WireBatch.members {
+            flushDue = true
+        } else {
+            flushUnsent()
+        }
     }
 
     private func take(_ request: Pending) {
@@ -340,6 +361,8 @@ final class ClientLoop: ReactorComponent {
         logger.info("connection to the peer dropped", metadata: ["endpoint": "\(endpoint)", "pending": "\(pending.count)"])
         disconnected = true
         peerStopping = false // whatever answers here next is a new instance
+        peerTakesBatches = false // and may be an older build: until its heartbeat reply says so
+        askedForFeatures = false
         health.answering.store(isAnswering, ordering: .relaxed)
         for (id, request) in pending {
             if request.sent && !canResend(request) {

@@ -4,7 +4,7 @@ import Logging
 
 /// The envelope read by hand, straight from the bytes libzmq holds into the Swift value: what
 /// protobuf-c's unpack and the generated conversion give, without the unpack's walk over the
-/// sixteen field descriptors, its arena and its C strings copied a second time into Swift's
+/// seventeen field descriptors, its arena and its C strings copied a second time into Swift's
 /// (`docs/benchmarks.md`, issue 16, item 97). Every request a host takes and every reply a client
 /// hears is an envelope; the encoder's counterpart is `EnvelopeEncoding.swift` (item 71).
 ///
@@ -62,7 +62,7 @@ extension Envelope {
         // changed field by field was copied whole on its way out (its strings and arrays
         // retained and released again).
         var version: UInt32 = 0, kind: Int32 = 0, requestID: UInt64 = 0, callerUserID: UInt64 = 0, deadlineMs: UInt32 = 0
-        var status: Int32 = 0, sequence: UInt64 = 0, epoch: UInt64 = 0, notStarted = false
+        var status: Int32 = 0, sequence: UInt64 = 0, epoch: UInt64 = 0, notStarted = false, features: UInt32 = 0
         knownMethod = nil
         var method = "", sessionToken = "", idempotencyKey = "", statusMessage = "", clientAddress = ""
         var payload: [UInt8] = [], sessionID: [UInt8] = []
@@ -82,6 +82,7 @@ extension Envelope {
                 case Field.sequence: sequence = value
                 case Field.epoch: epoch = value
                 case Field.notStarted: notStarted = anyBit
+                case Field.features: features = UInt32(truncatingIfNeeded: value)
                 default: break // unknown: skipped, as protobuf-c keeps it aside
                 }
             case .delimited(let number, let slice)?:
@@ -102,7 +103,8 @@ extension Envelope {
         return Envelope(version: version, kind: CommonV1.Kind(rawValue: kind), requestId: requestID, method: method, callerUserId: callerUserID,
                         sessionToken: sessionToken, idempotencyKey: idempotencyKey, deadlineMs: deadlineMs,
                         status: CommonV1.StatusCode(rawValue: status), statusMessage: statusMessage, payload: payload, sequence: sequence,
-                        epoch: epoch, clientAddress: clientAddress, sessionId: sessionID, notStarted: notStarted)
+                        epoch: epoch, clientAddress: clientAddress, sessionId: sessionID, notStarted: notStarted,
+                        features: features)
     }
 
     /// The method field: the index's string for a name it knows (`knownMethod` says which), else
@@ -158,6 +160,7 @@ extension Envelope {
             [0x18, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F], // request id: ten bytes, bits past 64
             [0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01],                  // version: past 32 bits
             [0x80, 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02], // not_started: a bit only past 64
+            [0x88, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F],                  // features: past 32 bits
             [0xF8, 0x07, 0x05, 0xF9, 0x07, 1, 2, 3, 4, 5, 6, 7, 8, 0xFD, 0x07, 1, 2, 3, 4, 0xFA, 0x07, 0x01, 0x00], // unknown fields
             [0x52, 0x04, 0x61, 0x00, 0x62, 0xFF],                        // status message: a NUL, then invalid UTF-8
             [0x52, 0x03, 0x61, 0xC3, 0x28],                              // invalid UTF-8

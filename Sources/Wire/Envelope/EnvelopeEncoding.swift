@@ -5,13 +5,13 @@ import Logging
 
 /// The envelope written by hand, in protobuf's wire format, straight into the buffer it goes out
 /// in: the bytes protobuf-c packs for it, without copying it into protobuf-c's struct first
-/// (its strings into an arena) and without protobuf-c's two walks over its sixteen field
+/// (its strings into an arena) and without protobuf-c's two walks over its seventeen field
 /// descriptors (the size, then the pack). Every message a host or a client sends is an envelope:
 /// protobuf-c's size and pack were about 1,950 instructions of each, with the copy (`docs/
 /// benchmarks.md`, issue 16, item 71).
 ///
 /// protobuf-c has no call that packs from the caller's own values; this is the envelope only
-/// (sixteen scalar, string and bytes fields, no repeated or nested ones: `proto/frienso/common/v1`),
+/// (seventeen scalar, string and bytes fields, no repeated or nested ones: `proto/frienso/common/v1`),
 /// and every other message goes through protobuf-c. Its form is protobuf-c's: fields in number
 /// order; a proto3 zero, false, empty string or empty bytes left out; enums as int32, a negative
 /// one sign-extended to ten bytes; strings as C strings, so up to their first NUL (one that starts
@@ -40,6 +40,7 @@ extension Envelope {
         string(Field.clientAddress, clientAddress)
         bytes(Field.sessionID, sessionId)
         varint(Field.notStarted, notStarted ? 1 : 0)
+        varint(Field.features, UInt64(features))
     }
 
     /// The size `encode(into:)` writes. Added up field by field, without `visitFields`: a local
@@ -55,7 +56,7 @@ extension Envelope {
         size += Self.varintSize(Field.status, Self.int32(status.rawValue)) + Self.delimitedSize(Self.cStringLength(statusMessage))
         size += Self.delimitedSize(payload.count) + Self.varintSize(Field.sequence, sequence) + Self.varintSize(Field.epoch, epoch)
         size += Self.delimitedSize(Self.cStringLength(clientAddress)) + Self.delimitedSize(sessionId.count)
-        return size + Self.varintSize(Field.notStarted, notStarted ? 1 : 0)
+        return size + Self.varintSize(Field.notStarted, notStarted ? 1 : 0) + Self.varintSize(Field.features, UInt64(features))
     }
 
     /// A varint field's size: nothing for zero, as protobuf-c leaves a proto3 zero out.
@@ -146,7 +147,8 @@ extension Envelope {
         var samples = [Envelope(), Envelope(version: 1, kind: .reply, requestId: UInt64.max, method: "geo.UpdateLocation", callerUserId: 1 << 40,
                                            sessionToken: "token", idempotencyKey: "key-1", deadlineMs: UInt32.max, status: .unrecognized(-1),
                                            statusMessage: "refused", payload: Array(repeating: 0xA5, count: 300), sequence: 1 << 63,
-                                           epoch: 12_345, clientAddress: "10.0.0.1", sessionId: [1, 2, 3], notStarted: true)]
+                                           epoch: 12_345, clientAddress: "10.0.0.1", sessionId: [1, 2, 3], notStarted: true,
+                                           features: UInt32.max)]
         for (index, text) in strings.enumerated() {
             let number = UInt64(1) << (index * 9)
             samples.append(Envelope(version: UInt32(truncatingIfNeeded: number), kind: .init(rawValue: Int32(index) - 2), requestId: number,

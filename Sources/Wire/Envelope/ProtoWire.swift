@@ -76,7 +76,7 @@ enum EnvelopeFieldNumber {
     static let version: UInt64 = 1, kind: UInt64 = 2, requestID: UInt64 = 3, method: UInt64 = 4, callerUserID: UInt64 = 5
     static let sessionToken: UInt64 = 6, idempotencyKey: UInt64 = 7, deadlineMs: UInt64 = 8, status: UInt64 = 9
     static let statusMessage: UInt64 = 10, payload: UInt64 = 11, sequence: UInt64 = 12, epoch: UInt64 = 13
-    static let clientAddress: UInt64 = 14, sessionID: UInt64 = 15, notStarted: UInt64 = 16
+    static let clientAddress: UInt64 = 14, sessionID: UInt64 = 15, notStarted: UInt64 = 16, features: UInt64 = 17
 }
 
 /// One top-level field of an encoded envelope, as protobuf-c reads it (`WireReader.envelopeField`).
@@ -95,7 +95,7 @@ extension WireReader {
     /// seen with another.
     private static func isVarintField(_ number: UInt64) -> Bool {
         switch number {
-        case 1, 2, 3, 5, 8, 9, 12, 13, 16: true // uint32, enum, uint64, bool
+        case 1, 2, 3, 5, 8, 9, 12, 13, 16, 17: true // uint32, enum, uint64, bool
         default: false
         }
     }
@@ -167,6 +167,16 @@ struct WireWriter {
         varint(number << 3 | 2)
         varint(UInt64(bytes.count))
         raw(bytes)
+    }
+
+    mutating func byte(_ value: UInt8) {
+        buffer[offset] = value
+        offset += 1
+    }
+
+    /// Passes over `count` bytes written through another view of the buffer.
+    mutating func skip(_ count: Int) {
+        offset += count
     }
 
     /// Bytes already in the wire format (fields encoded elsewhere).

@@ -33,7 +33,7 @@ extension HostLoop {
         var reply = reply
         reply.requestId = request.requestID
         reply.method = request.method
-        send(to: request.peer, reply)
+        send(to: request.peer, reply, coalesce: request.coalesce)
         answered(request, status: reply.status)
     }
 
@@ -49,6 +49,10 @@ extension HostLoop {
         var method = request.method
         let sent = method.withUTF8 { method in
             let name = UnsafeRawBufferPointer(method)
+            if request.coalesce, let slot = replySlot(to: request.peer, size: fields.replySize(requestID: request.requestID, method: name)) {
+                fields.writeReply(into: slot, requestID: request.requestID, method: name)
+                return true
+            }
             return send(to: request.peer, isReply: true) { socket, peer throws(ZMQError) in
                 try socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter,
                                 bodySize: fields.replySize(requestID: request.requestID, method: name), dontWait: true) {
@@ -82,7 +86,7 @@ extension HostLoop {
                 metrics.answered(method: request.method, known: request.knownMethod, status: .deadlineExceeded, afterNanoseconds: request.arrived.nanoseconds(to: now))
                 send(to: request.peer, Envelope(
                     version: WireProtocol.version, kind: .reply, requestId: request.requestID, method: request.method,
-                    status: .deadlineExceeded, statusMessage: "\(request.method) did not finish within its deadline"))
+                    status: .deadlineExceeded, statusMessage: "\(request.method) did not finish within its deadline"), coalesce: request.coalesce)
             } else if earliest.map({ request.deadline < $0 }) ?? true {
                 earliest = request.deadline
             }
@@ -90,7 +94,13 @@ extension HostLoop {
         nextDeadline = earliest
     }
 
-    func send(to peer: PeerIdentity, _ envelope: Envelope) {
+    /// Sends `envelope` to `peer`; with `coalesce` (the request came in a batch), a reply goes in
+    /// the peer's batch of this turn instead (`coalesced`).
+    func send(to peer: PeerIdentity, _ envelope: Envelope, coalesce: Bool = false) {
+        if coalesce, envelope.kind == .reply, Envelope.encodesByHand, let slot = replySlot(to: peer, size: envelope.encodedSize) {
+            envelope.encode(into: slot)
+            return
+        }
         send(to: peer, isReply: envelope.kind == .reply) { socket, peer throws(ZMQError) in
             // Encoded straight into the libzmq message that goes out.
             try socket.send(routingID: peer.routingID, delimited: peer.hasDelimiter, packing: envelope, dontWait: true)
@@ -124,6 +134,72 @@ extension HostLoop {
             // EHOSTUNREACH: the peer disconnected. Nothing to do but count it.
             counters.dropped.add(1, ordering: .relaxed)
             logger.debug("send failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Batches of replies
+
+    /// Room for a reply of `size` bytes in `peer`'s batch of this turn, which `flushReplies`
+    /// sends; the caller writes the reply into it at once. - Returns: nil when it must go alone
+    /// (larger than a batch takes): the caller sends it, after what `peer`'s batch held, so a
+    /// peer's replies keep their order.
+    func replySlot(to peer: PeerIdentity, size: Int) -> UnsafeMutableRawBufferPointer? {
+        let batch = pendingBatch(peer)
+        guard size <= WireBatch.largestMember else {
+            send(batch)
+            return nil
+        }
+        if !batch.fits(size) { send(batch) }
+        // Once draining, the host's close waits for each peer answered to confirm it read it.
+        if draining { farewells.replied(to: peer) }
+        if batch.count >= WireBatch.members { send(batch) } // the peer starts on these while more are made
+        return batch.reserve(size)
+    }
+
+    /// `peer`'s batch of this turn, started if it has none yet.
+    private func pendingBatch(_ peer: PeerIdentity) -> PendingReplies {
+        for index in 0..<repliesPending where pendingReplies[index].routingID == peer.routingID {
+            return pendingReplies[index]
+        }
+        let batch: PendingReplies
+        if repliesPending == pendingReplies.count {
+            batch = PendingReplies(routingID: peer.routingID, hasDelimiter: peer.hasDelimiter)
+            pendingReplies.append(batch)
+        } else {
+            batch = pendingReplies[repliesPending]
+            batch.routingID = peer.routingID
+            batch.hasDelimiter = peer.hasDelimiter
+        }
+        repliesPending += 1
+        return batch
+    }
+
+    /// Sends every batch of this turn: a lone reply as a plain message, several as a batch frame.
+    func flushReplies() {
+        guard repliesPending > 0 else { return }
+        for index in 0..<repliesPending { send(pendingReplies[index]) }
+        repliesPending = 0
+        // Storage kept for the peers of the next turns; not without bound.
+        if pendingReplies.count > 16 { pendingReplies.removeLast(pendingReplies.count - 16) }
+    }
+
+    /// Sends `batch` (nothing when empty) and empties it.
+    private func send(_ batch: PendingReplies) {
+        let count = batch.count
+        guard count > 0 else { return }
+        let body = batch.message
+        let sent: Bool
+        do {
+            sent = try socket.send(routingID: batch.routingID, delimited: batch.hasDelimiter, bodySize: body.count) { $0.copyMemory(from: body) }
+        } catch {
+            logger.debug("send failed", metadata: ["error": "\(error)"]) // EHOSTUNREACH: the peer disconnected
+            sent = false
+        }
+        batch.reset()
+        if !sent {
+            counters.dropped.add(count, ordering: .relaxed) // peer's queue full or peer gone
+        } else if count > 1 {
+            counters.batchesSent.add(1, ordering: .relaxed)
         }
     }
 }

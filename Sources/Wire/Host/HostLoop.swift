@@ -35,6 +35,8 @@ public final class HostCounters: Sendable {
     /// Replies sent as relayed, their fields copied from a peer's reply read in place
     /// (`ReactorReply.relay`; one the relaying client decoded or made is not counted).
     public let relayed = Atomic<Int>(0)
+    /// Messages that were batch frames (`WireBatch`), and the batches of replies sent.
+    public let batchesReceived = Atomic<Int>(0), batchesSent = Atomic<Int>(0)
     /// Goodbyes a stopping host sent, each asking a peer it answered to confirm it read it.
     public let goodbyes = Atomic<Int>(0)
     /// Handler tasks started: a request that found a parked one ran on it instead (`HandlerTasks`).
@@ -57,6 +59,8 @@ final class HostLoop: ReactorComponent {
         var arrived: Moment
         /// Taken by the reactor handler: the loop must not close before it is answered.
         var onReactor = false
+        /// It came in a batch: its reply may go in one (`PendingReplies`).
+        var coalesce = false
     }
 
     private let options: HostOptions
@@ -92,6 +96,11 @@ final class HostLoop: ReactorComponent {
     /// confirmed reading its replies, however late that peer's thread gets to them.
     var farewells = Farewells()
     let metrics = RequestMetrics()
+    /// Replies made this turn for peers that send batches, one batch per peer, sent when the
+    /// turn's work is done (`flushReplies`): the first `repliesPending` are in use, the rest kept
+    /// for their storage.
+    @exclusivity(unchecked) var pendingReplies: [PendingReplies] = []
+    @exclusivity(unchecked) var repliesPending = 0
 
     /// Binds the ROUTER socket. - Returns: the loop and the bound endpoint.
     init(
@@ -142,6 +151,8 @@ final class HostLoop: ReactorComponent {
     func tick(now: Moment) {
         handleCommands()
         expireDeadlines(now)
+        // Before any goodbye: a peer's answer to one must come after the replies it asks about.
+        flushReplies()
         if stopping, takenOnReactor == 0, closeAt == nil, farewellsAnswered(now) {
             // Replies to peers not asked (sent before draining began) get `closeGrace` to be read.
             closeAt = lastReplyAt.map { max(now, $0.advanced(by: options.closeGrace)) } ?? now
@@ -152,6 +163,8 @@ final class HostLoop: ReactorComponent {
     }
 
     func nextWakeup() -> Moment? {
+        // Replies made after this turn's `tick` (another component's): sent on the next turn, at once.
+        if repliesPending > 0 { return .now }
         let next = closeAt ?? farewells.nextRetry
         guard let next else { return nextDeadline }
         return min(next, nextDeadline ?? next)
@@ -179,6 +192,7 @@ final class HostLoop: ReactorComponent {
     var isFinished: Bool { closing }
 
     func close() {
+        flushReplies()
         // Replies sent in the last turn may still sit in libzmq's queue: let them go out.
         try? socket.set(ZMQ_LINGER, Int32(clamping: options.closeLinger.wholeMilliseconds))
         requests.finish()
@@ -211,7 +225,8 @@ final class HostLoop: ReactorComponent {
         accepted = []
     }
 
-    /// One message off the socket, in libzmq's memory (`message` is valid during this call only).
+    /// One message off the socket, in libzmq's memory (`message` is valid during this call only):
+    /// an envelope, or a batch frame of them (`WireBatch`) when this host takes batches.
     private func handleInbound(routingID: [UInt8], prefixCount: Int, delimiterEmpty: Bool, _ message: ZMQSocket.Received) {
         guard prefixCount == 1 || (prefixCount == 2 && delimiterEmpty) else {
             // No way to tell identity from payload: nothing to answer.
@@ -221,25 +236,51 @@ final class HostLoop: ReactorComponent {
             return
         }
         let peer = PeerIdentity(routingID: routingID, hasDelimiter: prefixCount == 2)
+        guard options.takesBatches, WireBatch.isBatch(message.bytes) else {
+            return handleEnvelope(message.bytes, from: peer, message, coalesce: false, member: nil)
+        }
+        guard let records = WireBatch.records(message.bytes) else {
+            counters.malformed.add(1, ordering: .relaxed)
+            send(to: peer, Envelope(version: WireProtocol.version, kind: .reply, status: .invalidArgument,
+                                    statusMessage: "malformed batch frame: a length past its end"))
+            return
+        }
+        counters.batchesReceived.add(1, ordering: .relaxed)
+        // One sender for the whole batch: its member name read once, not per request.
+        let member = policy == nil ? nil : message.userID
+        for record in records {
+            handleEnvelope(record, from: peer, message, coalesce: true, member: member)
+        }
+    }
+
+    /// One envelope from `peer` (`bytes`: the message's, or one member of its batch).
+    /// - Parameters:
+    ///   - coalesce: it came in a batch: its reply may go in one.
+    ///   - member: the sender's member name when the caller read it already (a batch's).
+    private func handleEnvelope(_ bytes: UnsafeRawBufferPointer, from peer: PeerIdentity, _ message: ZMQSocket.Received, coalesce: Bool,
+                                member knownMember: String?) {
         let envelope: Envelope
         var knownMethod: KnownMethod?
         do {
-            envelope = try Envelope.decoded(message.bytes, knownMethod: &knownMethod)
+            envelope = try Envelope.decoded(bytes, knownMethod: &knownMethod)
         } catch {
             counters.malformed.add(1, ordering: .relaxed)
             send(to: peer, Envelope(version: WireProtocol.version, kind: .reply, status: .invalidArgument,
-                                    statusMessage: "malformed envelope: not a frienso.common.v1.Envelope"))
+                                    statusMessage: "malformed envelope: not a frienso.common.v1.Envelope"), coalesce: coalesce)
             return
         }
         guard envelope.version == WireProtocol.version else {
             counters.malformed.add(1, ordering: .relaxed)
             send(to: peer, envelope.reply(status: .invalidArgument,
-                                         message: "unsupported protocol version \(envelope.version); this host speaks \(WireProtocol.version)"))
+                                         message: "unsupported protocol version \(envelope.version); this host speaks \(WireProtocol.version)"),
+                 coalesce: coalesce)
             return
         }
         switch envelope.kind {
         case .heartbeat:
-            send(to: peer, Envelope(version: WireProtocol.version, kind: .heartbeat, requestId: envelope.requestId))
+            // Says whether this host takes batches: a client sends them only once told so.
+            send(to: peer, Envelope(version: WireProtocol.version, kind: .heartbeat, requestId: envelope.requestId,
+                                    features: options.takesBatches ? WireBatch.feature : 0))
         case .goodbye:
             // The peer read everything up to that goodbye; an older goodbye's answer proves less.
             farewells.answered(peer, token: envelope.requestId)
@@ -247,23 +288,24 @@ final class HostLoop: ReactorComponent {
             counters.requests.add(1, ordering: .relaxed)
             // The message's properties are read when needed, and once: two strings per request
             // that a Ping answered on this thread never uses (the member here only for the policy).
-            let member = policy == nil ? nil : message.userID
+            let member = policy == nil ? nil : knownMember ?? message.userID
             if let policy, let member, let refusal = policy.check(member: member, method: envelope.method, known: knownMethod) {
                 counters.refused.add(1, ordering: .relaxed)
                 logger.warning("refused a request the member may not make",
                                metadata: ["member": "\(member)", "method": "\(envelope.method)"])
-                send(to: peer, envelope.reply(error: refusal))
+                send(to: peer, envelope.reply(error: refusal), coalesce: coalesce)
                 metrics.answered(method: envelope.method, known: knownMethod, status: refusal.code, afterNanoseconds: 0)
                 return
             }
-            accept(consume envelope, knownMethod, from: peer, message, member: member)
+            accept(consume envelope, knownMethod, from: peer, message, member: member, coalesce: coalesce)
         default:
             // A reply, an event or a kind this build does not know: a host takes requests,
             // heartbeats and goodbyes' answers only, and says so rather than leaving the sender to
             // its deadline.
             counters.malformed.add(1, ordering: .relaxed)
             send(to: peer, envelope.reply(status: .invalidArgument,
-                                         message: "envelope kind \(envelope.kind.protoName) is not a request: a host takes KIND_REQUEST, KIND_HEARTBEAT and the answer to its KIND_GOODBYE"))
+                                         message: "envelope kind \(envelope.kind.protoName) is not a request: a host takes KIND_REQUEST, KIND_HEARTBEAT and the answer to its KIND_GOODBYE"),
+                 coalesce: coalesce)
         }
     }
 
@@ -271,27 +313,29 @@ final class HostLoop: ReactorComponent {
     ///   - envelope: taken (`consuming`): it moves into the `IncomingRequest` uncopied (item 104).
     ///   - knownMethod: its method in `KnownMethod`'s index, as decoding found it.
     ///   - member: the sender's member name when the policy check already read it.
+    ///   - coalesce: it came in a batch: its reply may go in one.
     private func accept(_ envelope: consuming Envelope, _ knownMethod: KnownMethod?, from peer: PeerIdentity, _ message: ZMQSocket.Received,
-                        member: String?) {
+                        member: String?, coalesce: Bool) {
         if draining {
             // Marked as never started: a client of several instances sends it to another one.
             var refusal = envelope.reply(status: .unavailable, message: "\(options.name) is shutting down")
             refusal.notStarted = true
-            send(to: peer, refusal)
+            send(to: peer, refusal, coalesce: coalesce)
             metrics.answered(method: envelope.method, known: knownMethod, status: .unavailable, afterNanoseconds: 0)
             return
         }
         if dispatcher.answersOnReactor(knownMethod, envelope.method) {
             // `<name>.Ping` needs nothing but the host: answered as it arrives, with no task
             // (health probes, the launcher's readiness check, and the Wire benchmarks).
-            send(to: peer, dispatcher.ping(envelope))
+            send(to: peer, dispatcher.ping(envelope), coalesce: coalesce)
             lastReplyAt = Moment.now
             counters.replied.add(1, ordering: .relaxed)
             metrics.answered(method: envelope.method, known: knownMethod, status: .ok, afterNanoseconds: 0)
             return
         }
         if inFlight.count >= options.maxInFlight {
-            send(to: peer, envelope.reply(status: .resourceExhausted, message: "\(options.name) is busy: \(inFlight.count) requests in flight"))
+            send(to: peer, envelope.reply(status: .resourceExhausted, message: "\(options.name) is busy: \(inFlight.count) requests in flight"),
+                 coalesce: coalesce)
             metrics.answered(method: envelope.method, known: knownMethod, status: .resourceExhausted, afterNanoseconds: 0)
             return
         }
@@ -305,7 +349,7 @@ final class HostLoop: ReactorComponent {
         // every request (a sixth of the gateway's mallocs).
         let offered = reactorHandler.map { dispatcher.offersToReactor(envelope, knownMethod, $0) } ?? false
         inFlight.updateValue(InFlight(peer: peer, requestID: envelope.requestId, method: envelope.method, knownMethod: knownMethod, deadline: deadline,
-                                      arrived: arrived, onReactor: offered), forKey: key)
+                                      arrived: arrived, onReactor: offered, coalesce: coalesce), forKey: key)
         metrics.inFlight(inFlight.count)
         if nextDeadline.map({ deadline < $0 }) ?? true { nextDeadline = deadline }
         let runsKeyed = offered && dispatcher.runsKeyed(envelope)

@@ -46,6 +46,10 @@ public struct HostOptions: Sendable {
     /// read from libzmq per request (a property lookup and a string: about 400 instructions), so
     /// only a host that limits by address asks (the gateway's front door); elsewhere it is empty.
     public var keepsPeerAddress = false
+    /// Whether the host takes several requests in one message (`WireBatch`) and says so in its
+    /// heartbeat replies, so that clients of this build send them. A front door for clients of
+    /// any build (the gateway's client socket) keeps to one envelope a message.
+    public var takesBatches = WireBatch.enabledByEnvironment
     /// What `<name>.Metrics` answers the launcher; nil: the host has no metrics to give (NOT_FOUND).
     public var metrics: MetricsExposition?
 

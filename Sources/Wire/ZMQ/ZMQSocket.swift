@@ -219,6 +219,15 @@ public final class ZMQSocket {
         return try sendLast(&last, prefixCount: prefix.count, dontWait: dontWait) { index, flags in sendFrame(prefix[index], flags: flags) }
     }
 
+    /// Sends one frame of `bodySize` bytes, which `writeBody` writes straight into the libzmq
+    /// message (a client's batch frame, `WireBatch`).
+    /// - Returns: `false` when `dontWait` was set and the message could not be queued.
+    @discardableResult
+    public func send(bodySize: Int, dontWait: Bool = true, writeBody: (UnsafeMutableRawBufferPointer) -> Void) throws(ZMQError) -> Bool {
+        var last = try Self.written(bodySize, writeBody)
+        return try sendLast(&last, prefixCount: 0, dontWait: dontWait) { _, _ in nil }
+    }
+
     /// Sends `message` to a ROUTER socket's peer: its routing id, the empty delimiter frame when
     /// the peer is a REQ socket (`delimited`), then the message as `send(_:packing:)` does. The
     /// same as `send(peer.prefix, packing:)` without an array of frames made for every message.

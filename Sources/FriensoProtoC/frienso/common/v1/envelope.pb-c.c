@@ -412,7 +412,7 @@ void   frienso__common__v1__unsubscribe_response__free_unpacked
   assert(message->base.descriptor == &frienso__common__v1__unsubscribe_response__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor frienso__common__v1__envelope__field_descriptors[16] =
+static const ProtobufCFieldDescriptor frienso__common__v1__envelope__field_descriptors[17] =
 {
   {
     "version",
@@ -606,12 +606,25 @@ static const ProtobufCFieldDescriptor frienso__common__v1__envelope__field_descr
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "features",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Frienso__Common__V1__Envelope, features),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned frienso__common__v1__envelope__field_indices_by_name[] = {
   4,   /* field[4] = caller_user_id */
   13,   /* field[13] = client_address */
   7,   /* field[7] = deadline_ms */
   12,   /* field[12] = epoch */
+  16,   /* field[16] = features */
   6,   /* field[6] = idempotency_key */
   1,   /* field[1] = kind */
   3,   /* field[3] = method */
@@ -628,7 +641,7 @@ static const unsigned frienso__common__v1__envelope__field_indices_by_name[] = {
 static const ProtobufCIntRange frienso__common__v1__envelope__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 16 }
+  { 0, 17 }
 };
 const ProtobufCMessageDescriptor frienso__common__v1__envelope__descriptor =
 {
@@ -638,7 +651,7 @@ const ProtobufCMessageDescriptor frienso__common__v1__envelope__descriptor =
   "Frienso__Common__V1__Envelope",
   "frienso.common.v1",
   sizeof(Frienso__Common__V1__Envelope),
-  16,
+  17,
   frienso__common__v1__envelope__field_descriptors,
   frienso__common__v1__envelope__field_indices_by_name,
   1,  frienso__common__v1__envelope__number_ranges,

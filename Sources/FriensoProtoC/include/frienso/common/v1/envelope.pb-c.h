@@ -152,10 +152,17 @@ struct  Frienso__Common__V1__Envelope
    * any of it ran, so a client may send it to another instance of the service, whatever the method.
    */
   protobuf_c_boolean not_started;
+  /*
+   * Heartbeat replies: what the host takes beyond this version's single envelope per message.
+   * Bit 0 (value 1): several requests in one message, a batch frame (docs/protocol.md); a client
+   * sends batches only to a host whose latest heartbeat reply said so, and the host answers a
+   * batch's requests in batches too.
+   */
+  uint32_t features;
 };
 #define FRIENSO__COMMON__V1__ENVELOPE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&frienso__common__v1__envelope__descriptor) \
-    , 0, FRIENSO__COMMON__V1__KIND__KIND_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, FRIENSO__COMMON__V1__STATUS_CODE__STATUS_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, {0,NULL}, 0, 0, (char *)protobuf_c_empty_string, {0,NULL}, 0 }
+    , 0, FRIENSO__COMMON__V1__KIND__KIND_UNSPECIFIED, 0, (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, FRIENSO__COMMON__V1__STATUS_CODE__STATUS_CODE_UNSPECIFIED, (char *)protobuf_c_empty_string, {0,NULL}, 0, 0, (char *)protobuf_c_empty_string, {0,NULL}, 0, 0 }
 
 
 /*
