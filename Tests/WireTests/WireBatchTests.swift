@@ -52,6 +52,9 @@ struct WireBatchTests {
             [WireBatch.marker, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01] + [UInt8](repeating: 0, count: 8), // a length of six bytes
         ]
         for bytes in refused { #expect(records(bytes) == nil, "\(bytes)") }
+        let most = [[UInt8]](repeating: [], count: WireBatch.mostMembersTaken)
+        #expect(records(frame(most))?.count == WireBatch.mostMembersTaken)
+        #expect(records(frame(most + [[]])) == nil, "one envelope too many")
         #expect(records(good)?.count == 2)
     }
 

@@ -30,6 +30,10 @@ public enum WireBatch {
     /// A batch is sent once it holds this many envelopes, without waiting for the turn's end:
     /// the peer starts on them while this side makes the rest.
     static let members = 16
+    /// A frame with more envelopes than this is refused whole: this build sends at most
+    /// `members`, and a member of the deployment must not make a host answer thousands of
+    /// (empty) envelopes for one message.
+    static let mostMembersTaken = 1_024
 
     /// Whether hosts take batches: `FRIENSO_WIRE_BATCHES=off` makes them say they do not (so no
     /// client sends any), for A/B runs.
@@ -41,15 +45,15 @@ public enum WireBatch {
     }
 
     /// The envelopes of a batch frame, each a slice of `bytes`, in order; nil when `bytes` is not
-    /// a well-formed batch of at least one envelope (a length past the end, a length of more than
-    /// five bytes, nothing after the marker). The whole frame is checked before anything is
-    /// handed over: a malformed batch has no envelope taken from it.
+    /// a well-formed batch of one to `mostMembersTaken` envelopes (a length past the end, a length
+    /// of more than five bytes, nothing after the marker, too many). The whole frame is checked
+    /// before anything is handed over: a malformed batch has no envelope taken from it.
     static func records(_ bytes: UnsafeRawBufferPointer) -> [UnsafeRawBufferPointer]? {
         guard isBatch(bytes) else { return nil }
         var reader = WireReader(UnsafeRawBufferPointer(rebasing: bytes[1...]))
         var records: [UnsafeRawBufferPointer] = []
         while !reader.atEnd {
-            guard let record = reader.delimited() else { return nil }
+            guard records.count < mostMembersTaken, let record = reader.delimited() else { return nil }
             records.append(record)
         }
         return records.isEmpty ? nil : records
