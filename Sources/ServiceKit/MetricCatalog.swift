@@ -8,6 +8,7 @@ public enum MetricCatalog {
         "frienso_requests_total": "Requests answered, by method and status (refused, busy and expired ones included).",
         "frienso_request_duration_seconds": "Time from a request's arrival to its reply, by method.",
         "frienso_requests_in_flight": "Requests accepted and not answered yet.",
+        "frienso_batch_frames_total": "Batch frames (several envelopes in one message) taken from the deployment's own clients (in) and sent back with several replies (out).",
         "frienso_peer_calls_total": "Calls this service made to another, by method and the status it got (the client's own UNAVAILABLE and DEADLINE_EXCEEDED included).",
         "frienso_peer_call_duration_seconds": "Time from a call to another service to its answer, as the caller sees it, by method.",
         "frienso_replica_lag_events": "Events the publisher had sent that the replica had not applied, at its last check.",

@@ -44,6 +44,7 @@ struct MetricsEndToEndTests {
             for member in LaunchedStack.services {
                 #expect(served.text.contains("frienso_member_up{service=\"\(member)\"} 1"), "\(member) not read:\n\(served.text.prefix(3_000))")
             }
+            #expect(served.text.contains("frienso_batch_frames_total"), "each host counts the batch frames it takes and sends")
             for personal in ["mia", "example.org", "5550142", "user_id", "user="] {
                 #expect(!served.text.contains(personal), "the metrics carry \(personal)")
             }

@@ -200,6 +200,7 @@ extension HostLoop {
             counters.dropped.add(count, ordering: .relaxed) // peer's queue full or peer gone
         } else if count > 1 {
             counters.batchesSent.add(1, ordering: .relaxed)
+            metrics.batchesOut.increment()
         }
     }
 }

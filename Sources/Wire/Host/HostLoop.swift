@@ -246,6 +246,7 @@ final class HostLoop: ReactorComponent {
             return
         }
         counters.batchesReceived.add(1, ordering: .relaxed)
+        metrics.batchesIn.increment()
         // One sender for the whole batch: its member name read once, not per request.
         let member = policy == nil ? nil : message.userID
         for record in records {

@@ -39,7 +39,9 @@ final class MethodMetricHandles {
 ///   answered (refusals, busy, shutting down and expired deadlines included);
 /// - `frienso_request_duration_seconds{method}`: from the request's arrival to its reply, a
 ///   histogram of seconds (an aggregating recorder of `Double`s, not a `Timer`: see `answered`);
-/// - `frienso_requests_in_flight`: requests accepted and not answered yet (the host's queue).
+/// - `frienso_requests_in_flight`: requests accepted and not answered yet (the host's queue);
+/// - `frienso_batch_frames_total{direction}`: batch frames taken (`in`) and replies sent in
+///   batches (`out`, one per frame of several replies; `WireBatch`).
 ///
 /// A method no contract names is recorded as `other`: a client picks the method name, and must
 /// not pick the series. Confined to the host's reactor thread, so no lock; the metric handles are
@@ -53,11 +55,14 @@ final class RequestMetrics {
     @exclusivity(unchecked) private var other: MethodMetricHandles?
     private let factory: any MetricsFactory
     private let inFlight: Gauge
+    let batchesIn: Counter, batchesOut: Counter
 
     /// - Parameter factory: the metrics backend (the process's bootstrapped one; a test passes its own).
     init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
         inFlight = Gauge(label: "frienso_requests_in_flight", factory: factory)
+        batchesIn = Counter(label: "frienso_batch_frames_total", dimensions: [("direction", "in")], factory: factory)
+        batchesOut = Counter(label: "frienso_batch_frames_total", dimensions: [("direction", "out")], factory: factory)
     }
 
     /// The duration goes to the histogram as seconds (`RequestDuration.seconds`), through an
