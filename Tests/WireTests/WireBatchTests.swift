@@ -207,9 +207,10 @@ struct WireBatchTests {
 
     /// A host that said it takes batches, then one that refuses them as malformed in its place
     /// (an older build that came up behind the same address without the client seeing the
-    /// connection drop; its heartbeat replies offer nothing): the client stops batching, so later
-    /// calls are answered; the calls in the refused batch end at their deadline.
-    @Test func aHostRefusingABatch_turnsBatchingOff() async throws {
+    /// connection drop; its heartbeat replies offer nothing): the client stops batching, sends the
+    /// refused batch's calls that may be sent again one a message (answered), leaves the one that
+    /// may not to its deadline, and sends later calls one a message.
+    @Test func aHostRefusingABatch_turnsBatchingOff_andTheRetryableCallsGoAgain() async throws {
         let done = OneShot<Void>()
         let stop = Atomic<Bool>(false), batchesSeen = Atomic<Int>(0), heartbeats = Atomic<Int>(0)
         let endpoint = try await RawPeer.serve(done: done) { peer in
@@ -241,30 +242,28 @@ struct WireBatchTests {
         let reactor = Reactor(name: "batch-client")
         let client = WireClient(endpoint: endpoint, options: .patient, logger: logs.logger("client"), reactor: reactor)
         #expect(await client.send(Envelope(method: echo.fullName), deadline: .seconds(10)).status == .ok)
-        // Ready together: sent as a batch, which this host refuses.
-        let refused = Mutex<[Envelope]>([])
-        let allRefused = OneShot<Void>()
-        reactor.execute {
-            for _ in 0..<3 {
-                _ = client.sendOnReactor(Envelope(method: echo.fullName), deadline: .milliseconds(500)) { reply in
-                    if refused.withLock({ $0.append(reply); return $0.count }) == 3 { allRefused.fulfil(()) }
+        /// Calls made together on the reactor (`retryable` each), sent as one batch while the
+        /// client batches: their replies' statuses, in order.
+        func together(_ retryable: [Bool], deadline: Duration) async -> [StatusCode] {
+            let replies = Mutex<[Int: StatusCode]>([:])
+            let all = OneShot<Void>()
+            reactor.execute {
+                for (index, mayResend) in retryable.enumerated() {
+                    _ = client.sendOnReactor(Envelope(method: echo.fullName), deadline: deadline, retryable: mayResend) { reply in
+                        if replies.withLock({ $0[index] = reply.status; return $0.count }) == retryable.count { all.fulfil(()) }
+                    }
                 }
             }
+            await all.value
+            return replies.withLock { dictionary in retryable.indices.map { dictionary[$0] ?? .internal } }
         }
-        await allRefused.value
-        #expect(refused.withLock { $0.allSatisfy { $0.status != .ok } }, "a refused batch's calls are not answered OK")
+        // Sent as a batch, which this host refuses: the two that may go again are answered.
+        let first = await together([true, false, true], deadline: .milliseconds(800))
+        #expect(first[0] == .ok && first[2] == .ok, "\(first)")
+        #expect(first[1] != .ok, "the call that may not be sent twice is not sent again: \(first)")
         #expect(batchesSeen.load(ordering: .relaxed) == 1)
-        // Batching is off: the same calls together now go one a message and are answered.
-        let answered = Mutex<Int>(0)
-        let allAnswered = OneShot<Void>()
-        reactor.execute {
-            for _ in 0..<3 {
-                _ = client.sendOnReactor(Envelope(method: echo.fullName), deadline: .seconds(10)) { reply in
-                    if reply.status == .ok, answered.withLock({ $0 += 1; return $0 }) == 3 { allAnswered.fulfil(()) }
-                }
-            }
-        }
-        await allAnswered.value
+        // Batching is off: calls together now go one a message and are answered.
+        #expect(await together([false, false, false], deadline: .seconds(10)) == [.ok, .ok, .ok])
         #expect(batchesSeen.load(ordering: .relaxed) == 1)
         #expect(logs.contains("no batches until its heartbeat reply offers them"))
         await client.close()

@@ -60,6 +60,7 @@ extension ClientLoop {
                 peerTakesBatches = false
                 logger.warning("the peer refused a message as malformed: no batches until its heartbeat reply offers them",
                                metadata: ["endpoint": "\(endpoint)", "detail": "\(envelope.statusMessage)"])
+                resendBatched()
             }
             guard let request = pending.removeValue(forKey: envelope.requestId) else { break }
             if envelope.notStarted && envelope.status == .unavailable, let handOff {
@@ -88,6 +89,18 @@ extension ClientLoop {
         default:
             break
         }
+    }
+
+    /// After a host refused a batch: the calls that went in batches and may be sent again go
+    /// again, one a message (the refused frame ran none of its calls; a call that may not be sent
+    /// twice cannot tell which frame it was in, and waits for its deadline).
+    private func resendBatched() {
+        for (id, request) in pending where request.sent && request.sentInBatch && canResend(request) {
+            request.sent = false
+            request.sentInBatch = false
+            unsent.append(id)
+        }
+        flushUnsent()
     }
 
     /// Anything heard from the peer: it is alive, and answering again if it was not.

@@ -35,6 +35,8 @@ extension ClientLoop {
         // Touched on the reactor thread only (after the hand-over through the command queue).
         var attempts = 0
         var sent = false
+        /// Its last send was in a batch frame (`flushInBatches`).
+        var sentInBatch = false
 
         /// - Parameter completion: nil for an async caller, whose continuation does not exist
         ///   yet: `resumes(_:)` gives it, in the continuation's closure, before the call is

@@ -21,6 +21,7 @@ extension ClientLoop {
             do {
                 if try Self.send(&request.envelope, on: socket) {
                     request.sent = true
+                    request.sentInBatch = false
                     request.attempts += 1
                     lastSent = now
                 } else {
@@ -83,6 +84,7 @@ extension ClientLoop {
                 }
                 for request in ready[start..<end] {
                     request.sent = true
+                    request.sentInBatch = end - start > 1
                     request.attempts += 1
                 }
                 lastSent = now

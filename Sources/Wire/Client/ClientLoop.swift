@@ -204,7 +204,7 @@ final class ClientLoop: ReactorComponent {
         sendHeartbeat()
     }
 
-    private func canResend(_ request: Pending) -> Bool {
+    func canResend(_ request: Pending) -> Bool {
         request.retryable && request.attempts < options.maxAttempts
     }
 
