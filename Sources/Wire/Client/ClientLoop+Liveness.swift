@@ -13,12 +13,11 @@ extension ClientLoop {
             let received = try socket.receive(dontWait: true) { message in
                 guard WireBatch.isBatch(message.bytes) else { return handleFrame(message.bytes, on: socket) }
                 // Replies the host had ready together, sent only for calls that went in a batch.
-                guard let records = WireBatch.records(message.bytes) else {
+                guard WireBatch.forEachRecord(in: message.bytes, { handleFrame($0, on: socket) }) else {
                     noteHeard()
                     logger.debug("dropped a malformed batch frame from the peer")
                     return
                 }
-                for record in records { handleFrame(record, on: socket) }
             }
             guard received else { return }
         }

@@ -39,24 +39,29 @@ public enum WireBatch {
     /// client sends any), for A/B runs.
     public static let enabledByEnvironment = ProcessInfo.processInfo.environment["FRIENSO_WIRE_BATCHES"] != "off"
 
-    /// Whether `bytes` is a batch frame (by its first byte; `records` checks the rest).
+    /// Whether `bytes` is a batch frame (by its first byte; `forEachRecord` checks the rest).
     static func isBatch(_ bytes: UnsafeRawBufferPointer) -> Bool {
         !bytes.isEmpty && bytes[0] == marker
     }
 
-    /// The envelopes of a batch frame, each a slice of `bytes`, in order; nil when `bytes` is not
-    /// a well-formed batch of one to `mostMembersTaken` envelopes (a length past the end, a length
-    /// of more than five bytes, nothing after the marker, too many). The whole frame is checked
-    /// before anything is handed over: a malformed batch has no envelope taken from it.
-    static func records(_ bytes: UnsafeRawBufferPointer) -> [UnsafeRawBufferPointer]? {
-        guard isBatch(bytes) else { return nil }
-        var reader = WireReader(UnsafeRawBufferPointer(rebasing: bytes[1...]))
-        var records: [UnsafeRawBufferPointer] = []
-        while !reader.atEnd {
-            guard records.count < mostMembersTaken, let record = reader.delimited() else { return nil }
-            records.append(record)
+    /// Hands `body` each envelope of a batch frame, a slice of `bytes`, in order. - Returns:
+    /// false (and hands over nothing) when `bytes` is not a well-formed batch of one to
+    /// `mostMembersTaken` envelopes (a length past the end, a length of more than five bytes,
+    /// nothing after the marker, too many): the whole frame is checked first, so a malformed
+    /// batch has no envelope taken from it. Two reads of the lengths, no array per message.
+    static func forEachRecord(in bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) -> Bool {
+        guard isBatch(bytes) else { return false }
+        let members = UnsafeRawBufferPointer(rebasing: bytes[1...])
+        var check = WireReader(members)
+        var count = 0
+        while !check.atEnd {
+            guard count < mostMembersTaken, check.delimited() != nil else { return false }
+            count += 1
         }
-        return records.isEmpty ? nil : records
+        guard count > 0 else { return false }
+        var reader = WireReader(members)
+        while let record = reader.delimited() { body(record) }
+        return true
     }
 
     /// The size of a batch frame holding envelopes of these sizes.

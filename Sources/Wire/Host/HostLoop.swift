@@ -239,19 +239,16 @@ final class HostLoop: ReactorComponent {
         guard options.takesBatches, WireBatch.isBatch(message.bytes) else {
             return handleEnvelope(message.bytes, from: peer, message, coalesce: false, member: nil)
         }
-        guard let records = WireBatch.records(message.bytes) else {
+        // One sender for the whole batch: its member name read once, not per request.
+        let member = policy == nil ? nil : message.userID
+        guard WireBatch.forEachRecord(in: message.bytes, { handleEnvelope($0, from: peer, message, coalesce: true, member: member) }) else {
             counters.malformed.add(1, ordering: .relaxed)
             send(to: peer, Envelope(version: WireProtocol.version, kind: .reply, status: .invalidArgument,
-                                    statusMessage: "malformed batch frame: a length past its end"))
+                                    statusMessage: "malformed batch frame: not 1 to \(WireBatch.mostMembersTaken) length-delimited envelopes"))
             return
         }
         counters.batchesReceived.add(1, ordering: .relaxed)
         metrics.batchesIn.increment()
-        // One sender for the whole batch: its member name read once, not per request.
-        let member = policy == nil ? nil : message.userID
-        for record in records {
-            handleEnvelope(record, from: peer, message, coalesce: true, member: member)
-        }
     }
 
     /// One envelope from `peer` (`bytes`: the message's, or one member of its batch).
