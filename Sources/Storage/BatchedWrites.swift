@@ -1,4 +1,5 @@
 import CoreMetrics
+import Wire
 public import GRDB
 public import Synchronization
 
@@ -15,24 +16,30 @@ public import Synchronization
 /// that arrive meanwhile wait for the next batch. Nobody is answered before the commit that makes
 /// their item durable; `write`'s `committed` part runs after that commit, in commit order, before
 /// the answers.
+///
+/// Its methods are inlinable, so that they are specialized for the service's item and output
+/// types in the service's module: unspecialized, each item's append, answer and `Result` asked
+/// the Swift runtime for generic metadata (about 3,000 instructions an update in geo;
+/// `docs/benchmarks.md`, issue 16, item 135).
 public final class BatchedWrites<Item: Sendable, Output: Sendable>: Sendable {
     /// Writes `items` inside the batch's transaction. - Returns: one output per item, in order,
     /// and what to do once they committed (on the commit queue: keep it short).
     public typealias Write = @Sendable (_ items: [Item], _ db: Database) throws -> (outputs: [Output], committed: @Sendable () -> Void)
 
-    private typealias Answer = @Sendable (Result<Output, any Error>) -> Void
+    @usableFromInline typealias Answer = @Sendable (Result<Output, any Error>) -> Void
 
-    private struct State {
-        var items: [Item] = []
-        var answers: [Answer] = []
+    @usableFromInline struct State {
+        @usableFromInline var items: [Item] = []
+        @usableFromInline var answers: [Answer] = []
         /// An entry of the write queue stands for the waiting items (at most one at a time).
-        var scheduled = false
+        @usableFromInline var scheduled = false
+        @usableFromInline init() {}
     }
 
-    private let state = Mutex(State())
-    private let queue: WriteQueue
-    private let maxBatch: Int
-    private let write: Write
+    @usableFromInline let state = Mutex(State())
+    @usableFromInline let queue: WriteQueue
+    @usableFromInline let maxBatch: Int
+    @usableFromInline let write: Write
     /// Batches written, items in them, and nanoseconds from a batch's start to its commit (for
     /// the benchmark, as `GroupCommit`'s).
     public let batches = Atomic<Int>(0), items = Atomic<Int>(0), commitNanos = Atomic<Int>(0)
@@ -50,6 +57,7 @@ public final class BatchedWrites<Item: Sendable, Output: Sendable>: Sendable {
     var waiting: Int { state.withLock { $0.items.count } }
 
     /// Returns once the batch holding `item` committed.
+    @inlinable
     public func submit(_ item: Item) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
             enqueue(item) { continuation.resume(with: $0) }
@@ -58,11 +66,13 @@ public final class BatchedWrites<Item: Sendable, Output: Sendable>: Sendable {
 
     /// Submits `item` without waiting: `done` runs on the commit's queue once the batch holding
     /// it committed (or failed). It must be short and must not block.
+    @inlinable
     public func submit(_ item: Item, then done: @escaping @Sendable (Result<Output, any Error>) -> Void) {
         enqueue(item, done)
     }
 
-    private func enqueue(_ item: Item, _ answer: @escaping Answer) {
+    @inlinable
+    func enqueue(_ item: Item, _ answer: @escaping Answer) {
         let schedule = state.withLock { s -> Bool in
             s.items.append(item)
             s.answers.append(answer)
@@ -74,14 +84,16 @@ public final class BatchedWrites<Item: Sendable, Output: Sendable>: Sendable {
     }
 
     /// What the write queue's entry did, kept from its run to its answer.
-    private final class Taken: @unchecked Sendable {
-        var answers: [Answer] = []
-        var outcome: Result<[Output], any Error>?
-        var committed: (@Sendable () -> Void)?
-        var started: ContinuousClock.Instant?
+    @usableFromInline final class Taken: @unchecked Sendable {
+        @usableFromInline var answers: [Answer] = []
+        @usableFromInline var outcome: Result<[Output], any Error>?
+        @usableFromInline var committed: (@Sendable () -> Void)?
+        @usableFromInline var started: ContinuousClock.Instant?
+        @usableFromInline init() {}
     }
 
-    private func scheduleEntry() {
+    @inlinable
+    func scheduleEntry() {
         let taken = Taken()
         queue.submit(WriteQueue.Pending(
             run: { db in self.run(taken, db) },
@@ -89,7 +101,8 @@ public final class BatchedWrites<Item: Sendable, Output: Sendable>: Sendable {
         )) { result in self.answer(taken, result) }
     }
 
-    private func run(_ taken: Taken, _ db: Database) {
+    @inlinable
+    func run(_ taken: Taken, _ db: Database) {
         taken.started = .now
         let (items, answers, more) = state.withLock { s -> ([Item], [Answer], Bool) in
             let taken = takeWaiting(&s.items, &s.answers, max: maxBatch)
@@ -116,7 +129,8 @@ public final class BatchedWrites<Item: Sendable, Output: Sendable>: Sendable {
     }
 
     /// The write queue's batch committed (or failed as a whole).
-    private func answer(_ taken: Taken, _ batch: Result<Void, any Error>) {
+    @inlinable
+    func answer(_ taken: Taken, _ batch: Result<Void, any Error>) {
         guard let started = taken.started else {
             // The batch failed before it reached this entry (it could not begin): the items it
             // stood for are still waiting, and they fail with it, as the batch's own did.
@@ -136,17 +150,25 @@ public final class BatchedWrites<Item: Sendable, Output: Sendable>: Sendable {
             for answer in taken.answers { answer(.failure(error)) }
         case (.success, .success(let outputs)):
             guard !outputs.isEmpty else { return }
-            batches.add(1, ordering: .relaxed)
-            items.add(outputs.count, ordering: .relaxed)
-            commitNanos.add(Int(started.duration(to: .now).wholeNanoseconds), ordering: .relaxed)
-            sizes.record(outputs.count)
-            for (answer, output) in zip(taken.answers, outputs) { answer(.success(output)) }
+            count(batchOf: outputs.count, startedAt: started)
+            for i in outputs.indices { taken.answers[i](.success(outputs[i])) }
         }
     }
 }
 
+extension BatchedWrites {
+    /// A committed batch of `size` items, in the counters and the metric.
+    @usableFromInline
+    func count(batchOf size: Int, startedAt started: ContinuousClock.Instant) {
+        batches.add(1, ordering: .relaxed)
+        items.add(size, ordering: .relaxed)
+        commitNanos.add(Int(started.duration(to: .now).wholeNanoseconds), ordering: .relaxed)
+        sizes.record(size)
+    }
+}
+
 extension Result {
-    fileprivate var failure: Failure? {
+    @usableFromInline var failure: Failure? {
         if case .failure(let error) = self { return error }
         return nil
     }

@@ -23,24 +23,36 @@ extension Database {
     /// Executes one data statement (INSERT, UPDATE, DELETE) from the connection's statement
     /// cache, inside the current transaction, with `values` bound to its parameters in order:
     /// as many values as the statement's highest parameter index (`?NNN` counts once).
+    /// Inlinable, as `run(_:binding:)` is, so that a call's pack of values is specialized where
+    /// it is written (item 135).
     /// - Throws: `DatabaseError` when the statement fails (its SQLite code and message), when
     ///   the values do not match the parameters (`SQLITE_MISUSE`), or outside a transaction.
+    @inlinable
     public func run<each Value: StatementBinding>(sql: String, binding values: repeat each Value) throws {
-        guard isInsideTransaction else {
-            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "run(sql:binding:) runs inside a transaction only", sql: sql)
-        }
-        try run(cachedStatement(sql: sql), binding: repeat each values)
+        guard isInsideTransaction else { throw Self.outsideTransaction(sql) }
+        try runInTransaction(cachedStatement(sql: sql), binding: repeat each values)
     }
 
     /// `run(sql:binding:)` with a statement already taken from this connection's cache
     /// (`cachedStatement(sql:)`), for a loop that runs one statement for many rows: the cache
     /// is asked once, not once a row (its key is the SQL, hashed on every question).
     /// (`Statement.sql` is read only for an error: GRDB trims it anew on every read.)
+    @inlinable
     public func run<each Value: StatementBinding>(_ statement: Statement, binding values: repeat each Value) throws {
-        guard isInsideTransaction else {
-            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "run(sql:binding:) runs inside a transaction only", sql: statement.sql)
-        }
+        guard isInsideTransaction else { throw Self.outsideTransaction(statement.sql) }
+        try runInTransaction(statement, binding: repeat each values)
+    }
+
+    /// Binds and steps `statement` to its end (a write's RETURNING rows are not read); the
+    /// caller checked that a transaction is open.
+    @inlinable
+    func runInTransaction<each Value: StatementBinding>(_ statement: Statement, binding values: repeat each Value) throws {
         try StatementSteps.bind(statement, repeat each values)
-        while try StatementSteps.step(statement) {} // to its end (a write's RETURNING rows are not read)
+        while try StatementSteps.step(statement) {}
+    }
+
+    @usableFromInline
+    static func outsideTransaction(_ sql: String) -> DatabaseError {
+        DatabaseError(resultCode: .SQLITE_MISUSE, message: "run(sql:binding:) runs inside a transaction only", sql: sql)
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+public import GRDB
 
 // The statements that open and close a read transaction, a write transaction and a mutation's
 // savepoint, from the connection's statement cache. GRDB's `read`, `inTransaction` and
@@ -8,6 +8,7 @@ import GRDB
 // read, every mutation and every commit, in every service (`docs/benchmarks.md`, issue 16,
 // items 17 and 52). `FRIENSO_TX_STATEMENTS=uncached` keeps GRDB's own path, for A/B runs.
 
+@usableFromInline
 enum CachedTransactions {
     static let enabled = ProcessInfo.processInfo.environment["FRIENSO_TX_STATEMENTS"] != "uncached"
 
@@ -64,6 +65,7 @@ enum CachedTransactions {
 
     /// `work` in a savepoint of the open transaction: released on `.commit`, rolled back (alone)
     /// on `.rollback` or a throw. Outside a transaction it is GRDB's `inTransaction`.
+    @usableFromInline
     static func savepoint(_ db: Database, _ work: () throws -> Database.TransactionCompletion) throws {
         guard enabled, db.isInsideTransaction else { return try db.inSavepoint(work) }
         try db.cachedStatement(sql: "SAVEPOINT frienso_mutation").execute()

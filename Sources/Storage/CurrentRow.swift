@@ -164,24 +164,40 @@ enum StatementSteps {
 
     /// Binds `values` to `statement`'s parameters in order, after a reset (as
     /// `Database.run(sql:binding:)` binds): as many values as its highest parameter index.
+    /// Inlinable, so that it is specialized where it is called: unspecialized, a pack of values
+    /// asks the runtime for its tuple's metadata on every call (`docs/benchmarks.md`, issue 16,
+    /// item 135). SQLite is called through the two helpers below.
     /// - Throws: `DatabaseError` (`SQLITE_MISUSE` for a wrong count, SQLite's code for a value it
     ///   refused).
-    @usableFromInline
+    @inlinable
     static func bind<each Value: StatementBinding>(_ statement: Statement, _ values: repeat each Value) throws {
-        let handle = statement.sqliteStatement
-        sqlite3_reset(handle)
-        let expected = sqlite3_bind_parameter_count(handle)
+        let (handle, expected) = startBinding(statement)
         var index: CInt = 0
-        var failed: CInt = SQLITE_OK
+        var failed: CInt = 0 // SQLITE_OK
         for value in repeat each values {
             index += 1
-            if failed == SQLITE_OK, index <= expected { failed = value.bind(to: handle, at: index) }
+            if failed == 0, index <= expected { failed = value.bind(to: handle, at: index) }
         }
-        guard failed == SQLITE_OK, index == expected else {
-            let message = index != expected ? "\(index) values bound for \(expected) parameters"
-                : String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
-            sqlite3_clear_bindings(handle)
-            throw DatabaseError(resultCode: ResultCode(rawValue: index != expected ? SQLITE_MISUSE : failed), message: message, sql: statement.sql)
-        }
+        if failed != 0 || index != expected { try bindingFailed(statement, code: failed, bound: index, expected: expected) }
+    }
+
+    /// Resets `statement` for new bindings. - Returns: its SQLite handle and how many parameters
+    /// it has.
+    @usableFromInline
+    static func startBinding(_ statement: Statement) -> (handle: SQLiteStatement, parameters: CInt) {
+        let handle = statement.sqliteStatement
+        sqlite3_reset(handle)
+        return (handle, sqlite3_bind_parameter_count(handle))
+    }
+
+    /// `bind`'s failure: clears what was bound and throws `SQLITE_MISUSE` for a wrong count, or
+    /// `code` (a value SQLite refused) with SQLite's message.
+    @usableFromInline
+    static func bindingFailed(_ statement: Statement, code: CInt, bound: CInt, expected: CInt) throws {
+        let handle = statement.sqliteStatement
+        let message = bound != expected ? "\(bound) values bound for \(expected) parameters"
+            : String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+        sqlite3_clear_bindings(handle)
+        throw DatabaseError(resultCode: ResultCode(rawValue: bound != expected ? SQLITE_MISUSE : code), message: message, sql: statement.sql)
     }
 }

@@ -155,6 +155,7 @@ public final class GroupCommit<Item: Sendable, Result: Sendable>: Sendable {
 /// The first `max` of the waiting items and their answers, taken out of the two arrays.
 /// Usually everything waiting fits: the arrays are handed over whole, and the next ones start at
 /// their size (one allocation each, not one per doubling). - Returns: also whether some are left.
+@inlinable
 func takeWaiting<Item, Answer>(_ items: inout [Item], _ answers: inout [Answer], max: Int) -> (items: [Item], answers: [Answer], left: Bool) {
     guard items.count > max else {
         defer {

@@ -1,4 +1,4 @@
-import GRDB
+public import GRDB
 
 /// Group commit for a service's mutations: every `ServiceDatabase.write` made while a commit is
 /// under way waits, and the next batch runs them all in one transaction, each in a savepoint of
@@ -6,14 +6,21 @@ import GRDB
 /// back its savepoint only and gets its own error; the others commit. Nobody is answered
 /// before the commit that makes their write durable. Alone, a write costs what it did: a batch
 /// of one. The batching itself is `GroupCommit`'s.
+@usableFromInline
 final class WriteQueue: Sendable {
     /// One caller's mutation: runs in its savepoint and keeps its own outcome (`OutcomeBox`).
-    struct Pending: @unchecked Sendable {
-        var run: (Database) -> Void
+    @usableFromInline struct Pending: @unchecked Sendable {
+        @usableFromInline var run: (Database) -> Void
         /// After the batch committed, in batch order (events that follow commit order).
-        var committed: () -> Void = {}
+        @usableFromInline var committed: () -> Void = {}
         /// Waits for a batch a mutation starts, up to the queue's linger (a reply's save).
-        var lingers = false
+        @usableFromInline var lingers = false
+
+        @usableFromInline init(run: @escaping (Database) -> Void, committed: @escaping () -> Void = {}, lingers: Bool = false) {
+            self.run = run
+            self.committed = committed
+            self.lingers = lingers
+        }
     }
 
     private let commits: GroupCommit<Pending, Void>
@@ -53,6 +60,7 @@ final class WriteQueue: Sendable {
     }
 
     /// Queues `pending` without waiting: `done` runs on the commit's queue after its batch.
+    @usableFromInline
     func submit(_ pending: Pending, then done: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         commits.submit(pending, lingers: pending.lingers, then: done)
     }

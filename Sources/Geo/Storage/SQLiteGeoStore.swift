@@ -211,13 +211,14 @@ final class SQLiteGeoStore: GeoStorage {
         if let fold { try write(fold, db) } // first: its fixes are those before this batch
         var ids: [Int64] = []
         ids.reserveCapacity(batch.count)
+        let historyRow = try db.cachedStatement(sql: historyInsert) // once a batch, not once a row
         for (i, update) in batch.enumerated() {
             let unrecorded: Int? = unrecorded?[i] == true ? 1 : nil
             if Self.bindsThroughArguments {
                 try db.run(sql: historyInsert, arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
                                                            update.receivedMs, update.status, unrecorded])
             } else {
-                try db.run(sql: historyInsert, binding: update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
+                try db.run(historyRow, binding: update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
                            update.receivedMs, update.status, unrecorded)
             }
             ids.append(db.lastInsertedRowID)
@@ -246,18 +247,19 @@ final class SQLiteGeoStore: GeoStorage {
     /// each row records the last history id it reflects: replay skips what it already holds.
     private static func write(_ fold: FoldWrite, _ db: Database) throws {
         let through = try Int64.fetchOne(db, cached: "SELECT max(id) FROM history") ?? 0
+        let upsert = try db.cachedStatement(sql: latestUpsert), indexInsert = try db.cachedStatement(sql: historyIndexInsert)
         for (user, fix) in fold.fixes {
             if bindsThroughArguments {
                 try db.run(sql: latestUpsert, arguments: [user, fix.lat, fix.lon, fix.accuracy, fix.deviceMs, fix.receivedMs, fix.status, through])
             } else {
-                try db.run(sql: latestUpsert, binding: user, fix.lat, fix.lon, fix.accuracy, fix.deviceMs, fix.receivedMs, fix.status, through)
+                try db.run(upsert, binding: user, fix.lat, fix.lon, fix.accuracy, fix.deviceMs, fix.receivedMs, fix.status, through)
             }
         }
         for pair in fold.pairs {
             if bindsThroughArguments {
                 try db.run(sql: historyIndexInsert, arguments: [pair.user, pair.id])
             } else {
-                try db.run(sql: historyIndexInsert, binding: pair.user, pair.id)
+                try db.run(indexInsert, binding: pair.user, pair.id)
             }
         }
         if let done = fold.completesThrough {
