@@ -16,7 +16,7 @@ public enum GraphModel: CloneModel {
 /// social's `graph` stream and its `GraphSnapshot` pages.
 public final class SocialGraphReplica: Service, Sendable {
     public typealias Status = CloneReplica<GraphModel>.Status
-    private let replica: CloneReplica<GraphModel>
+    @usableFromInline let replica: CloneReplica<GraphModel>
 
     /// - Parameters:
     ///   - social: a client to social's request endpoint (GraphSnapshot is internal).
@@ -37,7 +37,9 @@ public final class SocialGraphReplica: Service, Sendable {
 
     // MARK: Reading
 
-    /// Reads the current state (a copy-free borrow).
+    /// Reads the current state (a copy-free borrow). Inlinable, so that the replica's read is
+    /// specialized for the graph (`CloneReplica.read`).
+    @inlinable
     public func read<T>(_ body: (GraphState) -> T) -> T { replica.read(body) }
     public func areFriends(_ a: UInt64, _ b: UInt64) -> Bool { read { $0.areFriends(a, b) } }
     public func friends(of user: UInt64) -> [UInt64] { read { $0.friends(of: user) } }

@@ -1,7 +1,7 @@
 public import GRDB
 public import Foundation
 public import Wire
-import FriensoProto
+public import FriensoProto
 import Synchronization
 
 /// Keeps replies to idempotent requests in the service's own database, so a retry after a
@@ -160,6 +160,7 @@ public final class SQLiteReplyStore: ReplyStore {
 
     /// Writes `reply` on top of the request's claim, in the mutation's own transaction (after
     /// `claim`, in the same savepoint): `ServiceDatabase.write(as:_:reply:then:)`.
+    @usableFromInline
     static func keep(_ db: Database, _ scope: IdempotencyScope, _ reply: Envelope) throws {
         try db.run(sql: "UPDATE idempotent_replies SET reply = ? WHERE key = ?", binding: Data(reply.serializedBytes()), scope.key)
         guard db.changesCount == 1 else { throw StoreInvariant("the claim of \(scope.key) was not there for its reply") }

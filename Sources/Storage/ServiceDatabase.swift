@@ -1,7 +1,7 @@
 public import GRDB
 import Foundation
 public import Wire
-import FriensoProto
+public import FriensoProto
 import Synchronization
 
 /// A service's SQLite database, opened the same way everywhere (WAL, a busy timeout, foreign keys,
@@ -25,7 +25,7 @@ import Synchronization
 public final class ServiceDatabase: Sendable {
     public let pool: DatabasePool
     /// Where async mutations wait for their batch (see `WriteQueue`).
-    let writes: WriteQueue
+    @usableFromInline let writes: WriteQueue
     /// Checkpoints the WAL off the commit path (see `Checkpointer`).
     let checkpointer: Checkpointer
 
@@ -187,6 +187,7 @@ public final class ServiceDatabase: Sendable {
     /// made at the same time (`WriteQueue`: one transaction, a savepoint each, one fsync). When
     /// the task serves an idempotent request, its claim commits with it (or, in a dry run,
     /// nothing of it commits).
+    @inlinable
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await write(updates, committed: nil)
     }
@@ -194,6 +195,12 @@ public final class ServiceDatabase: Sendable {
     /// The same, and `committed` runs with the result once the mutation is durable, before the
     /// caller is answered, in commit order across every caller (on the commit queue: keep it
     /// short): for events that must follow the order of the changes they announce.
+    ///
+    /// This and `write(as:_:reply:then:)` are inlinable, so that each service's mutation is
+    /// specialized for its result type: unspecialized, a mutation asked the Swift runtime for the
+    /// metadata of its result's optionals, `Result`s and box about eight times
+    /// (`docs/benchmarks.md`, issue 16, item 135).
+    @inlinable
     public func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T,
                                    committed: (@Sendable (T) -> Void)?) async throws -> T {
         let scope = MutationScope()
@@ -235,6 +242,7 @@ public final class ServiceDatabase: Sendable {
     ///   its reply become durable together (`IdempotencyScope.reply(payload:)`), and the host
     ///   answers with it and saves nothing after (`ClaimLedger.keptReply`). Without it, or for a
     ///   scope that keeps no reply, the host saves the reply after the commit, as on a task.
+    @inlinable
     public func write<T: Sendable>(as scope: IdempotencyScope?, _ updates: @escaping @Sendable (Database) throws -> T,
                                    reply: (@Sendable (T) -> [UInt8])? = nil,
                                    then done: @escaping @Sendable (Result<T, any Error>) -> Void) {
@@ -269,7 +277,7 @@ public final class ServiceDatabase: Sendable {
     /// `FRIENSO_KEPT_REPLIES=after` saves the reply of a keyed request started on the host's
     /// reactor after its commit, as before replies were written in the mutation's savepoint:
     /// for A/B runs of `frienso-bench` (the launcher's children inherit it).
-    static let repliesInTransaction = ProcessInfo.processInfo.environment["FRIENSO_KEPT_REPLIES"] != "after"
+    @usableFromInline static let repliesInTransaction = ProcessInfo.processInfo.environment["FRIENSO_KEPT_REPLIES"] != "after"
 
     /// Writes `updates` in the write queue's next batch, beside the mutations waiting for it (one
     /// commit, one fsync for all; alone, it waits up to `saveLinger` for one), and calls `done` on
@@ -294,7 +302,7 @@ public final class ServiceDatabase: Sendable {
 
     /// `FRIENSO_GROUP_COMMIT=off` commits each mutation on its own, as before group commit: for
     /// A/B runs of `frienso-bench` (the launcher's children inherit it). On by default.
-    static let groupCommit = ProcessInfo.processInfo.environment["FRIENSO_GROUP_COMMIT"] != "off"
+    @usableFromInline static let groupCommit = ProcessInfo.processInfo.environment["FRIENSO_GROUP_COMMIT"] != "off"
 
     /// Mutations committed through the write queue, and the batches they took (for the benchmark).
     public var groupCommits: (batches: Int, mutations: Int) { writes.counts }
@@ -334,11 +342,13 @@ public final class ServiceDatabase: Sendable {
 public struct MutationScope: Sendable {
     let idempotency: IdempotencyScope?
 
+    @usableFromInline
     init() {
         idempotency = IdempotencyScope.current
     }
 
     /// For a mutation made off a task (the request's scope handed over explicitly).
+    @usableFromInline
     init(idempotency: IdempotencyScope?) {
         self.idempotency = idempotency
     }
@@ -356,6 +366,7 @@ public struct MutationScope: Sendable {
 
     /// The same inside the write queue's batch transaction: a savepoint of its own, released
     /// into the batch (or rolled back alone in a dry run or on a throw).
+    @usableFromInline
     func savepoint(_ db: Database, _ body: () throws -> Void) throws {
         _ = try atomically(db, savepoint: true, body)
     }

@@ -55,6 +55,7 @@ final class WriteQueue: Sendable {
     }
 
     /// Returns once the batch holding `pending` committed; throws when the batch failed as a whole.
+    @usableFromInline
     func submit(_ pending: Pending) async throws {
         try await commits.submit(pending)
     }
@@ -67,6 +68,8 @@ final class WriteQueue: Sendable {
 }
 
 /// A mutation's outcome, kept between its savepoint and the batch's commit.
+@usableFromInline
 final class OutcomeBox<T: Sendable>: @unchecked Sendable {
-    var outcome: Result<T, any Error>?
+    @usableFromInline var outcome: Result<T, any Error>?
+    @usableFromInline init() {}
 }

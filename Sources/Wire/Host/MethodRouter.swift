@@ -13,16 +13,24 @@ public protocol RPCErrorConvertible: Error {
 /// `Int64.max`), refuses authenticated methods without a
 /// caller (UNAUTHENTICATED), maps a thrown `RPCError` to its status and anything else to INTERNAL
 /// (logged, never shown to the caller).
+///
+/// The registering methods and the routes' steps are inlinable: a route is a closure made for
+/// one method's request and response types, and made here, unspecialized, each request it
+/// served asked the Swift runtime for the metadata of its generic values (the decoded request
+/// and context, the handler's `Result`): about four lookups a request, 2,000 instructions, on
+/// geo's reactor thread (`docs/benchmarks.md`, issue 16, item 135). Inlined into the service
+/// that registers them, the closures are specialized for its types.
 public struct MethodRouter: RequestHandler {
     public typealias Route = @Sendable (IncomingRequest, Logger) async -> Envelope
 
     /// By method (`MethodTable`: a method this build knows found by its ordinal, unhashed).
-    private var routes = MethodTable<Route>()
+    @usableFromInline var routes = MethodTable<Route>()
 
     public init() {}
 
     public var methods: [String] { routes.names.sorted() }
 
+    @inlinable
     public mutating func register<Request, Response>(
         _ method: RPCMethod<Request, Response>,
         _ handler: @escaping @Sendable (Request, RequestContext) async throws -> Response
@@ -34,6 +42,7 @@ public struct MethodRouter: RequestHandler {
     /// Replaces `method`'s handler with one that answers already-encoded `Response` bytes (a
     /// service that caches its encoded replies: social's friend lists). Everything else (decoding,
     /// checks, errors) is as `register`'s.
+    @inlinable
     public mutating func replace<Request, Response>(
         _ method: RPCMethod<Request, Response>,
         encoded handler: @escaping @Sendable (Request, RequestContext) async throws -> [UInt8]
@@ -46,6 +55,7 @@ public struct MethodRouter: RequestHandler {
     /// the request comes off the socket: no task and no hand-over per request
     /// (`ReactorRequestHandler`). The same method also stays on the task path, for callers that
     /// dispatch in process.
+    @inlinable
     public mutating func answerOnReactor<Request, Response>(
         _ method: RPCMethod<Request, Response>,
         _ handler: @escaping @Sendable (Request, RequestContext) throws -> Response
@@ -73,6 +83,7 @@ public struct MethodRouter: RequestHandler {
     ///   it to). A write that meets an earlier run's claim goes on as on a task (the store read,
     ///   a dry run). Whatever the handler cannot do without suspending, it does on a task of its
     ///   own with the scope bound.
+    @inlinable
     public mutating func startOnReactor<Request, Response>(
         _ method: RPCMethod<Request, Response>, keyed: Bool = false,
         _ handler: @escaping @Sendable (Request, RequestContext, _ done: @escaping @Sendable (Result<Response, any Error>) -> Void) -> Void
@@ -95,7 +106,7 @@ public struct MethodRouter: RequestHandler {
                     // The reply its write made durable with it, when it did (`IdempotencyScope.reply(payload:)`).
                     reply(scope?.claims.keptReply ?? envelope.reply(payload: response.serializedBytes()))
                 case .failure(let error):
-                    reply(RequestScope.$current.withValue(label) { Self.reply(to: envelope, method, error, logger) })
+                    reply(RequestScope.$current.withValue(label) { Self.reply(to: envelope, method.fullName, error, logger) })
                 }
             }
         }
@@ -113,22 +124,24 @@ public struct MethodRouter: RequestHandler {
         claimingFirst[method.fullName] = true
     }
 
-    private var claimingFirst = MethodTable<Bool>()
+    @usableFromInline var claimingFirst = MethodTable<Bool>()
 
     public func claimsFirst(_ method: String) -> Bool { claimingFirst[method] ?? false }
 
     /// Methods whose keyed requests start on the reactor (`startOnReactor(_:keyed:_:)`).
-    private var keyedOnReactor = MethodTable<Bool>()
+    @usableFromInline var keyedOnReactor = MethodTable<Bool>()
 
     /// How a method is answered on the reactor: at once (`answerOnReactor`), or later from any
     /// thread (`startOnReactor`).
+    @usableFromInline
     enum ReactorRoute: Sendable {
         case now(@Sendable (IncomingRequest, Logger) -> Envelope)
         case later(@Sendable (IncomingRequest, Logger, IdempotencyScope?, LaterReply) -> Void)
     }
-    private var reactorRoutes = MethodTable<ReactorRoute>()
+    @usableFromInline var reactorRoutes = MethodTable<ReactorRoute>()
 
-    private static func route<Request, Response>(
+    @inlinable
+    static func route<Request, Response>(
         _ method: RPCMethod<Request, Response>,
         _ answer: @escaping @Sendable (Request, RequestContext) async throws -> [UInt8]
     ) -> Route {
@@ -141,13 +154,14 @@ public struct MethodRouter: RequestHandler {
             do {
                 return incoming.envelope.reply(payload: try await answer(request, context))
             } catch {
-                return reply(to: incoming.envelope, method, error, logger)
+                return reply(to: incoming.envelope, method.fullName, error, logger)
             }
         }
     }
 
     /// The reactor path's `route`: the same steps, synchronously.
-    private static func answer<Request, Response>(
+    @inlinable
+    static func answer<Request, Response>(
         _ method: RPCMethod<Request, Response>, _ incoming: IncomingRequest, _ logger: Logger,
         _ answer: (Request, RequestContext) throws -> [UInt8]
     ) -> Envelope {
@@ -159,15 +173,20 @@ public struct MethodRouter: RequestHandler {
         do {
             return incoming.envelope.reply(payload: try answer(request, context))
         } catch {
-            return reply(to: incoming.envelope, method, error, logger)
+            return reply(to: incoming.envelope, method.fullName, error, logger)
         }
     }
 
-    private struct Refusal: Error { let envelope: Envelope }
+    @usableFromInline
+    struct Refusal: Error {
+        @usableFromInline let envelope: Envelope
+        @usableFromInline init(envelope: Envelope) { self.envelope = envelope }
+    }
 
     /// Decodes the request (INVALID_ARGUMENT when it cannot, or when an unsigned 64-bit field is
     /// past `Int64.max`) and refuses an authenticated method without a caller (UNAUTHENTICATED).
-    private static func prepare<Request, Response>(
+    @inlinable
+    static func prepare<Request, Response>(
         _ method: RPCMethod<Request, Response>, _ incoming: IncomingRequest, _ logger: Logger
     ) -> Result<(Request, RequestContext), Refusal> {
         let envelope = incoming.envelope
@@ -186,17 +205,24 @@ public struct MethodRouter: RequestHandler {
         if method.access == .authenticated && envelope.callerUserId == 0 {
             return .failure(Refusal(envelope: envelope.reply(error: .unauthenticated("\(method.fullName) needs a session"))))
         }
-        return .success((request, RequestContext(
+        return .success((request, context(incoming, logger)))
+    }
+
+    /// The context of a request `prepare` accepted.
+    @usableFromInline
+    static func context(_ incoming: IncomingRequest, _ logger: Logger) -> RequestContext {
+        let envelope = incoming.envelope
+        return RequestContext(
             requestID: envelope.requestId, method: envelope.method, callerUserID: envelope.callerUserId,
             idempotencyKey: envelope.idempotencyKey, deadline: incoming.deadline,
             clientAddress: envelope.clientAddress, sessionID: envelope.sessionId, logger: logger,
-            idempotency: IdempotencyScope.current)))
+            idempotency: IdempotencyScope.current)
     }
 
     /// A thrown `RPCError` as its status, a domain refusal as the status it names, anything else
     /// as INTERNAL (logged, never shown to the caller).
-    private static func reply<Request, Response>(to envelope: Envelope, _ method: RPCMethod<Request, Response>, _ error: any Error,
-                                                 _ logger: Logger) -> Envelope {
+    @usableFromInline
+    static func reply(to envelope: Envelope, _ method: String, _ error: any Error, _ logger: Logger) -> Envelope {
         switch error {
         case let error as RPCError:
             logger.debug("request failed", metadata: ["status": "\(error.code.name)", "detail": "\(error.message)"])
@@ -209,7 +235,7 @@ public struct MethodRouter: RequestHandler {
             return envelope.reply(error: .unavailable("the service is shutting down"))
         default:
             logger.error("handler threw", metadata: ["error": "\(error)"])
-            return envelope.reply(error: .internal("internal error in \(method.fullName)"))
+            return envelope.reply(error: .internal("internal error in \(method)"))
         }
     }
 

@@ -1,7 +1,7 @@
 import CoreMetrics
 public import Logging
 public import ServiceLifecycle
-import Synchronization
+public import Synchronization
 
 /// Where a Clone stream stands: the publisher's epoch (one per start) and the last sequence
 /// number a snapshot or an event covered.
@@ -56,8 +56,8 @@ public final class CloneReplica<Model: CloneModel>: Service, Sendable {
     private let reactor: Reactor
     private let snapshot: Snapshot
     private let head: Head
-    private let state: Mutex<Model.State>
-    private let statusBox = Mutex(Status(epoch: 0, sequence: 0, snapshots: 0))
+    @usableFromInline let state: Mutex<Model.State>
+    @usableFromInline let statusBox = Mutex(Status(epoch: 0, sequence: 0, snapshots: 0))
     /// `frienso_replica_lag_events{stream}`: how many events the publisher had sent that this
     /// replica had not applied, at the last check; `frienso_replica_snapshots_total{stream}`:
     /// snapshots loaded (the first, then one per gap or publisher restart).
@@ -87,8 +87,12 @@ public final class CloneReplica<Model: CloneModel>: Service, Sendable {
         (inputs, feed) = AsyncStream.makeStream(of: Input.self)
     }
 
-    /// Reads the current state (a copy-free borrow).
+    /// Reads the current state (a copy-free borrow). Inlinable, as `status` is, so that a
+    /// service's read is specialized for its state: unspecialized, every read asked the Swift
+    /// runtime for the lock's and the result's metadata (`docs/benchmarks.md`, issue 16, item 135).
+    @inlinable
     public func read<T>(_ body: (Model.State) -> T) -> T { state.withLock { body($0) } }
+    @inlinable
     public var status: Status { statusBox.withLock { $0 } }
     /// Whether the first snapshot is loaded.
     public var isReady: Bool { status.snapshots > 0 }
