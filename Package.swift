@@ -119,8 +119,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // SQLite's process-wide settings, made by a C constructor when the process loads.
+        .target(name: "CSQLiteSettings", linkerSettings: [.linkedLibrary("sqlite3")]),
         // A service's SQLite database: opening, the idempotency claim in each mutation's transaction, the reply store.
-        .target(name: "Storage", dependencies: ["Wire", "FriensoProto", grdb, .product(name: "GRDBSQLite", package: "GRDB.swift"), coreMetrics,
+        .target(name: "Storage", dependencies: ["Wire", "FriensoProto", "CSQLiteSettings", grdb, .product(name: "GRDBSQLite", package: "GRDB.swift"), coreMetrics,
                                                postgres, logging, serviceLifecycle, nioSSL],
                 swiftSettings: swiftSettings),
         // Identity helpers: SHA-256, contact identifiers, phone numbers, the operator key.
