@@ -151,7 +151,8 @@ public final class BatchedWrites<Item: Sendable, Output: Sendable>: Sendable {
         case (.success, .success(let outputs)):
             guard !outputs.isEmpty else { return }
             count(batchOf: outputs.count, startedAt: started)
-            for i in outputs.indices { taken.answers[i](.success(outputs[i])) }
+            // As many answers as outputs (`run` checked the count); by index, not `zip`, whose iterator is generic.
+            for i in 0..<min(outputs.count, taken.answers.count) { taken.answers[i](.success(outputs[i])) }
         }
     }
 }

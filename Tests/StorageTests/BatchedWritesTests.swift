@@ -153,6 +153,11 @@ struct BatchedWritesTests {
     @Test func moreThanMaxBatchWaiting_areWrittenInBatchesOfMaxBatch_inOrder() async throws {
         let (dir, _, stream, blocker) = try await blocked("max", maxBatch: 4)
         defer { dir.remove() }
+        // Set once the submitting task saw all ten wait. The blocker is released only then: had
+        // this test also watched the count itself, it could release the blocker the moment the
+        // tenth item arrived, before the submitting task looked, and the batches would have taken
+        // the items away under that task's eyes (it then waited for "item 10" in vain).
+        let allWaiting = Atomic<Bool>(false)
         let answers = Task { () -> [Int] in
             var all: [Int] = []
             // Submitted in order, one after another's enqueue, so the batches' order is known.
@@ -161,11 +166,12 @@ struct BatchedWritesTests {
                     group.addTask { try await stream.writes.submit(item) }
                     try await eventually("item \(item) waits") { stream.writes.waiting == item }
                 }
+                allWaiting.store(true, ordering: .releasing)
                 for try await output in group { all.append(output) }
             }
             return all.sorted()
         }
-        try await eventually("ten items wait") { stream.writes.waiting == 10 }
+        try await eventually("ten items wait") { allWaiting.load(ordering: .acquiring) }
         try await blocker.release()
         #expect(try await answers.value == (1...10).map { $0 * 2 })
         #expect(stream.seen.batches.withLock { $0 } == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10]])
