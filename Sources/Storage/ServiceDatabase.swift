@@ -65,7 +65,6 @@ public final class ServiceDatabase: Sendable {
 
     /// - Parameter walRestartPages: WAL frames past which a checkpoint restarts the log (tests lower it).
     static func open(_ path: String, walRestartPages: Int) throws -> ServiceDatabase {
-        _ = SQLiteSettings.current // made when the process loaded (`SQLiteSettings`); read here, so every process that opens a database links the settings whatever the linker keeps
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
