@@ -22,3 +22,28 @@ static inline void frienso_keep_large_buffers(int mmap_threshold, int trim_thres
     mallopt(M_MMAP_THRESHOLD, mmap_threshold);
     mallopt(M_TRIM_THRESHOLD, trim_threshold);
 }
+
+#include <stdint.h>
+#include <sys/epoll.h>
+
+/// An epoll instance closed on exec (the reactor's wait), or -1 with errno set.
+static inline int frienso_epoll_create(void) {
+    return epoll_create1(EPOLL_CLOEXEC);
+}
+
+/// Registers `fd` for input (level-triggered, as `poll(2)` sees it) under `tag`.
+static inline int frienso_epoll_add(int epfd, int fd, uint64_t tag) {
+    struct epoll_event event = { .events = EPOLLIN, .data = { .u64 = tag } };
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+}
+
+/// Waits as `epoll_wait` does and writes the tags of the descriptors that are ready to `tags`
+/// (at most `capacity`, at most 256). `struct epoll_event` is packed on x86-64: its fields are
+/// read here, in C, not from Swift. - Returns: how many are ready, 0 on timeout, -1 with errno.
+static inline int frienso_epoll_wait_tags(int epfd, uint64_t *tags, int capacity, int timeout) {
+    struct epoll_event events[256];
+    if (capacity > 256) capacity = 256;
+    int count = epoll_wait(epfd, events, capacity, timeout);
+    for (int i = 0; i < count; i++) tags[i] = events[i].data.u64;
+    return count;
+}

@@ -71,25 +71,8 @@ struct ClientTests {
     /// did; and no reply is missed for it. Fails with `FRIENSO_POLL=zmq` (docs/benchmarks.md,
     /// issue 16, item 24).
     @Test func idleSocketsOnAReactor_areNotAskedAboutEveryTurn_andEveryReplyArrives() async throws {
-        let reactor = Reactor(name: "poll-test")
-        let logs = CapturedLogs()
-        // `test.Ping` is answered by the host itself, on the same reactor.
-        let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: MethodRouter(),
-                               logger: logs.logger("host"), reactor: reactor)
-        try await withRunningServices([host], logger: logs.logger("group")) {
-            let endpoint = try await host.boundEndpoint()
-            // No heartbeats while measuring: each one is a send and a reply, so their questions
-            // grew with the window's length, and a suite stalled on two cores (this test took 37 s
-            // once instead of one) failed on heartbeats alone, not on what this test checks.
-            var quiet = ClientOptions()
-            quiet.heartbeatInterval = .seconds(60)
-            var idle: [WireClient] = []
-            for _ in 0..<40 {
-                let client = WireClient(endpoint: endpoint, options: quiet, logger: logs.logger("idle"), reactor: reactor)
-                _ = try await client.call(echoRoute, CommonV1.PingRequest(echo: [0])) // connected, then idle
-                idle.append(client)
-            }
-            let busy = WireClient(endpoint: endpoint, options: quiet, logger: logs.logger("busy"), reactor: reactor)
+        try await withQuietClientsOnOneReactor(40, reactorName: "poll-test") { reactor, newClient, _ in
+            let busy = newClient()
             let before = reactor.socketQuestions.load(ordering: .relaxed)
             for i in 0..<300 {
                 let pong = try await busy.call(echoRoute, CommonV1.PingRequest(echo: [UInt8(i % 256)]))
@@ -98,9 +81,83 @@ struct ClientTests {
             let questions = reactor.socketQuestions.load(ordering: .relaxed) - before
             // 42 sockets (the host's, 41 clients'): asking all of them each turn is > 12,000 here.
             #expect(questions < 300 * 12, "\(questions) questions about sockets for 300 calls")
-            for client in idle + [busy] { await client.close() }
+            await busy.close()
+        }
+    }
+
+    /// A host answering `test.Ping` itself and `count` clients, each connected by a first call,
+    /// all on one new reactor. The clients have no heartbeats: each one is a send and a reply,
+    /// which grew the counts these tests read with the window's length (a suite stalled on two
+    /// cores once took 37 s instead of one here, and failed on heartbeats alone). `body` gets the
+    /// reactor, a maker of more such clients and the clients; every client is closed after it.
+    private func withQuietClientsOnOneReactor(
+        _ count: Int, reactorName: String,
+        _ body: @Sendable (Reactor, _ newClient: @Sendable () -> WireClient, _ clients: [WireClient]) async throws -> Void
+    ) async throws {
+        let reactor = Reactor(name: reactorName)
+        let logs = CapturedLogs()
+        let host = ServiceHost(options: HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*"), handler: MethodRouter(),
+                               logger: logs.logger("host"), reactor: reactor)
+        try await withRunningServices([host], logger: logs.logger("group")) {
+            let endpoint = try await host.boundEndpoint()
+            var quiet = ClientOptions()
+            quiet.heartbeatInterval = .seconds(60)
+            let options = quiet
+            let newClient = { @Sendable in WireClient(endpoint: endpoint, options: options, logger: logs.logger("client"), reactor: reactor) }
+            var clients: [WireClient] = []
+            for _ in 0..<count {
+                let client = newClient()
+                _ = try await client.call(echoRoute, CommonV1.PingRequest(echo: [0])) // connected
+                clients.append(client)
+            }
+            let made = clients
+            do {
+                try await body(reactor, newClient, made)
+            } catch {
+                for client in made { await client.close() }
+                throw error
+            }
+            for client in made { await client.close() }
         }
         reactor.stop()
+    }
+
+    /// The reactor's wait (epoll, item 137) registers each socket once, not once a turn, and
+    /// follows the list when a socket leaves it or one is added: every client still gets its
+    /// replies after a client in the middle of the list closed, and after a new one came.
+    @Test(.enabled(if: Reactor.waitMode == .epoll, "FRIENSO_POLL chose another wait"))
+    func aReactorsWait_registersEachSocketOnce_andFollowsSocketsThatComeAndGo() async throws {
+        try await withQuietClientsOnOneReactor(8, reactorName: "epoll-test") { reactor, newClient, made in
+            var clients = made
+            let settled = reactor.registrations.load(ordering: .relaxed)
+            // The wake-up pipe, the host's socket, and each client's: nine sockets at least.
+            #expect(settled >= 10)
+            for i in 0..<200 {
+                let pong = try await clients[i % clients.count].call(echoRoute, CommonV1.PingRequest(echo: [UInt8(i % 256)]))
+                #expect(pong.echo == [UInt8(i % 256)])
+            }
+            #expect(reactor.registrations.load(ordering: .relaxed) == settled, "registered again while the sockets stayed")
+
+            // One in the middle goes: the wait starts over with the sockets that are left.
+            await clients.remove(at: 3).close()
+            for (n, client) in clients.enumerated() {
+                let pong = try await client.call(echoRoute, CommonV1.PingRequest(echo: [UInt8(n)]))
+                #expect(pong.echo == [UInt8(n)])
+            }
+            let afterClose = reactor.registrations.load(ordering: .relaxed)
+            #expect(afterClose > settled)
+
+            // A new one comes: it is added, the others are not registered again.
+            let late = newClient()
+            clients.append(late)
+            for (n, client) in clients.enumerated() {
+                let pong = try await client.call(echoRoute, CommonV1.PingRequest(echo: [UInt8(n + 100)]))
+                #expect(pong.echo == [UInt8(n + 100)])
+            }
+            #expect(reactor.registrations.load(ordering: .relaxed) - afterClose < 4,
+                    "a socket added to the end re-registered the others")
+            await late.close()
+        }
     }
 
     /// The process itself stalls (here: its reactor thread held for twice the silence window, as

@@ -137,6 +137,7 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
             if stopped.load(ordering: .acquiring) && components.isEmpty { break }
             poll(timeout: pollTimeout(now))
         }
+        if epollFD >= 0 { close(epollFD) }
         close(readEnd)
         close(writeEnd)
     }
@@ -161,8 +162,22 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
         return max(0, Int(now.nanoseconds(to: next) / 1_000_000) + 1)
     }
 
-    /// `FRIENSO_POLL=zmq` waits with `zmq_poll`, as before item 24 (for A/B runs).
-    static let pollsDirectly = ProcessInfo.processInfo.environment["FRIENSO_POLL"] != "zmq"
+    /// How the loop waits for input (`FRIENSO_POLL`, for A/B runs).
+    enum WaitMode {
+        /// One `epoll` instance per reactor, its sockets registered once (item 137): a turn costs
+        /// what is ready, not what is registered. The default.
+        case epoll
+        /// One `poll(2)` on every socket's `ZMQ_FD` each turn (`FRIENSO_POLL=poll`; item 24).
+        case poll
+        /// `zmq_poll`, as before item 24 (`FRIENSO_POLL=zmq`).
+        case zmq
+    }
+
+    static let waitMode: WaitMode = switch ProcessInfo.processInfo.environment["FRIENSO_POLL"] {
+    case "zmq": .zmq
+    case "poll": .poll
+    default: .epoll
+    }
 
     // The wait's lists, kept between turns (reactor thread only): no allocation per turn.
     // Unchecked exclusivity: only `poll` touches them, on this thread, without re-entry.
@@ -185,7 +200,11 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
             sockets.removeAll(keepingCapacity: true)
             owners.removeAll(keepingCapacity: true)
         }
-        let ready = Self.pollsDirectly ? waitDirectly(sockets, timeout: timeout) : waitWithZMQPoll(sockets, timeout: timeout)
+        let ready = switch Self.waitMode {
+        case .epoll: waitWithEpoll(sockets, timeout: timeout) ?? waitDirectly(sockets, timeout: timeout)
+        case .poll: waitDirectly(sockets, timeout: timeout)
+        case .zmq: waitWithZMQPoll(sockets, timeout: timeout)
+        }
         for slot in ready {
             owners[slot].component.readable(owners[slot].index)
             // Asked again next turn, whatever `readable` did: a component that stops short of
@@ -193,6 +212,82 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
             // for a wake-up its descriptor already gave.
             sockets[slot].mayHaveInput = true
         }
+    }
+
+    // The epoll wait's state (reactor thread only): its instance (made on the first wait), the
+    // serials of the sockets registered in it, in their slots (tag = slot + 1; 0 is the wake-up
+    // pipe), and the buffer its tags are read into.
+    private var epollFD: Int32 = -1
+    @exclusivity(unchecked) private var registered: [UInt64] = []
+    @exclusivity(unchecked) private var readyTags: [UInt64] = Array(repeating: 0, count: 256)
+    /// Set when epoll failed (no descriptor left, a descriptor it refused): this reactor waits
+    /// with `poll(2)` from then on, which needs nothing registered.
+    private var epollFailed = false
+    /// Descriptors registered in this reactor's epoll instance so far: once per socket, and all
+    /// of them again when a socket left the list (tests read it).
+    public let registrations = Atomic<Int>(0)
+
+    /// `waitDirectly`'s questions, with the waiting done by epoll: the wake-up pipe and every
+    /// socket's `ZMQ_FD` are registered once (level-triggered: ready exactly when `poll(2)` would
+    /// say so), so a turn costs the descriptors that fired, not all of them. With 120 clients on
+    /// one reactor (the load generator) `poll(2)` looked at 121 descriptors a turn.
+    ///
+    /// The registrations follow the list: the same sockets in the same slots (the usual turn) need
+    /// nothing; sockets added at the end are added; any other change (a socket gone, replaced,
+    /// moved) makes a new instance with the list as it is. A socket is told by its `serial`, as
+    /// its descriptor's number may be reused by the next socket once libzmq's reaper closed it.
+    /// - Returns: the indices of the sockets with a message waiting, or nil when epoll failed
+    ///   (the caller waits with `poll(2)`).
+    private func waitWithEpoll(_ sockets: [ZMQSocket], timeout: Int) -> [Int]? {
+        guard !epollFailed, register(sockets) else { return nil }
+        var questions = askSocketsUsedSinceAsked(sockets)
+        defer { socketQuestions.add(questions, ordering: .relaxed) }
+        let askedFirst = readyBuffer.count
+        let count = readyTags.withUnsafeMutableBufferPointer { tags in
+            frienso_epoll_wait_tags(epollFD, tags.baseAddress, Int32(tags.count), readyBuffer.isEmpty ? Int32(clamping: timeout) : 0)
+        }
+        if count < 0, errno != EINTR { _ = failEpoll() } // the next turns wait with `poll(2)`
+        guard count > 0 else { return readyBuffer } // a timeout, or EINTR: the next turn waits again
+        for index in 0..<Int(count) {
+            let tag = readyTags[index]
+            if tag == 0 { drainPipe(); continue }
+            let slot = Int(tag - 1)
+            guard slot < sockets.count, !readyBuffer[..<askedFirst].contains(slot) else { continue }
+            questions += 1
+            if sockets[slot].hasInput() { readyBuffer.append(slot) }
+        }
+        return readyBuffer
+    }
+
+    /// Brings the epoll instance's registrations to `sockets` (see `waitWithEpoll`).
+    /// - Returns: false when epoll failed; it is not used again on this reactor.
+    private func register(_ sockets: [ZMQSocket]) -> Bool {
+        var kept = 0
+        while kept < registered.count, kept < sockets.count, registered[kept] == sockets[kept].serial { kept += 1 }
+        if kept == sockets.count, kept == registered.count, epollFD >= 0 { return true }
+        if kept < registered.count || epollFD < 0 {
+            // A socket left or moved: a new instance (closing the old one drops what it held).
+            if epollFD >= 0 { close(epollFD) }
+            registered.removeAll(keepingCapacity: true)
+            kept = 0
+            epollFD = frienso_epoll_create()
+            guard epollFD >= 0, frienso_epoll_add(epollFD, readEnd, 0) == 0 else { return failEpoll() }
+            registrations.add(1, ordering: .relaxed)
+        }
+        for slot in kept..<sockets.count {
+            guard frienso_epoll_add(epollFD, sockets[slot].signalFD, UInt64(slot + 1)) == 0 else { return failEpoll() }
+            registered.append(sockets[slot].serial)
+        }
+        registrations.add(sockets.count - kept, ordering: .relaxed)
+        return true
+    }
+
+    private func failEpoll() -> Bool {
+        if epollFD >= 0 { close(epollFD) }
+        epollFD = -1
+        registered = []
+        epollFailed = true
+        return false
     }
 
     /// Waits with one `poll(2)` on the wake-up pipe and each socket's `ZMQ_FD`, asking libzmq
@@ -204,15 +299,8 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
     /// quarter of its CPU (docs/benchmarks.md, issue 16, item 24).
     /// - Returns: the indices of the sockets with a message waiting.
     private func waitDirectly(_ sockets: [ZMQSocket], timeout: Int) -> [Int] {
-        // Kept between turns (reactor thread only): no allocation per turn with input. The list
-        // returned is the caller's until the next turn, when it is unique again.
-        readyBuffer.removeAll(keepingCapacity: true)
-        var questions = 0
+        var questions = askSocketsUsedSinceAsked(sockets)
         defer { socketQuestions.add(questions, ordering: .relaxed) }
-        for (slot, socket) in sockets.enumerated() where socket.mayHaveInput {
-            questions += 1
-            if socket.hasInput() { readyBuffer.append(slot) }
-        }
         fds.removeAll(keepingCapacity: true)
         fds.append(pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0))
         for socket in sockets { fds.append(pollfd(fd: socket.signalFD, events: Int16(POLLIN), revents: 0)) }
@@ -224,6 +312,21 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
             if sockets[slot].hasInput() { readyBuffer.append(slot) }
         }
         return readyBuffer
+    }
+
+    /// A wait's first step, before it waits: asks libzmq about the sockets used since they were
+    /// last asked (`ZMQSocket.mayHaveInput`) and lists those with a message in `readyBuffer`,
+    /// which is kept between turns (reactor thread only: no allocation per turn with input; the
+    /// list returned is the caller's until the next turn, when it is unique again).
+    /// - Returns: how many sockets it asked.
+    private func askSocketsUsedSinceAsked(_ sockets: [ZMQSocket]) -> Int {
+        readyBuffer.removeAll(keepingCapacity: true)
+        var questions = 0
+        for (slot, socket) in sockets.enumerated() where socket.mayHaveInput {
+            questions += 1
+            if socket.hasInput() { readyBuffer.append(slot) }
+        }
+        return questions
     }
 
     private func waitWithZMQPoll(_ sockets: [ZMQSocket], timeout: Int) -> [Int] {

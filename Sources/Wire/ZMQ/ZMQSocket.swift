@@ -35,6 +35,10 @@ public final class ZMQSocket {
     /// call into libzmq that can process the socket's commands (a send or a receive may take the
     /// wake-up that said a message arrived), cleared by the reactor when it asks `ZMQ_EVENTS`.
     var mayHaveInput = true
+    /// This socket, told apart from every other one the process made (an address or a descriptor
+    /// number can be reused once a socket is gone): what the reactor's wait registered.
+    let serial = ZMQSocket.serials.add(1, ordering: .relaxed).newValue
+    private static let serials = Atomic<UInt64>(0)
     /// `ZMQ_FD`: readable when libzmq has something for this socket to look at (read once).
     private(set) lazy var signalFD: Int32 = {
         var fd: Int32 = -1
