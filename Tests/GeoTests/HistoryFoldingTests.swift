@@ -157,6 +157,42 @@ extension GeoTestGroup {
             await storage.remove()
         }
 
+        /// SQLite only (its history has no index by time; item 138): retention walks history in id
+        /// order, up to the first row still inside retention, and never takes a row inside it,
+        /// even where the clock was set back (a row received before the step, past that first
+        /// row, waits for a later sweep); rows not folded yet wait for their sweep.
+        @Test func retention_walksHistoryInIDOrder_andNeverTakesARowInsideIt() async throws {
+            let storage = try await TestStorage.fresh(.sqlite, service: "geo")
+            let store = try SQLiteGeoStore(path: "\(storage.directory)/geo.sqlite")
+            try await store.database.pool.write { db in
+                // Received at 100, 200, then 5,000 (the clock ran ahead), 300 (set back), 400.
+                try db.execute(sql: """
+                    INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms)
+                    VALUES (1, 40, -73, 5, 1, 100), (2, 40, -73, 5, 1, 200), (3, 40, -73, 5, 1, 5000), (4, 40, -73, 5, 1, 300), (5, 40, -73, 5, 1, 400)
+                    """)
+                try db.execute(sql: "INSERT INTO history_by_user (user_id, history_id) SELECT user_id, id FROM history")
+                try db.execute(sql: "UPDATE geo_meta SET value = 4 WHERE key = 'folded_through'") // 5 is not folded
+            }
+            func left() async throws -> (history: [Int64], byUser: [Int64]) {
+                try await store.database.pool.read { db in
+                    (try Int64.fetchAll(db, sql: "SELECT id FROM history ORDER BY id"),
+                     try Int64.fetchAll(db, sql: "SELECT history_id FROM history_by_user ORDER BY history_id"))
+                }
+            }
+            #expect(try await store.pruneHistory(before: 1_000) == 2, "1 and 2; 3 is inside retention, and 4 lies past it")
+            #expect(try await left() == ([3, 4, 5], [3, 4, 5]))
+            #expect(try await store.pruneHistory(before: 6_000) == 2, "3 and 4; 5 is not folded")
+            #expect(try await left() == ([5], [5]))
+            let plan = try await store.database.pool.read { db in
+                (try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'history'"),
+                 try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN DELETE FROM history WHERE id < 9 AND id <= 9 AND received_ms < 9").map { $0["detail"] as String })
+            }
+            #expect(!plan.0.contains("history_received"), "no index by time: \(plan.0)")
+            #expect(plan.1.contains { $0.contains("INTEGER PRIMARY KEY") }, "the sweep's delete reads a range of ids: \(plan.1)")
+            try store.database.pool.close()
+            await storage.remove()
+        }
+
         /// SQLite only: the PostgreSQL store was made after the fold.
         @Test func aDatabaseFromBeforeTheFold_isMigrated_withEverythingFolded() async throws {
             let storage = try await TestStorage.fresh(.sqlite, service: "geo")

@@ -99,6 +99,12 @@ final class SQLiteGeoStore: GeoStorage {
             // Revocations are kept as rows with their version (`StoredGrant`).
             try db.execute(sql: "ALTER TABLE grants ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("history-retention-by-id") { db in
+            // Retention walks history in id order (`pruneHistory`), which is the order it was
+            // received in: the index by time cost every location update an insert into a second
+            // B-tree and a page in every commit, for a sweep a day (issue 16, item 138).
+            try db.execute(sql: "DROP INDEX history_received")
+        }
         return migrator
     }
 
@@ -315,14 +321,22 @@ final class SQLiteGeoStore: GeoStorage {
 
     /// Drops folded history older than `cutoff` (retention); rows not folded yet wait for their
     /// sweep. - Returns: rows deleted.
+    ///
+    /// History has no index by time: rows are appended as they are received, so their ids follow
+    /// their `received_ms`, and the sweep reads from the oldest id up to the first row still
+    /// inside retention (`end`), a read of the rows it deletes and one more. Only rows older than
+    /// `cutoff` go, never a newer one: if the clock stepped back, a row received before the step
+    /// that lies past `end` waits for a later sweep.
     func pruneHistory(before cutoff: Int64) async throws -> Int {
         try await database.write { db in
             let through = try Self.foldedThrough(db)
+            let end = try Int64.fetchOne(db, sql: "SELECT id FROM history WHERE received_ms >= ? ORDER BY id LIMIT 1",
+                                         arguments: [cutoff]) ?? Int64.max
             try db.run(sql: """
                 DELETE FROM history_by_user WHERE (user_id, history_id) IN
-                    (SELECT user_id, id FROM history WHERE received_ms < ?1 AND id <= ?2)
-                """, arguments: [cutoff, through])
-            try db.run(sql: "DELETE FROM history WHERE received_ms < ? AND id <= ?", arguments: [cutoff, through])
+                    (SELECT user_id, id FROM history WHERE id < ?3 AND id <= ?2 AND received_ms < ?1)
+                """, arguments: [cutoff, through, end])
+            try db.run(sql: "DELETE FROM history WHERE id < ?3 AND id <= ?2 AND received_ms < ?1", arguments: [cutoff, through, end])
             return db.changesCount
         }
     }
