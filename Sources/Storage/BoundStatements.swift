@@ -51,6 +51,32 @@ extension Database {
         while try StatementSteps.step(statement) {}
     }
 
+    /// Executes one data statement that writes several rows at once (an `INSERT … VALUES (…),
+    /// (…), …` with a group of parameters per row), from this connection's cache, inside the
+    /// current transaction: `values(row)` binds each of `rows`, in order, to the next group. One
+    /// statement for many rows runs SQLite's per-statement work once (its start and end, an
+    /// `AUTOINCREMENT` table's `sqlite_sequence` row), not once a row: about 6,000 instructions a
+    /// row for geo's history (`docs/benchmarks.md`, issue 16, item 139).
+    /// - Throws: `DatabaseError` when the statement fails, when the values bound do not fill its
+    ///   parameters exactly (`SQLITE_MISUSE`), or outside a transaction.
+    @inlinable
+    public func run<Item, each Value: StatementBinding>(_ statement: Statement, rows: some Collection<Item>,
+                                                        binding values: (Item) -> (repeat each Value)) throws {
+        guard isInsideTransaction else { throw Self.outsideTransaction(statement.sql) }
+        let (handle, expected) = StatementSteps.startBinding(statement)
+        var bound: CInt = 0
+        var failed: CInt = 0 // SQLITE_OK
+        for item in rows {
+            let row = values(item)
+            for value in repeat each row {
+                bound += 1
+                if failed == 0, bound <= expected { failed = value.bind(to: handle, at: bound) }
+            }
+        }
+        if failed != 0 || bound != expected { try StatementSteps.bindingFailed(statement, code: failed, bound: bound, expected: expected) }
+        while try StatementSteps.step(statement) {}
+    }
+
     @usableFromInline
     static func outsideTransaction(_ sql: String) -> DatabaseError {
         DatabaseError(resultCode: .SQLITE_MISUSE, message: "run(sql:binding:) runs inside a transaction only", sql: sql)

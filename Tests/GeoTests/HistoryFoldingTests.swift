@@ -157,6 +157,52 @@ extension GeoTestGroup {
             await storage.remove()
         }
 
+        /// SQLite only: a batch's history rows go in statements of many rows (item 139), and the
+        /// ids the write returns are its rows', in order, for every batch size, after the newest
+        /// rows were deleted (`AUTOINCREMENT` does not give their ids again) and with rows kept
+        /// only until folded among them.
+        @Test func aBatchsHistoryRows_goInStatementsOfManyRows_andEachIDIsItsRows() async throws {
+            #expect(SQLiteGeoStore.historyStatementSizes(0) == [])
+            #expect(SQLiteGeoStore.historyStatementSizes(1) == [1])
+            #expect(SQLiteGeoStore.historyStatementSizes(37) == [32, 4, 1])
+            #expect(SQLiteGeoStore.historyStatementSizes(63) == [32, 16, 8, 4, 2, 1])
+            #expect(SQLiteGeoStore.historyStatementSizes(100) == [32, 32, 32, 4])
+            let storage = try await TestStorage.fresh(.sqlite, service: "geo")
+            let store = try SQLiteGeoStore(path: "\(storage.directory)/geo.sqlite")
+            var device: Int64 = 0
+            var written: [Int64: Int64] = [:] // id → device_ms, as the writes returned them
+            for size in [1, 2, 3, 31, 32, 33, 37, 64, 100, 5] {
+                let batch = (0..<size).map { i -> LocationUpdate in
+                    device += 1
+                    return LocationUpdate(user: UInt64(i % 7 + 1), lat: 40, lon: -73, accuracy: 5, deviceMs: device, receivedMs: device,
+                                          status: i % 3 == 0 ? "s\(device)" : nil)
+                }
+                let unrecorded = (0..<size).map { $0 % 4 == 1 }
+                let (ids, _) = try store.write(batch, fold: nil, unrecorded: unrecorded, placeEvents: [])
+                #expect(ids.count == size && zip(ids, ids.dropFirst()).allSatisfy { $0 + 1 == $1 }, "consecutive, in order")
+                for (id, update) in zip(ids, batch) { written[id] = update.deviceMs }
+                if size == 64 {
+                    // The newest rows go (a user's DeleteHistory can take them): their ids are not given again.
+                    try await store.database.pool.write { db in try db.execute(sql: "DELETE FROM history WHERE id > (SELECT max(id) - 10 FROM history)") }
+                    for id in written.keys.sorted().suffix(10) { written[id] = nil }
+                }
+            }
+            let stored = try await store.database.pool.read { db in
+                try Row.fetchAll(db, sql: "SELECT id, device_ms, received_ms, status, unrecorded FROM history ORDER BY id")
+            }
+            #expect(stored.count == written.count)
+            for row in stored {
+                let id: Int64 = row["id"], deviceMs: Int64 = row["device_ms"]
+                #expect(written[id] == deviceMs, "id \(id) is the row the write said")
+                #expect(row["received_ms"] as Int64 == deviceMs)
+                let status: String? = row["status"]
+                #expect(status == nil || status == "s\(deviceMs)")
+            }
+            #expect(try await store.database.pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM history WHERE unrecorded = 1") } ?? 0 > 0)
+            try store.database.pool.close()
+            await storage.remove()
+        }
+
         /// SQLite only (its history has no index by time; item 138): retention walks history in id
         /// order, up to the first row still inside retention, and never takes a row inside it,
         /// even where the clock was set back (a row received before the step, past that first

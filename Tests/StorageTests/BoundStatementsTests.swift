@@ -89,6 +89,39 @@ struct BoundStatementsTests {
         #expect(try rows(once).count == 4)
     }
 
+    /// `run(_:rows:binding:)`: one statement for several rows stores what a statement a row
+    /// stores; too few or too many rows for its parameters are refused before any step, a row
+    /// SQLite refuses fails the whole statement (none of its rows stays), and it runs again.
+    @Test func aStatementOfManyRows_storesWhatAStatementARowStores_andRefusesTheWrongCount() throws {
+        let values: [(Int64, UInt64, Double, String?, Int?, Bool)] = [
+            (-7, 1, 0.1, "", nil, true), (Int64.max, UInt64(Int64.max), -180.000001, "ünïcode ✓", 1, false),
+            (Int64.min, 0, .infinity, nil, 0, true),
+        ]
+        let three = "INSERT INTO t (i, u, d, s, n, b) VALUES " + Array(repeating: "(?, ?, ?, ?, ?, ?)", count: 3).joined(separator: ", ")
+        let many = try open(), each = try open()
+        try many.write { db in
+            let statement = try db.cachedStatement(sql: three)
+            try db.run(statement, rows: values) { $0 }
+            for wrong in [Array(values.prefix(2)), values + values.prefix(1)] {
+                let error = #expect(throws: DatabaseError.self) { try db.run(statement, rows: wrong) { $0 } }
+                #expect(error?.resultCode == .SQLITE_MISUSE)
+            }
+            // u = 1 is taken by the first statement: SQLite's error, and none of these rows stays.
+            let taken: [(Int64, UInt64, Double, String?, Int?, Bool)] = [(1, 11, 1, "a", 1, true), (2, 12, 2, "b", 2, true), (3, 1, 3, "c", 3, true)]
+            let error = #expect(throws: DatabaseError.self) { try db.run(statement, rows: taken) { $0 } }
+            #expect(error?.resultCode == .SQLITE_CONSTRAINT)
+            #expect(try Int.fetchOne(db, sql: "SELECT count(*) FROM t") == 3)
+        }
+        try each.write { db in
+            for v in values { try db.run(sql: Self.insert, binding: v.0, v.1, v.2, v.3, v.4, v.5) }
+        }
+        #expect(try rows(many) == rows(each))
+        many.writeWithoutTransaction { db in
+            let error = #expect(throws: DatabaseError.self) { try db.run(db.cachedStatement(sql: three), rows: values) { $0 } }
+            #expect(error?.resultCode == .SQLITE_MISUSE)
+        }
+    }
+
     @Test func outsideATransaction_itRefusesToRun() throws {
         let queue = try open()
         queue.writeWithoutTransaction { db in

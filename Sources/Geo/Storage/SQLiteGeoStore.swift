@@ -217,24 +217,76 @@ final class SQLiteGeoStore: GeoStorage {
         if let fold { try write(fold, db) } // first: its fixes are those before this batch
         var ids: [Int64] = []
         ids.reserveCapacity(batch.count)
-        let historyRow = try db.cachedStatement(sql: historyInsert) // once a batch, not once a row
-        for (i, update) in batch.enumerated() {
-            let unrecorded: Int? = unrecorded?[i] == true ? 1 : nil
-            if Self.bindsThroughArguments {
-                try db.run(sql: historyInsert, arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
-                                                           update.receivedMs, update.status, unrecorded])
-            } else {
-                try db.run(historyRow, binding: update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
-                           update.receivedMs, update.status, unrecorded)
+        if Self.bindsThroughArguments || !Self.insertsManyRows {
+            let historyRow = try db.cachedStatement(sql: historyInsert(rows: 1)) // once a batch, not once a row
+            for (i, update) in batch.enumerated() {
+                let unrecorded: Int? = unrecorded?[i] == true ? 1 : nil
+                if Self.bindsThroughArguments {
+                    try db.run(sql: historyInsert(rows: 1), arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
+                                                                        update.receivedMs, update.status, unrecorded])
+                } else {
+                    try db.run(historyRow, binding: update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
+                               update.receivedMs, update.status, unrecorded)
+                }
+                ids.append(db.lastInsertedRowID)
             }
-            ids.append(db.lastInsertedRowID)
+        } else {
+            var start = 0
+            for rows in historyStatementSizes(batch.count) {
+                let slice = start..<start + rows
+                try db.run(db.cachedStatement(sql: historyInsert(rows: rows)), rows: slice) { i in
+                    let update = batch[i]
+                    let unrecorded: Int? = unrecorded?[i] == true ? 1 : nil
+                    return (update.user, update.lat, update.lon, update.accuracy, update.deviceMs, update.receivedMs, update.status, unrecorded)
+                }
+                try appendIDs(ofRows: rows, to: &ids, db)
+                start += rows
+            }
         }
         return (ids, try insert(placeEvents, db))
     }
 
-    private static let historyInsert = """
-        INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status, unrecorded) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-        """
+    /// `FRIENSO_GEO_HISTORY_INSERT=row`: one statement a history row, as before item 139 (A/B runs).
+    static let insertsManyRows = ProcessInfo.processInfo.environment["FRIENSO_GEO_HISTORY_INSERT"] != "row"
+
+    /// The rows of each history statement for a batch of `count`: 32 at a time, then the rest as
+    /// 16, 8, 4, 2 and 1 (six statements in the cache, at most five more for any batch).
+    static func historyStatementSizes(_ count: Int) -> [Int] {
+        var sizes = Array(repeating: historyRowsPerStatement, count: count / historyRowsPerStatement)
+        var rest = count % historyRowsPerStatement, size = historyRowsPerStatement / 2
+        while rest > 0 {
+            if rest >= size { sizes.append(size); rest -= size }
+            size /= 2
+        }
+        return sizes
+    }
+
+    static let historyRowsPerStatement = 32
+
+    /// The ids of the `rows` rows the last statement inserted, in order. History's key is
+    /// `AUTOINCREMENT`: in one statement, SQLite gives each row one more than the largest id the
+    /// table ever had, the row before included (`OP_NewRowid`), so they are consecutive and the
+    /// last is `lastInsertedRowID`. Checked where it can be: the statement wrote `rows` rows, and
+    /// its first id follows the previous statement's last.
+    private static func appendIDs(ofRows rows: Int, to ids: inout [Int64], _ db: Database) throws {
+        let last = db.lastInsertedRowID, first = last - Int64(rows) + 1
+        guard db.changesCount == rows, ids.last.map({ $0 + 1 == first }) ?? true else {
+            throw DatabaseError(resultCode: .SQLITE_INTERNAL, message: "history rows \(first)...\(last) are not the \(rows) rows just written")
+        }
+        ids.append(contentsOf: first...last)
+    }
+
+    /// One statement writing `rows` history rows (1, 2, 4, … `historyRowsPerStatement`), eight
+    /// parameters a row.
+    private static func historyInsert(rows: Int) -> String {
+        historyInserts[rows.trailingZeroBitCount]
+    }
+
+    /// `historyInsert`'s statements, made once: the one for 2^n rows at n.
+    private static let historyInserts = (0...historyRowsPerStatement.trailingZeroBitCount).map { n in
+        "INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status, unrecorded) VALUES "
+            + repeatElement("(?, ?, ?, ?, ?, ?, ?, ?)", count: 1 << n).joined(separator: ", ")
+    }
     private static let latestUpsert = """
         INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
         ON CONFLICT(user_id) DO UPDATE SET lat = ?2, lon = ?3, accuracy = ?4, device_ms = ?5, received_ms = ?6, status = ?7, history_id = ?8
