@@ -62,6 +62,56 @@ extension Database {
     @inlinable
     public func run<Item, each Value: StatementBinding>(_ statement: Statement, rows: some Collection<Item>,
                                                         binding values: (Item) -> (repeat each Value)) throws {
+        try bind(statement, rows: rows, binding: values)
+        while try StatementSteps.step(statement) {}
+    }
+
+    /// `run(_:rows:binding:)` for a statement with a `RETURNING` clause: each row it returns goes
+    /// to `returned` (which must not keep it), in the order SQLite returns them, which it does
+    /// not promise to be the rows' order.
+    @inlinable
+    public func run<Item, each Value: StatementBinding>(_ statement: Statement, rows: some Collection<Item>,
+                                                        binding values: (Item) -> (repeat each Value),
+                                                        returned: (CurrentRow) throws -> Void) throws {
+        try bind(statement, rows: rows, binding: values)
+        try Row.each(of: statement, returned)
+    }
+
+    /// Writes `rows` with the statements of `statements`, as few as its sizes allow, in order:
+    /// `run(_:rows:binding:)` for each, then `afterEach` with how many rows it wrote.
+    @inlinable
+    public func run<Items: Collection, each Value: StatementBinding>(
+        _ statements: RowsStatement, rows: Items, binding values: (Items.Element) -> (repeat each Value),
+        afterEach: (Int) throws -> Void = { _ in }
+    ) throws {
+        var start = rows.startIndex
+        for size in statements.sizes(rows.count) {
+            let end = rows.index(start, offsetBy: size)
+            try run(cachedStatement(sql: statements.sql(rows: size)), rows: rows[start..<end], binding: values)
+            try afterEach(size)
+            start = end
+        }
+    }
+
+    /// `run(_:rows:binding:afterEach:)` for statements with a `RETURNING` clause: each row they
+    /// return goes to `returned` (which must not keep it), in no promised order.
+    @inlinable
+    public func run<Items: Collection, each Value: StatementBinding>(
+        _ statements: RowsStatement, rows: Items, binding values: (Items.Element) -> (repeat each Value),
+        returned: (CurrentRow) throws -> Void
+    ) throws {
+        var start = rows.startIndex
+        for size in statements.sizes(rows.count) {
+            let end = rows.index(start, offsetBy: size)
+            try run(cachedStatement(sql: statements.sql(rows: size)), rows: rows[start..<end], binding: values, returned: returned)
+            start = end
+        }
+    }
+
+    /// Binds `values(row)` for each of `rows` to the next group of `statement`'s parameters.
+    @inlinable
+    func bind<Item, each Value: StatementBinding>(_ statement: Statement, rows: some Collection<Item>,
+                                                  binding values: (Item) -> (repeat each Value)) throws {
         guard isInsideTransaction else { throw Self.outsideTransaction(statement.sql) }
         let (handle, expected) = StatementSteps.startBinding(statement)
         var bound: CInt = 0
@@ -74,11 +124,47 @@ extension Database {
             }
         }
         if failed != 0 || bound != expected { try StatementSteps.bindingFailed(statement, code: failed, bound: bound, expected: expected) }
-        while try StatementSteps.step(statement) {}
     }
 
     @usableFromInline
     static func outsideTransaction(_ sql: String) -> DatabaseError {
         DatabaseError(resultCode: .SQLITE_MISUSE, message: "run(sql:binding:) runs inside a transaction only", sql: sql)
+    }
+}
+
+/// One statement writing several rows (`INSERT … VALUES (…), (…), …`), made for 1, 2, 4, …
+/// `maxRows` rows, so that a connection caches a handful of them whatever the number of rows:
+/// `sizes` splits a number of rows into those, `sql(rows:)` is the statement for one.
+public struct RowsStatement: Sendable {
+    public let maxRows: Int
+    @usableFromInline let statements: [String]
+
+    /// - Parameters:
+    ///   - head: the statement up to `VALUES`, included.
+    ///   - row: one row's parameters, `(?, ?, …)`.
+    ///   - tail: what follows the rows (`ON CONFLICT …`, `RETURNING …`), if anything.
+    ///   - maxRows: a power of two.
+    public init(_ head: String, row: String, tail: String = "", maxRows: Int = 32) {
+        precondition(maxRows > 0 && maxRows & (maxRows - 1) == 0, "maxRows is a power of two")
+        self.maxRows = maxRows
+        statements = (0...maxRows.trailingZeroBitCount).map { n in
+            head + " " + repeatElement(row, count: 1 << n).joined(separator: ", ") + (tail.isEmpty ? "" : " " + tail)
+        }
+    }
+
+    /// The statement for `rows` rows, one of `sizes`' numbers.
+    @inlinable
+    public func sql(rows: Int) -> String { statements[rows.trailingZeroBitCount] }
+
+    /// The rows of each statement for `count` rows: `maxRows` at a time, then the rest by halves.
+    @inlinable
+    public func sizes(_ count: Int) -> [Int] {
+        var sizes = Array(repeating: maxRows, count: count / maxRows)
+        var rest = count % maxRows, size = maxRows / 2
+        while rest > 0 {
+            if rest >= size { sizes.append(size); rest -= size }
+            size /= 2
+        }
+        return sizes
     }
 }

@@ -162,11 +162,11 @@ extension GeoTestGroup {
         /// rows were deleted (`AUTOINCREMENT` does not give their ids again) and with rows kept
         /// only until folded among them.
         @Test func aBatchsHistoryRows_goInStatementsOfManyRows_andEachIDIsItsRows() async throws {
-            #expect(SQLiteGeoStore.historyStatementSizes(0) == [])
-            #expect(SQLiteGeoStore.historyStatementSizes(1) == [1])
-            #expect(SQLiteGeoStore.historyStatementSizes(37) == [32, 4, 1])
-            #expect(SQLiteGeoStore.historyStatementSizes(63) == [32, 16, 8, 4, 2, 1])
-            #expect(SQLiteGeoStore.historyStatementSizes(100) == [32, 32, 32, 4])
+            #expect(SQLiteGeoStore.historyInserts.sizes(0) == [])
+            #expect(SQLiteGeoStore.historyInserts.sizes(1) == [1])
+            #expect(SQLiteGeoStore.historyInserts.sizes(37) == [32, 4, 1])
+            #expect(SQLiteGeoStore.historyInserts.sizes(63) == [32, 16, 8, 4, 2, 1])
+            #expect(SQLiteGeoStore.historyInserts.sizes(100) == [32, 32, 32, 4])
             let storage = try await TestStorage.fresh(.sqlite, service: "geo")
             let store = try SQLiteGeoStore(path: "\(storage.directory)/geo.sqlite")
             var device: Int64 = 0

@@ -231,17 +231,11 @@ final class SQLiteGeoStore: GeoStorage {
                 ids.append(db.lastInsertedRowID)
             }
         } else {
-            var start = 0
-            for rows in historyStatementSizes(batch.count) {
-                let slice = start..<start + rows
-                try db.run(db.cachedStatement(sql: historyInsert(rows: rows)), rows: slice) { i in
-                    let update = batch[i]
-                    let unrecorded: Int? = unrecorded?[i] == true ? 1 : nil
-                    return (update.user, update.lat, update.lon, update.accuracy, update.deviceMs, update.receivedMs, update.status, unrecorded)
-                }
-                try appendIDs(ofRows: rows, to: &ids, db)
-                start += rows
-            }
+            try db.run(historyInserts, rows: batch.indices, binding: { i in
+                let update = batch[i]
+                let unrecorded: Int? = unrecorded?[i] == true ? 1 : nil
+                return (update.user, update.lat, update.lon, update.accuracy, update.deviceMs, update.receivedMs, update.status, unrecorded)
+            }, afterEach: { rows in try appendIDs(ofRows: rows, to: &ids, db) })
         }
         return (ids, try insert(placeEvents, db))
     }
@@ -249,19 +243,11 @@ final class SQLiteGeoStore: GeoStorage {
     /// `FRIENSO_GEO_HISTORY_INSERT=row`: one statement a history row, as before item 139 (A/B runs).
     static let insertsManyRows = ProcessInfo.processInfo.environment["FRIENSO_GEO_HISTORY_INSERT"] != "row"
 
-    /// The rows of each history statement for a batch of `count`: 32 at a time, then the rest as
-    /// 16, 8, 4, 2 and 1 (six statements in the cache, at most five more for any batch).
-    static func historyStatementSizes(_ count: Int) -> [Int] {
-        var sizes = Array(repeating: historyRowsPerStatement, count: count / historyRowsPerStatement)
-        var rest = count % historyRowsPerStatement, size = historyRowsPerStatement / 2
-        while rest > 0 {
-            if rest >= size { sizes.append(size); rest -= size }
-            size /= 2
-        }
-        return sizes
-    }
-
-    static let historyRowsPerStatement = 32
+    /// A batch's history rows: 32 to a statement, then the rest as 16, 8, 4, 2 and 1 (six
+    /// statements in the cache, at most five more for any batch), eight parameters a row.
+    static let historyInserts = RowsStatement(
+        "INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status, unrecorded) VALUES",
+        row: "(?, ?, ?, ?, ?, ?, ?, ?)")
 
     /// The ids of the `rows` rows the last statement inserted, in order. History's key is
     /// `AUTOINCREMENT`: in one statement, SQLite gives each row one more than the largest id the
@@ -276,16 +262,9 @@ final class SQLiteGeoStore: GeoStorage {
         ids.append(contentsOf: first...last)
     }
 
-    /// One statement writing `rows` history rows (1, 2, 4, … `historyRowsPerStatement`), eight
-    /// parameters a row.
+    /// One statement writing `rows` history rows (one of `historyInserts`' sizes).
     private static func historyInsert(rows: Int) -> String {
-        historyInserts[rows.trailingZeroBitCount]
-    }
-
-    /// `historyInsert`'s statements, made once: the one for 2^n rows at n.
-    private static let historyInserts = (0...historyRowsPerStatement.trailingZeroBitCount).map { n in
-        "INSERT INTO history (user_id, lat, lon, accuracy, device_ms, received_ms, status, unrecorded) VALUES "
-            + repeatElement("(?, ?, ?, ?, ?, ?, ?, ?)", count: 1 << n).joined(separator: ", ")
+        historyInserts.sql(rows: rows)
     }
     private static let latestUpsert = """
         INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
