@@ -56,7 +56,8 @@ extension Database {
     /// current transaction: `values(row)` binds each of `rows`, in order, to the next group. One
     /// statement for many rows runs SQLite's per-statement work once (its start and end, an
     /// `AUTOINCREMENT` table's `sqlite_sequence` row), not once a row: about 6,000 instructions a
-    /// row for geo's history (`docs/benchmarks.md`, issue 16, item 139).
+    /// row for geo's history (`docs/benchmarks.md`, issue 16, item 139; for alerts' few rows a
+    /// raise it made no difference that showed: item 140).
     /// - Throws: `DatabaseError` when the statement fails, when the values bound do not fill its
     ///   parameters exactly (`SQLITE_MISUSE`), or outside a transaction.
     @inlinable
@@ -64,17 +65,6 @@ extension Database {
                                                         binding values: (Item) -> (repeat each Value)) throws {
         try bind(statement, rows: rows, binding: values)
         while try StatementSteps.step(statement) {}
-    }
-
-    /// `run(_:rows:binding:)` for a statement with a `RETURNING` clause: each row it returns goes
-    /// to `returned` (which must not keep it), in the order SQLite returns them, which it does
-    /// not promise to be the rows' order.
-    @inlinable
-    public func run<Item, each Value: StatementBinding>(_ statement: Statement, rows: some Collection<Item>,
-                                                        binding values: (Item) -> (repeat each Value),
-                                                        returned: (CurrentRow) throws -> Void) throws {
-        try bind(statement, rows: rows, binding: values)
-        try Row.each(of: statement, returned)
     }
 
     /// Writes `rows` with the statements of `statements`, as few as its sizes allow, in order:
@@ -89,21 +79,6 @@ extension Database {
             let end = rows.index(start, offsetBy: size)
             try run(cachedStatement(sql: statements.sql(rows: size)), rows: rows[start..<end], binding: values)
             try afterEach(size)
-            start = end
-        }
-    }
-
-    /// `run(_:rows:binding:afterEach:)` for statements with a `RETURNING` clause: each row they
-    /// return goes to `returned` (which must not keep it), in no promised order.
-    @inlinable
-    public func run<Items: Collection, each Value: StatementBinding>(
-        _ statements: RowsStatement, rows: Items, binding values: (Items.Element) -> (repeat each Value),
-        returned: (CurrentRow) throws -> Void
-    ) throws {
-        var start = rows.startIndex
-        for size in statements.sizes(rows.count) {
-            let end = rows.index(start, offsetBy: size)
-            try run(cachedStatement(sql: statements.sql(rows: size)), rows: rows[start..<end], binding: values, returned: returned)
             start = end
         }
     }

@@ -6,10 +6,9 @@ import Wire
 
 extension AlertsTestGroup {
     /// The writes that take many rows at once (an alert's circle, its grants, its deliveries, a
-    /// delivery pass's records) do so in one statement each on PostgreSQL (issue 16, item 125) and
-    /// in statements of up to 32 rows on SQLite (item 140), and mean the same on both engines as
-    /// one row at a time did: a key queued once, rows in their order, each grant its own next
-    /// version, attempts numbered per delivery.
+    /// delivery pass's records) do so in one statement each on PostgreSQL (issue 16, item 125),
+    /// and mean the same on both engines as one row at a time did: a key queued once, rows in
+    /// their order, each grant its own next version, attempts numbered per delivery.
     @Suite("alerts: many rows at once", .serialized, .timeLimit(.minutes(2)))
     struct ManyRowsTests {
         @Test(arguments: Engine.allCases) func queueing_keepsOrder_andQueuesAKeyOnce(engine: Engine) async throws {

@@ -88,7 +88,7 @@ extension SQLiteAlertsStore {
                     try db.run(sql: "UPDATE watchers SET dismissed = 1 WHERE session_id = ? AND watcher = ?", binding: session.id, watcher.user)
                 }
             }
-            change.grants = try Self.setGrants(db, change.grants)
+            change.grants = try change.grants.map { try Self.setGrant(db, $0) }
             try Self.enqueue(db, change.messages, now: at)
             guard let record = try Self.watch(db, id: session.id) else { throw StoreInvariant("the watch just changed is missing") }
             return (record, change)
@@ -197,18 +197,15 @@ extension SQLiteAlertsStore {
                     INSERT INTO help_alerts (initiator, message, location, state, raised_at_ms, idempotency_key) VALUES (?, ?, ?, 1, ?, ?)
                     """, binding: new.initiator, new.message, Data(new.location.serializedBytes()), new.at, new.key)
                 let id = UInt64(db.lastInsertedRowID)
-                if Self.writesManyRows {
-                    try db.run(Self.recipientInserts, rows: new.recipients.indices) { position in
-                        let (user, phone) = Self.recipientColumns(new.recipients[position])
-                        return (id, position, user, phone, AlertsV1.Answer.pending.rawValue)
+                for (position, contact) in new.recipients.enumerated() {
+                    let (user, phone): (UInt64, String) = switch contact {
+                    case .user(let u): (u, "")
+                    case .phone(let p): (0, p)
                     }
-                } else {
-                    for (position, contact) in new.recipients.enumerated() {
-                        let (user, phone) = Self.recipientColumns(contact)
-                        try db.run(sql: Self.recipientInserts.sql(rows: 1), binding: id, position, user, phone, AlertsV1.Answer.pending.rawValue)
-                    }
+                    try db.run(sql: "INSERT INTO recipients (alert_id, position, user_id, phone, answer) VALUES (?, ?, ?, ?, ?)",
+                               binding: id, position, user, phone, AlertsV1.Answer.pending.rawValue)
                 }
-                let grants = try Self.setGrants(db, new.grants)
+                let grants = try new.grants.map { try Self.setGrant(db, $0) }
                 try db.run(sql: "INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (?, ?, ?, ?, ?)",
                            binding: id, new.initiator, new.promptNumber, new.promptLabel, new.at)
                 let promptID = UInt64(db.lastInsertedRowID)
@@ -252,7 +249,7 @@ extension SQLiteAlertsStore {
                 try db.run(sql: "UPDATE emergency_prompts SET reported = 1, dialed = ?, reported_at_ms = ? WHERE alert_id = ?",
                            binding: dialed, at, alert.id)
             }
-            change.grants = try Self.setGrants(db, change.grants)
+            change.grants = try change.grants.map { try Self.setGrant(db, $0) }
             try Self.enqueue(db, change.messages, now: at)
             // The alert as written, from the rows read above (no second read of them).
             var record = alert.applying(change, at: at)
@@ -386,43 +383,6 @@ extension SQLiteAlertsStore {
         set.version = version
         return set
     }
-
-    /// `setGrant` for each of `grants`, in order, with one statement for their rows and one
-    /// move of the version cursor (by their number: each gets the next version, as one at a
-    /// time would), unless `FRIENSO_ALERTS_ROWS=one` or `FRIENSO_GRANT_WRITES=replace`.
-    /// - Returns: the grants as set.
-    static func setGrants(_ db: Database, _ grants: [GrantRecord]) throws -> [GrantRecord] {
-        guard writesManyRows, !replacesGrants, grants.count > 1 else { return try grants.map { try setGrant(db, $0) } }
-        let count = Int64(grants.count)
-        try db.run(sql: "INSERT INTO cursors (name, value) VALUES ('grant_version', ?1) ON CONFLICT (name) DO UPDATE SET value = value + ?1",
-                   binding: count)
-        let last = try Int64.fetchOne(db, cached: "SELECT value FROM cursors WHERE name = 'grant_version'") ?? count
-        let set = grants.enumerated().map { i, grant in
-            var set = grant
-            set.version = last - count + 1 + Int64(i)
-            return set
-        }
-        try db.run(grantUpserts, rows: set) { ($0.subject, $0.viewer, $0.reason, $0.expiresMs, $0.version) }
-        return set
-    }
-
-    /// A recipient's `user_id` and `phone` columns.
-    static func recipientColumns(_ contact: CircleContact) -> (UInt64, String) {
-        switch contact {
-        case .user(let u): (u, "")
-        case .phone(let p): (0, p)
-        }
-    }
-
-    static let recipientInserts = RowsStatement("INSERT INTO recipients (alert_id, position, user_id, phone, answer) VALUES",
-                                                row: "(?, ?, ?, ?, ?)")
-    static let grantUpserts = RowsStatement(
-        "INSERT INTO grants (subject, viewer, reason, expires_ms, version) VALUES", row: "(?, ?, ?, ?, ?)",
-        tail: "ON CONFLICT (subject, viewer, reason) DO UPDATE SET expires_ms = excluded.expires_ms, version = excluded.version")
-
-    /// `FRIENSO_ALERTS_ROWS=one`: a raise's recipients, grants and deliveries written a statement
-    /// a row, as before item 140 (A/B runs only).
-    static let writesManyRows = ProcessInfo.processInfo.environment["FRIENSO_ALERTS_ROWS"] != "one"
 
     /// `FRIENSO_GRANT_WRITES=replace`: grants set by `INSERT OR REPLACE`, as before item 79 (A/B runs only).
     static let replacesGrants = ProcessInfo.processInfo.environment["FRIENSO_GRANT_WRITES"] == "replace"

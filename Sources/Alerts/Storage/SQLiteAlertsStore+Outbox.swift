@@ -17,34 +17,18 @@ extension SQLiteAlertsStore {
         for user in OutboxRows.pushUsers(messages) {
             tokens[user] = try String.fetchAll(db, cached: "SELECT token FROM devices WHERE user_id = ? ORDER BY registered_at_ms, token", arguments: [user])
         }
-        let rows = OutboxRows.rows(messages, tokens: tokens)
-        guard writesManyRows else {
-            var added: [OutboxRows.Row] = []
-            for row in rows {
-                try db.run(sql: outboxInserts.sql(rows: 1), binding: row.dedupeKey, row.message.source, row.channel.rawValue, row.user, row.address,
-                           row.message.body, row.status.rawValue, row.error, now, now, now, row.message.about)
-                if db.changesCount == 1 { added.append(row) }
-            }
-            return added
+        var added: [OutboxRows.Row] = []
+        for row in OutboxRows.rows(messages, tokens: tokens) {
+            try db.run(sql: """
+                INSERT OR IGNORE INTO outbox (dedupe_key, source, channel, recipient_user, address, body, status, last_error,
+                                              created_at_ms, updated_at_ms, next_attempt_ms, about_user)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, binding: row.dedupeKey, row.message.source, row.channel.rawValue, row.user, row.address, row.message.body,
+                               row.status.rawValue, row.error, now, now, now, row.message.about)
+            if db.changesCount == 1 { added.append(row) }
         }
-        // One statement for up to 32 rows; a row whose key is taken (by an earlier enqueue, or
-        // an earlier row of these) is not inserted, and only the inserted ones are returned.
-        var inserted: [String: Int] = [:]
-        try db.run(outboxInserts, rows: rows, binding: { row in
-            (row.dedupeKey, row.message.source, row.channel.rawValue, row.user, row.address, row.message.body,
-             row.status.rawValue, row.error, now, now, now, row.message.about)
-        }, returned: { inserted[try $0[0] as String, default: 0] += 1 })
-        return rows.filter { row in
-            guard let count = inserted[row.dedupeKey], count > 0 else { return false }
-            inserted[row.dedupeKey] = count - 1 // the first of the same key went in, as one at a time
-            return true
-        }
+        return added
     }
-
-    static let outboxInserts = RowsStatement("""
-        INSERT OR IGNORE INTO outbox (dedupe_key, source, channel, recipient_user, address, body, status, last_error,
-                                      created_at_ms, updated_at_ms, next_attempt_ms, about_user) VALUES
-        """, row: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tail: "RETURNING dedupe_key")
 
     func enqueue(_ messages: [Outgoing], at: Int64, cursor: (name: String, value: UInt64)?) async throws -> Int {
         try await database.write { db in
