@@ -271,6 +271,16 @@ final class SQLiteGeoStore: GeoStorage {
         ON CONFLICT(user_id) DO UPDATE SET lat = ?2, lon = ?3, accuracy = ?4, device_ms = ?5, received_ms = ?6, status = ?7, history_id = ?8
         """
     private static let historyIndexInsert = "INSERT OR IGNORE INTO history_by_user (user_id, history_id) VALUES (?, ?)"
+    /// A fold's `latest` fixes and index rows, 32 to a statement as history's rows (item 141).
+    static let latestUpserts = RowsStatement(
+        "INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id) VALUES", row: "(?, ?, ?, ?, ?, ?, ?, ?)",
+        tail: """
+            ON CONFLICT(user_id) DO UPDATE SET lat = excluded.lat, lon = excluded.lon, accuracy = excluded.accuracy, device_ms = excluded.device_ms,
+            received_ms = excluded.received_ms, status = excluded.status, history_id = excluded.history_id
+            """)
+    static let historyIndexInserts = RowsStatement("INSERT OR IGNORE INTO history_by_user (user_id, history_id) VALUES", row: "(?, ?)")
+    /// `FRIENSO_GEO_FOLD_WRITES=row`: a fold's rows written a statement each, as before item 141 (A/B runs).
+    static let foldsManyRows = ProcessInfo.processInfo.environment["FRIENSO_GEO_FOLD_WRITES"] != "row"
     /// `FRIENSO_GEO_BINDING=arguments`: the batch's rows bound through GRDB's `StatementArguments`,
     /// as before item 83 (A/B runs only).
     static let bindsThroughArguments = ProcessInfo.processInfo.environment["FRIENSO_GEO_BINDING"] == "arguments"
@@ -284,6 +294,22 @@ final class SQLiteGeoStore: GeoStorage {
     /// each row records the last history id it reflects: replay skips what it already holds.
     private static func write(_ fold: FoldWrite, _ db: Database) throws {
         let through = try Int64.fetchOne(db, cached: "SELECT max(id) FROM history") ?? 0
+        if foldsManyRows, !bindsThroughArguments {
+            try db.run(latestUpserts, rows: fold.fixes) { user, fix in
+                (user, fix.lat, fix.lon, fix.accuracy, fix.deviceMs, fix.receivedMs, fix.status, through)
+            }
+            try db.run(historyIndexInserts, rows: fold.pairs) { ($0.user, $0.id) }
+        } else {
+            try writeRowByRow(fold, through: through, db)
+        }
+        if let done = fold.completesThrough {
+            try db.run(sql: "UPDATE geo_meta SET value = max(value, ?) WHERE key = 'folded_through'", arguments: [done])
+            try dropUnrecorded(through: done, db)
+        }
+    }
+
+    /// `write(_:_:)`'s rows a statement each (`FRIENSO_GEO_FOLD_WRITES=row`, `FRIENSO_GEO_BINDING=arguments`).
+    private static func writeRowByRow(_ fold: FoldWrite, through: Int64, _ db: Database) throws {
         let upsert = try db.cachedStatement(sql: latestUpsert), indexInsert = try db.cachedStatement(sql: historyIndexInsert)
         for (user, fix) in fold.fixes {
             if bindsThroughArguments {
@@ -298,10 +324,6 @@ final class SQLiteGeoStore: GeoStorage {
             } else {
                 try db.run(indexInsert, binding: pair.user, pair.id)
             }
-        }
-        if let done = fold.completesThrough {
-            try db.run(sql: "UPDATE geo_meta SET value = max(value, ?) WHERE key = 'folded_through'", arguments: [done])
-            try dropUnrecorded(through: done, db)
         }
     }
 
