@@ -31,11 +31,12 @@ extension SQLiteGeoStore {
         var ids: [Int64] = []
         ids.reserveCapacity(batch.count)
         if Self.bindsThroughArguments || !Self.insertsManyRows {
-            let historyRow = try db.cachedStatement(sql: historyInsert(rows: 1)) // once a batch, not once a row
+            let historyInsert = historyInserts.sql(rows: 1)
+            let historyRow = try db.cachedStatement(sql: historyInsert) // once a batch, not once a row
             for (i, update) in batch.enumerated() {
                 let unrecorded: Int? = unrecorded?[i] == true ? 1 : nil
                 if Self.bindsThroughArguments {
-                    try db.run(sql: historyInsert(rows: 1), arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
+                    try db.run(sql: historyInsert, arguments: [update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
                                                                         update.receivedMs, update.status, unrecorded])
                 } else {
                     try db.run(historyRow, binding: update.user, update.lat, update.lon, update.accuracy, update.deviceMs,
@@ -75,15 +76,6 @@ extension SQLiteGeoStore {
         ids.append(contentsOf: first...last)
     }
 
-    /// One statement writing `rows` history rows (one of `historyInserts`' sizes).
-    private static func historyInsert(rows: Int) -> String {
-        historyInserts.sql(rows: rows)
-    }
-    private static let latestUpsert = """
-        INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-        ON CONFLICT(user_id) DO UPDATE SET lat = ?2, lon = ?3, accuracy = ?4, device_ms = ?5, received_ms = ?6, status = ?7, history_id = ?8
-        """
-    private static let historyIndexInsert = "INSERT OR IGNORE INTO history_by_user (user_id, history_id) VALUES (?, ?)"
     /// A fold's `latest` fixes and index rows, 32 to a statement as history's rows (item 141).
     static let latestUpserts = RowsStatement(
         "INSERT INTO latest (user_id, lat, lon, accuracy, device_ms, received_ms, status, history_id) VALUES", row: "(?, ?, ?, ?, ?, ?, ?, ?)",
@@ -123,6 +115,8 @@ extension SQLiteGeoStore {
 
     /// `write(_:_:)`'s rows a statement each (`FRIENSO_GEO_FOLD_WRITES=row`, `FRIENSO_GEO_BINDING=arguments`).
     private static func writeRowByRow(_ fold: FoldWrite, through: Int64, _ db: Database) throws {
+        // The one-row forms of the statements of many rows: the same SQL, a row at a time.
+        let latestUpsert = latestUpserts.sql(rows: 1), historyIndexInsert = historyIndexInserts.sql(rows: 1)
         let upsert = try db.cachedStatement(sql: latestUpsert), indexInsert = try db.cachedStatement(sql: historyIndexInsert)
         for (user, fix) in fold.fixes {
             if bindsThroughArguments {
