@@ -210,18 +210,8 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
             // Asked again next turn, whatever `readable` did: a component that stops short of
             // draining its socket (a host yields after 256 messages) must not be left waiting
             // for a wake-up its descriptor already gave.
-            if Self.askMode == .always { sockets[slot].mayHaveInput = true }
+            sockets[slot].mayHaveInput = true
         }
-    }
-
-    /// When the loop asks libzmq about a socket's input (`FRIENSO_REACTOR_ASK`; item 142's
-    /// draft). `always` is the rule before it.
-    enum AskMode { case whenUnsure, fired, always }
-
-    static let askMode: AskMode = switch ProcessInfo.processInfo.environment["FRIENSO_REACTOR_ASK"] {
-    case "always": .always
-    case "fired": .fired
-    default: .whenUnsure
     }
 
     // The epoll wait's state (reactor thread only): its instance (made on the first wait), the
@@ -263,10 +253,6 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
             if tag == 0 { drainPipe(); continue }
             let slot = Int(tag - 1)
             guard slot < sockets.count, !readyBuffer[..<askedFirst].contains(slot) else { continue }
-            if Self.askMode == .whenUnsure {
-                readyBuffer.append(slot)
-                continue
-            }
             questions += 1
             if sockets[slot].hasInput() { readyBuffer.append(slot) }
         }

@@ -33,9 +33,7 @@ public final class ZMQSocket {
     private var zapDomain: String?
     /// Whether input may be waiting that the socket's `ZMQ_FD` will not announce: set by every
     /// call into libzmq that can process the socket's commands (a send or a receive may take the
-    /// wake-up that said a message arrived); cleared when libzmq said nothing is queued, after
-    /// processing the socket's commands: a `ZMQ_EVENTS` question without `ZMQ_POLLIN`, or a
-    /// receive without waiting that found nothing.
+    /// wake-up that said a message arrived), cleared by the reactor when it asks `ZMQ_EVENTS`.
     var mayHaveInput = true
     /// This socket, told apart from every other one the process made (an address or a descriptor
     /// number can be reused once a socket is gone): what the reactor's wait registered.
@@ -323,10 +321,7 @@ public final class ZMQSocket {
             let rc = zmq_msg_recv(&message, handle, dontWait && count == 0 ? ZMQ_DONTWAIT : 0)
             if rc < 0 {
                 let error = ZMQError("zmq_msg_recv")
-                if error.wouldBlock && count == 0 {
-                    if dontWait && Reactor.askMode != .always { mayHaveInput = false }
-                    return false
-                }
+                if error.wouldBlock && count == 0 { return false }
                 throw error
             }
             let size = zmq_msg_size(&message)
@@ -361,14 +356,11 @@ public final class ZMQSocket {
 
     /// Whether a message is waiting (`ZMQ_EVENTS`; libzmq processes the socket's commands first).
     func hasInput() -> Bool {
+        mayHaveInput = false
         var events: Int32 = 0
         var size = MemoryLayout<Int32>.size
         // An error (a closed context) reads as input: the owner's receive then sees the error.
-        guard zmq_getsockopt(handle, ZMQ_EVENTS, &events, &size) == 0 else {
-            mayHaveInput = true
-            return true
-        }
-        mayHaveInput = Reactor.askMode != .always && events & Int32(ZMQ_POLLIN) != 0
+        guard zmq_getsockopt(handle, ZMQ_EVENTS, &events, &size) == 0 else { return true }
         return events & Int32(ZMQ_POLLIN) != 0
     }
 
