@@ -61,6 +61,9 @@ struct LatencySamples: Sendable {
     init(capacity: Int = 0) { nanos.reserveCapacity(capacity) }
 
     mutating func record(_ duration: Duration) { nanos.append(LatencyStats.nanoseconds(duration)) }
+
+    /// A latency in nanoseconds (a negative one, from a clock that stepped, as 0).
+    mutating func record(nanoseconds: Int64) { nanos.append(UInt64(max(0, nanoseconds))) }
 }
 
 /// Prints results as a Markdown table (pasted as is into docs/benchmarks.md).

@@ -234,7 +234,7 @@ public enum StackScenario {
                         _ openAlerts: inout [Int: UInt64], _ points: GeoScenario.Points) async {
         let c = person.client
         let i = person.index
-        let t0 = ContinuousClock.now
+        let t0 = Moment.now
         var slot = kind
         let ok: Bool
         do {
@@ -263,7 +263,7 @@ public enum StackScenario {
         } catch {
             ok = false
         }
-        stats[slot].record(t0.duration(to: .now))
+        stats[slot].record(nanoseconds: t0.nanoseconds(to: .now))
         if !ok { stats[slot].errors += 1 }
     }
 

@@ -7,6 +7,12 @@ extension ClientLoop {
     // MARK: Inbound
 
     func receive(_ socket: ZMQSocket) throws(ZMQError) {
+        defer {
+            if heardInDrain {
+                heardInDrain = false
+                lastHeard = .now
+            }
+        }
         for _ in 0..<256 {
             // Decoded in libzmq's memory (the reply's bytes are not copied first) and handled
             // there: nothing is returned through the socket's call to be copied on the way.
@@ -102,9 +108,10 @@ extension ClientLoop {
         flushUnsent()
     }
 
-    /// Anything heard from the peer: it is alive, and answering again if it was not.
+    /// Anything heard from the peer: it is alive, and answering again if it was not. Called
+    /// while `receive` drains the socket, which sets `lastHeard` when it is done.
     private func noteHeard() {
-        lastHeard = .now
+        heardInDrain = true
         if disconnected {
             disconnected = false
             health.answering.store(isAnswering, ordering: .relaxed)

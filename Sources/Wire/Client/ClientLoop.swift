@@ -53,6 +53,9 @@ final class ClientLoop: ReactorComponent {
     /// Ids of pending calls not yet handed to libzmq, oldest first.
     @exclusivity(unchecked) var unsent: [UInt64] = []
     @exclusivity(unchecked) var lastHeard: Moment
+    /// Set by `noteHeard` while `receive` drains the socket; `receive` then stamps `lastHeard`
+    /// once, at its end: a clock read a drain, not one a reply (issue 16, item 143).
+    @exclusivity(unchecked) var heardInDrain = false
     @exclusivity(unchecked) var lastSent: Moment
     /// Liveness is counted in checks, one per heartbeat interval, as in Paranoid Pirate: the peer
     /// is dead after `deadWindow / heartbeatInterval` checks in a row heard nothing. Counting

@@ -110,9 +110,14 @@ public final class WireClient: Sendable {
     /// of it moves it into the call. A copy of an envelope retains its seven strings and arrays,
     /// and its destruction releases them: about 400 instructions each (issue 16, item 104).
     public nonisolated(nonsending) func send(_ request: consuming Envelope, deadline: Duration? = nil, retryable: Bool = false) async -> Envelope {
+        await send(request, from: .now, deadline: deadline, retryable: retryable)
+    }
+
+    /// `send`, its deadline counted from `start` (a typed call's, read once for both).
+    private nonisolated(nonsending) func send(_ request: consuming Envelope, from start: Moment, deadline: Duration?, retryable: Bool) async -> Envelope {
         let id = nextID()
         if Task.isCancelled { return stamped(request, id: id).reply(error: .unavailable("call cancelled")) }
-        let until = Moment.now.advanced(by: deadline ?? options.defaultDeadline)
+        let until = start.advanced(by: deadline ?? options.defaultDeadline)
         let commands = queues[chooseInstance()], queues = queues
         // The request moves into the call here, outside the closures: one they captured would be
         // copied into it.
@@ -183,7 +188,7 @@ public final class WireClient: Sendable {
             idempotencyKey: call.idempotencyKey, payload: request.serializedBytes(), clientAddress: call.clientAddress,
             sessionId: call.sessionID)
         let started = Moment.now
-        let reply = await send(envelope, deadline: call.deadline, retryable: call.mayResend(method))
+        let reply = await send(envelope, from: started, deadline: call.deadline, retryable: call.mayResend(method))
         // A call its caller gave up (its task cancelled: the client answers it UNAVAILABLE) says
         // nothing of the peer: not recorded, or a retried helpNow, whose lookups are cancelled
         // unread, would read as social and geo failing.
