@@ -2,10 +2,11 @@ import Foundation
 import Wire
 
 /// Drives `operation` from `inFlight` concurrent loops until `count` operations finished.
-/// Each loop measures its own calls; the results are merged.
+/// Each loop measures its own calls; the results are merged. `operation` runs where its loop
+/// runs (`nonisolated(nonsending)`): no hop to the generic executor a call (item 143).
 func drive(
     name: String, inFlight: Int, count: Int, warmup: Int, measuring: () -> Void = {},
-    _ operation: @escaping @Sendable () async -> Bool
+    _ operation: nonisolated(nonsending) @escaping @Sendable () async -> Bool
 ) async -> LatencyStats {
     for _ in 0..<warmup { _ = await operation() }
     measuring()

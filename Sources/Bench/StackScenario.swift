@@ -229,8 +229,10 @@ public enum StackScenario {
     }
 
     /// One operation of `kind` as `person`. `openAlerts`: the alerts the worker's people raised
-    /// and have not resolved (by person index; only the owning worker touches them).
-    static func perform(_ kind: Int, _ person: Person, _ stats: inout [LatencySamples], _ random: inout BenchRandom,
+    /// and have not resolved (by person index; only the owning worker touches them). Runs where
+    /// its worker runs (`nonisolated(nonsending)`): no hop to the generic executor a call, each
+    /// of which costs a look at the task's executor preference under its lock (item 143).
+    static nonisolated(nonsending) func perform(_ kind: Int, _ person: Person, _ stats: inout [LatencySamples], _ random: inout BenchRandom,
                         _ openAlerts: inout [Int: UInt64], _ points: GeoScenario.Points) async {
         let c = person.client
         let i = person.index
