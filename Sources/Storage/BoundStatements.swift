@@ -143,3 +143,37 @@ public struct RowsStatement: Sendable {
         return sizes
     }
 }
+
+/// Text that may be NULL, for a pack of values given to `run(…binding:)`: `NullableText(status)`.
+/// A bare `String?` there binds through GRDB's `Optional: StatementBinding`, which is generic:
+/// a pack calls each value's `bind` through its conformance, and a generic one's copies and
+/// destroys the optional through its metadata, about 600 instructions a value (two a location
+/// row in geo: `docs/benchmarks.md`, issue 16, item 144). A generic wrapper is no better, for the
+/// same reason; these two are concrete. Each binds as that conformance does: NULL for nil,
+/// else the value's own binding.
+public struct NullableText: StatementBinding {
+    @usableFromInline let value: String?
+
+    @inlinable
+    public init(_ value: String?) { self.value = value }
+
+    @inlinable
+    public func bind(to sqliteStatement: SQLiteStatement, at index: CInt) -> CInt {
+        guard let value else { return StatementSteps.bindNull(sqliteStatement, at: index) }
+        return value.bind(to: sqliteStatement, at: index)
+    }
+}
+
+/// An integer that may be NULL (see `NullableText`).
+public struct NullableInteger: StatementBinding {
+    @usableFromInline let value: Int64?
+
+    @inlinable
+    public init(_ value: Int64?) { self.value = value }
+
+    @inlinable
+    public func bind(to sqliteStatement: SQLiteStatement, at index: CInt) -> CInt {
+        guard let value else { return StatementSteps.bindNull(sqliteStatement, at: index) }
+        return value.bind(to: sqliteStatement, at: index)
+    }
+}

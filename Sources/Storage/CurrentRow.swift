@@ -155,6 +155,12 @@ enum StatementSteps {
         sqlite3_reset(statement.sqliteStatement)
     }
 
+    /// Binds NULL to parameter `index` (`OrNull`'s nil).
+    @usableFromInline
+    static func bindNull(_ statement: SQLiteStatement, at index: CInt) -> CInt {
+        sqlite3_bind_null(statement, index)
+    }
+
     /// Resets `statement` after its rows were read (all or some): the read's hold on the
     /// database ends now, not at the statement's next use, as GRDB's cursors reset on `deinit`.
     @usableFromInline

@@ -42,6 +42,23 @@ struct BoundStatementsTests {
         #expect(try rows(bound).count == values.count)
     }
 
+    /// `NullableText` and `NullableInteger` (item 144) store what a bare optional stores: NULL for
+    /// nil, the value otherwise, with its type.
+    @Test func nullableWrappers_storeWhatABareOptionalStores() throws {
+        let wrapped = try open(), bare = try open()
+        let values: [(String?, Int64?)] = [("", nil), (nil, 0), ("ünïcode ✓", Int64.min), (nil, nil), ("a\u{0}b", Int64.max)]
+        try wrapped.write { db in
+            for (i, v) in values.enumerated() {
+                try db.run(sql: Self.insert, binding: Int64(i), UInt64(i), 0.5, NullableText(v.0), NullableInteger(v.1), true)
+            }
+        }
+        try bare.write { db in
+            for (i, v) in values.enumerated() { try db.run(sql: Self.insert, binding: Int64(i), UInt64(i), 0.5, v.0, v.1, true) }
+        }
+        #expect(try rows(wrapped) == rows(bare))
+        #expect(try rows(wrapped).filter { $0.contains("typeof(s):\"null\"") }.count == 2)
+    }
+
     @Test func aFailingStatement_throwsItsError_andRunsAgainAfterwards() throws {
         let queue = try open()
         try queue.write { db in

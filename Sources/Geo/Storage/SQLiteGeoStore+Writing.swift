@@ -47,8 +47,8 @@ extension SQLiteGeoStore {
         } else {
             try db.run(historyInserts, rows: batch.indices, binding: { i in
                 let update = batch[i]
-                let unrecorded: Int? = unrecorded?[i] == true ? 1 : nil
-                return (update.user, update.lat, update.lon, update.accuracy, update.deviceMs, update.receivedMs, update.status, unrecorded)
+                return (update.user, update.lat, update.lon, update.accuracy, update.deviceMs, update.receivedMs,
+                        NullableText(update.status), NullableInteger(unrecorded?[i] == true ? 1 : nil))
             }, afterEach: { rows in try appendIDs(ofRows: rows, to: &ids, db) })
         }
         return (ids, try insert(placeEvents, db))
