@@ -27,7 +27,8 @@ public enum WireScenario {
         public var paths: Set<String>
         /// At 1 in flight, the raw REQ/REP, raw REQ → host and Wire client → host rows run in
         /// this many rounds, taking turns (each a round's share of the requests), so the VM's
-        /// drift between minutes falls on all three alike; 1: each row in one go, one after the other.
+        /// drift between minutes falls on all three alike; at more in flight, raw DEALER/ROUTER and
+        /// Wire client → host take turns so. 1: each row in one go, one after the other.
         public var rounds: Int
         /// Connections the gateway and proxy rows spread their requests over (each request on the
         /// next in turn), as many phones would; 1: one connection carries them all.
@@ -50,6 +51,7 @@ public enum WireScenario {
         let payload = Envelope.request(method: "accounts.Ping", payload: ping.serializedBytes(), requestID: 1).serializedBytes()
         var rows: [LatencyStats] = []
         var turns: [Turn] = []
+        var rateTurns: [RateTurn] = []
         var forwarding: [Forwarding] = []
 
         // 1. libzmq alone.
@@ -59,7 +61,7 @@ public enum WireScenario {
                 rows.append(RawZMQ.reqRep(payload: payload, count: options.requests, warmup: options.warmup,
                                           contexts: (context(), context())))
             }
-            for n in options.inFlight where n > 1 {
+            for n in options.inFlight where n > 1 && !options.takesTurnsInFlight {
                 rows.append(RawZMQ.pipelined(payload: payload, count: options.requests, window: n, contexts: (context(), context())))
             }
         }
@@ -81,12 +83,13 @@ public enum WireScenario {
         // gateway: plain TCP, then CurveZMQ on the internal hop as deployed (client → gateway
         // stays plain, as the default client socket is).
         for curve in [false, true] where options.paths.contains(curve ? "curve" : "plain") && !options.paths.isDisjoint(with: ["host", "gateway", "session"]) {
-            let (more, taken, forwarded) = try await hostAndGateway(options, payload: payload, ping: ping, curve: curve, context: context, logger: logger)
+            let (more, taken, rates, forwarded) = try await hostAndGateway(options, payload: payload, ping: ping, curve: curve, context: context, logger: logger)
             rows += more
             turns += taken
+            rateTurns += rates
             forwarding += forwarded
         }
-        return report(rows, turns: turns, forwarding: forwarding)
+        return report(rows, turns: turns, rateTurns: rateTurns, forwarding: forwarding)
     }
 
     /// CPU per request of the process in the middle (the gateway, or `zmq_proxy` for the floor):
@@ -107,6 +110,12 @@ public enum WireScenario {
         var raw: Double, rawToHost: Double, wire: Double
     }
 
+    /// One round of raw DEALER/ROUTER and Wire client → host at `inFlight`, taking turns: their
+    /// requests per second.
+    struct RateTurn {
+        var inFlight: Int, raw: Double, wire: Double
+    }
+
     /// One deployment's keys in memory: the gateway (which the direct client also uses: every
     /// member may Ping) and accounts.
     static func keyrings() throws -> (gateway: Keyring, accounts: Keyring) {
@@ -115,12 +124,13 @@ public enum WireScenario {
     }
 
     static func hostAndGateway(_ options: Options, payload: [UInt8], ping: CommonV1.PingRequest, curve: Bool,
-                               context: () -> ZMQContext, logger: Logger) async throws -> ([LatencyStats], [Turn], [Forwarding]) {
+                               context: () -> ZMQContext, logger: Logger) async throws -> ([LatencyStats], [Turn], [RateTurn], [Forwarding]) {
         var rows: [LatencyStats] = []
         var turns: [Turn] = []
+        var rateTurns: [RateTurn] = []
         var forwarding: [Forwarding] = []
         // The raw pair's own contexts when the rows take turns (made once: a context is an I/O thread).
-        let rawContexts = !curve && options.takesTurns ? (context(), context()) : nil
+        let rawContexts = !curve && (options.takesTurns || options.takesTurnsInFlight) ? (context(), context()) : nil
         let suffix = curve ? " (CURVE)" : ""
         let keys = curve ? try keyrings() : nil
         let dir = BenchStack.scratchDirectory()
@@ -145,7 +155,7 @@ public enum WireScenario {
             tasks.addTask { try await gatewayGroup.run() }
             let gatewayEndpoint = try await gateway.boundEndpoint()
 
-            let takingTurns = rawContexts != nil
+            let takingTurns = rawContexts != nil && options.takesTurns
             if !curve && options.paths.contains("raw") && options.inFlight.contains(1) && !takingTurns {
                 // The host's share: a raw C REQ client against the Wire host (runs on its own thread).
                 let rawToHost = await Task.detached {
@@ -170,7 +180,7 @@ public enum WireScenario {
             }
             let withSessions = users
             let turn = Atomic<Int>(0)
-            if let rawContexts {
+            if let rawContexts, options.takesTurns {
                 let (taken, rounds) = await takeTurns(options, payload: payload, ping: ping, rawContexts: rawContexts, host: accountsEndpoint,
                                                       hostClientContext: clientContext, direct: direct, reactor: clientReactor)
                 rows += taken
@@ -179,7 +189,11 @@ public enum WireScenario {
             // The load loops run on the client's reactor, as a client built on Wire would.
             await withTaskExecutorPreference(clientReactor) {
                 for n in options.inFlight {
-                    if options.paths.contains("host") && !(takingTurns && n == 1) {
+                    if let rawContexts, n > 1, options.takesTurnsInFlight {
+                        let (taken, rounds) = await takeTurns(inFlight: n, options, payload: payload, ping: ping, rawContexts: rawContexts, direct: direct)
+                        rows += taken
+                        rateTurns += rounds
+                    } else if options.paths.contains("host") && !(takingTurns && n == 1) {
                         rows.append(await drive(name: "Wire client → host Ping" + suffix, inFlight: n, count: options.requests, warmup: options.warmup) {
                             (try? await direct.call(accountsPing, ping))?.echo == ping.echo
                         })
@@ -217,7 +231,30 @@ public enum WireScenario {
             await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
         }
-        return (rows, turns, forwarding)
+        return (rows, turns, rateTurns, forwarding)
+    }
+
+    /// Raw DEALER/ROUTER and Wire client → host at `n` in flight, in `options.rounds` rounds
+    /// taking turns (each a round's share of the requests): the raw pair moved by a quarter
+    /// between runs of the same build, and the ratio of two rows run minutes apart moved with it
+    /// (`docs/benchmarks.md`, item 145). Called on the client's reactor (the Wire loop's
+    /// executor); the C loop runs on a thread of its own.
+    static func takeTurns(inFlight n: Int, _ options: Options, payload: [UInt8], ping: CommonV1.PingRequest,
+                          rawContexts: (ZMQContext, ZMQContext), direct: WireClient) async -> ([LatencyStats], [RateTurn]) {
+        let count = max(n, options.requests / options.rounds), warmup = options.warmup / options.rounds
+        var raw = LatencyStats(name: "raw libzmq DEALER/ROUTER", inFlight: n)
+        var wire = LatencyStats(name: "Wire client → host Ping", inFlight: n)
+        var turns: [RateTurn] = []
+        for _ in 0..<options.rounds {
+            let r = await Task.detached { RawZMQ.pipelined(payload: payload, count: count, window: n, contexts: rawContexts) }.value
+            let w = await drive(name: wire.name, inFlight: n, count: count, warmup: warmup) {
+                (try? await direct.call(accountsPing, ping))?.echo == ping.echo
+            }
+            turns.append(RateTurn(inFlight: n, raw: r.throughput, wire: w.throughput))
+            raw.merge(r); raw.elapsed += r.elapsed
+            wire.merge(w); wire.elapsed += w.elapsed
+        }
+        return ([raw, wire], turns)
     }
 
     /// The three 1-in-flight rows in `options.rounds` rounds, taking turns: raw REQ/REP, a raw REQ
@@ -249,7 +286,7 @@ public enum WireScenario {
         return ([raw, rawToHost, wire], turns)
     }
 
-    static func report(_ rows: [LatencyStats], turns: [Turn] = [], forwarding: [Forwarding] = []) -> String {
+    static func report(_ rows: [LatencyStats], turns: [Turn] = [], rateTurns: [RateTurn] = [], forwarding: [Forwarding] = []) -> String {
         var out = [Report.table(rows), ""]
         var metrics: [String: Double] = [:]
         for f in forwarding {
@@ -262,11 +299,17 @@ public enum WireScenario {
             out.append("- \(f.inFlight) in flight\(f.curve ? ", CURVE behind" : ""): the forwarding process's CPU per request (its thread and its libzmq I/O thread): "
                 + "gateway \(Report.f(f.micros)) µs" + (f.reactorMicros.map { " (its reactor thread \(Report.f($0)) µs)" } ?? "") + (floor.map { ", zmq_proxy \(Report.f($0.micros)) µs (\(ratio(f.micros, $0.micros))×; the gateway's goal: ≤ 20 µs)" } ?? ""))
         }
+        func median(_ values: [Double]) -> Double {
+            let sorted = values.sorted()
+            return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        }
+        for n in Set(rateTurns.map(\.inFlight)).sorted() {
+            let shares = rateTurns.filter { $0.inFlight == n }.map { $0.raw > 0 ? $0.wire / $0.raw * 100 : 0 }
+            Results.shared.record(section: "wire rounds", rows: [], metrics: ["wire_share_of_raw_percent_median_\(n)": median(shares)])
+            out.append("- \(n) in flight, \(shares.count) rounds taking turns: Wire client → host / raw DEALER/ROUTER req/s per round, median "
+                + "\(String(format: "%.0f", median(shares)))% (\(String(format: "%.0f", shares.min() ?? 0))–\(String(format: "%.0f", shares.max() ?? 0))%; target ≥ 60%)")
+        }
         if !turns.isEmpty {
-            func median(_ values: [Double]) -> Double {
-                let sorted = values.sorted()
-                return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-            }
             let wire = turns.map { $0.wire / $0.raw }, host = turns.map { $0.rawToHost / $0.raw }
             out.append("- 1 in flight, \(turns.count) rounds taking turns: Wire / raw libzmq p50 per round median \(String(format: "%.2f", median(wire)))× "
                 + "(\(String(format: "%.2f", wire.min() ?? 0))–\(String(format: "%.2f", wire.max() ?? 0))×; target ≤ 1.3×); "
@@ -296,5 +339,10 @@ extension WireScenario.Options {
     /// Whether the 1-in-flight rows take turns in rounds (all three of them are asked for).
     var takesTurns: Bool {
         rounds > 1 && inFlight.contains(1) && paths.isSuperset(of: ["raw", "host", "plain"])
+    }
+
+    /// Whether the rows at more than 1 in flight take turns in rounds (raw and host, plain, asked for).
+    var takesTurnsInFlight: Bool {
+        rounds > 1 && inFlight.contains { $0 > 1 } && paths.isSuperset(of: ["raw", "host", "plain"])
     }
 }

@@ -35,7 +35,7 @@ struct WireBench: AsyncParsableCommand {
     var paths = "raw,proxy,host,gateway,plain,curve"
     @Option(help: "Connections the gateway and proxy rows spread their requests over, each request on the next in turn (stack's load generator has one per user: 120).")
     var clients = 1
-    @Option(help: "At 1 in flight, run raw REQ/REP, raw REQ → host and Wire client → host in this many rounds, taking turns (each a round's share of --requests), and report the median of the rounds' p50 ratios: the VM's drift then falls on all three alike. 1: each row in one go.")
+    @Option(help: "At 1 in flight, run raw REQ/REP, raw REQ → host and Wire client → host in this many rounds, taking turns (each a round's share of --requests), and report the median of the rounds' p50 ratios: the VM's drift then falls on all three alike. At more in flight, raw DEALER/ROUTER and Wire client → host take turns so, and the median of the rounds' rate ratios is reported. 1: each row in one go.")
     var rounds = 1
 
     var pathSet: Set<String> { Set(paths.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }) }
