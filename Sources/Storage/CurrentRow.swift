@@ -155,7 +155,7 @@ enum StatementSteps {
         sqlite3_reset(statement.sqliteStatement)
     }
 
-    /// Binds NULL to parameter `index` (`OrNull`'s nil).
+    /// Binds NULL to parameter `index` (the nil of `NullableText` and `NullableInteger`).
     @usableFromInline
     static func bindNull(_ statement: SQLiteStatement, at index: CInt) -> CInt {
         sqlite3_bind_null(statement, index)
