@@ -66,7 +66,7 @@ public enum EdgeScenario {
         let clients = Array(people.prefix(options.connections))
         let perLoop = 2_000
         let zmq = await drive(name: "nearby via the gateway (ZeroMQ)", inFlight: clients.count, count: perLoop * clients.count, warmup: 200) {
-            let c = clients[Int.random(in: 0..<clients.count)].client
+            let c = clients[BenchRandom.shared(below: clients.count)].client
             return (try? await c.call(GeoV1.GeoService.nearby, request)) != nil
         }
         let before = deployment.counters()

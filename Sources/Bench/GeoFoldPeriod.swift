@@ -36,7 +36,7 @@ extension GeoScenario {
             for (name, geo, _) in services {
                 let before = (stats: geo.commitStats, cpu: processCPUSeconds())
                 let stats = await drive(name: "durable updates in process, \(name) (round \(round + 1))", inFlight: 64, count: options.updates, warmup: 0) {
-                    let i = Int.random(in: 0..<n)
+                    let i = BenchRandom.shared(below: n)
                     let request = GeoV1.UpdateLocationRequest(latitude: points.lat[i], longitude: points.lon[i], accuracyM: 5,
                                                               deviceTimeMs: clock.add(1, ordering: .relaxed).newValue)
                     return (try? await geo.record(request, user: UInt64(i + 1))) != nil

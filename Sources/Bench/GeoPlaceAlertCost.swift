@@ -68,8 +68,8 @@ extension GeoScenario {
                             let angle = Double(c / Int64(n)) * 2 * .pi / 64
                             (north, east) = (200 + 250 * cos(angle), 250 * sin(angle))
                         } else {
-                            i = Int.random(in: 0..<n)
-                            (north, east) = (Double.random(in: -500...500), Double.random(in: -500...500))
+                            i = BenchRandom.shared(below: n)
+                            (north, east) = (BenchRandom.sharedUnit() * 1_000 - 500, BenchRandom.sharedUnit() * 1_000 - 500)
                         }
                         let request = GeoV1.UpdateLocationRequest(latitude: homes.lat[i] + north * metre,
                                                                   longitude: homes.lon[i] + east * metre / cos(homes.lat[i] * .pi / 180),

@@ -148,7 +148,7 @@ public enum GeoScenario {
                 commitLines.append("- \(writers) writers: \(batches) commits, \(String(format: "%.1f", Double(updates) / Double(max(1, batches)))) updates per commit, mean commit \(String(format: "%.0f", after.meanCommitMicros)) µs (cumulative mean)")
             }
             rows.append(await drive(name: "in-service location updates, durable ack", inFlight: writers, count: options.updates, warmup: 0) {
-                let i = Int.random(in: 0..<n)
+                let i = BenchRandom.shared(below: n)
                 let request = GeoV1.UpdateLocationRequest(latitude: points.lat[i], longitude: points.lon[i], accuracyM: 5,
                                                           deviceTimeMs: clock.add(1, ordering: .relaxed).newValue)
                 return (try? await geo.record(request, user: UInt64(i + 1))) != nil
@@ -283,14 +283,14 @@ public enum GeoScenario {
             await withTaskExecutorPreference(clientReactor) {
                 for inFlight in options.inFlight {
                     rows.append(await drive(name: "nearby via gateway\(suffix)", inFlight: inFlight, count: options.queries, warmup: 500) {
-                        let reply = try? await all[Int.random(in: 0..<all.count)].call(GeoV1.GeoService.nearby, GeoV1.NearbyRequest(limit: 50))
+                        let reply = try? await all[BenchRandom.shared(below: all.count)].call(GeoV1.GeoService.nearby, GeoV1.NearbyRequest(limit: 50))
                         return reply?.users.count == 50
                     })
                 }
                 rows.append(await drive(name: "location updates via gateway, durable ack\(suffix)", inFlight: 64, count: options.updates / 2, warmup: 0) {
                     let request = GeoV1.UpdateLocationRequest(latitude: 40.75, longitude: -73.99, accuracyM: 5,
                                                               deviceTimeMs: WallClock.milliseconds())
-                    return (try? await all[Int.random(in: 0..<all.count)].call(GeoV1.GeoService.updateLocation, request)) != nil
+                    return (try? await all[BenchRandom.shared(below: all.count)].call(GeoV1.GeoService.updateLocation, request)) != nil
                 })
             }
             for client in clients { await client.close() }
@@ -339,7 +339,7 @@ public enum GeoScenario {
                 }
                 let stats = await drive(name: "friends' locations in process, \(name) (round \(round + 1))", inFlight: 64, count: options.queries,
                                         warmup: 1_000) {
-                    geo.locations(seenBy: UInt64(Int.random(in: 1...n))).friends.count == friendsEach
+                    geo.locations(seenBy: UInt64(BenchRandom.shared(below: n) + 1)).friends.count == friendsEach
                 }
                 flusher.cancel()
                 rates[name, default: []].append(stats.throughput)
@@ -382,12 +382,32 @@ struct BenchRandom {
     var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
+        state &+= Self.increment
+        return Self.mix(state)
+    }
+
+    /// SplitMix64: the state moves by this, and each state is mixed into an output.
+    static let increment: UInt64 = 0x9E37_79B9_7F4A_7C15
+    static func mix(_ state: UInt64) -> UInt64 {
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+
+    /// One stream for the load loops of a scenario to share (an atomic SplitMix64 state):
+    /// `Int.random(in:)` reads the system generator, a `getrandom(2)` on every call, which was
+    /// about 4.5% of the samples of geo's in-service update run (the load generator's own cost;
+    /// `docs/benchmarks.md`, item 146).
+    static func shared(below bound: Int) -> Int {
+        precondition(bound > 0, "a bound above 0")
+        return Int(mix(sharedState.wrappingAdd(increment, ordering: .relaxed).newValue) % UInt64(bound))
+    }
+    /// A number in [0, 1) from the shared stream.
+    static func sharedUnit() -> Double {
+        Double(mix(sharedState.wrappingAdd(increment, ordering: .relaxed).newValue) >> 11) / Double(1 << 53)
+    }
+    private static let sharedState = Atomic<UInt64>(0x5EED_0F_F1E5_0500)
     mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
     mutating func gaussian() -> Double {
         let u = max(unit(), 1e-12), v = unit()
