@@ -33,6 +33,25 @@ extension GeoTestGroup {
             #expect(plan.next(nowMs: 7_000)?.completesThrough == 11)
         }
 
+        /// A sweep's rows sorted by user with a radix sort (item 147) come out exactly as
+        /// `sorted()` sorts them: rows in id order (as one instance commits them), rows in any
+        /// other order (sorted by comparison instead), few rows, users that differ in one byte
+        /// only or span all eight, and the same row twice.
+        @Test func aSweepsRadixSort_ordersRowsAsTheComparisonSortDoes() {
+            var random = SystemRandomNumberGenerator()
+            let userRanges: [ClosedRange<UInt64>] = [1...50, 1...5_000, 1...1_000_000, 0...UInt64.max, 0x0100_0000_0000_0000...0x0100_0000_0000_00FF]
+            for count in [0, 1, 2, 63, 64, 65, 500, 5_000] {
+                for users in userRanges {
+                    var pairs = (0..<count).map { Pair(user: UInt64.random(in: users, using: &random), id: Int64($0) + 1) }
+                    #expect(HistoryFolding.sortedByUser(pairs) == pairs.sorted(), "\(count) rows in id order, users \(users)")
+                    pairs.shuffle(using: &random)
+                    #expect(HistoryFolding.sortedByUser(pairs) == pairs.sorted(), "\(count) rows in any order, users \(users)")
+                    pairs += pairs.prefix(10)
+                    #expect(HistoryFolding.sortedByUser(pairs) == pairs.sorted(), "\(count) rows, some twice, users \(users)")
+                }
+            }
+        }
+
         @Test func slicesAreCapped_butKeepAUsersRowsTogether() {
             var plan = HistoryFolding(foldedThrough: 0, lastID: 0, periodMs: 1, maxChunk: 2)
             plan.committed([Pair(user: 1, id: 1), Pair(user: 1, id: 2), Pair(user: 1, id: 3), Pair(user: 2, id: 4), Pair(user: 3, id: 5)])
