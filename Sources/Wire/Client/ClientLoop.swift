@@ -56,6 +56,8 @@ final class ClientLoop: ReactorComponent {
     /// Set by `noteHeard` while `receive` drains the socket; `receive` then stamps `lastHeard`
     /// once, at its end: a clock read a drain, not one a reply (issue 16, item 143).
     @exclusivity(unchecked) var heardInDrain = false
+    /// The command queue's other array (`handleCommands`; reactor thread only).
+    @exclusivity(unchecked) var spareCommands: [ClientCommand] = []
     @exclusivity(unchecked) var lastSent: Moment
     /// Liveness is counted in checks, one per heartbeat interval, as in Paranoid Pirate: the peer
     /// is dead after `deadWindow / heartbeatInterval` checks in a row heard nothing. Counting
@@ -271,16 +273,19 @@ final class ClientLoop: ReactorComponent {
     // MARK: Outbound
 
     private func handleCommands() {
-        for command in commands.drain() {
-            switch command {
-            case .call(let request):
-                take(request)
-            case .cancel(let id):
-                if let request = pending.removeValue(forKey: id) {
-                    request.fail(.unavailable("call cancelled"))
+        // The array kept as the spare the queue takes in exchange next time (item 148).
+        commands.drain(keeping: &spareCommands) { drained in
+            for command in drained {
+                switch command {
+                case .call(let request):
+                    take(request)
+                case .cancel(let id):
+                    if let request = pending.removeValue(forKey: id) {
+                        request.fail(.unavailable("call cancelled"))
+                    }
+                case .stop:
+                    stopping = true
                 }
-            case .stop:
-                stopping = true
             }
         }
         flushUnsent()

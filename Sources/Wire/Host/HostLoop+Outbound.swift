@@ -7,19 +7,21 @@ import Logging
 extension HostLoop {
     func handleCommands() {
         // Each command moved out of the drained array, in the order they were posted (`for
-        // command in` copied each out, a reply's envelope with it: item 106).
-        var drained = commands.drain()
-        drained.forEachMovedOut(leaving: { .stop }) { command in
-            switch command {
-            case .reply(let key, let envelope):
-                answer(key, envelope)
-            case .push(let peer, let bytes):
-                sendFrames(peer.frames(bytes))
-            case .drain:
-                draining = true
-                requests.finish()
-            case .stop:
-                stopping = true
+        // command in` copied each out, a reply's envelope with it: item 106), the array kept as
+        // the spare the queue takes in exchange next time (item 148).
+        commands.drain(keeping: &spareCommands) { drained in
+            drained.forEachMovedOut(leaving: { .stop }) { command in
+                switch command {
+                case .reply(let key, let envelope):
+                    answer(key, envelope)
+                case .push(let peer, let bytes):
+                    sendFrames(peer.frames(bytes))
+                case .drain:
+                    draining = true
+                    requests.finish()
+                case .stop:
+                    stopping = true
+                }
             }
         }
     }

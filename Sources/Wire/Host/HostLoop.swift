@@ -92,6 +92,8 @@ final class HostLoop: ReactorComponent {
     @exclusivity(unchecked) var lastReplyAt: Moment?
     private var closeAt: Moment?
     private var closing = false
+    /// The command queue's other array (`handleCommands`; reactor thread only).
+    @exclusivity(unchecked) var spareCommands: [HostCommand] = []
     /// The goodbyes of a stopping host: it closes once every peer it answered while draining has
     /// confirmed reading its replies, however late that peer's thread gets to them.
     var farewells = Farewells()

@@ -121,7 +121,7 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
             // poll below cannot sleep through it; a post before it is drained this turn.
             _ = wakePending.exchange(false, ordering: .acquiringAndReleasing) // reads the posters' writes: their queued work is visible below
             let started = Moment.now
-            for action in actions.withLock({ q in defer { q.removeAll(keepingCapacity: true) }; return q }) { action() }
+            runActions()
             runJobs()
             let now = Moment.now
             for component in components { component.tick(now: now) }
@@ -142,15 +142,37 @@ public final class Reactor: TaskExecutor, @unchecked Sendable {
         close(writeEnd)
     }
 
+    // The queues' spare arrays (reactor thread only): a turn swaps a queue's array with its
+    // spare, runs what it took, and empties it, keeping its capacity, as the next spare. Taking
+    // the queue's array and emptying it with `removeAll(keepingCapacity:)` while the taken copy
+    // still shared its storage made a new array of that capacity on every look, empty or not:
+    // mallocs on every turn of every reactor (issue 16, item 148).
+    @exclusivity(unchecked) private var spareJobs: [UnownedJob] = []
+    @exclusivity(unchecked) private var spareActions: [@Sendable () -> Void] = []
+
+    /// Runs what other threads posted with `execute`.
+    private func runActions() {
+        var taken = spareActions
+        spareActions = []
+        actions.withLock { queued in if !queued.isEmpty { swap(&taken, &queued) } }
+        for action in taken { action() }
+        taken.removeAll(keepingCapacity: true)
+        spareActions = taken
+    }
+
     /// Runs queued jobs; jobs they enqueue run in the same turn, up to a bound so I/O is not starved.
     private func runJobs() {
+        var batch = spareJobs
+        spareJobs = []
         var budget = 4_096
         while budget > 0 {
-            let batch = jobs.withLock { q in defer { q.removeAll(keepingCapacity: true) }; return q }
-            if batch.isEmpty { return }
+            jobs.withLock { queued in if !queued.isEmpty { swap(&batch, &queued) } }
+            if batch.isEmpty { break }
             for job in batch { job.runSynchronously(on: asUnownedTaskExecutor()) }
             budget -= batch.count
+            batch.removeAll(keepingCapacity: true)
         }
+        spareJobs = batch
     }
 
     private func pollTimeout(_ now: Moment) -> Int {
@@ -372,11 +394,33 @@ final class CommandQueue<Command: Sendable>: Sendable {
 
     /// Takes everything queued; on the reactor thread.
     func drain() -> [Command] {
+        var taken: [Command] = []
+        drain(into: &taken)
+        return taken
+    }
+
+    /// Takes everything queued into `buffer`, which must be empty, and gives the queue `buffer`'s
+    /// storage in exchange: a component that empties `buffer` after use (keeping its capacity)
+    /// and passes it again has two arrays take turns, and a drain allocates nothing once both
+    /// have grown (`removeAll(keepingCapacity:)` on the array it had just handed out made a new
+    /// one of that capacity on every drain, a host's replies included: item 148).
+    func drain(into buffer: inout [Command]) {
+        precondition(buffer.isEmpty, "drained into an empty buffer")
         queue.withLock { q in
-            guard let commands = q, !commands.isEmpty else { return [] }
-            q!.removeAll(keepingCapacity: true)
-            return commands
+            guard q != nil, !q!.isEmpty else { return }
+            swap(&buffer, &q!)
         }
+    }
+
+    /// `drain(into:)` with a component's spare array: hands what was queued to `body`, then
+    /// empties the array (keeping its capacity) as the spare for the next drain.
+    func drain(keeping spare: inout [Command], _ body: (inout [Command]) -> Void) {
+        var drained = spare
+        spare = []
+        drain(into: &drained)
+        body(&drained)
+        drained.removeAll(keepingCapacity: true)
+        spare = drained
     }
 
     /// Refuses every later `post`. - Returns: what was queued and will never be drained.
