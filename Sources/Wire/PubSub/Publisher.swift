@@ -229,20 +229,25 @@ private final class PublisherLoop: ReactorComponent {
     }
     func nextWakeup() -> Moment? { nil }
 
+    /// The outbox's other array (`CommandQueue.drain(keeping:_:)`, item 148).
+    private var spareOutgoing: [Publisher.Outgoing] = []
+
     func tick(now: Moment) {
-        for item in outbox.drain() {
-            switch item {
-            case .event(let topic, let base, let sequence):
-                do {
-                    try socket.send(topic: topic, bodySize: Publisher.numberedSize(base, sequence: sequence)) { body in
-                        Publisher.writeNumbered(base, sequence: sequence, into: body)
+        outbox.drain(keeping: &spareOutgoing) { items in
+            for item in items {
+                switch item {
+                case .event(let topic, let base, let sequence):
+                    do {
+                        try socket.send(topic: topic, bodySize: Publisher.numberedSize(base, sequence: sequence)) { body in
+                            Publisher.writeNumbered(base, sequence: sequence, into: body)
+                        }
+                    } catch {
+                        logger.warning("publish failed", metadata: ["error": "\(error)"])
                     }
-                } catch {
-                    logger.warning("publish failed", metadata: ["error": "\(error)"])
+                case .stop:
+                    isFinished = true
+                    return
                 }
-            case .stop:
-                isFinished = true
-                return
             }
         }
     }

@@ -392,7 +392,9 @@ final class CommandQueue<Command: Sendable>: Sendable {
         return taken
     }
 
-    /// Takes everything queued; on the reactor thread.
+    /// Takes everything queued; on the reactor thread. The queue starts again from an empty
+    /// array, so its next posts grow it anew: for a queue drained now and then (a subscriber's
+    /// controls); a busy one is drained with `drain(keeping:_:)`.
     func drain() -> [Command] {
         var taken: [Command] = []
         drain(into: &taken)
