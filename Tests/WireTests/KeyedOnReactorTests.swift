@@ -101,7 +101,7 @@ struct KeyedOnReactorTests {
         let kept = envelope.reply(payload: CommonV1.PingResponse(service: "before the restart").serializedBytes())
         await store.save(key, StoredReply(digest: digest, reply: kept))
         try await withHost(store: store) { _, runs, client async throws in
-            runs.applied.withLock { $0.insert(key) }
+            _ = runs.applied.withLock { $0.insert(key) }
             #expect(try await call(client, "kept", key: "k-kept").service == "before the restart")
             #expect(try await call(client, "kept", key: "k-kept").service == "before the restart", "now from memory")
             #expect(runs.started.count == 1)
