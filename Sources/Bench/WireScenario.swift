@@ -155,7 +155,7 @@ public enum WireScenario {
             tasks.addTask { try await gatewayGroup.run() }
             let gatewayEndpoint = try await gateway.boundEndpoint()
 
-            let takingTurns = rawContexts != nil && options.takesTurns
+            let takingTurns = !curve && options.takesTurns
             if !curve && options.paths.contains("raw") && options.inFlight.contains(1) && !takingTurns {
                 // The host's share: a raw C REQ client against the Wire host (runs on its own thread).
                 let rawToHost = await Task.detached {

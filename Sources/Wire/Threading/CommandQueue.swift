@@ -39,7 +39,7 @@ final class CommandQueue<Command: Sendable>: Sendable {
     /// and passes it again has two arrays take turns, and a drain allocates nothing once both
     /// have grown (`removeAll(keepingCapacity:)` on the array it had just handed out made a new
     /// one of that capacity on every drain, a host's replies included: item 148).
-    func drain(into buffer: inout [Command]) {
+    private func drain(into buffer: inout [Command]) {
         precondition(buffer.isEmpty, "drained into an empty buffer")
         queue.withLock { q in
             guard q != nil, !q!.isEmpty else { return }
