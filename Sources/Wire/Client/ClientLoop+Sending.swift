@@ -50,7 +50,7 @@ extension ClientLoop {
             request.envelope.deadlineMs = UInt32(clamping: max(0, now.nanoseconds(to: request.deadline) / 1_000_000))
             guard request.envelope.deadlineMs > 0 else { continue } // the timers expire it
             ready.append(request)
-            readySizes.append(request.envelope.encodedSize)
+            readySizes.append(Self.encodedSize(&request.envelope))
         }
         var kept: [UInt64] = []
         var start = 0
@@ -96,6 +96,13 @@ extension ClientLoop {
         }
         ready.removeAll(keepingCapacity: true) // no call kept alive past the flush
         unsent = kept
+    }
+
+    /// The size of a call's envelope, read where the call keeps it (an `inout` access, as
+    /// `send`): `request.envelope.encodedSize` copied the whole envelope out of the class and
+    /// destroyed the copy, about 360 instructions a request (item 149).
+    private static func encodedSize(_ envelope: inout Envelope) -> Int {
+        envelope.encodedSize
     }
 
     /// Encodes a call's envelope where the call keeps it (an `inout` access: no copy, as `send`).
