@@ -31,13 +31,20 @@ struct GeoState: Sendable {
 
     /// The rule itself, over any record of each user's latest device time (pure: tests give a table).
     static func accept(_ batch: [LocationUpdate], latestDeviceMs: (UInt64) -> Int64?) -> [Bool] {
-        var newest: [UInt64: Int64] = [:]
+        // Room for every user of the batch from the start (grown as it filled, the table was
+        // rehashed several times a batch), and one lookup a user: the batch's newest time, found
+        // or first read from `latestDeviceMs` (`docs/benchmarks.md`, issue 16, item 150).
+        var newest: [UInt64: Int64] = Dictionary(minimumCapacity: batch.count)
         return batch.map { update in
-            let current = newest[update.user] ?? latestDeviceMs(update.user) ?? .min
-            guard update.deviceMs >= current else { return false }
-            newest[update.user] = update.deviceMs
-            return true
+            advance(&newest[update.user, default: latestDeviceMs(update.user) ?? .min], to: update.deviceMs)
         }
+    }
+
+    /// Whether `deviceMs` is at least `newest`, which it becomes then.
+    private static func advance(_ newest: inout Int64, to deviceMs: Int64) -> Bool {
+        guard deviceMs >= newest else { return false }
+        newest = deviceMs
+        return true
     }
 
     /// The nearest place of `kind` to a point, with its distance. Unspecified: buildings and
