@@ -78,7 +78,7 @@ public final class AlertsWorker: Service, Sendable {
         var lastRepublish: Int64?, lastPrune: Int64?
         let interval = service.config.grantRepublishInterval.wholeMilliseconds
         while !Task.isCancelled {
-            var wait = Int64(1_000)
+            var wait = AlertsService.maintenanceLongestWait
             service.maintenanceWakeAt.store(0, ordering: .sequentiallyConsistent)
             do {
                 try await service.expireDueWatches()

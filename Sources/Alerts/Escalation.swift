@@ -57,19 +57,26 @@ extension AlertsService {
         return true
     }
 
+    /// The longest the maintenance loop sleeps between two passes (ms).
+    static let maintenanceLongestWait: Int64 = 1_000
+
     /// Wakes the maintenance loop for work due at `dueMs` (an escalation, a timer, a watch's
     /// end), unless it wakes by then anyway (it sleeps a second at most). A pass reads six
     /// tables; ringing it on every helpNow ran one per raise under load, for an escalation five
-    /// minutes away. A loop in the middle of a pass (0) is rung: its reads may have missed the
-    /// commit that just made this work.
+    /// minutes away.
     func maintenanceDue(at dueMs: Int64) {
-        if Self.wakesMaintenance(due: dueMs, wakeAt: maintenanceWakeAt.load(ordering: .sequentiallyConsistent)) {
+        if Self.wakesMaintenance(due: dueMs, wakeAt: maintenanceWakeAt.load(ordering: .sequentiallyConsistent), now: now()) {
             maintenanceBell.ring()
         }
     }
 
-    static func wakesMaintenance(due: Int64, wakeAt: Int64) -> Bool {
-        wakeAt == 0 || due < wakeAt
+    /// Whether work due at `due` needs the loop before it wakes at `wakeAt` (0: a pass is under
+    /// way). A pass under way may have read before the commit that made this work, and after it
+    /// sleeps `maintenanceLongestWait` at most: rung only for work due sooner than that from now
+    /// (later work is at most the rest of the pass late). Rung for all of it, a steady stream of
+    /// raises kept the loop running pass after pass (`docs/benchmarks.md`, issue 16, item 151).
+    static func wakesMaintenance(due: Int64, wakeAt: Int64, now: Int64) -> Bool {
+        wakeAt == 0 ? due < now + maintenanceLongestWait : due < wakeAt
     }
 
     /// When the next active, unaccepted alert is due for escalation.
