@@ -206,7 +206,7 @@ extension GeoTestGroup {
                     for id in written.keys.sorted().suffix(10) { written[id] = nil }
                 }
             }
-            let stored = try await store.database.pool.read { db in
+            let stored = try store.database.pool.read { db in
                 try Row.fetchAll(db, sql: "SELECT id, device_ms, received_ms, status, unrecorded FROM history ORDER BY id")
             }
             #expect(stored.count == written.count)
