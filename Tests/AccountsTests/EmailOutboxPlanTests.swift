@@ -1,0 +1,35 @@
+@testable import Accounts
+import Foundation
+import FriensoTesting
+import GRDB
+import Testing
+
+/// The worker's read of the emails due (once a second, in a write transaction) searches the
+/// partial index of the pending ones, however many emails the outbox has kept (issue 16, item 152).
+@Suite("accounts: the email outbox's due read", .timeLimit(.minutes(1)))
+struct EmailOutboxPlanTests {
+    @Test func dueEmails_areSearchedAmongThePendingOnes_inIDOrder() async throws {
+        let storage = try await TestStorage.fresh(.sqlite, service: "accounts")
+        let store = try SQLiteAccountsStore(path: "\(storage.directory)/accounts.sqlite")
+        let (steps, ids) = try await store.database.write { db -> ([String], [UInt64]) in
+            // A long history of sent ones, then three pending ones due in the reverse order of their ids.
+            for n in 0..<300 {
+                try db.execute(sql: """
+                    INSERT INTO email_outbox (user_id, address, subject, body, status, created_ms, next_attempt_ms, expires_ms) VALUES (?, 'a@example.org', 's', '', ?, ?, ?, ?)
+                    """, arguments: [n, EmailStatus.sent, n, n, n])
+            }
+            var ids: [UInt64] = []
+            for due in [30, 20, 10] {
+                try SQLiteAccountsStore.enqueueEmail(db, user: 1, to: "b@example.org", subject: "s", body: "b", now: Int64(due), expires: 1_000_000)
+                ids.append(UInt64(db.lastInsertedRowID))
+            }
+            let steps = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + SQLiteAccountsStore.dueEmailsSQL, arguments: [EmailStatus.pending, 100])
+                .map { $0["detail"] as String }
+            return (steps, ids)
+        }
+        #expect(steps.contains { $0.contains("USING INDEX email_outbox_due") }, "\(steps)")
+        #expect(!steps.contains { $0.hasPrefix("SCAN") && !$0.contains("INDEX") }, "the whole outbox walked: \(steps)")
+        #expect(try await store.dueEmails(now: 100).map(\.deliveryID) == ids, "in id order")
+        #expect(try await store.dueEmails(now: 15).map(\.deliveryID) == [ids[2]], "only what is due")
+    }
+}
