@@ -95,27 +95,6 @@ extension SQLiteAlertsStore {
         }
     }
 
-    func dueWatches(at: Int64) async throws -> [WatchRecord] {
-        try await database.read { db in try Self.watches(db, Self.dueWatchesSQL, [at]) }
-    }
-
-    /// The maintenance pass's reads of what is due, once a second at least. Each orders by `+id`:
-    /// with `ORDER BY id` SQLite walked the whole table in id order (every alert, timer and watch
-    /// ever kept) rather than search the partial index of the active rows and sort those few
-    /// (`MaintenanceQueryPlanTests`; `docs/benchmarks.md`, issue 16, item 152).
-    static let dueWatchesSQL = "SELECT id FROM watch_sessions WHERE state = 1 AND ends_at_ms <= ? ORDER BY +id"
-    static let escalationsDueSQL = """
-        SELECT id FROM help_alerts a WHERE state = 1 AND escalated_at_ms = 0 AND raised_at_ms <= ?
-          AND NOT EXISTS (SELECT 1 FROM recipients r WHERE r.alert_id = a.id AND r.answer = ?)
-        ORDER BY +id
-        """
-    static let timersToWarn = "state = 1 AND warned_ms = 0 AND warn_ms <= ? AND due_ms > ? ORDER BY +id"
-    static let timersToFire = "state = 1 AND due_ms <= ? ORDER BY +id"
-
-    func nextWatchExpiry() async throws -> Int64? {
-        try await database.read { db in try Int64.fetchOne(db, cached: "SELECT MIN(ends_at_ms) FROM watch_sessions WHERE state = 1") }
-    }
-
     // MARK: helpNow alerts
 
     static func alert(_ db: Database, id: UInt64) throws -> AlertRecord? {
@@ -273,21 +252,6 @@ extension SQLiteAlertsStore {
         }
     }
 
-    func escalationsDue(raisedBy: Int64) async throws -> [UInt64] {
-        try await database.read { db in
-            try UInt64.fetchAll(db, cached: Self.escalationsDueSQL, arguments: [raisedBy, AlertsV1.Answer.accepted.rawValue])
-        }
-    }
-
-    func oldestUnescalated() async throws -> Int64? {
-        try await database.read { db in
-            try Int64.fetchOne(db, cached: """
-                SELECT MIN(raised_at_ms) FROM help_alerts a WHERE state = 1 AND escalated_at_ms = 0
-                  AND NOT EXISTS (SELECT 1 FROM recipients r WHERE r.alert_id = a.id AND r.answer = ?)
-                """, arguments: [AlertsV1.Answer.accepted.rawValue])
-        }
-    }
-
     /// An alert's deliveries, found by a range of the `dedupe_key` index (`OutboxRows.keyRange`;
     /// SQLite compares text as bytes). An index of its own on `source` cost a page write in every
     /// commit that queued a message (issue 16, `docs/benchmarks.md` item 77).
@@ -357,18 +321,6 @@ extension SQLiteAlertsStore {
             try Self.enqueue(db, change.messages, now: at)
             guard let record = try Self.timers(db, "id = ?", [timer.id]).first else { throw StoreInvariant("the timer just changed is missing") }
             return (record, change)
-        }
-    }
-
-    func dueTimers(at: Int64) async throws -> (warn: [TimerRecord], fire: [TimerRecord]) {
-        try await database.read { db in
-            (try Self.timers(db, Self.timersToWarn, [at, at]), try Self.timers(db, Self.timersToFire, [at]))
-        }
-    }
-
-    func nextTimerAt() async throws -> Int64? {
-        try await database.read { db in
-            try Int64.fetchOne(db, cached: "SELECT MIN(CASE WHEN warned_ms = 0 THEN warn_ms ELSE due_ms END) FROM timers WHERE state = 1")
         }
     }
 
