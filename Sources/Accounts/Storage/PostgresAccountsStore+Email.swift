@@ -11,19 +11,33 @@ import Wire
 extension PostgresAccountsStore {
     func dueEmails(now: Int64) async throws -> [EmailMessage] {
         try await database.transaction { connection in
-            try await connection.prepared("""
-                UPDATE email_outbox SET status = \(EmailStatus.failed), body = '', last_error = 'expired before it could be sent', done_ms = \(now)
-                WHERE status = \(EmailStatus.pending) AND expires_ms <= \(now)
-                """, logger: logger)
+            try await connection.prepared(Self.expireEmails(now: now), logger: logger)
             var due: [EmailMessage] = []
-            let rows = try await connection.prepared("""
-                SELECT id, address, subject, body FROM email_outbox WHERE status = \(EmailStatus.pending) AND next_attempt_ms <= \(now) ORDER BY id LIMIT 50
-                """, logger: logger)
+            let rows = try await connection.prepared(Self.dueEmails(now: now), logger: logger)
             for try await (id, address, subject, body) in rows.decode((Int64, String, String, String).self) {
                 due.append(EmailMessage(deliveryID: UInt64(id), idempotencyKey: "frienso-email-\(id)", to: address, subject: subject, body: body))
             }
             return due
         }
+    }
+
+    /// The worker's two statements (once a second, in one transaction). The pending status is
+    /// written into the text, not bound: after five runs of a prepared statement PostgreSQL may
+    /// keep a generic plan, which cannot prove `status = $1` implies the partial index's
+    /// `status = 1`; these then walked the whole outbox (every email ever kept: 67 and 86 ms at
+    /// 1M; `EmailOutboxPlanTests`; `docs/benchmarks.md`, issue 16, item 155).
+    static func expireEmails(now: Int64) -> PostgresQuery {
+        """
+        UPDATE email_outbox SET status = \(EmailStatus.failed), body = '', last_error = 'expired before it could be sent', done_ms = \(now)
+        WHERE status = \(unescaped: String(EmailStatus.pending)) AND expires_ms <= \(now)
+        """
+    }
+
+    static func dueEmails(now: Int64) -> PostgresQuery {
+        """
+        SELECT id, address, subject, body FROM email_outbox WHERE status = \(unescaped: String(EmailStatus.pending)) AND next_attempt_ms <= \(now)
+        ORDER BY id LIMIT 50
+        """
     }
 
     func emailSent(_ id: UInt64, provider: String, reference: String, now: Int64) async throws {
