@@ -130,15 +130,20 @@ extension SQLiteAccountsStore {
     /// The emails due, 50 at a time, found by the partial index of the pending ones and sorted:
     /// with `ORDER BY id` (no `+`) SQLite walked the whole outbox in id order, every email ever
     /// sent, once a second in a write transaction (`EmailOutboxPlanTests`; `docs/benchmarks.md`,
-    /// issue 16, item 152).
-    static let dueEmailsSQL = "SELECT id, address, subject, body FROM email_outbox WHERE status = ? AND next_attempt_ms <= ? ORDER BY +id LIMIT 50"
+    /// issue 16, item 152). The pending status is in the text, as on PostgreSQL (item 155): the
+    /// partial index's `status = 1` is then matched by the statement itself, not by SQLite
+    /// preparing it again once a value is bound.
+    static let dueEmailsSQL = "SELECT id, address, subject, body FROM email_outbox WHERE status = \(EmailStatus.pending) AND next_attempt_ms <= ? ORDER BY +id LIMIT 50"
+    /// Past its expiry, an email is not worth sending: failed for good (the same index).
+    static let expireEmailsSQL = """
+        UPDATE email_outbox SET status = ?, body = '', last_error = 'expired before it could be sent', done_ms = ?
+        WHERE status = \(EmailStatus.pending) AND expires_ms <= ?
+        """
 
     func dueEmails(now: Int64) async throws -> [EmailMessage] {
         try await database.write { db in
-            // Past its expiry, an email is not worth sending: failed for good.
-            try db.run(sql: "UPDATE email_outbox SET status = ?, body = '', last_error = 'expired before it could be sent', done_ms = ? WHERE status = ? AND expires_ms <= ?",
-                       arguments: [EmailStatus.failed, now, EmailStatus.pending, now])
-            return try Row.fetchAll(db, sql: Self.dueEmailsSQL, arguments: [EmailStatus.pending, now]) { row in
+            try db.run(sql: Self.expireEmailsSQL, arguments: [EmailStatus.failed, now, now])
+            return try Row.fetchAll(db, sql: Self.dueEmailsSQL, arguments: [now]) { row in
                 let id: UInt64 = try row[0]
                 return try EmailMessage(deliveryID: id, idempotencyKey: "frienso-email-\(id)", to: row[1], subject: row[2], body: row[3])
             }
