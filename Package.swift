@@ -381,7 +381,7 @@ let package = Package(
         .target(
             name: "FriensoTesting",
             dependencies: [
-                "Wire", "FriensoProto", "ServiceKit", "PostgresHarness", "Storage",
+                "Wire", "FriensoProto", "ServiceKit", "PostgresHarness", "Storage", grdb,
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

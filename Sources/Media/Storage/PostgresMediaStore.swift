@@ -76,6 +76,14 @@ final class PostgresMediaStore: MediaStorage {
             "CREATE UNIQUE INDEX chunks_of_upload ON chunks (upload_id, start_offset) WHERE upload_id IS NOT NULL",
             "CREATE UNIQUE INDEX chunks_of_blob ON chunks (sha256, start_offset) WHERE sha256 IS NOT NULL",
         ]),
+        // The expiry pass's searches (`expire`), as on SQLite (`SQLiteMediaStore.searchIndexesSQL`):
+        // it walked `media` and `uploads` once a minute. The predicates are in the statements' text,
+        // so that a generic plan can use the partial indexes.
+        PostgresMigration("media_expiry_by_index", [
+            "CREATE INDEX media_unattached ON media (created_ms) WHERE purpose = \(MediaV1.Purpose.checkIn.rawValue) AND NOT attached",
+            "CREATE INDEX uploads_unfinished ON uploads (expires_ms) WHERE media_id IS NULL",
+            "CREATE INDEX uploads_by_created ON uploads (created_ms)",
+        ]),
     ]
 
     /// A stored enum value as the generated enums take it.
@@ -311,10 +319,14 @@ final class PostgresMediaStore: MediaStorage {
     /// (the last reference); nil when there was no such item.
     @discardableResult
     func deleteItem(_ id: String, on connection: PostgresConnection) async throws -> Bool? {
-        guard let sha = try await PostgresServiceDatabase.first(
-            connection.prepared("DELETE FROM media WHERE id = \(id) RETURNING sha256", logger: logger), String.self) else { return nil }
-        try await connection.prepared("DELETE FROM profile_pictures WHERE media_id = \(id)", logger: logger)
-        try await connection.prepared("DELETE FROM check_in_photos WHERE media_id = \(id)", logger: logger)
+        var deleted: (sha: String, owner: Int64)?
+        for try await row in try await connection.prepared("DELETE FROM media WHERE id = \(id) RETURNING sha256, owner", logger: logger)
+            .decode((String, Int64).self) { deleted = row }
+        guard let (sha, owner) = deleted else { return nil }
+        // Its pointers by their user, the item's owner (the tables' key), as on SQLite
+        // (`SQLiteMediaStore.deletePointersSQL`): no index holds `media_id`.
+        try await connection.prepared("DELETE FROM profile_pictures WHERE user_id = \(owner) AND media_id = \(id)", logger: logger)
+        try await connection.prepared("DELETE FROM check_in_photos WHERE user_id = \(owner) AND media_id = \(id)", logger: logger)
         let left = try await PostgresServiceDatabase.first(
             connection.prepared("UPDATE blobs SET refs = refs - 1 WHERE sha256 = \(sha) RETURNING refs", logger: logger), Int64.self) ?? 0
         guard left <= 0 else { return false }
@@ -359,16 +371,32 @@ final class PostgresMediaStore: MediaStorage {
         }
     }
 
+    /// Uploads not finished by their time: a search of `uploads_unfinished`.
+    static func expireUploads(now: Int64) -> PostgresQuery {
+        "DELETE FROM uploads WHERE media_id IS NULL AND expires_ms <= \(now) RETURNING 1"
+    }
+
+    /// Upload rows past their day (kept that long for a late retry of FinishUpload): a search of `uploads_by_created`.
+    static func pruneUploads(before cutoff: Int64) -> PostgresQuery {
+        "DELETE FROM uploads WHERE created_ms <= \(cutoff)"
+    }
+
+    /// The check-in photos never attached, made before `cutoff`: a search of `media_unattached`,
+    /// whose predicate is in the text (a bound purpose could not prove it on a generic plan).
+    static func orphans(before cutoff: Int64) -> PostgresQuery {
+        """
+        SELECT id FROM media WHERE purpose = \(unescaped: String(MediaV1.Purpose.checkIn.rawValue)) AND NOT attached AND created_ms <= \(cutoff)
+        FOR UPDATE SKIP LOCKED
+        """
+    }
+
     /// Two instances' passes at once each delete what they find; an item the other took is
     /// skipped (`SKIP LOCKED`), and deleting a row twice deletes it once.
     func expire(now: Int64, unattachedFor: Int64) async throws -> (uploads: Int, photos: Int) {
         try await database.transaction { connection in
-            let stale = try await PostgresServiceDatabase.count(connection.prepared(
-                "DELETE FROM uploads WHERE media_id IS NULL AND expires_ms <= \(now) RETURNING 1", logger: self.logger))
-            try await connection.prepared("DELETE FROM uploads WHERE created_ms <= \(now - 86_400_000)", logger: self.logger)
-            let orphans = try await connection.prepared("""
-                SELECT id FROM media WHERE purpose = 2 AND NOT attached AND created_ms <= \(now - unattachedFor) FOR UPDATE SKIP LOCKED
-                """, logger: self.logger)
+            let stale = try await PostgresServiceDatabase.count(connection.prepared(Self.expireUploads(now: now), logger: self.logger))
+            try await connection.prepared(Self.pruneUploads(before: now - 86_400_000), logger: self.logger)
+            let orphans = try await connection.prepared(Self.orphans(before: now - unattachedFor), logger: self.logger)
             var ids: [String] = []
             for try await id in orphans.decode(String.self) { ids.append(id) }
             for id in ids { try await self.deleteItem(id, on: connection) }
