@@ -1,0 +1,9 @@
+CREATE TABLE outbox (id bigserial PRIMARY KEY, dedupe_key text NOT NULL UNIQUE, source text NOT NULL, channel bigint NOT NULL, recipient_user bigint NOT NULL, address text NOT NULL, body text NOT NULL, status bigint NOT NULL, attempts bigint NOT NULL DEFAULT 0, last_error text NOT NULL DEFAULT '', provider text NOT NULL DEFAULT '', created_at_ms bigint NOT NULL, updated_at_ms bigint NOT NULL, next_attempt_ms bigint NOT NULL, about_user bigint NOT NULL DEFAULT 0, reference text NOT NULL DEFAULT '', claimed_by text NOT NULL DEFAULT '', claimed_until_ms bigint NOT NULL DEFAULT 0);
+CREATE INDEX outbox_due ON outbox (next_attempt_ms) WHERE status = 1;
+CREATE INDEX outbox_source ON outbox (source);
+CREATE TABLE sent_messages (idempotency_key text PRIMARY KEY, provider text NOT NULL, channel bigint NOT NULL, address text NOT NULL, body text NOT NULL, sent_at_ms bigint NOT NULL, seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE);
+INSERT INTO outbox (dedupe_key, source, channel, recipient_user, address, body, status, created_at_ms, updated_at_ms, next_attempt_ms, about_user)
+SELECT 'k' || i, 'help:' || (i/5), 1 + i % 2, i % 100000, '+4470000' || (i % 100000), 'Alice needs help now: https://maps.example/?q=51.5,-0.1', CASE WHEN i % 1000 = 0 THEN 1 ELSE 3 END, 1700000000000 + i::bigint*1728, 1700000000000 + i::bigint*1728 + 500, 1700000000000 + i::bigint*1728, i % 100000 FROM generate_series(1, 4500000) i;
+INSERT INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms) SELECT 'frienso-delivery-' || i, 'recording', 1, '+4470000' || (i % 100000), 'Alice needs help now', 1700000000000 + i::bigint*1728 + 400 FROM generate_series(1, 4500000) i;
+DELETE FROM outbox WHERE status != 1 AND updated_at_ms < 1700172800000; DELETE FROM sent_messages WHERE sent_at_ms < 1700172800000;
+VACUUM ANALYZE;

@@ -1,0 +1,6 @@
+PRAGMA foreign_keys=ON; PRAGMA secure_delete=ON; PRAGMA synchronous=FULL;
+DELETE FROM outbox WHERE status != 1 AND updated_at_ms < 1700172800000; DELETE FROM sent_messages WHERE sent_at_ms < 1700172800000;
+.timer on
+BEGIN; DELETE FROM outbox WHERE id < COALESCE((SELECT id FROM outbox WHERE created_at_ms >= 1700176400000 ORDER BY id LIMIT 1), 9223372036854775807) AND status != 1 AND updated_at_ms < 1700176400000; SELECT changes(); DELETE FROM sent_messages WHERE rowid < COALESCE((SELECT rowid FROM sent_messages WHERE sent_at_ms >= 1700176400000 ORDER BY rowid LIMIT 1), 9223372036854775807) AND sent_at_ms < 1700176400000; SELECT changes(); COMMIT;
+.timer off
+EXPLAIN QUERY PLAN DELETE FROM outbox WHERE id < COALESCE((SELECT id FROM outbox WHERE created_at_ms >= 1700176400000 ORDER BY id LIMIT 1), 9223372036854775807) AND status != 1 AND updated_at_ms < 1700176400000;
