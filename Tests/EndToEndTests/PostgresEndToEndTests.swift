@@ -119,7 +119,7 @@ struct PostgresEndToEndTests {
             let stored = try await server.psql(database, "SELECT sum(length(bytes)) FROM media.chunks WHERE sha256 IS NOT NULL")
             #expect(stored == String(downloaded.count), "the photo's bytes are in PostgreSQL: \(stored)")
             let mediaMigrations = try await server.psql(database, "SELECT string_agg(name, ',' ORDER BY name) FROM media.schema_migrations")
-            #expect(mediaMigrations == "idempotent_replies,media_v1")
+            #expect(mediaMigrations == "idempotent_replies,media_expiry_by_index,media_v1")
             #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/media/media.sqlite"))
             #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/media/blobs"))
 
