@@ -221,9 +221,8 @@ final class SQLiteMediaStore: MediaStorage {
 
     /// Deletes an item and its pointers, releasing its bytes.
     func deleteItem(_ db: Database, _ id: String, into released: inout Released) throws {
-        guard let (sha, owner) = try Row.fetchOne(db, cached: "SELECT sha256, owner FROM media WHERE id = ?", binding: id,
+        guard let (sha, owner) = try Row.fetchOne(db, cached: "DELETE FROM media WHERE id = ? RETURNING sha256, owner", binding: id,
                                                   as: { row -> (String, Int64) in try (row[0], row[1]) }) else { return }
-        try db.run(sql: "DELETE FROM media WHERE id = ?", arguments: [id])
         for sql in Self.deletePointersSQL { try db.run(sql: sql, arguments: [owner, id]) }
         try release(db, sha: sha, into: &released)
     }
