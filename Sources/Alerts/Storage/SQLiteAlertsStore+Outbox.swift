@@ -4,7 +4,7 @@ import GRDB
 import Storage
 import Wire
 
-/// The outbox, devices, the inbox, resources, erasure and export on SQLite.
+/// The outbox, devices, the inbox, resources and export on SQLite (erasure: `+Erasure`).
 extension SQLiteAlertsStore {
     // MARK: Queueing
 
@@ -250,65 +250,7 @@ extension SQLiteAlertsStore {
         }
     }
 
-    // MARK: Erasure and export
-
-    func erase(_ user: UInt64, addresses: [String], traces: [String]) async throws -> Int {
-        try await database.write { db in
-            var erased = 0
-            func run(_ sql: String, _ arguments: StatementArguments) throws {
-                try db.execute(sql: sql, arguments: arguments)
-                erased += db.changesCount
-            }
-            let watches = try UInt64.fetchAll(db, sql: "SELECT id FROM watch_sessions WHERE initiator = ?", arguments: [user])
-            let alerts = try UInt64.fetchAll(db, sql: "SELECT id FROM help_alerts WHERE initiator = ?", arguments: [user])
-            let timers = try UInt64.fetchAll(db, sql: "SELECT id FROM timers WHERE owner = ?", arguments: [user])
-            // Deliveries: to them (by user or address), about them, or of their own alerts, watches
-            // and timers, and their answers to other people's.
-            let (sources, patterns) = OutboxRows.erasedSources(alerts: alerts, watches: watches, timers: timers, user: user)
-            let deliveries = try UInt64.fetchAll(db, sql: """
-                SELECT id FROM outbox WHERE about_user = ? OR recipient_user = ?
-                    OR address IN (SELECT value FROM json_each(?)) OR source IN (SELECT value FROM json_each(?))
-                    OR source LIKE ? OR source LIKE ?
-                """, arguments: [user, user, Self.json(addresses), Self.json(sources), patterns[0], patterns[1]])
-            try run("DELETE FROM sent_messages WHERE idempotency_key IN (SELECT 'frienso-delivery-' || value FROM json_each(?)) OR address IN (SELECT value FROM json_each(?))",
-                    [Self.json(deliveries), Self.json(addresses)])
-            try run("DELETE FROM outbox WHERE id IN (SELECT value FROM json_each(?))", [Self.json(deliveries)])
-            // Their own watches and alerts, with everything hanging off them.
-            try run("DELETE FROM watchers WHERE session_id IN (SELECT value FROM json_each(?)) OR watcher = ?", [Self.json(watches), user])
-            try run("DELETE FROM watch_sessions WHERE initiator = ?", [user])
-            try run("DELETE FROM emergency_prompts WHERE alert_id IN (SELECT value FROM json_each(?)) OR user_id = ?", [Self.json(alerts), user])
-            try run("DELETE FROM recipients WHERE alert_id IN (SELECT value FROM json_each(?)) OR user_id = ? OR phone IN (SELECT value FROM json_each(?))",
-                    [Self.json(alerts), user, Self.json(addresses)])
-            try run("DELETE FROM escalations WHERE alert_id IN (SELECT value FROM json_each(?))", [Self.json(alerts)])
-            try run("DELETE FROM help_alerts WHERE initiator = ?", [user])
-            try run("DELETE FROM timers WHERE owner = ?", [user])
-            try run("DELETE FROM grants WHERE subject = ?1 OR viewer = ?1", [user])
-            try run("DELETE FROM devices WHERE user_id = ?", [user])
-            try run("DELETE FROM dismissed_circle_requests WHERE member = ?1 OR owner = ?1", [user])
-            erased += try SQLiteReplyStore.eraseReplies(db, of: user, mentioning: traces)
-            return erased
-        }
-    }
-
-    func scrubErasedRows() async throws {
-        try await database.truncateWAL()
-    }
-
-    /// A JSON array of numbers, for `json_each`.
-    private static func json(_ values: [UInt64]) -> String {
-        "[" + values.map(String.init).joined(separator: ",") + "]"
-    }
-
-    /// A JSON array of strings, for `json_each` (a list of any length as one bound argument).
-    private static func json(_ values: [String]) -> String {
-        "[" + values.map { "\"" + $0.unicodeScalars.map { c -> String in
-            switch c {
-            case "\"": return "\\\""
-            case "\\": return "\\\\"
-            default: return c.value < 0x20 ? String(format: "\\u%04x", c.value) : String(c)
-            }
-        }.joined() + "\"" }.joined(separator: ",") + "]"
-    }
+    // MARK: Export
 
     func exportRows(of user: UInt64) async throws -> ExportRows {
         try await database.read { db in

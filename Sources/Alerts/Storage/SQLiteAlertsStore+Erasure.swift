@@ -1,0 +1,162 @@
+import Foundation
+import FriensoProto
+import GRDB
+import Storage
+import Wire
+
+/// Erasure on SQLite, in two steps so that the writer is not held while the outbox and
+/// `sent_messages` are read whole (issue 16, `docs/benchmarks.md` item 160).
+///
+/// Neither table has an index for what erasure searches by (the person as recipient or subject,
+/// their addresses, their alerts' sources): each would cost a page write in every commit that
+/// queues or sends a message (item 78), for a search made once per deleted account. Read in the
+/// write transaction, those two walks held every raise, answer and delivery back for 1.1 s at
+/// 4.5M deliveries. Now a reader walks both tables on a snapshot, without the writer, and the
+/// write transaction reads only what the snapshot cannot have seen:
+/// - outbox rows made after it: ids above the snapshot's largest (AUTOINCREMENT: an id is never
+///   used again, so no later row gets one at or below it);
+/// - rows of the snapshot whose searched columns may change: `about_user`, `recipient_user`
+///   and `source` never change after a row is queued, and `address` changes only from empty to
+///   the recipient's phone number (`DeliveryPlan.addressed`), in a pending row. Those rows (pending
+///   with an empty address) are searched again by id;
+/// - `sent_messages` rows made after it: rowids above the snapshot's largest. A rowid table
+///   gives a new row the largest rowid plus one, so this holds while that row is still there
+///   (the write transaction checks its key); if it went meanwhile, the write walks the table as
+///   before.
+/// Rows the snapshot found and something else deleted since are simply not deleted twice.
+extension SQLiteAlertsStore {
+    /// What the reader's walk found, and where its snapshot ended.
+    struct ErasureSearch: Sendable {
+        /// Outbox rows (ids up to `outboxBound`) to, about or of the person.
+        var deliveries: [UInt64] = []
+        /// The largest outbox id in the snapshot (0: none).
+        var outboxBound: Int64 = 0
+        /// Pending rows with no address yet (ids up to `outboxBound`): searched again.
+        var unaddressed: [UInt64] = []
+        /// `sent_messages` keys (rowids up to `sentBound`) sent to one of the person's addresses.
+        var sentKeys: [String] = []
+        /// The snapshot's last `sent_messages` row (none: the table was empty).
+        var sentBound: (rowid: Int64, key: String)?
+    }
+
+    func erase(_ user: UInt64, addresses: [String], traces: [String]) async throws -> Int {
+        let found = try await database.scan { db in try Self.searchErased(db, user: user, addresses: addresses) }
+        return try await database.write { db in try Self.erase(db, user: user, addresses: addresses, traces: traces, found: found) }
+    }
+
+    /// The search of a person's deliveries: to them (by user or address), about them, of their own
+    /// alerts, watches and timers, and their answers to other people's. `?1` the user, `?2` their
+    /// addresses, `?3` the sources, `?4`/`?5` the answers' patterns (`deliveryTerms(…)`).
+    static let erasedDeliveryTerms = """
+        (about_user = ?1 OR recipient_user = ?1 OR address IN (SELECT value FROM json_each(?2)) OR source IN (SELECT value FROM json_each(?3))
+            OR source LIKE ?4 OR source LIKE ?5)
+        """
+
+    /// The arguments of `erasedDeliveryTerms` for `user`, as their rows stand in `db`.
+    private static func deliveryTerms(_ db: Database, user: UInt64, addresses: [String]) throws -> [(any DatabaseValueConvertible)?] {
+        let owned = try ownedIDs(db, user)
+        let (sources, patterns) = OutboxRows.erasedSources(alerts: owned.alerts, watches: owned.watches, timers: owned.timers, user: user)
+        return [user, json(addresses), json(sources), patterns[0], patterns[1]]
+    }
+
+    private static func ownedIDs(_ db: Database, _ user: UInt64) throws -> (watches: [UInt64], alerts: [UInt64], timers: [UInt64]) {
+        (try UInt64.fetchAll(db, sql: "SELECT id FROM watch_sessions WHERE initiator = ?", arguments: [user]),
+         try UInt64.fetchAll(db, sql: "SELECT id FROM help_alerts WHERE initiator = ?", arguments: [user]),
+         try UInt64.fetchAll(db, sql: "SELECT id FROM timers WHERE owner = ?", arguments: [user]))
+    }
+
+    /// The first step, on a reader (one snapshot): the walks of the outbox and `sent_messages`.
+    static func searchErased(_ db: Database, user: UInt64, addresses: [String]) throws -> ErasureSearch {
+        var found = ErasureSearch()
+        let terms = try deliveryTerms(db, user: user, addresses: addresses)
+        found.outboxBound = try Int64.fetchOne(db, sql: "SELECT coalesce(max(id), 0) FROM outbox") ?? 0
+        found.deliveries = try UInt64.fetchAll(db, sql: "SELECT id FROM outbox WHERE id <= ?6 AND \(erasedDeliveryTerms)",
+                                               arguments: StatementArguments(terms + [found.outboxBound]))
+        found.unaddressed = try UInt64.fetchAll(db, sql: unaddressedSQL, arguments: [found.outboxBound])
+        if let last = try Row.fetchOne(db, sql: "SELECT rowid, idempotency_key FROM sent_messages ORDER BY rowid DESC LIMIT 1") {
+            found.sentBound = (last[0], last[1])
+            found.sentKeys = try String.fetchAll(db, sql: """
+                SELECT idempotency_key FROM sent_messages WHERE rowid <= ? AND address IN (SELECT value FROM json_each(?))
+                """, arguments: [last[0] as Int64, json(addresses)])
+        }
+        return found
+    }
+
+    /// Pending outbox rows with no address yet, up to an id: the rows whose address a delivery
+    /// pass may fill in. `+id`: searched in the partial index of the pending rows, not by walking
+    /// every id up to the bound.
+    static let unaddressedSQL = """
+        SELECT id FROM outbox WHERE status = \(AlertsV1.DeliveryStatus.pending.rawValue) AND address = '' AND +id <= ?
+        """
+
+    /// The second step, in the write transaction: what the snapshot could not have seen, then
+    /// every delete. - Returns: rows deleted.
+    static func erase(_ db: Database, user: UInt64, addresses: [String], traces: [String], found: ErasureSearch) throws -> Int {
+        var erased = 0
+        func run(_ sql: String, _ arguments: StatementArguments) throws {
+            try db.execute(sql: sql, arguments: arguments)
+            erased += db.changesCount
+        }
+        let owned = try ownedIDs(db, user)
+        let terms = try deliveryTerms(db, user: user, addresses: addresses)
+        var deliveries = Set(found.deliveries)
+        deliveries.formUnion(try UInt64.fetchAll(db, sql: "SELECT id FROM outbox WHERE id > ?6 AND \(erasedDeliveryTerms)",
+                                                 arguments: StatementArguments(terms + [found.outboxBound])))
+        deliveries.formUnion(try UInt64.fetchAll(db, sql: "SELECT id FROM outbox WHERE id IN (SELECT value FROM json_each(?6)) AND \(erasedDeliveryTerms)",
+                                                 arguments: StatementArguments(terms + [json(found.unaddressed)])))
+        var sentKeys = deliveries.map { "frienso-delivery-\($0)" }
+        if try sentBoundHolds(db, found.sentBound) {
+            sentKeys += found.sentKeys
+            sentKeys += try String.fetchAll(db, sql: """
+                SELECT idempotency_key FROM sent_messages WHERE rowid > ? AND address IN (SELECT value FROM json_each(?))
+                """, arguments: [found.sentBound?.rowid ?? 0, json(addresses)])
+        } else {
+            sentKeys += try String.fetchAll(db, sql: "SELECT idempotency_key FROM sent_messages WHERE address IN (SELECT value FROM json_each(?))",
+                                            arguments: [json(addresses)])
+        }
+        try run("DELETE FROM sent_messages WHERE idempotency_key IN (SELECT value FROM json_each(?))", [json(sentKeys)])
+        try run("DELETE FROM outbox WHERE id IN (SELECT value FROM json_each(?))", [json(Array(deliveries))])
+        // Their own watches and alerts, with everything hanging off them.
+        try run("DELETE FROM watchers WHERE session_id IN (SELECT value FROM json_each(?)) OR watcher = ?", [json(owned.watches), user])
+        try run("DELETE FROM watch_sessions WHERE initiator = ?", [user])
+        try run("DELETE FROM emergency_prompts WHERE alert_id IN (SELECT value FROM json_each(?)) OR user_id = ?", [json(owned.alerts), user])
+        try run("DELETE FROM recipients WHERE alert_id IN (SELECT value FROM json_each(?)) OR user_id = ? OR phone IN (SELECT value FROM json_each(?))",
+                [json(owned.alerts), user, json(addresses)])
+        try run("DELETE FROM escalations WHERE alert_id IN (SELECT value FROM json_each(?))", [json(owned.alerts)])
+        try run("DELETE FROM help_alerts WHERE initiator = ?", [user])
+        try run("DELETE FROM timers WHERE owner = ?", [user])
+        try run("DELETE FROM grants WHERE subject = ?1 OR viewer = ?1", [user])
+        try run("DELETE FROM devices WHERE user_id = ?", [user])
+        try run("DELETE FROM dismissed_circle_requests WHERE member = ?1 OR owner = ?1", [user])
+        erased += try SQLiteReplyStore.eraseReplies(db, of: user, mentioning: traces)
+        return erased
+    }
+
+    /// Whether every `sent_messages` row made since the snapshot has a rowid above its last one:
+    /// true while that row is still there (the table gives a new row the largest rowid plus one),
+    /// or when the table was empty then.
+    private static func sentBoundHolds(_ db: Database, _ bound: (rowid: Int64, key: String)?) throws -> Bool {
+        guard let bound else { return true }
+        return try String.fetchOne(db, sql: "SELECT idempotency_key FROM sent_messages WHERE rowid = ?", arguments: [bound.rowid]) == bound.key
+    }
+
+    func scrubErasedRows() async throws {
+        try await database.truncateWAL()
+    }
+
+    /// A JSON array of numbers, for `json_each`.
+    static func json(_ values: [UInt64]) -> String {
+        "[" + values.map(String.init).joined(separator: ",") + "]"
+    }
+
+    /// A JSON array of strings, for `json_each` (a list of any length as one bound argument).
+    static func json(_ values: [String]) -> String {
+        "[" + values.map { "\"" + $0.unicodeScalars.map { c -> String in
+            switch c {
+            case "\"": return "\\\""
+            case "\\": return "\\\\"
+            default: return c.value < 0x20 ? String(format: "\\u%04x", c.value) : String(c)
+            }
+        }.joined() + "\"" }.joined(separator: ",") + "]"
+    }
+}
