@@ -23,6 +23,9 @@ extension AlertsTestGroup {
               ('frienso-delivery-1', 'recording', 1, '+15550101', 'to Ana', 1),
               ('other-provider-key', 'recording', 1, '+15550101', 'to her phone, its row pruned', 1),
               ('frienso-delivery-6', 'recording', 1, '+15550102', 'a stranger''s', 1);
+            INSERT INTO help_alerts (id, initiator, message, location, state, raised_at_ms) VALUES (8, 2, '', x'', 2, 1), (10, 2, '', x'', 2, 1), (11, 3, '', x'', 2, 1);
+            INSERT INTO recipients (alert_id, position, user_id, phone, answer) VALUES (8, 0, 0, '+15550101', 0), (8, 1, 3, '', 0);
+            INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (8, 1, '911', 'shown to Ana', 1), (10, 2, '911', 'Ben''s', 1);
             """
 
         func store() async throws -> SQLiteAlertsStore {
@@ -34,7 +37,10 @@ extension AlertsTestGroup {
 
         func left(_ store: SQLiteAlertsStore) async throws -> [String] {
             try await store.database.read { db in
-                try String.fetchAll(db, sql: "SELECT 'outbox ' || id FROM outbox UNION ALL SELECT 'sent ' || idempotency_key FROM sent_messages ORDER BY 1")
+                try String.fetchAll(db, sql: """
+                    SELECT 'outbox ' || id FROM outbox UNION ALL SELECT 'sent ' || idempotency_key FROM sent_messages
+                    UNION ALL SELECT 'recipient ' || alert_id || '/' || position FROM recipients UNION ALL SELECT 'prompt ' || alert_id FROM emergency_prompts ORDER BY 1
+                    """)
             }
         }
 
@@ -43,7 +49,8 @@ extension AlertsTestGroup {
             let found = try await store.database.read { db in try SQLiteAlertsStore.searchErased(db, user: 1, addresses: ["+15550101"]) }
             #expect(Set(found.deliveries) == [1, 2, 3, 4], "to her, to her phone, about her, her answer")
             #expect(found.unaddressed == [5])
-            #expect(Set(found.sentKeys) == ["frienso-delivery-1", "other-provider-key"])
+            #expect(found.sent.rowids == [1, 2], "sent to her number")
+            #expect(found.recipients.rowids == [1] && found.prompts.rowids == [1])
             let erased = try await store.database.write { db -> Int in
                 // Between the steps: a raise queues one about her and one to her phone; a pass
                 // gives Cy's row her number (Cy shares it) and records a send to it.
@@ -56,11 +63,13 @@ extension AlertsTestGroup {
                     INSERT INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms) VALUES
                       ('frienso-delivery-5', 'recording', 1, '+15550101', 'to Cy, at her number', 2),
                       ('frienso-delivery-9', 'recording', 1, '+15550102', 'a stranger''s, later', 2);
+                    INSERT INTO recipients (alert_id, position, user_id, phone, answer) VALUES (10, 0, 0, '+15550101', 0);
+                    INSERT INTO emergency_prompts (alert_id, user_id, number, label, created_at_ms) VALUES (11, 1, '911', 'shown to Ana, later', 2);
                     """)
                 return try SQLiteAlertsStore.erase(db, user: 1, addresses: ["+15550101"], traces: [], found: found)
             }
-            #expect(try await left(store) == ["outbox 6", "outbox 9", "sent frienso-delivery-6", "sent frienso-delivery-9"])
-            #expect(erased == 10, "7 deliveries and 3 sends")
+            #expect(try await left(store) == ["outbox 6", "outbox 9", "prompt 10", "recipient 8/1", "sent frienso-delivery-6", "sent frienso-delivery-9"])
+            #expect(erased == 14, "7 deliveries, 3 sends, 2 recipients by phone, 2 prompts")
         }
 
         /// A send recorded after the snapshot may take a rowid at or below its last one once that
@@ -68,17 +77,17 @@ extension AlertsTestGroup {
         @Test func whenTheSnapshotsLastSendIsGone_theWriteSearchesEverySend() async throws {
             let store = try await store()
             let found = try await store.database.read { db in try SQLiteAlertsStore.searchErased(db, user: 1, addresses: ["+15550101"]) }
-            #expect(found.sentBound?.key == "frienso-delivery-6")
+            #expect(found.sent.last?.identity == "frienso-delivery-6")
             try await store.database.write { db in
                 try db.execute(sql: """
                     DELETE FROM sent_messages WHERE idempotency_key = 'frienso-delivery-6';
                     INSERT INTO sent_messages (idempotency_key, provider, channel, address, body, sent_at_ms) VALUES
                       ('late-key', 'recording', 1, '+15550101', 'to her phone, at the old last rowid', 2);
                     """)
-                #expect(try Int64.fetchOne(db, sql: "SELECT rowid FROM sent_messages WHERE idempotency_key = 'late-key'") == found.sentBound?.rowid)
+                #expect(try Int64.fetchOne(db, sql: "SELECT rowid FROM sent_messages WHERE idempotency_key = 'late-key'") == found.sent.last?.rowid)
                 _ = try SQLiteAlertsStore.erase(db, user: 1, addresses: ["+15550101"], traces: [], found: found)
             }
-            #expect(try await left(store) == ["outbox 5", "outbox 6"])
+            #expect(try await left(store) == ["outbox 5", "outbox 6", "prompt 10", "recipient 8/1"])
         }
 
         /// Both walks happen on the reader; the write transaction's reads of the two tables are
@@ -96,10 +105,15 @@ extension AlertsTestGroup {
                                                     arguments: [1, "[]"]).map { $0["detail"] as String },
                     "delete sends": try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN DELETE FROM sent_messages WHERE idempotency_key IN (SELECT value FROM json_each(?))",
                                                      arguments: ["[]"]).map { $0["detail"] as String },
+                    "recipients after": try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN DELETE FROM recipients WHERE rowid > ? AND \(WalkedRows.Search.recipientsByPhone.condition)",
+                                                         arguments: [1, "[]"]).map { $0["detail"] as String },
+                    "recipients by user": try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN DELETE FROM recipients WHERE user_id = ?", arguments: [1]).map { $0["detail"] as String },
+                    "prompts after": try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN DELETE FROM emergency_prompts WHERE rowid > ? AND \(WalkedRows.Search.promptsOfUser.condition)",
+                                                      arguments: [1, 1]).map { $0["detail"] as String },
                 ]
             }
             for (read, steps) in plans {
-                #expect(!steps.contains { ($0.hasPrefix("SCAN outbox") || $0.hasPrefix("SCAN sent_messages")) && !$0.contains("USING INDEX") },
+                #expect(!steps.contains { step in ["outbox", "sent_messages", "recipients", "emergency_prompts"].contains { step.hasPrefix("SCAN \($0)") } && !step.contains("USING INDEX") },
                         "\(read) walks its table: \(steps)")
             }
             #expect(plans["unaddressed"]?.contains { $0.contains("USING INDEX outbox_due") } == true, "\(plans["unaddressed"] ?? [])")

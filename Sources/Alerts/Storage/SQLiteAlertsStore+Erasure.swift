@@ -4,25 +4,23 @@ import GRDB
 import Storage
 import Wire
 
-/// Erasure on SQLite, in two steps so that the writer is not held while the outbox and
-/// `sent_messages` are read whole (issue 16, `docs/benchmarks.md` item 160).
+/// Erasure on SQLite, in two steps so that the writer is not held while tables are read whole
+/// (issue 16, `docs/benchmarks.md` item 160).
 ///
-/// Neither table has an index for what erasure searches by (the person as recipient or subject,
-/// their addresses, their alerts' sources): each would cost a page write in every commit that
-/// queues or sends a message (item 78), for a search made once per deleted account. Read in the
-/// write transaction, those two walks held every raise, answer and delivery back for 1.1 s at
-/// 4.5M deliveries. Now a reader walks both tables on a snapshot, without the writer, and the
-/// write transaction reads only what the snapshot cannot have seen:
+/// Some of what erasure searches by has no index: the outbox's recipients, subjects, addresses
+/// and sources (each index would cost a page write in every commit that queues a message, item
+/// 78, for a search made once per deleted account), `sent_messages` by address, `recipients` by
+/// phone number, `emergency_prompts` by user. Read in the write transaction, those walks held
+/// every raise, answer and delivery back for 1.6 s at 4.5M deliveries and 1M alerts. Now a
+/// reader walks them on one snapshot, without the writer, and the write transaction reads only
+/// what the snapshot cannot have seen:
 /// - outbox rows made after it: ids above the snapshot's largest (AUTOINCREMENT: an id is never
 ///   used again, so no later row gets one at or below it);
 /// - rows of the snapshot whose searched columns may change: `about_user`, `recipient_user`
 ///   and `source` never change after a row is queued, and `address` changes only from empty to
 ///   the recipient's phone number (`DeliveryPlan.addressed`), in a pending row. Those rows (pending
 ///   with an empty address) are searched again by id;
-/// - `sent_messages` rows made after it: rowids above the snapshot's largest. A rowid table
-///   gives a new row the largest rowid plus one, so this holds while that row is still there
-///   (the write transaction checks its key); if it went meanwhile, the write walks the table as
-///   before.
+/// - rows of the other three made after it (`WalkedRows`), whose searched columns never change.
 /// Rows the snapshot found and something else deleted since are simply not deleted twice.
 extension SQLiteAlertsStore {
     /// What the reader's walk found, and where its snapshot ended.
@@ -33,10 +31,12 @@ extension SQLiteAlertsStore {
         var outboxBound: Int64 = 0
         /// Pending rows with no address yet (ids up to `outboxBound`): searched again.
         var unaddressed: [UInt64] = []
-        /// `sent_messages` keys (rowids up to `sentBound`) sent to one of the person's addresses.
-        var sentKeys: [String] = []
-        /// The snapshot's last `sent_messages` row (none: the table was empty).
-        var sentBound: (rowid: Int64, key: String)?
+        /// `sent_messages` sent to one of the person's addresses.
+        var sent = WalkedRows()
+        /// Other people's alerts' `recipients` rows for one of the person's phone numbers.
+        var recipients = WalkedRows()
+        /// `emergency_prompts` rows shown to the person (their own alerts' are found by alert).
+        var prompts = WalkedRows()
     }
 
     func erase(_ user: UInt64, addresses: [String], traces: [String]) async throws -> Int {
@@ -52,9 +52,9 @@ extension SQLiteAlertsStore {
             OR source LIKE ?4 OR source LIKE ?5)
         """
 
-    /// The arguments of `erasedDeliveryTerms` for `user`, as their rows stand in `db`.
-    private static func deliveryTerms(_ db: Database, user: UInt64, addresses: [String]) throws -> [(any DatabaseValueConvertible)?] {
-        let owned = try ownedIDs(db, user)
+    /// The arguments of `erasedDeliveryTerms` for `user`, who owns `owned`.
+    private static func deliveryTerms(user: UInt64, owned: (watches: [UInt64], alerts: [UInt64], timers: [UInt64]),
+                                      addresses: [String]) -> [(any DatabaseValueConvertible)?] {
         let (sources, patterns) = OutboxRows.erasedSources(alerts: owned.alerts, watches: owned.watches, timers: owned.timers, user: user)
         return [user, json(addresses), json(sources), patterns[0], patterns[1]]
     }
@@ -65,20 +65,20 @@ extension SQLiteAlertsStore {
          try UInt64.fetchAll(db, sql: "SELECT id FROM timers WHERE owner = ?", arguments: [user]))
     }
 
-    /// The first step, on a reader (one snapshot): the walks of the outbox and `sent_messages`.
+    /// The first step, on a reader (one snapshot): the walks of the outbox, `sent_messages`,
+    /// `recipients` and `emergency_prompts`.
     static func searchErased(_ db: Database, user: UInt64, addresses: [String]) throws -> ErasureSearch {
         var found = ErasureSearch()
-        let terms = try deliveryTerms(db, user: user, addresses: addresses)
+        let terms = deliveryTerms(user: user, owned: try ownedIDs(db, user), addresses: addresses)
         found.outboxBound = try Int64.fetchOne(db, sql: "SELECT coalesce(max(id), 0) FROM outbox") ?? 0
         found.deliveries = try UInt64.fetchAll(db, sql: "SELECT id FROM outbox WHERE id <= ?6 AND \(erasedDeliveryTerms)",
                                                arguments: StatementArguments(terms + [found.outboxBound]))
         found.unaddressed = try UInt64.fetchAll(db, sql: unaddressedSQL, arguments: [found.outboxBound])
-        if let last = try Row.fetchOne(db, sql: "SELECT rowid, idempotency_key FROM sent_messages ORDER BY rowid DESC LIMIT 1") {
-            found.sentBound = (last[0], last[1])
-            found.sentKeys = try String.fetchAll(db, sql: """
-                SELECT idempotency_key FROM sent_messages WHERE rowid <= ? AND address IN (SELECT value FROM json_each(?))
-                """, arguments: [last[0] as Int64, json(addresses)])
+        if !addresses.isEmpty {
+            found.sent = try WalkedRows.walk(db, .sentToAddresses, [json(addresses)])
+            found.recipients = try WalkedRows.walk(db, .recipientsByPhone, [json(addresses)])
         }
+        found.prompts = try WalkedRows.walk(db, .promptsOfUser, [user])
         return found
     }
 
@@ -98,30 +98,23 @@ extension SQLiteAlertsStore {
             erased += db.changesCount
         }
         let owned = try ownedIDs(db, user)
-        let terms = try deliveryTerms(db, user: user, addresses: addresses)
+        let terms = deliveryTerms(user: user, owned: owned, addresses: addresses)
         var deliveries = Set(found.deliveries)
         deliveries.formUnion(try UInt64.fetchAll(db, sql: "SELECT id FROM outbox WHERE id > ?6 AND \(erasedDeliveryTerms)",
                                                  arguments: StatementArguments(terms + [found.outboxBound])))
         deliveries.formUnion(try UInt64.fetchAll(db, sql: "SELECT id FROM outbox WHERE id IN (SELECT value FROM json_each(?6)) AND \(erasedDeliveryTerms)",
                                                  arguments: StatementArguments(terms + [json(found.unaddressed)])))
-        var sentKeys = deliveries.map { "frienso-delivery-\($0)" }
-        if try sentBoundHolds(db, found.sentBound) {
-            sentKeys += found.sentKeys
-            sentKeys += try String.fetchAll(db, sql: """
-                SELECT idempotency_key FROM sent_messages WHERE rowid > ? AND address IN (SELECT value FROM json_each(?))
-                """, arguments: [found.sentBound?.rowid ?? 0, json(addresses)])
-        } else {
-            sentKeys += try String.fetchAll(db, sql: "SELECT idempotency_key FROM sent_messages WHERE address IN (SELECT value FROM json_each(?))",
-                                            arguments: [json(addresses)])
-        }
-        try run("DELETE FROM sent_messages WHERE idempotency_key IN (SELECT value FROM json_each(?))", [json(sentKeys)])
+        try run("DELETE FROM sent_messages WHERE idempotency_key IN (SELECT value FROM json_each(?))", [json(deliveries.map { "frienso-delivery-\($0)" })])
+        if !addresses.isEmpty { erased += try found.sent.delete(db, .sentToAddresses, [json(addresses)]) }
         try run("DELETE FROM outbox WHERE id IN (SELECT value FROM json_each(?))", [json(Array(deliveries))])
         // Their own watches and alerts, with everything hanging off them.
         try run("DELETE FROM watchers WHERE session_id IN (SELECT value FROM json_each(?)) OR watcher = ?", [json(owned.watches), user])
         try run("DELETE FROM watch_sessions WHERE initiator = ?", [user])
-        try run("DELETE FROM emergency_prompts WHERE alert_id IN (SELECT value FROM json_each(?)) OR user_id = ?", [json(owned.alerts), user])
-        try run("DELETE FROM recipients WHERE alert_id IN (SELECT value FROM json_each(?)) OR user_id = ? OR phone IN (SELECT value FROM json_each(?))",
-                [json(owned.alerts), user, json(addresses)])
+        try run("DELETE FROM emergency_prompts WHERE alert_id IN (SELECT value FROM json_each(?))", [json(owned.alerts)])
+        erased += try found.prompts.delete(db, .promptsOfUser, [user])
+        try run("DELETE FROM recipients WHERE alert_id IN (SELECT value FROM json_each(?))", [json(owned.alerts)])
+        try run("DELETE FROM recipients WHERE user_id = ?", [user])
+        if !addresses.isEmpty { erased += try found.recipients.delete(db, .recipientsByPhone, [json(addresses)]) }
         try run("DELETE FROM escalations WHERE alert_id IN (SELECT value FROM json_each(?))", [json(owned.alerts)])
         try run("DELETE FROM help_alerts WHERE initiator = ?", [user])
         try run("DELETE FROM timers WHERE owner = ?", [user])
@@ -130,14 +123,6 @@ extension SQLiteAlertsStore {
         try run("DELETE FROM dismissed_circle_requests WHERE member = ?1 OR owner = ?1", [user])
         erased += try SQLiteReplyStore.eraseReplies(db, of: user, mentioning: traces)
         return erased
-    }
-
-    /// Whether every `sent_messages` row made since the snapshot has a rowid above its last one:
-    /// true while that row is still there (the table gives a new row the largest rowid plus one),
-    /// or when the table was empty then.
-    private static func sentBoundHolds(_ db: Database, _ bound: (rowid: Int64, key: String)?) throws -> Bool {
-        guard let bound else { return true }
-        return try String.fetchOne(db, sql: "SELECT idempotency_key FROM sent_messages WHERE rowid = ?", arguments: [bound.rowid]) == bound.key
     }
 
     func scrubErasedRows() async throws {
@@ -158,5 +143,66 @@ extension SQLiteAlertsStore {
             default: return c.value < 0x20 ? String(format: "\\u%04x", c.value) : String(c)
             }
         }.joined() + "\"" }.joined(separator: ",") + "]"
+    }
+}
+
+/// The rows of a rowid table that match a condition no index serves, found by a reader's walk
+/// of one snapshot and deleted in a later write transaction with the rows made since.
+///
+/// A rowid table gives a new row the largest rowid plus one. So while the snapshot's last row is
+/// still there, every row made since has a larger rowid: the write deletes the walk's rowids and
+/// searches only above that bound. The last row is known by its identity, which the table never
+/// gives a second row (a send's key, an alert's recipient's place, a prompt's AUTOINCREMENT id).
+/// If it is gone, a new row may have taken a rowid at or below the bound, and the write walks the
+/// table itself. The searched columns must never change once a row is written.
+struct WalkedRows: Sendable {
+    /// A table, the text that identifies a row, and the condition (its arguments bound in order).
+    struct Search: Sendable {
+        let table: String
+        let identity: String
+        let condition: String
+
+        static let sentToAddresses = Search(table: "sent_messages", identity: "idempotency_key",
+                                            condition: "address IN (SELECT value FROM json_each(?))")
+        static let recipientsByPhone = Search(table: "recipients", identity: "alert_id || ':' || position",
+                                              condition: "phone IN (SELECT value FROM json_each(?))")
+        static let promptsOfUser = Search(table: "emergency_prompts", identity: "id", condition: "user_id = ?")
+    }
+
+    /// The rowids, at or below the bound, of the rows that matched.
+    var rowids: [Int64] = []
+    /// The snapshot's last row (none: the table was empty, so every row since is above 0).
+    var last: (rowid: Int64, identity: String)?
+
+    /// The walk, in a read transaction.
+    static func walk(_ db: Database, _ search: Search, _ arguments: StatementArguments) throws -> WalkedRows {
+        var walked = WalkedRows()
+        guard let last = try Row.fetchOne(db, sql: "SELECT rowid, CAST(\(search.identity) AS TEXT) FROM \(search.table) ORDER BY rowid DESC LIMIT 1") else {
+            return walked
+        }
+        walked.last = (last[0], last[1])
+        walked.rowids = try Int64.fetchAll(db, sql: "SELECT rowid FROM \(search.table) WHERE rowid <= ? AND \(search.condition)",
+                                           arguments: [last[0] as Int64] + arguments)
+        return walked
+    }
+
+    /// Deletes the walk's rows and those made since, in the write transaction. - Returns: rows deleted.
+    func delete(_ db: Database, _ search: Search, _ arguments: StatementArguments) throws -> Int {
+        guard try boundHolds(db, search) else {
+            try db.execute(sql: "DELETE FROM \(search.table) WHERE \(search.condition)", arguments: arguments)
+            return db.changesCount
+        }
+        try db.execute(sql: "DELETE FROM \(search.table) WHERE rowid IN (SELECT value FROM json_each(?))",
+                       arguments: ["[" + rowids.map(String.init).joined(separator: ",") + "]"])
+        var deleted = db.changesCount
+        try db.execute(sql: "DELETE FROM \(search.table) WHERE rowid > ? AND \(search.condition)", arguments: [last?.rowid ?? 0] + arguments)
+        deleted += db.changesCount
+        return deleted
+    }
+
+    /// Whether every row made since the walk has a rowid above its bound: its last row is still there.
+    func boundHolds(_ db: Database, _ search: Search) throws -> Bool {
+        guard let last else { return true }
+        return try String.fetchOne(db, sql: "SELECT CAST(\(search.identity) AS TEXT) FROM \(search.table) WHERE rowid = ?", arguments: [last.rowid]) == last.identity
     }
 }
