@@ -19,6 +19,9 @@ public struct AccountsConfig: Sendable {
     public var email: (any EmailProvider)?
     /// Forgotten passwords: codes and their limits.
     public var passwordReset = PasswordResetPolicy()
+    /// How long an email that was sent or failed for good is kept in the outbox (address,
+    /// subject, outcome; its body goes when it is sent), with the recording provider's copy.
+    public var emailRetention: Duration = .seconds(90 * 86_400)
 
     /// The services that erase a deleted account's data (the executable names those the deployment
     /// has: social, geo, alerts, media); each gets `EraseUser` until it succeeds (`AccountsWorker`).

@@ -154,6 +154,7 @@ final class SQLiteAccountsStore: AccountsStorage {
         migrator.registerMigration("email_reference") { db in
             try db.execute(sql: "ALTER TABLE email_outbox ADD COLUMN reference TEXT NOT NULL DEFAULT ''")
         }
+        Self.migrateEmailRetention(&migrator)
         try database.migrate(migrator)
         replies = SQLiteReplyStore(database: database)
     }

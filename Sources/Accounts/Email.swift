@@ -101,6 +101,14 @@ extension AccountsService {
     }
 }
 
+extension AccountsService {
+    /// Deletes the emails done before `emailRetention` (and the recording provider's copies of
+    /// them). Run hourly by `AccountsWorker`. - Returns: rows deleted.
+    public func pruneEmails() async throws -> Int {
+        try await store.pruneEmails(before: config.now() - config.emailRetention.wholeMilliseconds)
+    }
+}
+
 extension SQLiteAccountsStore {
     static func migrateEmail(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("email") { db in
@@ -178,6 +186,37 @@ extension SQLiteAccountsStore {
     func recordedEmailBodies(to address: String) async throws -> [String] {
         try await database.read { db in
             try String.fetchAll(db, sql: "SELECT body FROM sent_emails WHERE address = ? ORDER BY sent_at_ms, idempotency_key", arguments: [address])
+        }
+    }
+
+    // MARK: Retention
+
+    /// The recording provider's copies are pruned by time (`pruneEmails`); one index write per
+    /// email recorded, against a walk of every copy each hour.
+    static func migrateEmailRetention(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("email_retention") { db in
+            try db.execute(sql: "CREATE INDEX sent_emails_at ON sent_emails(sent_at_ms)")
+        }
+    }
+
+    /// The hourly prune of emails done (sent, or failed for good) before `?1`, read from the oldest
+    /// id up to the first email queued since: ids grow with time, so the rows before it are the
+    /// ones to delete and the few kept from before (pending). As alerts' outbox
+    /// (`SQLiteAlertsStore.pruneOutboxSQL`, `docs/benchmarks.md` item 157); an email whose clock
+    /// ran behind an older id's waits for a later prune.
+    static let pruneEmailsSQL = """
+        DELETE FROM email_outbox
+        WHERE id < COALESCE((SELECT id FROM email_outbox WHERE created_ms >= ?1 ORDER BY id LIMIT 1), \(Int64.max))
+          AND status != \(EmailStatus.pending) AND done_ms < ?1
+        """
+    static let pruneSentEmailsSQL = "DELETE FROM sent_emails WHERE sent_at_ms < ?"
+
+    func pruneEmails(before cutoff: Int64) async throws -> Int {
+        try await database.write { db in
+            try db.run(sql: Self.pruneEmailsSQL, arguments: [cutoff])
+            let deleted = db.changesCount
+            try db.run(sql: Self.pruneSentEmailsSQL, arguments: [cutoff])
+            return deleted + db.changesCount
         }
     }
 }

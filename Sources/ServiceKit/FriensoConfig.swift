@@ -54,6 +54,9 @@ public struct FriensoConfig: Codable, Sendable {
         public var erasureRecheckSeconds: Double?
         /// Where emails (password reset codes) go: the built-in recorder (default), SMTP or a webhook.
         public var email: EmailSection?
+        /// How long an email that was sent or failed for good is kept in the outbox, with the
+        /// built-in recorder's copy (default 90).
+        public var emailRetentionDays: Int?
 
         public init() {}
     }

@@ -17,6 +17,7 @@ extension AccountsConfig {
         }
         if let seconds = section?.sprayWindowSeconds { loginPolicy.spraying.window = seconds }
         if let seconds = section?.erasureRecheckSeconds { erasureRecheck = .milliseconds(Int64(seconds * 1000)) }
+        if let days = section?.emailRetentionDays { emailRetention = .seconds(max(1, days) * 86_400) }
         if let seconds = section?.lockoutSeconds {
             loginPolicy.account.baseLockout = seconds
             loginPolicy.client.baseLockout = seconds

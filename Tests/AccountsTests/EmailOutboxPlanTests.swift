@@ -2,6 +2,7 @@
 import Foundation
 import FriensoTesting
 import GRDB
+import Logging
 import Testing
 
 /// The worker's reads of the emails due and expired (once a second, in a write transaction)
@@ -53,6 +54,105 @@ struct EmailOutboxPlanTests {
                 #expect(plan.contains("email_outbox_due"), "\(read): \(plan)")
                 #expect(!plan.contains("Seq Scan") && !plan.contains("email_outbox_pkey"), "\(read) walks the whole outbox: \(plan)")
             }
+        }
+    }
+}
+
+/// Emails done are kept `emailRetention` (90 days), then the worker's hourly prune deletes them
+/// with the recording provider's copies; the outbox is read from its oldest id up to the first
+/// email queued since the cutoff, the copies through their index by time (as alerts' outbox,
+/// item 157). Before, neither table was ever pruned.
+@Suite("accounts: the hourly prune of old emails", .timeLimit(.minutes(1)))
+struct EmailPruneTests {
+    // id: (status, created, done); 1 pending, 2 sent, 3 failed.
+    static let insert = [(1, 2, 10, 20), (2, 1, 20, 0), (3, 2, 30, 2_000), (4, 3, 900, 950), (5, 2, 1_500, 1_600), (6, 2, 800, 850)].map { id, status, created, done in
+        "INSERT INTO email_outbox (id, user_id, address, subject, body, status, created_ms, next_attempt_ms, expires_ms, done_ms) "
+            + "VALUES (\(id), 7, 'a@example.org', 's', '', \(status), \(created), \(created), \(created + 1_000_000), \(done));"
+    }.joined() + [("a", 10), ("b", 1_500), ("c", 800)].map { key, at in
+        "INSERT INTO sent_emails (idempotency_key, provider, address, subject, body, sent_at_ms) VALUES ('\(key)', 'recording', 'a@example.org', 's', 'b', \(at));"
+    }.joined()
+    static let listing = "SELECT 'email ' || id FROM email_outbox UNION ALL SELECT 'sent ' || idempotency_key FROM sent_emails ORDER BY 1"
+
+    /// Deleted: done before the cutoff and queued before the first email queued since. Kept:
+    /// pending, done since, queued since, and one whose clock ran behind a newer id's (deleted at
+    /// a later prune). The copies go by their own time.
+    @Test(arguments: Engine.allCases) func thePrune_deletesTheEmailsDone_beforeTheFirstRecentOne(engine: Engine) async throws {
+        try await withOpenStore(engine, config: AccountsConfig()) { storage, service in
+            let left: () async throws -> [String]
+            switch service.store {
+            case let sqlite as SQLiteAccountsStore:
+                try await sqlite.database.write { db in try db.execute(sql: Self.insert) }
+                left = { try await sqlite.database.read { db in try String.fetchAll(db, sql: Self.listing) } }
+            default:
+                _ = try await storage.psql(Self.insert)
+                left = { try await storage.psql(Self.listing).split(separator: "\n").map(String.init) }
+            }
+            #expect(try await service.store.pruneEmails(before: 1_000) == 4, "emails 1 and 4, copies a and c")
+            #expect(try await left() == ["email 2", "email 3", "email 5", "email 6", "sent b"])
+            #expect(try await service.store.pruneEmails(before: 2_000) == 3)
+            #expect(try await left() == ["email 2", "email 3"])
+        }
+    }
+
+    /// The worker prunes at its first pass, then once an hour: an email done 91 days ago goes,
+    /// one done 89 days ago stays.
+    @Test func theWorker_prunesEmailsPastTheirRetention() async throws {
+        let clock = TestClock()
+        var config = AccountsConfig()
+        config.now = { clock.now }
+        try await withOpenStore(.sqlite, config: config) { _, service in
+            let sqlite = try #require(service.store as? SQLiteAccountsStore)
+            let day: Int64 = 86_400_000
+            try await sqlite.database.write { db in
+                for (id, age) in [(1, 91 * day), (2, 89 * day)] {
+                    let at = clock.now - age
+                    try db.execute(sql: """
+                        INSERT INTO email_outbox (id, user_id, address, subject, body, status, created_ms, next_attempt_ms, expires_ms, done_ms)
+                        VALUES (?, 7, 'a@example.org', 's', '', \(EmailStatus.sent), ?, ?, ?, ?)
+                        """, arguments: [id, at, at, at + 1_000, at])
+                }
+            }
+            let worker = Task { try await AccountsWorker(service: service, erasers: [:], interval: .milliseconds(20), logger: Logger(label: "test")).run() }
+            defer { worker.cancel() }
+            try await eventually("the worker's prune") {
+                try await sqlite.database.read { db in try Int64.fetchAll(db, sql: "SELECT id FROM email_outbox ORDER BY id") } == [2]
+            }
+            worker.cancel()
+            _ = await worker.result
+        }
+    }
+
+    @Test func onSQLite_thePrune_searches() async throws {
+        let storage = try await TestStorage.fresh(.sqlite, service: "accounts")
+        let store = try SQLiteAccountsStore(path: "\(storage.directory)/accounts.sqlite")
+        let plans = try await store.database.read { db in
+            try [SQLiteAccountsStore.pruneEmailsSQL, SQLiteAccountsStore.pruneSentEmailsSQL].map { sql in
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: [1_000]).map { $0["detail"] as String }
+            }
+        }
+        await storage.remove()
+        #expect(plans[0].first == "SEARCH email_outbox USING INTEGER PRIMARY KEY (rowid<?)", "\(plans[0])")
+        #expect(!plans[0].contains { $0.contains("TEMP B-TREE") }, "a sort: every row read: \(plans[0])")
+        #expect(plans[1] == ["SEARCH sent_emails USING INDEX sent_emails_at (sent_at_ms<?)"], "\(plans[1])")
+    }
+
+    /// On PostgreSQL, on generic plans (forced): the primary key's order and the index by time.
+    @Test func onPostgreSQL_thePrune_searches_onAGenericPlan() async throws {
+        try await withOpenStore(.postgres, config: AccountsConfig()) { storage, _ in
+            _ = try await storage.psql("""
+                INSERT INTO email_outbox (user_id, address, subject, body, status, created_ms, next_attempt_ms, expires_ms, done_ms)
+                SELECT i, 'a@example.org', 's', '', \(EmailStatus.sent), i, i, i, i FROM generate_series(1, 5000) i;
+                INSERT INTO sent_emails (idempotency_key, provider, address, subject, body, sent_at_ms)
+                SELECT 'k' || i, 'recording', 'a@example.org', 's', 'b', i FROM generate_series(1, 5000) i;
+                ANALYZE email_outbox, sent_emails;
+                """)
+            let plan = try await storage.psql("""
+                SET plan_cache_mode = force_generic_plan;
+                PREPARE emails AS \(PostgresAccountsStore.pruneEmails(before: 100).sql); EXPLAIN EXECUTE emails(100, 100);
+                PREPARE sent AS \(PostgresAccountsStore.pruneSentEmails(before: 100).sql); EXPLAIN EXECUTE sent(100);
+                """)
+            #expect(plan.contains("Index Cond: (id < COALESCE") && plan.contains("sent_emails_at"), "\(plan)")
+            #expect(!plan.contains("Seq Scan") && !plan.contains("Sort"), "\(plan)")
         }
     }
 }

@@ -68,6 +68,9 @@ protocol AccountsStorage: Sendable {
     func recordSentEmail(_ message: EmailMessage, at: Int64) async throws
     /// Bodies the recording provider recorded for `address`, oldest first (tests, operators).
     func recordedEmailBodies(to address: String) async throws -> [String]
+    /// Deletes the emails done (sent, or failed for good) before `cutoff`, and the recording
+    /// provider's copies made before it. - Returns: rows deleted.
+    func pruneEmails(before cutoff: Int64) async throws -> Int
 
     // Password resets.
     func requestReset(client: String, user: UserRecord?, codeHash: [UInt8], now: Int64, lifetime: Int64, perClient: Int, perAccount: Int,

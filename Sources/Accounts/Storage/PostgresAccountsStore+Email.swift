@@ -40,6 +40,29 @@ extension PostgresAccountsStore {
         """
     }
 
+    /// The hourly prune's statements, as on SQLite (`SQLiteAccountsStore.pruneEmailsSQL`): the
+    /// outbox read from the oldest id up to the first email queued since `cutoff`, the recording
+    /// provider's copies through their index by time.
+    static func pruneEmails(before cutoff: Int64) -> PostgresQuery {
+        """
+        DELETE FROM email_outbox
+        WHERE id < COALESCE((SELECT id FROM email_outbox WHERE created_ms >= \(cutoff) ORDER BY id LIMIT 1), \(unescaped: String(Int64.max)))
+          AND status != \(unescaped: String(EmailStatus.pending)) AND done_ms < \(cutoff)
+        RETURNING 1
+        """
+    }
+
+    static func pruneSentEmails(before cutoff: Int64) -> PostgresQuery {
+        "DELETE FROM sent_emails WHERE sent_at_ms < \(cutoff) RETURNING 1"
+    }
+
+    func pruneEmails(before cutoff: Int64) async throws -> Int {
+        try await database.transaction { connection in
+            try await PostgresServiceDatabase.count(connection.prepared(Self.pruneEmails(before: cutoff), logger: logger))
+                + PostgresServiceDatabase.count(connection.prepared(Self.pruneSentEmails(before: cutoff), logger: logger))
+        }
+    }
+
     func emailSent(_ id: UInt64, provider: String, reference: String, now: Int64) async throws {
         try await database.transaction { connection in
             try await connection.prepared("""

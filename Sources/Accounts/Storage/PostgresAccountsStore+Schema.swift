@@ -110,5 +110,9 @@ extension PostgresAccountsStore {
             "CREATE INDEX login_events_account ON login_events (account, id)",
             "CREATE INDEX login_events_client ON login_events (client, id) WHERE failed",
         ]),
+        // The recording provider's copies are pruned by time (`pruneEmails`).
+        PostgresMigration("email_retention", [
+            "CREATE INDEX sent_emails_at ON sent_emails (sent_at_ms)",
+        ]),
     ]
 }
