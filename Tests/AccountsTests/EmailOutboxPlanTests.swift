@@ -25,10 +25,7 @@ struct EmailOutboxPlanTests {
                 try SQLiteAccountsStore.enqueueEmail(db, user: 1, to: "b@example.org", subject: "s", body: "b", now: Int64(due), expires: 1_000_000)
                 ids.append(UInt64(db.lastInsertedRowID))
             }
-            let plan = { (sql: String, arguments: StatementArguments) in
-                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String }
-            }
-            return ([try plan(SQLiteAccountsStore.dueEmailsSQL, [100]), try plan(SQLiteAccountsStore.expireEmailsSQL, [EmailStatus.failed, 100, 100])], ids)
+            return ([try queryPlan(db, SQLiteAccountsStore.dueEmailsSQL, [100]), try queryPlan(db, SQLiteAccountsStore.expireEmailsSQL, [EmailStatus.failed, 100, 100])], ids)
         }
         for steps in plans {
             #expect(steps.contains { $0.contains("USING INDEX email_outbox_due") }, "\(steps)")
@@ -127,7 +124,7 @@ struct EmailPruneTests {
         let store = try SQLiteAccountsStore(path: "\(storage.directory)/accounts.sqlite")
         let plans = try await store.database.read { db in
             try [SQLiteAccountsStore.pruneEmailsSQL, SQLiteAccountsStore.pruneSentEmailsSQL].map { sql in
-                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: [1_000]).map { $0["detail"] as String }
+                try queryPlan(db, sql, [1_000])
             }
         }
         await storage.remove()

@@ -160,8 +160,7 @@ extension AlertsTestGroup {
                 }
                 let indexes = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'outbox'")
                 let (lower, upper) = OutboxRows.keyRange(of: "help_now:1")
-                let plan = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + SQLiteAlertsStore.summariesSQL,
-                                            arguments: [lower, upper, "help_now:1"]).map { $0["detail"] as String }
+                let plan = try queryPlan(db, SQLiteAlertsStore.summariesSQL, [lower, upper, "help_now:1"])
                 return (indexes, plan, try SQLiteAlertsStore.summaries(db, source: "help_now:1"))
             }
             let (indexes, plan, summaries) = found

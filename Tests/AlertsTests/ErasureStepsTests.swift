@@ -96,20 +96,16 @@ extension AlertsTestGroup {
         @Test func theWriteTransactionsReads_areSearches() async throws {
             let store = try await store()
             let plans = try await store.database.read { db -> [String: [String]] in
-                let plan = { (sql: String) in try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: StatementArguments([1, "[]", "[]", "a", "b", 0])).map { $0["detail"] as String } }
+                let plan = { (sql: String) in try queryPlan(db, sql, StatementArguments([1, "[]", "[]", "a", "b", 0])) }
                 return [
                     "after the bound": try plan("SELECT id FROM outbox WHERE id > ?6 AND \(SQLiteAlertsStore.erasedDeliveryTerms)"),
                     "again by id": try plan("SELECT id FROM outbox WHERE id IN (SELECT value FROM json_each(?6)) AND \(SQLiteAlertsStore.erasedDeliveryTerms)"),
-                    "unaddressed": try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + SQLiteAlertsStore.unaddressedSQL, arguments: [6]).map { $0["detail"] as String },
-                    "sends after": try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN SELECT idempotency_key FROM sent_messages WHERE rowid > ? AND address IN (SELECT value FROM json_each(?))",
-                                                    arguments: [1, "[]"]).map { $0["detail"] as String },
-                    "delete sends": try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN DELETE FROM sent_messages WHERE idempotency_key IN (SELECT value FROM json_each(?))",
-                                                     arguments: ["[]"]).map { $0["detail"] as String },
-                    "recipients after": try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN DELETE FROM recipients WHERE rowid > ? AND \(WalkedRows.Search.recipientsByPhone.condition)",
-                                                         arguments: [1, "[]"]).map { $0["detail"] as String },
-                    "recipients by user": try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN DELETE FROM recipients WHERE user_id = ?", arguments: [1]).map { $0["detail"] as String },
-                    "prompts after": try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN DELETE FROM emergency_prompts WHERE rowid > ? AND \(WalkedRows.Search.promptsOfUser.condition)",
-                                                      arguments: [1, 1]).map { $0["detail"] as String },
+                    "unaddressed": try queryPlan(db, SQLiteAlertsStore.unaddressedSQL, [6]),
+                    "sends after": try queryPlan(db, "SELECT idempotency_key FROM sent_messages WHERE rowid > ? AND address IN (SELECT value FROM json_each(?))", [1, "[]"]),
+                    "delete sends": try queryPlan(db, "DELETE FROM sent_messages WHERE idempotency_key IN (SELECT value FROM json_each(?))", ["[]"]),
+                    "recipients after": try queryPlan(db, "DELETE FROM recipients WHERE rowid > ? AND \(WalkedRows.Search.recipientsByPhone.condition)", [1, "[]"]),
+                    "recipients by user": try queryPlan(db, "DELETE FROM recipients WHERE user_id = ?", [1]),
+                    "prompts after": try queryPlan(db, "DELETE FROM emergency_prompts WHERE rowid > ? AND \(WalkedRows.Search.promptsOfUser.condition)", [1, 1]),
                 ]
             }
             for (read, steps) in plans {

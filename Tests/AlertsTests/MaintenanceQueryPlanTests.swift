@@ -22,14 +22,11 @@ extension AlertsTestGroup {
                     try db.execute(sql: "INSERT INTO timers (owner, note, state, started_ms, due_ms, warn_ms) VALUES (7, '', 2, ?, ?, ?)", arguments: [n, n, n])
                     try db.execute(sql: "INSERT INTO watch_sessions (initiator, note, state, started_at_ms, ends_at_ms) VALUES (7, '', 2, ?, ?)", arguments: [n, n])
                 }
-                let plan = { (sql: String, arguments: StatementArguments) in
-                    try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String }
-                }
                 return [
-                    "escalations": try plan(SQLiteAlertsStore.escalationsDueSQL, [1_000, AlertsV1.Answer.accepted.rawValue]),
-                    "timers to warn": try plan("SELECT id FROM timers WHERE " + SQLiteAlertsStore.timersToWarn, [1_000, 1_000]),
-                    "timers to fire": try plan("SELECT id FROM timers WHERE " + SQLiteAlertsStore.timersToFire, [1_000]),
-                    "watches": try plan(SQLiteAlertsStore.dueWatchesSQL, [1_000]),
+                    "escalations": try queryPlan(db, SQLiteAlertsStore.escalationsDueSQL, [1_000, AlertsV1.Answer.accepted.rawValue]),
+                    "timers to warn": try queryPlan(db, "SELECT id FROM timers WHERE " + SQLiteAlertsStore.timersToWarn, [1_000, 1_000]),
+                    "timers to fire": try queryPlan(db, "SELECT id FROM timers WHERE " + SQLiteAlertsStore.timersToFire, [1_000]),
+                    "watches": try queryPlan(db, SQLiteAlertsStore.dueWatchesSQL, [1_000]),
                 ]
             }
             let indexes = ["escalations": "help_one_active", "timers to warn": "timers_one_active", "timers to fire": "timers_one_active",
@@ -93,7 +90,7 @@ extension AlertsTestGroup {
             let store = try SQLiteAlertsStore(path: "\(storage.directory)/alerts.sqlite")
             let plans = try await store.database.read { db in
                 try [SQLiteAlertsStore.pruneOutboxSQL, SQLiteAlertsStore.pruneSentSQL].map { sql in
-                    try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: [1_000]).map { $0["detail"] as String }
+                    try queryPlan(db, sql, [1_000])
                 }
             }
             await storage.remove()

@@ -21,9 +21,9 @@ extension AlertsTestGroup {
                         """, arguments: [n, "k-\(n)"])
                 }
                 try db.execute(sql: "INSERT INTO help_alerts (initiator, message, location, state, raised_at_ms, idempotency_key) VALUES (8, '', x'', 1, 0, 'k-150')")
-                let plan = { (sql: String) in try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: [7, "k-150"]).map { $0["detail"] as String } }
+                let plan = { (sql: String) in try queryPlan(db, sql, [7, "k-150"]) }
                 let byKey = try plan(SQLiteAlertsStore.raisedWithKey)
-                let active = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + SQLiteAlertsStore.activeOf, arguments: [7]).map { $0["detail"] as String }
+                let active = try queryPlan(db, SQLiteAlertsStore.activeOf, [7])
                 let retry = try SQLiteAlertsStore.meetingRaise(db, by: 7, key: "k-150")
                 let noneActive = try SQLiteAlertsStore.meetingRaise(db, by: 7, key: "k-new")
                 try db.execute(sql: "INSERT INTO help_alerts (initiator, message, location, state, raised_at_ms, idempotency_key) VALUES (7, '', x'', 1, 999, 'k-active')")

@@ -250,7 +250,7 @@ extension GeoTestGroup {
             #expect(try await left() == ([5], [5]))
             let plan = try await store.database.pool.read { db in
                 (try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'history'"),
-                 try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN DELETE FROM history WHERE id < 9 AND id <= 9 AND received_ms < 9").map { $0["detail"] as String })
+                 try queryPlan(db, "DELETE FROM history WHERE id < 9 AND id <= 9 AND received_ms < 9"))
             }
             #expect(!plan.0.contains("history_received"), "no index by time: \(plan.0)")
             #expect(plan.1.contains { $0.contains("INTEGER PRIMARY KEY") }, "the sweep's delete reads a range of ids: \(plan.1)")

@@ -25,16 +25,13 @@ extension MediaTestGroup {
             let storage = try await TestStorage.fresh(.sqlite, service: "media")
             let store = try SQLiteMediaStore(directory: storage.directory)
             let plans = try await store.database.read { db -> [String: [String]] in
-                let plan = { (sql: String, arguments: StatementArguments) in
-                    try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String }
-                }
                 return [
-                    "stale uploads": try plan(SQLiteMediaStore.staleUploadsSQL, [1]),
-                    "expired uploads": try plan(SQLiteMediaStore.expireUploadsSQL, [1]),
-                    "old uploads": try plan(SQLiteMediaStore.pruneUploadsSQL, [1]),
-                    "orphans": try plan(SQLiteMediaStore.orphansSQL, [1]),
-                    "profile picture": try plan(SQLiteMediaStore.deletePointersSQL[0], [1, "m"]),
-                    "check-in photo": try plan(SQLiteMediaStore.deletePointersSQL[1], [1, "m"]),
+                    "stale uploads": try queryPlan(db, SQLiteMediaStore.staleUploadsSQL, [1]),
+                    "expired uploads": try queryPlan(db, SQLiteMediaStore.expireUploadsSQL, [1]),
+                    "old uploads": try queryPlan(db, SQLiteMediaStore.pruneUploadsSQL, [1]),
+                    "orphans": try queryPlan(db, SQLiteMediaStore.orphansSQL, [1]),
+                    "profile picture": try queryPlan(db, SQLiteMediaStore.deletePointersSQL[0], [1, "m"]),
+                    "check-in photo": try queryPlan(db, SQLiteMediaStore.deletePointersSQL[1], [1, "m"]),
                 ]
             }
             await storage.remove()
