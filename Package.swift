@@ -145,6 +145,7 @@ let package = Package(
                 grdb,
                 logging,
                 postgres,
+                serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),

@@ -45,6 +45,18 @@ extension SocialService {
 
 // MARK: - Storage
 
+extension SocialService {
+    /// How long a notice is kept for alerts' relay to read it, as geo keeps its place events
+    /// (`GeoService.placeEventRetentionMs`): a reader further behind than this has missed it.
+    public static let noticeRetentionMs: Int64 = 7 * 86_400_000
+
+    /// Deletes the notices made more than `noticeRetentionMs` ago. Run hourly (`SocialMaintenance`).
+    /// - Returns: how many.
+    public func pruneNotices() async throws -> Int {
+        try await store.pruneNotices(before: now() - Self.noticeRetentionMs)
+    }
+}
+
 extension SQLiteSocialStore {
     static func migratePokes(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("pokes") { db in
@@ -92,6 +104,22 @@ extension SQLiteSocialStore {
     static func addNotice(_ db: Database, _ kind: SocialV1.NoticeKind, from: UInt64, toUser: UInt64, toPhone: String, now: Int64) throws {
         try db.run(sql: "INSERT INTO notices (kind, from_user, to_user, to_phone, created_at_ms) VALUES (?, ?, ?, ?, ?)",
                        arguments: [kind.rawValue, from, toUser, toPhone, now])
+    }
+
+    /// The hourly prune of notices made before `?1`: below the first notice made since (ids
+    /// grow with time; a notice never changes), so it reads what it deletes, as alerts' outbox
+    /// prune does (`docs/benchmarks.md` items 157 and 162).
+    static let pruneNoticesSQL = """
+        DELETE FROM notices
+        WHERE id < COALESCE((SELECT id FROM notices WHERE created_at_ms >= ?1 ORDER BY id LIMIT 1), \(Int64.max))
+          AND created_at_ms < ?1
+        """
+
+    func pruneNotices(before cutoff: Int64) async throws -> Int {
+        try await database.write { db in
+            try db.run(sql: Self.pruneNoticesSQL, arguments: [cutoff])
+            return db.changesCount
+        }
     }
 
     /// Notices after `id`, oldest first.

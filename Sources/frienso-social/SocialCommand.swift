@@ -33,7 +33,8 @@ struct SocialCommand: AsyncParsableCommand {
         }
         let host = service.makeHost(options: plane.hostOptions(name: "social", endpoint: resolved.endpoint), logger: logger)
         do {
-            try await ServiceRunner.run([publisher, profiles, host], endpointFile: resolved.endpointFile, logger: logger,
+            let maintenance = SocialMaintenance(service: service, logger: logger)
+            try await ServiceRunner.run([publisher, profiles, host, maintenance], endpointFile: resolved.endpointFile, logger: logger,
                                       boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }
         } catch {
             await storage.close()

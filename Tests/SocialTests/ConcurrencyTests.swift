@@ -107,10 +107,11 @@ struct ConcurrencyTests {
         let first = try await storage.open(), second = try await storage.open()
         do {
             let relays = [EventRecorder(), EventRecorder()]
-            let one = RouterClient(try await SocialService.open(first, accounts: accounts, publisher: relays[0]), name: "social", logger: logs.logger("social-1"))
+            let serviceOne = try await SocialService.open(first, accounts: accounts, publisher: relays[0])
+            let one = RouterClient(serviceOne, name: "social", logger: logs.logger("social-1"))
             let two = RouterClient(try await SocialService.open(second, accounts: accounts, publisher: relays[1]), name: "social", logger: logs.logger("social-2"))
             let viaOne = InProcessGateway(["accounts": accounts, "social": one]), viaTwo = InProcessGateway(["accounts": accounts, "social": two])
-            let stack = SocialStack(gateway: viaOne, social: one, events: EventRecorder(), logs: logs)
+            let stack = SocialStack(gateway: viaOne, social: one, events: EventRecorder(), logs: logs, service: serviceOne)
             var ids: [UInt64] = []
             for i in 0..<24 { ids.append(try await stack.user("ti_\(i)").id) }
             let collapsed = try await withThrowingTaskGroup(of: Bool.self) { group in

@@ -21,6 +21,8 @@ struct SocialStack: Sendable {
     /// What social published (graph events, pokes, notice wake-ups).
     let events: EventRecorder
     let logs: CapturedLogs
+    /// The service itself, for its periodic work (`pruneNotices`, `SocialMaintenance`).
+    let service: SocialService
 
     /// Registers `name` and signs them in.
     func user(_ name: String, phone explicitPhone: String? = nil) async throws -> (client: Person, id: UInt64) {
@@ -77,7 +79,7 @@ func withSocial<T: Sendable>(_ engine: Engine = .sqlite, storage: TestStorage? =
                                                    now: now)
         let social = RouterClient(service, name: "social", logger: logs.logger("social"))
         let gateway = InProcessGateway(["accounts": accounts, "social": social])
-        let result = try await body(SocialStack(gateway: gateway, social: social, events: events, logs: logs))
+        let result = try await body(SocialStack(gateway: gateway, social: social, events: events, logs: logs, service: service))
         await social.flush() // a graceful stop: replies being saved are in before a "restart"
         await accounts.flush()
         return result

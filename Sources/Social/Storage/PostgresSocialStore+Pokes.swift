@@ -36,6 +36,22 @@ extension PostgresSocialStore {
             """, logger: logger)
     }
 
+    /// The hourly prune, as on SQLite (`SQLiteSocialStore.pruneNoticesSQL`).
+    static func pruneNotices(before cutoff: Int64) -> PostgresQuery {
+        """
+        DELETE FROM notices
+        WHERE id < COALESCE((SELECT id FROM notices WHERE created_at_ms >= \(cutoff) ORDER BY id LIMIT 1), \(unescaped: String(Int64.max)))
+          AND created_at_ms < \(cutoff)
+        RETURNING 1
+        """
+    }
+
+    func pruneNotices(before cutoff: Int64) async throws -> Int {
+        try await database.transaction { connection in
+            try await PostgresServiceDatabase.count(connection.prepared(Self.pruneNotices(before: cutoff), logger: logger))
+        }
+    }
+
     func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice] {
         try await database.read { connection in
             var notices: [SocialV1.Notice] = []

@@ -60,6 +60,8 @@ protocol SocialStorage: Sendable {
     func poke(from: UInt64, to: UInt64, now: Int64, interval: Int64) async throws -> UInt64
     /// Notices after `id`, oldest first.
     func notices(after id: UInt64, limit: Int) async throws -> [SocialV1.Notice]
+    /// Deletes the notices made before `cutoff`. - Returns: how many.
+    func pruneNotices(before cutoff: Int64) async throws -> Int
 
     // Erasure and export (`Erasure.swift`, `Export.swift`).
     /// Deletes every row that names `user`, and clears kept replies that mention `traces`.
