@@ -145,7 +145,6 @@ let package = Package(
                 grdb,
                 logging,
                 postgres,
-                serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),

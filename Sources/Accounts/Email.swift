@@ -103,7 +103,7 @@ extension AccountsService {
 
 extension AccountsService {
     /// Deletes the emails done before `emailRetention` (and the recording provider's copies of
-    /// them). Run hourly by `AccountsWorker`. - Returns: rows deleted.
+    /// them). Run at start and hourly (`PeriodicPrune`, started by `frienso-accounts`). - Returns: rows deleted.
     public func pruneEmails() async throws -> Int {
         try await store.pruneEmails(before: config.now() - config.emailRetention.wholeMilliseconds)
     }

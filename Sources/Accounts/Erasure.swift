@@ -159,21 +159,9 @@ public final class AccountsWorker: Service, Sendable {
     public func run() async throws {
         let service = service, erasers = erasers, interval = interval, logger = logger
         await cancelWhenGracefulShutdown {
-            var lastPrune: Int64?
             while !Task.isCancelled {
                 await service.runErasures(erasers, logger: logger)
                 await service.deliverEmails(logger: logger)
-                // Emails past their retention, once an hour.
-                let at = service.config.now()
-                if lastPrune.map({ at - $0 >= 3_600_000 }) ?? true {
-                    do {
-                        let pruned = try await service.pruneEmails()
-                        if pruned > 0 { logger.info("old emails deleted", metadata: ["rows": "\(pruned)"]) }
-                    } catch {
-                        logger.error("cannot prune the email outbox", metadata: ["error": "\(error)"])
-                    }
-                    lastPrune = at
-                }
                 try? await Task.sleep(for: interval)
             }
         }

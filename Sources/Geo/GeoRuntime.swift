@@ -54,32 +54,6 @@ public final class GrantConsumer: Service, Sendable {
     }
 }
 
-/// Drops location history past its retention, at start and then hourly.
-public final class HistoryPruner: Service, Sendable {
-    private let service: GeoService
-    private let logger: Logger
-
-    public init(service: GeoService, logger: Logger) {
-        self.service = service
-        self.logger = logger
-    }
-
-    public func run() async throws {
-        let service = service, logger = logger
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    let pruned = try await service.pruneHistory()
-                    if pruned > 0 { logger.info("history pruned", metadata: ["rows": "\(pruned)"]) }
-                } catch {
-                    logger.error("history pruning failed", metadata: ["error": "\(error)"])
-                }
-                try? await Task.sleep(for: .seconds(3600))
-            }
-        }
-    }
-}
-
 /// Check-in photos through the media service.
 public struct RemoteCheckInPhotos: CheckInPhotos {
     let media: WireClient

@@ -50,7 +50,7 @@ extension SocialService {
     /// (`GeoService.placeEventRetentionMs`): a reader further behind than this has missed it.
     public static let noticeRetentionMs: Int64 = 7 * 86_400_000
 
-    /// Deletes the notices made more than `noticeRetentionMs` ago. Run hourly (`SocialMaintenance`).
+    /// Deletes the notices made more than `noticeRetentionMs` ago. Run at start and hourly (`PeriodicPrune`).
     /// - Returns: how many.
     public func pruneNotices() async throws -> Int {
         try await store.pruneNotices(before: now() - Self.noticeRetentionMs)

@@ -4,6 +4,7 @@ import ArgumentParser
 import ServiceKit
 import ServiceLifecycle
 import SocialReplica
+import Storage
 import Wire
 
 @main
@@ -48,9 +49,10 @@ struct AccountsCommand: AsyncParsableCommand {
         let service = try await AccountsService.open(storage, config: config, events: publisher, blocks: blocks)
         let host = service.makeHost(options: plane.hostOptions(name: "accounts", endpoint: resolved.endpoint), logger: logger)
         let worker = AccountsWorker(service: service, erasers: erasers, logger: logger)
+        let emailPrune = PeriodicPrune("emails", logger: logger) { try await service.pruneEmails() }
         // The webhook's HTTP client closes after the worker stopped sending.
         let clients: [any Service] = emails.http.map { [ProviderClientLifecycle($0)] } ?? []
-        let services: [any Service] = clients + (replica.map { [$0] } ?? []) + [publisher, worker, host]
+        let services: [any Service] = clients + (replica.map { [$0] } ?? []) + [publisher, worker, emailPrune, host]
         do {
             try await ServiceRunner.run(services, endpointFile: resolved.endpointFile, logger: logger,
                                         boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }

@@ -37,7 +37,7 @@ struct GeoCommand: AsyncParsableCommand {
                                                 photos: RemoteCheckInPhotos(media: media), logger: logger)
         let grants = GrantConsumer(service: service, endpoint: try resolved.peerEvents("alerts"), security: try plane.client(of: "alerts"),
                                    logger: logger)
-        let pruner = HistoryPruner(service: service, logger: logger)
+        let pruner = PeriodicPrune("history", logger: logger) { try await service.pruneHistory() }
         let audit = AuditWriter(service: service, logger: logger)
         MetricsRefresh.register { service.recordIndexMetrics() }
         let host = service.makeHost(options: plane.hostOptions(name: "geo", endpoint: resolved.endpoint), logger: logger)

@@ -2,6 +2,7 @@ import ArgumentParser
 import ServiceKit
 import Social
 import SocialReplica
+import Storage
 import Wire
 
 @main
@@ -33,8 +34,8 @@ struct SocialCommand: AsyncParsableCommand {
         }
         let host = service.makeHost(options: plane.hostOptions(name: "social", endpoint: resolved.endpoint), logger: logger)
         do {
-            let maintenance = SocialMaintenance(service: service, logger: logger)
-            try await ServiceRunner.run([publisher, profiles, host, maintenance], endpointFile: resolved.endpointFile, logger: logger,
+            let notices = PeriodicPrune("notices", logger: logger) { try await service.pruneNotices() }
+            try await ServiceRunner.run([publisher, profiles, host, notices], endpointFile: resolved.endpointFile, logger: logger,
                                       boundEventsEndpoint: { try await publisher.boundEndpoint() }) { try await host.boundEndpoint() }
         } catch {
             await storage.close()

@@ -3,6 +3,7 @@ import Foundation
 import FriensoTesting
 import GRDB
 import Logging
+import Storage
 import Testing
 
 /// The worker's reads of the emails due and expired (once a second, in a write transaction)
@@ -91,9 +92,9 @@ struct EmailPruneTests {
         }
     }
 
-    /// The worker prunes at its first pass, then once an hour: an email done 91 days ago goes,
-    /// one done 89 days ago stays.
-    @Test func theWorker_prunesEmailsPastTheirRetention() async throws {
+    /// The executable's `PeriodicPrune` prunes at its first turn, then once an hour: an email
+    /// done 91 days ago goes, one done 89 days ago stays.
+    @Test func thePeriodicPrune_deletesEmailsPastTheirRetention() async throws {
         let clock = TestClock()
         var config = AccountsConfig()
         config.now = { clock.now }
@@ -109,9 +110,9 @@ struct EmailPruneTests {
                         """, arguments: [id, at, at, at + 1_000, at])
                 }
             }
-            let worker = Task { try await AccountsWorker(service: service, erasers: [:], interval: .milliseconds(20), logger: Logger(label: "test")).run() }
+            let worker = Task { try await PeriodicPrune("emails", logger: Logger(label: "test")) { try await service.pruneEmails() }.run() }
             defer { worker.cancel() }
-            try await eventually("the worker's prune") {
+            try await eventually("the first prune") {
                 try await sqlite.database.read { db in try Int64.fetchAll(db, sql: "SELECT id FROM email_outbox ORDER BY id") } == [2]
             }
             worker.cancel()

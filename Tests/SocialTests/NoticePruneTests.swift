@@ -3,6 +3,7 @@ import FriensoProto
 import FriensoTesting
 import GRDB
 import Logging
+import Storage
 import Synchronization
 import Testing
 import Wire
@@ -34,14 +35,14 @@ struct NoticePruneTests {
         }
     }
 
-    /// `SocialMaintenance` prunes at its first pass (then hourly).
-    @Test func theMaintenanceService_prunesAtStart() async throws {
+    /// The executable's `PeriodicPrune` prunes at its first turn (then hourly).
+    @Test func thePeriodicPrune_prunesAtStart() async throws {
         let clock = Clock()
         try await withSocial(.sqlite, now: clock.now) { stack in
             let (una, _) = try await stack.user("n_vic")
             _ = try await una.call(API.addToCircle, SocialV1.AddToCircleRequest(phone: "+1 562 555 0104"))
             clock.advance(days: 8)
-            let maintenance = Task { try await SocialMaintenance(service: stack.service, logger: Logger(label: "test")).run() }
+            let maintenance = Task { try await PeriodicPrune("notices", logger: Logger(label: "test")) { try await stack.service.pruneNotices() }.run() }
             defer { maintenance.cancel() }
             try await eventually("the first prune") {
                 try await stack.social.call(API.listNotices, SocialV1.ListNoticesRequest()).notices.isEmpty

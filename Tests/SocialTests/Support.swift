@@ -21,7 +21,7 @@ struct SocialStack: Sendable {
     /// What social published (graph events, pokes, notice wake-ups).
     let events: EventRecorder
     let logs: CapturedLogs
-    /// The service itself, for its periodic work (`pruneNotices`, `SocialMaintenance`).
+    /// The service itself, for its periodic work (`pruneNotices`).
     let service: SocialService
 
     /// Registers `name` and signs them in.
