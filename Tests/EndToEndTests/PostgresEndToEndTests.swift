@@ -49,7 +49,7 @@ struct PostgresEndToEndTests {
             let count = try await server.psql(database, "SELECT count(*) FROM accounts.users")
             #expect((Int(count) ?? 0) >= acknowledged.count + 1, "users in PostgreSQL: \(count) (dana and every acknowledged writer)")
             let migrations = try await server.psql(database, "SELECT string_agg(name, ',' ORDER BY name) FROM accounts.schema_migrations")
-            #expect(migrations == "accounts_v1,event_log_v1,idempotent_replies,login_events_by_key")
+            #expect(migrations == "accounts_v1,email_retention,event_log_v1,idempotent_replies,login_events_by_key")
             #expect(!FileManager.default.fileExists(atPath: "\(stack.data)/accounts/accounts.sqlite"))
             #expect(!stack.logs().contains(server.password), "the database password never reaches a log")
             #expect(stack.logs().contains("engine=postgres") || stack.logs().contains("\"engine\":\"postgres\""), "accounts says which engine it runs on")
