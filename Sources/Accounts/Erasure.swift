@@ -186,13 +186,21 @@ extension SQLiteAccountsStore {
     func deleteUser(_ user: UserRecord, targets: [String], now: Int64, committed: @escaping @Sendable (UserRecord) -> Void) async throws {
         let traces = String(decoding: try JSONEncoder().encode(ErasureTraces(
             username: user.username, email: user.email, phone: user.phone, firstName: user.firstName, lastName: user.lastName)), as: UTF8.self)
+        // Emails to their address (reset codes), from the outbox and the recording provider's
+        // copies: no index serves that search (90 days of emails), so a reader walks both first and
+        // the writer, which every login and sign-up waits for, is not held meanwhile (`WalkedRows`;
+        // `docs/benchmarks.md` item 163).
+        let (outbox, copies) = try await database.scan { db in
+            (try WalkedRows.walk(db, .emailsTo, [user.email]), try WalkedRows.walk(db, .copiesTo, [user.email]))
+        }
         _ = try await database.write({ db in
             // The login guard's keys for the three ways to name the account (see `login`).
             let keys: [Validation.LoginName] = [.username(user.username.lowercased()), .email(user.email.lowercased()), .phone(user.phone)]
             try db.run(sql: "DELETE FROM login_events WHERE account IN (?, ?, ?)", arguments: StatementArguments(keys.map { "\($0)" }))
-            // Emails to them (reset codes); password_resets go with the row (foreign key).
-            try db.run(sql: "DELETE FROM email_outbox WHERE user_id = ? OR address = ?", arguments: [user.id, user.email])
-            try db.run(sql: "DELETE FROM sent_emails WHERE address = ?", arguments: [user.email])
+            // Their emails; password_resets go with the row (foreign key).
+            try db.run(sql: "DELETE FROM email_outbox WHERE user_id = ?", arguments: [user.id])
+            _ = try outbox.delete(db, .emailsTo, [user.email])
+            _ = try copies.delete(db, .copiesTo, [user.email])
             try db.run(sql: "DELETE FROM users WHERE id = ?", arguments: [user.id])
             guard db.changesCount == 1 else { throw AccountRefusal.noAccount(user.id) }
             for target in targets {
@@ -256,4 +264,11 @@ extension SQLiteAccountsStore {
     func scrubErasedRows() async throws {
         try await database.truncateWAL()
     }
+}
+
+extension WalkedRows.Search {
+    /// Emails to an address: the outbox's (AUTOINCREMENT ids) and the recording provider's copies
+    /// (known by their key). An email's address never changes.
+    static let emailsTo = Self(table: "email_outbox", identity: "id", condition: "address = ?")
+    static let copiesTo = Self(table: "sent_emails", identity: "idempotency_key", condition: "address = ?")
 }

@@ -2,6 +2,7 @@
 import FriensoProto
 import FriensoTesting
 import GRDB
+import Storage
 import Testing
 
 extension AlertsTestGroup {

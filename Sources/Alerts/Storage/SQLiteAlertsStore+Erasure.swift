@@ -146,63 +146,8 @@ extension SQLiteAlertsStore {
     }
 }
 
-/// The rows of a rowid table that match a condition no index serves, found by a reader's walk
-/// of one snapshot and deleted in a later write transaction with the rows made since.
-///
-/// A rowid table gives a new row the largest rowid plus one. So while the snapshot's last row is
-/// still there, every row made since has a larger rowid: the write deletes the walk's rowids and
-/// searches only above that bound. The last row is known by its identity, which the table never
-/// gives a second row (a send's key, an alert's recipient's place, a prompt's AUTOINCREMENT id).
-/// If it is gone, a new row may have taken a rowid at or below the bound, and the write walks the
-/// table itself. The searched columns must never change once a row is written.
-struct WalkedRows: Sendable {
-    /// A table, the text that identifies a row, and the condition (its arguments bound in order).
-    struct Search: Sendable {
-        let table: String
-        let identity: String
-        let condition: String
-
-        static let sentToAddresses = Search(table: "sent_messages", identity: "idempotency_key",
-                                            condition: "address IN (SELECT value FROM json_each(?))")
-        static let recipientsByPhone = Search(table: "recipients", identity: "alert_id || ':' || position",
-                                              condition: "phone IN (SELECT value FROM json_each(?))")
-        static let promptsOfUser = Search(table: "emergency_prompts", identity: "id", condition: "user_id = ?")
-    }
-
-    /// The rowids, at or below the bound, of the rows that matched.
-    var rowids: [Int64] = []
-    /// The snapshot's last row (none: the table was empty, so every row since is above 0).
-    var last: (rowid: Int64, identity: String)?
-
-    /// The walk, in a read transaction.
-    static func walk(_ db: Database, _ search: Search, _ arguments: StatementArguments) throws -> WalkedRows {
-        var walked = WalkedRows()
-        guard let last = try Row.fetchOne(db, sql: "SELECT rowid, CAST(\(search.identity) AS TEXT) FROM \(search.table) ORDER BY rowid DESC LIMIT 1") else {
-            return walked
-        }
-        walked.last = (last[0], last[1])
-        walked.rowids = try Int64.fetchAll(db, sql: "SELECT rowid FROM \(search.table) WHERE rowid <= ? AND \(search.condition)",
-                                           arguments: [last[0] as Int64] + arguments)
-        return walked
-    }
-
-    /// Deletes the walk's rows and those made since, in the write transaction. - Returns: rows deleted.
-    func delete(_ db: Database, _ search: Search, _ arguments: StatementArguments) throws -> Int {
-        guard try boundHolds(db, search) else {
-            try db.execute(sql: "DELETE FROM \(search.table) WHERE \(search.condition)", arguments: arguments)
-            return db.changesCount
-        }
-        try db.execute(sql: "DELETE FROM \(search.table) WHERE rowid IN (SELECT value FROM json_each(?))",
-                       arguments: ["[" + rowids.map(String.init).joined(separator: ",") + "]"])
-        var deleted = db.changesCount
-        try db.execute(sql: "DELETE FROM \(search.table) WHERE rowid > ? AND \(search.condition)", arguments: [last?.rowid ?? 0] + arguments)
-        deleted += db.changesCount
-        return deleted
-    }
-
-    /// Whether every row made since the walk has a rowid above its bound: its last row is still there.
-    func boundHolds(_ db: Database, _ search: Search) throws -> Bool {
-        guard let last else { return true }
-        return try String.fetchOne(db, sql: "SELECT CAST(\(search.identity) AS TEXT) FROM \(search.table) WHERE rowid = ?", arguments: [last.rowid]) == last.identity
-    }
+extension WalkedRows.Search {
+    static let sentToAddresses = Self(table: "sent_messages", identity: "idempotency_key", condition: "address IN (SELECT value FROM json_each(?))")
+    static let recipientsByPhone = Self(table: "recipients", identity: "alert_id || ':' || position", condition: "phone IN (SELECT value FROM json_each(?))")
+    static let promptsOfUser = Self(table: "emergency_prompts", identity: "id", condition: "user_id = ?")
 }
