@@ -199,16 +199,9 @@ extension SQLiteAccountsStore {
         }
     }
 
-    /// The hourly prune of emails done (sent, or failed for good) before `?1`, read from the oldest
-    /// id up to the first email queued since: ids grow with time, so the rows before it are the
-    /// ones to delete and the few kept from before (pending). As alerts' outbox
-    /// (`SQLiteAlertsStore.pruneOutboxSQL`, `docs/benchmarks.md` item 157); an email whose clock
-    /// ran behind an older id's waits for a later prune.
-    static let pruneEmailsSQL = """
-        DELETE FROM email_outbox
-        WHERE id < COALESCE((SELECT id FROM email_outbox WHERE created_ms >= ?1 ORDER BY id LIMIT 1), \(Int64.max))
-          AND status != \(EmailStatus.pending) AND done_ms < ?1
-        """
+    /// The hourly prune of emails done (sent, or failed for good) before `?1`, below the first
+    /// email queued since (`Retention.pruneSQL`, as alerts' outbox).
+    static let pruneEmailsSQL = Retention.pruneSQL("email_outbox", madeAt: "created_ms", where: "status != \(EmailStatus.pending) AND done_ms < ?1")
     static let pruneSentEmailsSQL = "DELETE FROM sent_emails WHERE sent_at_ms < ?"
 
     func pruneEmails(before cutoff: Int64) async throws -> Int {

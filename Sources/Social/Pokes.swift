@@ -1,4 +1,5 @@
 import GRDB
+import Storage
 public import FriensoProto
 public import Wire
 
@@ -106,14 +107,9 @@ extension SQLiteSocialStore {
                        arguments: [kind.rawValue, from, toUser, toPhone, now])
     }
 
-    /// The hourly prune of notices made before `?1`: below the first notice made since (ids
-    /// grow with time; a notice never changes), so it reads what it deletes, as alerts' outbox
-    /// prune does (`docs/benchmarks.md` items 157 and 162).
-    static let pruneNoticesSQL = """
-        DELETE FROM notices
-        WHERE id < COALESCE((SELECT id FROM notices WHERE created_at_ms >= ?1 ORDER BY id LIMIT 1), \(Int64.max))
-          AND created_at_ms < ?1
-        """
+    /// The hourly prune of notices made before `?1`, below the first notice made since
+    /// (`Retention.pruneSQL`; a notice never changes).
+    static let pruneNoticesSQL = Retention.pruneSQL("notices", madeAt: "created_at_ms", where: "created_at_ms < ?1")
 
     func pruneNotices(before cutoff: Int64) async throws -> Int {
         try await database.write { db in

@@ -53,23 +53,13 @@ extension SQLiteAlertsStore {
         }
     }
 
-    /// The hourly prune of deliveries ended before `?1`, read from the oldest id up to the first
-    /// delivery made since: ids grow with time, so the rows before it are the ones to delete
-    /// and the few kept from before (pending, or changed since). Without the bound it walked the
-    /// whole outbox, 90 days of deliveries, in the single writer and in the loop that escalates
-    /// alerts: 452 ms an hour at 4.5M rows, now 7 ms (issue 16, item 157). A row whose clock
-    /// ran behind an older id's waits for a later prune.
-    static let pruneOutboxSQL = """
-        DELETE FROM outbox
-        WHERE id < COALESCE((SELECT id FROM outbox WHERE created_at_ms >= ?1 ORDER BY id LIMIT 1), \(Int64.max))
-          AND status != \(AlertsV1.DeliveryStatus.pending.rawValue) AND updated_at_ms < ?1
-        """
+    /// The hourly prune of deliveries ended before `?1` (`Retention.pruneSQL`: below the first
+    /// delivery made since). Without the bound it walked the whole outbox, 90 days of deliveries,
+    /// in the single writer and in the loop that escalates alerts (issue 16, item 157).
+    static let pruneOutboxSQL = Retention.pruneSQL(
+        "outbox", madeAt: "created_at_ms", where: "status != \(AlertsV1.DeliveryStatus.pending.rawValue) AND updated_at_ms < ?1")
     /// The built-in providers' record of what they sent, likewise (rowids grow with time).
-    static let pruneSentSQL = """
-        DELETE FROM sent_messages
-        WHERE rowid < COALESCE((SELECT rowid FROM sent_messages WHERE sent_at_ms >= ?1 ORDER BY rowid LIMIT 1), \(Int64.max))
-          AND sent_at_ms < ?1
-        """
+    static let pruneSentSQL = Retention.pruneSQL("sent_messages", id: "rowid", madeAt: "sent_at_ms", where: "sent_at_ms < ?1")
 
     func pruneOutbox(before cutoff: Int64) async throws -> Int {
         try await database.write { db in
