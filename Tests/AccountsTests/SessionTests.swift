@@ -313,6 +313,25 @@ struct AccountsConfigTests {
         #expect(policy.account.window == 600 && policy.client.window == 600 && policy.spraying.window == 7_200)
         #expect(policy.account.baseLockout == 15 && policy.client.maxLockout == 900)
     }
+
+    /// `emailRetentionDays`: read, 90 by default (and in the example config), at least a day.
+    @Test func theEmailRetention_isRead_andAtLeastADay() throws {
+        let directory = try TemporaryDirectory("frienso-accounts-config")
+        defer { directory.remove() }
+        let path = "\(directory.path)/frienso.json"
+        for (given, days) in [("", 90), (#""emailRetentionDays": 30"#, 30), (#""emailRetentionDays": 0"#, 1), (#""emailRetentionDays": -5"#, 1)] {
+            try #"{"accounts": {\#(given)}}"#.write(toFile: path, atomically: true, encoding: .utf8)
+            let config = AccountsConfig(resolved: try ServiceOptions.parse(["--config", path]).resolve(service: "accounts", environment: [:]))
+            #expect(config.emailRetention == .seconds(days * 86_400), "\(given)")
+        }
+        let example = Repository.root.appendingPathComponent("deploy/frienso.example.json").path
+        let fromExample = AccountsConfig(resolved: try ServiceOptions.parse(["--config", example]).resolve(service: "accounts", environment: [:]))
+        #expect(fromExample.emailRetention == AccountsConfig().emailRetention)
+        try #"{"accounts": {"emailRetentionDays": "ninety"}}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: (any Error).self, "a value that is not a number is refused, not ignored") {
+            _ = try ServiceOptions.parse(["--config", path]).resolve(service: "accounts", environment: [:])
+        }
+    }
 }
 
 /// Throttles hold across instances: two accounts services on one PostgreSQL database (as issue
