@@ -7,6 +7,10 @@ import Wire
 
 /// One message handed to a provider.
 public struct OutgoingMessage: Sendable {
+    /// The idempotency key of the outbox row `delivery`'s messages (what the built-in providers
+    /// record it under in `sent_messages`).
+    public static func idempotencyKey(ofDelivery delivery: UInt64) -> String { "frienso-delivery-\(delivery)" }
+
     public var deliveryID: UInt64
     /// Stable across retries of this delivery: a provider that supports idempotency (an SMS
     /// gateway's client reference, an APNs collapse id) passes it on so a retry after a crash
@@ -283,7 +287,7 @@ struct DeliveryPass: Sendable {
         let ready = due.filter { !excluded.contains($0.deliveryId) }
         func messages(_ channel: AlertsV1.Channel) -> [OutgoingMessage] {
             ready.filter { $0.channel == channel }.map {
-                OutgoingMessage(deliveryID: $0.deliveryId, idempotencyKey: "frienso-delivery-\($0.deliveryId)", channel: $0.channel,
+                OutgoingMessage(deliveryID: $0.deliveryId, idempotencyKey: OutgoingMessage.idempotencyKey(ofDelivery: $0.deliveryId), channel: $0.channel,
                                 address: $0.address, body: $0.body, recipientUserID: $0.recipientUserId,
                                 platform: platforms[$0.deliveryId] ?? .unspecified, source: $0.source)
             }

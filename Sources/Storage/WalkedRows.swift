@@ -50,7 +50,7 @@ public struct WalkedRows: Sendable {
             return db.changesCount
         }
         try db.execute(sql: "DELETE FROM \(search.table) WHERE rowid IN (SELECT value FROM json_each(?))",
-                       arguments: ["[" + rowids.map(String.init).joined(separator: ",") + "]"])
+                       arguments: [JSONList.of(rowids)])
         var deleted = db.changesCount
         try db.execute(sql: "DELETE FROM \(search.table) WHERE rowid > ? AND (\(search.condition))", arguments: [last?.rowid ?? 0] + arguments)
         deleted += db.changesCount

@@ -72,6 +72,20 @@ struct WalkedRowsTests {
         #expect(deleted == 1)
     }
 
+    /// `JSONList`: what `json_each` reads back is what was given, quotes, backslashes, control
+    /// characters and non-ASCII included, and ids past a `Double`'s 53 bits stay exact.
+    @Test func aJSONList_readsBackAsGiven() throws {
+        let queue = try DatabaseQueue()
+        let strings = ["plain", "quote \" and back\\slash", "tab\tnew\nline\u{1}", "ünïcødé 🙂", ""]
+        let ids: [UInt64] = [0, 1, UInt64(Int64.max)]
+        let (readStrings, readIDs) = try queue.read { db in
+            (try String.fetchAll(db, sql: "SELECT value FROM json_each(?)", arguments: [JSONList.of(strings)]),
+             try Int64.fetchAll(db, sql: "SELECT value FROM json_each(?)", arguments: [JSONList.of(ids)]))
+        }
+        #expect(readStrings == strings)
+        #expect(readIDs.map(UInt64.init) == ids)
+    }
+
     /// The write's statements search by rowid, an `OR` condition included (it is bracketed).
     @Test func theWritesStatements_searchByRowid() throws {
         let queue = try database()

@@ -25,7 +25,7 @@ extension PostgresAlertsStore {
                 SELECT id FROM outbox WHERE about_user = \(id) OR recipient_user = \(id) OR address = ANY(\(addresses)) OR source = ANY(\(sources))
                     OR source LIKE \(patterns[0]) OR source LIKE \(patterns[1])
                 """, logger: logger)).map { Int64($0) }
-            let keys = deliveries.map { "frienso-delivery-\($0)" }
+            let keys = deliveries.map { OutgoingMessage.idempotencyKey(ofDelivery: UInt64($0)) }
             try await run("DELETE FROM sent_messages WHERE idempotency_key = ANY(\(keys)) OR address = ANY(\(addresses)) RETURNING 1")
             try await run("DELETE FROM outbox WHERE id = ANY(\(deliveries)) RETURNING 1")
             try await run("DELETE FROM watchers WHERE session_id = ANY(\(watches)) OR watcher = \(id) RETURNING 1")

@@ -56,7 +56,7 @@ extension SQLiteAlertsStore {
     private static func deliveryTerms(user: UInt64, owned: (watches: [UInt64], alerts: [UInt64], timers: [UInt64]),
                                       addresses: [String]) -> [(any DatabaseValueConvertible)?] {
         let (sources, patterns) = OutboxRows.erasedSources(alerts: owned.alerts, watches: owned.watches, timers: owned.timers, user: user)
-        return [user, json(addresses), json(sources), patterns[0], patterns[1]]
+        return [user, JSONList.of(addresses), JSONList.of(sources), patterns[0], patterns[1]]
     }
 
     private static func ownedIDs(_ db: Database, _ user: UInt64) throws -> (watches: [UInt64], alerts: [UInt64], timers: [UInt64]) {
@@ -75,8 +75,8 @@ extension SQLiteAlertsStore {
                                                arguments: StatementArguments(terms + [found.outboxBound]))
         found.unaddressed = try UInt64.fetchAll(db, sql: unaddressedSQL, arguments: [found.outboxBound])
         if !addresses.isEmpty {
-            found.sent = try WalkedRows.walk(db, .sentToAddresses, [json(addresses)])
-            found.recipients = try WalkedRows.walk(db, .recipientsByPhone, [json(addresses)])
+            found.sent = try WalkedRows.walk(db, .sentToAddresses, [JSONList.of(addresses)])
+            found.recipients = try WalkedRows.walk(db, .recipientsByPhone, [JSONList.of(addresses)])
         }
         found.prompts = try WalkedRows.walk(db, .promptsOfUser, [user])
         return found
@@ -103,19 +103,19 @@ extension SQLiteAlertsStore {
         deliveries.formUnion(try UInt64.fetchAll(db, sql: "SELECT id FROM outbox WHERE id > ?6 AND \(erasedDeliveryTerms)",
                                                  arguments: StatementArguments(terms + [found.outboxBound])))
         deliveries.formUnion(try UInt64.fetchAll(db, sql: "SELECT id FROM outbox WHERE id IN (SELECT value FROM json_each(?6)) AND \(erasedDeliveryTerms)",
-                                                 arguments: StatementArguments(terms + [json(found.unaddressed)])))
-        try run("DELETE FROM sent_messages WHERE idempotency_key IN (SELECT value FROM json_each(?))", [json(deliveries.map { "frienso-delivery-\($0)" })])
-        if !addresses.isEmpty { erased += try found.sent.delete(db, .sentToAddresses, [json(addresses)]) }
-        try run("DELETE FROM outbox WHERE id IN (SELECT value FROM json_each(?))", [json(Array(deliveries))])
+                                                 arguments: StatementArguments(terms + [JSONList.of(found.unaddressed)])))
+        try run("DELETE FROM sent_messages WHERE idempotency_key IN (SELECT value FROM json_each(?))", [JSONList.of(deliveries.map(OutgoingMessage.idempotencyKey(ofDelivery:)))])
+        if !addresses.isEmpty { erased += try found.sent.delete(db, .sentToAddresses, [JSONList.of(addresses)]) }
+        try run("DELETE FROM outbox WHERE id IN (SELECT value FROM json_each(?))", [JSONList.of(Array(deliveries))])
         // Their own watches and alerts, with everything hanging off them.
-        try run("DELETE FROM watchers WHERE session_id IN (SELECT value FROM json_each(?)) OR watcher = ?", [json(owned.watches), user])
+        try run("DELETE FROM watchers WHERE session_id IN (SELECT value FROM json_each(?)) OR watcher = ?", [JSONList.of(owned.watches), user])
         try run("DELETE FROM watch_sessions WHERE initiator = ?", [user])
-        try run("DELETE FROM emergency_prompts WHERE alert_id IN (SELECT value FROM json_each(?))", [json(owned.alerts)])
+        try run("DELETE FROM emergency_prompts WHERE alert_id IN (SELECT value FROM json_each(?))", [JSONList.of(owned.alerts)])
         erased += try found.prompts.delete(db, .promptsOfUser, [user])
-        try run("DELETE FROM recipients WHERE alert_id IN (SELECT value FROM json_each(?))", [json(owned.alerts)])
+        try run("DELETE FROM recipients WHERE alert_id IN (SELECT value FROM json_each(?))", [JSONList.of(owned.alerts)])
         try run("DELETE FROM recipients WHERE user_id = ?", [user])
-        if !addresses.isEmpty { erased += try found.recipients.delete(db, .recipientsByPhone, [json(addresses)]) }
-        try run("DELETE FROM escalations WHERE alert_id IN (SELECT value FROM json_each(?))", [json(owned.alerts)])
+        if !addresses.isEmpty { erased += try found.recipients.delete(db, .recipientsByPhone, [JSONList.of(addresses)]) }
+        try run("DELETE FROM escalations WHERE alert_id IN (SELECT value FROM json_each(?))", [JSONList.of(owned.alerts)])
         try run("DELETE FROM help_alerts WHERE initiator = ?", [user])
         try run("DELETE FROM timers WHERE owner = ?", [user])
         try run("DELETE FROM grants WHERE subject = ?1 OR viewer = ?1", [user])
@@ -127,22 +127,6 @@ extension SQLiteAlertsStore {
 
     func scrubErasedRows() async throws {
         try await database.truncateWAL()
-    }
-
-    /// A JSON array of numbers, for `json_each`.
-    static func json(_ values: [UInt64]) -> String {
-        "[" + values.map(String.init).joined(separator: ",") + "]"
-    }
-
-    /// A JSON array of strings, for `json_each` (a list of any length as one bound argument).
-    static func json(_ values: [String]) -> String {
-        "[" + values.map { "\"" + $0.unicodeScalars.map { c -> String in
-            switch c {
-            case "\"": return "\\\""
-            case "\\": return "\\\\"
-            default: return c.value < 0x20 ? String(format: "\\u%04x", c.value) : String(c)
-            }
-        }.joined() + "\"" }.joined(separator: ",") + "]"
     }
 }
 
