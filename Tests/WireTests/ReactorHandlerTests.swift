@@ -63,6 +63,12 @@ struct ReactorHandlerTests {
             let reactor = Reactor(name: "front")
             let toBackend = WireClient(endpoint: try await backend.boundEndpoint(), options: .patient, logger: logs.logger("to-backend"), reactor: reactor)
             let handler = ForwardOnReactor(backend: toBackend, reactor: reactor, relays: relays)
+            // The client to the backend makes its socket on the reactor; until then a request is
+            // handled on a task (`take` declines), which the tests count. Readiness, asked on the
+            // reactor's own thread.
+            try await eventually("the client to the backend sends on the reactor") {
+                await withTaskExecutorPreference(reactor) { toBackend.canSendOnReactor }
+            }
             // A graceful stop waits up to 40 s for what it has taken (10 s by default): the
             // shutdown test must not depend on how quickly a loaded machine runs its checks.
             var frontOptions = HostOptions(name: "test", endpoint: "tcp://127.0.0.1:*")
