@@ -232,8 +232,12 @@ struct WireBatchTests {
                 guard let envelope = try? Envelope(serializedBytes: last) else { continue }
                 switch envelope.kind {
                 case .heartbeat:
-                    // The first from the host of this build, the later ones from the older one.
-                    let offers = heartbeats.add(1, ordering: .relaxed).newValue == 1 ? WireBatch.feature : 0
+                    // The host of this build answers until the first batch, the older one after it.
+                    // (Offering batches in the first heartbeat reply only failed in CI: stalled
+                    // past the client's heartbeat interval, the test let a second heartbeat,
+                    // answered "no batches", go out before the batch.)
+                    let offers = batchesSeen.load(ordering: .relaxed) == 0 ? WireBatch.feature : 0
+                    heartbeats.add(1, ordering: .relaxed)
                     _ = try? peer.socket.send(route, packing: Envelope(version: WireProtocol.version, kind: .heartbeat,
                                                                        requestId: envelope.requestId, features: offers), dontWait: true)
                 case .request:
@@ -246,7 +250,10 @@ struct WireBatchTests {
         let logs = CapturedLogs()
         let reactor = Reactor(name: "batch-client")
         let client = WireClient(endpoint: endpoint, options: .patient, logger: logs.logger("client"), reactor: reactor)
+        // One call first: the heartbeat that goes out before it on the connection is answered first,
+        // offering batches.
         #expect(await client.send(Envelope(method: echo.fullName), deadline: .seconds(10)).status == .ok)
+        #expect(heartbeats.load(ordering: .relaxed) >= 1)
         /// Calls made together on the reactor (`retryable` each), sent as one batch while the
         /// client batches: their replies' statuses, in order.
         func together(_ retryable: [Bool], deadline: Duration) async -> [StatusCode] {

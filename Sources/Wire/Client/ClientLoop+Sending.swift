@@ -10,7 +10,15 @@ extension ClientLoop {
         flushDue = false
         guard let socket, !unsent.isEmpty else { return }
         if batching { return flushInBatches(socket) }
-        if !askedForFeatures { sendHeartbeat() }
+        if !askedForFeatures {
+            // The first message on a connection is a heartbeat: its reply, read before any call's,
+            // says whether the peer takes batches. Refused (the connection not up yet), the calls
+            // wait with it for its 50 ms retry: a call sent just after a heartbeat libzmq refused
+            // (the connection coming up in between) was answered before the client asked, and
+            // until the next flush or heartbeat it sent one envelope a message.
+            sendHeartbeat()
+            guard askedForFeatures else { return }
+        }
         let now = Moment.now
         var kept: [UInt64] = []
         for (index, id) in unsent.enumerated() {
